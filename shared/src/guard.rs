@@ -1,0 +1,329 @@
+//! The in-process isolation guard: the same rule as the session policy, checked before a request
+//! leaves the process. DynamoDB Local evaluates no IAM, so locally this is the layer tests see; in AWS
+//! it catches a bug before IAM has to.
+//!
+//! Rule: every key value a request carries (`PK` and `SK` of keys and items, every value bound in a
+//! Query's key condition, every `ExclusiveStartKey` value) is a string starting with the tenant
+//! prefix. `SK` counts too, because it is `GSI1`'s partition key. Operations outside the session
+//! policy's action list (Scan, PartiQL, table management, …) are refused outright.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept};
+use aws_sdk_dynamodb::operation::{
+    batch_get_item::BatchGetItemInput, batch_write_item::BatchWriteItemInput,
+    delete_item::DeleteItemInput, get_item::GetItemInput, put_item::PutItemInput,
+    query::QueryInput, transact_write_items::TransactWriteItemsInput,
+    update_item::UpdateItemInput,
+};
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::context::{BeforeSerializationInterceptorContextRef, Input};
+use thiserror::Error;
+
+use crate::ids::TenantId;
+use crate::keys::{tenant_prefix, PK, SK};
+
+/// A request refused by the guard. It never left the process.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("isolation guard refused {operation} for tenant {tenant}: {reason}")]
+pub struct GuardViolation {
+    pub tenant: String,
+    pub operation: &'static str,
+    pub reason: String,
+}
+
+type Item = HashMap<String, AttributeValue>;
+
+/// What a request carries that the guard must see, independent of the SDK's input types, so the
+/// rule can be unit- and property-tested without building SDK requests.
+#[derive(Debug, Clone)]
+pub enum Carried<'a> {
+    /// A key or a whole item: its `PK` and `SK` must both be tenant-prefixed.
+    KeyOrItem(&'a Item),
+    /// A Query: the values its key condition binds, plus its start key, if any.
+    Query {
+        key_condition: Option<&'a str>,
+        values: Option<&'a Item>,
+        legacy_key_conditions: bool,
+        exclusive_start_key: Option<&'a Item>,
+    },
+}
+
+/// Checks one request's carried keys against `tenant`. `operation` is for the error only.
+pub fn check(
+    tenant: &TenantId,
+    operation: &'static str,
+    carried: &[Carried<'_>],
+) -> Result<(), GuardViolation> {
+    let prefix = tenant_prefix(tenant);
+    let refuse = |reason: String| GuardViolation {
+        tenant: tenant.to_string(),
+        operation,
+        reason,
+    };
+    let prefixed = |v: Option<&AttributeValue>| matches!(v, Some(AttributeValue::S(s)) if s.starts_with(&prefix));
+
+    if carried.is_empty() {
+        return Err(refuse("request carries no key".into()));
+    }
+    for c in carried {
+        match c {
+            Carried::KeyOrItem(item) => {
+                for attr in [PK, SK] {
+                    if !prefixed(item.get(attr)) {
+                        return Err(refuse(format!("{attr} lacks the tenant prefix")));
+                    }
+                }
+            }
+            Carried::Query {
+                key_condition,
+                values,
+                legacy_key_conditions,
+                exclusive_start_key,
+            } => {
+                if *legacy_key_conditions {
+                    return Err(refuse("legacy KeyConditions are not allowed".into()));
+                }
+                let Some(expr) = key_condition else {
+                    return Err(refuse("Query without a key condition".into()));
+                };
+                let placeholders = placeholders(expr);
+                if placeholders.is_empty() {
+                    return Err(refuse("key condition binds no value".into()));
+                }
+                for name in placeholders {
+                    if !prefixed(values.and_then(|v| v.get(name))) {
+                        return Err(refuse(format!("key condition value {name} lacks the tenant prefix")));
+                    }
+                }
+                if let Some(start) = exclusive_start_key {
+                    for attr in [PK, SK] {
+                        if !prefixed(start.get(attr)) {
+                            return Err(refuse(format!("ExclusiveStartKey {attr} lacks the tenant prefix")));
+                        }
+                    }
+                    if start.len() != 2 {
+                        return Err(refuse("ExclusiveStartKey has attributes other than PK and SK".into()));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `:name` value placeholders in an expression.
+fn placeholders(expr: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let bytes = expr.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b':' {
+            let start = i;
+            i += 1;
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                i += 1;
+            }
+            out.push(&expr[start..i]);
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Extracts the carried keys from an SDK operation input; `None` for an operation tenants may not use.
+fn carried_by(input: &Input) -> Option<(&'static str, Vec<Carried<'_>>)> {
+    if let Some(i) = input.downcast_ref::<GetItemInput>() {
+        return Some(("GetItem", i.key().map(Carried::KeyOrItem).into_iter().collect()));
+    }
+    if let Some(i) = input.downcast_ref::<PutItemInput>() {
+        return Some(("PutItem", i.item().map(Carried::KeyOrItem).into_iter().collect()));
+    }
+    if let Some(i) = input.downcast_ref::<UpdateItemInput>() {
+        return Some(("UpdateItem", i.key().map(Carried::KeyOrItem).into_iter().collect()));
+    }
+    if let Some(i) = input.downcast_ref::<DeleteItemInput>() {
+        return Some(("DeleteItem", i.key().map(Carried::KeyOrItem).into_iter().collect()));
+    }
+    if let Some(i) = input.downcast_ref::<QueryInput>() {
+        return Some((
+            "Query",
+            vec![Carried::Query {
+                key_condition: i.key_condition_expression(),
+                values: i.expression_attribute_values(),
+                legacy_key_conditions: i.key_conditions().is_some(),
+                exclusive_start_key: i.exclusive_start_key(),
+            }],
+        ));
+    }
+    if let Some(i) = input.downcast_ref::<BatchGetItemInput>() {
+        let keys = i
+            .request_items()
+            .into_iter()
+            .flat_map(|m| m.values())
+            .flat_map(|ka| ka.keys())
+            .map(Carried::KeyOrItem)
+            .collect();
+        return Some(("BatchGetItem", keys));
+    }
+    if let Some(i) = input.downcast_ref::<BatchWriteItemInput>() {
+        let mut keys = Vec::new();
+        for w in i.request_items().into_iter().flat_map(|m| m.values()).flatten() {
+            if let Some(p) = w.put_request() {
+                keys.push(Carried::KeyOrItem(p.item()));
+            }
+            if let Some(d) = w.delete_request() {
+                keys.push(Carried::KeyOrItem(d.key()));
+            }
+        }
+        return Some(("BatchWriteItem", keys));
+    }
+    if let Some(i) = input.downcast_ref::<TransactWriteItemsInput>() {
+        let mut keys = Vec::new();
+        for t in i.transact_items() {
+            if let Some(x) = t.put() {
+                keys.push(Carried::KeyOrItem(x.item()));
+            }
+            if let Some(x) = t.update() {
+                keys.push(Carried::KeyOrItem(x.key()));
+            }
+            if let Some(x) = t.delete() {
+                keys.push(Carried::KeyOrItem(x.key()));
+            }
+            if let Some(x) = t.condition_check() {
+                keys.push(Carried::KeyOrItem(x.key()));
+            }
+        }
+        return Some(("TransactWriteItems", keys));
+    }
+    None
+}
+
+/// The SDK interceptor installed on every tenant-scoped DynamoDB client. It runs before the request
+/// is serialized, so a refused request is never signed or sent.
+#[derive(Debug, Clone)]
+pub struct TenantKeyGuard {
+    tenant: TenantId,
+}
+
+impl TenantKeyGuard {
+    pub fn new(tenant: TenantId) -> Self {
+        Self { tenant }
+    }
+}
+
+impl Intercept for TenantKeyGuard {
+    fn name(&self) -> &'static str {
+        "TenantKeyGuard"
+    }
+
+    fn read_before_execution(
+        &self,
+        context: &BeforeSerializationInterceptorContextRef<'_>,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        match carried_by(context.input()) {
+            Some((operation, carried)) => check(&self.tenant, operation, &carried)?,
+            None => {
+                return Err(Box::new(GuardViolation {
+                    tenant: self.tenant.to_string(),
+                    operation: "unlisted operation",
+                    reason: "not in the tenant session policy (no Scan, no PartiQL)".into(),
+                }))
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `err` (an SDK error, or anything wrapping one) was caused by the guard.
+pub fn is_guard_violation(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = current {
+        if e.downcast_ref::<GuardViolation>().is_some() {
+            return true;
+        }
+        current = e.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(raw: &str) -> TenantId {
+        TenantId::parse(raw).unwrap()
+    }
+
+    fn key(pk: &str, sk: &str) -> Item {
+        HashMap::from([
+            (PK.to_string(), AttributeValue::S(pk.into())),
+            (SK.to_string(), AttributeValue::S(sk.into())),
+        ])
+    }
+
+    #[test]
+    fn keys_of_the_own_tenant_pass() {
+        let k = key("TENANT#a#SESSION#1", "TENANT#a#CUSTOMER#c");
+        assert!(check(&t("a"), "GetItem", &[Carried::KeyOrItem(&k)]).is_ok());
+    }
+
+    #[test]
+    fn delimiter_corner_cases_are_refused() {
+        for other in ["a-b", "a_", "A", "ab"] {
+            let k = key(&format!("TENANT#{other}#X#1"), &format!("TENANT#{other}#Y#1"));
+            assert!(check(&t("a"), "GetItem", &[Carried::KeyOrItem(&k)]).is_err(), "{other}");
+        }
+        let forged = key("TENANT#a", "TENANT#a#x");
+        assert!(check(&t("a"), "GetItem", &[Carried::KeyOrItem(&forged)]).is_err());
+    }
+
+    #[test]
+    fn sort_key_counts_because_it_is_gsi1s_partition_key() {
+        let k = key("TENANT#a#SESSION#1", "TENANT#b#CUSTOMER#c");
+        assert!(check(&t("a"), "PutItem", &[Carried::KeyOrItem(&k)]).is_err());
+    }
+
+    #[test]
+    fn query_values_and_start_key_are_checked() {
+        let values = HashMap::from([
+            (":pk".to_string(), AttributeValue::S("TENANT#a#CUSTOMER#c".into())),
+            (":sk".to_string(), AttributeValue::S("TENANT#b#".into())),
+        ]);
+        let q = |expr| Carried::Query {
+            key_condition: Some(expr),
+            values: Some(&values),
+            legacy_key_conditions: false,
+            exclusive_start_key: None,
+        };
+        assert!(check(&t("a"), "Query", &[q("SK = :pk")]).is_ok());
+        assert!(check(&t("a"), "Query", &[q("SK = :pk AND begins_with(PK, :sk)")]).is_err());
+        assert!(check(&t("a"), "Query", &[q("SK = :missing")]).is_err());
+        let start = key("TENANT#b#SESSION#1", "TENANT#a#CUSTOMER#c");
+        let with_start = Carried::Query {
+            key_condition: Some("SK = :pk"),
+            values: Some(&values),
+            legacy_key_conditions: false,
+            exclusive_start_key: Some(&start),
+        };
+        assert!(check(&t("a"), "Query", &[with_start]).is_err());
+    }
+
+    #[test]
+    fn a_request_without_keys_is_refused() {
+        assert!(check(&t("a"), "BatchGetItem", &[]).is_err());
+        let empty = HashMap::new();
+        assert!(check(&t("a"), "GetItem", &[Carried::KeyOrItem(&empty)]).is_err());
+    }
+
+    #[test]
+    fn placeholders_are_found() {
+        assert_eq!(
+            placeholders("#sk = :sk AND #pk BETWEEN :lo_1 AND :hi"),
+            vec![":sk", ":lo_1", ":hi"]
+        );
+    }
+}

@@ -1,0 +1,100 @@
+//! Request parsing and response building shared by every handler.
+
+use lambda_http::http::{header, StatusCode};
+use lambda_http::{Body, Request, RequestExt, Response};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::ApiError;
+use crate::ids::{EntityId, SessionId};
+
+/// The API's cap on a request document. DynamoDB's item limit is 400 KB; we keep well below it.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+pub const DEFAULT_LIMIT: u32 = 25;
+pub const MAX_LIMIT: u32 = 100;
+
+/// A path parameter, as API Gateway (or cargo lambda's router) filled it.
+pub fn path_param(req: &Request, name: &str) -> Result<String, ApiError> {
+    req.path_parameters_ref()
+        .and_then(|p| p.first(name))
+        .map(str::to_owned)
+        .ok_or_else(|| ApiError::bad_request(name, format!("path parameter {name} is missing")))
+}
+
+pub fn path_entity_id(req: &Request, name: &str) -> Result<EntityId, ApiError> {
+    let raw = path_param(req, name)?;
+    EntityId::parse(&raw).map_err(|e| ApiError::bad_request(name, format!("{name} {e}")))
+}
+
+pub fn path_session_id(req: &Request, name: &str) -> Result<SessionId, ApiError> {
+    let raw = path_param(req, name)?;
+    SessionId::parse(&raw).map_err(|e| ApiError::bad_request(name, format!("{name} {e}")))
+}
+
+pub fn query_param(req: &Request, name: &str) -> Option<String> {
+    req.query_string_parameters_ref()
+        .and_then(|q| q.first(name))
+        .map(str::to_owned)
+}
+
+/// `?limit=`: 1 to 100, default 25.
+pub fn page_limit(req: &Request) -> Result<u32, ApiError> {
+    match query_param(req, "limit") {
+        None => Ok(DEFAULT_LIMIT),
+        Some(raw) => match raw.parse::<u32>() {
+            Ok(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
+            _ => Err(ApiError::bad_request(
+                "limit",
+                format!("limit must be a whole number from 1 to {MAX_LIMIT}"),
+            )),
+        },
+    }
+}
+
+/// The JSON body as `T`. Unknown fields are refused by the input types (`deny_unknown_fields`).
+/// Errors name the field at fault; a body over 64 KB answers 413.
+pub fn json_body<T: DeserializeOwned>(req: &Request) -> Result<T, ApiError> {
+    let bytes: &[u8] = match req.body() {
+        Body::Empty => b"",
+        Body::Text(t) => t.as_bytes(),
+        Body::Binary(b) => b,
+        _ => b"",
+    };
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "The request body is {} bytes; the limit is {MAX_BODY_BYTES}.",
+            bytes.len()
+        )));
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::BadRequest {
+            detail: "A JSON request body is required.".into(),
+            field: None,
+        });
+    }
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let field = (path != ".").then_some(path);
+        ApiError::BadRequest {
+            detail: format!("Invalid request body: {}", e.inner()),
+            field,
+        }
+    })
+}
+
+pub fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response<Body> {
+    let body = serde_json::to_string(value).unwrap_or_default();
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::Text(body))
+        .unwrap_or_else(|_| Response::new(Body::Empty))
+}
+
+pub fn no_content() -> Response<Body> {
+    Response::builder()
+        .status(StatusCode::NO_CONTENT)
+        .body(Body::Empty)
+        .unwrap_or_else(|_| Response::new(Body::Empty))
+}

@@ -1,0 +1,140 @@
+//! The key scheme. Every `PK` and every `SK` starts with `TENANT#<tenantId>#`, because `SK` is the
+//! partition key of the inverted `GSI1`, and IAM's `dynamodb:LeadingKeys` condition checks the
+//! partition key of whichever table or index a request targets.
+//!
+//! | item | PK | SK |
+//! |---|---|---|
+//! | root session | `TENANT#t#SESSION#<sessionId>` | `TENANT#t#CUSTOMER#<customerId>` |
+//! | child session | `TENANT#t#SESSION#<parentId>` | `TENANT#t#CHILD#<childId>` |
+//!
+//! Builders take only validated ids (`TenantId`, `EntityId`, `SessionId`), none of which can hold
+//! `#`, so one entity's key can never be forged from another's id.
+
+use thiserror::Error;
+
+use crate::ids::{EntityId, SessionId, TenantId};
+
+pub const PK: &str = "PK";
+pub const SK: &str = "SK";
+pub const GSI1: &str = "GSI1";
+/// Epoch seconds; the table's TTL attribute. Reads also compare it, since TTL deletion lags.
+pub const EXPIRES_AT: &str = "expiresAt";
+
+const SESSION: &str = "SESSION";
+const CUSTOMER: &str = "CUSTOMER";
+const CHILD: &str = "CHILD";
+
+/// A key value did not have the expected shape for this tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("key value does not have the expected shape")]
+pub struct KeyShapeError;
+
+/// `TENANT#<t>#`: the prefix every key value of the tenant starts with.
+pub fn tenant_prefix(tenant: &TenantId) -> String {
+    format!("TENANT#{tenant}#")
+}
+
+fn entity_prefix(tenant: &TenantId, kind: &str) -> String {
+    format!("TENANT#{tenant}#{kind}#")
+}
+
+fn strip_entity_prefix<'a>(
+    tenant: &TenantId,
+    kind: &str,
+    value: &'a str,
+) -> Result<&'a str, KeyShapeError> {
+    value
+        .strip_prefix("TENANT#")
+        .and_then(|rest| rest.strip_prefix(tenant.as_str()))
+        .and_then(|rest| rest.strip_prefix('#'))
+        .and_then(|rest| rest.strip_prefix(kind))
+        .and_then(|rest| rest.strip_prefix('#'))
+        .ok_or(KeyShapeError)
+}
+
+/// `TENANT#t#SESSION#<sessionId>`: the partition of a session's item collection.
+pub fn session_pk(tenant: &TenantId, session: &SessionId) -> String {
+    format!("{}{session}", entity_prefix(tenant, SESSION))
+}
+
+pub fn parse_session_pk(tenant: &TenantId, value: &str) -> Result<SessionId, KeyShapeError> {
+    SessionId::parse(strip_entity_prefix(tenant, SESSION, value)?).map_err(|_| KeyShapeError)
+}
+
+/// `TENANT#t#CUSTOMER#<customerId>`: a root session's SK, so GSI1 groups sessions by customer.
+pub fn customer_sk(tenant: &TenantId, customer: &EntityId) -> String {
+    format!("{}{customer}", entity_prefix(tenant, CUSTOMER))
+}
+
+pub fn customer_sk_prefix(tenant: &TenantId) -> String {
+    entity_prefix(tenant, CUSTOMER)
+}
+
+pub fn parse_customer_sk(tenant: &TenantId, value: &str) -> Result<EntityId, KeyShapeError> {
+    EntityId::parse(strip_entity_prefix(tenant, CUSTOMER, value)?).map_err(|_| KeyShapeError)
+}
+
+/// `TENANT#t#CHILD#<childId>`: a child session's SK inside its parent's item collection.
+pub fn child_sk(tenant: &TenantId, child: &SessionId) -> String {
+    format!("{}{child}", entity_prefix(tenant, CHILD))
+}
+
+pub fn child_sk_prefix(tenant: &TenantId) -> String {
+    entity_prefix(tenant, CHILD)
+}
+
+pub fn parse_child_sk(tenant: &TenantId, value: &str) -> Result<SessionId, KeyShapeError> {
+    SessionId::parse(strip_entity_prefix(tenant, CHILD, value)?).map_err(|_| KeyShapeError)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(raw: &str) -> TenantId {
+        TenantId::parse(raw).unwrap()
+    }
+
+    fn sid() -> SessionId {
+        SessionId::parse("0190f1b2-3c4d-7e5f-8a6b-7c8d9e0f1a2b").unwrap()
+    }
+
+    #[test]
+    fn golden_session_keys() {
+        let acme = t("acme");
+        assert_eq!(tenant_prefix(&acme), "TENANT#acme#");
+        assert_eq!(
+            session_pk(&acme, &sid()),
+            "TENANT#acme#SESSION#0190f1b2-3c4d-7e5f-8a6b-7c8d9e0f1a2b"
+        );
+        assert_eq!(
+            customer_sk(&acme, &EntityId::parse("cust-42").unwrap()),
+            "TENANT#acme#CUSTOMER#cust-42"
+        );
+        assert_eq!(
+            child_sk(&acme, &sid()),
+            "TENANT#acme#CHILD#0190f1b2-3c4d-7e5f-8a6b-7c8d9e0f1a2b"
+        );
+        assert_eq!(child_sk_prefix(&acme), "TENANT#acme#CHILD#");
+        assert_eq!(customer_sk_prefix(&acme), "TENANT#acme#CUSTOMER#");
+    }
+
+    #[test]
+    fn parsers_invert_builders() {
+        let acme = t("acme");
+        assert_eq!(parse_session_pk(&acme, &session_pk(&acme, &sid())), Ok(sid()));
+        assert_eq!(parse_child_sk(&acme, &child_sk(&acme, &sid())), Ok(sid()));
+        let cust = EntityId::parse("c1").unwrap();
+        assert_eq!(parse_customer_sk(&acme, &customer_sk(&acme, &cust)), Ok(cust));
+    }
+
+    #[test]
+    fn parsers_refuse_another_tenants_or_another_kinds_key() {
+        let a = t("a");
+        let pk_of_ab = session_pk(&t("a-b"), &sid());
+        assert_eq!(parse_session_pk(&a, &pk_of_ab), Err(KeyShapeError));
+        assert_eq!(parse_session_pk(&a, &child_sk(&a, &sid())), Err(KeyShapeError));
+        assert_eq!(parse_customer_sk(&a, "TENANT#a#CUSTOMER#x#y"), Err(KeyShapeError));
+        assert_eq!(parse_customer_sk(&a, "TENANT#A#CUSTOMER#x"), Err(KeyShapeError));
+    }
+}
