@@ -65,7 +65,8 @@ impl Settings {
         if dev_auth && in_aws {
             return Err(ConfigError::DevAuthInAws);
         }
-        let credentials_seconds = var_or("TENANT_CREDENTIALS_SECONDS", DEFAULT_CREDENTIALS_SECONDS)?;
+        let credentials_seconds =
+            var_or("TENANT_CREDENTIALS_SECONDS", DEFAULT_CREDENTIALS_SECONDS)?;
         if !(900..=3600).contains(&credentials_seconds) {
             return Err(ConfigError::Invalid(
                 "TENANT_CREDENTIALS_SECONDS",
@@ -74,7 +75,10 @@ impl Settings {
         }
         let session_ttl_seconds = var_or("SESSION_TTL_SECONDS", DEFAULT_SESSION_TTL_SECONDS)?;
         if session_ttl_seconds == 0 {
-            return Err(ConfigError::Invalid("SESSION_TTL_SECONDS", "must be positive".into()));
+            return Err(ConfigError::Invalid(
+                "SESSION_TTL_SECONDS",
+                "must be positive".into(),
+            ));
         }
         Ok(Self {
             table_name: var("TABLE_NAME")?,
@@ -127,12 +131,17 @@ impl App {
         Self::new(settings, &sdk, Arc::new(SystemClock))
     }
 
-    pub fn new(settings: Settings, sdk: &SdkConfig, clock: Arc<dyn Clock>) -> Result<Self, ConfigError> {
+    pub fn new(
+        settings: Settings,
+        sdk: &SdkConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, ConfigError> {
         let region = sdk
             .region()
             .map(|r| r.to_string())
             .ok_or(ConfigError::Missing("AWS_REGION"))?;
-        let table = TableLocation::from_role_arn(&settings.tenant_role_arn, &region, &settings.table_name)?;
+        let table =
+            TableLocation::from_role_arn(&settings.tenant_role_arn, &region, &settings.table_name)?;
         let tenants = TenantClients::new(
             aws_sdk_sts::Client::new(sdk),
             aws_sdk_dynamodb::config::Builder::from(sdk).build(),
@@ -147,6 +156,23 @@ impl App {
             tenants,
             clock,
         })
+    }
+
+    /// Adds an interceptor to every tenant client (tests count requests and inject faults with it).
+    pub fn with_dynamodb_interceptor(
+        self,
+        interceptor: aws_sdk_dynamodb::config::SharedInterceptor,
+    ) -> Self {
+        let Self {
+            settings,
+            tenants,
+            clock,
+        } = self;
+        Self {
+            settings,
+            tenants: tenants.with_interceptor(interceptor),
+            clock,
+        }
     }
 
     /// The verified caller of `req` (401/403 when there is none).

@@ -134,8 +134,11 @@ pub fn caller(req: &Request, mode: AuthMode) -> Result<Caller, ApiError> {
             "No tenant claim in the request's authorizer context.".into(),
         ));
     };
-    let tenant = TenantId::parse(&tenant)
-        .map_err(|e| ApiError::Forbidden(format!("The tenant claim is not a valid tenant id: it {e}.")))?;
+    let tenant = TenantId::parse(&tenant).map_err(|e| {
+        ApiError::Forbidden(format!(
+            "The tenant claim is not a valid tenant id: it {e}."
+        ))
+    })?;
     Ok(Caller {
         tenant,
         role: raw.role,
@@ -145,11 +148,16 @@ pub fn caller(req: &Request, mode: AuthMode) -> Result<Caller, ApiError> {
 /// An unsigned development JWT for `tenant` (and optionally a role), as the local stack prints it.
 pub fn dev_jwt(tenant: &str, role: Option<&str>) -> String {
     let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
-    let mut claims = serde_json::json!({ TENANT_CLAIM: tenant, "sub": format!("dev-user-{tenant}") });
+    let mut claims =
+        serde_json::json!({ TENANT_CLAIM: tenant, "sub": format!("dev-user-{tenant}") });
     if let Some(role) = role {
         claims[ROLE_CLAIM] = Value::String(role.to_owned());
     }
-    format!("{}.{}.", b64(&serde_json::json!({"alg": "none", "typ": "JWT"})), b64(&claims))
+    format!(
+        "{}.{}.",
+        b64(&serde_json::json!({"alg": "none", "typ": "JWT"})),
+        b64(&claims)
+    )
 }
 
 #[cfg(test)]
@@ -174,7 +182,9 @@ mod tests {
 
     #[test]
     fn tenant_comes_from_the_jwt_claims() {
-        let req = v2_with_claims(serde_json::json!({"custom:tenantId": "acme", "custom:role": "platform-admin"}));
+        let req = v2_with_claims(
+            serde_json::json!({"custom:tenantId": "acme", "custom:role": "platform-admin"}),
+        );
         let c = caller(&req, AuthMode::Authorizer).unwrap();
         assert_eq!(c.tenant.as_str(), "acme");
         assert_eq!(c.role.as_deref(), Some("platform-admin"));
@@ -183,10 +193,17 @@ mod tests {
     #[test]
     fn missing_tenant_is_401_and_invalid_is_403() {
         let req = v2_with_claims(serde_json::json!({"sub": "x"}));
-        assert_eq!(caller(&req, AuthMode::Authorizer).unwrap_err().status(), 401);
+        assert_eq!(
+            caller(&req, AuthMode::Authorizer).unwrap_err().status(),
+            401
+        );
         for bad in ["*", "a#b", "${aws:username}", ""] {
             let req = v2_with_claims(serde_json::json!({"custom:tenantId": bad}));
-            assert_eq!(caller(&req, AuthMode::Authorizer).unwrap_err().status(), 403, "{bad}");
+            assert_eq!(
+                caller(&req, AuthMode::Authorizer).unwrap_err().status(),
+                403,
+                "{bad}"
+            );
         }
     }
 
@@ -194,8 +211,18 @@ mod tests {
     fn dev_jwt_is_read_only_in_dev_mode() {
         let mut req = v2_with_claims(serde_json::json!({}));
         let bearer = format!("Bearer {}", dev_jwt("acme", None));
-        req.headers_mut().insert("authorization", bearer.parse().unwrap());
-        assert_eq!(caller(&req, AuthMode::Authorizer).unwrap_err().status(), 401);
-        assert_eq!(caller(&req, AuthMode::UnsignedDevJwt).unwrap().tenant.as_str(), "acme");
+        req.headers_mut()
+            .insert("authorization", bearer.parse().unwrap());
+        assert_eq!(
+            caller(&req, AuthMode::Authorizer).unwrap_err().status(),
+            401
+        );
+        assert_eq!(
+            caller(&req, AuthMode::UnsignedDevJwt)
+                .unwrap()
+                .tenant
+                .as_str(),
+            "acme"
+        );
     }
 }

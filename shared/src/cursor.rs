@@ -28,7 +28,10 @@ struct Envelope {
 }
 
 fn invalid() -> ApiError {
-    ApiError::bad_request("cursor", "cursor is invalid, expired or was made for another request")
+    ApiError::bad_request(
+        "cursor",
+        "cursor is invalid, expired or was made for another request",
+    )
 }
 
 /// Encodes positions (named, e.g. `"0"` for a single Query) of `route` for `tenant`.
@@ -55,7 +58,11 @@ pub fn encode(tenant: &TenantId, route: &str, positions: &BTreeMap<String, Key>)
 
 /// Encodes the single `LastEvaluatedKey` of a one-Query route.
 pub fn encode_single(tenant: &TenantId, route: &str, key: &Key) -> String {
-    encode(tenant, route, &BTreeMap::from([("0".to_owned(), key.clone())]))
+    encode(
+        tenant,
+        route,
+        &BTreeMap::from([("0".to_owned(), key.clone())]),
+    )
 }
 
 /// Decodes a cursor of `route` for `tenant`. `shape_ok` checks each position's keys for the route.
@@ -81,7 +88,11 @@ pub fn decode(
         let (Some(pk), Some(sk)) = (key.get(PK), key.get(SK)) else {
             return Err(invalid());
         };
-        if key.len() != 2 || !pk.starts_with(&prefix) || !sk.starts_with(&prefix) || !shape_ok(pk, sk) {
+        if key.len() != 2
+            || !pk.starts_with(&prefix)
+            || !sk.starts_with(&prefix)
+            || !shape_ok(pk, sk)
+        {
             return Err(invalid());
         }
         let key = key
@@ -133,14 +144,43 @@ mod tests {
     fn another_tenant_route_or_tampered_cursor_is_400() {
         let k = key("TENANT#a#SESSION#1", "TENANT#a#CUSTOMER#c");
         let c = encode_single(&t("a"), "r", &k);
-        assert_eq!(decode_single(&t("b"), "r", &c, |_, _| true).unwrap_err().status(), 400);
-        assert_eq!(decode_single(&t("a"), "other", &c, |_, _| true).unwrap_err().status(), 400);
-        assert_eq!(decode_single(&t("a"), "r", &c, |_, _| false).unwrap_err().status(), 400);
+        assert_eq!(
+            decode_single(&t("b"), "r", &c, |_, _| true)
+                .unwrap_err()
+                .status(),
+            400
+        );
+        assert_eq!(
+            decode_single(&t("a"), "other", &c, |_, _| true)
+                .unwrap_err()
+                .status(),
+            400
+        );
+        assert_eq!(
+            decode_single(&t("a"), "r", &c, |_, _| false)
+                .unwrap_err()
+                .status(),
+            400
+        );
         let mut tampered = c.clone();
         tampered.insert(3, 'x');
-        assert_eq!(decode_single(&t("a"), "r", &tampered, |_, _| true).unwrap_err().status(), 400);
+        assert_eq!(
+            decode_single(&t("a"), "r", &tampered, |_, _| true)
+                .unwrap_err()
+                .status(),
+            400
+        );
         // A hand-made cursor naming tenant a but carrying tenant b's key is refused too.
-        let forged = encode_single(&t("a"), "r", &key("TENANT#b#SESSION#1", "TENANT#a#CUSTOMER#c"));
-        assert_eq!(decode_single(&t("a"), "r", &forged, |_, _| true).unwrap_err().status(), 400);
+        let forged = encode_single(
+            &t("a"),
+            "r",
+            &key("TENANT#b#SESSION#1", "TENANT#a#CUSTOMER#c"),
+        );
+        assert_eq!(
+            decode_single(&t("a"), "r", &forged, |_, _| true)
+                .unwrap_err()
+                .status(),
+            400
+        );
     }
 }

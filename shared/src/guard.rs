@@ -13,12 +13,13 @@ use aws_sdk_dynamodb::config::{ConfigBag, Intercept};
 use aws_sdk_dynamodb::operation::{
     batch_get_item::BatchGetItemInput, batch_write_item::BatchWriteItemInput,
     delete_item::DeleteItemInput, get_item::GetItemInput, put_item::PutItemInput,
-    query::QueryInput, transact_write_items::TransactWriteItemsInput,
-    update_item::UpdateItemInput,
+    query::QueryInput, transact_write_items::TransactWriteItemsInput, update_item::UpdateItemInput,
 };
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::interceptors::context::{BeforeSerializationInterceptorContextRef, Input};
+use aws_smithy_runtime_api::client::interceptors::context::{
+    BeforeSerializationInterceptorContextRef, Input,
+};
 use thiserror::Error;
 
 use crate::ids::TenantId;
@@ -94,17 +95,23 @@ pub fn check(
                 }
                 for name in placeholders {
                     if !prefixed(values.and_then(|v| v.get(name))) {
-                        return Err(refuse(format!("key condition value {name} lacks the tenant prefix")));
+                        return Err(refuse(format!(
+                            "key condition value {name} lacks the tenant prefix"
+                        )));
                     }
                 }
                 if let Some(start) = exclusive_start_key {
                     for attr in [PK, SK] {
                         if !prefixed(start.get(attr)) {
-                            return Err(refuse(format!("ExclusiveStartKey {attr} lacks the tenant prefix")));
+                            return Err(refuse(format!(
+                                "ExclusiveStartKey {attr} lacks the tenant prefix"
+                            )));
                         }
                     }
                     if start.len() != 2 {
-                        return Err(refuse("ExclusiveStartKey has attributes other than PK and SK".into()));
+                        return Err(refuse(
+                            "ExclusiveStartKey has attributes other than PK and SK".into(),
+                        ));
                     }
                 }
             }
@@ -136,16 +143,28 @@ fn placeholders(expr: &str) -> Vec<&str> {
 /// Extracts the carried keys from an SDK operation input; `None` for an operation tenants may not use.
 fn carried_by(input: &Input) -> Option<(&'static str, Vec<Carried<'_>>)> {
     if let Some(i) = input.downcast_ref::<GetItemInput>() {
-        return Some(("GetItem", i.key().map(Carried::KeyOrItem).into_iter().collect()));
+        return Some((
+            "GetItem",
+            i.key().map(Carried::KeyOrItem).into_iter().collect(),
+        ));
     }
     if let Some(i) = input.downcast_ref::<PutItemInput>() {
-        return Some(("PutItem", i.item().map(Carried::KeyOrItem).into_iter().collect()));
+        return Some((
+            "PutItem",
+            i.item().map(Carried::KeyOrItem).into_iter().collect(),
+        ));
     }
     if let Some(i) = input.downcast_ref::<UpdateItemInput>() {
-        return Some(("UpdateItem", i.key().map(Carried::KeyOrItem).into_iter().collect()));
+        return Some((
+            "UpdateItem",
+            i.key().map(Carried::KeyOrItem).into_iter().collect(),
+        ));
     }
     if let Some(i) = input.downcast_ref::<DeleteItemInput>() {
-        return Some(("DeleteItem", i.key().map(Carried::KeyOrItem).into_iter().collect()));
+        return Some((
+            "DeleteItem",
+            i.key().map(Carried::KeyOrItem).into_iter().collect(),
+        ));
     }
     if let Some(i) = input.downcast_ref::<QueryInput>() {
         return Some((
@@ -170,7 +189,12 @@ fn carried_by(input: &Input) -> Option<(&'static str, Vec<Carried<'_>>)> {
     }
     if let Some(i) = input.downcast_ref::<BatchWriteItemInput>() {
         let mut keys = Vec::new();
-        for w in i.request_items().into_iter().flat_map(|m| m.values()).flatten() {
+        for w in i
+            .request_items()
+            .into_iter()
+            .flat_map(|m| m.values())
+            .flatten()
+        {
             if let Some(p) = w.put_request() {
                 keys.push(Carried::KeyOrItem(p.item()));
             }
@@ -274,8 +298,14 @@ mod tests {
     #[test]
     fn delimiter_corner_cases_are_refused() {
         for other in ["a-b", "a_", "A", "ab"] {
-            let k = key(&format!("TENANT#{other}#X#1"), &format!("TENANT#{other}#Y#1"));
-            assert!(check(&t("a"), "GetItem", &[Carried::KeyOrItem(&k)]).is_err(), "{other}");
+            let k = key(
+                &format!("TENANT#{other}#X#1"),
+                &format!("TENANT#{other}#Y#1"),
+            );
+            assert!(
+                check(&t("a"), "GetItem", &[Carried::KeyOrItem(&k)]).is_err(),
+                "{other}"
+            );
         }
         let forged = key("TENANT#a", "TENANT#a#x");
         assert!(check(&t("a"), "GetItem", &[Carried::KeyOrItem(&forged)]).is_err());
@@ -290,7 +320,10 @@ mod tests {
     #[test]
     fn query_values_and_start_key_are_checked() {
         let values = HashMap::from([
-            (":pk".to_string(), AttributeValue::S("TENANT#a#CUSTOMER#c".into())),
+            (
+                ":pk".to_string(),
+                AttributeValue::S("TENANT#a#CUSTOMER#c".into()),
+            ),
             (":sk".to_string(), AttributeValue::S("TENANT#b#".into())),
         ]);
         let q = |expr| Carried::Query {

@@ -122,10 +122,16 @@ mod tests {
     #[test]
     fn parsers_invert_builders() {
         let acme = t("acme");
-        assert_eq!(parse_session_pk(&acme, &session_pk(&acme, &sid())), Ok(sid()));
+        assert_eq!(
+            parse_session_pk(&acme, &session_pk(&acme, &sid())),
+            Ok(sid())
+        );
         assert_eq!(parse_child_sk(&acme, &child_sk(&acme, &sid())), Ok(sid()));
         let cust = EntityId::parse("c1").unwrap();
-        assert_eq!(parse_customer_sk(&acme, &customer_sk(&acme, &cust)), Ok(cust));
+        assert_eq!(
+            parse_customer_sk(&acme, &customer_sk(&acme, &cust)),
+            Ok(cust)
+        );
     }
 
     #[test]
@@ -133,8 +139,17 @@ mod tests {
         let a = t("a");
         let pk_of_ab = session_pk(&t("a-b"), &sid());
         assert_eq!(parse_session_pk(&a, &pk_of_ab), Err(KeyShapeError));
-        assert_eq!(parse_session_pk(&a, &child_sk(&a, &sid())), Err(KeyShapeError));
-        assert_eq!(parse_customer_sk(&a, "TENANT#a#CUSTOMER#x#y"), Err(KeyShapeError));
-        assert_eq!(parse_customer_sk(&a, "TENANT#A#CUSTOMER#x"), Err(KeyShapeError));
+        assert_eq!(
+            parse_session_pk(&a, &child_sk(&a, &sid())),
+            Err(KeyShapeError)
+        );
+        assert_eq!(
+            parse_customer_sk(&a, "TENANT#a#CUSTOMER#x#y"),
+            Err(KeyShapeError)
+        );
+        assert_eq!(
+            parse_customer_sk(&a, "TENANT#A#CUSTOMER#x"),
+            Err(KeyShapeError)
+        );
     }
 }

@@ -11,6 +11,7 @@ pub mod http;
 pub mod ids;
 pub mod keys;
 pub mod policy;
+pub mod query;
 pub mod runtime;
 pub mod scoped;
 

@@ -124,7 +124,10 @@ impl TenantClients {
                 if cached.as_ref().is_some_and(|c| now < c.expires) =>
             {
                 tracing::warn!(%cause, tenant = %tenant, "STS refresh failed; serving cached credentials");
-                Ok(cached.as_ref().map(|c| c.db.clone()).ok_or(ScopedClientError::StsUnavailable(cause))?)
+                Ok(cached
+                    .as_ref()
+                    .map(|c| c.db.clone())
+                    .ok_or(ScopedClientError::StsUnavailable(cause))?)
             }
             Err(e) => Err(e),
         }
@@ -144,7 +147,9 @@ impl TenantClients {
             .map_err(|e| {
                 use aws_sdk_sts::error::{ProvideErrorMetadata, SdkError};
                 let retryable = match &e {
-                    SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => true,
+                    SdkError::TimeoutError(_)
+                    | SdkError::DispatchFailure(_)
+                    | SdkError::ResponseError(_) => true,
                     SdkError::ServiceError(s) => is_retryable_code(s.err().code()),
                     _ => false,
                 };

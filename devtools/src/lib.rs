@@ -1,0 +1,199 @@
+//! Tooling for the local stack and the tests. The table is always created from `template.yaml`'s
+//! `AWS::DynamoDB::Table` resource, so local tables cannot drift from what is deployed.
+
+use std::path::Path;
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
+};
+use serde_yaml::Value;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum TemplateError {
+    #[error("cannot read the template: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the template is not YAML: {0}")]
+    Yaml(#[from] serde_yaml::Error),
+    #[error("template.yaml: {0}")]
+    Shape(String),
+}
+
+/// The table as `template.yaml` defines it.
+#[derive(Debug, Clone)]
+pub struct TableDefinition {
+    pub attributes: Vec<AttributeDefinition>,
+    pub key_schema: Vec<KeySchemaElement>,
+    pub gsis: Vec<GlobalSecondaryIndex>,
+    pub billing: BillingMode,
+    pub ttl_attribute: Option<String>,
+}
+
+fn shape(msg: &str) -> TemplateError {
+    TemplateError::Shape(msg.to_owned())
+}
+
+fn str_at<'a>(v: &'a Value, key: &str) -> Result<&'a str, TemplateError> {
+    v.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| shape(&format!("{key} missing or not a string")))
+}
+
+fn parse_key_schema(v: &Value) -> Result<Vec<KeySchemaElement>, TemplateError> {
+    v.as_sequence()
+        .ok_or_else(|| shape("KeySchema is not a list"))?
+        .iter()
+        .map(|k| {
+            KeySchemaElement::builder()
+                .attribute_name(str_at(k, "AttributeName")?)
+                .key_type(KeyType::from(str_at(k, "KeyType")?))
+                .build()
+                .map_err(|e| shape(&e.to_string()))
+        })
+        .collect()
+}
+
+/// Reads the single `AWS::DynamoDB::Table` resource of the template at `path`.
+pub fn table_from_template(path: &Path) -> Result<TableDefinition, TemplateError> {
+    let doc: Value = serde_yaml::from_str(&std::fs::read_to_string(path)?)?;
+    let resources = doc
+        .get("Resources")
+        .and_then(Value::as_mapping)
+        .ok_or_else(|| shape("no Resources"))?;
+    let mut tables = resources
+        .values()
+        .filter(|r| r.get("Type").and_then(Value::as_str) == Some("AWS::DynamoDB::Table"));
+    let table = tables
+        .next()
+        .ok_or_else(|| shape("no AWS::DynamoDB::Table"))?;
+    if tables.next().is_some() {
+        return Err(shape("more than one table: pooltable is single-table"));
+    }
+    let p = table
+        .get("Properties")
+        .ok_or_else(|| shape("table has no Properties"))?;
+    let attributes = p
+        .get("AttributeDefinitions")
+        .and_then(Value::as_sequence)
+        .ok_or_else(|| shape("no AttributeDefinitions"))?
+        .iter()
+        .map(|a| {
+            AttributeDefinition::builder()
+                .attribute_name(str_at(a, "AttributeName")?)
+                .attribute_type(ScalarAttributeType::from(str_at(a, "AttributeType")?))
+                .build()
+                .map_err(|e| shape(&e.to_string()))
+        })
+        .collect::<Result<_, _>>()?;
+    let key_schema = parse_key_schema(p.get("KeySchema").ok_or_else(|| shape("no KeySchema"))?)?;
+    let gsis = p
+        .get("GlobalSecondaryIndexes")
+        .and_then(Value::as_sequence)
+        .map(|s| s.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|g| {
+            let projection = g
+                .get("Projection")
+                .ok_or_else(|| shape("GSI without Projection"))?;
+            GlobalSecondaryIndex::builder()
+                .index_name(str_at(g, "IndexName")?)
+                .set_key_schema(Some(parse_key_schema(
+                    g.get("KeySchema")
+                        .ok_or_else(|| shape("GSI without KeySchema"))?,
+                )?))
+                .projection(
+                    Projection::builder()
+                        .projection_type(ProjectionType::from(str_at(
+                            projection,
+                            "ProjectionType",
+                        )?))
+                        .build(),
+                )
+                .build()
+                .map_err(|e| shape(&e.to_string()))
+        })
+        .collect::<Result<_, _>>()?;
+    let billing = BillingMode::from(str_at(p, "BillingMode")?);
+    let ttl_attribute = p
+        .get("TimeToLiveSpecification")
+        .filter(|t| t.get("Enabled").and_then(Value::as_bool) == Some(true))
+        .and_then(|t| t.get("AttributeName"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Ok(TableDefinition {
+        attributes,
+        key_schema,
+        gsis,
+        billing,
+        ttl_attribute,
+    })
+}
+
+/// The repository's `template.yaml`, wherever the caller runs from.
+pub fn default_template_path() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml")
+}
+
+/// Creates table `name` from `def` with an admin client and waits until it is active.
+pub async fn create_table(
+    client: &aws_sdk_dynamodb::Client,
+    name: &str,
+    def: &TableDefinition,
+) -> Result<(), aws_sdk_dynamodb::Error> {
+    client
+        .create_table()
+        .table_name(name)
+        .set_attribute_definitions(Some(def.attributes.clone()))
+        .set_key_schema(Some(def.key_schema.clone()))
+        .set_global_secondary_indexes((!def.gsis.is_empty()).then(|| def.gsis.clone()))
+        .billing_mode(def.billing.clone())
+        .send()
+        .await?;
+    if let Some(attr) = &def.ttl_attribute {
+        client
+            .update_time_to_live()
+            .table_name(name)
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder()
+                    .attribute_name(attr)
+                    .enabled(true)
+                    .build()
+                    .map_err(aws_sdk_dynamodb::Error::from)?,
+            )
+            .send()
+            .await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_defines_the_table_and_its_inverted_gsi() {
+        let def = table_from_template(&default_template_path()).unwrap();
+        let names: Vec<_> = def
+            .key_schema
+            .iter()
+            .map(|k| (k.attribute_name(), k.key_type().as_str()))
+            .collect();
+        assert_eq!(names, [("PK", "HASH"), ("SK", "RANGE")]);
+        let gsi = &def.gsis[0];
+        assert_eq!(gsi.index_name(), "GSI1");
+        let gsi_keys: Vec<_> = gsi
+            .key_schema()
+            .iter()
+            .map(|k| (k.attribute_name(), k.key_type().as_str()))
+            .collect();
+        assert_eq!(gsi_keys, [("SK", "HASH"), ("PK", "RANGE")]);
+        assert_eq!(
+            gsi.projection().and_then(|p| p.projection_type()),
+            Some(&ProjectionType::All)
+        );
+        assert_eq!(def.billing, BillingMode::PayPerRequest);
+        assert_eq!(def.ttl_attribute.as_deref(), Some("expiresAt"));
+    }
+}

@@ -1,0 +1,8 @@
+//! `create-session`: see [`sessions::create_session`].
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::runtime::init_tracing();
+    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    shared::runtime::serve(|req| sessions::create_session::handle(app, req)).await
+}

@@ -1,0 +1,8 @@
+//! `expire-session`: see [`sessions::expire_session`].
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::runtime::init_tracing();
+    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    shared::runtime::serve(|req| sessions::expire_session::handle(app, req)).await
+}

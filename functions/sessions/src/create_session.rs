@@ -1,0 +1,138 @@
+//! createSession: `POST /sessions` `{customerId, parentSessionId?, state?}` → 201 with the session.
+//!
+//! A root session is one conditional PutItem that never overwrites. A child session is one
+//! TransactWriteItems: the child item, plus an update of the parent that is also its existence check
+//! (parent present, unexpired, same customer, under the child limit) and counts the child.
+
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request, Response};
+use shared::clock::rfc3339;
+use shared::http::{json_body, json_response};
+use shared::ids::SessionId;
+use shared::keys::{child_sk, customer_sk, session_pk};
+use shared::query::{string_attr, u64_attr};
+use shared::{ApiError, App};
+
+use crate::model::{
+    CreateSessionInput, Session, SessionItem, KIND_CHILD, KIND_SESSION, MAX_CHILDREN,
+};
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(&req)?;
+    let input: CreateSessionInput = json_body(&req)?;
+    let db = app.db(&caller.tenant).await?;
+    let t = &caller.tenant;
+    let now_ms = app.clock.now_millis();
+    let now_s = now_ms / 1000;
+    let id = SessionId::new_at(now_ms);
+    let expires_at = now_s + app.settings.session_ttl_seconds;
+
+    let mut item = SessionItem {
+        pk: session_pk(t, &id),
+        sk: customer_sk(t, &input.customer_id),
+        kind: KIND_SESSION.into(),
+        tenant_id: t.to_string(),
+        session_id: id.to_string(),
+        customer_id: input.customer_id.to_string(),
+        parent_session_id: None,
+        state: input.state.map(|s| s.0),
+        last_login_time: rfc3339(now_ms),
+        expires_at,
+        child_count: Some(0),
+    };
+
+    match input.parent_session_id {
+        None => {
+            let av = serde_dynamo::to_item(&item)
+                .map_err(|e| ApiError::Internal(format!("serialize session: {e}")))?;
+            db.client
+                .put_item()
+                .table_name(&*db.table)
+                .set_item(Some(av))
+                .condition_expression("attribute_not_exists(PK)")
+                .send()
+                .await
+                .map_err(|e| {
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_conditional_check_failed_exception())
+                    {
+                        // A UUIDv7 collision: astronomically unlikely, and never an overwrite.
+                        ApiError::Conflict("A session with this id already exists.".into())
+                    } else {
+                        ApiError::from_dynamodb(e)
+                    }
+                })?;
+        }
+        Some(parent) => {
+            item.pk = session_pk(t, &parent);
+            item.sk = child_sk(t, &id);
+            item.kind = KIND_CHILD.into();
+            item.parent_session_id = Some(parent.to_string());
+            item.child_count = None;
+            let av = serde_dynamo::to_item(&item)
+                .map_err(|e| ApiError::Internal(format!("serialize session: {e}")))?;
+            let put = Put::builder()
+                .table_name(&*db.table)
+                .set_item(Some(av))
+                .condition_expression("attribute_not_exists(PK)")
+                .build()
+                .map_err(|e| ApiError::Internal(e.to_string()))?;
+            let parent_update = Update::builder()
+                .table_name(&*db.table)
+                .key("PK", AttributeValue::S(session_pk(t, &parent)))
+                .key("SK", AttributeValue::S(customer_sk(t, &input.customer_id)))
+                .update_expression("ADD childCount :one")
+                .condition_expression(
+                    "attribute_exists(PK) AND expiresAt > :now AND (attribute_not_exists(childCount) OR childCount < :max)",
+                )
+                .expression_attribute_values(":one", AttributeValue::N("1".into()))
+                .expression_attribute_values(":now", AttributeValue::N(now_s.to_string()))
+                .expression_attribute_values(":max", AttributeValue::N(MAX_CHILDREN.to_string()))
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+                .build()
+                .map_err(|e| ApiError::Internal(e.to_string()))?;
+            db.client
+                .transact_write_items()
+                .transact_items(TransactWriteItem::builder().put(put).build())
+                .transact_items(TransactWriteItem::builder().update(parent_update).build())
+                .send()
+                .await
+                .map_err(|e| child_failure(e, now_s))?;
+        }
+    }
+    Ok(json_response(StatusCode::CREATED, &Session::from(item)))
+}
+
+/// Why a child's transaction was cancelled. The parent's key includes the customer, so a parent of
+/// another customer, like a missing one, is simply not found.
+fn child_failure<R>(err: SdkError<TransactWriteItemsError, R>, now_s: u64) -> ApiError
+where
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let reasons = match err.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(c)) => {
+            c.cancellation_reasons().to_vec()
+        }
+        _ => return ApiError::from_dynamodb(err),
+    };
+    let parent = reasons.get(1);
+    if parent.and_then(|r| r.code()) == Some("ConditionalCheckFailed") {
+        let old = parent.and_then(|r| r.item());
+        let live = old.is_some_and(|i| u64_attr(i, "expiresAt").is_some_and(|e| e > now_s));
+        if !live || old.and_then(|i| string_attr(i, "PK")).is_none() {
+            return ApiError::NotFound("The parent session does not exist or has expired.".into());
+        }
+        return ApiError::Conflict(format!(
+            "The parent session already has {MAX_CHILDREN} child sessions."
+        ));
+    }
+    if reasons.first().and_then(|r| r.code()) == Some("ConditionalCheckFailed") {
+        return ApiError::Conflict("A session with this id already exists.".into());
+    }
+    ApiError::from_dynamodb(err)
+}

@@ -1,0 +1,57 @@
+//! getLastLoginTimeByCustomerId: `GET /customers/{customerId}/last-login` → 200 or 404.
+//!
+//! One Query on GSI1, newest first, Limit 1. GSI1 sorts a customer's sessions by the session's `PK`,
+//! and session ids are UUIDv7, so the first item really is the latest login, unlike the reference
+//! design, whose random UUIDs made "Limit 1" return an arbitrary session. Expired sessions are
+//! skipped by paging on, never by returning nothing.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request, Response};
+use serde::Serialize;
+use shared::http::{json_response, path_entity_id};
+use shared::keys::{customer_sk, GSI1};
+use shared::query::live_page;
+use shared::{ApiError, App};
+
+use crate::model::session_from_item;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LastLogin {
+    customer_id: String,
+    session_id: String,
+    last_login_time: String,
+}
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(&req)?;
+    let customer = path_entity_id(&req, "customerId")?;
+    let db = app.db(&caller.tenant).await?;
+    let query = db
+        .client
+        .query()
+        .table_name(&*db.table)
+        .index_name(GSI1)
+        .key_condition_expression("SK = :customer")
+        .expression_attribute_values(
+            ":customer",
+            AttributeValue::S(customer_sk(&caller.tenant, &customer)),
+        )
+        .scan_index_forward(false);
+    let page = live_page(query, 1, None, app.clock.now_seconds()).await?;
+    let item = page
+        .items
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::NotFound("This customer has no live session.".into()))?;
+    let session = session_from_item(item)?;
+    Ok(json_response(
+        StatusCode::OK,
+        &LastLogin {
+            customer_id: session.customer_id,
+            session_id: session.session_id,
+            last_login_time: session.last_login_time,
+        },
+    ))
+}

@@ -1,0 +1,55 @@
+//! getSessionByChildSessionId: `GET /child-sessions/{childSessionId}/parent` → 200 or 404.
+//!
+//! One Query on GSI1: the child's `SK` is the partition there, and its sort key is the parent's `PK`.
+//! The child item carries the parent's id and customer, so no second read is needed.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request, Response};
+use serde::Serialize;
+use shared::http::{json_response, path_session_id};
+use shared::keys::{child_sk, parse_session_pk, GSI1, PK};
+use shared::query::{live_page, string_attr};
+use shared::{ApiError, App};
+
+use crate::model::session_from_item;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ParentOfChild {
+    session_id: String,
+    customer_id: String,
+    child_session_id: String,
+}
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(&req)?;
+    let child = path_session_id(&req, "childSessionId")?;
+    let db = app.db(&caller.tenant).await?;
+    let t = &caller.tenant;
+    let query = db
+        .client
+        .query()
+        .table_name(&*db.table)
+        .index_name(GSI1)
+        .key_condition_expression("SK = :child")
+        .expression_attribute_values(":child", AttributeValue::S(child_sk(t, &child)));
+    let page = live_page(query, 1, None, app.clock.now_seconds()).await?;
+    let item = page
+        .items
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::NotFound("No such child session.".into()))?;
+    let parent = string_attr(&item, PK)
+        .and_then(|pk| parse_session_pk(t, &pk).ok())
+        .ok_or_else(|| ApiError::Internal("child item has a malformed PK".into()))?;
+    let child_session = session_from_item(item)?;
+    Ok(json_response(
+        StatusCode::OK,
+        &ParentOfChild {
+            session_id: parent.to_string(),
+            customer_id: child_session.customer_id,
+            child_session_id: child_session.session_id,
+        },
+    ))
+}

@@ -1,0 +1,37 @@
+//! getSessionBySessionId: `GET /sessions/{sessionId}` → 200 or 404.
+//!
+//! One Query of the session's item collection for its root item (`SK` begins with the tenant's
+//! customer prefix); GetItem is not possible because the root's `SK` holds the customer id. An item
+//! past `expiresAt` counts as absent, since TTL deletion lags. Another tenant's session id builds a
+//! key under the caller's own prefix, so it simply is not found.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request, Response};
+use shared::http::{json_response, path_session_id};
+use shared::keys::{customer_sk_prefix, session_pk};
+use shared::query::live_page;
+use shared::{ApiError, App};
+
+use crate::model::session_from_item;
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(&req)?;
+    let id = path_session_id(&req, "sessionId")?;
+    let db = app.db(&caller.tenant).await?;
+    let t = &caller.tenant;
+    let query = db
+        .client
+        .query()
+        .table_name(&*db.table)
+        .key_condition_expression("PK = :pk AND begins_with(SK, :root)")
+        .expression_attribute_values(":pk", AttributeValue::S(session_pk(t, &id)))
+        .expression_attribute_values(":root", AttributeValue::S(customer_sk_prefix(t)));
+    let page = live_page(query, 1, None, app.clock.now_seconds()).await?;
+    let item = page
+        .items
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::NotFound("No such session.".into()))?;
+    Ok(json_response(StatusCode::OK, &session_from_item(item)?))
+}

@@ -1,0 +1,52 @@
+//! getSessionsByCustomerId: `GET /customers/{customerId}/sessions?limit=&cursor=` → `{items, nextCursor}`.
+//!
+//! Query on GSI1 (partition = the customer), newest first, paged. Expired sessions are skipped
+//! without shortening the page. The cursor is bound to the tenant, this route and this customer.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request, Response};
+use shared::cursor;
+use shared::http::{json_response, page_limit, path_entity_id, query_param};
+use shared::keys::{customer_sk, parse_session_pk, GSI1};
+use shared::query::live_page;
+use shared::{ApiError, App};
+
+use crate::model::{session_from_item, PageBody};
+
+pub const ROUTE: &str = "get-sessions-by-customer-id";
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(&req)?;
+    let t = &caller.tenant;
+    let customer = path_entity_id(&req, "customerId")?;
+    let limit = page_limit(&req)?;
+    let partition = customer_sk(t, &customer);
+    let start = query_param(&req, "cursor")
+        .map(|raw| {
+            cursor::decode_single(t, ROUTE, &raw, |pk, sk| {
+                sk == partition && parse_session_pk(t, pk).is_ok()
+            })
+        })
+        .transpose()?;
+    let db = app.db(t).await?;
+    let query = db
+        .client
+        .query()
+        .table_name(&*db.table)
+        .index_name(GSI1)
+        .key_condition_expression("SK = :customer")
+        .expression_attribute_values(":customer", AttributeValue::S(partition.clone()))
+        .scan_index_forward(false);
+    let page = live_page(query, limit, start, app.clock.now_seconds()).await?;
+    let items = page
+        .items
+        .into_iter()
+        .map(session_from_item)
+        .collect::<Result<Vec<_>, _>>()?;
+    let next_cursor = page.next.map(|k| cursor::encode_single(t, ROUTE, &k));
+    Ok(json_response(
+        StatusCode::OK,
+        &PageBody { items, next_cursor },
+    ))
+}

@@ -1,0 +1,17 @@
+//! The session store: AWS's session-management schema, tenant-scoped, on one table and the inverted
+//! `GSI1`. One module per access pattern; each binary in `src/bin` serves one of them.
+//!
+//! | item | PK | SK | GSI1 partition (= SK) |
+//! |---|---|---|---|
+//! | root session | `TENANT#t#SESSION#<id>` | `TENANT#t#CUSTOMER#<customerId>` | the customer's sessions, sorted by id (time) |
+//! | child session | `TENANT#t#SESSION#<parentId>` | `TENANT#t#CHILD#<childId>` | the one child, pointing at its parent |
+
+pub mod create_session;
+pub mod expire_session;
+pub mod get_child_sessions_by_session_id;
+pub mod get_last_login_time_by_customer_id;
+pub mod get_session_by_child_session_id;
+pub mod get_session_by_session_id;
+pub mod get_session_id_by_customer_id;
+pub mod get_sessions_by_customer_id;
+pub mod model;

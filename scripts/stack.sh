@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Starts and stops the local AWS stack: DynamoDB Local (-inMemory -sharedDb) and moto's STS server,
+# each on a free port. Sourced after scripts/tools.sh. `-sharedDb` matters: every tenant's STS
+# credentials carry a different access key, and without it DynamoDB Local keeps one database per key.
+
+STACK_PIDS=()
+STACK_LOGS="${STACK_LOGS:-$ROOT/target/stack-logs}"
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+wait_for() { # name url seconds
+  local name=$1 url=$2 deadline=$((SECONDS + $3))
+  until curl -s -o /dev/null "$url"; do
+    [ $SECONDS -lt $deadline ] || die "$name did not answer at $url within $3 s (log: $STACK_LOGS)"
+    sleep 0.2
+  done
+}
+
+stop_stack() {
+  local pid
+  for pid in "${STACK_PIDS[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${STACK_PIDS[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+  STACK_PIDS=()
+}
+
+start_stack() {
+  mkdir -p "$STACK_LOGS"
+  local ddb_port sts_port jar_dir
+  ddb_port=$(free_port)
+  sts_port=$(free_port)
+  jar_dir=$(dirname "$DYNAMODB_JAR")
+  java -Djava.library.path="$jar_dir/DynamoDBLocal_lib" -jar "$DYNAMODB_JAR" \
+    -inMemory -sharedDb -port "$ddb_port" >"$STACK_LOGS/dynamodb.log" 2>&1 &
+  STACK_PIDS+=($!)
+  "$TOOLS/venv/bin/moto_server" -H 127.0.0.1 -p "$sts_port" >"$STACK_LOGS/moto.log" 2>&1 &
+  STACK_PIDS+=($!)
+
+  # Static, fake credentials for the functions' own identity; tenants get theirs from moto's STS.
+  export AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_REGION=us-east-1
+  export AWS_DEFAULT_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
+  export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$ddb_port"
+  export AWS_ENDPOINT_URL_STS="http://127.0.0.1:$sts_port"
+  unset AWS_PROFILE AWS_SESSION_TOKEN
+
+  wait_for "moto STS" "$AWS_ENDPOINT_URL_STS/moto-api/" 30
+  wait_for "DynamoDB Local" "$AWS_ENDPOINT_URL_DYNAMODB" 60
+  log "DynamoDB Local on $AWS_ENDPOINT_URL_DYNAMODB, moto STS on $AWS_ENDPOINT_URL_STS"
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs every test: formatting, clippy, unit and integration tests (against DynamoDB Local and moto,
+# started here), each function binary end to end as a Lambda process, and the template linters.
+# Installs what it needs into .tools/ first. CI runs exactly this (.ci/run).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/tools.sh"
+source "$ROOT/scripts/stack.sh"
+cd "$ROOT"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}" SAM_CLI_TELEMETRY=0
+
+require cargo "the Rust toolchain"
+require curl "health checks of the local stack"
+ensure_dynamodb_local
+ensure_py_tools
+ensure_sam
+
+step() { log "== $1"; shift; "$@"; }
+
+step "cargo fmt --check" cargo fmt --all --check
+step "template lint: cfn-lint" cfn-lint template.yaml
+step "template lint: sam validate --lint" "$SAM" validate --lint --region us-east-1 >/dev/null
+
+trap stop_stack EXIT
+start_stack
+# One debug build of the whole workspace serves the tests, clippy and the end-to-end run.
+step "cargo test (unit + integration)" cargo test --workspace --no-fail-fast
+step "cargo clippy -D warnings" cargo clippy --workspace --all-targets -- -D warnings
+step "each function as a Lambda process" "$ROOT/scripts/e2e.sh"
+log "all checks passed"

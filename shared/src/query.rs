@@ -1,0 +1,92 @@
+//! Paging over Queries whose items can be expired. `Limit` applies before a filter, so one Query can
+//! come back short, or empty, only because expired items were filtered out; this keeps querying
+//! until the page is full or the collection ends.
+
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use crate::cursor::Key;
+use crate::error::ApiError;
+use crate::keys::{EXPIRES_AT, PK, SK};
+
+pub type Item = std::collections::HashMap<String, AttributeValue>;
+
+pub struct Page {
+    pub items: Vec<Item>,
+    /// Where the next page starts; `None` when the collection is exhausted.
+    pub next: Option<Key>,
+    /// DynamoDB requests this page took (for logs and request-count tests).
+    pub requests: u32,
+}
+
+/// Runs `query` (key condition already set) page by page, keeping items whose `expiresAt` is after
+/// `now_seconds`, until `want` items are kept or the collection ends.
+pub async fn live_page(
+    query: QueryFluentBuilder,
+    want: u32,
+    start: Option<Key>,
+    now_seconds: u64,
+) -> Result<Page, ApiError> {
+    let query = query
+        .filter_expression("#live_exp > :live_now")
+        .expression_attribute_names("#live_exp", EXPIRES_AT)
+        .expression_attribute_values(":live_now", AttributeValue::N(now_seconds.to_string()));
+    let mut items = Vec::new();
+    let mut start = start;
+    let mut requests = 0;
+    loop {
+        // Asking for exactly what is missing means that, when the page fills, every evaluated item
+        // was kept, so LastEvaluatedKey is the last kept item and nothing is skipped.
+        let remaining = want - items.len() as u32;
+        let out = query
+            .clone()
+            .limit(remaining as i32)
+            .set_exclusive_start_key(start.take())
+            .send()
+            .await
+            .map_err(ApiError::from_dynamodb)?;
+        requests += 1;
+        items.extend(out.items.unwrap_or_default());
+        let next = out.last_evaluated_key.filter(|k| !k.is_empty());
+        match next {
+            None => {
+                return Ok(Page {
+                    items,
+                    next: None,
+                    requests,
+                })
+            }
+            Some(key) if items.len() as u32 >= want => {
+                return Ok(Page {
+                    items,
+                    next: Some(only_table_keys(key)),
+                    requests,
+                })
+            }
+            Some(key) => start = Some(key),
+        }
+    }
+}
+
+/// A `LastEvaluatedKey` reduced to `PK` and `SK` (for GSI1 they are both the table's and the index's keys).
+fn only_table_keys(mut key: Key) -> Key {
+    key.retain(|k, _| k == PK || k == SK);
+    key
+}
+
+/// A string attribute of an item.
+pub fn string_attr(item: &Item, name: &str) -> Option<String> {
+    item.get(name).and_then(|v| v.as_s().ok()).cloned()
+}
+
+/// A numeric attribute of an item.
+pub fn u64_attr(item: &Item, name: &str) -> Option<u64> {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|n| n.parse().ok())
+}
+
+/// Whether `item` is still live at `now_seconds` (TTL deletion lags by up to 48 hours).
+pub fn is_live(item: &Item, now_seconds: u64) -> bool {
+    u64_attr(item, EXPIRES_AT).is_some_and(|e| e > now_seconds)
+}

@@ -1,0 +1,340 @@
+//! The test harness: a fresh table (created from template.yaml) per test on the DynamoDB Local and
+//! moto started by `scripts/test.sh`, an `App` wired to them with a controllable clock and a request
+//! counter, and API Gateway v2 events built the way API Gateway sends them.
+//!
+//! A missing local stack is a failure, never a skip.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents, SharedInterceptor};
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    BeforeDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
+};
+use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use lambda_http::{Body, Request, Response};
+use serde_json::{json, Value};
+use shared::app::{load_sdk_config, Settings};
+use shared::claims::AuthMode;
+use shared::clock::Clock;
+use shared::{ApiError, App};
+
+pub const ROLE_ARN: &str = "arn:aws:iam::123456789012:role/pooltable-test-tenant-access";
+
+/// The local stack's endpoints, from the environment `scripts/test.sh` sets.
+pub fn endpoints() -> (String, String) {
+    let get = |name: &str| {
+        std::env::var(name).unwrap_or_else(|_| {
+            panic!(
+                "{name} is not set: integration tests need DynamoDB Local and moto. \
+                 Run them with ./scripts/test.sh, which starts both."
+            )
+        })
+    };
+    (
+        get("AWS_ENDPOINT_URL_DYNAMODB"),
+        get("AWS_ENDPOINT_URL_STS"),
+    )
+}
+
+/// A clock the test moves by hand.
+#[derive(Debug)]
+pub struct TestClock(AtomicU64);
+
+impl TestClock {
+    pub fn set_millis(&self, ms: u64) {
+        self.0.store(ms, Ordering::SeqCst);
+    }
+    pub fn advance_seconds(&self, s: u64) {
+        self.0.fetch_add(s * 1000, Ordering::SeqCst);
+    }
+}
+
+impl Clock for TestClock {
+    fn now_millis(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Counts DynamoDB requests that actually went on the wire, by operation, and the peak in flight.
+#[derive(Debug, Default)]
+pub struct RequestCounter {
+    sent: Mutex<HashMap<String, usize>>,
+    in_flight: AtomicUsize,
+    pub peak_in_flight: AtomicUsize,
+}
+
+impl RequestCounter {
+    pub fn total(&self) -> usize {
+        self.sent.lock().unwrap().values().sum()
+    }
+    pub fn by_operation(&self) -> HashMap<String, usize> {
+        self.sent.lock().unwrap().clone()
+    }
+    pub fn reset(&self) {
+        self.sent.lock().unwrap().clear();
+        self.peak_in_flight.store(0, Ordering::SeqCst);
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct CountingInterceptor(pub Arc<RequestCounter>);
+
+impl Intercept for CountingInterceptor {
+    fn name(&self) -> &'static str {
+        "CountingInterceptor"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _ctx: &BeforeTransmitInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let op = cfg
+            .load::<Metadata>()
+            .map(|m| m.name().to_owned())
+            .unwrap_or_default();
+        *self.0.sent.lock().unwrap().entry(op).or_default() += 1;
+        let now = self.0.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.0.peak_in_flight.fetch_max(now, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn read_before_deserialization(
+        &self,
+        _ctx: &BeforeDeserializationInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// One test's world: its own table, an `App` on it, an admin client for raw checks.
+pub struct Harness {
+    pub app: App,
+    pub clock: Arc<TestClock>,
+    pub requests: Arc<RequestCounter>,
+    pub admin: aws_sdk_dynamodb::Client,
+    pub table: String,
+    pub sts_endpoint: String,
+}
+
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..10]
+    )
+}
+
+pub fn real_now_millis() -> u64 {
+    shared::clock::SystemClock.now_millis()
+}
+
+impl Harness {
+    pub async fn new() -> Self {
+        Self::with_ttl(3600).await
+    }
+
+    pub async fn with_ttl(session_ttl_seconds: u64) -> Self {
+        let (_, sts_endpoint) = endpoints();
+        let sdk = load_sdk_config().await;
+        let admin = aws_sdk_dynamodb::Client::new(&sdk);
+        let table = unique("pooltable-test");
+        let def = devtools::table_from_template(&devtools::default_template_path())
+            .expect("template.yaml defines the table");
+        devtools::create_table(&admin, &table, &def)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create a table on DynamoDB Local: {e:?}"));
+        Self::on_table(&admin, &table, session_ttl_seconds, &sts_endpoint).await
+    }
+
+    /// Another `App` (its own credential cache, clock and counter) on an existing table.
+    pub async fn on_table(
+        admin: &aws_sdk_dynamodb::Client,
+        table: &str,
+        session_ttl_seconds: u64,
+        sts_endpoint: &str,
+    ) -> Self {
+        let sdk = load_sdk_config().await;
+        let clock = Arc::new(TestClock(AtomicU64::new(real_now_millis())));
+        let requests = Arc::new(RequestCounter::default());
+        let settings = Settings {
+            table_name: table.to_owned(),
+            tenant_role_arn: ROLE_ARN.into(),
+            session_ttl_seconds,
+            credentials_seconds: 900,
+            auth: AuthMode::Authorizer,
+        };
+        let app = App::new(settings, &sdk, clock.clone())
+            .expect("app builds")
+            .with_dynamodb_interceptor(SharedInterceptor::new(CountingInterceptor(
+                requests.clone(),
+            )));
+        Self {
+            app,
+            clock,
+            requests,
+            admin: admin.clone(),
+            table: table.to_owned(),
+            sts_endpoint: sts_endpoint.to_owned(),
+        }
+    }
+
+    /// Every item in this test's table (the admin client may Scan; tenants never can).
+    pub async fn all_items(&self) -> Vec<HashMap<String, AttributeValue>> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .admin
+                .scan()
+                .table_name(&self.table)
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .expect("scan");
+            items.extend(out.items.unwrap_or_default());
+            start = out.last_evaluated_key.filter(|k| !k.is_empty());
+            if start.is_none() {
+                return items;
+            }
+        }
+    }
+
+    /// The session policies moto recorded for `tenant`'s AssumeRole calls, in order.
+    pub async fn recorded_policies(&self, tenant: &str) -> Vec<String> {
+        let data = http_get_json(&format!("{}/moto-api/data.json", self.sts_endpoint)).await;
+        let session =
+            shared::scoped::role_session_name(&shared::ids::TenantId::parse(tenant).unwrap());
+        data["sts"]["AssumedRole"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r["session_name"] == session.as_str())
+            .map(|r| r["policy"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
+/// A minimal HTTP/1.0 GET on loopback, for moto's introspection API.
+pub async fn http_get_json(url: &str) -> Value {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").expect("http url");
+    let (host, path) = rest
+        .split_once('/')
+        .map(|(h, p)| (h, format!("/{p}")))
+        .unwrap();
+    let mut stream = tokio::net::TcpStream::connect(host)
+        .await
+        .expect("connect to moto");
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    stream.read_to_end(&mut buf).await.unwrap();
+    let text = String::from_utf8_lossy(&buf);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    serde_json::from_str(body).expect("moto answers JSON")
+}
+
+/// Who a test request claims to be.
+#[derive(Debug, Clone)]
+pub enum Auth {
+    Tenant(String),
+    TenantWithRole(String, String),
+    /// An authorizer block with no tenant claim.
+    NoTenant,
+}
+
+/// An API Gateway HTTP API (v2) event, as API Gateway sends it after the JWT authorizer ran.
+pub fn event(
+    method: &str,
+    route: &str,
+    path_params: &[(&str, &str)],
+    query: &[(&str, &str)],
+    body: Option<Value>,
+    auth: &Auth,
+) -> Request {
+    let mut path = route.to_owned();
+    for (k, v) in path_params {
+        path = path.replace(&format!("{{{k}}}"), v);
+    }
+    let raw_query = query
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join("&");
+    let claims = match auth {
+        Auth::Tenant(t) => json!({"sub": "user-1", "custom:tenantId": t}),
+        Auth::TenantWithRole(t, r) => {
+            json!({"sub": "user-1", "custom:tenantId": t, "custom:role": r})
+        }
+        Auth::NoTenant => json!({"sub": "user-1"}),
+    };
+    let ev = json!({
+        "version": "2.0",
+        "routeKey": format!("{method} {route}"),
+        "rawPath": path,
+        "rawQueryString": raw_query,
+        "headers": {"content-type": "application/json", "host": "api.example.com"},
+        "queryStringParameters": query.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        "pathParameters": path_params.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        "requestContext": {
+            "accountId": "123456789012", "apiId": "api", "domainName": "api.example.com",
+            "domainPrefix": "api", "requestId": "req-1", "routeKey": format!("{method} {route}"),
+            "stage": "$default", "time": "21/Nov/2026:06:00:00 +0000", "timeEpoch": 1795154400000u64,
+            "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "192.0.2.1", "userAgent": "tests"},
+            "authorizer": {"jwt": {"claims": claims, "scopes": null}}
+        },
+        "body": body.map(|b| b.to_string()),
+        "isBase64Encoded": false
+    });
+    lambda_http::request::from_str(&ev.to_string()).expect("a valid API Gateway v2 event")
+}
+
+/// A response, decoded for assertions.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub content_type: String,
+    pub body: Value,
+}
+
+pub fn resp(result: Result<Response<Body>, ApiError>) -> Resp {
+    let r = result.unwrap_or_else(ApiError::into_response);
+    let content_type = r
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = match r.body() {
+        Body::Text(t) => serde_json::from_str(t).unwrap_or(Value::String(t.clone())),
+        Body::Binary(b) => serde_json::from_slice(b).unwrap_or(Value::Null),
+        _ => Value::Null,
+    };
+    Resp {
+        status: r.status().as_u16(),
+        content_type,
+        body,
+    }
+}
+
+impl Resp {
+    /// Asserts a 4xx problem+json and returns self.
+    pub fn assert_problem(&self, status: u16) -> &Self {
+        assert_eq!(self.status, status, "body: {}", self.body);
+        assert_eq!(self.content_type, "application/problem+json");
+        assert_eq!(self.body["status"], status);
+        self
+    }
+}

@@ -1,0 +1,216 @@
+//! The request path end to end, against DynamoDB Local and moto: claims → scoped credentials →
+//! guard → DynamoDB → response.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use integration::{event, resp, unique, Auth, Harness};
+use serde_json::json;
+use sessions::{create_session, get_session_by_session_id};
+use shared::ids::TenantId;
+use shared::policy::{session_policy, TableLocation};
+
+async fn create(h: &Harness, tenant: &str, customer: &str) -> String {
+    let r = resp(
+        create_session::handle(
+            &h.app,
+            event(
+                "POST",
+                "/sessions",
+                &[],
+                &[],
+                Some(json!({"customerId": customer})),
+                &Auth::Tenant(tenant.into()),
+            ),
+        )
+        .await,
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    r.body["sessionId"].as_str().unwrap().to_owned()
+}
+
+async fn get(h: &Harness, tenant: &Auth, id: &str) -> integration::Resp {
+    resp(
+        get_session_by_session_id::handle(
+            &h.app,
+            event(
+                "GET",
+                "/sessions/{sessionId}",
+                &[("sessionId", id)],
+                &[],
+                None,
+                tenant,
+            ),
+        )
+        .await,
+    )
+}
+
+#[tokio::test]
+async fn create_then_get_returns_the_session() {
+    // GIVEN a tenant
+    let h = Harness::new().await;
+    let tenant = unique("acme");
+    // WHEN it creates a session and reads it back
+    let id = create(&h, &tenant, "cust-1").await;
+    let r = get(&h, &Auth::Tenant(tenant.clone()), &id).await;
+    // THEN the session comes back whole
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["sessionId"], id.as_str());
+    assert_eq!(r.body["customerId"], "cust-1");
+    assert!(r.body["lastLoginTime"].as_str().unwrap().ends_with('Z'));
+    // AND the stored item is under the tenant's prefix on both keys
+    let items = h.all_items().await;
+    assert_eq!(items.len(), 1);
+    let prefix = format!("TENANT#{tenant}#");
+    for key in ["PK", "SK"] {
+        assert!(items[0][key].as_s().unwrap().starts_with(&prefix));
+    }
+    assert!(items[0].contains_key("expiresAt"));
+}
+
+#[tokio::test]
+async fn another_tenants_session_id_is_not_found() {
+    // GIVEN tenant A's session
+    let h = Harness::new().await;
+    let (a, b) = (unique("a"), unique("b"));
+    let id = create(&h, &a, "cust-1").await;
+    // WHEN tenant B asks for it
+    let r = get(&h, &Auth::Tenant(b), &id).await;
+    // THEN B gets 404 problem+json
+    r.assert_problem(404);
+}
+
+#[tokio::test]
+async fn a_request_without_a_tenant_claim_is_401_and_touches_nothing() {
+    let h = Harness::new().await;
+    let r = resp(
+        create_session::handle(
+            &h.app,
+            event(
+                "POST",
+                "/sessions",
+                &[],
+                &[],
+                Some(json!({"customerId": "c"})),
+                &Auth::NoTenant,
+            ),
+        )
+        .await,
+    );
+    r.assert_problem(401);
+    assert_eq!(h.requests.total(), 0);
+    assert!(h.all_items().await.is_empty());
+}
+
+#[tokio::test]
+async fn moto_recorded_exactly_the_generated_policy_for_each_tenant() {
+    // GIVEN two tenants that each make a request
+    let h = Harness::new().await;
+    let (a, b) = (unique("pa"), unique("pb"));
+    create(&h, &a, "c").await;
+    create(&h, &b, "c").await;
+    // THEN the policy moto stored for each AssumeRole is the generator's output, byte for byte
+    let location =
+        TableLocation::from_role_arn(integration::ROLE_ARN, "us-east-1", &h.table).unwrap();
+    for t in [&a, &b] {
+        let expected = session_policy(&TenantId::parse(t).unwrap(), &location).unwrap();
+        assert_eq!(h.recorded_policies(t).await, vec![expected]);
+    }
+}
+
+#[tokio::test]
+async fn fifty_concurrent_requests_for_one_tenant_make_one_assume_role() {
+    // GIVEN a tenant with no cached credentials
+    let h = Arc::new(Harness::new().await);
+    let tenant = unique("burst");
+    // WHEN 50 requests for it arrive together
+    let tasks: Vec<_> = (0..50)
+        .map(|i| {
+            let h = h.clone();
+            let tenant = tenant.clone();
+            tokio::spawn(async move {
+                let ev = event(
+                    "POST",
+                    "/sessions",
+                    &[],
+                    &[],
+                    Some(json!({"customerId": format!("c{i}")})),
+                    &Auth::Tenant(tenant),
+                );
+                resp(create_session::handle(&h.app, ev).await).status
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), 201);
+    }
+    // THEN moto saw exactly one AssumeRole for it
+    assert_eq!(h.recorded_policies(&tenant).await.len(), 1);
+}
+
+#[tokio::test]
+async fn the_guard_refuses_another_tenants_key_before_anything_is_sent() {
+    // GIVEN tenant A's scoped client
+    let h = Harness::new().await;
+    let a = TenantId::parse(&unique("ga")).unwrap();
+    let b = unique("gb");
+    let db = h.app.db(&a).await.unwrap();
+    h.requests.reset();
+    // WHEN a hand-built GetItem and PutItem carry tenant B's key
+    let foreign: HashMap<_, _> = [
+        (
+            "PK".to_string(),
+            AttributeValue::S(format!("TENANT#{b}#SESSION#x")),
+        ),
+        (
+            "SK".to_string(),
+            AttributeValue::S(format!("TENANT#{b}#CUSTOMER#c")),
+        ),
+    ]
+    .into();
+    let get = db
+        .client
+        .get_item()
+        .table_name(&*db.table)
+        .set_key(Some(foreign.clone()))
+        .send()
+        .await;
+    let put = db
+        .client
+        .put_item()
+        .table_name(&*db.table)
+        .set_item(Some(foreign))
+        .send()
+        .await;
+    let scan = db.client.scan().table_name(&*db.table).send().await;
+    // THEN each is refused by the guard, and no request went on the wire
+    for err in [
+        get.map(|_| ()).unwrap_err().into_service_error_string(),
+        put.map(|_| ()).unwrap_err().into_service_error_string(),
+        scan.map(|_| ()).unwrap_err().into_service_error_string(),
+    ] {
+        assert!(err.contains("isolation guard refused"), "{err}");
+    }
+    assert_eq!(h.requests.total(), 0);
+    assert!(h.all_items().await.is_empty());
+}
+
+trait ErrString {
+    fn into_service_error_string(self) -> String;
+}
+
+impl<E: std::error::Error + 'static> ErrString for E {
+    fn into_service_error_string(self) -> String {
+        let mut out = String::new();
+        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&self);
+        while let Some(e) = cur {
+            out.push_str(&e.to_string());
+            out.push_str(" / ");
+            cur = e.source();
+        }
+        assert!(shared::guard::is_guard_violation(&self));
+        out
+    }
+}
