@@ -75,7 +75,19 @@ pub fn json_body<T: DeserializeOwned>(req: &Request) -> Result<T, ApiError> {
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
-        let field = (path != ".").then_some(path);
+        let message = e.inner().to_string();
+        // serde reports missing and unknown fields at the parent's path; name the field itself.
+        let named = ["missing field `", "unknown field `"]
+            .iter()
+            .find_map(|lead| {
+                let rest = message.split_once(lead)?.1;
+                Some(rest.split_once('`')?.0.to_owned())
+            });
+        let field = match (path.as_str(), named) {
+            (".", named) => named,
+            (_, Some(named)) => Some(format!("{path}.{named}")),
+            (_, None) => Some(path),
+        };
         ApiError::BadRequest {
             detail: format!("Invalid request body: {}", e.inner()),
             field,

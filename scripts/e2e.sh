@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Every function binary, end to end as a process answering a Lambda invocation: `cargo lambda watch`
+# emulates the Runtime API, and `cargo lambda invoke` sends the function its events/<bin>.json.
+# Expects the local stack's environment (scripts/test.sh starts it).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/tools.sh"
+source "$ROOT/scripts/stack.sh"
+cd "$ROOT"
+: "${AWS_ENDPOINT_URL_DYNAMODB:?start the local stack first (scripts/test.sh does)}"
+
+# Expected status per function for its sample event, run in this order on an empty table:
+# the session in the events does not exist, except the one create-session makes for cust-42.
+EXPECTED=(
+  "create-session 201"
+  "get-session-by-session-id 404"
+  "expire-session 404"
+  "get-child-sessions-by-session-id 200"
+  "get-session-by-child-session-id 404"
+  "get-last-login-time-by-customer-id 200"
+  "get-session-id-by-customer-id 404"
+  "get-sessions-by-customer-id 200"
+)
+
+table="pooltable-e2e-$$"
+cargo run -q -p devtools --bin pooltable -- create-table "$table" >/dev/null
+port=$(free_port)
+export TABLE_NAME="$table" TENANT_ROLE_ARN="arn:aws:iam::123456789012:role/pooltable-local-tenant-access"
+unset POOLTABLE_DEV_UNSIGNED_JWT  # sample events carry real authorizer claims
+mkdir -p "$STACK_LOGS"
+setsid cargo lambda watch -P "$port" >"$STACK_LOGS/e2e-watch.log" 2>&1 &
+watch_pid=$!
+trap 'kill -- -$watch_pid 2>/dev/null; wait $watch_pid 2>/dev/null || true' EXIT
+wait_for "cargo lambda watch" "http://127.0.0.1:$port/" 60
+
+# Every binary must have an expectation, and every expectation a binary and an event.
+bins=$(ls functions/*/src/bin/*.rs | xargs -n1 basename | sed 's/\.rs$//' | sort)
+listed=$(printf '%s\n' "${EXPECTED[@]}" | cut -d' ' -f1 | sort)
+[ "$bins" = "$listed" ] || die "scripts/e2e.sh EXPECTED does not list exactly the binaries: $(echo $bins)"
+
+failed=0
+for line in "${EXPECTED[@]}"; do
+  read -r bin want <<<"$line"
+  [ -f "events/$bin.json" ] || die "events/$bin.json is missing"
+  out=$(cargo lambda invoke "$bin" -P "$port" --data-file "events/$bin.json" 2>&1) || true
+  got=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["statusCode"])' "$out" 2>/dev/null || echo "no-response")
+  if [ "$got" = "$want" ]; then
+    log "e2e $bin: $got"
+  else
+    log "e2e $bin: expected $want, got $got: $out"
+    failed=$((failed + 1))
+  fi
+done
+passed=$(( ${#EXPECTED[@]} - failed ))
+echo "e2e: $passed passed, $failed failed"
+[ "$failed" = 0 ]

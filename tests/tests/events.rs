@@ -1,0 +1,190 @@
+//! The sample events in `events/` and the template: every function has a realistic API Gateway v2
+//! event, it parses with lambda_http, its claims resolve to a tenant, and it names a route that
+//! template.yaml really serves with that binary. No local stack needed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use lambda_http::RequestExt;
+use serde_yaml::Value;
+use shared::claims::{caller, AuthMode, DEV_AUTH_ENV};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn binaries() -> BTreeSet<String> {
+    let mut bins = BTreeSet::new();
+    for crate_dir in std::fs::read_dir(root().join("functions")).unwrap() {
+        let bin_dir = crate_dir.unwrap().path().join("src/bin");
+        for f in std::fs::read_dir(bin_dir).unwrap() {
+            let name = f
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_owned();
+            bins.insert(name);
+        }
+    }
+    bins
+}
+
+fn template() -> Value {
+    serde_yaml::from_str(&std::fs::read_to_string(root().join("template.yaml")).unwrap()).unwrap()
+}
+
+/// `binary → "METHOD /path"` for every function in template.yaml.
+fn template_routes() -> BTreeMap<String, String> {
+    let t = template();
+    let mut routes = BTreeMap::new();
+    for (_, r) in t["Resources"].as_mapping().unwrap() {
+        if r["Type"].as_str() != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        let bin = r["Metadata"]["BuildProperties"]["Binary"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let api = &r["Properties"]["Events"]["Api"]["Properties"];
+        routes.insert(
+            bin,
+            format!(
+                "{} {}",
+                api["Method"].as_str().unwrap(),
+                api["Path"].as_str().unwrap()
+            ),
+        );
+    }
+    routes
+}
+
+#[test]
+fn every_binary_has_a_template_function_and_an_event() {
+    let bins = binaries();
+    assert_eq!(
+        bins,
+        template_routes().keys().cloned().collect::<BTreeSet<_>>()
+    );
+    for b in &bins {
+        assert!(
+            root().join(format!("events/{b}.json")).exists(),
+            "events/{b}.json is missing"
+        );
+    }
+}
+
+#[test]
+fn every_event_parses_names_its_route_and_carries_a_tenant() {
+    let routes = template_routes();
+    for (bin, route) in routes {
+        // GIVEN the sample event of a function
+        let raw = std::fs::read_to_string(root().join(format!("events/{bin}.json"))).unwrap();
+        // WHEN lambda_http parses it
+        let req = lambda_http::request::from_str(&raw).unwrap_or_else(|e| panic!("{bin}: {e}"));
+        // THEN its claims resolve to the demo tenant, with production auth
+        let who = caller(&req, AuthMode::Authorizer).unwrap_or_else(|e| panic!("{bin}: {e}"));
+        assert_eq!(who.tenant.as_str(), "acme", "{bin}");
+        // AND it names the route template.yaml serves with that binary, with its path parameters filled
+        let json: serde_json::Value = serde_json::from_str(&raw).unwrap();
+        assert_eq!(json["routeKey"], route.as_str(), "{bin}");
+        let (_, path) = route.split_once(' ').unwrap();
+        let params: Vec<&str> = path
+            .split('/')
+            .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
+            .collect();
+        for p in params {
+            assert!(
+                req.path_parameters_ref().and_then(|m| m.first(p)).is_some(),
+                "{bin}: {p} missing"
+            );
+        }
+    }
+}
+
+#[test]
+fn template_never_enables_unsigned_dev_tokens() {
+    let raw = std::fs::read_to_string(root().join("template.yaml")).unwrap();
+    assert!(
+        !raw.contains(DEV_AUTH_ENV),
+        "template.yaml must never set {DEV_AUTH_ENV}"
+    );
+    assert!(
+        !raw.contains("DEV_UNSIGNED"),
+        "template.yaml must never set a dev-auth variable"
+    );
+}
+
+#[test]
+fn function_roles_have_no_dynamodb_permission_and_tenant_role_no_scan_or_partiql() {
+    let t = template();
+    let res = &t["Resources"];
+    let fn_role =
+        serde_yaml::to_string(&res["FunctionExecutionRole"]["Properties"]["Policies"]).unwrap();
+    assert!(
+        !fn_role.contains("dynamodb"),
+        "function role must not reach DynamoDB itself"
+    );
+    let tenant_role = serde_yaml::to_string(&res["TenantAccessRole"]["Properties"]).unwrap();
+    for forbidden in ["Scan", "PartiQL", "dynamodb:*", "ExecuteStatement"] {
+        assert!(
+            !tenant_role.contains(forbidden),
+            "tenant role allows {forbidden}"
+        );
+    }
+    let trust = &res["TenantAccessRole"]["Properties"]["AssumeRolePolicyDocument"]["Statement"];
+    let principals: Vec<String> = trust
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|s| serde_yaml::to_string(&s["Principal"]).unwrap())
+        .collect();
+    assert_eq!(principals.len(), 1);
+    assert!(
+        principals[0].contains("FunctionExecutionRole"),
+        "{principals:?}"
+    );
+}
+
+#[test]
+fn no_configuration_is_pinned_in_cargo_lambda_metadata() {
+    for manifest in ["Cargo.toml", "functions/sessions/Cargo.toml"] {
+        let raw = std::fs::read_to_string(root().join(manifest)).unwrap();
+        let doc: toml_like::Doc = toml_like::parse(&raw);
+        for var in [
+            "TABLE_NAME",
+            "TENANT_ROLE_ARN",
+            "AWS_",
+            "SESSION_TTL_SECONDS",
+        ] {
+            assert!(
+                !doc.metadata_lambda.contains(var),
+                "{manifest} pins {var} in lambda metadata"
+            );
+        }
+    }
+}
+
+/// Just enough TOML reading for the check above: the text of `[*.metadata.lambda.*]` sections.
+mod toml_like {
+    pub struct Doc {
+        pub metadata_lambda: String,
+    }
+    pub fn parse(raw: &str) -> Doc {
+        let mut in_section = false;
+        let mut out = String::new();
+        for line in raw.lines() {
+            let l = line.trim();
+            if l.starts_with('[') {
+                in_section = l.contains("metadata.lambda");
+            }
+            if in_section {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        Doc {
+            metadata_lambda: out,
+        }
+    }
+}

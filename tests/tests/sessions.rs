@@ -1,0 +1,588 @@
+//! The eight session access patterns against DynamoDB Local, with request counts, expiry, paging,
+//! children and isolation.
+
+use std::collections::HashSet;
+
+use integration::{event, resp, unique, Auth, Harness, Resp};
+use serde_json::{json, Value};
+use sessions::*;
+
+struct Tenant<'a> {
+    h: &'a Harness,
+    auth: Auth,
+}
+
+impl<'a> Tenant<'a> {
+    fn new(h: &'a Harness, prefix: &str) -> Self {
+        Self {
+            h,
+            auth: Auth::Tenant(unique(prefix)),
+        }
+    }
+
+    fn name(&self) -> String {
+        match &self.auth {
+            Auth::Tenant(t) => t.clone(),
+            _ => unreachable!(),
+        }
+    }
+
+    async fn create(&self, body: Value) -> Resp {
+        resp(
+            create_session::handle(
+                &self.h.app,
+                event("POST", "/sessions", &[], &[], Some(body), &self.auth),
+            )
+            .await,
+        )
+    }
+
+    async fn create_id(&self, customer: &str) -> String {
+        let r = self.create(json!({"customerId": customer})).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        r.body["sessionId"].as_str().unwrap().to_owned()
+    }
+
+    async fn create_child(&self, customer: &str, parent: &str) -> Resp {
+        self.create(json!({"customerId": customer, "parentSessionId": parent}))
+            .await
+    }
+
+    async fn get(&self, id: &str) -> Resp {
+        resp(
+            get_session_by_session_id::handle(
+                &self.h.app,
+                event(
+                    "GET",
+                    "/sessions/{sessionId}",
+                    &[("sessionId", id)],
+                    &[],
+                    None,
+                    &self.auth,
+                ),
+            )
+            .await,
+        )
+    }
+
+    async fn expire(&self, id: &str) -> Resp {
+        resp(
+            expire_session::handle(
+                &self.h.app,
+                event(
+                    "DELETE",
+                    "/sessions/{sessionId}",
+                    &[("sessionId", id)],
+                    &[],
+                    None,
+                    &self.auth,
+                ),
+            )
+            .await,
+        )
+    }
+
+    async fn children(&self, id: &str, query: &[(&str, &str)]) -> Resp {
+        resp(
+            get_child_sessions_by_session_id::handle(
+                &self.h.app,
+                event(
+                    "GET",
+                    "/sessions/{sessionId}/children",
+                    &[("sessionId", id)],
+                    query,
+                    None,
+                    &self.auth,
+                ),
+            )
+            .await,
+        )
+    }
+
+    async fn parent_of(&self, child: &str) -> Resp {
+        resp(
+            get_session_by_child_session_id::handle(
+                &self.h.app,
+                event(
+                    "GET",
+                    "/child-sessions/{childSessionId}/parent",
+                    &[("childSessionId", child)],
+                    &[],
+                    None,
+                    &self.auth,
+                ),
+            )
+            .await,
+        )
+    }
+
+    async fn last_login(&self, customer: &str) -> Resp {
+        resp(
+            get_last_login_time_by_customer_id::handle(
+                &self.h.app,
+                event(
+                    "GET",
+                    "/customers/{customerId}/last-login",
+                    &[("customerId", customer)],
+                    &[],
+                    None,
+                    &self.auth,
+                ),
+            )
+            .await,
+        )
+    }
+
+    async fn session_of_customer(&self, customer: &str, id: &str) -> Resp {
+        resp(
+            get_session_id_by_customer_id::handle(
+                &self.h.app,
+                event(
+                    "GET",
+                    "/customers/{customerId}/sessions/{sessionId}",
+                    &[("customerId", customer), ("sessionId", id)],
+                    &[],
+                    None,
+                    &self.auth,
+                ),
+            )
+            .await,
+        )
+    }
+
+    async fn sessions_of(&self, customer: &str, query: &[(&str, &str)]) -> Resp {
+        resp(
+            get_sessions_by_customer_id::handle(
+                &self.h.app,
+                event(
+                    "GET",
+                    "/customers/{customerId}/sessions",
+                    &[("customerId", customer)],
+                    query,
+                    None,
+                    &self.auth,
+                ),
+            )
+            .await,
+        )
+    }
+
+    /// Walks a customer's sessions page by page and returns the ids in order.
+    async fn all_sessions_of(&self, customer: &str, limit: u32) -> Vec<String> {
+        let mut ids = Vec::new();
+        let mut cursor: Option<String> = None;
+        let limit = limit.to_string();
+        loop {
+            let mut q = vec![("limit", limit.as_str())];
+            if let Some(c) = &cursor {
+                q.push(("cursor", c.as_str()));
+            }
+            let r = self.sessions_of(customer, &q).await;
+            assert_eq!(r.status, 200, "{}", r.body);
+            let page = r.body["items"].as_array().unwrap();
+            assert!(page.len() <= limit.parse().unwrap());
+            ids.extend(
+                page.iter()
+                    .map(|s| s["sessionId"].as_str().unwrap().to_owned()),
+            );
+            match r.body["nextCursor"].as_str() {
+                Some(c) => {
+                    assert!(!page.is_empty(), "a page with a cursor must not be empty");
+                    cursor = Some(c.to_owned())
+                }
+                None => return ids,
+            }
+        }
+    }
+}
+
+fn ids_of(r: &Resp) -> Vec<String> {
+    r.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn each_pattern_sends_the_documented_number_of_dynamodb_requests() {
+    // GIVEN a tenant with one session and one child, credentials already cached
+    let h = Harness::new().await;
+    let t = Tenant::new(&h, "count");
+    let root = t.create_id("c1").await;
+    let count = |expected: &[(&str, usize)]| {
+        let seen = h.requests.by_operation();
+        let expected: std::collections::HashMap<String, usize> =
+            expected.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        assert_eq!(seen, expected);
+        h.requests.reset();
+    };
+    h.requests.reset();
+
+    // WHEN each pattern runs once, THEN it sends exactly what README's access-pattern table says
+    assert_eq!(t.create(json!({"customerId": "c1"})).await.status, 201);
+    count(&[("PutItem", 1)]);
+    let child = t.create_child("c1", &root).await;
+    assert_eq!(child.status, 201, "{}", child.body);
+    let child = child.body["sessionId"].as_str().unwrap().to_owned();
+    count(&[("TransactWriteItems", 1)]);
+    assert_eq!(t.get(&root).await.status, 200);
+    count(&[("Query", 1)]);
+    assert_eq!(t.children(&root, &[]).await.status, 200);
+    count(&[("Query", 1)]);
+    assert_eq!(t.parent_of(&child).await.status, 200);
+    count(&[("Query", 1)]);
+    assert_eq!(t.last_login("c1").await.status, 200);
+    count(&[("Query", 1)]);
+    assert_eq!(t.session_of_customer("c1", &root).await.status, 200);
+    count(&[("Query", 1)]);
+    assert_eq!(t.sessions_of("c1", &[]).await.status, 200);
+    count(&[("Query", 1)]);
+    assert_eq!(t.expire(&root).await.status, 204);
+    count(&[("Query", 1), ("TransactWriteItems", 1)]);
+}
+
+#[tokio::test]
+async fn every_pattern_answers_for_its_own_data() {
+    // GIVEN a session with a child
+    let h = Harness::new().await;
+    let t = Tenant::new(&h, "pat");
+    let root = t.create_id("alice").await;
+    let child = t.create_child("alice", &root).await.body["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // THEN every read pattern finds them
+    assert_eq!(t.get(&root).await.body["customerId"], "alice");
+    assert_eq!(ids_of(&t.children(&root, &[]).await), vec![child.clone()]);
+    let parent = t.parent_of(&child).await;
+    assert_eq!(parent.body["sessionId"], root.as_str());
+    assert_eq!(parent.body["childSessionId"], child.as_str());
+    assert_eq!(t.last_login("alice").await.body["sessionId"], root.as_str());
+    assert_eq!(t.session_of_customer("alice", &root).await.status, 200);
+    t.session_of_customer("bob", &root)
+        .await
+        .assert_problem(404);
+    assert_eq!(
+        ids_of(&t.sessions_of("alice", &[]).await),
+        vec![root.clone()]
+    );
+    t.last_login("bob").await.assert_problem(404);
+    t.parent_of(&root).await.assert_problem(404);
+}
+
+#[tokio::test]
+async fn last_login_is_the_latest_even_when_created_out_of_id_order() {
+    // GIVEN sessions created in the order t+3s, t+1s, t+2s (so creation order differs from id order)
+    let h = Harness::new().await;
+    let t = Tenant::new(&h, "last");
+    let t0 = integration::real_now_millis();
+    let mut by_time = Vec::new();
+    for offset in [3_000, 1_000, 2_000] {
+        h.clock.set_millis(t0 + offset);
+        by_time.push((offset, t.create_id("c").await));
+    }
+    h.clock.set_millis(t0 + 4_000);
+    // WHEN the last login is asked for
+    let r = t.last_login("c").await;
+    // THEN it is the session stamped latest, with its time
+    let latest = &by_time.iter().max_by_key(|(o, _)| *o).unwrap().1;
+    assert_eq!(r.body["sessionId"], latest.as_str(), "{}", r.body);
+    assert_eq!(r.body["lastLoginTime"], shared::clock::rfc3339(t0 + 3_000));
+    // AND the list is newest first
+    let mut expected: Vec<_> = by_time.clone();
+    expected.sort_by_key(|(o, _)| std::cmp::Reverse(*o));
+    assert_eq!(
+        ids_of(&t.sessions_of("c", &[]).await),
+        expected.into_iter().map(|(_, id)| id).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn pagination_over_250_sessions_returns_each_exactly_once() {
+    // GIVEN 250 sessions of one customer (and noise from another customer)
+    let h = Harness::new().await;
+    let t = Tenant::new(&h, "pages");
+    let mut created = HashSet::new();
+    for i in 0..250 {
+        created.insert(t.create_id("big").await);
+        if i % 50 == 0 {
+            t.create_id("other").await;
+        }
+    }
+    // WHEN they are listed with page sizes 1, 7 and 100
+    for limit in [1, 7, 100] {
+        let ids = t.all_sessions_of("big", limit).await;
+        // THEN every session comes exactly once, newest first
+        assert_eq!(ids.len(), 250, "limit {limit}");
+        assert_eq!(
+            ids.iter().cloned().collect::<HashSet<_>>(),
+            created,
+            "limit {limit}"
+        );
+        let mut sorted = ids.clone();
+        sorted.sort_by(|a, b| b.cmp(a));
+        assert_eq!(ids, sorted, "limit {limit}: newest first");
+    }
+}
+
+#[tokio::test]
+async fn expired_sessions_are_never_returned_and_never_shorten_a_page() {
+    // GIVEN 5 long-lived sessions, then 20 newer ones that expire after 60 s
+    let h = Harness::new().await;
+    let short = Harness::on_table(&h.admin, &h.table, 60, &h.sts_endpoint).await;
+    let tenant = unique("exp");
+    let long_lived = Tenant {
+        h: &h,
+        auth: Auth::Tenant(tenant.clone()),
+    };
+    let short_lived = Tenant {
+        h: &short,
+        auth: Auth::Tenant(tenant.clone()),
+    };
+    let t0 = integration::real_now_millis();
+    h.clock.set_millis(t0);
+    let mut live = Vec::new();
+    for _ in 0..5 {
+        live.push(long_lived.create_id("c").await);
+    }
+    short.clock.set_millis(t0 + 10_000);
+    let mut doomed = Vec::new();
+    for _ in 0..20 {
+        doomed.push(short_lived.create_id("c").await);
+    }
+    let child = short_lived.create_child("c", &live[0]).await;
+    assert_eq!(child.status, 201);
+    let child = child.body["sessionId"].as_str().unwrap().to_owned();
+    // WHEN reading two minutes later (the newest 20 and the child have expired)
+    h.clock.set_millis(t0 + 120_000);
+    // THEN pages of 3 are full, hold only live sessions, and cover all of them
+    let r = long_lived.sessions_of("c", &[("limit", "3")]).await;
+    assert_eq!(
+        ids_of(&r).len(),
+        3,
+        "a page must not come back short: {}",
+        r.body
+    );
+    let mut all = long_lived.all_sessions_of("c", 3).await;
+    all.sort();
+    live.sort();
+    assert_eq!(all, live);
+    // AND no read pattern returns an expired item
+    long_lived.get(&doomed[0]).await.assert_problem(404);
+    long_lived
+        .session_of_customer("c", &doomed[0])
+        .await
+        .assert_problem(404);
+    long_lived.parent_of(&child).await.assert_problem(404);
+    assert!(ids_of(&long_lived.children(&live[0], &[]).await).is_empty());
+    assert_eq!(
+        long_lived.last_login("c").await.body["sessionId"],
+        live.iter().max().unwrap().as_str()
+    );
+    long_lived.expire(&doomed[1]).await.assert_problem(404);
+}
+
+#[tokio::test]
+async fn expiring_a_parent_removes_its_children_in_the_same_transaction() {
+    // GIVEN a session with three children
+    let h = Harness::new().await;
+    let t = Tenant::new(&h, "tree");
+    let root = t.create_id("c").await;
+    let mut kids = Vec::new();
+    for _ in 0..3 {
+        kids.push(
+            t.create_child("c", &root).await.body["sessionId"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    assert_eq!(ids_of(&t.children(&root, &[]).await).len(), 3);
+    h.requests.reset();
+    // WHEN the parent is expired
+    assert_eq!(t.expire(&root).await.status, 204);
+    // THEN one transaction removed everything, and nothing of the session is left in the table
+    assert_eq!(
+        h.requests.by_operation().get("TransactWriteItems"),
+        Some(&1)
+    );
+    assert!(h.all_items().await.is_empty());
+    t.get(&root).await.assert_problem(404);
+    for k in &kids {
+        t.parent_of(k).await.assert_problem(404);
+    }
+    t.expire(&root).await.assert_problem(404);
+}
+
+#[tokio::test]
+async fn a_child_under_a_missing_or_foreign_parent_is_404_and_writes_nothing() {
+    let h = Harness::new().await;
+    let a = Tenant::new(&h, "pa");
+    let b = Tenant::new(&h, "pb");
+    let a_root = a.create_id("c").await;
+    let before = h.all_items().await.len();
+    // a parent that never existed
+    let missing = shared::ids::SessionId::new_at(integration::real_now_millis()).to_string();
+    a.create_child("c", &missing).await.assert_problem(404);
+    // another tenant's parent
+    b.create_child("c", &a_root).await.assert_problem(404);
+    // the right parent, but another customer's
+    a.create_child("someone-else", &a_root)
+        .await
+        .assert_problem(404);
+    assert_eq!(h.all_items().await.len(), before);
+}
+
+#[tokio::test]
+async fn a_child_under_an_expired_parent_is_404() {
+    let h = Harness::new().await;
+    let t = Tenant::new(&h, "old");
+    let root = t.create_id("c").await;
+    h.clock.advance_seconds(3601);
+    t.create_child("c", &root).await.assert_problem(404);
+    assert_eq!(h.all_items().await.len(), 1);
+}
+
+#[tokio::test]
+async fn tenant_b_can_neither_see_nor_expire_tenant_a_sessions() {
+    // GIVEN tenant A's session with a child
+    let h = Harness::new().await;
+    let a = Tenant::new(&h, "a");
+    let b = Tenant::new(&h, "b");
+    let root = a.create_id("shared-customer").await;
+    let child = a.create_child("shared-customer", &root).await.body["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // WHEN tenant B uses A's ids on every route, even with the same customer id
+    b.get(&root).await.assert_problem(404);
+    b.expire(&root).await.assert_problem(404);
+    assert!(ids_of(&b.children(&root, &[]).await).is_empty());
+    b.parent_of(&child).await.assert_problem(404);
+    b.last_login("shared-customer").await.assert_problem(404);
+    b.session_of_customer("shared-customer", &root)
+        .await
+        .assert_problem(404);
+    assert!(ids_of(&b.sessions_of("shared-customer", &[]).await).is_empty());
+    // THEN A's session is intact
+    assert_eq!(a.get(&root).await.status, 200);
+    assert_eq!(ids_of(&a.children(&root, &[]).await), vec![child]);
+}
+
+#[tokio::test]
+async fn cursors_tampered_with_or_from_another_tenant_or_route_are_400() {
+    // GIVEN a cursor of tenant A's customer listing
+    let h = Harness::new().await;
+    let a = Tenant::new(&h, "ca");
+    let b = Tenant::new(&h, "cb");
+    for _ in 0..3 {
+        a.create_id("c").await;
+        b.create_id("c").await;
+    }
+    let root = a.create_id("c").await;
+    for _ in 0..3 {
+        a.create_child("c", &root).await;
+    }
+    let cursor = a.sessions_of("c", &[("limit", "1")]).await.body["nextCursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let child_cursor = a.children(&root, &[("limit", "1")]).await.body["nextCursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    h.requests.reset();
+    // WHEN it is tampered with, replayed by tenant B, used for another customer or another route
+    let mut flipped = cursor.clone().into_bytes();
+    flipped[10] = if flipped[10] == b'A' { b'B' } else { b'A' };
+    let flipped = String::from_utf8(flipped).unwrap();
+    let cases = [
+        a.sessions_of("c", &[("cursor", &flipped)]).await,
+        a.sessions_of("c", &[("cursor", "not-a-cursor")]).await,
+        a.sessions_of("other", &[("cursor", &cursor)]).await,
+        b.sessions_of("c", &[("cursor", &cursor)]).await,
+        a.sessions_of("c", &[("cursor", &child_cursor)]).await,
+        a.children(&root, &[("cursor", &cursor)]).await,
+    ];
+    // THEN each is a 400 naming the cursor, and no request reached DynamoDB
+    for r in &cases {
+        r.assert_problem(400);
+        assert_eq!(r.body["field"], "cursor");
+    }
+    assert_eq!(h.requests.total(), 0);
+    // AND a forged cursor naming tenant B's keys is refused before the guard is even needed
+    let forged_key = std::collections::HashMap::from([
+        (
+            "PK".to_string(),
+            aws_sdk_dynamodb::types::AttributeValue::S(format!(
+                "TENANT#{}#SESSION#{root}",
+                b.name()
+            )),
+        ),
+        (
+            "SK".to_string(),
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("TENANT#{}#CUSTOMER#c", b.name())),
+        ),
+    ]);
+    let forged = shared::cursor::encode_single(
+        &shared::ids::TenantId::parse(&a.name()).unwrap(),
+        get_sessions_by_customer_id::ROUTE,
+        &forged_key,
+    );
+    a.sessions_of("c", &[("cursor", &forged)])
+        .await
+        .assert_problem(400);
+}
+
+#[tokio::test]
+async fn bad_input_is_a_precise_400_and_writes_nothing() {
+    let h = Harness::new().await;
+    let t = Tenant::new(&h, "bad");
+    let cases = [
+        (json!({}), Some("customerId")),
+        (json!({"customerId": 7}), Some("customerId")),
+        (json!({"customerId": "a#b"}), Some("customerId")),
+        (json!({"customerId": "c", "extra": 1}), Some("extra")),
+        (
+            json!({"customerId": "c", "parentSessionId": "not-a-uuid"}),
+            Some("parentSessionId"),
+        ),
+        (
+            json!({"customerId": "c", "state": "x".repeat(5000)}),
+            Some("state"),
+        ),
+    ];
+    for (body, field) in cases {
+        let r = t.create(body.clone()).await;
+        r.assert_problem(400);
+        if let Some(f) = field {
+            assert_eq!(r.body["field"], f, "{body}: {}", r.body);
+        }
+    }
+    let big = resp(
+        create_session::handle(
+            &h.app,
+            event(
+                "POST",
+                "/sessions",
+                &[],
+                &[],
+                Some(json!({"customerId": "c", "state": "x".repeat(70_000)})),
+                &t.auth,
+            ),
+        )
+        .await,
+    );
+    big.assert_problem(413);
+    t.get("TENANT#x").await.assert_problem(400);
+    t.sessions_of("c", &[("limit", "0")])
+        .await
+        .assert_problem(400);
+    t.sessions_of("c", &[("limit", "101")])
+        .await
+        .assert_problem(400);
+    t.sessions_of("a*", &[]).await.assert_problem(400);
+    assert!(h.all_items().await.is_empty());
+}
