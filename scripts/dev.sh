@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The whole API locally: DynamoDB Local + moto STS, the table from template.yaml, two seeded demo
+# tenants, and every route served by `cargo lambda watch` on http://localhost:${PORT:-9000}.
+# Local auth: the functions accept an unsigned development JWT (POOLTABLE_DEV_UNSIGNED_JWT=1, set
+# only here). Ctrl-C stops everything.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/tools.sh"
+source "$ROOT/scripts/stack.sh"
+cd "$ROOT"
+PORT="${PORT:-9000}"
+
+require cargo "the Rust toolchain"
+require curl "health checks and the demo seed"
+ensure_dynamodb_local
+ensure_py_tools
+
+watch_pid=""
+cleanup() {
+  trap - INT TERM HUP EXIT
+  trap '' PIPE  # the terminal may be gone already; stopping must not die writing to it
+  if [ -n "$watch_pid" ]; then
+    kill -- -"$watch_pid" 2>/dev/null || true
+    wait "$watch_pid" 2>/dev/null || true
+  fi
+  stop_stack
+  log "stopped"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+curl -s -o /dev/null "http://127.0.0.1:$PORT/" && die "port $PORT is busy; set PORT=another"
+start_stack
+log "building (first run compiles the AWS SDK: a few minutes)"
+cargo build --workspace --bins
+export TABLE_NAME="pooltable-local"
+export TENANT_ROLE_ARN="arn:aws:iam::123456789012:role/pooltable-local-tenant-access"
+export POOLTABLE_DEV_UNSIGNED_JWT=1
+export SESSION_TTL_SECONDS="${SESSION_TTL_SECONDS:-3600}"
+"$ROOT/target/debug/pooltable" create-table "$TABLE_NAME" >/dev/null
+log "table $TABLE_NAME created from template.yaml"
+
+setsid cargo lambda watch -P "$PORT" >"$STACK_LOGS/watch.log" 2>&1 &
+watch_pid=$!
+wait_for "cargo lambda watch" "http://127.0.0.1:$PORT/" 120
+log "API on http://localhost:$PORT (function logs: $STACK_LOGS/watch.log)"
+
+api() { # method path token [body]
+  curl -s -X "$1" "http://127.0.0.1:$PORT$2" -H "authorization: Bearer $3" \
+    -H 'content-type: application/json' ${4:+-d "$4"}
+}
+json_field() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1],""))' "$1"; }
+
+declare -A TOKENS SESSIONS
+for tenant in acme globex; do
+  TOKENS[$tenant]=$("$ROOT/target/debug/pooltable" dev-token "$tenant")
+  log "seeding tenant $tenant"
+  for customer in alice bob; do
+    sid=$(api POST /sessions "${TOKENS[$tenant]}" "{\"customerId\":\"$customer\",\"state\":\"demo\"}" | json_field sessionId)
+    [ -n "$sid" ] || die "seeding $tenant failed; see $STACK_LOGS/watch.log"
+    printf '  session %s for %s\n' "$sid" "$customer" >&2
+    SESSIONS[$tenant]=$sid
+  done
+  child=$(api POST /sessions "${TOKENS[$tenant]}" "{\"customerId\":\"bob\",\"parentSessionId\":\"${SESSIONS[$tenant]}\"}" | json_field sessionId)
+  printf '  child session %s under %s\n' "$child" "${SESSIONS[$tenant]}" >&2
+done
+
+cat <<MSG
+
+pooltable is running on http://localhost:$PORT  (Ctrl-C stops everything)
+Routes: POST /sessions, GET|DELETE /sessions/{sessionId}, GET /sessions/{sessionId}/children,
+        GET /child-sessions/{childSessionId}/parent, GET /customers/{customerId}/last-login,
+        GET /customers/{customerId}/sessions[/{sessionId}]
+
+MSG
+for tenant in acme globex; do
+  cat <<MSG
+# tenant $tenant
+export TOKEN_${tenant^^}='${TOKENS[$tenant]}'
+curl -s localhost:$PORT/customers/bob/sessions -H "authorization: Bearer \$TOKEN_${tenant^^}"
+curl -s localhost:$PORT/sessions/${SESSIONS[$tenant]} -H "authorization: Bearer \$TOKEN_${tenant^^}"
+curl -s -X POST localhost:$PORT/sessions -H "authorization: Bearer \$TOKEN_${tenant^^}" -d '{"customerId":"carol"}'
+
+MSG
+done
+wait "$watch_pid"
