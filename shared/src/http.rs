@@ -85,8 +85,8 @@ pub fn json_body<T: DeserializeOwned>(req: &Request) -> Result<T, ApiError> {
             });
         let field = match (path.as_str(), named) {
             (".", named) => named,
-            (_, Some(named)) => Some(format!("{path}.{named}")),
-            (_, None) => Some(path),
+            (_, Some(named)) if !path.ends_with(named.as_str()) => Some(format!("{path}.{named}")),
+            _ => Some(path),
         };
         ApiError::BadRequest {
             detail: format!("Invalid request body: {}", e.inner()),
