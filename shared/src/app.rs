@@ -15,6 +15,7 @@ use crate::error::ApiError;
 use crate::ids::TenantId;
 use crate::policy::{PolicyError, TableLocation};
 use crate::scoped::{ScopedSettings, TenantClients, TenantDb};
+use crate::tenants::ShardDirectory;
 
 pub const DEFAULT_SESSION_TTL_SECONDS: u64 = 3600;
 pub const DEFAULT_CREDENTIALS_SECONDS: i32 = 900;
@@ -120,6 +121,7 @@ pub async fn load_sdk_config() -> SdkConfig {
 pub struct App {
     pub settings: Settings,
     pub tenants: TenantClients,
+    pub shards: ShardDirectory,
     pub clock: Arc<dyn Clock>,
 }
 
@@ -154,6 +156,7 @@ impl App {
         Ok(Self {
             settings,
             tenants,
+            shards: ShardDirectory::default(),
             clock,
         })
     }
@@ -163,15 +166,9 @@ impl App {
         self,
         interceptor: aws_sdk_dynamodb::config::SharedInterceptor,
     ) -> Self {
-        let Self {
-            settings,
-            tenants,
-            clock,
-        } = self;
         Self {
-            settings,
-            tenants: tenants.with_interceptor(interceptor),
-            clock,
+            tenants: self.tenants.with_interceptor(interceptor),
+            ..self
         }
     }
 

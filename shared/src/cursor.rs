@@ -3,7 +3,7 @@
 //! prefix and the shape the route expects, so a cursor can only ever move within the caller's own
 //! data. Anything else, including a cursor that was edited, answers 400.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use base64::Engine;
@@ -25,6 +25,18 @@ struct Envelope {
     r: String,
     /// position: one `LastEvaluatedKey`, or several (one per shard)
     k: BTreeMap<String, BTreeMap<String, String>>,
+    /// positions (shards) that are exhausted
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    d: BTreeSet<String>,
+}
+
+/// Where a multi-position listing (one position per shard) stands.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Positions {
+    /// Named positions with a key to continue after.
+    pub keys: BTreeMap<String, Key>,
+    /// Named positions that are exhausted.
+    pub done: BTreeSet<String>,
 }
 
 fn invalid() -> ApiError {
@@ -35,8 +47,9 @@ fn invalid() -> ApiError {
 }
 
 /// Encodes positions (named, e.g. `"0"` for a single Query) of `route` for `tenant`.
-pub fn encode(tenant: &TenantId, route: &str, positions: &BTreeMap<String, Key>) -> String {
+pub fn encode(tenant: &TenantId, route: &str, positions: &Positions) -> String {
     let k = positions
+        .keys
         .iter()
         .map(|(name, key)| {
             let strings = key
@@ -51,6 +64,7 @@ pub fn encode(tenant: &TenantId, route: &str, positions: &BTreeMap<String, Key>)
         t: tenant.to_string(),
         r: route.to_owned(),
         k,
+        d: positions.done.clone(),
     };
     base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(serde_json::to_vec(&env).unwrap_or_default())
@@ -58,11 +72,11 @@ pub fn encode(tenant: &TenantId, route: &str, positions: &BTreeMap<String, Key>)
 
 /// Encodes the single `LastEvaluatedKey` of a one-Query route.
 pub fn encode_single(tenant: &TenantId, route: &str, key: &Key) -> String {
-    encode(
-        tenant,
-        route,
-        &BTreeMap::from([("0".to_owned(), key.clone())]),
-    )
+    let positions = Positions {
+        keys: BTreeMap::from([("0".to_owned(), key.clone())]),
+        done: BTreeSet::new(),
+    };
+    encode(tenant, route, &positions)
 }
 
 /// Decodes a cursor of `route` for `tenant`. `shape_ok` checks each position's keys for the route.
@@ -70,8 +84,8 @@ pub fn decode(
     tenant: &TenantId,
     route: &str,
     raw: &str,
-    shape_ok: impl Fn(&str, &str) -> bool,
-) -> Result<BTreeMap<String, Key>, ApiError> {
+    shape_ok: impl Fn(&str, &str, &str) -> bool,
+) -> Result<Positions, ApiError> {
     if raw.len() > 8 * 1024 {
         return Err(invalid());
     }
@@ -79,11 +93,15 @@ pub fn decode(
         .decode(raw)
         .map_err(|_| invalid())?;
     let env: Envelope = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
-    if env.v != 1 || env.t != tenant.as_str() || env.r != route || env.k.is_empty() {
+    if env.v != 1
+        || env.t != tenant.as_str()
+        || env.r != route
+        || (env.k.is_empty() && env.d.is_empty())
+    {
         return Err(invalid());
     }
     let prefix = tenant_prefix(tenant);
-    let mut out = BTreeMap::new();
+    let mut out = Positions::default();
     for (name, key) in env.k {
         let (Some(pk), Some(sk)) = (key.get(PK), key.get(SK)) else {
             return Err(invalid());
@@ -91,7 +109,8 @@ pub fn decode(
         if key.len() != 2
             || !pk.starts_with(&prefix)
             || !sk.starts_with(&prefix)
-            || !shape_ok(pk, sk)
+            || !shape_ok(&name, pk, sk)
+            || env.d.contains(&name)
         {
             return Err(invalid());
         }
@@ -99,8 +118,9 @@ pub fn decode(
             .into_iter()
             .map(|(a, v)| (a, AttributeValue::S(v)))
             .collect();
-        out.insert(name, key);
+        out.keys.insert(name, key);
     }
+    out.done = env.d;
     Ok(out)
 }
 
@@ -111,8 +131,11 @@ pub fn decode_single(
     raw: &str,
     shape_ok: impl Fn(&str, &str) -> bool,
 ) -> Result<Key, ApiError> {
-    let mut positions = decode(tenant, route, raw, shape_ok)?;
-    match (positions.remove("0"), positions.is_empty()) {
+    let mut positions = decode(tenant, route, raw, |_, pk, sk| shape_ok(pk, sk))?;
+    if !positions.done.is_empty() {
+        return Err(invalid());
+    }
+    match (positions.keys.remove("0"), positions.keys.is_empty()) {
         (Some(key), true) => Ok(key),
         _ => Err(invalid()),
     }

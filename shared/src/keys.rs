@@ -153,3 +153,99 @@ mod tests {
         );
     }
 }
+
+/// Entity kinds stored in sharded partitions (`TENANT#t#<PARTITION>#<shard>`).
+pub mod kind {
+    pub const TENANT: &str = "TENANT";
+    pub const PRODUCT: &str = "PRODUCT";
+    /// The HR partition space: employees and departments share it, told apart by the SK's kind.
+    pub const HR: &str = "HR";
+    pub const EMPLOYEE: &str = "EMPLOYEE";
+    pub const DEPARTMENT: &str = "DEPARTMENT";
+    pub const MEMBER: &str = "MEMBER";
+}
+
+/// The tenant record: `PK` = `SK` = `TENANT#t#TENANT`.
+pub fn tenant_record_key(tenant: &TenantId) -> String {
+    format!("TENANT#{tenant}#{}", kind::TENANT)
+}
+
+/// `TENANT#t#<partition>#<shard>`: one of a tenant's write-sharded partitions.
+pub fn shard_pk(tenant: &TenantId, partition: &str, shard: u32) -> String {
+    format!("{}{shard}", entity_prefix(tenant, partition))
+}
+
+pub fn parse_shard_pk(
+    tenant: &TenantId,
+    partition: &str,
+    value: &str,
+) -> Result<u32, KeyShapeError> {
+    let digits = strip_entity_prefix(tenant, partition, value)?;
+    if digits.is_empty() || digits.len() > 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(KeyShapeError);
+    }
+    digits.parse().map_err(|_| KeyShapeError)
+}
+
+/// `TENANT#t#<kind>#<id>`: an entity's sort key (also its own GSI1 partition).
+pub fn entity_sk(tenant: &TenantId, kind: &str, id: &EntityId) -> String {
+    format!("{}{id}", entity_prefix(tenant, kind))
+}
+
+/// `TENANT#t#<kind>#`: for `begins_with` on all entities of a kind.
+pub fn entity_sk_prefix(tenant: &TenantId, kind: &str) -> String {
+    entity_prefix(tenant, kind)
+}
+
+pub fn parse_entity_sk(
+    tenant: &TenantId,
+    kind: &str,
+    value: &str,
+) -> Result<EntityId, KeyShapeError> {
+    EntityId::parse(strip_entity_prefix(tenant, kind, value)?).map_err(|_| KeyShapeError)
+}
+
+/// `TENANT#t#DEPARTMENT#<id>#MEMBERS`: the adjacency partition listing a department's employees.
+pub fn department_members_pk(tenant: &TenantId, department: &EntityId) -> String {
+    format!(
+        "{}{department}#MEMBERS",
+        entity_prefix(tenant, kind::DEPARTMENT)
+    )
+}
+
+#[cfg(test)]
+mod sharded_key_tests {
+    use super::*;
+
+    #[test]
+    fn golden_sharded_keys() {
+        let t = TenantId::parse("acme").unwrap();
+        let p = EntityId::parse("sku-1").unwrap();
+        assert_eq!(tenant_record_key(&t), "TENANT#acme#TENANT");
+        assert_eq!(shard_pk(&t, kind::PRODUCT, 7), "TENANT#acme#PRODUCT#7");
+        assert_eq!(
+            entity_sk(&t, kind::PRODUCT, &p),
+            "TENANT#acme#PRODUCT#sku-1"
+        );
+        assert_eq!(
+            entity_sk_prefix(&t, kind::EMPLOYEE),
+            "TENANT#acme#EMPLOYEE#"
+        );
+        assert_eq!(
+            department_members_pk(&t, &p),
+            "TENANT#acme#DEPARTMENT#sku-1#MEMBERS"
+        );
+        assert_eq!(
+            parse_shard_pk(&t, kind::PRODUCT, "TENANT#acme#PRODUCT#7"),
+            Ok(7)
+        );
+        assert_eq!(
+            parse_shard_pk(&t, kind::PRODUCT, "TENANT#acme#PRODUCT#x"),
+            Err(KeyShapeError)
+        );
+        assert_eq!(
+            parse_entity_sk(&t, kind::PRODUCT, "TENANT#acme#PRODUCT#sku-1"),
+            Ok(p)
+        );
+    }
+}

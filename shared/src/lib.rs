@@ -13,7 +13,10 @@ pub mod keys;
 pub mod policy;
 pub mod query;
 pub mod runtime;
+pub mod scatter;
 pub mod scoped;
+pub mod shard;
+pub mod tenants;
 
 pub use app::App;
 pub use error::ApiError;
