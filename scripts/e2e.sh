@@ -8,9 +8,25 @@ source "$ROOT/scripts/stack.sh"
 cd "$ROOT"
 : "${AWS_ENDPOINT_URL_DYNAMODB:?start the local stack first (scripts/test.sh does)}"
 
-# Expected status per function for its sample event, run in this order on an empty table:
-# the session in the events does not exist, except the one create-session makes for cust-42.
+# Expected status per function for its sample event, run in this order on an empty table: tenant
+# acme is onboarded first (sharded routes need its record); the product and employee the events name
+# are created, read, listed, then deleted; the session the events name does not exist, except the
+# one create-session makes for cust-42.
 EXPECTED=(
+  "onboard-tenant 201"
+  "get-tenant 200"
+  "put-product 201"
+  "get-product 200"
+  "query-tenant-products 200"
+  "delete-product 204"
+  "put-department 201"
+  "put-employee 201"
+  "get-employee 200"
+  "get-department 200"
+  "list-employees 200"
+  "list-departments 200"
+  "list-department-employees 200"
+  "delete-employee 204"
   "create-session 201"
   "get-session-by-session-id 404"
   "expire-session 404"

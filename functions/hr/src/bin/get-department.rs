@@ -1,0 +1,8 @@
+//! `get-department`: see [`hr::get_department`].
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::runtime::init_tracing();
+    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    shared::runtime::serve(|req| hr::get_department::handle(app, req)).await
+}

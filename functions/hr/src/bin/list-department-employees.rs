@@ -1,0 +1,8 @@
+//! `list-department-employees`: see [`hr::list_department_employees`].
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::runtime::init_tracing();
+    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    shared::runtime::serve(|req| hr::list_department_employees::handle(app, req)).await
+}

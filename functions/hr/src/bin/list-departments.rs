@@ -1,0 +1,8 @@
+//! `list-departments`: see [`hr::list_departments`].
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::runtime::init_tracing();
+    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    shared::runtime::serve(|req| hr::list_departments::handle(app, req)).await
+}

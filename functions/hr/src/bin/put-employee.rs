@@ -1,0 +1,8 @@
+//! `put-employee`: see [`hr::put_employee`].
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::runtime::init_tracing();
+    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    shared::runtime::serve(|req| hr::put_employee::handle(app, req)).await
+}

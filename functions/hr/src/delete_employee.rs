@@ -1,0 +1,79 @@
+//! deleteEmployee: `DELETE /employees/{employeeId}` → 204 or 404.
+//!
+//! One GetItem for the employee's department, then one TransactWriteItems removing the employee
+//! (on condition its department is unchanged) and its membership together.
+
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem};
+use lambda_http::{Body, Request, Response};
+use shared::http::{no_content, path_entity_id};
+use shared::ids::EntityId;
+use shared::keys::kind;
+use shared::query::string_attr;
+use shared::{ApiError, App};
+
+use crate::{hr_key, membership_key};
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(&req)?;
+    let t = &caller.tenant;
+    let id = path_entity_id(&req, "employeeId")?;
+    let db = app.db(t).await?;
+    let shards = app.shards.shard_count(&db).await?;
+    let key = hr_key(t, kind::EMPLOYEE, &id, shards);
+    let current = db
+        .client
+        .get_item()
+        .table_name(&*db.table)
+        .set_key(Some(key.clone()))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(ApiError::from_dynamodb)?
+        .item
+        .ok_or_else(|| ApiError::NotFound("No such employee.".into()))?;
+    let department = string_attr(&current, "departmentId")
+        .and_then(|d| EntityId::parse(&d).ok())
+        .ok_or_else(|| ApiError::Internal("employee without a department".into()))?;
+    let internal = |e: aws_sdk_dynamodb::error::BuildError| ApiError::Internal(e.to_string());
+    db.client
+        .transact_write_items()
+        .transact_items(
+            TransactWriteItem::builder()
+                .delete(
+                    Delete::builder()
+                        .table_name(&*db.table)
+                        .set_key(Some(key))
+                        .condition_expression("departmentId = :d")
+                        .expression_attribute_values(
+                            ":d",
+                            AttributeValue::S(department.to_string()),
+                        )
+                        .build()
+                        .map_err(internal)?,
+                )
+                .build(),
+        )
+        .transact_items(
+            TransactWriteItem::builder()
+                .delete(
+                    Delete::builder()
+                        .table_name(&*db.table)
+                        .set_key(Some(membership_key(t, &department, &id)))
+                        .build()
+                        .map_err(internal)?,
+                )
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(|e| {
+            if e.as_service_error()
+                .is_some_and(|s| s.is_transaction_canceled_exception())
+            {
+                ApiError::Conflict("The employee changed while it was being deleted; retry.".into())
+            } else {
+                ApiError::from_dynamodb(e)
+            }
+        })?;
+    Ok(no_content())
+}

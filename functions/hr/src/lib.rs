@@ -1,0 +1,139 @@
+//! Employees and departments of an HR SaaS, in one write-sharded partition space told apart by the
+//! kind in the sort key, plus an adjacency partition per department listing its members.
+//!
+//! | item | PK | SK |
+//! |---|---|---|
+//! | employee | `TENANT#t#HR#<shard(employeeId)>` | `TENANT#t#EMPLOYEE#<employeeId>` |
+//! | department | `TENANT#t#HR#<shard(departmentId)>` | `TENANT#t#DEPARTMENT#<departmentId>` |
+//! | membership | `TENANT#t#DEPARTMENT#<departmentId>#MEMBERS` | `TENANT#t#EMPLOYEE#<employeeId>` |
+//!
+//! An employee's record and its membership item change together, in one transaction, so no state
+//! ever has an employee in two departments or in none.
+
+pub mod delete_employee;
+pub mod get_department;
+pub mod get_employee;
+pub mod list_department_employees;
+pub mod list_departments;
+pub mod list_employees;
+pub mod put_department;
+pub mod put_employee;
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::{Deserialize, Serialize};
+use shared::ids::{EntityId, TenantId};
+use shared::keys::{department_members_pk, entity_sk, kind, shard_pk, PK, SK};
+use shared::query::Item;
+use shared::scatter::ShardedList;
+use shared::shard::shard_for;
+use shared::ApiError;
+
+pub const EMPLOYEES: ShardedList<'static> = ShardedList {
+    partition: kind::HR,
+    kind: kind::EMPLOYEE,
+    route: "list-employees",
+};
+
+pub const DEPARTMENTS: ShardedList<'static> = ShardedList {
+    partition: kind::HR,
+    kind: kind::DEPARTMENT,
+    route: "list-departments",
+};
+
+/// The key of an employee or department (`kind`) with id `id` in the HR shards.
+pub fn hr_key(
+    t: &TenantId,
+    entity_kind: &str,
+    id: &EntityId,
+    shards: u32,
+) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        (
+            PK.to_owned(),
+            AttributeValue::S(shard_pk(t, kind::HR, shard_for(id.as_str(), shards))),
+        ),
+        (
+            SK.to_owned(),
+            AttributeValue::S(entity_sk(t, entity_kind, id)),
+        ),
+    ])
+}
+
+/// The membership item's key: employee `e` in department `d`.
+pub fn membership_key(t: &TenantId, d: &EntityId, e: &EntityId) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        (
+            PK.to_owned(),
+            AttributeValue::S(department_members_pk(t, d)),
+        ),
+        (
+            SK.to_owned(),
+            AttributeValue::S(entity_sk(t, kind::EMPLOYEE, e)),
+        ),
+    ])
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Employee {
+    pub employee_id: String,
+    pub name: String,
+    pub department_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Department {
+    pub department_id: String,
+    pub name: String,
+    pub updated_at: String,
+}
+
+/// Reads the API view (`T`) out of a stored item; the stored item holds the view's fields plus keys.
+pub fn view_from_item<T: for<'de> Deserialize<'de>>(item: Item) -> Result<T, ApiError> {
+    serde_dynamo::from_item(item)
+        .map_err(|e| ApiError::Internal(format!("stored item does not parse: {e}")))
+}
+
+/// A view plus its keys and bookkeeping attributes, ready to put.
+pub fn item_with_keys<T: Serialize>(
+    view: &T,
+    key: HashMap<String, AttributeValue>,
+    entity_kind: &str,
+    tenant: &TenantId,
+) -> Result<Item, ApiError> {
+    let mut item: Item =
+        serde_dynamo::to_item(view).map_err(|e| ApiError::Internal(format!("serialize: {e}")))?;
+    item.extend(key);
+    item.insert("kind".into(), AttributeValue::S(entity_kind.to_owned()));
+    item.insert("tenantId".into(), AttributeValue::S(tenant.to_string()));
+    Ok(item)
+}
+
+/// A bounded free-text field (names, emails): 1 to 256 characters.
+#[derive(Debug, Clone, Serialize)]
+#[serde(transparent)]
+pub struct Text(pub String);
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.trim().is_empty() || s.chars().count() > 256 {
+            return Err(serde::de::Error::custom("must be 1 to 256 characters"));
+        }
+        Ok(Self(s))
+    }
+}
+
+/// `{items, nextCursor}`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageBody<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+}

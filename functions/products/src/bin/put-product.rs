@@ -1,0 +1,8 @@
+//! `put-product`: see [`products::put_product`].
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::runtime::init_tracing();
+    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    shared::runtime::serve(|req| products::put_product::handle(app, req)).await
+}

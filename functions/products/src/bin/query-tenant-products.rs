@@ -1,0 +1,8 @@
+//! `query-tenant-products`: see [`products::query_tenant_products`].
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::runtime::init_tracing();
+    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    shared::runtime::serve(|req| products::query_tenant_products::handle(app, req)).await
+}

@@ -1,0 +1,64 @@
+//! The product catalog, write-sharded per tenant.
+//!
+//! | item | PK | SK |
+//! |---|---|---|
+//! | product | `TENANT#t#PRODUCT#<fnv1a64(productId) mod shardCount>` | `TENANT#t#PRODUCT#<productId>` |
+//!
+//! The shard is computed from the id, so reading one product is one GetItem; listing queries every
+//! shard concurrently and merges (`shared::scatter`).
+
+pub mod delete_product;
+pub mod get_product;
+pub mod put_product;
+pub mod query_tenant_products;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::Serialize;
+use shared::ids::{EntityId, TenantId};
+use shared::keys::{entity_sk, kind, shard_pk, PK, SK};
+use shared::query::{string_attr, Item};
+use shared::shard::shard_for;
+use shared::ApiError;
+
+/// The table key of product `id` for a tenant with `shard_count` shards.
+pub fn product_key(
+    t: &TenantId,
+    id: &EntityId,
+    shard_count: u32,
+) -> [(&'static str, AttributeValue); 2] {
+    [
+        (
+            PK,
+            AttributeValue::S(shard_pk(
+                t,
+                kind::PRODUCT,
+                shard_for(id.as_str(), shard_count),
+            )),
+        ),
+        (SK, AttributeValue::S(entity_sk(t, kind::PRODUCT, id))),
+    ]
+}
+
+/// A product as the API returns it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProductView {
+    pub product_id: String,
+    pub document: serde_json::Value,
+    pub updated_at: String,
+}
+
+pub fn product_from_item(item: &Item) -> Result<ProductView, ApiError> {
+    let document = item
+        .get("document")
+        .cloned()
+        .map(serde_dynamo::from_attribute_value::<_, serde_json::Value>)
+        .transpose()
+        .map_err(|e| ApiError::Internal(format!("stored product does not parse: {e}")))?
+        .unwrap_or(serde_json::Value::Null);
+    Ok(ProductView {
+        product_id: string_attr(item, "productId").unwrap_or_default(),
+        document,
+        updated_at: string_attr(item, "updatedAt").unwrap_or_default(),
+    })
+}

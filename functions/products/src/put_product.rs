@@ -1,0 +1,68 @@
+//! putProduct: `PUT /products/{productId}` with a JSON object (at most 64 KB) → 201 created or 200
+//! replaced. One PutItem on the product's computed shard.
+
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request, Response};
+use shared::clock::rfc3339;
+use shared::http::{json_body, json_response, path_entity_id};
+use shared::{ApiError, App};
+
+use crate::{product_key, ProductView};
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(&req)?;
+    let id = path_entity_id(&req, "productId")?;
+    let document: serde_json::Value = json_body(&req)?;
+    if !document.is_object() {
+        return Err(ApiError::BadRequest {
+            detail: "The product document must be a JSON object.".into(),
+            field: None,
+        });
+    }
+    let db = app.db(&caller.tenant).await?;
+    let shards = app.shards.shard_count(&db).await?;
+    let updated_at = rfc3339(app.clock.now_millis());
+    let doc_av = serde_dynamo::to_attribute_value(&document)
+        .map_err(|e| ApiError::Internal(format!("convert document: {e}")))?;
+    let out = db
+        .client
+        .put_item()
+        .table_name(&*db.table)
+        .set_item(Some(
+            product_key(&caller.tenant, &id, shards)
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .chain([
+                    ("kind".to_owned(), AttributeValue::S("PRODUCT".into())),
+                    (
+                        "tenantId".to_owned(),
+                        AttributeValue::S(caller.tenant.to_string()),
+                    ),
+                    ("productId".to_owned(), AttributeValue::S(id.to_string())),
+                    ("document".to_owned(), doc_av),
+                    (
+                        "updatedAt".to_owned(),
+                        AttributeValue::S(updated_at.clone()),
+                    ),
+                ])
+                .collect(),
+        ))
+        .return_values(ReturnValue::AllOld)
+        .send()
+        .await
+        .map_err(ApiError::from_dynamodb)?;
+    let status = if out.attributes.is_some() {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok(json_response(
+        status,
+        &ProductView {
+            product_id: id.to_string(),
+            document,
+            updated_at,
+        },
+    ))
+}

@@ -1,0 +1,8 @@
+//! `get-tenant`: see [`tenants::get_tenant`].
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::runtime::init_tracing();
+    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    shared::runtime::serve(|req| tenants::get_tenant::handle(app, req)).await
+}

@@ -1,0 +1,8 @@
+//! `onboard-tenant`: see [`tenants::onboard_tenant`].
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::runtime::init_tracing();
+    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    shared::runtime::serve(|req| tenants::onboard_tenant::handle(app, req)).await
+}

@@ -1,0 +1,28 @@
+//! getTenant: `GET /tenants/{tenantId}` → 200 or 404.
+//!
+//! A tenant may read its own record; an operator (`platform-admin`) may read any. One GetItem, with
+//! credentials scoped to the tenant whose record is read.
+
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request, Response};
+use shared::http::{json_response, path_param};
+use shared::ids::TenantId;
+use shared::tenants::read_record;
+use shared::{ApiError, App};
+
+use crate::{require_operator, TenantView};
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(&req)?;
+    let raw = path_param(&req, "tenantId")?;
+    let tenant = TenantId::parse(&raw)
+        .map_err(|e| ApiError::bad_request("tenantId", format!("tenantId {e}")))?;
+    if tenant != caller.tenant {
+        require_operator(&caller)?;
+    }
+    let db = app.db(&tenant).await?;
+    let record = read_record(&db)
+        .await?
+        .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+    Ok(json_response(StatusCode::OK, &TenantView::from(record)))
+}

@@ -1,0 +1,44 @@
+//! Tenant records. Onboarding is an operator action: it needs the `custom:role` claim
+//! `platform-admin`, and even so it writes through scoped credentials of the tenant being created.
+
+pub mod get_tenant;
+pub mod onboard_tenant;
+
+use serde::Serialize;
+use shared::claims::Caller;
+use shared::tenants::{TenantRecord, Tier};
+use shared::ApiError;
+
+/// The `custom:role` claim value that may onboard tenants and read any tenant's record.
+pub const PLATFORM_ADMIN: &str = "platform-admin";
+
+pub fn require_operator(caller: &Caller) -> Result<(), ApiError> {
+    if caller.role.as_deref() == Some(PLATFORM_ADMIN) {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden(format!(
+            "This route needs the custom:role claim {PLATFORM_ADMIN}."
+        )))
+    }
+}
+
+/// A tenant record as the API returns it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantView {
+    pub tenant_id: String,
+    pub tier: Tier,
+    pub shard_count: u32,
+    pub created_at: String,
+}
+
+impl From<TenantRecord> for TenantView {
+    fn from(r: TenantRecord) -> Self {
+        Self {
+            tenant_id: r.tenant_id,
+            tier: r.tier,
+            shard_count: r.shard_count,
+            created_at: r.created_at,
+        }
+    }
+}

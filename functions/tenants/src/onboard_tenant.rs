@@ -1,0 +1,72 @@
+//! onboardTenant: `POST /tenants` `{tenantId, tier, shardCount?}` → 201, 409 if it exists.
+//!
+//! Operator only (`custom:role` = `platform-admin`). One conditional PutItem, sent with STS
+//! credentials scoped to the *new* tenant's prefix, so even this route cannot write elsewhere.
+
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request, Response};
+use serde::Deserialize;
+use shared::clock::rfc3339;
+use shared::http::{json_body, json_response};
+use shared::ids::TenantId;
+use shared::keys::tenant_record_key;
+use shared::shard::{DEFAULT_SHARDS, MAX_SHARDS, MIN_SHARDS};
+use shared::tenants::{TenantRecord, Tier};
+use shared::{ApiError, App};
+
+use crate::{require_operator, TenantView};
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct OnboardInput {
+    tenant_id: TenantId,
+    tier: Tier,
+    #[serde(default)]
+    shard_count: Option<u32>,
+}
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(&req)?;
+    require_operator(&caller)?;
+    let input: OnboardInput = json_body(&req)?;
+    let shard_count = input.shard_count.unwrap_or(DEFAULT_SHARDS);
+    if !(MIN_SHARDS..=MAX_SHARDS).contains(&shard_count) {
+        return Err(ApiError::bad_request(
+            "shardCount",
+            format!("shardCount must be {MIN_SHARDS} to {MAX_SHARDS}"),
+        ));
+    }
+    let key = tenant_record_key(&input.tenant_id);
+    let record = TenantRecord {
+        pk: key.clone(),
+        sk: key,
+        tenant_id: input.tenant_id.to_string(),
+        tier: input.tier,
+        shard_count,
+        created_at: rfc3339(app.clock.now_millis()),
+    };
+    let item = serde_dynamo::to_item(&record)
+        .map_err(|e| ApiError::Internal(format!("serialize tenant record: {e}")))?;
+    let db = app.db(&input.tenant_id).await?;
+    db.client
+        .put_item()
+        .table_name(&*db.table)
+        .set_item(Some(item))
+        .condition_expression("attribute_not_exists(PK)")
+        .send()
+        .await
+        .map_err(|e| {
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception())
+            {
+                ApiError::Conflict("This tenant already exists.".into())
+            } else {
+                ApiError::from_dynamodb(e)
+            }
+        })?;
+    tracing::info!(tenant = %input.tenant_id, shard_count, by = %caller.tenant, "tenant onboarded");
+    Ok(json_response(
+        StatusCode::CREATED,
+        &TenantView::from(record),
+    ))
+}
