@@ -94,10 +94,7 @@ impl Intercept for CountingInterceptor {
         _rc: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let op = cfg
-            .load::<Metadata>()
-            .map(|m| m.name().to_owned())
-            .unwrap_or_default();
+        let op = operation_of(cfg);
         *self.0.sent.lock().unwrap().entry(op).or_default() += 1;
         let now = self.0.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.0.peak_in_flight.fetch_max(now, Ordering::SeqCst);
@@ -115,11 +112,84 @@ impl Intercept for CountingInterceptor {
     }
 }
 
+/// Where an injected fault strikes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// The request never reaches DynamoDB.
+    BeforeSend,
+    /// DynamoDB executed the request, but its answer is lost.
+    AfterSend,
+}
+
+/// Fails the next request of one operation, once, at the chosen phase.
+#[derive(Debug, Default)]
+pub struct Faults {
+    armed: Mutex<Option<(String, Phase)>>,
+}
+
+impl Faults {
+    pub fn arm(&self, operation: &str, phase: Phase) {
+        *self.armed.lock().unwrap() = Some((operation.to_owned(), phase));
+    }
+
+    fn take(&self, operation: &str, phase: Phase) -> bool {
+        let mut armed = self.armed.lock().unwrap();
+        if armed
+            .as_ref()
+            .is_some_and(|(op, p)| op == operation && *p == phase)
+        {
+            *armed = None;
+            return true;
+        }
+        false
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct FaultInterceptor(pub Arc<Faults>);
+
+fn operation_of(cfg: &ConfigBag) -> String {
+    cfg.load::<Metadata>()
+        .map(|m| m.name().to_owned())
+        .unwrap_or_default()
+}
+
+impl Intercept for FaultInterceptor {
+    fn name(&self) -> &'static str {
+        "FaultInterceptor"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _ctx: &BeforeTransmitInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if self.0.take(&operation_of(cfg), Phase::BeforeSend) {
+            return Err("injected fault: connection refused".into());
+        }
+        Ok(())
+    }
+
+    fn read_before_deserialization(
+        &self,
+        _ctx: &BeforeDeserializationInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if self.0.take(&operation_of(cfg), Phase::AfterSend) {
+            return Err("injected fault: response lost".into());
+        }
+        Ok(())
+    }
+}
+
 /// One test's world: its own table, an `App` on it, an admin client for raw checks.
 pub struct Harness {
     pub app: App,
     pub clock: Arc<TestClock>,
     pub requests: Arc<RequestCounter>,
+    pub faults: Arc<Faults>,
     pub admin: aws_sdk_dynamodb::Client,
     pub table: String,
     pub sts_endpoint: String,
@@ -164,6 +234,7 @@ impl Harness {
         let sdk = load_sdk_config().await;
         let clock = Arc::new(TestClock(AtomicU64::new(real_now_millis())));
         let requests = Arc::new(RequestCounter::default());
+        let faults = Arc::new(Faults::default());
         let settings = Settings {
             table_name: table.to_owned(),
             tenant_role_arn: ROLE_ARN.into(),
@@ -173,6 +244,7 @@ impl Harness {
         };
         let app = App::new(settings, &sdk, clock.clone())
             .expect("app builds")
+            .with_dynamodb_interceptor(SharedInterceptor::new(FaultInterceptor(faults.clone())))
             .with_dynamodb_interceptor(SharedInterceptor::new(CountingInterceptor(
                 requests.clone(),
             )));
@@ -180,6 +252,7 @@ impl Harness {
             app,
             clock,
             requests,
+            faults,
             admin: admin.clone(),
             table: table.to_owned(),
             sts_endpoint: sts_endpoint.to_owned(),
@@ -337,4 +410,23 @@ impl Resp {
         assert_eq!(self.body["status"], status);
         self
     }
+}
+
+/// Onboards `tenant` with `shard_count` shards through the real handler, as an operator.
+pub async fn onboard(h: &Harness, tenant: &str, shard_count: u32) {
+    let r = resp(
+        tenants::onboard_tenant::handle(
+            &h.app,
+            event(
+                "POST",
+                "/tenants",
+                &[],
+                &[],
+                Some(json!({"tenantId": tenant, "tier": "standard", "shardCount": shard_count})),
+                &Auth::TenantWithRole("platform".into(), "platform-admin".into()),
+            ),
+        )
+        .await,
+    );
+    assert_eq!(r.status, 201, "onboarding {tenant}: {}", r.body);
 }

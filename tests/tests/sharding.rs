@@ -1,0 +1,585 @@
+//! Sharded tenant data against DynamoDB Local: onboarding, products with parallel scatter-gather,
+//! employees and departments with atomic moves.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+
+use futures::StreamExt;
+use integration::{event, onboard, resp, unique, Auth, Harness, Phase, Resp};
+use serde_json::json;
+use shared::ids::TenantId;
+use shared::policy::{session_policy, TableLocation};
+
+fn admin() -> Auth {
+    Auth::TenantWithRole(unique("ops"), "platform-admin".into())
+}
+
+async fn onboard_as(h: &Harness, who: &Auth, body: serde_json::Value) -> Resp {
+    resp(
+        tenants::onboard_tenant::handle(
+            &h.app,
+            event("POST", "/tenants", &[], &[], Some(body), who),
+        )
+        .await,
+    )
+}
+
+async fn put_product(h: &Harness, tenant: &str, id: &str, doc: serde_json::Value) -> Resp {
+    resp(
+        products::put_product::handle(
+            &h.app,
+            event(
+                "PUT",
+                "/products/{productId}",
+                &[("productId", id)],
+                &[],
+                Some(doc),
+                &Auth::Tenant(tenant.into()),
+            ),
+        )
+        .await,
+    )
+}
+
+async fn list_products(h: &Harness, tenant: &str, limit: u32, cursor: Option<&str>) -> Resp {
+    let limit = limit.to_string();
+    let mut q = vec![("limit", limit.as_str())];
+    if let Some(c) = cursor {
+        q.push(("cursor", c));
+    }
+    resp(
+        products::query_tenant_products::handle(
+            &h.app,
+            event(
+                "GET",
+                "/products",
+                &[],
+                &q,
+                None,
+                &Auth::Tenant(tenant.into()),
+            ),
+        )
+        .await,
+    )
+}
+
+async fn walk_products(h: &Harness, tenant: &str, limit: u32) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let r = list_products(h, tenant, limit, cursor.as_deref()).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let items = r.body["items"].as_array().unwrap();
+        assert!(items.len() as u32 <= limit);
+        for i in items {
+            assert_eq!(
+                i["document"]["owner"], tenant,
+                "a product of another tenant was returned"
+            );
+            ids.push(i["productId"].as_str().unwrap().to_owned());
+        }
+        match r.body["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => return ids,
+        }
+    }
+}
+
+#[tokio::test]
+async fn onboarding_is_operator_only_validated_and_never_duplicated() {
+    let h = Harness::new().await;
+    let new = unique("newco");
+    // a non-operator gets 403, and nothing is written
+    onboard_as(
+        &h,
+        &Auth::Tenant(new.clone()),
+        json!({"tenantId": new, "tier": "basic"}),
+    )
+    .await
+    .assert_problem(403);
+    // invalid shard counts and bodies get 400 naming the field
+    for (body, field) in [
+        (
+            json!({"tenantId": new, "tier": "basic", "shardCount": 0}),
+            "shardCount",
+        ),
+        (
+            json!({"tenantId": new, "tier": "basic", "shardCount": 101}),
+            "shardCount",
+        ),
+        (
+            json!({"tenantId": new, "tier": "basic", "shardCount": "4"}),
+            "shardCount",
+        ),
+        (json!({"tenantId": new, "tier": "gold"}), "tier"),
+        (json!({"tenantId": "a#b", "tier": "basic"}), "tenantId"),
+    ] {
+        let r = onboard_as(&h, &admin(), body).await;
+        r.assert_problem(400);
+        assert_eq!(r.body["field"], field);
+    }
+    assert!(h.all_items().await.is_empty());
+    // an operator onboards; a second time is 409
+    let ops = admin();
+    let r = onboard_as(
+        &h,
+        &ops,
+        json!({"tenantId": new, "tier": "premium", "shardCount": 16}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["shardCount"], 16);
+    onboard_as(&h, &ops, json!({"tenantId": new, "tier": "basic"}))
+        .await
+        .assert_problem(409);
+    // the record was written with the NEW tenant's scoped credentials, as moto recorded
+    let location =
+        TableLocation::from_role_arn(integration::ROLE_ARN, "us-east-1", &h.table).unwrap();
+    let expected = session_policy(&TenantId::parse(&new).unwrap(), &location).unwrap();
+    assert_eq!(h.recorded_policies(&new).await, vec![expected]);
+    let Auth::TenantWithRole(ops_tenant, _) = &ops else {
+        unreachable!()
+    };
+    assert!(
+        h.recorded_policies(ops_tenant).await.is_empty(),
+        "the operator's own tenant was not used"
+    );
+    // reading: the tenant itself and an operator may; another tenant may not
+    let get = |who: Auth| {
+        let h = &h;
+        let new = new.clone();
+        async move {
+            resp(
+                tenants::get_tenant::handle(
+                    &h.app,
+                    event(
+                        "GET",
+                        "/tenants/{tenantId}",
+                        &[("tenantId", &new)],
+                        &[],
+                        None,
+                        &who,
+                    ),
+                )
+                .await,
+            )
+        }
+    };
+    assert_eq!(get(Auth::Tenant(new.clone())).await.body["tier"], "premium");
+    assert_eq!(get(admin()).await.status, 200);
+    get(Auth::Tenant(unique("other"))).await.assert_problem(403);
+}
+
+#[tokio::test]
+async fn products_need_an_onboarded_tenant() {
+    let h = Harness::new().await;
+    put_product(&h, &unique("nobody"), "p1", json!({}))
+        .await
+        .assert_problem(403);
+    assert!(h.all_items().await.is_empty());
+}
+
+#[tokio::test]
+async fn two_thousand_products_over_16_shards_walk_exactly_once_and_stay_in_their_tenant() {
+    // GIVEN a tenant with 16 shards and 2,000 products of ~12 KB (so a shard read of 100 items spans
+    // more than one 1 MB DynamoDB page), and a second tenant with products of its own
+    let h = Harness::new().await;
+    let (a, b) = (unique("big"), unique("small"));
+    onboard(&h, &a, 16).await;
+    onboard(&h, &b, 3).await;
+    let padding = "x".repeat(12_000);
+    let ids: Vec<String> = (0..2000).map(|i| format!("p-{i:05}")).collect();
+    let results: Vec<u16> = futures::stream::iter(ids.iter())
+        .map(|id| {
+            let (h, a, padding) = (&h, &a, &padding);
+            async move {
+                put_product(h, a, id, json!({"owner": a, "padding": padding}))
+                    .await
+                    .status
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    assert!(results.iter().all(|s| *s == 201));
+    for i in 0..50 {
+        put_product(&h, &b, &format!("p-{i:05}"), json!({"owner": b})).await;
+    }
+    // every shard holds some products
+    let shards: HashSet<u32> = ids
+        .iter()
+        .map(|id| shared::shard::shard_for(id, 16))
+        .collect();
+    assert_eq!(shards.len(), 16);
+
+    // WHEN tenant A walks its catalog with several page sizes
+    for limit in [100, 37] {
+        let walked = walk_products(&h, &a, limit).await;
+        // THEN every product comes exactly once, in productId order, and none of B's
+        assert_eq!(walked, ids, "limit {limit}");
+    }
+    assert_eq!(walk_products(&h, &b, 25).await.len(), 50);
+}
+
+#[tokio::test]
+async fn get_product_is_one_get_item_and_crud_round_trips() {
+    let h = Harness::new().await;
+    let t = unique("crud");
+    onboard(&h, &t, 8).await;
+    assert_eq!(
+        put_product(&h, &t, "sku-1", json!({"owner": t, "price": 10}))
+            .await
+            .status,
+        201
+    );
+    assert_eq!(
+        put_product(&h, &t, "sku-1", json!({"owner": t, "price": 12}))
+            .await
+            .status,
+        200
+    );
+    let get = || resp_get(&h, &t, "sku-1");
+    h.requests.reset();
+    let r = get().await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["document"]["price"], 12);
+    assert_eq!(
+        h.requests.by_operation(),
+        [("GetItem".to_string(), 1)].into()
+    );
+    // the item sits on the shard the id hashes to
+    let items = h.all_items().await;
+    let product = items
+        .iter()
+        .find(|i| i["SK"].as_s().unwrap().ends_with("#PRODUCT#sku-1"))
+        .unwrap();
+    assert_eq!(
+        product["PK"].as_s().unwrap(),
+        &format!(
+            "TENANT#{t}#PRODUCT#{}",
+            shared::shard::shard_for("sku-1", 8)
+        )
+    );
+    // delete, then 404 on both
+    let del = resp(
+        products::delete_product::handle(
+            &h.app,
+            event(
+                "DELETE",
+                "/products/{productId}",
+                &[("productId", "sku-1")],
+                &[],
+                None,
+                &Auth::Tenant(t.clone()),
+            ),
+        )
+        .await,
+    );
+    assert_eq!(del.status, 204);
+    get().await.assert_problem(404);
+    // bad input
+    put_product(&h, &t, "sku-2", json!([1, 2]))
+        .await
+        .assert_problem(400);
+    put_product(&h, &t, "a#b", json!({}))
+        .await
+        .assert_problem(400);
+    put_product(&h, &t, "big", json!({"x": "y".repeat(70_000)}))
+        .await
+        .assert_problem(413);
+}
+
+async fn resp_get(h: &Harness, t: &str, id: &str) -> Resp {
+    resp(
+        products::get_product::handle(
+            &h.app,
+            event(
+                "GET",
+                "/products/{productId}",
+                &[("productId", id)],
+                &[],
+                None,
+                &Auth::Tenant(t.into()),
+            ),
+        )
+        .await,
+    )
+}
+
+#[tokio::test]
+async fn a_page_over_16_shards_queries_them_all_concurrently() {
+    // GIVEN a 16-shard tenant with a few products, its shard count and credentials cached
+    let h = Harness::new().await;
+    let t = unique("par");
+    onboard(&h, &t, 16).await;
+    for i in 0..40 {
+        put_product(&h, &t, &format!("p{i}"), json!({"owner": t})).await;
+    }
+    list_products(&h, &t, 10, None).await;
+    h.requests.reset();
+    // WHEN one page is listed
+    let r = list_products(&h, &t, 10, None).await;
+    assert_eq!(r.status, 200);
+    // THEN 16 Queries went out and all 16 were in flight at once (no wall-clock involved)
+    assert_eq!(
+        h.requests.by_operation(),
+        [("Query".to_string(), 16)].into()
+    );
+    assert_eq!(h.requests.peak_in_flight.load(Ordering::SeqCst), 16);
+}
+
+#[tokio::test]
+async fn product_cursors_are_bound_to_tenant_and_route() {
+    let h = Harness::new().await;
+    let (a, b) = (unique("ca"), unique("cb"));
+    onboard(&h, &a, 4).await;
+    onboard(&h, &b, 4).await;
+    for i in 0..10 {
+        put_product(&h, &a, &format!("p{i}"), json!({"owner": a})).await;
+    }
+    let cursor = list_products(&h, &a, 3, None).await.body["nextCursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    list_products(&h, &b, 3, None).await; // caches b's shard count
+    h.requests.reset();
+    list_products(&h, &b, 3, Some(&cursor))
+        .await
+        .assert_problem(400);
+    list_products(&h, &a, 3, Some(&format!("{cursor}x")))
+        .await
+        .assert_problem(400);
+    let employees = resp(
+        hr::list_employees::handle(
+            &h.app,
+            event(
+                "GET",
+                "/employees",
+                &[],
+                &[("cursor", &cursor)],
+                None,
+                &Auth::Tenant(a.clone()),
+            ),
+        )
+        .await,
+    );
+    employees.assert_problem(400);
+    assert_eq!(h.requests.total(), 0);
+}
+
+struct Hr<'a> {
+    h: &'a Harness,
+    auth: Auth,
+}
+
+impl Hr<'_> {
+    async fn put_department(&self, id: &str) -> Resp {
+        resp(
+            hr::put_department::handle(
+                &self.h.app,
+                event(
+                    "PUT",
+                    "/departments/{departmentId}",
+                    &[("departmentId", id)],
+                    &[],
+                    Some(json!({"name": format!("Dept {id}")})),
+                    &self.auth,
+                ),
+            )
+            .await,
+        )
+    }
+    async fn put_employee(&self, id: &str, dept: &str) -> Resp {
+        resp(
+            hr::put_employee::handle(
+                &self.h.app,
+                event(
+                    "PUT",
+                    "/employees/{employeeId}",
+                    &[("employeeId", id)],
+                    &[],
+                    Some(json!({"name": format!("Employee {id}"), "departmentId": dept})),
+                    &self.auth,
+                ),
+            )
+            .await,
+        )
+    }
+    async fn members(&self, dept: &str) -> Vec<String> {
+        let r = resp(
+            hr::list_department_employees::handle(
+                &self.h.app,
+                event(
+                    "GET",
+                    "/departments/{departmentId}/employees",
+                    &[("departmentId", dept)],
+                    &[],
+                    None,
+                    &self.auth,
+                ),
+            )
+            .await,
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["employeeId"].as_str().unwrap().to_owned())
+            .collect()
+    }
+    async fn employee(&self, id: &str) -> Resp {
+        resp(
+            hr::get_employee::handle(
+                &self.h.app,
+                event(
+                    "GET",
+                    "/employees/{employeeId}",
+                    &[("employeeId", id)],
+                    &[],
+                    None,
+                    &self.auth,
+                ),
+            )
+            .await,
+        )
+    }
+}
+
+#[tokio::test]
+async fn employees_and_departments_round_trip_and_list() {
+    let h = Harness::new().await;
+    let t = unique("hr");
+    onboard(&h, &t, 4).await;
+    let hr = Hr {
+        h: &h,
+        auth: Auth::Tenant(t.clone()),
+    };
+    for d in ["eng", "ops"] {
+        assert_eq!(hr.put_department(d).await.status, 201);
+    }
+    for i in 0..12 {
+        assert_eq!(
+            hr.put_employee(&format!("e{i:02}"), if i % 2 == 0 { "eng" } else { "ops" })
+                .await
+                .status,
+            201
+        );
+    }
+    hr.put_employee("e99", "nowhere").await.assert_problem(400);
+    assert_eq!(hr.members("eng").await.len(), 6);
+    assert_eq!(hr.employee("e03").await.body["departmentId"], "ops");
+    let dept = resp(
+        hr::get_department::handle(
+            &h.app,
+            event(
+                "GET",
+                "/departments/{departmentId}",
+                &[("departmentId", "eng")],
+                &[],
+                None,
+                &hr.auth,
+            ),
+        )
+        .await,
+    );
+    assert_eq!(dept.body["name"], "Dept eng");
+    // the two kinds share the HR shards but list separately
+    let list = |q: &'static str| {
+        let h = &h;
+        let auth = hr.auth.clone();
+        async move {
+            let r = if q == "employees" {
+                resp(
+                    hr::list_employees::handle(
+                        &h.app,
+                        event("GET", "/employees", &[], &[("limit", "5")], None, &auth),
+                    )
+                    .await,
+                )
+            } else {
+                resp(
+                    hr::list_departments::handle(
+                        &h.app,
+                        event("GET", "/departments", &[], &[], None, &auth),
+                    )
+                    .await,
+                )
+            };
+            assert_eq!(r.status, 200, "{}", r.body);
+            r
+        }
+    };
+    let page = list("employees").await;
+    assert_eq!(page.body["items"].as_array().unwrap().len(), 5);
+    assert_eq!(page.body["items"][0]["employeeId"], "e00");
+    assert_eq!(
+        list("departments").await.body["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    // delete removes the membership too
+    let del = resp(
+        hr::delete_employee::handle(
+            &h.app,
+            event(
+                "DELETE",
+                "/employees/{employeeId}",
+                &[("employeeId", "e00")],
+                &[],
+                None,
+                &hr.auth,
+            ),
+        )
+        .await,
+    );
+    assert_eq!(del.status, 204);
+    assert_eq!(hr.members("eng").await.len(), 5);
+    hr.employee("e00").await.assert_problem(404);
+}
+
+#[tokio::test]
+async fn moving_an_employee_is_atomic_even_when_a_fault_strikes() {
+    // GIVEN an employee in department A
+    let h = Harness::new().await;
+    let t = unique("move");
+    onboard(&h, &t, 4).await;
+    let hr = Hr {
+        h: &h,
+        auth: Auth::Tenant(t.clone()),
+    };
+    hr.put_department("a").await;
+    hr.put_department("b").await;
+    assert_eq!(hr.put_employee("ada", "a").await.status, 201);
+
+    // WHEN the move's transaction never reaches DynamoDB
+    h.faults.arm("TransactWriteItems", Phase::BeforeSend);
+    let failed = hr.put_employee("ada", "b").await;
+    // THEN the caller gets a 5xx problem, and ada is still wholly in A
+    assert!(failed.status >= 500, "{}", failed.body);
+    assert_eq!(
+        (hr.members("a").await, hr.members("b").await),
+        (vec!["ada".to_string()], vec![])
+    );
+    assert_eq!(hr.employee("ada").await.body["departmentId"], "a");
+
+    // WHEN the transaction runs but its answer is lost
+    h.faults.arm("TransactWriteItems", Phase::AfterSend);
+    let lost = hr.put_employee("ada", "b").await;
+    assert!(lost.status >= 500, "{}", lost.body);
+    // THEN ada is wholly in B: never in both, never in neither
+    assert_eq!(
+        (hr.members("a").await, hr.members("b").await),
+        (vec![], vec!["ada".to_string()])
+    );
+    assert_eq!(hr.employee("ada").await.body["departmentId"], "b");
+
+    // AND a normal move back works
+    assert_eq!(hr.put_employee("ada", "a").await.status, 200);
+    assert_eq!(
+        (hr.members("a").await, hr.members("b").await),
+        (vec!["ada".to_string()], vec![])
+    );
+}
