@@ -45,15 +45,30 @@ wait_for "cargo lambda watch" "http://127.0.0.1:$PORT/" 120
 log "API on http://localhost:$PORT (function logs: $STACK_LOGS/watch.log)"
 
 api() { # method path token [body]
-  curl -s -X "$1" "http://127.0.0.1:$PORT$2" -H "authorization: Bearer $3" \
+  curl -s --fail-with-body -X "$1" "http://127.0.0.1:$PORT$2" -H "authorization: Bearer $3" \
     -H 'content-type: application/json' ${4:+-d "$4"}
 }
 json_field() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1],""))' "$1"; }
 
 declare -A TOKENS SESSIONS
+OPERATOR=$("$ROOT/target/debug/pooltable" dev-token platform platform-admin)
+declare -A SHARDS=([acme]=16 [globex]=4)
 for tenant in acme globex; do
   TOKENS[$tenant]=$("$ROOT/target/debug/pooltable" dev-token "$tenant")
   log "seeding tenant $tenant"
+  api POST /tenants "$OPERATOR" "{\"tenantId\":\"$tenant\",\"tier\":\"standard\",\"shardCount\":${SHARDS[$tenant]}}" >/dev/null \
+    || die "seeding $tenant failed; see $STACK_LOGS/watch.log"
+  printf '  onboarded with %s shards\n' "${SHARDS[$tenant]}" >&2
+  for sku in 1001 1002 1003; do
+    api PUT "/products/sku-$sku" "${TOKENS[$tenant]}" "{\"name\":\"$tenant product $sku\",\"price\":$sku}" >/dev/null \
+    || die "seeding $tenant failed; see $STACK_LOGS/watch.log"
+  done
+  printf '  3 products\n' >&2
+  api PUT /departments/eng "${TOKENS[$tenant]}" '{"name":"Engineering"}' >/dev/null \
+    || die "seeding $tenant failed; see $STACK_LOGS/watch.log"
+  api PUT /employees/emp-1 "${TOKENS[$tenant]}" '{"name":"Ada Lovelace","departmentId":"eng"}' >/dev/null \
+    || die "seeding $tenant failed; see $STACK_LOGS/watch.log"
+  printf '  department eng with employee emp-1\n' >&2
   for customer in alice bob; do
     sid=$(api POST /sessions "${TOKENS[$tenant]}" "{\"customerId\":\"$customer\",\"state\":\"demo\"}" | json_field sessionId)
     [ -n "$sid" ] || die "seeding $tenant failed; see $STACK_LOGS/watch.log"
@@ -67,18 +82,22 @@ done
 cat <<MSG
 
 pooltable is running on http://localhost:$PORT  (Ctrl-C stops everything)
-Routes: POST /sessions, GET|DELETE /sessions/{sessionId}, GET /sessions/{sessionId}/children,
-        GET /child-sessions/{childSessionId}/parent, GET /customers/{customerId}/last-login,
-        GET /customers/{customerId}/sessions[/{sessionId}]
+Routes: see README.md (sessions, tenants, products, employees, departments).
+Operator token (custom:role platform-admin), for POST /tenants:
+export TOKEN_OPERATOR='$OPERATOR'
 
 MSG
 for tenant in acme globex; do
+  T="TOKEN_${tenant^^}"
   cat <<MSG
 # tenant $tenant
-export TOKEN_${tenant^^}='${TOKENS[$tenant]}'
-curl -s localhost:$PORT/customers/bob/sessions -H "authorization: Bearer \$TOKEN_${tenant^^}"
-curl -s localhost:$PORT/sessions/${SESSIONS[$tenant]} -H "authorization: Bearer \$TOKEN_${tenant^^}"
-curl -s -X POST localhost:$PORT/sessions -H "authorization: Bearer \$TOKEN_${tenant^^}" -d '{"customerId":"carol"}'
+export $T='${TOKENS[$tenant]}'
+curl -s localhost:$PORT/products -H "authorization: Bearer \$$T"
+curl -s localhost:$PORT/products/sku-1001 -H "authorization: Bearer \$$T"
+curl -s localhost:$PORT/departments/eng/employees -H "authorization: Bearer \$$T"
+curl -s localhost:$PORT/customers/bob/sessions -H "authorization: Bearer \$$T"
+curl -s localhost:$PORT/sessions/${SESSIONS[$tenant]} -H "authorization: Bearer \$$T"
+curl -s -X POST localhost:$PORT/sessions -H "authorization: Bearer \$$T" -d '{"customerId":"carol"}'
 
 MSG
 done
