@@ -174,7 +174,9 @@ impl App {
 
     /// The verified caller of `req` (401/403 when there is none).
     pub fn caller(&self, req: &lambda_http::Request) -> Result<Caller, ApiError> {
-        caller(req, self.settings.auth)
+        let who = caller(req, self.settings.auth)?;
+        crate::runtime::note_tenant(&who.tenant);
+        Ok(who)
     }
 
     /// The scoped client for `tenant`.

@@ -1,23 +1,129 @@
 //! Running a handler on the Lambda runtime: JSON logs, and errors turned into responses in one place.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
 use lambda_http::{service_fn, Body, Request, RequestExt, Response};
 
 use crate::error::ApiError;
+use crate::ids::TenantId;
+
+/// What the request log line reports beyond status and latency, filled in while the request runs.
+#[derive(Debug, Default)]
+pub struct RequestMeta {
+    tenant: OnceLock<String>,
+    dynamodb_requests: AtomicU32,
+}
+
+impl RequestMeta {
+    pub fn tenant(&self) -> Option<&str> {
+        self.tenant.get().map(String::as_str)
+    }
+
+    pub fn dynamodb_requests(&self) -> u32 {
+        self.dynamodb_requests.load(Ordering::Relaxed)
+    }
+}
+
+tokio::task_local! {
+    static REQUEST: Arc<RequestMeta>;
+}
+
+/// Runs `fut` with a fresh [`RequestMeta`] and returns it with the result.
+pub async fn with_request_meta<T>(fut: impl Future<Output = T>) -> (T, Arc<RequestMeta>) {
+    let meta = Arc::new(RequestMeta::default());
+    let out = REQUEST.scope(meta.clone(), fut).await;
+    (out, meta)
+}
+
+/// Records the verified tenant of the current request (for the log line).
+pub fn note_tenant(tenant: &TenantId) {
+    let _ = REQUEST.try_with(|m| m.tenant.set(tenant.to_string()));
+}
+
+/// Counts DynamoDB requests sent on behalf of the current request (retries included), so the log line
+/// shows what each request cost. Installed on every tenant client.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequestMetering;
+
+impl Intercept for RequestMetering {
+    fn name(&self) -> &'static str {
+        "RequestMetering"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _ctx: &BeforeTransmitInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let _ = REQUEST.try_with(|m| m.dynamodb_requests.fetch_add(1, Ordering::Relaxed));
+        Ok(())
+    }
+}
 
 /// Structured JSON logs through `tracing`, level from `RUST_LOG` (default `info`).
 pub fn init_tracing() {
+    let _ = tracing::subscriber::set_global_default(json_subscriber(std::io::stdout));
+}
+
+/// The JSON log format, writing to `writer` (stdout in Lambda; a buffer in the log tests).
+pub fn json_subscriber<W>(writer: W) -> impl tracing::Subscriber + Send + Sync
+where
+    W: for<'a> tracing_subscriber::fmt::MakeWriter<'a> + Send + Sync + 'static,
+{
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+    tracing_subscriber::fmt()
         .json()
         .with_env_filter(filter)
         .with_current_span(false)
+        .with_span_list(false)
+        .flatten_event(true)
         .with_target(false)
-        .without_time()
-        .try_init();
+        .with_writer(writer)
+        .finish()
+}
+
+/// `METHOD /route/{template}` from the API Gateway request context, or the method alone.
+pub fn route_key(req: &Request) -> String {
+    use lambda_http::request::RequestContext;
+    match req.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(c)) => c.route_key.clone().unwrap_or_default(),
+        Some(RequestContext::ApiGatewayV1(c)) => format!(
+            "{} {}",
+            req.method(),
+            c.resource_path.clone().unwrap_or_default()
+        ),
+        _ => req.method().to_string(),
+    }
+}
+
+/// Runs one request's handler and turns its error into a response: the one place errors become
+/// problem+json. Logs one summary line per request; bodies, headers, tokens and path ids never.
+pub async fn respond(
+    request_id: String,
+    route: String,
+    handler: impl Future<Output = Result<Response<Body>, ApiError>>,
+) -> Response<Body> {
+    let started = Instant::now();
+    let (result, meta) = with_request_meta(handler).await;
+    let response = result.unwrap_or_else(ApiError::into_response);
+    tracing::info!(
+        request_id,
+        tenant = meta.tenant().unwrap_or("-"),
+        route,
+        status = response.status().as_u16(),
+        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        dynamodb_requests = meta.dynamodb_requests(),
+        "request"
+    );
+    response
 }
 
 /// Serves `handler` until the runtime stops. Each request is logged once with its status and latency.
@@ -31,20 +137,10 @@ where
             .lambda_context_ref()
             .map(|c| c.request_id.clone())
             .unwrap_or_default();
-        let route = format!("{} {}", req.method(), req.raw_http_path());
-        let started = Instant::now();
+        // The route template (e.g. `GET /sessions/{sessionId}`), not the raw path, which holds ids.
+        let route = route_key(&req);
         let fut = handler(req);
-        async move {
-            let response = fut.await.unwrap_or_else(ApiError::into_response);
-            tracing::info!(
-                request_id,
-                route,
-                status = response.status().as_u16(),
-                latency_ms = started.elapsed().as_secs_f64() * 1000.0,
-                "request"
-            );
-            Ok::<_, std::convert::Infallible>(response)
-        }
+        async move { Ok::<_, std::convert::Infallible>(respond(request_id, route, fut).await) }
     }))
     .await
 }

@@ -175,7 +175,8 @@ impl TenantClients {
             .dynamodb
             .to_builder()
             .credentials_provider(credentials)
-            .interceptor(TenantKeyGuard::new(tenant.clone()));
+            .interceptor(TenantKeyGuard::new(tenant.clone()))
+            .interceptor(crate::runtime::RequestMetering);
         for extra in &self.extra_interceptors {
             config.push_interceptor(extra.clone());
         }

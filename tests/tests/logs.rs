@@ -1,0 +1,124 @@
+//! The request log: one JSON line per request with the request id, tenant, route, status, latency and
+//! DynamoDB request count, and never a secret: no token, no body, no id from the path.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use integration::{event, Auth, Harness};
+use serde_json::{json, Value};
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn each_request_logs_one_summary_line_and_no_secret() {
+    // GIVEN logs captured in the production JSON format
+    let logs = Captured::default();
+    let _guard = tracing::subscriber::set_default(shared::runtime::json_subscriber(logs.clone()));
+    let h = Harness::new().await;
+    let tenant = integration::unique("logs");
+    let secret_state = "state-secret-7f3a9c";
+    let bearer = shared::claims::dev_jwt(&tenant, None);
+
+    // WHEN a session is created (with a bearer token and secret state) and read back
+    let mut create = event(
+        "POST",
+        "/sessions",
+        &[],
+        &[],
+        Some(json!({"customerId": "cust-logs", "state": secret_state})),
+        &Auth::Tenant(tenant.clone()),
+    );
+    create
+        .headers_mut()
+        .insert("authorization", format!("Bearer {bearer}").parse().unwrap());
+    let created = shared::runtime::respond(
+        "req-1".into(),
+        "POST /sessions".into(),
+        sessions::create_session::handle(&h.app, create),
+    )
+    .await;
+    assert_eq!(created.status(), 201);
+    let body: Value = match created.body() {
+        lambda_http::Body::Text(t) => serde_json::from_str(t).unwrap(),
+        _ => panic!(),
+    };
+    let id = body["sessionId"].as_str().unwrap().to_owned();
+    let get = event(
+        "GET",
+        "/sessions/{sessionId}",
+        &[("sessionId", &id)],
+        &[],
+        None,
+        &Auth::Tenant(tenant.clone()),
+    );
+    shared::runtime::respond(
+        "req-2".into(),
+        "GET /sessions/{sessionId}".into(),
+        sessions::get_session_by_session_id::handle(&h.app, get),
+    )
+    .await;
+    let anonymous = event(
+        "GET",
+        "/sessions/{sessionId}",
+        &[("sessionId", &id)],
+        &[],
+        None,
+        &Auth::NoTenant,
+    );
+    shared::runtime::respond(
+        "req-3".into(),
+        "GET /sessions/{sessionId}".into(),
+        sessions::get_session_by_session_id::handle(&h.app, anonymous),
+    )
+    .await;
+
+    // THEN there is one summary line per request, with the documented fields
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every log line is JSON"))
+        .collect();
+    let requests: Vec<&Value> = lines.iter().filter(|l| l["message"] == "request").collect();
+    assert_eq!(requests.len(), 3, "{text}");
+    assert_eq!(requests[0]["request_id"], "req-1");
+    assert_eq!(requests[0]["tenant"], tenant.as_str());
+    assert_eq!(requests[0]["route"], "POST /sessions");
+    assert_eq!(requests[0]["status"], 201);
+    assert_eq!(requests[0]["dynamodb_requests"], 1);
+    assert!(requests[0]["latency_ms"].as_f64().unwrap() > 0.0);
+    assert_eq!(requests[1]["status"], 200);
+    assert_eq!(requests[1]["dynamodb_requests"], 1);
+    assert_eq!(requests[2]["status"], 401);
+    assert_eq!(requests[2]["tenant"], "-");
+    // AND no secret, token, body or path id appears anywhere in the logs
+    for secret in [
+        secret_state,
+        bearer.as_str(),
+        bearer.split('.').nth(1).unwrap(),
+        id.as_str(),
+        "cust-logs",
+    ] {
+        assert!(
+            !text.contains(secret),
+            "the logs contain {secret:?}:\n{text}"
+        );
+    }
+}
