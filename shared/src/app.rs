@@ -20,7 +20,9 @@ use crate::tenants::ShardDirectory;
 pub const DEFAULT_SESSION_TTL_SECONDS: u64 = 3600;
 pub const DEFAULT_CREDENTIALS_SECONDS: i32 = 900;
 
-#[derive(Debug, Error)]
+/// Why a function cannot start. `main` returns it, and Rust prints a returned error with `Debug`,
+/// so `Debug` shows the message.
+#[derive(Error)]
 pub enum ConfigError {
     #[error("environment variable {0} is not set")]
     Missing(&'static str),
@@ -30,6 +32,12 @@ pub enum ConfigError {
     Policy(#[from] PolicyError),
     #[error("{DEV_AUTH_ENV} is set inside AWS Lambda: unsigned development tokens are never accepted in AWS")]
     DevAuthInAws,
+}
+
+impl std::fmt::Debug for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 /// Values read from the environment. Nothing here is pinned in Cargo metadata.

@@ -1,0 +1,35 @@
+//! A function binary refuses to start inside AWS Lambda when the local-only unsigned-JWT mode is on,
+//! and names the missing configuration when it is incomplete.
+
+use std::process::Command;
+
+fn start(env: &[(&str, &str)]) -> (bool, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_create-session"));
+    cmd.env_clear()
+        .env("AWS_REGION", "us-east-1")
+        .env("TABLE_NAME", "t")
+        .env("TENANT_ROLE_ARN", "arn:aws:iam::123456789012:role/r");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("the binary runs");
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn dev_auth_inside_aws_lambda_refuses_to_start() {
+    let (ok, stderr) = start(&[
+        ("POOLTABLE_DEV_UNSIGNED_JWT", "1"),
+        ("AWS_EXECUTION_ENV", "AWS_Lambda_provided.al2023"),
+    ]);
+    assert!(!ok);
+    assert!(stderr.contains("never accepted in AWS"), "{stderr}");
+}
+
+#[test]
+fn missing_configuration_is_named() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_create-session"));
+    let out = cmd.env_clear().env("AWS_REGION", "us-east-1").output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("TABLE_NAME"));
+}
