@@ -193,3 +193,21 @@ mod toml_like {
         }
     }
 }
+
+#[test]
+fn openapi_describes_exactly_the_template_routes() {
+    let api: Value = serde_yaml::from_str(&std::fs::read_to_string(root().join("openapi.yaml")).unwrap()).unwrap();
+    let mut documented = BTreeMap::new();
+    for (path, methods) in api["paths"].as_mapping().unwrap() {
+        for (method, op) in methods.as_mapping().unwrap() {
+            let route = format!("{} {}", method.as_str().unwrap().to_uppercase(), path.as_str().unwrap());
+            let bin = op["operationId"].as_str().unwrap().to_owned();
+            // every operation documents its problem+json errors
+            for code in ["400", "401", "403", "503"] {
+                assert!(op["responses"].get(code).is_some(), "{route} lacks {code}");
+            }
+            documented.insert(bin, route);
+        }
+    }
+    assert_eq!(documented, template_routes());
+}
