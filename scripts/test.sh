@@ -13,12 +13,15 @@ require curl "health checks of the local stack"
 ensure_dynamodb_local
 ensure_py_tools
 ensure_sam
+ensure_checkov
 
 step() { log "== $1"; shift; "$@"; }
 
 step "cargo fmt --check" cargo fmt --all --check
 step "template lint: cfn-lint" cfn-lint template.yaml
 step "template lint: sam validate --lint" "$SAM" validate --lint --region us-east-1 >/dev/null
+step "template lint: checkov (skips are justified in template metadata)" \
+  "$CHECKOV" -f template.yaml --framework cloudformation --skip-download --compact --quiet
 
 trap stop_stack EXIT
 start_stack

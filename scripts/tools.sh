@@ -58,3 +58,14 @@ ensure_sam() {
   SAM="$TOOLS/venv-sam/bin/sam"
   export SAM
 }
+
+ensure_checkov() {
+  if [ ! -x "$TOOLS/venv-checkov/bin/checkov" ]; then
+    log "installing checkov into .tools/venv-checkov"
+    python3 -m venv "$TOOLS/venv-checkov"
+    "$TOOLS/venv-checkov/bin/pip" install --quiet --disable-pip-version-check checkov \
+      || die "pip install checkov failed"
+  fi
+  CHECKOV="$TOOLS/venv-checkov/bin/checkov"
+  export CHECKOV
+}

@@ -196,11 +196,17 @@ mod toml_like {
 
 #[test]
 fn openapi_describes_exactly_the_template_routes() {
-    let api: Value = serde_yaml::from_str(&std::fs::read_to_string(root().join("openapi.yaml")).unwrap()).unwrap();
+    let api: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(root().join("openapi.yaml")).unwrap())
+            .unwrap();
     let mut documented = BTreeMap::new();
     for (path, methods) in api["paths"].as_mapping().unwrap() {
         for (method, op) in methods.as_mapping().unwrap() {
-            let route = format!("{} {}", method.as_str().unwrap().to_uppercase(), path.as_str().unwrap());
+            let route = format!(
+                "{} {}",
+                method.as_str().unwrap().to_uppercase(),
+                path.as_str().unwrap()
+            );
             let bin = op["operationId"].as_str().unwrap().to_owned();
             // every operation documents its problem+json errors
             for code in ["400", "401", "403", "503"] {
@@ -210,4 +216,24 @@ fn openapi_describes_exactly_the_template_routes() {
         }
     }
     assert_eq!(documented, template_routes());
+}
+
+#[test]
+fn every_checkov_skip_in_the_template_gives_a_reason() {
+    let t = template();
+    let mut skips = 0;
+    for (name, r) in t["Resources"].as_mapping().unwrap() {
+        if let Some(list) = r["Metadata"]["checkov"]["skip"].as_sequence() {
+            for s in list {
+                skips += 1;
+                let comment = s["comment"].as_str().unwrap_or_default();
+                assert!(
+                    comment.len() > 20,
+                    "{name:?}: skip {:?} lacks a reason",
+                    s["id"]
+                );
+            }
+        }
+    }
+    assert!(skips > 0);
 }

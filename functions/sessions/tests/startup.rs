@@ -13,7 +13,10 @@ fn start(env: &[(&str, &str)]) -> (bool, String) {
         cmd.env(k, v);
     }
     let out = cmd.output().expect("the binary runs");
-    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -29,7 +32,11 @@ fn dev_auth_inside_aws_lambda_refuses_to_start() {
 #[test]
 fn missing_configuration_is_named() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_create-session"));
-    let out = cmd.env_clear().env("AWS_REGION", "us-east-1").output().unwrap();
+    let out = cmd
+        .env_clear()
+        .env("AWS_REGION", "us-east-1")
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("TABLE_NAME"));
 }
