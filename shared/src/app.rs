@@ -160,6 +160,7 @@ impl App {
                 table,
                 duration_seconds: settings.credentials_seconds,
             },
+            clock.clone(),
         );
         Ok(Self {
             settings,

@@ -225,6 +225,19 @@ fn carried_by(input: &Input) -> Option<(&'static str, Vec<Carried<'_>>)> {
     None
 }
 
+/// The guard's decision for one SDK operation input, exactly as the interceptor makes it. Public so
+/// the isolation property test can compare it with the session policy on real SDK inputs.
+pub fn check_input(tenant: &TenantId, input: &Input) -> Result<(), GuardViolation> {
+    match carried_by(input) {
+        Some((operation, carried)) => check(tenant, operation, &carried),
+        None => Err(GuardViolation {
+            tenant: tenant.to_string(),
+            operation: "unlisted operation",
+            reason: "not in the tenant session policy (no Scan, no PartiQL)".into(),
+        }),
+    }
+}
+
 /// The SDK interceptor installed on every tenant-scoped DynamoDB client. It runs before the request
 /// is serialized, so a refused request is never signed or sent.
 #[derive(Debug, Clone)]
@@ -248,16 +261,7 @@ impl Intercept for TenantKeyGuard {
         context: &BeforeSerializationInterceptorContextRef<'_>,
         _cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        match carried_by(context.input()) {
-            Some((operation, carried)) => check(&self.tenant, operation, &carried)?,
-            None => {
-                return Err(Box::new(GuardViolation {
-                    tenant: self.tenant.to_string(),
-                    operation: "unlisted operation",
-                    reason: "not in the tenant session policy (no Scan, no PartiQL)".into(),
-                }))
-            }
-        }
+        check_input(&self.tenant, context.input())?;
         Ok(())
     }
 }

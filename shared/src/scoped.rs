@@ -4,12 +4,13 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_credential_types::Credentials;
 use aws_sdk_dynamodb::config::SharedInterceptor;
 use thiserror::Error;
 
+use crate::clock::Clock;
 use crate::error::{is_retryable_code, ApiError};
 use crate::guard::TenantKeyGuard;
 use crate::ids::TenantId;
@@ -17,6 +18,10 @@ use crate::policy::{session_policy, PolicyError, TableLocation};
 
 /// Refresh credentials this long before they expire, so no request runs on nearly-expired ones.
 pub const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);
+
+/// After a failed refresh (STS down or slow), serve the still-valid cached credentials and wait this
+/// long before asking STS again, so an STS outage does not add its timeout to every request.
+pub const REFRESH_RETRY_AFTER: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Error)]
 pub enum ScopedClientError {
@@ -52,6 +57,8 @@ pub struct TenantDb {
 struct Cached {
     db: TenantDb,
     expires: SystemTime,
+    /// Set after a failed refresh: no new attempt before this time.
+    next_attempt: Option<SystemTime>,
 }
 
 /// Settings for [`TenantClients`], all read once in `main`.
@@ -70,6 +77,7 @@ pub struct TenantClients {
     settings: ScopedSettings,
     table_name: Arc<str>,
     extra_interceptors: Vec<SharedInterceptor>,
+    clock: Arc<dyn Clock>,
     // One async lock per tenant: concurrent first requests wait for one AssumeRole instead of racing.
     entries: Mutex<HashMap<TenantId, Arc<tokio::sync::Mutex<Option<Cached>>>>>,
 }
@@ -79,6 +87,7 @@ impl TenantClients {
         sts: aws_sdk_sts::Client,
         dynamodb: aws_sdk_dynamodb::Config,
         settings: ScopedSettings,
+        clock: Arc<dyn Clock>,
     ) -> Self {
         Self {
             sts,
@@ -86,8 +95,13 @@ impl TenantClients {
             table_name: Arc::from(settings.table.table_name.as_str()),
             settings,
             extra_interceptors: Vec::new(),
+            clock,
             entries: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn now(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.clock.now_millis())
     }
 
     /// Adds an interceptor to every tenant client built from now on (request counting, fault injection).
@@ -107,9 +121,11 @@ impl TenantClients {
             entries.entry(tenant.clone()).or_default().clone()
         };
         let mut cached = slot.lock().await;
-        let now = SystemTime::now();
+        let now = self.now();
         if let Some(c) = cached.as_ref() {
-            if now + REFRESH_BEFORE_EXPIRY < c.expires {
+            let fresh = now + REFRESH_BEFORE_EXPIRY < c.expires;
+            let backing_off = c.next_attempt.is_some_and(|t| now < t) && now < c.expires;
+            if fresh || backing_off {
                 return Ok(c.db.clone());
             }
         }
@@ -119,16 +135,16 @@ impl TenantClients {
                 *cached = Some(fresh);
                 Ok(db)
             }
-            // STS is down but the cached credentials are still valid: keep serving on them.
-            Err(ScopedClientError::StsUnavailable(cause))
-                if cached.as_ref().is_some_and(|c| now < c.expires) =>
-            {
-                tracing::warn!(%cause, tenant = %tenant, "STS refresh failed; serving cached credentials");
-                Ok(cached
-                    .as_ref()
-                    .map(|c| c.db.clone())
-                    .ok_or(ScopedClientError::StsUnavailable(cause))?)
-            }
+            // STS is down or slow but the cached credentials are still valid: keep serving on them,
+            // and do not ask STS again for a while.
+            Err(ScopedClientError::StsUnavailable(cause)) => match cached.as_mut() {
+                Some(c) if now < c.expires => {
+                    tracing::warn!(%cause, tenant = %tenant, "STS refresh failed; serving cached credentials");
+                    c.next_attempt = Some(now + REFRESH_RETRY_AFTER);
+                    Ok(c.db.clone())
+                }
+                _ => Err(ScopedClientError::StsUnavailable(cause)),
+            },
             Err(e) => Err(e),
         }
     }
@@ -187,6 +203,7 @@ impl TenantClients {
                 table: self.table_name.clone(),
             },
             expires,
+            next_attempt: None,
         })
     }
 }

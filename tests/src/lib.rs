@@ -4,8 +4,10 @@
 //!
 //! A missing local stack is a failure, never a skip.
 
+pub mod iam;
+
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents, SharedInterceptor};
@@ -121,13 +123,30 @@ pub enum Phase {
     AfterSend,
 }
 
-/// Fails the next request of one operation, once, at the chosen phase.
+/// Fails the next request of one operation, once, at the chosen phase; or throttles attempts.
 #[derive(Debug, Default)]
 pub struct Faults {
     armed: Mutex<Option<(String, Phase)>>,
+    /// How many more DynamoDB attempts answer ProvisionedThroughputExceededException.
+    throttle: AtomicUsize,
 }
 
 impl Faults {
+    /// The next `attempts` DynamoDB attempts (retries included) are throttled; `usize::MAX` = always.
+    pub fn throttle(&self, attempts: usize) {
+        self.throttle.store(attempts, Ordering::SeqCst);
+    }
+
+    fn take_throttle(&self) -> bool {
+        self.throttle
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| match n {
+                0 => None,
+                usize::MAX => Some(usize::MAX),
+                n => Some(n - 1),
+            })
+            .is_ok()
+    }
+
     pub fn arm(&self, operation: &str, phase: Phase) {
         *self.armed.lock().unwrap() = Some((operation.to_owned(), phase));
     }
@@ -182,6 +201,48 @@ impl Intercept for FaultInterceptor {
         }
         Ok(())
     }
+
+    /// Throttling, as DynamoDB answers it: HTTP 400 with ProvisionedThroughputExceededException.
+    fn modify_before_deserialization(
+        &self,
+        ctx: &mut aws_smithy_runtime_api::client::interceptors::context::BeforeDeserializationInterceptorContextMut<'_>,
+        _rc: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if self.0.take_throttle() {
+            let response = ctx.response_mut();
+            *response.status_mut() = aws_smithy_runtime_api::http::StatusCode::try_from(400u16)?;
+            response
+                .headers_mut()
+                .insert("content-type", "application/x-amz-json-1.0");
+            *response.body_mut() = aws_smithy_types::body::SdkBody::from(
+                r#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"injected throttling"}"#,
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Makes STS unreachable while its flag is set (the request fails before it is sent).
+#[derive(Debug, Clone)]
+pub struct StsSwitch(pub Arc<AtomicBool>);
+
+impl Intercept for StsSwitch {
+    fn name(&self) -> &'static str {
+        "StsSwitch"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _ctx: &BeforeTransmitInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if self.0.load(Ordering::SeqCst) {
+            return Err("injected fault: STS unreachable".into());
+        }
+        Ok(())
+    }
 }
 
 /// One test's world: its own table, an `App` on it, an admin client for raw checks.
@@ -190,6 +251,8 @@ pub struct Harness {
     pub clock: Arc<TestClock>,
     pub requests: Arc<RequestCounter>,
     pub faults: Arc<Faults>,
+    /// While true, every STS request fails as if STS were unreachable.
+    pub sts_down: Arc<AtomicBool>,
     pub admin: aws_sdk_dynamodb::Client,
     pub table: String,
     pub sts_endpoint: String,
@@ -231,10 +294,34 @@ impl Harness {
         session_ttl_seconds: u64,
         sts_endpoint: &str,
     ) -> Self {
+        Self::build(admin, table, session_ttl_seconds, sts_endpoint, None).await
+    }
+
+    /// A harness whose tenant clients reach DynamoDB at `dynamodb_endpoint` (a dead port, or a
+    /// DynamoDB Local of the test's own); STS stays the shared moto.
+    pub async fn with_dynamodb_at(dynamodb_endpoint: &str, table: &str) -> Self {
+        let (_, sts_endpoint) = endpoints();
+        let sdk = load_sdk_config().await;
+        let admin = aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::config::Builder::from(&sdk)
+                .endpoint_url(dynamodb_endpoint)
+                .build(),
+        );
+        Self::build(&admin, table, 3600, &sts_endpoint, Some(dynamodb_endpoint)).await
+    }
+
+    async fn build(
+        admin: &aws_sdk_dynamodb::Client,
+        table: &str,
+        session_ttl_seconds: u64,
+        sts_endpoint: &str,
+        dynamodb_endpoint: Option<&str>,
+    ) -> Self {
         let sdk = load_sdk_config().await;
         let clock = Arc::new(TestClock(AtomicU64::new(real_now_millis())));
         let requests = Arc::new(RequestCounter::default());
         let faults = Arc::new(Faults::default());
+        let sts_down = Arc::new(AtomicBool::new(false));
         let settings = Settings {
             table_name: table.to_owned(),
             tenant_role_arn: ROLE_ARN.into(),
@@ -242,17 +329,42 @@ impl Harness {
             credentials_seconds: 900,
             auth: AuthMode::Authorizer,
         };
-        let app = App::new(settings, &sdk, clock.clone())
-            .expect("app builds")
-            .with_dynamodb_interceptor(SharedInterceptor::new(FaultInterceptor(faults.clone())))
-            .with_dynamodb_interceptor(SharedInterceptor::new(CountingInterceptor(
-                requests.clone(),
-            )));
+        let sts = aws_sdk_sts::Client::from_conf(
+            aws_sdk_sts::config::Builder::from(&sdk)
+                .interceptor(StsSwitch(sts_down.clone()))
+                .build(),
+        );
+        let mut dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk);
+        if let Some(endpoint) = dynamodb_endpoint {
+            dynamodb = dynamodb.endpoint_url(endpoint);
+        }
+        let tenants = shared::scoped::TenantClients::new(
+            sts,
+            dynamodb.build(),
+            shared::scoped::ScopedSettings {
+                role_arn: ROLE_ARN.into(),
+                table: shared::policy::TableLocation::from_role_arn(ROLE_ARN, "us-east-1", table)
+                    .unwrap(),
+                duration_seconds: 900,
+            },
+            clock.clone(),
+        )
+        .with_interceptor(SharedInterceptor::new(FaultInterceptor(faults.clone())))
+        .with_interceptor(SharedInterceptor::new(CountingInterceptor(
+            requests.clone(),
+        )));
+        let app = App {
+            settings,
+            tenants,
+            shards: shared::tenants::ShardDirectory::default(),
+            clock: clock.clone(),
+        };
         Self {
             app,
             clock,
             requests,
             faults,
+            sts_down,
             admin: admin.clone(),
             table: table.to_owned(),
             sts_endpoint: sts_endpoint.to_owned(),
@@ -379,6 +491,7 @@ pub fn event(
 pub struct Resp {
     pub status: u16,
     pub content_type: String,
+    pub retry_after: Option<String>,
     pub body: Value,
 }
 
@@ -390,6 +503,11 @@ pub fn resp(result: Result<Response<Body>, ApiError>) -> Resp {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
+    let retry_after = r
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let body = match r.body() {
         Body::Text(t) => serde_json::from_str(t).unwrap_or(Value::String(t.clone())),
         Body::Binary(b) => serde_json::from_slice(b).unwrap_or(Value::Null),
@@ -398,6 +516,7 @@ pub fn resp(result: Result<Response<Body>, ApiError>) -> Resp {
     Resp {
         status: r.status().as_u16(),
         content_type,
+        retry_after,
         body,
     }
 }

@@ -1,0 +1,246 @@
+//! A small IAM policy evaluator: exactly the features pooltable's session policy uses (Allow and Deny
+//! statements, Action and Resource matching with `*` and `?`, `ForAllValues:StringLike`, `StringLike`
+//! and `Null` conditions). It is the oracle of the isolation property test, so it is written from
+//! IAM's documented semantics, not from the guard's code.
+
+use serde_json::Value;
+
+/// What IAM evaluates for one authorized action.
+#[derive(Debug, Clone)]
+pub struct AuthzRequest {
+    pub action: String,
+    pub resource: String,
+    /// `dynamodb:LeadingKeys`; `None` when the request carries no such key.
+    pub leading_keys: Option<Vec<String>>,
+}
+
+/// IAM's `*` (any run, including empty) and `?` (exactly one character) matching.
+pub fn glob(pattern: &str, value: &str) -> bool {
+    let (p, v): (Vec<char>, Vec<char>) = (pattern.chars().collect(), value.chars().collect());
+    let (mut pi, mut vi, mut star, mut mark) = (0, 0, None, 0);
+    while vi < v.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == v[vi]) {
+            pi += 1;
+            vi += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = vi;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            vi = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == '*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    match v {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a
+            .iter()
+            .filter_map(|x| x.as_str().map(str::to_owned))
+            .collect(),
+        _ => vec![],
+    }
+}
+
+fn key_values<'a>(req: &'a AuthzRequest, key: &str) -> Option<&'a [String]> {
+    match key {
+        "dynamodb:LeadingKeys" => req.leading_keys.as_deref(),
+        other => panic!("the evaluator does not model condition key {other}"),
+    }
+}
+
+fn conditions_hold(conditions: &Value, req: &AuthzRequest) -> bool {
+    let Some(ops) = conditions.as_object() else {
+        return true;
+    };
+    ops.iter().all(|(op, keys)| {
+        keys.as_object().unwrap().iter().all(|(key, expected)| {
+            let patterns = strings(expected);
+            let actual = key_values(req, key);
+            match op.as_str() {
+                // True when every value in the request matches some pattern; vacuously true when the
+                // request has no values for the key (IAM's documented ForAllValues behaviour).
+                "ForAllValues:StringLike" => actual
+                    .unwrap_or(&[])
+                    .iter()
+                    .all(|a| patterns.iter().any(|p| glob(p, a))),
+                // Single-valued: the key must be present and match.
+                "StringLike" => actual
+                    .and_then(|a| a.first())
+                    .is_some_and(|a| patterns.iter().any(|p| glob(p, a))),
+                // "true": the key is absent; "false": it is present.
+                "Null" => {
+                    let absent = actual.is_none_or(|a| a.is_empty());
+                    match patterns.first().map(String::as_str) {
+                        Some("true") => absent,
+                        Some("false") => !absent,
+                        other => panic!("Null takes true or false, not {other:?}"),
+                    }
+                }
+                other => panic!("the evaluator does not model condition operator {other}"),
+            }
+        })
+    })
+}
+
+fn statement_matches(st: &Value, req: &AuthzRequest) -> bool {
+    let action_ok = strings(&st["Action"])
+        .iter()
+        .any(|a| glob(&a.to_lowercase(), &req.action.to_lowercase()));
+    let resource_ok = strings(&st["Resource"])
+        .iter()
+        .any(|r| glob(r, &req.resource));
+    action_ok && resource_ok && conditions_hold(&st["Condition"], req)
+}
+
+/// IAM's decision: an explicit Deny wins, else any matching Allow, else the implicit deny.
+pub fn is_allowed(policy: &Value, req: &AuthzRequest) -> bool {
+    let statements = match &policy["Statement"] {
+        Value::Array(a) => a.clone(),
+        single => vec![single.clone()],
+    };
+    if statements
+        .iter()
+        .any(|s| s["Effect"] == "Deny" && statement_matches(s, req))
+    {
+        return false;
+    }
+    statements
+        .iter()
+        .any(|s| s["Effect"] == "Allow" && statement_matches(s, req))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn req(action: &str, resource: &str, keys: Option<&[&str]>) -> AuthzRequest {
+        AuthzRequest {
+            action: action.into(),
+            resource: resource.into(),
+            leading_keys: keys.map(|k| k.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    const TABLE: &str = "arn:aws:dynamodb:us-west-2:123456789012:table/GameScores";
+
+    /// AWS's documented fine-grained access example for DynamoDB ("allow access only to items whose
+    /// partition key matches the user id"), with StringLike in place of StringEquals.
+    fn leading_keys_policy() -> Value {
+        json!({"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow",
+            "Action": ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem"],
+            "Resource": [TABLE],
+            "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["user-123*"]}}
+        }]})
+    }
+
+    #[test]
+    fn glob_follows_iam_wildcards() {
+        assert!(glob("home/*", "home/"));
+        assert!(glob("home/*", "home/alice/x"));
+        assert!(glob("a?c", "abc"));
+        assert!(!glob("a?c", "ac"));
+        assert!(!glob("TENANT#a#*", "TENANT#a-b#x"));
+        assert!(glob("*", ""));
+        assert!(!glob("abc", "abcd"));
+    }
+
+    #[test]
+    fn for_all_values_allows_matching_keys_and_refuses_others() {
+        let p = leading_keys_policy();
+        assert!(is_allowed(
+            &p,
+            &req("dynamodb:GetItem", TABLE, Some(&["user-123"]))
+        ));
+        assert!(!is_allowed(
+            &p,
+            &req("dynamodb:GetItem", TABLE, Some(&["user-124"]))
+        ));
+        assert!(!is_allowed(
+            &p,
+            &req("dynamodb:GetItem", TABLE, Some(&["user-123", "user-999"]))
+        ));
+    }
+
+    #[test]
+    fn for_all_values_is_vacuously_true_without_keys_which_null_false_closes() {
+        // IAM docs: "ForAllValues ... also returns true if there are no keys in the request".
+        let p = leading_keys_policy();
+        assert!(is_allowed(&p, &req("dynamodb:GetItem", TABLE, None)));
+        let mut closed = p.clone();
+        closed["Statement"][0]["Condition"]["Null"] = json!({"dynamodb:LeadingKeys": "false"});
+        assert!(!is_allowed(&closed, &req("dynamodb:GetItem", TABLE, None)));
+        assert!(!is_allowed(
+            &closed,
+            &req("dynamodb:GetItem", TABLE, Some(&[]))
+        ));
+        assert!(is_allowed(
+            &closed,
+            &req("dynamodb:GetItem", TABLE, Some(&["user-123"]))
+        ));
+    }
+
+    #[test]
+    fn actions_and_resources_must_match_and_deny_wins() {
+        let p = leading_keys_policy();
+        assert!(!is_allowed(
+            &p,
+            &req("dynamodb:Scan", TABLE, Some(&["user-123"]))
+        ));
+        assert!(!is_allowed(
+            &p,
+            &req(
+                "dynamodb:GetItem",
+                &format!("{TABLE}2"),
+                Some(&["user-123"])
+            )
+        ));
+        let wildcard = json!({"Statement": {"Effect": "Allow", "Action": "dynamodb:Get*", "Resource": "arn:aws:dynamodb:*:*:table/*"}});
+        assert!(is_allowed(&wildcard, &req("dynamodb:GetItem", TABLE, None)));
+        assert!(!is_allowed(
+            &wildcard,
+            &req("dynamodb:PutItem", TABLE, None)
+        ));
+        let with_deny = json!({"Statement": [
+            {"Effect": "Allow", "Action": "dynamodb:*", "Resource": "*"},
+            {"Effect": "Deny", "Action": "dynamodb:Scan", "Resource": "*"}
+        ]});
+        assert!(!is_allowed(&with_deny, &req("dynamodb:Scan", TABLE, None)));
+        assert!(is_allowed(&with_deny, &req("dynamodb:Query", TABLE, None)));
+    }
+
+    #[test]
+    fn null_true_requires_the_key_to_be_absent() {
+        // IAM docs example: {"Null": {"aws:TokenIssueTime": "true"}}, here on LeadingKeys.
+        let p = json!({"Statement": {"Effect": "Allow", "Action": "*", "Resource": "*",
+            "Condition": {"Null": {"dynamodb:LeadingKeys": "true"}}}});
+        assert!(is_allowed(&p, &req("dynamodb:ListTables", "*", None)));
+        assert!(!is_allowed(
+            &p,
+            &req("dynamodb:ListTables", "*", Some(&["x"]))
+        ));
+    }
+
+    #[test]
+    fn string_like_with_a_single_value() {
+        let p = json!({"Statement": {"Effect": "Allow", "Action": "*", "Resource": "*",
+            "Condition": {"StringLike": {"dynamodb:LeadingKeys": ["home/*/docs"]}}}});
+        assert!(is_allowed(&p, &req("a:b", "*", Some(&["home/alice/docs"]))));
+        assert!(!is_allowed(
+            &p,
+            &req("a:b", "*", Some(&["home/alice/pics"]))
+        ));
+        assert!(!is_allowed(&p, &req("a:b", "*", None)));
+    }
+}

@@ -1,0 +1,415 @@
+//! Property: the in-process guard and the generated session policy agree. For random tenants, random
+//! requests of every operation the functions send, and random key values (including the delimiter
+//! corner cases), the guard lets a real SDK request through exactly when IAM, evaluating the policy
+//! the generator wrote, would allow every action in it.
+//!
+//! The oracle's `dynamodb:LeadingKeys` for a request are all the key values that can become a
+//! partition key: every `PK` (the table's) and every `SK` (GSI1's partition key) the request carries or
+//! writes, and every value its key condition binds. IAM itself only sees the partition key of the
+//! table or index addressed; pooltable holds SK to the same rule because an item's SK *becomes* a
+//! GSI1 partition, and the guard is where that is enforced (the delimiter cases show it is no looser).
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::operation::{
+    batch_get_item::BatchGetItemInput, batch_write_item::BatchWriteItemInput,
+    delete_item::DeleteItemInput, execute_statement::ExecuteStatementInput, get_item::GetItemInput,
+    put_item::PutItemInput, query::QueryInput, scan::ScanInput,
+    transact_write_items::TransactWriteItemsInput, update_item::UpdateItemInput,
+};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, DeleteRequest, KeysAndAttributes, Put, PutRequest,
+    TransactWriteItem, Update, WriteRequest,
+};
+use aws_smithy_runtime_api::client::interceptors::context::Input;
+use integration::iam::{is_allowed, AuthzRequest};
+use proptest::prelude::*;
+use shared::guard::check_input;
+use shared::ids::TenantId;
+use shared::policy::{session_policy, TableLocation};
+
+const TABLE: &str = "pooltable-prop";
+
+fn location() -> TableLocation {
+    TableLocation::from_role_arn(
+        "arn:aws:iam::123456789012:role/tenant-access",
+        "us-east-1",
+        TABLE,
+    )
+    .unwrap()
+}
+
+/// A key attribute value as generated: mostly strings, sometimes a number (never valid).
+#[derive(Debug, Clone)]
+enum KeyValue {
+    S(String),
+    N(u32),
+}
+
+impl KeyValue {
+    fn av(&self) -> AttributeValue {
+        match self {
+            Self::S(s) => AttributeValue::S(s.clone()),
+            Self::N(n) => AttributeValue::N(n.to_string()),
+        }
+    }
+    /// How IAM would see the value: a string, or something that can never match a string pattern.
+    fn iam(&self) -> String {
+        match self {
+            Self::S(s) => s.clone(),
+            Self::N(n) => format!("\u{0}number:{n}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Key {
+    pk: KeyValue,
+    sk: KeyValue,
+}
+
+impl Key {
+    fn item(&self) -> HashMap<String, AttributeValue> {
+        HashMap::from([("PK".into(), self.pk.av()), ("SK".into(), self.sk.av())])
+    }
+    fn iam(&self) -> Vec<String> {
+        vec![self.pk.iam(), self.sk.iam()]
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Get(Key),
+    Put(Key),
+    Update(Key),
+    Delete(Key),
+    Query {
+        gsi: bool,
+        partition: KeyValue,
+        sort: Option<KeyValue>,
+        start: Option<Key>,
+    },
+    BatchGet(Vec<Key>),
+    BatchWrite(Vec<(bool, Key)>),
+    TransactWrite(Vec<(u8, Key)>),
+    Scan,
+    PartiQl,
+}
+
+/// Key values around tenant `t`: its own keys, the delimiter corner cases, and noise.
+fn key_value(t: String) -> impl Strategy<Value = KeyValue> {
+    let own = t.clone();
+    prop_oneof![
+        4 => "[A-Z]{1,8}#[A-Za-z0-9_-]{0,12}".prop_map(move |rest| KeyValue::S(format!("TENANT#{own}#{rest}"))),
+        1 => Just(KeyValue::S(format!("TENANT#{t}#"))),
+        1 => Just(KeyValue::S(format!("TENANT#{t}"))),
+        1 => Just(KeyValue::S(format!("TENANT#{t}-b#X#1"))),
+        1 => Just(KeyValue::S(format!("TENANT#{t}_#X#1"))),
+        1 => Just(KeyValue::S(format!("TENANT#{}#X#1", t.to_uppercase()))),
+        1 => Just(KeyValue::S(format!("TENANT#{}#X#1", t.to_lowercase()))),
+        1 => Just(KeyValue::S(format!("tenant#{t}#X#1"))),
+        1 => Just(KeyValue::S(format!("TENANT#{t}b#X"))),
+        1 => Just(KeyValue::S(format!("XTENANT#{t}#X"))),
+        1 => Just(KeyValue::S(format!("TENANT#{t}#*"))),
+        1 => "TENANT#[a-z]{1,3}#[A-Z]{1,4}".prop_map(KeyValue::S),
+        1 => ".{0,12}".prop_map(KeyValue::S),
+        1 => Just(KeyValue::S(String::new())),
+        1 => any::<u32>().prop_map(KeyValue::N),
+    ]
+}
+
+fn key(t: String) -> impl Strategy<Value = Key> {
+    (key_value(t.clone()), key_value(t)).prop_map(|(pk, sk)| Key { pk, sk })
+}
+
+fn op(t: String) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        key(t.clone()).prop_map(Op::Get),
+        key(t.clone()).prop_map(Op::Put),
+        key(t.clone()).prop_map(Op::Update),
+        key(t.clone()).prop_map(Op::Delete),
+        (
+            any::<bool>(),
+            key_value(t.clone()),
+            proptest::option::of(key_value(t.clone())),
+            proptest::option::of(key(t.clone()))
+        )
+            .prop_map(|(gsi, partition, sort, start)| Op::Query {
+                gsi,
+                partition,
+                sort,
+                start
+            }),
+        proptest::collection::vec(key(t.clone()), 1..4).prop_map(Op::BatchGet),
+        proptest::collection::vec((any::<bool>(), key(t.clone())), 1..4).prop_map(Op::BatchWrite),
+        proptest::collection::vec((0u8..4, key(t)), 1..5).prop_map(Op::TransactWrite),
+        Just(Op::Scan),
+        Just(Op::PartiQl),
+    ]
+}
+
+/// The real SDK input the functions would send for `op`.
+fn sdk_input(op: &Op) -> Input {
+    match op {
+        Op::Get(k) => Input::erase(
+            GetItemInput::builder()
+                .table_name(TABLE)
+                .set_key(Some(k.item()))
+                .build()
+                .unwrap(),
+        ),
+        Op::Put(k) => Input::erase(
+            PutItemInput::builder()
+                .table_name(TABLE)
+                .set_item(Some(k.item()))
+                .build()
+                .unwrap(),
+        ),
+        Op::Update(k) => Input::erase(
+            UpdateItemInput::builder()
+                .table_name(TABLE)
+                .set_key(Some(k.item()))
+                .update_expression("SET a = :a")
+                .build()
+                .unwrap(),
+        ),
+        Op::Delete(k) => Input::erase(
+            DeleteItemInput::builder()
+                .table_name(TABLE)
+                .set_key(Some(k.item()))
+                .build()
+                .unwrap(),
+        ),
+        Op::Query {
+            gsi,
+            partition,
+            sort,
+            start,
+        } => {
+            let (p, s) = if *gsi { ("SK", "PK") } else { ("PK", "SK") };
+            let mut b = QueryInput::builder()
+                .table_name(TABLE)
+                .expression_attribute_values(":p", partition.av())
+                .set_exclusive_start_key(start.as_ref().map(Key::item));
+            if *gsi {
+                b = b.index_name("GSI1");
+            }
+            b = match sort {
+                Some(v) => b
+                    .key_condition_expression(format!("{p} = :p AND begins_with({s}, :s)"))
+                    .expression_attribute_values(":s", v.av()),
+                None => b.key_condition_expression(format!("{p} = :p")),
+            };
+            Input::erase(b.build().unwrap())
+        }
+        Op::BatchGet(keys) => Input::erase(
+            BatchGetItemInput::builder()
+                .request_items(
+                    TABLE,
+                    KeysAndAttributes::builder()
+                        .set_keys(Some(keys.iter().map(Key::item).collect()))
+                        .build()
+                        .unwrap(),
+                )
+                .build()
+                .unwrap(),
+        ),
+        Op::BatchWrite(writes) => Input::erase(
+            BatchWriteItemInput::builder()
+                .request_items(
+                    TABLE,
+                    writes
+                        .iter()
+                        .map(|(put, k)| {
+                            if *put {
+                                WriteRequest::builder()
+                                    .put_request(
+                                        PutRequest::builder()
+                                            .set_item(Some(k.item()))
+                                            .build()
+                                            .unwrap(),
+                                    )
+                                    .build()
+                            } else {
+                                WriteRequest::builder()
+                                    .delete_request(
+                                        DeleteRequest::builder()
+                                            .set_key(Some(k.item()))
+                                            .build()
+                                            .unwrap(),
+                                    )
+                                    .build()
+                            }
+                        })
+                        .collect(),
+                )
+                .build()
+                .unwrap(),
+        ),
+        Op::TransactWrite(items) => Input::erase(
+            TransactWriteItemsInput::builder()
+                .set_transact_items(Some(
+                    items
+                        .iter()
+                        .map(|(kind, k)| match kind {
+                            0 => TransactWriteItem::builder()
+                                .put(
+                                    Put::builder()
+                                        .table_name(TABLE)
+                                        .set_item(Some(k.item()))
+                                        .build()
+                                        .unwrap(),
+                                )
+                                .build(),
+                            1 => TransactWriteItem::builder()
+                                .update(
+                                    Update::builder()
+                                        .table_name(TABLE)
+                                        .set_key(Some(k.item()))
+                                        .update_expression("SET a = :a")
+                                        .build()
+                                        .unwrap(),
+                                )
+                                .build(),
+                            2 => TransactWriteItem::builder()
+                                .delete(
+                                    Delete::builder()
+                                        .table_name(TABLE)
+                                        .set_key(Some(k.item()))
+                                        .build()
+                                        .unwrap(),
+                                )
+                                .build(),
+                            _ => TransactWriteItem::builder()
+                                .condition_check(
+                                    ConditionCheck::builder()
+                                        .table_name(TABLE)
+                                        .set_key(Some(k.item()))
+                                        .condition_expression("attribute_exists(PK)")
+                                        .build()
+                                        .unwrap(),
+                                )
+                                .build(),
+                        })
+                        .collect(),
+                ))
+                .build()
+                .unwrap(),
+        ),
+        Op::Scan => Input::erase(ScanInput::builder().table_name(TABLE).build().unwrap()),
+        Op::PartiQl => Input::erase(
+            ExecuteStatementInput::builder()
+                .statement(format!("SELECT * FROM \"{TABLE}\""))
+                .build()
+                .unwrap(),
+        ),
+    }
+}
+
+/// What IAM authorizes for `op`: one check per action (batch and transaction items are authorized
+/// one by one, as their own actions).
+fn authz(op: &Op) -> Vec<AuthzRequest> {
+    let loc = location();
+    let table = loc.table_arn();
+    let index = format!("{table}/index/GSI1");
+    let one = |action: &str, resource: &str, keys: Vec<String>| AuthzRequest {
+        action: format!("dynamodb:{action}"),
+        resource: resource.to_owned(),
+        leading_keys: Some(keys),
+    };
+    match op {
+        Op::Get(k) => vec![one("GetItem", &table, k.iam())],
+        Op::Put(k) => vec![one("PutItem", &table, k.iam())],
+        Op::Update(k) => vec![one("UpdateItem", &table, k.iam())],
+        Op::Delete(k) => vec![one("DeleteItem", &table, k.iam())],
+        Op::Query {
+            gsi,
+            partition,
+            sort,
+            start,
+        } => {
+            let mut keys = vec![partition.iam()];
+            keys.extend(sort.iter().map(KeyValue::iam));
+            keys.extend(start.iter().flat_map(Key::iam));
+            vec![one("Query", if *gsi { &index } else { &table }, keys)]
+        }
+        Op::BatchGet(keys) => keys
+            .iter()
+            .map(|k| one("BatchGetItem", &table, k.iam()))
+            .collect(),
+        Op::BatchWrite(w) => w
+            .iter()
+            .map(|(_, k)| one("BatchWriteItem", &table, k.iam()))
+            .collect(),
+        Op::TransactWrite(items) => items
+            .iter()
+            .map(|(kind, k)| {
+                let action =
+                    ["PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"][*kind as usize];
+                one(action, &table, k.iam())
+            })
+            .collect(),
+        Op::Scan => vec![AuthzRequest {
+            action: "dynamodb:Scan".into(),
+            resource: table,
+            leading_keys: None,
+        }],
+        Op::PartiQl => vec![AuthzRequest {
+            action: "dynamodb:PartiQLSelect".into(),
+            resource: table,
+            leading_keys: None,
+        }],
+    }
+}
+
+fn tenant_id() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => "[A-Za-z0-9_-]{1,16}",
+        1 => Just("a".to_string()),
+        1 => Just("A".to_string()),
+        1 => Just("a-b".to_string()),
+        1 => Just("a_".to_string()),
+        1 => "[A-Za-z0-9_-]{64}",
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10_000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_guard_allows_exactly_what_the_session_policy_allows(
+        (t, op) in tenant_id().prop_flat_map(|t| (Just(t.clone()), op(t)))
+    ) {
+        let tenant = TenantId::parse(&t).unwrap();
+        let policy: serde_json::Value = serde_json::from_str(&session_policy(&tenant, &location()).unwrap()).unwrap();
+        let iam_allows = authz(&op).iter().all(|r| is_allowed(&policy, r));
+        let guard_allows = check_input(&tenant, &sdk_input(&op)).is_ok();
+        prop_assert_eq!(guard_allows, iam_allows, "tenant {} op {:?}", t, op);
+    }
+}
+
+#[test]
+fn delimiter_corner_cases_are_refused_by_both() {
+    let a = TenantId::parse("a").unwrap();
+    let policy: serde_json::Value =
+        serde_json::from_str(&session_policy(&a, &location()).unwrap()).unwrap();
+    for other in ["a-b", "a_", "A", "ab"] {
+        let k = Key {
+            pk: KeyValue::S(format!("TENANT#{other}#X#1")),
+            sk: KeyValue::S(format!("TENANT#{other}#Y#1")),
+        };
+        let op = Op::Get(k);
+        assert!(check_input(&a, &sdk_input(&op)).is_err(), "{other}");
+        assert!(
+            !authz(&op).iter().all(|r| is_allowed(&policy, r)),
+            "{other}"
+        );
+    }
+    // "a#b" cannot be a tenant (refused as an id), and its keys are tenant a's own entity keys.
+    assert!(TenantId::parse("a#b").is_err());
+    let k = Key {
+        pk: KeyValue::S("TENANT#a#b#1".into()),
+        sk: KeyValue::S("TENANT#a#b#2".into()),
+    };
+    assert!(check_input(&a, &sdk_input(&Op::Get(k))).is_ok());
+}
