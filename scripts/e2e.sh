@@ -11,7 +11,7 @@ cd "$ROOT"
 # Expected status per function for its sample event, run in this order on an empty table: tenant
 # acme is onboarded first (sharded routes need its record); the product and employee the events name
 # are created, read, listed, then deleted; the session the events name does not exist, except the
-# one create-session makes for cust-42.
+# one create-session makes for cust-42 (so its children list is 404 too).
 EXPECTED=(
   "onboard-tenant 201"
   "get-tenant 200"
@@ -27,10 +27,20 @@ EXPECTED=(
   "list-departments 200"
   "list-department-employees 200"
   "delete-employee 204"
+  "put-user 201"
+  "get-user 200"
+  "find-user-by-email 200"
+  "create-order 201"
+  "get-order 200"
+  "list-tenant-orders 200"
+  "create-transfer-code 201"
+  "redeem-transfer-code 404"
+  "put-integration-token 200"
+  "get-integration-token 200"
   "create-session 201"
   "get-session-by-session-id 404"
   "expire-session 404"
-  "get-child-sessions-by-session-id 200"
+  "get-child-sessions-by-session-id 404"
   "get-session-by-child-session-id 404"
   "get-last-login-time-by-customer-id 200"
   "get-session-id-by-customer-id 404"

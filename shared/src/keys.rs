@@ -61,6 +61,12 @@ pub fn parse_session_pk(tenant: &TenantId, value: &str) -> Result<SessionId, Key
     SessionId::parse(strip_entity_prefix(tenant, SESSION, value)?).map_err(|_| KeyShapeError)
 }
 
+/// `TENANT#t#C`: the sort-key prefix of everything in a session's item collection, which holds only
+/// `CHILD#` items and the root's `CUSTOMER#` item (and `CUSTOMER` sorts after `CHILD`).
+pub fn session_collection_sk_prefix(tenant: &TenantId) -> String {
+    format!("TENANT#{tenant}#C")
+}
+
 /// `TENANT#t#CUSTOMER#<customerId>`: a root session's SK, so GSI1 groups sessions by customer.
 pub fn customer_sk(tenant: &TenantId, customer: &EntityId) -> String {
     format!("{}{customer}", entity_prefix(tenant, CUSTOMER))

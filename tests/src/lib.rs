@@ -5,6 +5,7 @@
 //! A missing local stack is a failure, never a skip.
 
 pub mod iam;
+pub mod routes;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

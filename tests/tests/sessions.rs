@@ -459,7 +459,7 @@ async fn tenant_b_can_neither_see_nor_expire_tenant_a_sessions() {
     // WHEN tenant B uses A's ids on every route, even with the same customer id
     b.get(&root).await.assert_problem(404);
     b.expire(&root).await.assert_problem(404);
-    assert!(ids_of(&b.children(&root, &[]).await).is_empty());
+    b.children(&root, &[]).await.assert_problem(404);
     b.parent_of(&child).await.assert_problem(404);
     b.last_login("shared-customer").await.assert_problem(404);
     b.session_of_customer("shared-customer", &root)
@@ -585,4 +585,45 @@ async fn bad_input_is_a_precise_400_and_writes_nothing() {
         .assert_problem(400);
     t.sessions_of("a*", &[]).await.assert_problem(400);
     assert!(h.all_items().await.is_empty());
+}
+
+#[tokio::test]
+async fn children_page_newest_first_and_an_unknown_parent_is_404() {
+    // GIVEN a session with five children
+    let h = Harness::new().await;
+    let t = Tenant::new(&h, "kids");
+    let root = t.create_id("c").await;
+    let mut kids = Vec::new();
+    for _ in 0..5 {
+        kids.push(
+            t.create_child("c", &root).await.body["sessionId"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    // WHEN they are listed two at a time
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut q = vec![("limit", "2")];
+        if let Some(c) = &cursor {
+            q.push(("cursor", c));
+        }
+        let r = t.children(&root, &q).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        seen.extend(ids_of(&r));
+        match r.body["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    // THEN each child comes once, newest (highest UUIDv7) first
+    kids.sort_by(|a, b| b.cmp(a));
+    assert_eq!(seen, kids);
+    // AND an unknown parent is 404, while a parent without children is an empty list
+    let unknown = shared::ids::SessionId::new_at(integration::real_now_millis()).to_string();
+    t.children(&unknown, &[]).await.assert_problem(404);
+    let lonely = t.create_id("c").await;
+    assert!(ids_of(&t.children(&lonely, &[]).await).is_empty());
 }

@@ -1,16 +1,21 @@
-//! getChildSessionsBySessionId: `GET /sessions/{sessionId}/children?limit=&cursor=` → `{items, nextCursor}`.
+//! getChildSessionsBySessionId: `GET /sessions/{sessionId}/children?limit=&cursor=` → `{items, nextCursor}`,
+//! newest child first; 404 when the session does not exist (or is expired, or is another tenant's).
 //!
-//! One Query of the parent's item collection: `PK` = the session, `SK` begins with the tenant's
-//! child prefix. An unknown or foreign session id yields an empty list, since the key is built under
-//! the caller's own prefix.
+//! One Query of the session's item collection per page: `PK` = the session and
+//! `begins_with(SK, TENANT#t#C)`, descending. That prefix covers exactly the collection's two kinds,
+//! `CUSTOMER#` (the root) and `CHILD#`, and since `CUSTOMER` sorts after `CHILD`, the root comes first
+//! in descending order: the first page proves the parent exists in the same request that lists its
+//! children. Later pages start after a child and hold children only.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use shared::cursor;
 use shared::http::{json_response, page_limit, path_session_id, query_param};
-use shared::keys::{child_sk_prefix, parse_child_sk, session_pk};
-use shared::query::live_page;
+use shared::keys::{
+    parse_child_sk, parse_customer_sk, session_collection_sk_prefix, session_pk, SK,
+};
+use shared::query::{live_page, string_attr};
 use shared::{ApiError, App};
 
 use crate::model::{session_from_item, PageBody};
@@ -30,15 +35,33 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             })
         })
         .transpose()?;
+    let first_page = start.is_none();
     let db = app.db(t).await?;
     let query = db
         .client
         .query()
         .table_name(&*db.table)
-        .key_condition_expression("PK = :pk AND begins_with(SK, :children)")
+        .key_condition_expression("PK = :pk AND begins_with(SK, :collection)")
         .expression_attribute_values(":pk", AttributeValue::S(partition.clone()))
-        .expression_attribute_values(":children", AttributeValue::S(child_sk_prefix(t)));
-    let page = live_page(query, limit, start, app.clock.now_seconds()).await?;
+        .expression_attribute_values(
+            ":collection",
+            AttributeValue::S(session_collection_sk_prefix(t)),
+        )
+        .scan_index_forward(false);
+    // The first page also carries the root, so it asks for one more item.
+    let want = if first_page { limit + 1 } else { limit };
+    let mut page = live_page(query, want, start, app.clock.now_seconds()).await?;
+    if first_page {
+        let is_root = page
+            .items
+            .first()
+            .and_then(|i| string_attr(i, SK))
+            .is_some_and(|sk| parse_customer_sk(t, &sk).is_ok());
+        if !is_root {
+            return Err(ApiError::NotFound("No such session.".into()));
+        }
+        page.items.remove(0);
+    }
     let items = page
         .items
         .into_iter()

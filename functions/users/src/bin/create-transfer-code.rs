@@ -1,0 +1,8 @@
+//! `create-transfer-code`: see [`users::create_transfer_code`].
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::runtime::init_tracing();
+    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    shared::runtime::serve(|req| users::create_transfer_code::handle(app, req)).await
+}

@@ -1,0 +1,8 @@
+//! `find-user-by-email`: see [`users::find_user_by_email`].
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::runtime::init_tracing();
+    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    shared::runtime::serve(|req| users::find_user_by_email::handle(app, req)).await
+}

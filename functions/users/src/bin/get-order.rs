@@ -1,0 +1,8 @@
+//! `get-order`: see [`users::get_order`].
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::runtime::init_tracing();
+    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    shared::runtime::serve(|req| users::get_order::handle(app, req)).await
+}

@@ -1,0 +1,8 @@
+//! `list-tenant-orders`: see [`users::list_tenant_orders`].
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::runtime::init_tracing();
+    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    shared::runtime::serve(|req| users::list_tenant_orders::handle(app, req)).await
+}

@@ -1,0 +1,8 @@
+//! `put-integration-token`: see [`users::put_integration_token`].
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::runtime::init_tracing();
+    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    shared::runtime::serve(|req| users::put_integration_token::handle(app, req)).await
+}

@@ -1,0 +1,90 @@
+//! createTransferCode: `POST /users/{userId}/transfer-code` → 201 `{code, expiresAt}`, or 404.
+//!
+//! A random one-time code (a UUIDv4: 122 random bits, 32 hex digits) valid for
+//! [`TRANSFER_CODE_SECONDS`], stored as `PK` = `SK` = `TENANT#t#TRANSFER#<code>` with the userId and
+//! `expiresAt` (epoch seconds, also the TTL attribute). One TransactWriteItems: ConditionCheck that
+//! the user's profile exists (404 otherwise), Put the code (`attribute_not_exists(PK)`). The code is
+//! in the response body only: it is never logged, and it is absent from every error.
+
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem};
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request, Response};
+use serde::Serialize;
+use shared::clock::rfc3339;
+use shared::http::{json_response, path_entity_id};
+use shared::keys::EXPIRES_AT;
+use shared::{ApiError, App};
+
+use crate::{
+    cancellation_codes, internal, kind, same_key, transfer_key, user_key, TransferCode,
+    CONDITION_FAILED,
+};
+
+/// How long a transfer code can be redeemed.
+pub const TRANSFER_CODE_SECONDS: u64 = 900;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Created<'a> {
+    code: &'a str,
+    expires_at: u64,
+}
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(&req)?;
+    let t = &caller.tenant;
+    let user = path_entity_id(&req, "userId")?;
+    let db = app.db(t).await?;
+    let now_ms = app.clock.now_millis();
+    let expires_at = now_ms / 1000 + TRANSFER_CODE_SECONDS;
+    let code = TransferCode::random();
+    let user_exists = ConditionCheck::builder()
+        .table_name(&*db.table)
+        .set_key(Some(same_key(user_key(t, &user))))
+        .condition_expression("attribute_exists(PK)")
+        .build()
+        .map_err(internal)?;
+    let mut item = same_key(transfer_key(t, &code));
+    item.insert("kind".into(), AttributeValue::S(kind::TRANSFER.into()));
+    item.insert("tenantId".into(), AttributeValue::S(t.to_string()));
+    item.insert("userId".into(), AttributeValue::S(user.to_string()));
+    item.insert("createdAt".into(), AttributeValue::S(rfc3339(now_ms)));
+    item.insert(EXPIRES_AT.into(), AttributeValue::N(expires_at.to_string()));
+    let put = Put::builder()
+        .table_name(&*db.table)
+        .set_item(Some(item))
+        .condition_expression("attribute_not_exists(PK)")
+        .build()
+        .map_err(internal)?;
+    let sent = db
+        .client
+        .transact_write_items()
+        .transact_items(
+            TransactWriteItem::builder()
+                .condition_check(user_exists)
+                .build(),
+        )
+        .transact_items(TransactWriteItem::builder().put(put).build())
+        .send()
+        .await;
+    if let Err(e) = sent {
+        let not_found = cancellation_codes(&e).is_some_and(|codes| {
+            codes.first().and_then(Option::as_deref) == Some(CONDITION_FAILED)
+        });
+        // DynamoDB's errors carry no key values, so logging them (from_dynamodb) never logs the code.
+        return Err(if not_found {
+            ApiError::NotFound("No such user.".into())
+        } else if cancellation_codes(&e).is_some() {
+            ApiError::Conflict("The transfer code could not be stored; retry.".into())
+        } else {
+            ApiError::from_dynamodb(e)
+        });
+    }
+    Ok(json_response(
+        StatusCode::CREATED,
+        &Created {
+            code: code.reveal(),
+            expires_at,
+        },
+    ))
+}

@@ -1,0 +1,628 @@
+//! Users, their orders, one-time transfer codes and integration tokens.
+//!
+//! | item | PK | SK (= GSI1 partition) |
+//! |---|---|---|
+//! | user profile | `TENANT#t#USER#<userId>` | `TENANT#t#USER#<userId>` |
+//! | email uniqueness | `TENANT#t#EMAIL#<lowercased email>` | same as PK |
+//! | order header | `TENANT#t#ORDER#<orderId>` | `TENANT#t#ORDER#<orderId>` |
+//! | order line item | `TENANT#t#ORDER#<orderId>` | `TENANT#t#ORDER#<orderId>#ITEM#<itemId>` |
+//! | order summary (in the user's collection) | `TENANT#t#USER#<userId>` | `TENANT#t#ORDER#<orderId>` |
+//! | order date index | `TENANT#t#ORDERDATE#<YYYY-MM-DD>#<orderId>` | `TENANT#t#ORDERS#<YYYY-MM>#<fnv(orderId) mod N>` |
+//! | transfer code | `TENANT#t#TRANSFER#<code>` | same as PK |
+//! | integration token | `TENANT#t#INTEGRATION#<service>` | same as PK |
+//!
+//! A user's item collection holds the profile and one summary per order. In descending SK order the
+//! profile (`…#USER#…`) sorts before the summaries (`…#ORDER#…`), so one Query with `Limit` 11 reads
+//! the profile and its 10 newest orders (newest by orderId: the default ids are UUIDv7, time-ordered).
+//!
+//! Every key is built here from validated values (`EntityId`, [`Email`], [`TransferCode`],
+//! [`Date`], [`Month`]), none of which can carry `#`.
+
+pub mod create_order;
+pub mod create_transfer_code;
+pub mod find_user_by_email;
+pub mod get_integration_token;
+pub mod get_order;
+pub mod get_user;
+pub mod list_tenant_orders;
+pub mod put_integration_token;
+pub mod put_user;
+pub mod redeem_transfer_code;
+
+use std::collections::HashMap;
+use std::fmt;
+
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::{Deserialize, Serialize};
+use shared::ids::{EntityId, TenantId};
+use shared::keys::{KeyShapeError, PK, SK};
+use shared::query::Item;
+use shared::ApiError;
+
+/// Entity kinds in this crate's keys.
+pub mod kind {
+    pub const USER: &str = "USER";
+    pub const EMAIL: &str = "EMAIL";
+    pub const ORDER: &str = "ORDER";
+    pub const ITEM: &str = "ITEM";
+    /// The date index's GSI1 partitions: `ORDERS#<YYYY-MM>#<shard>`.
+    pub const ORDERS: &str = "ORDERS";
+    /// The date index's own PK (GSI1 sort key): `ORDERDATE#<YYYY-MM-DD>#<orderId>`.
+    pub const ORDER_DATE: &str = "ORDERDATE";
+    pub const TRANSFER: &str = "TRANSFER";
+    pub const INTEGRATION: &str = "INTEGRATION";
+    /// The `kind` attribute of an order summary in a user's collection.
+    pub const ORDER_SUMMARY: &str = "ORDER_SUMMARY";
+}
+
+fn prefix(t: &TenantId, entity_kind: &str) -> String {
+    format!("TENANT#{t}#{entity_kind}#")
+}
+
+/// `TENANT#t#USER#<u>`: the user's partition, and the profile's PK and SK.
+pub fn user_key(t: &TenantId, user: &EntityId) -> String {
+    format!("{}{user}", prefix(t, kind::USER))
+}
+
+/// `TENANT#t#EMAIL#<lowercased email>`: the email uniqueness item's PK and SK.
+pub fn email_key(t: &TenantId, email: &Email) -> String {
+    format!("{}{}", prefix(t, kind::EMAIL), email.normalized())
+}
+
+/// `TENANT#t#ORDER#<o>`: the order's partition, its header's SK and its summary's SK.
+pub fn order_key(t: &TenantId, order: &EntityId) -> String {
+    format!("{}{order}", prefix(t, kind::ORDER))
+}
+
+/// `TENANT#t#ORDER#<o>#ITEM#<itemId>`: a line item's SK in the order's partition.
+pub fn order_line_sk(t: &TenantId, order: &EntityId, item: &EntityId) -> String {
+    format!("{}#{}#{item}", order_key(t, order), kind::ITEM)
+}
+
+/// `TENANT#t#ORDERS#<YYYY-MM>#<shard>`: one GSI1 partition of the order date index.
+pub fn order_month_sk(t: &TenantId, month: Month, shard: u32) -> String {
+    format!("{}{month}#{shard}", prefix(t, kind::ORDERS))
+}
+
+/// `TENANT#t#ORDERDATE#<YYYY-MM-DD>#<o>`: the date index item's PK, its sort key in GSI1.
+pub fn order_date_pk(t: &TenantId, date: Date, order: &EntityId) -> String {
+    format!("{}{date}#{order}", prefix(t, kind::ORDER_DATE))
+}
+
+/// The lowest and highest GSI1 sort key of orders dated `from` to `to` (inclusive). Order ids use
+/// only `[A-Za-z0-9_-]`, all below `~`, so `<to>#~` is above every order id of `to`.
+pub fn order_date_bounds(t: &TenantId, from: Date, to: Date) -> (String, String) {
+    let p = prefix(t, kind::ORDER_DATE);
+    (format!("{p}{from}#"), format!("{p}{to}#~"))
+}
+
+pub fn parse_order_date_pk(t: &TenantId, value: &str) -> Result<(Date, EntityId), KeyShapeError> {
+    let rest = value
+        .strip_prefix(&prefix(t, kind::ORDER_DATE))
+        .ok_or(KeyShapeError)?;
+    let (date, order) = rest.split_once('#').ok_or(KeyShapeError)?;
+    Ok((
+        Date::parse(date).map_err(|_| KeyShapeError)?,
+        EntityId::parse(order).map_err(|_| KeyShapeError)?,
+    ))
+}
+
+/// `TENANT#t#TRANSFER#<code>`: a transfer code's PK and SK.
+pub fn transfer_key(t: &TenantId, code: &TransferCode) -> String {
+    format!("{}{}", prefix(t, kind::TRANSFER), code.0)
+}
+
+/// `TENANT#t#INTEGRATION#<service>`: an integration token's PK and SK.
+pub fn integration_key(t: &TenantId, service: &EntityId) -> String {
+    format!("{}{service}", prefix(t, kind::INTEGRATION))
+}
+
+/// A `{PK, SK}` key map.
+pub fn key(pk: String, sk: String) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        (PK.to_owned(), AttributeValue::S(pk)),
+        (SK.to_owned(), AttributeValue::S(sk)),
+    ])
+}
+
+/// A key map whose PK and SK are both `value` (single-item entities).
+pub fn same_key(value: String) -> HashMap<String, AttributeValue> {
+    key(value.clone(), value)
+}
+
+/// An email address: ASCII `[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`, at most 254 characters.
+/// It can never contain `#`, so its lowercased form is safe inside a key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Email(String);
+
+impl Email {
+    pub const MAX_LEN: usize = 254;
+
+    pub fn parse(raw: &str) -> Result<Self, &'static str> {
+        const RULE: &str =
+            "must be an email address (local@domain.tld, ASCII, at most 254 characters)";
+        if raw.is_empty() || raw.len() > Self::MAX_LEN {
+            return Err(RULE);
+        }
+        let (local, domain) = raw.split_once('@').ok_or(RULE)?;
+        let local_ok = !local.is_empty()
+            && local
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._%+-".contains(&b));
+        let domain_chars_ok = domain
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+        let tld_ok = domain.rsplit_once('.').is_some_and(|(host, tld)| {
+            !host.is_empty() && tld.len() >= 2 && tld.bytes().all(|b| b.is_ascii_alphabetic())
+        });
+        if local_ok && domain_chars_ok && tld_ok {
+            Ok(Self(raw.to_owned()))
+        } else {
+            Err(RULE)
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The lowercased form: uniqueness is case-insensitive.
+    pub fn normalized(&self) -> String {
+        self.0.to_ascii_lowercase()
+    }
+}
+
+impl<'de> Deserialize<'de> for Email {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        Self::parse(&raw).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A one-time transfer code: 32 lowercase hex digits (a random UUIDv4, 122 random bits).
+#[derive(Clone, PartialEq, Eq)]
+pub struct TransferCode(String);
+
+impl TransferCode {
+    pub const LEN: usize = 32;
+
+    pub fn random() -> Self {
+        Self(uuid::Uuid::new_v4().simple().to_string())
+    }
+
+    pub fn parse(raw: &str) -> Result<Self, &'static str> {
+        if raw.len() == Self::LEN
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            Ok(Self(raw.to_owned()))
+        } else {
+            Err("code must be 32 lowercase hexadecimal digits")
+        }
+    }
+
+    /// The code itself, for the one response that hands it out. Never log it.
+    pub fn reveal(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Never prints the code, so it cannot reach a log by accident.
+impl fmt::Debug for TransferCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TransferCode(<redacted>)")
+    }
+}
+
+/// A calendar month.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Month {
+    pub year: u16,
+    pub month: u8,
+}
+
+impl Month {
+    pub fn previous(self) -> Self {
+        if self.month == 1 {
+            Self {
+                year: self.year - 1,
+                month: 12,
+            }
+        } else {
+            Self {
+                year: self.year,
+                month: self.month - 1,
+            }
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        let b = raw.as_bytes();
+        if b.len() != 7 || b[4] != b'-' {
+            return None;
+        }
+        let year = digits(&b[..4])? as u16;
+        let month = digits(&b[5..])? as u8;
+        (year >= 1 && (1..=12).contains(&month)).then_some(Self { year, month })
+    }
+
+    /// Months from `from`'s to `to`'s, newest first (empty when `from` > `to`).
+    pub fn newest_first(from: Date, to: Date) -> Vec<Month> {
+        let (first, mut m) = (from.month(), to.month());
+        let mut out = Vec::new();
+        while m >= first {
+            out.push(m);
+            if m.year == 1 && m.month == 1 {
+                break;
+            }
+            m = m.previous();
+        }
+        out
+    }
+
+    fn days(self) -> u8 {
+        match self.month {
+            4 | 6 | 9 | 11 => 30,
+            2 if is_leap(self.year) => 29,
+            2 => 28,
+            _ => 31,
+        }
+    }
+}
+
+impl fmt::Display for Month {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:04}-{:02}", self.year, self.month)
+    }
+}
+
+fn is_leap(y: u16) -> bool {
+    (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400)
+}
+
+fn digits(b: &[u8]) -> Option<u32> {
+    if b.is_empty() || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(b.iter().fold(0, |n, d| n * 10 + u32::from(d - b'0')))
+}
+
+/// A real calendar date, `YYYY-MM-DD` (years 0001 to 9999).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Date {
+    pub year: u16,
+    pub month: u8,
+    pub day: u8,
+}
+
+impl Date {
+    pub const RULE: &'static str = "must be a calendar date YYYY-MM-DD";
+
+    pub fn parse(raw: &str) -> Result<Self, &'static str> {
+        let b = raw.as_bytes();
+        if b.len() != 10 || b[7] != b'-' {
+            return Err(Self::RULE);
+        }
+        let m = Month::parse(&raw[..7]).ok_or(Self::RULE)?;
+        let day = digits(&b[8..]).ok_or(Self::RULE)? as u8;
+        if day == 0 || day > m.days() {
+            return Err(Self::RULE);
+        }
+        Ok(Self {
+            year: m.year,
+            month: m.month,
+            day,
+        })
+    }
+
+    pub fn month(self) -> Month {
+        Month {
+            year: self.year,
+            month: self.month,
+        }
+    }
+}
+
+impl fmt::Display for Date {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{:02}", self.month(), self.day)
+    }
+}
+
+impl Serialize for Date {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Date {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        Self::parse(&raw).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A bounded free-text field (names, SKUs): 1 to 256 characters, not blank.
+#[derive(Debug, Clone, Serialize)]
+#[serde(transparent)]
+pub struct Text(pub String);
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.trim().is_empty() || s.chars().count() > 256 {
+            return Err(serde::de::Error::custom("must be 1 to 256 characters"));
+        }
+        Ok(Self(s))
+    }
+}
+
+/// `{items, nextCursor}`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageBody<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+/// The stored user profile (also the API view).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct User {
+    pub user_id: String,
+    pub name: String,
+    pub email: String,
+    pub updated_at: String,
+}
+
+/// An order as the user's collection and the date index hold it (no line items).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderSummary {
+    pub order_id: String,
+    pub user_id: String,
+    pub date: String,
+    pub amount: f64,
+    pub item_count: u32,
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LineItem {
+    pub item_id: String,
+    pub sku: String,
+    pub qty: u32,
+    pub price: f64,
+}
+
+/// Reads a view (`T`) out of a stored item; the stored item holds the view's fields plus keys.
+pub fn view_from_item<T: for<'de> Deserialize<'de>>(item: Item) -> Result<T, ApiError> {
+    serde_dynamo::from_item(item)
+        .map_err(|e| ApiError::Internal(format!("stored item does not parse: {e}")))
+}
+
+/// A view plus its keys and bookkeeping attributes, ready to put.
+pub fn item_with_keys<T: Serialize>(
+    view: &T,
+    key: HashMap<String, AttributeValue>,
+    entity_kind: &str,
+    tenant: &TenantId,
+) -> Result<Item, ApiError> {
+    let mut item: Item =
+        serde_dynamo::to_item(view).map_err(|e| ApiError::Internal(format!("serialize: {e}")))?;
+    item.extend(key);
+    item.insert("kind".into(), AttributeValue::S(entity_kind.to_owned()));
+    item.insert("tenantId".into(), AttributeValue::S(tenant.to_string()));
+    Ok(item)
+}
+
+pub(crate) fn internal(e: impl fmt::Display) -> ApiError {
+    ApiError::Internal(e.to_string())
+}
+
+/// Why a transaction was cancelled: one code per action (`None` = that action passed), or `None`
+/// when the error is not a cancellation.
+pub(crate) fn cancellation_codes<R>(
+    err: &SdkError<TransactWriteItemsError, R>,
+) -> Option<Vec<Option<String>>> {
+    let Some(TransactWriteItemsError::TransactionCanceledException(c)) = err.as_service_error()
+    else {
+        return None;
+    };
+    Some(
+        c.cancellation_reasons()
+            .iter()
+            .map(|r| r.code().filter(|c| *c != "None").map(str::to_owned))
+            .collect(),
+    )
+}
+
+pub(crate) const CONDITION_FAILED: &str = "ConditionalCheckFailed";
+pub(crate) const TRANSACTION_CONFLICT: &str = "TransactionConflict";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t() -> TenantId {
+        TenantId::parse("acme").unwrap()
+    }
+
+    fn id(raw: &str) -> EntityId {
+        EntityId::parse(raw).unwrap()
+    }
+
+    fn date(raw: &str) -> Date {
+        Date::parse(raw).unwrap()
+    }
+
+    #[test]
+    fn golden_keys() {
+        let t = t();
+        assert_eq!(user_key(&t, &id("u-1")), "TENANT#acme#USER#u-1");
+        assert_eq!(
+            email_key(&t, &Email::parse("Ada.L+x@Example.COM").unwrap()),
+            "TENANT#acme#EMAIL#ada.l+x@example.com"
+        );
+        assert_eq!(order_key(&t, &id("o-9")), "TENANT#acme#ORDER#o-9");
+        assert_eq!(
+            order_line_sk(&t, &id("o-9"), &id("line-2")),
+            "TENANT#acme#ORDER#o-9#ITEM#line-2"
+        );
+        assert_eq!(
+            order_month_sk(&t, date("2026-11-05").month(), 3),
+            "TENANT#acme#ORDERS#2026-11#3"
+        );
+        assert_eq!(
+            order_date_pk(&t, date("2026-01-05"), &id("o-9")),
+            "TENANT#acme#ORDERDATE#2026-01-05#o-9"
+        );
+        assert_eq!(
+            order_date_bounds(&t, date("2026-01-05"), date("2026-02-28")),
+            (
+                "TENANT#acme#ORDERDATE#2026-01-05#".to_owned(),
+                "TENANT#acme#ORDERDATE#2026-02-28#~".to_owned()
+            )
+        );
+        let code = TransferCode::parse("0123456789abcdef0123456789abcdef").unwrap();
+        assert_eq!(
+            transfer_key(&t, &code),
+            "TENANT#acme#TRANSFER#0123456789abcdef0123456789abcdef"
+        );
+        assert_eq!(
+            integration_key(&t, &id("github")),
+            "TENANT#acme#INTEGRATION#github"
+        );
+    }
+
+    #[test]
+    fn the_profile_sorts_after_every_order_summary_in_its_collection() {
+        let t = t();
+        let profile = user_key(&t, &id("u"));
+        for o in ["0", "zzzz", "ZZZ", "___", "---"] {
+            assert!(profile > order_key(&t, &id(o)), "{o}");
+        }
+    }
+
+    #[test]
+    fn date_bounds_enclose_every_order_id_of_the_range_and_nothing_else() {
+        let t = t();
+        let (lo, hi) = order_date_bounds(&t, date("2026-01-05"), date("2026-01-06"));
+        let max_id = "z".repeat(128);
+        for (d, o, inside) in [
+            ("2026-01-05", "0", true),
+            ("2026-01-06", max_id.as_str(), true),
+            ("2026-01-06", "___", true),
+            ("2026-01-04", "zzz", false),
+            ("2026-01-07", "---", false),
+        ] {
+            let pk = order_date_pk(&t, date(d), &id(o));
+            assert_eq!(lo <= pk && pk <= hi, inside, "{pk}");
+        }
+    }
+
+    #[test]
+    fn order_date_pk_parses_back_and_refuses_other_shapes() {
+        let t = t();
+        let pk = order_date_pk(&t, date("2024-02-29"), &id("o-1"));
+        assert_eq!(
+            parse_order_date_pk(&t, &pk),
+            Ok((date("2024-02-29"), id("o-1")))
+        );
+        for bad in [
+            "TENANT#acme#ORDERDATE#2024-02-30#o-1",
+            "TENANT#acme#ORDERDATE#2024-02-29#o#1",
+            "TENANT#acme#ORDERDATE#2024-02-29",
+            "TENANT#other#ORDERDATE#2024-02-29#o-1",
+            "TENANT#acme#ORDER#2024-02-29#o-1",
+        ] {
+            assert_eq!(parse_order_date_pk(&t, bad), Err(KeyShapeError), "{bad}");
+        }
+    }
+
+    #[test]
+    fn emails_follow_the_strict_rule() {
+        for ok in ["a@b.co", "Ada.L+x_y%z-1@mail.example.org", "x@1-2.io"] {
+            assert!(Email::parse(ok).is_ok(), "{ok}");
+        }
+        let long = format!("{}@example.com", "a".repeat(243));
+        assert_eq!(long.len(), 255);
+        for bad in [
+            "",
+            "a",
+            "a@b",
+            "a@b.c",
+            "@b.co",
+            "a@.co",
+            "a@b.c0",
+            "a#b@c.co",
+            "a@b#c.co",
+            "a@@b.co",
+            "a b@c.co",
+            " a@b.co",
+            "a@b.co ",
+            "é@b.co",
+            "a@b.co\n",
+            long.as_str(),
+        ] {
+            assert!(Email::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn dates_are_real_calendar_dates() {
+        for ok in ["2024-02-29", "2026-12-31", "2000-02-29", "0001-01-01"] {
+            assert_eq!(date(ok).to_string(), ok);
+        }
+        for bad in [
+            "2026-02-29",
+            "1900-02-29",
+            "2026-04-31",
+            "2026-13-01",
+            "2026-00-10",
+            "2026-01-00",
+            "0000-01-01",
+            "2026-1-01",
+            "2026/01/01",
+            "26-01-01",
+            "2026-01-01T00:00:00Z",
+            "+026-01-01",
+            "",
+        ] {
+            assert!(Date::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn months_are_listed_newest_first_across_years() {
+        let ms: Vec<String> = Month::newest_first(date("2025-11-30"), date("2026-02-01"))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(ms, ["2026-02", "2026-01", "2025-12", "2025-11"]);
+        assert!(Month::newest_first(date("2026-03-01"), date("2026-02-01")).is_empty());
+    }
+
+    #[test]
+    fn transfer_codes_are_32_lowercase_hex_and_never_printed() {
+        let c = TransferCode::random();
+        assert!(TransferCode::parse(c.reveal()).is_ok());
+        assert_ne!(c.reveal(), TransferCode::random().reveal());
+        assert!(!format!("{c:?}").contains(c.reveal()));
+        for bad in [
+            "",
+            "0123456789ABCDEF0123456789abcdef",
+            "0123456789abcdef0123456789abcde",
+            "0123456789abcdef0123456789abcdef0",
+            "0123456789abcdef0123456789abcdeg",
+            "01234567-89ab-cdef-0123-456789abcdef",
+        ] {
+            assert!(TransferCode::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! putIntegrationToken: `PUT /integrations/{service}/token` `{token, expiresAt}` → 200
+//! `{service, expiresAt}` (the token is not echoed).
+//!
+//! One PutItem of `PK` = `SK` = `TENANT#t#INTEGRATION#<service>` (replacing any previous token).
+//! `expiresAt` (epoch seconds, in the future and at most a year ahead) is also the table's TTL
+//! attribute, so DynamoDB deletes the item some time after it expires; reads compare it too, since
+//! that deletion lags. `service` is an id (`[A-Za-z0-9_-]{1,128}`); the token is 1 to 4,096
+//! characters. Tokens are never logged.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request, Response};
+use serde::{Deserialize, Serialize};
+use shared::clock::rfc3339;
+use shared::http::{json_body, json_response, path_entity_id};
+use shared::keys::EXPIRES_AT;
+use shared::{ApiError, App};
+
+use crate::{integration_key, kind, same_key};
+
+pub const MAX_TOKEN_CHARS: usize = 4096;
+pub const MAX_TOKEN_SECONDS: u64 = 366 * 24 * 3600;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Input {
+    token: String,
+    expires_at: u64,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Stored {
+    service: String,
+    expires_at: u64,
+}
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(&req)?;
+    let t = &caller.tenant;
+    let service = path_entity_id(&req, "service")?;
+    let input: Input = json_body(&req)?;
+    let chars = input.token.chars().count();
+    if chars == 0 || chars > MAX_TOKEN_CHARS {
+        return Err(ApiError::bad_request(
+            "token",
+            format!("token must be 1 to {MAX_TOKEN_CHARS} characters"),
+        ));
+    }
+    let now_ms = app.clock.now_millis();
+    let now = now_ms / 1000;
+    if input.expires_at <= now || input.expires_at > now + MAX_TOKEN_SECONDS {
+        return Err(ApiError::bad_request(
+            "expiresAt",
+            "expiresAt must be epoch seconds in the future, at most one year ahead",
+        ));
+    }
+    let db = app.db(t).await?;
+    let mut item = same_key(integration_key(t, &service));
+    item.insert("kind".into(), AttributeValue::S(kind::INTEGRATION.into()));
+    item.insert("tenantId".into(), AttributeValue::S(t.to_string()));
+    item.insert("service".into(), AttributeValue::S(service.to_string()));
+    item.insert("token".into(), AttributeValue::S(input.token));
+    item.insert("updatedAt".into(), AttributeValue::S(rfc3339(now_ms)));
+    item.insert(
+        EXPIRES_AT.into(),
+        AttributeValue::N(input.expires_at.to_string()),
+    );
+    db.client
+        .put_item()
+        .table_name(&*db.table)
+        .set_item(Some(item))
+        .send()
+        .await
+        .map_err(ApiError::from_dynamodb)?;
+    Ok(json_response(
+        StatusCode::OK,
+        &Stored {
+            service: service.to_string(),
+            expires_at: input.expires_at,
+        },
+    ))
+}

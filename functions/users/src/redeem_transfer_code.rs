@@ -1,0 +1,61 @@
+//! redeemTransferCode: `POST /transfer-codes/{code}/redeem` → 200 `{userId}`, or 404.
+//!
+//! One DeleteItem of `TENANT#t#TRANSFER#<code>` on condition
+//! `attribute_exists(PK) AND expiresAt > :now`, returning the deleted item (`ALL_OLD`): the read and
+//! the consumption are one atomic step, so of any number of concurrent redeems exactly one succeeds.
+//! Unknown, already redeemed and expired codes all answer 404 (an expired code is not deleted here;
+//! TTL removes it). The key is built under the caller's tenant prefix, so another tenant's code is
+//! simply not found. The path parameter must be 32 lowercase hex digits (400 otherwise). The code is
+//! never logged and never echoed in an error.
+
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request, Response};
+use serde::Serialize;
+use shared::http::{json_response, path_param};
+use shared::keys::EXPIRES_AT;
+use shared::query::string_attr;
+use shared::{ApiError, App};
+
+use crate::{same_key, transfer_key, TransferCode};
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Redeemed {
+    user_id: String,
+}
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(&req)?;
+    let t = &caller.tenant;
+    let code = TransferCode::parse(&path_param(&req, "code")?)
+        .map_err(|rule| ApiError::bad_request("code", rule))?;
+    let db = app.db(t).await?;
+    let now = app.clock.now_seconds();
+    let out = db
+        .client
+        .delete_item()
+        .table_name(&*db.table)
+        .set_key(Some(same_key(transfer_key(t, &code))))
+        .condition_expression("attribute_exists(PK) AND #exp > :now")
+        .expression_attribute_names("#exp", EXPIRES_AT)
+        .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
+        .return_values(ReturnValue::AllOld)
+        .send()
+        .await
+        .map_err(|e| {
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception())
+            {
+                ApiError::NotFound("No such transfer code, or it was used or has expired.".into())
+            } else {
+                ApiError::from_dynamodb(e)
+            }
+        })?;
+    let user_id = out
+        .attributes
+        .as_ref()
+        .and_then(|old| string_attr(old, "userId"))
+        .ok_or_else(|| ApiError::Internal("redeemed transfer code had no userId".into()))?;
+    Ok(json_response(StatusCode::OK, &Redeemed { user_id }))
+}

@@ -1,0 +1,119 @@
+//! Every route, callable by name: the attack matrix and the load test drive the real handlers through
+//! this table. Methods and route templates come from template.yaml, so a route cannot be forgotten.
+
+use std::collections::BTreeMap;
+
+use lambda_http::{Body, Request, Response};
+use serde_json::Value;
+use shared::{ApiError, App};
+
+use crate::{event, resp, Auth, Resp};
+
+/// `bin → (METHOD, /route/{template})` for every function in template.yaml.
+pub fn template_routes() -> BTreeMap<String, (String, String)> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
+    let t: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut routes = BTreeMap::new();
+    for (_, r) in t["Resources"].as_mapping().unwrap() {
+        if r["Type"].as_str() != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        let bin = r["Metadata"]["BuildProperties"]["Binary"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let api = &r["Properties"]["Events"]["Api"]["Properties"];
+        routes.insert(
+            bin,
+            (
+                api["Method"].as_str().unwrap().to_owned(),
+                api["Path"].as_str().unwrap().to_owned(),
+            ),
+        );
+    }
+    routes
+}
+
+/// The path parameters of a route template, in order.
+pub fn path_params(route: &str) -> Vec<String> {
+    route
+        .split('/')
+        .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
+        .map(str::to_owned)
+        .collect()
+}
+
+async fn dispatch(app: &App, bin: &str, req: Request) -> Result<Response<Body>, ApiError> {
+    match bin {
+        "create-session" => sessions::create_session::handle(app, req).await,
+        "get-session-by-session-id" => sessions::get_session_by_session_id::handle(app, req).await,
+        "expire-session" => sessions::expire_session::handle(app, req).await,
+        "get-child-sessions-by-session-id" => {
+            sessions::get_child_sessions_by_session_id::handle(app, req).await
+        }
+        "get-session-by-child-session-id" => {
+            sessions::get_session_by_child_session_id::handle(app, req).await
+        }
+        "get-last-login-time-by-customer-id" => {
+            sessions::get_last_login_time_by_customer_id::handle(app, req).await
+        }
+        "get-session-id-by-customer-id" => {
+            sessions::get_session_id_by_customer_id::handle(app, req).await
+        }
+        "get-sessions-by-customer-id" => {
+            sessions::get_sessions_by_customer_id::handle(app, req).await
+        }
+        "onboard-tenant" => tenants::onboard_tenant::handle(app, req).await,
+        "get-tenant" => tenants::get_tenant::handle(app, req).await,
+        "put-product" => products::put_product::handle(app, req).await,
+        "get-product" => products::get_product::handle(app, req).await,
+        "delete-product" => products::delete_product::handle(app, req).await,
+        "query-tenant-products" => products::query_tenant_products::handle(app, req).await,
+        "put-employee" => hr::put_employee::handle(app, req).await,
+        "get-employee" => hr::get_employee::handle(app, req).await,
+        "delete-employee" => hr::delete_employee::handle(app, req).await,
+        "list-employees" => hr::list_employees::handle(app, req).await,
+        "put-department" => hr::put_department::handle(app, req).await,
+        "get-department" => hr::get_department::handle(app, req).await,
+        "list-departments" => hr::list_departments::handle(app, req).await,
+        "list-department-employees" => hr::list_department_employees::handle(app, req).await,
+        "put-user" => users::put_user::handle(app, req).await,
+        "get-user" => users::get_user::handle(app, req).await,
+        "find-user-by-email" => users::find_user_by_email::handle(app, req).await,
+        "create-order" => users::create_order::handle(app, req).await,
+        "get-order" => users::get_order::handle(app, req).await,
+        "list-tenant-orders" => users::list_tenant_orders::handle(app, req).await,
+        "create-transfer-code" => users::create_transfer_code::handle(app, req).await,
+        "redeem-transfer-code" => users::redeem_transfer_code::handle(app, req).await,
+        "put-integration-token" => users::put_integration_token::handle(app, req).await,
+        "get-integration-token" => users::get_integration_token::handle(app, req).await,
+        other => panic!("no handler wired for {other} in tests/src/routes.rs"),
+    }
+}
+
+/// Calls route `bin` with the given path parameters (by name), query, body and caller.
+pub async fn call(
+    app: &App,
+    bin: &str,
+    params: &BTreeMap<String, String>,
+    query: &[(&str, &str)],
+    body: Option<Value>,
+    auth: &Auth,
+) -> Resp {
+    let routes = template_routes();
+    let (method, route) = routes
+        .get(bin)
+        .unwrap_or_else(|| panic!("{bin} is not in template.yaml"));
+    let names = path_params(route);
+    let pp: Vec<(&str, &str)> = names
+        .iter()
+        .map(|p| {
+            let v = params
+                .get(p)
+                .unwrap_or_else(|| panic!("{bin} needs path parameter {p}"));
+            (p.as_str(), v.as_str())
+        })
+        .collect();
+    resp(dispatch(app, bin, event(method, route, &pp, query, body, auth)).await)
+}

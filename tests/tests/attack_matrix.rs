@@ -1,0 +1,421 @@
+//! The attack matrix, over every route in template.yaml: hostile ids in every path parameter, hostile
+//! or missing tenant claims, another tenant's ids, and cursors from another tenant, tampered with, or
+//! from another route. Every attack answers 4xx problem+json, writes nothing, and returns nothing of
+//! the other tenant.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use integration::routes::{call, path_params, template_routes};
+use integration::{onboard, unique, Auth, Harness, Resp};
+use serde_json::{json, Value};
+
+type Item = HashMap<String, AttributeValue>;
+
+struct World {
+    h: Harness,
+    a: String,
+    b: String,
+    /// Path parameter values per tenant: its own session, child, customer, product, …
+    ids: HashMap<String, BTreeMap<String, String>>,
+}
+
+fn body_for(bin: &str, tenant: &str) -> Option<Value> {
+    match bin {
+        "create-session" => Some(json!({"customerId": "c1"})),
+        "onboard-tenant" => Some(json!({"tenantId": unique("newco"), "tier": "basic"})),
+        "put-product" => Some(json!({"owner": tenant})),
+        "put-department" => Some(json!({"name": "Dept"})),
+        "put-employee" => Some(json!({"name": "Emp", "departmentId": "d1"})),
+        "put-user" => Some(json!({"name": "User", "email": format!("other-{tenant}@example.com")})),
+        "create-order" => Some(
+            json!({"date": "2026-11-20", "amount": 10, "items": [{"itemId": "i1", "sku": "s", "qty": 1, "price": 10}]}),
+        ),
+        "put-integration-token" => Some(
+            json!({"token": format!("tok-{tenant}"), "expiresAt": integration::real_now_millis() / 1000 + 3600}),
+        ),
+        _ => None,
+    }
+}
+
+fn query_for(bin: &str, tenant: &str) -> Vec<(&'static str, String)> {
+    match bin {
+        "find-user-by-email" => vec![("email", format!("{tenant}@example.com"))],
+        "list-tenant-orders" => vec![("from", "2026-01-01".into()), ("to", "2026-12-31".into())],
+        _ => vec![],
+    }
+}
+
+/// Calls `bin` with a valid body for `body_tenant`; the query (an email, a date range) names `query_tenant`'s data.
+async fn call_with(
+    w: &World,
+    bin: &str,
+    params: &BTreeMap<String, String>,
+    extra: &[(&str, &str)],
+    body_tenant: &str,
+    query_tenant: &str,
+    auth: &Auth,
+) -> Resp {
+    let q = query_for(bin, query_tenant);
+    let mut query: Vec<(&str, &str)> = q.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    query.extend_from_slice(extra);
+    call(
+        &w.h.app,
+        bin,
+        params,
+        &query,
+        body_for(bin, body_tenant),
+        auth,
+    )
+    .await
+}
+
+async fn call_as(
+    w: &World,
+    bin: &str,
+    params: &BTreeMap<String, String>,
+    extra: &[(&str, &str)],
+    tenant: &str,
+    auth: &Auth,
+) -> Resp {
+    call_with(w, bin, params, extra, tenant, tenant, auth).await
+}
+
+async fn seed(h: &Harness, t: &str) -> BTreeMap<String, String> {
+    let auth = Auth::Tenant(t.into());
+    let none = BTreeMap::new();
+    let mut ids = BTreeMap::new();
+    let mut sessions = Vec::new();
+    for _ in 0..2 {
+        let r = call(
+            &h.app,
+            "create-session",
+            &none,
+            &[],
+            Some(json!({"customerId": "c1", "state": t})),
+            &auth,
+        )
+        .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        sessions.push(r.body["sessionId"].as_str().unwrap().to_owned());
+    }
+    for _ in 0..2 {
+        let r = call(
+            &h.app,
+            "create-session",
+            &none,
+            &[],
+            Some(json!({"customerId": "c1", "parentSessionId": sessions[0], "state": t})),
+            &auth,
+        )
+        .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        ids.insert(
+            "childSessionId".into(),
+            r.body["sessionId"].as_str().unwrap().to_owned(),
+        );
+    }
+    ids.insert("sessionId".into(), sessions[0].clone());
+    ids.insert("customerId".into(), "c1".into());
+    ids.insert("tenantId".into(), t.to_owned());
+    for p in ["p1", "p2"] {
+        let params = BTreeMap::from([("productId".to_string(), p.to_string())]);
+        assert_eq!(
+            call(
+                &h.app,
+                "put-product",
+                &params,
+                &[],
+                Some(json!({"owner": t})),
+                &auth
+            )
+            .await
+            .status,
+            201
+        );
+    }
+    ids.insert("productId".into(), "p1".into());
+    for d in ["d1", "d2"] {
+        let params = BTreeMap::from([("departmentId".to_string(), d.to_string())]);
+        assert_eq!(
+            call(
+                &h.app,
+                "put-department",
+                &params,
+                &[],
+                Some(json!({"name": t})),
+                &auth
+            )
+            .await
+            .status,
+            201
+        );
+    }
+    ids.insert("departmentId".into(), "d1".into());
+    for e in ["e1", "e2"] {
+        let params = BTreeMap::from([("employeeId".to_string(), e.to_string())]);
+        assert_eq!(
+            call(
+                &h.app,
+                "put-employee",
+                &params,
+                &[],
+                Some(json!({"name": t, "departmentId": "d1"})),
+                &auth
+            )
+            .await
+            .status,
+            201
+        );
+    }
+    ids.insert("employeeId".into(), "e1".into());
+    let user = BTreeMap::from([("userId".to_string(), "u1".to_string())]);
+    let r = call(
+        &h.app,
+        "put-user",
+        &user,
+        &[],
+        Some(json!({"name": t, "email": format!("{t}@example.com")})),
+        &auth,
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    for o in ["o1", "o2"] {
+        let body = json!({"orderId": o, "date": "2026-11-20", "amount": 5, "items": [{"itemId": "i1", "sku": t, "qty": 1, "price": 5}]});
+        let r = call(&h.app, "create-order", &user, &[], Some(body), &auth).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let r = call(&h.app, "create-transfer-code", &user, &[], None, &auth).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    ids.insert("code".into(), r.body["code"].as_str().unwrap().to_owned());
+    let service = BTreeMap::from([("service".to_string(), "github".to_string())]);
+    let token = json!({"token": format!("secret-{t}"), "expiresAt": integration::real_now_millis() / 1000 + 3600});
+    assert_eq!(
+        call(
+            &h.app,
+            "put-integration-token",
+            &service,
+            &[],
+            Some(token),
+            &auth
+        )
+        .await
+        .status,
+        200
+    );
+    ids.insert("userId".into(), "u1".into());
+    ids.insert("orderId".into(), "o1".into());
+    ids.insert("service".into(), "github".into());
+    ids
+}
+
+impl World {
+    async fn new() -> Self {
+        let h = Harness::new().await;
+        let (a, b) = (unique("victim"), unique("attacker"));
+        onboard(&h, &a, 4).await;
+        onboard(&h, &b, 4).await;
+        let mut ids = HashMap::new();
+        ids.insert(a.clone(), seed(&h, &a).await);
+        ids.insert(b.clone(), seed(&h, &b).await);
+        Self { h, a, b, ids }
+    }
+
+    async fn items(&self) -> Vec<Item> {
+        let mut items = self.h.all_items().await;
+        items.sort_by_key(|i| format!("{:?}{:?}", i["PK"], i["SK"]));
+        items
+    }
+
+    async fn items_of(&self, tenant: &str) -> Vec<Item> {
+        let prefix = format!("TENANT#{tenant}#");
+        self.items()
+            .await
+            .into_iter()
+            .filter(|i| i["PK"].as_s().unwrap().starts_with(&prefix))
+            .collect()
+    }
+}
+
+fn assert_4xx_problem(r: &Resp, what: &str) {
+    assert!(
+        (400..500).contains(&r.status),
+        "{what}: expected 4xx, got {} {}",
+        r.status,
+        r.body
+    );
+    assert_eq!(r.content_type, "application/problem+json", "{what}");
+}
+
+fn assert_nothing_of(r: &Resp, tenant: &str, ids: &BTreeMap<String, String>, what: &str) {
+    let text = r.body.to_string();
+    assert!(
+        !text.contains(tenant),
+        "{what}: response carries the victim tenant: {text}"
+    );
+    for key in ["sessionId", "childSessionId", "code"] {
+        assert!(
+            !text.contains(&ids[key]),
+            "{what}: response carries the victim's {key}: {text}"
+        );
+    }
+}
+
+const HOSTILE_IDS: &[&str] = &[
+    "a#b",
+    "*",
+    "?",
+    "%23",
+    "TENANT#x#SESSION#1",
+    "\u{0430}cme",
+    "${aws:username}",
+    "a b",
+    "a/b",
+];
+
+#[tokio::test]
+async fn hostile_ids_in_every_path_parameter_are_refused_and_write_nothing() {
+    let w = World::new().await;
+    let before = w.items().await;
+    let long = "x".repeat(10 * 1024);
+    let mut cases = 0;
+    for (bin, (_, route)) in template_routes() {
+        for param in path_params(&route) {
+            for hostile in HOSTILE_IDS.iter().copied().chain([long.as_str()]) {
+                let mut params = w.ids[&w.a].clone();
+                params.insert(param.clone(), hostile.to_owned());
+                let what = format!("{bin} with {param}={:.40}", hostile);
+                let r = call_as(&w, &bin, &params, &[], &w.a, &Auth::Tenant(w.a.clone())).await;
+                assert_4xx_problem(&r, &what);
+                cases += 1;
+            }
+        }
+    }
+    assert!(cases > 100, "{cases}");
+    assert_eq!(w.items().await, before, "an attack wrote something");
+}
+
+#[tokio::test]
+async fn hostile_and_missing_tenant_claims_are_refused_on_every_route() {
+    let w = World::new().await;
+    let before = w.items().await;
+    for (bin, _) in template_routes() {
+        let params = &w.ids[&w.a];
+        for claim in [
+            "*",
+            "a#b",
+            "${aws:username}",
+            "",
+            "TENANT#x",
+            "\u{0430}cme",
+            "a?",
+        ] {
+            let r = call_as(&w, &bin, params, &[], &w.a, &Auth::Tenant(claim.into())).await;
+            assert_4xx_problem(&r, &format!("{bin} with claim {claim:?}"));
+            assert_eq!(r.status, 403, "{bin} with claim {claim:?}");
+        }
+        let r = call_as(&w, &bin, params, &[], &w.a, &Auth::NoTenant).await;
+        assert_eq!(r.status, 401, "{bin} without a tenant claim");
+    }
+    assert_eq!(w.items().await, before);
+}
+
+#[tokio::test]
+async fn another_tenants_ids_reach_nothing_of_that_tenant() {
+    let w = World::new().await;
+    let victim_before = w.items_of(&w.a).await;
+    let victim_ids = &w.ids[&w.a];
+    for (bin, (method, route)) in template_routes() {
+        // the attacker uses every id of the victim
+        let r = call_with(
+            &w,
+            &bin,
+            victim_ids,
+            &[],
+            &w.b,
+            &w.a,
+            &Auth::Tenant(w.b.clone()),
+        )
+        .await;
+        let what = format!("{bin} by the attacker with the victim's ids");
+        assert!(r.status < 500, "{what}: {} {}", r.status, r.body);
+        assert_nothing_of(&r, &w.a, victim_ids, &what);
+        // ids that exist only for the victim (its sessions, its tenant record) are not found
+        let unique_to_victim = ["sessionId", "childSessionId", "tenantId", "code"]
+            .iter()
+            .any(|p| path_params(&route).contains(&p.to_string()));
+        if unique_to_victim && method != "POST" {
+            assert_4xx_problem(&r, &what);
+        }
+    }
+    assert_eq!(
+        w.items_of(&w.a).await,
+        victim_before,
+        "the victim's items changed"
+    );
+}
+
+#[tokio::test]
+async fn cursors_from_another_tenant_route_or_tampered_are_400() {
+    let w = World::new().await;
+    let before = w.items().await;
+    let lists = [
+        "get-child-sessions-by-session-id",
+        "get-sessions-by-customer-id",
+        "query-tenant-products",
+        "list-employees",
+        "list-departments",
+        "list-department-employees",
+        "list-tenant-orders",
+    ];
+    // one genuine cursor per list route, for each tenant
+    let mut cursors: HashMap<(String, &str), String> = HashMap::new();
+    for t in [&w.a, &w.b] {
+        for bin in lists {
+            let r = call_as(
+                &w,
+                bin,
+                &w.ids[t],
+                &[("limit", "1")],
+                t,
+                &Auth::Tenant(t.clone()),
+            )
+            .await;
+            assert_eq!(r.status, 200, "{bin}: {}", r.body);
+            let c = r.body["nextCursor"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{bin} gave no cursor"))
+                .to_owned();
+            cursors.insert((t.clone(), bin), c);
+        }
+    }
+    for bin in lists {
+        let b = Auth::Tenant(w.b.clone());
+        let params = &w.ids[&w.b];
+        let victim_cursor = &cursors[&(w.a.clone(), bin)];
+        let own = &cursors[&(w.b.clone(), bin)];
+        let mut tampered = own.clone().into_bytes();
+        let mid = tampered.len() / 2;
+        tampered[mid] = if tampered[mid] == b'A' { b'B' } else { b'A' };
+        let tampered = String::from_utf8(tampered).unwrap();
+        let mut attempts = vec![
+            ("the victim's cursor", victim_cursor.clone()),
+            ("a tampered cursor", tampered),
+            ("a truncated cursor", own[..own.len() / 2].to_owned()),
+            ("garbage", "%%%".to_owned()),
+        ];
+        for other in lists.iter().filter(|o| **o != bin) {
+            attempts.push((
+                "another route's cursor",
+                cursors[&(w.b.clone(), *other)].clone(),
+            ));
+        }
+        for (what, cursor) in attempts {
+            let r = call_as(&w, bin, params, &[("cursor", cursor.as_str())], &w.b, &b).await;
+            assert_4xx_problem(&r, &format!("{bin} with {what}"));
+            assert_eq!(r.status, 400, "{bin} with {what}: {}", r.body);
+            assert_nothing_of(&r, &w.a, &w.ids[&w.a], bin);
+        }
+    }
+    assert_eq!(w.items().await, before);
+}
