@@ -37,6 +37,7 @@ EXPECTED=(
   "redeem-transfer-code 404"
   "put-integration-token 200"
   "get-integration-token 200"
+  "get-usage 200"
   "create-session 201"
   "get-session-by-session-id 404"
   "expire-session 404"

@@ -27,11 +27,15 @@ trap stop_stack EXIT
 start_stack
 # One debug build serves clippy, the tests and the end-to-end run: clippy-driver is the compiler
 # for the workspace's own crates (exactly what `cargo clippy` does, but producing real artifacts),
-# so the AWS SDK is compiled once, not once for clippy and again for the tests.
+# so the AWS SDK is compiled once, not once for clippy and again for the tests. Exported, so every
+# later cargo call (the audit, cargo lambda watch) reuses the same artifacts.
 CLIPPY_DRIVER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)" \
   || die "clippy-driver not found: rustup component add clippy"
-step "cargo test (unit + integration), linted by clippy -D warnings" \
-  env RUSTC_WORKSPACE_WRAPPER="$CLIPPY_DRIVER" CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" \
-  cargo test --workspace --no-fail-fast
+export RUSTC_WORKSPACE_WRAPPER="$CLIPPY_DRIVER"
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+export LOAD_OPS="${LOAD_OPS:-2000}"
+step "cargo test (unit + integration), linted by clippy -D warnings" cargo test --workspace --no-fail-fast
+step "table audit: every key the suite wrote is under exactly one tenant" \
+  cargo test -p integration --test table_audit -- --ignored
 step "each function as a Lambda process" "$ROOT/scripts/e2e.sh"
 log "all checks passed"

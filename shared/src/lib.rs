@@ -17,6 +17,7 @@ pub mod scatter;
 pub mod scoped;
 pub mod shard;
 pub mod tenants;
+pub mod usage;
 
 pub use app::App;
 pub use error::ApiError;

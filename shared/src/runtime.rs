@@ -2,14 +2,16 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
 use lambda_http::{service_fn, Body, Request, RequestExt, Response};
+use tokio::sync::oneshot;
 
+use crate::app::App;
 use crate::error::ApiError;
 use crate::ids::TenantId;
 
@@ -18,6 +20,8 @@ use crate::ids::TenantId;
 pub struct RequestMeta {
     tenant: OnceLock<String>,
     dynamodb_requests: AtomicU32,
+    /// Hands the verified tenant to the usage meter as soon as it is known.
+    tenant_for_meter: Mutex<Option<oneshot::Sender<TenantId>>>,
 }
 
 impl RequestMeta {
@@ -41,9 +45,18 @@ pub async fn with_request_meta<T>(fut: impl Future<Output = T>) -> (T, Arc<Reque
     (out, meta)
 }
 
-/// Records the verified tenant of the current request (for the log line).
+/// Records the verified tenant of the current request (for the log line and the usage meter).
 pub fn note_tenant(tenant: &TenantId) {
-    let _ = REQUEST.try_with(|m| m.tenant.set(tenant.to_string()));
+    let _ = REQUEST.try_with(|m| {
+        let _ = m.tenant.set(tenant.to_string());
+        if let Some(tx) = lock(&m.tenant_for_meter).take() {
+            let _ = tx.send(tenant.clone());
+        }
+    });
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Counts DynamoDB requests sent on behalf of the current request (retries included), so the log line
@@ -111,8 +124,40 @@ pub async fn respond(
     route: String,
     handler: impl Future<Output = Result<Response<Body>, ApiError>>,
 ) -> Response<Body> {
+    respond_metered(None, request_id, route, handler).await
+}
+
+/// [`respond`], plus usage metering when `meter` is `(app, bin)`: as soon as the handler has verified
+/// the tenant, the call is counted with one UpdateItem `ADD`, concurrently with the handler's own
+/// DynamoDB work, and awaited before returning (a Lambda is frozen once it answers, so a detached
+/// task could be lost). A metering failure is logged and never fails the request.
+pub async fn respond_metered(
+    meter: Option<(&App, &str)>,
+    request_id: String,
+    route: String,
+    handler: impl Future<Output = Result<Response<Body>, ApiError>>,
+) -> Response<Body> {
     let started = Instant::now();
-    let (result, meta) = with_request_meta(handler).await;
+    let (tx, rx) = oneshot::channel();
+    let meta = Arc::new(RequestMeta {
+        tenant_for_meter: Mutex::new(Some(tx)),
+        ..RequestMeta::default()
+    });
+    let main = async {
+        let result = REQUEST.scope(meta.clone(), handler).await;
+        // No tenant was verified: release the meter.
+        lock(&meta.tenant_for_meter).take();
+        result
+    };
+    let metering = async {
+        let (Some((app, bin)), Ok(tenant)) = (meter, rx.await) else {
+            return;
+        };
+        if let Err(e) = count_call(app, &tenant, bin).await {
+            tracing::warn!(error = %e, "usage metering failed; the request is unaffected");
+        }
+    };
+    let (result, ()) = tokio::join!(main, metering);
     let response = result.unwrap_or_else(ApiError::into_response);
     tracing::info!(
         request_id,
@@ -126,8 +171,18 @@ pub async fn respond(
     response
 }
 
+async fn count_call(app: &App, tenant: &TenantId, bin: &str) -> Result<(), ApiError> {
+    let db = app.db(tenant).await?;
+    let date = crate::usage::utc_date(app.clock.now_millis());
+    crate::usage::increment(&db, &date, bin, crate::usage::next_shard()).await
+}
+
 /// Serves `handler` until the runtime stops. Each request is logged once with its status and latency.
-pub async fn serve<F, Fut>(handler: F) -> Result<(), lambda_http::Error>
+pub async fn serve<F, Fut>(
+    app: &'static App,
+    bin: &'static str,
+    handler: F,
+) -> Result<(), lambda_http::Error>
 where
     F: Fn(Request) -> Fut + Send + Sync,
     Fut: Future<Output = Result<Response<Body>, ApiError>> + Send + 'static,
@@ -140,7 +195,10 @@ where
         // The route template (e.g. `GET /sessions/{sessionId}`), not the raw path, which holds ids.
         let route = route_key(&req);
         let fut = handler(req);
-        async move { Ok::<_, std::convert::Infallible>(respond(request_id, route, fut).await) }
+        async move {
+            let response = respond_metered(Some((app, bin)), request_id, route, fut).await;
+            Ok::<_, std::convert::Infallible>(response)
+        }
     }))
     .await
 }

@@ -88,6 +88,7 @@ async fn dispatch(app: &App, bin: &str, req: Request) -> Result<Response<Body>, 
         "redeem-transfer-code" => users::redeem_transfer_code::handle(app, req).await,
         "put-integration-token" => users::put_integration_token::handle(app, req).await,
         "get-integration-token" => users::get_integration_token::handle(app, req).await,
+        "get-usage" => users::get_usage::handle(app, req).await,
         other => panic!("no handler wired for {other} in tests/src/routes.rs"),
     }
 }

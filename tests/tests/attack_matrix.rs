@@ -41,7 +41,9 @@ fn body_for(bin: &str, tenant: &str) -> Option<Value> {
 fn query_for(bin: &str, tenant: &str) -> Vec<(&'static str, String)> {
     match bin {
         "find-user-by-email" => vec![("email", format!("{tenant}@example.com"))],
-        "list-tenant-orders" => vec![("from", "2026-01-01".into()), ("to", "2026-12-31".into())],
+        "list-tenant-orders" | "get-usage" => {
+            vec![("from", "2026-01-01".into()), ("to", "2026-12-31".into())]
+        }
         _ => vec![],
     }
 }

@@ -4,5 +4,8 @@
 async fn main() -> Result<(), lambda_http::Error> {
     shared::runtime::init_tracing();
     let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
-    shared::runtime::serve(|req| products::query_tenant_products::handle(app, req)).await
+    shared::runtime::serve(app, env!("CARGO_BIN_NAME"), |req| {
+        products::query_tenant_products::handle(app, req)
+    })
+    .await
 }

@@ -1,0 +1,11 @@
+//! `get-usage`: see [`users::get_usage`].
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::runtime::init_tracing();
+    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    shared::runtime::serve(app, env!("CARGO_BIN_NAME"), |req| {
+        users::get_usage::handle(app, req)
+    })
+    .await
+}

@@ -1,0 +1,64 @@
+//! getUsage: `GET /usage?from=YYYY-MM-DD&to=YYYY-MM-DD` → the caller's daily call counts per route.
+//!
+//! Every tenant API call is metered by `shared::runtime` (UpdateItem `ADD` on one of 8 counter shards,
+//! concurrently with the call itself). Reading sums the shards: 8 Queries, concurrently, for any range
+//! of up to 13 months (`shared::usage`).
+
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request, Response};
+use serde::Serialize;
+use shared::http::{json_response, query_param};
+use shared::{ApiError, App};
+
+use crate::{Date, Month};
+
+const MAX_MONTHS: usize = 13;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Day {
+    date: String,
+    routes: std::collections::BTreeMap<String, u64>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Usage {
+    from: String,
+    to: String,
+    days: Vec<Day>,
+}
+
+fn date_param(req: &Request, name: &str) -> Result<Date, ApiError> {
+    let raw = query_param(req, name)
+        .ok_or_else(|| ApiError::bad_request(name, format!("{name} is required")))?;
+    Date::parse(&raw).map_err(|rule| ApiError::bad_request(name, format!("{name} {rule}")))
+}
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(&req)?;
+    let from = date_param(&req, "from")?;
+    let to = date_param(&req, "to")?;
+    if from > to {
+        return Err(ApiError::bad_request("from", "from must not be after to"));
+    }
+    if Month::newest_first(from, to).len() > MAX_MONTHS {
+        return Err(ApiError::bad_request(
+            "to",
+            format!("the range may span at most {MAX_MONTHS} months"),
+        ));
+    }
+    let db = app.db(&caller.tenant).await?;
+    let days = shared::usage::read(&db, &from.to_string(), &to.to_string()).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &Usage {
+            from: from.to_string(),
+            to: to.to_string(),
+            days: days
+                .into_iter()
+                .map(|(date, routes)| Day { date, routes })
+                .collect(),
+        },
+    ))
+}

@@ -1,0 +1,72 @@
+//! Run by scripts/test.sh after the whole suite (hence `#[ignore]` in the main run): scans every table
+//! the suite left in DynamoDB Local and asserts that every `PK` and every `SK` starts with
+//! `TENANT#<its tenant>#`, that no item carries keys of two tenants, and that an item's `tenantId`
+//! attribute, where it has one, names that same tenant.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+fn tenant_of(key: &str) -> Option<&str> {
+    let rest = key.strip_prefix("TENANT#")?;
+    let (tenant, tail) = rest.split_once('#')?;
+    (shared::ids::TenantId::parse(tenant).is_ok() && !tail.is_empty()).then_some(tenant)
+}
+
+#[tokio::test]
+#[ignore = "run by scripts/test.sh after the whole suite, over every table it left"]
+async fn every_key_in_every_table_is_under_exactly_one_tenant() {
+    integration::endpoints();
+    let sdk = shared::app::load_sdk_config().await;
+    let admin = aws_sdk_dynamodb::Client::new(&sdk);
+    let tables: Vec<String> = admin
+        .list_tables()
+        .into_paginator()
+        .items()
+        .send()
+        .collect::<Result<_, _>>()
+        .await
+        .unwrap();
+    let mut audited = 0usize;
+    for table in &tables {
+        let mut start = None;
+        loop {
+            let out = admin
+                .scan()
+                .table_name(table)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .unwrap();
+            for item in out.items.unwrap_or_default() {
+                let key = |name: &str| match item.get(name) {
+                    Some(AttributeValue::S(s)) => s.clone(),
+                    other => panic!("{table}: {name} is {other:?}"),
+                };
+                let (pk, sk) = (key("PK"), key("SK"));
+                let pk_tenant = tenant_of(&pk)
+                    .unwrap_or_else(|| panic!("{table}: PK {pk:?} is not tenant-prefixed"));
+                let sk_tenant = tenant_of(&sk)
+                    .unwrap_or_else(|| panic!("{table}: SK {sk:?} is not tenant-prefixed"));
+                assert_eq!(
+                    pk_tenant, sk_tenant,
+                    "{table}: an item carries keys of two tenants: {pk} / {sk}"
+                );
+                if let Some(AttributeValue::S(owner)) = item.get("tenantId") {
+                    assert_eq!(
+                        owner, pk_tenant,
+                        "{table}: tenantId disagrees with the keys of {pk}"
+                    );
+                }
+                audited += 1;
+            }
+            start = out.last_evaluated_key.filter(|k| !k.is_empty());
+            if start.is_none() {
+                break;
+            }
+        }
+    }
+    println!("audited {audited} items in {} tables", tables.len());
+    assert!(
+        audited > 1000,
+        "the suite should have left items to audit, found {audited}"
+    );
+}
