@@ -81,7 +81,7 @@ async fn a_concurrent_multi_tenant_workload_keeps_tenants_apart_and_loses_nothin
                             .iter()
                             .filter(|(o, _)| o == t)
                             .map(|(_, s)| s.clone())
-                            .last();
+                            .next_back();
                         let id =
                             known.unwrap_or_else(|| "01a1fcba-9139-7bdd-8e68-8992306e0b9d".into());
                         call(
@@ -163,7 +163,7 @@ async fn a_concurrent_multi_tenant_workload_keeps_tenants_apart_and_loses_nothin
         .await;
 
     let elapsed = started.elapsed();
-    let ledger = ledger.lock().unwrap();
+    let ledger = std::mem::take(&mut *ledger.lock().unwrap());
     println!("load: {ops} operations, {IN_FLIGHT} in flight, {TENANTS} tenants, {elapsed:?}, statuses {:?}", ledger.statuses);
     // no 5xx
     assert!(
