@@ -1,6 +1,8 @@
 //! Tooling for the local stack and the tests. The table is always created from `template.yaml`'s
 //! `AWS::DynamoDB::Table` resource, so local tables cannot drift from what is deployed.
 
+pub mod plan;
+
 use std::path::Path;
 
 use aws_sdk_dynamodb::types::{

@@ -1,30 +1,130 @@
-//! `pooltable`: developer commands for the local stack.
+//! `pooltable`: developer commands.
 //!
 //! - `pooltable create-table <name>`: create the table from template.yaml (admin credentials).
 //! - `pooltable dev-token <tenant> [role]`: print an unsigned development JWT.
+//! - `pooltable plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew 1.1] [--item-kb 1]
+//!   [--headroom 1.5] [--list-fraction 0.02] [--out onboarding.csv]`: recommend shard counts.
 
+use std::collections::HashMap;
+use std::time::Instant;
+
+use devtools::plan::{self, PlanSettings, PARTITION_RCU, PARTITION_WCU};
 use devtools::{create_table, default_template_path, table_from_template};
+
+const USAGE: &str = "usage: pooltable create-table <name> | dev-token <tenant> [role] | \
+plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew S] [--item-kb K] [--headroom H] [--list-fraction F] [--out FILE]";
+
+fn flags(args: &[String]) -> Result<HashMap<String, String>, String> {
+    let mut out = HashMap::new();
+    let mut it = args.iter();
+    while let Some(k) = it.next() {
+        let key = k
+            .strip_prefix("--")
+            .ok_or_else(|| format!("unexpected argument {k}"))?;
+        let v = it.next().ok_or_else(|| format!("--{key} needs a value"))?;
+        out.insert(key.to_owned(), v.clone());
+    }
+    Ok(out)
+}
+
+fn num(f: &HashMap<String, String>, key: &str, default: Option<f64>) -> Result<f64, String> {
+    match f.get(key) {
+        Some(v) => v.parse().map_err(|_| format!("--{key} must be a number")),
+        None => default.ok_or_else(|| format!("--{key} is required")),
+    }
+}
+
+fn run_plan(args: &[String]) -> Result<(), String> {
+    let f = flags(args)?;
+    let started = Instant::now();
+    let settings = PlanSettings {
+        headroom: num(&f, "headroom", Some(1.5))?,
+        list_fraction: num(&f, "list-fraction", Some(0.02))?,
+        ..PlanSettings::default()
+    };
+    let loads = match (f.get("csv"), f.get("zipf")) {
+        (Some(path), None) => {
+            plan::parse_csv(&std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?)?
+        }
+        (None, Some(n)) => plan::zipf(
+            n.parse()
+                .map_err(|_| "--zipf takes a tenant count".to_string())?,
+            num(&f, "total-rcu", None)?,
+            num(&f, "total-wcu", None)?,
+            num(&f, "skew", Some(1.1))?,
+            num(&f, "item-kb", Some(1.0))?,
+        ),
+        _ => return Err("give either --csv FILE or --zipf N".into()),
+    };
+    let plans: Vec<_> = loads
+        .iter()
+        .map(|l| plan::plan_tenant(l, &settings))
+        .collect();
+    let planned = started.elapsed();
+    println!("{}", plan::report(&plans));
+
+    // Self-check: the heaviest sharded tenants, keys assigned with the real shard function.
+    let mut sharded: Vec<usize> = (0..plans.len())
+        .filter(|i| plans[*i].shards > 1 && !plans[*i].over_capacity)
+        .collect();
+    sharded.sort_by(|a, b| {
+        plans[*b]
+            .unsharded_peak
+            .1
+            .total_cmp(&plans[*a].unsharded_peak.1)
+    });
+    sharded.truncate(1000);
+    let (mut worst_r, mut worst_w) = (0.0f64, 0.0f64);
+    for i in &sharded {
+        let (r, w) = plan::simulate(&loads[*i], &plans[*i], &settings, 10_000);
+        worst_r = worst_r.max(r);
+        worst_w = worst_w.max(w);
+    }
+    let over = plans.iter().filter(|p| p.over_capacity).count();
+    println!(
+        "simulation: {} sharded tenants, 10,000 synthetic keys each: busiest partition {worst_r:.0} RCU (limit {PARTITION_RCU}), {worst_w:.0} WCU (limit {PARTITION_WCU}): {}",
+        sharded.len(),
+        if worst_r <= PARTITION_RCU && worst_w <= PARTITION_WCU { "no partition over its limit" } else { "OVER THE LIMIT" }
+    );
+    if over > 0 {
+        println!("{over} tenants need more than sharding can give (their lists alone overload a partition): cache or paginate them differently");
+    }
+    let out = f.get("out").map(String::as_str).unwrap_or("onboarding.csv");
+    std::fs::write(out, plan::onboarding_csv(&plans)).map_err(|e| format!("{out}: {e}"))?;
+    println!(
+        "planned {} tenants in {:.2?} (total {:.2?}); onboarding input written to {out}",
+        plans.len(),
+        planned,
+        started.elapsed()
+    );
+    Ok(())
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .as_slice()
-    {
-        ["create-table", name] => {
+    match args.first().map(String::as_str) {
+        Some("create-table") if args.len() == 2 => {
             let def = table_from_template(&default_template_path())?;
             let sdk = shared::app::load_sdk_config().await;
             let client = aws_sdk_dynamodb::Client::new(&sdk);
-            create_table(&client, name, &def).await?;
-            println!("created table {name} from template.yaml");
+            create_table(&client, &args[1], &def).await?;
+            println!("created table {} from template.yaml", args[1]);
         }
-        ["dev-token", tenant] => println!("{}", shared::claims::dev_jwt(tenant, None)),
-        ["dev-token", tenant, role] => println!("{}", shared::claims::dev_jwt(tenant, Some(role))),
+        Some("dev-token") if args.len() == 2 => {
+            println!("{}", shared::claims::dev_jwt(&args[1], None))
+        }
+        Some("dev-token") if args.len() == 3 => {
+            println!("{}", shared::claims::dev_jwt(&args[1], Some(&args[2])))
+        }
+        Some("plan") => {
+            if let Err(e) = run_plan(&args[1..]) {
+                eprintln!("pooltable plan: {e}\n{USAGE}");
+                std::process::exit(2);
+            }
+        }
         _ => {
-            eprintln!("usage: pooltable create-table <name> | dev-token <tenant> [role]");
+            eprintln!("{USAGE}");
             std::process::exit(2);
         }
     }
