@@ -130,12 +130,26 @@ pub struct Faults {
     armed: Mutex<Option<(String, Phase)>>,
     /// How many more DynamoDB attempts answer ProvisionedThroughputExceededException.
     throttle: AtomicUsize,
+    /// How many more attempts are executed by DynamoDB but answered with a 500, so the SDK retries
+    /// a request that already took effect (as after a timeout on the way back).
+    lost_after_success: AtomicUsize,
 }
 
 impl Faults {
     /// The next `attempts` DynamoDB attempts (retries included) are throttled; `usize::MAX` = always.
     pub fn throttle(&self, attempts: usize) {
         self.throttle.store(attempts, Ordering::SeqCst);
+    }
+
+    /// The next `attempts` attempts take effect in DynamoDB, then answer 500 (retryable).
+    pub fn lose_successes(&self, attempts: usize) {
+        self.lost_after_success.store(attempts, Ordering::SeqCst);
+    }
+
+    fn take_lost_success(&self) -> bool {
+        self.lost_after_success
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
     }
 
     fn take_throttle(&self) -> bool {
@@ -210,7 +224,16 @@ impl Intercept for FaultInterceptor {
         _rc: &RuntimeComponents,
         _cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        if self.0.take_throttle() {
+        if self.0.take_lost_success() {
+            let response = ctx.response_mut();
+            *response.status_mut() = aws_smithy_runtime_api::http::StatusCode::try_from(500u16)?;
+            response
+                .headers_mut()
+                .insert("content-type", "application/x-amz-json-1.0");
+            *response.body_mut() = aws_smithy_types::body::SdkBody::from(
+                r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected: answer lost"}"#,
+            );
+        } else if self.0.take_throttle() {
             let response = ctx.response_mut();
             *response.status_mut() = aws_smithy_runtime_api::http::StatusCode::try_from(400u16)?;
             response

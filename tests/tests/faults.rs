@@ -91,6 +91,28 @@ async fn a_transaction_lost_before_or_after_dynamodb_is_never_half_written() {
 }
 
 #[tokio::test]
+async fn a_retried_create_whose_first_attempt_succeeded_is_not_a_conflict() {
+    // GIVEN DynamoDB applies the PutItem but its answer is lost as a 500, so the SDK retries it
+    let h = Harness::new().await;
+    let t = unique("retry");
+    create(&h, &t, json!({"customerId": "warm"})).await; // credentials cached
+    h.faults.lose_successes(1);
+    h.requests.reset();
+    // WHEN the session is created
+    let r = create(&h, &t, json!({"customerId": "c"})).await;
+    // THEN the retry's failed condition is recognised as our own write: 201, one item, two attempts
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(h.requests.total(), 2);
+    assert_eq!(
+        get(&h, &t, r.body["sessionId"].as_str().unwrap())
+            .await
+            .status,
+        200
+    );
+    assert_eq!(h.all_items().await.len(), 2);
+}
+
+#[tokio::test]
 async fn throttling_is_absorbed_by_retries_and_persistent_throttling_is_503() {
     let h = Harness::new().await;
     let t = unique("thr");

@@ -1,0 +1,125 @@
+//! A minimal Lambda Runtime API on loopback, enough to serve a release function binary invocations
+//! the way the Lambda service does: `GET /runtime/invocation/next` (held until an event is queued)
+//! and `POST /runtime/invocation/{id}/response` (or `/error`). HTTP/1.1 with keep-alive, parsed by hand.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, Mutex};
+
+type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<String>>>>;
+
+pub struct RuntimeApi {
+    pub addr: String,
+    events: mpsc::Sender<(String, String)>,
+    pending: Pending,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+impl RuntimeApi {
+    pub async fn start() -> Arc<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the runtime API");
+        let addr = listener.local_addr().unwrap().to_string();
+        let (tx, rx) = mpsc::channel::<(String, String)>(1024);
+        let rx = Arc::new(Mutex::new(rx));
+        let pending: Pending = Arc::default();
+        let api = Arc::new(Self {
+            addr,
+            events: tx,
+            pending: pending.clone(),
+            next_id: Default::default(),
+        });
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                tokio::spawn(serve(stream, rx.clone(), pending.clone()));
+            }
+        });
+        api
+    }
+
+    /// Queues `event` and waits for the function's response body.
+    pub async fn invoke(&self, event: &str) -> String {
+        let id = format!(
+            "req-{}",
+            self.next_id
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().await.insert(id.clone(), tx);
+        self.events
+            .send((id, event.to_owned()))
+            .await
+            .expect("runtime API running");
+        rx.await.unwrap_or_default()
+    }
+}
+
+async fn serve(
+    stream: TcpStream,
+    events: Arc<Mutex<mpsc::Receiver<(String, String)>>>,
+    pending: Pending,
+) {
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line).await.unwrap_or(0) == 0 {
+            return;
+        }
+        let mut content_length = 0usize;
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
+                return;
+            }
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    content_length = v.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+        let mut body = vec![0; content_length];
+        if reader.read_exact(&mut body).await.is_err() {
+            return;
+        }
+        let mut parts = request_line.split_whitespace();
+        let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let reply = if method == "GET" && path.ends_with("/runtime/invocation/next") {
+            let next = events.lock().await.recv().await;
+            let Some((id, event)) = next else { return };
+            let deadline = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis()
+                + 30_000;
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nLambda-Runtime-Aws-Request-Id: {id}\r\n\
+                 Lambda-Runtime-Deadline-Ms: {deadline}\r\nLambda-Runtime-Invoked-Function-Arn: arn:aws:lambda:us-east-1:123456789012:function:bench\r\n\
+                 Lambda-Runtime-Trace-Id: Root=1-00000000-000000000000000000000000\r\nContent-Length: {}\r\n\r\n{event}",
+                event.len()
+            )
+        } else if method == "POST" && path.contains("/runtime/invocation/") {
+            let id = path.split('/').rev().nth(1).unwrap_or_default().to_owned();
+            if let Some(tx) = pending.lock().await.remove(&id) {
+                let _ = tx.send(String::from_utf8_lossy(&body).into_owned());
+            }
+            "HTTP/1.1 202 Accepted\r\nContent-Length: 2\r\n\r\n{}".to_owned()
+        } else {
+            "HTTP/1.1 202 Accepted\r\nContent-Length: 2\r\n\r\n{}".to_owned()
+        };
+        if write.write_all(reply.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
