@@ -171,7 +171,7 @@ mod tests {
             "requestContext": {
                 "accountId": "123456789012", "apiId": "api", "domainName": "example.com",
                 "domainPrefix": "example", "requestId": "r", "routeKey": "GET /x", "stage": "$default",
-                "time": "21/Nov/2026:06:00:00 +0000", "timeEpoch": 1795154400000u64,
+                "time": "20/Nov/2026:06:00:00 +0000", "timeEpoch": 1795154400000u64,
                 "http": {"method": "GET", "path": "/x", "protocol": "HTTP/1.1", "sourceIp": "1.2.3.4", "userAgent": "t"},
                 "authorizer": {"jwt": {"claims": claims, "scopes": null}}
             },

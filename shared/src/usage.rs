@@ -132,7 +132,7 @@ mod tests {
             counter_sk(&t, "2026-11-21", "get-product", 3),
             "TENANT#acme#USAGE#2026-11-21#get-product#3"
         );
-        assert_eq!(utc_date(1_795_154_400_000), "2026-11-21");
+        assert_eq!(utc_date(1_795_240_800_000), "2026-11-21");
         assert_eq!(utc_date(0), "1970-01-01");
     }
 }

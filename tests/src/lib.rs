@@ -500,7 +500,7 @@ pub fn event(
         "requestContext": {
             "accountId": "123456789012", "apiId": "api", "domainName": "api.example.com",
             "domainPrefix": "api", "requestId": "req-1", "routeKey": format!("{method} {route}"),
-            "stage": "$default", "time": "21/Nov/2026:06:00:00 +0000", "timeEpoch": 1795154400000u64,
+            "stage": "$default", "time": "20/Nov/2026:06:00:00 +0000", "timeEpoch": 1795154400000u64,
             "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "192.0.2.1", "userAgent": "tests"},
             "authorizer": {"jwt": {"claims": claims, "scopes": null}}
         },
