@@ -66,11 +66,21 @@ fn var_or<T: std::str::FromStr>(name: &'static str, default: T) -> Result<T, Con
     }
 }
 
+/// Whether the process runs inside the AWS Lambda service (or its container image emulator). The
+/// service sets `LAMBDA_TASK_ROOT` and `AWS_LAMBDA_INITIALIZATION_TYPE` for every runtime, and
+/// `AWS_EXECUTION_ENV` (`AWS_Lambda_…`) for managed ones; it is not set for OS-only runtimes such as
+/// provided.al2023, so it cannot be the only signal. `cargo lambda watch` sets none of them.
+pub fn running_in_aws_lambda() -> bool {
+    let set = |name| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+    set("LAMBDA_TASK_ROOT")
+        || set("AWS_LAMBDA_INITIALIZATION_TYPE")
+        || std::env::var("AWS_EXECUTION_ENV").is_ok_and(|v| v.starts_with("AWS_Lambda"))
+}
+
 impl Settings {
     pub fn from_env() -> Result<Self, ConfigError> {
         let dev_auth = std::env::var(DEV_AUTH_ENV).is_ok_and(|v| v == "1");
-        // AWS_EXECUTION_ENV is set by the Lambda service (e.g. "AWS_Lambda_rapid"), never by cargo lambda.
-        let in_aws = std::env::var("AWS_EXECUTION_ENV").is_ok_and(|v| v.starts_with("AWS_Lambda"));
+        let in_aws = running_in_aws_lambda();
         if dev_auth && in_aws {
             return Err(ConfigError::DevAuthInAws);
         }

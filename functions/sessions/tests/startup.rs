@@ -21,12 +21,19 @@ fn start(env: &[(&str, &str)]) -> (bool, String) {
 
 #[test]
 fn dev_auth_inside_aws_lambda_refuses_to_start() {
-    let (ok, stderr) = start(&[
-        ("POOLTABLE_DEV_UNSIGNED_JWT", "1"),
-        ("AWS_EXECUTION_ENV", "AWS_Lambda_provided.al2023"),
-    ]);
-    assert!(!ok);
-    assert!(stderr.contains("never accepted in AWS"), "{stderr}");
+    // Each variable the Lambda service sets is enough: provided.al2023 sets no AWS_EXECUTION_ENV.
+    for signal in [
+        ("LAMBDA_TASK_ROOT", "/var/task"),
+        ("AWS_LAMBDA_INITIALIZATION_TYPE", "on-demand"),
+        ("AWS_EXECUTION_ENV", "AWS_Lambda_java21"),
+    ] {
+        let (ok, stderr) = start(&[("POOLTABLE_DEV_UNSIGNED_JWT", "1"), signal]);
+        assert!(!ok, "{signal:?}");
+        assert!(
+            stderr.contains("never accepted in AWS"),
+            "{signal:?}: {stderr}"
+        );
+    }
 }
 
 #[test]
