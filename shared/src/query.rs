@@ -90,3 +90,28 @@ pub fn u64_attr(item: &Item, name: &str) -> Option<u64> {
 pub fn is_live(item: &Item, now_seconds: u64) -> bool {
     u64_attr(item, EXPIRES_AT).is_some_and(|e| e > now_seconds)
 }
+
+/// Writes `item` unless an item with its key already exists: `Ok(true)` when written, `Ok(false)`
+/// when another item holds the key. If the SDK retried an attempt that had in fact succeeded (its
+/// answer lost, say to a timeout), the retry finds exactly `item`: that counts as written, so a
+/// create is idempotent under retries instead of answering a spurious 409.
+pub async fn put_if_absent(db: &crate::scoped::TenantDb, item: Item) -> Result<bool, ApiError> {
+    use aws_sdk_dynamodb::operation::put_item::PutItemError;
+    use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
+    let result = db
+        .client
+        .put_item()
+        .table_name(&*db.table)
+        .set_item(Some(item.clone()))
+        .condition_expression("attribute_not_exists(PK)")
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .send()
+        .await;
+    match result {
+        Ok(_) => Ok(true),
+        Err(e) => match e.as_service_error() {
+            Some(PutItemError::ConditionalCheckFailedException(c)) => Ok(c.item() == Some(&item)),
+            _ => Err(ApiError::from_dynamodb(e)),
+        },
+    }
+}

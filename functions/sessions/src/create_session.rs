@@ -48,31 +48,13 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
 
     match input.parent_session_id {
         None => {
-            let av: shared::query::Item = serde_dynamo::to_item(&item)
+            let av = serde_dynamo::to_item(&item)
                 .map_err(|e| ApiError::Internal(format!("serialize session: {e}")))?;
-            let result = db
-                .client
-                .put_item()
-                .table_name(&*db.table)
-                .set_item(Some(av.clone()))
-                .condition_expression("attribute_not_exists(PK)")
-                .return_values_on_condition_check_failure(
-                    aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
-                )
-                .send()
-                .await;
-            if let Err(e) = result {
-                match e.as_service_error() {
-                    // The SDK retried an attempt that had in fact succeeded (say, it timed out on
-                    // the way back): the item that "already exists" is exactly ours. Idempotent.
-                    Some(aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(c))
-                        if c.item() == Some(&av) => {}
-                    // A UUIDv7 collision: astronomically unlikely, and never an overwrite.
-                    Some(s) if s.is_conditional_check_failed_exception() => {
-                        return Err(ApiError::Conflict("A session with this id already exists.".into()))
-                    }
-                    _ => return Err(ApiError::from_dynamodb(e)),
-                }
+            if !shared::query::put_if_absent(&db, av).await? {
+                // A UUIDv7 collision: astronomically unlikely, and never an overwrite.
+                return Err(ApiError::Conflict(
+                    "A session with this id already exists.".into(),
+                ));
             }
         }
         Some(parent) => {

@@ -45,30 +45,11 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         shard_count,
         created_at: rfc3339(app.clock.now_millis()),
     };
-    let item: shared::query::Item = serde_dynamo::to_item(&record)
+    let item = serde_dynamo::to_item(&record)
         .map_err(|e| ApiError::Internal(format!("serialize tenant record: {e}")))?;
     let db = app.db(&input.tenant_id).await?;
-    let result = db
-        .client
-        .put_item()
-        .table_name(&*db.table)
-        .set_item(Some(item.clone()))
-        .condition_expression("attribute_not_exists(PK)")
-        .return_values_on_condition_check_failure(
-            aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
-        )
-        .send()
-        .await;
-    if let Err(e) = result {
-        match e.as_service_error() {
-            // A retried attempt whose first try had succeeded: the existing record is ours.
-            Some(aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(c))
-                if c.item() == Some(&item) => {}
-            Some(s) if s.is_conditional_check_failed_exception() => {
-                return Err(ApiError::Conflict("This tenant already exists.".into()))
-            }
-            _ => return Err(ApiError::from_dynamodb(e)),
-        }
+    if !shared::query::put_if_absent(&db, item).await? {
+        return Err(ApiError::Conflict("This tenant already exists.".into()));
     }
     tracing::info!(tenant = %input.tenant_id, shard_count, by = %caller.tenant, "tenant onboarded");
     Ok(json_response(
