@@ -38,4 +38,5 @@ token=$("$ROOT/target/debug/pooltable" dev-token acme)
   --workers 4 \
   --seed "${SEED:-42}" \
   --suppress-health-check all \
-  --request-timeout 30
+  --request-timeout 30 \
+  --generation-codec utf-8

@@ -39,6 +39,48 @@ pub fn product_key(
     ]
 }
 
+/// DynamoDB's limits on what a map can hold: nesting of at most 32 levels, non-empty attribute names,
+/// and numbers between 1e-130 and 9.99e125 in magnitude. A document breaking one is the caller's
+/// error (400 naming the path), not a 500 from DynamoDB.
+pub fn check_document(value: &serde_json::Value, path: &str, depth: usize) -> Result<(), ApiError> {
+    use serde_json::Value;
+    if depth > 32 {
+        return Err(ApiError::bad_request(
+            path,
+            "documents may nest at most 32 levels",
+        ));
+    }
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                if k.is_empty() {
+                    return Err(ApiError::bad_request(
+                        path,
+                        "attribute names must not be empty",
+                    ));
+                }
+                check_document(v, &format!("{path}.{k}"), depth + 1)?;
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                check_document(v, &format!("{path}[{i}]"), depth + 1)?;
+            }
+        }
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(0.0).abs();
+            if x != 0.0 && !(1e-130..9.99e125).contains(&x) {
+                return Err(ApiError::bad_request(
+                    path,
+                    "numbers must be 0 or between 1e-130 and 9.99e125 in magnitude",
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// A product as the API returns it.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]

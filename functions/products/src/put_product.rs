@@ -20,6 +20,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             field: None,
         });
     }
+    crate::check_document(&document, "document", 0)?;
     let db = app.db(&caller.tenant).await?;
     let shards = app.shards.shard_count(&db).await?;
     let updated_at = rfc3339(app.clock.now_millis());
