@@ -110,3 +110,26 @@ pub fn no_content() -> Response<Body> {
         .body(Body::Empty)
         .unwrap_or_else(|_| Response::new(Body::Empty))
 }
+
+/// A bounded free-text field (names, SKUs, emails as typed): 1 to 256 characters, not blank.
+#[derive(Debug, Clone, Serialize)]
+#[serde(transparent)]
+pub struct Text(pub String);
+
+impl<'de> serde::Deserialize<'de> for Text {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.trim().is_empty() || s.chars().count() > 256 {
+            return Err(serde::de::Error::custom("must be 1 to 256 characters"));
+        }
+        Ok(Self(s))
+    }
+}
+
+/// `{items, nextCursor}`: the body of every list route.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageBody<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+}

@@ -115,25 +115,4 @@ pub fn item_with_keys<T: Serialize>(
     Ok(item)
 }
 
-/// A bounded free-text field (names, emails): 1 to 256 characters.
-#[derive(Debug, Clone, Serialize)]
-#[serde(transparent)]
-pub struct Text(pub String);
-
-impl<'de> Deserialize<'de> for Text {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        if s.trim().is_empty() || s.chars().count() > 256 {
-            return Err(serde::de::Error::custom("must be 1 to 256 characters"));
-        }
-        Ok(Self(s))
-    }
-}
-
-/// `{items, nextCursor}`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PageBody<T> {
-    pub items: Vec<T>,
-    pub next_cursor: Option<String>,
-}
+pub use shared::http::{PageBody, Text};

@@ -96,10 +96,4 @@ impl<'de> Deserialize<'de> for SessionState {
     }
 }
 
-/// `{items, nextCursor}` of every list route.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PageBody<T> {
-    pub items: Vec<T>,
-    pub next_cursor: Option<String>,
-}
+pub use shared::http::PageBody;
