@@ -69,3 +69,39 @@ ensure_checkov() {
   CHECKOV="$TOOLS/venv-checkov/bin/checkov"
   export CHECKOV
 }
+
+# The function crates: each `[[bin]]` in them is one Lambda function of template.yaml.
+FUNCTION_CRATES=(sessions tenants products hr users)
+
+# Every function's release arm64 bootstrap, into target/lambda/<bin>/bootstrap: `cargo lambda build
+# --release --arm64` run in each function crate, exactly as `sam build`'s rust-cargolambda builder
+# runs it (same directory, flags and feature set), so `sam build` afterwards finds them fresh. One
+# cargo run per crate links that crate's binaries two at a time; `sam build` alone would link the 33
+# fat-LTO binaries one after another.
+build_bootstraps() {
+  ensure_py_tools
+  rustup target list --installed | grep -q aarch64-unknown-linux-gnu \
+    || rustup target add aarch64-unknown-linux-gnu
+  python3 -m ziglang version >/dev/null || die "zig is not reachable through python3 -m ziglang"
+  local crate
+  for crate in "${FUNCTION_CRATES[@]}"; do
+    log "cargo lambda build --release --arm64 (functions/$crate)"
+    (cd "$ROOT/functions/$crate" && cargo lambda build --release --arm64) \
+      || die "cargo lambda build failed in functions/$crate"
+  done
+}
+
+# Prints each function's bootstrap size from target/lambda, and fails when one is missing.
+print_bootstrap_sizes() {
+  local dir="${1:-$ROOT/target/lambda}" f size count=0 expected
+  printf '\n%-40s %12s\n' "function" "bootstrap"
+  for f in "$dir"/*/bootstrap; do
+    [ -f "$f" ] || continue
+    size=$(stat -c %s "$f")
+    count=$((count + 1))
+    printf '%-40s %9.2f MB\n' "$(basename "$(dirname "$f")")" "$(echo "$size / 1048576" | bc -l)"
+  done
+  expected=$(grep -c 'Type: AWS::Serverless::Function' "$ROOT/template.yaml")
+  printf '%d bootstraps (template has %d functions)\n' "$count" "$expected"
+  [ "$count" = "$expected" ] || die "some functions have no bootstrap in $dir"
+}

@@ -15,7 +15,7 @@ use integration::{event, onboard, unique, Auth, Harness};
 use serde_json::{json, Value};
 use shared::app::{load_sdk_config, Settings};
 use shared::claims::AuthMode;
-use shared::clock::SystemClock;
+use shared::clock::{Clock, SystemClock};
 use shared::keys::{entity_sk, kind, shard_pk};
 use shared::scatter::Fanout;
 use shared::App;
@@ -314,15 +314,23 @@ async fn main() {
         );
         let (hms, r) = time_ms(products::get_product::handle(&app, ev)).await;
         assert_eq!(status_of(&r.unwrap()), 200);
+        // the very request the handler sends: its key condition, expiry filter and Limit 1
         let (qms, out) = time_ms(
             raw.query()
                 .table_name(&h.table)
-                .key_condition_expression("PK = :pk AND begins_with(SK, :c)")
+                .key_condition_expression("PK = :pk AND begins_with(SK, :root)")
                 .expression_attribute_values(":pk", AttributeValue::S(session_pk.clone()))
                 .expression_attribute_values(
-                    ":c",
+                    ":root",
                     AttributeValue::S(shared::keys::customer_sk_prefix(&t)),
                 )
+                .filter_expression("#live_exp > :live_now")
+                .expression_attribute_names("#live_exp", shared::keys::EXPIRES_AT)
+                .expression_attribute_values(
+                    ":live_now",
+                    AttributeValue::N(shared::clock::SystemClock.now_seconds().to_string()),
+                )
+                .limit(1)
                 .send(),
         )
         .await;
@@ -630,14 +638,25 @@ async fn main() {
         report.fact(
             "7. bootstrap size (arm64, stripped)",
             json!(null),
-            "no target/lambda/*/bootstrap: run scripts/package.sh first",
+            "no target/lambda/*/bootstrap: scripts/bench.sh builds them first",
         );
     } else {
+        for (function, bytes) in &sizes {
+            report.fact(
+                &format!("7. bootstrap: {function}"),
+                json!(format!("{:.2} MB", *bytes as f64 / 1_048_576.0)),
+                "",
+            );
+        }
         let max = sizes.values().copied().max().unwrap_or(0);
+        let over = sizes.values().filter(|b| **b > 4 * 1_048_576).count();
         report.fact(
             "7. bootstrap size (arm64, stripped), largest",
             json!(format!("{:.2} MB", max as f64 / 1_048_576.0)),
-            &format!("{} functions measured; target <= 4 MB", sizes.len()),
+            &format!(
+                "{} functions measured, {over} over the target of 4 MB",
+                sizes.len()
+            ),
         );
         report
             .json

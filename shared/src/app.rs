@@ -6,6 +6,8 @@ use std::sync::Arc;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, SdkConfig};
+use aws_smithy_http_client::tls;
+use aws_smithy_runtime_api::client::http::SharedHttpClient;
 use std::time::Duration;
 use thiserror::Error;
 
@@ -113,11 +115,23 @@ impl Settings {
     }
 }
 
+/// The HTTPS client every AWS client shares: hyper with rustls on ring, trusting the system's root
+/// certificates (provided.al2023 ships them). It is the SDK's default client with ring in place of
+/// aws-lc, whose C code made up about a quarter of each bootstrap.
+pub fn https_client() -> SharedHttpClient {
+    aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https()
+}
+
 /// SDK settings shared by every client. Retries: the standard mode's exponential backoff with full
 /// jitter, 3 attempts, so a short burst of throttling is absorbed and a persistent one becomes a 503
 /// within about a second. Timeouts keep a stalled dependency from eating the Lambda's whole budget.
 pub async fn load_sdk_config() -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
+        .http_client(https_client())
         .retry_config(
             RetryConfig::standard()
                 .with_max_attempts(3)

@@ -10,6 +10,8 @@ use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
 use lambda_http::{service_fn, Body, Request, RequestExt, Response};
 use tokio::sync::oneshot;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
 
 use crate::app::App;
 use crate::error::ApiError;
@@ -85,22 +87,29 @@ pub fn init_tracing() {
     let _ = tracing::subscriber::set_global_default(json_subscriber(std::io::stdout));
 }
 
+/// The log filter from `RUST_LOG` (`info`, `warn,shared=debug`: a default level and per-target
+/// levels). It is `Targets`, not `EnvFilter`, because `EnvFilter` links a regex engine into every
+/// bootstrap for span-field filters nobody uses in a Lambda function.
+fn log_filter() -> Targets {
+    std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO))
+}
+
 /// The JSON log format, writing to `writer` (stdout in Lambda; a buffer in the log tests).
 pub fn json_subscriber<W>(writer: W) -> impl tracing::Subscriber + Send + Sync
 where
     W: for<'a> tracing_subscriber::fmt::MakeWriter<'a> + Send + Sync + 'static,
 {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let json = tracing_subscriber::fmt::layer()
         .json()
-        .with_env_filter(filter)
         .with_current_span(false)
         .with_span_list(false)
         .flatten_event(true)
         .with_target(false)
-        .with_writer(writer)
-        .finish()
+        .with_writer(writer);
+    tracing_subscriber::registry().with(json).with(log_filter())
 }
 
 /// `METHOD /route/{template}` from the API Gateway request context, or the method alone.

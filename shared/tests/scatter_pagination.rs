@@ -3,6 +3,7 @@
 //! DynamoDB Local in the integration tests.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use proptest::prelude::*;
@@ -10,7 +11,7 @@ use shared::cursor::Key;
 use shared::error::ApiError;
 use shared::ids::{EntityId, TenantId};
 use shared::keys::{entity_sk, kind, shard_pk, PK, SK};
-use shared::scatter::{gather_from, Fanout, ShardRead, ShardSource, ShardedList};
+use shared::scatter::{first_round_want, gather_from, Fanout, ShardRead, ShardSource, ShardedList};
 use shared::shard::shard_for;
 
 const LIST: ShardedList<'static> = ShardedList {
@@ -23,6 +24,8 @@ const LIST: ShardedList<'static> = ShardedList {
 struct MemoryShards {
     tenant: TenantId,
     shards: BTreeMap<u32, Vec<(String, String)>>,
+    /// Items returned by every read so far: what DynamoDB would bill.
+    items_read: AtomicUsize,
 }
 
 impl MemoryShards {
@@ -42,6 +45,7 @@ impl MemoryShards {
         Self {
             tenant: tenant.clone(),
             shards,
+            items_read: AtomicUsize::new(0),
         }
     }
 }
@@ -59,6 +63,7 @@ impl ShardSource for MemoryShards {
             .filter(|(_, sk)| after.as_ref().is_none_or(|a| sk > a))
             .collect();
         let take = rest.len().min(want as usize);
+        self.items_read.fetch_add(take, Ordering::SeqCst);
         let items = rest[..take]
             .iter()
             .map(|(pk, sk)| {
@@ -95,6 +100,8 @@ fn walk(source: &MemoryShards, shard_count: u32, limit: u32) -> Vec<String> {
             .await
             .unwrap();
             assert!(page.items.len() as u32 <= limit);
+            // only the last page may be short
+            assert!(page.next_cursor.is_none() || page.items.len() as u32 == limit);
             out.extend(page.items.iter().map(|i| i[SK].as_s().unwrap().clone()));
             match page.next_cursor {
                 Some(c) => cursor = Some(c),
@@ -121,4 +128,55 @@ proptest! {
         expected.sort();
         prop_assert_eq!(walked, expected);
     }
+}
+
+#[test]
+fn a_16_shard_walk_reads_a_small_multiple_of_its_items_not_16_pages_per_page() {
+    // GIVEN 2,000 products hashed over 16 shards
+    let tenant = TenantId::parse("acme").unwrap();
+    let ids: BTreeSet<String> = (0..2000).map(|i| format!("product-{i}")).collect();
+    let source = MemoryShards::new(&tenant, &ids, 16);
+    // WHEN every page of 100 is walked
+    let walked = walk(&source, 16, 100);
+    // THEN every item came back once, and the shards were asked for far fewer than
+    // 16 shards x 100 items x 20 pages = 32,000 reads (each shard's first round is 16 items)
+    assert_eq!(walked.len(), 2000);
+    assert_eq!(first_round_want(100, 16), 16);
+    let read = source.items_read.load(Ordering::SeqCst);
+    assert!(read <= 3 * 2000, "read {read} items to return 2,000");
+}
+
+#[test]
+fn the_first_round_asks_for_about_twice_the_fair_share_and_never_more_than_the_page() {
+    assert_eq!(first_round_want(100, 1), 100);
+    assert_eq!(first_round_want(100, 4), 52);
+    assert_eq!(first_round_want(100, 64), 6);
+    assert_eq!(first_round_want(1, 16), 1);
+    assert_eq!(first_round_want(10, 0), 10);
+}
+
+#[test]
+fn a_page_whose_items_all_sit_in_one_shard_is_still_full_and_exact() {
+    // GIVEN 16 shards where the first 50 ids (in order) all hash to one shard
+    let tenant = TenantId::parse("acme").unwrap();
+    let mut ids: BTreeSet<String> = BTreeSet::new();
+    let mut n = 0;
+    while ids.len() < 50 {
+        let id = format!("a{n:05}");
+        if shard_for(&id, 16) == 3 {
+            ids.insert(id);
+        }
+        n += 1;
+    }
+    ids.extend((0..200).map(|i| format!("z{i:05}")));
+    let source = MemoryShards::new(&tenant, &ids, 16);
+    // WHEN pages of 100 are walked
+    let walked = walk(&source, 16, 100);
+    // THEN the skew costs more reads, never a short, repeated or missing item
+    let mut expected: Vec<String> = ids
+        .iter()
+        .map(|i| entity_sk(&tenant, LIST.kind, &EntityId::parse(i).unwrap()))
+        .collect();
+    expected.sort();
+    assert_eq!(walked, expected);
 }
