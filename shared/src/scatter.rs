@@ -2,8 +2,12 @@
 //!
 //! A list queries every shard concurrently (tokio futures on the same task, not threads), follows each
 //! shard's `LastEvaluatedKey`, merges in sort-key (= id) order and returns one page behind one cursor.
-//! The cursor holds each shard's own position: the last item *returned* from it, or "exhausted", so
-//! across pages every item appears exactly once.
+//! Because the merge emits items in one global id order, one key says where every shard stands: the
+//! last item returned. The next page starts every shard just after that sort key (as its
+//! `ExclusiveStartKey`, with the shard's own `PK`), so across pages every item appears exactly once
+//! and the cursor stays the same small size at 1 shard or 100. (A cursor holding one position per
+//! shard grew with the shard count: with 36-character ids it passed the 8 KB cursor limit, and API
+//! Gateway's 10 KB request line, at about 45 shards.)
 //!
 //! Items are spread over shards by a hash of their id, so a page of `limit` items holds about
 //! `limit / shards` from each. The first round asks every open shard for about twice its fair share
@@ -17,12 +21,12 @@
 //! suffix (`range(1, N)`), and ran with unscoped credentials; here every shard `0..N` is read to the
 //! end through the tenant's scoped client.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use futures::future::try_join_all;
 
-use crate::cursor::{self, Key, Positions};
+use crate::cursor::{self, Key};
 use crate::error::ApiError;
 use crate::ids::TenantId;
 use crate::keys::{entity_sk_prefix, parse_entity_sk, parse_shard_pk, shard_pk, PK, SK};
@@ -122,36 +126,31 @@ pub async fn gather_from<S: ShardSource>(
     fanout: Fanout,
 ) -> Result<GatheredPage, ApiError> {
     let t = source.tenant();
-    let positions = match cursor {
-        None => Positions::default(),
-        Some(raw) => cursor::decode(t, list.route, raw, |name, pk, sk| {
-            let Ok(shard) = name.parse::<u32>() else {
-                return false;
-            };
-            shard < shard_count
-                && parse_shard_pk(t, list.partition, pk) == Ok(shard)
-                && parse_entity_sk(t, list.kind, sk).is_ok()
-        })?,
+    // The last sort key returned, from the shard that returned it (so the key has a valid shape).
+    let after: Option<String> = match cursor {
+        None => None,
+        Some(raw) => {
+            let key = cursor::decode_single(t, list.route, raw, |pk, sk| {
+                parse_shard_pk(t, list.partition, pk).is_ok_and(|s| s < shard_count)
+                    && parse_entity_sk(t, list.kind, sk).is_ok()
+            })?;
+            key.get(SK).and_then(|v| v.as_s().ok()).cloned()
+        }
     };
-    if positions
-        .done
-        .iter()
-        .any(|d| d.parse::<u32>().map_or(true, |s| s >= shard_count))
-    {
-        return Err(ApiError::bad_request(
-            "cursor",
-            "cursor is invalid, expired or was made for another request",
-        ));
-    }
-
     let mut lanes: Vec<Lane> = (0..shard_count)
-        .filter(|s| !positions.done.contains(&s.to_string()))
         .map(|shard| Lane {
             shard,
             buffer: VecDeque::new(),
-            resume: positions.keys.get(&shard.to_string()).cloned(),
+            resume: after.as_ref().map(|sk| {
+                Key::from([
+                    (
+                        PK.to_owned(),
+                        AttributeValue::S(shard_pk(t, list.partition, shard)),
+                    ),
+                    (SK.to_owned(), AttributeValue::S(sk.clone())),
+                ])
+            }),
             exhausted: false,
-            last_emitted: None,
         })
         .collect();
 
@@ -160,6 +159,7 @@ pub async fn gather_from<S: ShardSource>(
     refill(source, &mut lanes, &all, first, fanout).await?;
 
     let mut items: Vec<Item> = Vec::with_capacity(limit as usize);
+    let mut last_emitted: Option<Key> = None;
     while (items.len() as u32) < limit {
         // A shard with more items but none buffered could hold the next smallest: read it first.
         let dry: Vec<usize> = lanes
@@ -180,29 +180,18 @@ pub async fn gather_from<S: ShardSource>(
             break; // every shard is exhausted and emptied
         };
         if let Some((_, item)) = lane.buffer.pop_front() {
-            lane.last_emitted = Some(position_after(&item));
+            last_emitted = Some(position_after(&item));
             items.push(item);
         }
     }
 
-    let mut next = Positions {
-        keys: BTreeMap::new(),
-        done: positions.done.clone(),
-    };
-    for lane in lanes {
-        let name = lane.shard.to_string();
-        if lane.exhausted && lane.buffer.is_empty() {
-            next.done.insert(name);
-        } else if let Some(last) = lane.last_emitted {
-            next.keys.insert(name, last);
-        } else if let Some(previous) = positions.keys.get(&name) {
-            next.keys.insert(name, previous.clone());
-        }
-    }
-    let all_done = next.done.len() as u32 == shard_count;
+    let all_done = lanes.iter().all(|l| l.exhausted && l.buffer.is_empty());
     Ok(GatheredPage {
         items,
-        next_cursor: (!all_done).then(|| cursor::encode(t, list.route, &next)),
+        next_cursor: match (all_done, last_emitted) {
+            (false, Some(last)) => Some(cursor::encode_single(t, list.route, &last)),
+            _ => None,
+        },
     })
 }
 
@@ -221,7 +210,6 @@ struct Lane {
     /// The key after which the next read starts: the last item read, or the cursor's position.
     resume: Option<Key>,
     exhausted: bool,
-    last_emitted: Option<Key>,
 }
 
 /// Reads up to `want` more items into each lane in `which`, all at once or one after another.

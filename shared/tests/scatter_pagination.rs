@@ -104,7 +104,11 @@ fn walk(source: &MemoryShards, shard_count: u32, limit: u32) -> Vec<String> {
             assert!(page.next_cursor.is_none() || page.items.len() as u32 == limit);
             out.extend(page.items.iter().map(|i| i[SK].as_s().unwrap().clone()));
             match page.next_cursor {
-                Some(c) => cursor = Some(c),
+                // one position for every shard: the cursor does not grow with the shard count
+                Some(c) => {
+                    assert!(c.len() <= 1024, "cursor of {} bytes", c.len());
+                    cursor = Some(c)
+                }
                 None => return out,
             }
         }
@@ -179,4 +183,16 @@ fn a_page_whose_items_all_sit_in_one_shard_is_still_full_and_exact() {
         .collect();
     expected.sort();
     assert_eq!(walked, expected);
+}
+
+#[test]
+fn a_100_shard_walk_with_the_longest_ids_keeps_a_small_cursor() {
+    // GIVEN the longest tenant id (64) and entity ids (128), over 100 shards
+    let tenant = TenantId::parse(&"t".repeat(64)).unwrap();
+    let ids: BTreeSet<String> = (0..1500).map(|i| format!("{i:0>128}")).collect();
+    let source = MemoryShards::new(&tenant, &ids, 100);
+    // WHEN every page of 50 is walked (walk asserts each cursor is at most 1 KB)
+    let walked = walk(&source, 100, 50);
+    // THEN every item came back once
+    assert_eq!(walked.len(), 1500);
 }
