@@ -13,11 +13,11 @@ use std::time::Instant;
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use integration::{event, onboard, unique, Auth, Harness};
 use serde_json::{json, Value};
-use shared::app::{load_sdk_config, Settings};
-use shared::claims::AuthMode;
-use shared::clock::{Clock, SystemClock};
-use shared::keys::{entity_sk, kind, shard_pk};
-use shared::scatter::Fanout;
+use shared::identity::clock::{Clock, SystemClock};
+use shared::identity::keys::{entity_sk, kind, shard_pk};
+use shared::isolation::claims::AuthMode;
+use shared::service::app::{load_sdk_config, Settings};
+use shared::store::scatter::Fanout;
 use shared::App;
 
 const ROLE_ARN: &str = integration::ROLE_ARN;
@@ -85,17 +85,17 @@ fn status_of(r: &lambda_http::Response<lambda_http::Body>) -> u16 {
 }
 
 async fn seed_products(h: &Harness, tenant: &str, shards: u32, count: usize) {
-    let t = shared::ids::TenantId::parse(tenant).unwrap();
+    let t = shared::identity::ids::TenantId::parse(tenant).unwrap();
     let mut batch = Vec::new();
     for i in 0..count {
-        let id = shared::ids::EntityId::parse(&format!("p-{i:05}")).unwrap();
+        let id = shared::identity::ids::EntityId::parse(&format!("p-{i:05}")).unwrap();
         let item: HashMap<String, AttributeValue> = HashMap::from([
             (
                 "PK".into(),
                 AttributeValue::S(shard_pk(
                     &t,
                     kind::PRODUCT,
-                    shared::shard::shard_for(id.as_str(), shards),
+                    shared::identity::shard::shard_for(id.as_str(), shards),
                 )),
             ),
             (
@@ -281,10 +281,16 @@ async fn main() {
         _ => panic!(),
     };
     let session_id = session["sessionId"].as_str().unwrap().to_owned();
-    let t = shared::ids::TenantId::parse(&tenant).unwrap();
-    let product_key = products::product_key(&t, &shared::ids::EntityId::parse("p-1").unwrap(), 4);
-    let session_pk =
-        shared::keys::session_pk(&t, &shared::ids::SessionId::parse(&session_id).unwrap());
+    let t = shared::identity::ids::TenantId::parse(&tenant).unwrap();
+    let product_key = products::product_key(
+        &t,
+        &shared::identity::ids::EntityId::parse("p-1").unwrap(),
+        4,
+    );
+    let session_pk = shared::identity::keys::session_pk(
+        &t,
+        &shared::identity::ids::SessionId::parse(&session_id).unwrap(),
+    );
 
     // ---- 1 & 2. the floor (raw SDK, same process and client settings) and the warm handlers for
     // the same request, interleaved so that both see the same server and machine state
@@ -322,13 +328,17 @@ async fn main() {
                 .expression_attribute_values(":pk", AttributeValue::S(session_pk.clone()))
                 .expression_attribute_values(
                     ":root",
-                    AttributeValue::S(shared::keys::customer_sk_prefix(&t)),
+                    AttributeValue::S(shared::identity::keys::customer_sk_prefix(&t)),
                 )
                 .filter_expression("#live_exp > :live_now")
-                .expression_attribute_names("#live_exp", shared::keys::EXPIRES_AT)
+                .expression_attribute_names("#live_exp", shared::identity::keys::EXPIRES_AT)
                 .expression_attribute_values(
                     ":live_now",
-                    AttributeValue::N(shared::clock::SystemClock.now_seconds().to_string()),
+                    AttributeValue::N(
+                        shared::identity::clock::SystemClock
+                            .now_seconds()
+                            .to_string(),
+                    ),
                 )
                 .limit(1)
                 .send(),
@@ -483,7 +493,7 @@ async fn main() {
             seq.extend(s);
         }
         // the slowest single shard: one Query of a page (limit 100) on each shard, the worst median
-        let tid = shared::ids::TenantId::parse(&st).unwrap();
+        let tid = shared::identity::ids::TenantId::parse(&st).unwrap();
         let mut slowest = 0.0f64;
         for s in 0..shards {
             let mut samples = Vec::new();
@@ -498,7 +508,10 @@ async fn main() {
                         )
                         .expression_attribute_values(
                             ":k",
-                            AttributeValue::S(shared::keys::entity_sk_prefix(&tid, kind::PRODUCT)),
+                            AttributeValue::S(shared::identity::keys::entity_sk_prefix(
+                                &tid,
+                                kind::PRODUCT,
+                            )),
                         )
                         .limit(100)
                         .send(),
@@ -510,9 +523,14 @@ async fn main() {
             slowest = slowest.max(stat(samples).median);
         }
         // the Python boto3 baseline: same items, same page size, all pages, AssumeRole per request
-        let policy = shared::policy::session_policy(
+        let policy = shared::isolation::policy::session_policy(
             &tid,
-            &shared::policy::TableLocation::from_role_arn(ROLE_ARN, "us-east-1", &h.table).unwrap(),
+            &shared::isolation::policy::TableLocation::from_role_arn(
+                ROLE_ARN,
+                "us-east-1",
+                &h.table,
+            )
+            .unwrap(),
         )
         .unwrap();
         let policy_file = std::env::temp_dir().join(format!("{st}-policy.json"));

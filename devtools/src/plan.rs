@@ -4,7 +4,7 @@
 //! - a point read costs `ceil(s / 4) × 0.5` RCU (eventually consistent), a write `ceil(s)` WCU;
 //! - with N shards, point reads and writes spread over N partitions (the shard is a hash of the id),
 //!   but a list reads *every* shard: one page costs N Queries, and since any shard may hold the whole
-//!   page, each asks for up to a page (`shared::scatter`), so every partition carries
+//!   page, each asks for up to a page (`shared::store::scatter`), so every partition carries
 //!   `lists/s × RCU(min(page, items/N) × s)` whatever N is. Lists do not get cheaper with more shards.
 //!
 //! The planner picks the smallest N (1 to 100) that keeps every partition under DynamoDB's per-partition
@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use shared::shard::{shard_for, MAX_SHARDS};
+use shared::identity::shard::{shard_for, MAX_SHARDS};
 
 pub const PARTITION_RCU: f64 = 3000.0;
 pub const PARTITION_WCU: f64 = 1000.0;
@@ -147,7 +147,7 @@ pub fn parse_csv(text: &str) -> Result<Vec<TenantLoad>, String> {
                 })
         };
         let tenant_id = f.first().copied().unwrap_or_default();
-        shared::ids::TenantId::parse(tenant_id)
+        shared::identity::ids::TenantId::parse(tenant_id)
             .map_err(|e| format!("line {}: tenantId {e}", n + 1))?;
         out.push(TenantLoad {
             tenant_id: tenant_id.to_owned(),

@@ -1,24 +1,19 @@
-//! pooltable's shared crate: the key scheme, claims, the session policy generator, the tenant-scoped
-//! client with its isolation guard, and the one error type. Every function binary is built on it.
+//! pooltable's shared crate: everything the function binaries are built on, in four layers. A module
+//! uses only its own layer and the layers below it (`tests/layers.rs` fails on an upward `use` or an
+//! import cycle):
+//!
+//! 1. [`identity`]: validated ids, the key scheme, shards, cursors, the clock. Pure; no AWS calls.
+//! 2. [`isolation`]: who the caller is (claims), what a tenant may touch (session policy, key guard),
+//!    and the tenant credentials that carry it (STS AssumeRole, cached).
+//! 3. [`store`]: the tenant-scoped DynamoDB client and everything that reads or writes through it:
+//!    paging, scatter-gather, tenant records, usage counters, request metering, store errors.
+//! 4. [`service`]: HTTP in and out: problem+json errors, request parsing, the runtime loop, `App`.
 
-pub mod app;
-pub mod claims;
-pub mod clock;
-pub mod cursor;
-pub mod error;
-pub mod guard;
-pub mod http;
-pub mod ids;
-pub mod keys;
-pub mod policy;
-pub mod query;
-pub mod runtime;
-pub mod scatter;
-pub mod scoped;
-pub mod shard;
-pub mod tenants;
-pub mod usage;
+pub mod identity;
+pub mod isolation;
+pub mod service;
+pub mod store;
 
-pub use app::App;
-pub use error::ApiError;
 pub use lambda_http;
+pub use service::app::App;
+pub use service::error::ApiError;

@@ -7,12 +7,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use proptest::prelude::*;
-use shared::cursor::Key;
-use shared::error::ApiError;
-use shared::ids::{EntityId, TenantId};
-use shared::keys::{entity_sk, kind, shard_pk, PK, SK};
-use shared::scatter::{first_round_want, gather_from, Fanout, ShardRead, ShardSource, ShardedList};
-use shared::shard::shard_for;
+use shared::identity::cursor::Key;
+use shared::identity::ids::{EntityId, TenantId};
+use shared::identity::keys::{entity_sk, kind, shard_pk, PK, SK};
+use shared::identity::shard::shard_for;
+use shared::store::error::StoreError;
+use shared::store::scatter::{
+    first_round_want, gather_from, Fanout, ShardRead, ShardSource, ShardedList,
+};
 
 const LIST: ShardedList<'static> = ShardedList {
     partition: kind::PRODUCT,
@@ -55,7 +57,12 @@ impl ShardSource for MemoryShards {
         &self.tenant
     }
 
-    async fn read(&self, shard: u32, want: u32, start: Option<Key>) -> Result<ShardRead, ApiError> {
+    async fn read(
+        &self,
+        shard: u32,
+        want: u32,
+        start: Option<Key>,
+    ) -> Result<ShardRead, StoreError> {
         let all = self.shards.get(&shard).cloned().unwrap_or_default();
         let after = start.and_then(|k| k.get(SK).and_then(|v| v.as_s().ok()).cloned());
         let rest: Vec<_> = all

@@ -20,9 +20,9 @@ use aws_smithy_runtime_api::client::interceptors::context::{
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
-use shared::app::{load_sdk_config, Settings};
-use shared::claims::AuthMode;
-use shared::clock::Clock;
+use shared::identity::clock::Clock;
+use shared::isolation::claims::AuthMode;
+use shared::service::app::{load_sdk_config, Settings};
 use shared::{ApiError, App};
 
 pub const ROLE_ARN: &str = "arn:aws:iam::123456789012:role/pooltable-test-tenant-access";
@@ -290,7 +290,7 @@ pub fn unique(prefix: &str) -> String {
 }
 
 pub fn real_now_millis() -> u64 {
-    shared::clock::SystemClock.now_millis()
+    shared::identity::clock::SystemClock.now_millis()
 }
 
 impl Harness {
@@ -362,13 +362,17 @@ impl Harness {
         if let Some(endpoint) = dynamodb_endpoint {
             dynamodb = dynamodb.endpoint_url(endpoint);
         }
-        let tenants = shared::scoped::TenantClients::new(
+        let tenants = shared::store::scoped::TenantClients::new(
             sts,
             dynamodb.build(),
-            shared::scoped::ScopedSettings {
+            shared::isolation::credentials::CredentialSettings {
                 role_arn: ROLE_ARN.into(),
-                table: shared::policy::TableLocation::from_role_arn(ROLE_ARN, "us-east-1", table)
-                    .unwrap(),
+                table: shared::isolation::policy::TableLocation::from_role_arn(
+                    ROLE_ARN,
+                    "us-east-1",
+                    table,
+                )
+                .unwrap(),
                 duration_seconds: 900,
             },
             clock.clone(),
@@ -380,7 +384,7 @@ impl Harness {
         let app = App {
             settings,
             tenants,
-            shards: shared::tenants::ShardDirectory::default(),
+            shards: shared::store::tenants::ShardDirectory::default(),
             clock: clock.clone(),
         };
         Self {
@@ -420,8 +424,9 @@ impl Harness {
     /// The session policies moto recorded for `tenant`'s AssumeRole calls, in order.
     pub async fn recorded_policies(&self, tenant: &str) -> Vec<String> {
         let data = http_get_json(&format!("{}/moto-api/data.json", self.sts_endpoint)).await;
-        let session =
-            shared::scoped::role_session_name(&shared::ids::TenantId::parse(tenant).unwrap());
+        let session = shared::isolation::credentials::role_session_name(
+            &shared::identity::ids::TenantId::parse(tenant).unwrap(),
+        );
         data["sts"]["AssumedRole"]
             .as_array()
             .cloned()

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use lambda_http::RequestExt;
 use serde_yaml::Value;
-use shared::claims::{caller, AuthMode, DEV_AUTH_ENV};
+use shared::isolation::claims::{caller, AuthMode, DEV_AUTH_ENV};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

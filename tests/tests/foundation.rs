@@ -8,8 +8,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use integration::{event, resp, unique, Auth, Harness};
 use serde_json::json;
 use sessions::{create_session, get_session_by_session_id};
-use shared::ids::TenantId;
-use shared::policy::{session_policy, TableLocation};
+use shared::identity::ids::TenantId;
+use shared::isolation::policy::{session_policy, TableLocation};
 
 async fn create(h: &Harness, tenant: &str, customer: &str) -> String {
     let r = resp(
@@ -210,7 +210,7 @@ impl<E: std::error::Error + 'static> ErrString for E {
             out.push_str(" / ");
             cur = e.source();
         }
-        assert!(shared::guard::is_guard_violation(&self));
+        assert!(shared::isolation::guard::is_guard_violation(&self));
         out
     }
 }

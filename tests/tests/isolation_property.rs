@@ -24,9 +24,9 @@ use aws_sdk_dynamodb::types::{
 use aws_smithy_runtime_api::client::interceptors::context::Input;
 use integration::iam::{is_allowed, AuthzRequest};
 use proptest::prelude::*;
-use shared::guard::check_input;
-use shared::ids::TenantId;
-use shared::policy::{session_policy, TableLocation};
+use shared::identity::ids::TenantId;
+use shared::isolation::guard::check_input;
+use shared::isolation::policy::{session_policy, TableLocation};
 
 const TABLE: &str = "pooltable-prop";
 

@@ -31,11 +31,12 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
 async fn each_request_logs_one_summary_line_and_no_secret() {
     // GIVEN logs captured in the production JSON format
     let logs = Captured::default();
-    let _guard = tracing::subscriber::set_default(shared::runtime::json_subscriber(logs.clone()));
+    let _guard =
+        tracing::subscriber::set_default(shared::service::runtime::json_subscriber(logs.clone()));
     let h = Harness::new().await;
     let tenant = integration::unique("logs");
     let secret_state = "state-secret-7f3a9c";
-    let bearer = shared::claims::dev_jwt(&tenant, None);
+    let bearer = shared::isolation::claims::dev_jwt(&tenant, None);
 
     // WHEN a session is created (with a bearer token and secret state) and read back
     let mut create = event(
@@ -49,7 +50,7 @@ async fn each_request_logs_one_summary_line_and_no_secret() {
     create
         .headers_mut()
         .insert("authorization", format!("Bearer {bearer}").parse().unwrap());
-    let created = shared::runtime::respond(
+    let created = shared::service::runtime::respond(
         "req-1".into(),
         "POST /sessions".into(),
         sessions::create_session::handle(&h.app, create),
@@ -69,7 +70,7 @@ async fn each_request_logs_one_summary_line_and_no_secret() {
         None,
         &Auth::Tenant(tenant.clone()),
     );
-    shared::runtime::respond(
+    shared::service::runtime::respond(
         "req-2".into(),
         "GET /sessions/{sessionId}".into(),
         sessions::get_session_by_session_id::handle(&h.app, get),
@@ -83,7 +84,7 @@ async fn each_request_logs_one_summary_line_and_no_secret() {
         None,
         &Auth::NoTenant,
     );
-    shared::runtime::respond(
+    shared::service::runtime::respond(
         "req-3".into(),
         "GET /sessions/{sessionId}".into(),
         sessions::get_session_by_session_id::handle(&h.app, anonymous),

@@ -289,7 +289,10 @@ async fn last_login_is_the_latest_even_when_created_out_of_id_order() {
     // THEN it is the session stamped latest, with its time
     let latest = &by_time.iter().max_by_key(|(o, _)| *o).unwrap().1;
     assert_eq!(r.body["sessionId"], latest.as_str(), "{}", r.body);
-    assert_eq!(r.body["lastLoginTime"], shared::clock::rfc3339(t0 + 3_000));
+    assert_eq!(
+        r.body["lastLoginTime"],
+        shared::identity::clock::rfc3339(t0 + 3_000)
+    );
     // AND the list is newest first
     let mut expected: Vec<_> = by_time.clone();
     expected.sort_by_key(|(o, _)| std::cmp::Reverse(*o));
@@ -424,7 +427,8 @@ async fn a_child_under_a_missing_or_foreign_parent_is_404_and_writes_nothing() {
     let a_root = a.create_id("c").await;
     let before = h.all_items().await.len();
     // a parent that never existed
-    let missing = shared::ids::SessionId::new_at(integration::real_now_millis()).to_string();
+    let missing =
+        shared::identity::ids::SessionId::new_at(integration::real_now_millis()).to_string();
     a.create_child("c", &missing).await.assert_problem(404);
     // another tenant's parent
     b.create_child("c", &a_root).await.assert_problem(404);
@@ -526,8 +530,8 @@ async fn cursors_tampered_with_or_from_another_tenant_or_route_are_400() {
             aws_sdk_dynamodb::types::AttributeValue::S(format!("TENANT#{}#CUSTOMER#c", b.name())),
         ),
     ]);
-    let forged = shared::cursor::encode_single(
-        &shared::ids::TenantId::parse(&a.name()).unwrap(),
+    let forged = shared::identity::cursor::encode_single(
+        &shared::identity::ids::TenantId::parse(&a.name()).unwrap(),
         get_sessions_by_customer_id::ROUTE,
         &forged_key,
     );
@@ -622,7 +626,8 @@ async fn children_page_newest_first_and_an_unknown_parent_is_404() {
     kids.sort_by(|a, b| b.cmp(a));
     assert_eq!(seen, kids);
     // AND an unknown parent is 404, while a parent without children is an empty list
-    let unknown = shared::ids::SessionId::new_at(integration::real_now_millis()).to_string();
+    let unknown =
+        shared::identity::ids::SessionId::new_at(integration::real_now_millis()).to_string();
     t.children(&unknown, &[]).await.assert_problem(404);
     let lonely = t.create_id("c").await;
     assert!(ids_of(&t.children(&lonely, &[]).await).is_empty());

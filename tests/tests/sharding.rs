@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 use futures::StreamExt;
 use integration::{event, onboard, resp, unique, Auth, Harness, Phase, Resp};
 use serde_json::json;
-use shared::ids::TenantId;
-use shared::policy::{session_policy, TableLocation};
+use shared::identity::ids::TenantId;
+use shared::isolation::policy::{session_policy, TableLocation};
 
 fn admin() -> Auth {
     Auth::TenantWithRole(unique("ops"), "platform-admin".into())
@@ -208,7 +208,7 @@ async fn two_thousand_products_over_16_shards_walk_exactly_once_and_stay_in_thei
     // every shard holds some products
     let shards: HashSet<u32> = ids
         .iter()
-        .map(|id| shared::shard::shard_for(id, 16))
+        .map(|id| shared::identity::shard::shard_for(id, 16))
         .collect();
     assert_eq!(shards.len(), 16);
 
@@ -257,7 +257,7 @@ async fn get_product_is_one_get_item_and_crud_round_trips() {
         product["PK"].as_s().unwrap(),
         &format!(
             "TENANT#{t}#PRODUCT#{}",
-            shared::shard::shard_for("sku-1", 8)
+            shared::identity::shard::shard_for("sku-1", 8)
         )
     );
     // delete, then 404 on both

@@ -8,14 +8,14 @@ use aws_sdk_dynamodb::types::AttributeValue;
 fn tenant_of(key: &str) -> Option<&str> {
     let rest = key.strip_prefix("TENANT#")?;
     let (tenant, tail) = rest.split_once('#')?;
-    (shared::ids::TenantId::parse(tenant).is_ok() && !tail.is_empty()).then_some(tenant)
+    (shared::identity::ids::TenantId::parse(tenant).is_ok() && !tail.is_empty()).then_some(tenant)
 }
 
 #[tokio::test]
 #[ignore = "run by scripts/test.sh after the whole suite, over every table it left"]
 async fn every_key_in_every_table_is_under_exactly_one_tenant() {
     integration::endpoints();
-    let sdk = shared::app::load_sdk_config().await;
+    let sdk = shared::service::app::load_sdk_config().await;
     let admin = aws_sdk_dynamodb::Client::new(&sdk);
     let tables: Vec<String> = admin
         .list_tables()

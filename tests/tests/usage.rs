@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use integration::{event, onboard, resp, unique, Auth, Harness, Phase, Resp};
 use serde_json::json;
-use shared::runtime::respond_metered;
+use shared::service::runtime::respond_metered;
 
 async fn metered_create(h: &Harness, tenant: &str) -> u16 {
     let ev = event(
@@ -46,7 +46,7 @@ async fn metered_get(h: &Harness, tenant: &str) -> u16 {
 }
 
 async fn usage(h: &Harness, tenant: &str) -> Resp {
-    let today = shared::usage::utc_date(h.app.clock.now_millis());
+    let today = shared::store::usage::utc_date(h.app.clock.now_millis());
     resp(
         users::get_usage::handle(
             &h.app,

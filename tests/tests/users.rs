@@ -906,7 +906,8 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
 async fn transfer_codes_and_tokens_never_reach_the_log() {
     // GIVEN logs captured in the production JSON format
     let logs = Captured::default();
-    let _guard = tracing::subscriber::set_default(shared::runtime::json_subscriber(logs.clone()));
+    let _guard =
+        tracing::subscriber::set_default(shared::service::runtime::json_subscriber(logs.clone()));
     let h = Harness::new().await;
     let a = Tenant::new(&h, "quiet");
     a.user("u-1", "Quiet", "quiet@example.com").await;
@@ -917,7 +918,7 @@ async fn transfer_codes_and_tokens_never_reach_the_log() {
     let run = |ev: lambda_http::Request, route: &'static str| {
         let h = &h;
         async move {
-            let r = shared::runtime::respond("req".into(), route.into(), async {
+            let r = shared::service::runtime::respond("req".into(), route.into(), async {
                 match route {
                     "POST /users/{userId}/transfer-code" => {
                         create_transfer_code::handle(&h.app, ev).await

@@ -106,16 +106,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     match args.first().map(String::as_str) {
         Some("create-table") if args.len() == 2 => {
             let def = table_from_template(&default_template_path())?;
-            let sdk = shared::app::load_sdk_config().await;
+            let sdk = shared::service::app::load_sdk_config().await;
             let client = aws_sdk_dynamodb::Client::new(&sdk);
             create_table(&client, &args[1], &def).await?;
             println!("created table {} from template.yaml", args[1]);
         }
         Some("dev-token") if args.len() == 2 => {
-            println!("{}", shared::claims::dev_jwt(&args[1], None))
+            println!("{}", shared::isolation::claims::dev_jwt(&args[1], None))
         }
         Some("dev-token") if args.len() == 3 => {
-            println!("{}", shared::claims::dev_jwt(&args[1], Some(&args[2])))
+            println!(
+                "{}",
+                shared::isolation::claims::dev_jwt(&args[1], Some(&args[2]))
+            )
         }
         Some("plan") => {
             if let Err(e) = run_plan(&args[1..]) {

@@ -5,10 +5,10 @@
 
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem};
 use lambda_http::{Body, Request, Response};
-use shared::http::{no_content, path_entity_id};
-use shared::ids::EntityId;
-use shared::keys::kind;
-use shared::query::string_attr;
+use shared::identity::ids::EntityId;
+use shared::identity::keys::kind;
+use shared::service::http::{no_content, path_entity_id};
+use shared::store::query::string_attr;
 use shared::{ApiError, App};
 
 use crate::{hr_key, membership_key};

@@ -2,8 +2,8 @@
 
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use shared::http::{json_response, path_entity_id};
-use shared::keys::kind;
+use shared::identity::keys::kind;
+use shared::service::http::{json_response, path_entity_id};
 use shared::{ApiError, App};
 
 use crate::{hr_key, view_from_item, Employee};

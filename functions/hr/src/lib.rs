@@ -23,11 +23,11 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
-use shared::ids::{EntityId, TenantId};
-use shared::keys::{department_members_pk, entity_sk, kind, shard_pk, PK, SK};
-use shared::query::Item;
-use shared::scatter::ShardedList;
-use shared::shard::shard_for;
+use shared::identity::ids::{EntityId, TenantId};
+use shared::identity::keys::{department_members_pk, entity_sk, kind, shard_pk, PK, SK};
+use shared::identity::shard::shard_for;
+use shared::store::query::Item;
+use shared::store::scatter::ShardedList;
 use shared::ApiError;
 
 pub const EMPLOYEES: ShardedList<'static> = ShardedList {
@@ -115,4 +115,4 @@ pub fn item_with_keys<T: Serialize>(
     Ok(item)
 }
 
-pub use shared::http::{PageBody, Text};
+pub use shared::service::http::{PageBody, Text};

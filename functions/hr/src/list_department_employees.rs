@@ -5,9 +5,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::{Deserialize, Serialize};
-use shared::cursor;
-use shared::http::{json_response, page_limit, path_entity_id, query_param};
-use shared::keys::{department_members_pk, kind, parse_entity_sk};
+use shared::identity::cursor;
+use shared::identity::keys::{department_members_pk, kind, parse_entity_sk};
+use shared::service::http::{json_response, page_limit, path_entity_id, query_param};
 use shared::{ApiError, App};
 
 use crate::{view_from_item, PageBody};

@@ -3,8 +3,8 @@
 
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use shared::http::{json_response, page_limit, query_param};
-use shared::scatter::{gather, Fanout};
+use shared::service::http::{json_response, page_limit, query_param};
+use shared::store::scatter::{gather, Fanout};
 use shared::{ApiError, App};
 
 use crate::{view_from_item, Employee, PageBody, EMPLOYEES};

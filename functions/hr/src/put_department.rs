@@ -4,9 +4,9 @@ use aws_sdk_dynamodb::types::ReturnValue;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
-use shared::clock::rfc3339;
-use shared::http::{json_body, json_response, path_entity_id};
-use shared::keys::kind;
+use shared::identity::clock::rfc3339;
+use shared::identity::keys::kind;
+use shared::service::http::{json_body, json_response, path_entity_id};
 use shared::{ApiError, App};
 
 use crate::{hr_key, item_with_keys, Department, Text};

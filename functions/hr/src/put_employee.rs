@@ -12,11 +12,11 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, Trans
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
-use shared::clock::rfc3339;
-use shared::http::{json_body, json_response, path_entity_id};
-use shared::ids::EntityId;
-use shared::keys::kind;
-use shared::query::string_attr;
+use shared::identity::clock::rfc3339;
+use shared::identity::ids::EntityId;
+use shared::identity::keys::kind;
+use shared::service::http::{json_body, json_response, path_entity_id};
+use shared::store::query::string_attr;
 use shared::{ApiError, App};
 
 use crate::{hr_key, item_with_keys, membership_key, Employee, Text};

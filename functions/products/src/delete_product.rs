@@ -1,7 +1,7 @@
 //! deleteProduct: `DELETE /products/{productId}` → 204 or 404. One conditional DeleteItem.
 
 use lambda_http::{Body, Request, Response};
-use shared::http::{no_content, path_entity_id};
+use shared::service::http::{no_content, path_entity_id};
 use shared::{ApiError, App};
 
 use crate::product_key;

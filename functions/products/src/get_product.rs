@@ -3,7 +3,7 @@
 
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use shared::http::{json_response, path_entity_id};
+use shared::service::http::{json_response, path_entity_id};
 use shared::{ApiError, App};
 
 use crate::{product_from_item, product_key};

@@ -5,7 +5,7 @@
 //! | product | `TENANT#t#PRODUCT#<fnv1a64(productId) mod shardCount>` | `TENANT#t#PRODUCT#<productId>` |
 //!
 //! The shard is computed from the id, so reading one product is one GetItem; listing queries every
-//! shard concurrently and merges (`shared::scatter`).
+//! shard concurrently and merges (`shared::store::scatter`).
 
 pub mod delete_product;
 pub mod get_product;
@@ -14,10 +14,10 @@ pub mod query_tenant_products;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
-use shared::ids::{EntityId, TenantId};
-use shared::keys::{entity_sk, kind, shard_pk, PK, SK};
-use shared::query::{string_attr, Item};
-use shared::shard::shard_for;
+use shared::identity::ids::{EntityId, TenantId};
+use shared::identity::keys::{entity_sk, kind, shard_pk, PK, SK};
+use shared::identity::shard::shard_for;
+use shared::store::query::{string_attr, Item};
 use shared::ApiError;
 
 /// The table key of product `id` for a tenant with `shard_count` shards.

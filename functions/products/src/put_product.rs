@@ -4,8 +4,8 @@
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use shared::clock::rfc3339;
-use shared::http::{json_body, json_response, path_entity_id};
+use shared::identity::clock::rfc3339;
+use shared::service::http::{json_body, json_response, path_entity_id};
 use shared::{ApiError, App};
 
 use crate::{product_key, ProductView};

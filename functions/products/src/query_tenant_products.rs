@@ -4,9 +4,9 @@
 
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use shared::http::{json_response, page_limit, query_param};
-use shared::keys::kind;
-use shared::scatter::{gather, Fanout, ShardedList};
+use shared::identity::keys::kind;
+use shared::service::http::{json_response, page_limit, query_param};
+use shared::store::scatter::{gather, Fanout, ShardedList};
 use shared::{ApiError, App};
 
 use crate::product_from_item;

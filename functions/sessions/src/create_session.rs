@@ -11,11 +11,11 @@ use aws_sdk_dynamodb::types::{
 };
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use shared::clock::rfc3339;
-use shared::http::{json_body, json_response};
-use shared::ids::SessionId;
-use shared::keys::{child_sk, customer_sk, session_pk};
-use shared::query::{string_attr, u64_attr};
+use shared::identity::clock::rfc3339;
+use shared::identity::ids::SessionId;
+use shared::identity::keys::{child_sk, customer_sk, session_pk};
+use shared::service::http::{json_body, json_response};
+use shared::store::query::{string_attr, u64_attr};
 use shared::{ApiError, App};
 
 use crate::model::{
@@ -50,7 +50,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         None => {
             let av = serde_dynamo::to_item(&item)
                 .map_err(|e| ApiError::Internal(format!("serialize session: {e}")))?;
-            if !shared::query::put_if_absent(&db, av).await? {
+            if !shared::store::query::put_if_absent(&db, av).await? {
                 // A UUIDv7 collision: astronomically unlikely, and never an overwrite.
                 return Err(ApiError::Conflict(
                     "A session with this id already exists.".into(),

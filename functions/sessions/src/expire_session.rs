@@ -8,10 +8,10 @@
 
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem};
 use lambda_http::{Body, Request, Response};
-use shared::http::{no_content, path_session_id};
-use shared::keys::{parse_customer_sk, session_pk, PK, SK};
-use shared::query::{is_live, string_attr, u64_attr, Item};
-use shared::scoped::TenantDb;
+use shared::identity::keys::{parse_customer_sk, session_pk, PK, SK};
+use shared::service::http::{no_content, path_session_id};
+use shared::store::query::{is_live, string_attr, u64_attr, Item};
+use shared::store::scoped::TenantDb;
 use shared::{ApiError, App};
 
 const ATTEMPTS: usize = 3;

@@ -10,12 +10,12 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use shared::cursor;
-use shared::http::{json_response, page_limit, path_session_id, query_param};
-use shared::keys::{
+use shared::identity::cursor;
+use shared::identity::keys::{
     parse_child_sk, parse_customer_sk, session_collection_sk_prefix, session_pk, SK,
 };
-use shared::query::{live_page, string_attr};
+use shared::service::http::{json_response, page_limit, path_session_id, query_param};
+use shared::store::query::{live_page, string_attr};
 use shared::{ApiError, App};
 
 use crate::model::{session_from_item, PageBody};

@@ -9,9 +9,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
-use shared::http::{json_response, path_entity_id};
-use shared::keys::{customer_sk, GSI1};
-use shared::query::live_page;
+use shared::identity::keys::{customer_sk, GSI1};
+use shared::service::http::{json_response, path_entity_id};
+use shared::store::query::live_page;
 use shared::{ApiError, App};
 
 use crate::model::session_from_item;

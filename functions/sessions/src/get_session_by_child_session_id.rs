@@ -7,9 +7,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
-use shared::http::{json_response, path_session_id};
-use shared::keys::{child_sk, parse_session_pk, GSI1, PK};
-use shared::query::{live_page, string_attr};
+use shared::identity::keys::{child_sk, parse_session_pk, GSI1, PK};
+use shared::service::http::{json_response, path_session_id};
+use shared::store::query::{live_page, string_attr};
 use shared::{ApiError, App};
 
 use crate::model::session_from_item;

@@ -8,9 +8,9 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use shared::http::{json_response, path_session_id};
-use shared::keys::{customer_sk_prefix, session_pk};
-use shared::query::live_page;
+use shared::identity::keys::{customer_sk_prefix, session_pk};
+use shared::service::http::{json_response, path_session_id};
+use shared::store::query::live_page;
 use shared::{ApiError, App};
 
 use crate::model::session_from_item;

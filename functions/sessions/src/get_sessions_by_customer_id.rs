@@ -6,10 +6,10 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use shared::cursor;
-use shared::http::{json_response, page_limit, path_entity_id, query_param};
-use shared::keys::{customer_sk, parse_session_pk, GSI1};
-use shared::query::live_page;
+use shared::identity::cursor;
+use shared::identity::keys::{customer_sk, parse_session_pk, GSI1};
+use shared::service::http::{json_response, page_limit, path_entity_id, query_param};
+use shared::store::query::live_page;
 use shared::{ApiError, App};
 
 use crate::model::{session_from_item, PageBody};

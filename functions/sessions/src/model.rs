@@ -1,9 +1,9 @@
 //! Session items as stored, and sessions as the API returns them.
 
 use serde::{Deserialize, Serialize};
-use shared::clock::rfc3339;
-use shared::ids::{EntityId, SessionId};
-use shared::query::Item;
+use shared::identity::clock::rfc3339;
+use shared::identity::ids::{EntityId, SessionId};
+use shared::store::query::Item;
 
 /// A child is created inside its parent's transaction, which holds at most 100 items; with the root
 /// that leaves 99, so expiring a session is always one transaction.
@@ -12,7 +12,7 @@ pub const MAX_CHILDREN: u32 = 99;
 pub const KIND_SESSION: &str = "SESSION";
 pub const KIND_CHILD: &str = "CHILD_SESSION";
 
-/// The stored form of a root or child session. `PK`/`SK` follow `shared::keys`.
+/// The stored form of a root or child session. `PK`/`SK` follow `shared::identity::keys`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionItem {
@@ -96,4 +96,4 @@ impl<'de> Deserialize<'de> for SessionState {
     }
 }
 
-pub use shared::http::PageBody;
+pub use shared::service::http::PageBody;

@@ -5,9 +5,9 @@
 
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use shared::http::{json_response, path_param};
-use shared::ids::TenantId;
-use shared::tenants::read_record;
+use shared::identity::ids::TenantId;
+use shared::service::http::{json_response, path_param};
+use shared::store::tenants::read_record;
 use shared::{ApiError, App};
 
 use crate::{require_operator, TenantView};

@@ -5,8 +5,8 @@ pub mod get_tenant;
 pub mod onboard_tenant;
 
 use serde::Serialize;
-use shared::claims::Caller;
-use shared::tenants::{TenantRecord, Tier};
+use shared::isolation::claims::Caller;
+use shared::store::tenants::{TenantRecord, Tier};
 use shared::ApiError;
 
 /// The `custom:role` claim value that may onboard tenants and read any tenant's record.

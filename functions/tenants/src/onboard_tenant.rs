@@ -6,12 +6,12 @@
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
-use shared::clock::rfc3339;
-use shared::http::{json_body, json_response};
-use shared::ids::TenantId;
-use shared::keys::tenant_record_key;
-use shared::shard::{DEFAULT_SHARDS, MAX_SHARDS, MIN_SHARDS};
-use shared::tenants::{TenantRecord, Tier};
+use shared::identity::clock::rfc3339;
+use shared::identity::ids::TenantId;
+use shared::identity::keys::tenant_record_key;
+use shared::identity::shard::{DEFAULT_SHARDS, MAX_SHARDS, MIN_SHARDS};
+use shared::service::http::{json_body, json_response};
+use shared::store::tenants::{TenantRecord, Tier};
 use shared::{ApiError, App};
 
 use crate::{require_operator, TenantView};
@@ -48,7 +48,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let item = serde_dynamo::to_item(&record)
         .map_err(|e| ApiError::Internal(format!("serialize tenant record: {e}")))?;
     let db = app.db(&input.tenant_id).await?;
-    if !shared::query::put_if_absent(&db, item).await? {
+    if !shared::store::query::put_if_absent(&db, item).await? {
         return Err(ApiError::Conflict("This tenant already exists.".into()));
     }
     tracing::info!(tenant = %input.tenant_id, shard_count, by = %caller.tenant, "tenant onboarded");

@@ -20,10 +20,10 @@ use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem};
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::{Deserialize, Serialize};
-use shared::clock::rfc3339;
-use shared::http::{json_body, json_response, path_entity_id};
-use shared::ids::{EntityId, SessionId};
-use shared::shard::shard_for;
+use shared::identity::clock::rfc3339;
+use shared::identity::ids::{EntityId, SessionId};
+use shared::identity::shard::shard_for;
+use shared::service::http::{json_body, json_response, path_entity_id};
 use shared::{ApiError, App};
 
 use crate::{

@@ -10,9 +10,9 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWrite
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
-use shared::clock::rfc3339;
-use shared::http::{json_response, path_entity_id};
-use shared::keys::EXPIRES_AT;
+use shared::identity::clock::rfc3339;
+use shared::identity::keys::EXPIRES_AT;
+use shared::service::http::{json_response, path_entity_id};
 use shared::{ApiError, App};
 
 use crate::{

@@ -7,7 +7,7 @@
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::{Deserialize, Serialize};
-use shared::http::{json_response, query_param};
+use shared::service::http::{json_response, query_param};
 use shared::{ApiError, App};
 
 use crate::{email_key, same_key, view_from_item, Email};

@@ -8,9 +8,9 @@
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
-use shared::http::{json_response, path_entity_id};
-use shared::keys::EXPIRES_AT;
-use shared::query::{is_live, string_attr, u64_attr};
+use shared::identity::keys::EXPIRES_AT;
+use shared::service::http::{json_response, path_entity_id};
+use shared::store::query::{is_live, string_attr, u64_attr};
 use shared::{ApiError, App};
 
 use crate::{integration_key, same_key};

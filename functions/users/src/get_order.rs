@@ -8,9 +8,9 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use shared::http::{json_response, path_entity_id};
-use shared::keys::SK;
-use shared::query::string_attr;
+use shared::identity::keys::SK;
+use shared::service::http::{json_response, path_entity_id};
+use shared::store::query::string_attr;
 use shared::{ApiError, App};
 
 use crate::create_order::Order;

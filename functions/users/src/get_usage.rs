@@ -1,13 +1,13 @@
 //! getUsage: `GET /usage?from=YYYY-MM-DD&to=YYYY-MM-DD` → the caller's daily call counts per route.
 //!
-//! Every tenant API call is metered by `shared::runtime` (UpdateItem `ADD` on one of 8 counter shards,
+//! Every tenant API call is metered by `shared::service::runtime` (UpdateItem `ADD` on one of 8 counter shards,
 //! concurrently with the call itself). Reading sums the shards: 8 Queries, concurrently, for any range
-//! of up to 13 months (`shared::usage`).
+//! of up to 13 months (`shared::store::usage`).
 
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
-use shared::http::{json_response, query_param};
+use shared::service::http::{json_response, query_param};
 use shared::{ApiError, App};
 
 use crate::{Date, Month};
@@ -49,7 +49,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         ));
     }
     let db = app.db(&caller.tenant).await?;
-    let days = shared::usage::read(&db, &from.to_string(), &to.to_string()).await?;
+    let days = shared::store::usage::read(&db, &from.to_string(), &to.to_string()).await?;
     Ok(json_response(
         StatusCode::OK,
         &Usage {

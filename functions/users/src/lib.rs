@@ -37,9 +37,9 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
-use shared::ids::{EntityId, TenantId};
-use shared::keys::{KeyShapeError, PK, SK};
-use shared::query::Item;
+use shared::identity::ids::{EntityId, TenantId};
+use shared::identity::keys::{KeyShapeError, PK, SK};
+use shared::store::query::Item;
 use shared::ApiError;
 
 /// Entity kinds in this crate's keys.
@@ -347,7 +347,7 @@ impl<'de> Deserialize<'de> for Date {
     }
 }
 
-pub use shared::http::{PageBody, Text};
+pub use shared::service::http::{PageBody, Text};
 
 /// The stored user profile (also the API view).
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -18,7 +18,7 @@
 //! Cost: up to months × N Queries per page (each at least 0.5 RCU, eventually consistent); for a
 //! 3-month range and N = 4, 12 Queries per page. Months already read to the end cost nothing more.
 //! A range may span at most 24 months (400 otherwise). The cursor grows with the number of
-//! partitions that have a position (about 180 bytes each) and shared::cursor caps it at 8 KB, so
+//! partitions that have a position (about 180 bytes each) and shared::identity::cursor caps it at 8 KB, so
 //! tenants with a large N (above about 20) should list narrow ranges.
 //!
 //! Cursors are bound to the tenant, this route and the exact `from`/`to`; any other or edited cursor
@@ -30,11 +30,11 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use futures::future::try_join_all;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use shared::cursor::{self, Key, Positions};
-use shared::http::{json_response, page_limit, query_param};
-use shared::keys::{GSI1, PK, SK};
-use shared::query::{string_attr, Item};
-use shared::scoped::TenantDb;
+use shared::identity::cursor::{self, Key, Positions};
+use shared::identity::keys::{GSI1, PK, SK};
+use shared::service::http::{json_response, page_limit, query_param};
+use shared::store::query::{string_attr, Item};
+use shared::store::scoped::TenantDb;
 use shared::{ApiError, App};
 
 use crate::{

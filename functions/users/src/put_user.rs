@@ -19,9 +19,9 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
-use shared::clock::rfc3339;
-use shared::http::{json_body, json_response, path_entity_id};
-use shared::query::string_attr;
+use shared::identity::clock::rfc3339;
+use shared::service::http::{json_body, json_response, path_entity_id};
+use shared::store::query::string_attr;
 use shared::{ApiError, App};
 
 use crate::{

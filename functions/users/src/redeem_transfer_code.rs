@@ -12,9 +12,9 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
-use shared::http::{json_response, path_param};
-use shared::keys::EXPIRES_AT;
-use shared::query::string_attr;
+use shared::identity::keys::EXPIRES_AT;
+use shared::service::http::{json_response, path_param};
+use shared::store::query::string_attr;
 use shared::{ApiError, App};
 
 use crate::{same_key, transfer_key, TransferCode};

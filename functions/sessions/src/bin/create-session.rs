@@ -2,9 +2,9 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    shared::runtime::init_tracing();
+    shared::service::runtime::init_tracing();
     let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
-    shared::runtime::serve(app, env!("CARGO_BIN_NAME"), |req| {
+    shared::service::runtime::serve(app, env!("CARGO_BIN_NAME"), |req| {
         sessions::create_session::handle(app, req)
     })
     .await

@@ -7,8 +7,8 @@
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::ids::TenantId;
-use crate::keys::tenant_prefix;
+use crate::identity::ids::TenantId;
+use crate::identity::keys::tenant_prefix;
 
 /// The item-level actions the functions use. Never Scan, never PartiQL (`ExecuteStatement`, …).
 pub const TENANT_ACTIONS: [&str; 8] = [

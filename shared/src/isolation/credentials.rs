@@ -1,20 +1,18 @@
-//! Tenant-scoped DynamoDB clients. For each tenant: one STS AssumeRole with the tenant's session
-//! policy, cached per container and refreshed 5 minutes before expiry; concurrent first requests for
-//! a tenant share one AssumeRole. Every client carries the [`TenantKeyGuard`].
+//! Tenant credentials. For each tenant: one STS AssumeRole with the tenant's session policy, cached per
+//! container with whatever the caller builds from it (the store layer caches the scoped DynamoDB
+//! client), refreshed 5 minutes before expiry; concurrent first requests for a tenant share one
+//! AssumeRole. When STS fails while the cached credentials are still valid, they keep being served.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_credential_types::Credentials;
-use aws_sdk_dynamodb::config::SharedInterceptor;
 use thiserror::Error;
 
-use crate::clock::Clock;
-use crate::error::{is_retryable_code, ApiError};
-use crate::guard::TenantKeyGuard;
-use crate::ids::TenantId;
-use crate::policy::{session_policy, PolicyError, TableLocation};
+use crate::identity::clock::Clock;
+use crate::identity::ids::TenantId;
+use crate::isolation::policy::{session_policy, PolicyError, TableLocation};
 
 /// Refresh credentials this long before they expire, so no request runs on nearly-expired ones.
 pub const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);
@@ -24,7 +22,7 @@ pub const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);
 pub const REFRESH_RETRY_AFTER: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Error)]
-pub enum ScopedClientError {
+pub enum CredentialsError {
     #[error("STS is unavailable or throttling: {0}")]
     StsUnavailable(String),
     #[error("STS refused AssumeRole: {0}")]
@@ -33,89 +31,61 @@ pub enum ScopedClientError {
     Policy(#[from] PolicyError),
 }
 
-impl From<ScopedClientError> for ApiError {
-    fn from(err: ScopedClientError) -> Self {
-        match err {
-            ScopedClientError::StsUnavailable(cause) => {
-                tracing::warn!(%cause, "STS unavailable");
-                ApiError::Unavailable("Tenant credentials are unavailable; retry later.".into())
-            }
-            other => ApiError::Internal(other.to_string()),
-        }
-    }
-}
-
-/// A DynamoDB client that can only touch one tenant's keys, plus what requests need to address it.
+/// What AssumeRole needs, all read once in `main`.
 #[derive(Debug, Clone)]
-pub struct TenantDb {
-    pub client: aws_sdk_dynamodb::Client,
-    pub tenant: TenantId,
-    pub table: Arc<str>,
-}
-
-#[derive(Debug)]
-struct Cached {
-    db: TenantDb,
-    expires: SystemTime,
-    /// Set after a failed refresh: no new attempt before this time.
-    next_attempt: Option<SystemTime>,
-}
-
-/// Settings for [`TenantClients`], all read once in `main`.
-#[derive(Debug, Clone)]
-pub struct ScopedSettings {
+pub struct CredentialSettings {
     pub role_arn: String,
     pub table: TableLocation,
     /// 900 to 3,600 seconds.
     pub duration_seconds: i32,
 }
 
-/// The per-container cache of tenant-scoped clients.
-pub struct TenantClients {
-    sts: aws_sdk_sts::Client,
-    dynamodb: aws_sdk_dynamodb::Config,
-    settings: ScopedSettings,
-    table_name: Arc<str>,
-    extra_interceptors: Vec<SharedInterceptor>,
-    clock: Arc<dyn Clock>,
-    // One async lock per tenant: concurrent first requests wait for one AssumeRole instead of racing.
-    entries: Mutex<HashMap<TenantId, Arc<tokio::sync::Mutex<Option<Cached>>>>>,
+#[derive(Debug)]
+struct Cached<C> {
+    value: C,
+    expires: SystemTime,
+    /// Set after a failed refresh: no new attempt before this time.
+    next_attempt: Option<SystemTime>,
 }
 
-impl TenantClients {
+/// The per-container cache of tenant credentials, each kept with the `C` built from them.
+pub struct TenantCredentials<C> {
+    sts: aws_sdk_sts::Client,
+    settings: CredentialSettings,
+    clock: Arc<dyn Clock>,
+    // One async lock per tenant: concurrent first requests wait for one AssumeRole instead of racing.
+    entries: Mutex<HashMap<TenantId, Arc<tokio::sync::Mutex<Option<Cached<C>>>>>>,
+}
+
+impl<C: Clone> TenantCredentials<C> {
     pub fn new(
         sts: aws_sdk_sts::Client,
-        dynamodb: aws_sdk_dynamodb::Config,
-        settings: ScopedSettings,
+        settings: CredentialSettings,
         clock: Arc<dyn Clock>,
     ) -> Self {
         Self {
             sts,
-            dynamodb,
-            table_name: Arc::from(settings.table.table_name.as_str()),
             settings,
-            extra_interceptors: Vec::new(),
             clock,
             entries: Mutex::new(HashMap::new()),
         }
+    }
+
+    pub fn settings(&self) -> &CredentialSettings {
+        &self.settings
     }
 
     fn now(&self) -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(self.clock.now_millis())
     }
 
-    /// Adds an interceptor to every tenant client built from now on (request counting, fault injection).
-    pub fn with_interceptor(mut self, interceptor: SharedInterceptor) -> Self {
-        self.extra_interceptors.push(interceptor);
-        self
-    }
-
-    pub fn table_name(&self) -> &str {
-        &self.table_name
-    }
-
-    /// The scoped client for `tenant`, assuming the tenant role only when no fresh credentials are cached.
-    pub async fn for_tenant(&self, tenant: &TenantId) -> Result<TenantDb, ScopedClientError> {
+    /// The cached `C` for `tenant`, or one built by `build` from fresh credentials, assuming the
+    /// tenant role only when nothing fresh is cached.
+    pub async fn get(
+        &self,
+        tenant: &TenantId,
+        build: impl FnOnce(Credentials) -> C,
+    ) -> Result<C, CredentialsError> {
         let slot = {
             let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
             entries.entry(tenant.clone()).or_default().clone()
@@ -126,30 +96,37 @@ impl TenantClients {
             let fresh = now + REFRESH_BEFORE_EXPIRY < c.expires;
             let backing_off = c.next_attempt.is_some_and(|t| now < t) && now < c.expires;
             if fresh || backing_off {
-                return Ok(c.db.clone());
+                return Ok(c.value.clone());
             }
         }
         match self.assume(tenant).await {
-            Ok(fresh) => {
-                let db = fresh.db.clone();
-                *cached = Some(fresh);
-                Ok(db)
+            Ok((credentials, expires)) => {
+                let value = build(credentials);
+                *cached = Some(Cached {
+                    value: value.clone(),
+                    expires,
+                    next_attempt: None,
+                });
+                Ok(value)
             }
             // STS is down or slow but the cached credentials are still valid: keep serving on them,
             // and do not ask STS again for a while.
-            Err(ScopedClientError::StsUnavailable(cause)) => match cached.as_mut() {
+            Err(CredentialsError::StsUnavailable(cause)) => match cached.as_mut() {
                 Some(c) if now < c.expires => {
                     tracing::warn!(%cause, tenant = %tenant, "STS refresh failed; serving cached credentials");
                     c.next_attempt = Some(now + REFRESH_RETRY_AFTER);
-                    Ok(c.db.clone())
+                    Ok(c.value.clone())
                 }
-                _ => Err(ScopedClientError::StsUnavailable(cause)),
+                _ => Err(CredentialsError::StsUnavailable(cause)),
             },
             Err(e) => Err(e),
         }
     }
 
-    async fn assume(&self, tenant: &TenantId) -> Result<Cached, ScopedClientError> {
+    async fn assume(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<(Credentials, SystemTime), CredentialsError> {
         let policy = session_policy(tenant, &self.settings.table)?;
         let out = self
             .sts
@@ -170,14 +147,14 @@ impl TenantClients {
                     _ => false,
                 };
                 if retryable {
-                    ScopedClientError::StsUnavailable(format!("{e:?}"))
+                    CredentialsError::StsUnavailable(format!("{e:?}"))
                 } else {
-                    ScopedClientError::StsRefused(format!("{e:?}"))
+                    CredentialsError::StsRefused(format!("{e:?}"))
                 }
             })?;
         let creds = out
             .credentials()
-            .ok_or_else(|| ScopedClientError::StsRefused("no credentials in the answer".into()))?;
+            .ok_or_else(|| CredentialsError::StsRefused("no credentials in the answer".into()))?;
         let expires = SystemTime::try_from(*creds.expiration())
             .unwrap_or_else(|_| SystemTime::now() + Duration::from_secs(900));
         let credentials = Credentials::new(
@@ -187,25 +164,28 @@ impl TenantClients {
             Some(expires),
             "pooltable-tenant-sts",
         );
-        let mut config = self
-            .dynamodb
-            .to_builder()
-            .credentials_provider(credentials)
-            .interceptor(TenantKeyGuard::new(tenant.clone()))
-            .interceptor(crate::runtime::RequestMetering);
-        for extra in &self.extra_interceptors {
-            config.push_interceptor(extra.clone());
-        }
-        Ok(Cached {
-            db: TenantDb {
-                client: aws_sdk_dynamodb::Client::from_conf(config.build()),
-                tenant: tenant.clone(),
-                table: self.table_name.clone(),
-            },
-            expires,
-            next_attempt: None,
-        })
+        Ok((credentials, expires))
     }
+}
+
+/// AWS error codes that mean "try again later": throttling, and the services' own 5xx. STS and
+/// DynamoDB share most of them; the store layer classifies DynamoDB errors with this list too.
+pub fn is_retryable_code(code: Option<&str>) -> bool {
+    matches!(
+        code,
+        Some(
+            "ProvisionedThroughputExceededException"
+                | "ThrottlingException"
+                | "RequestLimitExceeded"
+                | "InternalServerError"
+                | "InternalFailure"
+                | "ServiceUnavailable"
+                | "TransactionInProgressException"
+                | "Throttling"
+                | "ThrottledException"
+                | "IDPCommunicationError"
+        )
+    )
 }
 
 /// `pooltable-<tenant>`, cut to STS's 64-character limit. It names the session in CloudTrail; the

@@ -11,13 +11,15 @@ use aws_smithy_runtime_api::client::http::SharedHttpClient;
 use std::time::Duration;
 use thiserror::Error;
 
-use crate::claims::{caller, AuthMode, Caller, DEV_AUTH_ENV};
-use crate::clock::{Clock, SystemClock};
-use crate::error::ApiError;
-use crate::ids::TenantId;
-use crate::policy::{PolicyError, TableLocation};
-use crate::scoped::{ScopedSettings, TenantClients, TenantDb};
-use crate::tenants::ShardDirectory;
+use crate::identity::clock::{Clock, SystemClock};
+use crate::identity::ids::TenantId;
+use crate::isolation::claims::{caller, AuthMode, Caller, DEV_AUTH_ENV};
+use crate::isolation::credentials::CredentialSettings;
+use crate::isolation::policy::{PolicyError, TableLocation};
+use crate::service::error::ApiError;
+use crate::store::meter::note_tenant;
+use crate::store::scoped::{TenantClients, TenantDb};
+use crate::store::tenants::ShardDirectory;
 
 pub const DEFAULT_SESSION_TTL_SECONDS: u64 = 3600;
 pub const DEFAULT_CREDENTIALS_SECONDS: i32 = 900;
@@ -179,7 +181,7 @@ impl App {
         let tenants = TenantClients::new(
             aws_sdk_sts::Client::new(sdk),
             aws_sdk_dynamodb::config::Builder::from(sdk).build(),
-            ScopedSettings {
+            CredentialSettings {
                 role_arn: settings.tenant_role_arn.clone(),
                 table,
                 duration_seconds: settings.credentials_seconds,
@@ -208,7 +210,7 @@ impl App {
     /// The verified caller of `req` (401/403 when there is none).
     pub fn caller(&self, req: &lambda_http::Request) -> Result<Caller, ApiError> {
         let who = caller(req, self.settings.auth)?;
-        crate::runtime::note_tenant(&who.tenant);
+        note_tenant(&who.tenant);
         Ok(who)
     }
 

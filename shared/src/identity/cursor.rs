@@ -9,9 +9,10 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-use crate::error::ApiError;
-use crate::ids::TenantId;
-use crate::keys::{tenant_prefix, PK, SK};
+use thiserror::Error;
+
+use crate::identity::ids::TenantId;
+use crate::identity::keys::{tenant_prefix, PK, SK};
 
 pub type Key = HashMap<String, AttributeValue>;
 
@@ -39,11 +40,14 @@ pub struct Positions {
     pub done: BTreeSet<String>,
 }
 
-fn invalid() -> ApiError {
-    ApiError::bad_request(
-        "cursor",
-        "cursor is invalid, expired or was made for another request",
-    )
+/// A cursor that is not one this API made for this tenant and request. The service layer answers it
+/// with 400 naming the `cursor` parameter.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("cursor is invalid, expired or was made for another request")]
+pub struct InvalidCursor;
+
+fn invalid() -> InvalidCursor {
+    InvalidCursor
 }
 
 /// Encodes positions (named, e.g. `"0"` for a single Query) of `route` for `tenant`.
@@ -85,7 +89,7 @@ pub fn decode(
     route: &str,
     raw: &str,
     shape_ok: impl Fn(&str, &str, &str) -> bool,
-) -> Result<Positions, ApiError> {
+) -> Result<Positions, InvalidCursor> {
     if raw.len() > 8 * 1024 {
         return Err(invalid());
     }
@@ -130,7 +134,7 @@ pub fn decode_single(
     route: &str,
     raw: &str,
     shape_ok: impl Fn(&str, &str) -> bool,
-) -> Result<Key, ApiError> {
+) -> Result<Key, InvalidCursor> {
     let mut positions = decode(tenant, route, raw, |_, pk, sk| shape_ok(pk, sk))?;
     if !positions.done.is_empty() {
         return Err(invalid());
@@ -168,30 +172,22 @@ mod tests {
         let k = key("TENANT#a#SESSION#1", "TENANT#a#CUSTOMER#c");
         let c = encode_single(&t("a"), "r", &k);
         assert_eq!(
-            decode_single(&t("b"), "r", &c, |_, _| true)
-                .unwrap_err()
-                .status(),
-            400
+            decode_single(&t("b"), "r", &c, |_, _| true).unwrap_err(),
+            InvalidCursor
         );
         assert_eq!(
-            decode_single(&t("a"), "other", &c, |_, _| true)
-                .unwrap_err()
-                .status(),
-            400
+            decode_single(&t("a"), "other", &c, |_, _| true).unwrap_err(),
+            InvalidCursor
         );
         assert_eq!(
-            decode_single(&t("a"), "r", &c, |_, _| false)
-                .unwrap_err()
-                .status(),
-            400
+            decode_single(&t("a"), "r", &c, |_, _| false).unwrap_err(),
+            InvalidCursor
         );
         let mut tampered = c.clone();
         tampered.insert(3, 'x');
         assert_eq!(
-            decode_single(&t("a"), "r", &tampered, |_, _| true)
-                .unwrap_err()
-                .status(),
-            400
+            decode_single(&t("a"), "r", &tampered, |_, _| true).unwrap_err(),
+            InvalidCursor
         );
         // A hand-made cursor naming tenant a but carrying tenant b's key is refused too.
         let forged = encode_single(
@@ -200,10 +196,8 @@ mod tests {
             &key("TENANT#b#SESSION#1", "TENANT#a#CUSTOMER#c"),
         );
         assert_eq!(
-            decode_single(&t("a"), "r", &forged, |_, _| true)
-                .unwrap_err()
-                .status(),
-            400
+            decode_single(&t("a"), "r", &forged, |_, _| true).unwrap_err(),
+            InvalidCursor
         );
     }
 }

@@ -26,12 +26,12 @@ use std::collections::VecDeque;
 use aws_sdk_dynamodb::types::AttributeValue;
 use futures::future::try_join_all;
 
-use crate::cursor::{self, Key};
-use crate::error::ApiError;
-use crate::ids::TenantId;
-use crate::keys::{entity_sk_prefix, parse_entity_sk, parse_shard_pk, shard_pk, PK, SK};
-use crate::query::{string_attr, Item};
-use crate::scoped::TenantDb;
+use crate::identity::cursor::{self, Key};
+use crate::identity::ids::TenantId;
+use crate::identity::keys::{entity_sk_prefix, parse_entity_sk, parse_shard_pk, shard_pk, PK, SK};
+use crate::store::error::StoreError;
+use crate::store::query::{string_attr, Item};
+use crate::store::scoped::TenantDb;
 
 /// What is listed: items of `kind` in the tenant's `partition` shards.
 #[derive(Debug, Clone, Copy)]
@@ -72,7 +72,7 @@ pub trait ShardSource {
         shard: u32,
         want: u32,
         start: Option<Key>,
-    ) -> impl std::future::Future<Output = Result<ShardRead, ApiError>>;
+    ) -> impl std::future::Future<Output = Result<ShardRead, StoreError>>;
 }
 
 /// A tenant's shards in DynamoDB, read through its scoped client.
@@ -91,7 +91,7 @@ impl ShardSource for DynamoShards<'_> {
         shard: u32,
         want: u32,
         start: Option<Key>,
-    ) -> impl std::future::Future<Output = Result<ShardRead, ApiError>> {
+    ) -> impl std::future::Future<Output = Result<ShardRead, StoreError>> {
         read_shard(self.db, self.list, shard, want, start)
     }
 }
@@ -104,7 +104,7 @@ pub async fn gather(
     limit: u32,
     cursor: Option<&str>,
     fanout: Fanout,
-) -> Result<GatheredPage, ApiError> {
+) -> Result<GatheredPage, StoreError> {
     gather_from(
         &DynamoShards { db, list },
         list,
@@ -124,7 +124,7 @@ pub async fn gather_from<S: ShardSource>(
     limit: u32,
     cursor: Option<&str>,
     fanout: Fanout,
-) -> Result<GatheredPage, ApiError> {
+) -> Result<GatheredPage, StoreError> {
     let t = source.tenant();
     // The last sort key returned, from the shard that returned it (so the key has a valid shape).
     let after: Option<String> = match cursor {
@@ -219,7 +219,7 @@ async fn refill<S: ShardSource>(
     which: &[usize],
     want: u32,
     fanout: Fanout,
-) -> Result<(), ApiError> {
+) -> Result<(), StoreError> {
     let read = |i: usize| source.read(lanes[i].shard, want, lanes[i].resume.clone());
     let reads: Vec<ShardRead> = match fanout {
         Fanout::Parallel => try_join_all(which.iter().map(|i| read(*i))).await?,
@@ -235,7 +235,7 @@ async fn refill<S: ShardSource>(
         let lane = &mut lanes[*i];
         if r.items.is_empty() && !r.exhausted {
             // A read that neither returns items nor ends the shard would loop forever.
-            return Err(ApiError::Internal(format!(
+            return Err(StoreError::Internal(format!(
                 "shard {} returned no items and no end",
                 lane.shard
             )));
@@ -267,7 +267,7 @@ async fn read_shard(
     shard: u32,
     want: u32,
     start: Option<Key>,
-) -> Result<ShardRead, ApiError> {
+) -> Result<ShardRead, StoreError> {
     let t = &db.tenant;
     let mut items = Vec::new();
     let mut start = start;
@@ -286,7 +286,7 @@ async fn read_shard(
             .set_exclusive_start_key(start.take())
             .send()
             .await
-            .map_err(ApiError::from_dynamodb)?;
+            .map_err(StoreError::from_sdk)?;
         items.extend(out.items.unwrap_or_default());
         let lek = out.last_evaluated_key.filter(|k| !k.is_empty());
         match lek {

@@ -7,7 +7,9 @@ use lambda_http::{Body, Response};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::guard::is_guard_violation;
+use crate::identity::cursor::InvalidCursor;
+use crate::isolation::claims::ClaimsError;
+use crate::store::error::StoreError;
 
 /// Seconds a client should wait before retrying a 503.
 pub const RETRY_AFTER_SECONDS: u32 = 1;
@@ -129,46 +131,46 @@ impl ApiError {
         }
     }
 
-    /// Classifies a DynamoDB SDK error. Callers handle the outcomes they expect (a failed condition
-    /// meaning "exists" or "not found") before falling back to this.
+    /// Classifies a DynamoDB SDK error (see [`StoreError::from_sdk`]). Callers handle the outcomes
+    /// they expect (a failed condition meaning "exists" or "not found") before falling back to this.
     pub fn from_dynamodb<E, R>(err: SdkError<E, R>) -> Self
     where
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
         R: std::fmt::Debug + Send + Sync + 'static,
     {
-        if is_guard_violation(&err) {
-            tracing::error!(error = ?err, "isolation guard refused a request");
-            return Self::Forbidden("The request reaches outside the caller's tenant.".into());
-        }
-        let retryable = match &err {
-            SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) => true,
-            SdkError::ServiceError(service) => is_retryable_code(service.err().code()),
-            SdkError::ResponseError(_) => true,
-            _ => false,
-        };
-        if retryable {
-            tracing::warn!(error = ?err, "DynamoDB unavailable or throttling");
-            return Self::Unavailable("The data store is busy or unavailable; retry later.".into());
-        }
-        Self::Internal(format!("DynamoDB error: {err:?}"))
+        StoreError::from_sdk(err).into()
     }
 }
 
-/// Error codes that mean "try again later": throttling, and DynamoDB's own 5xx.
-pub fn is_retryable_code(code: Option<&str>) -> bool {
-    matches!(
-        code,
-        Some(
-            "ProvisionedThroughputExceededException"
-                | "ThrottlingException"
-                | "RequestLimitExceeded"
-                | "InternalServerError"
-                | "ServiceUnavailable"
-                | "TransactionInProgressException"
-                | "Throttling"
-                | "ThrottledException"
-        )
-    )
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Unavailable(detail) => Self::Unavailable(detail),
+            StoreError::OutsideTenant => {
+                Self::Forbidden("The request reaches outside the caller's tenant.".into())
+            }
+            StoreError::NotOnboarded => {
+                Self::Forbidden("This tenant has not been onboarded (no tenant record).".into())
+            }
+            StoreError::BadCursor(invalid) => invalid.into(),
+            StoreError::Internal(cause) => Self::Internal(cause),
+        }
+    }
+}
+
+impl From<InvalidCursor> for ApiError {
+    fn from(err: InvalidCursor) -> Self {
+        Self::bad_request("cursor", err.to_string())
+    }
+}
+
+impl From<ClaimsError> for ApiError {
+    fn from(err: ClaimsError) -> Self {
+        match err {
+            ClaimsError::NoTenantClaim => Self::Unauthorized(err.to_string()),
+            ClaimsError::InvalidTenantClaim(_) => Self::Forbidden(err.to_string()),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -208,5 +210,25 @@ mod tests {
         let resp = ApiError::Internal("secret table arn".into()).into_response();
         assert_eq!(resp.status(), 500);
         assert!(!body(&resp).to_string().contains("secret"));
+    }
+
+    #[test]
+    fn lower_layer_errors_map_to_their_statuses() {
+        // GIVEN each kind a lower layer reports; WHEN it becomes a response; THEN its status.
+        let cases: Vec<(ApiError, u16)> = vec![
+            (ClaimsError::NoTenantClaim.into(), 401),
+            (ClaimsError::InvalidTenantClaim("x".into()).into(), 403),
+            (InvalidCursor.into(), 400),
+            (StoreError::BadCursor(InvalidCursor).into(), 400),
+            (StoreError::NotOnboarded.into(), 403),
+            (StoreError::OutsideTenant.into(), 403),
+            (StoreError::Unavailable("x".into()).into(), 503),
+            (StoreError::Internal("x".into()).into(), 500),
+        ];
+        for (err, status) in cases {
+            assert_eq!(err.status(), status, "{err:?}");
+        }
+        let cursor = ApiError::from(InvalidCursor).into_response();
+        assert_eq!(body(&cursor)["field"], "cursor");
     }
 }

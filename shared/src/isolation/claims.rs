@@ -13,8 +13,7 @@ use lambda_http::request::RequestContext;
 use lambda_http::{Request, RequestExt};
 use serde_json::Value;
 
-use crate::error::ApiError;
-use crate::ids::TenantId;
+use crate::identity::ids::TenantId;
 
 pub const TENANT_CLAIM: &str = "custom:tenantId";
 pub const ROLE_CLAIM: &str = "custom:role";
@@ -120,8 +119,19 @@ fn from_dev_jwt(req: &Request) -> RawClaims {
     }
 }
 
-/// The caller of `req`: 401 when no tenant claim is present, 403 when it is not a valid tenant id.
-pub fn caller(req: &Request, mode: AuthMode) -> Result<Caller, ApiError> {
+/// Why a request has no verified caller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClaimsError {
+    /// No tenant claim at all: the service layer answers 401.
+    #[error("No tenant claim in the request's authorizer context.")]
+    NoTenantClaim,
+    /// A tenant claim that is not a valid tenant id: 403.
+    #[error("The tenant claim is not a valid tenant id: it {0}.")]
+    InvalidTenantClaim(String),
+}
+
+/// The caller of `req`: no tenant claim, or one that is not a valid tenant id, is an error.
+pub fn caller(req: &Request, mode: AuthMode) -> Result<Caller, ClaimsError> {
     let mut raw = req
         .request_context_ref()
         .map(from_context)
@@ -130,15 +140,10 @@ pub fn caller(req: &Request, mode: AuthMode) -> Result<Caller, ApiError> {
         raw = from_dev_jwt(req);
     }
     let Some(tenant) = raw.tenant else {
-        return Err(ApiError::Unauthorized(
-            "No tenant claim in the request's authorizer context.".into(),
-        ));
+        return Err(ClaimsError::NoTenantClaim);
     };
-    let tenant = TenantId::parse(&tenant).map_err(|e| {
-        ApiError::Forbidden(format!(
-            "The tenant claim is not a valid tenant id: it {e}."
-        ))
-    })?;
+    let tenant =
+        TenantId::parse(&tenant).map_err(|e| ClaimsError::InvalidTenantClaim(e.to_string()))?;
     Ok(Caller {
         tenant,
         role: raw.role,
@@ -191,17 +196,19 @@ mod tests {
     }
 
     #[test]
-    fn missing_tenant_is_401_and_invalid_is_403() {
+    fn a_missing_tenant_and_an_invalid_one_are_told_apart() {
         let req = v2_with_claims(serde_json::json!({"sub": "x"}));
         assert_eq!(
-            caller(&req, AuthMode::Authorizer).unwrap_err().status(),
-            401
+            caller(&req, AuthMode::Authorizer).unwrap_err(),
+            ClaimsError::NoTenantClaim
         );
         for bad in ["*", "a#b", "${aws:username}", ""] {
             let req = v2_with_claims(serde_json::json!({"custom:tenantId": bad}));
-            assert_eq!(
-                caller(&req, AuthMode::Authorizer).unwrap_err().status(),
-                403,
+            assert!(
+                matches!(
+                    caller(&req, AuthMode::Authorizer).unwrap_err(),
+                    ClaimsError::InvalidTenantClaim(_)
+                ),
                 "{bad}"
             );
         }
@@ -214,8 +221,8 @@ mod tests {
         req.headers_mut()
             .insert("authorization", bearer.parse().unwrap());
         assert_eq!(
-            caller(&req, AuthMode::Authorizer).unwrap_err().status(),
-            401
+            caller(&req, AuthMode::Authorizer).unwrap_err(),
+            ClaimsError::NoTenantClaim
         );
         assert_eq!(
             caller(&req, AuthMode::UnsignedDevJwt)

@@ -1,86 +1,18 @@
 //! Running a handler on the Lambda runtime: JSON logs, and errors turned into responses in one place.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Instant;
 
-use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
-use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
 use lambda_http::{service_fn, Body, Request, RequestExt, Response};
-use tokio::sync::oneshot;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 
-use crate::app::App;
-use crate::error::ApiError;
-use crate::ids::TenantId;
-
-/// What the request log line reports beyond status and latency, filled in while the request runs.
-#[derive(Debug, Default)]
-pub struct RequestMeta {
-    tenant: OnceLock<String>,
-    dynamodb_requests: AtomicU32,
-    /// Hands the verified tenant to the usage meter as soon as it is known.
-    tenant_for_meter: Mutex<Option<oneshot::Sender<TenantId>>>,
-}
-
-impl RequestMeta {
-    pub fn tenant(&self) -> Option<&str> {
-        self.tenant.get().map(String::as_str)
-    }
-
-    pub fn dynamodb_requests(&self) -> u32 {
-        self.dynamodb_requests.load(Ordering::Relaxed)
-    }
-}
-
-tokio::task_local! {
-    static REQUEST: Arc<RequestMeta>;
-}
-
-/// Runs `fut` with a fresh [`RequestMeta`] and returns it with the result.
-pub async fn with_request_meta<T>(fut: impl Future<Output = T>) -> (T, Arc<RequestMeta>) {
-    let meta = Arc::new(RequestMeta::default());
-    let out = REQUEST.scope(meta.clone(), fut).await;
-    (out, meta)
-}
-
-/// Records the verified tenant of the current request (for the log line and the usage meter).
-pub fn note_tenant(tenant: &TenantId) {
-    let _ = REQUEST.try_with(|m| {
-        let _ = m.tenant.set(tenant.to_string());
-        if let Some(tx) = lock(&m.tenant_for_meter).take() {
-            let _ = tx.send(tenant.clone());
-        }
-    });
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Counts DynamoDB requests sent on behalf of the current request (retries included), so the log line
-/// shows what each request cost. Installed on every tenant client.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RequestMetering;
-
-impl Intercept for RequestMetering {
-    fn name(&self) -> &'static str {
-        "RequestMetering"
-    }
-
-    fn read_before_transmit(
-        &self,
-        _ctx: &BeforeTransmitInterceptorContextRef<'_>,
-        _rc: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        let _ = REQUEST.try_with(|m| m.dynamodb_requests.fetch_add(1, Ordering::Relaxed));
-        Ok(())
-    }
-}
+use crate::identity::ids::TenantId;
+use crate::service::app::App;
+use crate::service::error::ApiError;
+use crate::store::meter::{self, RequestMeta};
+use crate::store::usage;
 
 /// Structured JSON logs through `tracing`, level from `RUST_LOG` (default `info`).
 pub fn init_tracing() {
@@ -147,19 +79,16 @@ pub async fn respond_metered(
     handler: impl Future<Output = Result<Response<Body>, ApiError>>,
 ) -> Response<Body> {
     let started = Instant::now();
-    let (tx, rx) = oneshot::channel();
-    let meta = Arc::new(RequestMeta {
-        tenant_for_meter: Mutex::new(Some(tx)),
-        ..RequestMeta::default()
-    });
+    let (meta, verified_tenant) = RequestMeta::with_tenant_listener();
+    let meta = Arc::new(meta);
     let main = async {
-        let result = REQUEST.scope(meta.clone(), handler).await;
+        let result = meter::scope(meta.clone(), handler).await;
         // No tenant was verified: release the meter.
-        lock(&meta.tenant_for_meter).take();
+        meta.close_tenant_listener();
         result
     };
     let metering = async {
-        let (Some((app, bin)), Ok(tenant)) = (meter, rx.await) else {
+        let (Some((app, bin)), Ok(tenant)) = (meter, verified_tenant.await) else {
             return;
         };
         if let Err(e) = count_call(app, &tenant, bin).await {
@@ -182,8 +111,8 @@ pub async fn respond_metered(
 
 async fn count_call(app: &App, tenant: &TenantId, bin: &str) -> Result<(), ApiError> {
     let db = app.db(tenant).await?;
-    let date = crate::usage::utc_date(app.clock.now_millis());
-    crate::usage::increment(&db, &date, bin, crate::usage::next_shard()).await
+    let date = usage::utc_date(app.clock.now_millis());
+    Ok(usage::increment(&db, &date, bin, usage::next_shard()).await?)
 }
 
 /// Serves `handler` until the runtime stops. Each request is logged once with its status and latency.

@@ -5,9 +5,9 @@
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use crate::cursor::Key;
-use crate::error::ApiError;
-use crate::keys::{EXPIRES_AT, PK, SK};
+use crate::identity::cursor::Key;
+use crate::identity::keys::{EXPIRES_AT, PK, SK};
+use crate::store::error::StoreError;
 
 pub type Item = std::collections::HashMap<String, AttributeValue>;
 
@@ -26,7 +26,7 @@ pub async fn live_page(
     want: u32,
     start: Option<Key>,
     now_seconds: u64,
-) -> Result<Page, ApiError> {
+) -> Result<Page, StoreError> {
     let query = query
         .filter_expression("#live_exp > :live_now")
         .expression_attribute_names("#live_exp", EXPIRES_AT)
@@ -44,7 +44,7 @@ pub async fn live_page(
             .set_exclusive_start_key(start.take())
             .send()
             .await
-            .map_err(ApiError::from_dynamodb)?;
+            .map_err(StoreError::from_sdk)?;
         requests += 1;
         items.extend(out.items.unwrap_or_default());
         let next = out.last_evaluated_key.filter(|k| !k.is_empty());
@@ -95,7 +95,10 @@ pub fn is_live(item: &Item, now_seconds: u64) -> bool {
 /// when another item holds the key. If the SDK retried an attempt that had in fact succeeded (its
 /// answer lost, say to a timeout), the retry finds exactly `item`: that counts as written, so a
 /// create is idempotent under retries instead of answering a spurious 409.
-pub async fn put_if_absent(db: &crate::scoped::TenantDb, item: Item) -> Result<bool, ApiError> {
+pub async fn put_if_absent(
+    db: &crate::store::scoped::TenantDb,
+    item: Item,
+) -> Result<bool, StoreError> {
     use aws_sdk_dynamodb::operation::put_item::PutItemError;
     use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
     let result = db
@@ -111,7 +114,7 @@ pub async fn put_if_absent(db: &crate::scoped::TenantDb, item: Item) -> Result<b
         Ok(_) => Ok(true),
         Err(e) => match e.as_service_error() {
             Some(PutItemError::ConditionalCheckFailedException(c)) => Ok(c.item() == Some(&item)),
-            _ => Err(ApiError::from_dynamodb(e)),
+            _ => Err(StoreError::from_sdk(e)),
         },
     }
 }

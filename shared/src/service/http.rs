@@ -5,8 +5,8 @@ use lambda_http::{Body, Request, RequestExt, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::error::ApiError;
-use crate::ids::{EntityId, SessionId};
+use crate::identity::ids::{EntityId, SessionId};
+use crate::service::error::ApiError;
 
 /// The API's cap on a request document. DynamoDB's item limit is 400 KB; we keep well below it.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;

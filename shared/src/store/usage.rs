@@ -19,10 +19,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use aws_sdk_dynamodb::types::AttributeValue;
 use futures::future::try_join_all;
 
-use crate::error::ApiError;
-use crate::ids::TenantId;
-use crate::keys::{PK, SK};
-use crate::scoped::TenantDb;
+use crate::identity::ids::TenantId;
+use crate::identity::keys::{PK, SK};
+use crate::store::error::StoreError;
+use crate::store::scoped::TenantDb;
 
 pub const COUNTER_SHARDS: u32 = 8;
 
@@ -43,13 +43,18 @@ pub fn counter_sk(t: &TenantId, date: &str, route: &str, shard: u32) -> String {
 
 /// `YYYY-MM-DD` (UTC) of epoch milliseconds.
 pub fn utc_date(unix_millis: u64) -> String {
-    let mut s = crate::clock::rfc3339(unix_millis);
+    let mut s = crate::identity::clock::rfc3339(unix_millis);
     s.truncate(10);
     s
 }
 
 /// Adds one call of `route` on `date` to one shard of the tenant's counter.
-pub async fn increment(db: &TenantDb, date: &str, route: &str, shard: u32) -> Result<(), ApiError> {
+pub async fn increment(
+    db: &TenantDb,
+    date: &str,
+    route: &str,
+    shard: u32,
+) -> Result<(), StoreError> {
     let t = &db.tenant;
     db.client
         .update_item()
@@ -64,7 +69,7 @@ pub async fn increment(db: &TenantDb, date: &str, route: &str, shard: u32) -> Re
         .expression_attribute_values(":route", AttributeValue::S(route.to_owned()))
         .send()
         .await
-        .map_err(ApiError::from_dynamodb)?;
+        .map_err(StoreError::from_sdk)?;
     Ok(())
 }
 
@@ -73,7 +78,7 @@ pub async fn read(
     db: &TenantDb,
     from: &str,
     to: &str,
-) -> Result<BTreeMap<String, BTreeMap<String, u64>>, ApiError> {
+) -> Result<BTreeMap<String, BTreeMap<String, u64>>, StoreError> {
     let t = &db.tenant;
     let per_shard = try_join_all((0..COUNTER_SHARDS).map(|shard| async move {
         let mut items = Vec::new();
@@ -97,11 +102,11 @@ pub async fn read(
                 .set_exclusive_start_key(start)
                 .send()
                 .await
-                .map_err(ApiError::from_dynamodb)?;
+                .map_err(StoreError::from_sdk)?;
             items.extend(out.items.unwrap_or_default());
             start = out.last_evaluated_key.filter(|k| !k.is_empty());
             if start.is_none() {
-                return Ok::<_, ApiError>(items);
+                return Ok::<_, StoreError>(items);
             }
         }
     }))
@@ -109,9 +114,9 @@ pub async fn read(
     let mut days: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     for item in per_shard.into_iter().flatten() {
         let (Some(date), Some(route), Some(calls)) = (
-            crate::query::string_attr(&item, "date"),
-            crate::query::string_attr(&item, "route"),
-            crate::query::u64_attr(&item, "calls"),
+            crate::store::query::string_attr(&item, "date"),
+            crate::store::query::string_attr(&item, "route"),
+            crate::store::query::u64_attr(&item, "calls"),
         ) else {
             continue;
         };

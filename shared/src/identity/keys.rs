@@ -12,7 +12,7 @@
 
 use thiserror::Error;
 
-use crate::ids::{EntityId, SessionId, TenantId};
+use crate::identity::ids::{EntityId, SessionId, TenantId};
 
 pub const PK: &str = "PK";
 pub const SK: &str = "SK";

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
-use crate::error::ApiError;
-use crate::ids::TenantId;
-use crate::keys::{tenant_record_key, PK, SK};
-use crate::scoped::TenantDb;
+use crate::identity::ids::TenantId;
+use crate::identity::keys::{tenant_record_key, PK, SK};
+use crate::store::error::StoreError;
+use crate::store::scoped::TenantDb;
 
 /// How long a container trusts a cached shard count before reading the record again.
 pub const SHARD_COUNT_TTL: Duration = Duration::from_secs(300);
@@ -42,7 +42,7 @@ pub struct TenantRecord {
 }
 
 /// Reads a tenant's record with its own scoped client; `None` when the tenant is not onboarded.
-pub async fn read_record(db: &TenantDb) -> Result<Option<TenantRecord>, ApiError> {
+pub async fn read_record(db: &TenantDb) -> Result<Option<TenantRecord>, StoreError> {
     let key = tenant_record_key(&db.tenant);
     let out = db
         .client
@@ -52,11 +52,11 @@ pub async fn read_record(db: &TenantDb) -> Result<Option<TenantRecord>, ApiError
         .key(SK, AttributeValue::S(key))
         .send()
         .await
-        .map_err(ApiError::from_dynamodb)?;
+        .map_err(StoreError::from_sdk)?;
     out.item
         .map(|item| {
             serde_dynamo::from_item(item)
-                .map_err(|e| ApiError::Internal(format!("tenant record does not parse: {e}")))
+                .map_err(|e| StoreError::Internal(format!("tenant record does not parse: {e}")))
         })
         .transpose()
 }
@@ -69,15 +69,13 @@ pub struct ShardDirectory {
 
 impl ShardDirectory {
     /// The tenant's shard count; 403 when the tenant has not been onboarded.
-    pub async fn shard_count(&self, db: &TenantDb) -> Result<u32, ApiError> {
+    pub async fn shard_count(&self, db: &TenantDb) -> Result<u32, StoreError> {
         if let Some((count, at)) = self.lock().get(&db.tenant).copied() {
             if at.elapsed() < SHARD_COUNT_TTL {
                 return Ok(count);
             }
         }
-        let record = read_record(db).await?.ok_or_else(|| {
-            ApiError::Forbidden("This tenant has not been onboarded (no tenant record).".into())
-        })?;
+        let record = read_record(db).await?.ok_or(StoreError::NotOnboarded)?;
         self.lock()
             .insert(db.tenant.clone(), (record.shard_count, Instant::now()));
         Ok(record.shard_count)

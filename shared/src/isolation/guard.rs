@@ -22,8 +22,8 @@ use aws_smithy_runtime_api::client::interceptors::context::{
 };
 use thiserror::Error;
 
-use crate::ids::TenantId;
-use crate::keys::{tenant_prefix, PK, SK};
+use crate::identity::ids::TenantId;
+use crate::identity::keys::{tenant_prefix, PK, SK};
 
 /// A request refused by the guard. It never left the process.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

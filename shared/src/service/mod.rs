@@ -1,0 +1,8 @@
+//! Layer 4, service: what turns a Lambda HTTP event into a store call and back: request parsing,
+//! problem+json errors (the one place any error becomes a response), the runtime loop with its
+//! request log and usage metering, and `App`, built once per container in `main`.
+
+pub mod app;
+pub mod error;
+pub mod http;
+pub mod runtime;

@@ -1,0 +1,66 @@
+//! What can go wrong talking to the store, classified once: the service layer turns each kind into
+//! its HTTP status, and handlers match the kinds they expect (a failed condition) before that.
+
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use thiserror::Error;
+
+use crate::identity::cursor::InvalidCursor;
+use crate::isolation::credentials::{is_retryable_code, CredentialsError};
+use crate::isolation::guard::is_guard_violation;
+
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// DynamoDB or STS is unavailable or throttling: retryable.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The isolation guard refused a request that reaches outside the caller's tenant.
+    #[error("the request reaches outside the caller's tenant")]
+    OutsideTenant,
+    /// A pagination cursor that this store did not hand out for this listing.
+    #[error(transparent)]
+    BadCursor(#[from] InvalidCursor),
+    /// The tenant has no record, so nothing sharded can be addressed.
+    #[error("this tenant has not been onboarded (no tenant record)")]
+    NotOnboarded,
+    /// A bug or an unexpected AWS answer. The detail is for the log only.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl StoreError {
+    /// Classifies a DynamoDB SDK error. Callers handle the outcomes they expect (a failed condition
+    /// meaning "exists" or "not found") before falling back to this.
+    pub fn from_sdk<E, R>(err: SdkError<E, R>) -> Self
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+        R: std::fmt::Debug + Send + Sync + 'static,
+    {
+        if is_guard_violation(&err) {
+            tracing::error!(error = ?err, "isolation guard refused a request");
+            return Self::OutsideTenant;
+        }
+        let retryable = match &err {
+            SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) => true,
+            SdkError::ServiceError(service) => is_retryable_code(service.err().code()),
+            SdkError::ResponseError(_) => true,
+            _ => false,
+        };
+        if retryable {
+            tracing::warn!(error = ?err, "DynamoDB unavailable or throttling");
+            return Self::Unavailable("The data store is busy or unavailable; retry later.".into());
+        }
+        Self::Internal(format!("DynamoDB error: {err:?}"))
+    }
+}
+
+impl From<CredentialsError> for StoreError {
+    fn from(err: CredentialsError) -> Self {
+        match err {
+            CredentialsError::StsUnavailable(cause) => {
+                tracing::warn!(%cause, "STS unavailable");
+                Self::Unavailable("Tenant credentials are unavailable; retry later.".into())
+            }
+            other => Self::Internal(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! Layer 3, store: the tenant-scoped DynamoDB client (credentials from `isolation`, the key guard and
+//! the request meter installed), its error classification, and the shared ways to read and write
+//! through it: expiry-aware paging, scatter-gather over partitions, tenant records, usage counters.
+
+pub mod error;
+pub mod meter;
+pub mod query;
+pub mod scatter;
+pub mod scoped;
+pub mod tenants;
+pub mod usage;

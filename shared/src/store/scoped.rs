@@ -1,0 +1,79 @@
+//! Tenant-scoped DynamoDB clients: one per tenant per container, built on that tenant's STS
+//! credentials (`isolation::credentials`), and carrying the [`TenantKeyGuard`] and the request meter.
+
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::config::SharedInterceptor;
+
+use crate::identity::clock::Clock;
+use crate::identity::ids::TenantId;
+use crate::isolation::credentials::{CredentialSettings, TenantCredentials};
+use crate::isolation::guard::TenantKeyGuard;
+use crate::store::error::StoreError;
+use crate::store::meter::RequestMetering;
+
+/// A DynamoDB client that can only touch one tenant's keys, plus what requests need to address it.
+#[derive(Debug, Clone)]
+pub struct TenantDb {
+    pub client: aws_sdk_dynamodb::Client,
+    pub tenant: TenantId,
+    pub table: Arc<str>,
+}
+
+/// The per-container cache of tenant-scoped clients.
+pub struct TenantClients {
+    credentials: TenantCredentials<TenantDb>,
+    dynamodb: aws_sdk_dynamodb::Config,
+    table_name: Arc<str>,
+    extra_interceptors: Vec<SharedInterceptor>,
+}
+
+impl TenantClients {
+    pub fn new(
+        sts: aws_sdk_sts::Client,
+        dynamodb: aws_sdk_dynamodb::Config,
+        settings: CredentialSettings,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            table_name: Arc::from(settings.table.table_name.as_str()),
+            credentials: TenantCredentials::new(sts, settings, clock),
+            dynamodb,
+            extra_interceptors: Vec::new(),
+        }
+    }
+
+    /// Adds an interceptor to every tenant client built from now on (request counting, fault injection).
+    pub fn with_interceptor(mut self, interceptor: SharedInterceptor) -> Self {
+        self.extra_interceptors.push(interceptor);
+        self
+    }
+
+    pub fn table_name(&self) -> &str {
+        &self.table_name
+    }
+
+    /// The scoped client for `tenant`, assuming the tenant role only when no fresh credentials are cached.
+    pub async fn for_tenant(&self, tenant: &TenantId) -> Result<TenantDb, StoreError> {
+        let db = self
+            .credentials
+            .get(tenant, |credentials| {
+                let mut config = self
+                    .dynamodb
+                    .to_builder()
+                    .credentials_provider(credentials)
+                    .interceptor(TenantKeyGuard::new(tenant.clone()))
+                    .interceptor(RequestMetering);
+                for extra in &self.extra_interceptors {
+                    config.push_interceptor(extra.clone());
+                }
+                TenantDb {
+                    client: aws_sdk_dynamodb::Client::from_conf(config.build()),
+                    tenant: tenant.clone(),
+                    table: self.table_name.clone(),
+                }
+            })
+            .await?;
+        Ok(db)
+    }
+}
