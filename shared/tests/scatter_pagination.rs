@@ -1,6 +1,7 @@
-//! Property: scatter-gather pagination returns every item exactly once, in id order, for random ids,
-//! shard counts 1–100 and page sizes 1–100. Shards live in memory here; the same code runs against
-//! DynamoDB Local in the integration tests.
+//! Property: scatter-gather pagination returns every item exactly once, in order, for random ids,
+//! shard counts 1–100 and page sizes 1–100; and, for a grouped descending listing (the orders shape:
+//! months newest first × shards), every item once, newest first. Partitions live in memory here; the
+//! same code runs against DynamoDB Local in the integration tests.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,11 +10,12 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use proptest::prelude::*;
 use shared::identity::cursor::Key;
 use shared::identity::ids::{EntityId, TenantId};
-use shared::identity::keys::{entity_sk, kind, shard_pk, PK, SK};
+use shared::identity::keys::{entity_sk, kind, PK, SK};
 use shared::identity::shard::shard_for;
 use shared::store::error::StoreError;
 use shared::store::scatter::{
-    first_round_want, gather_from, Fanout, ShardRead, ShardSource, ShardedList,
+    first_round_want, gather_from, Fanout, LaneRead, Listing, Order, PartitionSource, ShardedList,
+    SortRange,
 };
 
 const LIST: ShardedList<'static> = ShardedList {
@@ -22,52 +24,97 @@ const LIST: ShardedList<'static> = ShardedList {
     route: "query-tenant-products",
 };
 
-/// Shards in memory. (Following DynamoDB's own page boundaries is covered against DynamoDB Local.)
-struct MemoryShards {
+/// Partitions in memory, each holding (PK, SK) items. (Following DynamoDB's own page boundaries is
+/// covered against DynamoDB Local.)
+struct MemoryPartitions {
     tenant: TenantId,
-    shards: BTreeMap<u32, Vec<(String, String)>>,
+    listing: Listing,
+    partitions: BTreeMap<String, Vec<(String, String)>>,
     /// Items returned by every read so far: what DynamoDB would bill.
     items_read: AtomicUsize,
 }
 
-impl MemoryShards {
-    fn new(tenant: &TenantId, ids: &BTreeSet<String>, shard_count: u32) -> Self {
-        let mut shards: BTreeMap<u32, Vec<(String, String)>> = BTreeMap::new();
+impl MemoryPartitions {
+    /// `ids` of `LIST`'s kind hashed over `shard_count` shards.
+    fn sharded(tenant: &TenantId, ids: &BTreeSet<String>, shard_count: u32) -> Self {
+        let listing = LIST.over(tenant, shard_count);
+        let mut items = Vec::new();
         for id in ids {
-            let s = shard_for(id, shard_count);
             let e = EntityId::parse(id).unwrap();
-            shards.entry(s).or_default().push((
-                shard_pk(tenant, LIST.partition, s),
-                entity_sk(tenant, LIST.kind, &e),
+            let key = shared::identity::keys::sharded_entity_key(
+                tenant,
+                LIST.partition,
+                LIST.kind,
+                &e,
+                shard_count,
+            );
+            items.push((
+                key[PK].as_s().unwrap().clone(),
+                key[SK].as_s().unwrap().clone(),
             ));
         }
-        for items in shards.values_mut() {
-            items.sort_by(|a, b| a.1.cmp(&b.1));
+        Self::new(tenant, listing, items)
+    }
+
+    fn new(tenant: &TenantId, listing: Listing, items: Vec<(String, String)>) -> Self {
+        let mut partitions: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+        for (pk, sk) in items {
+            let partition = if listing.partition_attr == PK {
+                &pk
+            } else {
+                &sk
+            };
+            partitions
+                .entry(partition.clone())
+                .or_default()
+                .push((pk.clone(), sk.clone()));
+        }
+        for items in partitions.values_mut() {
+            items.sort_by_key(|(pk, sk)| sort_of(&listing, pk, sk).to_owned());
+            if listing.order == Order::Descending {
+                items.reverse();
+            }
         }
         Self {
             tenant: tenant.clone(),
-            shards,
+            listing,
+            partitions,
             items_read: AtomicUsize::new(0),
         }
     }
 }
 
-impl ShardSource for MemoryShards {
+fn sort_of<'a>(listing: &Listing, pk: &'a str, sk: &'a str) -> &'a str {
+    if listing.sort_attr == SK {
+        sk
+    } else {
+        pk
+    }
+}
+
+impl PartitionSource for MemoryPartitions {
     fn tenant(&self) -> &TenantId {
         &self.tenant
     }
 
     async fn read(
         &self,
-        shard: u32,
+        partition: &str,
         want: u32,
         start: Option<Key>,
-    ) -> Result<ShardRead, StoreError> {
-        let all = self.shards.get(&shard).cloned().unwrap_or_default();
-        let after = start.and_then(|k| k.get(SK).and_then(|v| v.as_s().ok()).cloned());
+    ) -> Result<LaneRead, StoreError> {
+        let all = self.partitions.get(partition).cloned().unwrap_or_default();
+        let sort_attr = self.listing.sort_attr;
+        let after = start.and_then(|k| k.get(sort_attr).and_then(|v| v.as_s().ok()).cloned());
+        let descending = self.listing.order == Order::Descending;
         let rest: Vec<_> = all
             .into_iter()
-            .filter(|(_, sk)| after.as_ref().is_none_or(|a| sk > a))
+            .filter(|(pk, sk)| {
+                let sort = sort_of(&self.listing, pk, sk);
+                after
+                    .as_deref()
+                    .is_none_or(|a| if descending { sort < a } else { sort > a })
+            })
             .collect();
         let take = rest.len().min(want as usize);
         self.items_read.fetch_add(take, Ordering::SeqCst);
@@ -80,26 +127,26 @@ impl ShardSource for MemoryShards {
                 ])
             })
             .collect();
-        Ok(ShardRead {
-            shard,
+        Ok(LaneRead {
             items,
             exhausted: take == rest.len(),
         })
     }
 }
 
-fn walk(source: &MemoryShards, shard_count: u32, limit: u32) -> Vec<String> {
+/// Every page of the source's listing, as the sort keys returned, in order.
+fn walk(source: &MemoryPartitions, limit: u32) -> Vec<String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
+    let sort_attr = source.listing.sort_attr;
     rt.block_on(async {
         let mut out = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..10_000 {
             let page = gather_from(
                 source,
-                LIST,
-                shard_count,
+                &source.listing,
                 limit,
                 cursor.as_deref(),
                 Fanout::Parallel,
@@ -109,9 +156,13 @@ fn walk(source: &MemoryShards, shard_count: u32, limit: u32) -> Vec<String> {
             assert!(page.items.len() as u32 <= limit);
             // only the last page may be short
             assert!(page.next_cursor.is_none() || page.items.len() as u32 == limit);
-            out.extend(page.items.iter().map(|i| i[SK].as_s().unwrap().clone()));
+            out.extend(
+                page.items
+                    .iter()
+                    .map(|i| i[sort_attr].as_s().unwrap().clone()),
+            );
             match page.next_cursor {
-                // one position for every shard: the cursor does not grow with the shard count
+                // one position for every partition: the cursor does not grow with their count
                 Some(c) => {
                     assert!(c.len() <= 1024, "cursor of {} bytes", c.len());
                     cursor = Some(c)
@@ -121,6 +172,43 @@ fn walk(source: &MemoryShards, shard_count: u32, limit: u32) -> Vec<String> {
         }
         panic!("pagination did not end");
     })
+}
+
+/// An orders-shaped listing: `months` groups (newest first) of `shards` GSI1 partitions each, sorted
+/// by the date-index key, descending; `orders` are (month, day, id).
+fn orders_listing(
+    tenant: &TenantId,
+    months: u32,
+    shards: u32,
+    orders: &BTreeSet<(u32, u32, String)>,
+) -> MemoryPartitions {
+    let t = tenant.as_str();
+    let part = |m: u32, s: u32| format!("TENANT#{t}#ORDERS#2026-{m:02}#{s}");
+    let listing = Listing {
+        route: "list-tenant-orders:test".into(),
+        index: Some("GSI1"),
+        partition_attr: SK,
+        sort_attr: PK,
+        range: SortRange::Between(
+            format!("TENANT#{t}#ORDERDATE#"),
+            format!("TENANT#{t}#ORDERDATE#~"),
+        ),
+        order: Order::Descending,
+        groups: (1..=months)
+            .rev()
+            .map(|m| (0..shards).map(|s| part(m, s)).collect())
+            .collect(),
+    };
+    let items = orders
+        .iter()
+        .map(|(m, d, id)| {
+            (
+                format!("TENANT#{t}#ORDERDATE#2026-{m:02}-{d:02}#{id}"),
+                part(*m, shard_for(id, shards)),
+            )
+        })
+        .collect();
+    MemoryPartitions::new(tenant, listing, items)
 }
 
 proptest! {
@@ -133,12 +221,57 @@ proptest! {
         limit in 1u32..=100,
     ) {
         let tenant = TenantId::parse("acme").unwrap();
-        let source = MemoryShards::new(&tenant, &ids, shard_count);
-        let walked = walk(&source, shard_count, limit);
+        let source = MemoryPartitions::sharded(&tenant, &ids, shard_count);
+        let walked = walk(&source, limit);
         let mut expected: Vec<String> = ids.iter().map(|i| entity_sk(&tenant, LIST.kind, &EntityId::parse(i).unwrap())).collect();
         expected.sort();
         prop_assert_eq!(walked, expected);
     }
+
+    #[test]
+    fn grouped_descending_listings_return_every_item_once_newest_first(
+        orders in proptest::collection::btree_set((1u32..=6, 1u32..=28, "[a-z0-9]{1,8}"), 0..300),
+        shards in 1u32..=20,
+        limit in 1u32..=60,
+    ) {
+        let tenant = TenantId::parse("acme").unwrap();
+        let source = orders_listing(&tenant, 6, shards, &orders);
+        let walked = walk(&source, limit);
+        let mut expected: Vec<String> = orders
+            .iter()
+            .map(|(m, d, id)| format!("TENANT#acme#ORDERDATE#2026-{m:02}-{d:02}#{id}"))
+            .collect();
+        expected.sort();
+        expected.dedup();
+        expected.reverse();
+        prop_assert_eq!(walked, expected);
+    }
+}
+
+#[test]
+fn a_page_reads_an_older_month_only_once_the_newer_one_is_exhausted() {
+    // GIVEN 24 months × 4 shards, with 30 orders in the newest month only
+    let tenant = TenantId::parse("acme").unwrap();
+    let orders: BTreeSet<(u32, u32, String)> =
+        (0..30).map(|i| (24, 1 + i % 28, format!("o{i}"))).collect();
+    let source = orders_listing(&tenant, 24, 4, &orders);
+    // WHEN the first page of 10 is read
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let page = rt
+        .block_on(gather_from(
+            &source,
+            &source.listing,
+            10,
+            None,
+            Fanout::Parallel,
+        ))
+        .unwrap();
+    // THEN it came from the newest month's 4 partitions alone: each asked for 2 × ceil(10/4) + 2
+    assert_eq!(page.items.len(), 10);
+    assert!(page.next_cursor.is_some());
+    assert!(source.items_read.load(Ordering::SeqCst) <= 4 * 8);
 }
 
 #[test]
@@ -146,9 +279,9 @@ fn a_16_shard_walk_reads_a_small_multiple_of_its_items_not_16_pages_per_page() {
     // GIVEN 2,000 products hashed over 16 shards
     let tenant = TenantId::parse("acme").unwrap();
     let ids: BTreeSet<String> = (0..2000).map(|i| format!("product-{i}")).collect();
-    let source = MemoryShards::new(&tenant, &ids, 16);
+    let source = MemoryPartitions::sharded(&tenant, &ids, 16);
     // WHEN every page of 100 is walked
-    let walked = walk(&source, 16, 100);
+    let walked = walk(&source, 100);
     // THEN every item came back once, and the shards were asked for far fewer than
     // 16 shards x 100 items x 20 pages = 32,000 reads (each shard's first round is 16 items)
     assert_eq!(walked.len(), 2000);
@@ -180,9 +313,9 @@ fn a_page_whose_items_all_sit_in_one_shard_is_still_full_and_exact() {
         n += 1;
     }
     ids.extend((0..200).map(|i| format!("z{i:05}")));
-    let source = MemoryShards::new(&tenant, &ids, 16);
+    let source = MemoryPartitions::sharded(&tenant, &ids, 16);
     // WHEN pages of 100 are walked
-    let walked = walk(&source, 16, 100);
+    let walked = walk(&source, 100);
     // THEN the skew costs more reads, never a short, repeated or missing item
     let mut expected: Vec<String> = ids
         .iter()
@@ -197,9 +330,9 @@ fn a_100_shard_walk_with_the_longest_ids_keeps_a_small_cursor() {
     // GIVEN the longest tenant id (64) and entity ids (128), over 100 shards
     let tenant = TenantId::parse(&"t".repeat(64)).unwrap();
     let ids: BTreeSet<String> = (0..1500).map(|i| format!("{i:0>128}")).collect();
-    let source = MemoryShards::new(&tenant, &ids, 100);
+    let source = MemoryPartitions::sharded(&tenant, &ids, 100);
     // WHEN every page of 50 is walked (walk asserts each cursor is at most 1 KB)
-    let walked = walk(&source, 100, 50);
+    let walked = walk(&source, 50);
     // THEN every item came back once
     assert_eq!(walked.len(), 1500);
 }

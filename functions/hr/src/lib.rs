@@ -24,11 +24,10 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 use shared::identity::ids::{EntityId, TenantId};
-use shared::identity::keys::{department_members_pk, entity_sk, kind, shard_pk, PK, SK};
-use shared::identity::shard::shard_for;
-use shared::store::query::Item;
+use shared::identity::keys::{
+    department_members_pk, entity_sk, kind, sharded_entity_key, Key, PK, SK,
+};
 use shared::store::scatter::ShardedList;
-use shared::ApiError;
 
 pub const EMPLOYEES: ShardedList<'static> = ShardedList {
     partition: kind::HR,
@@ -43,22 +42,8 @@ pub const DEPARTMENTS: ShardedList<'static> = ShardedList {
 };
 
 /// The key of an employee or department (`kind`) with id `id` in the HR shards.
-pub fn hr_key(
-    t: &TenantId,
-    entity_kind: &str,
-    id: &EntityId,
-    shards: u32,
-) -> HashMap<String, AttributeValue> {
-    HashMap::from([
-        (
-            PK.to_owned(),
-            AttributeValue::S(shard_pk(t, kind::HR, shard_for(id.as_str(), shards))),
-        ),
-        (
-            SK.to_owned(),
-            AttributeValue::S(entity_sk(t, entity_kind, id)),
-        ),
-    ])
+pub fn hr_key(t: &TenantId, entity_kind: &str, id: &EntityId, shards: u32) -> Key {
+    sharded_entity_key(t, kind::HR, entity_kind, id, shards)
 }
 
 /// The membership item's key: employee `e` in department `d`.
@@ -94,25 +79,6 @@ pub struct Department {
     pub updated_at: String,
 }
 
-/// Reads the API view (`T`) out of a stored item; the stored item holds the view's fields plus keys.
-pub fn view_from_item<T: for<'de> Deserialize<'de>>(item: Item) -> Result<T, ApiError> {
-    serde_dynamo::from_item(item)
-        .map_err(|e| ApiError::Internal(format!("stored item does not parse: {e}")))
-}
-
-/// A view plus its keys and bookkeeping attributes, ready to put.
-pub fn item_with_keys<T: Serialize>(
-    view: &T,
-    key: HashMap<String, AttributeValue>,
-    entity_kind: &str,
-    tenant: &TenantId,
-) -> Result<Item, ApiError> {
-    let mut item: Item =
-        serde_dynamo::to_item(view).map_err(|e| ApiError::Internal(format!("serialize: {e}")))?;
-    item.extend(key);
-    item.insert("kind".into(), AttributeValue::S(entity_kind.to_owned()));
-    item.insert("tenantId".into(), AttributeValue::S(tenant.to_string()));
-    Ok(item)
-}
+pub use shared::store::items::{item_with_keys, view_from_item};
 
 pub use shared::service::http::{PageBody, Text};

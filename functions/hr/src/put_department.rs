@@ -1,12 +1,11 @@
 //! putDepartment: `PUT /departments/{departmentId}` `{name}` → 201 created or 200 replaced. One PutItem.
 
-use aws_sdk_dynamodb::types::ReturnValue;
-use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use shared::identity::clock::rfc3339;
 use shared::identity::keys::kind;
-use shared::service::http::{json_body, json_response, path_entity_id};
+use shared::service::http::{json_body, path_entity_id, put_response};
+use shared::store::items::put_replacing;
 use shared::{ApiError, App};
 
 use crate::{hr_key, item_with_keys, Department, Text};
@@ -34,19 +33,6 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         kind::DEPARTMENT,
         &caller.tenant,
     )?;
-    let out = db
-        .client
-        .put_item()
-        .table_name(&*db.table)
-        .set_item(Some(item))
-        .return_values(ReturnValue::AllOld)
-        .send()
-        .await
-        .map_err(ApiError::from_dynamodb)?;
-    let status = if out.attributes.is_some() {
-        StatusCode::OK
-    } else {
-        StatusCode::CREATED
-    };
-    Ok(json_response(status, &dept))
+    let replaced = put_replacing(&db, item).await?;
+    Ok(put_response(replaced, &dept))
 }

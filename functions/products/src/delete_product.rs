@@ -14,12 +14,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     db.client
         .delete_item()
         .table_name(&*db.table)
-        .set_key(Some(
-            product_key(&caller.tenant, &id, shards)
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect(),
-        ))
+        .set_key(Some(product_key(&caller.tenant, &id, shards)))
         .condition_expression("attribute_exists(PK)")
         .send()
         .await

@@ -12,31 +12,15 @@ pub mod get_product;
 pub mod put_product;
 pub mod query_tenant_products;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 use shared::identity::ids::{EntityId, TenantId};
-use shared::identity::keys::{entity_sk, kind, shard_pk, PK, SK};
-use shared::identity::shard::shard_for;
+use shared::identity::keys::{kind, sharded_entity_key, Key};
 use shared::store::query::{string_attr, Item};
 use shared::ApiError;
 
 /// The table key of product `id` for a tenant with `shard_count` shards.
-pub fn product_key(
-    t: &TenantId,
-    id: &EntityId,
-    shard_count: u32,
-) -> [(&'static str, AttributeValue); 2] {
-    [
-        (
-            PK,
-            AttributeValue::S(shard_pk(
-                t,
-                kind::PRODUCT,
-                shard_for(id.as_str(), shard_count),
-            )),
-        ),
-        (SK, AttributeValue::S(entity_sk(t, kind::PRODUCT, id))),
-    ]
+pub fn product_key(t: &TenantId, id: &EntityId, shard_count: u32) -> Key {
+    sharded_entity_key(t, kind::PRODUCT, kind::PRODUCT, id, shard_count)
 }
 
 /// DynamoDB's limits on what a map can hold: nesting of at most 32 levels, non-empty attribute names,

@@ -1,11 +1,11 @@
 //! putProduct: `PUT /products/{productId}` with a JSON object (at most 64 KB) → 201 created or 200
 //! replaced. One PutItem on the product's computed shard.
 
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
-use lambda_http::http::StatusCode;
+use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::{Body, Request, Response};
 use shared::identity::clock::rfc3339;
-use shared::service::http::{json_body, json_response, path_entity_id};
+use shared::service::http::{json_body, path_entity_id, put_response};
+use shared::store::items::put_replacing;
 use shared::{ApiError, App};
 
 use crate::{product_key, ProductView};
@@ -26,44 +26,25 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let updated_at = rfc3339(app.clock.now_millis());
     let doc_av = serde_dynamo::to_attribute_value(&document)
         .map_err(|e| ApiError::Internal(format!("convert document: {e}")))?;
-    let out = db
-        .client
-        .put_item()
-        .table_name(&*db.table)
-        .set_item(Some(
-            product_key(&caller.tenant, &id, shards)
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v))
-                .chain([
-                    ("kind".to_owned(), AttributeValue::S("PRODUCT".into())),
-                    (
-                        "tenantId".to_owned(),
-                        AttributeValue::S(caller.tenant.to_string()),
-                    ),
-                    ("productId".to_owned(), AttributeValue::S(id.to_string())),
-                    ("document".to_owned(), doc_av),
-                    (
-                        "updatedAt".to_owned(),
-                        AttributeValue::S(updated_at.clone()),
-                    ),
-                ])
-                .collect(),
-        ))
-        .return_values(ReturnValue::AllOld)
-        .send()
-        .await
-        .map_err(ApiError::from_dynamodb)?;
-    let status = if out.attributes.is_some() {
-        StatusCode::OK
-    } else {
-        StatusCode::CREATED
+    let mut item = product_key(&caller.tenant, &id, shards);
+    item.extend([
+        ("kind".to_owned(), AttributeValue::S("PRODUCT".into())),
+        (
+            "tenantId".to_owned(),
+            AttributeValue::S(caller.tenant.to_string()),
+        ),
+        ("productId".to_owned(), AttributeValue::S(id.to_string())),
+        ("document".to_owned(), doc_av),
+        (
+            "updatedAt".to_owned(),
+            AttributeValue::S(updated_at.clone()),
+        ),
+    ]);
+    let replaced = put_replacing(&db, item).await?;
+    let view = ProductView {
+        product_id: id.to_string(),
+        document,
+        updated_at,
     };
-    Ok(json_response(
-        status,
-        &ProductView {
-            product_id: id.to_string(),
-            document,
-            updated_at,
-        },
-    ))
+    Ok(put_response(replaced, &view))
 }

@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem};
 use lambda_http::{Body, Request, Response};
 use shared::identity::keys::{parse_customer_sk, session_pk, PK, SK};
 use shared::service::http::{no_content, path_session_id};
-use shared::store::query::{is_live, string_attr, u64_attr, Item};
+use shared::store::query::{all_pages, is_live, string_attr, u64_attr, Item};
 use shared::store::scoped::TenantDb;
 use shared::{ApiError, App};
 
@@ -40,27 +40,11 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
 }
 
 async fn read_collection(db: &TenantDb, pk: &str) -> Result<Vec<Item>, ApiError> {
-    let mut items = Vec::new();
-    let mut start = None;
-    loop {
-        let out = db
-            .client
-            .query()
-            .table_name(&*db.table)
-            .key_condition_expression("PK = :pk")
-            .expression_attribute_values(":pk", AttributeValue::S(pk.to_owned()))
-            .projection_expression("PK, SK, childCount, expiresAt")
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(ApiError::from_dynamodb)?;
-        items.extend(out.items.unwrap_or_default());
-        start = out.last_evaluated_key.filter(|k| !k.is_empty());
-        if start.is_none() {
-            return Ok(items);
-        }
-    }
+    let query = db
+        .query_partition(pk)
+        .projection_expression("PK, SK, childCount, expiresAt")
+        .consistent_read(true);
+    Ok(all_pages(query).await?)
 }
 
 /// One transaction deleting every item. `Ok(false)` when the collection changed under us.

@@ -8,17 +8,16 @@
 //! children. Later pages start after a child and hold children only.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use shared::identity::cursor;
 use shared::identity::keys::{
     parse_child_sk, parse_customer_sk, session_collection_sk_prefix, session_pk, SK,
 };
-use shared::service::http::{json_response, page_limit, path_session_id, query_param};
+use shared::service::http::{page_limit, path_session_id, query_param};
 use shared::store::query::{live_page, string_attr};
 use shared::{ApiError, App};
 
-use crate::model::{session_from_item, PageBody};
+use crate::model::session_page_response;
 
 pub const ROUTE: &str = "get-child-sessions-by-session-id";
 
@@ -38,9 +37,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let first_page = start.is_none();
     let db = app.db(t).await?;
     let query = db
-        .client
         .query()
-        .table_name(&*db.table)
         .key_condition_expression("PK = :pk AND begins_with(SK, :collection)")
         .expression_attribute_values(":pk", AttributeValue::S(partition.clone()))
         .expression_attribute_values(
@@ -62,14 +59,5 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         }
         page.items.remove(0);
     }
-    let items = page
-        .items
-        .into_iter()
-        .map(session_from_item)
-        .collect::<Result<Vec<_>, _>>()?;
-    let next_cursor = page.next.map(|k| cursor::encode_single(t, ROUTE, &k));
-    Ok(json_response(
-        StatusCode::OK,
-        &PageBody { items, next_cursor },
-    ))
+    session_page_response(t, ROUTE, page)
 }

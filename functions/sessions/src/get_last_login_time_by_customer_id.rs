@@ -5,16 +5,14 @@
 //! design, whose random UUIDs made "Limit 1" return an arbitrary session. Expired sessions are
 //! skipped by paging on, never by returning nothing.
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
-use shared::identity::keys::{customer_sk, GSI1};
 use shared::service::http::{json_response, path_entity_id};
-use shared::store::query::live_page;
+use shared::store::query::first_live;
 use shared::{ApiError, App};
 
-use crate::model::session_from_item;
+use crate::model::{customer_sessions_query, session_from_item};
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -28,22 +26,9 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let caller = app.caller(&req)?;
     let customer = path_entity_id(&req, "customerId")?;
     let db = app.db(&caller.tenant).await?;
-    let query = db
-        .client
-        .query()
-        .table_name(&*db.table)
-        .index_name(GSI1)
-        .key_condition_expression("SK = :customer")
-        .expression_attribute_values(
-            ":customer",
-            AttributeValue::S(customer_sk(&caller.tenant, &customer)),
-        )
-        .scan_index_forward(false);
-    let page = live_page(query, 1, None, app.clock.now_seconds()).await?;
-    let item = page
-        .items
-        .into_iter()
-        .next()
+    let query = customer_sessions_query(&db, &caller.tenant, &customer);
+    let item = first_live(query, app.clock.now_seconds())
+        .await?
         .ok_or_else(|| ApiError::NotFound("This customer has no live session.".into()))?;
     let session = session_from_item(item)?;
     Ok(json_response(

@@ -9,7 +9,7 @@ use lambda_http::{Body, Request, Response};
 use serde::Serialize;
 use shared::identity::keys::{child_sk, parse_session_pk, GSI1, PK};
 use shared::service::http::{json_response, path_session_id};
-use shared::store::query::{live_page, string_attr};
+use shared::store::query::{first_live, string_attr};
 use shared::{ApiError, App};
 
 use crate::model::session_from_item;
@@ -28,17 +28,12 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let db = app.db(&caller.tenant).await?;
     let t = &caller.tenant;
     let query = db
-        .client
         .query()
-        .table_name(&*db.table)
         .index_name(GSI1)
         .key_condition_expression("SK = :child")
         .expression_attribute_values(":child", AttributeValue::S(child_sk(t, &child)));
-    let page = live_page(query, 1, None, app.clock.now_seconds()).await?;
-    let item = page
-        .items
-        .into_iter()
-        .next()
+    let item = first_live(query, app.clock.now_seconds())
+        .await?
         .ok_or_else(|| ApiError::NotFound("No such child session.".into()))?;
     let parent = string_attr(&item, PK)
         .and_then(|pk| parse_session_pk(t, &pk).ok())

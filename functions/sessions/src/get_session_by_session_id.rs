@@ -10,7 +10,7 @@ use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use shared::identity::keys::{customer_sk_prefix, session_pk};
 use shared::service::http::{json_response, path_session_id};
-use shared::store::query::live_page;
+use shared::store::query::first_live;
 use shared::{ApiError, App};
 
 use crate::model::session_from_item;
@@ -21,17 +21,12 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let db = app.db(&caller.tenant).await?;
     let t = &caller.tenant;
     let query = db
-        .client
         .query()
-        .table_name(&*db.table)
         .key_condition_expression("PK = :pk AND begins_with(SK, :root)")
         .expression_attribute_values(":pk", AttributeValue::S(session_pk(t, &id)))
         .expression_attribute_values(":root", AttributeValue::S(customer_sk_prefix(t)));
-    let page = live_page(query, 1, None, app.clock.now_seconds()).await?;
-    let item = page
-        .items
-        .into_iter()
-        .next()
+    let item = first_live(query, app.clock.now_seconds())
+        .await?
         .ok_or_else(|| ApiError::NotFound("No such session.".into()))?;
     Ok(json_response(StatusCode::OK, &session_from_item(item)?))
 }

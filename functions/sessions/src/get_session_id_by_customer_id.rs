@@ -8,7 +8,7 @@ use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use shared::identity::keys::{customer_sk, session_pk, GSI1};
 use shared::service::http::{json_response, path_entity_id, path_session_id};
-use shared::store::query::live_page;
+use shared::store::query::first_live;
 use shared::{ApiError, App};
 
 use crate::model::session_from_item;
@@ -20,18 +20,13 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let db = app.db(&caller.tenant).await?;
     let t = &caller.tenant;
     let query = db
-        .client
         .query()
-        .table_name(&*db.table)
         .index_name(GSI1)
         .key_condition_expression("SK = :customer AND PK = :session")
         .expression_attribute_values(":customer", AttributeValue::S(customer_sk(t, &customer)))
         .expression_attribute_values(":session", AttributeValue::S(session_pk(t, &id)));
-    let page = live_page(query, 1, None, app.clock.now_seconds()).await?;
-    let item = page
-        .items
-        .into_iter()
-        .next()
+    let item = first_live(query, app.clock.now_seconds())
+        .await?
         .ok_or_else(|| ApiError::NotFound("No such session for this customer.".into()))?;
     Ok(json_response(StatusCode::OK, &session_from_item(item)?))
 }

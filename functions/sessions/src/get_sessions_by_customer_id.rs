@@ -3,16 +3,14 @@
 //! Query on GSI1 (partition = the customer), newest first, paged. Expired sessions are skipped
 //! without shortening the page. The cursor is bound to the tenant, this route and this customer.
 
-use aws_sdk_dynamodb::types::AttributeValue;
-use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use shared::identity::cursor;
-use shared::identity::keys::{customer_sk, parse_session_pk, GSI1};
-use shared::service::http::{json_response, page_limit, path_entity_id, query_param};
+use shared::identity::keys::{customer_sk, parse_session_pk};
+use shared::service::http::{page_limit, path_entity_id, query_param};
 use shared::store::query::live_page;
 use shared::{ApiError, App};
 
-use crate::model::{session_from_item, PageBody};
+use crate::model::{customer_sessions_query, session_page_response};
 
 pub const ROUTE: &str = "get-sessions-by-customer-id";
 
@@ -30,23 +28,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         })
         .transpose()?;
     let db = app.db(t).await?;
-    let query = db
-        .client
-        .query()
-        .table_name(&*db.table)
-        .index_name(GSI1)
-        .key_condition_expression("SK = :customer")
-        .expression_attribute_values(":customer", AttributeValue::S(partition.clone()))
-        .scan_index_forward(false);
+    let query = customer_sessions_query(&db, t, &customer);
     let page = live_page(query, limit, start, app.clock.now_seconds()).await?;
-    let items = page
-        .items
-        .into_iter()
-        .map(session_from_item)
-        .collect::<Result<Vec<_>, _>>()?;
-    let next_cursor = page.next.map(|k| cursor::encode_single(t, ROUTE, &k));
-    Ok(json_response(
-        StatusCode::OK,
-        &PageBody { items, next_cursor },
-    ))
+    session_page_response(t, ROUTE, page)
 }

@@ -97,3 +97,42 @@ impl<'de> Deserialize<'de> for SessionState {
 }
 
 pub use shared::service::http::PageBody;
+
+/// A customer's sessions on GSI1 (partition = the customer), newest first: session ids are UUIDv7
+/// from the clock, so GSI1's sort key (the session's `PK`) orders them by time.
+pub fn customer_sessions_query(
+    db: &shared::store::scoped::TenantDb,
+    t: &shared::identity::ids::TenantId,
+    customer: &EntityId,
+) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+    db.query()
+        .index_name(shared::identity::keys::GSI1)
+        .key_condition_expression("SK = :customer")
+        .expression_attribute_values(
+            ":customer",
+            aws_sdk_dynamodb::types::AttributeValue::S(shared::identity::keys::customer_sk(
+                t, customer,
+            )),
+        )
+        .scan_index_forward(false)
+}
+
+/// 200 with `{items, nextCursor}` for a page of sessions of `route`.
+pub fn session_page_response(
+    t: &shared::identity::ids::TenantId,
+    route: &str,
+    page: shared::store::query::Page,
+) -> Result<lambda_http::Response<lambda_http::Body>, shared::ApiError> {
+    let items = page
+        .items
+        .into_iter()
+        .map(session_from_item)
+        .collect::<Result<Vec<_>, _>>()?;
+    let next_cursor = page
+        .next
+        .map(|k| shared::identity::cursor::encode_single(t, route, &k));
+    Ok(shared::service::http::json_response(
+        lambda_http::http::StatusCode::OK,
+        &PageBody { items, next_cursor },
+    ))
+}

@@ -16,7 +16,7 @@
 
 use std::collections::HashSet;
 
-use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::{Deserialize, Serialize};
@@ -28,8 +28,8 @@ use shared::{ApiError, App};
 
 use crate::{
     cancellation_codes, internal, item_with_keys, key, kind, order_date_pk, order_key,
-    order_line_sk, order_month_sk, same_key, user_key, Date, LineItem, OrderSummary, Text,
-    CONDITION_FAILED, TRANSACTION_CONFLICT,
+    order_line_sk, order_month_sk, same_key, user_exists_check, user_key, Date, LineItem,
+    OrderSummary, Text, CONDITION_FAILED, TRANSACTION_CONFLICT,
 };
 
 /// TransactWriteItems' limit (100) minus the user check, the header, the summary and the date index.
@@ -154,12 +154,6 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             .map(|p| TransactWriteItem::builder().put(p).build())
             .map_err(internal)
     };
-    let user_exists = ConditionCheck::builder()
-        .table_name(&*db.table)
-        .set_key(Some(same_key(user_key(t, &user))))
-        .condition_expression("attribute_exists(PK)")
-        .build()
-        .map_err(internal)?;
     let header = Put::builder()
         .table_name(&*db.table)
         .set_item(Some(item_with_keys(
@@ -172,9 +166,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         .build()
         .map_err(internal)?;
     let mut actions = vec![
-        TransactWriteItem::builder()
-            .condition_check(user_exists)
-            .build(),
+        user_exists_check(&db, t, &user)?,
         TransactWriteItem::builder().put(header).build(),
         put(item_with_keys(
             &summary,

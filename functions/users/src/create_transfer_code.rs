@@ -6,7 +6,7 @@
 //! the user's profile exists (404 otherwise), Put the code (`attribute_not_exists(PK)`). The code is
 //! in the response body only: it is never logged, and it is absent from every error.
 
-use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
@@ -16,7 +16,7 @@ use shared::service::http::{json_response, path_entity_id};
 use shared::{ApiError, App};
 
 use crate::{
-    cancellation_codes, internal, kind, same_key, transfer_key, user_key, TransferCode,
+    cancellation_codes, internal, kind, same_key, transfer_key, user_exists_check, TransferCode,
     CONDITION_FAILED,
 };
 
@@ -38,12 +38,6 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let now_ms = app.clock.now_millis();
     let expires_at = now_ms / 1000 + TRANSFER_CODE_SECONDS;
     let code = TransferCode::random();
-    let user_exists = ConditionCheck::builder()
-        .table_name(&*db.table)
-        .set_key(Some(same_key(user_key(t, &user))))
-        .condition_expression("attribute_exists(PK)")
-        .build()
-        .map_err(internal)?;
     let mut item = same_key(transfer_key(t, &code));
     item.insert("kind".into(), AttributeValue::S(kind::TRANSFER.into()));
     item.insert("tenantId".into(), AttributeValue::S(t.to_string()));
@@ -59,11 +53,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let sent = db
         .client
         .transact_write_items()
-        .transact_items(
-            TransactWriteItem::builder()
-                .condition_check(user_exists)
-                .build(),
-        )
+        .transact_items(user_exists_check(&db, t, &user)?)
         .transact_items(TransactWriteItem::builder().put(put).build())
         .send()
         .await;

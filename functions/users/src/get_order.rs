@@ -5,12 +5,11 @@
 //! order is at most 97 small items (the request body is capped at 64 KB), well inside one 1 MB Query
 //! page; `LastEvaluatedKey` is followed anyway.
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use shared::identity::keys::SK;
 use shared::service::http::{json_response, path_entity_id};
-use shared::store::query::string_attr;
+use shared::store::query::{all_pages, string_attr};
 use shared::{ApiError, App};
 
 use crate::create_order::Order;
@@ -24,28 +23,11 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let partition = order_key(t, &id);
     let mut header = None;
     let mut items = Vec::new();
-    let mut start = None;
-    loop {
-        let out = db
-            .client
-            .query()
-            .table_name(&*db.table)
-            .key_condition_expression("PK = :pk")
-            .expression_attribute_values(":pk", AttributeValue::S(partition.clone()))
-            .set_exclusive_start_key(start.take())
-            .send()
-            .await
-            .map_err(ApiError::from_dynamodb)?;
-        for item in out.items.unwrap_or_default() {
-            if string_attr(&item, SK).as_deref() == Some(partition.as_str()) {
-                header = Some(view_from_item::<OrderSummary>(item)?);
-            } else {
-                items.push(view_from_item::<LineItem>(item)?);
-            }
-        }
-        start = out.last_evaluated_key.filter(|k| !k.is_empty());
-        if start.is_none() {
-            break;
+    for item in all_pages(db.query_partition(&partition)).await? {
+        if string_attr(&item, SK).as_deref() == Some(partition.as_str()) {
+            header = Some(view_from_item::<OrderSummary>(item)?);
+        } else {
+            items.push(view_from_item::<LineItem>(item)?);
         }
     }
     let summary = header.ok_or_else(|| ApiError::NotFound("No such order.".into()))?;

@@ -7,10 +7,10 @@
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
-use shared::service::http::{json_response, query_param};
+use shared::service::http::json_response;
 use shared::{ApiError, App};
 
-use crate::{Date, Month};
+use crate::date_range;
 
 const MAX_MONTHS: usize = 13;
 
@@ -29,25 +29,9 @@ struct Usage {
     days: Vec<Day>,
 }
 
-fn date_param(req: &Request, name: &str) -> Result<Date, ApiError> {
-    let raw = query_param(req, name)
-        .ok_or_else(|| ApiError::bad_request(name, format!("{name} is required")))?;
-    Date::parse(&raw).map_err(|rule| ApiError::bad_request(name, format!("{name} {rule}")))
-}
-
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
-    let from = date_param(&req, "from")?;
-    let to = date_param(&req, "to")?;
-    if from > to {
-        return Err(ApiError::bad_request("from", "from must not be after to"));
-    }
-    if Month::newest_first(from, to).len() > MAX_MONTHS {
-        return Err(ApiError::bad_request(
-            "to",
-            format!("the range may span at most {MAX_MONTHS} months"),
-        ));
-    }
+    let (from, to) = date_range(&req, MAX_MONTHS)?;
     let db = app.db(&caller.tenant).await?;
     let days = shared::store::usage::read(&db, &from.to_string(), &to.to_string()).await?;
     Ok(json_response(

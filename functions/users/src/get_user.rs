@@ -4,7 +4,6 @@
 //! profile's SK (`TENANT#t#USER#<u>`) sorts after every order summary's (`TENANT#t#ORDER#<o>`), so it
 //! comes first, followed by the 10 newest orders (by orderId; default ids are UUIDv7, time-ordered).
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
@@ -33,11 +32,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let db = app.db(t).await?;
     let partition = user_key(t, &id);
     let out = db
-        .client
-        .query()
-        .table_name(&*db.table)
-        .key_condition_expression("PK = :pk")
-        .expression_attribute_values(":pk", AttributeValue::S(partition.clone()))
+        .query_partition(&partition)
         .scan_index_forward(false)
         .limit(RECENT_ORDERS as i32 + 1)
         .send()

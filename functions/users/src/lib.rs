@@ -39,7 +39,6 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{KeyShapeError, PK, SK};
-use shared::store::query::Item;
 use shared::ApiError;
 
 /// Entity kinds in this crate's keys.
@@ -380,25 +379,48 @@ pub struct LineItem {
     pub price: f64,
 }
 
-/// Reads a view (`T`) out of a stored item; the stored item holds the view's fields plus keys.
-pub fn view_from_item<T: for<'de> Deserialize<'de>>(item: Item) -> Result<T, ApiError> {
-    serde_dynamo::from_item(item)
-        .map_err(|e| ApiError::Internal(format!("stored item does not parse: {e}")))
+pub use shared::store::items::{item_with_keys, view_from_item};
+
+/// `?from=YYYY-MM-DD&to=YYYY-MM-DD`: both required, `from` not after `to`, and the range touching at
+/// most `max_months` calendar months (400 naming the parameter otherwise).
+pub fn date_range(req: &lambda_http::Request, max_months: usize) -> Result<(Date, Date), ApiError> {
+    let param = |name: &str| {
+        let raw = shared::service::http::query_param(req, name).ok_or_else(|| {
+            ApiError::bad_request(
+                name,
+                format!("query parameter {name} is required (YYYY-MM-DD)"),
+            )
+        })?;
+        Date::parse(&raw).map_err(|rule| ApiError::bad_request(name, format!("{name} {rule}")))
+    };
+    let (from, to) = (param("from")?, param("to")?);
+    if from > to {
+        return Err(ApiError::bad_request("from", "from must not be after to"));
+    }
+    if Month::newest_first(from, to).len() > max_months {
+        return Err(ApiError::bad_request(
+            "to",
+            format!("the range may span at most {max_months} calendar months"),
+        ));
+    }
+    Ok((from, to))
 }
 
-/// A view plus its keys and bookkeeping attributes, ready to put.
-pub fn item_with_keys<T: Serialize>(
-    view: &T,
-    key: HashMap<String, AttributeValue>,
-    entity_kind: &str,
-    tenant: &TenantId,
-) -> Result<Item, ApiError> {
-    let mut item: Item =
-        serde_dynamo::to_item(view).map_err(|e| ApiError::Internal(format!("serialize: {e}")))?;
-    item.extend(key);
-    item.insert("kind".into(), AttributeValue::S(entity_kind.to_owned()));
-    item.insert("tenantId".into(), AttributeValue::S(tenant.to_string()));
-    Ok(item)
+/// The transaction action that checks user `user` exists (orders and transfer codes need one).
+pub fn user_exists_check(
+    db: &shared::store::scoped::TenantDb,
+    t: &TenantId,
+    user: &EntityId,
+) -> Result<aws_sdk_dynamodb::types::TransactWriteItem, ApiError> {
+    let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
+        .table_name(&*db.table)
+        .set_key(Some(same_key(user_key(t, user))))
+        .condition_expression("attribute_exists(PK)")
+        .build()
+        .map_err(internal)?;
+    Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()
+        .condition_check(check)
+        .build())
 }
 
 pub(crate) fn internal(e: impl fmt::Display) -> ApiError {

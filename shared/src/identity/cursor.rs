@@ -3,7 +3,7 @@
 //! prefix and the shape the route expects, so a cursor can only ever move within the caller's own
 //! data. Anything else, including a cursor that was edited, answers 400.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use base64::Engine;
@@ -14,7 +14,7 @@ use thiserror::Error;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{tenant_prefix, PK, SK};
 
-pub type Key = HashMap<String, AttributeValue>;
+pub use crate::identity::keys::Key;
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -154,7 +154,7 @@ mod tests {
     }
 
     fn key(pk: &str, sk: &str) -> Key {
-        HashMap::from([
+        Key::from([
             (PK.into(), AttributeValue::S(pk.into())),
             (SK.into(), AttributeValue::S(sk.into())),
         ])

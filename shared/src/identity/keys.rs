@@ -13,6 +13,10 @@
 use thiserror::Error;
 
 use crate::identity::ids::{EntityId, SessionId, TenantId};
+use crate::identity::shard::shard_for;
+
+/// A DynamoDB key (or `LastEvaluatedKey`): attribute name → value.
+pub type Key = std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>;
 
 pub const PK: &str = "PK";
 pub const SK: &str = "SK";
@@ -191,6 +195,25 @@ pub fn parse_shard_pk(
         return Err(KeyShapeError);
     }
     digits.parse().map_err(|_| KeyShapeError)
+}
+
+/// The key of entity `id` of `kind`, stored in the tenant's `partition` write shards (`shards` of them):
+/// `PK` = its shard ([`shard_pk`], the shard from the id's hash), `SK` = [`entity_sk`].
+pub fn sharded_entity_key(
+    tenant: &TenantId,
+    partition: &str,
+    kind: &str,
+    id: &EntityId,
+    shards: u32,
+) -> Key {
+    use aws_sdk_dynamodb::types::AttributeValue::S;
+    Key::from([
+        (
+            PK.to_owned(),
+            S(shard_pk(tenant, partition, shard_for(id.as_str(), shards))),
+        ),
+        (SK.to_owned(), S(entity_sk(tenant, kind, id))),
+    ])
 }
 
 /// `TENANT#t#<kind>#<id>`: an entity's sort key (also its own GSI1 partition).

@@ -133,3 +133,32 @@ pub struct PageBody<T> {
     pub items: Vec<T>,
     pub next_cursor: Option<String>,
 }
+
+/// 200 with `{items, nextCursor}`: one page of a listing, each item turned into its view.
+pub fn page_response<V: Serialize>(
+    page: crate::store::scatter::GatheredPage,
+    view: impl Fn(crate::store::query::Item) -> Result<V, ApiError>,
+) -> Result<Response<Body>, ApiError> {
+    let items = page
+        .items
+        .into_iter()
+        .map(view)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(json_response(
+        StatusCode::OK,
+        &PageBody {
+            items,
+            next_cursor: page.next_cursor,
+        },
+    ))
+}
+
+/// 200 when `replaced` an existing item, 201 when the item is new, with `body`.
+pub fn put_response<V: Serialize>(replaced: bool, body: &V) -> Response<Body> {
+    let status = if replaced {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    json_response(status, body)
+}

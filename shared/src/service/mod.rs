@@ -6,3 +6,4 @@ pub mod app;
 pub mod error;
 pub mod http;
 pub mod runtime;
+pub mod sharded;

@@ -68,6 +68,39 @@ pub async fn live_page(
     }
 }
 
+/// The first live item `query` finds, if any: a single-item read through a Query (one request in the
+/// common case; more only when expired items come first).
+pub async fn first_live(
+    query: QueryFluentBuilder,
+    now_seconds: u64,
+) -> Result<Option<Item>, StoreError> {
+    Ok(live_page(query, 1, None, now_seconds)
+        .await?
+        .items
+        .into_iter()
+        .next())
+}
+
+/// Every item `query` matches, following `LastEvaluatedKey` to the end (small, bounded collections:
+/// a session with its children, an order with its lines).
+pub async fn all_pages(query: QueryFluentBuilder) -> Result<Vec<Item>, StoreError> {
+    let mut items = Vec::new();
+    let mut start = None;
+    loop {
+        let out = query
+            .clone()
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(StoreError::from_sdk)?;
+        items.extend(out.items.unwrap_or_default());
+        start = out.last_evaluated_key.filter(|k| !k.is_empty());
+        if start.is_none() {
+            return Ok(items);
+        }
+    }
+}
+
 /// A `LastEvaluatedKey` reduced to `PK` and `SK` (for GSI1 they are both the table's and the index's keys).
 fn only_table_keys(mut key: Key) -> Key {
     key.retain(|k, _| k == PK || k == SK);

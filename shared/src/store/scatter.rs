@@ -1,39 +1,88 @@
-//! Scatter-gather over a tenant's write shards.
+//! Scatter-gather: the one way a list reads several partitions as one ordered collection (products
+//! and HR over their write shards, orders over month × shard index partitions, usage over its
+//! counter shards).
 //!
-//! A list queries every shard concurrently (tokio futures on the same task, not threads), follows each
-//! shard's `LastEvaluatedKey`, merges in sort-key (= id) order and returns one page behind one cursor.
-//! Because the merge emits items in one global id order, one key says where every shard stands: the
-//! last item returned. The next page starts every shard just after that sort key (as its
-//! `ExclusiveStartKey`, with the shard's own `PK`), so across pages every item appears exactly once
-//! and the cursor stays the same small size at 1 shard or 100. (A cursor holding one position per
-//! shard grew with the shard count: with 36-character ids it passed the 8 KB cursor limit, and API
-//! Gateway's 10 KB request line, at about 45 shards.)
+//! A [`Listing`] names the partitions, in groups: every item of a group sorts before every item of
+//! the next (orders: one group per month, newest first). A page reads the partitions of one group
+//! concurrently (tokio futures on one task, at most [`MAX_QUERIES_IN_FLIGHT`] at once), follows each
+//! partition's `LastEvaluatedKey`, merges in sort-key order, and opens the next group only once the
+//! current one is read to the end, so a page reads only the months it needs.
 //!
-//! Items are spread over shards by a hash of their id, so a page of `limit` items holds about
-//! `limit / shards` from each. The first round asks every open shard for about twice its fair share
-//! ([`first_round_want`]) instead of a whole page each, so a 16-shard page of 100 reads about 256
-//! items, not 1,600 (Query cost is per item read). The merge only emits an item once every shard that
-//! still has items has shown one at or after it; a shard whose buffer runs dry first is read again,
-//! for the rest of the page, so the result is exact whatever the distribution, and a skewed page
-//! costs one more round trip, never a wrong or short page.
+//! Because the merge emits items in one global order, one key says where every partition stands:
+//! the last item returned. The next page starts every partition of that item's group just after its
+//! sort key (as its `ExclusiveStartKey`, with the partition's own key), so across pages every item
+//! appears exactly once and the cursor stays the same small size at 1 partition or 100. (A cursor
+//! holding one position per partition grew with the count: with 36-character ids it passed the 8 KB
+//! cursor limit, and API Gateway's 10 KB request line, at about 45 shards.)
 //!
-//! The reference implementation this replaces read only each shard's first page, skipped the last
-//! suffix (`range(1, N)`), and ran with unscoped credentials; here every shard `0..N` is read to the
-//! end through the tenant's scoped client.
+//! Items are spread over a group's partitions by a hash of their id, so a page of `limit` items holds
+//! about `limit / partitions` from each. The first round asks every partition for about twice its
+//! fair share ([`first_round_want`]) instead of a whole page each, so a 16-shard page of 100 reads
+//! about 256 items, not 1,600 (Query cost is per item read). The merge only emits an item once every
+//! partition that still has items has shown one at or after it; a partition whose buffer runs dry
+//! first is read again, for the rest of the page, so the result is exact whatever the distribution,
+//! and a skewed page costs one more round trip, never a wrong or short page.
 
 use std::collections::VecDeque;
+use std::future::Future;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use futures::future::try_join_all;
+use futures::{StreamExt, TryStreamExt};
 
 use crate::identity::cursor::{self, Key};
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{entity_sk_prefix, parse_entity_sk, parse_shard_pk, shard_pk, PK, SK};
+use crate::identity::keys::{entity_sk_prefix, shard_pk, PK, SK};
 use crate::store::error::StoreError;
 use crate::store::query::{string_attr, Item};
 use crate::store::scoped::TenantDb;
 
-/// What is listed: items of `kind` in the tenant's `partition` shards.
+/// No request has more DynamoDB Queries than this in flight; a 64-shard page runs in waves.
+pub const MAX_QUERIES_IN_FLIGHT: usize = 16;
+
+/// Which way a listing's sort key runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    Ascending,
+    Descending,
+}
+
+/// The sort-key condition every partition of a listing is queried with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SortRange {
+    /// `begins_with(sort, prefix)`
+    BeginsWith(String),
+    /// `sort BETWEEN lo AND hi`
+    Between(String, String),
+}
+
+impl SortRange {
+    fn contains(&self, value: &str) -> bool {
+        match self {
+            Self::BeginsWith(prefix) => value.len() > prefix.len() && value.starts_with(prefix),
+            Self::Between(lo, hi) => lo.as_str() <= value && value <= hi.as_str(),
+        }
+    }
+}
+
+/// What a list reads: one Query shape over groups of partitions.
+#[derive(Debug, Clone)]
+pub struct Listing {
+    /// What the cursor is bound to: the route, plus any parameters that define the collection.
+    pub route: String,
+    /// `None` for the table, or a GSI name.
+    pub index: Option<&'static str>,
+    /// The attribute that holds the partition key in `index` (`PK` on the table, `SK` on GSI1).
+    pub partition_attr: &'static str,
+    /// The attribute that holds the sort key in `index`.
+    pub sort_attr: &'static str,
+    pub range: SortRange,
+    pub order: Order,
+    /// Partition key values, grouped: every item of a group sorts (in `order`) before every item of
+    /// the next group.
+    pub groups: Vec<Vec<String>>,
+}
+
+/// The common case: items of `kind` in a tenant's `partition` write shards, in id order.
 #[derive(Debug, Clone, Copy)]
 pub struct ShardedList<'a> {
     /// The partition space, e.g. `PRODUCT` or `HR`.
@@ -44,71 +93,85 @@ pub struct ShardedList<'a> {
     pub route: &'a str,
 }
 
+impl ShardedList<'_> {
+    /// The listing over `shard_count` shards of tenant `t`.
+    pub fn over(&self, t: &TenantId, shard_count: u32) -> Listing {
+        Listing {
+            route: self.route.to_owned(),
+            index: None,
+            partition_attr: PK,
+            sort_attr: SK,
+            range: SortRange::BeginsWith(entity_sk_prefix(t, self.kind)),
+            order: Order::Ascending,
+            groups: vec![(0..shard_count)
+                .map(|s| shard_pk(t, self.partition, s))
+                .collect()],
+        }
+    }
+}
+
 pub struct GatheredPage {
     pub items: Vec<Item>,
     pub next_cursor: Option<String>,
 }
 
-/// How the shards are queried: concurrently (production) or one after another (benchmark reference).
+/// How partitions are queried: concurrently (production) or one after another (benchmark reference).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fanout {
     Parallel,
     Sequential,
 }
 
-/// What one shard answered: items in SK order after the start, and whether the shard has no more.
-pub struct ShardRead {
-    pub shard: u32,
+/// What one partition answered: items in sort order after the start, and whether it has no more.
+pub struct LaneRead {
     pub items: Vec<Item>,
     pub exhausted: bool,
 }
 
-/// Where shard reads come from: DynamoDB in production, memory in the pagination property test.
-pub trait ShardSource {
+/// Where partition reads come from: DynamoDB in production, memory in the pagination property test.
+pub trait PartitionSource {
     fn tenant(&self) -> &TenantId;
-    /// Up to `want` items of `shard` after `start`, in SK order.
+    /// Up to `want` items of `partition` after `start`, in the listing's order.
     fn read(
         &self,
-        shard: u32,
+        partition: &str,
         want: u32,
         start: Option<Key>,
-    ) -> impl std::future::Future<Output = Result<ShardRead, StoreError>>;
+    ) -> impl Future<Output = Result<LaneRead, StoreError>>;
 }
 
-/// A tenant's shards in DynamoDB, read through its scoped client.
-pub struct DynamoShards<'a> {
+/// A tenant's partitions in DynamoDB, read through its scoped client.
+pub struct DynamoPartitions<'a> {
     pub db: &'a TenantDb,
-    pub list: ShardedList<'a>,
+    pub listing: &'a Listing,
 }
 
-impl ShardSource for DynamoShards<'_> {
+impl PartitionSource for DynamoPartitions<'_> {
     fn tenant(&self) -> &TenantId {
         &self.db.tenant
     }
 
     fn read(
         &self,
-        shard: u32,
+        partition: &str,
         want: u32,
         start: Option<Key>,
-    ) -> impl std::future::Future<Output = Result<ShardRead, StoreError>> {
-        read_shard(self.db, self.list, shard, want, start)
+    ) -> impl Future<Output = Result<LaneRead, StoreError>> {
+        read_partition(self.db, self.listing, partition.to_owned(), want, start)
     }
 }
 
-/// One page of the listing, starting at `cursor`.
+/// One page of `listing`, starting at `cursor`.
 pub async fn gather(
     db: &TenantDb,
-    list: ShardedList<'_>,
-    shard_count: u32,
+    listing: &Listing,
     limit: u32,
     cursor: Option<&str>,
     fanout: Fanout,
 ) -> Result<GatheredPage, StoreError> {
     gather_from(
-        &DynamoShards { db, list },
-        list,
-        shard_count,
+        &DynamoPartitions { db, listing },
+        listing,
         limit,
         cursor,
         fanout,
@@ -116,52 +179,46 @@ pub async fn gather(
     .await
 }
 
-/// [`gather`] over any [`ShardSource`].
-pub async fn gather_from<S: ShardSource>(
+/// Every item of `listing`, unpaged (small collections such as usage counters).
+pub async fn gather_all(db: &TenantDb, listing: &Listing) -> Result<Vec<Item>, StoreError> {
+    let pending: Vec<_> = listing
+        .groups
+        .iter()
+        .flatten()
+        .map(|p| read_partition(db, listing, p.clone(), u32::MAX, None))
+        .collect();
+    let reads: Vec<LaneRead> = futures::stream::iter(pending)
+        .buffered(MAX_QUERIES_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    Ok(reads.into_iter().flat_map(|r| r.items).collect())
+}
+
+/// [`gather`] over any [`PartitionSource`].
+pub async fn gather_from<S: PartitionSource>(
     source: &S,
-    list: ShardedList<'_>,
-    shard_count: u32,
+    listing: &Listing,
     limit: u32,
     cursor: Option<&str>,
     fanout: Fanout,
 ) -> Result<GatheredPage, StoreError> {
     let t = source.tenant();
-    // The last sort key returned, from the shard that returned it (so the key has a valid shape).
-    let after: Option<String> = match cursor {
-        None => None,
+    let (mut group, after) = match cursor {
+        None => (0, None),
         Some(raw) => {
-            let key = cursor::decode_single(t, list.route, raw, |pk, sk| {
-                parse_shard_pk(t, list.partition, pk).is_ok_and(|s| s < shard_count)
-                    && parse_entity_sk(t, list.kind, sk).is_ok()
-            })?;
-            key.get(SK).and_then(|v| v.as_s().ok()).cloned()
+            let (group, sort) = decode_position(t, listing, raw)?;
+            (group, Some(sort))
         }
     };
-    let mut lanes: Vec<Lane> = (0..shard_count)
-        .map(|shard| Lane {
-            shard,
-            buffer: VecDeque::new(),
-            resume: after.as_ref().map(|sk| {
-                Key::from([
-                    (
-                        PK.to_owned(),
-                        AttributeValue::S(shard_pk(t, list.partition, shard)),
-                    ),
-                    (SK.to_owned(), AttributeValue::S(sk.clone())),
-                ])
-            }),
-            exhausted: false,
-        })
-        .collect();
-
-    let all: Vec<usize> = (0..lanes.len()).collect();
-    let first = first_round_want(limit, lanes.len());
-    refill(source, &mut lanes, &all, first, fanout).await?;
-
     let mut items: Vec<Item> = Vec::with_capacity(limit as usize);
     let mut last_emitted: Option<Key> = None;
+    let mut lanes = open_group(listing, group, after.as_deref());
+    let first = first_round_want(limit, lanes.len());
+    let all: Vec<usize> = (0..lanes.len()).collect();
+    refill(source, &mut lanes, &all, first, fanout, listing.sort_attr).await?;
+
     while (items.len() as u32) < limit {
-        // A shard with more items but none buffered could hold the next smallest: read it first.
+        // A partition with more items but none buffered could hold the next one: read it first.
         let dry: Vec<usize> = lanes
             .iter()
             .enumerate()
@@ -169,33 +226,120 @@ pub async fn gather_from<S: ShardSource>(
             .map(|(i, _)| i)
             .collect();
         if !dry.is_empty() {
-            refill(source, &mut lanes, &dry, limit - items.len() as u32, fanout).await?;
+            refill(
+                source,
+                &mut lanes,
+                &dry,
+                limit - items.len() as u32,
+                fanout,
+                listing.sort_attr,
+            )
+            .await?;
             continue;
         }
-        let Some(lane) = lanes
+        let next = lanes
             .iter_mut()
             .filter(|l| !l.buffer.is_empty())
-            .min_by(|a, b| a.buffer[0].0.cmp(&b.buffer[0].0))
-        else {
-            break; // every shard is exhausted and emptied
-        };
-        if let Some((_, item)) = lane.buffer.pop_front() {
-            last_emitted = Some(position_after(&item));
-            items.push(item);
+            .reduce(|best, l| {
+                let better = match listing.order {
+                    Order::Ascending => l.buffer[0].0 < best.buffer[0].0,
+                    Order::Descending => l.buffer[0].0 > best.buffer[0].0,
+                };
+                if better {
+                    l
+                } else {
+                    best
+                }
+            });
+        match next {
+            Some(lane) => {
+                if let Some((_, item)) = lane.buffer.pop_front() {
+                    last_emitted = Some(position_after(&item));
+                    items.push(item);
+                }
+            }
+            // This group is read to the end: open the next one, if any, for the rest of the page.
+            None if group + 1 < listing.groups.len() => {
+                group += 1;
+                lanes = open_group(listing, group, None);
+                let want = first_round_want(limit - items.len() as u32, lanes.len());
+                let all: Vec<usize> = (0..lanes.len()).collect();
+                refill(source, &mut lanes, &all, want, fanout, listing.sort_attr).await?;
+            }
+            None => break,
         }
     }
 
-    let all_done = lanes.iter().all(|l| l.exhausted && l.buffer.is_empty());
+    let group_done = lanes.iter().all(|l| l.exhausted && l.buffer.is_empty());
+    let all_done = group_done && group + 1 >= listing.groups.len();
     Ok(GatheredPage {
         items,
         next_cursor: match (all_done, last_emitted) {
-            (false, Some(last)) => Some(cursor::encode_single(t, list.route, &last)),
+            (false, Some(last)) => Some(cursor::encode_single(t, &listing.route, &last)),
             _ => None,
         },
     })
 }
 
-/// How many items the first round asks each of `open` shards for: twice the fair share plus two,
+/// The group and sort key a cursor resumes after. The position must name one of the listing's
+/// partitions and a sort key inside its range (and, as every cursor, this tenant and route).
+fn decode_position(
+    t: &TenantId,
+    listing: &Listing,
+    raw: &str,
+) -> Result<(usize, String), StoreError> {
+    let named = |pk: &str, sk: &str| -> (String, String) {
+        if listing.partition_attr == PK {
+            (pk.to_owned(), sk.to_owned())
+        } else {
+            (sk.to_owned(), pk.to_owned())
+        }
+    };
+    let group_of = |partition: &str| {
+        listing
+            .groups
+            .iter()
+            .position(|g| g.iter().any(|p| p == partition))
+    };
+    let key = cursor::decode_single(t, &listing.route, raw, |pk, sk| {
+        let (partition, sort) = named(pk, sk);
+        group_of(&partition).is_some() && listing.range.contains(&sort)
+    })?;
+    let value = |attr: &str| key.get(attr).and_then(|v| v.as_s().ok()).cloned();
+    match (value(listing.partition_attr), value(listing.sort_attr)) {
+        (Some(partition), Some(sort)) => match group_of(&partition) {
+            Some(group) => Ok((group, sort)),
+            None => Err(cursor::InvalidCursor.into()),
+        },
+        _ => Err(cursor::InvalidCursor.into()),
+    }
+}
+
+/// The lanes of `group`, each resuming after `after` (a sort key) when given.
+fn open_group(listing: &Listing, group: usize, after: Option<&str>) -> Vec<Lane> {
+    listing.groups[group]
+        .iter()
+        .map(|partition| Lane {
+            partition: partition.clone(),
+            buffer: VecDeque::new(),
+            resume: after.map(|sort| {
+                Key::from([
+                    (
+                        listing.partition_attr.to_owned(),
+                        AttributeValue::S(partition.clone()),
+                    ),
+                    (
+                        listing.sort_attr.to_owned(),
+                        AttributeValue::S(sort.to_owned()),
+                    ),
+                ])
+            }),
+            exhausted: false,
+        })
+        .collect()
+}
+
+/// How many items the first round asks each of `open` partitions for: twice the fair share plus two,
 /// never more than the page. With ids hashed over shards the share is binomial, so this covers
 /// all but a small fraction of pages in one round (16 shards, page 100: 16 each).
 pub fn first_round_want(limit: u32, open: usize) -> u32 {
@@ -203,41 +347,46 @@ pub fn first_round_want(limit: u32, open: usize) -> u32 {
     (2 * limit.div_ceil(open) + 2).min(limit)
 }
 
-/// One open shard during a page: what was read and not yet emitted, and where to read on from.
+/// One open partition during a page: what was read and not yet emitted, and where to read on from.
 struct Lane {
-    shard: u32,
+    partition: String,
+    /// (sort key, item), in the listing's order.
     buffer: VecDeque<(String, Item)>,
     /// The key after which the next read starts: the last item read, or the cursor's position.
     resume: Option<Key>,
     exhausted: bool,
 }
 
-/// Reads up to `want` more items into each lane in `which`, all at once or one after another.
-async fn refill<S: ShardSource>(
+/// Reads up to `want` more items into each lane in `which`: concurrently (at most
+/// [`MAX_QUERIES_IN_FLIGHT`] at once) or one after another.
+async fn refill<S: PartitionSource>(
     source: &S,
     lanes: &mut [Lane],
     which: &[usize],
     want: u32,
     fanout: Fanout,
+    sort_attr: &str,
 ) -> Result<(), StoreError> {
-    let read = |i: usize| source.read(lanes[i].shard, want, lanes[i].resume.clone());
-    let reads: Vec<ShardRead> = match fanout {
-        Fanout::Parallel => try_join_all(which.iter().map(|i| read(*i))).await?,
-        Fanout::Sequential => {
-            let mut out = Vec::with_capacity(which.len());
-            for i in which {
-                out.push(read(*i).await?);
-            }
-            out
-        }
+    let in_flight = match fanout {
+        Fanout::Parallel => MAX_QUERIES_IN_FLIGHT,
+        Fanout::Sequential => 1,
     };
+    // Collected first: a lazily mapped iterator here is not `Send` for every lifetime (rust#110338).
+    let pending: Vec<_> = which
+        .iter()
+        .map(|&i| source.read(&lanes[i].partition, want, lanes[i].resume.clone()))
+        .collect();
+    let reads: Vec<LaneRead> = futures::stream::iter(pending)
+        .buffered(in_flight)
+        .try_collect()
+        .await?;
     for (i, r) in which.iter().zip(reads) {
         let lane = &mut lanes[*i];
         if r.items.is_empty() && !r.exhausted {
-            // A read that neither returns items nor ends the shard would loop forever.
+            // A read that neither returns items nor ends the partition would loop forever.
             return Err(StoreError::Internal(format!(
-                "shard {} returned no items and no end",
-                lane.shard
+                "partition {} returned no items and no end",
+                lane.partition
             )));
         }
         lane.exhausted = r.exhausted;
@@ -247,7 +396,7 @@ async fn refill<S: ShardSource>(
         lane.buffer.extend(
             r.items
                 .into_iter()
-                .map(|item| (string_attr(&item, SK).unwrap_or_default(), item)),
+                .map(|item| (string_attr(&item, sort_attr).unwrap_or_default(), item)),
         );
     }
     Ok(())
@@ -260,51 +409,66 @@ fn position_after(item: &Item) -> Key {
         .collect()
 }
 
-/// Up to `want` items of one shard after `start`, following `LastEvaluatedKey`.
-async fn read_shard(
+/// Up to `want` items of one partition after `start`, following `LastEvaluatedKey`.
+async fn read_partition(
     db: &TenantDb,
-    list: ShardedList<'_>,
-    shard: u32,
+    listing: &Listing,
+    partition: String,
     want: u32,
     start: Option<Key>,
-) -> Result<ShardRead, StoreError> {
-    let t = &db.tenant;
+) -> Result<LaneRead, StoreError> {
+    let condition = match &listing.range {
+        SortRange::BeginsWith(_) => format!(
+            "{} = :part AND begins_with({}, :lo)",
+            listing.partition_attr, listing.sort_attr
+        ),
+        SortRange::Between(..) => format!(
+            "{} = :part AND {} BETWEEN :lo AND :hi",
+            listing.partition_attr, listing.sort_attr
+        ),
+    };
+    let mut query = db
+        .client
+        .query()
+        .table_name(&*db.table)
+        .set_index_name(listing.index.map(str::to_owned))
+        .key_condition_expression(condition)
+        .expression_attribute_values(":part", AttributeValue::S(partition))
+        .scan_index_forward(listing.order == Order::Ascending);
+    query = match &listing.range {
+        SortRange::BeginsWith(prefix) => {
+            query.expression_attribute_values(":lo", AttributeValue::S(prefix.clone()))
+        }
+        SortRange::Between(lo, hi) => query
+            .expression_attribute_values(":lo", AttributeValue::S(lo.clone()))
+            .expression_attribute_values(":hi", AttributeValue::S(hi.clone())),
+    };
     let mut items = Vec::new();
     let mut start = start;
     loop {
-        let out = db
-            .client
-            .query()
-            .table_name(&*db.table)
-            .key_condition_expression("PK = :pk AND begins_with(SK, :kind)")
-            .expression_attribute_values(
-                ":pk",
-                AttributeValue::S(shard_pk(t, list.partition, shard)),
-            )
-            .expression_attribute_values(":kind", AttributeValue::S(entity_sk_prefix(t, list.kind)))
-            .limit((want - items.len() as u32) as i32)
+        let remaining = want.saturating_sub(items.len() as u32);
+        let out = query
+            .clone()
+            .set_limit((want != u32::MAX).then_some(remaining.min(i32::MAX as u32) as i32))
             .set_exclusive_start_key(start.take())
             .send()
             .await
             .map_err(StoreError::from_sdk)?;
         items.extend(out.items.unwrap_or_default());
-        let lek = out.last_evaluated_key.filter(|k| !k.is_empty());
-        match lek {
+        match out.last_evaluated_key.filter(|k| !k.is_empty()) {
             None => {
-                return Ok(ShardRead {
-                    shard,
+                return Ok(LaneRead {
                     items,
                     exhausted: true,
                 })
             }
             Some(_) if items.len() as u32 >= want => {
-                return Ok(ShardRead {
-                    shard,
+                return Ok(LaneRead {
                     items,
                     exhausted: false,
                 })
             }
-            Some(k) => start = Some(k),
+            Some(k) => start = Some(position_after(&k)),
         }
     }
 }

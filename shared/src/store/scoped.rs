@@ -4,6 +4,8 @@
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::config::SharedInterceptor;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
@@ -18,6 +20,20 @@ pub struct TenantDb {
     pub client: aws_sdk_dynamodb::Client,
     pub tenant: TenantId,
     pub table: Arc<str>,
+}
+
+impl TenantDb {
+    /// A Query on this tenant's table; the key condition is still to set.
+    pub fn query(&self) -> QueryFluentBuilder {
+        self.client.query().table_name(&*self.table)
+    }
+
+    /// A Query of the whole table partition `pk`.
+    pub fn query_partition(&self, pk: &str) -> QueryFluentBuilder {
+        self.query()
+            .key_condition_expression("PK = :pk")
+            .expression_attribute_values(":pk", AttributeValue::S(pk.to_owned()))
+    }
 }
 
 /// The per-container cache of tenant-scoped clients.

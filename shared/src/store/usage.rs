@@ -17,11 +17,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use futures::future::try_join_all;
 
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{PK, SK};
 use crate::store::error::StoreError;
+use crate::store::scatter::{gather_all, Listing, Order, SortRange};
 use crate::store::scoped::TenantDb;
 
 pub const COUNTER_SHARDS: u32 = 8;
@@ -80,39 +80,22 @@ pub async fn read(
     to: &str,
 ) -> Result<BTreeMap<String, BTreeMap<String, u64>>, StoreError> {
     let t = &db.tenant;
-    let per_shard = try_join_all((0..COUNTER_SHARDS).map(|shard| async move {
-        let mut items = Vec::new();
-        let mut start = None;
-        loop {
-            let out = db
-                .client
-                .query()
-                .table_name(&*db.table)
-                .key_condition_expression("PK = :pk AND SK BETWEEN :lo AND :hi")
-                .expression_attribute_values(":pk", AttributeValue::S(counter_pk(t, shard)))
-                .expression_attribute_values(
-                    ":lo",
-                    AttributeValue::S(format!("TENANT#{t}#USAGE#{from}#")),
-                )
-                // '~' sorts after every character a route name or shard can hold.
-                .expression_attribute_values(
-                    ":hi",
-                    AttributeValue::S(format!("TENANT#{t}#USAGE#{to}#~")),
-                )
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(StoreError::from_sdk)?;
-            items.extend(out.items.unwrap_or_default());
-            start = out.last_evaluated_key.filter(|k| !k.is_empty());
-            if start.is_none() {
-                return Ok::<_, StoreError>(items);
-            }
-        }
-    }))
-    .await?;
+    let listing = Listing {
+        route: "usage".into(),
+        index: None,
+        partition_attr: PK,
+        sort_attr: SK,
+        // '~' sorts after every character a route name or shard can hold.
+        range: SortRange::Between(
+            format!("TENANT#{t}#USAGE#{from}#"),
+            format!("TENANT#{t}#USAGE#{to}#~"),
+        ),
+        order: Order::Ascending,
+        groups: vec![(0..COUNTER_SHARDS).map(|s| counter_pk(t, s)).collect()],
+    };
+    let counters = gather_all(db, &listing).await?;
     let mut days: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-    for item in per_shard.into_iter().flatten() {
+    for item in counters {
         let (Some(date), Some(route), Some(calls)) = (
             crate::store::query::string_attr(&item, "date"),
             crate::store::query::string_attr(&item, "route"),

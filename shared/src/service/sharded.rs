@@ -1,0 +1,53 @@
+//! The handler bodies every write-sharded kind shares (products, employees, departments): read one
+//! item by its id on its computed shard, and list a page over all shards. A kind supplies its key
+//! function and its view; the routes differ only in those.
+
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request, Response};
+use serde::Serialize;
+
+use crate::identity::cursor::Key;
+use crate::identity::ids::{EntityId, TenantId};
+use crate::service::app::App;
+use crate::service::error::ApiError;
+use crate::service::http::{json_response, page_limit, page_response, path_entity_id, query_param};
+use crate::store::items::get_item;
+use crate::store::query::Item;
+use crate::store::scatter::{gather, Fanout, ShardedList};
+
+/// `GET /<kind>/{param}`: 200 with the item's view, or 404 with `not_found`. One GetItem.
+pub async fn get_by_id<V: Serialize>(
+    app: &App,
+    req: &Request,
+    param: &str,
+    key: impl Fn(&TenantId, &EntityId, u32) -> Key,
+    view: impl Fn(Item) -> Result<V, ApiError>,
+    not_found: &str,
+) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(req)?;
+    let id = path_entity_id(req, param)?;
+    let db = app.db(&caller.tenant).await?;
+    let shards = app.shards.shard_count(&db).await?;
+    let item = get_item(&db, key(&caller.tenant, &id, shards))
+        .await?
+        .ok_or_else(|| ApiError::NotFound(not_found.to_owned()))?;
+    Ok(json_response(StatusCode::OK, &view(item)?))
+}
+
+/// `GET /<kind>?limit=&cursor=`: one page of `list` in id order, as `{items, nextCursor}`.
+pub async fn list_page<V: Serialize>(
+    app: &App,
+    req: &Request,
+    list: ShardedList<'_>,
+    view: impl Fn(Item) -> Result<V, ApiError>,
+    fanout: Fanout,
+) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(req)?;
+    let limit = page_limit(req)?;
+    let cursor = query_param(req, "cursor");
+    let db = app.db(&caller.tenant).await?;
+    let shards = app.shards.shard_count(&db).await?;
+    let listing = list.over(&caller.tenant, shards);
+    let page = gather(&db, &listing, limit, cursor.as_deref(), fanout).await?;
+    page_response(page, view)
+}
