@@ -578,3 +578,53 @@ pub async fn onboard(h: &Harness, tenant: &str, shard_count: u32) {
     );
     assert_eq!(r.status, 201, "onboarding {tenant}: {}", r.body);
 }
+
+/// Log output captured in memory: a `MakeWriter` for the production JSON subscriber in log tests.
+#[derive(Clone, Default)]
+pub struct CapturedLogs(pub Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for CapturedLogs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
+    type Writer = CapturedLogs;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// Declares `struct Tenant<'a> { h, auth }` in a test file, with `new(h, prefix)` (a fresh tenant)
+/// and `name()`; each file adds its own route methods to it.
+#[macro_export]
+macro_rules! tenant_client {
+    () => {
+        struct Tenant<'a> {
+            h: &'a $crate::Harness,
+            auth: $crate::Auth,
+        }
+
+        impl<'a> Tenant<'a> {
+            fn new(h: &'a $crate::Harness, prefix: &str) -> Self {
+                Self {
+                    h,
+                    auth: $crate::Auth::Tenant($crate::unique(prefix)),
+                }
+            }
+
+            #[allow(dead_code)]
+            fn name(&self) -> String {
+                match &self.auth {
+                    $crate::Auth::Tenant(t) => t.clone(),
+                    _ => unreachable!(),
+                }
+            }
+        }
+    };
+}

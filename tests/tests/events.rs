@@ -36,27 +36,10 @@ fn template() -> Value {
 
 /// `binary → "METHOD /path"` for every function in template.yaml.
 fn template_routes() -> BTreeMap<String, String> {
-    let t = template();
-    let mut routes = BTreeMap::new();
-    for (_, r) in t["Resources"].as_mapping().unwrap() {
-        if r["Type"].as_str() != Some("AWS::Serverless::Function") {
-            continue;
-        }
-        let bin = r["Metadata"]["BuildProperties"]["Binary"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        let api = &r["Properties"]["Events"]["Api"]["Properties"];
-        routes.insert(
-            bin,
-            format!(
-                "{} {}",
-                api["Method"].as_str().unwrap(),
-                api["Path"].as_str().unwrap()
-            ),
-        );
-    }
-    routes
+    integration::routes::template_routes()
+        .into_iter()
+        .map(|(bin, (method, path))| (bin, format!("{method} {path}")))
+        .collect()
 }
 
 #[test]

@@ -1,36 +1,13 @@
 //! The request log: one JSON line per request with the request id, tenant, route, status, latency and
 //! DynamoDB request count, and never a secret: no token, no body, no id from the path.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use integration::{event, Auth, Harness};
 use serde_json::{json, Value};
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
 
 #[tokio::test(flavor = "current_thread")]
 async fn each_request_logs_one_summary_line_and_no_secret() {
     // GIVEN logs captured in the production JSON format
-    let logs = Captured::default();
+    let logs = integration::CapturedLogs::default();
     let _guard =
         tracing::subscriber::set_default(shared::service::runtime::json_subscriber(logs.clone()));
     let h = Harness::new().await;

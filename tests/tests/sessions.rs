@@ -7,26 +7,9 @@ use integration::{event, resp, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use sessions::*;
 
-struct Tenant<'a> {
-    h: &'a Harness,
-    auth: Auth,
-}
+integration::tenant_client!();
 
 impl<'a> Tenant<'a> {
-    fn new(h: &'a Harness, prefix: &str) -> Self {
-        Self {
-            h,
-            auth: Auth::Tenant(unique(prefix)),
-        }
-    }
-
-    fn name(&self) -> String {
-        match &self.auth {
-            Auth::Tenant(t) => t.clone(),
-            _ => unreachable!(),
-        }
-    }
-
     async fn create(&self, body: Value) -> Resp {
         resp(
             create_session::handle(

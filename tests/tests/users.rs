@@ -3,34 +3,15 @@
 //! isolation, and bad input that writes nothing.
 
 use std::collections::{HashMap, HashSet};
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use integration::{event, onboard, resp, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use users::*;
 
-struct Tenant<'a> {
-    h: &'a Harness,
-    auth: Auth,
-}
+integration::tenant_client!();
 
 impl<'a> Tenant<'a> {
-    fn new(h: &'a Harness, prefix: &str) -> Self {
-        Self {
-            h,
-            auth: Auth::Tenant(unique(prefix)),
-        }
-    }
-
-    fn name(&self) -> String {
-        match &self.auth {
-            Auth::Tenant(t) => t.clone(),
-            _ => unreachable!(),
-        }
-    }
-
     async fn onboarded(h: &'a Harness, prefix: &str, shards: u32) -> Tenant<'a> {
         let t = Self::new(h, prefix);
         onboard(h, &t.name(), shards).await;
@@ -883,30 +864,10 @@ async fn bad_user_input_answers_400_naming_the_field_and_writes_nothing() {
     assert!(h.all_items().await.is_empty());
 }
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn transfer_codes_and_tokens_never_reach_the_log() {
     // GIVEN logs captured in the production JSON format
-    let logs = Captured::default();
+    let logs = integration::CapturedLogs::default();
     let _guard =
         tracing::subscriber::set_default(shared::service::runtime::json_subscriber(logs.clone()));
     let h = Harness::new().await;
