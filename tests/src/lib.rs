@@ -133,6 +133,9 @@ pub struct Faults {
     /// How many more attempts are executed by DynamoDB but answered with a 500, so the SDK retries
     /// a request that already took effect (as after a timeout on the way back).
     lost_after_success: AtomicUsize,
+    /// The next TransactWriteItems attempts never reach the table and are answered with this error
+    /// body (DynamoDB's wire format), while the count lasts.
+    cancel: Mutex<Option<(String, usize)>>,
 }
 
 impl Faults {
@@ -162,6 +165,46 @@ impl Faults {
             .is_ok()
     }
 
+    /// The next `attempts` TransactWriteItems attempts (`usize::MAX`: all) are answered with
+    /// DynamoDB's `TransactionCanceledException` carrying these per-action `codes`, and never take
+    /// effect: the request is turned into a harmless ListTables before it is sent.
+    pub fn cancel_transactions(&self, codes: &[&str], attempts: usize) {
+        let reasons: Vec<Value> = codes
+            .iter()
+            .map(|c| json!({"Code": c, "Message": format!("injected {c}")}))
+            .collect();
+        let body = json!({
+            "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+            "message": format!("Transaction cancelled, please refer cancellation reasons for specific reasons {codes:?}"),
+            "CancellationReasons": reasons,
+        });
+        *self.cancel.lock().unwrap() = Some((body.to_string(), attempts));
+    }
+
+    /// The next `attempts` TransactWriteItems attempts answer `TransactionInProgressException`
+    /// (not a cancellation) and never take effect.
+    pub fn transactions_in_progress(&self, attempts: usize) {
+        let body = json!({
+            "__type": "com.amazonaws.dynamodb.v20120810#TransactionInProgressException",
+            "message": "injected: transaction in progress",
+        });
+        *self.cancel.lock().unwrap() = Some((body.to_string(), attempts));
+    }
+
+    fn take_cancel(&self) -> Option<String> {
+        let mut cancel = self.cancel.lock().unwrap();
+        let (body, left) = cancel.as_mut()?;
+        let body = body.clone();
+        match *left {
+            0 => None,
+            usize::MAX => Some(body),
+            _ => {
+                *left -= 1;
+                Some(body)
+            }
+        }
+    }
+
     pub fn arm(&self, operation: &str, phase: Phase) {
         *self.armed.lock().unwrap() = Some((operation.to_owned(), phase));
     }
@@ -181,6 +224,14 @@ impl Faults {
 
 #[derive(Debug, Clone)]
 pub struct FaultInterceptor(pub Arc<Faults>);
+
+/// The error body an injected fault answers this attempt with (set before transmit).
+#[derive(Debug, Clone)]
+struct InjectedAnswer(String);
+
+impl aws_smithy_types::config_bag::Storable for InjectedAnswer {
+    type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
+}
 
 fn operation_of(cfg: &ConfigBag) -> String {
     cfg.load::<Metadata>()
@@ -217,14 +268,46 @@ impl Intercept for FaultInterceptor {
         Ok(())
     }
 
+    /// An injected transaction answer: the request becomes a ListTables, so nothing is written.
+    fn modify_before_transmit(
+        &self,
+        ctx: &mut aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextMut<'_>,
+        _rc: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if operation_of(cfg) != "TransactWriteItems" {
+            return Ok(());
+        }
+        // The state lives across the operation's retry attempts: set or clear it on each one.
+        let answer = self.0.take_cancel();
+        if answer.is_some() {
+            let request = ctx.request_mut();
+            request
+                .headers_mut()
+                .insert("x-amz-target", "DynamoDB_20120810.ListTables");
+            request.headers_mut().insert("content-length", "2");
+            *request.body_mut() = aws_smithy_types::body::SdkBody::from("{}");
+        }
+        cfg.interceptor_state()
+            .store_or_unset(answer.map(InjectedAnswer));
+        Ok(())
+    }
+
     /// Throttling, as DynamoDB answers it: HTTP 400 with ProvisionedThroughputExceededException.
     fn modify_before_deserialization(
         &self,
         ctx: &mut aws_smithy_runtime_api::client::interceptors::context::BeforeDeserializationInterceptorContextMut<'_>,
         _rc: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
+        cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        if self.0.take_lost_success() {
+        if let Some(InjectedAnswer(body)) = cfg.load::<InjectedAnswer>().cloned() {
+            let response = ctx.response_mut();
+            *response.status_mut() = aws_smithy_runtime_api::http::StatusCode::try_from(400u16)?;
+            response
+                .headers_mut()
+                .insert("content-type", "application/x-amz-json-1.0");
+            *response.body_mut() = aws_smithy_types::body::SdkBody::from(body);
+        } else if self.0.take_lost_success() {
             let response = ctx.response_mut();
             *response.status_mut() = aws_smithy_runtime_api::http::StatusCode::try_from(500u16)?;
             response

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use futures::StreamExt;
-use integration::{event, onboard, resp, unique, Auth, Harness, Resp};
+use integration::{event, onboard, resp, Harness, Resp};
 use serde_json::{json, Value};
 use users::*;
 

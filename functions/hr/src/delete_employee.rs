@@ -9,6 +9,7 @@ use shared::identity::ids::EntityId;
 use shared::identity::keys::kind;
 use shared::service::http::{no_content, path_entity_id};
 use shared::store::query::string_attr;
+use shared::store::transact::{transact, TransactError};
 use shared::{ApiError, App};
 
 use crate::{hr_key, membership_key};
@@ -35,7 +36,8 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         .and_then(|d| EntityId::parse(&d).ok())
         .ok_or_else(|| ApiError::Internal("employee without a department".into()))?;
     let internal = |e: aws_sdk_dynamodb::error::BuildError| ApiError::Internal(e.to_string());
-    db.client
+    let request = db
+        .client
         .transact_write_items()
         .transact_items(
             TransactWriteItem::builder()
@@ -63,17 +65,12 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                         .map_err(internal)?,
                 )
                 .build(),
-        )
-        .send()
-        .await
-        .map_err(|e| {
-            if e.as_service_error()
-                .is_some_and(|s| s.is_transaction_canceled_exception())
-            {
-                ApiError::Conflict("The employee changed while it was being deleted; retry.".into())
-            } else {
-                ApiError::from_dynamodb(e)
-            }
-        })?;
+        );
+    transact(request).await.map_err(|e| match e {
+        TransactError::ConditionFailed { .. } => {
+            ApiError::Conflict("The employee changed while it was being deleted; retry.".into())
+        }
+        other => other.into(),
+    })?;
     Ok(no_content())
 }

@@ -6,8 +6,6 @@
 //! old, put the new) in the same transaction. A concurrent change cancels it; it is retried on a
 //! fresh read, then 409.
 
-use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
@@ -17,6 +15,7 @@ use shared::identity::ids::EntityId;
 use shared::identity::keys::kind;
 use shared::service::http::{json_body, json_response, path_entity_id};
 use shared::store::query::string_attr;
+use shared::store::transact::transact;
 use shared::{ApiError, App};
 
 use crate::{hr_key, item_with_keys, membership_key, Employee, Text};
@@ -144,8 +143,8 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                     .build(),
             );
         }
-        match request.send().await {
-            Ok(_) => {
+        match transact(request).await {
+            Ok(()) => {
                 let status = if old_department.is_some() {
                     StatusCode::OK
                 } else {
@@ -153,45 +152,18 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                 };
                 return Ok(json_response(status, &employee));
             }
-            Err(e) => match cancellation(&e) {
-                Some(Cancelled::NoDepartment) => {
-                    return Err(ApiError::bad_request(
-                        "departmentId",
-                        "departmentId names no existing department",
-                    ))
-                }
-                Some(Cancelled::EmployeeChanged) => continue,
-                None => return Err(ApiError::from_dynamodb(e)),
-            },
+            Err(e) if e.failed_at(0) => {
+                return Err(ApiError::bad_request(
+                    "departmentId",
+                    "departmentId names no existing department",
+                ))
+            }
+            // The employee changed since it was read: read it again.
+            Err(e) if e.failed_at(1) => continue,
+            Err(e) => return Err(e.into()),
         }
     }
     Err(ApiError::Conflict(
         "The employee changed while it was being written; retry.".into(),
     ))
-}
-
-enum Cancelled {
-    NoDepartment,
-    EmployeeChanged,
-}
-
-fn cancellation<R>(err: &SdkError<TransactWriteItemsError, R>) -> Option<Cancelled> {
-    let Some(TransactWriteItemsError::TransactionCanceledException(c)) = err.as_service_error()
-    else {
-        return None;
-    };
-    let failed = |i: usize| {
-        c.cancellation_reasons().get(i).and_then(|r| r.code()) == Some("ConditionalCheckFailed")
-    };
-    if failed(0) {
-        Some(Cancelled::NoDepartment)
-    } else if failed(1)
-        || c.cancellation_reasons()
-            .iter()
-            .any(|r| r.code() == Some("TransactionConflict"))
-    {
-        Some(Cancelled::EmployeeChanged)
-    } else {
-        None
-    }
 }

@@ -4,8 +4,6 @@
 //! TransactWriteItems: the child item, plus an update of the parent that is also its existence check
 //! (parent present, unexpired, same customer, under the child limit) and counts the child.
 
-use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
@@ -16,6 +14,7 @@ use shared::identity::ids::SessionId;
 use shared::identity::keys::{child_sk, customer_sk, session_pk};
 use shared::service::http::{json_body, json_response};
 use shared::store::query::{string_attr, u64_attr};
+use shared::store::transact::{transact, TransactError};
 use shared::{ApiError, App};
 
 use crate::model::{
@@ -85,11 +84,12 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                 .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
                 .build()
                 .map_err(|e| ApiError::Internal(e.to_string()))?;
-            db.client
+            let request = db
+                .client
                 .transact_write_items()
                 .transact_items(TransactWriteItem::builder().put(put).build())
-                .transact_items(TransactWriteItem::builder().update(parent_update).build())
-                .send()
+                .transact_items(TransactWriteItem::builder().update(parent_update).build());
+            transact(request)
                 .await
                 .map_err(|e| child_failure(e, now_s))?;
         }
@@ -97,31 +97,25 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     Ok(json_response(StatusCode::CREATED, &Session::from(item)))
 }
 
-/// Why a child's transaction was cancelled. The parent's key includes the customer, so a parent of
+/// Why a child's transaction did not commit. The parent's key includes the customer, so a parent of
 /// another customer, like a missing one, is simply not found.
-fn child_failure<R>(err: SdkError<TransactWriteItemsError, R>, now_s: u64) -> ApiError
-where
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    let reasons = match err.as_service_error() {
-        Some(TransactWriteItemsError::TransactionCanceledException(c)) => {
-            c.cancellation_reasons().to_vec()
+fn child_failure(err: TransactError, now_s: u64) -> ApiError {
+    match err {
+        TransactError::ConditionFailed { index: 1, item } => {
+            let old = item.as_ref();
+            let live = old.is_some_and(|i| u64_attr(i, "expiresAt").is_some_and(|e| e > now_s));
+            if !live || old.and_then(|i| string_attr(i, "PK")).is_none() {
+                return ApiError::NotFound(
+                    "The parent session does not exist or has expired.".into(),
+                );
+            }
+            ApiError::Conflict(format!(
+                "The parent session already has {MAX_CHILDREN} child sessions."
+            ))
         }
-        _ => return ApiError::from_dynamodb(err),
-    };
-    let parent = reasons.get(1);
-    if parent.and_then(|r| r.code()) == Some("ConditionalCheckFailed") {
-        let old = parent.and_then(|r| r.item());
-        let live = old.is_some_and(|i| u64_attr(i, "expiresAt").is_some_and(|e| e > now_s));
-        if !live || old.and_then(|i| string_attr(i, "PK")).is_none() {
-            return ApiError::NotFound("The parent session does not exist or has expired.".into());
+        TransactError::ConditionFailed { index: 0, .. } => {
+            ApiError::Conflict("A session with this id already exists.".into())
         }
-        return ApiError::Conflict(format!(
-            "The parent session already has {MAX_CHILDREN} child sessions."
-        ));
+        other => other.into(),
     }
-    if reasons.first().and_then(|r| r.code()) == Some("ConditionalCheckFailed") {
-        return ApiError::Conflict("A session with this id already exists.".into());
-    }
-    ApiError::from_dynamodb(err)
 }

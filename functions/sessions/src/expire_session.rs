@@ -12,6 +12,7 @@ use shared::identity::keys::{parse_customer_sk, session_pk, PK, SK};
 use shared::service::http::{no_content, path_session_id};
 use shared::store::query::{all_pages, is_live, string_attr, u64_attr, Item};
 use shared::store::scoped::TenantDb;
+use shared::store::transact::{transact, TransactError};
 use shared::{ApiError, App};
 
 const ATTEMPTS: usize = 3;
@@ -80,14 +81,10 @@ async fn remove_all(db: &TenantDb, root: &Item, collection: &[Item]) -> Result<b
             .map_err(|e| ApiError::Internal(e.to_string()))?;
         request = request.transact_items(TransactWriteItem::builder().delete(delete).build());
     }
-    match request.send().await {
-        Ok(_) => Ok(true),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_transaction_canceled_exception()) =>
-        {
-            Ok(false)
-        }
-        Err(e) => Err(ApiError::from_dynamodb(e)),
+    match transact(request).await {
+        Ok(()) => Ok(true),
+        // An item was added, removed or changed since the read: read again.
+        Err(TransactError::ConditionFailed { .. }) => Ok(false),
+        Err(e) => Err(e.into()),
     }
 }

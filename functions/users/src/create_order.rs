@@ -24,12 +24,12 @@ use shared::identity::clock::rfc3339;
 use shared::identity::ids::{EntityId, SessionId};
 use shared::identity::shard::shard_for;
 use shared::service::http::{json_body, json_response, path_entity_id};
+use shared::store::transact::transact;
 use shared::{ApiError, App};
 
 use crate::{
-    cancellation_codes, internal, item_with_keys, key, kind, order_date_pk, order_key,
-    order_line_sk, order_month_sk, same_key, user_exists_check, user_key, Date, LineItem,
-    OrderSummary, Text, CONDITION_FAILED, TRANSACTION_CONFLICT,
+    internal, item_with_keys, key, kind, order_date_pk, order_key, order_line_sk, order_month_sk,
+    same_key, user_exists_check, user_key, Date, LineItem, OrderSummary, Text,
 };
 
 /// TransactWriteItems' limit (100) minus the user check, the header, the summary and the date index.
@@ -198,41 +198,22 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         actions.push(put(item)?);
     }
 
-    match db
+    let request = db
         .client
         .transact_write_items()
-        .set_transact_items(Some(actions))
-        .send()
-        .await
-    {
-        Ok(_) => Ok(json_response(
+        .set_transact_items(Some(actions));
+    match transact(request).await {
+        Ok(()) => Ok(json_response(
             StatusCode::CREATED,
             &Order {
                 summary,
                 items: lines.into_iter().map(|(_, l)| l).collect(),
             },
         )),
-        Err(e) => {
-            let Some(codes) = cancellation_codes(&e) else {
-                return Err(ApiError::from_dynamodb(e));
-            };
-            let code = |i: usize| codes.get(i).and_then(Option::as_deref);
-            if code(0) == Some(CONDITION_FAILED) {
-                Err(ApiError::NotFound("No such user.".into()))
-            } else if code(1) == Some(CONDITION_FAILED) {
-                Err(ApiError::Conflict(
-                    "An order with this orderId already exists.".into(),
-                ))
-            } else if codes
-                .iter()
-                .any(|c| c.as_deref() == Some(TRANSACTION_CONFLICT))
-            {
-                Err(ApiError::Conflict(
-                    "The order or the user changed concurrently; retry.".into(),
-                ))
-            } else {
-                Err(ApiError::from_dynamodb(e))
-            }
-        }
+        Err(e) if e.failed_at(0) => Err(ApiError::NotFound("No such user.".into())),
+        Err(e) if e.failed_at(1) => Err(ApiError::Conflict(
+            "An order with this orderId already exists.".into(),
+        )),
+        Err(e) => Err(e.into()),
     }
 }

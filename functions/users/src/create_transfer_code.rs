@@ -13,12 +13,10 @@ use serde::Serialize;
 use shared::identity::clock::rfc3339;
 use shared::identity::keys::EXPIRES_AT;
 use shared::service::http::{json_response, path_entity_id};
+use shared::store::transact::{transact, TransactError};
 use shared::{ApiError, App};
 
-use crate::{
-    cancellation_codes, internal, kind, same_key, transfer_key, user_exists_check, TransferCode,
-    CONDITION_FAILED,
-};
+use crate::{internal, kind, same_key, transfer_key, user_exists_check, TransferCode};
 
 /// How long a transfer code can be redeemed.
 pub const TRANSFER_CODE_SECONDS: u64 = 900;
@@ -50,26 +48,19 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         .condition_expression("attribute_not_exists(PK)")
         .build()
         .map_err(internal)?;
-    let sent = db
+    let request = db
         .client
         .transact_write_items()
         .transact_items(user_exists_check(&db, t, &user)?)
-        .transact_items(TransactWriteItem::builder().put(put).build())
-        .send()
-        .await;
-    if let Err(e) = sent {
-        let not_found = cancellation_codes(&e).is_some_and(|codes| {
-            codes.first().and_then(Option::as_deref) == Some(CONDITION_FAILED)
-        });
-        // DynamoDB's errors carry no key values, so logging them (from_dynamodb) never logs the code.
-        return Err(if not_found {
-            ApiError::NotFound("No such user.".into())
-        } else if cancellation_codes(&e).is_some() {
+        .transact_items(TransactWriteItem::builder().put(put).build());
+    // DynamoDB's errors carry no key values, so logging them never logs the code.
+    transact(request).await.map_err(|e| match e {
+        e if e.failed_at(0) => ApiError::NotFound("No such user.".into()),
+        TransactError::ConditionFailed { .. } => {
             ApiError::Conflict("The transfer code could not be stored; retry.".into())
-        } else {
-            ApiError::from_dynamodb(e)
-        });
-    }
+        }
+        other => other.into(),
+    })?;
     Ok(json_response(
         StatusCode::CREATED,
         &Created {

@@ -33,8 +33,6 @@ pub mod redeem_transfer_code;
 use std::collections::HashMap;
 use std::fmt;
 
-use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 use shared::identity::ids::{EntityId, TenantId};
@@ -426,26 +424,6 @@ pub fn user_exists_check(
 pub(crate) fn internal(e: impl fmt::Display) -> ApiError {
     ApiError::Internal(e.to_string())
 }
-
-/// Why a transaction was cancelled: one code per action (`None` = that action passed), or `None`
-/// when the error is not a cancellation.
-pub(crate) fn cancellation_codes<R>(
-    err: &SdkError<TransactWriteItemsError, R>,
-) -> Option<Vec<Option<String>>> {
-    let Some(TransactWriteItemsError::TransactionCanceledException(c)) = err.as_service_error()
-    else {
-        return None;
-    };
-    Some(
-        c.cancellation_reasons()
-            .iter()
-            .map(|r| r.code().filter(|c| *c != "None").map(str::to_owned))
-            .collect(),
-    )
-}
-
-pub(crate) const CONDITION_FAILED: &str = "ConditionalCheckFailed";
-pub(crate) const TRANSACTION_CONFLICT: &str = "TransactionConflict";
 
 #[cfg(test)]
 mod tests {

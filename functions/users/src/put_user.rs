@@ -22,12 +22,10 @@ use serde::Deserialize;
 use shared::identity::clock::rfc3339;
 use shared::service::http::{json_body, json_response, path_entity_id};
 use shared::store::query::string_attr;
+use shared::store::transact::{transact, TransactError};
 use shared::{ApiError, App};
 
-use crate::{
-    cancellation_codes, email_key, internal, item_with_keys, kind, same_key, user_key, Email, Text,
-    User, CONDITION_FAILED, TRANSACTION_CONFLICT,
-};
+use crate::{email_key, internal, item_with_keys, kind, same_key, user_key, Email, Text, User};
 
 const ATTEMPTS: u32 = 5;
 
@@ -135,26 +133,12 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                 );
             }
         }
-        let outcome = match request.send().await {
-            Ok(_) => Outcome::Written,
-            Err(e) => match cancellation_codes(&e) {
-                Some(codes) => {
-                    let code = |i: usize| codes.get(i).and_then(Option::as_deref);
-                    if code(1) == Some(CONDITION_FAILED) {
-                        Outcome::EmailTaken
-                    } else if code(0) == Some(CONDITION_FAILED)
-                        || code(2) == Some(CONDITION_FAILED)
-                        || codes
-                            .iter()
-                            .any(|c| c.as_deref() == Some(TRANSACTION_CONFLICT))
-                    {
-                        Outcome::Retry
-                    } else {
-                        return Err(ApiError::from_dynamodb(e));
-                    }
-                }
-                None => return Err(ApiError::from_dynamodb(e)),
-            },
+        let outcome = match transact(request).await {
+            Ok(()) => Outcome::Written,
+            Err(e) if e.failed_at(1) => Outcome::EmailTaken,
+            // The profile or the old email item changed since the read: read again.
+            Err(TransactError::ConditionFailed { .. }) => Outcome::Retry,
+            Err(e) => return Err(e.into()),
         };
         match outcome {
             Outcome::Written => {

@@ -10,6 +10,7 @@ use thiserror::Error;
 use crate::identity::cursor::InvalidCursor;
 use crate::isolation::claims::ClaimsError;
 use crate::store::error::StoreError;
+use crate::store::transact::TransactError;
 
 /// Seconds a client should wait before retrying a 503.
 pub const RETRY_AFTER_SECONDS: u32 = 1;
@@ -146,6 +147,7 @@ impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::Unavailable(detail) => Self::Unavailable(detail),
+            StoreError::Contended(detail) => Self::Conflict(detail),
             StoreError::OutsideTenant => {
                 Self::Forbidden("The request reaches outside the caller's tenant.".into())
             }
@@ -154,6 +156,18 @@ impl From<StoreError> for ApiError {
             }
             StoreError::BadCursor(invalid) => invalid.into(),
             StoreError::Internal(cause) => Self::Internal(cause),
+        }
+    }
+}
+
+impl From<TransactError> for ApiError {
+    /// A failed condition the route did not map itself: the items changed under the request.
+    fn from(err: TransactError) -> Self {
+        match err {
+            TransactError::ConditionFailed { .. } => {
+                Self::Conflict("The items changed while the request was written; retry.".into())
+            }
+            TransactError::Store(store) => store.into(),
         }
     }
 }
@@ -223,6 +237,15 @@ mod tests {
             (StoreError::NotOnboarded.into(), 403),
             (StoreError::OutsideTenant.into(), 403),
             (StoreError::Unavailable("x".into()).into(), 503),
+            (StoreError::Contended("x".into()).into(), 409),
+            (
+                TransactError::ConditionFailed {
+                    index: 0,
+                    item: None,
+                }
+                .into(),
+                409,
+            ),
             (StoreError::Internal("x".into()).into(), 500),
         ];
         for (err, status) in cases {

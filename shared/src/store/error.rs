@@ -13,6 +13,9 @@ pub enum StoreError {
     /// DynamoDB or STS is unavailable or throttling: retryable.
     #[error("{0}")]
     Unavailable(String),
+    /// Concurrent writers kept changing the same items: retrying later may succeed (409).
+    #[error("{0}")]
+    Contended(String),
     /// The isolation guard refused a request that reaches outside the caller's tenant.
     #[error("the request reaches outside the caller's tenant")]
     OutsideTenant,

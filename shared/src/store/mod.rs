@@ -9,4 +9,5 @@ pub mod query;
 pub mod scatter;
 pub mod scoped;
 pub mod tenants;
+pub mod transact;
 pub mod usage;

@@ -1,0 +1,358 @@
+//! Every transactional route under every way DynamoDB cancels a transaction. DynamoDB Local
+//! serialises transactions, so conflicts and throttling never happen there on their own: the harness
+//! injects each answer in DynamoDB's wire format, before the request reaches the table.
+//!
+//! For each route and each reason: the status is the documented one (throttling: 503 with
+//! Retry-After; a conflict that persists: 409 after the bounded retries; in progress: 503; a failed
+//! condition: the route's own 4xx), it is problem+json, and the table is unchanged. A conflict that
+//! clears is retried and commits.
+
+use std::collections::BTreeMap;
+
+use integration::routes::call;
+use integration::{onboard, unique, Auth, Harness, Resp};
+use serde_json::{json, Value};
+use shared::store::transact::ATTEMPTS;
+
+/// One transactional route, the data it needs, and the status its own failed condition answers.
+struct Case {
+    bin: &'static str,
+    /// Which action's condition the route maps, and to what.
+    condition_index: usize,
+    condition_status: u16,
+    /// How many actions the transaction has (the length of the reasons list).
+    actions: usize,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        bin: "create-session",
+        condition_index: 1,
+        condition_status: 404,
+        actions: 2,
+    },
+    Case {
+        bin: "expire-session",
+        condition_index: 0,
+        condition_status: 409,
+        actions: 1,
+    },
+    Case {
+        bin: "put-employee",
+        condition_index: 0,
+        condition_status: 400,
+        actions: 3,
+    },
+    Case {
+        bin: "delete-employee",
+        condition_index: 0,
+        condition_status: 409,
+        actions: 2,
+    },
+    Case {
+        bin: "put-user",
+        condition_index: 1,
+        condition_status: 409,
+        actions: 2,
+    },
+    Case {
+        bin: "create-order",
+        condition_index: 0,
+        condition_status: 404,
+        actions: 6,
+    },
+    Case {
+        bin: "create-transfer-code",
+        condition_index: 0,
+        condition_status: 404,
+        actions: 2,
+    },
+];
+
+/// A fresh tenant with what `bin` needs in place, and the request's (params, body).
+async fn arrange(h: &Harness, bin: &str) -> (Auth, BTreeMap<String, String>, Option<Value>) {
+    let tenant = unique("tx");
+    onboard(h, &tenant, 4).await;
+    let auth = Auth::Tenant(tenant);
+    let ok = |r: Resp| {
+        assert!(r.status < 300, "setup for {bin}: {} {}", r.status, r.body);
+        r
+    };
+    let params = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let none = BTreeMap::new();
+    let session = |body: Value| call(&h.app, "create-session", &none, &[], Some(body), &auth);
+    let user_params = params(&[("userId", "u-1")]);
+    let department_params = params(&[("departmentId", "eng")]);
+    let user = || {
+        call(
+            &h.app,
+            "put-user",
+            &user_params,
+            &[],
+            Some(json!({"name": "Ada", "email": "ada@example.com"})),
+            &auth,
+        )
+    };
+    let department = || {
+        call(
+            &h.app,
+            "put-department",
+            &department_params,
+            &[],
+            Some(json!({"name": "Engineering"})),
+            &auth,
+        )
+    };
+    let employee_body = json!({"name": "Ada", "departmentId": "eng"});
+    let request = match bin {
+        "create-session" => {
+            let parent = ok(session(json!({"customerId": "c-1"})).await);
+            let parent = parent.body["sessionId"].as_str().unwrap().to_owned();
+            (
+                none.clone(),
+                Some(json!({"customerId": "c-1", "parentSessionId": parent})),
+            )
+        }
+        "expire-session" => {
+            let s = ok(session(json!({"customerId": "c-1"})).await);
+            let id = s.body["sessionId"].as_str().unwrap().to_owned();
+            (params(&[("sessionId", &id)]), None)
+        }
+        "put-employee" => {
+            ok(department().await);
+            (params(&[("employeeId", "e-1")]), Some(employee_body))
+        }
+        "delete-employee" => {
+            ok(department().await);
+            let p = params(&[("employeeId", "e-1")]);
+            ok(call(&h.app, "put-employee", &p, &[], Some(employee_body), &auth).await);
+            (p, None)
+        }
+        "put-user" => (
+            params(&[("userId", "u-1")]),
+            Some(json!({"name": "Ada", "email": "ada@example.com"})),
+        ),
+        "create-order" => {
+            ok(user().await);
+            let body = json!({"orderId": "o-1", "date": "2026-11-20", "amount": 19.99,
+                "items": [{"itemId": "l-1", "sku": "BOOK-1", "qty": 1, "price": 19.99}]});
+            (params(&[("userId", "u-1")]), Some(body))
+        }
+        "create-transfer-code" => {
+            ok(user().await);
+            (params(&[("userId", "u-1")]), None)
+        }
+        other => panic!("no arrangement for transactional route {other}"),
+    };
+    (auth, request.0, request.1)
+}
+
+/// `code` at action `index`, `None` for the others.
+fn reasons(actions: usize, index: usize, code: &str) -> Vec<String> {
+    (0..actions.max(index + 1))
+        .map(|i| if i == index { code } else { "None" }.to_owned())
+        .collect()
+}
+
+async fn table(h: &Harness) -> Vec<String> {
+    let mut items: Vec<String> = h
+        .all_items()
+        .await
+        .iter()
+        .map(|i| format!("{:?}", i.iter().collect::<BTreeMap<_, _>>()))
+        .collect();
+    items.sort();
+    items
+}
+
+#[tokio::test]
+async fn every_cancellation_reason_gets_its_documented_answer_on_every_transactional_route() {
+    let h = Harness::new().await;
+    for case in CASES {
+        // (reason codes, attempts injected, expected status, TransactWriteItems sends, Retry-After)
+        let throttled = reasons(case.actions, 0, "ThrottlingError");
+        let over_capacity = reasons(
+            case.actions,
+            case.actions - 1,
+            "ProvisionedThroughputExceeded",
+        );
+        let conflict = reasons(case.actions, 0, "TransactionConflict");
+        let condition = reasons(case.actions, case.condition_index, "ConditionalCheckFailed");
+        let scenarios: Vec<(&str, Option<&Vec<String>>, u16, Option<usize>, bool)> = vec![
+            ("throttling", Some(&throttled), 503, Some(1), true),
+            ("over capacity", Some(&over_capacity), 503, Some(1), true),
+            (
+                "lasting conflict",
+                Some(&conflict),
+                409,
+                Some(ATTEMPTS as usize),
+                false,
+            ),
+            ("in progress", None, 503, None, true),
+            (
+                "failed condition",
+                Some(&condition),
+                case.condition_status,
+                None,
+                false,
+            ),
+        ];
+        for (name, codes, status, sends, retry_after) in scenarios {
+            // GIVEN the route's data in place
+            let (auth, params, body) = arrange(&h, case.bin).await;
+            let before = table(&h).await;
+            // WHEN every transaction attempt is answered with this reason
+            match codes {
+                Some(codes) => {
+                    let codes: Vec<&str> = codes.iter().map(String::as_str).collect();
+                    h.faults.cancel_transactions(&codes, usize::MAX);
+                }
+                None => h.faults.transactions_in_progress(usize::MAX),
+            }
+            h.requests.reset();
+            let r = call(&h.app, case.bin, &params, &[], body, &auth).await;
+            h.faults.cancel_transactions(&[], 0);
+            // THEN the documented status, as problem+json, and nothing written
+            let what = format!("{} under {name}: {} {}", case.bin, r.status, r.body);
+            assert_eq!(r.status, status, "{what}");
+            assert_eq!(r.content_type, "application/problem+json", "{what}");
+            assert_eq!(r.retry_after.is_some(), retry_after, "{what}");
+            if let Some(sends) = sends {
+                let sent = h.requests.by_operation().get("TransactWriteItems").copied();
+                assert_eq!(sent, Some(sends), "{what}");
+            }
+            assert_eq!(table(&h).await, before, "{what}: the table changed");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_conflict_that_clears_is_retried_and_commits() {
+    let h = Harness::new().await;
+    for case in CASES {
+        // GIVEN the route's data, and one conflict on the first send
+        let (auth, params, body) = arrange(&h, case.bin).await;
+        let conflict = reasons(case.actions, 0, "TransactionConflict");
+        let codes: Vec<&str> = conflict.iter().map(String::as_str).collect();
+        h.faults.cancel_transactions(&codes, 1);
+        h.requests.reset();
+        // WHEN the route is called
+        let r = call(&h.app, case.bin, &params, &[], body, &auth).await;
+        // THEN it succeeds on the second send
+        assert!(r.status < 300, "{}: {} {}", case.bin, r.status, r.body);
+        assert_eq!(
+            h.requests.by_operation().get("TransactWriteItems").copied(),
+            Some(2),
+            "{}",
+            case.bin
+        );
+    }
+}
+
+#[test]
+fn every_transactional_route_has_a_case_and_none_reads_cancellation_reasons_itself() {
+    // GIVEN every handler source file
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../functions");
+    let mut transactional = Vec::new();
+    for crate_dir in std::fs::read_dir(&root).unwrap() {
+        let src = crate_dir.unwrap().path().join("src");
+        for file in std::fs::read_dir(&src).unwrap() {
+            let path = file.unwrap().path();
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let name = path
+                .file_stem()
+                .unwrap()
+                .to_string_lossy()
+                .replace('_', "-");
+            // THEN no handler classifies cancellations itself
+            for needle in [
+                "cancellation_reasons",
+                "TransactionCanceledException",
+                "TransactionConflict",
+            ] {
+                assert!(
+                    !text.contains(needle),
+                    "{} reads {needle} itself",
+                    path.display()
+                );
+            }
+            if text.contains("transact_write_items()") {
+                transactional.push(name);
+            }
+        }
+    }
+    // AND every route that sends a transaction is covered above
+    transactional.sort();
+    let mut covered: Vec<String> = CASES.iter().map(|c| c.bin.to_owned()).collect();
+    covered.sort();
+    assert_eq!(transactional, covered);
+}
+
+#[tokio::test]
+async fn twenty_simultaneous_child_creates_keep_the_parents_count_exact() {
+    // GIVEN one parent session
+    let h = std::sync::Arc::new(Harness::new().await);
+    let (auth, _, body) = arrange(&h, "create-session").await;
+    let body = body.unwrap();
+    let parent = body["parentSessionId"].as_str().unwrap().to_owned();
+    // WHEN 20 children are created at once
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let (h, auth, body) = (h.clone(), auth.clone(), body.clone());
+            tokio::spawn(async move {
+                call(
+                    &h.app,
+                    "create-session",
+                    &BTreeMap::new(),
+                    &[],
+                    Some(body),
+                    &auth,
+                )
+                .await
+            })
+        })
+        .collect();
+    let mut created = 0;
+    for t in tasks {
+        let r = t.await.unwrap();
+        // THEN each gets 201, or a 409 or 503 problem+json
+        match r.status {
+            201 => created += 1,
+            409 | 503 => assert_eq!(r.content_type, "application/problem+json"),
+            other => panic!("{other}: {}", r.body),
+        }
+    }
+    // AND the parent's childCount equals the children written
+    let items = h.all_items().await;
+    let in_parent =
+        |i: &&std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>| {
+            i["PK"]
+                .as_s()
+                .unwrap()
+                .ends_with(&format!("#SESSION#{parent}"))
+        };
+    let children = items
+        .iter()
+        .filter(in_parent)
+        .filter(|i| i["SK"].as_s().unwrap().contains("#CHILD#"))
+        .count();
+    let count: usize = items
+        .iter()
+        .filter(in_parent)
+        .find(|i| i["SK"].as_s().unwrap().contains("#CUSTOMER#"))
+        .and_then(|root| root["childCount"].as_n().ok())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(children, created);
+    assert_eq!(count, created);
+    assert!(created > 0);
+}
