@@ -330,6 +330,33 @@ impl Intercept for FaultInterceptor {
     }
 }
 
+/// Makes STS refuse AssumeRole while its flag is set: HTTP 403 `AccessDenied`, in STS's XML.
+#[derive(Debug, Clone)]
+pub struct StsRefusal(pub Arc<AtomicBool>);
+
+impl Intercept for StsRefusal {
+    fn name(&self) -> &'static str {
+        "StsRefusal"
+    }
+
+    fn modify_before_deserialization(
+        &self,
+        ctx: &mut aws_smithy_runtime_api::client::interceptors::context::BeforeDeserializationInterceptorContextMut<'_>,
+        _rc: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if self.0.load(Ordering::SeqCst) {
+            let response = ctx.response_mut();
+            *response.status_mut() = aws_smithy_runtime_api::http::StatusCode::try_from(403u16)?;
+            response.headers_mut().insert("content-type", "text/xml");
+            *response.body_mut() = aws_smithy_types::body::SdkBody::from(
+                r#"<ErrorResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><Error><Type>Sender</Type><Code>AccessDenied</Code><Message>injected: not authorized to perform sts:AssumeRole</Message></Error><RequestId>injected</RequestId></ErrorResponse>"#,
+            );
+        }
+        Ok(())
+    }
+}
+
 /// Makes STS unreachable while its flag is set (the request fails before it is sent).
 #[derive(Debug, Clone)]
 pub struct StsSwitch(pub Arc<AtomicBool>);
@@ -360,6 +387,8 @@ pub struct Harness {
     pub faults: Arc<Faults>,
     /// While true, every STS request fails as if STS were unreachable.
     pub sts_down: Arc<AtomicBool>,
+    /// While set, STS answers AssumeRole with AccessDenied (not retryable).
+    pub sts_refuses: Arc<AtomicBool>,
     pub admin: aws_sdk_dynamodb::Client,
     pub table: String,
     pub sts_endpoint: String,
@@ -429,6 +458,7 @@ impl Harness {
         let requests = Arc::new(RequestCounter::default());
         let faults = Arc::new(Faults::default());
         let sts_down = Arc::new(AtomicBool::new(false));
+        let sts_refuses = Arc::new(AtomicBool::new(false));
         let settings = Settings {
             table_name: table.to_owned(),
             tenant_role_arn: ROLE_ARN.into(),
@@ -439,6 +469,7 @@ impl Harness {
         let sts = aws_sdk_sts::Client::from_conf(
             aws_sdk_sts::config::Builder::from(&sdk)
                 .interceptor(StsSwitch(sts_down.clone()))
+                .interceptor(StsRefusal(sts_refuses.clone()))
                 .build(),
         );
         let mut dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk);
@@ -476,6 +507,7 @@ impl Harness {
             requests,
             faults,
             sts_down,
+            sts_refuses,
             admin: admin.clone(),
             table: table.to_owned(),
             sts_endpoint: sts_endpoint.to_owned(),

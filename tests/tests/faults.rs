@@ -164,6 +164,30 @@ async fn sts_down_serves_cached_credentials_until_they_expire_then_503() {
     assert_eq!(h.recorded_policies(&t).await.len(), 1);
 }
 
+#[tokio::test]
+async fn sts_refusing_a_refresh_serves_cached_credentials_and_backs_off() {
+    // GIVEN a tenant with cached credentials (one AssumeRole)
+    let h = Harness::new().await;
+    let t = unique("refused");
+    let id = create(&h, &t, json!({"customerId": "c"})).await.body["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(h.recorded_policies(&t).await.len(), 1);
+    // WHEN STS starts refusing (a non-retryable AccessDenied) inside the refresh window
+    h.sts_refuses.store(true, Ordering::SeqCst);
+    h.clock.advance_seconds(11 * 60);
+    // THEN the still-valid credentials keep serving, and STS is asked once, not on every request
+    assert_eq!(get(&h, &t, &id).await.status, 200);
+    assert_eq!(get(&h, &t, &id).await.status, 200);
+    assert_eq!(h.recorded_policies(&t).await.len(), 2);
+    // AND after the back-off it asks again
+    h.clock.advance_seconds(31);
+    assert_eq!(get(&h, &t, &id).await.status, 200);
+    assert_eq!(h.recorded_policies(&t).await.len(), 3);
+    h.sts_refuses.store(false, Ordering::SeqCst);
+}
+
 /// A DynamoDB Local of this test's own, file-backed, that can be killed and restarted.
 struct OwnDynamoDb {
     child: Child,

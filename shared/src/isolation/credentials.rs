@@ -109,17 +109,24 @@ impl<C: Clone> TenantCredentials<C> {
                 });
                 Ok(value)
             }
-            // STS is down or slow but the cached credentials are still valid: keep serving on them,
-            // and do not ask STS again for a while.
-            Err(CredentialsError::StsUnavailable(cause)) => match cached.as_mut() {
+            // The refresh failed (STS down or slow, or refusing: a role or trust-policy change), but
+            // the cached credentials are still valid: keep serving on them, and do not ask STS again
+            // for a while. A refusal is logged as an error: it will not heal by itself.
+            Err(e) => match cached.as_mut() {
                 Some(c) if now < c.expires => {
-                    tracing::warn!(%cause, tenant = %tenant, "STS refresh failed; serving cached credentials");
+                    match &e {
+                        CredentialsError::StsUnavailable(_) => {
+                            tracing::warn!(error = %e, tenant = %tenant, "STS refresh failed; serving cached credentials")
+                        }
+                        _ => {
+                            tracing::error!(error = %e, tenant = %tenant, "STS refused the refresh; serving cached credentials until they expire")
+                        }
+                    }
                     c.next_attempt = Some(now + REFRESH_RETRY_AFTER);
                     Ok(c.value.clone())
                 }
-                _ => Err(CredentialsError::StsUnavailable(cause)),
+                _ => Err(e),
             },
-            Err(e) => Err(e),
         }
     }
 

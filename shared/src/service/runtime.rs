@@ -112,7 +112,8 @@ pub async fn respond_metered(
 async fn count_call(app: &App, tenant: &TenantId, bin: &str) -> Result<(), ApiError> {
     let db = app.db(tenant).await?;
     let date = usage::utc_date(app.clock.now_millis());
-    Ok(usage::increment(&db, &date, bin, usage::next_shard()).await?)
+    let now = app.clock.now_seconds();
+    Ok(usage::increment(&db, &date, bin, usage::next_shard(), now).await?)
 }
 
 /// Serves `handler` until the runtime stops. Each request is logged once with its status and latency.

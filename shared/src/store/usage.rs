@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{PK, SK};
+use crate::identity::keys::{EXPIRES_AT, PK, SK};
 use crate::store::error::StoreError;
 use crate::store::scatter::{gather_all, Listing, Order, SortRange};
 use crate::store::scoped::TenantDb;
@@ -48,12 +48,35 @@ pub fn utc_date(unix_millis: u64) -> String {
     s
 }
 
-/// Adds one call of `route` on `date` to one shard of the tenant's counter.
+/// Counter items expire (DynamoDB TTL) this long after their first count: 400 days, so a year of
+/// usage can always be read back, and a departed tenant's counters do not stay forever.
+pub const COUNTER_TTL_SECONDS: u64 = 400 * 24 * 3600;
+
+/// The meter's budget: one attempt, at most 200 ms. The count is best-effort and the request waits
+/// for it (a frozen Lambda loses detached work), so a slow counter partition may cost a request at
+/// most this long, never the SDK's full retry schedule.
+pub const METER_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The client settings the meter's UpdateItem runs with, overriding the tenant client's own.
+pub fn meter_config() -> aws_sdk_dynamodb::config::Builder {
+    aws_sdk_dynamodb::config::Builder::new()
+        .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::standard().with_max_attempts(1))
+        .timeout_config(
+            aws_sdk_dynamodb::config::timeout::TimeoutConfig::builder()
+                .operation_timeout(METER_TIMEOUT)
+                .operation_attempt_timeout(METER_TIMEOUT)
+                .build(),
+        )
+}
+
+/// Adds one call of `route` on `date` to one shard of the tenant's counter. A new counter item gets
+/// `expiresAt` = `now_seconds` + [`COUNTER_TTL_SECONDS`].
 pub async fn increment(
     db: &TenantDb,
     date: &str,
     route: &str,
     shard: u32,
+    now_seconds: u64,
 ) -> Result<(), StoreError> {
     let t = &db.tenant;
     db.client
@@ -61,12 +84,21 @@ pub async fn increment(
         .table_name(&*db.table)
         .key(PK, AttributeValue::S(counter_pk(t, shard)))
         .key(SK, AttributeValue::S(counter_sk(t, date, route, shard)))
-        .update_expression("ADD calls :one SET #date = :date, #route = :route")
+        .update_expression(
+            "ADD calls :one SET #date = :date, #route = :route, #exp = if_not_exists(#exp, :exp)",
+        )
         .expression_attribute_names("#date", "date")
         .expression_attribute_names("#route", "route")
+        .expression_attribute_names("#exp", EXPIRES_AT)
         .expression_attribute_values(":one", AttributeValue::N("1".into()))
         .expression_attribute_values(":date", AttributeValue::S(date.to_owned()))
         .expression_attribute_values(":route", AttributeValue::S(route.to_owned()))
+        .expression_attribute_values(
+            ":exp",
+            AttributeValue::N((now_seconds + COUNTER_TTL_SECONDS).to_string()),
+        )
+        .customize()
+        .config_override(meter_config())
         .send()
         .await
         .map_err(StoreError::from_sdk)?;
@@ -111,6 +143,16 @@ pub async fn read(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_meter_has_one_attempt_and_a_200_ms_budget() {
+        let config = meter_config().build();
+        assert_eq!(config.retry_config().unwrap().max_attempts(), 1);
+        let timeouts = config.timeout_config().unwrap();
+        assert_eq!(timeouts.operation_timeout(), Some(METER_TIMEOUT));
+        assert_eq!(timeouts.operation_attempt_timeout(), Some(METER_TIMEOUT));
+        assert!(METER_TIMEOUT <= std::time::Duration::from_millis(200));
+    }
 
     #[test]
     fn golden_counter_keys_and_dates() {
