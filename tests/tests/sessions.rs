@@ -209,7 +209,7 @@ async fn each_pattern_sends_the_documented_number_of_dynamodb_requests() {
     let child = t.create_child("c1", &root).await;
     assert_eq!(child.status, 201, "{}", child.body);
     let child = child.body["sessionId"].as_str().unwrap().to_owned();
-    count(&[("TransactWriteItems", 1)]);
+    count(&[("GetItem", 1), ("TransactWriteItems", 1)]);
     assert_eq!(t.get(&root).await.status, 200);
     count(&[("Query", 1)]);
     assert_eq!(t.children(&root, &[]).await.status, 200);
@@ -224,6 +224,34 @@ async fn each_pattern_sends_the_documented_number_of_dynamodb_requests() {
     count(&[("Query", 1)]);
     assert_eq!(t.expire(&root).await.status, 204);
     count(&[("Query", 1), ("TransactWriteItems", 1)]);
+}
+
+#[tokio::test]
+async fn a_child_never_outlives_its_parent_and_its_pages_end_with_it() {
+    // GIVEN a parent created now and, half its lifetime later, a child with three siblings
+    let h = Harness::new().await;
+    let t = Tenant::new(&h, "cap");
+    let root = t.create_id("c").await;
+    let parent_expires = t.get(&root).await.body["expiresAt"].clone();
+    h.clock.advance_seconds(1800);
+    let mut children = Vec::new();
+    for _ in 0..4 {
+        let r = t.create_child("c", &root).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        children.push(r.body);
+    }
+    // THEN each child expires no later than its parent
+    for c in &children {
+        assert_eq!(c["expiresAt"], parent_expires);
+    }
+    // AND once the parent has expired, a cursor page of its children answers 404, like the first
+    let page = t.children(&root, &[("limit", "2")]).await;
+    let cursor = page.body["nextCursor"].as_str().unwrap().to_owned();
+    h.clock.advance_seconds(1801);
+    t.children(&root, &[("limit", "2"), ("cursor", cursor.as_str())])
+        .await
+        .assert_problem(404);
+    t.children(&root, &[]).await.assert_problem(404);
 }
 
 #[tokio::test]

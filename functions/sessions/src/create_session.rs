@@ -1,8 +1,10 @@
 //! createSession: `POST /sessions` `{customerId, parentSessionId?, state?}` → 201 with the session.
 //!
-//! A root session is one conditional PutItem that never overwrites. A child session is one
-//! TransactWriteItems: the child item, plus an update of the parent that is also its existence check
-//! (parent present, unexpired, same customer, under the child limit) and counts the child.
+//! A root session is one conditional PutItem that never overwrites. A child session is a consistent
+//! GetItem of the parent (so the child's `expiresAt` is capped at the parent's: a child never
+//! outlives its parent), then one TransactWriteItems: the child item, plus an update of the parent
+//! that is also its existence check (parent present, unexpired, same customer, under the child
+//! limit) and counts the child.
 
 use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
@@ -57,6 +59,30 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             }
         }
         Some(parent) => {
+            let parent_key = [
+                ("PK".to_owned(), AttributeValue::S(session_pk(t, &parent))),
+                (
+                    "SK".to_owned(),
+                    AttributeValue::S(customer_sk(t, &input.customer_id)),
+                ),
+            ];
+            let parent_expires = db
+                .client
+                .get_item()
+                .table_name(&*db.table)
+                .set_key(Some(parent_key.into_iter().collect()))
+                .projection_expression("expiresAt")
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(ApiError::from_dynamodb)?
+                .item
+                .and_then(|i| u64_attr(&i, "expiresAt"))
+                .filter(|e| *e > now_s)
+                .ok_or_else(|| {
+                    ApiError::NotFound("The parent session does not exist or has expired.".into())
+                })?;
+            item.expires_at = item.expires_at.min(parent_expires);
             item.pk = session_pk(t, &parent);
             item.sk = child_sk(t, &id);
             item.kind = KIND_CHILD.into();

@@ -5,7 +5,8 @@
 //! `begins_with(SK, TENANT#t#C)`, descending. That prefix covers exactly the collection's two kinds,
 //! `CUSTOMER#` (the root) and `CHILD#`, and since `CUSTOMER` sorts after `CHILD`, the root comes first
 //! in descending order: the first page proves the parent exists in the same request that lists its
-//! children. Later pages start after a child and hold children only.
+//! children. Later pages start after a child and hold children only, so each also reads the root,
+//! concurrently (2 Queries): a cursor page of an expired or unknown parent answers 404 as well.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::{Body, Request, Response};
@@ -14,10 +15,10 @@ use shared::identity::keys::{
     parse_child_sk, parse_customer_sk, session_collection_sk_prefix, session_pk, SK,
 };
 use shared::service::http::{page_limit, path_session_id, query_param};
-use shared::store::query::{live_page, string_attr};
+use shared::store::query::{first_live, live_page, string_attr};
 use shared::{ApiError, App};
 
-use crate::model::session_page_response;
+use crate::model::{root_session_query, session_page_response};
 
 pub const ROUTE: &str = "get-child-sessions-by-session-id";
 
@@ -47,7 +48,19 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         .scan_index_forward(false);
     // The first page also carries the root, so it asks for one more item.
     let want = if first_page { limit + 1 } else { limit };
-    let mut page = live_page(query, want, start, app.clock.now_seconds()).await?;
+    let now = app.clock.now_seconds();
+    let mut page = if first_page {
+        live_page(query, want, start, now).await?
+    } else {
+        let (page, root) = futures::try_join!(
+            live_page(query, want, start, now),
+            first_live(root_session_query(&db, t, &parent), now)
+        )?;
+        if root.is_none() {
+            return Err(ApiError::NotFound("No such session.".into()));
+        }
+        page
+    };
     if first_page {
         let is_root = page
             .items

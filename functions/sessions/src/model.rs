@@ -136,3 +136,18 @@ pub fn session_page_response(
         &PageBody { items, next_cursor },
     ))
 }
+
+/// A session's root item: `PK` = the session, `SK` begins with the tenant's customer prefix (the
+/// root's `SK` holds its customer, so it cannot be a GetItem).
+pub fn root_session_query(
+    db: &shared::store::scoped::TenantDb,
+    t: &shared::identity::ids::TenantId,
+    session: &SessionId,
+) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+    use aws_sdk_dynamodb::types::AttributeValue::S;
+    use shared::identity::keys::{customer_sk_prefix, session_pk};
+    db.query()
+        .key_condition_expression("PK = :pk AND begins_with(SK, :root)")
+        .expression_attribute_values(":pk", S(session_pk(t, session)))
+        .expression_attribute_values(":root", S(customer_sk_prefix(t)))
+}
