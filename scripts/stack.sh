@@ -47,6 +47,10 @@ start_stack() {
   export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$ddb_port"
   export AWS_ENDPOINT_URL_STS="http://127.0.0.1:$sts_port"
   unset AWS_PROFILE AWS_SESSION_TOKEN
+  # Pagination cursors are signed (HMAC-SHA-256); a local run generates its own key. In AWS the key
+  # is the template's NoEcho parameter CursorSigningKey, never in the repo.
+  CURSOR_SIGNING_KEY="${CURSOR_SIGNING_KEY:-$(python3 -c 'import secrets; print(secrets.token_hex(32))')}"
+  export CURSOR_SIGNING_KEY
 
   wait_for "moto STS" "$AWS_ENDPOINT_URL_STS/moto-api/" 30
   wait_for "DynamoDB Local" "$AWS_ENDPOINT_URL_DYNAMODB" 60

@@ -76,6 +76,14 @@ fn production_app(sdk: &aws_types::SdkConfig, table: &str) -> App {
         session_ttl_seconds: 3600,
         credentials_seconds: 900,
         auth: AuthMode::Authorizer,
+        // The benchmark signs cursors like production, with the key the local stack generated.
+        cursor_keys: shared::identity::cursor::CursorKeys::new(
+            std::env::var("CURSOR_SIGNING_KEY")
+                .expect("CURSOR_SIGNING_KEY: run the benchmark through scripts/bench.sh")
+                .as_bytes(),
+            None,
+        )
+        .expect("a 32-byte key"),
     };
     App::new(settings, sdk, Arc::new(SystemClock)).expect("app")
 }

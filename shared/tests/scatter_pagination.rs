@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use proptest::prelude::*;
-use shared::identity::cursor::Key;
+use shared::identity::cursor::{CursorKeys, Key};
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{entity_sk, kind, PK, SK};
 use shared::identity::shard::shard_for;
@@ -134,6 +134,10 @@ impl PartitionSource for MemoryPartitions {
     }
 }
 
+fn keys() -> CursorKeys {
+    CursorKeys::new(&[7; 32], None).unwrap()
+}
+
 /// Every page of the source's listing, as the sort keys returned, in order.
 fn walk(source: &MemoryPartitions, limit: u32) -> Vec<String> {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -147,6 +151,7 @@ fn walk(source: &MemoryPartitions, limit: u32) -> Vec<String> {
             let page = gather_from(
                 source,
                 &source.listing,
+                &keys(),
                 limit,
                 cursor.as_deref(),
                 Fanout::Parallel,
@@ -263,6 +268,7 @@ fn a_page_reads_an_older_month_only_once_the_newer_one_is_exhausted() {
         .block_on(gather_from(
             &source,
             &source.listing,
+            &keys(),
             10,
             None,
             Fanout::Parallel,

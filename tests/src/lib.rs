@@ -4,6 +4,7 @@
 //!
 //! A missing local stack is a failure, never a skip.
 
+pub mod fixtures;
 pub mod iam;
 pub mod routes;
 
@@ -133,6 +134,8 @@ pub struct Faults {
     /// How many more attempts are executed by DynamoDB but answered with a 500, so the SDK retries
     /// a request that already took effect (as after a timeout on the way back).
     lost_after_success: AtomicUsize,
+    /// Only attempts of this operation lose their answer, when set.
+    lost_operation: Mutex<Option<String>>,
     /// The next TransactWriteItems attempts never reach the table and are answered with this error
     /// body (DynamoDB's wire format), while the count lasts.
     cancel: Mutex<Option<(String, usize)>>,
@@ -146,10 +149,26 @@ impl Faults {
 
     /// The next `attempts` attempts take effect in DynamoDB, then answer 500 (retryable).
     pub fn lose_successes(&self, attempts: usize) {
+        *self.lost_operation.lock().unwrap() = None;
         self.lost_after_success.store(attempts, Ordering::SeqCst);
     }
 
-    fn take_lost_success(&self) -> bool {
+    /// The next `attempts` attempts of `operation` (only) take effect, then answer 500.
+    pub fn lose_successes_of(&self, operation: &str, attempts: usize) {
+        *self.lost_operation.lock().unwrap() = Some(operation.to_owned());
+        self.lost_after_success.store(attempts, Ordering::SeqCst);
+    }
+
+    fn take_lost_success(&self, operation: &str) -> bool {
+        if self
+            .lost_operation
+            .lock()
+            .unwrap()
+            .as_deref()
+            .is_some_and(|op| op != operation)
+        {
+            return false;
+        }
         self.lost_after_success
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
@@ -307,7 +326,7 @@ impl Intercept for FaultInterceptor {
                 .headers_mut()
                 .insert("content-type", "application/x-amz-json-1.0");
             *response.body_mut() = aws_smithy_types::body::SdkBody::from(body);
-        } else if self.0.take_lost_success() {
+        } else if self.0.take_lost_success(&operation_of(cfg)) {
             let response = ctx.response_mut();
             *response.status_mut() = aws_smithy_runtime_api::http::StatusCode::try_from(500u16)?;
             response
@@ -394,6 +413,13 @@ pub struct Harness {
     pub sts_endpoint: String,
 }
 
+/// The cursor signing keys of every test `App`: a fresh random key per process, as local runs do.
+pub fn test_cursor_keys() -> shared::identity::cursor::CursorKeys {
+    static KEY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let key = KEY.get_or_init(|| uuid::Uuid::new_v4().simple().to_string());
+    shared::identity::cursor::CursorKeys::new(key.as_bytes(), None).expect("a 32-byte key")
+}
+
 pub fn unique(prefix: &str) -> String {
     format!(
         "{prefix}-{}",
@@ -465,6 +491,7 @@ impl Harness {
             session_ttl_seconds,
             credentials_seconds: 900,
             auth: AuthMode::Authorizer,
+            cursor_keys: test_cursor_keys(),
         };
         let sts = aws_sdk_sts::Client::from_conf(
             aws_sdk_sts::config::Builder::from(&sdk)

@@ -541,7 +541,8 @@ async fn cursors_tampered_with_or_from_another_tenant_or_route_are_400() {
             aws_sdk_dynamodb::types::AttributeValue::S(format!("TENANT#{}#CUSTOMER#c", b.name())),
         ),
     ]);
-    let forged = shared::identity::cursor::encode_single(
+    let forged = shared::identity::cursor::encode(
+        &integration::test_cursor_keys(),
         &shared::identity::ids::TenantId::parse(&a.name()).unwrap(),
         get_sessions_by_customer_id::ROUTE,
         &forged_key,

@@ -9,9 +9,9 @@
 
 use std::collections::BTreeMap;
 
+use integration::fixtures::arrange;
 use integration::routes::call;
-use integration::{onboard, unique, Auth, Harness, Resp};
-use serde_json::{json, Value};
+use integration::Harness;
 use shared::store::transact::ATTEMPTS;
 
 /// One transactional route, the data it needs, and the status its own failed condition answers.
@@ -69,89 +69,6 @@ const CASES: &[Case] = &[
     },
 ];
 
-/// A fresh tenant with what `bin` needs in place, and the request's (params, body).
-async fn arrange(h: &Harness, bin: &str) -> (Auth, BTreeMap<String, String>, Option<Value>) {
-    let tenant = unique("tx");
-    onboard(h, &tenant, 4).await;
-    let auth = Auth::Tenant(tenant);
-    let ok = |r: Resp| {
-        assert!(r.status < 300, "setup for {bin}: {} {}", r.status, r.body);
-        r
-    };
-    let params = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    };
-    let none = BTreeMap::new();
-    let session = |body: Value| call(&h.app, "create-session", &none, &[], Some(body), &auth);
-    let user_params = params(&[("userId", "u-1")]);
-    let department_params = params(&[("departmentId", "eng")]);
-    let user = || {
-        call(
-            &h.app,
-            "put-user",
-            &user_params,
-            &[],
-            Some(json!({"name": "Ada", "email": "ada@example.com"})),
-            &auth,
-        )
-    };
-    let department = || {
-        call(
-            &h.app,
-            "put-department",
-            &department_params,
-            &[],
-            Some(json!({"name": "Engineering"})),
-            &auth,
-        )
-    };
-    let employee_body = json!({"name": "Ada", "departmentId": "eng"});
-    let request = match bin {
-        "create-session" => {
-            let parent = ok(session(json!({"customerId": "c-1"})).await);
-            let parent = parent.body["sessionId"].as_str().unwrap().to_owned();
-            (
-                none.clone(),
-                Some(json!({"customerId": "c-1", "parentSessionId": parent})),
-            )
-        }
-        "expire-session" => {
-            let s = ok(session(json!({"customerId": "c-1"})).await);
-            let id = s.body["sessionId"].as_str().unwrap().to_owned();
-            (params(&[("sessionId", &id)]), None)
-        }
-        "put-employee" => {
-            ok(department().await);
-            (params(&[("employeeId", "e-1")]), Some(employee_body))
-        }
-        "delete-employee" => {
-            ok(department().await);
-            let p = params(&[("employeeId", "e-1")]);
-            ok(call(&h.app, "put-employee", &p, &[], Some(employee_body), &auth).await);
-            (p, None)
-        }
-        "put-user" => (
-            params(&[("userId", "u-1")]),
-            Some(json!({"name": "Ada", "email": "ada@example.com"})),
-        ),
-        "create-order" => {
-            ok(user().await);
-            let body = json!({"orderId": "o-1", "date": "2026-11-20", "amount": 19.99,
-                "items": [{"itemId": "l-1", "sku": "BOOK-1", "qty": 1, "price": 19.99}]});
-            (params(&[("userId", "u-1")]), Some(body))
-        }
-        "create-transfer-code" => {
-            ok(user().await);
-            (params(&[("userId", "u-1")]), None)
-        }
-        other => panic!("no arrangement for transactional route {other}"),
-    };
-    (auth, request.0, request.1)
-}
-
 /// `code` at action `index`, `None` for the others.
 fn reasons(actions: usize, index: usize, code: &str) -> Vec<String> {
     (0..actions.max(index + 1))
@@ -204,7 +121,8 @@ async fn every_cancellation_reason_gets_its_documented_answer_on_every_transacti
         ];
         for (name, codes, status, sends, retry_after) in scenarios {
             // GIVEN the route's data in place
-            let (auth, params, body) = arrange(&h, case.bin).await;
+            let a = arrange(&h, case.bin).await;
+            let (auth, params, body) = (a.auth, a.params, a.body);
             let before = table(&h).await;
             // WHEN every transaction attempt is answered with this reason
             match codes {
@@ -236,7 +154,8 @@ async fn a_conflict_that_clears_is_retried_and_commits() {
     let h = Harness::new().await;
     for case in CASES {
         // GIVEN the route's data, and one conflict on the first send
-        let (auth, params, body) = arrange(&h, case.bin).await;
+        let a = arrange(&h, case.bin).await;
+        let (auth, params, body) = (a.auth, a.params, a.body);
         let conflict = reasons(case.actions, 0, "TransactionConflict");
         let codes: Vec<&str> = conflict.iter().map(String::as_str).collect();
         h.faults.cancel_transactions(&codes, 1);
@@ -300,7 +219,8 @@ fn every_transactional_route_has_a_case_and_none_reads_cancellation_reasons_itse
 async fn twenty_simultaneous_child_creates_keep_the_parents_count_exact() {
     // GIVEN one parent session
     let h = std::sync::Arc::new(Harness::new().await);
-    let (auth, _, body) = arrange(&h, "create-session").await;
+    let a = arrange(&h, "create-session").await;
+    let (auth, body) = (a.auth, a.body);
     let body = body.unwrap();
     let parent = body["parentSessionId"].as_str().unwrap().to_owned();
     // WHEN 20 children are created at once

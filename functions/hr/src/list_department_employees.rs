@@ -29,7 +29,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let partition = department_members_pk(t, &department);
     let start = query_param(&req, "cursor")
         .map(|raw| {
-            cursor::decode_single(t, ROUTE, &raw, |pk, sk| {
+            cursor::decode(&app.settings.cursor_keys, t, ROUTE, &raw, |pk, sk| {
                 pk == partition && parse_entity_sk(t, kind::EMPLOYEE, sk).is_ok()
             })
         })
@@ -55,7 +55,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let next_cursor = out
         .last_evaluated_key
         .filter(|k| !k.is_empty())
-        .map(|k| cursor::encode_single(t, ROUTE, &k));
+        .map(|k| cursor::encode(&app.settings.cursor_keys, t, ROUTE, &k));
     Ok(json_response(
         StatusCode::OK,
         &PageBody { items, next_cursor },

@@ -2,6 +2,7 @@
 
 use lambda_http::{Body, Request, Response};
 use shared::service::http::{no_content, path_entity_id};
+use shared::store::items::delete_existing;
 use shared::{ApiError, App};
 
 use crate::product_key;
@@ -11,21 +12,9 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let id = path_entity_id(&req, "productId")?;
     let db = app.db(&caller.tenant).await?;
     let shards = app.shards.shard_count(&db).await?;
-    db.client
-        .delete_item()
-        .table_name(&*db.table)
-        .set_key(Some(product_key(&caller.tenant, &id, shards)))
-        .condition_expression("attribute_exists(PK)")
-        .send()
-        .await
-        .map_err(|e| {
-            if e.as_service_error()
-                .is_some_and(|s| s.is_conditional_check_failed_exception())
-            {
-                ApiError::NotFound("No such product.".into())
-            } else {
-                ApiError::from_dynamodb(e)
-            }
-        })?;
+    let deleted = delete_existing(&db, product_key(&caller.tenant, &id, shards)).await?;
+    if !deleted {
+        return Err(ApiError::NotFound("No such product.".into()));
+    }
     Ok(no_content())
 }

@@ -30,7 +30,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let partition = session_pk(t, &parent);
     let start = query_param(&req, "cursor")
         .map(|raw| {
-            cursor::decode_single(t, ROUTE, &raw, |pk, sk| {
+            cursor::decode(&app.settings.cursor_keys, t, ROUTE, &raw, |pk, sk| {
                 pk == partition && parse_child_sk(t, sk).is_ok()
             })
         })
@@ -72,5 +72,5 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         }
         page.items.remove(0);
     }
-    session_page_response(t, ROUTE, page)
+    session_page_response(&app.settings.cursor_keys, t, ROUTE, page)
 }

@@ -119,6 +119,7 @@ pub fn customer_sessions_query(
 
 /// 200 with `{items, nextCursor}` for a page of sessions of `route`.
 pub fn session_page_response(
+    keys: &shared::identity::cursor::CursorKeys,
     t: &shared::identity::ids::TenantId,
     route: &str,
     page: shared::store::query::Page,
@@ -130,7 +131,7 @@ pub fn session_page_response(
         .collect::<Result<Vec<_>, _>>()?;
     let next_cursor = page
         .next
-        .map(|k| shared::identity::cursor::encode_single(t, route, &k));
+        .map(|k| shared::identity::cursor::encode(keys, t, route, &k));
     Ok(shared::service::http::json_response(
         lambda_http::http::StatusCode::OK,
         &PageBody { items, next_cursor },

@@ -58,6 +58,15 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let db = app.db(t).await?;
     let shards = app.shards.shard_count(&db).await?;
     let listing = listing(t, from, to, shards);
-    let page = gather(&db, &listing, limit, cursor.as_deref(), Fanout::Parallel).await?;
+    let keys = &app.settings.cursor_keys;
+    let page = gather(
+        &db,
+        &listing,
+        keys,
+        limit,
+        cursor.as_deref(),
+        Fanout::Parallel,
+    )
+    .await?;
     page_response(page, |item| Ok(view_from_item::<OrderSummary>(item)?))
 }

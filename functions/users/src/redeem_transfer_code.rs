@@ -1,10 +1,13 @@
 //! redeemTransferCode: `POST /transfer-codes/{code}/redeem` → 200 `{userId}`, or 404.
 //!
-//! One DeleteItem of `TENANT#t#TRANSFER#<code>` on condition
-//! `attribute_exists(PK) AND expiresAt > :now`, returning the deleted item (`ALL_OLD`): the read and
-//! the consumption are one atomic step, so of any number of concurrent redeems exactly one succeeds.
-//! Unknown, already redeemed and expired codes all answer 404 (an expired code is not deleted here;
-//! TTL removes it). The key is built under the caller's tenant prefix, so another tenant's code is
+//! One UpdateItem of `TENANT#t#TRANSFER#<code>` that marks it redeemed by this invocation
+//! (`SET redeemedBy = :nonce`, a random nonce per request) on condition
+//! `attribute_exists(PK) AND expiresAt > :now AND (attribute_not_exists(redeemedBy) OR redeemedBy =
+//! :nonce)`, returning the item (`ALL_NEW`): the read and the consumption are one atomic step, so of
+//! any number of concurrent redeems exactly one succeeds. The nonce is part of the request, so when
+//! the SDK retries an attempt whose answer was lost, the retry passes the condition again and returns
+//! the same userId: the code is handed out exactly once, and never lost. Unknown, already redeemed
+//! and expired codes all answer 404; TTL removes the item at its expiry (at most 15 minutes). The key is built under the caller's tenant prefix, so another tenant's code is
 //! simply not found. The path parameter must be 32 lowercase hex digits (400 otherwise). The code is
 //! never logged and never echoed in an error.
 
@@ -32,15 +35,21 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         .map_err(|rule| ApiError::bad_request("code", rule))?;
     let db = app.db(t).await?;
     let now = app.clock.now_seconds();
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
     let out = db
         .client
-        .delete_item()
+        .update_item()
         .table_name(&*db.table)
         .set_key(Some(same_key(transfer_key(t, &code))))
-        .condition_expression("attribute_exists(PK) AND #exp > :now")
+        .update_expression("SET #by = :nonce")
+        .condition_expression(
+            "attribute_exists(PK) AND #exp > :now AND (attribute_not_exists(#by) OR #by = :nonce)",
+        )
         .expression_attribute_names("#exp", EXPIRES_AT)
+        .expression_attribute_names("#by", "redeemedBy")
         .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
-        .return_values(ReturnValue::AllOld)
+        .expression_attribute_values(":nonce", AttributeValue::S(nonce))
+        .return_values(ReturnValue::AllNew)
         .send()
         .await
         .map_err(|e| {

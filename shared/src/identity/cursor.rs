@@ -1,20 +1,82 @@
-//! Opaque pagination cursors. A cursor carries a DynamoDB `LastEvaluatedKey`, bound to the tenant and
-//! the route that made it. Decoding checks both, and checks that every key value has this tenant's
-//! prefix and the shape the route expects, so a cursor can only ever move within the caller's own
-//! data. Anything else, including a cursor that was edited, answers 400.
+//! Opaque, signed pagination cursors. A cursor carries one position (a DynamoDB key: where the next
+//! page starts after), bound to the tenant and the route that made it, and an HMAC-SHA-256 over all
+//! of it. Decoding checks the signature first (the current key, then the previous one, so cursors in
+//! flight survive a key rotation), then the tenant and route, then that every key value has this
+//! tenant's prefix and the shape the route expects. A cursor can therefore only ever move within the
+//! caller's own data, and an edited cursor, even one that still parses, answers 400.
+//!
+//! Wire form: `base64url(JSON envelope) "." base64url(HMAC-SHA-256(key, base64url(JSON envelope)))`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
+use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
-
+use sha2::Sha256;
 use thiserror::Error;
 
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{tenant_prefix, PK, SK};
 
 pub use crate::identity::keys::Key;
+
+/// The longest cursor accepted (API Gateway's request line is 10 KB).
+pub const MAX_CURSOR_BYTES: usize = 8 * 1024;
+/// The shortest signing key accepted: 256 bits.
+pub const MIN_KEY_BYTES: usize = 32;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The keys cursors are signed with: `current` signs and verifies; `previous`, during a rotation,
+/// still verifies.
+#[derive(Clone)]
+pub struct CursorKeys {
+    current: Vec<u8>,
+    previous: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for CursorKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CursorKeys(redacted)")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("a cursor signing key must be at least {MIN_KEY_BYTES} bytes")]
+pub struct WeakCursorKey;
+
+impl CursorKeys {
+    pub fn new(current: &[u8], previous: Option<&[u8]>) -> Result<Self, WeakCursorKey> {
+        let strong = |k: &[u8]| k.len() >= MIN_KEY_BYTES;
+        if !strong(current) || previous.is_some_and(|p| !strong(p)) {
+            return Err(WeakCursorKey);
+        }
+        Ok(Self {
+            current: current.to_vec(),
+            previous: previous.map(<[u8]>::to_vec),
+        })
+    }
+
+    fn mac(key: &[u8], payload: &str) -> HmacSha256 {
+        // HMAC takes a key of any length, so this never fails.
+        let mut mac = <HmacSha256 as KeyInit>::new_from_slice(key)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
+        mac.update(payload.as_bytes());
+        mac
+    }
+
+    fn sign(&self, payload: &str) -> String {
+        URL_SAFE_NO_PAD.encode(Self::mac(&self.current, payload).finalize().into_bytes())
+    }
+
+    fn verify(&self, payload: &str, signature: &[u8]) -> bool {
+        std::iter::once(&self.current)
+            .chain(self.previous.as_ref())
+            .any(|key| Self::mac(key, payload).verify_slice(signature).is_ok())
+    }
+}
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,20 +86,8 @@ struct Envelope {
     t: String,
     /// route
     r: String,
-    /// position: one `LastEvaluatedKey`, or several (one per shard)
-    k: BTreeMap<String, BTreeMap<String, String>>,
-    /// positions (shards) that are exhausted
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    d: BTreeSet<String>,
-}
-
-/// Where a multi-position listing (one position per shard) stands.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Positions {
-    /// Named positions with a key to continue after.
-    pub keys: BTreeMap<String, Key>,
-    /// Named positions that are exhausted.
-    pub done: BTreeSet<String>,
+    /// position: the key's string attributes
+    k: BTreeMap<String, String>,
 }
 
 /// A cursor that is not one this API made for this tenant and request. The service layer answers it
@@ -46,103 +96,57 @@ pub struct Positions {
 #[error("cursor is invalid, expired or was made for another request")]
 pub struct InvalidCursor;
 
-fn invalid() -> InvalidCursor {
-    InvalidCursor
-}
-
-/// Encodes positions (named, e.g. `"0"` for a single Query) of `route` for `tenant`.
-pub fn encode(tenant: &TenantId, route: &str, positions: &Positions) -> String {
-    let k = positions
-        .keys
-        .iter()
-        .map(|(name, key)| {
-            let strings = key
-                .iter()
-                .filter_map(|(attr, v)| v.as_s().ok().map(|s| (attr.clone(), s.clone())))
-                .collect();
-            (name.clone(), strings)
-        })
-        .collect();
+/// The cursor for the position `key` of `route`, for `tenant`.
+pub fn encode(keys: &CursorKeys, tenant: &TenantId, route: &str, key: &Key) -> String {
     let env = Envelope {
-        v: 1,
+        v: 2,
         t: tenant.to_string(),
         r: route.to_owned(),
-        k,
-        d: positions.done.clone(),
+        k: key
+            .iter()
+            .filter_map(|(attr, v)| v.as_s().ok().map(|s| (attr.clone(), s.clone())))
+            .collect(),
     };
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(serde_json::to_vec(&env).unwrap_or_default())
+    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&env).unwrap_or_default());
+    let signature = keys.sign(&payload);
+    format!("{payload}.{signature}")
 }
 
-/// Encodes the single `LastEvaluatedKey` of a one-Query route.
-pub fn encode_single(tenant: &TenantId, route: &str, key: &Key) -> String {
-    let positions = Positions {
-        keys: BTreeMap::from([("0".to_owned(), key.clone())]),
-        done: BTreeSet::new(),
-    };
-    encode(tenant, route, &positions)
-}
-
-/// Decodes a cursor of `route` for `tenant`. `shape_ok` checks each position's keys for the route.
+/// Decodes a cursor of `route` for `tenant`; `shape_ok(pk, sk)` checks its key for the route.
 pub fn decode(
-    tenant: &TenantId,
-    route: &str,
-    raw: &str,
-    shape_ok: impl Fn(&str, &str, &str) -> bool,
-) -> Result<Positions, InvalidCursor> {
-    if raw.len() > 8 * 1024 {
-        return Err(invalid());
-    }
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(raw)
-        .map_err(|_| invalid())?;
-    let env: Envelope = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
-    if env.v != 1
-        || env.t != tenant.as_str()
-        || env.r != route
-        || (env.k.is_empty() && env.d.is_empty())
-    {
-        return Err(invalid());
-    }
-    let prefix = tenant_prefix(tenant);
-    let mut out = Positions::default();
-    for (name, key) in env.k {
-        let (Some(pk), Some(sk)) = (key.get(PK), key.get(SK)) else {
-            return Err(invalid());
-        };
-        if key.len() != 2
-            || !pk.starts_with(&prefix)
-            || !sk.starts_with(&prefix)
-            || !shape_ok(&name, pk, sk)
-            || env.d.contains(&name)
-        {
-            return Err(invalid());
-        }
-        let key = key
-            .into_iter()
-            .map(|(a, v)| (a, AttributeValue::S(v)))
-            .collect();
-        out.keys.insert(name, key);
-    }
-    out.done = env.d;
-    Ok(out)
-}
-
-/// Decodes the cursor of a one-Query route.
-pub fn decode_single(
+    keys: &CursorKeys,
     tenant: &TenantId,
     route: &str,
     raw: &str,
     shape_ok: impl Fn(&str, &str) -> bool,
 ) -> Result<Key, InvalidCursor> {
-    let mut positions = decode(tenant, route, raw, |_, pk, sk| shape_ok(pk, sk))?;
-    if !positions.done.is_empty() {
-        return Err(invalid());
+    if raw.len() > MAX_CURSOR_BYTES {
+        return Err(InvalidCursor);
     }
-    match (positions.keys.remove("0"), positions.keys.is_empty()) {
-        (Some(key), true) => Ok(key),
-        _ => Err(invalid()),
+    let (payload, signature) = raw.split_once('.').ok_or(InvalidCursor)?;
+    let signature = URL_SAFE_NO_PAD
+        .decode(signature)
+        .map_err(|_| InvalidCursor)?;
+    if !keys.verify(payload, &signature) {
+        return Err(InvalidCursor);
     }
+    let bytes = URL_SAFE_NO_PAD.decode(payload).map_err(|_| InvalidCursor)?;
+    let env: Envelope = serde_json::from_slice(&bytes).map_err(|_| InvalidCursor)?;
+    if env.v != 2 || env.t != tenant.as_str() || env.r != route || env.k.len() != 2 {
+        return Err(InvalidCursor);
+    }
+    let prefix = tenant_prefix(tenant);
+    let (Some(pk), Some(sk)) = (env.k.get(PK), env.k.get(SK)) else {
+        return Err(InvalidCursor);
+    };
+    if !pk.starts_with(&prefix) || !sk.starts_with(&prefix) || !shape_ok(pk, sk) {
+        return Err(InvalidCursor);
+    }
+    Ok(env
+        .k
+        .into_iter()
+        .map(|(a, v)| (a, AttributeValue::S(v)))
+        .collect())
 }
 
 #[cfg(test)]
@@ -160,44 +164,110 @@ mod tests {
         ])
     }
 
-    #[test]
-    fn a_cursor_round_trips_for_its_tenant_and_route() {
-        let k = key("TENANT#a#SESSION#1", "TENANT#a#CUSTOMER#c");
-        let c = encode_single(&t("a"), "r", &k);
-        assert_eq!(decode_single(&t("a"), "r", &c, |_, _| true).unwrap(), k);
+    fn keys(current: u8, previous: Option<u8>) -> CursorKeys {
+        CursorKeys::new(
+            &[current; 32],
+            previous.map(|p| [p; 32]).as_ref().map(|p| &p[..]),
+        )
+        .unwrap()
     }
 
     #[test]
-    fn another_tenant_route_or_tampered_cursor_is_400() {
+    fn a_cursor_round_trips_for_its_tenant_and_route() {
         let k = key("TENANT#a#SESSION#1", "TENANT#a#CUSTOMER#c");
-        let c = encode_single(&t("a"), "r", &k);
+        let c = encode(&keys(1, None), &t("a"), "r", &k);
         assert_eq!(
-            decode_single(&t("b"), "r", &c, |_, _| true).unwrap_err(),
-            InvalidCursor
+            decode(&keys(1, None), &t("a"), "r", &c, |_, _| true).unwrap(),
+            k
+        );
+    }
+
+    #[test]
+    fn another_tenant_route_shape_or_tampered_cursor_is_invalid() {
+        let ks = keys(1, None);
+        let k = key("TENANT#a#SESSION#1", "TENANT#a#CUSTOMER#c");
+        let c = encode(&ks, &t("a"), "r", &k);
+        assert_eq!(
+            decode(&ks, &t("b"), "r", &c, |_, _| true),
+            Err(InvalidCursor)
         );
         assert_eq!(
-            decode_single(&t("a"), "other", &c, |_, _| true).unwrap_err(),
-            InvalidCursor
+            decode(&ks, &t("a"), "other", &c, |_, _| true),
+            Err(InvalidCursor)
         );
         assert_eq!(
-            decode_single(&t("a"), "r", &c, |_, _| false).unwrap_err(),
-            InvalidCursor
+            decode(&ks, &t("a"), "r", &c, |_, _| false),
+            Err(InvalidCursor)
         );
         let mut tampered = c.clone();
         tampered.insert(3, 'x');
         assert_eq!(
-            decode_single(&t("a"), "r", &tampered, |_, _| true).unwrap_err(),
-            InvalidCursor
+            decode(&ks, &t("a"), "r", &tampered, |_, _| true),
+            Err(InvalidCursor)
         );
         // A hand-made cursor naming tenant a but carrying tenant b's key is refused too.
-        let forged = encode_single(
+        let forged = encode(
+            &ks,
             &t("a"),
             "r",
             &key("TENANT#b#SESSION#1", "TENANT#a#CUSTOMER#c"),
         );
         assert_eq!(
-            decode_single(&t("a"), "r", &forged, |_, _| true).unwrap_err(),
-            InvalidCursor
+            decode(&ks, &t("a"), "r", &forged, |_, _| true),
+            Err(InvalidCursor)
+        );
+    }
+
+    #[test]
+    fn an_edited_cursor_that_still_parses_is_invalid() {
+        // GIVEN a valid cursor, and the same envelope with another (well-formed) position
+        let ks = keys(1, None);
+        let c = encode(&ks, &t("a"), "r", &key("TENANT#a#P#1", "TENANT#a#P#x"));
+        let (_, signature) = c.split_once('.').unwrap();
+        let edited = URL_SAFE_NO_PAD.encode(
+            serde_json::json!({"v": 2, "t": "a", "r": "r", "k": {"PK": "TENANT#a#P#1", "SK": "TENANT#a#P#y"}})
+                .to_string(),
+        );
+        // WHEN the edited payload is sent with the old signature, or with none
+        // THEN both are refused
+        let with_old = format!("{edited}.{signature}");
+        assert_eq!(
+            decode(&ks, &t("a"), "r", &with_old, |_, _| true),
+            Err(InvalidCursor)
+        );
+        assert_eq!(
+            decode(&ks, &t("a"), "r", &edited, |_, _| true),
+            Err(InvalidCursor)
+        );
+    }
+
+    #[test]
+    fn a_rotation_keeps_cursors_in_flight_and_drops_them_once_the_old_key_is_retired() {
+        let k = key("TENANT#a#P#1", "TENANT#a#P#x");
+        let before = encode(&keys(1, None), &t("a"), "r", &k);
+        // during the rotation: new key current, old key previous
+        assert_eq!(
+            decode(&keys(2, Some(1)), &t("a"), "r", &before, |_, _| true),
+            Ok(k.clone())
+        );
+        // after it: the old key is gone
+        assert_eq!(
+            decode(&keys(2, None), &t("a"), "r", &before, |_, _| true),
+            Err(InvalidCursor)
+        );
+        // a key that never signed it does not verify it
+        assert_eq!(
+            decode(&keys(3, Some(4)), &t("a"), "r", &before, |_, _| true),
+            Err(InvalidCursor)
+        );
+    }
+
+    #[test]
+    fn short_keys_are_refused() {
+        assert_eq!(CursorKeys::new(&[0; 31], None).unwrap_err(), WeakCursorKey);
+        assert_eq!(
+            CursorKeys::new(&[0; 32], Some(&[0; 8])).unwrap_err(),
+            WeakCursorKey
         );
     }
 }

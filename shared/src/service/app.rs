@@ -12,6 +12,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use crate::identity::clock::{Clock, SystemClock};
+use crate::identity::cursor::CursorKeys;
 use crate::identity::ids::TenantId;
 use crate::isolation::claims::{caller, AuthMode, Caller, DEV_AUTH_ENV};
 use crate::isolation::credentials::CredentialSettings;
@@ -52,6 +53,8 @@ pub struct Settings {
     pub session_ttl_seconds: u64,
     pub credentials_seconds: i32,
     pub auth: AuthMode,
+    /// `CURSOR_SIGNING_KEY` (and `CURSOR_SIGNING_KEY_PREVIOUS` during a rotation): at least 32 bytes.
+    pub cursor_keys: CursorKeys,
 }
 
 fn var(name: &'static str) -> Result<String, ConfigError> {
@@ -103,7 +106,16 @@ impl Settings {
                 "must be positive".into(),
             ));
         }
+        let previous = std::env::var("CURSOR_SIGNING_KEY_PREVIOUS")
+            .ok()
+            .filter(|v| !v.is_empty());
+        let cursor_keys = CursorKeys::new(
+            var("CURSOR_SIGNING_KEY")?.as_bytes(),
+            previous.as_deref().map(str::as_bytes),
+        )
+        .map_err(|e| ConfigError::Invalid("CURSOR_SIGNING_KEY", e.to_string()))?;
         Ok(Self {
+            cursor_keys,
             table_name: var("TABLE_NAME")?,
             tenant_role_arn: var("TENANT_ROLE_ARN")?,
             session_ttl_seconds,

@@ -48,6 +48,7 @@ pub async fn list_page<V: Serialize>(
     let db = app.db(&caller.tenant).await?;
     let shards = app.shards.shard_count(&db).await?;
     let listing = list.over(&caller.tenant, shards);
-    let page = gather(&db, &listing, limit, cursor.as_deref(), fanout).await?;
+    let keys = &app.settings.cursor_keys;
+    let page = gather(&db, &listing, keys, limit, cursor.as_deref(), fanout).await?;
     page_response(page, view)
 }

@@ -46,17 +46,74 @@ pub async fn get_item(db: &TenantDb, key: Key) -> Result<Option<Item>, StoreErro
     Ok(out.item)
 }
 
-/// Puts `item`, replacing any item with its key: `Ok(true)` when one was replaced (the route answers
-/// 200), `Ok(false)` when it is new (201).
+/// Puts `item`, replacing any item with its key: `Ok(true)` when another item was replaced (the route
+/// answers 200), `Ok(false)` when it is new (201). When the SDK retried an attempt that had in fact
+/// succeeded (its answer lost), the "replaced" item is exactly `item`, our own write: that counts as
+/// new, so the client gets the answer a clean success gives.
 pub async fn put_replacing(db: &TenantDb, item: Item) -> Result<bool, StoreError> {
     let out = db
         .client
         .put_item()
         .table_name(&*db.table)
-        .set_item(Some(item))
+        .set_item(Some(item.clone()))
         .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
         .send()
         .await
         .map_err(StoreError::from_sdk)?;
-    Ok(out.attributes.is_some())
+    Ok(out.attributes.is_some_and(|old| old != item))
+}
+
+/// Deletes the item at `key` if it exists: `Ok(true)` when it was deleted, `Ok(false)` when there was
+/// none. One conditional DeleteItem (`attribute_exists(PK)`). When the SDK had to retry (an attempt's
+/// answer lost) and the retry finds nothing, the earlier attempt is what deleted it: that counts as
+/// deleted, so a lost success still answers as a success. (If the earlier attempt never reached
+/// DynamoDB and the item never existed, the item is absent either way.)
+pub async fn delete_existing(db: &TenantDb, key: Key) -> Result<bool, StoreError> {
+    let attempts = AttemptCounter::default();
+    let result = db
+        .client
+        .delete_item()
+        .table_name(&*db.table)
+        .set_key(Some(key))
+        .condition_expression("attribute_exists(PK)")
+        .customize()
+        .interceptor(attempts.clone())
+        .send()
+        .await;
+    match result {
+        Ok(_) => Ok(true),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+        {
+            Ok(attempts.count() > 1)
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
+}
+
+/// Counts the attempts of the one operation it is installed on (retries included).
+#[derive(Debug, Clone, Default)]
+pub struct AttemptCounter(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+impl AttemptCounter {
+    pub fn count(&self) -> u32 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl aws_sdk_dynamodb::config::Intercept for AttemptCounter {
+    fn name(&self) -> &'static str {
+        "AttemptCounter"
+    }
+
+    fn read_before_attempt(
+        &self,
+        _ctx: &aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef<'_>,
+        _rc: &aws_sdk_dynamodb::config::RuntimeComponents,
+        _cfg: &mut aws_sdk_dynamodb::config::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
 }

@@ -29,7 +29,7 @@ use std::future::Future;
 use aws_sdk_dynamodb::types::AttributeValue;
 use futures::{StreamExt, TryStreamExt};
 
-use crate::identity::cursor::{self, Key};
+use crate::identity::cursor::{self, CursorKeys, Key};
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{entity_sk_prefix, shard_pk, PK, SK};
 use crate::store::error::StoreError;
@@ -165,18 +165,13 @@ impl PartitionSource for DynamoPartitions<'_> {
 pub async fn gather(
     db: &TenantDb,
     listing: &Listing,
+    keys: &CursorKeys,
     limit: u32,
     cursor: Option<&str>,
     fanout: Fanout,
 ) -> Result<GatheredPage, StoreError> {
-    gather_from(
-        &DynamoPartitions { db, listing },
-        listing,
-        limit,
-        cursor,
-        fanout,
-    )
-    .await
+    let source = DynamoPartitions { db, listing };
+    gather_from(&source, listing, keys, limit, cursor, fanout).await
 }
 
 /// Every item of `listing`, unpaged (small collections such as usage counters).
@@ -198,6 +193,7 @@ pub async fn gather_all(db: &TenantDb, listing: &Listing) -> Result<Vec<Item>, S
 pub async fn gather_from<S: PartitionSource>(
     source: &S,
     listing: &Listing,
+    keys: &CursorKeys,
     limit: u32,
     cursor: Option<&str>,
     fanout: Fanout,
@@ -206,7 +202,7 @@ pub async fn gather_from<S: PartitionSource>(
     let (mut group, after) = match cursor {
         None => (0, None),
         Some(raw) => {
-            let (group, sort) = decode_position(t, listing, raw)?;
+            let (group, sort) = decode_position(keys, t, listing, raw)?;
             (group, Some(sort))
         }
     };
@@ -275,7 +271,7 @@ pub async fn gather_from<S: PartitionSource>(
     Ok(GatheredPage {
         items,
         next_cursor: match (all_done, last_emitted) {
-            (false, Some(last)) => Some(cursor::encode_single(t, &listing.route, &last)),
+            (false, Some(last)) => Some(cursor::encode(keys, t, &listing.route, &last)),
             _ => None,
         },
     })
@@ -284,6 +280,7 @@ pub async fn gather_from<S: PartitionSource>(
 /// The group and sort key a cursor resumes after. The position must name one of the listing's
 /// partitions and a sort key inside its range (and, as every cursor, this tenant and route).
 fn decode_position(
+    keys: &CursorKeys,
     t: &TenantId,
     listing: &Listing,
     raw: &str,
@@ -301,7 +298,7 @@ fn decode_position(
             .iter()
             .position(|g| g.iter().any(|p| p == partition))
     };
-    let key = cursor::decode_single(t, &listing.route, raw, |pk, sk| {
+    let key = cursor::decode(keys, t, &listing.route, raw, |pk, sk| {
         let (partition, sort) = named(pk, sk);
         group_of(&partition).is_some() && listing.range.contains(&sort)
     })?;

@@ -1,0 +1,146 @@
+//! The data each mutating route needs, in place, and the request that exercises it: shared by the
+//! transaction-cancellation and lost-success tests, which run every mutating route.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+use shared::identity::clock::Clock;
+
+use crate::routes::call;
+use crate::{onboard, unique, Auth, Harness, Resp};
+
+/// A request to one route: who calls, its path parameters and its body.
+pub struct Arranged {
+    pub auth: Auth,
+    pub params: BTreeMap<String, String>,
+    pub body: Option<Value>,
+}
+
+fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A fresh tenant (onboarded, 4 shards) with what mutating route `bin` needs in place, and the
+/// request that makes `bin` succeed once. Panics for a route it does not know: a new mutating route
+/// needs an arrangement here.
+pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
+    let tenant = unique("fx");
+    onboard(h, &tenant, 4).await;
+    let auth = Auth::Tenant(tenant);
+    let ok = |r: Resp| {
+        assert!(r.status < 300, "setup for {bin}: {} {}", r.status, r.body);
+        r
+    };
+    let none = BTreeMap::new();
+    let run = |bin: &'static str, p: BTreeMap<String, String>, body: Option<Value>| {
+        let auth = auth.clone();
+        async move { ok(call(&h.app, bin, &p, &[], body, &auth).await) }
+    };
+    let session = |customer: &str| {
+        run(
+            "create-session",
+            none.clone(),
+            Some(json!({"customerId": customer})),
+        )
+    };
+    let user = || {
+        run(
+            "put-user",
+            params(&[("userId", "u-1")]),
+            Some(json!({"name": "Ada", "email": "ada@example.com"})),
+        )
+    };
+    let department = || {
+        run(
+            "put-department",
+            params(&[("departmentId", "eng")]),
+            Some(json!({"name": "Engineering"})),
+        )
+    };
+    let employee = json!({"name": "Ada", "departmentId": "eng"});
+    let (params, body) = match bin {
+        "create-session" => {
+            let parent = session("c-1").await.body["sessionId"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            (
+                none.clone(),
+                Some(json!({"customerId": "c-1", "parentSessionId": parent})),
+            )
+        }
+        "expire-session" => {
+            let id = session("c-1").await.body["sessionId"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            (params(&[("sessionId", &id)]), None)
+        }
+        "onboard-tenant" => {
+            let operator = Auth::TenantWithRole(unique("ops"), "platform-admin".into());
+            let body = json!({"tenantId": unique("new"), "tier": "standard", "shardCount": 4});
+            return Arranged {
+                auth: operator,
+                params: none,
+                body: Some(body),
+            };
+        }
+        "put-product" => (
+            params(&[("productId", "p-1")]),
+            Some(json!({"name": "Book", "price": 12})),
+        ),
+        "delete-product" => {
+            let p = params(&[("productId", "p-1")]);
+            run("put-product", p.clone(), Some(json!({"name": "Book"}))).await;
+            (p, None)
+        }
+        "put-department" => (
+            params(&[("departmentId", "eng")]),
+            Some(json!({"name": "Engineering"})),
+        ),
+        "put-employee" => {
+            department().await;
+            (params(&[("employeeId", "e-1")]), Some(employee))
+        }
+        "delete-employee" => {
+            department().await;
+            let p = params(&[("employeeId", "e-1")]);
+            run("put-employee", p.clone(), Some(employee)).await;
+            (p, None)
+        }
+        "put-user" => (
+            params(&[("userId", "u-1")]),
+            Some(json!({"name": "Ada", "email": "ada@example.com"})),
+        ),
+        "create-order" => {
+            user().await;
+            let body = json!({"orderId": "o-1", "date": "2026-11-20", "amount": 19.99,
+                "items": [{"itemId": "l-1", "sku": "BOOK-1", "qty": 1, "price": 19.99}]});
+            (params(&[("userId", "u-1")]), Some(body))
+        }
+        "create-transfer-code" => {
+            user().await;
+            (params(&[("userId", "u-1")]), None)
+        }
+        "redeem-transfer-code" => {
+            user().await;
+            let created = run("create-transfer-code", params(&[("userId", "u-1")]), None).await;
+            let code = created.body["code"].as_str().unwrap().to_owned();
+            (params(&[("code", &code)]), None)
+        }
+        "put-integration-token" => {
+            let expires = h.clock.now_seconds() + 3600;
+            (
+                params(&[("service", "crm")]),
+                Some(json!({"token": "tok-1", "expiresAt": expires})),
+            )
+        }
+        other => {
+            panic!("no arrangement for mutating route {other}: add one in tests/src/fixtures.rs")
+        }
+    };
+    Arranged { auth, params, body }
+}
