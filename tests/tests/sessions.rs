@@ -644,3 +644,73 @@ async fn children_page_newest_first_and_an_unknown_parent_is_404() {
     let lonely = t.create_id("c").await;
     assert!(ids_of(&t.children(&lonely, &[]).await).is_empty());
 }
+
+#[tokio::test]
+async fn thousands_of_expired_sessions_ahead_of_a_live_one_cost_a_bounded_number_of_queries() {
+    use aws_sdk_dynamodb::types::{AttributeValue::N, AttributeValue::S, PutRequest, WriteRequest};
+    use shared::identity::ids::{EntityId, SessionId, TenantId};
+    use shared::identity::keys::{customer_sk, session_pk};
+    // GIVEN one live session for customer c, then 3,000 newer ones that have expired (TTL deletion
+    // lags, so they are still in the table)
+    let h = Harness::new().await;
+    let t = Tenant::new(&h, "expired");
+    let live = t.create_id("c").await;
+    let tenant = TenantId::parse(&t.name()).unwrap();
+    let customer = EntityId::parse("c").unwrap();
+    let now_ms = integration::real_now_millis();
+    let expired: Vec<WriteRequest> = (0..3000u64)
+        .map(|i| {
+            let id = SessionId::new_at(now_ms + 1_000 + i);
+            let item = [
+                ("PK", S(session_pk(&tenant, &id))),
+                ("SK", S(customer_sk(&tenant, &customer))),
+                ("kind", S("SESSION".into())),
+                ("tenantId", S(tenant.to_string())),
+                ("sessionId", S(id.to_string())),
+                ("customerId", S("c".into())),
+                ("lastLoginTime", S("2026-01-01T00:00:00.000Z".into())),
+                ("expiresAt", N("1".into())),
+                ("childCount", N("0".into())),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+            let put = PutRequest::builder().set_item(Some(item)).build().unwrap();
+            WriteRequest::builder().put_request(put).build()
+        })
+        .collect();
+    for batch in expired.chunks(25) {
+        h.admin
+            .batch_write_item()
+            .request_items(&h.table, batch.to_vec())
+            .send()
+            .await
+            .unwrap();
+    }
+    let max = shared::store::query::MAX_ROUNDS as usize;
+    // WHEN the last login is asked for, THEN it is the live session, within the Query budget
+    h.requests.reset();
+    let r = t.last_login("c").await;
+    assert_eq!(r.body["sessionId"], live.as_str(), "{}", r.body);
+    let queries = h.requests.by_operation()["Query"];
+    assert!(queries <= max, "{queries} Queries");
+    // AND the session list walks to it: only the live session, each page within the budget
+    let mut cursor: Option<String> = None;
+    let mut found = Vec::new();
+    loop {
+        h.requests.reset();
+        let mut q = vec![("limit", "25")];
+        if let Some(c) = cursor.as_deref() {
+            q.push(("cursor", c));
+        }
+        let page = t.sessions_of("c", &q).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        assert!(h.requests.by_operation()["Query"] <= max);
+        found.extend(ids_of(&page));
+        match page.body["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(found, vec![live]);
+}

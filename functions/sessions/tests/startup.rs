@@ -47,3 +47,13 @@ fn missing_configuration_is_named() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("TABLE_NAME"));
 }
+
+#[test]
+fn a_missing_or_short_cursor_signing_key_is_named() {
+    let (ok, stderr) = start(&[]);
+    assert!(!ok);
+    assert!(stderr.contains("CURSOR_SIGNING_KEY"), "{stderr}");
+    let (ok, stderr) = start(&[("CURSOR_SIGNING_KEY", "too-short")]);
+    assert!(!ok);
+    assert!(stderr.contains("at least 32 bytes"), "{stderr}");
+}

@@ -106,6 +106,8 @@ impl Settings {
                 "must be positive".into(),
             ));
         }
+        let table_name = var("TABLE_NAME")?;
+        let tenant_role_arn = var("TENANT_ROLE_ARN")?;
         let previous = std::env::var("CURSOR_SIGNING_KEY_PREVIOUS")
             .ok()
             .filter(|v| !v.is_empty());
@@ -116,8 +118,8 @@ impl Settings {
         .map_err(|e| ConfigError::Invalid("CURSOR_SIGNING_KEY", e.to_string()))?;
         Ok(Self {
             cursor_keys,
-            table_name: var("TABLE_NAME")?,
-            tenant_role_arn: var("TENANT_ROLE_ARN")?,
+            table_name,
+            tenant_role_arn,
             session_ttl_seconds,
             credentials_seconds,
             auth: if dev_auth {

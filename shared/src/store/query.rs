@@ -1,6 +1,8 @@
 //! Paging over Queries whose items can be expired. `Limit` applies before a filter, so one Query can
-//! come back short, or empty, only because expired items were filtered out; this keeps querying
-//! until the page is full or the collection ends.
+//! come back short, or empty, only because expired items were filtered out. [`live_page`] keeps
+//! querying, in growing rounds, until the page is full or the collection ends, and stops after a
+//! fixed budget of rounds so that a run of expired items (TTL deletion lags by up to 48 hours) never
+//! makes one request's work unbounded.
 
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -11,6 +13,12 @@ use crate::store::error::StoreError;
 
 pub type Item = std::collections::HashMap<String, AttributeValue>;
 
+/// Queries one page may send. Rounds grow ×8 up to [`MAX_ROUND_ITEMS`], so the budget evaluates up to
+/// about 5,600 items (1 + 8 + 64 + 512 + 1,000 × 5) for a one-item read.
+pub const MAX_ROUNDS: u32 = 8;
+/// The largest `Limit` of one round (DynamoDB's 1 MB page bound comes first for large items).
+pub const MAX_ROUND_ITEMS: u32 = 1000;
+
 pub struct Page {
     pub items: Vec<Item>,
     /// Where the next page starts; `None` when the collection is exhausted.
@@ -19,8 +27,14 @@ pub struct Page {
     pub requests: u32,
 }
 
-/// Runs `query` (key condition already set) page by page, keeping items whose `expiresAt` is after
-/// `now_seconds`, until `want` items are kept or the collection ends.
+/// Runs `query` (key condition already set), keeping items whose `expiresAt` is after `now_seconds`,
+/// until `want` items are kept, the collection ends, or [`MAX_ROUNDS`] Queries were sent.
+///
+/// The first round asks for exactly `want` (with no expired items ahead, the common case, that is one
+/// Query whose `LastEvaluatedKey` is the last item). Each later round asks for 8 times more, up to
+/// [`MAX_ROUND_ITEMS`]; a round that brings more live items than needed is cut, and the cursor is then
+/// the last item kept, so nothing is skipped. When the budget runs out first, the page is short and
+/// its cursor is where evaluation stopped: the one case where a page may be short before the end.
 pub async fn live_page(
     query: QueryFluentBuilder,
     want: u32,
@@ -31,24 +45,33 @@ pub async fn live_page(
         .filter_expression("#live_exp > :live_now")
         .expression_attribute_names("#live_exp", EXPIRES_AT)
         .expression_attribute_values(":live_now", AttributeValue::N(now_seconds.to_string()));
-    let mut items = Vec::new();
+    let mut items: Vec<Item> = Vec::new();
     let mut start = start;
-    let mut requests = 0;
-    loop {
-        // Asking for exactly what is missing means that, when the page fills, every evaluated item
-        // was kept, so LastEvaluatedKey is the last kept item and nothing is skipped.
+    let mut round = want.max(1);
+    for requests in 1..=MAX_ROUNDS {
         let remaining = want - items.len() as u32;
         let out = query
             .clone()
-            .limit(remaining as i32)
+            .limit(round.max(remaining) as i32)
             .set_exclusive_start_key(start.take())
             .send()
             .await
             .map_err(StoreError::from_sdk)?;
-        requests += 1;
-        items.extend(out.items.unwrap_or_default());
-        let next = out.last_evaluated_key.filter(|k| !k.is_empty());
-        match next {
+        let lek = out.last_evaluated_key.filter(|k| !k.is_empty());
+        let mut found = out.items.unwrap_or_default();
+        if found.len() as u32 > remaining {
+            // More live items than the page needs: keep what fits, resume after the last one kept.
+            found.truncate(remaining as usize);
+            items.extend(found);
+            let next = items.last().map(|i| only_table_keys(i.clone()));
+            return Ok(Page {
+                items,
+                next,
+                requests,
+            });
+        }
+        items.extend(found);
+        match lek {
             None => {
                 return Ok(Page {
                     items,
@@ -65,20 +88,31 @@ pub async fn live_page(
             }
             Some(key) => start = Some(key),
         }
+        round = round.saturating_mul(8).min(MAX_ROUND_ITEMS);
     }
+    // Budget spent: a short page, resuming where evaluation stopped.
+    Ok(Page {
+        items,
+        next: start.map(only_table_keys),
+        requests: MAX_ROUNDS,
+    })
 }
 
 /// The first live item `query` finds, if any: a single-item read through a Query (one request in the
-/// common case; more only when expired items come first).
+/// common case). When the budget of [`live_page`] runs out before a live item or the end, the answer
+/// is unknown: 503, never a false 404.
 pub async fn first_live(
     query: QueryFluentBuilder,
     now_seconds: u64,
 ) -> Result<Option<Item>, StoreError> {
-    Ok(live_page(query, 1, None, now_seconds)
-        .await?
-        .items
-        .into_iter()
-        .next())
+    let page = live_page(query, 1, None, now_seconds).await?;
+    match (page.items.into_iter().next(), page.next) {
+        (Some(item), _) => Ok(Some(item)),
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(StoreError::Unavailable(
+            "Too many expired items to skip in one request; retry later.".into(),
+        )),
+    }
 }
 
 /// Every item `query` matches, following `LastEvaluatedKey` to the end (small, bounded collections:
