@@ -342,3 +342,58 @@ fn a_100_shard_walk_with_the_longest_ids_keeps_a_small_cursor() {
     // THEN every item came back once
     assert_eq!(walked.len(), 1500);
 }
+
+#[test]
+fn orders_over_100_shards_and_24_months_with_the_longest_ids_keep_a_small_cursor() {
+    // GIVEN a 64-character tenant, 128-character order ids, 100 shards and a 24-month range, with a
+    // month boundary inside almost every page
+    let tenant = TenantId::parse(&"t".repeat(64)).unwrap();
+    let orders: BTreeSet<(u32, u32, String)> = (0..600u32)
+        .map(|i| (1 + i % 24, 1 + i % 28, format!("{i:0>128}")))
+        .collect();
+    let t = tenant.as_str();
+    let part = |m: u32, s: u32| {
+        format!(
+            "TENANT#{t}#ORDERS#20{:02}-{:02}#{s}",
+            24 + (m - 1) / 12,
+            1 + (m - 1) % 12
+        )
+    };
+    let listing = Listing {
+        route: "list-tenant-orders:2024-01-01:2025-12-31".into(),
+        index: Some("GSI1"),
+        partition_attr: SK,
+        sort_attr: PK,
+        range: SortRange::Between(
+            format!("TENANT#{t}#ORDERDATE#"),
+            format!("TENANT#{t}#ORDERDATE#~"),
+        ),
+        order: Order::Descending,
+        groups: (1..=24)
+            .rev()
+            .map(|m| (0..100).map(|s| part(m, s)).collect())
+            .collect(),
+    };
+    let date =
+        |m: u32, d: u32| format!("20{:02}-{:02}-{d:02}", 24 + (m - 1) / 12, 1 + (m - 1) % 12);
+    let items = orders
+        .iter()
+        .map(|(m, d, id)| {
+            (
+                format!("TENANT#{t}#ORDERDATE#{}#{id}", date(*m, *d)),
+                part(*m, shard_for(id, 100)),
+            )
+        })
+        .collect();
+    let source = MemoryPartitions::new(&tenant, listing, items);
+    // WHEN every page of 25 is walked (walk asserts every cursor is at most 1 KB)
+    let walked = walk(&source, 25);
+    // THEN every order came back once, newest first
+    let mut expected: Vec<String> = orders
+        .iter()
+        .map(|(m, d, id)| format!("TENANT#{t}#ORDERDATE#{}#{id}", date(*m, *d)))
+        .collect();
+    expected.sort();
+    expected.reverse();
+    assert_eq!(walked, expected);
+}

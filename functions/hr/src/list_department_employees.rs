@@ -1,16 +1,14 @@
 //! listDepartmentEmployees: `GET /departments/{departmentId}/employees?limit=&cursor=` →
 //! `{items, nextCursor}`. One Query of the department's membership partition per page.
 
-use aws_sdk_dynamodb::types::AttributeValue;
-use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::{Deserialize, Serialize};
 use shared::identity::cursor;
 use shared::identity::keys::{department_members_pk, kind, parse_entity_sk};
-use shared::service::http::{json_response, page_limit, path_entity_id, query_param};
+use shared::service::http::{page_limit, page_response, path_entity_id, query_param, PageCursor};
 use shared::{ApiError, App};
 
-use crate::{view_from_item, PageBody};
+use crate::view_from_item;
 
 pub const ROUTE: &str = "list-department-employees";
 
@@ -36,28 +34,22 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         .transpose()?;
     let db = app.db(t).await?;
     let out = db
-        .client
-        .query()
-        .table_name(&*db.table)
-        .key_condition_expression("PK = :pk")
-        .expression_attribute_values(":pk", AttributeValue::S(partition))
+        .query_partition(&partition)
         .limit(limit as i32)
         .set_exclusive_start_key(start)
         .send()
         .await
         .map_err(ApiError::from_dynamodb)?;
-    let items = out
-        .items
-        .unwrap_or_default()
-        .into_iter()
-        .map(view_from_item::<Member>)
-        .collect::<Result<Vec<_>, _>>()?;
+    let keys = &app.settings.cursor_keys;
     let next_cursor = out
         .last_evaluated_key
         .filter(|k| !k.is_empty())
-        .map(|k| cursor::encode(&app.settings.cursor_keys, t, ROUTE, &k));
-    Ok(json_response(
-        StatusCode::OK,
-        &PageBody { items, next_cursor },
-    ))
+        .map(|k| cursor::encode(keys, t, ROUTE, &k));
+    let view = |item| Ok(view_from_item::<Member>(item)?);
+    let cursor = PageCursor {
+        keys,
+        tenant: t,
+        route: ROUTE,
+    };
+    page_response(out.items.unwrap_or_default(), next_cursor, view, cursor)
 }

@@ -96,8 +96,6 @@ impl<'de> Deserialize<'de> for SessionState {
     }
 }
 
-pub use shared::service::http::PageBody;
-
 /// A customer's sessions on GSI1 (partition = the customer), newest first: session ids are UUIDv7
 /// from the clock, so GSI1's sort key (the session's `PK`) orders them by time.
 pub fn customer_sessions_query(
@@ -124,18 +122,15 @@ pub fn session_page_response(
     route: &str,
     page: shared::store::query::Page,
 ) -> Result<lambda_http::Response<lambda_http::Body>, shared::ApiError> {
-    let items = page
-        .items
-        .into_iter()
-        .map(session_from_item)
-        .collect::<Result<Vec<_>, _>>()?;
     let next_cursor = page
         .next
         .map(|k| shared::identity::cursor::encode(keys, t, route, &k));
-    Ok(shared::service::http::json_response(
-        lambda_http::http::StatusCode::OK,
-        &PageBody { items, next_cursor },
-    ))
+    let cursor = shared::service::http::PageCursor {
+        keys,
+        tenant: t,
+        route,
+    };
+    shared::service::http::page_response(page.items, next_cursor, session_from_item, cursor)
 }
 
 /// A session's root item: `PK` = the session, `SK` begins with the tenant's customer prefix (the

@@ -20,7 +20,7 @@
 use lambda_http::{Body, Request, Response};
 use shared::identity::ids::TenantId;
 use shared::identity::keys::{GSI1, PK, SK};
-use shared::service::http::{page_limit, page_response, query_param};
+use shared::service::http::{page_limit, page_response, query_param, PageCursor};
 use shared::store::scatter::{gather, Fanout, Listing, Order, SortRange};
 use shared::{ApiError, App};
 
@@ -68,5 +68,11 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         Fanout::Parallel,
     )
     .await?;
-    page_response(page, |item| Ok(view_from_item::<OrderSummary>(item)?))
+    let view = |item| Ok(view_from_item::<OrderSummary>(item)?);
+    let cursor = PageCursor {
+        keys,
+        tenant: t,
+        route: &listing.route,
+    };
+    page_response(page.items, page.next_cursor, view, cursor)
 }

@@ -134,23 +134,64 @@ pub struct PageBody<T> {
     pub next_cursor: Option<String>,
 }
 
-/// 200 with `{items, nextCursor}`: one page of a listing, each item turned into its view.
+/// The largest list response body, counted as it travels inside the Lambda response (quotes and
+/// backslashes escaped once more): Lambda refuses responses over 6 MB, so a page stops before this.
+pub const MAX_PAGE_BYTES: usize = 5 * 1024 * 1024;
+
+/// What a page needs to hand out a cursor of its own when it stops early for size.
+pub struct PageCursor<'a> {
+    pub keys: &'a crate::identity::cursor::CursorKeys,
+    pub tenant: &'a crate::identity::ids::TenantId,
+    pub route: &'a str,
+}
+
+/// 200 with `{items, nextCursor}`: one page of a listing, each item turned into its view. A page whose
+/// body would pass [`MAX_PAGE_BYTES`] stops before the item that would pass it, with a cursor after
+/// the last item it holds (the listing's own cursor shape: that item's `PK` and `SK`), so large items
+/// make pages shorter, never a failed response.
 pub fn page_response<V: Serialize>(
-    page: crate::store::scatter::GatheredPage,
+    items: Vec<crate::store::query::Item>,
+    next_cursor: Option<String>,
     view: impl Fn(crate::store::query::Item) -> Result<V, ApiError>,
+    cursor: PageCursor<'_>,
 ) -> Result<Response<Body>, ApiError> {
-    let items = page
-        .items
-        .into_iter()
-        .map(view)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(json_response(
-        StatusCode::OK,
-        &PageBody {
-            items,
-            next_cursor: page.next_cursor,
-        },
-    ))
+    use crate::identity::keys::{Key, PK, SK};
+    let escaped_len = |s: &str| s.len() + s.bytes().filter(|b| matches!(b, b'"' | b'\\')).count();
+    let mut parts: Vec<String> = Vec::with_capacity(items.len());
+    let mut bytes = 64 + next_cursor.as_deref().map_or(0, str::len);
+    let mut last_key: Option<Key> = None;
+    let mut next_cursor = next_cursor;
+    for item in items {
+        let key: Key = [PK, SK]
+            .into_iter()
+            .filter_map(|k| item.get(k).map(|v| (k.to_owned(), v.clone())))
+            .collect();
+        let part = serde_json::to_string(&view(item)?)
+            .map_err(|e| ApiError::Internal(format!("serialize page item: {e}")))?;
+        let size = escaped_len(&part) + 1;
+        if let Some(last) = last_key.as_ref().filter(|_| bytes + size > MAX_PAGE_BYTES) {
+            next_cursor = Some(crate::identity::cursor::encode(
+                cursor.keys,
+                cursor.tenant,
+                cursor.route,
+                last,
+            ));
+            break;
+        }
+        bytes += size;
+        parts.push(part);
+        last_key = Some(key);
+    }
+    let body = format!(
+        "{{\"items\":[{}],\"nextCursor\":{}}}",
+        parts.join(","),
+        serde_json::to_string(&next_cursor).unwrap_or_else(|_| "null".into())
+    );
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::Text(body))
+        .map_err(|e| ApiError::Internal(format!("build response: {e}")))
 }
 
 /// 200 when `replaced` an existing item, 201 when the item is new, with `body`.

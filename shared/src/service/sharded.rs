@@ -10,7 +10,9 @@ use crate::identity::cursor::Key;
 use crate::identity::ids::{EntityId, TenantId};
 use crate::service::app::App;
 use crate::service::error::ApiError;
-use crate::service::http::{json_response, page_limit, page_response, path_entity_id, query_param};
+use crate::service::http::{
+    json_response, page_limit, page_response, path_entity_id, query_param, PageCursor,
+};
 use crate::store::items::get_item;
 use crate::store::query::Item;
 use crate::store::scatter::{gather, Fanout, ShardedList};
@@ -50,5 +52,10 @@ pub async fn list_page<V: Serialize>(
     let listing = list.over(&caller.tenant, shards);
     let keys = &app.settings.cursor_keys;
     let page = gather(&db, &listing, keys, limit, cursor.as_deref(), fanout).await?;
-    page_response(page, view)
+    let cursor = PageCursor {
+        keys,
+        tenant: &caller.tenant,
+        route: &listing.route,
+    };
+    page_response(page.items, page.next_cursor, view, cursor)
 }
