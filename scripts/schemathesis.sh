@@ -36,6 +36,7 @@ if ! "$TOOLS/venv-schemathesis/bin/schemathesis" --version 2>/dev/null | grep -q
 fi
 
 started=$SECONDS
+export STACK_LOGS="$ROOT/target/stack-logs/contract"  # its own, beside a test stack's logs
 OUT="$ROOT/target/schemathesis"
 rm -rf "$OUT"
 mkdir -p "$OUT" "$STACK_LOGS"
@@ -108,9 +109,35 @@ got=$(status_of POST /tenants "$TENANT_TOKEN" '{"tenantId":"not-by-a-tenant","ti
 got=$(status_of POST /tenants "$OPERATOR_TOKEN" '{"tenantId":"platform","tier":"standard","shardCount":4}')
 case "$got" in 201 | 409) ;; *) die "onboarding the operator's tenant answered $got" ;; esac
 
+# Data for the pass's tenant that reads can find (scripts/schemathesis.toml, [dictionaries]): a user
+# with an order, an integration token, a root session with a child. Written under target/.
+seed_for_pass() { # token
+  local token=$1 root child dir="$OUT/seeded"
+  mkdir -p "$dir"
+  seed_call() { # method path body -> response body; dies unless the status is 2xx (or 409: exists)
+    local body status
+    body=$(curl -s --max-time 10 -w '\n%{http_code}' -X "$1" "$API$2" -H "authorization: Bearer $token" \
+      -H 'content-type: application/json' -d "$3") || die "seeding $1 $2: no answer"
+    status=${body##*$'\n'}
+    case "$status" in 2?? | 409) printf '%s' "${body%$'\n'*}" ;; *) die "seeding $1 $2 answered $status" ;; esac
+  }
+  seed_call PUT /users/contract-user '{"name":"Contract User","email":"contract-user@example.com"}' >/dev/null
+  seed_call POST /users/contract-user/orders \
+    '{"orderId":"contract-order","date":"2026-01-15","amount":1,"items":[{"itemId":"l1","sku":"s","qty":1,"price":1}]}' >/dev/null
+  seed_call PUT /integrations/contract-svc/token "{\"token\":\"t\",\"expiresAt\":$(($(date +%s) + 86400))}" >/dev/null
+  root=$(seed_call POST /sessions '{"customerId":"contract-customer"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["sessionId"])')
+  child=$(seed_call POST /sessions "{\"customerId\":\"contract-customer\",\"parentSessionId\":\"$root\"}" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["sessionId"])')
+  printf '"%s"\n' "$child" >"$dir/child-session.dict"
+  printf '"contract-user"\n' >"$dir/user.dict"
+  printf '"contract-order"\n' >"$dir/order.dict"
+  printf '"contract-svc"\n' >"$dir/service.dict"
+}
+
 run_pass() { # name token [extra schemathesis args...]
   local name=$1 token=$2 t0=$SECONDS rc=0
   shift 2
+  seed_for_pass "$token"
   log "== schemathesis, pass '$name' ($MAX_EXAMPLES examples per operation, seed $SEED)"
   "$TOOLS/venv-schemathesis/bin/schemathesis" --config-file "$ROOT/scripts/schemathesis.toml" \
     run openapi.yaml \
