@@ -109,8 +109,8 @@ got=$(status_of POST /tenants "$TENANT_TOKEN" '{"tenantId":"not-by-a-tenant","ti
 got=$(status_of POST /tenants "$OPERATOR_TOKEN" '{"tenantId":"platform","tier":"standard","shardCount":4}')
 case "$got" in 201 | 409) ;; *) die "onboarding the operator's tenant answered $got" ;; esac
 
-# Data for the pass's tenant that reads can find (scripts/schemathesis.toml, [dictionaries]): a user
-# with an order, an integration token, a root session with a child. Written under target/.
+# Data for the pass's tenant that reads can find (scripts/schemathesis.toml, [dictionaries]): the
+# department `eng`, a user with an order, an integration token, a root session with a child.
 seed_for_pass() { # token
   local token=$1 root child dir="$OUT/seeded"
   mkdir -p "$dir"
@@ -121,6 +121,7 @@ seed_for_pass() { # token
     status=${body##*$'\n'}
     case "$status" in 2?? | 409) printf '%s' "${body%$'\n'*}" ;; *) die "seeding $1 $2 answered $status" ;; esac
   }
+  seed_call PUT /departments/eng '{"name":"Engineering"}' >/dev/null
   seed_call PUT /users/contract-user '{"name":"Contract User","email":"contract-user@example.com"}' >/dev/null
   seed_call POST /users/contract-user/orders \
     '{"orderId":"contract-order","date":"2026-01-15","amount":1,"items":[{"itemId":"l1","sku":"s","qty":1,"price":1}]}' >/dev/null
