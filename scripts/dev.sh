@@ -3,6 +3,11 @@
 # tenants, and every route served by `cargo lambda watch` on http://localhost:${PORT:-9000}.
 # Local auth: the functions accept an unsigned development JWT (POOLTABLE_DEV_UNSIGNED_JWT=1, set
 # only here). Ctrl-C stops everything.
+# Hot reload is on: an edit to the code restarts the functions. Scripted runs (schemathesis.sh, and
+# anything else that drives this stack with requests) set POOLTABLE_NO_RELOAD=1, which starts watch
+# with --ignore-changes: a restart kills every running function instance, and a request in flight
+# then hangs for about 27 s, so no file written during a run (a test tool's cache, a log) may
+# restart anything.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/tools.sh"
 source "$ROOT/scripts/stack.sh"
@@ -39,10 +44,17 @@ export SESSION_TTL_SECONDS="${SESSION_TTL_SECONDS:-3600}"
 "$ROOT/target/debug/pooltable" create-table "$TABLE_NAME" >/dev/null
 log "table $TABLE_NAME created from template.yaml"
 
-setsid cargo lambda watch -P "$PORT" >"$STACK_LOGS/watch.log" 2>&1 &
+watch_flags=()
+if [ "${POOLTABLE_NO_RELOAD:-0}" = 1 ]; then
+  watch_flags+=(--ignore-changes)
+  reload_note="hot reload off: POOLTABLE_NO_RELOAD=1"
+else
+  reload_note="hot reload on"
+fi
+setsid cargo lambda watch -P "$PORT" "${watch_flags[@]}" >"$STACK_LOGS/watch.log" 2>&1 &
 watch_pid=$!
 wait_for "cargo lambda watch" "http://127.0.0.1:$PORT/" 120
-log "API on http://localhost:$PORT (function logs: $STACK_LOGS/watch.log)"
+log "API on http://localhost:$PORT, $reload_note (function logs: $STACK_LOGS/watch.log)"
 
 api() { # method path token [body]
   curl -s --fail-with-body -X "$1" "http://127.0.0.1:$PORT$2" -H "authorization: Bearer $3" \

@@ -54,7 +54,9 @@ port=$(free_port)
 export TABLE_NAME="$table" TENANT_ROLE_ARN="arn:aws:iam::123456789012:role/pooltable-local-tenant-access"
 unset POOLTABLE_DEV_UNSIGNED_JWT  # sample events carry real authorizer claims
 mkdir -p "$STACK_LOGS"
-setsid cargo lambda watch -P "$port" >"$STACK_LOGS/e2e-watch.log" 2>&1 &
+# --ignore-changes: a scripted run never restarts a function because a file changed (a restart
+# kills the instance answering, and the request then hangs for about 27 s).
+setsid cargo lambda watch -P "$port" --ignore-changes >"$STACK_LOGS/e2e-watch.log" 2>&1 &
 watch_pid=$!
 trap 'kill -- -$watch_pid 2>/dev/null; wait $watch_pid 2>/dev/null || true' EXIT
 wait_for "cargo lambda watch" "http://127.0.0.1:$port/" 60

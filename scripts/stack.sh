@@ -35,8 +35,10 @@ start_stack() {
   ddb_port=$(free_port)
   sts_port=$(free_port)
   jar_dir=$(dirname "$DYNAMODB_JAR")
-  java -Djava.library.path="$jar_dir/DynamoDBLocal_lib" -jar "$DYNAMODB_JAR" \
-    -inMemory -sharedDb -port "$ddb_port" >"$STACK_LOGS/dynamodb.log" 2>&1 &
+  # Started from the log directory: DynamoDB Local writes dynamodb-local-metadata.json into its
+  # working directory, which must not be the checkout (no test run may change the tree).
+  (cd "$STACK_LOGS" && exec java -Djava.library.path="$jar_dir/DynamoDBLocal_lib" -jar "$DYNAMODB_JAR" \
+    -inMemory -sharedDb -disableTelemetry -port "$ddb_port" >"$STACK_LOGS/dynamodb.log" 2>&1) &
   STACK_PIDS+=($!)
   "$TOOLS/venv/bin/moto_server" -H 127.0.0.1 -p "$sts_port" >"$STACK_LOGS/moto.log" 2>&1 &
   STACK_PIDS+=($!)
