@@ -9,11 +9,6 @@ that valid ("positive") generated data really is valid:
   `maxCalendarMonths` calendar months. A positive case that breaks that is moved into range.
 - `x-unique-by` on an array of objects: that property is unique across the items (an order's line
   itemIds). A positive case with a repeat gets distinct ids.
-- Integers are sent as integers. JSON Schema counts 352172.0 as an integer, and so do the spec's
-  `type: integer` fields, but the functions refuse it today (serde reads u32/u64 fields, and
-  `invalid type: floating point 352172.0, expected u32` is a 400). The spec says so in prose ("written
-  without a fraction"); a positive body carries 352172 instead. This is a known gap between the API
-  and JSON Schema (reported in #21), not a constraint the spec could state.
 
 Negative cases are never touched: they are meant to be refused.
 """
@@ -87,16 +82,6 @@ def _unique_in_body(schema, body):
                 _unique_by(body[name], sub["x-unique-by"])
 
 
-def _integral_floats_as_ints(node):
-    if isinstance(node, float) and node.is_integer() and abs(node) < 2**63:
-        return int(node)
-    if isinstance(node, list):
-        return [_integral_floats_as_ints(v) for v in node]
-    if isinstance(node, dict):
-        return {k: _integral_floats_as_ints(v) for k, v in node.items()}
-    return node
-
-
 @schemathesis.hook
 def map_case(context, case):
     meta = case.meta
@@ -121,7 +106,5 @@ def map_case(context, case):
     if isinstance(body_schema, dict) and "$ref" in body_schema:
         name = body_schema["$ref"].rsplit("/", 1)[-1]
         body_schema = context.operation.schema.raw_schema["components"]["schemas"].get(name)
-    if isinstance(case.body, (dict, list)):
-        case.body = _integral_floats_as_ints(case.body)
     _unique_in_body(body_schema, case.body)
     return case

@@ -21,7 +21,10 @@ use crate::{require_operator, TenantView};
 struct OnboardInput {
     tenant_id: TenantId,
     tier: Tier,
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "shared::service::http::optional_whole_number"
+    )]
     shard_count: Option<u32>,
 }
 

@@ -53,6 +53,7 @@ struct Input {
 struct LineInput {
     item_id: EntityId,
     sku: Text,
+    #[serde(deserialize_with = "shared::service::http::whole_number")]
     qty: u32,
     price: f64,
 }

@@ -25,6 +25,7 @@ pub const MAX_TOKEN_SECONDS: u64 = 366 * 24 * 3600;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Input {
     token: String,
+    #[serde(deserialize_with = "shared::service::http::whole_number")]
     expires_at: u64,
 }
 

@@ -3,6 +3,7 @@
 use lambda_http::http::{header, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::de::DeserializeOwned;
+use serde::Deserialize;
 use serde::Serialize;
 
 use crate::identity::ids::{EntityId, SessionId};
@@ -74,6 +75,22 @@ pub fn json_body<T: DeserializeOwned>(req: &Request) -> Result<T, ApiError> {
     }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(de).map_err(|e| {
+        if matches!(
+            e.inner().classify(),
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof
+        ) {
+            // Not JSON at all: no field to name, but say where parsing stopped.
+            let inner = e.inner();
+            return ApiError::BadRequest {
+                detail: format!(
+                    "The request body is not valid JSON: parsing stopped at line {}, column {} ({}).",
+                    inner.line(),
+                    inner.column(),
+                    inner
+                ),
+                field: None,
+            };
+        }
         let path = e.path().to_string();
         let message = e.inner().to_string();
         // serde reports missing and unknown fields at the parent's path; name the field itself.
@@ -202,4 +219,98 @@ pub fn put_response<V: Serialize>(replaced: bool, body: &V) -> Response<Body> {
         StatusCode::CREATED
     };
     json_response(status, body)
+}
+
+/// A whole number as JSON Schema counts one: `3` or `3.0` (not `3.5`), within `T`'s range. serde's own
+/// integers refuse `3.0`, but the OpenAPI contract (`type: integer`) admits it.
+pub fn whole_number<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<u64>,
+{
+    use serde::de::Error;
+    let value = serde_json::Number::deserialize(deserializer)?;
+    let whole = match (value.as_u64(), value.as_f64()) {
+        (Some(n), _) => Some(n),
+        (None, Some(f)) if f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64 => Some(f as u64),
+        _ => None,
+    };
+    whole
+        .and_then(|n| T::try_from(n).ok())
+        .ok_or_else(|| D::Error::custom(format!("expected a whole number in range, found {value}")))
+}
+
+/// [`whole_number`] for an optional field.
+pub fn optional_whole_number<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<u64>,
+{
+    #[derive(serde::Deserialize)]
+    struct Wrapped<T: TryFrom<u64>>(#[serde(deserialize_with = "whole_number")] T);
+    Option::<Wrapped<T>>::deserialize(deserializer).map(|w| w.map(|Wrapped(v)| v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Input {
+        name: String,
+    }
+
+    fn parse(body: &str) -> ApiError {
+        let req = Request::new(Body::Text(body.to_owned()));
+        json_body::<Input>(&req).unwrap_err()
+    }
+
+    #[test]
+    fn a_body_that_is_not_json_says_so_and_where_parsing_stopped() {
+        // GIVEN a body cut off inside an object; WHEN it is parsed; THEN 400 saying it is not JSON
+        let ApiError::BadRequest { detail, field } = parse("{\"name\": \"a\",\n  oops") else {
+            panic!("400 expected");
+        };
+        assert!(detail.contains("not valid JSON"), "{detail}");
+        assert!(detail.contains("line 2, column 3"), "{detail}");
+        assert_eq!(field, None);
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Counted {
+        #[serde(deserialize_with = "whole_number")]
+        qty: u32,
+        #[serde(default, deserialize_with = "optional_whole_number")]
+        shards: Option<u32>,
+    }
+
+    #[test]
+    fn whole_numbers_may_be_written_with_a_zero_fraction() {
+        let ok: Counted = serde_json::from_str(r#"{"qty": 352172.0, "shards": 4.0}"#).unwrap();
+        assert_eq!((ok.qty, ok.shards), (352172, Some(4)));
+        let ok: Counted = serde_json::from_str(r#"{"qty": 3}"#).unwrap();
+        assert_eq!((ok.qty, ok.shards), (3, None));
+        for bad in [
+            r#"{"qty": 3.5}"#,
+            r#"{"qty": -1}"#,
+            r#"{"qty": 4294967296}"#,
+            r#"{"qty": "3"}"#,
+        ] {
+            assert!(serde_json::from_str::<Counted>(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_json_body_of_the_wrong_shape_names_the_field() {
+        let ApiError::BadRequest { field, .. } = parse("{\"name\": 5}") else {
+            panic!("400 expected");
+        };
+        assert_eq!(field.as_deref(), Some("name"));
+        let ApiError::BadRequest { field, .. } = parse("{\"name\": \"a\", \"x\": 1}") else {
+            panic!("400 expected");
+        };
+        assert_eq!(field.as_deref(), Some("x"));
+    }
 }
