@@ -69,6 +69,16 @@ const CASES: &[Case] = &[
     },
 ];
 
+/// One injected answer: the reason codes (`None`: TransactionInProgressException), and what the
+/// route must answer (status, TransactWriteItems sends when asserted, whether Retry-After is set).
+struct Scenario<'a> {
+    name: &'a str,
+    codes: Option<&'a Vec<String>>,
+    status: u16,
+    sends: Option<usize>,
+    retry_after: bool,
+}
+
 /// `code` at action `index`, `None` for the others.
 fn reasons(actions: usize, index: usize, code: &str) -> Vec<String> {
     (0..actions.max(index + 1))
@@ -100,26 +110,51 @@ async fn every_cancellation_reason_gets_its_documented_answer_on_every_transacti
         );
         let conflict = reasons(case.actions, 0, "TransactionConflict");
         let condition = reasons(case.actions, case.condition_index, "ConditionalCheckFailed");
-        let scenarios: Vec<(&str, Option<&Vec<String>>, u16, Option<usize>, bool)> = vec![
-            ("throttling", Some(&throttled), 503, Some(1), true),
-            ("over capacity", Some(&over_capacity), 503, Some(1), true),
-            (
-                "lasting conflict",
-                Some(&conflict),
-                409,
-                Some(ATTEMPTS as usize),
-                false,
-            ),
-            ("in progress", None, 503, None, true),
-            (
-                "failed condition",
-                Some(&condition),
-                case.condition_status,
-                None,
-                false,
-            ),
+        let scenarios = [
+            Scenario {
+                name: "throttling",
+                codes: Some(&throttled),
+                status: 503,
+                sends: Some(1),
+                retry_after: true,
+            },
+            Scenario {
+                name: "over capacity",
+                codes: Some(&over_capacity),
+                status: 503,
+                sends: Some(1),
+                retry_after: true,
+            },
+            Scenario {
+                name: "lasting conflict",
+                codes: Some(&conflict),
+                status: 409,
+                sends: Some(ATTEMPTS as usize),
+                retry_after: false,
+            },
+            Scenario {
+                name: "in progress",
+                codes: None,
+                status: 503,
+                sends: None,
+                retry_after: true,
+            },
+            Scenario {
+                name: "failed condition",
+                codes: Some(&condition),
+                status: case.condition_status,
+                sends: None,
+                retry_after: false,
+            },
         ];
-        for (name, codes, status, sends, retry_after) in scenarios {
+        for Scenario {
+            name,
+            codes,
+            status,
+            sends,
+            retry_after,
+        } in scenarios
+        {
             // GIVEN the route's data in place
             let a = arrange(&h, case.bin).await;
             let (auth, params, body) = (a.auth, a.params, a.body);

@@ -48,13 +48,16 @@ struct Cached<C> {
     next_attempt: Option<SystemTime>,
 }
 
+/// One tenant's slot: an async lock, so concurrent first requests wait for one AssumeRole.
+type Slot<C> = Arc<tokio::sync::Mutex<Option<Cached<C>>>>;
+
 /// The per-container cache of tenant credentials, each kept with the `C` built from them.
 pub struct TenantCredentials<C> {
     sts: aws_sdk_sts::Client,
     settings: CredentialSettings,
     clock: Arc<dyn Clock>,
     // One async lock per tenant: concurrent first requests wait for one AssumeRole instead of racing.
-    entries: Mutex<HashMap<TenantId, Arc<tokio::sync::Mutex<Option<Cached<C>>>>>>,
+    entries: Mutex<HashMap<TenantId, Slot<C>>>,
 }
 
 impl<C: Clone> TenantCredentials<C> {
