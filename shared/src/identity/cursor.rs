@@ -22,8 +22,10 @@ use crate::identity::keys::{tenant_prefix, PK, SK};
 
 pub use crate::identity::keys::Key;
 
-/// The longest cursor accepted (API Gateway's request line is 10 KB).
-pub const MAX_CURSOR_BYTES: usize = 8 * 1024;
+/// The longest cursor accepted. A cursor holds one position, so the longest one this API makes
+/// (64-character tenant, 128-character ids) is about 700 bytes; 1 KB keeps every list URL far below
+/// API Gateway's 10 KB request line, even for a garbage cursor percent-encoded.
+pub const MAX_CURSOR_BYTES: usize = 1024;
 /// The shortest signing key accepted: 256 bits.
 pub const MIN_KEY_BYTES: usize = 32;
 
@@ -258,6 +260,28 @@ mod tests {
         // a key that never signed it does not verify it
         assert_eq!(
             decode(&keys(3, Some(4)), &t("a"), "r", &before, |_, _| true),
+            Err(InvalidCursor)
+        );
+    }
+
+    #[test]
+    fn the_longest_cursor_this_api_makes_fits_the_limit() {
+        let t = t(&"t".repeat(64));
+        let id = "i".repeat(128);
+        let k = key(
+            &format!("TENANT#{t}#DEPARTMENT#{id}#MEMBERS"),
+            &format!("TENANT#{t}#ORDERDATE#2026-12-31#{id}"),
+        );
+        let c = encode(
+            &keys(1, None),
+            &t,
+            "list-tenant-orders:2025-01-01:2026-12-31",
+            &k,
+        );
+        assert!(c.len() <= MAX_CURSOR_BYTES, "{} bytes", c.len());
+        let long = "x".repeat(MAX_CURSOR_BYTES + 1);
+        assert_eq!(
+            decode(&keys(1, None), &t, "r", &long, |_, _| true),
             Err(InvalidCursor)
         );
     }
