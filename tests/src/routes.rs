@@ -102,6 +102,19 @@ pub async fn call(
     body: Option<Value>,
     auth: &Auth,
 ) -> Resp {
+    call_with_headers(app, bin, params, query, body, auth, &[]).await
+}
+
+/// [`call`] with extra request headers.
+pub async fn call_with_headers(
+    app: &App,
+    bin: &str,
+    params: &BTreeMap<String, String>,
+    query: &[(&str, &str)],
+    body: Option<Value>,
+    auth: &Auth,
+    headers: &[(&str, &str)],
+) -> Resp {
     let routes = template_routes();
     let (method, route) = routes
         .get(bin)
@@ -116,5 +129,12 @@ pub async fn call(
             (p.as_str(), v.as_str())
         })
         .collect();
-    resp(dispatch(app, bin, event(method, route, &pp, query, body, auth)).await)
+    let mut req = event(method, route, &pp, query, body, auth);
+    for (name, value) in headers {
+        req.headers_mut().insert(
+            lambda_http::http::HeaderName::from_bytes(name.as_bytes()).expect("a header name"),
+            lambda_http::http::HeaderValue::from_str(value).expect("a header value"),
+        );
+    }
+    resp(dispatch(app, bin, req).await)
 }

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use integration::fixtures::arrange;
-use integration::routes::call;
+use integration::routes::{call, call_with_headers};
 use integration::Harness;
 use shared::store::transact::ATTEMPTS;
 
@@ -22,6 +22,8 @@ struct Case {
     condition_status: u16,
     /// How many actions the transaction has (the length of the reasons list).
     actions: usize,
+    /// Whether the route sends a transaction only with an `Idempotency-Key` (then the test sends one).
+    keyed: bool,
 }
 
 const CASES: &[Case] = &[
@@ -30,44 +32,82 @@ const CASES: &[Case] = &[
         condition_index: 1,
         condition_status: 404,
         actions: 2,
+        keyed: false,
     },
     Case {
         bin: "expire-session",
         condition_index: 0,
         condition_status: 409,
         actions: 1,
+        keyed: false,
     },
     Case {
         bin: "put-employee",
         condition_index: 0,
         condition_status: 400,
         actions: 3,
+        keyed: false,
     },
     Case {
         bin: "delete-employee",
         condition_index: 0,
         condition_status: 409,
         actions: 2,
+        keyed: false,
     },
     Case {
         bin: "put-user",
         condition_index: 1,
         condition_status: 409,
         actions: 2,
+        keyed: false,
     },
     Case {
         bin: "create-order",
         condition_index: 0,
         condition_status: 404,
         actions: 6,
+        keyed: false,
     },
     Case {
         bin: "create-transfer-code",
         condition_index: 0,
         condition_status: 404,
         actions: 2,
+        keyed: false,
+    },
+    Case {
+        bin: "redeem-transfer-code",
+        condition_index: 0,
+        condition_status: 404,
+        actions: 2,
+        keyed: true,
+    },
+    Case {
+        bin: "onboard-tenant",
+        condition_index: 0,
+        condition_status: 409,
+        actions: 2,
+        keyed: true,
     },
 ];
+
+/// Calls the case's route, with a fresh `Idempotency-Key` when its transaction needs one.
+async fn send(
+    h: &Harness,
+    case: &Case,
+    params: &std::collections::BTreeMap<String, String>,
+    body: Option<serde_json::Value>,
+    auth: &integration::Auth,
+) -> integration::Resp {
+    let key = integration::unique("tx-key");
+    let headers: Vec<(&str, &str)> = if case.keyed {
+        vec![("Idempotency-Key", key.as_str())]
+    } else {
+        Vec::new()
+    };
+    call_with_headers(&h.app, case.bin, params, &[], body, auth, &headers).await
+}
 
 /// One injected answer: the reason codes (`None`: TransactionInProgressException), and what the
 /// route must answer (status, TransactWriteItems sends when asserted, whether Retry-After is set).
@@ -168,7 +208,7 @@ async fn every_cancellation_reason_gets_its_documented_answer_on_every_transacti
                 None => h.faults.transactions_in_progress(usize::MAX),
             }
             h.requests.reset();
-            let r = call(&h.app, case.bin, &params, &[], body, &auth).await;
+            let r = send(&h, case, &params, body, &auth).await;
             h.faults.cancel_transactions(&[], 0);
             // THEN the documented status, as problem+json, and nothing written
             let what = format!("{} under {name}: {} {}", case.bin, r.status, r.body);
@@ -196,7 +236,7 @@ async fn a_conflict_that_clears_is_retried_and_commits() {
         h.faults.cancel_transactions(&codes, 1);
         h.requests.reset();
         // WHEN the route is called
-        let r = call(&h.app, case.bin, &params, &[], body, &auth).await;
+        let r = send(&h, case, &params, body, &auth).await;
         // THEN it succeeds on the second send
         assert!(r.status < 300, "{}: {} {}", case.bin, r.status, r.body);
         assert_eq!(

@@ -5,6 +5,10 @@
 //! outlives its parent), then one TransactWriteItems: the child item, plus an update of the parent
 //! that is also its existence check (parent present, unexpired, same customer, under the child
 //! limit) and counts the child.
+//!
+//! With an `Idempotency-Key` (`shared::service::idempotent`), a root session is one
+//! TransactWriteItems (the session and the key's record) and a child's transaction carries the record
+//! as a third action.
 
 use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
@@ -13,9 +17,12 @@ use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::SessionId;
+use shared::identity::ids::TenantId;
 use shared::identity::keys::{child_sk, customer_sk, session_pk};
 use shared::service::http::{json_body, json_response};
+use shared::service::idempotent::{self, Recorder};
 use shared::store::query::{string_attr, u64_attr};
+use shared::store::scoped::TenantDb;
 use shared::store::transact::{transact, TransactError};
 use shared::{ApiError, App};
 
@@ -23,11 +30,28 @@ use crate::model::{
     CreateSessionInput, Session, SessionItem, KIND_CHILD, KIND_SESSION, MAX_CHILDREN,
 };
 
+pub const ROUTE: &str = "create-session";
+
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
     let input: CreateSessionInput = json_body(&req)?;
     let db = app.db(&caller.tenant).await?;
     let t = &caller.tenant;
+    let now = app.clock.now_seconds();
+    idempotent::run(&req, &db, t, ROUTE, now, |recorder| {
+        create(app, &db, t, input, recorder)
+    })
+    .await
+}
+
+/// Creates the session; with a recorder, its answer is recorded in the same transaction.
+async fn create(
+    app: &App,
+    db: &TenantDb,
+    t: &TenantId,
+    input: CreateSessionInput,
+    recorder: Option<Recorder<'_>>,
+) -> Result<Response<Body>, ApiError> {
     let now_ms = app.clock.now_millis();
     let now_s = now_ms / 1000;
     let id = SessionId::new_at(now_ms);
@@ -51,11 +75,33 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         None => {
             let av = serde_dynamo::to_item(&item)
                 .map_err(|e| ApiError::Internal(format!("serialize session: {e}")))?;
-            if !shared::store::query::put_if_absent(&db, av).await? {
-                // A UUIDv7 collision: astronomically unlikely, and never an overwrite.
-                return Err(ApiError::Conflict(
-                    "A session with this id already exists.".into(),
-                ));
+            // A UUIDv7 collision is astronomically unlikely, and never an overwrite.
+            let exists = || ApiError::Conflict("A session with this id already exists.".into());
+            match &recorder {
+                None => {
+                    if !shared::store::query::put_if_absent(db, av).await? {
+                        return Err(exists());
+                    }
+                }
+                Some(recorder) => {
+                    let put = Put::builder()
+                        .table_name(&*db.table)
+                        .set_item(Some(av))
+                        .condition_expression("attribute_not_exists(PK)")
+                        .build()
+                        .map_err(|e| ApiError::Internal(e.to_string()))?;
+                    let request = db
+                        .client
+                        .transact_write_items()
+                        .transact_items(TransactWriteItem::builder().put(put).build())
+                        .transact_items(
+                            recorder.record(StatusCode::CREATED, &Session::from(item.clone()))?,
+                        );
+                    transact(request).await.map_err(|e| match e {
+                        e if e.failed_at(0) => exists(),
+                        other => other.into(),
+                    })?;
+                }
             }
         }
         Some(parent) => {
@@ -110,11 +156,16 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                 .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
                 .build()
                 .map_err(|e| ApiError::Internal(e.to_string()))?;
-            let request = db
+            let mut request = db
                 .client
                 .transact_write_items()
                 .transact_items(TransactWriteItem::builder().put(put).build())
                 .transact_items(TransactWriteItem::builder().update(parent_update).build());
+            if let Some(recorder) = &recorder {
+                request = request.transact_items(
+                    recorder.record(StatusCode::CREATED, &Session::from(item.clone()))?,
+                );
+            }
             transact(request)
                 .await
                 .map_err(|e| child_failure(e, now_s))?;

@@ -3,6 +3,7 @@
 //! Operator only (`custom:role` = `platform-admin`). One conditional PutItem, sent with STS
 //! credentials scoped to the *new* tenant's prefix, so even this route cannot write elsewhere.
 
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
@@ -11,10 +12,15 @@ use shared::identity::ids::TenantId;
 use shared::identity::keys::tenant_record_key;
 use shared::identity::shard::{DEFAULT_SHARDS, MAX_SHARDS, MIN_SHARDS};
 use shared::service::http::{json_body, json_response};
+use shared::service::idempotent::{self, Recorder};
+use shared::store::scoped::TenantDb;
 use shared::store::tenants::{TenantRecord, Tier};
+use shared::store::transact::transact;
 use shared::{ApiError, App};
 
 use crate::{require_operator, TenantView};
+
+pub const ROUTE: &str = "onboard-tenant";
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -51,12 +57,50 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let item = serde_dynamo::to_item(&record)
         .map_err(|e| ApiError::Internal(format!("serialize tenant record: {e}")))?;
     let db = app.db(&input.tenant_id).await?;
-    if !shared::store::query::put_if_absent(&db, item).await? {
-        return Err(ApiError::Conflict("This tenant already exists.".into()));
-    }
+    let view = TenantView::from(record);
+    let now = app.clock.now_seconds();
+    // With an Idempotency-Key, the record lives under the new tenant's prefix (onboarding writes with
+    // the new tenant's own credentials), so a key is scoped to the tenant being onboarded.
+    let response = idempotent::run(&req, &db, &input.tenant_id, ROUTE, now, |recorder| {
+        write_record(&db, item, &view, recorder)
+    })
+    .await?;
     tracing::info!(tenant = %input.tenant_id, shard_count, by = %caller.tenant, "tenant onboarded");
-    Ok(json_response(
-        StatusCode::CREATED,
-        &TenantView::from(record),
-    ))
+    Ok(response)
+}
+
+/// Writes the tenant record, never over an existing one; with a recorder, in one transaction with
+/// the key's record.
+async fn write_record(
+    db: &TenantDb,
+    item: shared::store::query::Item,
+    view: &TenantView,
+    recorder: Option<Recorder<'_>>,
+) -> Result<Response<Body>, ApiError> {
+    let exists = || ApiError::Conflict("This tenant already exists.".into());
+    match recorder {
+        None => {
+            if !shared::store::query::put_if_absent(db, item).await? {
+                return Err(exists());
+            }
+        }
+        Some(recorder) => {
+            let put = Put::builder()
+                .table_name(&*db.table)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(PK)")
+                .build()
+                .map_err(|e| ApiError::Internal(e.to_string()))?;
+            let request = db
+                .client
+                .transact_write_items()
+                .transact_items(TransactWriteItem::builder().put(put).build())
+                .transact_items(recorder.record(StatusCode::CREATED, view)?);
+            transact(request).await.map_err(|e| match e {
+                e if e.failed_at(0) => exists(),
+                other => other.into(),
+            })?;
+        }
+    }
+    Ok(json_response(StatusCode::CREATED, view))
 }

@@ -10,8 +10,9 @@
 //!   `SK` = `TENANT#t#ORDERS#<YYYY-MM>#<fnv(o) mod N>`), which listTenantOrders reads through GSI1;
 //! - one Put per line item (`PK` = the order's key, `SK` = `TENANT#t#ORDER#<o>#ITEM#<itemId>`).
 //!
-//! A transaction holds at most 100 actions, so an order has at most [`MAX_LINE_ITEMS`] (96) line
-//! items; more answer 400 (`items`) before anything is sent. The tenant's shard count N comes from its
+//! A transaction holds at most 100 actions, so an order has at most [`MAX_LINE_ITEMS`] (95) line
+//! items (one action is kept for the `Idempotency-Key` record, written in the same transaction); more
+//! answer 400 (`items`) before anything is sent. The tenant's shard count N comes from its
 //! record (cached per container), so the tenant must be onboarded (403 otherwise).
 
 use std::collections::HashSet;
@@ -24,6 +25,8 @@ use shared::identity::clock::rfc3339;
 use shared::identity::ids::{EntityId, SessionId};
 use shared::identity::shard::shard_for;
 use shared::service::http::{json_body, json_response, path_entity_id};
+use shared::service::idempotent::{self, Recorder};
+use shared::store::scoped::TenantDb;
 use shared::store::transact::transact;
 use shared::{ApiError, App};
 
@@ -32,8 +35,11 @@ use crate::{
     same_key, user_exists_check, user_key, Date, LineItem, OrderSummary, Text,
 };
 
-/// TransactWriteItems' limit (100) minus the user check, the header, the summary and the date index.
-pub const MAX_LINE_ITEMS: usize = 96;
+/// TransactWriteItems' limit (100) minus the user check, the header, the summary, the date index and
+/// an idempotency record.
+pub const MAX_LINE_ITEMS: usize = 95;
+
+pub const ROUTE: &str = "create-order";
 /// The largest amount or price accepted (DynamoDB numbers have 38 significant digits; money needs
 /// far fewer).
 pub const MAX_MONEY: f64 = 1e12;
@@ -117,12 +123,30 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let input: Input = json_body(&req)?;
     validate(&input)?;
     let now_ms = app.clock.now_millis();
-    let order_id = match input.order_id {
+    let order_id = match input.order_id.clone() {
         Some(id) => id,
         None => EntityId::parse(&SessionId::new_at(now_ms).to_string()).map_err(internal)?,
     };
     let db = app.db(t).await?;
-    let shards = app.shards.shard_count(&db).await?;
+    let now = app.clock.now_seconds();
+    idempotent::run(&req, &db, t, ROUTE, now, |recorder| {
+        create(app, &db, &user, order_id, input, now_ms, recorder)
+    })
+    .await
+}
+
+/// Writes the order in one transaction; with a recorder, its answer is recorded in it too.
+async fn create(
+    app: &App,
+    db: &TenantDb,
+    user: &EntityId,
+    order_id: EntityId,
+    input: Input,
+    now_ms: u64,
+    recorder: Option<Recorder<'_>>,
+) -> Result<Response<Body>, ApiError> {
+    let t = &db.tenant;
+    let shards = app.shards.shard_count(db).await?;
 
     let summary = OrderSummary {
         order_id: order_id.to_string(),
@@ -167,11 +191,11 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         .build()
         .map_err(internal)?;
     let mut actions = vec![
-        user_exists_check(&db, t, &user)?,
+        user_exists_check(db, t, user)?,
         TransactWriteItem::builder().put(header).build(),
         put(item_with_keys(
             &summary,
-            key(user_key(t, &user), order_pk.clone()),
+            key(user_key(t, user), order_pk.clone()),
             kind::ORDER_SUMMARY,
             t,
         )?)?,
@@ -199,18 +223,19 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         actions.push(put(item)?);
     }
 
+    let order = Order {
+        summary,
+        items: lines.into_iter().map(|(_, l)| l).collect(),
+    };
+    if let Some(recorder) = &recorder {
+        actions.push(recorder.record(StatusCode::CREATED, &order)?);
+    }
     let request = db
         .client
         .transact_write_items()
         .set_transact_items(Some(actions));
     match transact(request).await {
-        Ok(()) => Ok(json_response(
-            StatusCode::CREATED,
-            &Order {
-                summary,
-                items: lines.into_iter().map(|(_, l)| l).collect(),
-            },
-        )),
+        Ok(()) => Ok(json_response(StatusCode::CREATED, &order)),
         Err(e) if e.failed_at(0) => Err(ApiError::NotFound("No such user.".into())),
         Err(e) if e.failed_at(1) => Err(ApiError::Conflict(
             "An order with this orderId already exists.".into(),

@@ -89,6 +89,13 @@ validated_id!(
     128
 );
 
+validated_id!(
+    /// A client's `Idempotency-Key` header: `^[A-Za-z0-9_-]{1,128}$`. It goes into the key of the
+    /// idempotency record, under the caller's tenant prefix.
+    IdempotencyKey,
+    128
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

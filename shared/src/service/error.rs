@@ -32,6 +32,9 @@ pub enum ApiError {
     Conflict(String),
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// Well-formed but not processable: an `Idempotency-Key` reused for a different request.
+    #[error("{0}")]
+    Unprocessable(String),
     /// DynamoDB or STS is unavailable or throttling: retryable, so 503 with Retry-After.
     #[error("{0}")]
     Unavailable(String),
@@ -67,6 +70,7 @@ impl ApiError {
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -80,6 +84,7 @@ impl ApiError {
             Self::NotFound(_) => "not-found",
             Self::Conflict(_) => "conflict",
             Self::PayloadTooLarge(_) => "payload-too-large",
+            Self::Unprocessable(_) => "unprocessable",
             Self::Unavailable(_) => "unavailable",
             Self::Internal(_) => "internal",
         }
@@ -127,6 +132,7 @@ impl ApiError {
             | Self::NotFound(d)
             | Self::Conflict(d)
             | Self::PayloadTooLarge(d)
+            | Self::Unprocessable(d)
             | Self::Unavailable(d)
             | Self::Internal(d) => d,
         }

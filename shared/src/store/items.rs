@@ -46,6 +46,20 @@ pub async fn get_item(db: &TenantDb, key: Key) -> Result<Option<Item>, StoreErro
     Ok(out.item)
 }
 
+/// The item at `key`, if there is one: one strongly consistent GetItem (a read that decides a write).
+pub async fn get_item_consistent(db: &TenantDb, key: Key) -> Result<Option<Item>, StoreError> {
+    let out = db
+        .client
+        .get_item()
+        .table_name(&*db.table)
+        .set_key(Some(key))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    Ok(out.item)
+}
+
 /// Puts `item`, replacing any item with its key: `Ok(true)` when another item was replaced (the route
 /// answers 200), `Ok(false)` when it is new (201). When the SDK retried an attempt that had in fact
 /// succeeded (its answer lost), the "replaced" item is exactly `item`, our own write: that counts as

@@ -3,6 +3,7 @@
 //! through it: expiry-aware paging, scatter-gather over partitions, tenant records, usage counters.
 
 pub mod error;
+pub mod idempotency;
 pub mod items;
 pub mod meter;
 pub mod query;

@@ -1,0 +1,134 @@
+//! The one idempotency layer: `Idempotency-Key` on the routes that create something (create-session,
+//! create-order, create-transfer-code, redeem-transfer-code, onboard-tenant).
+//!
+//! - No header: the route runs as it always does.
+//! - A header that is not 1–128 characters of `[A-Za-z0-9_-]`: 400 (`Idempotency-Key`).
+//! - A live record for the key, made by the same request (method, route, path parameters, body):
+//!   its status and body are answered again, and nothing runs. Made by a different request: 422.
+//! - Otherwise the route runs, and writes the record (its answer) as the last action of the same
+//!   transaction as its effect. Of concurrent duplicates exactly one commits; the others' records
+//!   fail their condition, and they answer what the winner recorded.
+
+use lambda_http::http::{header, StatusCode};
+use lambda_http::{Body, Request, RequestExt, Response};
+
+use crate::identity::ids::{IdempotencyKey, TenantId};
+use crate::service::error::ApiError;
+use crate::store::idempotency::{fingerprint, record_key, Answer, Idempotency, Recorded};
+use crate::store::scoped::TenantDb;
+
+pub const HEADER: &str = "Idempotency-Key";
+
+/// The request's `Idempotency-Key`, if it sent one (400 when it is malformed).
+pub fn key_of(req: &Request) -> Result<Option<IdempotencyKey>, ApiError> {
+    let Some(raw) = req.headers().get(HEADER) else {
+        return Ok(None);
+    };
+    let raw = raw.to_str().map_err(|_| {
+        ApiError::bad_request(
+            HEADER,
+            "Idempotency-Key must be 1 to 128 of A-Z a-z 0-9 _ -",
+        )
+    })?;
+    IdempotencyKey::parse(raw)
+        .map(Some)
+        .map_err(|e| ApiError::bad_request(HEADER, format!("Idempotency-Key {e}")))
+}
+
+/// What a keyed route hands its effect: the key's record, to add as its transaction's last action.
+pub struct Recorder<'a>(Idempotency<'a>);
+
+impl Recorder<'_> {
+    /// The transaction action recording that the route answers `status` with `body` (JSON).
+    pub fn record(
+        &self,
+        status: StatusCode,
+        body: &impl serde::Serialize,
+    ) -> Result<aws_sdk_dynamodb::types::TransactWriteItem, ApiError> {
+        let body = serde_json::to_string(body)
+            .map_err(|e| ApiError::Internal(format!("serialize answer: {e}")))?;
+        Ok(self.0.record(&Answer {
+            status: status.as_u16(),
+            body,
+        })?)
+    }
+}
+
+fn replay(answer: Answer) -> Result<Response<Body>, ApiError> {
+    Response::builder()
+        .status(answer.status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header("Idempotent-Replayed", "true")
+        .body(Body::Text(answer.body))
+        .map_err(|e| ApiError::Internal(format!("build replay: {e}")))
+}
+
+fn reused() -> ApiError {
+    ApiError::Unprocessable(
+        "This Idempotency-Key was used for a different request in the last 24 hours.".into(),
+    )
+}
+
+/// Runs `effect` under `req`'s `Idempotency-Key` (if any), for `tenant`'s `route`. `db` is the
+/// client the effect writes with (the record lives under its tenant's prefix). `effect` gets a
+/// [`Recorder`] when a key was sent, and must then add `recorder.record(...)` as the last action of
+/// the transaction that makes its effect.
+pub async fn run<'a, F, Fut>(
+    req: &Request,
+    db: &'a TenantDb,
+    tenant: &TenantId,
+    route: &str,
+    now_seconds: u64,
+    effect: F,
+) -> Result<Response<Body>, ApiError>
+where
+    F: FnOnce(Option<Recorder<'a>>) -> Fut,
+    Fut: std::future::Future<Output = Result<Response<Body>, ApiError>>,
+{
+    let Some(key) = key_of(req)? else {
+        return effect(None).await;
+    };
+    let path: Vec<(String, String)> = req
+        .path_parameters_ref()
+        .map(|p| {
+            let mut all: Vec<(String, String)> = p
+                .iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            all.sort();
+            all
+        })
+        .unwrap_or_default();
+    let path: Vec<(&str, &str)> = path.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let body: &[u8] = match req.body() {
+        Body::Text(t) => t.as_bytes(),
+        Body::Binary(b) => b,
+        _ => b"",
+    };
+    let idempotency = Idempotency {
+        db,
+        pk: record_key(tenant, route, &key),
+        fingerprint: fingerprint(req.method().as_str(), route, &path, body),
+        now_seconds,
+    };
+    match idempotency.recorded().await? {
+        Recorded::Same(answer) => return replay(answer),
+        Recorded::Different => return Err(reused()),
+        Recorded::Nothing => {}
+    }
+    let check = Idempotency {
+        db,
+        pk: idempotency.pk.clone(),
+        fingerprint: idempotency.fingerprint.clone(),
+        now_seconds,
+    };
+    match effect(Some(Recorder(idempotency))).await {
+        Ok(response) => Ok(response),
+        // It failed: perhaps because a concurrent duplicate committed first, and our record lost.
+        Err(err) => match check.recorded().await? {
+            Recorded::Same(answer) => replay(answer),
+            Recorded::Different => Err(reused()),
+            Recorded::Nothing => Err(err),
+        },
+    }
+}
