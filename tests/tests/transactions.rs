@@ -278,7 +278,8 @@ fn every_transactional_route_has_a_case_and_none_reads_cancellation_reasons_itse
                     path.display()
                 );
             }
-            if text.contains("transact_write_items()") {
+            // A transaction of its own, or the shared keyed put (a transaction with an idempotency key)
+            if text.contains("transact_write_items()") || text.contains("idempotent::put_new(") {
                 transactional.push(name);
             }
         }

@@ -76,32 +76,11 @@ async fn create(
             let av = serde_dynamo::to_item(&item)
                 .map_err(|e| ApiError::Internal(format!("serialize session: {e}")))?;
             // A UUIDv7 collision is astronomically unlikely, and never an overwrite.
-            let exists = || ApiError::Conflict("A session with this id already exists.".into());
-            match &recorder {
-                None => {
-                    if !shared::store::query::put_if_absent(db, av).await? {
-                        return Err(exists());
-                    }
-                }
-                Some(recorder) => {
-                    let put = Put::builder()
-                        .table_name(&*db.table)
-                        .set_item(Some(av))
-                        .condition_expression("attribute_not_exists(PK)")
-                        .build()
-                        .map_err(|e| ApiError::Internal(e.to_string()))?;
-                    let request = db
-                        .client
-                        .transact_write_items()
-                        .transact_items(TransactWriteItem::builder().put(put).build())
-                        .transact_items(
-                            recorder.record(StatusCode::CREATED, &Session::from(item.clone()))?,
-                        );
-                    transact(request).await.map_err(|e| match e {
-                        e if e.failed_at(0) => exists(),
-                        other => other.into(),
-                    })?;
-                }
+            let view = Session::from(item.clone());
+            if !idempotent::put_new(db, av, recorder.as_ref(), StatusCode::CREATED, &view).await? {
+                return Err(ApiError::Conflict(
+                    "A session with this id already exists.".into(),
+                ));
             }
         }
         Some(parent) => {

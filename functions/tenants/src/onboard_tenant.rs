@@ -3,7 +3,6 @@
 //! Operator only (`custom:role` = `platform-admin`). One conditional PutItem, sent with STS
 //! credentials scoped to the *new* tenant's prefix, so even this route cannot write elsewhere.
 
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
@@ -15,7 +14,6 @@ use shared::service::http::{json_body, json_response};
 use shared::service::idempotent::{self, Recorder};
 use shared::store::scoped::TenantDb;
 use shared::store::tenants::{TenantRecord, Tier};
-use shared::store::transact::transact;
 use shared::{ApiError, App};
 
 use crate::{require_operator, TenantView};
@@ -77,30 +75,8 @@ async fn write_record(
     view: &TenantView,
     recorder: Option<Recorder<'_>>,
 ) -> Result<Response<Body>, ApiError> {
-    let exists = || ApiError::Conflict("This tenant already exists.".into());
-    match recorder {
-        None => {
-            if !shared::store::query::put_if_absent(db, item).await? {
-                return Err(exists());
-            }
-        }
-        Some(recorder) => {
-            let put = Put::builder()
-                .table_name(&*db.table)
-                .set_item(Some(item))
-                .condition_expression("attribute_not_exists(PK)")
-                .build()
-                .map_err(|e| ApiError::Internal(e.to_string()))?;
-            let request = db
-                .client
-                .transact_write_items()
-                .transact_items(TransactWriteItem::builder().put(put).build())
-                .transact_items(recorder.record(StatusCode::CREATED, view)?);
-            transact(request).await.map_err(|e| match e {
-                e if e.failed_at(0) => exists(),
-                other => other.into(),
-            })?;
-        }
+    if !idempotent::put_new(db, item, recorder.as_ref(), StatusCode::CREATED, view).await? {
+        return Err(ApiError::Conflict("This tenant already exists.".into()));
     }
     Ok(json_response(StatusCode::CREATED, view))
 }

@@ -54,6 +54,41 @@ impl Recorder<'_> {
     }
 }
 
+/// Puts `item` where no item holds its key: `Ok(false)` when another item does. Without a recorder,
+/// one conditional PutItem that recognises its own retried write; with one, a TransactWriteItems of
+/// the same Put and the key's record (answering `status` with `body`).
+pub async fn put_new(
+    db: &TenantDb,
+    item: crate::store::query::Item,
+    recorder: Option<&Recorder<'_>>,
+    status: StatusCode,
+    body: &impl serde::Serialize,
+) -> Result<bool, ApiError> {
+    let Some(recorder) = recorder else {
+        return Ok(crate::store::query::put_if_absent(db, item).await?);
+    };
+    let put = aws_sdk_dynamodb::types::Put::builder()
+        .table_name(&*db.table)
+        .set_item(Some(item))
+        .condition_expression("attribute_not_exists(PK)")
+        .build()
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let request = db
+        .client
+        .transact_write_items()
+        .transact_items(
+            aws_sdk_dynamodb::types::TransactWriteItem::builder()
+                .put(put)
+                .build(),
+        )
+        .transact_items(recorder.record(status, body)?);
+    match crate::store::transact::transact(request).await {
+        Ok(()) => Ok(true),
+        Err(e) if e.failed_at(0) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
 fn replay(answer: Answer) -> Result<Response<Body>, ApiError> {
     Response::builder()
         .status(answer.status)
