@@ -86,6 +86,46 @@ fn every_event_parses_names_its_route_and_carries_a_tenant() {
 }
 
 #[test]
+fn a_deployed_stack_carries_no_local_endpoint() {
+    // GIVEN the template and the deploy configuration
+    let raw = std::fs::read_to_string(root().join("template.yaml")).unwrap();
+    let samconfig = std::fs::read_to_string(root().join("samconfig.toml")).unwrap();
+    // THEN the endpoint variables exist only behind conditions that are false unless a local run sets
+    // the parameters, whose defaults are empty, and no deploy environment sets them
+    for (var, param, condition) in [
+        (
+            "AWS_ENDPOINT_URL_DYNAMODB",
+            "LocalDynamoDbEndpoint",
+            "HasLocalDynamoDbEndpoint",
+        ),
+        (
+            "AWS_ENDPOINT_URL_STS",
+            "LocalStsEndpoint",
+            "HasLocalStsEndpoint",
+        ),
+    ] {
+        assert_eq!(raw.matches(var).count(), 1, "{var} is set once, in Globals");
+        assert!(raw.contains(&format!(
+            "{var}: !If [{condition}, !Ref {param}, !Ref AWS::NoValue]"
+        )));
+        assert!(raw.contains(&format!("{condition}: !Not [!Equals [!Ref {param}, \"\"]]")));
+        let t = template();
+        assert_eq!(
+            t["Parameters"][param]["Default"].as_str(),
+            Some(""),
+            "{param}"
+        );
+        assert!(
+            !samconfig.contains(param),
+            "samconfig.toml must not set {param}"
+        );
+    }
+    for local in ["localhost", "127.0.0.1", "host.docker.internal"] {
+        assert!(!raw.contains(local), "template.yaml names {local}");
+    }
+}
+
+#[test]
 fn template_never_enables_unsigned_dev_tokens() {
     let raw = std::fs::read_to_string(root().join("template.yaml")).unwrap();
     assert!(
