@@ -32,6 +32,9 @@ struct MemoryPartitions {
     partitions: BTreeMap<String, Vec<(String, String)>>,
     /// Items returned by every read so far: what DynamoDB would bill.
     items_read: AtomicUsize,
+    /// Partition reads (Queries) so far, and the most of them one page sent.
+    reads: AtomicUsize,
+    most_reads_in_a_page: AtomicUsize,
 }
 
 impl MemoryPartitions {
@@ -80,6 +83,8 @@ impl MemoryPartitions {
             listing,
             partitions,
             items_read: AtomicUsize::new(0),
+            reads: AtomicUsize::new(0),
+            most_reads_in_a_page: AtomicUsize::new(0),
         }
     }
 }
@@ -118,6 +123,7 @@ impl PartitionSource for MemoryPartitions {
             .collect();
         let take = rest.len().min(want as usize);
         self.items_read.fetch_add(take, Ordering::SeqCst);
+        self.reads.fetch_add(1, Ordering::SeqCst);
         let items = rest[..take]
             .iter()
             .map(|(pk, sk)| {
@@ -158,6 +164,10 @@ fn walk(source: &MemoryPartitions, limit: u32) -> Vec<String> {
             )
             .await
             .unwrap();
+            let reads = source.reads.swap(0, Ordering::SeqCst);
+            source
+                .most_reads_in_a_page
+                .fetch_max(reads, Ordering::SeqCst);
             assert!(page.items.len() as u32 <= limit);
             // only the last page may be short
             assert!(page.next_cursor.is_none() || page.items.len() as u32 == limit);
@@ -388,6 +398,10 @@ fn orders_over_100_shards_and_24_months_with_the_longest_ids_keep_a_small_cursor
     let source = MemoryPartitions::new(&tenant, listing, items);
     // WHEN every page of 25 is walked (walk asserts every cursor is at most 1 KB)
     let walked = walk(&source, 25);
+    // THEN a page of 25 (25 orders a month, so it spans at most two months) reads at most the two
+    // months' 100 partitions once each, never the 24 × 100 of the whole range
+    let most = source.most_reads_in_a_page.load(Ordering::SeqCst);
+    assert!(most <= 2 * 100, "{most} partition reads in one page");
     // THEN every order came back once, newest first
     let mut expected: Vec<String> = orders
         .iter()
