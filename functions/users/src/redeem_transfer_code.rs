@@ -63,20 +63,30 @@ async fn redeem(
     let t = &db.tenant;
     let key = same_key(transfer_key(t, code));
     let nonce = uuid::Uuid::new_v4().simple().to_string();
-    let condition =
-        "attribute_exists(PK) AND #exp > :now AND (attribute_not_exists(#by) OR #by = :nonce)";
+    // The one conditional update both paths send: mark the code redeemed by this request.
+    let update = Update::builder()
+        .table_name(&*db.table)
+        .set_key(Some(key.clone()))
+        .update_expression("SET #by = :nonce")
+        .condition_expression(
+            "attribute_exists(PK) AND #exp > :now AND (attribute_not_exists(#by) OR #by = :nonce)",
+        )
+        .expression_attribute_names("#exp", EXPIRES_AT)
+        .expression_attribute_names("#by", "redeemedBy")
+        .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
+        .expression_attribute_values(":nonce", AttributeValue::S(nonce))
+        .build()
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
     let Some(recorder) = recorder else {
         let out = db
             .client
             .update_item()
-            .table_name(&*db.table)
-            .set_key(Some(key))
-            .update_expression("SET #by = :nonce")
-            .condition_expression(condition)
-            .expression_attribute_names("#exp", EXPIRES_AT)
-            .expression_attribute_names("#by", "redeemedBy")
-            .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
-            .expression_attribute_values(":nonce", AttributeValue::S(nonce))
+            .table_name(update.table_name())
+            .set_key(Some(update.key().clone()))
+            .update_expression(update.update_expression())
+            .set_condition_expression(update.condition_expression().map(str::to_owned))
+            .set_expression_attribute_names(update.expression_attribute_names().cloned())
+            .set_expression_attribute_values(update.expression_attribute_values().cloned())
             .return_values(ReturnValue::AllNew)
             .send()
             .await
@@ -96,25 +106,12 @@ async fn redeem(
             .ok_or_else(|| ApiError::Internal("redeemed transfer code had no userId".into()))?;
         return Ok(json_response(StatusCode::OK, &Redeemed { user_id }));
     };
-    let current = get_item_consistent(db, key.clone())
-        .await?
-        .ok_or_else(not_found)?;
+    let current = get_item_consistent(db, key).await?.ok_or_else(not_found)?;
     let redeemable = u64_attr(&current, EXPIRES_AT).is_some_and(|e| e > now)
         && !current.contains_key("redeemedBy");
     let user_id = string_attr(&current, "userId")
         .filter(|_| redeemable)
         .ok_or_else(not_found)?;
-    let update = Update::builder()
-        .table_name(&*db.table)
-        .set_key(Some(key))
-        .update_expression("SET #by = :nonce")
-        .condition_expression(condition)
-        .expression_attribute_names("#exp", EXPIRES_AT)
-        .expression_attribute_names("#by", "redeemedBy")
-        .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
-        .expression_attribute_values(":nonce", AttributeValue::S(nonce))
-        .build()
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
     let answer = Redeemed { user_id };
     let request = db
         .client

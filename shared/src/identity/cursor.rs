@@ -61,22 +61,25 @@ impl CursorKeys {
         })
     }
 
-    fn mac(key: &[u8], payload: &str) -> HmacSha256 {
-        // HMAC takes a key of any length, so this never fails.
-        let mut mac = <HmacSha256 as KeyInit>::new_from_slice(key)
-            .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
+    /// HMAC accepts a key of any length, so `None` never happens; it is handled, not unwrapped,
+    /// because this runs on every list request.
+    fn mac(key: &[u8], payload: &str) -> Option<HmacSha256> {
+        let mut mac = <HmacSha256 as KeyInit>::new_from_slice(key).ok()?;
         mac.update(payload.as_bytes());
-        mac
+        Some(mac)
     }
 
     fn sign(&self, payload: &str) -> String {
-        URL_SAFE_NO_PAD.encode(Self::mac(&self.current, payload).finalize().into_bytes())
+        Self::mac(&self.current, payload)
+            .map(|mac| URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes()))
+            .unwrap_or_default()
     }
 
     fn verify(&self, payload: &str, signature: &[u8]) -> bool {
         std::iter::once(&self.current)
             .chain(self.previous.as_ref())
-            .any(|key| Self::mac(key, payload).verify_slice(signature).is_ok())
+            .filter_map(|key| Self::mac(key, payload))
+            .any(|mac| mac.verify_slice(signature).is_ok())
     }
 }
 

@@ -182,11 +182,19 @@ pub async fn gather_all(db: &TenantDb, listing: &Listing) -> Result<Vec<Item>, S
         .flatten()
         .map(|p| read_partition(db, listing, p.clone(), u32::MAX, None))
         .collect();
-    let reads: Vec<LaneRead> = futures::stream::iter(pending)
-        .buffered(MAX_QUERIES_IN_FLIGHT)
-        .try_collect()
-        .await?;
+    let reads = in_waves(pending, MAX_QUERIES_IN_FLIGHT).await?;
     Ok(reads.into_iter().flat_map(|r| r.items).collect())
+}
+
+/// Runs `reads`, at most `in_flight` at once, and returns their answers in order.
+async fn in_waves<F>(reads: Vec<F>, in_flight: usize) -> Result<Vec<LaneRead>, StoreError>
+where
+    F: Future<Output = Result<LaneRead, StoreError>>,
+{
+    futures::stream::iter(reads)
+        .buffered(in_flight)
+        .try_collect()
+        .await
 }
 
 /// [`gather`] over any [`PartitionSource`].
@@ -373,10 +381,7 @@ async fn refill<S: PartitionSource>(
         .iter()
         .map(|&i| source.read(&lanes[i].partition, want, lanes[i].resume.clone()))
         .collect();
-    let reads: Vec<LaneRead> = futures::stream::iter(pending)
-        .buffered(in_flight)
-        .try_collect()
-        .await?;
+    let reads = in_waves(pending, in_flight).await?;
     for (i, r) in which.iter().zip(reads) {
         let lane = &mut lanes[*i];
         if r.items.is_empty() && !r.exhausted {
