@@ -11,6 +11,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/tools.sh"
 source "$ROOT/scripts/stack.sh"
+source "$ROOT/scripts/demo.sh"
 cd "$ROOT"
 PORT="${PORT:-9000}"
 
@@ -56,61 +57,11 @@ watch_pid=$!
 wait_for "cargo lambda watch" "http://127.0.0.1:$PORT/" 120
 log "API on http://localhost:$PORT, $reload_note (function logs: $STACK_LOGS/watch.log)"
 
-api() { # method path token [body]
-  curl -s --fail-with-body -X "$1" "http://127.0.0.1:$PORT$2" -H "authorization: Bearer $3" \
-    -H 'content-type: application/json' ${4:+-d "$4"}
-}
-json_field() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1],""))' "$1"; }
-
-declare -A TOKENS SESSIONS
-OPERATOR=$("$ROOT/target/debug/pooltable" dev-token platform platform-admin)
-declare -A SHARDS=([acme]=16 [globex]=4)
-for tenant in acme globex; do
-  TOKENS[$tenant]=$("$ROOT/target/debug/pooltable" dev-token "$tenant")
-  log "seeding tenant $tenant"
-  api POST /tenants "$OPERATOR" "{\"tenantId\":\"$tenant\",\"tier\":\"standard\",\"shardCount\":${SHARDS[$tenant]}}" >/dev/null \
-    || die "seeding $tenant failed; see $STACK_LOGS/watch.log"
-  printf '  onboarded with %s shards\n' "${SHARDS[$tenant]}" >&2
-  for sku in 1001 1002 1003; do
-    api PUT "/products/sku-$sku" "${TOKENS[$tenant]}" "{\"name\":\"$tenant product $sku\",\"price\":$sku}" >/dev/null \
-    || die "seeding $tenant failed; see $STACK_LOGS/watch.log"
-  done
-  printf '  3 products\n' >&2
-  api PUT /departments/eng "${TOKENS[$tenant]}" '{"name":"Engineering"}' >/dev/null \
-    || die "seeding $tenant failed; see $STACK_LOGS/watch.log"
-  api PUT /employees/emp-1 "${TOKENS[$tenant]}" '{"name":"Ada Lovelace","departmentId":"eng"}' >/dev/null \
-    || die "seeding $tenant failed; see $STACK_LOGS/watch.log"
-  printf '  department eng with employee emp-1\n' >&2
-  for customer in alice bob; do
-    sid=$(api POST /sessions "${TOKENS[$tenant]}" "{\"customerId\":\"$customer\",\"state\":\"demo\"}" | json_field sessionId)
-    [ -n "$sid" ] || die "seeding $tenant failed; see $STACK_LOGS/watch.log"
-    printf '  session %s for %s\n' "$sid" "$customer" >&2
-    SESSIONS[$tenant]=$sid
-  done
-  child=$(api POST /sessions "${TOKENS[$tenant]}" "{\"customerId\":\"bob\",\"parentSessionId\":\"${SESSIONS[$tenant]}\"}" | json_field sessionId)
-  printf '  child session %s under %s\n' "$child" "${SESSIONS[$tenant]}" >&2
-done
-
+seed_demo_tenants "http://127.0.0.1:$PORT" "$STACK_LOGS/watch.log"
 cat <<MSG
 
 pooltable is running on http://localhost:$PORT  (Ctrl-C stops everything)
 Routes: see README.md (sessions, tenants, products, employees, departments).
-Operator token (custom:role platform-admin), for POST /tenants:
-export TOKEN_OPERATOR='$OPERATOR'
-
 MSG
-for tenant in acme globex; do
-  T="TOKEN_${tenant^^}"
-  cat <<MSG
-# tenant $tenant
-export $T='${TOKENS[$tenant]}'
-curl -s localhost:$PORT/products -H "authorization: Bearer \$$T"
-curl -s localhost:$PORT/products/sku-1001 -H "authorization: Bearer \$$T"
-curl -s localhost:$PORT/departments/eng/employees -H "authorization: Bearer \$$T"
-curl -s localhost:$PORT/customers/bob/sessions -H "authorization: Bearer \$$T"
-curl -s localhost:$PORT/sessions/${SESSIONS[$tenant]} -H "authorization: Bearer \$$T"
-curl -s -X POST localhost:$PORT/sessions -H "authorization: Bearer \$$T" -d '{"customerId":"carol"}'
-
-MSG
-done
+print_demo_usage "localhost:$PORT"
 wait "$watch_pid"

@@ -2,6 +2,8 @@
 # Starts and stops the local AWS stack: DynamoDB Local (-inMemory -sharedDb) and moto's STS server,
 # each on a free port. Sourced after scripts/tools.sh. `-sharedDb` matters: every tenant's STS
 # credentials carry a different access key, and without it DynamoDB Local keeps one database per key.
+# moto listens on 127.0.0.1 unless STACK_HOST says otherwise (scripts/sam-local.sh sets 0.0.0.0: its
+# function containers reach moto through the Docker bridge); DynamoDB Local listens on every interface.
 
 STACK_PIDS=()
 STACK_LOGS="${STACK_LOGS:-$ROOT/target/stack-logs}"
@@ -40,7 +42,7 @@ start_stack() {
   (cd "$STACK_LOGS" && exec java -Djava.library.path="$jar_dir/DynamoDBLocal_lib" -jar "$DYNAMODB_JAR" \
     -inMemory -sharedDb -disableTelemetry -port "$ddb_port" >"$STACK_LOGS/dynamodb.log" 2>&1) &
   STACK_PIDS+=($!)
-  "$TOOLS/venv/bin/moto_server" -H 127.0.0.1 -p "$sts_port" >"$STACK_LOGS/moto.log" 2>&1 &
+  "$TOOLS/venv/bin/moto_server" -H "${STACK_HOST:-127.0.0.1}" -p "$sts_port" >"$STACK_LOGS/moto.log" 2>&1 &
   STACK_PIDS+=($!)
 
   # Static, fake credentials for the functions' own identity; tenants get theirs from moto's STS.

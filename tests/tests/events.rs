@@ -136,6 +136,12 @@ fn template_never_enables_unsigned_dev_tokens() {
         !raw.contains("DEV_UNSIGNED"),
         "template.yaml must never set a dev-auth variable"
     );
+    // The function accepts the dev JWT inside a Lambda container only beside AWS_SAM_LOCAL=true,
+    // which SAM CLI sets for `sam local`; a deployed function must never carry it.
+    assert!(
+        !raw.contains("AWS_SAM_LOCAL"),
+        "template.yaml must never set AWS_SAM_LOCAL"
+    );
 }
 
 #[test]

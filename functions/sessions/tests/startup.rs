@@ -37,6 +37,22 @@ fn dev_auth_inside_aws_lambda_refuses_to_start() {
 }
 
 #[test]
+fn dev_auth_under_sam_local_is_accepted() {
+    // GIVEN the variables SAM CLI's emulator sets: the Lambda ones plus AWS_SAM_LOCAL=true
+    let (ok, stderr) = start(&[
+        ("POOLTABLE_DEV_UNSIGNED_JWT", "1"),
+        ("LAMBDA_TASK_ROOT", "/var/task"),
+        ("AWS_LAMBDA_INITIALIZATION_TYPE", "on-demand"),
+        ("AWS_SAM_LOCAL", "true"),
+        ("CURSOR_SIGNING_KEY", "0123456789abcdef0123456789abcdef"),
+    ]);
+    // THEN the configuration is accepted; it stops later only because no Runtime API is running here
+    assert!(!stderr.contains("never accepted in AWS"), "{stderr}");
+    assert!(!ok);
+    assert!(stderr.contains("Missing AWS_LAMBDA_"), "{stderr}");
+}
+
+#[test]
 fn missing_configuration_is_named() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_create-session"));
     let out = cmd

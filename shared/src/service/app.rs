@@ -77,6 +77,8 @@ fn var_or<T: std::str::FromStr>(name: &'static str, default: T) -> Result<T, Con
 /// service sets `LAMBDA_TASK_ROOT` and `AWS_LAMBDA_INITIALIZATION_TYPE` for every runtime, and
 /// `AWS_EXECUTION_ENV` (`AWS_Lambda_…`) for managed ones; it is not set for OS-only runtimes such as
 /// provided.al2023, so it cannot be the only signal. `cargo lambda watch` sets none of them.
+/// `sam local` runs the function in a container with the same variables, plus `AWS_SAM_LOCAL=true`,
+/// which SAM CLI sets and the Lambda service never does.
 pub fn running_in_aws_lambda() -> bool {
     let set = |name| std::env::var_os(name).is_some_and(|v| !v.is_empty());
     set("LAMBDA_TASK_ROOT")
@@ -84,10 +86,17 @@ pub fn running_in_aws_lambda() -> bool {
         || std::env::var("AWS_EXECUTION_ENV").is_ok_and(|v| v.starts_with("AWS_Lambda"))
 }
 
+/// Whether SAM CLI's emulator runs the process (`sam local invoke`, `start-api`). The development
+/// JWT is accepted there, set through `sam local`'s env file: template.yaml declares neither that
+/// variable nor `AWS_SAM_LOCAL` (a template test checks both), so a deployed function has neither.
+pub fn running_in_sam_local() -> bool {
+    std::env::var("AWS_SAM_LOCAL").is_ok_and(|v| v == "true")
+}
+
 impl Settings {
     pub fn from_env() -> Result<Self, ConfigError> {
         let dev_auth = std::env::var(DEV_AUTH_ENV).is_ok_and(|v| v == "1");
-        let in_aws = running_in_aws_lambda();
+        let in_aws = running_in_aws_lambda() && !running_in_sam_local();
         if dev_auth && in_aws {
             return Err(ConfigError::DevAuthInAws);
         }

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Each function's documented status for its events/<bin>.json, in the order both end-to-end runs
+# send them (scripts/e2e.sh through cargo lambda watch, scripts/sam-local.sh through SAM's runtime
+# emulator), on an empty table: tenant acme is onboarded first (sharded routes need its record);
+# the product and employee the events name are created, read, listed, then deleted; the session the
+# events name does not exist, except the one create-session makes for cust-42 (so its children
+# list is 404 too). Sourced after scripts/tools.sh.
+EXPECTED=(
+  "onboard-tenant 201"
+  "get-tenant 200"
+  "put-product 201"
+  "get-product 200"
+  "query-tenant-products 200"
+  "delete-product 204"
+  "put-department 201"
+  "put-employee 201"
+  "get-employee 200"
+  "get-department 200"
+  "list-employees 200"
+  "list-departments 200"
+  "list-department-employees 200"
+  "delete-employee 204"
+  "put-user 201"
+  "get-user 200"
+  "find-user-by-email 200"
+  "create-order 201"
+  "get-order 200"
+  "list-tenant-orders 200"
+  "create-transfer-code 201"
+  "redeem-transfer-code 404"
+  "put-integration-token 200"
+  "get-integration-token 200"
+  "get-usage 200"
+  "create-session 201"
+  "get-session-by-session-id 404"
+  "expire-session 404"
+  "get-child-sessions-by-session-id 404"
+  "get-session-by-child-session-id 404"
+  "get-last-login-time-by-customer-id 200"
+  "get-session-id-by-customer-id 404"
+  "get-sessions-by-customer-id 200"
+)
+
+# Every binary must have an expectation, and every expectation a binary and an event.
+check_expectations_cover_binaries() {
+  local bins listed line bin
+  bins=$(ls "$ROOT"/functions/*/src/bin/*.rs | xargs -n1 basename | sed 's/\.rs$//' | sort)
+  listed=$(printf '%s\n' "${EXPECTED[@]}" | cut -d' ' -f1 | sort)
+  [ "$bins" = "$listed" ] || die "scripts/expected.sh does not list exactly the binaries: $(echo $bins)"
+  for line in "${EXPECTED[@]}"; do
+    bin=${line%% *}
+    [ -f "$ROOT/events/$bin.json" ] || die "events/$bin.json is missing"
+  done
+}
+
+# The statusCode of a Lambda proxy response printed as JSON: the whole of $1, or its last JSON line
+# (sam local invoke prints the function's logs before the response).
+status_code_of() {
+  python3 -c '
+import json, sys
+text = sys.argv[1]
+for candidate in [text, *reversed(text.splitlines())]:
+    try:
+        print(json.loads(candidate)["statusCode"]); break
+    except (ValueError, KeyError, TypeError):
+        continue
+else:
+    print("no-response")' "$1"
+}

@@ -1,0 +1,364 @@
+#!/usr/bin/env bash
+# pooltable under `sam local`, offline, against the local stack (DynamoDB Local + moto).
+#
+#   scripts/sam-local.sh invoke   `sam local invoke` runs every function once with its events/<bin>.json;
+#                                 each must answer its documented status (scripts/expected.sh)
+#   scripts/sam-local.sh api      `sam local start-api` on http://localhost:${PORT:-3000}, two seeded
+#                                 tenants, the curl examples printed; Ctrl-C stops everything
+#   scripts/sam-local.sh check    both, non-interactively: invoke, then start-api runs the curl
+#                                 examples for both tenants and checks them (scripts/test.sh runs this)
+#
+# What it prepares, idempotently (as root; it fails with a clear message where it cannot):
+# - a Docker engine: Debian's docker.io, dockerd started here (and stopped at exit) unless one answers;
+# - the base image SAM runs functions on, public.ecr.aws/lambda/provided:al2023-<arch>: pulled when a
+#   registry is reachable, otherwise a stand-in built from Debian's libc6, libgcc-s1 and busybox-static
+#   (what a Rust bootstrap and SAM's own image build need), loaded with `docker load`;
+# - the bootstraps: SAM_LOCAL_ARCH=host (the default) runs the machine's own architecture with the
+#   shared debug build, so no second compile of the SDK; SAM_LOCAL_ARCH=arm64 runs the deployed
+#   architecture's release bootstraps (cargo lambda build --release --arm64, about 25 minutes cold),
+#   under qemu-user-static through binfmt_misc when the machine is not arm64;
+# - target/sam-local/template-<arch>.yaml: template.yaml with each function's CodeUri pointed at its
+#   bootstrap and the architecture set. It also declares POOLTABLE_DEV_UNSIGNED_JWT (off), because
+#   `sam local --env-vars` sets only variables the template declares; the env file turns it on for
+#   start-api, where SAM does not evaluate the HTTP API's JWT authorizer. template.yaml never names it.
+# Functions reach the stack through the Docker bridge: the template's LocalDynamoDbEndpoint and
+# LocalStsEndpoint parameters (empty, so absent, in a deployment) are set with --parameter-overrides.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/tools.sh"
+source "$ROOT/scripts/stack.sh"
+source "$ROOT/scripts/expected.sh"
+source "$ROOT/scripts/demo.sh"
+cd "$ROOT"
+export SAM_CLI_TELEMETRY=0
+
+MODE="${1:-}"
+case "$MODE" in
+  invoke | api | check) ;;
+  *) die "usage: scripts/sam-local.sh invoke|api|check" ;;
+esac
+WORK="$ROOT/target/sam-local"
+STACK_LOGS="$ROOT/target/stack-logs"
+mkdir -p "$WORK" "$STACK_LOGS"
+
+case "$(uname -m)" in
+  x86_64) HOST_ARCH=x86_64 ;;
+  aarch64 | arm64) HOST_ARCH=arm64 ;;
+  *) die "unsupported machine architecture $(uname -m)" ;;
+esac
+case "${SAM_LOCAL_ARCH:-host}" in
+  host) ARCH=$HOST_ARCH ;;
+  arm64 | x86_64) ARCH=$SAM_LOCAL_ARCH ;;
+  *) die "SAM_LOCAL_ARCH must be host, arm64 or x86_64" ;;
+esac
+declare -A DEBIAN_ARCH=([x86_64]=amd64 [arm64]=arm64)
+BASE_IMAGE="public.ecr.aws/lambda/provided:al2023-$ARCH"
+
+DOCKERD_PID=""
+API_PID=""
+cleanup() {
+  trap - INT TERM HUP EXIT
+  trap '' PIPE
+  if [ -n "$API_PID" ]; then
+    kill -- -"$API_PID" 2>/dev/null || true
+    wait "$API_PID" 2>/dev/null || true
+  fi
+  # SAM removes its containers as it stops; any it could not are removed here.
+  if docker info >/dev/null 2>&1; then
+    docker ps -aq --filter "ancestor=public.ecr.aws/lambda/provided:rapid-$ARCH" | xargs -r docker rm -f >/dev/null 2>&1 || true
+  fi
+  stop_stack
+  if [ -n "$DOCKERD_PID" ]; then
+    kill "$DOCKERD_PID" 2>/dev/null || true
+    wait "$DOCKERD_PID" 2>/dev/null || true
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+need_root() { # what
+  [ "$(id -u)" = 0 ] || die "sam local needs $1, and preparing it needs root; run as root, or prepare it yourself (see README.md, 'sam local')"
+}
+
+APT_UPDATED=0
+apt_install() { # packages...
+  need_root "the Debian packages $*"
+  command -v apt-get >/dev/null || die "sam local needs $*, and this machine has no apt-get to install them"
+  log "installing $* (Debian packages)"
+  if [ "$APT_UPDATED" = 0 ]; then
+    apt-get update -qq >/dev/null || die "apt-get update failed"
+    APT_UPDATED=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >"$STACK_LOGS/apt.log" 2>&1 \
+    || die "apt-get install $* failed; see $STACK_LOGS/apt.log"
+}
+
+ensure_docker_engine() {
+  command -v docker >/dev/null || apt_install docker.io
+  docker info >/dev/null 2>&1 && return 0
+  need_root "a Docker engine"
+  command -v dockerd >/dev/null || [ -x /usr/sbin/dockerd ] || apt_install docker.io
+  log "starting dockerd (log: $STACK_LOGS/dockerd.log)"
+  # dockerd runs iptables for its bridge: the sbin folders must be on its PATH, even under `env -i`.
+  PATH="$PATH:/usr/sbin:/sbin" "$(command -v dockerd || echo /usr/sbin/dockerd)" >"$STACK_LOGS/dockerd.log" 2>&1 &
+  DOCKERD_PID=$!
+  local deadline=$((SECONDS + 60))
+  until docker info >/dev/null 2>&1; do
+    kill -0 "$DOCKERD_PID" 2>/dev/null \
+      || die "dockerd stopped: this machine cannot run a container engine (see $STACK_LOGS/dockerd.log)"
+    [ $SECONDS -lt $deadline ] || die "dockerd did not answer within 60 s (see $STACK_LOGS/dockerd.log)"
+    sleep 0.5
+  done
+}
+
+# arm64 containers on an x86_64 machine: qemu-user-static registered through binfmt_misc (with the
+# F flag, so images need no copy of qemu).
+ensure_emulation() {
+  [ "$ARCH" != "$HOST_ARCH" ] || return 0
+  [ "$ARCH" = arm64 ] || die "emulating $ARCH on $HOST_ARCH is not supported here"
+  [ -x /usr/bin/qemu-aarch64-static ] && command -v update-binfmts >/dev/null \
+    || apt_install qemu-user-static binfmt-support
+  if ! grep -qs enabled /proc/sys/fs/binfmt_misc/qemu-aarch64; then
+    need_root "arm64 emulation (binfmt_misc)"
+    mountpoint -q /proc/sys/fs/binfmt_misc \
+      || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc \
+      || die "cannot mount binfmt_misc: this kernel cannot run arm64 containers"
+    update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || true
+    grep -qs enabled /proc/sys/fs/binfmt_misc/qemu-aarch64 \
+      || die "qemu-aarch64 is not registered with binfmt_misc: this machine cannot run arm64 containers"
+  fi
+}
+
+ensure_base_image() {
+  docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 && return 0
+  log "pulling $BASE_IMAGE"
+  if timeout 120 docker pull --platform "linux/${DEBIAN_ARCH[$ARCH]}" "$BASE_IMAGE" >"$STACK_LOGS/docker-pull.log" 2>&1; then
+    return 0
+  fi
+  log "cannot pull it (no registry reachable): building a stand-in from Debian's ${DEBIAN_ARCH[$ARCH]} packages"
+  build_standin_image
+}
+
+# A one-layer image: libc6, libgcc-s1 (a Rust bootstrap's only shared libraries), busybox-static
+# (the shell, mv and chmod SAM's Dockerfile runs), the system's CA bundle, /var/task and /var/runtime.
+# Written as a `docker load` tarball, because `docker import --platform` ignores the platform on
+# this engine and an arm64 stand-in would load as amd64.
+build_standin_image() {
+  local deb=${DEBIAN_ARCH[$ARCH]} dir="$WORK/standin-$ARCH"
+  rm -rf "$dir" && mkdir -p "$dir/debs" "$dir/rootfs"
+  if [ "$deb" != "$(dpkg --print-architecture)" ] && ! dpkg --print-foreign-architectures | grep -qx "$deb"; then
+    need_root "Debian's $deb packages"
+    dpkg --add-architecture "$deb"
+    APT_UPDATED=0
+  fi
+  local packages=("libc6:$deb" "libgcc-s1:$deb" "busybox-static:$deb")
+  if ! (cd "$dir/debs" && apt-get download "${packages[@]}" >/dev/null 2>&1); then
+    need_root "Debian's package lists"
+    apt-get update -qq >/dev/null || die "apt-get update failed"
+    APT_UPDATED=1
+    (cd "$dir/debs" && apt-get download "${packages[@]}" >/dev/null) || die "apt-get download ${packages[*]} failed"
+  fi
+  local f applet
+  for f in "$dir"/debs/*.deb; do dpkg-deb -x "$f" "$dir/rootfs"; done
+  mkdir -p "$dir/rootfs"/{bin,tmp,var/task,var/runtime,etc/ssl/certs}
+  chmod 1777 "$dir/rootfs/tmp"
+  [ -x "$dir/rootfs/bin/busybox" ] || die "busybox-static did not provide /bin/busybox"
+  for applet in sh mv chmod cp rm ls cat mkdir; do ln -sf busybox "$dir/rootfs/bin/$applet"; done
+  [ -f /etc/ssl/certs/ca-certificates.crt ] && cp /etc/ssl/certs/ca-certificates.crt "$dir/rootfs/etc/ssl/certs/"
+  tar --numeric-owner --owner=0 --group=0 -C "$dir/rootfs" -cf "$dir/layer.tar" .
+  python3 - "$dir" "$BASE_IMAGE" "$deb" <<'PY'
+import hashlib, json, os, sys
+folder, tag, arch = sys.argv[1:]
+digest = hashlib.sha256(open(os.path.join(folder, "layer.tar"), "rb").read()).hexdigest()
+config = {
+    "architecture": arch,
+    "os": "linux",
+    "config": {
+        "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "LAMBDA_TASK_ROOT=/var/task", "LAMBDA_RUNTIME_DIR=/var/runtime"],
+        "WorkingDir": "/var/task",
+    },
+    "rootfs": {"type": "layers", "diff_ids": [f"sha256:{digest}"]},
+    "history": [{"created_by": "pooltable scripts/sam-local.sh: stand-in for the provided.al2023 base image"}],
+}
+with open(os.path.join(folder, "config.json"), "w") as f:
+    json.dump(config, f)
+with open(os.path.join(folder, "manifest.json"), "w") as f:
+    json.dump([{"Config": "config.json", "RepoTags": [tag], "Layers": ["layer.tar"]}], f)
+PY
+  tar -C "$dir" -cf "$dir/image.tar" manifest.json config.json layer.tar
+  docker load -i "$dir/image.tar" >/dev/null || die "docker load of the stand-in image failed"
+  [ "$(docker image inspect -f '{{.Architecture}}' "$BASE_IMAGE")" = "$deb" ] \
+    || die "the stand-in image did not load as $deb"
+  log "stand-in $BASE_IMAGE loaded ($(du -m "$dir/layer.tar" | cut -f1) MB)"
+}
+
+# Each function's bootstrap in its own folder, which the derived template names as its CodeUri.
+CODE="$WORK/code-$ARCH"
+prepare_bootstraps() {
+  local line bin source_dir
+  if [ "$ARCH" = "$HOST_ARCH" ]; then
+    log "building the workspace's debug binaries (the same build the tests use)"
+    cargo build -q --workspace --bins
+    source_dir="$ROOT/target/debug/%s"
+  else
+    build_bootstraps
+    source_dir="$ROOT/target/lambda/%s/bootstrap"
+  fi
+  rm -rf "$CODE"
+  for line in "${EXPECTED[@]}"; do
+    bin=${line%% *}
+    mkdir -p "$CODE/$bin"
+    # A hard link: the container mounts the folder, so a symlink out of it would dangle there.
+    # shellcheck disable=SC2059
+    ln "$(printf "$source_dir" "$bin")" "$CODE/$bin/bootstrap" 2>/dev/null \
+      || cp "$(printf "$source_dir" "$bin")" "$CODE/$bin/bootstrap"
+  done
+}
+
+TEMPLATE="$WORK/template-$ARCH.yaml"
+FUNCTIONS="$WORK/functions.tsv"  # bin <TAB> logical id
+derive_template() {
+  python3 - "$ROOT/template.yaml" "$TEMPLATE" "$FUNCTIONS" "$CODE" "$ARCH" <<'PY'
+import re, sys
+source, target, functions, code, arch = sys.argv[1:]
+lines = open(source).read().splitlines()
+expected = sum(1 for l in lines if l.strip() == "Type: AWS::Serverless::Function")
+out, mapping, logical, binary = [], [], None, None
+for line in lines:
+    resource = re.match(r"^  ([A-Za-z0-9]+):\s*$", line)
+    if resource:
+        logical, binary = resource.group(1), None
+    m = re.match(r"^\s+Binary:\s*(\S+)\s*$", line)
+    if m:
+        binary = m.group(1)
+    m = re.match(r"^(\s+)CodeUri:\s*\S+\s*$", line)
+    if m:
+        if not binary:
+            sys.exit(f"{logical}: CodeUri without a Binary before it")
+        mapping.append((binary, logical))
+        line = f"{m.group(1)}CodeUri: {code}/{binary}"
+    if line.strip() == "Architectures: [arm64]":
+        line = line.replace("[arm64]", f"[{arch}]")
+    out.append(line)
+    if line.strip() == "RUST_LOG: info":
+        # Declared (off) so that `sam local --env-vars` may turn it on; see scripts/sam-local.sh.
+        out.append(line[: len(line) - len(line.lstrip())] + 'POOLTABLE_DEV_UNSIGNED_JWT: "0"')
+if len(mapping) != expected:
+    sys.exit(f"pointed {len(mapping)} CodeUris at bootstraps, but template.yaml has {expected} functions")
+if not any("POOLTABLE_DEV_UNSIGNED_JWT" in l for l in out):
+    sys.exit("template.yaml's Globals have no RUST_LOG line to declare the dev-auth variable after")
+open(target, "w").write("\n".join(out) + "\n")
+open(functions, "w").write("".join(f"{b}\t{l}\n" for b, l in mapping))
+PY
+}
+
+# The Docker bridge's address: containers reach the stack there (moto listens on 0.0.0.0 for it).
+bridge_address() {
+  local bridge
+  bridge=$(docker network inspect bridge -f '{{(index .IPAM.Config 0).Gateway}}')
+  [ -n "$bridge" ] || die "cannot read the Docker bridge's address"
+  echo "$bridge"
+}
+
+# The env file and the arguments every `sam local` call shares. The endpoint parameters make the
+# template declare AWS_ENDPOINT_URL_*; the env file then gives every declared variable its value,
+# because SAM lets a variable of the same name in its own shell environment win over the template
+# (and this shell's endpoints say 127.0.0.1, which inside a container is the container).
+prepare_sam_args() { # env_file table dev_auth
+  local bridge ddb sts
+  bridge=$(bridge_address)
+  ddb="http://$bridge:${AWS_ENDPOINT_URL_DYNAMODB##*:}"
+  sts="http://$bridge:${AWS_ENDPOINT_URL_STS##*:}"
+  python3 - "$1" "$2" "$3" "$ddb" "$sts" <<'PY'
+import json, os, sys
+path, table, dev_auth, ddb, sts = sys.argv[1:]
+json.dump({"Parameters": {
+    "TABLE_NAME": table,
+    "TENANT_ROLE_ARN": "arn:aws:iam::123456789012:role/pooltable-local-tenant-access",
+    "CURSOR_SIGNING_KEY": os.environ["CURSOR_SIGNING_KEY"],
+    "CURSOR_SIGNING_KEY_PREVIOUS": "",
+    "SESSION_TTL_SECONDS": "3600",
+    "TENANT_CREDENTIALS_SECONDS": "3600",
+    "AWS_ENDPOINT_URL_DYNAMODB": ddb,
+    "AWS_ENDPOINT_URL_STS": sts,
+    "RUST_LOG": "info",
+    "POOLTABLE_DEV_UNSIGNED_JWT": dev_auth,
+}}, open(path, "w"), indent=2)
+PY
+  SAM_ARGS=(--template "$TEMPLATE" --skip-pull-image --env-vars "$1" --region us-east-1
+    --parameter-overrides "Stage=local LocalDynamoDbEndpoint=$ddb LocalStsEndpoint=$sts")
+}
+
+invoke_all() {
+  local table="pooltable-sam-$$" env_file="$WORK/env-invoke.json" line bin want logical out got failed=0 log_file="$STACK_LOGS/sam-invoke.log"
+  "$ROOT/target/debug/pooltable" create-table "$table" >/dev/null
+  prepare_sam_args "$env_file" "$table" 0   # the sample events carry real authorizer claims
+  : >"$log_file"
+  # SAM builds its emulator image (the base image plus AWS's runtime interface emulator) on the
+  # first invoke; a read that changes nothing goes first, so that build is not inside a timed call.
+  "$SAM" local invoke GetTenantFunction -e events/get-tenant.json "${SAM_ARGS[@]}" >>"$log_file" 2>&1 || true
+  for line in "${EXPECTED[@]}"; do
+    read -r bin want <<<"$line"
+    logical=$(awk -v b="$bin" '$1 == b { print $2 }' "$FUNCTIONS")
+    [ -n "$logical" ] || die "template.yaml has no function for $bin"
+    out=$("$SAM" local invoke "$logical" -e "events/$bin.json" "${SAM_ARGS[@]}" 2>>"$log_file") || true
+    got=$(status_code_of "$out")
+    if [ "$got" = "$want" ]; then
+      log "sam local invoke $logical: $got"
+    else
+      log "sam local invoke $logical: expected $want, got $got: $out (log: $log_file)"
+      failed=$((failed + 1))
+    fi
+  done
+  echo "sam local invoke: $(( ${#EXPECTED[@]} - failed )) passed, $failed failed"
+  [ "$failed" = 0 ]
+}
+
+start_api() { # port
+  local port=$1 table="pooltable-local" env_file="$WORK/env-api.json" log_file="$STACK_LOGS/sam-api.log"
+  curl -s -o /dev/null "http://127.0.0.1:$port/" && die "port $port is busy; set PORT=another"
+  "$ROOT/target/debug/pooltable" create-table "$table" >/dev/null
+  prepare_sam_args "$env_file" "$table" 1
+  # LAZY: a function's container starts on its first request and then stays warm.
+  setsid "$SAM" local start-api "${SAM_ARGS[@]}" --host 127.0.0.1 --port "$port" \
+    --warm-containers LAZY >"$log_file" 2>&1 &
+  API_PID=$!
+  wait_for "sam local start-api" "http://127.0.0.1:$port/" 120
+  log "sam local start-api on http://localhost:$port (log: $log_file)"
+  seed_demo_tenants "http://127.0.0.1:$port" "$log_file"
+}
+
+require cargo "the Rust toolchain"
+require curl "health checks and the demo requests"
+ensure_dynamodb_local
+ensure_py_tools
+ensure_sam
+ensure_docker_engine
+ensure_emulation
+ensure_base_image
+check_expectations_cover_binaries
+prepare_bootstraps
+derive_template
+STACK_HOST=0.0.0.0 start_stack
+
+case "$MODE" in
+  invoke) invoke_all ;;
+  check)
+    invoke_all
+    port=$(free_port)
+    start_api "$port"
+    check_demo_examples "http://127.0.0.1:$port"
+    log "sam local: every function answered its documented status; start-api served both tenants' examples" ;;
+  api)
+    PORT="${PORT:-3000}"
+    start_api "$PORT"
+    cat <<MSG
+
+pooltable is running under sam local start-api on http://localhost:$PORT  (Ctrl-C stops everything)
+MSG
+    print_demo_usage "localhost:$PORT"
+    printf '# one function by hand, beside the API (its sample event carries tenant acme'"'"'s claims):\n'
+    printf '%q ' "$SAM" local invoke GetTenantFunction -e events/get-tenant.json "${SAM_ARGS[@]}"
+    printf '\n'
+    wait "$API_PID" ;;
+esac
