@@ -1,17 +1,26 @@
-//! A small IAM policy evaluator: exactly the features pooltable's session policy uses (Allow and Deny
-//! statements, Action and Resource matching with `*` and `?`, `ForAllValues:StringLike`, `StringLike`
-//! and `Null` conditions). It is the oracle of the isolation property test, so it is written from
-//! IAM's documented semantics, not from the guard's code.
+//! A small IAM policy evaluator: exactly the features pooltable's policies use (Allow and Deny
+//! statements, Action and Resource matching with `*` and `?`, the `StringLike`, `StringEquals`,
+//! `ForAllValues:StringLike`, `ForAllValues:StringEquals` and `Null` conditions, the condition keys
+//! `dynamodb:LeadingKeys`, `aws:PrincipalTag/*`, `aws:RequestTag/*` and `aws:TagKeys`, and the policy
+//! variable `${aws:PrincipalTag/*}` in condition values). It is the oracle of the isolation property
+//! test, so it is written from IAM's documented semantics, not from the guard's code. `Principal` is
+//! not evaluated: every request is taken to come from the principal a statement names.
+
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 /// What IAM evaluates for one authorized action.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct AuthzRequest {
     pub action: String,
     pub resource: String,
     /// `dynamodb:LeadingKeys`; `None` when the request carries no such key.
     pub leading_keys: Option<Vec<String>>,
+    /// The session's tags (`aws:PrincipalTag/<key>`, and the `${aws:PrincipalTag/<key>}` variable).
+    pub principal_tags: BTreeMap<String, String>,
+    /// The tags an STS request passes (`aws:RequestTag/<key>`; their keys are `aws:TagKeys`).
+    pub request_tags: BTreeMap<String, String>,
 }
 
 /// IAM's `*` (any run, including empty) and `?` (exactly one character) matching.
@@ -51,11 +60,49 @@ fn strings(v: &Value) -> Vec<String> {
     }
 }
 
-fn key_values<'a>(req: &'a AuthzRequest, key: &str) -> Option<&'a [String]> {
-    match key {
-        "dynamodb:LeadingKeys" => req.leading_keys.as_deref(),
-        other => panic!("the evaluator does not model condition key {other}"),
+fn key_values(req: &AuthzRequest, key: &str) -> Option<Vec<String>> {
+    if key == "dynamodb:LeadingKeys" {
+        return req.leading_keys.clone();
     }
+    if key == "aws:TagKeys" {
+        return (!req.request_tags.is_empty()).then(|| req.request_tags.keys().cloned().collect());
+    }
+    if let Some(tag) = key.strip_prefix("aws:PrincipalTag/") {
+        return req.principal_tags.get(tag).map(|v| vec![v.clone()]);
+    }
+    if let Some(tag) = key.strip_prefix("aws:RequestTag/") {
+        return req.request_tags.get(tag).map(|v| vec![v.clone()]);
+    }
+    panic!("the evaluator does not model condition key {key}")
+}
+
+/// A condition value with its `${aws:PrincipalTag/<key>}` variables replaced; `None` when a variable
+/// names a tag the session does not have (IAM: the condition then does not match).
+fn substitute(pattern: &str, req: &AuthzRequest) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = pattern;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let end = start
+            + rest[start..]
+                .find('}')
+                .expect("a policy variable is closed by }");
+        let variable = &rest[start + 2..end];
+        let tag = variable
+            .strip_prefix("aws:PrincipalTag/")
+            .unwrap_or_else(|| panic!("the evaluator does not model the variable ${{{variable}}}"));
+        let value = req.principal_tags.get(tag)?;
+        // Tag values cannot hold IAM's wildcards (STS's tag alphabet has neither * nor ?), so a
+        // substituted value is always literal text.
+        assert!(
+            !value.contains(['*', '?']),
+            "tag value {value:?} holds a wildcard"
+        );
+        out.push_str(value);
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    Some(out)
 }
 
 fn conditions_hold(conditions: &Value, req: &AuthzRequest) -> bool {
@@ -64,8 +111,12 @@ fn conditions_hold(conditions: &Value, req: &AuthzRequest) -> bool {
     };
     ops.iter().all(|(op, keys)| {
         keys.as_object().unwrap().iter().all(|(key, expected)| {
-            let patterns = strings(expected);
+            let patterns: Vec<String> = strings(expected)
+                .iter()
+                .filter_map(|p| substitute(p, req))
+                .collect();
             let actual = key_values(req, key);
+            let actual = actual.as_deref();
             match op.as_str() {
                 // True when every value in the request matches some pattern; vacuously true when the
                 // request has no values for the key (IAM's documented ForAllValues behaviour).
@@ -73,10 +124,17 @@ fn conditions_hold(conditions: &Value, req: &AuthzRequest) -> bool {
                     .unwrap_or(&[])
                     .iter()
                     .all(|a| patterns.iter().any(|p| glob(p, a))),
+                "ForAllValues:StringEquals" => actual
+                    .unwrap_or(&[])
+                    .iter()
+                    .all(|a| patterns.iter().any(|p| p == a)),
                 // Single-valued: the key must be present and match.
                 "StringLike" => actual
                     .and_then(|a| a.first())
                     .is_some_and(|a| patterns.iter().any(|p| glob(p, a))),
+                "StringEquals" => actual
+                    .and_then(|a| a.first())
+                    .is_some_and(|a| patterns.iter().any(|p| p == a)),
                 // "true": the key is absent; "false": it is present.
                 "Null" => {
                     let absent = actual.is_none_or(|a| a.is_empty());
@@ -96,9 +154,11 @@ fn statement_matches(st: &Value, req: &AuthzRequest) -> bool {
     let action_ok = strings(&st["Action"])
         .iter()
         .any(|a| glob(&a.to_lowercase(), &req.action.to_lowercase()));
-    let resource_ok = strings(&st["Resource"])
-        .iter()
-        .any(|r| glob(r, &req.resource));
+    // A trust policy (resource-based) names no Resource: the role it is attached to is implied.
+    let resource_ok = st.get("Resource").is_none()
+        || strings(&st["Resource"])
+            .iter()
+            .any(|r| glob(r, &req.resource));
     action_ok && resource_ok && conditions_hold(&st["Condition"], req)
 }
 
@@ -129,6 +189,7 @@ mod tests {
             action: action.into(),
             resource: resource.into(),
             leading_keys: keys.map(|k| k.iter().map(|s| s.to_string()).collect()),
+            ..AuthzRequest::default()
         }
     }
 
@@ -242,5 +303,43 @@ mod tests {
             &req("a:b", "*", Some(&["home/alice/pics"]))
         ));
         assert!(!is_allowed(&p, &req("a:b", "*", None)));
+    }
+
+    #[test]
+    fn principal_tag_variables_are_substituted_and_a_missing_tag_matches_nothing() {
+        // IAM docs: "Variables are replaced with values from the request"; a condition naming a
+        // missing key does not match.
+        let p = json!({"Statement": {"Effect": "Allow", "Action": "*", "Resource": "*",
+            "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["T#${aws:PrincipalTag/TenantId}#*"]},
+                          "Null": {"dynamodb:LeadingKeys": "false", "aws:PrincipalTag/TenantId": "false"}}}});
+        let tagged = |tenant: Option<&str>, keys: &[&str]| AuthzRequest {
+            principal_tags: tenant
+                .map(|t| BTreeMap::from([("TenantId".to_string(), t.to_string())]))
+                .unwrap_or_default(),
+            ..req("dynamodb:GetItem", TABLE, Some(keys))
+        };
+        assert!(is_allowed(&p, &tagged(Some("a"), &["T#a#1"])));
+        assert!(!is_allowed(&p, &tagged(Some("a"), &["T#b#1"])));
+        assert!(!is_allowed(&p, &tagged(Some("a"), &["T#a-b#1"])));
+        assert!(!is_allowed(&p, &tagged(None, &["T#a#1"])));
+        assert!(!is_allowed(&p, &tagged(None, &["T##1"])));
+    }
+
+    #[test]
+    fn request_tags_and_tag_keys() {
+        let p = json!({"Statement": {"Effect": "Allow", "Action": "sts:TagSession", "Resource": "*",
+            "Condition": {"StringEquals": {"aws:RequestTag/TenantId": "a"},
+                          "ForAllValues:StringEquals": {"aws:TagKeys": ["TenantId"]}}}});
+        let tags = |pairs: &[(&str, &str)]| AuthzRequest {
+            request_tags: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..req("sts:TagSession", "*", None)
+        };
+        assert!(is_allowed(&p, &tags(&[("TenantId", "a")])));
+        assert!(!is_allowed(&p, &tags(&[("TenantId", "b")])));
+        assert!(!is_allowed(&p, &tags(&[("TenantId", "a"), ("Other", "x")])));
+        assert!(!is_allowed(&p, &tags(&[])));
     }
 }

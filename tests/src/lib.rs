@@ -7,6 +7,7 @@
 pub mod fixtures;
 pub mod iam;
 pub mod routes;
+pub mod template;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

@@ -1,7 +1,10 @@
-//! Property: the in-process guard and the generated session policy agree. For random tenants, random
-//! requests of every operation the functions send, and random key values (including the delimiter
-//! corner cases), the guard lets a real SDK request through exactly when IAM, evaluating the policy
-//! the generator wrote, would allow every action in it.
+//! Property: the in-process guard, the generated session policy and the tenant-access role's own
+//! policy (template.yaml, written against the session tag `TenantId`) agree. For random tenants,
+//! random requests of every operation the functions send, and random key values (including the
+//! delimiter corner cases), the guard lets a real SDK request through exactly when IAM, evaluating
+//! the session policy the generator wrote, would allow every action in it; and exactly when it would
+//! under the role's policy alone, for a session tagged with that tenant (an AssumeRole without a
+//! session policy). Together: the effective permissions (their intersection) are the guard's.
 //!
 //! The oracle's `dynamodb:LeadingKeys` for a request are all the key values that can become a
 //! partition key: every `PK` (the table's) and every `SK` (GSI1's partition key) the request carries or
@@ -22,7 +25,10 @@ use aws_sdk_dynamodb::types::{
     TransactWriteItem, Update, WriteRequest,
 };
 use aws_smithy_runtime_api::client::interceptors::context::Input;
+use std::collections::BTreeMap;
+
 use integration::iam::{is_allowed, AuthzRequest};
+use integration::template::{tenant_role_policy, tenant_role_trust_policy, Arns};
 use proptest::prelude::*;
 use shared::identity::ids::TenantId;
 use shared::isolation::guard::check_input;
@@ -306,9 +312,27 @@ fn sdk_input(op: &Op) -> Input {
     }
 }
 
-/// What IAM authorizes for `op`: one check per action (batch and transaction items are authorized
-/// one by one, as their own actions).
-fn authz(op: &Op) -> Vec<AuthzRequest> {
+const FUNCTIONS_ROLE: &str = "arn:aws:iam::123456789012:role/pooltable-prop-functions";
+
+/// The tenant-access role's policy from template.yaml, over this test's table (read once).
+fn role_policy() -> &'static serde_json::Value {
+    static POLICY: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    POLICY.get_or_init(|| {
+        let table = location().table_arn();
+        tenant_role_policy(&Arns {
+            table: &table,
+            functions_role: FUNCTIONS_ROLE,
+        })
+    })
+}
+
+fn tenant_tag(tenant: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([("TenantId".to_string(), tenant.to_string())])
+}
+
+/// What IAM authorizes for `op` in a session tagged with `tenant`: one check per action (batch and
+/// transaction items are authorized one by one, as their own actions).
+fn authz(op: &Op, tenant: &str) -> Vec<AuthzRequest> {
     let loc = location();
     let table = loc.table_arn();
     let index = format!("{table}/index/GSI1");
@@ -316,6 +340,8 @@ fn authz(op: &Op) -> Vec<AuthzRequest> {
         action: format!("dynamodb:{action}"),
         resource: resource.to_owned(),
         leading_keys: Some(keys),
+        principal_tags: tenant_tag(tenant),
+        ..AuthzRequest::default()
     };
     match op {
         Op::Get(k) => vec![one("GetItem", &table, k.iam())],
@@ -352,12 +378,14 @@ fn authz(op: &Op) -> Vec<AuthzRequest> {
         Op::Scan => vec![AuthzRequest {
             action: "dynamodb:Scan".into(),
             resource: table,
-            leading_keys: None,
+            principal_tags: tenant_tag(tenant),
+            ..AuthzRequest::default()
         }],
         Op::PartiQl => vec![AuthzRequest {
             action: "dynamodb:PartiQLSelect".into(),
             resource: table,
-            leading_keys: None,
+            principal_tags: tenant_tag(tenant),
+            ..AuthzRequest::default()
         }],
     }
 }
@@ -377,14 +405,19 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 10_000, ..ProptestConfig::default() })]
 
     #[test]
-    fn the_guard_allows_exactly_what_the_session_policy_allows(
+    fn the_guard_allows_exactly_what_the_session_policy_and_the_role_policy_allow(
         (t, op) in tenant_id().prop_flat_map(|t| (Just(t.clone()), op(t)))
     ) {
         let tenant = TenantId::parse(&t).unwrap();
-        let policy: serde_json::Value = serde_json::from_str(&session_policy(&tenant, &location()).unwrap()).unwrap();
-        let iam_allows = authz(&op).iter().all(|r| is_allowed(&policy, r));
+        let session: serde_json::Value = serde_json::from_str(&session_policy(&tenant, &location()).unwrap()).unwrap();
+        let role = role_policy();
+        let requests = authz(&op, &t);
+        let session_allows = requests.iter().all(|r| is_allowed(&session, r));
+        let role_allows = requests.iter().all(|r| is_allowed(role, r));
         let guard_allows = check_input(&tenant, &sdk_input(&op)).is_ok();
-        prop_assert_eq!(guard_allows, iam_allows, "tenant {} op {:?}", t, op);
+        prop_assert_eq!(guard_allows, session_allows, "session policy: tenant {} op {:?}", t, op);
+        prop_assert_eq!(guard_allows, role_allows, "role policy: tenant {} op {:?}", t, op);
+        prop_assert_eq!(guard_allows, session_allows && role_allows, "together: tenant {} op {:?}", t, op);
     }
 }
 
@@ -401,7 +434,11 @@ fn delimiter_corner_cases_are_refused_by_both() {
         let op = Op::Get(k);
         assert!(check_input(&a, &sdk_input(&op)).is_err(), "{other}");
         assert!(
-            !authz(&op).iter().all(|r| is_allowed(&policy, r)),
+            !authz(&op, "a").iter().all(|r| is_allowed(&policy, r)),
+            "{other}"
+        );
+        assert!(
+            !authz(&op, "a").iter().all(|r| is_allowed(role_policy(), r)),
             "{other}"
         );
     }
@@ -412,4 +449,124 @@ fn delimiter_corner_cases_are_refused_by_both() {
         sk: KeyValue::S("TENANT#a#b#2".into()),
     };
     assert!(check_input(&a, &sdk_input(&Op::Get(k))).is_ok());
+}
+
+#[test]
+fn a_session_without_the_tenant_tag_reaches_nothing_through_the_role() {
+    // GIVEN an AssumeRole that somehow carried no TenantId tag (the trust policy refuses it)
+    let own = Key {
+        pk: KeyValue::S("TENANT#a#X#1".into()),
+        sk: KeyValue::S("TENANT#a#Y#1".into()),
+    };
+    for op in [Op::Get(own.clone()), Op::Put(own)] {
+        let untagged: Vec<AuthzRequest> = authz(&op, "a")
+            .into_iter()
+            .map(|r| AuthzRequest {
+                principal_tags: BTreeMap::new(),
+                ..r
+            })
+            .collect();
+        // THEN the role's policy allows not even tenant-looking keys
+        assert!(!untagged.iter().all(|r| is_allowed(role_policy(), r)));
+        // and the tagged session would have been allowed
+        assert!(authz(&op, "a").iter().all(|r| is_allowed(role_policy(), r)));
+    }
+    // An empty tag value cannot widen it either: TENANT##* is no tenant's prefix.
+    let empty = Key {
+        pk: KeyValue::S("TENANT##X".into()),
+        sk: KeyValue::S("TENANT##Y".into()),
+    };
+    assert!(authz(&Op::Get(empty), "")
+        .iter()
+        .all(|r| is_allowed(role_policy(), r)));
+}
+
+/// An AssumeRole (with its sts:TagSession) as the trust policy judges it.
+fn assume_role_with_tags(tags: &[(&str, &str)]) -> Vec<AuthzRequest> {
+    ["sts:AssumeRole", "sts:TagSession"]
+        .into_iter()
+        .map(|action| AuthzRequest {
+            action: action.into(),
+            resource: "arn:aws:iam::123456789012:role/pooltable-prop-tenant-access".into(),
+            request_tags: tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..AuthzRequest::default()
+        })
+        .collect()
+}
+
+fn trust_allows(tags: &[(&str, &str)]) -> bool {
+    let table = location().table_arn();
+    let trust = tenant_role_trust_policy(&Arns {
+        table: &table,
+        functions_role: FUNCTIONS_ROLE,
+    });
+    assume_role_with_tags(tags)
+        .iter()
+        .all(|r| is_allowed(&trust, r))
+}
+
+#[test]
+fn the_trust_policy_demands_one_well_formed_tenant_tag() {
+    // A well-formed tenant tag alone: allowed.
+    for tenant in ["a", "acme-1", "A_b", &"z".repeat(64)] {
+        assert!(trust_allows(&[("TenantId", tenant)]), "{tenant}");
+    }
+    // No tag, an empty one, another tag beside it, or another tag instead: refused.
+    assert!(!trust_allows(&[]));
+    assert!(!trust_allows(&[("TenantId", "")]));
+    assert!(!trust_allows(&[("TenantId", "a"), ("Team", "x")]));
+    assert!(!trust_allows(&[("Tenant", "a")]));
+    // Values STS would accept in a tag but no tenant id has: refused.
+    for bad in [
+        "a b",
+        "a.b",
+        "a:b",
+        "a/b",
+        "a=b",
+        "a+b",
+        "a@b",
+        &"z".repeat(65),
+    ] {
+        assert!(!trust_allows(&[("TenantId", bad)]), "{bad}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_trust_policy_admits_every_valid_tenant_id(t in tenant_id()) {
+        prop_assert!(TenantId::parse(&t).is_ok());
+        prop_assert!(trust_allows(&[("TenantId", &t)]), "{}", t);
+    }
+}
+
+#[test]
+fn the_role_policy_is_bound_to_the_tag_with_the_null_guard_and_no_scan_or_partiql() {
+    let statements = role_policy()["Statement"].as_array().unwrap();
+    assert_eq!(statements.len(), 1);
+    let st = &statements[0];
+    assert_eq!(st["Effect"], "Allow");
+    assert_eq!(
+        st["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"],
+        serde_json::json!(["TENANT#${aws:PrincipalTag/TenantId}#*"])
+    );
+    assert_eq!(st["Condition"]["Null"]["dynamodb:LeadingKeys"], "false");
+    assert_eq!(
+        st["Condition"]["Null"]["aws:PrincipalTag/TenantId"],
+        "false"
+    );
+    let actions: Vec<&str> = st["Action"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(actions, shared::isolation::policy::TENANT_ACTIONS.to_vec());
+    assert!(actions
+        .iter()
+        .all(|a| !a.contains('*') && !a.contains("Scan") && !a.contains("PartiQL")));
 }

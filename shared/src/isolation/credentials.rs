@@ -12,7 +12,7 @@ use thiserror::Error;
 
 use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
-use crate::isolation::policy::{session_policy, PolicyError, TableLocation};
+use crate::isolation::policy::{session_policy, PolicyError, TableLocation, TENANT_TAG_KEY};
 
 /// Refresh credentials this long before they expire, so no request runs on nearly-expired ones.
 pub const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);
@@ -137,14 +137,7 @@ impl<C: Clone> TenantCredentials<C> {
         &self,
         tenant: &TenantId,
     ) -> Result<(Credentials, SystemTime), CredentialsError> {
-        let policy = session_policy(tenant, &self.settings.table)?;
-        let out = self
-            .sts
-            .assume_role()
-            .role_arn(&self.settings.role_arn)
-            .role_session_name(role_session_name(tenant))
-            .policy(policy)
-            .duration_seconds(self.settings.duration_seconds)
+        let out = assume_role_request(&self.sts, &self.settings, tenant)?
             .send()
             .await
             .map_err(|e| {
@@ -178,6 +171,28 @@ impl<C: Clone> TenantCredentials<C> {
     }
 }
 
+/// The AssumeRole for `tenant`: its session policy (the first layer scoping the credentials) and its
+/// `TenantId` session tag (which the role's own policy is written against, the second).
+pub fn assume_role_request(
+    sts: &aws_sdk_sts::Client,
+    settings: &CredentialSettings,
+    tenant: &TenantId,
+) -> Result<aws_sdk_sts::operation::assume_role::builders::AssumeRoleFluentBuilder, CredentialsError>
+{
+    let tag = aws_sdk_sts::types::Tag::builder()
+        .key(TENANT_TAG_KEY)
+        .value(tenant.as_str())
+        .build()
+        .map_err(|e| CredentialsError::StsRefused(format!("session tag: {e}")))?;
+    Ok(sts
+        .assume_role()
+        .role_arn(&settings.role_arn)
+        .role_session_name(role_session_name(tenant))
+        .policy(session_policy(tenant, &settings.table)?)
+        .tags(tag)
+        .duration_seconds(settings.duration_seconds))
+}
+
 /// AWS error codes that mean "try again later": throttling, and the services' own 5xx. STS and
 /// DynamoDB share most of them; the store layer classifies DynamoDB errors with this list too.
 pub fn is_retryable_code(code: Option<&str>) -> bool {
@@ -204,4 +219,48 @@ pub fn role_session_name(tenant: &TenantId) -> String {
     let mut name = format!("pooltable-{tenant}");
     name.truncate(64);
     name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sts() -> aws_sdk_sts::Client {
+        let config = aws_sdk_sts::Config::builder()
+            .behavior_version(aws_sdk_sts::config::BehaviorVersion::latest())
+            .region(aws_sdk_sts::config::Region::new("us-east-1"))
+            .build();
+        aws_sdk_sts::Client::from_conf(config)
+    }
+
+    fn settings() -> CredentialSettings {
+        let role_arn = "arn:aws:iam::123456789012:role/pooltable-test-tenant-access";
+        CredentialSettings {
+            role_arn: role_arn.into(),
+            table: TableLocation::from_role_arn(role_arn, "us-east-1", "pooltable-test").unwrap(),
+            duration_seconds: 900,
+        }
+    }
+
+    #[test]
+    fn assume_role_carries_the_tenant_tag_and_the_session_policy() {
+        // GIVEN tenant acme-1
+        let tenant = TenantId::parse("acme-1").unwrap();
+        // WHEN its AssumeRole is built
+        let request = assume_role_request(&sts(), &settings(), &tenant).unwrap();
+        let input = request.as_input();
+        // THEN it carries exactly one session tag, TenantId = acme-1, and the tenant's session policy
+        let tags = input.get_tags().as_deref().unwrap();
+        assert_eq!(tags.len(), 1);
+        assert_eq!((tags[0].key(), tags[0].value()), ("TenantId", "acme-1"));
+        assert_eq!(
+            input.get_policy().as_deref(),
+            Some(session_policy(&tenant, &settings().table).unwrap().as_str())
+        );
+        assert_eq!(
+            input.get_role_session_name().as_deref(),
+            Some("pooltable-acme-1")
+        );
+        assert!(input.get_transitive_tag_keys().is_none());
+    }
 }

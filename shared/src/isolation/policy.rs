@@ -22,6 +22,13 @@ pub const TENANT_ACTIONS: [&str; 8] = [
     "dynamodb:ConditionCheckItem",
 ];
 
+/// The session tag every tenant session carries, naming its tenant. The tenant-access role's own
+/// policy (template.yaml) allows item actions only where `dynamodb:LeadingKeys` is
+/// `TENANT#${aws:PrincipalTag/TenantId}#*`, and its trust policy refuses an AssumeRole without it, so
+/// the role is bound to one tenant per session even when no session policy is sent. A tenant id
+/// (`[A-Za-z0-9_-]{1,64}`) is always a valid tag value (STS: `[\p{L}\p{Z}\p{N}_.:/=+\-@]{0,256}`).
+pub const TENANT_TAG_KEY: &str = "TenantId";
+
 /// STS refuses a packed session policy above 2,048 characters.
 pub const MAX_POLICY_CHARS: usize = 2048;
 
