@@ -20,7 +20,7 @@ demo_json_field() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(
 seed_demo_tenants() { # base logfile
   local base=$1 logfile=$2 tenant sku customer sid child pooltable="$ROOT/target/debug/pooltable"
   fail() { die "seeding $tenant failed; see $logfile"; }
-  DEMO_OPERATOR=$("$pooltable" dev-token platform platform-admin)
+  DEMO_OPERATOR=$("$pooltable" dev-token platform --operator)
   for tenant in "${DEMO_TENANTS[@]}"; do
     DEMO_TOKENS[$tenant]=$("$pooltable" dev-token "$tenant")
     log "seeding tenant $tenant"
@@ -61,7 +61,7 @@ print_demo_usage() { # base
   local base=$1 tenant T method path body
   cat <<MSG
 
-Operator token (custom:role platform-admin), for POST /tenants:
+Operator token (scope pooltable/admin), for POST /tenants:
 export TOKEN_OPERATOR='$DEMO_OPERATOR'
 
 MSG

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The contract check: schemathesis (PyPI, pinned, in .tools/venv-schemathesis) tests every route of
 # openapi.yaml against the local API started by scripts/dev.sh, in two passes: as the seeded tenant
-# `acme`, then as the operator (custom:role platform-admin, whose own tenant `platform` is onboarded
+# `acme`, then as the operator (scope pooltable/admin, whose own tenant `platform` is onboarded
 # first). Each pass runs the examples, coverage, fuzzing and stateful phases (the stateful phase
 # follows the spec's links from each create to the reads and deletes of what it created) with a fixed
 # seed, and fails on any failure (5xx, undocumented status, wrong content type, body that breaks the
@@ -72,7 +72,7 @@ until grep -q "pooltable is running" "$dev_log" 2>/dev/null; do
 done
 grep -q "hot reload off" "$dev_log" || die "scripts/dev.sh did not turn hot reload off"
 TENANT_TOKEN=$("$ROOT/target/debug/pooltable" dev-token acme)
-OPERATOR_TOKEN=$("$ROOT/target/debug/pooltable" dev-token platform platform-admin)
+OPERATOR_TOKEN=$("$ROOT/target/debug/pooltable" dev-token platform --operator)
 edge_port=$(free_port)
 python3 "$ROOT/scripts/apigw_edge.py" "$edge_port" "$port" &
 edge_pid=$!

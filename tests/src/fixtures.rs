@@ -80,7 +80,7 @@ pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
             (params(&[("sessionId", &id)]), None)
         }
         "onboard-tenant" => {
-            let operator = Auth::TenantWithRole(unique("ops"), "platform-admin".into());
+            let operator = Auth::Operator(unique("ops"));
             let body = json!({"tenantId": unique("new"), "tier": "standard", "shardCount": 4});
             return Arranged {
                 auth: operator,

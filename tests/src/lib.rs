@@ -607,7 +607,14 @@ pub async fn http_get_json(url: &str) -> Value {
 #[derive(Debug, Clone)]
 pub enum Auth {
     Tenant(String),
+    /// A tenant user who wrote `custom:role = <role>` into their own profile: a writable custom
+    /// attribute, which never makes an operator.
     TenantWithRole(String, String),
+    /// An operator of tenant `t`: the access token carries the `pooltable/admin` scope, which the
+    /// HTTP API's JWT authorizer verified (`requestContext.authorizer.jwt.scopes`).
+    Operator(String),
+    /// An operator by group: `cognito:groups` holds `platform-admin` (as HTTP API flattens it).
+    OperatorByGroup(String),
     /// An authorizer block with no tenant claim.
     NoTenant,
 }
@@ -635,7 +642,17 @@ pub fn event(
         Auth::TenantWithRole(t, r) => {
             json!({"sub": "user-1", "custom:tenantId": t, "custom:role": r})
         }
+        Auth::Operator(t) => {
+            json!({"sub": "user-1", "custom:tenantId": t, "scope": "pooltable/admin"})
+        }
+        Auth::OperatorByGroup(t) => {
+            json!({"sub": "user-1", "custom:tenantId": t, "cognito:groups": "[platform-admin]"})
+        }
         Auth::NoTenant => json!({"sub": "user-1"}),
+    };
+    let scopes = match auth {
+        Auth::Operator(_) => json!(["pooltable/admin"]),
+        _ => Value::Null,
     };
     let ev = json!({
         "version": "2.0",
@@ -650,7 +667,7 @@ pub fn event(
             "domainPrefix": "api", "requestId": "req-1", "routeKey": format!("{method} {route}"),
             "stage": "$default", "time": "20/Nov/2026:06:00:00 +0000", "timeEpoch": 1795154400000u64,
             "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "192.0.2.1", "userAgent": "tests"},
-            "authorizer": {"jwt": {"claims": claims, "scopes": null}}
+            "authorizer": {"jwt": {"claims": claims, "scopes": scopes}}
         },
         "body": body.map(|b| b.to_string()),
         "isBase64Encoded": false
@@ -714,7 +731,7 @@ pub async fn onboard(h: &Harness, tenant: &str, shard_count: u32) {
                 &[],
                 &[],
                 Some(json!({"tenantId": tenant, "tier": "standard", "shardCount": shard_count})),
-                &Auth::TenantWithRole("platform".into(), "platform-admin".into()),
+                &Auth::Operator("platform".into()),
             ),
         )
         .await,

@@ -421,3 +421,42 @@ async fn cursors_from_another_tenant_route_or_tampered_are_400() {
     }
     assert_eq!(w.items().await, before);
 }
+
+/// The operator routes: onboarding, and reading another tenant's record.
+const OPERATOR_ROUTES: &[&str] = &["onboard-tenant", "get-tenant"];
+
+#[tokio::test]
+async fn a_self_made_admin_without_the_scope_is_refused_on_operator_routes() {
+    // GIVEN the attacker wrote custom:role = platform-admin into their own profile (a custom
+    // attribute a Cognito app client can write), or look-alike custom claims
+    let w = World::new().await;
+    let before = w.items().await;
+    let self_made = [
+        Auth::TenantWithRole(w.b.clone(), "platform-admin".into()),
+        Auth::TenantWithRole(w.b.clone(), "pooltable/admin".into()),
+    ];
+    for bin in OPERATOR_ROUTES {
+        let mut params = w.ids[&w.b].clone();
+        params.insert("tenantId".into(), w.a.clone());
+        for auth in &self_made {
+            // WHEN they call an operator route (the victim's record, or onboarding a tenant)
+            let r = call_as(&w, bin, &params, &[], &w.b, auth).await;
+            // THEN 403 problem+json, nothing of the victim, nothing written
+            let what = format!("{bin} as {auth:?}");
+            assert_eq!(r.status, 403, "{what}: {}", r.body);
+            assert_4xx_problem(&r, &what);
+            assert_nothing_of(&r, &w.a, &w.ids[&w.a], &what);
+        }
+    }
+    assert_eq!(w.items().await, before, "a self-made admin wrote something");
+    // AND the real boundary works: the scope, or the group, reads the victim's record
+    let mut params = w.ids[&w.b].clone();
+    params.insert("tenantId".into(), w.a.clone());
+    for operator in [
+        Auth::Operator(w.b.clone()),
+        Auth::OperatorByGroup(w.b.clone()),
+    ] {
+        let r = call_as(&w, "get-tenant", &params, &[], &w.b, &operator).await;
+        assert_eq!(r.status, 200, "{operator:?}: {}", r.body);
+    }
+}

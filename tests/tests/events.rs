@@ -168,11 +168,23 @@ fn function_roles_have_no_dynamodb_permission_and_tenant_role_no_scan_or_partiql
         .iter()
         .map(|s| serde_yaml::to_string(&s["Principal"]).unwrap())
         .collect();
-    assert_eq!(principals.len(), 1);
+    // One Allow (the functions, with a well-formed TenantId tag) and the Deny refusing malformed tags.
+    assert_eq!(principals.len(), 2);
     assert!(
-        principals[0].contains("FunctionExecutionRole"),
+        principals
+            .iter()
+            .all(|p| p.contains("FunctionExecutionRole")),
         "{principals:?}"
     );
+    let allows: Vec<&serde_yaml::Value> = trust
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter(|s| s["Effect"].as_str() == Some("Allow"))
+        .collect();
+    assert_eq!(allows.len(), 1);
+    let actions = serde_yaml::to_string(&allows[0]["Action"]).unwrap();
+    assert!(actions.contains("sts:AssumeRole") && actions.contains("sts:TagSession"));
 }
 
 #[test]
@@ -265,4 +277,45 @@ fn every_checkov_skip_in_the_template_gives_a_reason() {
         }
     }
     assert!(skips > 0);
+}
+
+#[test]
+fn only_the_onboarding_route_demands_the_operator_scope_at_the_gateway() {
+    let t = template();
+    for (_, r) in t["Resources"].as_mapping().unwrap() {
+        if r["Type"].as_str() != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        let bin = r["Metadata"]["BuildProperties"]["Binary"].as_str().unwrap();
+        let auth = &r["Properties"]["Events"]["Api"]["Properties"]["Auth"];
+        if bin == "onboard-tenant" {
+            assert_eq!(auth["Authorizer"].as_str(), Some("TenantJwt"));
+            let scopes: Vec<&str> = auth["AuthorizationScopes"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap())
+                .collect();
+            assert_eq!(scopes, [shared::isolation::claims::OPERATOR_SCOPE]);
+        } else {
+            // Tenant routes (and get-tenant, which serves a tenant its own record) take any token.
+            assert!(auth.is_null(), "{bin} has route-level auth: {auth:?}");
+        }
+    }
+}
+
+#[test]
+fn no_event_makes_an_operator_of_a_custom_attribute() {
+    // The onboarding sample is an operator's access token with the scope; no sample relies on
+    // custom:role, which is never read.
+    for entry in std::fs::read_dir(root().join("events")).unwrap() {
+        let raw = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        assert!(!raw.contains("custom:role"));
+    }
+    let raw = std::fs::read_to_string(root().join("events/onboard-tenant.json")).unwrap();
+    let event: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(
+        event["requestContext"]["authorizer"]["jwt"]["scopes"],
+        serde_json::json!(["pooltable/admin"])
+    );
 }

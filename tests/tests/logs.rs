@@ -13,7 +13,7 @@ async fn each_request_logs_one_summary_line_and_no_secret() {
     let h = Harness::new().await;
     let tenant = integration::unique("logs");
     let secret_state = "state-secret-7f3a9c";
-    let bearer = shared::isolation::claims::dev_jwt(&tenant, None);
+    let bearer = shared::isolation::claims::dev_jwt(&tenant, false);
 
     // WHEN a session is created (with a bearer token and secret state) and read back
     let mut create = event(

@@ -11,7 +11,7 @@ use shared::identity::ids::TenantId;
 use shared::isolation::policy::{session_policy, TableLocation};
 
 fn admin() -> Auth {
-    Auth::TenantWithRole(unique("ops"), "platform-admin".into())
+    Auth::Operator(unique("ops"))
 }
 
 async fn onboard_as(h: &Harness, who: &Auth, body: serde_json::Value) -> Resp {
@@ -137,7 +137,7 @@ async fn onboarding_is_operator_only_validated_and_never_duplicated() {
         TableLocation::from_role_arn(integration::ROLE_ARN, "us-east-1", &h.table).unwrap();
     let expected = session_policy(&TenantId::parse(&new).unwrap(), &location).unwrap();
     assert_eq!(h.recorded_policies(&new).await, vec![expected]);
-    let Auth::TenantWithRole(ops_tenant, _) = &ops else {
+    let Auth::Operator(ops_tenant) = &ops else {
         unreachable!()
     };
     assert!(

@@ -1,7 +1,8 @@
 //! `pooltable`: developer commands.
 //!
 //! - `pooltable create-table <name>`: create the table from template.yaml (admin credentials).
-//! - `pooltable dev-token <tenant> [role]`: print an unsigned development JWT.
+//! - `pooltable dev-token <tenant> [--operator]`: print an unsigned development JWT (an operator's
+//!   carries the `pooltable/admin` scope).
 //! - `pooltable plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew 1.1] [--item-kb 1]
 //!   [--headroom 1.5] [--list-fraction 0.02] [--out onboarding.csv]`: recommend shard counts.
 
@@ -11,7 +12,7 @@ use std::time::Instant;
 use devtools::plan::{self, PlanSettings, PARTITION_RCU, PARTITION_WCU};
 use devtools::{create_table, default_template_path, table_from_template};
 
-const USAGE: &str = "usage: pooltable create-table <name> | dev-token <tenant> [role] | \
+const USAGE: &str = "usage: pooltable create-table <name> | dev-token <tenant> [--operator] | \
 plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew S] [--item-kb K] [--headroom H] [--list-fraction F] [--out FILE]";
 
 fn flags(args: &[String]) -> Result<HashMap<String, String>, String> {
@@ -112,13 +113,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("created table {} from template.yaml", args[1]);
         }
         Some("dev-token") if args.len() == 2 => {
-            println!("{}", shared::isolation::claims::dev_jwt(&args[1], None))
+            println!("{}", shared::isolation::claims::dev_jwt(&args[1], false))
         }
-        Some("dev-token") if args.len() == 3 => {
-            println!(
-                "{}",
-                shared::isolation::claims::dev_jwt(&args[1], Some(&args[2]))
-            )
+        Some("dev-token") if args.len() == 3 && args[2] == "--operator" => {
+            println!("{}", shared::isolation::claims::dev_jwt(&args[1], true))
         }
         Some("plan") => {
             if let Err(e) = run_plan(&args[1..]) {

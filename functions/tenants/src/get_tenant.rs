@@ -1,7 +1,7 @@
 //! getTenant: `GET /tenants/{tenantId}` → 200 or 404.
 //!
-//! A tenant may read its own record; an operator (`platform-admin`) may read any. One GetItem, with
-//! credentials scoped to the tenant whose record is read.
+//! A tenant may read its own record; an operator (scope `pooltable/admin` or group `platform-admin`)
+//! may read any. One GetItem, with credentials scoped to the tenant whose record is read.
 
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};

@@ -1,23 +1,21 @@
-//! Tenant records. Onboarding is an operator action: it needs the `custom:role` claim
-//! `platform-admin`, and even so it writes through scoped credentials of the tenant being created.
+//! Tenant records. Onboarding is an operator action: it needs the `pooltable/admin` scope or the
+//! `platform-admin` group (never a custom attribute; see `shared::isolation::claims`), and even so it
+//! writes through scoped credentials of the tenant being created.
 
 pub mod get_tenant;
 pub mod onboard_tenant;
 
 use serde::Serialize;
-use shared::isolation::claims::Caller;
+use shared::isolation::claims::{Caller, OPERATOR_GROUP, OPERATOR_SCOPE};
 use shared::store::tenants::{TenantRecord, Tier};
 use shared::ApiError;
 
-/// The `custom:role` claim value that may onboard tenants and read any tenant's record.
-pub const PLATFORM_ADMIN: &str = "platform-admin";
-
 pub fn require_operator(caller: &Caller) -> Result<(), ApiError> {
-    if caller.role.as_deref() == Some(PLATFORM_ADMIN) {
+    if caller.operator {
         Ok(())
     } else {
         Err(ApiError::Forbidden(format!(
-            "This route needs the custom:role claim {PLATFORM_ADMIN}."
+            "This route needs the OAuth scope {OPERATOR_SCOPE} or membership of the group {OPERATOR_GROUP}."
         )))
     }
 }
