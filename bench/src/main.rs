@@ -2,8 +2,6 @@
 //! figure of the benchmark in one run, each with its baseline measured in the same run. Prints a
 //! table, writes `target/bench/results.json` and `target/bench/latency.svg`.
 
-mod runtime_api;
-
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -155,26 +153,10 @@ fn release_bin(name: &str) -> PathBuf {
     Path::new(&target).join("release").join(name)
 }
 
-fn function_env(table: &str, runtime_api: &str, bin: &str) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("AWS_") || k == "PATH")
-        .collect();
-    env.extend([
-        ("AWS_LAMBDA_RUNTIME_API".into(), runtime_api.into()),
-        ("AWS_LAMBDA_FUNCTION_NAME".into(), bin.into()),
-        ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE".into(), "128".into()),
-        ("AWS_LAMBDA_FUNCTION_VERSION".into(), "$LATEST".into()),
-        ("TABLE_NAME".into(), table.into()),
-        ("TENANT_ROLE_ARN".into(), ROLE_ARN.into()),
-        ("RUST_LOG".into(), "warn".into()),
-    ]);
-    env
-}
-
 fn spawn_function(bin: &str, table: &str, api: &str) -> tokio::process::Child {
     tokio::process::Command::new(release_bin(bin))
         .env_clear()
-        .envs(function_env(table, api, bin))
+        .envs(integration::runtime_api::function_env(table, api, bin))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true)
@@ -396,7 +378,7 @@ async fn main() {
     );
 
     // ---- 3 & 7. through the Lambda runtime: the release binary on a local Runtime API
-    let api = runtime_api::RuntimeApi::start().await;
+    let api = integration::runtime_api::RuntimeApi::start().await;
     let mut child = spawn_function("get-product", &h.table, &api.addr);
     let ev = api_event(
         "GET",
@@ -430,7 +412,7 @@ async fn main() {
     // ---- 4. cold start: spawn, first invocation answered (init + AssumeRole + request)
     let mut cold = Vec::new();
     for _ in 0..20 {
-        let api = runtime_api::RuntimeApi::start().await;
+        let api = integration::runtime_api::RuntimeApi::start().await;
         let started = Instant::now();
         let mut child = spawn_function("query-tenant-products", &h.table, &api.addr);
         let body = api

@@ -7,6 +7,7 @@
 pub mod fixtures;
 pub mod iam;
 pub mod routes;
+pub mod runtime_api;
 pub mod template;
 
 use std::collections::HashMap;
@@ -628,6 +629,19 @@ pub fn event(
     body: Option<Value>,
     auth: &Auth,
 ) -> Request {
+    let ev = event_json(method, route, path_params, query, body, auth);
+    lambda_http::request::from_str(&ev.to_string()).expect("a valid API Gateway v2 event")
+}
+
+/// [`event`] as the JSON the Lambda service delivers (for a function binary on a Runtime API).
+pub fn event_json(
+    method: &str,
+    route: &str,
+    path_params: &[(&str, &str)],
+    query: &[(&str, &str)],
+    body: Option<Value>,
+    auth: &Auth,
+) -> Value {
     let mut path = route.to_owned();
     for (k, v) in path_params {
         path = path.replace(&format!("{{{k}}}"), v);
@@ -654,7 +668,7 @@ pub fn event(
         Auth::Operator(_) => json!(["pooltable/admin"]),
         _ => Value::Null,
     };
-    let ev = json!({
+    json!({
         "version": "2.0",
         "routeKey": format!("{method} {route}"),
         "rawPath": path,
@@ -671,8 +685,7 @@ pub fn event(
         },
         "body": body.map(|b| b.to_string()),
         "isBase64Encoded": false
-    });
-    lambda_http::request::from_str(&ev.to_string()).expect("a valid API Gateway v2 event")
+    })
 }
 
 /// A response, decoded for assertions.

@@ -187,6 +187,27 @@ pub enum ClaimsError {
     /// A tenant claim that is not a valid tenant id: 403.
     #[error("The tenant claim is not a valid tenant id: it {0}.")]
     InvalidTenantClaim(String),
+    /// In tenant isolation mode, a claim for a tenant other than the one this execution
+    /// environment serves: 403. It means the front door mapped the tenant wrongly, or was bypassed.
+    #[error("This execution environment serves another tenant.")]
+    OtherTenantsEnvironment,
+}
+
+/// In tenant isolation mode (`TenancyConfig: PER_TENANT`) the Lambda service runs an execution
+/// environment for one tenant only and names it with every invocation (`Context::tenant_id`, from the
+/// runtime header `Lambda-Runtime-Aws-Tenant-Id`). A caller whose claim names another tenant is
+/// refused, so the environment's memory, credential cache included, only ever holds that one tenant.
+/// Without a runtime tenant (the pooled mode) there is nothing to compare.
+pub fn check_execution_tenant(
+    caller: &Caller,
+    execution_tenant: Option<&str>,
+) -> Result<(), ClaimsError> {
+    match execution_tenant {
+        Some(tenant) if tenant != caller.tenant.as_str() => {
+            Err(ClaimsError::OtherTenantsEnvironment)
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The caller of `req`: no tenant claim, or one that is not a valid tenant id, is an error.
@@ -333,6 +354,23 @@ mod tests {
                     ClaimsError::InvalidTenantClaim(_)
                 ),
                 "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_claim_for_another_tenant_than_the_environments_is_refused() {
+        let acme = Caller {
+            tenant: TenantId::parse("acme").unwrap(),
+            operator: false,
+        };
+        assert_eq!(check_execution_tenant(&acme, None), Ok(()));
+        assert_eq!(check_execution_tenant(&acme, Some("acme")), Ok(()));
+        for other in ["globex", "Acme", "acme ", ""] {
+            assert_eq!(
+                check_execution_tenant(&acme, Some(other)),
+                Err(ClaimsError::OtherTenantsEnvironment),
+                "{other:?}"
             );
         }
     }

@@ -14,7 +14,7 @@ use thiserror::Error;
 use crate::identity::clock::{Clock, SystemClock};
 use crate::identity::cursor::CursorKeys;
 use crate::identity::ids::TenantId;
-use crate::isolation::claims::{caller, AuthMode, Caller, DEV_AUTH_ENV};
+use crate::isolation::claims::{caller, check_execution_tenant, AuthMode, Caller, DEV_AUTH_ENV};
 use crate::isolation::credentials::CredentialSettings;
 use crate::isolation::policy::{PolicyError, TableLocation};
 use crate::service::error::ApiError;
@@ -232,7 +232,22 @@ impl App {
 
     /// The verified caller of `req` (401/403 when there is none).
     pub fn caller(&self, req: &lambda_http::Request) -> Result<Caller, ApiError> {
+        use lambda_http::RequestExt;
         let who = caller(req, self.settings.auth)?;
+        let execution_tenant = req
+            .lambda_context_ref()
+            .and_then(|c| c.tenant_id.as_deref());
+        if let Err(e) = check_execution_tenant(&who, execution_tenant) {
+            // An alarm, not a client error: in tenant isolation mode the front door maps the
+            // tenant from the same claim, so a mismatch means it is misconfigured or bypassed.
+            tracing::error!(
+                alarm = "tenant_environment_mismatch",
+                execution_tenant,
+                claimed_tenant = %who.tenant,
+                "refused a request for another tenant than this execution environment's"
+            );
+            return Err(e.into());
+        }
         note_tenant(&who.tenant);
         Ok(who)
     }

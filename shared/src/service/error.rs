@@ -188,7 +188,9 @@ impl From<ClaimsError> for ApiError {
     fn from(err: ClaimsError) -> Self {
         match err {
             ClaimsError::NoTenantClaim => Self::Unauthorized(err.to_string()),
-            ClaimsError::InvalidTenantClaim(_) => Self::Forbidden(err.to_string()),
+            ClaimsError::InvalidTenantClaim(_) | ClaimsError::OtherTenantsEnvironment => {
+                Self::Forbidden(err.to_string())
+            }
         }
     }
 }
@@ -238,6 +240,7 @@ mod tests {
         let cases: Vec<(ApiError, u16)> = vec![
             (ClaimsError::NoTenantClaim.into(), 401),
             (ClaimsError::InvalidTenantClaim("x".into()).into(), 403),
+            (ClaimsError::OtherTenantsEnvironment.into(), 403),
             (InvalidCursor.into(), 400),
             (StoreError::BadCursor(InvalidCursor).into(), 400),
             (StoreError::NotOnboarded.into(), 403),

@@ -1,0 +1,90 @@
+//! Tenant isolation mode (`TenancyConfig: PER_TENANT`), end to end through a function binary: a local
+//! Runtime API sends each invocation with `Lambda-Runtime-Aws-Tenant-Id`, as the Lambda service does
+//! for such a function. A request whose claim names the environment's tenant is served; one naming
+//! another tenant is refused with 403, logged as an alarm, and that tenant's credentials are never
+//! fetched, so the environment's credential cache holds its own tenant only.
+
+use std::process::Stdio;
+
+use integration::runtime_api::{function_env, RuntimeApi};
+use integration::{event_json, unique, Auth, Harness};
+use serde_json::Value;
+use tokio::io::AsyncReadExt;
+
+const BIN: &str = "get-sessions-by-customer-id";
+
+fn sessions_of_c1(tenant: &str) -> String {
+    event_json(
+        "GET",
+        "/customers/{customerId}/sessions",
+        &[("customerId", "c1")],
+        &[],
+        None,
+        &Auth::Tenant(tenant.to_owned()),
+    )
+    .to_string()
+}
+
+fn status(response: &str) -> u64 {
+    let v: Value = serde_json::from_str(response).expect("a proxy response");
+    v["statusCode"].as_u64().expect("a status")
+}
+
+#[tokio::test]
+async fn an_environment_serves_its_own_tenant_and_refuses_any_other() {
+    // GIVEN a function binary in an execution environment for tenant `mine`
+    let h = Harness::new().await;
+    let (mine, other) = (unique("mine"), unique("other"));
+    let api = RuntimeApi::start().await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_get-sessions-by-customer-id"))
+        .env_clear()
+        .envs(function_env(&h.table, &api.addr, BIN))
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the function binary starts");
+
+    // WHEN its own tenant calls, THEN it is served
+    let served = api
+        .invoke_for_tenant(&sessions_of_c1(&mine), Some(&mine))
+        .await;
+    assert_eq!(status(&served), 200, "{served}");
+
+    // WHEN a caller whose claim names another tenant reaches this environment
+    let refused = api
+        .invoke_for_tenant(&sessions_of_c1(&other), Some(&mine))
+        .await;
+    // THEN 403 problem+json
+    assert_eq!(status(&refused), 403, "{refused}");
+    assert!(refused.contains("application/problem+json"), "{refused}");
+    assert!(refused.contains("serves another tenant"), "{refused}");
+
+    // AND without a runtime tenant (the pooled mode) the same binary serves any tenant
+    let pooled = api.invoke_for_tenant(&sessions_of_c1(&other), None).await;
+    assert_eq!(status(&pooled), 200, "{pooled}");
+
+    // AND the refused tenant's credentials were never fetched by the refused request: the only
+    // AssumeRole for `other` is the pooled call's, and `mine` was assumed once
+    assert_eq!(h.recorded_policies(&mine).await.len(), 1);
+    assert_eq!(h.recorded_policies(&other).await.len(), 1);
+
+    // AND the refusal was logged at alarm level
+    child.kill().await.ok();
+    let mut logs = String::new();
+    if let Some(mut out) = child.stdout.take() {
+        out.read_to_string(&mut logs).await.ok();
+    }
+    if let Some(mut err) = child.stderr.take() {
+        err.read_to_string(&mut logs).await.ok();
+    }
+    let alarm = logs
+        .lines()
+        .find(|l| l.contains("tenant_environment_mismatch"))
+        .unwrap_or_else(|| panic!("no alarm in the logs: {logs}"));
+    let alarm: Value = serde_json::from_str(alarm).expect("a JSON log line");
+    assert_eq!(alarm["level"], "ERROR");
+    assert_eq!(alarm["execution_tenant"], mine.as_str());
+    assert_eq!(alarm["claimed_tenant"], other.as_str());
+}
