@@ -216,11 +216,12 @@ prepare_bootstraps() {
 }
 
 TEMPLATE="$WORK/template-$ARCH.yaml"
+TEMPLATE_PER_TENANT="$WORK/template-$ARCH-per-tenant.yaml"
 FUNCTIONS="$WORK/functions.tsv"  # bin <TAB> logical id
-derive_template() {
-  python3 - "$ROOT/template.yaml" "$TEMPLATE" "$FUNCTIONS" "$CODE" "$ARCH" <<'PY'
+derive_template() { # tenancy (pooled | per-tenant) target
+  python3 - "$ROOT/template.yaml" "$2" "$FUNCTIONS" "$CODE" "$ARCH" "$1" <<'PY'
 import re, sys
-source, target, functions, code, arch = sys.argv[1:]
+source, target, functions, code, arch, tenancy = sys.argv[1:]
 lines = open(source).read().splitlines()
 expected = sum(1 for l in lines if l.strip() == "Type: AWS::Serverless::Function")
 out, mapping, logical, binary = [], [], None, None
@@ -239,6 +240,12 @@ for line in lines:
         line = f"{m.group(1)}CodeUri: {code}/{binary}"
     if line.strip() == "Architectures: [arm64]":
         line = line.replace("[arm64]", f"[{arch}]")
+    # The TenantIsolation parameter, resolved here: SAM CLI takes any TenancyConfig, even one an
+    # !If leaves out, as tenant isolation mode.
+    if line.strip().startswith("TenancyConfig:"):
+        if tenancy == "per-tenant" and "!If" in line:
+            out.append(line.split("TenancyConfig:")[0] + "TenancyConfig: {TenantIsolationMode: PER_TENANT}")
+        continue
     out.append(line)
     if line.strip() == "RUST_LOG: info":
         # Declared (off) so that `sam local --env-vars` may turn it on; see scripts/sam-local.sh.
@@ -285,7 +292,7 @@ json.dump({"Parameters": {
     "POOLTABLE_DEV_UNSIGNED_JWT": dev_auth,
 }}, open(path, "w"), indent=2)
 PY
-  SAM_ARGS=(--template "$TEMPLATE" --skip-pull-image --env-vars "$1" --region us-east-1
+  SAM_ARGS=(--skip-pull-image --env-vars "$1" --region us-east-1
     --parameter-overrides "Stage=local LocalDynamoDbEndpoint=$ddb LocalStsEndpoint=$sts")
 }
 
@@ -296,12 +303,12 @@ invoke_all() {
   : >"$log_file"
   # SAM builds its emulator image (the base image plus AWS's runtime interface emulator) on the
   # first invoke; a read that changes nothing goes first, so that build is not inside a timed call.
-  "$SAM" local invoke GetTenantFunction -e events/get-tenant.json "${SAM_ARGS[@]}" >>"$log_file" 2>&1 || true
+  "$SAM" local invoke GetTenantFunction -e events/get-tenant.json --template "$TEMPLATE" "${SAM_ARGS[@]}" >>"$log_file" 2>&1 || true
   for line in "${EXPECTED[@]}"; do
     read -r bin want <<<"$line"
     logical=$(awk -v b="$bin" '$1 == b { print $2 }' "$FUNCTIONS")
     [ -n "$logical" ] || die "template.yaml has no function for $bin"
-    out=$("$SAM" local invoke "$logical" -e "events/$bin.json" "${SAM_ARGS[@]}" 2>>"$log_file") || true
+    out=$("$SAM" local invoke "$logical" -e "events/$bin.json" --template "$TEMPLATE" "${SAM_ARGS[@]}" 2>>"$log_file") || true
     got=$(status_code_of "$out")
     if [ "$got" = "$want" ]; then
       log "sam local invoke $logical: $got"
@@ -312,6 +319,27 @@ invoke_all() {
   done
   echo "sam local invoke: $(( ${#EXPECTED[@]} - failed )) passed, $failed failed"
   [ "$failed" = 0 ]
+  invoke_per_tenant
+}
+
+# Tenant isolation mode (TenantIsolation=per-tenant) through SAM's emulator, which runs a function
+# with a TenancyConfig only for a tenant id and passes it to the runtime as the Lambda service does:
+# tenant acme's sample request in acme's environment is served; in globex's, it is refused (403).
+invoke_per_tenant() {
+  local tenant want out got failed=0 log_file="$STACK_LOGS/sam-invoke.log"
+  for case in "acme 200" "globex 403"; do
+    read -r tenant want <<<"$case"
+    out=$("$SAM" local invoke GetSessionsByCustomerIdFunction -e events/get-sessions-by-customer-id.json \
+      --tenant-id "$tenant" --template "$TEMPLATE_PER_TENANT" "${SAM_ARGS[@]}" 2>>"$log_file") || true
+    got=$(status_code_of "$out")
+    if [ "$got" = "$want" ]; then
+      log "sam local invoke --tenant-id $tenant (tenant isolation mode), acme's request: $got"
+    else
+      log "sam local invoke --tenant-id $tenant (tenant isolation mode), acme's request: expected $want, got $got: $out (log: $log_file)"
+      failed=$((failed + 1))
+    fi
+  done
+  [ "$failed" = 0 ]
 }
 
 start_api() { # port
@@ -320,7 +348,7 @@ start_api() { # port
   "$ROOT/target/debug/pooltable" create-table "$table" >/dev/null
   prepare_sam_args "$env_file" "$table" 1
   # LAZY: a function's container starts on its first request and then stays warm.
-  setsid "$SAM" local start-api "${SAM_ARGS[@]}" --host 127.0.0.1 --port "$port" \
+  setsid "$SAM" local start-api --template "$TEMPLATE" "${SAM_ARGS[@]}" --host 127.0.0.1 --port "$port" \
     --warm-containers LAZY >"$log_file" 2>&1 &
   API_PID=$!
   wait_for "sam local start-api" "http://127.0.0.1:$port/" 120
@@ -338,7 +366,8 @@ ensure_emulation
 ensure_base_image
 check_expectations_cover_binaries
 prepare_bootstraps
-derive_template
+derive_template pooled "$TEMPLATE"
+derive_template per-tenant "$TEMPLATE_PER_TENANT"
 STACK_HOST=0.0.0.0 start_stack
 
 case "$MODE" in
@@ -358,7 +387,7 @@ pooltable is running under sam local start-api on http://localhost:$PORT  (Ctrl-
 MSG
     print_demo_usage "localhost:$PORT"
     printf '# one function by hand, beside the API (its sample event carries tenant acme'"'"'s claims):\n'
-    printf '%q ' "$SAM" local invoke GetTenantFunction -e events/get-tenant.json "${SAM_ARGS[@]}"
+    printf '%q ' "$SAM" local invoke GetTenantFunction -e events/get-tenant.json --template "$TEMPLATE" "${SAM_ARGS[@]}"
     printf '\n'
     wait "$API_PID" ;;
 esac

@@ -319,3 +319,97 @@ fn no_event_makes_an_operator_of_a_custom_attribute() {
         serde_json::json!(["pooltable/admin"])
     );
 }
+
+/// The functions that stay pooled in tenant isolation mode: the operator routes.
+const OPERATOR_BINS: [&str; 2] = ["onboard-tenant", "get-tenant"];
+
+#[test]
+fn tenant_isolation_mode_puts_every_tenant_function_in_per_tenant_environments_behind_the_rest_api()
+{
+    let t = template();
+    let raw = std::fs::read_to_string(root().join("template.yaml")).unwrap();
+    // The switch: one parameter, one condition, TenancyConfig in Globals behind it.
+    assert_eq!(
+        t["Parameters"]["TenantIsolation"]["Default"].as_str(),
+        Some("pooled")
+    );
+    assert!(raw.contains(
+        "TenancyConfig: !If [PerTenantIsolation, {TenantIsolationMode: PER_TENANT}, !Ref AWS::NoValue]"
+    ));
+    assert!(raw.contains("PerTenantIsolation: !Equals [!Ref TenantIsolation, per-tenant]"));
+    assert!(raw.contains("DisableExecuteApiEndpoint: !If [PerTenantIsolation, true, false]"));
+
+    let rest = &t["Resources"]["TenantRestApi"];
+    assert_eq!(rest["Condition"].as_str(), Some("PerTenantIsolation"));
+    let paths = &rest["Properties"]["DefinitionBody"]["paths"];
+    let mut functions = 0;
+    for (logical, r) in t["Resources"].as_mapping().unwrap() {
+        if r["Type"].as_str() != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        functions += 1;
+        let logical = logical.as_str().unwrap();
+        let bin = r["Metadata"]["BuildProperties"]["Binary"].as_str().unwrap();
+        let api = &r["Properties"]["Events"]["Api"]["Properties"];
+        let (method, path) = (
+            api["Method"].as_str().unwrap().to_lowercase(),
+            api["Path"].as_str().unwrap(),
+        );
+        // The REST API serves the same route with the same function.
+        let op = &paths[path][method.as_str()];
+        let integration = &op["x-amazon-apigateway-integration"];
+        assert_eq!(integration["type"].as_str(), Some("aws_proxy"), "{bin}");
+        let uri = serde_yaml::to_string(&integration["uri"]).unwrap();
+        assert!(uri.contains(&format!("${{{logical}.Arn}}")), "{bin}: {uri}");
+        // Tenant functions get the tenant from the verified claim; operator functions stay pooled.
+        let header =
+            integration["requestParameters"]["integration.request.header.X-Amz-Tenant-Id"].as_str();
+        let own_tenancy = &r["Properties"]["TenancyConfig"];
+        if OPERATOR_BINS.contains(&bin) {
+            assert_eq!(header, None, "{bin}");
+            assert!(
+                serde_yaml::to_string(own_tenancy)
+                    .unwrap()
+                    .contains("AWS::NoValue"),
+                "{bin} must stay pooled"
+            );
+        } else {
+            assert_eq!(
+                header,
+                Some("context.authorizer.claims.custom:tenantId"),
+                "{bin}"
+            );
+            assert!(
+                own_tenancy.is_null(),
+                "{bin} overrides the Globals TenancyConfig"
+            );
+        }
+        // Every operation is behind the Cognito authorizer; onboarding also demands the scope.
+        let security = serde_yaml::to_string(&op["security"]).unwrap();
+        assert!(security.contains("TenantCognito"), "{bin}");
+        assert_eq!(
+            security.contains("pooltable/admin"),
+            bin == "onboard-tenant",
+            "{bin}: {security}"
+        );
+        // And the REST API may invoke it, in that mode only.
+        let permission = &t["Resources"][format!("{logical}RestPermission").as_str()];
+        assert_eq!(
+            permission["Condition"].as_str(),
+            Some("PerTenantIsolation"),
+            "{bin}"
+        );
+        let source = serde_yaml::to_string(&permission["Properties"]["SourceArn"]).unwrap();
+        assert!(source.contains("${TenantRestApi}"), "{bin}: {source}");
+    }
+    let operations: usize = paths
+        .as_mapping()
+        .unwrap()
+        .values()
+        .map(|ops| ops.as_mapping().unwrap().len())
+        .sum();
+    assert_eq!(
+        operations, functions,
+        "the REST API serves exactly the functions' routes"
+    );
+}
