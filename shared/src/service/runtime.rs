@@ -104,6 +104,8 @@ pub async fn respond_metered(
         status = response.status().as_u16(),
         latency_ms = started.elapsed().as_secs_f64() * 1000.0,
         dynamodb_requests = meta.dynamodb_requests(),
+        rcu = meta.read_capacity_units(),
+        wcu = meta.write_capacity_units(),
         "request"
     );
     response

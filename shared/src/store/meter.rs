@@ -1,15 +1,32 @@
 //! Per-request metering: what the request log line and the usage meter learn while a request runs.
 //! A task-local [`RequestMeta`] is set by the service layer around each handler; the
-//! [`RequestMetering`] interceptor on every tenant client counts the DynamoDB requests sent, and
-//! [`note_tenant`] records the tenant once the caller is verified.
+//! [`RequestMetering`] interceptor on every tenant client counts the DynamoDB requests sent, asks
+//! each for its consumed capacity (`ReturnConsumedCapacity=INDEXES`: the table's and GSI1's) and sums
+//! the read and write units it reports, and [`note_tenant`] records the tenant once the caller is
+//! verified.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_dynamodb::operation::{
+    batch_get_item::{BatchGetItemInput, BatchGetItemOutput},
+    batch_write_item::{BatchWriteItemInput, BatchWriteItemOutput},
+    delete_item::{DeleteItemInput, DeleteItemOutput},
+    get_item::{GetItemInput, GetItemOutput},
+    put_item::{PutItemInput, PutItemOutput},
+    query::{QueryInput, QueryOutput},
+    transact_get_items::{TransactGetItemsInput, TransactGetItemsOutput},
+    transact_write_items::{TransactWriteItemsInput, TransactWriteItemsOutput},
+    update_item::{UpdateItemInput, UpdateItemOutput},
+};
+use aws_sdk_dynamodb::types::{ConsumedCapacity, ReturnConsumedCapacity};
 use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    AfterDeserializationInterceptorContextRef, BeforeSerializationInterceptorContextMut,
+    BeforeTransmitInterceptorContextRef, Input, Output,
+};
 use tokio::sync::oneshot;
 
 use crate::identity::ids::TenantId;
@@ -19,6 +36,9 @@ use crate::identity::ids::TenantId;
 pub struct RequestMeta {
     tenant: OnceLock<String>,
     dynamodb_requests: AtomicU32,
+    /// Consumed capacity in thousandths of a unit, so concurrent requests add up exactly.
+    read_milli_units: AtomicU64,
+    write_milli_units: AtomicU64,
     /// Hands the verified tenant to whoever waits for it (the usage meter) as soon as it is known.
     tenant_listener: Mutex<Option<oneshot::Sender<TenantId>>>,
 }
@@ -40,6 +60,24 @@ impl RequestMeta {
 
     pub fn dynamodb_requests(&self) -> u32 {
         self.dynamodb_requests.load(Ordering::Relaxed)
+    }
+
+    /// Read capacity units DynamoDB reported for this request's calls (table and indexes).
+    pub fn read_capacity_units(&self) -> f64 {
+        self.read_milli_units.load(Ordering::Relaxed) as f64 / 1000.0
+    }
+
+    /// Write capacity units DynamoDB reported for this request's calls (table and indexes).
+    pub fn write_capacity_units(&self) -> f64 {
+        self.write_milli_units.load(Ordering::Relaxed) as f64 / 1000.0
+    }
+
+    fn add_units(&self, units: CapacityUnits) {
+        let milli = |u: f64| (u * 1000.0).round().max(0.0) as u64;
+        self.read_milli_units
+            .fetch_add(milli(units.read), Ordering::Relaxed);
+        self.write_milli_units
+            .fetch_add(milli(units.write), Ordering::Relaxed);
     }
 
     /// Drops the tenant listener: no tenant will be verified any more, so the listener stops waiting.
@@ -78,14 +116,120 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Counts DynamoDB requests sent on behalf of the current request (retries included), so the log line
-/// shows what each request cost. Installed on every tenant client.
+/// Read and write capacity units of one DynamoDB call.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CapacityUnits {
+    pub read: f64,
+    pub write: f64,
+}
+
+/// Whether an operation reads or writes: DynamoDB reports on-demand capacity as one total
+/// (`CapacityUnits`), which the kind of operation assigns to reads or writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Read,
+    Write,
+}
+
+/// The units one `ConsumedCapacity` reports: its read and write split where DynamoDB gives one (the
+/// table plus every index), otherwise its total as the operation's kind.
+fn units_of(c: &ConsumedCapacity, kind: Kind) -> CapacityUnits {
+    match (c.read_capacity_units(), c.write_capacity_units()) {
+        (None, None) => {
+            let total = c.capacity_units().unwrap_or(0.0);
+            match kind {
+                Kind::Read => CapacityUnits {
+                    read: total,
+                    write: 0.0,
+                },
+                Kind::Write => CapacityUnits {
+                    read: 0.0,
+                    write: total,
+                },
+            }
+        }
+        (read, write) => CapacityUnits {
+            read: read.unwrap_or(0.0),
+            write: write.unwrap_or(0.0),
+        },
+    }
+}
+
+fn sum_units<'a>(all: impl IntoIterator<Item = &'a ConsumedCapacity>, kind: Kind) -> CapacityUnits {
+    all.into_iter()
+        .map(|c| units_of(c, kind))
+        .fold(CapacityUnits::default(), |a, b| CapacityUnits {
+            read: a.read + b.read,
+            write: a.write + b.write,
+        })
+}
+
+/// Sets `ReturnConsumedCapacity=INDEXES` on every operation the tenant clients send.
+fn ask_for_consumed_capacity(input: &mut Input) {
+    macro_rules! ask {
+        ($($t:ty),+) => {$(
+            if let Some(i) = input.downcast_mut::<$t>() {
+                i.return_consumed_capacity = Some(ReturnConsumedCapacity::Indexes);
+                return;
+            }
+        )+};
+    }
+    ask!(
+        GetItemInput,
+        PutItemInput,
+        UpdateItemInput,
+        DeleteItemInput,
+        QueryInput,
+        BatchGetItemInput,
+        BatchWriteItemInput,
+        TransactGetItemsInput,
+        TransactWriteItemsInput
+    );
+}
+
+/// The capacity units a successful operation's output reports (one `ConsumedCapacity`, or one per
+/// table for batches and transactions).
+pub fn consumed_units(output: &Output) -> CapacityUnits {
+    macro_rules! units {
+        ($($t:ty => $kind:expr),+) => {$(
+            if let Some(o) = output.downcast_ref::<$t>() {
+                return sum_units(o.consumed_capacity(), $kind);
+            }
+        )+};
+    }
+    units!(
+        GetItemOutput => Kind::Read,
+        QueryOutput => Kind::Read,
+        BatchGetItemOutput => Kind::Read,
+        TransactGetItemsOutput => Kind::Read,
+        PutItemOutput => Kind::Write,
+        UpdateItemOutput => Kind::Write,
+        DeleteItemOutput => Kind::Write,
+        BatchWriteItemOutput => Kind::Write,
+        TransactWriteItemsOutput => Kind::Write
+    );
+    CapacityUnits::default()
+}
+
+/// Counts DynamoDB requests sent on behalf of the current request (retries included), and sums the
+/// capacity units DynamoDB reports for them, so the log line and the usage meter show what each
+/// request cost. Installed on every tenant client.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RequestMetering;
 
 impl Intercept for RequestMetering {
     fn name(&self) -> &'static str {
         "RequestMetering"
+    }
+
+    fn modify_before_serialization(
+        &self,
+        ctx: &mut BeforeSerializationInterceptorContextMut<'_>,
+        _rc: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        ask_for_consumed_capacity(ctx.input_mut());
+        Ok(())
     }
 
     fn read_before_transmit(
@@ -95,6 +239,19 @@ impl Intercept for RequestMetering {
         _cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         let _ = REQUEST.try_with(|m| m.dynamodb_requests.fetch_add(1, Ordering::Relaxed));
+        Ok(())
+    }
+
+    fn read_after_deserialization(
+        &self,
+        ctx: &AfterDeserializationInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if let Ok(output) = ctx.output_or_error() {
+            let units = consumed_units(output);
+            let _ = REQUEST.try_with(|m| m.add_units(units));
+        }
         Ok(())
     }
 }
