@@ -82,6 +82,7 @@ fn production_app(sdk: &aws_types::SdkConfig, table: &str) -> App {
             None,
         )
         .expect("a 32-byte key"),
+        max_in_flight: shared::store::scoped::DEFAULT_MAX_IN_FLIGHT,
     };
     App::new(settings, sdk, Arc::new(SystemClock)).expect("app")
 }

@@ -494,6 +494,7 @@ impl Harness {
             credentials_seconds: 900,
             auth: AuthMode::Authorizer,
             cursor_keys: test_cursor_keys(),
+            max_in_flight: shared::store::scoped::DEFAULT_MAX_IN_FLIGHT,
         };
         let sts = aws_sdk_sts::Client::from_conf(
             aws_sdk_sts::config::Builder::from(&sdk)

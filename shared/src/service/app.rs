@@ -19,7 +19,7 @@ use crate::isolation::credentials::CredentialSettings;
 use crate::isolation::policy::{PolicyError, TableLocation};
 use crate::service::error::ApiError;
 use crate::store::meter::note_tenant;
-use crate::store::scoped::{TenantClients, TenantDb};
+use crate::store::scoped::{TenantClients, TenantDb, DEFAULT_MAX_IN_FLIGHT};
 use crate::store::tenants::ShardDirectory;
 
 pub const DEFAULT_SESSION_TTL_SECONDS: u64 = 3600;
@@ -55,6 +55,8 @@ pub struct Settings {
     pub auth: AuthMode,
     /// `CURSOR_SIGNING_KEY` (and `CURSOR_SIGNING_KEY_PREVIOUS` during a rotation): at least 32 bytes.
     pub cursor_keys: CursorKeys,
+    /// `DYNAMODB_MAX_IN_FLIGHT`, 1 to 64 (default 16): the fan-out budget of one API request.
+    pub max_in_flight: usize,
 }
 
 fn var(name: &'static str) -> Result<String, ConfigError> {
@@ -108,6 +110,13 @@ impl Settings {
                 "must be 900 to 3600".into(),
             ));
         }
+        let max_in_flight = var_or("DYNAMODB_MAX_IN_FLIGHT", DEFAULT_MAX_IN_FLIGHT)?;
+        if !(1..=64).contains(&max_in_flight) {
+            return Err(ConfigError::Invalid(
+                "DYNAMODB_MAX_IN_FLIGHT",
+                "must be 1 to 64".into(),
+            ));
+        }
         let session_ttl_seconds = var_or("SESSION_TTL_SECONDS", DEFAULT_SESSION_TTL_SECONDS)?;
         if session_ttl_seconds == 0 {
             return Err(ConfigError::Invalid(
@@ -127,6 +136,7 @@ impl Settings {
         .map_err(|e| ConfigError::Invalid("CURSOR_SIGNING_KEY", e.to_string()))?;
         Ok(Self {
             cursor_keys,
+            max_in_flight,
             table_name,
             tenant_role_arn,
             session_ttl_seconds,
@@ -210,7 +220,8 @@ impl App {
                 duration_seconds: settings.credentials_seconds,
             },
             clock.clone(),
-        );
+        )
+        .with_max_in_flight(settings.max_in_flight);
         Ok(Self {
             settings,
             tenants,

@@ -25,7 +25,7 @@ use aws_sdk_dynamodb::types::{ConsumedCapacity, ReturnConsumedCapacity};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::{
     AfterDeserializationInterceptorContextRef, BeforeSerializationInterceptorContextMut,
-    BeforeTransmitInterceptorContextRef, Input, Output,
+    BeforeTransmitInterceptorContextRef, FinalizerInterceptorContextRef, Input, Output,
 };
 use tokio::sync::oneshot;
 
@@ -36,6 +36,10 @@ use crate::identity::ids::TenantId;
 pub struct RequestMeta {
     tenant: OnceLock<String>,
     dynamodb_requests: AtomicU32,
+    /// DynamoDB attempts under way now, and the most there ever were at once (the fan-out budget's
+    /// witness).
+    in_flight: AtomicU32,
+    max_in_flight: AtomicU32,
     /// Consumed capacity in thousandths of a unit, so concurrent requests add up exactly.
     read_milli_units: AtomicU64,
     write_milli_units: AtomicU64,
@@ -60,6 +64,11 @@ impl RequestMeta {
 
     pub fn dynamodb_requests(&self) -> u32 {
         self.dynamodb_requests.load(Ordering::Relaxed)
+    }
+
+    /// The most DynamoDB requests this request ever had in flight at once.
+    pub fn max_in_flight(&self) -> u32 {
+        self.max_in_flight.load(Ordering::Relaxed)
     }
 
     /// Read capacity units DynamoDB reported for this request's calls (table and indexes).
@@ -232,6 +241,19 @@ impl Intercept for RequestMetering {
         Ok(())
     }
 
+    fn read_before_attempt(
+        &self,
+        _ctx: &BeforeTransmitInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let _ = REQUEST.try_with(|m| {
+            let now = m.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+            m.max_in_flight.fetch_max(now, Ordering::Relaxed);
+        });
+        Ok(())
+    }
+
     fn read_before_transmit(
         &self,
         _ctx: &BeforeTransmitInterceptorContextRef<'_>,
@@ -239,6 +261,16 @@ impl Intercept for RequestMetering {
         _cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         let _ = REQUEST.try_with(|m| m.dynamodb_requests.fetch_add(1, Ordering::Relaxed));
+        Ok(())
+    }
+
+    fn read_after_attempt(
+        &self,
+        _ctx: &FinalizerInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let _ = REQUEST.try_with(|m| m.in_flight.fetch_sub(1, Ordering::Relaxed));
         Ok(())
     }
 

@@ -4,7 +4,8 @@
 //!
 //! A [`Listing`] names the partitions, in groups: every item of a group sorts before every item of
 //! the next (orders: one group per month, newest first). A page reads the partitions of one group
-//! concurrently (tokio futures on one task, at most [`MAX_QUERIES_IN_FLIGHT`] at once), follows each
+//! concurrently (tokio futures on one task, at most the tenant client's fan-out budget at once:
+//! [`TenantDb::max_in_flight`], 16 by default), follows each
 //! partition's `LastEvaluatedKey`, merges in sort-key order, and opens the next group only once the
 //! current one is read to the end, so a page reads only the months it needs.
 //!
@@ -35,9 +36,6 @@ use crate::identity::keys::{entity_sk_prefix, shard_pk, PK, SK};
 use crate::store::error::StoreError;
 use crate::store::query::{string_attr, Item};
 use crate::store::scoped::TenantDb;
-
-/// No request has more DynamoDB Queries than this in flight; a 64-shard page runs in waves.
-pub const MAX_QUERIES_IN_FLIGHT: usize = 16;
 
 /// Which way a listing's sort key runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +129,10 @@ pub struct LaneRead {
 /// Where partition reads come from: DynamoDB in production, memory in the pagination property test.
 pub trait PartitionSource {
     fn tenant(&self) -> &TenantId;
+    /// The most reads to have in flight at once (the fan-out budget).
+    fn max_in_flight(&self) -> usize {
+        crate::store::scoped::DEFAULT_MAX_IN_FLIGHT
+    }
     /// Up to `want` items of `partition` after `start`, in the listing's order.
     fn read(
         &self,
@@ -149,6 +151,10 @@ pub struct DynamoPartitions<'a> {
 impl PartitionSource for DynamoPartitions<'_> {
     fn tenant(&self) -> &TenantId {
         &self.db.tenant
+    }
+
+    fn max_in_flight(&self) -> usize {
+        self.db.max_in_flight
     }
 
     fn read(
@@ -182,7 +188,7 @@ pub async fn gather_all(db: &TenantDb, listing: &Listing) -> Result<Vec<Item>, S
         .flatten()
         .map(|p| read_partition(db, listing, p.clone(), u32::MAX, None))
         .collect();
-    let reads = in_waves(pending, MAX_QUERIES_IN_FLIGHT).await?;
+    let reads = in_waves(pending, db.max_in_flight).await?;
     Ok(reads.into_iter().flat_map(|r| r.items).collect())
 }
 
@@ -362,8 +368,8 @@ struct Lane {
     exhausted: bool,
 }
 
-/// Reads up to `want` more items into each lane in `which`: concurrently (at most
-/// [`MAX_QUERIES_IN_FLIGHT`] at once) or one after another.
+/// Reads up to `want` more items into each lane in `which`: concurrently (at most the source's
+/// fan-out budget at once) or one after another.
 async fn refill<S: PartitionSource>(
     source: &S,
     lanes: &mut [Lane],
@@ -373,7 +379,7 @@ async fn refill<S: PartitionSource>(
     sort_attr: &str,
 ) -> Result<(), StoreError> {
     let in_flight = match fanout {
-        Fanout::Parallel => MAX_QUERIES_IN_FLIGHT,
+        Fanout::Parallel => source.max_in_flight(),
         Fanout::Sequential => 1,
     };
     // Collected first: a lazily mapped iterator here is not `Send` for every lifetime (rust#110338).

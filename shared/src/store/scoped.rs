@@ -14,12 +14,18 @@ use crate::isolation::guard::TenantKeyGuard;
 use crate::store::error::StoreError;
 use crate::store::meter::RequestMetering;
 
+/// How many DynamoDB requests one API request may have in flight at once, unless
+/// `DYNAMODB_MAX_IN_FLIGHT` says otherwise: a 64-shard listing runs in waves of this many.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 16;
+
 /// A DynamoDB client that can only touch one tenant's keys, plus what requests need to address it.
 #[derive(Debug, Clone)]
 pub struct TenantDb {
     pub client: aws_sdk_dynamodb::Client,
     pub tenant: TenantId,
     pub table: Arc<str>,
+    /// The fan-out budget: the most requests a scatter-gather sends at once for one API request.
+    pub max_in_flight: usize,
 }
 
 impl TenantDb {
@@ -42,6 +48,7 @@ pub struct TenantClients {
     dynamodb: aws_sdk_dynamodb::Config,
     table_name: Arc<str>,
     extra_interceptors: Vec<SharedInterceptor>,
+    max_in_flight: usize,
 }
 
 impl TenantClients {
@@ -56,7 +63,14 @@ impl TenantClients {
             credentials: TenantCredentials::new(sts, settings, clock),
             dynamodb,
             extra_interceptors: Vec::new(),
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         }
+    }
+
+    /// Sets the fan-out budget of every tenant client built from now on (at least 1).
+    pub fn with_max_in_flight(mut self, max_in_flight: usize) -> Self {
+        self.max_in_flight = max_in_flight.max(1);
+        self
     }
 
     /// Adds an interceptor to every tenant client built from now on (request counting, fault injection).
@@ -87,6 +101,7 @@ impl TenantClients {
                     client: aws_sdk_dynamodb::Client::from_conf(config.build()),
                     tenant: tenant.clone(),
                     table: self.table_name.clone(),
+                    max_in_flight: self.max_in_flight,
                 }
             })
             .await?;

@@ -1,0 +1,53 @@
+//! The fan-out budget: no API request has more DynamoDB requests in flight than its tenant client's
+//! budget (16 by default; `DYNAMODB_MAX_IN_FLIGHT`), so a 64-shard listing runs in waves. The
+//! request meter's in-flight counter is the witness.
+
+use integration::routes::call;
+use integration::{onboard, unique, Auth, Harness};
+use serde_json::json;
+use shared::store::meter::with_request_meta;
+
+#[tokio::test]
+async fn a_64_shard_listing_never_has_more_than_the_budget_in_flight() {
+    for budget in [shared::store::scoped::DEFAULT_MAX_IN_FLIGHT, 4] {
+        // GIVEN a tenant with 64 shards and 40 products, and tenant clients with this budget
+        let mut h = Harness::new().await;
+        h.app.tenants = h.app.tenants.with_max_in_flight(budget);
+        let tenant = unique("wide");
+        onboard(&h, &tenant, 64).await;
+        let auth = Auth::Tenant(tenant.clone());
+        for i in 0..40 {
+            let id = format!("p-{i}");
+            let r = call(
+                &h.app,
+                "put-product",
+                &[("productId".to_string(), id)].into(),
+                &[],
+                Some(json!({"n": i})),
+                &auth,
+            )
+            .await;
+            assert_eq!(r.status, 201, "{}", r.body);
+        }
+        // WHEN one page of 25 is listed (64 partitions to read)
+        let ev = integration::event("GET", "/products", &[], &[("limit", "25")], None, &auth);
+        let (response, meta) =
+            with_request_meta(products::query_tenant_products::handle(&h.app, ev)).await;
+        // THEN the page is whole, every partition was read, and never more than the budget at once
+        assert_eq!(response.unwrap().status(), 200);
+        assert!(
+            meta.dynamodb_requests() >= 64,
+            "{}",
+            meta.dynamodb_requests()
+        );
+        assert!(
+            meta.max_in_flight() as usize <= budget,
+            "budget {budget}: {} in flight",
+            meta.max_in_flight()
+        );
+        assert!(
+            meta.max_in_flight() >= 2,
+            "the partitions were read concurrently"
+        );
+    }
+}
