@@ -133,6 +133,8 @@ pub struct Faults {
     armed: Mutex<Option<(String, Phase)>>,
     /// How many more DynamoDB attempts answer ProvisionedThroughputExceededException.
     throttle: AtomicUsize,
+    /// The next attempt of this operation is throttled as DynamoDB does it: never applied.
+    refuse_once: Mutex<Option<String>>,
     /// How many more attempts are executed by DynamoDB but answered with a 500, so the SDK retries
     /// a request that already took effect (as after a timeout on the way back).
     lost_after_success: AtomicUsize,
@@ -174,6 +176,22 @@ impl Faults {
         self.lost_after_success
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
+    }
+
+    /// The next attempt of `operation` is answered with ProvisionedThroughputExceededException and
+    /// never takes effect (it is turned into a harmless ListTables before it is sent), as real
+    /// throttling. (`throttle` answers throttling after the attempt reached DynamoDB.)
+    pub fn refuse_once_with_throttling(&self, operation: &str) {
+        *self.refuse_once.lock().unwrap() = Some(operation.to_owned());
+    }
+
+    fn take_refusal(&self, operation: &str) -> bool {
+        let mut refuse = self.refuse_once.lock().unwrap();
+        if refuse.as_deref() == Some(operation) {
+            *refuse = None;
+            return true;
+        }
+        false
     }
 
     fn take_throttle(&self) -> bool {
@@ -296,11 +314,18 @@ impl Intercept for FaultInterceptor {
         _rc: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        if operation_of(cfg) != "TransactWriteItems" {
-            return Ok(());
-        }
-        // The state lives across the operation's retry attempts: set or clear it on each one.
-        let answer = self.0.take_cancel();
+        let operation = operation_of(cfg);
+        let answer = if self.0.take_refusal(&operation) {
+            Some(
+                r#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"injected throttling, not applied"}"#
+                    .to_owned(),
+            )
+        } else if operation == "TransactWriteItems" {
+            // The state lives across the operation's retry attempts: set or clear it on each one.
+            self.0.take_cancel()
+        } else {
+            None
+        };
         if answer.is_some() {
             let request = ctx.request_mut();
             request

@@ -165,3 +165,73 @@ async fn a_metering_failure_never_fails_the_call_and_a_caller_without_tenant_is_
     assert_eq!(r.status(), 401);
     assert_eq!(h.requests.total(), 0);
 }
+
+#[tokio::test]
+async fn a_calls_capacity_units_ride_on_the_next_metering_write_and_are_never_counted_twice() {
+    use shared::identity::clock::Clock;
+    use shared::store::usage::{defer_units, increment, read, utc_date, RouteUsage};
+    let h = Harness::new().await;
+    let t = shared::identity::ids::TenantId::parse(&unique("units")).unwrap();
+    let db = h.app.db(&t).await.unwrap();
+    let (today, now) = (utc_date(h.clock.now_millis()), h.clock.now_seconds());
+    // The meter has a 200 ms budget: warm DynamoDB Local's JVM for this partition first.
+    for shard in 0..8 {
+        let _ = increment(&db, &today, "warm", shard, now).await;
+    }
+    // GIVEN an earlier call left 1.5 read and 2 write units pending for route r
+    defer_units(t.as_str(), "r", 1500, 2000);
+    // WHEN DynamoDB refuses the next metering write (throttled: nothing was added)
+    h.faults.refuse_once_with_throttling("UpdateItem");
+    assert!(increment(&db, &today, "r", 0, now).await.is_err());
+    // THEN the units stay pending, and the next write carries them, once
+    increment(&db, &today, "r", 1, now).await.unwrap();
+    increment(&db, &today, "r", 2, now).await.unwrap();
+    let usage =
+        |days: &std::collections::BTreeMap<_, std::collections::BTreeMap<String, RouteUsage>>,
+         route: &str| days[&today][route];
+    let days = read(&db, &today, &today).await.unwrap();
+    assert_eq!(
+        usage(&days, "r"),
+        RouteUsage {
+            calls: 2,
+            read_milli_units: 1500,
+            write_milli_units: 2000,
+        }
+    );
+    // AND a write whose answer is lost (it was applied) does not leave its units pending: they are
+    // counted once, by the write that carried them
+    defer_units(t.as_str(), "s", 500, 0);
+    h.faults.arm("UpdateItem", Phase::AfterSend);
+    assert!(increment(&db, &today, "s", 3, now).await.is_err());
+    increment(&db, &today, "s", 4, now).await.unwrap();
+    let days = read(&db, &today, &today).await.unwrap();
+    assert_eq!(
+        usage(&days, "s"),
+        RouteUsage {
+            calls: 2,
+            read_milli_units: 500,
+            write_milli_units: 0,
+        }
+    );
+}
+
+#[tokio::test]
+async fn get_usage_reports_the_capacity_units_of_metered_calls() {
+    // GIVEN a tenant that creates two sessions (each a PutItem with its GSI1 copy)
+    let h = Harness::new().await;
+    let t = unique("capusage");
+    assert_eq!(metered_create(&h, &t).await, 201);
+    assert_eq!(metered_create(&h, &t).await, 201);
+    // WHEN it reads its usage
+    let r = usage(&h, &t).await;
+    // THEN both calls are counted, and the write units of at least the first (which rode on the
+    // second call's metering write) are there: a PutItem on the table and on GSI1
+    assert_eq!(
+        r.body["days"][0]["routes"]["create-session"], 2,
+        "{}",
+        r.body
+    );
+    let units = &r.body["days"][0]["capacityUnits"]["create-session"];
+    assert!(units["write"].as_f64().unwrap() >= 2.0, "{}", r.body);
+    assert_eq!(units["read"].as_f64(), Some(0.0), "{}", r.body);
+}

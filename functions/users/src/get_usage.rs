@@ -1,8 +1,11 @@
-//! getUsage: `GET /usage?from=YYYY-MM-DD&to=YYYY-MM-DD` → the caller's daily call counts per route.
+//! getUsage: `GET /usage?from=YYYY-MM-DD&to=YYYY-MM-DD` → the caller's daily call counts per route,
+//! and the read and write capacity units those calls consumed (table and GSI1).
 //!
 //! Every tenant API call is metered by `shared::service::runtime` (UpdateItem `ADD` on one of 8 counter shards,
 //! concurrently with the call itself). Reading sums the shards: 8 Queries, concurrently, for any range
 //! of up to 13 months (`shared::store::usage`).
+
+use std::collections::BTreeMap;
 
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
@@ -18,7 +21,16 @@ const MAX_MONTHS: usize = 13;
 #[serde(rename_all = "camelCase")]
 struct Day {
     date: String,
-    routes: std::collections::BTreeMap<String, u64>,
+    /// Calls per route.
+    routes: BTreeMap<String, u64>,
+    /// Capacity units per route.
+    capacity_units: BTreeMap<String, Units>,
+}
+
+#[derive(Serialize)]
+struct Units {
+    read: f64,
+    write: f64,
 }
 
 #[derive(Serialize)]
@@ -41,7 +53,20 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             to: to.to_string(),
             days: days
                 .into_iter()
-                .map(|(date, routes)| Day { date, routes })
+                .map(|(date, routes)| Day {
+                    date,
+                    capacity_units: routes
+                        .iter()
+                        .map(|(route, u)| {
+                            let units = Units {
+                                read: u.read_milli_units as f64 / 1000.0,
+                                write: u.write_milli_units as f64 / 1000.0,
+                            };
+                            (route.clone(), units)
+                        })
+                        .collect(),
+                    routes: routes.into_iter().map(|(r, u)| (r, u.calls)).collect(),
+                })
                 .collect(),
         },
     ))

@@ -96,6 +96,11 @@ pub async fn respond_metered(
         }
     };
     let (result, ()) = tokio::join!(main, metering);
+    if let (Some((_, bin)), Some(tenant)) = (meter, meta.tenant()) {
+        // This call's units are known only now: they ride on the tenant's next metered call.
+        let (read, write) = meta.capacity_milli_units();
+        usage::defer_units(tenant, bin, read, write);
+    }
     let response = result.unwrap_or_else(ApiError::into_response);
     tracing::info!(
         request_id,

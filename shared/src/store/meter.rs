@@ -71,6 +71,14 @@ impl RequestMeta {
         self.max_in_flight.load(Ordering::Relaxed)
     }
 
+    /// The capacity units so far, in thousandths: (read, write).
+    pub fn capacity_milli_units(&self) -> (u64, u64) {
+        (
+            self.read_milli_units.load(Ordering::Relaxed),
+            self.write_milli_units.load(Ordering::Relaxed),
+        )
+    }
+
     /// Read capacity units DynamoDB reported for this request's calls (table and indexes).
     pub fn read_capacity_units(&self) -> f64 {
         self.read_milli_units.load(Ordering::Relaxed) as f64 / 1000.0

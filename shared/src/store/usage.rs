@@ -1,4 +1,12 @@
-//! Usage metering: a per-tenant, per-route, per-day request counter, updated with UpdateItem `ADD`.
+//! Usage metering: a per-tenant, per-route, per-day counter of calls and of the read and write
+//! capacity units they consumed, updated with UpdateItem `ADD`.
+//!
+//! A call's capacity units are known only once it has run, but its metering write is sent as soon as
+//! the tenant is verified, beside the handler, so that metering adds no latency. So a call's units
+//! ride on the next metered call of the same tenant and route in the same container ([`defer_units`]);
+//! the units a container still holds when it stops are lost, at most those of its last call per
+//! tenant and route. Units are stored in thousandths (`readMilliUnits`, `writeMilliUnits`), so sums
+//! stay exact.
 //!
 //! One counter item per tenant, route and day would be a hot key (one partition, about 1,000 writes a
 //! second, and its GSI1 partition too), so each counter is spread over [`COUNTER_SHARDS`] items summed
@@ -15,6 +23,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
@@ -69,8 +78,37 @@ pub fn meter_config() -> aws_sdk_dynamodb::config::Builder {
         )
 }
 
-/// Adds one call of `route` on `date` to one shard of the tenant's counter. A new counter item gets
-/// `expiresAt` = `now_seconds` + [`COUNTER_TTL_SECONDS`].
+/// Capacity units (thousandths: read, write) consumed but not counted yet, per (tenant, route).
+static PENDING_UNITS: Mutex<BTreeMap<(String, String), (u64, u64)>> = Mutex::new(BTreeMap::new());
+
+fn pending() -> std::sync::MutexGuard<'static, BTreeMap<(String, String), (u64, u64)>> {
+    PENDING_UNITS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Holds a finished call's capacity units (thousandths) for the next metering write of `tenant` and
+/// `route` in this container.
+pub fn defer_units(tenant: &str, route: &str, read_milli: u64, write_milli: u64) {
+    if read_milli == 0 && write_milli == 0 {
+        return;
+    }
+    let mut map = pending();
+    let entry = map
+        .entry((tenant.to_owned(), route.to_owned()))
+        .or_default();
+    entry.0 += read_milli;
+    entry.1 += write_milli;
+}
+
+fn take_units(tenant: &str, route: &str) -> (u64, u64) {
+    pending()
+        .remove(&(tenant.to_owned(), route.to_owned()))
+        .unwrap_or_default()
+}
+
+/// Adds one call of `route` on `date` to one shard of the tenant's counter, with the capacity units
+/// earlier calls left pending ([`defer_units`]); if DynamoDB refuses the write, they stay pending,
+/// and units are never counted twice. A new counter item gets `expiresAt` = `now_seconds` +
+/// [`COUNTER_TTL_SECONDS`].
 pub async fn increment(
     db: &TenantDb,
     date: &str,
@@ -79,18 +117,23 @@ pub async fn increment(
     now_seconds: u64,
 ) -> Result<(), StoreError> {
     let t = &db.tenant;
-    db.client
+    let (read_milli, write_milli) = take_units(t.as_str(), route);
+    let sent = db
+        .client
         .update_item()
         .table_name(&*db.table)
         .key(PK, AttributeValue::S(counter_pk(t, shard)))
         .key(SK, AttributeValue::S(counter_sk(t, date, route, shard)))
         .update_expression(
-            "ADD calls :one SET #date = :date, #route = :route, #exp = if_not_exists(#exp, :exp)",
+            "ADD calls :one, readMilliUnits :r, writeMilliUnits :w \
+             SET #date = :date, #route = :route, #exp = if_not_exists(#exp, :exp)",
         )
         .expression_attribute_names("#date", "date")
         .expression_attribute_names("#route", "route")
         .expression_attribute_names("#exp", EXPIRES_AT)
         .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .expression_attribute_values(":r", AttributeValue::N(read_milli.to_string()))
+        .expression_attribute_values(":w", AttributeValue::N(write_milli.to_string()))
         .expression_attribute_values(":date", AttributeValue::S(date.to_owned()))
         .expression_attribute_values(":route", AttributeValue::S(route.to_owned()))
         .expression_attribute_values(
@@ -100,17 +143,49 @@ pub async fn increment(
         .customize()
         .config_override(meter_config())
         .send()
-        .await
-        .map_err(StoreError::from_sdk)?;
+        .await;
+    if let Err(e) = sent {
+        // DynamoDB refused the write (throttled, say), so nothing was added: the units wait for the
+        // next write. A write whose outcome is unknown (a timeout, a lost answer) may have been
+        // applied, so its units are dropped rather than risk counting them twice.
+        use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+        let not_applied = match &e {
+            SdkError::ConstructionFailure(_) => true,
+            // Throttling and validation errors are refusals; a 500 may have been applied.
+            SdkError::ServiceError(s) => matches!(
+                s.err().code(),
+                Some(
+                    "ProvisionedThroughputExceededException"
+                        | "ThrottlingException"
+                        | "RequestLimitExceeded"
+                        | "ValidationException"
+                )
+            ),
+            _ => false,
+        };
+        if not_applied {
+            defer_units(t.as_str(), route, read_milli, write_milli);
+        }
+        return Err(StoreError::from_sdk(e));
+    }
     Ok(())
 }
 
-/// Daily calls per route between `from` and `to` (inclusive, `YYYY-MM-DD`): one Query per shard.
+/// One route's usage on one day.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouteUsage {
+    pub calls: u64,
+    /// Capacity units consumed, in thousandths.
+    pub read_milli_units: u64,
+    pub write_milli_units: u64,
+}
+
+/// Daily usage per route between `from` and `to` (inclusive, `YYYY-MM-DD`): one Query per shard.
 pub async fn read(
     db: &TenantDb,
     from: &str,
     to: &str,
-) -> Result<BTreeMap<String, BTreeMap<String, u64>>, StoreError> {
+) -> Result<BTreeMap<String, BTreeMap<String, RouteUsage>>, StoreError> {
     let t = &db.tenant;
     let listing = Listing {
         route: "usage".into(),
@@ -126,7 +201,7 @@ pub async fn read(
         groups: vec![(0..COUNTER_SHARDS).map(|s| counter_pk(t, s)).collect()],
     };
     let counters = gather_all(db, &listing).await?;
-    let mut days: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    let mut days: BTreeMap<String, BTreeMap<String, RouteUsage>> = BTreeMap::new();
     for item in counters {
         let (Some(date), Some(route), Some(calls)) = (
             crate::store::query::string_attr(&item, "date"),
@@ -135,7 +210,11 @@ pub async fn read(
         ) else {
             continue;
         };
-        *days.entry(date).or_default().entry(route).or_default() += calls;
+        let units = |name| crate::store::query::u64_attr(&item, name).unwrap_or(0);
+        let usage = days.entry(date).or_default().entry(route).or_default();
+        usage.calls += calls;
+        usage.read_milli_units += units("readMilliUnits");
+        usage.write_milli_units += units("writeMilliUnits");
     }
     Ok(days)
 }
