@@ -73,3 +73,15 @@ fn a_missing_or_short_cursor_signing_key_is_named() {
     assert!(!ok);
     assert!(stderr.contains("at least 32 bytes"), "{stderr}");
 }
+
+#[test]
+fn a_fan_out_budget_outside_1_to_64_is_named() {
+    for bad in ["0", "65", "many"] {
+        let (ok, stderr) = start(&[
+            ("CURSOR_SIGNING_KEY", "0123456789abcdef0123456789abcdef"),
+            ("DYNAMODB_MAX_IN_FLIGHT", bad),
+        ]);
+        assert!(!ok, "{bad}");
+        assert!(stderr.contains("DYNAMODB_MAX_IN_FLIGHT"), "{bad}: {stderr}");
+    }
+}
