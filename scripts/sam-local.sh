@@ -14,9 +14,10 @@
 #   registry is reachable, otherwise a stand-in built from Debian's libc6, libgcc-s1 and busybox-static
 #   (what a Rust bootstrap and SAM's own image build need), loaded with `docker load`;
 # - the bootstraps: SAM_LOCAL_ARCH=host (the default) runs the machine's own architecture with the
-#   shared debug build, so no second compile of the SDK; SAM_LOCAL_ARCH=arm64 runs the deployed
+#   shared debug build, so no second compile of the SDK; SAM_LOCAL_ARCH=arm64 prepares the deployed
 #   architecture's release bootstraps (cargo lambda build --release --arm64, about 25 minutes cold),
-#   under qemu-user-static through binfmt_misc when the machine is not arm64;
+#   under qemu-user-static through binfmt_misc when the machine is not arm64 (not working yet under
+#   `sam local invoke` on x86_64: see README.md);
 # - target/sam-local/template-<arch>.yaml: template.yaml with each function's CodeUri pointed at its
 #   bootstrap and the architecture set. It also declares POOLTABLE_DEV_UNSIGNED_JWT (off), because
 #   `sam local --env-vars` sets only variables the template declares; the env file turns it on for
