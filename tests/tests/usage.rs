@@ -179,7 +179,7 @@ async fn a_calls_capacity_units_ride_on_the_next_metering_write_and_are_never_co
         let _ = increment(&db, &today, "warm", shard, now).await;
     }
     // GIVEN an earlier call left 1.5 read and 2 write units pending for route r
-    defer_units(t.as_str(), "r", 1500, 2000);
+    defer_units(t.as_str(), "r", 1500, 2000, 1);
     // WHEN DynamoDB refuses the next metering write (throttled: nothing was added)
     h.faults.refuse_once_with_throttling("UpdateItem");
     assert!(increment(&db, &today, "r", 0, now).await.is_err());
@@ -196,11 +196,12 @@ async fn a_calls_capacity_units_ride_on_the_next_metering_write_and_are_never_co
             calls: 2,
             read_milli_units: 1500,
             write_milli_units: 2000,
+            throttles: 1,
         }
     );
     // AND a write whose answer is lost (it was applied) does not leave its units pending: they are
     // counted once, by the write that carried them
-    defer_units(t.as_str(), "s", 500, 0);
+    defer_units(t.as_str(), "s", 500, 0, 0);
     h.faults.arm("UpdateItem", Phase::AfterSend);
     assert!(increment(&db, &today, "s", 3, now).await.is_err());
     increment(&db, &today, "s", 4, now).await.unwrap();
@@ -211,6 +212,7 @@ async fn a_calls_capacity_units_ride_on_the_next_metering_write_and_are_never_co
             calls: 2,
             read_milli_units: 500,
             write_milli_units: 0,
+            throttles: 0,
         }
     );
 }

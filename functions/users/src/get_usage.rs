@@ -25,6 +25,8 @@ struct Day {
     routes: BTreeMap<String, u64>,
     /// Capacity units per route.
     capacity_units: BTreeMap<String, Units>,
+    /// DynamoDB attempts answered with a throttling error, per route.
+    throttles: BTreeMap<String, u64>,
 }
 
 #[derive(Serialize)]
@@ -64,6 +66,10 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                             };
                             (route.clone(), units)
                         })
+                        .collect(),
+                    throttles: routes
+                        .iter()
+                        .map(|(r, u)| (r.clone(), u.throttles))
                         .collect(),
                     routes: routes.into_iter().map(|(r, u)| (r, u.calls)).collect(),
                 })

@@ -175,6 +175,36 @@ pub mod kind {
     pub const MEMBER: &str = "MEMBER";
 }
 
+/// The partitions whose last segment is a write shard, not an id: products and HR
+/// (`TENANT#t#<kind>#<shard>`), usage counters (`TENANT#t#USAGE#<shard>`) and the order date index's
+/// GSI1 partitions (`TENANT#t#ORDERS#<YYYY-MM>#<shard>`).
+const SHARDED_PARTITIONS: [&str; 4] = [kind::PRODUCT, kind::HR, "USAGE", "ORDERS"];
+
+/// The shape of a partition key value for telemetry: its kind, and its shard where the partition is
+/// write-sharded; never an id, and never the tenant (logged on its own). `TENANT#t#PRODUCT#7` →
+/// `PRODUCT#7`, `TENANT#t#ORDERS#2026-11#3` → `ORDERS#3`, `TENANT#t#SESSION#<id>` → `SESSION`; a value
+/// of no tenant → `?`.
+pub fn key_shape(value: &str) -> String {
+    let Some(rest) = value.strip_prefix("TENANT#") else {
+        return "?".into();
+    };
+    let mut segments = rest.split('#').skip(1);
+    let Some(kind) = segments.next().filter(|k| !k.is_empty()) else {
+        return "?".into();
+    };
+    let is_known_kind = kind.bytes().all(|b| b.is_ascii_uppercase());
+    if !is_known_kind {
+        return "?".into();
+    }
+    let shard = segments
+        .last()
+        .filter(|s| !s.is_empty() && s.len() <= 3 && s.bytes().all(|b| b.is_ascii_digit()));
+    match shard {
+        Some(shard) if SHARDED_PARTITIONS.contains(&kind) => format!("{kind}#{shard}"),
+        _ => kind.to_owned(),
+    }
+}
+
 /// The tenant record: `PK` = `SK` = `TENANT#t#TENANT`.
 pub fn tenant_record_key(tenant: &TenantId) -> String {
     format!("TENANT#{tenant}#{}", kind::TENANT)
@@ -276,5 +306,29 @@ mod sharded_key_tests {
             parse_entity_sk(&t, kind::PRODUCT, "TENANT#acme#PRODUCT#sku-1"),
             Ok(p)
         );
+    }
+
+    #[test]
+    fn key_shapes_name_the_kind_and_shard_never_an_id() {
+        for (value, shape) in [
+            ("TENANT#acme#PRODUCT#7", "PRODUCT#7"),
+            ("TENANT#acme#HR#15", "HR#15"),
+            ("TENANT#acme#USAGE#3", "USAGE#3"),
+            ("TENANT#acme#ORDERS#2026-11#3", "ORDERS#3"),
+            (
+                "TENANT#acme#SESSION#01a1fcba-9139-7bdd-8e68-8992306e0b9d",
+                "SESSION",
+            ),
+            ("TENANT#acme#CUSTOMER#42", "CUSTOMER"),
+            ("TENANT#acme#USER#u1", "USER"),
+            ("TENANT#acme#TENANT", "TENANT"),
+            ("TENANT#acme#DEPARTMENT#eng#MEMBERS", "DEPARTMENT"),
+            ("TENANT#acme#PRODUCT#sku-1001", "PRODUCT"),
+            ("TENANT#acme#lower#1", "?"),
+            ("acme#PRODUCT#7", "?"),
+            ("TENANT#acme", "?"),
+        ] {
+            assert_eq!(key_shape(value), shape, "{value}");
+        }
     }
 }

@@ -80,6 +80,7 @@ pub async fn respond_metered(
 ) -> Response<Body> {
     let started = Instant::now();
     let (meta, verified_tenant) = RequestMeta::with_tenant_listener();
+    meta.set_route(&route);
     let meta = Arc::new(meta);
     let main = async {
         let result = meter::scope(meta.clone(), handler).await;
@@ -99,7 +100,7 @@ pub async fn respond_metered(
     if let (Some((_, bin)), Some(tenant)) = (meter, meta.tenant()) {
         // This call's units are known only now: they ride on the tenant's next metered call.
         let (read, write) = meta.capacity_milli_units();
-        usage::defer_units(tenant, bin, read, write);
+        usage::defer_units(tenant, bin, read, write, u64::from(meta.throttles()));
     }
     let response = result.unwrap_or_else(ApiError::into_response);
     tracing::info!(
@@ -111,6 +112,7 @@ pub async fn respond_metered(
         dynamodb_requests = meta.dynamodb_requests(),
         rcu = meta.read_capacity_units(),
         wcu = meta.write_capacity_units(),
+        throttles = meta.throttles(),
         "request"
     );
     response

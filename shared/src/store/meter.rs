@@ -21,7 +21,7 @@ use aws_sdk_dynamodb::operation::{
     transact_write_items::{TransactWriteItemsInput, TransactWriteItemsOutput},
     update_item::{UpdateItemInput, UpdateItemOutput},
 };
-use aws_sdk_dynamodb::types::{ConsumedCapacity, ReturnConsumedCapacity};
+use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity, ReturnConsumedCapacity};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::{
     AfterDeserializationInterceptorContextRef, BeforeSerializationInterceptorContextMut,
@@ -30,6 +30,7 @@ use aws_smithy_runtime_api::client::interceptors::context::{
 use tokio::sync::oneshot;
 
 use crate::identity::ids::TenantId;
+use crate::identity::keys::{key_shape, PK};
 
 /// What the request log line reports beyond status and latency, filled in while the request runs.
 #[derive(Debug, Default)]
@@ -40,6 +41,10 @@ pub struct RequestMeta {
     /// witness).
     in_flight: AtomicU32,
     max_in_flight: AtomicU32,
+    /// DynamoDB attempts answered with a throttling error.
+    throttles: AtomicU32,
+    /// The route, for the throttling log line (set by the service layer).
+    route: OnceLock<String>,
     /// Consumed capacity in thousandths of a unit, so concurrent requests add up exactly.
     read_milli_units: AtomicU64,
     write_milli_units: AtomicU64,
@@ -64,6 +69,16 @@ impl RequestMeta {
 
     pub fn dynamodb_requests(&self) -> u32 {
         self.dynamodb_requests.load(Ordering::Relaxed)
+    }
+
+    /// How many of this request's DynamoDB attempts were throttled.
+    pub fn throttles(&self) -> u32 {
+        self.throttles.load(Ordering::Relaxed)
+    }
+
+    /// Names the request's route (its template, never ids), for telemetry.
+    pub fn set_route(&self, route: &str) {
+        let _ = self.route.set(route.to_owned());
     }
 
     /// The most DynamoDB requests this request ever had in flight at once.
@@ -181,6 +196,100 @@ fn sum_units<'a>(all: impl IntoIterator<Item = &'a ConsumedCapacity>, kind: Kind
         })
 }
 
+/// What a throttled request addressed: the table or index, and the shape of the partition key
+/// ([`key_shape`]: kind and shard, never an id). Taken from the input before it is serialized.
+#[derive(Debug, Clone)]
+struct ThrottleTarget {
+    target: String,
+    key_shape: String,
+}
+
+impl aws_smithy_types::config_bag::Storable for ThrottleTarget {
+    type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
+}
+
+fn s_value(v: Option<&AttributeValue>) -> Option<&str> {
+    v.and_then(|v| v.as_s().ok()).map(String::as_str)
+}
+
+/// The partition key value a Query's key condition binds: `<attr> = :name` before any `AND`.
+fn query_partition_value(q: &QueryInput) -> Option<&str> {
+    let condition = q.key_condition_expression.as_deref()?;
+    let first = condition.split(" AND ").next()?;
+    let (_, name) = first.split_once('=')?;
+    s_value(q.expression_attribute_values.as_ref()?.get(name.trim()))
+}
+
+fn throttle_target(input: &Input) -> Option<ThrottleTarget> {
+    let table = |t: Option<&str>| t.unwrap_or("?").to_owned();
+    let of = |target: String, pk: Option<&str>| ThrottleTarget {
+        target,
+        key_shape: key_shape(pk.unwrap_or("")),
+    };
+    if let Some(i) = input.downcast_ref::<GetItemInput>() {
+        return Some(of(
+            table(i.table_name.as_deref()),
+            s_value(i.key.as_ref()?.get(PK)),
+        ));
+    }
+    if let Some(i) = input.downcast_ref::<PutItemInput>() {
+        return Some(of(
+            table(i.table_name.as_deref()),
+            s_value(i.item.as_ref()?.get(PK)),
+        ));
+    }
+    if let Some(i) = input.downcast_ref::<UpdateItemInput>() {
+        return Some(of(
+            table(i.table_name.as_deref()),
+            s_value(i.key.as_ref()?.get(PK)),
+        ));
+    }
+    if let Some(i) = input.downcast_ref::<DeleteItemInput>() {
+        return Some(of(
+            table(i.table_name.as_deref()),
+            s_value(i.key.as_ref()?.get(PK)),
+        ));
+    }
+    if let Some(i) = input.downcast_ref::<QueryInput>() {
+        let mut target = table(i.table_name.as_deref());
+        if let Some(index) = &i.index_name {
+            target = format!("{target}/index/{index}");
+        }
+        return Some(of(target, query_partition_value(i)));
+    }
+    if let Some(i) = input.downcast_ref::<TransactWriteItemsInput>() {
+        let first = i.transact_items.as_ref()?.first()?;
+        let (target, key) = if let Some(p) = &first.put {
+            (p.table_name.clone(), p.item.get(PK))
+        } else if let Some(u) = &first.update {
+            (u.table_name.clone(), u.key.get(PK))
+        } else if let Some(d) = &first.delete {
+            (d.table_name.clone(), d.key.get(PK))
+        } else {
+            let c = first.condition_check.as_ref()?;
+            (c.table_name.clone(), c.key.get(PK))
+        };
+        return Some(of(target, s_value(key)));
+    }
+    None
+}
+
+/// Whether DynamoDB answered this attempt with a throttling error (HTTP 400 whose `__type` names
+/// one).
+fn is_throttling(response: &aws_smithy_runtime_api::http::Response) -> bool {
+    response.status().as_u16() == 400
+        && response.body().bytes().is_some_and(|b| {
+            let body = String::from_utf8_lossy(b);
+            [
+                "ProvisionedThroughputExceededException",
+                "ThrottlingException",
+                "RequestLimitExceeded",
+            ]
+            .iter()
+            .any(|code| body.contains(code))
+        })
+}
+
 /// Sets `ReturnConsumedCapacity=INDEXES` on every operation the tenant clients send.
 fn ask_for_consumed_capacity(input: &mut Input) {
     macro_rules! ask {
@@ -243,9 +352,12 @@ impl Intercept for RequestMetering {
         &self,
         ctx: &mut BeforeSerializationInterceptorContextMut<'_>,
         _rc: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
+        cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         ask_for_consumed_capacity(ctx.input_mut());
+        if let Some(target) = throttle_target(ctx.input()) {
+            cfg.interceptor_state().store_put(target);
+        }
         Ok(())
     }
 
@@ -286,11 +398,28 @@ impl Intercept for RequestMetering {
         &self,
         ctx: &AfterDeserializationInterceptorContextRef<'_>,
         _rc: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
+        cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        if let Ok(output) = ctx.output_or_error() {
-            let units = consumed_units(output);
-            let _ = REQUEST.try_with(|m| m.add_units(units));
+        match ctx.output_or_error() {
+            Ok(output) => {
+                let units = consumed_units(output);
+                let _ = REQUEST.try_with(|m| m.add_units(units));
+            }
+            Err(_) if is_throttling(ctx.response()) => {
+                // A hot partition forming: where, for whom, in which shape; never an id.
+                let target = cfg.load::<ThrottleTarget>();
+                let _ = REQUEST.try_with(|m| {
+                    m.throttles.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        tenant = m.tenant().unwrap_or("-"),
+                        route = m.route.get().map(String::as_str).unwrap_or("-"),
+                        target = target.map(|t| t.target.as_str()).unwrap_or("?"),
+                        key_shape = target.map(|t| t.key_shape.as_str()).unwrap_or("?"),
+                        "DynamoDB throttled a request"
+                    );
+                });
+            }
+            Err(_) => {}
         }
         Ok(())
     }

@@ -78,17 +78,19 @@ pub fn meter_config() -> aws_sdk_dynamodb::config::Builder {
         )
 }
 
-/// Capacity units (thousandths: read, write) consumed but not counted yet, per (tenant, route).
-static PENDING_UNITS: Mutex<BTreeMap<(String, String), (u64, u64)>> = Mutex::new(BTreeMap::new());
+/// What finished calls consumed and the counters do not hold yet, per (tenant, route): capacity
+/// units in thousandths (read, write) and throttled attempts.
+type Pending = (u64, u64, u64);
+static PENDING_UNITS: Mutex<BTreeMap<(String, String), Pending>> = Mutex::new(BTreeMap::new());
 
-fn pending() -> std::sync::MutexGuard<'static, BTreeMap<(String, String), (u64, u64)>> {
+fn pending() -> std::sync::MutexGuard<'static, BTreeMap<(String, String), Pending>> {
     PENDING_UNITS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Holds a finished call's capacity units (thousandths) for the next metering write of `tenant` and
-/// `route` in this container.
-pub fn defer_units(tenant: &str, route: &str, read_milli: u64, write_milli: u64) {
-    if read_milli == 0 && write_milli == 0 {
+/// Holds a finished call's capacity units (thousandths) and throttled attempts for the next metering
+/// write of `tenant` and `route` in this container.
+pub fn defer_units(tenant: &str, route: &str, read_milli: u64, write_milli: u64, throttles: u64) {
+    if read_milli == 0 && write_milli == 0 && throttles == 0 {
         return;
     }
     let mut map = pending();
@@ -97,9 +99,10 @@ pub fn defer_units(tenant: &str, route: &str, read_milli: u64, write_milli: u64)
         .or_default();
     entry.0 += read_milli;
     entry.1 += write_milli;
+    entry.2 += throttles;
 }
 
-fn take_units(tenant: &str, route: &str) -> (u64, u64) {
+fn take_units(tenant: &str, route: &str) -> Pending {
     pending()
         .remove(&(tenant.to_owned(), route.to_owned()))
         .unwrap_or_default()
@@ -117,7 +120,7 @@ pub async fn increment(
     now_seconds: u64,
 ) -> Result<(), StoreError> {
     let t = &db.tenant;
-    let (read_milli, write_milli) = take_units(t.as_str(), route);
+    let (read_milli, write_milli, throttles) = take_units(t.as_str(), route);
     let sent = db
         .client
         .update_item()
@@ -125,7 +128,7 @@ pub async fn increment(
         .key(PK, AttributeValue::S(counter_pk(t, shard)))
         .key(SK, AttributeValue::S(counter_sk(t, date, route, shard)))
         .update_expression(
-            "ADD calls :one, readMilliUnits :r, writeMilliUnits :w \
+            "ADD calls :one, readMilliUnits :r, writeMilliUnits :w, throttles :th \
              SET #date = :date, #route = :route, #exp = if_not_exists(#exp, :exp)",
         )
         .expression_attribute_names("#date", "date")
@@ -134,6 +137,7 @@ pub async fn increment(
         .expression_attribute_values(":one", AttributeValue::N("1".into()))
         .expression_attribute_values(":r", AttributeValue::N(read_milli.to_string()))
         .expression_attribute_values(":w", AttributeValue::N(write_milli.to_string()))
+        .expression_attribute_values(":th", AttributeValue::N(throttles.to_string()))
         .expression_attribute_values(":date", AttributeValue::S(date.to_owned()))
         .expression_attribute_values(":route", AttributeValue::S(route.to_owned()))
         .expression_attribute_values(
@@ -164,7 +168,7 @@ pub async fn increment(
             _ => false,
         };
         if not_applied {
-            defer_units(t.as_str(), route, read_milli, write_milli);
+            defer_units(t.as_str(), route, read_milli, write_milli, throttles);
         }
         return Err(StoreError::from_sdk(e));
     }
@@ -178,6 +182,8 @@ pub struct RouteUsage {
     /// Capacity units consumed, in thousandths.
     pub read_milli_units: u64,
     pub write_milli_units: u64,
+    /// DynamoDB attempts answered with a throttling error.
+    pub throttles: u64,
 }
 
 /// Daily usage per route between `from` and `to` (inclusive, `YYYY-MM-DD`): one Query per shard.
@@ -215,6 +221,7 @@ pub async fn read(
         usage.calls += calls;
         usage.read_milli_units += units("readMilliUnits");
         usage.write_milli_units += units("writeMilliUnits");
+        usage.throttles += units("throttles");
     }
     Ok(days)
 }
