@@ -28,13 +28,7 @@ failed=0
 for line in "${EXPECTED[@]}"; do
   read -r bin want <<<"$line"
   out=$(cargo lambda invoke "$bin" -P "$port" --data-file "events/$bin.json" 2>&1) || true
-  got=$(status_code_of "$out")
-  if [ "$got" = "$want" ]; then
-    log "e2e $bin: $got"
-  else
-    log "e2e $bin: expected $want, got $got: $out"
-    failed=$((failed + 1))
-  fi
+  expect_status "e2e $bin" "$want" "$out" || failed=$((failed + 1))
 done
 passed=$(( ${#EXPECTED[@]} - failed ))
 echo "e2e: $passed passed, $failed failed"

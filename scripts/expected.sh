@@ -67,3 +67,16 @@ for candidate in [text, *reversed(text.splitlines())]:
 else:
     print("no-response")' "$1"
 }
+
+# Checks that a Lambda proxy response answered the expected status: logs "<label>: <status>", or the
+# mismatch with the whole response (and where to look), and then returns 1.
+expect_status() { # label want response [where-to-look]
+  local got
+  got=$(status_code_of "$3")
+  if [ "$got" = "$2" ]; then
+    log "$1: $got"
+  else
+    log "$1: expected $2, got $got: $3${4:+ ($4)}"
+    return 1
+  fi
+}

@@ -298,7 +298,7 @@ PY
 }
 
 invoke_all() {
-  local table="pooltable-sam-$$" env_file="$WORK/env-invoke.json" line bin want logical out got failed=0 log_file="$STACK_LOGS/sam-invoke.log"
+  local table="pooltable-sam-$$" env_file="$WORK/env-invoke.json" line bin want logical out failed=0 log_file="$STACK_LOGS/sam-invoke.log"
   "$ROOT/target/debug/pooltable" create-table "$table" >/dev/null
   prepare_sam_args "$env_file" "$table" 0   # the sample events carry real authorizer claims
   : >"$log_file"
@@ -310,13 +310,7 @@ invoke_all() {
     logical=$(awk -v b="$bin" '$1 == b { print $2 }' "$FUNCTIONS")
     [ -n "$logical" ] || die "template.yaml has no function for $bin"
     out=$("$SAM" local invoke "$logical" -e "events/$bin.json" --template "$TEMPLATE" "${SAM_ARGS[@]}" 2>>"$log_file") || true
-    got=$(status_code_of "$out")
-    if [ "$got" = "$want" ]; then
-      log "sam local invoke $logical: $got"
-    else
-      log "sam local invoke $logical: expected $want, got $got: $out (log: $log_file)"
-      failed=$((failed + 1))
-    fi
+    expect_status "sam local invoke $logical" "$want" "$out" "log: $log_file" || failed=$((failed + 1))
   done
   echo "sam local invoke: $(( ${#EXPECTED[@]} - failed )) passed, $failed failed"
   [ "$failed" = 0 ]
@@ -327,18 +321,13 @@ invoke_all() {
 # with a TenancyConfig only for a tenant id and passes it to the runtime as the Lambda service does:
 # tenant acme's sample request in acme's environment is served; in globex's, it is refused (403).
 invoke_per_tenant() {
-  local tenant want out got failed=0 log_file="$STACK_LOGS/sam-invoke.log"
+  local tenant want out failed=0 log_file="$STACK_LOGS/sam-invoke.log"
   for case in "acme 200" "globex 403"; do
     read -r tenant want <<<"$case"
     out=$("$SAM" local invoke GetSessionsByCustomerIdFunction -e events/get-sessions-by-customer-id.json \
       --tenant-id "$tenant" --template "$TEMPLATE_PER_TENANT" "${SAM_ARGS[@]}" 2>>"$log_file") || true
-    got=$(status_code_of "$out")
-    if [ "$got" = "$want" ]; then
-      log "sam local invoke --tenant-id $tenant (tenant isolation mode), acme's request: $got"
-    else
-      log "sam local invoke --tenant-id $tenant (tenant isolation mode), acme's request: expected $want, got $got: $out (log: $log_file)"
-      failed=$((failed + 1))
-    fi
+    expect_status "sam local invoke --tenant-id $tenant (tenant isolation mode), acme's request" \
+      "$want" "$out" "log: $log_file" || failed=$((failed + 1))
   done
   [ "$failed" = 0 ]
 }
