@@ -1,5 +1,6 @@
-//! The request log: one JSON line per request with the request id, tenant, route, status, latency and
-//! DynamoDB request count, and never a secret: no token, no body, no id from the path.
+//! The request log: one JSON line per request with the request id, tenant, route, status, latency,
+//! DynamoDB request count, consumed capacity and throttles, and never a secret: no token, no body,
+//! no id from the path.
 
 use integration::{event, Auth, Harness};
 use serde_json::{json, Value};
@@ -82,8 +83,18 @@ async fn each_request_logs_one_summary_line_and_no_secret() {
     assert_eq!(requests[0]["status"], 201);
     assert_eq!(requests[0]["dynamodb_requests"], 1);
     assert!(requests[0]["latency_ms"].as_f64().unwrap() > 0.0);
+    // the capacity DynamoDB reported: a small PutItem on the table and on GSI1, then a one-item Query
+    assert_eq!(
+        (&requests[0]["wcu"], &requests[0]["rcu"]),
+        (&json!(2.0), &json!(0.0))
+    );
+    assert_eq!(requests[0]["throttles"], 0);
     assert_eq!(requests[1]["status"], 200);
     assert_eq!(requests[1]["dynamodb_requests"], 1);
+    assert_eq!(
+        (&requests[1]["wcu"], &requests[1]["rcu"]),
+        (&json!(0.0), &json!(0.5))
+    );
     assert_eq!(requests[2]["status"], 401);
     assert_eq!(requests[2]["tenant"], "-");
     // AND no secret, token, body or path id appears anywhere in the logs
