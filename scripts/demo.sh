@@ -25,7 +25,7 @@ seed_demo_tenants() { # base logfile
     DEMO_TOKENS[$tenant]=$("$pooltable" dev-token "$tenant")
     log "seeding tenant $tenant"
     demo_api "$base" POST /tenants "$DEMO_OPERATOR" \
-      "{\"tenantId\":\"$tenant\",\"tier\":\"standard\",\"shardCount\":${DEMO_SHARDS[$tenant]}}" >/dev/null || fail
+      "{\"tenantId\":\"$tenant\",\"tier\":\"premium\",\"shardCount\":${DEMO_SHARDS[$tenant]}}" >/dev/null || fail
     printf '  onboarded with %s shards\n' "${DEMO_SHARDS[$tenant]}" >&2
     for sku in 1001 1002 1003; do
       demo_api "$base" PUT "/products/sku-$sku" "${DEMO_TOKENS[$tenant]}" \

@@ -8,6 +8,7 @@
 EXPECTED=(
   "onboard-tenant 201"
   "get-tenant 200"
+  "update-tenant 200"
   "put-product 201"
   "get-product 200"
   "query-tenant-products 200"
@@ -31,6 +32,7 @@ EXPECTED=(
   "put-integration-token 200"
   "get-integration-token 200"
   "get-usage 200"
+  "get-tenant-usage 200"
   "create-session 201"
   "get-session-by-session-id 404"
   "expire-session 404"

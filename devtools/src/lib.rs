@@ -2,6 +2,7 @@
 //! `AWS::DynamoDB::Table` resource, so local tables cannot drift from what is deployed.
 
 pub mod plan;
+pub mod usage_plan;
 
 use std::path::Path;
 

@@ -29,7 +29,7 @@ fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
     let tenant = unique("fx");
     onboard(h, &tenant, 4).await;
-    let auth = Auth::Tenant(tenant);
+    let auth = Auth::Tenant(tenant.clone());
     let ok = |r: Resp| {
         assert!(r.status < 300, "setup for {bin}: {} {}", r.status, r.body);
         r
@@ -86,6 +86,13 @@ pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
                 auth: operator,
                 params: none,
                 body: Some(body),
+            };
+        }
+        "update-tenant" => {
+            return Arranged {
+                auth: Auth::Operator(unique("ops")),
+                params: params(&[("tenantId", &tenant)]),
+                body: Some(json!({"tier": "premium"})),
             };
         }
         "put-product" => (

@@ -143,6 +143,8 @@ pub struct Faults {
     /// The next TransactWriteItems attempts never reach the table and are answered with this error
     /// body (DynamoDB's wire format), while the count lasts.
     cancel: Mutex<Option<(String, usize)>>,
+    /// While set, every request whose body holds this text is refused with throttling, unapplied.
+    refuse_containing: Mutex<Option<String>>,
 }
 
 impl Faults {
@@ -183,6 +185,19 @@ impl Faults {
     /// throttling. (`throttle` answers throttling after the attempt reached DynamoDB.)
     pub fn refuse_once_with_throttling(&self, operation: &str) {
         *self.refuse_once.lock().unwrap() = Some(operation.to_owned());
+    }
+
+    /// Every request whose body holds `marker` (a key fragment such as `#RATE#`) is answered with
+    /// ProvisionedThroughputExceededException and never takes effect, until cleared with `None`.
+    pub fn refuse_requests_containing(&self, marker: Option<&str>) {
+        *self.refuse_containing.lock().unwrap() = marker.map(str::to_owned);
+    }
+
+    fn refuses_body(&self, body: &[u8]) -> bool {
+        let marker = self.refuse_containing.lock().unwrap();
+        marker
+            .as_deref()
+            .is_some_and(|m| body.windows(m.len()).any(|w| w == m.as_bytes()))
     }
 
     fn take_refusal(&self, operation: &str) -> bool {
@@ -315,7 +330,12 @@ impl Intercept for FaultInterceptor {
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         let operation = operation_of(cfg);
-        let answer = if self.0.take_refusal(&operation) {
+        let body_refused = ctx
+            .request()
+            .body()
+            .bytes()
+            .is_some_and(|b| self.0.refuses_body(b));
+        let answer = if body_refused || self.0.take_refusal(&operation) {
             Some(
                 r#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"injected throttling, not applied"}"#
                     .to_owned(),
@@ -550,12 +570,7 @@ impl Harness {
         .with_interceptor(SharedInterceptor::new(CountingInterceptor(
             requests.clone(),
         )));
-        let app = App {
-            settings,
-            tenants,
-            shards: shared::store::tenants::ShardDirectory::default(),
-            clock: clock.clone(),
-        };
+        let app = App::with_clients(settings, tenants, clock.clone());
         Self {
             app,
             clock,
@@ -759,8 +774,14 @@ impl Resp {
     }
 }
 
-/// Onboards `tenant` with `shard_count` shards through the real handler, as an operator.
+/// Onboards `tenant` with `shard_count` shards through the real handler, as an operator (tier
+/// standard).
 pub async fn onboard(h: &Harness, tenant: &str, shard_count: u32) {
+    onboard_tier(h, tenant, shard_count, "standard").await
+}
+
+/// [`onboard`] in tier `tier`.
+pub async fn onboard_tier(h: &Harness, tenant: &str, shard_count: u32, tier: &str) {
     let r = resp(
         tenants::onboard_tenant::handle(
             &h.app,
@@ -769,7 +790,7 @@ pub async fn onboard(h: &Harness, tenant: &str, shard_count: u32) {
                 "/tenants",
                 &[],
                 &[],
-                Some(json!({"tenantId": tenant, "tier": "standard", "shardCount": shard_count})),
+                Some(json!({"tenantId": tenant, "tier": tier, "shardCount": shard_count})),
                 &Auth::Operator("platform".into()),
             ),
         )

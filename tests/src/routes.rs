@@ -66,6 +66,8 @@ async fn dispatch(app: &App, bin: &str, req: Request) -> Result<Response<Body>, 
         }
         "onboard-tenant" => tenants::onboard_tenant::handle(app, req).await,
         "get-tenant" => tenants::get_tenant::handle(app, req).await,
+        "update-tenant" => tenants::update_tenant::handle(app, req).await,
+        "get-tenant-usage" => users::get_tenant_usage::handle(app, req).await,
         "put-product" => products::put_product::handle(app, req).await,
         "get-product" => products::get_product::handle(app, req).await,
         "delete-product" => products::delete_product::handle(app, req).await,
@@ -105,6 +107,28 @@ pub async fn call(
     call_with_headers(app, bin, params, query, body, auth, &[]).await
 }
 
+/// [`call`], served the way the Lambda runtime serves it: the tier quota decided first
+/// (`respond_admitted`), then the handler with usage metering.
+pub async fn call_admitted(
+    app: &App,
+    bin: &str,
+    params: &BTreeMap<String, String>,
+    body: Option<Value>,
+    auth: &Auth,
+) -> Resp {
+    let req = request(bin, params, &[], body, auth, &[]);
+    // Boxed: every handler's future, inside the runtime's, overflows a test thread's stack in debug.
+    let response = Box::pin(shared::service::runtime::respond_admitted(
+        app,
+        bin,
+        "req".into(),
+        req,
+        |req| Box::pin(dispatch(app, bin, req)),
+    ))
+    .await;
+    resp(Ok(response))
+}
+
 /// [`call`] with extra request headers.
 pub async fn call_with_headers(
     app: &App,
@@ -115,6 +139,19 @@ pub async fn call_with_headers(
     auth: &Auth,
     headers: &[(&str, &str)],
 ) -> Resp {
+    let req = request(bin, params, query, body, auth, headers);
+    resp(dispatch(app, bin, req).await)
+}
+
+/// The API Gateway event for route `bin`.
+fn request(
+    bin: &str,
+    params: &BTreeMap<String, String>,
+    query: &[(&str, &str)],
+    body: Option<Value>,
+    auth: &Auth,
+    headers: &[(&str, &str)],
+) -> Request {
     let routes = template_routes();
     let (method, route) = routes
         .get(bin)
@@ -136,5 +173,5 @@ pub async fn call_with_headers(
             lambda_http::http::HeaderValue::from_str(value).expect("a header value"),
         );
     }
-    resp(dispatch(app, bin, req).await)
+    req
 }

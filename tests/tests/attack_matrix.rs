@@ -24,6 +24,7 @@ fn body_for(bin: &str, tenant: &str) -> Option<Value> {
     match bin {
         "create-session" => Some(json!({"customerId": "c1"})),
         "onboard-tenant" => Some(json!({"tenantId": unique("newco"), "tier": "basic"})),
+        "update-tenant" => Some(json!({"tier": "premium"})),
         "put-product" => Some(json!({"owner": tenant})),
         "put-department" => Some(json!({"name": "Dept"})),
         "put-employee" => Some(json!({"name": "Emp", "departmentId": "d1"})),
@@ -41,7 +42,7 @@ fn body_for(bin: &str, tenant: &str) -> Option<Value> {
 fn query_for(bin: &str, tenant: &str) -> Vec<(&'static str, String)> {
     match bin {
         "find-user-by-email" => vec![("email", format!("{tenant}@example.com"))],
-        "list-tenant-orders" | "get-usage" => {
+        "list-tenant-orders" | "get-usage" | "get-tenant-usage" => {
             vec![("from", "2026-01-01".into()), ("to", "2026-12-31".into())]
         }
         _ => vec![],
@@ -422,8 +423,30 @@ async fn cursors_from_another_tenant_route_or_tampered_are_400() {
     assert_eq!(w.items().await, before);
 }
 
-/// The operator routes: onboarding, and reading another tenant's record.
-const OPERATOR_ROUTES: &[&str] = &["onboard-tenant", "get-tenant"];
+/// The operator routes: onboarding, reading another tenant's record or usage, changing its tier.
+const OPERATOR_ROUTES: &[&str] = &[
+    "onboard-tenant",
+    "get-tenant",
+    "update-tenant",
+    "get-tenant-usage",
+];
+
+#[tokio::test]
+async fn tenant_users_get_403_on_the_operator_only_routes_even_for_their_own_tenant() {
+    let w = World::new().await;
+    let before = w.items().await;
+    for bin in ["onboard-tenant", "update-tenant", "get-tenant-usage"] {
+        for tenant in [&w.a, &w.b] {
+            let mut params = w.ids[&w.b].clone();
+            params.insert("tenantId".into(), tenant.clone());
+            let r = call_as(&w, bin, &params, &[], &w.b, &Auth::Tenant(w.b.clone())).await;
+            let what = format!("{bin} for {tenant} by tenant user {}", w.b);
+            assert_eq!(r.status, 403, "{what}: {}", r.body);
+            assert_4xx_problem(&r, &what);
+        }
+    }
+    assert_eq!(w.items().await, before, "a tenant user changed something");
+}
 
 #[tokio::test]
 async fn a_self_made_admin_without_the_scope_is_refused_on_operator_routes() {

@@ -280,7 +280,7 @@ fn every_checkov_skip_in_the_template_gives_a_reason() {
 }
 
 #[test]
-fn only_the_onboarding_route_demands_the_operator_scope_at_the_gateway() {
+fn only_the_operator_only_routes_demand_the_operator_scope_at_the_gateway() {
     let t = template();
     for (_, r) in t["Resources"].as_mapping().unwrap() {
         if r["Type"].as_str() != Some("AWS::Serverless::Function") {
@@ -288,7 +288,7 @@ fn only_the_onboarding_route_demands_the_operator_scope_at_the_gateway() {
         }
         let bin = r["Metadata"]["BuildProperties"]["Binary"].as_str().unwrap();
         let auth = &r["Properties"]["Events"]["Api"]["Properties"]["Auth"];
-        if bin == "onboard-tenant" {
+        if OPERATOR_ONLY_BINS.contains(&bin) {
             assert_eq!(auth["Authorizer"].as_str(), Some("TenantJwt"));
             let scopes: Vec<&str> = auth["AuthorizationScopes"]
                 .as_sequence()
@@ -321,7 +321,14 @@ fn no_event_makes_an_operator_of_a_custom_attribute() {
 }
 
 /// The functions that stay pooled in tenant isolation mode: the operator routes.
-const OPERATOR_BINS: [&str; 2] = ["onboard-tenant", "get-tenant"];
+const OPERATOR_BINS: [&str; 4] = [
+    "onboard-tenant",
+    "get-tenant",
+    "update-tenant",
+    "get-tenant-usage",
+];
+/// The routes no tenant user may call at all: the gateway demands the operator scope on them too.
+const OPERATOR_ONLY_BINS: [&str; 3] = ["onboard-tenant", "update-tenant", "get-tenant-usage"];
 
 #[test]
 fn tenant_isolation_mode_puts_every_tenant_function_in_per_tenant_environments_behind_the_rest_api()
@@ -384,12 +391,12 @@ fn tenant_isolation_mode_puts_every_tenant_function_in_per_tenant_environments_b
                 "{bin} overrides the Globals TenancyConfig"
             );
         }
-        // Every operation is behind the Cognito authorizer; onboarding also demands the scope.
+        // Every operation is behind the Cognito authorizer; the operator-only ones also demand the scope.
         let security = serde_yaml::to_string(&op["security"]).unwrap();
         assert!(security.contains("TenantCognito"), "{bin}");
         assert_eq!(
             security.contains("pooltable/admin"),
-            bin == "onboard-tenant",
+            OPERATOR_ONLY_BINS.contains(&bin),
             "{bin}: {security}"
         );
         // And the REST API may invoke it, in that mode only.

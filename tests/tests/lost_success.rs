@@ -30,6 +30,11 @@ const CASES: &[Case] = &[
         status: 201,
     },
     Case {
+        bin: "update-tenant",
+        write: "UpdateItem",
+        status: 200,
+    },
+    Case {
         bin: "put-product",
         write: "PutItem",
         status: 201,

@@ -169,7 +169,7 @@ async fn a_metering_failure_never_fails_the_call_and_a_caller_without_tenant_is_
 #[tokio::test]
 async fn a_calls_capacity_units_ride_on_the_next_metering_write_and_are_never_counted_twice() {
     use shared::identity::clock::Clock;
-    use shared::store::usage::{defer_units, increment, read, utc_date, RouteUsage};
+    use shared::store::usage::{defer, increment, read, utc_date, Pending, RouteUsage};
     let h = Harness::new().await;
     let t = shared::identity::ids::TenantId::parse(&unique("units")).unwrap();
     let db = h.app.db(&t).await.unwrap();
@@ -179,7 +179,13 @@ async fn a_calls_capacity_units_ride_on_the_next_metering_write_and_are_never_co
         let _ = increment(&db, &today, "warm", shard, now).await;
     }
     // GIVEN an earlier call left 1.5 read and 2 write units pending for route r
-    defer_units(t.as_str(), "r", 1500, 2000, 1);
+    let left = |read_milli, write_milli, throttles, limited| Pending {
+        read_milli,
+        write_milli,
+        throttles,
+        limited,
+    };
+    defer(t.as_str(), "r", left(1500, 2000, 1, 3));
     // WHEN DynamoDB refuses the next metering write (throttled: nothing was added)
     h.faults.refuse_once_with_throttling("UpdateItem");
     assert!(increment(&db, &today, "r", 0, now).await.is_err());
@@ -197,11 +203,12 @@ async fn a_calls_capacity_units_ride_on_the_next_metering_write_and_are_never_co
             read_milli_units: 1500,
             write_milli_units: 2000,
             throttles: 1,
+            limited: 3,
         }
     );
     // AND a write whose answer is lost (it was applied) does not leave its units pending: they are
     // counted once, by the write that carried them
-    defer_units(t.as_str(), "s", 500, 0, 0);
+    defer(t.as_str(), "s", left(500, 0, 0, 0));
     h.faults.arm("UpdateItem", Phase::AfterSend);
     assert!(increment(&db, &today, "s", 3, now).await.is_err());
     increment(&db, &today, "s", 4, now).await.unwrap();
@@ -213,6 +220,7 @@ async fn a_calls_capacity_units_ride_on_the_next_metering_write_and_are_never_co
             read_milli_units: 500,
             write_milli_units: 0,
             throttles: 0,
+            limited: 0,
         }
     );
 }
@@ -236,4 +244,56 @@ async fn get_usage_reports_the_capacity_units_of_metered_calls() {
     let units = &r.body["days"][0]["capacityUnits"]["create-session"];
     assert!(units["write"].as_f64().unwrap() >= 2.0, "{}", r.body);
     assert_eq!(units["read"].as_f64(), Some(0.0), "{}", r.body);
+}
+
+#[tokio::test]
+async fn plan_usage_reads_tenants_usage_from_the_table_with_operator_credentials_and_recommends() {
+    use shared::identity::clock::Clock;
+    use shared::store::usage::{defer, increment, utc_date, Pending};
+    // GIVEN a quiet tenant (one call) and a busy one whose counters hold a day of heavy writes,
+    // throttled attempts and quota refusals
+    let h = Harness::new().await;
+    let (quiet, busy) = (unique("quiet"), unique("busy"));
+    let (today, now) = (utc_date(h.clock.now_millis()), h.clock.now_seconds());
+    for (t, pending) in [
+        (&quiet, Pending::default()),
+        (
+            &busy,
+            Pending {
+                read_milli: 0,
+                write_milli: 8_640_000_000,
+                throttles: 12,
+                limited: 3,
+            },
+        ),
+    ] {
+        let t = shared::identity::ids::TenantId::parse(t).unwrap();
+        let db = h.app.db(&t).await.unwrap();
+        defer(t.as_str(), "put-product", pending);
+        increment(&db, &today, "put-product", 0, now).await.unwrap();
+    }
+    // WHEN the planner reads their usage with the operator's (admin) client
+    let tenants: Vec<_> = [&quiet, &busy]
+        .iter()
+        .map(|t| shared::identity::ids::TenantId::parse(t).unwrap())
+        .collect();
+    let usage = devtools::usage_plan::read_from_table(&h.admin, &h.table, &tenants, &today, &today)
+        .await
+        .unwrap();
+    let recs: Vec<_> = usage
+        .iter()
+        .map(|u| devtools::usage_plan::recommend(u, &Default::default()))
+        .collect();
+    // THEN the quiet tenant stays basic on one shard, and the busy one (1,000 WCU/s at its peak)
+    // needs shards and a premium tier, with its throttles and refusals reported
+    assert_eq!(recs[0].tier, shared::store::tenants::Tier::Basic);
+    assert_eq!(recs[0].shards, 1);
+    assert_eq!(recs[1].tier, shared::store::tenants::Tier::Premium);
+    assert!(recs[1].shards >= 2, "{:?}", recs[1]);
+    assert_eq!((recs[1].throttles, recs[1].limited), (12, 3));
+    let report = devtools::usage_plan::report(&recs);
+    assert!(
+        report.contains("throttled") && report.contains(&busy),
+        "{report}"
+    );
 }

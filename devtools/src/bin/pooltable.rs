@@ -5,6 +5,9 @@
 //!   carries the `pooltable/admin` scope).
 //! - `pooltable plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew 1.1] [--item-kb 1]
 //!   [--headroom 1.5] [--list-fraction 0.02] [--out onboarding.csv]`: recommend shard counts.
+//! - `pooltable plan --usage (table:NAME --tenants a,b,… | FILE.csv) [--from D] [--to D]
+//!   [--peak-factor 10] [--headroom 1.5]`: recommend shard counts and tiers from measured usage,
+//!   read from the table with the operator's credentials or from a usage export.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -13,7 +16,8 @@ use devtools::plan::{self, PlanSettings, PARTITION_RCU, PARTITION_WCU};
 use devtools::{create_table, default_template_path, table_from_template};
 
 const USAGE: &str = "usage: pooltable create-table <name> | dev-token <tenant> [--operator] | \
-plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew S] [--item-kb K] [--headroom H] [--list-fraction F] [--out FILE]";
+plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew S] [--item-kb K] [--headroom H] [--list-fraction F] [--out FILE] | \
+plan --usage (table:NAME --tenants a,b,... | FILE.csv) [--from YYYY-MM-DD] [--to YYYY-MM-DD] [--peak-factor F] [--headroom H]";
 
 fn flags(args: &[String]) -> Result<HashMap<String, String>, String> {
     let mut out = HashMap::new();
@@ -33,6 +37,53 @@ fn num(f: &HashMap<String, String>, key: &str, default: Option<f64>) -> Result<f
         Some(v) => v.parse().map_err(|_| format!("--{key} must be a number")),
         None => default.ok_or_else(|| format!("--{key} is required")),
     }
+}
+
+/// `plan --usage`: recommendations from measured usage.
+async fn run_usage_plan(f: &HashMap<String, String>, source: &str) -> Result<(), String> {
+    use devtools::usage_plan::{self, UsageSettings};
+    use shared::identity::clock::Clock;
+    let now = shared::identity::clock::SystemClock.now_millis();
+    let to = f
+        .get("to")
+        .cloned()
+        .unwrap_or_else(|| shared::store::usage::utc_date(now));
+    let from = f
+        .get("from")
+        .cloned()
+        .unwrap_or_else(|| shared::store::usage::utc_date(now - 29 * 86_400_000));
+    let usage = match source.strip_prefix("table:") {
+        Some(table) => {
+            let tenants = f
+                .get("tenants")
+                .ok_or("--tenants a,b,... is required with table:NAME")?
+                .split(',')
+                .map(|t| {
+                    shared::identity::ids::TenantId::parse(t.trim())
+                        .map_err(|e| format!("tenant {t:?}: {e}"))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let sdk = shared::service::app::load_sdk_config().await;
+            let client = aws_sdk_dynamodb::Client::new(&sdk);
+            usage_plan::read_from_table(&client, table, &tenants, &from, &to).await?
+        }
+        None => usage_plan::parse_csv(
+            &std::fs::read_to_string(source).map_err(|e| format!("{source}: {e}"))?,
+        )?,
+    };
+    let mut settings = UsageSettings::default();
+    settings.peak_factor = num(f, "peak-factor", Some(settings.peak_factor))?;
+    settings.plan.headroom = num(f, "headroom", Some(settings.plan.headroom))?;
+    let recs: Vec<_> = usage
+        .iter()
+        .map(|u| usage_plan::recommend(u, &settings))
+        .collect();
+    println!(
+        "usage {from} to {to}, peak = busiest day's mean × {}",
+        settings.peak_factor
+    );
+    print!("{}", usage_plan::report(&recs));
+    Ok(())
 }
 
 fn run_plan(args: &[String]) -> Result<(), String> {
@@ -117,6 +168,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Some("dev-token") if args.len() == 3 && args[2] == "--operator" => {
             println!("{}", shared::isolation::claims::dev_jwt(&args[1], true))
+        }
+        Some("plan") if args.iter().any(|a| a == "--usage") => {
+            let planned = match flags(&args[1..]) {
+                Ok(f) => match f.get("usage").cloned() {
+                    Some(source) => run_usage_plan(&f, &source).await,
+                    None => Err("--usage needs a source".into()),
+                },
+                Err(e) => Err(e),
+            };
+            if let Err(e) = planned {
+                eprintln!("pooltable plan: {e}\n{USAGE}");
+                std::process::exit(2);
+            }
         }
         Some("plan") => {
             if let Err(e) = run_plan(&args[1..]) {

@@ -19,7 +19,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let t = &caller.tenant;
     let id = path_entity_id(&req, "employeeId")?;
     let db = app.db(t).await?;
-    let shards = app.shards.shard_count(&db).await?;
+    let shards = app.directory.shard_count(&db).await?;
     let key = hr_key(t, kind::EMPLOYEE, &id, shards);
     let current = db
         .client

@@ -21,7 +21,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let id = path_entity_id(&req, "departmentId")?;
     let input: Input = json_body(&req)?;
     let db = app.db(&caller.tenant).await?;
-    let shards = app.shards.shard_count(&db).await?;
+    let shards = app.directory.shard_count(&db).await?;
     let dept = Department {
         department_id: id.to_string(),
         name: input.name.0,

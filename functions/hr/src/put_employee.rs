@@ -41,7 +41,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let id = path_entity_id(&req, "employeeId")?;
     let input: Input = json_body(&req)?;
     let db = app.db(t).await?;
-    let shards = app.shards.shard_count(&db).await?;
+    let shards = app.directory.shard_count(&db).await?;
     let employee_key = hr_key(t, kind::EMPLOYEE, &id, shards);
     let employee = Employee {
         employee_id: id.to_string(),

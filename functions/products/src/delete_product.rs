@@ -11,7 +11,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let caller = app.caller(&req)?;
     let id = path_entity_id(&req, "productId")?;
     let db = app.db(&caller.tenant).await?;
-    let shards = app.shards.shard_count(&db).await?;
+    let shards = app.directory.shard_count(&db).await?;
     let deleted = delete_existing(&db, product_key(&caller.tenant, &id, shards)).await?;
     if !deleted {
         return Err(ApiError::NotFound("No such product.".into()));

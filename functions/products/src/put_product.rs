@@ -22,7 +22,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     }
     crate::check_document(&document, "document", 0)?;
     let db = app.db(&caller.tenant).await?;
-    let shards = app.shards.shard_count(&db).await?;
+    let shards = app.directory.shard_count(&db).await?;
     let updated_at = rfc3339(app.clock.now_millis());
     let doc_av = serde_dynamo::to_attribute_value(&document)
         .map_err(|e| ApiError::Internal(format!("convert document: {e}")))?;

@@ -1,6 +1,6 @@
-//! onboardTenant: `POST /tenants` `{tenantId, tier, shardCount?}` → 201, 409 if it exists.
+//! onboardTenant: `POST /tenants` `{tenantId, tier, limits?, shardCount?}` → 201, 409 if it exists.
 //!
-//! Operator only (`custom:role` = `platform-admin`). One conditional PutItem, sent with STS
+//! Operator only. Tier `custom` needs `limits` (see [`crate::tier_and_limits`]). One conditional PutItem, sent with STS
 //! credentials scoped to the *new* tenant's prefix, so even this route cannot write elsewhere.
 
 use lambda_http::http::StatusCode;
@@ -16,7 +16,7 @@ use shared::store::scoped::TenantDb;
 use shared::store::tenants::{TenantRecord, Tier};
 use shared::{ApiError, App};
 
-use crate::{require_operator, TenantView};
+use crate::{require_operator, tier_and_limits, TenantView};
 
 pub const ROUTE: &str = "onboard-tenant";
 
@@ -25,6 +25,8 @@ pub const ROUTE: &str = "onboard-tenant";
 struct OnboardInput {
     tenant_id: TenantId,
     tier: Tier,
+    #[serde(default)]
+    limits: Option<crate::LimitsInput>,
     #[serde(
         default,
         deserialize_with = "shared::service::http::optional_whole_number"
@@ -43,12 +45,14 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             format!("shardCount must be {MIN_SHARDS} to {MAX_SHARDS}"),
         ));
     }
+    let (tier, limits) = tier_and_limits(Some(input.tier), input.limits)?;
     let key = tenant_record_key(&input.tenant_id);
     let record = TenantRecord {
         pk: key.clone(),
         sk: key,
         tenant_id: input.tenant_id.to_string(),
-        tier: input.tier,
+        tier,
+        limits,
         shard_count,
         created_at: rfc3339(app.clock.now_millis()),
     };

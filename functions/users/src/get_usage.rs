@@ -1,5 +1,6 @@
 //! getUsage: `GET /usage?from=YYYY-MM-DD&to=YYYY-MM-DD` → the caller's daily call counts per route,
-//! and the read and write capacity units those calls consumed (table and GSI1).
+//! the read and write capacity units those calls consumed (table and GSI1), the throttled attempts,
+//! and the calls refused by the tier quota.
 //!
 //! Every tenant API call is metered by `shared::service::runtime` (UpdateItem `ADD` on one of 8 counter shards,
 //! concurrently with the call itself). Reading sums the shards: 8 Queries, concurrently, for any range
@@ -10,6 +11,7 @@ use std::collections::BTreeMap;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
+use shared::identity::ids::TenantId;
 use shared::service::http::json_response;
 use shared::{ApiError, App};
 
@@ -27,6 +29,8 @@ struct Day {
     capacity_units: BTreeMap<String, Units>,
     /// DynamoDB attempts answered with a throttling error, per route.
     throttles: BTreeMap<String, u64>,
+    /// Calls refused by the tier quota (429), per route; not in `routes`.
+    limited: BTreeMap<String, u64>,
 }
 
 #[derive(Serialize)]
@@ -45,8 +49,18 @@ struct Usage {
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
-    let (from, to) = date_range(&req, MAX_MONTHS)?;
-    let db = app.db(&caller.tenant).await?;
+    usage_response(app, &caller.tenant, &req).await
+}
+
+/// The usage of `tenant` over the request's `from`–`to` range: what `GET /usage` answers a tenant,
+/// and `GET /tenants/{tenantId}/usage` an operator.
+pub async fn usage_response(
+    app: &App,
+    tenant: &TenantId,
+    req: &Request,
+) -> Result<Response<Body>, ApiError> {
+    let (from, to) = date_range(req, MAX_MONTHS)?;
+    let db = app.db(tenant).await?;
     let days = shared::store::usage::read(&db, &from.to_string(), &to.to_string()).await?;
     Ok(json_response(
         StatusCode::OK,
@@ -71,6 +85,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                         .iter()
                         .map(|(r, u)| (r.clone(), u.throttles))
                         .collect(),
+                    limited: routes.iter().map(|(r, u)| (r.clone(), u.limited)).collect(),
                     routes: routes.into_iter().map(|(r, u)| (r, u.calls)).collect(),
                 })
                 .collect(),

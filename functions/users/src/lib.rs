@@ -23,6 +23,7 @@ pub mod create_transfer_code;
 pub mod find_user_by_email;
 pub mod get_integration_token;
 pub mod get_order;
+pub mod get_tenant_usage;
 pub mod get_usage;
 pub mod get_user;
 pub mod list_tenant_orders;

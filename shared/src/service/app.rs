@@ -18,9 +18,10 @@ use crate::isolation::claims::{caller, check_execution_tenant, AuthMode, Caller,
 use crate::isolation::credentials::CredentialSettings;
 use crate::isolation::policy::{PolicyError, TableLocation};
 use crate::service::error::ApiError;
+use crate::store::limiter::{Admission, RateLimiter};
 use crate::store::meter::note_tenant;
 use crate::store::scoped::{TenantClients, TenantDb, DEFAULT_MAX_IN_FLIGHT};
-use crate::store::tenants::ShardDirectory;
+use crate::store::tenants::{Limits, TenantDirectory};
 
 pub const DEFAULT_SESSION_TTL_SECONDS: u64 = 3600;
 pub const DEFAULT_CREDENTIALS_SECONDS: i32 = 900;
@@ -184,11 +185,27 @@ pub async fn load_sdk_config() -> SdkConfig {
         .await
 }
 
+/// 403 unless the caller is an operator (scope `pooltable/admin` or group `platform-admin`).
+pub fn require_operator(caller: &Caller) -> Result<(), ApiError> {
+    if caller.operator {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden(format!(
+            "This route needs the OAuth scope {} or membership of the group {}.",
+            crate::isolation::claims::OPERATOR_SCOPE,
+            crate::isolation::claims::OPERATOR_GROUP
+        )))
+    }
+}
+
 /// What every handler borrows.
 pub struct App {
     pub settings: Settings,
     pub tenants: TenantClients,
-    pub shards: ShardDirectory,
+    /// Tenant records (tier, limits, shard count), cached per container.
+    pub directory: TenantDirectory,
+    /// This container's side of the tier quota.
+    pub limiter: RateLimiter,
     pub clock: Arc<dyn Clock>,
 }
 
@@ -222,12 +239,18 @@ impl App {
             clock.clone(),
         )
         .with_max_in_flight(settings.max_in_flight);
-        Ok(Self {
+        Ok(Self::with_clients(settings, tenants, clock))
+    }
+
+    /// An `App` over clients built elsewhere (tests build theirs with fault injection).
+    pub fn with_clients(settings: Settings, tenants: TenantClients, clock: Arc<dyn Clock>) -> Self {
+        Self {
             settings,
             tenants,
-            shards: ShardDirectory::default(),
+            directory: TenantDirectory::new(clock.clone()),
+            limiter: RateLimiter::default(),
             clock,
-        })
+        }
     }
 
     /// Adds an interceptor to every tenant client (tests count requests and inject faults with it).
@@ -261,6 +284,40 @@ impl App {
         }
         note_tenant(&who.tenant);
         Ok(who)
+    }
+
+    /// The tenant of `req` when its caller verifies, without logging: the runtime uses it to decide
+    /// the quota before the handler runs, and the handler verifies (and reports) the caller itself.
+    pub fn verified_tenant(&self, req: &lambda_http::Request) -> Option<TenantId> {
+        use lambda_http::RequestExt;
+        let who = caller(req, self.settings.auth).ok()?;
+        let execution_tenant = req
+            .lambda_context_ref()
+            .and_then(|c| c.tenant_id.as_deref());
+        check_execution_tenant(&who, execution_tenant).ok()?;
+        Some(who.tenant)
+    }
+
+    /// The limits in force for `tenant`: its record's (cached for
+    /// [`crate::store::tenants::RECORD_TTL_SECONDS`]), the basic tier's when it has no record.
+    pub async fn limits(&self, tenant: &TenantId) -> Result<Limits, ApiError> {
+        let db = self.db(tenant).await?;
+        let record = self.directory.record(&db).await?;
+        Ok(record.map_or(Limits::UNONBOARDED, |r| r.limits()))
+    }
+
+    /// Whether `tenant`'s request may run now under its tier quota. Fails open: when the limits
+    /// cannot be read, the request is admitted and a warning logged.
+    pub async fn admit(&self, tenant: &TenantId) -> Admission {
+        match self.limits(tenant).await {
+            Ok(limits) => self
+                .limiter
+                .decide(tenant, &limits, self.clock.now_seconds()),
+            Err(e) => {
+                tracing::warn!(tenant = %tenant, error = %e, "tenant limits unavailable: admitting (the quota fails open)");
+                Admission::Admitted
+            }
+        }
     }
 
     /// The scoped client for `tenant`.

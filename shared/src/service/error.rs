@@ -35,6 +35,9 @@ pub enum ApiError {
     /// Well-formed but not processable: an `Idempotency-Key` reused for a different request.
     #[error("{0}")]
     Unprocessable(String),
+    /// The tenant is over its tier quota: 429 with Retry-After.
+    #[error("{0}")]
+    TooManyRequests(String),
     /// DynamoDB or STS is unavailable or throttling: retryable, so 503 with Retry-After.
     #[error("{0}")]
     Unavailable(String),
@@ -71,6 +74,7 @@ impl ApiError {
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -85,6 +89,7 @@ impl ApiError {
             Self::Conflict(_) => "conflict",
             Self::PayloadTooLarge(_) => "payload-too-large",
             Self::Unprocessable(_) => "unprocessable",
+            Self::TooManyRequests(_) => "too-many-requests",
             Self::Unavailable(_) => "unavailable",
             Self::Internal(_) => "internal",
         }
@@ -119,6 +124,12 @@ impl ApiError {
         if status == StatusCode::SERVICE_UNAVAILABLE {
             builder = builder.header(header::RETRY_AFTER, RETRY_AFTER_SECONDS.to_string());
         }
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            builder = builder.header(
+                header::RETRY_AFTER,
+                crate::store::limiter::LIMITED_RETRY_AFTER_SECONDS.to_string(),
+            );
+        }
         builder
             .body(Body::Text(body))
             .unwrap_or_else(|_| Response::new(Body::Empty))
@@ -133,6 +144,7 @@ impl ApiError {
             | Self::Conflict(d)
             | Self::PayloadTooLarge(d)
             | Self::Unprocessable(d)
+            | Self::TooManyRequests(d)
             | Self::Unavailable(d)
             | Self::Internal(d) => d,
         }

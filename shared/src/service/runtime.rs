@@ -11,6 +11,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use crate::identity::ids::TenantId;
 use crate::service::app::App;
 use crate::service::error::ApiError;
+use crate::store::limiter::{Admission, Exceeded};
 use crate::store::meter::{self, RequestMeta};
 use crate::store::usage;
 
@@ -78,6 +79,17 @@ pub async fn respond_metered(
     route: String,
     handler: impl Future<Output = Result<Response<Body>, ApiError>>,
 ) -> Response<Body> {
+    respond_counted(meter, false, request_id, route, handler).await
+}
+
+/// [`respond_metered`]; with `quota`, the call is also counted in the tenant's quota window.
+async fn respond_counted(
+    meter: Option<(&App, &str)>,
+    quota: bool,
+    request_id: String,
+    route: String,
+    handler: impl Future<Output = Result<Response<Body>, ApiError>>,
+) -> Response<Body> {
     let started = Instant::now();
     let (meta, verified_tenant) = RequestMeta::with_tenant_listener();
     meta.set_route(&route);
@@ -92,15 +104,25 @@ pub async fn respond_metered(
         let (Some((app, bin)), Ok(tenant)) = (meter, verified_tenant.await) else {
             return;
         };
-        if let Err(e) = count_call(app, &tenant, bin).await {
+        if let Err(e) = count_call(app, &tenant, bin, quota).await {
             tracing::warn!(error = %e, "usage metering failed; the request is unaffected");
         }
     };
     let (result, ()) = tokio::join!(main, metering);
-    if let (Some((_, bin)), Some(tenant)) = (meter, meta.tenant()) {
-        // This call's units are known only now: they ride on the tenant's next metered call.
+    if let (Some((app, bin)), Some(tenant)) = (meter, meta.tenant()) {
+        // This call's units are known only now: they ride on the tenant's next metered call, and
+        // on its next quota count.
         let (read, write) = meta.capacity_milli_units();
-        usage::defer_units(tenant, bin, read, write, u64::from(meta.throttles()));
+        let left = usage::Pending {
+            read_milli: read,
+            write_milli: write,
+            throttles: u64::from(meta.throttles()),
+            limited: 0,
+        };
+        usage::defer(tenant, bin, left);
+        if let Ok(tenant) = TenantId::parse(tenant) {
+            app.limiter.defer_units(&tenant, read + write);
+        }
     }
     let response = result.unwrap_or_else(ApiError::into_response);
     tracing::info!(
@@ -118,11 +140,68 @@ pub async fn respond_metered(
     response
 }
 
-async fn count_call(app: &App, tenant: &TenantId, bin: &str) -> Result<(), ApiError> {
+/// Counts one call on the tenant's usage counter for the day and route and, with `quota`, in its
+/// quota window for this second: two UpdateItems sent together.
+async fn count_call(app: &App, tenant: &TenantId, bin: &str, quota: bool) -> Result<(), ApiError> {
     let db = app.db(tenant).await?;
     let date = usage::utc_date(app.clock.now_millis());
     let now = app.clock.now_seconds();
-    Ok(usage::increment(&db, &date, bin, usage::next_shard(), now).await?)
+    let quota = async {
+        if !quota {
+            return Ok(());
+        }
+        let limits = app.limits(tenant).await?;
+        app.limiter.count(&db, &limits, now).await.map_err(|e| {
+            tracing::warn!(error = %e, "the quota counter could not be written: admitting on what is known (fail open)");
+            ApiError::from(e)
+        })
+    };
+    let (usage, _) = tokio::join!(
+        usage::increment(&db, &date, bin, usage::next_shard(), now),
+        quota
+    );
+    Ok(usage?)
+}
+
+/// Serves one request: the tier quota is decided first, before the handler runs; an admitted
+/// request runs its handler with usage metering ([`respond_metered`]), a limited one gets 429 with
+/// `Retry-After` and touches nothing (its count waits for the tenant's next usage write). A caller
+/// that does not verify is left to the handler, which answers 401 or 403.
+pub async fn respond_admitted<F, Fut>(
+    app: &App,
+    bin: &str,
+    request_id: String,
+    req: Request,
+    handler: F,
+) -> Response<Body>
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Result<Response<Body>, ApiError>>,
+{
+    // The route template (e.g. `GET /sessions/{sessionId}`), not the raw path, which holds ids.
+    let route = route_key(&req);
+    let Some(tenant) = app.verified_tenant(&req) else {
+        return respond_metered(Some((app, bin)), request_id, route, handler(req)).await;
+    };
+    let Admission::Limited(exceeded) = app.admit(&tenant).await else {
+        return respond_counted(Some((app, bin)), true, request_id, route, handler(req)).await;
+    };
+    let left = usage::Pending {
+        limited: 1,
+        ..usage::Pending::default()
+    };
+    usage::defer(tenant.as_str(), bin, left);
+    let refusal = async {
+        meter::note_tenant(&tenant);
+        let what = match exceeded {
+            Exceeded::Requests => "requests per second",
+            Exceeded::CapacityUnits => "capacity units per second",
+        };
+        Err(ApiError::TooManyRequests(format!(
+            "This tenant is over its tier's {what}. Retry after the time in Retry-After."
+        )))
+    };
+    respond_metered(None, request_id, route, refusal).await
 }
 
 /// Serves `handler` until the runtime stops. Each request is logged once with its status and latency.
@@ -140,11 +219,9 @@ where
             .lambda_context_ref()
             .map(|c| c.request_id.clone())
             .unwrap_or_default();
-        // The route template (e.g. `GET /sessions/{sessionId}`), not the raw path, which holds ids.
-        let route = route_key(&req);
-        let fut = handler(req);
+        let handler = &handler;
         async move {
-            let response = respond_metered(Some((app, bin)), request_id, route, fut).await;
+            let response = respond_admitted(app, bin, request_id, req, handler).await;
             Ok::<_, std::convert::Infallible>(response)
         }
     }))

@@ -29,7 +29,7 @@ pub async fn get_by_id<V: Serialize>(
     let caller = app.caller(req)?;
     let id = path_entity_id(req, param)?;
     let db = app.db(&caller.tenant).await?;
-    let shards = app.shards.shard_count(&db).await?;
+    let shards = app.directory.shard_count(&db).await?;
     let item = get_item(&db, key(&caller.tenant, &id, shards))
         .await?
         .ok_or_else(|| ApiError::NotFound(not_found.to_owned()))?;
@@ -48,7 +48,7 @@ pub async fn list_page<V: Serialize>(
     let limit = page_limit(req)?;
     let cursor = query_param(req, "cursor");
     let db = app.db(&caller.tenant).await?;
-    let shards = app.shards.shard_count(&db).await?;
+    let shards = app.directory.shard_count(&db).await?;
     let listing = list.over(&caller.tenant, shards);
     let keys = &app.settings.cursor_keys;
     let page = gather(&db, &listing, keys, limit, cursor.as_deref(), fanout).await?;

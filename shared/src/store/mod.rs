@@ -5,6 +5,7 @@
 pub mod error;
 pub mod idempotency;
 pub mod items;
+pub mod limiter;
 pub mod meter;
 pub mod query;
 pub mod scatter;

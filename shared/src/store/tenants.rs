@@ -1,23 +1,24 @@
-//! Tenant records and the per-container shard-count cache.
+//! Tenant records, their tiers and limits, and the per-container record cache.
 //!
-//! A tenant's record (`PK` = `SK` = `TENANT#t#TENANT`) holds its tier and shard count. The shard count
-//! is fixed at onboarding: changing it would move every item's computed shard, so it is not offered
-//! as an update (re-sharding is a migration).
+//! A tenant's record (`PK` = `SK` = `TENANT#t#TENANT`) holds its tier, its limits when an operator set
+//! custom ones, and its shard count. The shard count is fixed at onboarding: changing it would move
+//! every item's computed shard, so it is not offered as an update (re-sharding is a migration).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use serde::{Deserialize, Serialize};
 
+use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{tenant_record_key, PK, SK};
 use crate::store::error::StoreError;
 use crate::store::scoped::TenantDb;
 
-/// How long a container trusts a cached shard count before reading the record again.
-pub const SHARD_COUNT_TTL: Duration = Duration::from_secs(300);
+/// How long a container trusts a cached tenant record before reading it again: a changed tier or
+/// limit reaches every container within this time.
+pub const RECORD_TTL_SECONDS: u64 = 30;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -25,6 +26,61 @@ pub enum Tier {
     Basic,
     Standard,
     Premium,
+    /// Limits set by an operator, stored in the record.
+    Custom,
+}
+
+/// What a tenant may consume per second, across all its routes and containers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Limits {
+    /// API requests per second.
+    pub requests_per_second: u32,
+    /// DynamoDB capacity units (read + write, table and GSI1) per second.
+    pub capacity_units_per_second: u32,
+}
+
+/// The bounds an operator's custom limits must keep.
+pub const MAX_REQUESTS_PER_SECOND: u32 = 100_000;
+pub const MAX_CAPACITY_UNITS_PER_SECOND: u32 = 1_000_000;
+
+impl Tier {
+    /// The tier's own limits; `None` for [`Tier::Custom`], whose limits live in the record.
+    pub fn limits(self) -> Option<Limits> {
+        let (requests_per_second, capacity_units_per_second) = match self {
+            Tier::Basic => (25, 50),
+            Tier::Standard => (100, 250),
+            Tier::Premium => (1_000, 2_500),
+            Tier::Custom => return None,
+        };
+        Some(Limits {
+            requests_per_second,
+            capacity_units_per_second,
+        })
+    }
+}
+
+impl Limits {
+    /// A tenant without a record is held to the basic tier's limits.
+    pub const UNONBOARDED: Limits = Limits {
+        requests_per_second: 25,
+        capacity_units_per_second: 50,
+    };
+
+    /// Whether an operator may set these: each rate at least 1 and at most its maximum.
+    pub fn check(&self) -> Result<(), String> {
+        if !(1..=MAX_REQUESTS_PER_SECOND).contains(&self.requests_per_second) {
+            return Err(format!(
+                "limits.requestsPerSecond must be 1 to {MAX_REQUESTS_PER_SECOND}"
+            ));
+        }
+        if !(1..=MAX_CAPACITY_UNITS_PER_SECOND).contains(&self.capacity_units_per_second) {
+            return Err(format!(
+                "limits.capacityUnitsPerSecond must be 1 to {MAX_CAPACITY_UNITS_PER_SECOND}"
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The stored tenant record.
@@ -37,8 +93,20 @@ pub struct TenantRecord {
     pub sk: String,
     pub tenant_id: String,
     pub tier: Tier,
+    /// Set exactly when the tier is [`Tier::Custom`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
     pub shard_count: u32,
     pub created_at: String,
+}
+
+impl TenantRecord {
+    /// The limits in force: the tier's, or the operator's custom ones.
+    pub fn limits(&self) -> Limits {
+        self.limits
+            .or(self.tier.limits())
+            .unwrap_or(Limits::UNONBOARDED)
+    }
 }
 
 /// Reads a tenant's record with its own scoped client; `None` when the tenant is not onboarded.
@@ -53,35 +121,180 @@ pub async fn read_record(db: &TenantDb) -> Result<Option<TenantRecord>, StoreErr
         .send()
         .await
         .map_err(StoreError::from_sdk)?;
-    out.item
-        .map(|item| {
-            serde_dynamo::from_item(item)
-                .map_err(|e| StoreError::Internal(format!("tenant record does not parse: {e}")))
-        })
-        .transpose()
+    out.item.map(parse_record).transpose()
 }
 
-/// Shard counts per tenant, cached per container for [`SHARD_COUNT_TTL`].
-#[derive(Debug, Default)]
-pub struct ShardDirectory {
-    cache: Mutex<HashMap<TenantId, (u32, Instant)>>,
+fn parse_record(item: crate::store::query::Item) -> Result<TenantRecord, StoreError> {
+    serde_dynamo::from_item(item)
+        .map_err(|e| StoreError::Internal(format!("tenant record does not parse: {e}")))
 }
 
-impl ShardDirectory {
-    /// The tenant's shard count; 403 when the tenant has not been onboarded.
-    pub async fn shard_count(&self, db: &TenantDb) -> Result<u32, StoreError> {
-        if let Some((count, at)) = self.lock().get(&db.tenant).copied() {
-            if at.elapsed() < SHARD_COUNT_TTL {
-                return Ok(count);
+/// Sets a tenant's tier and its custom limits (`None` removes them) on the existing record; `None`
+/// when the tenant is not onboarded. One conditional UpdateItem.
+pub async fn set_tier(
+    db: &TenantDb,
+    tier: Tier,
+    limits: Option<Limits>,
+) -> Result<Option<TenantRecord>, StoreError> {
+    let key = tenant_record_key(&db.tenant);
+    let update = db
+        .client
+        .update_item()
+        .table_name(&*db.table)
+        .key(PK, AttributeValue::S(key.clone()))
+        .key(SK, AttributeValue::S(key))
+        .condition_expression("attribute_exists(PK)")
+        .expression_attribute_names("#tier", "tier")
+        .expression_attribute_names("#limits", "limits")
+        .expression_attribute_values(
+            ":tier",
+            serde_dynamo::to_attribute_value(tier).map_err(internal)?,
+        )
+        .return_values(ReturnValue::AllNew);
+    let update = match limits {
+        Some(limits) => update
+            .update_expression("SET #tier = :tier, #limits = :limits")
+            .expression_attribute_values(
+                ":limits",
+                serde_dynamo::to_attribute_value(limits).map_err(internal)?,
+            ),
+        None => update.update_expression("SET #tier = :tier REMOVE #limits"),
+    };
+    match update.send().await {
+        Ok(out) => out.attributes.map(parse_record).transpose(),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
+}
+
+fn internal(e: serde_dynamo::Error) -> StoreError {
+    StoreError::Internal(format!("tenant record does not serialize: {e}"))
+}
+
+/// A cached record (`None`: not onboarded) and when it was read, in epoch milliseconds.
+type CachedRecord = (Option<Arc<TenantRecord>>, u64);
+
+/// Tenant records, cached per container for [`RECORD_TTL_SECONDS`] by the injected clock (also the
+/// absence of a record, so a tenant that was never onboarded costs one read per period).
+pub struct TenantDirectory {
+    cache: Mutex<HashMap<TenantId, CachedRecord>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl TenantDirectory {
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            cache: Mutex::new(HashMap::new()),
+            clock,
+        }
+    }
+
+    /// The tenant's record, `None` when it is not onboarded; read again once the cached one is
+    /// [`RECORD_TTL_SECONDS`] old.
+    pub async fn record(&self, db: &TenantDb) -> Result<Option<Arc<TenantRecord>>, StoreError> {
+        let now = self.clock.now_millis();
+        if let Some((record, at)) = self.lock().get(&db.tenant).cloned() {
+            if now.saturating_sub(at) < RECORD_TTL_SECONDS * 1000 {
+                return Ok(record);
             }
         }
-        let record = read_record(db).await?.ok_or(StoreError::NotOnboarded)?;
-        self.lock()
-            .insert(db.tenant.clone(), (record.shard_count, Instant::now()));
+        let record = read_record(db).await?.map(Arc::new);
+        self.remember(&db.tenant, record.clone());
+        Ok(record)
+    }
+
+    /// Caches a record this container has just written, so its own next request sees it at once.
+    pub fn remember(&self, tenant: &TenantId, record: Option<Arc<TenantRecord>>) {
+        let now = self.clock.now_millis();
+        self.lock().insert(tenant.clone(), (record, now));
+    }
+
+    /// The tenant's shard count; 403 when the tenant has not been onboarded.
+    pub async fn shard_count(&self, db: &TenantDb) -> Result<u32, StoreError> {
+        let record = self.record(db).await?.ok_or(StoreError::NotOnboarded)?;
         Ok(record.shard_count)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TenantId, (u32, Instant)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TenantId, CachedRecord>> {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_named_tier_has_limits_and_custom_has_none() {
+        assert_eq!(Tier::Basic.limits().unwrap().requests_per_second, 25);
+        assert_eq!(Tier::Standard.limits().unwrap().requests_per_second, 100);
+        assert_eq!(Tier::Premium.limits().unwrap().requests_per_second, 1_000);
+        assert_eq!(Tier::Custom.limits(), None);
+        assert_eq!(Some(Limits::UNONBOARDED), Tier::Basic.limits());
+    }
+
+    #[test]
+    fn golden_record_with_custom_limits() {
+        let record = TenantRecord {
+            pk: "TENANT#acme#TENANT".into(),
+            sk: "TENANT#acme#TENANT".into(),
+            tenant_id: "acme".into(),
+            tier: Tier::Custom,
+            limits: Some(Limits {
+                requests_per_second: 7,
+                capacity_units_per_second: 9,
+            }),
+            shard_count: 4,
+            created_at: "2026-11-22T00:00:00Z".into(),
+        };
+        let item: crate::store::query::Item = serde_dynamo::to_item(&record).unwrap();
+        let limits = item["limits"].as_m().unwrap();
+        assert_eq!(limits["requestsPerSecond"], AttributeValue::N("7".into()));
+        assert_eq!(
+            limits["capacityUnitsPerSecond"],
+            AttributeValue::N("9".into())
+        );
+        assert_eq!(item["tier"], AttributeValue::S("custom".into()));
+        assert_eq!(record.limits().requests_per_second, 7);
+        let basic = TenantRecord {
+            tier: Tier::Basic,
+            limits: None,
+            ..record
+        };
+        let item: crate::store::query::Item = serde_dynamo::to_item(&basic).unwrap();
+        assert!(!item.contains_key("limits"));
+        assert_eq!(basic.limits(), Tier::Basic.limits().unwrap());
+    }
+
+    #[test]
+    fn limits_outside_their_bounds_are_refused() {
+        let ok = Limits {
+            requests_per_second: 1,
+            capacity_units_per_second: 1,
+        };
+        assert!(ok.check().is_ok());
+        assert!(Limits {
+            requests_per_second: 0,
+            ..ok
+        }
+        .check()
+        .is_err());
+        assert!(Limits {
+            capacity_units_per_second: 0,
+            ..ok
+        }
+        .check()
+        .is_err());
+        assert!(Limits {
+            requests_per_second: MAX_REQUESTS_PER_SECOND + 1,
+            ..ok
+        }
+        .check()
+        .is_err());
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! A call's capacity units are known only once it has run, but its metering write is sent as soon as
 //! the tenant is verified, beside the handler, so that metering adds no latency. So a call's units
-//! ride on the next metered call of the same tenant and route in the same container ([`defer_units`]);
+//! ride on the next metered call of the same tenant and route in the same container ([`defer`]);
 //! the units a container still holds when it stops are lost, at most those of its last call per
 //! tenant and route. Units are stored in thousandths (`readMilliUnits`, `writeMilliUnits`), so sums
 //! stay exact.
@@ -78,38 +78,52 @@ pub fn meter_config() -> aws_sdk_dynamodb::config::Builder {
         )
 }
 
-/// What finished calls consumed and the counters do not hold yet, per (tenant, route): capacity
-/// units in thousandths (read, write) and throttled attempts.
-type Pending = (u64, u64, u64);
-static PENDING_UNITS: Mutex<BTreeMap<(String, String), Pending>> = Mutex::new(BTreeMap::new());
-
-fn pending() -> std::sync::MutexGuard<'static, BTreeMap<(String, String), Pending>> {
-    PENDING_UNITS.lock().unwrap_or_else(|p| p.into_inner())
+/// What finished calls left for the counters and the counters do not hold yet, per (tenant, route).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pending {
+    /// Capacity units, in thousandths.
+    pub read_milli: u64,
+    pub write_milli: u64,
+    /// DynamoDB attempts answered with a throttling error.
+    pub throttles: u64,
+    /// Calls refused by the tier quota (429): counted here, never with a write of their own.
+    pub limited: u64,
 }
 
-/// Holds a finished call's capacity units (thousandths) and throttled attempts for the next metering
-/// write of `tenant` and `route` in this container.
-pub fn defer_units(tenant: &str, route: &str, read_milli: u64, write_milli: u64, throttles: u64) {
-    if read_milli == 0 && write_milli == 0 && throttles == 0 {
+static PENDING: Mutex<BTreeMap<(String, String), Pending>> = Mutex::new(BTreeMap::new());
+
+fn pending() -> std::sync::MutexGuard<'static, BTreeMap<(String, String), Pending>> {
+    PENDING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Holds what a finished call left (capacity units, throttled attempts, or that it was limited)
+/// for the next metering write of `tenant` and `route` in this container.
+pub fn defer(tenant: &str, route: &str, left: Pending) {
+    if left == Pending::default() {
         return;
     }
+    restore(tenant, route, left);
+}
+
+fn restore(tenant: &str, route: &str, left: Pending) {
     let mut map = pending();
     let entry = map
         .entry((tenant.to_owned(), route.to_owned()))
         .or_default();
-    entry.0 += read_milli;
-    entry.1 += write_milli;
-    entry.2 += throttles;
+    entry.read_milli += left.read_milli;
+    entry.write_milli += left.write_milli;
+    entry.throttles += left.throttles;
+    entry.limited += left.limited;
 }
 
-fn take_units(tenant: &str, route: &str) -> Pending {
+fn take_pending(tenant: &str, route: &str) -> Pending {
     pending()
         .remove(&(tenant.to_owned(), route.to_owned()))
         .unwrap_or_default()
 }
 
 /// Adds one call of `route` on `date` to one shard of the tenant's counter, with the capacity units
-/// earlier calls left pending ([`defer_units`]); if DynamoDB refuses the write, they stay pending,
+/// earlier calls left pending ([`defer`]); if DynamoDB refuses the write, they stay pending,
 /// and units are never counted twice. A new counter item gets `expiresAt` = `now_seconds` +
 /// [`COUNTER_TTL_SECONDS`].
 pub async fn increment(
@@ -120,7 +134,7 @@ pub async fn increment(
     now_seconds: u64,
 ) -> Result<(), StoreError> {
     let t = &db.tenant;
-    let (read_milli, write_milli, throttles) = take_units(t.as_str(), route);
+    let pending = take_pending(t.as_str(), route);
     let sent = db
         .client
         .update_item()
@@ -128,16 +142,18 @@ pub async fn increment(
         .key(PK, AttributeValue::S(counter_pk(t, shard)))
         .key(SK, AttributeValue::S(counter_sk(t, date, route, shard)))
         .update_expression(
-            "ADD calls :one, readMilliUnits :r, writeMilliUnits :w, throttles :th \
+            "ADD calls :one, readMilliUnits :r, writeMilliUnits :w, throttles :th, #limited :lim \
              SET #date = :date, #route = :route, #exp = if_not_exists(#exp, :exp)",
         )
         .expression_attribute_names("#date", "date")
         .expression_attribute_names("#route", "route")
+        .expression_attribute_names("#limited", "limited")
         .expression_attribute_names("#exp", EXPIRES_AT)
         .expression_attribute_values(":one", AttributeValue::N("1".into()))
-        .expression_attribute_values(":r", AttributeValue::N(read_milli.to_string()))
-        .expression_attribute_values(":w", AttributeValue::N(write_milli.to_string()))
-        .expression_attribute_values(":th", AttributeValue::N(throttles.to_string()))
+        .expression_attribute_values(":r", number(pending.read_milli))
+        .expression_attribute_values(":w", number(pending.write_milli))
+        .expression_attribute_values(":th", number(pending.throttles))
+        .expression_attribute_values(":lim", number(pending.limited))
         .expression_attribute_values(":date", AttributeValue::S(date.to_owned()))
         .expression_attribute_values(":route", AttributeValue::S(route.to_owned()))
         .expression_attribute_values(
@@ -152,27 +168,38 @@ pub async fn increment(
         // DynamoDB refused the write (throttled, say), so nothing was added: the units wait for the
         // next write. A write whose outcome is unknown (a timeout, a lost answer) may have been
         // applied, so its units are dropped rather than risk counting them twice.
-        use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
-        let not_applied = match &e {
-            SdkError::ConstructionFailure(_) => true,
-            // Throttling and validation errors are refusals; a 500 may have been applied.
-            SdkError::ServiceError(s) => matches!(
-                s.err().code(),
-                Some(
-                    "ProvisionedThroughputExceededException"
-                        | "ThrottlingException"
-                        | "RequestLimitExceeded"
-                        | "ValidationException"
-                )
-            ),
-            _ => false,
-        };
-        if not_applied {
-            defer_units(t.as_str(), route, read_milli, write_milli, throttles);
+        if refused(&e) {
+            restore(t.as_str(), route, pending);
         }
         return Err(StoreError::from_sdk(e));
     }
     Ok(())
+}
+
+fn number(n: u64) -> AttributeValue {
+    AttributeValue::N(n.to_string())
+}
+
+/// Whether DynamoDB certainly did not apply a failed write: throttling and validation errors are
+/// refusals; a 500, a timeout or a lost answer may have been applied.
+pub fn refused<E, R>(e: &aws_sdk_dynamodb::error::SdkError<E, R>) -> bool
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata,
+{
+    use aws_sdk_dynamodb::error::SdkError;
+    match e {
+        SdkError::ConstructionFailure(_) => true,
+        SdkError::ServiceError(s) => matches!(
+            s.err().code(),
+            Some(
+                "ProvisionedThroughputExceededException"
+                    | "ThrottlingException"
+                    | "RequestLimitExceeded"
+                    | "ValidationException"
+            )
+        ),
+        _ => false,
+    }
 }
 
 /// One route's usage on one day.
@@ -184,6 +211,8 @@ pub struct RouteUsage {
     pub write_milli_units: u64,
     /// DynamoDB attempts answered with a throttling error.
     pub throttles: u64,
+    /// Calls refused by the tier quota (429).
+    pub limited: u64,
 }
 
 /// Daily usage per route between `from` and `to` (inclusive, `YYYY-MM-DD`): one Query per shard.
@@ -222,6 +251,7 @@ pub async fn read(
         usage.read_milli_units += units("readMilliUnits");
         usage.write_milli_units += units("writeMilliUnits");
         usage.throttles += units("throttles");
+        usage.limited += units("limited");
     }
     Ok(days)
 }

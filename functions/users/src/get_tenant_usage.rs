@@ -1,0 +1,19 @@
+//! getTenantUsage: `GET /tenants/{tenantId}/usage?from=YYYY-MM-DD&to=YYYY-MM-DD` (operator) → any
+//! tenant's usage, as [`crate::get_usage`] answers the tenant itself: calls, capacity units,
+//! throttled attempts and quota refusals per route and day. Read with credentials scoped to that
+//! tenant.
+
+use lambda_http::{Body, Request, Response};
+use shared::identity::ids::TenantId;
+use shared::service::app::require_operator;
+use shared::service::http::path_param;
+use shared::{ApiError, App};
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(&req)?;
+    require_operator(&caller)?;
+    let raw = path_param(&req, "tenantId")?;
+    let tenant = TenantId::parse(&raw)
+        .map_err(|e| ApiError::bad_request("tenantId", format!("tenantId {e}")))?;
+    crate::get_usage::usage_response(app, &tenant, &req).await
+}
