@@ -193,14 +193,15 @@ async fn the_quota_is_shared_by_containers_through_dynamodb_and_fails_open_when_
         answers.push(get_product(&b.app, &t).await);
     }
     // THEN the quota fails open: each container still holds the tenant to 25 on its own count, but
-    // no longer sees the other's, so all 40 run; and each refused count is logged as a warning
+    // no longer sees the other's, so all 40 run; and the refused counter writes are logged as
+    // warnings (at least each container's first; near the limit, every one)
     assert_eq!(count(&answers, 404), 40);
     let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
     let warnings = text
         .lines()
         .filter(|l| l.contains("\"level\":\"WARN\"") && l.contains("quota counter"))
         .count();
-    assert_eq!(warnings, 40, "{text}");
+    assert!(warnings >= 2, "{text}");
 }
 
 #[tokio::test]

@@ -22,6 +22,7 @@ use crate::store::limiter::{Admission, RateLimiter};
 use crate::store::meter::note_tenant;
 use crate::store::scoped::{TenantClients, TenantDb, DEFAULT_MAX_IN_FLIGHT};
 use crate::store::tenants::{Limits, TenantDirectory};
+use crate::store::usage::UsageMeter;
 
 pub const DEFAULT_SESSION_TTL_SECONDS: u64 = 3600;
 pub const DEFAULT_CREDENTIALS_SECONDS: i32 = 900;
@@ -206,6 +207,8 @@ pub struct App {
     pub directory: TenantDirectory,
     /// This container's side of the tier quota.
     pub limiter: RateLimiter,
+    /// This container's usage counts not yet written.
+    pub usage: UsageMeter,
     pub clock: Arc<dyn Clock>,
 }
 
@@ -249,6 +252,7 @@ impl App {
             tenants,
             directory: TenantDirectory::new(clock.clone()),
             limiter: RateLimiter::default(),
+            usage: UsageMeter::default(),
             clock,
         }
     }
@@ -318,6 +322,17 @@ impl App {
                 Admission::Admitted
             }
         }
+    }
+
+    /// Writes every tenant's pending usage counts now (tests read usage right after their calls; a
+    /// container would call it when told it is shutting down).
+    pub async fn flush_usage(&self) -> Result<(), ApiError> {
+        let now = self.clock.now_millis();
+        for tenant in self.usage.tenants_pending() {
+            let db = self.db(&tenant).await?;
+            self.usage.flush(&db, now).await?;
+        }
+        Ok(())
     }
 
     /// The scoped client for `tenant`.

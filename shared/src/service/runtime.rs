@@ -70,9 +70,10 @@ pub async fn respond(
 }
 
 /// [`respond`], plus usage metering when `meter` is `(app, bin)`: as soon as the handler has verified
-/// the tenant, the call is counted with one UpdateItem `ADD`, concurrently with the handler's own
-/// DynamoDB work, and awaited before returning (a Lambda is frozen once it answers, so a detached
-/// task could be lost). A metering failure is logged and never fails the request.
+/// the tenant, the call is added to the container's [`usage::UsageMeter`]; when the tenant's counts
+/// are due, they are written concurrently with the handler's own DynamoDB work and awaited before
+/// returning (a Lambda is frozen once it answers, so a detached task could be lost). A metering
+/// failure is logged and never fails the request.
 pub async fn respond_metered(
     meter: Option<(&App, &str)>,
     request_id: String,
@@ -110,17 +111,17 @@ async fn respond_counted(
     };
     let (result, ()) = tokio::join!(main, metering);
     if let (Some((app, bin)), Some(tenant)) = (meter, meta.tenant()) {
-        // This call's units are known only now: they ride on the tenant's next metered call, and
-        // on its next quota count.
+        // This call's units are known only now: they ride on the tenant's next flush, and on its
+        // next quota count.
         let (read, write) = meta.capacity_milli_units();
         let left = usage::Pending {
             read_milli: read,
             write_milli: write,
             throttles: u64::from(meta.throttles()),
-            limited: 0,
+            ..usage::Pending::default()
         };
-        usage::defer(tenant, bin, left);
         if let Ok(tenant) = TenantId::parse(tenant) {
+            app.usage.add(&tenant, bin, left);
             app.limiter.defer_units(&tenant, read + write);
         }
     }
@@ -140,32 +141,42 @@ async fn respond_counted(
     response
 }
 
-/// Counts one call on the tenant's usage counter for the day and route and, with `quota`, in its
-/// quota window for this second: two UpdateItems sent together.
+/// Counts one call of `tenant` on `bin` and, when its counts are due (every 100 ms per container, or
+/// with every call once its quota is close), writes them: the usage counters and, with `quota`, the
+/// quota window, concurrently.
 async fn count_call(app: &App, tenant: &TenantId, bin: &str, quota: bool) -> Result<(), ApiError> {
+    let calls = usage::Pending {
+        calls: 1,
+        ..usage::Pending::default()
+    };
+    app.usage.add(tenant, bin, calls);
+    let now_millis = app.clock.now_millis();
+    let now = now_millis / 1000;
+    let limits = match quota {
+        true => Some(app.limits(tenant).await?),
+        false => None,
+    };
+    let near_limit = limits.is_some_and(|l| app.limiter.near_limit(tenant, &l, now));
+    if !near_limit && !app.usage.due(tenant, now_millis) {
+        return Ok(());
+    }
     let db = app.db(tenant).await?;
-    let date = usage::utc_date(app.clock.now_millis());
-    let now = app.clock.now_seconds();
-    let quota = async {
-        if !quota {
+    let window = async {
+        let Some(limits) = limits else {
             return Ok(());
-        }
-        let limits = app.limits(tenant).await?;
+        };
         app.limiter.count(&db, &limits, now).await.map_err(|e| {
             tracing::warn!(error = %e, "the quota counter could not be written: admitting on what is known (fail open)");
             ApiError::from(e)
         })
     };
-    let (usage, _) = tokio::join!(
-        usage::increment(&db, &date, bin, usage::next_shard(), now),
-        quota
-    );
+    let (usage, _) = tokio::join!(app.usage.flush(&db, now_millis), window);
     Ok(usage?)
 }
 
 /// Serves one request: the tier quota is decided first, before the handler runs; an admitted
 /// request runs its handler with usage metering ([`respond_metered`]), a limited one gets 429 with
-/// `Retry-After` and touches nothing (its count waits for the tenant's next usage write). A caller
+/// `Retry-After` and touches nothing (its count waits for the tenant's next flush). A caller
 /// that does not verify is left to the handler, which answers 401 or 403.
 pub async fn respond_admitted<F, Fut>(
     app: &App,
@@ -190,7 +201,7 @@ where
         limited: 1,
         ..usage::Pending::default()
     };
-    usage::defer(tenant.as_str(), bin, left);
+    app.usage.add(&tenant, bin, left);
     let refusal = async {
         meter::note_tenant(&tenant);
         let what = match exceeded {

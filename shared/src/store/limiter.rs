@@ -1,17 +1,20 @@
 //! The tier quota: a per-tenant rate limiter shared by every container, kept in DynamoDB.
 //!
-//! **Algorithm: a fixed one-second window, counted in DynamoDB, decided locally.** Every admitted
-//! request adds itself (and the capacity units earlier requests consumed) to the tenant's counter
-//! for the current second with one UpdateItem `ADD`, sent beside the handler with the usage meter
-//! and answered with the new totals (`UPDATED_NEW`). A container decides each request before the
-//! handler runs from what the last answer told it: the tenant's requests and capacity units so far
-//! in this second, across all containers. Over either limit, the request gets 429 with
+//! **Algorithm: a fixed one-second window, counted in DynamoDB, decided locally.** A container adds
+//! its admitted requests (and the capacity units earlier requests consumed) to the tenant's counter
+//! for the current second with one UpdateItem `ADD`, sent beside a handler together with the usage
+//! meter's flush and answered with the new totals (`UPDATED_NEW`): every 100 ms while the tenant is
+//! far from its limits, and with every request once it is within 80% of one. A container decides
+//! each request before the handler runs from what the last answer told it, plus its own admissions
+//! since: the tenant's requests and capacity units so far in this second, across all containers. Over either limit, the request gets 429 with
 //! `Retry-After: 1` and nothing else happens: no handler, no DynamoDB write (its count rides on the
 //! next usage write), so a tenant far over its rate costs the table nothing more.
 //!
-//! **Accuracy.** A container learns the window's total one request late, so in one second a tenant
-//! gets at most its limit plus one request per concurrently busy container, and its first request in
-//! every new second and container is always admitted. Capacity units are known only once a request
+//! **Accuracy.** Near a limit a container learns the window's total one request late, so in one
+//! second a tenant gets at most its limit plus about one request per concurrently busy container; far
+//! from it, a container's view of the others is up to 100 ms old, which only matters for a tenant
+//! whose burst goes from under 80% to over 100% of its limit within 100 ms across several
+//! containers. Capacity units are known only once a request
 //! has run, so they count in the window of the request after. When the counter is spread over S
 //! shards (below), the total is estimated as S times the shard this container wrote: exact for S = 1,
 //! within a few percent at the request rates that need S > 1.
@@ -88,7 +91,13 @@ struct Window {
     requests: u64,
     /// Capacity units in the window, in thousandths, all containers.
     milli_units: u64,
+    /// This container's admissions in the window that the counter does not hold yet.
+    uncounted: u64,
 }
+
+/// Within this share of a limit, every admitted request is counted at once (not batched), so the
+/// decision near the limit is as exact as one answer late allows.
+const NEAR_LIMIT_PERCENT: u64 = 80;
 
 /// The per-container side of the limiter: what each tenant's window looked like at the last answer,
 /// and the capacity units that finished requests consumed and the counter does not hold yet.
@@ -119,7 +128,20 @@ impl RateLimiter {
             return Admission::Limited(Exceeded::CapacityUnits);
         }
         window.requests += 1;
+        window.uncounted += 1;
         Admission::Admitted
+    }
+
+    /// Whether the tenant's window, as this container knows it, is close enough to a limit that its
+    /// count should be written now rather than with the next batch.
+    pub fn near_limit(&self, tenant: &TenantId, limits: &Limits, now_second: u64) -> bool {
+        let windows = lock(&self.windows);
+        let Some(w) = windows.get(tenant).filter(|w| w.second == now_second) else {
+            return false;
+        };
+        w.requests * 100 >= u64::from(limits.requests_per_second) * NEAR_LIMIT_PERCENT
+            || w.milli_units * 100
+                >= u64::from(limits.capacity_units_per_second) * 1000 * NEAR_LIMIT_PERCENT
     }
 
     /// Holds a finished request's capacity units (thousandths) for the tenant's next counter write.
@@ -131,10 +153,11 @@ impl RateLimiter {
         }
     }
 
-    /// Counts one admitted request of `db`'s tenant in the window of `now_second`, with the units
-    /// left pending, and learns the window's totals from the answer. One UpdateItem on one window
-    /// shard, with the usage meter's budget (one attempt, 200 ms). When DynamoDB refuses the write,
-    /// the units stay pending; the caller logs the error and admits (fail open).
+    /// Counts this container's admissions in the window of `now_second` that the counter does not
+    /// hold yet, with the units left pending, and learns the window's totals from the answer. One
+    /// UpdateItem on one window shard, with the usage meter's budget (one attempt, 200 ms). When
+    /// DynamoDB refuses the write, the counts stay pending; the caller logs the error and admits
+    /// (fail open). Admissions of an earlier second are dropped: that window is over.
     pub async fn count(
         &self,
         db: &TenantDb,
@@ -145,6 +168,13 @@ impl RateLimiter {
         let shards = window_shards(limits);
         let shard = self.next_shard.fetch_add(1, Ordering::Relaxed) % shards;
         let units = lock(&self.pending_milli_units).remove(t).unwrap_or(0);
+        let admitted = {
+            let mut windows = lock(&self.windows);
+            match windows.get_mut(t) {
+                Some(w) if w.second == now_second => std::mem::take(&mut w.uncounted),
+                _ => 0,
+            }
+        };
         let sent = db
             .client
             .update_item()
@@ -152,11 +182,11 @@ impl RateLimiter {
             .key(PK, AttributeValue::S(window_pk(t, shard)))
             .key(SK, AttributeValue::S(window_sk(t, now_second, shard)))
             .update_expression(
-                "ADD #requests :one, milliUnits :units SET #exp = if_not_exists(#exp, :exp)",
+                "ADD #requests :admitted, milliUnits :units SET #exp = if_not_exists(#exp, :exp)",
             )
             .expression_attribute_names("#requests", "requests")
             .expression_attribute_names("#exp", EXPIRES_AT)
-            .expression_attribute_values(":one", AttributeValue::N("1".into()))
+            .expression_attribute_values(":admitted", AttributeValue::N(admitted.to_string()))
             .expression_attribute_values(":units", AttributeValue::N(units.to_string()))
             .expression_attribute_values(
                 ":exp",
@@ -172,6 +202,11 @@ impl RateLimiter {
             Err(e) => {
                 if crate::store::usage::refused(&e) {
                     self.defer_units(t, units);
+                    if let Some(w) = lock(&self.windows).get_mut(t) {
+                        if w.second == now_second {
+                            w.uncounted += admitted;
+                        }
+                    }
                 }
                 return Err(StoreError::from_sdk(e));
             }
@@ -190,6 +225,7 @@ impl RateLimiter {
                 second: now_second,
                 requests,
                 milli_units,
+                uncounted: 0,
             };
         }
         Ok(())

@@ -1,12 +1,15 @@
-//! Usage metering: a per-tenant, per-route, per-day counter of calls and of the read and write
-//! capacity units they consumed, updated with UpdateItem `ADD`.
+//! Usage metering: a per-tenant, per-route, per-day counter of calls, of the read and write capacity
+//! units they consumed, of throttled attempts and of calls the tier quota refused, updated with
+//! UpdateItem `ADD`.
 //!
-//! A call's capacity units are known only once it has run, but its metering write is sent as soon as
-//! the tenant is verified, beside the handler, so that metering adds no latency. So a call's units
-//! ride on the next metered call of the same tenant and route in the same container ([`defer`]);
-//! the units a container still holds when it stops are lost, at most those of its last call per
-//! tenant and route. Units are stored in thousandths (`readMilliUnits`, `writeMilliUnits`), so sums
-//! stay exact.
+//! **Batched per container.** A container adds each call to its [`UsageMeter`] and writes a tenant's
+//! counts at most every [`FLUSH_INTERVAL_MS`] (sooner when its quota is close: see
+//! `store::limiter`), one UpdateItem per route with counts, sent beside a handler, so metering costs
+//! about one write per tenant and route every 100 ms instead of one per call, and adds no latency to
+//! the calls that do not flush. A call's capacity units are known only once it has run, so they
+//! always ride on a later flush. What a container holds when it stops is lost: at most its last
+//! 100 ms of counts per tenant. Units are stored in thousandths (`readMilliUnits`,
+//! `writeMilliUnits`), so sums stay exact.
 //!
 //! One counter item per tenant, route and day would be a hot key (one partition, about 1,000 writes a
 //! second, and its GSI1 partition too), so each counter is spread over [`COUNTER_SHARDS`] items summed
@@ -21,7 +24,7 @@
 //! throttling, and a throttled increment only loses a count (it never fails the request). Reading a
 //! date range is 8 Queries, one per shard, concurrently, whatever the range.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
@@ -34,13 +37,6 @@ use crate::store::scatter::{gather_all, Listing, Order, SortRange};
 use crate::store::scoped::TenantDb;
 
 pub const COUNTER_SHARDS: u32 = 8;
-
-/// Round-robin over the counter shards, per container.
-static NEXT_SHARD: AtomicU32 = AtomicU32::new(0);
-
-pub fn next_shard() -> u32 {
-    NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % COUNTER_SHARDS
-}
 
 pub fn counter_pk(t: &TenantId, shard: u32) -> String {
     format!("TENANT#{t}#USAGE#{shard}")
@@ -61,9 +57,9 @@ pub fn utc_date(unix_millis: u64) -> String {
 /// usage can always be read back, and a departed tenant's counters do not stay forever.
 pub const COUNTER_TTL_SECONDS: u64 = 400 * 24 * 3600;
 
-/// The meter's budget: one attempt, at most 200 ms. The count is best-effort and the request waits
-/// for it (a frozen Lambda loses detached work), so a slow counter partition may cost a request at
-/// most this long, never the SDK's full retry schedule.
+/// The meter's budget: one attempt, at most 200 ms. The count is best-effort and the request that
+/// flushes waits for it (a frozen Lambda loses detached work), so a slow counter partition may cost
+/// that request at most this long, never the SDK's full retry schedule.
 pub const METER_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The client settings the meter's UpdateItem runs with, overriding the tenant client's own.
@@ -78,82 +74,143 @@ pub fn meter_config() -> aws_sdk_dynamodb::config::Builder {
         )
 }
 
-/// What finished calls left for the counters and the counters do not hold yet, per (tenant, route).
+/// What calls left for a tenant's counter of one route and the counter does not hold yet.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Pending {
+    /// Calls the handler ran.
+    pub calls: u64,
     /// Capacity units, in thousandths.
     pub read_milli: u64,
     pub write_milli: u64,
     /// DynamoDB attempts answered with a throttling error.
     pub throttles: u64,
-    /// Calls refused by the tier quota (429): counted here, never with a write of their own.
+    /// Calls refused by the tier quota (429).
     pub limited: u64,
 }
 
-static PENDING: Mutex<BTreeMap<(String, String), Pending>> = Mutex::new(BTreeMap::new());
-
-fn pending() -> std::sync::MutexGuard<'static, BTreeMap<(String, String), Pending>> {
-    PENDING.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Holds what a finished call left (capacity units, throttled attempts, or that it was limited)
-/// for the next metering write of `tenant` and `route` in this container.
-pub fn defer(tenant: &str, route: &str, left: Pending) {
-    if left == Pending::default() {
-        return;
+impl Pending {
+    fn add(&mut self, other: Pending) {
+        self.calls += other.calls;
+        self.read_milli += other.read_milli;
+        self.write_milli += other.write_milli;
+        self.throttles += other.throttles;
+        self.limited += other.limited;
     }
-    restore(tenant, route, left);
 }
 
-fn restore(tenant: &str, route: &str, left: Pending) {
-    let mut map = pending();
-    let entry = map
-        .entry((tenant.to_owned(), route.to_owned()))
-        .or_default();
-    entry.read_milli += left.read_milli;
-    entry.write_milli += left.write_milli;
-    entry.throttles += left.throttles;
-    entry.limited += left.limited;
+/// A tenant's counts are written at most this often per container, unless its quota is close.
+pub const FLUSH_INTERVAL_MS: u64 = 100;
+
+/// One container's usage counts not yet written, per tenant and route.
+#[derive(Debug, Default)]
+pub struct UsageMeter {
+    pending: Mutex<BTreeMap<(TenantId, String), Pending>>,
+    /// When each tenant's counts were last written (epoch ms).
+    flushed_at: Mutex<HashMap<TenantId, u64>>,
+    next_shard: AtomicU32,
 }
 
-fn take_pending(tenant: &str, route: &str) -> Pending {
-    pending()
-        .remove(&(tenant.to_owned(), route.to_owned()))
-        .unwrap_or_default()
+impl UsageMeter {
+    /// Adds what a call left (counted, its units, or that it was refused) to `tenant`'s `route`.
+    pub fn add(&self, tenant: &TenantId, route: &str, left: Pending) {
+        if left != Pending::default() {
+            lock(&self.pending)
+                .entry((tenant.clone(), route.to_owned()))
+                .or_default()
+                .add(left);
+        }
+    }
+
+    /// Whether `tenant`'s counts are due to be written: never written by this container, or not for
+    /// [`FLUSH_INTERVAL_MS`].
+    pub fn due(&self, tenant: &TenantId, now_millis: u64) -> bool {
+        lock(&self.flushed_at)
+            .get(tenant)
+            .is_none_or(|at| now_millis.saturating_sub(*at) >= FLUSH_INTERVAL_MS)
+    }
+
+    /// The tenants with counts not yet written.
+    pub fn tenants_pending(&self) -> Vec<TenantId> {
+        let mut tenants: Vec<TenantId> =
+            lock(&self.pending).keys().map(|(t, _)| t.clone()).collect();
+        tenants.dedup();
+        tenants
+    }
+
+    /// Writes everything pending for `db`'s tenant: one UpdateItem `ADD` per route, concurrently, each
+    /// on one counter shard (round-robin). Counts DynamoDB refuses (throttled) stay pending for the
+    /// next flush; counts whose write has an unknown outcome (a timeout, a lost answer; it may have
+    /// been applied) are dropped, so nothing is ever counted twice. A new counter item gets
+    /// `expiresAt` = now + [`COUNTER_TTL_SECONDS`].
+    pub async fn flush(&self, db: &TenantDb, now_millis: u64) -> Result<(), StoreError> {
+        let t = &db.tenant;
+        lock(&self.flushed_at).insert(t.clone(), now_millis);
+        let routes: Vec<(String, Pending)> = {
+            let mut pending = lock(&self.pending);
+            let keys: Vec<_> = pending.keys().filter(|(k, _)| k == t).cloned().collect();
+            keys.into_iter()
+                .filter_map(|k| pending.remove(&k).map(|p| (k.1, p)))
+                .collect()
+        };
+        let date = utc_date(now_millis);
+        let writes = routes.iter().map(|(route, counts)| {
+            let shard = self.next_shard.fetch_add(1, Ordering::Relaxed) % COUNTER_SHARDS;
+            write(db, &date, route, shard, now_millis / 1000, *counts)
+        });
+        let mut first_error = None;
+        for ((route, counts), result) in routes.iter().zip(futures::future::join_all(writes).await)
+        {
+            if let Err(e) = result {
+                if e.refused {
+                    self.add(t, route, *counts);
+                }
+                first_error.get_or_insert(e.error);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
 }
 
-/// Adds one call of `route` on `date` to one shard of the tenant's counter, with the capacity units
-/// earlier calls left pending ([`defer`]); if DynamoDB refuses the write, they stay pending,
-/// and units are never counted twice. A new counter item gets `expiresAt` = `now_seconds` +
-/// [`COUNTER_TTL_SECONDS`].
-pub async fn increment(
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A failed counter write, and whether DynamoDB certainly did not apply it.
+#[derive(Debug)]
+pub struct WriteError {
+    pub error: StoreError,
+    pub refused: bool,
+}
+
+/// Adds `counts` to one shard of the tenant's counter of `route` on `date`. One UpdateItem with the
+/// meter's budget ([`meter_config`]).
+pub async fn write(
     db: &TenantDb,
     date: &str,
     route: &str,
     shard: u32,
     now_seconds: u64,
-) -> Result<(), StoreError> {
+    counts: Pending,
+) -> Result<(), WriteError> {
     let t = &db.tenant;
-    let pending = take_pending(t.as_str(), route);
-    let sent = db
-        .client
+    db.client
         .update_item()
         .table_name(&*db.table)
         .key(PK, AttributeValue::S(counter_pk(t, shard)))
         .key(SK, AttributeValue::S(counter_sk(t, date, route, shard)))
         .update_expression(
-            "ADD calls :one, readMilliUnits :r, writeMilliUnits :w, throttles :th, #limited :lim \
+            "ADD calls :calls, readMilliUnits :r, writeMilliUnits :w, throttles :th, #limited :lim \
              SET #date = :date, #route = :route, #exp = if_not_exists(#exp, :exp)",
         )
         .expression_attribute_names("#date", "date")
         .expression_attribute_names("#route", "route")
         .expression_attribute_names("#limited", "limited")
         .expression_attribute_names("#exp", EXPIRES_AT)
-        .expression_attribute_values(":one", AttributeValue::N("1".into()))
-        .expression_attribute_values(":r", number(pending.read_milli))
-        .expression_attribute_values(":w", number(pending.write_milli))
-        .expression_attribute_values(":th", number(pending.throttles))
-        .expression_attribute_values(":lim", number(pending.limited))
+        .expression_attribute_values(":calls", number(counts.calls))
+        .expression_attribute_values(":r", number(counts.read_milli))
+        .expression_attribute_values(":w", number(counts.write_milli))
+        .expression_attribute_values(":th", number(counts.throttles))
+        .expression_attribute_values(":lim", number(counts.limited))
         .expression_attribute_values(":date", AttributeValue::S(date.to_owned()))
         .expression_attribute_values(":route", AttributeValue::S(route.to_owned()))
         .expression_attribute_values(
@@ -163,17 +220,12 @@ pub async fn increment(
         .customize()
         .config_override(meter_config())
         .send()
-        .await;
-    if let Err(e) = sent {
-        // DynamoDB refused the write (throttled, say), so nothing was added: the units wait for the
-        // next write. A write whose outcome is unknown (a timeout, a lost answer) may have been
-        // applied, so its units are dropped rather than risk counting them twice.
-        if refused(&e) {
-            restore(t.as_str(), route, pending);
-        }
-        return Err(StoreError::from_sdk(e));
-    }
-    Ok(())
+        .await
+        .map(|_| ())
+        .map_err(|e| WriteError {
+            refused: refused(&e),
+            error: StoreError::from_sdk(e),
+        })
 }
 
 fn number(n: u64) -> AttributeValue {
