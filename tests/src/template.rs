@@ -57,6 +57,19 @@ pub fn tenant_role_policy(arns: &Arns) -> Json {
     resolve(&policies[0]["PolicyDocument"], arns)
 }
 
+/// The functions' execution role's policy named `name`, as deployed.
+pub fn function_role_policy(arns: &Arns, name: &str) -> Json {
+    let role = load()["Resources"]["FunctionExecutionRole"]["Properties"].clone();
+    let policy = role["Policies"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|p| p["PolicyName"].as_str() == Some(name))
+        .unwrap_or_else(|| panic!("the execution role has no policy {name}"))
+        .clone();
+    resolve(&policy["PolicyDocument"], arns)
+}
+
 /// The tenant-access role's trust policy, as deployed.
 pub fn tenant_role_trust_policy(arns: &Arns) -> Json {
     resolve(&tenant_role()["AssumeRolePolicyDocument"], arns)

@@ -145,15 +145,56 @@ fn template_never_enables_unsigned_dev_tokens() {
 }
 
 #[test]
-fn function_roles_have_no_dynamodb_permission_and_tenant_role_no_scan_or_partiql() {
+fn function_roles_read_only_tenant_records_and_tenant_role_no_scan_or_partiql() {
     let t = template();
     let res = &t["Resources"];
-    let fn_role =
-        serde_yaml::to_string(&res["FunctionExecutionRole"]["Properties"]["Policies"]).unwrap();
-    assert!(
-        !fn_role.contains("dynamodb"),
-        "function role must not reach DynamoDB itself"
+    // The functions' own role reaches DynamoDB in one policy only: GetItem of tenant records.
+    let policies = res["FunctionExecutionRole"]["Properties"]["Policies"]
+        .as_sequence()
+        .unwrap();
+    for p in policies {
+        let text = serde_yaml::to_string(p).unwrap();
+        if p["PolicyName"].as_str() != Some("read-tenant-records") {
+            assert!(!text.contains("dynamodb"), "{text}");
+        }
+    }
+    let table = "arn:aws:dynamodb:us-east-1:123456789012:table/pooltable-dev";
+    let policy = integration::template::function_role_policy(
+        &integration::template::Arns {
+            table,
+            functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
+        },
+        "read-tenant-records",
     );
+    let request =
+        |action: &str, resource: &str, keys: Option<Vec<&str>>| integration::iam::AuthzRequest {
+            action: format!("dynamodb:{action}"),
+            resource: resource.to_owned(),
+            leading_keys: keys.map(|k| k.into_iter().map(str::to_owned).collect()),
+            ..Default::default()
+        };
+    let allowed = |r| integration::iam::is_allowed(&policy, &r);
+    assert!(allowed(request(
+        "GetItem",
+        table,
+        Some(vec!["TENANT#acme#TENANT"])
+    )));
+    for refused in [
+        request("GetItem", table, Some(vec!["TENANT#acme#PRODUCT#1"])),
+        request("GetItem", table, Some(vec!["TENANT#acme#SESSION#s"])),
+        request("GetItem", table, None),
+        request("PutItem", table, Some(vec!["TENANT#acme#TENANT"])),
+        request("UpdateItem", table, Some(vec!["TENANT#acme#TENANT"])),
+        request("Query", table, Some(vec!["TENANT#acme#TENANT"])),
+        request("Scan", table, None),
+        request(
+            "GetItem",
+            &format!("{table}/index/GSI1"),
+            Some(vec!["TENANT#acme#TENANT"]),
+        ),
+    ] {
+        assert!(!allowed(refused.clone()), "{refused:?}");
+    }
     let tenant_role = serde_yaml::to_string(&res["TenantAccessRole"]["Properties"]).unwrap();
     for forbidden in ["Scan", "PartiQL", "dynamodb:*", "ExecuteStatement"] {
         assert!(

@@ -17,10 +17,12 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let raw = path_param(&req, "tenantId")?;
     let tenant = TenantId::parse(&raw)
         .map_err(|e| ApiError::bad_request("tenantId", format!("tenantId {e}")))?;
-    if tenant != caller.tenant {
+    let db = if tenant == caller.tenant {
+        app.db(&tenant).await?
+    } else {
         require_operator(&caller)?;
-    }
-    let db = app.db(&tenant).await?;
+        app.db_for_operator(&tenant).await?
+    };
     let record = read_record(&db)
         .await?
         .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;

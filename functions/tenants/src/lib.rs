@@ -9,7 +9,7 @@ pub mod update_tenant;
 
 use serde::Serialize;
 pub use shared::service::app::require_operator;
-use shared::store::tenants::{Limits, TenantRecord, Tier};
+use shared::store::tenants::{Limits, TenantRecord, TenantStatus, Tier};
 use shared::ApiError;
 
 /// A tenant record as the API returns it, with the limits in force.
@@ -21,11 +21,13 @@ pub struct TenantView {
     pub limits: Limits,
     pub shard_count: u32,
     pub created_at: String,
+    pub status: TenantStatus,
 }
 
 impl From<TenantRecord> for TenantView {
     fn from(r: TenantRecord) -> Self {
         Self {
+            status: r.status,
             limits: r.limits(),
             tenant_id: r.tenant_id,
             tier: r.tier,

@@ -55,10 +55,11 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         limits,
         shard_count,
         created_at: rfc3339(app.clock.now_millis()),
+        status: Default::default(),
     };
     let item = serde_dynamo::to_item(&record)
         .map_err(|e| ApiError::Internal(format!("serialize tenant record: {e}")))?;
-    let db = app.db(&input.tenant_id).await?;
+    let db = app.db_for_operator(&input.tenant_id).await?;
     let view = TenantView::from(record);
     let now = app.clock.now_seconds();
     // With an Idempotency-Key, the record lives under the new tenant's prefix (onboarding writes with

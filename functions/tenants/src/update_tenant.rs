@@ -1,16 +1,17 @@
-//! updateTenant: `PATCH /tenants/{tenantId}` `{tier?, limits?}` → 200 with the record, 404 when the
-//! tenant does not exist.
+//! updateTenant: `PATCH /tenants/{tenantId}` `{tier?, limits?, status?}` → 200 with the record, 404
+//! when the tenant does not exist.
 //!
-//! Operator only. Changes the tier, or sets custom limits (tier `custom`). One conditional
-//! UpdateItem, sent with credentials scoped to the tenant changed. Every container reads the new
-//! limits within [`shared::store::tenants::RECORD_TTL_SECONDS`]; this container at once.
+//! Operator only. Changes the tier, sets custom limits (tier `custom`), or suspends or resumes the
+//! tenant (`status`). One conditional UpdateItem, sent with credentials scoped to the tenant changed.
+//! Every container reads the change within [`shared::store::tenants::RECORD_TTL_SECONDS`]; this
+//! container at once.
 
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use shared::identity::ids::TenantId;
 use shared::service::http::{json_body, json_response, path_param};
-use shared::store::tenants::{set_tier, Tier};
+use shared::store::tenants::{update_record, RecordChange, TenantStatus, Tier};
 use shared::{ApiError, App};
 
 use crate::{require_operator, tier_and_limits, TenantView};
@@ -22,6 +23,8 @@ struct UpdateInput {
     tier: Option<Tier>,
     #[serde(default)]
     limits: Option<crate::LimitsInput>,
+    #[serde(default)]
+    status: Option<TenantStatus>,
 }
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
@@ -31,12 +34,25 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let tenant = TenantId::parse(&raw)
         .map_err(|e| ApiError::bad_request("tenantId", format!("tenantId {e}")))?;
     let input: UpdateInput = json_body(&req)?;
-    let (tier, limits) = tier_and_limits(input.tier, input.limits)?;
-    let db = app.db(&tenant).await?;
-    let record = set_tier(&db, tier, limits)
+    let tier = match (input.tier, input.limits, input.status) {
+        (None, None, Some(_)) => None,
+        (None, None, None) => {
+            return Err(ApiError::bad_request(
+                "tier",
+                "tier, limits or status is required",
+            ))
+        }
+        (tier, limits, _) => Some(tier_and_limits(tier, limits)?),
+    };
+    let change = RecordChange {
+        tier,
+        status: input.status,
+    };
+    let db = app.db_for_operator(&tenant).await?;
+    let record = update_record(&db, change)
         .await?
         .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
-    tracing::info!(tenant = %tenant, ?tier, by = %caller.tenant, "tenant tier changed");
+    tracing::info!(tenant = %tenant, ?change, by = %caller.tenant, "tenant record changed");
     let record = std::sync::Arc::new(record);
     app.directory.remember(&tenant, Some(record.clone()));
     Ok(json_response(

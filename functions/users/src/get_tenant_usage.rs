@@ -15,5 +15,6 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let raw = path_param(&req, "tenantId")?;
     let tenant = TenantId::parse(&raw)
         .map_err(|e| ApiError::bad_request("tenantId", format!("tenantId {e}")))?;
-    crate::get_usage::usage_response(app, &tenant, &req).await
+    let db = app.db_for_operator(&tenant).await?;
+    crate::get_usage::usage_response(&db, &req).await
 }

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
-use shared::identity::ids::TenantId;
 use shared::service::http::json_response;
+use shared::store::scoped::TenantDb;
 use shared::{ApiError, App};
 
 use crate::date_range;
@@ -49,19 +49,15 @@ struct Usage {
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
-    usage_response(app, &caller.tenant, &req).await
+    let db = app.db(&caller.tenant).await?;
+    usage_response(&db, &req).await
 }
 
-/// The usage of `tenant` over the request's `from`–`to` range: what `GET /usage` answers a tenant,
-/// and `GET /tenants/{tenantId}/usage` an operator.
-pub async fn usage_response(
-    app: &App,
-    tenant: &TenantId,
-    req: &Request,
-) -> Result<Response<Body>, ApiError> {
+/// The usage of `db`'s tenant over the request's `from`–`to` range: what `GET /usage` answers a
+/// tenant, and `GET /tenants/{tenantId}/usage` an operator.
+pub async fn usage_response(db: &TenantDb, req: &Request) -> Result<Response<Body>, ApiError> {
     let (from, to) = date_range(req, MAX_MONTHS)?;
-    let db = app.db(tenant).await?;
-    let days = shared::store::usage::read(&db, &from.to_string(), &to.to_string()).await?;
+    let days = shared::store::usage::read(db, &from.to_string(), &to.to_string()).await?;
     Ok(json_response(
         StatusCode::OK,
         &Usage {

@@ -266,6 +266,54 @@ impl Intercept for TenantKeyGuard {
     }
 }
 
+/// The guard of the tenant-record reader (`store::tenants::TenantDirectory`), which reads with the
+/// function's own credentials, not a tenant's: it lets through exactly a GetItem whose key is a
+/// tenant record (`PK` = `SK` = `TENANT#<tenant id>#TENANT`), and refuses everything else. IAM's
+/// pattern for it (`TENANT#*#TENANT`) is broader, since `*` also matches `#`; this is the exact rule.
+#[derive(Debug, Clone, Default)]
+pub struct RecordReadGuard;
+
+/// The rule of [`RecordReadGuard`] for one SDK operation input.
+pub fn check_record_read(input: &Input) -> Result<(), GuardViolation> {
+    let refuse = |reason: &str| GuardViolation {
+        tenant: "-".into(),
+        operation: "record read",
+        reason: reason.into(),
+    };
+    let get = input
+        .downcast_ref::<GetItemInput>()
+        .ok_or_else(|| refuse("only GetItem of a tenant record"))?;
+    let key = get.key().ok_or_else(|| refuse("no key"))?;
+    let (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) = (key.get(PK), key.get(SK))
+    else {
+        return Err(refuse("the key is not PK and SK strings"));
+    };
+    let tenant = pk
+        .strip_prefix("TENANT#")
+        .and_then(|rest| rest.strip_suffix("#TENANT"))
+        .and_then(|id| TenantId::parse(id).ok())
+        .ok_or_else(|| refuse("not a tenant record key"))?;
+    if key.len() != 2 || *pk != crate::identity::keys::tenant_record_key(&tenant) || sk != pk {
+        return Err(refuse("not a tenant record key"));
+    }
+    Ok(())
+}
+
+impl Intercept for RecordReadGuard {
+    fn name(&self) -> &'static str {
+        "RecordReadGuard"
+    }
+
+    fn read_before_execution(
+        &self,
+        context: &BeforeSerializationInterceptorContextRef<'_>,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        check_record_read(context.input())?;
+        Ok(())
+    }
+}
+
 /// Whether `err` (an SDK error, or anything wrapping one) was caused by the guard.
 pub fn is_guard_violation(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
@@ -354,6 +402,37 @@ mod tests {
         assert!(check(&t("a"), "BatchGetItem", &[]).is_err());
         let empty = HashMap::new();
         assert!(check(&t("a"), "GetItem", &[Carried::KeyOrItem(&empty)]).is_err());
+    }
+
+    #[test]
+    fn the_record_reader_reads_tenant_records_and_nothing_else() {
+        let get = |pk: &str, sk: &str| {
+            Input::erase(
+                GetItemInput::builder()
+                    .table_name("t")
+                    .set_key(Some(key(pk, sk)))
+                    .build()
+                    .unwrap(),
+            )
+        };
+        assert!(check_record_read(&get("TENANT#acme#TENANT", "TENANT#acme#TENANT")).is_ok());
+        for (pk, sk) in [
+            ("TENANT#acme#USER#TENANT", "TENANT#acme#USER#TENANT"),
+            ("TENANT#acme#TENANT", "TENANT#globex#TENANT"),
+            ("TENANT#a#b#TENANT", "TENANT#a#b#TENANT"),
+            ("TENANT##TENANT", "TENANT##TENANT"),
+            ("TENANT#acme#PRODUCT#1", "TENANT#acme#PRODUCT#p"),
+        ] {
+            assert!(check_record_read(&get(pk, sk)).is_err(), "{pk} {sk}");
+        }
+        let put = Input::erase(
+            PutItemInput::builder()
+                .table_name("t")
+                .set_item(Some(key("TENANT#acme#TENANT", "TENANT#acme#TENANT")))
+                .build()
+                .unwrap(),
+        );
+        assert!(check_record_read(&put).is_err());
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::service::error::ApiError;
 use crate::store::limiter::{Admission, RateLimiter};
 use crate::store::meter::note_tenant;
 use crate::store::scoped::{TenantClients, TenantDb, DEFAULT_MAX_IN_FLIGHT};
-use crate::store::tenants::{Limits, TenantDirectory};
+use crate::store::tenants::{Limits, TenantDirectory, TenantStatus};
 use crate::store::usage::UsageMeter;
 
 pub const DEFAULT_SESSION_TTL_SECONDS: u64 = 3600;
@@ -247,10 +247,12 @@ impl App {
 
     /// An `App` over clients built elsewhere (tests build theirs with fault injection).
     pub fn with_clients(settings: Settings, tenants: TenantClients, clock: Arc<dyn Clock>) -> Self {
+        let directory =
+            TenantDirectory::new(clock.clone(), tenants.record_reader(), tenants.table_name());
         Self {
             settings,
             tenants,
-            directory: TenantDirectory::new(clock.clone()),
+            directory,
             limiter: RateLimiter::default(),
             usage: UsageMeter::default(),
             clock,
@@ -305,9 +307,18 @@ impl App {
     /// The limits in force for `tenant`: its record's (cached for
     /// [`crate::store::tenants::RECORD_TTL_SECONDS`]), the basic tier's when it has no record.
     pub async fn limits(&self, tenant: &TenantId) -> Result<Limits, ApiError> {
-        let db = self.db(tenant).await?;
-        let record = self.directory.record(&db).await?;
+        let record = self.directory.record(tenant).await?;
         Ok(record.map_or(Limits::UNONBOARDED, |r| r.limits()))
+    }
+
+    /// 403 when `tenant` is suspended (by its record, cached for
+    /// [`crate::store::tenants::RECORD_TTL_SECONDS`], read without the tenant's credentials).
+    pub async fn require_active(&self, tenant: &TenantId) -> Result<(), ApiError> {
+        let record = self.directory.record(tenant).await?;
+        if record.is_some_and(|r| r.status == TenantStatus::Suspended) {
+            return Err(ApiError::Forbidden("This tenant is suspended.".into()));
+        }
+        Ok(())
     }
 
     /// Whether `tenant`'s request may run now under its tier quota. Fails open: when the limits
@@ -335,8 +346,17 @@ impl App {
         Ok(())
     }
 
-    /// The scoped client for `tenant`.
+    /// The scoped client for `tenant`; 403 when the tenant is suspended, before any credentials are
+    /// vended.
     pub async fn db(&self, tenant: &TenantId) -> Result<TenantDb, ApiError> {
+        self.require_active(tenant).await?;
+        Ok(self.tenants.for_tenant(tenant).await?)
+    }
+
+    /// The scoped client for `tenant` for an operator's action on it (read its record or usage,
+    /// change its tier, resume it), also while it is suspended. Only for operator routes, after
+    /// [`require_operator`].
+    pub async fn db_for_operator(&self, tenant: &TenantId) -> Result<TenantDb, ApiError> {
         Ok(self.tenants.for_tenant(tenant).await?)
     }
 }

@@ -194,6 +194,17 @@ where
     let Some(tenant) = app.verified_tenant(&req) else {
         return respond_metered(Some((app, bin)), request_id, route, handler(req)).await;
     };
+    // A suspended tenant is refused before anything else (its record is read without its
+    // credentials); the handler would refuse it too, in `App::db`.
+    if let Err(refusal) = app.require_active(&tenant).await {
+        if matches!(refusal, ApiError::Forbidden(_)) {
+            let refusal = async {
+                meter::note_tenant(&tenant);
+                Err(refusal)
+            };
+            return respond_metered(None, request_id, route, refusal).await;
+        }
+    }
     let Admission::Limited(exceeded) = app.admit(&tenant).await else {
         return respond_counted(Some((app, bin)), true, request_id, route, handler(req)).await;
     };

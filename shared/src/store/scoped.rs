@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
 use crate::isolation::credentials::{CredentialSettings, TenantCredentials};
-use crate::isolation::guard::TenantKeyGuard;
+use crate::isolation::guard::{RecordReadGuard, TenantKeyGuard};
 use crate::store::error::StoreError;
 use crate::store::meter::RequestMetering;
 
@@ -81,6 +81,17 @@ impl TenantClients {
 
     pub fn table_name(&self) -> &str {
         &self.table_name
+    }
+
+    /// A client on the function's own credentials (its execution role), not a tenant's, that can
+    /// only read tenant records ([`RecordReadGuard`]): the tenant directory reads a record, and so a
+    /// suspension, without vending the tenant credentials.
+    pub fn record_reader(&self) -> aws_sdk_dynamodb::Client {
+        let mut config = self.dynamodb.to_builder().interceptor(RecordReadGuard);
+        for extra in &self.extra_interceptors {
+            config.push_interceptor(extra.clone());
+        }
+        aws_sdk_dynamodb::Client::from_conf(config.build())
     }
 
     /// The scoped client for `tenant`, assuming the tenant role only when no fresh credentials are cached.

@@ -83,6 +83,16 @@ impl Limits {
     }
 }
 
+/// Whether a tenant is served. A suspended tenant's requests get 403 and no credentials are vended
+/// for it; its data stays.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TenantStatus {
+    #[default]
+    Active,
+    Suspended,
+}
+
 /// The stored tenant record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -98,6 +108,9 @@ pub struct TenantRecord {
     pub limits: Option<Limits>,
     pub shard_count: u32,
     pub created_at: String,
+    /// Absent on records written before suspension existed: active.
+    #[serde(default)]
+    pub status: TenantStatus,
 }
 
 impl TenantRecord {
@@ -111,11 +124,19 @@ impl TenantRecord {
 
 /// Reads a tenant's record with its own scoped client; `None` when the tenant is not onboarded.
 pub async fn read_record(db: &TenantDb) -> Result<Option<TenantRecord>, StoreError> {
-    let key = tenant_record_key(&db.tenant);
-    let out = db
-        .client
+    read_record_with(&db.client, &db.table, &db.tenant).await
+}
+
+/// Reads `tenant`'s record with `client` (a scoped client, or the directory's record reader).
+async fn read_record_with(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    tenant: &TenantId,
+) -> Result<Option<TenantRecord>, StoreError> {
+    let key = tenant_record_key(tenant);
+    let out = client
         .get_item()
-        .table_name(&*db.table)
+        .table_name(table)
         .key(PK, AttributeValue::S(key.clone()))
         .key(SK, AttributeValue::S(key))
         .send()
@@ -129,37 +150,66 @@ fn parse_record(item: crate::store::query::Item) -> Result<TenantRecord, StoreEr
         .map_err(|e| StoreError::Internal(format!("tenant record does not parse: {e}")))
 }
 
-/// Sets a tenant's tier and its custom limits (`None` removes them) on the existing record; `None`
-/// when the tenant is not onboarded. One conditional UpdateItem.
-pub async fn set_tier(
+/// What an operator changes on a tenant record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordChange {
+    /// A new tier, with its custom limits (`None` removes them).
+    pub tier: Option<(Tier, Option<Limits>)>,
+    pub status: Option<TenantStatus>,
+}
+
+/// The UpdateItem expression of a change: `SET` and `REMOVE` clauses over `#tier`, `#limits` and
+/// `#status`.
+pub fn change_expression(change: &RecordChange) -> String {
+    let mut set = Vec::new();
+    let mut remove = Vec::new();
+    if let Some((_, limits)) = change.tier {
+        set.push("#tier = :tier");
+        match limits {
+            Some(_) => set.push("#limits = :limits"),
+            None => remove.push("#limits"),
+        }
+    }
+    if change.status.is_some() {
+        set.push("#status = :status");
+    }
+    let mut expression = format!("SET {}", set.join(", "));
+    if !remove.is_empty() {
+        expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
+    }
+    expression
+}
+
+/// Applies `change` to the existing record; `None` when the tenant is not onboarded. One
+/// conditional UpdateItem, answered with the whole new record.
+pub async fn update_record(
     db: &TenantDb,
-    tier: Tier,
-    limits: Option<Limits>,
+    change: RecordChange,
 ) -> Result<Option<TenantRecord>, StoreError> {
     let key = tenant_record_key(&db.tenant);
-    let update = db
+    let mut update = db
         .client
         .update_item()
         .table_name(&*db.table)
         .key(PK, AttributeValue::S(key.clone()))
         .key(SK, AttributeValue::S(key))
         .condition_expression("attribute_exists(PK)")
-        .expression_attribute_names("#tier", "tier")
-        .expression_attribute_names("#limits", "limits")
-        .expression_attribute_values(
-            ":tier",
-            serde_dynamo::to_attribute_value(tier).map_err(internal)?,
-        )
+        .update_expression(change_expression(&change))
         .return_values(ReturnValue::AllNew);
-    let update = match limits {
-        Some(limits) => update
-            .update_expression("SET #tier = :tier, #limits = :limits")
-            .expression_attribute_values(
-                ":limits",
-                serde_dynamo::to_attribute_value(limits).map_err(internal)?,
-            ),
-        None => update.update_expression("SET #tier = :tier REMOVE #limits"),
-    };
+    if let Some((tier, limits)) = change.tier {
+        update = update
+            .expression_attribute_names("#tier", "tier")
+            .expression_attribute_names("#limits", "limits")
+            .expression_attribute_values(":tier", value(tier)?);
+        if let Some(limits) = limits {
+            update = update.expression_attribute_values(":limits", value(limits)?);
+        }
+    }
+    if let Some(status) = change.status {
+        update = update
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":status", value(status)?);
+    }
     match update.send().await {
         Ok(out) => out.attributes.map(parse_record).transpose(),
         Err(e)
@@ -172,8 +222,9 @@ pub async fn set_tier(
     }
 }
 
-fn internal(e: serde_dynamo::Error) -> StoreError {
-    StoreError::Internal(format!("tenant record does not serialize: {e}"))
+fn value(v: impl Serialize) -> Result<AttributeValue, StoreError> {
+    serde_dynamo::to_attribute_value(v)
+        .map_err(|e| StoreError::Internal(format!("tenant record does not serialize: {e}")))
 }
 
 /// A cached record (`None`: not onboarded) and when it was read, in epoch milliseconds.
@@ -181,30 +232,40 @@ type CachedRecord = (Option<Arc<TenantRecord>>, u64);
 
 /// Tenant records, cached per container for [`RECORD_TTL_SECONDS`] by the injected clock (also the
 /// absence of a record, so a tenant that was never onboarded costs one read per period).
+///
+/// Records are read with the function's own credentials through a client that can read nothing else
+/// ([`crate::store::scoped::TenantClients::record_reader`]), so learning that a tenant is suspended
+/// never vends that tenant's credentials.
 pub struct TenantDirectory {
     cache: Mutex<HashMap<TenantId, CachedRecord>>,
     clock: Arc<dyn Clock>,
+    reader: aws_sdk_dynamodb::Client,
+    table: Arc<str>,
 }
 
 impl TenantDirectory {
-    pub fn new(clock: Arc<dyn Clock>) -> Self {
+    pub fn new(clock: Arc<dyn Clock>, reader: aws_sdk_dynamodb::Client, table: &str) -> Self {
         Self {
             cache: Mutex::new(HashMap::new()),
             clock,
+            reader,
+            table: table.into(),
         }
     }
 
     /// The tenant's record, `None` when it is not onboarded; read again once the cached one is
     /// [`RECORD_TTL_SECONDS`] old.
-    pub async fn record(&self, db: &TenantDb) -> Result<Option<Arc<TenantRecord>>, StoreError> {
+    pub async fn record(&self, tenant: &TenantId) -> Result<Option<Arc<TenantRecord>>, StoreError> {
         let now = self.clock.now_millis();
-        if let Some((record, at)) = self.lock().get(&db.tenant).cloned() {
+        if let Some((record, at)) = self.lock().get(tenant).cloned() {
             if now.saturating_sub(at) < RECORD_TTL_SECONDS * 1000 {
                 return Ok(record);
             }
         }
-        let record = read_record(db).await?.map(Arc::new);
-        self.remember(&db.tenant, record.clone());
+        let record = read_record_with(&self.reader, &self.table, tenant)
+            .await?
+            .map(Arc::new);
+        self.remember(tenant, record.clone());
         Ok(record)
     }
 
@@ -216,7 +277,10 @@ impl TenantDirectory {
 
     /// The tenant's shard count; 403 when the tenant has not been onboarded.
     pub async fn shard_count(&self, db: &TenantDb) -> Result<u32, StoreError> {
-        let record = self.record(db).await?.ok_or(StoreError::NotOnboarded)?;
+        let record = self
+            .record(&db.tenant)
+            .await?
+            .ok_or(StoreError::NotOnboarded)?;
         Ok(record.shard_count)
     }
 
@@ -251,6 +315,7 @@ mod tests {
             }),
             shard_count: 4,
             created_at: "2026-11-22T00:00:00Z".into(),
+            status: TenantStatus::Active,
         };
         let item: crate::store::query::Item = serde_dynamo::to_item(&record).unwrap();
         let limits = item["limits"].as_m().unwrap();
@@ -269,6 +334,34 @@ mod tests {
         let item: crate::store::query::Item = serde_dynamo::to_item(&basic).unwrap();
         assert!(!item.contains_key("limits"));
         assert_eq!(basic.limits(), Tier::Basic.limits().unwrap());
+    }
+
+    #[test]
+    fn golden_change_expressions() {
+        let custom = Some(Limits {
+            requests_per_second: 1,
+            capacity_units_per_second: 1,
+        });
+        let change = |tier, status| change_expression(&RecordChange { tier, status });
+        assert_eq!(
+            change(Some((Tier::Basic, None)), None),
+            "SET #tier = :tier REMOVE #limits"
+        );
+        assert_eq!(
+            change(Some((Tier::Custom, custom)), Some(TenantStatus::Suspended)),
+            "SET #tier = :tier, #limits = :limits, #status = :status"
+        );
+        assert_eq!(
+            change(None, Some(TenantStatus::Active)),
+            "SET #status = :status"
+        );
+        // a record written before suspension existed reads as active
+        let old: TenantRecord = serde_json::from_value(serde_json::json!({
+            "PK": "TENANT#a#TENANT", "SK": "TENANT#a#TENANT", "tenantId": "a", "tier": "basic",
+            "shardCount": 1, "createdAt": "2026-01-01T00:00:00Z"
+        }))
+        .unwrap();
+        assert_eq!(old.status, TenantStatus::Active);
     }
 
     #[test]

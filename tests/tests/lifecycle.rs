@@ -1,0 +1,145 @@
+//! The tenant lifecycle: suspend and resume. A suspended tenant's requests get 403 once every
+//! container's cached record has expired (`RECORD_TTL_SECONDS`), and no container vends its
+//! credentials to find out: records are read with the functions' own, record-only client.
+
+use std::collections::BTreeMap;
+
+use integration::routes::{call, call_admitted};
+use integration::{onboard, unique, Auth, Harness, Resp};
+use serde_json::json;
+use shared::store::tenants::RECORD_TTL_SECONDS;
+
+fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+async fn get_product(app: &shared::App, tenant: &str) -> Resp {
+    call_admitted(
+        app,
+        "get-product",
+        &params(&[("productId", "p-1")]),
+        None,
+        &Auth::Tenant(tenant.into()),
+    )
+    .await
+}
+
+async fn set_status(ops: &Harness, tenant: &str, status: &str) -> Resp {
+    call(
+        &ops.app,
+        "update-tenant",
+        &params(&[("tenantId", tenant)]),
+        &[],
+        Some(json!({ "status": status })),
+        &Auth::Operator("platform".into()),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_suspended_tenant_gets_403_within_the_record_ttl_and_no_container_vends_its_credentials()
+{
+    // GIVEN an active tenant served by container A, and an operator working from another container
+    let a = Harness::new().await;
+    let ops = Harness::on_table(&a.admin, &a.table, 3600, &a.sts_endpoint).await;
+    let t = unique("suspend");
+    onboard(&a, &t, 4).await;
+    assert_eq!(
+        get_product(&a.app, &t).await.status,
+        404,
+        "served (no such product)"
+    );
+
+    // WHEN the operator suspends it
+    let r = set_status(&ops, &t, "suspended").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["status"], "suspended");
+
+    // THEN container A serves it while its cached record is fresh
+    assert_eq!(get_product(&a.app, &t).await.status, 404);
+    // AND refuses it once the record is RECORD_TTL_SECONDS old: 403 problem+json
+    a.clock.advance_seconds(RECORD_TTL_SECONDS);
+    let r = get_product(&a.app, &t).await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert_eq!(r.content_type, "application/problem+json");
+    assert!(r.body["detail"].as_str().unwrap().contains("suspended"));
+    // AND a handler called directly refuses it too (App::db), for reads and writes
+    let direct = call(
+        &a.app,
+        "put-product",
+        &params(&[("productId", "p-2")]),
+        &[],
+        Some(json!({"name": "x"})),
+        &Auth::Tenant(t.clone()),
+    )
+    .await;
+    assert_eq!(direct.status, 403, "{}", direct.body);
+
+    // AND a container that never served it refuses it without ever assuming the tenant role
+    let fresh = Harness::on_table(&a.admin, &a.table, 3600, &a.sts_endpoint).await;
+    let assumed_before = fresh.recorded_policies(&t).await.len();
+    for bin in ["get-product", "query-tenant-products", "create-session"] {
+        let body = (bin == "create-session").then(|| json!({"customerId": "c"}));
+        let r = call_admitted(
+            &fresh.app,
+            bin,
+            &params(&[("productId", "p-1")]),
+            body,
+            &Auth::Tenant(t.clone()),
+        )
+        .await;
+        assert_eq!(r.status, 403, "{bin}: {}", r.body);
+    }
+    assert_eq!(
+        fresh.recorded_policies(&t).await.len(),
+        assumed_before,
+        "credentials were vended for a suspended tenant"
+    );
+    // AND nothing was written for it while suspended
+    let products = a
+        .all_items()
+        .await
+        .into_iter()
+        .filter(|i| {
+            i["PK"]
+                .as_s()
+                .unwrap()
+                .starts_with(&format!("TENANT#{t}#PRODUCT#"))
+        })
+        .count();
+    assert_eq!(products, 0);
+
+    // WHEN the operator resumes it (an operator may act on a suspended tenant)
+    let r = set_status(&ops, &t, "active").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["status"], "active");
+    // THEN every container serves it again within RECORD_TTL_SECONDS
+    fresh.clock.advance_seconds(RECORD_TTL_SECONDS);
+    assert_eq!(get_product(&fresh.app, &t).await.status, 404);
+    a.clock.advance_seconds(RECORD_TTL_SECONDS);
+    assert_eq!(get_product(&a.app, &t).await.status, 404);
+}
+
+#[tokio::test]
+async fn only_an_operator_suspends_and_a_status_must_be_known() {
+    let h = Harness::new().await;
+    let t = unique("status");
+    onboard(&h, &t, 4).await;
+    let before = h.all_items().await;
+    let r = call(
+        &h.app,
+        "update-tenant",
+        &params(&[("tenantId", &t)]),
+        &[],
+        Some(json!({"status": "suspended"})),
+        &Auth::Tenant(t.clone()),
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = set_status(&h, &t, "deleted").await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(h.all_items().await, before);
+}
