@@ -630,6 +630,100 @@ async fn main() {
                 pys.median / par.median
             ),
         );
+        // ---- 8. full walk: every item through `?order=unordered` in pages of 1,000, against the
+        // floor: one raw paginated Query per shard with the same Limit (Queries and RCU from
+        // ConsumedCapacity, both in this run)
+        let (walk_stat, walk_queries, walk_rcu) = {
+            let db = app.db(&tid).await.unwrap();
+            let mut listing = products::query_tenant_products::LIST.over(&tid, shards);
+            listing.route = format!("{}?order=unordered", listing.route);
+            let keys = &app.settings.cursor_keys;
+            let mut times = Vec::new();
+            let (mut queries, mut rcu) = (0u32, 0.0f64);
+            for run in 0..4 {
+                let meta = std::sync::Arc::new(shared::store::meter::RequestMeta::default());
+                let started = Instant::now();
+                let mut cursor: Option<String> = None;
+                let mut items = 0;
+                loop {
+                    let page = shared::store::meter::scope(
+                        meta.clone(),
+                        shared::store::scatter::walk(
+                            &db,
+                            &listing,
+                            keys,
+                            1000,
+                            shared::service::http::MAX_PAGE_BYTES,
+                            cursor.as_deref(),
+                        ),
+                    )
+                    .await
+                    .unwrap();
+                    items += page.items.len();
+                    match page.next_cursor {
+                        Some(c) => cursor = Some(c),
+                        None => break,
+                    }
+                }
+                assert_eq!(items, 2000);
+                if run > 0 {
+                    times.push(started.elapsed().as_secs_f64() * 1000.0);
+                }
+                queries = meta.dynamodb_requests();
+                rcu = meta.read_capacity_units();
+            }
+            (stat(times), queries, rcu)
+        };
+        let (floor_queries, floor_rcu) = {
+            let (mut queries, mut rcu) = (0u32, 0.0f64);
+            for s in 0..shards {
+                let mut start = None;
+                loop {
+                    let out = raw
+                        .query()
+                        .table_name(&h.table)
+                        .key_condition_expression("PK = :pk AND begins_with(SK, :k)")
+                        .expression_attribute_values(
+                            ":pk",
+                            AttributeValue::S(shard_pk(&tid, kind::PRODUCT, s)),
+                        )
+                        .expression_attribute_values(
+                            ":k",
+                            AttributeValue::S(shared::identity::keys::entity_sk_prefix(
+                                &tid,
+                                kind::PRODUCT,
+                            )),
+                        )
+                        .limit(1000)
+                        .set_exclusive_start_key(start)
+                        .return_consumed_capacity(
+                            aws_sdk_dynamodb::types::ReturnConsumedCapacity::Total,
+                        )
+                        .send()
+                        .await
+                        .unwrap();
+                    queries += 1;
+                    rcu += out
+                        .consumed_capacity()
+                        .and_then(|c| c.capacity_units())
+                        .unwrap_or(0.0);
+                    start = out.last_evaluated_key().cloned();
+                    if start.is_none() {
+                        break;
+                    }
+                }
+            }
+            (queries, rcu)
+        };
+        report.add(
+            &format!("8. full walk {shards:>2} shards: 2,000 items, ?order=unordered, pages of 1,000"),
+            &walk_stat,
+            format!(
+                "{walk_queries} Queries vs floor {floor_queries} ({:.2}x), {walk_rcu:.1} RCU vs floor {floor_rcu:.1} ({:.2}x) (targets <= 1.25x)",
+                f64::from(walk_queries) / f64::from(floor_queries),
+                walk_rcu / floor_rcu
+            ),
+        );
         report.add(
             &format!("5. scatter {shards:>2} shards: sequential, per page"),
             &seq,

@@ -107,6 +107,7 @@ impl PartitionSource for MemoryPartitions {
         partition: &str,
         want: u32,
         start: Option<Key>,
+        max_bytes: usize,
     ) -> Result<LaneRead, StoreError> {
         let all = self.partitions.get(partition).cloned().unwrap_or_default();
         let sort_attr = self.listing.sort_attr;
@@ -121,7 +122,19 @@ impl PartitionSource for MemoryPartitions {
                     .is_none_or(|a| if descending { sort < a } else { sort > a })
             })
             .collect();
-        let take = rest.len().min(want as usize);
+        // up to `want` items, stopping after the item that passes `max_bytes`
+        let mut take = 0;
+        let mut bytes = 0usize;
+        for (pk, sk) in rest.iter().take(want as usize) {
+            take += 1;
+            bytes += shared::store::scatter::approximate_bytes(&HashMap::from([
+                (PK.to_string(), AttributeValue::S(pk.clone())),
+                (SK.to_string(), AttributeValue::S(sk.clone())),
+            ]));
+            if bytes >= max_bytes {
+                break;
+            }
+        }
         self.items_read.fetch_add(take, Ordering::SeqCst);
         self.reads.fetch_add(1, Ordering::SeqCst);
         let items = rest[..take]
@@ -410,4 +423,165 @@ fn orders_over_100_shards_and_24_months_with_the_longest_ids_keep_a_small_cursor
     expected.sort();
     expected.reverse();
     assert_eq!(walked, expected);
+}
+
+/// Every page of an unordered walk of the source's listing: the sort keys returned, and the reads
+/// (Queries) sent in all.
+fn walk_unordered(source: &MemoryPartitions, limit: u32) -> (Vec<String>, usize) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let mut listing = source.listing.clone();
+    listing.route = format!("{}?order=unordered", listing.route);
+    rt.block_on(async {
+        source.reads.store(0, Ordering::SeqCst);
+        let mut out = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..100_000 {
+            let page = shared::store::scatter::walk_from(
+                source,
+                &listing,
+                &keys(),
+                limit,
+                usize::MAX,
+                cursor.as_deref(),
+            )
+            .await
+            .unwrap();
+            assert!(page.items.len() as u32 <= limit);
+            assert!(page.next_cursor.is_none() || page.items.len() as u32 == limit);
+            out.extend(page.items.iter().map(|i| i[SK].as_s().unwrap().clone()));
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => return (out, source.reads.load(Ordering::SeqCst)),
+            }
+        }
+        panic!("the walk did not end");
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn an_unordered_walk_returns_every_item_exactly_once_with_about_one_query_per_shard_and_page(
+        ids in proptest::collection::btree_set("[A-Za-z0-9_-]{1,12}", 0..600),
+        shard_count in 1u32..=100,
+        limit in 1u32..=1000,
+    ) {
+        let tenant = TenantId::parse("acme").unwrap();
+        let source = MemoryPartitions::sharded(&tenant, &ids, shard_count);
+        let (mut walked, reads) = walk_unordered(&source, limit);
+        // every item once (in shard order, so sorted only for the comparison)
+        walked.sort();
+        let mut expected: Vec<String> = ids.iter().map(|i| entity_sk(&tenant, LIST.kind, &EntityId::parse(i).unwrap())).collect();
+        expected.sort();
+        prop_assert_eq!(&walked, &expected);
+        // only the items returned are read
+        prop_assert_eq!(source.items_read.load(Ordering::SeqCst), ids.len());
+        // a Query per shard, plus at most two per page (the shard a page ends in is read again by
+        // the next page; one more when a page ends exactly at a shard's end)
+        let pages = (ids.len() as u32).div_ceil(limit).max(1) as usize;
+        prop_assert!(reads <= shard_count as usize + 2 * pages, "{} reads, {} shards, {} pages", reads, shard_count, pages);
+    }
+}
+
+#[test]
+fn a_walk_cursor_is_not_an_ordered_cursor_and_vice_versa() {
+    let tenant = TenantId::parse("acme").unwrap();
+    let ids: BTreeSet<String> = (0..50).map(|i| format!("p{i}")).collect();
+    let source = MemoryPartitions::sharded(&tenant, &ids, 4);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut unordered = source.listing.clone();
+        unordered.route = format!("{}?order=unordered", unordered.route);
+        let walk_page =
+            shared::store::scatter::walk_from(&source, &unordered, &keys(), 10, usize::MAX, None)
+                .await
+                .unwrap();
+        let walk_cursor = walk_page.next_cursor.unwrap();
+        let ordered = gather_from(
+            &source,
+            &source.listing,
+            &keys(),
+            10,
+            Some(&walk_cursor),
+            Fanout::Parallel,
+        )
+        .await;
+        assert!(ordered.is_err(), "a walk cursor passed for an ordered page");
+        let ordered_page = gather_from(
+            &source,
+            &source.listing,
+            &keys(),
+            10,
+            None,
+            Fanout::Parallel,
+        )
+        .await
+        .unwrap();
+        let walked = shared::store::scatter::walk_from(
+            &source,
+            &unordered,
+            &keys(),
+            10,
+            usize::MAX,
+            ordered_page.next_cursor.as_deref(),
+        )
+        .await;
+        assert!(walked.is_err(), "an ordered cursor passed for a walk");
+    });
+}
+
+#[test]
+fn a_walk_under_a_byte_budget_stops_pages_before_it_and_still_returns_every_item_once() {
+    let tenant = TenantId::parse("acme").unwrap();
+    let ids: BTreeSet<String> = (0..300).map(|i| format!("p{i:04}")).collect();
+    let source = MemoryPartitions::sharded(&tenant, &ids, 7);
+    let mut listing = source.listing.clone();
+    listing.route = format!("{}?order=unordered", listing.route);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let budget = 1_000;
+    let walked = rt.block_on(async {
+        let mut out = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = shared::store::scatter::walk_from(
+                &source,
+                &listing,
+                &keys(),
+                1000,
+                budget,
+                cursor.as_deref(),
+            )
+            .await
+            .unwrap();
+            let bytes: usize = page
+                .items
+                .iter()
+                .map(shared::store::scatter::approximate_bytes)
+                .sum();
+            assert!(bytes <= budget, "a page of {bytes} bytes");
+            assert!(!page.items.is_empty());
+            out.extend(page.items.iter().map(|i| i[SK].as_s().unwrap().clone()));
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => return out,
+            }
+        }
+    });
+    let mut walked = walked;
+    walked.sort();
+    let mut expected: Vec<String> = ids
+        .iter()
+        .map(|i| entity_sk(&tenant, LIST.kind, &EntityId::parse(i).unwrap()))
+        .collect();
+    expected.sort();
+    assert_eq!(walked, expected);
+    // the budget bounded what was read, not only what was returned: at most a few items over
+    assert!(source.items_read.load(Ordering::SeqCst) <= ids.len() + 7 * 20);
 }

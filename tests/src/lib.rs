@@ -606,6 +606,15 @@ impl Harness {
         }
     }
 
+    /// Every item whose `PK` starts with `prefix` (a raw read, for tests).
+    pub async fn items_under(&self, prefix: &str) -> Vec<HashMap<String, AttributeValue>> {
+        self.all_items()
+            .await
+            .into_iter()
+            .filter(|i| i["PK"].as_s().is_ok_and(|pk| pk.starts_with(prefix)))
+            .collect()
+    }
+
     /// The session policies moto recorded for `tenant`'s AssumeRole calls, in order.
     pub async fn recorded_policies(&self, tenant: &str) -> Vec<String> {
         let data = http_get_json(&format!("{}/moto-api/data.json", self.sts_endpoint)).await;

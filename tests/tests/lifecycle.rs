@@ -99,18 +99,8 @@ async fn a_suspended_tenant_gets_403_within_the_record_ttl_and_no_container_vend
         "credentials were vended for a suspended tenant"
     );
     // AND nothing was written for it while suspended
-    let products = a
-        .all_items()
-        .await
-        .into_iter()
-        .filter(|i| {
-            i["PK"]
-                .as_s()
-                .unwrap()
-                .starts_with(&format!("TENANT#{t}#PRODUCT#"))
-        })
-        .count();
-    assert_eq!(products, 0);
+    let products = a.items_under(&format!("TENANT#{t}#PRODUCT#")).await;
+    assert!(products.is_empty());
 
     // WHEN the operator resumes it (an operator may act on a suspended tenant)
     let r = set_status(&ops, &t, "active").await;

@@ -219,6 +219,95 @@ async fn two_thousand_products_over_16_shards_walk_exactly_once_and_stay_in_thei
         assert_eq!(walked, ids, "limit {limit}");
     }
     assert_eq!(walk_products(&h, &b, 25).await.len(), 50);
+
+    // WHEN it walks the whole catalog unordered (`?order=unordered`), in pages of 1,000 and of 37
+    for limit in [1000, 37] {
+        h.requests.reset();
+        let mut walked = walk_unordered(&h, &a, limit).await;
+        let queries = h.requests.by_operation().get("Query").copied().unwrap_or(0);
+        // THEN every product comes exactly once (in shard order), and none of B's
+        walked.sort();
+        assert_eq!(walked, ids, "unordered, limit {limit}");
+        // AND with pages of 1,000 it sends at most 1.25x the Queries of reading each shard once,
+        // paginated, with the same Limit (DynamoDB's 1 MB pages included)
+        if limit == 1000 {
+            let floor = raw_paginated_queries(&h, &a, 16, limit).await;
+            assert!(
+                queries as f64 <= floor as f64 * 1.25,
+                "{queries} Queries against a floor of {floor}"
+            );
+        }
+    }
+}
+
+/// Every product id of `tenant`, walked with `?order=unordered`.
+async fn walk_unordered(h: &Harness, tenant: &str, limit: u32) -> Vec<String> {
+    let limit = limit.to_string();
+    let mut ids = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut q = vec![("limit", limit.as_str()), ("order", "unordered")];
+        if let Some(c) = &cursor {
+            q.push(("cursor", c.as_str()));
+        }
+        let ev = event(
+            "GET",
+            "/products",
+            &[],
+            &q,
+            None,
+            &Auth::Tenant(tenant.into()),
+        );
+        let r = resp(products::query_tenant_products::handle(&h.app, ev).await);
+        assert_eq!(r.status, 200, "{}", r.body);
+        for i in r.body["items"].as_array().unwrap() {
+            assert_eq!(i["document"]["owner"], tenant);
+            ids.push(i["productId"].as_str().unwrap().to_owned());
+        }
+        match r.body["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => return ids,
+        }
+    }
+}
+
+/// The Queries of reading every product shard of `tenant` once, paginated, with `limit`.
+async fn raw_paginated_queries(h: &Harness, tenant: &str, shards: u32, limit: u32) -> usize {
+    let t = TenantId::parse(tenant).unwrap();
+    let mut queries = 0;
+    for s in 0..shards {
+        let mut start = None;
+        loop {
+            let out = h
+                .admin
+                .query()
+                .table_name(&h.table)
+                .key_condition_expression("PK = :pk AND begins_with(SK, :k)")
+                .expression_attribute_values(
+                    ":pk",
+                    aws_sdk_dynamodb::types::AttributeValue::S(shared::identity::keys::shard_pk(
+                        &t, "PRODUCT", s,
+                    )),
+                )
+                .expression_attribute_values(
+                    ":k",
+                    aws_sdk_dynamodb::types::AttributeValue::S(
+                        shared::identity::keys::entity_sk_prefix(&t, "PRODUCT"),
+                    ),
+                )
+                .limit(limit as i32)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .unwrap();
+            queries += 1;
+            start = out.last_evaluated_key().cloned();
+            if start.is_none() {
+                break;
+            }
+        }
+    }
+    queries
 }
 
 #[tokio::test]

@@ -5,8 +5,7 @@
 
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use shared::identity::ids::TenantId;
-use shared::service::http::{json_response, path_param};
+use shared::service::http::{json_response, path_tenant_id};
 use shared::store::tenants::read_record;
 use shared::{ApiError, App};
 
@@ -14,9 +13,7 @@ use crate::{require_operator, TenantView};
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
-    let raw = path_param(&req, "tenantId")?;
-    let tenant = TenantId::parse(&raw)
-        .map_err(|e| ApiError::bad_request("tenantId", format!("tenantId {e}")))?;
+    let tenant = path_tenant_id(&req)?;
     let db = if tenant == caller.tenant {
         app.db(&tenant).await?
     } else {

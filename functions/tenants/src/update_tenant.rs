@@ -9,8 +9,7 @@
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
-use shared::identity::ids::TenantId;
-use shared::service::http::{json_body, json_response, path_param};
+use shared::service::http::{json_body, json_response, path_tenant_id};
 use shared::store::tenants::{update_record, RecordChange, TenantStatus, Tier};
 use shared::{ApiError, App};
 
@@ -30,9 +29,7 @@ struct UpdateInput {
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
     require_operator(&caller)?;
-    let raw = path_param(&req, "tenantId")?;
-    let tenant = TenantId::parse(&raw)
-        .map_err(|e| ApiError::bad_request("tenantId", format!("tenantId {e}")))?;
+    let tenant = path_tenant_id(&req)?;
     let input: UpdateInput = json_body(&req)?;
     let tier = match (input.tier, input.limits, input.status) {
         (None, None, Some(_)) => None,

@@ -4,17 +4,14 @@
 //! tenant.
 
 use lambda_http::{Body, Request, Response};
-use shared::identity::ids::TenantId;
 use shared::service::app::require_operator;
-use shared::service::http::path_param;
+use shared::service::http::path_tenant_id;
 use shared::{ApiError, App};
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
     require_operator(&caller)?;
-    let raw = path_param(&req, "tenantId")?;
-    let tenant = TenantId::parse(&raw)
-        .map_err(|e| ApiError::bad_request("tenantId", format!("tenantId {e}")))?;
+    let tenant = path_tenant_id(&req)?;
     let db = app.db_for_operator(&tenant).await?;
     crate::get_usage::usage_response(&db, &req).await
 }

@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde::Serialize;
 
-use crate::identity::ids::{EntityId, SessionId};
+use crate::identity::ids::{EntityId, SessionId, TenantId};
 use crate::service::error::ApiError;
 
 /// The API's cap on a request document. DynamoDB's item limit is 400 KB; we keep well below it.
@@ -27,6 +27,12 @@ pub fn path_entity_id(req: &Request, name: &str) -> Result<EntityId, ApiError> {
     EntityId::parse(&raw).map_err(|e| ApiError::bad_request(name, format!("{name} {e}")))
 }
 
+/// The `{tenantId}` of an operator route's path.
+pub fn path_tenant_id(req: &Request) -> Result<TenantId, ApiError> {
+    let raw = path_param(req, "tenantId")?;
+    TenantId::parse(&raw).map_err(|e| ApiError::bad_request("tenantId", format!("tenantId {e}")))
+}
+
 pub fn path_session_id(req: &Request, name: &str) -> Result<SessionId, ApiError> {
     let raw = path_param(req, name)?;
     SessionId::parse(&raw).map_err(|e| ApiError::bad_request(name, format!("{name} {e}")))
@@ -40,15 +46,43 @@ pub fn query_param(req: &Request, name: &str) -> Option<String> {
 
 /// `?limit=`: 1 to 100, default 25.
 pub fn page_limit(req: &Request) -> Result<u32, ApiError> {
+    page_limit_up_to(req, MAX_LIMIT)
+}
+
+/// `?limit=` from 1 to `max` (default [`DEFAULT_LIMIT`]).
+pub fn page_limit_up_to(req: &Request, max: u32) -> Result<u32, ApiError> {
     match query_param(req, "limit") {
         None => Ok(DEFAULT_LIMIT),
         Some(raw) => match raw.parse::<u32>() {
-            Ok(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
+            Ok(n) if (1..=max).contains(&n) => Ok(n),
             _ => Err(ApiError::bad_request(
                 "limit",
-                format!("limit must be a whole number from 1 to {MAX_LIMIT}"),
+                format!("limit must be a whole number from 1 to {max}"),
             )),
         },
+    }
+}
+
+/// The largest page of a sharded listing (`?limit=` up to this): whole-collection readers walk in
+/// pages this large, so a walk costs about one Query per shard.
+pub const MAX_SHARDED_LIMIT: u32 = 1000;
+
+/// How a sharded listing is read: `?order=id` (the default) merges every shard into id order;
+/// `?order=unordered` walks shard after shard, the cheap way through a whole collection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListOrder {
+    ById,
+    Unordered,
+}
+
+pub fn list_order(req: &Request) -> Result<ListOrder, ApiError> {
+    match query_param(req, "order").as_deref() {
+        None | Some("id") => Ok(ListOrder::ById),
+        Some("unordered") => Ok(ListOrder::Unordered),
+        Some(_) => Err(ApiError::bad_request(
+            "order",
+            "order must be id (the default) or unordered",
+        )),
     }
 }
 

@@ -11,11 +11,12 @@ use crate::identity::ids::{EntityId, TenantId};
 use crate::service::app::App;
 use crate::service::error::ApiError;
 use crate::service::http::{
-    json_response, page_limit, page_response, path_entity_id, query_param, PageCursor,
+    json_response, list_order, page_limit_up_to, page_response, path_entity_id, query_param,
+    ListOrder, PageCursor, MAX_PAGE_BYTES, MAX_SHARDED_LIMIT,
 };
 use crate::store::items::get_item;
 use crate::store::query::Item;
-use crate::store::scatter::{gather, Fanout, ShardedList};
+use crate::store::scatter::{gather, walk, Fanout, ShardedList};
 
 /// `GET /<kind>/{param}`: 200 with the item's view, or 404 with `not_found`. One GetItem.
 pub async fn get_by_id<V: Serialize>(
@@ -36,7 +37,9 @@ pub async fn get_by_id<V: Serialize>(
     Ok(json_response(StatusCode::OK, &view(item)?))
 }
 
-/// `GET /<kind>?limit=&cursor=`: one page of `list` in id order, as `{items, nextCursor}`.
+/// `GET /<kind>?limit=&cursor=&order=`: one page of `list` as `{items, nextCursor}`: in id order
+/// (scatter-gather over every shard), or with `order=unordered` shard after shard (a walk). Pages
+/// of up to [`MAX_SHARDED_LIMIT`] items.
 pub async fn list_page<V: Serialize>(
     app: &App,
     req: &Request,
@@ -45,13 +48,28 @@ pub async fn list_page<V: Serialize>(
     fanout: Fanout,
 ) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(req)?;
-    let limit = page_limit(req)?;
+    let limit = page_limit_up_to(req, MAX_SHARDED_LIMIT)?;
+    let order = list_order(req)?;
     let cursor = query_param(req, "cursor");
     let db = app.db(&caller.tenant).await?;
     let shards = app.directory.shard_count(&db).await?;
-    let listing = list.over(&caller.tenant, shards);
+    let mut listing = list.over(&caller.tenant, shards);
     let keys = &app.settings.cursor_keys;
-    let page = gather(&db, &listing, keys, limit, cursor.as_deref(), fanout).await?;
+    let page = match order {
+        ListOrder::ById => gather(&db, &listing, keys, limit, cursor.as_deref(), fanout).await?,
+        ListOrder::Unordered => {
+            listing.route = format!("{}?order=unordered", listing.route);
+            walk(
+                &db,
+                &listing,
+                keys,
+                limit,
+                MAX_PAGE_BYTES,
+                cursor.as_deref(),
+            )
+            .await?
+        }
+    };
     let cursor = PageCursor {
         keys,
         tenant: &caller.tenant,

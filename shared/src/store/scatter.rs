@@ -133,12 +133,14 @@ pub trait PartitionSource {
     fn max_in_flight(&self) -> usize {
         crate::store::scoped::DEFAULT_MAX_IN_FLIGHT
     }
-    /// Up to `want` items of `partition` after `start`, in the listing's order.
+    /// Up to `want` items of `partition` after `start`, in the listing's order; it may stop early
+    /// (not exhausted) once the items it has read pass `max_bytes` ([`approximate_bytes`]).
     fn read(
         &self,
         partition: &str,
         want: u32,
         start: Option<Key>,
+        max_bytes: usize,
     ) -> impl Future<Output = Result<LaneRead, StoreError>>;
 }
 
@@ -162,8 +164,16 @@ impl PartitionSource for DynamoPartitions<'_> {
         partition: &str,
         want: u32,
         start: Option<Key>,
+        max_bytes: usize,
     ) -> impl Future<Output = Result<LaneRead, StoreError>> {
-        read_partition(self.db, self.listing, partition.to_owned(), want, start)
+        read_partition(
+            self.db,
+            self.listing,
+            partition.to_owned(),
+            want,
+            start,
+            max_bytes,
+        )
     }
 }
 
@@ -180,13 +190,142 @@ pub async fn gather(
     gather_from(&source, listing, keys, limit, cursor, fanout).await
 }
 
+/// One page of a whole-collection walk of `listing`, starting at `cursor`: partition after partition,
+/// in no global order (each partition's items in sort order), for readers that want every item
+/// (syncs, exports, admin tools) and not a sorted page. A page reads one partition until it ends or
+/// the page is full, then the next, so a walk sends about one Query per partition plus one per page,
+/// and reads only the items it returns (an ordered page reads about twice its items and sends one
+/// Query per partition per page). The cursor is the last item's key, as for ordered pages, bound to
+/// the walk's route (`<route>?order=unordered`), so neither kind of cursor passes for the other.
+/// Table listings only (the cursor is the item's `PK` and `SK`).
+pub async fn walk(
+    db: &TenantDb,
+    listing: &Listing,
+    keys: &CursorKeys,
+    limit: u32,
+    byte_budget: usize,
+    cursor: Option<&str>,
+) -> Result<GatheredPage, StoreError> {
+    let source = DynamoPartitions { db, listing };
+    walk_from(&source, listing, keys, limit, byte_budget, cursor).await
+}
+
+/// [`walk`] over any [`PartitionSource`]. A page also stops before its items pass `byte_budget`
+/// (their size as stored, about the size of their JSON): once a page has seen items, each Query asks
+/// only for as many as the budget has room for at their average size, so a walk of large items does
+/// not read what its response could not carry.
+pub async fn walk_from<S: PartitionSource>(
+    source: &S,
+    listing: &Listing,
+    keys: &CursorKeys,
+    limit: u32,
+    byte_budget: usize,
+    cursor: Option<&str>,
+) -> Result<GatheredPage, StoreError> {
+    let t = source.tenant();
+    let partitions: Vec<&String> = listing.groups.iter().flatten().collect();
+    let (mut at, mut start) = match cursor {
+        None => (0, None),
+        Some(raw) => {
+            let key = cursor::decode(keys, t, &listing.route, raw, |pk, sk| {
+                partitions.iter().any(|p| *p == pk) && listing.range.contains(sk)
+            })?;
+            let pk = key.get(PK).and_then(|v| v.as_s().ok());
+            let at = partitions
+                .iter()
+                .position(|p| Some(*p) == pk)
+                .ok_or(cursor::InvalidCursor)?;
+            (at, Some(key))
+        }
+    };
+    let mut items: Vec<Item> = Vec::with_capacity(limit.min(1000) as usize);
+    let mut bytes = 0usize;
+    let mut full = false;
+    while !full && (items.len() as u32) < limit && at < partitions.len() {
+        let by_count = limit - items.len() as u32;
+        let want = match bytes.checked_div(items.len()) {
+            Some(average) => {
+                let room = byte_budget.saturating_sub(bytes) / average.max(1);
+                by_count.min(room.max(1) as u32)
+            }
+            None => by_count,
+        };
+        let from = start.take();
+        let read = source
+            .read(
+                partitions[at],
+                want,
+                from.clone(),
+                byte_budget.saturating_sub(bytes),
+            )
+            .await?;
+        let read_any = !read.items.is_empty();
+        for item in read.items {
+            let size = approximate_bytes(&item);
+            if !items.is_empty() && bytes + size > byte_budget {
+                full = true;
+                break;
+            }
+            bytes += size;
+            items.push(item);
+        }
+        if full {
+            break;
+        }
+        if read.exhausted {
+            at += 1;
+        } else if read_any {
+            start = items.last().map(table_key);
+        } else {
+            // Nothing read and not at the end (a budget-limited read): the next page goes on from
+            // the same place.
+            start = from;
+            break;
+        }
+    }
+    let next_cursor = match (full || at < partitions.len(), items.last()) {
+        (true, Some(last)) => Some(cursor::encode(keys, t, &listing.route, &table_key(last))),
+        (true, None) => start
+            .as_ref()
+            .map(|key| cursor::encode(keys, t, &listing.route, key)),
+        (false, _) => None,
+    };
+    Ok(GatheredPage { items, next_cursor })
+}
+
+/// About the bytes of `item` as JSON: names and values, without the JSON punctuation of nesting.
+pub fn approximate_bytes(item: &Item) -> usize {
+    fn value(v: &AttributeValue) -> usize {
+        match v {
+            AttributeValue::S(s) | AttributeValue::N(s) => s.len() + 2,
+            AttributeValue::B(b) => b.as_ref().len() * 4 / 3 + 2,
+            AttributeValue::Bool(_) | AttributeValue::Null(_) => 5,
+            AttributeValue::M(m) => {
+                m.iter().map(|(k, v)| k.len() + 3 + value(v)).sum::<usize>() + 2
+            }
+            AttributeValue::L(l) => l.iter().map(|v| value(v) + 1).sum::<usize>() + 2,
+            AttributeValue::Ss(l) | AttributeValue::Ns(l) => l.iter().map(|s| s.len() + 3).sum(),
+            AttributeValue::Bs(l) => l.iter().map(|b| b.as_ref().len() * 4 / 3 + 3).sum(),
+            _ => 8,
+        }
+    }
+    item.iter().map(|(k, v)| k.len() + 3 + value(v)).sum()
+}
+
+fn table_key(item: &Item) -> Key {
+    [PK, SK]
+        .into_iter()
+        .filter_map(|k| item.get(k).map(|v| (k.to_owned(), v.clone())))
+        .collect()
+}
+
 /// Every item of `listing`, unpaged (small collections such as usage counters).
 pub async fn gather_all(db: &TenantDb, listing: &Listing) -> Result<Vec<Item>, StoreError> {
     let pending: Vec<_> = listing
         .groups
         .iter()
         .flatten()
-        .map(|p| read_partition(db, listing, p.clone(), u32::MAX, None))
+        .map(|p| read_partition(db, listing, p.clone(), u32::MAX, None, usize::MAX))
         .collect();
     let reads = in_waves(pending, db.max_in_flight).await?;
     Ok(reads.into_iter().flat_map(|r| r.items).collect())
@@ -385,7 +524,14 @@ async fn refill<S: PartitionSource>(
     // Collected first: a lazily mapped iterator here is not `Send` for every lifetime (rust#110338).
     let pending: Vec<_> = which
         .iter()
-        .map(|&i| source.read(&lanes[i].partition, want, lanes[i].resume.clone()))
+        .map(|&i| {
+            source.read(
+                &lanes[i].partition,
+                want,
+                lanes[i].resume.clone(),
+                usize::MAX,
+            )
+        })
         .collect();
     let reads = in_waves(pending, in_flight).await?;
     for (i, r) in which.iter().zip(reads) {
@@ -424,6 +570,7 @@ async fn read_partition(
     partition: String,
     want: u32,
     start: Option<Key>,
+    max_bytes: usize,
 ) -> Result<LaneRead, StoreError> {
     let condition = match &listing.range {
         SortRange::BeginsWith(_) => format!(
@@ -452,6 +599,7 @@ async fn read_partition(
             .expression_attribute_values(":hi", AttributeValue::S(hi.clone())),
     };
     let mut items = Vec::new();
+    let mut bytes = 0usize;
     let mut start = start;
     loop {
         let remaining = want.saturating_sub(items.len() as u32);
@@ -462,7 +610,11 @@ async fn read_partition(
             .send()
             .await
             .map_err(StoreError::from_sdk)?;
-        items.extend(out.items.unwrap_or_default());
+        let read = out.items.unwrap_or_default();
+        if max_bytes != usize::MAX {
+            bytes += read.iter().map(approximate_bytes).sum::<usize>();
+        }
+        items.extend(read);
         match out.last_evaluated_key.filter(|k| !k.is_empty()) {
             None => {
                 return Ok(LaneRead {
@@ -470,7 +622,7 @@ async fn read_partition(
                     exhausted: true,
                 })
             }
-            Some(_) if items.len() as u32 >= want => {
+            Some(_) if items.len() as u32 >= want || bytes >= max_bytes => {
                 return Ok(LaneRead {
                     items,
                     exhausted: false,
