@@ -461,3 +461,42 @@ fn tenant_isolation_mode_puts_every_tenant_function_in_per_tenant_environments_b
         "the REST API serves exactly the functions' routes"
     );
 }
+
+#[test]
+fn the_cargo_lambda_watch_router_serves_every_route_of_the_template() {
+    // The dev command and the contract check reach the functions through this router: a route
+    // missing here answers cargo-lambda's own 404, not the function's.
+    let cargo = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let router = cargo
+        .split("[workspace.metadata.lambda.watch.router]")
+        .nth(1)
+        .expect("Cargo.toml has the watch router");
+    let router = router.split("\n[").next().unwrap();
+    // "path" = [ { method = "M", function = "f" }, ... ] entries, in order
+    let mut served = std::collections::BTreeSet::new();
+    let mut path = String::new();
+    for line in router.lines() {
+        if let Some(rest) = line.strip_prefix('"') {
+            path = rest.split('"').next().unwrap().to_owned();
+        }
+        for entry in line.split('{').skip(1) {
+            let field = |name: &str| {
+                entry
+                    .split(&format!("{name} = \""))
+                    .nth(1)
+                    .and_then(|v| v.split('"').next())
+                    .map(str::to_owned)
+            };
+            if let (Some(method), Some(function)) = (field("method"), field("function")) {
+                served.insert((function, method, path.clone()));
+            }
+        }
+    }
+    for (bin, (method, route)) in integration::routes::template_routes() {
+        assert!(
+            served.contains(&(bin.clone(), method.clone(), route.clone())),
+            "{method} {route} ({bin}) is not in the cargo lambda watch router"
+        );
+    }
+    assert_eq!(served.len(), integration::routes::template_routes().len());
+}
