@@ -674,7 +674,8 @@ async fn main() {
             }
             (stat(times), queries, rcu)
         };
-        let (floor_queries, floor_rcu) = {
+        let (floor_queries, floor_rcu, floor_ms) = {
+            let started = Instant::now();
             let (mut queries, mut rcu) = (0u32, 0.0f64);
             for s in 0..shards {
                 let mut start = None;
@@ -713,13 +714,13 @@ async fn main() {
                     }
                 }
             }
-            (queries, rcu)
+            (queries, rcu, started.elapsed().as_secs_f64() * 1000.0)
         };
         report.add(
             &format!("8. full walk {shards:>2} shards: 2,000 items, ?order=unordered, pages of 1,000"),
             &walk_stat,
             format!(
-                "{walk_queries} Queries vs floor {floor_queries} ({:.2}x), {walk_rcu:.1} RCU vs floor {floor_rcu:.1} ({:.2}x) (targets <= 1.25x)",
+                "{walk_queries} Queries vs floor {floor_queries} ({:.2}x), {walk_rcu:.1} RCU vs floor {floor_rcu:.1} ({:.2}x) (targets <= 1.25x); floor (sequential raw Queries) {floor_ms:.1} ms",
                 f64::from(walk_queries) / f64::from(floor_queries),
                 walk_rcu / floor_rcu
             ),

@@ -477,11 +477,12 @@ proptest! {
         let mut expected: Vec<String> = ids.iter().map(|i| entity_sk(&tenant, LIST.kind, &EntityId::parse(i).unwrap())).collect();
         expected.sort();
         prop_assert_eq!(&walked, &expected);
-        // only the items returned are read
-        prop_assert_eq!(source.items_read.load(Ordering::SeqCst), ids.len());
-        // a Query per shard, plus at most two per page (the shard a page ends in is read again by
-        // the next page; one more when a page ends exactly at a shard's end)
         let pages = (ids.len() as u32).div_ceil(limit).max(1) as usize;
+        // only the items returned are read, plus one a page looks ahead at (to see whether its
+        // shard ends with the page)
+        prop_assert!(source.items_read.load(Ordering::SeqCst) <= ids.len() + pages);
+        // a Query per shard, plus at most two per page (the shard a page ends in is read again by
+        // the next page)
         prop_assert!(reads <= shard_count as usize + 2 * pages, "{} reads, {} shards, {} pages", reads, shard_count, pages);
     }
 }
@@ -583,5 +584,5 @@ fn a_walk_under_a_byte_budget_stops_pages_before_it_and_still_returns_every_item
     expected.sort();
     assert_eq!(walked, expected);
     // the budget bounded what was read, not only what was returned: at most a few items over
-    assert!(source.items_read.load(Ordering::SeqCst) <= ids.len() + 7 * 20);
+    assert!(source.items_read.load(Ordering::SeqCst) <= ids.len() + 7 * 25);
 }

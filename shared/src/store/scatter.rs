@@ -54,6 +54,15 @@ pub enum SortRange {
 }
 
 impl SortRange {
+    /// A sort key before every item of the range, to start a Query at a partition's beginning
+    /// (as its `ExclusiveStartKey`): the prefix of a `begins_with` range, which no item equals.
+    fn start_marker(&self) -> Option<&str> {
+        match self {
+            Self::BeginsWith(prefix) => Some(prefix),
+            Self::Between(..) => None,
+        }
+    }
+
     fn contains(&self, value: &str) -> bool {
         match self {
             Self::BeginsWith(prefix) => value.len() > prefix.len() && value.starts_with(prefix),
@@ -228,7 +237,8 @@ pub async fn walk_from<S: PartitionSource>(
         None => (0, None),
         Some(raw) => {
             let key = cursor::decode(keys, t, &listing.route, raw, |pk, sk| {
-                partitions.iter().any(|p| *p == pk) && listing.range.contains(sk)
+                partitions.iter().any(|p| *p == pk)
+                    && (listing.range.contains(sk) || listing.range.start_marker() == Some(sk))
             })?;
             let pk = key.get(PK).and_then(|v| v.as_s().ok());
             let at = partitions
@@ -241,6 +251,8 @@ pub async fn walk_from<S: PartitionSource>(
     let mut items: Vec<Item> = Vec::with_capacity(limit.min(1000) as usize);
     let mut bytes = 0usize;
     let mut full = false;
+    // Whether the last read finished its partition: the next page then starts at the next one.
+    let mut at_boundary = false;
     while !full && (items.len() as u32) < limit && at < partitions.len() {
         let by_count = limit - items.len() as u32;
         let want = match bytes.checked_div(items.len()) {
@@ -251,16 +263,24 @@ pub async fn walk_from<S: PartitionSource>(
             None => by_count,
         };
         let from = start.take();
+        // One more than the page takes, to see whether the partition ends with this page: then the
+        // next page starts at the next partition instead of reading this one again to find it empty.
         let read = source
             .read(
                 partitions[at],
-                want,
+                want.saturating_add(1),
                 from.clone(),
                 byte_budget.saturating_sub(bytes),
             )
             .await?;
-        let read_any = !read.items.is_empty();
-        for item in read.items {
+        let mut read_items = read.items;
+        let mut finished = read.exhausted;
+        if read_items.len() as u32 > want {
+            read_items.truncate(want as usize);
+            finished = false;
+        }
+        let read_any = !read_items.is_empty();
+        for item in read_items {
             let size = approximate_bytes(&item);
             if !items.is_empty() && bytes + size > byte_budget {
                 full = true;
@@ -269,11 +289,13 @@ pub async fn walk_from<S: PartitionSource>(
             bytes += size;
             items.push(item);
         }
+        at_boundary = false;
         if full {
             break;
         }
-        if read.exhausted {
+        if finished {
             at += 1;
+            at_boundary = true;
         } else if read_any {
             start = items.last().map(table_key);
         } else {
@@ -283,13 +305,23 @@ pub async fn walk_from<S: PartitionSource>(
             break;
         }
     }
-    let next_cursor = match (full || at < partitions.len(), items.last()) {
-        (true, Some(last)) => Some(cursor::encode(keys, t, &listing.route, &table_key(last))),
-        (true, None) => start
-            .as_ref()
-            .map(|key| cursor::encode(keys, t, &listing.route, key)),
+    let next_start = match (full || at < partitions.len(), items.last()) {
         (false, _) => None,
+        // The page ended with a partition: the next one starts at the next partition's beginning.
+        (true, _) if at_boundary && !full => listing
+            .range
+            .start_marker()
+            .map(|sk| {
+                Key::from([
+                    (PK.to_owned(), AttributeValue::S(partitions[at].clone())),
+                    (SK.to_owned(), AttributeValue::S(sk.to_owned())),
+                ])
+            })
+            .or_else(|| items.last().map(table_key)),
+        (true, Some(last)) => Some(table_key(last)),
+        (true, None) => start,
     };
+    let next_cursor = next_start.map(|key| cursor::encode(keys, t, &listing.route, &key));
     Ok(GatheredPage { items, next_cursor })
 }
 
