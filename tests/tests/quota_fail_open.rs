@@ -1,0 +1,99 @@
+//! The tier quota across containers: shared through DynamoDB, and failing open when its store
+//! refuses. Alone in its test binary because it captures logs with a thread-local subscriber, which
+//! other tests running in the same process can race (tracing's callsite interest cache).
+
+use std::collections::BTreeMap;
+
+use integration::routes::{call, call_admitted};
+use integration::{unique, Auth, Harness, Resp};
+use serde_json::json;
+use shared::identity::clock::Clock;
+
+fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+async fn onboard(h: &Harness, tenant: &str, tier: serde_json::Value) {
+    let mut body = json!({"tenantId": tenant, "shardCount": 4});
+    body.as_object_mut()
+        .unwrap()
+        .extend(tier.as_object().unwrap().clone());
+    let r = call(
+        &h.app,
+        "onboard-tenant",
+        &params(&[]),
+        &[],
+        Some(body),
+        &Auth::Operator("platform".into()),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+}
+
+async fn get_product(app: &shared::App, tenant: &str) -> Resp {
+    call_admitted(
+        app,
+        "get-product",
+        &params(&[("productId", "p-0")]),
+        None,
+        &Auth::Tenant(tenant.into()),
+    )
+    .await
+}
+
+fn count(statuses: &[Resp], status: u16) -> usize {
+    statuses.iter().filter(|r| r.status == status).count()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_quota_is_shared_by_containers_through_dynamodb_and_fails_open_when_its_store_refuses()
+{
+    // GIVEN a basic tenant served by two containers (each its own App and caches, one table)
+    let a = Harness::new().await;
+    let b = Harness::on_table(&a.admin, &a.table, 3600, &a.sts_endpoint).await;
+    b.clock.set_millis(a.clock.now_millis());
+    let t = unique("shared");
+    onboard(&a, &t, json!({"tier": "basic"})).await;
+    // WHEN container A serves 20 requests in one second, and then container B 20
+    let mut first = Vec::new();
+    for _ in 0..20 {
+        first.push(get_product(&a.app, &t).await);
+    }
+    let mut second = Vec::new();
+    for _ in 0..20 {
+        second.push(get_product(&b.app, &t).await);
+    }
+    // THEN A's all ran (404: there is no product) and B admitted only the 5 left of 25
+    assert_eq!(count(&first, 404), 20);
+    assert_eq!(count(&second, 404), 5, "B did not see A's requests");
+    assert_eq!(count(&second, 429), 15);
+
+    // WHEN, in the next second, the limiter's store refuses every write (throttled)
+    a.clock.advance_seconds(1);
+    b.clock.advance_seconds(1);
+    a.faults.refuse_requests_containing(Some("#RATE#"));
+    b.faults.refuse_requests_containing(Some("#RATE#"));
+    let logs = integration::CapturedLogs::default();
+    let _guard =
+        tracing::subscriber::set_default(shared::service::runtime::json_subscriber(logs.clone()));
+    let mut answers = Vec::new();
+    for _ in 0..20 {
+        answers.push(get_product(&a.app, &t).await);
+    }
+    for _ in 0..20 {
+        answers.push(get_product(&b.app, &t).await);
+    }
+    // THEN the quota fails open: each container still holds the tenant to 25 on its own count, but
+    // no longer sees the other's, so all 40 run; and the refused counter writes are logged as
+    // warnings (at least each container's first; near the limit, every one)
+    assert_eq!(count(&answers, 404), 40);
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let warnings = text
+        .lines()
+        .filter(|l| l.contains("\"level\":\"WARN\"") && l.contains("quota counter"))
+        .count();
+    assert!(warnings >= 2, "{text}");
+}
