@@ -499,6 +499,7 @@ async fn main() {
     // ---- 5. scatter-gather: 2,000 products, walking every page (limit 100)
     let python = std::env::var("BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
     let mut python_cold = None;
+    let mut unsharded_page_rcu: BTreeMap<u32, f64> = BTreeMap::new();
     for shards in [1u32, 4, 16, 64] {
         let st = unique(&format!("sg{shards}"));
         onboard(&h, &st, shards).await;
@@ -725,6 +726,60 @@ async fn main() {
                 walk_rcu / floor_rcu
             ),
         );
+        // ---- 9. cost per page: the RCU DynamoDB reports (ConsumedCapacity) for the first ordered
+        // page of 25 and of 100 products, next to the same page read unsharded (one raw Query of
+        // one partition holding every item: the 1-shard tenant's, measured in its iteration)
+        for page in [25u32, 100] {
+            let meta = Arc::new(shared::store::meter::RequestMeta::default());
+            let limit = page.to_string();
+            let ev = event("GET", "/products", &[], &[("limit", &limit)], None, &auth);
+            let r = shared::store::meter::scope(
+                meta.clone(),
+                products::query_tenant_products::handle(&app, ev),
+            )
+            .await
+            .unwrap();
+            assert_eq!(status_of(&r), 200);
+            let out = raw
+                .query()
+                .table_name(&h.table)
+                .key_condition_expression("PK = :pk AND begins_with(SK, :k)")
+                .expression_attribute_values(
+                    ":pk",
+                    AttributeValue::S(shard_pk(&tid, kind::PRODUCT, 0)),
+                )
+                .expression_attribute_values(
+                    ":k",
+                    AttributeValue::S(shared::identity::keys::entity_sk_prefix(
+                        &tid,
+                        kind::PRODUCT,
+                    )),
+                )
+                .limit(page as i32)
+                .return_consumed_capacity(aws_sdk_dynamodb::types::ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .unwrap();
+            if shards == 1 {
+                unsharded_page_rcu.insert(
+                    page,
+                    out.consumed_capacity()
+                        .and_then(|c| c.capacity_units())
+                        .unwrap_or(0.0),
+                );
+            }
+            let unsharded = unsharded_page_rcu.get(&page).copied().unwrap_or(f64::NAN);
+            let rcu = meta.read_capacity_units();
+            report.fact(
+                &format!("9. cost per ordered page of {page:>3}, {shards:>2} shards (RCU)"),
+                json!(rcu),
+                &format!(
+                    "{} Queries; unsharded page {unsharded:.1} RCU ({:.2}x)",
+                    meta.dynamodb_requests(),
+                    rcu / unsharded
+                ),
+            );
+        }
         report.add(
             &format!("5. scatter {shards:>2} shards: sequential, per page"),
             &seq,
