@@ -95,6 +95,14 @@ async fn dispatch(app: &App, bin: &str, req: Request) -> Result<Response<Body>, 
     }
 }
 
+/// Path parameters by name, for [`call`].
+pub fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// Calls route `bin` with the given path parameters (by name), query, body and caller.
 pub async fn call(
     app: &App,

@@ -2,19 +2,10 @@
 //! container's cached record has expired (`RECORD_TTL_SECONDS`), and no container vends its
 //! credentials to find out: records are read with the functions' own, record-only client.
 
-use std::collections::BTreeMap;
-
-use integration::routes::{call, call_admitted};
+use integration::routes::{call, call_admitted, params};
 use integration::{onboard, unique, Auth, Harness, Resp};
 use serde_json::json;
 use shared::store::tenants::RECORD_TTL_SECONDS;
-
-fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
 
 async fn get_product(app: &shared::App, tenant: &str) -> Resp {
     call_admitted(
@@ -132,4 +123,25 @@ async fn only_an_operator_suspends_and_a_status_must_be_known() {
     let r = set_status(&h, &t, "deleted").await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(h.all_items().await, before);
+}
+
+#[tokio::test]
+async fn a_tenant_onboarded_by_another_container_is_served_at_once_not_after_the_record_ttl() {
+    // GIVEN container A has seen the tenant before it existed (its record cached as absent)
+    let a = Harness::new().await;
+    let ops = Harness::on_table(&a.admin, &a.table, 3600, &a.sts_endpoint).await;
+    let t = unique("early");
+    assert_eq!(
+        get_product(&a.app, &t).await.status,
+        403,
+        "not onboarded yet"
+    );
+    // WHEN another container onboards it
+    onboard(&ops, &t, 4).await;
+    // THEN container A serves its sharded routes at once
+    assert_eq!(
+        get_product(&a.app, &t).await.status,
+        404,
+        "served (no such product)"
+    );
 }

@@ -2,36 +2,9 @@
 //! refuses. Alone in its test binary because it captures logs with a thread-local subscriber, which
 //! other tests running in the same process can race (tracing's callsite interest cache).
 
-use std::collections::BTreeMap;
-
-use integration::routes::{call, call_admitted};
-use integration::{unique, Auth, Harness, Resp};
-use serde_json::json;
+use integration::routes::{call_admitted, params};
+use integration::{onboard_tier, unique, Auth, Harness, Resp};
 use shared::identity::clock::Clock;
-
-fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-async fn onboard(h: &Harness, tenant: &str, tier: serde_json::Value) {
-    let mut body = json!({"tenantId": tenant, "shardCount": 4});
-    body.as_object_mut()
-        .unwrap()
-        .extend(tier.as_object().unwrap().clone());
-    let r = call(
-        &h.app,
-        "onboard-tenant",
-        &params(&[]),
-        &[],
-        Some(body),
-        &Auth::Operator("platform".into()),
-    )
-    .await;
-    assert_eq!(r.status, 201, "{}", r.body);
-}
 
 async fn get_product(app: &shared::App, tenant: &str) -> Resp {
     call_admitted(
@@ -56,7 +29,7 @@ async fn the_quota_is_shared_by_containers_through_dynamodb_and_fails_open_when_
     let b = Harness::on_table(&a.admin, &a.table, 3600, &a.sts_endpoint).await;
     b.clock.set_millis(a.clock.now_millis());
     let t = unique("shared");
-    onboard(&a, &t, json!({"tier": "basic"})).await;
+    onboard_tier(&a, &t, 4, "basic").await;
     // WHEN container A serves 20 requests in one second, and then container B 20
     let mut first = Vec::new();
     for _ in 0..20 {

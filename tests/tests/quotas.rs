@@ -2,38 +2,13 @@
 //! DynamoDB, and a tenant over its rate never slows or refuses another. The test clock stands still,
 //! so every request of a step falls in one one-second window.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use integration::routes::{call, call_admitted};
-use integration::{unique, Auth, Harness, Resp};
+use integration::routes::{call, call_admitted, params};
+use integration::{onboard_tier, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::store::tenants::RECORD_TTL_SECONDS;
-
-fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-async fn onboard(h: &Harness, tenant: &str, tier: Value) {
-    let mut body = json!({"tenantId": tenant, "shardCount": 4});
-    body.as_object_mut()
-        .unwrap()
-        .extend(tier.as_object().unwrap().clone());
-    let r = call(
-        &h.app,
-        "onboard-tenant",
-        &params(&[]),
-        &[],
-        Some(body),
-        &Auth::Operator("platform".into()),
-    )
-    .await;
-    assert_eq!(r.status, 201, "{}", r.body);
-}
 
 async fn put_product(app: &shared::App, tenant: &str, id: &str) -> Resp {
     call_admitted(
@@ -73,8 +48,8 @@ async fn a_basic_tenant_far_over_its_rate_gets_429_for_the_excess_while_a_premiu
     // GIVEN a basic tenant (25 requests a second) and a premium one (1,000), in one container
     let h = Arc::new(Harness::new().await);
     let (basic, premium) = (unique("basic"), unique("premium"));
-    onboard(&h, &basic, json!({"tier": "basic"})).await;
-    onboard(&h, &premium, json!({"tier": "premium"})).await;
+    onboard_tier(&h, &basic, 4, "basic").await;
+    onboard_tier(&h, &premium, 4, "premium").await;
     // WHEN, within one second, the basic tenant sends 200 writes and the premium tenant 200, at
     // the same time, 8 in flight each
     let burst = |tenant: String| {
@@ -156,7 +131,7 @@ async fn a_changed_limit_takes_effect_in_every_container_within_the_record_ttl()
     let a = Harness::new().await;
     let ops = Harness::on_table(&a.admin, &a.table, 3600, &a.sts_endpoint).await;
     let t = unique("upgrade");
-    onboard(&a, &t, json!({"tier": "basic"})).await;
+    onboard_tier(&a, &t, 4, "basic").await;
     let before = burst_of(&a.app, &t).await;
     assert_eq!(count(&before, 429), 15);
 
@@ -208,7 +183,7 @@ async fn burst_of(app: &shared::App, tenant: &str) -> Vec<Resp> {
 async fn update_tenant_refuses_bad_input_and_unknown_tenants_and_writes_nothing() {
     let h = Harness::new().await;
     let t = unique("patch");
-    onboard(&h, &t, json!({"tier": "standard"})).await;
+    onboard_tier(&h, &t, 4, "standard").await;
     let before = h.all_items().await;
     let patch = |body: Value, tenant: String, auth: Auth| {
         let h = &h;

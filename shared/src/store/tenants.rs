@@ -275,12 +275,20 @@ impl TenantDirectory {
         self.lock().insert(tenant.clone(), (record, now));
     }
 
-    /// The tenant's shard count; 403 when the tenant has not been onboarded.
+    /// The tenant's shard count; 403 when the tenant has not been onboarded. A cached absence is
+    /// not trusted here: a tenant onboarded a moment ago (by another container) is read again, so
+    /// its sharded routes work at once rather than after [`RECORD_TTL_SECONDS`].
     pub async fn shard_count(&self, db: &TenantDb) -> Result<u32, StoreError> {
-        let record = self
-            .record(&db.tenant)
-            .await?
-            .ok_or(StoreError::NotOnboarded)?;
+        let record = match self.record(&db.tenant).await? {
+            Some(record) => record,
+            None => {
+                let fresh = read_record_with(&self.reader, &self.table, &db.tenant)
+                    .await?
+                    .map(Arc::new);
+                self.remember(&db.tenant, fresh.clone());
+                fresh.ok_or(StoreError::NotOnboarded)?
+            }
+        };
         Ok(record.shard_count)
     }
 
