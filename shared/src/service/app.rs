@@ -5,9 +5,13 @@ use std::sync::Arc;
 
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
-use aws_config::{BehaviorVersion, SdkConfig};
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_credential_types::provider::SharedCredentialsProvider;
+use aws_smithy_async::rt::sleep::{SharedAsyncSleep, TokioSleep};
+use aws_smithy_async::time::SharedTimeSource;
 use aws_smithy_http_client::tls;
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
+use aws_types::service_config::{LoadServiceConfig, ServiceConfigKey};
 use std::time::Duration;
 use thiserror::Error;
 
@@ -163,27 +167,73 @@ pub fn https_client() -> SharedHttpClient {
         .build_https()
 }
 
-/// SDK settings shared by every client. Retries: the standard mode's exponential backoff with full
-/// jitter, 3 attempts, so a short burst of throttling is absorbed and a persistent one becomes a 503
-/// within about a second. Timeouts keep a stalled dependency from eating the Lambda's whole budget.
+/// Retries: the standard mode's exponential backoff with full jitter, 3 attempts, so a short burst
+/// of throttling is absorbed and a persistent one becomes a 503 within about a second.
+fn retry_config() -> RetryConfig {
+    RetryConfig::standard()
+        .with_max_attempts(3)
+        .with_initial_backoff(Duration::from_millis(25))
+        .with_max_backoff(Duration::from_millis(500))
+}
+
+/// Timeouts keep a stalled dependency from eating the Lambda's whole budget.
+fn timeout_config() -> TimeoutConfig {
+    TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(2))
+        .operation_attempt_timeout(Duration::from_secs(3))
+        .operation_timeout(Duration::from_secs(8))
+        .build()
+}
+
+/// SDK settings for tools and tests: the full default chain (profiles, SSO caches, IMDS, ...), so
+/// an operator's `pooltable` runs with whatever credentials their shell has.
 pub async fn load_sdk_config() -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
         .http_client(https_client())
-        .retry_config(
-            RetryConfig::standard()
-                .with_max_attempts(3)
-                .with_initial_backoff(Duration::from_millis(25))
-                .with_max_backoff(Duration::from_millis(500)),
-        )
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(Duration::from_secs(2))
-                .operation_attempt_timeout(Duration::from_secs(3))
-                .operation_timeout(Duration::from_secs(8))
-                .build(),
-        )
+        .retry_config(retry_config())
+        .timeout_config(timeout_config())
         .load()
         .await
+}
+
+/// SDK settings of a function: only what a Lambda environment provides. Lambda puts the execution
+/// role's credentials and the region in environment variables, so the default chain's profile
+/// parser, IMDS and container clients are never used there; leaving them out keeps them out of
+/// every bootstrap (README, "Size and memory"). Endpoint overrides are read like the SDK reads
+/// them (`AWS_ENDPOINT_URL_<SERVICE>`, then `AWS_ENDPOINT_URL`): the local stack and
+/// `sam local` use them.
+pub fn lambda_sdk_config() -> Result<SdkConfig, ConfigError> {
+    let region = ["AWS_REGION", "AWS_DEFAULT_REGION"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        .ok_or(ConfigError::Missing("AWS_REGION"))?;
+    Ok(SdkConfig::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new(region))
+        .credentials_provider(SharedCredentialsProvider::new(
+            aws_config::environment::EnvironmentVariableCredentialsProvider::new(),
+        ))
+        .http_client(https_client())
+        .retry_config(retry_config())
+        .timeout_config(timeout_config())
+        .sleep_impl(SharedAsyncSleep::new(TokioSleep::new()))
+        .time_source(SharedTimeSource::default())
+        .service_config(EndpointsFromEnv)
+        .build())
+}
+
+/// `AWS_ENDPOINT_URL_<SERVICE ID>` (upper case, spaces as `_`), then `AWS_ENDPOINT_URL`: the
+/// environment half of the SDK's service-specific configuration (no shared config file in Lambda).
+#[derive(Debug)]
+struct EndpointsFromEnv;
+
+impl LoadServiceConfig for EndpointsFromEnv {
+    fn load_config(&self, key: ServiceConfigKey<'_>) -> Option<String> {
+        let service = key.service_id().to_ascii_uppercase().replace(' ', "_");
+        [format!("{}_{service}", key.env()), key.env().to_owned()]
+            .iter()
+            .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
 }
 
 /// 403 unless the caller is an operator (scope `pooltable/admin` or group `platform-admin`).
@@ -216,7 +266,7 @@ impl App {
     /// Reads the environment and builds the clients. Called once, in `main`.
     pub async fn from_env() -> Result<Self, ConfigError> {
         let settings = Settings::from_env()?;
-        let sdk = load_sdk_config().await;
+        let sdk = lambda_sdk_config()?;
         Self::new(settings, &sdk, Arc::new(SystemClock))
     }
 
@@ -358,5 +408,32 @@ impl App {
     /// [`require_operator`].
     pub async fn db_for_operator(&self, tenant: &TenantId) -> Result<TenantDb, ApiError> {
         Ok(self.tenants.for_tenant(tenant).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint_key(service_id: &str) -> ServiceConfigKey<'_> {
+        ServiceConfigKey::builder()
+            .service_id(service_id)
+            .env("POOLTABLE_TEST_ENDPOINT_URL")
+            .profile("endpoint_url")
+            .build()
+            .expect("a complete key")
+    }
+
+    #[test]
+    fn a_service_endpoint_comes_from_its_own_variable_before_the_shared_one() {
+        // GIVEN a shared override and one for "Test Service" (variable names only this test uses)
+        std::env::set_var("POOLTABLE_TEST_ENDPOINT_URL", "http://shared:1");
+        std::env::set_var("POOLTABLE_TEST_ENDPOINT_URL_TEST_SERVICE", "http://own:2");
+        // WHEN the SDK asks for each service's endpoint
+        let own = EndpointsFromEnv.load_config(endpoint_key("Test Service"));
+        let other = EndpointsFromEnv.load_config(endpoint_key("Other"));
+        // THEN the service-specific variable wins, and the shared one serves the rest
+        assert_eq!(own.as_deref(), Some("http://own:2"));
+        assert_eq!(other.as_deref(), Some("http://shared:1"));
     }
 }
