@@ -145,3 +145,38 @@ async fn a_tenant_onboarded_by_another_container_is_served_at_once_not_after_the
         "served (no such product)"
     );
 }
+
+#[tokio::test]
+async fn an_operator_cannot_suspend_its_own_tenant() {
+    // GIVEN an operator of tenant `ops-home` (which is onboarded and active)
+    let h = Harness::new().await;
+    let home = unique("ops-home");
+    onboard(&h, &home, 1).await;
+    let operator = Auth::Operator(home.clone());
+
+    // WHEN it tries to suspend its own tenant
+    let r = call(
+        &h.app,
+        "update-tenant",
+        &params(&[("tenantId", &home)]),
+        &[],
+        Some(json!({ "status": "suspended" })),
+        &operator,
+    )
+    .await;
+
+    // THEN 409 problem+json, and the tenant is still active (its operators are not locked out)
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(r.content_type, "application/problem+json");
+    let record = call(
+        &h.app,
+        "get-tenant",
+        &params(&[("tenantId", &home)]),
+        &[],
+        None,
+        &operator,
+    )
+    .await;
+    assert_eq!(record.status, 200, "{}", record.body);
+    assert_eq!(record.body["status"], "active");
+}

@@ -1,5 +1,5 @@
 //! updateTenant: `PATCH /tenants/{tenantId}` `{tier?, limits?, status?}` → 200 with the record, 404
-//! when the tenant does not exist.
+//! when the tenant does not exist, 409 for an operator suspending its own tenant.
 //!
 //! Operator only. Changes the tier, sets custom limits (tier `custom`), or suspends or resumes the
 //! tenant (`status`). One conditional UpdateItem, sent with credentials scoped to the tenant changed.
@@ -41,6 +41,16 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         }
         (tier, limits, _) => Some(tier_and_limits(tier, limits)?),
     };
+    // An operator acts as a member of its own tenant, and the runtime refuses every request of a
+    // suspended tenant before any route runs: suspending one's own tenant would lock out every
+    // operator in it, with no route left to resume it.
+    if input.status == Some(TenantStatus::Suspended) && tenant == caller.tenant {
+        return Err(ApiError::Conflict(
+            "An operator cannot suspend its own tenant: that would lock out every operator in it. \
+             Ask an operator of another tenant."
+                .into(),
+        ));
+    }
     let change = RecordChange {
         tier,
         status: input.status,

@@ -1,6 +1,6 @@
 //! `list-department-employees`: see [`hr::list_department_employees`].
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
     shared::service::runtime::init_tracing();
     let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));

@@ -1,6 +1,6 @@
 //! `get-last-login-time-by-customer-id`: see [`sessions::get_last_login_time_by_customer_id`].
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
     shared::service::runtime::init_tracing();
     let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));

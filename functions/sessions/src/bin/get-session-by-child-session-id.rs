@@ -1,6 +1,6 @@
 //! `get-session-by-child-session-id`: see [`sessions::get_session_by_child_session_id`].
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
     shared::service::runtime::init_tracing();
     let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));

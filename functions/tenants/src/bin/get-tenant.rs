@@ -1,6 +1,6 @@
 //! `get-tenant`: see [`tenants::get_tenant`].
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
     shared::service::runtime::init_tracing();
     let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
