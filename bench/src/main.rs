@@ -691,20 +691,7 @@ async fn latency_figures(
             let mut samples = Vec::new();
             for _ in 0..10 {
                 let (ms, out) = time_ms(
-                    raw.query()
-                        .table_name(&h.table)
-                        .key_condition_expression("PK = :pk AND begins_with(SK, :k)")
-                        .expression_attribute_values(
-                            ":pk",
-                            AttributeValue::S(shard_pk(&tid, kind::PRODUCT, s)),
-                        )
-                        .expression_attribute_values(
-                            ":k",
-                            AttributeValue::S(shared::identity::keys::entity_sk_prefix(
-                                &tid,
-                                kind::PRODUCT,
-                            )),
-                        )
+                    product_shard_query(raw, &h.table, &tid, s)
                         .limit(100)
                         .send(),
                 )
@@ -721,20 +708,7 @@ async fn latency_figures(
         let mut together = Vec::new();
         for _ in 0..20 {
             let queries = (0..shards).map(|s| {
-                raw.query()
-                    .table_name(&h.table)
-                    .key_condition_expression("PK = :pk AND begins_with(SK, :k)")
-                    .expression_attribute_values(
-                        ":pk",
-                        AttributeValue::S(shard_pk(&tid, kind::PRODUCT, s)),
-                    )
-                    .expression_attribute_values(
-                        ":k",
-                        AttributeValue::S(shared::identity::keys::entity_sk_prefix(
-                            &tid,
-                            kind::PRODUCT,
-                        )),
-                    )
+                product_shard_query(raw, &h.table, &tid, s)
                     .limit(want)
                     .send()
             });
@@ -846,6 +820,23 @@ async fn latency_figures(
         );
     }
     python_cold
+}
+
+/// One raw Query of product shard `shard` of tenant `t`: the key condition the handlers send.
+fn product_shard_query(
+    raw: &aws_sdk_dynamodb::Client,
+    table: &str,
+    t: &TenantId,
+    shard: u32,
+) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+    raw.query()
+        .table_name(table)
+        .key_condition_expression("PK = :pk AND begins_with(SK, :k)")
+        .expression_attribute_values(":pk", AttributeValue::S(shard_pk(t, kind::PRODUCT, shard)))
+        .expression_attribute_values(
+            ":k",
+            AttributeValue::S(shared::identity::keys::entity_sk_prefix(t, kind::PRODUCT)),
+        )
 }
 
 /// Every page (limit 100) of `GET /products` for `auth`'s tenant: each page's time, and the items.
@@ -1087,21 +1078,7 @@ async fn walk_and_page_costs(h: &Harness, target: &Target, fx: &Fixture, report:
             for s in 0..shards {
                 let mut start = None;
                 loop {
-                    let out = raw
-                        .query()
-                        .table_name(&h.table)
-                        .key_condition_expression("PK = :pk AND begins_with(SK, :k)")
-                        .expression_attribute_values(
-                            ":pk",
-                            AttributeValue::S(shard_pk(&tid, kind::PRODUCT, s)),
-                        )
-                        .expression_attribute_values(
-                            ":k",
-                            AttributeValue::S(shared::identity::keys::entity_sk_prefix(
-                                &tid,
-                                kind::PRODUCT,
-                            )),
-                        )
+                    let out = product_shard_query(raw, &h.table, &tid, s)
                         .limit(1000)
                         .set_exclusive_start_key(start)
                         .return_consumed_capacity(
