@@ -224,16 +224,29 @@ pub fn lambda_sdk_config() -> Result<SdkConfig, ConfigError> {
 
 /// `AWS_ENDPOINT_URL_<SERVICE ID>` (upper case, spaces as `_`), then `AWS_ENDPOINT_URL`: the
 /// environment half of the SDK's service-specific configuration (no shared config file in Lambda).
+/// Like the SDK, `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true` turns the endpoint overrides off.
 #[derive(Debug)]
 struct EndpointsFromEnv;
 
 impl LoadServiceConfig for EndpointsFromEnv {
     fn load_config(&self, key: ServiceConfigKey<'_>) -> Option<String> {
-        let service = key.service_id().to_ascii_uppercase().replace(' ', "_");
-        [format!("{}_{service}", key.env()), key.env().to_owned()]
-            .iter()
-            .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        service_setting(&key, |name| std::env::var(name).ok())
     }
+}
+
+fn service_setting(
+    key: &ServiceConfigKey<'_>,
+    var: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let set = |name: &str| var(name).filter(|v| !v.is_empty());
+    if key.env() == "AWS_ENDPOINT_URL"
+        && set("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    {
+        return None;
+    }
+    let service = key.service_id().to_ascii_uppercase().replace(' ', "_");
+    set(&format!("{}_{service}", key.env())).or_else(|| set(key.env()))
 }
 
 /// 403 unless the caller is an operator (scope `pooltable/admin` or group `platform-admin`).
@@ -414,26 +427,57 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     fn endpoint_key(service_id: &str) -> ServiceConfigKey<'_> {
         ServiceConfigKey::builder()
             .service_id(service_id)
-            .env("POOLTABLE_TEST_ENDPOINT_URL")
+            .env("AWS_ENDPOINT_URL")
             .profile("endpoint_url")
             .build()
             .expect("a complete key")
     }
 
+    fn environment(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| vars.get(name).cloned()
+    }
+
     #[test]
     fn a_service_endpoint_comes_from_its_own_variable_before_the_shared_one() {
-        // GIVEN a shared override and one for "Test Service" (variable names only this test uses)
-        std::env::set_var("POOLTABLE_TEST_ENDPOINT_URL", "http://shared:1");
-        std::env::set_var("POOLTABLE_TEST_ENDPOINT_URL_TEST_SERVICE", "http://own:2");
+        // GIVEN a shared override and one for DynamoDB
+        let env = environment(&[
+            ("AWS_ENDPOINT_URL", "http://shared:1"),
+            ("AWS_ENDPOINT_URL_DYNAMODB", "http://own:2"),
+        ]);
         // WHEN the SDK asks for each service's endpoint
-        let own = EndpointsFromEnv.load_config(endpoint_key("Test Service"));
-        let other = EndpointsFromEnv.load_config(endpoint_key("Other"));
+        let own = service_setting(&endpoint_key("DynamoDB"), &env);
+        let other = service_setting(&endpoint_key("STS"), &env);
         // THEN the service-specific variable wins, and the shared one serves the rest
         assert_eq!(own.as_deref(), Some("http://own:2"));
         assert_eq!(other.as_deref(), Some("http://shared:1"));
+    }
+
+    #[test]
+    fn ignoring_configured_endpoints_turns_every_override_off() {
+        // GIVEN overrides, and the SDK's switch that ignores them
+        let env = environment(&[
+            ("AWS_ENDPOINT_URL_DYNAMODB", "http://own:2"),
+            ("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true"),
+        ]);
+        // WHEN / THEN the service's default endpoint is used
+        assert_eq!(service_setting(&endpoint_key("DynamoDB"), &env), None);
+    }
+
+    #[test]
+    fn a_service_id_with_spaces_names_its_variable_with_underscores() {
+        let env = environment(&[("AWS_ENDPOINT_URL_API_GATEWAY", "http://gw:3")]);
+        assert_eq!(
+            service_setting(&endpoint_key("API Gateway"), &env).as_deref(),
+            Some("http://gw:3")
+        );
     }
 }
