@@ -199,7 +199,7 @@ pub async fn load_sdk_config() -> SdkConfig {
 /// SDK settings of a function: only what a Lambda environment provides. Lambda puts the execution
 /// role's credentials and the region in environment variables, so the default chain's profile
 /// parser, IMDS and container clients are never used there; leaving them out keeps them out of
-/// every bootstrap (README, "Size and memory"). Endpoint overrides are read like the SDK reads
+/// every bootstrap (README, "Benchmark"). Endpoint overrides are read like the SDK reads
 /// them (`AWS_ENDPOINT_URL_<SERVICE>`, then `AWS_ENDPOINT_URL`): the local stack and
 /// `sam local` use them.
 pub fn lambda_sdk_config() -> Result<SdkConfig, ConfigError> {
