@@ -168,6 +168,17 @@ async fn an_operator_cannot_suspend_its_own_tenant() {
     // THEN 409 problem+json, and the tenant is still active (its operators are not locked out)
     assert_eq!(r.status, 409, "{}", r.body);
     assert_eq!(r.content_type, "application/problem+json");
+    // AND so is a suspension riding along with a tier change, which changes nothing either
+    let r = call(
+        &h.app,
+        "update-tenant",
+        &params(&[("tenantId", &home)]),
+        &[],
+        Some(json!({ "tier": "basic", "status": "suspended" })),
+        &operator,
+    )
+    .await;
+    assert_eq!(r.status, 409, "{}", r.body);
     let record = call(
         &h.app,
         "get-tenant",
@@ -179,4 +190,8 @@ async fn an_operator_cannot_suspend_its_own_tenant() {
     .await;
     assert_eq!(record.status, 200, "{}", record.body);
     assert_eq!(record.body["status"], "active");
+    assert_eq!(
+        record.body["tier"], "standard",
+        "the refused change wrote nothing"
+    );
 }

@@ -201,7 +201,9 @@ pub async fn load_sdk_config() -> SdkConfig {
 /// parser, IMDS and container clients are never used there; leaving them out keeps them out of
 /// every bootstrap (README, "Benchmark"). Endpoint overrides are read like the SDK reads
 /// them (`AWS_ENDPOINT_URL_<SERVICE>`, then `AWS_ENDPOINT_URL`): the local stack and
-/// `sam local` use them.
+/// `sam local` use them. FIPS and dual-stack endpoints follow `AWS_USE_FIPS_ENDPOINT` and
+/// `AWS_USE_DUALSTACK_ENDPOINT`. Not read: shared config files, container credential endpoints and
+/// the other `AWS_*` tuning variables (nothing in the template sets them).
 pub fn lambda_sdk_config() -> Result<SdkConfig, ConfigError> {
     let region = ["AWS_REGION", "AWS_DEFAULT_REGION"]
         .iter()
@@ -219,7 +221,14 @@ pub fn lambda_sdk_config() -> Result<SdkConfig, ConfigError> {
         .sleep_impl(SharedAsyncSleep::new(TokioSleep::new()))
         .time_source(SharedTimeSource::default())
         .service_config(EndpointsFromEnv)
+        .use_fips(env_flag("AWS_USE_FIPS_ENDPOINT"))
+        .use_dual_stack(env_flag("AWS_USE_DUALSTACK_ENDPOINT"))
         .build())
+}
+
+/// A boolean setting the SDK reads from the environment: `true` (any case) turns it on.
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 /// `AWS_ENDPOINT_URL_<SERVICE ID>` (upper case, spaces as `_`), then `AWS_ENDPOINT_URL`: the
