@@ -137,6 +137,24 @@ pub async fn call_admitted(
     resp(Ok(response))
 }
 
+/// `GET /products/p-0` for `tenant`, served as the runtime serves it (quota first): the cheapest
+/// tenant request the quota and lifecycle tests send.
+pub async fn get_product_admitted(app: &App, tenant: &str) -> Resp {
+    call_admitted(
+        app,
+        "get-product",
+        &params(&[("productId", "p-0")]),
+        None,
+        &Auth::Tenant(tenant.into()),
+    )
+    .await
+}
+
+/// How many of `answers` have `status`.
+pub fn count_status(answers: &[Resp], status: u16) -> usize {
+    answers.iter().filter(|r| r.status == status).count()
+}
+
 /// [`call`] with extra request headers.
 pub async fn call_with_headers(
     app: &App,

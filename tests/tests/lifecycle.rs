@@ -2,21 +2,10 @@
 //! container's cached record has expired (`RECORD_TTL_SECONDS`), and no container vends its
 //! credentials to find out: records are read with the functions' own, record-only client.
 
-use integration::routes::{call, call_admitted, params};
+use integration::routes::{call, call_admitted, get_product_admitted, params};
 use integration::{onboard, unique, Auth, Harness, Resp};
 use serde_json::json;
 use shared::store::tenants::RECORD_TTL_SECONDS;
-
-async fn get_product(app: &shared::App, tenant: &str) -> Resp {
-    call_admitted(
-        app,
-        "get-product",
-        &params(&[("productId", "p-1")]),
-        None,
-        &Auth::Tenant(tenant.into()),
-    )
-    .await
-}
 
 async fn set_status(ops: &Harness, tenant: &str, status: &str) -> Resp {
     call(
@@ -39,7 +28,7 @@ async fn a_suspended_tenant_gets_403_within_the_record_ttl_and_no_container_vend
     let t = unique("suspend");
     onboard(&a, &t, 4).await;
     assert_eq!(
-        get_product(&a.app, &t).await.status,
+        get_product_admitted(&a.app, &t).await.status,
         404,
         "served (no such product)"
     );
@@ -50,10 +39,10 @@ async fn a_suspended_tenant_gets_403_within_the_record_ttl_and_no_container_vend
     assert_eq!(r.body["status"], "suspended");
 
     // THEN container A serves it while its cached record is fresh
-    assert_eq!(get_product(&a.app, &t).await.status, 404);
+    assert_eq!(get_product_admitted(&a.app, &t).await.status, 404);
     // AND refuses it once the record is RECORD_TTL_SECONDS old: 403 problem+json
     a.clock.advance_seconds(RECORD_TTL_SECONDS);
-    let r = get_product(&a.app, &t).await;
+    let r = get_product_admitted(&a.app, &t).await;
     assert_eq!(r.status, 403, "{}", r.body);
     assert_eq!(r.content_type, "application/problem+json");
     assert!(r.body["detail"].as_str().unwrap().contains("suspended"));
@@ -99,9 +88,9 @@ async fn a_suspended_tenant_gets_403_within_the_record_ttl_and_no_container_vend
     assert_eq!(r.body["status"], "active");
     // THEN every container serves it again within RECORD_TTL_SECONDS
     fresh.clock.advance_seconds(RECORD_TTL_SECONDS);
-    assert_eq!(get_product(&fresh.app, &t).await.status, 404);
+    assert_eq!(get_product_admitted(&fresh.app, &t).await.status, 404);
     a.clock.advance_seconds(RECORD_TTL_SECONDS);
-    assert_eq!(get_product(&a.app, &t).await.status, 404);
+    assert_eq!(get_product_admitted(&a.app, &t).await.status, 404);
 }
 
 #[tokio::test]
@@ -132,7 +121,7 @@ async fn a_tenant_onboarded_by_another_container_is_served_at_once_not_after_the
     let ops = Harness::on_table(&a.admin, &a.table, 3600, &a.sts_endpoint).await;
     let t = unique("early");
     assert_eq!(
-        get_product(&a.app, &t).await.status,
+        get_product_admitted(&a.app, &t).await.status,
         403,
         "not onboarded yet"
     );
@@ -140,7 +129,7 @@ async fn a_tenant_onboarded_by_another_container_is_served_at_once_not_after_the
     onboard(&ops, &t, 4).await;
     // THEN container A serves its sharded routes at once
     assert_eq!(
-        get_product(&a.app, &t).await.status,
+        get_product_admitted(&a.app, &t).await.status,
         404,
         "served (no such product)"
     );

@@ -2,24 +2,9 @@
 //! refuses. Alone in its test binary because it captures logs with a thread-local subscriber, which
 //! other tests running in the same process can race (tracing's callsite interest cache).
 
-use integration::routes::{call_admitted, params};
-use integration::{onboard_tier, unique, Auth, Harness, Resp};
+use integration::routes::{count_status, get_product_admitted};
+use integration::{onboard_tier, unique, Harness};
 use shared::identity::clock::Clock;
-
-async fn get_product(app: &shared::App, tenant: &str) -> Resp {
-    call_admitted(
-        app,
-        "get-product",
-        &params(&[("productId", "p-0")]),
-        None,
-        &Auth::Tenant(tenant.into()),
-    )
-    .await
-}
-
-fn count(statuses: &[Resp], status: u16) -> usize {
-    statuses.iter().filter(|r| r.status == status).count()
-}
 
 #[tokio::test(flavor = "current_thread")]
 async fn the_quota_is_shared_by_containers_through_dynamodb_and_fails_open_when_its_store_refuses()
@@ -33,16 +18,16 @@ async fn the_quota_is_shared_by_containers_through_dynamodb_and_fails_open_when_
     // WHEN container A serves 20 requests in one second, and then container B 20
     let mut first = Vec::new();
     for _ in 0..20 {
-        first.push(get_product(&a.app, &t).await);
+        first.push(get_product_admitted(&a.app, &t).await);
     }
     let mut second = Vec::new();
     for _ in 0..20 {
-        second.push(get_product(&b.app, &t).await);
+        second.push(get_product_admitted(&b.app, &t).await);
     }
     // THEN A's all ran (404: there is no product) and B admitted only the 5 left of 25
-    assert_eq!(count(&first, 404), 20);
-    assert_eq!(count(&second, 404), 5, "B did not see A's requests");
-    assert_eq!(count(&second, 429), 15);
+    assert_eq!(count_status(&first, 404), 20);
+    assert_eq!(count_status(&second, 404), 5, "B did not see A's requests");
+    assert_eq!(count_status(&second, 429), 15);
 
     // WHEN, in the next second, the limiter's store refuses every write (throttled)
     a.clock.advance_seconds(1);
@@ -54,15 +39,15 @@ async fn the_quota_is_shared_by_containers_through_dynamodb_and_fails_open_when_
         tracing::subscriber::set_default(shared::service::runtime::json_subscriber(logs.clone()));
     let mut answers = Vec::new();
     for _ in 0..20 {
-        answers.push(get_product(&a.app, &t).await);
+        answers.push(get_product_admitted(&a.app, &t).await);
     }
     for _ in 0..20 {
-        answers.push(get_product(&b.app, &t).await);
+        answers.push(get_product_admitted(&b.app, &t).await);
     }
     // THEN the quota fails open: each container still holds the tenant to 25 on its own count, but
     // no longer sees the other's, so all 40 run; and the refused counter writes are logged as
     // warnings (at least each container's first; near the limit, every one)
-    assert_eq!(count(&answers, 404), 40);
+    assert_eq!(count_status(&answers, 404), 40);
     let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
     let warnings = text
         .lines()

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use integration::routes::{call, call_admitted, params};
+use integration::routes::{call, call_admitted, count_status, get_product_admitted, params};
 use integration::{onboard_tier, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::store::tenants::RECORD_TTL_SECONDS;
@@ -19,21 +19,6 @@ async fn put_product(app: &shared::App, tenant: &str, id: &str) -> Resp {
         &Auth::Tenant(tenant.into()),
     )
     .await
-}
-
-async fn get_product(app: &shared::App, tenant: &str) -> Resp {
-    call_admitted(
-        app,
-        "get-product",
-        &params(&[("productId", "p-0")]),
-        None,
-        &Auth::Tenant(tenant.into()),
-    )
-    .await
-}
-
-fn count(statuses: &[Resp], status: u16) -> usize {
-    statuses.iter().filter(|r| r.status == status).count()
 }
 
 async fn products_of(h: &Harness, tenant: &str) -> usize {
@@ -69,9 +54,9 @@ async fn a_basic_tenant_far_over_its_rate_gets_429_for_the_excess_while_a_premiu
         tokio::join!(burst(basic.clone()), burst(premium.clone()));
     // THEN the basic tenant got its 25, plus at most one per request in flight (the limiter learns
     // the window's total one answer late), and 429 for the rest
-    let admitted = count(&basic_answers, 201);
+    let admitted = count_status(&basic_answers, 201);
     assert!((25..=25 + 8).contains(&admitted), "admitted {admitted}");
-    assert_eq!(count(&basic_answers, 429), 200 - admitted);
+    assert_eq!(count_status(&basic_answers, 429), 200 - admitted);
     for r in basic_answers.iter().filter(|r| r.status == 429) {
         assert_eq!(r.content_type, "application/problem+json");
         assert_eq!(r.retry_after.as_deref(), Some("1"));
@@ -83,7 +68,11 @@ async fn a_basic_tenant_far_over_its_rate_gets_429_for_the_excess_while_a_premiu
     // AND a refused request wrote nothing: the table holds exactly the admitted products
     assert_eq!(products_of(&h, &basic).await, admitted);
     // AND every premium request succeeded
-    assert_eq!(count(&premium_answers, 201), 200, "premium was limited");
+    assert_eq!(
+        count_status(&premium_answers, 201),
+        200,
+        "premium was limited"
+    );
     assert_eq!(products_of(&h, &premium).await, 200);
 
     // AND the refusals are in the basic tenant's usage, as an operator reads it, once its next
@@ -133,7 +122,7 @@ async fn a_changed_limit_takes_effect_in_every_container_within_the_record_ttl()
     let t = unique("upgrade");
     onboard_tier(&a, &t, 4, "basic").await;
     let before = burst_of(&a.app, &t).await;
-    assert_eq!(count(&before, 429), 15);
+    assert_eq!(count_status(&before, 429), 15);
 
     // WHEN an operator, in another container, gives it custom limits of 30 requests a second
     let r = call(
@@ -151,10 +140,10 @@ async fn a_changed_limit_takes_effect_in_every_container_within_the_record_ttl()
 
     // THEN container A holds it to the old limit while its cached record is fresh
     a.clock.advance_seconds(1);
-    assert_eq!(count(&burst_of(&a.app, &t).await, 429), 15);
+    assert_eq!(count_status(&burst_of(&a.app, &t).await, 429), 15);
     // AND applies the new one once the record is RECORD_TTL_SECONDS old: 30 of 40 run
     a.clock.advance_seconds(RECORD_TTL_SECONDS);
-    assert_eq!(count(&burst_of(&a.app, &t).await, 429), 10);
+    assert_eq!(count_status(&burst_of(&a.app, &t).await, 429), 10);
     // AND the record reads back with the custom limits
     let r = call(
         &a.app,
@@ -174,7 +163,7 @@ async fn a_changed_limit_takes_effect_in_every_container_within_the_record_ttl()
 async fn burst_of(app: &shared::App, tenant: &str) -> Vec<Resp> {
     let mut statuses = Vec::new();
     for _ in 0..40 {
-        statuses.push(get_product(app, tenant).await);
+        statuses.push(get_product_admitted(app, tenant).await);
     }
     statuses
 }
