@@ -51,8 +51,9 @@ async fn a_throttled_request_is_logged_by_shape_and_counted_in_usage() {
             .status(),
         201
     );
-    // WHEN DynamoDB throttles the read once (the SDK retries and the call succeeds)
-    h.faults.throttle(1);
+    // WHEN DynamoDB throttles the product read once (the SDK retries and the call succeeds). Only
+    // the GetItem is refused: the usage meter's own write may be due in the same request.
+    h.faults.refuse_once_with_throttling("GetItem");
     assert_eq!(get_product(&h, &tenant, product).await, 200);
 
     // THEN one warning names where and for whom, by shape only
