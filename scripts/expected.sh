@@ -4,11 +4,14 @@
 # emulator), on an empty table: tenant acme is onboarded first (sharded routes need its record);
 # the product and employee the events name are created, read, listed, then deleted; the session the
 # events name does not exist, except the one create-session makes for cust-42 (so its children
-# list is 404 too). Sourced after scripts/tools.sh.
+# list is 404 too); offboard-tenant names tenant globex, never onboarded (404). Sourced after
+# scripts/tools.sh.
 EXPECTED=(
   "onboard-tenant 201"
   "get-tenant 200"
   "update-tenant 200"
+  "export-tenant 200"
+  "offboard-tenant 404"
   "put-product 201"
   "get-product 200"
   "query-tenant-products 200"

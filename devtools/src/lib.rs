@@ -1,6 +1,7 @@
 //! Tooling for the local stack and the tests. The table is always created from `template.yaml`'s
 //! `AWS::DynamoDB::Table` resource, so local tables cannot drift from what is deployed.
 
+pub mod import;
 pub mod plan;
 pub mod usage_plan;
 
@@ -195,6 +196,18 @@ mod tests {
         assert_eq!(
             gsi.projection().and_then(|p| p.projection_type()),
             Some(&ProjectionType::All)
+        );
+        let catalog = &def.gsis[1];
+        assert_eq!(catalog.index_name(), shared::identity::keys::CATALOG_INDEX);
+        let catalog_keys: Vec<_> = catalog
+            .key_schema()
+            .iter()
+            .map(|k| (k.attribute_name(), k.key_type().as_str()))
+            .collect();
+        assert_eq!(catalog_keys, [("catalog", "HASH"), ("PK", "RANGE")]);
+        assert_eq!(
+            catalog.projection().and_then(|p| p.projection_type()),
+            Some(&ProjectionType::KeysOnly)
         );
         assert_eq!(def.billing, BillingMode::PayPerRequest);
         assert_eq!(def.ttl_attribute.as_deref(), Some("expiresAt"));

@@ -423,11 +423,14 @@ async fn cursors_from_another_tenant_route_or_tampered_are_400() {
     assert_eq!(w.items().await, before);
 }
 
-/// The operator routes: onboarding, reading another tenant's record or usage, changing its tier.
+/// The operator routes: onboarding, reading another tenant's record, usage or items, changing its
+/// tier, offboarding it.
 const OPERATOR_ROUTES: &[&str] = &[
     "onboard-tenant",
     "get-tenant",
     "update-tenant",
+    "offboard-tenant",
+    "export-tenant",
     "get-tenant-usage",
 ];
 
@@ -435,7 +438,13 @@ const OPERATOR_ROUTES: &[&str] = &[
 async fn tenant_users_get_403_on_the_operator_only_routes_even_for_their_own_tenant() {
     let w = World::new().await;
     let before = w.items().await;
-    for bin in ["onboard-tenant", "update-tenant", "get-tenant-usage"] {
+    for bin in [
+        "onboard-tenant",
+        "update-tenant",
+        "offboard-tenant",
+        "export-tenant",
+        "get-tenant-usage",
+    ] {
         for tenant in [&w.a, &w.b] {
             let mut params = w.ids[&w.b].clone();
             params.insert("tenantId".into(), tenant.clone());

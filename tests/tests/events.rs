@@ -362,14 +362,22 @@ fn no_event_makes_an_operator_of_a_custom_attribute() {
 }
 
 /// The functions that stay pooled in tenant isolation mode: the operator routes.
-const OPERATOR_BINS: [&str; 4] = [
+const OPERATOR_BINS: [&str; 6] = [
     "onboard-tenant",
     "get-tenant",
     "update-tenant",
+    "offboard-tenant",
+    "export-tenant",
     "get-tenant-usage",
 ];
 /// The routes no tenant user may call at all: the gateway demands the operator scope on them too.
-const OPERATOR_ONLY_BINS: [&str; 3] = ["onboard-tenant", "update-tenant", "get-tenant-usage"];
+const OPERATOR_ONLY_BINS: [&str; 5] = [
+    "onboard-tenant",
+    "update-tenant",
+    "offboard-tenant",
+    "export-tenant",
+    "get-tenant-usage",
+];
 
 #[test]
 fn tenant_isolation_mode_puts_every_tenant_function_in_per_tenant_environments_behind_the_rest_api()

@@ -3,6 +3,9 @@
 //! - `pooltable create-table <name>`: create the table from template.yaml (admin credentials).
 //! - `pooltable dev-token <tenant> [--operator]`: print an unsigned development JWT (an operator's
 //!   carries the `pooltable/admin` scope).
+//! - `pooltable import --table NAME FILE…`: load tenant export pages (NDJSON from
+//!   `GET /tenants/{tenantId}/export`) into a table (admin credentials); nothing is written unless
+//!   every line parses.
 //! - `pooltable plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew 1.1] [--item-kb 1]
 //!   [--headroom 1.5] [--list-fraction 0.02] [--out onboarding.csv]`: recommend shard counts.
 //! - `pooltable plan --usage (table:NAME --tenants a,b,… | FILE.csv) [--from D] [--to D]
@@ -16,6 +19,7 @@ use devtools::plan::{self, PlanSettings, PARTITION_RCU, PARTITION_WCU};
 use devtools::{create_table, default_template_path, table_from_template};
 
 const USAGE: &str = "usage: pooltable create-table <name> | dev-token <tenant> [--operator] | \
+import --table NAME FILE... | \
 plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew S] [--item-kb K] [--headroom H] [--list-fraction F] [--out FILE] | \
 plan --usage (table:NAME --tenants a,b,... | FILE.csv) [--from YYYY-MM-DD] [--to YYYY-MM-DD] [--peak-factor F] [--headroom H]";
 
@@ -83,6 +87,20 @@ async fn run_usage_plan(f: &HashMap<String, String>, source: &str) -> Result<(),
         settings.peak_factor
     );
     print!("{}", usage_plan::report(&recs));
+    Ok(())
+}
+
+/// `import`: every file is parsed before anything is written.
+async fn run_import(table: &str, files: &[String]) -> Result<(), String> {
+    let mut items = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
+        items.extend(devtools::import::parse_export(&text).map_err(|e| format!("{file}: {e}"))?);
+    }
+    let sdk = shared::service::app::load_sdk_config().await;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let written = devtools::import::import(&client, table, items).await?;
+    println!("imported {written} items into {table}");
     Ok(())
 }
 
@@ -168,6 +186,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Some("dev-token") if args.len() == 3 && args[2] == "--operator" => {
             println!("{}", shared::isolation::claims::dev_jwt(&args[1], true))
+        }
+        Some("import") if args.len() >= 4 && args[1] == "--table" => {
+            if let Err(e) = run_import(&args[2], &args[3..]).await {
+                eprintln!("pooltable import: {e}");
+                std::process::exit(1);
+            }
         }
         Some("plan") if args.iter().any(|a| a == "--usage") => {
             let planned = match flags(&args[1..]) {

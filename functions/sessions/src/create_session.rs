@@ -73,8 +73,7 @@ async fn create(
 
     match input.parent_session_id {
         None => {
-            let av = serde_dynamo::to_item(&item)
-                .map_err(|e| ApiError::Internal(format!("serialize session: {e}")))?;
+            let av = stored_item(t, &item)?;
             // A UUIDv7 collision is astronomically unlikely, and never an overwrite.
             let view = Session::from(item.clone());
             if !idempotent::put_new(db, av, recorder.as_ref(), StatusCode::CREATED, &view).await? {
@@ -113,8 +112,7 @@ async fn create(
             item.kind = KIND_CHILD.into();
             item.parent_session_id = Some(parent.to_string());
             item.child_count = None;
-            let av = serde_dynamo::to_item(&item)
-                .map_err(|e| ApiError::Internal(format!("serialize session: {e}")))?;
+            let av = stored_item(t, &item)?;
             let put = Put::builder()
                 .table_name(&*db.table)
                 .set_item(Some(av))
@@ -174,4 +172,15 @@ fn child_failure(err: TransactError, now_s: u64) -> ApiError {
         }
         other => other.into(),
     }
+}
+
+/// The session as stored: its attributes plus its catalog entry.
+fn stored_item(
+    t: &TenantId,
+    session: &SessionItem,
+) -> Result<shared::store::query::Item, ApiError> {
+    let mut item = serde_dynamo::to_item(session)
+        .map_err(|e| ApiError::Internal(format!("serialize session: {e}")))?;
+    shared::store::items::enlist(t, &mut item);
+    Ok(item)
 }

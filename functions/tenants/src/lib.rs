@@ -3,9 +3,13 @@
 //! `shared::isolation::claims`), and even so they write through scoped credentials of the tenant
 //! concerned.
 
+pub mod export_tenant;
 pub mod get_tenant;
+pub mod offboard_tenant;
 pub mod onboard_tenant;
 pub mod update_tenant;
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 pub use shared::service::app::require_operator;
@@ -22,11 +26,18 @@ pub struct TenantView {
     pub shard_count: u32,
     pub created_at: String,
     pub status: TenantStatus,
+    /// While the tenant is being offboarded: its progress.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offboarding: Option<OffboardingView>,
 }
 
 impl From<TenantRecord> for TenantView {
     fn from(r: TenantRecord) -> Self {
         Self {
+            offboarding: r
+                .offboarding
+                .as_ref()
+                .map(|o| OffboardingView::running(&r.tenant_id, o)),
             status: r.status,
             limits: r.limits(),
             tenant_id: r.tenant_id,
@@ -113,5 +124,58 @@ mod tests {
             ..l
         };
         assert!(tier_and_limits(None, Some(zero)).is_err());
+    }
+}
+
+/// An offboarding as the API shows it: in progress (`offboarding`) or done (`offboarded`, the
+/// deletion report).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OffboardingView {
+    pub tenant_id: String,
+    /// `offboarding` or `offboarded`.
+    pub status: &'static str,
+    pub requested_at: String,
+    pub requested_by: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deletion_starts_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// Items deleted so far, by kind.
+    pub deleted: BTreeMap<String, u64>,
+    pub deleted_total: u64,
+}
+
+impl OffboardingView {
+    pub fn running(tenant: &str, o: &shared::store::offboarding::Offboarding) -> Self {
+        Self {
+            tenant_id: tenant.to_owned(),
+            status: "offboarding",
+            requested_at: o.requested_at.clone(),
+            requested_by: o.requested_by.clone(),
+            deletion_starts_at: Some(shared::identity::clock::rfc3339(
+                o.deletion_starts_at * 1000,
+            )),
+            started_at: o.started_at.clone(),
+            finished_at: None,
+            deleted_total: o.deleted.values().sum(),
+            deleted: o.deleted.clone(),
+        }
+    }
+
+    pub fn finished(report: shared::store::offboarding::Report) -> Self {
+        Self {
+            tenant_id: report.offboarded_tenant_id,
+            status: "offboarded",
+            requested_at: report.requested_at,
+            requested_by: report.requested_by,
+            deletion_starts_at: None,
+            started_at: Some(report.started_at),
+            finished_at: Some(report.finished_at),
+            deleted_total: report.deleted.values().sum(),
+            deleted: report.deleted,
+        }
     }
 }

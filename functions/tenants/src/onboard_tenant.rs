@@ -56,6 +56,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         shard_count,
         created_at: rfc3339(app.clock.now_millis()),
         status: Default::default(),
+        offboarding: None,
     };
     let item = serde_dynamo::to_item(&record)
         .map_err(|e| ApiError::Internal(format!("serialize tenant record: {e}")))?;

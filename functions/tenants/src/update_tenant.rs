@@ -1,5 +1,6 @@
 //! updateTenant: `PATCH /tenants/{tenantId}` `{tier?, limits?, status?}` → 200 with the record, 404
-//! when the tenant does not exist, 409 for an operator suspending its own tenant.
+//! when the tenant does not exist, 409 for an operator suspending its own tenant or for a tenant
+//! being offboarded.
 //!
 //! Operator only. Changes the tier, sets custom limits (tier `custom`), or suspends or resumes the
 //! tenant (`status`). One conditional UpdateItem, sent with credentials scoped to the tenant changed.
@@ -10,7 +11,7 @@ use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use shared::service::http::{json_body, json_response, path_tenant_id};
-use shared::store::tenants::{update_record, RecordChange, TenantStatus, Tier};
+use shared::store::tenants::{update_record, RecordChange, TenantStatus, Tier, Updated};
 use shared::{ApiError, App};
 
 use crate::{require_operator, tier_and_limits, TenantView};
@@ -31,6 +32,12 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     require_operator(&caller)?;
     let tenant = path_tenant_id(&req)?;
     let input: UpdateInput = json_body(&req)?;
+    if input.status == Some(TenantStatus::Offboarding) {
+        return Err(ApiError::bad_request(
+            "status",
+            "status must be active or suspended; offboarding starts with DELETE /tenants/{tenantId}",
+        ));
+    }
     let tier = match (input.tier, input.limits, input.status) {
         (None, None, Some(_)) => None,
         (None, None, None) => {
@@ -56,9 +63,15 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         status: input.status,
     };
     let db = app.db_for_operator(&tenant).await?;
-    let record = update_record(&db, change)
-        .await?
-        .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+    let record = match update_record(&db, change).await? {
+        Updated::Record(record) => *record,
+        Updated::NotOnboarded => return Err(ApiError::NotFound("No such tenant.".into())),
+        Updated::Offboarding => {
+            return Err(ApiError::Conflict(
+                "This tenant is being offboarded; its record no longer changes.".into(),
+            ))
+        }
+    };
     tracing::info!(tenant = %tenant, ?change, by = %caller.tenant, "tenant record changed");
     let record = std::sync::Arc::new(record);
     app.directory.remember(&tenant, Some(record.clone()));

@@ -64,6 +64,7 @@ async fn create(
     item.insert("userId".into(), AttributeValue::S(user.to_string()));
     item.insert("createdAt".into(), AttributeValue::S(rfc3339(now_ms)));
     item.insert(EXPIRES_AT.into(), AttributeValue::N(expires_at.to_string()));
+    shared::store::items::enlist(t, &mut item);
     let put = Put::builder()
         .table_name(&*db.table)
         .set_item(Some(item))

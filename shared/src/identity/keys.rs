@@ -272,6 +272,44 @@ pub fn department_members_pk(tenant: &TenantId, department: &EntityId) -> String
     )
 }
 
+/// The catalog index: every item outside a tenant's fixed partitions carries [`CATALOG`], so an
+/// operator can enumerate the tenant (export, offboarding) with Queries, never a Scan. Its partition
+/// key is `catalog`, its sort key the table's `PK`; it projects keys only.
+pub const CATALOG_INDEX: &str = "GSI2";
+/// The catalog attribute: `TENANT#t#CATALOG#<fnv(PK) mod CATALOG_SHARDS>`.
+pub const CATALOG: &str = "catalog";
+/// Catalog partitions per tenant: a tenant's item writes spread over this many index partitions.
+pub const CATALOG_SHARDS: u32 = 16;
+
+/// The partitions a tenant has a fixed, known number of: its record, the product and HR write
+/// shards (from the record's shard count), usage counters and quota windows. Their items carry no
+/// catalog entry; every other partition is named by an id and is found through the catalog.
+pub const FIXED_PARTITION_KINDS: [&str; 5] =
+    [kind::TENANT, kind::PRODUCT, kind::HR, "USAGE", "RATE"];
+
+/// `TENANT#<operator>#OFFBOARDED#<offboarded>`: the report of an offboarding, kept under the tenant
+/// of the operator who finished it (the offboarded tenant keeps nothing).
+pub fn offboarding_report_key(operator: &TenantId, offboarded: &TenantId) -> String {
+    format!("{}{offboarded}", entity_prefix(operator, "OFFBOARDED"))
+}
+
+/// `TENANT#t#CATALOG#<shard>`: one of the tenant's catalog partitions.
+pub fn catalog_shard_key(tenant: &TenantId, shard: u32) -> String {
+    format!("{}{shard}", entity_prefix(tenant, "CATALOG"))
+}
+
+/// The catalog value an item with partition key `pk` carries: `None` when `pk` is one of the
+/// tenant's fixed partitions ([`FIXED_PARTITION_KINDS`]) or not the tenant's at all.
+pub fn catalog_key(tenant: &TenantId, pk: &str) -> Option<String> {
+    let rest = pk.strip_prefix(&tenant_prefix(tenant))?;
+    let kind = rest.split('#').next().unwrap_or_default();
+    if kind.is_empty() || FIXED_PARTITION_KINDS.contains(&kind) {
+        return None;
+    }
+    let shard = (crate::identity::shard::fnv1a64(pk.as_bytes()) % u64::from(CATALOG_SHARDS)) as u32;
+    Some(catalog_shard_key(tenant, shard))
+}
+
 #[cfg(test)]
 mod sharded_key_tests {
     use super::*;
@@ -281,6 +319,11 @@ mod sharded_key_tests {
         let t = TenantId::parse("acme").unwrap();
         let p = EntityId::parse("sku-1").unwrap();
         assert_eq!(tenant_record_key(&t), "TENANT#acme#TENANT");
+        assert_eq!(catalog_shard_key(&t, 15), "TENANT#acme#CATALOG#15");
+        assert_eq!(
+            offboarding_report_key(&t, &TenantId::parse("gone").unwrap()),
+            "TENANT#acme#OFFBOARDED#gone"
+        );
         assert_eq!(shard_pk(&t, kind::PRODUCT, 7), "TENANT#acme#PRODUCT#7");
         assert_eq!(
             entity_sk(&t, kind::PRODUCT, &p),
@@ -329,6 +372,39 @@ mod sharded_key_tests {
             ("TENANT#acme", "?"),
         ] {
             assert_eq!(key_shape(value), shape, "{value}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod catalog_tests {
+    use super::*;
+
+    #[test]
+    fn id_named_partitions_get_a_catalog_entry_and_fixed_ones_none() {
+        let t = TenantId::parse("acme").unwrap();
+        // GIVEN a partition named by an id, WHEN its catalog value is built, THEN it is stable golden
+        assert_eq!(
+            catalog_key(
+                &t,
+                "TENANT#acme#SESSION#0193a0b1-0000-7000-8000-000000000001"
+            )
+            .as_deref(),
+            Some("TENANT#acme#CATALOG#11")
+        );
+        assert!(catalog_key(&t, "TENANT#acme#DEPARTMENT#d1#MEMBERS").is_some());
+        assert!(catalog_key(&t, "TENANT#acme#IDEMPOTENCY#create-order#k").is_some());
+        // AND fixed partitions, and other tenants' keys, get none
+        for fixed in [
+            "TENANT#acme#TENANT",
+            "TENANT#acme#PRODUCT#3",
+            "TENANT#acme#HR#0",
+            "TENANT#acme#USAGE#7",
+            "TENANT#acme#RATE#1",
+            "TENANT#acme2#SESSION#x",
+            "TENANT#acme#",
+        ] {
+            assert_eq!(catalog_key(&t, fixed), None, "{fixed}");
         }
     }
 }

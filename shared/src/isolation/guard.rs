@@ -4,7 +4,8 @@
 //!
 //! Rule: every key value a request carries (`PK` and `SK` of keys and items, every value bound in a
 //! Query's key condition, every `ExclusiveStartKey` value) is a string starting with the tenant
-//! prefix. `SK` counts too, because it is `GSI1`'s partition key. Operations outside the session
+//! prefix. `SK` counts too, because it is `GSI1`'s partition key; so does an item's `catalog`, the
+//! catalog index's partition key. Operations outside the session
 //! policy's action list (Scan, PartiQL, table management, …) are refused outright.
 
 use std::collections::HashMap;
@@ -23,7 +24,7 @@ use aws_smithy_runtime_api::client::interceptors::context::{
 use thiserror::Error;
 
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{tenant_prefix, PK, SK};
+use crate::identity::keys::{tenant_prefix, CATALOG, PK, SK};
 
 /// A request refused by the guard. It never left the process.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -75,6 +76,11 @@ pub fn check(
                     if !prefixed(item.get(attr)) {
                         return Err(refuse(format!("{attr} lacks the tenant prefix")));
                     }
+                }
+                // The catalog index's partition key: an item must never enlist itself in another
+                // tenant's catalog (IAM checks only the table's partition key on a write).
+                if item.contains_key(CATALOG) && !prefixed(item.get(CATALOG)) {
+                    return Err(refuse(format!("{CATALOG} lacks the tenant prefix")));
                 }
             }
             Carried::Query {
@@ -367,6 +373,23 @@ mod tests {
     fn sort_key_counts_because_it_is_gsi1s_partition_key() {
         let k = key("TENANT#a#SESSION#1", "TENANT#b#CUSTOMER#c");
         assert!(check(&t("a"), "PutItem", &[Carried::KeyOrItem(&k)]).is_err());
+    }
+
+    #[test]
+    fn an_item_never_enlists_in_another_tenants_catalog() {
+        // GIVEN an item of tenant a whose catalog entry names tenant b
+        let mut item = key("TENANT#a#SESSION#1", "TENANT#a#CUSTOMER#c");
+        item.insert(
+            CATALOG.into(),
+            AttributeValue::S("TENANT#b#CATALOG#3".into()),
+        );
+        // THEN the guard refuses it, and accepts it with its own tenant's catalog entry
+        assert!(check(&t("a"), "PutItem", &[Carried::KeyOrItem(&item)]).is_err());
+        item.insert(
+            CATALOG.into(),
+            AttributeValue::S("TENANT#a#CATALOG#3".into()),
+        );
+        assert!(check(&t("a"), "PutItem", &[Carried::KeyOrItem(&item)]).is_ok());
     }
 
     #[test]

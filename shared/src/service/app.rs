@@ -383,13 +383,19 @@ impl App {
         Ok(record.map_or(Limits::UNONBOARDED, |r| r.limits()))
     }
 
-    /// 403 when `tenant` is suspended (by its record, cached for
+    /// 403 when `tenant` is suspended or being offboarded (by its record, cached for
     /// [`crate::store::tenants::RECORD_TTL_SECONDS`], read without the tenant's credentials).
     pub async fn require_active(&self, tenant: &TenantId) -> Result<(), ApiError> {
         let record = self.directory.record(tenant).await?;
-        if record.is_some_and(|r| r.status == TenantStatus::Suspended) {
-            return Err(ApiError::Forbidden("This tenant is suspended.".into()));
-        }
+        match record.map(|r| r.status) {
+            Some(TenantStatus::Suspended) => {
+                Err(ApiError::Forbidden("This tenant is suspended.".into()))
+            }
+            Some(TenantStatus::Offboarding) => Err(ApiError::Forbidden(
+                "This tenant is being offboarded.".into(),
+            )),
+            _ => Ok(()),
+        }?;
         Ok(())
     }
 

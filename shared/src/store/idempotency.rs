@@ -103,19 +103,32 @@ impl Idempotency<'_> {
     /// The transaction action that records `answer` for this key: put last in the effect's
     /// transaction, on condition that no live record holds the key.
     pub fn record(&self, answer: &Answer) -> Result<TransactWriteItem, StoreError> {
+        let mut item = crate::store::query::Item::from([
+            (PK.into(), AttributeValue::S(self.pk.clone())),
+            (SK.into(), AttributeValue::S(self.pk.clone())),
+            ("kind".into(), AttributeValue::S("IDEMPOTENCY".into())),
+            (
+                "tenantId".into(),
+                AttributeValue::S(self.db.tenant.to_string()),
+            ),
+            (
+                "requestHash".into(),
+                AttributeValue::S(self.fingerprint.clone()),
+            ),
+            (
+                "status".into(),
+                AttributeValue::N(answer.status.to_string()),
+            ),
+            ("body".into(), AttributeValue::S(answer.body.clone())),
+            (
+                EXPIRES_AT.into(),
+                AttributeValue::N((self.now_seconds + RECORD_TTL_SECONDS).to_string()),
+            ),
+        ]);
+        crate::store::items::enlist(&self.db.tenant, &mut item);
         let put = Put::builder()
             .table_name(&*self.db.table)
-            .item(PK, AttributeValue::S(self.pk.clone()))
-            .item(SK, AttributeValue::S(self.pk.clone()))
-            .item("kind", AttributeValue::S("IDEMPOTENCY".into()))
-            .item("tenantId", AttributeValue::S(self.db.tenant.to_string()))
-            .item("requestHash", AttributeValue::S(self.fingerprint.clone()))
-            .item("status", AttributeValue::N(answer.status.to_string()))
-            .item("body", AttributeValue::S(answer.body.clone()))
-            .item(
-                EXPIRES_AT,
-                AttributeValue::N((self.now_seconds + RECORD_TTL_SECONDS).to_string()),
-            )
+            .set_item(Some(item))
             .condition_expression("attribute_not_exists(PK) OR #exp <= :now")
             .expression_attribute_names("#exp", EXPIRES_AT)
             .expression_attribute_values(":now", AttributeValue::N(self.now_seconds.to_string()))

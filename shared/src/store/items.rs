@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::identity::cursor::Key;
 use crate::identity::ids::TenantId;
+use crate::identity::keys::{catalog_key, CATALOG, PK};
 use crate::store::error::StoreError;
 use crate::store::query::Item;
 use crate::store::scoped::TenantDb;
@@ -30,7 +31,21 @@ pub fn item_with_keys<T: Serialize>(
     item.extend(key);
     item.insert("kind".into(), AttributeValue::S(entity_kind.to_owned()));
     item.insert("tenantId".into(), AttributeValue::S(tenant.to_string()));
+    enlist(tenant, &mut item);
     Ok(item)
+}
+
+/// Adds the item's catalog entry ([`catalog_key`]) when its partition is named by an id, so export
+/// and offboarding find it; items of fixed partitions are left as they are. Every writer of a new
+/// item calls this (through [`item_with_keys`] or directly) before the item is sent.
+pub fn enlist(tenant: &TenantId, item: &mut Item) {
+    let catalog = match item.get(PK) {
+        Some(AttributeValue::S(pk)) => catalog_key(tenant, pk),
+        _ => None,
+    };
+    if let Some(catalog) = catalog {
+        item.insert(CATALOG.into(), AttributeValue::S(catalog));
+    }
 }
 
 /// The item at `key`, if there is one: one eventually consistent GetItem.

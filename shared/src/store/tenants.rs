@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use serde::{Deserialize, Serialize};
 
@@ -84,13 +85,15 @@ impl Limits {
 }
 
 /// Whether a tenant is served. A suspended tenant's requests get 403 and no credentials are vended
-/// for it; its data stays.
+/// for it; its data stays. An offboarding tenant is refused the same way while its items are
+/// deleted ([`crate::store::offboarding`]); when they are gone, so is its record.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TenantStatus {
     #[default]
     Active,
     Suspended,
+    Offboarding,
 }
 
 /// The stored tenant record.
@@ -111,6 +114,9 @@ pub struct TenantRecord {
     /// Absent on records written before suspension existed: active.
     #[serde(default)]
     pub status: TenantStatus,
+    /// The offboarding's state and checkpoint, from `DELETE /tenants/{tenantId}` on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offboarding: Option<crate::store::offboarding::Offboarding>,
 }
 
 impl TenantRecord {
@@ -125,6 +131,22 @@ impl TenantRecord {
 /// Reads a tenant's record with its own scoped client; `None` when the tenant is not onboarded.
 pub async fn read_record(db: &TenantDb) -> Result<Option<TenantRecord>, StoreError> {
     read_record_with(&db.client, &db.table, &db.tenant).await
+}
+
+/// [`read_record`], strongly consistent: for a read that decides a write.
+pub async fn read_record_consistent(db: &TenantDb) -> Result<Option<TenantRecord>, StoreError> {
+    let key = tenant_record_key(&db.tenant);
+    let out = db
+        .client
+        .get_item()
+        .table_name(&*db.table)
+        .key(PK, AttributeValue::S(key.clone()))
+        .key(SK, AttributeValue::S(key))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    out.item.map(parse_record).transpose()
 }
 
 /// Reads `tenant`'s record with `client` (a scoped client, or the directory's record reader).
@@ -145,7 +167,7 @@ async fn read_record_with(
     out.item.map(parse_record).transpose()
 }
 
-fn parse_record(item: crate::store::query::Item) -> Result<TenantRecord, StoreError> {
+pub(crate) fn parse_record(item: crate::store::query::Item) -> Result<TenantRecord, StoreError> {
     serde_dynamo::from_item(item)
         .map_err(|e| StoreError::Internal(format!("tenant record does not parse: {e}")))
 }
@@ -180,12 +202,18 @@ pub fn change_expression(change: &RecordChange) -> String {
     expression
 }
 
-/// Applies `change` to the existing record; `None` when the tenant is not onboarded. One
-/// conditional UpdateItem, answered with the whole new record.
-pub async fn update_record(
-    db: &TenantDb,
-    change: RecordChange,
-) -> Result<Option<TenantRecord>, StoreError> {
+/// What [`update_record`] did.
+#[derive(Debug)]
+pub enum Updated {
+    Record(Box<TenantRecord>),
+    NotOnboarded,
+    /// The tenant is being offboarded: its record no longer changes but by the offboarding.
+    Offboarding,
+}
+
+/// Applies `change` to the existing record, unless the tenant is being offboarded. One conditional
+/// UpdateItem, answered with the whole new record.
+pub async fn update_record(db: &TenantDb, change: RecordChange) -> Result<Updated, StoreError> {
     let key = tenant_record_key(&db.tenant);
     let mut update = db
         .client
@@ -193,9 +221,16 @@ pub async fn update_record(
         .table_name(&*db.table)
         .key(PK, AttributeValue::S(key.clone()))
         .key(SK, AttributeValue::S(key))
-        .condition_expression("attribute_exists(PK)")
+        .condition_expression(
+            "attribute_exists(PK) AND (attribute_not_exists(#state) OR #state <> :offboarding)",
+        )
+        .expression_attribute_names("#state", "status")
+        .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
         .update_expression(change_expression(&change))
-        .return_values(ReturnValue::AllNew);
+        .return_values(ReturnValue::AllNew)
+        .return_values_on_condition_check_failure(
+            aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
+        );
     if let Some((tier, limits)) = change.tier {
         update = update
             .expression_attribute_names("#tier", "tier")
@@ -211,18 +246,21 @@ pub async fn update_record(
             .expression_attribute_values(":status", value(status)?);
     }
     match update.send().await {
-        Ok(out) => out.attributes.map(parse_record).transpose(),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-        {
-            Ok(None)
-        }
-        Err(e) => Err(StoreError::from_sdk(e)),
+        Ok(out) => match out.attributes {
+            Some(item) => Ok(Updated::Record(Box::new(parse_record(item)?))),
+            None => Err(StoreError::Internal("UpdateItem returned no record".into())),
+        },
+        Err(e) => match e.as_service_error() {
+            Some(UpdateItemError::ConditionalCheckFailedException(c)) => Ok(match c.item() {
+                Some(_) => Updated::Offboarding,
+                None => Updated::NotOnboarded,
+            }),
+            _ => Err(StoreError::from_sdk(e)),
+        },
     }
 }
 
-fn value(v: impl Serialize) -> Result<AttributeValue, StoreError> {
+pub(crate) fn value(v: impl Serialize) -> Result<AttributeValue, StoreError> {
     serde_dynamo::to_attribute_value(v)
         .map_err(|e| StoreError::Internal(format!("tenant record does not serialize: {e}")))
 }
@@ -324,6 +362,7 @@ mod tests {
             shard_count: 4,
             created_at: "2026-11-22T00:00:00Z".into(),
             status: TenantStatus::Active,
+            offboarding: None,
         };
         let item: crate::store::query::Item = serde_dynamo::to_item(&record).unwrap();
         let limits = item["limits"].as_m().unwrap();

@@ -1,0 +1,110 @@
+//! `pooltable import`: loads an export (`GET /tenants/{tenantId}/export` pages, NDJSON, one
+//! `{"Item": …}` per line in DynamoDB JSON) into a table, with the caller's (admin) credentials.
+//!
+//! Every line is parsed and checked before anything is written: a bad line is named and nothing is
+//! loaded. Items are written with BatchWriteItem, 25 at a time; unprocessed items are sent again with
+//! backoff. An item that already exists is replaced, so an import can be run again after a failure.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+use shared::identity::keys::{PK, SK};
+use shared::store::query::Item;
+use shared::store::tenant_items::item_from_json;
+
+/// BatchWriteItem's limit.
+const BATCH: usize = 25;
+/// Sends of one batch's unprocessed items before the import gives up.
+const ATTEMPTS: u32 = 8;
+
+/// Parses an export: every non-blank line must be `{"Item": {…}}` with string keys `PK` and `SK`.
+pub fn parse_export(text: &str) -> Result<Vec<Item>, String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(i, line)| {
+            let at = |e: String| format!("line {}: {e}", i + 1);
+            let value: serde_json::Value =
+                serde_json::from_str(line).map_err(|e| at(e.to_string()))?;
+            let item = item_from_json(&value["Item"]).map_err(|e| at(e.to_string()))?;
+            for key in [PK, SK] {
+                if item.get(key).is_none_or(|v| v.as_s().is_err()) {
+                    return Err(at(format!("the item has no string {key}")));
+                }
+            }
+            Ok(item)
+        })
+        .collect()
+}
+
+/// Writes `items` into `table`; answers how many were written.
+pub async fn import(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    items: Vec<Item>,
+) -> Result<usize, String> {
+    let total = items.len();
+    for chunk in items.chunks(BATCH) {
+        let mut pending: Vec<WriteRequest> = chunk
+            .iter()
+            .map(|item| {
+                PutRequest::builder()
+                    .set_item(Some(item.clone()))
+                    .build()
+                    .map(|put| WriteRequest::builder().put_request(put).build())
+                    .map_err(|e| e.to_string())
+            })
+            .collect::<Result<_, _>>()?;
+        let mut attempt = 0;
+        while !pending.is_empty() {
+            attempt += 1;
+            if attempt > ATTEMPTS {
+                return Err(format!(
+                    "{} items still unprocessed after {ATTEMPTS} attempts",
+                    pending.len()
+                ));
+            }
+            let out = client
+                .batch_write_item()
+                .request_items(table, pending)
+                .send()
+                .await
+                .map_err(|e| {
+                    format!(
+                        "BatchWriteItem: {}",
+                        aws_sdk_dynamodb::error::DisplayErrorContext(e)
+                    )
+                })?;
+            pending = out
+                .unprocessed_items
+                .and_then(|mut u| u.remove(table))
+                .unwrap_or_default();
+            if !pending.is_empty() {
+                tokio::time::sleep(Duration::from_millis(50 << attempt.min(6))).await;
+            }
+        }
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_line_is_named_and_nothing_is_parsed() {
+        let good = r#"{"Item": {"PK": {"S": "TENANT#a#X#1"}, "SK": {"S": "TENANT#a#X#1"}, "n": {"N": "1"}}}"#;
+        assert_eq!(
+            parse_export(&format!("{good}\n\n{good}\n")).unwrap().len(),
+            2
+        );
+        let no_sk = r#"{"Item": {"PK": {"S": "TENANT#a#X#1"}}}"#;
+        assert_eq!(
+            parse_export(&format!("{good}\n{no_sk}\n")),
+            Err("line 2: the item has no string SK".into())
+        );
+        assert!(parse_export("{not json}\n")
+            .unwrap_err()
+            .starts_with("line 1:"));
+    }
+}

@@ -1,0 +1,11 @@
+//! `export-tenant`: see [`tenants::export_tenant`].
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::service::runtime::init_tracing();
+    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    shared::service::runtime::serve(app, env!("CARGO_BIN_NAME"), |req| {
+        tenants::export_tenant::handle(app, req)
+    })
+    .await
+}

@@ -1,0 +1,108 @@
+//! exportTenant: `GET /tenants/{tenantId}/export?limit=&cursor=` → 200 with one page of the
+//! tenant's items as NDJSON (`application/x-ndjson`), one `{"Item": …}` per line in DynamoDB JSON
+//! (the line format of DynamoDB's own export to S3), and a `Link: <…>; rel="next"` header while
+//! there are more; 404 when there is no such tenant.
+//!
+//! Operator only. Reads with credentials scoped to the tenant exported, through the same walk as
+//! offboarding (`shared::store::tenant_items`): the fixed partitions, the catalog, the record last.
+//! Not a snapshot: an item written during an export may or may not be in it. `pooltable import`
+//! loads the pages into a table.
+
+use lambda_http::http::{header, StatusCode};
+use lambda_http::{Body, Request, Response};
+use serde_json::json;
+use shared::identity::cursor;
+use shared::identity::keys::{Key, PK, SK};
+use shared::service::http::{
+    page_limit_up_to, path_tenant_id, query_param, MAX_PAGE_BYTES, MAX_SHARDED_LIMIT,
+};
+use shared::store::tenant_items::{self, item_to_json, Budget, Position, Record};
+use shared::store::tenants::read_record;
+use shared::{ApiError, App};
+
+use crate::require_operator;
+
+/// The route a cursor is bound to.
+pub const ROUTE: &str = "GET /tenants/{tenantId}/export";
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(&req)?;
+    require_operator(&caller)?;
+    let tenant = path_tenant_id(&req)?;
+    let limit = page_limit_up_to(&req, MAX_SHARDED_LIMIT)? as usize;
+    let keys = &app.settings.cursor_keys;
+    let after = query_param(&req, "cursor")
+        .map(|raw| {
+            let key = cursor::decode(keys, &tenant, ROUTE, &raw, |_, _| true)?;
+            Ok::<_, ApiError>(Position {
+                pk: key_string(&key, PK),
+                sk: key_string(&key, SK),
+            })
+        })
+        .transpose()?;
+    let db = app.db_for_operator(&tenant).await?;
+    let record = read_record(&db)
+        .await?
+        .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+    let sources = tenant_items::sources(&tenant, record.shard_count, Record::Included);
+    let budget = Budget {
+        items: limit,
+        // The approximation leaves out DynamoDB JSON's type tags; the exact cut is below.
+        bytes: MAX_PAGE_BYTES / 2,
+    };
+    let page = tenant_items::page(&db, &sources, after.as_ref(), budget).await?;
+
+    let mut body = String::new();
+    let mut next = page.next;
+    let mut last: Option<Position> = None;
+    for item in &page.items {
+        let line = json!({ "Item": item_to_json(item) }).to_string();
+        if let Some(last) = last
+            .as_ref()
+            .filter(|_| body.len() + line.len() + 1 > MAX_PAGE_BYTES)
+        {
+            next = Some(last.clone());
+            break;
+        }
+        body.push_str(&line);
+        body.push('\n');
+        last = Some(Position {
+            pk: attr_string(item, PK),
+            sk: attr_string(item, SK),
+        });
+    }
+    let mut response = Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/x-ndjson");
+    if let Some(next) = next {
+        let key = Key::from([
+            (
+                PK.to_owned(),
+                aws_sdk_dynamodb::types::AttributeValue::S(next.pk),
+            ),
+            (
+                SK.to_owned(),
+                aws_sdk_dynamodb::types::AttributeValue::S(next.sk),
+            ),
+        ]);
+        let cursor = cursor::encode(keys, &tenant, ROUTE, &key);
+        response = response.header(
+            header::LINK,
+            format!("</tenants/{tenant}/export?limit={limit}&cursor={cursor}>; rel=\"next\""),
+        );
+    }
+    response
+        .body(Body::Text(body))
+        .map_err(|e| ApiError::Internal(format!("build response: {e}")))
+}
+
+fn key_string(key: &Key, name: &str) -> String {
+    key.get(name)
+        .and_then(|v| v.as_s().ok())
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn attr_string(item: &shared::store::query::Item, name: &str) -> String {
+    key_string(item, name)
+}

@@ -1,0 +1,133 @@
+//! offboardTenant: `DELETE /tenants/{tenantId}` → 202 with the progress while the offboarding runs
+//! (call again after `Retry-After`), 200 with the deletion report once every item of the tenant is
+//! gone; 404 when there is no such tenant (and no report of one); 409 for the operator's own tenant.
+//!
+//! Operator only. The first call sets the tenant `offboarding` (every container refuses it within
+//! [`shared::store::tenants::RECORD_TTL_SECONDS`]); deletion starts
+//! [`DELETION_DELAY_SECONDS`] later, so no request of the tenant can still be writing. Each later call
+//! deletes for up to [`WORK_PER_REQUEST`], in steps that each commit with their checkpoint
+//! (`shared::store::offboarding`), so any call, in any container, resumes where the last one ended.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lambda_http::http::{header, StatusCode};
+use lambda_http::{Body, Request, Response};
+use shared::identity::clock::rfc3339;
+use shared::service::http::{json_response, path_tenant_id};
+use shared::store::offboarding::{
+    begin, delete_step, finish, read_report, with_record, Offboarding, Report, Step,
+    DELETION_DELAY_SECONDS, ITEMS_PER_STEP,
+};
+use shared::store::tenant_items::{self, Budget, Record};
+use shared::store::tenants::read_record_consistent;
+use shared::{ApiError, App};
+
+use crate::{require_operator, OffboardingView};
+
+/// How long one call deletes before it answers 202 (the function timeout is 10 s).
+pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(&req)?;
+    require_operator(&caller)?;
+    let tenant = path_tenant_id(&req)?;
+    if tenant == caller.tenant {
+        return Err(ApiError::Conflict(
+            "An operator cannot offboard its own tenant. Ask an operator of another tenant.".into(),
+        ));
+    }
+    let db = app.db_for_operator(&tenant).await?;
+    let Some(record) = read_record_consistent(&db).await? else {
+        let own = app.db(&caller.tenant).await?;
+        return match read_report(&own, &tenant).await? {
+            Some(report) => Ok(json_response(
+                StatusCode::OK,
+                &OffboardingView::finished(report),
+            )),
+            None => Err(ApiError::NotFound("No such tenant.".into())),
+        };
+    };
+    let now_ms = app.clock.now_millis();
+    let record = match record.offboarding {
+        Some(_) => record,
+        None => {
+            let starts = now_ms / 1000 + DELETION_DELAY_SECONDS;
+            let begun = begin(&db, &caller.tenant, rfc3339(now_ms), starts)
+                .await?
+                .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+            tracing::info!(tenant = %tenant, by = %caller.tenant, "tenant offboarding started");
+            begun
+        }
+    };
+    app.directory
+        .remember(&tenant, Some(Arc::new(record.clone())));
+    let mut state = record
+        .offboarding
+        .clone()
+        .ok_or_else(|| ApiError::Internal("offboarding record without its state".into()))?;
+    let now_s = now_ms / 1000;
+    if now_s < state.deletion_starts_at {
+        return Ok(accepted(
+            &record.tenant_id,
+            &state,
+            state.deletion_starts_at - now_s,
+        ));
+    }
+
+    let sources = tenant_items::sources(&tenant, record.shard_count, Record::Excluded);
+    let budget = Budget {
+        items: ITEMS_PER_STEP,
+        bytes: usize::MAX,
+    };
+    let deadline = Instant::now() + WORK_PER_REQUEST;
+    loop {
+        let page = tenant_items::page(&db, &sources, state.position.as_ref(), budget).await?;
+        if page.items.is_empty() {
+            let finished_at = rfc3339(app.clock.now_millis());
+            let report = Report {
+                offboarded_tenant_id: tenant.to_string(),
+                requested_at: state.requested_at,
+                requested_by: state.requested_by,
+                started_at: state.started_at.unwrap_or_else(|| finished_at.clone()),
+                finished_at,
+                deleted: with_record(state.deleted),
+            };
+            let own = app.db(&caller.tenant).await?;
+            finish(&db, &own, &report).await?;
+            app.directory.remember(&tenant, None);
+            tracing::info!(tenant = %tenant, by = %caller.tenant, deleted = ?report.deleted, "tenant offboarded");
+            return Ok(json_response(
+                StatusCode::OK,
+                &OffboardingView::finished(report),
+            ));
+        }
+        let now = rfc3339(app.clock.now_millis());
+        state = match delete_step(&db, &state, &page, now).await? {
+            Step::Committed(next) => next,
+            // Another call committed this step first: it is the one deleting now.
+            Step::Raced => {
+                let current = read_record_consistent(&db)
+                    .await?
+                    .and_then(|r| r.offboarding)
+                    .unwrap_or(state);
+                return Ok(accepted(&record.tenant_id, &current, 1));
+            }
+        };
+        if Instant::now() >= deadline {
+            return Ok(accepted(&record.tenant_id, &state, 0));
+        }
+    }
+}
+
+/// 202 with the progress, and when to call again.
+fn accepted(tenant: &str, state: &Offboarding, retry_after_seconds: u64) -> Response<Body> {
+    let mut response = json_response(
+        StatusCode::ACCEPTED,
+        &OffboardingView::running(tenant, state),
+    );
+    if let Ok(value) = retry_after_seconds.to_string().parse() {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}

@@ -1,0 +1,332 @@
+//! Offboarding: deleting every item of a tenant, resumably, with an exact report.
+//!
+//! 1. [`begin`] sets the record's status to `offboarding` (every container refuses the tenant once
+//!    its cached record expires) and the time deletion may start: [`DELETION_DELAY_SECONDS`] later,
+//!    when no request of the tenant admitted before can still be writing.
+//! 2. [`delete_step`] deletes one page of the walk ([`crate::store::tenant_items`], record excluded)
+//!    in one transaction with the record's checkpoint: the position, the counts per kind, and a step
+//!    number the transaction is conditioned on. A step is all or nothing, so the counts are exact
+//!    and a resumed offboarding (any container, any time) continues where the last step ended; two
+//!    operators running it at once never both commit the same step.
+//! 3. [`finish`] writes the report under the finishing operator's tenant, then deletes the record.
+//!
+//! Every item deleted in a transaction costs two write units (DynamoDB's price for transactional
+//! writes), and the walk reads each item once with a consistent read.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem, Update};
+use serde::{Deserialize, Serialize};
+
+use crate::identity::ids::TenantId;
+use crate::identity::keys::{
+    kind, offboarding_report_key, tenant_prefix, tenant_record_key, PK, SK,
+};
+use crate::store::error::StoreError;
+use crate::store::query::Item;
+use crate::store::scoped::TenantDb;
+use crate::store::tenant_items::{Page, Position};
+use crate::store::tenants::{
+    parse_record, read_record_consistent, value, TenantRecord, TenantStatus, RECORD_TTL_SECONDS,
+};
+use crate::store::transact::{transact, TransactError};
+
+/// Seconds from the start of an offboarding to its first deletion: every container's cached record
+/// has expired ([`RECORD_TTL_SECONDS`]), and a request admitted just before has ended (API
+/// Gateway's integration timeout is 29 s; the functions' own is no longer).
+pub const DELETION_DELAY_SECONDS: u64 = RECORD_TTL_SECONDS + 30;
+
+/// Items one deletion step removes: a transaction holds at most 100 actions, one is the checkpoint.
+pub const ITEMS_PER_STEP: usize = 99;
+
+/// An offboarding's state, kept in the tenant record until the record itself goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Offboarding {
+    /// RFC 3339.
+    pub requested_at: String,
+    /// The tenant of the operator who asked.
+    pub requested_by: String,
+    /// Epoch seconds; nothing is deleted before.
+    pub deletion_starts_at: u64,
+    /// RFC 3339, set by the first deletion step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// Deletion steps committed; each step is conditioned on it.
+    pub steps: u64,
+    /// Items deleted so far, by kind.
+    #[serde(default)]
+    pub deleted: BTreeMap<String, u64>,
+    /// The last item deleted: where the walk resumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<Position>,
+}
+
+/// The report of a finished offboarding, kept under the finishing operator's tenant
+/// (`TENANT#<operator tenant>#OFFBOARDED#<tenant>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub offboarded_tenant_id: String,
+    pub requested_at: String,
+    pub requested_by: String,
+    pub started_at: String,
+    pub finished_at: String,
+    /// Items deleted by kind, the tenant record included (`TENANT`).
+    pub deleted: BTreeMap<String, u64>,
+}
+
+/// The kind an item is counted under: its `kind` attribute, else its partition's kind
+/// (`USAGE`, `RATE`, `TENANT`, …).
+pub fn kind_of(tenant: &TenantId, item: &Item) -> String {
+    if let Some(AttributeValue::S(k)) = item.get("kind") {
+        return k.clone();
+    }
+    match item.get(PK) {
+        Some(AttributeValue::S(pk)) => pk
+            .strip_prefix(&tenant_prefix(tenant))
+            .and_then(|rest| rest.split('#').next())
+            .filter(|k| !k.is_empty())
+            .unwrap_or("?")
+            .to_owned(),
+        _ => "?".to_owned(),
+    }
+}
+
+/// Starts offboarding `db`'s tenant (status `offboarding`, deletion from `deletion_starts_at`)
+/// unless it already is; answers the record as it now is, `None` when the tenant has none.
+pub async fn begin(
+    db: &TenantDb,
+    requested_by: &TenantId,
+    requested_at: String,
+    deletion_starts_at: u64,
+) -> Result<Option<TenantRecord>, StoreError> {
+    let state = Offboarding {
+        requested_at,
+        requested_by: requested_by.to_string(),
+        deletion_starts_at,
+        started_at: None,
+        steps: 0,
+        deleted: BTreeMap::new(),
+        position: None,
+    };
+    let key = tenant_record_key(&db.tenant);
+    let result = db
+        .client
+        .update_item()
+        .table_name(&*db.table)
+        .key(PK, AttributeValue::S(key.clone()))
+        .key(SK, AttributeValue::S(key))
+        .update_expression("SET #state = :offboarding, #o = :o")
+        .condition_expression(
+            "attribute_exists(PK) AND (attribute_not_exists(#state) OR #state <> :offboarding)",
+        )
+        .expression_attribute_names("#state", "status")
+        .expression_attribute_names("#o", "offboarding")
+        .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
+        .expression_attribute_values(":o", value(&state)?)
+        .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+        .send()
+        .await;
+    match result {
+        Ok(out) => out.attributes.map(parse_record).transpose(),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+        {
+            // Not onboarded, or already offboarding (another request started it first).
+            read_record_consistent(db).await
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
+}
+
+/// What a deletion step did.
+#[derive(Debug)]
+pub enum Step {
+    /// Committed: the record's new offboarding state.
+    Committed(Offboarding),
+    /// Another request committed a step first; nothing was deleted. Read the record again.
+    Raced,
+}
+
+/// Deletes `page`'s items (at most [`ITEMS_PER_STEP`]) and moves the checkpoint past them, in one
+/// transaction conditioned on `state.steps`.
+pub async fn delete_step(
+    db: &TenantDb,
+    state: &Offboarding,
+    page: &Page,
+    now: String,
+) -> Result<Step, StoreError> {
+    let Some(last) = page.items.last() else {
+        return Ok(Step::Committed(state.clone()));
+    };
+    let mut next = state.clone();
+    next.steps += 1;
+    next.started_at.get_or_insert(now);
+    next.position = Some(Position {
+        pk: string(last, PK)?,
+        sk: string(last, SK)?,
+    });
+    let mut actions = Vec::with_capacity(page.items.len() + 1);
+    for item in &page.items {
+        *next.deleted.entry(kind_of(&db.tenant, item)).or_default() += 1;
+        let delete = Delete::builder()
+            .table_name(&*db.table)
+            .key(PK, AttributeValue::S(string(item, PK)?))
+            .key(SK, AttributeValue::S(string(item, SK)?))
+            .build()
+            .map_err(|e| StoreError::Internal(e.to_string()))?;
+        actions.push(TransactWriteItem::builder().delete(delete).build());
+    }
+    let key = tenant_record_key(&db.tenant);
+    let checkpoint = Update::builder()
+        .table_name(&*db.table)
+        .key(PK, AttributeValue::S(key.clone()))
+        .key(SK, AttributeValue::S(key))
+        .update_expression("SET #o = :next")
+        .condition_expression("#state = :offboarding AND #o.#steps = :steps")
+        .expression_attribute_names("#state", "status")
+        .expression_attribute_names("#o", "offboarding")
+        .expression_attribute_names("#steps", "steps")
+        .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
+        .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
+        .expression_attribute_values(":next", value(&next)?)
+        .build()
+        .map_err(|e| StoreError::Internal(e.to_string()))?;
+    let checkpoint_index = actions.len();
+    actions.push(TransactWriteItem::builder().update(checkpoint).build());
+    let request = db
+        .client
+        .transact_write_items()
+        .set_transact_items(Some(actions));
+    match transact(request).await {
+        Ok(()) => Ok(Step::Committed(next)),
+        Err(e) if e.failed_at(checkpoint_index) => Ok(Step::Raced),
+        Err(TransactError::ConditionFailed { index, .. }) => Err(StoreError::Internal(format!(
+            "an unconditional delete (action {index}) failed its condition"
+        ))),
+        Err(TransactError::Store(e)) => Err(e),
+    }
+}
+
+/// Ends an offboarding whose walk found nothing left: writes `report` under `operator_db`'s tenant,
+/// then deletes the tenant record (on condition it is still offboarding). Both writes can be
+/// repeated: a finish interrupted between them is finished by the next request.
+pub async fn finish(
+    db: &TenantDb,
+    operator_db: &TenantDb,
+    report: &Report,
+) -> Result<(), StoreError> {
+    let key = offboarding_report_key(&operator_db.tenant, &db.tenant);
+    let mut item: Item = serde_dynamo::to_item(report)
+        .map_err(|e| StoreError::Internal(format!("serialize report: {e}")))?;
+    item.insert(PK.into(), AttributeValue::S(key.clone()));
+    item.insert(SK.into(), AttributeValue::S(key));
+    item.insert(
+        "kind".into(),
+        AttributeValue::S("OFFBOARDING_REPORT".into()),
+    );
+    item.insert(
+        "tenantId".into(),
+        AttributeValue::S(operator_db.tenant.to_string()),
+    );
+    crate::store::items::enlist(&operator_db.tenant, &mut item);
+    operator_db
+        .client
+        .put_item()
+        .table_name(&*operator_db.table)
+        .set_item(Some(item))
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    let record = tenant_record_key(&db.tenant);
+    let deleted = db
+        .client
+        .delete_item()
+        .table_name(&*db.table)
+        .key(PK, AttributeValue::S(record.clone()))
+        .key(SK, AttributeValue::S(record))
+        .condition_expression("#state = :offboarding")
+        .expression_attribute_names("#state", "status")
+        .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
+        .send()
+        .await;
+    match deleted {
+        Ok(_) => Ok(()),
+        // Already deleted by a request that finished first.
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
+}
+
+/// The report of `offboarded`'s offboarding finished by an operator of `operator_db`'s tenant.
+pub async fn read_report(
+    operator_db: &TenantDb,
+    offboarded: &TenantId,
+) -> Result<Option<Report>, StoreError> {
+    let key = offboarding_report_key(&operator_db.tenant, offboarded);
+    let out = operator_db
+        .client
+        .get_item()
+        .table_name(&*operator_db.table)
+        .key(PK, AttributeValue::S(key.clone()))
+        .key(SK, AttributeValue::S(key))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    out.item
+        .map(|item| {
+            serde_dynamo::from_item(item)
+                .map_err(|e| StoreError::Internal(format!("report does not parse: {e}")))
+        })
+        .transpose()
+}
+
+/// The record's own deletion, counted in the report like every other item.
+pub fn with_record(mut deleted: BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    *deleted.entry(kind::TENANT.to_owned()).or_default() += 1;
+    deleted
+}
+
+fn string(item: &Item, name: &str) -> Result<String, StoreError> {
+    match item.get(name) {
+        Some(AttributeValue::S(s)) => Ok(s.clone()),
+        _ => Err(StoreError::Internal(format!("an item without {name}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_are_counted_by_kind_attribute_else_by_partition() {
+        let t = TenantId::parse("acme").unwrap();
+        let item = |pairs: &[(&str, &str)]| -> Item {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), AttributeValue::S(v.to_string())))
+                .collect()
+        };
+        assert_eq!(
+            kind_of(
+                &t,
+                &item(&[("PK", "TENANT#acme#PRODUCT#1"), ("kind", "PRODUCT")])
+            ),
+            "PRODUCT"
+        );
+        assert_eq!(
+            kind_of(&t, &item(&[("PK", "TENANT#acme#USAGE#3")])),
+            "USAGE"
+        );
+        assert_eq!(kind_of(&t, &item(&[("PK", "TENANT#other#USAGE#3")])), "?");
+        assert_eq!(with_record(BTreeMap::new())["TENANT"], 1);
+    }
+}

@@ -1,0 +1,510 @@
+//! Every item of one tenant, in pages, without a Scan: what export and offboarding read.
+//!
+//! A tenant's items live in two kinds of partitions:
+//! - **fixed** ones, known from the tenant record and constants: the product and HR write shards
+//!   (`shard_count` of each), the usage counter shards, the quota window shards, and the record;
+//! - **id-named** ones (a session, a user, an order, an email, a code, a token, an idempotency key,
+//!   a department's members), each item of which carries its catalog entry
+//!   ([`crate::identity::keys::catalog_key`]): one of [`CATALOG_SHARDS`] partitions of the catalog
+//!   index (`GSI2`, keys only), sorted by `PK`.
+//!
+//! The walk visits the fixed partitions, then the catalog partitions (each id-named partition it
+//! names, once, read whole from the table with consistent reads), then the record last, so that an
+//! offboarding that deletes as it walks keeps its checkpoint in the record until the end. A position
+//! is the last item returned (`PK`, `SK`): the source it belongs to follows from its `PK`, so a
+//! position needs nothing else, and a walk resumed from it neither skips nor repeats an item.
+//!
+//! The catalog index is eventually consistent: an item written a moment before a walk may be missed
+//! by it. Offboarding therefore starts deleting only once no request of the tenant can still be
+//! writing (see `service`), and export documents it.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::identity::ids::TenantId;
+use crate::identity::keys::{
+    catalog_key, catalog_shard_key, kind, shard_pk, tenant_prefix, tenant_record_key, CATALOG,
+    CATALOG_INDEX, CATALOG_SHARDS, PK, SK,
+};
+use crate::store::error::StoreError;
+use crate::store::query::Item;
+use crate::store::scatter::approximate_bytes;
+use crate::store::scoped::TenantDb;
+
+/// Distinct partitions one catalog Query asks for (keys only: about 100 bytes each).
+const CATALOG_PAGE: i32 = 100;
+
+/// Where a walk reads next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// One partition, read whole.
+    Partition(String),
+    /// One catalog partition: every id-named partition it lists, read whole, in `PK` order.
+    Catalog(String),
+}
+
+/// Whether the walk ends with the tenant record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Record {
+    Included,
+    /// Offboarding deletes the record last, by itself: it holds the checkpoint.
+    Excluded,
+}
+
+/// The sources of `tenant`'s items, in walk order.
+pub fn sources(tenant: &TenantId, shard_count: u32, record: Record) -> Vec<Source> {
+    let fixed = (0..shard_count)
+        .map(|s| shard_pk(tenant, kind::PRODUCT, s))
+        .chain((0..shard_count).map(|s| shard_pk(tenant, kind::HR, s)))
+        .chain(
+            (0..crate::store::usage::COUNTER_SHARDS)
+                .map(|s| crate::store::usage::counter_pk(tenant, s)),
+        )
+        .chain(
+            (0..crate::store::limiter::MAX_WINDOW_SHARDS)
+                .map(|s| crate::store::limiter::window_pk(tenant, s)),
+        )
+        .map(Source::Partition);
+    let catalog = (0..CATALOG_SHARDS).map(|s| Source::Catalog(catalog_shard_key(tenant, s)));
+    let record = (record == Record::Included).then(|| Source::Partition(tenant_record_key(tenant)));
+    fixed.chain(catalog).chain(record).collect()
+}
+
+/// The last item a page returned: where the next page starts, just after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    pub pk: String,
+    pub sk: String,
+}
+
+impl Position {
+    fn of(item: &Item) -> Option<Self> {
+        match (item.get(PK), item.get(SK)) {
+            (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) => Some(Self {
+                pk: pk.clone(),
+                sk: sk.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// How much one page may hold.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub items: usize,
+    /// About the bytes of the items as JSON ([`approximate_bytes`]); a page holds at least one item.
+    pub bytes: usize,
+}
+
+#[derive(Debug)]
+pub struct Page {
+    pub items: Vec<Item>,
+    /// Where the next page starts; `None` when the walk is complete.
+    pub next: Option<Position>,
+}
+
+/// A position that belongs to none of the sources (a forged or stale checkpoint).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the position is not one of this tenant's partitions")]
+pub struct UnknownPosition;
+
+/// The index of the source `position` was read from.
+pub fn source_of(
+    tenant: &TenantId,
+    sources: &[Source],
+    position: &Position,
+) -> Result<usize, UnknownPosition> {
+    let catalog = catalog_key(tenant, &position.pk);
+    sources
+        .iter()
+        .position(|s| match s {
+            Source::Partition(pk) => *pk == position.pk,
+            Source::Catalog(c) => Some(c) == catalog.as_ref(),
+        })
+        .ok_or(UnknownPosition)
+}
+
+/// The page of the walk over `sources` that starts just after `after` (at the start when `None`).
+pub async fn page(
+    db: &TenantDb,
+    sources: &[Source],
+    after: Option<&Position>,
+    budget: Budget,
+) -> Result<Page, StoreError> {
+    let mut fill = Fill {
+        items: Vec::new(),
+        bytes: 0,
+        budget,
+    };
+    let (first, mut resume) = match after {
+        None => (0, None),
+        Some(p) => (
+            source_of(&db.tenant, sources, p)
+                .map_err(|_| StoreError::BadCursor(crate::identity::cursor::InvalidCursor))?,
+            Some(p.clone()),
+        ),
+    };
+    for source in &sources[first..] {
+        let resume = resume.take();
+        let full = match source {
+            Source::Partition(pk) => fill.partition(db, pk, resume.map(|p| p.sk)).await?,
+            Source::Catalog(catalog) => fill.catalog(db, catalog, resume).await?,
+        };
+        if full {
+            let next = fill.items.last().and_then(Position::of);
+            return Ok(Page {
+                items: fill.items,
+                next,
+            });
+        }
+    }
+    Ok(Page {
+        items: fill.items,
+        next: None,
+    })
+}
+
+struct Fill {
+    items: Vec<Item>,
+    bytes: usize,
+    budget: Budget,
+}
+
+impl Fill {
+    /// Adds `item` unless the page is full: `false` when it was not added.
+    fn take(&mut self, item: Item) -> bool {
+        let size = approximate_bytes(&item);
+        let full = self.items.len() >= self.budget.items
+            || (!self.items.is_empty() && self.bytes + size > self.budget.bytes);
+        if full {
+            return false;
+        }
+        self.bytes += size;
+        self.items.push(item);
+        true
+    }
+
+    /// Reads partition `pk` (after `after_sk`) into the page: `true` when the page filled first.
+    async fn partition(
+        &mut self,
+        db: &TenantDb,
+        pk: &str,
+        after_sk: Option<String>,
+    ) -> Result<bool, StoreError> {
+        let mut query = db
+            .client
+            .query()
+            .table_name(&*db.table)
+            .consistent_read(true)
+            .expression_attribute_values(":pk", AttributeValue::S(pk.to_owned()));
+        query = match after_sk {
+            Some(sk) => query
+                .key_condition_expression("PK = :pk AND SK > :after")
+                .expression_attribute_values(":after", AttributeValue::S(sk)),
+            None => query.key_condition_expression("PK = :pk"),
+        };
+        let mut start = None;
+        loop {
+            let room = self.budget.items.saturating_sub(self.items.len()).max(1);
+            let out = query
+                .clone()
+                .limit(room.min(1000) as i32)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(StoreError::from_sdk)?;
+            for item in out.items.unwrap_or_default() {
+                if !self.take(item) {
+                    return Ok(true);
+                }
+            }
+            match out.last_evaluated_key.filter(|k| !k.is_empty()) {
+                Some(lek) if self.items.len() < self.budget.items => start = Some(lek),
+                // More items, and the page is full: the next page resumes after its last item.
+                Some(_) => return Ok(true),
+                None => return Ok(false),
+            }
+        }
+    }
+
+    /// Reads every partition catalog partition `catalog` lists, in `PK` order, resuming inside
+    /// `resume`'s partition when given: `true` when the page filled first.
+    async fn catalog(
+        &mut self,
+        db: &TenantDb,
+        catalog: &str,
+        resume: Option<Position>,
+    ) -> Result<bool, StoreError> {
+        let mut after_pk = None;
+        if let Some(p) = resume {
+            if self.partition(db, &p.pk, Some(p.sk)).await? {
+                return Ok(true);
+            }
+            after_pk = Some(p.pk);
+        }
+        loop {
+            let partitions = catalog_partitions(db, catalog, after_pk.as_deref()).await?;
+            let Some(last) = partitions.last().cloned() else {
+                return Ok(false);
+            };
+            for pk in partitions {
+                if self.partition(db, &pk, None).await? {
+                    return Ok(true);
+                }
+            }
+            after_pk = Some(last);
+        }
+    }
+}
+
+/// The distinct id-named partitions catalog partition `catalog` lists after `after_pk`, in order:
+/// one Query of the catalog index (several entries of one partition come back side by side, as the
+/// index sorts by `PK`). Only the tenant's own partitions count: an entry for any other key is
+/// ignored (the guard refuses writing one; this is the second line).
+async fn catalog_partitions(
+    db: &TenantDb,
+    catalog: &str,
+    after_pk: Option<&str>,
+) -> Result<Vec<String>, StoreError> {
+    let mut query = db
+        .client
+        .query()
+        .table_name(&*db.table)
+        .index_name(CATALOG_INDEX)
+        .expression_attribute_names("#catalog", CATALOG)
+        .expression_attribute_values(":catalog", AttributeValue::S(catalog.to_owned()))
+        .limit(CATALOG_PAGE);
+    query = match after_pk {
+        Some(pk) => query
+            .key_condition_expression("#catalog = :catalog AND PK > :after")
+            .expression_attribute_values(":after", AttributeValue::S(pk.to_owned())),
+        None => query.key_condition_expression("#catalog = :catalog"),
+    };
+    let out = query.send().await.map_err(StoreError::from_sdk)?;
+    let prefix = tenant_prefix(&db.tenant);
+    let mut partitions: Vec<String> = Vec::new();
+    for entry in out.items.unwrap_or_default() {
+        if let Some(AttributeValue::S(pk)) = entry.get(PK) {
+            if pk.starts_with(&prefix) && partitions.last() != Some(pk) {
+                partitions.push(pk.clone());
+            }
+        }
+    }
+    Ok(partitions)
+}
+
+/// An item in DynamoDB JSON (`{"PK": {"S": "…"}, "n": {"N": "1"}, …}`), the format of DynamoDB's
+/// own exports: every type survives a round trip.
+pub fn item_to_json(item: &Item) -> Value {
+    Value::Object(
+        item.iter()
+            .map(|(name, value)| (name.clone(), value_to_json(value)))
+            .collect(),
+    )
+}
+
+fn value_to_json(value: &AttributeValue) -> Value {
+    let typed = |t: &str, v: Value| Value::Object(Map::from_iter([(t.to_owned(), v)]));
+    let strings = |l: &[String]| Value::Array(l.iter().cloned().map(Value::String).collect());
+    match value {
+        AttributeValue::S(s) => typed("S", Value::String(s.clone())),
+        AttributeValue::N(n) => typed("N", Value::String(n.clone())),
+        AttributeValue::B(b) => typed("B", Value::String(BASE64.encode(b.as_ref()))),
+        AttributeValue::Bool(b) => typed("BOOL", Value::Bool(*b)),
+        AttributeValue::Null(n) => typed("NULL", Value::Bool(*n)),
+        AttributeValue::M(m) => typed(
+            "M",
+            Value::Object(
+                m.iter()
+                    .map(|(k, v)| (k.clone(), value_to_json(v)))
+                    .collect(),
+            ),
+        ),
+        AttributeValue::L(l) => typed("L", Value::Array(l.iter().map(value_to_json).collect())),
+        AttributeValue::Ss(l) => typed("SS", strings(l)),
+        AttributeValue::Ns(l) => typed("NS", strings(l)),
+        AttributeValue::Bs(l) => typed(
+            "BS",
+            Value::Array(
+                l.iter()
+                    .map(|b| Value::String(BASE64.encode(b.as_ref())))
+                    .collect(),
+            ),
+        ),
+        // The SDK's catch-all for types newer than this code: kept visible, never silently lost.
+        _ => typed("UNKNOWN", Value::Null),
+    }
+}
+
+/// A line of DynamoDB JSON that is not an item.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not an item in DynamoDB JSON: {0}")]
+pub struct NotAnItem(pub String);
+
+/// The item a DynamoDB JSON object holds ([`item_to_json`]'s inverse).
+pub fn item_from_json(json: &Value) -> Result<Item, NotAnItem> {
+    let object = json
+        .as_object()
+        .ok_or_else(|| NotAnItem("an item is a JSON object".into()))?;
+    object
+        .iter()
+        .map(|(name, value)| Ok((name.clone(), value_from_json(value)?)))
+        .collect()
+}
+
+fn value_from_json(json: &Value) -> Result<AttributeValue, NotAnItem> {
+    let bad = |what: &str| NotAnItem(format!("{what}: {json}"));
+    let (tag, value) = json
+        .as_object()
+        .filter(|o| o.len() == 1)
+        .and_then(|o| o.iter().next())
+        .ok_or_else(|| bad("a value is an object with one type tag"))?;
+    let text = || {
+        value
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| bad("not a string"))
+    };
+    let texts = || {
+        value
+            .as_array()
+            .ok_or_else(|| bad("not a list"))?
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| bad("not a string"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let bytes = |s: String| {
+        BASE64
+            .decode(s)
+            .map(aws_sdk_dynamodb::primitives::Blob::new)
+            .map_err(|_| bad("not base64"))
+    };
+    Ok(match tag.as_str() {
+        "S" => AttributeValue::S(text()?),
+        "N" => AttributeValue::N(text()?),
+        "B" => AttributeValue::B(bytes(text()?)?),
+        "BOOL" => AttributeValue::Bool(value.as_bool().ok_or_else(|| bad("not a boolean"))?),
+        "NULL" => AttributeValue::Null(value.as_bool().ok_or_else(|| bad("not a boolean"))?),
+        "M" => AttributeValue::M(item_from_json(value)?),
+        "L" => AttributeValue::L(
+            value
+                .as_array()
+                .ok_or_else(|| bad("not a list"))?
+                .iter()
+                .map(value_from_json)
+                .collect::<Result<_, _>>()?,
+        ),
+        "SS" => AttributeValue::Ss(texts()?),
+        "NS" => AttributeValue::Ns(texts()?),
+        "BS" => AttributeValue::Bs(texts()?.into_iter().map(bytes).collect::<Result<_, _>>()?),
+        _ => return Err(bad("unknown type tag")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t() -> TenantId {
+        TenantId::parse("acme").unwrap()
+    }
+
+    #[test]
+    fn golden_sources_fixed_partitions_then_the_catalog_then_the_record() {
+        // GIVEN a tenant with 2 shards, WHEN its sources are listed with the record
+        let all = sources(&t(), 2, Record::Included);
+        // THEN products, HR, usage, quota windows, the 16 catalog partitions, the record
+        let names: Vec<String> = all
+            .iter()
+            .map(|s| match s {
+                Source::Partition(p) => p.clone(),
+                Source::Catalog(c) => format!("catalog {c}"),
+            })
+            .collect();
+        assert_eq!(
+            names[..4],
+            [
+                "TENANT#acme#PRODUCT#0",
+                "TENANT#acme#PRODUCT#1",
+                "TENANT#acme#HR#0",
+                "TENANT#acme#HR#1"
+            ]
+        );
+        assert_eq!(names[4], "TENANT#acme#USAGE#0");
+        assert_eq!(names[12], "TENANT#acme#RATE#0");
+        assert_eq!(names[20], "catalog TENANT#acme#CATALOG#0");
+        assert_eq!(names[35], "catalog TENANT#acme#CATALOG#15");
+        assert_eq!(names.last().unwrap(), "TENANT#acme#TENANT");
+        assert_eq!(names.len(), 37);
+        // AND without the record, the same less the last
+        assert_eq!(sources(&t(), 2, Record::Excluded), all[..36]);
+    }
+
+    #[test]
+    fn a_position_names_its_source_and_a_foreign_one_is_refused() {
+        let all = sources(&t(), 4, Record::Included);
+        let at = |pk: &str| {
+            source_of(
+                &t(),
+                &all,
+                &Position {
+                    pk: pk.into(),
+                    sk: pk.into(),
+                },
+            )
+        };
+        assert_eq!(at("TENANT#acme#HR#1"), Ok(5));
+        let session = "TENANT#acme#SESSION#0193a0b1-0000-7000-8000-000000000001";
+        let catalog = catalog_key(&t(), session).unwrap();
+        assert_eq!(all[at(session).unwrap()], Source::Catalog(catalog));
+        assert_eq!(at("TENANT#acme#TENANT"), Ok(all.len() - 1));
+        assert_eq!(at("TENANT#other#SESSION#x"), Err(UnknownPosition));
+        assert_eq!(at("TENANT#acme#PRODUCT#9"), Err(UnknownPosition));
+    }
+
+    #[test]
+    fn every_attribute_type_survives_dynamodb_json() {
+        // GIVEN an item with every type
+        let blob = aws_sdk_dynamodb::primitives::Blob::new(vec![0u8, 255, 7]);
+        let item = Item::from([
+            ("PK".into(), AttributeValue::S("TENANT#acme#X#1".into())),
+            ("n".into(), AttributeValue::N("-1.5e3".into())),
+            ("b".into(), AttributeValue::B(blob.clone())),
+            ("t".into(), AttributeValue::Bool(true)),
+            ("z".into(), AttributeValue::Null(true)),
+            (
+                "m".into(),
+                AttributeValue::M(Item::from([(
+                    "k".into(),
+                    AttributeValue::L(vec![AttributeValue::S("v".into())]),
+                )])),
+            ),
+            (
+                "ss".into(),
+                AttributeValue::Ss(vec!["a".into(), "b".into()]),
+            ),
+            ("ns".into(), AttributeValue::Ns(vec!["1".into()])),
+            ("bs".into(), AttributeValue::Bs(vec![blob])),
+        ]);
+        // WHEN it is written as DynamoDB JSON and read back
+        let json = item_to_json(&item);
+        // THEN it is the same item, in the golden format
+        assert_eq!(json["b"], serde_json::json!({"B": "AP8H"}));
+        assert_eq!(
+            json["m"],
+            serde_json::json!({"M": {"k": {"L": [{"S": "v"}]}}})
+        );
+        assert_eq!(item_from_json(&json), Ok(item));
+        assert!(item_from_json(&serde_json::json!({"a": {"S": 1}})).is_err());
+        assert!(item_from_json(&serde_json::json!({"a": {"X": "1"}})).is_err());
+        assert!(item_from_json(&serde_json::json!({"a": {"S": "1", "N": "1"}})).is_err());
+    }
+}
