@@ -744,7 +744,11 @@ pub struct Resp {
     pub status: u16,
     pub content_type: String,
     pub retry_after: Option<String>,
+    /// The `Link` header (export pages).
+    pub link: Option<String>,
     pub body: Value,
+    /// The body as sent (NDJSON pages are not one JSON value).
+    pub text: String,
 }
 
 pub fn resp(result: Result<Response<Body>, ApiError>) -> Resp {
@@ -760,6 +764,16 @@ pub fn resp(result: Result<Response<Body>, ApiError>) -> Resp {
         .get("retry-after")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let link = r
+        .headers()
+        .get("link")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let text = match r.body() {
+        Body::Text(t) => t.clone(),
+        Body::Binary(b) => String::from_utf8_lossy(b).into_owned(),
+        _ => String::new(),
+    };
     let body = match r.body() {
         Body::Text(t) => serde_json::from_str(t).unwrap_or(Value::String(t.clone())),
         Body::Binary(b) => serde_json::from_slice(b).unwrap_or(Value::Null),
@@ -769,7 +783,9 @@ pub fn resp(result: Result<Response<Body>, ApiError>) -> Resp {
         status: r.status().as_u16(),
         content_type,
         retry_after,
+        link,
         body,
+        text,
     }
 }
 

@@ -1,0 +1,465 @@
+//! The end of a tenant's life: offboarding (`DELETE /tenants/{tenantId}`) deletes every item of the
+//! tenant, resumably and with an exact report, and nothing of anyone else; export
+//! (`GET /tenants/{tenantId}/export`) gives every item, and `pooltable import` loads it into another
+//! table that then answers the API exactly as the original did.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use integration::routes::{call, call_with_headers, get_product_admitted, params};
+use integration::{onboard, unique, Auth, Harness, Resp};
+use serde_json::{json, Value};
+use shared::identity::clock::Clock;
+use shared::identity::ids::TenantId;
+use shared::store::offboarding::{kind_of, DELETION_DELAY_SECONDS};
+
+type Item = HashMap<String, AttributeValue>;
+/// A read route, its path parameters and its query.
+type Read<'a> = (&'a str, BTreeMap<String, String>, Vec<(&'a str, &'a str)>);
+
+/// What [`seed_every_kind`] created, for the reads that follow.
+struct Seeded {
+    session: String,
+}
+
+/// Gives `tenant` an item of every kind: `products` products, a department with an employee (and
+/// its membership), a user (profile and email) with an order (header, line, summary, date index),
+/// a transfer code, an integration token, a session with a child, an idempotency record, and usage
+/// counters with a quota window.
+async fn seed_every_kind(h: &Harness, tenant: &str, products: usize) -> Seeded {
+    let auth = Auth::Tenant(tenant.to_owned());
+    let ok = |r: Resp, what: &str| {
+        assert!(r.status < 300, "seeding {what}: {} {}", r.status, r.body);
+        r
+    };
+    let run = |bin: &'static str, p: BTreeMap<String, String>, body: Option<Value>| {
+        let auth = auth.clone();
+        async move { ok(call(&h.app, bin, &p, &[], body, &auth).await, bin) }
+    };
+    for i in 0..products {
+        let id = format!("p-{i}");
+        run(
+            "put-product",
+            params(&[("productId", &id)]),
+            Some(json!({"name": format!("Product {i}"), "price": i})),
+        )
+        .await;
+    }
+    run(
+        "put-department",
+        params(&[("departmentId", "d-1")]),
+        Some(json!({"name": "Engineering"})),
+    )
+    .await;
+    run(
+        "put-employee",
+        params(&[("employeeId", "e-1")]),
+        Some(json!({"name": "Grace", "departmentId": "d-1"})),
+    )
+    .await;
+    run(
+        "put-user",
+        params(&[("userId", "u-1")]),
+        Some(json!({"name": "Ada", "email": format!("ada@{tenant}.example")})),
+    )
+    .await;
+    run(
+        "create-order",
+        params(&[("userId", "u-1")]),
+        Some(
+            json!({"orderId": "o-1", "date": "2026-11-20", "amount": 19.99,
+            "items": [{"itemId": "l-1", "sku": "BOOK-1", "qty": 1, "price": 19.99}]}),
+        ),
+    )
+    .await;
+    run("create-transfer-code", params(&[("userId", "u-1")]), None).await;
+    run(
+        "put-integration-token",
+        params(&[("service", "crm")]),
+        Some(json!({"token": "tok-1", "expiresAt": h.clock.now_seconds() + 3600})),
+    )
+    .await;
+    let session = run(
+        "create-session",
+        BTreeMap::new(),
+        Some(json!({"customerId": "c-1"})),
+    )
+    .await
+    .body["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    run(
+        "create-session",
+        BTreeMap::new(),
+        Some(json!({"customerId": "c-1", "parentSessionId": session})),
+    )
+    .await;
+    let keyed = call_with_headers(
+        &h.app,
+        "create-session",
+        &BTreeMap::new(),
+        &[],
+        Some(json!({"customerId": "c-2"})),
+        &auth,
+        &[("Idempotency-Key", "seed-1")],
+    )
+    .await;
+    ok(keyed, "a keyed create-session");
+    ok(get_product_admitted(&h.app, tenant).await, "a metered read");
+    h.app.flush_usage().await.unwrap();
+    Seeded { session }
+}
+
+/// The partition kinds of `items` (`TENANT#t#<KIND>#…`).
+fn partition_kinds(tenant: &str, items: &[Item]) -> std::collections::BTreeSet<String> {
+    let prefix = format!("TENANT#{tenant}#");
+    items
+        .iter()
+        .map(|i| {
+            let pk = i["PK"].as_s().unwrap();
+            pk[prefix.len()..].split('#').next().unwrap().to_owned()
+        })
+        .collect()
+}
+
+fn sorted(mut items: Vec<Item>) -> Vec<Item> {
+    items.sort_by_key(|i| {
+        (
+            i["PK"].as_s().unwrap().clone(),
+            i["SK"].as_s().unwrap().clone(),
+        )
+    });
+    items
+}
+
+async fn offboard(h: &Harness, tenant: &str, operator: &Auth) -> Resp {
+    call(
+        &h.app,
+        "offboard-tenant",
+        &params(&[("tenantId", tenant)]),
+        &[],
+        None,
+        operator,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn offboarding_deletes_every_item_of_the_tenant_resumably_and_nothing_of_another() {
+    // GIVEN a tenant with an item of every kind (and 150 products: several deletion steps), and
+    // another tenant active beside it
+    let h = Harness::new().await;
+    let victim = unique("gone");
+    let other = unique("stays");
+    let operator = Auth::Operator(unique("ops"));
+    onboard(&h, &victim, 4).await;
+    onboard(&h, &other, 4).await;
+    seed_every_kind(&h, &victim, 150).await;
+    seed_every_kind(&h, &other, 3).await;
+    let victim_prefix = format!("TENANT#{victim}#");
+    let other_prefix = format!("TENANT#{other}#");
+    let before = h.items_under(&victim_prefix).await;
+    let kinds = partition_kinds(&victim, &before);
+    for kind in [
+        "TENANT",
+        "PRODUCT",
+        "HR",
+        "DEPARTMENT",
+        "USER",
+        "EMAIL",
+        "ORDER",
+        "ORDERDATE",
+        "TRANSFER",
+        "INTEGRATION",
+        "SESSION",
+        "IDEMPOTENCY",
+        "USAGE",
+        "RATE",
+    ] {
+        assert!(kinds.contains(kind), "no {kind} item was seeded: {kinds:?}");
+    }
+    let other_before = sorted(h.items_under(&other_prefix).await);
+
+    // WHEN an operator of a third tenant offboards it
+    let r = offboard(&h, &victim, &operator).await;
+    // THEN 202: offboarding, nothing deleted yet, and when to come back
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.body["status"], "offboarding");
+    assert_eq!(r.body["deletedTotal"], 0);
+    assert_eq!(
+        r.retry_after.as_deref(),
+        Some(DELETION_DELAY_SECONDS.to_string().as_str())
+    );
+    // AND the tenant is refused (this container knows at once; others within the record TTL)
+    let refused = get_product_admitted(&h.app, &victim).await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert!(refused.body["detail"]
+        .as_str()
+        .unwrap()
+        .contains("offboarded"));
+    // AND its record no longer changes, and GET shows the offboarding
+    let patch = call(
+        &h.app,
+        "update-tenant",
+        &params(&[("tenantId", &victim)]),
+        &[],
+        Some(json!({"status": "active"})),
+        &operator,
+    )
+    .await;
+    assert_eq!(patch.status, 409, "{}", patch.body);
+    let shown = call(
+        &h.app,
+        "get-tenant",
+        &params(&[("tenantId", &victim)]),
+        &[],
+        None,
+        &operator,
+    )
+    .await;
+    assert_eq!(shown.body["status"], "offboarding", "{}", shown.body);
+    assert_eq!(shown.body["offboarding"]["deletedTotal"], 0);
+    // AND nothing is deleted before every container has stopped serving it
+    let early = offboard(&h, &victim, &operator).await;
+    assert_eq!(early.status, 202, "{}", early.body);
+    assert_eq!(h.items_under(&victim_prefix).await.len(), before.len());
+
+    // WHEN deletion may start, and runs are killed part-way three times before one is let finish
+    h.clock.advance_seconds(DELETION_DELAY_SECONDS);
+    for ms in [15, 40, 90] {
+        let _ =
+            tokio::time::timeout(Duration::from_millis(ms), offboard(&h, &victim, &operator)).await;
+    }
+    let mut report = offboard(&h, &victim, &operator).await;
+    for _ in 0..20 {
+        if report.status == 200 {
+            break;
+        }
+        assert_eq!(report.status, 202, "{}", report.body);
+        report = offboard(&h, &victim, &operator).await;
+    }
+
+    // THEN the report counts every item exactly once, by kind
+    assert_eq!(report.status, 200, "{}", report.body);
+    assert_eq!(report.body["status"], "offboarded");
+    let t = TenantId::parse(&victim).unwrap();
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    for item in &before {
+        *expected.entry(kind_of(&t, item)).or_default() += 1;
+    }
+    assert_eq!(report.body["deleted"], json!(expected), "{}", report.body);
+    assert_eq!(report.body["deletedTotal"], before.len());
+    assert!(
+        report.body["startedAt"].as_str().unwrap() <= report.body["finishedAt"].as_str().unwrap()
+    );
+    // AND the table holds no key of the tenant, and the other tenant's items are byte-identical
+    assert_eq!(h.items_under(&victim_prefix).await, Vec::<Item>::new());
+    assert_eq!(sorted(h.items_under(&other_prefix).await), other_before);
+    // AND asking again answers the same report; the tenant itself is gone
+    let again = offboard(&h, &victim, &operator).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body, report.body);
+    let gone = call(
+        &h.app,
+        "get-tenant",
+        &params(&[("tenantId", &victim)]),
+        &[],
+        None,
+        &operator,
+    )
+    .await;
+    assert_eq!(gone.status, 404, "{}", gone.body);
+}
+
+#[tokio::test]
+async fn an_operator_cannot_offboard_its_own_tenant_and_an_unknown_tenant_is_404() {
+    let h = Harness::new().await;
+    let own = unique("ops");
+    onboard(&h, &own, 1).await;
+    let operator = Auth::Operator(own.clone());
+    let r = offboard(&h, &own, &operator).await;
+    r.assert_problem(409);
+    let r = offboard(&h, &unique("never"), &operator).await;
+    r.assert_problem(404);
+    // AND nothing was written but the onboarded record
+    assert_eq!(h.items_under(&format!("TENANT#{own}#")).await.len(), 1);
+}
+
+/// Every page of `tenant`'s export, following the `Link` header, `limit` items per page.
+async fn export_lines(h: &Harness, tenant: &str, limit: &str) -> (Vec<String>, usize) {
+    let operator = Auth::Operator(unique("ops"));
+    let mut lines = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut query = vec![("limit", limit)];
+        if let Some(c) = cursor.as_deref() {
+            query.push(("cursor", c));
+        }
+        let r = call(
+            &h.app,
+            "export-tenant",
+            &params(&[("tenantId", tenant)]),
+            &query,
+            None,
+            &operator,
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.content_type, "application/x-ndjson");
+        pages += 1;
+        lines.extend(r.text.lines().map(str::to_owned));
+        cursor = r.link.map(|link| {
+            let from = link.find("cursor=").unwrap() + "cursor=".len();
+            let to = link.find('>').unwrap();
+            link[from..to].to_owned()
+        });
+        if cursor.is_none() {
+            return (lines, pages);
+        }
+        assert!(pages < 100, "the export does not end");
+    }
+}
+
+#[tokio::test]
+async fn an_exported_tenant_imported_into_an_empty_table_reads_back_identically() {
+    // GIVEN a tenant with an item of every kind
+    let h = Harness::new().await;
+    let t = unique("exp");
+    onboard(&h, &t, 4).await;
+    let seeded = seed_every_kind(&h, &t, 30).await;
+    let raw = sorted(h.items_under(&format!("TENANT#{t}#")).await);
+
+    // WHEN an operator exports it in pages of 7
+    let (lines, pages) = export_lines(&h, &t, "7").await;
+
+    // THEN the pages hold every item exactly once, as stored
+    assert!(
+        pages >= raw.len() / 7,
+        "{pages} pages for {} items",
+        raw.len()
+    );
+    let exported = sorted(devtools::import::parse_export(&lines.join("\n")).unwrap());
+    assert_eq!(exported, raw);
+
+    // WHEN the export is imported into an empty table
+    let fresh = Harness::new().await;
+    let written = devtools::import::import(&fresh.admin, &fresh.table, exported)
+        .await
+        .unwrap();
+    assert_eq!(written, raw.len());
+
+    // THEN every read route answers there exactly as on the original table
+    let today = shared::store::usage::utc_date(h.clock.now_millis());
+    let email = format!("ada@{t}.example");
+    let reads: Vec<Read> = vec![
+        ("get-tenant", params(&[("tenantId", &t)]), vec![]),
+        ("get-product", params(&[("productId", "p-7")]), vec![]),
+        ("query-tenant-products", params(&[]), vec![("limit", "100")]),
+        ("list-employees", params(&[]), vec![]),
+        ("list-departments", params(&[]), vec![]),
+        ("get-employee", params(&[("employeeId", "e-1")]), vec![]),
+        ("get-department", params(&[("departmentId", "d-1")]), vec![]),
+        (
+            "list-department-employees",
+            params(&[("departmentId", "d-1")]),
+            vec![],
+        ),
+        ("get-user", params(&[("userId", "u-1")]), vec![]),
+        ("find-user-by-email", params(&[]), vec![("email", &email)]),
+        ("get-order", params(&[("orderId", "o-1")]), vec![]),
+        (
+            "list-tenant-orders",
+            params(&[]),
+            vec![("from", "2026-11-01"), ("to", "2026-11-30")],
+        ),
+        (
+            "get-integration-token",
+            params(&[("service", "crm")]),
+            vec![],
+        ),
+        (
+            "get-session-by-session-id",
+            params(&[("sessionId", &seeded.session)]),
+            vec![],
+        ),
+        (
+            "get-child-sessions-by-session-id",
+            params(&[("sessionId", &seeded.session)]),
+            vec![],
+        ),
+        (
+            "get-sessions-by-customer-id",
+            params(&[("customerId", "c-1")]),
+            vec![],
+        ),
+        (
+            "get-usage",
+            params(&[]),
+            vec![("from", &today), ("to", &today)],
+        ),
+    ];
+    let auth = Auth::Tenant(t.clone());
+    for (bin, p, query) in &reads {
+        let original = call(&h.app, bin, p, query, None, &auth).await;
+        let imported = call(&fresh.app, bin, p, query, None, &auth).await;
+        assert_eq!(original.status, 200, "{bin}: {}", original.body);
+        assert_eq!(imported.status, original.status, "{bin}: {}", imported.body);
+        assert_eq!(imported.body, original.body, "{bin}");
+    }
+}
+
+#[tokio::test]
+async fn an_export_cursor_is_bound_to_its_tenant_and_refused_when_edited() {
+    // GIVEN two tenants and a cursor from the first one's export
+    let h = Harness::new().await;
+    let a = unique("expa");
+    let b = unique("expb");
+    onboard(&h, &a, 1).await;
+    onboard(&h, &b, 1).await;
+    seed_every_kind(&h, &a, 3).await;
+    let operator = Auth::Operator(unique("ops"));
+    let first = call(
+        &h.app,
+        "export-tenant",
+        &params(&[("tenantId", &a)]),
+        &[("limit", "2")],
+        None,
+        &operator,
+    )
+    .await;
+    let link = first.link.expect("a next page");
+    let cursor = &link[link.find("cursor=").unwrap() + 7..link.find('>').unwrap()];
+    // WHEN it is used for the other tenant, or edited, or the limit is out of range
+    for (tenant, cursor, limit) in [
+        (b.as_str(), cursor.to_owned(), "2"),
+        (a.as_str(), format!("{cursor}x"), "2"),
+        (a.as_str(), cursor.to_owned(), "0"),
+        (a.as_str(), cursor.to_owned(), "1001"),
+    ] {
+        let r = call(
+            &h.app,
+            "export-tenant",
+            &params(&[("tenantId", tenant)]),
+            &[("limit", limit), ("cursor", &cursor)],
+            None,
+            &operator,
+        )
+        .await;
+        // THEN 400 problem+json
+        r.assert_problem(400);
+    }
+    // AND a tenant that does not exist is 404
+    call(
+        &h.app,
+        "export-tenant",
+        &params(&[("tenantId", &unique("none"))]),
+        &[],
+        None,
+        &operator,
+    )
+    .await
+    .assert_problem(404);
+}
