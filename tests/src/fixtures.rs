@@ -88,6 +88,13 @@ pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
                 body: Some(body),
             };
         }
+        "offboard-tenant" => {
+            return Arranged {
+                auth: Auth::Operator(unique("ops")),
+                params: params(&[("tenantId", &tenant)]),
+                body: None,
+            };
+        }
         "update-tenant" => {
             return Arranged {
                 auth: Auth::Operator(unique("ops")),

@@ -83,10 +83,11 @@ async fn each_request_logs_one_summary_line_and_no_secret() {
     assert_eq!(requests[0]["status"], 201);
     assert_eq!(requests[0]["dynamodb_requests"], 1);
     assert!(requests[0]["latency_ms"].as_f64().unwrap() > 0.0);
-    // the capacity DynamoDB reported: a small PutItem on the table and on GSI1, then a one-item Query
+    // the capacity DynamoDB reported: a small PutItem on the table, GSI1 and the catalog index
+    // (GSI2), then a one-item Query
     assert_eq!(
         (&requests[0]["wcu"], &requests[0]["rcu"]),
-        (&json!(2.0), &json!(0.0))
+        (&json!(3.0), &json!(0.0))
     );
     assert_eq!(requests[0]["throttles"], 0);
     assert_eq!(requests[1]["status"], 200);

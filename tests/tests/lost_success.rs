@@ -35,6 +35,11 @@ const CASES: &[Case] = &[
         status: 200,
     },
     Case {
+        bin: "offboard-tenant",
+        write: "UpdateItem",
+        status: 202,
+    },
+    Case {
         bin: "put-product",
         write: "PutItem",
         status: 201,

@@ -15,6 +15,13 @@ use thiserror::Error;
 use crate::identity::ids::{EntityId, SessionId, TenantId};
 use crate::identity::shard::shard_for;
 
+/// One item's primary key as plain strings: a position in a walk, or a checkpoint kept in an item.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ItemKey {
+    pub pk: String,
+    pub sk: String,
+}
+
 /// A DynamoDB key (or `LastEvaluatedKey`): attribute name → value.
 pub type Key = std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>;
 

@@ -26,6 +26,7 @@ use crate::store::error::StoreError;
 use crate::store::query::Item;
 use crate::store::scoped::TenantDb;
 use crate::store::tenant_items::{Page, Position};
+pub use crate::store::tenants::Offboarding;
 use crate::store::tenants::{
     parse_record, read_record_consistent, value, TenantRecord, TenantStatus, RECORD_TTL_SECONDS,
 };
@@ -38,29 +39,6 @@ pub const DELETION_DELAY_SECONDS: u64 = RECORD_TTL_SECONDS + 30;
 
 /// Items one deletion step removes: a transaction holds at most 100 actions, one is the checkpoint.
 pub const ITEMS_PER_STEP: usize = 99;
-
-/// An offboarding's state, kept in the tenant record until the record itself goes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Offboarding {
-    /// RFC 3339.
-    pub requested_at: String,
-    /// The tenant of the operator who asked.
-    pub requested_by: String,
-    /// Epoch seconds; nothing is deleted before.
-    pub deletion_starts_at: u64,
-    /// RFC 3339, set by the first deletion step.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<String>,
-    /// Deletion steps committed; each step is conditioned on it.
-    pub steps: u64,
-    /// Items deleted so far, by kind.
-    #[serde(default)]
-    pub deleted: BTreeMap<String, u64>,
-    /// The last item deleted: where the walk resumes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub position: Option<Position>,
-}
 
 /// The report of a finished offboarding, kept under the finishing operator's tenant
 /// (`TENANT#<operator tenant>#OFFBOARDED#<tenant>`).

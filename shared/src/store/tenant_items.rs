@@ -21,13 +21,12 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{
-    catalog_key, catalog_shard_key, kind, shard_pk, tenant_prefix, tenant_record_key, CATALOG,
-    CATALOG_INDEX, CATALOG_SHARDS, PK, SK,
+    catalog_key, catalog_shard_key, kind, shard_pk, tenant_prefix, tenant_record_key, ItemKey,
+    CATALOG, CATALOG_INDEX, CATALOG_SHARDS, PK, SK,
 };
 use crate::store::error::StoreError;
 use crate::store::query::Item;
@@ -74,21 +73,16 @@ pub fn sources(tenant: &TenantId, shard_count: u32, record: Record) -> Vec<Sourc
 }
 
 /// The last item a page returned: where the next page starts, just after it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Position {
-    pub pk: String,
-    pub sk: String,
-}
+pub type Position = ItemKey;
 
-impl Position {
-    fn of(item: &Item) -> Option<Self> {
-        match (item.get(PK), item.get(SK)) {
-            (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) => Some(Self {
-                pk: pk.clone(),
-                sk: sk.clone(),
-            }),
-            _ => None,
-        }
+/// The position of `item`: its keys.
+fn position_of(item: &Item) -> Option<Position> {
+    match (item.get(PK), item.get(SK)) {
+        (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) => Some(Position {
+            pk: pk.clone(),
+            sk: sk.clone(),
+        }),
+        _ => None,
     }
 }
 
@@ -155,7 +149,7 @@ pub async fn page(
             Source::Catalog(catalog) => fill.catalog(db, catalog, resume).await?,
         };
         if full {
-            let next = fill.items.last().and_then(Position::of);
+            let next = fill.items.last().and_then(position_of);
             return Ok(Page {
                 items: fill.items,
                 next,

@@ -4,7 +4,7 @@
 //! custom ones, and its shard count. The shard count is fixed at onboarding: changing it would move
 //! every item's computed shard, so it is not offered as an update (re-sharding is a migration).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{tenant_record_key, PK, SK};
+use crate::identity::keys::{tenant_record_key, ItemKey, PK, SK};
 use crate::store::error::StoreError;
 use crate::store::scoped::TenantDb;
 
@@ -116,7 +116,31 @@ pub struct TenantRecord {
     pub status: TenantStatus,
     /// The offboarding's state and checkpoint, from `DELETE /tenants/{tenantId}` on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub offboarding: Option<crate::store::offboarding::Offboarding>,
+    pub offboarding: Option<Offboarding>,
+}
+
+/// An offboarding's state (`crate::store::offboarding`), kept in the tenant record until the record
+/// itself goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Offboarding {
+    /// RFC 3339.
+    pub requested_at: String,
+    /// The tenant of the operator who asked.
+    pub requested_by: String,
+    /// Epoch seconds; nothing is deleted before.
+    pub deletion_starts_at: u64,
+    /// RFC 3339, set by the first deletion step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// Deletion steps committed; each step is conditioned on it.
+    pub steps: u64,
+    /// Items deleted so far, by kind.
+    #[serde(default)]
+    pub deleted: BTreeMap<String, u64>,
+    /// The last item deleted: where the walk resumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<ItemKey>,
 }
 
 impl TenantRecord {
