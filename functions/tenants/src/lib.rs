@@ -1,4 +1,4 @@
-//! Tenant records. Onboarding and changing a tenant are operator actions: they need the
+//! Tenant records. Onboarding, changing, offboarding and exporting a tenant are operator actions: they need the
 //! `pooltable/admin` scope or the `platform-admin` group (never a custom attribute; see
 //! `shared::isolation::claims`), and even so they write through scoped credentials of the tenant
 //! concerned.
