@@ -90,7 +90,7 @@ pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
         }
         "offboard-tenant" => {
             return Arranged {
-                auth: Auth::Operator(unique("ops")),
+                auth: Auth::Operator(crate::onboarded(h, "ops").await),
                 params: params(&[("tenantId", &tenant)]),
                 body: None,
             };

@@ -607,6 +607,18 @@ impl Harness {
     }
 
     /// Every item whose `PK` starts with `prefix` (a raw read, for tests).
+    /// Every item but tenant records: what the tests' routes wrote.
+    pub async fn data_items(&self) -> Vec<HashMap<String, AttributeValue>> {
+        self.all_items()
+            .await
+            .into_iter()
+            .filter(|i| {
+                let pk = i["PK"].as_s().map(String::as_str).unwrap_or_default();
+                !(pk.ends_with("#TENANT") && i.get("SK") == i.get("PK"))
+            })
+            .collect()
+    }
+
     pub async fn items_under(&self, prefix: &str) -> Vec<HashMap<String, AttributeValue>> {
         self.all_items()
             .await
@@ -805,6 +817,13 @@ pub async fn onboard(h: &Harness, tenant: &str, shard_count: u32) {
     onboard_tier(h, tenant, shard_count, "standard").await
 }
 
+/// A fresh tenant id (`unique(prefix)`), onboarded with 1 shard: every tenant route needs a record.
+pub async fn onboarded(h: &Harness, prefix: &str) -> String {
+    let tenant = unique(prefix);
+    onboard(h, &tenant, 1).await;
+    tenant
+}
+
 /// [`onboard`] in tier `tier`.
 pub async fn onboard_tier(h: &Harness, tenant: &str, shard_count: u32, tier: &str) {
     let r = resp(
@@ -856,10 +875,13 @@ macro_rules! tenant_client {
         }
 
         impl<'a> Tenant<'a> {
-            fn new(h: &'a $crate::Harness, prefix: &str) -> Self {
+            /// A fresh tenant, onboarded (1 shard): every tenant route needs a tenant record.
+            async fn new(h: &'a $crate::Harness, prefix: &str) -> Self {
+                let name = $crate::unique(prefix);
+                $crate::onboard(h, &name, 1).await;
                 Self {
                     h,
-                    auth: $crate::Auth::Tenant($crate::unique(prefix)),
+                    auth: $crate::Auth::Tenant(name),
                 }
             }
 

@@ -88,7 +88,7 @@ async fn three_operations(
 async fn the_request_meter_sums_exactly_the_units_dynamodb_reports() {
     // GIVEN two tenants, each with a partition of 10 small items (written outside any request)
     let h = Harness::new().await;
-    let (reference, metered) = (unique("ref"), unique("cap"));
+    let (reference, metered) = (unique("ref"), integration::onboarded(&h, "cap").await);
     for t in [&reference, &metered] {
         for i in 0..10 {
             h.admin

@@ -65,7 +65,7 @@ async fn dynamodb_unreachable_is_503_with_retry_after() {
 async fn a_transaction_lost_before_or_after_dynamodb_is_never_half_written() {
     // GIVEN a parent session
     let h = Harness::new().await;
-    let t = unique("half");
+    let t = integration::onboarded(&h, "half").await;
     let parent = create(&h, &t, json!({"customerId": "c"})).await.body["sessionId"]
         .as_str()
         .unwrap()
@@ -76,7 +76,7 @@ async fn a_transaction_lost_before_or_after_dynamodb_is_never_half_written() {
     h.faults.arm("TransactWriteItems", Phase::BeforeSend);
     assert_unavailable(&create(&h, &t, child_body.clone()).await);
     // THEN neither the child nor the parent's child count was written
-    let items = h.all_items().await;
+    let items = h.data_items().await;
     assert_eq!(items.len(), 1);
     assert_eq!(items[0]["childCount"].as_n().unwrap(), "0");
 
@@ -84,7 +84,7 @@ async fn a_transaction_lost_before_or_after_dynamodb_is_never_half_written() {
     h.faults.arm("TransactWriteItems", Phase::AfterSend);
     assert_unavailable(&create(&h, &t, child_body).await);
     // THEN both halves are there: the child and the parent's count
-    let items = h.all_items().await;
+    let items = h.data_items().await;
     assert_eq!(items.len(), 2);
     let root = items.iter().find(|i| i.contains_key("childCount")).unwrap();
     assert_eq!(root["childCount"].as_n().unwrap(), "1");
@@ -94,7 +94,7 @@ async fn a_transaction_lost_before_or_after_dynamodb_is_never_half_written() {
 async fn a_retried_create_whose_first_attempt_succeeded_is_not_a_conflict() {
     // GIVEN DynamoDB applies the PutItem but its answer is lost as a 500, so the SDK retries it
     let h = Harness::new().await;
-    let t = unique("retry");
+    let t = integration::onboarded(&h, "retry").await;
     create(&h, &t, json!({"customerId": "warm"})).await; // credentials cached
     h.faults.lose_successes(1);
     h.requests.reset();
@@ -109,13 +109,13 @@ async fn a_retried_create_whose_first_attempt_succeeded_is_not_a_conflict() {
             .status,
         200
     );
-    assert_eq!(h.all_items().await.len(), 2);
+    assert_eq!(h.data_items().await.len(), 2);
 }
 
 #[tokio::test]
 async fn throttling_is_absorbed_by_retries_and_persistent_throttling_is_503() {
     let h = Harness::new().await;
-    let t = unique("thr");
+    let t = integration::onboarded(&h, "thr").await;
     let id = create(&h, &t, json!({"customerId": "c"})).await.body["sessionId"]
         .as_str()
         .unwrap()
@@ -141,7 +141,10 @@ async fn throttling_is_absorbed_by_retries_and_persistent_throttling_is_503() {
 #[tokio::test]
 async fn sts_down_serves_cached_credentials_until_they_expire_then_503() {
     let h = Harness::new().await;
-    let t = unique("sts");
+    // (onboarded by an operator in another container, so this one's cache stays cold)
+    let ops = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    let t = integration::onboarded(&ops, "sts").await;
+    let assumed_before = h.recorded_policies(&t).await.len();
     // a tenant with no cached credentials cannot be served while STS is down
     h.sts_down.store(true, Ordering::SeqCst);
     assert_unavailable(&create(&h, &t, json!({"customerId": "c"})).await);
@@ -151,7 +154,7 @@ async fn sts_down_serves_cached_credentials_until_they_expire_then_503() {
         .as_str()
         .unwrap()
         .to_owned();
-    assert_eq!(h.recorded_policies(&t).await.len(), 1);
+    assert_eq!(h.recorded_policies(&t).await.len(), assumed_before + 1);
     // STS down again, 11 minutes later: inside the refresh window, the refresh fails, cached
     // credentials (valid for 15 minutes) keep serving
     h.sts_down.store(true, Ordering::SeqCst);
@@ -161,14 +164,14 @@ async fn sts_down_serves_cached_credentials_until_they_expire_then_503() {
     // past their expiry: 503 with Retry-After
     h.clock.advance_seconds(5 * 60);
     assert_unavailable(&get(&h, &t, &id).await);
-    assert_eq!(h.recorded_policies(&t).await.len(), 1);
+    assert_eq!(h.recorded_policies(&t).await.len(), assumed_before + 1);
 }
 
 #[tokio::test]
 async fn sts_refusing_a_refresh_serves_cached_credentials_and_backs_off() {
     // GIVEN a tenant with cached credentials (one AssumeRole)
     let h = Harness::new().await;
-    let t = unique("refused");
+    let t = integration::onboarded(&h, "refused").await;
     let id = create(&h, &t, json!({"customerId": "c"})).await.body["sessionId"]
         .as_str()
         .unwrap()
@@ -286,7 +289,7 @@ async fn every_acknowledged_write_survives_dynamodb_being_killed_and_restarted()
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // AND 40 sessions whose creation was acknowledged (201)
-    let t = unique("durable");
+    let t = integration::onboarded(&h, "durable").await;
     let mut acknowledged = Vec::new();
     for i in 0..40 {
         let r = create(&h, &t, json!({"customerId": format!("c{}", i % 4)})).await;

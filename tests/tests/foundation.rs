@@ -51,7 +51,7 @@ async fn get(h: &Harness, tenant: &Auth, id: &str) -> integration::Resp {
 async fn create_then_get_returns_the_session() {
     // GIVEN a tenant
     let h = Harness::new().await;
-    let tenant = unique("acme");
+    let tenant = integration::onboarded(&h, "acme").await;
     // WHEN it creates a session and reads it back
     let id = create(&h, &tenant, "cust-1").await;
     let r = get(&h, &Auth::Tenant(tenant.clone()), &id).await;
@@ -61,7 +61,7 @@ async fn create_then_get_returns_the_session() {
     assert_eq!(r.body["customerId"], "cust-1");
     assert!(r.body["lastLoginTime"].as_str().unwrap().ends_with('Z'));
     // AND the stored item is under the tenant's prefix on both keys
-    let items = h.all_items().await;
+    let items = h.data_items().await;
     assert_eq!(items.len(), 1);
     let prefix = format!("TENANT#{tenant}#");
     for key in ["PK", "SK"] {
@@ -74,7 +74,10 @@ async fn create_then_get_returns_the_session() {
 async fn another_tenants_session_id_is_not_found() {
     // GIVEN tenant A's session
     let h = Harness::new().await;
-    let (a, b) = (unique("a"), unique("b"));
+    let (a, b) = (
+        integration::onboarded(&h, "a").await,
+        integration::onboarded(&h, "b").await,
+    );
     let id = create(&h, &a, "cust-1").await;
     // WHEN tenant B asks for it
     let r = get(&h, &Auth::Tenant(b), &id).await;
@@ -101,14 +104,17 @@ async fn a_request_without_a_tenant_claim_is_401_and_touches_nothing() {
     );
     r.assert_problem(401);
     assert_eq!(h.requests.total(), 0);
-    assert!(h.all_items().await.is_empty());
+    assert!(h.data_items().await.is_empty());
 }
 
 #[tokio::test]
 async fn moto_recorded_exactly_the_generated_policy_for_each_tenant() {
     // GIVEN two tenants that each make a request
     let h = Harness::new().await;
-    let (a, b) = (unique("pa"), unique("pb"));
+    let (a, b) = (
+        integration::onboarded(&h, "pa").await,
+        integration::onboarded(&h, "pb").await,
+    );
     create(&h, &a, "c").await;
     create(&h, &b, "c").await;
     // THEN the policy moto stored for each AssumeRole is the generator's output, byte for byte
@@ -124,7 +130,10 @@ async fn moto_recorded_exactly_the_generated_policy_for_each_tenant() {
 async fn fifty_concurrent_requests_for_one_tenant_make_one_assume_role() {
     // GIVEN a tenant with no cached credentials
     let h = Arc::new(Harness::new().await);
-    let tenant = unique("burst");
+    // (onboarded by an operator in another container, so this one's cache stays cold)
+    let ops = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    let tenant = integration::onboarded(&ops, "burst").await;
+    let assumed_before = h.recorded_policies(&tenant).await.len();
     // WHEN 50 requests for it arrive together
     let tasks: Vec<_> = (0..50)
         .map(|i| {
@@ -146,15 +155,15 @@ async fn fifty_concurrent_requests_for_one_tenant_make_one_assume_role() {
     for t in tasks {
         assert_eq!(t.await.unwrap(), 201);
     }
-    // THEN moto saw exactly one AssumeRole for it
-    assert_eq!(h.recorded_policies(&tenant).await.len(), 1);
+    // THEN moto saw exactly one more AssumeRole for it
+    assert_eq!(h.recorded_policies(&tenant).await.len(), assumed_before + 1);
 }
 
 #[tokio::test]
 async fn the_guard_refuses_another_tenants_key_before_anything_is_sent() {
     // GIVEN tenant A's scoped client
     let h = Harness::new().await;
-    let a = TenantId::parse(&unique("ga")).unwrap();
+    let a = TenantId::parse(&integration::onboarded(&h, "ga").await).unwrap();
     let b = unique("gb");
     let db = h.app.db(&a).await.unwrap();
     h.requests.reset();
@@ -194,7 +203,7 @@ async fn the_guard_refuses_another_tenants_key_before_anything_is_sent() {
         assert!(err.contains("isolation guard refused"), "{err}");
     }
     assert_eq!(h.requests.total(), 0);
-    assert!(h.all_items().await.is_empty());
+    assert!(h.data_items().await.is_empty());
 }
 
 trait ErrString {

@@ -12,7 +12,7 @@ async fn each_request_logs_one_summary_line_and_no_secret() {
     let _guard =
         tracing::subscriber::set_default(shared::service::runtime::json_subscriber(logs.clone()));
     let h = Harness::new().await;
-    let tenant = integration::unique("logs");
+    let tenant = integration::onboarded(&h, "logs").await;
     let secret_state = "state-secret-7f3a9c";
     let bearer = shared::isolation::claims::dev_jwt(&tenant, false);
 

@@ -153,7 +153,7 @@ async fn offboarding_deletes_every_item_of_the_tenant_resumably_and_nothing_of_a
     let h = Harness::new().await;
     let victim = unique("gone");
     let other = unique("stays");
-    let operator = Auth::Operator(unique("ops"));
+    let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
     onboard(&h, &victim, 4).await;
     onboard(&h, &other, 4).await;
     seed_every_kind(&h, &victim, 150).await;

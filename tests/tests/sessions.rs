@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use integration::{event, resp, unique, Auth, Harness, Resp};
+use integration::{event, resp, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use sessions::*;
 
@@ -192,7 +192,7 @@ fn ids_of(r: &Resp) -> Vec<String> {
 async fn each_pattern_sends_the_documented_number_of_dynamodb_requests() {
     // GIVEN a tenant with one session and one child, credentials already cached
     let h = Harness::new().await;
-    let t = Tenant::new(&h, "count");
+    let t = Tenant::new(&h, "count").await;
     let root = t.create_id("c1").await;
     let count = |expected: &[(&str, usize)]| {
         let seen = h.requests.by_operation();
@@ -230,7 +230,7 @@ async fn each_pattern_sends_the_documented_number_of_dynamodb_requests() {
 async fn a_child_never_outlives_its_parent_and_its_pages_end_with_it() {
     // GIVEN a parent created now and, half its lifetime later, a child with three siblings
     let h = Harness::new().await;
-    let t = Tenant::new(&h, "cap");
+    let t = Tenant::new(&h, "cap").await;
     let root = t.create_id("c").await;
     let parent_expires = t.get(&root).await.body["expiresAt"].clone();
     h.clock.advance_seconds(1800);
@@ -258,7 +258,7 @@ async fn a_child_never_outlives_its_parent_and_its_pages_end_with_it() {
 async fn every_pattern_answers_for_its_own_data() {
     // GIVEN a session with a child
     let h = Harness::new().await;
-    let t = Tenant::new(&h, "pat");
+    let t = Tenant::new(&h, "pat").await;
     let root = t.create_id("alice").await;
     let child = t.create_child("alice", &root).await.body["sessionId"]
         .as_str()
@@ -287,7 +287,7 @@ async fn every_pattern_answers_for_its_own_data() {
 async fn last_login_is_the_latest_even_when_created_out_of_id_order() {
     // GIVEN sessions created in the order t+3s, t+1s, t+2s (so creation order differs from id order)
     let h = Harness::new().await;
-    let t = Tenant::new(&h, "last");
+    let t = Tenant::new(&h, "last").await;
     let t0 = integration::real_now_millis();
     let mut by_time = Vec::new();
     for offset in [3_000, 1_000, 2_000] {
@@ -317,7 +317,7 @@ async fn last_login_is_the_latest_even_when_created_out_of_id_order() {
 async fn pagination_over_250_sessions_returns_each_exactly_once() {
     // GIVEN 250 sessions of one customer (and noise from another customer)
     let h = Harness::new().await;
-    let t = Tenant::new(&h, "pages");
+    let t = Tenant::new(&h, "pages").await;
     let mut created = HashSet::new();
     for i in 0..250 {
         created.insert(t.create_id("big").await);
@@ -346,7 +346,7 @@ async fn expired_sessions_are_never_returned_and_never_shorten_a_page() {
     // GIVEN 5 long-lived sessions, then 20 newer ones that expire after 60 s
     let h = Harness::new().await;
     let short = Harness::on_table(&h.admin, &h.table, 60, &h.sts_endpoint).await;
-    let tenant = unique("exp");
+    let tenant = integration::onboarded(&h, "exp").await;
     let long_lived = Tenant {
         h: &h,
         auth: Auth::Tenant(tenant.clone()),
@@ -402,7 +402,7 @@ async fn expired_sessions_are_never_returned_and_never_shorten_a_page() {
 async fn expiring_a_parent_removes_its_children_in_the_same_transaction() {
     // GIVEN a session with three children
     let h = Harness::new().await;
-    let t = Tenant::new(&h, "tree");
+    let t = Tenant::new(&h, "tree").await;
     let root = t.create_id("c").await;
     let mut kids = Vec::new();
     for _ in 0..3 {
@@ -433,8 +433,8 @@ async fn expiring_a_parent_removes_its_children_in_the_same_transaction() {
 #[tokio::test]
 async fn a_child_under_a_missing_or_foreign_parent_is_404_and_writes_nothing() {
     let h = Harness::new().await;
-    let a = Tenant::new(&h, "pa");
-    let b = Tenant::new(&h, "pb");
+    let a = Tenant::new(&h, "pa").await;
+    let b = Tenant::new(&h, "pb").await;
     let a_root = a.create_id("c").await;
     let before = h.all_items().await.len();
     // a parent that never existed
@@ -453,19 +453,19 @@ async fn a_child_under_a_missing_or_foreign_parent_is_404_and_writes_nothing() {
 #[tokio::test]
 async fn a_child_under_an_expired_parent_is_404() {
     let h = Harness::new().await;
-    let t = Tenant::new(&h, "old");
+    let t = Tenant::new(&h, "old").await;
     let root = t.create_id("c").await;
     h.clock.advance_seconds(3601);
     t.create_child("c", &root).await.assert_problem(404);
-    assert_eq!(h.all_items().await.len(), 1);
+    assert_eq!(h.data_items().await.len(), 1);
 }
 
 #[tokio::test]
 async fn tenant_b_can_neither_see_nor_expire_tenant_a_sessions() {
     // GIVEN tenant A's session with a child
     let h = Harness::new().await;
-    let a = Tenant::new(&h, "a");
-    let b = Tenant::new(&h, "b");
+    let a = Tenant::new(&h, "a").await;
+    let b = Tenant::new(&h, "b").await;
     let root = a.create_id("shared-customer").await;
     let child = a.create_child("shared-customer", &root).await.body["sessionId"]
         .as_str()
@@ -490,8 +490,8 @@ async fn tenant_b_can_neither_see_nor_expire_tenant_a_sessions() {
 async fn cursors_tampered_with_or_from_another_tenant_or_route_are_400() {
     // GIVEN a cursor of tenant A's customer listing
     let h = Harness::new().await;
-    let a = Tenant::new(&h, "ca");
-    let b = Tenant::new(&h, "cb");
+    let a = Tenant::new(&h, "ca").await;
+    let b = Tenant::new(&h, "cb").await;
     for _ in 0..3 {
         a.create_id("c").await;
         b.create_id("c").await;
@@ -555,7 +555,7 @@ async fn cursors_tampered_with_or_from_another_tenant_or_route_are_400() {
 #[tokio::test]
 async fn bad_input_is_a_precise_400_and_writes_nothing() {
     let h = Harness::new().await;
-    let t = Tenant::new(&h, "bad");
+    let t = Tenant::new(&h, "bad").await;
     let cases = [
         (json!({}), Some("customerId")),
         (json!({"customerId": 7}), Some("customerId")),
@@ -600,14 +600,14 @@ async fn bad_input_is_a_precise_400_and_writes_nothing() {
         .await
         .assert_problem(400);
     t.sessions_of("a*", &[]).await.assert_problem(400);
-    assert!(h.all_items().await.is_empty());
+    assert!(h.data_items().await.is_empty());
 }
 
 #[tokio::test]
 async fn children_page_newest_first_and_an_unknown_parent_is_404() {
     // GIVEN a session with five children
     let h = Harness::new().await;
-    let t = Tenant::new(&h, "kids");
+    let t = Tenant::new(&h, "kids").await;
     let root = t.create_id("c").await;
     let mut kids = Vec::new();
     for _ in 0..5 {
@@ -653,7 +653,7 @@ async fn thousands_of_expired_sessions_ahead_of_a_live_one_cost_a_bounded_number
     // GIVEN one live session for customer c, then 3,000 newer ones that have expired (TTL deletion
     // lags, so they are still in the table)
     let h = Harness::new().await;
-    let t = Tenant::new(&h, "expired");
+    let t = Tenant::new(&h, "expired").await;
     let live = t.create_id("c").await;
     let tenant = TenantId::parse(&t.name()).unwrap();
     let customer = EntityId::parse("c").unwrap();

@@ -71,11 +71,11 @@ async fn usage(h: &Harness, tenant: &str) -> Resp {
 async fn usage_counts_equal_the_calls_made_after_520_concurrent_calls() {
     // GIVEN two tenants
     let h = Arc::new(Harness::new().await);
-    let (a, b) = (unique("meter"), unique("other"));
+    let (a, b) = (unique("meter"), integration::onboarded(&h, "other").await);
     onboard(&h, &a, 4).await;
     // AND a warm DynamoDB Local: its JVM answers its first requests slowly, and the meter's budget is
     // 200 ms (a count that misses it is dropped, by design)
-    let warm = unique("warm");
+    let warm = integration::onboarded(&h, "warm").await;
     for _ in 0..100 {
         metered_get(&h, &warm).await;
     }
@@ -133,7 +133,7 @@ async fn usage_counts_equal_the_calls_made_after_520_concurrent_calls() {
 #[tokio::test]
 async fn a_metering_failure_never_fails_the_call_and_a_caller_without_tenant_is_not_metered() {
     let h = Harness::new().await;
-    let t = unique("meterfail");
+    let t = integration::onboarded(&h, "meterfail").await;
     // warm the tenant's credentials so the only UpdateItem is the meter's
     assert_eq!(metered_create(&h, &t).await, 201);
     // (a second later, so the next call's counts are due to be written)
@@ -177,7 +177,8 @@ async fn counts_dynamodb_refuses_stay_pending_and_counts_with_a_lost_answer_are_
     use shared::identity::clock::Clock;
     use shared::store::usage::{read, utc_date, Pending, RouteUsage, UsageMeter};
     let h = Harness::new().await;
-    let t = shared::identity::ids::TenantId::parse(&unique("units")).unwrap();
+    let t =
+        shared::identity::ids::TenantId::parse(&integration::onboarded(&h, "units").await).unwrap();
     let db = h.app.db(&t).await.unwrap();
     let (today, now) = (utc_date(h.clock.now_millis()), h.clock.now_millis());
     let meter = UsageMeter::default();
@@ -240,7 +241,7 @@ async fn counts_dynamodb_refuses_stay_pending_and_counts_with_a_lost_answer_are_
 async fn get_usage_reports_the_capacity_units_of_metered_calls() {
     // GIVEN a tenant that creates two sessions (each a PutItem with its GSI1 copy)
     let h = Harness::new().await;
-    let t = unique("capusage");
+    let t = integration::onboarded(&h, "capusage").await;
     assert_eq!(metered_create(&h, &t).await, 201);
     assert_eq!(metered_create(&h, &t).await, 201);
     // WHEN it reads its usage
@@ -264,7 +265,10 @@ async fn plan_usage_reads_tenants_usage_from_the_table_with_operator_credentials
     // GIVEN a quiet tenant (one call) and a busy one whose counters hold a day of heavy writes,
     // throttled attempts and quota refusals
     let h = Harness::new().await;
-    let (quiet, busy) = (unique("quiet"), unique("busy"));
+    let (quiet, busy) = (
+        integration::onboarded(&h, "quiet").await,
+        integration::onboarded(&h, "busy").await,
+    );
     let (today, now) = (utc_date(h.clock.now_millis()), h.clock.now_millis());
     for (t, pending) in [
         (

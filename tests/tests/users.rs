@@ -13,9 +13,12 @@ integration::tenant_client!();
 
 impl<'a> Tenant<'a> {
     async fn onboarded(h: &'a Harness, prefix: &str, shards: u32) -> Tenant<'a> {
-        let t = Self::new(h, prefix);
-        onboard(h, &t.name(), shards).await;
-        t
+        let name = integration::unique(prefix);
+        onboard(h, &name, shards).await;
+        Tenant {
+            h,
+            auth: integration::Auth::Tenant(name),
+        }
     }
 
     async fn put_user(&self, id: &str, body: Value) -> Resp {
@@ -307,7 +310,7 @@ async fn a_user_is_created_updated_found_by_email_and_read_with_its_orders_in_on
     assert_field(&a.get_user("u#1").await, "userId");
 
     // AND another tenant sees none of it
-    let b = Tenant::new(&h, "other");
+    let b = Tenant::new(&h, "other").await;
     b.get_user("u-1").await.assert_problem(404);
     b.find_email("ada.lovelace@example.com")
         .await
@@ -318,7 +321,7 @@ async fn a_user_is_created_updated_found_by_email_and_read_with_its_orders_in_on
 async fn twenty_concurrent_signups_with_one_email_give_exactly_one_user() {
     // GIVEN a tenant
     let h = Harness::new().await;
-    let a = Tenant::new(&h, "race");
+    let a = Tenant::new(&h, "race").await;
 
     // WHEN 20 different users claim the same email (in different cases) at once
     let results: Vec<(String, u16)> = futures::future::join_all((0..20).map(|n| {
@@ -361,7 +364,7 @@ async fn twenty_concurrent_signups_with_one_email_give_exactly_one_user() {
 async fn changing_an_email_moves_its_uniqueness_atomically() {
     // GIVEN u-1 owns old@example.com
     let h = Harness::new().await;
-    let a = Tenant::new(&h, "move");
+    let a = Tenant::new(&h, "move").await;
     assert_eq!(a.user("u-1", "One", "old@example.com").await.status, 201);
 
     // WHEN u-2 tries to take it THEN 409 and nothing is written
@@ -475,6 +478,7 @@ async fn an_order_with_line_items_is_written_whole_and_read_back_in_one_query() 
 
     // AND another tenant cannot read it
     Tenant::new(&h, "other")
+        .await
         .get_order("ord-1")
         .await
         .assert_problem(404);
@@ -693,8 +697,8 @@ async fn bad_listing_parameters_answer_400_naming_the_field() {
 async fn a_transfer_code_is_redeemed_once_expires_and_stays_in_its_tenant() {
     // GIVEN a user with a fresh transfer code
     let h = Harness::new().await;
-    let a = Tenant::new(&h, "codes");
-    let b = Tenant::new(&h, "thief");
+    let a = Tenant::new(&h, "codes").await;
+    let b = Tenant::new(&h, "thief").await;
     a.user("u-1", "Owner", "owner@example.com").await;
     let now = h.app.clock.now_millis() / 1000;
     let r = a.create_code("u-1").await;
@@ -745,8 +749,8 @@ async fn a_transfer_code_is_redeemed_once_expires_and_stays_in_its_tenant() {
 async fn an_integration_token_expires_and_stays_in_its_tenant() {
     // GIVEN a token for github that expires in an hour
     let h = Harness::new().await;
-    let a = Tenant::new(&h, "tokens");
-    let b = Tenant::new(&h, "spy");
+    let a = Tenant::new(&h, "tokens").await;
+    let b = Tenant::new(&h, "spy").await;
     let now = h.app.clock.now_millis() / 1000;
     let r = a
         .put_token(
@@ -775,7 +779,7 @@ async fn an_integration_token_expires_and_stays_in_its_tenant() {
     assert_eq!(a.get_token("github").await.body["token"], "ghp_new");
     h.clock.advance_seconds(60);
     a.get_token("github").await.assert_problem(404);
-    assert_eq!(h.all_items().await.len(), 1, "the item waits for TTL");
+    assert_eq!(h.data_items().await.len(), 1, "the item waits for TTL");
 
     // AND bad input is 400 naming the field, and nothing is written
     let now = h.app.clock.now_millis() / 1000;
@@ -826,7 +830,7 @@ async fn an_integration_token_expires_and_stays_in_its_tenant() {
 #[tokio::test]
 async fn bad_user_input_answers_400_naming_the_field_and_writes_nothing() {
     let h = Harness::new().await;
-    let a = Tenant::new(&h, "badusers");
+    let a = Tenant::new(&h, "badusers").await;
     for (id, body, field) in [
         (
             "u-1",
@@ -862,7 +866,7 @@ async fn bad_user_input_answers_400_naming_the_field_and_writes_nothing() {
     }
     assert_field(&a.find(&[]).await, "email");
     assert_field(&a.find_email("nope").await, "email");
-    assert!(h.all_items().await.is_empty());
+    assert!(h.data_items().await.is_empty());
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -872,7 +876,7 @@ async fn transfer_codes_and_tokens_never_reach_the_log() {
     let _guard =
         tracing::subscriber::set_default(shared::service::runtime::json_subscriber(logs.clone()));
     let h = Harness::new().await;
-    let a = Tenant::new(&h, "quiet");
+    let a = Tenant::new(&h, "quiet").await;
     a.user("u-1", "Quiet", "quiet@example.com").await;
     let token = "tok-secret-5d1e9b";
     let now = h.app.clock.now_millis() / 1000;

@@ -7,7 +7,7 @@
 use std::process::Stdio;
 
 use integration::runtime_api::{function_env, RuntimeApi};
-use integration::{event_json, unique, Auth, Harness};
+use integration::{event_json, Auth, Harness};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
@@ -34,7 +34,13 @@ fn status(response: &str) -> u64 {
 async fn an_environment_serves_its_own_tenant_and_refuses_any_other() {
     // GIVEN a function binary in an execution environment for tenant `mine`
     let h = Harness::new().await;
-    let (mine, other) = (unique("mine"), unique("other"));
+    let (mine, other) = (
+        integration::onboarded(&h, "mine").await,
+        integration::onboarded(&h, "other").await,
+    );
+    let h = &h;
+    let assumed = |t: String| async move { h.recorded_policies(&t).await.len() };
+    let (mine_before, other_before) = (assumed(mine.clone()).await, assumed(other.clone()).await);
     let api = RuntimeApi::start().await;
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_get-sessions-by-customer-id"))
         .env_clear()
@@ -65,10 +71,11 @@ async fn an_environment_serves_its_own_tenant_and_refuses_any_other() {
     let pooled = api.invoke_for_tenant(&sessions_of_c1(&other), None).await;
     assert_eq!(status(&pooled), 200, "{pooled}");
 
-    // AND the refused tenant's credentials were never fetched by the refused request: the only
-    // AssumeRole for `other` is the pooled call's, and `mine` was assumed once
-    assert_eq!(h.recorded_policies(&mine).await.len(), 1);
-    assert_eq!(h.recorded_policies(&other).await.len(), 1);
+    // AND the refused tenant's credentials were never fetched by the refused request: the binary's
+    // only AssumeRole for `other` is the pooled call's, and `mine` was assumed once (onboarding,
+    // by the test's own App, assumed each before)
+    assert_eq!(assumed(mine.clone()).await, mine_before + 1);
+    assert_eq!(assumed(other.clone()).await, other_before + 1);
 
     // AND the refusal was logged at alarm level
     child.kill().await.ok();

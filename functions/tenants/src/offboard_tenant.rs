@@ -1,6 +1,7 @@
 //! offboardTenant: `DELETE /tenants/{tenantId}` → 202 with the progress while the offboarding runs
 //! (call again after `Retry-After`), 200 with the deletion report once every item of the tenant is
-//! gone; 404 when there is no such tenant (and no report of one); 409 for the operator's own tenant.
+//! gone; 404 when there is no such tenant (and no report of one); 409 for the operator's own tenant,
+//! or when the operator's own tenant cannot hold the report (no record, suspended).
 //!
 //! Operator only. The first call sets the tenant `offboarding` (every container refuses it within
 //! [`shared::store::tenants::RECORD_TTL_SECONDS`]); deletion starts
@@ -37,9 +38,15 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             "An operator cannot offboard its own tenant. Ask an operator of another tenant.".into(),
         ));
     }
+    // The report is kept under the operator's own tenant: it must be able to hold it.
+    let own = app.db(&caller.tenant).await.map_err(|e| match e {
+        ApiError::Forbidden(why) => ApiError::Conflict(format!(
+            "The deletion report is kept under the operator's own tenant, which cannot hold it: {why}"
+        )),
+        other => other,
+    })?;
     let db = app.db_for_operator(&tenant).await?;
     let Some(record) = read_record_consistent(&db).await? else {
-        let own = app.db(&caller.tenant).await?;
         return match read_report(&own, &tenant).await? {
             Some(report) => Ok(json_response(
                 StatusCode::OK,
@@ -93,7 +100,6 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                 finished_at,
                 deleted: with_record(state.deleted),
             };
-            let own = app.db(&caller.tenant).await?;
             finish(&db, &own, &report).await?;
             app.directory.remember(&tenant, None);
             tracing::info!(tenant = %tenant, by = %caller.tenant, deleted = ?report.deleted, "tenant offboarded");

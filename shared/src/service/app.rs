@@ -364,16 +364,30 @@ impl App {
         Ok(who)
     }
 
-    /// The tenant of `req` when its caller verifies, without logging: the runtime uses it to decide
-    /// the quota before the handler runs, and the handler verifies (and reports) the caller itself.
-    pub fn verified_tenant(&self, req: &lambda_http::Request) -> Option<TenantId> {
+    /// The caller of `req` when it verifies, without logging: the runtime uses it to decide the
+    /// quota before the handler runs, and the handler verifies (and reports) the caller itself.
+    pub fn verified_caller(&self, req: &lambda_http::Request) -> Option<Caller> {
         use lambda_http::RequestExt;
         let who = caller(req, self.settings.auth).ok()?;
         let execution_tenant = req
             .lambda_context_ref()
             .and_then(|c| c.tenant_id.as_deref());
         check_execution_tenant(&who, execution_tenant).ok()?;
-        Some(who.tenant)
+        Some(who)
+    }
+
+    /// Why `who` is refused before any route runs: its tenant is suspended or being offboarded, or
+    /// has no record while `who` is no operator. (An operator's own tenant may have no record:
+    /// operators onboard tenants, their own included, before any exists.) `None` also when the
+    /// record cannot be read: the route's own `App::db` decides then.
+    pub async fn refusal(&self, who: &Caller) -> Option<ApiError> {
+        match self.require_active(&who.tenant).await {
+            Err(refused @ ApiError::Forbidden(_)) => {
+                let unrecorded = matches!(self.directory.record(&who.tenant).await, Ok(None));
+                (!(who.operator && unrecorded)).then_some(refused)
+            }
+            _ => None,
+        }
     }
 
     /// The limits in force for `tenant`: its record's (cached for
@@ -383,20 +397,21 @@ impl App {
         Ok(record.map_or(Limits::UNONBOARDED, |r| r.limits()))
     }
 
-    /// 403 when `tenant` is suspended or being offboarded (by its record, cached for
-    /// [`crate::store::tenants::RECORD_TTL_SECONDS`], read without the tenant's credentials).
+    /// 403 when `tenant` has no record (never onboarded, or offboarded), is suspended or is being
+    /// offboarded (by its record, cached for [`crate::store::tenants::RECORD_TTL_SECONDS`], read
+    /// without the tenant's credentials; an absence is read again).
     pub async fn require_active(&self, tenant: &TenantId) -> Result<(), ApiError> {
-        let record = self.directory.record(tenant).await?;
+        let record = self.directory.onboarded_record(tenant).await?;
         match record.map(|r| r.status) {
+            None => Err(ApiError::Forbidden("This tenant is not onboarded.".into())),
             Some(TenantStatus::Suspended) => {
                 Err(ApiError::Forbidden("This tenant is suspended.".into()))
             }
             Some(TenantStatus::Offboarding) => Err(ApiError::Forbidden(
                 "This tenant is being offboarded.".into(),
             )),
-            _ => Ok(()),
-        }?;
-        Ok(())
+            Some(TenantStatus::Active) => Ok(()),
+        }
     }
 
     /// Whether `tenant`'s request may run now under its tier quota. Fails open: when the limits
@@ -418,7 +433,13 @@ impl App {
     pub async fn flush_usage(&self) -> Result<(), ApiError> {
         let now = self.clock.now_millis();
         for tenant in self.usage.tenants_pending() {
-            let db = self.db(&tenant).await?;
+            let db = match self.db(&tenant).await {
+                Ok(db) => db,
+                // A tenant refused its own data (no record, suspended, offboarding): its counts
+                // cannot be written, and are dropped.
+                Err(ApiError::Forbidden(_)) => continue,
+                Err(e) => return Err(e),
+            };
             self.usage.flush(&db, now).await?;
         }
         Ok(())

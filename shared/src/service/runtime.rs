@@ -105,8 +105,12 @@ async fn respond_counted(
         let (Some((app, bin)), Ok(tenant)) = (meter, verified_tenant.await) else {
             return;
         };
-        if let Err(e) = count_call(app, &tenant, bin, quota).await {
-            tracing::warn!(error = %e, "usage metering failed; the request is unaffected");
+        match count_call(app, &tenant, bin, quota).await {
+            // An operator whose own tenant has no record: nowhere to count it.
+            Ok(()) | Err(ApiError::Forbidden(_)) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "usage metering failed; the request is unaffected")
+            }
         }
     };
     let (result, ()) = tokio::join!(main, metering);
@@ -191,19 +195,18 @@ where
 {
     // The route template (e.g. `GET /sessions/{sessionId}`), not the raw path, which holds ids.
     let route = route_key(&req);
-    let Some(tenant) = app.verified_tenant(&req) else {
+    let Some(who) = app.verified_caller(&req) else {
         return respond_metered(Some((app, bin)), request_id, route, handler(req)).await;
     };
-    // A suspended tenant is refused before anything else (its record is read without its
-    // credentials); the handler would refuse it too, in `App::db`.
-    if let Err(refusal) = app.require_active(&tenant).await {
-        if matches!(refusal, ApiError::Forbidden(_)) {
-            let refusal = async {
-                meter::note_tenant(&tenant);
-                Err(refusal)
-            };
-            return respond_metered(None, request_id, route, refusal).await;
-        }
+    let tenant = who.tenant.clone();
+    // A tenant without a record, suspended or being offboarded is refused before anything else (its
+    // record is read without its credentials); the handler would refuse it too, in `App::db`.
+    if let Some(refusal) = app.refusal(&who).await {
+        let refusal = async {
+            meter::note_tenant(&tenant);
+            Err(refusal)
+        };
+        return respond_metered(None, request_id, route, refusal).await;
     }
     let Admission::Limited(exceeded) = app.admit(&tenant).await else {
         return respond_counted(Some((app, bin)), true, request_id, route, handler(req)).await;

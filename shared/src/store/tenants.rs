@@ -154,23 +154,12 @@ impl TenantRecord {
 
 /// Reads a tenant's record with its own scoped client; `None` when the tenant is not onboarded.
 pub async fn read_record(db: &TenantDb) -> Result<Option<TenantRecord>, StoreError> {
-    read_record_with(&db.client, &db.table, &db.tenant).await
+    read_record_with(&db.client, &db.table, &db.tenant, false).await
 }
 
 /// [`read_record`], strongly consistent: for a read that decides a write.
 pub async fn read_record_consistent(db: &TenantDb) -> Result<Option<TenantRecord>, StoreError> {
-    let key = tenant_record_key(&db.tenant);
-    let out = db
-        .client
-        .get_item()
-        .table_name(&*db.table)
-        .key(PK, AttributeValue::S(key.clone()))
-        .key(SK, AttributeValue::S(key))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(StoreError::from_sdk)?;
-    out.item.map(parse_record).transpose()
+    read_record_with(&db.client, &db.table, &db.tenant, true).await
 }
 
 /// Reads `tenant`'s record with `client` (a scoped client, or the directory's record reader).
@@ -178,6 +167,7 @@ async fn read_record_with(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
     tenant: &TenantId,
+    consistent: bool,
 ) -> Result<Option<TenantRecord>, StoreError> {
     let key = tenant_record_key(tenant);
     let out = client
@@ -185,6 +175,7 @@ async fn read_record_with(
         .table_name(table)
         .key(PK, AttributeValue::S(key.clone()))
         .key(SK, AttributeValue::S(key))
+        .set_consistent_read(consistent.then_some(true))
         .send()
         .await
         .map_err(StoreError::from_sdk)?;
@@ -324,7 +315,7 @@ impl TenantDirectory {
                 return Ok(record);
             }
         }
-        let record = read_record_with(&self.reader, &self.table, tenant)
+        let record = read_record_with(&self.reader, &self.table, tenant, false)
             .await?
             .map(Arc::new);
         self.remember(tenant, record.clone());
@@ -337,20 +328,29 @@ impl TenantDirectory {
         self.lock().insert(tenant.clone(), (record, now));
     }
 
-    /// The tenant's shard count; 403 when the tenant has not been onboarded. A cached absence is
-    /// not trusted here: a tenant onboarded a moment ago (by another container) is read again, so
-    /// its sharded routes work at once rather than after [`RECORD_TTL_SECONDS`].
+    /// The tenant's record, where a cached absence is not trusted: a tenant onboarded a moment ago
+    /// (by another container) is read again, so it is served at once rather than after
+    /// [`RECORD_TTL_SECONDS`]. Costs a GetItem per call for a tenant without a record.
+    pub async fn onboarded_record(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Option<Arc<TenantRecord>>, StoreError> {
+        if let Some(record) = self.record(tenant).await? {
+            return Ok(Some(record));
+        }
+        let fresh = read_record_with(&self.reader, &self.table, tenant, false)
+            .await?
+            .map(Arc::new);
+        self.remember(tenant, fresh.clone());
+        Ok(fresh)
+    }
+
+    /// The tenant's shard count; 403 when the tenant has not been onboarded.
     pub async fn shard_count(&self, db: &TenantDb) -> Result<u32, StoreError> {
-        let record = match self.record(&db.tenant).await? {
-            Some(record) => record,
-            None => {
-                let fresh = read_record_with(&self.reader, &self.table, &db.tenant)
-                    .await?
-                    .map(Arc::new);
-                self.remember(&db.tenant, fresh.clone());
-                fresh.ok_or(StoreError::NotOnboarded)?
-            }
-        };
+        let record = self
+            .onboarded_record(&db.tenant)
+            .await?
+            .ok_or(StoreError::NotOnboarded)?;
         Ok(record.shard_count)
     }
 
