@@ -134,16 +134,21 @@ fn sorted(mut items: Vec<Item>) -> Vec<Item> {
     items
 }
 
-async fn offboard(h: &Harness, tenant: &str, operator: &Auth) -> Resp {
+/// Route `bin` on `tenant` (`/tenants/{tenantId}…`), without a body, as `operator`.
+async fn tenant_call(h: &Harness, bin: &str, tenant: &str, operator: &Auth) -> Resp {
     call(
         &h.app,
-        "offboard-tenant",
+        bin,
         &params(&[("tenantId", tenant)]),
         &[],
         None,
         operator,
     )
     .await
+}
+
+async fn offboard(h: &Harness, tenant: &str, operator: &Auth) -> Resp {
+    tenant_call(h, "offboard-tenant", tenant, operator).await
 }
 
 #[tokio::test]
@@ -210,15 +215,7 @@ async fn offboarding_deletes_every_item_of_the_tenant_resumably_and_nothing_of_a
     )
     .await;
     assert_eq!(patch.status, 409, "{}", patch.body);
-    let shown = call(
-        &h.app,
-        "get-tenant",
-        &params(&[("tenantId", &victim)]),
-        &[],
-        None,
-        &operator,
-    )
-    .await;
+    let shown = tenant_call(&h, "get-tenant", &victim, &operator).await;
     assert_eq!(shown.body["status"], "offboarding", "{}", shown.body);
     assert_eq!(shown.body["offboarding"]["deletedTotal"], 0);
     // AND nothing is deleted before every container has stopped serving it
@@ -261,15 +258,7 @@ async fn offboarding_deletes_every_item_of_the_tenant_resumably_and_nothing_of_a
     let again = offboard(&h, &victim, &operator).await;
     assert_eq!(again.status, 200, "{}", again.body);
     assert_eq!(again.body, report.body);
-    let gone = call(
-        &h.app,
-        "get-tenant",
-        &params(&[("tenantId", &victim)]),
-        &[],
-        None,
-        &operator,
-    )
-    .await;
+    let gone = tenant_call(&h, "get-tenant", &victim, &operator).await;
     assert_eq!(gone.status, 404, "{}", gone.body);
 }
 

@@ -422,7 +422,7 @@ async fn expiring_a_parent_removes_its_children_in_the_same_transaction() {
         h.requests.by_operation().get("TransactWriteItems"),
         Some(&1)
     );
-    assert!(h.all_items().await.is_empty());
+    assert!(h.data_items().await.is_empty());
     t.get(&root).await.assert_problem(404);
     for k in &kids {
         t.parent_of(k).await.assert_problem(404);
