@@ -229,14 +229,22 @@ async fn offboarding_deletes_every_item_of_the_tenant_resumably_and_nothing_of_a
         let _ =
             tokio::time::timeout(Duration::from_millis(ms), offboard(&h, &victim, &operator)).await;
     }
-    let mut report = offboard(&h, &victim, &operator).await;
-    for _ in 0..20 {
-        if report.status == 200 {
-            break;
+    // (two calls at a time from here on, as two operators, or a retried call, would send them)
+    let mut rounds = 0;
+    let report = loop {
+        let (a, b) = tokio::join!(
+            offboard(&h, &victim, &operator),
+            offboard(&h, &victim, &operator)
+        );
+        for r in [&a, &b] {
+            assert!(r.status == 200 || r.status == 202, "{}", r.body);
         }
-        assert_eq!(report.status, 202, "{}", report.body);
-        report = offboard(&h, &victim, &operator).await;
-    }
+        if let Some(done) = [a, b].into_iter().find(|r| r.status == 200) {
+            break done;
+        }
+        rounds += 1;
+        assert!(rounds < 20, "the offboarding does not end");
+    };
 
     // THEN the report counts every item exactly once, by kind
     assert_eq!(report.status, 200, "{}", report.body);
@@ -398,6 +406,80 @@ async fn an_exported_tenant_imported_into_an_empty_table_reads_back_identically(
         assert_eq!(imported.status, original.status, "{bin}: {}", imported.body);
         assert_eq!(imported.body, original.body, "{bin}");
     }
+}
+
+#[tokio::test]
+async fn items_written_before_the_catalog_existed_are_found_once_backfilled() {
+    // GIVEN a tenant whose integration token item has no catalog entry (as written before the index
+    // existed; it is alone in its partition)
+    let h = Harness::new().await;
+    let t = unique("old");
+    onboard(&h, &t, 1).await;
+    seed_every_kind(&h, &t, 1).await;
+    let token = format!("TENANT#{t}#INTEGRATION#crm");
+    h.admin
+        .update_item()
+        .table_name(&h.table)
+        .key("PK", AttributeValue::S(token.clone()))
+        .key("SK", AttributeValue::S(token.clone()))
+        .update_expression("REMOVE #catalog")
+        .expression_attribute_names("#catalog", "catalog")
+        .condition_expression("attribute_exists(PK)")
+        .send()
+        .await
+        .unwrap();
+    let exported_pks = |lines: Vec<String>| -> Vec<String> {
+        devtools::import::parse_export(&lines.join("\n"))
+            .unwrap()
+            .iter()
+            .map(|i| i["PK"].as_s().unwrap().clone())
+            .collect()
+    };
+    // WHEN it is exported, THEN the token is missing
+    let (lines, _) = export_lines(&h, &t, "100").await;
+    let before = exported_pks(lines);
+    let raw = h.items_under(&format!("TENANT#{t}#")).await;
+    assert_eq!(before.len(), raw.len() - 1);
+    assert!(!before.contains(&token));
+    // WHEN the catalog is backfilled, THEN the export holds every item again
+    let done = devtools::backfill::backfill(&h.admin, &h.table)
+        .await
+        .unwrap();
+    assert_eq!(done.enlisted, 1);
+    let (lines, _) = export_lines(&h, &t, "100").await;
+    assert_eq!(exported_pks(lines).len(), raw.len());
+    // AND a second run has nothing to do
+    let again = devtools::backfill::backfill(&h.admin, &h.table)
+        .await
+        .unwrap();
+    assert_eq!(again.enlisted, 0);
+}
+
+#[tokio::test]
+async fn the_longest_keys_export_page_by_page() {
+    // GIVEN a tenant with a 64-character id and a user with a 254-character email (the longest
+    // keys the scheme has: the email uniqueness item's)
+    let h = Harness::new().await;
+    let t = format!("{}{}", unique("long"), "x".repeat(64 - 15));
+    assert_eq!(t.len(), 64);
+    onboard(&h, &t, 1).await;
+    let email = format!("{}@example.com", "a".repeat(254 - 12));
+    assert_eq!(email.len(), 254);
+    let r = call(
+        &h.app,
+        "put-user",
+        &params(&[("userId", "u-1")]),
+        &[],
+        Some(json!({"name": "Long", "email": email})),
+        &Auth::Tenant(t.clone()),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    // WHEN it is exported one item per page, THEN every cursor is accepted and every item comes once
+    let (lines, pages) = export_lines(&h, &t, "1").await;
+    let raw = h.items_under(&format!("TENANT#{t}#")).await;
+    assert_eq!(lines.len(), raw.len());
+    assert!(pages >= raw.len());
 }
 
 #[tokio::test]

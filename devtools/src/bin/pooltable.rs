@@ -3,6 +3,9 @@
 //! - `pooltable create-table <name>`: create the table from template.yaml (admin credentials).
 //! - `pooltable dev-token <tenant> [--operator]`: print an unsigned development JWT (an operator's
 //!   carries the `pooltable/admin` scope).
+//! - `pooltable backfill-catalog --table NAME`: give items written before the tenant catalog index
+//!   existed their catalog entry (admin credentials; run once after deploying, before offboarding
+//!   or exporting).
 //! - `pooltable import --table NAME FILE…`: load tenant export pages (NDJSON from
 //!   `GET /tenants/{tenantId}/export`) into a table (admin credentials); nothing is written unless
 //!   every line parses.
@@ -19,7 +22,7 @@ use devtools::plan::{self, PlanSettings, PARTITION_RCU, PARTITION_WCU};
 use devtools::{create_table, default_template_path, table_from_template};
 
 const USAGE: &str = "usage: pooltable create-table <name> | dev-token <tenant> [--operator] | \
-import --table NAME FILE... | \
+import --table NAME FILE... | backfill-catalog --table NAME | \
 plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew S] [--item-kb K] [--headroom H] [--list-fraction F] [--out FILE] | \
 plan --usage (table:NAME --tenants a,b,... | FILE.csv) [--from YYYY-MM-DD] [--to YYYY-MM-DD] [--peak-factor F] [--headroom H]";
 
@@ -186,6 +189,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Some("dev-token") if args.len() == 3 && args[2] == "--operator" => {
             println!("{}", shared::isolation::claims::dev_jwt(&args[1], true))
+        }
+        Some("backfill-catalog") if args.len() == 3 && args[1] == "--table" => {
+            let sdk = shared::service::app::load_sdk_config().await;
+            let client = aws_sdk_dynamodb::Client::new(&sdk);
+            match devtools::backfill::backfill(&client, &args[2]).await {
+                Ok(done) => println!(
+                    "scanned {} items; gave {} their catalog entry",
+                    done.scanned, done.enlisted
+                ),
+                Err(e) => {
+                    eprintln!("pooltable backfill-catalog: {e}");
+                    std::process::exit(1);
+                }
+            }
         }
         Some("import") if args.len() >= 4 && args[1] == "--table" => {
             if let Err(e) = run_import(&args[2], &args[3..]).await {

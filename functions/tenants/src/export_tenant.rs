@@ -1,22 +1,25 @@
 //! exportTenant: `GET /tenants/{tenantId}/export?limit=&cursor=` → 200 with one page of the
 //! tenant's items as NDJSON (`application/x-ndjson`), one `{"Item": …}` per line in DynamoDB JSON
 //! (the line format of DynamoDB's own export to S3), and a `Link: <…>; rel="next"` header while
-//! there are more; 404 when there is no such tenant.
+//! there are more; 404 when there is no such tenant. Pages of `limit` items (default 25, up to
+//! 1,000), cut short before 5 MB or after [`READ_TIME`].
 //!
 //! Operator only. Reads with credentials scoped to the tenant exported, through the same walk as
 //! offboarding (`shared::store::tenant_items`): the fixed partitions, the catalog, the record last.
 //! Not a snapshot: an item written during an export may or may not be in it. `pooltable import`
 //! loads the pages into a table.
 
+use std::time::{Duration, Instant};
+
 use lambda_http::http::{header, StatusCode};
 use lambda_http::{Body, Request, Response};
 use serde_json::json;
-use shared::identity::cursor;
+use shared::identity::cursor::{self, MAX_EXPORT_CURSOR_BYTES};
 use shared::identity::keys::{Key, PK, SK};
 use shared::service::http::{
     page_limit_up_to, path_tenant_id, query_param, MAX_PAGE_BYTES, MAX_SHARDED_LIMIT,
 };
-use shared::store::tenant_items::{self, item_to_json, Budget, Position, Record};
+use shared::store::tenant_items::{self, item_to_json, Budget, Position, RecordInWalk};
 use shared::store::tenants::read_record;
 use shared::{ApiError, App};
 
@@ -24,6 +27,10 @@ use crate::require_operator;
 
 /// The route a cursor is bound to.
 pub const ROUTE: &str = "GET /tenants/{tenantId}/export";
+
+/// How long one page reads before it ends (after the partition in hand): well within the
+/// function's 10 s timeout, however many small partitions the tenant has.
+pub const READ_TIME: Duration = Duration::from_secs(5);
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
@@ -33,7 +40,14 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let keys = &app.settings.cursor_keys;
     let after = query_param(&req, "cursor")
         .map(|raw| {
-            let key = cursor::decode(keys, &tenant, ROUTE, &raw, |_, _| true)?;
+            let key = cursor::decode_bounded(
+                keys,
+                &tenant,
+                ROUTE,
+                &raw,
+                MAX_EXPORT_CURSOR_BYTES,
+                |_, _| true,
+            )?;
             Ok::<_, ApiError>(Position {
                 pk: key_string(&key, PK),
                 sk: key_string(&key, SK),
@@ -44,11 +58,18 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let record = read_record(&db)
         .await?
         .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
-    let sources = tenant_items::sources(&tenant, record.shard_count, Record::Included);
+    let sources = tenant_items::sources(&tenant, record.shard_count, RecordInWalk::Included);
+    if let Some(position) = &after {
+        // A signed position of this tenant that is none of its partitions now (say, a product
+        // shard beyond a smaller shard count): the cursor no longer applies.
+        tenant_items::source_of(&tenant, &sources, position)
+            .map_err(|_| ApiError::from(cursor::InvalidCursor))?;
+    }
     let budget = Budget {
         items: limit,
         // The approximation leaves out DynamoDB JSON's type tags; the exact cut is below.
         bytes: MAX_PAGE_BYTES / 2,
+        until: Some(Instant::now() + READ_TIME),
     };
     let page = tenant_items::page(&db, &sources, after.as_ref(), budget).await?;
 
@@ -67,8 +88,8 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         body.push_str(&line);
         body.push('\n');
         last = Some(Position {
-            pk: attr_string(item, PK),
-            sk: attr_string(item, SK),
+            pk: key_string(item, PK),
+            sk: key_string(item, SK),
         });
     }
     let mut response = Response::builder()
@@ -101,8 +122,4 @@ fn key_string(key: &Key, name: &str) -> String {
         .and_then(|v| v.as_s().ok())
         .cloned()
         .unwrap_or_default()
-}
-
-fn attr_string(item: &shared::store::query::Item, name: &str) -> String {
-    key_string(item, name)
 }

@@ -1,7 +1,8 @@
 //! offboardTenant: `DELETE /tenants/{tenantId}` → 202 with the progress while the offboarding runs
 //! (call again after `Retry-After`), 200 with the deletion report once every item of the tenant is
-//! gone; 404 when there is no such tenant (and no report of one); 409 for the operator's own tenant,
-//! or when the operator's own tenant cannot hold the report (no record, suspended).
+//! gone (also to later calls by operators of the requesting tenant, under which the report is
+//! kept); 404 when there is no such tenant (and no report of one); 409 for the operator's own
+//! tenant, or when the operator's own tenant cannot hold the report (it has no record).
 //!
 //! Operator only. The first call sets the tenant `offboarding` (every container refuses it within
 //! [`shared::store::tenants::RECORD_TTL_SECONDS`]); deletion starts
@@ -15,12 +16,13 @@ use std::time::{Duration, Instant};
 use lambda_http::http::{header, StatusCode};
 use lambda_http::{Body, Request, Response};
 use shared::identity::clock::rfc3339;
+use shared::identity::ids::TenantId;
 use shared::service::http::{json_response, path_tenant_id};
 use shared::store::offboarding::{
-    begin, delete_step, finish, read_report, with_record, Offboarding, Report, Step,
+    begin, delete_step, finish, read_report, with_record, Finished, Offboarding, Report, Step,
     DELETION_DELAY_SECONDS, ITEMS_PER_STEP,
 };
-use shared::store::tenant_items::{self, Budget, Record};
+use shared::store::tenant_items::{self, Budget, RecordInWalk};
 use shared::store::tenants::read_record_consistent;
 use shared::{ApiError, App};
 
@@ -38,27 +40,22 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             "An operator cannot offboard its own tenant. Ask an operator of another tenant.".into(),
         ));
     }
-    // The report is kept under the operator's own tenant: it must be able to hold it.
-    let own = app.db(&caller.tenant).await.map_err(|e| match e {
-        ApiError::Forbidden(why) => ApiError::Conflict(format!(
-            "The deletion report is kept under the operator's own tenant, which cannot hold it: {why}"
-        )),
-        other => other,
-    })?;
     let db = app.db_for_operator(&tenant).await?;
     let Some(record) = read_record_consistent(&db).await? else {
-        return match read_report(&own, &tenant).await? {
-            Some(report) => Ok(json_response(
-                StatusCode::OK,
-                &OffboardingView::finished(report),
-            )),
-            None => Err(ApiError::NotFound("No such tenant.".into())),
-        };
+        return finished_report(app, &caller.tenant, &tenant).await;
     };
     let now_ms = app.clock.now_millis();
     let record = match record.offboarding {
         Some(_) => record,
         None => {
+            // The report will be kept under the requesting operator's tenant: it must hold it.
+            app.db(&caller.tenant).await.map_err(|e| match e {
+                ApiError::Forbidden(why) => ApiError::Conflict(format!(
+                    "The deletion report is kept under the operator's own tenant, which cannot \
+                     hold it: {why}"
+                )),
+                other => other,
+            })?;
             let starts = now_ms / 1000 + DELETION_DELAY_SECONDS;
             let begun = begin(&db, &caller.tenant, rfc3339(now_ms), starts)
                 .await?
@@ -82,31 +79,51 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         ));
     }
 
-    let sources = tenant_items::sources(&tenant, record.shard_count, Record::Excluded);
+    let sources = tenant_items::sources(&tenant, record.shard_count, RecordInWalk::Excluded);
+    let deadline = Instant::now() + WORK_PER_REQUEST;
     let budget = Budget {
         items: ITEMS_PER_STEP,
         bytes: usize::MAX,
+        until: Some(deadline),
     };
-    let deadline = Instant::now() + WORK_PER_REQUEST;
     loop {
         let page = tenant_items::page(&db, &sources, state.position.as_ref(), budget).await?;
         if page.items.is_empty() {
+            let requester = TenantId::parse(&state.requested_by)
+                .map_err(|e| ApiError::Internal(format!("requestedBy: {e}")))?;
+            let requester_db = app.db_for_operator(&requester).await?;
             let finished_at = rfc3339(app.clock.now_millis());
             let report = Report {
                 offboarded_tenant_id: tenant.to_string(),
-                requested_at: state.requested_at,
-                requested_by: state.requested_by,
-                started_at: state.started_at.unwrap_or_else(|| finished_at.clone()),
+                requested_at: state.requested_at.clone(),
+                requested_by: state.requested_by.clone(),
+                steps: state.steps,
+                started_at: state
+                    .started_at
+                    .clone()
+                    .unwrap_or_else(|| finished_at.clone()),
                 finished_at,
-                deleted: with_record(state.deleted),
+                deleted: with_record(state.deleted.clone()),
             };
-            finish(&db, &own, &report).await?;
-            app.directory.remember(&tenant, None);
-            tracing::info!(tenant = %tenant, by = %caller.tenant, deleted = ?report.deleted, "tenant offboarded");
-            return Ok(json_response(
-                StatusCode::OK,
-                &OffboardingView::finished(report),
-            ));
+            return match finish(&db, &requester_db, &report).await? {
+                Finished::Done => {
+                    app.directory.remember(&tenant, None);
+                    tracing::info!(tenant = %tenant, by = %caller.tenant, deleted = ?report.deleted, "tenant offboarded");
+                    Ok(json_response(
+                        StatusCode::OK,
+                        &OffboardingView::finished(report),
+                    ))
+                }
+                // Another call committed a step, or finished, meanwhile.
+                Finished::Raced => match read_record_consistent(&db).await? {
+                    Some(current) => Ok(accepted(
+                        &current.tenant_id,
+                        current.offboarding.as_ref().unwrap_or(&state),
+                        1,
+                    )),
+                    None => finished_report(app, &requester, &tenant).await,
+                },
+            };
         }
         let now = rfc3339(app.clock.now_millis());
         state = match delete_step(&db, &state, &page, now).await? {
@@ -123,6 +140,23 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         if Instant::now() >= deadline {
             return Ok(accepted(&record.tenant_id, &state, 0));
         }
+    }
+}
+
+/// 200 with the report of `tenant`'s finished offboarding requested by an operator of `requester`,
+/// or 404 when there is none (no such tenant, or another tenant's operator asked for it).
+async fn finished_report(
+    app: &App,
+    requester: &TenantId,
+    tenant: &TenantId,
+) -> Result<Response<Body>, ApiError> {
+    let requester_db = app.db_for_operator(requester).await?;
+    match read_report(&requester_db, tenant).await? {
+        Some(report) => Ok(json_response(
+            StatusCode::OK,
+            &OffboardingView::finished(report),
+        )),
+        None => Err(ApiError::NotFound("No such tenant.".into())),
     }
 }
 

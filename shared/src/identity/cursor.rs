@@ -26,6 +26,9 @@ pub use crate::identity::keys::Key;
 /// (64-character tenant, 128-character ids) is about 700 bytes; 1 KB keeps every list URL far below
 /// API Gateway's 10 KB request line, even for a garbage cursor percent-encoded.
 pub const MAX_CURSOR_BYTES: usize = 1024;
+/// The longest export cursor accepted: an export position can be any item's key, the longest an
+/// email uniqueness item's (two 332-character key values), about 1.1 KB as a cursor.
+pub const MAX_EXPORT_CURSOR_BYTES: usize = 2048;
 /// The shortest signing key accepted: 256 bits.
 pub const MIN_KEY_BYTES: usize = 32;
 
@@ -125,7 +128,19 @@ pub fn decode(
     raw: &str,
     shape_ok: impl Fn(&str, &str) -> bool,
 ) -> Result<Key, InvalidCursor> {
-    if raw.len() > MAX_CURSOR_BYTES {
+    decode_bounded(keys, tenant, route, raw, MAX_CURSOR_BYTES, shape_ok)
+}
+
+/// [`decode`], for a route whose cursors may be up to `max_bytes` long.
+pub fn decode_bounded(
+    keys: &CursorKeys,
+    tenant: &TenantId,
+    route: &str,
+    raw: &str,
+    max_bytes: usize,
+    shape_ok: impl Fn(&str, &str) -> bool,
+) -> Result<Key, InvalidCursor> {
+    if raw.len() > max_bytes {
         return Err(InvalidCursor);
     }
     let (payload, signature) = raw.split_once('.').ok_or(InvalidCursor)?;

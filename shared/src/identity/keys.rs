@@ -295,7 +295,7 @@ pub const FIXED_PARTITION_KINDS: [&str; 5] =
     [kind::TENANT, kind::PRODUCT, kind::HR, "USAGE", "RATE"];
 
 /// `TENANT#<operator>#OFFBOARDED#<offboarded>`: the report of an offboarding, kept under the tenant
-/// of the operator who finished it (the offboarded tenant keeps nothing).
+/// of the operator who requested it (the offboarded tenant keeps nothing).
 pub fn offboarding_report_key(operator: &TenantId, offboarded: &TenantId) -> String {
     format!("{}{offboarded}", entity_prefix(operator, "OFFBOARDED"))
 }

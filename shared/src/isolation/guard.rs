@@ -77,8 +77,10 @@ pub fn check(
                         return Err(refuse(format!("{attr} lacks the tenant prefix")));
                     }
                 }
-                // The catalog index's partition key: an item must never enlist itself in another
-                // tenant's catalog (IAM checks only the table's partition key on a write).
+                // The catalog index's partition key: an item written whole (PutItem, a transaction's
+                // Put, BatchWriteItem) must never enlist itself in another tenant's catalog (IAM
+                // checks only the table's partition key on a write). No route sets `catalog` with
+                // an UpdateItem; one that did would need the same check on its expression values.
                 if item.contains_key(CATALOG) && !prefixed(item.get(CATALOG)) {
                     return Err(refuse(format!("{CATALOG} lacks the tenant prefix")));
                 }

@@ -8,7 +8,9 @@
 //!    number the transaction is conditioned on. A step is all or nothing, so the counts are exact
 //!    and a resumed offboarding (any container, any time) continues where the last step ended; two
 //!    operators running it at once never both commit the same step.
-//! 3. [`finish`] writes the report under the finishing operator's tenant, then deletes the record.
+//! 3. [`finish`] writes the report under the requesting operator's tenant, then deletes the record,
+//!    both on condition that no later step was committed meanwhile (so a call that raced a step
+//!    never leaves a report that undercounts).
 //!
 //! Every item deleted in a transaction costs two write units (DynamoDB's price for transactional
 //! writes), and the walk reads each item once with a consistent read.
@@ -40,14 +42,17 @@ pub const DELETION_DELAY_SECONDS: u64 = RECORD_TTL_SECONDS + 30;
 /// Items one deletion step removes: a transaction holds at most 100 actions, one is the checkpoint.
 pub const ITEMS_PER_STEP: usize = 99;
 
-/// The report of a finished offboarding, kept under the finishing operator's tenant
+/// The report of a finished offboarding, kept under the requesting operator's tenant
 /// (`TENANT#<operator tenant>#OFFBOARDED#<tenant>`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
     pub offboarded_tenant_id: String,
     pub requested_at: String,
+    /// The tenant of the operator who asked.
     pub requested_by: String,
+    /// The deletion steps the counts cover: a report is replaced only by one covering more.
+    pub steps: u64,
     pub started_at: String,
     pub finished_at: String,
     /// Items deleted by kind, the tenant record included (`TENANT`).
@@ -188,15 +193,26 @@ pub async fn delete_step(
     }
 }
 
-/// Ends an offboarding whose walk found nothing left: writes `report` under `operator_db`'s tenant,
-/// then deletes the tenant record (on condition it is still offboarding). Both writes can be
-/// repeated: a finish interrupted between them is finished by the next request.
+/// What [`finish`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finished {
+    /// The report is written and the record deleted.
+    Done,
+    /// Another call committed a step after this one's walk, or finished first: read the record
+    /// (or the report) again.
+    Raced,
+}
+
+/// Ends an offboarding whose walk found nothing left after `report.steps` steps: writes `report`
+/// under `requester_db`'s tenant (unless a report covering more steps is there), then deletes the
+/// tenant record on condition it is still offboarding at that step. Both writes can be repeated: a
+/// finish interrupted between them is finished by the next call.
 pub async fn finish(
     db: &TenantDb,
-    operator_db: &TenantDb,
+    requester_db: &TenantDb,
     report: &Report,
-) -> Result<(), StoreError> {
-    let key = offboarding_report_key(&operator_db.tenant, &db.tenant);
+) -> Result<Finished, StoreError> {
+    let key = offboarding_report_key(&requester_db.tenant, &db.tenant);
     let mut item: Item = serde_dynamo::to_item(report)
         .map_err(|e| StoreError::Internal(format!("serialize report: {e}")))?;
     item.insert(PK.into(), AttributeValue::S(key.clone()));
@@ -207,17 +223,26 @@ pub async fn finish(
     );
     item.insert(
         "tenantId".into(),
-        AttributeValue::S(operator_db.tenant.to_string()),
+        AttributeValue::S(requester_db.tenant.to_string()),
     );
-    crate::store::items::enlist(&operator_db.tenant, &mut item);
-    operator_db
+    crate::store::items::enlist(&requester_db.tenant, &mut item);
+    let steps = AttributeValue::N(report.steps.to_string());
+    let put = requester_db
         .client
         .put_item()
-        .table_name(&*operator_db.table)
+        .table_name(&*requester_db.table)
         .set_item(Some(item))
+        .condition_expression("attribute_not_exists(PK) OR #steps <= :steps")
+        .expression_attribute_names("#steps", "steps")
+        .expression_attribute_values(":steps", steps.clone())
         .send()
-        .await
-        .map_err(StoreError::from_sdk)?;
+        .await;
+    if let Err(e) = put {
+        return match e.as_service_error() {
+            Some(s) if s.is_conditional_check_failed_exception() => Ok(Finished::Raced),
+            _ => Err(StoreError::from_sdk(e)),
+        };
+    }
     let record = tenant_record_key(&db.tenant);
     let deleted = db
         .client
@@ -225,25 +250,24 @@ pub async fn finish(
         .table_name(&*db.table)
         .key(PK, AttributeValue::S(record.clone()))
         .key(SK, AttributeValue::S(record))
-        .condition_expression("#state = :offboarding")
+        .condition_expression("#state = :offboarding AND #o.#steps = :steps")
         .expression_attribute_names("#state", "status")
+        .expression_attribute_names("#o", "offboarding")
+        .expression_attribute_names("#steps", "steps")
         .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
+        .expression_attribute_values(":steps", steps)
         .send()
         .await;
     match deleted {
-        Ok(_) => Ok(()),
-        // Already deleted by a request that finished first.
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(StoreError::from_sdk(e)),
+        Ok(_) => Ok(Finished::Done),
+        Err(e) => match e.as_service_error() {
+            Some(s) if s.is_conditional_check_failed_exception() => Ok(Finished::Raced),
+            _ => Err(StoreError::from_sdk(e)),
+        },
     }
 }
 
-/// The report of `offboarded`'s offboarding finished by an operator of `operator_db`'s tenant.
+/// The report of `offboarded`'s offboarding requested by an operator of `operator_db`'s tenant.
 pub async fn read_report(
     operator_db: &TenantDb,
     offboarded: &TenantId,

@@ -16,7 +16,7 @@
 //!
 //! The catalog index is eventually consistent: an item written a moment before a walk may be missed
 //! by it. Offboarding therefore starts deleting only once no request of the tenant can still be
-//! writing (see `service`), and export documents it.
+//! writing ([`crate::store::offboarding::DELETION_DELAY_SECONDS`]), and export documents it.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -47,14 +47,14 @@ pub enum Source {
 
 /// Whether the walk ends with the tenant record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Record {
+pub enum RecordInWalk {
     Included,
     /// Offboarding deletes the record last, by itself: it holds the checkpoint.
     Excluded,
 }
 
 /// The sources of `tenant`'s items, in walk order.
-pub fn sources(tenant: &TenantId, shard_count: u32, record: Record) -> Vec<Source> {
+pub fn sources(tenant: &TenantId, shard_count: u32, record: RecordInWalk) -> Vec<Source> {
     let fixed = (0..shard_count)
         .map(|s| shard_pk(tenant, kind::PRODUCT, s))
         .chain((0..shard_count).map(|s| shard_pk(tenant, kind::HR, s)))
@@ -68,7 +68,8 @@ pub fn sources(tenant: &TenantId, shard_count: u32, record: Record) -> Vec<Sourc
         )
         .map(Source::Partition);
     let catalog = (0..CATALOG_SHARDS).map(|s| Source::Catalog(catalog_shard_key(tenant, s)));
-    let record = (record == Record::Included).then(|| Source::Partition(tenant_record_key(tenant)));
+    let record =
+        (record == RecordInWalk::Included).then(|| Source::Partition(tenant_record_key(tenant)));
     fixed.chain(catalog).chain(record).collect()
 }
 
@@ -86,12 +87,15 @@ fn position_of(item: &Item) -> Option<Position> {
     }
 }
 
-/// How much one page may hold.
+/// How much one page may hold, and for how long it may read. A page holds at least one item.
 #[derive(Debug, Clone, Copy)]
 pub struct Budget {
     pub items: usize,
-    /// About the bytes of the items as JSON ([`approximate_bytes`]); a page holds at least one item.
+    /// About the bytes of the items as JSON ([`approximate_bytes`]).
     pub bytes: usize,
+    /// Once past, the page ends after the partition being read (a tenant of many small partitions
+    /// costs a Query each; a page must end well within the function's timeout).
+    pub until: Option<std::time::Instant>,
 }
 
 #[derive(Debug)]
@@ -106,7 +110,9 @@ pub struct Page {
 #[error("the position is not one of this tenant's partitions")]
 pub struct UnknownPosition;
 
-/// The index of the source `position` was read from.
+/// The index of the source `position` was read from. A fixed partition's key never has a catalog
+/// entry and a catalog entry never names a fixed partition ([`catalog_key`]), so at most one source
+/// matches.
 pub fn source_of(
     tenant: &TenantId,
     sources: &[Source],
@@ -123,6 +129,7 @@ pub fn source_of(
 }
 
 /// The page of the walk over `sources` that starts just after `after` (at the start when `None`).
+/// `after` must come from this walk ([`source_of`]): check a position from outside first.
 pub async fn page(
     db: &TenantDb,
     sources: &[Source],
@@ -137,18 +144,17 @@ pub async fn page(
     let (first, mut resume) = match after {
         None => (0, None),
         Some(p) => (
-            source_of(&db.tenant, sources, p)
-                .map_err(|_| StoreError::BadCursor(crate::identity::cursor::InvalidCursor))?,
+            source_of(&db.tenant, sources, p).map_err(|e| StoreError::Internal(e.to_string()))?,
             Some(p.clone()),
         ),
     };
     for source in &sources[first..] {
         let resume = resume.take();
-        let full = match source {
+        let state = match source {
             Source::Partition(pk) => fill.partition(db, pk, resume.map(|p| p.sk)).await?,
             Source::Catalog(catalog) => fill.catalog(db, catalog, resume).await?,
         };
-        if full {
+        if state == PageState::Full {
             let next = fill.items.last().and_then(position_of);
             return Ok(Page {
                 items: fill.items,
@@ -162,6 +168,14 @@ pub async fn page(
     })
 }
 
+/// Whether a page can take more after a source or partition was read into it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PageState {
+    /// It ends here; the next page starts after its last item.
+    Full,
+    Open,
+}
+
 struct Fill {
     items: Vec<Item>,
     bytes: usize,
@@ -169,26 +183,38 @@ struct Fill {
 }
 
 impl Fill {
-    /// Adds `item` unless the page is full: `false` when it was not added.
-    fn take(&mut self, item: Item) -> bool {
+    /// Adds `item` unless the page is full.
+    fn take(&mut self, item: Item) -> PageState {
         let size = approximate_bytes(&item);
         let full = self.items.len() >= self.budget.items
             || (!self.items.is_empty() && self.bytes + size > self.budget.bytes);
         if full {
-            return false;
+            return PageState::Full;
         }
         self.bytes += size;
         self.items.push(item);
-        true
+        PageState::Open
     }
 
-    /// Reads partition `pk` (after `after_sk`) into the page: `true` when the page filled first.
+    /// Whether the page's time is up (it holds something, and its deadline has passed).
+    fn out_of_time(&self) -> bool {
+        !self.items.is_empty()
+            && self
+                .budget
+                .until
+                .is_some_and(|until| std::time::Instant::now() >= until)
+    }
+
+    /// Reads partition `pk` (after `after_sk`) into the page.
     async fn partition(
         &mut self,
         db: &TenantDb,
         pk: &str,
         after_sk: Option<String>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<PageState, StoreError> {
+        if self.out_of_time() {
+            return Ok(PageState::Full);
+        }
         let mut query = db
             .client
             .query()
@@ -212,42 +238,42 @@ impl Fill {
                 .await
                 .map_err(StoreError::from_sdk)?;
             for item in out.items.unwrap_or_default() {
-                if !self.take(item) {
-                    return Ok(true);
+                if self.take(item) == PageState::Full {
+                    return Ok(PageState::Full);
                 }
             }
             match out.last_evaluated_key.filter(|k| !k.is_empty()) {
                 Some(lek) if self.items.len() < self.budget.items => start = Some(lek),
                 // More items, and the page is full: the next page resumes after its last item.
-                Some(_) => return Ok(true),
-                None => return Ok(false),
+                Some(_) => return Ok(PageState::Full),
+                None => return Ok(PageState::Open),
             }
         }
     }
 
     /// Reads every partition catalog partition `catalog` lists, in `PK` order, resuming inside
-    /// `resume`'s partition when given: `true` when the page filled first.
+    /// `resume`'s partition when given.
     async fn catalog(
         &mut self,
         db: &TenantDb,
         catalog: &str,
         resume: Option<Position>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<PageState, StoreError> {
         let mut after_pk = None;
         if let Some(p) = resume {
-            if self.partition(db, &p.pk, Some(p.sk)).await? {
-                return Ok(true);
+            if self.partition(db, &p.pk, Some(p.sk)).await? == PageState::Full {
+                return Ok(PageState::Full);
             }
             after_pk = Some(p.pk);
         }
         loop {
-            let partitions = catalog_partitions(db, catalog, after_pk.as_deref()).await?;
-            let Some(last) = partitions.last().cloned() else {
-                return Ok(false);
+            let listed = catalog_partitions(db, catalog, after_pk.as_deref()).await?;
+            let Some(last) = listed.last_entry else {
+                return Ok(PageState::Open);
             };
-            for pk in partitions {
-                if self.partition(db, &pk, None).await? {
-                    return Ok(true);
+            for pk in listed.partitions {
+                if self.partition(db, &pk, None).await? == PageState::Full {
+                    return Ok(PageState::Full);
                 }
             }
             after_pk = Some(last);
@@ -255,15 +281,24 @@ impl Fill {
     }
 }
 
-/// The distinct id-named partitions catalog partition `catalog` lists after `after_pk`, in order:
-/// one Query of the catalog index (several entries of one partition come back side by side, as the
-/// index sorts by `PK`). Only the tenant's own partitions count: an entry for any other key is
-/// ignored (the guard refuses writing one; this is the second line).
+/// One Query's worth of a catalog partition.
+struct Listed {
+    /// The distinct id-named partitions it names, in order (the tenant's own only).
+    partitions: Vec<String>,
+    /// The `PK` of the last entry read, counted or not: where the next Query starts. `None` when
+    /// the catalog partition has nothing more.
+    last_entry: Option<String>,
+}
+
+/// The id-named partitions catalog partition `catalog` lists after `after_pk`: one Query of the
+/// catalog index (several entries of one partition come back side by side, as the index sorts by
+/// `PK`). Only the tenant's own partitions count: an entry for any other key is skipped (the guard
+/// refuses writing one; this is the second line).
 async fn catalog_partitions(
     db: &TenantDb,
     catalog: &str,
     after_pk: Option<&str>,
-) -> Result<Vec<String>, StoreError> {
+) -> Result<Listed, StoreError> {
     let mut query = db
         .client
         .query()
@@ -280,15 +315,19 @@ async fn catalog_partitions(
     };
     let out = query.send().await.map_err(StoreError::from_sdk)?;
     let prefix = tenant_prefix(&db.tenant);
-    let mut partitions: Vec<String> = Vec::new();
+    let mut listed = Listed {
+        partitions: Vec::new(),
+        last_entry: None,
+    };
     for entry in out.items.unwrap_or_default() {
         if let Some(AttributeValue::S(pk)) = entry.get(PK) {
-            if pk.starts_with(&prefix) && partitions.last() != Some(pk) {
-                partitions.push(pk.clone());
+            if pk.starts_with(&prefix) && listed.partitions.last() != Some(pk) {
+                listed.partitions.push(pk.clone());
             }
+            listed.last_entry = Some(pk.clone());
         }
     }
-    Ok(partitions)
+    Ok(listed)
 }
 
 /// An item in DynamoDB JSON (`{"PK": {"S": "…"}, "n": {"N": "1"}, …}`), the format of DynamoDB's
@@ -414,7 +453,7 @@ mod tests {
     #[test]
     fn golden_sources_fixed_partitions_then_the_catalog_then_the_record() {
         // GIVEN a tenant with 2 shards, WHEN its sources are listed with the record
-        let all = sources(&t(), 2, Record::Included);
+        let all = sources(&t(), 2, RecordInWalk::Included);
         // THEN products, HR, usage, quota windows, the 16 catalog partitions, the record
         let names: Vec<String> = all
             .iter()
@@ -439,12 +478,12 @@ mod tests {
         assert_eq!(names.last().unwrap(), "TENANT#acme#TENANT");
         assert_eq!(names.len(), 37);
         // AND without the record, the same less the last
-        assert_eq!(sources(&t(), 2, Record::Excluded), all[..36]);
+        assert_eq!(sources(&t(), 2, RecordInWalk::Excluded), all[..36]);
     }
 
     #[test]
     fn a_position_names_its_source_and_a_foreign_one_is_refused() {
-        let all = sources(&t(), 4, Record::Included);
+        let all = sources(&t(), 4, RecordInWalk::Included);
         let at = |pk: &str| {
             source_of(
                 &t(),
