@@ -165,17 +165,19 @@ impl OffboardingView {
         }
     }
 
-    pub fn finished(report: shared::store::offboarding::Report) -> Self {
+    /// The report of a finished offboarding: `o` with the record's own deletion counted.
+    pub fn finished(tenant: &str, o: &shared::store::offboarding::Offboarding, at: String) -> Self {
+        let deleted = shared::store::offboarding::with_record(o.deleted.clone());
         Self {
-            tenant_id: report.offboarded_tenant_id,
+            tenant_id: tenant.to_owned(),
             status: "offboarded",
-            requested_at: report.requested_at,
-            requested_by: report.requested_by,
+            requested_at: o.requested_at.clone(),
+            requested_by: o.requested_by.clone(),
             deletion_starts_at: None,
-            started_at: Some(report.started_at),
-            finished_at: Some(report.finished_at),
-            deleted_total: report.deleted.values().sum(),
-            deleted: report.deleted,
+            started_at: Some(o.started_at.clone().unwrap_or_else(|| at.clone())),
+            finished_at: Some(at),
+            deleted_total: deleted.values().sum(),
+            deleted,
         }
     }
 }

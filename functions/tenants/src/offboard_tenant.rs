@@ -19,7 +19,7 @@ use shared::identity::clock::rfc3339;
 use shared::identity::ids::TenantId;
 use shared::service::http::{json_response, path_tenant_id};
 use shared::store::offboarding::{
-    begin, delete_step, finish, read_report, with_record, Finished, Offboarding, Report, Step,
+    begin, delete_step, finish, read_report, Finished, Offboarding, Report, Step,
     DELETION_DELAY_SECONDS, ITEMS_PER_STEP,
 };
 use shared::store::tenant_items::{self, Budget, RecordInWalk};
@@ -92,27 +92,18 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             let requester = TenantId::parse(&state.requested_by)
                 .map_err(|e| ApiError::Internal(format!("requestedBy: {e}")))?;
             let requester_db = app.db_for_operator(&requester).await?;
-            let finished_at = rfc3339(app.clock.now_millis());
+            let view =
+                OffboardingView::finished(tenant.as_str(), &state, rfc3339(app.clock.now_millis()));
             let report = Report {
-                offboarded_tenant_id: tenant.to_string(),
-                requested_at: state.requested_at.clone(),
-                requested_by: state.requested_by.clone(),
                 steps: state.steps,
-                started_at: state
-                    .started_at
-                    .clone()
-                    .unwrap_or_else(|| finished_at.clone()),
-                finished_at,
-                deleted: with_record(state.deleted.clone()),
+                body: serde_json::to_string(&view)
+                    .map_err(|e| ApiError::Internal(format!("serialize report: {e}")))?,
             };
             return match finish(&db, &requester_db, &report).await? {
                 Finished::Done => {
                     app.directory.remember(&tenant, None);
-                    tracing::info!(tenant = %tenant, by = %caller.tenant, deleted = ?report.deleted, "tenant offboarded");
-                    Ok(json_response(
-                        StatusCode::OK,
-                        &OffboardingView::finished(report),
-                    ))
+                    tracing::info!(tenant = %tenant, by = %caller.tenant, deleted = view.deleted_total, "tenant offboarded");
+                    Ok(report_response(report))
                 }
                 // Another call committed a step, or finished, meanwhile.
                 Finished::Raced => match read_record_consistent(&db).await? {
@@ -151,13 +142,20 @@ async fn finished_report(
     tenant: &TenantId,
 ) -> Result<Response<Body>, ApiError> {
     let requester_db = app.db_for_operator(requester).await?;
-    match read_report(&requester_db, tenant).await? {
-        Some(report) => Ok(json_response(
-            StatusCode::OK,
-            &OffboardingView::finished(report),
-        )),
-        None => Err(ApiError::NotFound("No such tenant.".into())),
-    }
+    read_report(&requester_db, tenant)
+        .await?
+        .map(report_response)
+        .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))
+}
+
+/// 200 with a stored report, as it was answered when the offboarding finished.
+fn report_response(report: Report) -> Response<Body> {
+    let mut response = Response::new(Body::Text(report.body));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// 202 with the progress, and when to call again.

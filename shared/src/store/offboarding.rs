@@ -17,8 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem, Update};
-use serde::{Deserialize, Serialize};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{
@@ -42,21 +41,15 @@ pub const DELETION_DELAY_SECONDS: u64 = RECORD_TTL_SECONDS + 30;
 /// Items one deletion step removes: a transaction holds at most 100 actions, one is the checkpoint.
 pub const ITEMS_PER_STEP: usize = 99;
 
-/// The report of a finished offboarding, kept under the requesting operator's tenant
-/// (`TENANT#<operator tenant>#OFFBOARDED#<tenant>`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// A finished offboarding's report, as stored under the requesting operator's tenant
+/// (`TENANT#<operator tenant>#OFFBOARDED#<tenant>`): the API's answer, kept as its JSON text (as an
+/// idempotency record keeps its answer), so a later call returns it unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
-    pub offboarded_tenant_id: String,
-    pub requested_at: String,
-    /// The tenant of the operator who asked.
-    pub requested_by: String,
-    /// The deletion steps the counts cover: a report is replaced only by one covering more.
+    /// The deletion steps its counts cover: a report is replaced only by one covering more.
     pub steps: u64,
-    pub started_at: String,
-    pub finished_at: String,
-    /// Items deleted by kind, the tenant record included (`TENANT`).
-    pub deleted: BTreeMap<String, u64>,
+    /// The JSON body the API answers with.
+    pub body: String,
 }
 
 /// The kind an item is counted under: its `kind` attribute, else its partition's kind
@@ -107,7 +100,7 @@ pub async fn begin(
         .expression_attribute_names("#state", "status")
         .expression_attribute_names("#o", "offboarding")
         .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
-        .expression_attribute_values(":o", value(&state)?)
+        .expression_attribute_values(":o", state.to_attribute())
         .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
         .send()
         .await;
@@ -174,7 +167,7 @@ pub async fn delete_step(
         .expression_attribute_names("#steps", "steps")
         .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
         .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
-        .expression_attribute_values(":next", value(&next)?)
+        .expression_attribute_values(":next", next.to_attribute())
         .build()
         .map_err(|e| StoreError::Internal(e.to_string()))?;
     let checkpoint_index = actions.len();
@@ -213,40 +206,48 @@ pub async fn finish(
     report: &Report,
 ) -> Result<Finished, StoreError> {
     let key = offboarding_report_key(&requester_db.tenant, &db.tenant);
-    let mut item: Item = serde_dynamo::to_item(report)
-        .map_err(|e| StoreError::Internal(format!("serialize report: {e}")))?;
-    item.insert(PK.into(), AttributeValue::S(key.clone()));
-    item.insert(SK.into(), AttributeValue::S(key));
-    item.insert(
-        "kind".into(),
-        AttributeValue::S("OFFBOARDING_REPORT".into()),
-    );
-    item.insert(
-        "tenantId".into(),
-        AttributeValue::S(requester_db.tenant.to_string()),
-    );
+    let mut item = Item::from([
+        (PK.to_owned(), AttributeValue::S(key.clone())),
+        (SK.to_owned(), AttributeValue::S(key)),
+        (
+            "kind".to_owned(),
+            AttributeValue::S("OFFBOARDING_REPORT".into()),
+        ),
+        (
+            "tenantId".to_owned(),
+            AttributeValue::S(requester_db.tenant.to_string()),
+        ),
+        (
+            "offboardedTenantId".to_owned(),
+            AttributeValue::S(db.tenant.to_string()),
+        ),
+        (
+            "steps".to_owned(),
+            AttributeValue::N(report.steps.to_string()),
+        ),
+        ("body".to_owned(), AttributeValue::S(report.body.clone())),
+    ]);
     crate::store::items::enlist(&requester_db.tenant, &mut item);
     let steps = AttributeValue::N(report.steps.to_string());
-    let put = requester_db
-        .client
-        .put_item()
+    // Both writes go as one-action transactions: offboard-tenant then links no PutItem or
+    // DeleteItem of its own (its bootstrap stays under 4 MB), at 2 WCU each, once per offboarding.
+    let put = Put::builder()
         .table_name(&*requester_db.table)
         .set_item(Some(item))
         .condition_expression("attribute_not_exists(PK) OR #steps <= :steps")
         .expression_attribute_names("#steps", "steps")
         .expression_attribute_values(":steps", steps.clone())
-        .send()
-        .await;
-    if let Err(e) = put {
-        return match e.as_service_error() {
-            Some(s) if s.is_conditional_check_failed_exception() => Ok(Finished::Raced),
-            _ => Err(StoreError::from_sdk(e)),
-        };
+        .build()
+        .map_err(|e| StoreError::Internal(e.to_string()))?;
+    let put = requester_db
+        .client
+        .transact_write_items()
+        .transact_items(TransactWriteItem::builder().put(put).build());
+    if let Some(raced) = finished_or_raced(transact(put).await)? {
+        return Ok(raced);
     }
     let record = tenant_record_key(&db.tenant);
-    let deleted = db
-        .client
-        .delete_item()
+    let delete = Delete::builder()
         .table_name(&*db.table)
         .key(PK, AttributeValue::S(record.clone()))
         .key(SK, AttributeValue::S(record))
@@ -256,14 +257,21 @@ pub async fn finish(
         .expression_attribute_names("#steps", "steps")
         .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
         .expression_attribute_values(":steps", steps)
-        .send()
-        .await;
-    match deleted {
-        Ok(_) => Ok(Finished::Done),
-        Err(e) => match e.as_service_error() {
-            Some(s) if s.is_conditional_check_failed_exception() => Ok(Finished::Raced),
-            _ => Err(StoreError::from_sdk(e)),
-        },
+        .build()
+        .map_err(|e| StoreError::Internal(e.to_string()))?;
+    let delete = db
+        .client
+        .transact_write_items()
+        .transact_items(TransactWriteItem::builder().delete(delete).build());
+    Ok(finished_or_raced(transact(delete).await)?.unwrap_or(Finished::Done))
+}
+
+/// A finishing write's outcome: `Some(Raced)` when its condition failed, `None` when it was made.
+fn finished_or_raced(result: Result<(), TransactError>) -> Result<Option<Finished>, StoreError> {
+    match result {
+        Ok(()) => Ok(None),
+        Err(TransactError::ConditionFailed { .. }) => Ok(Some(Finished::Raced)),
+        Err(TransactError::Store(e)) => Err(e),
     }
 }
 
@@ -285,8 +293,13 @@ pub async fn read_report(
         .map_err(StoreError::from_sdk)?;
     out.item
         .map(|item| {
-            serde_dynamo::from_item(item)
-                .map_err(|e| StoreError::Internal(format!("report does not parse: {e}")))
+            let steps = crate::store::query::u64_attr(&item, "steps");
+            match (steps, crate::store::query::string_attr(&item, "body")) {
+                (Some(steps), Some(body)) => Ok(Report { steps, body }),
+                _ => Err(StoreError::Internal(
+                    "an offboarding report without its body".into(),
+                )),
+            }
         })
         .transpose()
 }

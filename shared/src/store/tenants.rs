@@ -114,14 +114,15 @@ pub struct TenantRecord {
     /// Absent on records written before suspension existed: active.
     #[serde(default)]
     pub status: TenantStatus,
-    /// The offboarding's state and checkpoint, from `DELETE /tenants/{tenantId}` on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The offboarding's state and checkpoint, from `DELETE /tenants/{tenantId}` on. Written only
+    /// by `store::offboarding` ([`Offboarding::to_attribute`]), never with the whole record.
+    #[serde(default, skip_serializing)]
     pub offboarding: Option<Offboarding>,
 }
 
 /// An offboarding's state (`crate::store::offboarding`), kept in the tenant record until the record
 /// itself goes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Offboarding {
     /// RFC 3339.
@@ -141,6 +142,43 @@ pub struct Offboarding {
     /// The last item deleted: where the walk resumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<ItemKey>,
+}
+
+impl Offboarding {
+    /// The state as stored (the attribute names its `Deserialize` reads), built by hand: the
+    /// functions then carry no serializer for it.
+    pub fn to_attribute(&self) -> AttributeValue {
+        let s = |v: &str| AttributeValue::S(v.to_owned());
+        let n = |v: u64| AttributeValue::N(v.to_string());
+        let mut state = HashMap::from([
+            ("requestedAt".to_owned(), s(&self.requested_at)),
+            ("requestedBy".to_owned(), s(&self.requested_by)),
+            ("deletionStartsAt".to_owned(), n(self.deletion_starts_at)),
+            ("steps".to_owned(), n(self.steps)),
+            (
+                "deleted".to_owned(),
+                AttributeValue::M(
+                    self.deleted
+                        .iter()
+                        .map(|(kind, count)| (kind.clone(), n(*count)))
+                        .collect(),
+                ),
+            ),
+        ]);
+        if let Some(started) = &self.started_at {
+            state.insert("startedAt".to_owned(), s(started));
+        }
+        if let Some(p) = &self.position {
+            state.insert(
+                "position".to_owned(),
+                AttributeValue::M(HashMap::from([
+                    ("pk".to_owned(), s(&p.pk)),
+                    ("sk".to_owned(), s(&p.sk)),
+                ])),
+            );
+        }
+        AttributeValue::M(state)
+    }
 }
 
 impl TenantRecord {
@@ -405,6 +443,37 @@ mod tests {
         let item: crate::store::query::Item = serde_dynamo::to_item(&basic).unwrap();
         assert!(!item.contains_key("limits"));
         assert_eq!(basic.limits(), Tier::Basic.limits().unwrap());
+    }
+
+    #[test]
+    fn the_offboarding_state_reads_back_as_written() {
+        // GIVEN a state with every field set, and one with none of the optional ones
+        let full = Offboarding {
+            requested_at: "2026-11-23T00:00:00Z".into(),
+            requested_by: "ops".into(),
+            deletion_starts_at: 1_795_300_000,
+            started_at: Some("2026-11-23T00:01:00Z".into()),
+            steps: 3,
+            deleted: BTreeMap::from([("PRODUCT".to_owned(), 250), ("USAGE".to_owned(), 8)]),
+            position: Some(ItemKey {
+                pk: "TENANT#a#SESSION#1".into(),
+                sk: "TENANT#a#CUSTOMER#c".into(),
+            }),
+        };
+        let empty = Offboarding {
+            started_at: None,
+            position: None,
+            deleted: BTreeMap::new(),
+            steps: 0,
+            ..full.clone()
+        };
+        for state in [full, empty] {
+            // WHEN it is written as the record stores it and read back
+            let read: Offboarding =
+                serde_dynamo::from_attribute_value(state.to_attribute()).unwrap();
+            // THEN it is the same state
+            assert_eq!(read, state);
+        }
     }
 
     #[test]
