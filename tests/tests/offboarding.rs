@@ -284,12 +284,21 @@ async fn an_operator_cannot_offboard_its_own_tenant_and_an_unknown_tenant_is_404
     assert_eq!(h.items_under(&format!("TENANT#{own}#")).await.len(), 1);
 }
 
+/// A whole export, page after page.
+struct Exported {
+    lines: Vec<String>,
+    pages: usize,
+    /// The longest cursor a `Link` header carried.
+    longest_cursor: usize,
+}
+
 /// Every page of `tenant`'s export, following the `Link` header, `limit` items per page.
-async fn export_lines(h: &Harness, tenant: &str, limit: &str) -> (Vec<String>, usize) {
+async fn export_lines(h: &Harness, tenant: &str, limit: &str) -> Exported {
     let operator = Auth::Operator(unique("ops"));
     let mut lines = Vec::new();
     let mut cursor: Option<String> = None;
     let mut pages = 0;
+    let mut longest_cursor = 0;
     loop {
         let mut query = vec![("limit", limit)];
         if let Some(c) = cursor.as_deref() {
@@ -313,9 +322,14 @@ async fn export_lines(h: &Harness, tenant: &str, limit: &str) -> (Vec<String>, u
             let to = link.find('>').unwrap();
             link[from..to].to_owned()
         });
-        if cursor.is_none() {
-            return (lines, pages);
-        }
+        let Some(c) = cursor.as_deref() else {
+            return Exported {
+                lines,
+                pages,
+                longest_cursor,
+            };
+        };
+        longest_cursor = longest_cursor.max(c.len());
         assert!(pages < 100, "the export does not end");
     }
 }
@@ -330,7 +344,7 @@ async fn an_exported_tenant_imported_into_an_empty_table_reads_back_identically(
     let raw = sorted(h.items_under(&format!("TENANT#{t}#")).await);
 
     // WHEN an operator exports it in pages of 7
-    let (lines, pages) = export_lines(&h, &t, "7").await;
+    let Exported { lines, pages, .. } = export_lines(&h, &t, "7").await;
 
     // THEN the pages hold every item exactly once, as stored
     assert!(
@@ -436,7 +450,7 @@ async fn items_written_before_the_catalog_existed_are_found_once_backfilled() {
             .collect()
     };
     // WHEN it is exported, THEN the token is missing
-    let (lines, _) = export_lines(&h, &t, "100").await;
+    let lines = export_lines(&h, &t, "100").await.lines;
     let before = exported_pks(lines);
     let raw = h.items_under(&format!("TENANT#{t}#")).await;
     assert_eq!(before.len(), raw.len() - 1);
@@ -446,7 +460,7 @@ async fn items_written_before_the_catalog_existed_are_found_once_backfilled() {
         .await
         .unwrap();
     assert_eq!(done.enlisted, 1);
-    let (lines, _) = export_lines(&h, &t, "100").await;
+    let lines = export_lines(&h, &t, "100").await.lines;
     assert_eq!(exported_pks(lines).len(), raw.len());
     // AND a second run has nothing to do
     let again = devtools::backfill::backfill(&h.admin, &h.table)
@@ -476,10 +490,16 @@ async fn the_longest_keys_export_page_by_page() {
     .await;
     assert_eq!(r.status, 201, "{}", r.body);
     // WHEN it is exported one item per page, THEN every cursor is accepted and every item comes once
-    let (lines, pages) = export_lines(&h, &t, "1").await;
+    let exported = export_lines(&h, &t, "1").await;
     let raw = h.items_under(&format!("TENANT#{t}#")).await;
-    assert_eq!(lines.len(), raw.len());
-    assert!(pages >= raw.len());
+    assert_eq!(exported.lines.len(), raw.len());
+    assert!(exported.pages >= raw.len());
+    // AND the email item's position made a cursor longer than any list's (1 KB), which was accepted
+    assert!(
+        exported.longest_cursor > shared::identity::cursor::MAX_CURSOR_BYTES,
+        "{} bytes",
+        exported.longest_cursor
+    );
 }
 
 #[tokio::test]

@@ -300,6 +300,13 @@ pub fn offboarding_report_key(operator: &TenantId, offboarded: &TenantId) -> Str
     format!("{}{offboarded}", entity_prefix(operator, "OFFBOARDED"))
 }
 
+/// The kind segment of `tenant`'s key value `pk` (`TENANT#t#<KIND>#…` → `KIND`); `None` for another
+/// tenant's key or an empty kind.
+pub fn partition_kind<'a>(tenant: &TenantId, pk: &'a str) -> Option<&'a str> {
+    let rest = pk.strip_prefix(&tenant_prefix(tenant))?;
+    rest.split('#').next().filter(|kind| !kind.is_empty())
+}
+
 /// `TENANT#t#CATALOG#<shard>`: one of the tenant's catalog partitions.
 pub fn catalog_shard_key(tenant: &TenantId, shard: u32) -> String {
     format!("{}{shard}", entity_prefix(tenant, "CATALOG"))
@@ -308,9 +315,8 @@ pub fn catalog_shard_key(tenant: &TenantId, shard: u32) -> String {
 /// The catalog value an item with partition key `pk` carries: `None` when `pk` is one of the
 /// tenant's fixed partitions ([`FIXED_PARTITION_KINDS`]) or not the tenant's at all.
 pub fn catalog_key(tenant: &TenantId, pk: &str) -> Option<String> {
-    let rest = pk.strip_prefix(&tenant_prefix(tenant))?;
-    let kind = rest.split('#').next().unwrap_or_default();
-    if kind.is_empty() || FIXED_PARTITION_KINDS.contains(&kind) {
+    let kind = partition_kind(tenant, pk)?;
+    if FIXED_PARTITION_KINDS.contains(&kind) {
         return None;
     }
     let shard = (crate::identity::shard::fnv1a64(pk.as_bytes()) % u64::from(CATALOG_SHARDS)) as u32;

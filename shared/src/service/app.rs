@@ -399,7 +399,7 @@ impl App {
 
     /// 403 when `tenant` has no record (never onboarded, or offboarded), is suspended or is being
     /// offboarded (by its record, cached for [`crate::store::tenants::RECORD_TTL_SECONDS`], read
-    /// without the tenant's credentials; an absence is read again).
+    /// without the tenant's credentials; an absence is trusted for a second).
     pub async fn require_active(&self, tenant: &TenantId) -> Result<(), ApiError> {
         let record = self.directory.onboarded_record(tenant).await?;
         match record.map(|r| r.status) {

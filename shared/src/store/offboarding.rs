@@ -21,7 +21,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Up
 
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{
-    kind, offboarding_report_key, tenant_prefix, tenant_record_key, PK, SK,
+    kind, offboarding_report_key, partition_kind, tenant_record_key, PK, SK,
 };
 use crate::store::error::StoreError;
 use crate::store::query::Item;
@@ -59,12 +59,7 @@ pub fn kind_of(tenant: &TenantId, item: &Item) -> String {
         return k.clone();
     }
     match item.get(PK) {
-        Some(AttributeValue::S(pk)) => pk
-            .strip_prefix(&tenant_prefix(tenant))
-            .and_then(|rest| rest.split('#').next())
-            .filter(|k| !k.is_empty())
-            .unwrap_or("?")
-            .to_owned(),
+        Some(AttributeValue::S(pk)) => partition_kind(tenant, pk).unwrap_or("?").to_owned(),
         _ => "?".to_owned(),
     }
 }

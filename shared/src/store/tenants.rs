@@ -318,6 +318,10 @@ pub(crate) fn value(v: impl Serialize) -> Result<AttributeValue, StoreError> {
         .map_err(|e| StoreError::Internal(format!("tenant record does not serialize: {e}")))
 }
 
+/// How long a container trusts a cached absence of a record before [`TenantDirectory::onboarded_record`]
+/// reads it again.
+pub const ABSENCE_RECHECK_MS: u64 = 1000;
+
 /// A cached record (`None`: not onboarded) and when it was read, in epoch milliseconds.
 type CachedRecord = (Option<Arc<TenantRecord>>, u64);
 
@@ -366,15 +370,20 @@ impl TenantDirectory {
         self.lock().insert(tenant.clone(), (record, now));
     }
 
-    /// The tenant's record, where a cached absence is not trusted: a tenant onboarded a moment ago
-    /// (by another container) is read again, so it is served at once rather than after
-    /// [`RECORD_TTL_SECONDS`]. Costs a GetItem per call for a tenant without a record.
+    /// The tenant's record, where a cached absence is trusted for [`ABSENCE_RECHECK_MS`] only: a
+    /// tenant onboarded a moment ago (by another container) is served within a second rather than
+    /// after [`RECORD_TTL_SECONDS`], and a caller naming a tenant without a record costs at most one
+    /// GetItem a second per container, however fast it calls (it is refused before the quota).
     pub async fn onboarded_record(
         &self,
         tenant: &TenantId,
     ) -> Result<Option<Arc<TenantRecord>>, StoreError> {
         if let Some(record) = self.record(tenant).await? {
             return Ok(Some(record));
+        }
+        let checked_at = self.lock().get(tenant).map_or(0, |(_, at)| *at);
+        if self.clock.now_millis().saturating_sub(checked_at) < ABSENCE_RECHECK_MS {
+            return Ok(None);
         }
         let fresh = read_record_with(&self.reader, &self.table, tenant, false)
             .await?
