@@ -5,7 +5,8 @@ use serde::Deserialize;
 use shared::identity::clock::rfc3339;
 use shared::identity::keys::kind;
 use shared::service::http::{json_body, path_entity_id, put_response};
-use shared::store::items::put_replacing;
+use shared::store::layout::{self, Keys};
+use shared::store::query::Item;
 use shared::{ApiError, App};
 
 use crate::{hr_key, item_with_keys, Department, Text};
@@ -21,18 +22,14 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let id = path_entity_id(&req, "departmentId")?;
     let input: Input = json_body(&req)?;
     let db = app.db(&caller.tenant).await?;
-    let shards = app.directory.shard_count(&db).await?;
+    let layout = app.directory.layout(&db).await?;
     let dept = Department {
         department_id: id.to_string(),
         name: input.name.0,
         updated_at: rfc3339(app.clock.now_millis()),
     };
-    let item = item_with_keys(
-        &dept,
-        hr_key(&caller.tenant, kind::DEPARTMENT, &id, shards),
-        kind::DEPARTMENT,
-        &caller.tenant,
-    )?;
-    let replaced = put_replacing(&db, item).await?;
+    let keys = Keys::of(layout, |n| hr_key(&caller.tenant, kind::DEPARTMENT, &id, n));
+    let fields = item_with_keys(&dept, Item::new(), kind::DEPARTMENT, &caller.tenant)?;
+    let replaced = layout::put(&db, layout, &keys, fields).await?;
     Ok(put_response(replaced, &dept))
 }

@@ -2,7 +2,7 @@
 
 use lambda_http::{Body, Request, Response};
 use shared::service::http::{no_content, path_entity_id};
-use shared::store::items::delete_existing;
+use shared::store::layout::{self, Keys};
 use shared::{ApiError, App};
 
 use crate::product_key;
@@ -11,8 +11,9 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let caller = app.caller(&req)?;
     let id = path_entity_id(&req, "productId")?;
     let db = app.db(&caller.tenant).await?;
-    let shards = app.directory.shard_count(&db).await?;
-    let deleted = delete_existing(&db, product_key(&caller.tenant, &id, shards)).await?;
+    let layout = app.directory.layout(&db).await?;
+    let keys = Keys::of(layout, |n| product_key(&caller.tenant, &id, n));
+    let deleted = layout::delete(&db, layout, &keys).await?;
     if !deleted {
         return Err(ApiError::NotFound("No such product.".into()));
     }

@@ -1,11 +1,12 @@
 //! putProduct: `PUT /products/{productId}` with a JSON object (at most 64 KB) → 201 created or 200
-//! replaced. One PutItem on the product's computed shard.
+//! replaced. One PutItem on the product's computed shard (while the tenant is re-sharded, see
+//! `shared::store::layout`).
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::{Body, Request, Response};
 use shared::identity::clock::rfc3339;
 use shared::service::http::{json_body, path_entity_id, put_response};
-use shared::store::items::put_replacing;
+use shared::store::layout::{self, Keys};
 use shared::{ApiError, App};
 
 use crate::{product_key, ProductView};
@@ -22,12 +23,12 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     }
     crate::check_document(&document, "document", 0)?;
     let db = app.db(&caller.tenant).await?;
-    let shards = app.directory.shard_count(&db).await?;
+    let layout = app.directory.layout(&db).await?;
     let updated_at = rfc3339(app.clock.now_millis());
     let doc_av = serde_dynamo::to_attribute_value(&document)
         .map_err(|e| ApiError::Internal(format!("convert document: {e}")))?;
-    let mut item = product_key(&caller.tenant, &id, shards);
-    item.extend([
+    let keys = Keys::of(layout, |n| product_key(&caller.tenant, &id, n));
+    let fields = shared::store::query::Item::from([
         ("kind".to_owned(), AttributeValue::S("PRODUCT".into())),
         (
             "tenantId".to_owned(),
@@ -40,7 +41,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             AttributeValue::S(updated_at.clone()),
         ),
     ]);
-    let replaced = put_replacing(&db, item).await?;
+    let replaced = layout::put(&db, layout, &keys, fields).await?;
     let view = ProductView {
         product_id: id.to_string(),
         document,

@@ -6,8 +6,9 @@
 //!
 //! Operator only. Reads with credentials scoped to the tenant exported, through the same walk as
 //! offboarding (`shared::store::tenant_items`): the fixed partitions, the catalog, the record last.
-//! Not a snapshot: an item written during an export may or may not be in it. `pooltable import`
-//! loads the pages into a table.
+//! Not a snapshot: an item written during an export may or may not be in it. Refused (409) while
+//! the tenant is being re-sharded, and a cursor does not outlive a re-sharding (400). `pooltable
+//! import` loads the pages into a table.
 
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,11 @@ use crate::require_operator;
 /// The route a cursor is bound to.
 pub const ROUTE: &str = "GET /tenants/{tenantId}/export";
 
+/// The binding of a cursor over the walk of a tenant with `shards` product and HR shards.
+pub fn route_for(shards: u32) -> String {
+    format!("{ROUTE}?shards={shards}")
+}
+
 /// How long one page reads before it ends (after the partition in hand): well within the
 /// function's 10 s timeout, however many small partitions the tenant has.
 pub const READ_TIME: Duration = Duration::from_secs(5);
@@ -38,33 +44,39 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let tenant = path_tenant_id(&req)?;
     let limit = page_limit_up_to(&req, MAX_SHARDED_LIMIT)? as usize;
     let keys = &app.settings.cursor_keys;
+    let db = app.db_for_operator(&tenant).await?;
+    let record = read_record(&db)
+        .await?
+        .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+    if let Some(m) = &record.migration {
+        return Err(ApiError::Conflict(format!(
+            "This tenant is being re-sharded to {} shards: its items are moving between \
+             partitions, so an export now could miss some. Export once the re-sharding has ended.",
+            m.to
+        )));
+    }
+    // A position names a partition of one shard layout: a cursor does not outlive a re-sharding.
+    let route = route_for(record.shard_count);
+    let sources = tenant_items::sources(&tenant, record.shard_count, RecordInWalk::Included);
     let after = query_param(&req, "cursor")
         .map(|raw| {
             let key = cursor::decode_bounded(
                 keys,
                 &tenant,
-                ROUTE,
+                &route,
                 &raw,
                 MAX_EXPORT_CURSOR_BYTES,
                 |_, _| true,
             )?;
-            Ok::<_, ApiError>(Position {
+            let position = Position {
                 pk: key_string(&key, PK),
                 sk: key_string(&key, SK),
-            })
+            };
+            tenant_items::source_of(&tenant, &sources, &position)
+                .map_err(|_| ApiError::from(cursor::InvalidCursor))?;
+            Ok::<_, ApiError>(position)
         })
         .transpose()?;
-    let db = app.db_for_operator(&tenant).await?;
-    let record = read_record(&db)
-        .await?
-        .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
-    let sources = tenant_items::sources(&tenant, record.shard_count, RecordInWalk::Included);
-    if let Some(position) = &after {
-        // A signed position of this tenant that is none of its partitions now (say, a product
-        // shard beyond a smaller shard count): the cursor no longer applies.
-        tenant_items::source_of(&tenant, &sources, position)
-            .map_err(|_| ApiError::from(cursor::InvalidCursor))?;
-    }
     let budget = Budget {
         items: limit,
         // The approximation leaves out DynamoDB JSON's type tags; the exact cut is below.
@@ -106,7 +118,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                 aws_sdk_dynamodb::types::AttributeValue::S(next.sk),
             ),
         ]);
-        let cursor = cursor::encode(keys, &tenant, ROUTE, &key);
+        let cursor = cursor::encode(keys, &tenant, &route, &key);
         response = response.header(
             header::LINK,
             format!("</tenants/{tenant}/export?limit={limit}&cursor={cursor}>; rel=\"next\""),

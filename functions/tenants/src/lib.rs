@@ -7,6 +7,7 @@ pub mod export_tenant;
 pub mod get_tenant;
 pub mod offboard_tenant;
 pub mod onboard_tenant;
+pub mod reshard_tenant;
 pub mod update_tenant;
 
 use std::collections::BTreeMap;
@@ -29,11 +30,48 @@ pub struct TenantView {
     /// While the tenant is being offboarded: its progress.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offboarding: Option<OffboardingView>,
+    /// While the tenant is being re-sharded: its progress.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migration: Option<MigrationView>,
+}
+
+/// A re-sharding in progress, as the API shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationView {
+    pub from_shard_count: u32,
+    pub to_shard_count: u32,
+    pub requested_at: String,
+    pub requested_by: String,
+    /// From then on, writes use the new layout.
+    pub writes_move_at: String,
+    /// From then on, the migrator moves items.
+    pub moves_start_at: String,
+    /// Migrator steps committed, and the items they moved.
+    pub steps: u64,
+    pub items_moved: u64,
+}
+
+impl From<&shared::store::resharding::Migration> for MigrationView {
+    fn from(m: &shared::store::resharding::Migration) -> Self {
+        let at = |s: u64| shared::identity::clock::rfc3339(s * 1000);
+        Self {
+            from_shard_count: m.from,
+            to_shard_count: m.to,
+            requested_at: m.requested_at.clone(),
+            requested_by: m.requested_by.clone(),
+            writes_move_at: at(m.writes_move_at),
+            moves_start_at: at(m.moves_start_at),
+            steps: m.steps,
+            items_moved: m.moved,
+        }
+    }
 }
 
 impl From<TenantRecord> for TenantView {
     fn from(r: TenantRecord) -> Self {
         Self {
+            migration: r.migration.as_ref().map(MigrationView::from),
             offboarding: r
                 .offboarding
                 .as_ref()

@@ -45,6 +45,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         return finished_report(app, &caller.tenant, &tenant).await;
     };
     let now_ms = app.clock.now_millis();
+    refuse_while_resharding(&record)?;
     let record = match record.offboarding {
         Some(_) => record,
         None => {
@@ -60,6 +61,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             let begun = begin(&db, &caller.tenant, rfc3339(now_ms), starts)
                 .await?
                 .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+            refuse_while_resharding(&begun)?;
             tracing::info!(tenant = %tenant, by = %caller.tenant, "tenant offboarding started");
             begun
         }
@@ -131,6 +133,19 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         if Instant::now() >= deadline {
             return Ok(accepted(&record.tenant_id, &state, 0));
         }
+    }
+}
+
+/// 409 while the tenant is being re-sharded (and not yet offboarding): its items are moving
+/// between shards, which a walk could miss. Finish the re-sharding first.
+fn refuse_while_resharding(record: &shared::store::tenants::TenantRecord) -> Result<(), ApiError> {
+    match (&record.migration, &record.offboarding) {
+        (Some(m), None) => Err(ApiError::Conflict(format!(
+            "This tenant is being re-sharded to {} shards; finish that first \
+             (PATCH /tenants/{{tenantId}} {{\"shardCount\": {}}}).",
+            m.to, m.to
+        ))),
+        _ => Ok(()),
     }
 }
 

@@ -57,6 +57,8 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         created_at: rfc3339(app.clock.now_millis()),
         status: Default::default(),
         offboarding: None,
+        migration: None,
+        order_shard_count: None,
     };
     let item = serde_dynamo::to_item(&record)
         .map_err(|e| ApiError::Internal(format!("serialize tenant record: {e}")))?;

@@ -1,15 +1,17 @@
-//! updateTenant: `PATCH /tenants/{tenantId}` `{tier?, limits?, status?}` → 200 with the record, 404
-//! when the tenant does not exist, 409 for an operator suspending its own tenant or for a tenant
-//! being offboarded.
+//! updateTenant: `PATCH /tenants/{tenantId}` `{tier?, limits?, status?}` or `{shardCount}` → 200
+//! with the record, 404 when the tenant does not exist, 409 for an operator suspending its own
+//! tenant or for a tenant being offboarded.
 //!
 //! Operator only. Changes the tier, sets custom limits (tier `custom`), or suspends or resumes the
 //! tenant (`status`). One conditional UpdateItem, sent with credentials scoped to the tenant changed.
+//! `{shardCount}` alone starts or continues a re-sharding ([`crate::reshard_tenant`]).
 //! Every container reads the change within [`shared::store::tenants::RECORD_TTL_SECONDS`]; this
 //! container at once.
 
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
+use shared::identity::shard::{MAX_SHARDS, MIN_SHARDS};
 use shared::service::http::{json_body, json_response, path_tenant_id};
 use shared::store::tenants::{update_record, RecordChange, TenantStatus, Tier, Updated};
 use shared::{ApiError, App};
@@ -25,6 +27,8 @@ struct UpdateInput {
     limits: Option<crate::LimitsInput>,
     #[serde(default)]
     status: Option<TenantStatus>,
+    #[serde(default)]
+    shard_count: Option<u32>,
 }
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
@@ -32,6 +36,21 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     require_operator(&caller)?;
     let tenant = path_tenant_id(&req)?;
     let input: UpdateInput = json_body(&req)?;
+    if let Some(to) = input.shard_count {
+        if input.tier.is_some() || input.limits.is_some() || input.status.is_some() {
+            return Err(ApiError::bad_request(
+                "shardCount",
+                "shardCount is changed on its own, without tier, limits or status",
+            ));
+        }
+        if !(MIN_SHARDS..=MAX_SHARDS).contains(&to) {
+            return Err(ApiError::bad_request(
+                "shardCount",
+                format!("shardCount must be {MIN_SHARDS} to {MAX_SHARDS}"),
+            ));
+        }
+        return crate::reshard_tenant::handle(app, &caller.tenant, &tenant, to).await;
+    }
     if input.status == Some(TenantStatus::Offboarding) {
         return Err(ApiError::bad_request(
             "status",
@@ -43,7 +62,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         (None, None, None) => {
             return Err(ApiError::bad_request(
                 "tier",
-                "tier, limits or status is required",
+                "tier, limits, status or shardCount is required",
             ))
         }
         (tier, limits, _) => Some(tier_and_limits(tier, limits)?),

@@ -146,7 +146,7 @@ async fn create(
     recorder: Option<Recorder<'_>>,
 ) -> Result<Response<Body>, ApiError> {
     let t = &db.tenant;
-    let shards = app.directory.shard_count(db).await?;
+    let shards = app.directory.order_shards(db).await?;
 
     let summary = OrderSummary {
         order_id: order_id.to_string(),

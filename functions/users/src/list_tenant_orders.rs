@@ -56,7 +56,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let limit = page_limit(&req)?;
     let cursor = query_param(&req, "cursor");
     let db = app.db(t).await?;
-    let shards = app.directory.shard_count(&db).await?;
+    let shards = app.directory.order_shards(&db).await?;
     let listing = listing(t, from, to, shards);
     let keys = &app.settings.cursor_keys;
     let page = gather(

@@ -1,12 +1,13 @@
 //! The handler bodies every write-sharded kind shares (products, employees, departments): read one
-//! item by its id on its computed shard, and list a page over all shards. A kind supplies its key
-//! function and its view; the routes differ only in those.
+//! item by its id on its computed shard, and list a page over all shards, in whichever layout the
+//! tenant's items are (a re-sharding moves them). A kind supplies its key function and its view;
+//! the routes differ only in those.
 
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
 
-use crate::identity::cursor::Key;
+use crate::identity::cursor::{self, Key};
 use crate::identity::ids::{EntityId, TenantId};
 use crate::service::app::App;
 use crate::service::error::ApiError;
@@ -14,11 +15,12 @@ use crate::service::http::{
     json_response, list_order, page_limit_up_to, page_response, path_entity_id, query_param,
     ListOrder, PageCursor, MAX_PAGE_BYTES, MAX_SHARDED_LIMIT,
 };
-use crate::store::items::get_item;
+use crate::store::layout::{self, Keys, Layout};
 use crate::store::query::Item;
-use crate::store::scatter::{gather, walk, Fanout, ShardedList};
+use crate::store::scatter::{gather, gather_across, walk, Fanout, ShardedList};
 
-/// `GET /<kind>/{param}`: 200 with the item's view, or 404 with `not_found`. One GetItem.
+/// `GET /<kind>/{param}`: 200 with the item's view, or 404 with `not_found`. One GetItem (two at
+/// once while the tenant is being re-sharded: [`crate::store::layout`]).
 pub async fn get_by_id<V: Serialize>(
     app: &App,
     req: &Request,
@@ -30,8 +32,9 @@ pub async fn get_by_id<V: Serialize>(
     let caller = app.caller(req)?;
     let id = path_entity_id(req, param)?;
     let db = app.db(&caller.tenant).await?;
-    let shards = app.directory.shard_count(&db).await?;
-    let item = get_item(&db, key(&caller.tenant, &id, shards))
+    let layout = app.directory.layout(&db).await?;
+    let keys = Keys::of(layout, |n| key(&caller.tenant, &id, n));
+    let item = layout::get(&db, layout, &keys)
         .await?
         .ok_or_else(|| ApiError::NotFound(not_found.to_owned()))?;
     Ok(json_response(StatusCode::OK, &view(item)?))
@@ -40,6 +43,12 @@ pub async fn get_by_id<V: Serialize>(
 /// `GET /<kind>?limit=&cursor=&order=`: one page of `list` as `{items, nextCursor}`: in id order
 /// (scatter-gather over every shard), or with `order=unordered` shard after shard (a walk). Pages
 /// of up to [`MAX_SHARDED_LIMIT`] items.
+///
+/// While the tenant is being re-sharded both orders read both layouts ([`gather_across`]), in id
+/// order: a walk's position in one layout's partitions means nothing in the other's. A walk begun
+/// then goes on in id order after the migration ends (its cursors are bound to `&by=id`); a walk's
+/// cursor from before a re-sharding is bound to the old shard count and is refused (400), so the
+/// client starts again instead of silently missing moved items.
 pub async fn list_page<V: Serialize>(
     app: &App,
     req: &Request,
@@ -48,32 +57,56 @@ pub async fn list_page<V: Serialize>(
     fanout: Fanout,
 ) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(req)?;
+    let t = &caller.tenant;
     let limit = page_limit_up_to(req, MAX_SHARDED_LIMIT)?;
     let order = list_order(req)?;
     let cursor = query_param(req, "cursor");
-    let db = app.db(&caller.tenant).await?;
-    let shards = app.directory.shard_count(&db).await?;
-    let mut listing = list.over(&caller.tenant, shards);
+    let cursor = cursor.as_deref();
+    let db = app.db(t).await?;
+    let layout = app.directory.layout(&db).await?;
     let keys = &app.settings.cursor_keys;
-    let page = match order {
-        ListOrder::ById => gather(&db, &listing, keys, limit, cursor.as_deref(), fanout).await?,
+    let over = |shards: u32, route: &str| {
+        let mut listing = list.over(t, shards);
+        listing.route = route.to_owned();
+        listing
+    };
+    let walk_by_id = format!("{}?order=unordered&by=id", list.route);
+    let by_id = match order {
+        ListOrder::ById => Some(list.route.to_owned()),
         ListOrder::Unordered => {
-            listing.route = format!("{}?order=unordered", listing.route);
-            walk(
-                &db,
-                &listing,
-                keys,
-                limit,
-                MAX_PAGE_BYTES,
-                cursor.as_deref(),
+            let continues_by_id = cursor
+                .is_some_and(|c| cursor::decode(keys, t, &walk_by_id, c, |_, _| true).is_ok());
+            (continues_by_id || matches!(layout, Layout::Migrating { .. }))
+                .then(|| walk_by_id.clone())
+        }
+    };
+    let (page, route) = match (by_id, layout) {
+        (Some(route), Layout::Stable(n)) => {
+            let listing = over(n, &route);
+            (
+                gather(&db, &listing, keys, limit, cursor, fanout).await?,
+                route,
             )
-            .await?
+        }
+        (Some(route), Layout::Migrating { from, to, .. }) => {
+            let (old, new) = (over(from, &route), over(to, &route));
+            (
+                gather_across(&db, &old, &new, keys, limit, cursor).await?,
+                route,
+            )
+        }
+        (None, layout) => {
+            let shards = layout.write_shards();
+            let route = format!("{}?order=unordered&shards={shards}", list.route);
+            let listing = over(shards, &route);
+            let page = walk(&db, &listing, keys, limit, MAX_PAGE_BYTES, cursor).await?;
+            (page, route)
         }
     };
     let cursor = PageCursor {
         keys,
-        tenant: &caller.tenant,
-        route: &listing.route,
+        tenant: t,
+        route: &route,
     };
     page_response(page.items, page.next_cursor, view, cursor)
 }

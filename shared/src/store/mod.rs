@@ -5,10 +5,12 @@
 pub mod error;
 pub mod idempotency;
 pub mod items;
+pub mod layout;
 pub mod limiter;
 pub mod meter;
 pub mod offboarding;
 pub mod query;
+pub mod resharding;
 pub mod scatter;
 pub mod scoped;
 pub mod tenant_items;

@@ -90,10 +90,12 @@ pub async fn begin(
         .key(SK, AttributeValue::S(key))
         .update_expression("SET #state = :offboarding, #o = :o")
         .condition_expression(
-            "attribute_exists(PK) AND (attribute_not_exists(#state) OR #state <> :offboarding)",
+            "attribute_exists(PK) AND attribute_not_exists(#m) \
+             AND (attribute_not_exists(#state) OR #state <> :offboarding)",
         )
         .expression_attribute_names("#state", "status")
         .expression_attribute_names("#o", "offboarding")
+        .expression_attribute_names("#m", "migration")
         .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
         .expression_attribute_values(":o", state.to_attribute())
         .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
@@ -105,7 +107,8 @@ pub async fn begin(
             if e.as_service_error()
                 .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
         {
-            // Not onboarded, or already offboarding (another request started it first).
+            // Not onboarded, already offboarding (another request started it first), or being
+            // re-sharded (the caller refuses that).
             read_record_consistent(db).await
         }
         Err(e) => Err(StoreError::from_sdk(e)),

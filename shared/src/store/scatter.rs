@@ -199,6 +199,96 @@ pub async fn gather(
     gather_from(&source, listing, keys, limit, cursor, fanout).await
 }
 
+/// One ordered page of a sharded list while its items move from the layout of `old` to that of
+/// `new` (a re-sharding, [`crate::store::resharding`]): the two listings differ only in their
+/// partitions, and an item is in one layout or the other (for a moment, inside a writer's or the
+/// migrator's transaction, it leaves the old one as it enters the new one).
+///
+/// The old layout is read first, then the new one, from the same cursor. Items move from old to new
+/// only, so an item the old read missed because it had already moved is in the new layout when the
+/// new read comes, and an item seen in both is the same item: the new copy, read later, wins. The
+/// page ends at the old read's last item when the old read filled the page (beyond it the old layout
+/// was not read), so every item up to the page's end was looked for in both layouts: across pages,
+/// each live item appears exactly once. The cursor is a sort key, valid in either layout and after
+/// the migration ends. It costs the reads of two pages.
+pub async fn gather_across(
+    db: &TenantDb,
+    old: &Listing,
+    new: &Listing,
+    keys: &CursorKeys,
+    limit: u32,
+    cursor: Option<&str>,
+) -> Result<GatheredPage, StoreError> {
+    let before = gather(db, old, keys, limit, cursor, Fanout::Parallel).await?;
+    let after = gather(db, new, keys, limit, cursor, Fanout::Parallel).await?;
+    let (items, more) = merge_layouts(before, after, limit as usize, new.sort_attr);
+    let next_cursor = match (more, items.last()) {
+        (true, Some(last)) => {
+            let sort = string_attr(last, new.sort_attr).unwrap_or_default();
+            Some(cursor::encode(
+                keys,
+                &db.tenant,
+                &new.route,
+                &group_position(new, 0, sort),
+            ))
+        }
+        _ => None,
+    };
+    Ok(GatheredPage { items, next_cursor })
+}
+
+/// The page of [`gather_across`] from its two reads (each in ascending sort order): the items of
+/// both up to the end of what both covered, one per sort key (the new layout's copy preferred), at
+/// most `limit`; and whether more may follow.
+pub fn merge_layouts(
+    old: GatheredPage,
+    new: GatheredPage,
+    limit: usize,
+    sort_attr: &str,
+) -> (Vec<Item>, bool) {
+    let sort = |item: &Item| string_attr(item, sort_attr).unwrap_or_default();
+    // Beyond the old read's last item the old layout was not read, when it stopped for the limit.
+    let covered_to = old
+        .next_cursor
+        .as_ref()
+        .and_then(|_| old.items.last().map(sort));
+    let within = |item: &Item| covered_to.as_ref().is_none_or(|end| sort(item) <= *end);
+    let new_total = new.items.len();
+    let new_items: Vec<Item> = new.items.into_iter().filter(|i| within(i)).collect();
+    let mut more = old.next_cursor.is_some() || new.next_cursor.is_some();
+    more |= new_items.len() < new_total;
+    let mut merged: Vec<Item> = Vec::with_capacity(old.items.len() + new_items.len());
+    let mut old_items = old.items.into_iter().peekable();
+    let mut new_items = new_items.into_iter().peekable();
+    loop {
+        let take_new = match (old_items.peek(), new_items.peek()) {
+            (None, None) => break,
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            (Some(o), Some(n)) => {
+                let (o, n) = (sort(o), sort(n));
+                if o == n {
+                    old_items.next();
+                    true
+                } else {
+                    n < o
+                }
+            }
+        };
+        let next = if take_new {
+            new_items.next()
+        } else {
+            old_items.next()
+        };
+        merged.extend(next);
+    }
+    if merged.len() > limit {
+        merged.truncate(limit);
+        more = true;
+    }
+    (merged, more)
+}
+
 /// One page of a whole-collection walk of `listing`, starting at `cursor`: partition after partition,
 /// in no global order (each partition's items in sort order), for readers that want every item
 /// (syncs, exports, admin tools) and not a sorted page. A page reads one partition until it ends or
@@ -434,8 +524,8 @@ pub async fn gather_from<S: PartitionSource>(
             });
         match next {
             Some(lane) => {
-                if let Some((_, item)) = lane.buffer.pop_front() {
-                    last_emitted = Some(position_after(&item));
+                if let Some((sort, item)) = lane.buffer.pop_front() {
+                    last_emitted = Some(group_position(listing, group, sort));
                     items.push(item);
                 }
             }
@@ -462,6 +552,32 @@ pub async fn gather_from<S: PartitionSource>(
     })
 }
 
+/// A cursor position: the group's first partition and a sort key. Every partition of a group
+/// resumes after the same sort key, so the partition only names the group; naming the first one
+/// (not the emitting item's) keeps a sharded list's cursor valid when its shard count changes (a
+/// re-sharding: shard 0 exists in every layout).
+fn group_position(listing: &Listing, group: usize, sort: String) -> Key {
+    let partition = listing.groups[group].first().cloned().unwrap_or_default();
+    Key::from([
+        (
+            listing.partition_attr.to_owned(),
+            AttributeValue::S(partition),
+        ),
+        (listing.sort_attr.to_owned(), AttributeValue::S(sort)),
+    ])
+}
+
+/// Whether `a` and `b` are write shards of one partition space (`…#<n>` with the same stem): a
+/// cursor position on any shard names that space's group, whatever its shard count now is.
+fn same_shard_family(a: &str, b: &str) -> bool {
+    let shard = |p: &str| {
+        p.rsplit_once('#')
+            .filter(|(_, n)| !n.is_empty() && n.len() <= 3 && n.bytes().all(|c| c.is_ascii_digit()))
+            .map(|(stem, _)| stem.to_owned())
+    };
+    matches!((shard(a), shard(b)), (Some(x), Some(y)) if x == y)
+}
+
 /// The group and sort key a cursor resumes after. The position must name one of the listing's
 /// partitions and a sort key inside its range (and, as every cursor, this tenant and route).
 fn decode_position(
@@ -478,10 +594,10 @@ fn decode_position(
         }
     };
     let group_of = |partition: &str| {
-        listing
-            .groups
-            .iter()
-            .position(|g| g.iter().any(|p| p == partition))
+        listing.groups.iter().position(|g| {
+            g.iter()
+                .any(|p| p == partition || same_shard_family(p, partition))
+        })
     };
     let key = cursor::decode(keys, t, &listing.route, raw, |pk, sk| {
         let (partition, sort) = named(pk, sk);

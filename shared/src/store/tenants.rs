@@ -1,8 +1,9 @@
 //! Tenant records, their tiers and limits, and the per-container record cache.
 //!
 //! A tenant's record (`PK` = `SK` = `TENANT#t#TENANT`) holds its tier, its limits when an operator set
-//! custom ones, and its shard count. The shard count is fixed at onboarding: changing it would move
-//! every item's computed shard, so it is not offered as an update (re-sharding is a migration).
+//! custom ones, its status, and its shard count. Changing the shard count moves items between
+//! shards: it is a migration ([`crate::store::resharding`]), whose state the record holds while it
+//! runs, and which [`TenantRecord::layout`] turns into the keys readers and writers use.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -118,6 +119,99 @@ pub struct TenantRecord {
     /// by `store::offboarding` ([`Offboarding::to_attribute`]), never with the whole record.
     #[serde(default, skip_serializing)]
     pub offboarding: Option<Offboarding>,
+    /// A re-sharding's state and checkpoint, while it runs. Written only by
+    /// `store::resharding` ([`Migration::to_attribute`]).
+    #[serde(default, skip_serializing)]
+    pub migration: Option<Migration>,
+    /// The shard count of the orders' date index, frozen at the first re-sharding: orders do not
+    /// move, so their index keeps the count they were written with. Absent: [`Self::shard_count`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_shard_count: Option<u32>,
+}
+
+/// A re-sharding of the product and HR shards from `from` to `to` shards
+/// (`crate::store::resharding`), kept in the tenant record while it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Migration {
+    pub from: u32,
+    pub to: u32,
+    /// RFC 3339.
+    pub requested_at: String,
+    /// The tenant of the operator who asked.
+    pub requested_by: String,
+    /// Epoch seconds: from then on every container writes the new layout.
+    pub writes_move_at: u64,
+    /// Epoch seconds: the migrator moves items from then on.
+    pub moves_start_at: u64,
+    /// Move steps committed; each checkpoint is conditioned on it.
+    pub steps: u64,
+    /// Items the committed steps moved.
+    #[serde(default)]
+    pub moved: u64,
+    /// The last old-layout item a committed step walked past: where the migrator resumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<ItemKey>,
+}
+
+impl Migration {
+    /// The state as stored, built by hand like [`Offboarding::to_attribute`].
+    pub fn to_attribute(&self) -> AttributeValue {
+        let s = |v: &str| AttributeValue::S(v.to_owned());
+        let n = |v: u64| AttributeValue::N(v.to_string());
+        let mut state = HashMap::from([
+            ("from".to_owned(), n(self.from.into())),
+            ("to".to_owned(), n(self.to.into())),
+            ("requestedAt".to_owned(), s(&self.requested_at)),
+            ("requestedBy".to_owned(), s(&self.requested_by)),
+            ("writesMoveAt".to_owned(), n(self.writes_move_at)),
+            ("movesStartAt".to_owned(), n(self.moves_start_at)),
+            ("steps".to_owned(), n(self.steps)),
+            ("moved".to_owned(), n(self.moved)),
+        ]);
+        if let Some(p) = &self.position {
+            state.insert("position".to_owned(), position_attribute(p));
+        }
+        AttributeValue::M(state)
+    }
+}
+
+/// A walk position as stored in a checkpoint: `{pk, sk}`.
+pub(crate) fn position_attribute(p: &ItemKey) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("pk".to_owned(), AttributeValue::S(p.pk.clone())),
+        ("sk".to_owned(), AttributeValue::S(p.sk.clone())),
+    ]))
+}
+
+/// Where a tenant's product and HR items are, as readers and writers see it at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Every item is on `fnv(id) mod n`.
+    Stable(u32),
+    /// A re-sharding from `from` to `to` shards runs: an item is on its `from` shard or its `to`
+    /// shard (never both once `writes_moved`, except for a moment inside one transaction). Writes
+    /// use `to` once `writes_moved`, `from` before.
+    Migrating {
+        from: u32,
+        to: u32,
+        writes_moved: bool,
+    },
+}
+
+impl Layout {
+    /// The shard count new writes use.
+    pub fn write_shards(self) -> u32 {
+        match self {
+            Layout::Stable(n) => n,
+            Layout::Migrating {
+                to,
+                writes_moved: true,
+                ..
+            } => to,
+            Layout::Migrating { from, .. } => from,
+        }
+    }
 }
 
 /// An offboarding's state (`crate::store::offboarding`), kept in the tenant record until the record
@@ -169,19 +263,30 @@ impl Offboarding {
             state.insert("startedAt".to_owned(), s(started));
         }
         if let Some(p) = &self.position {
-            state.insert(
-                "position".to_owned(),
-                AttributeValue::M(HashMap::from([
-                    ("pk".to_owned(), s(&p.pk)),
-                    ("sk".to_owned(), s(&p.sk)),
-                ])),
-            );
+            state.insert("position".to_owned(), position_attribute(p));
         }
         AttributeValue::M(state)
     }
 }
 
 impl TenantRecord {
+    /// Where the tenant's sharded items are at `now` (epoch seconds).
+    pub fn layout(&self, now: u64) -> Layout {
+        match &self.migration {
+            None => Layout::Stable(self.shard_count),
+            Some(m) => Layout::Migrating {
+                from: m.from,
+                to: m.to,
+                writes_moved: now >= m.writes_move_at,
+            },
+        }
+    }
+
+    /// The shard count of the orders' date index.
+    pub fn order_shards(&self) -> u32 {
+        self.order_shard_count.unwrap_or(self.shard_count)
+    }
+
     /// The limits in force: the tier's, or the operator's custom ones.
     pub fn limits(&self) -> Limits {
         self.limits
@@ -392,13 +497,21 @@ impl TenantDirectory {
         Ok(fresh)
     }
 
-    /// The tenant's shard count; 403 when the tenant has not been onboarded.
-    pub async fn shard_count(&self, db: &TenantDb) -> Result<u32, StoreError> {
-        let record = self
-            .onboarded_record(&db.tenant)
+    /// Where the tenant's product and HR items are now; 403 when it has not been onboarded.
+    pub async fn layout(&self, db: &TenantDb) -> Result<Layout, StoreError> {
+        let record = self.required(db).await?;
+        Ok(record.layout(self.clock.now_seconds()))
+    }
+
+    /// The shard count of the tenant's order date index; 403 when it has not been onboarded.
+    pub async fn order_shards(&self, db: &TenantDb) -> Result<u32, StoreError> {
+        Ok(self.required(db).await?.order_shards())
+    }
+
+    async fn required(&self, db: &TenantDb) -> Result<Arc<TenantRecord>, StoreError> {
+        self.onboarded_record(&db.tenant)
             .await?
-            .ok_or(StoreError::NotOnboarded)?;
-        Ok(record.shard_count)
+            .ok_or(StoreError::NotOnboarded)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TenantId, CachedRecord>> {
@@ -434,6 +547,8 @@ mod tests {
             created_at: "2026-11-22T00:00:00Z".into(),
             status: TenantStatus::Active,
             offboarding: None,
+            migration: None,
+            order_shard_count: None,
         };
         let item: crate::store::query::Item = serde_dynamo::to_item(&record).unwrap();
         let limits = item["limits"].as_m().unwrap();

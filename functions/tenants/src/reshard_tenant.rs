@@ -1,0 +1,158 @@
+//! Re-sharding through `PATCH /tenants/{tenantId}` `{shardCount}`: → 202 with the record and its
+//! `migration` progress while the migration runs (call again after `Retry-After`: every call moves
+//! items for up to [`WORK_PER_REQUEST`]), 200 with the record once the tenant has `shardCount`
+//! shards (at once when it already has); 404 when there is no such tenant; 409 while a migration
+//! to another count runs, or while the tenant is being offboarded.
+//!
+//! Operator only. The first call writes the migration into the record; the migrator's steps
+//! (`shared::store::resharding`) each commit a checkpoint there, so any call in any container
+//! resumes where the last one ended, and two calls at once never both commit a step.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lambda_http::http::{header, StatusCode};
+use lambda_http::{Body, Response};
+use shared::identity::ids::TenantId;
+use shared::identity::keys::{ItemKey, PK, SK};
+use shared::service::http::json_response;
+use shared::store::query::string_attr;
+use shared::store::resharding::{
+    begin, checkpoint, finish, move_page, sharded_sources, Begun, Migration, Step, ITEMS_PER_STEP,
+};
+use shared::store::scoped::TenantDb;
+use shared::store::tenant_items::{self, Budget};
+use shared::store::tenants::{read_record_consistent, TenantRecord, TenantStatus};
+use shared::{ApiError, App};
+
+use crate::TenantView;
+
+/// How long one call moves items before it answers 202 (the function timeout is 10 s).
+pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
+
+/// Starts, continues or confirms `tenant`'s re-sharding to `to` shards, asked by an operator of
+/// `operator`. The request is already checked (operator, `to` in range).
+pub async fn handle(
+    app: &App,
+    operator: &TenantId,
+    tenant: &TenantId,
+    to: u32,
+) -> Result<Response<Body>, ApiError> {
+    let db = app.db_for_operator(tenant).await?;
+    let deadline = Instant::now() + WORK_PER_REQUEST;
+    // A start races only other starts and status changes: one more read settles it.
+    for _ in 0..3 {
+        let record = read_record_consistent(&db)
+            .await?
+            .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+        if record.status == TenantStatus::Offboarding {
+            return Err(ApiError::Conflict(
+                "This tenant is being offboarded; its record no longer changes.".into(),
+            ));
+        }
+        let record = match &record.migration {
+            None if record.shard_count == to => return Ok(done(record)),
+            None => match begin(&db, &record, to, operator, app.clock.now_millis()).await? {
+                Begun::Started(record) => {
+                    tracing::info!(tenant = %tenant, from = record.shard_count, to, by = %operator, "tenant re-sharding started");
+                    *record
+                }
+                Begun::Raced => continue,
+            },
+            Some(m) if m.to != to => {
+                return Err(ApiError::Conflict(format!(
+                    "A re-sharding from {} to {} shards is running; finish it first \
+                     (PATCH with {{\"shardCount\": {}}}), then start another.",
+                    m.from, m.to, m.to
+                )))
+            }
+            Some(_) => record,
+        };
+        return migrate(app, &db, record, deadline).await;
+    }
+    Err(ApiError::Conflict(
+        "The tenant record kept changing; retry.".into(),
+    ))
+}
+
+/// Runs the migrator until it is done, another call takes over, or `deadline` passes.
+async fn migrate(
+    app: &App,
+    db: &TenantDb,
+    mut record: TenantRecord,
+    deadline: Instant,
+) -> Result<Response<Body>, ApiError> {
+    let tenant = db.tenant.clone();
+    app.directory
+        .remember(&tenant, Some(Arc::new(record.clone())));
+    let mut state = migration_of(&record)?;
+    let now = app.clock.now_seconds();
+    if now < state.moves_start_at {
+        return Ok(accepted(record, state.moves_start_at - now));
+    }
+    let sources = sharded_sources(&tenant, state.from);
+    let budget = Budget {
+        items: ITEMS_PER_STEP,
+        bytes: usize::MAX,
+        until: Some(deadline),
+    };
+    loop {
+        let page = tenant_items::page(db, &sources, state.position.as_ref(), budget).await?;
+        let step = match page.items.last() {
+            None => finish(db, &state).await?,
+            Some(last) => {
+                let position = ItemKey {
+                    pk: string_attr(last, PK).unwrap_or_default(),
+                    sk: string_attr(last, SK).unwrap_or_default(),
+                };
+                let moved = move_page(db, &page, state.to).await?;
+                checkpoint(db, &state, position, moved).await?
+            }
+        };
+        record = match step {
+            Step::Committed(next) => *next,
+            // Another call committed first: it is the one moving now.
+            Step::Raced => {
+                let current = read_record_consistent(db)
+                    .await?
+                    .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+                app.directory
+                    .remember(&tenant, Some(Arc::new(current.clone())));
+                return Ok(match current.migration {
+                    Some(_) => accepted(current, 1),
+                    None => done(current),
+                });
+            }
+        };
+        app.directory
+            .remember(&tenant, Some(Arc::new(record.clone())));
+        let Some(next) = record.migration.clone() else {
+            tracing::info!(tenant = %tenant, shards = record.shard_count, moved = state.moved, "tenant re-sharded");
+            return Ok(done(record));
+        };
+        state = next;
+        if Instant::now() >= deadline {
+            return Ok(accepted(record, 0));
+        }
+    }
+}
+
+fn migration_of(record: &TenantRecord) -> Result<Migration, ApiError> {
+    record
+        .migration
+        .clone()
+        .ok_or_else(|| ApiError::Internal("a re-sharding record without its state".into()))
+}
+
+fn done(record: TenantRecord) -> Response<Body> {
+    json_response(StatusCode::OK, &TenantView::from(record))
+}
+
+/// 202 with the record and its progress, and when to call again.
+fn accepted(record: TenantRecord, retry_after_seconds: u64) -> Response<Body> {
+    let mut response = json_response(StatusCode::ACCEPTED, &TenantView::from(record));
+    if let Ok(value) = retry_after_seconds.to_string().parse() {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}

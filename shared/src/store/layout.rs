@@ -1,0 +1,271 @@
+//! Reading and writing one write-sharded item (a product, an employee, a department) under a
+//! [`Layout`]: on its one shard when the layout is stable, and on either of its two shards while a
+//! re-sharding runs ([`crate::store::resharding`]).
+//!
+//! While a migration runs, an item is on its old shard or its new one. Its two keys differ only in
+//! `PK` (the sort key is the same), and an item moves one way only, old to new, in one transaction
+//! (the migrator's, or a writer's). So:
+//! - a read asks both keys at once and prefers the new copy; when it finds neither, it reads the new
+//!   key again, consistently (the item may have moved between the two reads);
+//! - a write, once writes have moved, puts the new copy and deletes the old one in one transaction,
+//!   conditioned on what it read, so it never races the migrator into two copies;
+//! - a delete removes the old copy, then the new one: whichever way a concurrent move falls, the
+//!   item is gone afterwards (the migrator moves only an old copy that still exists).
+//!
+//! Before writes move, nothing is on a new shard: the old key is the only one, as in a stable layout.
+
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
+
+use crate::identity::cursor::Key;
+use crate::store::error::StoreError;
+use crate::store::items::{delete_existing, get_item, get_item_consistent, put_replacing};
+use crate::store::query::Item;
+use crate::store::scoped::TenantDb;
+pub use crate::store::tenants::Layout;
+use crate::store::transact::{transact, TransactError};
+
+/// Sends of a moving write whose reads went stale before its transaction (a concurrent writer or
+/// the migrator moved the item): each attempt reads both keys again.
+const ATTEMPTS: usize = 4;
+
+/// Where an item may be under `layout`: its keys, the one writes use first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Keys {
+    /// The key new writes use.
+    pub write: Key,
+    /// The other key the item may still be at (the old shard, once writes have moved), if it
+    /// differs.
+    pub other: Option<Key>,
+}
+
+impl Keys {
+    /// The keys of one item: `key(shards)` is its key among `shards` shards.
+    pub fn of(layout: Layout, key: impl Fn(u32) -> Key) -> Self {
+        match layout {
+            Layout::Stable(n) => Self {
+                write: key(n),
+                other: None,
+            },
+            Layout::Migrating {
+                from,
+                to,
+                writes_moved,
+            } => {
+                let (write, other) = if writes_moved {
+                    (key(to), key(from))
+                } else {
+                    (key(from), key(to))
+                };
+                let other = (other != write).then_some(other);
+                Self { write, other }
+            }
+        }
+    }
+
+    /// The new-layout key and the old one (when they differ), whichever writes use now.
+    fn new_and_old(&self, layout: Layout) -> (&Key, Option<&Key>) {
+        match (layout, &self.other) {
+            (
+                Layout::Migrating {
+                    writes_moved: false,
+                    ..
+                },
+                Some(new),
+            ) => (new, Some(&self.write)),
+            _ => (&self.write, self.other.as_ref()),
+        }
+    }
+}
+
+/// The item, wherever it is: one GetItem when the layout is stable; during a migration two at once
+/// (new copy preferred), and a consistent read of the new key when neither answered.
+pub async fn get(db: &TenantDb, layout: Layout, keys: &Keys) -> Result<Option<Item>, StoreError> {
+    let (new, old) = keys.new_and_old(layout);
+    let Some(old) = old else {
+        return get_item(db, new.clone()).await;
+    };
+    let (at_new, at_old) = tokio::join!(get_item(db, new.clone()), get_item(db, old.clone()));
+    match (at_new?, at_old?) {
+        (Some(item), _) | (None, Some(item)) => Ok(Some(item)),
+        (None, None) => get_item_consistent(db, new.clone()).await,
+    }
+}
+
+/// Where an item is now, read consistently (a read that decides a write): its key and the item.
+pub async fn locate(
+    db: &TenantDb,
+    layout: Layout,
+    keys: &Keys,
+) -> Result<Option<(Key, Item)>, StoreError> {
+    let (new, old) = keys.new_and_old(layout);
+    let at_new = get_item_consistent(db, new.clone()).await?;
+    if let Some(item) = at_new {
+        return Ok(Some((new.clone(), item)));
+    }
+    let Some(old) = old else { return Ok(None) };
+    if let Some(item) = get_item_consistent(db, old.clone()).await? {
+        return Ok(Some((old.clone(), item)));
+    }
+    // Moved between the two reads (moves go old to new only).
+    Ok(get_item_consistent(db, new.clone())
+        .await?
+        .map(|item| (new.clone(), item)))
+}
+
+/// Puts the item (`fields` without keys) at its write key, removing any copy at its other key:
+/// `Ok(true)` when it replaced an item (in either place).
+pub async fn put(
+    db: &TenantDb,
+    layout: Layout,
+    keys: &Keys,
+    fields: Item,
+) -> Result<bool, StoreError> {
+    let with_key = |key: &Key| {
+        let mut item = fields.clone();
+        item.extend(key.clone());
+        item
+    };
+    let Some(old) = keys.other.as_ref().filter(|_| moved(layout)) else {
+        return put_replacing(db, with_key(&keys.write)).await;
+    };
+    for _ in 0..ATTEMPTS {
+        let (at_new, at_old) = tokio::join!(
+            get_item_consistent(db, keys.write.clone()),
+            get_item_consistent(db, old.clone())
+        );
+        let (at_new, at_old) = (at_new?.is_some(), at_old?.is_some());
+        let put = Put::builder()
+            .table_name(&*db.table)
+            .set_item(Some(with_key(&keys.write)))
+            .condition_expression(exists(at_new))
+            .build()
+            .map_err(internal)?;
+        let mut request = db
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put).build());
+        if at_old {
+            let delete = Delete::builder()
+                .table_name(&*db.table)
+                .set_key(Some(old.clone()))
+                .condition_expression(exists(true))
+                .build()
+                .map_err(internal)?;
+            request = request.transact_items(TransactWriteItem::builder().delete(delete).build());
+        }
+        match transact(request).await {
+            Ok(()) => return Ok(at_new || at_old),
+            // Moved, written or deleted since the reads: read again.
+            Err(TransactError::ConditionFailed { .. }) => continue,
+            Err(TransactError::Store(e)) => return Err(e),
+        }
+    }
+    Err(StoreError::Contended(
+        "the item kept changing while it was being written; retry".into(),
+    ))
+}
+
+/// Deletes the item wherever it is: `Ok(true)` when there was one. The old copy goes first, so a
+/// move racing the delete either finds nothing to move or has already moved what the second delete
+/// removes.
+pub async fn delete(db: &TenantDb, layout: Layout, keys: &Keys) -> Result<bool, StoreError> {
+    let (new, old) = keys.new_and_old(layout);
+    let deleted_old = match old {
+        Some(old) => delete_existing(db, old.clone()).await?,
+        None => false,
+    };
+    let deleted_new = delete_existing(db, new.clone()).await?;
+    Ok(deleted_old || deleted_new)
+}
+
+fn moved(layout: Layout) -> bool {
+    matches!(
+        layout,
+        Layout::Migrating {
+            writes_moved: true,
+            ..
+        }
+    )
+}
+
+/// The condition that an item is (`true`) or is not there.
+pub fn exists(present: bool) -> &'static str {
+    if present {
+        "attribute_exists(PK)"
+    } else {
+        "attribute_not_exists(PK)"
+    }
+}
+
+fn internal(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
+    StoreError::Internal(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::ids::{EntityId, TenantId};
+    use crate::identity::keys::{kind, sharded_entity_key};
+
+    fn keys(layout: Layout) -> Keys {
+        let t = TenantId::parse("acme").unwrap();
+        let id = EntityId::parse("product-000042").unwrap();
+        Keys::of(layout, |n| {
+            sharded_entity_key(&t, kind::PRODUCT, kind::PRODUCT, &id, n)
+        })
+    }
+
+    fn pk(key: &Key) -> &str {
+        key["PK"].as_s().unwrap()
+    }
+
+    #[test]
+    fn a_stable_layout_has_one_key_and_a_migration_two_until_they_coincide() {
+        // product-000042 is on shard 5 of 16 (golden), 42's hash mod 4 is 1, mod 8 is 5.
+        let stable = keys(Layout::Stable(16));
+        assert_eq!(pk(&stable.write), "TENANT#acme#PRODUCT#5");
+        assert_eq!(stable.other, None);
+
+        let announced = keys(Layout::Migrating {
+            from: 4,
+            to: 16,
+            writes_moved: false,
+        });
+        assert_eq!(pk(&announced.write), "TENANT#acme#PRODUCT#1");
+        assert_eq!(
+            pk(announced.other.as_ref().unwrap()),
+            "TENANT#acme#PRODUCT#5"
+        );
+
+        let moving = keys(Layout::Migrating {
+            from: 4,
+            to: 16,
+            writes_moved: true,
+        });
+        assert_eq!(pk(&moving.write), "TENANT#acme#PRODUCT#5");
+        assert_eq!(pk(moving.other.as_ref().unwrap()), "TENANT#acme#PRODUCT#1");
+
+        let same_shard = keys(Layout::Migrating {
+            from: 16,
+            to: 8,
+            writes_moved: true,
+        });
+        assert_eq!(pk(&same_shard.write), "TENANT#acme#PRODUCT#5");
+        assert_eq!(same_shard.other, None);
+    }
+
+    #[test]
+    fn reads_prefer_the_new_layout_in_both_phases() {
+        for writes_moved in [false, true] {
+            let layout = Layout::Migrating {
+                from: 4,
+                to: 16,
+                writes_moved,
+            };
+            let k = keys(layout);
+            let (new, old) = k.new_and_old(layout);
+            assert_eq!(pk(new), "TENANT#acme#PRODUCT#5");
+            assert_eq!(pk(old.unwrap()), "TENANT#acme#PRODUCT#1");
+        }
+    }
+}

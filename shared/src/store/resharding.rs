@@ -1,0 +1,324 @@
+//! Online re-sharding: moving a tenant's product and HR items from `from` to `to` write shards
+//! while the tenant keeps reading and writing.
+//!
+//! 1. [`begin`] writes the migration into the tenant record. Reads look in both layouts from the
+//!    moment a container sees it ([`crate::store::layout`]); writes keep the old layout until
+//!    `writesMoveAt` ([`WRITES_MOVE_DELAY_SECONDS`] later), when every container has read the new
+//!    record and no request admitted with the old one can still be writing. (A write in the new
+//!    layout before then would be invisible to, or undone by, a container that still knows only
+//!    the old layout.) From then on a write puts the new copy and deletes the old one in one
+//!    transaction.
+//! 2. From `movesStartAt` ([`MOVES_DELAY_SECONDS`]), when every write that chose the old layout has
+//!    landed, [`move_page`] walks the old layout's partitions and moves each item whose shard
+//!    changes: one transaction puts the copy on condition that no item is at the new key and deletes
+//!    the original on condition that it still exists. A copy therefore never overwrites a newer
+//!    write, and a deleted item is never brought back. [`checkpoint`] then moves the record's
+//!    position past the page, conditioned on the step number, so any call in any container resumes
+//!    where the last committed step ended, and a page re-walked after a crash finds its moved items
+//!    gone.
+//! 3. [`finish`] sets the shard count to `to` and removes the migration, once a walk found nothing
+//!    left to move.
+//!
+//! Each moved item costs two write units for the copy and two for the delete (transactional
+//! writes), plus a consistent read when the walk reads it.
+
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, ReturnValue, TransactWriteItem};
+use futures::StreamExt;
+
+use crate::identity::ids::TenantId;
+use crate::identity::keys::{
+    kind, parse_entity_sk, partition_kind, shard_pk, tenant_record_key, ItemKey, PK, SK,
+};
+use crate::identity::shard::shard_for;
+use crate::store::error::StoreError;
+use crate::store::items::delete_existing;
+use crate::store::layout::exists;
+use crate::store::query::Item;
+use crate::store::scoped::TenantDb;
+use crate::store::tenant_items::{Page, Source};
+pub use crate::store::tenants::Migration;
+use crate::store::tenants::{parse_record, value, TenantRecord, TenantStatus, RECORD_TTL_SECONDS};
+use crate::store::transact::{transact, TransactError};
+
+/// Seconds from the start of a migration to the first write in the new layout: every container's
+/// cached record has expired, and a request admitted before has ended (API Gateway's integration
+/// timeout is 29 s; the functions' own is no longer).
+pub const WRITES_MOVE_DELAY_SECONDS: u64 = RECORD_TTL_SECONDS + 30;
+/// Seconds from the start of a migration to the first move: a request that chose the old layout
+/// just before writes moved has ended.
+pub const MOVES_DELAY_SECONDS: u64 = WRITES_MOVE_DELAY_SECONDS + 30;
+/// Items one step walks (the moves of a step run concurrently, at most [`MOVES_IN_FLIGHT`] at once).
+pub const ITEMS_PER_STEP: usize = 100;
+const MOVES_IN_FLIGHT: usize = 8;
+
+/// The partitions a shard count gives the sharded kinds, in walk order: products, then HR.
+pub fn sharded_sources(tenant: &TenantId, shards: u32) -> Vec<Source> {
+    [kind::PRODUCT, kind::HR]
+        .into_iter()
+        .flat_map(|partition| (0..shards).map(move |s| shard_pk(tenant, partition, s)))
+        .map(Source::Partition)
+        .collect()
+}
+
+/// What [`begin`] found or did.
+#[derive(Debug)]
+pub enum Begun {
+    /// The migration is written; the record as it now is.
+    Started(Box<TenantRecord>),
+    /// The record changed since it was read (another migration started, or the shard count or
+    /// status changed): read it again.
+    Raced,
+}
+
+/// Starts moving `db`'s tenant from `record`'s shard count to `to` shards at `now_ms`. The order
+/// date index keeps the count it was written with ([`TenantRecord::order_shards`]).
+pub async fn begin(
+    db: &TenantDb,
+    record: &TenantRecord,
+    to: u32,
+    requested_by: &TenantId,
+    now_ms: u64,
+) -> Result<Begun, StoreError> {
+    let now = now_ms / 1000;
+    let migration = Migration {
+        from: record.shard_count,
+        to,
+        requested_at: crate::identity::clock::rfc3339(now_ms),
+        requested_by: requested_by.to_string(),
+        writes_move_at: now + WRITES_MOVE_DELAY_SECONDS,
+        moves_start_at: now + MOVES_DELAY_SECONDS,
+        steps: 0,
+        moved: 0,
+        position: None,
+    };
+    let key = tenant_record_key(&db.tenant);
+    let result = db
+        .client
+        .update_item()
+        .table_name(&*db.table)
+        .key(PK, AttributeValue::S(key.clone()))
+        .key(SK, AttributeValue::S(key))
+        .update_expression("SET #m = :m, #orders = if_not_exists(#orders, :from)")
+        .condition_expression(
+            "attribute_exists(PK) AND attribute_not_exists(#m) AND #shards = :from \
+             AND (attribute_not_exists(#state) OR #state <> :offboarding)",
+        )
+        .expression_attribute_names("#m", "migration")
+        .expression_attribute_names("#orders", "orderShardCount")
+        .expression_attribute_names("#shards", "shardCount")
+        .expression_attribute_names("#state", "status")
+        .expression_attribute_values(":m", migration.to_attribute())
+        .expression_attribute_values(":from", AttributeValue::N(record.shard_count.to_string()))
+        .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
+        .return_values(ReturnValue::AllNew)
+        .send()
+        .await;
+    match result {
+        Ok(out) => match out.attributes {
+            Some(item) => Ok(Begun::Started(Box::new(parse_record(item)?))),
+            None => Err(StoreError::Internal("UpdateItem returned no record".into())),
+        },
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+        {
+            Ok(Begun::Raced)
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
+}
+
+/// The key `item` has in a layout of `to` shards; `None` when it stays where it is (or is not a
+/// sharded item of this tenant).
+pub fn new_partition(tenant: &TenantId, item: &Item, to: u32) -> Option<String> {
+    let pk = item.get(PK)?.as_s().ok()?;
+    let sk = item.get(SK)?.as_s().ok()?;
+    let partition = partition_kind(tenant, pk)?;
+    let entity_kind = partition_kind(tenant, sk)?;
+    let id = parse_entity_sk(tenant, entity_kind, sk).ok()?;
+    let target = shard_pk(tenant, partition, shard_for(id.as_str(), to));
+    (target != *pk).then_some(target)
+}
+
+/// Moves every item of `page` whose shard changes in a layout of `to` shards: `Ok(n)` items moved.
+pub async fn move_page(db: &TenantDb, page: &Page, to: u32) -> Result<u64, StoreError> {
+    let moves: Vec<_> = page
+        .items
+        .iter()
+        .filter_map(|item| new_partition(&db.tenant, item, to).map(|pk| (item, pk)))
+        .map(|(item, pk)| move_item(db, item, pk))
+        .collect();
+    let moved = futures::stream::iter(moves)
+        .buffer_unordered(MOVES_IN_FLIGHT)
+        .collect::<Vec<_>>()
+        .await;
+    let mut count = 0;
+    for result in moved {
+        count += u64::from(result?);
+    }
+    Ok(count)
+}
+
+/// Moves one item to partition `new_pk`: `Ok(true)` when this call moved it.
+async fn move_item(db: &TenantDb, item: &Item, new_pk: String) -> Result<bool, StoreError> {
+    let old_key: Item = [PK, SK]
+        .into_iter()
+        .filter_map(|k| item.get(k).map(|v| (k.to_owned(), v.clone())))
+        .collect();
+    let mut copy = item.clone();
+    copy.insert(PK.to_owned(), AttributeValue::S(new_pk));
+    let internal = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Internal(e.to_string());
+    let put = Put::builder()
+        .table_name(&*db.table)
+        .set_item(Some(copy))
+        .condition_expression(exists(false))
+        .build()
+        .map_err(internal)?;
+    let delete = Delete::builder()
+        .table_name(&*db.table)
+        .set_key(Some(old_key.clone()))
+        .condition_expression(exists(true))
+        .build()
+        .map_err(internal)?;
+    let request = db
+        .client
+        .transact_write_items()
+        .transact_items(TransactWriteItem::builder().put(put).build())
+        .transact_items(TransactWriteItem::builder().delete(delete).build());
+    match transact(request).await {
+        Ok(()) => Ok(true),
+        // A write since writes moved is at the new key: it is newer than this copy, which goes.
+        Err(e) if e.failed_at(0) => delete_existing(db, old_key).await.map(|_| false),
+        // Deleted (or moved by another call) since the walk read it.
+        Err(TransactError::ConditionFailed { .. }) => Ok(false),
+        Err(TransactError::Store(e)) => Err(e),
+    }
+}
+
+/// What a conditioned record update did.
+#[derive(Debug)]
+pub enum Step {
+    /// Committed: the record as it now is.
+    Committed(Box<TenantRecord>),
+    /// Another call committed a step (or finished) first. Read the record again.
+    Raced,
+}
+
+/// Moves the record's checkpoint past `position` (the last item of a walked page), adding `moved`,
+/// on condition that no other step was committed since `state` was read.
+pub async fn checkpoint(
+    db: &TenantDb,
+    state: &Migration,
+    position: ItemKey,
+    moved: u64,
+) -> Result<Step, StoreError> {
+    let mut next = state.clone();
+    next.steps += 1;
+    next.moved += moved;
+    next.position = Some(position);
+    update_conditioned(db, state, "SET #m = :next", Some(next.to_attribute())).await
+}
+
+/// Ends the migration whose walk found nothing left to move: the shard count becomes `to`.
+pub async fn finish(db: &TenantDb, state: &Migration) -> Result<Step, StoreError> {
+    update_conditioned(db, state, "SET #shards = :to REMOVE #m", None).await
+}
+
+async fn update_conditioned(
+    db: &TenantDb,
+    state: &Migration,
+    expression: &str,
+    next: Option<AttributeValue>,
+) -> Result<Step, StoreError> {
+    let key = tenant_record_key(&db.tenant);
+    let mut update = db
+        .client
+        .update_item()
+        .table_name(&*db.table)
+        .key(PK, AttributeValue::S(key.clone()))
+        .key(SK, AttributeValue::S(key))
+        .update_expression(expression)
+        .condition_expression("#m.#steps = :steps AND #m.#to = :to")
+        .expression_attribute_names("#m", "migration")
+        .expression_attribute_names("#steps", "steps")
+        .expression_attribute_names("#to", "to")
+        .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
+        .expression_attribute_values(":to", AttributeValue::N(state.to.to_string()))
+        .return_values(ReturnValue::AllNew);
+    if expression.contains("#shards") {
+        update = update.expression_attribute_names("#shards", "shardCount");
+    }
+    if let Some(next) = next {
+        update = update.expression_attribute_values(":next", next);
+    }
+    match update.send().await {
+        Ok(out) => match out.attributes {
+            Some(item) => Ok(Step::Committed(Box::new(parse_record(item)?))),
+            None => Err(StoreError::Internal("UpdateItem returned no record".into())),
+        },
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+        {
+            Ok(Step::Raced)
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(pk: &str, sk: &str) -> Item {
+        Item::from([
+            (PK.to_owned(), AttributeValue::S(pk.to_owned())),
+            (SK.to_owned(), AttributeValue::S(sk.to_owned())),
+        ])
+    }
+
+    #[test]
+    fn an_item_moves_to_its_shard_in_the_new_count_unless_it_is_there() {
+        let t = TenantId::parse("acme").unwrap();
+        // product-000042: shard 1 of 4, 5 of 16, 5 of 8 (computed independently).
+        let p = item(
+            "TENANT#acme#PRODUCT#1",
+            "TENANT#acme#PRODUCT#product-000042",
+        );
+        assert_eq!(
+            new_partition(&t, &p, 16).as_deref(),
+            Some("TENANT#acme#PRODUCT#5")
+        );
+        assert_eq!(new_partition(&t, &p, 4), None);
+        let e = item("TENANT#acme#HR#0", "TENANT#acme#EMPLOYEE#emp-7");
+        // emp-7 is on shard 13 of 16 (golden).
+        assert_eq!(
+            new_partition(&t, &e, 16).as_deref(),
+            Some("TENANT#acme#HR#13")
+        );
+        // Another tenant's item, or no entity in the sort key: not moved.
+        assert_eq!(
+            new_partition(
+                &t,
+                &item("TENANT#other#PRODUCT#1", "TENANT#other#PRODUCT#x"),
+                16
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn the_walk_covers_products_then_hr_shards_of_the_old_count() {
+        let t = TenantId::parse("acme").unwrap();
+        let sources = sharded_sources(&t, 2);
+        assert_eq!(
+            sources,
+            vec![
+                Source::Partition("TENANT#acme#PRODUCT#0".into()),
+                Source::Partition("TENANT#acme#PRODUCT#1".into()),
+                Source::Partition("TENANT#acme#HR#0".into()),
+                Source::Partition("TENANT#acme#HR#1".into()),
+            ]
+        );
+    }
+}
