@@ -253,6 +253,17 @@ pub fn sharded_entity_key(
     ])
 }
 
+/// The partition an entity item (`pk`, `sk`) has among `shards` write shards: its partition space's
+/// shard for the id in `sk` ([`sharded_entity_key`]); `None` when the keys are not a sharded entity's
+/// of this tenant. A re-sharding moves an item to it.
+pub fn home_shard_pk(tenant: &TenantId, pk: &str, sk: &str, shards: u32) -> Option<String> {
+    let partition = partition_kind(tenant, pk)?;
+    parse_shard_pk(tenant, partition, pk).ok()?;
+    let entity_kind = partition_kind(tenant, sk)?;
+    let id = parse_entity_sk(tenant, entity_kind, sk).ok()?;
+    Some(shard_pk(tenant, partition, shard_for(id.as_str(), shards)))
+}
+
 /// `TENANT#t#<kind>#<id>`: an entity's sort key (also its own GSI1 partition).
 pub fn entity_sk(tenant: &TenantId, kind: &str, id: &EntityId) -> String {
     format!("{}{id}", entity_prefix(tenant, kind))

@@ -90,10 +90,8 @@ pub async fn list_page<V: Serialize>(
         }
         (Some(route), Layout::Migrating { from, to, .. }) => {
             let (old, new) = (over(from, &route), over(to, &route));
-            (
-                gather_across(&db, &old, &new, keys, limit, cursor).await?,
-                route,
-            )
+            let page = gather_across(&db, (&old, from), (&new, to), keys, limit, cursor).await?;
+            (page, route)
         }
         (None, layout) => {
             let shards = layout.write_shards();

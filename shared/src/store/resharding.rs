@@ -26,10 +26,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, ReturnValue, Transact
 use futures::StreamExt;
 
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{
-    kind, parse_entity_sk, partition_kind, shard_pk, tenant_record_key, ItemKey, PK, SK,
-};
-use crate::identity::shard::shard_for;
+use crate::identity::keys::{home_shard_pk, kind, shard_pk, tenant_record_key, ItemKey, PK, SK};
 use crate::store::error::StoreError;
 use crate::store::items::delete_existing;
 use crate::store::layout::exists;
@@ -133,11 +130,7 @@ pub async fn begin(
 pub fn new_partition(tenant: &TenantId, item: &Item, to: u32) -> Option<String> {
     let pk = item.get(PK)?.as_s().ok()?;
     let sk = item.get(SK)?.as_s().ok()?;
-    let partition = partition_kind(tenant, pk)?;
-    let entity_kind = partition_kind(tenant, sk)?;
-    let id = parse_entity_sk(tenant, entity_kind, sk).ok()?;
-    let target = shard_pk(tenant, partition, shard_for(id.as_str(), to));
-    (target != *pk).then_some(target)
+    home_shard_pk(tenant, pk, sk, to).filter(|home| home != pk)
 }
 
 /// Moves every item of `page` whose shard changes in a layout of `to` shards: `Ok(n)` items moved.

@@ -32,7 +32,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use crate::identity::cursor::{self, CursorKeys, Key};
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{entity_sk_prefix, shard_pk, PK, SK};
+use crate::identity::keys::{entity_sk_prefix, home_shard_pk, shard_pk, PK, SK};
 use crate::store::error::StoreError;
 use crate::store::query::{string_attr, Item};
 use crate::store::scoped::TenantDb;
@@ -199,67 +199,95 @@ pub async fn gather(
     gather_from(&source, listing, keys, limit, cursor, fanout).await
 }
 
-/// One ordered page of a sharded list while its items move from the layout of `old` to that of
-/// `new` (a re-sharding, [`crate::store::resharding`]): the two listings differ only in their
-/// partitions, and an item is in one layout or the other (for a moment, inside a writer's or the
-/// migrator's transaction, it leaves the old one as it enters the new one).
+/// One ordered page of a sharded list while its items move from `from` shards (the listing `old`)
+/// to `to` shards (`new`) in a re-sharding ([`crate::store::resharding`]). The two listings differ
+/// only in their partitions, which may overlap; an item is on its home shard of one count or of the
+/// other, and moves one way, old to new, in one transaction (the migrator's or a writer's).
 ///
-/// The old layout is read first, then the new one, from the same cursor. Items move from old to new
-/// only, so an item the old read missed because it had already moved is in the new layout when the
-/// new read comes, and an item seen in both is the same item: the new copy, read later, wins. The
-/// page ends at the old read's last item when the old read filled the page (beyond it the old layout
-/// was not read), so every item up to the page's end was looked for in both layouts: across pages,
-/// each live item appears exactly once. The cursor is a sort key, valid in either layout and after
-/// the migration ends. It costs the reads of two pages.
+/// The old layout is read first, then the new one, from the same cursor; each read keeps only the
+/// items on their home shard in its layout (a read of an overlapping partition also sees the other
+/// layout's items, or an item twice, when it moves between two lanes of one read). An item the old
+/// read missed because it had already moved is in the new layout when the new read comes; an item
+/// seen in both is the same one, and the new copy, read later, wins. The page ends where the shorter
+/// of the two reads ended, so every item up to the page's end was looked for in both layouts: across
+/// pages, each live item appears exactly once. The cursor is a sort key, valid in either layout and
+/// after the migration ends. It costs the reads of two pages.
 pub async fn gather_across(
     db: &TenantDb,
-    old: &Listing,
-    new: &Listing,
+    (old, from): (&Listing, u32),
+    (new, to): (&Listing, u32),
     keys: &CursorKeys,
     limit: u32,
     cursor: Option<&str>,
 ) -> Result<GatheredPage, StoreError> {
     let before = gather(db, old, keys, limit, cursor, Fanout::Parallel).await?;
     let after = gather(db, new, keys, limit, cursor, Fanout::Parallel).await?;
-    let (items, more) = merge_layouts(before, after, limit as usize, new.sort_attr);
-    let next_cursor = match (more, items.last()) {
-        (true, Some(last)) => {
-            let sort = string_attr(last, new.sort_attr).unwrap_or_default();
-            Some(cursor::encode(
-                keys,
-                &db.tenant,
-                &new.route,
-                &group_position(new, 0, sort),
-            ))
+    let t = &db.tenant;
+    let at_home = |shards: u32| {
+        move |item: &Item| {
+            let (Some(pk), Some(sk)) = (string_attr(item, PK), string_attr(item, SK)) else {
+                return true;
+            };
+            home_shard_pk(t, &pk, &sk, shards).is_none_or(|home| home == pk)
         }
-        _ => None,
     };
-    Ok(GatheredPage { items, next_cursor })
+    let merged = merge_layouts(
+        Read::of(before, at_home(from)),
+        Read::of(after, at_home(to)),
+        limit as usize,
+        new.sort_attr,
+    );
+    let next_cursor = merged
+        .next
+        .map(|sort| cursor::encode(keys, t, &new.route, &group_position(new, 0, sort)));
+    Ok(GatheredPage {
+        items: merged.items,
+        next_cursor,
+    })
 }
 
-/// The page of [`gather_across`] from its two reads (each in ascending sort order): the items of
-/// both up to the end of what both covered, one per sort key (the new layout's copy preferred), at
-/// most `limit`; and whether more may follow.
-pub fn merge_layouts(
-    old: GatheredPage,
-    new: GatheredPage,
-    limit: usize,
-    sort_attr: &str,
-) -> (Vec<Item>, bool) {
+/// One layout's read for [`merge_layouts`]: the items kept, and where the read ended.
+pub struct Read {
+    /// In ascending sort order.
+    pub items: Vec<Item>,
+    /// The sort key of the last item read (kept or not) when the read stopped for its limit;
+    /// `None` when it read its layout to the end.
+    pub ended_at: Option<String>,
+}
+
+impl Read {
+    /// `page`, keeping the items `keep` accepts.
+    fn of(page: GatheredPage, keep: impl Fn(&Item) -> bool) -> Self {
+        let ended_at = page
+            .next_cursor
+            .and(page.items.last())
+            .and_then(|last| string_attr(last, SK));
+        Self {
+            items: page.items.into_iter().filter(|i| keep(i)).collect(),
+            ended_at,
+        }
+    }
+}
+
+/// A merged page: its items, and the sort key the next page starts after (if any).
+#[derive(Debug)]
+pub struct Merged {
+    pub items: Vec<Item>,
+    pub next: Option<String>,
+}
+
+/// The page of [`gather_across`] from its two reads: the items of both up to where both reads
+/// reached, one per sort key (the new layout's copy preferred), at most `limit`.
+pub fn merge_layouts(old: Read, new: Read, limit: usize, sort_attr: &str) -> Merged {
     let sort = |item: &Item| string_attr(item, sort_attr).unwrap_or_default();
-    // Beyond the old read's last item the old layout was not read, when it stopped for the limit.
-    let covered_to = old
-        .next_cursor
-        .as_ref()
-        .and_then(|_| old.items.last().map(sort));
+    let covered_to = match (old.ended_at, new.ended_at) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     let within = |item: &Item| covered_to.as_ref().is_none_or(|end| sort(item) <= *end);
-    let new_total = new.items.len();
-    let new_items: Vec<Item> = new.items.into_iter().filter(|i| within(i)).collect();
-    let mut more = old.next_cursor.is_some() || new.next_cursor.is_some();
-    more |= new_items.len() < new_total;
-    let mut merged: Vec<Item> = Vec::with_capacity(old.items.len() + new_items.len());
-    let mut old_items = old.items.into_iter().peekable();
-    let mut new_items = new_items.into_iter().peekable();
+    let mut old_items = old.items.into_iter().filter(|i| within(i)).peekable();
+    let mut new_items = new.items.into_iter().filter(|i| within(i)).peekable();
+    let mut items: Vec<Item> = Vec::new();
     loop {
         let take_new = match (old_items.peek(), new_items.peek()) {
             (None, None) => break,
@@ -269,10 +297,8 @@ pub fn merge_layouts(
                 let (o, n) = (sort(o), sort(n));
                 if o == n {
                     old_items.next();
-                    true
-                } else {
-                    n < o
                 }
+                n <= o
             }
         };
         let next = if take_new {
@@ -280,13 +306,26 @@ pub fn merge_layouts(
         } else {
             old_items.next()
         };
-        merged.extend(next);
+        // One per sort key, also within one read: the later copy (a move mid-read) replaces it.
+        match next {
+            Some(item) if items.last().is_some_and(|l| sort(l) == sort(&item)) => {
+                if let Some(last) = items.last_mut() {
+                    *last = item;
+                }
+            }
+            Some(item) => items.push(item),
+            None => {}
+        }
     }
-    if merged.len() > limit {
-        merged.truncate(limit);
-        more = true;
+    if items.len() > limit {
+        items.truncate(limit);
+        let next = items.last().map(sort);
+        return Merged { items, next };
     }
-    (merged, more)
+    Merged {
+        items,
+        next: covered_to,
+    }
 }
 
 /// One page of a whole-collection walk of `listing`, starting at `cursor`: partition after partition,
@@ -778,5 +817,71 @@ async fn read_partition(
             }
             Some(k) => start = Some(position_after(&k)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An item with sort key `sk` and a `v` telling which read it came from.
+    fn item(sk: &str, v: &str) -> Item {
+        Item::from([
+            (SK.to_owned(), AttributeValue::S(sk.to_owned())),
+            ("v".to_owned(), AttributeValue::S(v.to_owned())),
+        ])
+    }
+
+    fn read(items: &[(&str, &str)], ended_at: Option<&str>) -> Read {
+        Read {
+            items: items.iter().map(|(sk, v)| item(sk, v)).collect(),
+            ended_at: ended_at.map(str::to_owned),
+        }
+    }
+
+    fn shown(m: &Merged) -> Vec<String> {
+        m.items
+            .iter()
+            .map(|i| {
+                format!(
+                    "{}{}",
+                    string_attr(i, SK).unwrap(),
+                    string_attr(i, "v").unwrap()
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_page_across_layouts_ends_where_the_shorter_read_ended_and_prefers_the_new_copy() {
+        // GIVEN an old read that stopped at c, and a new read that went to the end
+        let old = read(&[("a", "old"), ("b", "old"), ("c", "old")], Some("c"));
+        let new = read(&[("b", "new"), ("d", "new")], None);
+        // WHEN they are merged
+        let m = merge_layouts(old, new, 10, SK);
+        // THEN b is the new copy, d waits for the next page (the old layout was not read past c)
+        assert_eq!(shown(&m), ["aold", "bnew", "cold"]);
+        assert_eq!(m.next.as_deref(), Some("c"));
+    }
+
+    #[test]
+    fn a_full_merge_is_cut_at_the_limit_and_a_finished_one_has_no_next_page() {
+        let old = read(&[("a", "old"), ("c", "old")], None);
+        let new = read(&[("b", "new"), ("d", "new")], None);
+        let m = merge_layouts(old, new, 3, SK);
+        assert_eq!(shown(&m), ["aold", "bnew", "cold"]);
+        assert_eq!(m.next.as_deref(), Some("c"));
+
+        let done = merge_layouts(read(&[("a", "old")], None), read(&[], None), 3, SK);
+        assert_eq!(shown(&done), ["aold"]);
+        assert_eq!(done.next, None);
+    }
+
+    #[test]
+    fn a_page_whose_reads_kept_nothing_still_moves_on() {
+        // Every item the old read saw was at home in the new layout only (filtered out).
+        let m = merge_layouts(read(&[], Some("m")), read(&[], Some("z")), 5, SK);
+        assert!(m.items.is_empty());
+        assert_eq!(m.next.as_deref(), Some("m"));
     }
 }

@@ -1,0 +1,722 @@
+//! Online re-sharding (`PATCH /tenants/{tenantId}` `{shardCount}`): a tenant's products and HR items
+//! move to a new shard count while writers update and delete them and readers walk their lists.
+//! Every walk during a migration returns each live item exactly once, at its latest version; the
+//! migrator, killed part-way again and again, finishes when called again; afterwards the raw table
+//! holds every item in the new layout only.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::StreamExt;
+use integration::routes::{call, params};
+use integration::{onboard, unique, Auth, Harness, Resp};
+use serde_json::{json, Value};
+use shared::identity::shard::shard_for;
+use shared::store::resharding::MOVES_DELAY_SECONDS;
+
+const PRODUCTS: usize = 2_000;
+const EMPLOYEES: usize = 200;
+const DEPARTMENTS: usize = 10;
+
+fn operator() -> Auth {
+    Auth::Operator("platform".into())
+}
+
+/// What one kind of item looks like to the test: its list route, and how to read an item's id and
+/// version from the list's view.
+#[derive(Clone, Copy)]
+struct Kind {
+    list: &'static str,
+    id: &'static str,
+    partition: &'static str,
+    sk_kind: &'static str,
+}
+
+const PRODUCT: Kind = Kind {
+    list: "query-tenant-products",
+    id: "productId",
+    partition: "PRODUCT",
+    sk_kind: "PRODUCT",
+};
+const EMPLOYEE: Kind = Kind {
+    list: "list-employees",
+    id: "employeeId",
+    partition: "HR",
+    sk_kind: "EMPLOYEE",
+};
+
+/// An item's version as the API shows it: a product's `document.v`, an employee's `name` suffix.
+fn version_of(kind: Kind, item: &Value) -> u64 {
+    match kind.id {
+        "productId" => item["document"]["v"].as_u64().expect("a versioned product"),
+        _ => item["name"]
+            .as_str()
+            .and_then(|n| n.rsplit_once(" v"))
+            .and_then(|(_, v)| v.parse().ok())
+            .expect("a versioned employee"),
+    }
+}
+
+/// The writes the test makes to one kind: each id's versions, begun and committed.
+#[derive(Default)]
+struct Ledger {
+    /// Last version whose write was sent (a write in flight may land any time).
+    started: Mutex<HashMap<String, u64>>,
+    /// Last version whose write was answered.
+    committed: Mutex<HashMap<String, u64>>,
+    /// Ids whose delete was sent, and whose delete was answered.
+    deleting: Mutex<HashMap<String, bool>>,
+}
+
+impl Ledger {
+    fn committed(&self) -> HashMap<String, u64> {
+        self.committed.lock().unwrap().clone()
+    }
+    fn started(&self) -> HashMap<String, u64> {
+        self.started.lock().unwrap().clone()
+    }
+    fn deleting(&self) -> HashMap<String, bool> {
+        self.deleting.lock().unwrap().clone()
+    }
+}
+
+struct World<'a> {
+    h: &'a Harness,
+    tenant: String,
+    products: Ledger,
+    employees: Ledger,
+}
+
+impl World<'_> {
+    fn auth(&self) -> Auth {
+        Auth::Tenant(self.tenant.clone())
+    }
+
+    fn ledger(&self, kind: Kind) -> &Ledger {
+        if kind.id == "productId" {
+            &self.products
+        } else {
+            &self.employees
+        }
+    }
+
+    async fn put(&self, kind: Kind, id: &str, v: u64) {
+        let ledger = self.ledger(kind);
+        ledger.started.lock().unwrap().insert(id.to_owned(), v);
+        // A put after a delete brings the item back.
+        ledger.deleting.lock().unwrap().remove(id);
+        let r = if kind.id == "productId" {
+            call(
+                &self.h.app,
+                "put-product",
+                &params(&[("productId", id)]),
+                &[],
+                Some(json!({"v": v, "name": id})),
+                &self.auth(),
+            )
+            .await
+        } else {
+            let home = shard_for(id, DEPARTMENTS as u32) as u64;
+            let dept = format!("d-{}", (home + v) % DEPARTMENTS as u64);
+            call(
+                &self.h.app,
+                "put-employee",
+                &params(&[("employeeId", id)]),
+                &[],
+                Some(json!({"name": format!("{id} v{v}"), "departmentId": dept})),
+                &self.auth(),
+            )
+            .await
+        };
+        assert!(
+            r.status == 200 || r.status == 201,
+            "put {id} v{v}: {} {}",
+            r.status,
+            r.body
+        );
+        self.ledger(kind)
+            .committed
+            .lock()
+            .unwrap()
+            .insert(id.to_owned(), v);
+    }
+
+    async fn delete(&self, kind: Kind, id: &str) {
+        self.ledger(kind)
+            .deleting
+            .lock()
+            .unwrap()
+            .insert(id.to_owned(), false);
+        let (bin, param) = if kind.id == "productId" {
+            ("delete-product", "productId")
+        } else {
+            ("delete-employee", "employeeId")
+        };
+        let r = call(
+            &self.h.app,
+            bin,
+            &params(&[(param, id)]),
+            &[],
+            None,
+            &self.auth(),
+        )
+        .await;
+        assert_eq!(r.status, 204, "delete {id}: {}", r.body);
+        self.ledger(kind)
+            .deleting
+            .lock()
+            .unwrap()
+            .insert(id.to_owned(), true);
+    }
+
+    async fn page(&self, kind: Kind, order: &str, cursor: Option<&str>) -> Resp {
+        let mut query = vec![("limit", "97"), ("order", order)];
+        if let Some(c) = cursor {
+            query.push(("cursor", c));
+        }
+        call(
+            &self.h.app,
+            kind.list,
+            &BTreeMap::new(),
+            &query,
+            None,
+            &self.auth(),
+        )
+        .await
+    }
+
+    /// A whole walk of a list: each item's id and version, in the order returned.
+    async fn walk(&self, kind: Kind, order: &str) -> Vec<(String, u64)> {
+        let mut seen = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let r = self.page(kind, order, cursor.as_deref()).await;
+            assert_eq!(r.status, 200, "{} page: {}", kind.list, r.body);
+            for item in r.body["items"].as_array().unwrap() {
+                seen.push((
+                    item[kind.id].as_str().unwrap().to_owned(),
+                    version_of(kind, item),
+                ));
+            }
+            match r.body["nextCursor"].as_str() {
+                Some(c) => cursor = Some(c.to_owned()),
+                None => return seen,
+            }
+        }
+    }
+
+    async fn reshard(&self, to: u32) -> Resp {
+        call(
+            &self.h.app,
+            "update-tenant",
+            &params(&[("tenantId", &self.tenant)]),
+            &[],
+            Some(json!({"shardCount": to})),
+            &operator(),
+        )
+        .await
+    }
+
+    async fn record(&self) -> Value {
+        let r = call(
+            &self.h.app,
+            "get-tenant",
+            &params(&[("tenantId", &self.tenant)]),
+            &[],
+            None,
+            &operator(),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body
+    }
+
+    /// The ids and versions the API should list now that no write is in flight.
+    fn expected(&self, kind: Kind) -> BTreeMap<String, u64> {
+        let deleted = self.ledger(kind).deleting();
+        self.ledger(kind)
+            .committed()
+            .into_iter()
+            .filter(|(id, _)| !deleted.contains_key(id))
+            .collect()
+    }
+
+    /// Every raw item of `kind` in the table: its id, and the shard of its `PK`.
+    async fn raw(&self, kind: Kind) -> Vec<(String, u32)> {
+        self.raw_of(kind.partition, kind.sk_kind).await
+    }
+
+    async fn raw_of(&self, partition: &str, sk_kind: &str) -> Vec<(String, u32)> {
+        let prefix = format!("TENANT#{}#{}#", self.tenant, partition);
+        let sk_prefix = format!("TENANT#{}#{}#", self.tenant, sk_kind);
+        self.h
+            .items_under(&prefix)
+            .await
+            .into_iter()
+            .filter_map(|item| {
+                let pk = item["PK"].as_s().unwrap();
+                let sk = item["SK"].as_s().unwrap();
+                let id = sk.strip_prefix(&sk_prefix)?.to_owned();
+                Some((id, pk[prefix.len()..].parse().unwrap()))
+            })
+            .collect()
+    }
+
+    /// After a migration to `shards`: the record says so, the raw table holds every item once, on
+    /// its shard among `shards`, and the lists show exactly the expected items and versions.
+    async fn assert_settled(&self, shards: u32) {
+        let record = self.record().await;
+        assert_eq!(record["shardCount"], shards, "{record}");
+        assert!(record.get("migration").is_none(), "{record}");
+        for kind in [PRODUCT, EMPLOYEE] {
+            let expected = self.expected(kind);
+            let raw = self.raw(kind).await;
+            let extra: Vec<_> = raw
+                .iter()
+                .filter(|(id, _)| !expected.contains_key(id))
+                .collect();
+            assert!(
+                extra.is_empty(),
+                "{}: in the table but not live: {extra:?}",
+                kind.list
+            );
+            assert_eq!(
+                raw.len(),
+                expected.len(),
+                "{}: one raw item per live item",
+                kind.list
+            );
+            for (id, shard) in &raw {
+                assert_eq!(
+                    *shard,
+                    shard_for(id, shards),
+                    "{id} is on its shard of {shards}"
+                );
+                assert!(
+                    expected.contains_key(id),
+                    "{id} was deleted but is in the table"
+                );
+            }
+            for order in ["id", "unordered"] {
+                let listed: BTreeMap<String, u64> =
+                    self.walk(kind, order).await.into_iter().collect();
+                assert_eq!(listed, expected, "{} {order}", kind.list);
+            }
+        }
+        let departments = self.raw_of("HR", "DEPARTMENT").await;
+        assert_eq!(departments.len(), DEPARTMENTS);
+        for (id, shard) in departments {
+            assert_eq!(shard, shard_for(&id, shards), "department {id}");
+        }
+    }
+}
+
+/// Checks one walk made while writers ran: no id twice; an id that was live and unwritten
+/// throughout, exactly once at its version; an id updated meanwhile, exactly once at a version
+/// between what was committed before the walk and what was sent before it ended.
+fn check_concurrent_walk(
+    kind: Kind,
+    seen: &[(String, u64)],
+    before: &HashMap<String, u64>,
+    deleting_before: &HashMap<String, bool>,
+    after_started: &HashMap<String, u64>,
+    deleting_after: &HashMap<String, bool>,
+) {
+    let mut counts: HashMap<&str, u32> = HashMap::new();
+    for (id, v) in seen {
+        *counts.entry(id).or_default() += 1;
+        let low = before.get(id).copied();
+        let high = after_started.get(id).copied();
+        if let (Some(low), Some(high)) = (low, high) {
+            assert!(
+                low <= *v && *v <= high,
+                "{} {id} at v{v}, outside v{low}..=v{high}",
+                kind.list
+            );
+        }
+        assert!(
+            deleting_before.get(id) != Some(&true),
+            "{} {id} was deleted before the walk began",
+            kind.list
+        );
+    }
+    for (id, n) in &counts {
+        assert_eq!(*n, 1, "{} {id} listed {n} times in one walk", kind.list);
+    }
+    for id in before.keys() {
+        if !deleting_after.contains_key(id) {
+            assert_eq!(
+                counts.get(id.as_str()),
+                Some(&1),
+                "{} {id} was live throughout but the walk missed it",
+                kind.list
+            );
+        }
+    }
+}
+
+async fn seed(w: &World<'_>) {
+    let departments = futures::stream::iter(0..DEPARTMENTS)
+        .map(|d| async move {
+            let r = call(
+                &w.h.app,
+                "put-department",
+                &params(&[("departmentId", &format!("d-{d}"))]),
+                &[],
+                Some(json!({"name": format!("Department {d}")})),
+                &w.auth(),
+            )
+            .await;
+            assert_eq!(r.status, 201, "{}", r.body);
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<_>>();
+    departments.await;
+    let products = futures::stream::iter(0..PRODUCTS)
+        .map(|i| async move { w.put(PRODUCT, &format!("p-{i:04}"), 0).await })
+        .buffer_unordered(16)
+        .collect::<Vec<_>>();
+    products.await;
+    let employees = futures::stream::iter(0..EMPLOYEES)
+        .map(|i| async move { w.put(EMPLOYEE, &format!("e-{i:03}"), 0).await })
+        .buffer_unordered(16)
+        .collect::<Vec<_>>();
+    employees.await;
+}
+
+/// Runs the migrator to `to` by calls that are each killed after a few hundred milliseconds (the
+/// first ones mid-step), until one answers 200. Returns how many calls were killed.
+async fn migrate_with_kills(w: &World<'_>, to: u32) -> usize {
+    let mut killed = 0;
+    for attempt in 0u64.. {
+        assert!(attempt < 2_000, "the migration never finished");
+        // Mostly short calls (killed mid-step), and now and then a long one, so a slow machine
+        // still makes progress.
+        let budget = match attempt % 4 {
+            3 => Duration::from_secs(5),
+            n => Duration::from_millis(150 + n * 150),
+        };
+        match tokio::time::timeout(budget, w.reshard(to)).await {
+            Err(_) => killed += 1,
+            Ok(r) if r.status == 200 => return killed,
+            Ok(r) => {
+                assert_eq!(r.status, 202, "{}", r.body);
+                assert!(r.retry_after.is_some());
+            }
+        }
+    }
+    unreachable!()
+}
+
+/// Starts a migration to `to` and lets its delay pass: 202 with the progress, writes still in the
+/// old layout until the clock passes `writesMoveAt`.
+async fn start(w: &World<'_>, from: u32, to: u32) {
+    let r = w.reshard(to).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(
+        r.retry_after.as_deref(),
+        Some(MOVES_DELAY_SECONDS.to_string().as_str())
+    );
+    assert_eq!(r.body["migration"]["fromShardCount"], from);
+    assert_eq!(r.body["migration"]["toShardCount"], to);
+    // Another count while this one runs: 409, nothing changed.
+    w.reshard(to + 1).await.assert_problem(409);
+    // The same call again: the same progress.
+    let again = w.reshard(to).await;
+    assert_eq!(again.status, 202);
+    assert_eq!(again.body["migration"], r.body["migration"]);
+    w.h.clock.advance_seconds(MOVES_DELAY_SECONDS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_migrations_under_writers_and_walkers_keep_every_item_exactly_once() {
+    let h = Harness::new().await;
+    let tenant = unique("grow");
+    onboard(&h, &tenant, 4).await;
+    let w = World {
+        h: &h,
+        tenant,
+        products: Ledger::default(),
+        employees: Ledger::default(),
+    };
+    seed(&w).await;
+    w.assert_settled(4).await;
+
+    // GIVEN an ordered walk begun before the migration, and an unordered one.
+    let ordered = w.page(PRODUCT, "id", None).await;
+    let unordered = w.page(PRODUCT, "unordered", None).await;
+
+    // WHEN the tenant moves from 4 to 16 shards while writers update, delete and create, and
+    // readers walk both lists in both orders.
+    start(&w, 4, 16).await;
+    let ordered_next = ordered.body["nextCursor"].as_str().unwrap().to_owned();
+    let r = w.page(PRODUCT, "id", Some(&ordered_next)).await;
+    assert_eq!(
+        r.status, 200,
+        "an ordered cursor outlives the layout: {}",
+        r.body
+    );
+    // A walk's cursor names a partition of the old layout: refused, so the client starts again.
+    w.page(PRODUCT, "unordered", unordered.body["nextCursor"].as_str())
+        .await
+        .assert_problem(400);
+
+    let migrating = AtomicBool::new(true);
+    let walks = AtomicU64::new(0);
+    let migrator = async {
+        let killed = migrate_with_kills(&w, 16).await;
+        migrating.store(false, Ordering::SeqCst);
+        killed
+    };
+    let writer = |kind: Kind, count: usize| {
+        let w = &w;
+        let migrating = &migrating;
+        async move {
+            let prefix = if kind.id == "productId" { "p" } else { "e" };
+            let width = if kind.id == "productId" { 4 } else { 3 };
+            let mut round = 1u64;
+            while migrating.load(Ordering::SeqCst) || round < 3 {
+                for i in (0..count).step_by(10) {
+                    // Updated: i+1; deleted once: i+2; created: a new id per round.
+                    let id = format!("{prefix}-{:0width$}", i + 1);
+                    w.put(kind, &id, round).await;
+                    let gone = format!("{prefix}-{:0width$}", i + 2);
+                    if round == 1 {
+                        w.delete(kind, &gone).await;
+                    }
+                    if i % 50 == 0 {
+                        w.put(kind, &format!("{prefix}-new-{round}-{i}"), 0).await;
+                    }
+                }
+                round += 1;
+            }
+        }
+    };
+    let walker = |kind: Kind, order: &'static str| {
+        let w = &w;
+        let migrating = &migrating;
+        let walks = &walks;
+        async move {
+            while migrating.load(Ordering::SeqCst) {
+                let ledger = w.ledger(kind);
+                let (before, deleting_before) = (ledger.committed(), ledger.deleting());
+                let seen = w.walk(kind, order).await;
+                let (after, deleting_after) = (ledger.started(), ledger.deleting());
+                check_concurrent_walk(
+                    kind,
+                    &seen,
+                    &before,
+                    &deleting_before,
+                    &after,
+                    &deleting_after,
+                );
+                walks.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    };
+    let (killed, ..) = tokio::join!(
+        migrator,
+        writer(PRODUCT, PRODUCTS),
+        writer(EMPLOYEE, EMPLOYEES),
+        walker(PRODUCT, "id"),
+        walker(PRODUCT, "unordered"),
+        walker(EMPLOYEE, "id"),
+    );
+
+    // THEN the migrator was killed part-way and still finished; the walks during it were exact.
+    assert!(killed >= 3, "only {killed} migrator calls were killed");
+    assert!(
+        walks.load(Ordering::SeqCst) >= 3,
+        "walks ran during the migration"
+    );
+    w.assert_settled(16).await;
+
+    // WHEN the tenant moves from 16 down to 3 shards, with writes between the pages of walks and
+    // the migrator's steps (each page then sees a state no write is changing).
+    start(&w, 16, 3).await;
+    let mut cursors: HashMap<(&str, &str), Option<String>> = HashMap::new();
+    let mut seen: HashMap<(&str, &str), Vec<String>> = HashMap::new();
+    let mut starts: HashMap<(&str, &str), BTreeMap<String, u64>> = HashMap::new();
+    let mut round = 100u64;
+    loop {
+        let budget = Duration::from_millis(if round % 4 == 3 { 5_000 } else { 200 });
+        let done = match tokio::time::timeout(budget, w.reshard(3)).await {
+            Ok(r) if r.status == 200 => true,
+            Ok(r) => {
+                assert_eq!(r.status, 202, "{}", r.body);
+                false
+            }
+            Err(_) => false,
+        };
+        if done {
+            break;
+        }
+        for (kind, order) in [(PRODUCT, "id"), (PRODUCT, "unordered"), (EMPLOYEE, "id")] {
+            let key = (kind.list, order);
+            let cursor = cursors.entry(key).or_default().clone();
+            if cursor.is_none() && seen.contains_key(&key) {
+                continue; // this walk has ended
+            }
+            let expected = w.expected(kind);
+            starts.entry(key).or_insert_with(|| expected.clone());
+            let r = w.page(kind, order, cursor.as_deref()).await;
+            assert_eq!(r.status, 200, "{}", r.body);
+            for item in r.body["items"].as_array().unwrap() {
+                let id = item[kind.id].as_str().unwrap().to_owned();
+                // THEN each page holds the latest version of every item in it.
+                assert_eq!(
+                    expected.get(&id),
+                    Some(&version_of(kind, item)),
+                    "{} {order}: {id} not at its latest version",
+                    kind.list
+                );
+                seen.entry(key).or_default().push(id);
+            }
+            seen.entry(key).or_default();
+            cursors.insert(key, r.body["nextCursor"].as_str().map(str::to_owned));
+        }
+        // Writes between pages: an update, and a delete of an item not yet listed.
+        round += 1;
+        let n = (round as usize * 37) % PRODUCTS;
+        w.put(PRODUCT, &format!("p-{n:04}"), round).await;
+        w.put(EMPLOYEE, &format!("e-{:03}", n % EMPLOYEES), round)
+            .await;
+        if round.is_multiple_of(3) {
+            let gone = format!("p-{:04}", (n + 500) % PRODUCTS);
+            if !w.products.deleting().contains_key(&gone) {
+                w.delete(PRODUCT, &gone).await;
+            }
+        }
+    }
+    // The walks begun during the migration go on after it, to their end, by the same cursors.
+    for (kind, order) in [(PRODUCT, "id"), (PRODUCT, "unordered"), (EMPLOYEE, "id")] {
+        let key = (kind.list, order);
+        while let Some(cursor) = cursors.get(&key).cloned().flatten() {
+            let r = w.page(kind, order, Some(&cursor)).await;
+            assert_eq!(
+                r.status, 200,
+                "{} {order} after the migration: {}",
+                kind.list, r.body
+            );
+            for item in r.body["items"].as_array().unwrap() {
+                seen.entry(key)
+                    .or_default()
+                    .push(item[kind.id].as_str().unwrap().to_owned());
+            }
+            cursors.insert(key, r.body["nextCursor"].as_str().map(str::to_owned));
+        }
+    }
+    // THEN no walk listed an item twice, and each listed every item live from its start to its end
+    // (an item deleted during a walk may or may not appear).
+    for ((list, order), ids) in &seen {
+        let mut unique_ids = ids.clone();
+        unique_ids.sort();
+        unique_ids.dedup();
+        assert_eq!(
+            unique_ids.len(),
+            ids.len(),
+            "{list} {order}: an item listed twice"
+        );
+        let kind = if *list == PRODUCT.list {
+            PRODUCT
+        } else {
+            EMPLOYEE
+        };
+        let live_now = w.expected(kind);
+        for id in starts[&(*list, *order)].keys() {
+            if live_now.contains_key(id) {
+                assert!(
+                    unique_ids.binary_search(id).is_ok(),
+                    "{list} {order} missed {id}"
+                );
+            }
+        }
+    }
+    w.assert_settled(3).await;
+}
+
+#[tokio::test]
+async fn resharding_is_operator_only_validated_and_refused_while_offboarding() {
+    let h = Harness::new().await;
+    let tenant = unique("shape");
+    onboard(&h, &tenant, 2).await;
+    let patch = |body: Value, auth: Auth| {
+        let h = &h;
+        let tenant = tenant.clone();
+        async move {
+            call(
+                &h.app,
+                "update-tenant",
+                &params(&[("tenantId", &tenant)]),
+                &[],
+                Some(body),
+                &auth,
+            )
+            .await
+        }
+    };
+    // A tenant user cannot re-shard, not even its own tenant.
+    patch(json!({"shardCount": 8}), Auth::Tenant(tenant.clone()))
+        .await
+        .assert_problem(403);
+    for bad in [
+        json!({"shardCount": 0}),
+        json!({"shardCount": 101}),
+        json!({"shardCount": 8, "tier": "basic"}),
+    ] {
+        let r = patch(bad.clone(), operator()).await;
+        r.assert_problem(400);
+        assert_eq!(r.body["field"], "shardCount", "{bad}: {}", r.body);
+    }
+    // The same count: nothing to do.
+    let same = patch(json!({"shardCount": 2}), operator()).await;
+    assert_eq!(same.status, 200);
+    assert!(same.body.get("migration").is_none());
+    // An unknown tenant: 404.
+    call(
+        &h.app,
+        "update-tenant",
+        &params(&[("tenantId", "nobody-here")]),
+        &[],
+        Some(json!({"shardCount": 3})),
+        &operator(),
+    )
+    .await
+    .assert_problem(404);
+    // While re-sharding: no offboarding and no export (items are moving between partitions).
+    let r = patch(json!({"shardCount": 5}), operator()).await;
+    assert_eq!(r.status, 202);
+    let gone = call(
+        &h.app,
+        "offboard-tenant",
+        &params(&[("tenantId", &tenant)]),
+        &[],
+        None,
+        &operator(),
+    )
+    .await;
+    gone.assert_problem(409);
+    call(
+        &h.app,
+        "export-tenant",
+        &params(&[("tenantId", &tenant)]),
+        &[],
+        None,
+        &operator(),
+    )
+    .await
+    .assert_problem(409);
+    let view = call(
+        &h.app,
+        "get-tenant",
+        &params(&[("tenantId", &tenant)]),
+        &[],
+        None,
+        &operator(),
+    )
+    .await;
+    assert_eq!(view.body["migration"]["toShardCount"], 5, "{}", view.body);
+    assert_eq!(view.body["shardCount"], 2);
+}
