@@ -27,7 +27,10 @@ struct UpdateInput {
     limits: Option<crate::LimitsInput>,
     #[serde(default)]
     status: Option<TenantStatus>,
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "shared::service::http::optional_whole_number"
+    )]
     shard_count: Option<u32>,
 }
 
