@@ -492,3 +492,35 @@ async fn a_self_made_admin_without_the_scope_is_refused_on_operator_routes() {
         assert_eq!(r.status, 200, "{operator:?}: {}", r.body);
     }
 }
+
+#[tokio::test]
+async fn nobody_but_an_operator_can_re_shard_a_tenant() {
+    // GIVEN two tenants with products and employees
+    let w = World::new().await;
+    let before = w.items().await;
+    let attackers = [
+        Auth::Tenant(w.b.clone()),
+        Auth::TenantWithRole(w.b.clone(), "platform-admin".into()),
+        Auth::TenantWithRole(w.b.clone(), "pooltable/admin".into()),
+    ];
+    for victim in [&w.a, &w.b] {
+        for auth in &attackers {
+            // WHEN a tenant user (plain, or with a self-written admin role) asks to re-shard a tenant,
+            // its own included
+            let r = call(
+                &w.h.app,
+                "update-tenant",
+                &BTreeMap::from([("tenantId".to_owned(), victim.clone())]),
+                &[],
+                Some(json!({"shardCount": 7})),
+                auth,
+            )
+            .await;
+            // THEN 403 problem+json, and no migration starts
+            let what = format!("re-sharding {victim} as {auth:?}");
+            assert_eq!(r.status, 403, "{what}: {}", r.body);
+            assert_4xx_problem(&r, &what);
+        }
+    }
+    assert_eq!(w.items().await, before, "a tenant user started a migration");
+}

@@ -202,7 +202,8 @@ async fn update_tenant_refuses_bad_input_and_unknown_tenants_and_writes_nothing(
             "limits",
         ),
         (json!({"limits": {"requestsPerSecond": 5}}), "limits"),
-        (json!({"shardCount": 8}), "shardCount"),
+        (json!({"shardCount": 0}), "shardCount"),
+        (json!({"shardCount": 8, "tier": "basic"}), "shardCount"),
     ] {
         let r = patch(body.clone(), t.clone(), op()).await;
         assert_eq!(r.status, 400, "{body}: {}", r.body);
