@@ -28,7 +28,6 @@ use futures::StreamExt;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{home_shard_pk, kind, shard_pk, tenant_record_key, ItemKey, PK, SK};
 use crate::store::error::StoreError;
-use crate::store::items::delete_existing;
 use crate::store::layout::exists;
 use crate::store::query::Item;
 use crate::store::scoped::TenantDb;
@@ -180,8 +179,23 @@ async fn move_item(db: &TenantDb, item: &Item, new_pk: String) -> Result<bool, S
         .transact_items(TransactWriteItem::builder().delete(delete).build());
     match transact(request).await {
         Ok(()) => Ok(true),
-        // A write since writes moved is at the new key: it is newer than this copy, which goes.
-        Err(e) if e.failed_at(0) => delete_existing(db, old_key).await.map(|_| false),
+        // A write since writes moved is at the new key: it is newer than this copy, which goes (a
+        // one-action transaction: update-tenant links no DeleteItem of its own, and stays smaller).
+        Err(e) if e.failed_at(0) => {
+            let delete = Delete::builder()
+                .table_name(&*db.table)
+                .set_key(Some(old_key))
+                .build()
+                .map_err(internal)?;
+            let request = db
+                .client
+                .transact_write_items()
+                .transact_items(TransactWriteItem::builder().delete(delete).build());
+            match transact(request).await {
+                Ok(()) | Err(TransactError::ConditionFailed { .. }) => Ok(false),
+                Err(TransactError::Store(e)) => Err(e),
+            }
+        }
         // Deleted (or moved by another call) since the walk read it.
         Err(TransactError::ConditionFailed { .. }) => Ok(false),
         Err(TransactError::Store(e)) => Err(e),
