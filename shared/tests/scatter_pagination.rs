@@ -226,6 +226,7 @@ fn orders_listing(
             .rev()
             .map(|m| (0..shards).map(|s| part(m, s)).collect())
             .collect(),
+        consistent: false,
     };
     let items = orders
         .iter()
@@ -396,6 +397,7 @@ fn orders_over_100_shards_and_24_months_with_the_longest_ids_keep_a_small_cursor
             .rev()
             .map(|m| (0..100).map(|s| part(m, s)).collect())
             .collect(),
+        consistent: false,
     };
     let date =
         |m: u32, d: u32| format!("20{:02}-{:02}-{d:02}", 24 + (m - 1) / 12, 1 + (m - 1) % 12);

@@ -13,6 +13,7 @@ use futures::StreamExt;
 use integration::routes::{call, params};
 use integration::{onboard, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
+use shared::identity::clock::Clock;
 use shared::identity::shard::shard_for;
 use shared::store::resharding::MOVES_DELAY_SECONDS;
 
@@ -719,4 +720,100 @@ async fn resharding_is_operator_only_validated_and_refused_while_offboarding() {
     .await;
     assert_eq!(view.body["migration"]["toShardCount"], 5, "{}", view.body);
     assert_eq!(view.body["shardCount"], 2);
+}
+
+/// A product id whose shard among 4 differs from its shard among 16.
+fn moving_id(prefix: &str, n: usize) -> String {
+    (0..)
+        .map(|i| format!("{prefix}-{n}-{i}"))
+        .find(|id| shard_for(id, 4) != shard_for(id, 16))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_write_that_chose_the_old_layout_never_leaves_a_second_copy() {
+    // GIVEN a tenant moving from 4 to 16 shards, and two containers: A still before writesMoveAt
+    // (writing the old layout), B after it (writing the new one)
+    let a = Harness::new().await;
+    let tenant = unique("race");
+    onboard(&a, &tenant, 4).await;
+    let (_, sts) = integration::endpoints();
+    let b = Harness::on_table(&a.admin, &a.table, 3600, &sts).await;
+    b.clock.set_millis(a.clock.now_millis());
+    let wa = World {
+        h: &a,
+        tenant: tenant.clone(),
+        products: Ledger::default(),
+        employees: Ledger::default(),
+    };
+    let wb = World {
+        h: &b,
+        tenant: tenant.clone(),
+        products: Ledger::default(),
+        employees: Ledger::default(),
+    };
+    for d in 0..DEPARTMENTS {
+        let r = call(
+            &a.app,
+            "put-department",
+            &params(&[("departmentId", &format!("d-{d}"))]),
+            &[],
+            Some(json!({"name": "D"})),
+            &wa.auth(),
+        )
+        .await;
+        assert_eq!(r.status, 201);
+    }
+    assert_eq!(wa.reshard(16).await.status, 202);
+    b.clock
+        .advance_seconds(shared::store::resharding::WRITES_MOVE_DELAY_SECONDS + 1);
+
+    let (x, y, z) = (moving_id("x", 0), moving_id("y", 1), moving_id("z", 2));
+    // WHEN A and B write the same items, each in its own phase, in every order
+    wa.put(PRODUCT, &x, 1).await; // A: old layout
+    wb.put(PRODUCT, &x, 2).await; // B: moves it to the new layout
+    wa.put(PRODUCT, &x, 3).await; // A: finds it there, and leaves it there
+    wb.put(PRODUCT, &y, 1).await; // B: a new item, new layout
+    wa.put(PRODUCT, &y, 2).await;
+    wa.put(PRODUCT, &z, 1).await; // A: a new item, old layout
+    wb.put(PRODUCT, &z, 2).await; // B: moves it
+    let e = moving_id("e", 3);
+    wa.put(EMPLOYEE, &e, 1).await;
+    wb.put(EMPLOYEE, &e, 2).await;
+    wa.put(EMPLOYEE, &e, 3).await;
+
+    // THEN every item has exactly one copy, on its new shard, at its last version
+    let raw = wa.raw(PRODUCT).await;
+    for (id, v) in [(&x, 3), (&y, 2), (&z, 2)] {
+        let copies: Vec<_> = raw.iter().filter(|(i, _)| i == id).collect();
+        assert_eq!(copies.len(), 1, "{id}: {copies:?}");
+        assert_eq!(copies[0].1, shard_for(id, 16), "{id} moved back");
+        let r = call(
+            &a.app,
+            "get-product",
+            &params(&[("productId", id)]),
+            &[],
+            None,
+            &wa.auth(),
+        )
+        .await;
+        assert_eq!(r.body["document"]["v"], v, "{id}");
+    }
+    let employees = wa.raw(EMPLOYEE).await;
+    assert_eq!(employees.len(), 1, "{employees:?}");
+    assert_eq!(employees[0].1, shard_for(&e, 16));
+    // AND the employee is a member of exactly one department: its last one
+    let members = a
+        .items_under(&format!("TENANT#{tenant}#DEPARTMENT#"))
+        .await
+        .into_iter()
+        .filter(|i| i["SK"].as_s().unwrap().ends_with(&format!("#{e}")))
+        .map(|i| i["PK"].as_s().unwrap().clone())
+        .collect::<Vec<_>>();
+    let home = shard_for(&e, DEPARTMENTS as u32) as u64;
+    let last = format!(
+        "TENANT#{tenant}#DEPARTMENT#d-{}#MEMBERS",
+        (home + 3) % DEPARTMENTS as u64
+    );
+    assert_eq!(members, vec![last]);
 }

@@ -24,7 +24,7 @@ use shared::{ApiError, App};
 
 use crate::{hr_key, item_with_keys, membership_key, Employee, Text};
 
-const ATTEMPTS: usize = 3;
+const ATTEMPTS: usize = 4;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -61,7 +61,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let no_department =
         || ApiError::bad_request("departmentId", "departmentId names no existing department");
 
-    for _ in 0..ATTEMPTS {
+    for attempt in 0..ATTEMPTS {
         let current = layout::locate(&db, layout, &employee_keys).await?;
         let old_department = current
             .as_ref()
@@ -91,21 +91,22 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                 .expression_attribute_values(":old", AttributeValue::S(old.to_string())),
             None => write.condition_expression("attribute_not_exists(PK)"),
         };
-        // The employee is written at its write key; a copy still at its other key (the old shard,
-        // during a re-sharding) goes in the same transaction, on the same condition.
-        let at_write_key = current
-            .as_ref()
-            .is_some_and(|(key, _)| *key == employee_keys.write);
+        // During a re-sharding the employee is written where `write_target` says (never back to the
+        // old layout); a copy at the other key goes in the same transaction, on the same condition,
+        // and where there is none, a check keeps it so.
+        let found = current.as_ref().map(|(key, _)| key);
+        let (target, other) = employee_keys.write_target(layout, found);
+        let at_target = found == Some(target);
         let mut put_employee =
             Put::builder()
                 .table_name(&*db.table)
                 .set_item(Some(item_with_keys(
                     &employee,
-                    employee_keys.write.clone(),
+                    target.clone(),
                     kind::EMPLOYEE,
                     t,
                 )?));
-        put_employee = if at_write_key || current.is_none() {
+        put_employee = if at_target || current.is_none() {
             unchanged(put_employee)
         } else {
             put_employee.condition_expression("attribute_not_exists(PK)")
@@ -140,13 +141,13 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         {
             actions.push(delete(&db, membership_key(t, old, &id), None)?);
         }
-        let moved_copy = current
-            .as_ref()
-            .filter(|_| !at_write_key)
-            .map(|(key, _)| key);
-        let copy_index = actions.len();
-        if let Some(key) = moved_copy {
-            actions.push(delete(&db, key.clone(), old_department.as_ref())?);
+        let other_index = actions.len();
+        if let Some(other) = other {
+            actions.push(if found == Some(other) {
+                delete(&db, other.clone(), old_department.as_ref())?
+            } else {
+                layout::absent(&db, other)?
+            });
         }
         let request = db
             .client
@@ -161,13 +162,12 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                 };
                 return Ok(json_response(status, &employee));
             }
-            // The department moved shards since it was located: locate it again.
-            Err(e) if e.failed_at(0) && migrating => continue,
+            // The department moved shards since it was located: locate it again (unless this was
+            // the last attempt: then it is gone).
+            Err(e) if e.failed_at(0) && migrating && attempt + 1 < ATTEMPTS => continue,
             Err(e) if e.failed_at(0) => return Err(no_department()),
             // The employee changed (or moved shards) since it was read: read it again.
-            Err(e) if e.failed_at(1) || (moved_copy.is_some() && e.failed_at(copy_index)) => {
-                continue
-            }
+            Err(e) if e.failed_at(1) || (other.is_some() && e.failed_at(other_index)) => continue,
             Err(e) => return Err(e.into()),
         }
     }

@@ -46,6 +46,7 @@ pub fn listing(t: &TenantId, from: Date, to: Date, shards: u32) -> Listing {
             .into_iter()
             .map(|month| (0..shards).map(|s| order_month_sk(t, month, s)).collect())
             .collect(),
+        consistent: false,
     }
 }
 

@@ -46,9 +46,10 @@ pub async fn get_by_id<V: Serialize>(
 ///
 /// While the tenant is being re-sharded both orders read both layouts ([`gather_across`]), in id
 /// order: a walk's position in one layout's partitions means nothing in the other's. A walk begun
-/// then goes on in id order after the migration ends (its cursors are bound to `&by=id`); a walk's
-/// cursor from before a re-sharding is bound to the old shard count and is refused (400), so the
-/// client starts again instead of silently missing moved items.
+/// then goes on in id order after the migration ends (its cursors are bound to `&by=id`). A walk's
+/// cursor is bound to its shard count: one over the new count, made by a container that saw the
+/// migration end, is honoured by one that still has it cached; one from before a re-sharding is
+/// refused (400), so the client starts again instead of silently missing moved items.
 pub async fn list_page<V: Serialize>(
     app: &App,
     req: &Request,
@@ -70,32 +71,46 @@ pub async fn list_page<V: Serialize>(
         listing.route = route.to_owned();
         listing
     };
-    let walk_by_id = format!("{}?order=unordered&by=id", list.route);
-    let by_id = match order {
-        ListOrder::ById => Some(list.route.to_owned()),
-        ListOrder::Unordered => {
-            let continues_by_id = cursor
-                .is_some_and(|c| cursor::decode(keys, t, &walk_by_id, c, |_, _| true).is_ok());
-            (continues_by_id || matches!(layout, Layout::Migrating { .. }))
-                .then(|| walk_by_id.clone())
-        }
+    let bound_to = |route: &str| {
+        cursor.is_some_and(|c| cursor::decode(keys, t, route, c, |_, _| true).is_ok())
     };
-    let (page, route) = match (by_id, layout) {
-        (Some(route), Layout::Stable(n)) => {
-            let listing = over(n, &route);
-            (
-                gather(&db, &listing, keys, limit, cursor, fanout).await?,
-                route,
+    let walk_by_id = format!("{}?order=unordered&by=id", list.route);
+    let walk_over = |n: u32| format!("{}?order=unordered&shards={n}", list.route);
+    let plan = match (order, layout) {
+        (ListOrder::ById, _) => PageRead::ById(list.route.to_owned()),
+        (ListOrder::Unordered, _) if bound_to(&walk_by_id) => PageRead::ById(walk_by_id),
+        (ListOrder::Unordered, Layout::Stable(n)) => {
+            // A walk cursor made before walks were bound to the shard count is one of this count's
+            // (re-sharding came with that binding).
+            let legacy = format!("{}?order=unordered", list.route);
+            PageRead::Walk(
+                n,
+                if bound_to(&legacy) {
+                    legacy
+                } else {
+                    walk_over(n)
+                },
             )
         }
-        (Some(route), Layout::Migrating { from, to, .. }) => {
+        // A walk over the new count: a container that saw the migration end made this cursor,
+        // while this one still has the migration cached.
+        (ListOrder::Unordered, Layout::Migrating { to, .. }) if bound_to(&walk_over(to)) => {
+            PageRead::Walk(to, walk_over(to))
+        }
+        (ListOrder::Unordered, Layout::Migrating { .. }) => PageRead::ById(walk_by_id),
+    };
+    let (page, route) = match (plan, layout) {
+        (PageRead::ById(route), Layout::Stable(n)) => {
+            let listing = over(n, &route);
+            let page = gather(&db, &listing, keys, limit, cursor, fanout).await?;
+            (page, route)
+        }
+        (PageRead::ById(route), Layout::Migrating { from, to, .. }) => {
             let (old, new) = (over(from, &route), over(to, &route));
             let page = gather_across(&db, (&old, from), (&new, to), keys, limit, cursor).await?;
             (page, route)
         }
-        (None, layout) => {
-            let shards = layout.write_shards();
-            let route = format!("{}?order=unordered&shards={shards}", list.route);
+        (PageRead::Walk(shards, route), _) => {
             let listing = over(shards, &route);
             let page = walk(&db, &listing, keys, limit, MAX_PAGE_BYTES, cursor).await?;
             (page, route)
@@ -107,4 +122,10 @@ pub async fn list_page<V: Serialize>(
         route: &route,
     };
     page_response(page.items, page.next_cursor, view, cursor)
+}
+
+/// How a list page is read: in id order, bound to a route; or as a walk over a shard count.
+enum PageRead {
+    ById(String),
+    Walk(u32, String),
 }

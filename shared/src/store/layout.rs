@@ -7,14 +7,17 @@
 //! (the migrator's, or a writer's). So:
 //! - a read asks both keys at once and prefers the new copy; when it finds neither, it reads the new
 //!   key again, consistently (the item may have moved between the two reads);
-//! - a write, once writes have moved, puts the new copy and deletes the old one in one transaction,
-//!   conditioned on what it read, so it never races the migrator into two copies;
+//! - a write reads both keys and writes one transaction, conditioned on what it read: the item at
+//!   the new key once writes have moved (or when it is already there), else at the old key, with a
+//!   delete of the copy at the other key, or a check that there is none. So it never races the
+//!   migrator, or a writer of the other phase, into two copies, and never moves an item back;
 //! - a delete removes the old copy, then the new one: whichever way a concurrent move falls, the
 //!   item is gone afterwards (the migrator moves only an old copy that still exists).
 //!
-//! Before writes move, nothing is on a new shard: the old key is the only one, as in a stable layout.
+//! A container that has not yet read the migration writes as in a stable layout: only in the first
+//! 60 s, when nothing can be on a new shard yet.
 
-use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{ConditionCheck, Delete, Put, TransactWriteItem};
 
 use crate::identity::cursor::Key;
 use crate::store::error::StoreError;
@@ -62,8 +65,20 @@ impl Keys {
         }
     }
 
+    /// Where a write of the item goes, given where it was `found` (a consistent read), and the other
+    /// key it may be at: the new key once writes have moved, or when the item is already there (a
+    /// write never moves an item back to the old layout); else the old key.
+    pub fn write_target(&self, layout: Layout, found: Option<&Key>) -> (&Key, Option<&Key>) {
+        let (new, old) = self.new_and_old(layout);
+        match old {
+            None => (new, None),
+            Some(old) if moved(layout) || found == Some(new) => (new, Some(old)),
+            Some(old) => (old, Some(new)),
+        }
+    }
+
     /// The new-layout key and the old one (when they differ), whichever writes use now.
-    fn new_and_old(&self, layout: Layout) -> (&Key, Option<&Key>) {
+    pub fn new_and_old(&self, layout: Layout) -> (&Key, Option<&Key>) {
         match (layout, &self.other) {
             (
                 Layout::Migrating {
@@ -112,8 +127,13 @@ pub async fn locate(
         .map(|item| (new.clone(), item)))
 }
 
-/// Puts the item (`fields` without keys) at its write key, removing any copy at its other key:
-/// `Ok(true)` when it replaced an item (in either place).
+/// Puts the item (`fields` without keys): `Ok(true)` when it replaced an item (in either place).
+///
+/// During a migration it reads both keys (consistently) and writes one transaction: the item at
+/// [`Keys::write_target`], conditioned on what was read there, and at the other key a Delete of the
+/// copy read there, or a ConditionCheck that there is none. Whatever a concurrent writer or the
+/// migrator did in between cancels it, and it reads again. So a write that chose the old layout
+/// just before writes moved can never leave a second copy beside a newer one in the new layout.
 pub async fn put(
     db: &TenantDb,
     layout: Layout,
@@ -125,34 +145,45 @@ pub async fn put(
         item.extend(key.clone());
         item
     };
-    let Some(old) = keys.other.as_ref().filter(|_| moved(layout)) else {
+    let (new, Some(old)) = keys.new_and_old(layout) else {
         return put_replacing(db, with_key(&keys.write)).await;
     };
     for _ in 0..ATTEMPTS {
         let (at_new, at_old) = tokio::join!(
-            get_item_consistent(db, keys.write.clone()),
+            get_item_consistent(db, new.clone()),
             get_item_consistent(db, old.clone())
         );
         let (at_new, at_old) = (at_new?.is_some(), at_old?.is_some());
+        let found = match (at_new, at_old) {
+            (true, _) => Some(new),
+            (false, true) => Some(old),
+            (false, false) => None,
+        };
+        let (target, other) = keys.write_target(layout, found);
+        let other = other.unwrap_or(old);
+        let exists_at = |key: &Key| if key == new { at_new } else { at_old };
         let put = Put::builder()
             .table_name(&*db.table)
-            .set_item(Some(with_key(&keys.write)))
-            .condition_expression(exists(at_new))
+            .set_item(Some(with_key(target)))
+            .condition_expression(exists(exists_at(target)))
             .build()
             .map_err(internal)?;
-        let mut request = db
-            .client
-            .transact_write_items()
-            .transact_items(TransactWriteItem::builder().put(put).build());
-        if at_old {
+        let elsewhere = if exists_at(other) {
             let delete = Delete::builder()
                 .table_name(&*db.table)
-                .set_key(Some(old.clone()))
+                .set_key(Some(other.clone()))
                 .condition_expression(exists(true))
                 .build()
                 .map_err(internal)?;
-            request = request.transact_items(TransactWriteItem::builder().delete(delete).build());
-        }
+            TransactWriteItem::builder().delete(delete).build()
+        } else {
+            absent(db, other)?
+        };
+        let request = db
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .transact_items(elsewhere);
         match transact(request).await {
             Ok(()) => return Ok(at_new || at_old),
             // Moved, written or deleted since the reads: read again.
@@ -186,6 +217,17 @@ fn moved(layout: Layout) -> bool {
             ..
         }
     )
+}
+
+/// A ConditionCheck that no item is at `key`.
+pub fn absent(db: &TenantDb, key: &Key) -> Result<TransactWriteItem, StoreError> {
+    let check = ConditionCheck::builder()
+        .table_name(&*db.table)
+        .set_key(Some(key.clone()))
+        .condition_expression(exists(false))
+        .build()
+        .map_err(internal)?;
+    Ok(TransactWriteItem::builder().condition_check(check).build())
 }
 
 /// The condition that an item is (`true`) or is not there.

@@ -87,6 +87,9 @@ pub struct Listing {
     /// Partition key values, grouped: every item of a group sorts (in `order`) before every item of
     /// the next group.
     pub groups: Vec<Vec<String>>,
+    /// Strongly consistent reads (table listings only): a page across two layouts during a
+    /// re-sharding needs them ([`gather_across`]).
+    pub consistent: bool,
 }
 
 /// The common case: items of `kind` in a tenant's `partition` write shards, in id order.
@@ -113,6 +116,7 @@ impl ShardedList<'_> {
             groups: vec![(0..shard_count)
                 .map(|s| shard_pk(t, self.partition, s))
                 .collect()],
+            consistent: false,
         }
     }
 }
@@ -220,6 +224,16 @@ pub async fn gather_across(
     limit: u32,
     cursor: Option<&str>,
 ) -> Result<GatheredPage, StoreError> {
+    // Consistent reads: an eventually consistent new read could lag behind the move that the old
+    // read already saw, and the item would be in neither.
+    let old = &Listing {
+        consistent: true,
+        ..old.clone()
+    };
+    let new = &Listing {
+        consistent: true,
+        ..new.clone()
+    };
     let before = gather(db, old, keys, limit, cursor, Fanout::Parallel).await?;
     let after = gather(db, new, keys, limit, cursor, Fanout::Parallel).await?;
     let t = &db.tenant;
@@ -775,6 +789,7 @@ async fn read_partition(
         .table_name(&*db.table)
         .set_index_name(listing.index.map(str::to_owned))
         .key_condition_expression(condition)
+        .set_consistent_read(listing.consistent.then_some(true))
         .expression_attribute_values(":part", AttributeValue::S(partition))
         .scan_index_forward(listing.order == Order::Ascending);
     query = match &listing.range {

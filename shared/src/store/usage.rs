@@ -286,6 +286,7 @@ pub async fn read(
         ),
         order: Order::Ascending,
         groups: vec![(0..COUNTER_SHARDS).map(|s| counter_pk(t, s)).collect()],
+        consistent: false,
     };
     let counters = gather_all(db, &listing).await?;
     let mut days: BTreeMap<String, BTreeMap<String, RouteUsage>> = BTreeMap::new();
