@@ -1,20 +1,37 @@
 #!/usr/bin/env bash
 # The benchmark (issue: overhead floor, warm handlers, runtime, cold start, scatter-gather vs a Python
-# boto3 baseline, STS caching, size, memory). Starts its own DynamoDB Local and moto, builds release
+# boto3 baseline, STS caching, size, memory, read caching). Starts its own DynamoDB Local and moto, builds release
 # binaries, runs `bench`, and writes target/bench/results.json and target/bench/latency.svg.
 # Figure 7's bootstrap sizes come from `cargo lambda build --release --arm64` of every function, which
 # this script runs first (about 25 minutes from a clean clone on 2 cores; seconds when fresh).
 #   BENCH_ITERATIONS=300 ./scripts/bench.sh
+#   BENCH_ONLY=cache ./scripts/bench.sh      # figure 8 (read caching) alone
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/tools.sh"
 source "$ROOT/scripts/stack.sh"
 cd "$ROOT"
 ensure_dynamodb_local
 ensure_py_tools
-build_bootstraps
+[ -n "${BENCH_ONLY:-}" ] || build_bootstraps  # figure 7 only
 log "building release binaries (bench, get-product, query-tenant-products)"
 cargo build --release -p bench -p products --bin bench --bin get-product --bin query-tenant-products
 trap stop_stack EXIT
 start_stack
+# Figure 8 compares read caches; Redis (Debian's redis-server, the local stand-in for ElastiCache/
+# Valkey) runs on a free port, without persistence, for the run.
+if ! command -v redis-server >/dev/null; then
+  command -v apt-get >/dev/null || die "figure 8 needs redis-server, and this machine has no apt-get"
+  log "installing redis-server (apt-get)"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq >/dev/null || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >"$STACK_LOGS/apt.log" 2>&1 \
+    || die "apt-get install redis-server failed; see $STACK_LOGS/apt.log"
+fi
+redis_port=$(free_port)
+redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+  >"$STACK_LOGS/redis.log" 2>&1 &
+STACK_PIDS+=($!)
+export BENCH_REDIS_URL="redis://127.0.0.1:$redis_port"
+until redis-cli -p "$redis_port" ping >/dev/null 2>&1; do sleep 0.1; done
 export BENCH_PYTHON="$TOOLS/venv/bin/python"  # has boto3 (moto's dependency)
 "$ROOT/target/release/bench"

@@ -20,6 +20,7 @@ use shared::service::app::{load_sdk_config, Settings};
 use shared::store::scatter::Fanout;
 use shared::App;
 
+mod cache;
 mod proxy;
 
 const ROLE_ARN: &str = integration::ROLE_ARN;
@@ -313,7 +314,6 @@ async fn main() {
         "{:<58} {:>9} {:>9} {:>6}  note",
         "figure (ms)", "p50", "p99", "n"
     );
-    let fixture = fixture(&h, &sdk).await;
     let plain = Target {
         tag: "",
         app: production_app(&sdk, &h.table),
@@ -333,9 +333,57 @@ async fn main() {
         json!(format!("{one_way_ms} ms")),
         "figures marked [latency model] run through it; BENCH_PROXY_DELAY_MS",
     );
+    // BENCH_ONLY=cache runs figure 8 alone (it needs no other fixture).
+    let cache_only = std::env::var("BENCH_ONLY").is_ok_and(|v| v == "cache");
+    if !cache_only {
+        all_but_cache(&h, &sdk, &plain, &through_proxy, iterations, &mut report).await;
+    }
+    cache_figure(&h, &through_proxy, &mut report).await;
+    write_outputs(&report);
+}
 
-    let python_cold = latency_figures(&h, &plain, &fixture, iterations, &mut report).await;
-    latency_figures(&h, &through_proxy, &fixture, iterations, &mut report).await;
+/// Figure 8: a tenant of [`cache::PRODUCTS`] products on 4 shards, read with a Zipf popularity.
+async fn cache_figure(h: &Harness, target: &Target, report: &mut Report) {
+    let tenant = unique("cache");
+    onboard(h, &tenant, 4).await;
+    seed_products(h, &tenant, 4, cache::PRODUCTS).await;
+    let t = TenantId::parse(&tenant).unwrap();
+    let db = target.app.db(&t).await.expect("the tenant's client");
+    let reads = cache::zipf_reads(
+        std::env::var("BENCH_CACHE_READS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(3_000),
+    );
+    let redis_delay_us: u64 = std::env::var("BENCH_REDIS_DELAY_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(250);
+    let redis_url = std::env::var("BENCH_REDIS_URL").ok();
+    cache::cache_figures(
+        &db,
+        4,
+        &reads,
+        redis_url.as_deref(),
+        Duration::from_micros(redis_delay_us),
+        report,
+    )
+    .await;
+}
+
+async fn all_but_cache(
+    h: &Harness,
+    sdk: &aws_types::SdkConfig,
+    plain: &Target,
+    through_proxy: &Target,
+    iterations: usize,
+    report: &mut Report,
+) {
+    let report = &mut *report;
+    let fixture = fixture(h, sdk).await;
+
+    let python_cold = latency_figures(h, plain, &fixture, iterations, report).await;
+    latency_figures(h, through_proxy, &fixture, iterations, report).await;
     if let Some(py) = python_cold {
         report.fact(
             "4. cold start: Python baseline (imports + first request)",
@@ -347,12 +395,13 @@ async fn main() {
             ),
         );
     }
-    walk_and_page_costs(&h, &plain, &fixture, &mut report).await;
-    list_route_costs(&h, &plain, &mut report).await;
-    sts_figures(&h, &sdk, &fixture, &mut report).await;
-    bootstrap_sizes(&mut report);
+    walk_and_page_costs(h, plain, &fixture, report).await;
+    list_route_costs(h, plain, report).await;
+    sts_figures(h, sdk, &fixture, report).await;
+    bootstrap_sizes(report);
+}
 
-    // ---- outputs
+fn write_outputs(report: &Report) {
     let out_dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/bench"));
     std::fs::create_dir_all(out_dir).unwrap();
     std::fs::write(

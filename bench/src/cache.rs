@@ -1,0 +1,279 @@
+//! Figure 8 (issue #16, part 3): read caching under a Zipf load, decided by measurement. The same
+//! sequence of product reads is served three ways, through the latency model:
+//! - no cache: one GetItem per read;
+//! - an LRU in each container, entries trusted for [`STALENESS`] (so a write elsewhere shows within
+//!   that bound);
+//! - Redis (the stand-in for ElastiCache/Valkey), shared by every container, entries expiring after
+//!   the same bound, reached through its own latency model (an in-region cache hop), and logged in as
+//!   a per-tenant ACL user whose key pattern mirrors `dynamodb:LeadingKeys` (`~TENANT#<t>#*`).
+//!
+//! Reads go round-robin to [`CONTAINERS`] containers, as a function's traffic spreads over its warm
+//! environments; each container's LRU sees only its share.
+
+use std::num::NonZeroUsize;
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use serde_json::json;
+use shared::identity::ids::{EntityId, TenantId};
+use shared::store::items::get_item;
+use shared::store::query::Item;
+use shared::store::scoped::TenantDb;
+use shared::store::tenant_items::{item_from_json, item_to_json};
+
+use crate::{stat, Report};
+
+/// Products the tenant holds, and the Zipf exponent of their popularity.
+pub const PRODUCTS: usize = 1_000;
+pub const ZIPF_EXPONENT: f64 = 1.1;
+pub const CONTAINERS: usize = 4;
+/// Items one container's LRU holds (a quarter of the catalogue).
+pub const LRU_ITEMS: usize = 256;
+/// How stale a cached read may be.
+pub const STALENESS: Duration = Duration::from_secs(1);
+
+/// Zipf-distributed ranks `0..n` (rank 0 the most popular), by inverse CDF.
+pub struct Zipf {
+    cdf: Vec<f64>,
+}
+
+impl Zipf {
+    pub fn new(n: usize, s: f64) -> Self {
+        let weights: Vec<f64> = (1..=n).map(|k| 1.0 / (k as f64).powf(s)).collect();
+        let total: f64 = weights.iter().sum();
+        let mut acc = 0.0;
+        let cdf = weights
+            .iter()
+            .map(|w| {
+                acc += w / total;
+                acc
+            })
+            .collect();
+        Self { cdf }
+    }
+
+    /// The rank for a uniform `u` in [0, 1).
+    pub fn rank(&self, u: f64) -> usize {
+        self.cdf
+            .partition_point(|c| *c < u)
+            .min(self.cdf.len() - 1)
+    }
+}
+
+/// xorshift64*: a fixed sequence, so every option serves the same reads.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+    pub fn next_f64(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        let x = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// The product ids read, in order.
+pub fn zipf_reads(count: usize) -> Vec<String> {
+    let zipf = Zipf::new(PRODUCTS, ZIPF_EXPONENT);
+    let mut rng = Rng::new(0x5eed);
+    (0..count)
+        .map(|_| format!("p-{:05}", zipf.rank(rng.next_f64())))
+        .collect()
+}
+
+/// One read's answer and whether a cache served it.
+struct Served {
+    ms: f64,
+    hit: bool,
+}
+
+fn key_string(key: &Item) -> String {
+    let s = |k: &str| key.get(k).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+    format!("{}|{}", s("PK"), s("SK"))
+}
+
+async fn from_table(db: &TenantDb, key: &Item) -> Item {
+    get_item(db, key.clone())
+        .await
+        .expect("GetItem")
+        .expect("a seeded product")
+}
+
+/// Runs the three options over `reads` of `tenant`'s products (on `shards` shards) and adds the
+/// figures. `redis_url` is the admin URL of a local redis-server; `redis_delay` its latency model.
+pub async fn cache_figures(
+    db: &TenantDb,
+    shards: u32,
+    reads: &[String],
+    redis_url: Option<&str>,
+    redis_delay: Duration,
+    report: &mut Report,
+) {
+    let t = db.tenant.clone();
+    let key_of = |id: &str| {
+        products::product_key(&t, &EntityId::parse(id).expect("an id"), shards)
+    };
+    let label = |what: &str| {
+        format!("8. Zipf read s={ZIPF_EXPONENT}, {CONTAINERS} containers: {what} [latency model]")
+    };
+    let summary = |served: &[Served]| {
+        let hits = served.iter().filter(|s| s.hit).count();
+        let stat = stat(served.iter().map(|s| s.ms).collect());
+        (stat, hits as f64 / served.len().max(1) as f64 * 100.0)
+    };
+
+    // No cache.
+    let mut none = Vec::with_capacity(reads.len());
+    for id in reads {
+        let key = key_of(id);
+        let t0 = Instant::now();
+        let _item = from_table(db, &key).await;
+        none.push(Served {
+            ms: t0.elapsed().as_secs_f64() * 1000.0,
+            hit: false,
+        });
+    }
+    let (none_stat, _) = summary(&none);
+    report.add(&label("no cache"), &none_stat, "GetItem every read".into());
+
+    // An LRU per container.
+    let capacity = NonZeroUsize::new(LRU_ITEMS).expect("a capacity");
+    let mut lrus: Vec<lru::LruCache<String, (Instant, Item)>> =
+        (0..CONTAINERS).map(|_| lru::LruCache::new(capacity)).collect();
+    let mut local = Vec::with_capacity(reads.len());
+    for (i, id) in reads.iter().enumerate() {
+        let key = key_of(id);
+        let name = key_string(&key);
+        let t0 = Instant::now();
+        let lru = &mut lrus[i % CONTAINERS];
+        let cached = lru
+            .get(&name)
+            .filter(|(at, _)| at.elapsed() < STALENESS)
+            .map(|(_, item)| item.clone());
+        let hit = cached.is_some();
+        if !hit {
+            let item = from_table(db, &key).await;
+            lru.put(name, (Instant::now(), item));
+        }
+        local.push(Served {
+            ms: t0.elapsed().as_secs_f64() * 1000.0,
+            hit,
+        });
+    }
+    let (lru_stat, lru_hits) = summary(&local);
+    report.add(
+        &label(&format!("LRU per container ({LRU_ITEMS} items, 1 s)")),
+        &lru_stat,
+        format!(
+            "hit rate {lru_hits:.0}%; p50 {:.2}x, p99 {:.2}x of no cache",
+            lru_stat.median / none_stat.median,
+            lru_stat.p99 / none_stat.p99
+        ),
+    );
+
+    // Redis, shared.
+    let Some(admin_url) = redis_url else {
+        report.fact(
+            &label("Redis"),
+            json!("not measured"),
+            "BENCH_REDIS_URL unset: run through scripts/bench.sh",
+        );
+        return;
+    };
+    let admin = redis::Client::open(admin_url).expect("a redis URL");
+    let mut admin = admin
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis-server");
+    let password = "bench-tenant-password";
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(t.as_str())
+        .arg("reset")
+        .arg("on")
+        .arg(format!(">{password}"))
+        .arg(format!("~TENANT#{t}#*"))
+        .arg("+get")
+        .arg("+set")
+        .query_async(&mut admin)
+        .await
+        .expect("ACL SETUSER");
+    let _: () = redis::cmd("FLUSHALL")
+        .query_async(&mut admin)
+        .await
+        .expect("FLUSHALL");
+    let upstream = crate::proxy::socket_of(admin_url);
+    let hop = crate::proxy::LatencyProxy::start(upstream, redis_delay).await;
+    let tenant_url = format!(
+        "redis://{}:{password}@{}",
+        t.as_str(),
+        hop.url.trim_start_matches("http://")
+    );
+    let mut connections = Vec::new();
+    for _ in 0..CONTAINERS {
+        let client = redis::Client::open(tenant_url.as_str()).expect("a redis URL");
+        connections.push(
+            client
+                .get_multiplexed_async_connection()
+                .await
+                .expect("redis as the tenant's ACL user"),
+        );
+    }
+    // The ACL is the isolation: another tenant's key is refused.
+    let other = TenantId::parse("someone-else").expect("an id");
+    let refused: redis::RedisResult<Option<String>> = connections[0]
+        .get(format!("TENANT#{other}#PRODUCT#0|x"))
+        .await;
+    report.fact(
+        "8. Redis ACL: another tenant's key",
+        json!(match &refused {
+            Err(e) if e.to_string().contains("NOPERM") => "refused (NOPERM)".to_owned(),
+            other => format!("NOT refused: {other:?}"),
+        }),
+        "user per tenant, keys ~TENANT#<t>#* (mirrors dynamodb:LeadingKeys)",
+    );
+    let mut shared_cache = Vec::with_capacity(reads.len());
+    for (i, id) in reads.iter().enumerate() {
+        let key = key_of(id);
+        let name = key_string(&key);
+        let conn = &mut connections[i % CONTAINERS];
+        let t0 = Instant::now();
+        let cached: Option<String> = conn.get(&name).await.expect("GET");
+        let hit = match cached {
+            Some(text) => {
+                let json: serde_json::Value = serde_json::from_str(&text).expect("cached JSON");
+                let _item = item_from_json(&json).expect("a cached item");
+                true
+            }
+            None => {
+                let item = from_table(db, &key).await;
+                let _: () = conn
+                    .pset_ex(&name, item_to_json(&item).to_string(), STALENESS.as_millis() as u64)
+                    .await
+                    .expect("SET PX");
+                false
+            }
+        };
+        shared_cache.push(Served {
+            ms: t0.elapsed().as_secs_f64() * 1000.0,
+            hit,
+        });
+    }
+    let (redis_stat, redis_hits) = summary(&shared_cache);
+    report.add(
+        &label(&format!(
+            "Redis, shared, 1 s ({} us each way)",
+            redis_delay.as_micros()
+        )),
+        &redis_stat,
+        format!(
+            "hit rate {redis_hits:.0}%; p50 {:.2}x, p99 {:.2}x of no cache",
+            redis_stat.median / none_stat.median,
+            redis_stat.p99 / none_stat.p99
+        ),
+    );
+}
