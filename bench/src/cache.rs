@@ -7,12 +7,16 @@
 //!   the same bound, reached through its own latency model (an in-region cache hop), and logged in as
 //!   a per-tenant ACL user whose key pattern mirrors `dynamodb:LeadingKeys` (`~TENANT#<t>#*`).
 //!
-//! Reads go round-robin to [`CONTAINERS`] containers, as a function's traffic spreads over its warm
-//! environments; each container's LRU sees only its share.
+//! Reads arrive open-loop at a fixed rate (`BENCH_CACHE_RATE`, 500 a second by default: a busy
+//! tenant) and go round-robin to [`CONTAINERS`] containers, as a function's traffic spreads over its
+//! warm environments; each container's LRU sees only its share. The hit rate depends on the rate:
+//! an entry serves the reads of its key that arrive within the staleness bound.
 
 use std::num::NonZeroUsize;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use redis::AsyncCommands;
 use serde_json::json;
 use shared::identity::ids::{EntityId, TenantId};
@@ -54,9 +58,7 @@ impl Zipf {
 
     /// The rank for a uniform `u` in [0, 1).
     pub fn rank(&self, u: f64) -> usize {
-        self.cdf
-            .partition_point(|c| *c < u)
-            .min(self.cdf.len() - 1)
+        self.cdf.partition_point(|c| *c < u).min(self.cdf.len() - 1)
     }
 }
 
@@ -92,7 +94,12 @@ struct Served {
 }
 
 fn key_string(key: &Item) -> String {
-    let s = |k: &str| key.get(k).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+    let s = |k: &str| {
+        key.get(k)
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+            .unwrap_or_default()
+    };
     format!("{}|{}", s("PK"), s("SK"))
 }
 
@@ -103,22 +110,50 @@ async fn from_table(db: &TenantDb, key: &Item) -> Item {
         .expect("a seeded product")
 }
 
-/// Runs the three options over `reads` of `tenant`'s products (on `shards` shards) and adds the
-/// figures. `redis_url` is the admin URL of a local redis-server; `redis_delay` its latency model.
+/// Serves `reads` open-loop at `rate` reads a second (read `i` starts at `i / rate` s, whatever the
+/// earlier ones are doing, as independent clients do), `serve(i, id)` each, and collects the answers.
+async fn at_rate<F, Fut>(reads: &[String], rate: f64, serve: F) -> Vec<Served>
+where
+    F: Fn(usize, String) -> Fut,
+    Fut: std::future::Future<Output = Served>,
+{
+    let start = tokio::time::Instant::now();
+    let pending: Vec<_> = reads
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let at = start + Duration::from_secs_f64(i as f64 / rate);
+            let served = serve(i, id.clone());
+            async move {
+                tokio::time::sleep_until(at).await;
+                served.await
+            }
+        })
+        .collect();
+    futures::stream::iter(pending)
+        .buffer_unordered(512)
+        .collect()
+        .await
+}
+
+/// Runs the three options over `reads` of `tenant`'s products (on `shards` shards) at `rate` reads a
+/// second, and adds the figures. `redis_url` is the admin URL of a local redis-server; `redis_delay`
+/// its latency model.
 pub async fn cache_figures(
     db: &TenantDb,
     shards: u32,
     reads: &[String],
+    rate: f64,
     redis_url: Option<&str>,
     redis_delay: Duration,
     report: &mut Report,
 ) {
     let t = db.tenant.clone();
-    let key_of = |id: &str| {
-        products::product_key(&t, &EntityId::parse(id).expect("an id"), shards)
-    };
+    let key_of = |id: &str| products::product_key(&t, &EntityId::parse(id).expect("an id"), shards);
     let label = |what: &str| {
-        format!("8. Zipf read s={ZIPF_EXPONENT}, {CONTAINERS} containers: {what} [latency model]")
+        format!(
+            "8. Zipf reads (s={ZIPF_EXPONENT}, {rate:.0}/s, {CONTAINERS} containers): {what} [latency model]"
+        )
     };
     let summary = |served: &[Served]| {
         let hits = served.iter().filter(|s| s.hit).count();
@@ -127,43 +162,49 @@ pub async fn cache_figures(
     };
 
     // No cache.
-    let mut none = Vec::with_capacity(reads.len());
-    for id in reads {
-        let key = key_of(id);
-        let t0 = Instant::now();
-        let _item = from_table(db, &key).await;
-        none.push(Served {
-            ms: t0.elapsed().as_secs_f64() * 1000.0,
-            hit: false,
-        });
-    }
+    let none = at_rate(reads, rate, |_, id| {
+        let key = key_of(&id);
+        async move {
+            let t0 = Instant::now();
+            let _item = from_table(db, &key).await;
+            Served {
+                ms: t0.elapsed().as_secs_f64() * 1000.0,
+                hit: false,
+            }
+        }
+    })
+    .await;
     let (none_stat, _) = summary(&none);
     report.add(&label("no cache"), &none_stat, "GetItem every read".into());
 
     // An LRU per container.
     let capacity = NonZeroUsize::new(LRU_ITEMS).expect("a capacity");
-    let mut lrus: Vec<lru::LruCache<String, (Instant, Item)>> =
-        (0..CONTAINERS).map(|_| lru::LruCache::new(capacity)).collect();
-    let mut local = Vec::with_capacity(reads.len());
-    for (i, id) in reads.iter().enumerate() {
-        let key = key_of(id);
-        let name = key_string(&key);
-        let t0 = Instant::now();
-        let lru = &mut lrus[i % CONTAINERS];
-        let cached = lru
-            .get(&name)
-            .filter(|(at, _)| at.elapsed() < STALENESS)
-            .map(|(_, item)| item.clone());
-        let hit = cached.is_some();
-        if !hit {
-            let item = from_table(db, &key).await;
-            lru.put(name, (Instant::now(), item));
+    let lrus: Vec<Mutex<lru::LruCache<String, (Instant, Item)>>> = (0..CONTAINERS)
+        .map(|_| Mutex::new(lru::LruCache::new(capacity)))
+        .collect();
+    let lrus = &lrus;
+    let local = at_rate(reads, rate, |i, id| {
+        let key = key_of(&id);
+        async move {
+            let name = key_string(&key);
+            let lru = &lrus[i % CONTAINERS];
+            let t0 = Instant::now();
+            let cached = lock(lru)
+                .get(&name)
+                .filter(|(at, _)| at.elapsed() < STALENESS)
+                .map(|(_, item)| item.clone());
+            let hit = cached.is_some();
+            if !hit {
+                let item = from_table(db, &key).await;
+                lock(lru).put(name, (Instant::now(), item));
+            }
+            Served {
+                ms: t0.elapsed().as_secs_f64() * 1000.0,
+                hit,
+            }
         }
-        local.push(Served {
-            ms: t0.elapsed().as_secs_f64() * 1000.0,
-            hit,
-        });
-    }
+    })
+    .await;
     let (lru_stat, lru_hits) = summary(&local);
     report.add(
         &label(&format!("LRU per container ({LRU_ITEMS} items, 1 s)")),
@@ -199,6 +240,7 @@ pub async fn cache_figures(
         .arg(format!("~TENANT#{t}#*"))
         .arg("+get")
         .arg("+set")
+        .arg("+psetex")
         .query_async(&mut admin)
         .await
         .expect("ACL SETUSER");
@@ -206,13 +248,19 @@ pub async fn cache_figures(
         .query_async(&mut admin)
         .await
         .expect("FLUSHALL");
-    let upstream = crate::proxy::socket_of(admin_url);
-    let hop = crate::proxy::LatencyProxy::start(upstream, redis_delay).await;
-    let tenant_url = format!(
-        "redis://{}:{password}@{}",
-        t.as_str(),
-        hop.url.trim_start_matches("http://")
-    );
+    // A delay of 0 reaches Redis directly (loopback: its best case). tokio's timers have a 1 ms
+    // resolution, so a delay under 1 ms each way costs about 1 ms each way in the model.
+    let direct = admin_url.trim_start_matches("redis://").to_owned();
+    let hop = if redis_delay.is_zero() {
+        None
+    } else {
+        let upstream = crate::proxy::socket_of(&format!("http://{direct}"));
+        Some(crate::proxy::LatencyProxy::start(upstream, redis_delay).await)
+    };
+    let address = hop
+        .as_ref()
+        .map_or(direct, |h| h.url.trim_start_matches("http://").to_owned());
+    let tenant_url = format!("redis://{}:{password}@{address}", t.as_str());
     let mut connections = Vec::new();
     for _ in 0..CONTAINERS {
         let client = redis::Client::open(tenant_url.as_str()).expect("a redis URL");
@@ -226,6 +274,7 @@ pub async fn cache_figures(
     // The ACL is the isolation: another tenant's key is refused.
     let other = TenantId::parse("someone-else").expect("an id");
     let refused: redis::RedisResult<Option<String>> = connections[0]
+        .clone()
         .get(format!("TENANT#{other}#PRODUCT#0|x"))
         .await;
     report.fact(
@@ -236,39 +285,46 @@ pub async fn cache_figures(
         }),
         "user per tenant, keys ~TENANT#<t>#* (mirrors dynamodb:LeadingKeys)",
     );
-    let mut shared_cache = Vec::with_capacity(reads.len());
-    for (i, id) in reads.iter().enumerate() {
-        let key = key_of(id);
-        let name = key_string(&key);
-        let conn = &mut connections[i % CONTAINERS];
-        let t0 = Instant::now();
-        let cached: Option<String> = conn.get(&name).await.expect("GET");
-        let hit = match cached {
-            Some(text) => {
-                let json: serde_json::Value = serde_json::from_str(&text).expect("cached JSON");
-                let _item = item_from_json(&json).expect("a cached item");
-                true
+    let connections = &connections;
+    let shared_cache = at_rate(reads, rate, |i, id| {
+        let key = key_of(&id);
+        let mut conn = connections[i % CONTAINERS].clone();
+        async move {
+            let name = key_string(&key);
+            let t0 = Instant::now();
+            let cached: Option<String> = conn.get(&name).await.expect("GET");
+            let hit = match cached {
+                Some(text) => {
+                    let json: serde_json::Value = serde_json::from_str(&text).expect("cached JSON");
+                    let _item = item_from_json(&json).expect("a cached item");
+                    true
+                }
+                None => {
+                    let item = from_table(db, &key).await;
+                    let _: () = conn
+                        .pset_ex(
+                            &name,
+                            item_to_json(&item).to_string(),
+                            STALENESS.as_millis() as u64,
+                        )
+                        .await
+                        .expect("SET PX");
+                    false
+                }
+            };
+            Served {
+                ms: t0.elapsed().as_secs_f64() * 1000.0,
+                hit,
             }
-            None => {
-                let item = from_table(db, &key).await;
-                let _: () = conn
-                    .pset_ex(&name, item_to_json(&item).to_string(), STALENESS.as_millis() as u64)
-                    .await
-                    .expect("SET PX");
-                false
-            }
-        };
-        shared_cache.push(Served {
-            ms: t0.elapsed().as_secs_f64() * 1000.0,
-            hit,
-        });
-    }
+        }
+    })
+    .await;
     let (redis_stat, redis_hits) = summary(&shared_cache);
     report.add(
-        &label(&format!(
-            "Redis, shared, 1 s ({} us each way)",
-            redis_delay.as_micros()
-        )),
+        &label(&match redis_delay.as_micros() {
+            0 => "Redis, shared, 1 s (loopback, no added delay)".to_owned(),
+            us => format!("Redis, shared, 1 s ({us} us each way, ~1 ms by tokio's timer)"),
+        }),
         &redis_stat,
         format!(
             "hit rate {redis_hits:.0}%; p50 {:.2}x, p99 {:.2}x of no cache",
@@ -276,4 +332,8 @@ pub async fn cache_figures(
             redis_stat.p99 / none_stat.p99
         ),
     );
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -358,12 +358,17 @@ async fn cache_figure(h: &Harness, target: &Target, report: &mut Report) {
     let redis_delay_us: u64 = std::env::var("BENCH_REDIS_DELAY_US")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(250);
+        .unwrap_or(0);
     let redis_url = std::env::var("BENCH_REDIS_URL").ok();
+    let rate: f64 = std::env::var("BENCH_CACHE_RATE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500.0);
     cache::cache_figures(
         &db,
         4,
         &reads,
+        rate,
         redis_url.as_deref(),
         Duration::from_micros(redis_delay_us),
         report,
