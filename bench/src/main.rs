@@ -104,6 +104,7 @@ fn production_app_with_budget(
         )
         .expect("a 32-byte key"),
         max_in_flight,
+        read_cache_ms: 0,
     };
     App::new(settings, sdk, Arc::new(SystemClock)).expect("app")
 }

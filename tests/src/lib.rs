@@ -540,6 +540,7 @@ impl Harness {
             auth: AuthMode::Authorizer,
             cursor_keys: test_cursor_keys(),
             max_in_flight: shared::store::scoped::DEFAULT_MAX_IN_FLIGHT,
+            read_cache_ms: 0,
         };
         let sts = aws_sdk_sts::Client::from_conf(
             aws_sdk_sts::config::Builder::from(&sdk)

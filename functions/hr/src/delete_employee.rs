@@ -68,7 +68,10 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                     .build(),
             );
         match transact(request).await {
-            Ok(()) => return Ok(no_content()),
+            Ok(()) => {
+                app.read_cache.forget(t, &keys.write);
+                return Ok(no_content());
+            }
             Err(TransactError::ConditionFailed { .. }) => continue,
             Err(other) => return Err(other.into()),
         }

@@ -31,5 +31,6 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let keys = Keys::of(layout, |n| hr_key(&caller.tenant, kind::DEPARTMENT, &id, n));
     let fields = item_with_keys(&dept, Item::new(), kind::DEPARTMENT, &caller.tenant)?;
     let replaced = layout::put(&db, layout, &keys, fields).await?;
+    app.read_cache.forget(&caller.tenant, &keys.write);
     Ok(put_response(replaced, &dept))
 }

@@ -155,6 +155,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             .set_transact_items(Some(actions));
         match transact(request).await {
             Ok(()) => {
+                app.read_cache.forget(t, &employee_keys.write);
                 let status = if old_department.is_some() {
                     StatusCode::OK
                 } else {

@@ -14,6 +14,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let layout = app.directory.layout(&db).await?;
     let keys = Keys::of(layout, |n| product_key(&caller.tenant, &id, n));
     let deleted = layout::delete(&db, layout, &keys).await?;
+    app.read_cache.forget(&caller.tenant, &keys.write);
     if !deleted {
         return Err(ApiError::NotFound("No such product.".into()));
     }

@@ -42,6 +42,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         ),
     ]);
     let replaced = layout::put(&db, layout, &keys, fields).await?;
+    app.read_cache.forget(&caller.tenant, &keys.write);
     let view = ProductView {
         product_id: id.to_string(),
         document,

@@ -24,6 +24,7 @@ use crate::isolation::policy::{PolicyError, TableLocation};
 use crate::service::error::ApiError;
 use crate::store::limiter::{Admission, RateLimiter};
 use crate::store::meter::note_tenant;
+use crate::store::read_cache::ReadCache;
 use crate::store::scoped::{TenantClients, TenantDb, DEFAULT_MAX_IN_FLIGHT};
 use crate::store::tenants::{Limits, TenantDirectory, TenantStatus};
 use crate::store::usage::UsageMeter;
@@ -63,6 +64,9 @@ pub struct Settings {
     pub cursor_keys: CursorKeys,
     /// `DYNAMODB_MAX_IN_FLIGHT`, 1 to 64 (default 16): the fan-out budget of one API request.
     pub max_in_flight: usize,
+    /// `READ_CACHE_MS`, 0 to 60,000 (default 0: off): how stale a cached single-item read may be
+    /// ([`crate::store::read_cache`]).
+    pub read_cache_ms: u64,
 }
 
 fn var(name: &'static str) -> Result<String, ConfigError> {
@@ -123,6 +127,13 @@ impl Settings {
                 "must be 1 to 64".into(),
             ));
         }
+        let read_cache_ms = var_or("READ_CACHE_MS", 0u64)?;
+        if read_cache_ms > crate::store::read_cache::MAX_STALENESS_MS {
+            return Err(ConfigError::Invalid(
+                "READ_CACHE_MS",
+                "must be 0 (off) to 60000".into(),
+            ));
+        }
         let session_ttl_seconds = var_or("SESSION_TTL_SECONDS", DEFAULT_SESSION_TTL_SECONDS)?;
         if session_ttl_seconds == 0 {
             return Err(ConfigError::Invalid(
@@ -143,6 +154,7 @@ impl Settings {
         Ok(Self {
             cursor_keys,
             max_in_flight,
+            read_cache_ms,
             table_name,
             tenant_role_arn,
             session_ttl_seconds,
@@ -281,6 +293,8 @@ pub struct App {
     pub limiter: RateLimiter,
     /// This container's usage counts not yet written.
     pub usage: UsageMeter,
+    /// Single-item reads, when `READ_CACHE_MS` turns the cache on.
+    pub read_cache: ReadCache,
     pub clock: Arc<dyn Clock>,
 }
 
@@ -321,12 +335,14 @@ impl App {
     pub fn with_clients(settings: Settings, tenants: TenantClients, clock: Arc<dyn Clock>) -> Self {
         let directory =
             TenantDirectory::new(clock.clone(), tenants.record_reader(), tenants.table_name());
+        let read_cache = ReadCache::new(settings.read_cache_ms);
         Self {
             settings,
             tenants,
             directory,
             limiter: RateLimiter::default(),
             usage: UsageMeter::default(),
+            read_cache,
             clock,
         }
     }

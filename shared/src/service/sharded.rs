@@ -20,7 +20,8 @@ use crate::store::query::Item;
 use crate::store::scatter::{gather, gather_across, walk, Fanout, ShardedList};
 
 /// `GET /<kind>/{param}`: 200 with the item's view, or 404 with `not_found`. One GetItem (two at
-/// once while the tenant is being re-sharded: [`crate::store::layout`]).
+/// once while the tenant is being re-sharded: [`crate::store::layout`]), or none when the
+/// container's read cache holds the item ([`crate::store::read_cache`], off by default).
 pub async fn get_by_id<V: Serialize>(
     app: &App,
     req: &Request,
@@ -34,9 +35,14 @@ pub async fn get_by_id<V: Serialize>(
     let db = app.db(&caller.tenant).await?;
     let layout = app.directory.layout(&db).await?;
     let keys = Keys::of(layout, |n| key(&caller.tenant, &id, n));
+    let now = app.clock.now_millis();
+    if let Some(item) = app.read_cache.get(&caller.tenant, &keys.write, now) {
+        return Ok(json_response(StatusCode::OK, &view(item)?));
+    }
     let item = layout::get(&db, layout, &keys)
         .await?
         .ok_or_else(|| ApiError::NotFound(not_found.to_owned()))?;
+    app.read_cache.put(&caller.tenant, &keys.write, &item, now);
     Ok(json_response(StatusCode::OK, &view(item)?))
 }
 

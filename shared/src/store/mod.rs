@@ -10,6 +10,7 @@ pub mod limiter;
 pub mod meter;
 pub mod offboarding;
 pub mod query;
+pub mod read_cache;
 pub mod resharding;
 pub mod scatter;
 pub mod scoped;
