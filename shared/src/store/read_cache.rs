@@ -28,7 +28,8 @@ type Entries = lru::LruCache<(TenantId, String), (u64, Item)>;
 pub struct ReadCache {
     /// 0: off.
     staleness_ms: AtomicU64,
-    entries: Mutex<Entries>,
+    /// Made by the first `put`: a function that never caches (most of them) links no LRU code.
+    entries: Mutex<Option<Entries>>,
 }
 
 impl ReadCache {
@@ -36,9 +37,7 @@ impl ReadCache {
     pub fn new(staleness_ms: u64) -> Self {
         Self {
             staleness_ms: AtomicU64::new(staleness_ms.min(MAX_STALENESS_MS)),
-            entries: Mutex::new(lru::LruCache::new(
-                NonZeroUsize::new(CAPACITY).unwrap_or(NonZeroUsize::MIN),
-            )),
+            entries: Mutex::new(None),
         }
     }
 
@@ -46,7 +45,7 @@ impl ReadCache {
     pub fn set_staleness_ms(&self, staleness_ms: u64) {
         self.staleness_ms
             .store(staleness_ms.min(MAX_STALENESS_MS), Ordering::Relaxed);
-        self.lock().clear();
+        *self.lock() = None;
     }
 
     fn staleness_ms(&self) -> u64 {
@@ -60,7 +59,8 @@ impl ReadCache {
             return None;
         }
         let sk = sort_key(key)?;
-        let mut entries = self.lock();
+        let mut guard = self.lock();
+        let entries = guard.as_mut()?;
         let id = (tenant.clone(), sk);
         match entries.get(&id) {
             Some((at, item)) if now_ms.saturating_sub(*at) < bound => Some(item.clone()),
@@ -79,6 +79,9 @@ impl ReadCache {
         }
         if let Some(sk) = sort_key(key) {
             self.lock()
+                .get_or_insert_with(|| {
+                    lru::LruCache::new(NonZeroUsize::new(CAPACITY).unwrap_or(NonZeroUsize::MIN))
+                })
                 .put((tenant.clone(), sk), (now_ms, item.clone()));
         }
     }
@@ -89,11 +92,13 @@ impl ReadCache {
             return;
         }
         if let Some(sk) = sort_key(key) {
-            self.lock().pop(&(tenant.clone(), sk));
+            if let Some(entries) = self.lock().as_mut() {
+                entries.pop(&(tenant.clone(), sk));
+            }
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Entries>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
