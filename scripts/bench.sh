@@ -12,17 +12,17 @@ source "$ROOT/scripts/stack.sh"
 cd "$ROOT"
 ensure_dynamodb_local
 ensure_py_tools
-[ -n "${BENCH_ONLY:-}" ] || build_bootstraps  # figure 7 only
+[ "${BENCH_ONLY:-}" = cache ] || build_bootstraps  # figure 7's bootstraps
 log "building release binaries (bench, get-product, query-tenant-products)"
 cargo build --release -p bench -p products --bin bench --bin get-product --bin query-tenant-products
 trap stop_stack EXIT
 start_stack
 # Figure 8 compares read caches; Redis (Debian's redis-server, the local stand-in for ElastiCache/
 # Valkey) runs on a free port, without persistence, for the run.
-if ! command -v redis-server >/dev/null; then
+if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
   command -v apt-get >/dev/null || die "figure 8 needs redis-server, and this machine has no apt-get"
   log "installing redis-server (apt-get)"
-  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo -n"; fi
   $SUDO apt-get update -qq >/dev/null || die "apt-get update failed"
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >"$STACK_LOGS/apt.log" 2>&1 \
     || die "apt-get install redis-server failed; see $STACK_LOGS/apt.log"
@@ -32,6 +32,10 @@ redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
   >"$STACK_LOGS/redis.log" 2>&1 &
 STACK_PIDS+=($!)
 export BENCH_REDIS_URL="redis://127.0.0.1:$redis_port"
-until redis-cli -p "$redis_port" ping >/dev/null 2>&1; do sleep 0.1; done
+redis_deadline=$((SECONDS + 30))
+until redis-cli -p "$redis_port" ping >/dev/null 2>&1; do
+  [ $SECONDS -lt $redis_deadline ] || die "redis-server did not answer on port $redis_port within 30 s (log: $STACK_LOGS/redis.log)"
+  sleep 0.1
+done
 export BENCH_PYTHON="$TOOLS/venv/bin/python"  # has boto3 (moto's dependency)
 "$ROOT/target/release/bench"

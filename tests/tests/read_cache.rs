@@ -40,7 +40,7 @@ fn get_items(h: &Harness) -> usize {
 }
 
 #[tokio::test]
-async fn a_cached_read_is_at_most_the_bound_stale_per_tenant_and_own_writes_show_at_once() {
+async fn a_cached_read_is_at_most_the_bound_stale_and_never_another_tenants() {
     // GIVEN container A with a 1 s read cache, container B without one, and two tenants
     let a = Harness::new().await;
     let (t, other) = (unique("cached"), unique("uncached"));
@@ -65,7 +65,7 @@ async fn a_cached_read_is_at_most_the_bound_stale_per_tenant_and_own_writes_show
     a.clock.advance_seconds(1);
     assert_eq!(get(&a, &t, "p-1").await.body["document"]["v"], 2);
 
-    // WHEN A writes or deletes it: A reads its own write at once
+    // WHEN A itself writes or deletes it (one container serving both routes, as here): at once
     put(&a, &t, "p-1", 3).await;
     assert_eq!(get(&a, &t, "p-1").await.body["document"]["v"], 3);
     let gone = call(

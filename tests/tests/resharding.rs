@@ -636,6 +636,10 @@ async fn two_migrations_under_writers_and_walkers_keep_every_item_exactly_once()
         }
     }
     w.assert_settled(3).await;
+    // AND a walk's cursor from before both re-shardings is still refused (its layout is gone)
+    w.page(PRODUCT, "unordered", unordered.body["nextCursor"].as_str())
+        .await
+        .assert_problem(400);
 }
 
 #[tokio::test]

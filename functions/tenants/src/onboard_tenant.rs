@@ -59,6 +59,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         offboarding: None,
         migration: None,
         order_shard_count: None,
+        reshardings: 0,
     };
     let item = serde_dynamo::to_item(&record)
         .map_err(|e| ApiError::Internal(format!("serialize tenant record: {e}")))?;

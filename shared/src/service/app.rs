@@ -64,7 +64,7 @@ pub struct Settings {
     pub cursor_keys: CursorKeys,
     /// `DYNAMODB_MAX_IN_FLIGHT`, 1 to 64 (default 16): the fan-out budget of one API request.
     pub max_in_flight: usize,
-    /// `READ_CACHE_MS`, 0 to 60,000 (default 0: off): how stale a cached single-item read may be
+    /// `READ_CACHE_MS`, 0 to 10,000 (default 0: off): how stale a cached single-item read may be
     /// ([`crate::store::read_cache`]).
     pub read_cache_ms: u64,
 }
@@ -131,7 +131,7 @@ impl Settings {
         if read_cache_ms > crate::store::read_cache::MAX_STALENESS_MS {
             return Err(ConfigError::Invalid(
                 "READ_CACHE_MS",
-                "must be 0 (off) to 60000".into(),
+                "must be 0 (off) to 10000".into(),
             ));
         }
         let session_ttl_seconds = var_or("SESSION_TTL_SECONDS", DEFAULT_SESSION_TTL_SECONDS)?;

@@ -70,7 +70,7 @@ pub async fn list_page<V: Serialize>(
     let cursor = query_param(req, "cursor");
     let cursor = cursor.as_deref();
     let db = app.db(t).await?;
-    let layout = app.directory.layout(&db).await?;
+    let (layout, generation) = app.directory.layout_generation(&db).await?;
     let keys = &app.settings.cursor_keys;
     let over = |shards: u32, route: &str| {
         let mut listing = list.over(t, shards);
@@ -81,27 +81,34 @@ pub async fn list_page<V: Serialize>(
         cursor.is_some_and(|c| cursor::decode(keys, t, route, c, |_, _| true).is_ok())
     };
     let walk_by_id = format!("{}?order=unordered&by=id", list.route);
-    let walk_over = |n: u32| format!("{}?order=unordered&shards={n}", list.route);
+    // A walk's position is a partition of one layout: its cursor names the shard count and the
+    // layout's generation (a count can come back: 4 → 16 → 4).
+    let walk_over = |n: u32, generation: u32| {
+        format!(
+            "{}?order=unordered&shards={n}&generation={generation}",
+            list.route
+        )
+    };
     let plan = match (order, layout) {
         (ListOrder::ById, _) => PageRead::ById(list.route.to_owned()),
         (ListOrder::Unordered, _) if bound_to(&walk_by_id) => PageRead::ById(walk_by_id),
         (ListOrder::Unordered, Layout::Stable(n)) => {
-            // A walk cursor made before walks were bound to the shard count is one of this count's
-            // (re-sharding came with that binding).
+            // A walk cursor made before walks were bound to the layout is this layout's if the
+            // tenant was never re-sharded (re-sharding came with that binding).
             let legacy = format!("{}?order=unordered", list.route);
-            PageRead::Walk(
-                n,
-                if bound_to(&legacy) {
-                    legacy
-                } else {
-                    walk_over(n)
-                },
-            )
+            let route = if generation == 0 && bound_to(&legacy) {
+                legacy
+            } else {
+                walk_over(n, generation)
+            };
+            PageRead::Walk(n, route)
         }
-        // A walk over the new count: a container that saw the migration end made this cursor,
-        // while this one still has the migration cached.
-        (ListOrder::Unordered, Layout::Migrating { to, .. }) if bound_to(&walk_over(to)) => {
-            PageRead::Walk(to, walk_over(to))
+        // A walk of the layout after this migration: a container that saw the migration end made
+        // this cursor, while this one still has the migration cached.
+        (ListOrder::Unordered, Layout::Migrating { to, .. })
+            if bound_to(&walk_over(to, generation + 1)) =>
+        {
+            PageRead::Walk(to, walk_over(to, generation + 1))
         }
         (ListOrder::Unordered, Layout::Migrating { .. }) => PageRead::ById(walk_by_id),
     };

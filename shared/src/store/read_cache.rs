@@ -2,9 +2,14 @@
 //! an employee, a department by id): what figure 8 of the benchmark measured as the winner over a
 //! shared Redis and over no cache (README, "Read caching").
 //!
-//! Off unless `READ_CACHE_MS` (the staleness bound, 1 to 60,000 ms) is set: a cached read gives up
-//! read-after-write consistency across containers for up to that long. A container's own writes drop
-//! their item's entry, so within one container a write is read back at once. Entries are keyed by
+//! Off unless `READ_CACHE_MS` (the staleness bound, 1 to 10,000 ms) is set: a cached read gives up
+//! read-after-write consistency for up to that long. Every route is its own function, so a write is
+//! made in another container than the reads: it shows within the bound, not at once. (Where one
+//! container serves both, as in the tests, its writes drop their entries.) The bound stays well
+//! under the 30 s between an offboarding's refusal and its first deletion
+//! (`store::offboarding::DELETION_DELAY_SECONDS` minus the record cache), so an entry read just
+//! before a tenant was refused has expired before anything of it is deleted, and cannot outlive it
+//! into a re-onboarded tenant of the same id. Entries are keyed by
 //! tenant and sort key (a sort key is the same in every shard layout, so a re-sharding does not
 //! disturb them), and hold only what the tenant's own scoped read returned: a hit can only give a
 //! tenant an item it read itself. Absent items are not cached.
@@ -17,13 +22,24 @@ use crate::identity::cursor::Key;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::SK;
 use crate::store::query::Item;
+use crate::store::scatter::approximate_bytes;
 
 /// Entries one container keeps, least recently used first out.
 pub const CAPACITY: usize = 1024;
+/// What the entries may hold, about ([`approximate_bytes`] of each item, which undercounts the
+/// in-memory form by a small factor): a tenant of large documents cannot fill a shared 128 MB
+/// container.
+pub const MAX_BYTES: usize = 8 * 1024 * 1024;
+/// Items larger than this are not cached.
+pub const MAX_ITEM_BYTES: usize = 64 * 1024;
 /// The longest staleness bound `READ_CACHE_MS` may set.
-pub const MAX_STALENESS_MS: u64 = 60_000;
+pub const MAX_STALENESS_MS: u64 = 10_000;
 
-type Entries = lru::LruCache<(TenantId, String), (u64, Item)>;
+/// The entries (read at, item, its size), and their total size.
+struct Entries {
+    lru: lru::LruCache<(TenantId, String), (u64, Item, usize)>,
+    bytes: usize,
+}
 
 pub struct ReadCache {
     /// 0: off.
@@ -62,10 +78,10 @@ impl ReadCache {
         let mut guard = self.lock();
         let entries = guard.as_mut()?;
         let id = (tenant.clone(), sk);
-        match entries.get(&id) {
-            Some((at, item)) if now_ms.saturating_sub(*at) < bound => Some(item.clone()),
+        match entries.lru.get(&id) {
+            Some((at, item, _)) if now_ms.saturating_sub(*at) < bound => Some(item.clone()),
             Some(_) => {
-                entries.pop(&id);
+                entries.remove(&id);
                 None
             }
             None => None,
@@ -77,12 +93,27 @@ impl ReadCache {
         if self.staleness_ms() == 0 {
             return;
         }
-        if let Some(sk) = sort_key(key) {
-            self.lock()
-                .get_or_insert_with(|| {
-                    lru::LruCache::new(NonZeroUsize::new(CAPACITY).unwrap_or(NonZeroUsize::MIN))
-                })
-                .put((tenant.clone(), sk), (now_ms, item.clone()));
+        let size = approximate_bytes(item);
+        let Some(sk) = sort_key(key).filter(|_| size <= MAX_ITEM_BYTES) else {
+            return;
+        };
+        let mut guard = self.lock();
+        let entries = guard.get_or_insert_with(|| Entries {
+            lru: lru::LruCache::new(NonZeroUsize::new(CAPACITY).unwrap_or(NonZeroUsize::MIN)),
+            bytes: 0,
+        });
+        if let Some((_, (_, _, old))) = entries
+            .lru
+            .push((tenant.clone(), sk), (now_ms, item.clone(), size))
+        {
+            entries.bytes -= old;
+        }
+        entries.bytes += size;
+        while entries.bytes > MAX_BYTES {
+            match entries.lru.pop_lru() {
+                Some((_, (_, _, evicted))) => entries.bytes -= evicted,
+                None => break,
+            }
         }
     }
 
@@ -93,13 +124,21 @@ impl ReadCache {
         }
         if let Some(sk) = sort_key(key) {
             if let Some(entries) = self.lock().as_mut() {
-                entries.pop(&(tenant.clone(), sk));
+                entries.remove(&(tenant.clone(), sk));
             }
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Entries>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Entries {
+    fn remove(&mut self, id: &(TenantId, String)) {
+        if let Some((_, _, size)) = self.lru.pop(id) {
+            self.bytes -= size;
+        }
     }
 }
 
@@ -141,5 +180,28 @@ mod tests {
         cache.put(&a, &key("y"), &item, 20_000);
         cache.forget(&a, &key("y"));
         assert_eq!(cache.get(&a, &key("y"), 20_001), None);
+    }
+
+    #[test]
+    fn large_items_are_not_cached_and_the_total_stays_bounded() {
+        let a = TenantId::parse("a").unwrap();
+        let cache = ReadCache::new(1000);
+        let big = Item::from([(
+            "doc".to_owned(),
+            AttributeValue::S("x".repeat(MAX_ITEM_BYTES + 1)),
+        )]);
+        cache.put(&a, &key("big"), &big, 0);
+        assert_eq!(cache.get(&a, &key("big"), 1), None);
+        let item = Item::from([(
+            "doc".to_owned(),
+            AttributeValue::S("x".repeat(MAX_ITEM_BYTES - 64)),
+        )]);
+        for i in 0..1000 {
+            cache.put(&a, &key(&format!("k{i}")), &item, 0);
+        }
+        let guard = cache.lock();
+        let entries = guard.as_ref().unwrap();
+        assert!(entries.bytes <= MAX_BYTES, "{}", entries.bytes);
+        assert!(entries.lru.len() < 1000);
     }
 }

@@ -226,9 +226,16 @@ pub async fn checkpoint(
     update_conditioned(db, state, "SET #m = :next", Some(next.to_attribute())).await
 }
 
-/// Ends the migration whose walk found nothing left to move: the shard count becomes `to`.
+/// Ends the migration whose walk found nothing left to move: the shard count becomes `to`, and the
+/// layout's generation (`reshardings`) moves on.
 pub async fn finish(db: &TenantDb, state: &Migration) -> Result<Step, StoreError> {
-    update_conditioned(db, state, "SET #shards = :to REMOVE #m", None).await
+    update_conditioned(
+        db,
+        state,
+        "SET #shards = :to, #gen = if_not_exists(#gen, :zero) + :one REMOVE #m",
+        None,
+    )
+    .await
 }
 
 async fn update_conditioned(
@@ -253,7 +260,11 @@ async fn update_conditioned(
         .expression_attribute_values(":to", AttributeValue::N(state.to.to_string()))
         .return_values(ReturnValue::AllNew);
     if expression.contains("#shards") {
-        update = update.expression_attribute_names("#shards", "shardCount");
+        update = update
+            .expression_attribute_names("#shards", "shardCount")
+            .expression_attribute_names("#gen", "reshardings")
+            .expression_attribute_values(":zero", AttributeValue::N("0".into()))
+            .expression_attribute_values(":one", AttributeValue::N("1".into()));
     }
     if let Some(next) = next {
         update = update.expression_attribute_values(":next", next);

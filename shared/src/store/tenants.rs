@@ -127,6 +127,14 @@ pub struct TenantRecord {
     /// move, so their index keeps the count they were written with. Absent: [`Self::shard_count`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_shard_count: Option<u32>,
+    /// Re-shardings finished: the layout's generation, to which walk cursors are bound (a shard
+    /// count alone can come back: 4 → 16 → 4).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reshardings: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A re-sharding of the product and HR shards from `from` to `to` shards
@@ -503,6 +511,13 @@ impl TenantDirectory {
         Ok(record.layout(self.clock.now_seconds()))
     }
 
+    /// Where the tenant's sharded items are now, and the layout's generation (re-shardings
+    /// finished); 403 when it has not been onboarded.
+    pub async fn layout_generation(&self, db: &TenantDb) -> Result<(Layout, u32), StoreError> {
+        let record = self.required(db).await?;
+        Ok((record.layout(self.clock.now_seconds()), record.reshardings))
+    }
+
     /// The shard count of the tenant's order date index; 403 when it has not been onboarded.
     pub async fn order_shards(&self, db: &TenantDb) -> Result<u32, StoreError> {
         Ok(self.required(db).await?.order_shards())
@@ -549,6 +564,7 @@ mod tests {
             offboarding: None,
             migration: None,
             order_shard_count: None,
+            reshardings: 0,
         };
         let item: crate::store::query::Item = serde_dynamo::to_item(&record).unwrap();
         let limits = item["limits"].as_m().unwrap();
