@@ -18,7 +18,7 @@ use shared::identity::keys::{ItemKey, PK, SK};
 use shared::service::http::json_response;
 use shared::store::query::string_attr;
 use shared::store::resharding::{
-    begin, checkpoint, finish, move_page, sharded_sources, Begun, Migration, Step, ITEMS_PER_STEP,
+    begin, checkpoint, finish, move_page, sharded_sources, Migration, Step, ITEMS_PER_STEP,
 };
 use shared::store::scoped::TenantDb;
 use shared::store::tenant_items::{self, Budget};
@@ -53,11 +53,11 @@ pub async fn handle(
         let record = match &record.migration {
             None if record.shard_count == to => return Ok(done(record)),
             None => match begin(&db, &record, to, operator, app.clock.now_millis()).await? {
-                Begun::Started(record) => {
+                Step::Committed(record) => {
                     tracing::info!(tenant = %tenant, from = record.shard_count, to, by = %operator, "tenant re-sharding started");
                     *record
                 }
-                Begun::Raced => continue,
+                Step::Raced => continue,
             },
             Some(m) if m.to != to => {
                 return Err(ApiError::Conflict(format!(

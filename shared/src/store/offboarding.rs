@@ -29,7 +29,8 @@ use crate::store::scoped::TenantDb;
 use crate::store::tenant_items::{Page, Position};
 pub use crate::store::tenants::Offboarding;
 use crate::store::tenants::{
-    parse_record, read_record_consistent, value, TenantRecord, TenantStatus, RECORD_TTL_SECONDS,
+    read_record_consistent, record_update, send_record_update, value, TenantRecord, TenantStatus,
+    RECORD_TTL_SECONDS,
 };
 use crate::store::transact::{transact, TransactError};
 
@@ -81,13 +82,7 @@ pub async fn begin(
         deleted: BTreeMap::new(),
         position: None,
     };
-    let key = tenant_record_key(&db.tenant);
-    let result = db
-        .client
-        .update_item()
-        .table_name(&*db.table)
-        .key(PK, AttributeValue::S(key.clone()))
-        .key(SK, AttributeValue::S(key))
+    let update = record_update(db)
         .update_expression("SET #state = :offboarding, #o = :o")
         .condition_expression(
             "attribute_exists(PK) AND attribute_not_exists(#m) \
@@ -97,21 +92,12 @@ pub async fn begin(
         .expression_attribute_names("#o", "offboarding")
         .expression_attribute_names("#m", "migration")
         .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
-        .expression_attribute_values(":o", state.to_attribute())
-        .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
-        .send()
-        .await;
-    match result {
-        Ok(out) => out.attributes.map(parse_record).transpose(),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-        {
-            // Not onboarded, already offboarding (another request started it first), or being
-            // re-sharded (the caller refuses that).
-            read_record_consistent(db).await
-        }
-        Err(e) => Err(StoreError::from_sdk(e)),
+        .expression_attribute_values(":o", state.to_attribute());
+    match send_record_update(update).await? {
+        Some(record) => Ok(Some(record)),
+        // Not onboarded, already offboarding (another request started it first), or being
+        // re-sharded (the caller refuses that).
+        None => read_record_consistent(db).await,
     }
 }
 

@@ -22,18 +22,20 @@
 //! Each moved item costs two write units for the copy and two for the delete (transactional
 //! writes), plus a consistent read when the walk reads it.
 
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, ReturnValue, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use futures::StreamExt;
 
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{home_shard_pk, kind, shard_pk, tenant_record_key, ItemKey, PK, SK};
+use crate::identity::keys::{home_shard_pk, kind, shard_pk, ItemKey, PK, SK};
 use crate::store::error::StoreError;
 use crate::store::layout::exists;
 use crate::store::query::Item;
 use crate::store::scoped::TenantDb;
 use crate::store::tenant_items::{Page, Source};
 pub use crate::store::tenants::Migration;
-use crate::store::tenants::{parse_record, value, TenantRecord, TenantStatus, RECORD_TTL_SECONDS};
+use crate::store::tenants::{
+    record_update, send_record_update, value, TenantRecord, TenantStatus, RECORD_TTL_SECONDS,
+};
 use crate::store::transact::{transact, TransactError};
 
 /// Seconds from the start of a migration to the first write in the new layout: every container's
@@ -56,25 +58,17 @@ pub fn sharded_sources(tenant: &TenantId, shards: u32) -> Vec<Source> {
         .collect()
 }
 
-/// What [`begin`] found or did.
-#[derive(Debug)]
-pub enum Begun {
-    /// The migration is written; the record as it now is.
-    Started(Box<TenantRecord>),
-    /// The record changed since it was read (another migration started, or the shard count or
-    /// status changed): read it again.
-    Raced,
-}
-
-/// Starts moving `db`'s tenant from `record`'s shard count to `to` shards at `now_ms`. The order
-/// date index keeps the count it was written with ([`TenantRecord::order_shards`]).
+/// Starts moving `db`'s tenant from `record`'s shard count to `to` shards at `now_ms`: `Raced` when
+/// the record changed since it was read (another migration started, or the count or status
+/// changed). The order date index keeps the count it was written with
+/// ([`TenantRecord::order_shards`]).
 pub async fn begin(
     db: &TenantDb,
     record: &TenantRecord,
     to: u32,
     requested_by: &TenantId,
     now_ms: u64,
-) -> Result<Begun, StoreError> {
+) -> Result<Step, StoreError> {
     let now = now_ms / 1000;
     let migration = Migration {
         from: record.shard_count,
@@ -87,13 +81,7 @@ pub async fn begin(
         moved: 0,
         position: None,
     };
-    let key = tenant_record_key(&db.tenant);
-    let result = db
-        .client
-        .update_item()
-        .table_name(&*db.table)
-        .key(PK, AttributeValue::S(key.clone()))
-        .key(SK, AttributeValue::S(key))
+    let update = record_update(db)
         .update_expression("SET #m = :m, #orders = if_not_exists(#orders, :from)")
         .condition_expression(
             "attribute_exists(PK) AND attribute_not_exists(#m) AND #shards = :from \
@@ -105,23 +93,8 @@ pub async fn begin(
         .expression_attribute_names("#state", "status")
         .expression_attribute_values(":m", migration.to_attribute())
         .expression_attribute_values(":from", AttributeValue::N(record.shard_count.to_string()))
-        .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
-        .return_values(ReturnValue::AllNew)
-        .send()
-        .await;
-    match result {
-        Ok(out) => match out.attributes {
-            Some(item) => Ok(Begun::Started(Box::new(parse_record(item)?))),
-            None => Err(StoreError::Internal("UpdateItem returned no record".into())),
-        },
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-        {
-            Ok(Begun::Raced)
-        }
-        Err(e) => Err(StoreError::from_sdk(e)),
-    }
+        .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?);
+    Ok(Step::from(send_record_update(update).await?))
 }
 
 /// The key `item` has in a layout of `to` shards; `None` when it stays where it is (or is not a
@@ -202,13 +175,19 @@ async fn move_item(db: &TenantDb, item: &Item, new_pk: String) -> Result<bool, S
     }
 }
 
-/// What a conditioned record update did.
+/// What a conditioned record update (a start, a checkpoint, the finish) did.
 #[derive(Debug)]
 pub enum Step {
     /// Committed: the record as it now is.
     Committed(Box<TenantRecord>),
-    /// Another call committed a step (or finished) first. Read the record again.
+    /// Another call started, committed a step or finished first. Read the record again.
     Raced,
+}
+
+impl From<Option<TenantRecord>> for Step {
+    fn from(updated: Option<TenantRecord>) -> Self {
+        updated.map_or(Step::Raced, |r| Step::Committed(Box::new(r)))
+    }
 }
 
 /// Moves the record's checkpoint past `position` (the last item of a walked page), adding `moved`,
@@ -244,21 +223,14 @@ async fn update_conditioned(
     expression: &str,
     next: Option<AttributeValue>,
 ) -> Result<Step, StoreError> {
-    let key = tenant_record_key(&db.tenant);
-    let mut update = db
-        .client
-        .update_item()
-        .table_name(&*db.table)
-        .key(PK, AttributeValue::S(key.clone()))
-        .key(SK, AttributeValue::S(key))
+    let mut update = record_update(db)
         .update_expression(expression)
         .condition_expression("#m.#steps = :steps AND #m.#to = :to")
         .expression_attribute_names("#m", "migration")
         .expression_attribute_names("#steps", "steps")
         .expression_attribute_names("#to", "to")
         .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
-        .expression_attribute_values(":to", AttributeValue::N(state.to.to_string()))
-        .return_values(ReturnValue::AllNew);
+        .expression_attribute_values(":to", AttributeValue::N(state.to.to_string()));
     if expression.contains("#shards") {
         update = update
             .expression_attribute_names("#shards", "shardCount")
@@ -269,19 +241,7 @@ async fn update_conditioned(
     if let Some(next) = next {
         update = update.expression_attribute_values(":next", next);
     }
-    match update.send().await {
-        Ok(out) => match out.attributes {
-            Some(item) => Ok(Step::Committed(Box::new(parse_record(item)?))),
-            None => Err(StoreError::Internal("UpdateItem returned no record".into())),
-        },
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-        {
-            Ok(Step::Raced)
-        }
-        Err(e) => Err(StoreError::from_sdk(e)),
-    }
+    Ok(Step::from(send_record_update(update).await?))
 }
 
 #[cfg(test)]

@@ -338,6 +338,40 @@ pub(crate) fn parse_record(item: crate::store::query::Item) -> Result<TenantReco
         .map_err(|e| StoreError::Internal(format!("tenant record does not parse: {e}")))
 }
 
+/// An UpdateItem of `db`'s tenant record, answering with the whole new record: for the callers
+/// that condition a change of the record and then [`send_record_update`].
+pub(crate) fn record_update(
+    db: &TenantDb,
+) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+    let key = tenant_record_key(&db.tenant);
+    db.client
+        .update_item()
+        .table_name(&*db.table)
+        .key(PK, AttributeValue::S(key.clone()))
+        .key(SK, AttributeValue::S(key))
+        .return_values(ReturnValue::AllNew)
+}
+
+/// Sends a conditional [`record_update`]: `Some(record)` as it now is, `None` when its condition
+/// failed.
+pub(crate) async fn send_record_update(
+    update: aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder,
+) -> Result<Option<TenantRecord>, StoreError> {
+    match update.send().await {
+        Ok(out) => match out.attributes {
+            Some(item) => Ok(Some(parse_record(item)?)),
+            None => Err(StoreError::Internal("UpdateItem returned no record".into())),
+        },
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
+}
+
 /// What an operator changes on a tenant record.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RecordChange {
@@ -380,20 +414,13 @@ pub enum Updated {
 /// Applies `change` to the existing record, unless the tenant is being offboarded. One conditional
 /// UpdateItem, answered with the whole new record.
 pub async fn update_record(db: &TenantDb, change: RecordChange) -> Result<Updated, StoreError> {
-    let key = tenant_record_key(&db.tenant);
-    let mut update = db
-        .client
-        .update_item()
-        .table_name(&*db.table)
-        .key(PK, AttributeValue::S(key.clone()))
-        .key(SK, AttributeValue::S(key))
+    let mut update = record_update(db)
         .condition_expression(
             "attribute_exists(PK) AND (attribute_not_exists(#state) OR #state <> :offboarding)",
         )
         .expression_attribute_names("#state", "status")
         .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
         .update_expression(change_expression(&change))
-        .return_values(ReturnValue::AllNew)
         .return_values_on_condition_check_failure(
             aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
         );
