@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # The benchmark (issue: overhead floor, warm handlers, runtime, cold start, scatter-gather vs a Python
-# boto3 baseline, STS caching, size, memory, read caching). Starts its own DynamoDB Local and moto, builds release
+# boto3 baseline, STS caching, size, memory, read caching, the import queue). Starts its own DynamoDB Local and moto, builds release
 # binaries, runs `bench`, and writes target/bench/results.json and target/bench/latency.svg.
 # Figure 7's bootstrap sizes come from `cargo lambda build --release --arm64` of every function, which
 # this script runs first (about 25 minutes from a clean clone on 2 cores; seconds when fresh).
 #   BENCH_ITERATIONS=300 ./scripts/bench.sh
 #   BENCH_ONLY=cache ./scripts/bench.sh      # figure 8 (read caching) alone
+#   BENCH_ONLY=queue ./scripts/bench.sh      # figure 9 (the import queue) alone
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/tools.sh"
 source "$ROOT/scripts/stack.sh"
 cd "$ROOT"
 ensure_dynamodb_local
 ensure_py_tools
-[ "${BENCH_ONLY:-}" = cache ] || build_bootstraps  # figure 7's bootstraps
-log "building release binaries (bench, get-product, query-tenant-products)"
-cargo build --release -p bench -p products --bin bench --bin get-product --bin query-tenant-products
+[ -n "${BENCH_ONLY:-}" ] || build_bootstraps  # figure 7's bootstraps
+log "building release binaries (bench, get-product, query-tenant-products, import-consumer)"
+cargo build --release -p bench -p products -p imports --bin bench --bin get-product --bin query-tenant-products --bin import-consumer
 trap stop_stack EXIT
 start_stack
 # Figure 8 compares read caches; Redis (Debian's redis-server, the local stand-in for ElastiCache/

@@ -21,9 +21,13 @@ ensure_dynamodb_local
 ensure_py_tools
 
 watch_pid=""
+poller_pid=""
 cleanup() {
   trap - INT TERM HUP EXIT
   trap '' PIPE  # the terminal may be gone already; stopping must not die writing to it
+  if [ -n "$poller_pid" ]; then
+    kill "$poller_pid" 2>/dev/null || true
+  fi
   if [ -n "$watch_pid" ]; then
     kill -- -"$watch_pid" 2>/dev/null || true
     wait "$watch_pid" 2>/dev/null || true
@@ -44,6 +48,9 @@ export POOLTABLE_DEV_UNSIGNED_JWT=1
 export SESSION_TTL_SECONDS="${SESSION_TTL_SECONDS:-3600}"
 "$ROOT/target/debug/pooltable" create-table "$TABLE_NAME" >/dev/null
 log "table $TABLE_NAME created from template.yaml"
+# The import queue on moto's SQS; the poller below stands in for the event source mapping.
+IMPORT_QUEUE_URL=$("$TOOLS/venv/bin/python" scripts/import_queue.py create pooltable-local-imports)
+export IMPORT_QUEUE_URL
 
 watch_flags=()
 if [ "${POOLTABLE_NO_RELOAD:-0}" = 1 ]; then
@@ -56,6 +63,10 @@ setsid cargo lambda watch -P "$PORT" "${watch_flags[@]}" >"$STACK_LOGS/watch.log
 watch_pid=$!
 wait_for "cargo lambda watch" "http://127.0.0.1:$PORT/" 120
 log "API on http://localhost:$PORT, $reload_note (function logs: $STACK_LOGS/watch.log)"
+"$TOOLS/venv/bin/python" scripts/import_queue.py poll "$IMPORT_QUEUE_URL" \
+  "http://127.0.0.1:$PORT/2015-03-31/functions/import-consumer/invocations" >"$STACK_LOGS/import-poller.log" 2>&1 &
+poller_pid=$!
+log "import poller: $IMPORT_QUEUE_URL → import-consumer (log: $STACK_LOGS/import-poller.log)"
 
 seed_demo_tenants "http://127.0.0.1:$PORT" "$STACK_LOGS/watch.log"
 cat <<MSG

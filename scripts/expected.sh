@@ -4,8 +4,10 @@
 # emulator), on an empty table: tenant acme is onboarded first (sharded routes need its record);
 # the product and employee the events name are created, read, listed, then deleted; the session the
 # events name does not exist, except the one create-session makes for cust-42 (so its children
-# list is 404 too); offboard-tenant names tenant globex, never onboarded (404). Sourced after
-# scripts/tools.sh.
+# list is 404 too); offboard-tenant names tenant globex, never onboarded (404). create-import
+# enqueues two products (its Idempotency-Key fixes the import id get-import names); the consumer,
+# not behind the API, answers an SQS batch response: "batch:0" is one with no item to retry (its
+# event must first be signed with the run's key: sign_consumer_event). Sourced after scripts/tools.sh.
 EXPECTED=(
   "onboard-tenant 201"
   "get-tenant 200"
@@ -34,6 +36,9 @@ EXPECTED=(
   "redeem-transfer-code 404"
   "put-integration-token 200"
   "get-integration-token 200"
+  "create-import 202"
+  "import-consumer batch:0"
+  "get-import 200"
   "get-usage 200"
   "get-tenant-usage 200"
   "create-session 201"
@@ -59,18 +64,33 @@ check_expectations_cover_binaries() {
 }
 
 # The statusCode of a Lambda proxy response printed as JSON: the whole of $1, or its last JSON line
-# (sam local invoke prints the function's logs before the response).
+# (sam local invoke prints the function's logs before the response). For an SQS batch response,
+# "batch:<messages to retry>".
 status_code_of() {
   python3 -c '
 import json, sys
 text = sys.argv[1]
 for candidate in [text, *reversed(text.splitlines())]:
     try:
-        print(json.loads(candidate)["statusCode"]); break
+        answer = json.loads(candidate)
+        if "batchItemFailures" in answer:
+            print("batch:%d" % len(answer["batchItemFailures"])); break
+        print(answer["statusCode"]); break
     except (ValueError, KeyError, TypeError):
         continue
 else:
     print("no-response")' "$1"
+}
+
+# The event file to send <bin>: its events/<bin>.json, except the consumer's, which is signed
+# first with this run's CURSOR_SIGNING_KEY into $2 (a directory).
+event_file() { # bin dir
+  if [ "$1" = import-consumer ]; then
+    "$TOOLS/venv/bin/python" "$ROOT/scripts/import_queue.py" sign-event events/import-consumer.json "$2/import-consumer.json"
+    echo "$2/import-consumer.json"
+  else
+    echo "events/$1.json"
+  fi
 }
 
 # Checks that a Lambda proxy response answered the expected status: logs "<label>: <status>", or the

@@ -273,13 +273,16 @@ bridge_address() {
 # because SAM lets a variable of the same name in its own shell environment win over the template
 # (and this shell's endpoints say 127.0.0.1, which inside a container is the container).
 prepare_sam_args() { # env_file table dev_auth
-  local bridge ddb sts
+  local bridge ddb sts sqs queue
   bridge=$(bridge_address)
   ddb="http://$bridge:${AWS_ENDPOINT_URL_DYNAMODB##*:}"
   sts="http://$bridge:${AWS_ENDPOINT_URL_STS##*:}"
-  python3 - "$1" "$2" "$3" "$ddb" "$sts" <<'PY'
+  sqs="http://$bridge:${AWS_ENDPOINT_URL_SQS##*:}"
+  # Made through the bridge address, so the queue URL moto answers is one a container can reach.
+  queue=$(AWS_ENDPOINT_URL_SQS="$sqs" "$TOOLS/venv/bin/python" "$ROOT/scripts/import_queue.py" create "$2-imports")
+  python3 - "$1" "$2" "$3" "$ddb" "$sts" "$sqs" "$queue" <<'PY'
 import json, os, sys
-path, table, dev_auth, ddb, sts = sys.argv[1:]
+path, table, dev_auth, ddb, sts, sqs, queue = sys.argv[1:]
 json.dump({"Parameters": {
     "TABLE_NAME": table,
     "TENANT_ROLE_ARN": "arn:aws:iam::123456789012:role/pooltable-local-tenant-access",
@@ -289,12 +292,14 @@ json.dump({"Parameters": {
     "TENANT_CREDENTIALS_SECONDS": "3600",
     "AWS_ENDPOINT_URL_DYNAMODB": ddb,
     "AWS_ENDPOINT_URL_STS": sts,
+    "AWS_ENDPOINT_URL_SQS": sqs,
+    "IMPORT_QUEUE_URL": queue,
     "RUST_LOG": "info",
     "POOLTABLE_DEV_UNSIGNED_JWT": dev_auth,
 }}, open(path, "w"), indent=2)
 PY
   SAM_ARGS=(--skip-pull-image --env-vars "$1" --region us-east-1
-    --parameter-overrides "Stage=local LocalDynamoDbEndpoint=$ddb LocalStsEndpoint=$sts")
+    --parameter-overrides "Stage=local LocalDynamoDbEndpoint=$ddb LocalStsEndpoint=$sts LocalSqsEndpoint=$sqs")
 }
 
 invoke_all() {
@@ -309,7 +314,7 @@ invoke_all() {
     read -r bin want <<<"$line"
     logical=$(awk -v b="$bin" '$1 == b { print $2 }' "$FUNCTIONS")
     [ -n "$logical" ] || die "template.yaml has no function for $bin"
-    out=$("$SAM" local invoke "$logical" -e "events/$bin.json" --template "$TEMPLATE" "${SAM_ARGS[@]}" 2>>"$log_file") || true
+    out=$("$SAM" local invoke "$logical" -e "$(event_file "$bin" "$WORK")" --template "$TEMPLATE" "${SAM_ARGS[@]}" 2>>"$log_file") || true
     expect_status "sam local invoke $logical" "$want" "$out" "log: $log_file" || failed=$((failed + 1))
   done
   echo "sam local invoke: $(( ${#EXPECTED[@]} - failed )) passed, $failed failed"

@@ -50,6 +50,8 @@ start_stack() {
   export AWS_DEFAULT_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
   export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$ddb_port"
   export AWS_ENDPOINT_URL_STS="http://127.0.0.1:$sts_port"
+  # moto serves SQS on the same port: the import queue.
+  export AWS_ENDPOINT_URL_SQS="http://127.0.0.1:$sts_port"
   unset AWS_PROFILE AWS_SESSION_TOKEN
   # Pagination cursors are signed (HMAC-SHA-256); a local run generates its own key. In AWS the key
   # is the template's NoEcho parameter CursorSigningKey, never in the repo.
@@ -58,5 +60,5 @@ start_stack() {
 
   wait_for "moto STS" "$AWS_ENDPOINT_URL_STS/moto-api/" 30
   wait_for "DynamoDB Local" "$AWS_ENDPOINT_URL_DYNAMODB" 60
-  log "DynamoDB Local on $AWS_ENDPOINT_URL_DYNAMODB, moto STS on $AWS_ENDPOINT_URL_STS"
+  log "DynamoDB Local on $AWS_ENDPOINT_URL_DYNAMODB, moto STS and SQS on $AWS_ENDPOINT_URL_STS"
 }

@@ -54,6 +54,8 @@ CLIPPY_DRIVER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-dri
 export RUSTC_WORKSPACE_WRAPPER="$CLIPPY_DRIVER"
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 export LOAD_OPS="${LOAD_OPS:-2000}"
+# The import tests run the consumer as a Lambda process (tests/src/import_queue.rs).
+step "the import consumer binary" cargo build -p imports --bin import-consumer
 step "cargo test (unit + integration), linted by clippy -D warnings" cargo test --workspace --no-fail-fast
 step "table audit: every key the suite wrote is under exactly one tenant" \
   cargo test -p integration --test table_audit -- --ignored

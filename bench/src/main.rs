@@ -22,6 +22,7 @@ use shared::App;
 
 mod cache;
 mod proxy;
+mod queue;
 
 const ROLE_ARN: &str = integration::ROLE_ARN;
 
@@ -334,13 +335,38 @@ async fn main() {
         json!(format!("{one_way_ms} ms")),
         "figures marked [latency model] run through it; BENCH_PROXY_DELAY_MS",
     );
-    // BENCH_ONLY=cache runs figure 8 alone (it needs no other fixture).
-    let cache_only = std::env::var("BENCH_ONLY").is_ok_and(|v| v == "cache");
-    if !cache_only {
+    // BENCH_ONLY=cache or =queue runs figure 8 or 9 alone (neither needs another's fixture).
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    if only.is_empty() {
         all_but_cache(&h, &sdk, &plain, &through_proxy, iterations, &mut report).await;
     }
-    cache_figure(&h, &through_proxy, &mut report).await;
+    if only.is_empty() || only == "cache" {
+        cache_figure(&h, &through_proxy, &mut report).await;
+    }
+    if only.is_empty() || only == "queue" {
+        queue_figure(&h, &through_proxy, &mut report).await;
+    }
     write_outputs(&report);
+}
+
+/// Figure 9: a burst of writes by one tenant, straight and through the import queue, against
+/// another tenant's steady reads.
+async fn queue_figure(h: &Harness, target: &Target, report: &mut Report) {
+    let (quiet, bulk) = (unique("quiet"), unique("bulk"));
+    onboard(h, &quiet, 4).await;
+    onboard(h, &bulk, 16).await;
+    seed_products(h, &quiet, 4, 1_000).await;
+    queue::queue_figures(
+        h,
+        &target.app,
+        &TenantId::parse(&quiet).unwrap(),
+        1_000,
+        &bulk,
+        &release_bin("import-consumer"),
+        &target.dynamodb_url,
+        report,
+    )
+    .await;
 }
 
 /// Figure 8: a tenant of [`cache::PRODUCTS`] products on 4 shards, read with a Zipf popularity.

@@ -152,6 +152,12 @@ pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
                 Some(json!({"token": "tok-1", "expiresAt": expires})),
             )
         }
+        "create-import" => (
+            BTreeMap::new(),
+            Some(
+                json!({"kind": "products", "items": [{"productId": "p-1", "document": {"name": "Book"}}]}),
+            ),
+        ),
         other => {
             panic!("no arrangement for mutating route {other}: add one in tests/src/fixtures.rs")
         }

@@ -6,6 +6,7 @@
 
 pub mod fixtures;
 pub mod iam;
+pub mod import_queue;
 pub mod routes;
 pub mod runtime_api;
 pub mod template;
@@ -462,9 +463,14 @@ pub struct Harness {
 
 /// The cursor signing keys of every test `App`: a fresh random key per process, as local runs do.
 pub fn test_cursor_keys() -> shared::identity::cursor::CursorKeys {
+    shared::identity::cursor::CursorKeys::new(test_cursor_key().as_bytes(), None)
+        .expect("a 32-byte key")
+}
+
+/// The key behind [`test_cursor_keys`], for a function binary a test starts.
+pub fn test_cursor_key() -> &'static str {
     static KEY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let key = KEY.get_or_init(|| uuid::Uuid::new_v4().simple().to_string());
-    shared::identity::cursor::CursorKeys::new(key.as_bytes(), None).expect("a 32-byte key")
+    KEY.get_or_init(|| uuid::Uuid::new_v4().simple().to_string())
 }
 
 pub fn unique(prefix: &str) -> String {

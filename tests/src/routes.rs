@@ -24,6 +24,10 @@ pub fn template_routes() -> BTreeMap<String, (String, String)> {
             .unwrap()
             .to_owned();
         let api = &r["Properties"]["Events"]["Api"]["Properties"];
+        if api.is_null() {
+            // Not behind the API (the import consumer, on its queue).
+            continue;
+        }
         routes.insert(
             bin,
             (
@@ -33,6 +37,25 @@ pub fn template_routes() -> BTreeMap<String, (String, String)> {
         );
     }
     routes
+}
+
+/// The binary of every function in template.yaml, behind the API or not.
+pub fn template_binaries() -> std::collections::BTreeSet<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
+    let t: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    t["Resources"]
+        .as_mapping()
+        .unwrap()
+        .values()
+        .filter(|r| r["Type"].as_str() == Some("AWS::Serverless::Function"))
+        .map(|r| {
+            r["Metadata"]["BuildProperties"]["Binary"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
 }
 
 /// The path parameters of a route template, in order.
@@ -93,8 +116,26 @@ async fn dispatch(app: &App, bin: &str, req: Request) -> Result<Response<Body>, 
         "put-integration-token" => users::put_integration_token::handle(app, req).await,
         "get-integration-token" => users::get_integration_token::handle(app, req).await,
         "get-usage" => users::get_usage::handle(app, req).await,
+        "create-import" => {
+            let queue = imports::ImportQueue {
+                // A client per call: a test's runtime ends with the test, and its connections too.
+                client: aws_sdk_sqs::Client::new(&shared::service::app::load_sdk_config().await),
+                url: shared_import_queue().await.to_owned(),
+            };
+            imports::create_import::handle(app, &queue, req).await
+        }
+        "get-import" => imports::get_import::handle(app, req).await,
         other => panic!("no handler wired for {other} in tests/src/routes.rs"),
     }
+}
+
+/// The URL of the import queue the route table's `create-import` sends to: one per test process,
+/// never consumed (the import tests make their own, with a consumer).
+async fn shared_import_queue() -> &'static str {
+    static QUEUE: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+    QUEUE
+        .get_or_init(|| async { crate::import_queue::ImportQueues::create(5, 30).await.url })
+        .await
 }
 
 /// Path parameters by name, for [`call`].
@@ -174,7 +215,7 @@ pub async fn call_with_headers(
 }
 
 /// The API Gateway event for route `bin`.
-fn request(
+pub fn request(
     bin: &str,
     params: &BTreeMap<String, String>,
     query: &[(&str, &str)],

@@ -36,6 +36,15 @@ fn resolve(v: &Yaml, arns: &Arns) -> Json {
                 ("!GetAtt", "FunctionExecutionRole.Arn") => {
                     Json::String(arns.functions_role.to_owned())
                 }
+                // The import functions' own roles (template.yaml names them by role name).
+                ("!GetAtt", "ImportProducerRole.Arn") => Json::String(
+                    arns.functions_role
+                        .replace("-functions", "-import-producer"),
+                ),
+                ("!GetAtt", "ImportConsumerRole.Arn") => Json::String(
+                    arns.functions_role
+                        .replace("-functions", "-import-consumer"),
+                ),
                 ("!Sub", s) if s.matches("${").count() == s.matches("${Table.Arn}").count() => {
                     Json::String(s.replace("${Table.Arn}", arns.table))
                 }

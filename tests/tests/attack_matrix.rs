@@ -35,6 +35,9 @@ fn body_for(bin: &str, tenant: &str) -> Option<Value> {
         "put-integration-token" => Some(
             json!({"token": format!("tok-{tenant}"), "expiresAt": integration::real_now_millis() / 1000 + 3600}),
         ),
+        "create-import" => Some(
+            json!({"kind": "products", "items": [{"productId": "imported", "document": {"owner": tenant}}]}),
+        ),
         _ => None,
     }
 }
@@ -205,6 +208,22 @@ async fn seed(h: &Harness, t: &str) -> BTreeMap<String, String> {
         .await
         .status,
         200
+    );
+    let import =
+        json!({"kind": "products", "items": [{"productId": "imported", "document": {"owner": t}}]});
+    let r = call(
+        &h.app,
+        "create-import",
+        &BTreeMap::new(),
+        &[],
+        Some(import),
+        &auth,
+    )
+    .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    ids.insert(
+        "importId".into(),
+        r.body["importId"].as_str().unwrap().to_owned(),
     );
     ids.insert("userId".into(), "u1".into());
     ids.insert("orderId".into(), "o1".into());

@@ -89,6 +89,11 @@ const CASES: &[Case] = &[
         write: "PutItem",
         status: 200,
     },
+    Case {
+        bin: "create-import",
+        write: "PutItem",
+        status: 202,
+    },
 ];
 
 #[tokio::test]

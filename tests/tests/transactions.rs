@@ -90,6 +90,13 @@ const CASES: &[Case] = &[
         actions: 2,
         keyed: true,
     },
+    Case {
+        bin: "create-import",
+        condition_index: 0,
+        condition_status: 409,
+        actions: 2,
+        keyed: true,
+    },
 ];
 
 /// Calls the case's route, with a fresh `Idempotency-Key` when its transaction needs one.

@@ -12,11 +12,17 @@ pub mod get_product;
 pub mod put_product;
 pub mod query_tenant_products;
 
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use serde::Serialize;
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{kind, sharded_entity_key, Key};
+use shared::store::layout::{self, Keys, Layout, Put};
 use shared::store::query::{string_attr, Item};
+use shared::store::scoped::TenantDb;
 use shared::ApiError;
+
+/// The largest product document accepted, as JSON.
+pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
 
 /// The table key of product `id` for a tenant with `shard_count` shards.
 pub fn product_key(t: &TenantId, id: &EntityId, shard_count: u32) -> Key {
@@ -63,6 +69,56 @@ pub fn check_document(value: &serde_json::Value, path: &str, depth: usize) -> Re
         _ => {}
     }
     Ok(())
+}
+
+/// Checks a product document, `path` naming it in a 400: a JSON object of at most 64 KB that
+/// DynamoDB can store ([`check_document`]).
+pub fn check_product(document: &serde_json::Value, path: &str) -> Result<(), ApiError> {
+    if !document.is_object() {
+        return Err(ApiError::bad_request(
+            path,
+            "The product document must be a JSON object.",
+        ));
+    }
+    let bytes = serde_json::to_vec(document).map_or(usize::MAX, |b| b.len());
+    if bytes > MAX_DOCUMENT_BYTES {
+        return Err(ApiError::bad_request(
+            path,
+            format!(
+                "The product document is {bytes} bytes; at most {MAX_DOCUMENT_BYTES} are accepted."
+            ),
+        ));
+    }
+    check_document(document, path, 0)
+}
+
+/// Writes product `id` of `tenant` under `layout` (see `shared::store::layout`), in one transaction
+/// with `along` when anything comes along. The one way a product is written: `PUT /products/{id}`
+/// and the import consumer both call it.
+pub async fn store_product(
+    db: &TenantDb,
+    layout: Layout,
+    tenant: &TenantId,
+    id: &EntityId,
+    document: &serde_json::Value,
+    updated_at: &str,
+    along: Vec<TransactWriteItem>,
+) -> Result<(Keys, Put), ApiError> {
+    let doc_av = serde_dynamo::to_attribute_value(document)
+        .map_err(|e| ApiError::Internal(format!("convert document: {e}")))?;
+    let keys = Keys::of(layout, |n| product_key(tenant, id, n));
+    let fields = Item::from([
+        ("kind".to_owned(), AttributeValue::S("PRODUCT".into())),
+        ("tenantId".to_owned(), AttributeValue::S(tenant.to_string())),
+        ("productId".to_owned(), AttributeValue::S(id.to_string())),
+        ("document".to_owned(), doc_av),
+        (
+            "updatedAt".to_owned(),
+            AttributeValue::S(updated_at.to_owned()),
+        ),
+    ]);
+    let put = layout::put_along(db, layout, &keys, fields, along).await?;
+    Ok((keys, put))
 }
 
 /// A product as the API returns it.

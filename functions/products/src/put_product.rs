@@ -2,47 +2,39 @@
 //! replaced. One PutItem on the product's computed shard (while the tenant is re-sharded, see
 //! `shared::store::layout`).
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::{Body, Request, Response};
 use shared::identity::clock::rfc3339;
 use shared::service::http::{json_body, path_entity_id, put_response};
-use shared::store::layout::{self, Keys};
+use shared::store::layout::Put;
 use shared::{ApiError, App};
 
-use crate::{product_key, ProductView};
+use crate::{store_product, ProductView};
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
     let id = path_entity_id(&req, "productId")?;
     let document: serde_json::Value = json_body(&req)?;
-    if !document.is_object() {
-        return Err(ApiError::BadRequest {
-            detail: "The product document must be a JSON object.".into(),
-            field: None,
-        });
-    }
-    crate::check_document(&document, "document", 0)?;
+    crate::check_product(&document, "document")?;
     let db = app.db(&caller.tenant).await?;
     let layout = app.directory.layout(&db).await?;
     let updated_at = rfc3339(app.clock.now_millis());
-    let doc_av = serde_dynamo::to_attribute_value(&document)
-        .map_err(|e| ApiError::Internal(format!("convert document: {e}")))?;
-    let keys = Keys::of(layout, |n| product_key(&caller.tenant, &id, n));
-    let fields = shared::store::query::Item::from([
-        ("kind".to_owned(), AttributeValue::S("PRODUCT".into())),
-        (
-            "tenantId".to_owned(),
-            AttributeValue::S(caller.tenant.to_string()),
-        ),
-        ("productId".to_owned(), AttributeValue::S(id.to_string())),
-        ("document".to_owned(), doc_av),
-        (
-            "updatedAt".to_owned(),
-            AttributeValue::S(updated_at.clone()),
-        ),
-    ]);
-    let replaced = layout::put(&db, layout, &keys, fields).await?;
+    let (keys, put) = store_product(
+        &db,
+        layout,
+        &caller.tenant,
+        &id,
+        &document,
+        &updated_at,
+        Vec::new(),
+    )
+    .await?;
     app.read_cache.forget(&caller.tenant, &keys.write);
+    let replaced = matches!(
+        put,
+        Put::Written {
+            replaced: Some(true)
+        }
+    );
     let view = ProductView {
         product_id: id.to_string(),
         document,

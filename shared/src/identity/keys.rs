@@ -290,6 +290,24 @@ pub fn department_members_pk(tenant: &TenantId, department: &EntityId) -> String
     )
 }
 
+/// `TENANT#t#IMPORT#<importId>`: a bulk import's partition: its record (`PK` = `SK`) and one marker
+/// per item the consumer has finished ([`import_item_sk`]).
+pub fn import_key(tenant: &TenantId, import: &EntityId) -> String {
+    entity_sk(tenant, "IMPORT", import)
+}
+
+/// `TENANT#t#IMPORT#<importId>#ITEM#<index>`: the marker that item `index` of the import is written
+/// (or failed for good). Written in the same transaction as the item, so it exists exactly when the
+/// item's write committed, and a redelivered message finds it and writes nothing.
+pub fn import_item_sk(tenant: &TenantId, import: &EntityId, index: u32) -> String {
+    format!("{}{index:04}", import_item_sk_prefix(tenant, import))
+}
+
+/// `TENANT#t#IMPORT#<importId>#ITEM#`: for `begins_with` on an import's markers.
+pub fn import_item_sk_prefix(tenant: &TenantId, import: &EntityId) -> String {
+    format!("{}#ITEM#", import_key(tenant, import))
+}
+
 /// The catalog index: every item outside a tenant's fixed partitions carries [`CATALOG`], so an
 /// operator can enumerate the tenant (export, offboarding) with Queries, never a Scan. Its partition
 /// key is `catalog`, its sort key the table's `PK`; it projects keys only.
@@ -337,6 +355,22 @@ pub fn catalog_key(tenant: &TenantId, pk: &str) -> Option<String> {
 #[cfg(test)]
 mod sharded_key_tests {
     use super::*;
+
+    #[test]
+    fn golden_import_keys() {
+        let acme = TenantId::parse("acme").unwrap();
+        let import = EntityId::parse("0f3c").unwrap();
+        assert_eq!(import_key(&acme, &import), "TENANT#acme#IMPORT#0f3c");
+        assert_eq!(
+            import_item_sk(&acme, &import, 7),
+            "TENANT#acme#IMPORT#0f3c#ITEM#0007"
+        );
+        assert!(
+            import_item_sk(&acme, &import, 999).starts_with(&import_item_sk_prefix(&acme, &import))
+        );
+        // An import is found through the catalog, like every partition named by an id.
+        assert!(catalog_key(&acme, &import_key(&acme, &import)).is_some());
+    }
 
     #[test]
     fn golden_sharded_keys() {

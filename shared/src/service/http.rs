@@ -89,15 +89,23 @@ pub fn list_order(req: &Request) -> Result<ListOrder, ApiError> {
 /// The JSON body as `T`. Unknown fields are refused by the input types (`deny_unknown_fields`).
 /// Errors name the field at fault; a body over 64 KB answers 413.
 pub fn json_body<T: DeserializeOwned>(req: &Request) -> Result<T, ApiError> {
+    json_body_up_to(req, MAX_BODY_BYTES)
+}
+
+/// [`json_body`], for a route that takes bodies of up to `max_bytes`.
+pub fn json_body_up_to<T: DeserializeOwned>(
+    req: &Request,
+    max_bytes: usize,
+) -> Result<T, ApiError> {
     let bytes: &[u8] = match req.body() {
         Body::Empty => b"",
         Body::Text(t) => t.as_bytes(),
         Body::Binary(b) => b,
         _ => b"",
     };
-    if bytes.len() > MAX_BODY_BYTES {
+    if bytes.len() > max_bytes {
         return Err(ApiError::PayloadTooLarge(format!(
-            "The request body is {} bytes; the limit is {MAX_BODY_BYTES}.",
+            "The request body is {} bytes; the limit is {max_bytes}.",
             bytes.len()
         )));
     }

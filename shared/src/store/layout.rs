@@ -17,7 +17,7 @@
 //! A container that has not yet read the migration writes as in a stable layout: only in the first
 //! 60 s, when nothing can be on a new shard yet.
 
-use aws_sdk_dynamodb::types::{ConditionCheck, Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{ConditionCheck, Delete, TransactWriteItem};
 
 use crate::identity::cursor::Key;
 use crate::store::error::StoreError;
@@ -140,13 +140,62 @@ pub async fn put(
     keys: &Keys,
     fields: Item,
 ) -> Result<bool, StoreError> {
+    match put_along(db, layout, keys, fields, Vec::new()).await? {
+        Put::Written { replaced } => Ok(replaced.unwrap_or(false)),
+        // Nothing came along, so nothing can refuse.
+        Put::Refused { .. } => Err(StoreError::Internal("a bare put was refused".into())),
+    }
+}
+
+/// What [`put_along`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Put {
+    /// The item and every action along with it were written. `replaced` says whether an item was
+    /// there before, when the write could tell (not in a stable layout with actions along).
+    Written { replaced: Option<bool> },
+    /// Action `along` of those sent along failed its condition: nothing was written.
+    Refused { along: usize },
+}
+
+/// [`put`], in one transaction with `along` (such as a marker that the write happened, conditioned
+/// on its absence): all of it is written, or none. In a stable layout that is the Put and `along`;
+/// during a migration the Put, the check or delete of the other copy, and `along`.
+pub async fn put_along(
+    db: &TenantDb,
+    layout: Layout,
+    keys: &Keys,
+    fields: Item,
+    along: Vec<TransactWriteItem>,
+) -> Result<Put, StoreError> {
     let with_key = |key: &Key| {
         let mut item = fields.clone();
         item.extend(key.clone());
         item
     };
     let (new, Some(old)) = keys.new_and_old(layout) else {
-        return put_replacing(db, with_key(&keys.write)).await;
+        if along.is_empty() {
+            let replaced = put_replacing(db, with_key(&keys.write)).await?;
+            return Ok(Put::Written {
+                replaced: Some(replaced),
+            });
+        }
+        let put = aws_sdk_dynamodb::types::Put::builder()
+            .table_name(&*db.table)
+            .set_item(Some(with_key(&keys.write)))
+            .build()
+            .map_err(internal)?;
+        let own = [TransactWriteItem::builder().put(put).build()];
+        let request = db
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(along_with(&own, &along)));
+        return match transact(request).await {
+            Ok(()) => Ok(Put::Written { replaced: None }),
+            Err(TransactError::ConditionFailed { index, .. }) => Ok(Put::Refused {
+                along: index.saturating_sub(1),
+            }),
+            Err(TransactError::Store(e)) => Err(e),
+        };
     };
     for _ in 0..ATTEMPTS {
         let (at_new, at_old) = tokio::join!(
@@ -162,7 +211,7 @@ pub async fn put(
         let (target, other) = keys.write_target(layout, found);
         let other = other.unwrap_or(old);
         let exists_at = |key: &Key| if key == new { at_new } else { at_old };
-        let put = Put::builder()
+        let put = aws_sdk_dynamodb::types::Put::builder()
             .table_name(&*db.table)
             .set_item(Some(with_key(target)))
             .condition_expression(exists(exists_at(target)))
@@ -179,13 +228,22 @@ pub async fn put(
         } else {
             absent(db, other)?
         };
+        let own = [TransactWriteItem::builder().put(put).build(), elsewhere];
         let request = db
             .client
             .transact_write_items()
-            .transact_items(TransactWriteItem::builder().put(put).build())
-            .transact_items(elsewhere);
+            .set_transact_items(Some(along_with(&own, &along)));
         match transact(request).await {
-            Ok(()) => return Ok(at_new || at_old),
+            Ok(()) => {
+                return Ok(Put::Written {
+                    replaced: Some(at_new || at_old),
+                })
+            }
+            Err(TransactError::ConditionFailed { index, .. }) if index >= own.len() => {
+                return Ok(Put::Refused {
+                    along: index - own.len(),
+                })
+            }
             // Moved, written or deleted since the reads: read again.
             Err(TransactError::ConditionFailed { .. }) => continue,
             Err(TransactError::Store(e)) => return Err(e),
@@ -194,6 +252,10 @@ pub async fn put(
     Err(StoreError::Contended(
         "the item kept changing while it was being written; retry".into(),
     ))
+}
+
+fn along_with(own: &[TransactWriteItem], along: &[TransactWriteItem]) -> Vec<TransactWriteItem> {
+    own.iter().chain(along).cloned().collect()
 }
 
 /// Deletes the item wherever it is: `Ok(true)` when there was one. The old copy goes first, so a

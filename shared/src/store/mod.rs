@@ -4,6 +4,7 @@
 
 pub mod error;
 pub mod idempotency;
+pub mod imports;
 pub mod items;
 pub mod layout;
 pub mod limiter;

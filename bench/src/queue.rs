@@ -1,0 +1,189 @@
+//! Figure 9 (issue #16): levelling the inflow through the import queue. A tenant writes 5,000
+//! products in a burst, once straight to the table (`PUT /products/{id}`, as fast as a client with
+//! [`DIRECT_CONCURRENCY`] requests in flight can) and once through `POST /imports` and the import
+//! queue, drained by the release consumer binary at the template's defaults (`MaximumConcurrency`
+//! 2 invocations, 4 writes in flight each). Meanwhile another tenant reads its products with
+//! GetItem at a steady [`READ_RATE`] a second, open-loop; its latency, quiet and during each burst,
+//! is the figure. Both run through the latency model, on the same DynamoDB Local.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use integration::import_queue::{drain, Consumer, ImportQueues};
+use integration::{Auth, Harness};
+use serde_json::json;
+use shared::identity::ids::{EntityId, TenantId};
+use shared::store::items::get_item;
+use shared::store::scoped::TenantDb;
+use shared::App;
+
+use crate::{stat, Report};
+
+pub const WRITES: usize = 5_000;
+pub const DIRECT_CONCURRENCY: usize = 64;
+pub const READ_RATE: f64 = 100.0;
+/// The template's defaults: `ImportConsumerConcurrency` and `ImportConsumerWritesInFlight`.
+pub const CONSUMERS: usize = 2;
+pub const WRITES_IN_FLIGHT: usize = 4;
+
+/// GetItems of `db`'s products at [`READ_RATE`] a second until `stop` resolves: each read's ms.
+async fn steady_reads(
+    db: &TenantDb,
+    tenant: &TenantId,
+    products: usize,
+    stop: impl std::future::Future<Output = ()>,
+) -> Vec<f64> {
+    let interval = Duration::from_secs_f64(1.0 / READ_RATE);
+    let start = tokio::time::Instant::now();
+    let reads = futures::stream::iter(0..)
+        .then(|i| async move {
+            tokio::time::sleep_until(start + interval * i).await;
+            i
+        })
+        .map(|i| async move {
+            let id = EntityId::parse(&format!("p-{:05}", i as usize % products)).unwrap();
+            let key = products::product_key(tenant, &id, 4);
+            let t = Instant::now();
+            get_item(db, key).await.expect("the quiet tenant's read");
+            t.elapsed().as_secs_f64() * 1000.0
+        })
+        .buffer_unordered(256)
+        .take_until(stop)
+        .collect::<Vec<f64>>();
+    reads.await
+}
+
+fn products_body(prefix: &str, from: usize, n: usize) -> serde_json::Value {
+    let items: Vec<_> = (from..from + n)
+        .map(|i| json!({"productId": format!("{prefix}-{i:05}"), "document": {"n": i, "name": format!("imported {i}")}}))
+        .collect();
+    json!({"kind": "products", "items": items})
+}
+
+/// Figure 9. `quiet` holds products `p-00000…` on 4 shards; `bulk` is a 16-shard tenant.
+#[allow(clippy::too_many_arguments)]
+pub async fn queue_figures(
+    h: &Harness,
+    app: &App,
+    quiet: &TenantId,
+    quiet_products: usize,
+    bulk: &str,
+    consumer_bin: &std::path::Path,
+    dynamodb_url: &str,
+    report: &mut Report,
+) {
+    let db = app.db(quiet).await.expect("the quiet tenant's client");
+    // Quiet: no burst, for 5 s.
+    let quiet_ms = steady_reads(
+        &db,
+        quiet,
+        quiet_products,
+        tokio::time::sleep(Duration::from_secs(5)),
+    )
+    .await;
+    report.add(
+        "9. other tenant's GetItem, no burst [latency model]",
+        &stat(quiet_ms),
+        format!("{READ_RATE} reads/s, open-loop"),
+    );
+
+    // A burst straight to the table.
+    let started = Instant::now();
+    let burst = futures::stream::iter(0..WRITES)
+        .map(|i| async move {
+            let id = format!("direct-{i:05}");
+            let req = integration::routes::request(
+                "put-product",
+                &integration::routes::params(&[("productId", &id)]),
+                &[],
+                Some(json!({"n": i})),
+                &Auth::Tenant(bulk.into()),
+                &[],
+            );
+            let r = products::put_product::handle(app, req).await;
+            assert!(
+                r.is_ok_and(|r| r.status().is_success()),
+                "a direct write failed"
+            );
+        })
+        .buffer_unordered(DIRECT_CONCURRENCY)
+        .collect::<Vec<()>>();
+    let (done, finished) = tokio::sync::oneshot::channel::<()>();
+    let (reads, ()) = tokio::join!(
+        steady_reads(&db, quiet, quiet_products, async {
+            finished.await.ok();
+        }),
+        async {
+            burst.await;
+            let _ = done.send(());
+        }
+    );
+    let direct_s = started.elapsed().as_secs_f64();
+    report.add(
+        "9. other tenant's GetItem, 5,000 direct writes [latency model]",
+        &stat(reads),
+        format!(
+            "the burst: {DIRECT_CONCURRENCY} PUTs in flight, {:.1} s, {:.0} writes/s",
+            direct_s,
+            WRITES as f64 / direct_s
+        ),
+    );
+
+    // The same burst through the queue.
+    let queues = ImportQueues::create(5, 60).await;
+    let producer = queues.producer();
+    let started = Instant::now();
+    for part in 0..WRITES / 1000 {
+        let req = integration::routes::request(
+            "create-import",
+            &Default::default(),
+            &[],
+            Some(products_body("queued", part * 1000, 1000)),
+            &Auth::Tenant(bulk.into()),
+            &[],
+        );
+        let r = imports::create_import::handle(app, &producer, req).await;
+        assert!(
+            r.is_ok_and(|r| r.status().as_u16() == 202),
+            "an import was refused"
+        );
+    }
+    let enqueued_s = started.elapsed().as_secs_f64();
+    let env = [
+        ("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_url.to_owned()),
+        ("IMPORT_MAX_RECEIVES", "5".to_owned()),
+        ("IMPORT_WRITES_IN_FLIGHT", WRITES_IN_FLIGHT.to_string()),
+        ("RUST_LOG", "warn".to_owned()),
+    ];
+    let mut consumers = Vec::new();
+    for _ in 0..CONSUMERS {
+        consumers.push(Consumer::start_bin(consumer_bin, &h.table, &env).await);
+    }
+    let consumers: Vec<&Consumer> = consumers.iter().collect();
+    let drained = Arc::new(tokio::sync::Notify::new());
+    let started = Instant::now();
+    let (reads, _) = tokio::join!(
+        steady_reads(&db, quiet, quiet_products, drained.notified()),
+        async {
+            drain(&queues, &consumers, 10).await;
+            drained.notify_one();
+        }
+    );
+    let drain_s = started.elapsed().as_secs_f64();
+    let rate = WRITES as f64 / drain_s;
+    report.add(
+        "9. other tenant's GetItem, 5,000 writes via the queue [latency model]",
+        &stat(reads),
+        format!(
+            "enqueued in {enqueued_s:.1} s; drained in {drain_s:.1} s by {CONSUMERS} consumers × {WRITES_IN_FLIGHT} writes in flight"
+        ),
+    );
+    report.fact(
+        "9. import consumer: sustained write rate [latency model]",
+        json!(format!("{rate:.0} items/s")),
+        &format!(
+            "MaximumConcurrency {CONSUMERS}, IMPORT_WRITES_IN_FLIGHT {WRITES_IN_FLIGHT}: one transaction per item"
+        ),
+    );
+}

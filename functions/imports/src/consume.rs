@@ -1,0 +1,251 @@
+//! The import queue's consumer: a batch of SQS messages in, the ids of those to deliver again out
+//! (`ReportBatchItemFailures`).
+//!
+//! For each message:
+//! - The signature over the `tenant` attribute and the body must verify. A message that does not
+//!   was not made by `POST /imports` (someone wrote it straight to the queue): it is logged as an
+//!   alarm and dropped, and nothing is written.
+//! - Each item is written with the tenant's scoped credentials, in one transaction with its marker
+//!   (`shared::store::imports`). A marker already there means an earlier delivery wrote it, and
+//!   nothing is written again.
+//! - Any item's failure (a refused tenant, throttling, an item DynamoDB will not take) leaves the
+//!   message for redelivery; its written items are skipped then. On its last delivery
+//!   (`ApproximateReceiveCount` reaching the queue's `maxReceiveCount`, `IMPORT_MAX_RECEIVES` here)
+//!   the items still failing are recorded as failed, as SQS then moves the message to the
+//!   dead-letter queue.
+//!
+//! The rate: one invocation writes at most `IMPORT_WRITES_IN_FLIGHT` items at once, whatever the
+//! batch holds, and the event source mapping runs at most `MaximumConcurrency` invocations, so at most
+//! their product of writes are in flight across the queue.
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use futures::StreamExt;
+use shared::identity::clock::rfc3339;
+use shared::identity::ids::{EntityId, TenantId};
+use shared::store::imports::{marker, record_failure, Outcome};
+use shared::store::layout::Put;
+use shared::store::meter::with_request_meta;
+use shared::store::usage::Pending;
+use shared::{ApiError, App};
+
+use crate::{verify, ImportMessage, MessageItem, SIGNATURE_ATTRIBUTE, TENANT_ATTRIBUTE};
+
+/// The usage counters' name for the consumer's writes.
+pub const BIN: &str = "import-consumer";
+/// The queue's `maxReceiveCount` when `IMPORT_MAX_RECEIVES` is not set (template.yaml's).
+pub const DEFAULT_MAX_RECEIVES: u32 = 5;
+/// Items one invocation writes at once when `IMPORT_WRITES_IN_FLIGHT` is not set.
+pub const DEFAULT_WRITES_IN_FLIGHT: usize = 4;
+
+/// The consumer's own settings, read once in `main`.
+#[derive(Debug, Clone, Copy)]
+pub struct ConsumerSettings {
+    /// The queue's `maxReceiveCount`: the delivery on which a failing item is recorded as failed.
+    pub max_receives: u32,
+    /// Items written at once by one invocation (1–64).
+    pub writes_in_flight: usize,
+}
+
+impl ConsumerSettings {
+    pub fn from_env() -> Result<Self, shared::service::app::ConfigError> {
+        Ok(Self {
+            max_receives: setting("IMPORT_MAX_RECEIVES", DEFAULT_MAX_RECEIVES, 1..=1000)?,
+            writes_in_flight: setting("IMPORT_WRITES_IN_FLIGHT", DEFAULT_WRITES_IN_FLIGHT, 1..=64)?,
+        })
+    }
+}
+
+fn setting<T>(
+    name: &'static str,
+    default: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<T, shared::service::app::ConfigError>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display,
+{
+    use shared::service::app::ConfigError;
+    match std::env::var(name) {
+        Ok(v) if !v.is_empty() => v.parse().ok().filter(|n| range.contains(n)).ok_or_else(|| {
+            ConfigError::Invalid(
+                name,
+                format!("must be {} to {}", range.start(), range.end()),
+            )
+        }),
+        _ => Ok(default),
+    }
+}
+
+/// One verified message of the batch.
+struct Verified<'a> {
+    message: &'a SqsMessage,
+    tenant: TenantId,
+    body: ImportMessage,
+}
+
+/// Handles one batch: the answer lists the messages to deliver again.
+pub async fn consume(app: &App, settings: ConsumerSettings, event: SqsEvent) -> SqsBatchResponse {
+    let mut verified = Vec::new();
+    for message in &event.records {
+        match verify_message(app, message) {
+            Some((tenant, body)) => verified.push(Verified {
+                message,
+                tenant,
+                body,
+            }),
+            None => tracing::error!(
+                alarm = "forged_import_message",
+                message_id = message.message_id.as_deref().unwrap_or("-"),
+                "dropped an import message whose signature does not verify: it was not sent by POST /imports"
+            ),
+        }
+    }
+    // Every item of the batch, at most `writes_in_flight` at once: (message, item, result).
+    let writes = verified.iter().enumerate().flat_map(|(m, v)| {
+        v.body.items.iter().map(move |item| async move {
+            (
+                m,
+                item,
+                write_metered(app, &v.tenant, &v.body.import_id, item).await,
+            )
+        })
+    });
+    let results: Vec<_> = futures::stream::iter(writes)
+        .buffer_unordered(settings.writes_in_flight)
+        .collect()
+        .await;
+    let mut response = SqsBatchResponse::default();
+    for (m, v) in verified.iter().enumerate() {
+        let failed: Vec<u32> = results
+            .iter()
+            .filter(|(of, _, result)| *of == m && result.is_err())
+            .map(|(_, item, _)| item.index)
+            .collect();
+        if !failed.is_empty() {
+            note_failures(app, settings, v, &failed).await;
+            response.add_failure(v.message.message_id.clone().unwrap_or_default());
+        }
+    }
+    if let Err(e) = app.flush_usage().await {
+        tracing::warn!(error = %e, "usage metering failed; the batch is unaffected");
+    }
+    tracing::info!(
+        messages = event.records.len(),
+        items = results.len(),
+        again = response.batch_item_failures.len(),
+        "import batch"
+    );
+    response
+}
+
+/// A message with `failed` items, to be delivered again: on its last delivery its failed items are
+/// recorded as failed, as SQS then moves it to the dead-letter queue.
+async fn note_failures(app: &App, settings: ConsumerSettings, v: &Verified<'_>, failed: &[u32]) {
+    let receives: u32 = v
+        .message
+        .attributes
+        .get("ApproximateReceiveCount")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    let last = receives >= settings.max_receives;
+    tracing::warn!(
+        tenant = %v.tenant,
+        import_id = %v.body.import_id,
+        items = ?failed,
+        receives,
+        last,
+        "import items were not written"
+    );
+    if last {
+        let recorded = async {
+            let db = app.db(&v.tenant).await?;
+            let now = app.clock.now_seconds();
+            for index in failed {
+                record_failure(&db, &v.tenant, &v.body.import_id, *index, now).await?;
+            }
+            Ok::<_, ApiError>(())
+        };
+        if let Err(e) = recorded.await {
+            tracing::error!(tenant = %v.tenant, import_id = %v.body.import_id, error = %e, "failed import items could not be recorded as failed");
+        }
+    }
+}
+
+/// [`write`], with what it cost added to the tenant's usage.
+async fn write_metered(
+    app: &App,
+    tenant: &TenantId,
+    import: &EntityId,
+    item: &MessageItem,
+) -> Result<(), ApiError> {
+    let (result, meta) = with_request_meta(write(app, tenant, import, item)).await;
+    if let Err(e) = &result {
+        tracing::warn!(tenant = %tenant, import_id = %import, index = item.index, error = %e, "an import item was not written");
+    }
+    let (read_milli, write_milli) = meta.capacity_milli_units();
+    let used = Pending {
+        calls: 1,
+        read_milli,
+        write_milli,
+        throttles: u64::from(meta.throttles()),
+        ..Pending::default()
+    };
+    app.usage.add(tenant, BIN, used);
+    result
+}
+
+/// The message's tenant and body, when its signature verifies.
+fn verify_message(app: &App, message: &SqsMessage) -> Option<(TenantId, ImportMessage)> {
+    let attribute = |name| {
+        message
+            .message_attributes
+            .get(name)?
+            .string_value
+            .as_deref()
+    };
+    let tenant = TenantId::parse(attribute(TENANT_ATTRIBUTE)?).ok()?;
+    let body = message.body.as_deref()?;
+    if !verify(
+        &app.settings.cursor_keys,
+        &tenant,
+        body,
+        attribute(SIGNATURE_ATTRIBUTE)?,
+    ) {
+        return None;
+    }
+    Some((tenant, serde_json::from_str(body).ok()?))
+}
+
+/// Writes the item and its marker, unless its marker says an earlier delivery did.
+async fn write(
+    app: &App,
+    tenant: &TenantId,
+    import: &EntityId,
+    item: &MessageItem,
+) -> Result<(), ApiError> {
+    let db = app.db(tenant).await?;
+    products::check_product(&item.document, "document")?;
+    let layout = app.directory.layout(&db).await?;
+    let now_ms = app.clock.now_millis();
+    let done = marker(
+        &db,
+        tenant,
+        import,
+        item.index,
+        Outcome::Written,
+        now_ms / 1000,
+    )?;
+    let (keys, put) = products::store_product(
+        &db,
+        layout,
+        tenant,
+        &item.product_id,
+        &item.document,
+        &rfc3339(now_ms),
+        vec![done],
+    )
+    .await?;
+    if let Put::Written { .. } = put {
+        app.read_cache.forget(tenant, &keys.write);
+    }
+    Ok(())
+}

@@ -1,0 +1,152 @@
+//! Bulk imports through SQS. `POST /imports` checks every item, sends the items to the import queue
+//! in signed messages of up to [`ITEMS_PER_MESSAGE`] and answers 202; the consumer, on the queue's
+//! event source mapping (whose `MaximumConcurrency` bounds the write rate), writes each item with
+//! the tenant's scoped credentials, in one transaction with the item's marker
+//! (`shared::store::imports`); `GET /imports/{id}` counts the markers.
+//!
+//! A message names its tenant in the `tenant` message attribute, and carries an HMAC of that tenant
+//! and its body (`signature`), made with the deployment's signing key for [`SIGNING_DOMAIN`]. The
+//! consumer trusts nothing else: a message that anyone with `sqs:SendMessage` wrote straight to the
+//! queue cannot name another tenant, or change an item, without the key.
+
+pub mod consume;
+pub mod create_import;
+pub mod get_import;
+
+use serde::{Deserialize, Serialize};
+use shared::identity::cursor::CursorKeys;
+use shared::identity::ids::{EntityId, TenantId};
+
+/// What a message signature is for (see `CursorKeys::sign_for`).
+pub const SIGNING_DOMAIN: &str = "pooltable-import-message-v1";
+/// The message attribute naming the tenant.
+pub const TENANT_ATTRIBUTE: &str = "tenant";
+/// The message attribute holding the signature.
+pub const SIGNATURE_ATTRIBUTE: &str = "signature";
+/// The most items one import takes.
+pub const MAX_ITEMS: usize = 1000;
+/// The most items one message carries: SQS bills and throttles per message, and 25 small items
+/// still make a small message. An item is marked on its own, so a message is never all or nothing.
+pub const ITEMS_PER_MESSAGE: usize = 25;
+/// The most bytes of items one message carries, well under SQS's 256 KiB message limit (a 64 KB
+/// document may go alone).
+pub const MESSAGE_BYTES: usize = 192 * 1024;
+
+/// What can be imported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ImportKind {
+    Products,
+}
+
+impl ImportKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Products => "products",
+        }
+    }
+}
+
+/// One product of an import.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProductItem {
+    pub product_id: EntityId,
+    pub document: serde_json::Value,
+}
+
+/// One item of a message: its position in the request (0-based), and the product.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MessageItem {
+    pub index: u32,
+    pub product_id: EntityId,
+    pub document: serde_json::Value,
+}
+
+/// The body of one message: some items of one import.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ImportMessage {
+    pub import_id: EntityId,
+    pub kind: ImportKind,
+    pub items: Vec<MessageItem>,
+}
+
+/// The signature of a message for `tenant` with `body`.
+pub fn sign(keys: &CursorKeys, tenant: &TenantId, body: &str) -> String {
+    keys.sign_for(SIGNING_DOMAIN, &signed_text(tenant, body))
+}
+
+/// Whether `signature` is [`sign`]'s for `tenant` and `body`.
+pub fn verify(keys: &CursorKeys, tenant: &TenantId, body: &str, signature: &str) -> bool {
+    keys.verify_for(SIGNING_DOMAIN, &signed_text(tenant, body), signature)
+}
+
+/// A tenant id never holds a newline, so the tenant and body cannot be re-split another way.
+fn signed_text(tenant: &TenantId, body: &str) -> String {
+    format!("{tenant}\n{body}")
+}
+
+/// The import queue, for the producer: built once per container, in `main`.
+pub struct ImportQueue {
+    pub client: aws_sdk_sqs::Client,
+    pub url: String,
+}
+
+impl ImportQueue {
+    /// `IMPORT_QUEUE_URL`, and a client with the function's own credentials.
+    pub fn from_env() -> Result<Self, shared::service::app::ConfigError> {
+        use shared::service::app::{lambda_sdk_config, ConfigError};
+        let url = std::env::var("IMPORT_QUEUE_URL")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .ok_or(ConfigError::Missing("IMPORT_QUEUE_URL"))?;
+        let client = aws_sdk_sqs::Client::new(&lambda_sdk_config()?);
+        Ok(Self { client, url })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys() -> CursorKeys {
+        CursorKeys::new(&[7; 32], None).unwrap()
+    }
+
+    #[test]
+    fn a_signature_binds_the_tenant_and_the_body() {
+        // GIVEN a message signed for acme
+        let acme = TenantId::parse("acme").unwrap();
+        let globex = TenantId::parse("globex").unwrap();
+        let body = r#"{"importId":"i","items":[]}"#;
+        let signature = sign(&keys(), &acme, body);
+        // THEN it holds for acme and this body only
+        assert!(verify(&keys(), &acme, body, &signature));
+        assert!(!verify(&keys(), &globex, body, &signature));
+        assert!(!verify(
+            &keys(),
+            &acme,
+            r#"{"importId":"i","index":1}"#,
+            &signature
+        ));
+    }
+
+    #[test]
+    fn golden_message_body() {
+        let message = ImportMessage {
+            import_id: EntityId::parse("imp-1").unwrap(),
+            kind: ImportKind::Products,
+            items: vec![MessageItem {
+                index: 3,
+                product_id: EntityId::parse("p-1").unwrap(),
+                document: serde_json::json!({"name": "lamp"}),
+            }],
+        };
+        assert_eq!(
+            serde_json::to_string(&message).unwrap(),
+            r#"{"importId":"imp-1","kind":"products","items":[{"index":3,"productId":"p-1","document":{"name":"lamp"}}]}"#
+        );
+    }
+}

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""The import queue on the local stack (moto's SQS), for the dev command and the end-to-end runs.
+
+  import_queue.py create NAME            makes NAME-dlq and NAME (redrive after 5 receives, as
+                                          template.yaml); prints NAME's URL
+  import_queue.py poll QUEUE_URL INVOKE_URL [--until-empty]
+                                          does what an event source mapping does: receives up to 10
+                                          messages, delivers them as one SQS event to the consumer
+                                          (INVOKE_URL: a Lambda Invoke endpoint, such as cargo lambda
+                                          watch's .../functions/import-consumer/invocations), then
+                                          deletes those not named in its batchItemFailures; after a
+                                          failed invocation it deletes none. Runs until stopped, or
+                                          with --until-empty until the queue is empty.
+  import_queue.py sign-event IN OUT      writes IN (an SQS event of import messages) to OUT with each
+                                          message signed by this run's CURSOR_SIGNING_KEY, as
+                                          POST /imports signs them (functions/imports/src/lib.rs)
+
+Needs boto3 (the stack's venv has it, with moto) and AWS_ENDPOINT_URL_SQS.
+"""
+import base64
+import hashlib
+import hmac
+import json
+import os
+import sys
+import urllib.request
+
+SIGNING_DOMAIN = "pooltable-import-message-v1"
+MAX_RECEIVES = 5
+
+
+def sqs():
+    import boto3
+
+    return boto3.client("sqs", endpoint_url=os.environ["AWS_ENDPOINT_URL_SQS"],
+                        region_name=os.environ.get("AWS_REGION", "us-east-1"))
+
+
+def create(name):
+    client = sqs()
+    dlq = client.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+    dlq_arn = client.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(MAX_RECEIVES)})
+    url = client.create_queue(QueueName=name, Attributes={"RedrivePolicy": redrive, "VisibilityTimeout": "30"})["QueueUrl"]
+    print(url)
+
+
+def event(queue_arn, messages):
+    records = []
+    for m in messages:
+        attrs = {k: {"stringValue": v.get("StringValue"), "stringListValues": [], "binaryListValues": [],
+                     "dataType": v["DataType"]} for k, v in m.get("MessageAttributes", {}).items()}
+        records.append({"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+                        "attributes": m.get("Attributes", {}), "messageAttributes": attrs,
+                        "md5OfBody": m["MD5OfBody"], "eventSource": "aws:sqs", "eventSourceARN": queue_arn,
+                        "awsRegion": os.environ.get("AWS_REGION", "us-east-1")})
+    return {"Records": records}
+
+
+def poll(queue_url, invoke_url, until_empty):
+    client = sqs()
+    arn = client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    while True:
+        got = client.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1 if until_empty else 10,
+                                     MessageSystemAttributeNames=["All"], MessageAttributeNames=["All"])
+        messages = got.get("Messages", [])
+        if not messages:
+            if until_empty:
+                attrs = client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=[
+                    "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+                if sum(int(v) for v in attrs.values()) == 0:
+                    return
+            continue
+        payload = json.dumps(event(arn, messages)).encode()
+        request = urllib.request.Request(invoke_url, data=payload, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                answer = json.loads(response.read())
+            again = {f["itemIdentifier"] for f in answer["batchItemFailures"]}
+        except Exception as e:  # a failed invocation: every message comes back after its timeout
+            print(f"import poller: the consumer failed ({e}); the batch will be delivered again", file=sys.stderr)
+            continue
+        done = [m for m in messages if m["MessageId"] not in again]
+        if done:
+            client.delete_message_batch(QueueUrl=queue_url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)])
+        print(f"import poller: delivered {len(messages)}, {len(again)} to retry", file=sys.stderr)
+
+
+def sign(key, tenant, body):
+    mac = hmac.new(key.encode(), f"{SIGNING_DOMAIN}\n{tenant}\n{body}".encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+
+
+def sign_event(source, target):
+    key = os.environ["CURSOR_SIGNING_KEY"]
+    ev = json.load(open(source))
+    for record in ev["Records"]:
+        tenant = record["messageAttributes"]["tenant"]["stringValue"]
+        record["messageAttributes"]["signature"]["stringValue"] = sign(key, tenant, record["body"])
+    json.dump(ev, open(target, "w"))
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if args[:1] == ["create"] and len(args) == 2:
+        create(args[1])
+    elif args[:1] == ["poll"] and len(args) in (3, 4):
+        poll(args[1], args[2], args[3:] == ["--until-empty"])
+    elif args[:1] == ["sign-event"] and len(args) == 3:
+        sign_event(args[1], args[2])
+    else:
+        sys.exit(__doc__)

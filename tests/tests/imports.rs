@@ -1,0 +1,470 @@
+//! Bulk imports through SQS (functions/imports): the producer route on moto's SQS, the consumer
+//! binary as a Lambda process, and a poller that delivers batches the way an event source mapping
+//! does (tests/src/import_queue.rs).
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use aws_sdk_sqs::types::MessageAttributeValue;
+use integration::import_queue::{drain, Consumer, ImportQueues};
+use integration::routes::{call, params, request};
+use integration::{onboard, resp, unique, Auth, Harness, Resp};
+use serde_json::{json, Value};
+use shared::identity::ids::TenantId;
+use shared::identity::shard::shard_for;
+
+/// `POST /imports` through the handler, sending to `queues`.
+async fn post_import(
+    h: &Harness,
+    queues: &ImportQueues,
+    tenant: &str,
+    body: Value,
+    headers: &[(&str, &str)],
+) -> Resp {
+    let req = request(
+        "create-import",
+        &BTreeMap::new(),
+        &[],
+        Some(body),
+        &Auth::Tenant(tenant.into()),
+        headers,
+    );
+    let queue = queues.producer();
+    resp(Box::pin(imports::create_import::handle(&h.app, &queue, req)).await)
+}
+
+async fn get_import(h: &Harness, tenant: &str, id: &str) -> Resp {
+    call(
+        &h.app,
+        "get-import",
+        &params(&[("importId", id)]),
+        &[],
+        None,
+        &Auth::Tenant(tenant.into()),
+    )
+    .await
+}
+
+fn products(prefix: &str, n: usize) -> Value {
+    let items: Vec<Value> = (0..n)
+        .map(|i| json!({"productId": format!("{prefix}-{i:05}"), "document": {"n": i, "name": format!("{prefix} {i}")}}))
+        .collect();
+    json!({"kind": "products", "items": items})
+}
+
+/// The tenant's product items, as raw table items.
+async fn product_items(
+    h: &Harness,
+    tenant: &str,
+) -> Vec<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
+    h.items_under(&format!("TENANT#{tenant}#PRODUCT#")).await
+}
+
+fn s(
+    item: &std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>,
+    name: &str,
+) -> String {
+    item[name].as_s().cloned().unwrap_or_default()
+}
+
+/// The signature `POST /imports` would give `body` for `tenant`.
+fn signed(tenant: &str, body: &str) -> String {
+    imports::sign(
+        &integration::test_cursor_keys(),
+        &TenantId::parse(tenant).unwrap(),
+        body,
+    )
+}
+
+async fn send_raw(queues: &ImportQueues, body: &str, tenant: &str, signature: Option<&str>) {
+    let attr = |v: &str| {
+        MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value(v)
+            .build()
+            .unwrap()
+    };
+    let mut send = queues
+        .sqs
+        .send_message()
+        .queue_url(&queues.url)
+        .message_body(body)
+        .message_attributes(imports::TENANT_ATTRIBUTE, attr(tenant));
+    if let Some(signature) = signature {
+        send = send.message_attributes(imports::SIGNATURE_ATTRIBUTE, attr(signature));
+    }
+    send.send().await.expect("send a message to the queue");
+}
+
+#[tokio::test]
+async fn five_thousand_products_imported_for_a_16_shard_tenant_land_exactly_once() {
+    // GIVEN a 16-shard tenant, the import queue, and two consumers (MaximumConcurrency 2)
+    let h = Harness::new().await;
+    let t = unique("bulk");
+    onboard(&h, &t, 16).await;
+    let queues = ImportQueues::create(5, 10).await;
+    let (a, b) = (
+        Consumer::start(&h.table, 5).await,
+        Consumer::start(&h.table, 5).await,
+    );
+
+    // WHEN five imports of 1,000 products each are posted; the first is sent twice with its
+    // Idempotency-Key, as a client retrying after a lost answer would
+    let mut ids = Vec::new();
+    for part in 0..5 {
+        let body = products(&format!("p{part}"), 1000);
+        let key = format!("import-{t}-{part}");
+        let first = post_import(&h, &queues, &t, body.clone(), &[("Idempotency-Key", &key)]).await;
+        assert_eq!(first.status, 202, "{}", first.body);
+        assert_eq!(first.body["accepted"], 1000);
+        assert_eq!(first.body["status"], "running");
+        if part == 0 {
+            let again = post_import(&h, &queues, &t, body, &[("Idempotency-Key", &key)]).await;
+            assert_eq!(again.status, 202);
+            assert_eq!(
+                again.body["importId"], first.body["importId"],
+                "the same key is the same import"
+            );
+        }
+        ids.push(first.body["importId"].as_str().unwrap().to_owned());
+    }
+    // AND SQS delivers some messages twice (at-least-once): copies of ten are sent again
+    for m in queues.receive(10).await {
+        let tenant = m.message_attributes().unwrap()[imports::TENANT_ATTRIBUTE]
+            .string_value()
+            .unwrap()
+            .to_owned();
+        let signature = m.message_attributes().unwrap()[imports::SIGNATURE_ATTRIBUTE]
+            .string_value()
+            .unwrap()
+            .to_owned();
+        send_raw(&queues, m.body().unwrap(), &tenant, Some(&signature)).await;
+    }
+    let invocations = drain(&queues, &[&a, &b], 10).await;
+
+    // THEN every product is in the table exactly once, on its shard of 16, with its document
+    let items = product_items(&h, &t).await;
+    assert_eq!(items.len(), 5000);
+    let mut seen = HashSet::new();
+    for item in &items {
+        let id = s(item, "productId");
+        assert!(seen.insert(id.clone()), "{id} twice");
+        assert_eq!(
+            s(item, "PK"),
+            format!("TENANT#{t}#PRODUCT#{}", shard_for(&id, 16))
+        );
+        let n: usize = id.rsplit('-').next().unwrap().parse().unwrap();
+        assert_eq!(
+            item["document"].as_m().unwrap()["n"].as_n().unwrap(),
+            &n.to_string()
+        );
+    }
+    // AND each import reports 1,000 written, none failed, and nothing went to the dead-letter queue
+    for id in &ids {
+        let progress = get_import(&h, &t, id).await;
+        assert_eq!(progress.status, 200, "{}", progress.body);
+        assert_eq!(progress.body["written"], 1000, "{}", progress.body);
+        assert_eq!(progress.body["failed"], 0);
+        assert_eq!(progress.body["status"], "complete");
+    }
+    assert!(queues.dead_letters().await.is_empty());
+    // 5,000 items in messages of 25: 200 messages, and the 10 copies
+    assert!(
+        invocations >= 21,
+        "{invocations} invocations for 210 messages in batches of 10"
+    );
+}
+
+#[tokio::test]
+async fn a_poison_item_reaches_the_dead_letter_queue_after_the_retry_count_and_is_reported_failed()
+{
+    // GIVEN an import of three products (one message), which on the queue has become poison: the
+    // same message, signed (as a faulty producer would send it), with a document for item 1 that the
+    // consumer refuses
+    let h = Harness::new().await;
+    let t = unique("poison");
+    onboard(&h, &t, 4).await;
+    let queues = ImportQueues::create(3, 1).await;
+    let consumer = Consumer::start(&h.table, 3).await;
+    let posted = post_import(&h, &queues, &t, products("ok", 3), &[]).await;
+    assert_eq!(posted.status, 202, "{}", posted.body);
+    let id = posted.body["importId"].as_str().unwrap().to_owned();
+    let on_queue = queues.receive(10).await;
+    assert_eq!(on_queue.len(), 1, "three small items travel in one message");
+    queues
+        .sqs
+        .delete_message()
+        .queue_url(&queues.url)
+        .receipt_handle(on_queue[0].receipt_handle().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let mut message: Value = serde_json::from_str(on_queue[0].body().unwrap()).unwrap();
+    let mut deep = json!("leaf");
+    for _ in 0..40 {
+        deep = json!({ "d": deep });
+    }
+    message["items"][1]["document"] = json!({ "d": deep });
+    let poison = message.to_string();
+    send_raw(&queues, &poison, &t, Some(&signed(&t, &poison))).await;
+
+    // WHEN the poller delivers until the queue is empty (the message comes back once its
+    // visibility timeout of 1 s has passed)
+    drain(&queues, &[&consumer], 10).await;
+
+    // THEN the message is on the dead-letter queue, after 3 deliveries
+    let dead = queues.dead_letters().await;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].body(), Some(poison.as_str()));
+    let log = consumer.logged();
+    assert_eq!(
+        log.matches("an import item was not written").count(),
+        3,
+        "{log}"
+    );
+    // AND the import reports the poison item failed, the others written, and is complete
+    let progress = get_import(&h, &t, &id).await;
+    assert_eq!(progress.body["accepted"], 3);
+    assert_eq!(progress.body["written"], 2, "{}", progress.body);
+    assert_eq!(progress.body["failed"], 1, "{}", progress.body);
+    assert_eq!(progress.body["status"], "complete");
+    // AND the good products were written once, the poison one never
+    let mut written: Vec<String> = product_items(&h, &t)
+        .await
+        .iter()
+        .map(|i| s(i, "productId"))
+        .collect();
+    written.sort();
+    assert_eq!(written, ["ok-00000", "ok-00002"]);
+}
+
+#[tokio::test]
+async fn a_message_written_straight_to_the_queue_for_another_tenant_is_refused_and_nothing_is_written(
+) {
+    // GIVEN two tenants, and an attacker with sqs:SendMessage who saw one of mallory's messages
+    let h = Harness::new().await;
+    let (mallory, victim) = (unique("mallory"), unique("victim"));
+    onboard(&h, &mallory, 4).await;
+    onboard(&h, &victim, 4).await;
+    let queues = ImportQueues::create(3, 1).await;
+    let consumer = Consumer::start(&h.table, 3).await;
+    let posted = post_import(&h, &queues, &mallory, products("m", 1), &[]).await;
+    assert_eq!(posted.status, 202);
+    let genuine = queues.receive(1).await.remove(0);
+    let body = genuine.body().unwrap().to_owned();
+    let mallorys_signature = genuine.message_attributes().unwrap()[imports::SIGNATURE_ATTRIBUTE]
+        .string_value()
+        .unwrap()
+        .to_owned();
+
+    // WHEN messages naming the victim are written straight to the queue: mallory's signed message
+    // with the tenant attribute changed, one with no signature, one signed with another key, and
+    // one whose body was edited under mallory's signature
+    send_raw(&queues, &body, &victim, Some(&mallorys_signature)).await;
+    send_raw(&queues, &body, &victim, None).await;
+    let other_key = shared::identity::cursor::CursorKeys::new(&[9; 32], None).unwrap();
+    let forged = imports::sign(&other_key, &TenantId::parse(&victim).unwrap(), &body);
+    send_raw(&queues, &body, &victim, Some(&forged)).await;
+    let edited = body.replace("\"n\":0", "\"n\":666");
+    send_raw(&queues, &edited, &mallory, Some(&mallorys_signature)).await;
+    drain(&queues, &[&consumer], 10).await;
+
+    // THEN nothing was written for the victim, and mallory's product is as mallory sent it
+    assert!(product_items(&h, &victim).await.is_empty());
+    assert!(h
+        .items_under(&format!("TENANT#{victim}#IMPORT#"))
+        .await
+        .is_empty());
+    let mine = product_items(&h, &mallory).await;
+    assert_eq!(mine.len(), 1);
+    assert_eq!(
+        mine[0]["document"].as_m().unwrap()["n"].as_n().unwrap(),
+        "0"
+    );
+    // AND each forgery was dropped with an alarm, not retried into the dead-letter queue
+    let log = consumer.logged();
+    assert_eq!(log.matches("forged_import_message").count(), 4, "{log}");
+    assert!(queues.dead_letters().await.is_empty());
+    let id = posted.body["importId"].as_str().unwrap();
+    assert_eq!(get_import(&h, &mallory, id).await.body["written"], 1);
+    // AND the victim cannot read mallory's import either
+    assert_eq!(get_import(&h, &victim, id).await.status, 404);
+}
+
+#[tokio::test]
+async fn a_consumer_that_crashes_mid_batch_loses_nothing() {
+    // GIVEN an import of 1,000 products: 40 messages, the first 10 (250 items) delivered as a batch
+    let h = Harness::new().await;
+    let t = unique("crash");
+    onboard(&h, &t, 8).await;
+    let queues = ImportQueues::create(5, 2).await;
+    let posted = post_import(&h, &queues, &t, products("c", 1000), &[]).await;
+    assert_eq!(posted.status, 202);
+    let id = posted.body["importId"].as_str().unwrap().to_owned();
+    let crashing = Consumer::start(&h.table, 5).await;
+    let batch = queues.receive(10).await;
+    assert_eq!(batch.len(), 10);
+
+    // WHEN the consumer process is killed while it writes the batch
+    let event = queues.event(&batch);
+    let invocation = crashing.invoke(&event, Duration::from_secs(60));
+    let crash = async {
+        let prefix = format!("TENANT#{t}#PRODUCT#");
+        loop {
+            let written = h.items_under(&prefix).await.len();
+            if written > 0 {
+                crashing.kill().await;
+                return written;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    let (answer, _) = tokio::select! {
+        answer = invocation => (answer, 0),
+        written = crash => (None, written),
+    };
+    assert!(
+        answer.is_none(),
+        "the batch finished before the crash; make it larger"
+    );
+    let at_crash = product_items(&h, &t).await.len();
+    assert!(at_crash < 250, "the batch was not cut: {at_crash} written");
+    // AND the poller, with no answer, deletes nothing; a new execution environment takes over
+    assert_eq!(queues.settle(&batch, None).await, 0);
+    let replacement = Consumer::start(&h.table, 5).await;
+    drain(&queues, &[&replacement], 10).await;
+
+    // THEN every product is written exactly once, and the import's counts are exact
+    let items = product_items(&h, &t).await;
+    assert_eq!(items.len(), 1000);
+    assert_eq!(
+        items
+            .iter()
+            .map(|i| s(i, "productId"))
+            .collect::<HashSet<_>>()
+            .len(),
+        1000
+    );
+    let progress = get_import(&h, &t, &id).await;
+    assert_eq!(progress.body["written"], 1000, "{}", progress.body);
+    assert_eq!(progress.body["failed"], 0);
+    assert!(queues.dead_letters().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_bad_item_is_refused_by_its_index_and_nothing_is_enqueued() {
+    let h = Harness::new().await;
+    let t = unique("checked");
+    onboard(&h, &t, 4).await;
+    let queues = ImportQueues::create(3, 1).await;
+    let mut body = products("b", 5);
+    body["items"][3]["document"] = json!([1, 2]);
+    let cases = [
+        (body, "items[3].document"),
+        (
+            json!({"kind": "products", "items": [{"productId": "a", "document": {}}, {"productId": "a", "document": {}}]}),
+            "items[1].productId",
+        ),
+        (
+            json!({"kind": "products", "items": [{"productId": "no#pe", "document": {}}]}),
+            "items[0]",
+        ),
+        (
+            json!({"kind": "products", "items": [{"productId": "a", "document": {}, "extra": 1}]}),
+            "items[0]",
+        ),
+        (json!({"kind": "products", "items": []}), "items"),
+        (products("many", 1001), "items"),
+        (json!({"kind": "orders", "items": [{}]}), "kind"),
+    ];
+    for (body, field) in cases {
+        let r = post_import(&h, &queues, &t, body, &[]).await;
+        r.assert_problem(400);
+        assert_eq!(r.body["field"], field, "{}", r.body);
+    }
+    assert_eq!(queues.backlog(&queues.url).await, 0, "nothing was enqueued");
+    assert!(h
+        .items_under(&format!("TENANT#{t}#IMPORT#"))
+        .await
+        .is_empty());
+    // AND an unknown import is 404
+    get_import(&h, &t, "0123456789abcdef")
+        .await
+        .assert_problem(404);
+}
+
+#[test]
+fn the_template_levels_imports_through_a_queue_with_a_dead_letter_queue_and_least_privilege() {
+    let t = integration::template::load();
+    let r = &t["Resources"];
+    // The consumer: on the queue, reporting batch item failures, with bounded concurrency
+    let consumer = &r["ImportConsumerFunction"]["Properties"];
+    let source = &consumer["Events"]["Queue"];
+    assert_eq!(source["Type"].as_str(), Some("SQS"));
+    let props = &source["Properties"];
+    assert_eq!(
+        serde_yaml::to_string(&props["FunctionResponseTypes"])
+            .unwrap()
+            .trim(),
+        "- ReportBatchItemFailures"
+    );
+    assert!(!props["ScalingConfig"]["MaximumConcurrency"].is_null());
+    // The queue sends to the dead-letter queue after as many receives as the consumer counts
+    let redrive = &r["ImportQueue"]["Properties"]["RedrivePolicy"];
+    let max_receives = redrive["maxReceiveCount"].as_u64().unwrap();
+    assert_eq!(
+        consumer["Environment"]["Variables"]["IMPORT_MAX_RECEIVES"].as_str(),
+        Some(max_receives.to_string().as_str())
+    );
+    assert_eq!(
+        serde_yaml::to_string(&redrive["deadLetterTargetArn"])
+            .unwrap()
+            .trim(),
+        "!GetAtt ImportDeadLetterQueue.Arn"
+    );
+    // Least privilege: the producer may only send, the consumer only receive and delete (plus the
+    // attribute read the event source mapping needs); no other role reaches SQS
+    let sqs_actions = |role: &str| -> Vec<String> {
+        let text = serde_yaml::to_string(&r[role]["Properties"]["Policies"]).unwrap();
+        let mut actions: Vec<String> = text
+            .split_whitespace()
+            .filter(|w| w.starts_with("sqs:"))
+            .map(str::to_owned)
+            .collect();
+        actions.sort();
+        actions
+    };
+    assert_eq!(sqs_actions("ImportProducerRole"), ["sqs:SendMessage"]);
+    assert_eq!(
+        sqs_actions("ImportConsumerRole"),
+        [
+            "sqs:DeleteMessage",
+            "sqs:GetQueueAttributes",
+            "sqs:ReceiveMessage"
+        ]
+    );
+    assert!(sqs_actions("FunctionExecutionRole").is_empty());
+    assert!(sqs_actions("TenantAccessRole").is_empty());
+    // The consumer serves every tenant from one pool: an event source mapping passes no tenant id
+    assert!(!consumer["TenancyConfig"].is_null());
+}
+
+#[test]
+fn the_consumer_event_is_an_sqs_batch_signed_for_acme() {
+    let raw = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../events/import-consumer.json"),
+    )
+    .unwrap();
+    let event: aws_lambda_events::event::sqs::SqsEvent = serde_json::from_str(&raw).unwrap();
+    assert_eq!(event.records.len(), 1);
+    let message = &event.records[0];
+    assert_eq!(
+        message.message_attributes[imports::TENANT_ATTRIBUTE]
+            .string_value
+            .as_deref(),
+        Some("acme")
+    );
+    let body: imports::ImportMessage =
+        serde_json::from_str(message.body.as_deref().unwrap()).unwrap();
+    assert_eq!(body.items[0].index, 0);
+}
