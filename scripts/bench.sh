@@ -5,8 +5,8 @@
 # Figure 7's bootstrap sizes come from `cargo lambda build --release --arm64` of every function, which
 # this script runs first (about 25 minutes from a clean clone on 2 cores; seconds when fresh).
 #   BENCH_ITERATIONS=300 ./scripts/bench.sh
-#   BENCH_ONLY=cache ./scripts/bench.sh      # figure 8 (read caching) alone
-#   BENCH_ONLY=queue ./scripts/bench.sh      # figure 9 (the import queue) alone
+#   BENCH_ONLY=cache ./scripts/bench.sh      # figure 10 (read caching) alone
+#   BENCH_ONLY=queue ./scripts/bench.sh      # figure 11 (the import queue) alone
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/tools.sh"
 source "$ROOT/scripts/stack.sh"
@@ -18,10 +18,10 @@ log "building release binaries (bench, get-product, query-tenant-products, impor
 cargo build --release -p bench -p products -p imports --bin bench --bin get-product --bin query-tenant-products --bin import-consumer
 trap stop_stack EXIT
 start_stack
-# Figure 8 compares read caches; Redis (Debian's redis-server, the local stand-in for ElastiCache/
+# Figure 10 compares read caches; Redis (Debian's redis-server, the local stand-in for ElastiCache/
 # Valkey) runs on a free port, without persistence, for the run.
 if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
-  command -v apt-get >/dev/null || die "figure 8 needs redis-server, and this machine has no apt-get"
+  command -v apt-get >/dev/null || die "figure 10 needs redis-server, and this machine has no apt-get"
   log "installing redis-server (apt-get)"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo -n"; fi
   $SUDO apt-get update -qq >/dev/null || die "apt-get update failed"

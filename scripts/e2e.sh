@@ -29,7 +29,7 @@ check_expectations_cover_binaries
 failed=0
 for line in "${EXPECTED[@]}"; do
   read -r bin want <<<"$line"
-  out=$(cargo lambda invoke "$bin" -P "$port" --data-file "$(event_file "$bin" "$STACK_LOGS")" 2>&1) || true
+  out=$(cargo lambda invoke "$bin" -P "$port" --data-file "$(event_file "$bin" "$STACK_LOGS" "$table")" 2>&1) || true
   expect_status "e2e $bin" "$want" "$out" || failed=$((failed + 1))
 done
 passed=$(( ${#EXPECTED[@]} - failed ))

@@ -82,11 +82,12 @@ else:
     print("no-response")' "$1"
 }
 
-# The event file to send <bin>: its events/<bin>.json, except the consumer's, which is signed
-# first with this run's CURSOR_SIGNING_KEY into $2 (a directory).
-event_file() { # bin dir
+# The event file to send <bin>: its events/<bin>.json, except the consumer's, which is first made
+# what POST /imports would send now for table $3 (issued now, for acme's current record, signed with
+# this run's CURSOR_SIGNING_KEY) into $2 (a directory).
+event_file() { # bin dir table
   if [ "$1" = import-consumer ]; then
-    "$TOOLS/venv/bin/python" "$ROOT/scripts/import_queue.py" sign-event events/import-consumer.json "$2/import-consumer.json"
+    "$TOOLS/venv/bin/python" "$ROOT/scripts/import_queue.py" sign-event events/import-consumer.json "$2/import-consumer.json" "$3"
     echo "$2/import-consumer.json"
   else
     echo "events/$1.json"

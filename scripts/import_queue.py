@@ -11,9 +11,12 @@
                                           deletes those not named in its batchItemFailures; after a
                                           failed invocation it deletes none. Runs until stopped, or
                                           with --until-empty until the queue is empty.
-  import_queue.py sign-event IN OUT      writes IN (an SQS event of import messages) to OUT with each
-                                          message signed by this run's CURSOR_SIGNING_KEY, as
-                                          POST /imports signs them (functions/imports/src/lib.rs)
+  import_queue.py sign-event IN OUT TABLE
+                                          writes IN (an SQS event of import messages) to OUT as
+                                          POST /imports would send it now: issuedAt now, tenantSince
+                                          the tenant record's createdAt in TABLE, and each message
+                                          signed with this run's CURSOR_SIGNING_KEY
+                                          (functions/imports/src/lib.rs)
 
 Needs boto3 (the stack's venv has it, with moto) and AWS_ENDPOINT_URL_SQS.
 """
@@ -23,6 +26,7 @@ import hmac
 import json
 import os
 import sys
+import time
 import urllib.request
 
 SIGNING_DOMAIN = "pooltable-import-message-v1"
@@ -92,11 +96,22 @@ def sign(key, tenant, body):
     return base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
 
 
-def sign_event(source, target):
+def sign_event(source, target, table):
+    import boto3
+
     key = os.environ["CURSOR_SIGNING_KEY"]
+    dynamodb = boto3.client("dynamodb", endpoint_url=os.environ["AWS_ENDPOINT_URL_DYNAMODB"],
+                            region_name=os.environ.get("AWS_REGION", "us-east-1"))
     ev = json.load(open(source))
     for record in ev["Records"]:
         tenant = record["messageAttributes"]["tenant"]["stringValue"]
+        pk = f"TENANT#{tenant}#TENANT"
+        item = dynamodb.get_item(TableName=table, Key={"PK": {"S": pk}, "SK": {"S": pk}}).get("Item", {})
+        body = json.loads(record["body"])
+        body["issuedAt"] = int(time.time() * 1000)
+        body["tenantSince"] = item.get("createdAt", {}).get("S", "")
+        record["body"] = json.dumps(body, separators=(",", ":"))
+        record["md5OfBody"] = hashlib.md5(record["body"].encode()).hexdigest()
         record["messageAttributes"]["signature"]["stringValue"] = sign(key, tenant, record["body"])
     json.dump(ev, open(target, "w"))
 
@@ -107,7 +122,7 @@ if __name__ == "__main__":
         create(args[1])
     elif args[:1] == ["poll"] and len(args) in (3, 4):
         poll(args[1], args[2], args[3:] == ["--until-empty"])
-    elif args[:1] == ["sign-event"] and len(args) == 3:
-        sign_event(args[1], args[2])
+    elif args[:1] == ["sign-event"] and len(args) == 4:
+        sign_event(args[1], args[2], args[3])
     else:
         sys.exit(__doc__)

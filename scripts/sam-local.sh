@@ -314,7 +314,7 @@ invoke_all() {
     read -r bin want <<<"$line"
     logical=$(awk -v b="$bin" '$1 == b { print $2 }' "$FUNCTIONS")
     [ -n "$logical" ] || die "template.yaml has no function for $bin"
-    out=$("$SAM" local invoke "$logical" -e "$(event_file "$bin" "$WORK")" --template "$TEMPLATE" "${SAM_ARGS[@]}" 2>>"$log_file") || true
+    out=$("$SAM" local invoke "$logical" -e "$(event_file "$bin" "$WORK" "$table")" --template "$TEMPLATE" "${SAM_ARGS[@]}" 2>>"$log_file") || true
     expect_status "sam local invoke $logical" "$want" "$out" "log: $log_file" || failed=$((failed + 1))
   done
   echo "sam local invoke: $(( ${#EXPECTED[@]} - failed )) passed, $failed failed"

@@ -1,4 +1,4 @@
-//! Figure 8 (issue #16, part 3): read caching under a Zipf load, decided by measurement. The same
+//! Figure 10 (issue #16, part 3): read caching under a Zipf load, decided by measurement. The same
 //! sequence of product reads is served three ways, through the latency model:
 //! - no cache: one GetItem per read;
 //! - an LRU in each container, entries trusted for [`STALENESS`] (so a write elsewhere shows within
@@ -152,7 +152,7 @@ pub async fn cache_figures(
     let key_of = |id: &str| products::product_key(&t, &EntityId::parse(id).expect("an id"), shards);
     let label = |what: &str| {
         format!(
-            "8. Zipf reads (s={ZIPF_EXPONENT}, {rate:.0}/s, {CONTAINERS} containers): {what} [latency model]"
+            "10. Zipf reads (s={ZIPF_EXPONENT}, {rate:.0}/s, {CONTAINERS} containers): {what} [latency model]"
         )
     };
     let summary = |served: &[Served]| {
@@ -278,7 +278,7 @@ pub async fn cache_figures(
         .get(format!("TENANT#{other}#PRODUCT#0|x"))
         .await;
     report.fact(
-        "8. Redis ACL: another tenant's key",
+        "10. Redis ACL: another tenant's key",
         json!(match &refused {
             Err(e) if e.to_string().contains("NOPERM") => "refused (NOPERM)".to_owned(),
             other => format!("NOT refused: {other:?}"),

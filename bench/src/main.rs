@@ -335,7 +335,7 @@ async fn main() {
         json!(format!("{one_way_ms} ms")),
         "figures marked [latency model] run through it; BENCH_PROXY_DELAY_MS",
     );
-    // BENCH_ONLY=cache or =queue runs figure 8 or 9 alone (neither needs another's fixture).
+    // BENCH_ONLY=cache or =queue runs figure 10 or 11 alone (neither needs another's fixture).
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     if only.is_empty() {
         all_but_cache(&h, &sdk, &plain, &through_proxy, iterations, &mut report).await;
@@ -349,7 +349,7 @@ async fn main() {
     write_outputs(&report);
 }
 
-/// Figure 9: a burst of writes by one tenant, straight and through the import queue, against
+/// Figure 11: a burst of writes by one tenant, straight and through the import queue, against
 /// another tenant's steady reads.
 async fn queue_figure(h: &Harness, target: &Target, report: &mut Report) {
     let (quiet, bulk) = (unique("quiet"), unique("bulk"));
@@ -369,7 +369,7 @@ async fn queue_figure(h: &Harness, target: &Target, report: &mut Report) {
     .await;
 }
 
-/// Figure 8: a tenant of [`cache::PRODUCTS`] products on 4 shards, read with a Zipf popularity.
+/// Figure 10: a tenant of [`cache::PRODUCTS`] products on 4 shards, read with a Zipf popularity.
 async fn cache_figure(h: &Harness, target: &Target, report: &mut Report) {
     let tenant = unique("cache");
     onboard(h, &tenant, 4).await;

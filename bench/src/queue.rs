@@ -1,4 +1,4 @@
-//! Figure 9 (issue #16): levelling the inflow through the import queue. A tenant writes 5,000
+//! Figure 11 (issue #16, parts 1-2): levelling the inflow through the import queue. A tenant writes 5,000
 //! products in a burst, once straight to the table (`PUT /products/{id}`, as fast as a client with
 //! [`DIRECT_CONCURRENCY`] requests in flight can) and once through `POST /imports` and the import
 //! queue, drained by the release consumer binary at the template's defaults (`MaximumConcurrency`
@@ -61,7 +61,7 @@ fn products_body(prefix: &str, from: usize, n: usize) -> serde_json::Value {
     json!({"kind": "products", "items": items})
 }
 
-/// Figure 9. `quiet` holds products `p-00000…` on 4 shards; `bulk` is a 16-shard tenant.
+/// Figure 11. `quiet` holds products `p-00000…` on 4 shards; `bulk` is a 16-shard tenant.
 #[allow(clippy::too_many_arguments)]
 pub async fn queue_figures(
     h: &Harness,
@@ -83,7 +83,7 @@ pub async fn queue_figures(
     )
     .await;
     report.add(
-        "9. other tenant's GetItem, no burst [latency model]",
+        "11. other tenant's GetItem, no burst [latency model]",
         &stat(quiet_ms),
         format!("{READ_RATE} reads/s, open-loop"),
     );
@@ -121,7 +121,7 @@ pub async fn queue_figures(
     );
     let direct_s = started.elapsed().as_secs_f64();
     report.add(
-        "9. other tenant's GetItem, 5,000 direct writes [latency model]",
+        "11. other tenant's GetItem, 5,000 direct writes [latency model]",
         &stat(reads),
         format!(
             "the burst: {DIRECT_CONCURRENCY} PUTs in flight, {:.1} s, {:.0} writes/s",
@@ -173,14 +173,14 @@ pub async fn queue_figures(
     let drain_s = started.elapsed().as_secs_f64();
     let rate = WRITES as f64 / drain_s;
     report.add(
-        "9. other tenant's GetItem, 5,000 writes via the queue [latency model]",
+        "11. other tenant's GetItem, 5,000 writes via the queue [latency model]",
         &stat(reads),
         format!(
             "enqueued in {enqueued_s:.1} s; drained in {drain_s:.1} s by {CONSUMERS} consumers × {WRITES_IN_FLIGHT} writes in flight"
         ),
     );
     report.fact(
-        "9. import consumer: sustained write rate [latency model]",
+        "11. import consumer: sustained write rate [latency model]",
         json!(format!("{rate:.0} items/s")),
         &format!(
             "MaximumConcurrency {CONSUMERS}, IMPORT_WRITES_IN_FLIGHT {WRITES_IN_FLIGHT}: one transaction per item"

@@ -267,6 +267,16 @@ async fn a_message_written_straight_to_the_queue_for_another_tenant_is_refused_a
     send_raw(&queues, &body, &victim, Some(&forged)).await;
     let edited = body.replace("\"n\":0", "\"n\":666");
     send_raw(&queues, &edited, &mallory, Some(&mallorys_signature)).await;
+    // AND validly signed messages that must not be written either: one older than its markers (a
+    // replay), and one sent for an earlier tenant of the same id (offboarded, then onboarded again)
+    let mut replay: Value = serde_json::from_str(&body).unwrap();
+    replay["issuedAt"] = json!(integration::real_now_millis() - 15 * 24 * 3600 * 1000);
+    let replay = replay.to_string();
+    send_raw(&queues, &replay, &mallory, Some(&signed(&mallory, &replay))).await;
+    let mut former: Value = serde_json::from_str(&body).unwrap();
+    former["tenantSince"] = json!("2020-01-01T00:00:00Z");
+    let former = former.to_string();
+    send_raw(&queues, &former, &mallory, Some(&signed(&mallory, &former))).await;
     drain(&queues, &[&consumer], 10).await;
 
     // THEN nothing was written for the victim, and mallory's product is as mallory sent it
@@ -284,6 +294,12 @@ async fn a_message_written_straight_to_the_queue_for_another_tenant_is_refused_a
     // AND each forgery was dropped with an alarm, not retried into the dead-letter queue
     let log = consumer.logged();
     assert_eq!(log.matches("forged_import_message").count(), 4, "{log}");
+    assert_eq!(log.matches("expired_import_message").count(), 1, "{log}");
+    assert_eq!(
+        log.matches("import_for_a_former_tenant").count(),
+        1,
+        "{log}"
+    );
     assert!(queues.dead_letters().await.is_empty());
     let id = posted.body["importId"].as_str().unwrap();
     assert_eq!(get_import(&h, &mallory, id).await.body["written"], 1);
@@ -362,16 +378,16 @@ async fn a_bad_item_is_refused_by_its_index_and_nothing_is_enqueued() {
     let cases = [
         (body, "items[3].document"),
         (
-            json!({"kind": "products", "items": [{"productId": "a", "document": {}}, {"productId": "a", "document": {}}]}),
-            "items[1].productId",
-        ),
-        (
             json!({"kind": "products", "items": [{"productId": "no#pe", "document": {}}]}),
             "items[0]",
         ),
         (
             json!({"kind": "products", "items": [{"productId": "a", "document": {}, "extra": 1}]}),
             "items[0]",
+        ),
+        (
+            json!({"kind": "products", "items": [{"productId": "a", "document": {"s": "\u{FFFF}"}}]}),
+            "items[0].document",
         ),
         (json!({"kind": "products", "items": []}), "items"),
         (products("many", 1001), "items"),
@@ -391,6 +407,117 @@ async fn a_bad_item_is_refused_by_its_index_and_nothing_is_enqueued() {
     get_import(&h, &t, "0123456789abcdef")
         .await
         .assert_problem(404);
+}
+
+#[tokio::test]
+async fn a_product_written_after_the_import_was_accepted_is_not_replaced_by_it() {
+    // GIVEN an import of two products, still on the queue
+    let h = Harness::new().await;
+    let t = unique("late");
+    onboard(&h, &t, 4).await;
+    let queues = ImportQueues::create(3, 1).await;
+    let consumer = Consumer::start(&h.table, 3).await;
+    let posted = post_import(&h, &queues, &t, products("x", 2), &[]).await;
+    assert_eq!(posted.status, 202, "{}", posted.body);
+    // WHEN the tenant writes one of them (a PUT after the import was accepted), then the queue drains
+    h.clock.advance_seconds(1);
+    let put = call(
+        &h.app,
+        "put-product",
+        &params(&[("productId", "x-00001")]),
+        &[],
+        Some(json!({"by": "put"})),
+        &Auth::Tenant(t.clone()),
+    )
+    .await;
+    assert_eq!(put.status, 201, "{}", put.body);
+    drain(&queues, &[&consumer], 10).await;
+    // THEN the PUT's document stands, the other product is imported, and the counts say so
+    let items = product_items(&h, &t).await;
+    let doc = |id: &str| {
+        let item = items.iter().find(|i| s(i, "productId") == id).unwrap();
+        item["document"].as_m().unwrap().clone()
+    };
+    assert_eq!(doc("x-00001")["by"].as_s().unwrap(), "put");
+    assert!(!doc("x-00001").contains_key("n"));
+    assert_eq!(doc("x-00000")["n"].as_n().unwrap(), "0");
+    let id = posted.body["importId"].as_str().unwrap();
+    let progress = get_import(&h, &t, id).await;
+    assert_eq!(progress.body["written"], 1, "{}", progress.body);
+    assert_eq!(progress.body["superseded"], 1, "{}", progress.body);
+    assert_eq!(progress.body["status"], "complete");
+}
+
+#[tokio::test]
+async fn an_idempotency_key_names_one_import_even_after_a_failure_part_way() {
+    let h = Harness::new().await;
+    let t = unique("keyed");
+    onboard(&h, &t, 4).await;
+    let queues = ImportQueues::create(3, 1).await;
+    let consumer = Consumer::start(&h.table, 3).await;
+    let key = [("Idempotency-Key", "import-once")];
+    // GIVEN a keyed import whose queue is unreachable: 503, and its record says it is enqueuing
+    let broken = ImportQueues {
+        url: format!("{}-missing", queues.url),
+        ..ImportQueues::create(3, 1).await
+    };
+    let failed = post_import(&h, &broken, &t, products("k", 30), &key).await;
+    failed.assert_problem(503);
+    let id = {
+        let records = h.items_under(&format!("TENANT#{t}#IMPORT#")).await;
+        assert_eq!(
+            records.len(),
+            1,
+            "the record is claimed before anything is sent"
+        );
+        s(&records[0], "importId")
+    };
+    assert_eq!(get_import(&h, &t, &id).await.body["status"], "enqueuing");
+    // WHEN the same key comes with another body: 422, and nothing is sent
+    let other = post_import(&h, &queues, &t, products("other", 3), &key).await;
+    other.assert_problem(422);
+    assert_eq!(queues.backlog(&queues.url).await, 0);
+    // WHEN the same request is retried: 202 with the same import, and sent again in full
+    let retried = post_import(&h, &queues, &t, products("k", 30), &key).await;
+    assert_eq!(retried.status, 202, "{}", retried.body);
+    assert_eq!(retried.body["importId"], id.as_str());
+    let replayed = post_import(&h, &queues, &t, products("k", 30), &key).await;
+    assert_eq!(replayed.status, 202);
+    drain(&queues, &[&consumer], 10).await;
+    // THEN each item is written once
+    let progress = get_import(&h, &t, &id).await;
+    assert_eq!(progress.body["written"], 30, "{}", progress.body);
+    assert_eq!(progress.body["status"], "complete");
+    assert_eq!(product_items(&h, &t).await.len(), 30);
+}
+
+#[tokio::test]
+async fn a_product_given_twice_keeps_its_last_item() {
+    // GIVEN an import naming product `a` twice, and `b` once
+    let h = Harness::new().await;
+    let t = unique("twice");
+    onboard(&h, &t, 4).await;
+    let queues = ImportQueues::create(3, 1).await;
+    let consumer = Consumer::start(&h.table, 3).await;
+    let body = json!({"kind": "products", "items": [
+        {"productId": "a", "document": {"v": 1}},
+        {"productId": "b", "document": {"v": 1}},
+        {"productId": "a", "document": {"v": 2}},
+    ]});
+    // WHEN it is posted and the queue drained
+    let posted = post_import(&h, &queues, &t, body, &[]).await;
+    assert_eq!(posted.status, 202, "{}", posted.body);
+    drain(&queues, &[&consumer], 10).await;
+    // THEN two products are accepted and written, `a` with its last document
+    assert_eq!(posted.body["accepted"], 2);
+    let id = posted.body["importId"].as_str().unwrap();
+    let progress = get_import(&h, &t, id).await;
+    assert_eq!(progress.body["written"], 2, "{}", progress.body);
+    assert_eq!(progress.body["status"], "complete");
+    let items = product_items(&h, &t).await;
+    let a = items.iter().find(|i| s(i, "productId") == "a").unwrap();
+    assert_eq!(a["document"].as_m().unwrap()["v"].as_n().unwrap(), "2");
+    assert_eq!(items.len(), 2);
 }
 
 #[test]

@@ -226,7 +226,23 @@ async fn every_cancellation_reason_gets_its_documented_answer_on_every_transacti
                 let sent = h.requests.by_operation().get("TransactWriteItems").copied();
                 assert_eq!(sent, Some(sends), "{what}");
             }
-            assert_eq!(table(&h).await, before, "{what}: the table changed");
+            let mut after = table(&h).await;
+            if case.bin == "create-import" {
+                // Its transaction is its last step: the import's record was claimed before its
+                // items were sent, and stays claimed (`enqueuing`) for the retry that finishes it.
+                let claims: Vec<String> = after
+                    .iter()
+                    .filter(|i| i.contains("#IMPORT#") && !before.contains(i))
+                    .cloned()
+                    .collect();
+                assert_eq!(claims.len(), 1, "{what}: {claims:?}");
+                assert!(
+                    claims[0].contains(r#""state": S("enqueuing")"#),
+                    "{what}: {claims:?}"
+                );
+                after.retain(|i| !claims.contains(i));
+            }
+            assert_eq!(after, before, "{what}: the table changed");
         }
     }
 }

@@ -1,9 +1,9 @@
 //! createImport: `POST /imports` `{kind, items}` → 202 `{importId, kind, accepted, status}`.
 //!
 //! Every item is checked before anything is sent: a bad one answers 400 naming its index
-//! (`items[3].document`), and nothing is enqueued. Then the items go to the import queue in signed
-//! messages of up to 25 items (`ITEMS_PER_MESSAGE`), sent in batches of up to 10, and last the
-//! import's record is written (with the `Idempotency-Key`'s record, when one was sent). An answer of
+//! (`items[3].document`), and nothing is enqueued. A product given twice keeps its last item. Then
+//! the items go to the import queue in signed messages of up to 25 items (`ITEMS_PER_MESSAGE`), sent
+//! in batches of up to 10, and last the import's record is written (with the `Idempotency-Key`'s record, when one was sent). An answer of
 //! 202 therefore means every item is on the queue.
 //!
 //! With an `Idempotency-Key`, the import id is derived from the key, so a client that retries after
@@ -24,8 +24,9 @@ use shared::identity::clock::rfc3339;
 use shared::identity::ids::{EntityId, TenantId};
 use shared::service::http::{json_body_up_to, json_response};
 use shared::service::idempotent::{self, Recorder};
-use shared::store::imports::record_item;
+use shared::store::imports::{claim, enqueued, Claim, NewImport};
 use shared::store::scoped::TenantDb;
+use shared::store::transact::{transact, TransactError};
 use shared::{ApiError, App};
 
 use crate::{
@@ -60,8 +61,10 @@ pub struct ImportView {
     pub kind: String,
     pub accepted: u32,
     pub written: u32,
+    pub superseded: u32,
     pub failed: u32,
-    /// `running` until every accepted item is written or failed, then `complete`.
+    /// `enqueuing` until every item is on the queue, then `running` until every item is written,
+    /// superseded or failed, then `complete`.
     pub status: &'static str,
     pub created_at: String,
 }
@@ -73,7 +76,8 @@ pub async fn handle(
 ) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
     let input: CreateImportInput = json_body_up_to(&req, MAX_BODY_BYTES)?;
-    let items = checked_items(&input)?;
+    let kind = input.kind;
+    let items = checked_items(input)?;
     let db = app.db(&caller.tenant).await?;
     let t = &caller.tenant;
     let import = match idempotent::key_of(&req)? {
@@ -82,14 +86,15 @@ pub async fn handle(
     };
     let now = app.clock.now_seconds();
     idempotent::run(&req, &db, t, ROUTE, now, |recorder| {
-        create(app, queue, &db, t, (import, input.kind, items), recorder)
+        create(app, queue, &db, t, (import, kind, items), recorder)
     })
     .await
 }
 
-/// Every item, checked: 1 to [`MAX_ITEMS`] of them, each well-formed, with no product id twice (the
-/// queue does not keep order, so the later of two would not reliably win).
-fn checked_items(input: &CreateImportInput) -> Result<Vec<ProductItem>, ApiError> {
+/// Every item, checked (1 to [`MAX_ITEMS`] of them, each well-formed), with its index in the request.
+/// A product id given more than once keeps its last item, as if the items were written in order:
+/// the queue keeps no order, so sending both would let either win.
+fn checked_items(input: CreateImportInput) -> Result<Vec<(u32, ProductItem)>, ApiError> {
     if input.items.is_empty() || input.items.len() > MAX_ITEMS {
         return Err(ApiError::bad_request(
             "items",
@@ -99,24 +104,19 @@ fn checked_items(input: &CreateImportInput) -> Result<Vec<ProductItem>, ApiError
             ),
         ));
     }
-    let mut seen: HashMap<EntityId, usize> = HashMap::new();
+    let mut last: HashMap<EntityId, usize> = HashMap::new();
     let mut items = Vec::with_capacity(input.items.len());
-    for (index, raw) in input.items.iter().enumerate() {
+    for (index, raw) in input.items.into_iter().enumerate() {
         let path = format!("items[{index}]");
-        let item: ProductItem = serde_json::from_value(raw.clone())
+        let item: ProductItem = serde_json::from_value(raw)
             .map_err(|e| ApiError::bad_request(&path, format!("Invalid item: {e}")))?;
-        products::check_product(&item.document, &format!("{path}.document"))?;
-        if let Some(first) = seen.insert(item.product_id.clone(), index) {
-            return Err(ApiError::bad_request(
-                &format!("{path}.productId"),
-                format!(
-                    "Product {} is also items[{first}]; an import names each product once.",
-                    item.product_id
-                ),
-            ));
-        }
-        items.push(item);
+        let document_path = format!("{path}.document");
+        products::check_product(&item.document, &document_path)?;
+        crate::check_sendable(&item.document, &document_path)?;
+        last.insert(item.product_id.clone(), index);
+        items.push((index as u32, item));
     }
+    items.retain(|(index, item)| last.get(&item.product_id) == Some(&(*index as usize)));
     Ok(items)
 }
 
@@ -132,46 +132,95 @@ fn hex_id(hex: &str) -> Result<EntityId, ApiError> {
     EntityId::parse(hex).map_err(|_| ApiError::Internal("hex digits are an entity id".into()))
 }
 
+/// A digest of what an import writes (its kind and items, with their indexes): the same request
+/// has the same one, whatever the key.
+fn fingerprint(kind: ImportKind, items: &[(u32, ProductItem)]) -> Result<String, ApiError> {
+    let canonical = serde_json::to_vec(&(kind, items))
+        .map_err(|e| ApiError::Internal(format!("serialize items: {e}")))?;
+    Ok(Sha256::digest(&canonical)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// Claims the import's record, sends its items, then marks it enqueued (in one transaction with the
+/// key's answer, when a key was sent).
 async fn create(
     app: &App,
     queue: &ImportQueue,
     db: &TenantDb,
     t: &TenantId,
-    (import, kind, items): (EntityId, ImportKind, Vec<ProductItem>),
+    (import, kind, items): (EntityId, ImportKind, Vec<(u32, ProductItem)>),
     recorder: Option<Recorder<'_>>,
 ) -> Result<Response<Body>, ApiError> {
     let accepted = items.len() as u32;
-    enqueue(app, queue, t, &import, kind, items).await?;
-    let now_ms = app.clock.now_millis();
+    let fingerprint = fingerprint(kind, &items)?;
+    let tenant_since = app
+        .directory
+        .record(t)
+        .await?
+        .map(|r| r.created_at.clone())
+        .unwrap_or_default();
+    let new = NewImport {
+        kind: kind.as_str(),
+        accepted,
+        fingerprint: &fingerprint,
+        created_at_ms: app.clock.now_millis(),
+    };
+    let issued_at = match claim(db, t, &import, &new).await? {
+        Claim::New => new.created_at_ms,
+        // A retry of a request that failed part-way (or whose key's record has expired): its items
+        // are sent again, as of the first attempt, and their markers keep each one written once.
+        Claim::Same { created_at_ms } => created_at_ms,
+        Claim::Other => {
+            return Err(ApiError::Unprocessable(
+                "This Idempotency-Key named another import in the last 14 days.".into(),
+            ))
+        }
+    };
+    let sent = Outgoing {
+        import: &import,
+        kind,
+        issued_at,
+        tenant_since: &tenant_since,
+    };
+    enqueue(app, queue, t, &sent, items).await?;
     let view = ImportView {
         import_id: import.to_string(),
         kind: kind.as_str().to_owned(),
         accepted,
         written: 0,
+        superseded: 0,
         failed: 0,
         status: "running",
-        created_at: rfc3339(now_ms),
+        created_at: rfc3339(issued_at),
     };
-    let record = record_item(
-        t,
-        &import,
-        kind.as_str(),
-        accepted,
-        &view.created_at,
-        now_ms / 1000,
-    );
-    if !idempotent::put_new(db, record, recorder.as_ref(), StatusCode::ACCEPTED, &view).await? {
-        // Only when the same key was used more than a day ago (its record is gone, the import's not).
-        return Err(ApiError::Conflict(
-            "This Idempotency-Key started another import in the last 14 days; use a new key."
-                .into(),
-        ));
+    let mut request =
+        db.client
+            .transact_write_items()
+            .transact_items(enqueued(db, t, &import, &fingerprint)?);
+    if let Some(recorder) = &recorder {
+        request = request.transact_items(recorder.record(StatusCode::ACCEPTED, &view)?);
     }
+    transact(request).await.map_err(|e| match e {
+        TransactError::ConditionFailed { index: 0, .. } => {
+            ApiError::Conflict("The import changed while it was sent; retry.".into())
+        }
+        other => other.into(),
+    })?;
     let mut response = json_response(StatusCode::ACCEPTED, &view);
     if let Ok(location) = format!("/imports/{import}").parse() {
         response.headers_mut().insert(header::LOCATION, location);
     }
     Ok(response)
+}
+
+/// What every message of one import carries besides its items.
+struct Outgoing<'a> {
+    import: &'a EntityId,
+    kind: ImportKind,
+    issued_at: u64,
+    tenant_since: &'a str,
 }
 
 /// Sends the items in signed messages of up to [`ITEMS_PER_MESSAGE`] items and [`MESSAGE_BYTES`].
@@ -181,16 +230,15 @@ async fn enqueue(
     app: &App,
     queue: &ImportQueue,
     t: &TenantId,
-    import: &EntityId,
-    kind: ImportKind,
-    items: Vec<ProductItem>,
+    sent: &Outgoing<'_>,
+    items: Vec<(u32, ProductItem)>,
 ) -> Result<(), ApiError> {
     let keys = &app.settings.cursor_keys;
     let mut messages: Vec<(Vec<MessageItem>, usize)> = Vec::new();
-    for (index, item) in items.into_iter().enumerate() {
+    for (index, item) in items {
         let size = serde_json::to_vec(&item.document).map_or(0, |b| b.len()) + 200;
         let item = MessageItem {
-            index: index as u32,
+            index,
             product_id: item.product_id,
             document: item.document,
         };
@@ -208,8 +256,10 @@ async fn enqueue(
     let mut batch_bytes = 0;
     for (n, (items, _)) in messages.into_iter().enumerate() {
         let message = ImportMessage {
-            import_id: import.clone(),
-            kind,
+            import_id: sent.import.clone(),
+            kind: sent.kind,
+            issued_at: sent.issued_at,
+            tenant_since: sent.tenant_since.to_owned(),
             items,
         };
         let body = serde_json::to_string(&message)

@@ -17,14 +17,21 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let Some(p) = progress(&db, &caller.tenant, &import).await? else {
         return Err(ApiError::NotFound("No such import.".into()));
     };
-    let done = p.written + p.failed >= p.accepted;
+    let status = if !p.enqueued {
+        "enqueuing"
+    } else if p.written + p.superseded + p.failed >= p.accepted {
+        "complete"
+    } else {
+        "running"
+    };
     let view = ImportView {
         import_id: import.to_string(),
         kind: p.kind,
         accepted: p.accepted,
         written: p.written,
+        superseded: p.superseded,
         failed: p.failed,
-        status: if done { "complete" } else { "running" },
+        status,
         created_at: p.created_at,
     };
     Ok(json_response(StatusCode::OK, &view))

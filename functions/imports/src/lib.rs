@@ -70,7 +70,43 @@ pub struct MessageItem {
 pub struct ImportMessage {
     pub import_id: EntityId,
     pub kind: ImportKind,
+    /// When the import was accepted (epoch ms): the items are writes of that moment, so they never
+    /// replace a product written later, and a message older than the import's markers is refused.
+    pub issued_at: u64,
+    /// The tenant record's `createdAt` when the import was accepted: a tenant offboarded and
+    /// onboarded again under the same id has another, and gets none of its predecessor's items.
+    pub tenant_since: String,
     pub items: Vec<MessageItem>,
+}
+
+/// Checks that every string of `value` (keys included) holds only characters SQS takes in a
+/// message (`#x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF`), `path` naming it in
+/// a 400: JSON allows control characters and U+FFFE/U+FFFF in strings, and SQS refuses them.
+pub fn check_sendable(value: &serde_json::Value, path: &str) -> Result<(), shared::ApiError> {
+    use serde_json::Value;
+    let sendable = |text: &str| {
+        text.chars().all(|c| {
+            matches!(c, '\u{9}' | '\u{A}' | '\u{D}' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
+        })
+    };
+    let refused = || {
+        shared::ApiError::bad_request(
+            path,
+            "holds a control character, U+FFFE or U+FFFF, which a queue message cannot carry",
+        )
+    };
+    match value {
+        Value::String(text) if !sendable(text) => Err(refused()),
+        Value::Object(map) => map.iter().try_for_each(|(k, v)| {
+            if sendable(k) {
+                check_sendable(v, path)
+            } else {
+                Err(refused())
+            }
+        }),
+        Value::Array(items) => items.iter().try_for_each(|v| check_sendable(v, path)),
+        _ => Ok(()),
+    }
 }
 
 /// The signature of a message for `tenant` with `body`.
@@ -134,10 +170,31 @@ mod tests {
     }
 
     #[test]
+    fn only_what_sqs_takes_is_sendable() {
+        assert!(check_sendable(&serde_json::json!({"a": "tab\tnew\nline ü 😀"}), "d").is_ok());
+        for bad in ["\u{1}", "\u{FFFE}", "\u{FFFF}", "\u{1F}"] {
+            assert!(
+                check_sendable(&serde_json::json!({"a": bad}), "d").is_err(),
+                "{bad:?}"
+            );
+            assert!(
+                check_sendable(&serde_json::json!({ bad: 1 }), "d").is_err(),
+                "{bad:?}"
+            );
+            assert!(
+                check_sendable(&serde_json::json!([[bad]]), "d").is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
     fn golden_message_body() {
         let message = ImportMessage {
             import_id: EntityId::parse("imp-1").unwrap(),
             kind: ImportKind::Products,
+            issued_at: 1_795_154_400_000,
+            tenant_since: "2026-11-20T06:00:00Z".into(),
             items: vec![MessageItem {
                 index: 3,
                 product_id: EntityId::parse("p-1").unwrap(),
@@ -146,7 +203,7 @@ mod tests {
         };
         assert_eq!(
             serde_json::to_string(&message).unwrap(),
-            r#"{"importId":"imp-1","kind":"products","items":[{"index":3,"productId":"p-1","document":{"name":"lamp"}}]}"#
+            r#"{"importId":"imp-1","kind":"products","issuedAt":1795154400000,"tenantSince":"2026-11-20T06:00:00Z","items":[{"index":3,"productId":"p-1","document":{"name":"lamp"}}]}"#
         );
     }
 }

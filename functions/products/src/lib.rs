@@ -14,6 +14,7 @@ pub mod query_tenant_products;
 
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use serde::Serialize;
+use shared::identity::clock::rfc3339;
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{kind, sharded_entity_key, Key};
 use shared::store::layout::{self, Keys, Layout, Put};
@@ -92,17 +93,21 @@ pub fn check_product(document: &serde_json::Value, path: &str) -> Result<(), Api
     check_document(document, path, 0)
 }
 
-/// Writes product `id` of `tenant` under `layout` (see `shared::store::layout`), in one transaction
-/// with `along` when anything comes along. The one way a product is written: `PUT /products/{id}`
-/// and the import consumer both call it.
+/// Writes product `id` of `tenant` under `layout` (see `shared::store::layout`), as of
+/// `written_at` (epoch ms, stored as `updatedAt` and `updatedAtMs`), in one transaction with `along`
+/// when anything comes along. A `late` write (an import's, delivered after the fact) does not replace
+/// a product written after `written_at` ([`Put::Superseded`]). The one way a product is written:
+/// `PUT /products/{id}` and the import consumer both call it.
+#[allow(clippy::too_many_arguments)]
 pub async fn store_product(
     db: &TenantDb,
     layout: Layout,
     tenant: &TenantId,
     id: &EntityId,
     document: &serde_json::Value,
-    updated_at: &str,
+    written_at: u64,
     along: Vec<TransactWriteItem>,
+    late: bool,
 ) -> Result<(Keys, Put), ApiError> {
     let doc_av = serde_dynamo::to_attribute_value(document)
         .map_err(|e| ApiError::Internal(format!("convert document: {e}")))?;
@@ -114,10 +119,15 @@ pub async fn store_product(
         ("document".to_owned(), doc_av),
         (
             "updatedAt".to_owned(),
-            AttributeValue::S(updated_at.to_owned()),
+            AttributeValue::S(rfc3339(written_at)),
+        ),
+        (
+            layout::UPDATED_AT_MS.to_owned(),
+            AttributeValue::N(written_at.to_string()),
         ),
     ]);
-    let put = layout::put_along(db, layout, &keys, fields, along).await?;
+    let put =
+        layout::put_along(db, layout, &keys, fields, along, late.then_some(written_at)).await?;
     Ok((keys, put))
 }
 

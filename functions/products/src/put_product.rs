@@ -17,15 +17,16 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     crate::check_product(&document, "document")?;
     let db = app.db(&caller.tenant).await?;
     let layout = app.directory.layout(&db).await?;
-    let updated_at = rfc3339(app.clock.now_millis());
+    let now_ms = app.clock.now_millis();
     let (keys, put) = store_product(
         &db,
         layout,
         &caller.tenant,
         &id,
         &document,
-        &updated_at,
+        now_ms,
         Vec::new(),
+        false,
     )
     .await?;
     app.read_cache.forget(&caller.tenant, &keys.write);
@@ -38,7 +39,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let view = ProductView {
         product_id: id.to_string(),
         document,
-        updated_at,
+        updated_at: rfc3339(now_ms),
     };
     Ok(put_response(replaced, &view))
 }

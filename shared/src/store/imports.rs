@@ -4,15 +4,17 @@
 //! |---|---|---|
 //! | import record | `TENANT#t#IMPORT#<id>` | `TENANT#t#IMPORT#<id>` |
 //! | item marker | `TENANT#t#IMPORT#<id>` | `TENANT#t#IMPORT#<id>#ITEM#<index>` |
+//! | superseded marker | `TENANT#t#IMPORT#<id>` | `TENANT#t#IMPORT#<id>#ITEM#<index>#SUPERSEDED` |
 //! | failure marker | `TENANT#t#IMPORT#<id>` | `TENANT#t#IMPORT#<id>#ITEM#<index>#FAILED` |
 //!
 //! A marker is written in the same transaction as the item it stands for, on condition that it is
 //! absent. So it exists exactly when the item's write committed, a redelivered message writes nothing
 //! (its marker is there), and the import's counts are the markers counted: exact, with no counter
-//! item that every consumer would contend on. An item that failed for good gets a marker with
+//! item that every consumer would contend on. An item not written because its product was written
+//! after the import was accepted gets a superseded marker instead. An item that failed for good gets a marker with
 //! `outcome = failed` instead. Both expire with the import, after [`RETENTION_SECONDS`].
 
-use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 
 use crate::identity::ids::{EntityId, TenantId};
 use crate::identity::keys::{
@@ -20,7 +22,7 @@ use crate::identity::keys::{
 };
 use crate::store::error::StoreError;
 use crate::store::items::{enlist, get_item_consistent};
-use crate::store::query::{string_attr, u64_attr, Item};
+use crate::store::query::{put_if_absent, string_attr, u64_attr, Item};
 use crate::store::scoped::TenantDb;
 use crate::store::transact::{transact, TransactError};
 
@@ -29,11 +31,19 @@ use crate::store::transact::{transact, TransactError};
 pub const RETENTION_SECONDS: u64 = 14 * 24 * 3600;
 
 const FAILED_SUFFIX: &str = "#FAILED";
+const FINGERPRINT: &str = "fingerprint";
+const STATE: &str = "state";
+const CREATED_AT_MS: &str = "createdAtMs";
+const ENQUEUING: &str = "enqueuing";
+const QUEUED: &str = "queued";
+const SUPERSEDED_SUFFIX: &str = "#SUPERSEDED";
 
 /// What became of one item of an import.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Written,
+    /// Not written: its product was written after the import was accepted.
+    Superseded,
     /// Refused on its last delivery; the message goes to the dead-letter queue.
     Failed,
 }
@@ -42,8 +52,12 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Progress {
     pub kind: String,
+    /// Until every item is on the queue (a request still sending, or one that failed part-way and
+    /// whose retry will finish it): `false`.
+    pub enqueued: bool,
     pub accepted: u32,
     pub written: u32,
+    pub superseded: u32,
     pub failed: u32,
     pub created_at: String,
 }
@@ -55,30 +69,64 @@ fn key(pk: &str, sk: &str) -> Item {
     ])
 }
 
-/// The record of a new import of `accepted` items of `kind`, made at `now_seconds` (`created_at` its
-/// RFC 3339 form), ready to put.
-pub fn record_item(
+/// A new import's record, as [`claim`] writes it.
+#[derive(Debug, Clone)]
+pub struct NewImport<'a> {
+    pub kind: &'a str,
+    pub accepted: u32,
+    /// A digest of what the import writes: a retry of the same request has the same one.
+    pub fingerprint: &'a str,
+    pub created_at_ms: u64,
+}
+
+/// What [`claim`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The record is new: the import is this request's.
+    New,
+    /// The same request made it before (its items may be partly enqueued): carry on, as of its
+    /// `created_at_ms`.
+    Same { created_at_ms: u64 },
+    /// Another request holds this import id.
+    Other,
+}
+
+/// Writes the record of import `import` (state `enqueuing`) unless it exists; when it does, tells
+/// whether the same request made it. The record is written before any message is sent, so two
+/// requests can never send items under one import id.
+pub async fn claim(
+    db: &TenantDb,
     tenant: &TenantId,
     import: &EntityId,
-    kind: &str,
-    accepted: u32,
-    created_at: &str,
-    now_seconds: u64,
-) -> Item {
+    new: &NewImport<'_>,
+) -> Result<Claim, StoreError> {
     let pk = import_key(tenant, import);
+    let now_seconds = new.created_at_ms / 1000;
     let mut item = key(&pk, &pk);
     item.extend([
         ("kind".to_owned(), AttributeValue::S("IMPORT".into())),
         ("tenantId".to_owned(), AttributeValue::S(tenant.to_string())),
         ("importId".to_owned(), AttributeValue::S(import.to_string())),
-        ("itemKind".to_owned(), AttributeValue::S(kind.to_owned())),
         (
-            "accepted".to_owned(),
-            AttributeValue::N(accepted.to_string()),
+            "itemKind".to_owned(),
+            AttributeValue::S(new.kind.to_owned()),
         ),
         (
+            "accepted".to_owned(),
+            AttributeValue::N(new.accepted.to_string()),
+        ),
+        (
+            FINGERPRINT.to_owned(),
+            AttributeValue::S(new.fingerprint.to_owned()),
+        ),
+        (STATE.to_owned(), AttributeValue::S(ENQUEUING.to_owned())),
+        (
             "createdAt".to_owned(),
-            AttributeValue::S(created_at.to_owned()),
+            AttributeValue::S(crate::identity::clock::rfc3339(new.created_at_ms)),
+        ),
+        (
+            CREATED_AT_MS.to_owned(),
+            AttributeValue::N(new.created_at_ms.to_string()),
         ),
         (
             EXPIRES_AT.to_owned(),
@@ -86,7 +134,42 @@ pub fn record_item(
         ),
     ]);
     enlist(tenant, &mut item);
-    item
+    if put_if_absent(db, item).await? {
+        return Ok(Claim::New);
+    }
+    let Some(existing) = get_item_consistent(db, key(&pk, &pk)).await? else {
+        // Expired between the two reads: a retry of the request claims it anew.
+        return Err(StoreError::Contended("the import changed; retry".into()));
+    };
+    if string_attr(&existing, FINGERPRINT).as_deref() != Some(new.fingerprint) {
+        return Ok(Claim::Other);
+    }
+    Ok(Claim::Same {
+        created_at_ms: u64_attr(&existing, CREATED_AT_MS).unwrap_or(new.created_at_ms),
+    })
+}
+
+/// The transaction action that marks the import's items as all enqueued, on condition that the
+/// record is still this request's.
+pub fn enqueued(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+    fingerprint: &str,
+) -> Result<TransactWriteItem, StoreError> {
+    let pk = import_key(tenant, import);
+    let update = Update::builder()
+        .table_name(&*db.table)
+        .set_key(Some(key(&pk, &pk)))
+        .update_expression("SET #state = :queued")
+        .condition_expression("#fingerprint = :fingerprint")
+        .expression_attribute_names("#state", STATE)
+        .expression_attribute_names("#fingerprint", FINGERPRINT)
+        .expression_attribute_values(":queued", AttributeValue::S(QUEUED.into()))
+        .expression_attribute_values(":fingerprint", AttributeValue::S(fingerprint.into()))
+        .build()
+        .map_err(|e| StoreError::Internal(e.to_string()))?;
+    Ok(TransactWriteItem::builder().update(update).build())
 }
 
 /// The transaction action that records `outcome` for item `index`, on condition that this outcome is
@@ -100,9 +183,11 @@ pub fn marker(
     now_seconds: u64,
 ) -> Result<TransactWriteItem, StoreError> {
     let mut sk = import_item_sk(tenant, import, index);
-    if outcome == Outcome::Failed {
-        sk.push_str(FAILED_SUFFIX);
-    }
+    sk.push_str(match outcome {
+        Outcome::Written => "",
+        Outcome::Superseded => SUPERSEDED_SUFFIX,
+        Outcome::Failed => FAILED_SUFFIX,
+    });
     let mut item = key(&import_key(tenant, import), &sk);
     item.insert(
         EXPIRES_AT.to_owned(),
@@ -129,6 +214,7 @@ pub async fn progress(
         return Ok(None);
     };
     let mut written = std::collections::HashSet::new();
+    let mut superseded = std::collections::HashSet::new();
     let mut failed = std::collections::HashSet::new();
     let mut start = None;
     loop {
@@ -150,10 +236,13 @@ pub async fn progress(
             .map_err(StoreError::from_sdk)?;
         for marker in out.items() {
             let sk = string_attr(marker, SK).unwrap_or_default();
-            match sk.strip_suffix(FAILED_SUFFIX) {
-                Some(item) => failed.insert(item.to_owned()),
-                None => written.insert(sk),
-            };
+            if let Some(item) = sk.strip_suffix(FAILED_SUFFIX) {
+                failed.insert(item.to_owned());
+            } else if let Some(item) = sk.strip_suffix(SUPERSEDED_SUFFIX) {
+                superseded.insert(item.to_owned());
+            } else {
+                written.insert(sk);
+            }
         }
         start = out.last_evaluated_key.filter(|k| !k.is_empty());
         if start.is_none() {
@@ -162,23 +251,30 @@ pub async fn progress(
     }
     Ok(Some(Progress {
         kind: string_attr(&record, "itemKind").unwrap_or_default(),
+        enqueued: string_attr(&record, STATE).as_deref() != Some(ENQUEUING),
         accepted: u64_attr(&record, "accepted").map_or(0, |n| n as u32),
         written: written.len() as u32,
+        superseded: superseded.difference(&written).count() as u32,
         // A failed item written later (redriven from the dead-letter queue) counts as written.
-        failed: failed.difference(&written).count() as u32,
+        failed: failed
+            .iter()
+            .filter(|i| !written.contains(*i) && !superseded.contains(*i))
+            .count() as u32,
         created_at: string_attr(&record, "createdAt").unwrap_or_default(),
     }))
 }
 
-/// Records that item `index` failed for good; recording it twice is the same as once.
-pub async fn record_failure(
+/// Records `outcome` for item `index` on its own (not with a write); recording it twice is the same
+/// as once.
+pub async fn record_outcome(
     db: &TenantDb,
     tenant: &TenantId,
     import: &EntityId,
     index: u32,
+    outcome: Outcome,
     now_seconds: u64,
 ) -> Result<(), StoreError> {
-    let action = marker(db, tenant, import, index, Outcome::Failed, now_seconds)?;
+    let action = marker(db, tenant, import, index, outcome, now_seconds)?;
     let request = db.client.transact_write_items().transact_items(action);
     match transact(request).await {
         Ok(()) | Err(TransactError::ConditionFailed { .. }) => Ok(()),

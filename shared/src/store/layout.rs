@@ -140,12 +140,18 @@ pub async fn put(
     keys: &Keys,
     fields: Item,
 ) -> Result<bool, StoreError> {
-    match put_along(db, layout, keys, fields, Vec::new()).await? {
+    match put_along(db, layout, keys, fields, Vec::new(), None).await? {
         Put::Written { replaced } => Ok(replaced.unwrap_or(false)),
-        // Nothing came along, so nothing can refuse.
-        Put::Refused { .. } => Err(StoreError::Internal("a bare put was refused".into())),
+        // Nothing came along and no write time was given, so nothing can refuse.
+        Put::Refused { .. } | Put::Superseded => {
+            Err(StoreError::Internal("a bare put was refused".into()))
+        }
     }
 }
+
+/// The attribute a guarded write compares ([`put_along`]'s `written_at`): when the item was last
+/// written, in epoch milliseconds.
+pub const UPDATED_AT_MS: &str = "updatedAtMs";
 
 /// What [`put_along`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,17 +161,24 @@ pub enum Put {
     Written { replaced: Option<bool> },
     /// Action `along` of those sent along failed its condition: nothing was written.
     Refused { along: usize },
+    /// The stored item was written after `written_at`: nothing was written.
+    Superseded,
 }
 
 /// [`put`], in one transaction with `along` (such as a marker that the write happened, conditioned
 /// on its absence): all of it is written, or none. In a stable layout that is the Put and `along`;
 /// during a migration the Put, the check or delete of the other copy, and `along`.
+///
+/// With `written_at` (epoch ms, which `fields` should carry as [`UPDATED_AT_MS`]), the put is a
+/// write of that moment: it does not replace an item whose [`UPDATED_AT_MS`] is later (a newer write
+/// wins over a late one), and answers [`Put::Superseded`].
 pub async fn put_along(
     db: &TenantDb,
     layout: Layout,
     keys: &Keys,
     fields: Item,
     along: Vec<TransactWriteItem>,
+    written_at: Option<u64>,
 ) -> Result<Put, StoreError> {
     let with_key = |key: &Key| {
         let mut item = fields.clone();
@@ -173,17 +186,21 @@ pub async fn put_along(
         item
     };
     let (new, Some(old)) = keys.new_and_old(layout) else {
-        if along.is_empty() {
+        if along.is_empty() && written_at.is_none() {
             let replaced = put_replacing(db, with_key(&keys.write)).await?;
             return Ok(Put::Written {
                 replaced: Some(replaced),
             });
         }
-        let put = aws_sdk_dynamodb::types::Put::builder()
-            .table_name(&*db.table)
-            .set_item(Some(with_key(&keys.write)))
-            .build()
-            .map_err(internal)?;
+        let put = guarded(
+            aws_sdk_dynamodb::types::Put::builder()
+                .table_name(&*db.table)
+                .set_item(Some(with_key(&keys.write))),
+            None,
+            written_at,
+        )
+        .build()
+        .map_err(internal)?;
         let own = [TransactWriteItem::builder().put(put).build()];
         let request = db
             .client
@@ -191,8 +208,9 @@ pub async fn put_along(
             .set_transact_items(Some(along_with(&own, &along)));
         return match transact(request).await {
             Ok(()) => Ok(Put::Written { replaced: None }),
+            Err(TransactError::ConditionFailed { index: 0, .. }) => Ok(Put::Superseded),
             Err(TransactError::ConditionFailed { index, .. }) => Ok(Put::Refused {
-                along: index.saturating_sub(1),
+                along: index - own.len(),
             }),
             Err(TransactError::Store(e)) => Err(e),
         };
@@ -202,7 +220,17 @@ pub async fn put_along(
             get_item_consistent(db, new.clone()),
             get_item_consistent(db, old.clone())
         );
-        let (at_new, at_old) = (at_new?.is_some(), at_old?.is_some());
+        let (at_new, at_old) = (at_new?, at_old?);
+        let later = |item: &Option<Item>| {
+            item.as_ref()
+                .and_then(|i| crate::store::query::u64_attr(i, UPDATED_AT_MS))
+                .zip(written_at)
+                .is_some_and(|(stored, at)| stored > at)
+        };
+        if later(&at_new) || later(&at_old) {
+            return Ok(Put::Superseded);
+        }
+        let (at_new, at_old) = (at_new.is_some(), at_old.is_some());
         let found = match (at_new, at_old) {
             (true, _) => Some(new),
             (false, true) => Some(old),
@@ -211,12 +239,15 @@ pub async fn put_along(
         let (target, other) = keys.write_target(layout, found);
         let other = other.unwrap_or(old);
         let exists_at = |key: &Key| if key == new { at_new } else { at_old };
-        let put = aws_sdk_dynamodb::types::Put::builder()
-            .table_name(&*db.table)
-            .set_item(Some(with_key(target)))
-            .condition_expression(exists(exists_at(target)))
-            .build()
-            .map_err(internal)?;
+        let put = guarded(
+            aws_sdk_dynamodb::types::Put::builder()
+                .table_name(&*db.table)
+                .set_item(Some(with_key(target))),
+            Some(exists_at(target)),
+            written_at,
+        )
+        .build()
+        .map_err(internal)?;
         let elsewhere = if exists_at(other) {
             let delete = Delete::builder()
                 .table_name(&*db.table)
@@ -244,7 +275,8 @@ pub async fn put_along(
                     along: index - own.len(),
                 })
             }
-            // Moved, written or deleted since the reads: read again.
+            // Moved, written or deleted since the reads: read again (and a newer write is then
+            // seen, and supersedes this one).
             Err(TransactError::ConditionFailed { .. }) => continue,
             Err(TransactError::Store(e)) => return Err(e),
         }
@@ -252,6 +284,33 @@ pub async fn put_along(
     Err(StoreError::Contended(
         "the item kept changing while it was being written; retry".into(),
     ))
+}
+
+/// The put's condition: that an item is (`Some(true)`) or is not there, as read; and with
+/// `written_at`, that a stored item was not written later.
+fn guarded(
+    put: aws_sdk_dynamodb::types::builders::PutBuilder,
+    present: Option<bool>,
+    written_at: Option<u64>,
+) -> aws_sdk_dynamodb::types::builders::PutBuilder {
+    let not_later = "(attribute_not_exists(#updated_ms) OR #updated_ms <= :written_at)";
+    let condition = match (present, written_at) {
+        (None, None) => return put,
+        (Some(present), None) => exists(present).to_owned(),
+        (None, Some(_)) => format!("attribute_not_exists(PK) OR {not_later}"),
+        (Some(false), Some(_)) => exists(false).to_owned(),
+        (Some(true), Some(_)) => format!("{} AND {not_later}", exists(true)),
+    };
+    let put = put.condition_expression(condition);
+    match (present, written_at) {
+        (Some(false), _) | (_, None) => put,
+        (_, Some(at)) => put
+            .expression_attribute_names("#updated_ms", UPDATED_AT_MS)
+            .expression_attribute_values(
+                ":written_at",
+                aws_sdk_dynamodb::types::AttributeValue::N(at.to_string()),
+            ),
+    }
 }
 
 fn along_with(own: &[TransactWriteItem], along: &[TransactWriteItem]) -> Vec<TransactWriteItem> {
