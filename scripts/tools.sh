@@ -71,7 +71,7 @@ ensure_checkov() {
 }
 
 # The function crates: each `[[bin]]` in them is one Lambda function of template.yaml.
-FUNCTION_CRATES=(sessions tenants products hr users)
+FUNCTION_CRATES=(sessions tenants products hr users imports)
 
 # Every function's release arm64 bootstrap, into target/lambda/<bin>/bootstrap: `cargo lambda build
 # --release --arm64` run in each function crate, exactly as `sam build`'s rust-cargolambda builder
