@@ -577,11 +577,12 @@ fn the_template_levels_imports_through_a_queue_with_a_dead_letter_queue_and_leas
 }
 
 #[test]
-fn the_consumer_event_is_an_sqs_batch_signed_for_acme() {
+fn the_consumer_event_is_an_sqs_batch_for_acme_signed_at_run_time() {
     let raw = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../events/import-consumer.json"),
     )
     .unwrap();
+    // Its signature, issuedAt and tenantSince are filled in per run (scripts/import_queue.py sign-event).
     let event: aws_lambda_events::event::sqs::SqsEvent = serde_json::from_str(&raw).unwrap();
     assert_eq!(event.records.len(), 1);
     let message = &event.records[0];
