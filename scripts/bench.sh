@@ -24,9 +24,9 @@ if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; th
   command -v apt-get >/dev/null || die "figure 10 needs redis-server, and this machine has no apt-get"
   log "installing redis-server (apt-get)"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo -n"; fi
-  $SUDO apt-get update -qq >/dev/null || die "apt-get update failed"
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >"$STACK_LOGS/apt.log" 2>&1 \
-    || die "apt-get install redis-server failed; see $STACK_LOGS/apt.log"
+  retry "$STACK_LOGS/apt-update.log" "apt-get update" $SUDO apt-get update -qq
+  retry "$STACK_LOGS/apt.log" "apt-get install redis-server" \
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server
 fi
 redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \

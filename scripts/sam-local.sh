@@ -86,11 +86,11 @@ apt_install() { # packages...
   command -v apt-get >/dev/null || die "sam local needs $*, and this machine has no apt-get to install them"
   log "installing $* (Debian packages)"
   if [ "$APT_UPDATED" = 0 ]; then
-    apt-get update -qq >/dev/null || die "apt-get update failed"
+    retry "$STACK_LOGS/apt-update.log" "apt-get update" apt-get update -qq
     APT_UPDATED=1
   fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >"$STACK_LOGS/apt.log" 2>&1 \
-    || die "apt-get install $* failed; see $STACK_LOGS/apt.log"
+  retry "$STACK_LOGS/apt.log" "apt-get install $*" \
+    env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
 }
 
 ensure_docker_engine() {
@@ -154,9 +154,10 @@ build_standin_image() {
   local packages=("libc6:$deb" "libgcc-s1:$deb" "busybox-static:$deb")
   if ! (cd "$dir/debs" && apt-get download "${packages[@]}" >/dev/null 2>&1); then
     need_root "Debian's package lists"
-    apt-get update -qq >/dev/null || die "apt-get update failed"
+    retry "$STACK_LOGS/apt-update.log" "apt-get update" apt-get update -qq
     APT_UPDATED=1
-    (cd "$dir/debs" && apt-get download "${packages[@]}" >/dev/null) || die "apt-get download ${packages[*]} failed"
+    retry "$STACK_LOGS/apt-download.log" "apt-get download ${packages[*]}" \
+      bash -c 'cd "$1" && shift && apt-get download "$@"' _ "$dir/debs" "${packages[@]}"
   fi
   local f applet
   for f in "$dir"/debs/*.deb; do dpkg-deb -x "$f" "$dir/rootfs"; done

@@ -32,8 +32,9 @@ SCHEMATHESIS_VERSION="4.32.5"
 if ! "$TOOLS/venv-schemathesis/bin/schemathesis" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION"; then
   log "installing schemathesis $SCHEMATHESIS_VERSION into .tools/venv-schemathesis"
   python3 -m venv "$TOOLS/venv-schemathesis"
-  "$TOOLS/venv-schemathesis/bin/pip" install --quiet --disable-pip-version-check \
-    "schemathesis==$SCHEMATHESIS_VERSION" || die "pip install schemathesis failed"
+  retry "$TOOLS/logs/pip-schemathesis.log" "pip install schemathesis" \
+    "$TOOLS/venv-schemathesis/bin/pip" install --quiet --disable-pip-version-check \
+    "schemathesis==$SCHEMATHESIS_VERSION"
 fi
 
 started=$SECONDS

@@ -12,6 +12,9 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}" SAM_CLI_TELEMETRY=0
 
 require cargo "the Rust toolchain"
 require curl "health checks of the local stack"
+# A full run needs about 30 GB under target/ from a cold start; say what the disk has, so that a run
+# that stops on a full disk says so.
+log "free space for target/: $(df -h --output=avail "$ROOT" 2>/dev/null | tail -n 1 | tr -d ' ')"
 ensure_dynamodb_local
 ensure_py_tools
 ensure_sam

