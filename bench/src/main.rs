@@ -1538,6 +1538,12 @@ async fn sts_figures(h: &Harness, sdk: &aws_types::SdkConfig, fx: &Fixture, repo
     for _ in 0..10 {
         tenants.push(integration::onboarded(h, "sts").await);
     }
+    // Onboarding writes with the new tenant's own scoped credentials: one AssumeRole each, not
+    // the figure's.
+    let mut by_onboarding = 0;
+    for tn in &tenants {
+        by_onboarding += h.recorded_policies(tn).await.len();
+    }
     let mut cold_first = Vec::new();
     let mut warm_rest = Vec::new();
     for (i, tn) in tenants.iter().cycle().take(1000).enumerate() {
@@ -1566,14 +1572,17 @@ async fn sts_figures(h: &Harness, sdk: &aws_types::SdkConfig, fx: &Fixture, repo
     }
     report.fact(
         "6. STS: AssumeRole calls per 1,000 requests over 10 tenants",
-        json!(assumed),
+        json!(assumed - by_onboarding),
         "target 10 (1 per tenant per container)",
     );
     let (c, w) = (stat(cold_first), stat(warm_rest));
     report.fact(
         "6. STS: latency caching saves per request",
         json!(format!("{:.2} ms", c.median - w.median)),
-        &format!("first request {:.2} ms, warm {:.2} ms", c.median, w.median),
+        &format!(
+            "first request {:.2} ms (AssumeRole and the tenant record), warm {:.2} ms",
+            c.median, w.median
+        ),
     );
 }
 
