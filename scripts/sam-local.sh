@@ -22,8 +22,17 @@
 #   bootstrap and the architecture set. It also declares POOLTABLE_DEV_UNSIGNED_JWT (off), because
 #   `sam local --env-vars` sets only variables the template declares; the env file turns it on for
 #   start-api, where SAM does not evaluate the HTTP API's JWT authorizer. template.yaml never names it.
-# Functions reach the stack through the Docker bridge: the template's LocalDynamoDbEndpoint and
-# LocalStsEndpoint parameters (empty, so absent, in a deployment) are set with --parameter-overrides.
+# Functions reach the stack through a network of the script's own (docker network create, with a
+# subnet and gateway chosen here and passed to SAM as --docker-network), never through the default
+# bridge, whose gateway Docker leaves unset on an engine's first start on a machine. The template's
+# LocalDynamoDbEndpoint and LocalStsEndpoint parameters (empty, so absent, in a deployment) name that
+# gateway, set with --parameter-overrides. What the script creates (the network, and the engine when
+# none answered) it removes when it ends.
+#
+# An engine the script starts itself keeps its state under target/sam-local/docker, so a machine's own
+# Docker state is never touched, and every such start is a first start, as on a new machine: the
+# leftover docker0 link (when no dockerd runs) and the engine's network store are removed before it.
+# The test command therefore checks the first-start case on every run where no engine was running.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/tools.sh"
 source "$ROOT/scripts/stack.sh"
@@ -31,6 +40,8 @@ source "$ROOT/scripts/expected.sh"
 source "$ROOT/scripts/demo.sh"
 cd "$ROOT"
 export SAM_CLI_TELEMETRY=0
+# ip, dockerd and iptables live in the sbin folders, which `env -i` or a user's PATH may leave out.
+export PATH="$PATH:/usr/sbin:/sbin"
 
 MODE="${1:-}"
 case "$MODE" in
@@ -56,6 +67,7 @@ BASE_IMAGE="public.ecr.aws/lambda/provided:al2023-$ARCH"
 
 DOCKERD_PID=""
 API_PID=""
+NETWORK=""
 cleanup() {
   trap - INT TERM HUP EXIT
   trap '' PIPE
@@ -66,6 +78,10 @@ cleanup() {
   # SAM removes its containers as it stops; any it could not are removed here.
   if docker info >/dev/null 2>&1; then
     docker ps -aq --filter "ancestor=public.ecr.aws/lambda/provided:rapid-$ARCH" | xargs -r docker rm -f >/dev/null 2>&1 || true
+    if [ -n "$NETWORK" ]; then
+      docker ps -aq --filter "network=$NETWORK" | xargs -r docker rm -f >/dev/null 2>&1 || true
+      docker network rm "$NETWORK" >/dev/null 2>&1 || log "could not remove the Docker network $NETWORK"
+    fi
   fi
   stop_stack
   if [ -n "$DOCKERD_PID" ]; then
@@ -93,14 +109,27 @@ apt_install() { # packages...
     env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
 }
 
+DOCKER_DATA="$WORK/docker"
 ensure_docker_engine() {
   command -v docker >/dev/null || apt_install docker.io
   docker info >/dev/null 2>&1 && return 0
   need_root "a Docker engine"
-  command -v dockerd >/dev/null || [ -x /usr/sbin/dockerd ] || apt_install docker.io
-  log "starting dockerd (log: $STACK_LOGS/dockerd.log)"
-  # dockerd runs iptables for its bridge: the sbin folders must be on its PATH, even under `env -i`.
-  PATH="$PATH:/usr/sbin:/sbin" "$(command -v dockerd || echo /usr/sbin/dockerd)" >"$STACK_LOGS/dockerd.log" 2>&1 &
+  command -v dockerd >/dev/null || apt_install docker.io
+  require ip "Docker's bridge networks (Debian's iproute2)"
+  require pgrep "finding a dockerd that does not answer (Debian's procps)"
+  if pgrep -x dockerd >/dev/null 2>&1; then
+    die "a dockerd runs but does not answer on ${DOCKER_HOST:-the default socket}; stop it or set DOCKER_HOST"
+  fi
+  # A first start, as on a new machine (issue: the default bridge then has no gateway). Nothing runs
+  # on docker0 without a dockerd, and the network store is this script's own engine's.
+  if ip link show docker0 >/dev/null 2>&1; then
+    ip link delete docker0 || die "cannot delete the leftover docker0 link (a first start needs none)"
+  fi
+  rm -f "$DOCKER_DATA/network/files/local-kv.db"
+  mkdir -p "$DOCKER_DATA"
+  log "starting dockerd, state under $DOCKER_DATA (log: $STACK_LOGS/dockerd.log)"
+  "$(command -v dockerd)" --data-root "$DOCKER_DATA" \
+    >"$STACK_LOGS/dockerd.log" 2>&1 &
   DOCKERD_PID=$!
   local deadline=$((SECONDS + 60))
   until docker info >/dev/null 2>&1; do
@@ -109,6 +138,42 @@ ensure_docker_engine() {
     [ $SECONDS -lt $deadline ] || die "dockerd did not answer within 60 s (see $STACK_LOGS/dockerd.log)"
     sleep 0.5
   done
+}
+
+# The network the function containers join (SAM's --docker-network): a bridge with a /24 chosen here
+# that overlaps no route, address or Docker network of this machine, and its .1 as the gateway, which
+# is the host's address on that bridge. Networks left by an earlier run that was killed are removed.
+ensure_network() {
+  local name stale subnet gateway
+  for name in $(docker network ls -q --filter label=pooltable.sam-local); do
+    stale=$(docker network inspect -f '{{index .Labels "pooltable.sam-local"}}' "$name")
+    kill -0 "$stale" 2>/dev/null || docker network rm "$name" >/dev/null 2>&1 || true
+  done
+  subnet=$( { ip -4 -o route show; ip -4 -o addr show;
+              docker network ls -q | xargs -r docker network inspect -f '{{range .IPAM.Config}}{{.Subnet}} {{end}}'; } |
+    python3 -c '
+import ipaddress, re, sys
+used = [ipaddress.ip_network(m, strict=False) for m in re.findall(r"\b\d+\.\d+\.\d+\.\d+/\d+\b", sys.stdin.read())]
+for third in range(200, 256):
+    candidate = ipaddress.ip_network(f"172.29.{third}.0/24")
+    if not any(candidate.overlaps(u) for u in used if u.prefixlen > 0):
+        print(candidate); break
+') || true
+  [ -n "$subnet" ] || die "no free /24 in 172.29.200.0-172.29.255.0 for the sam local network (every one overlaps a route or a Docker network)"
+  gateway="${subnet%.0/24}.1"
+  NETWORK="pooltable-sam-$$"
+  docker network create --driver bridge --subnet "$subnet" --gateway "$gateway" \
+    --label "pooltable.sam-local=$$" "$NETWORK" >/dev/null \
+    || die "docker network create $NETWORK ($subnet) failed"
+  [ "$(docker network inspect -f '{{(index .IPAM.Config 0).Gateway}}' "$NETWORK")" = "$gateway" ] \
+    || die "the Docker network $NETWORK did not take the gateway $gateway"
+  local deadline=$((SECONDS + 10))
+  until ip -4 -o addr show | grep -q " $gateway/"; do
+    [ $SECONDS -lt $deadline ] || die "no interface of this machine holds $gateway, the gateway of $NETWORK"
+    sleep 0.2
+  done
+  NETWORK_GATEWAY=$gateway
+  log "Docker network $NETWORK: $subnet, the stack at $gateway"
 }
 
 # arm64 containers on an x86_64 machine: qemu-user-static registered through binfmt_misc (with the
@@ -261,21 +326,12 @@ open(functions, "w").write("".join(f"{b}\t{l}\n" for b, l in mapping))
 PY
 }
 
-# The Docker bridge's address: containers reach the stack there (moto listens on 0.0.0.0 for it).
-bridge_address() {
-  local bridge
-  bridge=$(docker network inspect bridge -f '{{(index .IPAM.Config 0).Gateway}}')
-  [ -n "$bridge" ] || die "cannot read the Docker bridge's address"
-  echo "$bridge"
-}
-
 # The env file and the arguments every `sam local` call shares. The endpoint parameters make the
 # template declare AWS_ENDPOINT_URL_*; the env file then gives every declared variable its value,
 # because SAM lets a variable of the same name in its own shell environment win over the template
 # (and this shell's endpoints say 127.0.0.1, which inside a container is the container).
 prepare_sam_args() { # env_file table dev_auth
-  local bridge ddb sts sqs queue
-  bridge=$(bridge_address)
+  local bridge=$NETWORK_GATEWAY ddb sts sqs queue
   ddb="http://$bridge:${AWS_ENDPOINT_URL_DYNAMODB##*:}"
   sts="http://$bridge:${AWS_ENDPOINT_URL_STS##*:}"
   sqs="http://$bridge:${AWS_ENDPOINT_URL_SQS##*:}"
@@ -299,7 +355,7 @@ json.dump({"Parameters": {
     "POOLTABLE_DEV_UNSIGNED_JWT": dev_auth,
 }}, open(path, "w"), indent=2)
 PY
-  SAM_ARGS=(--skip-pull-image --env-vars "$1" --region us-east-1
+  SAM_ARGS=(--skip-pull-image --env-vars "$1" --region us-east-1 --docker-network "$NETWORK"
     --parameter-overrides "Stage=local LocalDynamoDbEndpoint=$ddb LocalStsEndpoint=$sts LocalSqsEndpoint=$sqs")
 }
 
@@ -358,6 +414,7 @@ ensure_dynamodb_local
 ensure_py_tools
 ensure_sam
 ensure_docker_engine
+ensure_network
 ensure_emulation
 ensure_base_image
 check_expectations_cover_binaries

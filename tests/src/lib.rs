@@ -833,6 +833,35 @@ pub async fn onboarded(h: &Harness, prefix: &str) -> String {
 
 /// [`onboard`] in tier `tier`.
 pub async fn onboard_tier(h: &Harness, tenant: &str, shard_count: u32, tier: &str) {
+    onboard_with(
+        h,
+        json!({"tenantId": tenant, "tier": tier, "shardCount": shard_count}),
+    )
+    .await
+}
+
+/// [`onboard`] with custom limits at the maxima an operator may set: for measurements (the
+/// benchmark's overhead figures) that must never be refused by a quota they are not measuring,
+/// however fast the machine sends.
+pub async fn onboard_at_max_limits(h: &Harness, tenant: &str, shard_count: u32) {
+    use shared::store::tenants::{MAX_CAPACITY_UNITS_PER_SECOND, MAX_REQUESTS_PER_SECOND};
+    onboard_with(
+        h,
+        json!({
+            "tenantId": tenant,
+            "tier": "custom",
+            "limits": {
+                "requestsPerSecond": MAX_REQUESTS_PER_SECOND,
+                "capacityUnitsPerSecond": MAX_CAPACITY_UNITS_PER_SECOND,
+            },
+            "shardCount": shard_count,
+        }),
+    )
+    .await
+}
+
+async fn onboard_with(h: &Harness, body: Value) {
+    let tenant = body["tenantId"].as_str().unwrap_or_default().to_owned();
     let r = resp(
         tenants::onboard_tenant::handle(
             &h.app,
@@ -841,7 +870,7 @@ pub async fn onboard_tier(h: &Harness, tenant: &str, shard_count: u32, tier: &st
                 "/tenants",
                 &[],
                 &[],
-                Some(json!({"tenantId": tenant, "tier": tier, "shardCount": shard_count})),
+                Some(body),
                 &Auth::Operator("platform".into()),
             ),
         )
