@@ -188,3 +188,107 @@ async fn an_operator_cannot_suspend_its_own_tenant() {
         "the refused change wrote nothing"
     );
 }
+
+#[test]
+fn every_delay_that_relies_on_the_record_cache_outlasts_the_longest_function_timeout() {
+    use shared::store::tenants::{LONGEST_FUNCTION_TIMEOUT_SECONDS, RECORD_SETTLED_SECONDS};
+    // GIVEN every function's timeout in template.yaml (its own, else the Globals')
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
+    let t: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let global = t["Globals"]["Function"]["Timeout"].as_u64().unwrap();
+    let longest = t["Resources"]
+        .as_mapping()
+        .unwrap()
+        .values()
+        .filter(|r| r["Type"].as_str() == Some("AWS::Serverless::Function"))
+        .map(|r| r["Properties"]["Timeout"].as_u64().unwrap_or(global))
+        .max()
+        .unwrap();
+    // THEN the constant the delays are built on is that longest timeout, and each delay covers the
+    // cache bound and such a request
+    assert_eq!(longest, LONGEST_FUNCTION_TIMEOUT_SECONDS);
+    assert!(RECORD_SETTLED_SECONDS >= RECORD_TTL_SECONDS + longest);
+    assert_eq!(
+        shared::store::offboarding::DELETION_DELAY_SECONDS,
+        RECORD_SETTLED_SECONDS
+    );
+    assert_eq!(
+        shared::store::resharding::WRITES_MOVE_DELAY_SECONDS,
+        RECORD_SETTLED_SECONDS
+    );
+}
+
+#[tokio::test]
+async fn a_record_read_that_is_slow_is_trusted_from_when_it_was_sent() {
+    use shared::identity::clock::Clock;
+    // GIVEN a tenant onboarded by another container, and container A whose clock moves 20 s while
+    // its read of the record is under way (a slow read)
+    let a = Harness::new().await;
+    let ops = Harness::on_table(&a.admin, &a.table, 3600, &a.sts_endpoint).await;
+    let t = unique("slow");
+    onboard(&ops, &t, 1).await;
+    let tenant = shared::identity::ids::TenantId::parse(&t).unwrap();
+    let sent_at = a.clock.now_millis();
+    let (read, ()) = tokio::join!(a.app.directory.record(&tenant), async {
+        a.clock.advance_seconds(20)
+    });
+    assert!(read.unwrap().is_some(), "onboarded");
+    // AND the operator suspends it just after
+    assert_eq!(set_status(&ops, &t, "suspended").await.status, 200);
+    // WHEN RECORD_TTL_SECONDS have passed since the read was sent (only 10 s since it answered)
+    a.clock.set_millis(sent_at + RECORD_TTL_SECONDS * 1000);
+    // THEN A reads the record again, and refuses the tenant
+    let r = get_product_admitted(&a.app, &t).await;
+    assert_eq!(r.status, 403, "{}", r.body);
+}
+
+#[tokio::test]
+async fn a_tenants_own_user_does_not_see_which_operator_started_its_re_sharding() {
+    // GIVEN a tenant being re-sharded by an operator of tenant "platform"
+    let h = Harness::new().await;
+    let t = unique("reshard");
+    onboard(&h, &t, 1).await;
+    let operator = Auth::Operator("platform".into());
+    let r = call(
+        &h.app,
+        "update-tenant",
+        &params(&[("tenantId", &t)]),
+        &[],
+        Some(json!({"shardCount": 4})),
+        &operator,
+    )
+    .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    // WHEN the tenant's own user and an operator read the record
+    let get = |auth: Auth| {
+        let (h, t) = (&h, t.clone());
+        async move {
+            call(
+                &h.app,
+                "get-tenant",
+                &params(&[("tenantId", &t)]),
+                &[],
+                None,
+                &auth,
+            )
+            .await
+        }
+    };
+    let own = get(Auth::Tenant(t.clone())).await;
+    let ops = get(operator.clone()).await;
+    // THEN both see the migration, and only the operator sees requestedBy
+    assert_eq!(own.status, 200, "{}", own.body);
+    assert_eq!(own.body["migration"]["toShardCount"], 4, "{}", own.body);
+    assert!(
+        own.body["migration"].get("requestedBy").is_none(),
+        "{}",
+        own.body
+    );
+    assert!(!own.body.to_string().contains("platform"), "{}", own.body);
+    assert_eq!(
+        ops.body["migration"]["requestedBy"], "platform",
+        "{}",
+        ops.body
+    );
+}

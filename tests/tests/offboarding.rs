@@ -554,3 +554,191 @@ async fn an_export_cursor_is_bound_to_its_tenant_and_refused_when_edited() {
     .await
     .assert_problem(404);
 }
+
+/// Offboards `tenant` to its end from `h`'s container: the first call, then, once deletion may
+/// start, calls until the report (200).
+async fn offboard_to_end(h: &Harness, tenant: &str, operator: &Auth) -> Resp {
+    let first = offboard(h, tenant, operator).await;
+    assert_eq!(first.status, 202, "{}", first.body);
+    h.clock.advance_seconds(DELETION_DELAY_SECONDS);
+    for _ in 0..50 {
+        let r = offboard(h, tenant, operator).await;
+        match r.status {
+            200 => return r,
+            202 => {}
+            _ => panic!("offboarding {tenant}: {} {}", r.status, r.body),
+        }
+    }
+    panic!("the offboarding of {tenant} does not end");
+}
+
+#[tokio::test]
+async fn a_reused_tenant_id_is_offboarded_to_the_end_every_time_with_less_data_each_time() {
+    // GIVEN a tenant id that is onboarded, filled and offboarded, three times, with less each time
+    // (the report of an earlier, longer offboarding must not block a shorter one's)
+    let h = Harness::new().await;
+    let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
+    let reused = unique("reused");
+    let prefix = format!("TENANT#{reused}#");
+    let mut reports = Vec::new();
+    for products in [250, 30, 1] {
+        onboard(&h, &reused, 4).await;
+        seed_every_kind(&h, &reused, products).await;
+        let before = h.items_under(&prefix).await.len();
+        // WHEN it is offboarded
+        let report = offboard_to_end(&h, &reused, &operator).await;
+        // THEN it finishes, counting exactly this tenant's items, and leaves zero items
+        assert_eq!(report.body["status"], "offboarded", "{}", report.body);
+        assert_eq!(report.body["deletedTotal"], before, "{}", report.body);
+        assert_eq!(h.items_under(&prefix).await, Vec::<Item>::new());
+        // AND a later call answers this offboarding's report, not an earlier one's
+        let again = offboard(&h, &reused, &operator).await;
+        assert_eq!(again.body, report.body);
+        reports.push(report.body);
+        h.clock.advance_seconds(1);
+    }
+    assert!(reports[0]["deletedTotal"].as_u64() > reports[2]["deletedTotal"].as_u64());
+}
+
+#[tokio::test]
+async fn a_report_outlives_its_requesters_tenant_and_only_operators_read_it() {
+    // GIVEN an operator of tenant A who offboards tenant X
+    let h = Harness::new().await;
+    let a = integration::onboarded(&h, "opsa").await;
+    let b = integration::onboarded(&h, "opsb").await;
+    let x = integration::onboarded(&h, "x").await;
+    seed_every_kind(&h, &x, 3).await;
+    let report = offboard_to_end(&h, &x, &Auth::Operator(a.clone())).await;
+    // WHEN A's own tenant is offboarded afterwards, by an operator of B
+    offboard_to_end(&h, &a, &Auth::Operator(b.clone())).await;
+    // THEN X's report is still there for operators (of B, or of a tenant never onboarded)
+    for operator in [b.clone(), unique("ops")] {
+        let r = offboard(&h, &x, &Auth::Operator(operator)).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.body, report.body);
+    }
+    // AND it is kept under no tenant: neither A's (gone) nor X's
+    assert_eq!(
+        h.items_under(&format!("TENANT#{a}#")).await,
+        Vec::<Item>::new()
+    );
+    assert_eq!(
+        h.items_under(&format!("TENANT#{x}#")).await,
+        Vec::<Item>::new()
+    );
+    // AND a user of a new tenant X cannot read it: the route is the operators', and nothing of
+    // it is under X's prefix, which is all X's credentials reach
+    onboard(&h, &x, 1).await;
+    let r = offboard(&h, &x, &Auth::Tenant(x.clone())).await;
+    r.assert_problem(403);
+    assert_eq!(
+        h.items_under(&format!("TENANT#{x}#")).await.len(),
+        1,
+        "the record only"
+    );
+}
+
+#[tokio::test]
+async fn operators_of_an_offboarded_or_suspended_tenant_are_refused_every_operator_route() {
+    // GIVEN tenant G, offboarded, tenant S, suspended, and a tenant T they would act on
+    let h = Harness::new().await;
+    let ops = Auth::Operator(integration::onboarded(&h, "ops").await);
+    let (g, s) = (unique("gone"), unique("susp"));
+    onboard(&h, &g, 1).await;
+    onboard(&h, &s, 1).await;
+    let t = integration::onboarded(&h, "target").await;
+    offboard_to_end(&h, &g, &ops).await;
+    let r = call(
+        &h.app,
+        "update-tenant",
+        &params(&[("tenantId", &s)]),
+        &[],
+        Some(json!({"status": "suspended"})),
+        &ops,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let before = sorted(h.all_items().await);
+    // WHEN their operators (with still-valid tokens) call every operator route, on T and on their
+    // own tenant, served as the runtime serves them
+    let operator_bins: Vec<String> = integration::routes::template_routes()
+        .into_iter()
+        .filter(|(_, (_, path))| path.starts_with("/tenants"))
+        .map(|(bin, _)| bin)
+        .collect();
+    assert!(operator_bins.len() >= 6, "{operator_bins:?}");
+    for own in [&g, &s] {
+        for bin in &operator_bins {
+            for target in [&t, own] {
+                let body = match bin.as_str() {
+                    "onboard-tenant" => Some(json!({"tenantId": target, "tier": "premium"})),
+                    "update-tenant" => Some(json!({"status": "active"})),
+                    _ => None,
+                };
+                let r = integration::routes::call_admitted(
+                    &h.app,
+                    bin,
+                    &params(&[("tenantId", target)]),
+                    body,
+                    &Auth::Operator(own.to_string()),
+                )
+                .await;
+                // THEN each is 403
+                assert_eq!(
+                    r.status, 403,
+                    "{bin} on {target} by an operator of {own}: {}",
+                    r.body
+                );
+            }
+        }
+    }
+    // AND nothing was written
+    assert_eq!(sorted(h.all_items().await), before);
+    // AND an operator of a tenant never onboarded still may onboard it (how a platform starts)
+    let fresh = unique("fresh");
+    let r = integration::routes::call_admitted(
+        &h.app,
+        "onboard-tenant",
+        &BTreeMap::new(),
+        Some(json!({"tenantId": fresh, "tier": "basic"})),
+        &Auth::Operator(fresh.clone()),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+}
+
+#[tokio::test]
+async fn a_re_onboarded_tenants_usage_starts_at_zero_in_a_container_that_served_the_old_one() {
+    // GIVEN container A serving tenant T, with counts it has not written yet (its clock stands
+    // still, so they wait for the next flush)
+    let a = Harness::new().await;
+    let ops = Harness::on_table(&a.admin, &a.table, 3600, &a.sts_endpoint).await;
+    let operator = Auth::Operator(unique("ops"));
+    let t = unique("reborn");
+    onboard(&ops, &t, 1).await;
+    for _ in 0..5 {
+        assert_eq!(get_product_admitted(&a.app, &t).await.status, 404);
+    }
+    // WHEN another container offboards T and onboards a new tenant of the same id
+    offboard_to_end(&ops, &t, &operator).await;
+    onboard(&ops, &t, 1).await;
+    // AND A, its cached record expired, serves the new T once
+    a.clock.advance_seconds(DELETION_DELAY_SECONDS);
+    assert_eq!(get_product_admitted(&a.app, &t).await.status, 404);
+    a.app.flush_usage().await.unwrap();
+    // THEN the new T's usage holds that one call, and nothing of the old T's (read from the
+    // operators' container once its cached absence of T has expired)
+    ops.clock.advance_seconds(1);
+    let today = shared::store::usage::utc_date(a.app.clock.now_millis());
+    let r = call(
+        &ops.app,
+        "get-usage",
+        &BTreeMap::new(),
+        &[("from", &today), ("to", &today)],
+        None,
+        &Auth::Tenant(t.clone()),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["days"][0]["routes"]["get-product"], 1, "{}", r.body);
+}

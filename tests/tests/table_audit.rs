@@ -8,7 +8,10 @@ use aws_sdk_dynamodb::types::AttributeValue;
 fn tenant_of(key: &str) -> Option<&str> {
     let rest = key.strip_prefix("TENANT#")?;
     let (tenant, tail) = rest.split_once('#')?;
-    (shared::identity::ids::TenantId::parse(tenant).is_ok() && !tail.is_empty()).then_some(tenant)
+    use shared::identity::ids::TenantId;
+    // The platform's own partition (offboarding reports) counts as one more tenant here.
+    let valid = TenantId::parse(tenant).is_ok() || tenant == TenantId::PLATFORM;
+    (valid && !tail.is_empty()).then_some(tenant)
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! getTenant: `GET /tenants/{tenantId}` → 200 or 404.
 //!
 //! A tenant may read its own record; an operator (scope `pooltable/admin` or group `platform-admin`)
-//! may read any. One GetItem, with credentials scoped to the tenant whose record is read.
+//! may read any. One GetItem, with credentials scoped to the tenant whose record is read. A tenant's
+//! own user does not see which operator's tenant started a re-sharding (`migration.requestedBy`).
 
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
@@ -23,5 +24,9 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let record = read_record(&db)
         .await?
         .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
-    Ok(json_response(StatusCode::OK, &TenantView::from(record)))
+    let view = match caller.operator {
+        true => TenantView::from(record),
+        false => TenantView::from(record).for_tenant_user(),
+    };
+    Ok(json_response(StatusCode::OK, &view))
 }

@@ -42,7 +42,10 @@ pub struct MigrationView {
     pub from_shard_count: u32,
     pub to_shard_count: u32,
     pub requested_at: String,
-    pub requested_by: String,
+    /// The tenant of the operator who started it: shown to operators only
+    /// ([`TenantView::for_tenant_user`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
     /// From then on, writes use the new layout.
     pub writes_move_at: String,
     /// From then on, the migrator moves items.
@@ -59,12 +62,24 @@ impl From<&shared::store::resharding::Migration> for MigrationView {
             from_shard_count: m.from,
             to_shard_count: m.to,
             requested_at: m.requested_at.clone(),
-            requested_by: m.requested_by.clone(),
+            requested_by: Some(m.requested_by.clone()),
             writes_move_at: at(m.writes_move_at),
             moves_start_at: at(m.moves_start_at),
             steps: m.steps,
             items_moved: m.moved,
         }
+    }
+}
+
+impl TenantView {
+    /// The view a tenant's own user gets: nothing that names another tenant (the operator's tenant
+    /// that started a re-sharding). An offboarding's progress needs no such care: a tenant being
+    /// offboarded is refused every route.
+    pub fn for_tenant_user(mut self) -> Self {
+        if let Some(m) = &mut self.migration {
+            m.requested_by = None;
+        }
+        self
     }
 }
 

@@ -1,8 +1,8 @@
 //! offboardTenant: `DELETE /tenants/{tenantId}` → 202 with the progress while the offboarding runs
 //! (call again after `Retry-After`), 200 with the deletion report once every item of the tenant is
-//! gone (also to later calls by operators of the requesting tenant, under which the report is
-//! kept); 404 when there is no such tenant (and no report of one); 409 for the operator's own
-//! tenant, or when the operator's own tenant cannot hold the report (it has no record).
+//! gone (also to later calls by any operator: the report is kept in the platform's partition, not
+//! under any tenant, so it outlives the requesting operator's tenant and no tenant can read it); 404
+//! when there is no such tenant (and no report of one); 409 for the operator's own tenant.
 //!
 //! Operator only. The first call sets the tenant `offboarding` (every container refuses it within
 //! [`shared::store::tenants::RECORD_TTL_SECONDS`]); deletion starts
@@ -42,21 +42,13 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     }
     let db = app.db_for_operator(&tenant).await?;
     let Some(record) = read_record_consistent(&db).await? else {
-        return finished_report(app, &caller.tenant, &tenant).await;
+        return finished_report(app, &tenant).await;
     };
     let now_ms = app.clock.now_millis();
     refuse_while_resharding(&record)?;
     let record = match record.offboarding {
         Some(_) => record,
         None => {
-            // The report will be kept under the requesting operator's tenant: it must hold it.
-            app.db(&caller.tenant).await.map_err(|e| match e {
-                ApiError::Forbidden(why) => ApiError::Conflict(format!(
-                    "The deletion report is kept under the operator's own tenant, which cannot \
-                     hold it: {why}"
-                )),
-                other => other,
-            })?;
             let starts = now_ms / 1000 + DELETION_DELAY_SECONDS;
             let begun = begin(&db, &caller.tenant, rfc3339(now_ms), starts)
                 .await?
@@ -91,9 +83,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     loop {
         let page = tenant_items::page(&db, &sources, state.position.as_ref(), budget).await?;
         if page.items.is_empty() {
-            let requester = TenantId::parse(&state.requested_by)
-                .map_err(|e| ApiError::Internal(format!("requestedBy: {e}")))?;
-            let requester_db = app.db_for_operator(&requester).await?;
+            let platform_db = app.db_for_operator(&TenantId::platform()).await?;
             let view =
                 OffboardingView::finished(tenant.as_str(), &state, rfc3339(app.clock.now_millis()));
             let report = Report {
@@ -101,7 +91,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                 body: serde_json::to_string(&view)
                     .map_err(|e| ApiError::Internal(format!("serialize report: {e}")))?,
             };
-            return match finish(&db, &requester_db, &report).await? {
+            return match finish(&db, &platform_db, &record, &state.requested_by, &report).await? {
                 Finished::Done => {
                     app.directory.remember(&tenant, None);
                     tracing::info!(tenant = %tenant, by = %caller.tenant, deleted = view.deleted_total, "tenant offboarded");
@@ -114,7 +104,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                         current.offboarding.as_ref().unwrap_or(&state),
                         1,
                     )),
-                    None => finished_report(app, &requester, &tenant).await,
+                    None => finished_report(app, &tenant).await,
                 },
             };
         }
@@ -149,15 +139,11 @@ fn refuse_while_resharding(record: &shared::store::tenants::TenantRecord) -> Res
     }
 }
 
-/// 200 with the report of `tenant`'s finished offboarding requested by an operator of `requester`,
-/// or 404 when there is none (no such tenant, or another tenant's operator asked for it).
-async fn finished_report(
-    app: &App,
-    requester: &TenantId,
-    tenant: &TenantId,
-) -> Result<Response<Body>, ApiError> {
-    let requester_db = app.db_for_operator(requester).await?;
-    read_report(&requester_db, tenant)
+/// 200 with the report of `tenant`'s latest finished offboarding, or 404 when there is none (no such
+/// tenant, ever).
+async fn finished_report(app: &App, tenant: &TenantId) -> Result<Response<Body>, ApiError> {
+    let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+    read_report(&platform_db, tenant)
         .await?
         .map(report_response)
         .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))

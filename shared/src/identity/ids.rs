@@ -15,6 +15,8 @@ pub enum IdError {
     TooLong { max: usize },
     #[error("may contain only A-Z, a-z, 0-9, '_' and '-'")]
     BadCharacter,
+    #[error("is reserved")]
+    Reserved,
 }
 
 fn check_charset(raw: &str, max: usize) -> Result<(), IdError> {
@@ -36,6 +38,9 @@ fn check_charset(raw: &str, max: usize) -> Result<(), IdError> {
 
 macro_rules! validated_id {
     ($(#[$doc:meta])* $name:ident, $max:expr) => {
+        validated_id!($(#[$doc])* $name, $max, []);
+    };
+    ($(#[$doc:meta])* $name:ident, $max:expr, [$($reserved:expr),*]) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
         #[serde(transparent)]
@@ -43,9 +48,14 @@ macro_rules! validated_id {
 
         impl $name {
             pub const MAX_LEN: usize = $max;
+            /// Ids that match the pattern but no input may name.
+            pub const RESERVED: &'static [&'static str] = &[$($reserved),*];
 
             pub fn parse(raw: &str) -> Result<Self, IdError> {
                 check_charset(raw, Self::MAX_LEN)?;
+                if Self::RESERVED.contains(&raw) {
+                    return Err(IdError::Reserved);
+                }
                 Ok(Self(raw.to_owned()))
             }
 
@@ -78,10 +88,24 @@ macro_rules! validated_id {
 
 validated_id!(
     /// A tenant id: `^[A-Za-z0-9_-]{1,64}$`. It becomes the `TENANT#<id>#` key prefix and the
-    /// `dynamodb:LeadingKeys` pattern of the tenant's session policy.
+    /// `dynamodb:LeadingKeys` pattern of the tenant's session policy. [`TenantId::PLATFORM`] is
+    /// reserved: no claim, path or body can name it.
     TenantId,
-    64
+    64,
+    [TenantId::PLATFORM]
 );
+
+impl TenantId {
+    /// The platform's own partition: what outlives every tenant (offboarding reports, which are
+    /// also the record that a tenant id was offboarded). Valid as a key prefix, a session policy's
+    /// `LeadingKeys` and a session tag like any tenant id, and reachable only by operator code.
+    pub const PLATFORM: &'static str = "_platform";
+
+    /// The platform's partition ([`TenantId::PLATFORM`]); never a caller's tenant.
+    pub fn platform() -> Self {
+        Self(Self::PLATFORM.to_owned())
+    }
+}
 
 validated_id!(
     /// Any entity id that goes into a key (customer, product, user, …): `^[A-Za-z0-9_-]{1,128}$`.
@@ -130,6 +154,16 @@ mod tests {
         for (raw, expected) in cases {
             assert_eq!(TenantId::parse(raw).as_ref(), Err(expected), "{raw:?}");
         }
+    }
+
+    #[test]
+    fn no_input_can_name_the_platform_partition() {
+        // GIVEN the platform's reserved id, which matches the tenant id pattern
+        // WHEN a claim, a path or a body names it
+        // THEN it is refused, and only operator code reaches the partition, through platform()
+        assert_eq!(TenantId::parse(TenantId::PLATFORM), Err(IdError::Reserved));
+        assert_eq!(TenantId::platform().as_str(), "_platform");
+        assert!(TenantId::parse("_platform2").is_ok());
     }
 
     #[test]

@@ -323,10 +323,20 @@ pub const CATALOG_SHARDS: u32 = 16;
 pub const FIXED_PARTITION_KINDS: [&str; 5] =
     [kind::TENANT, kind::PRODUCT, kind::HR, "USAGE", "RATE"];
 
-/// `TENANT#<operator>#OFFBOARDED#<offboarded>`: the report of an offboarding, kept under the tenant
-/// of the operator who requested it (the offboarded tenant keeps nothing).
-pub fn offboarding_report_key(operator: &TenantId, offboarded: &TenantId) -> String {
-    format!("{}{offboarded}", entity_prefix(operator, "OFFBOARDED"))
+/// `TENANT#_platform#OFFBOARDED#<offboarded>`: the partition of every report of `offboarded`'s
+/// offboardings, in the platform's partition ([`TenantId::platform`]): a report outlives the tenant
+/// of the operator who asked for it, and no tenant of that id (a later one included) can read it.
+pub fn offboarding_reports_pk(offboarded: &TenantId) -> String {
+    format!(
+        "{}{offboarded}",
+        entity_prefix(&TenantId::platform(), "OFFBOARDED")
+    )
+}
+
+/// `TENANT#_platform#OFFBOARDED#<offboarded>#<createdAt>`: the report of one offboarding, named by
+/// the offboarded record's `createdAt`, so each tenant of a reused id gets its own report.
+pub fn offboarding_report_sk(offboarded: &TenantId, created_at: &str) -> String {
+    format!("{}#{created_at}", offboarding_reports_pk(offboarded))
 }
 
 /// The kind segment of `tenant`'s key value `pk` (`TENANT#t#<KIND>#…` → `KIND`); `None` for another
@@ -378,9 +388,14 @@ mod sharded_key_tests {
         let p = EntityId::parse("sku-1").unwrap();
         assert_eq!(tenant_record_key(&t), "TENANT#acme#TENANT");
         assert_eq!(catalog_shard_key(&t, 15), "TENANT#acme#CATALOG#15");
+        let gone = TenantId::parse("gone").unwrap();
         assert_eq!(
-            offboarding_report_key(&t, &TenantId::parse("gone").unwrap()),
-            "TENANT#acme#OFFBOARDED#gone"
+            offboarding_reports_pk(&gone),
+            "TENANT#_platform#OFFBOARDED#gone"
+        );
+        assert_eq!(
+            offboarding_report_sk(&gone, "2026-11-24T10:00:00.000Z"),
+            "TENANT#_platform#OFFBOARDED#gone#2026-11-24T10:00:00.000Z"
         );
         assert_eq!(shard_pk(&t, kind::PRODUCT, 7), "TENANT#acme#PRODUCT#7");
         assert_eq!(

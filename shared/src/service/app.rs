@@ -296,6 +296,31 @@ pub struct App {
     /// Single-item reads, when `READ_CACHE_MS` turns the cache on.
     pub read_cache: ReadCache,
     pub clock: Arc<dyn Clock>,
+    /// The `createdAt` of each tenant record this container counted for.
+    incarnations: Incarnations,
+}
+
+/// Which tenant of an id this container's counts belong to: its record's `createdAt`. A new value
+/// means the id was offboarded and onboarded again.
+#[derive(Debug, Default)]
+struct Incarnations(std::sync::Mutex<std::collections::HashMap<TenantId, String>>);
+
+impl Incarnations {
+    /// Records `created_at` for `tenant`; true when it replaced another value.
+    fn changed(&self, tenant: &TenantId, created_at: &str) -> bool {
+        let mut known = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match known.get(tenant) {
+            Some(seen) if seen == created_at => false,
+            Some(_) => {
+                known.insert(tenant.clone(), created_at.to_owned());
+                true
+            }
+            None => {
+                known.insert(tenant.clone(), created_at.to_owned());
+                false
+            }
+        }
+    }
 }
 
 impl App {
@@ -344,6 +369,7 @@ impl App {
             usage: UsageMeter::default(),
             read_cache,
             clock,
+            incarnations: Incarnations::default(),
         }
     }
 
@@ -393,17 +419,59 @@ impl App {
     }
 
     /// Why `who` is refused before any route runs: its tenant is suspended or being offboarded, or
-    /// has no record while `who` is no operator. (An operator's own tenant may have no record:
-    /// operators onboard tenants, their own included, before any exists.) `None` also when the
-    /// record cannot be read: the route's own `App::db` decides then.
+    /// has no record while `who` is no operator. An operator's own tenant may have no record only
+    /// while it was never onboarded (operators onboard tenants, their own included, before any
+    /// exists): once it has been offboarded, a report of that is in the platform's partition, and its
+    /// operators are refused like its users, so offboarding never grants more than suspension. When
+    /// that cannot be read, the operator is refused (fails closed). `None` also when the record
+    /// cannot be read: the route's own `App::db` decides then.
+    ///
+    /// A refused tenant's counts held by this container are dropped, so none of them is written
+    /// into a later tenant of the same id.
     pub async fn refusal(&self, who: &Caller) -> Option<ApiError> {
         match self.require_active(&who.tenant).await {
             Err(refused @ ApiError::Forbidden(_)) => {
+                self.forget_counts(&who.tenant);
                 let unrecorded = matches!(self.directory.record(&who.tenant).await, Ok(None));
-                (!(who.operator && unrecorded)).then_some(refused)
+                if !(who.operator && unrecorded) {
+                    return Some(refused);
+                }
+                // Boxed: it is rare (operators bootstrapping), and its future would otherwise
+                // sit inside every route's.
+                match Box::pin(self.operators_tenant_was_offboarded(&who.tenant)).await {
+                    false => None,
+                    true => Some(ApiError::Forbidden(
+                        "This operator's tenant was offboarded: its operators act on no tenant."
+                            .into(),
+                    )),
+                }
             }
             _ => None,
         }
+    }
+
+    /// Whether `tenant` was offboarded (true also when that cannot be read: the caller refuses).
+    async fn operators_tenant_was_offboarded(&self, tenant: &TenantId) -> bool {
+        let platform = match self.tenants.for_tenant(&TenantId::platform()).await {
+            Ok(db) => db,
+            Err(e) => {
+                tracing::warn!(error = %e, "the platform partition is unavailable: refusing an operator without a tenant record");
+                return true;
+            }
+        };
+        crate::store::offboarding::ever_offboarded(&platform, tenant)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "offboarding reports unreadable: refusing an operator without a tenant record");
+                true
+            })
+    }
+
+    /// Drops every count this container holds for `tenant` and has not written (usage, quota
+    /// window): the tenant is refused, so they could only land in a later tenant of the same id.
+    pub fn forget_counts(&self, tenant: &TenantId) {
+        self.usage.forget(tenant);
+        self.limiter.forget(tenant);
     }
 
     /// The limits in force for `tenant`: its record's (cached for
@@ -433,10 +501,19 @@ impl App {
     /// Whether `tenant`'s request may run now under its tier quota. Fails open: when the limits
     /// cannot be read, the request is admitted and a warning logged.
     pub async fn admit(&self, tenant: &TenantId) -> Admission {
-        match self.limits(tenant).await {
-            Ok(limits) => self
-                .limiter
-                .decide(tenant, &limits, self.clock.now_seconds()),
+        match self.directory.record(tenant).await {
+            Ok(record) => {
+                if let Some(record) = &record {
+                    // Counts held for an earlier tenant of this id (offboarded, then onboarded
+                    // again) are never written into this one.
+                    if self.incarnations.changed(tenant, &record.created_at) {
+                        self.forget_counts(tenant);
+                    }
+                }
+                let limits = record.map_or(Limits::UNONBOARDED, |r| r.limits());
+                self.limiter
+                    .decide(tenant, &limits, self.clock.now_seconds())
+            }
             Err(e) => {
                 tracing::warn!(tenant = %tenant, error = %e, "tenant limits unavailable: admitting (the quota fails open)");
                 Admission::Admitted
@@ -453,7 +530,10 @@ impl App {
                 Ok(db) => db,
                 // A tenant refused its own data (no record, suspended, offboarding): its counts
                 // cannot be written, and are dropped.
-                Err(ApiError::Forbidden(_)) => continue,
+                Err(ApiError::Forbidden(_)) => {
+                    self.forget_counts(&tenant);
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
             self.usage.flush(&db, now).await?;

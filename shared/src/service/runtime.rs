@@ -106,8 +106,10 @@ async fn respond_counted(
             return;
         };
         match count_call(app, &tenant, bin, quota).await {
-            // An operator whose own tenant has no record: nowhere to count it.
-            Ok(()) | Err(ApiError::Forbidden(_)) => {}
+            Ok(()) => {}
+            // An operator whose own tenant has no record, or a tenant refused meanwhile: nowhere
+            // to count it, and nothing of it may land in a later tenant of the same id.
+            Err(ApiError::Forbidden(_)) => app.forget_counts(&tenant),
             Err(e) => {
                 tracing::warn!(error = %e, "usage metering failed; the request is unaffected")
             }

@@ -144,6 +144,12 @@ impl RateLimiter {
                 >= u64::from(limits.capacity_units_per_second) * 1000 * NEAR_LIMIT_PERCENT
     }
 
+    /// Drops what this container knows and holds of `tenant`'s window (a refused tenant's).
+    pub fn forget(&self, tenant: &TenantId) {
+        lock(&self.windows).remove(tenant);
+        lock(&self.pending_milli_units).remove(tenant);
+    }
+
     /// Holds a finished request's capacity units (thousandths) for the tenant's next counter write.
     pub fn defer_units(&self, tenant: &TenantId, milli_units: u64) {
         if milli_units > 0 {

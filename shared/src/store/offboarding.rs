@@ -8,7 +8,8 @@
 //!    number the transaction is conditioned on. A step is all or nothing, so the counts are exact
 //!    and a resumed offboarding (any container, any time) continues where the last step ended; two
 //!    operators running it at once never both commit the same step.
-//! 3. [`finish`] writes the report under the requesting operator's tenant, then deletes the record,
+//! 3. [`finish`] writes the report in the platform's partition (named by the tenant and its
+//!    record's `createdAt`, so a reused tenant id gets a report of its own), then deletes the record,
 //!    both on condition that no later step was committed meanwhile (so a call that raced a step
 //!    never leaves a report that undercounts).
 //!
@@ -21,7 +22,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Up
 
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{
-    kind, offboarding_report_key, partition_kind, tenant_record_key, PK, SK,
+    kind, offboarding_report_sk, offboarding_reports_pk, partition_kind, tenant_record_key, PK, SK,
 };
 use crate::store::error::StoreError;
 use crate::store::query::Item;
@@ -30,21 +31,22 @@ use crate::store::tenant_items::{Page, Position};
 pub use crate::store::tenants::Offboarding;
 use crate::store::tenants::{
     read_record_consistent, record_update, send_record_update, value, TenantRecord, TenantStatus,
-    RECORD_TTL_SECONDS,
+    RECORD_SETTLED_SECONDS,
 };
 use crate::store::transact::{transact, TransactError};
 
 /// Seconds from the start of an offboarding to its first deletion: every container's cached record
-/// has expired ([`RECORD_TTL_SECONDS`]), and a request admitted just before has ended (API
-/// Gateway's integration timeout is 29 s; the functions' own is no longer).
-pub const DELETION_DELAY_SECONDS: u64 = RECORD_TTL_SECONDS + 30;
+/// has expired, and a request admitted on it has ended ([`RECORD_SETTLED_SECONDS`]).
+pub const DELETION_DELAY_SECONDS: u64 = RECORD_SETTLED_SECONDS;
 
 /// Items one deletion step removes: a transaction holds at most 100 actions, one is the checkpoint.
 pub const ITEMS_PER_STEP: usize = 99;
 
-/// A finished offboarding's report, as stored under the requesting operator's tenant
-/// (`TENANT#<operator tenant>#OFFBOARDED#<tenant>`): the API's answer, kept as its JSON text (as an
-/// idempotency record keeps its answer), so a later call returns it unchanged.
+/// A finished offboarding's report, as stored in the platform's partition
+/// (`TENANT#_platform#OFFBOARDED#<tenant>`, sorted by the record's `createdAt`): the API's answer,
+/// kept as its JSON text (as an idempotency record keeps its answer), so a later call returns it
+/// unchanged. Its presence is also the proof that the tenant id was offboarded
+/// ([`ever_offboarded`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
     /// The deletion steps its counts cover: a report is replaced only by one covering more.
@@ -181,29 +183,37 @@ pub enum Finished {
 }
 
 /// Ends an offboarding whose walk found nothing left after `report.steps` steps: writes `report`
-/// under `requester_db`'s tenant (unless a report covering more steps is there), then deletes the
-/// tenant record on condition it is still offboarding at that step. Both writes can be repeated: a
-/// finish interrupted between them is finished by the next call.
+/// in the platform's partition (`platform_db`), under the offboarded record's `created_at` (unless
+/// a report of this same offboarding covering more steps is there), then deletes the tenant record
+/// on condition it is still offboarding at that step. Both writes can be repeated: a finish
+/// interrupted between them is finished by the next call.
 pub async fn finish(
     db: &TenantDb,
-    requester_db: &TenantDb,
+    platform_db: &TenantDb,
+    record: &TenantRecord,
+    requested_by: &str,
     report: &Report,
 ) -> Result<Finished, StoreError> {
-    let key = offboarding_report_key(&requester_db.tenant, &db.tenant);
-    let mut item = Item::from([
-        (PK.to_owned(), AttributeValue::S(key.clone())),
-        (SK.to_owned(), AttributeValue::S(key)),
+    let pk = offboarding_reports_pk(&db.tenant);
+    let sk = offboarding_report_sk(&db.tenant, &record.created_at);
+    let item = Item::from([
+        (PK.to_owned(), AttributeValue::S(pk)),
+        (SK.to_owned(), AttributeValue::S(sk)),
         (
             "kind".to_owned(),
             AttributeValue::S("OFFBOARDING_REPORT".into()),
         ),
         (
             "tenantId".to_owned(),
-            AttributeValue::S(requester_db.tenant.to_string()),
+            AttributeValue::S(platform_db.tenant.to_string()),
         ),
         (
             "offboardedTenantId".to_owned(),
             AttributeValue::S(db.tenant.to_string()),
+        ),
+        (
+            "requestedBy".to_owned(),
+            AttributeValue::S(requested_by.to_owned()),
         ),
         (
             "steps".to_owned(),
@@ -211,19 +221,18 @@ pub async fn finish(
         ),
         ("body".to_owned(), AttributeValue::S(report.body.clone())),
     ]);
-    crate::store::items::enlist(&requester_db.tenant, &mut item);
     let steps = AttributeValue::N(report.steps.to_string());
     // Both writes go as one-action transactions: offboard-tenant then links no PutItem or
     // DeleteItem of its own (its bootstrap stays under 4 MB), at 2 WCU each, once per offboarding.
     let put = Put::builder()
-        .table_name(&*requester_db.table)
+        .table_name(&*platform_db.table)
         .set_item(Some(item))
         .condition_expression("attribute_not_exists(PK) OR #steps <= :steps")
         .expression_attribute_names("#steps", "steps")
         .expression_attribute_values(":steps", steps.clone())
         .build()
         .map_err(|e| StoreError::Internal(e.to_string()))?;
-    let put = requester_db
+    let put = platform_db
         .client
         .transact_write_items()
         .transact_items(TransactWriteItem::builder().put(put).build());
@@ -259,23 +268,14 @@ fn finished_or_raced(result: Result<(), TransactError>) -> Result<Option<Finishe
     }
 }
 
-/// The report of `offboarded`'s offboarding requested by an operator of `operator_db`'s tenant.
+/// The report of `offboarded`'s latest finished offboarding, read from the platform's partition
+/// (`platform_db`); `None` when the id was never offboarded.
 pub async fn read_report(
-    operator_db: &TenantDb,
+    platform_db: &TenantDb,
     offboarded: &TenantId,
 ) -> Result<Option<Report>, StoreError> {
-    let key = offboarding_report_key(&operator_db.tenant, offboarded);
-    let out = operator_db
-        .client
-        .get_item()
-        .table_name(&*operator_db.table)
-        .key(PK, AttributeValue::S(key.clone()))
-        .key(SK, AttributeValue::S(key))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(StoreError::from_sdk)?;
-    out.item
+    latest_report(platform_db, offboarded, false)
+        .await?
         .map(|item| {
             let steps = crate::store::query::u64_attr(&item, "steps");
             match (steps, crate::store::query::string_attr(&item, "body")) {
@@ -286,6 +286,40 @@ pub async fn read_report(
             }
         })
         .transpose()
+}
+
+/// Whether a tenant of id `tenant` was ever offboarded (a report of it exists). Operators of such a
+/// tenant lose their power once its record is gone ([`crate::service`]'s refusal), where the
+/// operators of a tenant never onboarded keep theirs, to onboard it.
+pub async fn ever_offboarded(
+    platform_db: &TenantDb,
+    tenant: &TenantId,
+) -> Result<bool, StoreError> {
+    Ok(latest_report(platform_db, tenant, true).await?.is_some())
+}
+
+async fn latest_report(
+    platform_db: &TenantDb,
+    offboarded: &TenantId,
+    keys_only: bool,
+) -> Result<Option<Item>, StoreError> {
+    let mut query = platform_db
+        .client
+        .query()
+        .table_name(&*platform_db.table)
+        .key_condition_expression("#pk = :pk")
+        .expression_attribute_names("#pk", PK)
+        .expression_attribute_values(":pk", AttributeValue::S(offboarding_reports_pk(offboarded)))
+        .scan_index_forward(false)
+        .limit(1)
+        .consistent_read(true);
+    if keys_only {
+        query = query
+            .projection_expression("#pk")
+            .expression_attribute_names("#pk", PK);
+    }
+    let out = query.send().await.map_err(StoreError::from_sdk)?;
+    Ok(out.items.unwrap_or_default().into_iter().next())
 }
 
 /// The record's own deletion, counted in the report like every other item.

@@ -34,17 +34,17 @@ use crate::store::scoped::TenantDb;
 use crate::store::tenant_items::{Page, Source};
 pub use crate::store::tenants::Migration;
 use crate::store::tenants::{
-    record_update, send_record_update, value, TenantRecord, TenantStatus, RECORD_TTL_SECONDS,
+    record_update, send_record_update, value, TenantRecord, TenantStatus, RECORD_SETTLED_SECONDS,
 };
 use crate::store::transact::{transact, TransactError};
 
 /// Seconds from the start of a migration to the first write in the new layout: every container's
-/// cached record has expired, and a request admitted before has ended (API Gateway's integration
-/// timeout is 29 s; the functions' own is no longer).
-pub const WRITES_MOVE_DELAY_SECONDS: u64 = RECORD_TTL_SECONDS + 30;
+/// cached record has expired, and a request admitted on it has ended ([`RECORD_SETTLED_SECONDS`]).
+pub const WRITES_MOVE_DELAY_SECONDS: u64 = RECORD_SETTLED_SECONDS;
 /// Seconds from the start of a migration to the first move: a request that chose the old layout
 /// just before writes moved has ended.
-pub const MOVES_DELAY_SECONDS: u64 = WRITES_MOVE_DELAY_SECONDS + 30;
+pub const MOVES_DELAY_SECONDS: u64 =
+    WRITES_MOVE_DELAY_SECONDS + crate::store::tenants::LONGEST_FUNCTION_TIMEOUT_SECONDS;
 /// Items one step walks (the moves of a step run concurrently, at most [`MOVES_IN_FLIGHT`] at once).
 pub const ITEMS_PER_STEP: usize = 100;
 const MOVES_IN_FLIGHT: usize = 8;

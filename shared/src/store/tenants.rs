@@ -18,9 +18,27 @@ use crate::identity::keys::{tenant_record_key, ItemKey, PK, SK};
 use crate::store::error::StoreError;
 use crate::store::scoped::TenantDb;
 
-/// How long a container trusts a cached tenant record before reading it again: a changed tier or
-/// limit reaches every container within this time.
+/// How long a container trusts a cached tenant record before reading it again, counted from before
+/// the read was sent: a changed tier or limit reaches every container within this time (plus
+/// DynamoDB's replication lag for an eventually consistent read, typically well under a second).
 pub const RECORD_TTL_SECONDS: u64 = 30;
+
+/// The longest timeout of any function in template.yaml (create-import and import-consumer; the
+/// rest have 10 s). A request admitted on a cached record may still be running this long after.
+/// `tests/tests/lifecycle.rs` checks the template against it.
+pub const LONGEST_FUNCTION_TIMEOUT_SECONDS: u64 = 30;
+
+/// The SDK's operation timeout (`service::app`): a record a container wrote itself is remembered
+/// when the write answers, which can be this long after it committed.
+pub const RECORD_OPERATION_TIMEOUT_SECONDS: u64 = 8;
+
+/// Seconds after a record change until no container acts on the record as it was before: the cache
+/// bound ([`RECORD_TTL_SECONDS`], counted from before a read; from a write's answer, up to
+/// [`RECORD_OPERATION_TIMEOUT_SECONDS`] after it committed), then the longest request admitted on it
+/// ([`LONGEST_FUNCTION_TIMEOUT_SECONDS`]), and a margin of 2 s for replication lag. Offboarding's
+/// deletions and a re-sharding's move of writes wait this long.
+pub const RECORD_SETTLED_SECONDS: u64 =
+    RECORD_TTL_SECONDS + RECORD_OPERATION_TIMEOUT_SECONDS + LONGEST_FUNCTION_TIMEOUT_SECONDS + 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -497,10 +515,12 @@ impl TenantDirectory {
                 return Ok(record);
             }
         }
+        // Cached as of the moment before the read was sent: the record may have changed while the
+        // read was under way, so its age starts then, not when it answered.
         let record = read_record_with(&self.reader, &self.table, tenant, false)
             .await?
             .map(Arc::new);
-        self.remember(tenant, record.clone());
+        self.lock().insert(tenant.clone(), (record.clone(), now));
         Ok(record)
     }
 
@@ -525,10 +545,11 @@ impl TenantDirectory {
         if self.clock.now_millis().saturating_sub(checked_at) < ABSENCE_RECHECK_MS {
             return Ok(None);
         }
+        let sent_at = self.clock.now_millis();
         let fresh = read_record_with(&self.reader, &self.table, tenant, false)
             .await?
             .map(Arc::new);
-        self.remember(tenant, fresh.clone());
+        self.lock().insert(tenant.clone(), (fresh.clone(), sent_at));
         Ok(fresh)
     }
 

@@ -129,6 +129,12 @@ impl UsageMeter {
             .is_none_or(|at| now_millis.saturating_sub(*at) >= FLUSH_INTERVAL_MS)
     }
 
+    /// Drops `tenant`'s counts not yet written (a refused tenant's: see `App::forget_counts`).
+    pub fn forget(&self, tenant: &TenantId) {
+        lock(&self.pending).retain(|(t, _), _| t != tenant);
+        lock(&self.flushed_at).remove(tenant);
+    }
+
     /// The tenants with counts not yet written.
     pub fn tenants_pending(&self) -> Vec<TenantId> {
         let mut tenants: Vec<TenantId> =
