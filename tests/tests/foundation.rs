@@ -223,3 +223,98 @@ impl<E: std::error::Error + 'static> ErrString for E {
         out
     }
 }
+
+#[tokio::test]
+async fn every_body_route_names_the_field_of_the_wrong_type_in_valid_json() {
+    use integration::routes::{call, params};
+    // GIVEN every route that takes a body (openapi.yaml's requestBody operations), each with valid
+    // JSON where one field has the wrong type
+    let cases: &[(&str, serde_json::Value, Option<&str>)] = &[
+        (
+            "create-session",
+            json!({"customerId": 5}),
+            Some("customerId"),
+        ),
+        (
+            "onboard-tenant",
+            json!({"tenantId": "x", "tier": 5}),
+            Some("tier"),
+        ),
+        ("update-tenant", json!({"tier": 5}), Some("tier")),
+        ("update-tenant", json!({"status": true}), Some("status")),
+        ("put-product", json!([1, 2]), None),
+        ("put-department", json!({"name": 5}), Some("name")),
+        (
+            "put-employee",
+            json!({"name": "a", "departmentId": 7}),
+            Some("departmentId"),
+        ),
+        (
+            "put-user",
+            json!({"name": "a", "email": false}),
+            Some("email"),
+        ),
+        (
+            "create-order",
+            json!({"date": "2026-01-01", "amount": "x", "items": []}),
+            Some("amount"),
+        ),
+        (
+            "put-integration-token",
+            json!({"token": 5, "expiresAt": 1}),
+            Some("token"),
+        ),
+        (
+            "create-import",
+            json!({"kind": 5, "items": []}),
+            Some("kind"),
+        ),
+    ];
+    let spec: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../openapi.yaml")).unwrap(),
+    )
+    .unwrap();
+    let with_bodies: std::collections::BTreeSet<String> = spec["paths"]
+        .as_mapping()
+        .unwrap()
+        .values()
+        .flat_map(|ops| ops.as_mapping().unwrap().values())
+        .filter(|op| !op["requestBody"].is_null())
+        .map(|op| op["operationId"].as_str().unwrap().to_owned())
+        .collect();
+    let covered: std::collections::BTreeSet<String> =
+        cases.iter().map(|(bin, _, _)| bin.to_string()).collect();
+    assert_eq!(
+        covered, with_bodies,
+        "a body route without a wrong-type case"
+    );
+    let h = Harness::new().await;
+    let tenant = integration::onboarded(&h, "shape").await;
+    let before = h.all_items().await.len();
+    for (bin, body, field) in cases {
+        let auth = match bin.starts_with("onboard") || bin.starts_with("update-tenant") {
+            true => Auth::Operator("platform".into()),
+            false => Auth::Tenant(tenant.clone()),
+        };
+        let ids = [
+            ("tenantId", tenant.as_str()),
+            ("productId", "p"),
+            ("departmentId", "d"),
+            ("employeeId", "e"),
+            ("userId", "u"),
+            ("service", "svc"),
+        ];
+        // WHEN it is sent
+        let r = call(&h.app, bin, &params(&ids), &[], Some(body.clone()), &auth).await;
+        // THEN 400 problem+json that names the field and the type expected, never "not valid JSON"
+        r.assert_problem(400);
+        let detail = r.body["detail"].as_str().unwrap();
+        assert!(!detail.contains("not valid JSON"), "{bin}: {detail}");
+        assert!(detail.contains("expected"), "{bin}: {detail}");
+        if let Some(field) = field {
+            assert_eq!(r.body["field"], *field, "{bin}: {}", r.body);
+        }
+    }
+    // AND nothing was written
+    assert_eq!(h.all_items().await.len(), before);
+}

@@ -76,9 +76,16 @@ pub fn check_document(value: &serde_json::Value, path: &str, depth: usize) -> Re
 /// DynamoDB can store ([`check_document`]).
 pub fn check_product(document: &serde_json::Value, path: &str) -> Result<(), ApiError> {
     if !document.is_object() {
+        let got = match document {
+            serde_json::Value::Array(_) => "an array",
+            serde_json::Value::String(_) => "a string",
+            serde_json::Value::Number(_) => "a number",
+            serde_json::Value::Bool(_) => "a boolean",
+            _ => "null",
+        };
         return Err(ApiError::bad_request(
             path,
-            "The product document must be a JSON object.",
+            format!("The product document must be a JSON object: expected an object, got {got}."),
         ));
     }
     let bytes = serde_json::to_vec(document).map_or(usize::MAX, |b| b.len());

@@ -121,6 +121,18 @@ pub fn json_body_up_to<T: DeserializeOwned>(
             e.inner().classify(),
             serde_json::error::Category::Syntax | serde_json::error::Category::Eof
         ) {
+            // serde_json also reports a value of the wrong type for an enum (`{"tier": 5}`) as a
+            // syntax error. When the body is valid JSON, deserializing it again from its value
+            // names the field and the type expected.
+            if let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) {
+                return match serde_path_to_error::deserialize::<_, T>(value) {
+                    Err(e) => wrong_shape(e),
+                    Ok(_) => ApiError::BadRequest {
+                        detail: format!("Invalid request body: {}", e.inner()),
+                        field: Some(e.path().to_string()),
+                    },
+                };
+            }
             // Not JSON at all: no field to name, but say where parsing stopped.
             let inner = e.inner();
             return ApiError::BadRequest {
@@ -133,25 +145,35 @@ pub fn json_body_up_to<T: DeserializeOwned>(
                 field: None,
             };
         }
-        let path = e.path().to_string();
-        let message = e.inner().to_string();
-        // serde reports missing and unknown fields at the parent's path; name the field itself.
-        let named = ["missing field `", "unknown field `"]
-            .iter()
-            .find_map(|lead| {
-                let rest = message.split_once(lead)?.1;
-                Some(rest.split_once('`')?.0.to_owned())
-            });
-        let field = match (path.as_str(), named) {
-            (".", named) => named,
-            (_, Some(named)) if !path.ends_with(named.as_str()) => Some(format!("{path}.{named}")),
-            _ => Some(path),
-        };
-        ApiError::BadRequest {
-            detail: format!("Invalid request body: {}", e.inner()),
-            field,
-        }
+        wrong_shape(e)
     })
+}
+
+/// A 400 for valid JSON of the wrong shape: the field (by its path) and what it should be.
+fn wrong_shape(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    let path = e.path().to_string();
+    // serde_json's message for an enum given another type names serde's own model ("string or
+    // map"); a unit variant is written as a string.
+    let message = e
+        .inner()
+        .to_string()
+        .replace("expected string or map", "expected a string");
+    // serde reports missing and unknown fields at the parent's path; name the field itself.
+    let named = ["missing field `", "unknown field `"]
+        .iter()
+        .find_map(|lead| {
+            let rest = message.split_once(lead)?.1;
+            Some(rest.split_once('`')?.0.to_owned())
+        });
+    let field = match (path.as_str(), named) {
+        (".", named) => named,
+        (_, Some(named)) if !path.ends_with(named.as_str()) => Some(format!("{path}.{named}")),
+        _ => Some(path),
+    };
+    ApiError::BadRequest {
+        detail: format!("Invalid request body: {message}"),
+        field,
+    }
 }
 
 pub fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response<Body> {
@@ -342,6 +364,49 @@ mod tests {
         ] {
             assert!(serde_json::from_str::<Counted>(bad).is_err(), "{bad}");
         }
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    enum Level {
+        Low,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct WithEnum {
+        level: Option<Level>,
+        #[serde(default, deserialize_with = "optional_whole_number")]
+        count: Option<u32>,
+    }
+
+    #[test]
+    fn valid_json_with_an_enum_of_the_wrong_type_names_the_field_and_the_type() {
+        // GIVEN valid JSON whose enum field holds a number, a boolean, or an object
+        for (body, shown) in [
+            (r#"{"level": 5}"#, "integer `5`"),
+            (r#"{"level": true}"#, "boolean `true`"),
+            (r#"{"level": [1]}"#, "sequence"),
+        ] {
+            let req = Request::new(Body::Text(body.to_owned()));
+            // WHEN it is parsed
+            let Err(ApiError::BadRequest { detail, field }) = json_body::<WithEnum>(&req) else {
+                panic!("400 expected for {body}");
+            };
+            // THEN the answer names the field and the type expected, and does not call it invalid JSON
+            assert_eq!(field.as_deref(), Some("level"), "{body}: {detail}");
+            assert!(!detail.contains("not valid JSON"), "{body}: {detail}");
+            assert!(detail.contains(shown), "{body}: {detail}");
+            assert!(detail.contains("expected a string"), "{body}: {detail}");
+        }
+        // AND an unknown variant still lists the known ones; a number field still takes 3.0
+        let req = Request::new(Body::Text(r#"{"level": "high"}"#.into()));
+        let Err(ApiError::BadRequest { detail, .. }) = json_body::<WithEnum>(&req) else {
+            panic!("400 expected");
+        };
+        assert!(detail.contains("`low`"), "{detail}");
+        let req = Request::new(Body::Text(r#"{"level": "low", "count": 3.0}"#.into()));
+        assert_eq!(json_body::<WithEnum>(&req).unwrap().count, Some(3));
     }
 
     #[test]
