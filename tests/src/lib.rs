@@ -765,6 +765,10 @@ pub struct Resp {
     pub retry_after: Option<String>,
     /// The `Link` header (export pages).
     pub link: Option<String>,
+    /// The `Location` header (an accepted import).
+    pub location: Option<String>,
+    /// Whether `Idempotent-Replayed: true` was sent.
+    pub replayed: bool,
     pub body: Value,
     /// The body as sent (NDJSON pages are not one JSON value).
     pub text: String,
@@ -783,11 +787,15 @@ pub fn resp(result: Result<Response<Body>, ApiError>) -> Resp {
         .get("retry-after")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let link = r
-        .headers()
-        .get("link")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let header = |name: &str| {
+        r.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let link = header("link");
+    let location = header("location");
+    let replayed = header("idempotent-replayed").as_deref() == Some("true");
     let text = match r.body() {
         Body::Text(t) => t.clone(),
         Body::Binary(b) => String::from_utf8_lossy(b).into_owned(),
@@ -803,6 +811,8 @@ pub fn resp(result: Result<Response<Body>, ApiError>) -> Resp {
         content_type,
         retry_after,
         link,
+        location,
+        replayed,
         body,
         text,
     }

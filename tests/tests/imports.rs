@@ -481,8 +481,14 @@ async fn an_idempotency_key_names_one_import_even_after_a_failure_part_way() {
     let retried = post_import(&h, &queues, &t, products("k", 30), &key).await;
     assert_eq!(retried.status, 202, "{}", retried.body);
     assert_eq!(retried.body["importId"], id.as_str());
+    let location = format!("/imports/{id}");
+    assert_eq!(retried.location.as_deref(), Some(location.as_str()));
     let replayed = post_import(&h, &queues, &t, products("k", 30), &key).await;
     assert_eq!(replayed.status, 202);
+    // AND the replay carries every header the contract documents for the 202, Location included
+    assert!(replayed.replayed, "a replay");
+    assert_eq!(replayed.location.as_deref(), Some(location.as_str()));
+    assert_eq!(replayed.body, retried.body);
     drain(&queues, &[&consumer], 10).await;
     // THEN each item is written once
     let progress = get_import(&h, &t, &id).await;

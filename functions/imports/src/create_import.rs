@@ -199,8 +199,13 @@ async fn create(
         db.client
             .transact_write_items()
             .transact_items(enqueued(db, t, &import, &fingerprint)?);
+    let location = format!("/imports/{import}");
     if let Some(recorder) = &recorder {
-        request = request.transact_items(recorder.record(StatusCode::ACCEPTED, &view)?);
+        request = request.transact_items(recorder.record_with_headers(
+            StatusCode::ACCEPTED,
+            &view,
+            &[(header::LOCATION, &location)],
+        )?);
     }
     transact(request).await.map_err(|e| match e {
         TransactError::ConditionFailed { index: 0, .. } => {
@@ -209,7 +214,7 @@ async fn create(
         other => other.into(),
     })?;
     let mut response = json_response(StatusCode::ACCEPTED, &view);
-    if let Ok(location) = format!("/imports/{import}").parse() {
+    if let Ok(location) = location.parse() {
         response.headers_mut().insert(header::LOCATION, location);
     }
     Ok(response)

@@ -4,7 +4,7 @@
 //! - No header: the route runs as it always does.
 //! - A header that is not 1–128 characters of `[A-Za-z0-9_-]`: 400 (`Idempotency-Key`).
 //! - A live record for the key, made by the same request (method, route, path parameters, body):
-//!   its status and body are answered again, and nothing runs. Made by a different request: 422.
+//!   its status, body and documented headers (`Location`) are answered again, and nothing runs. Made by a different request: 422.
 //! - Otherwise the route runs, and writes the record (its answer) as the last action of the same
 //!   transaction as its effect. Of concurrent duplicates exactly one commits; the others' records
 //!   fail their condition, and they answer what the winner recorded.
@@ -45,11 +45,26 @@ impl Recorder<'_> {
         status: StatusCode,
         body: &impl serde::Serialize,
     ) -> Result<aws_sdk_dynamodb::types::TransactWriteItem, ApiError> {
+        self.record_with_headers(status, body, &[])
+    }
+
+    /// [`Recorder::record`], with the headers the route's contract documents for the answer
+    /// (`Location`): a replay carries them too.
+    pub fn record_with_headers(
+        &self,
+        status: StatusCode,
+        body: &impl serde::Serialize,
+        headers: &[(header::HeaderName, &str)],
+    ) -> Result<aws_sdk_dynamodb::types::TransactWriteItem, ApiError> {
         let body = serde_json::to_string(body)
             .map_err(|e| ApiError::Internal(format!("serialize answer: {e}")))?;
         Ok(self.0.record(&Answer {
             status: status.as_u16(),
             body,
+            headers: headers
+                .iter()
+                .map(|(name, value)| (name.as_str().to_owned(), (*value).to_owned()))
+                .collect(),
         })?)
     }
 }
@@ -90,10 +105,14 @@ pub async fn put_new(
 }
 
 fn replay(answer: Answer) -> Result<Response<Body>, ApiError> {
-    Response::builder()
+    let mut response = Response::builder()
         .status(answer.status)
         .header(header::CONTENT_TYPE, "application/json")
-        .header("Idempotent-Replayed", "true")
+        .header("Idempotent-Replayed", "true");
+    for (name, value) in &answer.headers {
+        response = response.header(name.as_str(), value.as_str());
+    }
+    response
         .body(Body::Text(answer.body))
         .map_err(|e| ApiError::Internal(format!("build replay: {e}")))
 }

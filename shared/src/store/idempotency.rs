@@ -11,6 +11,8 @@
 //! parameters, body), the answer's status and body, and `expiresAt` (TTL; also checked on read, since
 //! TTL deletion lags).
 
+use std::collections::BTreeMap;
+
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use sha2::{Digest, Sha256};
 
@@ -47,6 +49,9 @@ pub fn fingerprint(method: &str, route: &str, path: &[(&str, &str)], body: &[u8]
 pub struct Answer {
     pub status: u16,
     pub body: String,
+    /// The headers the route's contract documents for this answer (a 202's `Location`), replayed
+    /// with it. Stored as the map attribute `headers` when there are any.
+    pub headers: BTreeMap<String, String>,
 }
 
 /// What the store knows of a key.
@@ -93,7 +98,20 @@ impl Idempotency<'_> {
         }
         let status = u64_attr(&item, "status").and_then(|s| u16::try_from(s).ok());
         match (status, string_attr(&item, "body")) {
-            (Some(status), Some(body)) => Ok(Recorded::Same(Answer { status, body })),
+            (Some(status), Some(body)) => {
+                let headers = match item.get("headers") {
+                    Some(AttributeValue::M(m)) => m
+                        .iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.as_s().ok()?.clone())))
+                        .collect(),
+                    _ => BTreeMap::new(),
+                };
+                Ok(Recorded::Same(Answer {
+                    status,
+                    body,
+                    headers,
+                }))
+            }
             _ => Err(StoreError::Internal(
                 "idempotency record without an answer".into(),
             )),
@@ -125,6 +143,14 @@ impl Idempotency<'_> {
                 AttributeValue::N((self.now_seconds + RECORD_TTL_SECONDS).to_string()),
             ),
         ]);
+        if !answer.headers.is_empty() {
+            let headers = answer
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone(), AttributeValue::S(v.clone())))
+                .collect();
+            item.insert("headers".into(), AttributeValue::M(headers));
+        }
         crate::store::items::enlist(&self.db.tenant, &mut item);
         let put = Put::builder()
             .table_name(&*self.db.table)
