@@ -448,6 +448,7 @@ async fn two_migrations_under_writers_and_walkers_keep_every_item_exactly_once()
     // GIVEN an ordered walk begun before the migration, and an unordered one.
     let ordered = w.page(PRODUCT, "id", None).await;
     let unordered = w.page(PRODUCT, "unordered", None).await;
+    let seeded_products = w.expected(PRODUCT);
 
     // WHEN the tenant moves from 4 to 16 shards while writers update, delete and create, and
     // readers walk both lists in both orders.
@@ -459,10 +460,12 @@ async fn two_migrations_under_writers_and_walkers_keep_every_item_exactly_once()
         "an ordered cursor outlives the layout: {}",
         r.body
     );
-    // A walk's cursor names a partition of the old layout: refused, so the client starts again.
-    w.page(PRODUCT, "unordered", unordered.body["nextCursor"].as_str())
-        .await
-        .assert_problem(400);
+    // A walk's cursor names a partition of the old layout: the walk goes on in id order from how
+    // far it had come, and with its first page it has every product exactly once.
+    assert_eq!(
+        finish_walk(&w, &unordered).await,
+        w.expected(PRODUCT).into_keys().collect::<Vec<_>>()
+    );
 
     let migrating = AtomicBool::new(true);
     let walks = AtomicU64::new(0);
@@ -636,10 +639,40 @@ async fn two_migrations_under_writers_and_walkers_keep_every_item_exactly_once()
         }
     }
     w.assert_settled(3).await;
-    // AND a walk's cursor from before both re-shardings is still refused (its layout is gone)
-    w.page(PRODUCT, "unordered", unordered.body["nextCursor"].as_str())
-        .await
-        .assert_problem(400);
+    // AND a walk's cursor from before both re-shardings still finishes (its layout is gone; the
+    // rest of the walk is read in id order): no product twice, and every product that was there
+    // when it began and still is
+    let walked = finish_walk(&w, &unordered).await;
+    let mut once = walked.clone();
+    once.dedup();
+    assert_eq!(once, walked, "a product came twice");
+    for id in w.expected(PRODUCT).keys() {
+        if seeded_products.contains_key(id) {
+            assert!(walked.binary_search(id).is_ok(), "the walk missed {id}");
+        }
+    }
+}
+
+/// The ids of a walk's `first` page and of every page after it, sorted.
+async fn finish_walk(w: &World<'_>, first: &Resp) -> Vec<String> {
+    let ids = |r: &Resp| -> Vec<String> {
+        r.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["productId"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut seen = ids(first);
+    let mut cursor = first.body["nextCursor"].as_str().map(str::to_owned);
+    while let Some(c) = cursor {
+        let r = w.page(PRODUCT, "unordered", Some(&c)).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        seen.extend(ids(&r));
+        cursor = r.body["nextCursor"].as_str().map(str::to_owned);
+    }
+    seen.sort();
+    seen
 }
 
 #[tokio::test]
@@ -820,4 +853,180 @@ async fn a_write_that_chose_the_old_layout_never_leaves_a_second_copy() {
         (home + 3) % DEPARTMENTS as u64
     );
     assert_eq!(members, vec![last]);
+}
+
+/// One page of `list` for `tenant` from container `h`, `order` `unordered` or `id`.
+async fn page_from(h: &Harness, tenant: &str, order: &str, cursor: Option<&str>) -> Resp {
+    let mut query = vec![("limit", "97"), ("order", order)];
+    if let Some(c) = cursor {
+        query.push(("cursor", c));
+    }
+    call(
+        &h.app,
+        PRODUCT.list,
+        &BTreeMap::new(),
+        &query,
+        None,
+        &Auth::Tenant(tenant.into()),
+    )
+    .await
+}
+
+/// A walk in progress: which container serves its next page, its cursor, and what it has seen.
+struct Walker {
+    order: &'static str,
+    next_on_x: bool,
+    cursor: Option<String>,
+    seen: Vec<String>,
+    done: bool,
+}
+
+impl Walker {
+    fn new(order: &'static str, first_on_x: bool) -> Self {
+        Self {
+            order,
+            next_on_x: first_on_x,
+            cursor: None,
+            seen: Vec::new(),
+            done: false,
+        }
+    }
+
+    /// One page, from the container whose turn it is; the cursor goes to the other one.
+    async fn step(&mut self, x: &Harness, y: &Harness, tenant: &str) {
+        if self.done {
+            return;
+        }
+        let h = if self.next_on_x { x } else { y };
+        let r = page_from(h, tenant, self.order, self.cursor.as_deref()).await;
+        assert_eq!(
+            r.status,
+            200,
+            "{} walk, page {} from {}: {}",
+            self.order,
+            self.seen.len() / 97,
+            if self.next_on_x { "X" } else { "Y" },
+            r.body
+        );
+        for item in r.body["items"].as_array().unwrap() {
+            self.seen
+                .push(item["productId"].as_str().unwrap().to_owned());
+        }
+        self.cursor = r.body["nextCursor"].as_str().map(str::to_owned);
+        self.done = self.cursor.is_none();
+        self.next_on_x = !self.next_on_x;
+    }
+}
+
+#[tokio::test]
+async fn walk_cursors_pass_between_containers_with_and_without_the_migration_cached() {
+    use shared::store::resharding::WRITES_MOVE_DELAY_SECONDS;
+    // GIVEN a tenant with 600 products on 4 shards, container X that has its record cached (no
+    // migration), and container Y, where an operator starts a re-sharding to 16
+    let x = Harness::new().await;
+    let y = Harness::on_table(&x.admin, &x.table, 3600, &x.sts_endpoint).await;
+    let t = unique("handoff");
+    onboard(&x, &t, 4).await;
+    let ids: Vec<String> = (0..600).map(|i| format!("p-{i:04}")).collect();
+    futures::stream::iter(ids.iter().map(|id| {
+        let (x, t) = (&x, &t);
+        async move {
+            let r = call(
+                &x.app,
+                "put-product",
+                &params(&[("productId", id)]),
+                &[],
+                Some(json!({"v": 1})),
+                &Auth::Tenant(t.clone()),
+            )
+            .await;
+            assert_eq!(r.status, 201, "{}", r.body);
+        }
+    }))
+    .buffer_unordered(16)
+    .collect::<Vec<()>>()
+    .await;
+    assert_eq!(page_from(&x, &t, "unordered", None).await.status, 200);
+    let started = call(
+        &y.app,
+        "update-tenant",
+        &params(&[("tenantId", &t)]),
+        &[],
+        Some(json!({"shardCount": 16})),
+        &operator(),
+    )
+    .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    // WHEN four walks (a walk and an id-order listing, each begun on X and on Y) hand their
+    // cursors from one container to the other on every page: two pages each while X does not know
+    // of the migration, two after writes have moved (X knows then, and 100 products are updated,
+    // which moves them), and the rest once Y has seen the migration finish while X still has it
+    // cached
+    let mut walkers = [
+        Walker::new("unordered", true),
+        Walker::new("unordered", false),
+        Walker::new("id", true),
+        Walker::new("id", false),
+    ];
+    for _ in 0..2 {
+        for w in walkers.iter_mut() {
+            w.step(&x, &y, &t).await;
+        }
+    }
+    x.clock.advance_seconds(WRITES_MOVE_DELAY_SECONDS);
+    y.clock.advance_seconds(WRITES_MOVE_DELAY_SECONDS);
+    for id in ids.iter().step_by(6) {
+        let r = call(
+            &x.app,
+            "put-product",
+            &params(&[("productId", id)]),
+            &[],
+            Some(json!({"v": 2})),
+            &Auth::Tenant(t.clone()),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    for _ in 0..2 {
+        for w in walkers.iter_mut() {
+            w.step(&x, &y, &t).await;
+        }
+    }
+    y.clock.advance_seconds(MOVES_DELAY_SECONDS);
+    let mut calls = 0;
+    loop {
+        let r = call(
+            &y.app,
+            "update-tenant",
+            &params(&[("tenantId", &t)]),
+            &[],
+            Some(json!({"shardCount": 16})),
+            &operator(),
+        )
+        .await;
+        if r.status == 200 {
+            break;
+        }
+        assert_eq!(r.status, 202, "{}", r.body);
+        calls += 1;
+        assert!(calls < 50, "the migration does not end");
+    }
+    for _ in 0..20 {
+        for w in walkers.iter_mut() {
+            w.step(&x, &y, &t).await;
+        }
+    }
+    // THEN every walk finished with every product exactly once
+    for w in &walkers {
+        assert!(w.done, "a {} walk did not finish", w.order);
+        let mut seen = w.seen.clone();
+        seen.sort();
+        assert_eq!(
+            seen,
+            ids,
+            "a {} walk (begun on {})",
+            w.order,
+            if w.seen.is_empty() { "?" } else { "X or Y" }
+        );
+    }
 }

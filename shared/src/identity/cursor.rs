@@ -139,6 +139,32 @@ pub fn encode(keys: &CursorKeys, tenant: &TenantId, route: &str, key: &Key) -> S
     format!("{payload}.{signature}")
 }
 
+/// The route a cursor of `tenant` was made for, once its signature verifies: the route is signed
+/// with the position, so it may carry parameters the server reads back (a walk continued in id
+/// order carries how far it had walked). Decode the position with [`decode`] and that route.
+pub fn signed_route(
+    keys: &CursorKeys,
+    tenant: &TenantId,
+    raw: &str,
+) -> Result<String, InvalidCursor> {
+    if raw.len() > MAX_CURSOR_BYTES {
+        return Err(InvalidCursor);
+    }
+    let (payload, signature) = raw.split_once('.').ok_or(InvalidCursor)?;
+    let signature = URL_SAFE_NO_PAD
+        .decode(signature)
+        .map_err(|_| InvalidCursor)?;
+    if !keys.verify(payload, &signature) {
+        return Err(InvalidCursor);
+    }
+    let bytes = URL_SAFE_NO_PAD.decode(payload).map_err(|_| InvalidCursor)?;
+    let env: Envelope = serde_json::from_slice(&bytes).map_err(|_| InvalidCursor)?;
+    if env.v != 2 || env.t != tenant.as_str() {
+        return Err(InvalidCursor);
+    }
+    Ok(env.r)
+}
+
 /// Decodes a cursor of `route` for `tenant`; `shape_ok(pk, sk)` checks its key for the route.
 pub fn decode(
     keys: &CursorKeys,

@@ -9,6 +9,8 @@ use serde::Serialize;
 
 use crate::identity::cursor::{self, Key};
 use crate::identity::ids::{EntityId, TenantId};
+use crate::identity::keys::{entity_sk_prefix, parse_entity_sk, PK, SK};
+use crate::identity::shard::shard_for;
 use crate::service::app::App;
 use crate::service::error::ApiError;
 use crate::service::http::{
@@ -16,8 +18,8 @@ use crate::service::http::{
     ListOrder, PageCursor, MAX_PAGE_BYTES, MAX_SHARDED_LIMIT,
 };
 use crate::store::layout::{self, Keys, Layout};
-use crate::store::query::Item;
-use crate::store::scatter::{gather, gather_across, walk, Fanout, ShardedList};
+use crate::store::query::{string_attr, Item};
+use crate::store::scatter::{gather, gather_across, walk, Fanout, GatheredPage, ShardedList};
 
 /// `GET /<kind>/{param}`: 200 with the item's view, or 404 with `not_found`. One GetItem (two at
 /// once while the tenant is being re-sharded: [`crate::store::layout`]), or none when the
@@ -53,9 +55,12 @@ pub async fn get_by_id<V: Serialize>(
 /// While the tenant is being re-sharded both orders read both layouts ([`gather_across`]), in id
 /// order: a walk's position in one layout's partitions means nothing in the other's. A walk begun
 /// then goes on in id order after the migration ends (its cursors are bound to `&by=id`). A walk's
-/// cursor is bound to its shard count: one over the new count, made by a container that saw the
-/// migration end, is honoured by one that still has it cached; one from before a re-sharding is
-/// refused (400), so the client starts again instead of silently missing moved items.
+/// cursor is bound to its shard count and the layout's generation. One over the new count, made by a
+/// container that saw the migration end, is honoured by one that still has it cached. Any other
+/// walk cursor (made by a container that did not yet know of a migration, or before a re-sharding)
+/// is continued in id order from its [`Frontier`]: the items a walk over N shards has returned are
+/// exactly those whose home shard among N comes before its position, which the id alone decides, so
+/// the rest of the walk is every other item, each once, in whichever layout it now is.
 pub async fn list_page<V: Serialize>(
     app: &App,
     req: &Request,
@@ -72,59 +77,74 @@ pub async fn list_page<V: Serialize>(
     let db = app.db(t).await?;
     let (layout, generation) = app.directory.layout_generation(&db).await?;
     let keys = &app.settings.cursor_keys;
-    let over = |shards: u32, route: &str| {
-        let mut listing = list.over(t, shards);
-        listing.route = route.to_owned();
-        listing
-    };
     let bound_to = |route: &str| {
         cursor.is_some_and(|c| cursor::decode(keys, t, route, c, |_, _| true).is_ok())
     };
     let walk_by_id = format!("{}?order=unordered&by=id", list.route);
-    // A walk's position is a partition of one layout: its cursor names the shard count and the
-    // layout's generation (a count can come back: 4 → 16 → 4).
-    let walk_over = |n: u32, generation: u32| {
-        format!(
-            "{}?order=unordered&shards={n}&generation={generation}",
-            list.route
-        )
+    let by_id = |route: String| PageRead::ById {
+        route,
+        frontier: None,
+        from_start: false,
     };
     let plan = match (order, layout) {
-        (ListOrder::ById, _) => PageRead::ById(list.route.to_owned()),
-        (ListOrder::Unordered, _) if bound_to(&walk_by_id) => PageRead::ById(walk_by_id),
-        (ListOrder::Unordered, Layout::Stable(n)) => {
-            // A walk cursor made before walks were bound to the layout is this layout's if the
-            // tenant was never re-sharded (re-sharding came with that binding).
-            let legacy = format!("{}?order=unordered", list.route);
-            let route = if generation == 0 && bound_to(&legacy) {
-                legacy
-            } else {
-                walk_over(n, generation)
-            };
-            PageRead::Walk(n, route)
+        (ListOrder::ById, _) => by_id(list.route.to_owned()),
+        (ListOrder::Unordered, _) if bound_to(&walk_by_id) => by_id(walk_by_id),
+        (ListOrder::Unordered, Layout::Stable(n))
+            if cursor.is_none() || bound_to(&walk_over(&list, n, generation)) =>
+        {
+            PageRead::Walk(n, walk_over(&list, n, generation))
+        }
+        // A walk cursor made before walks were bound to the layout is this layout's if the tenant
+        // was never re-sharded (re-sharding came with that binding).
+        (ListOrder::Unordered, Layout::Stable(n))
+            if generation == 0 && bound_to(&legacy_walk(&list)) =>
+        {
+            PageRead::Walk(n, legacy_walk(&list))
         }
         // A walk of the layout after this migration: a container that saw the migration end made
         // this cursor, while this one still has the migration cached.
         (ListOrder::Unordered, Layout::Migrating { to, .. })
-            if bound_to(&walk_over(to, generation + 1)) =>
+            if bound_to(&walk_over(&list, to, generation + 1)) =>
         {
-            PageRead::Walk(to, walk_over(to, generation + 1))
+            PageRead::Walk(to, walk_over(&list, to, generation + 1))
         }
-        (ListOrder::Unordered, Layout::Migrating { .. }) => PageRead::ById(walk_by_id),
+        (ListOrder::Unordered, Layout::Migrating { .. }) if cursor.is_none() => by_id(walk_by_id),
+        (ListOrder::Unordered, _) => {
+            let raw = cursor.ok_or(cursor::InvalidCursor)?;
+            let (frontier, from_start) =
+                Frontier::of_cursor(keys, t, raw, &list, &walk_by_id, layout, generation)
+                    .ok_or(cursor::InvalidCursor)?;
+            PageRead::ById {
+                route: frontier.route(&walk_by_id),
+                frontier: Some(frontier),
+                from_start,
+            }
+        }
     };
-    let (page, route) = match (plan, layout) {
-        (PageRead::ById(route), Layout::Stable(n)) => {
-            let listing = over(n, &route);
-            let page = gather(&db, &listing, keys, limit, cursor, fanout).await?;
+    let (page, route) = match plan {
+        PageRead::ById {
+            route,
+            frontier,
+            from_start,
+        } => {
+            let cursor = if from_start { None } else { cursor };
+            let read = ByIdRead {
+                db: &db,
+                layout,
+                list: &list,
+                route: &route,
+                keys,
+                fanout,
+            };
+            let page = match &frontier {
+                None => read.page(limit, cursor).await?,
+                Some(frontier) => read.page_after(frontier, limit, cursor).await?,
+            };
             (page, route)
         }
-        (PageRead::ById(route), Layout::Migrating { from, to, .. }) => {
-            let (old, new) = (over(from, &route), over(to, &route));
-            let page = gather_across(&db, (&old, from), (&new, to), keys, limit, cursor).await?;
-            (page, route)
-        }
-        (PageRead::Walk(shards, route), _) => {
-            let listing = over(shards, &route);
+        PageRead::Walk(shards, route) => {
+            let mut listing = list.over(t, shards);
+            listing.route = route.clone();
             let page = walk(&db, &listing, keys, limit, MAX_PAGE_BYTES, cursor).await?;
             (page, route)
         }
@@ -137,8 +157,196 @@ pub async fn list_page<V: Serialize>(
     page_response(page.items, page.next_cursor, view, cursor)
 }
 
-/// How a list page is read: in id order, bound to a route; or as a walk over a shard count.
+/// A walk's route: its position is a partition of one layout, so its cursor names the shard count
+/// and the layout's generation (a count can come back: 4 → 16 → 4).
+fn walk_over(list: &ShardedList<'_>, shards: u32, generation: u32) -> String {
+    format!(
+        "{}?order=unordered&shards={shards}&generation={generation}",
+        list.route
+    )
+}
+
+/// The route walks were bound to before they were bound to the layout.
+fn legacy_walk(list: &ShardedList<'_>) -> String {
+    format!("{}?order=unordered", list.route)
+}
+
+/// How a list page is read: in id order, bound to a route (after a walk's [`Frontier`], and then
+/// from the start of the id order when the cursor was the walk's own); or as a walk over a shard
+/// count.
 enum PageRead {
-    ById(String),
+    ById {
+        route: String,
+        frontier: Option<Frontier>,
+        from_start: bool,
+    },
     Walk(u32, String),
+}
+
+/// How far a walk over `shards` shards had come: every item whose home shard among `shards` is
+/// before `shard`, or is `shard` with an id up to `after`, has been returned; no other item has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frontier {
+    shards: u32,
+    shard: u32,
+    after: Option<String>,
+}
+
+/// Id-order reads that skip a frontier's items go on for at most this many reads per page (then the
+/// page is short, with a cursor), so a page costs a bounded number of reads.
+const FRONTIER_READS_PER_PAGE: usize = 8;
+
+impl Frontier {
+    /// The route of the walk's id-order continuation, which carries the frontier (the route is
+    /// signed with the cursor).
+    fn route(&self, walk_by_id: &str) -> String {
+        format!(
+            "{walk_by_id}&walked={}:{}:{}",
+            self.shards,
+            self.shard,
+            self.after.as_deref().unwrap_or("")
+        )
+    }
+
+    /// The frontier `raw` carries, and whether the id order starts from its beginning (`raw` was a
+    /// walk's own cursor) or from `raw`'s position (it is already a continuation's). A walk cursor
+    /// of a later generation than this container knows is refused: it was made after items moved
+    /// to a layout this container does not read.
+    fn of_cursor(
+        keys: &cursor::CursorKeys,
+        t: &TenantId,
+        raw: &str,
+        list: &ShardedList<'_>,
+        walk_by_id: &str,
+        layout: Layout,
+        generation: u32,
+    ) -> Option<(Self, bool)> {
+        let route = cursor::signed_route(keys, t, raw).ok()?;
+        if let Some(rest) = route.strip_prefix(&format!("{walk_by_id}&walked=")) {
+            let mut parts = rest.splitn(3, ':');
+            let shards: u32 = parts.next()?.parse().ok()?;
+            let shard: u32 = parts.next()?.parse().ok()?;
+            let after = match parts.next()? {
+                "" => None,
+                id => Some(EntityId::parse(id).ok()?.to_string()),
+            };
+            (shard < shards).then_some((
+                Self {
+                    shards,
+                    shard,
+                    after,
+                },
+                false,
+            ))
+        } else {
+            let shards = match route.strip_prefix(&format!("{}?order=unordered", list.route))? {
+                "" if generation == 0 => match layout {
+                    Layout::Stable(n) => n,
+                    Layout::Migrating { from, .. } => from,
+                },
+                rest => {
+                    let (shards, made_at) =
+                        rest.strip_prefix("&shards=")?.split_once("&generation=")?;
+                    if made_at.parse::<u32>().ok()? > generation {
+                        return None;
+                    }
+                    shards.parse().ok()?
+                }
+            };
+            let listing = list.over(t, shards);
+            let partitions = &listing.groups[0];
+            let start_marker = entity_sk_prefix(t, list.kind);
+            let key = cursor::decode(keys, t, &route, raw, |pk, sk| {
+                partitions.iter().any(|p| p == pk) && sk.starts_with(&start_marker)
+            })
+            .ok()?;
+            let (pk, sk) = (key.get(PK)?.as_s().ok()?, key.get(SK)?.as_s().ok()?);
+            let shard = partitions.iter().position(|p| p == pk)? as u32;
+            let after = match sk == &start_marker {
+                true => None,
+                false => Some(parse_entity_sk(t, list.kind, sk).ok()?.to_string()),
+            };
+            Some((
+                Self {
+                    shards,
+                    shard,
+                    after,
+                },
+                true,
+            ))
+        }
+    }
+
+    /// Whether the walk has returned `item` (of the listed kind).
+    fn walked(&self, t: &TenantId, kind: &str, item: &Item) -> bool {
+        let Some(sk) = string_attr(item, SK) else {
+            return false;
+        };
+        let Ok(id) = parse_entity_sk(t, kind, &sk) else {
+            return false;
+        };
+        let home = shard_for(id.as_str(), self.shards);
+        home < self.shard
+            || (home == self.shard && self.after.as_deref().is_some_and(|a| id.as_str() <= a))
+    }
+}
+
+/// An id-order page of a sharded list in the tenant's layout, one or both.
+struct ByIdRead<'a> {
+    db: &'a crate::store::scoped::TenantDb,
+    layout: Layout,
+    list: &'a ShardedList<'a>,
+    route: &'a str,
+    keys: &'a cursor::CursorKeys,
+    fanout: Fanout,
+}
+
+impl ByIdRead<'_> {
+    async fn page(&self, limit: u32, cursor: Option<&str>) -> Result<GatheredPage, ApiError> {
+        let t = &self.db.tenant;
+        let over = |shards: u32| {
+            let mut listing = self.list.over(t, shards);
+            listing.route = self.route.to_owned();
+            listing
+        };
+        Ok(match self.layout {
+            Layout::Stable(n) => {
+                gather(self.db, &over(n), self.keys, limit, cursor, self.fanout).await?
+            }
+            Layout::Migrating { from, to, .. } => {
+                let (old, new) = (over(from), over(to));
+                gather_across(self.db, (&old, from), (&new, to), self.keys, limit, cursor).await?
+            }
+        })
+    }
+
+    /// [`ByIdRead::page`] without the items `frontier`'s walk has returned: reads on until the page
+    /// is full, the list ends, or [`FRONTIER_READS_PER_PAGE`] reads were made.
+    async fn page_after(
+        &self,
+        frontier: &Frontier,
+        limit: u32,
+        cursor: Option<&str>,
+    ) -> Result<GatheredPage, ApiError> {
+        let t = &self.db.tenant;
+        let mut items: Vec<Item> = Vec::new();
+        let mut next = cursor.map(str::to_owned);
+        for _ in 0..FRONTIER_READS_PER_PAGE {
+            let want = limit - items.len() as u32;
+            let page = Box::pin(self.page(want, next.as_deref())).await?;
+            items.extend(
+                page.items
+                    .into_iter()
+                    .filter(|i| !frontier.walked(t, self.list.kind, i)),
+            );
+            next = page.next_cursor;
+            if next.is_none() || items.len() as u32 >= limit {
+                break;
+            }
+        }
+        Ok(GatheredPage {
+            items,
+            next_cursor: next,
+        })
+    }
 }
