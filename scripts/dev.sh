@@ -22,9 +22,13 @@ ensure_py_tools
 
 watch_pid=""
 poller_pid=""
+driver_pid=""
 cleanup() {
   trap - INT TERM HUP EXIT
   trap '' PIPE  # the terminal may be gone already; stopping must not die writing to it
+  if [ -n "$driver_pid" ]; then
+    kill "$driver_pid" 2>/dev/null || true
+  fi
   if [ -n "$poller_pid" ]; then
     kill "$poller_pid" 2>/dev/null || true
   fi
@@ -67,6 +71,14 @@ log "API on http://localhost:$PORT, $reload_note (function logs: $STACK_LOGS/wat
   "http://127.0.0.1:$PORT/2015-03-31/functions/import-consumer/invocations" >"$STACK_LOGS/import-poller.log" 2>&1 &
 poller_pid=$!
 log "import poller: $IMPORT_QUEUE_URL → import-consumer (log: $STACK_LOGS/import-poller.log)"
+# The lifecycle driver's schedule (EventBridge, every minute, in AWS): re-shardings and offboardings
+# run to their end with no client calling.
+( while sleep 60; do
+    curl -s -o /dev/null -X POST --data-binary @events/drive-lifecycle.json \
+      "http://127.0.0.1:$PORT/2015-03-31/functions/drive-lifecycle/invocations" || true
+  done ) >"$STACK_LOGS/lifecycle-driver.log" 2>&1 &
+driver_pid=$!
+log "lifecycle driver: drive-lifecycle every 60 s"
 
 seed_demo_tenants "http://127.0.0.1:$PORT" "$STACK_LOGS/watch.log"
 cat <<MSG

@@ -7,13 +7,16 @@
 # list is 404 too); offboard-tenant names tenant globex, never onboarded (404). create-import
 # enqueues two products (its Idempotency-Key fixes the import id get-import names); the consumer,
 # not behind the API, answers an SQS batch response: "batch:0" is one with no item to retry (its
-# event must first be signed with the run's key: sign_consumer_event). Sourced after scripts/tools.sh.
+# event must first be signed with the run's key: sign_consumer_event). The lifecycle driver, on a
+# schedule, answers what it left listed: "pending:0" (nothing runs by then). Sourced after
+# scripts/tools.sh.
 EXPECTED=(
   "onboard-tenant 201"
   "get-tenant 200"
   "update-tenant 200"
   "export-tenant 200"
   "offboard-tenant 404"
+  "drive-lifecycle pending:0"
   "put-product 201"
   "get-product 200"
   "query-tenant-products 200"
@@ -65,7 +68,7 @@ check_expectations_cover_binaries() {
 
 # The statusCode of a Lambda proxy response printed as JSON: the whole of $1, or its last JSON line
 # (sam local invoke prints the function's logs before the response). For an SQS batch response,
-# "batch:<messages to retry>".
+# "batch:<messages to retry>"; for the lifecycle driver's, "pending:<tenants still listed>".
 status_code_of() {
   python3 -c '
 import json, sys
@@ -75,6 +78,8 @@ for candidate in [text, *reversed(text.splitlines())]:
         answer = json.loads(candidate)
         if "batchItemFailures" in answer:
             print("batch:%d" % len(answer["batchItemFailures"])); break
+        if "pending" in answer and "listed" in answer:
+            print("pending:%d" % answer["pending"]); break
         print(answer["statusCode"]); break
     except (ValueError, KeyError, TypeError):
         continue

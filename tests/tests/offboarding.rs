@@ -742,3 +742,59 @@ async fn a_re_onboarded_tenants_usage_starts_at_zero_in_a_container_that_served_
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["days"][0]["routes"]["get-product"], 1, "{}", r.body);
 }
+
+/// Runs the lifecycle driver from `driver`'s container until nothing is listed; how many runs.
+async fn drive_to_the_end(driver: &Harness) -> usize {
+    for run in 1..=60 {
+        let driven = tenants::drive_lifecycle::drive(&driver.app).await.unwrap();
+        if driven.pending == 0 {
+            return run;
+        }
+    }
+    panic!("the lifecycle driver does not finish");
+}
+
+#[tokio::test]
+async fn an_offboarding_finishes_with_no_client_after_its_first_call_even_when_its_driver_is_killed(
+) {
+    // GIVEN a tenant with 300 products and an item of every other kind, whose offboarding an
+    // operator starts with one call and never calls again
+    let h = Harness::new().await;
+    let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
+    let t = unique("driven");
+    onboard(&h, &t, 4).await;
+    seed_every_kind(&h, &t, 300).await;
+    let prefix = format!("TENANT#{t}#");
+    let before = h.items_under(&prefix).await.len();
+    assert_eq!(offboard(&h, &t, &operator).await.status, 202);
+    // WHEN the driver runs in another container: first before deletion may start (it waits)
+    let driver = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    let early = tenants::drive_lifecycle::drive(&driver.app).await.unwrap();
+    assert_eq!((early.finished, early.pending), (0, 1), "{early:?}");
+    assert_eq!(h.items_under(&prefix).await.len(), before);
+    // AND then, once it may, is killed part-way three times, and is left to run
+    driver.clock.advance_seconds(DELETION_DELAY_SECONDS);
+    for ms in [20, 60, 150] {
+        let _ = tokio::time::timeout(
+            Duration::from_millis(ms),
+            tenants::drive_lifecycle::drive(&driver.app),
+        )
+        .await;
+    }
+    drive_to_the_end(&driver).await;
+    // THEN the tenant is gone, with zero items left, and the report counts every item once
+    assert_eq!(h.items_under(&prefix).await, Vec::<Item>::new());
+    let report = offboard(&h, &t, &operator).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    assert_eq!(report.body["deletedTotal"], before, "{}", report.body);
+    // AND the driver's list is empty again
+    let listed = h
+        .items_under(&shared::identity::keys::lifecycle_drive_pk())
+        .await;
+    assert!(
+        !listed
+            .iter()
+            .any(|i| i["drivenTenantId"].as_s().unwrap() == &t),
+        "{listed:?}"
+    );
+}

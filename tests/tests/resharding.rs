@@ -1030,3 +1030,88 @@ async fn walk_cursors_pass_between_containers_with_and_without_the_migration_cac
         );
     }
 }
+
+#[tokio::test]
+async fn a_resharding_finishes_with_no_client_after_its_first_call_even_when_its_driver_is_killed()
+{
+    // GIVEN a tenant with 400 products on 4 shards, whose re-sharding to 16 an operator starts with
+    // one call and never calls again
+    let h = Harness::new().await;
+    let t = unique("driven");
+    onboard(&h, &t, 4).await;
+    let ids: Vec<String> = (0..400).map(|i| format!("p-{i:04}")).collect();
+    futures::stream::iter(ids.iter().map(|id| {
+        let (h, t) = (&h, &t);
+        async move {
+            let r = call(
+                &h.app,
+                "put-product",
+                &params(&[("productId", id)]),
+                &[],
+                Some(json!({"v": 1})),
+                &Auth::Tenant(t.clone()),
+            )
+            .await;
+            assert_eq!(r.status, 201, "{}", r.body);
+        }
+    }))
+    .buffer_unordered(16)
+    .collect::<Vec<()>>()
+    .await;
+    let started = call(
+        &h.app,
+        "update-tenant",
+        &params(&[("tenantId", &t)]),
+        &[],
+        Some(json!({"shardCount": 16})),
+        &operator(),
+    )
+    .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    // WHEN the driver runs in another container once moves may start, is killed part-way three
+    // times, and is then left to run
+    let driver = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    driver.clock.advance_seconds(MOVES_DELAY_SECONDS);
+    for ms in [20, 60, 150] {
+        let _ = tokio::time::timeout(
+            Duration::from_millis(ms),
+            tenants::drive_lifecycle::drive(&driver.app),
+        )
+        .await;
+    }
+    let mut runs = 0;
+    while tenants::drive_lifecycle::drive(&driver.app)
+        .await
+        .unwrap()
+        .pending
+        > 0
+    {
+        runs += 1;
+        assert!(runs < 60, "the lifecycle driver does not finish");
+    }
+    // THEN the record shows 16 shards and no migration (GET /tenants/{id} showed its progress)
+    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
+    let r = call(
+        &h.app,
+        "get-tenant",
+        &params(&[("tenantId", &t)]),
+        &[],
+        None,
+        &operator(),
+    )
+    .await;
+    assert_eq!(r.body["shardCount"], 16, "{}", r.body);
+    assert!(r.body.get("migration").is_none(), "{}", r.body);
+    // AND every product is on its new shard, once
+    let prefix = format!("TENANT#{t}#PRODUCT#");
+    let raw = h.items_under(&prefix).await;
+    assert_eq!(raw.len(), ids.len());
+    for item in &raw {
+        let id = item["productId"].as_s().unwrap();
+        assert_eq!(
+            item["PK"].as_s().unwrap(),
+            &format!("{prefix}{}", shard_for(id, 16)),
+            "{id}"
+        );
+    }
+}

@@ -3,6 +3,7 @@
 //! `shared::isolation::claims`), and even so they write through scoped credentials of the tenant
 //! concerned.
 
+pub mod drive_lifecycle;
 pub mod export_tenant;
 pub mod get_tenant;
 pub mod offboard_tenant;

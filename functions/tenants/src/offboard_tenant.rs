@@ -18,12 +18,14 @@ use lambda_http::{Body, Request, Response};
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::TenantId;
 use shared::service::http::{json_response, path_tenant_id};
+use shared::store::driving;
 use shared::store::offboarding::{
     begin, delete_step, finish, read_report, Finished, Offboarding, Report, Step,
     DELETION_DELAY_SECONDS, ITEMS_PER_STEP,
 };
+use shared::store::scoped::TenantDb;
 use shared::store::tenant_items::{self, Budget, RecordInWalk};
-use shared::store::tenants::read_record_consistent;
+use shared::store::tenants::{read_record_consistent, TenantRecord};
 use shared::{ApiError, App};
 
 use crate::{require_operator, OffboardingView};
@@ -49,6 +51,9 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let record = match record.offboarding {
         Some(_) => record,
         None => {
+            // Listed for the driver first: a started offboarding is never missing from its list.
+            let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+            driving::list(&platform_db, &tenant).await?;
             let starts = now_ms / 1000 + DELETION_DELAY_SECONDS;
             let begun = begin(&db, &caller.tenant, rfc3339(now_ms), starts)
                 .await?
@@ -58,13 +63,25 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             begun
         }
     };
+    advance(app, &db, record).await
+}
+
+/// Runs `record`'s offboarding (already begun) until it is done (200 with the report), another call
+/// takes over, or [`WORK_PER_REQUEST`] passes (202 with the progress): what every DELETE does after
+/// its first, and what the lifecycle driver does with no client calling.
+pub async fn advance(
+    app: &App,
+    db: &TenantDb,
+    record: TenantRecord,
+) -> Result<Response<Body>, ApiError> {
+    let tenant = db.tenant.clone();
     app.directory
         .remember(&tenant, Some(Arc::new(record.clone())));
     let mut state = record
         .offboarding
         .clone()
         .ok_or_else(|| ApiError::Internal("offboarding record without its state".into()))?;
-    let now_s = now_ms / 1000;
+    let now_s = app.clock.now_seconds();
     if now_s < state.deletion_starts_at {
         return Ok(accepted(
             &record.tenant_id,
@@ -81,7 +98,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         until: Some(deadline),
     };
     loop {
-        let page = tenant_items::page(&db, &sources, state.position.as_ref(), budget).await?;
+        let page = tenant_items::page(db, &sources, state.position.as_ref(), budget).await?;
         if page.items.is_empty() {
             let platform_db = app.db_for_operator(&TenantId::platform()).await?;
             let view =
@@ -91,14 +108,14 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                 body: serde_json::to_string(&view)
                     .map_err(|e| ApiError::Internal(format!("serialize report: {e}")))?,
             };
-            return match finish(&db, &platform_db, &record, &state.requested_by, &report).await? {
+            return match finish(db, &platform_db, &record, &state.requested_by, &report).await? {
                 Finished::Done => {
                     app.directory.remember(&tenant, None);
-                    tracing::info!(tenant = %tenant, by = %caller.tenant, deleted = view.deleted_total, "tenant offboarded");
+                    tracing::info!(tenant = %tenant, by = %state.requested_by, deleted = view.deleted_total, "tenant offboarded");
                     Ok(report_response(report))
                 }
                 // Another call committed a step, or finished, meanwhile.
-                Finished::Raced => match read_record_consistent(&db).await? {
+                Finished::Raced => match read_record_consistent(db).await? {
                     Some(current) => Ok(accepted(
                         &current.tenant_id,
                         current.offboarding.as_ref().unwrap_or(&state),
@@ -109,11 +126,11 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             };
         }
         let now = rfc3339(app.clock.now_millis());
-        state = match delete_step(&db, &state, &page, now).await? {
+        state = match delete_step(db, &state, &page, now).await? {
             Step::Committed(next) => next,
             // Another call committed this step first: it is the one deleting now.
             Step::Raced => {
-                let current = read_record_consistent(&db)
+                let current = read_record_consistent(db)
                     .await?
                     .and_then(|r| r.offboarding)
                     .unwrap_or(state);

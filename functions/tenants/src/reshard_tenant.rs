@@ -52,7 +52,7 @@ pub async fn handle(
         }
         let record = match &record.migration {
             None if record.shard_count == to => return Ok(done(record)),
-            None => match begin(&db, &record, to, operator, app.clock.now_millis()).await? {
+            None => match start(app, &db, &record, to, operator).await? {
                 Step::Committed(record) => {
                     tracing::info!(tenant = %tenant, from = record.shard_count, to, by = %operator, "tenant re-sharding started");
                     *record
@@ -75,8 +75,23 @@ pub async fn handle(
     ))
 }
 
-/// Runs the migrator until it is done, another call takes over, or `deadline` passes.
-async fn migrate(
+/// Lists the tenant for the lifecycle driver, then begins its migration: a started re-sharding is
+/// never missing from the driver's list.
+async fn start(
+    app: &App,
+    db: &TenantDb,
+    record: &TenantRecord,
+    to: u32,
+    operator: &TenantId,
+) -> Result<Step, ApiError> {
+    let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+    shared::store::driving::list(&platform_db, &db.tenant).await?;
+    Ok(begin(db, record, to, operator, app.clock.now_millis()).await?)
+}
+
+/// Runs the migrator until it is done, another call takes over, or `deadline` passes: what every
+/// PATCH does after its first, and what the lifecycle driver does with no client calling.
+pub async fn migrate(
     app: &App,
     db: &TenantDb,
     mut record: TenantRecord,

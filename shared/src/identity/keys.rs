@@ -333,6 +333,17 @@ pub fn offboarding_reports_pk(offboarded: &TenantId) -> String {
     )
 }
 
+/// `TENANT#_platform#DRIVE`: the partition listing every tenant whose re-sharding or offboarding
+/// the lifecycle driver steps to its end, in the platform's partition.
+pub fn lifecycle_drive_pk() -> String {
+    format!("{}DRIVE", tenant_prefix(&TenantId::platform()))
+}
+
+/// `TENANT#_platform#DRIVE#<tenant>`: `tenant`'s entry in [`lifecycle_drive_pk`].
+pub fn lifecycle_drive_sk(tenant: &TenantId) -> String {
+    format!("{}{tenant}", entity_prefix(&TenantId::platform(), "DRIVE"))
+}
+
 /// `TENANT#_platform#OFFBOARDED#<offboarded>#<createdAt>`: the report of one offboarding, named by
 /// the offboarded record's `createdAt`, so each tenant of a reused id gets its own report.
 pub fn offboarding_report_sk(offboarded: &TenantId, created_at: &str) -> String {
@@ -388,6 +399,8 @@ mod sharded_key_tests {
         let p = EntityId::parse("sku-1").unwrap();
         assert_eq!(tenant_record_key(&t), "TENANT#acme#TENANT");
         assert_eq!(catalog_shard_key(&t, 15), "TENANT#acme#CATALOG#15");
+        assert_eq!(lifecycle_drive_pk(), "TENANT#_platform#DRIVE");
+        assert_eq!(lifecycle_drive_sk(&t), "TENANT#_platform#DRIVE#acme");
         let gone = TenantId::parse("gone").unwrap();
         assert_eq!(
             offboarding_reports_pk(&gone),

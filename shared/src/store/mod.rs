@@ -2,6 +2,7 @@
 //! the request meter installed), its error classification, and the shared ways to read and write
 //! through it: expiry-aware paging, scatter-gather over partitions, tenant records, usage counters.
 
+pub mod driving;
 pub mod error;
 pub mod idempotency;
 pub mod imports;

@@ -1,0 +1,85 @@
+//! driveLifecycle: steps every listed re-sharding and offboarding to its end with no client calling
+//! (`shared::store::driving`). EventBridge invokes it every minute; it has a reserved concurrency of
+//! one, and each run stops starting work after [`RUN_BUDGET`] (under its 30 s timeout), so two runs
+//! never overlap. Each tenant gets what one PATCH or DELETE call would do (up to 5 s of steps, each
+//! committed with its checkpoint in the record), so a run killed mid-step resumes, in the next run,
+//! from the last committed step. The PATCH and DELETE calls still work, to nudge or to watch.
+//!
+//! Answers `{"listed", "finished", "pending"}`: tenants it found listed, whose operation it saw end
+//! (or found nothing running for), and still listed.
+
+use std::time::{Duration, Instant};
+
+use lambda_http::http::StatusCode;
+use serde::Serialize;
+use shared::identity::ids::TenantId;
+use shared::store::driving;
+use shared::store::tenants::read_record_consistent;
+use shared::{ApiError, App};
+
+/// How long one run starts new work: a tenant begun just before may add one call's 5 s.
+pub const RUN_BUDGET: Duration = Duration::from_secs(20);
+
+#[derive(Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Driven {
+    pub listed: usize,
+    pub finished: usize,
+    pub pending: usize,
+}
+
+/// One run of the driver.
+pub async fn drive(app: &App) -> Result<Driven, ApiError> {
+    let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+    let listed = driving::listed(&platform_db).await?;
+    let deadline = Instant::now() + RUN_BUDGET;
+    let mut driven = Driven {
+        listed: listed.len(),
+        ..Driven::default()
+    };
+    for tenant in listed {
+        if Instant::now() >= deadline {
+            driven.pending += 1;
+            continue;
+        }
+        match Box::pin(step(app, &tenant)).await {
+            Ok(true) => {
+                driving::unlist(&platform_db, &tenant).await?;
+                driven.finished += 1;
+            }
+            Ok(false) => driven.pending += 1,
+            // One tenant's failure (a throttle, a timeout) never stops the others'; the next run
+            // tries again from its checkpoint.
+            Err(e) => {
+                tracing::warn!(tenant = %tenant, error = %e, "a lifecycle step failed; the next run resumes it");
+                driven.pending += 1;
+            }
+        }
+    }
+    tracing::info!(
+        listed = driven.listed,
+        finished = driven.finished,
+        pending = driven.pending,
+        "lifecycle driver run"
+    );
+    Ok(driven)
+}
+
+/// One call's worth of `tenant`'s operation; `true` when nothing of it is left to do.
+async fn step(app: &App, tenant: &TenantId) -> Result<bool, ApiError> {
+    let db = app.db_for_operator(tenant).await?;
+    let Some(record) = read_record_consistent(&db).await? else {
+        // Offboarded (its report is written), or never onboarded.
+        return Ok(true);
+    };
+    if record.offboarding.is_some() {
+        let answer = crate::offboard_tenant::advance(app, &db, record).await?;
+        return Ok(answer.status() == StatusCode::OK);
+    }
+    if record.migration.is_some() {
+        let deadline = Instant::now() + crate::reshard_tenant::WORK_PER_REQUEST;
+        let answer = crate::reshard_tenant::migrate(app, &db, record, deadline).await?;
+        return Ok(answer.status() == StatusCode::OK);
+    }
+    // Listed, but nothing runs: its start was refused, or it has ended.
+    Ok(true)
+}
