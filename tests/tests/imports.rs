@@ -602,3 +602,44 @@ fn the_consumer_event_is_an_sqs_batch_for_acme_signed_at_run_time() {
         serde_json::from_str(message.body.as_deref().unwrap()).unwrap();
     assert_eq!(body.items[0].index, 0);
 }
+
+#[tokio::test]
+async fn a_re_onboarded_tenants_import_is_written_by_a_consumer_that_served_the_old_one() {
+    // GIVEN a consumer that has just written an import of tenant T (it caches T's record for 30 s)
+    let h = Harness::new().await;
+    let t = unique("again");
+    onboard(&h, &t, 4).await;
+    let queues = ImportQueues::create(3, 1).await;
+    let consumer = Consumer::start(&h.table, 3).await;
+    let first = post_import(&h, &queues, &t, products("old", 5), &[]).await;
+    assert_eq!(first.status, 202, "{}", first.body);
+    drain(&queues, &[&consumer], 10).await;
+    assert_eq!(product_items(&h, &t).await.len(), 5);
+    // AND T offboarded and onboarded again, all within that consumer's cache window
+    let operator = Auth::Operator(unique("ops"));
+    let path = params(&[("tenantId", &t)]);
+    let offboard = || call(&h.app, "offboard-tenant", &path, &[], None, &operator);
+    assert_eq!(offboard().await.status, 202);
+    h.clock
+        .advance_seconds(shared::store::offboarding::DELETION_DELAY_SECONDS);
+    let mut status = 0;
+    for _ in 0..20 {
+        status = offboard().await.status;
+        if status == 200 {
+            break;
+        }
+    }
+    assert_eq!(status, 200, "offboarded");
+    onboard(&h, &t, 4).await;
+    h.clock.advance_seconds(1);
+    // WHEN the new T imports, and the same consumer takes its messages
+    let second = post_import(&h, &queues, &t, products("new", 7), &[]).await;
+    assert_eq!(second.status, 202, "{}", second.body);
+    drain(&queues, &[&consumer], 10).await;
+    // THEN every item is written, and the import completes
+    let id = second.body["importId"].as_str().unwrap();
+    let progress = get_import(&h, &t, id).await;
+    assert_eq!(progress.body["written"], 7, "{}", progress.body);
+    assert_eq!(progress.body["status"], "complete");
+    assert_eq!(product_items(&h, &t).await.len(), 7);
+}

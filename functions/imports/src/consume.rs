@@ -228,7 +228,15 @@ async fn accepted(app: &App, message: &SqsMessage) -> Accepted {
         );
         return Accepted::Dropped;
     }
-    match app.directory.record(&tenant).await {
+    // The message names the tenant record it was sent for (its createdAt). A cached record (or
+    // absence) that differs may be stale, a tenant of this id offboarded and onboarded again within
+    // the cache's 30 s: dropping is for good, so it is decided on a consistent read.
+    let current = match app.directory.record(&tenant).await {
+        Ok(Some(record)) if record.created_at == body.tenant_since => Ok(Some(record)),
+        Ok(_) => app.directory.record_now(&tenant).await,
+        Err(e) => Err(e),
+    };
+    match current {
         Ok(Some(record)) if record.created_at == body.tenant_since => Accepted::Yes(tenant, body),
         Ok(_) => {
             tracing::error!(

@@ -524,6 +524,22 @@ impl TenantDirectory {
         Ok(record)
     }
 
+    /// The tenant's record read now, strongly consistent, past the cache (and cached as of before
+    /// the read): for a decision that a stale view would make wrongly and for good, such as dropping
+    /// an import message for a tenant of the same id onboarded again a moment ago.
+    pub async fn record_now(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Option<Arc<TenantRecord>>, StoreError> {
+        let sent_at = self.clock.now_millis();
+        let record = read_record_with(&self.reader, &self.table, tenant, true)
+            .await?
+            .map(Arc::new);
+        self.lock()
+            .insert(tenant.clone(), (record.clone(), sent_at));
+        Ok(record)
+    }
+
     /// Caches a record this container has just written, so its own next request sees it at once.
     pub fn remember(&self, tenant: &TenantId, record: Option<Arc<TenantRecord>>) {
         let now = self.clock.now_millis();
