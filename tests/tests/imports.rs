@@ -643,3 +643,64 @@ async fn a_re_onboarded_tenants_import_is_written_by_a_consumer_that_served_the_
     assert_eq!(progress.body["status"], "complete");
     assert_eq!(product_items(&h, &t).await.len(), 7);
 }
+
+#[tokio::test]
+async fn a_superseded_item_delivered_again_after_the_newer_product_is_deleted_is_not_written() {
+    use shared::identity::clock::Clock;
+    // GIVEN an import of two products, one of which the tenant writes after the import was
+    // accepted: the consumer counts that item as superseded
+    let h = Harness::new().await;
+    let t = unique("resurrect");
+    onboard(&h, &t, 4).await;
+    let queues = ImportQueues::create(3, 1).await;
+    let consumer = Consumer::start(&h.table, 3).await;
+    let accepted_at = h.clock.now_millis();
+    let posted = post_import(&h, &queues, &t, products("x", 2), &[]).await;
+    assert_eq!(posted.status, 202, "{}", posted.body);
+    h.clock.advance_seconds(1);
+    let auth = Auth::Tenant(t.clone());
+    let path = params(&[("productId", "x-00001")]);
+    let put = call(
+        &h.app,
+        "put-product",
+        &path,
+        &[],
+        Some(json!({"by": "put"})),
+        &auth,
+    )
+    .await;
+    assert_eq!(put.status, 201, "{}", put.body);
+    drain(&queues, &[&consumer], 10).await;
+    let id = posted.body["importId"].as_str().unwrap();
+    assert_eq!(get_import(&h, &t, id).await.body["superseded"], 1);
+    // WHEN the newer product is deleted, and the import's message for it is delivered again
+    let deleted = call(&h.app, "delete-product", &path, &[], None, &auth).await;
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+    let record = call(
+        &h.app,
+        "get-tenant",
+        &params(&[("tenantId", &t)]),
+        &[],
+        None,
+        &auth,
+    )
+    .await;
+    let message = json!({
+        "importId": id,
+        "kind": "products",
+        "issuedAt": accepted_at,
+        "tenantSince": record.body["createdAt"],
+        "items": [{"index": 1, "productId": "x-00001", "document": {"n": 1, "name": "x 1"}}],
+    })
+    .to_string();
+    send_raw(&queues, &message, &t, Some(&signed(&t, &message))).await;
+    drain(&queues, &[&consumer], 10).await;
+    // THEN the product stays deleted, and the item still counts as superseded, once
+    assert!(product_items(&h, &t)
+        .await
+        .iter()
+        .all(|i| s(i, "productId") != "x-00001"));
+    let progress = get_import(&h, &t, id).await;
+    assert_eq!(progress.body["superseded"], 1, "{}", progress.body);
+    assert_eq!(progress.body["written"], 1, "{}", progress.body);
+}

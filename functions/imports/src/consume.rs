@@ -21,7 +21,7 @@
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::StreamExt;
 use shared::identity::ids::TenantId;
-use shared::store::imports::{marker, record_outcome, Outcome, RETENTION_SECONDS};
+use shared::store::imports::{marker, not_superseded, record_outcome, Outcome, RETENTION_SECONDS};
 use shared::store::layout::Put;
 use shared::store::meter::with_request_meta;
 use shared::store::usage::Pending;
@@ -302,13 +302,17 @@ async fn write(
         &item.product_id,
         &item.document,
         body.issued_at,
-        vec![done],
+        vec![
+            done,
+            not_superseded(&db, tenant, &body.import_id, item.index)?,
+        ],
         true,
     )
     .await?;
     match put {
         Put::Written { .. } => app.read_cache.forget(tenant, &keys.write),
-        // Its marker is there: an earlier delivery wrote it.
+        // Its marker is there (an earlier delivery wrote it), or an earlier delivery found it
+        // superseded: nothing is written again.
         Put::Refused { .. } => {}
         Put::Superseded => {
             record_outcome(

@@ -203,6 +203,29 @@ pub fn marker(
     Ok(TransactWriteItem::builder().put(put).build())
 }
 
+/// The transaction action that checks item `index` was not found superseded by an earlier delivery:
+/// a redelivered item must not be written once a newer write has won, even after that newer product
+/// is deleted.
+pub fn not_superseded(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+    index: u32,
+) -> Result<TransactWriteItem, StoreError> {
+    let sk = format!(
+        "{}{SUPERSEDED_SUFFIX}",
+        import_item_sk(tenant, import, index)
+    );
+    let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
+        .table_name(&*db.table)
+        .key(PK, AttributeValue::S(import_key(tenant, import)))
+        .key(SK, AttributeValue::S(sk))
+        .condition_expression("attribute_not_exists(PK)")
+        .build()
+        .map_err(|e| StoreError::Internal(e.to_string()))?;
+    Ok(TransactWriteItem::builder().condition_check(check).build())
+}
+
 /// The import's record and its markers counted (consistent reads); `None` when there is no record.
 pub async fn progress(
     db: &TenantDb,
