@@ -34,6 +34,14 @@ struct Stat {
 }
 
 fn stat(mut ms: Vec<f64>) -> Stat {
+    if ms.is_empty() {
+        // Nothing answered (a figure reports its failures beside it).
+        return Stat {
+            median: f64::NAN,
+            p99: f64::NAN,
+            count: 0,
+        };
+    }
     ms.sort_by(f64::total_cmp);
     let at = |q: f64| ms[((ms.len() as f64 - 1.0) * q).round() as usize];
     Stat {
