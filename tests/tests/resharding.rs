@@ -855,6 +855,27 @@ async fn a_write_that_chose_the_old_layout_never_leaves_a_second_copy() {
     assert_eq!(members, vec![last]);
 }
 
+/// Puts products `p-0000…` (`n` of them, version 1) for `tenant`, 16 at a time; their ids, sorted.
+async fn put_products(h: &Harness, tenant: &str, n: usize) -> Vec<String> {
+    let ids: Vec<String> = (0..n).map(|i| format!("p-{i:04}")).collect();
+    futures::stream::iter(ids.iter().map(|id| async move {
+        let r = call(
+            &h.app,
+            "put-product",
+            &params(&[("productId", id)]),
+            &[],
+            Some(json!({"v": 1})),
+            &Auth::Tenant(tenant.to_owned()),
+        )
+        .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }))
+    .buffer_unordered(16)
+    .collect::<Vec<()>>()
+    .await;
+    ids
+}
+
 /// One page of `list` for `tenant` from container `h`, `order` `unordered` or `id`.
 async fn page_from(h: &Harness, tenant: &str, order: &str, cursor: Option<&str>) -> Resp {
     let mut query = vec![("limit", "97"), ("order", order)];
@@ -927,25 +948,7 @@ async fn walk_cursors_pass_between_containers_with_and_without_the_migration_cac
     let y = Harness::on_table(&x.admin, &x.table, 3600, &x.sts_endpoint).await;
     let t = unique("handoff");
     onboard(&x, &t, 4).await;
-    let ids: Vec<String> = (0..600).map(|i| format!("p-{i:04}")).collect();
-    futures::stream::iter(ids.iter().map(|id| {
-        let (x, t) = (&x, &t);
-        async move {
-            let r = call(
-                &x.app,
-                "put-product",
-                &params(&[("productId", id)]),
-                &[],
-                Some(json!({"v": 1})),
-                &Auth::Tenant(t.clone()),
-            )
-            .await;
-            assert_eq!(r.status, 201, "{}", r.body);
-        }
-    }))
-    .buffer_unordered(16)
-    .collect::<Vec<()>>()
-    .await;
+    let ids = put_products(&x, &t, 600).await;
     assert_eq!(page_from(&x, &t, "unordered", None).await.status, 200);
     let started = call(
         &y.app,
@@ -1039,25 +1042,7 @@ async fn a_resharding_finishes_with_no_client_after_its_first_call_even_when_its
     let h = Harness::new().await;
     let t = unique("driven");
     onboard(&h, &t, 4).await;
-    let ids: Vec<String> = (0..400).map(|i| format!("p-{i:04}")).collect();
-    futures::stream::iter(ids.iter().map(|id| {
-        let (h, t) = (&h, &t);
-        async move {
-            let r = call(
-                &h.app,
-                "put-product",
-                &params(&[("productId", id)]),
-                &[],
-                Some(json!({"v": 1})),
-                &Auth::Tenant(t.clone()),
-            )
-            .await;
-            assert_eq!(r.status, 201, "{}", r.body);
-        }
-    }))
-    .buffer_unordered(16)
-    .collect::<Vec<()>>()
-    .await;
+    let ids = put_products(&h, &t, 400).await;
     let started = call(
         &h.app,
         "update-tenant",

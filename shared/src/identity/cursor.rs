@@ -147,7 +147,17 @@ pub fn signed_route(
     tenant: &TenantId,
     raw: &str,
 ) -> Result<String, InvalidCursor> {
-    if raw.len() > MAX_CURSOR_BYTES {
+    Ok(verified_envelope(keys, tenant, raw, MAX_CURSOR_BYTES)?.r)
+}
+
+/// The envelope of `raw`, once its size, signature (current key, then previous) and tenant check.
+fn verified_envelope(
+    keys: &CursorKeys,
+    tenant: &TenantId,
+    raw: &str,
+    max_bytes: usize,
+) -> Result<Envelope, InvalidCursor> {
+    if raw.len() > max_bytes {
         return Err(InvalidCursor);
     }
     let (payload, signature) = raw.split_once('.').ok_or(InvalidCursor)?;
@@ -162,7 +172,7 @@ pub fn signed_route(
     if env.v != 2 || env.t != tenant.as_str() {
         return Err(InvalidCursor);
     }
-    Ok(env.r)
+    Ok(env)
 }
 
 /// Decodes a cursor of `route` for `tenant`; `shape_ok(pk, sk)` checks its key for the route.
@@ -185,19 +195,8 @@ pub fn decode_bounded(
     max_bytes: usize,
     shape_ok: impl Fn(&str, &str) -> bool,
 ) -> Result<Key, InvalidCursor> {
-    if raw.len() > max_bytes {
-        return Err(InvalidCursor);
-    }
-    let (payload, signature) = raw.split_once('.').ok_or(InvalidCursor)?;
-    let signature = URL_SAFE_NO_PAD
-        .decode(signature)
-        .map_err(|_| InvalidCursor)?;
-    if !keys.verify(payload, &signature) {
-        return Err(InvalidCursor);
-    }
-    let bytes = URL_SAFE_NO_PAD.decode(payload).map_err(|_| InvalidCursor)?;
-    let env: Envelope = serde_json::from_slice(&bytes).map_err(|_| InvalidCursor)?;
-    if env.v != 2 || env.t != tenant.as_str() || env.r != route || env.k.len() != 2 {
+    let env = verified_envelope(keys, tenant, raw, max_bytes)?;
+    if env.r != route || env.k.len() != 2 {
         return Err(InvalidCursor);
     }
     let prefix = tenant_prefix(tenant);
