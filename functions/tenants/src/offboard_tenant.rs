@@ -53,7 +53,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         None => {
             // Listed for the driver first: a started offboarding is never missing from its list.
             let platform_db = app.db_for_operator(&TenantId::platform()).await?;
-            driving::list(&platform_db, &tenant).await?;
+            driving::list(&platform_db, &tenant, now_ms).await?;
             let starts = now_ms / 1000 + DELETION_DELAY_SECONDS;
             let begun = begin(&db, &caller.tenant, rfc3339(now_ms), starts)
                 .await?

@@ -85,7 +85,7 @@ async fn start(
     operator: &TenantId,
 ) -> Result<Step, ApiError> {
     let platform_db = app.db_for_operator(&TenantId::platform()).await?;
-    shared::store::driving::list(&platform_db, &db.tenant).await?;
+    shared::store::driving::list(&platform_db, &db.tenant, app.clock.now_millis()).await?;
     Ok(begin(db, record, to, operator, app.clock.now_millis()).await?)
 }
 

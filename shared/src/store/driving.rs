@@ -14,8 +14,12 @@ use crate::identity::keys::{lifecycle_drive_pk, lifecycle_drive_sk, PK, SK};
 use crate::store::error::StoreError;
 use crate::store::scoped::TenantDb;
 
-/// Lists `tenant` for the driver (`platform_db`: the platform partition's client).
-pub async fn list(platform_db: &TenantDb, tenant: &TenantId) -> Result<(), StoreError> {
+/// Lists `tenant` for the driver (`platform_db`: the platform partition's client), at `now_ms`.
+pub async fn list(
+    platform_db: &TenantDb,
+    tenant: &TenantId,
+    now_ms: u64,
+) -> Result<(), StoreError> {
     platform_db
         .client
         .put_item()
@@ -28,6 +32,7 @@ pub async fn list(platform_db: &TenantDb, tenant: &TenantId) -> Result<(), Store
             AttributeValue::S(platform_db.tenant.to_string()),
         )
         .item("drivenTenantId", AttributeValue::S(tenant.to_string()))
+        .item("listedAtMs", AttributeValue::N(now_ms.to_string()))
         .send()
         .await
         .map_err(StoreError::from_sdk)?;
@@ -48,8 +53,9 @@ pub async fn unlist(platform_db: &TenantDb, tenant: &TenantId) -> Result<(), Sto
     Ok(())
 }
 
-/// Every listed tenant (a consistent read; one Query per 1 MB of entries).
-pub async fn listed(platform_db: &TenantDb) -> Result<Vec<TenantId>, StoreError> {
+/// Every listed tenant and when it was listed (epoch ms), by a consistent read (one Query per 1 MB
+/// of entries).
+pub async fn listed(platform_db: &TenantDb) -> Result<Vec<(TenantId, u64)>, StoreError> {
     let mut tenants = Vec::new();
     let mut start = None;
     loop {
@@ -65,8 +71,9 @@ pub async fn listed(platform_db: &TenantDb) -> Result<Vec<TenantId>, StoreError>
             .map_err(StoreError::from_sdk)?;
         for item in out.items.unwrap_or_default() {
             if let Some(AttributeValue::S(raw)) = item.get("drivenTenantId") {
+                let at = crate::store::query::u64_attr(&item, "listedAtMs").unwrap_or(0);
                 match TenantId::parse(raw) {
-                    Ok(t) => tenants.push(t),
+                    Ok(t) => tenants.push((t, at)),
                     Err(e) => tracing::warn!(error = %e, "a lifecycle entry names no valid tenant"),
                 }
             }
