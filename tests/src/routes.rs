@@ -9,11 +9,29 @@ use shared::{ApiError, App};
 
 use crate::{event, resp, Auth, Resp};
 
+/// template.yaml, parsed once per test process: every routed call reads it, and parsing 2,600 lines
+/// of YAML in a debug build costs tens of milliseconds, enough to starve a burst test's runtime.
+fn template() -> &'static serde_yaml::Value {
+    static TEMPLATE: std::sync::OnceLock<serde_yaml::Value> = std::sync::OnceLock::new();
+    TEMPLATE.get_or_init(|| {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
+        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    })
+}
+
 /// `bin → (METHOD, /route/{template})` for every function in template.yaml.
 pub fn template_routes() -> BTreeMap<String, (String, String)> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
-    let t: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    cached_routes().clone()
+}
+
+fn cached_routes() -> &'static BTreeMap<String, (String, String)> {
+    static ROUTES: std::sync::OnceLock<BTreeMap<String, (String, String)>> =
+        std::sync::OnceLock::new();
+    ROUTES.get_or_init(read_template_routes)
+}
+
+fn read_template_routes() -> BTreeMap<String, (String, String)> {
+    let t = template();
     let mut routes = BTreeMap::new();
     for (_, r) in t["Resources"].as_mapping().unwrap() {
         if r["Type"].as_str() != Some("AWS::Serverless::Function") {
@@ -41,10 +59,7 @@ pub fn template_routes() -> BTreeMap<String, (String, String)> {
 
 /// The binary of every function in template.yaml, behind the API or not.
 pub fn template_binaries() -> std::collections::BTreeSet<String> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
-    let t: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    t["Resources"]
+    template()["Resources"]
         .as_mapping()
         .unwrap()
         .values()
@@ -223,8 +238,7 @@ pub fn request(
     auth: &Auth,
     headers: &[(&str, &str)],
 ) -> Request {
-    let routes = template_routes();
-    let (method, route) = routes
+    let (method, route) = cached_routes()
         .get(bin)
         .unwrap_or_else(|| panic!("{bin} is not in template.yaml"));
     let names = path_params(route);

@@ -83,7 +83,11 @@ async fn a_basic_tenant_far_over_its_rate_gets_429_for_the_excess_while_a_premiu
     assert_eq!(
         count_status(&premium_answers, 201),
         200,
-        "premium was limited"
+        "premium was limited; a refusal: {:?}",
+        premium_answers
+            .iter()
+            .find(|r| r.status != 201)
+            .map(|r| (r.status, &r.body))
     );
     assert_eq!(products_of(&h, &premium).await, 200);
 
