@@ -182,7 +182,19 @@ pub async fn call_admitted(
     body: Option<Value>,
     auth: &Auth,
 ) -> Resp {
-    let req = request(bin, params, &[], body, auth, &[]);
+    call_admitted_with_query(app, bin, params, &[], body, auth).await
+}
+
+/// [`call_admitted`] with a query string.
+pub async fn call_admitted_with_query(
+    app: &App,
+    bin: &str,
+    params: &BTreeMap<String, String>,
+    query: &[(&str, &str)],
+    body: Option<Value>,
+    auth: &Auth,
+) -> Resp {
+    let req = request(bin, params, query, body, auth, &[]);
     // Boxed: every handler's future, inside the runtime's, overflows a test thread's stack in debug.
     let response = Box::pin(shared::service::runtime::respond_admitted(
         app,

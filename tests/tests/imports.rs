@@ -10,6 +10,7 @@ use integration::import_queue::{drain, Consumer, ImportQueues};
 use integration::routes::{call, params, request};
 use integration::{onboard, resp, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
+use shared::identity::clock::Clock;
 use shared::identity::ids::TenantId;
 use shared::identity::shard::shard_for;
 
@@ -703,4 +704,60 @@ async fn a_superseded_item_delivered_again_after_the_newer_product_is_deleted_is
     let progress = get_import(&h, &t, id).await;
     assert_eq!(progress.body["superseded"], 1, "{}", progress.body);
     assert_eq!(progress.body["written"], 1, "{}", progress.body);
+}
+
+#[tokio::test]
+async fn an_import_draws_from_the_tenants_capacity_quota() {
+    // GIVEN a tenant of 20 capacity units a second, the import queue and a consumer
+    let h = Harness::new().await;
+    let t = unique("quota");
+    let r = call(
+        &h.app,
+        "onboard-tenant",
+        &params(&[]),
+        &[],
+        Some(json!({
+            "tenantId": t,
+            "tier": "custom",
+            "limits": {"requestsPerSecond": 250, "capacityUnitsPerSecond": 20},
+            "shardCount": 1,
+        })),
+        &Auth::Operator("platform".into()),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let queues = ImportQueues::create(5, 10).await;
+    let consumer = Consumer::start(&h.table, 5).await;
+    // WHEN it imports 20 products of 20 KB (about 800 write units with their GSI1 copies: 40
+    // seconds of its quota)
+    let items: Vec<Value> = (0..20)
+        .map(|i| json!({"productId": format!("big-{i:02}"), "document": {"blob": "x".repeat(20 * 1024)}}))
+        .collect();
+    let accepted = post_import(
+        &h,
+        &queues,
+        &t,
+        json!({"kind": "products", "items": items}),
+        &[],
+    )
+    .await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    drain(&queues, &[&consumer], 10).await;
+    assert_eq!(product_items(&h, &t).await.len(), 20);
+    // THEN the tenant's own requests, once this container has an answer of the shared counter,
+    // are refused on capacity units for the seconds the import's units take to repay
+    h.clock
+        .set_millis(shared::identity::clock::SystemClock.now_millis());
+    let auth = Auth::Tenant(t.clone());
+    let at = params(&[("productId", "big-00")]);
+    let get = || integration::routes::call_admitted(&h.app, "get-product", &at, None, &auth);
+    assert_eq!(get().await.status, 200);
+    let refused = get().await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert!(refused.body["detail"]
+        .as_str()
+        .unwrap()
+        .contains("capacity units"));
+    let wait: u64 = refused.retry_after.as_deref().unwrap().parse().unwrap();
+    assert!(wait >= 10, "800 units at 20 a second: told {wait} s");
 }

@@ -87,11 +87,22 @@ pub async fn consume(app: &App, settings: ConsumerSettings, event: SqsEvent) -> 
     let mut response = SqsBatchResponse::default();
     for message in &event.records {
         match accepted(app, message).await {
-            Accepted::Yes(tenant, body) => verified.push(Verified {
-                message,
-                tenant,
-                body,
-            }),
+            Accepted::Yes(tenant, body) => {
+                // Imports draw from the tenant's capacity quota: while its bucket is in debt, the
+                // message waits on the queue (its visibility timeout), except on its last
+                // delivery, which is written and charged, so a quota never loses an import.
+                let wait = app.quota_wait_seconds(&tenant).await;
+                if wait > 0 && receives(message) < settings.max_receives {
+                    tracing::info!(tenant = %tenant, import_id = %body.import_id, wait, "import deferred: the tenant is over its capacity quota");
+                    response.add_failure(message.message_id.clone().unwrap_or_default());
+                    continue;
+                }
+                verified.push(Verified {
+                    message,
+                    tenant,
+                    body,
+                })
+            }
             Accepted::Dropped => {}
             Accepted::Again => response.add_failure(message.message_id.clone().unwrap_or_default()),
         }
@@ -117,6 +128,14 @@ pub async fn consume(app: &App, settings: ConsumerSettings, event: SqsEvent) -> 
             response.add_failure(v.message.message_id.clone().unwrap_or_default());
         }
     }
+    let mut tenants: Vec<&TenantId> = verified.iter().map(|v| &v.tenant).collect();
+    tenants.sort();
+    tenants.dedup();
+    for tenant in tenants {
+        if let Err(e) = app.count_quota(tenant).await {
+            tracing::warn!(tenant = %tenant, error = %e, "the quota counter could not be written; the batch is unaffected");
+        }
+    }
     if let Err(e) = app.flush_usage().await {
         tracing::warn!(error = %e, "usage metering failed; the batch is unaffected");
     }
@@ -132,12 +151,7 @@ pub async fn consume(app: &App, settings: ConsumerSettings, event: SqsEvent) -> 
 /// A message with `failed` items, to be delivered again: on its last delivery its failed items are
 /// recorded as failed, as SQS then moves it to the dead-letter queue.
 async fn note_failures(app: &App, settings: ConsumerSettings, v: &Verified<'_>, failed: &[u32]) {
-    let receives: u32 = v
-        .message
-        .attributes
-        .get("ApproximateReceiveCount")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1);
+    let receives = receives(v.message);
     let last = receives >= settings.max_receives;
     tracing::warn!(
         tenant = %v.tenant,
@@ -170,7 +184,16 @@ async fn note_failures(app: &App, settings: ConsumerSettings, v: &Verified<'_>, 
     }
 }
 
-/// [`write`], with what it cost added to the tenant's usage.
+/// How many times SQS has delivered `message`, this delivery included.
+fn receives(message: &SqsMessage) -> u32 {
+    message
+        .attributes
+        .get("ApproximateReceiveCount")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+}
+
+/// [`write`], with what it cost added to the tenant's usage and charged to its quota.
 async fn write_metered(
     app: &App,
     tenant: &TenantId,
@@ -190,6 +213,8 @@ async fn write_metered(
         ..Pending::default()
     };
     app.usage.add(tenant, BIN, used);
+    app.limiter
+        .charge(tenant, app.clock.now_seconds(), read_milli + write_milli);
     result
 }
 

@@ -57,7 +57,12 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     }
     // A position names a partition of one shard layout: a cursor does not outlive a re-sharding.
     let route = route_for(record.shard_count);
-    let sources = tenant_items::sources(&tenant, record.shard_count, RecordInWalk::Included);
+    let sources = tenant_items::sources(
+        &tenant,
+        record.shard_count,
+        shared::store::limiter::walked_window_shards(&record.limits()),
+        RecordInWalk::Included,
+    );
     let after = query_param(&req, "cursor")
         .map(|raw| {
             let key = cursor::decode_bounded(

@@ -90,7 +90,12 @@ pub async fn advance(
         ));
     }
 
-    let sources = tenant_items::sources(&tenant, record.shard_count, RecordInWalk::Excluded);
+    let sources = tenant_items::sources(
+        &tenant,
+        record.shard_count,
+        shared::store::limiter::walked_window_shards(&record.limits()),
+        RecordInWalk::Excluded,
+    );
     let deadline = Instant::now() + WORK_PER_REQUEST;
     let budget = Budget {
         items: ITEMS_PER_STEP,

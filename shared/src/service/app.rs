@@ -22,7 +22,7 @@ use crate::isolation::claims::{caller, check_execution_tenant, AuthMode, Caller,
 use crate::isolation::credentials::CredentialSettings;
 use crate::isolation::policy::{PolicyError, TableLocation};
 use crate::service::error::ApiError;
-use crate::store::limiter::{Admission, RateLimiter};
+use crate::store::limiter::{Admission, Charge, RateLimiter};
 use crate::store::meter::note_tenant;
 use crate::store::read_cache::ReadCache;
 use crate::store::scoped::{TenantClients, TenantDb, DEFAULT_MAX_IN_FLIGHT};
@@ -498,9 +498,10 @@ impl App {
         }
     }
 
-    /// Whether `tenant`'s request may run now under its tier quota. Fails open: when the limits
-    /// cannot be read, the request is admitted and a warning logged.
-    pub async fn admit(&self, tenant: &TenantId) -> Admission {
+    /// Whether `tenant`'s request, estimated at `estimate_milli` thousandths of a capacity unit, may
+    /// run now under its tier quota. Fails open: when the limits cannot be read, the request is
+    /// admitted (with no budget to shrink its pages) and a warning logged.
+    pub async fn admit(&self, tenant: &TenantId, estimate_milli: u64) -> Admission {
         match self.directory.record(tenant).await {
             Ok(record) => {
                 if let Some(record) = &record {
@@ -512,13 +513,38 @@ impl App {
                 }
                 let limits = record.map_or(Limits::UNONBOARDED, |r| r.limits());
                 self.limiter
-                    .decide(tenant, &limits, self.clock.now_seconds())
+                    .decide(tenant, &limits, self.clock.now_seconds(), estimate_milli)
             }
             Err(e) => {
                 tracing::warn!(tenant = %tenant, error = %e, "tenant limits unavailable: admitting (the quota fails open)");
-                Admission::Admitted
+                Admission::Admitted(Charge {
+                    estimate_milli: 0,
+                    budget_milli: u64::MAX,
+                })
             }
         }
+    }
+
+    /// Whole seconds until `tenant`'s capacity bucket, as this container knows it, holds something
+    /// (0 when it does, or when its limits cannot be read).
+    pub async fn quota_wait_seconds(&self, tenant: &TenantId) -> u32 {
+        match self.limits(tenant).await {
+            Ok(limits) => self
+                .limiter
+                .wait_seconds(tenant, &limits, self.clock.now_seconds()),
+            Err(_) => 0,
+        }
+    }
+
+    /// Writes the units `tenant` consumed outside a request (an import's writes) to its quota
+    /// window now, and learns the window's totals and debt from the answer.
+    pub async fn count_quota(&self, tenant: &TenantId) -> Result<(), ApiError> {
+        let limits = self.limits(tenant).await?;
+        let db = self.db(tenant).await?;
+        self.limiter
+            .count(&db, &limits, self.clock.now_seconds())
+            .await?;
+        Ok(())
     }
 
     /// Writes every tenant's pending usage counts now (tests read usage right after their calls; a

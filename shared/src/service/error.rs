@@ -35,9 +35,12 @@ pub enum ApiError {
     /// Well-formed but not processable: an `Idempotency-Key` reused for a different request.
     #[error("{0}")]
     Unprocessable(String),
-    /// The tenant is over its tier quota: 429 with Retry-After.
-    #[error("{0}")]
-    TooManyRequests(String),
+    /// The tenant is over its tier quota: 429 with Retry-After, the seconds until it is not.
+    #[error("{detail}")]
+    TooManyRequests {
+        detail: String,
+        retry_after_seconds: u32,
+    },
     /// DynamoDB or STS is unavailable or throttling: retryable, so 503 with Retry-After.
     #[error("{0}")]
     Unavailable(String),
@@ -74,7 +77,7 @@ impl ApiError {
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -89,7 +92,7 @@ impl ApiError {
             Self::Conflict(_) => "conflict",
             Self::PayloadTooLarge(_) => "payload-too-large",
             Self::Unprocessable(_) => "unprocessable",
-            Self::TooManyRequests(_) => "too-many-requests",
+            Self::TooManyRequests { .. } => "too-many-requests",
             Self::Unavailable(_) => "unavailable",
             Self::Internal(_) => "internal",
         }
@@ -124,11 +127,12 @@ impl ApiError {
         if status == StatusCode::SERVICE_UNAVAILABLE {
             builder = builder.header(header::RETRY_AFTER, RETRY_AFTER_SECONDS.to_string());
         }
-        if status == StatusCode::TOO_MANY_REQUESTS {
-            builder = builder.header(
-                header::RETRY_AFTER,
-                crate::store::limiter::LIMITED_RETRY_AFTER_SECONDS.to_string(),
-            );
+        if let Self::TooManyRequests {
+            retry_after_seconds,
+            ..
+        } = &self
+        {
+            builder = builder.header(header::RETRY_AFTER, retry_after_seconds.to_string());
         }
         builder
             .body(Body::Text(body))
@@ -144,7 +148,7 @@ impl ApiError {
             | Self::Conflict(d)
             | Self::PayloadTooLarge(d)
             | Self::Unprocessable(d)
-            | Self::TooManyRequests(d)
+            | Self::TooManyRequests { detail: d, .. }
             | Self::Unavailable(d)
             | Self::Internal(d) => d,
         }

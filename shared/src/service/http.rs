@@ -49,8 +49,14 @@ pub fn page_limit(req: &Request) -> Result<u32, ApiError> {
     page_limit_up_to(req, MAX_LIMIT)
 }
 
-/// `?limit=` from 1 to `max` (default [`DEFAULT_LIMIT`]).
+/// `?limit=` from 1 to `max` (default [`DEFAULT_LIMIT`]), shrunk to what the request's capacity
+/// budget pays: a page under a nearly empty quota bucket is short, with a cursor.
 pub fn page_limit_up_to(req: &Request, max: u32) -> Result<u32, ApiError> {
+    requested_limit(req, max).map(crate::store::meter::page_limit)
+}
+
+/// The page size a request asks for (its `?limit=`, else the default), before any budget.
+pub fn requested_limit(req: &Request, max: u32) -> Result<u32, ApiError> {
     match query_param(req, "limit") {
         None => Ok(DEFAULT_LIMIT),
         Some(raw) => match raw.parse::<u32>() {

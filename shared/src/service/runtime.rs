@@ -11,8 +11,9 @@ use tracing_subscriber::layer::SubscriberExt;
 use crate::identity::ids::TenantId;
 use crate::service::app::App;
 use crate::service::error::ApiError;
-use crate::store::limiter::{Admission, Exceeded};
-use crate::store::meter::{self, RequestMeta};
+use crate::service::http::{requested_limit, MAX_SHARDED_LIMIT};
+use crate::store::limiter::{Admission, Charge, Exceeded};
+use crate::store::meter::{self, PageBudget, RequestMeta};
 use crate::store::usage;
 
 /// Structured JSON logs through `tracing`, level from `RUST_LOG` (default `info`).
@@ -80,18 +81,27 @@ pub async fn respond_metered(
     route: String,
     handler: impl Future<Output = Result<Response<Body>, ApiError>>,
 ) -> Response<Body> {
-    respond_counted(meter, false, request_id, route, handler).await
+    respond_counted(meter, None, request_id, route, handler).await
 }
 
-/// [`respond_metered`]; with `quota`, the call is also counted in the tenant's quota window.
+/// What the quota charged an admitted request, and the size it was estimated for.
+#[derive(Debug, Clone, Copy)]
+struct Admitted {
+    charge: Charge,
+    size: u32,
+}
+
+/// [`respond_metered`]; with `admitted`, the call is also counted in the tenant's quota window, its
+/// pages are held to its budget, and its estimate is corrected to what it consumed.
 async fn respond_counted(
     meter: Option<(&App, &str)>,
-    quota: bool,
+    admitted: Option<Admitted>,
     request_id: String,
     route: String,
     handler: impl Future<Output = Result<Response<Body>, ApiError>>,
 ) -> Response<Body> {
     let started = Instant::now();
+    let quota = admitted.is_some();
     let (meta, verified_tenant) = RequestMeta::with_tenant_listener();
     meta.set_route(&route);
     let meta = Arc::new(meta);
@@ -128,7 +138,18 @@ async fn respond_counted(
         };
         if let Ok(tenant) = TenantId::parse(tenant) {
             app.usage.add(&tenant, bin, left);
-            app.limiter.defer_units(&tenant, read + write);
+            let now = app.clock.now_seconds();
+            match admitted {
+                Some(Admitted { charge, size }) => {
+                    let size = meta.page_limit().unwrap_or(size);
+                    app.limiter
+                        .settle(&tenant, bin, size, charge, read + write, now);
+                    if read + write > charge.estimate_milli {
+                        Box::pin(count_debt(app, &tenant)).await;
+                    }
+                }
+                None => app.limiter.charge(&tenant, now, read + write),
+            }
         }
     }
     let response = result.unwrap_or_else(ApiError::into_response);
@@ -172,12 +193,37 @@ async fn count_call(app: &App, tenant: &TenantId, bin: &str, quota: bool) -> Res
             return Ok(());
         };
         app.limiter.count(&db, &limits, now).await.map_err(|e| {
-            tracing::warn!(error = %e, "the quota counter could not be written: admitting on what is known (fail open)");
+            tracing::warn!(error = %e, "the quota counter could not be written: deciding alone on a share (fail open)");
             ApiError::from(e)
         })
     };
     let (usage, _) = tokio::join!(app.usage.flush(&db, now_millis), window);
     Ok(usage?)
+}
+
+/// Writes `tenant`'s quota count now when a request cost more than its estimate and left the tenant
+/// near a limit: every container learns of the debt from the next answer, before this response
+/// returns, rather than with this container's next request of the tenant (which may never come).
+async fn count_debt(app: &App, tenant: &TenantId) {
+    let now = app.clock.now_seconds();
+    let Ok(limits) = app.limits(tenant).await else {
+        return;
+    };
+    if !app.limiter.near_limit(tenant, &limits, now) {
+        return;
+    }
+    let counted = async {
+        let db = app.db(tenant).await?;
+        app.limiter.count(&db, &limits, now).await?;
+        Ok::<_, ApiError>(())
+    };
+    match counted.await {
+        Ok(()) => {}
+        Err(ApiError::Forbidden(_)) => app.forget_counts(tenant),
+        Err(e) => {
+            tracing::warn!(error = %e, "the quota counter could not be written: deciding alone on a share (fail open)")
+        }
+    }
 }
 
 /// Serves one request: the tier quota is decided first, before the handler runs; an admitted
@@ -210,8 +256,31 @@ where
         };
         return respond_metered(None, request_id, route, refusal).await;
     }
-    let Admission::Limited(exceeded) = app.admit(&tenant).await else {
-        return respond_counted(Some((app, bin)), true, request_id, route, handler(req)).await;
+    // The estimate is the route's last cost per unit of size, times this request's size.
+    let size = requested_limit(&req, MAX_SHARDED_LIMIT).unwrap_or(1);
+    let estimate = app.limiter.estimate(&tenant, bin, size);
+    let (exceeded, retry_after_seconds) = match app.admit(&tenant, estimate).await {
+        Admission::Admitted(charge) => {
+            let admitted = Admitted { charge, size };
+            let budget = PageBudget {
+                budget_milli: charge.budget_milli,
+                milli_per_item: app.limiter.cost_per_size(&tenant, bin),
+            };
+            let handler = async {
+                // Only a tenant's own pages are held to its bucket; an operator's walk of another
+                // tenant is not.
+                if !who.operator {
+                    meter::set_budget(budget);
+                }
+                handler(req).await
+            };
+            return respond_counted(Some((app, bin)), Some(admitted), request_id, route, handler)
+                .await;
+        }
+        Admission::Limited {
+            exceeded,
+            retry_after_seconds,
+        } => (exceeded, retry_after_seconds),
     };
     let left = usage::Pending {
         limited: 1,
@@ -224,9 +293,12 @@ where
             Exceeded::Requests => "requests per second",
             Exceeded::CapacityUnits => "capacity units per second",
         };
-        Err(ApiError::TooManyRequests(format!(
-            "This tenant is over its tier's {what}. Retry after the time in Retry-After."
-        )))
+        Err(ApiError::TooManyRequests {
+            detail: format!(
+                "This tenant is over its tier's {what}. Retry after the time in Retry-After."
+            ),
+            retry_after_seconds,
+        })
     };
     respond_metered(None, request_id, route, refusal).await
 }

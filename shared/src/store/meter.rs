@@ -50,6 +50,32 @@ pub struct RequestMeta {
     write_milli_units: AtomicU64,
     /// Hands the verified tenant to whoever waits for it (the usage meter) as soon as it is known.
     tenant_listener: Mutex<Option<oneshot::Sender<TenantId>>>,
+    /// What the tenant's quota bucket held when the request was admitted (set by the service layer).
+    budget: OnceLock<PageBudget>,
+    /// The page limit the handler read with, after any shrinking: the request's size.
+    page_limit: OnceLock<u32>,
+}
+
+/// An admitted request's capacity budget, for the pages it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageBudget {
+    /// What the tenant's bucket held at admission, in thousandths of a unit.
+    pub budget_milli: u64,
+    /// What one unit of page limit cost on this route last time, when known.
+    pub milli_per_item: Option<u64>,
+}
+
+impl PageBudget {
+    /// `limit`, shrunk to what the budget pays at the route's last cost per item (at least 1).
+    pub fn shrink(&self, limit: u32) -> u32 {
+        match self.milli_per_item {
+            Some(per) if per > 0 => {
+                let affordable = (self.budget_milli / per).clamp(1, u64::from(u32::MAX)) as u32;
+                limit.min(affordable)
+            }
+            _ => limit,
+        }
+    }
 }
 
 impl RequestMeta {
@@ -112,6 +138,16 @@ impl RequestMeta {
             .fetch_add(milli(units.write), Ordering::Relaxed);
     }
 
+    /// Sets the request's capacity budget (once, at admission).
+    pub fn set_budget(&self, budget: PageBudget) {
+        let _ = self.budget.set(budget);
+    }
+
+    /// The page limit the handler read with, when it read a page.
+    pub fn page_limit(&self) -> Option<u32> {
+        self.page_limit.get().copied()
+    }
+
     /// Drops the tenant listener: no tenant will be verified any more, so the listener stops waiting.
     pub fn close_tenant_listener(&self) {
         lock(&self.tenant_listener).take();
@@ -132,6 +168,23 @@ pub async fn with_request_meta<T>(fut: impl Future<Output = T>) -> (T, Arc<Reque
     let meta = Arc::new(RequestMeta::default());
     let out = scope(meta.clone(), fut).await;
     (out, meta)
+}
+
+/// Sets the current request's capacity budget.
+pub fn set_budget(budget: PageBudget) {
+    let _ = REQUEST.try_with(|m| m.set_budget(budget));
+}
+
+/// The page limit of the current request: `limit` shrunk to what its capacity budget pays, and
+/// recorded as the request's size (what its cost is learned per).
+pub fn page_limit(limit: u32) -> u32 {
+    REQUEST
+        .try_with(|m| {
+            let limit = m.budget.get().map_or(limit, |b| b.shrink(limit));
+            let _ = m.page_limit.set(limit);
+            limit
+        })
+        .unwrap_or(limit)
 }
 
 /// Records the verified tenant of the current request (for the log line and the usage meter).

@@ -54,7 +54,12 @@ pub enum RecordInWalk {
 }
 
 /// The sources of `tenant`'s items, in walk order.
-pub fn sources(tenant: &TenantId, shard_count: u32, record: RecordInWalk) -> Vec<Source> {
+pub fn sources(
+    tenant: &TenantId,
+    shard_count: u32,
+    window_shards: u32,
+    record: RecordInWalk,
+) -> Vec<Source> {
     let fixed = (0..shard_count)
         .map(|s| shard_pk(tenant, kind::PRODUCT, s))
         .chain((0..shard_count).map(|s| shard_pk(tenant, kind::HR, s)))
@@ -62,10 +67,7 @@ pub fn sources(tenant: &TenantId, shard_count: u32, record: RecordInWalk) -> Vec
             (0..crate::store::usage::COUNTER_SHARDS)
                 .map(|s| crate::store::usage::counter_pk(tenant, s)),
         )
-        .chain(
-            (0..crate::store::limiter::MAX_WINDOW_SHARDS)
-                .map(|s| crate::store::limiter::window_pk(tenant, s)),
-        )
+        .chain((0..window_shards).map(|s| crate::store::limiter::window_pk(tenant, s)))
         .map(Source::Partition);
     let catalog = (0..CATALOG_SHARDS).map(|s| Source::Catalog(catalog_shard_key(tenant, s)));
     let record =
@@ -453,7 +455,7 @@ mod tests {
     #[test]
     fn golden_sources_fixed_partitions_then_the_catalog_then_the_record() {
         // GIVEN a tenant with 2 shards, WHEN its sources are listed with the record
-        let all = sources(&t(), 2, RecordInWalk::Included);
+        let all = sources(&t(), 2, 8, RecordInWalk::Included);
         // THEN products, HR, usage, quota windows, the 16 catalog partitions, the record
         let names: Vec<String> = all
             .iter()
@@ -478,12 +480,12 @@ mod tests {
         assert_eq!(names.last().unwrap(), "TENANT#acme#TENANT");
         assert_eq!(names.len(), 37);
         // AND without the record, the same less the last
-        assert_eq!(sources(&t(), 2, RecordInWalk::Excluded), all[..36]);
+        assert_eq!(sources(&t(), 2, 8, RecordInWalk::Excluded), all[..36]);
     }
 
     #[test]
     fn a_position_names_its_source_and_a_foreign_one_is_refused() {
-        let all = sources(&t(), 4, RecordInWalk::Included);
+        let all = sources(&t(), 4, 8, RecordInWalk::Included);
         let at = |pk: &str| {
             source_of(
                 &t(),

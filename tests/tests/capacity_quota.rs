@@ -1,0 +1,376 @@
+//! The capacity-unit quota binds: requests are charged an estimate before they run and corrected to
+//! what DynamoDB reported after, debt is carried until it is repaid, pages shrink to the budget,
+//! and imports draw from the same bucket. Containers are separate `App`s on one table; their test
+//! clocks are stepped together, so every step falls in one known second.
+
+use integration::routes::{call, call_admitted, call_admitted_with_query, params};
+use integration::{unique, Auth, Harness, Resp};
+use serde_json::{json, Value};
+use shared::store::limiter::{window_pk, MAX_WINDOW_SHARDS, REQUESTS_PER_SHARD};
+
+/// Onboards `tenant` with custom limits (operator call through container `h`).
+async fn onboard_custom(h: &Harness, tenant: &str, shards: u32, rps: u32, cu: u32) {
+    let r = call(
+        &h.app,
+        "onboard-tenant",
+        &params(&[]),
+        &[],
+        Some(json!({
+            "tenantId": tenant,
+            "tier": "custom",
+            "limits": {"requestsPerSecond": rps, "capacityUnitsPerSecond": cu},
+            "shardCount": shards,
+        })),
+        &Auth::Operator("platform".into()),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+}
+
+/// A product of about `kb` kilobytes.
+fn product_of(kb: usize) -> Value {
+    json!({"name": "widget", "price": 1, "blob": "x".repeat(kb * 1024)})
+}
+
+async fn put(h: &Harness, tenant: &str, id: &str, body: Value) -> Resp {
+    call_admitted(
+        &h.app,
+        "put-product",
+        &params(&[("productId", id)]),
+        Some(body),
+        &Auth::Tenant(tenant.into()),
+    )
+    .await
+}
+
+async fn list(h: &Harness, tenant: &str, query: &[(&str, &str)]) -> Resp {
+    call_admitted_with_query(
+        &h.app,
+        "query-tenant-products",
+        &params(&[]),
+        query,
+        None,
+        &Auth::Tenant(tenant.into()),
+    )
+    .await
+}
+
+/// Two more containers on `h`'s table, their clocks on the same second as `h`'s.
+async fn containers(h: &Harness) -> (Harness, Harness) {
+    let a = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    let b = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    (a, b)
+}
+
+/// Sets every clock to the start of second `second`.
+fn at_second(clocks: &[&Harness], second: u64) {
+    for h in clocks {
+        h.clock.set_millis(second * 1000);
+    }
+}
+
+/// The capacity units (read + write) the usage meter recorded for `tenant` on `route` today, after
+/// every container has written its counts.
+async fn units_used(containers: &[&Harness], tenant: &str, route: &str) -> f64 {
+    for c in containers {
+        c.app.flush_usage().await.unwrap();
+    }
+    let ops = containers[0];
+    let today = shared::store::usage::utc_date(ops.app.clock.now_millis());
+    let r = call(
+        &ops.app,
+        "get-tenant-usage",
+        &params(&[("tenantId", tenant)]),
+        &[("from", &today), ("to", &today)],
+        None,
+        &Auth::Operator("platform".into()),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let units = &r.body["days"][0]["capacityUnits"][route];
+    units["read"].as_f64().unwrap_or(0.0) + units["write"].as_f64().unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn a_tenant_whose_every_request_is_expensive_is_held_to_its_capacity_quota_across_containers()
+{
+    // GIVEN a tenant of 40 capacity units a second (and 250 requests, so only units bind) with
+    // 24 products of 24 KB over 4 shards: one page of them reads about 70 units
+    let seed = Harness::new().await;
+    let t = unique("heavy");
+    onboard_custom(&seed, &t, 4, 250, 1_000_000).await;
+    for i in 0..24 {
+        assert_eq!(
+            put(&seed, &t, &format!("p-{i:02}"), product_of(24))
+                .await
+                .status,
+            201
+        );
+    }
+    let ops = call(
+        &seed.app,
+        "update-tenant",
+        &params(&[("tenantId", &t)]),
+        &[],
+        Some(json!({"limits": {"requestsPerSecond": 250, "capacityUnitsPerSecond": 40}})),
+        &Auth::Operator("platform".into()),
+    )
+    .await;
+    assert_eq!(ops.status, 200, "{}", ops.body);
+    // (two fresh containers: neither has the old limits cached)
+    let (a, b) = containers(&seed).await;
+    let start = a.app.clock.now_seconds() + 1;
+    // WHEN, for 10 seconds, each container asks for every product, 5 times a second, in turn
+    let seconds = 10;
+    let mut answers = Vec::new();
+    for s in 0..seconds {
+        at_second(&[&a, &b], start + s);
+        for _ in 0..5 {
+            for c in [&a, &b] {
+                answers.push(list(c, &t, &[("limit", "24")]).await);
+            }
+        }
+    }
+    // THEN every answer is a page or a 429 whose Retry-After is at least a second
+    for r in &answers {
+        assert!(
+            r.status == 200 || r.status == 429,
+            "{} {}",
+            r.status,
+            r.body
+        );
+        if r.status == 429 {
+            let wait: u64 = r.retry_after.as_deref().unwrap().parse().unwrap();
+            assert!(wait >= 1, "{}", r.body);
+        }
+    }
+    let admitted = answers.iter().filter(|r| r.status == 200).count();
+    assert!(admitted >= 2, "nothing ran: {admitted}");
+    // AND the units consumed stay within the stated bound: quota × (T + 1), plus per container one
+    // request in flight of at most a full page (about 70 units), learned once before pages shrink
+    let used = units_used(&[&a, &b], &t, "query-tenant-products").await;
+    let bound = 40.0 * (seconds as f64 + 1.0) + 2.0 * 2.0 * 80.0;
+    assert!(
+        used <= bound,
+        "consumed {used} units in {seconds} s against 40 a second (bound {bound}); {admitted} of {} pages ran",
+        answers.len()
+    );
+    // (unbounded, the 100 pages would have read about 7,000 units)
+    assert!(answers.len() == 100);
+}
+
+#[tokio::test]
+async fn a_tenant_in_debt_is_refused_everywhere_until_it_is_repaid_and_told_when() {
+    // GIVEN a tenant of 50 capacity units a second (and 250 requests: one counter shard, so every
+    // answer holds the whole window), served by containers A and B
+    let seed = Harness::new().await;
+    let t = unique("debtor");
+    onboard_custom(&seed, &t, 1, 250, 50).await;
+    let (a, b) = containers(&seed).await;
+    let s = a.app.clock.now_seconds() + 1;
+    at_second(&[&a, &b], s);
+    // WHEN A writes one 60 KB product: estimated at one unit, it costs about 120 (table and GSI1)
+    assert_eq!(put(&a, &t, "big", product_of(60)).await.status, 201);
+    // THEN B, once it has an answer of the shared counter (its first request, decided before any,
+    // runs), refuses the tenant with a Retry-After that names the second the debt is repaid
+    let first = call_admitted(
+        &b.app,
+        "get-product",
+        &params(&[("productId", "small")]),
+        None,
+        &Auth::Tenant(t.clone()),
+    )
+    .await;
+    assert_eq!(first.status, 404, "{}", first.body);
+    let refused = call_admitted(
+        &b.app,
+        "get-product",
+        &params(&[("productId", "small")]),
+        None,
+        &Auth::Tenant(t.clone()),
+    )
+    .await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert!(refused.body["detail"]
+        .as_str()
+        .unwrap()
+        .contains("capacity units"));
+    let wait: u64 = refused.retry_after.as_deref().unwrap().parse().unwrap();
+    assert!(
+        wait >= 2,
+        "120 units at 50 a second take more than a second: {wait}"
+    );
+    // AND in every second before then, in either container, it is refused again (never too short)
+    for k in 1..wait {
+        at_second(&[&a, &b], s + k);
+        for c in [&a, &b] {
+            let r = call_admitted(
+                &c.app,
+                "get-product",
+                &params(&[("productId", "small")]),
+                None,
+                &Auth::Tenant(t.clone()),
+            )
+            .await;
+            assert_eq!(r.status, 429, "second {k} of {wait}: {}", r.body);
+            let told: u64 = r.retry_after.as_deref().unwrap().parse().unwrap();
+            assert!(
+                k + told >= wait,
+                "second {k}: told {told}, repaid at {wait}"
+            );
+        }
+    }
+    // AND at the second it named, it is served again
+    at_second(&[&a, &b], s + wait);
+    let again = call_admitted(
+        &b.app,
+        "get-product",
+        &params(&[("productId", "big")]),
+        None,
+        &Auth::Tenant(t.clone()),
+    )
+    .await;
+    assert_eq!(again.status, 200, "{}", again.body);
+}
+
+#[tokio::test]
+async fn a_page_under_a_nearly_empty_budget_is_short_and_has_a_cursor() {
+    // GIVEN a tenant of 97 capacity units a second with 20 products of 8 KB on one shard
+    let h = Harness::new().await;
+    let t = unique("budget");
+    onboard_custom(&h, &t, 1, 250, 1_000_000).await;
+    for i in 0..20 {
+        assert_eq!(
+            put(&h, &t, &format!("p-{i:02}"), product_of(8))
+                .await
+                .status,
+            201
+        );
+    }
+    let r = call(
+        &h.app,
+        "update-tenant",
+        &params(&[("tenantId", &t)]),
+        &[],
+        Some(json!({"limits": {"requestsPerSecond": 250, "capacityUnitsPerSecond": 97}})),
+        &Auth::Operator("platform".into()),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (c, _) = containers(&h).await;
+    let s = c.app.clock.now_seconds() + 1;
+    at_second(&[&c], s);
+    // WHEN, within one second, it asks for all 20 again and again
+    let mut pages = Vec::new();
+    for _ in 0..12 {
+        let page = list(&c, &t, &[("limit", "20")]).await;
+        let stop = page.status != 200;
+        pages.push(page);
+        if stop {
+            break;
+        }
+    }
+    // THEN the first page is whole; as the bucket empties, a page shrinks to what the budget left
+    // pays, with a cursor, before any request is refused
+    let sizes: Vec<usize> = pages
+        .iter()
+        .map(|p| p.body["items"].as_array().map_or(0, Vec::len))
+        .collect();
+    assert_eq!(sizes[0], 20, "{sizes:?}");
+    let short = pages
+        .iter()
+        .position(|p| p.status == 200 && p.body["items"].as_array().unwrap().len() < 20)
+        .unwrap_or_else(|| panic!("no short page: {sizes:?}"));
+    assert!(pages[..short].iter().all(|p| p.status == 200));
+    let got = sizes[short];
+    assert!(got >= 1);
+    let cursor = pages[short].body["nextCursor"]
+        .as_str()
+        .expect("a short page has a cursor")
+        .to_owned();
+    // AND the cursor leads on to the rest, in order, once the bucket has refilled
+    at_second(&[&c], s + 10);
+    let rest = list(&c, &t, &[("limit", "20"), ("cursor", &cursor)]).await;
+    assert_eq!(rest.status, 200, "{}", rest.body);
+    let ids: Vec<&str> = pages[short].body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(rest.body["items"].as_array().unwrap())
+        .map(|p| p["productId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 20, "{ids:?}");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+}
+
+#[tokio::test]
+async fn at_the_maximum_custom_rate_no_counter_item_takes_more_than_its_share_and_the_window_decides(
+) {
+    // GIVEN a tenant at the maximum custom rate (100,000 requests a second: 400 counter shards),
+    // whose other containers have already admitted 249 requests on each shard this second
+    let h = Harness::new().await;
+    let t = unique("max");
+    integration::onboard_at_max_limits(&h, &t, 1).await;
+    let s = h.app.clock.now_seconds() + 1;
+    at_second(&[&h], s);
+    let tenant = shared::identity::ids::TenantId::parse(&t).unwrap();
+    for shard in 0..MAX_WINDOW_SHARDS {
+        h.admin
+            .put_item()
+            .table_name(&h.table)
+            .item(
+                "PK",
+                aws_sdk_dynamodb::types::AttributeValue::S(window_pk(&tenant, shard)),
+            )
+            .item(
+                "SK",
+                aws_sdk_dynamodb::types::AttributeValue::S(shared::store::limiter::window_sk(
+                    &tenant, s, shard,
+                )),
+            )
+            .item(
+                "requests",
+                aws_sdk_dynamodb::types::AttributeValue::N((REQUESTS_PER_SHARD - 1).to_string()),
+            )
+            .item(
+                "milliUnits",
+                aws_sdk_dynamodb::types::AttributeValue::N("0".into()),
+            )
+            .item(
+                "carriedMilli",
+                aws_sdk_dynamodb::types::AttributeValue::N("0".into()),
+            )
+            .send()
+            .await
+            .unwrap();
+    }
+    // WHEN this container serves 10 requests in that second
+    let mut answers = Vec::new();
+    for _ in 0..10 {
+        answers.push(
+            call_admitted(
+                &h.app,
+                "get-product",
+                &params(&[("productId", "p")]),
+                None,
+                &Auth::Tenant(t.clone()),
+            )
+            .await,
+        );
+    }
+    // THEN it admits until its counter's answer shows the second full, then refuses
+    let statuses: Vec<u16> = answers.iter().map(|r| r.status).collect();
+    assert_eq!(statuses[0], 404, "{statuses:?}");
+    assert!(
+        statuses.contains(&429),
+        "the window never decided: {statuses:?}"
+    );
+    // AND no counter item took more than its share of the second's requests (250) plus the
+    // admissions one answer late
+    let items = h.items_under(&format!("TENANT#{t}#RATE#")).await;
+    assert_eq!(items.len() as u32, MAX_WINDOW_SHARDS);
+    for item in items {
+        let n: u32 = item["requests"].as_n().unwrap().parse().unwrap();
+        assert!(n <= REQUESTS_PER_SHARD + 1, "{item:?}");
+    }
+}
