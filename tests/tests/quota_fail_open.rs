@@ -32,7 +32,9 @@ async fn the_quota_is_shared_by_containers_through_dynamodb_and_fails_open_when_
     // AND, in the next second, each container serves it again after the other has (so each
     // knows that two serve it)
     let next_second = |c: &Harness| c.clock.set_millis((c.clock.now_millis() / 1000 + 1) * 1000);
+    // (a whole second on, so each container's counts are due: they are written every 100 ms)
     for c in [&a, &b] {
+        c.clock.advance_seconds(1);
         next_second(c);
     }
     assert_eq!(get_product_admitted(&a.app, &t).await.status, 404);

@@ -20,7 +20,9 @@
 //! last window (within [`MAX_DEBT_SECONDS`]) had `carried + units`, and each second since repaid one
 //! second's quota. The first writer of a second that finds no `carriedMilli` reads that last window
 //! (one Query) and sets it `if_not_exists`; writes into a second end with the second, so every
-//! writer computes the same value. A container that refuses on debt projects the repayment itself,
+//! writer computes the same value. A container whose own answer of this second or the last showed
+//! the tenant under half its units and owing nothing sets 0 in its ADD instead, without reading
+//! back: a debt another container ran up within that second can then be missed for one second. A container that refuses on debt projects the repayment itself,
 //! so a tenant in debt is refused until the bucket holds something again, with `Retry-After`
 //! the whole seconds that takes, and is never told to come back sooner.
 //!
@@ -149,11 +151,22 @@ struct Window {
     own_milli_units: i64,
     /// The last counter write was refused: decide on a 1/N share of the limits.
     degraded: bool,
+    /// The second of the last answer this container had for the tenant (0: none).
+    learned_at: u64,
     /// The capacity (thousandths a second) the window was last decided under.
     capacity_milli: i64,
 }
 
 impl Window {
+    /// The debt this container may assume without reading it back: none, when its knowledge is of
+    /// this second or the last and the tenant has used under half of a second's units. `None` when
+    /// it must read the last window.
+    fn assumed_carry(&self, capacity_milli: i64) -> Option<i64> {
+        let fresh = self.learned_at + 1 >= self.second && self.learned_at > 0;
+        let light = self.carried_milli <= 0 && self.milli_units * 2 < capacity_milli;
+        (fresh && light).then_some(0)
+    }
+
     /// Moves the window to `second`, carrying what is left unpaid of the last one.
     fn roll_to(&mut self, second: u64, capacity_milli: i64) {
         if self.second == second {
@@ -171,6 +184,7 @@ impl Window {
             carried_milli: carried,
             degraded: self.degraded,
             capacity_milli,
+            learned_at: self.learned_at,
             ..Window::default()
         };
     }
@@ -394,15 +408,21 @@ impl RateLimiter {
         let shards = window_shards(limits);
         let shard = self.next_shard.fetch_add(1, Ordering::Relaxed) % shards;
         let units = lock(&self.pending_milli_units).remove(t).unwrap_or(0);
-        let admitted = {
+        let capacity = capacity_milli(limits);
+        let (admitted, assumed_carry) = {
             let mut windows = lock(&self.windows);
             match windows.get_mut(t) {
-                Some(w) if w.second == now_second => std::mem::take(&mut w.uncounted),
-                _ => 0,
+                Some(w) if w.second == now_second => {
+                    (std::mem::take(&mut w.uncounted), w.assumed_carry(capacity))
+                }
+                _ => (0, None),
             }
         };
+        // Far from its limits on fresh knowledge, the tenant owes nothing, and a first writer sets
+        // that without reading back; otherwise the debt is read from the last window (below).
+        let assumed_carry = assumed_carry.map(|c| c / i64::from(shards));
         let mut answer = match self
-            .add_to_window(db, shard, now_second, admitted, units)
+            .add_to_window(db, shard, now_second, admitted, units, assumed_carry)
             .await
         {
             Ok(answer) => answer,
@@ -425,7 +445,7 @@ impl RateLimiter {
             }
         };
         if !answer.contains_key(CARRIED) {
-            let shard_capacity = capacity_milli(limits) / i64::from(shards);
+            let shard_capacity = capacity / i64::from(shards);
             let carried = carried_into(db, shard, now_second, shard_capacity).await?;
             answer = record_carried(db, shard, now_second, carried).await?;
         }
@@ -440,18 +460,29 @@ impl RateLimiter {
         second: u64,
         admitted: u64,
         units: i64,
+        assumed_carry: Option<i64>,
     ) -> Result<HashMap<String, AttributeValue>, (bool, StoreError)> {
         let t = &db.tenant;
-        let out = db
+        let mut update = db
             .client
             .update_item()
             .table_name(&*db.table)
             .key(PK, AttributeValue::S(window_pk(t, shard)))
-            .key(SK, AttributeValue::S(window_sk(t, second, shard)))
-            .update_expression(
+            .key(SK, AttributeValue::S(window_sk(t, second, shard)));
+        update = match assumed_carry {
+            Some(carry) => update
+                .update_expression(
+                    "ADD #requests :admitted, milliUnits :units, containers :me \
+                     SET #exp = if_not_exists(#exp, :exp), #carried = if_not_exists(#carried, :carried)",
+                )
+                .expression_attribute_names("#carried", CARRIED)
+                .expression_attribute_values(":carried", AttributeValue::N(carry.to_string())),
+            None => update.update_expression(
                 "ADD #requests :admitted, milliUnits :units, containers :me \
                  SET #exp = if_not_exists(#exp, :exp)",
-            )
+            ),
+        };
+        let out = update
             .expression_attribute_names("#requests", "requests")
             .expression_attribute_names("#exp", EXPIRES_AT)
             .expression_attribute_values(":admitted", AttributeValue::N(admitted.to_string()))
@@ -507,6 +538,7 @@ impl RateLimiter {
         window.milli_units = window.milli_units.max(milli_units);
         window.carried_milli = carried;
         window.degraded = false;
+        window.learned_at = now_second;
     }
 }
 
