@@ -20,6 +20,7 @@ use shared::service::app::{load_sdk_config, Settings};
 use shared::store::scatter::Fanout;
 use shared::App;
 
+mod attack;
 mod cache;
 mod proxy;
 mod queue;
@@ -343,7 +344,8 @@ async fn main() {
         json!(format!("{one_way_ms} ms")),
         "figures marked [latency model] run through it; BENCH_PROXY_DELAY_MS",
     );
-    // BENCH_ONLY=cache or =queue runs figure 10 or 11 alone (neither needs another's fixture).
+    // BENCH_ONLY=cache, =queue or =attack runs figure 10, 11 or 12 alone (none needs another's
+    // fixture).
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     if only.is_empty() {
         all_but_cache(&h, &sdk, &plain, &through_proxy, iterations, &mut report).await;
@@ -353,6 +355,10 @@ async fn main() {
     }
     if only.is_empty() || only == "queue" {
         queue_figure(&h, &through_proxy, &mut report).await;
+    }
+    if only.is_empty() || only == "attack" {
+        let new_app = || production_app(&proxied, &h.table);
+        attack::attack_figure(&h, new_app, &through_proxy.app, &mut report).await;
     }
     write_outputs(&report);
 }
