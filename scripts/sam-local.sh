@@ -345,6 +345,7 @@ json.dump({"Parameters": {
     "TENANT_ROLE_ARN": "arn:aws:iam::123456789012:role/pooltable-local-tenant-access",
     "CURSOR_SIGNING_KEY": os.environ["CURSOR_SIGNING_KEY"],
     "CURSOR_SIGNING_KEY_PREVIOUS": "",
+    "CURSOR_SIGNING_KEY_NEXT": "",
     "SESSION_TTL_SECONDS": "3600",
     "TENANT_CREDENTIALS_SECONDS": "3600",
     "AWS_ENDPOINT_URL_DYNAMODB": ddb,

@@ -231,12 +231,15 @@ enum Accepted {
 async fn accepted(app: &App, message: &SqsMessage) -> Accepted {
     let message_id = message.message_id.as_deref().unwrap_or("-");
     let Some((tenant, raw)) = signed(app, message) else {
+        // Never deleted at once: it may be signed with a key this container does not know yet (a
+        // rotation that reached the producer first). Delivered again, it is written once a
+        // consumer knows the key; otherwise it ends in the dead-letter queue, never written.
         tracing::error!(
             alarm = "forged_import_message",
             message_id,
-            "dropped an import message whose signature does not verify: it was not sent by POST /imports"
+            "an import message whose signature does not verify (forged, or a key this consumer does not know yet): not written, delivered again"
         );
-        return Accepted::Dropped;
+        return Accepted::Again;
     };
     let Ok(body) = serde_json::from_str::<ImportMessage>(raw) else {
         // Signed by us, yet unreadable (a format this version does not know): kept for a person.

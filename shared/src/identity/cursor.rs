@@ -34,12 +34,17 @@ pub const MIN_KEY_BYTES: usize = 32;
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// The keys cursors are signed with: `current` signs and verifies; `previous`, during a rotation,
-/// still verifies.
+/// The keys cursors and import messages are signed with: `current` signs and verifies; during a
+/// rotation, `previous` still verifies what the old key signed, and `next` already verifies what
+/// the new key signs, before this function signs with it. Functions are not switched at one
+/// moment, so a rotation is two deployments: first `next` = the new key everywhere, then `current`
+/// = the new key and `previous` = the old one. In either order of functions, whatever one signs
+/// another verifies.
 #[derive(Clone)]
 pub struct CursorKeys {
     current: Vec<u8>,
     previous: Option<Vec<u8>>,
+    next: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for CursorKeys {
@@ -61,6 +66,18 @@ impl CursorKeys {
         Ok(Self {
             current: current.to_vec(),
             previous: previous.map(<[u8]>::to_vec),
+            next: None,
+        })
+    }
+
+    /// These keys, with `next` verifying too (the first step of a rotation).
+    pub fn with_next(self, next: &[u8]) -> Result<Self, WeakCursorKey> {
+        if next.len() < MIN_KEY_BYTES {
+            return Err(WeakCursorKey);
+        }
+        Ok(Self {
+            next: Some(next.to_vec()),
+            ..self
         })
     }
 
@@ -81,6 +98,7 @@ impl CursorKeys {
     fn verify(&self, payload: &str, signature: &[u8]) -> bool {
         std::iter::once(&self.current)
             .chain(self.previous.as_ref())
+            .chain(self.next.as_ref())
             .filter_map(|key| Self::mac(key, payload))
             .any(|mac| mac.verify_slice(signature).is_ok())
     }
@@ -96,7 +114,7 @@ impl CursorKeys {
     }
 
     /// Whether `signature` is [`Self::sign_for`]`(domain, payload)` under the current key or, during
-    /// a rotation, the previous one. Compared in constant time.
+    /// a rotation, the previous or the next one. Compared in constant time.
     pub fn verify_for(&self, domain: &str, payload: &str, signature: &str) -> bool {
         let Ok(signature) = URL_SAFE_NO_PAD.decode(signature) else {
             return false;
@@ -366,6 +384,38 @@ mod tests {
         assert_eq!(CursorKeys::new(&[0; 31], None).unwrap_err(), WeakCursorKey);
         assert_eq!(
             CursorKeys::new(&[0; 32], Some(&[0; 8])).unwrap_err(),
+            WeakCursorKey
+        );
+    }
+
+    #[test]
+    fn a_rotation_in_two_steps_verifies_in_either_order_of_functions() {
+        let (old, new) = ([1u8; 32], [2u8; 32]);
+        let before = CursorKeys::new(&old, None).unwrap();
+        // step 1, everywhere: the new key verifies, the old one still signs
+        let step1 = CursorKeys::new(&old, None)
+            .unwrap()
+            .with_next(&new)
+            .unwrap();
+        // step 2: the new key signs, the old one still verifies
+        let step2 = CursorKeys::new(&new, Some(&old)).unwrap();
+        let sign = |k: &CursorKeys| k.sign_for("d", "payload");
+        for (signer, verifier) in [
+            (&before, &step1),
+            (&step1, &step1),
+            (&step2, &step1),
+            (&step1, &step2),
+            (&before, &step2),
+        ] {
+            assert!(verifier.verify_for("d", "payload", &sign(signer)));
+        }
+        // AND a key that skipped step 1 is not known to a function still before the rotation
+        assert!(!before.verify_for("d", "payload", &sign(&step2)));
+        assert_eq!(
+            CursorKeys::new(&old, None)
+                .unwrap()
+                .with_next(&[0; 8])
+                .unwrap_err(),
             WeakCursorKey
         );
     }

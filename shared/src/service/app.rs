@@ -60,7 +60,8 @@ pub struct Settings {
     pub session_ttl_seconds: u64,
     pub credentials_seconds: i32,
     pub auth: AuthMode,
-    /// `CURSOR_SIGNING_KEY` (and `CURSOR_SIGNING_KEY_PREVIOUS` during a rotation): at least 32 bytes.
+    /// `CURSOR_SIGNING_KEY` (and, during a rotation, `CURSOR_SIGNING_KEY_NEXT` then
+    /// `CURSOR_SIGNING_KEY_PREVIOUS`: see [`CursorKeys`]): at least 32 bytes each.
     pub cursor_keys: CursorKeys,
     /// `DYNAMODB_MAX_IN_FLIGHT`, 1 to 64 (default 16): the fan-out budget of one API request.
     pub max_in_flight: usize,
@@ -151,6 +152,15 @@ impl Settings {
             previous.as_deref().map(str::as_bytes),
         )
         .map_err(|e| ConfigError::Invalid("CURSOR_SIGNING_KEY", e.to_string()))?;
+        let cursor_keys = match std::env::var("CURSOR_SIGNING_KEY_NEXT")
+            .ok()
+            .filter(|v| !v.is_empty())
+        {
+            Some(next) => cursor_keys
+                .with_next(next.as_bytes())
+                .map_err(|e| ConfigError::Invalid("CURSOR_SIGNING_KEY_NEXT", e.to_string()))?,
+            None => cursor_keys,
+        };
         Ok(Self {
             cursor_keys,
             max_in_flight,
