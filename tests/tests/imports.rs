@@ -848,3 +848,71 @@ async fn a_key_rotation_in_either_order_of_functions_drops_no_message_and_writes
     // AND the consumer that missed step 1 raised the alarm, but wrote nothing and deleted nothing
     assert!(before_consumer.logged().contains("forged_import_message"));
 }
+
+#[tokio::test]
+async fn a_product_deleted_after_the_import_was_accepted_stays_deleted() {
+    // GIVEN an import of two products that already exist, still on the queue
+    let h = Harness::new().await;
+    let t = unique("deleted");
+    onboard(&h, &t, 4).await;
+    for id in ["x-00000", "x-00001"] {
+        let r = call(
+            &h.app,
+            "put-product",
+            &params(&[("productId", id)]),
+            &[],
+            Some(json!({"by": "put"})),
+            &Auth::Tenant(t.clone()),
+        )
+        .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    h.clock.advance_seconds(1);
+    let queues = ImportQueues::create(3, 1).await;
+    let consumer = Consumer::start(&h.table, 3).await;
+    let posted = post_import(&h, &queues, &t, products("x", 2), &[]).await;
+    assert_eq!(posted.status, 202, "{}", posted.body);
+    // WHEN the tenant deletes one of them after the import was accepted, then the queue drains
+    h.clock.advance_seconds(1);
+    let delete = call(
+        &h.app,
+        "delete-product",
+        &params(&[("productId", "x-00001")]),
+        &[],
+        None,
+        &Auth::Tenant(t.clone()),
+    )
+    .await;
+    assert_eq!(delete.status, 204, "{}", delete.body);
+    drain(&queues, &[&consumer], 10).await;
+    // THEN the deleted product stays deleted, the other is imported, and the counts say so
+    let items = product_items(&h, &t).await;
+    let ids: Vec<String> = items.iter().map(|i| s(i, "productId")).collect();
+    assert_eq!(ids, ["x-00000"], "{ids:?}");
+    let id = posted.body["importId"].as_str().unwrap();
+    let progress = get_import(&h, &t, id).await;
+    assert_eq!(progress.body["written"], 1, "{}", progress.body);
+    assert_eq!(progress.body["superseded"], 1, "{}", progress.body);
+    assert_eq!(progress.body["status"], "complete");
+    // AND a delete of a product that is not there answers 404 and leaves no tombstone
+    let missing = call(
+        &h.app,
+        "delete-product",
+        &params(&[("productId", "never")]),
+        &[],
+        None,
+        &Auth::Tenant(t.clone()),
+    )
+    .await;
+    assert_eq!(missing.status, 404);
+    assert!(h
+        .items_under(&format!("TENANT#{t}#DELETED#PRODUCT#never"))
+        .await
+        .is_empty());
+    // AND an import accepted after the delete writes the product again (the tenant's later word)
+    h.clock.advance_seconds(1);
+    let again = post_import(&h, &queues, &t, products("x", 2), &[]).await;
+    assert_eq!(again.status, 202, "{}", again.body);
+    drain(&queues, &[&consumer], 10).await;
+    assert_eq!(product_items(&h, &t).await.len(), 2);
+}

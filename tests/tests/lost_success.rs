@@ -46,7 +46,7 @@ const CASES: &[Case] = &[
     },
     Case {
         bin: "delete-product",
-        write: "DeleteItem",
+        write: "TransactWriteItems",
         status: 204,
     },
     Case {

@@ -21,7 +21,10 @@
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::StreamExt;
 use shared::identity::ids::TenantId;
-use shared::store::imports::{marker, not_superseded, record_outcome, Outcome, RETENTION_SECONDS};
+use shared::identity::keys::kind;
+use shared::store::imports::{
+    marker, not_deleted_since, not_superseded, record_outcome, Outcome, RETENTION_SECONDS,
+};
 use shared::store::layout::Put;
 use shared::store::meter::with_request_meta;
 use shared::store::usage::Pending;
@@ -333,6 +336,7 @@ async fn write(
         vec![
             done,
             not_superseded(&db, tenant, &body.import_id, item.index)?,
+            not_deleted_since(&db, tenant, kind::PRODUCT, &item.product_id, body.issued_at)?,
         ],
         true,
     )
@@ -341,8 +345,10 @@ async fn write(
         Put::Written { .. } => app.read_cache.forget(tenant, &keys.write),
         // Its marker is there (an earlier delivery wrote it), or an earlier delivery found it
         // superseded: nothing is written again.
-        Put::Refused { .. } => {}
-        Put::Superseded => {
+        Put::Refused { along: 0 | 1 } => {}
+        // The product was written (`Superseded`) or deleted (its tombstone, along 2) after the
+        // import was accepted: the tenant's later word stands.
+        Put::Refused { .. } | Put::Superseded => {
             record_outcome(
                 &db,
                 tenant,

@@ -1,7 +1,10 @@
-//! deleteProduct: `DELETE /products/{productId}` → 204 or 404. One conditional DeleteItem.
+//! deleteProduct: `DELETE /products/{productId}` → 204 or 404. One transaction: the conditional
+//! Delete and the product's tombstone, so an import accepted before the delete never brings it back.
 
 use lambda_http::{Body, Request, Response};
+use shared::identity::keys::kind;
 use shared::service::http::{no_content, path_entity_id};
+use shared::store::imports::tombstone;
 use shared::store::layout::{self, Keys};
 use shared::{ApiError, App};
 
@@ -13,7 +16,14 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let db = app.db(&caller.tenant).await?;
     let layout = app.directory.layout(&db).await?;
     let keys = Keys::of(layout, |n| product_key(&caller.tenant, &id, n));
-    let deleted = layout::delete(&db, layout, &keys).await?;
+    let gone = tombstone(
+        &db,
+        &caller.tenant,
+        kind::PRODUCT,
+        &id,
+        app.clock.now_millis(),
+    )?;
+    let deleted = layout::delete_along(&db, layout, &keys, vec![gone]).await?;
     app.read_cache.forget(&caller.tenant, &keys.write);
     if !deleted {
         return Err(ApiError::NotFound("No such product.".into()));

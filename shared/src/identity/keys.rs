@@ -308,6 +308,14 @@ pub fn import_item_sk_prefix(tenant: &TenantId, import: &EntityId) -> String {
     format!("{}#ITEM#", import_key(tenant, import))
 }
 
+/// `TENANT#t#DELETED#<kind>#<id>` (`PK` = `SK`): the tombstone of a deleted entity, for as long as an
+/// import accepted before the delete may still arrive (`store::imports::tombstone`). A partition
+/// of its own, named by the id: outside every listing, found through the catalog like any other,
+/// and never moved by a re-sharding (its key does not depend on the shard count).
+pub fn deletion_key(tenant: &TenantId, kind: &str, id: &EntityId) -> String {
+    format!("{}{kind}#{id}", entity_prefix(tenant, "DELETED"))
+}
+
 /// The catalog index: every item outside a tenant's fixed partitions carries [`CATALOG`], so an
 /// operator can enumerate the tenant (export, offboarding) with Queries, never a Scan. Its partition
 /// key is `catalog`, its sort key the table's `PK`; it projects keys only.
@@ -376,6 +384,16 @@ pub fn catalog_key(tenant: &TenantId, pk: &str) -> Option<String> {
 #[cfg(test)]
 mod sharded_key_tests {
     use super::*;
+
+    #[test]
+    fn golden_deletion_key_is_outside_the_product_listing_and_catalogued() {
+        let acme = TenantId::parse("acme").unwrap();
+        let p = EntityId::parse("sku-1").unwrap();
+        let key = deletion_key(&acme, kind::PRODUCT, &p);
+        assert_eq!(key, "TENANT#acme#DELETED#PRODUCT#sku-1");
+        assert!(!key.starts_with(&entity_sk_prefix(&acme, kind::PRODUCT)));
+        assert!(catalog_key(&acme, &key).is_some());
+    }
 
     #[test]
     fn golden_import_keys() {

@@ -330,6 +330,49 @@ pub async fn delete(db: &TenantDb, layout: Layout, keys: &Keys) -> Result<bool, 
     Ok(deleted_old || deleted_new)
 }
 
+/// [`delete`], with `along` (a tombstone) written in the same transaction as each copy's delete:
+/// none of it when there was nothing to delete, so a 404 writes nothing.
+pub async fn delete_along(
+    db: &TenantDb,
+    layout: Layout,
+    keys: &Keys,
+    along: Vec<TransactWriteItem>,
+) -> Result<bool, StoreError> {
+    let (new, old) = keys.new_and_old(layout);
+    let deleted_old = match old {
+        Some(old) => delete_with(db, old.clone(), &along).await?,
+        None => false,
+    };
+    let deleted_new = delete_with(db, new.clone(), &along).await?;
+    Ok(deleted_old || deleted_new)
+}
+
+async fn delete_with(
+    db: &TenantDb,
+    key: Key,
+    along: &[TransactWriteItem],
+) -> Result<bool, StoreError> {
+    let delete = Delete::builder()
+        .table_name(&*db.table)
+        .set_key(Some(key))
+        .condition_expression(exists(true))
+        .build()
+        .map_err(internal)?;
+    let own = [TransactWriteItem::builder().delete(delete).build()];
+    let request = db
+        .client
+        .transact_write_items()
+        .set_transact_items(Some(along_with(&own, along)));
+    match transact(request).await {
+        Ok(()) => Ok(true),
+        Err(TransactError::ConditionFailed { index: 0, .. }) => Ok(false),
+        Err(TransactError::ConditionFailed { index, .. }) => Err(StoreError::Internal(format!(
+            "action {index} sent along with a delete failed its condition"
+        ))),
+        Err(TransactError::Store(e)) => Err(e),
+    }
+}
+
 fn moved(layout: Layout) -> bool {
     matches!(
         layout,
