@@ -916,3 +916,85 @@ async fn a_product_deleted_after_the_import_was_accepted_stays_deleted() {
     drain(&queues, &[&consumer], 10).await;
     assert_eq!(product_items(&h, &t).await.len(), 2);
 }
+
+#[tokio::test]
+async fn an_import_during_a_resharding_from_4_to_16_writes_every_item_once_on_its_new_shard() {
+    use shared::store::resharding::{MOVES_DELAY_SECONDS, WRITES_MOVE_DELAY_SECONDS};
+    // GIVEN a 4-shard tenant and an import of 300 products (12 messages) on the queue; the
+    // consumer runs in this process, on this test's clock, so the migration's delays pass for both
+    let h = Harness::new().await;
+    let t = unique("moving");
+    integration::onboard_at_max_limits(&h, &t, 4).await;
+    let queues = ImportQueues::create(5, 1).await;
+    let posted = post_import(&h, &queues, &t, products("m", 300), &[]).await;
+    assert_eq!(posted.status, 202, "{}", posted.body);
+    let settings = imports::consume::ConsumerSettings {
+        max_receives: 5,
+        writes_in_flight: 4,
+    };
+    let deliver = |messages: usize| {
+        let (h, queues) = (&h, &queues);
+        async move {
+            let batch = queues.receive(messages).await;
+            let event = serde_json::from_value(queues.event(&batch)).unwrap();
+            let answer = imports::consume::consume(&h.app, settings, event).await;
+            let answer = serde_json::to_value(answer).unwrap();
+            queues.settle(&batch, Some(&answer)).await
+        }
+    };
+    let (at, operator) = (
+        params(&[("tenantId", &t)]),
+        Auth::Operator("platform".into()),
+    );
+    let reshard = || {
+        call(
+            &h.app,
+            "update-tenant",
+            &at,
+            &[],
+            Some(json!({"shardCount": 16})),
+            &operator,
+        )
+    };
+    // WHEN the tenant is re-sharded to 16 while the consumer writes: before writes move, after
+    // they move, and between the migrator's steps
+    assert_eq!(reshard().await.status, 202);
+    assert_eq!(deliver(2).await, 2);
+    h.clock.advance_seconds(WRITES_MOVE_DELAY_SECONDS + 1);
+    assert_eq!(deliver(2).await, 2);
+    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
+    let mut steps = 0;
+    loop {
+        steps += 1;
+        assert!(steps < 200, "the migration never finished");
+        let r = reshard().await;
+        if queues.backlog(&queues.url).await > 0 {
+            deliver(1).await;
+        }
+        if r.status == 200 {
+            break;
+        }
+        assert_eq!(r.status, 202, "{}", r.body);
+    }
+    let consumer = Consumer::start(&h.table, 5).await;
+    drain(&queues, &[&consumer], 10).await;
+    // THEN every product is there exactly once, each on its shard of 16
+    let items = product_items(&h, &t).await;
+    let mut ids: Vec<String> = items.iter().map(|i| s(i, "productId")).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 300);
+    assert_eq!(items.len(), 300, "a product has two copies");
+    let tenant = TenantId::parse(&t).unwrap();
+    for item in &items {
+        let id = s(item, "productId");
+        assert_eq!(
+            s(item, "PK"),
+            shared::identity::keys::shard_pk(&tenant, "PRODUCT", shard_for(&id, 16)),
+            "{id}"
+        );
+    }
+    let progress = get_import(&h, &t, posted.body["importId"].as_str().unwrap()).await;
+    assert_eq!(progress.body["written"], 300, "{}", progress.body);
+    assert_eq!(progress.body["status"], "complete");
+}
