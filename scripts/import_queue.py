@@ -14,8 +14,10 @@
   import_queue.py sign-event IN OUT TABLE
                                           writes IN (an SQS event of import messages) to OUT as
                                           POST /imports would send it now: issuedAt now, tenantSince
-                                          the tenant record's createdAt in TABLE, and each message
-                                          signed with this run's CURSOR_SIGNING_KEY
+                                          the tenant record's createdAt in TABLE, its `items` sealed
+                                          (AES-256-GCM) with the tenant's import key in TABLE (made
+                                          if missing) into `sealedItems`, and each message signed
+                                          with this run's CURSOR_SIGNING_KEY
                                           (functions/imports/src/lib.rs)
 
 Needs boto3 (the stack's venv has it, with moto) and AWS_ENDPOINT_URL_SQS.
@@ -96,6 +98,42 @@ def sign(key, tenant, body):
     return base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
 
 
+SEALING_DOMAIN = "pooltable-import-items-v1"
+CATALOG_SHARDS = 16
+
+
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def import_key(dynamodb, table, tenant):
+    """The tenant's import sealing key (shared::store::imports::ensure_sealing_key), made if missing."""
+    pk = f"TENANT#{tenant}#SEALING#imports"
+    key = {"PK": {"S": pk}, "SK": {"S": pk}}
+    item = dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+    if item is None:
+        catalog = f"TENANT#{tenant}#CATALOG#{fnv1a64(pk.encode()) % CATALOG_SHARDS}"
+        try:
+            dynamodb.put_item(TableName=table, Item={**key, "key": {"B": os.urandom(32)},
+                                                     "catalog": {"S": catalog}},
+                              ConditionExpression="attribute_not_exists(PK)")
+        except dynamodb.exceptions.ConditionalCheckFailedException:
+            pass
+        item = dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]
+    return item["key"]["B"]
+
+
+def seal(key, context, plaintext):
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    nonce = os.urandom(12)
+    sealed = nonce + AESGCM(key).encrypt(nonce, plaintext, context.encode())
+    return base64.urlsafe_b64encode(sealed).rstrip(b"=").decode()
+
+
 def sign_event(source, target, table):
     import boto3
 
@@ -110,6 +148,9 @@ def sign_event(source, target, table):
         body = json.loads(record["body"])
         body["issuedAt"] = int(time.time() * 1000)
         body["tenantSince"] = item.get("createdAt", {}).get("S", "")
+        items = json.dumps(body.pop("items"), separators=(",", ":")).encode()
+        context = f"{SEALING_DOMAIN}\n{tenant}\n{body['importId']}"
+        body["sealedItems"] = seal(import_key(dynamodb, table, tenant), context, items)
         record["body"] = json.dumps(body, separators=(",", ":"))
         record["md5OfBody"] = hashlib.md5(record["body"].encode()).hexdigest()
         record["messageAttributes"]["signature"]["stringValue"] = sign(key, tenant, record["body"])

@@ -77,6 +77,44 @@ fn signed(tenant: &str, body: &str) -> String {
     )
 }
 
+/// The tenant's import sealing key, as the table holds it.
+async fn sealing_key_of(h: &Harness, tenant: &str) -> Option<Vec<u8>> {
+    let pk = shared::identity::keys::import_sealing_key(&TenantId::parse(tenant).unwrap());
+    let out = h
+        .admin
+        .get_item()
+        .table_name(&h.table)
+        .key("PK", aws_sdk_dynamodb::types::AttributeValue::S(pk.clone()))
+        .key("SK", aws_sdk_dynamodb::types::AttributeValue::S(pk))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap();
+    out.item
+        .and_then(|i| i.get("key").and_then(|k| k.as_b().ok()).cloned())
+        .map(|b| b.into_inner())
+}
+
+/// A message body of `tenant` with its sealed items opened, changed by `edit`, and sealed again
+/// (as a faulty producer holding the tenant's key would send it).
+async fn resealed(
+    h: &Harness,
+    tenant: &str,
+    body: &str,
+    edit: impl FnOnce(&mut Vec<imports::MessageItem>),
+) -> String {
+    let key = sealing_key_of(h, tenant)
+        .await
+        .expect("the tenant has an import key");
+    let mut message: imports::ImportMessage = serde_json::from_str(body).unwrap();
+    let t = TenantId::parse(tenant).unwrap();
+    let mut items =
+        imports::open_items(&key, &t, &message.import_id, &message.sealed_items).unwrap();
+    edit(&mut items);
+    message.sealed_items = imports::seal_items(&key, &t, &message.import_id, &items).unwrap();
+    serde_json::to_string(&message).unwrap()
+}
+
 async fn send_raw(queues: &ImportQueues, body: &str, tenant: &str, signature: Option<&str>) {
     let attr = |v: &str| {
         MessageAttributeValue::builder()
@@ -200,13 +238,14 @@ async fn a_poison_item_reaches_the_dead_letter_queue_after_the_retry_count_and_i
         .send()
         .await
         .unwrap();
-    let mut message: Value = serde_json::from_str(on_queue[0].body().unwrap()).unwrap();
     let mut deep = json!("leaf");
     for _ in 0..40 {
         deep = json!({ "d": deep });
     }
-    message["items"][1]["document"] = json!({ "d": deep });
-    let poison = message.to_string();
+    let poison = resealed(&h, &t, on_queue[0].body().unwrap(), |items| {
+        items[1].document = json!({ "d": deep })
+    })
+    .await;
     send_raw(&queues, &poison, &t, Some(&signed(&t, &poison))).await;
 
     // WHEN the poller delivers until the queue is empty (the message comes back once its
@@ -266,7 +305,10 @@ async fn a_message_written_straight_to_the_queue_for_another_tenant_is_refused_a
     let other_key = shared::identity::cursor::CursorKeys::new(&[9; 32], None).unwrap();
     let forged = imports::sign(&other_key, &TenantId::parse(&victim).unwrap(), &body);
     send_raw(&queues, &body, &victim, Some(&forged)).await;
-    let edited = body.replace("\"n\":0", "\"n\":666");
+    let edited = resealed(&h, &mallory, &body, |items| {
+        items[0].document = json!({"n": 666})
+    })
+    .await;
     send_raw(&queues, &edited, &mallory, Some(&mallorys_signature)).await;
     // AND validly signed messages that must not be written either: one older than its markers (a
     // replay), and one sent for an earlier tenant of the same id (offboarded, then onboarded again)
@@ -601,9 +643,11 @@ fn the_consumer_event_is_an_sqs_batch_for_acme_signed_at_run_time() {
             .as_deref(),
         Some("acme")
     );
-    let body: imports::ImportMessage =
-        serde_json::from_str(message.body.as_deref().unwrap()).unwrap();
-    assert_eq!(body.items[0].index, 0);
+    // The committed body shows its items in the clear, as `items`; sign-event seals them with the
+    // tenant's import key into `sealedItems`, as POST /imports sends them.
+    let body: Value = serde_json::from_str(message.body.as_deref().unwrap()).unwrap();
+    assert_eq!(body["items"][0]["index"], 0);
+    assert!(body.get("sealedItems").is_none());
 }
 
 #[tokio::test]
@@ -997,4 +1041,74 @@ async fn an_import_during_a_resharding_from_4_to_16_writes_every_item_once_on_it
     let progress = get_import(&h, &t, posted.body["importId"].as_str().unwrap()).await;
     assert_eq!(progress.body["written"], 300, "{}", progress.body);
     assert_eq!(progress.body["status"], "complete");
+}
+
+#[tokio::test]
+async fn after_an_offboarding_nothing_readable_of_the_tenant_stays_on_the_queue_or_its_dead_letters(
+) {
+    // GIVEN a tenant's import still on the queue, and one of its messages already on the
+    // dead-letter queue (a consumer kept failing it)
+    let h = Harness::new().await;
+    let t = unique("leaving");
+    onboard(&h, &t, 4).await;
+    let queues = ImportQueues::create(1, 1).await;
+    let documents = |prefix: &str| {
+        let items: Vec<Value> = (0..30)
+            .map(|i| json!({"productId": format!("{prefix}-{i:02}"), "document": {"recipe": format!("secret-recipe-{i}")}}))
+            .collect();
+        json!({"kind": "products", "items": items})
+    };
+    assert_eq!(
+        post_import(&h, &queues, &t, documents("a"), &[])
+            .await
+            .status,
+        202
+    );
+    let failed = queues.receive(1).await;
+    assert_eq!(failed.len(), 1);
+    // (delivered once and never settled: with maxReceiveCount 1, it moves on its next receive)
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(queues.receive(10).await.len() <= 1);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(
+        post_import(&h, &queues, &t, documents("b"), &[])
+            .await
+            .status,
+        202
+    );
+    // WHEN the tenant is offboarded, to the end
+    let operator = Auth::Operator(unique("ops"));
+    let path = params(&[("tenantId", &t)]);
+    let offboard = || call(&h.app, "offboard-tenant", &path, &[], None, &operator);
+    assert_eq!(offboard().await.status, 202);
+    h.clock
+        .advance_seconds(shared::store::offboarding::DELETION_DELAY_SECONDS);
+    let mut status = 0;
+    for _ in 0..20 {
+        status = offboard().await.status;
+        if status == 200 {
+            break;
+        }
+    }
+    assert_eq!(status, 200, "offboarded");
+    // THEN every message of the tenant left on either queue holds its items sealed, never in the
+    // clear, and the key that sealed them is gone with the tenant: nothing of it is readable
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let mut left = queues.dead_letters().await;
+    left.extend(queues.receive(10).await);
+    assert!(
+        !left.is_empty(),
+        "the test needs messages left on the queues"
+    );
+    for m in &left {
+        let body = m.body().unwrap();
+        assert!(!body.contains("secret-recipe"), "{body}");
+        let message: imports::ImportMessage = serde_json::from_str(body).unwrap();
+        assert!(!message.sealed_items.is_empty());
+    }
+    assert_eq!(sealing_key_of(&h, &t).await, None);
+    // AND a consumer given them drops them, writing nothing
+    let consumer = Consumer::start(&h.table, 1).await;
+    drain(&queues, &[&consumer], 10).await;
+    assert!(product_items(&h, &t).await.is_empty());
 }

@@ -23,14 +23,17 @@ use futures::StreamExt;
 use shared::identity::ids::TenantId;
 use shared::identity::keys::kind;
 use shared::store::imports::{
-    marker, not_deleted_since, not_superseded, record_outcome, Outcome, RETENTION_SECONDS,
+    marker, not_deleted_since, not_superseded, record_outcome, sealing_key, Outcome,
+    RETENTION_SECONDS,
 };
 use shared::store::layout::Put;
 use shared::store::meter::with_request_meta;
 use shared::store::usage::Pending;
 use shared::{ApiError, App};
 
-use crate::{verify, ImportMessage, MessageItem, SIGNATURE_ATTRIBUTE, TENANT_ATTRIBUTE};
+use crate::{
+    open_items, verify, ImportMessage, MessageItem, SIGNATURE_ATTRIBUTE, TENANT_ATTRIBUTE,
+};
 
 /// The usage counters' name for the consumer's writes.
 pub const BIN: &str = "import-consumer";
@@ -82,6 +85,7 @@ struct Verified<'a> {
     message: &'a SqsMessage,
     tenant: TenantId,
     body: ImportMessage,
+    items: Vec<MessageItem>,
 }
 
 /// Handles one batch: the answer lists the messages to deliver again.
@@ -90,7 +94,7 @@ pub async fn consume(app: &App, settings: ConsumerSettings, event: SqsEvent) -> 
     let mut response = SqsBatchResponse::default();
     for message in &event.records {
         match accepted(app, message).await {
-            Accepted::Yes(tenant, body) => {
+            Accepted::Yes(tenant, body, items) => {
                 // Imports draw from the tenant's capacity quota: while its bucket is in debt, the
                 // message waits on the queue (its visibility timeout), except on its last
                 // delivery, which is written and charged, so a quota never loses an import.
@@ -104,6 +108,7 @@ pub async fn consume(app: &App, settings: ConsumerSettings, event: SqsEvent) -> 
                     message,
                     tenant,
                     body,
+                    items,
                 })
             }
             Accepted::Dropped => {}
@@ -112,7 +117,7 @@ pub async fn consume(app: &App, settings: ConsumerSettings, event: SqsEvent) -> 
     }
     // Every item of the batch, at most `writes_in_flight` at once: (message, item, result).
     let writes = verified.iter().enumerate().flat_map(|(m, v)| {
-        v.body.items.iter().map(move |item| async move {
+        v.items.iter().map(move |item| async move {
             (m, item, write_metered(app, &v.tenant, &v.body, item).await)
         })
     });
@@ -187,6 +192,38 @@ async fn note_failures(app: &App, settings: ConsumerSettings, v: &Verified<'_>, 
     }
 }
 
+/// The message's items, opened with the tenant's import key. No key means offboarding destroyed
+/// it (crypto-shredding): dropped. A key that does not open a message it signed is kept for a
+/// person, like any signed message this version cannot read.
+async fn unsealed(app: &App, tenant: TenantId, body: ImportMessage) -> Accepted {
+    let key = async {
+        let db = app.db(&tenant).await?;
+        Ok::<_, ApiError>(sealing_key(&db, &tenant).await?)
+    };
+    match key.await {
+        Ok(Some(key)) => match open_items(&key, &tenant, &body.import_id, &body.sealed_items) {
+            Some(items) => Accepted::Yes(tenant, body, items),
+            None => {
+                tracing::error!(tenant = %tenant, import_id = %body.import_id, "the tenant's import key does not open a message it signed");
+                Accepted::Again
+            }
+        },
+        Ok(None) => {
+            tracing::error!(
+                alarm = "import_key_destroyed",
+                tenant = %tenant,
+                import_id = %body.import_id,
+                "dropped an import message whose tenant's key is gone"
+            );
+            Accepted::Dropped
+        }
+        Err(e) => {
+            tracing::warn!(tenant = %tenant, error = %e, "the tenant's import key is unavailable; the message will be delivered again");
+            Accepted::Again
+        }
+    }
+}
+
 /// How many times SQS has delivered `message`, this delivery included.
 fn receives(message: &SqsMessage) -> u32 {
     message
@@ -224,7 +261,7 @@ async fn write_metered(
 /// Whether a message is written: only when its signature verifies, it is younger than its
 /// markers, and its tenant is the one that sent it.
 enum Accepted {
-    Yes(TenantId, ImportMessage),
+    Yes(TenantId, ImportMessage, Vec<MessageItem>),
     /// Refused for good, with an alarm: deleted, and nothing written.
     Dropped,
     /// To be delivered again (and so, in the end, moved to the dead-letter queue).
@@ -268,7 +305,9 @@ async fn accepted(app: &App, message: &SqsMessage) -> Accepted {
         Err(e) => Err(e),
     };
     match current {
-        Ok(Some(record)) if record.created_at == body.tenant_since => Accepted::Yes(tenant, body),
+        Ok(Some(record)) if record.created_at == body.tenant_since => {
+            unsealed(app, tenant, body).await
+        }
         Ok(_) => {
             tracing::error!(
                 alarm = "import_for_a_former_tenant",

@@ -24,14 +24,14 @@ use shared::identity::clock::rfc3339;
 use shared::identity::ids::{EntityId, TenantId};
 use shared::service::http::{json_body_up_to, json_response};
 use shared::service::idempotent::{self, Recorder};
-use shared::store::imports::{claim, enqueued, Claim, NewImport};
+use shared::store::imports::{claim, enqueued, ensure_sealing_key, Claim, NewImport};
 use shared::store::scoped::TenantDb;
 use shared::store::transact::{transact, TransactError};
 use shared::{ApiError, App};
 
 use crate::{
-    sign, ImportKind, ImportMessage, ImportQueue, MessageItem, ProductItem, ITEMS_PER_MESSAGE,
-    MAX_ITEMS, MESSAGE_BYTES, SIGNATURE_ATTRIBUTE, TENANT_ATTRIBUTE,
+    seal_items, sign, ImportKind, ImportMessage, ImportQueue, MessageItem, ProductItem,
+    ITEMS_PER_MESSAGE, MAX_ITEMS, MESSAGE_BYTES, SIGNATURE_ATTRIBUTE, TENANT_ATTRIBUTE,
 };
 
 pub const ROUTE: &str = "create-import";
@@ -184,7 +184,8 @@ async fn create(
         issued_at,
         tenant_since: &tenant_since,
     };
-    enqueue(app, queue, t, &sent, items).await?;
+    let sealing_key = ensure_sealing_key(db, t).await?;
+    enqueue(app, queue, t, &sent, &sealing_key, items).await?;
     let view = ImportView {
         import_id: import.to_string(),
         kind: kind.as_str().to_owned(),
@@ -228,7 +229,8 @@ struct Outgoing<'a> {
     tenant_since: &'a str,
 }
 
-/// Sends the items in signed messages of up to [`ITEMS_PER_MESSAGE`] items and [`MESSAGE_BYTES`].
+/// Sends the items in signed messages of up to [`ITEMS_PER_MESSAGE`] items and [`MESSAGE_BYTES`],
+/// sealed with the tenant's import key.
 /// The tenant is the `MessageGroupId` too: on a standard queue that makes it an SQS fair queue,
 /// which keeps one tenant's backlog from delaying the others'.
 async fn enqueue(
@@ -236,6 +238,7 @@ async fn enqueue(
     queue: &ImportQueue,
     t: &TenantId,
     sent: &Outgoing<'_>,
+    sealing_key: &[u8],
     items: Vec<(u32, ProductItem)>,
 ) -> Result<(), ApiError> {
     let keys = &app.settings.cursor_keys;
@@ -265,7 +268,7 @@ async fn enqueue(
             kind: sent.kind,
             issued_at: sent.issued_at,
             tenant_since: sent.tenant_since.to_owned(),
-            items,
+            sealed_items: seal_items(sealing_key, t, sent.import, &items)?,
         };
         let body = serde_json::to_string(&message)
             .map_err(|e| ApiError::Internal(format!("serialize message: {e}")))?;

@@ -28,9 +28,11 @@ pub const MAX_ITEMS: usize = 1000;
 /// The most items one message carries: SQS bills and throttles per message, and 25 small items
 /// still make a small message. An item is marked on its own, so a message is never all or nothing.
 pub const ITEMS_PER_MESSAGE: usize = 25;
-/// The most bytes of items one message carries, well under SQS's 256 KiB message limit (a 64 KB
-/// document may go alone).
-pub const MESSAGE_BYTES: usize = 192 * 1024;
+/// The most bytes of items one message carries: sealed and in base64 they grow by a third, which
+/// keeps a message well under SQS's 256 KiB limit (a 64 KB document may go alone).
+pub const MESSAGE_BYTES: usize = 160 * 1024;
+/// What a message's sealed items are for (the sealing's additional data starts with it).
+pub const SEALING_DOMAIN: &str = "pooltable-import-items-v1";
 
 /// What can be imported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,7 +78,39 @@ pub struct ImportMessage {
     /// The tenant record's `createdAt` when the import was accepted: a tenant offboarded and
     /// onboarded again under the same id has another, and gets none of its predecessor's items.
     pub tenant_since: String,
-    pub items: Vec<MessageItem>,
+    /// The items (`[MessageItem]` as JSON), sealed with the tenant's import key
+    /// (`shared::store::imports::sealing_key`) for [`sealing_context`]: offboarding destroys the
+    /// key, so nothing readable of the tenant stays on the queue or its dead-letter queue.
+    pub sealed_items: String,
+}
+
+/// The additional data items are sealed with: they open only for this tenant and import.
+pub fn sealing_context(tenant: &TenantId, import: &EntityId) -> String {
+    format!("{SEALING_DOMAIN}\n{tenant}\n{import}")
+}
+
+/// `items`, sealed under `key` for `tenant`'s import `import`.
+pub fn seal_items(
+    key: &[u8],
+    tenant: &TenantId,
+    import: &EntityId,
+    items: &[MessageItem],
+) -> Result<String, shared::ApiError> {
+    let plain = serde_json::to_vec(items)
+        .map_err(|e| shared::ApiError::Internal(format!("serialize items: {e}")))?;
+    shared::identity::sealing::seal(key, &sealing_context(tenant, import), &plain)
+        .map_err(|e| shared::ApiError::Internal(e.to_string()))
+}
+
+/// The items [`seal_items`] sealed, when `key` opens them for this tenant and import.
+pub fn open_items(
+    key: &[u8],
+    tenant: &TenantId,
+    import: &EntityId,
+    sealed: &str,
+) -> Option<Vec<MessageItem>> {
+    let plain = shared::identity::sealing::open(key, &sealing_context(tenant, import), sealed)?;
+    serde_json::from_slice(&plain).ok()
 }
 
 /// Checks that every string of `value` (keys included) holds only characters SQS takes in a
@@ -189,21 +223,42 @@ mod tests {
     }
 
     #[test]
-    fn golden_message_body() {
+    fn golden_message_body_with_its_items_sealed_for_its_tenant_and_import() {
+        let (tenant, import) = (
+            TenantId::parse("acme").unwrap(),
+            EntityId::parse("imp-1").unwrap(),
+        );
+        let items = vec![MessageItem {
+            index: 3,
+            product_id: EntityId::parse("p-1").unwrap(),
+            document: serde_json::json!({"name": "lamp"}),
+        }];
+        let key = [5u8; 32];
         let message = ImportMessage {
-            import_id: EntityId::parse("imp-1").unwrap(),
+            import_id: import.clone(),
             kind: ImportKind::Products,
             issued_at: 1_795_154_400_000,
             tenant_since: "2026-11-20T06:00:00Z".into(),
-            items: vec![MessageItem {
-                index: 3,
-                product_id: EntityId::parse("p-1").unwrap(),
-                document: serde_json::json!({"name": "lamp"}),
-            }],
+            sealed_items: seal_items(&key, &tenant, &import, &items).unwrap(),
         };
+        let body = serde_json::to_string(&message).unwrap();
+        assert!(body.starts_with(
+            r#"{"importId":"imp-1","kind":"products","issuedAt":1795154400000,"tenantSince":"2026-11-20T06:00:00Z","sealedItems":""#
+        ));
+        assert!(!body.contains("lamp"), "{body}");
         assert_eq!(
-            serde_json::to_string(&message).unwrap(),
-            r#"{"importId":"imp-1","kind":"products","issuedAt":1795154400000,"tenantSince":"2026-11-20T06:00:00Z","items":[{"index":3,"productId":"p-1","document":{"name":"lamp"}}]}"#
+            open_items(&key, &tenant, &import, &message.sealed_items),
+            Some(items)
+        );
+        // another tenant's or import's context does not open them
+        let other = TenantId::parse("globex").unwrap();
+        assert_eq!(
+            open_items(&key, &other, &import, &message.sealed_items),
+            None
+        );
+        assert_eq!(
+            sealing_context(&tenant, &import),
+            "pooltable-import-items-v1\nacme\nimp-1"
         );
     }
 }

@@ -316,6 +316,13 @@ pub fn deletion_key(tenant: &TenantId, kind: &str, id: &EntityId) -> String {
     format!("{}{kind}#{id}", entity_prefix(tenant, "DELETED"))
 }
 
+/// `TENANT#t#SEALING#imports` (`PK` = `SK`): the key the tenant's import messages are sealed with
+/// (`identity::sealing`). A partition of its own, found through the catalog: offboarding deletes it,
+/// and with it every copy of the tenant's items still on a queue becomes unreadable.
+pub fn import_sealing_key(tenant: &TenantId) -> String {
+    format!("{}imports", entity_prefix(tenant, "SEALING"))
+}
+
 /// The catalog index: every item outside a tenant's fixed partitions carries [`CATALOG`], so an
 /// operator can enumerate the tenant (export, offboarding) with Queries, never a Scan. Its partition
 /// key is `catalog`, its sort key the table's `PK`; it projects keys only.

@@ -5,4 +5,5 @@ pub mod clock;
 pub mod cursor;
 pub mod ids;
 pub mod keys;
+pub mod sealing;
 pub mod shard;

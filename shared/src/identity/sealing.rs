@@ -1,0 +1,108 @@
+//! Sealing: AES-256-GCM with a random 96-bit nonce, for tenant data that must leave the table (an
+//! import's items on its queue). Each tenant has its own key, kept in its own partition
+//! (`store::imports::sealing_key`); deleting the key (offboarding) leaves whatever it sealed
+//! unreadable wherever it still is: crypto-shredding. The additional data binds a sealed text to
+//! its context (tenant and import), so it cannot be moved to another.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
+use ring::rand::{SecureRandom, SystemRandom};
+
+/// A sealing key's length: 256 bits.
+pub const KEY_BYTES: usize = 32;
+
+/// What sealing can fail on: only the machine's random source, or a key of the wrong length.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SealError {
+    #[error("the system's random source failed")]
+    Random,
+    #[error("a sealing key must be {KEY_BYTES} bytes")]
+    Key,
+}
+
+/// A fresh random key.
+pub fn new_key() -> Result<[u8; KEY_BYTES], SealError> {
+    let mut key = [0u8; KEY_BYTES];
+    SystemRandom::new()
+        .fill(&mut key)
+        .map_err(|_| SealError::Random)?;
+    Ok(key)
+}
+
+fn cipher(key: &[u8]) -> Result<LessSafeKey, SealError> {
+    let key = UnboundKey::new(&AES_256_GCM, key).map_err(|_| SealError::Key)?;
+    Ok(LessSafeKey::new(key))
+}
+
+/// `plaintext` sealed under `key` for `context`: base64url of nonce, ciphertext and tag.
+pub fn seal(key: &[u8], context: &str, plaintext: &[u8]) -> Result<String, SealError> {
+    let cipher = cipher(key)?;
+    let mut nonce = [0u8; NONCE_LEN];
+    SystemRandom::new()
+        .fill(&mut nonce)
+        .map_err(|_| SealError::Random)?;
+    let mut sealed = plaintext.to_vec();
+    cipher
+        .seal_in_place_append_tag(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(context.as_bytes()),
+            &mut sealed,
+        )
+        .map_err(|_| SealError::Key)?;
+    let mut out = nonce.to_vec();
+    out.extend(sealed);
+    Ok(URL_SAFE_NO_PAD.encode(out))
+}
+
+/// The plaintext of [`seal`]'s output, when `key` and `context` are the ones it was sealed with
+/// and nothing was changed; `None` otherwise.
+pub fn open(key: &[u8], context: &str, sealed: &str) -> Option<Vec<u8>> {
+    let raw = URL_SAFE_NO_PAD.decode(sealed).ok()?;
+    if raw.len() < NONCE_LEN {
+        return None;
+    }
+    let (nonce, body) = raw.split_at(NONCE_LEN);
+    let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
+    let mut body = body.to_vec();
+    let plain = cipher(key)
+        .ok()?
+        .open_in_place(nonce, Aad::from(context.as_bytes()), &mut body)
+        .ok()?;
+    Some(plain.to_vec())
+}
+
+/// How long [`seal`]'s output is for `plaintext_len` bytes.
+pub fn sealed_len(plaintext_len: usize) -> usize {
+    (NONCE_LEN + plaintext_len + AES_256_GCM.tag_len()).div_ceil(3) * 4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sealed_text_opens_only_with_its_key_and_context_and_unchanged() {
+        let key = new_key().unwrap();
+        let sealed = seal(&key, "acme\nimport-1", b"{\"items\":[]}").unwrap();
+        assert!(sealed.len() <= sealed_len(12));
+        assert_eq!(
+            open(&key, "acme\nimport-1", &sealed).as_deref(),
+            Some(&b"{\"items\":[]}"[..])
+        );
+        // another context, another key, or one changed character: nothing
+        assert_eq!(open(&key, "globex\nimport-1", &sealed), None);
+        assert_eq!(open(&new_key().unwrap(), "acme\nimport-1", &sealed), None);
+        let mut edited = sealed.clone().into_bytes();
+        edited[20] = if edited[20] == b'A' { b'B' } else { b'A' };
+        assert_eq!(
+            open(&key, "acme\nimport-1", &String::from_utf8(edited).unwrap()),
+            None
+        );
+        // and two seals of one text differ (a fresh nonce each)
+        assert_ne!(
+            seal(&key, "c", b"x").unwrap(),
+            seal(&key, "c", b"x").unwrap()
+        );
+    }
+}
