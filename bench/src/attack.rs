@@ -9,16 +9,12 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
-use integration::routes::{call, params};
+use aws_sdk_dynamodb::types::AttributeValue;
 use integration::{event, unique, Auth, Harness};
-use serde_json::{json, Value};
-use shared::identity::clock::Clock;
-use shared::identity::ids::{EntityId, TenantId};
-use shared::identity::keys::{entity_sk, kind, shard_pk};
+use serde_json::json;
 use shared::App;
 
-use crate::{stat, status_of, time_ms, Report};
+use crate::{seed_products_with, stat, status_of, time_ms, Report};
 
 const CONTAINERS: usize = 8;
 const QUOTA_UNITS: f64 = 50.0;
@@ -26,76 +22,6 @@ const OVERLOAD: f64 = 20.0;
 const PRODUCTS: usize = 48;
 const PRODUCT_KB: usize = 24;
 const PUT_KB: usize = 48;
-
-/// Seeds `count` products of `kb` kilobytes for `tenant` over `shards`, straight into the table
-/// (the seeding is not the tenant's traffic).
-async fn seed_large_products(h: &Harness, tenant: &str, shards: u32, count: usize, kb: usize) {
-    let t = TenantId::parse(tenant).unwrap();
-    let mut requests = Vec::new();
-    for i in 0..count {
-        let id = EntityId::parse(&format!("p-{i:05}")).unwrap();
-        let pk = shard_pk(
-            &t,
-            kind::PRODUCT,
-            shared::identity::shard::shard_for(id.as_str(), shards),
-        );
-        let item: HashMap<String, AttributeValue> = HashMap::from([
-            ("PK".into(), AttributeValue::S(pk)),
-            (
-                "SK".into(),
-                AttributeValue::S(entity_sk(&t, kind::PRODUCT, &id)),
-            ),
-            ("kind".into(), AttributeValue::S("PRODUCT".into())),
-            ("tenantId".into(), AttributeValue::S(tenant.into())),
-            ("productId".into(), AttributeValue::S(id.to_string())),
-            (
-                "document".into(),
-                AttributeValue::M(HashMap::from([(
-                    "blob".into(),
-                    AttributeValue::S("x".repeat(kb * 1024)),
-                )])),
-            ),
-            (
-                "updatedAt".into(),
-                AttributeValue::S("2026-11-24T00:00:00Z".into()),
-            ),
-        ]);
-        requests.push(
-            WriteRequest::builder()
-                .put_request(PutRequest::builder().set_item(Some(item)).build().unwrap())
-                .build(),
-        );
-    }
-    for chunk in requests.chunks(10) {
-        let mut pending = chunk.to_vec();
-        while !pending.is_empty() {
-            let out = h
-                .admin
-                .batch_write_item()
-                .request_items(&h.table, pending)
-                .send()
-                .await
-                .expect("seed");
-            pending = out
-                .unprocessed_items
-                .and_then(|mut m| m.remove(&h.table))
-                .unwrap_or_default();
-        }
-    }
-}
-
-async fn onboard(h: &Harness, body: Value) {
-    let r = call(
-        &h.app,
-        "onboard-tenant",
-        &params(&[]),
-        &[],
-        Some(body),
-        &Auth::Operator("platform".into()),
-    )
-    .await;
-    assert_eq!(r.status, 201, "{}", r.body);
-}
 
 /// One expensive request of the noisy tenant, served as the runtime serves it (quota first): the
 /// `n`th of a container is a whole page, every fourth a large put. Answers (status, ms).
@@ -155,32 +81,6 @@ async fn neighbour_get(app: &App, auth: &Auth) -> f64 {
     ms
 }
 
-/// The units the usage meter recorded for `tenant` today, every route, read + write.
-async fn units_used(h: &Harness, apps: &[App], tenant: &str) -> f64 {
-    for app in apps {
-        app.flush_usage().await.expect("flush usage");
-    }
-    let today = shared::store::usage::utc_date(shared::identity::clock::SystemClock.now_millis());
-    let r = call(
-        &h.app,
-        "get-tenant-usage",
-        &params(&[("tenantId", tenant)]),
-        &[("from", &today), ("to", &today)],
-        None,
-        &Auth::Operator("platform".into()),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    r.body["days"][0]["capacityUnits"]
-        .as_object()
-        .map_or(0.0, |routes| {
-            routes
-                .values()
-                .map(|u| u["read"].as_f64().unwrap_or(0.0) + u["write"].as_f64().unwrap_or(0.0))
-                .sum()
-        })
-}
-
 pub async fn attack_figure(
     h: &Harness,
     new_app: impl Fn() -> App,
@@ -192,18 +92,18 @@ pub async fn attack_figure(
         .and_then(|v| v.parse().ok())
         .unwrap_or(60);
     let (noisy, neighbour) = (unique("noisy"), unique("neighbour"));
-    onboard(
-        h,
-        json!({"tenantId": noisy, "tier": "basic", "shardCount": 4}),
-    )
-    .await;
-    onboard(
-        h,
-        json!({"tenantId": neighbour, "tier": "premium", "shardCount": 4}),
-    )
-    .await;
-    seed_large_products(h, &noisy, 4, PRODUCTS, PRODUCT_KB).await;
-    seed_large_products(h, &neighbour, 4, 1, 1).await;
+    integration::onboard_tier(h, &noisy, 4, "basic").await;
+    integration::onboard_tier(h, &neighbour, 4, "premium").await;
+    let blob = |kb: usize| {
+        move |_| {
+            AttributeValue::M(HashMap::from([(
+                "blob".into(),
+                AttributeValue::S("x".repeat(kb * 1024)),
+            )]))
+        }
+    };
+    seed_products_with(h, &noisy, 4, PRODUCTS, blob(PRODUCT_KB)).await;
+    seed_products_with(h, &neighbour, 4, 1, blob(1)).await;
     let (noisy_auth, neighbour_auth) = (Auth::Tenant(noisy.clone()), Auth::Tenant(neighbour));
 
     // The neighbour alone.
@@ -216,14 +116,14 @@ pub async fn attack_figure(
     let probe = new_app();
     let (status, _) = expensive(&probe, &noisy_auth, 0).await;
     assert_eq!(status, 200);
-    let page_units = units_used(h, std::slice::from_ref(&probe), &noisy)
+    let page_units = integration::units_used(h, &[&probe], &noisy, None)
         .await
         .max(1.0);
     let interval =
         Duration::from_secs_f64(CONTAINERS as f64 * page_units / (OVERLOAD * QUOTA_UNITS));
     // Let the probe's debt be repaid before the attack starts.
     tokio::time::sleep(Duration::from_secs_f64(page_units / QUOTA_UNITS + 2.0)).await;
-    let baseline_used = units_used(h, std::slice::from_ref(&probe), &noisy).await;
+    let baseline_used = integration::units_used(h, &[&probe], &noisy, None).await;
 
     // The attack, with the neighbour's reads beside it.
     let apps: Vec<App> = (0..CONTAINERS).map(|_| new_app()).collect();
@@ -255,7 +155,8 @@ pub async fn attack_figure(
     };
     let (statuses, during) = tokio::join!(futures::future::join_all(attackers), neighbour_loop);
     let elapsed = started.elapsed().as_secs_f64();
-    let used = units_used(h, &apps, &noisy).await - baseline_used;
+    let all: Vec<&App> = apps.iter().collect();
+    let used = integration::units_used(h, &all, &noisy, None).await - baseline_used;
     let mut totals: HashMap<u16, usize> = HashMap::new();
     for s in statuses {
         for (k, v) in s {

@@ -124,6 +124,24 @@ fn status_of(r: &lambda_http::Response<lambda_http::Body>) -> u16 {
 }
 
 async fn seed_products(h: &Harness, tenant: &str, shards: u32, count: usize) {
+    seed_products_with(h, tenant, shards, count, |i| {
+        AttributeValue::M(HashMap::from([(
+            "name".into(),
+            AttributeValue::S(format!("product {i}")),
+        )]))
+    })
+    .await
+}
+
+/// Seeds `count` products of `tenant` over `shards` straight into the table (the seeding is not the
+/// tenant's traffic), product `i` with `document(i)`.
+async fn seed_products_with(
+    h: &Harness,
+    tenant: &str,
+    shards: u32,
+    count: usize,
+    document: impl Fn(usize) -> AttributeValue,
+) {
     let t = TenantId::parse(tenant).unwrap();
     let mut batch = Vec::new();
     for i in 0..count {
@@ -144,13 +162,7 @@ async fn seed_products(h: &Harness, tenant: &str, shards: u32, count: usize) {
             ("kind".into(), AttributeValue::S("PRODUCT".into())),
             ("tenantId".into(), AttributeValue::S(tenant.into())),
             ("productId".into(), AttributeValue::S(id.to_string())),
-            (
-                "document".into(),
-                AttributeValue::M(HashMap::from([(
-                    "name".into(),
-                    AttributeValue::S(format!("product {i}")),
-                )])),
-            ),
+            ("document".into(), document(i)),
             (
                 "updatedAt".into(),
                 AttributeValue::S("2026-11-21T00:00:00Z".into()),

@@ -870,6 +870,67 @@ pub async fn onboard_at_max_limits(h: &Harness, tenant: &str, shard_count: u32) 
     .await
 }
 
+/// [`onboard`] with custom limits: `rps` requests and `cu` capacity units a second.
+pub async fn onboard_custom(h: &Harness, tenant: &str, shard_count: u32, rps: u32, cu: u32) {
+    onboard_with(
+        h,
+        json!({
+            "tenantId": tenant,
+            "tier": "custom",
+            "limits": {"requestsPerSecond": rps, "capacityUnitsPerSecond": cu},
+            "shardCount": shard_count,
+        }),
+    )
+    .await
+}
+
+/// The capacity units (read + write) the usage meter recorded today for `tenant`, on `route` or on
+/// every route, once each of `apps` has written its counts; read by an operator through `ops`.
+pub async fn units_used(ops: &Harness, apps: &[&App], tenant: &str, route: Option<&str>) -> f64 {
+    for app in apps {
+        app.flush_usage().await.expect("flush usage");
+    }
+    let today = shared::store::usage::utc_date(ops.app.clock.now_millis());
+    let r = routes::call(
+        &ops.app,
+        "get-tenant-usage",
+        &routes::params(&[("tenantId", tenant)]),
+        &[("from", &today), ("to", &today)],
+        None,
+        &Auth::Operator("platform".into()),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let units = |u: &Value| u["read"].as_f64().unwrap_or(0.0) + u["write"].as_f64().unwrap_or(0.0);
+    let routes = &r.body["days"][0]["capacityUnits"];
+    match route {
+        Some(route) => units(&routes[route]),
+        None => routes
+            .as_object()
+            .map_or(0.0, |all| all.values().map(units).sum()),
+    }
+}
+
+/// Offboards `tenant` to its end from `h`'s container as `operator`: the first call, then, once
+/// deletion may start (the test clock moved on), calls until the report (200).
+pub async fn offboard_to_end(h: &Harness, tenant: &str, operator: &Auth) -> Resp {
+    let path = routes::params(&[("tenantId", tenant)]);
+    let offboard = || routes::call(&h.app, "offboard-tenant", &path, &[], None, operator);
+    let first = offboard().await;
+    assert_eq!(first.status, 202, "{}", first.body);
+    h.clock
+        .advance_seconds(shared::store::offboarding::DELETION_DELAY_SECONDS);
+    for _ in 0..50 {
+        let r = offboard().await;
+        match r.status {
+            200 => return r,
+            202 => {}
+            _ => panic!("offboarding {tenant}: {} {}", r.status, r.body),
+        }
+    }
+    panic!("the offboarding of {tenant} does not end");
+}
+
 async fn onboard_with(h: &Harness, body: Value) {
     let tenant = body["tenantId"].as_str().unwrap_or_default().to_owned();
     let r = resp(

@@ -4,28 +4,9 @@
 //! clocks are stepped together, so every step falls in one known second.
 
 use integration::routes::{call, call_admitted, call_admitted_with_query, params};
-use integration::{unique, Auth, Harness, Resp};
+use integration::{onboard_custom, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::store::limiter::{window_pk, MAX_WINDOW_SHARDS, REQUESTS_PER_SHARD};
-
-/// Onboards `tenant` with custom limits (operator call through container `h`).
-async fn onboard_custom(h: &Harness, tenant: &str, shards: u32, rps: u32, cu: u32) {
-    let r = call(
-        &h.app,
-        "onboard-tenant",
-        &params(&[]),
-        &[],
-        Some(json!({
-            "tenantId": tenant,
-            "tier": "custom",
-            "limits": {"requestsPerSecond": rps, "capacityUnitsPerSecond": cu},
-            "shardCount": shards,
-        })),
-        &Auth::Operator("platform".into()),
-    )
-    .await;
-    assert_eq!(r.status, 201, "{}", r.body);
-}
 
 /// A product of about `kb` kilobytes.
 fn product_of(kb: usize) -> Value {
@@ -41,6 +22,35 @@ async fn put(h: &Harness, tenant: &str, id: &str, body: Value) -> Resp {
         &Auth::Tenant(tenant.into()),
     )
     .await
+}
+
+/// A tenant with `count` products of `kb` KB over `shards`, written under generous limits, then
+/// held to `cu` capacity units (and 250 requests) a second.
+async fn seeded_then_limited(
+    h: &Harness,
+    prefix: &str,
+    shards: u32,
+    count: usize,
+    kb: usize,
+    cu: u32,
+) -> String {
+    let t = unique(prefix);
+    onboard_custom(h, &t, shards, 250, 1_000_000).await;
+    for i in 0..count {
+        let r = put(h, &t, &format!("p-{i:02}"), product_of(kb)).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let r = call(
+        &h.app,
+        "update-tenant",
+        &params(&[("tenantId", &t)]),
+        &[],
+        Some(json!({"limits": {"requestsPerSecond": 250, "capacityUnitsPerSecond": cu}})),
+        &Auth::Operator("platform".into()),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    t
 }
 
 async fn list(h: &Harness, tenant: &str, query: &[(&str, &str)]) -> Resp {
@@ -69,54 +79,13 @@ fn at_second(clocks: &[&Harness], second: u64) {
     }
 }
 
-/// The capacity units (read + write) the usage meter recorded for `tenant` on `route` today, after
-/// every container has written its counts.
-async fn units_used(containers: &[&Harness], tenant: &str, route: &str) -> f64 {
-    for c in containers {
-        c.app.flush_usage().await.unwrap();
-    }
-    let ops = containers[0];
-    let today = shared::store::usage::utc_date(ops.app.clock.now_millis());
-    let r = call(
-        &ops.app,
-        "get-tenant-usage",
-        &params(&[("tenantId", tenant)]),
-        &[("from", &today), ("to", &today)],
-        None,
-        &Auth::Operator("platform".into()),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    let units = &r.body["days"][0]["capacityUnits"][route];
-    units["read"].as_f64().unwrap_or(0.0) + units["write"].as_f64().unwrap_or(0.0)
-}
-
 #[tokio::test]
 async fn a_tenant_whose_every_request_is_expensive_is_held_to_its_capacity_quota_across_containers()
 {
     // GIVEN a tenant of 40 capacity units a second (and 250 requests, so only units bind) with
     // 24 products of 24 KB over 4 shards: one page of them reads about 70 units
     let seed = Harness::new().await;
-    let t = unique("heavy");
-    onboard_custom(&seed, &t, 4, 250, 1_000_000).await;
-    for i in 0..24 {
-        assert_eq!(
-            put(&seed, &t, &format!("p-{i:02}"), product_of(24))
-                .await
-                .status,
-            201
-        );
-    }
-    let ops = call(
-        &seed.app,
-        "update-tenant",
-        &params(&[("tenantId", &t)]),
-        &[],
-        Some(json!({"limits": {"requestsPerSecond": 250, "capacityUnitsPerSecond": 40}})),
-        &Auth::Operator("platform".into()),
-    )
-    .await;
-    assert_eq!(ops.status, 200, "{}", ops.body);
+    let t = seeded_then_limited(&seed, "heavy", 4, 24, 24, 40).await;
     // (two fresh containers: neither has the old limits cached)
     let (a, b) = containers(&seed).await;
     let start = a.app.clock.now_seconds() + 1;
@@ -148,7 +117,8 @@ async fn a_tenant_whose_every_request_is_expensive_is_held_to_its_capacity_quota
     assert!(admitted >= 2, "nothing ran: {admitted}");
     // AND the units consumed stay within the stated bound: quota × (T + 1), plus per container one
     // request in flight of at most a full page (about 70 units), learned once before pages shrink
-    let used = units_used(&[&a, &b], &t, "query-tenant-products").await;
+    let used =
+        integration::units_used(&a, &[&a.app, &b.app], &t, Some("query-tenant-products")).await;
     let bound = 40.0 * (seconds as f64 + 1.0) + 2.0 * 2.0 * 80.0;
     assert!(
         used <= bound,
@@ -237,26 +207,7 @@ async fn a_tenant_in_debt_is_refused_everywhere_until_it_is_repaid_and_told_when
 async fn a_page_under_a_nearly_empty_budget_is_short_and_has_a_cursor() {
     // GIVEN a tenant of 97 capacity units a second with 20 products of 8 KB on one shard
     let h = Harness::new().await;
-    let t = unique("budget");
-    onboard_custom(&h, &t, 1, 250, 1_000_000).await;
-    for i in 0..20 {
-        assert_eq!(
-            put(&h, &t, &format!("p-{i:02}"), product_of(8))
-                .await
-                .status,
-            201
-        );
-    }
-    let r = call(
-        &h.app,
-        "update-tenant",
-        &params(&[("tenantId", &t)]),
-        &[],
-        Some(json!({"limits": {"requestsPerSecond": 250, "capacityUnitsPerSecond": 97}})),
-        &Auth::Operator("platform".into()),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{}", r.body);
+    let t = seeded_then_limited(&h, "budget", 1, 20, 8, 97).await;
     let (c, _) = containers(&h).await;
     let s = c.app.clock.now_seconds() + 1;
     at_second(&[&c], s);

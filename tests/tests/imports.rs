@@ -663,20 +663,7 @@ async fn a_re_onboarded_tenants_import_is_written_by_a_consumer_that_served_the_
     drain(&queues, &[&consumer], 10).await;
     assert_eq!(product_items(&h, &t).await.len(), 5);
     // AND T offboarded and onboarded again, all within that consumer's cache window
-    let operator = Auth::Operator(unique("ops"));
-    let path = params(&[("tenantId", &t)]);
-    let offboard = || call(&h.app, "offboard-tenant", &path, &[], None, &operator);
-    assert_eq!(offboard().await.status, 202);
-    h.clock
-        .advance_seconds(shared::store::offboarding::DELETION_DELAY_SECONDS);
-    let mut status = 0;
-    for _ in 0..20 {
-        status = offboard().await.status;
-        if status == 200 {
-            break;
-        }
-    }
-    assert_eq!(status, 200, "offboarded");
+    integration::offboard_to_end(&h, &t, &Auth::Operator(unique("ops"))).await;
     onboard(&h, &t, 4).await;
     h.clock.advance_seconds(1);
     // WHEN the new T imports, and the same consumer takes its messages
@@ -757,21 +744,7 @@ async fn an_import_draws_from_the_tenants_capacity_quota() {
     // GIVEN a tenant of 20 capacity units a second, the import queue and a consumer
     let h = Harness::new().await;
     let t = unique("quota");
-    let r = call(
-        &h.app,
-        "onboard-tenant",
-        &params(&[]),
-        &[],
-        Some(json!({
-            "tenantId": t,
-            "tier": "custom",
-            "limits": {"requestsPerSecond": 250, "capacityUnitsPerSecond": 20},
-            "shardCount": 1,
-        })),
-        &Auth::Operator("platform".into()),
-    )
-    .await;
-    assert_eq!(r.status, 201, "{}", r.body);
+    integration::onboard_custom(&h, &t, 1, 250, 20).await;
     let queues = ImportQueues::create(5, 10).await;
     let consumer = Consumer::start(&h.table, 5).await;
     // WHEN it imports 20 products of 20 KB (about 800 write units with their GSI1 copies: 40
@@ -1077,20 +1050,7 @@ async fn after_an_offboarding_nothing_readable_of_the_tenant_stays_on_the_queue_
         202
     );
     // WHEN the tenant is offboarded, to the end
-    let operator = Auth::Operator(unique("ops"));
-    let path = params(&[("tenantId", &t)]);
-    let offboard = || call(&h.app, "offboard-tenant", &path, &[], None, &operator);
-    assert_eq!(offboard().await.status, 202);
-    h.clock
-        .advance_seconds(shared::store::offboarding::DELETION_DELAY_SECONDS);
-    let mut status = 0;
-    for _ in 0..20 {
-        status = offboard().await.status;
-        if status == 200 {
-            break;
-        }
-    }
-    assert_eq!(status, 200, "offboarded");
+    integration::offboard_to_end(&h, &t, &Auth::Operator(unique("ops"))).await;
     // THEN every message of the tenant left on either queue holds its items sealed, never in the
     // clear, and the key that sealed them is gone with the tenant: nothing of it is readable
     tokio::time::sleep(Duration::from_millis(1_500)).await;

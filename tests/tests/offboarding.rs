@@ -555,23 +555,6 @@ async fn an_export_cursor_is_bound_to_its_tenant_and_refused_when_edited() {
     .assert_problem(404);
 }
 
-/// Offboards `tenant` to its end from `h`'s container: the first call, then, once deletion may
-/// start, calls until the report (200).
-async fn offboard_to_end(h: &Harness, tenant: &str, operator: &Auth) -> Resp {
-    let first = offboard(h, tenant, operator).await;
-    assert_eq!(first.status, 202, "{}", first.body);
-    h.clock.advance_seconds(DELETION_DELAY_SECONDS);
-    for _ in 0..50 {
-        let r = offboard(h, tenant, operator).await;
-        match r.status {
-            200 => return r,
-            202 => {}
-            _ => panic!("offboarding {tenant}: {} {}", r.status, r.body),
-        }
-    }
-    panic!("the offboarding of {tenant} does not end");
-}
-
 #[tokio::test]
 async fn a_reused_tenant_id_is_offboarded_to_the_end_every_time_with_less_data_each_time() {
     // GIVEN a tenant id that is onboarded, filled and offboarded, three times, with less each time
@@ -586,7 +569,7 @@ async fn a_reused_tenant_id_is_offboarded_to_the_end_every_time_with_less_data_e
         seed_every_kind(&h, &reused, products).await;
         let before = h.items_under(&prefix).await.len();
         // WHEN it is offboarded
-        let report = offboard_to_end(&h, &reused, &operator).await;
+        let report = integration::offboard_to_end(&h, &reused, &operator).await;
         // THEN it finishes, counting exactly this tenant's items, and leaves zero items
         assert_eq!(report.body["status"], "offboarded", "{}", report.body);
         assert_eq!(report.body["deletedTotal"], before, "{}", report.body);
@@ -608,9 +591,9 @@ async fn a_report_outlives_its_requesters_tenant_and_only_operators_read_it() {
     let b = integration::onboarded(&h, "opsb").await;
     let x = integration::onboarded(&h, "x").await;
     seed_every_kind(&h, &x, 3).await;
-    let report = offboard_to_end(&h, &x, &Auth::Operator(a.clone())).await;
+    let report = integration::offboard_to_end(&h, &x, &Auth::Operator(a.clone())).await;
     // WHEN A's own tenant is offboarded afterwards, by an operator of B
-    offboard_to_end(&h, &a, &Auth::Operator(b.clone())).await;
+    integration::offboard_to_end(&h, &a, &Auth::Operator(b.clone())).await;
     // THEN X's report is still there for operators (of B, or of a tenant never onboarded)
     for operator in [b.clone(), unique("ops")] {
         let r = offboard(&h, &x, &Auth::Operator(operator)).await;
@@ -647,7 +630,7 @@ async fn operators_of_an_offboarded_or_suspended_tenant_are_refused_every_operat
     onboard(&h, &g, 1).await;
     onboard(&h, &s, 1).await;
     let t = integration::onboarded(&h, "target").await;
-    offboard_to_end(&h, &g, &ops).await;
+    integration::offboard_to_end(&h, &g, &ops).await;
     let r = call(
         &h.app,
         "update-tenant",
@@ -720,7 +703,7 @@ async fn a_re_onboarded_tenants_usage_starts_at_zero_in_a_container_that_served_
         assert_eq!(get_product_admitted(&a.app, &t).await.status, 404);
     }
     // WHEN another container offboards T and onboards a new tenant of the same id
-    offboard_to_end(&ops, &t, &operator).await;
+    integration::offboard_to_end(&ops, &t, &operator).await;
     onboard(&ops, &t, 1).await;
     // AND A, its cached record expired, serves the new T once
     a.clock.advance_seconds(DELETION_DELAY_SECONDS);
