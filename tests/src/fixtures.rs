@@ -152,12 +152,21 @@ pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
                 Some(json!({"token": "tok-1", "expiresAt": expires})),
             )
         }
-        "create-import" => (
-            BTreeMap::new(),
-            Some(
-                json!({"kind": "products", "items": [{"productId": "p-1", "document": {"name": "Book"}}]}),
-            ),
-        ),
+        "create-import" => {
+            // The tenant's import sealing key exists, as after its first import: the route's own
+            // writes are then its claim and its transaction.
+            let t = shared::identity::ids::TenantId::parse(&tenant).unwrap();
+            let db = h.app.db(&t).await.unwrap();
+            shared::store::imports::ensure_sealing_key(&db, &t)
+                .await
+                .unwrap();
+            (
+                BTreeMap::new(),
+                Some(
+                    json!({"kind": "products", "items": [{"productId": "p-1", "document": {"name": "Book"}}]}),
+                ),
+            )
+        }
         other => {
             panic!("no arrangement for mutating route {other}: add one in tests/src/fixtures.rs")
         }
