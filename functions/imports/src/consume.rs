@@ -90,10 +90,11 @@ struct Verified<'a> {
 
 /// Handles one batch: the answer lists the messages to deliver again.
 pub async fn consume(app: &App, settings: ConsumerSettings, event: SqsEvent) -> SqsBatchResponse {
+    let mut sealing_keys = SealingKeys::new();
     let mut verified = Vec::new();
     let mut response = SqsBatchResponse::default();
     for message in &event.records {
-        match accepted(app, message).await {
+        match accepted(app, &mut sealing_keys, message).await {
             Accepted::Yes(tenant, body, items) => {
                 // Imports draw from the tenant's capacity quota: while its bucket is in debt, the
                 // message waits on the queue (its visibility timeout), except on its last
@@ -195,12 +196,27 @@ async fn note_failures(app: &App, settings: ConsumerSettings, v: &Verified<'_>, 
 /// The message's items, opened with the tenant's import key. No key means offboarding destroyed
 /// it (crypto-shredding): dropped. A key that does not open a message it signed is kept for a
 /// person, like any signed message this version cannot read.
-async fn unsealed(app: &App, tenant: TenantId, body: ImportMessage) -> Accepted {
-    let key = async {
-        let db = app.db(&tenant).await?;
-        Ok::<_, ApiError>(sealing_key(&db, &tenant).await?)
+async fn unsealed(
+    app: &App,
+    keys: &mut SealingKeys,
+    tenant: TenantId,
+    body: ImportMessage,
+) -> Accepted {
+    let key = match keys.get(&tenant) {
+        Some(known) => Ok(known.clone()),
+        None => {
+            let read = async {
+                let db = app.db(&tenant).await?;
+                Ok::<_, ApiError>(sealing_key(&db, &tenant).await?)
+            };
+            let read = read.await;
+            if let Ok(key) = &read {
+                keys.insert(tenant.clone(), key.clone());
+            }
+            read
+        }
     };
-    match key.await {
+    match key {
         Ok(Some(key)) => match open_items(&key, &tenant, &body.import_id, &body.sealed_items) {
             Some(items) => Accepted::Yes(tenant, body, items),
             None => {
@@ -223,6 +239,10 @@ async fn unsealed(app: &App, tenant: TenantId, body: ImportMessage) -> Accepted 
         }
     }
 }
+
+/// Each tenant's import sealing key, read once per batch (a consistent read: `None` once
+/// offboarding destroyed it).
+type SealingKeys = std::collections::HashMap<TenantId, Option<Vec<u8>>>;
 
 /// How many times SQS has delivered `message`, this delivery included.
 fn receives(message: &SqsMessage) -> u32 {
@@ -268,7 +288,7 @@ enum Accepted {
     Again,
 }
 
-async fn accepted(app: &App, message: &SqsMessage) -> Accepted {
+async fn accepted(app: &App, keys: &mut SealingKeys, message: &SqsMessage) -> Accepted {
     let message_id = message.message_id.as_deref().unwrap_or("-");
     let Some((tenant, raw)) = signed(app, message) else {
         // Never deleted at once: it may be signed with a key this container does not know yet (a
@@ -306,7 +326,7 @@ async fn accepted(app: &App, message: &SqsMessage) -> Accepted {
     };
     match current {
         Ok(Some(record)) if record.created_at == body.tenant_since => {
-            unsealed(app, tenant, body).await
+            unsealed(app, keys, tenant, body).await
         }
         Ok(_) => {
             tracing::error!(

@@ -84,18 +84,11 @@ pub async fn respond_metered(
     respond_counted(meter, None, request_id, route, handler).await
 }
 
-/// What the quota charged an admitted request, and the size it was estimated for.
-#[derive(Debug, Clone, Copy)]
-struct Admitted {
-    charge: Charge,
-    size: u32,
-}
-
-/// [`respond_metered`]; with `admitted`, the call is also counted in the tenant's quota window, its
-/// pages are held to its budget, and its estimate is corrected to what it consumed.
+/// [`respond_metered`]; with the `admitted` charge of its quota decision, the call is also counted
+/// in the tenant's quota window, and its estimate is corrected to what it consumed.
 async fn respond_counted(
     meter: Option<(&App, &str)>,
-    admitted: Option<Admitted>,
+    admitted: Option<Charge>,
     request_id: String,
     route: String,
     handler: impl Future<Output = Result<Response<Body>, ApiError>>,
@@ -140,10 +133,9 @@ async fn respond_counted(
             app.usage.add(&tenant, bin, left);
             let now = app.clock.now_seconds();
             match admitted {
-                Some(Admitted { charge, size }) => {
-                    let size = meta.page_limit().unwrap_or(size);
+                Some(charge) => {
                     app.limiter
-                        .settle(&tenant, bin, size, charge, read + write, now);
+                        .settle(&tenant, bin, meta.page_limit(), charge, read + write, now);
                     if read + write > charge.estimate_milli {
                         Box::pin(count_debt(app, &tenant)).await;
                     }
@@ -256,15 +248,14 @@ where
         };
         return respond_metered(None, request_id, route, refusal).await;
     }
-    // The estimate is the route's last cost per unit of size, times this request's size.
-    let size = requested_limit(&req, MAX_SHARDED_LIMIT).unwrap_or(1);
-    let estimate = app.limiter.estimate(&tenant, bin, size);
+    // The estimate is the route's last cost: per item times the page asked for, or per request.
+    let limit = requested_limit(&req, MAX_SHARDED_LIMIT).unwrap_or(1);
+    let estimate = app.limiter.estimate(&tenant, bin, limit);
     let (exceeded, retry_after_seconds) = match app.admit(&tenant, estimate).await {
         Admission::Admitted(charge) => {
-            let admitted = Admitted { charge, size };
             let budget = PageBudget {
                 budget_milli: charge.budget_milli,
-                milli_per_item: app.limiter.cost_per_size(&tenant, bin),
+                milli_per_item: app.limiter.cost_per_item(&tenant, bin),
             };
             let handler = async {
                 // Only a tenant's own pages are held to its bucket; an operator's walk of another
@@ -274,7 +265,7 @@ where
                 }
                 handler(req).await
             };
-            return respond_counted(Some((app, bin)), Some(admitted), request_id, route, handler)
+            return respond_counted(Some((app, bin)), Some(charge), request_id, route, handler)
                 .await;
         }
         Admission::Limited {

@@ -201,8 +201,8 @@ const NEAR_LIMIT_PERCENT: u64 = 80;
 pub struct RateLimiter {
     windows: Mutex<HashMap<TenantId, Window>>,
     pending_milli_units: Mutex<HashMap<TenantId, i64>>,
-    /// (tenant, route) → thousandths of a unit per unit of size, as last measured.
-    costs: Mutex<HashMap<(TenantId, String), u64>>,
+    /// (tenant, route) → what the route cost, as last measured.
+    costs: Mutex<HashMap<(TenantId, String), RouteCost>>,
     /// tenant → container id → the last second it was seen writing the tenant's windows.
     peers: Mutex<HashMap<TenantId, HashMap<String, u64>>>,
     container: String,
@@ -222,23 +222,35 @@ impl Default for RateLimiter {
     }
 }
 
+/// What a route cost its last request: per item of its page when it read one, else per request.
+#[derive(Debug, Clone, Copy)]
+struct RouteCost {
+    milli_per_size: u64,
+    pages: bool,
+}
+
 fn capacity_milli(limits: &Limits) -> i64 {
     i64::from(limits.capacity_units_per_second) * 1000
 }
 
 impl RateLimiter {
-    /// What a request of `route` with `size` (its page limit, else 1) is estimated to cost.
-    pub fn estimate(&self, tenant: &TenantId, route: &str, size: u32) -> u64 {
-        lock(&self.costs)
-            .get(&(tenant.clone(), route.to_owned()))
-            .map_or(FIRST_ESTIMATE_MILLI, |per| per * u64::from(size.max(1)))
+    /// What a request of `route` asking for pages of `limit` is estimated to cost: the route's last
+    /// cost per item times `limit` when it reads pages, its last cost per request otherwise (a
+    /// `limit` sent to a route that reads no page changes nothing).
+    pub fn estimate(&self, tenant: &TenantId, route: &str, limit: u32) -> u64 {
+        match lock(&self.costs).get(&(tenant.clone(), route.to_owned())) {
+            None => FIRST_ESTIMATE_MILLI,
+            Some(cost) if cost.pages => cost.milli_per_size * u64::from(limit.max(1)),
+            Some(cost) => cost.milli_per_size,
+        }
     }
 
-    /// What one unit of `size` cost on `route` last time, when known.
-    pub fn cost_per_size(&self, tenant: &TenantId, route: &str) -> Option<u64> {
+    /// What one item of a page cost on `route` last time, when it reads pages and that is known.
+    pub fn cost_per_item(&self, tenant: &TenantId, route: &str) -> Option<u64> {
         lock(&self.costs)
             .get(&(tenant.clone(), route.to_owned()))
-            .copied()
+            .filter(|cost| cost.pages)
+            .map(|cost| cost.milli_per_size)
     }
 
     /// Decides a request of `tenant` at `now_second` under `limits`, charged `estimate_milli`, from
@@ -294,12 +306,13 @@ impl RateLimiter {
     }
 
     /// Corrects an admitted request's estimate to what it consumed, in the window of `now_second`
-    /// (the debt carries it on), and learns its route's cost per unit of `size`.
+    /// (the debt carries it on), and learns its route's cost: per item of `page_limit` when the
+    /// handler read a page of it, else per request.
     pub fn settle(
         &self,
         tenant: &TenantId,
         route: &str,
-        size: u32,
+        page_limit: Option<u32>,
         charge: Charge,
         consumed_milli: u64,
         now_second: u64,
@@ -319,10 +332,11 @@ impl RateLimiter {
                 }
             }
         }
-        lock(&self.costs).insert(
-            (tenant.clone(), route.to_owned()),
-            consumed_milli / u64::from(size.max(1)),
-        );
+        let cost = RouteCost {
+            milli_per_size: consumed_milli / u64::from(page_limit.unwrap_or(1).max(1)),
+            pages: page_limit.is_some(),
+        };
+        lock(&self.costs).insert((tenant.clone(), route.to_owned()), cost);
     }
 
     /// Whether the tenant's window, as this container knows it, is close enough to a limit that its
@@ -721,7 +735,14 @@ mod tests {
         let charge = admitted(limiter.decide(&t, &l, 100, estimate));
         assert_eq!(charge.budget_milli, 50_000);
         // WHEN it consumes 2,000 units
-        limiter.settle(&t, "query-tenant-products", 1000, charge, 2_000_000, 100);
+        limiter.settle(
+            &t,
+            "query-tenant-products",
+            Some(1000),
+            charge,
+            2_000_000,
+            100,
+        );
         // THEN the bucket is 1,950 units in debt after this second, which the next 39 seconds repay
         // at 50 a second: refused until then, each time told exactly when, and admitted in the 40th
         for second in [100, 101, 120, 139] {
@@ -745,7 +766,9 @@ mod tests {
         let t = TenantId::parse("acme").unwrap();
         let l = limits(1_000, 5);
         let charge = admitted(limiter.decide(&t, &l, 100, 4_000));
-        limiter.settle(&t, "get-product", 1, charge, 500, 100);
+        limiter.settle(&t, "get-product", None, charge, 500, 100);
+        // a route that reads no page is estimated per request, whatever `limit` it is sent
+        assert_eq!(limiter.estimate(&t, "get-product", 1000), 500);
         // 0.5 of 5 units spent: 4.5 left for the next request's budget
         assert_eq!(
             admitted(limiter.decide(&t, &l, 100, 500)).budget_milli,
