@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
-use aws_sdk_sqs::types::MessageAttributeValue;
+use aws_sdk_sqs::types::{Message, MessageAttributeValue};
 use integration::import_queue::{drain, Consumer, ImportQueues};
 use integration::routes::{call, params, request};
 use integration::{onboard, resp, unique, Auth, Harness, Resp};
@@ -262,12 +262,17 @@ async fn a_poison_item_reaches_the_dead_letter_queue_after_the_retry_count_and_i
         3,
         "{log}"
     );
-    // AND the import reports the poison item failed, the others written, and is complete
+    // AND the import is final: the poison item failed (rejected), the others written
     let progress = get_import(&h, &t, &id).await;
     assert_eq!(progress.body["accepted"], 3);
     assert_eq!(progress.body["written"], 2, "{}", progress.body);
     assert_eq!(progress.body["failed"], 1, "{}", progress.body);
-    assert_eq!(progress.body["status"], "complete");
+    assert_eq!(
+        progress.body["failedBy"]["rejected"], 1,
+        "{}",
+        progress.body
+    );
+    assert_eq!(progress.body["status"], "failed");
     // AND the good products were written once, the poison one never
     let mut written: Vec<String> = product_items(&h, &t)
         .await
@@ -1071,4 +1076,259 @@ async fn after_an_offboarding_nothing_readable_of_the_tenant_stays_on_the_queue_
     let consumer = Consumer::start(&h.table, 1).await;
     drain(&queues, &[&consumer], 10).await;
     assert!(product_items(&h, &t).await.is_empty());
+}
+
+/// Delivers `batch` to a consumer in this process (on the test's clock) and settles it as an event
+/// source mapping would: how many messages were deleted.
+async fn deliver_in_process(h: &Harness, queues: &ImportQueues, batch: &[Message]) -> usize {
+    let settings = imports::consume::ConsumerSettings {
+        max_receives: queues.max_receives,
+        writes_in_flight: 4,
+    };
+    let event = serde_json::from_value(queues.event(batch)).unwrap();
+    let answer = imports::consume::consume(&h.app, settings, event).await;
+    let answer = serde_json::to_value(answer).unwrap();
+    queues.settle(batch, Some(&answer)).await
+}
+
+/// Receives what is on the queue and never deletes it (a consumer that crashes or times out on
+/// every delivery), until SQS has moved all of it to the dead-letter queue.
+async fn crash_until_dead_lettered(queues: &ImportQueues, messages: usize) {
+    for _ in 0..30 {
+        if queues.backlog(&queues.dlq_url).await >= messages as u64 {
+            return;
+        }
+        let _ = queues.receive(10).await;
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    panic!("the messages never reached the dead-letter queue");
+}
+
+/// The id of `tenant`'s only import, read from the table (for a request that was never answered).
+async fn only_import_id(h: &Harness, tenant: &str) -> String {
+    let records: Vec<_> = h
+        .items_under(&format!("TENANT#{tenant}#IMPORT#"))
+        .await
+        .into_iter()
+        .filter(|i| i.contains_key("importId"))
+        .collect();
+    assert_eq!(records.len(), 1, "{records:?}");
+    s(&records[0], "importId")
+}
+
+#[tokio::test]
+async fn every_import_is_final_by_its_deadline_with_counts_per_reason_and_nothing_changes_after() {
+    use shared::store::imports::FINAL_WITHIN_SECONDS;
+    let h = Harness::new().await;
+    let queues = ImportQueues::create(3, 1).await;
+    let broken = ImportQueues {
+        url: format!("{}-missing", queues.url),
+        ..ImportQueues::create(3, 1).await
+    };
+    // GIVEN an import of 30 products (two messages): one message is written, the other's every
+    // delivery crashes or times out until SQS gives up on it
+    let crashed = unique("crashed");
+    onboard(&h, &crashed, 4).await;
+    let a = post_import(&h, &queues, &crashed, products("a", 30), &[]).await;
+    assert_eq!(a.status, 202, "{}", a.body);
+    let a_id = a.body["importId"].as_str().unwrap().to_owned();
+    let both = queues.receive(2).await;
+    assert_eq!(both.len(), 2);
+    assert_eq!(deliver_in_process(&h, &queues, &both[..1]).await, 1);
+    crash_until_dead_lettered(&queues, 1).await;
+    let before = get_import(&h, &crashed, &a_id).await;
+    assert_eq!(before.body["status"], "running", "{}", before.body);
+    let written = before.body["written"].as_u64().unwrap();
+    assert!(written == 25 || written == 5, "{}", before.body);
+    // AND an import of 3 products whose tenant is suspended on every delivery
+    let suspended = unique("suspended");
+    onboard(&h, &suspended, 4).await;
+    let b = post_import(&h, &queues, &suspended, products("b", 3), &[]).await;
+    assert_eq!(b.status, 202, "{}", b.body);
+    let b_id = b.body["importId"].as_str().unwrap().to_owned();
+    let status = |status: &'static str| {
+        let (h, suspended) = (&h, &suspended);
+        async move {
+            let r = call(
+                &h.app,
+                "update-tenant",
+                &params(&[("tenantId", suspended)]),
+                &[],
+                Some(json!({ "status": status })),
+                &Auth::Operator("platform".into()),
+            )
+            .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+    };
+    status("suspended").await;
+    for _ in 0..3 {
+        let batch = queues.receive(10).await;
+        assert_eq!(batch.len(), 1);
+        assert_eq!(deliver_in_process(&h, &queues, &batch).await, 0);
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    crash_until_dead_lettered(&queues, 2).await;
+    // AND an unkeyed import that failed part-way (its queue unreachable: 503, never retried), and
+    // a keyed one that failed the same way
+    let unsent = unique("unsent");
+    onboard(&h, &unsent, 4).await;
+    post_import(&h, &broken, &unsent, products("c", 4), &[])
+        .await
+        .assert_problem(503);
+    let c_id = only_import_id(&h, &unsent).await;
+    assert_eq!(
+        get_import(&h, &unsent, &c_id).await.body["status"],
+        "enqueuing"
+    );
+    let keyed = unique("keyed");
+    onboard(&h, &keyed, 4).await;
+    let key = [("Idempotency-Key", "late-retry")];
+    post_import(&h, &broken, &keyed, products("d", 2), &key)
+        .await
+        .assert_problem(503);
+    let d_id = only_import_id(&h, &keyed).await;
+
+    // WHEN the lifecycle driver runs before the deadline: nothing is closed
+    let early = tenants::drive_lifecycle::drive(&h.app).await.unwrap();
+    assert_eq!(early.imports_closed, 0, "{early:?}");
+    assert_eq!(
+        get_import(&h, &crashed, &a_id).await.body["status"],
+        "running"
+    );
+    // AND once the deadline has passed
+    h.clock.advance_seconds(FINAL_WITHIN_SECONDS + 1);
+    let run = tenants::drive_lifecycle::drive(&h.app).await.unwrap();
+
+    // THEN all four are final, with each item counted once, by reason
+    assert_eq!((run.imports_closed, run.imports_due), (4, 0), "{run:?}");
+    status("active").await;
+    let expect = |r: &Resp, status: &str, written: u64, by: Value| {
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.body["status"], status, "{}", r.body);
+        assert_eq!(r.body["written"], written, "{}", r.body);
+        assert_eq!(r.body["failedBy"], by, "{}", r.body);
+        let failed: u64 = by
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|n| n.as_u64().unwrap())
+            .sum();
+        assert_eq!(r.body["failed"], failed, "{}", r.body);
+    };
+    let none = |reason: &str, n: u64| {
+        let mut by = json!({"rejected": 0, "undelivered": 0, "notEnqueued": 0});
+        by[reason] = json!(n);
+        by
+    };
+    let a_final = get_import(&h, &crashed, &a_id).await;
+    expect(
+        &a_final,
+        "failed",
+        written,
+        none("undelivered", 30 - written),
+    );
+    expect(
+        &get_import(&h, &suspended, &b_id).await,
+        "failed",
+        0,
+        none("undelivered", 3),
+    );
+    expect(
+        &get_import(&h, &unsent, &c_id).await,
+        "failed",
+        0,
+        none("notEnqueued", 4),
+    );
+    expect(
+        &get_import(&h, &keyed, &d_id).await,
+        "failed",
+        0,
+        none("notEnqueued", 2),
+    );
+    // AND a dead-lettered message sent again (a redrive) writes nothing
+    let dead = queues.dead_letters().await;
+    for m in &dead {
+        send_raw(
+            &queues,
+            m.body().unwrap(),
+            m.message_attributes().unwrap()["tenant"]
+                .string_value()
+                .unwrap(),
+            m.message_attributes().unwrap()["signature"].string_value(),
+        )
+        .await;
+    }
+    let redriven = queues.receive(10).await;
+    assert_eq!(redriven.len(), dead.len());
+    assert_eq!(deliver_in_process(&h, &queues, &redriven).await, dead.len());
+    assert_eq!(get_import(&h, &crashed, &a_id).await.body, a_final.body);
+    assert_eq!(product_items(&h, &crashed).await.len() as u64, written);
+    assert_eq!(product_items(&h, &suspended).await.len(), 0);
+    // AND the keyed request retried after its deadline is told its import is final, sending nothing
+    let late = post_import(&h, &queues, &keyed, products("d", 2), &key).await;
+    late.assert_problem(409);
+    assert_eq!(queues.backlog(&queues.url).await, 0);
+    // AND a second run finds nothing left to close
+    let again = tenants::drive_lifecycle::drive(&h.app).await.unwrap();
+    assert_eq!(
+        (again.imports_closed, again.imports_due),
+        (0, 0),
+        "{again:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_idempotency_key_reused_after_its_import_expired_names_a_new_import() {
+    use shared::store::imports::RETENTION_SECONDS;
+    // GIVEN a keyed import of two products, written
+    let h = Harness::new().await;
+    let t = unique("reused");
+    integration::onboard_at_max_limits(&h, &t, 4).await;
+    let queues = ImportQueues::create(3, 1).await;
+    let key = [("Idempotency-Key", "monthly")];
+    let first = post_import(&h, &queues, &t, products("p", 2), &key).await;
+    assert_eq!(first.status, 202, "{}", first.body);
+    assert_eq!(
+        deliver_in_process(&h, &queues, &queues.receive(10).await).await,
+        1
+    );
+    let id = first.body["importId"].as_str().unwrap().to_owned();
+    assert_eq!(get_import(&h, &t, &id).await.body["written"], 2);
+    // AND the products changed by the tenant since
+    for n in 0..2 {
+        let r = call(
+            &h.app,
+            "put-product",
+            &params(&[("productId", &format!("p-{n:05}"))]),
+            &[],
+            Some(json!({"n": 100 + n})),
+            &Auth::Tenant(t.clone()),
+        )
+        .await;
+        assert!(r.status == 200 || r.status == 201, "{}", r.body);
+    }
+    // WHEN the same request comes again after the import's 14 days (TTL has not removed it yet)
+    h.clock.advance_seconds(RETENTION_SECONDS + 1);
+    let second = post_import(&h, &queues, &t, products("p", 2), &key).await;
+    // THEN it is a new import of the same id, not a replay of the old answer
+    assert_eq!(second.status, 202, "{}", second.body);
+    assert!(!second.replayed);
+    assert_eq!(second.body["importId"], id.as_str());
+    assert_ne!(second.body["createdAt"], first.body["createdAt"]);
+    assert_eq!(second.body["status"], "running");
+    // AND its items are written, the old import's markers counting for nothing
+    assert_eq!(
+        deliver_in_process(&h, &queues, &queues.receive(10).await).await,
+        1
+    );
+    let progress = get_import(&h, &t, &id).await;
+    assert_eq!(progress.body["written"], 2, "{}", progress.body);
+    assert_eq!(progress.body["status"], "complete", "{}", progress.body);
+    assert_eq!(product_items(&h, &t).await.len(), 2);
+    // AND after another 14 days the key takes another body (no 422)
+    h.clock.advance_seconds(RETENTION_SECONDS + 1);
+    let third = post_import(&h, &queues, &t, products("q", 3), &key).await;
+    assert_eq!(third.status, 202, "{}", third.body);
+    assert_eq!(third.body["accepted"], 3);
 }

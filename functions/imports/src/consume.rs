@@ -6,7 +6,8 @@
 //!   was not made by `POST /imports` (someone wrote it straight to the queue): it is logged as an
 //!   alarm and dropped, and nothing is written.
 //! - Each item is written with the tenant's scoped credentials, in one transaction with its marker
-//!   (`shared::store::imports`). A marker already there means an earlier delivery wrote it, and
+//!   (`shared::store::imports`). A marker already there means the item has its outcome (an earlier
+//!   delivery wrote it or found it superseded, or the import passed its deadline and is final), and
 //!   nothing is written again.
 //! - Any item's failure (a refused tenant, throttling, an item DynamoDB will not take) leaves the
 //!   message for redelivery; its written items are skipped then. On its last delivery
@@ -23,8 +24,7 @@ use futures::StreamExt;
 use shared::identity::ids::TenantId;
 use shared::identity::keys::kind;
 use shared::store::imports::{
-    marker, not_deleted_since, not_superseded, record_outcome, sealing_key, Outcome,
-    RETENTION_SECONDS,
+    marker, not_deleted_since, record_outcome, sealing_key, FailReason, Outcome, RETENTION_SECONDS,
 };
 use shared::store::layout::Put;
 use shared::store::meter::with_request_meta;
@@ -180,7 +180,8 @@ async fn note_failures(app: &App, settings: ConsumerSettings, v: &Verified<'_>, 
                     &v.tenant,
                     &v.body.import_id,
                     *index,
-                    Outcome::Failed,
+                    Outcome::Failed(FailReason::Rejected),
+                    v.body.issued_at,
                     now,
                 )
                 .await?;
@@ -383,6 +384,7 @@ async fn write(
         &body.import_id,
         item.index,
         Outcome::Written,
+        body.issued_at,
         now,
     )?;
     let (keys, put) = products::store_product(
@@ -394,7 +396,6 @@ async fn write(
         body.issued_at,
         vec![
             done,
-            not_superseded(&db, tenant, &body.import_id, item.index)?,
             not_deleted_since(&db, tenant, kind::PRODUCT, &item.product_id, body.issued_at)?,
         ],
         true,
@@ -402,10 +403,10 @@ async fn write(
     .await?;
     match put {
         Put::Written { .. } => app.read_cache.forget(tenant, &keys.write),
-        // Its marker is there (an earlier delivery wrote it), or an earlier delivery found it
-        // superseded: nothing is written again.
-        Put::Refused { along: 0 | 1 } => {}
-        // The product was written (`Superseded`) or deleted (its tombstone, along 2) after the
+        // The item has an outcome already (an earlier delivery wrote it or found it superseded,
+        // or the import passed its deadline): nothing is written again.
+        Put::Refused { along: 0 } => {}
+        // The product was written (`Superseded`) or deleted (its tombstone, along 1) after the
         // import was accepted: the tenant's later word stands.
         Put::Refused { .. } | Put::Superseded => {
             record_outcome(
@@ -414,6 +415,7 @@ async fn write(
                 &body.import_id,
                 item.index,
                 Outcome::Superseded,
+                body.issued_at,
                 now,
             )
             .await?

@@ -24,7 +24,10 @@ use shared::identity::clock::rfc3339;
 use shared::identity::ids::{EntityId, TenantId};
 use shared::service::http::{json_body_up_to, json_response};
 use shared::service::idempotent::{self, Recorder};
-use shared::store::imports::{claim, enqueued, ensure_sealing_key, Claim, NewImport};
+use shared::store::driving::{list_import, DueImport};
+use shared::store::imports::{
+    claim, due_at_ms, enqueued, ensure_sealing_key, Claim, FailReason, NewImport, Progress, Status,
+};
 use shared::store::scoped::TenantDb;
 use shared::store::transact::{transact, TransactError};
 use shared::{ApiError, App};
@@ -62,11 +65,37 @@ pub struct ImportView {
     pub accepted: u32,
     pub written: u32,
     pub superseded: u32,
+    /// Every failed item.
     pub failed: u32,
-    /// `enqueuing` until every item is on the queue, then `running` until every item is written,
-    /// superseded or failed, then `complete`.
+    /// Failed items per reason: `rejected`, `undelivered`, `notEnqueued`.
+    pub failed_by: std::collections::BTreeMap<&'static str, u32>,
+    /// `enqueuing` until every item is on the queue, then `running` until every item has an
+    /// outcome; final then: `complete` (every item written or superseded) or `failed`.
     pub status: &'static str,
     pub created_at: String,
+    /// The time by which the import is final at the latest.
+    pub final_by: String,
+}
+
+impl ImportView {
+    pub fn of(import: &EntityId, p: &shared::store::imports::Progress) -> Self {
+        Self {
+            import_id: import.to_string(),
+            kind: p.kind.clone(),
+            accepted: p.accepted,
+            written: p.written,
+            superseded: p.superseded,
+            failed: p.failed_total(),
+            failed_by: FailReason::ALL
+                .into_iter()
+                .zip(p.failed)
+                .map(|(r, n)| (r.as_str(), n))
+                .collect(),
+            status: p.status.as_str(),
+            created_at: p.created_at.clone(),
+            final_by: p.final_by.clone(),
+        }
+    }
 }
 
 pub async fn handle(
@@ -91,9 +120,10 @@ pub async fn handle(
     .await
 }
 
-/// Every item, checked (1 to [`MAX_ITEMS`] of them, each well-formed), with its index in the request.
-/// A product id given more than once keeps its last item, as if the items were written in order:
-/// the queue keeps no order, so sending both would let either win.
+/// Every item, checked (1 to [`MAX_ITEMS`] of them, each well-formed; a 400 names the item's index
+/// in the request), numbered in request order. A product id given more than once keeps its last
+/// item, as if the items were written in order: the queue keeps no order, so sending both would
+/// let either win.
 fn checked_items(input: CreateImportInput) -> Result<Vec<(u32, ProductItem)>, ApiError> {
     if input.items.is_empty() || input.items.len() > MAX_ITEMS {
         return Err(ApiError::bad_request(
@@ -117,7 +147,13 @@ fn checked_items(input: CreateImportInput) -> Result<Vec<(u32, ProductItem)>, Ap
         items.push((index as u32, item));
     }
     items.retain(|(index, item)| last.get(&item.product_id) == Some(&(*index as usize)));
-    Ok(items)
+    // Numbered 0..accepted from here on (the consumer's markers, and the deadline's close, count on
+    // it); a retry of the same request numbers them the same way.
+    Ok(items
+        .into_iter()
+        .enumerate()
+        .map(|(n, (_, item))| (n as u32, item))
+        .collect())
 }
 
 /// The import id of an `Idempotency-Key`: the same key names the same import (per tenant, as every
@@ -167,11 +203,26 @@ async fn create(
         fingerprint: &fingerprint,
         created_at_ms: app.clock.now_millis(),
     };
+    // Listed for the lifecycle driver before the record exists, so no import is ever missing from
+    // its list: it is final by its deadline whatever becomes of this request.
+    let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+    let due = DueImport {
+        due_at_ms: due_at_ms(new.created_at_ms),
+        tenant: t.clone(),
+        import: import.clone(),
+        created_at_ms: new.created_at_ms,
+    };
+    list_import(&platform_db, &due).await?;
     let issued_at = match claim(db, t, &import, &new).await? {
         Claim::New => new.created_at_ms,
-        // A retry of a request that failed part-way (or whose key's record has expired): its items
-        // are sent again, as of the first attempt, and their markers keep each one written once.
-        Claim::Same { created_at_ms } => created_at_ms,
+        Claim::Same { closed: true, .. } => {
+            return Err(ApiError::Conflict(format!(
+                "Import {import} passed its deadline before this request finished sending it, and is final (GET /imports/{import}); import again with a new Idempotency-Key."
+            )))
+        }
+        // A retry of a request that failed part-way: its items are sent again, as of the first
+        // attempt, and their markers keep each one written once.
+        Claim::Same { created_at_ms, .. } => created_at_ms,
         Claim::Other => {
             return Err(ApiError::Unprocessable(
                 "This Idempotency-Key named another import in the last 14 days.".into(),
@@ -186,16 +237,19 @@ async fn create(
     };
     let sealing_key = ensure_sealing_key(db, t).await?;
     enqueue(app, queue, t, &sent, &sealing_key, items).await?;
-    let view = ImportView {
-        import_id: import.to_string(),
-        kind: kind.as_str().to_owned(),
-        accepted,
-        written: 0,
-        superseded: 0,
-        failed: 0,
-        status: "running",
-        created_at: rfc3339(issued_at),
-    };
+    let view = ImportView::of(
+        &import,
+        &Progress {
+            kind: kind.as_str().to_owned(),
+            status: Status::Running,
+            accepted,
+            written: 0,
+            superseded: 0,
+            failed: [0; 3],
+            created_at: rfc3339(issued_at),
+            final_by: rfc3339(due_at_ms(issued_at)),
+        },
+    );
     let mut request =
         db.client
             .transact_write_items()

@@ -5,27 +5,39 @@
 //! committed with its checkpoint in the record), so a run killed mid-step resumes, in the next run,
 //! from the last committed step. The PATCH and DELETE calls still work, to nudge or to watch.
 //!
-//! Answers `{"listed", "finished", "pending"}`: tenants it found listed, whose operation it saw end
-//! (or found nothing running for), and still listed.
+//! Then it makes every import past its deadline final (`shared::store::imports::close`).
+//!
+//! Answers `{"listed", "finished", "pending", "importsClosed", "importsDue"}`: tenants it found
+//! listed, whose operation it saw end (or found nothing running for), and still listed; imports it
+//! closed, and imports due that wait for the next run.
 
 use std::time::{Duration, Instant};
 
 use lambda_http::http::StatusCode;
 use serde::Serialize;
 use shared::identity::ids::TenantId;
-use shared::store::driving;
 use shared::store::tenants::{read_record_consistent, LONGEST_FUNCTION_TIMEOUT_SECONDS};
+use shared::store::{driving, imports};
 use shared::{ApiError, App};
 
 /// How long one run starts new work: a tenant begun just before may add one call's 5 s.
 pub const RUN_BUDGET: Duration = Duration::from_secs(20);
 
 #[derive(Debug, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
 pub struct Driven {
     pub listed: usize,
     pub finished: usize,
     pub pending: usize,
+    /// Imports past their deadline made final by this run (`shared::store::imports::close`).
+    pub imports_closed: usize,
+    /// Imports past their deadline left for the next run (out of time, or a step failed).
+    pub imports_due: usize,
 }
+
+/// Imports past their deadline read per run from each partition of their list; the rest wait for
+/// the next run (a minute later).
+const IMPORTS_PER_SHARD: i32 = 25;
 
 /// One run of the driver.
 pub async fn drive(app: &App) -> Result<Driven, ApiError> {
@@ -64,13 +76,59 @@ pub async fn drive(app: &App) -> Result<Driven, ApiError> {
             }
         }
     }
+    close_due_imports(app, &platform_db, deadline, &mut driven).await?;
     tracing::info!(
         listed = driven.listed,
         finished = driven.finished,
         pending = driven.pending,
+        imports_closed = driven.imports_closed,
+        imports_due = driven.imports_due,
         "lifecycle driver run"
     );
     Ok(driven)
+}
+
+/// Makes every import past its deadline final, then unlists it (`shared::store::imports::close`).
+async fn close_due_imports(
+    app: &App,
+    platform_db: &shared::store::scoped::TenantDb,
+    deadline: Instant,
+    driven: &mut Driven,
+) -> Result<(), ApiError> {
+    let due = driving::imports_due(platform_db, app.clock.now_millis(), IMPORTS_PER_SHARD).await?;
+    for entry in due {
+        if Instant::now() >= deadline {
+            driven.imports_due += 1;
+            continue;
+        }
+        let closed = async {
+            let db = app.db_for_operator(&entry.tenant).await?;
+            let closing = imports::close(
+                &db,
+                &entry.tenant,
+                &entry.import,
+                entry.created_at_ms,
+                app.clock.now_millis(),
+            )
+            .await?;
+            Ok::<_, ApiError>(closing)
+        };
+        match closed.await {
+            Ok(imports::Closing::NotDue) => driven.imports_due += 1,
+            Ok(closing) => {
+                if let imports::Closing::Closed { failed_now } = closing {
+                    tracing::info!(tenant = %entry.tenant, import_id = %entry.import, failed_now, "an import past its deadline is final");
+                    driven.imports_closed += 1;
+                }
+                driving::unlist_import(platform_db, &entry).await?;
+            }
+            Err(e) => {
+                tracing::warn!(tenant = %entry.tenant, import_id = %entry.import, error = %e, "an import could not be closed; the next run tries again");
+                driven.imports_due += 1;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One call's worth of `tenant`'s operation; `true` when nothing of it is left to do.

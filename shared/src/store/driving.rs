@@ -6,11 +6,19 @@
 //! so no started operation is ever missing from the list; an entry whose tenant has nothing running
 //! (the start was refused, or the operation has ended) is removed by the driver ([`unlist`]). Both
 //! writes are idempotent.
+//!
+//! Imports have a list of their own (`TENANT#_platform#IMPORTS_DUE#<shard>`, 8 partitions since
+//! every tenant's imports are listed), sorted by deadline: each is
+//! listed before its record is claimed, and the driver closes it once due
+//! (`store::imports::close`), then unlists it.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use crate::identity::ids::TenantId;
-use crate::identity::keys::{lifecycle_drive_pk, lifecycle_drive_sk, PK, SK};
+use crate::identity::ids::{EntityId, TenantId};
+use crate::identity::keys::{
+    import_due_pk, import_due_shard_pk, import_due_sk, import_due_sk_before, lifecycle_drive_pk,
+    lifecycle_drive_sk, parse_import_due_sk, IMPORT_DUE_SHARDS, PK, SK,
+};
 use crate::store::error::StoreError;
 use crate::store::scoped::TenantDb;
 
@@ -83,4 +91,102 @@ pub async fn listed(platform_db: &TenantDb) -> Result<Vec<(TenantId, u64)>, Stor
             return Ok(tenants);
         }
     }
+}
+
+/// An import the driver brings to a final state once it is due.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueImport {
+    pub due_at_ms: u64,
+    pub tenant: TenantId,
+    pub import: EntityId,
+    /// The acceptance of the import this entry is for: a later import of the same id (its key
+    /// reused after expiry, or a tenant of the same id) is not closed by an older entry.
+    pub created_at_ms: u64,
+}
+
+const CREATED_AT_MS: &str = "createdAtMs";
+
+/// Lists an import for the driver, before its record is claimed (idempotent: an upsert).
+pub async fn list_import(platform_db: &TenantDb, due: &DueImport) -> Result<(), StoreError> {
+    platform_db
+        .client
+        .update_item()
+        .table_name(&*platform_db.table)
+        .key(
+            PK,
+            AttributeValue::S(import_due_pk(&due.tenant, &due.import)),
+        )
+        .key(
+            SK,
+            AttributeValue::S(import_due_sk(due.due_at_ms, &due.tenant, &due.import)),
+        )
+        .update_expression("SET #kind = :kind, #tenant = :tenant, #created = :created")
+        .expression_attribute_names("#kind", "kind")
+        .expression_attribute_names("#tenant", "tenantId")
+        .expression_attribute_names("#created", CREATED_AT_MS)
+        .expression_attribute_values(":kind", AttributeValue::S("IMPORT_DUE".into()))
+        .expression_attribute_values(":tenant", AttributeValue::S(platform_db.tenant.to_string()))
+        .expression_attribute_values(":created", AttributeValue::N(due.created_at_ms.to_string()))
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    Ok(())
+}
+
+/// Removes an import's entry.
+pub async fn unlist_import(platform_db: &TenantDb, due: &DueImport) -> Result<(), StoreError> {
+    platform_db
+        .client
+        .delete_item()
+        .table_name(&*platform_db.table)
+        .key(
+            PK,
+            AttributeValue::S(import_due_pk(&due.tenant, &due.import)),
+        )
+        .key(
+            SK,
+            AttributeValue::S(import_due_sk(due.due_at_ms, &due.tenant, &due.import)),
+        )
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    Ok(())
+}
+
+/// Up to `limit` imports due at `now_ms` from each partition of the list, earliest first in each
+/// (one consistent Query per partition: entries not yet due are never read).
+pub async fn imports_due(
+    platform_db: &TenantDb,
+    now_ms: u64,
+    limit: i32,
+) -> Result<Vec<DueImport>, StoreError> {
+    let mut due = Vec::new();
+    for shard in 0..IMPORT_DUE_SHARDS {
+        let out = platform_db
+            .query()
+            .key_condition_expression("#pk = :pk AND #sk < :before")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#sk", SK)
+            .expression_attribute_values(":pk", AttributeValue::S(import_due_shard_pk(shard)))
+            .expression_attribute_values(":before", AttributeValue::S(import_due_sk_before(now_ms)))
+            .consistent_read(true)
+            .limit(limit)
+            .send()
+            .await
+            .map_err(StoreError::from_sdk)?;
+        due.extend(out.items().iter().filter_map(|item| {
+            let sk = crate::store::query::string_attr(item, SK)?;
+            let Some((due_at_ms, tenant, import)) = parse_import_due_sk(&sk) else {
+                tracing::warn!(sk, "an import entry that names no import");
+                return None;
+            };
+            Some(DueImport {
+                due_at_ms,
+                tenant,
+                import,
+                created_at_ms: crate::store::query::u64_attr(item, CREATED_AT_MS).unwrap_or(0),
+            })
+        }));
+    }
+    Ok(due)
 }

@@ -4,15 +4,22 @@
 //! |---|---|---|
 //! | import record | `TENANT#t#IMPORT#<id>` | `TENANT#t#IMPORT#<id>` |
 //! | item marker | `TENANT#t#IMPORT#<id>` | `TENANT#t#IMPORT#<id>#ITEM#<index>` |
-//! | superseded marker | `TENANT#t#IMPORT#<id>` | `TENANT#t#IMPORT#<id>#ITEM#<index>#SUPERSEDED` |
-//! | failure marker | `TENANT#t#IMPORT#<id>` | `TENANT#t#IMPORT#<id>#ITEM#<index>#FAILED` |
 //!
-//! A marker is written in the same transaction as the item it stands for, on condition that it is
-//! absent. So it exists exactly when the item's write committed, a redelivered message writes nothing
-//! (its marker is there), and the import's counts are the markers counted: exact, with no counter
-//! item that every consumer would contend on. An item not written because its product was written
-//! after the import was accepted gets a superseded marker instead. An item that failed for good gets a marker with
-//! `outcome = failed` instead. Both expire with the import, after [`RETENTION_SECONDS`].
+//! Each item has one marker, written once, saying what became of it (`outcome`: `written`,
+//! `superseded`, or `failed` with a `reason`). A written marker is put in the same transaction as
+//! the item it stands for, on condition that no marker is there. So it exists exactly when the
+//! item's write committed; a redelivered message writes nothing (a marker is there, whatever it
+//! says); and once every item has a marker the import is final, since nothing can change a marker.
+//! The import's counts are the markers counted: exact, with no counter item that every consumer
+//! would contend on.
+//!
+//! **Final within a bound.** Every import is final by its deadline, [`FINAL_WITHIN_SECONDS`] after
+//! its acceptance: the lifecycle driver then [`close`]s it, giving every item still without a marker
+//! a failed one (`undelivered`: its message was lost, or SQS gave up on it after a crash, a timeout
+//! or a suspended tenant; `not_enqueued`: the request failed part-way and was never retried). A
+//! message delivered after that finds the marker and writes nothing. Record and markers expire
+//! together, [`RETENTION_SECONDS`] after the acceptance, and an expired record or marker counts as
+//! absent before TTL has removed it, so an `Idempotency-Key` reused after that names a new import.
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 
@@ -24,7 +31,7 @@ use crate::identity::keys::{
 use crate::identity::sealing;
 use crate::store::error::StoreError;
 use crate::store::items::{enlist, get_item_consistent};
-use crate::store::query::{put_if_absent, string_attr, u64_attr, Item};
+use crate::store::query::{put_if_absent, put_unless_live, string_attr, u64_attr, Item};
 use crate::store::scoped::TenantDb;
 use crate::store::transact::{transact, TransactError};
 
@@ -32,36 +39,114 @@ use crate::store::transact::{transact, TransactError};
 /// no message can be delivered after its marker has gone.
 pub const RETENTION_SECONDS: u64 = 14 * 24 * 3600;
 
-const FAILED_SUFFIX: &str = "#FAILED";
+/// The deadline: an import is final at the latest this long after its acceptance (plus the
+/// lifecycle driver's next run). Over a message's longest healthy life: five deliveries 180 s
+/// apart (the queue's visibility timeout), four of them deferred by a capacity debt, and a backlog.
+pub const FINAL_WITHIN_SECONDS: u64 = 3600;
+
 const FINGERPRINT: &str = "fingerprint";
 const STATE: &str = "state";
 const CREATED_AT_MS: &str = "createdAtMs";
+const DUE_AT_MS: &str = "dueAtMs";
 const ENQUEUING: &str = "enqueuing";
 const QUEUED: &str = "queued";
-const SUPERSEDED_SUFFIX: &str = "#SUPERSEDED";
+const CLOSED: &str = "closed";
+const OUTCOME: &str = "outcome";
+const REASON: &str = "reason";
+
+/// Why an item failed for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailReason {
+    /// DynamoDB refused it on its message's last delivery.
+    Rejected,
+    /// Not written by the deadline: its message was lost, or SQS gave up on it (a consumer that
+    /// crashed or timed out, or a suspended tenant, on every delivery).
+    Undelivered,
+    /// Never sent: the request failed part-way and was not retried by the deadline.
+    NotEnqueued,
+}
+
+impl FailReason {
+    pub const ALL: [FailReason; 3] = [Self::Rejected, Self::Undelivered, Self::NotEnqueued];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rejected => "rejected",
+            Self::Undelivered => "undelivered",
+            Self::NotEnqueued => "notEnqueued",
+        }
+    }
+
+    fn parse(raw: &str) -> Self {
+        Self::ALL
+            .into_iter()
+            .find(|r| r.as_str() == raw)
+            .unwrap_or(Self::Rejected)
+    }
+}
 
 /// What became of one item of an import.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Written,
-    /// Not written: its product was written after the import was accepted.
+    /// Not written: its product was written or deleted after the import was accepted.
     Superseded,
-    /// Refused on its last delivery; the message goes to the dead-letter queue.
+    Failed(FailReason),
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Written => "written",
+            Self::Superseded => "superseded",
+            Self::Failed(_) => "failed",
+        }
+    }
+}
+
+/// Where an import stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Its items are being sent (or the request failed part-way; a retry with its key finishes it).
+    Enqueuing,
+    /// On the queue; some items have no outcome yet.
+    Running,
+    /// Final: every item written or superseded.
+    Complete,
+    /// Final: every item has an outcome, and some failed.
     Failed,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Enqueuing => "enqueuing",
+            Self::Running => "running",
+            Self::Complete => "complete",
+            Self::Failed => "failed",
+        }
+    }
 }
 
 /// An import as `GET /imports/{id}` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Progress {
     pub kind: String,
-    /// Until every item is on the queue (a request still sending, or one that failed part-way and
-    /// whose retry will finish it): `false`.
-    pub enqueued: bool,
+    pub status: Status,
     pub accepted: u32,
     pub written: u32,
     pub superseded: u32,
-    pub failed: u32,
+    /// Failed items per reason, in [`FailReason::ALL`]'s order.
+    pub failed: [u32; 3],
     pub created_at: String,
+    /// The deadline by which it is final (RFC 3339).
+    pub final_by: String,
+}
+
+impl Progress {
+    pub fn failed_total(&self) -> u32 {
+        self.failed.iter().sum()
+    }
 }
 
 fn key(pk: &str, sk: &str) -> Item {
@@ -87,10 +172,15 @@ pub enum Claim {
     /// The record is new: the import is this request's.
     New,
     /// The same request made it before (its items may be partly enqueued): carry on, as of its
-    /// `created_at_ms`.
-    Same { created_at_ms: u64 },
+    /// `created_at_ms`, unless it is `closed` (its deadline passed; it is final).
+    Same { created_at_ms: u64, closed: bool },
     /// Another request holds this import id.
     Other,
+}
+
+/// When an import accepted at `created_at_ms` must be final ([`FINAL_WITHIN_SECONDS`]).
+pub fn due_at_ms(created_at_ms: u64) -> u64 {
+    created_at_ms + FINAL_WITHIN_SECONDS * 1000
 }
 
 /// Writes the record of import `import` (state `enqueuing`) unless it exists; when it does, tells
@@ -131,15 +221,23 @@ pub async fn claim(
             AttributeValue::N(new.created_at_ms.to_string()),
         ),
         (
+            DUE_AT_MS.to_owned(),
+            AttributeValue::N(due_at_ms(new.created_at_ms).to_string()),
+        ),
+        (
             EXPIRES_AT.to_owned(),
             AttributeValue::N((now_seconds + RETENTION_SECONDS).to_string()),
         ),
     ]);
     enlist(tenant, &mut item);
-    if put_if_absent(db, item).await? {
+    // A record that has expired (its messages with it) no longer holds its id.
+    if put_unless_live(db, item, now_seconds).await? {
         return Ok(Claim::New);
     }
-    let Some(existing) = get_item_consistent(db, key(&pk, &pk)).await? else {
+    let Some(existing) = get_item_consistent(db, key(&pk, &pk))
+        .await?
+        .filter(|e| crate::store::query::is_live(e, now_seconds))
+    else {
         // Expired between the two reads: a retry of the request claims it anew.
         return Err(StoreError::Contended("the import changed; retry".into()));
     };
@@ -148,6 +246,7 @@ pub async fn claim(
     }
     Ok(Claim::Same {
         created_at_ms: u64_attr(&existing, CREATED_AT_MS).unwrap_or(new.created_at_ms),
+        closed: string_attr(&existing, STATE).as_deref() == Some(CLOSED),
     })
 }
 
@@ -164,8 +263,9 @@ pub fn enqueued(
         .table_name(&*db.table)
         .set_key(Some(key(&pk, &pk)))
         .update_expression("SET #state = :queued")
-        .condition_expression("#fingerprint = :fingerprint")
+        .condition_expression("#fingerprint = :fingerprint AND #state <> :closed")
         .expression_attribute_names("#state", STATE)
+        .expression_attribute_values(":closed", AttributeValue::S(CLOSED.into()))
         .expression_attribute_names("#fingerprint", FINGERPRINT)
         .expression_attribute_values(":queued", AttributeValue::S(QUEUED.into()))
         .expression_attribute_values(":fingerprint", AttributeValue::S(fingerprint.into()))
@@ -174,58 +274,43 @@ pub fn enqueued(
     Ok(TransactWriteItem::builder().update(update).build())
 }
 
-/// The transaction action that records `outcome` for item `index`, on condition that this outcome is
-/// not recorded for it yet.
+/// The transaction action that records `outcome` for item `index` of the import accepted at
+/// `created_at_ms`, on condition that the item has no outcome yet (a marker of an expired import of
+/// the same id counts as none). It expires with the import.
 pub fn marker(
     db: &TenantDb,
     tenant: &TenantId,
     import: &EntityId,
     index: u32,
     outcome: Outcome,
+    created_at_ms: u64,
     now_seconds: u64,
 ) -> Result<TransactWriteItem, StoreError> {
-    let mut sk = import_item_sk(tenant, import, index);
-    sk.push_str(match outcome {
-        Outcome::Written => "",
-        Outcome::Superseded => SUPERSEDED_SUFFIX,
-        Outcome::Failed => FAILED_SUFFIX,
-    });
-    let mut item = key(&import_key(tenant, import), &sk);
+    let mut item = key(
+        &import_key(tenant, import),
+        &import_item_sk(tenant, import, index),
+    );
+    item.insert(
+        OUTCOME.to_owned(),
+        AttributeValue::S(outcome.as_str().into()),
+    );
+    if let Outcome::Failed(reason) = outcome {
+        item.insert(REASON.to_owned(), AttributeValue::S(reason.as_str().into()));
+    }
     item.insert(
         EXPIRES_AT.to_owned(),
-        AttributeValue::N((now_seconds + RETENTION_SECONDS).to_string()),
+        AttributeValue::N((created_at_ms / 1000 + RETENTION_SECONDS).to_string()),
     );
     enlist(tenant, &mut item);
     let put = Put::builder()
         .table_name(&*db.table)
         .set_item(Some(item))
-        .condition_expression("attribute_not_exists(PK)")
+        .condition_expression("attribute_not_exists(PK) OR #exp <= :now")
+        .expression_attribute_names("#exp", EXPIRES_AT)
+        .expression_attribute_values(":now", AttributeValue::N(now_seconds.to_string()))
         .build()
         .map_err(|e| StoreError::Internal(e.to_string()))?;
     Ok(TransactWriteItem::builder().put(put).build())
-}
-
-/// The transaction action that checks item `index` was not found superseded by an earlier delivery:
-/// a redelivered item must not be written once a newer write has won, even after that newer product
-/// is deleted.
-pub fn not_superseded(
-    db: &TenantDb,
-    tenant: &TenantId,
-    import: &EntityId,
-    index: u32,
-) -> Result<TransactWriteItem, StoreError> {
-    let sk = format!(
-        "{}{SUPERSEDED_SUFFIX}",
-        import_item_sk(tenant, import, index)
-    );
-    let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
-        .table_name(&*db.table)
-        .key(PK, AttributeValue::S(import_key(tenant, import)))
-        .key(SK, AttributeValue::S(sk))
-        .condition_expression("attribute_not_exists(PK)")
-        .build()
-        .map_err(|e| StoreError::Internal(e.to_string()))?;
-    Ok(TransactWriteItem::builder().condition_check(check).build())
 }
 
 /// The tenant's import sealing key (a consistent read): `None` when it has none, because it never
@@ -322,19 +407,21 @@ pub fn not_deleted_since(
     Ok(TransactWriteItem::builder().condition_check(check).build())
 }
 
-/// The import's record and its markers counted (consistent reads); `None` when there is no record.
-pub async fn progress(
+/// The import's record, and the outcome of each of its items that has one (consistent reads).
+async fn read_import(
     db: &TenantDb,
     tenant: &TenantId,
     import: &EntityId,
-) -> Result<Option<Progress>, StoreError> {
+    now_seconds: u64,
+) -> Result<Option<(Item, std::collections::HashMap<String, Outcome>)>, StoreError> {
     let pk = import_key(tenant, import);
-    let Some(record) = get_item_consistent(db, key(&pk, &pk)).await? else {
+    let Some(record) = get_item_consistent(db, key(&pk, &pk))
+        .await?
+        .filter(|r| crate::store::query::is_live(r, now_seconds))
+    else {
         return Ok(None);
     };
-    let mut written = std::collections::HashSet::new();
-    let mut superseded = std::collections::HashSet::new();
-    let mut failed = std::collections::HashSet::new();
+    let mut outcomes = std::collections::HashMap::new();
     let mut start = None;
     loop {
         let out = db
@@ -347,56 +434,193 @@ pub async fn progress(
                 ":items",
                 AttributeValue::S(import_item_sk_prefix(tenant, import)),
             )
-            .projection_expression(SK)
+            .projection_expression("SK, #outcome, #reason, #exp")
+            .expression_attribute_names("#outcome", OUTCOME)
+            .expression_attribute_names("#reason", REASON)
+            .expression_attribute_names("#exp", EXPIRES_AT)
             .consistent_read(true)
             .set_exclusive_start_key(start)
             .send()
             .await
             .map_err(StoreError::from_sdk)?;
         for marker in out.items() {
-            let sk = string_attr(marker, SK).unwrap_or_default();
-            if let Some(item) = sk.strip_suffix(FAILED_SUFFIX) {
-                failed.insert(item.to_owned());
-            } else if let Some(item) = sk.strip_suffix(SUPERSEDED_SUFFIX) {
-                superseded.insert(item.to_owned());
-            } else {
-                written.insert(sk);
+            // A marker of an expired import of this id, not yet removed by TTL, is not this one's.
+            if !crate::store::query::is_live(marker, now_seconds) {
+                continue;
             }
+            let outcome = match string_attr(marker, OUTCOME).as_deref() {
+                Some("written") => Outcome::Written,
+                Some("superseded") => Outcome::Superseded,
+                _ => Outcome::Failed(FailReason::parse(
+                    &string_attr(marker, REASON).unwrap_or_default(),
+                )),
+            };
+            outcomes.insert(string_attr(marker, SK).unwrap_or_default(), outcome);
         }
         start = out.last_evaluated_key.filter(|k| !k.is_empty());
         if start.is_none() {
             break;
         }
     }
+    Ok(Some((record, outcomes)))
+}
+
+/// The import's record and its markers counted (consistent reads); `None` when there is no record.
+pub async fn progress(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+    now_seconds: u64,
+) -> Result<Option<Progress>, StoreError> {
+    let Some((record, outcomes)) = read_import(db, tenant, import, now_seconds).await? else {
+        return Ok(None);
+    };
+    let accepted = u64_attr(&record, "accepted").map_or(0, |n| n as u32);
+    let count = |wanted: Outcome| outcomes.values().filter(|o| **o == wanted).count() as u32;
+    let failed = FailReason::ALL.map(|r| count(Outcome::Failed(r)));
+    let (written, superseded) = (count(Outcome::Written), count(Outcome::Superseded));
+    let state = string_attr(&record, STATE).unwrap_or_default();
+    let settled = outcomes.len() as u32 >= accepted;
+    let failed_any = failed.iter().any(|n| *n > 0);
+    let status = if settled || state == CLOSED {
+        if failed_any {
+            Status::Failed
+        } else {
+            Status::Complete
+        }
+    } else if state == ENQUEUING {
+        Status::Enqueuing
+    } else {
+        Status::Running
+    };
+    let created_at_ms = u64_attr(&record, CREATED_AT_MS).unwrap_or(0);
     Ok(Some(Progress {
         kind: string_attr(&record, "itemKind").unwrap_or_default(),
-        enqueued: string_attr(&record, STATE).as_deref() != Some(ENQUEUING),
-        accepted: u64_attr(&record, "accepted").map_or(0, |n| n as u32),
-        written: written.len() as u32,
-        superseded: superseded.difference(&written).count() as u32,
-        // A failed item written later (redriven from the dead-letter queue) counts as written.
-        failed: failed
-            .iter()
-            .filter(|i| !written.contains(*i) && !superseded.contains(*i))
-            .count() as u32,
+        status,
+        accepted,
+        written,
+        superseded,
+        failed,
         created_at: string_attr(&record, "createdAt").unwrap_or_default(),
+        final_by: crate::identity::clock::rfc3339(
+            u64_attr(&record, DUE_AT_MS).unwrap_or_else(|| due_at_ms(created_at_ms)),
+        ),
     }))
 }
 
-/// Records `outcome` for item `index` on its own (not with a write); recording it twice is the same
-/// as once.
+/// Records `outcome` for item `index` on its own (not with a write); recording it when the item
+/// has an outcome already changes nothing.
 pub async fn record_outcome(
     db: &TenantDb,
     tenant: &TenantId,
     import: &EntityId,
     index: u32,
     outcome: Outcome,
+    created_at_ms: u64,
     now_seconds: u64,
 ) -> Result<(), StoreError> {
-    let action = marker(db, tenant, import, index, outcome, now_seconds)?;
+    let action = marker(
+        db,
+        tenant,
+        import,
+        index,
+        outcome,
+        created_at_ms,
+        now_seconds,
+    )?;
     let request = db.client.transact_write_items().transact_items(action);
     match transact(request).await {
         Ok(()) | Err(TransactError::ConditionFailed { .. }) => Ok(()),
         Err(TransactError::Store(e)) => Err(e),
     }
+}
+
+/// What [`close`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closing {
+    /// Not due yet: its deadline is ahead.
+    NotDue,
+    /// Final now (or already): this many items were given a failed marker by this call.
+    Closed { failed_now: u32 },
+    /// No live record accepted at that time: expired, offboarded, or a later import of the same id.
+    Gone,
+}
+
+/// Makes the import accepted at `created_at_ms` final once its deadline has passed: every item
+/// still without an outcome is recorded failed (`not_enqueued` while its request never finished
+/// sending, else `undelivered`), then the record is marked closed. Each step is idempotent, so a
+/// run killed part-way is finished by the next. Items are numbered `0..accepted`
+/// (`create-import` numbers them so).
+pub async fn close(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+    created_at_ms: u64,
+    now_ms: u64,
+) -> Result<Closing, StoreError> {
+    let now_seconds = now_ms / 1000;
+    let Some((record, outcomes)) = read_import(db, tenant, import, now_seconds).await? else {
+        return Ok(Closing::Gone);
+    };
+    if u64_attr(&record, CREATED_AT_MS) != Some(created_at_ms) {
+        return Ok(Closing::Gone);
+    }
+    if now_ms < u64_attr(&record, DUE_AT_MS).unwrap_or_else(|| due_at_ms(created_at_ms)) {
+        return Ok(Closing::NotDue);
+    }
+    let reason = if string_attr(&record, STATE).as_deref() == Some(ENQUEUING) {
+        FailReason::NotEnqueued
+    } else {
+        FailReason::Undelivered
+    };
+    let accepted = u64_attr(&record, "accepted").map_or(0, |n| n as u32);
+    let open: Vec<u32> = (0..accepted)
+        .filter(|i| !outcomes.contains_key(&import_item_sk(tenant, import, *i)))
+        .collect();
+    use futures::{StreamExt, TryStreamExt};
+    futures::stream::iter(open.iter().map(|index| {
+        record_outcome(
+            db,
+            tenant,
+            import,
+            *index,
+            Outcome::Failed(reason),
+            created_at_ms,
+            now_seconds,
+        )
+    }))
+    .buffer_unordered(8)
+    .try_collect::<()>()
+    .await?;
+    let pk = import_key(tenant, import);
+    let closed = db
+        .client
+        .update_item()
+        .table_name(&*db.table)
+        .set_key(Some(key(&pk, &pk)))
+        .update_expression("SET #state = :closed, closedAtMs = :now")
+        .condition_expression("#created = :created")
+        .expression_attribute_names("#state", STATE)
+        .expression_attribute_names("#created", CREATED_AT_MS)
+        .expression_attribute_values(":closed", AttributeValue::S(CLOSED.into()))
+        .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
+        .expression_attribute_values(":created", AttributeValue::N(created_at_ms.to_string()))
+        .send()
+        .await;
+    match closed {
+        Ok(_) => {}
+        // Offboarded (or expired and claimed anew) meanwhile: not this import any more.
+        Err(e)
+            if matches!(
+                e.as_service_error(),
+                Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(_))
+            ) =>
+        {
+            return Ok(Closing::Gone)
+        }
+        Err(e) => return Err(StoreError::from_sdk(e)),
+    }
+    Ok(Closing::Closed {
+        failed_now: open.len() as u32,
+    })
 }

@@ -166,18 +166,41 @@ pub async fn put_if_absent(
     db: &crate::store::scoped::TenantDb,
     item: Item,
 ) -> Result<bool, StoreError> {
+    put_unless(db, item, None).await
+}
+
+/// [`put_if_absent`], where an item no longer [`is_live`] at `now_seconds` counts as absent:
+/// DynamoDB's TTL deletes an expired item up to days late, and until then it must not answer for a
+/// key that has ended.
+pub async fn put_unless_live(
+    db: &crate::store::scoped::TenantDb,
+    item: Item,
+    now_seconds: u64,
+) -> Result<bool, StoreError> {
+    put_unless(db, item, Some(now_seconds)).await
+}
+
+async fn put_unless(
+    db: &crate::store::scoped::TenantDb,
+    item: Item,
+    expired_before: Option<u64>,
+) -> Result<bool, StoreError> {
     use aws_sdk_dynamodb::operation::put_item::PutItemError;
     use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
-    let result = db
+    let mut put = db
         .client
         .put_item()
         .table_name(&*db.table)
         .set_item(Some(item.clone()))
-        .condition_expression("attribute_not_exists(PK)")
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .send()
-        .await;
-    match result {
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+    put = match expired_before {
+        None => put.condition_expression("attribute_not_exists(PK)"),
+        Some(now) => put
+            .condition_expression("attribute_not_exists(PK) OR #exp <= :now")
+            .expression_attribute_names("#exp", EXPIRES_AT)
+            .expression_attribute_values(":now", AttributeValue::N(now.to_string())),
+    };
+    match put.send().await {
         Ok(_) => Ok(true),
         Err(e) => match e.as_service_error() {
             Some(PutItemError::ConditionalCheckFailedException(c)) => Ok(c.item() == Some(&item)),
