@@ -305,3 +305,63 @@ async fn at_the_maximum_custom_rate_no_counter_item_takes_more_than_its_share_an
         assert!(n <= REQUESTS_PER_SHARD + 1, "{item:?}");
     }
 }
+
+#[tokio::test]
+async fn an_export_is_charged_to_the_exported_tenant_not_to_the_operator() {
+    // GIVEN a tenant of 20 capacity units a second with 40 products of 24 KB (an export of them reads
+    // about 120 units: six seconds of its quota), and containers A (the operator's) and B (the
+    // tenant's), on a second after the seeding's windows are forgotten
+    let seed = Harness::new().await;
+    let t = seeded_then_limited(&seed, "exported", 1, 40, 24, 20).await;
+    let (a, b) = containers(&seed).await;
+    let s = a.app.clock.now_seconds() + 120;
+    at_second(&[&a, &b], s);
+    assert_eq!(get(&b, &t, "p-00").await.status, 200);
+    // WHEN an operator exports it, page by page, through A
+    let operator = Auth::Operator("platform".into());
+    let mut cursor: Option<String> = None;
+    let mut lines = 0;
+    loop {
+        let mut query = vec![("limit", "1000")];
+        if let Some(c) = &cursor {
+            query.push(("cursor", c));
+        }
+        let r = call(
+            &a.app,
+            "export-tenant",
+            &params(&[("tenantId", &t)]),
+            &query,
+            None,
+            &operator,
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        lines += r.text.lines().count();
+        cursor = r
+            .link
+            .as_deref()
+            .and_then(|l| l.split("cursor=").nth(1))
+            .and_then(|c| c.split('>').next())
+            .map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert!(lines > 40, "{lines} lines");
+    // THEN the export's reads count in the tenant's usage, under export-tenant
+    let exported = integration::units_used(&seed, &[&a.app], &t, Some("export-tenant")).await;
+    assert!(exported >= 100.0, "the export read {exported} units");
+    // AND, from the next second, the tenant's own requests are refused on capacity units until the
+    // export is repaid. (B's own answer of the second before showed the tenant idle, so B writes
+    // the next second assuming no debt; the debt A ran up must reach it all the same.)
+    at_second(&[&a, &b], s + 1);
+    let _ = get(&b, &t, "p-00").await;
+    let refused = get(&b, &t, "p-00").await;
+    assert_eq!(refused.status, 429, "{}", refused.body["detail"]);
+    assert!(refused.body["detail"]
+        .as_str()
+        .unwrap()
+        .contains("capacity units"));
+    let wait: u64 = refused.retry_after.as_deref().unwrap().parse().unwrap();
+    assert!(wait >= 3, "{exported} units at 20 a second: told {wait} s");
+}

@@ -28,7 +28,6 @@ use shared::store::imports::{
 };
 use shared::store::layout::Put;
 use shared::store::meter::with_request_meta;
-use shared::store::usage::Pending;
 use shared::{ApiError, App};
 
 use crate::{
@@ -265,17 +264,7 @@ async fn write_metered(
     if let Err(e) = &result {
         tracing::warn!(tenant = %tenant, import_id = %body.import_id, index = item.index, error = %e, "an import item was not written");
     }
-    let (read_milli, write_milli) = meta.capacity_milli_units();
-    let used = Pending {
-        calls: 1,
-        read_milli,
-        write_milli,
-        throttles: u64::from(meta.throttles()),
-        ..Pending::default()
-    };
-    app.usage.add(tenant, BIN, used);
-    app.limiter
-        .charge(tenant, app.clock.now_seconds(), read_milli + write_milli);
+    app.bill(tenant, BIN, &meta);
     result
 }
 

@@ -6,6 +6,9 @@
 //!
 //! Operator only. Reads with credentials scoped to the tenant exported, through the same walk as
 //! offboarding (`shared::store::tenant_items`): the fixed partitions, the catalog, the record last.
+//! The exported tenant is billed for the page's reads: they count in its usage (`export-tenant`)
+//! and are charged to its capacity quota, as its own requests are. Its quota windows (the
+//! limiter's two-minute state) are not exported; its usage counters are, as they are when read.
 //! Not a snapshot: an item written during an export may or may not be in it. Refused (409) while
 //! the tenant is being re-sharded, and a cursor does not outlive a re-sharding (400). `pooltable
 //! import` loads the pages into a table.
@@ -20,11 +23,15 @@ use shared::identity::keys::{Key, PK, SK};
 use shared::service::http::{
     page_limit_up_to, path_tenant_id, query_param, MAX_PAGE_BYTES, MAX_SHARDED_LIMIT,
 };
+use shared::store::meter::with_request_meta;
 use shared::store::tenant_items::{self, item_to_json, Budget, Position, RecordInWalk};
 use shared::store::tenants::read_record;
 use shared::{ApiError, App};
 
 use crate::require_operator;
+
+/// The usage counters' name for the exported tenant's share of an export.
+pub const BIN: &str = "export-tenant";
 
 /// The route a cursor is bound to.
 pub const ROUTE: &str = "GET /tenants/{tenantId}/export";
@@ -57,12 +64,9 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     }
     // A position names a partition of one shard layout: a cursor does not outlive a re-sharding.
     let route = route_for(record.shard_count);
-    let sources = tenant_items::sources(
-        &tenant,
-        record.shard_count,
-        shared::store::limiter::walked_window_shards(&record.limits()),
-        RecordInWalk::Included,
-    );
+    // The quota windows are the limiter's state (each lives two minutes), not the tenant's data:
+    // not exported (0 window shards walked). Offboarding walks them.
+    let sources = tenant_items::sources(&tenant, record.shard_count, 0, RecordInWalk::Included);
     let after = query_param(&req, "cursor")
         .map(|raw| {
             let key = cursor::decode_bounded(
@@ -88,7 +92,15 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         bytes: MAX_PAGE_BYTES / 2,
         until: Some(Instant::now() + READ_TIME),
     };
-    let page = tenant_items::page(&db, &sources, after.as_ref(), budget).await?;
+    // The exported tenant pays for its export (usage and capacity quota), not the operator: the
+    // page's reads are metered apart from the request's own.
+    let (page, meta) =
+        with_request_meta(tenant_items::page(&db, &sources, after.as_ref(), budget)).await;
+    app.bill(&tenant, BIN, &meta);
+    if let Err(e) = app.count_quota(&tenant).await {
+        tracing::warn!(tenant = %tenant, error = %e, "the exported tenant's quota counter could not be written; its units stay pending");
+    }
+    let page = page?;
 
     let mut body = String::new();
     let mut next = page.next;

@@ -546,6 +546,23 @@ impl App {
         }
     }
 
+    /// Bills `tenant` for work done on its behalf outside its own requests (an import's writes, an
+    /// operator's export of it): one call of `route` with the capacity `meta` recorded, added to its
+    /// usage and charged to its capacity quota (counted with [`Self::count_quota`]).
+    pub fn bill(&self, tenant: &TenantId, route: &str, meta: &crate::store::meter::RequestMeta) {
+        let (read_milli, write_milli) = meta.capacity_milli_units();
+        let used = crate::store::usage::Pending {
+            calls: 1,
+            read_milli,
+            write_milli,
+            throttles: u64::from(meta.throttles()),
+            ..Default::default()
+        };
+        self.usage.add(tenant, route, used);
+        self.limiter
+            .charge(tenant, self.clock.now_seconds(), read_milli + write_milli);
+    }
+
     /// Writes the units `tenant` consumed outside a request (an import's writes) to its quota
     /// window now, and learns the window's totals and debt from the answer.
     pub async fn count_quota(&self, tenant: &TenantId) -> Result<(), ApiError> {

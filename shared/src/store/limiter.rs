@@ -22,7 +22,9 @@
 //! (one Query) and sets it `if_not_exists`; writes into a second end with the second, so every
 //! writer computes the same value. A container whose own answer of this second or the last showed
 //! the tenant under half its units and owing nothing sets 0 in its ADD instead, without reading
-//! back: a debt another container ran up within that second can then be missed for one second. A container that refuses on debt projects the repayment itself,
+//! back; so that this never loses a debt another container ran up meanwhile, a writer whose answer
+//! shows its window ending in debt sets that debt into the next second's item itself (the largest
+//! such value wins). A container that refuses on debt projects the repayment itself,
 //! so a tenant in debt is refused until the bucket holds something again, with `Retry-After`
 //! the whole seconds that takes, and is never told to come back sooner.
 //!
@@ -458,12 +460,22 @@ impl RateLimiter {
                 return Err(e);
             }
         };
+        let shard_capacity = capacity / i64::from(shards);
         if !answer.contains_key(CARRIED) {
-            let shard_capacity = capacity / i64::from(shards);
             let carried = carried_into(db, shard, now_second, shard_capacity).await?;
             answer = record_carried(db, shard, now_second, carried).await?;
         }
         self.learn(t, now_second, shards, &answer);
+        // A window this write left in debt carries it into the next second itself, so the next
+        // second's first writer cannot miss it, whatever it assumed (see `carry_forward`).
+        let owed = i64_attr(&answer, CARRIED).unwrap_or(0)
+            + i64_attr(&answer, "milliUnits").unwrap_or(0)
+            - shard_capacity;
+        if owed > 0 {
+            if let Err(e) = carry_forward(db, shard, now_second + 1, owed, shard_capacity).await {
+                tracing::warn!(tenant = %t, error = %e, "a capacity debt could not be carried forward; the next second's first writer reads it back unless it assumes none");
+            }
+        }
         Ok(())
     }
 
@@ -620,6 +632,54 @@ async fn carried_into(
     let owed = i64_attr(last, CARRIED).unwrap_or(0) + i64_attr(last, "milliUnits").unwrap_or(0);
     let repaid = shard_capacity_milli * (second - at) as i64;
     Ok((owed - repaid).clamp(0, shard_capacity_milli * MAX_DEBT_SECONDS as i64))
+}
+
+/// Sets the debt carried into `second` on `shard` to at least `owed_milli` (capped like
+/// [`carried_into`]). Written by a writer of the second before that saw the window end in debt: a
+/// later writer of it sees more units, so the largest value wins. Without it, a container whose
+/// fresh, light knowledge let it assume no debt (its ADD sets 0 `if_not_exists`) would write 0
+/// into the next second first, and the debt another container ran up would be lost.
+async fn carry_forward(
+    db: &TenantDb,
+    shard: u32,
+    second: u64,
+    owed_milli: i64,
+    shard_capacity_milli: i64,
+) -> Result<(), StoreError> {
+    use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+    let t = &db.tenant;
+    let owed = owed_milli.min(shard_capacity_milli * MAX_DEBT_SECONDS as i64);
+    let out = db
+        .client
+        .update_item()
+        .table_name(&*db.table)
+        .key(PK, AttributeValue::S(window_pk(t, shard)))
+        .key(SK, AttributeValue::S(window_sk(t, second, shard)))
+        .update_expression("SET #carried = :owed, #exp = if_not_exists(#exp, :exp)")
+        .condition_expression("attribute_not_exists(#carried) OR #carried < :owed")
+        .expression_attribute_names("#carried", CARRIED)
+        .expression_attribute_names("#exp", EXPIRES_AT)
+        .expression_attribute_values(":owed", AttributeValue::N(owed.to_string()))
+        .expression_attribute_values(
+            ":exp",
+            AttributeValue::N((second + WINDOW_TTL_SECONDS).to_string()),
+        )
+        .customize()
+        .config_override(crate::store::usage::meter_config())
+        .send()
+        .await;
+    match out {
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.as_service_error(),
+                Some(UpdateItemError::ConditionalCheckFailedException(_))
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
 }
 
 /// Sets the debt carried into `second` on `shard` unless a writer already did; answers the item.
