@@ -8,6 +8,7 @@
 #   BENCH_ONLY=cache ./scripts/bench.sh      # figure 10 (read caching) alone
 #   BENCH_ONLY=queue ./scripts/bench.sh      # figure 11 (the import queue) alone
 #   BENCH_ONLY=attack ./scripts/bench.sh     # figure 12 (neighbours under a capacity attack) alone
+#   BENCH_ONLY=latency ./scripts/bench.sh    # figures 1-5 (floors, warm handlers, quotas, cold start) alone
 #   BENCH_ATTACK_SECONDS=60                  # figure 12's attack length
 #   BENCH_PACE=2 ./scripts/bench.sh        # figure 3 sends twice as fast (two loops at once), as a machine
 #                                          # twice as fast would: every bench tenant has the maximum custom

@@ -357,10 +357,15 @@ async fn main() {
         "figures marked [latency model] run through it; BENCH_PROXY_DELAY_MS",
     );
     // BENCH_ONLY=cache, =queue or =attack runs figure 10, 11 or 12 alone (none needs another's
-    // fixture).
+    // fixture); BENCH_ONLY=latency runs figures 1-5, plain and through the latency model.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     if only.is_empty() {
         all_but_cache(&h, &sdk, &plain, &through_proxy, iterations, &mut report).await;
+    }
+    if only == "latency" {
+        let fixture = fixture(&h, &sdk).await;
+        latency_figures(&h, &plain, &fixture, iterations, &mut report).await;
+        latency_figures(&h, &through_proxy, &fixture, iterations, &mut report).await;
     }
     if only.is_empty() || only == "cache" {
         cache_figure(&h, &through_proxy, &mut report).await;
