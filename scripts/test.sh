@@ -23,9 +23,10 @@ ensure_checkov
 step() { log "== $1"; shift; "$@"; }
 
 step "cargo fmt --check" cargo fmt --all --check
-# The template in both deployment modes: as written (TenantIsolation=pooled), and with the tenant
-# isolation mode as its default, so that checkov, which resolves conditions from the defaults, also
-# sees the resources only that mode creates (the REST API and its invoke permissions).
+# The template in both deployment modes: as written (TenantIsolation=pooled, Alarms=disabled), and
+# with the tenant isolation mode and the alarms as its defaults, so that checkov, which resolves
+# conditions from the defaults, also sees the resources only those create (the REST API and its
+# invoke permissions; the alarms, their topic and the dashboard).
 mkdir -p target/lint
 python3 - template.yaml target/lint/template-per-tenant.yaml <<'PY'
 import sys
@@ -34,6 +35,8 @@ for old, new in [
     ("    AllowedValues: [pooled, per-tenant]\n    Default: pooled", "    AllowedValues: [pooled, per-tenant]\n    Default: per-tenant"),
     ('  CognitoUserPoolArn:\n    Type: String\n    Default: ""',
      '  CognitoUserPoolArn:\n    Type: String\n    Default: "arn:aws:cognito-idp:us-east-1:123456789012:userpool/us-east-1_EXAMPLE"'),
+    ("    AllowedValues: [enabled, disabled]\n    Default: disabled", "    AllowedValues: [enabled, disabled]\n    Default: enabled"),
+    ('  AlarmEmail:\n    Type: String\n    Default: ""', '  AlarmEmail:\n    Type: String\n    Default: "ops@example.com"'),
 ]:
     assert text.count(old) == 1, f"template.yaml no longer holds {old!r}"
     text = text.replace(old, new)

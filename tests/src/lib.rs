@@ -577,7 +577,9 @@ impl Harness {
         .with_interceptor(SharedInterceptor::new(CountingInterceptor(
             requests.clone(),
         )));
-        let app = App::with_clients(settings, tenants, clock.clone());
+        // Metrics lines are kept in memory, where `tests/tests/metrics.rs` reads them.
+        let app = App::with_clients(settings, tenants, clock.clone())
+            .with_metrics(shared::service::metrics::MetricsSink::memory());
         Self {
             app,
             clock,

@@ -231,6 +231,7 @@ async fn unsealed(
                 import_id = %body.import_id,
                 "dropped an import message whose tenant's key is gone"
             );
+            dropped(app, &tenant, "keyDestroyed");
             Accepted::Dropped
         }
         Err(e) => {
@@ -289,6 +290,10 @@ async fn accepted(app: &App, keys: &mut SealingKeys, message: &SqsMessage) -> Ac
             message_id,
             "an import message whose signature does not verify (forged, or a key this consumer does not know yet): not written, delivered again"
         );
+        app.emit_event(
+            &[("ForgedImportMessages", 1.0)],
+            &[("messageId", message_id)],
+        );
         return Accepted::Again;
     };
     let Ok(body) = serde_json::from_str::<ImportMessage>(raw) else {
@@ -304,6 +309,7 @@ async fn accepted(app: &App, keys: &mut SealingKeys, message: &SqsMessage) -> Ac
             import_id = %body.import_id,
             "dropped an import message older than its markers (a replay)"
         );
+        dropped(app, &tenant, "expired");
         return Accepted::Dropped;
     }
     // The message names the tenant record it was sent for (its createdAt). A cached record (or
@@ -325,6 +331,7 @@ async fn accepted(app: &App, keys: &mut SealingKeys, message: &SqsMessage) -> Ac
                 import_id = %body.import_id,
                 "dropped an import message sent before the tenant was offboarded"
             );
+            dropped(app, &tenant, "formerTenant");
             Accepted::Dropped
         }
         Err(e) => {
@@ -332,6 +339,14 @@ async fn accepted(app: &App, keys: &mut SealingKeys, message: &SqsMessage) -> Ac
             Accepted::Again
         }
     }
+}
+
+/// Counts a signed message dropped for good, by `reason` (the `DroppedImportMessages` metric).
+fn dropped(app: &App, tenant: &TenantId, reason: &str) {
+    app.emit_event(
+        &[("DroppedImportMessages", 1.0)],
+        &[("tenantId", tenant.as_str()), ("reason", reason)],
+    );
 }
 
 /// The message's tenant and body, when its signature verifies.

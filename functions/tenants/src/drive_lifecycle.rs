@@ -43,6 +43,7 @@ const IMPORTS_PER_SHARD: i32 = 25;
 pub async fn drive(app: &App) -> Result<Driven, ApiError> {
     let platform_db = app.db_for_operator(&TenantId::platform()).await?;
     let listed = driving::listed(&platform_db).await?;
+    let listed_at: Vec<u64> = listed.iter().map(|(_, at)| *at).collect();
     let deadline = Instant::now() + RUN_BUDGET;
     let mut driven = Driven {
         listed: listed.len(),
@@ -77,6 +78,24 @@ pub async fn drive(app: &App) -> Result<Driven, ApiError> {
         }
     }
     close_due_imports(app, &platform_db, deadline, &mut driven).await?;
+    // How long the oldest listed operation has run: an alarm fires when one is stuck.
+    let now_ms = app.clock.now_millis();
+    let oldest_seconds = listed_at
+        .iter()
+        .map(|at| now_ms.saturating_sub(*at) / 1000)
+        .max()
+        .unwrap_or(0);
+    app.emit_event(
+        &[
+            ("LifecycleListed", driven.listed as f64),
+            ("LifecycleFinished", driven.finished as f64),
+            ("LifecyclePending", driven.pending as f64),
+            ("LifecycleOldestListedSeconds", oldest_seconds as f64),
+            ("ImportsClosed", driven.imports_closed as f64),
+            ("ImportsDue", driven.imports_due as f64),
+        ],
+        &[],
+    );
     tracing::info!(
         listed = driven.listed,
         finished = driven.finished,

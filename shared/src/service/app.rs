@@ -22,6 +22,7 @@ use crate::isolation::claims::{caller, check_execution_tenant, AuthMode, Caller,
 use crate::isolation::credentials::CredentialSettings;
 use crate::isolation::policy::{PolicyError, TableLocation};
 use crate::service::error::ApiError;
+use crate::service::metrics::MetricsSink;
 use crate::store::limiter::{Admission, Charge, RateLimiter};
 use crate::store::meter::note_tenant;
 use crate::store::read_cache::ReadCache;
@@ -306,6 +307,8 @@ pub struct App {
     /// Single-item reads, when `READ_CACHE_MS` turns the cache on.
     pub read_cache: ReadCache,
     pub clock: Arc<dyn Clock>,
+    /// Where this container's EMF metrics lines go (stdout in Lambda).
+    pub metrics: MetricsSink,
     /// The `createdAt` of each tenant record this container counted for.
     incarnations: Incarnations,
 }
@@ -379,7 +382,34 @@ impl App {
             usage: UsageMeter::default(),
             read_cache,
             clock,
+            metrics: MetricsSink::from_env(),
             incarnations: Incarnations::default(),
+        }
+    }
+
+    /// This `App` with its metrics lines sent to `sink` (tests keep them in memory).
+    pub fn with_metrics(self, sink: MetricsSink) -> Self {
+        Self {
+            metrics: sink,
+            ..self
+        }
+    }
+
+    /// Emits an EMF line of `values` (counts) outside a request, with `properties`.
+    pub fn emit_event(&self, values: &[(&str, f64)], properties: &[(&str, &str)]) {
+        self.metrics.emit(crate::service::metrics::event_line(
+            &self.metrics.service,
+            self.clock.now_millis(),
+            values,
+            properties,
+        ));
+    }
+
+    /// The name of `tenant`'s tier from the cached record (`none` without one).
+    pub async fn tier_name(&self, tenant: &TenantId) -> &'static str {
+        match self.directory.record(tenant).await {
+            Ok(Some(record)) => record.tier.as_str(),
+            _ => "none",
         }
     }
 

@@ -6,5 +6,6 @@ pub mod app;
 pub mod error;
 pub mod http;
 pub mod idempotent;
+pub mod metrics;
 pub mod runtime;
 pub mod sharded;

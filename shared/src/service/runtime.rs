@@ -12,6 +12,7 @@ use crate::identity::ids::TenantId;
 use crate::service::app::App;
 use crate::service::error::ApiError;
 use crate::service::http::{requested_limit, MAX_SHARDED_LIMIT};
+use crate::service::metrics::{self, Refusal};
 use crate::store::limiter::{Admission, Charge, Exceeded};
 use crate::store::meter::{self, PageBudget, RequestMeta};
 use crate::store::usage;
@@ -81,7 +82,9 @@ pub async fn respond_metered(
     route: String,
     handler: impl Future<Output = Result<Response<Body>, ApiError>>,
 ) -> Response<Body> {
-    respond_counted(meter, None, request_id, route, handler).await
+    respond_counted(meter, None, request_id, route, handler)
+        .await
+        .0
 }
 
 /// [`respond_metered`]; with the `admitted` charge of its quota decision, the call is also counted
@@ -92,7 +95,7 @@ async fn respond_counted(
     request_id: String,
     route: String,
     handler: impl Future<Output = Result<Response<Body>, ApiError>>,
-) -> Response<Body> {
+) -> (Response<Body>, Arc<RequestMeta>) {
     let started = Instant::now();
     let quota = admitted.is_some();
     let (meta, verified_tenant) = RequestMeta::with_tenant_listener();
@@ -157,7 +160,7 @@ async fn respond_counted(
         throttles = meta.throttles(),
         "request"
     );
-    response
+    (response, meta)
 }
 
 /// Counts one call of `tenant` on `bin` and, when its counts are due (every 100 ms per container, or
@@ -185,7 +188,7 @@ async fn count_call(app: &App, tenant: &TenantId, bin: &str, quota: bool) -> Res
             return Ok(());
         };
         app.limiter.count(&db, &limits, now).await.map_err(|e| {
-            tracing::warn!(error = %e, "the quota counter could not be written: deciding alone on a share (fail open)");
+            failed_open(app, tenant, &e);
             ApiError::from(e)
         })
     };
@@ -212,10 +215,18 @@ async fn count_debt(app: &App, tenant: &TenantId) {
     match counted.await {
         Ok(()) => {}
         Err(ApiError::Forbidden(_)) => app.forget_counts(tenant),
-        Err(e) => {
-            tracing::warn!(error = %e, "the quota counter could not be written: deciding alone on a share (fail open)")
-        }
+        Err(e) => failed_open(app, tenant, &e),
     }
+}
+
+/// The quota counter could not be written: the container decides alone on its share. Logged, and
+/// counted in the `LimiterFailOpen` metric (an alarm watches it).
+fn failed_open(app: &App, tenant: &TenantId, error: &dyn std::fmt::Display) {
+    tracing::warn!(error = %error, "the quota counter could not be written: deciding alone on a share (fail open)");
+    app.emit_event(
+        &[("LimiterFailOpen", 1.0)],
+        &[("tenantId", tenant.as_str())],
+    );
 }
 
 /// Serves one request: the tier quota is decided first, before the handler runs; an admitted
@@ -233,10 +244,53 @@ where
     F: FnOnce(Request) -> Fut,
     Fut: Future<Output = Result<Response<Body>, ApiError>>,
 {
+    let started = Instant::now();
+    let id = request_id.clone();
+    let (response, meta, refusal) = admitted(app, bin, request_id, req, handler).await;
+    let tier = match meta.tenant().map(TenantId::parse) {
+        Some(Ok(tenant)) => app.tier_name(&tenant).await,
+        _ => "none",
+    };
+    let (read, write) = meta.capacity_milli_units();
+    let line = metrics::request_line(
+        &metrics::RequestMetrics {
+            route: bin,
+            tier,
+            status: response.status().as_u16(),
+            latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+            read_units: read as f64 / 1000.0,
+            write_units: write as f64 / 1000.0,
+            throttles: meta.throttles(),
+            refusal,
+            tenant: meta.tenant(),
+            request_id: &id,
+        },
+        &app.metrics.service,
+        app.clock.now_millis(),
+    );
+    app.metrics.emit(line);
+    response
+}
+
+/// [`respond_admitted`] without its metrics line: the response, what the request consumed, and
+/// which quota refused it, if one did.
+async fn admitted<F, Fut>(
+    app: &App,
+    bin: &str,
+    request_id: String,
+    req: Request,
+    handler: F,
+) -> (Response<Body>, Arc<RequestMeta>, Option<Refusal>)
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Result<Response<Body>, ApiError>>,
+{
     // The route template (e.g. `GET /sessions/{sessionId}`), not the raw path, which holds ids.
     let route = route_key(&req);
     let Some(who) = app.verified_caller(&req) else {
-        return respond_metered(Some((app, bin)), request_id, route, handler(req)).await;
+        let (response, meta) =
+            respond_counted(Some((app, bin)), None, request_id, route, handler(req)).await;
+        return (response, meta, None);
     };
     let tenant = who.tenant.clone();
     // A tenant without a record, suspended or being offboarded is refused before anything else (its
@@ -246,7 +300,8 @@ where
             meter::note_tenant(&tenant);
             Err(refusal)
         };
-        return respond_metered(None, request_id, route, refusal).await;
+        let (response, meta) = respond_counted(None, None, request_id, route, refusal).await;
+        return (response, meta, None);
     }
     // The estimate is the route's last cost: per item times the page asked for, or per request.
     let limit = requested_limit(&req, MAX_SHARDED_LIMIT).unwrap_or(1);
@@ -265,8 +320,9 @@ where
                 }
                 handler(req).await
             };
-            return respond_counted(Some((app, bin)), Some(charge), request_id, route, handler)
-                .await;
+            let (response, meta) =
+                respond_counted(Some((app, bin)), Some(charge), request_id, route, handler).await;
+            return (response, meta, None);
         }
         Admission::Limited {
             exceeded,
@@ -291,7 +347,12 @@ where
             retry_after_seconds,
         })
     };
-    respond_metered(None, request_id, route, refusal).await
+    let (response, meta) = respond_counted(None, None, request_id, route, refusal).await;
+    let refused = match exceeded {
+        Exceeded::Requests => Refusal::Requests,
+        Exceeded::CapacityUnits => Refusal::CapacityUnits,
+    };
+    (response, meta, Some(refused))
 }
 
 /// Serves `handler` until the runtime stops. Each request is logged once with its status and latency.

@@ -65,6 +65,16 @@ pub const MAX_REQUESTS_PER_SECOND: u32 = 100_000;
 pub const MAX_CAPACITY_UNITS_PER_SECOND: u32 = 1_000_000;
 
 impl Tier {
+    /// Its name as the API and the metrics spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Basic => "basic",
+            Tier::Standard => "standard",
+            Tier::Premium => "premium",
+            Tier::Custom => "custom",
+        }
+    }
+
     /// The tier's own limits; `None` for [`Tier::Custom`], whose limits live in the record.
     pub fn limits(self) -> Option<Limits> {
         let (requests_per_second, capacity_units_per_second) = match self {

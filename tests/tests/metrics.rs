@@ -1,0 +1,180 @@
+//! CloudWatch metrics in the Embedded Metric Format: every request served through the runtime
+//! writes one line, checked here against the EMF specification
+//! (<https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html>)
+//! and for its dimensions and values on a read, a write, a 429 and a throttled request.
+
+use integration::routes::{call_admitted, params};
+use integration::{onboard, onboard_custom, unique, Auth, Harness};
+use serde_json::{json, Value};
+
+/// The units the specification allows.
+const UNITS: &[&str] = &[
+    "Seconds",
+    "Microseconds",
+    "Milliseconds",
+    "Bytes",
+    "Kilobytes",
+    "Megabytes",
+    "Gigabytes",
+    "Terabytes",
+    "Bits",
+    "Kilobits",
+    "Megabits",
+    "Gigabits",
+    "Terabits",
+    "Percent",
+    "Count",
+    "Bytes/Second",
+    "Kilobytes/Second",
+    "Megabytes/Second",
+    "Gigabytes/Second",
+    "Terabytes/Second",
+    "Bits/Second",
+    "Kilobits/Second",
+    "Megabits/Second",
+    "Gigabits/Second",
+    "Terabits/Second",
+    "Count/Second",
+    "None",
+];
+
+/// Panics unless `line` is a valid EMF document: the `_aws` metadata (an integer millisecond
+/// `Timestamp` and 1+ `CloudWatchMetrics` directives, each with a `Namespace` of 1-255 characters,
+/// `Dimensions` as arrays of at most 30 keys, and at most 100 `Metrics` with a `Name` of 1-255
+/// characters and an allowed `Unit`), every dimension key a top-level string member, and every
+/// metric a top-level number (or array of at most 100 numbers).
+fn assert_emf(line: &Value) {
+    let aws = &line["_aws"];
+    assert!(aws["Timestamp"].is_u64(), "Timestamp: {line}");
+    let directives = aws["CloudWatchMetrics"]
+        .as_array()
+        .expect("CloudWatchMetrics");
+    assert!(!directives.is_empty());
+    for d in directives {
+        let namespace = d["Namespace"].as_str().expect("Namespace");
+        assert!((1..=255).contains(&namespace.len()) && !namespace.trim().is_empty());
+        for set in d["Dimensions"].as_array().expect("Dimensions") {
+            let keys = set.as_array().expect("a dimension set is an array");
+            assert!(keys.len() <= 30);
+            for key in keys {
+                let key = key.as_str().expect("a dimension key is a string");
+                assert!(
+                    line[key]
+                        .as_str()
+                        .is_some_and(|v| !v.is_empty() && v.len() <= 1024),
+                    "dimension {key} is not a string member: {line}"
+                );
+            }
+        }
+        let metrics = d["Metrics"].as_array().expect("Metrics");
+        assert!(metrics.len() <= 100);
+        for m in metrics {
+            let name = m["Name"].as_str().expect("Name");
+            assert!((1..=255).contains(&name.len()));
+            if let Some(unit) = m.get("Unit") {
+                assert!(UNITS.contains(&unit.as_str().unwrap()), "unit {unit}");
+            }
+            let value = &line[name];
+            let numeric = value.is_number()
+                || value
+                    .as_array()
+                    .is_some_and(|a| a.len() <= 100 && a.iter().all(Value::is_number));
+            assert!(numeric, "metric {name} has no numeric value: {line}");
+        }
+    }
+}
+
+/// The lines `h`'s container wrote for route `route`, in order.
+fn lines_of(h: &Harness, route: &str) -> Vec<Value> {
+    let lines = h.app.metrics.lines();
+    lines.iter().for_each(assert_emf);
+    lines.into_iter().filter(|l| l["route"] == route).collect()
+}
+
+#[tokio::test]
+async fn every_request_writes_one_emf_line_with_bounded_dimensions_and_its_values() {
+    // GIVEN a standard tenant
+    let h = Harness::new().await;
+    let t = unique("emf");
+    onboard(&h, &t, 4).await;
+    let auth = Auth::Tenant(t.clone());
+    let at = params(&[("productId", "p-1")]);
+    // WHEN it writes a product, then reads it
+    let put = call_admitted(&h.app, "put-product", &at, Some(json!({"n": 1})), &auth).await;
+    assert_eq!(put.status, 201);
+    let got = call_admitted(&h.app, "get-product", &at, None, &auth).await;
+    assert_eq!(got.status, 200);
+
+    // THEN each wrote one line, published under `service` and under route, tier and status class,
+    // with the tenant as a property only
+    let write = &lines_of(&h, "put-product")[0];
+    let directive = &write["_aws"]["CloudWatchMetrics"][0];
+    assert_eq!(directive["Namespace"], "pooltable");
+    assert_eq!(
+        directive["Dimensions"],
+        json!([["service"], ["service", "route", "tier", "statusClass"]])
+    );
+    assert_eq!(
+        (&write["service"], &write["tier"], &write["statusClass"]),
+        (&json!("pooltable"), &json!("standard"), &json!("2xx"))
+    );
+    assert_eq!(write["tenantId"], t.as_str());
+    assert_eq!(write["Requests"], 1.0);
+    assert!(
+        write["WriteCapacityUnits"].as_f64().unwrap() >= 1.0,
+        "{write}"
+    );
+    assert_eq!(write["ServerErrors"], 0.0);
+    let read = &lines_of(&h, "get-product")[0];
+    assert!(read["ReadCapacityUnits"].as_f64().unwrap() > 0.0, "{read}");
+    assert_eq!(read["WriteCapacityUnits"], 0.0);
+    assert!(read["Latency"].as_f64().unwrap() > 0.0);
+    for line in [write, read] {
+        let dimensions: Vec<&str> = directive["Dimensions"][1]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_str().unwrap())
+            .collect();
+        assert!(!dimensions.contains(&"tenantId"), "{line}");
+    }
+}
+
+#[tokio::test]
+async fn a_429_and_a_throttled_request_are_counted_by_reason() {
+    // GIVEN a tenant of one request a second
+    let h = Harness::new().await;
+    let t = unique("emf429");
+    onboard_custom(&h, &t, 1, 1, 1_000).await;
+    let auth = Auth::Tenant(t.clone());
+    let at = params(&[("productId", "p-1")]);
+    // WHEN it sends two reads in one second, the second refused on the request rate
+    let first = call_admitted(&h.app, "get-product", &at, None, &auth).await;
+    assert_eq!(first.status, 404);
+    let refused = call_admitted(&h.app, "get-product", &at, None, &auth).await;
+    assert_eq!(refused.status, 429);
+    // THEN its line counts a 4xx and a refusal on requests, and nothing read
+    let lines = lines_of(&h, "get-product");
+    let line = &lines[1];
+    assert_eq!(line["statusClass"], "4xx");
+    assert_eq!(line["ClientErrors"], 1.0);
+    assert_eq!(line["LimitedOnRequests"], 1.0);
+    assert_eq!(line["LimitedOnCapacity"], 0.0);
+    assert_eq!(line["ReadCapacityUnits"], 0.0);
+
+    // GIVEN a tenant whose product read DynamoDB throttles once (the SDK retries it)
+    // (its record read and cached first, so that the refused GetItem is the product's)
+    let u = unique("emfthrottle");
+    onboard(&h, &u, 4).await;
+    h.clock.advance_seconds(1);
+    let warm = call_admitted(&h.app, "get-product", &at, None, &Auth::Tenant(u.clone())).await;
+    assert_eq!(warm.status, 404);
+    h.faults.refuse_once_with_throttling("GetItem");
+    // WHEN it reads
+    let r = call_admitted(&h.app, "get-product", &at, None, &Auth::Tenant(u.clone())).await;
+    // THEN the line counts the throttle
+    let lines = lines_of(&h, "get-product");
+    let line = lines.iter().rfind(|l| l["tenantId"] == u.as_str()).unwrap();
+    assert_eq!(line["status"], r.status);
+    assert!(line["Throttles"].as_f64().unwrap() >= 1.0, "{line}");
+}
