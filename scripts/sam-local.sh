@@ -343,9 +343,9 @@ path, table, dev_auth, ddb, sts, sqs, queue = sys.argv[1:]
 json.dump({"Parameters": {
     "TABLE_NAME": table,
     "TENANT_ROLE_ARN": "arn:aws:iam::123456789012:role/pooltable-local-tenant-access",
-    "CURSOR_SIGNING_KEY": os.environ["CURSOR_SIGNING_KEY"],
-    "CURSOR_SIGNING_KEY_PREVIOUS": "",
-    "CURSOR_SIGNING_KEY_NEXT": "",
+    # The stack's secret on moto's Secrets Manager (scripts/stack.sh), read through the bridge.
+    "SIGNING_KEYS_SECRET_ARN": os.environ["SIGNING_KEYS_SECRET_ARN"],
+    "AWS_ENDPOINT_URL_SECRETS_MANAGER": sts,
     "SESSION_TTL_SECONDS": "3600",
     "TENANT_CREDENTIALS_SECONDS": "3600",
     "AWS_ENDPOINT_URL_DYNAMODB": ddb,
@@ -357,7 +357,7 @@ json.dump({"Parameters": {
 }}, open(path, "w"), indent=2)
 PY
   SAM_ARGS=(--skip-pull-image --env-vars "$1" --region us-east-1 --docker-network "$NETWORK"
-    --parameter-overrides "Stage=local LocalDynamoDbEndpoint=$ddb LocalStsEndpoint=$sts LocalSqsEndpoint=$sqs")
+    --parameter-overrides "Stage=local LocalDynamoDbEndpoint=$ddb LocalStsEndpoint=$sts LocalSqsEndpoint=$sqs LocalSecretsManagerEndpoint=$sts")
 }
 
 invoke_all() {

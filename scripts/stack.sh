@@ -53,12 +53,30 @@ start_stack() {
   # moto serves SQS on the same port: the import queue.
   export AWS_ENDPOINT_URL_SQS="http://127.0.0.1:$sts_port"
   unset AWS_PROFILE AWS_SESSION_TOKEN
-  # Pagination cursors are signed (HMAC-SHA-256); a local run generates its own key. In AWS the key
-  # is the template's NoEcho parameter CursorSigningKey, never in the repo.
+  # ... and Secrets Manager: the signing keys.
+  export AWS_ENDPOINT_URL_SECRETS_MANAGER="http://127.0.0.1:$sts_port"
+  # Pagination cursors and import messages are signed (HMAC-SHA-256); a local run generates its own
+  # key. Functions read it from a secret on moto's Secrets Manager (SIGNING_KEYS_SECRET_ARN), as in
+  # AWS, where the template's secret holds it; scripts that sign test events read
+  # CURSOR_SIGNING_KEY, which holds the same key.
   CURSOR_SIGNING_KEY="${CURSOR_SIGNING_KEY:-$(python3 -c 'import secrets; print(secrets.token_hex(32))')}"
   export CURSOR_SIGNING_KEY
 
   wait_for "moto STS" "$AWS_ENDPOINT_URL_STS/moto-api/" 30
   wait_for "DynamoDB Local" "$AWS_ENDPOINT_URL_DYNAMODB" 60
-  log "DynamoDB Local on $AWS_ENDPOINT_URL_DYNAMODB, moto STS and SQS on $AWS_ENDPOINT_URL_STS"
+  SIGNING_KEYS_SECRET_ARN=$(signing_keys_secret "pooltable-local-signing-keys-$$")
+  export SIGNING_KEYS_SECRET_ARN
+  log "DynamoDB Local on $AWS_ENDPOINT_URL_DYNAMODB, moto STS, SQS and Secrets Manager on $AWS_ENDPOINT_URL_STS"
+}
+
+# Creates the signing keys' secret NAME on the local Secrets Manager (moto), holding this run's
+# CURSOR_SIGNING_KEY as the current key, and prints its ARN.
+signing_keys_secret() {
+  "$TOOLS/venv/bin/python" - "$1" <<'PY'
+import json, os, sys
+import boto3
+client = boto3.client("secretsmanager", endpoint_url=os.environ["AWS_ENDPOINT_URL_SECRETS_MANAGER"])
+keys = {"current": os.environ["CURSOR_SIGNING_KEY"], "previous": "", "next": ""}
+print(client.create_secret(Name=sys.argv[1], SecretString=json.dumps(keys))["ARN"])
+PY
 }

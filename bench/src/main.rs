@@ -106,13 +106,15 @@ fn production_app_with_budget(
         credentials_seconds: 900,
         auth: AuthMode::Authorizer,
         // The benchmark signs cursors like production, with the key the local stack generated.
-        cursor_keys: shared::identity::cursor::CursorKeys::new(
-            std::env::var("CURSOR_SIGNING_KEY")
-                .expect("CURSOR_SIGNING_KEY: run the benchmark through scripts/bench.sh")
-                .as_bytes(),
-            None,
-        )
-        .expect("a 32-byte key"),
+        signing: shared::service::app::KeySource::Fixed(
+            shared::identity::cursor::CursorKeys::new(
+                std::env::var("CURSOR_SIGNING_KEY")
+                    .expect("CURSOR_SIGNING_KEY: run the benchmark through scripts/bench.sh")
+                    .as_bytes(),
+                None,
+            )
+            .expect("a 32-byte key"),
+        ),
         max_in_flight,
         read_cache_ms: 0,
     };
@@ -1179,7 +1181,7 @@ async fn walk_and_page_costs(h: &Harness, target: &Target, fx: &Fixture, report:
             let db = app.db(&tid).await.unwrap();
             let mut listing = products::query_tenant_products::LIST.over(&tid, shards);
             listing.route = format!("{}?order=unordered", listing.route);
-            let keys = &app.settings.cursor_keys;
+            let keys = &*app.cursor_keys().unwrap();
             let mut times = Vec::new();
             let (mut queries, mut rcu) = (0u32, 0.0f64);
             for run in 0..4 {

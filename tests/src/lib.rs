@@ -544,7 +544,7 @@ impl Harness {
             session_ttl_seconds,
             credentials_seconds: 900,
             auth: AuthMode::Authorizer,
-            cursor_keys: test_cursor_keys(),
+            signing: shared::service::app::KeySource::Fixed(test_cursor_keys()),
             max_in_flight: shared::store::scoped::DEFAULT_MAX_IN_FLIGHT,
             read_cache_ms: 0,
         };
@@ -590,6 +590,14 @@ impl Harness {
             admin: admin.clone(),
             table: table.to_owned(),
             sts_endpoint: sts_endpoint.to_owned(),
+        }
+    }
+
+    /// This container with its signing keys from `signing` (a secret on moto, in the key tests).
+    pub fn with_signing(self, signing: shared::service::signing::SigningKeys) -> Self {
+        Self {
+            app: self.app.with_signing(signing),
+            ..self
         }
     }
 

@@ -100,6 +100,11 @@ fn a_deployed_stack_carries_no_local_endpoint() {
             "LocalStsEndpoint",
             "HasLocalStsEndpoint",
         ),
+        (
+            "AWS_ENDPOINT_URL_SECRETS_MANAGER",
+            "LocalSecretsManagerEndpoint",
+            "HasLocalSecretsManagerEndpoint",
+        ),
     ] {
         assert_eq!(raw.matches(var).count(), 1, "{var} is set once, in Globals");
         assert!(raw.contains(&format!(

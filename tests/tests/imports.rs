@@ -824,8 +824,8 @@ async fn a_key_rotation_in_either_order_of_functions_drops_no_message_and_writes
     let producer = |keys| {
         let h = &h;
         async move {
-            let mut p = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
-            p.app.settings.cursor_keys = keys;
+            let p = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+            p.app.signing.set(keys, 0);
             p
         }
     };

@@ -25,9 +25,10 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let department = path_entity_id(&req, "departmentId")?;
     let limit = page_limit(&req)?;
     let partition = department_members_pk(t, &department);
+    let keys = app.cursor_keys()?;
     let start = query_param(&req, "cursor")
         .map(|raw| {
-            cursor::decode(&app.settings.cursor_keys, t, ROUTE, &raw, |pk, sk| {
+            cursor::decode(&keys, t, ROUTE, &raw, |pk, sk| {
                 pk == partition && parse_entity_sk(t, kind::EMPLOYEE, sk).is_ok()
             })
         })
@@ -40,7 +41,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         .send()
         .await
         .map_err(ApiError::from_dynamodb)?;
-    let keys = &app.settings.cursor_keys;
+    let keys = &*keys;
     let next_cursor = out
         .last_evaluated_key
         .filter(|k| !k.is_empty())

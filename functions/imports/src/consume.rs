@@ -89,6 +89,9 @@ struct Verified<'a> {
 
 /// Handles one batch: the answer lists the messages to deliver again.
 pub async fn consume(app: &App, settings: ConsumerSettings, event: SqsEvent) -> SqsBatchResponse {
+    if let Err(e) = app.signing.refresh(app.clock.now_millis()).await {
+        tracing::error!(error = %e, "no signing keys: every message is delivered again");
+    }
     let mut sealing_keys = SealingKeys::new();
     let mut verified = Vec::new();
     let mut response = SqsBatchResponse::default();
@@ -361,7 +364,7 @@ fn signed<'a>(app: &App, message: &'a SqsMessage) -> Option<(TenantId, &'a str)>
     let tenant = TenantId::parse(attribute(TENANT_ATTRIBUTE)?).ok()?;
     let body = message.body.as_deref()?;
     verify(
-        &app.settings.cursor_keys,
+        &*app.cursor_keys().ok()?,
         &tenant,
         body,
         attribute(SIGNATURE_ATTRIBUTE)?,

@@ -295,7 +295,7 @@ async fn enqueue(
     sealing_key: &[u8],
     items: Vec<(u32, ProductItem)>,
 ) -> Result<(), ApiError> {
-    let keys = &app.settings.cursor_keys;
+    let keys = &*app.cursor_keys()?;
     let mut messages: Vec<(Vec<MessageItem>, usize)> = Vec::new();
     for (index, item) in items {
         let size = serde_json::to_vec(&item.document).map_or(0, |b| b.len()) + 200;

@@ -28,9 +28,10 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let parent = path_session_id(&req, "sessionId")?;
     let limit = page_limit(&req)?;
     let partition = session_pk(t, &parent);
+    let keys = app.cursor_keys()?;
     let start = query_param(&req, "cursor")
         .map(|raw| {
-            cursor::decode(&app.settings.cursor_keys, t, ROUTE, &raw, |pk, sk| {
+            cursor::decode(&keys, t, ROUTE, &raw, |pk, sk| {
                 pk == partition && parse_child_sk(t, sk).is_ok()
             })
         })
@@ -72,5 +73,5 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         }
         page.items.remove(0);
     }
-    session_page_response(&app.settings.cursor_keys, t, ROUTE, page)
+    session_page_response(&keys, t, ROUTE, page)
 }

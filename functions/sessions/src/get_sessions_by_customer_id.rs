@@ -20,9 +20,10 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let customer = path_entity_id(&req, "customerId")?;
     let limit = page_limit(&req)?;
     let partition = customer_sk(t, &customer);
+    let keys = app.cursor_keys()?;
     let start = query_param(&req, "cursor")
         .map(|raw| {
-            cursor::decode(&app.settings.cursor_keys, t, ROUTE, &raw, |pk, sk| {
+            cursor::decode(&keys, t, ROUTE, &raw, |pk, sk| {
                 sk == partition && parse_session_pk(t, pk).is_ok()
             })
         })
@@ -30,5 +31,5 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let db = app.db(t).await?;
     let query = customer_sessions_query(&db, t, &customer);
     let page = live_page(query, limit, start, app.clock.now_seconds()).await?;
-    session_page_response(&app.settings.cursor_keys, t, ROUTE, page)
+    session_page_response(&keys, t, ROUTE, page)
 }

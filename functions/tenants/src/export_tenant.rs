@@ -50,7 +50,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     require_operator(&caller)?;
     let tenant = path_tenant_id(&req)?;
     let limit = page_limit_up_to(&req, MAX_SHARDED_LIMIT)? as usize;
-    let keys = &app.settings.cursor_keys;
+    let keys = &*app.cursor_keys()?;
     let db = app.db_for_operator(&tenant).await?;
     let record = read_record(&db)
         .await?

@@ -59,7 +59,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let db = app.db(t).await?;
     let shards = app.directory.order_shards(&db).await?;
     let listing = listing(t, from, to, shards);
-    let keys = &app.settings.cursor_keys;
+    let keys = &*app.cursor_keys()?;
     let page = gather(
         &db,
         &listing,

@@ -23,6 +23,7 @@ use crate::isolation::credentials::CredentialSettings;
 use crate::isolation::policy::{PolicyError, TableLocation};
 use crate::service::error::ApiError;
 use crate::service::metrics::MetricsSink;
+use crate::service::signing::{SecretSource, SigningError, SigningKeys};
 use crate::store::limiter::{Admission, Charge, RateLimiter};
 use crate::store::meter::note_tenant;
 use crate::store::read_cache::ReadCache;
@@ -45,6 +46,8 @@ pub enum ConfigError {
     Policy(#[from] PolicyError),
     #[error("{DEV_AUTH_ENV} is set inside AWS Lambda: unsigned development tokens are never accepted in AWS")]
     DevAuthInAws,
+    #[error(transparent)]
+    Signing(#[from] SigningError),
 }
 
 impl std::fmt::Debug for ConfigError {
@@ -61,9 +64,11 @@ pub struct Settings {
     pub session_ttl_seconds: u64,
     pub credentials_seconds: i32,
     pub auth: AuthMode,
-    /// `CURSOR_SIGNING_KEY` (and, during a rotation, `CURSOR_SIGNING_KEY_NEXT` then
-    /// `CURSOR_SIGNING_KEY_PREVIOUS`: see [`CursorKeys`]): at least 32 bytes each.
-    pub cursor_keys: CursorKeys,
+    /// Where the cursor and import signing keys come from: the secret `SIGNING_KEYS_SECRET_ARN`
+    /// (read again every `SIGNING_KEYS_REFRESH_SECONDS`), else `CURSOR_SIGNING_KEY` (and, during a
+    /// rotation, `CURSOR_SIGNING_KEY_NEXT` then `CURSOR_SIGNING_KEY_PREVIOUS`), at least 32 bytes
+    /// each ([`crate::service::signing`]).
+    pub signing: KeySource,
     /// `DYNAMODB_MAX_IN_FLIGHT`, 1 to 64 (default 16): the fan-out budget of one API request.
     pub max_in_flight: usize,
     /// `READ_CACHE_MS`, 0 to 10,000 (default 0: off): how stale a cached single-item read may be
@@ -145,25 +150,30 @@ impl Settings {
         }
         let table_name = var("TABLE_NAME")?;
         let tenant_role_arn = var("TENANT_ROLE_ARN")?;
-        let previous = std::env::var("CURSOR_SIGNING_KEY_PREVIOUS")
-            .ok()
-            .filter(|v| !v.is_empty());
-        let cursor_keys = CursorKeys::new(
-            var("CURSOR_SIGNING_KEY")?.as_bytes(),
-            previous.as_deref().map(str::as_bytes),
-        )
-        .map_err(|e| ConfigError::Invalid("CURSOR_SIGNING_KEY", e.to_string()))?;
-        let cursor_keys = match std::env::var("CURSOR_SIGNING_KEY_NEXT")
+        let signing = match std::env::var("SIGNING_KEYS_SECRET_ARN")
             .ok()
             .filter(|v| !v.is_empty())
         {
-            Some(next) => cursor_keys
-                .with_next(next.as_bytes())
-                .map_err(|e| ConfigError::Invalid("CURSOR_SIGNING_KEY_NEXT", e.to_string()))?,
-            None => cursor_keys,
+            Some(id) => {
+                let refresh_seconds = var_or(
+                    "SIGNING_KEYS_REFRESH_SECONDS",
+                    crate::service::signing::DEFAULT_REFRESH_SECONDS,
+                )?;
+                if !(1..=3600).contains(&refresh_seconds) {
+                    return Err(ConfigError::Invalid(
+                        "SIGNING_KEYS_REFRESH_SECONDS",
+                        "must be 1 to 3600".into(),
+                    ));
+                }
+                KeySource::Secret(SecretSource {
+                    id,
+                    refresh_seconds,
+                })
+            }
+            None => KeySource::Fixed(keys_from_env()?),
         };
         Ok(Self {
-            cursor_keys,
+            signing,
             max_in_flight,
             read_cache_ms,
             table_name,
@@ -176,6 +186,32 @@ impl Settings {
                 AuthMode::Authorizer
             },
         })
+    }
+}
+
+/// Where a container's signing keys come from.
+#[derive(Debug, Clone)]
+pub enum KeySource {
+    /// Fixed keys (the environment's; tests').
+    Fixed(CursorKeys),
+    /// A Secrets Manager secret, read again when stale.
+    Secret(SecretSource),
+}
+
+/// `CURSOR_SIGNING_KEY`, with `CURSOR_SIGNING_KEY_PREVIOUS` and `CURSOR_SIGNING_KEY_NEXT` when set.
+fn keys_from_env() -> Result<CursorKeys, ConfigError> {
+    let optional = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+    let previous = optional("CURSOR_SIGNING_KEY_PREVIOUS");
+    let keys = CursorKeys::new(
+        var("CURSOR_SIGNING_KEY")?.as_bytes(),
+        previous.as_deref().map(str::as_bytes),
+    )
+    .map_err(|e| ConfigError::Invalid("CURSOR_SIGNING_KEY", e.to_string()))?;
+    match optional("CURSOR_SIGNING_KEY_NEXT") {
+        Some(next) => keys
+            .with_next(next.as_bytes())
+            .map_err(|e| ConfigError::Invalid("CURSOR_SIGNING_KEY_NEXT", e.to_string())),
+        None => Ok(keys),
     }
 }
 
@@ -309,6 +345,8 @@ pub struct App {
     pub clock: Arc<dyn Clock>,
     /// Where this container's EMF metrics lines go (stdout in Lambda).
     pub metrics: MetricsSink,
+    /// The cursor and import signing keys ([`Self::cursor_keys`]).
+    pub signing: SigningKeys,
     /// The `createdAt` of each tenant record this container counted for.
     incarnations: Incarnations,
 }
@@ -341,7 +379,10 @@ impl App {
     pub async fn from_env() -> Result<Self, ConfigError> {
         let settings = Settings::from_env()?;
         let sdk = lambda_sdk_config()?;
-        Self::new(settings, &sdk, Arc::new(SystemClock))
+        let app = Self::new(settings, &sdk, Arc::new(SystemClock))?;
+        // A container that cannot read its keys fails at start, loudly, not on its first cursor.
+        app.signing.refresh(app.clock.now_millis()).await?;
+        Ok(app)
     }
 
     pub fn new(
@@ -366,7 +407,13 @@ impl App {
             clock.clone(),
         )
         .with_max_in_flight(settings.max_in_flight);
-        Ok(Self::with_clients(settings, tenants, clock))
+        let signing = match &settings.signing {
+            KeySource::Secret(source) => {
+                SigningKeys::from_secret(aws_sdk_secretsmanager::Client::new(sdk), source.clone())
+            }
+            KeySource::Fixed(keys) => SigningKeys::fixed(keys.clone()),
+        };
+        Ok(Self::with_clients(settings, tenants, clock).with_signing(signing))
     }
 
     /// An `App` over clients built elsewhere (tests build theirs with fault injection).
@@ -374,6 +421,11 @@ impl App {
         let directory =
             TenantDirectory::new(clock.clone(), tenants.record_reader(), tenants.table_name());
         let read_cache = ReadCache::new(settings.read_cache_ms);
+        // A secret needs a client: `App::new` builds it (or a test, with `with_signing`).
+        let signing = match &settings.signing {
+            KeySource::Fixed(keys) => SigningKeys::fixed(keys.clone()),
+            KeySource::Secret(_) => SigningKeys::none(),
+        };
         Self {
             settings,
             tenants,
@@ -383,8 +435,21 @@ impl App {
             read_cache,
             clock,
             metrics: MetricsSink::from_env(),
+            signing,
             incarnations: Incarnations::default(),
         }
+    }
+
+    /// This `App` with its signing keys from `signing`.
+    pub fn with_signing(self, signing: SigningKeys) -> Self {
+        Self { signing, ..self }
+    }
+
+    /// The signing keys this container holds now; 503 when a secret was never read.
+    pub fn cursor_keys(&self) -> Result<Arc<CursorKeys>, ApiError> {
+        self.signing.current().ok_or_else(|| {
+            ApiError::Unavailable("The signing keys are unavailable; retry later.".into())
+        })
     }
 
     /// This `App` with its metrics lines sent to `sink` (tests keep them in memory).

@@ -9,3 +9,4 @@ pub mod idempotent;
 pub mod metrics;
 pub mod runtime;
 pub mod sharded;
+pub mod signing;

@@ -245,6 +245,11 @@ where
     Fut: Future<Output = Result<Response<Body>, ApiError>>,
 {
     let started = Instant::now();
+    // Keys read from a secret are read again when stale (a rotation reaches this container); a
+    // failed read keeps the keys it has.
+    if let Err(e) = app.signing.refresh(app.clock.now_millis()).await {
+        tracing::error!(error = %e, "no signing keys: routes that sign or verify answer 503");
+    }
     let id = request_id.clone();
     let (response, meta, refusal) = admitted(app, bin, request_id, req, handler).await;
     let tier = match meta.tenant().map(TenantId::parse) {

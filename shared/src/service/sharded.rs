@@ -76,7 +76,7 @@ pub async fn list_page<V: Serialize>(
     let cursor = cursor.as_deref();
     let db = app.db(t).await?;
     let (layout, generation) = app.directory.layout_generation(&db).await?;
-    let keys = &app.settings.cursor_keys;
+    let keys = &*app.cursor_keys()?;
     let bound_to = |route: &str| {
         cursor.is_some_and(|c| cursor::decode(keys, t, route, c, |_, _| true).is_ok())
     };

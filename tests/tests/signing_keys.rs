@@ -1,0 +1,290 @@
+//! The signing keys live in a secret store (Secrets Manager; moto's here), read by each container
+//! when it starts and again when its copy is stale. A rotation in three steps (next, then current +
+//! previous, then previous dropped) loses no cursor and no import message between containers that
+//! pick up each step at different times.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use integration::import_queue::ImportQueues;
+use integration::routes::{call_admitted_with_query, params, request};
+use integration::{onboard, resp, unique, Auth, Harness, Resp};
+use serde_json::{json, Value};
+use shared::service::signing::{SecretSource, SigningKeys};
+
+const REFRESH_SECONDS: u64 = 60;
+
+/// Secrets Manager on the local stack's moto (the server that also serves STS and SQS).
+async fn secrets_client() -> aws_sdk_secretsmanager::Client {
+    let sdk = shared::service::app::load_sdk_config().await;
+    let moto = std::env::var("AWS_ENDPOINT_URL_STS")
+        .expect("AWS_ENDPOINT_URL_STS is not set: run the tests with ./scripts/test.sh (moto)");
+    aws_sdk_secretsmanager::Client::from_conf(
+        aws_sdk_secretsmanager::config::Builder::from(&sdk)
+            .endpoint_url(moto)
+            .build(),
+    )
+}
+
+/// A container on `h`'s table whose keys are the secret `id`'s.
+async fn container(h: &Harness, client: &aws_sdk_secretsmanager::Client, id: &str) -> Harness {
+    let c = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint)
+        .await
+        .with_signing(SigningKeys::from_secret(
+            client.clone(),
+            SecretSource {
+                id: id.to_owned(),
+                refresh_seconds: REFRESH_SECONDS,
+            },
+        ));
+    c.app
+        .signing
+        .refresh(c.app.clock.now_millis())
+        .await
+        .unwrap();
+    c
+}
+
+/// Writes the secret's next version.
+async fn put_keys(client: &aws_sdk_secretsmanager::Client, id: &str, keys: Value) {
+    client
+        .put_secret_value()
+        .secret_id(id)
+        .secret_string(keys.to_string())
+        .send()
+        .await
+        .expect("put the signing keys on moto");
+}
+
+/// `c` picks up the secret as it is now (its copy is made stale first).
+async fn refreshed(c: &Harness) {
+    c.clock.advance_seconds(REFRESH_SECONDS);
+    c.app
+        .signing
+        .refresh(c.app.clock.now_millis())
+        .await
+        .unwrap();
+}
+
+async fn page(c: &Harness, tenant: &str, cursor: Option<&str>) -> Resp {
+    let mut query = vec![("limit", "1")];
+    if let Some(c) = cursor {
+        query.push(("cursor", c));
+    }
+    call_admitted_with_query(
+        &c.app,
+        "query-tenant-products",
+        &params(&[]),
+        &query,
+        None,
+        &Auth::Tenant(tenant.into()),
+    )
+    .await
+}
+
+/// A cursor handed out by `from` is accepted by `to`.
+async fn cursor_crosses(from: &Harness, to: &Harness, tenant: &str) {
+    let first = page(from, tenant, None).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let cursor = first.body["nextCursor"]
+        .as_str()
+        .expect("a cursor")
+        .to_owned();
+    let second = page(to, tenant, Some(&cursor)).await;
+    assert_eq!(second.status, 200, "{}", second.body);
+}
+
+/// An import sent by `from` is written by `to`'s consumer, every item once.
+async fn import_crosses(
+    from: &Harness,
+    to: &Harness,
+    tenant: &str,
+    queues: &ImportQueues,
+    n: &str,
+) {
+    let body = json!({"kind": "products", "items": [{"productId": format!("imp-{n}"), "document": {"n": n}}]});
+    let req = request(
+        "create-import",
+        &BTreeMap::new(),
+        &[],
+        Some(body),
+        &Auth::Tenant(tenant.into()),
+        &[],
+    );
+    let posted = resp(
+        Box::pin(imports::create_import::handle(
+            &from.app,
+            &queues.producer(),
+            req,
+        ))
+        .await,
+    );
+    assert_eq!(posted.status, 202, "{}", posted.body);
+    let batch = queues.receive(10).await;
+    assert_eq!(batch.len(), 1);
+    let settings = imports::consume::ConsumerSettings {
+        max_receives: queues.max_receives,
+        writes_in_flight: 4,
+    };
+    let event = serde_json::from_value(queues.event(&batch)).unwrap();
+    let answer = imports::consume::consume(&to.app, settings, event).await;
+    assert!(
+        answer.batch_item_failures.is_empty(),
+        "the message was not written"
+    );
+    queues
+        .settle(&batch, Some(&serde_json::to_value(answer).unwrap()))
+        .await;
+}
+
+/// Cursors and import messages cross between `a` and `b`, both ways.
+async fn everything_crosses(
+    a: &Harness,
+    b: &Harness,
+    tenant: &str,
+    queues: &ImportQueues,
+    step: &str,
+) {
+    cursor_crosses(a, b, tenant).await;
+    cursor_crosses(b, a, tenant).await;
+    import_crosses(a, b, tenant, queues, &format!("{step}-ab")).await;
+    import_crosses(b, a, tenant, queues, &format!("{step}-ba")).await;
+}
+
+#[tokio::test]
+async fn a_rotation_in_three_steps_loses_no_cursor_and_no_import_message() {
+    // GIVEN the signing keys in a secret, containers A and B reading it, and a tenant with products
+    let h = Harness::new().await;
+    let client = secrets_client().await;
+    let (k0, k1) = ("0".repeat(64), "1".repeat(64));
+    let id = client
+        .create_secret()
+        .name(unique("pooltable-signing-keys"))
+        .secret_string(json!({"current": k0, "previous": "", "next": ""}).to_string())
+        .send()
+        .await
+        .expect("create the secret on moto")
+        .arn
+        .unwrap();
+    let (a, b) = (
+        container(&h, &client, &id).await,
+        container(&h, &client, &id).await,
+    );
+    let t = unique("rotating");
+    onboard(&h, &t, 1).await;
+    for n in 0..3 {
+        let r = integration::routes::call(
+            &h.app,
+            "put-product",
+            &params(&[("productId", &format!("p-{n}"))]),
+            &[],
+            Some(json!({"n": n})),
+            &Auth::Tenant(t.clone()),
+        )
+        .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let queues = ImportQueues::create(5, 1).await;
+    everything_crosses(&a, &b, &t, &queues, "before").await;
+
+    // WHEN step 1 (next = the new key) reaches A, then B
+    put_keys(
+        &client,
+        &id,
+        json!({"current": k0, "previous": "", "next": k1}),
+    )
+    .await;
+    refreshed(&a).await;
+    everything_crosses(&a, &b, &t, &queues, "step1-a").await;
+    refreshed(&b).await;
+    everything_crosses(&a, &b, &t, &queues, "step1-ab").await;
+    // AND step 2 (current = the new key, previous = the old) reaches B first, then A
+    put_keys(
+        &client,
+        &id,
+        json!({"current": k1, "previous": k0, "next": ""}),
+    )
+    .await;
+    refreshed(&b).await;
+    everything_crosses(&a, &b, &t, &queues, "step2-b").await;
+    let signed_before_step3 = page(&a, &t, None).await.body["nextCursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    refreshed(&a).await;
+    everything_crosses(&a, &b, &t, &queues, "step2-ab").await;
+    // AND step 3 (the old key dropped) reaches both
+    put_keys(
+        &client,
+        &id,
+        json!({"current": k1, "previous": "", "next": ""}),
+    )
+    .await;
+    refreshed(&a).await;
+    refreshed(&b).await;
+
+    // THEN at every step every cursor and every message crossed (above), and now only what the
+    // new key signed verifies: a cursor signed with the old key is refused
+    everything_crosses(&a, &b, &t, &queues, "after").await;
+    page(&b, &t, Some(&signed_before_step3))
+        .await
+        .assert_problem(400);
+}
+
+#[tokio::test]
+async fn a_container_reads_its_keys_again_only_when_its_copy_is_stale_and_keeps_them_when_the_store_fails(
+) {
+    // GIVEN a container whose keys came from a secret
+    let h = Harness::new().await;
+    let client = secrets_client().await;
+    let (k0, k1) = ("a".repeat(64), "b".repeat(64));
+    let id = client
+        .create_secret()
+        .name(unique("pooltable-signing-keys"))
+        .secret_string(json!({"current": k0}).to_string())
+        .send()
+        .await
+        .unwrap()
+        .arn
+        .unwrap();
+    let c = container(&h, &client, &id).await;
+    let t = unique("stale");
+    onboard(&h, &t, 1).await;
+    for n in 0..2 {
+        integration::routes::call(
+            &h.app,
+            "put-product",
+            &params(&[("productId", &format!("p-{n}"))]),
+            &[],
+            Some(json!({"n": n})),
+            &Auth::Tenant(t.clone()),
+        )
+        .await;
+    }
+    let old_cursor = page(&c, &t, None).await.body["nextCursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // WHEN the secret changes to a new key only, within the refresh interval
+    put_keys(&client, &id, json!({"current": k1})).await;
+    c.clock.advance_seconds(REFRESH_SECONDS - 1);
+    // THEN the container still holds the old keys (no read per request)
+    assert_eq!(page(&c, &t, Some(&old_cursor)).await.status, 200);
+    // AND once stale, its next request (through the runtime) reads the new ones
+    c.clock.advance_seconds(1);
+    page(&c, &t, Some(&old_cursor)).await.assert_problem(400);
+    // AND a secret that cannot be read keeps the keys the container has
+    client
+        .delete_secret()
+        .secret_id(&id)
+        .force_delete_without_recovery(true)
+        .send()
+        .await
+        .unwrap();
+    c.clock.advance_seconds(REFRESH_SECONDS);
+    tokio::time::timeout(Duration::from_secs(30), async {
+        assert_eq!(page(&c, &t, None).await.status, 200);
+    })
+    .await
+    .unwrap();
+}
