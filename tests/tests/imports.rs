@@ -1196,8 +1196,13 @@ async fn every_import_is_final_by_its_deadline_with_counts_per_reason_and_nothin
         get_import(&h, &crashed, &a_id).await.body["status"],
         "running"
     );
-    // AND once the deadline has passed
+    // AND once the deadline has passed, a keyed retry of the request that never finished sending,
+    // even before the driver has run, is told its import is final, and sends nothing
     h.clock.advance_seconds(FINAL_WITHIN_SECONDS + 1);
+    post_import(&h, &queues, &keyed, products("d", 2), &key)
+        .await
+        .assert_problem(409);
+    assert_eq!(queues.backlog(&queues.url).await, 0);
     let run = tenants::drive_lifecycle::drive(&h.app).await.unwrap();
 
     // THEN all four are final, with each item counted once, by reason
@@ -1295,6 +1300,16 @@ async fn an_idempotency_key_reused_after_its_import_expired_names_a_new_import()
     );
     let id = first.body["importId"].as_str().unwrap().to_owned();
     assert_eq!(get_import(&h, &t, &id).await.body["written"], 2);
+    // AND the same request again a day later, once its key's record (24 h) has expired: every item
+    // was sent, so nothing is sent again, and the answer is the import as it stands
+    h.clock.advance_seconds(25 * 3600);
+    let retried = post_import(&h, &queues, &t, products("p", 2), &key).await;
+    assert_eq!(retried.status, 202, "{}", retried.body);
+    assert!(!retried.replayed);
+    assert_eq!(retried.body["createdAt"], first.body["createdAt"]);
+    assert_eq!(retried.body["status"], "complete", "{}", retried.body);
+    assert_eq!(retried.location.as_deref(), first.location.as_deref());
+    assert_eq!(queues.backlog(&queues.url).await, 0);
     // AND the products changed by the tenant since
     for n in 0..2 {
         let r = call(

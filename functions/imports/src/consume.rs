@@ -304,8 +304,9 @@ async fn accepted(app: &App, keys: &mut SealingKeys, message: &SqsMessage) -> Ac
         tracing::error!(tenant = %tenant, message_id, "an import message signed by POST /imports does not parse");
         return Accepted::Again;
     };
-    let age_ms = app.clock.now_millis().saturating_sub(body.issued_at);
-    if age_ms / 1000 >= RETENTION_SECONDS {
+    // The same arithmetic as the markers' expiry (`issuedAt` seconds + retention), so a message is
+    // never written in a second where its import's markers already count as expired.
+    if app.clock.now_seconds() >= body.issued_at / 1000 + RETENTION_SECONDS {
         tracing::error!(
             alarm = "expired_import_message",
             tenant = %tenant,

@@ -215,13 +215,24 @@ async fn create(
     list_import(&platform_db, &due).await?;
     let issued_at = match claim(db, t, &import, &new).await? {
         Claim::New => new.created_at_ms,
-        Claim::Same { closed: true, .. } => {
+        // The same request, answered before (its key's record has expired since): every item was
+        // sent, so nothing is sent again; the answer is the import as it stands.
+        Claim::Same {
+            enqueuing: false, ..
+        } => return Ok(accepted_response(&import, as_it_stands(app, db, t, &import).await?)),
+        // A retry of a request that failed part-way, too late: the import is final (or about to
+        // be, by the driver), its unsent items `notEnqueued`. Nothing is sent.
+        Claim::Same {
+            created_at_ms,
+            closed,
+            ..
+        } if closed || new.created_at_ms >= due_at_ms(created_at_ms) => {
             return Err(ApiError::Conflict(format!(
                 "Import {import} passed its deadline before this request finished sending it, and is final (GET /imports/{import}); import again with a new Idempotency-Key."
             )))
         }
-        // A retry of a request that failed part-way: its items are sent again, as of the first
-        // attempt, and their markers keep each one written once.
+        // A retry of a request that failed part-way, in time: its items are sent again, as of the
+        // first attempt, and their markers keep each one written once.
         Claim::Same { created_at_ms, .. } => created_at_ms,
         Claim::Other => {
             return Err(ApiError::Unprocessable(
@@ -268,11 +279,29 @@ async fn create(
         }
         other => other.into(),
     })?;
+    Ok(accepted_response(&import, view))
+}
+
+/// 202 with the import's view and its `Location`.
+fn accepted_response(import: &EntityId, view: ImportView) -> Response<Body> {
     let mut response = json_response(StatusCode::ACCEPTED, &view);
-    if let Ok(location) = location.parse() {
+    if let Ok(location) = format!("/imports/{import}").parse() {
         response.headers_mut().insert(header::LOCATION, location);
     }
-    Ok(response)
+    response
+}
+
+/// The import's view as `GET /imports/{id}` would answer it now.
+async fn as_it_stands(
+    app: &App,
+    db: &TenantDb,
+    t: &TenantId,
+    import: &EntityId,
+) -> Result<ImportView, ApiError> {
+    let progress = shared::store::imports::progress(db, t, import, app.clock.now_seconds())
+        .await?
+        .ok_or_else(|| ApiError::Conflict("The import changed while it was read; retry.".into()))?;
+    Ok(ImportView::of(import, &progress))
 }
 
 /// What every message of one import carries besides its items.

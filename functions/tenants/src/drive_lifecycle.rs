@@ -7,6 +7,8 @@
 //!
 //! Then it makes every import past its deadline final (`shared::store::imports::close`).
 //!
+//! The tenants get the first 12 s of a run; imports are closed 8 at once until 20 s.
+//!
 //! Answers `{"listed", "finished", "pending", "importsClosed", "importsDue"}`: tenants it found
 //! listed, whose operation it saw end (or found nothing running for), and still listed; imports it
 //! closed, and imports due that wait for the next run.
@@ -37,14 +39,21 @@ pub struct Driven {
 
 /// Imports past their deadline read per run from each partition of their list; the rest wait for
 /// the next run (a minute later).
-const IMPORTS_PER_SHARD: i32 = 25;
+const IMPORTS_PER_SHARD: i32 = 1_000;
+
+/// How long the tenants' operations may take of a run, so imports always get the rest of it.
+const LIFECYCLE_BUDGET: Duration = Duration::from_secs(12);
+
+/// Imports closed at once.
+const CLOSES_IN_FLIGHT: usize = 8;
 
 /// One run of the driver.
 pub async fn drive(app: &App) -> Result<Driven, ApiError> {
     let platform_db = app.db_for_operator(&TenantId::platform()).await?;
     let listed = driving::listed(&platform_db).await?;
     let listed_at: Vec<u64> = listed.iter().map(|(_, at)| *at).collect();
-    let deadline = Instant::now() + RUN_BUDGET;
+    let started = Instant::now();
+    let deadline = started + LIFECYCLE_BUDGET;
     let mut driven = Driven {
         listed: listed.len(),
         ..Driven::default()
@@ -77,7 +86,7 @@ pub async fn drive(app: &App) -> Result<Driven, ApiError> {
             }
         }
     }
-    close_due_imports(app, &platform_db, deadline, &mut driven).await?;
+    close_due_imports(app, &platform_db, started + RUN_BUDGET, &mut driven).await?;
     // How long the oldest listed operation has run: an alarm fires when one is stuck.
     let now_ms = app.clock.now_millis();
     let oldest_seconds = listed_at
@@ -107,21 +116,29 @@ pub async fn drive(app: &App) -> Result<Driven, ApiError> {
     Ok(driven)
 }
 
-/// Makes every import past its deadline final, then unlists it (`shared::store::imports::close`).
+/// Makes every import past its deadline final, then unlists it (`shared::store::imports::close`),
+/// [`CLOSES_IN_FLIGHT`] at a time until `deadline`. An entry whose tenant is gone or being
+/// offboarded is only unlisted: nothing may be written into a tenant being deleted.
 async fn close_due_imports(
     app: &App,
     platform_db: &shared::store::scoped::TenantDb,
     deadline: Instant,
     driven: &mut Driven,
 ) -> Result<(), ApiError> {
+    use futures::StreamExt;
     let due = driving::imports_due(platform_db, app.clock.now_millis(), IMPORTS_PER_SHARD).await?;
-    for entry in due {
+    let closings = futures::stream::iter(due.into_iter().map(|entry| async move {
         if Instant::now() >= deadline {
-            driven.imports_due += 1;
-            continue;
+            return None;
         }
         let closed = async {
             let db = app.db_for_operator(&entry.tenant).await?;
+            let tenant_here = read_record_consistent(&db)
+                .await?
+                .is_some_and(|r| r.offboarding.is_none());
+            if !tenant_here {
+                return Ok(imports::Closing::Gone);
+            }
             let closing = imports::close(
                 &db,
                 &entry.tenant,
@@ -132,16 +149,31 @@ async fn close_due_imports(
             .await?;
             Ok::<_, ApiError>(closing)
         };
-        match closed.await {
-            Ok(imports::Closing::NotDue) => driven.imports_due += 1,
-            Ok(closing) => {
-                if let imports::Closing::Closed { failed_now } = closing {
-                    tracing::info!(tenant = %entry.tenant, import_id = %entry.import, failed_now, "an import past its deadline is final");
-                    driven.imports_closed += 1;
-                }
-                driving::unlist_import(platform_db, &entry).await?;
+        let outcome = match closed.await {
+            Ok(imports::Closing::NotDue) => Err(None),
+            Ok(closing) => match driving::unlist_import(platform_db, &entry).await {
+                Ok(()) => Ok(closing),
+                Err(e) => Err(Some(ApiError::from(e))),
+            },
+            Err(e) => Err(Some(e)),
+        };
+        Some((entry, outcome))
+    }))
+    .buffer_unordered(CLOSES_IN_FLIGHT)
+    .collect::<Vec<_>>()
+    .await;
+    for closing in closings {
+        match closing {
+            // Out of time: the next run.
+            None => driven.imports_due += 1,
+            Some((entry, Ok(imports::Closing::Closed { failed_now }))) => {
+                tracing::info!(tenant = %entry.tenant, import_id = %entry.import, failed_now, "an import past its deadline is final");
+                driven.imports_closed += 1;
             }
-            Err(e) => {
+            Some((_, Ok(_))) => {}
+            Some((_, Err(None))) => driven.imports_due += 1,
+            // One import's failure (a throttle, a timeout) never stops the others'.
+            Some((entry, Err(Some(e)))) => {
                 tracing::warn!(tenant = %entry.tenant, import_id = %entry.import, error = %e, "an import could not be closed; the next run tries again");
                 driven.imports_due += 1;
             }

@@ -28,6 +28,10 @@ use crate::identity::cursor::CursorKeys;
 /// How often a container reads the secret again when `SIGNING_KEYS_REFRESH_SECONDS` is not set.
 pub const DEFAULT_REFRESH_SECONDS: u64 = 300;
 
+/// After a failed re-read, how long a container keeps its keys before it tries again: one request
+/// in that time waits on the secret store, not every request.
+pub const RETRY_AFTER_FAILURE_SECONDS: u64 = 30;
+
 #[derive(Debug, Error)]
 pub enum SigningError {
     #[error("the signing keys secret could not be read: {0}")]
@@ -77,6 +81,7 @@ pub struct SecretSource {
 
 /// A container's signing keys: fixed, or a secret's, read again when stale.
 pub struct SigningKeys {
+    /// The keys, and when they were read (or a failed re-read was last tried).
     keys: RwLock<Option<(Arc<CursorKeys>, u64)>>,
     source: Option<(aws_sdk_secretsmanager::Client, SecretSource)>,
     /// One read of the secret at a time; the others use the keys they have.
@@ -146,9 +151,18 @@ impl SigningKeys {
             return Ok(());
         }
         let read = async {
+            // A short budget: a request waits on this read, and a failure keeps the keys.
             let out = client
                 .get_secret_value()
                 .secret_id(&source.id)
+                .customize()
+                .config_override(
+                    aws_sdk_secretsmanager::config::Config::builder().timeout_config(
+                        aws_config::timeout::TimeoutConfig::builder()
+                            .operation_timeout(std::time::Duration::from_secs(2))
+                            .build(),
+                    ),
+                )
                 .send()
                 .await
                 .map_err(|e| {
@@ -163,11 +177,20 @@ impl SigningKeys {
                 self.set(keys, now_ms);
                 Ok(())
             }
-            Err(e) if self.current().is_some() => {
-                tracing::warn!(error = %e, "the signing keys secret could not be read again; keeping the keys this container has");
-                Ok(())
-            }
-            Err(e) => Err(e),
+            Err(e) => match self.current() {
+                Some(held) => {
+                    tracing::warn!(error = %e, "the signing keys secret could not be read again; keeping the keys this container has");
+                    // Tried again after a short while, not by every request meanwhile.
+                    let refresh_ms = source.refresh_seconds.saturating_mul(1000);
+                    let retry_ms = RETRY_AFTER_FAILURE_SECONDS
+                        .saturating_mul(1000)
+                        .min(refresh_ms);
+                    let as_of = now_ms.saturating_sub(refresh_ms).saturating_add(retry_ms);
+                    *self.keys.write().unwrap_or_else(|p| p.into_inner()) = Some((held, as_of));
+                    Ok(())
+                }
+                None => Err(e),
+            },
         }
     }
 

@@ -50,7 +50,8 @@ const CREATED_AT_MS: &str = "createdAtMs";
 const DUE_AT_MS: &str = "dueAtMs";
 const ENQUEUING: &str = "enqueuing";
 const QUEUED: &str = "queued";
-const CLOSED: &str = "closed";
+/// Set by [`close`]: the import is final. `state` keeps what it was (whether every item was sent).
+const CLOSED_AT_MS: &str = "closedAtMs";
 const OUTCOME: &str = "outcome";
 const REASON: &str = "reason";
 
@@ -171,9 +172,13 @@ pub struct NewImport<'a> {
 pub enum Claim {
     /// The record is new: the import is this request's.
     New,
-    /// The same request made it before (its items may be partly enqueued): carry on, as of its
-    /// `created_at_ms`, unless it is `closed` (its deadline passed; it is final).
-    Same { created_at_ms: u64, closed: bool },
+    /// The same request made it before, at `created_at_ms`. `enqueuing`: it never finished sending
+    /// its items (a retry finishes it, unless the import is `closed`: final at its deadline).
+    Same {
+        created_at_ms: u64,
+        enqueuing: bool,
+        closed: bool,
+    },
     /// Another request holds this import id.
     Other,
 }
@@ -246,7 +251,8 @@ pub async fn claim(
     }
     Ok(Claim::Same {
         created_at_ms: u64_attr(&existing, CREATED_AT_MS).unwrap_or(new.created_at_ms),
-        closed: string_attr(&existing, STATE).as_deref() == Some(CLOSED),
+        enqueuing: string_attr(&existing, STATE).as_deref() == Some(ENQUEUING),
+        closed: existing.contains_key(CLOSED_AT_MS),
     })
 }
 
@@ -263,9 +269,9 @@ pub fn enqueued(
         .table_name(&*db.table)
         .set_key(Some(key(&pk, &pk)))
         .update_expression("SET #state = :queued")
-        .condition_expression("#fingerprint = :fingerprint AND #state <> :closed")
+        .condition_expression("#fingerprint = :fingerprint AND attribute_not_exists(#closed)")
         .expression_attribute_names("#state", STATE)
-        .expression_attribute_values(":closed", AttributeValue::S(CLOSED.into()))
+        .expression_attribute_names("#closed", CLOSED_AT_MS)
         .expression_attribute_names("#fingerprint", FINGERPRINT)
         .expression_attribute_values(":queued", AttributeValue::S(QUEUED.into()))
         .expression_attribute_values(":fingerprint", AttributeValue::S(fingerprint.into()))
@@ -448,14 +454,35 @@ async fn read_import(
             if !crate::store::query::is_live(marker, now_seconds) {
                 continue;
             }
+            let sk = string_attr(marker, SK).unwrap_or_default();
+            // Markers written before outcomes were recorded say it by their key's suffix.
+            let (item, legacy) = match (sk.strip_suffix("#SUPERSEDED"), sk.strip_suffix("#FAILED"))
+            {
+                (Some(item), _) => (item.to_owned(), Some(Outcome::Superseded)),
+                (_, Some(item)) => (item.to_owned(), Some(Outcome::Failed(FailReason::Rejected))),
+                _ => (sk.clone(), None),
+            };
             let outcome = match string_attr(marker, OUTCOME).as_deref() {
                 Some("written") => Outcome::Written,
                 Some("superseded") => Outcome::Superseded,
-                _ => Outcome::Failed(FailReason::parse(
+                Some(_) => Outcome::Failed(FailReason::parse(
                     &string_attr(marker, REASON).unwrap_or_default(),
                 )),
+                None => legacy.unwrap_or(Outcome::Written),
             };
-            outcomes.insert(string_attr(marker, SK).unwrap_or_default(), outcome);
+            // One outcome per item: written beats superseded beats failed (a legacy item could
+            // have had more than one marker).
+            let rank = |o: &Outcome| match o {
+                Outcome::Written => 2,
+                Outcome::Superseded => 1,
+                Outcome::Failed(_) => 0,
+            };
+            let best = outcomes
+                .get(&item)
+                .is_none_or(|held| rank(&outcome) > rank(held));
+            if best {
+                outcomes.insert(item, outcome);
+            }
         }
         start = out.last_evaluated_key.filter(|k| !k.is_empty());
         if start.is_none() {
@@ -482,7 +509,7 @@ pub async fn progress(
     let state = string_attr(&record, STATE).unwrap_or_default();
     let settled = outcomes.len() as u32 >= accepted;
     let failed_any = failed.iter().any(|n| *n > 0);
-    let status = if settled || state == CLOSED {
+    let status = if settled || record.contains_key(CLOSED_AT_MS) {
         if failed_any {
             Status::Failed
         } else {
@@ -548,7 +575,7 @@ pub enum Closing {
 
 /// Makes the import accepted at `created_at_ms` final once its deadline has passed: every item
 /// still without an outcome is recorded failed (`not_enqueued` while its request never finished
-/// sending, else `undelivered`), then the record is marked closed. Each step is idempotent, so a
+/// sending, else `undelivered`), then the record is marked closed (`closedAtMs`). Each step is idempotent, so a
 /// run killed part-way is finished by the next. Items are numbered `0..accepted`
 /// (`create-import` numbers them so).
 pub async fn close(
@@ -598,11 +625,10 @@ pub async fn close(
         .update_item()
         .table_name(&*db.table)
         .set_key(Some(key(&pk, &pk)))
-        .update_expression("SET #state = :closed, closedAtMs = :now")
+        .update_expression("SET #closed = if_not_exists(#closed, :now)")
         .condition_expression("#created = :created")
-        .expression_attribute_names("#state", STATE)
+        .expression_attribute_names("#closed", CLOSED_AT_MS)
         .expression_attribute_names("#created", CREATED_AT_MS)
-        .expression_attribute_values(":closed", AttributeValue::S(CLOSED.into()))
         .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
         .expression_attribute_values(":created", AttributeValue::N(created_at_ms.to_string()))
         .send()
