@@ -273,7 +273,10 @@ async fn a_container_reads_its_keys_again_only_when_its_copy_is_stale_and_keeps_
     // AND once stale, its next request (through the runtime) reads the new ones
     c.clock.advance_seconds(1);
     page(&c, &t, Some(&old_cursor)).await.assert_problem(400);
-    // AND a secret that cannot be read keeps the keys the container has
+    // AND a secret that cannot be read keeps the keys the container has, even the verify-only ones
+    put_keys(&client, &id, json!({"current": k1, "previous": k0})).await;
+    c.clock.advance_seconds(REFRESH_SECONDS);
+    assert_eq!(page(&c, &t, Some(&old_cursor)).await.status, 200);
     client
         .delete_secret()
         .secret_id(&id)
@@ -283,8 +286,17 @@ async fn a_container_reads_its_keys_again_only_when_its_copy_is_stale_and_keeps_
         .unwrap();
     c.clock.advance_seconds(REFRESH_SECONDS);
     tokio::time::timeout(Duration::from_secs(30), async {
-        assert_eq!(page(&c, &t, None).await.status, 200);
+        assert_eq!(page(&c, &t, Some(&old_cursor)).await.status, 200);
     })
     .await
     .unwrap();
+    // AND after twelve refresh intervals without a read, only the current key verifies: a retired
+    // key does not verify forever in a container cut off from the store
+    c.clock
+        .advance_seconds(REFRESH_SECONDS * shared::service::signing::STALE_AFTER_REFRESHES);
+    page(&c, &t, Some(&old_cursor)).await.assert_problem(400);
+    let fresh = page(&c, &t, None).await;
+    assert_eq!(fresh.status, 200);
+    let cursor = fresh.body["nextCursor"].as_str().unwrap().to_owned();
+    assert_eq!(page(&c, &t, Some(&cursor)).await.status, 200);
 }

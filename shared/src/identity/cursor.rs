@@ -70,6 +70,16 @@ impl CursorKeys {
         })
     }
 
+    /// The current key alone: what a container keeps when it has not been able to confirm its
+    /// verify-only keys for too long (a retired key must not verify forever).
+    pub fn current_only(&self) -> Self {
+        Self {
+            current: self.current.clone(),
+            previous: None,
+            next: None,
+        }
+    }
+
     /// These keys, with `next` verifying too (the first step of a rotation).
     pub fn with_next(self, next: &[u8]) -> Result<Self, WeakCursorKey> {
         if next.len() < MIN_KEY_BYTES {

@@ -4,7 +4,9 @@
 //! `{"current": …, "previous": …, "next": …}` (each at least 32 bytes, or empty): `current` signs
 //! and verifies, `previous` and `next` only verify. A container reads it once when it starts and
 //! again when its copy is older than `SIGNING_KEYS_REFRESH_SECONDS` (default 300), so a rotation
-//! reaches every container within that time without a deployment. Nothing secret is in a
+//! reaches every container within that time without a deployment. A failed re-read keeps the keys
+//! and is tried again after 30 s; after [`STALE_AFTER_REFRESHES`] intervals without a successful
+//! read, the container keeps `current` alone. Nothing secret is in a
 //! function's environment: `lambda:GetFunctionConfiguration` shows the secret's ARN only, and
 //! reading it takes `secretsmanager:GetSecretValue` on exactly that secret, which only the
 //! functions' roles have.
@@ -31,6 +33,11 @@ pub const DEFAULT_REFRESH_SECONDS: u64 = 300;
 /// After a failed re-read, how long a container keeps its keys before it tries again: one request
 /// in that time waits on the secret store, not every request.
 pub const RETRY_AFTER_FAILURE_SECONDS: u64 = 30;
+
+/// Refresh intervals without a successful read after which a container drops its verify-only keys
+/// (`previous`, `next`) and signs and verifies with `current` alone: a key retired meanwhile must
+/// not verify forever in a container cut off from the store.
+pub const STALE_AFTER_REFRESHES: u64 = 12;
 
 #[derive(Debug, Error)]
 pub enum SigningError {
@@ -86,6 +93,8 @@ pub struct SigningKeys {
     source: Option<(aws_sdk_secretsmanager::Client, SecretSource)>,
     /// One read of the secret at a time; the others use the keys they have.
     reading: tokio::sync::Mutex<()>,
+    /// When the secret was last read successfully (epoch ms).
+    read_at_ms: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for SigningKeys {
@@ -101,6 +110,7 @@ impl SigningKeys {
             keys: RwLock::new(Some((Arc::new(keys), u64::MAX))),
             source: None,
             reading: tokio::sync::Mutex::new(()),
+            read_at_ms: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -110,6 +120,7 @@ impl SigningKeys {
             keys: RwLock::new(None),
             source: None,
             reading: tokio::sync::Mutex::new(()),
+            read_at_ms: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -119,6 +130,7 @@ impl SigningKeys {
             keys: RwLock::new(None),
             source: Some((client, source)),
             reading: tokio::sync::Mutex::new(()),
+            read_at_ms: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -175,13 +187,24 @@ impl SigningKeys {
         match read.await {
             Ok(keys) => {
                 self.set(keys, now_ms);
+                self.read_at_ms
+                    .store(now_ms, std::sync::atomic::Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => match self.current() {
                 Some(held) => {
-                    tracing::warn!(error = %e, "the signing keys secret could not be read again; keeping the keys this container has");
-                    // Tried again after a short while, not by every request meanwhile.
                     let refresh_ms = source.refresh_seconds.saturating_mul(1000);
+                    let unconfirmed_ms = now_ms
+                        .saturating_sub(self.read_at_ms.load(std::sync::atomic::Ordering::Relaxed));
+                    let held = if unconfirmed_ms >= refresh_ms.saturating_mul(STALE_AFTER_REFRESHES)
+                    {
+                        tracing::error!(error = %e, "the signing keys secret has not been readable for too long: verifying with the current key alone");
+                        Arc::new(held.current_only())
+                    } else {
+                        tracing::warn!(error = %e, "the signing keys secret could not be read again; keeping the keys this container has");
+                        held
+                    };
+                    // Tried again after a short while, not by every request meanwhile.
                     let retry_ms = RETRY_AFTER_FAILURE_SECONDS
                         .saturating_mul(1000)
                         .min(refresh_ms);
