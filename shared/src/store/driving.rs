@@ -106,20 +106,29 @@ pub struct DueImport {
 
 const CREATED_AT_MS: &str = "createdAtMs";
 
+impl DueImport {
+    /// The key of this import's entry in the deadline list.
+    fn key(&self) -> crate::identity::keys::Key {
+        crate::identity::keys::Key::from([
+            (
+                PK.to_owned(),
+                AttributeValue::S(import_due_pk(&self.tenant, &self.import)),
+            ),
+            (
+                SK.to_owned(),
+                AttributeValue::S(import_due_sk(self.due_at_ms, &self.tenant, &self.import)),
+            ),
+        ])
+    }
+}
+
 /// Lists an import for the driver, before its record is claimed (idempotent: an upsert).
 pub async fn list_import(platform_db: &TenantDb, due: &DueImport) -> Result<(), StoreError> {
     platform_db
         .client
         .update_item()
         .table_name(&*platform_db.table)
-        .key(
-            PK,
-            AttributeValue::S(import_due_pk(&due.tenant, &due.import)),
-        )
-        .key(
-            SK,
-            AttributeValue::S(import_due_sk(due.due_at_ms, &due.tenant, &due.import)),
-        )
+        .set_key(Some(due.key()))
         .update_expression("SET #kind = :kind, #tenant = :tenant, #created = :created")
         .expression_attribute_names("#kind", "kind")
         .expression_attribute_names("#tenant", "tenantId")
@@ -139,14 +148,7 @@ pub async fn unlist_import(platform_db: &TenantDb, due: &DueImport) -> Result<()
         .client
         .delete_item()
         .table_name(&*platform_db.table)
-        .key(
-            PK,
-            AttributeValue::S(import_due_pk(&due.tenant, &due.import)),
-        )
-        .key(
-            SK,
-            AttributeValue::S(import_due_sk(due.due_at_ms, &due.tenant, &due.import)),
-        )
+        .set_key(Some(due.key()))
         .send()
         .await
         .map_err(StoreError::from_sdk)?;

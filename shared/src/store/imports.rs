@@ -637,10 +637,8 @@ pub async fn close(
         Ok(_) => {}
         // Offboarded (or expired and claimed anew) meanwhile: not this import any more.
         Err(e)
-            if matches!(
-                e.as_service_error(),
-                Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(_))
-            ) =>
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
         {
             return Ok(Closing::Gone)
         }

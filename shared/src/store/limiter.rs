@@ -646,7 +646,6 @@ async fn carry_forward(
     owed_milli: i64,
     shard_capacity_milli: i64,
 ) -> Result<(), StoreError> {
-    use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
     let t = &db.tenant;
     let owed = owed_milli.min(shard_capacity_milli * MAX_DEBT_SECONDS as i64);
     let out = db
@@ -671,10 +670,8 @@ async fn carry_forward(
     match out {
         Ok(_) => Ok(()),
         Err(e)
-            if matches!(
-                e.as_service_error(),
-                Some(UpdateItemError::ConditionalCheckFailedException(_))
-            ) =>
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
         {
             Ok(())
         }
