@@ -8,7 +8,9 @@
 # enqueues two products (its Idempotency-Key fixes the import id get-import names); the consumer,
 # not behind the API, answers an SQS batch response: "batch:0" is one with no item to retry (its
 # event must first be signed with the run's key: sign_consumer_event). The lifecycle driver, on a
-# schedule, answers what it left listed: "pending:0" (nothing runs by then). Sourced after
+# schedule, answers what it left listed: "pending:0" (nothing runs by then). The lifecycle events
+# publisher, fed by the table's stream, answers a stream batch response ("batch:0": it put the
+# sample's tenantOnboarded event on the local bus, EVENT_BUS_NAME). Sourced after
 # scripts/tools.sh.
 EXPECTED=(
   "onboard-tenant 201"
@@ -17,6 +19,7 @@ EXPECTED=(
   "export-tenant 200"
   "offboard-tenant 404"
   "drive-lifecycle pending:0"
+  "publish-lifecycle-events batch:0"
   "put-product 201"
   "get-product 200"
   "query-tenant-products 200"

@@ -346,6 +346,9 @@ json.dump({"Parameters": {
     # The stack's secret on moto's Secrets Manager (scripts/stack.sh), read through the bridge.
     "SIGNING_KEYS_SECRET_ARN": os.environ["SIGNING_KEYS_SECRET_ARN"],
     "AWS_ENDPOINT_URL_SECRETS_MANAGER": sts,
+    # The stack's lifecycle event bus on moto's EventBridge (scripts/stack.sh).
+    "EVENT_BUS_NAME": os.environ["EVENT_BUS_NAME"],
+    "AWS_ENDPOINT_URL_EVENTBRIDGE": sts,
     "SESSION_TTL_SECONDS": "3600",
     "TENANT_CREDENTIALS_SECONDS": "3600",
     "AWS_ENDPOINT_URL_DYNAMODB": ddb,
@@ -357,7 +360,7 @@ json.dump({"Parameters": {
 }}, open(path, "w"), indent=2)
 PY
   SAM_ARGS=(--skip-pull-image --env-vars "$1" --region us-east-1 --docker-network "$NETWORK"
-    --parameter-overrides "Stage=local LocalDynamoDbEndpoint=$ddb LocalStsEndpoint=$sts LocalSqsEndpoint=$sqs LocalSecretsManagerEndpoint=$sts")
+    --parameter-overrides "Stage=local LocalDynamoDbEndpoint=$ddb LocalStsEndpoint=$sts LocalSqsEndpoint=$sqs LocalSecretsManagerEndpoint=$sts LocalEventBridgeEndpoint=$sts")
 }
 
 invoke_all() {

@@ -53,8 +53,9 @@ start_stack() {
   # moto serves SQS on the same port: the import queue.
   export AWS_ENDPOINT_URL_SQS="http://127.0.0.1:$sts_port"
   unset AWS_PROFILE AWS_SESSION_TOKEN
-  # ... and Secrets Manager: the signing keys.
+  # ... and Secrets Manager: the signing keys; and EventBridge: the lifecycle event bus.
   export AWS_ENDPOINT_URL_SECRETS_MANAGER="http://127.0.0.1:$sts_port"
+  export AWS_ENDPOINT_URL_EVENTBRIDGE="http://127.0.0.1:$sts_port"
   # Pagination cursors and import messages are signed (HMAC-SHA-256); a local run generates its own
   # key. Functions read it from a secret on moto's Secrets Manager (SIGNING_KEYS_SECRET_ARN), as in
   # AWS, where the template's secret holds it; scripts that sign test events read
@@ -66,7 +67,11 @@ start_stack() {
   wait_for "DynamoDB Local" "$AWS_ENDPOINT_URL_DYNAMODB" 60
   SIGNING_KEYS_SECRET_ARN=$(signing_keys_secret "pooltable-local-signing-keys-$$")
   export SIGNING_KEYS_SECRET_ARN
-  log "DynamoDB Local on $AWS_ENDPOINT_URL_DYNAMODB, moto STS, SQS and Secrets Manager on $AWS_ENDPOINT_URL_STS"
+  # The bus publish-lifecycle-events puts on (template.yaml's LifecycleEventBus).
+  EVENT_BUS_NAME="pooltable-local-lifecycle-$$"
+  "$TOOLS/venv/bin/python" -c 'import boto3, os, sys; boto3.client("events", endpoint_url=os.environ["AWS_ENDPOINT_URL_EVENTBRIDGE"]).create_event_bus(Name=sys.argv[1])' "$EVENT_BUS_NAME"
+  export EVENT_BUS_NAME
+  log "DynamoDB Local on $AWS_ENDPOINT_URL_DYNAMODB, moto STS, SQS, Secrets Manager and EventBridge on $AWS_ENDPOINT_URL_STS"
 }
 
 # Creates the signing keys' secret NAME on the local Secrets Manager (moto), holding this run's

@@ -10,7 +10,8 @@ use std::path::Path;
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
-    ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
+    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType,
+    TimeToLiveSpecification,
 };
 use serde_yaml::Value;
 use thiserror::Error;
@@ -33,6 +34,8 @@ pub struct TableDefinition {
     pub gsis: Vec<GlobalSecondaryIndex>,
     pub billing: BillingMode,
     pub ttl_attribute: Option<String>,
+    /// The stream's view type (`NEW_AND_OLD_IMAGES`), when the table has a stream.
+    pub stream_view_type: Option<String>,
 }
 
 fn shape(msg: &str) -> TemplateError {
@@ -127,12 +130,18 @@ pub fn table_from_template(path: &Path) -> Result<TableDefinition, TemplateError
         .and_then(|t| t.get("AttributeName"))
         .and_then(Value::as_str)
         .map(str::to_owned);
+    let stream_view_type = p
+        .get("StreamSpecification")
+        .and_then(|s| s.get("StreamViewType"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     Ok(TableDefinition {
         attributes,
         key_schema,
         gsis,
         billing,
         ttl_attribute,
+        stream_view_type,
     })
 }
 
@@ -147,6 +156,17 @@ pub async fn create_table(
     name: &str,
     def: &TableDefinition,
 ) -> Result<(), aws_sdk_dynamodb::Error> {
+    let stream = def
+        .stream_view_type
+        .as_deref()
+        .map(|view| {
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::from(view))
+                .build()
+        })
+        .transpose()
+        .map_err(aws_sdk_dynamodb::Error::from)?;
     client
         .create_table()
         .table_name(name)
@@ -154,6 +174,7 @@ pub async fn create_table(
         .set_key_schema(Some(def.key_schema.clone()))
         .set_global_secondary_indexes((!def.gsis.is_empty()).then(|| def.gsis.clone()))
         .billing_mode(def.billing.clone())
+        .set_stream_specification(stream)
         .send()
         .await?;
     if let Some(attr) = &def.ttl_attribute {

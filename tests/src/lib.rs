@@ -7,6 +7,7 @@
 pub mod fixtures;
 pub mod iam;
 pub mod import_queue;
+pub mod lifecycle_bus;
 pub mod routes;
 pub mod runtime_api;
 pub mod template;

@@ -60,6 +60,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         migration: None,
         order_shard_count: None,
         reshardings: 0,
+        changed_by: Some(caller.tenant.to_string()),
     };
     let item = serde_dynamo::to_item(&record)
         .map_err(|e| ApiError::Internal(format!("serialize tenant record: {e}")))?;

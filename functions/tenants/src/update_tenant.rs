@@ -85,7 +85,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         status: input.status,
     };
     let db = app.db_for_operator(&tenant).await?;
-    let record = match update_record(&db, change).await? {
+    let record = match update_record(&db, change, &caller.tenant).await? {
         Updated::Record(record) => *record,
         Updated::NotOnboarded => return Err(ApiError::NotFound("No such tenant.".into())),
         Updated::Offboarding => {

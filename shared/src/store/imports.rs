@@ -619,17 +619,41 @@ pub async fn close(
     .buffer_unordered(8)
     .try_collect::<()>()
     .await?;
+    // The final counts go with the close, so the `importFinished` event (read from the table's
+    // stream, `crate::store::lifecycle_events`) carries them: every item has its outcome now.
+    let mut counts: std::collections::BTreeMap<&str, u32> = std::collections::BTreeMap::new();
+    let finals = outcomes
+        .values()
+        .copied()
+        .chain(open.iter().map(|_| Outcome::Failed(reason)));
+    for outcome in finals {
+        let name = match outcome {
+            Outcome::Failed(r) => r.as_str(),
+            other => other.as_str(),
+        };
+        *counts.entry(name).or_default() += 1;
+    }
+    let counts = AttributeValue::M(
+        counts
+            .into_iter()
+            .map(|(name, n)| (name.to_owned(), AttributeValue::N(n.to_string())))
+            .collect(),
+    );
     let pk = import_key(tenant, import);
     let closed = db
         .client
         .update_item()
         .table_name(&*db.table)
         .set_key(Some(key(&pk, &pk)))
-        .update_expression("SET #closed = if_not_exists(#closed, :now)")
+        .update_expression(
+            "SET #closed = if_not_exists(#closed, :now), #counts = if_not_exists(#counts, :counts)",
+        )
         .condition_expression("#created = :created")
         .expression_attribute_names("#closed", CLOSED_AT_MS)
+        .expression_attribute_names("#counts", "finalCounts")
         .expression_attribute_names("#created", CREATED_AT_MS)
         .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
+        .expression_attribute_values(":counts", counts)
         .expression_attribute_values(":created", AttributeValue::N(created_at_ms.to_string()))
         .send()
         .await;

@@ -8,6 +8,7 @@ pub mod idempotency;
 pub mod imports;
 pub mod items;
 pub mod layout;
+pub mod lifecycle_events;
 pub mod limiter;
 pub mod meter;
 pub mod offboarding;

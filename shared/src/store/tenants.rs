@@ -159,6 +159,11 @@ pub struct TenantRecord {
     /// count alone can come back: 4 → 16 → 4).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reshardings: u32,
+    /// The tenant of the operator who onboarded the tenant or made the last change of its tier,
+    /// limits or status: the `operator` of those lifecycle events
+    /// ([`crate::store::lifecycle_events`]). Absent on records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_by: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -285,16 +290,14 @@ impl Offboarding {
             ("requestedBy".to_owned(), s(&self.requested_by)),
             ("deletionStartsAt".to_owned(), n(self.deletion_starts_at)),
             ("steps".to_owned(), n(self.steps)),
-            (
-                "deleted".to_owned(),
-                AttributeValue::M(
-                    self.deleted
-                        .iter()
-                        .map(|(kind, count)| (kind.clone(), n(*count)))
-                        .collect(),
-                ),
-            ),
         ]);
+        // No empty map: DynamoDB Local's stream renders one without its type, which no SDK reads
+        // (an absent `deleted` reads as empty).
+        if !self.deleted.is_empty() {
+            let deleted = self.deleted.iter();
+            let deleted = deleted.map(|(kind, count)| (kind.clone(), n(*count)));
+            state.insert("deleted".to_owned(), AttributeValue::M(deleted.collect()));
+        }
         if let Some(started) = &self.started_at {
             state.insert("startedAt".to_owned(), s(started));
         }
@@ -409,7 +412,7 @@ pub struct RecordChange {
 }
 
 /// The UpdateItem expression of a change: `SET` and `REMOVE` clauses over `#tier`, `#limits` and
-/// `#status`.
+/// `#status`, and `#changedBy`, the operator's tenant.
 pub fn change_expression(change: &RecordChange) -> String {
     let mut set = Vec::new();
     let mut remove = Vec::new();
@@ -423,6 +426,7 @@ pub fn change_expression(change: &RecordChange) -> String {
     if change.status.is_some() {
         set.push("#status = :status");
     }
+    set.push("#changedBy = :changedBy");
     let mut expression = format!("SET {}", set.join(", "));
     if !remove.is_empty() {
         expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
@@ -439,9 +443,13 @@ pub enum Updated {
     Offboarding,
 }
 
-/// Applies `change` to the existing record, unless the tenant is being offboarded. One conditional
-/// UpdateItem, answered with the whole new record.
-pub async fn update_record(db: &TenantDb, change: RecordChange) -> Result<Updated, StoreError> {
+/// Applies `change`, asked by an operator of tenant `by`, to the existing record, unless the tenant
+/// is being offboarded. One conditional UpdateItem, answered with the whole new record.
+pub async fn update_record(
+    db: &TenantDb,
+    change: RecordChange,
+    by: &TenantId,
+) -> Result<Updated, StoreError> {
     let mut update = record_update(db)
         .condition_expression(
             "attribute_exists(PK) AND (attribute_not_exists(#state) OR #state <> :offboarding)",
@@ -449,6 +457,8 @@ pub async fn update_record(db: &TenantDb, change: RecordChange) -> Result<Update
         .expression_attribute_names("#state", "status")
         .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
         .update_expression(change_expression(&change))
+        .expression_attribute_names("#changedBy", "changedBy")
+        .expression_attribute_values(":changedBy", AttributeValue::S(by.to_string()))
         .return_values_on_condition_check_failure(
             aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
         );
@@ -639,6 +649,7 @@ mod tests {
             migration: None,
             order_shard_count: None,
             reshardings: 0,
+            changed_by: None,
         };
         let item: crate::store::query::Item = serde_dynamo::to_item(&record).unwrap();
         let limits = item["limits"].as_m().unwrap();
@@ -699,15 +710,15 @@ mod tests {
         let change = |tier, status| change_expression(&RecordChange { tier, status });
         assert_eq!(
             change(Some((Tier::Basic, None)), None),
-            "SET #tier = :tier REMOVE #limits"
+            "SET #tier = :tier, #changedBy = :changedBy REMOVE #limits"
         );
         assert_eq!(
             change(Some((Tier::Custom, custom)), Some(TenantStatus::Suspended)),
-            "SET #tier = :tier, #limits = :limits, #status = :status"
+            "SET #tier = :tier, #limits = :limits, #status = :status, #changedBy = :changedBy"
         );
         assert_eq!(
             change(None, Some(TenantStatus::Active)),
-            "SET #status = :status"
+            "SET #status = :status, #changedBy = :changedBy"
         );
         // a record written before suspension existed reads as active
         let old: TenantRecord = serde_json::from_value(serde_json::json!({

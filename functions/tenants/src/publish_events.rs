@@ -1,0 +1,148 @@
+//! `publish-lifecycle-events`: the table's stream → EventBridge.
+//!
+//! A DynamoDB stream event source mapping (`ReportBatchItemFailures`, filtered to tenant and import
+//! records) hands this function the changes in commit order; each record becomes the lifecycle
+//! events [`shared::store::lifecycle_events::events_of`] reads in it, put on the bus
+//! (`EVENT_BUS_NAME`) with source `EVENT_SOURCE` (default `pooltable`). A change is published
+//! only once it committed (the stream holds nothing else), and never lost: when a put fails, the
+//! answer names the first record not fully published, and Lambda hands it (and every record after
+//! it) over again. An event can then go out twice; its `detail.eventId` (the stream record's id) is
+//! the same both times, for a subscriber that must not count one twice.
+
+use aws_lambda_events::dynamodb::{Event, EventRecord};
+use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use aws_sdk_eventbridge::primitives::DateTime;
+use aws_sdk_eventbridge::types::PutEventsRequestEntry;
+use shared::service::app::{lambda_sdk_config, ConfigError};
+use shared::store::lifecycle_events::{events_of, Change, LifecycleEvent};
+
+/// PutEvents takes at most 10 entries.
+const ENTRIES_PER_PUT: usize = 10;
+
+/// The source every event carries unless `EVENT_SOURCE` names another.
+pub const DEFAULT_SOURCE: &str = "pooltable";
+
+pub struct Publisher {
+    client: aws_sdk_eventbridge::Client,
+    bus: String,
+    source: String,
+}
+
+impl Publisher {
+    pub fn new(client: aws_sdk_eventbridge::Client, bus: &str, source: &str) -> Self {
+        Self {
+            client,
+            bus: bus.to_owned(),
+            source: source.to_owned(),
+        }
+    }
+
+    /// `EVENT_BUS_NAME` (required) and `EVENT_SOURCE`, with the functions' SDK settings.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let bus = std::env::var("EVENT_BUS_NAME")
+            .ok()
+            .filter(|b| !b.is_empty())
+            .ok_or(ConfigError::Missing("EVENT_BUS_NAME"))?;
+        let source = std::env::var("EVENT_SOURCE")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| DEFAULT_SOURCE.to_owned());
+        let client = aws_sdk_eventbridge::Client::new(&lambda_sdk_config()?);
+        Ok(Self::new(client, &bus, &source))
+    }
+
+    /// Publishes the batch's events in order; answers which record to resume from when a put
+    /// failed (none: all published).
+    pub async fn publish(&self, batch: Event) -> DynamoDbEventResponse {
+        let mut pending: Vec<(usize, PutEventsRequestEntry)> = Vec::new();
+        let mut unreadable = None;
+        for (index, record) in batch.records.iter().enumerate() {
+            match self.entries(record) {
+                Ok(entries) => pending.extend(entries.into_iter().map(|e| (index, e))),
+                Err(e) => {
+                    tracing::error!(error = %e, event_id = %record.event_id, alarm = "lifecycle_event_unreadable", "a stream record could not be read");
+                    unreadable = Some(index);
+                    break;
+                }
+            }
+        }
+        let mut failed_at = unreadable;
+        for chunk in pending.chunks(ENTRIES_PER_PUT) {
+            if let Some(index) = self.put(chunk).await {
+                failed_at = Some(failed_at.map_or(index, |f| f.min(index)));
+                break;
+            }
+        }
+        let mut response = DynamoDbEventResponse::default();
+        if let Some(index) = failed_at {
+            let mut failure = DynamoDbBatchItemFailure::default();
+            failure.item_identifier = batch.records[index].change.sequence_number.clone();
+            response.batch_item_failures.push(failure);
+        }
+        response
+    }
+
+    fn entries(
+        &self,
+        record: &EventRecord,
+    ) -> Result<Vec<PutEventsRequestEntry>, shared::store::lifecycle_events::ImageError> {
+        let Some(change) = Change::parse(&record.event_name) else {
+            return Ok(Vec::new());
+        };
+        let image = |i: &serde_dynamo::Item| (!i.is_empty()).then_some(i.clone());
+        let (old, new) = (
+            image(&record.change.old_image),
+            image(&record.change.new_image),
+        );
+        let events = events_of(change, &record.event_id, old.as_ref(), new.as_ref())?;
+        let at = DateTime::from_millis(
+            record
+                .change
+                .approximate_creation_date_time
+                .timestamp_millis(),
+        );
+        Ok(events.into_iter().map(|e| self.entry(e, at)).collect())
+    }
+
+    fn entry(&self, event: LifecycleEvent, at: DateTime) -> PutEventsRequestEntry {
+        PutEventsRequestEntry::builder()
+            .event_bus_name(&self.bus)
+            .source(&self.source)
+            .detail_type(event.detail_type)
+            .detail(event.detail.to_string())
+            .time(at)
+            .build()
+    }
+
+    /// Puts one chunk; `Some(record index)` of the first entry not put.
+    async fn put(&self, chunk: &[(usize, PutEventsRequestEntry)]) -> Option<usize> {
+        let entries = chunk.iter().map(|(_, e)| e.clone()).collect();
+        match self
+            .client
+            .put_events()
+            .set_entries(Some(entries))
+            .send()
+            .await
+        {
+            Ok(out) if out.failed_entry_count() == 0 => None,
+            Ok(out) => {
+                let first = out
+                    .entries()
+                    .iter()
+                    .position(|e| e.error_code().is_some())
+                    .unwrap_or(0);
+                let error = out.entries().get(first).and_then(|e| e.error_message());
+                tracing::warn!(
+                    failed = out.failed_entry_count(),
+                    ?error,
+                    "PutEvents refused entries; the batch resumes from the first"
+                );
+                Some(chunk[first].0)
+            }
+            Err(e) => {
+                tracing::warn!(error = %aws_sdk_eventbridge::error::DisplayErrorContext(&e), "PutEvents failed; the batch resumes from its first entry");
+                Some(chunk[0].0)
+            }
+        }
+    }
+}

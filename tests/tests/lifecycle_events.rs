@@ -1,0 +1,234 @@
+//! Lifecycle events: every committed lifecycle change becomes exactly one event on the bus, a change
+//! that failed none, and a put that fails loses nothing. The table's stream on DynamoDB Local is
+//! handed to `publish-lifecycle-events` as Lambda would; the bus is moto's EventBridge, delivering
+//! through a rule to a queue, as a subscriber would receive them.
+
+use integration::lifecycle_bus::{LifecycleBus, StreamTap};
+use integration::routes::{call, params};
+use integration::{offboard_to_end, onboard, unique, Auth, Harness, Resp};
+use serde_json::{json, Value};
+use shared::identity::ids::{EntityId, TenantId};
+use shared::store::imports::{self, NewImport, Outcome, FINAL_WITHIN_SECONDS};
+use shared::store::resharding::MOVES_DELAY_SECONDS;
+
+fn operator() -> Auth {
+    Auth::Operator("platform".into())
+}
+
+async fn patch(h: &Harness, tenant: &str, body: Value) -> Resp {
+    call(
+        &h.app,
+        "update-tenant",
+        &params(&[("tenantId", tenant)]),
+        &[],
+        Some(body),
+        &operator(),
+    )
+    .await
+}
+
+/// The events delivered about `tenant`, by detail-type (EventBridge and the queue keep no order).
+fn about(events: &[Value], tenant: &str) -> std::collections::BTreeMap<String, Vec<Value>> {
+    let mut about = std::collections::BTreeMap::<String, Vec<Value>>::new();
+    for e in events.iter().filter(|e| e["detail"]["tenantId"] == tenant) {
+        assert_eq!(e["source"], "pooltable", "{e}");
+        let kind = e["detail-type"].as_str().unwrap().to_owned();
+        about.entry(kind).or_default().push(e["detail"].clone());
+    }
+    about
+}
+
+/// Each detail-type with how many times it came.
+fn counted(about: &std::collections::BTreeMap<String, Vec<Value>>) -> Vec<(&str, usize)> {
+    about.iter().map(|(k, v)| (k.as_str(), v.len())).collect()
+}
+
+#[tokio::test]
+async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none() {
+    // GIVEN a table whose stream feeds the publisher, and a subscriber on the bus
+    let h = Harness::new().await;
+    let bus = LifecycleBus::create().await;
+    let mut stream = StreamTap::open(&h.admin, &h.table).await;
+    let t = unique("events");
+
+    // WHEN an operator takes a tenant through every lifecycle step, with failed changes in between
+    onboard(&h, &t, 4).await;
+    let again = call(
+        &h.app,
+        "onboard-tenant",
+        &params(&[]),
+        &[],
+        Some(json!({"tenantId": t, "tier": "basic"})),
+        &operator(),
+    )
+    .await;
+    assert_eq!(
+        again.status, 409,
+        "onboarding it again fails: {}",
+        again.body
+    );
+    assert_eq!(patch(&h, &t, json!({"tier": "premium"})).await.status, 200);
+    assert_eq!(
+        patch(&h, &t, json!({"status": "suspended"})).await.status,
+        200
+    );
+    assert_eq!(
+        patch(&h, &t, json!({"status": "suspended"})).await.status,
+        200,
+        "suspending a suspended tenant changes nothing"
+    );
+    assert_eq!(patch(&h, &t, json!({"status": "active"})).await.status, 200);
+    let own = patch(&h, "platform", json!({"status": "suspended"})).await;
+    assert_eq!(own.status, 409, "an operator cannot suspend its own tenant");
+    let bad = patch(&h, &t, json!({"tier": "golden"})).await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    let started = patch(&h, &t, json!({"shardCount": 8})).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
+    let mut resharded = patch(&h, &t, json!({"shardCount": 8})).await;
+    for _ in 0..20 {
+        if resharded.status == 200 {
+            break;
+        }
+        assert_eq!(resharded.status, 202, "{}", resharded.body);
+        resharded = patch(&h, &t, json!({"shardCount": 8})).await;
+    }
+    assert_eq!(resharded.status, 200, "{}", resharded.body);
+    let report = offboard_to_end(&h, &t, &operator()).await;
+    let late = patch(&h, &t, json!({"status": "suspended"})).await;
+    assert_eq!(late.status, 404, "a gone tenant's record changes no more");
+
+    // AND a tenant's import is closed at its deadline, one item written and two never sent
+    let u = unique("events-import");
+    onboard(&h, &u, 4).await;
+    let tenant = TenantId::parse(&u).unwrap();
+    let import = EntityId::parse("imp-1").unwrap();
+    let db = h.app.db_for_operator(&tenant).await.unwrap();
+    let created_at_ms = integration::real_now_millis();
+    let new = NewImport {
+        kind: "product",
+        accepted: 3,
+        fingerprint: "f",
+        created_at_ms,
+    };
+    imports::claim(&db, &tenant, &import, &new).await.unwrap();
+    let now_s = created_at_ms / 1000;
+    imports::record_outcome(
+        &db,
+        &tenant,
+        &import,
+        0,
+        Outcome::Written,
+        created_at_ms,
+        now_s,
+    )
+    .await
+    .unwrap();
+    let deadline = created_at_ms + FINAL_WITHIN_SECONDS * 1000;
+    for _ in 0..2 {
+        imports::close(&db, &tenant, &import, created_at_ms, deadline + 1)
+            .await
+            .unwrap();
+    }
+
+    // AND the publisher is handed the stream
+    let batch = stream.take().await;
+    let answer = bus.publisher().publish(batch).await;
+    assert!(answer.batch_item_failures.is_empty(), "{answer:?}");
+
+    // THEN the subscriber got exactly one event per change
+    let delivered = bus.delivered().await;
+    let events = about(&delivered, &t);
+    assert_eq!(
+        counted(&events),
+        [
+            ("offboardingFinished", 1),
+            ("offboardingStarted", 1),
+            ("reshardingFinished", 1),
+            ("reshardingStarted", 1),
+            ("tenantOnboarded", 1),
+            ("tenantResumed", 1),
+            ("tenantSuspended", 1),
+            ("tenantTierChanged", 1),
+        ],
+        "{delivered:#?}"
+    );
+    // AND each names the operator who asked, and what came of it
+    for (kind, details) in &events {
+        let detail = &details[0];
+        assert_eq!(
+            detail["operator"]["tenantId"], "platform",
+            "{kind}: {detail}"
+        );
+        assert!(detail["eventId"].is_string(), "{kind}: {detail}");
+    }
+    let detail = |kind: &str| events[kind][0].clone();
+    assert_eq!(detail("tenantOnboarded")["tier"], "standard");
+    assert_eq!(detail("tenantTierChanged")["tier"], "premium");
+    assert_eq!(detail("tenantTierChanged")["previousTier"], "standard");
+    assert_eq!(detail("tenantSuspended")["outcome"], "suspended");
+    assert_eq!(detail("reshardingFinished")["from"], 4);
+    assert_eq!(detail("reshardingFinished")["shardCount"], 8);
+    assert_eq!(
+        detail("offboardingFinished")["deleted"],
+        report.body["deleted"],
+        "the offboarding's counts are the report's: {}",
+        report.body
+    );
+    // AND the import's one event carries its final counts, with no operator
+    let import_events = about(&delivered, &u);
+    assert_eq!(
+        counted(&import_events),
+        [("importFinished", 1), ("tenantOnboarded", 1)],
+        "{delivered:#?}"
+    );
+    let finished = &import_events["importFinished"][0];
+    assert_eq!(finished["outcome"], "failed");
+    assert_eq!(finished["importId"], "imp-1");
+    assert_eq!(finished["counts"], json!({"written": 1, "notEnqueued": 2}));
+    assert_eq!(finished["operator"], Value::Null);
+    // AND nothing else was published
+    assert_eq!(delivered.len(), 10, "{delivered:#?}");
+}
+
+#[tokio::test]
+async fn a_put_that_fails_loses_no_event_and_the_retry_sends_each_once_more_at_most() {
+    // GIVEN two lifecycle changes on the stream, and a bus that is down
+    let h = Harness::new().await;
+    let bus = LifecycleBus::create().await;
+    let mut stream = StreamTap::open(&h.admin, &h.table).await;
+    let t = unique("events-retry");
+    onboard(&h, &t, 4).await;
+    assert_eq!(
+        patch(&h, &t, json!({"status": "suspended"})).await.status,
+        200
+    );
+    let batch = stream.take().await;
+    let sdk = shared::service::app::load_sdk_config().await;
+    let down = aws_sdk_eventbridge::Client::from_conf(
+        aws_sdk_eventbridge::config::Builder::from(&sdk)
+            .endpoint_url("http://127.0.0.1:9")
+            .build(),
+    );
+    let broken = tenants::publish_events::Publisher::new(down, &bus.name, "pooltable");
+
+    // WHEN the publisher cannot put them
+    let answer = broken.publish(batch.clone()).await;
+
+    // THEN it names the first record as the one to resume from, and nothing was delivered
+    let first = batch.records[0].change.sequence_number.clone();
+    assert_eq!(answer.batch_item_failures.len(), 1, "{answer:?}");
+    assert_eq!(answer.batch_item_failures[0].item_identifier, first);
+    assert!(about(&bus.delivered().await, &t).is_empty());
+
+    // WHEN Lambda hands the batch over again, from that record, and the bus is back
+    let answer = bus.publisher().publish(batch).await;
+
+    // THEN both events arrive, once each
+    assert!(answer.batch_item_failures.is_empty(), "{answer:?}");
+    let events = about(&bus.delivered().await, &t);
+    assert_eq!(
+        counted(&events),
+        [("tenantOnboarded", 1), ("tenantSuspended", 1)]
+    );
+}
