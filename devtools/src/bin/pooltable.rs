@@ -178,7 +178,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("create-table") if args.len() == 2 => {
-            let def = table_from_template(&default_template_path())?;
+            // No stream locally: nothing reads it there, and it slows DynamoDB Local's writes.
+            let def = table_from_template(&default_template_path())?.without_stream();
             let sdk = shared::service::app::load_sdk_config().await;
             let client = aws_sdk_dynamodb::Client::new(&sdk);
             create_table(&client, &args[1], &def).await?;

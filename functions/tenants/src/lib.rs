@@ -8,6 +8,7 @@ pub mod export_tenant;
 pub mod get_tenant;
 pub mod offboard_tenant;
 pub mod onboard_tenant;
+pub mod pre_token_generation;
 pub mod publish_events;
 pub mod reshard_tenant;
 pub mod update_tenant;
