@@ -5,15 +5,17 @@ generation trigger included).
 
     python3 cognito_tokens.py ENDPOINT CALLBACK_URL
 
-Users (password sign-in through the tenants' app client, unless said):
-  tenant_user       alice, custom:tenantId=acme
-  operator_by_scope olga, custom:tenantId=ops, through the operators' app client's OAuth flow
-                    (authorization code with PKCE), which grants pooltable/admin
-  operator_by_group greg, custom:tenantId=ops, in the group platform-admin
-  self_made_admin   eve, custom:tenantId=acme, who wrote custom:role=platform-admin about herself
-  no_tenant         nora, no custom:tenantId
-  other_client      alice again, through an app client the authorizer does not trust
-  other_pool        mallet, custom:tenantId=acme, in another user pool
+Users (password sign-in through the template's app client, unless said):
+  tenant_user              alice, custom:tenantId=acme
+  tenant_user_asking_admin alice, through the OAuth flow (authorization code with PKCE) of an app
+                           client allowed pooltable/admin, which the template has not: the case the
+                           trigger guards against (Cognito grants scopes per client, not per user)
+  operator_by_group        greg, custom:tenantId=ops, in the group platform-admin
+  operator_by_scope        greg, asking for pooltable/admin through that client's OAuth flow
+  self_made_admin          eve, custom:tenantId=acme, who wrote custom:role=platform-admin about herself
+  no_tenant                nora, no custom:tenantId
+  other_client             alice, through an app client the authorizer does not trust
+  other_pool               mallet, custom:tenantId=acme, in another user pool
 """
 import base64
 import hashlib
@@ -97,10 +99,9 @@ def oauth_sign_in(client_id, name, scope):
 main = pool("pooltable-local")
 idp.create_group(UserPoolId=main, GroupName="platform-admin")
 tenants = client(main, "tenants", ["openid", "email"])
-operators = client(main, "operators", ["openid", "email", "pooltable/admin"])
+scoped = client(main, "scoped", ["openid", "email", "pooltable/admin"])
 untrusted = client(main, "untrusted", ["openid", "email"])
 user(main, "alice", {"custom:tenantId": "acme"})
-user(main, "olga", {"custom:tenantId": "ops"})
 user(main, "greg", {"custom:tenantId": "ops"}, ["platform-admin"])
 user(main, "eve", {"custom:tenantId": "acme", "custom:role": "platform-admin"})
 user(main, "nora", {})
@@ -112,11 +113,12 @@ jwks_url = f"{endpoint}/{main}/.well-known/jwks.json"
 print(json.dumps({
     "issuer": f"{endpoint}/{main}",
     "jwks": json.load(urllib.request.urlopen(jwks_url, timeout=30)),
-    "audience": [tenants, operators],
+    "audience": [tenants, scoped],
     "tokens": {
         "tenant_user": password_sign_in(tenants, "alice"),
-        "operator_by_scope": oauth_sign_in(operators, "olga", "openid pooltable/admin"),
+        "tenant_user_asking_admin": oauth_sign_in(scoped, "alice", "openid pooltable/admin"),
         "operator_by_group": password_sign_in(tenants, "greg"),
+        "operator_by_scope": oauth_sign_in(scoped, "greg", "openid pooltable/admin"),
         "self_made_admin": password_sign_in(tenants, "eve"),
         "no_tenant": password_sign_in(tenants, "nora"),
         "other_client": password_sign_in(untrusted, "alice"),

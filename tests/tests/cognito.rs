@@ -1,8 +1,9 @@
 //! The template's Cognito setup (UserPool=create), end to end on a local Cognito that issues real
 //! tokens and runs the pre token generation trigger: cognito-local (scripts/cognito-local.cjs)
 //! invokes the `pre-token-generation` binary over the Lambda Invoke API, and
-//! scripts/cognito_tokens.py signs in a tenant user, an operator by scope (the operators' app
-//! client, OAuth), an operator by group, and users who must be refused. Each ID and access token
+//! scripts/cognito_tokens.py signs in a tenant user, an operator (a `platform-admin` member) by
+//! password and through an OAuth flow asking for `pooltable/admin`, and users who must be refused,
+//! among them a tenant user asking for that scope through an app client allowed it. Each ID and access token
 //! then goes through what the HTTP API's JWT authorizer does (signature against the pool's JWKS,
 //! issuer, audience, expiry, the route's `AuthorizationScopes` from template.yaml) and, when it
 //! passes, to the function with the claims the authorizer passes on. README ("Operating pooltable":
@@ -262,8 +263,8 @@ async fn cognito_tokens_are_accepted_or_refused_as_readme_states() {
     }
     let tokens = &setup["tokens"];
 
-    // THEN the trigger put the tenant into every access token, and the operator scope into a
-    // platform-admin's (only Cognito's OAuth flow gives it to the operators' app client's users)
+    // THEN the trigger put the tenant into every access token, the operator scope into a
+    // platform-admin's, and took it from a tenant user whose app client granted it
     let access = |who: &str| payload(tokens[who]["access"].as_str().unwrap());
     assert_eq!(access("tenant_user")["custom:tenantId"], "acme");
     assert_eq!(access("operator_by_group")["custom:tenantId"], "ops");
@@ -271,10 +272,16 @@ async fn cognito_tokens_are_accepted_or_refused_as_readme_states() {
         .as_str()
         .unwrap()
         .contains("pooltable/admin"));
-    assert!(!access("tenant_user")["scope"]
-        .as_str()
-        .unwrap()
-        .contains("pooltable/admin"));
+    for who in ["tenant_user", "tenant_user_asking_admin"] {
+        assert!(
+            !access(who)["scope"]
+                .as_str()
+                .unwrap()
+                .contains("pooltable/admin"),
+            "{who}: {}",
+            access(who)
+        );
+    }
     assert!(access("no_tenant").get("custom:tenantId").is_none());
 
     // WHEN each token calls a tenant route, an operator read and an operator write
@@ -298,8 +305,9 @@ async fn cognito_tokens_are_accepted_or_refused_as_readme_states() {
     let mut answers: Vec<(String, Vec<u16>)> = Vec::new();
     for who in [
         "tenant_user",
-        "operator_by_scope",
+        "tenant_user_asking_admin",
         "operator_by_group",
+        "operator_by_scope",
         "self_made_admin",
         "no_tenant",
         "other_client",
@@ -329,10 +337,12 @@ async fn cognito_tokens_are_accepted_or_refused_as_readme_states() {
         // tenant route, GET /tenants/{other}, POST /tenants
         ("tenant_user id", [404, 403, 403]),
         ("tenant_user access", [404, 403, 403]),
-        ("operator_by_scope id", [404, 403, 403]),
-        ("operator_by_scope access", [404, 200, 201]),
+        ("tenant_user_asking_admin id", [404, 403, 403]),
+        ("tenant_user_asking_admin access", [404, 403, 403]),
         ("operator_by_group id", [404, 200, 403]),
         ("operator_by_group access", [404, 200, 201]),
+        ("operator_by_scope id", [404, 200, 403]),
+        ("operator_by_scope access", [404, 200, 201]),
         ("self_made_admin id", [404, 403, 403]),
         ("self_made_admin access", [404, 403, 403]),
         ("no_tenant id", [401, 401, 403]),

@@ -38,6 +38,32 @@ fn about(events: &[Value], tenant: &str) -> std::collections::BTreeMap<String, V
     about
 }
 
+/// The event source mapping's filters (template.yaml), as JSON patterns.
+fn template_filters() -> Vec<Value> {
+    let t = integration::template::load();
+    let filters = &t["Resources"]["PublishLifecycleEventsFunction"]["Properties"]["Events"]
+        ["Stream"]["Properties"]["FilterCriteria"]["Filters"];
+    filters
+        .as_sequence()
+        .expect("the stream's FilterCriteria")
+        .iter()
+        .map(|f| serde_json::from_str(f["Pattern"].as_str().unwrap()).unwrap())
+        .collect()
+}
+
+/// Whether `value` matches an event filter pattern (the subset the template uses: nested keys,
+/// values listed, `{"exists": true}`).
+fn matches(pattern: &Value, value: &Value) -> bool {
+    match pattern {
+        Value::Object(fields) => fields.iter().all(|(k, p)| matches(p, &value[k])),
+        Value::Array(alternatives) => alternatives.iter().any(|a| match a {
+            Value::Object(op) if op.get("exists") == Some(&json!(true)) => !value.is_null(),
+            literal => literal == value,
+        }),
+        _ => false,
+    }
+}
+
 /// Each detail-type with how many times it came.
 fn counted(about: &std::collections::BTreeMap<String, Vec<Value>>) -> Vec<(&str, usize)> {
     about.iter().map(|(k, v)| (k.as_str(), v.len())).collect()
@@ -133,6 +159,30 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
 
     // AND the publisher is handed the stream
     let batch = stream.take().await;
+    // (every record that stands for an event passes the event source mapping's filters)
+    let filters = template_filters();
+    for record in &batch.records {
+        let image = |i: &serde_dynamo::Item| (!i.is_empty()).then(|| i.clone());
+        let change = shared::store::lifecycle_events::Change::parse(&record.event_name).unwrap();
+        let (old, new) = (
+            image(&record.change.old_image),
+            image(&record.change.new_image),
+        );
+        let events = shared::store::lifecycle_events::events_of(
+            change,
+            &record.event_id,
+            old.as_ref(),
+            new.as_ref(),
+        )
+        .unwrap();
+        let json = serde_json::to_value(record).unwrap();
+        if !events.is_empty() {
+            assert!(
+                filters.iter().any(|f| matches(f, &json)),
+                "{events:?} would be filtered out: {json}"
+            );
+        }
+    }
     let answer = bus.publisher().publish(batch).await;
     assert!(answer.batch_item_failures.is_empty(), "{answer:?}");
 
@@ -231,4 +281,45 @@ async fn a_put_that_fails_loses_no_event_and_the_retry_sends_each_once_more_at_m
         counted(&events),
         [("tenantOnboarded", 1), ("tenantSuspended", 1)]
     );
+}
+
+#[tokio::test]
+async fn a_record_that_cannot_be_read_is_counted_and_passed_without_holding_up_the_rest() {
+    // GIVEN a batch whose first record is a tenant record with an image no reader understands,
+    // then a good one
+    let h = Harness::with_stream().await;
+    let bus = LifecycleBus::create().await;
+    let mut stream = StreamTap::open(&h.admin, &h.table).await;
+    let t = unique("events-unreadable");
+    onboard(&h, &t, 4).await;
+    let mut batch = stream.take().await;
+    let mut broken = batch.records[0].clone();
+    broken.event_id = "broken".into();
+    broken.change.new_image = serde_json::from_value(json!({
+        "PK": {"S": format!("TENANT#{t}#TENANT")}, "SK": {"S": format!("TENANT#{t}#TENANT")},
+        "tenantId": {"S": t}, "tier": {"N": "5"}
+    }))
+    .unwrap();
+    batch.records.insert(0, broken);
+    let metrics = shared::service::metrics::MetricsSink::memory();
+    let publisher = bus.publisher().with_metrics(metrics);
+
+    // WHEN the publisher is handed it
+    let answer = publisher.publish(batch).await;
+
+    // THEN nothing is retried, the good record's event is out, and the bad one is counted
+    assert!(answer.batch_item_failures.is_empty(), "{answer:?}");
+    let events = about(&bus.delivered().await, &t);
+    assert_eq!(counted(&events), [("tenantOnboarded", 1)]);
+    let lines = publisher_lines(&publisher);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["UnreadableLifecycleRecords"] == 1.0 && l["eventId"] == "broken"),
+        "{lines:?}"
+    );
+}
+
+fn publisher_lines(publisher: &tenants::publish_events::Publisher) -> Vec<Value> {
+    publisher.metrics().lines()
 }

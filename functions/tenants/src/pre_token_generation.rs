@@ -2,11 +2,13 @@
 //! `V2_0`), which makes Cognito's access tokens carry what pooltable reads from them.
 //!
 //! Out of the box an access token carries no `custom:tenantId` (the functions then answer 401), and
-//! an operator who is one only by the `platform-admin` group has no `pooltable/admin` scope, which
-//! the HTTP API demands on every operator route. So, for every token Cognito issues to a user:
+//! an operator, a member of `platform-admin`, has no `pooltable/admin` scope, which the HTTP API
+//! demands on every operator-only route. So, for every token Cognito issues to a user:
 //! - the access token gets the user's `custom:tenantId` (an attribute only the back end writes: no
 //!   app client of the template may write it);
-//! - a member of `platform-admin` gets the `pooltable/admin` scope in the access token.
+//! - a member of `platform-admin` gets the `pooltable/admin` scope in the access token, and anyone
+//!   else loses it: Cognito grants OAuth scopes per app client, not per user, so an app client
+//!   allowed the scope would otherwise make every user who signs in through it an operator.
 //!
 //! Nothing else changes: a user without a tenant gets none (401), and neither groups nor the ID
 //! token are touched. The answer is written as JSON by hand rather than with `aws_lambda_events`'
@@ -17,12 +19,13 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use shared::isolation::claims::{OPERATOR_GROUP, OPERATOR_SCOPE, TENANT_CLAIM};
 
+/// What the trigger reads; every part may be absent or null (Cognito sends `null` for none).
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 struct Request {
-    user_attributes: std::collections::HashMap<String, String>,
-    group_configuration: Groups,
-    scopes: Vec<String>,
+    user_attributes: Option<std::collections::HashMap<String, String>>,
+    group_configuration: Option<Groups>,
+    scopes: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -33,22 +36,38 @@ struct Groups {
 
 /// The trigger's answer: the event, with `response.claimsAndScopeOverrideDetails` set.
 pub fn handle(mut event: Value) -> Value {
-    let request: Request = serde_json::from_value(event["request"].clone()).unwrap_or_default();
+    let request: Request = match serde_json::from_value(event["request"].clone()) {
+        Ok(request) => request,
+        Err(e) => {
+            // Fails closed: no tenant claim (401), and the operator scope suppressed.
+            tracing::error!(error = %e, "pre token generation: the request does not parse");
+            Request::default()
+        }
+    };
     let mut access = serde_json::Map::new();
-    if let Some(tenant) = request.user_attributes.get(TENANT_CLAIM) {
+    let attributes = request.user_attributes.unwrap_or_default();
+    if let Some(tenant) = attributes.get(TENANT_CLAIM) {
         access.insert(
             "claimsToAddOrOverride".into(),
             json!({ TENANT_CLAIM: tenant }),
         );
     }
-    let groups = request.group_configuration.groups_to_override;
+    let groups = request.group_configuration.unwrap_or_default();
     let operator = groups
+        .groups_to_override
         .unwrap_or_default()
         .iter()
         .any(|g| g == OPERATOR_GROUP);
-    if operator && !request.scopes.iter().any(|s| s == OPERATOR_SCOPE) {
-        access.insert("scopesToAdd".into(), json!([OPERATOR_SCOPE]));
-    }
+    let scoped = request
+        .scopes
+        .unwrap_or_default()
+        .iter()
+        .any(|s| s == OPERATOR_SCOPE);
+    match (operator, scoped) {
+        (true, false) => access.insert("scopesToAdd".into(), json!([OPERATOR_SCOPE])),
+        (false, _) => access.insert("scopesToSuppress".into(), json!([OPERATOR_SCOPE])),
+        (true, true) => None,
+    };
     if event["version"] != "2" {
         // A V1_0 trigger can change the ID token only: a pool configured so gets nothing here.
         tracing::warn!(version = %event["version"], "pre token generation: configure the trigger as V2_0; access tokens are left as they are");
@@ -74,8 +93,12 @@ mod tests {
         })
     }
 
+    fn access(answer: &Value) -> &Value {
+        &answer["response"]["claimsAndScopeOverrideDetails"]["accessTokenGeneration"]
+    }
+
     #[test]
-    fn a_tenant_user_gets_the_tenant_claim_in_the_access_token_and_no_scope() {
+    fn a_tenant_user_gets_the_tenant_claim_in_the_access_token_and_never_the_operator_scope() {
         // GIVEN a user of tenant acme, in no group
         let e = event(
             json!({"sub": "s", "custom:tenantId": "acme"}),
@@ -84,12 +107,35 @@ mod tests {
         );
         // WHEN Cognito asks
         let answer = handle(e);
-        // THEN exactly this is added, to the access token only
+        // THEN exactly this is the answer: the tenant added to the access token, the scope withheld
         assert_eq!(
             answer["response"],
             json!({"claimsAndScopeOverrideDetails": {"accessTokenGeneration": {
-                "claimsToAddOrOverride": {"custom:tenantId": "acme"}
+                "claimsToAddOrOverride": {"custom:tenantId": "acme"},
+                "scopesToSuppress": ["pooltable/admin"]
             }}})
+        );
+    }
+
+    #[test]
+    fn a_user_outside_the_group_loses_the_operator_scope_any_client_granted() {
+        // GIVEN a tenant user who signed in through an app client allowed pooltable/admin, with
+        // groups sent as null
+        let e = event(
+            json!({"custom:tenantId": "acme"}),
+            json!(null),
+            json!(["openid", "pooltable/admin"]),
+        );
+        // WHEN Cognito asks
+        let answer = handle(e);
+        // THEN the scope is suppressed, and the tenant still added
+        assert_eq!(
+            access(&answer)["scopesToSuppress"],
+            json!(["pooltable/admin"])
+        );
+        assert_eq!(
+            access(&answer)["claimsToAddOrOverride"],
+            json!({"custom:tenantId": "acme"})
         );
     }
 
@@ -100,36 +146,49 @@ mod tests {
             json!(["platform-admin"]),
             json!(["aws.cognito.signin.user.admin"]),
         );
-        let access =
-            &handle(e)["response"]["claimsAndScopeOverrideDetails"]["accessTokenGeneration"];
-        assert_eq!(access["scopesToAdd"], json!(["pooltable/admin"]));
+        let answer = handle(e);
+        assert_eq!(access(&answer)["scopesToAdd"], json!(["pooltable/admin"]));
         assert_eq!(
-            access["claimsToAddOrOverride"],
+            access(&answer)["claimsToAddOrOverride"],
             json!({"custom:tenantId": "ops"})
         );
-        // AND a token that has the scope already (an operators' app client) is not given it twice
+        // AND a token that has the scope already is neither given it twice nor stripped of it
         let e = event(
             json!({"custom:tenantId": "ops"}),
             json!(["platform-admin"]),
             json!(["pooltable/admin"]),
         );
-        let access =
-            &handle(e)["response"]["claimsAndScopeOverrideDetails"]["accessTokenGeneration"];
-        assert!(access.get("scopesToAdd").is_none(), "{access}");
+        let answer = handle(e);
+        assert!(access(&answer).get("scopesToAdd").is_none(), "{answer}");
+        assert!(
+            access(&answer).get("scopesToSuppress").is_none(),
+            "{answer}"
+        );
     }
 
     #[test]
-    fn a_user_without_a_tenant_gets_nothing_and_a_v1_event_is_answered_unchanged() {
+    fn a_user_without_a_tenant_gets_no_claim_and_a_v1_event_is_answered_unchanged() {
         let e = event(
             json!({"sub": "s", "custom:role": "platform-admin"}),
             json!([]),
-            json!([]),
+            json!(null),
         );
-        let access =
-            &handle(e)["response"]["claimsAndScopeOverrideDetails"]["accessTokenGeneration"];
-        assert_eq!(access, &json!({}));
+        assert_eq!(
+            access(&handle(e)),
+            &json!({"scopesToSuppress": ["pooltable/admin"]})
+        );
         let mut v1 = event(json!({"custom:tenantId": "acme"}), json!([]), json!([]));
         v1["version"] = json!("1");
         assert_eq!(handle(v1.clone()), v1);
+    }
+
+    #[test]
+    fn a_request_that_does_not_parse_adds_nothing() {
+        let mut e = event(json!({"custom:tenantId": "acme"}), json!([]), json!([]));
+        e["request"]["userAttributes"] = json!("not a map");
+        assert_eq!(
+            access(&handle(e)),
+            &json!({"scopesToSuppress": ["pooltable/admin"]})
+        );
     }
 }

@@ -6,14 +6,18 @@
 //! (`EVENT_BUS_NAME`) with source `EVENT_SOURCE` (default `pooltable`). A change is published
 //! only once it committed (the stream holds nothing else), and never lost: when a put fails, the
 //! answer names the first record not fully published, and Lambda hands it (and every record after
-//! it) over again. An event can then go out twice; its `detail.eventId` (the stream record's id) is
-//! the same both times, for a subscriber that must not count one twice.
+//! it) over again, for as long as the stream keeps it (24 hours). An event can then go out twice;
+//! its `detail.eventId` (the stream record's id and the detail-type) is the same both times, for a
+//! subscriber that must not count one twice. A record whose images cannot be read (only a bug
+//! writes one) would fail the same way forever and hold up every later record of its shard: it is
+//! logged with its keys, counted (`UnreadableLifecycleRecords`, which an alarm watches) and passed.
 
 use aws_lambda_events::dynamodb::{Event, EventRecord};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use aws_sdk_eventbridge::primitives::DateTime;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use shared::service::app::{lambda_sdk_config, ConfigError};
+use shared::service::metrics::{event_line, MetricsSink};
 use shared::store::lifecycle_events::{events_of, Change, LifecycleEvent};
 
 /// PutEvents takes at most 10 entries.
@@ -26,6 +30,7 @@ pub struct Publisher {
     client: aws_sdk_eventbridge::Client,
     bus: String,
     source: String,
+    metrics: MetricsSink,
 }
 
 impl Publisher {
@@ -34,7 +39,17 @@ impl Publisher {
             client,
             bus: bus.to_owned(),
             source: source.to_owned(),
+            metrics: MetricsSink::from_env(),
         }
+    }
+
+    /// The same publisher, writing its metrics lines to `metrics` (tests read them).
+    pub fn with_metrics(self, metrics: MetricsSink) -> Self {
+        Self { metrics, ..self }
+    }
+
+    pub fn metrics(&self) -> &MetricsSink {
+        &self.metrics
     }
 
     /// `EVENT_BUS_NAME` (required) and `EVENT_SOURCE`, with the functions' SDK settings.
@@ -55,21 +70,16 @@ impl Publisher {
     /// failed (none: all published).
     pub async fn publish(&self, batch: Event) -> DynamoDbEventResponse {
         let mut pending: Vec<(usize, PutEventsRequestEntry)> = Vec::new();
-        let mut unreadable = None;
         for (index, record) in batch.records.iter().enumerate() {
             match self.entries(record) {
                 Ok(entries) => pending.extend(entries.into_iter().map(|e| (index, e))),
-                Err(e) => {
-                    tracing::error!(error = %e, event_id = %record.event_id, alarm = "lifecycle_event_unreadable", "a stream record could not be read");
-                    unreadable = Some(index);
-                    break;
-                }
+                Err(e) => self.pass_unreadable(record, &e),
             }
         }
-        let mut failed_at = unreadable;
+        let mut failed_at = None;
         for chunk in pending.chunks(ENTRIES_PER_PUT) {
             if let Some(index) = self.put(chunk).await {
-                failed_at = Some(failed_at.map_or(index, |f| f.min(index)));
+                failed_at = Some(index);
                 break;
             }
         }
@@ -80,6 +90,24 @@ impl Publisher {
             response.batch_item_failures.push(failure);
         }
         response
+    }
+
+    fn pass_unreadable(
+        &self,
+        record: &EventRecord,
+        error: &shared::store::lifecycle_events::ImageError,
+    ) {
+        let keys = serde_json::to_string(&record.change.keys).unwrap_or_default();
+        tracing::error!(%error, event_id = %record.event_id, sequence_number = ?record.change.sequence_number, keys, "a stream record could not be read; passed without its events");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.metrics.emit(event_line(
+            &self.metrics.service,
+            now,
+            &[("UnreadableLifecycleRecords", 1.0)],
+            &[("eventId", &record.event_id)],
+        ));
     }
 
     fn entries(

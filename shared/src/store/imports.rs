@@ -620,13 +620,14 @@ pub async fn close(
     .try_collect::<()>()
     .await?;
     // The final counts go with the close, so the `importFinished` event (read from the table's
-    // stream, `crate::store::lifecycle_events`) carries them: every item has its outcome now.
+    // stream, `crate::store::lifecycle_events`) carries them. Every item has its outcome now; they
+    // are read again, since a late delivery may have written an item between the first read and
+    // its failed marker (which then was not written).
+    let Some((_, outcomes)) = read_import(db, tenant, import, now_seconds).await? else {
+        return Ok(Closing::Gone);
+    };
     let mut counts: std::collections::BTreeMap<&str, u32> = std::collections::BTreeMap::new();
-    let finals = outcomes
-        .values()
-        .copied()
-        .chain(open.iter().map(|_| Outcome::Failed(reason)));
-    for outcome in finals {
+    for outcome in outcomes.values().copied() {
         let name = match outcome {
             Outcome::Failed(r) => r.as_str(),
             other => other.as_str(),

@@ -14,15 +14,15 @@
 //! | `reshardingStarted`, `reshardingFinished` | its `migration` appeared, went |
 //! | `offboardingStarted` | its status became `offboarding` |
 //! | `offboardingFinished` | the record of an offboarding tenant deleted: the walk deleted everything |
-//! | `importFinished` | an import record closed (`closedAtMs` set, with its final counts) |
+//! | `importFinished` | an import record closed (`closedAtMs` set, with its final counts): by the lifecycle driver at the import's deadline, up to an hour after its acceptance |
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::identity::ids::TenantId;
-use crate::identity::keys::tenant_record_key;
+use crate::identity::ids::{EntityId, TenantId};
+use crate::identity::keys::{import_key, tenant_record_key};
 use crate::store::tenants::{TenantRecord, TenantStatus};
 
 /// What happened to the item, as the stream names it.
@@ -88,8 +88,9 @@ struct ImportImage {
 
 /// The events one stream record stands for: none for any item but a tenant record or an import
 /// record, and none for a change that is not a lifecycle step (a checkpoint, a cache refresh).
-/// `eventId` (the stream record's id) goes into every detail: a consumer dedupes on it when the
-/// publisher's retry sends an event twice.
+/// Every detail gets `eventId`, `<stream record id>#<detail-type>` (one record can stand for two
+/// events: a tier change and a suspension in one PATCH): the same on every retry, so a consumer
+/// dedupes on it when the publisher's retry sends an event twice.
 pub fn events_of(
     change: Change,
     event_id: &str,
@@ -119,7 +120,7 @@ pub fn events_of(
         Vec::new()
     };
     for event in &mut events {
-        event.detail["eventId"] = json!(event_id);
+        event.detail["eventId"] = json!(format!("{event_id}#{}", event.detail_type));
     }
     Ok(events)
 }
@@ -238,6 +239,14 @@ fn import_events(
     };
     let was_closed = parse::<ImportImage>(key, old)?.is_some_and(|o| o.closed_at_ms.is_some());
     if new.kind.as_deref() != Some("IMPORT") || new.closed_at_ms.is_none() || was_closed {
+        return Ok(Vec::new());
+    }
+    // The tenant and import its key names, never only what the item says.
+    let named = TenantId::parse(&new.tenant_id)
+        .ok()
+        .zip(EntityId::parse(&new.import_id).ok())
+        .is_some_and(|(tenant, import)| import_key(&tenant, &import) == key);
+    if !named {
         return Ok(Vec::new());
     }
     let failed: u64 = new
