@@ -13,6 +13,7 @@
 # sample's tenantOnboarded event on the local bus, EVENT_BUS_NAME). The Cognito trigger answers
 # what it adds to the access token: "token:acme" (the sample user's tenant). Sourced after
 # scripts/tools.sh.
+# @generated begin: `pooltable gen` writes these lines from routes.yaml
 EXPECTED=(
   "onboard-tenant 201"
   "get-tenant 200"
@@ -58,6 +59,7 @@ EXPECTED=(
   "get-session-id-by-customer-id 404"
   "get-sessions-by-customer-id 200"
 )
+# @generated end
 
 # Every binary must have an expectation, and every expectation a binary and an event.
 check_expectations_cover_binaries() {

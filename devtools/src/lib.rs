@@ -2,8 +2,10 @@
 //! `AWS::DynamoDB::Table` resource, so local tables cannot drift from what is deployed.
 
 pub mod backfill;
+pub mod generate;
 pub mod import;
 pub mod plan;
+pub mod routes;
 pub mod usage_plan;
 
 use std::path::Path;

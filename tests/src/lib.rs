@@ -4,6 +4,7 @@
 //!
 //! A missing local stack is a failure, never a skip.
 
+pub mod dispatch;
 pub mod fixtures;
 pub mod iam;
 pub mod import_queue;

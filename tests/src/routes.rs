@@ -1,12 +1,14 @@
 //! Every route, callable by name: the attack matrix and the load test drive the real handlers through
-//! this table. Methods and route templates come from template.yaml, so a route cannot be forgotten.
+//! this table. Routes come from routes.yaml and handlers from the dispatch generated from it
+//! (`tests/src/dispatch.rs`), so a route cannot be forgotten.
 
 use std::collections::BTreeMap;
 
-use lambda_http::{Body, Request, Response};
+use lambda_http::Request;
 use serde_json::Value;
-use shared::{ApiError, App};
+use shared::App;
 
+use crate::dispatch::dispatch;
 use crate::{event, resp, Auth, Resp};
 
 /// template.yaml, parsed once per test process: every routed call reads it, and parsing 2,600 lines
@@ -19,35 +21,46 @@ fn template() -> &'static serde_yaml::Value {
     })
 }
 
-/// `bin → (METHOD, /route/{template})` for every function in template.yaml.
-pub fn template_routes() -> BTreeMap<String, (String, String)> {
+/// `bin → (METHOD, /route/{template})` for every route in routes.yaml.
+pub fn api_routes() -> BTreeMap<String, (String, String)> {
     cached_routes().clone()
 }
 
 fn cached_routes() -> &'static BTreeMap<String, (String, String)> {
     static ROUTES: std::sync::OnceLock<BTreeMap<String, (String, String)>> =
         std::sync::OnceLock::new();
-    ROUTES.get_or_init(read_template_routes)
+    ROUTES.get_or_init(|| {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let table = devtools::routes::RouteTable::load(&root).expect("routes.yaml");
+        table
+            .routes()
+            .map(|r| {
+                (
+                    r.function.bin.clone(),
+                    (r.method.to_owned(), r.path.to_owned()),
+                )
+            })
+            .collect()
+    })
 }
 
-fn read_template_routes() -> BTreeMap<String, (String, String)> {
-    let t = template();
+/// `bin → (METHOD, /route/{template})` for every function template.yaml serves behind the API.
+pub fn template_routes() -> BTreeMap<String, (String, String)> {
     let mut routes = BTreeMap::new();
-    for (_, r) in t["Resources"].as_mapping().unwrap() {
+    for (_, r) in template()["Resources"].as_mapping().unwrap() {
         if r["Type"].as_str() != Some("AWS::Serverless::Function") {
             continue;
         }
-        let bin = r["Metadata"]["BuildProperties"]["Binary"]
-            .as_str()
-            .unwrap()
-            .to_owned();
         let api = &r["Properties"]["Events"]["Api"]["Properties"];
         if api.is_null() {
             // Not behind the API (the import consumer, on its queue).
             continue;
         }
         routes.insert(
-            bin,
+            r["Metadata"]["BuildProperties"]["Binary"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
             (
                 api["Method"].as_str().unwrap().to_owned(),
                 api["Path"].as_str().unwrap().to_owned(),
@@ -82,65 +95,13 @@ pub fn path_params(route: &str) -> Vec<String> {
         .collect()
 }
 
-async fn dispatch(app: &App, bin: &str, req: Request) -> Result<Response<Body>, ApiError> {
-    match bin {
-        "create-session" => sessions::create_session::handle(app, req).await,
-        "get-session-by-session-id" => sessions::get_session_by_session_id::handle(app, req).await,
-        "expire-session" => sessions::expire_session::handle(app, req).await,
-        "get-child-sessions-by-session-id" => {
-            sessions::get_child_sessions_by_session_id::handle(app, req).await
-        }
-        "get-session-by-child-session-id" => {
-            sessions::get_session_by_child_session_id::handle(app, req).await
-        }
-        "get-last-login-time-by-customer-id" => {
-            sessions::get_last_login_time_by_customer_id::handle(app, req).await
-        }
-        "get-session-id-by-customer-id" => {
-            sessions::get_session_id_by_customer_id::handle(app, req).await
-        }
-        "get-sessions-by-customer-id" => {
-            sessions::get_sessions_by_customer_id::handle(app, req).await
-        }
-        "onboard-tenant" => tenants::onboard_tenant::handle(app, req).await,
-        "get-tenant" => tenants::get_tenant::handle(app, req).await,
-        "update-tenant" => tenants::update_tenant::handle(app, req).await,
-        "offboard-tenant" => tenants::offboard_tenant::handle(app, req).await,
-        "export-tenant" => tenants::export_tenant::handle(app, req).await,
-        "get-tenant-usage" => users::get_tenant_usage::handle(app, req).await,
-        "put-product" => products::put_product::handle(app, req).await,
-        "get-product" => products::get_product::handle(app, req).await,
-        "delete-product" => products::delete_product::handle(app, req).await,
-        "query-tenant-products" => products::query_tenant_products::handle(app, req).await,
-        "put-employee" => hr::put_employee::handle(app, req).await,
-        "get-employee" => hr::get_employee::handle(app, req).await,
-        "delete-employee" => hr::delete_employee::handle(app, req).await,
-        "list-employees" => hr::list_employees::handle(app, req).await,
-        "put-department" => hr::put_department::handle(app, req).await,
-        "get-department" => hr::get_department::handle(app, req).await,
-        "list-departments" => hr::list_departments::handle(app, req).await,
-        "list-department-employees" => hr::list_department_employees::handle(app, req).await,
-        "put-user" => users::put_user::handle(app, req).await,
-        "get-user" => users::get_user::handle(app, req).await,
-        "find-user-by-email" => users::find_user_by_email::handle(app, req).await,
-        "create-order" => users::create_order::handle(app, req).await,
-        "get-order" => users::get_order::handle(app, req).await,
-        "list-tenant-orders" => users::list_tenant_orders::handle(app, req).await,
-        "create-transfer-code" => users::create_transfer_code::handle(app, req).await,
-        "redeem-transfer-code" => users::redeem_transfer_code::handle(app, req).await,
-        "put-integration-token" => users::put_integration_token::handle(app, req).await,
-        "get-integration-token" => users::get_integration_token::handle(app, req).await,
-        "get-usage" => users::get_usage::handle(app, req).await,
-        "create-import" => {
-            let queue = imports::ImportQueue {
-                // A client per call: a test's runtime ends with the test, and its connections too.
-                client: aws_sdk_sqs::Client::new(&shared::service::app::load_sdk_config().await),
-                url: shared_import_queue().await.to_owned(),
-            };
-            imports::create_import::handle(app, &queue, req).await
-        }
-        "get-import" => imports::get_import::handle(app, req).await,
-        other => panic!("no handler wired for {other} in tests/src/routes.rs"),
+/// The state `create-import` takes (routes.yaml: `state: imports::ImportQueue`): the queue of
+/// [`shared_import_queue`], with a client per call (a test's runtime ends with the test, and its
+/// connections too).
+pub(crate) async fn import_queue() -> imports::ImportQueue {
+    imports::ImportQueue {
+        client: aws_sdk_sqs::Client::new(&shared::service::app::load_sdk_config().await),
+        url: shared_import_queue().await.to_owned(),
     }
 }
 
@@ -252,7 +213,7 @@ pub fn request(
 ) -> Request {
     let (method, route) = cached_routes()
         .get(bin)
-        .unwrap_or_else(|| panic!("{bin} is not in template.yaml"));
+        .unwrap_or_else(|| panic!("{bin} is not a route in routes.yaml"));
     let names = path_params(route);
     let pp: Vec<(&str, &str)> = names
         .iter()

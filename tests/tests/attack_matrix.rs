@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration::routes::{call, path_params, template_routes};
+use integration::routes::{api_routes, call, path_params};
 use integration::{onboard, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 
@@ -301,7 +301,7 @@ async fn hostile_ids_in_every_path_parameter_are_refused_and_write_nothing() {
     let before = w.items().await;
     let long = "x".repeat(10 * 1024);
     let mut cases = 0;
-    for (bin, (_, route)) in template_routes() {
+    for (bin, (_, route)) in api_routes() {
         for param in path_params(&route) {
             for hostile in HOSTILE_IDS.iter().copied().chain([long.as_str()]) {
                 let mut params = w.ids[&w.a].clone();
@@ -321,7 +321,7 @@ async fn hostile_ids_in_every_path_parameter_are_refused_and_write_nothing() {
 async fn hostile_and_missing_tenant_claims_are_refused_on_every_route() {
     let w = World::new().await;
     let before = w.items().await;
-    for (bin, _) in template_routes() {
+    for (bin, _) in api_routes() {
         let params = &w.ids[&w.a];
         for claim in [
             "*",
@@ -347,7 +347,7 @@ async fn another_tenants_ids_reach_nothing_of_that_tenant() {
     let w = World::new().await;
     let victim_before = w.items_of(&w.a).await;
     let victim_ids = &w.ids[&w.a];
-    for (bin, (method, route)) in template_routes() {
+    for (bin, (method, route)) in api_routes() {
         // the attacker uses every id of the victim
         let r = call_with(
             &w,

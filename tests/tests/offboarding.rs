@@ -685,7 +685,7 @@ async fn operators_of_an_offboarded_or_suspended_tenant_are_refused_every_operat
     let before = sorted(h.all_items().await);
     // WHEN their operators (with still-valid tokens) call every operator route, on T and on their
     // own tenant, served as the runtime serves them
-    let operator_bins: Vec<String> = integration::routes::template_routes()
+    let operator_bins: Vec<String> = integration::routes::api_routes()
         .into_iter()
         .filter(|(_, (_, path))| path.starts_with("/tenants"))
         .map(|(bin, _)| bin)

@@ -1,5 +1,7 @@
 //! `pooltable`: developer commands.
 //!
+//! - `pooltable gen [--check]`: write every file routes.yaml derives (README, "Add an access
+//!   pattern"); `--check` only says which differ, and fails if any does.
 //! - `pooltable create-table <name>`: create the table from template.yaml (admin credentials).
 //! - `pooltable dev-token <tenant> [--operator]`: print an unsigned development JWT (an operator's
 //!   carries the `pooltable/admin` scope).
@@ -21,7 +23,7 @@ use std::time::Instant;
 use devtools::plan::{self, PlanSettings, PARTITION_RCU, PARTITION_WCU};
 use devtools::{create_table, default_template_path, table_from_template};
 
-const USAGE: &str = "usage: pooltable create-table <name> | dev-token <tenant> [--operator] | \
+const USAGE: &str = "usage: pooltable gen [--check] | create-table <name> | dev-token <tenant> [--operator] | \
 import --table NAME FILE... | backfill-catalog --table NAME | \
 plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew S] [--item-kb K] [--headroom H] [--list-fraction F] [--out FILE] | \
 plan --usage (table:NAME --tenants a,b,... | FILE.csv) [--from YYYY-MM-DD] [--to YYYY-MM-DD] [--peak-factor F] [--headroom H]";
@@ -173,6 +175,11 @@ fn run_plan(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// The repository this binary was built from.
+fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -184,6 +191,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let client = aws_sdk_dynamodb::Client::new(&sdk);
             create_table(&client, &args[1], &def).await?;
             println!("created table {} from template.yaml", args[1]);
+        }
+        Some("gen") if args.len() == 1 => {
+            for path in devtools::generate::write(&repo_root())? {
+                println!("wrote {}", path.display());
+            }
+        }
+        Some("gen") if args.len() == 2 && args[1] == "--check" => {
+            let stale = devtools::generate::stale(&repo_root())?;
+            if !stale.is_empty() {
+                for path in &stale {
+                    eprintln!("{} is not what routes.yaml makes it", path.display());
+                }
+                eprintln!(
+                    "run `cargo run -p devtools --bin pooltable -- gen` and commit the result"
+                );
+                std::process::exit(1);
+            }
         }
         Some("dev-token") if args.len() == 2 => {
             println!("{}", shared::isolation::claims::dev_jwt(&args[1], false))

@@ -10,6 +10,7 @@
 //! An employee's record and its membership item change together, in one transaction, so no state
 //! ever has an employee in two departments or in none.
 
+// @generated begin: `pooltable gen` writes the route modules from routes.yaml
 pub mod delete_employee;
 pub mod get_department;
 pub mod get_employee;
@@ -18,6 +19,7 @@ pub mod list_departments;
 pub mod list_employees;
 pub mod put_department;
 pub mod put_employee;
+// @generated end
 
 use std::collections::HashMap;
 

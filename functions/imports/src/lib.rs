@@ -10,8 +10,10 @@
 //! queue cannot name another tenant, or change an item, without the key.
 
 pub mod consume;
+// @generated begin: `pooltable gen` writes the route modules from routes.yaml
 pub mod create_import;
 pub mod get_import;
+// @generated end
 
 use serde::{Deserialize, Serialize};
 use shared::identity::cursor::CursorKeys;

@@ -7,10 +7,12 @@
 //! The shard is computed from the id, so reading one product is one GetItem; listing queries every
 //! shard concurrently and merges (`shared::store::scatter`).
 
+// @generated begin: `pooltable gen` writes the route modules from routes.yaml
 pub mod delete_product;
 pub mod get_product;
 pub mod put_product;
 pub mod query_tenant_products;
+// @generated end
 
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use serde::Serialize;

@@ -6,6 +6,8 @@
 //! | root session | `TENANT#t#SESSION#<id>` | `TENANT#t#CUSTOMER#<customerId>` | the customer's sessions, sorted by id (time) |
 //! | child session | `TENANT#t#SESSION#<parentId>` | `TENANT#t#CHILD#<childId>` | the one child, pointing at its parent |
 
+pub mod model;
+// @generated begin: `pooltable gen` writes the route modules from routes.yaml
 pub mod create_session;
 pub mod expire_session;
 pub mod get_child_sessions_by_session_id;
@@ -14,4 +16,4 @@ pub mod get_session_by_child_session_id;
 pub mod get_session_by_session_id;
 pub mod get_session_id_by_customer_id;
 pub mod get_sessions_by_customer_id;
-pub mod model;
+// @generated end

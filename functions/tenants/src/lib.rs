@@ -4,14 +4,16 @@
 //! concerned.
 
 pub mod drive_lifecycle;
+pub mod pre_token_generation;
+pub mod publish_events;
+pub mod reshard_tenant;
+// @generated begin: `pooltable gen` writes the route modules from routes.yaml
 pub mod export_tenant;
 pub mod get_tenant;
 pub mod offboard_tenant;
 pub mod onboard_tenant;
-pub mod pre_token_generation;
-pub mod publish_events;
-pub mod reshard_tenant;
 pub mod update_tenant;
+// @generated end
 
 use std::collections::BTreeMap;
 

@@ -18,6 +18,7 @@
 //! Every key is built here from validated values (`EntityId`, [`Email`], [`TransferCode`],
 //! [`Date`], [`Month`]), none of which can carry `#`.
 
+// @generated begin: `pooltable gen` writes the route modules from routes.yaml
 pub mod create_order;
 pub mod create_transfer_code;
 pub mod find_user_by_email;
@@ -30,6 +31,7 @@ pub mod list_tenant_orders;
 pub mod put_integration_token;
 pub mod put_user;
 pub mod redeem_transfer_code;
+// @generated end
 
 use std::collections::HashMap;
 use std::fmt;

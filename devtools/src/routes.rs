@@ -1,0 +1,323 @@
+//! `routes.yaml`, the route table: every function of pooltable, declared once (its header says what
+//! each field means). [`crate::generate`] derives everything else that names a route from it.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum RouteTableError {
+    #[error("cannot read routes.yaml: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("routes.yaml is not a route table: {0}")]
+    Yaml(#[from] serde_yaml::Error),
+    #[error("routes.yaml, {bin}: {message}")]
+    Invalid { bin: String, message: String },
+}
+
+/// Who may call a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Caller {
+    /// A tenant, on its own data (in tenant isolation mode, in its own execution environments).
+    #[default]
+    Tenant,
+    /// An operator only: the `pooltable/admin` scope, at the gateway and in the function.
+    Operator,
+    /// A tenant or an operator (e.g. a tenant record: its own, or any for an operator).
+    Any,
+}
+
+impl Caller {
+    /// Whether the function stays pooled in tenant isolation mode: it serves other tenants than
+    /// the one Lambda would isolate it for.
+    pub fn pooled(self) -> bool {
+        self != Caller::Tenant
+    }
+}
+
+/// A sample request: `events/<bin>.json`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sample {
+    #[serde(default)]
+    pub path: serde_yaml::Mapping,
+    #[serde(default)]
+    pub query: serde_yaml::Mapping,
+    #[serde(default)]
+    pub headers: serde_yaml::Mapping,
+    pub body: Option<String>,
+    /// The status the sample answers on the end-to-end runs, when not the route's success status.
+    pub expect: Option<u16>,
+}
+
+/// README's row for a function.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Doc {
+    pub query: Option<String>,
+    pub about: Option<String>,
+    pub index: String,
+    pub keys: String,
+    pub requests: String,
+}
+
+/// One function: a route, or a function behind another event source (`trigger`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Function {
+    pub bin: String,
+    #[serde(rename = "crate")]
+    pub krate: String,
+    pub route: Option<String>,
+    #[serde(default)]
+    pub caller: Caller,
+    #[serde(default)]
+    pub idempotent: bool,
+    pub status: Option<u16>,
+    #[serde(default)]
+    pub sample: Sample,
+    pub doc: Option<Doc>,
+    /// Extra properties of the function resource, as YAML text.
+    pub template: Option<String>,
+    /// A type the handler takes besides the app (`<Type>::from_env()` in `main`).
+    pub state: Option<String>,
+    pub trigger: Option<String>,
+    pub expect: Option<String>,
+}
+
+/// A function behind the API.
+#[derive(Debug, Clone, Copy)]
+pub struct Route<'a> {
+    pub function: &'a Function,
+    pub method: &'a str,
+    pub path: &'a str,
+}
+
+impl Route<'_> {
+    /// The path parameters, in order.
+    pub fn params(&self) -> Vec<&str> {
+        path_params(self.path)
+    }
+
+    /// The status its sample answers on the end-to-end runs.
+    pub fn sample_status(&self) -> u16 {
+        self.function
+            .sample
+            .expect
+            .unwrap_or_else(|| self.function.success_status())
+    }
+}
+
+impl Function {
+    /// `(METHOD, /path)` when the function is behind the API.
+    pub fn route(&self) -> Option<Route<'_>> {
+        let (method, path) = self.route.as_deref()?.split_once(' ')?;
+        Some(Route {
+            function: self,
+            method,
+            path,
+        })
+    }
+
+    pub fn success_status(&self) -> u16 {
+        self.status.unwrap_or(200)
+    }
+
+    /// The Rust module of the handler: the bin in snake_case.
+    pub fn module(&self) -> String {
+        self.bin.replace('-', "_")
+    }
+
+    /// The template's logical id: `get-product` → `GetProductFunction`.
+    pub fn resource(&self) -> String {
+        let mut name: String = self
+            .bin
+            .split('-')
+            .map(|w| {
+                let mut c = w.chars();
+                c.next()
+                    .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                    .unwrap_or_default()
+            })
+            .collect();
+        name.push_str("Function");
+        name
+    }
+
+    /// What the end-to-end runs expect from its sample: a status, or (not behind the API) what they
+    /// read from its answer.
+    pub fn expectation(&self) -> String {
+        match (self.route(), &self.expect) {
+            (Some(r), _) => r.sample_status().to_string(),
+            (None, Some(e)) => e.clone(),
+            (None, None) => String::new(),
+        }
+    }
+}
+
+/// The path parameters of a route template, in order.
+pub fn path_params(path: &str) -> Vec<&str> {
+    path.split('/')
+        .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
+        .collect()
+}
+
+/// The route table.
+#[derive(Debug, Clone)]
+pub struct RouteTable {
+    pub functions: Vec<Function>,
+}
+
+const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+impl RouteTable {
+    pub fn load(root: &Path) -> Result<Self, RouteTableError> {
+        Self::parse(&std::fs::read_to_string(root.join("routes.yaml"))?)
+    }
+
+    pub fn parse(text: &str) -> Result<Self, RouteTableError> {
+        let functions: Vec<Function> = serde_yaml::from_str(text)?;
+        let table = Self { functions };
+        table.check()?;
+        Ok(table)
+    }
+
+    pub fn routes(&self) -> impl Iterator<Item = Route<'_>> {
+        self.functions.iter().filter_map(Function::route)
+    }
+
+    pub fn function(&self, bin: &str) -> Option<&Function> {
+        self.functions.iter().find(|f| f.bin == bin)
+    }
+
+    fn check(&self) -> Result<(), RouteTableError> {
+        let mut seen_bins = std::collections::BTreeSet::new();
+        let mut seen_routes = std::collections::BTreeSet::new();
+        for f in &self.functions {
+            let invalid = |message: String| RouteTableError::Invalid {
+                bin: f.bin.clone(),
+                message,
+            };
+            let kebab = |s: &str| {
+                !s.is_empty()
+                    && s.split('-').all(|w| {
+                        !w.is_empty()
+                            && w.chars()
+                                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    })
+            };
+            if !kebab(&f.bin) {
+                return Err(invalid(
+                    "a bin is kebab-case: lowercase words joined by -".into(),
+                ));
+            }
+            if !kebab(&f.krate) {
+                return Err(invalid(format!("crate {:?} is not a crate name", f.krate)));
+            }
+            if !seen_bins.insert(f.bin.as_str()) {
+                return Err(invalid("listed twice".into()));
+            }
+            match (f.route(), &f.trigger) {
+                (Some(r), None) => {
+                    if !METHODS.contains(&r.method) {
+                        return Err(invalid(format!(
+                            "method {} is not one of {METHODS:?}",
+                            r.method
+                        )));
+                    }
+                    let segments_ok = r.path.starts_with('/')
+                        && r.path[1..].split('/').all(|s| {
+                            let name = s
+                                .strip_prefix('{')
+                                .and_then(|s| s.strip_suffix('}'))
+                                .unwrap_or(s);
+                            !name.is_empty()
+                                && name
+                                    .chars()
+                                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                        });
+                    if !segments_ok {
+                        return Err(invalid(format!(
+                            "path {:?} is not /segment/{{param}}/…",
+                            r.path
+                        )));
+                    }
+                    if !seen_routes.insert((r.method, r.path)) {
+                        return Err(invalid(format!("{} {} is served twice", r.method, r.path)));
+                    }
+                    let mut sample: Vec<&str> =
+                        f.sample.path.keys().filter_map(|k| k.as_str()).collect();
+                    let mut params = r.params();
+                    sample.sort_unstable();
+                    params.sort_unstable();
+                    if sample != params {
+                        return Err(invalid(format!(
+                            "the sample's path parameters {sample:?} are not the route's {params:?}"
+                        )));
+                    }
+                    if f.expect.is_some() {
+                        return Err(invalid("a route's sample has `expect` under sample".into()));
+                    }
+                    if !matches!(f.success_status(), 200..=299) {
+                        return Err(invalid("status is a success status (2xx)".into()));
+                    }
+                }
+                (None, Some(_)) => {
+                    if f.expect.is_none() {
+                        return Err(invalid("a function with a trigger has `expect`".into()));
+                    }
+                    if f.route.is_some() {
+                        return Err(invalid("route is METHOD /path".into()));
+                    }
+                }
+                (Some(_), Some(_)) => {
+                    return Err(invalid("either route or trigger, not both".into()))
+                }
+                (None, None) => {
+                    return Err(invalid("needs a route (METHOD /path) or a trigger".into()))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_derive_from_the_bin() {
+        let t = RouteTable::parse(
+            "- {bin: get-product, crate: products, route: 'GET /products/{productId}', sample: {path: {productId: p}}}",
+        )
+        .unwrap();
+        let f = &t.functions[0];
+        assert_eq!(f.resource(), "GetProductFunction");
+        assert_eq!(f.module(), "get_product");
+        assert_eq!(f.route().unwrap().params(), ["productId"]);
+        assert_eq!(f.expectation(), "200");
+    }
+
+    #[test]
+    fn a_bad_line_is_refused_with_its_bin() {
+        for (line, says) in [
+            ("- {bin: Get, crate: products, route: 'GET /p'}", "kebab-case"),
+            ("- {bin: a, crate: products, route: 'FETCH /p'}", "method"),
+            ("- {bin: a, crate: products, route: 'GET /p/{id}'}", "path parameters"),
+            ("- {bin: a, crate: products, route: 'GET p'}", "path"),
+            ("- {bin: a, crate: products}", "route"),
+            ("- {bin: a, crate: products, trigger: SQS}", "expect"),
+            ("- {bin: a, crate: products, route: 'GET /p', status: 404}", "2xx"),
+            (
+                "- {bin: a, crate: products, route: 'GET /p'}\n- {bin: b, crate: products, route: 'GET /p'}",
+                "twice",
+            ),
+        ] {
+            let err = RouteTable::parse(line).unwrap_err().to_string();
+            assert!(err.contains(says), "{line}: {err}");
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! routes.yaml is the one list of routes: what `pooltable gen` derives from it is current, the
+//! template it writes deploys the same resources as the hand-written one it replaced, and no
+//! hand-written file holds a list of routes in one of the old shapes. No local stack needed.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use devtools::routes::RouteTable;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn table() -> RouteTable {
+    RouteTable::load(&root()).expect("routes.yaml")
+}
+
+/// The names of the files in `dir` (relative to the root) ending in `suffix`, without it.
+fn stems(dir: &str, suffix: &str) -> BTreeSet<String> {
+    std::fs::read_dir(root().join(dir))
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(suffix).map(str::to_owned)
+        })
+        .collect()
+}
+
+#[test]
+fn every_generated_file_is_what_pooltable_gen_writes() {
+    // GIVEN the repository as committed
+    // WHEN the generator runs in check mode
+    let stale = devtools::generate::stale(&root()).expect("pooltable gen");
+    // THEN nothing differs
+    assert!(
+        stale.is_empty(),
+        "not what routes.yaml makes them: {stale:?}; run `cargo run -p devtools --bin pooltable -- gen`"
+    );
+}
+
+#[test]
+fn every_binary_and_event_is_a_function_of_the_route_table() {
+    let table = table();
+    let declared: BTreeSet<String> = table.functions.iter().map(|f| f.bin.clone()).collect();
+    let mut bins = BTreeSet::new();
+    for krate in stems("functions", "") {
+        let dir = format!("functions/{krate}/src/bin");
+        if root().join(&dir).is_dir() {
+            for bin in stems(&dir, ".rs") {
+                let f = table
+                    .function(&bin)
+                    .unwrap_or_else(|| panic!("{dir}/{bin}.rs is not in routes.yaml"));
+                assert_eq!(f.krate, krate, "{bin}: routes.yaml names another crate");
+                bins.insert(bin);
+            }
+        }
+    }
+    assert_eq!(bins, declared, "binaries vs routes.yaml");
+    assert_eq!(stems("events", ".json"), declared, "events/ vs routes.yaml");
+}
+
+#[test]
+fn the_template_deploys_what_the_hand_written_one_did() {
+    // GIVEN the processed form (cfn-lint's parse, SAM's Globals merged) of template.yaml as it was
+    // written by hand before the route table (tests/golden/processed-template.jsonl, one line per
+    // resource; regenerate it with scripts/processed_template.py after an intended change)
+    let golden = read("tests/golden/processed-template.jsonl");
+    // WHEN the generated template is processed the same way
+    let python = root().join(".tools/venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: scripts/test.sh installs it (ensure_py_tools)",
+        python.display()
+    );
+    let out = std::process::Command::new(python)
+        .arg(root().join("scripts/processed_template.py"))
+        .arg(root().join("template.yaml"))
+        .output()
+        .expect("run scripts/processed_template.py");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let processed = String::from_utf8(out.stdout).unwrap();
+    // THEN every resource (its type, properties, conditions and checkov skips) is the same
+    let lines = |text: &str| -> Vec<String> { text.lines().map(str::to_owned).collect() };
+    let (now, before) = (lines(&processed), lines(&golden));
+    let changed: Vec<&str> = now
+        .iter()
+        .filter(|l| !before.contains(l))
+        .map(|l| &l[..l.len().min(80)])
+        .collect();
+    let gone: Vec<&str> = before
+        .iter()
+        .filter(|l| !now.contains(l))
+        .map(|l| &l[..l.len().min(80)])
+        .collect();
+    assert!(
+        changed.is_empty() && gone.is_empty(),
+        "new or changed: {changed:#?}\ngone or changed: {gone:#?}"
+    );
+    // AND every function of the route table is there once
+    let functions = now
+        .iter()
+        .filter(|l| l.contains(r#""Type": "AWS::Serverless::Function""#))
+        .count();
+    assert_eq!(functions, table().functions.len());
+}
+
+#[test]
+fn the_template_source_is_at_most_half_the_hand_written_template() {
+    // The hand-written template.yaml had 2,559 lines when the route table was proposed (#34).
+    let lines = read("template.in.yaml").lines().count();
+    assert!(lines <= 2_559 / 2, "template.in.yaml has {lines} lines");
+}
+
+/// The text of `file` outside its generated part (between the `@generated begin` and `end` lines).
+fn hand_written(file: &str) -> String {
+    let text = read(file);
+    match (text.find("@generated begin"), text.find("@generated end")) {
+        (Some(a), Some(b)) => format!("{}{}", &text[..a], &text[b..]),
+        _ => text,
+    }
+}
+
+#[test]
+fn no_hand_written_file_lists_the_routes_in_an_old_shape() {
+    let table = table();
+    let routes: Vec<_> = table.routes().collect();
+    // the watch router's entries
+    assert!(!hand_written("Cargo.toml").contains("function = \""));
+    for f in &table.functions {
+        let bin = &f.bin;
+        // an expected status line of the end-to-end scripts
+        for script in stems("scripts", ".sh") {
+            let text = hand_written(&format!("scripts/{script}.sh"));
+            assert!(
+                !text.contains(&format!("\"{bin} {}\"", f.expectation())),
+                "scripts/{script}.sh lists {bin}'s expected status"
+            );
+        }
+        // README's access-pattern row
+        assert!(
+            !hand_written("README.md").contains(&format!("| `{bin}` |")),
+            "README.md has a hand-written row for {bin}"
+        );
+    }
+    let source = read("template.in.yaml");
+    let tests_src = stems("tests/src", ".rs")
+        .into_iter()
+        .filter(|s| s != "dispatch")
+        .map(|s| read(&format!("tests/src/{s}.rs")))
+        .collect::<String>();
+    for r in &routes {
+        let f = r.function;
+        // a function resource, a REST API path or its invoke permission in the template's source
+        assert!(
+            !source.contains(&format!("Binary: {}\n", f.bin)),
+            "template.in.yaml declares {}",
+            f.bin
+        );
+        assert!(!source.contains(&format!("${{{}.Arn}}", f.resource())));
+        assert!(!source.contains(&format!("{}RestPermission:", f.resource())));
+        // the tests' dispatch by hand
+        assert!(
+            !tests_src.contains(&format!("\"{}\" => {}::", f.bin, f.krate)),
+            "tests/src dispatches {} by hand",
+            f.bin
+        );
+    }
+}
