@@ -134,6 +134,11 @@ fn no_hand_written_file_lists_the_routes_in_an_old_shape() {
     let routes: Vec<_> = table.routes().collect();
     // the watch router's entries
     assert!(!hand_written("Cargo.toml").contains("function = \""));
+    // openapi.yaml's paths, and the contract check's list of operator routes
+    assert!(!read("openapi.in.yaml").contains("\npaths:"));
+    assert!(
+        !hand_written("scripts/schemathesis.sh").contains("--exclude-operation-id onboard-tenant")
+    );
     for f in &table.functions {
         let bin = &f.bin;
         // an expected status line of the end-to-end scripts
