@@ -6,6 +6,7 @@ pub mod generate;
 pub mod import;
 pub mod plan;
 pub mod routes;
+pub mod scaffold;
 pub mod usage_plan;
 
 use std::path::Path;

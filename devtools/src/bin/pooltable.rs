@@ -2,6 +2,8 @@
 //!
 //! - `pooltable gen [--check]`: write every file routes.yaml derives (README, "Add an access
 //!   pattern"); `--check` only says which differ, and fails if any does.
+//! - `pooltable new route <bin> <METHOD> <path> [--operator] [--entity KIND] [--crate CRATE]`: a
+//!   new route's handler, test and routes.yaml line, then `gen` (README, "Add an access pattern").
 //! - `pooltable create-table <name>`: create the table from template.yaml (admin credentials).
 //! - `pooltable dev-token <tenant> [--operator]`: print an unsigned development JWT (an operator's
 //!   carries the `pooltable/admin` scope).
@@ -23,7 +25,8 @@ use std::time::Instant;
 use devtools::plan::{self, PlanSettings, PARTITION_RCU, PARTITION_WCU};
 use devtools::{create_table, default_template_path, table_from_template};
 
-const USAGE: &str = "usage: pooltable gen [--check] | create-table <name> | dev-token <tenant> [--operator] | \
+const USAGE: &str = "usage: pooltable gen [--check] | \
+new route <bin> <METHOD> <path> [--operator] [--entity KIND] [--crate CRATE] | create-table <name> | dev-token <tenant> [--operator] | \
 import --table NAME FILE... | backfill-catalog --table NAME | \
 plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew S] [--item-kb K] [--headroom H] [--list-fraction F] [--out FILE] | \
 plan --usage (table:NAME --tenants a,b,... | FILE.csv) [--from YYYY-MM-DD] [--to YYYY-MM-DD] [--peak-factor F] [--headroom H]";
@@ -175,9 +178,18 @@ fn run_plan(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// The repository this binary was built from.
+/// The repository the command runs in: the nearest directory up from the current one that holds
+/// routes.yaml (so a copy of the repository is served by the same binary), else the one this binary
+/// was built from.
 fn repo_root() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    std::env::current_dir()
+        .ok()
+        .and_then(|dir| {
+            dir.ancestors()
+                .find(|d| d.join("routes.yaml").is_file())
+                .map(std::path::Path::to_path_buf)
+        })
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
 }
 
 #[tokio::main]
@@ -191,6 +203,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let client = aws_sdk_dynamodb::Client::new(&sdk);
             create_table(&client, &args[1], &def).await?;
             println!("created table {} from template.yaml", args[1]);
+        }
+        Some("new") if args.get(1).map(String::as_str) == Some("route") => {
+            let new = devtools::scaffold::NewRoute::parse(&args[2..]);
+            match new.and_then(|n| devtools::scaffold::new_route(&repo_root(), &n)) {
+                Ok(written) => {
+                    for path in written {
+                        println!("wrote {}", path.display());
+                    }
+                }
+                Err(e) => {
+                    eprintln!("pooltable new route: {e}");
+                    std::process::exit(2);
+                }
+            }
         }
         Some("gen") if args.len() == 1 => {
             for path in devtools::generate::write(&repo_root())? {

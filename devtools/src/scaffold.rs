@@ -1,0 +1,345 @@
+//! `pooltable new route <bin> <METHOD> <path> [--operator] [--entity KIND] [--crate CRATE]`: a new
+//! route, served. It writes the three hand-written files a route has — its handler, its test
+//! (GIVEN / WHEN / THEN) and its line in routes.yaml — and then runs `pooltable gen`, which writes
+//! everything derived: the bin, the template's function, the REST API path, openapi.yaml's
+//! operation skeleton, events/<bin>.json, the expected status, the watch router, README's row and
+//! the tests' dispatch.
+//!
+//! The handler is a working starting point: one Query of the tenant's partition
+//! `TENANT#t#<KIND>#<path parameters…>`, answering 200 `{kind, count}`. Replace it with the route's
+//! access pattern, and its `doc` in routes.yaml with what it does.
+
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use crate::generate::{self, GenerateError};
+use crate::routes::{path_params, RouteTable, RouteTableError};
+
+#[derive(Debug, Error)]
+pub enum ScaffoldError {
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Routes(#[from] RouteTableError),
+    #[error(transparent)]
+    Generate(#[from] GenerateError),
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// What `pooltable new route` was asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRoute {
+    pub bin: String,
+    pub method: String,
+    pub path: String,
+    pub operator: bool,
+    /// The partition's kind (`WIDGET`): by default the path's first segment, in capitals.
+    pub entity: Option<String>,
+    /// The crate under functions/: by default the one serving the route whose path shares the
+    /// most leading segments with this one.
+    pub krate: Option<String>,
+}
+
+impl NewRoute {
+    /// From the arguments after `new route`.
+    pub fn parse(args: &[String]) -> Result<Self, ScaffoldError> {
+        let usage = || {
+            ScaffoldError::Usage(
+                "usage: pooltable new route <bin> <METHOD> <path> [--operator] [--entity KIND] [--crate CRATE]"
+                    .into(),
+            )
+        };
+        let [bin, method, path, rest @ ..] = args else {
+            return Err(usage());
+        };
+        let mut new = NewRoute {
+            bin: bin.clone(),
+            method: method.to_ascii_uppercase(),
+            path: path.clone(),
+            operator: false,
+            entity: None,
+            krate: None,
+        };
+        let mut it = rest.iter();
+        while let Some(flag) = it.next() {
+            match flag.as_str() {
+                "--operator" => new.operator = true,
+                "--entity" => new.entity = Some(it.next().ok_or_else(usage)?.to_ascii_uppercase()),
+                "--crate" => new.krate = Some(it.next().ok_or_else(usage)?.clone()),
+                _ => return Err(usage()),
+            }
+        }
+        if let Some(kind) = &new.entity {
+            if kind.is_empty() || !kind.bytes().all(|b| b.is_ascii_uppercase() || b == b'_') {
+                return Err(ScaffoldError::Usage(format!(
+                    "--entity {kind}: a kind is letters and _ (it becomes a key segment)"
+                )));
+            }
+        }
+        Ok(new)
+    }
+
+    fn kind(&self) -> String {
+        self.entity.clone().unwrap_or_else(|| {
+            self.path
+                .split('/')
+                .find(|s| !s.is_empty() && !s.starts_with('{'))
+                .unwrap_or("ITEMS")
+                .to_ascii_uppercase()
+                .replace('-', "_")
+        })
+    }
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ScaffoldError + '_ {
+    move |source| ScaffoldError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Writes the route's three hand-written files and runs the generator; returns every file written.
+pub fn new_route(root: &Path, new: &NewRoute) -> Result<Vec<PathBuf>, ScaffoldError> {
+    let table = RouteTable::load(root)?;
+    let krate = match &new.krate {
+        Some(k) => k.clone(),
+        None => nearest_crate(&table, &new.path).ok_or_else(|| {
+            ScaffoldError::Usage(format!(
+                "no route shares a path segment with {}: name its crate with --crate",
+                new.path
+            ))
+        })?,
+    };
+    if !root
+        .join("functions")
+        .join(&krate)
+        .join("Cargo.toml")
+        .exists()
+    {
+        return Err(ScaffoldError::Usage(format!(
+            "functions/{krate} is not a crate"
+        )));
+    }
+    let entry = route_entry(new, &krate);
+    // The table refuses a bad bin, method, path or a route served twice before anything is written.
+    let mut text =
+        std::fs::read_to_string(root.join("routes.yaml")).map_err(io(Path::new("routes.yaml")))?;
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&entry);
+    RouteTable::parse(&text)?;
+
+    let module = new.bin.replace('-', "_");
+    let handler = PathBuf::from(format!("functions/{krate}/src/{module}.rs"));
+    let test = PathBuf::from(format!("tests/tests/{module}.rs"));
+    for path in [&handler, &test] {
+        if root.join(path).exists() {
+            return Err(ScaffoldError::Usage(format!(
+                "{} exists already",
+                path.display()
+            )));
+        }
+    }
+    std::fs::write(root.join(&handler), handler_source(new)).map_err(io(&handler))?;
+    std::fs::write(root.join(&test), test_source(new)).map_err(io(&test))?;
+    std::fs::write(root.join("routes.yaml"), text).map_err(io(Path::new("routes.yaml")))?;
+    let mut written = vec![handler, test, PathBuf::from("routes.yaml")];
+    written.extend(generate::write(root)?);
+    Ok(written)
+}
+
+/// The crate of the route whose path shares the most leading segments with `path` (at least one).
+fn nearest_crate(table: &RouteTable, path: &str) -> Option<String> {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    table
+        .routes()
+        .map(|r| {
+            let shared = r
+                .path
+                .split('/')
+                .filter(|s| !s.is_empty())
+                .zip(&segments)
+                .take_while(|(a, b)| a == *b)
+                .count();
+            (shared, r.function.krate.clone())
+        })
+        .filter(|(shared, _)| *shared > 0)
+        .max_by_key(|(shared, _)| *shared)
+        .map(|(_, krate)| krate)
+}
+
+fn route_entry(new: &NewRoute, krate: &str) -> String {
+    let params = path_params(&new.path);
+    let mut s = format!(
+        "- bin: {bin}\n  crate: {krate}\n  route: {method} {path}\n  caller: {caller}\n  status: 200\n",
+        bin = new.bin,
+        method = new.method,
+        path = new.path,
+        caller = if new.operator { "operator" } else { "tenant" },
+    );
+    if !params.is_empty() {
+        let values: Vec<String> = params.iter().map(|p| format!("{p}: sample-1")).collect();
+        s.push_str(&format!("  sample:\n    path: {{{}}}\n", values.join(", ")));
+    }
+    let partition: String = params.iter().map(|p| format!("#<{p}>")).collect();
+    s.push_str(&format!(
+        "  doc:\n    about: '(scaffolded by pooltable new route: say what it does)'\n    index: table\n    keys: '`PK = TENANT#t#{kind}{partition}`, Limit 25'\n    requests: 1 Query\n",
+        kind = new.kind(),
+    ));
+    s
+}
+
+fn handler_source(new: &NewRoute) -> String {
+    let kind = new.kind();
+    let params = path_params(&new.path);
+    let operator = if new.operator {
+        "    shared::service::app::require_operator(&caller)?;\n"
+    } else {
+        ""
+    };
+    let segments: String = params
+        .iter()
+        .map(|p| format!("    partition.push('#');\n    partition.push_str(path_entity_id(&req, \"{p}\")?.as_str());\n"))
+        .collect();
+    let mutable = if params.is_empty() { "" } else { "mut " };
+    let import_path_id = if params.is_empty() {
+        "use shared::service::http::json_response;"
+    } else {
+        "use shared::service::http::{json_response, path_entity_id};"
+    };
+    format!(
+        "//! `{bin}`: `{method} {path}` → 200 `{{kind, count}}`: how many items (up to 25) the tenant's
+//! partition `TENANT#t#{kind}{partition_doc}` holds.
+//!
+//! Scaffolded by `pooltable new route`: a working starting point, one Query through the tenant's
+//! scoped credentials. Replace it with the route's access pattern, and its `doc` in routes.yaml.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use lambda_http::http::StatusCode;
+use lambda_http::{{Body, Request, Response}};
+use shared::identity::keys::tenant_prefix;
+{import_path_id}
+use shared::{{ApiError, App}};
+
+/// The partition's kind: the key segment after the tenant.
+const KIND: &str = \"{kind}\";
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {{
+    let caller = app.caller(&req)?;
+{operator}    let t = &caller.tenant;
+    let {mutable}partition = format!(\"{{}}{{KIND}}\", tenant_prefix(t));
+{segments}    let db = app.db(t).await?;
+    let page = db
+        .query()
+        .key_condition_expression(\"PK = :pk\")
+        .expression_attribute_values(\":pk\", AttributeValue::S(partition))
+        .limit(25)
+        .send()
+        .await
+        .map_err(ApiError::from_dynamodb)?;
+    Ok(json_response(
+        StatusCode::OK,
+        &serde_json::json!({{ \"kind\": KIND, \"count\": page.count() }}),
+    ))
+}}
+",
+        bin = new.bin,
+        method = new.method,
+        path = new.path,
+        partition_doc = params.iter().map(|p| format!("#<{p}>")).collect::<String>(),
+    )
+}
+
+fn test_source(new: &NewRoute) -> String {
+    let params = path_params(&new.path);
+    let pairs: Vec<String> = params
+        .iter()
+        .map(|p| format!("(\"{p}\", \"sample-1\")"))
+        .collect();
+    let (caller, auth) = if new.operator {
+        (
+            "an operator of an onboarded tenant",
+            "Auth::Operator(t.clone())",
+        )
+    } else {
+        ("an onboarded tenant", "Auth::Tenant(t.clone())")
+    };
+    format!(
+        "//! `{bin}`: `{method} {path}` (scaffolded by `pooltable new route`).
+
+use integration::routes::{{call, params}};
+use integration::{{onboarded, Auth, Harness}};
+
+#[tokio::test]
+async fn {module}_answers_an_empty_partition() {{
+    // GIVEN {caller}, with nothing stored under the route's partition
+    let h = Harness::new().await;
+    let t = onboarded(&h, \"scaffold\").await;
+    // WHEN it calls the route
+    let r = call(
+        &h.app,
+        \"{bin}\",
+        &params(&[{pairs}]),
+        &[],
+        None,
+        &{auth},
+    )
+    .await;
+    // THEN it answers 200 with no items counted
+    assert_eq!(r.status, 200, \"{{}}\", r.body);
+    assert_eq!(r.body[\"count\"], 0, \"{{}}\", r.body);
+}}
+",
+        bin = new.bin,
+        method = new.method,
+        path = new.path,
+        module = new.bin.replace('-', "_"),
+        pairs = pairs.join(", "),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn arguments_parse_with_their_defaults() {
+        let n = NewRoute::parse(&args("list-reviews get /products/{productId}/reviews")).unwrap();
+        assert_eq!(n.method, "GET");
+        assert!(!n.operator);
+        assert_eq!(n.kind(), "PRODUCTS");
+        let n = NewRoute::parse(&args(
+            "x GET /a --operator --entity review --crate products",
+        ))
+        .unwrap();
+        assert!(n.operator);
+        assert_eq!(n.kind(), "REVIEW");
+        assert_eq!(n.krate.as_deref(), Some("products"));
+        assert!(NewRoute::parse(&args("x GET")).is_err());
+        assert!(NewRoute::parse(&args("x GET /a --entity a#b")).is_err());
+    }
+
+    #[test]
+    fn the_route_entry_is_one_declaration_the_table_accepts() {
+        let n = NewRoute::parse(&args(
+            "list-reviews GET /products/{productId}/reviews --entity REVIEW",
+        ))
+        .unwrap();
+        let entry = route_entry(&n, "products");
+        let table = RouteTable::parse(&entry).unwrap();
+        let r = table.routes().next().unwrap();
+        assert_eq!((r.method, r.path), ("GET", "/products/{productId}/reviews"));
+        assert_eq!(r.function.krate, "products");
+        assert!(entry.contains("TENANT#t#REVIEW#<productId>"), "{entry}");
+    }
+}
