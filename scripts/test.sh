@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: formatting, clippy, unit and integration tests (against DynamoDB Local and moto,
 # started here), each function binary end to end as a Lambda process (through cargo lambda watch, and
-# through `sam local invoke` and `start-api` in Docker: scripts/sam-local.sh), the template linters, and the
-# contract check (scripts/schemathesis.sh: openapi.yaml against the running API, two passes).
+# through `sam local invoke` and `start-api` in Docker: scripts/sam-local.sh), the template linters, the
+# scaffold (scripts/scaffold-check.sh), and the contract check (scripts/schemathesis.sh: openapi.yaml
+# against the running API, two passes).
 # Installs what it needs into .tools/ first. CI runs exactly this (.ci/run).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/tools.sh"
@@ -71,6 +72,8 @@ step "cargo test (unit + integration), linted by clippy -D warnings" cargo test 
 step "table audit: every key the suite wrote is under exactly one tenant" \
   cargo test -p integration --test table_audit -- --ignored
 step "each function as a Lambda process" "$ROOT/scripts/e2e.sh"
+step "the scaffold: pooltable new route in a scratch copy, built and served through watch" \
+  "$ROOT/scripts/scaffold-check.sh"
 stop_stack  # the next two steps start their own stacks
 step "sam local: every function through SAM's runtime emulator, and start-api for two tenants" \
   "$ROOT/scripts/sam-local.sh" check
