@@ -9,8 +9,8 @@ use shared::store::query::Item;
 /// that leaves 99, so expiring a session is always one transaction.
 pub const MAX_CHILDREN: u32 = 99;
 
-pub const KIND_SESSION: &str = "SESSION";
-pub const KIND_CHILD: &str = "CHILD_SESSION";
+pub const KIND_SESSION: &str = shared::identity::entities::SESSION.stored_as;
+pub const KIND_CHILD: &str = shared::identity::entities::CHILD_SESSION.stored_as;
 
 /// The stored form of a root or child session. `PK`/`SK` follow `shared::identity::keys`.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -42,20 +42,26 @@ use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{KeyShapeError, PK, SK};
 use shared::ApiError;
 
-/// Entity kinds in this crate's keys.
+/// Entity kinds in this crate's keys, from their declarations (`shared::identity::entities`).
 pub mod kind {
-    pub const USER: &str = "USER";
-    pub const EMAIL: &str = "EMAIL";
-    pub const ORDER: &str = "ORDER";
+    use shared::identity::entities::{self, Gsi1};
+
+    pub const USER: &str = entities::USER.kind;
+    pub const EMAIL: &str = entities::EMAIL.kind;
+    pub const ORDER: &str = entities::ORDER.kind;
+    /// An order's line items sort under it: `TENANT#t#ORDER#<o>#ITEM#<i>`.
     pub const ITEM: &str = "ITEM";
     /// The date index's GSI1 partitions: `ORDERS#<YYYY-MM>#<shard>`.
-    pub const ORDERS: &str = "ORDERS";
+    pub const ORDERS: &str = match entities::ORDER_DATE.gsi1 {
+        Gsi1::MonthShards { partition } => partition,
+        Gsi1::BySortKey => panic!("the order date index is under month shards"),
+    };
     /// The date index's own PK (GSI1 sort key): `ORDERDATE#<YYYY-MM-DD>#<orderId>`.
-    pub const ORDER_DATE: &str = "ORDERDATE";
-    pub const TRANSFER: &str = "TRANSFER";
-    pub const INTEGRATION: &str = "INTEGRATION";
+    pub const ORDER_DATE: &str = entities::ORDER_DATE.kind;
+    pub const TRANSFER: &str = entities::TRANSFER.kind;
+    pub const INTEGRATION: &str = entities::INTEGRATION.kind;
     /// The `kind` attribute of an order summary in a user's collection.
-    pub const ORDER_SUMMARY: &str = "ORDER_SUMMARY";
+    pub const ORDER_SUMMARY: &str = entities::ORDER_SUMMARY.stored_as;
 }
 
 fn prefix(t: &TenantId, entity_kind: &str) -> String {

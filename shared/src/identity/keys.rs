@@ -31,7 +31,7 @@ pub const GSI1: &str = "GSI1";
 /// Epoch seconds; the table's TTL attribute. Reads also compare it, since TTL deletion lags.
 pub const EXPIRES_AT: &str = "expiresAt";
 
-const SESSION: &str = "SESSION";
+const SESSION: &str = crate::identity::entities::SESSION.kind;
 const CUSTOMER: &str = "CUSTOMER";
 const CHILD: &str = "CHILD";
 
@@ -172,20 +172,19 @@ mod tests {
 }
 
 /// Entity kinds stored in sharded partitions (`TENANT#t#<PARTITION>#<shard>`).
+/// The key segments of the kinds the shared layers name, from their declarations
+/// ([`crate::identity::entities`]).
 pub mod kind {
-    pub const TENANT: &str = "TENANT";
-    pub const PRODUCT: &str = "PRODUCT";
-    /// The HR partition space: employees and departments share it, told apart by the SK's kind.
-    pub const HR: &str = "HR";
-    pub const EMPLOYEE: &str = "EMPLOYEE";
-    pub const DEPARTMENT: &str = "DEPARTMENT";
-    pub const MEMBER: &str = "MEMBER";
-}
+    use crate::identity::entities;
 
-/// The partitions whose last segment is a write shard, not an id: products and HR
-/// (`TENANT#t#<kind>#<shard>`), usage counters (`TENANT#t#USAGE#<shard>`) and the order date index's
-/// GSI1 partitions (`TENANT#t#ORDERS#<YYYY-MM>#<shard>`).
-const SHARDED_PARTITIONS: [&str; 4] = [kind::PRODUCT, kind::HR, "USAGE", "ORDERS"];
+    pub const TENANT: &str = entities::TENANT_RECORD.kind;
+    pub const PRODUCT: &str = entities::PRODUCT.kind;
+    /// The HR partition space: employees and departments share it, told apart by the SK's kind.
+    pub const HR: &str = entities::HR.kind;
+    pub const EMPLOYEE: &str = entities::EMPLOYEE.kind;
+    pub const DEPARTMENT: &str = entities::DEPARTMENT.kind;
+    pub const MEMBER: &str = entities::MEMBER.stored_as;
+}
 
 /// The shape of a partition key value for telemetry: its kind, and its shard where the partition is
 /// write-sharded; never an id, and never the tenant (logged on its own). `TENANT#t#PRODUCT#7` →
@@ -207,7 +206,9 @@ pub fn key_shape(value: &str) -> String {
         .last()
         .filter(|s| !s.is_empty() && s.len() <= 3 && s.bytes().all(|b| b.is_ascii_digit()));
     match shard {
-        Some(shard) if SHARDED_PARTITIONS.contains(&kind) => format!("{kind}#{shard}"),
+        Some(shard) if crate::identity::entities::shard_in_key_shape(kind) => {
+            format!("{kind}#{shard}")
+        }
         _ => kind.to_owned(),
     }
 }
@@ -332,12 +333,6 @@ pub const CATALOG: &str = "catalog";
 /// Catalog partitions per tenant: a tenant's item writes spread over this many index partitions.
 pub const CATALOG_SHARDS: u32 = 16;
 
-/// The partitions a tenant has a fixed, known number of: its record, the product and HR write
-/// shards (from the record's shard count), usage counters and quota windows. Their items carry no
-/// catalog entry; every other partition is named by an id and is found through the catalog.
-pub const FIXED_PARTITION_KINDS: [&str; 5] =
-    [kind::TENANT, kind::PRODUCT, kind::HR, "USAGE", "RATE"];
-
 /// `TENANT#_platform#OFFBOARDED#<offboarded>`: the partition of every report of `offboarded`'s
 /// offboardings, in the platform's partition ([`TenantId::platform`]): a report outlives the tenant
 /// of the operator who asked for it, and no tenant of that id (a later one included) can read it.
@@ -426,10 +421,12 @@ pub fn catalog_shard_key(tenant: &TenantId, shard: u32) -> String {
 }
 
 /// The catalog value an item with partition key `pk` carries: `None` when `pk` is one of the
-/// tenant's fixed partitions ([`FIXED_PARTITION_KINDS`]) or not the tenant's at all.
+/// tenant's fixed partitions ([`crate::identity::entities::FIXED_SPACES`]: their items carry no catalog
+/// entry, every other partition is named by an id and is found through the catalog) or not the
+/// tenant's at all.
 pub fn catalog_key(tenant: &TenantId, pk: &str) -> Option<String> {
     let kind = partition_kind(tenant, pk)?;
-    if FIXED_PARTITION_KINDS.contains(&kind) {
+    if crate::identity::entities::fixed_space(kind).is_some() {
         return None;
     }
     let shard = (crate::identity::shard::fnv1a64(pk.as_bytes()) % u64::from(CATALOG_SHARDS)) as u32;

@@ -3,6 +3,7 @@
 
 pub mod clock;
 pub mod cursor;
+pub mod entities;
 pub mod ids;
 pub mod keys;
 pub mod sealing;

@@ -96,7 +96,7 @@ pub fn walked_window_shards(limits: &Limits) -> u32 {
 }
 
 pub fn window_pk(t: &TenantId, shard: u32) -> String {
-    format!("TENANT#{t}#RATE#{shard}")
+    crate::identity::keys::shard_pk(t, crate::identity::entities::RATE.kind, shard)
 }
 
 pub fn window_sk(t: &TenantId, second: u64, shard: u32) -> String {

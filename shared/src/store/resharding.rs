@@ -26,7 +26,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use futures::StreamExt;
 
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{home_shard_pk, kind, shard_pk, ItemKey, PK, SK};
+use crate::identity::keys::{home_shard_pk, shard_pk, ItemKey, PK, SK};
 use crate::store::error::StoreError;
 use crate::store::layout::exists;
 use crate::store::query::Item;
@@ -49,11 +49,11 @@ pub const MOVES_DELAY_SECONDS: u64 =
 pub const ITEMS_PER_STEP: usize = 100;
 const MOVES_IN_FLIGHT: usize = 8;
 
-/// The partitions a shard count gives the sharded kinds, in walk order: products, then HR.
+/// The partitions a shard count gives the spaces of write shards, in walk order (products, then
+/// HR: [`crate::identity::entities::write_shard_spaces`]).
 pub fn sharded_sources(tenant: &TenantId, shards: u32) -> Vec<Source> {
-    [kind::PRODUCT, kind::HR]
-        .into_iter()
-        .flat_map(|partition| (0..shards).map(move |s| shard_pk(tenant, partition, s)))
+    crate::identity::entities::write_shard_spaces()
+        .flat_map(|space| (0..shards).map(move |s| shard_pk(tenant, space.kind, s)))
         .map(Source::Partition)
         .collect()
 }

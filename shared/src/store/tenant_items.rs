@@ -25,8 +25,8 @@ use serde_json::{Map, Value};
 
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{
-    catalog_key, catalog_shard_key, kind, shard_pk, tenant_prefix, tenant_record_key, ItemKey,
-    CATALOG, CATALOG_INDEX, CATALOG_SHARDS, PK, SK,
+    catalog_key, catalog_shard_key, shard_pk, tenant_prefix, tenant_record_key, ItemKey, CATALOG,
+    CATALOG_INDEX, CATALOG_SHARDS, PK, SK,
 };
 use crate::store::error::StoreError;
 use crate::store::query::Item;
@@ -60,14 +60,20 @@ pub fn sources(
     window_shards: u32,
     record: RecordInWalk,
 ) -> Vec<Source> {
-    let fixed = (0..shard_count)
-        .map(|s| shard_pk(tenant, kind::PRODUCT, s))
-        .chain((0..shard_count).map(|s| shard_pk(tenant, kind::HR, s)))
-        .chain(
-            (0..crate::store::usage::COUNTER_SHARDS)
-                .map(|s| crate::store::usage::counter_pk(tenant, s)),
-        )
-        .chain((0..window_shards).map(|s| crate::store::limiter::window_pk(tenant, s)))
+    use crate::identity::entities::{Partitions, FIXED_SPACES};
+    // The fixed spaces in their declared order (products, HR, usage counters, quota windows), then
+    // the catalog, then the record.
+    let fixed = FIXED_SPACES
+        .into_iter()
+        .flat_map(|space| {
+            let count = match space.partitions {
+                Partitions::TenantShards => shard_count,
+                Partitions::Constant(n) => n,
+                Partitions::QuotaWindows => window_shards,
+                Partitions::Record => 0,
+            };
+            (0..count).map(move |s| shard_pk(tenant, space.kind, s))
+        })
         .map(Source::Partition);
     let catalog = (0..CATALOG_SHARDS).map(|s| Source::Catalog(catalog_shard_key(tenant, s)));
     let record =

@@ -36,10 +36,13 @@ use crate::store::error::StoreError;
 use crate::store::scatter::{gather_all, Listing, Order, SortRange};
 use crate::store::scoped::TenantDb;
 
-pub const COUNTER_SHARDS: u32 = 8;
+pub const COUNTER_SHARDS: u32 = match crate::identity::entities::USAGE.partitions {
+    crate::identity::entities::Partitions::Constant(n) => n,
+    _ => panic!("usage counters are a constant number of partitions"),
+};
 
 pub fn counter_pk(t: &TenantId, shard: u32) -> String {
-    format!("TENANT#{t}#USAGE#{shard}")
+    crate::identity::keys::shard_pk(t, crate::identity::entities::USAGE.kind, shard)
 }
 
 pub fn counter_sk(t: &TenantId, date: &str, route: &str, shard: u32) -> String {

@@ -1,0 +1,306 @@
+//! The entity kinds, declared once: each kind's key segment, the partition space it is stored in
+//! (a tenant's fixed, numbered partitions or partitions named by an id), the `kind` attribute it
+//! is stored with, how it appears in GSI1, and how the machinery handles it. The keys, the catalog
+//! (which partitions carry a catalog entry), the tenant walk (export and offboarding), the
+//! re-sharding mover and the telemetry key shape all read these declarations; no list of kinds is
+//! written anywhere else. The key bytes are today's (golden tests in `tests/tests/entities.rs` and
+//! below): declaring a kind changes no stored key.
+
+/// How many partitions of a fixed partition space a tenant has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Partitions {
+    /// The tenant record's shard count: write shards, moved by a re-sharding.
+    TenantShards,
+    /// A constant number.
+    Constant(u32),
+    /// The quota limiter's windows: as many as the caller of the walk says it wrote.
+    QuotaWindows,
+    /// One: the tenant record.
+    Record,
+}
+
+/// A partition space every tenant has a known number of partitions in: `TENANT#t#<kind>#<n>` (or
+/// `TENANT#t#TENANT`). Its items carry no catalog entry; the tenant walk reads these spaces in
+/// declaration order ([`FIXED_SPACES`]), the record last of all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedSpace {
+    /// The key segment after the tenant.
+    pub kind: &'static str,
+    pub partitions: Partitions,
+    /// Whether the telemetry key shape keeps the shard number (`PRODUCT#7`): only where the shard
+    /// says something about load (write shards and usage counters; quota windows are per second).
+    pub shard_in_key_shape: bool,
+}
+
+/// Where an entity kind's items live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Home {
+    /// In a fixed partition space (`FixedSpace::kind`), told apart by the sort key's kind.
+    Fixed(&'static str),
+    /// In partitions named by an id (`TENANT#t#<kind>#<id>…`), found through the catalog.
+    ById,
+}
+
+/// How an entity kind's items appear in GSI1, whose partition key is the table's `SK`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gsi1 {
+    /// Under its own sort key: reading by its id (or its owner's) is a GSI1 Query.
+    BySortKey,
+    /// Under `TENANT#t#<partition>#<month>#<shard>`: a date index written across shards.
+    MonthShards { partition: &'static str },
+}
+
+/// An entity kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntityKind {
+    /// The key segment after the tenant in its sort key (or its partition, for a [`Home::ById`]).
+    pub kind: &'static str,
+    pub home: Home,
+    /// The `kind` attribute its items are stored with (offboarding reports count by it).
+    pub stored_as: &'static str,
+    pub gsi1: Gsi1,
+    /// The name bulk imports take it by (`POST /imports {kind}`), when they can import it.
+    pub import_as: Option<&'static str>,
+}
+
+impl EntityKind {
+    /// Whether a re-sharding moves it: its home is a space of write shards.
+    pub fn resharded(&self) -> bool {
+        match self.home {
+            Home::Fixed(space) => {
+                fixed_space(space).map(|s| s.partitions) == Some(Partitions::TenantShards)
+            }
+            Home::ById => false,
+        }
+    }
+
+    /// Whether its items carry a catalog entry (export and offboarding find them through it).
+    pub fn catalogued(&self) -> bool {
+        self.home == Home::ById
+    }
+}
+
+pub const PRODUCTS: FixedSpace = FixedSpace {
+    kind: "PRODUCT",
+    partitions: Partitions::TenantShards,
+    shard_in_key_shape: true,
+};
+/// Employees and departments share it, told apart by the sort key's kind.
+pub const HR: FixedSpace = FixedSpace {
+    kind: "HR",
+    partitions: Partitions::TenantShards,
+    shard_in_key_shape: true,
+};
+pub const USAGE: FixedSpace = FixedSpace {
+    kind: "USAGE",
+    partitions: Partitions::Constant(8),
+    shard_in_key_shape: true,
+};
+pub const RATE: FixedSpace = FixedSpace {
+    kind: "RATE",
+    partitions: Partitions::QuotaWindows,
+    shard_in_key_shape: false,
+};
+pub const TENANT_RECORD: FixedSpace = FixedSpace {
+    kind: "TENANT",
+    partitions: Partitions::Record,
+    shard_in_key_shape: false,
+};
+
+/// The fixed partition spaces, in the tenant walk's order. **The order is stored**: an offboarding's
+/// or a re-sharding's checkpoint and an export cursor name a position in it, so a new space goes
+/// last (before the record), never between two others.
+pub const FIXED_SPACES: [FixedSpace; 5] = [PRODUCTS, HR, USAGE, RATE, TENANT_RECORD];
+
+pub const PRODUCT: EntityKind = EntityKind {
+    kind: "PRODUCT",
+    home: Home::Fixed(PRODUCTS.kind),
+    stored_as: "PRODUCT",
+    gsi1: Gsi1::BySortKey,
+    import_as: Some("products"),
+};
+pub const EMPLOYEE: EntityKind = EntityKind {
+    kind: "EMPLOYEE",
+    home: Home::Fixed(HR.kind),
+    stored_as: "EMPLOYEE",
+    gsi1: Gsi1::BySortKey,
+    import_as: None,
+};
+pub const DEPARTMENT: EntityKind = EntityKind {
+    kind: "DEPARTMENT",
+    home: Home::Fixed(HR.kind),
+    stored_as: "DEPARTMENT",
+    gsi1: Gsi1::BySortKey,
+    import_as: None,
+};
+/// An employee's membership of a department: in the department's own partition
+/// (`TENANT#t#DEPARTMENT#<d>#MEMBERS`), sorted by the employee's key.
+pub const MEMBER: EntityKind = EntityKind {
+    kind: "DEPARTMENT",
+    home: Home::ById,
+    stored_as: "MEMBER",
+    gsi1: Gsi1::BySortKey,
+    import_as: None,
+};
+pub const SESSION: EntityKind = EntityKind {
+    kind: "SESSION",
+    home: Home::ById,
+    stored_as: "SESSION",
+    gsi1: Gsi1::BySortKey,
+    import_as: None,
+};
+pub const CHILD_SESSION: EntityKind = EntityKind {
+    kind: "SESSION",
+    home: Home::ById,
+    stored_as: "CHILD_SESSION",
+    gsi1: Gsi1::BySortKey,
+    import_as: None,
+};
+pub const USER: EntityKind = EntityKind {
+    kind: "USER",
+    home: Home::ById,
+    stored_as: "USER",
+    gsi1: Gsi1::BySortKey,
+    import_as: None,
+};
+pub const EMAIL: EntityKind = EntityKind {
+    kind: "EMAIL",
+    home: Home::ById,
+    stored_as: "EMAIL",
+    gsi1: Gsi1::BySortKey,
+    import_as: None,
+};
+pub const ORDER: EntityKind = EntityKind {
+    kind: "ORDER",
+    home: Home::ById,
+    stored_as: "ORDER",
+    gsi1: Gsi1::BySortKey,
+    import_as: None,
+};
+/// An order's summary in its user's collection (`TENANT#t#USER#<u>`, sorted by the order's key).
+pub const ORDER_SUMMARY: EntityKind = EntityKind {
+    kind: "USER",
+    home: Home::ById,
+    stored_as: "ORDER_SUMMARY",
+    gsi1: Gsi1::BySortKey,
+    import_as: None,
+};
+/// The orders' date index: `TENANT#t#ORDERDATE#<date>#<o>`, under GSI1's month shards.
+pub const ORDER_DATE: EntityKind = EntityKind {
+    kind: "ORDERDATE",
+    home: Home::ById,
+    stored_as: "ORDERDATE",
+    gsi1: Gsi1::MonthShards {
+        partition: "ORDERS",
+    },
+    import_as: None,
+};
+pub const TRANSFER: EntityKind = EntityKind {
+    kind: "TRANSFER",
+    home: Home::ById,
+    stored_as: "TRANSFER",
+    gsi1: Gsi1::BySortKey,
+    import_as: None,
+};
+pub const INTEGRATION: EntityKind = EntityKind {
+    kind: "INTEGRATION",
+    home: Home::ById,
+    stored_as: "INTEGRATION",
+    gsi1: Gsi1::BySortKey,
+    import_as: None,
+};
+
+/// Every entity kind the routes store.
+pub const ENTITIES: [EntityKind; 13] = [
+    PRODUCT,
+    EMPLOYEE,
+    DEPARTMENT,
+    MEMBER,
+    SESSION,
+    CHILD_SESSION,
+    USER,
+    EMAIL,
+    ORDER,
+    ORDER_SUMMARY,
+    ORDER_DATE,
+    TRANSFER,
+    INTEGRATION,
+];
+
+/// The fixed partition space of key segment `kind`, if it is one.
+pub fn fixed_space(kind: &str) -> Option<FixedSpace> {
+    FIXED_SPACES.into_iter().find(|s| s.kind == kind)
+}
+
+/// The fixed spaces of write shards (the tenant's shard count), in walk order: what a re-sharding
+/// moves.
+pub fn write_shard_spaces() -> impl Iterator<Item = FixedSpace> {
+    FIXED_SPACES
+        .into_iter()
+        .filter(|s| s.partitions == Partitions::TenantShards)
+}
+
+/// Whether the telemetry key shape of a partition of segment `kind` keeps its shard: a fixed space
+/// that says so, or a GSI1 partition sharded by month.
+pub fn shard_in_key_shape(kind: &str) -> bool {
+    fixed_space(kind).is_some_and(|s| s.shard_in_key_shape)
+        || ENTITIES
+            .iter()
+            .any(|e| matches!(e.gsi1, Gsi1::MonthShards { partition } if partition == kind))
+}
+
+/// The entity kind bulk imports take by `name`.
+pub fn importable(name: &str) -> Option<EntityKind> {
+    ENTITIES.into_iter().find(|e| e.import_as == Some(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_walk_order_is_the_stored_one() {
+        // Checkpoints and cursors name positions in this order: it may only grow at the end.
+        let kinds: Vec<&str> = FIXED_SPACES.iter().map(|s| s.kind).collect();
+        assert_eq!(kinds, ["PRODUCT", "HR", "USAGE", "RATE", "TENANT"]);
+        let moved: Vec<&str> = write_shard_spaces().map(|s| s.kind).collect();
+        assert_eq!(moved, ["PRODUCT", "HR"]);
+    }
+
+    #[test]
+    fn what_each_kind_is_follows_from_its_declaration() {
+        assert!(PRODUCT.resharded() && EMPLOYEE.resharded() && DEPARTMENT.resharded());
+        assert!(!PRODUCT.catalogued() && !EMPLOYEE.catalogued());
+        for e in [
+            MEMBER,
+            SESSION,
+            CHILD_SESSION,
+            USER,
+            EMAIL,
+            ORDER,
+            ORDER_SUMMARY,
+            ORDER_DATE,
+            TRANSFER,
+            INTEGRATION,
+        ] {
+            assert!(e.catalogued() && !e.resharded(), "{e:?}");
+        }
+        for kind in ["PRODUCT", "HR", "USAGE", "ORDERS"] {
+            assert!(shard_in_key_shape(kind), "{kind}");
+        }
+        for kind in ["RATE", "TENANT", "SESSION", "USER"] {
+            assert!(!shard_in_key_shape(kind), "{kind}");
+        }
+        assert_eq!(importable("products"), Some(PRODUCT));
+        assert_eq!(importable("employees"), None);
+    }
+
+    #[test]
+    fn every_home_is_a_declared_space() {
+        for e in ENTITIES {
+            if let Home::Fixed(space) = e.home {
+                assert!(fixed_space(space).is_some(), "{e:?}");
+            }
+        }
+    }
+}
