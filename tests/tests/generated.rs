@@ -179,3 +179,32 @@ fn no_hand_written_file_lists_the_routes_in_an_old_shape() {
         );
     }
 }
+
+#[test]
+fn no_hand_written_list_of_kinds_is_left() {
+    // The lists the entity declarations (shared::identity::entities) replaced, in their old shapes.
+    for (file, shape) in [
+        ("shared/src/identity/keys.rs", "FIXED_PARTITION_KINDS"),
+        ("shared/src/identity/keys.rs", "SHARDED_PARTITIONS"),
+        (
+            "shared/src/store/resharding.rs",
+            "[kind::PRODUCT, kind::HR]",
+        ),
+        (
+            "shared/src/store/tenant_items.rs",
+            "shard_pk(tenant, kind::HR",
+        ),
+        ("shared/src/store/usage.rs", "#USAGE#{shard}"),
+        ("shared/src/store/limiter.rs", "#RATE#{shard}"),
+        (
+            "functions/users/src/lib.rs",
+            "pub const USER: &str = \"USER\"",
+        ),
+        (
+            "functions/sessions/src/model.rs",
+            "KIND_CHILD: &str = \"CHILD_SESSION\"",
+        ),
+    ] {
+        assert!(!read(file).contains(shape), "{file} still holds {shape}");
+    }
+}
