@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use devtools::routes::{Caller, RouteTable};
 use lambda_http::RequestExt;
 use serde_yaml::Value;
 use shared::isolation::claims::{caller, AuthMode, DEV_AUTH_ENV};
@@ -334,7 +335,7 @@ fn only_the_operator_only_routes_demand_the_operator_scope_at_the_gateway() {
             continue; // not behind the API
         }
         let auth = &r["Properties"]["Events"]["Api"]["Properties"]["Auth"];
-        if OPERATOR_ONLY_BINS.contains(&bin) {
+        if operator_only_bins().contains(bin) {
             assert_eq!(auth["Authorizer"].as_str(), Some("TenantJwt"));
             let scopes: Vec<&str> = auth["AuthorizationScopes"]
                 .as_sequence()
@@ -366,23 +367,73 @@ fn no_event_makes_an_operator_of_a_custom_attribute() {
     );
 }
 
-/// The functions that stay pooled in tenant isolation mode: the operator routes.
-const OPERATOR_BINS: [&str; 6] = [
-    "onboard-tenant",
-    "get-tenant",
-    "update-tenant",
-    "offboard-tenant",
-    "export-tenant",
-    "get-tenant-usage",
-];
+/// What each route's handler code says of its callers, read from its source independently of
+/// routes.yaml: `require_operator(&caller)?` at the top of `handle` makes a route operators only
+/// (`Operator`), inside a branch (another tenant's data) a route for a tenant or an operator (`Any`);
+/// none, a tenant's own route.
+fn callers_by_code() -> BTreeMap<String, Caller> {
+    let table = RouteTable::load(&root()).unwrap();
+    table
+        .routes()
+        .map(|r| {
+            let f = r.function;
+            let path = format!("functions/{}/src/{}.rs", f.krate, f.module());
+            let source = std::fs::read_to_string(root().join(&path)).unwrap();
+            let calls: Vec<&str> = source
+                .lines()
+                .filter(|l| l.trim_end().ends_with("require_operator(&caller)?;"))
+                .collect();
+            let caller = if calls
+                .iter()
+                .any(|l| l.starts_with("    ") && !l.starts_with("     "))
+            {
+                Caller::Operator
+            } else if calls.is_empty() {
+                Caller::Tenant
+            } else {
+                Caller::Any
+            };
+            (f.bin.clone(), caller)
+        })
+        .collect()
+}
+
+/// The functions that stay pooled in tenant isolation mode: the routes an operator may call.
+fn operator_bins() -> BTreeSet<String> {
+    callers_by_code()
+        .into_iter()
+        .filter(|(_, c)| *c != Caller::Tenant)
+        .map(|(bin, _)| bin)
+        .collect()
+}
+
 /// The routes no tenant user may call at all: the gateway demands the operator scope on them too.
-const OPERATOR_ONLY_BINS: [&str; 5] = [
-    "onboard-tenant",
-    "update-tenant",
-    "offboard-tenant",
-    "export-tenant",
-    "get-tenant-usage",
-];
+fn operator_only_bins() -> BTreeSet<String> {
+    callers_by_code()
+        .into_iter()
+        .filter(|(_, c)| *c == Caller::Operator)
+        .map(|(bin, _)| bin)
+        .collect()
+}
+
+#[test]
+fn routes_yaml_says_of_each_caller_what_its_handler_does() {
+    let table = RouteTable::load(&root()).unwrap();
+    let code = callers_by_code();
+    for r in table.routes() {
+        assert_eq!(
+            Some(&r.function.caller),
+            code.get(&r.function.bin),
+            "{}: routes.yaml's caller is not what its handler checks",
+            r.function.bin
+        );
+    }
+    assert!(
+        operator_only_bins().len() >= 5,
+        "{:?}",
+        operator_only_bins()
+    );
+}
 
 #[test]
 fn tenant_isolation_mode_puts_every_tenant_function_in_per_tenant_environments_behind_the_rest_api()
@@ -428,7 +479,7 @@ fn tenant_isolation_mode_puts_every_tenant_function_in_per_tenant_environments_b
         let header =
             integration["requestParameters"]["integration.request.header.X-Amz-Tenant-Id"].as_str();
         let own_tenancy = &r["Properties"]["TenancyConfig"];
-        if OPERATOR_BINS.contains(&bin) {
+        if operator_bins().contains(bin) {
             assert_eq!(header, None, "{bin}");
             assert!(
                 serde_yaml::to_string(own_tenancy)
@@ -452,7 +503,7 @@ fn tenant_isolation_mode_puts_every_tenant_function_in_per_tenant_environments_b
         assert!(security.contains("TenantCognito"), "{bin}");
         assert_eq!(
             security.contains("pooltable/admin"),
-            OPERATOR_ONLY_BINS.contains(&bin),
+            operator_only_bins().contains(bin),
             "{bin}: {security}"
         );
         // And the REST API may invoke it, in that mode only.

@@ -685,10 +685,18 @@ async fn operators_of_an_offboarded_or_suspended_tenant_are_refused_every_operat
     let before = sorted(h.all_items().await);
     // WHEN their operators (with still-valid tokens) call every operator route, on T and on their
     // own tenant, served as the runtime serves them
-    let operator_bins: Vec<String> = integration::routes::api_routes()
-        .into_iter()
-        .filter(|(_, (_, path))| path.starts_with("/tenants"))
-        .map(|(bin, _)| bin)
+    let table = devtools::routes::RouteTable::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+    )
+    .unwrap();
+    let operator_bins: Vec<String> = table
+        .routes()
+        // every route an operator may call that names a tenant (or none: onboarding)
+        .filter(|r| {
+            r.function.caller != devtools::routes::Caller::Tenant
+                && r.params().iter().all(|p| *p == "tenantId")
+        })
+        .map(|r| r.function.bin.clone())
         .collect();
     assert!(operator_bins.len() >= 6, "{operator_bins:?}");
     for own in [&g, &s] {
