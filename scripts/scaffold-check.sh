@@ -51,6 +51,8 @@ for step in "$onboarding" "$bin 200"; do
   out=$(cargo lambda invoke "$fn" -P "$port" --data-file "events/$fn.json" 2>&1) || true
   expect_status "scaffold $fn" "$want" "$out" "$STACK_LOGS/scaffold-watch.log" || die "scaffold: $fn did not answer $want"
 done
-# And the test it wrote passes.
-cargo test -q -p integration --test "${bin//-/_}" 2>&1 | tail -n 3
+# And the test it wrote passes, as do the checks of what it generated (every derived file current,
+# the processed template's existing resources unchanged, the events, the template's isolation).
+cargo test -q -p integration --test "${bin//-/_}" --test generated --test events 2>&1 | grep -E '^test result' \
+  || die "scaffold: the copy's tests failed"
 log "scaffold: $bin added by pooltable new route, built, served 200 through cargo lambda watch, its test passed"

@@ -172,6 +172,26 @@ pub struct RouteTable {
 
 const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
+/// `pooltable-prod-` leaves this much of Lambda's 64 characters for the bin.
+const MAX_BIN_LEN: usize = 64 - "pooltable-prod-".len();
+
+/// The function properties a route's `template:` may not set: the generator writes them from the
+/// route (its caller decides TenancyConfig; its route, Events).
+const GENERATED_PROPERTIES: [&str; 5] = [
+    "FunctionName",
+    "CodeUri",
+    "TenancyConfig",
+    "Events",
+    "Metadata",
+];
+
+const RUST_KEYWORDS: [&str; 38] = [
+    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern",
+    "false", "fn", "for", "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub",
+    "ref", "return", "self", "static", "struct", "super", "trait", "true", "type", "unsafe", "use",
+    "where", "while", "yield",
+];
+
 impl RouteTable {
     pub fn load(root: &Path) -> Result<Self, RouteTableError> {
         Self::parse(&std::fs::read_to_string(root.join("routes.yaml"))?)
@@ -208,10 +228,23 @@ impl RouteTable {
                                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
                     })
             };
-            if !kebab(&f.bin) {
+            if !kebab(&f.bin) || !f.bin.starts_with(|c: char| c.is_ascii_lowercase()) {
                 return Err(invalid(
-                    "a bin is kebab-case: lowercase words joined by -".into(),
+                    "a bin is kebab-case: lowercase words joined by -, starting with a letter"
+                        .into(),
                 ));
+            }
+            if RUST_KEYWORDS.contains(&f.module().as_str()) {
+                return Err(invalid(format!(
+                    "{} is a Rust keyword: it names the handler's module",
+                    f.module()
+                )));
+            }
+            // Lambda function names are at most 64 characters: `pooltable-<stage>-<bin>`.
+            if f.bin.len() > MAX_BIN_LEN {
+                return Err(invalid(format!(
+                    "a bin is at most {MAX_BIN_LEN} characters"
+                )));
             }
             if !kebab(&f.krate) {
                 return Err(invalid(format!("crate {:?} is not a crate name", f.krate)));
@@ -263,6 +296,19 @@ impl RouteTable {
                     if !matches!(f.success_status(), 200..=299) {
                         return Err(invalid("status is a success status (2xx)".into()));
                     }
+                    if f.doc.is_none() {
+                        return Err(invalid(
+                            "a route has a doc (its row in README's table)".into(),
+                        ));
+                    }
+                    for line in f.template.as_deref().unwrap_or_default().lines() {
+                        let key = line.split(':').next().unwrap_or_default();
+                        if GENERATED_PROPERTIES.contains(&key) {
+                            return Err(invalid(format!(
+                                "template: sets {key}, which the generator writes from the route"
+                            )));
+                        }
+                    }
                 }
                 (None, Some(_)) => {
                     if f.expect.is_none() {
@@ -291,7 +337,7 @@ mod tests {
     #[test]
     fn names_derive_from_the_bin() {
         let t = RouteTable::parse(
-            "- {bin: get-product, crate: products, route: 'GET /products/{productId}', sample: {path: {productId: p}}}",
+            "- {bin: get-product, crate: products, route: 'GET /products/{productId}', sample: {path: {productId: p}}, doc: {index: table, keys: k, requests: '1'}}",
         )
         .unwrap();
         let f = &t.functions[0];
@@ -311,8 +357,15 @@ mod tests {
             ("- {bin: a, crate: products}", "route"),
             ("- {bin: a, crate: products, trigger: SQS}", "expect"),
             ("- {bin: a, crate: products, route: 'GET /p', status: 404}", "2xx"),
+            ("- {bin: 2fa, crate: products, route: 'GET /p'}", "letter"),
+            ("- {bin: type, crate: products, route: 'GET /p'}", "keyword"),
+            ("- {bin: a, crate: products, route: 'GET /p'}", "doc"),
             (
-                "- {bin: a, crate: products, route: 'GET /p'}\n- {bin: b, crate: products, route: 'GET /p'}",
+                "- {bin: a, crate: products, route: 'GET /p', doc: {index: t, keys: k, requests: '1'}, template: 'TenancyConfig: !Ref AWS::NoValue'}",
+                "TenancyConfig",
+            ),
+            (
+                "- {bin: a, crate: products, route: 'GET /p', doc: {index: t, keys: k, requests: '1'}}\n- {bin: b, crate: products, route: 'GET /p'}",
                 "twice",
             ),
         ] {

@@ -7,7 +7,9 @@
 //!
 //! The handler is a working starting point: one Query of the tenant's partition
 //! `TENANT#t#<KIND>#<path parameters…>`, answering 200 `{kind, count}`. Replace it with the route's
-//! access pattern, and its `doc` in routes.yaml with what it does.
+//! access pattern, and its `doc` in routes.yaml with what it does. A handler that writes a new kind
+//! declares it in `shared::identity::entities::ENTITIES` (its items are then catalogued, exported
+//! and offboarded like every id-named kind).
 
 use std::path::{Path, PathBuf};
 
@@ -115,16 +117,8 @@ pub fn new_route(root: &Path, new: &NewRoute) -> Result<Vec<PathBuf>, ScaffoldEr
             ))
         })?,
     };
-    if !root
-        .join("functions")
-        .join(&krate)
-        .join("Cargo.toml")
-        .exists()
-    {
-        return Err(ScaffoldError::Usage(format!(
-            "functions/{krate} is not a crate"
-        )));
-    }
+    check_crate(root, &krate)?;
+    check_kind(&new.kind())?;
     let entry = route_entry(new, &krate);
     // The table refuses a bad bin, method, path or a route served twice before anything is written.
     let mut text =
@@ -146,12 +140,74 @@ pub fn new_route(root: &Path, new: &NewRoute) -> Result<Vec<PathBuf>, ScaffoldEr
             )));
         }
     }
-    std::fs::write(root.join(&handler), handler_source(new)).map_err(io(&handler))?;
-    std::fs::write(root.join(&test), test_source(new)).map_err(io(&test))?;
-    std::fs::write(root.join("routes.yaml"), text).map_err(io(Path::new("routes.yaml")))?;
-    let mut written = vec![handler, test, PathBuf::from("routes.yaml")];
-    written.extend(generate::write(root)?);
-    Ok(written)
+    let handler_text = generate::rustfmt(root, &handler_source(new))?;
+    let test_text = generate::rustfmt(root, &test_source(new))?;
+    let routes = root.join("routes.yaml");
+    let before = std::fs::read_to_string(&routes).map_err(io(Path::new("routes.yaml")))?;
+    let written = std::fs::write(root.join(&handler), handler_text)
+        .map_err(io(&handler))
+        .and_then(|()| std::fs::write(root.join(&test), test_text).map_err(io(&test)))
+        .and_then(|()| std::fs::write(&routes, &text).map_err(io(Path::new("routes.yaml"))))
+        .and_then(|()| Ok(generate::write(root)?));
+    match written {
+        Ok(generated) => {
+            let mut all = vec![handler, test, PathBuf::from("routes.yaml")];
+            all.extend(generated);
+            Ok(all)
+        }
+        Err(e) => {
+            // Nothing half-written: the three files go back to what they were. (The generator
+            // writes only once everything it writes is known, so it left nothing to undo.)
+            let _ = std::fs::remove_file(root.join(&handler));
+            let _ = std::fs::remove_file(root.join(&test));
+            let _ = std::fs::write(&routes, before);
+            Err(e)
+        }
+    }
+}
+
+/// A crate the generator can add a route to: a workspace member the tests depend on, whose
+/// manifest and lib.rs hold the generated parts.
+fn check_crate(root: &Path, krate: &str) -> Result<(), ScaffoldError> {
+    let refuse = |why: &str| Err(ScaffoldError::Usage(format!("functions/{krate}: {why}")));
+    let read = |rel: &str| std::fs::read_to_string(root.join(rel)).unwrap_or_default();
+    let manifest = read(&format!("functions/{krate}/Cargo.toml"));
+    if manifest.is_empty() {
+        return refuse("not a crate");
+    }
+    if !read("Cargo.toml").contains(&format!("\"functions/{krate}\"")) {
+        return refuse("not a member of the workspace (Cargo.toml's members)");
+    }
+    if !read("tests/Cargo.toml").contains(&format!("\n{krate} = {{ path")) {
+        return refuse("not a dependency of tests/Cargo.toml (its dispatch calls the handler)");
+    }
+    let lib = read(&format!("functions/{krate}/src/lib.rs"));
+    if !manifest.contains("@generated begin") || !lib.contains("@generated begin") {
+        return refuse("its Cargo.toml and src/lib.rs need the @generated marker lines (see functions/products)");
+    }
+    Ok(())
+}
+
+/// The key segments the route's partition may not use: the fixed partition spaces (whose items
+/// the catalog does not list, so export and offboarding would miss them) and the platform's own.
+const RESERVED_KINDS: [&str; 8] = [
+    "CATALOG",
+    "IDEMPOTENCY",
+    "DELETED",
+    "SEALING",
+    "IMPORT",
+    "IMPORTS_DUE",
+    "OFFBOARDED",
+    "DRIVE",
+];
+
+fn check_kind(kind: &str) -> Result<(), ScaffoldError> {
+    if shared::identity::entities::fixed_space(kind).is_some() || RESERVED_KINDS.contains(&kind) {
+        return Err(ScaffoldError::Usage(format!(
+            "{kind} is a fixed partition space or the platform's own key segment: name another with --entity"
+        )));
+    }
+    Ok(())
 }
 
 /// The crate of the route whose path shares the most leading segments with `path` (at least one).
@@ -214,8 +270,9 @@ fn handler_source(new: &NewRoute) -> String {
         "use shared::service::http::{json_response, path_entity_id};"
     };
     format!(
-        "//! `{bin}`: `{method} {path}` → 200 `{{kind, count}}`: how many items (up to 25) the tenant's
-//! partition `TENANT#t#{kind}{partition_doc}` holds.
+        "//! `{bin}`: `{method} {path}` → 200 `{{kind, count}}`.
+//!
+//! How many items (up to 25) the tenant's partition `TENANT#t#{kind}{partition_doc}` holds.
 //!
 //! Scaffolded by `pooltable new route`: a working starting point, one Query through the tenant's
 //! scoped credentials. Replace it with the route's access pattern, and its `doc` in routes.yaml.
@@ -327,6 +384,22 @@ mod tests {
         assert_eq!(n.krate.as_deref(), Some("products"));
         assert!(NewRoute::parse(&args("x GET")).is_err());
         assert!(NewRoute::parse(&args("x GET /a --entity a#b")).is_err());
+    }
+
+    #[test]
+    fn a_fixed_or_platform_kind_is_refused() {
+        for kind in [
+            "USAGE",
+            "RATE",
+            "PRODUCT",
+            "HR",
+            "TENANT",
+            "CATALOG",
+            "IDEMPOTENCY",
+        ] {
+            assert!(check_kind(kind).is_err(), "{kind}");
+        }
+        assert!(check_kind("REVIEW").is_ok());
     }
 
     #[test]

@@ -222,12 +222,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             for path in devtools::generate::write(&repo_root())? {
                 println!("wrote {}", path.display());
             }
+            for path in devtools::generate::orphans(&repo_root())? {
+                eprintln!(
+                    "{} belongs to no function of routes.yaml: delete it, or declare its function",
+                    path.display()
+                );
+            }
         }
         Some("gen") if args.len() == 2 && args[1] == "--check" => {
             let stale = devtools::generate::stale(&repo_root())?;
             if !stale.is_empty() {
                 for path in &stale {
-                    eprintln!("{} is not what routes.yaml makes it", path.display());
+                    eprintln!(
+                        "{} is not what routes.yaml makes it (or belongs to no function of it)",
+                        path.display()
+                    );
                 }
                 eprintln!(
                     "run `cargo run -p devtools --bin pooltable -- gen` and commit the result"
