@@ -20,6 +20,7 @@ cleanup() {
 trap cleanup EXIT
 # The repository as committed or being changed, without what is built or installed.
 tar -C "$ROOT" --exclude=./target --exclude=./.tools --exclude=./.git -cf - . | tar -C "$scratch" -xf -
+ln -s "$ROOT/.tools" "$scratch/.tools"  # the tools, installed once (the processed-template test runs cfn-lint's Python)
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 cd "$scratch"
 
@@ -53,6 +54,9 @@ for step in "$onboarding" "$bin 200"; do
 done
 # And the test it wrote passes, as do the checks of what it generated (every derived file current,
 # the processed template's existing resources unchanged, the events, the template's isolation).
-cargo test -q -p integration --test "${bin//-/_}" --test generated --test events 2>&1 | grep -E '^test result' \
-  || die "scaffold: the copy's tests failed"
+if ! out=$(cargo test -q -p integration --test "${bin//-/_}" --test generated --test events 2>&1); then
+  printf '%s\n' "$out" | tail -n 40
+  die "scaffold: the copy's tests failed"
+fi
+printf '%s\n' "$out" | grep -E '^test result' 
 log "scaffold: $bin added by pooltable new route, built, served 200 through cargo lambda watch, its test passed"
