@@ -139,7 +139,31 @@ fn the_catalog_and_the_key_shape_follow_the_declarations() {
 fn what_imports_take_is_what_the_declarations_say() {
     // Every kind bulk imports accept is a declared entity importable by that name, and back.
     let declared: Vec<&str> = ENTITIES.iter().filter_map(|e| e.import_as).collect();
-    assert_eq!(declared, [imports::ImportKind::Products.as_str()]);
+    let kinds: Vec<&str> = imports::ImportKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
+    assert_eq!(declared, ["products", "employees", "departments"]);
+    let (mut declared, mut kinds) = (declared, kinds);
+    declared.sort();
+    kinds.sort();
+    assert_eq!(declared, kinds);
+    // AND every kind a re-sharding moves (the write-sharded ones) can be imported
+    for entity in ENTITIES.iter().filter(|e| e.resharded()) {
+        assert!(
+            entity.import_as.is_some(),
+            "{} cannot be imported",
+            entity.stored_as
+        );
+    }
+    for kind in imports::ImportKind::ALL {
+        assert_eq!(
+            entities::importable(kind.as_str()).map(|e| e.kind),
+            Some(kind.entity()),
+            "{kind:?}"
+        );
+        assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+    }
     assert_eq!(
         entities::importable("products").map(|e| e.home),
         Some(Home::Fixed(entities::PRODUCTS.kind))

@@ -115,6 +115,14 @@ async fn resealed(
     serde_json::to_string(&message).unwrap()
 }
 
+/// Replaces a product item's document (a faulty producer's edit).
+fn set_document(item: &mut imports::MessageItem, document: Value) {
+    match &mut item.item {
+        imports::ImportItem::Product(p) => p.document = document,
+        other => panic!("not a product: {other:?}"),
+    }
+}
+
 async fn send_raw(queues: &ImportQueues, body: &str, tenant: &str, signature: Option<&str>) {
     let attr = |v: &str| {
         MessageAttributeValue::builder()
@@ -243,7 +251,7 @@ async fn a_poison_item_reaches_the_dead_letter_queue_after_the_retry_count_and_i
         deep = json!({ "d": deep });
     }
     let poison = resealed(&h, &t, on_queue[0].body().unwrap(), |items| {
-        items[1].document = json!({ "d": deep })
+        set_document(&mut items[1], json!({ "d": deep }))
     })
     .await;
     send_raw(&queues, &poison, &t, Some(&signed(&t, &poison))).await;
@@ -311,7 +319,7 @@ async fn a_message_written_straight_to_the_queue_for_another_tenant_is_refused_a
     let forged = imports::sign(&other_key, &TenantId::parse(&victim).unwrap(), &body);
     send_raw(&queues, &body, &victim, Some(&forged)).await;
     let edited = resealed(&h, &mallory, &body, |items| {
-        items[0].document = json!({"n": 666})
+        set_document(&mut items[0], json!({"n": 666}))
     })
     .await;
     send_raw(&queues, &edited, &mallory, Some(&mallorys_signature)).await;
@@ -417,6 +425,26 @@ async fn a_consumer_that_crashes_mid_batch_loses_nothing() {
     assert!(queues.dead_letters().await.is_empty());
 }
 
+/// Posts each body as `t`'s import: each is a 400 naming its field, and nothing is enqueued or
+/// recorded.
+async fn refused_and_nothing_enqueued<const N: usize>(
+    h: &Harness,
+    queues: &ImportQueues,
+    t: &str,
+    cases: [(Value, &str); N],
+) {
+    for (body, field) in cases {
+        let r = post_import(h, queues, t, body, &[]).await;
+        r.assert_problem(400);
+        assert_eq!(r.body["field"], field, "{}", r.body);
+    }
+    assert_eq!(queues.backlog(&queues.url).await, 0, "nothing was enqueued");
+    assert!(h
+        .items_under(&format!("TENANT#{t}#IMPORT#"))
+        .await
+        .is_empty());
+}
+
 #[tokio::test]
 async fn a_bad_item_is_refused_by_its_index_and_nothing_is_enqueued() {
     let h = Harness::new().await;
@@ -443,16 +471,7 @@ async fn a_bad_item_is_refused_by_its_index_and_nothing_is_enqueued() {
         (products("many", 1001), "items"),
         (json!({"kind": "orders", "items": [{}]}), "kind"),
     ];
-    for (body, field) in cases {
-        let r = post_import(&h, &queues, &t, body, &[]).await;
-        r.assert_problem(400);
-        assert_eq!(r.body["field"], field, "{}", r.body);
-    }
-    assert_eq!(queues.backlog(&queues.url).await, 0, "nothing was enqueued");
-    assert!(h
-        .items_under(&format!("TENANT#{t}#IMPORT#"))
-        .await
-        .is_empty());
+    refused_and_nothing_enqueued(&h, &queues, &t, cases).await;
     // AND an unknown import is 404
     get_import(&h, &t, "0123456789abcdef")
         .await
@@ -939,33 +958,24 @@ async fn a_product_deleted_after_the_import_was_accepted_stays_deleted() {
     assert_eq!(product_items(&h, &t).await.len(), 2);
 }
 
-#[tokio::test]
-async fn an_import_during_a_resharding_from_4_to_16_writes_every_item_once_on_its_new_shard() {
+/// Re-shards `t` to 16 shards while a consumer running in this process, on the test's clock (so
+/// the migration's delays pass for both), delivers `first` messages before writes move, `first`
+/// after they move, and one between each of the migrator's steps.
+async fn reshard_to_16_while_consuming(h: &Harness, queues: &ImportQueues, t: &str, first: usize) {
     use shared::store::resharding::{MOVES_DELAY_SECONDS, WRITES_MOVE_DELAY_SECONDS};
-    // GIVEN a 4-shard tenant and an import of 300 products (12 messages) on the queue; the
-    // consumer runs in this process, on this test's clock, so the migration's delays pass for both
-    let h = Harness::new().await;
-    let t = unique("moving");
-    integration::onboard_at_max_limits(&h, &t, 4).await;
-    let queues = ImportQueues::create(5, 1).await;
-    let posted = post_import(&h, &queues, &t, products("m", 300), &[]).await;
-    assert_eq!(posted.status, 202, "{}", posted.body);
     let settings = imports::consume::ConsumerSettings {
         max_receives: 5,
         writes_in_flight: 4,
     };
-    let deliver = |messages: usize| {
-        let (h, queues) = (&h, &queues);
-        async move {
-            let batch = queues.receive(messages).await;
-            let event = serde_json::from_value(queues.event(&batch)).unwrap();
-            let answer = imports::consume::consume(&h.app, settings, event).await;
-            let answer = serde_json::to_value(answer).unwrap();
-            queues.settle(&batch, Some(&answer)).await
-        }
+    let deliver = |messages: usize| async move {
+        let batch = queues.receive(messages).await;
+        let event = serde_json::from_value(queues.event(&batch)).unwrap();
+        let answer = imports::consume::consume(&h.app, settings, event).await;
+        let answer = serde_json::to_value(answer).unwrap();
+        queues.settle(&batch, Some(&answer)).await
     };
     let (at, operator) = (
-        params(&[("tenantId", &t)]),
+        params(&[("tenantId", t)]),
         Auth::Operator("platform".into()),
     );
     let reshard = || {
@@ -978,12 +988,10 @@ async fn an_import_during_a_resharding_from_4_to_16_writes_every_item_once_on_it
             &operator,
         )
     };
-    // WHEN the tenant is re-sharded to 16 while the consumer writes: before writes move, after
-    // they move, and between the migrator's steps
     assert_eq!(reshard().await.status, 202);
-    assert_eq!(deliver(2).await, 2);
+    assert_eq!(deliver(first).await, first);
     h.clock.advance_seconds(WRITES_MOVE_DELAY_SECONDS + 1);
-    assert_eq!(deliver(2).await, 2);
+    assert_eq!(deliver(first).await, first);
     h.clock.advance_seconds(MOVES_DELAY_SECONDS);
     let mut steps = 0;
     loop {
@@ -998,6 +1006,21 @@ async fn an_import_during_a_resharding_from_4_to_16_writes_every_item_once_on_it
         }
         assert_eq!(r.status, 202, "{}", r.body);
     }
+}
+
+#[tokio::test]
+async fn an_import_during_a_resharding_from_4_to_16_writes_every_item_once_on_its_new_shard() {
+    // GIVEN a 4-shard tenant and an import of 300 products (12 messages) on the queue; the
+    // consumer runs in this process, on this test's clock, so the migration's delays pass for both
+    let h = Harness::new().await;
+    let t = unique("moving");
+    integration::onboard_at_max_limits(&h, &t, 4).await;
+    let queues = ImportQueues::create(5, 1).await;
+    let posted = post_import(&h, &queues, &t, products("m", 300), &[]).await;
+    assert_eq!(posted.status, 202, "{}", posted.body);
+    // WHEN the tenant is re-sharded to 16 while the consumer writes: before writes move, after
+    // they move, and between the migrator's steps
+    reshard_to_16_while_consuming(&h, &queues, &t, 2).await;
     let consumer = Consumer::start(&h.table, 5).await;
     drain(&queues, &[&consumer], 10).await;
     // THEN every product is there exactly once, each on its shard of 16
@@ -1346,4 +1369,292 @@ async fn an_idempotency_key_reused_after_its_import_expired_names_a_new_import()
     let third = post_import(&h, &queues, &t, products("q", 3), &key).await;
     assert_eq!(third.status, 202, "{}", third.body);
     assert_eq!(third.body["accepted"], 3);
+}
+
+/// A tenant route called as `tenant`.
+async fn as_tenant(
+    h: &Harness,
+    tenant: &str,
+    route: &str,
+    at: &[(&str, &str)],
+    body: Option<Value>,
+) -> Resp {
+    call(
+        &h.app,
+        route,
+        &params(at),
+        &[],
+        body,
+        &Auth::Tenant(tenant.into()),
+    )
+    .await
+}
+
+/// The employees `list-department-employees` lists for department `d` (one page of up to 100).
+async fn members(h: &Harness, tenant: &str, d: &str) -> Vec<String> {
+    let r = call(
+        &h.app,
+        "list-department-employees",
+        &params(&[("departmentId", d)]),
+        &[("limit", "100")],
+        None,
+        &Auth::Tenant(tenant.into()),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut ids: Vec<String> = r.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["employeeId"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test]
+async fn departments_and_employees_are_imported_as_their_puts_write_them_and_a_later_word_stands() {
+    // GIVEN a 4-shard tenant with a department and two employees written by PUT
+    let h = Harness::new().await;
+    let t = unique("hr-import");
+    onboard(&h, &t, 4).await;
+    let queues = ImportQueues::create(3, 1).await;
+    let consumer = Consumer::start(&h.table, 3).await;
+    let put = as_tenant(
+        &h,
+        &t,
+        "put-department",
+        &[("departmentId", "old")],
+        Some(json!({"name": "Old"})),
+    )
+    .await;
+    assert_eq!(put.status, 201, "{}", put.body);
+    for e in ["moved", "deleted-later"] {
+        let put = as_tenant(
+            &h,
+            &t,
+            "put-employee",
+            &[("employeeId", e)],
+            Some(json!({"name": e, "departmentId": "old"})),
+        )
+        .await;
+        assert_eq!(put.status, 201, "{}", put.body);
+    }
+    h.clock.advance_seconds(1);
+    // WHEN it imports two departments, one of them twice (the last item wins)
+    let departments = json!({"kind": "departments", "items": [
+        {"departmentId": "eng", "name": "Eng (draft)"},
+        {"departmentId": "ops", "name": "Operations"},
+        {"departmentId": "eng", "name": "Engineering"},
+    ]});
+    let posted = post_import(&h, &queues, &t, departments, &[]).await;
+    assert_eq!(posted.status, 202, "{}", posted.body);
+    assert_eq!(posted.body["kind"], "departments");
+    assert_eq!(posted.body["accepted"], 2);
+    drain(&queues, &[&consumer], 10).await;
+    // THEN both are there, as a PUT would have written them
+    let eng = as_tenant(&h, &t, "get-department", &[("departmentId", "eng")], None).await;
+    assert_eq!(eng.status, 200, "{}", eng.body);
+    assert_eq!(eng.body["name"], "Engineering");
+    let progress = get_import(&h, &t, posted.body["importId"].as_str().unwrap()).await;
+    assert_eq!(progress.body["written"], 2, "{}", progress.body);
+    assert_eq!(progress.body["status"], "complete");
+
+    // WHEN it imports employees: a new one, one moving from `old` to `eng`, one the tenant then
+    // writes itself while the import waits, one it deletes while the import waits, and one new
+    h.clock.advance_seconds(1);
+    let employees = json!({"kind": "employees", "items": [
+        {"employeeId": "new", "name": "New", "departmentId": "eng", "email": "new@acme.example"},
+        {"employeeId": "moved", "name": "Moved", "departmentId": "eng"},
+        {"employeeId": "put-later", "name": "Imported", "departmentId": "ops"},
+        {"employeeId": "deleted-later", "name": "Back?", "departmentId": "ops"},
+        {"employeeId": "ops-1", "name": "Ops 1", "departmentId": "ops"},
+    ]});
+    let posted = post_import(&h, &queues, &t, employees, &[]).await;
+    assert_eq!(posted.status, 202, "{}", posted.body);
+    h.clock.advance_seconds(1);
+    let put = as_tenant(
+        &h,
+        &t,
+        "put-employee",
+        &[("employeeId", "put-later")],
+        Some(json!({"name": "By PUT", "departmentId": "eng"})),
+    )
+    .await;
+    assert_eq!(put.status, 201, "{}", put.body);
+    let deleted = as_tenant(
+        &h,
+        &t,
+        "delete-employee",
+        &[("employeeId", "deleted-later")],
+        None,
+    )
+    .await;
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+    drain(&queues, &[&consumer], 10).await;
+    // THEN the imported employees are written with their memberships moved in the same write, the
+    // PUT's employee stands, and the deleted one stays deleted
+    let new = as_tenant(&h, &t, "get-employee", &[("employeeId", "new")], None).await;
+    assert_eq!(new.status, 200, "{}", new.body);
+    assert_eq!(new.body["email"], "new@acme.example");
+    let later = as_tenant(&h, &t, "get-employee", &[("employeeId", "put-later")], None).await;
+    assert_eq!(later.body["name"], "By PUT", "{}", later.body);
+    assert_eq!(later.body["departmentId"], "eng");
+    as_tenant(
+        &h,
+        &t,
+        "get-employee",
+        &[("employeeId", "deleted-later")],
+        None,
+    )
+    .await
+    .assert_problem(404);
+    assert_eq!(members(&h, &t, "eng").await, ["moved", "new", "put-later"]);
+    assert_eq!(members(&h, &t, "ops").await, ["ops-1"]);
+    assert!(members(&h, &t, "old").await.is_empty());
+    let progress = get_import(&h, &t, posted.body["importId"].as_str().unwrap()).await;
+    assert_eq!(progress.body["written"], 3, "{}", progress.body);
+    assert_eq!(progress.body["superseded"], 2, "{}", progress.body);
+    assert_eq!(progress.body["status"], "complete");
+    // AND every employee item of the tenant has exactly one membership, in its own department
+    let employees = h.items_under(&format!("TENANT#{t}#HR#")).await;
+    let employees: Vec<_> = employees
+        .iter()
+        .filter(|i| s(i, "kind") == "EMPLOYEE")
+        .collect();
+    assert_eq!(employees.len(), 4);
+    for e in employees {
+        let d = s(e, "departmentId");
+        assert!(
+            members(&h, &t, &d).await.contains(&s(e, "employeeId")),
+            "{e:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_employee_import_naming_a_department_that_does_not_exist_is_refused_by_its_index() {
+    // GIVEN a tenant with one department
+    let h = Harness::new().await;
+    let t = unique("hr-refused");
+    onboard(&h, &t, 4).await;
+    let queues = ImportQueues::create(3, 1).await;
+    let put = as_tenant(
+        &h,
+        &t,
+        "put-department",
+        &[("departmentId", "eng")],
+        Some(json!({"name": "Eng"})),
+    )
+    .await;
+    assert_eq!(put.status, 201, "{}", put.body);
+    // WHEN it imports employees whose third item names a department it does not have, or items of
+    // another kind, or an employee without a department
+    let cases = [
+        (
+            json!({"kind": "employees", "items": [
+                {"employeeId": "a", "name": "A", "departmentId": "eng"},
+                {"employeeId": "b", "name": "B", "departmentId": "eng"},
+                {"employeeId": "c", "name": "C", "departmentId": "nowhere"},
+                {"employeeId": "d", "name": "D", "departmentId": "nowhere"},
+            ]}),
+            "items[2].departmentId",
+        ),
+        (
+            json!({"kind": "employees", "items": [{"productId": "p", "document": {}}]}),
+            "items[0]",
+        ),
+        (
+            json!({"kind": "employees", "items": [{"employeeId": "a", "name": "A"}]}),
+            "items[0]",
+        ),
+        (
+            json!({"kind": "departments", "items": [{"departmentId": "x", "name": "\u{1}"}]}),
+            "items[0].name",
+        ),
+    ];
+    // THEN each is a 400 naming the item, and nothing is enqueued or recorded
+    refused_and_nothing_enqueued(&h, &queues, &t, cases).await;
+}
+
+#[tokio::test]
+async fn an_employee_import_during_a_resharding_from_4_to_16_moves_every_membership_once() {
+    // GIVEN a 4-shard tenant with three departments and ten employees in the first, and an import
+    // of 60 employees (3 messages) moving those ten and adding fifty, across all three departments
+    let h = Harness::new().await;
+    let t = unique("hr-moving");
+    integration::onboard_at_max_limits(&h, &t, 4).await;
+    let queues = ImportQueues::create(5, 1).await;
+    for d in ["d0", "d1", "d2"] {
+        let put = as_tenant(
+            &h,
+            &t,
+            "put-department",
+            &[("departmentId", d)],
+            Some(json!({"name": d})),
+        )
+        .await;
+        assert_eq!(put.status, 201, "{}", put.body);
+    }
+    for i in 0..10 {
+        let e = format!("e-{i:02}");
+        let put = as_tenant(
+            &h,
+            &t,
+            "put-employee",
+            &[("employeeId", &e)],
+            Some(json!({"name": e, "departmentId": "d0"})),
+        )
+        .await;
+        assert_eq!(put.status, 201, "{}", put.body);
+    }
+    h.clock.advance_seconds(1);
+    let items: Vec<Value> = (0..60)
+        .map(|i| json!({"employeeId": format!("e-{i:02}"), "name": format!("E {i}"), "departmentId": format!("d{}", 1 + i % 2)}))
+        .collect();
+    let posted = post_import(
+        &h,
+        &queues,
+        &t,
+        json!({"kind": "employees", "items": items}),
+        &[],
+    )
+    .await;
+    assert_eq!(posted.status, 202, "{}", posted.body);
+    // WHEN the tenant is re-sharded to 16 while the consumer writes: before writes move, after
+    // they move, and between the migrator's steps
+    reshard_to_16_while_consuming(&h, &queues, &t, 1).await;
+    let consumer = Consumer::start(&h.table, 5).await;
+    drain(&queues, &[&consumer], 10).await;
+    // THEN every employee is there exactly once, on its shard of 16, with one membership, in its
+    // imported department
+    let tenant = TenantId::parse(&t).unwrap();
+    let items = h.items_under(&format!("TENANT#{t}#HR#")).await;
+    let employees: Vec<_> = items
+        .iter()
+        .filter(|i| s(i, "kind") == "EMPLOYEE")
+        .collect();
+    assert_eq!(
+        employees.len(),
+        60,
+        "an employee is missing or has two copies"
+    );
+    for e in &employees {
+        let id = s(e, "employeeId");
+        assert_eq!(
+            s(e, "PK"),
+            shared::identity::keys::shard_pk(&tenant, "HR", shard_for(&id, 16)),
+            "{id}"
+        );
+    }
+    assert!(members(&h, &t, "d0").await.is_empty());
+    let (d1, d2) = (members(&h, &t, "d1").await, members(&h, &t, "d2").await);
+    assert_eq!((d1.len(), d2.len()), (30, 30));
+    assert!(
+        d1.iter().all(|e| e[2..].parse::<u32>().unwrap() % 2 == 0),
+        "{d1:?}"
+    );
+    let progress = get_import(&h, &t, posted.body["importId"].as_str().unwrap()).await;
+    assert_eq!(progress.body["written"], 60, "{}", progress.body);
+    assert_eq!(progress.body["status"], "complete");
 }

@@ -10,6 +10,7 @@
 //! An employee's record and its membership item change together, in one transaction, so no state
 //! ever has an employee in two departments or in none.
 
+pub mod store;
 // @generated begin: `pooltable gen` writes the route modules from routes.yaml
 pub mod delete_employee;
 pub mod get_department;

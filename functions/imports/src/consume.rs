@@ -30,8 +30,11 @@ use shared::store::layout::Put;
 use shared::store::meter::with_request_meta;
 use shared::{ApiError, App};
 
+use hr::store::{store_department, store_employee, EmployeeFields, WrittenAt};
+
 use crate::{
-    open_items, verify, ImportMessage, MessageItem, SIGNATURE_ATTRIBUTE, TENANT_ATTRIBUTE,
+    open_items, verify, ImportItem, ImportMessage, MessageItem, SIGNATURE_ATTRIBUTE,
+    TENANT_ATTRIBUTE,
 };
 
 /// The usage counters' name for the consumer's writes.
@@ -374,47 +377,84 @@ fn signed<'a>(app: &App, message: &'a SqsMessage) -> Option<(TenantId, &'a str)>
 }
 
 /// Writes the item and its marker, as of the import's acceptance, unless its marker says an earlier
-/// delivery did; when the product was written after the import was accepted, records the item as
-/// superseded instead.
+/// delivery did; when the entity was written or deleted after the import was accepted, records the
+/// item as superseded instead. Each kind is written by the same code as its PUT.
 async fn write(
     app: &App,
     tenant: &TenantId,
     body: &ImportMessage,
     item: &MessageItem,
 ) -> Result<(), ApiError> {
+    if item.item.kind() != body.kind {
+        return Err(ApiError::Internal(format!(
+            "an item of {} in an import of {}",
+            item.item.kind().as_str(),
+            body.kind.as_str()
+        )));
+    }
+    item.item.check("item")?;
     let db = app.db(tenant).await?;
-    products::check_product(&item.document, "document")?;
     let layout = app.directory.layout(&db).await?;
     let now = app.clock.now_seconds();
-    let done = marker(
-        &db,
-        tenant,
-        &body.import_id,
-        item.index,
-        Outcome::Written,
-        body.issued_at,
-        now,
-    )?;
-    let (keys, put) = products::store_product(
-        &db,
-        layout,
-        tenant,
-        &item.product_id,
-        &item.document,
-        body.issued_at,
-        vec![
-            done,
-            not_deleted_since(&db, tenant, kind::PRODUCT, &item.product_id, body.issued_at)?,
-        ],
-        true,
-    )
-    .await?;
+    let along = vec![
+        marker(
+            &db,
+            tenant,
+            &body.import_id,
+            item.index,
+            Outcome::Written,
+            body.issued_at,
+            now,
+        )?,
+        not_deleted_since(
+            &db,
+            tenant,
+            body.kind.entity(),
+            item.item.id(),
+            body.issued_at,
+        )?,
+    ];
+    let (written, put) = match &item.item {
+        ImportItem::Product(p) => {
+            let (keys, put) = products::store_product(
+                &db,
+                layout,
+                tenant,
+                &p.product_id,
+                &p.document,
+                body.issued_at,
+                along,
+                true,
+            )
+            .await?;
+            (keys.write, put)
+        }
+        ImportItem::Department(d) => {
+            let at = WrittenAt::as_of(body.issued_at);
+            let id = (&d.department_id, d.name.0.as_str());
+            let (_, put) = store_department(&db, layout, tenant, id, at, along).await?;
+            let keys = hr::store::keys(tenant, layout, kind::DEPARTMENT, &d.department_id);
+            (keys.write, put)
+        }
+        ImportItem::Employee(e) => {
+            let fields = EmployeeFields {
+                name: &e.name.0,
+                department: &e.department_id,
+                email: e.email.as_ref().map(|m| m.0.as_str()),
+            };
+            let at = WrittenAt::as_of(body.issued_at);
+            let (_, put) =
+                store_employee(&db, layout, tenant, (&e.employee_id, fields), at, along).await?;
+            let keys = hr::store::keys(tenant, layout, kind::EMPLOYEE, &e.employee_id);
+            (keys.write, put)
+        }
+    };
     match put {
-        Put::Written { .. } => app.read_cache.forget(tenant, &keys.write),
+        Put::Written { .. } => app.read_cache.forget(tenant, &written),
         // The item has an outcome already (an earlier delivery wrote it or found it superseded,
         // or the import passed its deadline): nothing is written again.
         Put::Refused { along: 0 } => {}
-        // The product was written (`Superseded`) or deleted (its tombstone, along 1) after the
+        // The entity was written (`Superseded`) or deleted (its tombstone, along 1) after the
         // import was accepted: the tenant's later word stands.
         Put::Refused { .. } | Put::Superseded => {
             record_outcome(

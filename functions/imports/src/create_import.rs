@@ -1,7 +1,10 @@
 //! createImport: `POST /imports` `{kind, items}` → 202 `{importId, kind, accepted, status}`.
 //!
-//! Every item is checked before anything is sent: a bad one answers 400 naming its index
-//! (`items[3].document`), and nothing is enqueued. A product given twice keeps its last item. Then
+//! `kind` is `products`, `departments` or `employees`; each item is what the kind's PUT takes, with
+//! its id (`{productId, document}`, `{departmentId, name}`, `{employeeId, name, departmentId,
+//! email?}`). Every item is checked before anything is sent: a bad one answers 400 naming its index
+//! (`items[3].document`), and so does an employee whose department does not exist; nothing is
+//! enqueued then. An id given twice keeps its last item. Then
 //! the items go to the import queue in signed messages of up to 25 items (`ITEMS_PER_MESSAGE`), sent
 //! in batches of up to 10, and last the import's record is written (with the `Idempotency-Key`'s record, when one was sent). An answer of
 //! 202 therefore means every item is on the queue.
@@ -33,7 +36,7 @@ use shared::store::transact::{transact, TransactError};
 use shared::{ApiError, App};
 
 use crate::{
-    seal_items, sign, ImportKind, ImportMessage, ImportQueue, MessageItem, ProductItem,
+    seal_items, sign, ImportItem, ImportKind, ImportMessage, ImportQueue, MessageItem,
     ITEMS_PER_MESSAGE, MAX_ITEMS, MESSAGE_BYTES, SIGNATURE_ATTRIBUTE, TENANT_ATTRIBUTE,
 };
 
@@ -47,6 +50,8 @@ const BATCH_BYTES: usize = 240 * 1024;
 const SENDS_IN_FLIGHT: usize = 4;
 /// Sends of a batch's entries that SQS failed (not the caller's fault) before the request fails.
 const SEND_ATTEMPTS: u32 = 3;
+/// Department reads in flight at once when an import of employees is checked.
+const DEPARTMENT_READS_IN_FLIGHT: usize = 8;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -109,6 +114,7 @@ pub async fn handle(
     let items = checked_items(input)?;
     let db = app.db(&caller.tenant).await?;
     let t = &caller.tenant;
+    departments_exist(app, &db, t, &items).await?;
     let import = match idempotent::key_of(&req)? {
         Some(key) => derived_id(key.as_str())?,
         None => hex_id(&uuid::Uuid::now_v7().simple().to_string())?,
@@ -120,11 +126,11 @@ pub async fn handle(
     .await
 }
 
-/// Every item, checked (1 to [`MAX_ITEMS`] of them, each well-formed; a 400 names the item's index
-/// in the request), numbered in request order. A product id given more than once keeps its last
-/// item, as if the items were written in order: the queue keeps no order, so sending both would
-/// let either win.
-fn checked_items(input: CreateImportInput) -> Result<Vec<(u32, ProductItem)>, ApiError> {
+/// Every item, checked (1 to [`MAX_ITEMS`] of them, each well-formed for the import's kind; a 400
+/// names the item's index in the request), numbered in request order. An id given more than once
+/// keeps its last item, as if the items were written in order: the queue keeps no order, so
+/// sending both would let either win.
+fn checked_items(input: CreateImportInput) -> Result<Vec<(u32, ImportItem)>, ApiError> {
     if input.items.is_empty() || input.items.len() > MAX_ITEMS {
         return Err(ApiError::bad_request(
             "items",
@@ -137,16 +143,11 @@ fn checked_items(input: CreateImportInput) -> Result<Vec<(u32, ProductItem)>, Ap
     let mut last: HashMap<EntityId, usize> = HashMap::new();
     let mut items = Vec::with_capacity(input.items.len());
     for (index, raw) in input.items.into_iter().enumerate() {
-        let path = format!("items[{index}]");
-        let item: ProductItem = serde_json::from_value(raw)
-            .map_err(|e| ApiError::bad_request(&path, format!("Invalid item: {e}")))?;
-        let document_path = format!("{path}.document");
-        products::check_product(&item.document, &document_path)?;
-        crate::check_sendable(&item.document, &document_path)?;
-        last.insert(item.product_id.clone(), index);
+        let item = input.kind.item(raw, &format!("items[{index}]"))?;
+        last.insert(item.id().clone(), index);
         items.push((index as u32, item));
     }
-    items.retain(|(index, item)| last.get(&item.product_id) == Some(&(*index as usize)));
+    items.retain(|(index, item)| last.get(item.id()) == Some(&(*index as usize)));
     // Numbered 0..accepted from here on (the consumer's markers, and the deadline's close, count on
     // it); a retry of the same request numbers them the same way.
     Ok(items
@@ -154,6 +155,50 @@ fn checked_items(input: CreateImportInput) -> Result<Vec<(u32, ProductItem)>, Ap
         .enumerate()
         .map(|(n, (_, item))| (n as u32, item))
         .collect())
+}
+
+/// For an import of employees: every department they name exists now (a 400 names the first item
+/// naming one that does not, and nothing is sent). Departments are never deleted, so the consumer
+/// finds each one when it writes the employee (on whichever shard a re-sharding has put it by then).
+async fn departments_exist(
+    app: &App,
+    db: &TenantDb,
+    t: &TenantId,
+    items: &[(u32, ImportItem)],
+) -> Result<(), ApiError> {
+    let mut seen = std::collections::HashSet::new();
+    // Owned ids: a stream's closure over borrowed ones is not `Send` for every lifetime.
+    let first_naming: Vec<(EntityId, u32)> = items
+        .iter()
+        .filter_map(|(index, item)| match item {
+            ImportItem::Employee(e) if seen.insert(&e.department_id) => {
+                Some((e.department_id.clone(), *index))
+            }
+            _ => None,
+        })
+        .collect();
+    if first_naming.is_empty() {
+        return Ok(());
+    }
+    let layout = app.directory.layout(db).await?;
+    let found: Vec<Option<u32>> = futures::stream::iter(first_naming)
+        .map(|(d, index)| async move {
+            let keys = hr::store::keys(t, layout, shared::identity::keys::kind::DEPARTMENT, &d);
+            let found = shared::store::layout::locate(db, layout, &keys).await?;
+            Ok::<_, ApiError>(found.is_none().then_some(index))
+        })
+        .buffered(DEPARTMENT_READS_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    // In item order, so the 400 names the first item naming a missing department.
+    let missing = found.into_iter().flatten().next();
+    match missing {
+        None => Ok(()),
+        Some(index) => Err(ApiError::bad_request(
+            &format!("items[{index}].departmentId"),
+            "names no existing department; import the departments first",
+        )),
+    }
 }
 
 /// The import id of an `Idempotency-Key`: the same key names the same import (per tenant, as every
@@ -170,7 +215,7 @@ fn hex_id(hex: &str) -> Result<EntityId, ApiError> {
 
 /// A digest of what an import writes (its kind and items, with their indexes): the same request
 /// has the same one, whatever the key.
-fn fingerprint(kind: ImportKind, items: &[(u32, ProductItem)]) -> Result<String, ApiError> {
+fn fingerprint(kind: ImportKind, items: &[(u32, ImportItem)]) -> Result<String, ApiError> {
     let canonical = serde_json::to_vec(&(kind, items))
         .map_err(|e| ApiError::Internal(format!("serialize items: {e}")))?;
     Ok(Sha256::digest(&canonical)
@@ -186,7 +231,7 @@ async fn create(
     queue: &ImportQueue,
     db: &TenantDb,
     t: &TenantId,
-    (import, kind, items): (EntityId, ImportKind, Vec<(u32, ProductItem)>),
+    (import, kind, items): (EntityId, ImportKind, Vec<(u32, ImportItem)>),
     recorder: Option<Recorder<'_>>,
 ) -> Result<Response<Body>, ApiError> {
     let accepted = items.len() as u32;
@@ -322,17 +367,13 @@ async fn enqueue(
     t: &TenantId,
     sent: &Outgoing<'_>,
     sealing_key: &[u8],
-    items: Vec<(u32, ProductItem)>,
+    items: Vec<(u32, ImportItem)>,
 ) -> Result<(), ApiError> {
     let keys = &*app.cursor_keys()?;
     let mut messages: Vec<(Vec<MessageItem>, usize)> = Vec::new();
     for (index, item) in items {
-        let size = serde_json::to_vec(&item.document).map_or(0, |b| b.len()) + 200;
-        let item = MessageItem {
-            index,
-            product_id: item.product_id,
-            document: item.document,
-        };
+        let size = serde_json::to_vec(&item).map_or(0, |b| b.len()) + 200;
+        let item = MessageItem { index, item };
         match messages.last_mut() {
             Some((items, bytes))
                 if items.len() < ITEMS_PER_MESSAGE && *bytes + size <= MESSAGE_BYTES =>
@@ -424,4 +465,104 @@ async fn send_batch(
     Err(ApiError::Unavailable(
         "The import queue did not take every item; retry with the same Idempotency-Key.".into(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_product_imports_fingerprint_is_the_one_it_had_before_imports_took_other_kinds() {
+        // GIVEN a product import as a client sent it before departments and employees were added
+        let items = vec![
+            json_item(r#"{"productId":"p-1","document":{"name":"lamp"}}"#),
+            json_item(r#"{"productId":"p-2","document":{"n":2}}"#),
+        ];
+        let items = checked_items(CreateImportInput {
+            kind: ImportKind::Products,
+            items,
+        })
+        .unwrap();
+        // THEN its canonical bytes and digest are unchanged, so a keyed retry across the deploy
+        // still names the same import
+        assert_eq!(
+            serde_json::to_string(&(ImportKind::Products, &items)).unwrap(),
+            r#"["products",[[0,{"productId":"p-1","document":{"name":"lamp"}}],[1,{"productId":"p-2","document":{"n":2}}]]]"#
+        );
+        assert_eq!(
+            fingerprint(ImportKind::Products, &items).unwrap(),
+            "ede06853152f798842f05797b6b917be04ec5b8a7231fd9831cfcb6b160d6fee"
+        );
+    }
+
+    #[test]
+    fn each_kind_takes_its_own_items_and_names_a_bad_one_by_its_index() {
+        let check = |kind, items: &[&str]| {
+            checked_items(CreateImportInput {
+                kind,
+                items: items.iter().map(|i| json_item(i)).collect(),
+            })
+        };
+        let departments = check(
+            ImportKind::Departments,
+            &[
+                r#"{"departmentId":"eng","name":"Engineering"}"#,
+                r#"{"departmentId":"ops","name":"Ops"}"#,
+                r#"{"departmentId":"eng","name":"Engineering 2"}"#,
+            ],
+        )
+        .unwrap();
+        // an id given twice keeps its last item, and the items are numbered from 0 again
+        let ids: Vec<(u32, &str)> = departments
+            .iter()
+            .map(|(n, i)| (*n, i.id().as_str()))
+            .collect();
+        assert_eq!(ids, [(0, "ops"), (1, "eng")]);
+        assert!(check(
+            ImportKind::Employees,
+            &[r#"{"employeeId":"e-1","name":"Ada","departmentId":"eng","email":"a@x"}"#]
+        )
+        .is_ok());
+        for (kind, bad, field) in [
+            // an employee in an import of departments
+            (
+                ImportKind::Departments,
+                r#"{"employeeId":"e-1","name":"Ada","departmentId":"eng"}"#,
+                "items[1]",
+            ),
+            (
+                ImportKind::Employees,
+                r#"{"employeeId":"e-1","name":"Ada"}"#,
+                "items[1]",
+            ),
+            (
+                ImportKind::Employees,
+                r#"{"employeeId":"e-1","name":" ","departmentId":"eng"}"#,
+                "items[1]",
+            ),
+            (
+                ImportKind::Departments,
+                r#"{"departmentId":"a#b","name":"x"}"#,
+                "items[1]",
+            ),
+            (
+                ImportKind::Departments,
+                "{\"departmentId\":\"d\",\"name\":\"\\u0001\"}",
+                "items[1].name",
+            ),
+        ] {
+            let good = match kind {
+                ImportKind::Departments => r#"{"departmentId":"ok","name":"Fine"}"#,
+                _ => r#"{"employeeId":"ok","name":"Fine","departmentId":"eng"}"#,
+            };
+            match check(kind, &[good, bad]) {
+                Err(ApiError::BadRequest { field: Some(f), .. }) => assert_eq!(f, field, "{bad}"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
+
+    fn json_item(text: &str) -> serde_json::Value {
+        serde_json::from_str(text).unwrap()
+    }
 }

@@ -17,7 +17,9 @@ pub mod get_import;
 
 use serde::{Deserialize, Serialize};
 use shared::identity::cursor::CursorKeys;
+use shared::identity::entities;
 use shared::identity::ids::{EntityId, TenantId};
+use shared::service::http::Text;
 
 /// What a message signature is for (see `CursorKeys::sign_for`).
 pub const SIGNING_DOMAIN: &str = "pooltable-import-message-v1";
@@ -36,18 +38,50 @@ pub const MESSAGE_BYTES: usize = 160 * 1024;
 /// What a message's sealed items are for (the sealing's additional data starts with it).
 pub const SEALING_DOMAIN: &str = "pooltable-import-items-v1";
 
-/// What can be imported.
+/// What can be imported: each is a declared entity kind importable by this name
+/// (`shared::identity::entities::EntityKind::import_as`), and every kind a re-sharding moves is one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ImportKind {
     Products,
+    Departments,
+    Employees,
 }
 
 impl ImportKind {
+    pub const ALL: [Self; 3] = [Self::Products, Self::Departments, Self::Employees];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Products => "products",
+            Self::Departments => "departments",
+            Self::Employees => "employees",
         }
+    }
+
+    /// The entity kind it writes (its tombstones are under its `kind`).
+    pub fn entity(self) -> &'static str {
+        match self {
+            Self::Products => entities::PRODUCT.kind,
+            Self::Departments => entities::DEPARTMENT.kind,
+            Self::Employees => entities::EMPLOYEE.kind,
+        }
+    }
+
+    /// One item of the request, read as this kind's (a 400 names `path`, `items[3]`), and checked.
+    pub fn item(self, raw: serde_json::Value, path: &str) -> Result<ImportItem, shared::ApiError> {
+        let invalid = |e: serde_json::Error| {
+            shared::ApiError::bad_request(path, format!("Invalid item: {e}"))
+        };
+        let item = match self {
+            Self::Products => ImportItem::Product(serde_json::from_value(raw).map_err(invalid)?),
+            Self::Departments => {
+                ImportItem::Department(serde_json::from_value(raw).map_err(invalid)?)
+            }
+            Self::Employees => ImportItem::Employee(serde_json::from_value(raw).map_err(invalid)?),
+        };
+        item.check(path)?;
+        Ok(item)
     }
 }
 
@@ -59,13 +93,86 @@ pub struct ProductItem {
     pub document: serde_json::Value,
 }
 
-/// One item of a message: its position in the request (0-based), and the product.
+/// One department of an import: `PUT /departments/{departmentId}`'s body, with its id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DepartmentItem {
+    pub department_id: EntityId,
+    pub name: Text,
+}
+
+/// One employee of an import: `PUT /employees/{employeeId}`'s body, with its id. Its department
+/// must exist when the import is accepted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EmployeeItem {
+    pub employee_id: EntityId,
+    pub name: Text,
+    pub department_id: EntityId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email: Option<Text>,
+}
+
+/// One item of an import, of any kind. Serialized as its kind's fields alone, so a product item's
+/// bytes (and an import's fingerprint, and a message of an earlier version) are what they were
+/// before imports took other kinds; read back by its fields, which no two kinds share.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ImportItem {
+    Product(ProductItem),
+    Department(DepartmentItem),
+    Employee(EmployeeItem),
+}
+
+impl ImportItem {
+    /// The id it is written under: two items of one import with the same id are one write.
+    pub fn id(&self) -> &EntityId {
+        match self {
+            Self::Product(p) => &p.product_id,
+            Self::Department(d) => &d.department_id,
+            Self::Employee(e) => &e.employee_id,
+        }
+    }
+
+    pub fn kind(&self) -> ImportKind {
+        match self {
+            Self::Product(_) => ImportKind::Products,
+            Self::Department(_) => ImportKind::Departments,
+            Self::Employee(_) => ImportKind::Employees,
+        }
+    }
+
+    /// Checks what its fields' types do not (a 400 names `path`): a product's document as
+    /// `PUT /products` checks it, and that every string is one a queue message can carry.
+    pub fn check(&self, path: &str) -> Result<(), shared::ApiError> {
+        match self {
+            Self::Product(p) => {
+                let document = format!("{path}.document");
+                products::check_product(&p.document, &document)?;
+                check_sendable(&p.document, &document)
+            }
+            Self::Department(d) => sendable_text(&d.name, &format!("{path}.name")),
+            Self::Employee(e) => {
+                sendable_text(&e.name, &format!("{path}.name"))?;
+                match &e.email {
+                    Some(email) => sendable_text(email, &format!("{path}.email")),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+fn sendable_text(text: &Text, path: &str) -> Result<(), shared::ApiError> {
+    check_sendable(&serde_json::Value::String(text.0.clone()), path)
+}
+
+/// One item of a message: its position in the request (0-based), and the item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MessageItem {
     pub index: u32,
-    pub product_id: EntityId,
-    pub document: serde_json::Value,
+    #[serde(flatten)]
+    pub item: ImportItem,
 }
 
 /// The body of one message: some items of one import.
@@ -206,6 +313,40 @@ mod tests {
     }
 
     #[test]
+    fn a_message_item_reads_back_as_its_kind_and_a_products_bytes_are_unchanged() {
+        // GIVEN a product item as messages carried it before imports took other kinds
+        let product = r#"{"index":3,"productId":"p-1","document":{"name":"lamp"}}"#;
+        let read: MessageItem = serde_json::from_str(product).unwrap();
+        // THEN it reads as a product and is written back byte for byte
+        assert_eq!(read.item.kind(), ImportKind::Products);
+        assert_eq!(serde_json::to_string(&read).unwrap(), product);
+        // AND a department and an employee read back as theirs, by their fields
+        for (text, kind) in [
+            (
+                r#"{"index":0,"departmentId":"eng","name":"Engineering"}"#,
+                ImportKind::Departments,
+            ),
+            (
+                r#"{"index":1,"employeeId":"e-1","name":"Ada","departmentId":"eng"}"#,
+                ImportKind::Employees,
+            ),
+            (
+                r#"{"index":2,"employeeId":"e-2","name":"Bo","departmentId":"eng","email":"b@x"}"#,
+                ImportKind::Employees,
+            ),
+        ] {
+            let read: MessageItem = serde_json::from_str(text).unwrap();
+            assert_eq!(read.item.kind(), kind, "{text}");
+            assert_eq!(serde_json::to_string(&read).unwrap(), text);
+        }
+        // AND an item with a field of no kind reads as none
+        assert!(serde_json::from_str::<MessageItem>(
+            r#"{"index":0,"departmentId":"eng","name":"E","extra":1}"#
+        )
+        .is_err());
+    }
+
+    #[test]
     fn only_what_sqs_takes_is_sendable() {
         assert!(check_sendable(&serde_json::json!({"a": "tab\tnew\nline ü 😀"}), "d").is_ok());
         for bad in ["\u{1}", "\u{FFFE}", "\u{FFFF}", "\u{1F}"] {
@@ -232,8 +373,10 @@ mod tests {
         );
         let items = vec![MessageItem {
             index: 3,
-            product_id: EntityId::parse("p-1").unwrap(),
-            document: serde_json::json!({"name": "lamp"}),
+            item: ImportItem::Product(ProductItem {
+                product_id: EntityId::parse("p-1").unwrap(),
+                document: serde_json::json!({"name": "lamp"}),
+            }),
         }];
         let key = [5u8; 32];
         let message = ImportMessage {

@@ -124,14 +124,14 @@ pub const EMPLOYEE: EntityKind = EntityKind {
     home: Home::Fixed(HR.kind),
     stored_as: "EMPLOYEE",
     gsi1: Gsi1::BySortKey,
-    import_as: None,
+    import_as: Some("employees"),
 };
 pub const DEPARTMENT: EntityKind = EntityKind {
     kind: "DEPARTMENT",
     home: Home::Fixed(HR.kind),
     stored_as: "DEPARTMENT",
     gsi1: Gsi1::BySortKey,
-    import_as: None,
+    import_as: Some("departments"),
 };
 /// An employee's membership of a department: in the department's own partition
 /// (`TENANT#t#DEPARTMENT#<d>#MEMBERS`), sorted by the employee's key.
@@ -292,7 +292,8 @@ mod tests {
             assert!(!shard_in_key_shape(kind), "{kind}");
         }
         assert_eq!(importable("products"), Some(PRODUCT));
-        assert_eq!(importable("employees"), None);
+        assert_eq!(importable("employees"), Some(EMPLOYEE));
+        assert_eq!(importable("members"), None);
     }
 
     #[test]

@@ -199,7 +199,7 @@ pub fn no_content() -> Response<Body> {
 }
 
 /// A bounded free-text field (names, SKUs, emails as typed): 1 to 256 characters, not blank.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
 pub struct Text(pub String);
 

@@ -1,0 +1,253 @@
+//! The writes of departments and employees, shared by their PUT routes and the import consumer: an
+//! import's item is the same write as a PUT, only as of the import's acceptance (`written_at`), with
+//! actions of its own along (its marker, the not-deleted check) and never over a later write.
+
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
+use shared::identity::clock::rfc3339;
+use shared::identity::ids::{EntityId, TenantId};
+use shared::identity::keys::{kind, Key};
+use shared::store::layout::{self, Keys, Layout, UPDATED_AT_MS};
+use shared::store::query::{string_attr, u64_attr, Item};
+use shared::store::scoped::TenantDb;
+use shared::store::transact::{transact, TransactError};
+use shared::ApiError;
+
+use crate::{hr_key, item_with_keys, membership_key, Department, Employee};
+
+/// Attempts of an employee write that a concurrent change cancelled, before 409.
+const ATTEMPTS: usize = 4;
+
+/// When a write happens, and whether it is late: an import's item is a write of the import's
+/// acceptance, which never replaces what was written after it.
+#[derive(Debug, Clone, Copy)]
+pub struct WrittenAt {
+    pub ms: u64,
+    pub late: bool,
+}
+
+impl WrittenAt {
+    /// A write of now (a PUT): it replaces whatever is there.
+    pub fn now(ms: u64) -> Self {
+        Self { ms, late: false }
+    }
+
+    /// A write of `ms`, not replacing a later one (an import's item).
+    pub fn as_of(ms: u64) -> Self {
+        Self { ms, late: true }
+    }
+
+    fn guard(self) -> Option<u64> {
+        self.late.then_some(self.ms)
+    }
+}
+
+/// The keys an employee or department is at, for the tenant's layout.
+pub fn keys(t: &TenantId, layout: Layout, entity_kind: &str, id: &EntityId) -> Keys {
+    Keys::of(layout, |n| hr_key(t, entity_kind, id, n))
+}
+
+/// Writes department `id` named `name`, with `along` in the same transaction
+/// (`shared::store::layout::put_along`).
+pub async fn store_department(
+    db: &TenantDb,
+    layout: Layout,
+    t: &TenantId,
+    (id, name): (&EntityId, &str),
+    at: WrittenAt,
+    along: Vec<TransactWriteItem>,
+) -> Result<(Department, layout::Put), ApiError> {
+    let department = Department {
+        department_id: id.to_string(),
+        name: name.to_owned(),
+        updated_at: rfc3339(at.ms),
+    };
+    let mut fields = item_with_keys(&department, Item::new(), kind::DEPARTMENT, t)?;
+    fields.insert(UPDATED_AT_MS.into(), AttributeValue::N(at.ms.to_string()));
+    let keys = keys(t, layout, kind::DEPARTMENT, id);
+    let put = layout::put_along(db, layout, &keys, fields, along, at.guard()).await?;
+    Ok((department, put))
+}
+
+/// An employee's fields, as a PUT or an import gives them.
+pub struct EmployeeFields<'a> {
+    pub name: &'a str,
+    pub department: &'a EntityId,
+    pub email: Option<&'a str>,
+}
+
+/// Writes employee `id`: one consistent read of its current department, then one transaction: the
+/// department must exist (ConditionCheck), the employee is written on condition that its department
+/// is still the one read, and its membership moves (the old one deleted, the new one put), with
+/// `along` last. A concurrent change cancels it; it is tried again on a fresh read, then 409. While
+/// the tenant is re-sharded the employee and the department are each located first (on either
+/// shard), and a copy on the old shard is deleted in the same transaction as the write of the new.
+///
+/// With a late `at`, an employee written after `at.ms` is left as it is: [`layout::Put::Superseded`].
+pub async fn store_employee(
+    db: &TenantDb,
+    layout: Layout,
+    t: &TenantId,
+    (id, fields): (&EntityId, EmployeeFields<'_>),
+    at: WrittenAt,
+    along: Vec<TransactWriteItem>,
+) -> Result<(Employee, layout::Put), ApiError> {
+    let migrating = matches!(layout, Layout::Migrating { .. });
+    let employee_keys = keys(t, layout, kind::EMPLOYEE, id);
+    let department_keys = keys(t, layout, kind::DEPARTMENT, fields.department);
+    let employee = Employee {
+        employee_id: id.to_string(),
+        name: fields.name.to_owned(),
+        department_id: fields.department.to_string(),
+        email: fields.email.map(str::to_owned),
+        updated_at: rfc3339(at.ms),
+    };
+    let no_department =
+        || ApiError::bad_request("departmentId", "departmentId names no existing department");
+
+    for attempt in 0..ATTEMPTS {
+        let current = layout::locate(db, layout, &employee_keys).await?;
+        if let (Some((_, item)), Some(at_ms)) = (&current, at.guard()) {
+            if u64_attr(item, UPDATED_AT_MS).is_some_and(|stored| stored > at_ms) {
+                return Ok((employee, layout::Put::Superseded));
+            }
+        }
+        let old_department = current
+            .as_ref()
+            .and_then(|(_, item)| string_attr(item, "departmentId"))
+            .map(|d| EntityId::parse(&d))
+            .transpose()
+            .map_err(internal)?;
+        // While the tenant is re-sharded the department is on one of two shards: check it where it is.
+        let department_key = if migrating {
+            layout::locate(db, layout, &department_keys)
+                .await?
+                .ok_or_else(no_department)?
+                .0
+        } else {
+            department_keys.write.clone()
+        };
+        let department_exists = ConditionCheck::builder()
+            .table_name(&*db.table)
+            .set_key(Some(department_key))
+            .condition_expression("attribute_exists(PK)")
+            .build()
+            .map_err(internal)?;
+        // During a re-sharding the employee is written where `write_target` says (never back to the
+        // old layout); a copy at the other key goes in the same transaction, on the same condition,
+        // and where there is none, a check keeps it so.
+        let found = current.as_ref().map(|(key, _)| key);
+        let (target, other) = employee_keys.write_target(layout, found);
+        let at_target = found == Some(target);
+        let mut item = item_with_keys(&employee, target.clone(), kind::EMPLOYEE, t)?;
+        item.insert(UPDATED_AT_MS.into(), AttributeValue::N(at.ms.to_string()));
+        let put_employee = Put::builder().table_name(&*db.table).set_item(Some(item));
+        let put_employee = match &old_department {
+            Some(old) if at_target => unchanged(put_employee, old, at),
+            _ => put_employee.condition_expression("attribute_not_exists(PK)"),
+        };
+        let mut membership = item_with_keys(
+            &serde_json::json!({"employeeId": id.as_str(), "departmentId": fields.department.as_str(), "name": employee.name}),
+            membership_key(t, fields.department, id),
+            kind::MEMBER,
+            t,
+        )?;
+        membership.retain(|_, v| !matches!(v, AttributeValue::Null(_)));
+        let mut actions = vec![
+            TransactWriteItem::builder()
+                .condition_check(department_exists)
+                .build(),
+            TransactWriteItem::builder()
+                .put(put_employee.build().map_err(internal)?)
+                .build(),
+            TransactWriteItem::builder()
+                .put(
+                    Put::builder()
+                        .table_name(&*db.table)
+                        .set_item(Some(membership))
+                        .build()
+                        .map_err(internal)?,
+                )
+                .build(),
+        ];
+        if let Some(old) = old_department
+            .as_ref()
+            .filter(|old| *old != fields.department)
+        {
+            actions.push(delete(db, membership_key(t, old, id), None)?);
+        }
+        let other_index = actions.len();
+        if let Some(other) = other {
+            actions.push(if found == Some(other) {
+                delete(db, other.clone(), old_department.as_ref())?
+            } else {
+                layout::absent(db, other)?
+            });
+        }
+        let own = actions.len();
+        actions.extend(along.iter().cloned());
+        let request = db
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(actions));
+        match transact(request).await {
+            Ok(()) => {
+                let replaced = Some(old_department.is_some());
+                return Ok((employee, layout::Put::Written { replaced }));
+            }
+            Err(TransactError::ConditionFailed { index, .. }) if index >= own => {
+                return Ok((employee, layout::Put::Refused { along: index - own }))
+            }
+            // The department moved shards since it was located: locate it again (unless this was
+            // the last attempt: then it is gone).
+            Err(e) if e.failed_at(0) && migrating && attempt + 1 < ATTEMPTS => continue,
+            Err(e) if e.failed_at(0) => return Err(no_department()),
+            // The employee changed (or moved shards, or was written later) since it was read: read
+            // it again.
+            Err(e) if e.failed_at(1) || (other.is_some() && e.failed_at(other_index)) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::Conflict(
+        "The employee changed while it was being written; retry.".into(),
+    ))
+}
+
+/// The employee's put, on condition that its department is still `old` and, for a late write, that
+/// it was not written after `at`.
+fn unchanged(
+    put: aws_sdk_dynamodb::types::builders::PutBuilder,
+    old: &EntityId,
+    at: WrittenAt,
+) -> aws_sdk_dynamodb::types::builders::PutBuilder {
+    let put = put.expression_attribute_values(":old", AttributeValue::S(old.to_string()));
+    match at.guard() {
+        None => put.condition_expression("departmentId = :old"),
+        Some(ms) => put
+            .condition_expression(
+                "departmentId = :old AND (attribute_not_exists(#updated_ms) OR #updated_ms <= :written_at)",
+            )
+            .expression_attribute_names("#updated_ms", UPDATED_AT_MS)
+            .expression_attribute_values(":written_at", AttributeValue::N(ms.to_string())),
+    }
+}
+
+/// A Delete of `key`, on condition that the item there is in department `department` when given.
+pub fn delete(
+    db: &TenantDb,
+    key: Key,
+    department: Option<&EntityId>,
+) -> Result<TransactWriteItem, ApiError> {
+    let mut delete = Delete::builder().table_name(&*db.table).set_key(Some(key));
+    if let Some(d) = department {
+        delete = delete
+            .condition_expression("departmentId = :old")
+            .expression_attribute_values(":old", AttributeValue::S(d.to_string()));
+    }
+    Ok(TransactWriteItem::builder()
+        .delete(delete.build().map_err(internal)?)
+        .build())
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    ApiError::Internal(e.to_string())
+}
