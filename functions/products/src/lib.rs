@@ -122,7 +122,7 @@ pub async fn store_product(
         .map_err(|e| ApiError::Internal(format!("convert document: {e}")))?;
     let keys = Keys::of(layout, |n| product_key(tenant, id, n));
     let fields = Item::from([
-        ("kind".to_owned(), AttributeValue::S("PRODUCT".into())),
+        ("kind".to_owned(), AttributeValue::S(kind::PRODUCT.into())),
         ("tenantId".to_owned(), AttributeValue::S(tenant.to_string())),
         ("productId".to_owned(), AttributeValue::S(id.to_string())),
         ("document".to_owned(), doc_av),
