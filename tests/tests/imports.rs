@@ -1548,17 +1548,19 @@ async fn an_employee_import_naming_a_department_that_does_not_exist_is_refused_b
     )
     .await;
     assert_eq!(put.status, 201, "{}", put.body);
-    // WHEN it imports employees whose third item names a department it does not have, or items of
+    // WHEN it imports employees whose fourth item names a department it does not have, or items of
     // another kind, or an employee without a department
     let cases = [
         (
             json!({"kind": "employees", "items": [
                 {"employeeId": "a", "name": "A", "departmentId": "eng"},
+                {"employeeId": "a", "name": "A again", "departmentId": "eng"},
                 {"employeeId": "b", "name": "B", "departmentId": "eng"},
                 {"employeeId": "c", "name": "C", "departmentId": "nowhere"},
                 {"employeeId": "d", "name": "D", "departmentId": "nowhere"},
             ]}),
-            "items[2].departmentId",
+            // the request's index, though the duplicate `a` is dropped before the check
+            "items[3].departmentId",
         ),
         (
             json!({"kind": "employees", "items": [{"productId": "p", "document": {}}]}),

@@ -278,6 +278,10 @@ async fn a_conflict_that_clears_is_retried_and_commits() {
     }
 }
 
+/// Modules that are no route but send a transaction for routes (and the import consumer), with the
+/// call that marks a route as sending it.
+const SHARED_WRITES: [(&str, &str); 1] = [("store", "store_employee(")];
+
 #[test]
 fn every_transactional_route_has_a_case_and_none_reads_cancellation_reasons_itself() {
     // GIVEN every handler source file
@@ -315,16 +319,22 @@ fn every_transactional_route_has_a_case_and_none_reads_cancellation_reasons_itse
                 );
             }
             // A route's transaction of its own, the shared keyed put (a transaction with an
-            // idempotency key), or the employee write its crate shares with the import consumer
-            let sends_one = [
-                "transact_write_items()",
-                "idempotent::put_new(",
-                "store_employee(",
-            ]
-            .iter()
-            .any(|call| text.contains(call));
-            if sends_one && routes.contains(&name) {
-                transactional.push(name);
+            // idempotency key), or a call of a crate's shared transactional write
+            let sends_one = ["transact_write_items()", "idempotent::put_new("]
+                .iter()
+                .chain(SHARED_WRITES.iter().map(|(_, call)| call))
+                .any(|call| text.contains(call));
+            if routes.contains(&name) {
+                if sends_one {
+                    transactional.push(name);
+                }
+            } else if text.contains("transact_write_items()") {
+                // AND a transaction outside a route is a shared write, whose callers are counted
+                assert!(
+                    SHARED_WRITES.iter().any(|(module, _)| name == *module),
+                    "{} sends a transaction but is no route: add its writes to SHARED_WRITES",
+                    path.display()
+                );
             }
         }
     }

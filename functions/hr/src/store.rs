@@ -6,7 +6,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, Trans
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{kind, Key};
-use shared::store::layout::{self, Keys, Layout, UPDATED_AT_MS};
+use shared::store::layout::{self, Keys, Layout, NOT_LATER, UPDATED_AT_MS};
 use shared::store::query::{string_attr, u64_attr, Item};
 use shared::store::scoped::TenantDb;
 use shared::store::transact::{transact, TransactError};
@@ -178,7 +178,7 @@ pub async fn store_employee(
         let other_index = actions.len();
         if let Some(other) = other {
             actions.push(if found == Some(other) {
-                delete(db, other.clone(), old_department.as_ref())?
+                delete_copy(db, other.clone(), old_department.as_ref(), at)?
             } else {
                 layout::absent(db, other)?
             });
@@ -223,12 +223,34 @@ fn unchanged(
     match at.guard() {
         None => put.condition_expression("departmentId = :old"),
         Some(ms) => put
-            .condition_expression(
-                "departmentId = :old AND (attribute_not_exists(#updated_ms) OR #updated_ms <= :written_at)",
-            )
+            .condition_expression(format!("departmentId = :old AND {NOT_LATER}"))
             .expression_attribute_names("#updated_ms", UPDATED_AT_MS)
             .expression_attribute_values(":written_at", AttributeValue::N(ms.to_string())),
     }
+}
+
+/// The Delete of the employee's copy on the other shard during a re-sharding: on condition that it
+/// is still in department `old`, and for a late write, that it was not written after `at` (a PUT
+/// that chose the old layout just before writes moved may have written it since it was read).
+fn delete_copy(
+    db: &TenantDb,
+    key: Key,
+    old: Option<&EntityId>,
+    at: WrittenAt,
+) -> Result<TransactWriteItem, ApiError> {
+    let (Some(old), Some(ms)) = (old, at.guard()) else {
+        return delete(db, key, old);
+    };
+    let delete = Delete::builder()
+        .table_name(&*db.table)
+        .set_key(Some(key))
+        .condition_expression(format!("departmentId = :old AND {NOT_LATER}"))
+        .expression_attribute_names("#updated_ms", UPDATED_AT_MS)
+        .expression_attribute_values(":old", AttributeValue::S(old.to_string()))
+        .expression_attribute_values(":written_at", AttributeValue::N(ms.to_string()))
+        .build()
+        .map_err(internal)?;
+    Ok(TransactWriteItem::builder().delete(delete).build())
 }
 
 /// A Delete of `key`, on condition that the item there is in department `department` when given.

@@ -111,10 +111,10 @@ pub async fn handle(
     let caller = app.caller(&req)?;
     let input: CreateImportInput = json_body_up_to(&req, MAX_BODY_BYTES)?;
     let kind = input.kind;
-    let items = checked_items(input)?;
+    let (items, request_index) = checked_items(input)?;
     let db = app.db(&caller.tenant).await?;
     let t = &caller.tenant;
-    departments_exist(app, &db, t, &items).await?;
+    departments_exist(app, &db, t, &items, &request_index).await?;
     let import = match idempotent::key_of(&req)? {
         Some(key) => derived_id(key.as_str())?,
         None => hex_id(&uuid::Uuid::now_v7().simple().to_string())?,
@@ -129,8 +129,9 @@ pub async fn handle(
 /// Every item, checked (1 to [`MAX_ITEMS`] of them, each well-formed for the import's kind; a 400
 /// names the item's index in the request), numbered in request order. An id given more than once
 /// keeps its last item, as if the items were written in order: the queue keeps no order, so
-/// sending both would let either win.
-fn checked_items(input: CreateImportInput) -> Result<Vec<(u32, ImportItem)>, ApiError> {
+/// sending both would let either win. Beside them, each kept item's index in the request, for a 400
+/// that names it.
+fn checked_items(input: CreateImportInput) -> Result<(Numbered, Vec<u32>), ApiError> {
     if input.items.is_empty() || input.items.len() > MAX_ITEMS {
         return Err(ApiError::bad_request(
             "items",
@@ -150,12 +151,17 @@ fn checked_items(input: CreateImportInput) -> Result<Vec<(u32, ImportItem)>, Api
     items.retain(|(index, item)| last.get(item.id()) == Some(&(*index as usize)));
     // Numbered 0..accepted from here on (the consumer's markers, and the deadline's close, count on
     // it); a retry of the same request numbers them the same way.
-    Ok(items
+    let request_index = items.iter().map(|(index, _)| *index).collect();
+    let items = items
         .into_iter()
         .enumerate()
         .map(|(n, (_, item))| (n as u32, item))
-        .collect())
+        .collect();
+    Ok((items, request_index))
 }
+
+/// An import's items, numbered `0..accepted`.
+type Numbered = Vec<(u32, ImportItem)>;
 
 /// For an import of employees: every department they name exists now (a 400 names the first item
 /// naming one that does not, and nothing is sent). Departments are never deleted, so the consumer
@@ -165,12 +171,15 @@ async fn departments_exist(
     db: &TenantDb,
     t: &TenantId,
     items: &[(u32, ImportItem)],
+    request_index: &[u32],
 ) -> Result<(), ApiError> {
     let mut seen = std::collections::HashSet::new();
     // Owned ids: a stream's closure over borrowed ones is not `Send` for every lifetime.
+    // Each department with the request index of the first item naming it.
     let first_naming: Vec<(EntityId, u32)> = items
         .iter()
-        .filter_map(|(index, item)| match item {
+        .zip(request_index)
+        .filter_map(|((_, item), index)| match item {
             ImportItem::Employee(e) if seen.insert(&e.department_id) => {
                 Some((e.department_id.clone(), *index))
             }
@@ -478,7 +487,7 @@ mod tests {
             json_item(r#"{"productId":"p-1","document":{"name":"lamp"}}"#),
             json_item(r#"{"productId":"p-2","document":{"n":2}}"#),
         ];
-        let items = checked_items(CreateImportInput {
+        let (items, _) = checked_items(CreateImportInput {
             kind: ImportKind::Products,
             items,
         })
@@ -503,7 +512,7 @@ mod tests {
                 items: items.iter().map(|i| json_item(i)).collect(),
             })
         };
-        let departments = check(
+        let (departments, request_index) = check(
             ImportKind::Departments,
             &[
                 r#"{"departmentId":"eng","name":"Engineering"}"#,
@@ -518,6 +527,7 @@ mod tests {
             .map(|(n, i)| (*n, i.id().as_str()))
             .collect();
         assert_eq!(ids, [(0, "ops"), (1, "eng")]);
+        assert_eq!(request_index, [1, 2]);
         assert!(check(
             ImportKind::Employees,
             &[r#"{"employeeId":"e-1","name":"Ada","departmentId":"eng","email":"a@x"}"#]

@@ -131,9 +131,11 @@ pub async fn locate(
 ///
 /// During a migration it reads both keys (consistently) and writes one transaction: the item at
 /// [`Keys::write_target`], conditioned on what was read there, and at the other key a Delete of the
-/// copy read there, or a ConditionCheck that there is none. Whatever a concurrent writer or the
-/// migrator did in between cancels it, and it reads again. So a write that chose the old layout
-/// just before writes moved can never leave a second copy beside a newer one in the new layout.
+/// copy read there, or a ConditionCheck that there is none. A copy moved, written where there was
+/// none, or deleted in between cancels it, and it reads again (an overwrite of a copy does not: the
+/// put is the later write; a late write of [`put_along`] is cancelled by that too). So a write that
+/// chose the old layout just before writes moved can never leave a second copy beside a newer one
+/// in the new layout.
 pub async fn put(
     db: &TenantDb,
     layout: Layout,
@@ -152,6 +154,11 @@ pub async fn put(
 /// The attribute a guarded write compares ([`put_along`]'s `written_at`): when the item was last
 /// written, in epoch milliseconds.
 pub const UPDATED_AT_MS: &str = "updatedAtMs";
+
+/// The condition that a stored item was not written after `:written_at` (`#updated_ms` naming
+/// [`UPDATED_AT_MS`]): an item without it was written before writes carried it, so earlier. A write
+/// in the same millisecond counts as earlier.
+pub const NOT_LATER: &str = "(attribute_not_exists(#updated_ms) OR #updated_ms <= :written_at)";
 
 /// What [`put_along`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,12 +256,23 @@ pub async fn put_along(
         .build()
         .map_err(internal)?;
         let elsewhere = if exists_at(other) {
+            // A late write never removes a copy written after it either: a writer that chose the
+            // old layout just before writes moved may have written that copy since it was read.
             let delete = Delete::builder()
                 .table_name(&*db.table)
-                .set_key(Some(other.clone()))
-                .condition_expression(exists(true))
-                .build()
-                .map_err(internal)?;
+                .set_key(Some(other.clone()));
+            let delete = match written_at {
+                None => delete.condition_expression(exists(true)),
+                Some(at) => delete
+                    .condition_expression(format!("{} AND {NOT_LATER}", exists(true)))
+                    .expression_attribute_names("#updated_ms", UPDATED_AT_MS)
+                    .expression_attribute_values(
+                        ":written_at",
+                        aws_sdk_dynamodb::types::AttributeValue::N(at.to_string()),
+                    ),
+            }
+            .build()
+            .map_err(internal)?;
             TransactWriteItem::builder().delete(delete).build()
         } else {
             absent(db, other)?
@@ -293,13 +311,12 @@ fn guarded(
     present: Option<bool>,
     written_at: Option<u64>,
 ) -> aws_sdk_dynamodb::types::builders::PutBuilder {
-    let not_later = "(attribute_not_exists(#updated_ms) OR #updated_ms <= :written_at)";
     let condition = match (present, written_at) {
         (None, None) => return put,
         (Some(present), None) => exists(present).to_owned(),
-        (None, Some(_)) => format!("attribute_not_exists(PK) OR {not_later}"),
+        (None, Some(_)) => format!("attribute_not_exists(PK) OR {NOT_LATER}"),
         (Some(false), Some(_)) => exists(false).to_owned(),
-        (Some(true), Some(_)) => format!("{} AND {not_later}", exists(true)),
+        (Some(true), Some(_)) => format!("{} AND {NOT_LATER}", exists(true)),
     };
     let put = put.condition_expression(condition);
     match (present, written_at) {
