@@ -63,6 +63,34 @@ pub struct Doc {
     pub requests: String,
 }
 
+/// What a mutating route answers when its write's success is lost and the SDK retries
+/// (`tests/tests/lost_success.rs`): the write that makes its effect, and what a second, separate
+/// request answers once the effect is done.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LostSuccess {
+    /// The DynamoDB operation of the effect: PutItem, UpdateItem, DeleteItem or TransactWriteItems.
+    pub write: String,
+    /// The second request's status when not a success (404: the thing is gone; 409: one only).
+    pub again: Option<u16>,
+    /// The first request's status when not the route's (a route that answers 202 until it is done).
+    pub status: Option<u16>,
+}
+
+/// How a route's transaction maps DynamoDB's cancellations (`tests/tests/transactions.rs`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Transaction {
+    /// How many actions it sends.
+    pub actions: usize,
+    /// The action whose failed condition the route answers itself, and with what (a 4xx).
+    pub condition: usize,
+    pub condition_status: u16,
+    /// Whether it sends a transaction only with an `Idempotency-Key`.
+    #[serde(default)]
+    pub keyed: bool,
+}
+
 /// One function: a route, or a function behind another event source (`trigger`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -85,6 +113,10 @@ pub struct Function {
     pub state: Option<String>,
     pub trigger: Option<String>,
     pub expect: Option<String>,
+    /// Every route that changes data has one.
+    pub lost_success: Option<LostSuccess>,
+    /// Every route that sends a transaction has one.
+    pub transaction: Option<Transaction>,
 }
 
 /// A function behind the API.
@@ -171,6 +203,8 @@ pub struct RouteTable {
 }
 
 const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+/// The DynamoDB operations a route's effect can be made by.
+const WRITES: [&str; 4] = ["PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"];
 
 /// `pooltable-prod-` leaves this much of Lambda's 64 characters for the bin.
 const MAX_BIN_LEN: usize = 64 - "pooltable-prod-".len();
@@ -252,6 +286,11 @@ impl RouteTable {
             if !seen_bins.insert(f.bin.as_str()) {
                 return Err(invalid("listed twice".into()));
             }
+            if f.route().is_none() && (f.lost_success.is_some() || f.transaction.is_some()) {
+                return Err(invalid(
+                    "lost_success and transaction describe routes, not triggered functions".into(),
+                ));
+            }
             match (f.route(), &f.trigger) {
                 (Some(r), None) => {
                     if !METHODS.contains(&r.method) {
@@ -292,6 +331,22 @@ impl RouteTable {
                     }
                     if f.expect.is_some() {
                         return Err(invalid("a route's sample has `expect` under sample".into()));
+                    }
+                    if let Some(l) = &f.lost_success {
+                        if !WRITES.contains(&l.write.as_str()) {
+                            return Err(invalid(format!(
+                                "lost_success.write {:?} is not one of {WRITES:?}",
+                                l.write
+                            )));
+                        }
+                    }
+                    if let Some(t) = &f.transaction {
+                        if t.condition >= t.actions || !(400..=499).contains(&t.condition_status) {
+                            return Err(invalid(
+                                "transaction.condition is one of its actions, and its status a 4xx"
+                                    .into(),
+                            ));
+                        }
                     }
                     if !matches!(f.success_status(), 200..=299) {
                         return Err(invalid("status is a success status (2xx)".into()));
@@ -367,6 +422,22 @@ mod tests {
             (
                 "- {bin: a, crate: products, route: 'GET /p', doc: {index: t, keys: k, requests: '1'}}\n- {bin: b, crate: products, route: 'GET /p'}",
                 "twice",
+            ),
+            (
+                "- {bin: a, crate: products, route: 'PUT /p', lost_success: {write: Query}}",
+                "lost_success.write",
+            ),
+            (
+                "- {bin: a, crate: products, route: 'PUT /p', transaction: {actions: 2, condition: 2, condition_status: 409}}",
+                "transaction.condition",
+            ),
+            (
+                "- {bin: a, crate: products, route: 'PUT /p', transaction: {actions: 2, condition: 0, condition_status: 500}}",
+                "transaction.condition",
+            ),
+            (
+                "- {bin: a, crate: products, trigger: SQS, expect: 'batch:0', lost_success: {write: PutItem}}",
+                "not triggered functions",
             ),
         ] {
             let err = RouteTable::parse(line).unwrap_err().to_string();

@@ -24,8 +24,9 @@ fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 /// A fresh tenant (onboarded, 4 shards) with what mutating route `bin` needs in place, and the
-/// request that makes `bin` succeed once. Panics for a route it does not know: a new mutating route
-/// needs an arrangement here.
+/// request that makes `bin` succeed once: for a tenant's route that needs nothing in place, its
+/// sample request from routes.yaml. Panics for an operator's route or one that needs data it does
+/// not know: such a route needs an arrangement here.
 pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
     let tenant = unique("fx");
     onboard(h, &tenant, 4).await;
@@ -102,19 +103,11 @@ pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
                 body: Some(json!({"tier": "premium"})),
             };
         }
-        "put-product" => (
-            params(&[("productId", "p-1")]),
-            Some(json!({"name": "Book", "price": 12})),
-        ),
         "delete-product" => {
             let p = params(&[("productId", "p-1")]);
             run("put-product", p.clone(), Some(json!({"name": "Book"}))).await;
             (p, None)
         }
-        "put-department" => (
-            params(&[("departmentId", "eng")]),
-            Some(json!({"name": "Engineering"})),
-        ),
         "put-employee" => {
             department().await;
             (params(&[("employeeId", "e-1")]), Some(employee))
@@ -125,10 +118,6 @@ pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
             run("put-employee", p.clone(), Some(employee)).await;
             (p, None)
         }
-        "put-user" => (
-            params(&[("userId", "u-1")]),
-            Some(json!({"name": "Ada", "email": "ada@example.com"})),
-        ),
         "create-order" => {
             user().await;
             let body = json!({"orderId": "o-1", "date": "2026-11-20", "amount": 19.99,
@@ -167,9 +156,33 @@ pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
                 ),
             )
         }
-        other => {
-            panic!("no arrangement for mutating route {other}: add one in tests/src/fixtures.rs")
-        }
+        // A route that needs nothing in place: its sample request (routes.yaml), as the tenant.
+        other => sample_request(other).unwrap_or_else(|| {
+            panic!("no arrangement for mutating route {other}: add one in tests/src/fixtures.rs, or give it a tenant's sample in routes.yaml")
+        }),
     };
     Arranged { auth, params, body }
+}
+
+/// The path parameters and body of tenant route `bin`'s sample request (routes.yaml).
+fn sample_request(bin: &str) -> Option<(BTreeMap<String, String>, Option<Value>)> {
+    let table = devtools::routes::RouteTable::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+    )
+    .ok()?;
+    let f = table.function(bin)?;
+    if f.caller != devtools::routes::Caller::Tenant {
+        return None;
+    }
+    let params = f
+        .sample
+        .path
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str()?.to_owned(), v.as_str()?.to_owned())))
+        .collect();
+    let body = match &f.sample.body {
+        Some(text) => Some(serde_json::from_str(text).ok()?),
+        None => None,
+    };
+    Some((params, body))
 }

@@ -167,6 +167,13 @@ fn no_hand_written_file_lists_the_routes_in_an_old_shape() {
     assert!(
         !hand_written("scripts/schemathesis.sh").contains("--exclude-operation-id onboard-tenant")
     );
+    let tests: Vec<(String, String)> = stems("tests/tests", ".rs")
+        .into_iter()
+        .map(|t| {
+            let text = read(&format!("tests/tests/{t}.rs"));
+            (t, text)
+        })
+        .collect();
     for f in &table.functions {
         let bin = &f.bin;
         // an expected status line of the end-to-end scripts
@@ -182,6 +189,13 @@ fn no_hand_written_file_lists_the_routes_in_an_old_shape() {
             !hand_written("README.md").contains(&format!("| `{bin}` |")),
             "README.md has a hand-written row for {bin}"
         );
+        // a case of the fault tests' route tables (lost success, transactions)
+        for (test, text) in &tests {
+            assert!(
+                !text.contains(&format!("bin: \"{bin}\"")),
+                "tests/tests/{test}.rs lists a case for {bin} by hand"
+            );
+        }
     }
     let source = read("template.in.yaml");
     let tests_src = stems("tests/src", ".rs")

@@ -14,9 +14,9 @@ use integration::routes::{call, call_with_headers};
 use integration::Harness;
 use shared::store::transact::ATTEMPTS;
 
-/// One transactional route, the data it needs, and the status its own failed condition answers.
+/// One transactional route and how it maps cancellations (routes.yaml's `transaction`).
 struct Case {
-    bin: &'static str,
+    bin: String,
     /// Which action's condition the route maps, and to what.
     condition_index: usize,
     condition_status: u16,
@@ -26,78 +26,29 @@ struct Case {
     keyed: bool,
 }
 
-const CASES: &[Case] = &[
-    Case {
-        bin: "create-session",
-        condition_index: 1,
-        condition_status: 404,
-        actions: 2,
-        keyed: false,
-    },
-    Case {
-        bin: "expire-session",
-        condition_index: 0,
-        condition_status: 409,
-        actions: 1,
-        keyed: false,
-    },
-    Case {
-        bin: "put-employee",
-        condition_index: 0,
-        condition_status: 400,
-        actions: 3,
-        keyed: false,
-    },
-    Case {
-        bin: "delete-employee",
-        condition_index: 0,
-        condition_status: 409,
-        actions: 3,
-        keyed: false,
-    },
-    Case {
-        bin: "put-user",
-        condition_index: 1,
-        condition_status: 409,
-        actions: 2,
-        keyed: false,
-    },
-    Case {
-        bin: "create-order",
-        condition_index: 0,
-        condition_status: 404,
-        actions: 6,
-        keyed: false,
-    },
-    Case {
-        bin: "create-transfer-code",
-        condition_index: 0,
-        condition_status: 404,
-        actions: 2,
-        keyed: false,
-    },
-    Case {
-        bin: "redeem-transfer-code",
-        condition_index: 0,
-        condition_status: 404,
-        actions: 2,
-        keyed: true,
-    },
-    Case {
-        bin: "onboard-tenant",
-        condition_index: 0,
-        condition_status: 409,
-        actions: 2,
-        keyed: true,
-    },
-    Case {
-        bin: "create-import",
-        condition_index: 0,
-        condition_status: 409,
-        actions: 2,
-        keyed: true,
-    },
-];
+fn repo() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn route_table() -> devtools::routes::RouteTable {
+    devtools::routes::RouteTable::load(&repo()).expect("routes.yaml")
+}
+
+fn cases() -> Vec<Case> {
+    route_table()
+        .routes()
+        .filter_map(|r| {
+            let t = r.function.transaction.as_ref()?;
+            Some(Case {
+                bin: r.function.bin.clone(),
+                condition_index: t.condition,
+                condition_status: t.condition_status,
+                actions: t.actions,
+                keyed: t.keyed,
+            })
+        })
+        .collect()
+}
 
 /// Calls the case's route, with a fresh `Idempotency-Key` when its transaction needs one.
 async fn send(
@@ -113,7 +64,7 @@ async fn send(
     } else {
         Vec::new()
     };
-    call_with_headers(&h.app, case.bin, params, &[], body, auth, &headers).await
+    call_with_headers(&h.app, &case.bin, params, &[], body, auth, &headers).await
 }
 
 /// One injected answer: the reason codes (`None`: TransactionInProgressException), and what the
@@ -147,7 +98,7 @@ async fn table(h: &Harness) -> Vec<String> {
 #[tokio::test]
 async fn every_cancellation_reason_gets_its_documented_answer_on_every_transactional_route() {
     let h = Harness::new().await;
-    for case in CASES {
+    for case in cases() {
         // (reason codes, attempts injected, expected status, TransactWriteItems sends, Retry-After)
         let throttled = reasons(case.actions, 0, "ThrottlingError");
         let over_capacity = reasons(
@@ -203,7 +154,7 @@ async fn every_cancellation_reason_gets_its_documented_answer_on_every_transacti
         } in scenarios
         {
             // GIVEN the route's data in place
-            let a = arrange(&h, case.bin).await;
+            let a = arrange(&h, &case.bin).await;
             let (auth, params, body) = (a.auth, a.params, a.body);
             let before = table(&h).await;
             // WHEN every transaction attempt is answered with this reason
@@ -215,7 +166,7 @@ async fn every_cancellation_reason_gets_its_documented_answer_on_every_transacti
                 None => h.faults.transactions_in_progress(usize::MAX),
             }
             h.requests.reset();
-            let r = send(&h, case, &params, body, &auth).await;
+            let r = send(&h, &case, &params, body, &auth).await;
             h.faults.cancel_transactions(&[], 0);
             // THEN the documented status, as problem+json, and nothing written
             let what = format!("{} under {name}: {} {}", case.bin, r.status, r.body);
@@ -257,16 +208,16 @@ async fn every_cancellation_reason_gets_its_documented_answer_on_every_transacti
 #[tokio::test]
 async fn a_conflict_that_clears_is_retried_and_commits() {
     let h = Harness::new().await;
-    for case in CASES {
+    for case in cases() {
         // GIVEN the route's data, and one conflict on the first send
-        let a = arrange(&h, case.bin).await;
+        let a = arrange(&h, &case.bin).await;
         let (auth, params, body) = (a.auth, a.params, a.body);
         let conflict = reasons(case.actions, 0, "TransactionConflict");
         let codes: Vec<&str> = conflict.iter().map(String::as_str).collect();
         h.faults.cancel_transactions(&codes, 1);
         h.requests.reset();
         // WHEN the route is called
-        let r = send(&h, case, &params, body, &auth).await;
+        let r = send(&h, &case, &params, body, &auth).await;
         // THEN it succeeds on the second send
         assert!(r.status < 300, "{}: {} {}", case.bin, r.status, r.body);
         assert_eq!(
@@ -285,10 +236,8 @@ const SHARED_WRITES: [(&str, &str); 1] = [("store", "store_employee(")];
 #[test]
 fn every_transactional_route_has_a_case_and_none_reads_cancellation_reasons_itself() {
     // GIVEN every handler source file
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let root = repo.join("functions");
-    let routes: Vec<String> = devtools::routes::RouteTable::load(&repo)
-        .expect("routes.yaml")
+    let root = repo().join("functions");
+    let routes: Vec<String> = route_table()
         .routes()
         .map(|r| r.function.bin.clone())
         .collect();
@@ -340,7 +289,7 @@ fn every_transactional_route_has_a_case_and_none_reads_cancellation_reasons_itse
     }
     // AND every route that sends a transaction is covered above
     transactional.sort();
-    let mut covered: Vec<String> = CASES.iter().map(|c| c.bin.to_owned()).collect();
+    let mut covered: Vec<String> = cases().into_iter().map(|c| c.bin).collect();
     covered.sort();
     assert_eq!(transactional, covered);
 }
