@@ -166,11 +166,7 @@ pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
 
 /// The path parameters and body of tenant route `bin`'s sample request (routes.yaml).
 fn sample_request(bin: &str) -> Option<(BTreeMap<String, String>, Option<Value>)> {
-    let table = devtools::routes::RouteTable::load(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
-    )
-    .ok()?;
-    let f = table.function(bin)?;
+    let f = crate::routes::route_table().function(bin)?;
     if f.caller != devtools::routes::Caller::Tenant {
         return None;
     }

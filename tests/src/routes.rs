@@ -26,13 +26,20 @@ pub fn api_routes() -> BTreeMap<String, (String, String)> {
     cached_routes().clone()
 }
 
+/// The route table, routes.yaml, read once.
+pub fn route_table() -> &'static devtools::routes::RouteTable {
+    static TABLE: std::sync::OnceLock<devtools::routes::RouteTable> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        devtools::routes::RouteTable::load(&root).expect("routes.yaml")
+    })
+}
+
 fn cached_routes() -> &'static BTreeMap<String, (String, String)> {
     static ROUTES: std::sync::OnceLock<BTreeMap<String, (String, String)>> =
         std::sync::OnceLock::new();
     ROUTES.get_or_init(|| {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let table = devtools::routes::RouteTable::load(&root).expect("routes.yaml");
-        table
+        route_table()
             .routes()
             .map(|r| {
                 (

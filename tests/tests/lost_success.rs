@@ -3,7 +3,7 @@
 //! client must get what one clean success gives: the same status, and the effect exactly once.
 
 use integration::fixtures::arrange;
-use integration::routes::{call, template_routes};
+use integration::routes::{call, route_table, template_routes};
 use integration::Harness;
 
 /// A mutating route, the DynamoDB operation that makes its effect, its clean-success status, and
@@ -16,13 +16,8 @@ struct Case {
     again: Option<u16>,
 }
 
-fn table() -> devtools::routes::RouteTable {
-    devtools::routes::RouteTable::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
-        .expect("routes.yaml")
-}
-
 fn cases() -> Vec<Case> {
-    table()
+    route_table()
         .routes()
         .filter_map(|r| {
             let l = r.function.lost_success.as_ref()?;

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use integration::fixtures::arrange;
-use integration::routes::{call, call_with_headers};
+use integration::routes::{call, call_with_headers, route_table};
 use integration::Harness;
 use shared::store::transact::ATTEMPTS;
 
@@ -24,14 +24,6 @@ struct Case {
     actions: usize,
     /// Whether the route sends a transaction only with an `Idempotency-Key` (then the test sends one).
     keyed: bool,
-}
-
-fn repo() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn route_table() -> devtools::routes::RouteTable {
-    devtools::routes::RouteTable::load(&repo()).expect("routes.yaml")
 }
 
 fn cases() -> Vec<Case> {
@@ -236,7 +228,7 @@ const SHARED_WRITES: [(&str, &str); 1] = [("store", "store_employee(")];
 #[test]
 fn every_transactional_route_has_a_case_and_none_reads_cancellation_reasons_itself() {
     // GIVEN every handler source file
-    let root = repo().join("functions");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../functions");
     let routes: Vec<String> = route_table()
         .routes()
         .map(|r| r.function.bin.clone())
