@@ -67,6 +67,14 @@ impl NewRoute {
             entity: None,
             krate: None,
         };
+        if new.method != "GET" {
+            return Err(ScaffoldError::Usage(format!(
+                "pooltable new route scaffolds read routes (GET), whose handler is a Query; a {} route \
+                 decides what it writes and what a retry of its lost answer returns (routes.yaml's \
+                 lost_success): write its handler by hand (README, Add an access pattern)",
+                new.method
+            )));
+        }
         let mut it = rest.iter();
         while let Some(flag) = it.next() {
             match flag.as_str() {
@@ -383,6 +391,11 @@ mod tests {
         assert_eq!(n.kind(), "REVIEW");
         assert_eq!(n.krate.as_deref(), Some("products"));
         assert!(NewRoute::parse(&args("x GET")).is_err());
+        // a route that writes is written by hand: its write and its retry are decisions
+        assert!(NewRoute::parse(&args("x POST /a"))
+            .unwrap_err()
+            .to_string()
+            .contains("read routes"));
         assert!(NewRoute::parse(&args("x GET /a --entity a#b")).is_err());
     }
 
