@@ -706,7 +706,7 @@ pub(crate) async fn dispatch(app: &App, bin: &str, req: Request) -> Result<Respo
         let _ = match &f.state {
             Some(state) => writeln!(
                 s,
-                "        \"{}\" => {handler}(app, &crate::routes::{}().await, req).await,",
+                "        \"{}\" => {handler}(app, &crate::state::{}().await, req).await,",
                 f.bin,
                 state_fn(state)
             ),

@@ -38,7 +38,7 @@ pub(crate) async fn dispatch(
         "put-integration-token" => users::put_integration_token::handle(app, req).await,
         "get-integration-token" => users::get_integration_token::handle(app, req).await,
         "create-import" => {
-            imports::create_import::handle(app, &crate::routes::import_queue().await, req).await
+            imports::create_import::handle(app, &crate::state::import_queue().await, req).await
         }
         "get-import" => imports::get_import::handle(app, req).await,
         "get-usage" => users::get_usage::handle(app, req).await,

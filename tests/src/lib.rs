@@ -11,6 +11,7 @@ pub mod import_queue;
 pub mod lifecycle_bus;
 pub mod routes;
 pub mod runtime_api;
+pub mod state;
 pub mod template;
 
 use std::collections::HashMap;

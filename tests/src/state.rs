@@ -1,0 +1,22 @@
+//! The state a route's handler takes besides the app (routes.yaml's `state:`), built for the tests:
+//! one function per type, named after it (`imports::ImportQueue` → [`import_queue`]), which the
+//! generated dispatch (`tests/src/dispatch.rs`) calls.
+
+/// The state `create-import` takes (routes.yaml: `state: imports::ImportQueue`): the queue of
+/// [`shared_import_queue`], with a client per call (a test's runtime ends with the test, and its
+/// connections too).
+pub(crate) async fn import_queue() -> imports::ImportQueue {
+    imports::ImportQueue {
+        client: aws_sdk_sqs::Client::new(&shared::service::app::load_sdk_config().await),
+        url: shared_import_queue().await.to_owned(),
+    }
+}
+
+/// The URL of the import queue the route table's `create-import` sends to: one per test process,
+/// never consumed (the import tests make their own, with a consumer).
+async fn shared_import_queue() -> &'static str {
+    static QUEUE: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+    QUEUE
+        .get_or_init(|| async { crate::import_queue::ImportQueues::create(5, 30).await.url })
+        .await
+}
