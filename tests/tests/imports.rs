@@ -1523,13 +1523,22 @@ async fn departments_and_employees_are_imported_as_their_puts_write_them_and_a_l
         .filter(|i| s(i, "kind") == "EMPLOYEE")
         .collect();
     assert_eq!(employees.len(), 4);
-    for e in employees {
+    for e in &employees {
         let d = s(e, "departmentId");
         assert!(
             members(&h, &t, &d).await.contains(&s(e, "employeeId")),
             "{e:?}"
         );
     }
+    // AND an imported employee is stored with exactly the attributes a PUT stores
+    let attributes = |id: &str| {
+        let item = employees.iter().find(|e| s(e, "employeeId") == id).unwrap();
+        let mut names: Vec<&String> = item.keys().collect();
+        names.sort();
+        names.into_iter().cloned().collect::<Vec<_>>()
+    };
+    assert_eq!(attributes("ops-1"), attributes("put-later"));
+    assert!(attributes("ops-1").contains(&"updatedAtMs".to_owned()));
 }
 
 #[tokio::test]

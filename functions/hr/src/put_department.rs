@@ -3,12 +3,11 @@
 
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
-use shared::identity::keys::kind;
 use shared::service::http::{json_body, path_entity_id, put_response};
 use shared::store::layout::Put;
 use shared::{ApiError, App};
 
-use crate::store::{keys, store_department, WrittenAt};
+use crate::store::{store_department, WrittenAt};
 use crate::Text;
 
 #[derive(Deserialize)]
@@ -25,12 +24,10 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let db = app.db(t).await?;
     let layout = app.directory.layout(&db).await?;
     let at = WrittenAt::now(app.clock.now_millis());
-    let (department, put) =
-        store_department(&db, layout, t, (&id, &input.name.0), at, Vec::new()).await?;
-    app.read_cache
-        .forget(t, &keys(t, layout, kind::DEPARTMENT, &id).write);
-    match put {
-        Put::Written { replaced } => Ok(put_response(replaced.unwrap_or(false), &department)),
+    let stored = store_department(&db, layout, t, (&id, &input.name.0), at, Vec::new()).await?;
+    app.read_cache.forget(t, &stored.cached_as);
+    match stored.put {
+        Put::Written { replaced } => Ok(put_response(replaced.unwrap_or(false), &stored.view)),
         // Nothing came along and the write is of now, so nothing can refuse it.
         Put::Refused { .. } | Put::Superseded => Err(ApiError::Internal(
             "a department's write of now was refused".into(),

@@ -8,12 +8,11 @@ use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use shared::identity::ids::EntityId;
-use shared::identity::keys::kind;
 use shared::service::http::{json_body, json_response, path_entity_id};
 use shared::store::layout::Put;
 use shared::{ApiError, App};
 
-use crate::store::{keys, store_employee, EmployeeFields, WrittenAt};
+use crate::store::{store_employee, EmployeeFields, WrittenAt};
 use crate::Text;
 
 #[derive(Deserialize)]
@@ -38,14 +37,13 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         email: input.email.as_ref().map(|e| e.0.as_str()),
     };
     let at = WrittenAt::now(app.clock.now_millis());
-    let (employee, put) = store_employee(&db, layout, t, (&id, fields), at, Vec::new()).await?;
-    app.read_cache
-        .forget(t, &keys(t, layout, kind::EMPLOYEE, &id).write);
-    match put {
+    let stored = store_employee(&db, layout, t, (&id, fields), at, Vec::new()).await?;
+    app.read_cache.forget(t, &stored.cached_as);
+    match stored.put {
         Put::Written {
             replaced: Some(true),
-        } => Ok(json_response(StatusCode::OK, &employee)),
-        Put::Written { .. } => Ok(json_response(StatusCode::CREATED, &employee)),
+        } => Ok(json_response(StatusCode::OK, &stored.view)),
+        Put::Written { .. } => Ok(json_response(StatusCode::CREATED, &stored.view)),
         // Nothing came along and the write is of now, so nothing can refuse it.
         Put::Refused { .. } | Put::Superseded => Err(ApiError::Internal(
             "an employee's write of now was refused".into(),

@@ -41,6 +41,14 @@ impl WrittenAt {
     }
 }
 
+/// What a write stored: the view it answers with, the key the read cache knows it by (the layout's
+/// write key), and what the write did.
+pub struct Stored<V> {
+    pub view: V,
+    pub cached_as: Key,
+    pub put: layout::Put,
+}
+
 /// The keys an employee or department is at, for the tenant's layout.
 pub fn keys(t: &TenantId, layout: Layout, entity_kind: &str, id: &EntityId) -> Keys {
     Keys::of(layout, |n| hr_key(t, entity_kind, id, n))
@@ -55,7 +63,7 @@ pub async fn store_department(
     (id, name): (&EntityId, &str),
     at: WrittenAt,
     along: Vec<TransactWriteItem>,
-) -> Result<(Department, layout::Put), ApiError> {
+) -> Result<Stored<Department>, ApiError> {
     let department = Department {
         department_id: id.to_string(),
         name: name.to_owned(),
@@ -65,7 +73,11 @@ pub async fn store_department(
     fields.insert(UPDATED_AT_MS.into(), AttributeValue::N(at.ms.to_string()));
     let keys = keys(t, layout, kind::DEPARTMENT, id);
     let put = layout::put_along(db, layout, &keys, fields, along, at.guard()).await?;
-    Ok((department, put))
+    Ok(Stored {
+        view: department,
+        cached_as: keys.write,
+        put,
+    })
 }
 
 /// An employee's fields, as a PUT or an import gives them.
@@ -90,9 +102,14 @@ pub async fn store_employee(
     (id, fields): (&EntityId, EmployeeFields<'_>),
     at: WrittenAt,
     along: Vec<TransactWriteItem>,
-) -> Result<(Employee, layout::Put), ApiError> {
+) -> Result<Stored<Employee>, ApiError> {
     let migrating = matches!(layout, Layout::Migrating { .. });
     let employee_keys = keys(t, layout, kind::EMPLOYEE, id);
+    let stored = |view, put| Stored {
+        view,
+        cached_as: employee_keys.write.clone(),
+        put,
+    };
     let department_keys = keys(t, layout, kind::DEPARTMENT, fields.department);
     let employee = Employee {
         employee_id: id.to_string(),
@@ -108,7 +125,7 @@ pub async fn store_employee(
         let current = layout::locate(db, layout, &employee_keys).await?;
         if let (Some((_, item)), Some(at_ms)) = (&current, at.guard()) {
             if u64_attr(item, UPDATED_AT_MS).is_some_and(|stored| stored > at_ms) {
-                return Ok((employee, layout::Put::Superseded));
+                return Ok(stored(employee, layout::Put::Superseded));
             }
         }
         let old_department = current
@@ -192,10 +209,13 @@ pub async fn store_employee(
         match transact(request).await {
             Ok(()) => {
                 let replaced = Some(old_department.is_some());
-                return Ok((employee, layout::Put::Written { replaced }));
+                return Ok(stored(employee, layout::Put::Written { replaced }));
             }
             Err(TransactError::ConditionFailed { index, .. }) if index >= own => {
-                return Ok((employee, layout::Put::Refused { along: index - own }))
+                return Ok(stored(
+                    employee,
+                    layout::Put::Refused { along: index - own },
+                ))
             }
             // The department moved shards since it was located: locate it again (unless this was
             // the last attempt: then it is gone).

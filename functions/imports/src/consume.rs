@@ -22,7 +22,6 @@
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::StreamExt;
 use shared::identity::ids::TenantId;
-use shared::identity::keys::kind;
 use shared::store::imports::{
     marker, not_deleted_since, record_outcome, sealing_key, FailReason, Outcome, RETENTION_SECONDS,
 };
@@ -432,9 +431,8 @@ async fn write(
         ImportItem::Department(d) => {
             let at = WrittenAt::as_of(body.issued_at);
             let id = (&d.department_id, d.name.0.as_str());
-            let (_, put) = store_department(&db, layout, tenant, id, at, along).await?;
-            let keys = hr::store::keys(tenant, layout, kind::DEPARTMENT, &d.department_id);
-            (keys.write, put)
+            let stored = store_department(&db, layout, tenant, id, at, along).await?;
+            (stored.cached_as, stored.put)
         }
         ImportItem::Employee(e) => {
             let fields = EmployeeFields {
@@ -443,10 +441,9 @@ async fn write(
                 email: e.email.as_ref().map(|m| m.0.as_str()),
             };
             let at = WrittenAt::as_of(body.issued_at);
-            let (_, put) =
+            let stored =
                 store_employee(&db, layout, tenant, (&e.employee_id, fields), at, along).await?;
-            let keys = hr::store::keys(tenant, layout, kind::EMPLOYEE, &e.employee_id);
-            (keys.write, put)
+            (stored.cached_as, stored.put)
         }
     };
     match put {
