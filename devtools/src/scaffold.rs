@@ -263,7 +263,7 @@ fn handler_source(new: &NewRoute) -> String {
     let kind = new.kind();
     let params = path_params(&new.path);
     let operator = if new.operator {
-        "    shared::service::app::require_operator(&caller)?;\n"
+        "    app.require_operator(&caller).await?;\n"
     } else {
         ""
     };

@@ -1,5 +1,6 @@
-//! template.yaml as data: the tenant-access role's policies, with the CloudFormation references they
-//! hold resolved to the ARNs a test names, so the IAM evaluator can judge the deployed policies.
+//! template.yaml as data: the tenant-access role's policies and the function roles' DynamoDB
+//! statements, with the CloudFormation references they hold resolved to the ARNs a test names, so
+//! the IAM evaluator can judge the deployed policies.
 
 use serde_json::Value as Json;
 use serde_yaml::Value as Yaml;
@@ -15,8 +16,29 @@ pub struct Arns<'a> {
     pub functions_role: &'a str,
 }
 
-/// YAML to JSON, resolving `!GetAtt Table.Arn`, `!GetAtt FunctionExecutionRole.Arn` and `!Sub` over
-/// them; any other reference fails the test, so a new one cannot slip past unevaluated.
+/// The function roles the tenant-access role's trust policy may name, by logical id.
+pub const FUNCTION_ROLES: [&str; 4] = [
+    "FunctionExecutionRole",
+    "PlatformFunctionRole",
+    "ImportProducerRole",
+    "ImportConsumerRole",
+];
+
+/// The ARN of function role `logical` (template.yaml names them `pooltable-<stage>-functions`,
+/// `…-platform-functions`, `…-import-producer`, `…-import-consumer`), from the test's functions role.
+pub fn role_arn(arns: &Arns, logical: &str) -> Option<String> {
+    let suffix = match logical {
+        "FunctionExecutionRole" => "-functions",
+        "PlatformFunctionRole" => "-platform-functions",
+        "ImportProducerRole" => "-import-producer",
+        "ImportConsumerRole" => "-import-consumer",
+        _ => return None,
+    };
+    Some(arns.functions_role.replace("-functions", suffix))
+}
+
+/// YAML to JSON, resolving `!GetAtt Table.Arn`, `!GetAtt <function role>.Arn` and `!Sub` over the
+/// table; any other reference fails the test, so a new one cannot slip past unevaluated.
 fn resolve(v: &Yaml, arns: &Arns) -> Json {
     match v {
         Yaml::Null => Json::Null,
@@ -33,18 +55,13 @@ fn resolve(v: &Yaml, arns: &Arns) -> Json {
             let text = t.value.as_str().unwrap_or_default();
             match (t.tag.to_string().as_str(), text) {
                 ("!GetAtt", "Table.Arn") => Json::String(arns.table.to_owned()),
-                ("!GetAtt", "FunctionExecutionRole.Arn") => {
-                    Json::String(arns.functions_role.to_owned())
+                ("!GetAtt", att)
+                    if att
+                        .strip_suffix(".Arn")
+                        .is_some_and(|r| FUNCTION_ROLES.contains(&r)) =>
+                {
+                    Json::String(role_arn(arns, att.trim_end_matches(".Arn")).unwrap())
                 }
-                // The import functions' own roles (template.yaml names them by role name).
-                ("!GetAtt", "ImportProducerRole.Arn") => Json::String(
-                    arns.functions_role
-                        .replace("-functions", "-import-producer"),
-                ),
-                ("!GetAtt", "ImportConsumerRole.Arn") => Json::String(
-                    arns.functions_role
-                        .replace("-functions", "-import-consumer"),
-                ),
                 ("!Sub", s) if s.matches("${").count() == s.matches("${Table.Arn}").count() => {
                     Json::String(s.replace("${Table.Arn}", arns.table))
                 }
@@ -66,20 +83,61 @@ pub fn tenant_role_policy(arns: &Arns) -> Json {
     resolve(&policies[0]["PolicyDocument"], arns)
 }
 
-/// The functions' execution role's policy named `name`, as deployed.
-pub fn function_role_policy(arns: &Arns, name: &str) -> Json {
-    let role = load()["Resources"]["FunctionExecutionRole"]["Properties"].clone();
-    let policy = role["Policies"]
+/// Every statement of function role `role`'s policies, inline and managed (`ManagedPolicyArns`
+/// naming the template's own policies), that mentions DynamoDB, as one policy. A managed policy
+/// named any other way fails the test, so none can slip past unevaluated.
+pub fn function_role_dynamodb_policy(arns: &Arns, role: &str) -> Json {
+    let template = load();
+    let resources = &template["Resources"];
+    let props = &resources[role]["Properties"];
+    let mut documents: Vec<Yaml> = props["Policies"]
         .as_sequence()
-        .unwrap()
+        .into_iter()
+        .flatten()
+        .map(|p| p["PolicyDocument"].clone())
+        .collect();
+    for managed in props["ManagedPolicyArns"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+    {
+        let Yaml::Tagged(t) = managed else {
+            panic!("{role} holds a managed policy the template does not define: {managed:?}")
+        };
+        let name = t.value.as_str().unwrap_or_default();
+        assert_eq!(t.tag.to_string(), "!Ref", "{role}: {name}");
+        assert_eq!(
+            resources[name]["Type"].as_str(),
+            Some("AWS::IAM::ManagedPolicy"),
+            "{role}: {name}"
+        );
+        documents.push(resources[name]["Properties"]["PolicyDocument"].clone());
+    }
+    let statements: Vec<Json> = documents
         .iter()
-        .find(|p| p["PolicyName"].as_str() == Some(name))
-        .unwrap_or_else(|| panic!("the execution role has no policy {name}"))
-        .clone();
-    resolve(&policy["PolicyDocument"], arns)
+        .flat_map(|d| d["Statement"].as_sequence().cloned().unwrap_or_default())
+        .filter(|s| serde_yaml::to_string(s).unwrap().contains("dynamodb"))
+        .map(|s| resolve(&s, arns))
+        .collect();
+    serde_json::json!({"Version": "2012-10-17", "Statement": statements})
 }
 
 /// The tenant-access role's trust policy, as deployed.
 pub fn tenant_role_trust_policy(arns: &Arns) -> Json {
     resolve(&tenant_role()["AssumeRolePolicyDocument"], arns)
+}
+
+/// The statements of the tenant-access role's trust policy that apply to a caller holding function
+/// role `role`: IAM applies a statement of a resource policy only to the principals it names, which
+/// the evaluator (`crate::iam`) does not model, so they are chosen here.
+pub fn tenant_role_trust_policy_for(arns: &Arns, role: &str) -> Json {
+    let principal = role_arn(arns, role).unwrap_or_else(|| panic!("no function role {role}"));
+    let mut trust = tenant_role_trust_policy(arns);
+    let statements = trust["Statement"].as_array_mut().unwrap();
+    statements.retain(|s| match &s["Principal"]["AWS"] {
+        Json::String(p) => *p == principal,
+        Json::Array(ps) => ps.iter().any(|p| *p == principal),
+        _ => false,
+    });
+    trust
 }

@@ -158,10 +158,8 @@ async fn a_tenant_in_debt_is_refused_everywhere_until_it_is_repaid_and_told_when
     at_second(&[&a, &b], s);
     // WHEN A writes one 60 KB product: estimated at one unit, it costs about 120 (table and GSI1)
     assert_eq!(put(&a, &t, "big", product_of(60)).await.status, 201);
-    // THEN B, once it has an answer of the shared counter (its first request, decided before any,
-    // runs), refuses the tenant with a Retry-After that names the second the debt is repaid
-    let first = get(&b, &t, "small").await;
-    assert_eq!(first.status, 404, "{}", first.body);
+    // THEN B, which reads the shared window before its first admission of the tenant, refuses the
+    // tenant at once, with a Retry-After that names the second the debt is repaid
     let refused = get(&b, &t, "small").await;
     assert_eq!(refused.status, 429, "{}", refused.body);
     assert!(refused.body["detail"]
@@ -364,4 +362,201 @@ async fn an_export_is_charged_to_the_exported_tenant_not_to_the_operator() {
         .contains("capacity units"));
     let wait: u64 = refused.retry_after.as_deref().unwrap().parse().unwrap();
     assert!(wait >= 3, "{exported} units at 20 a second: told {wait} s");
+}
+
+/// The milli-units the tenant's quota windows hold (every shard, every second).
+async fn window_milli_units(h: &Harness, tenant: &str) -> i64 {
+    h.items_under(&format!("TENANT#{tenant}#RATE#"))
+        .await
+        .iter()
+        .filter_map(|item| item.get("milliUnits")?.as_n().ok()?.parse::<i64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn writes_refused_by_their_condition_are_charged_in_usage_and_in_the_quota() {
+    // GIVEN a tenant under limits that never bind
+    let h = Harness::new().await;
+    let t = unique("refused-writes");
+    onboard_custom(&h, &t, 1, 2_000, 100_000).await;
+    // WHEN it deletes a product that is not there 100 times, and redeems a code that does not
+    // exist 100 times (a single UpdateItem refused by its condition)
+    for _ in 0..100 {
+        let r = call_admitted(
+            &h.app,
+            "delete-product",
+            &params(&[("productId", "missing")]),
+            None,
+            &Auth::Tenant(t.clone()),
+        )
+        .await;
+        assert_eq!(r.status, 404, "{}", r.body);
+        let r = call_admitted(
+            &h.app,
+            "redeem-transfer-code",
+            &params(&[("code", "0123456789abcdef0123456789abcdef")]),
+            None,
+            &Auth::Tenant(t.clone()),
+        )
+        .await;
+        assert_eq!(r.status, 404, "{}", r.body);
+    }
+    // THEN each route's usage holds at least a write unit per refused write
+    for route in ["delete-product", "redeem-transfer-code"] {
+        let used = integration::units_used(&h, &[&h.app], &t, Some(route)).await;
+        assert!(
+            used >= 100.0,
+            "{route}: {used} units for 100 refused writes"
+        );
+    }
+    // AND the quota windows were charged the same
+    let tenant = shared::identity::ids::TenantId::parse(&t).unwrap();
+    h.app.count_quota(&tenant).await.unwrap();
+    let charged = window_milli_units(&h, &t).await;
+    assert!(
+        charged >= 200_000,
+        "the quota was charged {charged} milli-units"
+    );
+}
+
+#[tokio::test]
+async fn an_operators_offboarding_and_re_sharding_of_another_tenant_are_charged_to_the_platform_not_to_its_tenant(
+) {
+    // GIVEN an operator of a basic tenant (50 capacity units a second), a tenant of 300 products to
+    // offboard, and one of 100 to re-shard from 1 to 4 shards by the lifecycle driver
+    let h = Harness::new().await;
+    let ops = unique("ops-basic");
+    integration::onboard_tier(&h, &ops, 1, "basic").await;
+    let operator = Auth::Operator(ops.clone());
+    let gone = unique("gone");
+    let moved = unique("moved");
+    onboard_custom(&h, &gone, 1, 2_000, 100_000).await;
+    onboard_custom(&h, &moved, 1, 2_000, 100_000).await;
+    for (t, n) in [(&gone, 300), (&moved, 100)] {
+        for i in 0..n {
+            let r = call(
+                &h.app,
+                "put-product",
+                &params(&[("productId", &format!("p-{i:03}"))]),
+                &[],
+                Some(product_of(1)),
+                &Auth::Tenant(t.clone()),
+            )
+            .await;
+            assert_eq!(r.status, 201, "{}", r.body);
+        }
+    }
+    let platform_before = integration::units_used(&h, &[&h.app], "_platform", None).await;
+    // WHEN the operator offboards the first to its end, every call served as the runtime serves it
+    let path = params(&[("tenantId", &gone)]);
+    let first = call_admitted(&h.app, "offboard-tenant", &path, None, &operator).await;
+    assert_eq!(first.status, 202, "{}", first.body);
+    h.clock
+        .advance_seconds(shared::store::offboarding::DELETION_DELAY_SECONDS);
+    let mut last = first;
+    for _ in 0..50 {
+        last = call_admitted(&h.app, "offboard-tenant", &path, None, &operator).await;
+        if last.status != 202 {
+            break;
+        }
+    }
+    assert_eq!(last.status, 200, "{}", last.body);
+    // AND starts the second's re-sharding, which the lifecycle driver runs to its end
+    let r = call_admitted(
+        &h.app,
+        "update-tenant",
+        &params(&[("tenantId", &moved)]),
+        Some(json!({"shardCount": 4})),
+        &operator,
+    )
+    .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    h.clock
+        .advance_seconds(shared::store::resharding::MOVES_DELAY_SECONDS + 1);
+    for _ in 0..30 {
+        let driven = Box::pin(tenants::drive_lifecycle::drive(&h.app))
+            .await
+            .unwrap();
+        if driven.pending == 0 {
+            break;
+        }
+    }
+    let record = call(
+        &h.app,
+        "get-tenant",
+        &params(&[("tenantId", &moved)]),
+        &[],
+        None,
+        &operator,
+    )
+    .await;
+    assert_eq!(record.body["shardCount"], 4, "{}", record.body);
+    // THEN the operator's tenant was charged nothing of either: its usage holds no lifecycle units
+    let charged_to_ops = integration::units_used(&h, &[&h.app], &ops, None).await;
+    assert!(
+        charged_to_ops < 10.0,
+        "the operator's tenant was charged {charged_to_ops} units"
+    );
+    // AND its users are served at once (its quota holds no debt of the deletion)
+    let r = integration::routes::get_product_admitted(&h.app, &ops).await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    // AND the platform's account holds the deletion's and the moves' units, under the routes a
+    // call would name, whether a call or the driver ran the step
+    let deleted =
+        integration::units_used(&h, &[&h.app], "_platform", Some("offboard-tenant")).await;
+    let resharded =
+        integration::units_used(&h, &[&h.app], "_platform", Some("update-tenant")).await;
+    assert!(deleted >= 100.0, "the offboarding consumed {deleted} units");
+    assert!(
+        resharded >= 50.0,
+        "the re-sharding consumed {resharded} units"
+    );
+    assert!(deleted + resharded > platform_before);
+}
+
+#[tokio::test]
+async fn ten_fresh_containers_each_putting_a_large_product_admit_no_more_than_the_quota_and_one_request(
+) {
+    // GIVEN a tenant of 50 capacity units a second (one counter shard), put in debt by one 60 KB
+    // product written through container A (about 120 units: table and GSI1)
+    let seed = Harness::new().await;
+    let t = unique("fresh-burst");
+    onboard_custom(&seed, &t, 1, 250, 50).await;
+    let a = Harness::on_table(&seed.admin, &seed.table, 3600, &seed.sts_endpoint).await;
+    let start = a.app.clock.now_seconds() + 1;
+    at_second(&[&a], start);
+    assert_eq!(put(&a, &t, "first", product_of(60)).await.status, 201);
+    // WHEN ten fresh containers (a Lambda burst: none has served the tenant) each put a 60 KB
+    // product, in that second and in each of the next ten
+    let mut fresh = Vec::new();
+    for _ in 0..10 {
+        fresh.push(Harness::on_table(&seed.admin, &seed.table, 3600, &seed.sts_endpoint).await);
+    }
+    let seconds = 11;
+    let mut answers = Vec::new();
+    for s in 0..seconds {
+        let all: Vec<&Harness> = fresh.iter().chain([&a]).collect();
+        at_second(&all, start + s);
+        for (i, c) in fresh.iter().enumerate() {
+            answers.push(put(c, &t, &format!("p-{s}-{i}"), product_of(60)).await);
+        }
+    }
+    // THEN no fresh container admits into the debt it has not seen: none in the first second
+    assert!(
+        answers[..10].iter().all(|r| r.status == 429),
+        "{:?}",
+        answers[..10].iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+    // AND over the 11 seconds the tenant consumed no more than its quota for them, plus one
+    // request's cost beyond its estimate: the bound has no term for the number of containers
+    let apps: Vec<&shared::App> = fresh.iter().map(|c| &c.app).chain([&a.app]).collect();
+    let used = integration::units_used(&seed, &apps, &t, Some("put-product")).await;
+    let bound = 50.0 * (seconds as f64 + 1.0) + 130.0;
+    let admitted = answers.iter().filter(|r| r.status == 201).count();
+    assert!(
+        used <= bound,
+        "consumed {used} units in {seconds} s against 50 a second (bound {bound}); {admitted} of {} puts ran",
+        answers.len()
+    );
+    assert!(admitted >= 1, "the quota never let the tenant write");
 }

@@ -148,27 +148,14 @@ fn template_never_enables_unsigned_dev_tokens() {
 }
 
 #[test]
-fn function_roles_read_only_tenant_records_and_tenant_role_no_scan_or_partiql() {
+fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_or_partiql() {
     let t = template();
     let res = &t["Resources"];
-    // The functions' own role reaches DynamoDB in one policy only: GetItem of tenant records.
-    let policies = res["FunctionExecutionRole"]["Properties"]["Policies"]
-        .as_sequence()
-        .unwrap();
-    for p in policies {
-        let text = serde_yaml::to_string(p).unwrap();
-        if p["PolicyName"].as_str() != Some("read-tenant-records") {
-            assert!(!text.contains("dynamodb"), "{text}");
-        }
-    }
     let table = "arn:aws:dynamodb:us-east-1:123456789012:table/pooltable-dev";
-    let policy = integration::template::function_role_policy(
-        &integration::template::Arns {
-            table,
-            functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
-        },
-        "read-tenant-records",
-    );
+    let arns = integration::template::Arns {
+        table,
+        functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
+    };
     let request =
         |action: &str, resource: &str, keys: Option<Vec<&str>>| integration::iam::AuthzRequest {
             action: format!("dynamodb:{action}"),
@@ -176,27 +163,62 @@ fn function_roles_read_only_tenant_records_and_tenant_role_no_scan_or_partiql() 
             leading_keys: keys.map(|k| k.into_iter().map(str::to_owned).collect()),
             ..Default::default()
         };
-    let allowed = |r| integration::iam::is_allowed(&policy, &r);
-    assert!(allowed(request(
-        "GetItem",
-        table,
-        Some(vec!["TENANT#acme#TENANT"])
-    )));
-    for refused in [
-        request("GetItem", table, Some(vec!["TENANT#acme#PRODUCT#1"])),
-        request("GetItem", table, Some(vec!["TENANT#acme#SESSION#s"])),
-        request("GetItem", table, None),
-        request("PutItem", table, Some(vec!["TENANT#acme#TENANT"])),
-        request("UpdateItem", table, Some(vec!["TENANT#acme#TENANT"])),
-        request("Query", table, Some(vec!["TENANT#acme#TENANT"])),
-        request("Scan", table, None),
+    let record = || request("GetItem", table, Some(vec!["TENANT#acme#TENANT"]));
+    let reports = || {
         request(
-            "GetItem",
-            &format!("{table}/index/GSI1"),
-            Some(vec!["TENANT#acme#TENANT"]),
-        ),
-    ] {
-        assert!(!allowed(refused.clone()), "{refused:?}");
+            "Query",
+            table,
+            Some(vec!["TENANT#_platform#OFFBOARDED#acme"]),
+        )
+    };
+    // GIVEN every function role's DynamoDB statements, inline and managed
+    for role in integration::template::FUNCTION_ROLES {
+        let policy = integration::template::function_role_dynamodb_policy(&arns, role);
+        let allowed = |r| integration::iam::is_allowed(&policy, &r);
+        // THEN its own credentials GetItem tenant records, and the API functions' (not the import
+        // consumer's) Query one tenant id's offboarding reports
+        assert!(allowed(record()), "{role}");
+        assert_eq!(allowed(reports()), role != "ImportConsumerRole", "{role}");
+        // AND nothing else: no other key, action or index
+        for refused in [
+            request("GetItem", table, Some(vec!["TENANT#acme#PRODUCT#1"])),
+            request("GetItem", table, Some(vec!["TENANT#acme#SESSION#s"])),
+            request("GetItem", table, None),
+            request("PutItem", table, Some(vec!["TENANT#acme#TENANT"])),
+            request("UpdateItem", table, Some(vec!["TENANT#acme#TENANT"])),
+            request("Query", table, Some(vec!["TENANT#acme#TENANT"])),
+            request("Query", table, Some(vec!["TENANT#_platform#DRIVE"])),
+            request("Query", table, Some(vec!["TENANT#_platform#IMPORTS_DUE#0"])),
+            request("Query", table, None),
+            request(
+                "GetItem",
+                table,
+                Some(vec!["TENANT#_platform#OFFBOARDED#acme"]),
+            ),
+            request(
+                "PutItem",
+                table,
+                Some(vec!["TENANT#_platform#OFFBOARDED#acme"]),
+            ),
+            request(
+                "DeleteItem",
+                table,
+                Some(vec!["TENANT#_platform#OFFBOARDED#acme"]),
+            ),
+            request("Scan", table, None),
+            request(
+                "GetItem",
+                &format!("{table}/index/GSI1"),
+                Some(vec!["TENANT#acme#TENANT"]),
+            ),
+            request(
+                "Query",
+                &format!("{table}/index/GSI1"),
+                Some(vec!["TENANT#_platform#OFFBOARDED#acme"]),
+            ),
+        ] {
+            assert!(!allowed(refused.clone()), "{role}: {refused:?}");
+        }
     }
     let tenant_role = serde_yaml::to_string(&res["TenantAccessRole"]["Properties"]).unwrap();
     for forbidden in ["Scan", "PartiQL", "dynamodb:*", "ExecuteStatement"] {
@@ -212,8 +234,9 @@ fn function_roles_read_only_tenant_records_and_tenant_role_no_scan_or_partiql() 
         .iter()
         .map(|s| serde_yaml::to_string(&s["Principal"]).unwrap())
         .collect();
-    // One Allow (the functions, with a well-formed TenantId tag) and the Deny refusing malformed tags.
-    assert_eq!(principals.len(), 2);
+    // One Allow (the functions, with a well-formed TenantId tag), the Deny refusing malformed tags
+    // and the Deny keeping the platform's partition from the roles that need it not.
+    assert_eq!(principals.len(), 3);
     assert!(
         principals
             .iter()
@@ -229,6 +252,135 @@ fn function_roles_read_only_tenant_records_and_tenant_role_no_scan_or_partiql() 
     assert_eq!(allows.len(), 1);
     let actions = serde_yaml::to_string(&allows[0]["Action"]).unwrap();
     assert!(actions.contains("sts:AssumeRole") && actions.contains("sts:TagSession"));
+}
+
+/// The modules of functions/ that name the platform's partition, each with the binaries that run
+/// it. A new one fails [`only_the_functions_that_need_the_platform_partition_can_reach_it`] until
+/// it is listed here, and its functions are on a role the tenant-access role admits for it.
+const PLATFORM_MODULES: [(&str, &[&str]); 5] = [
+    ("create_import", &["create-import"]),
+    ("drive_lifecycle", &["drive-lifecycle"]),
+    ("offboard_tenant", &["offboard-tenant", "drive-lifecycle"]),
+    ("reshard_tenant", &["update-tenant", "drive-lifecycle"]),
+    ("get_tenant_usage", &["get-tenant-usage"]),
+];
+
+/// Issue 40, item 10: IAM as narrow as the code.
+#[test]
+fn only_the_functions_that_need_the_platform_partition_can_reach_it() {
+    // GIVEN template.yaml's tenant-access role and its trust policy, as IAM applies it to each
+    // function role (only the statements that name it), and the function each binary runs as
+    let t = template();
+    let arns = integration::template::Arns {
+        table: "arn:aws:dynamodb:us-east-1:123456789012:table/pooltable-dev",
+        functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
+    };
+    let assumes = |role: &str, tenant: &str| {
+        let trust = integration::template::tenant_role_trust_policy_for(&arns, role);
+        ["sts:AssumeRole", "sts:TagSession"].iter().all(|action| {
+            integration::iam::is_allowed(
+                &trust,
+                &integration::iam::AuthzRequest {
+                    action: (*action).into(),
+                    resource: "arn:aws:iam::123456789012:role/pooltable-dev-tenant-access".into(),
+                    request_tags: [("TenantId".to_string(), tenant.to_string())].into(),
+                    ..Default::default()
+                },
+            )
+        })
+    };
+    let role_of_bin: BTreeMap<String, String> = t["Resources"]
+        .as_mapping()
+        .unwrap()
+        .values()
+        .filter(|r| r["Type"].as_str() == Some("AWS::Serverless::Function"))
+        .map(|r| {
+            let bin = r["Metadata"]["BuildProperties"]["Binary"].as_str().unwrap();
+            let role = serde_yaml::to_string(&r["Properties"]["Role"]).unwrap();
+            let role = role
+                .trim()
+                .trim_start_matches("!GetAtt ")
+                .trim_end_matches(".Arn");
+            (bin.to_owned(), role.to_owned())
+        })
+        .collect();
+    // WHEN each function role asks for a session tagged with the platform's id, or a tenant's
+    let platform_roles: BTreeSet<&str> = integration::template::FUNCTION_ROLES
+        .into_iter()
+        .filter(|role| assumes(role, "_platform"))
+        .collect();
+    // THEN every role reaches a tenant, and only the platform functions' role and the import
+    // producer's reach the platform's partition (offboarding reports, the driver's and imports' lists)
+    for role in integration::template::FUNCTION_ROLES {
+        assert!(assumes(role, "acme"), "{role}");
+    }
+    assert_eq!(
+        platform_roles,
+        BTreeSet::from(["PlatformFunctionRole", "ImportProducerRole"])
+    );
+    // AND the functions on those roles are exactly those whose code names the partition
+    let mut found = BTreeSet::new();
+    for crate_dir in std::fs::read_dir(root().join("functions")).unwrap() {
+        for f in std::fs::read_dir(crate_dir.unwrap().path().join("src")).unwrap() {
+            let path = f.unwrap().path();
+            let source = std::fs::read_to_string(&path).unwrap_or_default();
+            if source.contains("TenantId::platform()") || source.contains("TenantId::PLATFORM") {
+                found.insert(path.file_stem().unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let listed: BTreeSet<String> = PLATFORM_MODULES
+        .iter()
+        .map(|(m, _)| m.to_string())
+        .collect();
+    assert_eq!(found, listed, "modules naming the platform's partition");
+    let needing: BTreeSet<String> = PLATFORM_MODULES
+        .iter()
+        .flat_map(|(_, bins)| bins.iter().map(|b| b.to_string()))
+        .collect();
+    let reaching: BTreeSet<String> = role_of_bin
+        .iter()
+        .filter(|(_, role)| platform_roles.contains(role.as_str()))
+        .map(|(bin, _)| bin.clone())
+        .collect();
+    assert_eq!(
+        reaching, needing,
+        "functions that can reach the platform's partition"
+    );
+    // AND the tenant-access role allows no batch operation (no code path sends one)
+    let tenant_role = serde_yaml::to_string(&t["Resources"]["TenantAccessRole"]).unwrap();
+    for batch in ["BatchGetItem", "BatchWriteItem"] {
+        assert!(
+            !tenant_role.contains(batch),
+            "the tenant role allows {batch}"
+        );
+        assert!(
+            !shared::isolation::policy::TENANT_ACTIONS
+                .contains(&format!("dynamodb:{batch}").as_str()),
+            "the session policy allows {batch}"
+        );
+    }
+}
+
+#[test]
+fn in_tenant_isolation_mode_the_functions_accept_only_the_templates_app_clients() {
+    // GIVEN template.yaml (the REST API's Cognito authorizer accepts any app client of its pool)
+    let t = template();
+    let raw = std::fs::read_to_string(root().join("template.yaml")).unwrap();
+    // THEN in tenant isolation mode every function is told the template's app client
+    assert!(raw.contains(
+        "ACCEPTED_APP_CLIENT_IDS: !If [PerTenantIsolation, !If [CreateUserPool, !Ref TenantAppClient, !Ref JwtAudience], !Ref AWS::NoValue]"
+    ));
+    let name = shared::isolation::claims::APP_CLIENTS_ENV;
+    assert!(!t["Globals"]["Function"]["Environment"]["Variables"][name].is_null());
+    // AND no function behind the API overrides it (only the Cognito trigger, which reads no claims)
+    for (logical, r) in t["Resources"].as_mapping().unwrap() {
+        let own = &r["Properties"]["Environment"]["Variables"][name];
+        if !own.is_null() {
+            assert_eq!(logical.as_str(), Some("PreTokenGenerationFunction"));
+            assert!(r["Properties"]["Events"].is_null());
+        }
+    }
 }
 
 #[test]
@@ -368,7 +520,7 @@ fn no_event_makes_an_operator_of_a_custom_attribute() {
 }
 
 /// What each route's handler code says of its callers, read from its source independently of
-/// routes.yaml: `require_operator(&caller)?` at the top of `handle` makes a route operators only
+/// routes.yaml: `app.require_operator(&caller).await?` at the top of `handle` makes a route operators only
 /// (`Operator`), inside a branch (another tenant's data) a route for a tenant or an operator (`Any`);
 /// none, a tenant's own route.
 fn callers_by_code() -> BTreeMap<String, Caller> {
@@ -381,7 +533,7 @@ fn callers_by_code() -> BTreeMap<String, Caller> {
             let source = std::fs::read_to_string(root().join(&path)).unwrap();
             let calls: Vec<&str> = source
                 .lines()
-                .filter(|l| l.trim_end().ends_with("require_operator(&caller)?;"))
+                .filter(|l| l.trim_end().ends_with("require_operator(&caller).await?;"))
                 .collect();
             let caller = if calls
                 .iter()

@@ -787,14 +787,13 @@ async fn an_import_draws_from_the_tenants_capacity_quota() {
     assert_eq!(accepted.status, 202, "{}", accepted.body);
     drain(&queues, &[&consumer], 10).await;
     assert_eq!(product_items(&h, &t).await.len(), 20);
-    // THEN the tenant's own requests, once this container has an answer of the shared counter,
-    // are refused on capacity units for the seconds the import's units take to repay
+    // THEN the tenant's own requests are refused on capacity units for the seconds the import's
+    // units take to repay: at once, since a container reads the shared window before it admits
     h.clock
         .set_millis(shared::identity::clock::SystemClock.now_millis());
     let auth = Auth::Tenant(t.clone());
     let at = params(&[("productId", "big-00")]);
     let get = || integration::routes::call_admitted(&h.app, "get-product", &at, None, &auth);
-    assert_eq!(get().await.status, 200);
     let refused = get().await;
     assert_eq!(refused.status, 429, "{}", refused.body);
     assert!(refused.body["detail"]
@@ -935,7 +934,8 @@ async fn a_product_deleted_after_the_import_was_accepted_stays_deleted() {
     assert_eq!(progress.body["written"], 1, "{}", progress.body);
     assert_eq!(progress.body["superseded"], 1, "{}", progress.body);
     assert_eq!(progress.body["status"], "complete");
-    // AND a delete of a product that is not there answers 404 and leaves no tombstone
+    // AND a delete of a product that is not there answers 404 and still records its deletion
+    // (what lets it win over an import accepted before it that has not landed yet)
     let missing = call(
         &h.app,
         "delete-product",
@@ -946,10 +946,12 @@ async fn a_product_deleted_after_the_import_was_accepted_stays_deleted() {
     )
     .await;
     assert_eq!(missing.status, 404);
-    assert!(h
-        .items_under(&format!("TENANT#{t}#DELETED#PRODUCT#never"))
-        .await
-        .is_empty());
+    assert_eq!(
+        h.items_under(&format!("TENANT#{t}#DELETED#PRODUCT#never"))
+            .await
+            .len(),
+        1
+    );
     // AND an import accepted after the delete writes the product again (the tenant's later word)
     h.clock.advance_seconds(1);
     let again = post_import(&h, &queues, &t, products("x", 2), &[]).await;
@@ -1668,4 +1670,114 @@ async fn an_employee_import_during_a_resharding_from_4_to_16_moves_every_members
     let progress = get_import(&h, &t, posted.body["importId"].as_str().unwrap()).await;
     assert_eq!(progress.body["written"], 60, "{}", progress.body);
     assert_eq!(progress.body["status"], "complete");
+}
+
+#[tokio::test]
+async fn a_delete_after_the_acceptance_wins_even_when_the_import_has_not_landed_yet() {
+    // GIVEN a tenant with a department, and an import of a product and of an employee accepted and
+    // still on the queue (neither exists yet)
+    let h = Harness::new().await;
+    let t = unique("early-delete");
+    onboard(&h, &t, 4).await;
+    let queues = ImportQueues::create(3, 1).await;
+    let consumer = Consumer::start(&h.table, 3).await;
+    let put = as_tenant(
+        &h,
+        &t,
+        "put-department",
+        &[("departmentId", "eng")],
+        Some(json!({"name": "Eng"})),
+    )
+    .await;
+    assert_eq!(put.status, 201, "{}", put.body);
+    h.clock.advance_seconds(1);
+    let product = post_import(&h, &queues, &t, products("p", 1), &[]).await;
+    assert_eq!(product.status, 202, "{}", product.body);
+    let employee = json!({"kind": "employees", "items": [
+        {"employeeId": "e-1", "name": "E", "departmentId": "eng"},
+    ]});
+    let employee = post_import(&h, &queues, &t, employee, &[]).await;
+    assert_eq!(employee.status, 202, "{}", employee.body);
+    // WHEN the tenant deletes both before the consumer writes them (404: not landed yet)
+    h.clock.advance_seconds(1);
+    as_tenant(&h, &t, "delete-product", &[("productId", "p-00000")], None)
+        .await
+        .assert_problem(404);
+    as_tenant(&h, &t, "delete-employee", &[("employeeId", "e-1")], None)
+        .await
+        .assert_problem(404);
+    // AND the queue drains
+    drain(&queues, &[&consumer], 10).await;
+    // THEN the deletes won: neither is there, and no membership was written
+    as_tenant(&h, &t, "get-product", &[("productId", "p-00000")], None)
+        .await
+        .assert_problem(404);
+    as_tenant(&h, &t, "get-employee", &[("employeeId", "e-1")], None)
+        .await
+        .assert_problem(404);
+    assert!(members(&h, &t, "eng").await.is_empty());
+    // AND each import says so: the item was superseded by the later delete
+    for posted in [&product, &employee] {
+        let progress = get_import(&h, &t, posted.body["importId"].as_str().unwrap()).await;
+        assert_eq!(progress.body["written"], 0, "{}", progress.body);
+        assert_eq!(progress.body["superseded"], 1, "{}", progress.body);
+        assert_eq!(progress.body["status"], "complete");
+    }
+}
+
+#[tokio::test]
+async fn a_tenant_at_its_bound_of_open_imports_gets_429_and_never_delays_another_tenants_close() {
+    // GIVEN a tenant with its maximum of imports open (one item each, never delivered), and
+    // another tenant with one import
+    use shared::store::imports::{FINAL_WITHIN_SECONDS, MAX_OPEN_IMPORTS};
+    let h = Harness::new().await;
+    let (flood, quiet) = (unique("flood"), unique("quiet"));
+    onboard(&h, &flood, 1).await;
+    onboard(&h, &quiet, 1).await;
+    let queues = ImportQueues::create(3, 1).await;
+    for i in 0..MAX_OPEN_IMPORTS {
+        let r = post_import(&h, &queues, &flood, products(&format!("f{i}"), 1), &[]).await;
+        assert_eq!(r.status, 202, "import {i}: {}", r.body);
+    }
+    h.clock.advance_seconds(1);
+    let quiet_import = post_import(&h, &queues, &quiet, products("q", 1), &[]).await;
+    assert_eq!(quiet_import.status, 202, "{}", quiet_import.body);
+    // WHEN the flooding tenant asks for one more
+    let refused = post_import(&h, &queues, &flood, products("over", 1), &[]).await;
+    // THEN it is refused 429 with a Retry-After, and nothing of it is written
+    refused.assert_problem(429);
+    assert!(refused.retry_after.is_some());
+    let records = h.items_under(&format!("TENANT#{flood}#IMPORT#")).await;
+    assert_eq!(
+        records.iter().filter(|i| s(i, "kind") == "IMPORT").count(),
+        MAX_OPEN_IMPORTS as usize
+    );
+    // WHEN the lifecycle driver runs once, past every deadline
+    h.clock.advance_seconds(FINAL_WITHIN_SECONDS + 1);
+    let driven = Box::pin(tenants::drive_lifecycle::drive(&h.app))
+        .await
+        .unwrap();
+    // THEN the other tenant's import is final after that first run
+    let id = quiet_import.body["importId"].as_str().unwrap();
+    let progress = get_import(&h, &quiet, id).await;
+    assert_eq!(progress.body["status"], "failed", "{}", progress.body);
+    assert_eq!(
+        progress.body["failedBy"]["undelivered"], 1,
+        "{}",
+        progress.body
+    );
+    assert!(driven.imports_closed >= 1, "{driven:?}");
+    // AND once the flooding tenant's imports are final, it may import again
+    for _ in 0..5 {
+        if Box::pin(tenants::drive_lifecycle::drive(&h.app))
+            .await
+            .unwrap()
+            .imports_due
+            == 0
+        {
+            break;
+        }
+    }
+    let again = post_import(&h, &queues, &flood, products("again", 1), &[]).await;
+    assert_eq!(again.status, 202, "{}", again.body);
 }

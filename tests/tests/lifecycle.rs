@@ -292,3 +292,55 @@ async fn a_tenants_own_user_does_not_see_which_operator_started_its_re_sharding(
         ops.body
     );
 }
+
+#[tokio::test]
+async fn an_operator_whose_own_tenant_record_cannot_be_read_is_refused_503_and_writes_nothing() {
+    // GIVEN an operator of an onboarded tenant, whose container has its record cached, and an active
+    // tenant it may act on
+    let h = Harness::new().await;
+    let ops_tenant = integration::onboarded(&h, "ops").await;
+    let operator = Auth::Operator(ops_tenant.clone());
+    let t = integration::onboarded(&h, "target").await;
+    let path = params(&[("tenantId", &t)]);
+    let suspend = || {
+        call_admitted(
+            &h.app,
+            "update-tenant",
+            &path,
+            Some(json!({"status": "suspended"})),
+            &operator,
+        )
+    };
+    // WHEN the cache has expired and every read of the operator's own record is throttled
+    h.clock.advance_seconds(RECORD_TTL_SECONDS + 1);
+    h.faults
+        .refuse_requests_containing(Some(&format!("TENANT#{ops_tenant}#TENANT")));
+    let through_runtime = suspend().await;
+    let direct = call(
+        &h.app,
+        "update-tenant",
+        &params(&[("tenantId", &t)]),
+        &[],
+        Some(json!({"status": "suspended"})),
+        &operator,
+    )
+    .await;
+    // THEN both answer 503 problem+json, served or called directly: the power fails closed
+    through_runtime.assert_problem(503);
+    direct.assert_problem(503);
+    // AND nothing was written: the tenant is still active
+    h.faults.refuse_requests_containing(None);
+    let record = call(
+        &h.app,
+        "get-tenant",
+        &params(&[("tenantId", &t)]),
+        &[],
+        None,
+        &operator,
+    )
+    .await;
+    assert_eq!(record.status, 200, "{}", record.body);
+    assert_eq!(record.body["status"], "active");
+    // AND once the record reads again, the operator acts as before
+    assert_eq!(suspend().await.status, 200);
+}

@@ -830,3 +830,249 @@ async fn an_offboarding_finishes_with_no_client_after_its_first_call_even_when_i
         "{listed:?}"
     );
 }
+
+#[tokio::test]
+async fn the_drivers_unlist_never_removes_a_listing_newer_than_the_one_it_read() {
+    // GIVEN a tenant listed for the driver, and the driver's read of the list
+    let h = Harness::new().await;
+    let platform = h.app.db_for_operator(&TenantId::platform()).await.unwrap();
+    let t = TenantId::parse(&unique("relisted")).unwrap();
+    let first_listing = h.app.clock.now_millis();
+    shared::store::driving::list(&platform, &t, first_listing)
+        .await
+        .unwrap();
+    let read = shared::store::driving::listed(&platform).await.unwrap();
+    let (_, read_at) = read.iter().find(|(l, _)| l == &t).unwrap().clone();
+    assert_eq!(read_at, first_listing);
+    // WHEN, between that read and the driver's delete (the injected delay), the tenant id is
+    // onboarded again and listed anew by its re-sharding or offboarding
+    h.clock.advance_seconds(5);
+    shared::store::driving::list(&platform, &t, h.app.clock.now_millis())
+        .await
+        .unwrap();
+    let unlisted = shared::store::driving::unlist(&platform, &t, read_at)
+        .await
+        .unwrap();
+    // THEN the delete is refused and the newer listing stays for the driver's next run
+    assert!(!unlisted);
+    let entries = shared::store::driving::listed(&platform).await.unwrap();
+    assert!(
+        entries.iter().any(|(l, at)| l == &t && *at > read_at),
+        "{entries:?}"
+    );
+    // AND the listing it did read is removed as before
+    let (_, now_at) = entries.iter().find(|(l, _)| l == &t).unwrap().clone();
+    assert!(shared::store::driving::unlist(&platform, &t, now_at)
+        .await
+        .unwrap());
+    assert!(!shared::store::driving::listed(&platform)
+        .await
+        .unwrap()
+        .iter()
+        .any(|(l, _)| l == &t));
+}
+
+/// One TransactWriteItems as sent: when, its body's bytes, and the write units it asks of each
+/// partition (a Delete of an item of `deleted_item_kb`, a Put of the item it carries; two units a
+/// started kilobyte, as transactions cost).
+#[derive(Debug, Clone)]
+struct SentTransaction {
+    at: std::time::Instant,
+    bytes: usize,
+    units_by_partition: HashMap<String, u64>,
+}
+
+#[derive(Debug)]
+struct TransactionRecorder {
+    deleted_item_kb: u64,
+    sent: std::sync::Arc<std::sync::Mutex<Vec<SentTransaction>>>,
+}
+
+impl aws_sdk_dynamodb::config::Intercept for TransactionRecorder {
+    fn name(&self) -> &'static str {
+        "TransactionRecorder"
+    }
+
+    fn read_before_transmit(
+        &self,
+        ctx: &aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef<'_>,
+        _rc: &aws_sdk_dynamodb::config::RuntimeComponents,
+        _cfg: &mut aws_sdk_dynamodb::config::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        let Some(body) = ctx.request().body().bytes() else {
+            return Ok(());
+        };
+        let Ok(json) = serde_json::from_slice::<Value>(body) else {
+            return Ok(());
+        };
+        let Some(actions) = json["TransactItems"].as_array() else {
+            return Ok(());
+        };
+        let mut units_by_partition: HashMap<String, u64> = HashMap::new();
+        for action in actions {
+            let (pk, units) = if let Some(put) = action.get("Put") {
+                let kb = (put["Item"].to_string().len() as u64).div_ceil(1024);
+                (put["Item"]["PK"]["S"].as_str(), 2 * kb.max(1))
+            } else if let Some(delete) = action.get("Delete") {
+                let pk = delete["Key"]["PK"]["S"].as_str();
+                let kb = match pk.is_some_and(|pk| pk.contains("#PRODUCT#")) {
+                    true => self.deleted_item_kb,
+                    false => 1,
+                };
+                (pk, 2 * kb)
+            } else {
+                let other = action.as_object().and_then(|o| o.values().next()).unwrap();
+                (other["Key"]["PK"]["S"].as_str(), 2)
+            };
+            *units_by_partition
+                .entry(pk.unwrap_or("?").to_owned())
+                .or_default() += units;
+        }
+        self.sent.lock().unwrap().push(SentTransaction {
+            at: std::time::Instant::now(),
+            bytes: body.len(),
+            units_by_partition,
+        });
+        Ok(())
+    }
+}
+
+/// Asserts every recorded transaction fits DynamoDB's limits (4 MB; 1,000 write units on one
+/// partition), and that the writes on each partition were spread at its rate: between any two
+/// transactions on it, what was sent from the first up to the second is at most a second's units
+/// plus 1,000 units a second of the time between them.
+fn assert_within_partition_limits(sent: &[SentTransaction], what: &str) {
+    assert!(!sent.is_empty(), "{what}: no transaction was sent");
+    for t in sent {
+        assert!(t.bytes <= 4 * 1024 * 1024, "{what}: {} bytes", t.bytes);
+        for (pk, units) in &t.units_by_partition {
+            assert!(
+                *units <= 1_000,
+                "{what}: {units} units on {pk} in one request"
+            );
+        }
+    }
+    let partitions: std::collections::BTreeSet<&String> = sent
+        .iter()
+        .flat_map(|t| t.units_by_partition.keys())
+        .collect();
+    for pk in partitions {
+        let on: Vec<(std::time::Instant, u64)> = sent
+            .iter()
+            .filter_map(|t| t.units_by_partition.get(pk).map(|u| (t.at, *u)))
+            .collect();
+        for i in 0..on.len() {
+            let mut units = 0;
+            for j in i + 1..on.len() {
+                units += on[j - 1].1;
+                let seconds = on[j].0.duration_since(on[i].0).as_secs_f64();
+                assert!(
+                    units as f64 <= 1_000.0 * (seconds + 1.0),
+                    "{what}: {units} units on {pk} within {seconds:.2} s"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn offboarding_and_re_sharding_steps_of_large_items_fit_a_transaction_and_a_partitions_rate()
+{
+    // GIVEN two tenants of 150 products of about 60 KB each, all on one shard, and a container
+    // whose every transaction is recorded
+    let h = Harness::new().await;
+    let operator = Auth::Operator("platform".into());
+    let blob = "x".repeat(60 * 1024);
+    let (gone, moved) = (unique("large-gone"), unique("large-moved"));
+    for t in [&gone, &moved] {
+        onboard(&h, t, 1).await;
+        for i in 0..150 {
+            let r = call(
+                &h.app,
+                "put-product",
+                &params(&[("productId", &format!("p-{i:03}"))]),
+                &[],
+                Some(json!({"name": "large", "blob": blob})),
+                &Auth::Tenant(t.clone()),
+            )
+            .await;
+            assert_eq!(r.status, 201, "{}", r.body);
+        }
+    }
+    let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut worker = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    worker.app =
+        worker
+            .app
+            .with_dynamodb_interceptor(aws_sdk_dynamodb::config::SharedInterceptor::new(
+                TransactionRecorder {
+                    deleted_item_kb: 61,
+                    sent: sent.clone(),
+                },
+            ));
+    // WHEN the worker offboards the first to its end
+    let report = integration::offboard_to_end(&worker, &gone, &operator).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    assert!(
+        report.body["deletedTotal"].as_u64().unwrap() >= 150,
+        "{}",
+        report.body
+    );
+    let offboarding: Vec<SentTransaction> = std::mem::take(&mut *sent.lock().unwrap());
+    // AND re-shards the second from 1 to 2 shards to its end
+    let path = params(&[("tenantId", &moved)]);
+    let patch = || {
+        call(
+            &worker.app,
+            "update-tenant",
+            &path,
+            &[],
+            Some(json!({"shardCount": 2})),
+            &operator,
+        )
+    };
+    assert_eq!(patch().await.status, 202);
+    worker
+        .clock
+        .advance_seconds(shared::store::resharding::MOVES_DELAY_SECONDS + 1);
+    let mut done = false;
+    for _ in 0..30 {
+        let r = patch().await;
+        if r.status == 200 {
+            done = true;
+            break;
+        }
+        assert_eq!(r.status, 202, "{}", r.body);
+    }
+    assert!(done, "the re-sharding did not end");
+    let resharding: Vec<SentTransaction> = std::mem::take(&mut *sent.lock().unwrap());
+    // THEN every request of either fits a transaction's 4 MB and a partition's 1,000 units, and the
+    // writes on each partition were spread at a partition's rate
+    assert_within_partition_limits(&offboarding, "offboarding");
+    assert_within_partition_limits(&resharding, "re-sharding");
+    // AND every product of the re-sharded tenant is still there, once
+    let mut cursor: Option<String> = None;
+    let mut seen = 0;
+    loop {
+        let mut query = vec![("limit", "100")];
+        if let Some(c) = &cursor {
+            query.push(("cursor", c));
+        }
+        let r = call(
+            &worker.app,
+            "query-tenant-products",
+            &params(&[]),
+            &query,
+            None,
+            &Auth::Tenant(moved.clone()),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        seen += r.body["items"].as_array().unwrap().len();
+        cursor = r.body["nextCursor"].as_str().map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert_eq!(seen, 150);
+}

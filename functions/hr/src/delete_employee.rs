@@ -3,7 +3,8 @@
 //! One consistent GetItem for the employee's department (two during a re-sharding: it is on one of
 //! two shards), then one TransactWriteItems removing the employee (on condition its department is
 //! unchanged) and its membership together, and writing its tombstone, so an import accepted before
-//! the delete never brings it back.
+//! the delete never brings it back. A 404 writes the tombstone too (with a check that no copy
+//! exists), so the delete wins over an import accepted before it that has not landed yet.
 
 use lambda_http::{Body, Request, Response};
 use shared::identity::ids::EntityId;
@@ -28,13 +29,20 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     // During a re-sharding the migrator may move the employee between the read and the delete:
     // that is no conflict of the caller's, so the delete reads it again.
     let attempts = match layout {
-        Layout::Stable(_) => 1,
+        Layout::Stable(_) => layout::ABSENT_ROUNDS,
         Layout::Migrating { .. } => 4,
     };
     for _ in 0..attempts {
-        let (key, current) = layout::locate(&db, layout, &keys)
-            .await?
-            .ok_or_else(|| ApiError::NotFound("No such employee.".into()))?;
+        let gone = tombstone(&db, t, kind::EMPLOYEE, &id, app.clock.now_millis())?;
+        let Some((key, current)) = layout::locate(&db, layout, &keys).await? else {
+            // Nothing to delete, yet the deletion is recorded: an import accepted before it and not
+            // delivered yet never brings the employee back. A copy that appeared meanwhile is
+            // deleted on the next round.
+            if layout::record_absent(&db, layout, &keys, &[gone]).await? {
+                return Err(ApiError::NotFound("No such employee.".into()));
+            }
+            continue;
+        };
         let department = string_attr(&current, "departmentId")
             .and_then(|d| EntityId::parse(&d).ok())
             .ok_or_else(|| ApiError::Internal("employee without a department".into()))?;
@@ -44,7 +52,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             .set_transact_items(Some(vec![
                 delete(&db, key, Some(&department))?,
                 delete(&db, membership_key(t, &department, &id), None)?,
-                tombstone(&db, t, kind::EMPLOYEE, &id, app.clock.now_millis())?,
+                gone,
             ]));
         match transact(request).await {
             Ok(()) => {

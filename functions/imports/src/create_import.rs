@@ -27,9 +27,10 @@ use shared::identity::clock::rfc3339;
 use shared::identity::ids::{EntityId, TenantId};
 use shared::service::http::{json_body_up_to, json_response};
 use shared::service::idempotent::{self, Recorder};
-use shared::store::driving::{list_import, DueImport};
+use shared::store::driving::{list_import, unlist_import, DueImport};
 use shared::store::imports::{
     claim, due_at_ms, enqueued, ensure_sealing_key, Claim, FailReason, NewImport, Progress, Status,
+    MAX_OPEN_IMPORTS,
 };
 use shared::store::scoped::TenantDb;
 use shared::store::transact::{transact, TransactError};
@@ -50,6 +51,9 @@ const BATCH_BYTES: usize = 240 * 1024;
 const SENDS_IN_FLIGHT: usize = 4;
 /// Sends of a batch's entries that SQS failed (not the caller's fault) before the request fails.
 const SEND_ATTEMPTS: u32 = 3;
+/// What a tenant at its bound of open imports is told to wait: the lifecycle driver runs every
+/// minute, and closes every import past its deadline.
+const OPEN_IMPORTS_RETRY_AFTER_SECONDS: u32 = 60;
 /// Department reads in flight at once when an import of employees is checked.
 const DEPARTMENT_READS_IN_FLIGHT: usize = 8;
 
@@ -267,8 +271,24 @@ async fn create(
         created_at_ms: new.created_at_ms,
     };
     list_import(&platform_db, &due).await?;
+    // The tenant's import key item also counts its open imports, which the claim adds to.
+    let sealing_key = ensure_sealing_key(db, t).await?;
     let issued_at = match claim(db, t, &import, &new).await? {
         Claim::New => new.created_at_ms,
+        Claim::TooMany => {
+            // Nothing of it was written but its entry on the driver's list: taken off again (the
+            // driver would find no record, and unlist it, anyway).
+            if let Err(e) = unlist_import(&platform_db, &due).await {
+                tracing::warn!(error = %e, "an import refused over the bound stays on the driver's list until its deadline");
+            }
+            return Err(ApiError::TooManyRequests {
+                detail: format!(
+                    "This tenant has {MAX_OPEN_IMPORTS} imports open; each is open until it is final, \
+                     at the latest an hour after it was accepted. Retry after the time in Retry-After."
+                ),
+                retry_after_seconds: OPEN_IMPORTS_RETRY_AFTER_SECONDS,
+            });
+        }
         // The same request, answered before (its key's record has expired since): every item was
         // sent, so nothing is sent again; the answer is the import as it stands.
         Claim::Same {
@@ -300,7 +320,6 @@ async fn create(
         issued_at,
         tenant_since: &tenant_since,
     };
-    let sealing_key = ensure_sealing_key(db, t).await?;
     enqueue(app, queue, t, &sent, &sealing_key, items).await?;
     let view = ImportView::of(
         &import,

@@ -1,5 +1,7 @@
 //! deleteProduct: `DELETE /products/{productId}` → 204 or 404. One transaction: the conditional
 //! Delete and the product's tombstone, so an import accepted before the delete never brings it back.
+//! A 404 writes the tombstone too (with a check that no copy exists): the delete of a product whose
+//! import was accepted but has not landed yet wins over that import.
 
 use lambda_http::{Body, Request, Response};
 use shared::identity::keys::kind;

@@ -73,10 +73,12 @@ pub async fn drive(app: &App) -> Result<Driven, ApiError> {
             {
                 driven.pending += 1;
             }
-            Ok(true) => {
-                driving::unlist(&platform_db, &tenant).await?;
-                driven.finished += 1;
-            }
+            // Unlisted only if no newer listing replaced the one read above (a tenant of this id
+            // onboarded again and listed meanwhile keeps its entry).
+            Ok(true) => match driving::unlist(&platform_db, &tenant, listed_at_ms).await? {
+                true => driven.finished += 1,
+                false => driven.pending += 1,
+            },
             Ok(false) => driven.pending += 1,
             // One tenant's failure (a throttle, a timeout) never stops the others'; the next run
             // tries again from its checkpoint.
@@ -87,6 +89,8 @@ pub async fn drive(app: &App) -> Result<Driven, ApiError> {
         }
     }
     close_due_imports(app, &platform_db, started + RUN_BUDGET, &mut driven).await?;
+    // The run's steps were charged to the platform's account: written before the run ends.
+    app.flush_platform_usage().await;
     // How long the oldest listed operation has run: an alarm fires when one is stuck.
     let now_ms = app.clock.now_millis();
     let oldest_seconds = listed_at
@@ -127,6 +131,8 @@ async fn close_due_imports(
 ) -> Result<(), ApiError> {
     use futures::StreamExt;
     let due = driving::imports_due(platform_db, app.clock.now_millis(), IMPORTS_PER_SHARD).await?;
+    // The tenants in turn: a tenant with many imports due never holds up another's.
+    let due = driving::fair_order(due);
     let closings = futures::stream::iter(due.into_iter().map(|entry| async move {
         if Instant::now() >= deadline {
             return None;
@@ -189,13 +195,20 @@ async fn step(app: &App, tenant: &TenantId) -> Result<bool, ApiError> {
         // Offboarded (its report is written), or never onboarded.
         return Ok(true);
     };
+    // Charged to the platform's account under the route a call would be, as the calls are.
     if record.offboarding.is_some() {
-        let answer = crate::offboard_tenant::advance(app, &db, record).await?;
+        let advance = crate::offboard_tenant::advance(app, &db, record);
+        let answer = app
+            .on_platform_account(crate::offboard_tenant::ROUTE, advance)
+            .await?;
         return Ok(answer.status() == StatusCode::OK);
     }
     if record.migration.is_some() {
         let deadline = Instant::now() + crate::reshard_tenant::WORK_PER_REQUEST;
-        let answer = crate::reshard_tenant::migrate(app, &db, record, deadline).await?;
+        let migrate = crate::reshard_tenant::migrate(app, &db, record, deadline);
+        let answer = app
+            .on_platform_account(crate::reshard_tenant::ROUTE, migrate)
+            .await?;
         return Ok(answer.status() == StatusCode::OK);
     }
     // Listed, but nothing runs: its start was refused, or it has ended.

@@ -28,8 +28,6 @@ use shared::store::tenant_items::{self, item_to_json, Budget, Position, RecordIn
 use shared::store::tenants::read_record;
 use shared::{ApiError, App};
 
-use crate::require_operator;
-
 /// The usage counters' name for the exported tenant's share of an export.
 pub const BIN: &str = "export-tenant";
 
@@ -47,7 +45,7 @@ pub const READ_TIME: Duration = Duration::from_secs(5);
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
-    require_operator(&caller)?;
+    app.require_operator(&caller).await?;
     let tenant = path_tenant_id(&req)?;
     let limit = page_limit_up_to(&req, MAX_SHARDED_LIMIT)? as usize;
     let keys = &*app.cursor_keys()?;

@@ -10,7 +10,7 @@ use shared::service::http::{json_response, path_tenant_id};
 use shared::store::tenants::read_record;
 use shared::{ApiError, App};
 
-use crate::{require_operator, TenantView};
+use crate::TenantView;
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
@@ -18,7 +18,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let db = if tenant == caller.tenant {
         app.db(&tenant).await?
     } else {
-        require_operator(&caller)?;
+        app.require_operator(&caller).await?;
         app.db_for_operator(&tenant).await?
     };
     let record = read_record(&db)

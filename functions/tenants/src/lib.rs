@@ -18,7 +18,6 @@ pub mod update_tenant;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-pub use shared::service::app::require_operator;
 use shared::store::tenants::{Limits, TenantRecord, TenantStatus, Tier};
 use shared::ApiError;
 

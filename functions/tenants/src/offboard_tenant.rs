@@ -18,7 +18,6 @@ use lambda_http::{Body, Request, Response};
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::TenantId;
 use shared::service::http::{json_response, path_tenant_id};
-use shared::store::driving;
 use shared::store::offboarding::{
     begin, delete_step, finish, read_report, Finished, Offboarding, Report, Step,
     DELETION_DELAY_SECONDS, ITEMS_PER_STEP,
@@ -26,25 +25,41 @@ use shared::store::offboarding::{
 use shared::store::scoped::TenantDb;
 use shared::store::tenant_items::{self, Budget, RecordInWalk};
 use shared::store::tenants::{read_record_consistent, TenantRecord};
+use shared::store::{driving, pacing};
 use shared::{ApiError, App};
 
-use crate::{require_operator, OffboardingView};
+use crate::OffboardingView;
 
 /// How long one call deletes before it answers 202 (the function timeout is 10 s).
 pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
-    require_operator(&caller)?;
+    app.require_operator(&caller).await?;
     let tenant = path_tenant_id(&req)?;
     if tenant == caller.tenant {
         return Err(ApiError::Conflict(
             "An operator cannot offboard its own tenant. Ask an operator of another tenant.".into(),
         ));
     }
-    let db = app.db_for_operator(&tenant).await?;
+    // The deletion is the platform's cost, never the operator's tenant's (nor the target's quota).
+    app.on_platform_account(ROUTE, offboard(app, &caller.tenant, &tenant))
+        .await
+}
+
+/// The route whose account (the platform's usage) an offboarding's steps are charged to, by a call
+/// or by the lifecycle driver.
+pub const ROUTE: &str = "offboard-tenant";
+
+/// Starts, continues or reports `tenant`'s offboarding, asked by an operator of `operator`.
+async fn offboard(
+    app: &App,
+    operator: &TenantId,
+    tenant: &TenantId,
+) -> Result<Response<Body>, ApiError> {
+    let db = app.db_for_operator(tenant).await?;
     let Some(record) = read_record_consistent(&db).await? else {
-        return finished_report(app, &tenant).await;
+        return finished_report(app, tenant).await;
     };
     let now_ms = app.clock.now_millis();
     refuse_while_resharding(&record)?;
@@ -53,13 +68,13 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         None => {
             // Listed for the driver first: a started offboarding is never missing from its list.
             let platform_db = app.db_for_operator(&TenantId::platform()).await?;
-            driving::list(&platform_db, &tenant, now_ms).await?;
+            driving::list(&platform_db, tenant, now_ms).await?;
             let starts = now_ms / 1000 + DELETION_DELAY_SECONDS;
-            let begun = begin(&db, &caller.tenant, rfc3339(now_ms), starts)
+            let begun = begin(&db, operator, rfc3339(now_ms), starts)
                 .await?
                 .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
             refuse_while_resharding(&begun)?;
-            tracing::info!(tenant = %tenant, by = %caller.tenant, "tenant offboarding started");
+            tracing::info!(tenant = %tenant, by = %operator, "tenant offboarding started");
             begun
         }
     };
@@ -97,12 +112,14 @@ pub async fn advance(
         RecordInWalk::Excluded,
     );
     let deadline = Instant::now() + WORK_PER_REQUEST;
+    // Each step within a partition's second of writes, and paced at a partition's rate.
     let budget = Budget {
         items: ITEMS_PER_STEP,
-        bytes: usize::MAX,
+        bytes: pacing::STEP_BYTES,
         until: Some(deadline),
     };
     loop {
+        let step_started = Instant::now();
         let page = tenant_items::page(db, &sources, state.position.as_ref(), budget).await?;
         if page.items.is_empty() {
             let platform_db = app.db_for_operator(&TenantId::platform()).await?;
@@ -142,6 +159,10 @@ pub async fn advance(
                 return Ok(accepted(&record.tenant_id, &current, 1));
             }
         };
+        // Paced before the call may end, so the next call, here or in any container, starts
+        // when the partition has taken this step (a step is at most about half a second of it).
+        let units = pacing::transactional_write_units(&page.items);
+        pacing::pace(step_started, units).await;
         if Instant::now() >= deadline {
             return Ok(accepted(&record.tenant_id, &state, 0));
         }

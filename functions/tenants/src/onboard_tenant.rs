@@ -16,7 +16,7 @@ use shared::store::scoped::TenantDb;
 use shared::store::tenants::{TenantRecord, Tier};
 use shared::{ApiError, App};
 
-use crate::{require_operator, tier_and_limits, TenantView};
+use crate::{tier_and_limits, TenantView};
 
 pub const ROUTE: &str = "onboard-tenant";
 
@@ -36,7 +36,7 @@ struct OnboardInput {
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
-    require_operator(&caller)?;
+    app.require_operator(&caller).await?;
     let input: OnboardInput = json_body(&req)?;
     let shard_count = input.shard_count.unwrap_or(DEFAULT_SHARDS);
     if !(MIN_SHARDS..=MAX_SHARDS).contains(&shard_count) {

@@ -38,6 +38,21 @@ pub async fn handle(
     tenant: &TenantId,
     to: u32,
 ) -> Result<Response<Body>, ApiError> {
+    // The moves are the platform's cost, never the operator's tenant's (nor the target's quota).
+    app.on_platform_account(ROUTE, reshard(app, operator, tenant, to))
+        .await
+}
+
+/// The route whose account (the platform's usage) a re-sharding's steps are charged to, by a call
+/// or by the lifecycle driver.
+pub const ROUTE: &str = "update-tenant";
+
+async fn reshard(
+    app: &App,
+    operator: &TenantId,
+    tenant: &TenantId,
+    to: u32,
+) -> Result<Response<Body>, ApiError> {
     let db = app.db_for_operator(tenant).await?;
     let deadline = Instant::now() + WORK_PER_REQUEST;
     // A start races only other starts and status changes: one more read settles it.
@@ -106,12 +121,14 @@ pub async fn migrate(
         return Ok(accepted(record, state.moves_start_at - now));
     }
     let sources = sharded_sources(&tenant, state.from);
+    // Each page's moves within a partition's second of writes, and paced at a partition's rate.
     let budget = Budget {
         items: ITEMS_PER_STEP,
-        bytes: usize::MAX,
+        bytes: shared::store::pacing::STEP_BYTES,
         until: Some(deadline),
     };
     loop {
+        let step_started = Instant::now();
         let page = tenant_items::page(db, &sources, state.position.as_ref(), budget).await?;
         let step = match page.items.last() {
             None => finish(db, &state).await?,
@@ -146,6 +163,10 @@ pub async fn migrate(
             return Ok(done(record));
         };
         state = next;
+        // Paced before the call may end, so the next call starts when the partition has taken
+        // this page's moves (a page is at most about half a second of it).
+        let units = shared::store::pacing::transactional_write_units(&page.items);
+        shared::store::pacing::pace(step_started, units).await;
         if Instant::now() >= deadline {
             return Ok(accepted(record, 0));
         }

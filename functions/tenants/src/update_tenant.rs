@@ -16,7 +16,7 @@ use shared::service::http::{json_body, json_response, path_tenant_id};
 use shared::store::tenants::{update_record, RecordChange, TenantStatus, Tier, Updated};
 use shared::{ApiError, App};
 
-use crate::{require_operator, tier_and_limits, TenantView};
+use crate::{tier_and_limits, TenantView};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -36,7 +36,7 @@ struct UpdateInput {
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
-    require_operator(&caller)?;
+    app.require_operator(&caller).await?;
     let tenant = path_tenant_id(&req)?;
     let input: UpdateInput = json_body(&req)?;
     if let Some(to) = input.shard_count {

@@ -13,6 +13,11 @@
 //! `AuthorizationScopes` too) or membership of the `platform-admin` group (`cognito:groups`, which
 //! only an administrator sets). A custom attribute such as `custom:role` is never enough: a Cognito
 //! app client can write custom attributes by default, so it is not read at all.
+//!
+//! **App clients.** A REST API's Cognito authorizer accepts a token of any app client of its user
+//! pool. In tenant isolation mode the template therefore sets [`APP_CLIENTS_ENV`] to its own app
+//! clients, and a token issued to another (an ID token's `aud`, an access token's `client_id`) is
+//! refused (403), whatever it claims. The HTTP API's JWT authorizer checks the audience itself.
 
 use base64::Engine;
 use lambda_http::request::RequestContext;
@@ -32,6 +37,12 @@ pub const SCOPE_CLAIM: &str = "scope";
 pub const GROUPS_CLAIM: &str = "cognito:groups";
 /// A Lambda authorizer's context field listing groups.
 pub const LAMBDA_AUTHORIZER_GROUPS: &str = "groups";
+
+/// The app client ids (comma-separated) whose tokens are accepted; unset or empty: any the
+/// authorizer verified. The template sets it in tenant isolation mode only (REST API).
+pub const APP_CLIENTS_ENV: &str = "ACCEPTED_APP_CLIENT_IDS";
+/// Which token a Cognito token is (`id` or `access`): it says which claim names its app client.
+pub const TOKEN_USE_CLAIM: &str = "token_use";
 
 /// Set to `1` only by the local run command. `template.yaml` never sets it, and a function started
 /// inside AWS Lambda with it set refuses to start.
@@ -60,6 +71,8 @@ struct RawClaims {
     /// Every scope and group named anywhere the caller's token or authorizer put them.
     scopes: Vec<String>,
     groups: Vec<String>,
+    /// The app client the token was issued to: an ID token's `aud`, an access token's `client_id`.
+    app_client: Option<String>,
 }
 
 impl RawClaims {
@@ -98,12 +111,23 @@ fn list_in_string(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// The app client a Cognito token names, by its `token_use`; `None` for anything else.
+fn app_client_of<'a>(claim: impl Fn(&str) -> Option<&'a str>) -> Option<String> {
+    let client = match claim(TOKEN_USE_CLAIM)? {
+        "id" => claim("aud"),
+        "access" => claim("client_id"),
+        _ => None,
+    };
+    client.map(str::to_owned)
+}
+
 /// The claims of a token's payload (or a Cognito REST authorizer's `claims` object).
 fn from_claims(claims: &Value) -> RawClaims {
     RawClaims {
         tenant: string_of(claims.get(TENANT_CLAIM)),
         scopes: list_of(claims.get(SCOPE_CLAIM)),
         groups: list_of(claims.get(GROUPS_CLAIM)),
+        app_client: app_client_of(|name| claims.get(name).and_then(Value::as_str)),
     }
 }
 
@@ -123,6 +147,7 @@ fn from_context(ctx: &RequestContext) -> RawClaims {
                         tenant: Some(tenant.clone()),
                         scopes,
                         groups: claim(GROUPS_CLAIM).unwrap_or_default(),
+                        app_client: app_client_of(|name| jwt.claims.get(name).map(String::as_str)),
                     };
                 }
             }
@@ -153,6 +178,7 @@ fn from_lambda_authorizer(fields: &std::collections::HashMap<String, Value>) -> 
         tenant: string_of(fields.get(LAMBDA_AUTHORIZER_TENANT)),
         scopes: list_of(fields.get(SCOPE_CLAIM)),
         groups: list_of(fields.get(LAMBDA_AUTHORIZER_GROUPS)),
+        app_client: None,
     }
 }
 
@@ -191,6 +217,9 @@ pub enum ClaimsError {
     /// environment serves: 403. It means the front door mapped the tenant wrongly, or was bypassed.
     #[error("This execution environment serves another tenant.")]
     OtherTenantsEnvironment,
+    /// A token issued to an app client this API does not accept ([`APP_CLIENTS_ENV`]): 403.
+    #[error("The token was issued to an app client this API does not accept.")]
+    OtherAppClient,
 }
 
 /// In tenant isolation mode (`TenancyConfig: PER_TENANT`) the Lambda service runs an execution
@@ -210,14 +239,47 @@ pub fn check_execution_tenant(
     }
 }
 
-/// The caller of `req`: no tenant claim, or one that is not a valid tenant id, is an error.
+/// The app clients [`APP_CLIENTS_ENV`] names, read once; `None` when it names none.
+fn accepted_app_clients() -> Option<&'static [String]> {
+    static ACCEPTED: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let accepted = ACCEPTED.get_or_init(|| {
+        std::env::var(APP_CLIENTS_ENV)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned)
+            .collect()
+    });
+    (!accepted.is_empty()).then_some(accepted.as_slice())
+}
+
+/// The caller of `req`: no tenant claim, or one that is not a valid tenant id, is an error; so is a
+/// token of another app client than [`APP_CLIENTS_ENV`] names, when it names any.
 pub fn caller(req: &Request, mode: AuthMode) -> Result<Caller, ClaimsError> {
+    caller_accepting(req, mode, accepted_app_clients())
+}
+
+fn caller_accepting(
+    req: &Request,
+    mode: AuthMode,
+    app_clients: Option<&[String]>,
+) -> Result<Caller, ClaimsError> {
     let mut raw = req
         .request_context_ref()
         .map(from_context)
         .unwrap_or_default();
     if raw.tenant.is_none() && mode == AuthMode::UnsignedDevJwt {
         raw = from_dev_jwt(req);
+    }
+    if let Some(accepted) = app_clients {
+        if !raw
+            .app_client
+            .as_ref()
+            .is_some_and(|c| accepted.contains(c))
+        {
+            return Err(ClaimsError::OtherAppClient);
+        }
     }
     let operator = raw.operator();
     let Some(tenant) = raw.tenant else {
@@ -373,6 +435,65 @@ mod tests {
                 "{other:?}"
             );
         }
+    }
+
+    /// A REST API (v1) proxy event whose Cognito authorizer verified `claims`.
+    fn v1_with_claims(claims: Value) -> Request {
+        let event = serde_json::json!({
+            "resource": "/x", "path": "/x", "httpMethod": "GET",
+            "headers": {"host": "example.com"}, "multiValueHeaders": {"host": ["example.com"]},
+            "queryStringParameters": null, "multiValueQueryStringParameters": null,
+            "pathParameters": null, "stageVariables": null,
+            "requestContext": {
+                "accountId": "123456789012", "resourceId": "r", "stage": "dev", "requestId": "r",
+                "identity": {"sourceIp": "1.2.3.4"}, "resourcePath": "/x", "httpMethod": "GET",
+                "apiId": "api", "authorizer": {"claims": claims}
+            },
+            "body": null, "isBase64Encoded": false
+        });
+        lambda_http::request::from_str(&event.to_string()).unwrap()
+    }
+
+    #[test]
+    fn only_the_templates_app_clients_are_accepted_when_it_names_them() {
+        // GIVEN the app clients the template names (tenant isolation mode), and tokens the REST
+        // API's Cognito authorizer verified: ID tokens name their client in `aud`, access tokens
+        // in `client_id`
+        let accepted = ["tenants-client".to_string(), "admin-client".to_string()];
+        let t = "custom:tenantId";
+        let id = |aud: &str| serde_json::json!({t: "acme", "token_use": "id", "aud": aud});
+        let access = |client: &str| serde_json::json!({t: "acme", "token_use": "access", "client_id": client});
+        let verdict = |claims: Value, accepted: Option<&[String]>| {
+            caller_accepting(&v1_with_claims(claims), AuthMode::Authorizer, accepted)
+        };
+        // THEN a token of one of them is served
+        for claims in [id("tenants-client"), access("admin-client")] {
+            let c = verdict(claims.clone(), Some(&accepted)).unwrap();
+            assert_eq!(c.tenant.as_str(), "acme", "{claims}");
+        }
+        // AND a token of another client of the same pool is refused (403), as is one that names its
+        // client in the other claim than its token_use says, or has no token_use
+        for claims in [
+            id("other-client"),
+            access("other-client"),
+            serde_json::json!({t: "acme", "token_use": "access", "aud": "tenants-client"}),
+            serde_json::json!({t: "acme", "token_use": "id", "client_id": "tenants-client"}),
+            serde_json::json!({t: "acme", "aud": "tenants-client", "client_id": "tenants-client"}),
+        ] {
+            let refused = verdict(claims.clone(), Some(&accepted)).unwrap_err();
+            // (a 403 problem+json: `service::error`'s lower_layer_errors_map_to_their_statuses)
+            assert_eq!(refused, ClaimsError::OtherAppClient, "{claims}");
+        }
+        // AND the HTTP API's JWT claims are held to the same list
+        let v2 = v2_with_claims(
+            serde_json::json!({t: "acme", "token_use": "access", "client_id": "other-client"}),
+        );
+        assert_eq!(
+            caller_accepting(&v2, AuthMode::Authorizer, Some(&accepted)).unwrap_err(),
+            ClaimsError::OtherAppClient
+        );
+        // AND without a list (the pooled HTTP API, whose authorizer checks the audience) any is
+        assert!(verdict(id("other-client"), None).is_ok());
     }
 
     #[test]

@@ -6,13 +6,12 @@
 //! Query's key condition, every `ExclusiveStartKey` value) is a string starting with the tenant
 //! prefix. `SK` counts too, because it is `GSI1`'s partition key; so does an item's `catalog`, the
 //! catalog index's partition key. Operations outside the session
-//! policy's action list (Scan, PartiQL, table management, …) are refused outright.
+//! policy's action list (Scan, PartiQL, batch operations, table management, …) are refused outright.
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::config::{ConfigBag, Intercept};
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, SharedInterceptor};
 use aws_sdk_dynamodb::operation::{
-    batch_get_item::BatchGetItemInput, batch_write_item::BatchWriteItemInput,
     delete_item::DeleteItemInput, get_item::GetItemInput, put_item::PutItemInput,
     query::QueryInput, transact_write_items::TransactWriteItemsInput, update_item::UpdateItemInput,
 };
@@ -24,7 +23,7 @@ use aws_smithy_runtime_api::client::interceptors::context::{
 use thiserror::Error;
 
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{tenant_prefix, CATALOG, PK, SK};
+use crate::identity::keys::{offboarding_reports_pk, tenant_prefix, CATALOG, PK, SK};
 
 /// A request refused by the guard. It never left the process.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -78,7 +77,7 @@ pub fn check(
                     }
                 }
                 // The catalog index's partition key: an item written whole (PutItem, a transaction's
-                // Put, BatchWriteItem) must never enlist itself in another tenant's catalog (IAM
+                // Put) must never enlist itself in another tenant's catalog (IAM
                 // checks only the table's partition key on a write). No route sets `catalog` with
                 // an UpdateItem; one that did would need the same check on its expression values.
                 if item.contains_key(CATALOG) && !prefixed(item.get(CATALOG)) {
@@ -184,33 +183,6 @@ fn carried_by(input: &Input) -> Option<(&'static str, Vec<Carried<'_>>)> {
                 exclusive_start_key: i.exclusive_start_key(),
             }],
         ));
-    }
-    if let Some(i) = input.downcast_ref::<BatchGetItemInput>() {
-        let keys = i
-            .request_items()
-            .into_iter()
-            .flat_map(|m| m.values())
-            .flat_map(|ka| ka.keys())
-            .map(Carried::KeyOrItem)
-            .collect();
-        return Some(("BatchGetItem", keys));
-    }
-    if let Some(i) = input.downcast_ref::<BatchWriteItemInput>() {
-        let mut keys = Vec::new();
-        for w in i
-            .request_items()
-            .into_iter()
-            .flat_map(|m| m.values())
-            .flatten()
-        {
-            if let Some(p) = w.put_request() {
-                keys.push(Carried::KeyOrItem(p.item()));
-            }
-            if let Some(d) = w.delete_request() {
-                keys.push(Carried::KeyOrItem(d.key()));
-            }
-        }
-        return Some(("BatchWriteItem", keys));
     }
     if let Some(i) = input.downcast_ref::<TransactWriteItemsInput>() {
         let mut keys = Vec::new();
@@ -322,6 +294,81 @@ impl Intercept for RecordReadGuard {
     }
 }
 
+/// The guard of the offboarding-report reader ([`report_reader`]), which, like the record reader,
+/// reads with the function's own credentials: any API function may have to know whether an
+/// operator's tenant id was ever offboarded, but only the functions that write the platform's
+/// partition may assume the tenant-access role for it. It lets through exactly a Query of the table
+/// (no index, no start key) whose key condition binds one value, the report partition of a tenant
+/// id (`TENANT#_platform#OFFBOARDED#<id>`), and refuses everything else. IAM's pattern for it
+/// (`TENANT#_platform#OFFBOARDED#*`) is broader; this is the exact rule.
+#[derive(Debug, Clone, Default)]
+pub struct ReportReadGuard;
+
+/// The rule of [`ReportReadGuard`] for one SDK operation input.
+pub fn check_report_read(input: &Input) -> Result<(), GuardViolation> {
+    let refuse = |reason: &str| GuardViolation {
+        tenant: TenantId::PLATFORM.into(),
+        operation: "offboarding report read",
+        reason: reason.into(),
+    };
+    let query = input
+        .downcast_ref::<QueryInput>()
+        .ok_or_else(|| refuse("only a Query of one tenant id's offboarding reports"))?;
+    if query.index_name().is_some()
+        || query.exclusive_start_key().is_some()
+        || query.key_conditions().is_some()
+    {
+        return Err(refuse("only the table's report partition, from its start"));
+    }
+    let expr = query
+        .key_condition_expression()
+        .ok_or_else(|| refuse("no key condition"))?;
+    let [name] = placeholders(expr)[..] else {
+        return Err(refuse("the key condition binds other than one value"));
+    };
+    let reports_of = |pk: &str| {
+        let id = TenantId::parse(pk.rsplit_once('#')?.1).ok()?;
+        (offboarding_reports_pk(&id) == pk).then_some(id)
+    };
+    match query
+        .expression_attribute_values()
+        .and_then(|v| v.get(name))
+    {
+        Some(AttributeValue::S(pk)) if reports_of(pk).is_some() => Ok(()),
+        _ => Err(refuse("not an offboarding report partition")),
+    }
+}
+
+impl Intercept for ReportReadGuard {
+    fn name(&self) -> &'static str {
+        "ReportReadGuard"
+    }
+
+    fn read_before_execution(
+        &self,
+        context: &BeforeSerializationInterceptorContextRef<'_>,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        check_report_read(context.input())?;
+        Ok(())
+    }
+}
+
+/// The offboarding-report reader: the client `record_reader` (the function's own credentials, and
+/// every interceptor it carries besides its guard, such as a test's fault injection) with
+/// [`ReportReadGuard`] in place of [`RecordReadGuard`].
+pub fn report_reader(record_reader: &aws_sdk_dynamodb::Client) -> aws_sdk_dynamodb::Client {
+    let config = record_reader.config();
+    let others: Vec<SharedInterceptor> = config
+        .interceptors()
+        .filter(|i| i.name() != RecordReadGuard.name())
+        .collect();
+    let mut builder = config.to_builder();
+    builder
+        .set_interceptors(std::iter::once(SharedInterceptor::new(ReportReadGuard)).chain(others));
+    aws_sdk_dynamodb::Client::from_conf(builder.build())
+}
+
 /// Whether `err` (an SDK error, or anything wrapping one) was caused by the guard.
 pub fn is_guard_violation(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
@@ -424,7 +471,7 @@ mod tests {
 
     #[test]
     fn a_request_without_keys_is_refused() {
-        assert!(check(&t("a"), "BatchGetItem", &[]).is_err());
+        assert!(check(&t("a"), "TransactWriteItems", &[]).is_err());
         let empty = HashMap::new();
         assert!(check(&t("a"), "GetItem", &[Carried::KeyOrItem(&empty)]).is_err());
     }
@@ -458,6 +505,80 @@ mod tests {
                 .unwrap(),
         );
         assert!(check_record_read(&put).is_err());
+    }
+
+    #[test]
+    fn the_report_reader_queries_one_tenant_ids_reports_and_nothing_else() {
+        // GIVEN Queries as `store::offboarding::ever_offboarded` sends them, of various partitions
+        let query = |pk: &str| {
+            QueryInput::builder()
+                .table_name("t")
+                .key_condition_expression("#pk = :pk")
+                .expression_attribute_names("#pk", PK)
+                .expression_attribute_values(":pk", AttributeValue::S(pk.into()))
+        };
+        let allowed = |q: aws_sdk_dynamodb::operation::query::builders::QueryInputBuilder| {
+            check_report_read(&Input::erase(q.build().unwrap())).is_ok()
+        };
+        // THEN one tenant id's report partition passes
+        assert!(allowed(query("TENANT#_platform#OFFBOARDED#acme")));
+        // AND every other partition, of the platform or of a tenant, is refused
+        for pk in [
+            "TENANT#_platform#OFFBOARDED#",
+            "TENANT#_platform#OFFBOARDED#a#b",
+            "TENANT#_platform#OFFBOARDED#_platform",
+            "TENANT#_platform#DRIVE",
+            "TENANT#_platform#IMPORTS_DUE#0",
+            "TENANT#_platform#USAGE#0",
+            "TENANT#acme#OFFBOARDED#acme",
+            "TENANT#acme#TENANT",
+        ] {
+            assert!(!allowed(query(pk)), "{pk}");
+        }
+        // AND so is the right partition on an index, from a start key, or beside a second value
+        let pk = "TENANT#_platform#OFFBOARDED#acme";
+        assert!(!allowed(query(pk).index_name("GSI1")));
+        assert!(!allowed(
+            query(pk).set_exclusive_start_key(Some(key(pk, &format!("{pk}#1"))))
+        ));
+        assert!(!allowed(
+            query(pk)
+                .key_condition_expression("#pk = :pk AND begins_with(SK, :sk)")
+                .expression_attribute_values(":sk", AttributeValue::S("TENANT#acme#".into()))
+        ));
+        // AND any other operation on the partition
+        let get = GetItemInput::builder()
+            .table_name("t")
+            .set_key(Some(key(pk, pk)))
+            .build()
+            .unwrap();
+        assert!(check_report_read(&Input::erase(get)).is_err());
+    }
+
+    #[derive(Debug)]
+    struct Marker;
+
+    impl Intercept for Marker {
+        fn name(&self) -> &'static str {
+            "Marker"
+        }
+    }
+
+    #[test]
+    fn the_report_reader_is_the_record_reader_with_the_report_guard_instead() {
+        // GIVEN a record reader as `TenantClients::record_reader` builds it, with a test's interceptor
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+            .interceptor(RecordReadGuard)
+            .interceptor(Marker)
+            .build();
+        let records = aws_sdk_dynamodb::Client::from_conf(config);
+        // WHEN the report reader is made from it
+        let reports = report_reader(&records);
+        // THEN it carries the report guard and the test's interceptor, and not the record guard
+        let names: Vec<&str> = reports.config().interceptors().map(|i| i.name()).collect();
+        assert_eq!(names, ["ReportReadGuard", "Marker"]);
     }
 
     #[test]

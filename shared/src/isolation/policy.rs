@@ -10,15 +10,14 @@ use thiserror::Error;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::tenant_prefix;
 
-/// The item-level actions the functions use. Never Scan, never PartiQL (`ExecuteStatement`, …).
-pub const TENANT_ACTIONS: [&str; 8] = [
+/// The item-level actions the functions use. Never Scan, never PartiQL (`ExecuteStatement`, …), and
+/// no batch operations (no code path sends one with tenant credentials).
+pub const TENANT_ACTIONS: [&str; 6] = [
     "dynamodb:GetItem",
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
     "dynamodb:DeleteItem",
     "dynamodb:Query",
-    "dynamodb:BatchGetItem",
-    "dynamodb:BatchWriteItem",
     "dynamodb:ConditionCheckItem",
 ];
 
@@ -165,7 +164,7 @@ mod tests {
         let expected = concat!(
             r#"{"Version":"2012-10-17","Statement":[{"Sid":"TenantItemsOnly","Effect":"Allow","#,
             r#""Action":["dynamodb:GetItem","dynamodb:PutItem","dynamodb:UpdateItem","dynamodb:DeleteItem","#,
-            r#""dynamodb:Query","dynamodb:BatchGetItem","dynamodb:BatchWriteItem","dynamodb:ConditionCheckItem"],"#,
+            r#""dynamodb:Query","dynamodb:ConditionCheckItem"],"#,
             r#""Resource":["arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev","#,
             r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev/index/*"],"#,
             r#""Condition":{"ForAllValues:StringLike":{"dynamodb:LeadingKeys":["TENANT#acme#*"]},"#,

@@ -535,36 +535,64 @@ impl App {
     /// into a later tenant of the same id.
     pub async fn refusal(&self, who: &Caller) -> Option<ApiError> {
         match self.require_active(&who.tenant).await {
+            // An operator's power comes with its own tenant's standing: when that cannot be read
+            // (a throttle, a timeout past the cache), the operator is refused, never admitted.
+            Err(unreadable) if who.operator => match unreadable {
+                ApiError::Forbidden(_) => Box::pin(self.refused_operator(who, unreadable)).await,
+                _ => Some(ApiError::Unavailable(
+                    "This operator's tenant record cannot be read now; operator actions wait \
+                     for it. Retry later."
+                        .into(),
+                )),
+            },
             Err(refused @ ApiError::Forbidden(_)) => {
                 self.forget_counts(&who.tenant);
-                let unrecorded = matches!(self.directory.record(&who.tenant).await, Ok(None));
-                if !(who.operator && unrecorded) {
-                    return Some(refused);
-                }
-                // Boxed: it is rare (operators bootstrapping), and its future would otherwise
-                // sit inside every route's.
-                match Box::pin(self.operators_tenant_was_offboarded(&who.tenant)).await {
-                    false => None,
-                    true => Some(ApiError::Forbidden(
-                        "This operator's tenant was offboarded: its operators act on no tenant."
-                            .into(),
-                    )),
-                }
+                Some(refused)
             }
             _ => None,
         }
     }
 
+    /// [`Self::refusal`] of an operator whose tenant is refused: `None` only when its tenant has no
+    /// record and was never offboarded (operators bootstrapping).
+    async fn refused_operator(&self, who: &Caller, refused: ApiError) -> Option<ApiError> {
+        self.forget_counts(&who.tenant);
+        let unrecorded = matches!(self.directory.record(&who.tenant).await, Ok(None));
+        if !unrecorded {
+            return Some(refused);
+        }
+        match self.operators_tenant_was_offboarded(&who.tenant).await {
+            false => None,
+            true => Some(ApiError::Forbidden(
+                "This operator's tenant was offboarded: its operators act on no tenant.".into(),
+            )),
+        }
+    }
+
+    /// 403 unless `caller` is an operator ([`require_operator`]) whose own tenant may act now
+    /// ([`Self::refusal`]: its tenant active, or never onboarded); 503 when its tenant's record cannot
+    /// be read. Every operator route calls it, so an operator's power fails closed in the handler
+    /// too, not only in the runtime's admission.
+    pub async fn require_operator(&self, caller: &Caller) -> Result<(), ApiError> {
+        require_operator(caller)?;
+        match self.refusal(caller).await {
+            Some(refused) => Err(refused),
+            None => Ok(()),
+        }
+    }
+
     /// Whether `tenant` was offboarded (true also when that cannot be read: the caller refuses).
+    /// Read with the function's own credentials through a client that can read nothing but one
+    /// tenant id's reports ([`crate::isolation::guard::report_reader`]): most functions may not
+    /// assume the tenant-access role for the platform's partition at all.
     async fn operators_tenant_was_offboarded(&self, tenant: &TenantId) -> bool {
-        let platform = match self.tenants.for_tenant(&TenantId::platform()).await {
-            Ok(db) => db,
-            Err(e) => {
-                tracing::warn!(error = %e, "the platform partition is unavailable: refusing an operator without a tenant record");
-                return true;
-            }
+        let reports = TenantDb {
+            client: crate::isolation::guard::report_reader(&self.tenants.record_reader()),
+            tenant: TenantId::platform(),
+            table: self.tenants.table_name().into(),
+            max_in_flight: 1,
         };
-        crate::store::offboarding::ever_offboarded(&platform, tenant)
+        crate::store::offboarding::ever_offboarded(&reports, tenant)
             .await
             .unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "offboarding reports unreadable: refusing an operator without a tenant record");
@@ -617,8 +645,8 @@ impl App {
                     }
                 }
                 let limits = record.map_or(Limits::UNONBOARDED, |r| r.limits());
-                self.limiter
-                    .decide(tenant, &limits, self.clock.now_seconds(), estimate_milli)
+                // Boxed: the shared window's reads and writes sit in every route's future.
+                Box::pin(self.admit_shared(tenant, &limits, estimate_milli)).await
             }
             Err(e) => {
                 tracing::warn!(tenant = %tenant, error = %e, "tenant limits unavailable: admitting (the quota fails open)");
@@ -627,6 +655,50 @@ impl App {
                     budget_milli: u64::MAX,
                 })
             }
+        }
+    }
+
+    /// [`Self::admit`] once the limits are known. A container that has no recent answer of the
+    /// tenant's shared window learns it (and the debt carried into it) first; then it decides on its
+    /// own view only while that view is fresh and the tenant far from its limit
+    /// ([`RateLimiter::admits_alone`]); otherwise the admission is reserved in the shared window
+    /// ([`RateLimiter::reserve`]), so containers never give out the same room twice. When the
+    /// window cannot be written, the container decides alone on its share (fail open).
+    async fn admit_shared(&self, tenant: &TenantId, limits: &Limits, estimate: u64) -> Admission {
+        let now = self.clock.now_seconds();
+        // Without a client the runtime admits; the handler answers the refusal or outage itself.
+        let Some(db) = self.db(tenant).await.ok() else {
+            return self.limiter.decide(tenant, limits, now, estimate);
+        };
+        if !self.limiter.knows(tenant, now) {
+            if let Err(e) = self.limiter.count(&db, limits, now).await {
+                tracing::warn!(tenant = %tenant, error = %e, "the quota window could not be read before a first admission: deciding alone on a share (fail open)");
+            }
+        }
+        for _ in 0..2 {
+            let admission = self.limiter.decide(tenant, limits, now, estimate);
+            let Admission::Admitted(_) = admission else {
+                return admission;
+            };
+            if self.limiter.admits_alone(tenant, limits, now, estimate) {
+                return admission;
+            }
+            match self.limiter.reserve(&db, limits, now, estimate).await {
+                Ok(true) => return admission,
+                // Refused by the shared window: decided again on what it said.
+                Ok(false) => continue,
+                Err(e) => {
+                    tracing::warn!(tenant = %tenant, error = %e, "the quota window could not be reserved: admitting on this container's view (fail open)");
+                    return admission;
+                }
+            }
+        }
+        Admission::Limited {
+            exceeded: crate::store::limiter::Exceeded::CapacityUnits,
+            retry_after_seconds: self
+                .limiter
+                .wait_seconds(tenant, limits, now)
+                .max(crate::store::limiter::LIMITED_RETRY_AFTER_SECONDS),
         }
     }
 
@@ -658,6 +730,51 @@ impl App {
             .charge(tenant, self.clock.now_seconds(), read_milli + write_milli);
     }
 
+    /// Runs `work`, an operator's lifecycle step on a tenant (a re-sharding or an offboarding, by
+    /// a call or by the lifecycle driver), on the platform's account: what its DynamoDB requests
+    /// consume is added to the platform's usage under `route` (one call) and written at once. It is
+    /// never charged to the calling operator's tenant, in usage or in quota, nor to the target's
+    /// quota (an operator's re-sharding must not throttle the tenant's own users; an offboarded
+    /// tenant keeps no usage). `GET /tenants/_platform/usage` reports it.
+    pub async fn on_platform_account<T>(
+        &self,
+        route: &str,
+        work: impl std::future::Future<Output = T>,
+    ) -> T {
+        // Boxed: a lifecycle step's future is large, and sits inside the route's or the driver's.
+        let (out, meta) = Box::pin(crate::store::meter::with_request_meta(Box::pin(work))).await;
+        let (read_milli, write_milli) = meta.capacity_milli_units();
+        let platform = TenantId::platform();
+        let used = crate::store::usage::Pending {
+            calls: 1,
+            read_milli,
+            write_milli,
+            throttles: u64::from(meta.throttles()),
+            ..Default::default()
+        };
+        self.usage.add(&platform, route, used);
+        out
+    }
+
+    /// Writes the platform's account's pending usage ([`Self::on_platform_account`]), if any: after
+    /// an operator's call (by the runtime, once the handler has answered) and at the end of a
+    /// lifecycle driver's run. Its writes are the platform's, never a request's.
+    pub async fn flush_platform_usage(&self) {
+        let platform = TenantId::platform();
+        if !self.usage.tenants_pending().contains(&platform) {
+            return;
+        }
+        let flushed = crate::store::meter::with_request_meta(async {
+            let db = self.tenants.for_tenant(&platform).await?;
+            self.usage.flush(&db, self.clock.now_millis()).await
+        })
+        .await
+        .0;
+        if let Err(e) = flushed {
+            tracing::warn!(error = %e, "the platform's usage could not be written; it is kept for the next flush");
+        }
+    }
+
     /// Writes the units `tenant` consumed outside a request (an import's writes) to its quota
     /// window now, and learns the window's totals and debt from the answer.
     pub async fn count_quota(&self, tenant: &TenantId) -> Result<(), ApiError> {
@@ -674,7 +791,16 @@ impl App {
     pub async fn flush_usage(&self) -> Result<(), ApiError> {
         let now = self.clock.now_millis();
         for tenant in self.usage.tenants_pending() {
-            let db = match self.db(&tenant).await {
+            // The platform's account (operators' lifecycle steps) has no record to be active by.
+            let db = match tenant == TenantId::platform() {
+                true => self
+                    .tenants
+                    .for_tenant(&tenant)
+                    .await
+                    .map_err(ApiError::from),
+                false => self.db(&tenant).await,
+            };
+            let db = match db {
                 Ok(db) => db,
                 // A tenant refused its own data (no record, suspended, offboarding): its counts
                 // cannot be written, and are dropped.

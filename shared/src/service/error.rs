@@ -204,9 +204,9 @@ impl From<ClaimsError> for ApiError {
     fn from(err: ClaimsError) -> Self {
         match err {
             ClaimsError::NoTenantClaim => Self::Unauthorized(err.to_string()),
-            ClaimsError::InvalidTenantClaim(_) | ClaimsError::OtherTenantsEnvironment => {
-                Self::Forbidden(err.to_string())
-            }
+            ClaimsError::InvalidTenantClaim(_)
+            | ClaimsError::OtherTenantsEnvironment
+            | ClaimsError::OtherAppClient => Self::Forbidden(err.to_string()),
         }
     }
 }
@@ -257,6 +257,7 @@ mod tests {
             (ClaimsError::NoTenantClaim.into(), 401),
             (ClaimsError::InvalidTenantClaim("x".into()).into(), 403),
             (ClaimsError::OtherTenantsEnvironment.into(), 403),
+            (ClaimsError::OtherAppClient.into(), 403),
             (InvalidCursor.into(), 400),
             (StoreError::BadCursor(InvalidCursor).into(), 400),
             (StoreError::NotOnboarded.into(), 403),

@@ -122,6 +122,10 @@ async fn respond_counted(
         }
     };
     let (result, ()) = tokio::join!(main, metering);
+    if let Some((app, _)) = meter {
+        // An operator's lifecycle step ran on the platform's account: its units are written now.
+        app.flush_platform_usage().await;
+    }
     if let (Some((app, bin)), Some(tenant)) = (meter, meta.tenant()) {
         // This call's units are known only now: they ride on the tenant's next flush, and on its
         // next quota count.
@@ -309,8 +313,12 @@ where
         return (response, meta, None);
     }
     // The estimate is the route's last cost: per item times the page asked for, or per request.
+    // A write is estimated at no less than what its body will write: a unit per started kilobyte.
     let limit = requested_limit(&req, MAX_SHARDED_LIMIT).unwrap_or(1);
-    let estimate = app.limiter.estimate(&tenant, bin, limit);
+    let estimate = app
+        .limiter
+        .estimate(&tenant, bin, limit)
+        .max(body_estimate_milli(&req));
     let (exceeded, retry_after_seconds) = match app.admit(&tenant, estimate).await {
         Admission::Admitted(charge) => {
             let budget = PageBudget {
@@ -358,6 +366,17 @@ where
         Exceeded::CapacityUnits => Refusal::CapacityUnits,
     };
     (response, meta, Some(refused))
+}
+
+/// What a request's body will at least cost to write, in thousandths of a write unit: one unit per
+/// started kilobyte (the stored item holds the body, and more). Nothing for a request without one.
+fn body_estimate_milli(req: &Request) -> u64 {
+    let bytes = match req.body() {
+        Body::Text(text) => text.len(),
+        Body::Binary(bytes) => bytes.len(),
+        _ => 0,
+    };
+    (bytes as u64).div_ceil(1024) * 1000
 }
 
 /// Serves `handler` until the runtime stops. Each request is logged once with its status and latency.

@@ -40,26 +40,45 @@ pub async fn list(
             AttributeValue::S(platform_db.tenant.to_string()),
         )
         .item("drivenTenantId", AttributeValue::S(tenant.to_string()))
-        .item("listedAtMs", AttributeValue::N(now_ms.to_string()))
+        .item(LISTED_AT_MS, AttributeValue::N(now_ms.to_string()))
         .send()
         .await
         .map_err(StoreError::from_sdk)?;
     Ok(())
 }
 
-/// Removes `tenant` from the driver's list.
-pub async fn unlist(platform_db: &TenantDb, tenant: &TenantId) -> Result<(), StoreError> {
-    platform_db
+/// Removes `tenant`'s entry from the driver's list, only if it is still the listing the driver read
+/// (`listed_at_ms`): a tenant listed again meanwhile (re-onboarded and re-sharded or offboarded
+/// between the driver's read and this delete) keeps its newer entry. `false` when it was kept.
+pub async fn unlist(
+    platform_db: &TenantDb,
+    tenant: &TenantId,
+    listed_at_ms: u64,
+) -> Result<bool, StoreError> {
+    let out = platform_db
         .client
         .delete_item()
         .table_name(&*platform_db.table)
         .key(PK, AttributeValue::S(lifecycle_drive_pk()))
         .key(SK, AttributeValue::S(lifecycle_drive_sk(tenant)))
+        .condition_expression("#listed = :read")
+        .expression_attribute_names("#listed", LISTED_AT_MS)
+        .expression_attribute_values(":read", AttributeValue::N(listed_at_ms.to_string()))
         .send()
-        .await
-        .map_err(StoreError::from_sdk)?;
-    Ok(())
+        .await;
+    match out {
+        Ok(_) => Ok(true),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
 }
+
+const LISTED_AT_MS: &str = "listedAtMs";
 
 /// Every listed tenant and when it was listed (epoch ms), by a consistent read (one Query per 1 MB
 /// of entries).
@@ -79,7 +98,7 @@ pub async fn listed(platform_db: &TenantDb) -> Result<Vec<(TenantId, u64)>, Stor
             .map_err(StoreError::from_sdk)?;
         for item in out.items.unwrap_or_default() {
             if let Some(AttributeValue::S(raw)) = item.get("drivenTenantId") {
-                let at = crate::store::query::u64_attr(&item, "listedAtMs").unwrap_or(0);
+                let at = crate::store::query::u64_attr(&item, LISTED_AT_MS).unwrap_or(0);
                 match TenantId::parse(raw) {
                     Ok(t) => tenants.push((t, at)),
                     Err(e) => tracing::warn!(error = %e, "a lifecycle entry names no valid tenant"),
@@ -191,4 +210,59 @@ pub async fn imports_due(
         }));
     }
     Ok(due)
+}
+
+/// `due` in the order the driver closes them: earliest deadline first within each tenant, and the
+/// tenants in turn (each tenant's first, by deadline, then each tenant's second, …), so a tenant
+/// with many imports due never holds up another tenant's close; with a tenant's open imports
+/// bounded ([`crate::store::imports::MAX_OPEN_IMPORTS`]), every tenant with one due is reached in
+/// the first round.
+pub fn fair_order(mut due: Vec<DueImport>) -> Vec<DueImport> {
+    due.sort_by(|a, b| (a.due_at_ms, &a.tenant).cmp(&(b.due_at_ms, &b.tenant)));
+    let mut rounds: Vec<Vec<DueImport>> = Vec::new();
+    let mut seen: std::collections::HashMap<TenantId, usize> = std::collections::HashMap::new();
+    for entry in due {
+        let round = seen.entry(entry.tenant.clone()).or_insert(0);
+        if rounds.len() <= *round {
+            rounds.push(Vec::new());
+        }
+        rounds[*round].push(entry);
+        *round += 1;
+    }
+    rounds.into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn due(tenant: &str, at: u64) -> DueImport {
+        DueImport {
+            due_at_ms: at,
+            tenant: TenantId::parse(tenant).unwrap(),
+            import: EntityId::parse(&format!("i{at}")).unwrap(),
+            created_at_ms: at,
+        }
+    }
+
+    #[test]
+    fn a_tenant_with_many_imports_due_does_not_hold_up_another_tenants_close() {
+        // GIVEN a flooding tenant with 200 imports due before another tenant's one
+        let mut entries: Vec<DueImport> = (0..200).map(|i| due("flood", i)).collect();
+        entries.push(due("quiet", 500));
+        entries.push(due("other", 900));
+        // WHEN the driver orders them
+        let order = fair_order(entries);
+        // THEN every tenant's earliest import comes in the first round, by deadline
+        let first: Vec<&str> = order[..3].iter().map(|d| d.tenant.as_str()).collect();
+        assert_eq!(first, ["flood", "quiet", "other"]);
+        // AND each tenant's own imports keep their deadline order, and none is lost
+        let flood: Vec<u64> = order
+            .iter()
+            .filter(|d| d.tenant.as_str() == "flood")
+            .map(|d| d.due_at_ms)
+            .collect();
+        assert_eq!(flood, (0..200).collect::<Vec<_>>());
+        assert_eq!(order.len(), 202);
+    }
 }

@@ -347,21 +347,67 @@ pub async fn delete(db: &TenantDb, layout: Layout, keys: &Keys) -> Result<bool, 
     Ok(deleted_old || deleted_new)
 }
 
-/// [`delete`], with `along` (a tombstone) written in the same transaction as each copy's delete:
-/// none of it when there was nothing to delete, so a 404 writes nothing.
+/// [`delete`], with `along` (a tombstone) written in the same transaction as each copy's delete.
+/// When there is nothing to delete, `along` is written all the same, in a transaction with the
+/// checks that no copy exists ([`record_absent`]): a delete that arrives before the write it cancels
+/// (an import accepted earlier and not delivered yet) still wins. A copy that appears meanwhile is
+/// deleted on the next round.
 pub async fn delete_along(
     db: &TenantDb,
     layout: Layout,
     keys: &Keys,
     along: Vec<TransactWriteItem>,
 ) -> Result<bool, StoreError> {
+    for _ in 0..ABSENT_ROUNDS {
+        let (new, old) = keys.new_and_old(layout);
+        let deleted_old = match old {
+            Some(old) => delete_with(db, old.clone(), &along).await?,
+            None => false,
+        };
+        let deleted_new = delete_with(db, new.clone(), &along).await?;
+        if deleted_old || deleted_new {
+            return Ok(true);
+        }
+        if record_absent(db, layout, keys, &along).await? {
+            return Ok(false);
+        }
+    }
+    Err(reappearing())
+}
+
+/// Rounds of delete-then-record-absence before a delete whose item keeps reappearing gives up.
+pub const ABSENT_ROUNDS: usize = 3;
+
+/// The error of a delete whose item kept being written again between its rounds.
+pub fn reappearing() -> StoreError {
+    StoreError::Unavailable("The item was written again while it was being deleted; retry.".into())
+}
+
+/// Writes `along` (a tombstone) in one transaction with checks that no copy of the item exists at
+/// any of its keys: `true` when written, `false` when a copy exists (delete it first).
+pub async fn record_absent(
+    db: &TenantDb,
+    layout: Layout,
+    keys: &Keys,
+    along: &[TransactWriteItem],
+) -> Result<bool, StoreError> {
     let (new, old) = keys.new_and_old(layout);
-    let deleted_old = match old {
-        Some(old) => delete_with(db, old.clone(), &along).await?,
-        None => false,
-    };
-    let deleted_new = delete_with(db, new.clone(), &along).await?;
-    Ok(deleted_old || deleted_new)
+    let mut checks = vec![absent(db, new)?];
+    if let Some(old) = old {
+        checks.push(absent(db, old)?);
+    }
+    let request = db
+        .client
+        .transact_write_items()
+        .set_transact_items(Some(along_with(&checks, along)));
+    match transact(request).await {
+        Ok(()) => Ok(true),
+        Err(TransactError::ConditionFailed { index, .. }) if index < checks.len() => Ok(false),
+        Err(TransactError::ConditionFailed { index, .. }) => Err(StoreError::Internal(format!(
+            "action {index} sent along with an absence check failed its condition"
+        ))),
+        Err(TransactError::Store(e)) => Err(e),
+    }
 }
 
 async fn delete_with(

@@ -77,6 +77,9 @@ pub const WINDOW_TTL_SECONDS: u64 = MAX_DEBT_SECONDS + 60;
 pub const LIMITED_RETRY_AFTER_SECONDS: u32 = 1;
 /// A route's first request, before any cost is known, is estimated at one capacity unit.
 pub const FIRST_ESTIMATE_MILLI: u64 = 1_000;
+/// A container that has had no answer of a tenant's window for this many seconds reads it before
+/// its next admission of the tenant ([`RateLimiter::knows`]).
+pub const KNOWLEDGE_SECONDS: u64 = 1;
 /// Containers seen writing a tenant's windows within this many seconds share its limits when
 /// the store refuses.
 const PEER_MEMORY_SECONDS: u64 = 60;
@@ -460,6 +463,25 @@ impl RateLimiter {
                 return Err(e);
             }
         };
+        answer = self
+            .absorb(db, shard, shards, capacity, now_second, answer)
+            .await?;
+        drop(answer);
+        Ok(())
+    }
+
+    /// Learns a window shard's answer: when its second has no recorded debt yet, reads it from the
+    /// last window and records it first; a window left in debt carries it into the next second.
+    async fn absorb(
+        &self,
+        db: &TenantDb,
+        shard: u32,
+        shards: u32,
+        capacity: i64,
+        now_second: u64,
+        mut answer: HashMap<String, AttributeValue>,
+    ) -> Result<HashMap<String, AttributeValue>, StoreError> {
+        let t = &db.tenant;
         let shard_capacity = capacity / i64::from(shards);
         if !answer.contains_key(CARRIED) {
             let carried = carried_into(db, shard, now_second, shard_capacity).await?;
@@ -476,7 +498,166 @@ impl RateLimiter {
                 tracing::warn!(tenant = %t, error = %e, "a capacity debt could not be carried forward; the next second's first writer reads it back unless it assumes none");
             }
         }
-        Ok(())
+        Ok(answer)
+    }
+
+    /// Whether this container has learned `tenant`'s shared window recently enough to decide on
+    /// its own view: an answer within [`KNOWLEDGE_SECONDS`]. A container without one (its first
+    /// request of the tenant, or after a pause) reads the window and its debt first
+    /// ([`Self::count`]), so a fresh container never admits into a debt it has not seen.
+    pub fn knows(&self, tenant: &TenantId, now_second: u64) -> bool {
+        lock(&self.windows)
+            .get(tenant)
+            .is_some_and(|w| w.learned_at > 0 && w.learned_at + KNOWLEDGE_SECONDS >= now_second)
+    }
+
+    /// Whether a request admitted locally at `estimate_milli` may run on this container's view
+    /// alone: its view is of this second or the last, and the window stays under half its units
+    /// with this request, which is under a tenth of a second's units. Any other admission is
+    /// reserved in the shared window first ([`Self::reserve`]), so the contended half of the bucket
+    /// is never given out twice, however many containers serve the tenant.
+    pub fn admits_alone(
+        &self,
+        tenant: &TenantId,
+        limits: &Limits,
+        now_second: u64,
+        estimate_milli: u64,
+    ) -> bool {
+        let capacity = capacity_milli(limits);
+        let windows = lock(&self.windows);
+        let Some(w) = windows.get(tenant).filter(|w| w.second == now_second) else {
+            return false;
+        };
+        let fresh = w.learned_at > 0 && w.learned_at + 1 >= now_second;
+        // `decide` has already added this request's estimate to the window.
+        let spent = w.carried_milli + w.milli_units;
+        fresh && !w.degraded && spent * 2 < capacity && (estimate_milli as i64) * 10 < capacity
+    }
+
+    /// Reserves a request admitted by [`Self::decide`] in the shared window: one conditional
+    /// UpdateItem that adds it (one request, `estimate_milli` units) only while the window shard,
+    /// with the debt carried into it, holds something. Answers whether it was reserved; on `false`
+    /// the local admission is undone and the window learned again. A refused write (throttled) is
+    /// an error: the caller decides alone (fails open), and the admission stays to be counted.
+    pub async fn reserve(
+        &self,
+        db: &TenantDb,
+        limits: &Limits,
+        now_second: u64,
+        estimate_milli: u64,
+    ) -> Result<bool, StoreError> {
+        let t = &db.tenant;
+        let shards = window_shards(limits);
+        let shard = self.next_shard.fetch_add(1, Ordering::Relaxed) % shards;
+        let capacity = capacity_milli(limits);
+        let shard_capacity = capacity / i64::from(shards);
+        let carried = lock(&self.windows)
+            .get(t)
+            .filter(|w| w.second == now_second)
+            .map_or(0, |w| w.carried_milli)
+            / i64::from(shards);
+        // Admitted while the shard's bucket holds something before this request.
+        let room = shard_capacity - carried - 1;
+        let estimate = estimate_milli as i64;
+        // From here the reservation counts this admission, not this container's next count (taken
+        // before any await, so a count running meanwhile never writes it a second time).
+        self.counted(t, now_second, estimate);
+        let out = db
+            .client
+            .update_item()
+            .table_name(&*db.table)
+            .key(PK, AttributeValue::S(window_pk(t, shard)))
+            .key(SK, AttributeValue::S(window_sk(t, now_second, shard)))
+            .update_expression(
+                "ADD #requests :one, milliUnits :units, containers :me \
+                 SET #exp = if_not_exists(#exp, :exp)",
+            )
+            // The debt this container assumed must be the window's, or more than it: a larger one
+            // recorded by another container refuses the reservation, and is learned.
+            .condition_expression(
+                "(attribute_not_exists(milliUnits) OR milliUnits <= :room) \
+                 AND (attribute_not_exists(#carried) OR #carried <= :carried)",
+            )
+            .expression_attribute_names("#carried", CARRIED)
+            .expression_attribute_values(":carried", AttributeValue::N(carried.to_string()))
+            .expression_attribute_names("#requests", "requests")
+            .expression_attribute_names("#exp", EXPIRES_AT)
+            .expression_attribute_values(":one", AttributeValue::N("1".into()))
+            .expression_attribute_values(":units", AttributeValue::N(estimate.to_string()))
+            .expression_attribute_values(":room", AttributeValue::N(room.to_string()))
+            .expression_attribute_values(":me", AttributeValue::Ss(vec![self.container.clone()]))
+            .expression_attribute_values(
+                ":exp",
+                AttributeValue::N((now_second + WINDOW_TTL_SECONDS).to_string()),
+            )
+            .return_values(ReturnValue::AllNew)
+            .customize()
+            .config_override(crate::store::usage::meter_config())
+            .send()
+            .await;
+        match out {
+            Ok(out) => {
+                let answer = out.attributes.unwrap_or_default();
+                self.absorb(db, shard, shards, capacity, now_second, answer)
+                    .await?;
+                Ok(true)
+            }
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                self.undo(t, now_second, estimate);
+                // What the other containers spent: learned for this decision and the next.
+                self.count(db, limits, now_second).await?;
+                Ok(false)
+            }
+            Err(e) => {
+                // Not reserved, perhaps not sent: the admission stands (fail open) and is counted
+                // with this container's next count, as an admission decided alone is.
+                self.uncounted(t, now_second, estimate);
+                Err(StoreError::from_sdk(e))
+            }
+        }
+    }
+
+    /// An admission of this second handed back to this container's next count.
+    fn uncounted(&self, tenant: &TenantId, now_second: u64, estimate: i64) {
+        if let Some(w) = lock(&self.windows)
+            .get_mut(tenant)
+            .filter(|w| w.second == now_second)
+        {
+            w.uncounted += 1;
+        }
+        *lock(&self.pending_milli_units)
+            .entry(tenant.clone())
+            .or_default() += estimate;
+    }
+
+    /// An admission of this second that the shared window now holds: not counted again.
+    fn counted(&self, tenant: &TenantId, now_second: u64, estimate: i64) {
+        if let Some(w) = lock(&self.windows)
+            .get_mut(tenant)
+            .filter(|w| w.second == now_second)
+        {
+            w.uncounted = w.uncounted.saturating_sub(1);
+        }
+        *lock(&self.pending_milli_units)
+            .entry(tenant.clone())
+            .or_default() -= estimate;
+    }
+
+    /// Takes back an admission of this second that the shared window refused (already handed from
+    /// this container's count to the reservation).
+    fn undo(&self, tenant: &TenantId, now_second: u64, estimate: i64) {
+        if let Some(w) = lock(&self.windows)
+            .get_mut(tenant)
+            .filter(|w| w.second == now_second)
+        {
+            w.requests = w.requests.saturating_sub(1);
+            w.own_requests = w.own_requests.saturating_sub(1);
+            w.milli_units -= estimate;
+            w.own_milli_units -= estimate;
+        }
     }
 
     async fn add_to_window(

@@ -343,6 +343,55 @@ fn is_throttling(response: &aws_smithy_runtime_api::http::Response) -> bool {
         })
 }
 
+/// What a write that fails its condition is charged, in write units: DynamoDB consumes them (at
+/// least one per item written or checked, twice that in a transaction) but reports nothing on the
+/// error. A Put is charged its item's size, an Update, Delete or ConditionCheck one unit (the item's
+/// size is not known before the request).
+#[derive(Debug, Clone, Copy)]
+struct FailedWriteCost(f64);
+
+impl aws_smithy_types::config_bag::Storable for FailedWriteCost {
+    type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
+}
+
+/// One unit per started kilobyte of `item`.
+fn write_units_of(item: &std::collections::HashMap<String, AttributeValue>) -> f64 {
+    crate::store::size::approximate_bytes(item)
+        .div_ceil(1024)
+        .max(1) as f64
+}
+
+fn failed_write_cost(input: &Input) -> Option<FailedWriteCost> {
+    if let Some(i) = input.downcast_ref::<PutItemInput>() {
+        return Some(FailedWriteCost(i.item.as_ref().map_or(1.0, write_units_of)));
+    }
+    if input.downcast_ref::<UpdateItemInput>().is_some()
+        || input.downcast_ref::<DeleteItemInput>().is_some()
+    {
+        return Some(FailedWriteCost(1.0));
+    }
+    let actions = input
+        .downcast_ref::<TransactWriteItemsInput>()?
+        .transact_items
+        .as_ref()?;
+    let units: f64 = actions
+        .iter()
+        .map(|a| a.put.as_ref().map_or(1.0, |p| write_units_of(&p.item)))
+        .sum();
+    Some(FailedWriteCost(2.0 * units))
+}
+
+/// Whether DynamoDB refused this attempt on a condition: a single write's failed condition, or a
+/// transaction cancelled because one of its conditions failed (HTTP 400 whose body names it; a
+/// transaction cancelled by a conflict or by throttling is not charged).
+fn is_refused_by_condition(response: &aws_smithy_runtime_api::http::Response) -> bool {
+    response.status().as_u16() == 400
+        && response.body().bytes().is_some_and(|b| {
+            let body = String::from_utf8_lossy(b);
+            body.contains("ConditionalCheckFailed")
+        })
+}
+
 /// Sets `ReturnConsumedCapacity=INDEXES` on every operation the tenant clients send.
 fn ask_for_consumed_capacity(input: &mut Input) {
     macro_rules! ask {
@@ -411,6 +460,9 @@ impl Intercept for RequestMetering {
         if let Some(target) = throttle_target(ctx.input()) {
             cfg.interceptor_state().store_put(target);
         }
+        if let Some(cost) = failed_write_cost(ctx.input()) {
+            cfg.interceptor_state().store_put(cost);
+        }
         Ok(())
     }
 
@@ -457,6 +509,17 @@ impl Intercept for RequestMetering {
             Ok(output) => {
                 let units = consumed_units(output);
                 let _ = REQUEST.try_with(|m| m.add_units(units));
+            }
+            // A write refused by its condition (or a transaction cancelled) consumed write units,
+            // which DynamoDB reports on no error: it is charged its estimate.
+            Err(_) if is_refused_by_condition(ctx.response()) => {
+                if let Some(cost) = cfg.load::<FailedWriteCost>() {
+                    let units = CapacityUnits {
+                        read: 0.0,
+                        write: cost.0,
+                    };
+                    let _ = REQUEST.try_with(|m| m.add_units(units));
+                }
             }
             Err(_) if is_throttling(ctx.response()) => {
                 // A hot partition forming: where, for whom, in which shape; never an id.

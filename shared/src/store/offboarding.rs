@@ -290,12 +290,12 @@ pub async fn read_report(
 
 /// Whether a tenant of id `tenant` was ever offboarded (a report of it exists). Operators of such a
 /// tenant lose their power once its record is gone ([`crate::service`]'s refusal), where the
-/// operators of a tenant never onboarded keep theirs, to onboard it.
-pub async fn ever_offboarded(
-    platform_db: &TenantDb,
-    tenant: &TenantId,
-) -> Result<bool, StoreError> {
-    Ok(latest_report(platform_db, tenant, true).await?.is_some())
+/// operators of a tenant never onboarded keep theirs, to onboard it. One keys-only Query of the
+/// tenant id's report partition, which is all `reports` needs to be able to send: the service reads
+/// it with the functions' own report reader ([`crate::isolation::guard::report_reader`]), not with
+/// the platform's credentials.
+pub async fn ever_offboarded(reports: &TenantDb, tenant: &TenantId) -> Result<bool, StoreError> {
+    Ok(latest_report(reports, tenant, true).await?.is_some())
 }
 
 async fn latest_report(

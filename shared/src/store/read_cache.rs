@@ -22,7 +22,7 @@ use crate::identity::cursor::Key;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::SK;
 use crate::store::query::Item;
-use crate::store::scatter::approximate_bytes;
+use crate::store::size::approximate_bytes;
 
 /// Entries one container keeps, least recently used first out.
 pub const CAPACITY: usize = 1024;

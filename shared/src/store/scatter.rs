@@ -36,6 +36,8 @@ use crate::identity::keys::{entity_sk_prefix, home_shard_pk, shard_pk, PK, SK};
 use crate::store::error::StoreError;
 use crate::store::query::{string_attr, Item};
 use crate::store::scoped::TenantDb;
+/// Re-exported: pages are cut by it, and callers read it here.
+pub use crate::store::size::approximate_bytes;
 
 /// Which way a listing's sort key runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -466,25 +468,6 @@ pub async fn walk_from<S: PartitionSource>(
     };
     let next_cursor = next_start.map(|key| cursor::encode(keys, t, &listing.route, &key));
     Ok(GatheredPage { items, next_cursor })
-}
-
-/// About the bytes of `item` as JSON: names and values, without the JSON punctuation of nesting.
-pub fn approximate_bytes(item: &Item) -> usize {
-    fn value(v: &AttributeValue) -> usize {
-        match v {
-            AttributeValue::S(s) | AttributeValue::N(s) => s.len() + 2,
-            AttributeValue::B(b) => b.as_ref().len() * 4 / 3 + 2,
-            AttributeValue::Bool(_) | AttributeValue::Null(_) => 5,
-            AttributeValue::M(m) => {
-                m.iter().map(|(k, v)| k.len() + 3 + value(v)).sum::<usize>() + 2
-            }
-            AttributeValue::L(l) => l.iter().map(|v| value(v) + 1).sum::<usize>() + 2,
-            AttributeValue::Ss(l) | AttributeValue::Ns(l) => l.iter().map(|s| s.len() + 3).sum(),
-            AttributeValue::Bs(l) => l.iter().map(|b| b.as_ref().len() * 4 / 3 + 3).sum(),
-            _ => 8,
-        }
-    }
-    item.iter().map(|(k, v)| k.len() + 3 + value(v)).sum()
 }
 
 fn table_key(item: &Item) -> Key {

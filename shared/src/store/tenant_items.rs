@@ -30,8 +30,8 @@ use crate::identity::keys::{
 };
 use crate::store::error::StoreError;
 use crate::store::query::Item;
-use crate::store::scatter::approximate_bytes;
 use crate::store::scoped::TenantDb;
+use crate::store::size::approximate_bytes;
 
 /// Distinct partitions one catalog Query asks for (keys only: about 100 bytes each).
 const CATALOG_PAGE: i32 = 100;
