@@ -77,7 +77,7 @@ impl ImportQueues {
         }
     }
 
-    /// Messages on the queue, visible or in flight.
+    /// Messages on the queue, visible, in flight, or delayed (a copy the consumer deferred).
     pub async fn backlog(&self, url: &str) -> u64 {
         let out = self
             .sqs
@@ -85,6 +85,7 @@ impl ImportQueues {
             .queue_url(url)
             .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
             .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesDelayed)
             .send()
             .await
             .expect("queue attributes");
@@ -255,12 +256,13 @@ pub fn consumer_bin() -> PathBuf {
 }
 
 impl Consumer {
-    /// Starts the debug consumer for `table`, on a queue whose `maxReceiveCount` is `max_receives`,
-    /// signing as the tests' `App`s do.
-    pub async fn start(table: &str, max_receives: u32) -> Self {
+    /// Starts the debug consumer for `table`, consuming `queues` (its `maxReceiveCount`, and the
+    /// queue it defers messages to, as the template sets them), signing as the tests' `App`s do.
+    pub async fn start(table: &str, queues: &ImportQueues) -> Self {
         let env = [
             ("CURSOR_SIGNING_KEY", crate::test_cursor_key().to_owned()),
-            ("IMPORT_MAX_RECEIVES", max_receives.to_string()),
+            ("IMPORT_MAX_RECEIVES", queues.max_receives.to_string()),
+            ("IMPORT_QUEUE_URL", queues.url.clone()),
         ];
         Self::start_bin(&consumer_bin(), table, &env).await
     }
@@ -333,6 +335,8 @@ pub async fn drain(queues: &ImportQueues, consumers: &[&Consumer], batch_size: u
                 if queues.backlog(&queues.url).await == 0 {
                     return invocations;
                 }
+                // In flight elsewhere, or a deferred copy not due yet.
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
             invocations += 1;

@@ -10,7 +10,6 @@ use integration::import_queue::{drain, Consumer, ImportQueues};
 use integration::routes::{call, params, request};
 use integration::{onboard, resp, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
-use shared::identity::clock::Clock;
 use shared::identity::ids::TenantId;
 use shared::identity::shard::shard_for;
 
@@ -148,11 +147,12 @@ async fn five_thousand_products_imported_for_a_16_shard_tenant_land_exactly_once
     // GIVEN a 16-shard tenant, the import queue, and two consumers (MaximumConcurrency 2)
     let h = Harness::new().await;
     let t = unique("bulk");
-    onboard(&h, &t, 16).await;
+    // (under limits that never bind: the quota's own tests are below)
+    integration::onboard_at_max_limits(&h, &t, 16).await;
     let queues = ImportQueues::create(5, 10).await;
     let (a, b) = (
-        Consumer::start(&h.table, 5).await,
-        Consumer::start(&h.table, 5).await,
+        Consumer::start(&h.table, &queues).await,
+        Consumer::start(&h.table, &queues).await,
     );
 
     // WHEN five imports of 1,000 products each are posted; the first is sent twice with its
@@ -232,7 +232,7 @@ async fn a_poison_item_reaches_the_dead_letter_queue_after_the_retry_count_and_i
     let t = unique("poison");
     onboard(&h, &t, 4).await;
     let queues = ImportQueues::create(3, 1).await;
-    let consumer = Consumer::start(&h.table, 3).await;
+    let consumer = Consumer::start(&h.table, &queues).await;
     let posted = post_import(&h, &queues, &t, products("ok", 3), &[]).await;
     assert_eq!(posted.status, 202, "{}", posted.body);
     let id = posted.body["importId"].as_str().unwrap().to_owned();
@@ -300,7 +300,7 @@ async fn a_message_written_straight_to_the_queue_for_another_tenant_is_refused_a
     onboard(&h, &mallory, 4).await;
     onboard(&h, &victim, 4).await;
     let queues = ImportQueues::create(3, 1).await;
-    let consumer = Consumer::start(&h.table, 3).await;
+    let consumer = Consumer::start(&h.table, &queues).await;
     let posted = post_import(&h, &queues, &mallory, products("m", 1), &[]).await;
     assert_eq!(posted.status, 202);
     let genuine = queues.receive(1).await.remove(0);
@@ -370,12 +370,13 @@ async fn a_consumer_that_crashes_mid_batch_loses_nothing() {
     // GIVEN an import of 1,000 products: 40 messages, the first 10 (250 items) delivered as a batch
     let h = Harness::new().await;
     let t = unique("crash");
-    onboard(&h, &t, 8).await;
+    // (under limits that never bind: the quota's own tests are below)
+    integration::onboard_at_max_limits(&h, &t, 8).await;
     let queues = ImportQueues::create(5, 2).await;
     let posted = post_import(&h, &queues, &t, products("c", 1000), &[]).await;
     assert_eq!(posted.status, 202);
     let id = posted.body["importId"].as_str().unwrap().to_owned();
-    let crashing = Consumer::start(&h.table, 5).await;
+    let crashing = Consumer::start(&h.table, &queues).await;
     let batch = queues.receive(10).await;
     assert_eq!(batch.len(), 10);
 
@@ -405,7 +406,7 @@ async fn a_consumer_that_crashes_mid_batch_loses_nothing() {
     assert!(at_crash < 250, "the batch was not cut: {at_crash} written");
     // AND the poller, with no answer, deletes nothing; a new execution environment takes over
     assert_eq!(queues.settle(&batch, None).await, 0);
-    let replacement = Consumer::start(&h.table, 5).await;
+    let replacement = Consumer::start(&h.table, &queues).await;
     drain(&queues, &[&replacement], 10).await;
 
     // THEN every product is written exactly once, and the import's counts are exact
@@ -485,7 +486,7 @@ async fn a_product_written_after_the_import_was_accepted_is_not_replaced_by_it()
     let t = unique("late");
     onboard(&h, &t, 4).await;
     let queues = ImportQueues::create(3, 1).await;
-    let consumer = Consumer::start(&h.table, 3).await;
+    let consumer = Consumer::start(&h.table, &queues).await;
     let posted = post_import(&h, &queues, &t, products("x", 2), &[]).await;
     assert_eq!(posted.status, 202, "{}", posted.body);
     // WHEN the tenant writes one of them (a PUT after the import was accepted), then the queue drains
@@ -523,7 +524,7 @@ async fn an_idempotency_key_names_one_import_even_after_a_failure_part_way() {
     let t = unique("keyed");
     onboard(&h, &t, 4).await;
     let queues = ImportQueues::create(3, 1).await;
-    let consumer = Consumer::start(&h.table, 3).await;
+    let consumer = Consumer::start(&h.table, &queues).await;
     let key = [("Idempotency-Key", "import-once")];
     // GIVEN a keyed import whose queue is unreachable: 503, and its record says it is enqueuing
     let broken = ImportQueues {
@@ -573,7 +574,7 @@ async fn a_product_given_twice_keeps_its_last_item() {
     let t = unique("twice");
     onboard(&h, &t, 4).await;
     let queues = ImportQueues::create(3, 1).await;
-    let consumer = Consumer::start(&h.table, 3).await;
+    let consumer = Consumer::start(&h.table, &queues).await;
     let body = json!({"kind": "products", "items": [
         {"productId": "a", "document": {"v": 1}},
         {"productId": "b", "document": {"v": 1}},
@@ -642,7 +643,9 @@ fn the_template_levels_imports_through_a_queue_with_a_dead_letter_queue_and_leas
         [
             "sqs:DeleteMessage",
             "sqs:GetQueueAttributes",
-            "sqs:ReceiveMessage"
+            "sqs:ReceiveMessage",
+            // a message deferred by its tenant's capacity quota goes back as a delayed copy
+            "sqs:SendMessage"
         ]
     );
     assert!(sqs_actions("FunctionExecutionRole").is_empty());
@@ -681,7 +684,7 @@ async fn a_re_onboarded_tenants_import_is_written_by_a_consumer_that_served_the_
     let t = unique("again");
     onboard(&h, &t, 4).await;
     let queues = ImportQueues::create(3, 1).await;
-    let consumer = Consumer::start(&h.table, 3).await;
+    let consumer = Consumer::start(&h.table, &queues).await;
     let first = post_import(&h, &queues, &t, products("old", 5), &[]).await;
     assert_eq!(first.status, 202, "{}", first.body);
     drain(&queues, &[&consumer], 10).await;
@@ -711,7 +714,7 @@ async fn a_superseded_item_delivered_again_after_the_newer_product_is_deleted_is
     let t = unique("resurrect");
     onboard(&h, &t, 4).await;
     let queues = ImportQueues::create(3, 1).await;
-    let consumer = Consumer::start(&h.table, 3).await;
+    let consumer = Consumer::start(&h.table, &queues).await;
     let accepted_at = h.clock.now_millis();
     let posted = post_import(&h, &queues, &t, products("x", 2), &[]).await;
     assert_eq!(posted.status, 202, "{}", posted.body);
@@ -765,14 +768,14 @@ async fn a_superseded_item_delivered_again_after_the_newer_product_is_deleted_is
 
 #[tokio::test]
 async fn an_import_draws_from_the_tenants_capacity_quota() {
-    // GIVEN a tenant of 20 capacity units a second, the import queue and a consumer
+    // GIVEN a tenant of 100 capacity units a second, the import queue and a consumer process
     let h = Harness::new().await;
     let t = unique("quota");
-    integration::onboard_custom(&h, &t, 1, 250, 20).await;
+    integration::onboard_custom(&h, &t, 1, 250, 100).await;
     let queues = ImportQueues::create(5, 10).await;
-    let consumer = Consumer::start(&h.table, 5).await;
-    // WHEN it imports 20 products of 20 KB (about 800 write units with their GSI1 copies: 40
-    // seconds of its quota)
+    let consumer = Consumer::start(&h.table, &queues).await;
+    // WHEN it imports 20 products of 20 KB (one message; about 800 write units with their GSI1
+    // copies: 8 seconds of its quota)
     let items: Vec<Value> = (0..20)
         .map(|i| json!({"productId": format!("big-{i:02}"), "document": {"blob": "x".repeat(20 * 1024)}}))
         .collect();
@@ -786,22 +789,28 @@ async fn an_import_draws_from_the_tenants_capacity_quota() {
     .await;
     assert_eq!(accepted.status, 202, "{}", accepted.body);
     drain(&queues, &[&consumer], 10).await;
+    // THEN every product is written, once the quota allowed: the message was deferred (its record
+    // says so) rather than written at once
     assert_eq!(product_items(&h, &t).await.len(), 20);
-    // THEN the tenant's own requests are refused on capacity units for the seconds the import's
-    // units take to repay: at once, since a container reads the shared window before it admits
-    h.clock
-        .set_millis(shared::identity::clock::SystemClock.now_millis());
-    let auth = Auth::Tenant(t.clone());
-    let at = params(&[("productId", "big-00")]);
-    let get = || integration::routes::call_admitted(&h.app, "get-product", &at, None, &auth);
-    let refused = get().await;
-    assert_eq!(refused.status, 429, "{}", refused.body);
-    assert!(refused.body["detail"]
-        .as_str()
-        .unwrap()
-        .contains("capacity units"));
-    let wait: u64 = refused.retry_after.as_deref().unwrap().parse().unwrap();
-    assert!(wait >= 10, "800 units at 20 a second: told {wait} s");
+    let id = accepted.body["importId"].as_str().unwrap();
+    let record = h
+        .items_under(&format!("TENANT#{t}#IMPORT#{id}"))
+        .await
+        .into_iter()
+        .find(|i| s(i, "kind") == "IMPORT")
+        .unwrap();
+    assert!(record.contains_key("deferredAtMs"), "{record:?}");
+    // AND over any 10 seconds the tenant consumed at most 1.2 times its quota, plus the items in
+    // flight (4) when its bucket ran dry
+    let by_second = units_by_second(&h, &t).await;
+    let bound = 1.2 * 100.0 * 10.0 + 4.0 * 45.0;
+    for from in by_second.keys() {
+        let used: f64 = by_second.range(*from..from + 10).map(|(_, u)| u).sum();
+        assert!(
+            used <= bound,
+            "{used} units in 10 s (bound {bound}): {by_second:?}"
+        );
+    }
 }
 
 /// Signing keys as a function holds them during a rotation: `current`, `previous`, `next`.
@@ -909,7 +918,7 @@ async fn a_product_deleted_after_the_import_was_accepted_stays_deleted() {
     }
     h.clock.advance_seconds(1);
     let queues = ImportQueues::create(3, 1).await;
-    let consumer = Consumer::start(&h.table, 3).await;
+    let consumer = Consumer::start(&h.table, &queues).await;
     let posted = post_import(&h, &queues, &t, products("x", 2), &[]).await;
     assert_eq!(posted.status, 202, "{}", posted.body);
     // WHEN the tenant deletes one of them after the import was accepted, then the queue drains
@@ -968,7 +977,10 @@ async fn reshard_to_16_while_consuming(h: &Harness, queues: &ImportQueues, t: &s
     let settings = imports::consume::ConsumerSettings {
         max_receives: 5,
         writes_in_flight: 4,
+        requeue: None,
+        max_defer_seconds: imports::consume::DEFAULT_MAX_DEFER_SECONDS,
     };
+    let settings = &settings;
     let deliver = |messages: usize| async move {
         let batch = queues.receive(messages).await;
         let event = serde_json::from_value(queues.event(&batch)).unwrap();
@@ -1023,7 +1035,7 @@ async fn an_import_during_a_resharding_from_4_to_16_writes_every_item_once_on_it
     // WHEN the tenant is re-sharded to 16 while the consumer writes: before writes move, after
     // they move, and between the migrator's steps
     reshard_to_16_while_consuming(&h, &queues, &t, 2).await;
-    let consumer = Consumer::start(&h.table, 5).await;
+    let consumer = Consumer::start(&h.table, &queues).await;
     drain(&queues, &[&consumer], 10).await;
     // THEN every product is there exactly once, each on its shard of 16
     let items = product_items(&h, &t).await;
@@ -1098,7 +1110,7 @@ async fn after_an_offboarding_nothing_readable_of_the_tenant_stays_on_the_queue_
     }
     assert_eq!(sealing_key_of(&h, &t).await, None);
     // AND a consumer given them drops them, writing nothing
-    let consumer = Consumer::start(&h.table, 1).await;
+    let consumer = Consumer::start(&h.table, &queues).await;
     drain(&queues, &[&consumer], 10).await;
     assert!(product_items(&h, &t).await.is_empty());
 }
@@ -1109,9 +1121,11 @@ async fn deliver_in_process(h: &Harness, queues: &ImportQueues, batch: &[Message
     let settings = imports::consume::ConsumerSettings {
         max_receives: queues.max_receives,
         writes_in_flight: 4,
+        requeue: None,
+        max_defer_seconds: imports::consume::DEFAULT_MAX_DEFER_SECONDS,
     };
     let event = serde_json::from_value(queues.event(batch)).unwrap();
-    let answer = imports::consume::consume(&h.app, settings, event).await;
+    let answer = imports::consume::consume(&h.app, &settings, event).await;
     let answer = serde_json::to_value(answer).unwrap();
     queues.settle(batch, Some(&answer)).await
 }
@@ -1152,8 +1166,9 @@ async fn every_import_is_final_by_its_deadline_with_counts_per_reason_and_nothin
     };
     // GIVEN an import of 30 products (two messages): one message is written, the other's every
     // delivery crashes or times out until SQS gives up on it
+    // (under limits that never bind: this test is about deadlines, not the quota)
     let crashed = unique("crashed");
-    onboard(&h, &crashed, 4).await;
+    integration::onboard_at_max_limits(&h, &crashed, 4).await;
     let a = post_import(&h, &queues, &crashed, products("a", 30), &[]).await;
     assert_eq!(a.status, 202, "{}", a.body);
     let a_id = a.body["importId"].as_str().unwrap().to_owned();
@@ -1247,7 +1262,7 @@ async fn every_import_is_final_by_its_deadline_with_counts_per_reason_and_nothin
         assert_eq!(r.body["failed"], failed, "{}", r.body);
     };
     let none = |reason: &str, n: u64| {
-        let mut by = json!({"rejected": 0, "undelivered": 0, "notEnqueued": 0});
+        let mut by = json!({"rejected": 0, "undelivered": 0, "notEnqueued": 0, "overQuota": 0});
         by[reason] = json!(n);
         by
     };
@@ -1421,7 +1436,7 @@ async fn departments_and_employees_are_imported_as_their_puts_write_them_and_a_l
     let t = unique("hr-import");
     onboard(&h, &t, 4).await;
     let queues = ImportQueues::create(3, 1).await;
-    let consumer = Consumer::start(&h.table, 3).await;
+    let consumer = Consumer::start(&h.table, &queues).await;
     let put = as_tenant(
         &h,
         &t,
@@ -1637,7 +1652,7 @@ async fn an_employee_import_during_a_resharding_from_4_to_16_moves_every_members
     // WHEN the tenant is re-sharded to 16 while the consumer writes: before writes move, after
     // they move, and between the migrator's steps
     reshard_to_16_while_consuming(&h, &queues, &t, 1).await;
-    let consumer = Consumer::start(&h.table, 5).await;
+    let consumer = Consumer::start(&h.table, &queues).await;
     drain(&queues, &[&consumer], 10).await;
     // THEN every employee is there exactly once, on its shard of 16, with one membership, in its
     // imported department
@@ -1680,7 +1695,7 @@ async fn a_delete_after_the_acceptance_wins_even_when_the_import_has_not_landed_
     let t = unique("early-delete");
     onboard(&h, &t, 4).await;
     let queues = ImportQueues::create(3, 1).await;
-    let consumer = Consumer::start(&h.table, 3).await;
+    let consumer = Consumer::start(&h.table, &queues).await;
     let put = as_tenant(
         &h,
         &t,
@@ -1780,4 +1795,177 @@ async fn a_tenant_at_its_bound_of_open_imports_gets_429_and_never_delays_another
     }
     let again = post_import(&h, &queues, &flood, products("again", 1), &[]).await;
     assert_eq!(again.status, 202, "{}", again.body);
+}
+
+/// Delivers one batch of up to 10 messages to a consumer in this process (on `h`'s clock) that
+/// defers to `queues` with no delay (the test's clock, not SQS's, says when a debt is repaid), and
+/// settles it as an event source mapping would. How many messages the batch held.
+async fn deliver_deferring(h: &Harness, queues: &ImportQueues) -> usize {
+    let settings = imports::consume::ConsumerSettings {
+        max_receives: queues.max_receives,
+        writes_in_flight: 4,
+        requeue: Some(queues.producer()),
+        max_defer_seconds: 0,
+    };
+    let batch = queues.receive(10).await;
+    if batch.is_empty() {
+        return 0;
+    }
+    let event = serde_json::from_value(queues.event(&batch)).unwrap();
+    let answer = Box::pin(imports::consume::consume(&h.app, &settings, event)).await;
+    let answer = serde_json::to_value(answer).unwrap();
+    queues.settle(&batch, Some(&answer)).await;
+    batch.len()
+}
+
+/// The capacity units `tenant`'s quota windows counted in each second (every shard).
+async fn units_by_second(h: &Harness, tenant: &str) -> BTreeMap<u64, f64> {
+    let mut by_second = BTreeMap::new();
+    for item in h.items_under(&format!("TENANT#{tenant}#RATE#")).await {
+        let sk = s(&item, "SK");
+        let second: u64 = sk.rsplit('#').nth(1).unwrap().parse().unwrap();
+        let milli: f64 = item
+            .get("milliUnits")
+            .and_then(|v| v.as_n().ok())
+            .map_or(0.0, |n| n.parse().unwrap());
+        *by_second.entry(second).or_default() += milli / 1000.0;
+    }
+    by_second
+}
+
+#[tokio::test]
+async fn imports_are_held_to_the_capacity_quota_deferred_without_limit_and_never_hold_up_another_tenant(
+) {
+    // GIVEN a tenant of 50 capacity units a second importing 2,000 products, whose bucket another
+    // container keeps drained for its first 20 seconds, and another tenant importing 25 products
+    // meanwhile; one consumer in this process, on the test's clock
+    let h = Harness::new().await;
+    let (t, other) = (unique("held"), unique("neighbour"));
+    integration::onboard_custom(&h, &t, 1, 250, 50).await;
+    onboard(&h, &other, 1).await;
+    let drainer = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    let queues = ImportQueues::create(5, 1).await;
+    let start = h.app.clock.now_seconds() + 1;
+    let at = |second: u64| {
+        h.clock.set_millis(second * 1000);
+        drainer.clock.set_millis(second * 1000);
+    };
+    at(start);
+    // (two imports of 1,000: the most one takes)
+    let mut big_ids = Vec::new();
+    for prefix in ["held-a", "held-b"] {
+        let big = post_import(&h, &queues, &t, products(prefix, 1000), &[]).await;
+        assert_eq!(big.status, 202, "{}", big.body);
+        big_ids.push(big.body["importId"].as_str().unwrap().to_owned());
+    }
+    let small = post_import(&h, &queues, &other, products("n", 25), &[]).await;
+    assert_eq!(small.status, 202, "{}", small.body);
+    let small_id = small.body["importId"].as_str().unwrap().to_owned();
+    // WHEN a batch is delivered each second (the drainer putting a 60 KB product first, while it
+    // drains) until both imports are complete
+    let blob = "x".repeat(60 * 1024);
+    let mut other_done_at = None;
+    let mut second = start;
+    loop {
+        at(second);
+        if second < start + 20 {
+            let _ = integration::routes::call_admitted(
+                &drainer.app,
+                "put-product",
+                &params(&[("productId", &format!("drain-{second}"))]),
+                Some(json!({"blob": blob})),
+                &Auth::Tenant(t.clone()),
+            )
+            .await;
+        }
+        deliver_deferring(&h, &queues).await;
+        if other_done_at.is_none()
+            && get_import(&h, &other, &small_id).await.body["status"] == "complete"
+        {
+            other_done_at = Some(second);
+        }
+        let mut complete = other_done_at.is_some();
+        for id in &big_ids {
+            let progress = get_import(&h, &t, id).await;
+            complete &= progress.body["status"] == "complete";
+            assert!(
+                second < start + 1_500,
+                "the import never finished: {}",
+                progress.body
+            );
+        }
+        if complete {
+            break;
+        }
+        second += 1;
+    }
+    // THEN the other tenant's import completed as soon as the queue reached it: about the first
+    // pass over the 81 messages, 10 a batch (the held tenant's, deferred, go to the back)
+    let other_done_at = other_done_at.unwrap();
+    assert!(
+        other_done_at <= start + 30,
+        "the neighbour's import completed {} s in",
+        other_done_at - start
+    );
+    // AND every item of the held tenant was written, before its deadline
+    for id in &big_ids {
+        let progress = get_import(&h, &t, id).await;
+        assert_eq!(progress.body["written"], 1000, "{}", progress.body);
+    }
+    assert!(second * 1000 < shared::store::imports::due_at_ms(start * 1000));
+    // AND over any 10 seconds it consumed no more than 1.2 times its quota, plus the stated bound:
+    // one message's items (25) and one request of the drainer beyond their estimates
+    let by_second = units_by_second(&h, &t).await;
+    let bound = 1.2 * 50.0 * 10.0 + 250.0;
+    for from in start..second {
+        let used: f64 = by_second.range(from..from + 10).map(|(_, u)| u).sum();
+        assert!(
+            used <= bound,
+            "{used} units in the 10 s from second {} (bound {bound}): {:?}",
+            from - start,
+            by_second.range(from..from + 10).collect::<Vec<_>>()
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_import_held_back_by_the_quota_until_its_deadline_fails_over_quota() {
+    // GIVEN a tenant of 50 capacity units a second with an import of 25 products on the queue, a
+    // few seconds before its deadline, and its bucket drained by a 60 KB product
+    let h = Harness::new().await;
+    let t = unique("late");
+    integration::onboard_custom(&h, &t, 1, 250, 50).await;
+    let queues = ImportQueues::create(5, 1).await;
+    let start = h.app.clock.now_seconds() + 1;
+    h.clock.set_millis(start * 1000);
+    let posted = post_import(&h, &queues, &t, products("late", 25), &[]).await;
+    assert_eq!(posted.status, 202, "{}", posted.body);
+    let deadline = shared::store::imports::due_at_ms(start * 1000) / 1000;
+    h.clock.set_millis((deadline - 1) * 1000);
+    let drain = integration::routes::call_admitted(
+        &h.app,
+        "put-product",
+        &params(&[("productId", "drain")]),
+        Some(json!({"blob": "x".repeat(60 * 1024)})),
+        &Auth::Tenant(t.clone()),
+    )
+    .await;
+    assert_eq!(drain.status, 201, "{}", drain.body);
+    // WHEN the consumer gets the message, still in debt, and the deadline passes
+    assert_eq!(deliver_deferring(&h, &queues).await, 1);
+    h.clock.set_millis((deadline + 1) * 1000);
+    Box::pin(tenants::drive_lifecycle::drive(&h.app))
+        .await
+        .unwrap();
+    // THEN nothing of it was written, nothing is left on the queue, and its items failed with a
+    // reason of their own
+    let progress = get_import(&h, &t, posted.body["importId"].as_str().unwrap()).await;
+    assert_eq!(progress.body["status"], "failed", "{}", progress.body);
+    assert_eq!(
+        progress.body["failedBy"]["overQuota"], 25,
+        "{}",
+        progress.body
+    );
+    assert_eq!(progress.body["written"], 0, "{}", progress.body);
+    assert!(queues.receive(10).await.is_empty());
 }

@@ -125,9 +125,11 @@ async fn import_crosses(
     let settings = imports::consume::ConsumerSettings {
         max_receives: queues.max_receives,
         writes_in_flight: 4,
+        requeue: None,
+        max_defer_seconds: imports::consume::DEFAULT_MAX_DEFER_SECONDS,
     };
     let event = serde_json::from_value(queues.event(&batch)).unwrap();
-    let answer = imports::consume::consume(&to.app, settings, event).await;
+    let answer = imports::consume::consume(&to.app, &settings, event).await;
     assert!(
         answer.batch_item_failures.is_empty(),
         "the message was not written"

@@ -23,7 +23,8 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::StreamExt;
 use shared::identity::ids::TenantId;
 use shared::store::imports::{
-    marker, not_deleted_since, record_outcome, sealing_key, FailReason, Outcome, RETENTION_SECONDS,
+    due_at_ms, marker, not_deleted_since, note_deferred, outcomes_between, record_outcome,
+    sealing_key, FailReason, Outcome, RETENTION_SECONDS,
 };
 use shared::store::layout::Put;
 use shared::store::meter::with_request_meta;
@@ -32,7 +33,7 @@ use shared::{ApiError, App};
 use hr::store::{store_department, store_employee, EmployeeFields, WrittenAt};
 
 use crate::{
-    open_items, verify, ImportItem, ImportMessage, MessageItem, SIGNATURE_ATTRIBUTE,
+    open_items, verify, ImportItem, ImportMessage, ImportQueue, MessageItem, SIGNATURE_ATTRIBUTE,
     TENANT_ATTRIBUTE,
 };
 
@@ -44,19 +45,38 @@ pub const DEFAULT_MAX_RECEIVES: u32 = 5;
 pub const DEFAULT_WRITES_IN_FLIGHT: usize = 4;
 
 /// The consumer's own settings, read once in `main`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ConsumerSettings {
     /// The queue's `maxReceiveCount`: the delivery on which a failing item is recorded as failed.
     pub max_receives: u32,
     /// Items written at once by one invocation (1–64).
     pub writes_in_flight: usize,
+    /// The import queue, where a message deferred by its tenant's capacity quota goes back
+    /// (`IMPORT_QUEUE_URL`; without it a deferred message waits for its visibility timeout).
+    pub requeue: Option<ImportQueue>,
+    /// The longest a deferred copy waits on the queue (`IMPORT_DEFER_MAX_SECONDS`, 0–900; SQS's
+    /// longest delay is 900).
+    pub max_defer_seconds: u32,
 }
+
+/// A deferred message's longest delay: SQS's maximum.
+pub const DEFAULT_MAX_DEFER_SECONDS: u32 = 900;
 
 impl ConsumerSettings {
     pub fn from_env() -> Result<Self, shared::service::app::ConfigError> {
+        let requeue = match std::env::var("IMPORT_QUEUE_URL") {
+            Ok(url) if !url.is_empty() => Some(ImportQueue::from_env()?),
+            _ => None,
+        };
         Ok(Self {
             max_receives: setting("IMPORT_MAX_RECEIVES", DEFAULT_MAX_RECEIVES, 1..=1000)?,
             writes_in_flight: setting("IMPORT_WRITES_IN_FLIGHT", DEFAULT_WRITES_IN_FLIGHT, 1..=64)?,
+            requeue,
+            max_defer_seconds: setting(
+                "IMPORT_DEFER_MAX_SECONDS",
+                DEFAULT_MAX_DEFER_SECONDS,
+                0..=DEFAULT_MAX_DEFER_SECONDS,
+            )?,
         })
     }
 }
@@ -90,63 +110,46 @@ struct Verified<'a> {
 }
 
 /// Handles one batch: the answer lists the messages to deliver again.
-pub async fn consume(app: &App, settings: ConsumerSettings, event: SqsEvent) -> SqsBatchResponse {
+///
+/// Each tenant's messages are written one after another, the tenants' at once (at most
+/// `writes_in_flight` items in flight in all): before each message the tenant's capacity quota is
+/// read from the shared window (a container that has not counted the tenant recently learns it
+/// first), and after it the message's units are settled into the window, so the next message sees
+/// them. A message whose tenant is in debt is deferred ([`defer`]), however many times it was
+/// received, and never holds up another tenant's messages.
+pub async fn consume(app: &App, settings: &ConsumerSettings, event: SqsEvent) -> SqsBatchResponse {
     if let Err(e) = app.signing.refresh(app.clock.now_millis()).await {
         tracing::error!(error = %e, "no signing keys: every message is delivered again");
     }
     let mut sealing_keys = SealingKeys::new();
-    let mut verified = Vec::new();
+    let mut verified: Vec<Verified> = Vec::new();
     let mut response = SqsBatchResponse::default();
     for message in &event.records {
         match accepted(app, &mut sealing_keys, message).await {
-            Accepted::Yes(tenant, body, items) => {
-                // Imports draw from the tenant's capacity quota: while its bucket is in debt, the
-                // message waits on the queue (its visibility timeout), except on its last
-                // delivery, which is written and charged, so a quota never loses an import.
-                let wait = app.quota_wait_seconds(&tenant).await;
-                if wait > 0 && receives(message) < settings.max_receives {
-                    tracing::info!(tenant = %tenant, import_id = %body.import_id, wait, "import deferred: the tenant is over its capacity quota");
-                    response.add_failure(message.message_id.clone().unwrap_or_default());
-                    continue;
-                }
-                verified.push(Verified {
-                    message,
-                    tenant,
-                    body,
-                    items,
-                })
-            }
+            Accepted::Yes(tenant, body, items) => verified.push(Verified {
+                message,
+                tenant,
+                body,
+                items,
+            }),
             Accepted::Dropped => {}
             Accepted::Again => response.add_failure(message.message_id.clone().unwrap_or_default()),
         }
     }
-    // Every item of the batch, at most `writes_in_flight` at once: (message, item, result).
-    let writes = verified.iter().enumerate().flat_map(|(m, v)| {
-        v.items.iter().map(move |item| async move {
-            (m, item, write_metered(app, &v.tenant, &v.body, item).await)
-        })
-    });
-    let results: Vec<_> = futures::stream::iter(writes)
-        .buffer_unordered(settings.writes_in_flight)
-        .collect()
-        .await;
-    for (m, v) in verified.iter().enumerate() {
-        let failed: Vec<u32> = results
-            .iter()
-            .filter(|(of, _, result)| *of == m && result.is_err())
-            .map(|(_, item, _)| item.index)
-            .collect();
-        if !failed.is_empty() {
-            note_failures(app, settings, v, &failed).await;
-            response.add_failure(v.message.message_id.clone().unwrap_or_default());
-        }
-    }
-    let mut tenants: Vec<&TenantId> = verified.iter().map(|v| &v.tenant).collect();
+    let mut tenants: Vec<TenantId> = verified.iter().map(|v| v.tenant.clone()).collect();
     tenants.sort();
     tenants.dedup();
-    for tenant in tenants {
-        if let Err(e) = app.count_quota(tenant).await {
-            tracing::warn!(tenant = %tenant, error = %e, "the quota counter could not be written; the batch is unaffected");
+    let writes = tokio::sync::Semaphore::new(settings.writes_in_flight);
+    let per_tenant = tenants.iter().map(|tenant| {
+        let messages: Vec<&Verified> = verified.iter().filter(|v| &v.tenant == tenant).collect();
+        consume_tenant(app, settings, &writes, tenant, messages)
+    });
+    let outcomes = futures::future::join_all(per_tenant).await;
+    let mut items = 0;
+    for (written, again) in outcomes {
+        items += written;
+        for id in again {
+            response.add_failure(id);
         }
     }
     if let Err(e) = app.flush_usage().await {
@@ -154,16 +157,186 @@ pub async fn consume(app: &App, settings: ConsumerSettings, event: SqsEvent) -> 
     }
     tracing::info!(
         messages = event.records.len(),
-        items = results.len(),
+        items,
         again = response.batch_item_failures.len(),
         "import batch"
     );
     response
 }
 
+/// One tenant's messages of a batch, one after another: each deferred while the tenant is over
+/// its capacity quota, else written and its units settled into the tenant's window. Answers the
+/// items it tried to write and the ids of the messages to deliver again.
+async fn consume_tenant(
+    app: &App,
+    settings: &ConsumerSettings,
+    writes: &tokio::sync::Semaphore,
+    tenant: &TenantId,
+    messages: Vec<&Verified<'_>>,
+) -> (usize, Vec<String>) {
+    let mut again = Vec::new();
+    let mut items = 0;
+    for v in messages {
+        let id = v.message.message_id.clone().unwrap_or_default();
+        // A container that has not counted the tenant recently reads its window and debt first.
+        app.learn_quota(tenant).await;
+        let wait = app.quota_wait_seconds(tenant).await;
+        if wait > 0 {
+            if let Err(e) = defer(app, settings, v, wait).await {
+                tracing::warn!(tenant = %tenant, import_id = %v.body.import_id, error = %e, "an import message could not be deferred; it is delivered again");
+                again.push(id);
+            }
+            continue;
+        }
+        // Items a delivery before this one gave an outcome are not sent again.
+        let done = match done_items(app, v).await {
+            Ok(done) => done,
+            Err(e) => {
+                tracing::warn!(tenant = %tenant, error = %e, "an import message's markers could not be read; it is delivered again");
+                again.push(id);
+                continue;
+            }
+        };
+        let todo = v.items.iter().filter(|item| !done.contains(&item.index));
+        // Each item is written only while the tenant's bucket holds something, as this container
+        // knows it (each written item's units are charged to it at once): at most the items in
+        // flight when it runs dry are written beyond the quota.
+        let results: Vec<(u32, Written)> = futures::stream::iter(todo.map(|item| async {
+            let _permit = writes.acquire().await;
+            if app.quota_wait_seconds(tenant).await > 0 {
+                return (item.index, Written::HeldBack);
+            }
+            match write_metered(app, tenant, &v.body, item).await {
+                Ok(()) => (item.index, Written::Yes),
+                Err(_) => (item.index, Written::Failed),
+            }
+        }))
+        .buffer_unordered(settings.writes_in_flight)
+        .collect()
+        .await;
+        items += results.len();
+        let failed: Vec<u32> = results
+            .iter()
+            .filter(|(_, w)| *w == Written::Failed)
+            .map(|(index, _)| *index)
+            .collect();
+        // The message's units, settled into the tenant's window before its next message.
+        if let Err(e) = app.count_quota(tenant).await {
+            tracing::warn!(tenant = %tenant, error = %e, "the quota counter could not be written; the batch is unaffected");
+        }
+        if !failed.is_empty() {
+            note_failures(app, settings, v, &failed).await;
+            again.push(id);
+        } else if results.iter().any(|(_, w)| *w == Written::HeldBack) {
+            // The bucket ran dry part-way: the rest of the message is deferred.
+            let wait = app.quota_wait_seconds(tenant).await.max(1);
+            if let Err(e) = defer(app, settings, v, wait).await {
+                tracing::warn!(tenant = %tenant, import_id = %v.body.import_id, error = %e, "an import message could not be deferred; it is delivered again");
+                again.push(id);
+            }
+        }
+    }
+    (items, again)
+}
+
+/// What became of one item in this delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    Yes,
+    Failed,
+    /// Not sent: the tenant's bucket was empty.
+    HeldBack,
+}
+
+/// The indexes of `v`'s items that already have an outcome (one consistent Query of their range).
+async fn done_items(
+    app: &App,
+    v: &Verified<'_>,
+) -> Result<std::collections::HashSet<u32>, ApiError> {
+    let (Some(first), Some(last)) = (
+        v.items.iter().map(|i| i.index).min(),
+        v.items.iter().map(|i| i.index).max(),
+    ) else {
+        return Ok(Default::default());
+    };
+    let db = app.db(&v.tenant).await?;
+    let now = app.clock.now_seconds();
+    let (done, meta) = with_request_meta(outcomes_between(
+        &db,
+        &v.tenant,
+        &v.body.import_id,
+        (first, last),
+        now,
+    ))
+    .await;
+    app.bill(&v.tenant, BIN, &meta);
+    Ok(done?)
+}
+
+/// Defers `v` while its tenant is over its capacity quota for `wait_seconds`: its import records
+/// that it was held back, and a copy of the message (the same body and signed attributes, so its
+/// items keep their markers and their place in the import) goes back on the queue, delayed by the
+/// wait (at most SQS's 15 minutes), while this one is deleted; so a deferral never counts as a
+/// delivery, and a message is deferred as often as the debt lasts. When the wait would pass the
+/// import's deadline, no copy is sent: the deadline's close fails the unwritten items `overQuota`.
+/// Without a queue to send to (`IMPORT_QUEUE_URL` unset), the message is delivered again after its
+/// visibility timeout.
+async fn defer(
+    app: &App,
+    settings: &ConsumerSettings,
+    v: &Verified<'_>,
+    wait_seconds: u32,
+) -> Result<(), ApiError> {
+    let now_ms = app.clock.now_millis();
+    let db = app.db(&v.tenant).await?;
+    note_deferred(&db, &v.tenant, &v.body.import_id, v.body.issued_at, now_ms).await?;
+    let deadline_ms = due_at_ms(v.body.issued_at);
+    let delay = wait_seconds.min(settings.max_defer_seconds);
+    if now_ms + u64::from(wait_seconds) * 1000 >= deadline_ms {
+        tracing::info!(tenant = %v.tenant, import_id = %v.body.import_id, wait_seconds, "import held back past its deadline by the capacity quota: its unwritten items fail overQuota");
+        return Ok(());
+    }
+    let Some(queue) = &settings.requeue else {
+        return Err(ApiError::Unavailable(
+            "no import queue to defer to; delivered again".into(),
+        ));
+    };
+    let attributes = [TENANT_ATTRIBUTE, SIGNATURE_ATTRIBUTE]
+        .into_iter()
+        .filter_map(|name| {
+            let value = v
+                .message
+                .message_attributes
+                .get(name)?
+                .string_value
+                .clone()?;
+            let attribute = aws_sdk_sqs::types::MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(value)
+                .build()
+                .ok()?;
+            Some((name.to_owned(), attribute))
+        })
+        .collect();
+    queue
+        .client
+        .send_message()
+        .queue_url(&queue.url)
+        .message_body(v.message.body.clone().unwrap_or_default())
+        .set_message_attributes(Some(attributes))
+        .delay_seconds(delay as i32)
+        .send()
+        .await
+        .map_err(|e| {
+            ApiError::Unavailable(format!("the import queue refused a deferred copy: {e}"))
+        })?;
+    tracing::info!(tenant = %v.tenant, import_id = %v.body.import_id, delay, "import deferred: the tenant is over its capacity quota");
+    Ok(())
+}
+
 /// A message with `failed` items, to be delivered again: on its last delivery its failed items are
 /// recorded as failed, as SQS then moves it to the dead-letter queue.
-async fn note_failures(app: &App, settings: ConsumerSettings, v: &Verified<'_>, failed: &[u32]) {
+async fn note_failures(app: &App, settings: &ConsumerSettings, v: &Verified<'_>, failed: &[u32]) {
     let receives = receives(v.message);
     let last = receives >= settings.max_receives;
     tracing::warn!(

@@ -76,7 +76,7 @@ pub struct ImportView {
     pub superseded: u32,
     /// Every failed item.
     pub failed: u32,
-    /// Failed items per reason: `rejected`, `undelivered`, `notEnqueued`.
+    /// Failed items per reason: `rejected`, `undelivered`, `notEnqueued`, `overQuota`.
     pub failed_by: std::collections::BTreeMap<&'static str, u32>,
     /// `enqueuing` until every item is on the queue, then `running` until every item has an
     /// outcome; final then: `complete` (every item written or superseded) or `failed`.
@@ -329,7 +329,7 @@ async fn create(
             accepted,
             written: 0,
             superseded: 0,
-            failed: [0; 3],
+            failed: [0; 4],
             created_at: rfc3339(issued_at),
             final_by: rfc3339(due_at_ms(issued_at)),
         },

@@ -267,7 +267,9 @@ fn signed_text(tenant: &TenantId, body: &str) -> String {
     format!("{tenant}\n{body}")
 }
 
-/// The import queue, for the producer: built once per container, in `main`.
+/// The import queue, for the producer (and the consumer's deferrals): built once per container, in
+/// `main`.
+#[derive(Debug, Clone)]
 pub struct ImportQueue {
     pub client: aws_sdk_sqs::Client,
     pub url: String,

@@ -775,6 +775,19 @@ impl App {
         }
     }
 
+    /// Reads `tenant`'s shared quota window (and the debt carried into it) unless this container
+    /// has had an answer of it within the last second: what a container does before it decides
+    /// alone on work outside a request (an import's message). A failure is logged: the container
+    /// then decides on what it knows.
+    pub async fn learn_quota(&self, tenant: &TenantId) {
+        if self.limiter.knows(tenant, self.clock.now_seconds()) {
+            return;
+        }
+        if let Err(e) = self.count_quota(tenant).await {
+            tracing::warn!(tenant = %tenant, error = %e, "the quota window could not be read; deciding on this container's view");
+        }
+    }
+
     /// Writes the units `tenant` consumed outside a request (an import's writes) to its quota
     /// window now, and learns the window's totals and debt from the answer.
     pub async fn count_quota(&self, tenant: &TenantId) -> Result<(), ApiError> {

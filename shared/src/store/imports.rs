@@ -50,6 +50,9 @@ const CREATED_AT_MS: &str = "createdAtMs";
 const DUE_AT_MS: &str = "dueAtMs";
 const ENQUEUING: &str = "enqueuing";
 const QUEUED: &str = "queued";
+/// Set by [`note_deferred`]: the consumer held a message of the import back on the tenant's
+/// capacity quota; what is still unwritten at the deadline failed `overQuota`.
+const DEFERRED_AT_MS: &str = "deferredAtMs";
 /// Set by [`close`]: the import is final. `state` keeps what it was (whether every item was sent).
 const CLOSED_AT_MS: &str = "closedAtMs";
 const OUTCOME: &str = "outcome";
@@ -65,16 +68,25 @@ pub enum FailReason {
     Undelivered,
     /// Never sent: the request failed part-way and was not retried by the deadline.
     NotEnqueued,
+    /// Not written by the deadline because the tenant was over its capacity quota: the consumer
+    /// deferred its message until the deadline came.
+    OverQuota,
 }
 
 impl FailReason {
-    pub const ALL: [FailReason; 3] = [Self::Rejected, Self::Undelivered, Self::NotEnqueued];
+    pub const ALL: [FailReason; 4] = [
+        Self::Rejected,
+        Self::Undelivered,
+        Self::NotEnqueued,
+        Self::OverQuota,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Rejected => "rejected",
             Self::Undelivered => "undelivered",
             Self::NotEnqueued => "notEnqueued",
+            Self::OverQuota => "overQuota",
         }
     }
 
@@ -138,7 +150,7 @@ pub struct Progress {
     pub written: u32,
     pub superseded: u32,
     /// Failed items per reason, in [`FailReason::ALL`]'s order.
-    pub failed: [u32; 3],
+    pub failed: [u32; 4],
     pub created_at: String,
     /// The deadline by which it is final (RFC 3339).
     pub final_by: String,
@@ -643,6 +655,96 @@ pub async fn record_outcome(
     }
 }
 
+/// The indexes in `first..=last` of `import`'s items that have an outcome already (their live
+/// markers at `now_seconds`, by one consistent Query of that range): what a delivery of a message,
+/// again or deferred, skips rather than send a write its marker would refuse (a refused write
+/// costs its units too). An expired marker (of an earlier import of the same id) counts for
+/// nothing, as in the write's own condition.
+pub async fn outcomes_between(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+    (first, last): (u32, u32),
+    now_seconds: u64,
+) -> Result<std::collections::HashSet<u32>, StoreError> {
+    let prefix = import_item_sk_prefix(tenant, import);
+    let mut found = std::collections::HashSet::new();
+    let mut start = None;
+    loop {
+        let out = db
+            .query()
+            .key_condition_expression("#pk = :pk AND #sk BETWEEN :first AND :last")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#sk", SK)
+            .expression_attribute_values(":pk", AttributeValue::S(import_key(tenant, import)))
+            .expression_attribute_values(
+                ":first",
+                AttributeValue::S(import_item_sk(tenant, import, first)),
+            )
+            .expression_attribute_values(
+                ":last",
+                AttributeValue::S(import_item_sk(tenant, import, last)),
+            )
+            .projection_expression("#sk, #exp")
+            .expression_attribute_names("#exp", EXPIRES_AT)
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(StoreError::from_sdk)?;
+        let live = out
+            .items()
+            .iter()
+            .filter(|item| crate::store::query::is_live(item, now_seconds));
+        found.extend(live.filter_map(|item| {
+            string_attr(item, SK)?
+                .strip_prefix(&prefix)?
+                .parse::<u32>()
+                .ok()
+        }));
+        start = out.last_evaluated_key.filter(|k| !k.is_empty());
+        if start.is_none() {
+            return Ok(found);
+        }
+    }
+}
+
+/// Records on the import's record (the one accepted at `created_at_ms`) that the consumer held a
+/// message of it back because the tenant was over its capacity quota, at `now_ms`; nothing when the
+/// record is another import's or gone.
+pub async fn note_deferred(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+    created_at_ms: u64,
+    now_ms: u64,
+) -> Result<(), StoreError> {
+    let pk = import_key(tenant, import);
+    let out = db
+        .client
+        .update_item()
+        .table_name(&*db.table)
+        .set_key(Some(key(&pk, &pk)))
+        .update_expression("SET #deferred = :now")
+        .condition_expression("#created = :created")
+        .expression_attribute_names("#deferred", DEFERRED_AT_MS)
+        .expression_attribute_names("#created", CREATED_AT_MS)
+        .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
+        .expression_attribute_values(":created", AttributeValue::N(created_at_ms.to_string()))
+        .send()
+        .await;
+    match out {
+        Ok(_) => Ok(()),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
+}
+
 /// What [`close`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Closing {
@@ -678,6 +780,8 @@ pub async fn close(
     }
     let reason = if string_attr(&record, STATE).as_deref() == Some(ENQUEUING) {
         FailReason::NotEnqueued
+    } else if record.contains_key(DEFERRED_AT_MS) {
+        FailReason::OverQuota
     } else {
         FailReason::Undelivered
     };

@@ -7,7 +7,8 @@ use lambda_http::lambda_runtime::{self, service_fn, LambdaEvent};
 async fn main() -> Result<(), lambda_http::Error> {
     shared::service::runtime::init_tracing();
     let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
-    let settings = imports::consume::ConsumerSettings::from_env()?;
+    let settings: &'static imports::consume::ConsumerSettings =
+        Box::leak(Box::new(imports::consume::ConsumerSettings::from_env()?));
     lambda_runtime::run(service_fn(
         |event: LambdaEvent<aws_lambda_events::sqs::SqsEvent>| async move {
             // Boxed: the consumer's future is deep, and the runtime nests it further.
