@@ -63,7 +63,10 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             Err(other) => return Err(other.into()),
         }
     }
-    Err(ApiError::Conflict(
-        "The employee changed while it was being deleted; retry.".into(),
-    ))
+    Err(match layout {
+        Layout::Stable(_) => layout::reappearing().into(),
+        Layout::Migrating { .. } => {
+            ApiError::Conflict("The employee changed while it was being deleted; retry.".into())
+        }
+    })
 }

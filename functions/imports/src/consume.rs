@@ -59,6 +59,8 @@ pub struct ConsumerSettings {
     pub max_defer_seconds: u32,
 }
 
+/// A deferred message's shortest delay, in seconds.
+pub const MIN_DEFER_SECONDS: u32 = 5;
 /// A deferred message's longest delay: SQS's maximum.
 pub const DEFAULT_MAX_DEFER_SECONDS: u32 = 900;
 
@@ -289,9 +291,23 @@ async fn defer(
 ) -> Result<(), ApiError> {
     let now_ms = app.clock.now_millis();
     let db = app.db(&v.tenant).await?;
-    note_deferred(&db, &v.tenant, &v.body.import_id, v.body.issued_at, now_ms).await?;
+    // Charged to the tenant, as its writes are.
+    let (noted, meta) = with_request_meta(note_deferred(
+        &db,
+        &v.tenant,
+        &v.body.import_id,
+        v.body.issued_at,
+        now_ms,
+    ))
+    .await;
+    app.bill(&v.tenant, BIN, &meta);
+    noted?;
     let deadline_ms = due_at_ms(v.body.issued_at);
-    let delay = wait_seconds.min(settings.max_defer_seconds);
+    // At least a few seconds, so a tenant slightly in debt does not cycle its messages through
+    // the consumer every second.
+    let delay = wait_seconds
+        .max(MIN_DEFER_SECONDS)
+        .min(settings.max_defer_seconds);
     if now_ms + u64::from(wait_seconds) * 1000 >= deadline_ms {
         tracing::info!(tenant = %v.tenant, import_id = %v.body.import_id, wait_seconds, "import held back past its deadline by the capacity quota: its unwritten items fail overQuota");
         return Ok(());
@@ -324,6 +340,9 @@ async fn defer(
         .queue_url(&queue.url)
         .message_body(v.message.body.clone().unwrap_or_default())
         .set_message_attributes(Some(attributes))
+        // The tenant's group, as the producer sends it: SQS's fair queue keeps a tenant's backlog
+        // from holding up another's.
+        .message_group_id(v.tenant.as_str())
         .delay_seconds(delay as i32)
         .send()
         .await

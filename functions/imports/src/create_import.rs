@@ -29,8 +29,8 @@ use shared::service::http::{json_body_up_to, json_response};
 use shared::service::idempotent::{self, Recorder};
 use shared::store::driving::{list_import, unlist_import, DueImport};
 use shared::store::imports::{
-    claim, due_at_ms, enqueued, ensure_sealing_key, Claim, FailReason, NewImport, Progress, Status,
-    MAX_OPEN_IMPORTS,
+    claim, count_open, due_at_ms, enqueued, ensure_sealing_key, open_imports, uncount_open, Claim,
+    FailReason, NewImport, Progress, Status, MAX_OPEN_IMPORTS,
 };
 use shared::store::scoped::TenantDb;
 use shared::store::transact::{transact, TransactError};
@@ -54,6 +54,17 @@ const SEND_ATTEMPTS: u32 = 3;
 /// What a tenant at its bound of open imports is told to wait: the lifecycle driver runs every
 /// minute, and closes every import past its deadline.
 const OPEN_IMPORTS_RETRY_AFTER_SECONDS: u32 = 60;
+/// 429: the tenant has [`MAX_OPEN_IMPORTS`] imports open.
+fn too_many_open_imports() -> ApiError {
+    ApiError::TooManyRequests {
+        detail: format!(
+            "This tenant has {MAX_OPEN_IMPORTS} imports open; each is open until it is final, at the \
+             latest an hour after it was accepted. Retry after the time in Retry-After."
+        ),
+        retry_after_seconds: OPEN_IMPORTS_RETRY_AFTER_SECONDS,
+    }
+}
+
 /// Department reads in flight at once when an import of employees is checked.
 const DEPARTMENT_READS_IN_FLIGHT: usize = 8;
 
@@ -261,8 +272,16 @@ async fn create(
         fingerprint: &fingerprint,
         created_at_ms: app.clock.now_millis(),
     };
+    // The tenant's import key item also holds its open imports: past the bound, 429 before anything
+    // is written (the count below decides, should two requests race for the last place).
+    let sealing_key = ensure_sealing_key(db, t).await?;
+    let open = open_imports(db, t).await?;
+    if open.len() >= MAX_OPEN_IMPORTS && !open.contains(import.as_str()) {
+        return Err(too_many_open_imports());
+    }
     // Listed for the lifecycle driver before the record exists, so no import is ever missing from
-    // its list: it is final by its deadline whatever becomes of this request.
+    // its list: it is final by its deadline whatever becomes of this request (and its count is
+    // released then).
     let platform_db = app.db_for_operator(&TenantId::platform()).await?;
     let due = DueImport {
         due_at_ms: due_at_ms(new.created_at_ms),
@@ -271,29 +290,24 @@ async fn create(
         created_at_ms: new.created_at_ms,
     };
     list_import(&platform_db, &due).await?;
-    // The tenant's import key item also counts its open imports, which the claim adds to.
-    let sealing_key = ensure_sealing_key(db, t).await?;
+    if !count_open(db, t, &import).await? {
+        if let Err(e) = unlist_import(&platform_db, &due).await {
+            tracing::warn!(error = %e, "an import refused over the bound stays on the driver's list until its deadline");
+        }
+        return Err(too_many_open_imports());
+    }
     let issued_at = match claim(db, t, &import, &new).await? {
         Claim::New => new.created_at_ms,
-        Claim::TooMany => {
-            // Nothing of it was written but its entry on the driver's list: taken off again (the
-            // driver would find no record, and unlist it, anyway).
-            if let Err(e) = unlist_import(&platform_db, &due).await {
-                tracing::warn!(error = %e, "an import refused over the bound stays on the driver's list until its deadline");
-            }
-            return Err(ApiError::TooManyRequests {
-                detail: format!(
-                    "This tenant has {MAX_OPEN_IMPORTS} imports open; each is open until it is final, \
-                     at the latest an hour after it was accepted. Retry after the time in Retry-After."
-                ),
-                retry_after_seconds: OPEN_IMPORTS_RETRY_AFTER_SECONDS,
-            });
-        }
         // The same request, answered before (its key's record has expired since): every item was
         // sent, so nothing is sent again; the answer is the import as it stands.
         Claim::Same {
             enqueuing: false, ..
-        } => return Ok(accepted_response(&import, as_it_stands(app, db, t, &import).await?)),
+        } => {
+            return Ok(accepted_response(
+                &import,
+                as_it_stands(app, db, t, &import).await?,
+            ))
+        }
         // A retry of a request that failed part-way, too late: the import is final (or about to
         // be, by the driver), its unsent items `notEnqueued`. Nothing is sent.
         Claim::Same {
@@ -301,9 +315,11 @@ async fn create(
             closed,
             ..
         } if closed || new.created_at_ms >= due_at_ms(created_at_ms) => {
+            // Final (or about to be): it counts no more among the open imports.
+            uncount_open(db, t, &import).await?;
             return Err(ApiError::Conflict(format!(
                 "Import {import} passed its deadline before this request finished sending it, and is final (GET /imports/{import}); import again with a new Idempotency-Key."
-            )))
+            )));
         }
         // A retry of a request that failed part-way, in time: its items are sent again, as of the
         // first attempt, and their markers keep each one written once.

@@ -88,9 +88,11 @@ pub async fn drive(app: &App) -> Result<Driven, ApiError> {
             }
         }
     }
-    close_due_imports(app, &platform_db, started + RUN_BUDGET, &mut driven).await?;
-    // The run's steps were charged to the platform's account: written before the run ends.
+    let closed = close_due_imports(app, &platform_db, started + RUN_BUDGET, &mut driven).await;
+    // The run's steps were charged to the platform's account: written before the run ends, also
+    // when closing imports failed.
     app.flush_platform_usage().await;
+    closed?;
     // How long the oldest listed operation has run: an alarm fires when one is stuck.
     let now_ms = app.clock.now_millis();
     let oldest_seconds = listed_at

@@ -369,15 +369,20 @@ where
 }
 
 /// What a request's body will at least cost to write, in thousandths of a write unit: one unit per
-/// started kilobyte (the stored item holds the body, and more). Nothing for a request without one.
+/// started kilobyte (the stored item holds the body, and more), up to the largest item a route
+/// stores (64 KB: a larger body is refused, or, for an import, goes to the queue, not the table).
+/// Nothing for a request without one.
 fn body_estimate_milli(req: &Request) -> u64 {
     let bytes = match req.body() {
         Body::Text(text) => text.len(),
         Body::Binary(bytes) => bytes.len(),
         _ => 0,
     };
-    (bytes as u64).div_ceil(1024) * 1000
+    (bytes as u64).div_ceil(1024).min(LARGEST_ITEM_KB) * 1000
 }
+
+/// The largest item a route stores, in kilobytes (a body over 64 KB is refused, 413).
+const LARGEST_ITEM_KB: u64 = 64;
 
 /// Serves `handler` until the runtime stops. Each request is logged once with its status and latency.
 pub async fn serve<F, Fut>(

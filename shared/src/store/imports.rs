@@ -31,7 +31,7 @@ use crate::identity::keys::{
 use crate::identity::sealing;
 use crate::store::error::StoreError;
 use crate::store::items::{enlist, get_item_consistent};
-use crate::store::query::{put_if_absent, string_attr, u64_attr, Item};
+use crate::store::query::{put_if_absent, put_unless_live, string_attr, u64_attr, Item};
 use crate::store::scoped::TenantDb;
 use crate::store::transact::{transact, TransactError};
 
@@ -193,84 +193,95 @@ pub enum Claim {
     },
     /// Another request holds this import id.
     Other,
-    /// The tenant has [`MAX_OPEN_IMPORTS`] open: nothing was written.
-    TooMany,
 }
 
 /// The most imports a tenant may have open at once: accepted, and not yet final at their deadline
 /// ([`FINAL_WITHIN_SECONDS`]). It bounds what one tenant puts on the lifecycle driver's list.
-pub const MAX_OPEN_IMPORTS: u32 = 200;
-/// The attribute of the tenant's import sealing item that counts its open imports.
+pub const MAX_OPEN_IMPORTS: usize = 200;
+/// The attribute of the tenant's import sealing item that holds its open imports' ids (a string
+/// set: adding or removing an id is idempotent, so a retried or repeated step never miscounts).
 const OPEN_IMPORTS: &str = "openImports";
 
-/// What [`put_counted`] did.
-enum Counted {
-    New,
-    Exists,
-    TooMany,
+fn sealing_item_key(tenant: &TenantId) -> Item {
+    let sealing = import_sealing_key(tenant);
+    key(&sealing, &sealing)
 }
 
-/// Puts a new import record unless a live one holds its id, and counts it among the tenant's open
-/// imports (on its sealing item, which [`ensure_sealing_key`] made), in one transaction: refused
-/// when the tenant has [`MAX_OPEN_IMPORTS`] open. An SDK retry of a lost success is recognised by
-/// the transaction's client token.
-async fn put_counted(
+/// The ids of the tenant's open imports (a consistent read of its sealing item).
+pub async fn open_imports(
     db: &TenantDb,
     tenant: &TenantId,
-    item: Item,
-    now_seconds: u64,
-) -> Result<Counted, StoreError> {
-    let put = Put::builder()
+) -> Result<std::collections::HashSet<String>, StoreError> {
+    let item = get_item_consistent(db, sealing_item_key(tenant)).await?;
+    Ok(match item.as_ref().and_then(|i| i.get(OPEN_IMPORTS)) {
+        Some(AttributeValue::Ss(ids)) => ids.iter().cloned().collect(),
+        _ => Default::default(),
+    })
+}
+
+/// Counts `import` among the tenant's open imports, on its sealing item (which
+/// [`ensure_sealing_key`] made): `false` when the tenant has [`MAX_OPEN_IMPORTS`] others open.
+/// Idempotent: an id already counted is admitted again.
+pub async fn count_open(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+) -> Result<bool, StoreError> {
+    let out = db
+        .client
+        .update_item()
         .table_name(&*db.table)
-        .set_item(Some(item))
-        .condition_expression("attribute_not_exists(PK) OR #exp <= :now")
-        .expression_attribute_names("#exp", EXPIRES_AT)
-        .expression_attribute_values(":now", AttributeValue::N(now_seconds.to_string()))
-        .build()
-        .map_err(|e| StoreError::Internal(e.to_string()))?;
-    let sealing = import_sealing_key(tenant);
-    let count = Update::builder()
-        .table_name(&*db.table)
-        .set_key(Some(key(&sealing, &sealing)))
-        .update_expression("ADD #open :one")
+        .set_key(Some(sealing_item_key(tenant)))
+        .update_expression("ADD #open :id")
         .condition_expression(
-            "attribute_exists(PK) AND (attribute_not_exists(#open) OR #open < :max)",
+            "attribute_exists(PK) AND (attribute_not_exists(#open) OR size(#open) < :max \
+             OR contains(#open, :one))",
         )
         .expression_attribute_names("#open", OPEN_IMPORTS)
-        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .expression_attribute_values(":id", AttributeValue::Ss(vec![import.to_string()]))
+        .expression_attribute_values(":one", AttributeValue::S(import.to_string()))
         .expression_attribute_values(":max", AttributeValue::N(MAX_OPEN_IMPORTS.to_string()))
-        .build()
-        .map_err(|e| StoreError::Internal(e.to_string()))?;
-    let request = db
-        .client
-        .transact_write_items()
-        .set_transact_items(Some(vec![
-            TransactWriteItem::builder().put(put).build(),
-            TransactWriteItem::builder().update(count).build(),
-        ]));
-    match transact(request).await {
-        Ok(()) => Ok(Counted::New),
-        Err(TransactError::ConditionFailed { index: 0, .. }) => Ok(Counted::Exists),
-        Err(TransactError::ConditionFailed { .. }) => Ok(Counted::TooMany),
-        Err(TransactError::Store(e)) => Err(e),
+        .send()
+        .await;
+    match out {
+        Ok(_) => Ok(true),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
     }
 }
 
-/// The action that takes a closed import off its tenant's open imports, sent with the close: only
-/// while the count is positive (imports accepted before the count existed are not in it).
-fn uncounted(db: &TenantDb, tenant: &TenantId) -> Result<TransactWriteItem, StoreError> {
-    let sealing = import_sealing_key(tenant);
-    let update = Update::builder()
+/// Takes `import` off the tenant's open imports (idempotent; nothing when the sealing item is gone).
+pub async fn uncount_open(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+) -> Result<(), StoreError> {
+    let out = db
+        .client
+        .update_item()
         .table_name(&*db.table)
-        .set_key(Some(key(&sealing, &sealing)))
-        .update_expression("ADD #open :minus")
-        .condition_expression("#open > :zero")
+        .set_key(Some(sealing_item_key(tenant)))
+        .update_expression("DELETE #open :id")
+        .condition_expression("attribute_exists(PK)")
         .expression_attribute_names("#open", OPEN_IMPORTS)
-        .expression_attribute_values(":minus", AttributeValue::N("-1".into()))
-        .expression_attribute_values(":zero", AttributeValue::N("0".into()))
-        .build()
-        .map_err(|e| StoreError::Internal(e.to_string()))?;
-    Ok(TransactWriteItem::builder().update(update).build())
+        .expression_attribute_values(":id", AttributeValue::Ss(vec![import.to_string()]))
+        .send()
+        .await;
+    match out {
+        Ok(_) => Ok(()),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
 }
 
 /// When an import accepted at `created_at_ms` must be final ([`FINAL_WITHIN_SECONDS`]).
@@ -325,12 +336,9 @@ pub async fn claim(
         ),
     ]);
     enlist(tenant, &mut item);
-    // A record that has expired (its messages with it) no longer holds its id; a new one counts
-    // among the tenant's open imports, in the same transaction, up to the bound.
-    match put_counted(db, tenant, item, now_seconds).await? {
-        Counted::New => return Ok(Claim::New),
-        Counted::TooMany => return Ok(Claim::TooMany),
-        Counted::Exists => {}
+    // A record that has expired (its messages with it) no longer holds its id.
+    if put_unless_live(db, item, now_seconds).await? {
+        return Ok(Claim::New);
     }
     let Some(existing) = get_item_consistent(db, key(&pk, &pk))
         .await?
@@ -770,6 +778,9 @@ pub async fn close(
 ) -> Result<Closing, StoreError> {
     let now_seconds = now_ms / 1000;
     let Some((record, outcomes)) = read_import(db, tenant, import, now_seconds).await? else {
+        // No live import of this id (its request failed before the claim, or it expired): its
+        // count, if it got one, is released. A later import of the same id keeps its own.
+        uncount_open(db, tenant, import).await?;
         return Ok(Closing::Gone);
     };
     if u64_attr(&record, CREATED_AT_MS) != Some(created_at_ms) {
@@ -826,53 +837,36 @@ pub async fn close(
             .collect(),
     );
     let pk = import_key(tenant, import);
-    // Closed once: the close that sets `closedAtMs` also takes the import off the tenant's open
-    // imports. A close that finds it closed already (a run killed part-way, finished by the next)
-    // changes nothing.
-    let close_record = |counted: bool| -> Result<Vec<TransactWriteItem>, StoreError> {
-        let update = Update::builder()
-            .table_name(&*db.table)
-            .set_key(Some(key(&pk, &pk)))
-            .update_expression("SET #closed = :now, #counts = :counts")
-            .condition_expression("#created = :created AND attribute_not_exists(#closed)")
-            .expression_attribute_names("#closed", CLOSED_AT_MS)
-            .expression_attribute_names("#counts", "finalCounts")
-            .expression_attribute_names("#created", CREATED_AT_MS)
-            .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
-            .expression_attribute_values(":counts", counts.clone())
-            .expression_attribute_values(":created", AttributeValue::N(created_at_ms.to_string()))
-            .build()
-            .map_err(|e| StoreError::Internal(e.to_string()))?;
-        let mut actions = vec![TransactWriteItem::builder().update(update).build()];
-        if counted {
-            actions.push(uncounted(db, tenant)?);
+    let closed = db
+        .client
+        .update_item()
+        .table_name(&*db.table)
+        .set_key(Some(key(&pk, &pk)))
+        .update_expression(
+            "SET #closed = if_not_exists(#closed, :now), #counts = if_not_exists(#counts, :counts)",
+        )
+        .condition_expression("#created = :created")
+        .expression_attribute_names("#closed", CLOSED_AT_MS)
+        .expression_attribute_names("#counts", "finalCounts")
+        .expression_attribute_names("#created", CREATED_AT_MS)
+        .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
+        .expression_attribute_values(":counts", counts)
+        .expression_attribute_values(":created", AttributeValue::N(created_at_ms.to_string()))
+        .send()
+        .await;
+    match closed {
+        Ok(_) => {}
+        // Offboarded (or expired and claimed anew) meanwhile: not this import any more.
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+        {
+            return Ok(Closing::Gone)
         }
-        Ok(actions)
-    };
-    for counted in [true, false] {
-        let request = db
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(close_record(counted)?));
-        match transact(request).await {
-            Ok(()) => break,
-            // Not counted among the open imports (accepted before the count existed): closed alone.
-            Err(TransactError::ConditionFailed { index: 1, .. }) => continue,
-            Err(TransactError::ConditionFailed { .. }) => {
-                // Closed already, or no longer this import (offboarded, or expired and claimed anew).
-                let current = get_item_consistent(db, key(&pk, &pk)).await?;
-                let this_one = current.as_ref().is_some_and(|r| {
-                    u64_attr(r, CREATED_AT_MS) == Some(created_at_ms)
-                        && r.contains_key(CLOSED_AT_MS)
-                });
-                if !this_one {
-                    return Ok(Closing::Gone);
-                }
-                break;
-            }
-            Err(TransactError::Store(e)) => return Err(e),
-        }
+        Err(e) => return Err(StoreError::from_sdk(e)),
     }
+    // Final: it no longer counts among the tenant's open imports.
+    uncount_open(db, tenant, import).await?;
     Ok(Closing::Closed {
         failed_now: open.len() as u32,
     })

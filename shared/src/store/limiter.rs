@@ -268,7 +268,7 @@ impl RateLimiter {
         now_second: u64,
         estimate_milli: u64,
     ) -> Admission {
-        let share = self.share_when_degraded(tenant, now_second);
+        let share = self.containers_seen(tenant, now_second);
         let mut windows = lock(&self.windows);
         let capacity = capacity_milli(limits);
         let window = windows.entry(tenant.clone()).or_default();
@@ -399,7 +399,7 @@ impl RateLimiter {
     }
 
     /// How many containers served `tenant` in the last minute, as far as this one has seen (≥ 1).
-    fn share_when_degraded(&self, tenant: &TenantId, now_second: u64) -> u64 {
+    fn containers_seen(&self, tenant: &TenantId, now_second: u64) -> u64 {
         let peers = lock(&self.peers);
         let seen = peers.get(tenant).map_or(0, |p| {
             p.iter()
@@ -512,10 +512,12 @@ impl RateLimiter {
     }
 
     /// Whether a request admitted locally at `estimate_milli` may run on this container's view
-    /// alone: its view is of this second or the last, and the window stays under half its units
-    /// with this request, which is under a tenth of a second's units. Any other admission is
-    /// reserved in the shared window first ([`Self::reserve`]), so the contended half of the bucket
-    /// is never given out twice, however many containers serve the tenant.
+    /// alone: its view is of this second or the last, the window stays under half its units with
+    /// this request, which is under a tenth of a second's units, and this container's own
+    /// admissions this second stay within its share of that half (÷ the containers seen serving the
+    /// tenant in the last minute). Any other admission is reserved in the shared window first
+    /// ([`Self::reserve`]). So what containers admit alone in a second is at most half the bucket
+    /// however many serve the tenant, and the other half is never given out twice.
     pub fn admits_alone(
         &self,
         tenant: &TenantId,
@@ -524,6 +526,7 @@ impl RateLimiter {
         estimate_milli: u64,
     ) -> bool {
         let capacity = capacity_milli(limits);
+        let containers = self.containers_seen(tenant, now_second) as i64;
         let windows = lock(&self.windows);
         let Some(w) = windows.get(tenant).filter(|w| w.second == now_second) else {
             return false;
@@ -531,7 +534,12 @@ impl RateLimiter {
         let fresh = w.learned_at > 0 && w.learned_at + 1 >= now_second;
         // `decide` has already added this request's estimate to the window.
         let spent = w.carried_milli + w.milli_units;
-        fresh && !w.degraded && spent * 2 < capacity && (estimate_milli as i64) * 10 < capacity
+        let within_share = w.own_milli_units * 2 * containers <= capacity;
+        fresh
+            && !w.degraded
+            && within_share
+            && spent * 2 < capacity
+            && (estimate_milli as i64) * 10 < capacity
     }
 
     /// Reserves a request admitted by [`Self::decide`] in the shared window: one conditional
@@ -607,17 +615,33 @@ impl RateLimiter {
                     .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
             {
                 self.undo(t, now_second, estimate);
-                // What the other containers spent: learned for this decision and the next.
-                self.count(db, limits, now_second).await?;
+                // What the other containers spent: learned for this decision and the next. The
+                // window refused this request whatever that read answers.
+                if let Err(e) = self.count(db, limits, now_second).await {
+                    tracing::warn!(tenant = %t, error = %e, "the quota window could not be read after a refused reservation");
+                }
                 Ok(false)
             }
             Err(e) => {
-                // Not reserved, perhaps not sent: the admission stands (fail open) and is counted
-                // with this container's next count, as an admission decided alone is.
-                self.uncounted(t, now_second, estimate);
+                // Not reserved: the admission stands (fail open) and the container decides alone on
+                // its share until a write succeeds. Only a write DynamoDB surely did not apply is
+                // counted again; one that timed out may have been, and counting it twice would
+                // refuse the tenant for nothing.
+                self.degrade(t);
+                if crate::store::usage::refused(&e) {
+                    self.uncounted(t, now_second, estimate);
+                }
                 Err(StoreError::from_sdk(e))
             }
         }
+    }
+
+    /// The shared window could not be written: decide alone on a share until a write succeeds.
+    fn degrade(&self, tenant: &TenantId) {
+        lock(&self.windows)
+            .entry(tenant.clone())
+            .or_default()
+            .degraded = true;
     }
 
     /// An admission of this second handed back to this container's next count.

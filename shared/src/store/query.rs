@@ -169,6 +169,17 @@ pub async fn put_if_absent(
     put_unless(db, item, None).await
 }
 
+/// [`put_if_absent`], where an item no longer [`is_live`] at `now_seconds` counts as absent:
+/// DynamoDB's TTL deletes an expired item up to days late, and until then it must not answer for a
+/// key that has ended.
+pub async fn put_unless_live(
+    db: &crate::store::scoped::TenantDb,
+    item: Item,
+    now_seconds: u64,
+) -> Result<bool, StoreError> {
+    put_unless(db, item, Some(now_seconds)).await
+}
+
 async fn put_unless(
     db: &crate::store::scoped::TenantDb,
     item: Item,
