@@ -237,7 +237,7 @@ fn no_hand_written_list_of_kinds_is_left() {
             "shard_pk(tenant, kind::HR",
         ),
         ("shared/src/store/usage.rs", "#USAGE#{shard}"),
-        ("shared/src/store/limiter.rs", "#RATE#{shard}"),
+        ("shared/src/store/limiter/mod.rs", "#RATE#{shard}"),
         (
             "functions/users/src/lib.rs",
             "pub const USER: &str = \"USER\"",

@@ -1765,7 +1765,7 @@ async fn a_tenant_at_its_bound_of_open_imports_gets_429_and_never_delays_another
     let records = h.items_under(&format!("TENANT#{flood}#IMPORT#")).await;
     assert_eq!(
         records.iter().filter(|i| s(i, "kind") == "IMPORT").count(),
-        MAX_OPEN_IMPORTS as usize
+        MAX_OPEN_IMPORTS
     );
     // WHEN the lifecycle driver runs once, past every deadline
     h.clock.advance_seconds(FINAL_WITHIN_SECONDS + 1);

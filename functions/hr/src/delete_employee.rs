@@ -63,10 +63,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             Err(other) => return Err(other.into()),
         }
     }
-    Err(match layout {
-        Layout::Stable(_) => layout::reappearing().into(),
-        Layout::Migrating { .. } => {
-            ApiError::Conflict("The employee changed while it was being deleted; retry.".into())
-        }
-    })
+    Err(ApiError::Conflict(
+        "The employee changed while it was being deleted; retry.".into(),
+    ))
 }

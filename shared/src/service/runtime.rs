@@ -319,7 +319,7 @@ where
         .limiter
         .estimate(&tenant, bin, limit)
         .max(body_estimate_milli(&req));
-    let (exceeded, retry_after_seconds) = match app.admit(&tenant, estimate).await {
+    let (exceeded, retry_after_seconds) = match app.admit(&tenant, bin, estimate).await {
         Admission::Admitted(charge) => {
             let budget = PageBudget {
                 budget_milli: charge.budget_milli,

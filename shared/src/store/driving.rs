@@ -66,16 +66,7 @@ pub async fn unlist(
         .expression_attribute_values(":read", AttributeValue::N(listed_at_ms.to_string()))
         .send()
         .await;
-    match out {
-        Ok(_) => Ok(true),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-        {
-            Ok(false)
-        }
-        Err(e) => Err(StoreError::from_sdk(e)),
-    }
+    crate::store::error::written_unless_condition_failed(out)
 }
 
 const LISTED_AT_MS: &str = "listedAtMs";

@@ -30,6 +30,26 @@ pub enum StoreError {
     Internal(String),
 }
 
+/// The outcome of a single conditional write whose failed condition is an answer, not an error:
+/// `true` when it was written, `false` when its condition failed, else the classified error.
+pub fn written_unless_condition_failed<O, E, R>(
+    out: Result<O, SdkError<E, R>>,
+) -> Result<bool, StoreError>
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match out {
+        Ok(_) => Ok(true),
+        Err(SdkError::ServiceError(service))
+            if service.err().code() == Some("ConditionalCheckFailedException") =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
+}
+
 impl StoreError {
     /// Classifies a DynamoDB SDK error. Callers handle the outcomes they expect (a failed condition
     /// meaning "exists" or "not found") before falling back to this.

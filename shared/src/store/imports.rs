@@ -243,16 +243,7 @@ pub async fn count_open(
         .expression_attribute_values(":max", AttributeValue::N(MAX_OPEN_IMPORTS.to_string()))
         .send()
         .await;
-    match out {
-        Ok(_) => Ok(true),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-        {
-            Ok(false)
-        }
-        Err(e) => Err(StoreError::from_sdk(e)),
-    }
+    crate::store::error::written_unless_condition_failed(out)
 }
 
 /// Takes `import` off the tenant's open imports (idempotent; nothing when the sealing item is gone).
@@ -272,16 +263,7 @@ pub async fn uncount_open(
         .expression_attribute_values(":id", AttributeValue::Ss(vec![import.to_string()]))
         .send()
         .await;
-    match out {
-        Ok(_) => Ok(()),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(StoreError::from_sdk(e)),
-    }
+    crate::store::error::written_unless_condition_failed(out).map(|_| ())
 }
 
 /// When an import accepted at `created_at_ms` must be final ([`FINAL_WITHIN_SECONDS`]).
@@ -741,16 +723,7 @@ pub async fn note_deferred(
         .expression_attribute_values(":created", AttributeValue::N(created_at_ms.to_string()))
         .send()
         .await;
-    match out {
-        Ok(_) => Ok(()),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(StoreError::from_sdk(e)),
-    }
+    crate::store::error::written_unless_condition_failed(out).map(|_| ())
 }
 
 /// What [`close`] did.
