@@ -119,7 +119,8 @@ impl App {
 
     /// Runs `work`, an operator's lifecycle step on a tenant (a re-sharding or an offboarding, by
     /// a call or by the lifecycle driver), on the platform's account: what its DynamoDB requests
-    /// consume is added to the platform's usage under `route` (one call) and written at once. It is
+    /// consume is added to the platform's usage under `route` (one call), written after the call by
+    /// the runtime or at the end of the driver's run ([`Self::flush_platform_usage`]). It is
     /// never charged to the calling operator's tenant, in usage or in quota, nor to the target's
     /// quota (an operator's re-sharding must not throttle the tenant's own users; an offboarded
     /// tenant keeps no usage). `GET /tenants/_platform/usage` reports it.
