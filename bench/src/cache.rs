@@ -20,10 +20,10 @@ use futures::StreamExt;
 use redis::AsyncCommands;
 use serde_json::json;
 use shared::identity::ids::{EntityId, TenantId};
-use shared::store::items::get_item;
-use shared::store::query::Item;
-use shared::store::scoped::TenantDb;
-use shared::store::tenant_items::{item_from_json, item_to_json};
+use shared::store::client::items::get_item;
+use shared::store::client::query::Item;
+use shared::store::client::scoped::TenantDb;
+use shared::store::lifecycle::tenant_items::{item_from_json, item_to_json};
 
 use crate::{stat, Report};
 

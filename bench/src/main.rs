@@ -90,7 +90,11 @@ async fn time_ms<F: std::future::Future>(f: F) -> (f64, F::Output) {
 }
 
 fn production_app(sdk: &aws_types::SdkConfig, table: &str) -> App {
-    production_app_with_budget(sdk, table, shared::store::scoped::DEFAULT_MAX_IN_FLIGHT)
+    production_app_with_budget(
+        sdk,
+        table,
+        shared::store::client::scoped::DEFAULT_MAX_IN_FLIGHT,
+    )
 }
 
 /// [`production_app`] with fan-out budget `max_in_flight` (`DYNAMODB_MAX_IN_FLIGHT`).
@@ -1185,12 +1189,12 @@ async fn walk_and_page_costs(h: &Harness, target: &Target, fx: &Fixture, report:
             let mut times = Vec::new();
             let (mut queries, mut rcu) = (0u32, 0.0f64);
             for run in 0..4 {
-                let meta = Arc::new(shared::store::meter::RequestMeta::default());
+                let meta = Arc::new(shared::store::client::meter::RequestMeta::default());
                 let started = Instant::now();
                 let mut cursor: Option<String> = None;
                 let mut items = 0;
                 loop {
-                    let page = shared::store::meter::scope(
+                    let page = shared::store::client::meter::scope(
                         meta.clone(),
                         shared::store::scatter::walk(
                             &db,
@@ -1310,11 +1314,11 @@ async fn page_rcu_at(
     extra: &[(&str, &str)],
     auth: &Auth,
 ) -> (f64, u32) {
-    let meta = Arc::new(shared::store::meter::RequestMeta::default());
+    let meta = Arc::new(shared::store::client::meter::RequestMeta::default());
     let limit = limit.to_string();
     let mut query = vec![("limit", limit.as_str())];
     query.extend_from_slice(extra);
-    let r = shared::store::meter::scope(
+    let r = shared::store::client::meter::scope(
         meta.clone(),
         integration::routes::call(app, bin, &params(path), &query, None, auth),
     )

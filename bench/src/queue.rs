@@ -14,8 +14,8 @@ use integration::import_queue::{drain, Consumer, ImportQueues};
 use integration::{Auth, Harness};
 use serde_json::json;
 use shared::identity::ids::{EntityId, TenantId};
-use shared::store::items::get_item;
-use shared::store::scoped::TenantDb;
+use shared::store::client::items::get_item;
+use shared::store::client::scoped::TenantDb;
 use shared::App;
 
 use crate::{stat, Report};

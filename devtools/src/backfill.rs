@@ -20,7 +20,7 @@ pub struct Backfilled {
 }
 
 /// The catalog entry `item` lacks, if any: items of a tenant's id-named partitions only.
-fn missing_entry(item: &shared::store::query::Item) -> Option<String> {
+fn missing_entry(item: &shared::store::client::query::Item) -> Option<String> {
     if item.contains_key(CATALOG) {
         return None;
     }
@@ -92,7 +92,7 @@ mod tests {
     #[test]
     fn only_items_of_id_named_partitions_without_an_entry_need_one() {
         let item = |pk: &str, catalog: Option<&str>| {
-            let mut i = shared::store::query::Item::from([(
+            let mut i = shared::store::client::query::Item::from([(
                 PK.to_owned(),
                 AttributeValue::S(pk.to_owned()),
             )]);

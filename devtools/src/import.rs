@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 use shared::identity::keys::{PK, SK};
-use shared::store::query::Item;
-use shared::store::tenant_items::item_from_json;
+use shared::store::client::query::Item;
+use shared::store::lifecycle::tenant_items::item_from_json;
 
 /// BatchWriteItem's limit.
 const BATCH: usize = 25;

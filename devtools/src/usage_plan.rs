@@ -1,6 +1,6 @@
 //! `pooltable plan --usage`: shard counts and tiers recommended from tenants' measured usage.
 //!
-//! The usage is what the runtime meters per tenant, route and day (`shared::store::usage`): calls,
+//! The usage is what the runtime meters per tenant, route and day (`shared::store::quota::usage`): calls,
 //! capacity units, throttled attempts and calls refused by the tier quota. It is read from the table
 //! with the operator's own credentials (the same 8 Queries per tenant as `GET /tenants/{id}/usage`),
 //! or from a CSV export. Daily counters give averages, so a tenant's peak second is estimated as its
@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use shared::identity::ids::TenantId;
-use shared::store::scoped::{TenantDb, DEFAULT_MAX_IN_FLIGHT};
-use shared::store::tenants::{Limits, Tier};
-use shared::store::usage::RouteUsage;
+use shared::store::client::scoped::{TenantDb, DEFAULT_MAX_IN_FLIGHT};
+use shared::store::quota::usage::RouteUsage;
+use shared::store::tenancy::tenants::{Limits, Tier};
 
 use crate::plan::{plan_tenant, PlanSettings, TenantLoad};
 
@@ -63,7 +63,7 @@ pub async fn read_from_table(
             table: table.into(),
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         };
-        let days = shared::store::usage::read(&db, from, to)
+        let days = shared::store::quota::usage::read(&db, from, to)
             .await
             .map_err(|e| format!("reading the usage of {tenant}: {e}"))?;
         out.push(TenantUsage {

@@ -12,7 +12,7 @@ use shared::identity::cursor::{CursorKeys, Key};
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{entity_sk, kind, PK, SK};
 use shared::identity::shard::shard_for;
-use shared::store::error::StoreError;
+use shared::store::client::error::StoreError;
 use shared::store::scatter::{
     first_round_want, gather_from, Fanout, LaneRead, Listing, Order, PartitionSource, ShardedList,
     SortRange,

@@ -562,7 +562,7 @@ impl Harness {
             credentials_seconds: 900,
             auth: AuthMode::Authorizer,
             signing: shared::service::app::KeySource::Fixed(test_cursor_keys()),
-            max_in_flight: shared::store::scoped::DEFAULT_MAX_IN_FLIGHT,
+            max_in_flight: shared::store::client::scoped::DEFAULT_MAX_IN_FLIGHT,
             read_cache_ms: 0,
         };
         let sts = aws_sdk_sts::Client::from_conf(
@@ -575,7 +575,7 @@ impl Harness {
         if let Some(endpoint) = dynamodb_endpoint {
             dynamodb = dynamodb.endpoint_url(endpoint);
         }
-        let tenants = shared::store::scoped::TenantClients::new(
+        let tenants = shared::store::client::scoped::TenantClients::new(
             sts,
             dynamodb.build(),
             shared::isolation::credentials::CredentialSettings {
@@ -889,7 +889,7 @@ pub async fn onboard_tier(h: &Harness, tenant: &str, shard_count: u32, tier: &st
 /// benchmark's overhead figures) that must never be refused by a quota they are not measuring,
 /// however fast the machine sends.
 pub async fn onboard_at_max_limits(h: &Harness, tenant: &str, shard_count: u32) {
-    use shared::store::tenants::{MAX_CAPACITY_UNITS_PER_SECOND, MAX_REQUESTS_PER_SECOND};
+    use shared::store::tenancy::tenants::{MAX_CAPACITY_UNITS_PER_SECOND, MAX_REQUESTS_PER_SECOND};
     onboard_with(
         h,
         json!({
@@ -925,7 +925,7 @@ pub async fn units_used(ops: &Harness, apps: &[&App], tenant: &str, route: Optio
     for app in apps {
         app.flush_usage().await.expect("flush usage");
     }
-    let today = shared::store::usage::utc_date(ops.app.clock.now_millis());
+    let today = shared::store::quota::usage::utc_date(ops.app.clock.now_millis());
     let r = routes::call(
         &ops.app,
         "get-tenant-usage",
@@ -954,7 +954,7 @@ pub async fn offboard_to_end(h: &Harness, tenant: &str, operator: &Auth) -> Resp
     let first = offboard().await;
     assert_eq!(first.status, 202, "{}", first.body);
     h.clock
-        .advance_seconds(shared::store::offboarding::DELETION_DELAY_SECONDS);
+        .advance_seconds(shared::store::lifecycle::offboarding::DELETION_DELAY_SECONDS);
     for _ in 0..50 {
         let r = offboard().await;
         match r.status {

@@ -6,7 +6,7 @@
 use integration::routes::{call, call_admitted, call_admitted_with_query, params};
 use integration::{onboard_custom, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
-use shared::store::limiter::{window_pk, MAX_WINDOW_SHARDS, REQUESTS_PER_SHARD};
+use shared::store::quota::limiter::{window_pk, MAX_WINDOW_SHARDS, REQUESTS_PER_SHARD};
 
 /// A product of about `kb` kilobytes.
 fn product_of(kb: usize) -> Value {
@@ -262,9 +262,9 @@ async fn at_the_maximum_custom_rate_no_counter_item_takes_more_than_its_share_an
             )
             .item(
                 "SK",
-                aws_sdk_dynamodb::types::AttributeValue::S(shared::store::limiter::window_sk(
-                    &tenant, s, shard,
-                )),
+                aws_sdk_dynamodb::types::AttributeValue::S(
+                    shared::store::quota::limiter::window_sk(&tenant, s, shard),
+                ),
             )
             .item(
                 "requests",
@@ -452,7 +452,7 @@ async fn an_operators_offboarding_and_re_sharding_of_another_tenant_are_charged_
     let first = call_admitted(&h.app, "offboard-tenant", &path, None, &operator).await;
     assert_eq!(first.status, 202, "{}", first.body);
     h.clock
-        .advance_seconds(shared::store::offboarding::DELETION_DELAY_SECONDS);
+        .advance_seconds(shared::store::lifecycle::offboarding::DELETION_DELAY_SECONDS);
     let mut last = first;
     for _ in 0..50 {
         last = call_admitted(&h.app, "offboard-tenant", &path, None, &operator).await;
@@ -472,7 +472,7 @@ async fn an_operators_offboarding_and_re_sharding_of_another_tenant_are_charged_
     .await;
     assert_eq!(r.status, 202, "{}", r.body);
     h.clock
-        .advance_seconds(shared::store::resharding::MOVES_DELAY_SECONDS + 1);
+        .advance_seconds(shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS + 1);
     for _ in 0..30 {
         let driven = Box::pin(tenants::drive_lifecycle::drive(&h.app))
             .await

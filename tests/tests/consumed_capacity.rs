@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnConsumedCapacity, TransactWriteItem};
 use integration::{unique, Harness};
 use shared::identity::ids::TenantId;
-use shared::store::meter::with_request_meta;
+use shared::store::client::meter::with_request_meta;
 
 type Item = HashMap<String, AttributeValue>;
 

@@ -91,11 +91,11 @@ fn every_kind_keeps_its_key_bytes() {
     // the fixed partitions that are no entity's
     assert_eq!(tenant_record_key(&t), "TENANT#acme#TENANT");
     assert_eq!(
-        shared::store::usage::counter_pk(&t, 7),
+        shared::store::quota::usage::counter_pk(&t, 7),
         "TENANT#acme#USAGE#7"
     );
     assert_eq!(
-        shared::store::limiter::window_pk(&t, 2),
+        shared::store::quota::limiter::window_pk(&t, 2),
         "TENANT#acme#RATE#2"
     );
 }

@@ -5,11 +5,11 @@
 use integration::routes::call;
 use integration::{onboard, unique, Auth, Harness};
 use serde_json::json;
-use shared::store::meter::with_request_meta;
+use shared::store::client::meter::with_request_meta;
 
 #[tokio::test]
 async fn a_64_shard_listing_never_has_more_than_the_budget_in_flight() {
-    for budget in [shared::store::scoped::DEFAULT_MAX_IN_FLIGHT, 4] {
+    for budget in [shared::store::client::scoped::DEFAULT_MAX_IN_FLIGHT, 4] {
         // GIVEN a tenant with 64 shards and 40 products, and tenant clients with this budget
         let mut h = Harness::new().await;
         h.app.tenants = h.app.tenants.with_max_in_flight(budget);

@@ -973,7 +973,7 @@ async fn a_product_deleted_after_the_import_was_accepted_stays_deleted() {
 /// the migration's delays pass for both), delivers `first` messages before writes move, `first`
 /// after they move, and one between each of the migrator's steps.
 async fn reshard_to_16_while_consuming(h: &Harness, queues: &ImportQueues, t: &str, first: usize) {
-    use shared::store::resharding::{MOVES_DELAY_SECONDS, WRITES_MOVE_DELAY_SECONDS};
+    use shared::store::lifecycle::resharding::{MOVES_DELAY_SECONDS, WRITES_MOVE_DELAY_SECONDS};
     let settings = imports::consume::ConsumerSettings {
         max_receives: 5,
         writes_in_flight: 4,

@@ -5,7 +5,7 @@
 use integration::routes::{call, call_admitted, get_product_admitted, params};
 use integration::{onboard, unique, Auth, Harness, Resp};
 use serde_json::json;
-use shared::store::tenants::RECORD_TTL_SECONDS;
+use shared::store::tenancy::tenants::RECORD_TTL_SECONDS;
 
 async fn set_status(ops: &Harness, tenant: &str, status: &str) -> Resp {
     call(
@@ -191,7 +191,9 @@ async fn an_operator_cannot_suspend_its_own_tenant() {
 
 #[test]
 fn every_delay_that_relies_on_the_record_cache_outlasts_the_longest_function_timeout() {
-    use shared::store::tenants::{LONGEST_FUNCTION_TIMEOUT_SECONDS, RECORD_SETTLED_SECONDS};
+    use shared::store::tenancy::tenants::{
+        LONGEST_FUNCTION_TIMEOUT_SECONDS, RECORD_SETTLED_SECONDS,
+    };
     // GIVEN every function's timeout in template.yaml (its own, else the Globals')
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
     let t: serde_yaml::Value =
@@ -210,11 +212,11 @@ fn every_delay_that_relies_on_the_record_cache_outlasts_the_longest_function_tim
     assert_eq!(longest, LONGEST_FUNCTION_TIMEOUT_SECONDS);
     assert!(RECORD_SETTLED_SECONDS >= RECORD_TTL_SECONDS + longest);
     assert_eq!(
-        shared::store::offboarding::DELETION_DELAY_SECONDS,
+        shared::store::lifecycle::offboarding::DELETION_DELAY_SECONDS,
         RECORD_SETTLED_SECONDS
     );
     assert_eq!(
-        shared::store::resharding::WRITES_MOVE_DELAY_SECONDS,
+        shared::store::lifecycle::resharding::WRITES_MOVE_DELAY_SECONDS,
         RECORD_SETTLED_SECONDS
     );
 }

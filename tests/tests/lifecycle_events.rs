@@ -9,7 +9,7 @@ use integration::{offboard_to_end, onboard, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::ids::{EntityId, TenantId};
 use shared::store::imports::{self, NewImport, Outcome, FINAL_WITHIN_SECONDS};
-use shared::store::resharding::MOVES_DELAY_SECONDS;
+use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
 
 fn operator() -> Auth {
     Auth::Operator("platform".into())
@@ -163,12 +163,12 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
     let filters = template_filters();
     for record in &batch.records {
         let image = |i: &serde_dynamo::Item| (!i.is_empty()).then(|| i.clone());
-        let change = shared::store::lifecycle_events::Change::parse(&record.event_name).unwrap();
+        let change = shared::store::lifecycle::events::Change::parse(&record.event_name).unwrap();
         let (old, new) = (
             image(&record.change.old_image),
             image(&record.change.new_image),
         );
-        let events = shared::store::lifecycle_events::events_of(
+        let events = shared::store::lifecycle::events::events_of(
             change,
             &record.event_id,
             old.as_ref(),

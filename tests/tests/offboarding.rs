@@ -12,7 +12,7 @@ use integration::{onboard, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::clock::Clock;
 use shared::identity::ids::TenantId;
-use shared::store::offboarding::{kind_of, DELETION_DELAY_SECONDS};
+use shared::store::lifecycle::offboarding::{kind_of, DELETION_DELAY_SECONDS};
 
 type Item = HashMap<String, AttributeValue>;
 /// A read route, its path parameters and its query.
@@ -395,7 +395,7 @@ async fn an_exported_tenant_imported_into_an_empty_table_reads_back_identically(
     assert_eq!(written, raw.len());
 
     // THEN every read route answers there exactly as on the original table
-    let today = shared::store::usage::utc_date(h.clock.now_millis());
+    let today = shared::store::quota::usage::utc_date(h.clock.now_millis());
     let email = format!("ada@{t}.example");
     let reads: Vec<Read> = vec![
         ("get-tenant", params(&[("tenantId", &t)]), vec![]),
@@ -761,7 +761,7 @@ async fn a_re_onboarded_tenants_usage_starts_at_zero_in_a_container_that_served_
     // THEN the new T's usage holds that one call, and nothing of the old T's (read from the
     // operators' container once its cached absence of T has expired)
     ops.clock.advance_seconds(1);
-    let today = shared::store::usage::utc_date(a.app.clock.now_millis());
+    let today = shared::store::quota::usage::utc_date(a.app.clock.now_millis());
     let r = call(
         &ops.app,
         "get-usage",
@@ -838,34 +838,40 @@ async fn the_drivers_unlist_never_removes_a_listing_newer_than_the_one_it_read()
     let platform = h.app.db_for_operator(&TenantId::platform()).await.unwrap();
     let t = TenantId::parse(&unique("relisted")).unwrap();
     let first_listing = h.app.clock.now_millis();
-    shared::store::driving::list(&platform, &t, first_listing)
+    shared::store::lifecycle::driving::list(&platform, &t, first_listing)
         .await
         .unwrap();
-    let read = shared::store::driving::listed(&platform).await.unwrap();
+    let read = shared::store::lifecycle::driving::listed(&platform)
+        .await
+        .unwrap();
     let (_, read_at) = read.iter().find(|(l, _)| l == &t).unwrap().clone();
     assert_eq!(read_at, first_listing);
     // WHEN, between that read and the driver's delete (the injected delay), the tenant id is
     // onboarded again and listed anew by its re-sharding or offboarding
     h.clock.advance_seconds(5);
-    shared::store::driving::list(&platform, &t, h.app.clock.now_millis())
+    shared::store::lifecycle::driving::list(&platform, &t, h.app.clock.now_millis())
         .await
         .unwrap();
-    let unlisted = shared::store::driving::unlist(&platform, &t, read_at)
+    let unlisted = shared::store::lifecycle::driving::unlist(&platform, &t, read_at)
         .await
         .unwrap();
     // THEN the delete is refused and the newer listing stays for the driver's next run
     assert!(!unlisted);
-    let entries = shared::store::driving::listed(&platform).await.unwrap();
+    let entries = shared::store::lifecycle::driving::listed(&platform)
+        .await
+        .unwrap();
     assert!(
         entries.iter().any(|(l, at)| l == &t && *at > read_at),
         "{entries:?}"
     );
     // AND the listing it did read is removed as before
     let (_, now_at) = entries.iter().find(|(l, _)| l == &t).unwrap().clone();
-    assert!(shared::store::driving::unlist(&platform, &t, now_at)
-        .await
-        .unwrap());
-    assert!(!shared::store::driving::listed(&platform)
+    assert!(
+        shared::store::lifecycle::driving::unlist(&platform, &t, now_at)
+            .await
+            .unwrap()
+    );
+    assert!(!shared::store::lifecycle::driving::listed(&platform)
         .await
         .unwrap()
         .iter()
@@ -1034,7 +1040,7 @@ async fn offboarding_and_re_sharding_steps_of_large_items_fit_a_transaction_and_
     assert_eq!(patch().await.status, 202);
     worker
         .clock
-        .advance_seconds(shared::store::resharding::MOVES_DELAY_SECONDS + 1);
+        .advance_seconds(shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS + 1);
     let mut done = false;
     for _ in 0..30 {
         let r = patch().await;

@@ -8,7 +8,7 @@ use futures::StreamExt;
 use integration::routes::{call, call_admitted, count_status, get_product_admitted, params};
 use integration::{onboard_tier, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
-use shared::store::tenants::RECORD_TTL_SECONDS;
+use shared::store::tenancy::tenants::RECORD_TTL_SECONDS;
 
 async fn put_product(app: &shared::App, tenant: &str, id: &str) -> Resp {
     call_admitted(
@@ -95,7 +95,7 @@ async fn a_basic_tenant_far_over_its_rate_gets_429_for_the_excess_while_a_premiu
     // admitted call (in the next second) has carried them
     h.clock.advance_seconds(1);
     assert_eq!(put_product(&h.app, &basic, "p-next").await.status, 201);
-    let today = shared::store::usage::utc_date(h.app.clock.now_millis());
+    let today = shared::store::quota::usage::utc_date(h.app.clock.now_millis());
     let usage = call(
         &h.app,
         "get-tenant-usage",
@@ -108,7 +108,7 @@ async fn a_basic_tenant_far_over_its_rate_gets_429_for_the_excess_while_a_premiu
     assert_eq!(usage.status, 200, "{}", usage.body);
     let day = &usage.body["days"][0];
     // (calls: at most the admitted ones; a count that misses the meter's 200 ms budget under this
-    // burst is dropped by design, see shared::store::usage)
+    // burst is dropped by design, see shared::store::quota::usage)
     let calls = day["routes"]["put-product"].as_u64().unwrap();
     assert!((1..=admitted as u64 + 1).contains(&calls), "{}", usage.body);
     assert_eq!(

@@ -1,4 +1,4 @@
-//! The opt-in read cache (`READ_CACHE_MS`, `shared::store::read_cache`): a single-item read served
+//! The opt-in read cache (`READ_CACHE_MS`, `shared::store::tenancy::read_cache`): a single-item read served
 //! from the container's memory within the staleness bound, per tenant, and dropped by the
 //! container's own writes.
 

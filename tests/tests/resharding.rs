@@ -15,7 +15,7 @@ use integration::{onboard, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::clock::Clock;
 use shared::identity::shard::shard_for;
-use shared::store::resharding::MOVES_DELAY_SECONDS;
+use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
 
 const PRODUCTS: usize = 2_000;
 const EMPLOYEES: usize = 200;
@@ -803,7 +803,7 @@ async fn a_write_that_chose_the_old_layout_never_leaves_a_second_copy() {
     }
     assert_eq!(wa.reshard(16).await.status, 202);
     b.clock
-        .advance_seconds(shared::store::resharding::WRITES_MOVE_DELAY_SECONDS + 1);
+        .advance_seconds(shared::store::lifecycle::resharding::WRITES_MOVE_DELAY_SECONDS + 1);
 
     let (x, y, z) = (moving_id("x", 0), moving_id("y", 1), moving_id("z", 2));
     // WHEN A and B write the same items, each in its own phase, in every order
@@ -941,7 +941,7 @@ impl Walker {
 
 #[tokio::test]
 async fn walk_cursors_pass_between_containers_with_and_without_the_migration_cached() {
-    use shared::store::resharding::WRITES_MOVE_DELAY_SECONDS;
+    use shared::store::lifecycle::resharding::WRITES_MOVE_DELAY_SECONDS;
     // GIVEN a tenant with 600 products on 4 shards, container X that has its record cached (no
     // migration), and container Y, where an operator starts a re-sharding to 16
     let x = Harness::new().await;

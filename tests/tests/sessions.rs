@@ -687,7 +687,7 @@ async fn thousands_of_expired_sessions_ahead_of_a_live_one_cost_a_bounded_number
             .await
             .unwrap();
     }
-    let max = shared::store::query::MAX_ROUNDS as usize;
+    let max = shared::store::client::query::MAX_ROUNDS as usize;
     // WHEN the last login is asked for, THEN it is the live session, within the Query budget
     h.requests.reset();
     let r = t.last_login("c").await;

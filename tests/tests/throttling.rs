@@ -90,8 +90,8 @@ async fn a_throttled_request_is_logged_by_shape_and_counted_in_usage() {
         .db(&shared::identity::ids::TenantId::parse(&tenant).unwrap())
         .await
         .unwrap();
-    let today = shared::store::usage::utc_date(h.app.clock.now_millis());
-    let days = shared::store::usage::read(&db, &today, &today)
+    let today = shared::store::quota::usage::utc_date(h.app.clock.now_millis());
+    let days = shared::store::quota::usage::read(&db, &today, &today)
         .await
         .unwrap();
     assert_eq!(days[&today]["get-product"].throttles, 1);

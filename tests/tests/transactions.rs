@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use integration::fixtures::arrange;
 use integration::routes::{call, call_with_headers, route_table};
 use integration::Harness;
-use shared::store::transact::ATTEMPTS;
+use shared::store::client::transact::ATTEMPTS;
 
 /// One transactional route and how it maps cancellations (routes.yaml's `transaction`).
 struct Case {

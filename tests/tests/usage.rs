@@ -50,7 +50,7 @@ async fn metered_get(h: &Harness, tenant: &str) -> u16 {
 /// The tenant's usage today, once the container has written what it holds.
 async fn usage(h: &Harness, tenant: &str) -> Resp {
     h.app.flush_usage().await.unwrap();
-    let today = shared::store::usage::utc_date(h.app.clock.now_millis());
+    let today = shared::store::quota::usage::utc_date(h.app.clock.now_millis());
     resp(
         users::get_usage::handle(
             &h.app,
@@ -124,7 +124,7 @@ async fn usage_counts_equal_the_calls_made_after_520_concurrent_calls() {
     assert!((2..=16).contains(&counters.len()), "{}", counters.len());
     // AND each expires by TTL 400 days after its first count
     use shared::identity::clock::Clock;
-    let ttl = h.clock.now_seconds() + shared::store::usage::COUNTER_TTL_SECONDS;
+    let ttl = h.clock.now_seconds() + shared::store::quota::usage::COUNTER_TTL_SECONDS;
     for c in &counters {
         assert_eq!(c["expiresAt"].as_n().unwrap(), &ttl.to_string());
     }
@@ -175,7 +175,7 @@ async fn a_metering_failure_never_fails_the_call_and_a_caller_without_tenant_is_
 async fn counts_dynamodb_refuses_stay_pending_and_counts_with_a_lost_answer_are_never_counted_twice(
 ) {
     use shared::identity::clock::Clock;
-    use shared::store::usage::{read, utc_date, Pending, RouteUsage, UsageMeter};
+    use shared::store::quota::usage::{read, utc_date, Pending, RouteUsage, UsageMeter};
     let h = Harness::new().await;
     let t =
         shared::identity::ids::TenantId::parse(&integration::onboarded(&h, "units").await).unwrap();
@@ -261,7 +261,7 @@ async fn get_usage_reports_the_capacity_units_of_metered_calls() {
 #[tokio::test]
 async fn plan_usage_reads_tenants_usage_from_the_table_with_operator_credentials_and_recommends() {
     use shared::identity::clock::Clock;
-    use shared::store::usage::{utc_date, Pending};
+    use shared::store::quota::usage::{utc_date, Pending};
     // GIVEN a quiet tenant (one call) and a busy one whose counters hold a day of heavy writes,
     // throttled attempts and quota refusals
     let h = Harness::new().await;
@@ -308,9 +308,9 @@ async fn plan_usage_reads_tenants_usage_from_the_table_with_operator_credentials
         .collect();
     // THEN the quiet tenant stays basic on one shard, and the busy one (1,000 WCU/s at its peak)
     // needs shards and a premium tier, with its throttles and refusals reported
-    assert_eq!(recs[0].tier, shared::store::tenants::Tier::Basic);
+    assert_eq!(recs[0].tier, shared::store::tenancy::tenants::Tier::Basic);
     assert_eq!(recs[0].shards, 1);
-    assert_eq!(recs[1].tier, shared::store::tenants::Tier::Premium);
+    assert_eq!(recs[1].tier, shared::store::tenancy::tenants::Tier::Premium);
     assert!(recs[1].shards >= 2, "{:?}", recs[1]);
     assert_eq!((recs[1].throttles, recs[1].limited), (12, 3));
     let report = devtools::usage_plan::report(&recs);

@@ -59,11 +59,11 @@ async fn run_usage_plan(f: &HashMap<String, String>, source: &str) -> Result<(),
     let to = f
         .get("to")
         .cloned()
-        .unwrap_or_else(|| shared::store::usage::utc_date(now));
+        .unwrap_or_else(|| shared::store::quota::usage::utc_date(now));
     let from = f
         .get("from")
         .cloned()
-        .unwrap_or_else(|| shared::store::usage::utc_date(now - 29 * 86_400_000));
+        .unwrap_or_else(|| shared::store::quota::usage::utc_date(now - 29 * 86_400_000));
     let usage = match source.strip_prefix("table:") {
         Some(table) => {
             let tenants = f

@@ -10,10 +10,10 @@ use lambda_http::{Body, Request, Response};
 use shared::identity::ids::EntityId;
 use shared::identity::keys::kind;
 use shared::service::http::{no_content, path_entity_id};
+use shared::store::client::query::string_attr;
+use shared::store::client::transact::{transact, TransactError};
 use shared::store::imports::tombstone;
-use shared::store::layout::{self, Layout};
-use shared::store::query::string_attr;
-use shared::store::transact::{transact, TransactError};
+use shared::store::tenancy::layout::{self, Layout};
 use shared::{ApiError, App};
 
 use crate::membership_key;

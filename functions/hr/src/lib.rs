@@ -82,6 +82,6 @@ pub struct Department {
     pub updated_at: String,
 }
 
-pub use shared::store::items::{item_with_keys, view_from_item};
+pub use shared::store::client::items::{item_with_keys, view_from_item};
 
 pub use shared::service::http::{PageBody, Text};

@@ -4,7 +4,7 @@
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use shared::service::http::{json_body, path_entity_id, put_response};
-use shared::store::layout::Put;
+use shared::store::tenancy::layout::Put;
 use shared::{ApiError, App};
 
 use crate::store::{store_department, WrittenAt};

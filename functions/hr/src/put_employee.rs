@@ -9,7 +9,7 @@ use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use shared::identity::ids::EntityId;
 use shared::service::http::{json_body, json_response, path_entity_id};
-use shared::store::layout::Put;
+use shared::store::tenancy::layout::Put;
 use shared::{ApiError, App};
 
 use crate::store::{store_employee, EmployeeFields, WrittenAt};

@@ -6,10 +6,10 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, Trans
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{kind, Key};
-use shared::store::layout::{self, Keys, Layout, NOT_LATER, UPDATED_AT_MS};
-use shared::store::query::{string_attr, u64_attr, Item};
-use shared::store::scoped::TenantDb;
-use shared::store::transact::{transact, TransactError};
+use shared::store::client::query::{string_attr, u64_attr, Item};
+use shared::store::client::scoped::TenantDb;
+use shared::store::client::transact::{transact, TransactError};
+use shared::store::tenancy::layout::{self, Keys, Layout, NOT_LATER, UPDATED_AT_MS};
 use shared::ApiError;
 
 use crate::{hr_key, item_with_keys, membership_key, Department, Employee};
@@ -55,7 +55,7 @@ pub fn keys(t: &TenantId, layout: Layout, entity_kind: &str, id: &EntityId) -> K
 }
 
 /// Writes department `id` named `name`, with `along` in the same transaction
-/// (`shared::store::layout::put_along`).
+/// (`shared::store::tenancy::layout::put_along`).
 pub async fn store_department(
     db: &TenantDb,
     layout: Layout,

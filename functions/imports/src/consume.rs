@@ -22,12 +22,12 @@
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::StreamExt;
 use shared::identity::ids::TenantId;
+use shared::store::client::meter::with_request_meta;
 use shared::store::imports::{
     due_at_ms, marker, not_deleted_since, note_deferred, outcomes_between, record_outcome,
     sealing_key, FailReason, Outcome, RETENTION_SECONDS,
 };
-use shared::store::layout::Put;
-use shared::store::meter::with_request_meta;
+use shared::store::tenancy::layout::Put;
 use shared::{ApiError, App};
 
 use hr::store::{store_department, store_employee, EmployeeFields, WrittenAt};

@@ -27,13 +27,13 @@ use shared::identity::clock::rfc3339;
 use shared::identity::ids::{EntityId, TenantId};
 use shared::service::http::{json_body_up_to, json_response};
 use shared::service::idempotent::{self, Recorder};
-use shared::store::driving::{list_import, unlist_import, DueImport};
+use shared::store::client::scoped::TenantDb;
+use shared::store::client::transact::{transact, TransactError};
 use shared::store::imports::{
     claim, count_open, due_at_ms, enqueued, ensure_sealing_key, open_imports, uncount_open, Claim,
     FailReason, NewImport, Progress, Status, MAX_OPEN_IMPORTS,
 };
-use shared::store::scoped::TenantDb;
-use shared::store::transact::{transact, TransactError};
+use shared::store::lifecycle::driving::{list_import, unlist_import, DueImport};
 use shared::{ApiError, App};
 
 use crate::{
@@ -208,7 +208,7 @@ async fn departments_exist(
     let found: Vec<Option<u32>> = futures::stream::iter(first_naming)
         .map(|(d, index)| async move {
             let keys = hr::store::keys(t, layout, shared::identity::keys::kind::DEPARTMENT, &d);
-            let found = shared::store::layout::locate(db, layout, &keys).await?;
+            let found = shared::store::tenancy::layout::locate(db, layout, &keys).await?;
             Ok::<_, ApiError>(found.is_none().then_some(index))
         })
         .buffered(DEPARTMENT_READS_IN_FLIGHT)

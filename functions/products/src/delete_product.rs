@@ -7,7 +7,7 @@ use lambda_http::{Body, Request, Response};
 use shared::identity::keys::kind;
 use shared::service::http::{no_content, path_entity_id};
 use shared::store::imports::tombstone;
-use shared::store::layout::{self, Keys};
+use shared::store::tenancy::layout::{self, Keys};
 use shared::{ApiError, App};
 
 use crate::product_key;

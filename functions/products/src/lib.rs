@@ -19,9 +19,9 @@ use serde::Serialize;
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{kind, sharded_entity_key, Key};
-use shared::store::layout::{self, Keys, Layout, Put};
-use shared::store::query::{string_attr, Item};
-use shared::store::scoped::TenantDb;
+use shared::store::client::query::{string_attr, Item};
+use shared::store::client::scoped::TenantDb;
+use shared::store::tenancy::layout::{self, Keys, Layout, Put};
 use shared::ApiError;
 
 /// The largest product document accepted, as JSON.
@@ -102,7 +102,7 @@ pub fn check_product(document: &serde_json::Value, path: &str) -> Result<(), Api
     check_document(document, path, 0)
 }
 
-/// Writes product `id` of `tenant` under `layout` (see `shared::store::layout`), as of
+/// Writes product `id` of `tenant` under `layout` (see `shared::store::tenancy::layout`), as of
 /// `written_at` (epoch ms, stored as `updatedAt` and `updatedAtMs`), in one transaction with `along`
 /// when anything comes along. A `late` write (an import's, delivered after the fact) does not replace
 /// a product written after `written_at` ([`Put::Superseded`]). The one way a product is written:

@@ -1,11 +1,11 @@
 //! putProduct: `PUT /products/{productId}` with a JSON object (at most 64 KB) → 201 created or 200
 //! replaced. One PutItem on the product's computed shard (while the tenant is re-sharded, see
-//! `shared::store::layout`).
+//! `shared::store::tenancy::layout`).
 
 use lambda_http::{Body, Request, Response};
 use shared::identity::clock::rfc3339;
 use shared::service::http::{json_body, path_entity_id, put_response};
-use shared::store::layout::Put;
+use shared::store::tenancy::layout::Put;
 use shared::{ApiError, App};
 
 use crate::{store_product, ProductView};

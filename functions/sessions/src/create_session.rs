@@ -21,9 +21,9 @@ use shared::identity::ids::TenantId;
 use shared::identity::keys::{child_sk, customer_sk, session_pk};
 use shared::service::http::{json_body, json_response};
 use shared::service::idempotent::{self, Recorder};
-use shared::store::query::{string_attr, u64_attr};
-use shared::store::scoped::TenantDb;
-use shared::store::transact::{transact, TransactError};
+use shared::store::client::query::{string_attr, u64_attr};
+use shared::store::client::scoped::TenantDb;
+use shared::store::client::transact::{transact, TransactError};
 use shared::{ApiError, App};
 
 use crate::model::{
@@ -178,9 +178,9 @@ fn child_failure(err: TransactError, now_s: u64) -> ApiError {
 fn stored_item(
     t: &TenantId,
     session: &SessionItem,
-) -> Result<shared::store::query::Item, ApiError> {
+) -> Result<shared::store::client::query::Item, ApiError> {
     let mut item = serde_dynamo::to_item(session)
         .map_err(|e| ApiError::Internal(format!("serialize session: {e}")))?;
-    shared::store::items::enlist(t, &mut item);
+    shared::store::client::items::enlist(t, &mut item);
     Ok(item)
 }

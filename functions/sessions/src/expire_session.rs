@@ -10,9 +10,9 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem};
 use lambda_http::{Body, Request, Response};
 use shared::identity::keys::{parse_customer_sk, session_pk, PK, SK};
 use shared::service::http::{no_content, path_session_id};
-use shared::store::query::{all_pages, is_live, string_attr, u64_attr, Item};
-use shared::store::scoped::TenantDb;
-use shared::store::transact::{transact, TransactError};
+use shared::store::client::query::{all_pages, is_live, string_attr, u64_attr, Item};
+use shared::store::client::scoped::TenantDb;
+use shared::store::client::transact::{transact, TransactError};
 use shared::{ApiError, App};
 
 const ATTEMPTS: usize = 3;

@@ -15,7 +15,7 @@ use shared::identity::keys::{
     parse_child_sk, parse_customer_sk, session_collection_sk_prefix, session_pk, SK,
 };
 use shared::service::http::{page_limit, path_session_id, query_param};
-use shared::store::query::{first_live, live_page, string_attr};
+use shared::store::client::query::{first_live, live_page, string_attr};
 use shared::{ApiError, App};
 
 use crate::model::{root_session_query, session_page_response};

@@ -9,7 +9,7 @@ use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
 use shared::service::http::{json_response, path_entity_id};
-use shared::store::query::first_live;
+use shared::store::client::query::first_live;
 use shared::{ApiError, App};
 
 use crate::model::{customer_sessions_query, session_from_item};

@@ -9,7 +9,7 @@ use lambda_http::{Body, Request, Response};
 use serde::Serialize;
 use shared::identity::keys::{child_sk, parse_session_pk, GSI1, PK};
 use shared::service::http::{json_response, path_session_id};
-use shared::store::query::{first_live, string_attr};
+use shared::store::client::query::{first_live, string_attr};
 use shared::{ApiError, App};
 
 use crate::model::session_from_item;

@@ -8,7 +8,7 @@
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use shared::service::http::{json_response, path_session_id};
-use shared::store::query::first_live;
+use shared::store::client::query::first_live;
 use shared::{ApiError, App};
 
 use crate::model::{root_session_query, session_from_item};

@@ -8,7 +8,7 @@ use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use shared::identity::keys::{customer_sk, session_pk, GSI1};
 use shared::service::http::{json_response, path_entity_id, path_session_id};
-use shared::store::query::first_live;
+use shared::store::client::query::first_live;
 use shared::{ApiError, App};
 
 use crate::model::session_from_item;

@@ -7,7 +7,7 @@ use lambda_http::{Body, Request, Response};
 use shared::identity::cursor;
 use shared::identity::keys::{customer_sk, parse_session_pk};
 use shared::service::http::{page_limit, path_entity_id, query_param};
-use shared::store::query::live_page;
+use shared::store::client::query::live_page;
 use shared::{ApiError, App};
 
 use crate::model::{customer_sessions_query, session_page_response};

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::{EntityId, SessionId};
-use shared::store::query::Item;
+use shared::store::client::query::Item;
 
 /// A child is created inside its parent's transaction, which holds at most 100 items; with the root
 /// that leaves 99, so expiring a session is always one transaction.
@@ -99,7 +99,7 @@ impl<'de> Deserialize<'de> for SessionState {
 /// A customer's sessions on GSI1 (partition = the customer), newest first: session ids are UUIDv7
 /// from the clock, so GSI1's sort key (the session's `PK`) orders them by time.
 pub fn customer_sessions_query(
-    db: &shared::store::scoped::TenantDb,
+    db: &shared::store::client::scoped::TenantDb,
     t: &shared::identity::ids::TenantId,
     customer: &EntityId,
 ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
@@ -120,7 +120,7 @@ pub fn session_page_response(
     keys: &shared::identity::cursor::CursorKeys,
     t: &shared::identity::ids::TenantId,
     route: &str,
-    page: shared::store::query::Page,
+    page: shared::store::client::query::Page,
 ) -> Result<lambda_http::Response<lambda_http::Body>, shared::ApiError> {
     let next_cursor = page
         .next
@@ -136,7 +136,7 @@ pub fn session_page_response(
 /// A session's root item: `PK` = the session, `SK` begins with the tenant's customer prefix (the
 /// root's `SK` holds its customer, so it cannot be a GetItem).
 pub fn root_session_query(
-    db: &shared::store::scoped::TenantDb,
+    db: &shared::store::client::scoped::TenantDb,
     t: &shared::identity::ids::TenantId,
     session: &SessionId,
 ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {

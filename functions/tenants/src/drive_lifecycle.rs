@@ -1,5 +1,5 @@
 //! driveLifecycle: steps every listed re-sharding and offboarding to its end with no client calling
-//! (`shared::store::driving`). EventBridge invokes it every minute; it has a reserved concurrency of
+//! (`shared::store::lifecycle::driving`). EventBridge invokes it every minute; it has a reserved concurrency of
 //! one, and each run stops starting work after [`RUN_BUDGET`] (under its 30 s timeout), so two runs
 //! never overlap. Each tenant gets what one PATCH or DELETE call would do (up to 5 s of steps, each
 //! committed with its checkpoint in the record), so a run killed mid-step resumes, in the next run,
@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 use lambda_http::http::StatusCode;
 use serde::Serialize;
 use shared::identity::ids::TenantId;
-use shared::store::tenants::{read_record_consistent, LONGEST_FUNCTION_TIMEOUT_SECONDS};
-use shared::store::{driving, imports};
+use shared::store::imports;
+use shared::store::lifecycle::driving;
+use shared::store::tenancy::tenants::{read_record_consistent, LONGEST_FUNCTION_TIMEOUT_SECONDS};
 use shared::{ApiError, App};
 
 /// How long one run starts new work: a tenant begun just before may add one call's 5 s.
@@ -127,7 +128,7 @@ pub async fn drive(app: &App) -> Result<Driven, ApiError> {
 /// offboarded is only unlisted: nothing may be written into a tenant being deleted.
 async fn close_due_imports(
     app: &App,
-    platform_db: &shared::store::scoped::TenantDb,
+    platform_db: &shared::store::client::scoped::TenantDb,
     deadline: Instant,
     driven: &mut Driven,
 ) -> Result<(), ApiError> {

@@ -5,7 +5,7 @@
 //! 1,000), cut short before 5 MB or after [`READ_TIME`].
 //!
 //! Operator only. Reads with credentials scoped to the tenant exported, through the same walk as
-//! offboarding (`shared::store::tenant_items`): the fixed partitions, the catalog, the record last.
+//! offboarding (`shared::store::lifecycle::tenant_items`): the fixed partitions, the catalog, the record last.
 //! The exported tenant is billed for the page's reads: they count in its usage (`export-tenant`)
 //! and are charged to its capacity quota, as its own requests are. Its quota windows (the
 //! limiter's two-minute state) are not exported; its usage counters are, as they are when read.
@@ -23,9 +23,9 @@ use shared::identity::keys::{Key, PK, SK};
 use shared::service::http::{
     page_limit_up_to, path_tenant_id, query_param, MAX_PAGE_BYTES, MAX_SHARDED_LIMIT,
 };
-use shared::store::meter::with_request_meta;
-use shared::store::tenant_items::{self, item_to_json, Budget, Position, RecordInWalk};
-use shared::store::tenants::read_record;
+use shared::store::client::meter::with_request_meta;
+use shared::store::lifecycle::tenant_items::{self, item_to_json, Budget, Position, RecordInWalk};
+use shared::store::tenancy::tenants::read_record;
 use shared::{ApiError, App};
 
 /// The usage counters' name for the exported tenant's share of an export.

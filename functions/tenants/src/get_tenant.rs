@@ -7,7 +7,7 @@
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use shared::service::http::{json_response, path_tenant_id};
-use shared::store::tenants::read_record;
+use shared::store::tenancy::tenants::read_record;
 use shared::{ApiError, App};
 
 use crate::TenantView;

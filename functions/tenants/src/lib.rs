@@ -18,7 +18,7 @@ pub mod update_tenant;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use shared::store::tenants::{Limits, TenantRecord, TenantStatus, Tier};
+use shared::store::tenancy::tenants::{Limits, TenantRecord, TenantStatus, Tier};
 use shared::ApiError;
 
 /// A tenant record as the API returns it, with the limits in force.
@@ -59,8 +59,8 @@ pub struct MigrationView {
     pub items_moved: u64,
 }
 
-impl From<&shared::store::resharding::Migration> for MigrationView {
-    fn from(m: &shared::store::resharding::Migration) -> Self {
+impl From<&shared::store::lifecycle::resharding::Migration> for MigrationView {
+    fn from(m: &shared::store::lifecycle::resharding::Migration) -> Self {
         let at = |s: u64| shared::identity::clock::rfc3339(s * 1000);
         Self {
             from_shard_count: m.from,
@@ -206,7 +206,7 @@ pub struct OffboardingView {
 }
 
 impl OffboardingView {
-    pub fn running(tenant: &str, o: &shared::store::offboarding::Offboarding) -> Self {
+    pub fn running(tenant: &str, o: &shared::store::lifecycle::offboarding::Offboarding) -> Self {
         Self {
             tenant_id: tenant.to_owned(),
             status: "offboarding",
@@ -223,8 +223,12 @@ impl OffboardingView {
     }
 
     /// The report of a finished offboarding: `o` with the record's own deletion counted.
-    pub fn finished(tenant: &str, o: &shared::store::offboarding::Offboarding, at: String) -> Self {
-        let deleted = shared::store::offboarding::with_record(o.deleted.clone());
+    pub fn finished(
+        tenant: &str,
+        o: &shared::store::lifecycle::offboarding::Offboarding,
+        at: String,
+    ) -> Self {
+        let deleted = shared::store::lifecycle::offboarding::with_record(o.deleted.clone());
         Self {
             tenant_id: tenant.to_owned(),
             status: "offboarded",

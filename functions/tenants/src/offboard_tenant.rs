@@ -5,10 +5,10 @@
 //! when there is no such tenant (and no report of one); 409 for the operator's own tenant.
 //!
 //! Operator only. The first call sets the tenant `offboarding` (every container refuses it within
-//! [`shared::store::tenants::RECORD_TTL_SECONDS`]); deletion starts
+//! [`shared::store::tenancy::tenants::RECORD_TTL_SECONDS`]); deletion starts
 //! [`DELETION_DELAY_SECONDS`] later, so no request of the tenant can still be writing. Each later call
 //! deletes for up to [`WORK_PER_REQUEST`], in steps that each commit with their checkpoint
-//! (`shared::store::offboarding`), so any call, in any container, resumes where the last one ended.
+//! (`shared::store::lifecycle::offboarding`), so any call, in any container, resumes where the last one ended.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,14 +18,14 @@ use lambda_http::{Body, Request, Response};
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::TenantId;
 use shared::service::http::{json_response, path_tenant_id};
-use shared::store::offboarding::{
+use shared::store::client::scoped::TenantDb;
+use shared::store::lifecycle::offboarding::{
     begin, delete_step, finish, read_report, Finished, Offboarding, Report, Step,
     DELETION_DELAY_SECONDS, ITEMS_PER_STEP,
 };
-use shared::store::scoped::TenantDb;
-use shared::store::tenant_items::{self, Budget, RecordInWalk};
-use shared::store::tenants::{read_record_consistent, TenantRecord};
-use shared::store::{driving, pacing};
+use shared::store::lifecycle::tenant_items::{self, Budget, RecordInWalk};
+use shared::store::lifecycle::{driving, pacing};
+use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord};
 use shared::{ApiError, App};
 
 use crate::OffboardingView;
@@ -108,7 +108,7 @@ pub async fn advance(
     let sources = tenant_items::sources(
         &tenant,
         record.shard_count,
-        shared::store::limiter::walked_window_shards(&record.limits()),
+        shared::store::quota::limiter::walked_window_shards(&record.limits()),
         RecordInWalk::Excluded,
     );
     let deadline = Instant::now() + WORK_PER_REQUEST;
@@ -171,7 +171,9 @@ pub async fn advance(
 
 /// 409 while the tenant is being re-sharded (and not yet offboarding): its items are moving
 /// between shards, which a walk could miss. Finish the re-sharding first.
-fn refuse_while_resharding(record: &shared::store::tenants::TenantRecord) -> Result<(), ApiError> {
+fn refuse_while_resharding(
+    record: &shared::store::tenancy::tenants::TenantRecord,
+) -> Result<(), ApiError> {
     match (&record.migration, &record.offboarding) {
         (Some(m), None) => Err(ApiError::Conflict(format!(
             "This tenant is being re-sharded to {} shards; finish that first \

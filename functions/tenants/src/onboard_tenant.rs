@@ -12,8 +12,8 @@ use shared::identity::keys::tenant_record_key;
 use shared::identity::shard::{DEFAULT_SHARDS, MAX_SHARDS, MIN_SHARDS};
 use shared::service::http::{json_body, json_response};
 use shared::service::idempotent::{self, Recorder};
-use shared::store::scoped::TenantDb;
-use shared::store::tenants::{TenantRecord, Tier};
+use shared::store::client::scoped::TenantDb;
+use shared::store::tenancy::tenants::{TenantRecord, Tier};
 use shared::{ApiError, App};
 
 use crate::{tier_and_limits, TenantView};
@@ -81,7 +81,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
 /// the key's record.
 async fn write_record(
     db: &TenantDb,
-    item: shared::store::query::Item,
+    item: shared::store::client::query::Item,
     view: &TenantView,
     recorder: Option<Recorder<'_>>,
 ) -> Result<Response<Body>, ApiError> {

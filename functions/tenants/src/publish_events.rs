@@ -2,7 +2,7 @@
 //!
 //! A DynamoDB stream event source mapping (`ReportBatchItemFailures`, filtered to tenant and import
 //! records) hands this function the changes in commit order; each record becomes the lifecycle
-//! events [`shared::store::lifecycle_events::events_of`] reads in it, put on the bus
+//! events [`shared::store::lifecycle::events::events_of`] reads in it, put on the bus
 //! (`EVENT_BUS_NAME`) with source `EVENT_SOURCE` (default `pooltable`). A change is published
 //! only once it committed (the stream holds nothing else), and never lost: when a put fails, the
 //! answer names the first record not fully published, and Lambda hands it (and every record after
@@ -18,7 +18,7 @@ use aws_sdk_eventbridge::primitives::DateTime;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use shared::service::app::{lambda_sdk_config, ConfigError};
 use shared::service::metrics::{event_line, MetricsSink};
-use shared::store::lifecycle_events::{events_of, Change, LifecycleEvent};
+use shared::store::lifecycle::events::{events_of, Change, LifecycleEvent};
 
 /// PutEvents takes at most 10 entries.
 const ENTRIES_PER_PUT: usize = 10;
@@ -95,7 +95,7 @@ impl Publisher {
     fn pass_unreadable(
         &self,
         record: &EventRecord,
-        error: &shared::store::lifecycle_events::ImageError,
+        error: &shared::store::lifecycle::events::ImageError,
     ) {
         let keys = serde_json::to_string(&record.change.keys).unwrap_or_default();
         tracing::error!(%error, event_id = %record.event_id, sequence_number = ?record.change.sequence_number, keys, "a stream record could not be read; passed without its events");
@@ -113,7 +113,7 @@ impl Publisher {
     fn entries(
         &self,
         record: &EventRecord,
-    ) -> Result<Vec<PutEventsRequestEntry>, shared::store::lifecycle_events::ImageError> {
+    ) -> Result<Vec<PutEventsRequestEntry>, shared::store::lifecycle::events::ImageError> {
         let Some(change) = Change::parse(&record.event_name) else {
             return Ok(Vec::new());
         };

@@ -5,7 +5,7 @@
 //! to another count runs, or while the tenant is being offboarded.
 //!
 //! Operator only. The first call writes the migration into the record; the migrator's steps
-//! (`shared::store::resharding`) each commit a checkpoint there, so any call in any container
+//! (`shared::store::lifecycle::resharding`) each commit a checkpoint there, so any call in any container
 //! resumes where the last one ended, and two calls at once never both commit a step.
 
 use std::sync::Arc;
@@ -16,13 +16,13 @@ use lambda_http::{Body, Response};
 use shared::identity::ids::TenantId;
 use shared::identity::keys::{ItemKey, PK, SK};
 use shared::service::http::json_response;
-use shared::store::query::string_attr;
-use shared::store::resharding::{
+use shared::store::client::query::string_attr;
+use shared::store::client::scoped::TenantDb;
+use shared::store::lifecycle::resharding::{
     begin, checkpoint, finish, move_page, sharded_sources, Migration, Step, ITEMS_PER_STEP,
 };
-use shared::store::scoped::TenantDb;
-use shared::store::tenant_items::{self, Budget};
-use shared::store::tenants::{read_record_consistent, TenantRecord, TenantStatus};
+use shared::store::lifecycle::tenant_items::{self, Budget};
+use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
 use shared::{ApiError, App};
 
 use crate::TenantView;
@@ -100,7 +100,8 @@ async fn start(
     operator: &TenantId,
 ) -> Result<Step, ApiError> {
     let platform_db = app.db_for_operator(&TenantId::platform()).await?;
-    shared::store::driving::list(&platform_db, &db.tenant, app.clock.now_millis()).await?;
+    shared::store::lifecycle::driving::list(&platform_db, &db.tenant, app.clock.now_millis())
+        .await?;
     Ok(begin(db, record, to, operator, app.clock.now_millis()).await?)
 }
 
@@ -124,7 +125,7 @@ pub async fn migrate(
     // Each page's moves within a partition's second of writes, and paced at a partition's rate.
     let budget = Budget {
         items: ITEMS_PER_STEP,
-        bytes: shared::store::pacing::STEP_BYTES,
+        bytes: shared::store::lifecycle::pacing::STEP_BYTES,
         until: Some(deadline),
     };
     loop {
@@ -165,8 +166,8 @@ pub async fn migrate(
         state = next;
         // Paced before the call may end, so the next call starts when the partition has taken
         // this page's moves (a page is at most about half a second of it).
-        let units = shared::store::pacing::transactional_write_units(&page.items);
-        shared::store::pacing::pace(step_started, units).await;
+        let units = shared::store::lifecycle::pacing::transactional_write_units(&page.items);
+        shared::store::lifecycle::pacing::pace(step_started, units).await;
         if Instant::now() >= deadline {
             return Ok(accepted(record, 0));
         }

@@ -5,7 +5,7 @@
 //! Operator only. Changes the tier, sets custom limits (tier `custom`), or suspends or resumes the
 //! tenant (`status`). One conditional UpdateItem, sent with credentials scoped to the tenant changed.
 //! `{shardCount}` alone starts or continues a re-sharding ([`crate::reshard_tenant`]).
-//! Every container reads the change within [`shared::store::tenants::RECORD_TTL_SECONDS`]; this
+//! Every container reads the change within [`shared::store::tenancy::tenants::RECORD_TTL_SECONDS`]; this
 //! container at once.
 
 use lambda_http::http::StatusCode;
@@ -13,7 +13,7 @@ use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use shared::identity::shard::{MAX_SHARDS, MIN_SHARDS};
 use shared::service::http::{json_body, json_response, path_tenant_id};
-use shared::store::tenants::{update_record, RecordChange, TenantStatus, Tier, Updated};
+use shared::store::tenancy::tenants::{update_record, RecordChange, TenantStatus, Tier, Updated};
 use shared::{ApiError, App};
 
 use crate::{tier_and_limits, TenantView};

@@ -26,8 +26,8 @@ use shared::identity::ids::{EntityId, SessionId};
 use shared::identity::shard::shard_for;
 use shared::service::http::{json_body, json_response, path_entity_id};
 use shared::service::idempotent::{self, Recorder};
-use shared::store::scoped::TenantDb;
-use shared::store::transact::transact;
+use shared::store::client::scoped::TenantDb;
+use shared::store::client::transact::transact;
 use shared::{ApiError, App};
 
 use crate::{

@@ -17,8 +17,8 @@ use shared::identity::ids::EntityId;
 use shared::identity::keys::EXPIRES_AT;
 use shared::service::http::{json_response, path_entity_id};
 use shared::service::idempotent::{self, Recorder};
-use shared::store::scoped::TenantDb;
-use shared::store::transact::{transact, TransactError};
+use shared::store::client::scoped::TenantDb;
+use shared::store::client::transact::{transact, TransactError};
 use shared::{ApiError, App};
 
 use crate::{internal, kind, same_key, transfer_key, user_exists_check, TransferCode};
@@ -64,7 +64,7 @@ async fn create(
     item.insert("userId".into(), AttributeValue::S(user.to_string()));
     item.insert("createdAt".into(), AttributeValue::S(rfc3339(now_ms)));
     item.insert(EXPIRES_AT.into(), AttributeValue::N(expires_at.to_string()));
-    shared::store::items::enlist(t, &mut item);
+    shared::store::client::items::enlist(t, &mut item);
     let put = Put::builder()
         .table_name(&*db.table)
         .set_item(Some(item))

@@ -10,7 +10,7 @@ use lambda_http::{Body, Request, Response};
 use serde::Serialize;
 use shared::identity::keys::EXPIRES_AT;
 use shared::service::http::{json_response, path_entity_id};
-use shared::store::query::{is_live, string_attr, u64_attr};
+use shared::store::client::query::{is_live, string_attr, u64_attr};
 use shared::{ApiError, App};
 
 use crate::{integration_key, same_key};

@@ -9,7 +9,7 @@ use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use shared::identity::keys::SK;
 use shared::service::http::{json_response, path_entity_id};
-use shared::store::query::{all_pages, string_attr};
+use shared::store::client::query::{all_pages, string_attr};
 use shared::{ApiError, App};
 
 use crate::create_order::Order;

@@ -9,7 +9,7 @@ use lambda_http::{Body, Request, Response};
 use serde::Serialize;
 use shared::identity::keys::SK;
 use shared::service::http::{json_response, path_entity_id};
-use shared::store::query::string_attr;
+use shared::store::client::query::string_attr;
 use shared::{ApiError, App};
 
 use crate::{user_key, view_from_item, OrderSummary, User};

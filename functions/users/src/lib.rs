@@ -386,7 +386,7 @@ pub struct LineItem {
     pub price: f64,
 }
 
-pub use shared::store::items::{item_with_keys, view_from_item};
+pub use shared::store::client::items::{item_with_keys, view_from_item};
 
 /// `?from=YYYY-MM-DD&to=YYYY-MM-DD`: both required, `from` not after `to`, and the range touching at
 /// most `max_months` calendar months (400 naming the parameter otherwise).
@@ -415,7 +415,7 @@ pub fn date_range(req: &lambda_http::Request, max_months: usize) -> Result<(Date
 
 /// The transaction action that checks user `user` exists (orders and transfer codes need one).
 pub fn user_exists_check(
-    db: &shared::store::scoped::TenantDb,
+    db: &shared::store::client::scoped::TenantDb,
     t: &TenantId,
     user: &EntityId,
 ) -> Result<aws_sdk_dynamodb::types::TransactWriteItem, ApiError> {

@@ -67,7 +67,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         EXPIRES_AT.into(),
         AttributeValue::N(input.expires_at.to_string()),
     );
-    shared::store::items::enlist(t, &mut item);
+    shared::store::client::items::enlist(t, &mut item);
     db.client
         .put_item()
         .table_name(&*db.table)

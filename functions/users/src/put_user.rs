@@ -21,8 +21,8 @@ use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use shared::identity::clock::rfc3339;
 use shared::service::http::{json_body, json_response, path_entity_id};
-use shared::store::query::string_attr;
-use shared::store::transact::{transact, TransactError};
+use shared::store::client::query::string_attr;
+use shared::store::client::transact::{transact, TransactError};
 use shared::{ApiError, App};
 
 use crate::{email_key, internal, item_with_keys, kind, same_key, user_key, Email, Text, User};

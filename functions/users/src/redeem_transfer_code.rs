@@ -18,10 +18,10 @@ use serde::Serialize;
 use shared::identity::keys::EXPIRES_AT;
 use shared::service::http::{json_response, path_param};
 use shared::service::idempotent::{self, Recorder};
-use shared::store::items::get_item_consistent;
-use shared::store::query::{string_attr, u64_attr};
-use shared::store::scoped::TenantDb;
-use shared::store::transact::transact;
+use shared::store::client::items::get_item_consistent;
+use shared::store::client::query::{string_attr, u64_attr};
+use shared::store::client::scoped::TenantDb;
+use shared::store::client::transact::transact;
 use shared::{ApiError, App};
 
 use crate::{same_key, transfer_key, TransferCode};

@@ -9,8 +9,8 @@ use thiserror::Error;
 
 use crate::identity::cursor::InvalidCursor;
 use crate::isolation::claims::ClaimsError;
-use crate::store::error::StoreError;
-use crate::store::transact::TransactError;
+use crate::store::client::error::StoreError;
+use crate::store::client::transact::TransactError;
 
 /// Seconds a client should wait before retrying a 503.
 pub const RETRY_AFTER_SECONDS: u32 = 1;

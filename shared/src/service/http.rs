@@ -52,7 +52,7 @@ pub fn page_limit(req: &Request) -> Result<u32, ApiError> {
 /// `?limit=` from 1 to `max` (default [`DEFAULT_LIMIT`]), shrunk to what the request's capacity
 /// budget pays: a page under a nearly empty quota bucket is short, with a cursor.
 pub fn page_limit_up_to(req: &Request, max: u32) -> Result<u32, ApiError> {
-    requested_limit(req, max).map(crate::store::meter::page_limit)
+    requested_limit(req, max).map(crate::store::client::meter::page_limit)
 }
 
 /// The page size a request asks for (its `?limit=`, else the default), before any budget.
@@ -237,9 +237,9 @@ pub struct PageCursor<'a> {
 /// the last item it holds (the listing's own cursor shape: that item's `PK` and `SK`), so large items
 /// make pages shorter, never a failed response.
 pub fn page_response<V: Serialize>(
-    items: Vec<crate::store::query::Item>,
+    items: Vec<crate::store::client::query::Item>,
     next_cursor: Option<String>,
-    view: impl Fn(crate::store::query::Item) -> Result<V, ApiError>,
+    view: impl Fn(crate::store::client::query::Item) -> Result<V, ApiError>,
     cursor: PageCursor<'_>,
 ) -> Result<Response<Body>, ApiError> {
     use crate::identity::keys::{Key, PK, SK};

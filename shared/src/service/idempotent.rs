@@ -14,8 +14,8 @@ use lambda_http::{Body, Request, RequestExt, Response};
 
 use crate::identity::ids::{IdempotencyKey, TenantId};
 use crate::service::error::ApiError;
+use crate::store::client::scoped::TenantDb;
 use crate::store::idempotency::{fingerprint, record_key, Answer, Idempotency, Recorded};
-use crate::store::scoped::TenantDb;
 
 pub const HEADER: &str = "Idempotency-Key";
 
@@ -74,13 +74,13 @@ impl Recorder<'_> {
 /// the same Put and the key's record (answering `status` with `body`).
 pub async fn put_new(
     db: &TenantDb,
-    item: crate::store::query::Item,
+    item: crate::store::client::query::Item,
     recorder: Option<&Recorder<'_>>,
     status: StatusCode,
     body: &impl serde::Serialize,
 ) -> Result<bool, ApiError> {
     let Some(recorder) = recorder else {
-        return Ok(crate::store::query::put_if_absent(db, item).await?);
+        return Ok(crate::store::client::query::put_if_absent(db, item).await?);
     };
     let put = aws_sdk_dynamodb::types::Put::builder()
         .table_name(&*db.table)
@@ -97,7 +97,7 @@ pub async fn put_new(
                 .build(),
         )
         .transact_items(recorder.record(status, body)?);
-    match crate::store::transact::transact(request).await {
+    match crate::store::client::transact::transact(request).await {
         Ok(()) => Ok(true),
         Err(e) if e.failed_at(0) => Ok(false),
         Err(e) => Err(e.into()),

@@ -13,9 +13,9 @@ use crate::service::app::App;
 use crate::service::error::ApiError;
 use crate::service::http::{requested_limit, MAX_SHARDED_LIMIT};
 use crate::service::metrics::{self, Refusal};
-use crate::store::limiter::{Admission, Charge, Exceeded};
-use crate::store::meter::{self, PageBudget, RequestMeta};
-use crate::store::usage;
+use crate::store::client::meter::{self, PageBudget, RequestMeta};
+use crate::store::quota::limiter::{Admission, Charge, Exceeded};
+use crate::store::quota::usage;
 
 /// Structured JSON logs through `tracing`, level from `RUST_LOG` (default `info`).
 pub fn init_tracing() {

@@ -17,13 +17,13 @@ use crate::service::http::{
     json_response, list_order, page_limit_up_to, page_response, path_entity_id, query_param,
     ListOrder, PageCursor, MAX_PAGE_BYTES, MAX_SHARDED_LIMIT,
 };
-use crate::store::layout::{self, Keys, Layout};
-use crate::store::query::{string_attr, Item};
+use crate::store::client::query::{string_attr, Item};
 use crate::store::scatter::{gather, gather_across, walk, Fanout, GatheredPage, ShardedList};
+use crate::store::tenancy::layout::{self, Keys, Layout};
 
 /// `GET /<kind>/{param}`: 200 with the item's view, or 404 with `not_found`. One GetItem (two at
-/// once while the tenant is being re-sharded: [`crate::store::layout`]), or none when the
-/// container's read cache holds the item ([`crate::store::read_cache`], off by default).
+/// once while the tenant is being re-sharded: [`crate::store::tenancy::layout`]), or none when the
+/// container's read cache holds the item ([`crate::store::tenancy::read_cache`], off by default).
 pub async fn get_by_id<V: Serialize>(
     app: &App,
     req: &Request,
@@ -293,7 +293,7 @@ impl Frontier {
 
 /// An id-order page of a sharded list in the tenant's layout, one or both.
 struct ByIdRead<'a> {
-    db: &'a crate::store::scoped::TenantDb,
+    db: &'a crate::store::client::scoped::TenantDb,
     layout: Layout,
     list: &'a ShardedList<'a>,
     route: &'a str,

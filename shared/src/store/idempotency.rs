@@ -18,9 +18,9 @@ use sha2::{Digest, Sha256};
 
 use crate::identity::ids::{IdempotencyKey, TenantId};
 use crate::identity::keys::{EXPIRES_AT, PK, SK};
-use crate::store::error::StoreError;
-use crate::store::query::{string_attr, u64_attr};
-use crate::store::scoped::TenantDb;
+use crate::store::client::error::StoreError;
+use crate::store::client::query::{string_attr, u64_attr};
+use crate::store::client::scoped::TenantDb;
 
 /// How long a key's answer is kept and replayed.
 pub const RECORD_TTL_SECONDS: u64 = 24 * 3600;
@@ -121,7 +121,7 @@ impl Idempotency<'_> {
     /// The transaction action that records `answer` for this key: put last in the effect's
     /// transaction, on condition that no live record holds the key.
     pub fn record(&self, answer: &Answer) -> Result<TransactWriteItem, StoreError> {
-        let mut item = crate::store::query::Item::from([
+        let mut item = crate::store::client::query::Item::from([
             (PK.into(), AttributeValue::S(self.pk.clone())),
             (SK.into(), AttributeValue::S(self.pk.clone())),
             ("kind".into(), AttributeValue::S("IDEMPOTENCY".into())),
@@ -151,7 +151,7 @@ impl Idempotency<'_> {
                 .collect();
             item.insert("headers".into(), AttributeValue::M(headers));
         }
-        crate::store::items::enlist(&self.db.tenant, &mut item);
+        crate::store::client::items::enlist(&self.db.tenant, &mut item);
         let put = Put::builder()
             .table_name(&*self.db.table)
             .set_item(Some(item))

@@ -16,7 +16,7 @@ use crate::identity::cursor::CursorKeys;
 use crate::isolation::claims::{AuthMode, DEV_AUTH_ENV};
 use crate::isolation::policy::PolicyError;
 use crate::service::signing::{SecretSource, SigningError};
-use crate::store::scoped::DEFAULT_MAX_IN_FLIGHT;
+use crate::store::client::scoped::DEFAULT_MAX_IN_FLIGHT;
 
 pub const DEFAULT_SESSION_TTL_SECONDS: u64 = 3600;
 pub const DEFAULT_CREDENTIALS_SECONDS: i32 = 900;
@@ -59,7 +59,7 @@ pub struct Settings {
     /// `DYNAMODB_MAX_IN_FLIGHT`, 1 to 64 (default 16): the fan-out budget of one API request.
     pub max_in_flight: usize,
     /// `READ_CACHE_MS`, 0 to 10,000 (default 0: off): how stale a cached single-item read may be
-    /// ([`crate::store::read_cache`]).
+    /// ([`crate::store::tenancy::read_cache`]).
     pub read_cache_ms: u64,
 }
 
@@ -122,7 +122,7 @@ impl Settings {
             ));
         }
         let read_cache_ms = var_or("READ_CACHE_MS", 0u64)?;
-        if read_cache_ms > crate::store::read_cache::MAX_STALENESS_MS {
+        if read_cache_ms > crate::store::tenancy::read_cache::MAX_STALENESS_MS {
             return Err(ConfigError::Invalid(
                 "READ_CACHE_MS",
                 "must be 0 (off) to 10000".into(),

@@ -3,8 +3,8 @@
 
 use crate::identity::ids::TenantId;
 use crate::service::error::ApiError;
-use crate::store::limiter::{Admission, Charge};
-use crate::store::tenants::Limits;
+use crate::store::quota::limiter::{Admission, Charge};
+use crate::store::tenancy::tenants::Limits;
 
 use super::App;
 
@@ -81,11 +81,11 @@ impl App {
             }
         }
         Admission::Limited {
-            exceeded: crate::store::limiter::Exceeded::CapacityUnits,
+            exceeded: crate::store::quota::limiter::Exceeded::CapacityUnits,
             retry_after_seconds: self
                 .limiter
                 .wait_seconds(tenant, limits, now)
-                .max(crate::store::limiter::LIMITED_RETRY_AFTER_SECONDS),
+                .max(crate::store::quota::limiter::LIMITED_RETRY_AFTER_SECONDS),
         }
     }
 
@@ -103,9 +103,14 @@ impl App {
     /// Bills `tenant` for work done on its behalf outside its own requests (an import's writes, an
     /// operator's export of it): one call of `route` with the capacity `meta` recorded, added to its
     /// usage and charged to its capacity quota (counted with [`Self::count_quota`]).
-    pub fn bill(&self, tenant: &TenantId, route: &str, meta: &crate::store::meter::RequestMeta) {
+    pub fn bill(
+        &self,
+        tenant: &TenantId,
+        route: &str,
+        meta: &crate::store::client::meter::RequestMeta,
+    ) {
         let (read_milli, write_milli) = meta.capacity_milli_units();
-        let used = crate::store::usage::Pending {
+        let used = crate::store::quota::usage::Pending {
             calls: 1,
             read_milli,
             write_milli,
@@ -130,10 +135,13 @@ impl App {
         work: impl std::future::Future<Output = T>,
     ) -> T {
         // Boxed: a lifecycle step's future is large, and sits inside the route's or the driver's.
-        let (out, meta) = Box::pin(crate::store::meter::with_request_meta(Box::pin(work))).await;
+        let (out, meta) = Box::pin(crate::store::client::meter::with_request_meta(Box::pin(
+            work,
+        )))
+        .await;
         let (read_milli, write_milli) = meta.capacity_milli_units();
         let platform = TenantId::platform();
-        let used = crate::store::usage::Pending {
+        let used = crate::store::quota::usage::Pending {
             calls: 1,
             read_milli,
             write_milli,
@@ -152,7 +160,7 @@ impl App {
         if !self.usage.tenants_pending().contains(&platform) {
             return;
         }
-        let flushed = crate::store::meter::with_request_meta(async {
+        let flushed = crate::store::client::meter::with_request_meta(async {
             let db = self.tenants.for_tenant(&platform).await?;
             self.usage.flush(&db, self.clock.now_millis()).await
         })

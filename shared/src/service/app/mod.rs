@@ -14,12 +14,12 @@ use crate::isolation::policy::TableLocation;
 use crate::service::error::ApiError;
 use crate::service::metrics::MetricsSink;
 use crate::service::signing::SigningKeys;
-use crate::store::limiter::RateLimiter;
-use crate::store::meter::note_tenant;
-use crate::store::read_cache::ReadCache;
-use crate::store::scoped::{TenantClients, TenantDb};
-use crate::store::tenants::{Limits, TenantDirectory, TenantStatus};
-use crate::store::usage::UsageMeter;
+use crate::store::client::meter::note_tenant;
+use crate::store::client::scoped::{TenantClients, TenantDb};
+use crate::store::quota::limiter::RateLimiter;
+use crate::store::quota::usage::UsageMeter;
+use crate::store::tenancy::read_cache::ReadCache;
+use crate::store::tenancy::tenants::{Limits, TenantDirectory, TenantStatus};
 
 mod config;
 mod metering;
@@ -303,7 +303,7 @@ impl App {
             table: self.tenants.table_name().into(),
             max_in_flight: 1,
         };
-        crate::store::offboarding::ever_offboarded(&reports, tenant)
+        crate::store::lifecycle::offboarding::ever_offboarded(&reports, tenant)
             .await
             .unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "offboarding reports unreadable: refusing an operator without a tenant record");
@@ -319,14 +319,14 @@ impl App {
     }
 
     /// The limits in force for `tenant`: its record's (cached for
-    /// [`crate::store::tenants::RECORD_TTL_SECONDS`]), the basic tier's when it has no record.
+    /// [`crate::store::tenancy::tenants::RECORD_TTL_SECONDS`]), the basic tier's when it has no record.
     pub async fn limits(&self, tenant: &TenantId) -> Result<Limits, ApiError> {
         let record = self.directory.record(tenant).await?;
         Ok(record.map_or(Limits::UNONBOARDED, |r| r.limits()))
     }
 
     /// 403 when `tenant` has no record (never onboarded, or offboarded), is suspended or is being
-    /// offboarded (by its record, cached for [`crate::store::tenants::RECORD_TTL_SECONDS`], read
+    /// offboarded (by its record, cached for [`crate::store::tenancy::tenants::RECORD_TTL_SECONDS`], read
     /// without the tenant's credentials; an absence is trusted for a second).
     pub async fn require_active(&self, tenant: &TenantId) -> Result<(), ApiError> {
         let record = self.directory.onboarded_record(tenant).await?;

@@ -1,0 +1,136 @@
+//! The key scheme. Every `PK` and every `SK` starts with `TENANT#<tenantId>#`, because `SK` is the
+//! partition key of the inverted `GSI1`, and IAM's `dynamodb:LeadingKeys` condition checks the
+//! partition key of whichever table or index a request targets.
+//!
+//! | item | PK | SK |
+//! |---|---|---|
+//! | root session | `TENANT#t#SESSION#<sessionId>` | `TENANT#t#CUSTOMER#<customerId>` |
+//! | child session | `TENANT#t#SESSION#<parentId>` | `TENANT#t#CHILD#<childId>` |
+//!
+//! Builders take only validated ids (`TenantId`, `EntityId`, `SessionId`), none of which can hold
+//! `#`, so one entity's key can never be forged from another's id.
+
+use thiserror::Error;
+
+use crate::identity::ids::TenantId;
+
+/// One item's primary key as plain strings: a position in a walk, or a checkpoint kept in an item.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ItemKey {
+    pub pk: String,
+    pub sk: String,
+}
+
+/// A DynamoDB key (or `LastEvaluatedKey`): attribute name → value.
+pub type Key = std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>;
+
+pub const PK: &str = "PK";
+pub const SK: &str = "SK";
+pub const GSI1: &str = "GSI1";
+/// Epoch seconds; the table's TTL attribute. Reads also compare it, since TTL deletion lags.
+pub const EXPIRES_AT: &str = "expiresAt";
+
+/// A key value did not have the expected shape for this tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("key value does not have the expected shape")]
+pub struct KeyShapeError;
+
+/// `TENANT#<t>#`: the prefix every key value of the tenant starts with.
+pub fn tenant_prefix(tenant: &TenantId) -> String {
+    format!("TENANT#{tenant}#")
+}
+
+fn entity_prefix(tenant: &TenantId, kind: &str) -> String {
+    format!("TENANT#{tenant}#{kind}#")
+}
+
+fn strip_entity_prefix<'a>(
+    tenant: &TenantId,
+    kind: &str,
+    value: &'a str,
+) -> Result<&'a str, KeyShapeError> {
+    value
+        .strip_prefix("TENANT#")
+        .and_then(|rest| rest.strip_prefix(tenant.as_str()))
+        .and_then(|rest| rest.strip_prefix('#'))
+        .and_then(|rest| rest.strip_prefix(kind))
+        .and_then(|rest| rest.strip_prefix('#'))
+        .ok_or(KeyShapeError)
+}
+
+/// Entity kinds stored in sharded partitions (`TENANT#t#<PARTITION>#<shard>`).
+/// The key segments of the kinds the shared layers name, from their declarations
+/// ([`crate::identity::entities`]).
+pub mod kind {
+    use crate::identity::entities;
+
+    pub const TENANT: &str = entities::TENANT_RECORD.kind;
+    pub const PRODUCT: &str = entities::PRODUCT.kind;
+    /// The HR partition space: employees and departments share it, told apart by the SK's kind.
+    pub const HR: &str = entities::HR.kind;
+    pub const EMPLOYEE: &str = entities::EMPLOYEE.kind;
+    pub const DEPARTMENT: &str = entities::DEPARTMENT.kind;
+    pub const MEMBER: &str = entities::MEMBER.stored_as;
+}
+
+/// The shape of a partition key value for telemetry: its kind, and its shard where the partition is
+/// write-sharded; never an id, and never the tenant (logged on its own). `TENANT#t#PRODUCT#7` →
+/// `PRODUCT#7`, `TENANT#t#ORDERS#2026-11#3` → `ORDERS#3`, `TENANT#t#SESSION#<id>` → `SESSION`; a value
+/// of no tenant → `?`.
+pub fn key_shape(value: &str) -> String {
+    let Some(rest) = value.strip_prefix("TENANT#") else {
+        return "?".into();
+    };
+    let mut segments = rest.split('#').skip(1);
+    let Some(kind) = segments.next().filter(|k| !k.is_empty()) else {
+        return "?".into();
+    };
+    let is_known_kind = kind.bytes().all(|b| b.is_ascii_uppercase());
+    if !is_known_kind {
+        return "?".into();
+    }
+    let shard = segments
+        .last()
+        .filter(|s| !s.is_empty() && s.len() <= 3 && s.bytes().all(|b| b.is_ascii_digit()));
+    match shard {
+        Some(shard) if crate::identity::entities::shard_in_key_shape(kind) => {
+            format!("{kind}#{shard}")
+        }
+        _ => kind.to_owned(),
+    }
+}
+
+/// The tenant record: `PK` = `SK` = `TENANT#t#TENANT`.
+pub fn tenant_record_key(tenant: &TenantId) -> String {
+    format!("TENANT#{tenant}#{}", kind::TENANT)
+}
+
+/// The kind segment of `tenant`'s key value `pk` (`TENANT#t#<KIND>#…` → `KIND`); `None` for another
+/// tenant's key or an empty kind.
+pub fn partition_kind<'a>(tenant: &TenantId, pk: &'a str) -> Option<&'a str> {
+    let rest = pk.strip_prefix(&tenant_prefix(tenant))?;
+    rest.split('#').next().filter(|kind| !kind.is_empty())
+}
+
+mod catalog;
+mod imports;
+mod platform;
+mod sessions;
+mod sharded;
+pub use catalog::{catalog_key, catalog_shard_key, CATALOG, CATALOG_INDEX, CATALOG_SHARDS};
+pub use imports::{
+    deletion_key, import_item_sk, import_item_sk_prefix, import_key, import_sealing_key,
+};
+pub use platform::{
+    import_due_pk, import_due_shard_pk, import_due_sk, import_due_sk_before, lifecycle_drive_pk,
+    lifecycle_drive_sk, offboarding_report_sk, offboarding_reports_pk, parse_import_due_sk,
+    IMPORT_DUE_SHARDS,
+};
+pub use sessions::{
+    child_sk, child_sk_prefix, customer_sk, customer_sk_prefix, parse_child_sk, parse_customer_sk,
+    parse_session_pk, session_collection_sk_prefix, session_pk,
+};
+pub use sharded::{
+    department_members_pk, entity_sk, entity_sk_prefix, home_shard_pk, parse_entity_sk,
+    parse_shard_pk, shard_pk, sharded_entity_key,
+};

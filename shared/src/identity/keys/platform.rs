@@ -1,0 +1,80 @@
+//! The platform's own partitions (`TENANT#_platform#…`): offboarding reports, the lifecycle driver's list, the imports' deadline list.
+
+use super::*;
+use crate::identity::ids::{EntityId, TenantId};
+use crate::identity::shard::shard_for;
+
+/// `TENANT#_platform#OFFBOARDED#<offboarded>`: the partition of every report of `offboarded`'s
+/// offboardings, in the platform's partition ([`TenantId::platform`]): a report outlives the tenant
+/// of the operator who asked for it, and no tenant of that id (a later one included) can read it.
+pub fn offboarding_reports_pk(offboarded: &TenantId) -> String {
+    format!(
+        "{}{offboarded}",
+        entity_prefix(&TenantId::platform(), "OFFBOARDED")
+    )
+}
+
+/// `TENANT#_platform#DRIVE`: the partition listing every tenant whose re-sharding or offboarding
+/// the lifecycle driver steps to its end, in the platform's partition.
+pub fn lifecycle_drive_pk() -> String {
+    format!("{}DRIVE", tenant_prefix(&TenantId::platform()))
+}
+
+/// `TENANT#_platform#DRIVE#<tenant>`: `tenant`'s entry in [`lifecycle_drive_pk`].
+pub fn lifecycle_drive_sk(tenant: &TenantId) -> String {
+    format!("{}{tenant}", entity_prefix(&TenantId::platform(), "DRIVE"))
+}
+
+/// Partitions of the imports' deadline list: every `create-import` of every tenant writes one
+/// entry, so it is spread like a hot key ([`import_due_pk`]).
+pub const IMPORT_DUE_SHARDS: u32 = 8;
+
+/// `TENANT#_platform#IMPORTS_DUE#<shard>`: one of [`IMPORT_DUE_SHARDS`] partitions listing every
+/// import the lifecycle driver must bring to a final state by its deadline, sorted by that deadline
+/// ([`import_due_sk`]). An import's shard is its tenant and id hashed.
+pub fn import_due_pk(tenant: &TenantId, import: &EntityId) -> String {
+    import_due_shard_pk(shard_for(&format!("{tenant}#{import}"), IMPORT_DUE_SHARDS))
+}
+
+/// Partition `shard` of the imports' deadline list.
+pub fn import_due_shard_pk(shard: u32) -> String {
+    format!(
+        "{}IMPORTS_DUE#{shard}",
+        tenant_prefix(&TenantId::platform())
+    )
+}
+
+/// `TENANT#_platform#IMPORTS_DUE#<dueAtMs, 13 digits>#<tenant>#<importId>`: an import's entry in
+/// [`import_due_pk`]. The fixed-width deadline first, so "every entry due by now" is one key range
+/// ([`import_due_sk_before`]).
+pub fn import_due_sk(due_at_ms: u64, tenant: &TenantId, import: &EntityId) -> String {
+    format!(
+        "{}{due_at_ms:013}#{tenant}#{import}",
+        entity_prefix(&TenantId::platform(), "IMPORTS_DUE")
+    )
+}
+
+/// The bound below which every [`import_due_sk`] is due at `now_ms` (`SK < bound`).
+pub fn import_due_sk_before(now_ms: u64) -> String {
+    format!(
+        "{}{:013}",
+        entity_prefix(&TenantId::platform(), "IMPORTS_DUE"),
+        now_ms + 1
+    )
+}
+
+/// The tenant and import an [`import_due_sk`] names.
+pub fn parse_import_due_sk(sk: &str) -> Option<(u64, TenantId, EntityId)> {
+    let rest = sk.strip_prefix(&entity_prefix(&TenantId::platform(), "IMPORTS_DUE"))?;
+    let mut parts = rest.splitn(3, '#');
+    let due = parts.next()?.parse().ok()?;
+    let tenant = TenantId::parse(parts.next()?).ok()?;
+    let import = EntityId::parse(parts.next()?).ok()?;
+    Some((due, tenant, import))
+}
+
+/// `TENANT#_platform#OFFBOARDED#<offboarded>#<createdAt>`: the report of one offboarding, named by
+/// the offboarded record's `createdAt`, so each tenant of a reused id gets its own report.
+pub fn offboarding_report_sk(offboarded: &TenantId, created_at: &str) -> String {
+    format!("{}#{created_at}", offboarding_reports_pk(offboarded))
+}

@@ -1,0 +1,148 @@
+//! Items and the views stored in them: an entity's API view is stored as its item's attributes, next
+//! to the keys and bookkeeping attributes; and the single-item reads and deletes every kind shares.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::{Deserialize, Serialize};
+
+use crate::identity::cursor::Key;
+use crate::identity::ids::TenantId;
+use crate::identity::keys::{catalog_key, CATALOG, PK};
+use crate::store::client::error::StoreError;
+use crate::store::client::query::Item;
+use crate::store::client::scoped::TenantDb;
+
+/// Reads the API view (`T`) out of a stored item; the stored item holds the view's fields plus keys.
+pub fn view_from_item<T: for<'de> Deserialize<'de>>(item: Item) -> Result<T, StoreError> {
+    serde_dynamo::from_item(item)
+        .map_err(|e| StoreError::Internal(format!("stored item does not parse: {e}")))
+}
+
+/// A view plus its keys and bookkeeping attributes (`kind`, `tenantId`), ready to put.
+pub fn item_with_keys<T: Serialize>(
+    view: &T,
+    key: HashMap<String, AttributeValue>,
+    entity_kind: &str,
+    tenant: &TenantId,
+) -> Result<Item, StoreError> {
+    let mut item: Item =
+        serde_dynamo::to_item(view).map_err(|e| StoreError::Internal(format!("serialize: {e}")))?;
+    item.extend(key);
+    item.insert("kind".into(), AttributeValue::S(entity_kind.to_owned()));
+    item.insert("tenantId".into(), AttributeValue::S(tenant.to_string()));
+    enlist(tenant, &mut item);
+    Ok(item)
+}
+
+/// Adds the item's catalog entry ([`catalog_key`]) when its partition is named by an id, so export
+/// and offboarding find it; items of fixed partitions are left as they are. Every writer of a new
+/// item calls this (through [`item_with_keys`] or directly) before the item is sent.
+pub fn enlist(tenant: &TenantId, item: &mut Item) {
+    let catalog = match item.get(PK) {
+        Some(AttributeValue::S(pk)) => catalog_key(tenant, pk),
+        _ => None,
+    };
+    if let Some(catalog) = catalog {
+        item.insert(CATALOG.into(), AttributeValue::S(catalog));
+    }
+}
+
+/// The item at `key`, if there is one: one eventually consistent GetItem.
+pub async fn get_item(db: &TenantDb, key: Key) -> Result<Option<Item>, StoreError> {
+    let out = db
+        .client
+        .get_item()
+        .table_name(&*db.table)
+        .set_key(Some(key))
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    Ok(out.item)
+}
+
+/// The item at `key`, if there is one: one strongly consistent GetItem (a read that decides a write).
+pub async fn get_item_consistent(db: &TenantDb, key: Key) -> Result<Option<Item>, StoreError> {
+    let out = db
+        .client
+        .get_item()
+        .table_name(&*db.table)
+        .set_key(Some(key))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    Ok(out.item)
+}
+
+/// Puts `item`, replacing any item with its key: `Ok(true)` when another item was replaced (the route
+/// answers 200), `Ok(false)` when it is new (201). When the SDK retried an attempt that had in fact
+/// succeeded (its answer lost), the "replaced" item is exactly `item`, our own write: that counts as
+/// new, so the client gets the answer a clean success gives.
+pub async fn put_replacing(db: &TenantDb, item: Item) -> Result<bool, StoreError> {
+    let out = db
+        .client
+        .put_item()
+        .table_name(&*db.table)
+        .set_item(Some(item.clone()))
+        .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    Ok(out.attributes.is_some_and(|old| old != item))
+}
+
+/// Deletes the item at `key` if it exists: `Ok(true)` when it was deleted, `Ok(false)` when there was
+/// none. One conditional DeleteItem (`attribute_exists(PK)`). When the SDK had to retry (an attempt's
+/// answer lost) and the retry finds nothing, the earlier attempt is what deleted it: that counts as
+/// deleted, so a lost success still answers as a success. (If the earlier attempt never reached
+/// DynamoDB and the item never existed, the item is absent either way.)
+pub async fn delete_existing(db: &TenantDb, key: Key) -> Result<bool, StoreError> {
+    let attempts = AttemptCounter::default();
+    let result = db
+        .client
+        .delete_item()
+        .table_name(&*db.table)
+        .set_key(Some(key))
+        .condition_expression("attribute_exists(PK)")
+        .customize()
+        .interceptor(attempts.clone())
+        .send()
+        .await;
+    match result {
+        Ok(_) => Ok(true),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+        {
+            Ok(attempts.count() > 1)
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
+}
+
+/// Counts the attempts of the one operation it is installed on (retries included).
+#[derive(Debug, Clone, Default)]
+pub struct AttemptCounter(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+impl AttemptCounter {
+    pub fn count(&self) -> u32 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl aws_sdk_dynamodb::config::Intercept for AttemptCounter {
+    fn name(&self) -> &'static str {
+        "AttemptCounter"
+    }
+
+    fn read_before_attempt(
+        &self,
+        _ctx: &aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef<'_>,
+        _rc: &aws_sdk_dynamodb::config::RuntimeComponents,
+        _cfg: &mut aws_sdk_dynamodb::config::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}

@@ -1,0 +1,177 @@
+//! The request's meta: what its DynamoDB calls cost, counted per call, and the page budget in force.
+
+use super::*;
+use crate::identity::ids::TenantId;
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use tokio::sync::oneshot;
+
+/// What the request log line reports beyond status and latency, filled in while the request runs.
+#[derive(Debug, Default)]
+pub struct RequestMeta {
+    pub(super) tenant: OnceLock<String>,
+    pub(super) dynamodb_requests: AtomicU32,
+    /// DynamoDB attempts under way now, and the most there ever were at once (the fan-out budget's
+    /// witness).
+    pub(super) in_flight: AtomicU32,
+    pub(super) max_in_flight: AtomicU32,
+    /// DynamoDB attempts answered with a throttling error.
+    pub(super) throttles: AtomicU32,
+    /// The route, for the throttling log line (set by the service layer).
+    pub(super) route: OnceLock<String>,
+    /// Consumed capacity in thousandths of a unit, so concurrent requests add up exactly.
+    pub(super) read_milli_units: AtomicU64,
+    pub(super) write_milli_units: AtomicU64,
+    /// Hands the verified tenant to whoever waits for it (the usage meter) as soon as it is known.
+    pub(super) tenant_listener: Mutex<Option<oneshot::Sender<TenantId>>>,
+    /// What the tenant's quota bucket held when the request was admitted (set by the service layer).
+    pub(super) budget: OnceLock<PageBudget>,
+    /// The page limit the handler read with, after any shrinking: the request's size.
+    pub(super) page_limit: OnceLock<u32>,
+}
+
+/// An admitted request's capacity budget, for the pages it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageBudget {
+    /// What the tenant's bucket held at admission, in thousandths of a unit.
+    pub budget_milli: u64,
+    /// What one unit of page limit cost on this route last time, when known.
+    pub milli_per_item: Option<u64>,
+}
+
+impl PageBudget {
+    /// `limit`, shrunk to what the budget pays at the route's last cost per item (at least 1).
+    pub fn shrink(&self, limit: u32) -> u32 {
+        match self.milli_per_item {
+            Some(per) if per > 0 => {
+                let affordable = (self.budget_milli / per).clamp(1, u64::from(u32::MAX)) as u32;
+                limit.min(affordable)
+            }
+            _ => limit,
+        }
+    }
+}
+
+impl RequestMeta {
+    /// A meta whose verified tenant is also sent to the returned receiver (once, when known).
+    pub fn with_tenant_listener() -> (Self, oneshot::Receiver<TenantId>) {
+        let (tx, rx) = oneshot::channel();
+        let meta = Self {
+            tenant_listener: Mutex::new(Some(tx)),
+            ..Self::default()
+        };
+        (meta, rx)
+    }
+
+    pub fn tenant(&self) -> Option<&str> {
+        self.tenant.get().map(String::as_str)
+    }
+
+    pub fn dynamodb_requests(&self) -> u32 {
+        self.dynamodb_requests.load(Ordering::Relaxed)
+    }
+
+    /// How many of this request's DynamoDB attempts were throttled.
+    pub fn throttles(&self) -> u32 {
+        self.throttles.load(Ordering::Relaxed)
+    }
+
+    /// Names the request's route (its template, never ids), for telemetry.
+    pub fn set_route(&self, route: &str) {
+        let _ = self.route.set(route.to_owned());
+    }
+
+    /// The most DynamoDB requests this request ever had in flight at once.
+    pub fn max_in_flight(&self) -> u32 {
+        self.max_in_flight.load(Ordering::Relaxed)
+    }
+
+    /// The capacity units so far, in thousandths: (read, write).
+    pub fn capacity_milli_units(&self) -> (u64, u64) {
+        (
+            self.read_milli_units.load(Ordering::Relaxed),
+            self.write_milli_units.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Read capacity units DynamoDB reported for this request's calls (table and indexes).
+    pub fn read_capacity_units(&self) -> f64 {
+        self.read_milli_units.load(Ordering::Relaxed) as f64 / 1000.0
+    }
+
+    /// Write capacity units DynamoDB reported for this request's calls (table and indexes).
+    pub fn write_capacity_units(&self) -> f64 {
+        self.write_milli_units.load(Ordering::Relaxed) as f64 / 1000.0
+    }
+
+    pub(super) fn add_units(&self, units: CapacityUnits) {
+        let milli = |u: f64| (u * 1000.0).round().max(0.0) as u64;
+        self.read_milli_units
+            .fetch_add(milli(units.read), Ordering::Relaxed);
+        self.write_milli_units
+            .fetch_add(milli(units.write), Ordering::Relaxed);
+    }
+
+    /// Sets the request's capacity budget (once, at admission).
+    pub fn set_budget(&self, budget: PageBudget) {
+        let _ = self.budget.set(budget);
+    }
+
+    /// The page limit the handler read with, when it read a page.
+    pub fn page_limit(&self) -> Option<u32> {
+        self.page_limit.get().copied()
+    }
+
+    /// Drops the tenant listener: no tenant will be verified any more, so the listener stops waiting.
+    pub fn close_tenant_listener(&self) {
+        lock(&self.tenant_listener).take();
+    }
+}
+
+tokio::task_local! {
+    pub(super) static REQUEST: Arc<RequestMeta>;
+}
+
+/// Runs `fut` with `meta` as the current request's meta.
+pub async fn scope<T>(meta: Arc<RequestMeta>, fut: impl Future<Output = T>) -> T {
+    REQUEST.scope(meta, fut).await
+}
+
+/// Runs `fut` with a fresh [`RequestMeta`] and returns it with the result.
+pub async fn with_request_meta<T>(fut: impl Future<Output = T>) -> (T, Arc<RequestMeta>) {
+    let meta = Arc::new(RequestMeta::default());
+    let out = scope(meta.clone(), fut).await;
+    (out, meta)
+}
+
+/// Sets the current request's capacity budget.
+pub fn set_budget(budget: PageBudget) {
+    let _ = REQUEST.try_with(|m| m.set_budget(budget));
+}
+
+/// The page limit of the current request: `limit` shrunk to what its capacity budget pays, and
+/// recorded as the request's size (what its cost is learned per).
+pub fn page_limit(limit: u32) -> u32 {
+    REQUEST
+        .try_with(|m| {
+            let limit = m.budget.get().map_or(limit, |b| b.shrink(limit));
+            let _ = m.page_limit.set(limit);
+            limit
+        })
+        .unwrap_or(limit)
+}
+
+/// Records the verified tenant of the current request (for the log line and the usage meter).
+pub fn note_tenant(tenant: &TenantId) {
+    let _ = REQUEST.try_with(|m| {
+        let _ = m.tenant.set(tenant.to_string());
+        if let Some(tx) = lock(&m.tenant_listener).take() {
+            let _ = tx.send(tenant.clone());
+        }
+    });
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

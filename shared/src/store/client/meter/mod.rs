@@ -1,0 +1,16 @@
+//! Per-request metering: what the request log line and the usage meter learn while a request runs.
+//! A task-local [`RequestMeta`] is set by the service layer around each handler; the
+//! [`RequestMetering`] interceptor on every tenant client counts the DynamoDB requests sent, asks
+//! each for its consumed capacity (`ReturnConsumedCapacity=INDEXES`: the table's and GSI1's) and sums
+//! the read and write units it reports, and [`note_tenant`] records the tenant once the caller is
+//! verified.
+
+mod capacity;
+mod intercept;
+mod meta;
+pub use capacity::{consumed_units, CapacityUnits};
+pub use intercept::RequestMetering;
+use meta::REQUEST;
+pub use meta::{
+    note_tenant, page_limit, scope, set_budget, with_request_meta, PageBudget, RequestMeta,
+};

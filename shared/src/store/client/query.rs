@@ -1,0 +1,210 @@
+//! Paging over Queries whose items can be expired. `Limit` applies before a filter, so one Query can
+//! come back short, or empty, only because expired items were filtered out. [`live_page`] keeps
+//! querying, in growing rounds, until the page is full or the collection ends, and stops after a
+//! fixed budget of rounds so that a run of expired items (TTL deletion lags by up to 48 hours) never
+//! makes one request's work unbounded.
+
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use crate::identity::cursor::Key;
+use crate::identity::keys::{EXPIRES_AT, PK, SK};
+use crate::store::client::error::StoreError;
+
+pub type Item = std::collections::HashMap<String, AttributeValue>;
+
+/// Queries one page may send. Rounds grow ×8 up to [`MAX_ROUND_ITEMS`], so the budget evaluates up to
+/// about 5,600 items (1 + 8 + 64 + 512 + 1,000 × 5) for a one-item read.
+pub const MAX_ROUNDS: u32 = 8;
+/// The largest `Limit` of one round (DynamoDB's 1 MB page bound comes first for large items).
+pub const MAX_ROUND_ITEMS: u32 = 1000;
+
+pub struct Page {
+    pub items: Vec<Item>,
+    /// Where the next page starts; `None` when the collection is exhausted.
+    pub next: Option<Key>,
+    /// DynamoDB requests this page took (for logs and request-count tests).
+    pub requests: u32,
+}
+
+/// Runs `query` (key condition already set), keeping items whose `expiresAt` is after `now_seconds`,
+/// until `want` items are kept, the collection ends, or [`MAX_ROUNDS`] Queries were sent.
+///
+/// The first round asks for exactly `want` (with no expired items ahead, the common case, that is one
+/// Query whose `LastEvaluatedKey` is the last item). Each later round asks for 8 times more, up to
+/// [`MAX_ROUND_ITEMS`]; a round that brings more live items than needed is cut, and the cursor is then
+/// the last item kept, so nothing is skipped. When the budget runs out first, the page is short and
+/// its cursor is where evaluation stopped: the one case where a page may be short before the end.
+pub async fn live_page(
+    query: QueryFluentBuilder,
+    want: u32,
+    start: Option<Key>,
+    now_seconds: u64,
+) -> Result<Page, StoreError> {
+    let query = query
+        .filter_expression("#live_exp > :live_now")
+        .expression_attribute_names("#live_exp", EXPIRES_AT)
+        .expression_attribute_values(":live_now", AttributeValue::N(now_seconds.to_string()));
+    let mut items: Vec<Item> = Vec::new();
+    let mut start = start;
+    let mut round = want.max(1);
+    for requests in 1..=MAX_ROUNDS {
+        let remaining = want - items.len() as u32;
+        let out = query
+            .clone()
+            .limit(round.max(remaining) as i32)
+            .set_exclusive_start_key(start.take())
+            .send()
+            .await
+            .map_err(StoreError::from_sdk)?;
+        let lek = out.last_evaluated_key.filter(|k| !k.is_empty());
+        let mut found = out.items.unwrap_or_default();
+        if found.len() as u32 > remaining {
+            // More live items than the page needs: keep what fits, resume after the last one kept.
+            found.truncate(remaining as usize);
+            items.extend(found);
+            let next = items.last().map(|i| only_table_keys(i.clone()));
+            return Ok(Page {
+                items,
+                next,
+                requests,
+            });
+        }
+        items.extend(found);
+        match lek {
+            None => {
+                return Ok(Page {
+                    items,
+                    next: None,
+                    requests,
+                })
+            }
+            Some(key) if items.len() as u32 >= want => {
+                return Ok(Page {
+                    items,
+                    next: Some(only_table_keys(key)),
+                    requests,
+                })
+            }
+            Some(key) => start = Some(key),
+        }
+        round = round.saturating_mul(8).min(MAX_ROUND_ITEMS);
+    }
+    // Budget spent: a short page, resuming where evaluation stopped.
+    Ok(Page {
+        items,
+        next: start.map(only_table_keys),
+        requests: MAX_ROUNDS,
+    })
+}
+
+/// The first live item `query` finds, if any: a single-item read through a Query (one request in the
+/// common case). When the budget of [`live_page`] runs out before a live item or the end, the answer
+/// is unknown: 503, never a false 404.
+pub async fn first_live(
+    query: QueryFluentBuilder,
+    now_seconds: u64,
+) -> Result<Option<Item>, StoreError> {
+    let page = live_page(query, 1, None, now_seconds).await?;
+    match (page.items.into_iter().next(), page.next) {
+        (Some(item), _) => Ok(Some(item)),
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(StoreError::Unavailable(
+            "Too many expired items to skip in one request; retry later.".into(),
+        )),
+    }
+}
+
+/// Every item `query` matches, following `LastEvaluatedKey` to the end (small, bounded collections:
+/// a session with its children, an order with its lines).
+pub async fn all_pages(query: QueryFluentBuilder) -> Result<Vec<Item>, StoreError> {
+    let mut items = Vec::new();
+    let mut start = None;
+    loop {
+        let out = query
+            .clone()
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(StoreError::from_sdk)?;
+        items.extend(out.items.unwrap_or_default());
+        start = out.last_evaluated_key.filter(|k| !k.is_empty());
+        if start.is_none() {
+            return Ok(items);
+        }
+    }
+}
+
+/// A `LastEvaluatedKey` reduced to `PK` and `SK` (for GSI1 they are both the table's and the index's keys).
+fn only_table_keys(mut key: Key) -> Key {
+    key.retain(|k, _| k == PK || k == SK);
+    key
+}
+
+/// A string attribute of an item.
+pub fn string_attr(item: &Item, name: &str) -> Option<String> {
+    item.get(name).and_then(|v| v.as_s().ok()).cloned()
+}
+
+/// A numeric attribute of an item.
+pub fn u64_attr(item: &Item, name: &str) -> Option<u64> {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|n| n.parse().ok())
+}
+
+/// Whether `item` is still live at `now_seconds` (TTL deletion lags by up to 48 hours).
+pub fn is_live(item: &Item, now_seconds: u64) -> bool {
+    u64_attr(item, EXPIRES_AT).is_some_and(|e| e > now_seconds)
+}
+
+/// Writes `item` unless an item with its key already exists: `Ok(true)` when written, `Ok(false)`
+/// when another item holds the key. If the SDK retried an attempt that had in fact succeeded (its
+/// answer lost, say to a timeout), the retry finds exactly `item`: that counts as written, so a
+/// create is idempotent under retries instead of answering a spurious 409.
+pub async fn put_if_absent(
+    db: &crate::store::client::scoped::TenantDb,
+    item: Item,
+) -> Result<bool, StoreError> {
+    put_unless(db, item, None).await
+}
+
+/// [`put_if_absent`], where an item no longer [`is_live`] at `now_seconds` counts as absent:
+/// DynamoDB's TTL deletes an expired item up to days late, and until then it must not answer for a
+/// key that has ended.
+pub async fn put_unless_live(
+    db: &crate::store::client::scoped::TenantDb,
+    item: Item,
+    now_seconds: u64,
+) -> Result<bool, StoreError> {
+    put_unless(db, item, Some(now_seconds)).await
+}
+
+async fn put_unless(
+    db: &crate::store::client::scoped::TenantDb,
+    item: Item,
+    expired_before: Option<u64>,
+) -> Result<bool, StoreError> {
+    use aws_sdk_dynamodb::operation::put_item::PutItemError;
+    use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
+    let mut put = db
+        .client
+        .put_item()
+        .table_name(&*db.table)
+        .set_item(Some(item.clone()))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+    put = match expired_before {
+        None => put.condition_expression("attribute_not_exists(PK)"),
+        Some(now) => put
+            .condition_expression("attribute_not_exists(PK) OR #exp <= :now")
+            .expression_attribute_names("#exp", EXPIRES_AT)
+            .expression_attribute_values(":now", AttributeValue::N(now.to_string())),
+    };
+    match put.send().await {
+        Ok(_) => Ok(true),
+        Err(e) => match e.as_service_error() {
+            Some(PutItemError::ConditionalCheckFailedException(c)) => Ok(c.item() == Some(&item)),
+            _ => Err(StoreError::from_sdk(e)),
+        },
+    }
+}

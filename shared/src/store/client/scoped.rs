@@ -1,0 +1,121 @@
+//! Tenant-scoped DynamoDB clients: one per tenant per container, built on that tenant's STS
+//! credentials (`isolation::credentials`), and carrying the [`TenantKeyGuard`] and the request meter.
+
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::config::SharedInterceptor;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use crate::identity::clock::Clock;
+use crate::identity::ids::TenantId;
+use crate::isolation::credentials::{CredentialSettings, TenantCredentials};
+use crate::isolation::guard::{RecordReadGuard, TenantKeyGuard};
+use crate::store::client::error::StoreError;
+use crate::store::client::meter::RequestMetering;
+
+/// How many DynamoDB requests one API request may have in flight at once, unless
+/// `DYNAMODB_MAX_IN_FLIGHT` says otherwise: a 64-shard listing runs in waves of this many.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 16;
+
+/// A DynamoDB client that can only touch one tenant's keys, plus what requests need to address it.
+#[derive(Debug, Clone)]
+pub struct TenantDb {
+    pub client: aws_sdk_dynamodb::Client,
+    pub tenant: TenantId,
+    pub table: Arc<str>,
+    /// The fan-out budget: the most requests a scatter-gather sends at once for one API request.
+    pub max_in_flight: usize,
+}
+
+impl TenantDb {
+    /// A Query on this tenant's table; the key condition is still to set.
+    pub fn query(&self) -> QueryFluentBuilder {
+        self.client.query().table_name(&*self.table)
+    }
+
+    /// A Query of the whole table partition `pk`.
+    pub fn query_partition(&self, pk: &str) -> QueryFluentBuilder {
+        self.query()
+            .key_condition_expression("PK = :pk")
+            .expression_attribute_values(":pk", AttributeValue::S(pk.to_owned()))
+    }
+}
+
+/// The per-container cache of tenant-scoped clients.
+pub struct TenantClients {
+    credentials: TenantCredentials<TenantDb>,
+    dynamodb: aws_sdk_dynamodb::Config,
+    table_name: Arc<str>,
+    extra_interceptors: Vec<SharedInterceptor>,
+    max_in_flight: usize,
+}
+
+impl TenantClients {
+    pub fn new(
+        sts: aws_sdk_sts::Client,
+        dynamodb: aws_sdk_dynamodb::Config,
+        settings: CredentialSettings,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            table_name: Arc::from(settings.table.table_name.as_str()),
+            credentials: TenantCredentials::new(sts, settings, clock),
+            dynamodb,
+            extra_interceptors: Vec::new(),
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+        }
+    }
+
+    /// Sets the fan-out budget of every tenant client built from now on (at least 1).
+    pub fn with_max_in_flight(mut self, max_in_flight: usize) -> Self {
+        self.max_in_flight = max_in_flight.max(1);
+        self
+    }
+
+    /// Adds an interceptor to every tenant client built from now on (request counting, fault injection).
+    pub fn with_interceptor(mut self, interceptor: SharedInterceptor) -> Self {
+        self.extra_interceptors.push(interceptor);
+        self
+    }
+
+    pub fn table_name(&self) -> &str {
+        &self.table_name
+    }
+
+    /// A client on the function's own credentials (its execution role), not a tenant's, that can
+    /// only read tenant records ([`RecordReadGuard`]): the tenant directory reads a record, and so a
+    /// suspension, without vending the tenant credentials.
+    pub fn record_reader(&self) -> aws_sdk_dynamodb::Client {
+        let mut config = self.dynamodb.to_builder().interceptor(RecordReadGuard);
+        for extra in &self.extra_interceptors {
+            config.push_interceptor(extra.clone());
+        }
+        aws_sdk_dynamodb::Client::from_conf(config.build())
+    }
+
+    /// The scoped client for `tenant`, assuming the tenant role only when no fresh credentials are cached.
+    pub async fn for_tenant(&self, tenant: &TenantId) -> Result<TenantDb, StoreError> {
+        let db = self
+            .credentials
+            .get(tenant, |credentials| {
+                let mut config = self
+                    .dynamodb
+                    .to_builder()
+                    .credentials_provider(credentials)
+                    .interceptor(TenantKeyGuard::new(tenant.clone()))
+                    .interceptor(RequestMetering);
+                for extra in &self.extra_interceptors {
+                    config.push_interceptor(extra.clone());
+                }
+                TenantDb {
+                    client: aws_sdk_dynamodb::Client::from_conf(config.build()),
+                    tenant: tenant.clone(),
+                    table: self.table_name.clone(),
+                    max_in_flight: self.max_in_flight,
+                }
+            })
+            .await?;
+        Ok(db)
+    }
+}

@@ -1,0 +1,146 @@
+//! Claiming an import (its record, idempotent on the request's fingerprint), and the writes that enqueue it and mark its items.
+
+use super::*;
+use crate::identity::ids::{EntityId, TenantId};
+use crate::identity::keys::{import_item_sk, import_key, EXPIRES_AT};
+use crate::store::client::error::StoreError;
+use crate::store::client::items::{enlist, get_item_consistent};
+use crate::store::client::query::{put_unless_live, string_attr, u64_attr};
+use crate::store::client::scoped::TenantDb;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
+
+/// When an import accepted at `created_at_ms` must be final ([`FINAL_WITHIN_SECONDS`]).
+pub fn due_at_ms(created_at_ms: u64) -> u64 {
+    created_at_ms + FINAL_WITHIN_SECONDS * 1000
+}
+
+/// Writes the record of import `import` (state `enqueuing`) unless it exists; when it does, tells
+/// whether the same request made it. The record is written before any message is sent, so two
+/// requests can never send items under one import id.
+pub async fn claim(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+    new: &NewImport<'_>,
+) -> Result<Claim, StoreError> {
+    let pk = import_key(tenant, import);
+    let now_seconds = new.created_at_ms / 1000;
+    let mut item = key(&pk, &pk);
+    item.extend([
+        ("kind".to_owned(), AttributeValue::S("IMPORT".into())),
+        ("tenantId".to_owned(), AttributeValue::S(tenant.to_string())),
+        ("importId".to_owned(), AttributeValue::S(import.to_string())),
+        (
+            "itemKind".to_owned(),
+            AttributeValue::S(new.kind.to_owned()),
+        ),
+        (
+            "accepted".to_owned(),
+            AttributeValue::N(new.accepted.to_string()),
+        ),
+        (
+            FINGERPRINT.to_owned(),
+            AttributeValue::S(new.fingerprint.to_owned()),
+        ),
+        (STATE.to_owned(), AttributeValue::S(ENQUEUING.to_owned())),
+        (
+            "createdAt".to_owned(),
+            AttributeValue::S(crate::identity::clock::rfc3339(new.created_at_ms)),
+        ),
+        (
+            CREATED_AT_MS.to_owned(),
+            AttributeValue::N(new.created_at_ms.to_string()),
+        ),
+        (
+            DUE_AT_MS.to_owned(),
+            AttributeValue::N(due_at_ms(new.created_at_ms).to_string()),
+        ),
+        (
+            EXPIRES_AT.to_owned(),
+            AttributeValue::N((now_seconds + RETENTION_SECONDS).to_string()),
+        ),
+    ]);
+    enlist(tenant, &mut item);
+    // A record that has expired (its messages with it) no longer holds its id.
+    if put_unless_live(db, item, now_seconds).await? {
+        return Ok(Claim::New);
+    }
+    let Some(existing) = get_item_consistent(db, key(&pk, &pk))
+        .await?
+        .filter(|e| crate::store::client::query::is_live(e, now_seconds))
+    else {
+        // Expired between the two reads: a retry of the request claims it anew.
+        return Err(StoreError::Contended("the import changed; retry".into()));
+    };
+    if string_attr(&existing, FINGERPRINT).as_deref() != Some(new.fingerprint) {
+        return Ok(Claim::Other);
+    }
+    Ok(Claim::Same {
+        created_at_ms: u64_attr(&existing, CREATED_AT_MS).unwrap_or(new.created_at_ms),
+        enqueuing: string_attr(&existing, STATE).as_deref() == Some(ENQUEUING),
+        closed: existing.contains_key(CLOSED_AT_MS),
+    })
+}
+
+/// The transaction action that marks the import's items as all enqueued, on condition that the
+/// record is still this request's.
+pub fn enqueued(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+    fingerprint: &str,
+) -> Result<TransactWriteItem, StoreError> {
+    let pk = import_key(tenant, import);
+    let update = Update::builder()
+        .table_name(&*db.table)
+        .set_key(Some(key(&pk, &pk)))
+        .update_expression("SET #state = :queued")
+        .condition_expression("#fingerprint = :fingerprint AND attribute_not_exists(#closed)")
+        .expression_attribute_names("#state", STATE)
+        .expression_attribute_names("#closed", CLOSED_AT_MS)
+        .expression_attribute_names("#fingerprint", FINGERPRINT)
+        .expression_attribute_values(":queued", AttributeValue::S(QUEUED.into()))
+        .expression_attribute_values(":fingerprint", AttributeValue::S(fingerprint.into()))
+        .build()
+        .map_err(|e| StoreError::Internal(e.to_string()))?;
+    Ok(TransactWriteItem::builder().update(update).build())
+}
+
+/// The transaction action that records `outcome` for item `index` of the import accepted at
+/// `created_at_ms`, on condition that the item has no outcome yet (a marker of an expired import of
+/// the same id counts as none). It expires with the import.
+pub fn marker(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+    index: u32,
+    outcome: Outcome,
+    created_at_ms: u64,
+    now_seconds: u64,
+) -> Result<TransactWriteItem, StoreError> {
+    let mut item = key(
+        &import_key(tenant, import),
+        &import_item_sk(tenant, import, index),
+    );
+    item.insert(
+        OUTCOME.to_owned(),
+        AttributeValue::S(outcome.as_str().into()),
+    );
+    if let Outcome::Failed(reason) = outcome {
+        item.insert(REASON.to_owned(), AttributeValue::S(reason.as_str().into()));
+    }
+    item.insert(
+        EXPIRES_AT.to_owned(),
+        AttributeValue::N((created_at_ms / 1000 + RETENTION_SECONDS).to_string()),
+    );
+    enlist(tenant, &mut item);
+    let put = Put::builder()
+        .table_name(&*db.table)
+        .set_item(Some(item))
+        .condition_expression("attribute_not_exists(PK) OR #exp <= :now")
+        .expression_attribute_names("#exp", EXPIRES_AT)
+        .expression_attribute_values(":now", AttributeValue::N(now_seconds.to_string()))
+        .build()
+        .map_err(|e| StoreError::Internal(e.to_string()))?;
+    Ok(TransactWriteItem::builder().put(put).build())
+}

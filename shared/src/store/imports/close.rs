@@ -1,0 +1,128 @@
+//! Closing an import: its final state, once.
+
+use super::*;
+use crate::identity::ids::{EntityId, TenantId};
+use crate::identity::keys::{import_item_sk, import_key};
+use crate::store::client::error::StoreError;
+use crate::store::client::query::{string_attr, u64_attr};
+use crate::store::client::scoped::TenantDb;
+use aws_sdk_dynamodb::types::AttributeValue;
+
+/// What [`close`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closing {
+    /// Not due yet: its deadline is ahead.
+    NotDue,
+    /// Final now (or already): this many items were given a failed marker by this call.
+    Closed { failed_now: u32 },
+    /// No live record accepted at that time: expired, offboarded, or a later import of the same id.
+    Gone,
+}
+
+/// Makes the import accepted at `created_at_ms` final once its deadline has passed: every item
+/// still without an outcome is recorded failed (`not_enqueued` while its request never finished
+/// sending, else `undelivered`), then the record is marked closed (`closedAtMs`). Each step is idempotent, so a
+/// run killed part-way is finished by the next. Items are numbered `0..accepted`
+/// (`create-import` numbers them so).
+pub async fn close(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+    created_at_ms: u64,
+    now_ms: u64,
+) -> Result<Closing, StoreError> {
+    let now_seconds = now_ms / 1000;
+    let Some((record, outcomes)) = read_import(db, tenant, import, now_seconds).await? else {
+        // No live import of this id (its request failed before the claim, or it expired): its
+        // count, if it got one, is released. A later import of the same id keeps its own.
+        uncount_open(db, tenant, import).await?;
+        return Ok(Closing::Gone);
+    };
+    if u64_attr(&record, CREATED_AT_MS) != Some(created_at_ms) {
+        return Ok(Closing::Gone);
+    }
+    if now_ms < u64_attr(&record, DUE_AT_MS).unwrap_or_else(|| due_at_ms(created_at_ms)) {
+        return Ok(Closing::NotDue);
+    }
+    let reason = if string_attr(&record, STATE).as_deref() == Some(ENQUEUING) {
+        FailReason::NotEnqueued
+    } else if record.contains_key(DEFERRED_AT_MS) {
+        FailReason::OverQuota
+    } else {
+        FailReason::Undelivered
+    };
+    let accepted = u64_attr(&record, "accepted").map_or(0, |n| n as u32);
+    let open: Vec<u32> = (0..accepted)
+        .filter(|i| !outcomes.contains_key(&import_item_sk(tenant, import, *i)))
+        .collect();
+    use futures::{StreamExt, TryStreamExt};
+    futures::stream::iter(open.iter().map(|index| {
+        record_outcome(
+            db,
+            tenant,
+            import,
+            *index,
+            Outcome::Failed(reason),
+            created_at_ms,
+            now_seconds,
+        )
+    }))
+    .buffer_unordered(8)
+    .try_collect::<()>()
+    .await?;
+    // The final counts go with the close, so the `importFinished` event (read from the table's
+    // stream, `crate::store::lifecycle::events`) carries them. Every item has its outcome now; they
+    // are read again, since a late delivery may have written an item between the first read and
+    // its failed marker (which then was not written).
+    let Some((_, outcomes)) = read_import(db, tenant, import, now_seconds).await? else {
+        return Ok(Closing::Gone);
+    };
+    let mut counts: std::collections::BTreeMap<&str, u32> = std::collections::BTreeMap::new();
+    for outcome in outcomes.values().copied() {
+        let name = match outcome {
+            Outcome::Failed(r) => r.as_str(),
+            other => other.as_str(),
+        };
+        *counts.entry(name).or_default() += 1;
+    }
+    let counts = AttributeValue::M(
+        counts
+            .into_iter()
+            .map(|(name, n)| (name.to_owned(), AttributeValue::N(n.to_string())))
+            .collect(),
+    );
+    let pk = import_key(tenant, import);
+    let closed = db
+        .client
+        .update_item()
+        .table_name(&*db.table)
+        .set_key(Some(key(&pk, &pk)))
+        .update_expression(
+            "SET #closed = if_not_exists(#closed, :now), #counts = if_not_exists(#counts, :counts)",
+        )
+        .condition_expression("#created = :created")
+        .expression_attribute_names("#closed", CLOSED_AT_MS)
+        .expression_attribute_names("#counts", "finalCounts")
+        .expression_attribute_names("#created", CREATED_AT_MS)
+        .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
+        .expression_attribute_values(":counts", counts)
+        .expression_attribute_values(":created", AttributeValue::N(created_at_ms.to_string()))
+        .send()
+        .await;
+    match closed {
+        Ok(_) => {}
+        // Offboarded (or expired and claimed anew) meanwhile: not this import any more.
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+        {
+            return Ok(Closing::Gone)
+        }
+        Err(e) => return Err(StoreError::from_sdk(e)),
+    }
+    // Final: it no longer counts among the tenant's open imports.
+    uncount_open(db, tenant, import).await?;
+    Ok(Closing::Closed {
+        failed_now: open.len() as u32,
+    })
+}

@@ -1,0 +1,120 @@
+//! Per-item outcomes: recorded, counted over a range, and deferrals noted.
+
+use super::*;
+use crate::identity::ids::{EntityId, TenantId};
+use crate::identity::keys::{
+    import_item_sk, import_item_sk_prefix, import_key, EXPIRES_AT, PK, SK,
+};
+use crate::store::client::error::StoreError;
+use crate::store::client::query::string_attr;
+use crate::store::client::scoped::TenantDb;
+use crate::store::client::transact::{transact, TransactError};
+use aws_sdk_dynamodb::types::AttributeValue;
+
+/// Records `outcome` for item `index` on its own (not with a write); recording it when the item
+/// has an outcome already changes nothing.
+pub async fn record_outcome(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+    index: u32,
+    outcome: Outcome,
+    created_at_ms: u64,
+    now_seconds: u64,
+) -> Result<(), StoreError> {
+    let action = marker(
+        db,
+        tenant,
+        import,
+        index,
+        outcome,
+        created_at_ms,
+        now_seconds,
+    )?;
+    let request = db.client.transact_write_items().transact_items(action);
+    match transact(request).await {
+        Ok(()) | Err(TransactError::ConditionFailed { .. }) => Ok(()),
+        Err(TransactError::Store(e)) => Err(e),
+    }
+}
+
+/// The indexes in `first..=last` of `import`'s items that have an outcome already (their live
+/// markers at `now_seconds`, by one consistent Query of that range): what a delivery of a message,
+/// again or deferred, skips rather than send a write its marker would refuse (a refused write
+/// costs its units too). An expired marker (of an earlier import of the same id) counts for
+/// nothing, as in the write's own condition.
+pub async fn outcomes_between(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+    (first, last): (u32, u32),
+    now_seconds: u64,
+) -> Result<std::collections::HashSet<u32>, StoreError> {
+    let prefix = import_item_sk_prefix(tenant, import);
+    let mut found = std::collections::HashSet::new();
+    let mut start = None;
+    loop {
+        let out = db
+            .query()
+            .key_condition_expression("#pk = :pk AND #sk BETWEEN :first AND :last")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#sk", SK)
+            .expression_attribute_values(":pk", AttributeValue::S(import_key(tenant, import)))
+            .expression_attribute_values(
+                ":first",
+                AttributeValue::S(import_item_sk(tenant, import, first)),
+            )
+            .expression_attribute_values(
+                ":last",
+                AttributeValue::S(import_item_sk(tenant, import, last)),
+            )
+            .projection_expression("#sk, #exp")
+            .expression_attribute_names("#exp", EXPIRES_AT)
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(StoreError::from_sdk)?;
+        let live = out
+            .items()
+            .iter()
+            .filter(|item| crate::store::client::query::is_live(item, now_seconds));
+        found.extend(live.filter_map(|item| {
+            string_attr(item, SK)?
+                .strip_prefix(&prefix)?
+                .parse::<u32>()
+                .ok()
+        }));
+        start = out.last_evaluated_key.filter(|k| !k.is_empty());
+        if start.is_none() {
+            return Ok(found);
+        }
+    }
+}
+
+/// Records on the import's record (the one accepted at `created_at_ms`) that the consumer held a
+/// message of it back because the tenant was over its capacity quota, at `now_ms`; nothing when the
+/// record is another import's or gone.
+pub async fn note_deferred(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+    created_at_ms: u64,
+    now_ms: u64,
+) -> Result<(), StoreError> {
+    let pk = import_key(tenant, import);
+    let out = db
+        .client
+        .update_item()
+        .table_name(&*db.table)
+        .set_key(Some(key(&pk, &pk)))
+        .update_expression("SET #deferred = :now")
+        .condition_expression("#created = :created")
+        .expression_attribute_names("#deferred", DEFERRED_AT_MS)
+        .expression_attribute_names("#created", CREATED_AT_MS)
+        .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
+        .expression_attribute_values(":created", AttributeValue::N(created_at_ms.to_string()))
+        .send()
+        .await;
+    crate::store::client::error::written_unless_condition_failed(out).map(|_| ())
+}

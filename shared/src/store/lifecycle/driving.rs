@@ -1,0 +1,260 @@
+//! The lifecycle driver's list: the tenants whose re-sharding or offboarding runs to its end with no
+//! client calling (`functions/tenants`, `drive-lifecycle`, on a schedule). Kept in the platform's
+//! partition (`TENANT#_platform#DRIVE`, one item per tenant), read with the platform's scoped client.
+//!
+//! A tenant is listed *before* its operation starts ([`list`], then the record's conditional update),
+//! so no started operation is ever missing from the list; an entry whose tenant has nothing running
+//! (the start was refused, or the operation has ended) is removed by the driver ([`unlist`]). Both
+//! writes are idempotent.
+//!
+//! Imports have a list of their own (`TENANT#_platform#IMPORTS_DUE#<shard>`, 8 partitions since
+//! every tenant's imports are listed), sorted by deadline: each is
+//! listed before its record is claimed, and the driver closes it once due
+//! (`store::imports::close`), then unlists it.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use crate::identity::ids::{EntityId, TenantId};
+use crate::identity::keys::{
+    import_due_pk, import_due_shard_pk, import_due_sk, import_due_sk_before, lifecycle_drive_pk,
+    lifecycle_drive_sk, parse_import_due_sk, IMPORT_DUE_SHARDS, PK, SK,
+};
+use crate::store::client::error::StoreError;
+use crate::store::client::scoped::TenantDb;
+
+/// Lists `tenant` for the driver (`platform_db`: the platform partition's client), at `now_ms`.
+pub async fn list(
+    platform_db: &TenantDb,
+    tenant: &TenantId,
+    now_ms: u64,
+) -> Result<(), StoreError> {
+    platform_db
+        .client
+        .put_item()
+        .table_name(&*platform_db.table)
+        .item(PK, AttributeValue::S(lifecycle_drive_pk()))
+        .item(SK, AttributeValue::S(lifecycle_drive_sk(tenant)))
+        .item("kind", AttributeValue::S("LIFECYCLE_DRIVE".into()))
+        .item(
+            "tenantId",
+            AttributeValue::S(platform_db.tenant.to_string()),
+        )
+        .item("drivenTenantId", AttributeValue::S(tenant.to_string()))
+        .item(LISTED_AT_MS, AttributeValue::N(now_ms.to_string()))
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    Ok(())
+}
+
+/// Removes `tenant`'s entry from the driver's list, only if it is still the listing the driver read
+/// (`listed_at_ms`): a tenant listed again meanwhile (re-onboarded and re-sharded or offboarded
+/// between the driver's read and this delete) keeps its newer entry. `false` when it was kept.
+pub async fn unlist(
+    platform_db: &TenantDb,
+    tenant: &TenantId,
+    listed_at_ms: u64,
+) -> Result<bool, StoreError> {
+    let out = platform_db
+        .client
+        .delete_item()
+        .table_name(&*platform_db.table)
+        .key(PK, AttributeValue::S(lifecycle_drive_pk()))
+        .key(SK, AttributeValue::S(lifecycle_drive_sk(tenant)))
+        .condition_expression("#listed = :read")
+        .expression_attribute_names("#listed", LISTED_AT_MS)
+        .expression_attribute_values(":read", AttributeValue::N(listed_at_ms.to_string()))
+        .send()
+        .await;
+    crate::store::client::error::written_unless_condition_failed(out)
+}
+
+const LISTED_AT_MS: &str = "listedAtMs";
+
+/// Every listed tenant and when it was listed (epoch ms), by a consistent read (one Query per 1 MB
+/// of entries).
+pub async fn listed(platform_db: &TenantDb) -> Result<Vec<(TenantId, u64)>, StoreError> {
+    let mut tenants = Vec::new();
+    let mut start = None;
+    loop {
+        let out = platform_db
+            .query()
+            .key_condition_expression("#pk = :pk")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_values(":pk", AttributeValue::S(lifecycle_drive_pk()))
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(StoreError::from_sdk)?;
+        for item in out.items.unwrap_or_default() {
+            if let Some(AttributeValue::S(raw)) = item.get("drivenTenantId") {
+                let at = crate::store::client::query::u64_attr(&item, LISTED_AT_MS).unwrap_or(0);
+                match TenantId::parse(raw) {
+                    Ok(t) => tenants.push((t, at)),
+                    Err(e) => tracing::warn!(error = %e, "a lifecycle entry names no valid tenant"),
+                }
+            }
+        }
+        start = out.last_evaluated_key.filter(|k| !k.is_empty());
+        if start.is_none() {
+            return Ok(tenants);
+        }
+    }
+}
+
+/// An import the driver brings to a final state once it is due.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueImport {
+    pub due_at_ms: u64,
+    pub tenant: TenantId,
+    pub import: EntityId,
+    /// The acceptance of the import this entry is for: a later import of the same id (its key
+    /// reused after expiry, or a tenant of the same id) is not closed by an older entry.
+    pub created_at_ms: u64,
+}
+
+const CREATED_AT_MS: &str = "createdAtMs";
+
+impl DueImport {
+    /// The key of this import's entry in the deadline list.
+    fn key(&self) -> crate::identity::keys::Key {
+        crate::identity::keys::Key::from([
+            (
+                PK.to_owned(),
+                AttributeValue::S(import_due_pk(&self.tenant, &self.import)),
+            ),
+            (
+                SK.to_owned(),
+                AttributeValue::S(import_due_sk(self.due_at_ms, &self.tenant, &self.import)),
+            ),
+        ])
+    }
+}
+
+/// Lists an import for the driver, before its record is claimed (idempotent: an upsert).
+pub async fn list_import(platform_db: &TenantDb, due: &DueImport) -> Result<(), StoreError> {
+    platform_db
+        .client
+        .update_item()
+        .table_name(&*platform_db.table)
+        .set_key(Some(due.key()))
+        .update_expression("SET #kind = :kind, #tenant = :tenant, #created = :created")
+        .expression_attribute_names("#kind", "kind")
+        .expression_attribute_names("#tenant", "tenantId")
+        .expression_attribute_names("#created", CREATED_AT_MS)
+        .expression_attribute_values(":kind", AttributeValue::S("IMPORT_DUE".into()))
+        .expression_attribute_values(":tenant", AttributeValue::S(platform_db.tenant.to_string()))
+        .expression_attribute_values(":created", AttributeValue::N(due.created_at_ms.to_string()))
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    Ok(())
+}
+
+/// Removes an import's entry.
+pub async fn unlist_import(platform_db: &TenantDb, due: &DueImport) -> Result<(), StoreError> {
+    platform_db
+        .client
+        .delete_item()
+        .table_name(&*platform_db.table)
+        .set_key(Some(due.key()))
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    Ok(())
+}
+
+/// Up to `limit` imports due at `now_ms` from each partition of the list, earliest first in each
+/// (one consistent Query per partition: entries not yet due are never read).
+pub async fn imports_due(
+    platform_db: &TenantDb,
+    now_ms: u64,
+    limit: i32,
+) -> Result<Vec<DueImport>, StoreError> {
+    let mut due = Vec::new();
+    for shard in 0..IMPORT_DUE_SHARDS {
+        let out = platform_db
+            .query()
+            .key_condition_expression("#pk = :pk AND #sk < :before")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#sk", SK)
+            .expression_attribute_values(":pk", AttributeValue::S(import_due_shard_pk(shard)))
+            .expression_attribute_values(":before", AttributeValue::S(import_due_sk_before(now_ms)))
+            .consistent_read(true)
+            .limit(limit)
+            .send()
+            .await
+            .map_err(StoreError::from_sdk)?;
+        due.extend(out.items().iter().filter_map(|item| {
+            let sk = crate::store::client::query::string_attr(item, SK)?;
+            let Some((due_at_ms, tenant, import)) = parse_import_due_sk(&sk) else {
+                tracing::warn!(sk, "an import entry that names no import");
+                return None;
+            };
+            Some(DueImport {
+                due_at_ms,
+                tenant,
+                import,
+                created_at_ms: crate::store::client::query::u64_attr(item, CREATED_AT_MS)
+                    .unwrap_or(0),
+            })
+        }));
+    }
+    Ok(due)
+}
+
+/// `due` in the order the driver closes them: earliest deadline first within each tenant, and the
+/// tenants in turn (each tenant's first, by deadline, then each tenant's second, …), so a tenant
+/// with many imports due never holds up another tenant's close; with a tenant's open imports
+/// bounded ([`crate::store::imports::MAX_OPEN_IMPORTS`]), every tenant with one due is reached in
+/// the first round.
+pub fn fair_order(mut due: Vec<DueImport>) -> Vec<DueImport> {
+    due.sort_by(|a, b| (a.due_at_ms, &a.tenant).cmp(&(b.due_at_ms, &b.tenant)));
+    let mut rounds: Vec<Vec<DueImport>> = Vec::new();
+    let mut seen: std::collections::HashMap<TenantId, usize> = std::collections::HashMap::new();
+    for entry in due {
+        let round = seen.entry(entry.tenant.clone()).or_insert(0);
+        if rounds.len() <= *round {
+            rounds.push(Vec::new());
+        }
+        rounds[*round].push(entry);
+        *round += 1;
+    }
+    rounds.into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn due(tenant: &str, at: u64) -> DueImport {
+        DueImport {
+            due_at_ms: at,
+            tenant: TenantId::parse(tenant).unwrap(),
+            import: EntityId::parse(&format!("i{at}")).unwrap(),
+            created_at_ms: at,
+        }
+    }
+
+    #[test]
+    fn a_tenant_with_many_imports_due_does_not_hold_up_another_tenants_close() {
+        // GIVEN a flooding tenant with 200 imports due before another tenant's one
+        let mut entries: Vec<DueImport> = (0..200).map(|i| due("flood", i)).collect();
+        entries.push(due("quiet", 500));
+        entries.push(due("other", 900));
+        // WHEN the driver orders them
+        let order = fair_order(entries);
+        // THEN every tenant's earliest import comes in the first round, by deadline
+        let first: Vec<&str> = order[..3].iter().map(|d| d.tenant.as_str()).collect();
+        assert_eq!(first, ["flood", "quiet", "other"]);
+        // AND each tenant's own imports keep their deadline order, and none is lost
+        let flood: Vec<u64> = order
+            .iter()
+            .filter(|d| d.tenant.as_str() == "flood")
+            .map(|d| d.due_at_ms)
+            .collect();
+        assert_eq!(flood, (0..200).collect::<Vec<_>>());
+        assert_eq!(order.len(), 202);
+    }
+}

@@ -1,0 +1,272 @@
+//! Lifecycle events: what a committed change of a tenant record or an import record means, read
+//! from the table's stream (its old and new images).
+//!
+//! Events come from the stream, never from the code that made the change, so an event exists
+//! exactly when its change committed: a write that failed its condition leaves no stream record,
+//! and a function that died after its write still leaves one. The publisher
+//! (`tenants::publish_events`) puts what [`events_of`] returns on EventBridge.
+//!
+//! | detail-type | stream record |
+//! |---|---|
+//! | `tenantOnboarded` | a tenant record inserted |
+//! | `tenantTierChanged` | its tier or custom limits changed |
+//! | `tenantSuspended`, `tenantResumed` | its status went active → suspended, suspended → active |
+//! | `reshardingStarted`, `reshardingFinished` | its `migration` appeared, went |
+//! | `offboardingStarted` | its status became `offboarding` |
+//! | `offboardingFinished` | the record of an offboarding tenant deleted: the walk deleted everything |
+//! | `importFinished` | an import record closed (`closedAtMs` set, with its final counts): by the lifecycle driver at the import's deadline, up to an hour after its acceptance |
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::identity::ids::{EntityId, TenantId};
+use crate::identity::keys::{import_key, tenant_record_key};
+use crate::store::tenancy::tenants::{TenantRecord, TenantStatus};
+
+/// What happened to the item, as the stream names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Insert,
+    Modify,
+    Remove,
+}
+
+impl Change {
+    /// The stream's `eventName`: `INSERT`, `MODIFY` or `REMOVE`.
+    pub fn parse(event_name: &str) -> Option<Self> {
+        match event_name {
+            "INSERT" => Some(Self::Insert),
+            "MODIFY" => Some(Self::Modify),
+            "REMOVE" => Some(Self::Remove),
+            _ => None,
+        }
+    }
+}
+
+/// One event to put on the bus.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LifecycleEvent {
+    pub detail_type: &'static str,
+    /// The tenant the event is about (also in `detail.tenantId`).
+    pub tenant_id: String,
+    /// `tenantId`, `operator` (`{tenantId}` of the operator who asked, or null), `outcome`, and
+    /// what the kind of event carries.
+    pub detail: Value,
+}
+
+/// The images could not be read as what their keys say they are.
+#[derive(Debug, thiserror::Error)]
+#[error("stream image of {key}: {reason}")]
+pub struct ImageError {
+    key: String,
+    reason: String,
+}
+
+#[derive(Deserialize)]
+struct Keys {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: String,
+}
+
+/// An import record's image; every field defaulted, since other items share its key shape (the
+/// tenant's sealing key) and are told apart by `kind`.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct ImportImage {
+    kind: Option<String>,
+    tenant_id: String,
+    import_id: String,
+    item_kind: String,
+    accepted: u64,
+    closed_at_ms: Option<u64>,
+    final_counts: BTreeMap<String, u64>,
+}
+
+/// The events one stream record stands for: none for any item but a tenant record or an import
+/// record, and none for a change that is not a lifecycle step (a checkpoint, a cache refresh).
+/// Every detail gets `eventId`, `<stream record id>#<detail-type>` (one record can stand for two
+/// events: a tier change and a suspension in one PATCH): the same on every retry, so a consumer
+/// dedupes on it when the publisher's retry sends an event twice.
+pub fn events_of(
+    change: Change,
+    event_id: &str,
+    old: Option<&serde_dynamo::Item>,
+    new: Option<&serde_dynamo::Item>,
+) -> Result<Vec<LifecycleEvent>, ImageError> {
+    let Some(image) = new.or(old) else {
+        return Ok(Vec::new());
+    };
+    let Ok(keys) = serde_dynamo::from_item::<_, Keys>(image.clone()) else {
+        return Ok(Vec::new());
+    };
+    if keys.pk != keys.sk {
+        return Ok(Vec::new());
+    }
+    let record_of = keys
+        .pk
+        .strip_prefix("TENANT#")
+        .and_then(|rest| rest.strip_suffix("#TENANT"))
+        .and_then(|t| TenantId::parse(t).ok())
+        .filter(|t| tenant_record_key(t) == keys.pk);
+    let mut events = if let Some(tenant) = record_of {
+        tenant_events(change, &tenant, &keys.pk, old, new)?
+    } else if keys.sk.contains("#IMPORT#") {
+        import_events(&keys.pk, old, new)?
+    } else {
+        Vec::new()
+    };
+    for event in &mut events {
+        event.detail["eventId"] = json!(format!("{event_id}#{}", event.detail_type));
+    }
+    Ok(events)
+}
+
+fn parse<T: serde::de::DeserializeOwned>(
+    key: &str,
+    image: Option<&serde_dynamo::Item>,
+) -> Result<Option<T>, ImageError> {
+    image
+        .map(|i| serde_dynamo::from_item(i.clone()))
+        .transpose()
+        .map_err(|e| ImageError {
+            key: key.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+fn tenant_events(
+    change: Change,
+    tenant: &TenantId,
+    key: &str,
+    old: Option<&serde_dynamo::Item>,
+    new: Option<&serde_dynamo::Item>,
+) -> Result<Vec<LifecycleEvent>, ImageError> {
+    let old: Option<TenantRecord> = parse(key, old)?;
+    let new: Option<TenantRecord> = parse(key, new)?;
+    let event = |detail_type, operator: Option<&str>, outcome: &str, extra: Value| {
+        let mut detail = json!({
+            "tenantId": tenant.as_str(),
+            "operator": operator.map(|t| json!({ "tenantId": t })),
+            "outcome": outcome,
+        });
+        if let (Value::Object(detail), Value::Object(extra)) = (&mut detail, extra) {
+            detail.extend(extra);
+        }
+        LifecycleEvent {
+            detail_type,
+            tenant_id: tenant.to_string(),
+            detail,
+        }
+    };
+    let tier = |r: &TenantRecord| json!({ "tier": r.tier, "limits": r.limits(), "shardCount": r.shard_count });
+    let mut events = Vec::new();
+    match (change, old, new) {
+        (Change::Insert, _, Some(new)) => events.push(event(
+            "tenantOnboarded",
+            new.changed_by.as_deref(),
+            "onboarded",
+            tier(&new),
+        )),
+        (Change::Modify, Some(old), Some(new)) => {
+            let by = new.changed_by.as_deref();
+            if (old.tier, old.limits) != (new.tier, new.limits) {
+                let mut extra = tier(&new);
+                extra["previousTier"] = json!(old.tier);
+                events.push(event("tenantTierChanged", by, "tierChanged", extra));
+            }
+            match (old.status, new.status) {
+                (TenantStatus::Active, TenantStatus::Suspended) => {
+                    events.push(event("tenantSuspended", by, "suspended", json!({})))
+                }
+                (TenantStatus::Suspended, TenantStatus::Active) => {
+                    events.push(event("tenantResumed", by, "resumed", json!({})))
+                }
+                (before, TenantStatus::Offboarding) if before != TenantStatus::Offboarding => {
+                    let by = new.offboarding.as_ref().map(|o| o.requested_by.as_str());
+                    events.push(event(
+                        "offboardingStarted",
+                        by,
+                        "offboardingStarted",
+                        json!({ "deletionStartsAt": new.offboarding.as_ref().map(|o| o.deletion_starts_at) }),
+                    ))
+                }
+                _ => {}
+            }
+            match (&old.migration, &new.migration) {
+                (None, Some(m)) => events.push(event(
+                    "reshardingStarted",
+                    Some(&m.requested_by),
+                    "reshardingStarted",
+                    json!({ "from": m.from, "to": m.to }),
+                )),
+                (Some(m), None) => events.push(event(
+                    "reshardingFinished",
+                    Some(&m.requested_by),
+                    "resharded",
+                    json!({ "from": m.from, "to": m.to, "moved": m.moved, "shardCount": new.shard_count }),
+                )),
+                _ => {}
+            }
+        }
+        (Change::Remove, Some(old), _) if old.status == TenantStatus::Offboarding => {
+            let offboarding = old.offboarding.as_ref();
+            let mut deleted = offboarding.map(|o| o.deleted.clone()).unwrap_or_default();
+            // The record itself, counted as the report counts it.
+            *deleted.entry("TENANT".to_owned()).or_default() += 1;
+            events.push(event(
+                "offboardingFinished",
+                offboarding.map(|o| o.requested_by.as_str()),
+                "offboarded",
+                json!({ "deleted": deleted, "createdAt": old.created_at }),
+            ))
+        }
+        _ => {}
+    }
+    Ok(events)
+}
+
+fn import_events(
+    key: &str,
+    old: Option<&serde_dynamo::Item>,
+    new: Option<&serde_dynamo::Item>,
+) -> Result<Vec<LifecycleEvent>, ImageError> {
+    let Some(new) = parse::<ImportImage>(key, new)? else {
+        return Ok(Vec::new());
+    };
+    let was_closed = parse::<ImportImage>(key, old)?.is_some_and(|o| o.closed_at_ms.is_some());
+    if new.kind.as_deref() != Some("IMPORT") || new.closed_at_ms.is_none() || was_closed {
+        return Ok(Vec::new());
+    }
+    // The tenant and import its key names, never only what the item says.
+    let named = TenantId::parse(&new.tenant_id)
+        .ok()
+        .zip(EntityId::parse(&new.import_id).ok())
+        .is_some_and(|(tenant, import)| import_key(&tenant, &import) == key);
+    if !named {
+        return Ok(Vec::new());
+    }
+    let failed: u64 = new
+        .final_counts
+        .iter()
+        .filter(|(outcome, _)| !matches!(outcome.as_str(), "written" | "superseded"))
+        .map(|(_, n)| n)
+        .sum();
+    let outcome = if failed == 0 { "complete" } else { "failed" };
+    Ok(vec![LifecycleEvent {
+        detail_type: "importFinished",
+        tenant_id: new.tenant_id.clone(),
+        detail: json!({
+            "tenantId": new.tenant_id,
+            "operator": null,
+            "outcome": outcome,
+            "importId": new.import_id,
+            "kind": new.item_kind,
+            "accepted": new.accepted,
+            "counts": new.final_counts,
+        }),
+    }])
+}

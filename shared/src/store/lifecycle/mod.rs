@@ -1,0 +1,9 @@
+//! What walks or changes a whole tenant: the tenant walk (`tenant_items`), re-sharding, offboarding,
+//! the lifecycle driver's queue (`driving`), write pacing, and the lifecycle events outbox.
+
+pub mod driving;
+pub mod events;
+pub mod offboarding;
+pub mod pacing;
+pub mod resharding;
+pub mod tenant_items;

@@ -1,0 +1,368 @@
+//! Offboarding: deleting every item of a tenant, resumably, with an exact report.
+//!
+//! 1. [`begin`] sets the record's status to `offboarding` (every container refuses the tenant once
+//!    its cached record expires) and the time deletion may start: [`DELETION_DELAY_SECONDS`] later,
+//!    when no request of the tenant admitted before can still be writing.
+//! 2. [`delete_step`] deletes one page of the walk ([`crate::store::lifecycle::tenant_items`], record excluded)
+//!    in one transaction with the record's checkpoint: the position, the counts per kind, and a step
+//!    number the transaction is conditioned on. A step is all or nothing, so the counts are exact
+//!    and a resumed offboarding (any container, any time) continues where the last step ended; two
+//!    operators running it at once never both commit the same step.
+//! 3. [`finish`] writes the report in the platform's partition (named by the tenant and its
+//!    record's `createdAt`, so a reused tenant id gets a report of its own), then deletes the record,
+//!    both on condition that no later step was committed meanwhile (so a call that raced a step
+//!    never leaves a report that undercounts).
+//!
+//! Every item deleted in a transaction costs two write units (DynamoDB's price for transactional
+//! writes), and the walk reads each item once with a consistent read.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+
+use crate::identity::ids::TenantId;
+use crate::identity::keys::{
+    kind, offboarding_report_sk, offboarding_reports_pk, partition_kind, tenant_record_key, PK, SK,
+};
+use crate::store::client::error::StoreError;
+use crate::store::client::query::Item;
+use crate::store::client::scoped::TenantDb;
+use crate::store::client::transact::{transact, TransactError};
+use crate::store::lifecycle::tenant_items::{Page, Position};
+pub use crate::store::tenancy::tenants::Offboarding;
+use crate::store::tenancy::tenants::{
+    read_record_consistent, record_update, send_record_update, value, TenantRecord, TenantStatus,
+    RECORD_SETTLED_SECONDS,
+};
+
+/// Seconds from the start of an offboarding to its first deletion: every container's cached record
+/// has expired, and a request admitted on it has ended ([`RECORD_SETTLED_SECONDS`]).
+pub const DELETION_DELAY_SECONDS: u64 = RECORD_SETTLED_SECONDS;
+
+/// Items one deletion step removes: a transaction holds at most 100 actions, one is the checkpoint.
+pub const ITEMS_PER_STEP: usize = 99;
+
+/// A finished offboarding's report, as stored in the platform's partition
+/// (`TENANT#_platform#OFFBOARDED#<tenant>`, sorted by the record's `createdAt`): the API's answer,
+/// kept as its JSON text (as an idempotency record keeps its answer), so a later call returns it
+/// unchanged. Its presence is also the proof that the tenant id was offboarded
+/// ([`ever_offboarded`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The deletion steps its counts cover: a report is replaced only by one covering more.
+    pub steps: u64,
+    /// The JSON body the API answers with.
+    pub body: String,
+}
+
+/// The kind an item is counted under: its `kind` attribute, else its partition's kind
+/// (`USAGE`, `RATE`, `TENANT`, …).
+pub fn kind_of(tenant: &TenantId, item: &Item) -> String {
+    if let Some(AttributeValue::S(k)) = item.get("kind") {
+        return k.clone();
+    }
+    match item.get(PK) {
+        Some(AttributeValue::S(pk)) => partition_kind(tenant, pk).unwrap_or("?").to_owned(),
+        _ => "?".to_owned(),
+    }
+}
+
+/// Starts offboarding `db`'s tenant (status `offboarding`, deletion from `deletion_starts_at`)
+/// unless it already is; answers the record as it now is, `None` when the tenant has none.
+pub async fn begin(
+    db: &TenantDb,
+    requested_by: &TenantId,
+    requested_at: String,
+    deletion_starts_at: u64,
+) -> Result<Option<TenantRecord>, StoreError> {
+    let state = Offboarding {
+        requested_at,
+        requested_by: requested_by.to_string(),
+        deletion_starts_at,
+        started_at: None,
+        steps: 0,
+        deleted: BTreeMap::new(),
+        position: None,
+    };
+    let update = record_update(db)
+        .update_expression("SET #state = :offboarding, #o = :o")
+        .condition_expression(
+            "attribute_exists(PK) AND attribute_not_exists(#m) \
+             AND (attribute_not_exists(#state) OR #state <> :offboarding)",
+        )
+        .expression_attribute_names("#state", "status")
+        .expression_attribute_names("#o", "offboarding")
+        .expression_attribute_names("#m", "migration")
+        .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
+        .expression_attribute_values(":o", state.to_attribute());
+    match send_record_update(update).await? {
+        Some(record) => Ok(Some(record)),
+        // Not onboarded, already offboarding (another request started it first), or being
+        // re-sharded (the caller refuses that).
+        None => read_record_consistent(db).await,
+    }
+}
+
+/// What a deletion step did.
+#[derive(Debug)]
+pub enum Step {
+    /// Committed: the record's new offboarding state.
+    Committed(Offboarding),
+    /// Another request committed a step first; nothing was deleted. Read the record again.
+    Raced,
+}
+
+/// Deletes `page`'s items (at most [`ITEMS_PER_STEP`]) and moves the checkpoint past them, in one
+/// transaction conditioned on `state.steps`.
+pub async fn delete_step(
+    db: &TenantDb,
+    state: &Offboarding,
+    page: &Page,
+    now: String,
+) -> Result<Step, StoreError> {
+    let Some(last) = page.items.last() else {
+        return Ok(Step::Committed(state.clone()));
+    };
+    let mut next = state.clone();
+    next.steps += 1;
+    next.started_at.get_or_insert(now);
+    next.position = Some(Position {
+        pk: string(last, PK)?,
+        sk: string(last, SK)?,
+    });
+    let mut actions = Vec::with_capacity(page.items.len() + 1);
+    for item in &page.items {
+        *next.deleted.entry(kind_of(&db.tenant, item)).or_default() += 1;
+        let delete = Delete::builder()
+            .table_name(&*db.table)
+            .key(PK, AttributeValue::S(string(item, PK)?))
+            .key(SK, AttributeValue::S(string(item, SK)?))
+            .build()
+            .map_err(|e| StoreError::Internal(e.to_string()))?;
+        actions.push(TransactWriteItem::builder().delete(delete).build());
+    }
+    let key = tenant_record_key(&db.tenant);
+    let checkpoint = Update::builder()
+        .table_name(&*db.table)
+        .key(PK, AttributeValue::S(key.clone()))
+        .key(SK, AttributeValue::S(key))
+        .update_expression("SET #o = :next")
+        .condition_expression("#state = :offboarding AND #o.#steps = :steps")
+        .expression_attribute_names("#state", "status")
+        .expression_attribute_names("#o", "offboarding")
+        .expression_attribute_names("#steps", "steps")
+        .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
+        .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
+        .expression_attribute_values(":next", next.to_attribute())
+        .build()
+        .map_err(|e| StoreError::Internal(e.to_string()))?;
+    let checkpoint_index = actions.len();
+    actions.push(TransactWriteItem::builder().update(checkpoint).build());
+    let request = db
+        .client
+        .transact_write_items()
+        .set_transact_items(Some(actions));
+    match transact(request).await {
+        Ok(()) => Ok(Step::Committed(next)),
+        Err(e) if e.failed_at(checkpoint_index) => Ok(Step::Raced),
+        Err(TransactError::ConditionFailed { index, .. }) => Err(StoreError::Internal(format!(
+            "an unconditional delete (action {index}) failed its condition"
+        ))),
+        Err(TransactError::Store(e)) => Err(e),
+    }
+}
+
+/// What [`finish`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finished {
+    /// The report is written and the record deleted.
+    Done,
+    /// Another call committed a step after this one's walk, or finished first: read the record
+    /// (or the report) again.
+    Raced,
+}
+
+/// Ends an offboarding whose walk found nothing left after `report.steps` steps: writes `report`
+/// in the platform's partition (`platform_db`), under the offboarded record's `created_at` (unless
+/// a report of this same offboarding covering more steps is there), then deletes the tenant record
+/// on condition it is still offboarding at that step. Both writes can be repeated: a finish
+/// interrupted between them is finished by the next call.
+pub async fn finish(
+    db: &TenantDb,
+    platform_db: &TenantDb,
+    record: &TenantRecord,
+    requested_by: &str,
+    report: &Report,
+) -> Result<Finished, StoreError> {
+    let pk = offboarding_reports_pk(&db.tenant);
+    let sk = offboarding_report_sk(&db.tenant, &record.created_at);
+    let item = Item::from([
+        (PK.to_owned(), AttributeValue::S(pk)),
+        (SK.to_owned(), AttributeValue::S(sk)),
+        (
+            "kind".to_owned(),
+            AttributeValue::S("OFFBOARDING_REPORT".into()),
+        ),
+        (
+            "tenantId".to_owned(),
+            AttributeValue::S(platform_db.tenant.to_string()),
+        ),
+        (
+            "offboardedTenantId".to_owned(),
+            AttributeValue::S(db.tenant.to_string()),
+        ),
+        (
+            "requestedBy".to_owned(),
+            AttributeValue::S(requested_by.to_owned()),
+        ),
+        (
+            "steps".to_owned(),
+            AttributeValue::N(report.steps.to_string()),
+        ),
+        ("body".to_owned(), AttributeValue::S(report.body.clone())),
+    ]);
+    let steps = AttributeValue::N(report.steps.to_string());
+    // Both writes go as one-action transactions: offboard-tenant then links no PutItem or
+    // DeleteItem of its own (its bootstrap stays under 4 MB), at 2 WCU each, once per offboarding.
+    let put = Put::builder()
+        .table_name(&*platform_db.table)
+        .set_item(Some(item))
+        .condition_expression("attribute_not_exists(PK) OR #steps <= :steps")
+        .expression_attribute_names("#steps", "steps")
+        .expression_attribute_values(":steps", steps.clone())
+        .build()
+        .map_err(|e| StoreError::Internal(e.to_string()))?;
+    let put = platform_db
+        .client
+        .transact_write_items()
+        .transact_items(TransactWriteItem::builder().put(put).build());
+    if let Some(raced) = finished_or_raced(transact(put).await)? {
+        return Ok(raced);
+    }
+    let record = tenant_record_key(&db.tenant);
+    let delete = Delete::builder()
+        .table_name(&*db.table)
+        .key(PK, AttributeValue::S(record.clone()))
+        .key(SK, AttributeValue::S(record))
+        .condition_expression("#state = :offboarding AND #o.#steps = :steps")
+        .expression_attribute_names("#state", "status")
+        .expression_attribute_names("#o", "offboarding")
+        .expression_attribute_names("#steps", "steps")
+        .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
+        .expression_attribute_values(":steps", steps)
+        .build()
+        .map_err(|e| StoreError::Internal(e.to_string()))?;
+    let delete = db
+        .client
+        .transact_write_items()
+        .transact_items(TransactWriteItem::builder().delete(delete).build());
+    Ok(finished_or_raced(transact(delete).await)?.unwrap_or(Finished::Done))
+}
+
+/// A finishing write's outcome: `Some(Raced)` when its condition failed, `None` when it was made.
+fn finished_or_raced(result: Result<(), TransactError>) -> Result<Option<Finished>, StoreError> {
+    match result {
+        Ok(()) => Ok(None),
+        Err(TransactError::ConditionFailed { .. }) => Ok(Some(Finished::Raced)),
+        Err(TransactError::Store(e)) => Err(e),
+    }
+}
+
+/// The report of `offboarded`'s latest finished offboarding, read from the platform's partition
+/// (`platform_db`); `None` when the id was never offboarded.
+pub async fn read_report(
+    platform_db: &TenantDb,
+    offboarded: &TenantId,
+) -> Result<Option<Report>, StoreError> {
+    latest_report(platform_db, offboarded, false)
+        .await?
+        .map(|item| {
+            let steps = crate::store::client::query::u64_attr(&item, "steps");
+            match (
+                steps,
+                crate::store::client::query::string_attr(&item, "body"),
+            ) {
+                (Some(steps), Some(body)) => Ok(Report { steps, body }),
+                _ => Err(StoreError::Internal(
+                    "an offboarding report without its body".into(),
+                )),
+            }
+        })
+        .transpose()
+}
+
+/// Whether a tenant of id `tenant` was ever offboarded (a report of it exists). Operators of such a
+/// tenant lose their power once its record is gone ([`crate::service`]'s refusal), where the
+/// operators of a tenant never onboarded keep theirs, to onboard it. One keys-only Query of the
+/// tenant id's report partition, which is all `reports` needs to be able to send: the service reads
+/// it with the functions' own report reader ([`crate::isolation::guard::report_reader`]), not with
+/// the platform's credentials.
+pub async fn ever_offboarded(reports: &TenantDb, tenant: &TenantId) -> Result<bool, StoreError> {
+    Ok(latest_report(reports, tenant, true).await?.is_some())
+}
+
+async fn latest_report(
+    platform_db: &TenantDb,
+    offboarded: &TenantId,
+    keys_only: bool,
+) -> Result<Option<Item>, StoreError> {
+    let mut query = platform_db
+        .client
+        .query()
+        .table_name(&*platform_db.table)
+        .key_condition_expression("#pk = :pk")
+        .expression_attribute_names("#pk", PK)
+        .expression_attribute_values(":pk", AttributeValue::S(offboarding_reports_pk(offboarded)))
+        .scan_index_forward(false)
+        .limit(1)
+        .consistent_read(true);
+    if keys_only {
+        query = query
+            .projection_expression("#pk")
+            .expression_attribute_names("#pk", PK);
+    }
+    let out = query.send().await.map_err(StoreError::from_sdk)?;
+    Ok(out.items.unwrap_or_default().into_iter().next())
+}
+
+/// The record's own deletion, counted in the report like every other item.
+pub fn with_record(mut deleted: BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    *deleted.entry(kind::TENANT.to_owned()).or_default() += 1;
+    deleted
+}
+
+fn string(item: &Item, name: &str) -> Result<String, StoreError> {
+    match item.get(name) {
+        Some(AttributeValue::S(s)) => Ok(s.clone()),
+        _ => Err(StoreError::Internal(format!("an item without {name}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_are_counted_by_kind_attribute_else_by_partition() {
+        let t = TenantId::parse("acme").unwrap();
+        let item = |pairs: &[(&str, &str)]| -> Item {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), AttributeValue::S(v.to_string())))
+                .collect()
+        };
+        assert_eq!(
+            kind_of(
+                &t,
+                &item(&[("PK", "TENANT#acme#PRODUCT#1"), ("kind", "PRODUCT")])
+            ),
+            "PRODUCT"
+        );
+        assert_eq!(
+            kind_of(&t, &item(&[("PK", "TENANT#acme#USAGE#3")])),
+            "USAGE"
+        );
+        assert_eq!(kind_of(&t, &item(&[("PK", "TENANT#other#USAGE#3")])), "?");
+        assert_eq!(with_record(BTreeMap::new())["TENANT"], 1);
+    }
+}

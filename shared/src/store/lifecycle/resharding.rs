@@ -1,0 +1,302 @@
+//! Online re-sharding: moving a tenant's product and HR items from `from` to `to` write shards
+//! while the tenant keeps reading and writing.
+//!
+//! 1. [`begin`] writes the migration into the tenant record. Reads look in both layouts from the
+//!    moment a container sees it ([`crate::store::tenancy::layout`]); writes keep the old layout until
+//!    `writesMoveAt` ([`WRITES_MOVE_DELAY_SECONDS`] later), when every container has read the new
+//!    record and no request admitted with the old one can still be writing. (A write in the new
+//!    layout before then would be invisible to, or undone by, a container that still knows only
+//!    the old layout.) From then on a write puts the new copy and deletes the old one in one
+//!    transaction.
+//! 2. From `movesStartAt` ([`MOVES_DELAY_SECONDS`]), when every write that chose the old layout has
+//!    landed, [`move_page`] walks the old layout's partitions and moves each item whose shard
+//!    changes: one transaction puts the copy on condition that no item is at the new key and deletes
+//!    the original on condition that it still exists. A copy therefore never overwrites a newer
+//!    write, and a deleted item is never brought back. [`checkpoint`] then moves the record's
+//!    position past the page, conditioned on the step number, so any call in any container resumes
+//!    where the last committed step ended, and a page re-walked after a crash finds its moved items
+//!    gone.
+//! 3. [`finish`] sets the shard count to `to` and removes the migration, once a walk found nothing
+//!    left to move.
+//!
+//! Each moved item costs two write units for the copy and two for the delete (transactional
+//! writes), plus a consistent read when the walk reads it.
+
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
+use futures::StreamExt;
+
+use crate::identity::ids::TenantId;
+use crate::identity::keys::{home_shard_pk, shard_pk, ItemKey, PK, SK};
+use crate::store::client::error::StoreError;
+use crate::store::client::query::Item;
+use crate::store::client::scoped::TenantDb;
+use crate::store::client::transact::{transact, TransactError};
+use crate::store::lifecycle::tenant_items::{Page, Source};
+use crate::store::tenancy::layout::exists;
+pub use crate::store::tenancy::tenants::Migration;
+use crate::store::tenancy::tenants::{
+    record_update, send_record_update, value, TenantRecord, TenantStatus, RECORD_SETTLED_SECONDS,
+};
+
+/// Seconds from the start of a migration to the first write in the new layout: every container's
+/// cached record has expired, and a request admitted on it has ended ([`RECORD_SETTLED_SECONDS`]).
+pub const WRITES_MOVE_DELAY_SECONDS: u64 = RECORD_SETTLED_SECONDS;
+/// Seconds from the start of a migration to the first move: a request that chose the old layout
+/// just before writes moved has ended.
+pub const MOVES_DELAY_SECONDS: u64 =
+    WRITES_MOVE_DELAY_SECONDS + crate::store::tenancy::tenants::LONGEST_FUNCTION_TIMEOUT_SECONDS;
+/// Items one step walks (the moves of a step run concurrently, at most [`MOVES_IN_FLIGHT`] at once).
+pub const ITEMS_PER_STEP: usize = 100;
+const MOVES_IN_FLIGHT: usize = 8;
+
+/// The partitions a shard count gives the spaces of write shards, in walk order (products, then
+/// HR: [`crate::identity::entities::write_shard_spaces`]).
+pub fn sharded_sources(tenant: &TenantId, shards: u32) -> Vec<Source> {
+    crate::identity::entities::write_shard_spaces()
+        .flat_map(|space| (0..shards).map(move |s| shard_pk(tenant, space.kind, s)))
+        .map(Source::Partition)
+        .collect()
+}
+
+/// Starts moving `db`'s tenant from `record`'s shard count to `to` shards at `now_ms`: `Raced` when
+/// the record changed since it was read (another migration started, or the count or status
+/// changed). The order date index keeps the count it was written with
+/// ([`TenantRecord::order_shards`]).
+pub async fn begin(
+    db: &TenantDb,
+    record: &TenantRecord,
+    to: u32,
+    requested_by: &TenantId,
+    now_ms: u64,
+) -> Result<Step, StoreError> {
+    let now = now_ms / 1000;
+    let migration = Migration {
+        from: record.shard_count,
+        to,
+        requested_at: crate::identity::clock::rfc3339(now_ms),
+        requested_by: requested_by.to_string(),
+        writes_move_at: now + WRITES_MOVE_DELAY_SECONDS,
+        moves_start_at: now + MOVES_DELAY_SECONDS,
+        steps: 0,
+        moved: 0,
+        position: None,
+    };
+    let update = record_update(db)
+        .update_expression("SET #m = :m, #orders = if_not_exists(#orders, :from)")
+        .condition_expression(
+            "attribute_exists(PK) AND attribute_not_exists(#m) AND #shards = :from \
+             AND (attribute_not_exists(#state) OR #state <> :offboarding)",
+        )
+        .expression_attribute_names("#m", "migration")
+        .expression_attribute_names("#orders", "orderShardCount")
+        .expression_attribute_names("#shards", "shardCount")
+        .expression_attribute_names("#state", "status")
+        .expression_attribute_values(":m", migration.to_attribute())
+        .expression_attribute_values(":from", AttributeValue::N(record.shard_count.to_string()))
+        .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?);
+    Ok(Step::from(send_record_update(update).await?))
+}
+
+/// The key `item` has in a layout of `to` shards; `None` when it stays where it is (or is not a
+/// sharded item of this tenant).
+pub fn new_partition(tenant: &TenantId, item: &Item, to: u32) -> Option<String> {
+    let pk = item.get(PK)?.as_s().ok()?;
+    let sk = item.get(SK)?.as_s().ok()?;
+    home_shard_pk(tenant, pk, sk, to).filter(|home| home != pk)
+}
+
+/// Moves every item of `page` whose shard changes in a layout of `to` shards: `Ok(n)` items moved.
+pub async fn move_page(db: &TenantDb, page: &Page, to: u32) -> Result<u64, StoreError> {
+    let moves: Vec<_> = page
+        .items
+        .iter()
+        .filter_map(|item| new_partition(&db.tenant, item, to).map(|pk| (item, pk)))
+        .map(|(item, pk)| move_item(db, item, pk))
+        .collect();
+    let moved = futures::stream::iter(moves)
+        .buffer_unordered(MOVES_IN_FLIGHT)
+        .collect::<Vec<_>>()
+        .await;
+    let mut count = 0;
+    for result in moved {
+        count += u64::from(result?);
+    }
+    Ok(count)
+}
+
+/// Moves one item to partition `new_pk`: `Ok(true)` when this call moved it.
+async fn move_item(db: &TenantDb, item: &Item, new_pk: String) -> Result<bool, StoreError> {
+    let old_key: Item = [PK, SK]
+        .into_iter()
+        .filter_map(|k| item.get(k).map(|v| (k.to_owned(), v.clone())))
+        .collect();
+    let mut copy = item.clone();
+    copy.insert(PK.to_owned(), AttributeValue::S(new_pk));
+    let internal = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Internal(e.to_string());
+    let put = Put::builder()
+        .table_name(&*db.table)
+        .set_item(Some(copy))
+        .condition_expression(exists(false))
+        .build()
+        .map_err(internal)?;
+    let delete = Delete::builder()
+        .table_name(&*db.table)
+        .set_key(Some(old_key.clone()))
+        .condition_expression(exists(true))
+        .build()
+        .map_err(internal)?;
+    let request = db
+        .client
+        .transact_write_items()
+        .transact_items(TransactWriteItem::builder().put(put).build())
+        .transact_items(TransactWriteItem::builder().delete(delete).build());
+    match transact(request).await {
+        Ok(()) => Ok(true),
+        // A write since writes moved is at the new key: it is newer than this copy, which goes (a
+        // one-action transaction: update-tenant links no DeleteItem of its own, and stays smaller).
+        Err(e) if e.failed_at(0) => {
+            let delete = Delete::builder()
+                .table_name(&*db.table)
+                .set_key(Some(old_key))
+                .build()
+                .map_err(internal)?;
+            let request = db
+                .client
+                .transact_write_items()
+                .transact_items(TransactWriteItem::builder().delete(delete).build());
+            match transact(request).await {
+                Ok(()) | Err(TransactError::ConditionFailed { .. }) => Ok(false),
+                Err(TransactError::Store(e)) => Err(e),
+            }
+        }
+        // Deleted (or moved by another call) since the walk read it.
+        Err(TransactError::ConditionFailed { .. }) => Ok(false),
+        Err(TransactError::Store(e)) => Err(e),
+    }
+}
+
+/// What a conditioned record update (a start, a checkpoint, the finish) did.
+#[derive(Debug)]
+pub enum Step {
+    /// Committed: the record as it now is.
+    Committed(Box<TenantRecord>),
+    /// Another call started, committed a step or finished first. Read the record again.
+    Raced,
+}
+
+impl From<Option<TenantRecord>> for Step {
+    fn from(updated: Option<TenantRecord>) -> Self {
+        updated.map_or(Step::Raced, |r| Step::Committed(Box::new(r)))
+    }
+}
+
+/// Moves the record's checkpoint past `position` (the last item of a walked page), adding `moved`,
+/// on condition that no other step was committed since `state` was read.
+pub async fn checkpoint(
+    db: &TenantDb,
+    state: &Migration,
+    position: ItemKey,
+    moved: u64,
+) -> Result<Step, StoreError> {
+    let mut next = state.clone();
+    next.steps += 1;
+    next.moved += moved;
+    next.position = Some(position);
+    update_conditioned(db, state, "SET #m = :next", Some(next.to_attribute())).await
+}
+
+/// Ends the migration whose walk found nothing left to move: the shard count becomes `to`, and the
+/// layout's generation (`reshardings`) moves on.
+pub async fn finish(db: &TenantDb, state: &Migration) -> Result<Step, StoreError> {
+    update_conditioned(
+        db,
+        state,
+        "SET #shards = :to, #gen = if_not_exists(#gen, :zero) + :one REMOVE #m",
+        None,
+    )
+    .await
+}
+
+async fn update_conditioned(
+    db: &TenantDb,
+    state: &Migration,
+    expression: &str,
+    next: Option<AttributeValue>,
+) -> Result<Step, StoreError> {
+    let mut update = record_update(db)
+        .update_expression(expression)
+        .condition_expression("#m.#steps = :steps AND #m.#to = :to")
+        .expression_attribute_names("#m", "migration")
+        .expression_attribute_names("#steps", "steps")
+        .expression_attribute_names("#to", "to")
+        .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
+        .expression_attribute_values(":to", AttributeValue::N(state.to.to_string()));
+    if expression.contains("#shards") {
+        update = update
+            .expression_attribute_names("#shards", "shardCount")
+            .expression_attribute_names("#gen", "reshardings")
+            .expression_attribute_values(":zero", AttributeValue::N("0".into()))
+            .expression_attribute_values(":one", AttributeValue::N("1".into()));
+    }
+    if let Some(next) = next {
+        update = update.expression_attribute_values(":next", next);
+    }
+    Ok(Step::from(send_record_update(update).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(pk: &str, sk: &str) -> Item {
+        Item::from([
+            (PK.to_owned(), AttributeValue::S(pk.to_owned())),
+            (SK.to_owned(), AttributeValue::S(sk.to_owned())),
+        ])
+    }
+
+    #[test]
+    fn an_item_moves_to_its_shard_in_the_new_count_unless_it_is_there() {
+        let t = TenantId::parse("acme").unwrap();
+        // product-000042: shard 1 of 4, 5 of 16, 5 of 8 (computed independently).
+        let p = item(
+            "TENANT#acme#PRODUCT#1",
+            "TENANT#acme#PRODUCT#product-000042",
+        );
+        assert_eq!(
+            new_partition(&t, &p, 16).as_deref(),
+            Some("TENANT#acme#PRODUCT#5")
+        );
+        assert_eq!(new_partition(&t, &p, 4), None);
+        let e = item("TENANT#acme#HR#0", "TENANT#acme#EMPLOYEE#emp-7");
+        // emp-7 is on shard 13 of 16 (golden).
+        assert_eq!(
+            new_partition(&t, &e, 16).as_deref(),
+            Some("TENANT#acme#HR#13")
+        );
+        // Another tenant's item, or no entity in the sort key: not moved.
+        assert_eq!(
+            new_partition(
+                &t,
+                &item("TENANT#other#PRODUCT#1", "TENANT#other#PRODUCT#x"),
+                16
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn the_walk_covers_products_then_hr_shards_of_the_old_count() {
+        let t = TenantId::parse("acme").unwrap();
+        let sources = sharded_sources(&t, 2);
+        assert_eq!(
+            sources,
+            vec![
+                Source::Partition("TENANT#acme#PRODUCT#0".into()),
+                Source::Partition("TENANT#acme#PRODUCT#1".into()),
+                Source::Partition("TENANT#acme#HR#0".into()),
+                Source::Partition("TENANT#acme#HR#1".into()),
+            ]
+        );
+    }
+}

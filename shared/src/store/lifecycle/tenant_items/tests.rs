@@ -1,0 +1,96 @@
+use super::*;
+
+fn t() -> TenantId {
+    TenantId::parse("acme").unwrap()
+}
+
+#[test]
+fn golden_sources_fixed_partitions_then_the_catalog_then_the_record() {
+    // GIVEN a tenant with 2 shards, WHEN its sources are listed with the record
+    let all = sources(&t(), 2, 8, RecordInWalk::Included);
+    // THEN products, HR, usage, quota windows, the 16 catalog partitions, the record
+    let names: Vec<String> = all
+        .iter()
+        .map(|s| match s {
+            Source::Partition(p) => p.clone(),
+            Source::Catalog(c) => format!("catalog {c}"),
+        })
+        .collect();
+    assert_eq!(
+        names[..4],
+        [
+            "TENANT#acme#PRODUCT#0",
+            "TENANT#acme#PRODUCT#1",
+            "TENANT#acme#HR#0",
+            "TENANT#acme#HR#1"
+        ]
+    );
+    assert_eq!(names[4], "TENANT#acme#USAGE#0");
+    assert_eq!(names[12], "TENANT#acme#RATE#0");
+    assert_eq!(names[20], "catalog TENANT#acme#CATALOG#0");
+    assert_eq!(names[35], "catalog TENANT#acme#CATALOG#15");
+    assert_eq!(names.last().unwrap(), "TENANT#acme#TENANT");
+    assert_eq!(names.len(), 37);
+    // AND without the record, the same less the last
+    assert_eq!(sources(&t(), 2, 8, RecordInWalk::Excluded), all[..36]);
+}
+
+#[test]
+fn a_position_names_its_source_and_a_foreign_one_is_refused() {
+    let all = sources(&t(), 4, 8, RecordInWalk::Included);
+    let at = |pk: &str| {
+        source_of(
+            &t(),
+            &all,
+            &Position {
+                pk: pk.into(),
+                sk: pk.into(),
+            },
+        )
+    };
+    assert_eq!(at("TENANT#acme#HR#1"), Ok(5));
+    let session = "TENANT#acme#SESSION#0193a0b1-0000-7000-8000-000000000001";
+    let catalog = catalog_key(&t(), session).unwrap();
+    assert_eq!(all[at(session).unwrap()], Source::Catalog(catalog));
+    assert_eq!(at("TENANT#acme#TENANT"), Ok(all.len() - 1));
+    assert_eq!(at("TENANT#other#SESSION#x"), Err(UnknownPosition));
+    assert_eq!(at("TENANT#acme#PRODUCT#9"), Err(UnknownPosition));
+}
+
+#[test]
+fn every_attribute_type_survives_dynamodb_json() {
+    // GIVEN an item with every type
+    let blob = aws_sdk_dynamodb::primitives::Blob::new(vec![0u8, 255, 7]);
+    let item = Item::from([
+        ("PK".into(), AttributeValue::S("TENANT#acme#X#1".into())),
+        ("n".into(), AttributeValue::N("-1.5e3".into())),
+        ("b".into(), AttributeValue::B(blob.clone())),
+        ("t".into(), AttributeValue::Bool(true)),
+        ("z".into(), AttributeValue::Null(true)),
+        (
+            "m".into(),
+            AttributeValue::M(Item::from([(
+                "k".into(),
+                AttributeValue::L(vec![AttributeValue::S("v".into())]),
+            )])),
+        ),
+        (
+            "ss".into(),
+            AttributeValue::Ss(vec!["a".into(), "b".into()]),
+        ),
+        ("ns".into(), AttributeValue::Ns(vec!["1".into()])),
+        ("bs".into(), AttributeValue::Bs(vec![blob])),
+    ]);
+    // WHEN it is written as DynamoDB JSON and read back
+    let json = item_to_json(&item);
+    // THEN it is the same item, in the golden format
+    assert_eq!(json["b"], serde_json::json!({"B": "AP8H"}));
+    assert_eq!(
+        json["m"],
+        serde_json::json!({"M": {"k": {"L": [{"S": "v"}]}}})
+    );
+    assert_eq!(item_from_json(&json), Ok(item));
+    assert!(item_from_json(&serde_json::json!({"a": {"S": 1}})).is_err());
+    assert!(item_from_json(&serde_json::json!({"a": {"X": "1"}})).is_err());
+    assert!(item_from_json(&serde_json::json!({"a": {"S": "1", "N": "1"}})).is_err());
+}

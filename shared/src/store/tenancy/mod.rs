@@ -1,0 +1,6 @@
+//! Tenant records and where a tenant's items live: the record and directory (`tenants`), the shard
+//! layout a write or read goes to (`layout`), and the per-container cache of records (`read_cache`).
+
+pub mod layout;
+pub mod read_cache;
+pub mod tenants;

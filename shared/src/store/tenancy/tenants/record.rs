@@ -1,0 +1,300 @@
+//! The tenant record's types: tier and limits, status, layout, and the re-sharding and offboarding it may carry.
+
+use crate::identity::keys::ItemKey;
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    Basic,
+    Standard,
+    Premium,
+    /// Limits set by an operator, stored in the record.
+    Custom,
+}
+
+/// What a tenant may consume per second, across all its routes and containers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Limits {
+    /// API requests per second.
+    pub requests_per_second: u32,
+    /// DynamoDB capacity units (read + write, table and GSI1) per second.
+    pub capacity_units_per_second: u32,
+}
+
+/// The bounds an operator's custom limits must keep.
+pub const MAX_REQUESTS_PER_SECOND: u32 = 100_000;
+pub const MAX_CAPACITY_UNITS_PER_SECOND: u32 = 1_000_000;
+
+impl Tier {
+    /// Its name as the API and the metrics spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Basic => "basic",
+            Tier::Standard => "standard",
+            Tier::Premium => "premium",
+            Tier::Custom => "custom",
+        }
+    }
+
+    /// The tier's own limits; `None` for [`Tier::Custom`], whose limits live in the record.
+    pub fn limits(self) -> Option<Limits> {
+        let (requests_per_second, capacity_units_per_second) = match self {
+            Tier::Basic => (25, 50),
+            Tier::Standard => (100, 250),
+            Tier::Premium => (1_000, 2_500),
+            Tier::Custom => return None,
+        };
+        Some(Limits {
+            requests_per_second,
+            capacity_units_per_second,
+        })
+    }
+}
+
+impl Limits {
+    /// A tenant without a record is held to the basic tier's limits.
+    pub const UNONBOARDED: Limits = Limits {
+        requests_per_second: 25,
+        capacity_units_per_second: 50,
+    };
+
+    /// Whether an operator may set these: each rate at least 1 and at most its maximum.
+    pub fn check(&self) -> Result<(), String> {
+        if !(1..=MAX_REQUESTS_PER_SECOND).contains(&self.requests_per_second) {
+            return Err(format!(
+                "limits.requestsPerSecond must be 1 to {MAX_REQUESTS_PER_SECOND}"
+            ));
+        }
+        if !(1..=MAX_CAPACITY_UNITS_PER_SECOND).contains(&self.capacity_units_per_second) {
+            return Err(format!(
+                "limits.capacityUnitsPerSecond must be 1 to {MAX_CAPACITY_UNITS_PER_SECOND}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether a tenant is served. A suspended tenant's requests get 403 and no credentials are vended
+/// for it; its data stays. An offboarding tenant is refused the same way while its items are
+/// deleted ([`crate::store::lifecycle::offboarding`]); when they are gone, so is its record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TenantStatus {
+    #[default]
+    Active,
+    Suspended,
+    Offboarding,
+}
+
+/// The stored tenant record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantRecord {
+    #[serde(rename = "PK")]
+    pub pk: String,
+    #[serde(rename = "SK")]
+    pub sk: String,
+    pub tenant_id: String,
+    pub tier: Tier,
+    /// Set exactly when the tier is [`Tier::Custom`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+    pub shard_count: u32,
+    pub created_at: String,
+    /// Absent on records written before suspension existed: active.
+    #[serde(default)]
+    pub status: TenantStatus,
+    /// The offboarding's state and checkpoint, from `DELETE /tenants/{tenantId}` on. Written only
+    /// by `store::offboarding` ([`Offboarding::to_attribute`]), never with the whole record.
+    #[serde(default, skip_serializing)]
+    pub offboarding: Option<Offboarding>,
+    /// A re-sharding's state and checkpoint, while it runs. Written only by
+    /// `store::resharding` ([`Migration::to_attribute`]).
+    #[serde(default, skip_serializing)]
+    pub migration: Option<Migration>,
+    /// The shard count of the orders' date index, frozen at the first re-sharding: orders do not
+    /// move, so their index keeps the count they were written with. Absent: [`Self::shard_count`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_shard_count: Option<u32>,
+    /// Re-shardings finished: the layout's generation, to which walk cursors are bound (a shard
+    /// count alone can come back: 4 → 16 → 4).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reshardings: u32,
+    /// The tenant of the operator who onboarded the tenant or made the last change of its tier,
+    /// limits or status: the `operator` of those lifecycle events
+    /// ([`crate::store::lifecycle::events`]). Absent on records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_by: Option<String>,
+}
+
+pub(super) fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A re-sharding of the product and HR shards from `from` to `to` shards
+/// (`crate::store::lifecycle::resharding`), kept in the tenant record while it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Migration {
+    pub from: u32,
+    pub to: u32,
+    /// RFC 3339.
+    pub requested_at: String,
+    /// The tenant of the operator who asked.
+    pub requested_by: String,
+    /// Epoch seconds: from then on every container writes the new layout.
+    pub writes_move_at: u64,
+    /// Epoch seconds: the migrator moves items from then on.
+    pub moves_start_at: u64,
+    /// Move steps committed; each checkpoint is conditioned on it.
+    pub steps: u64,
+    /// Items the committed steps moved.
+    #[serde(default)]
+    pub moved: u64,
+    /// The last old-layout item a committed step walked past: where the migrator resumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<ItemKey>,
+}
+
+impl Migration {
+    /// The state as stored, built by hand like [`Offboarding::to_attribute`].
+    pub fn to_attribute(&self) -> AttributeValue {
+        let s = |v: &str| AttributeValue::S(v.to_owned());
+        let n = |v: u64| AttributeValue::N(v.to_string());
+        let mut state = HashMap::from([
+            ("from".to_owned(), n(self.from.into())),
+            ("to".to_owned(), n(self.to.into())),
+            ("requestedAt".to_owned(), s(&self.requested_at)),
+            ("requestedBy".to_owned(), s(&self.requested_by)),
+            ("writesMoveAt".to_owned(), n(self.writes_move_at)),
+            ("movesStartAt".to_owned(), n(self.moves_start_at)),
+            ("steps".to_owned(), n(self.steps)),
+            ("moved".to_owned(), n(self.moved)),
+        ]);
+        if let Some(p) = &self.position {
+            state.insert("position".to_owned(), position_attribute(p));
+        }
+        AttributeValue::M(state)
+    }
+}
+
+/// A walk position as stored in a checkpoint: `{pk, sk}`.
+fn position_attribute(p: &ItemKey) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("pk".to_owned(), AttributeValue::S(p.pk.clone())),
+        ("sk".to_owned(), AttributeValue::S(p.sk.clone())),
+    ]))
+}
+
+/// Where a tenant's product and HR items are, as readers and writers see it at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Every item is on `fnv(id) mod n`.
+    Stable(u32),
+    /// A re-sharding from `from` to `to` shards runs: an item is on its `from` shard or its `to`
+    /// shard (never both once `writes_moved`, except for a moment inside one transaction). Writes
+    /// use `to` once `writes_moved`, `from` before.
+    Migrating {
+        from: u32,
+        to: u32,
+        writes_moved: bool,
+    },
+}
+
+impl Layout {
+    /// The shard count new writes use.
+    pub fn write_shards(self) -> u32 {
+        match self {
+            Layout::Stable(n) => n,
+            Layout::Migrating {
+                to,
+                writes_moved: true,
+                ..
+            } => to,
+            Layout::Migrating { from, .. } => from,
+        }
+    }
+}
+
+/// An offboarding's state (`crate::store::lifecycle::offboarding`), kept in the tenant record until the record
+/// itself goes.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Offboarding {
+    /// RFC 3339.
+    pub requested_at: String,
+    /// The tenant of the operator who asked.
+    pub requested_by: String,
+    /// Epoch seconds; nothing is deleted before.
+    pub deletion_starts_at: u64,
+    /// RFC 3339, set by the first deletion step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// Deletion steps committed; each step is conditioned on it.
+    pub steps: u64,
+    /// Items deleted so far, by kind.
+    #[serde(default)]
+    pub deleted: BTreeMap<String, u64>,
+    /// The last item deleted: where the walk resumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<ItemKey>,
+}
+
+impl Offboarding {
+    /// The state as stored (the attribute names its `Deserialize` reads), built by hand: the
+    /// functions then carry no serializer for it.
+    pub fn to_attribute(&self) -> AttributeValue {
+        let s = |v: &str| AttributeValue::S(v.to_owned());
+        let n = |v: u64| AttributeValue::N(v.to_string());
+        let mut state = HashMap::from([
+            ("requestedAt".to_owned(), s(&self.requested_at)),
+            ("requestedBy".to_owned(), s(&self.requested_by)),
+            ("deletionStartsAt".to_owned(), n(self.deletion_starts_at)),
+            ("steps".to_owned(), n(self.steps)),
+        ]);
+        // No empty map: DynamoDB Local's stream renders one without its type, which no SDK reads
+        // (an absent `deleted` reads as empty).
+        if !self.deleted.is_empty() {
+            let deleted = self.deleted.iter();
+            let deleted = deleted.map(|(kind, count)| (kind.clone(), n(*count)));
+            state.insert("deleted".to_owned(), AttributeValue::M(deleted.collect()));
+        }
+        if let Some(started) = &self.started_at {
+            state.insert("startedAt".to_owned(), s(started));
+        }
+        if let Some(p) = &self.position {
+            state.insert("position".to_owned(), position_attribute(p));
+        }
+        AttributeValue::M(state)
+    }
+}
+
+impl TenantRecord {
+    /// Where the tenant's sharded items are at `now` (epoch seconds).
+    pub fn layout(&self, now: u64) -> Layout {
+        match &self.migration {
+            None => Layout::Stable(self.shard_count),
+            Some(m) => Layout::Migrating {
+                from: m.from,
+                to: m.to,
+                writes_moved: now >= m.writes_move_at,
+            },
+        }
+    }
+
+    /// The shard count of the orders' date index.
+    pub fn order_shards(&self) -> u32 {
+        self.order_shard_count.unwrap_or(self.shard_count)
+    }
+
+    /// The limits in force: the tier's, or the operator's custom ones.
+    pub fn limits(&self) -> Limits {
+        self.limits
+            .or(self.tier.limits())
+            .unwrap_or(Limits::UNONBOARDED)
+    }
+}
