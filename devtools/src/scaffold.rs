@@ -253,7 +253,7 @@ fn route_entry(new: &NewRoute, krate: &str) -> String {
     }
     let partition: String = params.iter().map(|p| format!("#<{p}>")).collect();
     s.push_str(&format!(
-        "  doc:\n    about: '(scaffolded by pooltable new route: say what it does)'\n    index: table\n    keys: '`PK = TENANT#t#{kind}{partition}`, Limit 25'\n    requests: 1 Query\n",
+        "  doc:\n    about: '(scaffolded by pooltable new route: say what it does)'\n    index: table\n    keys: '`PK = TENANT#t#{kind}{partition}`, Limit 25'\n    requests: {{Query: 1}}\n",
         kind = new.kind(),
     ));
     s
