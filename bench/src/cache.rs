@@ -237,7 +237,7 @@ pub async fn cache_figures(
         .arg("reset")
         .arg("on")
         .arg(format!(">{password}"))
-        .arg(format!("~TENANT#{t}#*"))
+        .arg(format!("~{}*", shared::identity::keys::tenant_prefix(t)))
         .arg("+get")
         .arg("+set")
         .arg("+psetex")
@@ -275,7 +275,10 @@ pub async fn cache_figures(
     let other = TenantId::parse("someone-else").expect("an id");
     let refused: redis::RedisResult<Option<String>> = connections[0]
         .clone()
-        .get(format!("TENANT#{other}#PRODUCT#0|x"))
+        .get(format!(
+            "{}|x",
+            shared::identity::keys::shard_pk(&other, "PRODUCT", 0)
+        ))
         .await;
     report.fact(
         "10. Redis ACL: another tenant's key",
@@ -283,7 +286,7 @@ pub async fn cache_figures(
             Err(e) if e.to_string().contains("NOPERM") => "refused (NOPERM)".to_owned(),
             other => format!("NOT refused: {other:?}"),
         }),
-        "user per tenant, keys ~TENANT#<t>#* (mirrors dynamodb:LeadingKeys)",
+        "user per tenant, keys ~<tenant prefix>* (mirrors dynamodb:LeadingKeys)",
     );
     let connections = &connections;
     let shared_cache = at_rate(reads, rate, |i, id| {

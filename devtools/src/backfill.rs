@@ -25,7 +25,7 @@ fn missing_entry(item: &shared::store::client::query::Item) -> Option<String> {
         return None;
     }
     let pk = item.get(PK)?.as_s().ok()?;
-    let tenant = pk.strip_prefix("TENANT#")?.split('#').next()?;
+    let tenant = shared::identity::keys::tenant_segment(pk)?;
     catalog_key(&TenantId::parse(tenant).ok()?, pk)
 }
 

@@ -250,3 +250,49 @@ fn no_source_file_is_longer_than_the_limit() {
         "split these into private submodules (at most {MAX_LINES} lines each): {too_long:?}"
     );
 }
+
+/// Every `.rs` file of the workspace but build output and installed tools.
+fn workspace_rust_files() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&root).expect("read the workspace") {
+        let path = entry.expect("dir entry").path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let skipped = name.is_some_and(|n| n.starts_with('.') || n == "target");
+        if path.is_dir() && !skipped {
+            rust_files(&path, &mut files);
+        }
+    }
+    files
+}
+
+/// Keys derive from the declarations: a key's bytes are written only in `shared/src/identity`,
+/// where every builder and parser is; everything else, tests included, builds keys through them
+/// (`identity::keys`, `KeySpace::key`, `keys::raw_key` for a forged one).
+#[test]
+fn no_key_is_written_by_hand_outside_identity() {
+    let identity = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src")
+        .join("identity");
+    let identity = identity.canonicalize().expect("identity exists");
+    let mut found = Vec::new();
+    for file in workspace_rust_files() {
+        let file = file.canonicalize().expect("a file");
+        if file.starts_with(&identity) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("read");
+        // Comment lines may show a key's shape; code may not hold one.
+        for (n, line) in text.lines().enumerate() {
+            if !line.trim_start().starts_with("//") && line.contains(concat!("TENANT", "#")) {
+                found.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "build these keys with shared::identity::keys ({} lines):\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}

@@ -1,15 +1,6 @@
 //! Users, their orders, one-time transfer codes and integration tokens.
 //!
-//! | item | PK | SK (= GSI1 partition) |
-//! |---|---|---|
-//! | user profile | `TENANT#t#USER#<userId>` | `TENANT#t#USER#<userId>` |
-//! | email uniqueness | `TENANT#t#EMAIL#<lowercased email>` | same as PK |
-//! | order header | `TENANT#t#ORDER#<orderId>` | `TENANT#t#ORDER#<orderId>` |
-//! | order line item | `TENANT#t#ORDER#<orderId>` | `TENANT#t#ORDER#<orderId>#ITEM#<itemId>` |
-//! | order summary (in the user's collection) | `TENANT#t#USER#<userId>` | `TENANT#t#ORDER#<orderId>` |
-//! | order date index | `TENANT#t#ORDERDATE#<YYYY-MM-DD>#<orderId>` | `TENANT#t#ORDERS#<YYYY-MM>#<fnv(orderId) mod N>` |
-//! | transfer code | `TENANT#t#TRANSFER#<code>` | same as PK |
-//! | integration token | `TENANT#t#INTEGRATION#<service>` | same as PK |
+//! Their keys are built in `shared::identity::keys` (table: `docs/key-scheme.md`, generated).
 //!
 //! A user's item collection holds the profile and one summary per order. In descending SK order the
 //! profile (`…#USER#…`) sorts before the summaries (`…#ORDER#…`), so one Query with `Limit` 11 reads
@@ -39,7 +30,7 @@ use std::fmt;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 use shared::identity::ids::{EntityId, TenantId};
-use shared::identity::keys::{KeyShapeError, PK, SK};
+use shared::identity::keys::{self, KeyShapeError, PK, SK};
 use shared::ApiError;
 
 /// Entity kinds in this crate's keys, from their declarations (`shared::identity::entities`).
@@ -64,66 +55,36 @@ pub mod kind {
     pub const ORDER_SUMMARY: &str = entities::ORDER_SUMMARY.stored_as;
 }
 
-fn prefix(t: &TenantId, entity_kind: &str) -> String {
-    format!("TENANT#{t}#{entity_kind}#")
-}
-
-/// `TENANT#t#USER#<u>`: the user's partition, and the profile's PK and SK.
-pub fn user_key(t: &TenantId, user: &EntityId) -> String {
-    format!("{}{user}", prefix(t, kind::USER))
-}
+pub use shared::identity::keys::{integration_key, order_key, order_line_sk, user_key};
 
 /// `TENANT#t#EMAIL#<lowercased email>`: the email uniqueness item's PK and SK.
 pub fn email_key(t: &TenantId, email: &Email) -> String {
-    format!("{}{}", prefix(t, kind::EMAIL), email.normalized())
-}
-
-/// `TENANT#t#ORDER#<o>`: the order's partition, its header's SK and its summary's SK.
-pub fn order_key(t: &TenantId, order: &EntityId) -> String {
-    format!("{}{order}", prefix(t, kind::ORDER))
-}
-
-/// `TENANT#t#ORDER#<o>#ITEM#<itemId>`: a line item's SK in the order's partition.
-pub fn order_line_sk(t: &TenantId, order: &EntityId, item: &EntityId) -> String {
-    format!("{}#{}#{item}", order_key(t, order), kind::ITEM)
+    keys::email_key(t, email.normalized())
 }
 
 /// `TENANT#t#ORDERS#<YYYY-MM>#<shard>`: one GSI1 partition of the order date index.
 pub fn order_month_sk(t: &TenantId, month: Month, shard: u32) -> String {
-    format!("{}{month}#{shard}", prefix(t, kind::ORDERS))
+    keys::order_month_sk(t, month, shard)
 }
 
 /// `TENANT#t#ORDERDATE#<YYYY-MM-DD>#<o>`: the date index item's PK, its sort key in GSI1.
 pub fn order_date_pk(t: &TenantId, date: Date, order: &EntityId) -> String {
-    format!("{}{date}#{order}", prefix(t, kind::ORDER_DATE))
+    keys::order_date_pk(t, date, order)
 }
 
-/// The lowest and highest GSI1 sort key of orders dated `from` to `to` (inclusive). Order ids use
-/// only `[A-Za-z0-9_-]`, all below `~`, so `<to>#~` is above every order id of `to`.
+/// The lowest and highest GSI1 sort key of orders dated `from` to `to` (inclusive).
 pub fn order_date_bounds(t: &TenantId, from: Date, to: Date) -> (String, String) {
-    let p = prefix(t, kind::ORDER_DATE);
-    (format!("{p}{from}#"), format!("{p}{to}#~"))
+    keys::order_date_bounds(t, from, to)
 }
 
 pub fn parse_order_date_pk(t: &TenantId, value: &str) -> Result<(Date, EntityId), KeyShapeError> {
-    let rest = value
-        .strip_prefix(&prefix(t, kind::ORDER_DATE))
-        .ok_or(KeyShapeError)?;
-    let (date, order) = rest.split_once('#').ok_or(KeyShapeError)?;
-    Ok((
-        Date::parse(date).map_err(|_| KeyShapeError)?,
-        EntityId::parse(order).map_err(|_| KeyShapeError)?,
-    ))
+    let (date, order) = keys::parse_order_date_pk(t, value)?;
+    Ok((Date::parse(date).map_err(|_| KeyShapeError)?, order))
 }
 
 /// `TENANT#t#TRANSFER#<code>`: a transfer code's PK and SK.
 pub fn transfer_key(t: &TenantId, code: &TransferCode) -> String {
-    format!("{}{}", prefix(t, kind::TRANSFER), code.0)
-}
-
-/// `TENANT#t#INTEGRATION#<service>`: an integration token's PK and SK.
-pub fn integration_key(t: &TenantId, service: &EntityId) -> String {
-    format!("{}{service}", prefix(t, kind::INTEGRATION))
+    keys::transfer_key(t, &code.0)
 }
 
 /// A `{PK, SK}` key map.
@@ -437,6 +398,8 @@ pub(crate) fn internal(e: impl fmt::Display) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shared::identity::entities::{ORDER, ORDER_DATE};
+    use shared::identity::keys::KeySpace;
 
     fn t() -> TenantId {
         TenantId::parse("acme").unwrap()
@@ -451,41 +414,26 @@ mod tests {
     }
 
     #[test]
-    fn golden_keys() {
+    fn typed_keys_are_the_identity_keys_of_their_values() {
         let t = t();
-        assert_eq!(user_key(&t, &id("u-1")), "TENANT#acme#USER#u-1");
+        let email = Email::parse("Ada.L+x@Example.COM").unwrap();
         assert_eq!(
-            email_key(&t, &Email::parse("Ada.L+x@Example.COM").unwrap()),
-            "TENANT#acme#EMAIL#ada.l+x@example.com"
+            email_key(&t, &email),
+            keys::email_key(&t, "ada.l+x@example.com")
         );
-        assert_eq!(order_key(&t, &id("o-9")), "TENANT#acme#ORDER#o-9");
+        let d = date("2026-11-05");
         assert_eq!(
-            order_line_sk(&t, &id("o-9"), &id("line-2")),
-            "TENANT#acme#ORDER#o-9#ITEM#line-2"
-        );
-        assert_eq!(
-            order_month_sk(&t, date("2026-11-05").month(), 3),
-            "TENANT#acme#ORDERS#2026-11#3"
+            order_month_sk(&t, d.month(), 3),
+            keys::order_month_sk(&t, "2026-11", 3)
         );
         assert_eq!(
-            order_date_pk(&t, date("2026-01-05"), &id("o-9")),
-            "TENANT#acme#ORDERDATE#2026-01-05#o-9"
-        );
-        assert_eq!(
-            order_date_bounds(&t, date("2026-01-05"), date("2026-02-28")),
-            (
-                "TENANT#acme#ORDERDATE#2026-01-05#".to_owned(),
-                "TENANT#acme#ORDERDATE#2026-02-28#~".to_owned()
-            )
+            order_date_pk(&t, d, &id("o-9")),
+            keys::order_date_pk(&t, "2026-11-05", &id("o-9"))
         );
         let code = TransferCode::parse("0123456789abcdef0123456789abcdef").unwrap();
         assert_eq!(
             transfer_key(&t, &code),
-            "TENANT#acme#TRANSFER#0123456789abcdef0123456789abcdef"
-        );
-        assert_eq!(
-            integration_key(&t, &id("github")),
-            "TENANT#acme#INTEGRATION#github"
+            keys::transfer_key(&t, "0123456789abcdef0123456789abcdef")
         );
     }
 
@@ -523,14 +471,15 @@ mod tests {
             parse_order_date_pk(&t, &pk),
             Ok((date("2024-02-29"), id("o-1")))
         );
+        let other = TenantId::parse("other").unwrap();
         for bad in [
-            "TENANT#acme#ORDERDATE#2024-02-30#o-1",
-            "TENANT#acme#ORDERDATE#2024-02-29#o#1",
-            "TENANT#acme#ORDERDATE#2024-02-29",
-            "TENANT#other#ORDERDATE#2024-02-29#o-1",
-            "TENANT#acme#ORDER#2024-02-29#o-1",
+            ORDER_DATE.key(&t, "2024-02-30#o-1"),
+            ORDER_DATE.key(&t, "2024-02-29#o#1"),
+            ORDER_DATE.key(&t, "2024-02-29"),
+            ORDER_DATE.key(&other, "2024-02-29#o-1"),
+            ORDER.key(&t, "2024-02-29#o-1"),
         ] {
-            assert_eq!(parse_order_date_pk(&t, bad), Err(KeyShapeError), "{bad}");
+            assert_eq!(parse_order_date_pk(&t, &bad), Err(KeyShapeError), "{bad}");
         }
     }
 

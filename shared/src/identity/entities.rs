@@ -210,6 +210,34 @@ pub const INTEGRATION: EntityKind = EntityKind {
     import_as: None,
 };
 
+/// The machinery's own key spaces, outside the entity kinds: each names the segment after the tenant
+/// of the keys it builds (`identity::keys`). The platform's spaces are under the platform's tenant
+/// (`TENANT#_platform#…`), which no request can name.
+pub mod spaces {
+    use crate::identity::keys::Space;
+
+    /// A root session's sort key: `TENANT#t#CUSTOMER#<customerId>`.
+    pub const CUSTOMER: Space = Space("CUSTOMER");
+    /// A child session's sort key in its parent's collection: `TENANT#t#CHILD#<childId>`.
+    pub const CHILD: Space = Space("CHILD");
+    /// Idempotency records: `TENANT#t#IDEMPOTENCY#<route>#<key>`.
+    pub const IDEMPOTENCY: Space = Space("IDEMPOTENCY");
+    /// A bulk import's record and item markers: `TENANT#t#IMPORT#<importId>…`.
+    pub const IMPORT: Space = Space("IMPORT");
+    /// Deletion tombstones: `TENANT#t#DELETED#<kind>#<id>`.
+    pub const DELETED: Space = Space("DELETED");
+    /// The tenant's import sealing key: `TENANT#t#SEALING#imports`.
+    pub const SEALING: Space = Space("SEALING");
+    /// The catalog index's partitions: `TENANT#t#CATALOG#<shard>`.
+    pub const CATALOG: Space = Space("CATALOG");
+    /// Offboarding reports, in the platform's partition: `TENANT#_platform#OFFBOARDED#<t>…`.
+    pub const OFFBOARDED: Space = Space("OFFBOARDED");
+    /// The lifecycle driver's list, in the platform's partition: `TENANT#_platform#DRIVE…`.
+    pub const DRIVE: Space = Space("DRIVE");
+    /// The imports' deadline list, in the platform's partition: `TENANT#_platform#IMPORTS_DUE#…`.
+    pub const IMPORTS_DUE: Space = Space("IMPORTS_DUE");
+}
+
 /// Every entity kind the routes store.
 pub const ENTITIES: [EntityKind; 13] = [
     PRODUCT,

@@ -268,12 +268,8 @@ pub fn check_record_read(input: &Input) -> Result<(), GuardViolation> {
     else {
         return Err(refuse("the key is not PK and SK strings"));
     };
-    let tenant = pk
-        .strip_prefix("TENANT#")
-        .and_then(|rest| rest.strip_suffix("#TENANT"))
-        .and_then(|id| TenantId::parse(id).ok())
-        .ok_or_else(|| refuse("not a tenant record key"))?;
-    if key.len() != 2 || *pk != crate::identity::keys::tenant_record_key(&tenant) || sk != pk {
+    let is_record = crate::identity::keys::parse_tenant_record_key(pk).is_some();
+    if !is_record || key.len() != 2 || sk != pk {
         return Err(refuse("not a tenant record key"));
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! The catalog index: every item outside a tenant's fixed partitions is found through it.
 
 use super::*;
+use crate::identity::entities::spaces;
 use crate::identity::ids::TenantId;
 
 /// The catalog index: every item outside a tenant's fixed partitions carries [`CATALOG`], so an
@@ -14,7 +15,7 @@ pub const CATALOG_SHARDS: u32 = 16;
 
 /// `TENANT#t#CATALOG#<shard>`: one of the tenant's catalog partitions.
 pub fn catalog_shard_key(tenant: &TenantId, shard: u32) -> String {
-    format!("{}{shard}", entity_prefix(tenant, "CATALOG"))
+    format!("{}{shard}", entity_prefix(tenant, spaces::CATALOG.0))
 }
 
 /// The catalog value an item with partition key `pk` carries: `None` when `pk` is one of the

@@ -1,12 +1,13 @@
 //! Bulk imports' records and item markers, deletion tombstones, and the imports' sealing key.
 
 use super::*;
+use crate::identity::entities::spaces;
 use crate::identity::ids::{EntityId, TenantId};
 
 /// `TENANT#t#IMPORT#<importId>`: a bulk import's partition: its record (`PK` = `SK`) and one marker
 /// per item the consumer has finished ([`import_item_sk`]).
 pub fn import_key(tenant: &TenantId, import: &EntityId) -> String {
-    entity_sk(tenant, "IMPORT", import)
+    entity_sk(tenant, spaces::IMPORT.0, import)
 }
 
 /// `TENANT#t#IMPORT#<importId>#ITEM#<index>`: the marker that item `index` of the import is written
@@ -26,12 +27,12 @@ pub fn import_item_sk_prefix(tenant: &TenantId, import: &EntityId) -> String {
 /// of its own, named by the id: outside every listing, found through the catalog like any other,
 /// and never moved by a re-sharding (its key does not depend on the shard count).
 pub fn deletion_key(tenant: &TenantId, kind: &str, id: &EntityId) -> String {
-    format!("{}{kind}#{id}", entity_prefix(tenant, "DELETED"))
+    format!("{}{kind}#{id}", entity_prefix(tenant, spaces::DELETED.0))
 }
 
 /// `TENANT#t#SEALING#imports` (`PK` = `SK`): the key the tenant's import messages are sealed with
 /// (`identity::sealing`). A partition of its own, found through the catalog: offboarding deletes it,
 /// and with it every copy of the tenant's items still on a queue becomes unreadable.
 pub fn import_sealing_key(tenant: &TenantId) -> String {
-    format!("{}imports", entity_prefix(tenant, "SEALING"))
+    format!("{}imports", entity_prefix(tenant, spaces::SEALING.0))
 }

@@ -2,10 +2,10 @@
 //! partition key of the inverted `GSI1`, and IAM's `dynamodb:LeadingKeys` condition checks the
 //! partition key of whichever table or index a request targets.
 //!
-//! | item | PK | SK |
-//! |---|---|---|
-//! | root session | `TENANT#t#SESSION#<sessionId>` | `TENANT#t#CUSTOMER#<customerId>` |
-//! | child session | `TENANT#t#SESSION#<parentId>` | `TENANT#t#CHILD#<childId>` |
+//! Every key is built and parsed here, from the declarations in [`crate::identity::entities`]
+//! (through [`KeySpace`]): no other module formats a key. The key table in `docs/key-scheme.md`
+//! and ARCHITECTURE is generated from [`key_table`], which calls these builders, so a change to a
+//! key's bytes shows there (`pooltable gen --check` fails until it is regenerated).
 //!
 //! Builders take only validated ids (`TenantId`, `EntityId`, `SessionId`), none of which can hold
 //! `#`, so one entity's key can never be forged from another's id.
@@ -37,11 +37,72 @@ pub struct KeyShapeError;
 
 /// `TENANT#<t>#`: the prefix every key value of the tenant starts with.
 pub fn tenant_prefix(tenant: &TenantId) -> String {
-    format!("TENANT#{tenant}#")
+    format!("{TENANT_SEGMENT}{tenant}#")
+}
+
+/// The first segment of every key value.
+const TENANT_SEGMENT: &str = "TENANT#";
+
+/// A space of one tenant's keys: every key value of it is `TENANT#<t>#<segment>#<rest>`.
+/// Implemented by the entity and partition declarations ([`crate::identity::entities`]) and by
+/// the machinery's own spaces ([`Space`]), so each key is built from the declaration that names it.
+pub trait KeySpace {
+    /// The key segment after the tenant (`PRODUCT`, `USAGE`, `IDEMPOTENCY`).
+    fn segment(&self) -> &'static str;
+
+    /// `TENANT#<t>#<segment>#`: the prefix of every key of the space (for `begins_with`).
+    fn prefix(&self, tenant: &TenantId) -> String {
+        entity_prefix(tenant, self.segment())
+    }
+
+    /// `TENANT#<t>#<segment>#<rest>`. `rest` is made of validated ids, numbers and `#`s.
+    fn key(&self, tenant: &TenantId, rest: impl std::fmt::Display) -> String {
+        format!("{}{rest}", self.prefix(tenant))
+    }
+
+    /// What follows the space's prefix in `value`, when `value` is a key of this space and tenant.
+    fn strip<'a>(&self, tenant: &TenantId, value: &'a str) -> Result<&'a str, KeyShapeError> {
+        strip_entity_prefix(tenant, self.segment(), value)
+    }
+}
+
+/// A key space of the machinery's own (idempotency records, imports, the platform's lists), or a
+/// secondary segment of an entity's key (a session's customer, an order's month partitions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Space(pub &'static str);
+
+impl KeySpace for Space {
+    fn segment(&self) -> &'static str {
+        self.0
+    }
+}
+
+impl KeySpace for crate::identity::entities::FixedSpace {
+    fn segment(&self) -> &'static str {
+        self.kind
+    }
+}
+
+impl KeySpace for crate::identity::entities::EntityKind {
+    fn segment(&self) -> &'static str {
+        self.kind
+    }
+}
+
+/// A key value with an unvalidated tenant segment: `TENANT#<tenant>#<rest>`. For tests and the
+/// attack matrices that forge keys no validated id can make; never on a request path.
+pub fn raw_key(tenant: &str, rest: &str) -> String {
+    format!("{TENANT_SEGMENT}{tenant}#{rest}")
+}
+
+/// The tenant segment of a key value (`TENANT#<t>#…` → `t`), unvalidated; `None` for a value of
+/// no tenant.
+pub fn tenant_segment(value: &str) -> Option<&str> {
+    value.strip_prefix(TENANT_SEGMENT)?.split('#').next()
 }
 
 fn entity_prefix(tenant: &TenantId, kind: &str) -> String {
-    format!("TENANT#{tenant}#{kind}#")
+    format!("{TENANT_SEGMENT}{tenant}#{kind}#")
 }
 
 fn strip_entity_prefix<'a>(
@@ -50,7 +111,7 @@ fn strip_entity_prefix<'a>(
     value: &'a str,
 ) -> Result<&'a str, KeyShapeError> {
     value
-        .strip_prefix("TENANT#")
+        .strip_prefix(TENANT_SEGMENT)
         .and_then(|rest| rest.strip_prefix(tenant.as_str()))
         .and_then(|rest| rest.strip_prefix('#'))
         .and_then(|rest| rest.strip_prefix(kind))
@@ -78,7 +139,7 @@ pub mod kind {
 /// `PRODUCT#7`, `TENANT#t#ORDERS#2026-11#3` → `ORDERS#3`, `TENANT#t#SESSION#<id>` → `SESSION`; a value
 /// of no tenant → `?`.
 pub fn key_shape(value: &str) -> String {
-    let Some(rest) = value.strip_prefix("TENANT#") else {
+    let Some(rest) = value.strip_prefix(TENANT_SEGMENT) else {
         return "?".into();
     };
     let mut segments = rest.split('#').skip(1);
@@ -102,7 +163,17 @@ pub fn key_shape(value: &str) -> String {
 
 /// The tenant record: `PK` = `SK` = `TENANT#t#TENANT`.
 pub fn tenant_record_key(tenant: &TenantId) -> String {
-    format!("TENANT#{tenant}#{}", kind::TENANT)
+    format!("{}{}", tenant_prefix(tenant), kind::TENANT)
+}
+
+/// The tenant whose record key `value` is (`TENANT#t#TENANT`), if it is one.
+pub fn parse_tenant_record_key(value: &str) -> Option<TenantId> {
+    let tenant = value
+        .strip_prefix(TENANT_SEGMENT)?
+        .strip_suffix(kind::TENANT)?
+        .strip_suffix('#')?;
+    let tenant = TenantId::parse(tenant).ok()?;
+    (tenant_record_key(&tenant) == value).then_some(tenant)
 }
 
 /// The kind segment of `tenant`'s key value `pk` (`TENANT#t#<KIND>#…` → `KIND`); `None` for another
@@ -114,12 +185,19 @@ pub fn partition_kind<'a>(tenant: &TenantId, pk: &'a str) -> Option<&'a str> {
 
 mod catalog;
 mod imports;
+mod metering;
 mod platform;
 mod sessions;
 mod sharded;
+mod table;
+mod users;
 pub use catalog::{catalog_key, catalog_shard_key, CATALOG, CATALOG_INDEX, CATALOG_SHARDS};
 pub use imports::{
     deletion_key, import_item_sk, import_item_sk_prefix, import_key, import_sealing_key,
+};
+pub use metering::{
+    idempotency_record_key, parse_quota_window_second, quota_window_pk, quota_window_sk,
+    usage_counter_pk, usage_counter_sk, usage_counter_sk_bounds,
 };
 pub use platform::{
     import_due_pk, import_due_shard_pk, import_due_sk, import_due_sk_before, lifecycle_drive_pk,
@@ -133,4 +211,9 @@ pub use sessions::{
 pub use sharded::{
     department_members_pk, entity_sk, entity_sk_prefix, home_shard_pk, parse_entity_sk,
     parse_shard_pk, shard_pk, sharded_entity_key,
+};
+pub use table::{key_table, key_table_markdown, KeyRow, SAMPLE_SHARDS};
+pub use users::{
+    email_key, integration_key, order_date_bounds, order_date_pk, order_key, order_line_sk,
+    order_month_sk, parse_order_date_pk, transfer_key, user_key,
 };

@@ -1,6 +1,7 @@
 //! The platform's own partitions (`TENANT#_platform#…`): offboarding reports, the lifecycle driver's list, the imports' deadline list.
 
 use super::*;
+use crate::identity::entities::spaces;
 use crate::identity::ids::{EntityId, TenantId};
 use crate::identity::shard::shard_for;
 
@@ -10,19 +11,26 @@ use crate::identity::shard::shard_for;
 pub fn offboarding_reports_pk(offboarded: &TenantId) -> String {
     format!(
         "{}{offboarded}",
-        entity_prefix(&TenantId::platform(), "OFFBOARDED")
+        entity_prefix(&TenantId::platform(), spaces::OFFBOARDED.0)
     )
 }
 
 /// `TENANT#_platform#DRIVE`: the partition listing every tenant whose re-sharding or offboarding
 /// the lifecycle driver steps to its end, in the platform's partition.
 pub fn lifecycle_drive_pk() -> String {
-    format!("{}DRIVE", tenant_prefix(&TenantId::platform()))
+    format!(
+        "{}{}",
+        tenant_prefix(&TenantId::platform()),
+        spaces::DRIVE.0
+    )
 }
 
 /// `TENANT#_platform#DRIVE#<tenant>`: `tenant`'s entry in [`lifecycle_drive_pk`].
 pub fn lifecycle_drive_sk(tenant: &TenantId) -> String {
-    format!("{}{tenant}", entity_prefix(&TenantId::platform(), "DRIVE"))
+    format!(
+        "{}{tenant}",
+        entity_prefix(&TenantId::platform(), spaces::DRIVE.0)
+    )
 }
 
 /// Partitions of the imports' deadline list: every `create-import` of every tenant writes one
@@ -39,8 +47,8 @@ pub fn import_due_pk(tenant: &TenantId, import: &EntityId) -> String {
 /// Partition `shard` of the imports' deadline list.
 pub fn import_due_shard_pk(shard: u32) -> String {
     format!(
-        "{}IMPORTS_DUE#{shard}",
-        tenant_prefix(&TenantId::platform())
+        "{}{shard}",
+        entity_prefix(&TenantId::platform(), spaces::IMPORTS_DUE.0)
     )
 }
 
@@ -50,7 +58,7 @@ pub fn import_due_shard_pk(shard: u32) -> String {
 pub fn import_due_sk(due_at_ms: u64, tenant: &TenantId, import: &EntityId) -> String {
     format!(
         "{}{due_at_ms:013}#{tenant}#{import}",
-        entity_prefix(&TenantId::platform(), "IMPORTS_DUE")
+        entity_prefix(&TenantId::platform(), spaces::IMPORTS_DUE.0)
     )
 }
 
@@ -58,14 +66,14 @@ pub fn import_due_sk(due_at_ms: u64, tenant: &TenantId, import: &EntityId) -> St
 pub fn import_due_sk_before(now_ms: u64) -> String {
     format!(
         "{}{:013}",
-        entity_prefix(&TenantId::platform(), "IMPORTS_DUE"),
+        entity_prefix(&TenantId::platform(), spaces::IMPORTS_DUE.0),
         now_ms + 1
     )
 }
 
 /// The tenant and import an [`import_due_sk`] names.
 pub fn parse_import_due_sk(sk: &str) -> Option<(u64, TenantId, EntityId)> {
-    let rest = sk.strip_prefix(&entity_prefix(&TenantId::platform(), "IMPORTS_DUE"))?;
+    let rest = sk.strip_prefix(&entity_prefix(&TenantId::platform(), spaces::IMPORTS_DUE.0))?;
     let mut parts = rest.splitn(3, '#');
     let due = parts.next()?.parse().ok()?;
     let tenant = TenantId::parse(parts.next()?).ok()?;

@@ -1,11 +1,12 @@
 //! Session keys: a session's partition, its customer's sort key (so GSI1 groups sessions by customer), its children.
 
 use super::*;
+use crate::identity::entities::spaces;
 use crate::identity::ids::{EntityId, SessionId, TenantId};
 
 pub(super) const SESSION: &str = crate::identity::entities::SESSION.kind;
-pub(super) const CUSTOMER: &str = "CUSTOMER";
-pub(super) const CHILD: &str = "CHILD";
+pub(super) const CUSTOMER: &str = spaces::CUSTOMER.0;
+pub(super) const CHILD: &str = spaces::CHILD.0;
 
 /// `TENANT#t#SESSION#<sessionId>`: the partition of a session's item collection.
 pub fn session_pk(tenant: &TenantId, session: &SessionId) -> String {
@@ -19,7 +20,7 @@ pub fn parse_session_pk(tenant: &TenantId, value: &str) -> Result<SessionId, Key
 /// `TENANT#t#C`: the sort-key prefix of everything in a session's item collection, which holds only
 /// `CHILD#` items and the root's `CUSTOMER#` item (and `CUSTOMER` sorts after `CHILD`).
 pub fn session_collection_sk_prefix(tenant: &TenantId) -> String {
-    format!("TENANT#{tenant}#C")
+    format!("{}C", tenant_prefix(tenant))
 }
 
 /// `TENANT#t#CUSTOMER#<customerId>`: a root session's SK, so GSI1 groups sessions by customer.

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::identity::ids::{EntityId, TenantId};
-use crate::identity::keys::{import_key, tenant_record_key};
+use crate::identity::keys::{import_key, parse_tenant_record_key};
 use crate::store::tenancy::tenants::{TenantRecord, TenantStatus};
 
 /// What happened to the item, as the stream names it.
@@ -106,12 +106,7 @@ pub fn events_of(
     if keys.pk != keys.sk {
         return Ok(Vec::new());
     }
-    let record_of = keys
-        .pk
-        .strip_prefix("TENANT#")
-        .and_then(|rest| rest.strip_suffix("#TENANT"))
-        .and_then(|t| TenantId::parse(t).ok())
-        .filter(|t| tenant_record_key(t) == keys.pk);
+    let record_of = parse_tenant_record_key(&keys.pk);
     let mut events = if let Some(tenant) = record_of {
         tenant_events(change, &tenant, &keys.pk, old, new)?
     } else if keys.sk.contains("#IMPORT#") {

@@ -31,7 +31,7 @@ use std::sync::Mutex;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{EXPIRES_AT, PK, SK};
+use crate::identity::keys::{usage_counter_sk_bounds, EXPIRES_AT, PK, SK};
 use crate::store::client::error::StoreError;
 use crate::store::client::scoped::TenantDb;
 use crate::store::scatter::{gather_all, Listing, Order, SortRange};
@@ -41,13 +41,8 @@ pub const COUNTER_SHARDS: u32 = match crate::identity::entities::USAGE.partition
     _ => panic!("usage counters are a constant number of partitions"),
 };
 
-pub fn counter_pk(t: &TenantId, shard: u32) -> String {
-    crate::identity::keys::shard_pk(t, crate::identity::entities::USAGE.kind, shard)
-}
-
-pub fn counter_sk(t: &TenantId, date: &str, route: &str, shard: u32) -> String {
-    format!("TENANT#{t}#USAGE#{date}#{route}#{shard}")
-}
+/// The counters' keys (`TENANT#t#USAGE#…`), built where every key is.
+pub use crate::identity::keys::{usage_counter_pk as counter_pk, usage_counter_sk as counter_sk};
 
 /// `YYYY-MM-DD` (UTC) of epoch milliseconds.
 pub fn utc_date(unix_millis: u64) -> String {
@@ -288,11 +283,10 @@ pub async fn read(
         index: None,
         partition_attr: PK,
         sort_attr: SK,
-        // '~' sorts after every character a route name or shard can hold.
-        range: SortRange::Between(
-            format!("TENANT#{t}#USAGE#{from}#"),
-            format!("TENANT#{t}#USAGE#{to}#~"),
-        ),
+        range: {
+            let (low, high) = usage_counter_sk_bounds(t, from, to);
+            SortRange::Between(low, high)
+        },
         order: Order::Ascending,
         groups: vec![(0..COUNTER_SHARDS).map(|s| counter_pk(t, s)).collect()],
         consistent: false,
@@ -333,13 +327,7 @@ mod tests {
     }
 
     #[test]
-    fn golden_counter_keys_and_dates() {
-        let t = TenantId::parse("acme").unwrap();
-        assert_eq!(counter_pk(&t, 3), "TENANT#acme#USAGE#3");
-        assert_eq!(
-            counter_sk(&t, "2026-11-21", "get-product", 3),
-            "TENANT#acme#USAGE#2026-11-21#get-product#3"
-        );
+    fn utc_dates() {
         assert_eq!(utc_date(1_795_240_800_000), "2026-11-21");
         assert_eq!(utc_date(0), "1970-01-01");
     }

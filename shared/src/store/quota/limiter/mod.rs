@@ -97,18 +97,11 @@ pub fn walked_window_shards(limits: &Limits) -> u32 {
     window_shards(limits).max(8)
 }
 
-pub fn window_pk(t: &TenantId, shard: u32) -> String {
-    crate::identity::keys::shard_pk(t, crate::identity::entities::RATE.kind, shard)
-}
-
-pub fn window_sk(t: &TenantId, second: u64, shard: u32) -> String {
-    format!("TENANT#{t}#RATE#{second}#{shard}")
-}
-
-/// The second of a window's sort key.
-fn window_second(sk: &str) -> Option<u64> {
-    sk.rsplit('#').nth(1)?.parse().ok()
-}
+/// The quota windows' keys (`TENANT#t#RATE#…`), built where every key is.
+pub use crate::identity::keys::{
+    parse_quota_window_second as window_second, quota_window_pk as window_pk,
+    quota_window_sk as window_sk,
+};
 
 /// Which limit a request is over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,15 +196,10 @@ mod tests {
     }
 
     #[test]
-    fn golden_window_keys_and_shards() {
+    fn window_seconds_and_shards() {
         let t = TenantId::parse("acme").unwrap();
-        assert_eq!(window_pk(&t, 2), "TENANT#acme#RATE#2");
         assert_eq!(
-            window_sk(&t, 1_795_240_800, 2),
-            "TENANT#acme#RATE#1795240800#2"
-        );
-        assert_eq!(
-            window_second("TENANT#acme#RATE#1795240800#2"),
+            window_second(&window_sk(&t, 1_795_240_800, 2)),
             Some(1_795_240_800)
         );
         assert_eq!(window_shards(&limits(25, 50)), 1);
