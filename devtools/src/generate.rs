@@ -87,6 +87,22 @@ pub fn generate(root: &Path) -> Result<Vec<Generated>, GenerateError> {
             )?,
         },
         Generated {
+            path: "docs/key-scheme.md".into(),
+            contents: splice(
+                "docs/key-scheme.md",
+                &read(root, "docs/key-scheme.md")?,
+                &key_table(),
+            )?,
+        },
+        Generated {
+            path: "ARCHITECTURE.md".into(),
+            contents: splice(
+                "ARCHITECTURE.md",
+                &read(root, "ARCHITECTURE.md")?,
+                &key_table(),
+            )?,
+        },
+        Generated {
             path: "openapi.yaml".into(),
             contents: openapi(&table, &read(root, "openapi.in.yaml")?)?,
         },
@@ -654,6 +670,17 @@ fn expected(table: &RouteTable) -> String {
     }
     s.push_str(")\n");
     s
+}
+
+/// The key table, from the builders themselves (`shared::identity::keys::key_table`): every key's
+/// bytes for a sample tenant, so `gen --check` fails when one changes.
+fn key_table() -> String {
+    format!(
+        "Every key as the builders write it, for the sample tenant `acme` with {} shards \
+         (`shared::identity::keys::key_table`):\n\n{}",
+        shared::identity::keys::SAMPLE_SHARDS,
+        shared::identity::keys::key_table_markdown()
+    )
 }
 
 fn readme_table(table: &RouteTable) -> String {

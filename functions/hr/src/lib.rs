@@ -1,11 +1,8 @@
 //! Employees and departments of an HR SaaS, in one write-sharded partition space told apart by the
 //! kind in the sort key, plus an adjacency partition per department listing its members.
 //!
-//! | item | PK | SK |
-//! |---|---|---|
-//! | employee | `TENANT#t#HR#<shard(employeeId)>` | `TENANT#t#EMPLOYEE#<employeeId>` |
-//! | department | `TENANT#t#HR#<shard(departmentId)>` | `TENANT#t#DEPARTMENT#<departmentId>` |
-//! | membership | `TENANT#t#DEPARTMENT#<departmentId>#MEMBERS` | `TENANT#t#EMPLOYEE#<employeeId>` |
+//! Their keys are built in `shared::identity::keys`; the key table (generated from it) is in
+//! `docs/key-scheme.md`.
 //!
 //! An employee's record and its membership item change together, in one transaction, so no state
 //! ever has an employee in two departments or in none.

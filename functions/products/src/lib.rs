@@ -1,8 +1,7 @@
 //! The product catalog, write-sharded per tenant.
 //!
-//! | item | PK | SK |
-//! |---|---|---|
-//! | product | `TENANT#t#PRODUCT#<fnv1a64(productId) mod shardCount>` | `TENANT#t#PRODUCT#<productId>` |
+//! Their keys are built in `shared::identity::keys`; the key table (generated from it) is in
+//! `docs/key-scheme.md`.
 //!
 //! The shard is computed from the id, so reading one product is one GetItem; listing queries every
 //! shard concurrently and merges (`shared::store::scatter`).

@@ -1,10 +1,8 @@
 //! The session store: AWS's session-management schema, tenant-scoped, on one table and the inverted
 //! `GSI1`. One module per access pattern; each binary in `src/bin` serves one of them.
 //!
-//! | item | PK | SK | GSI1 partition (= SK) |
-//! |---|---|---|---|
-//! | root session | `TENANT#t#SESSION#<id>` | `TENANT#t#CUSTOMER#<customerId>` | the customer's sessions, sorted by id (time) |
-//! | child session | `TENANT#t#SESSION#<parentId>` | `TENANT#t#CHILD#<childId>` | the one child, pointing at its parent |
+//! Their keys are built in `shared::identity::keys`; the key table (generated from it) is in
+//! `docs/key-scheme.md`.
 
 pub mod model;
 // @generated begin: `pooltable gen` writes the route modules from routes.yaml

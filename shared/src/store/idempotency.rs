@@ -1,9 +1,8 @@
 //! Idempotency records: what a keyed create answered, kept 24 hours, so that the same
 //! `Idempotency-Key` with the same request gets the same answer, and exactly one effect.
 //!
-//! | item | PK = SK |
-//! |---|---|
-//! | record | `TENANT#t#IDEMPOTENCY#<route>#<key>` |
+//! Their keys are built in `shared::identity::keys`; the key table (generated from it) is in
+//! `docs/key-scheme.md`.
 //!
 //! The record is written in the same TransactWriteItems as the effect it describes (as its last
 //! action, on condition that no live record holds the key), so an effect without its record, or a

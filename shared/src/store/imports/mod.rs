@@ -1,9 +1,7 @@
 //! Bulk imports: the record of an import, and the per-item markers its consumer writes.
 //!
-//! | item | PK | SK |
-//! |---|---|---|
-//! | import record | `TENANT#t#IMPORT#<id>` | `TENANT#t#IMPORT#<id>` |
-//! | item marker | `TENANT#t#IMPORT#<id>` | `TENANT#t#IMPORT#<id>#ITEM#<index>` |
+//! Their keys are built in `shared::identity::keys`; the key table (generated from it) is in
+//! `docs/key-scheme.md`.
 //!
 //! Each item has one marker, written once, saying what became of it (`outcome`: `written`,
 //! `superseded`, or `failed` with a `reason`). A written marker is put in the same transaction as

@@ -15,9 +15,8 @@
 //! second, and its GSI1 partition too), so each counter is spread over [`COUNTER_SHARDS`] items summed
 //! on read:
 //!
-//! | item | PK | SK |
-//! |---|---|---|
-//! | counter shard | `TENANT#t#USAGE#<shard>` | `TENANT#t#USAGE#<YYYY-MM-DD>#<route>#<shard>` |
+//! Their keys are built in `shared::identity::keys`; the key table (generated from it) is in
+//! `docs/key-scheme.md`.
 //!
 //! The shard is in the SK as well, so the GSI1 partitions (SK) of one counter differ too. Writes for a
 //! tenant spread over 8 table partitions: about 8,000 metered calls a second per tenant before

@@ -40,9 +40,8 @@
 //! limit. The window's totals are estimated as S times the shard this container wrote: exact for
 //! S = 1, within a few percent at the rates that need S > 1.
 //!
-//! | item | PK | SK |
-//! |---|---|---|
-//! | window shard | `TENANT#t#RATE#<shard>` | `TENANT#t#RATE#<epoch second>#<shard>` |
+//! Their keys are built in `shared::identity::keys`; the key table (generated from it) is in
+//! `docs/key-scheme.md`.
 //!
 //! Window items expire (TTL) [`WINDOW_TTL_SECONDS`] after their second.
 //!
