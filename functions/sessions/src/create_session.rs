@@ -10,9 +10,6 @@
 //! TransactWriteItems (the session and the key's record) and a child's transaction carries the record
 //! as a third action.
 
-use aws_sdk_dynamodb::types::{
-    AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
-};
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use shared::identity::clock::rfc3339;
@@ -23,12 +20,13 @@ use shared::service::http::{json_body, json_response};
 use shared::service::idempotent::{self, Recorder};
 use shared::store::client::query::{string_attr, u64_attr};
 use shared::store::client::scoped::TenantDb;
-use shared::store::client::transact::{transact, TransactError};
+use shared::store::client::transact::TransactError;
 use shared::{ApiError, App};
 
 use crate::model::{
     CreateSessionInput, Session, SessionItem, KIND_CHILD, KIND_SESSION, MAX_CHILDREN,
 };
+use crate::store::{self, ChildNotAdded};
 
 pub const ROUTE: &str = "create-session";
 
@@ -73,36 +71,16 @@ async fn create(
 
     match input.parent_session_id {
         None => {
-            let av = stored_item(t, &item)?;
             // A UUIDv7 collision is astronomically unlikely, and never an overwrite.
-            let view = Session::from(item.clone());
-            if !idempotent::put_new(db, av, recorder.as_ref(), StatusCode::CREATED, &view).await? {
+            if !store::put_root(db, &item, recorder.as_ref()).await? {
                 return Err(ApiError::Conflict(
                     "A session with this id already exists.".into(),
                 ));
             }
         }
         Some(parent) => {
-            let parent_key = [
-                ("PK".to_owned(), AttributeValue::S(session_pk(t, &parent))),
-                (
-                    "SK".to_owned(),
-                    AttributeValue::S(customer_sk(t, &input.customer_id)),
-                ),
-            ];
-            let parent_expires = db
-                .client
-                .get_item()
-                .table_name(&*db.table)
-                .set_key(Some(parent_key.into_iter().collect()))
-                .projection_expression("expiresAt")
-                .consistent_read(true)
-                .send()
-                .await
-                .map_err(ApiError::from_dynamodb)?
-                .item
-                .and_then(|i| u64_attr(&i, "expiresAt"))
-                .filter(|e| *e > now_s)
+            let parent_expires = store::live_parent_expiry(db, &parent, &input.customer_id, now_s)
+                .await?
                 .ok_or_else(|| {
                     ApiError::NotFound("The parent session does not exist or has expired.".into())
                 })?;
@@ -112,40 +90,19 @@ async fn create(
             item.kind = KIND_CHILD.into();
             item.parent_session_id = Some(parent.to_string());
             item.child_count = None;
-            let av = stored_item(t, &item)?;
-            let put = Put::builder()
-                .table_name(&*db.table)
-                .set_item(Some(av))
-                .condition_expression("attribute_not_exists(PK)")
-                .build()
-                .map_err(|e| ApiError::Internal(e.to_string()))?;
-            let parent_update = Update::builder()
-                .table_name(&*db.table)
-                .key("PK", AttributeValue::S(session_pk(t, &parent)))
-                .key("SK", AttributeValue::S(customer_sk(t, &input.customer_id)))
-                .update_expression("ADD childCount :one")
-                .condition_expression(
-                    "attribute_exists(PK) AND expiresAt > :now AND (attribute_not_exists(childCount) OR childCount < :max)",
-                )
-                .expression_attribute_values(":one", AttributeValue::N("1".into()))
-                .expression_attribute_values(":now", AttributeValue::N(now_s.to_string()))
-                .expression_attribute_values(":max", AttributeValue::N(MAX_CHILDREN.to_string()))
-                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-                .build()
-                .map_err(|e| ApiError::Internal(e.to_string()))?;
-            let mut request = db
-                .client
-                .transact_write_items()
-                .transact_items(TransactWriteItem::builder().put(put).build())
-                .transact_items(TransactWriteItem::builder().update(parent_update).build());
-            if let Some(recorder) = &recorder {
-                request = request.transact_items(
-                    recorder.record(StatusCode::CREATED, &Session::from(item.clone()))?,
-                );
-            }
-            transact(request)
-                .await
-                .map_err(|e| child_failure(e, now_s))?;
+            store::put_child(
+                db,
+                &item,
+                &parent,
+                &input.customer_id,
+                now_s,
+                recorder.as_ref(),
+            )
+            .await
+            .map_err(|e| match e {
+                ChildNotAdded::Refused(e) => child_failure(e, now_s),
+                ChildNotAdded::Api(e) => e,
+            })?;
         }
     }
     Ok(json_response(StatusCode::CREATED, &Session::from(item)))
@@ -172,15 +129,4 @@ fn child_failure(err: TransactError, now_s: u64) -> ApiError {
         }
         other => other.into(),
     }
-}
-
-/// The session as stored: its attributes plus its catalog entry.
-fn stored_item(
-    t: &TenantId,
-    session: &SessionItem,
-) -> Result<shared::store::client::query::Item, ApiError> {
-    let mut item = serde_dynamo::to_item(session)
-        .map_err(|e| ApiError::Internal(format!("serialize session: {e}")))?;
-    shared::store::client::items::enlist(t, &mut item);
-    Ok(item)
 }

@@ -9,10 +9,10 @@ use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
 use shared::service::http::{json_response, path_entity_id};
-use shared::store::client::query::first_live;
 use shared::{ApiError, App};
 
-use crate::model::{customer_sessions_query, session_from_item};
+use crate::model::session_from_item;
+use crate::store;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -26,8 +26,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let caller = app.caller(&req)?;
     let customer = path_entity_id(&req, "customerId")?;
     let db = app.db(&caller.tenant).await?;
-    let query = customer_sessions_query(&db, &caller.tenant, &customer);
-    let item = first_live(query, app.clock.now_seconds())
+    let item = store::newest_session(&db, &customer, app.clock.now_seconds())
         .await?
         .ok_or_else(|| ApiError::NotFound("This customer has no live session.".into()))?;
     let session = session_from_item(item)?;

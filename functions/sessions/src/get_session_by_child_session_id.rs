@@ -3,16 +3,16 @@
 //! One Query on GSI1: the child's `SK` is the partition there, and its sort key is the parent's `PK`.
 //! The child item carries the parent's id and customer, so no second read is needed.
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
-use shared::identity::keys::{child_sk, parse_session_pk, GSI1, PK};
+use shared::identity::keys::{parse_session_pk, PK};
 use shared::service::http::{json_response, path_session_id};
-use shared::store::client::query::{first_live, string_attr};
+use shared::store::client::query::string_attr;
 use shared::{ApiError, App};
 
 use crate::model::session_from_item;
+use crate::store;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -27,12 +27,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let child = path_session_id(&req, "childSessionId")?;
     let db = app.db(&caller.tenant).await?;
     let t = &caller.tenant;
-    let query = db
-        .query()
-        .index_name(GSI1)
-        .key_condition_expression("SK = :child")
-        .expression_attribute_values(":child", AttributeValue::S(child_sk(t, &child)));
-    let item = first_live(query, app.clock.now_seconds())
+    let item = store::child_session(&db, &child, app.clock.now_seconds())
         .await?
         .ok_or_else(|| ApiError::NotFound("No such child session.".into()))?;
     let parent = string_attr(&item, PK)

@@ -8,18 +8,16 @@
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use shared::service::http::{json_response, path_session_id};
-use shared::store::client::query::first_live;
 use shared::{ApiError, App};
 
-use crate::model::{root_session_query, session_from_item};
+use crate::model::session_from_item;
+use crate::store;
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
     let id = path_session_id(&req, "sessionId")?;
     let db = app.db(&caller.tenant).await?;
-    let t = &caller.tenant;
-    let query = root_session_query(&db, t, &id);
-    let item = first_live(query, app.clock.now_seconds())
+    let item = store::root_session(&db, &id, app.clock.now_seconds())
         .await?
         .ok_or_else(|| ApiError::NotFound("No such session.".into()))?;
     Ok(json_response(StatusCode::OK, &session_from_item(item)?))

@@ -4,13 +4,13 @@
 //! without shortening the page. The cursor is bound to the tenant, this route and this customer.
 
 use lambda_http::{Body, Request, Response};
-use shared::identity::cursor;
 use shared::identity::keys::{customer_sk, parse_session_pk};
-use shared::service::http::{page_limit, path_entity_id, query_param};
-use shared::store::client::query::live_page;
+use shared::service::http::path_entity_id;
+use shared::service::paging::{partition_page, PartitionList};
 use shared::{ApiError, App};
 
-use crate::model::{customer_sessions_query, session_page_response};
+use crate::model::session_from_item;
+use crate::store;
 
 pub const ROUTE: &str = "get-sessions-by-customer-id";
 
@@ -18,18 +18,16 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let caller = app.caller(&req)?;
     let t = &caller.tenant;
     let customer = path_entity_id(&req, "customerId")?;
-    let limit = page_limit(&req)?;
     let partition = customer_sk(t, &customer);
-    let keys = app.cursor_keys()?;
-    let start = query_param(&req, "cursor")
-        .map(|raw| {
-            cursor::decode(&keys, t, ROUTE, &raw, |pk, sk| {
-                sk == partition && parse_session_pk(t, pk).is_ok()
-            })
-        })
-        .transpose()?;
-    let db = app.db(t).await?;
-    let query = customer_sessions_query(&db, t, &customer);
-    let page = live_page(query, limit, start, app.clock.now_seconds()).await?;
-    session_page_response(&keys, t, ROUTE, page)
+    let list = PartitionList {
+        tenant: t,
+        route: ROUTE,
+        belongs: |pk: &str, sk: &str| sk == partition && parse_session_pk(t, pk).is_ok(),
+    };
+    let read = |limit, start| async move {
+        let db = app.db(t).await?;
+        let now = app.clock.now_seconds();
+        Ok(store::customer_sessions_page(&db, &customer, limit, start, now).await?)
+    };
+    partition_page(app, &req, list, read, session_from_item).await
 }

@@ -5,6 +5,7 @@
 //! `docs/key-scheme.md`.
 
 pub mod model;
+pub mod store;
 // @generated begin: `pooltable gen` writes the route modules from routes.yaml
 pub mod create_session;
 pub mod expire_session;

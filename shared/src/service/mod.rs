@@ -7,6 +7,7 @@ pub mod error;
 pub mod http;
 pub mod idempotent;
 pub mod metrics;
+pub mod paging;
 pub mod runtime;
 pub mod sharded;
 pub mod signing;
