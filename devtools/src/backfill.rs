@@ -88,6 +88,8 @@ pub async fn backfill(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shared::identity::entities::{PRODUCTS, SESSION};
+    use shared::identity::keys::KeySpace;
 
     #[test]
     fn only_items_of_id_named_partitions_without_an_entry_need_one() {
@@ -101,12 +103,11 @@ mod tests {
             }
             i
         };
-        assert!(missing_entry(&item("TENANT#acme#SESSION#x", None)).is_some());
-        assert_eq!(
-            missing_entry(&item("TENANT#acme#SESSION#x", Some("c"))),
-            None
-        );
-        assert_eq!(missing_entry(&item("TENANT#acme#PRODUCT#1", None)), None);
+        let acme = TenantId::parse("acme").unwrap();
+        let session = SESSION.key(&acme, "x");
+        assert!(missing_entry(&item(&session, None)).is_some());
+        assert_eq!(missing_entry(&item(&session, Some("c"))), None);
+        assert_eq!(missing_entry(&item(&PRODUCTS.key(&acme, 1), None)), None);
         assert_eq!(missing_entry(&item("OTHER#x", None)), None);
     }
 }

@@ -116,15 +116,25 @@ pub async fn import(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shared::identity::ids::TenantId;
+    use shared::identity::keys::{KeySpace, Space};
+
+    /// The key (`PK` = `SK`) of the item the export lines name: `X#1` of tenant `a`.
+    fn key() -> String {
+        Space("X").key(&TenantId::parse("a").unwrap(), 1)
+    }
 
     #[test]
     fn a_bad_line_is_named_and_nothing_is_parsed() {
-        let good = r#"{"Item": {"PK": {"S": "TENANT#a#X#1"}, "SK": {"S": "TENANT#a#X#1"}, "n": {"N": "1"}}}"#;
+        let k = key();
+        let good = format!(
+            r#"{{"Item": {{"PK": {{"S": "{k}"}}, "SK": {{"S": "{k}"}}, "n": {{"N": "1"}}}}}}"#
+        );
         assert_eq!(
             parse_export(&format!("{good}\n\n{good}\n")).unwrap().len(),
             2
         );
-        let no_sk = r#"{"Item": {"PK": {"S": "TENANT#a#X#1"}}}"#;
+        let no_sk = format!(r#"{{"Item": {{"PK": {{"S": "{k}"}}}}}}"#);
         assert_eq!(
             parse_export(&format!("{good}\n{no_sk}\n")),
             Err("line 2: the item has no string SK".into())
@@ -136,9 +146,10 @@ mod tests {
 
     #[test]
     fn an_item_named_twice_is_written_once_as_last_given() {
+        let k = key();
         let line = |n: u32| {
             format!(
-                r#"{{"Item": {{"PK": {{"S": "TENANT#a#X#1"}}, "SK": {{"S": "TENANT#a#X#1"}}, "n": {{"N": "{n}"}}}}}}"#
+                r#"{{"Item": {{"PK": {{"S": "{k}"}}, "SK": {{"S": "{k}"}}, "n": {{"N": "{n}"}}}}}}"#
             )
         };
         let items = parse_export(&format!("{}\n{}\n", line(1), line(2))).unwrap();

@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use aws_sdk_dynamodb::types::AttributeValue;
 use proptest::prelude::*;
 use shared::identity::cursor::{CursorKeys, Key};
+use shared::identity::entities::ORDER_DATE;
 use shared::identity::ids::{EntityId, TenantId};
-use shared::identity::keys::{entity_sk, kind, PK, SK};
+use shared::identity::keys::{entity_sk, kind, order_date_pk, order_month_sk, KeySpace, PK, SK};
 use shared::identity::shard::shard_for;
 use shared::store::client::error::StoreError;
 use shared::store::scatter::{
@@ -202,6 +203,11 @@ fn walk(source: &MemoryPartitions, limit: u32) -> Vec<String> {
     })
 }
 
+/// An order id of the tests' orders.
+fn order(id: &str) -> EntityId {
+    EntityId::parse(id).unwrap()
+}
+
 /// An orders-shaped listing: `months` groups (newest first) of `shards` GSI1 partitions each, sorted
 /// by the date-index key, descending; `orders` are (month, day, id).
 fn orders_listing(
@@ -210,17 +216,13 @@ fn orders_listing(
     shards: u32,
     orders: &BTreeSet<(u32, u32, String)>,
 ) -> MemoryPartitions {
-    let t = tenant.as_str();
-    let part = |m: u32, s: u32| format!("TENANT#{t}#ORDERS#2026-{m:02}#{s}");
+    let part = |m: u32, s: u32| order_month_sk(tenant, format_args!("2026-{m:02}"), s);
     let listing = Listing {
         route: "list-tenant-orders:test".into(),
         index: Some("GSI1"),
         partition_attr: SK,
         sort_attr: PK,
-        range: SortRange::Between(
-            format!("TENANT#{t}#ORDERDATE#"),
-            format!("TENANT#{t}#ORDERDATE#~"),
-        ),
+        range: SortRange::Between(ORDER_DATE.prefix(tenant), ORDER_DATE.key(tenant, "~")),
         order: Order::Descending,
         groups: (1..=months)
             .rev()
@@ -232,7 +234,7 @@ fn orders_listing(
         .iter()
         .map(|(m, d, id)| {
             (
-                format!("TENANT#{t}#ORDERDATE#2026-{m:02}-{d:02}#{id}"),
+                order_date_pk(tenant, format_args!("2026-{m:02}-{d:02}"), &order(id)),
                 part(*m, shard_for(id, shards)),
             )
         })
@@ -268,7 +270,7 @@ proptest! {
         let walked = walk(&source, limit);
         let mut expected: Vec<String> = orders
             .iter()
-            .map(|(m, d, id)| format!("TENANT#acme#ORDERDATE#2026-{m:02}-{d:02}#{id}"))
+            .map(|(m, d, id)| order_date_pk(&tenant, format_args!("2026-{m:02}-{d:02}"), &order(id)))
             .collect();
         expected.sort();
         expected.dedup();
@@ -375,23 +377,14 @@ fn orders_over_100_shards_and_24_months_with_the_longest_ids_keep_a_small_cursor
     let orders: BTreeSet<(u32, u32, String)> = (0..600u32)
         .map(|i| (1 + i % 24, 1 + i % 28, format!("{i:0>128}")))
         .collect();
-    let t = tenant.as_str();
-    let part = |m: u32, s: u32| {
-        format!(
-            "TENANT#{t}#ORDERS#20{:02}-{:02}#{s}",
-            24 + (m - 1) / 12,
-            1 + (m - 1) % 12
-        )
-    };
+    let month = |m: u32| format!("20{:02}-{:02}", 24 + (m - 1) / 12, 1 + (m - 1) % 12);
+    let part = |m: u32, s: u32| order_month_sk(&tenant, month(m), s);
     let listing = Listing {
         route: "list-tenant-orders:2024-01-01:2025-12-31".into(),
         index: Some("GSI1"),
         partition_attr: SK,
         sort_attr: PK,
-        range: SortRange::Between(
-            format!("TENANT#{t}#ORDERDATE#"),
-            format!("TENANT#{t}#ORDERDATE#~"),
-        ),
+        range: SortRange::Between(ORDER_DATE.prefix(&tenant), ORDER_DATE.key(&tenant, "~")),
         order: Order::Descending,
         groups: (1..=24)
             .rev()
@@ -399,13 +392,12 @@ fn orders_over_100_shards_and_24_months_with_the_longest_ids_keep_a_small_cursor
             .collect(),
         consistent: false,
     };
-    let date =
-        |m: u32, d: u32| format!("20{:02}-{:02}-{d:02}", 24 + (m - 1) / 12, 1 + (m - 1) % 12);
+    let date = |m: u32, d: u32| format!("{}-{d:02}", month(m));
     let items = orders
         .iter()
         .map(|(m, d, id)| {
             (
-                format!("TENANT#{t}#ORDERDATE#{}#{id}", date(*m, *d)),
+                order_date_pk(&tenant, date(*m, *d), &order(id)),
                 part(*m, shard_for(id, 100)),
             )
         })
@@ -420,7 +412,7 @@ fn orders_over_100_shards_and_24_months_with_the_longest_ids_keep_a_small_cursor
     // THEN every order came back once, newest first
     let mut expected: Vec<String> = orders
         .iter()
-        .map(|(m, d, id)| format!("TENANT#{t}#ORDERDATE#{}#{id}", date(*m, *d)))
+        .map(|(m, d, id)| order_date_pk(&tenant, date(*m, *d), &order(id)))
         .collect();
     expected.sort();
     expected.reverse();

@@ -167,9 +167,11 @@ mod tests {
             r#""dynamodb:Query","dynamodb:ConditionCheckItem"],"#,
             r#""Resource":["arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev","#,
             r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev/index/*"],"#,
-            r#""Condition":{"ForAllValues:StringLike":{"dynamodb:LeadingKeys":["TENANT#acme#*"]},"#,
+            r#""Condition":{"ForAllValues:StringLike":{"dynamodb:LeadingKeys":["<prefix>*"]},"#,
             r#""Null":{"dynamodb:LeadingKeys":"false"}}}]}"#
-        );
+        )
+        // `<prefix>` is the tenant's key prefix, `TENANT#acme#`
+        .replace("<prefix>", &tenant_prefix(&tenant));
         assert_eq!(session_policy(&tenant, &table()).unwrap(), expected);
     }
 

@@ -225,6 +225,8 @@ impl SigningKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::entities::{PRODUCT, PRODUCTS};
+    use crate::identity::keys::KeySpace;
 
     #[test]
     fn a_secret_holds_current_and_optionally_previous_and_next() {
@@ -238,11 +240,11 @@ mod tests {
         let key = crate::identity::keys::Key::from([
             (
                 "PK".to_owned(),
-                aws_sdk_dynamodb::types::AttributeValue::S("TENANT#acme#PRODUCT#0".into()),
+                aws_sdk_dynamodb::types::AttributeValue::S(PRODUCTS.key(&t, 0)),
             ),
             (
                 "SK".to_owned(),
-                aws_sdk_dynamodb::types::AttributeValue::S("TENANT#acme#PRODUCT#p".into()),
+                aws_sdk_dynamodb::types::AttributeValue::S(PRODUCT.key(&t, "p")),
             ),
         ]);
         // what the next key signs, the holder of `next` verifies

@@ -1,7 +1,20 @@
 use super::*;
+use crate::identity::entities::{spaces, PRODUCT, PRODUCTS, SESSION, USER};
+use crate::identity::keys::{
+    catalog_shard_key, import_due_shard_pk, kind, lifecycle_drive_pk, raw_key, tenant_record_key,
+    usage_counter_pk, KeySpace,
+};
 
 fn t(raw: &str) -> TenantId {
     TenantId::parse(raw).unwrap()
+}
+
+/// Session `1` (its `PK` of tenant `pk_tenant`) under customer `c` (its `SK` of tenant `sk_tenant`).
+fn session_of(pk_tenant: &str, sk_tenant: &str) -> Item {
+    key(
+        &SESSION.key(&t(pk_tenant), 1),
+        &spaces::CUSTOMER.key(&t(sk_tenant), "c"),
+    )
 }
 
 fn key(pk: &str, sk: &str) -> Item {
@@ -13,45 +26,45 @@ fn key(pk: &str, sk: &str) -> Item {
 
 #[test]
 fn keys_of_the_own_tenant_pass() {
-    let k = key("TENANT#a#SESSION#1", "TENANT#a#CUSTOMER#c");
+    let k = session_of("a", "a");
     assert!(check(&t("a"), "GetItem", &[Carried::KeyOrItem(&k)]).is_ok());
 }
 
 #[test]
 fn delimiter_corner_cases_are_refused() {
     for other in ["a-b", "a_", "A", "ab"] {
-        let k = key(
-            &format!("TENANT#{other}#X#1"),
-            &format!("TENANT#{other}#Y#1"),
-        );
+        let k = key(&raw_key(other, "X#1"), &raw_key(other, "Y#1"));
         assert!(
             check(&t("a"), "GetItem", &[Carried::KeyOrItem(&k)]).is_err(),
             "{other}"
         );
     }
-    let forged = key("TENANT#a", "TENANT#a#x");
+    let forged = key(
+        tenant_prefix(&t("a")).trim_end_matches('#'),
+        &raw_key("a", "x"),
+    );
     assert!(check(&t("a"), "GetItem", &[Carried::KeyOrItem(&forged)]).is_err());
 }
 
 #[test]
 fn sort_key_counts_because_it_is_gsi1s_partition_key() {
-    let k = key("TENANT#a#SESSION#1", "TENANT#b#CUSTOMER#c");
+    let k = session_of("a", "b");
     assert!(check(&t("a"), "PutItem", &[Carried::KeyOrItem(&k)]).is_err());
 }
 
 #[test]
 fn an_item_never_enlists_in_another_tenants_catalog() {
     // GIVEN an item of tenant a whose catalog entry names tenant b
-    let mut item = key("TENANT#a#SESSION#1", "TENANT#a#CUSTOMER#c");
+    let mut item = session_of("a", "a");
     item.insert(
         CATALOG.into(),
-        AttributeValue::S("TENANT#b#CATALOG#3".into()),
+        AttributeValue::S(catalog_shard_key(&t("b"), 3)),
     );
     // THEN the guard refuses it, and accepts it with its own tenant's catalog entry
     assert!(check(&t("a"), "PutItem", &[Carried::KeyOrItem(&item)]).is_err());
     item.insert(
         CATALOG.into(),
-        AttributeValue::S("TENANT#a#CATALOG#3".into()),
+        AttributeValue::S(catalog_shard_key(&t("a"), 3)),
     );
     assert!(check(&t("a"), "PutItem", &[Carried::KeyOrItem(&item)]).is_ok());
 }
@@ -61,9 +74,9 @@ fn query_values_and_start_key_are_checked() {
     let values = HashMap::from([
         (
             ":pk".to_string(),
-            AttributeValue::S("TENANT#a#CUSTOMER#c".into()),
+            AttributeValue::S(spaces::CUSTOMER.key(&t("a"), "c")),
         ),
-        (":sk".to_string(), AttributeValue::S("TENANT#b#".into())),
+        (":sk".to_string(), AttributeValue::S(tenant_prefix(&t("b")))),
     ]);
     let q = |expr| Carried::Query {
         key_condition: Some(expr),
@@ -74,7 +87,7 @@ fn query_values_and_start_key_are_checked() {
     assert!(check(&t("a"), "Query", &[q("SK = :pk")]).is_ok());
     assert!(check(&t("a"), "Query", &[q("SK = :pk AND begins_with(PK, :sk)")]).is_err());
     assert!(check(&t("a"), "Query", &[q("SK = :missing")]).is_err());
-    let start = key("TENANT#b#SESSION#1", "TENANT#a#CUSTOMER#c");
+    let start = session_of("b", "a");
     let with_start = Carried::Query {
         key_condition: Some("SK = :pk"),
         values: Some(&values),
@@ -102,20 +115,25 @@ fn the_record_reader_reads_tenant_records_and_nothing_else() {
                 .unwrap(),
         )
     };
-    assert!(check_record_read(&get("TENANT#acme#TENANT", "TENANT#acme#TENANT")).is_ok());
+    let acme = t("acme");
+    let record = tenant_record_key(&acme);
+    assert!(check_record_read(&get(&record, &record)).is_ok());
+    let user_named_tenant = USER.key(&acme, kind::TENANT);
+    let tenant_named_a_b = raw_key("a", &format!("b#{}", kind::TENANT));
+    let tenant_named_nothing = raw_key("", kind::TENANT);
     for (pk, sk) in [
-        ("TENANT#acme#USER#TENANT", "TENANT#acme#USER#TENANT"),
-        ("TENANT#acme#TENANT", "TENANT#globex#TENANT"),
-        ("TENANT#a#b#TENANT", "TENANT#a#b#TENANT"),
-        ("TENANT##TENANT", "TENANT##TENANT"),
-        ("TENANT#acme#PRODUCT#1", "TENANT#acme#PRODUCT#p"),
+        (&user_named_tenant, &user_named_tenant),
+        (&record, &tenant_record_key(&t("globex"))),
+        (&tenant_named_a_b, &tenant_named_a_b),
+        (&tenant_named_nothing, &tenant_named_nothing),
+        (&PRODUCTS.key(&acme, 1), &PRODUCT.key(&acme, "p")),
     ] {
         assert!(check_record_read(&get(pk, sk)).is_err(), "{pk} {sk}");
     }
     let put = Input::erase(
         PutItemInput::builder()
             .table_name("t")
-            .set_item(Some(key("TENANT#acme#TENANT", "TENANT#acme#TENANT")))
+            .set_item(Some(key(&record, &record)))
             .build()
             .unwrap(),
     );
@@ -135,23 +153,24 @@ fn the_report_reader_queries_one_tenant_ids_reports_and_nothing_else() {
     let allowed = |q: aws_sdk_dynamodb::operation::query::builders::QueryInputBuilder| {
         check_report_read(&Input::erase(q.build().unwrap())).is_ok()
     };
+    let (acme, platform) = (t("acme"), TenantId::platform());
     // THEN one tenant id's report partition passes
-    assert!(allowed(query("TENANT#_platform#OFFBOARDED#acme")));
+    assert!(allowed(query(&offboarding_reports_pk(&acme))));
     // AND every other partition, of the platform or of a tenant, is refused
     for pk in [
-        "TENANT#_platform#OFFBOARDED#",
-        "TENANT#_platform#OFFBOARDED#a#b",
-        "TENANT#_platform#OFFBOARDED#_platform",
-        "TENANT#_platform#DRIVE",
-        "TENANT#_platform#IMPORTS_DUE#0",
-        "TENANT#_platform#USAGE#0",
-        "TENANT#acme#OFFBOARDED#acme",
-        "TENANT#acme#TENANT",
+        spaces::OFFBOARDED.prefix(&platform),
+        spaces::OFFBOARDED.key(&platform, "a#b"),
+        offboarding_reports_pk(&platform),
+        lifecycle_drive_pk(),
+        import_due_shard_pk(0),
+        usage_counter_pk(&platform, 0),
+        spaces::OFFBOARDED.key(&acme, "acme"),
+        tenant_record_key(&acme),
     ] {
-        assert!(!allowed(query(pk)), "{pk}");
+        assert!(!allowed(query(&pk)), "{pk}");
     }
     // AND so is the right partition on an index, from a start key, or beside a second value
-    let pk = "TENANT#_platform#OFFBOARDED#acme";
+    let pk = &offboarding_reports_pk(&acme);
     assert!(!allowed(query(pk).index_name("GSI1")));
     assert!(!allowed(
         query(pk).set_exclusive_start_key(Some(key(pk, &format!("{pk}#1"))))
@@ -159,7 +178,7 @@ fn the_report_reader_queries_one_tenant_ids_reports_and_nothing_else() {
     assert!(!allowed(
         query(pk)
             .key_condition_expression("#pk = :pk AND begins_with(SK, :sk)")
-            .expression_attribute_values(":sk", AttributeValue::S("TENANT#acme#".into()))
+            .expression_attribute_values(":sk", AttributeValue::S(tenant_prefix(&acme)))
     ));
     // AND any other operation on the partition
     let get = GetItemInput::builder()

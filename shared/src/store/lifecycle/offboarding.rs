@@ -341,10 +341,13 @@ fn string(item: &Item, name: &str) -> Result<String, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::entities::PRODUCTS;
+    use crate::identity::keys::{usage_counter_pk, KeySpace};
 
     #[test]
     fn items_are_counted_by_kind_attribute_else_by_partition() {
         let t = TenantId::parse("acme").unwrap();
+        let other = TenantId::parse("other").unwrap();
         let item = |pairs: &[(&str, &str)]| -> Item {
             pairs
                 .iter()
@@ -354,15 +357,18 @@ mod tests {
         assert_eq!(
             kind_of(
                 &t,
-                &item(&[("PK", "TENANT#acme#PRODUCT#1"), ("kind", "PRODUCT")])
+                &item(&[("PK", &PRODUCTS.key(&t, 1)), ("kind", "PRODUCT")])
             ),
             "PRODUCT"
         );
         assert_eq!(
-            kind_of(&t, &item(&[("PK", "TENANT#acme#USAGE#3")])),
+            kind_of(&t, &item(&[("PK", &usage_counter_pk(&t, 3))])),
             "USAGE"
         );
-        assert_eq!(kind_of(&t, &item(&[("PK", "TENANT#other#USAGE#3")])), "?");
+        assert_eq!(
+            kind_of(&t, &item(&[("PK", &usage_counter_pk(&other, 3))])),
+            "?"
+        );
         assert_eq!(with_record(BTreeMap::new())["TENANT"], 1);
     }
 }

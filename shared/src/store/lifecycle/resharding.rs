@@ -247,6 +247,8 @@ async fn update_conditioned(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::entities::{EMPLOYEE, HR, PRODUCT, PRODUCTS};
+    use crate::identity::keys::KeySpace;
 
     fn item(pk: &str, sk: &str) -> Item {
         Item::from([
@@ -259,26 +261,18 @@ mod tests {
     fn an_item_moves_to_its_shard_in_the_new_count_unless_it_is_there() {
         let t = TenantId::parse("acme").unwrap();
         // product-000042: shard 1 of 4, 5 of 16, 5 of 8 (computed independently).
-        let p = item(
-            "TENANT#acme#PRODUCT#1",
-            "TENANT#acme#PRODUCT#product-000042",
-        );
-        assert_eq!(
-            new_partition(&t, &p, 16).as_deref(),
-            Some("TENANT#acme#PRODUCT#5")
-        );
+        let p = item(&PRODUCTS.key(&t, 1), &PRODUCT.key(&t, "product-000042"));
+        assert_eq!(new_partition(&t, &p, 16), Some(PRODUCTS.key(&t, 5)));
         assert_eq!(new_partition(&t, &p, 4), None);
-        let e = item("TENANT#acme#HR#0", "TENANT#acme#EMPLOYEE#emp-7");
+        let e = item(&HR.key(&t, 0), &EMPLOYEE.key(&t, "emp-7"));
         // emp-7 is on shard 13 of 16 (golden).
-        assert_eq!(
-            new_partition(&t, &e, 16).as_deref(),
-            Some("TENANT#acme#HR#13")
-        );
+        assert_eq!(new_partition(&t, &e, 16), Some(HR.key(&t, 13)));
         // Another tenant's item, or no entity in the sort key: not moved.
+        let other = TenantId::parse("other").unwrap();
         assert_eq!(
             new_partition(
                 &t,
-                &item("TENANT#other#PRODUCT#1", "TENANT#other#PRODUCT#x"),
+                &item(&PRODUCTS.key(&other, 1), &PRODUCT.key(&other, "x")),
                 16
             ),
             None
@@ -292,10 +286,10 @@ mod tests {
         assert_eq!(
             sources,
             vec![
-                Source::Partition("TENANT#acme#PRODUCT#0".into()),
-                Source::Partition("TENANT#acme#PRODUCT#1".into()),
-                Source::Partition("TENANT#acme#HR#0".into()),
-                Source::Partition("TENANT#acme#HR#1".into()),
+                Source::Partition(PRODUCTS.key(&t, 0)),
+                Source::Partition(PRODUCTS.key(&t, 1)),
+                Source::Partition(HR.key(&t, 0)),
+                Source::Partition(HR.key(&t, 1)),
             ]
         );
     }

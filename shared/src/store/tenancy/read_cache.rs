@@ -149,14 +149,15 @@ fn sort_key(key: &Key) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::entities::PRODUCTS;
+    use crate::identity::keys::KeySpace;
     use aws_sdk_dynamodb::types::AttributeValue;
 
+    /// A key of partition `PRODUCT#1` of tenant `a`, with sort key `sk`.
     fn key(sk: &str) -> Key {
+        let a = TenantId::parse("a").unwrap();
         Key::from([
-            (
-                "PK".to_owned(),
-                AttributeValue::S("TENANT#a#PRODUCT#1".into()),
-            ),
+            ("PK".to_owned(), AttributeValue::S(PRODUCTS.key(&a, 1))),
             (SK.to_owned(), AttributeValue::S(sk.to_owned())),
         ])
     }

@@ -1,4 +1,7 @@
 use super::*;
+use crate::identity::entities::{HR, PRODUCTS, SESSION};
+use crate::identity::ids::SessionId;
+use crate::identity::keys::{quota_window_pk, session_pk, usage_counter_pk, KeySpace, Space};
 
 fn t() -> TenantId {
     TenantId::parse("acme").unwrap()
@@ -19,17 +22,20 @@ fn golden_sources_fixed_partitions_then_the_catalog_then_the_record() {
     assert_eq!(
         names[..4],
         [
-            "TENANT#acme#PRODUCT#0",
-            "TENANT#acme#PRODUCT#1",
-            "TENANT#acme#HR#0",
-            "TENANT#acme#HR#1"
+            PRODUCTS.key(&t(), 0),
+            PRODUCTS.key(&t(), 1),
+            HR.key(&t(), 0),
+            HR.key(&t(), 1)
         ]
     );
-    assert_eq!(names[4], "TENANT#acme#USAGE#0");
-    assert_eq!(names[12], "TENANT#acme#RATE#0");
-    assert_eq!(names[20], "catalog TENANT#acme#CATALOG#0");
-    assert_eq!(names[35], "catalog TENANT#acme#CATALOG#15");
-    assert_eq!(names.last().unwrap(), "TENANT#acme#TENANT");
+    assert_eq!(names[4], usage_counter_pk(&t(), 0));
+    assert_eq!(names[12], quota_window_pk(&t(), 0));
+    assert_eq!(names[20], format!("catalog {}", catalog_shard_key(&t(), 0)));
+    assert_eq!(
+        names[35],
+        format!("catalog {}", catalog_shard_key(&t(), 15))
+    );
+    assert_eq!(names.last().unwrap(), &tenant_record_key(&t()));
     assert_eq!(names.len(), 37);
     // AND without the record, the same less the last
     assert_eq!(sources(&t(), 2, 8, RecordInWalk::Excluded), all[..36]);
@@ -48,13 +54,15 @@ fn a_position_names_its_source_and_a_foreign_one_is_refused() {
             },
         )
     };
-    assert_eq!(at("TENANT#acme#HR#1"), Ok(5));
-    let session = "TENANT#acme#SESSION#0193a0b1-0000-7000-8000-000000000001";
+    assert_eq!(at(&HR.key(&t(), 1)), Ok(5));
+    let id = SessionId::parse("0193a0b1-0000-7000-8000-000000000001").unwrap();
+    let session = &session_pk(&t(), &id);
     let catalog = catalog_key(&t(), session).unwrap();
     assert_eq!(all[at(session).unwrap()], Source::Catalog(catalog));
-    assert_eq!(at("TENANT#acme#TENANT"), Ok(all.len() - 1));
-    assert_eq!(at("TENANT#other#SESSION#x"), Err(UnknownPosition));
-    assert_eq!(at("TENANT#acme#PRODUCT#9"), Err(UnknownPosition));
+    assert_eq!(at(&tenant_record_key(&t())), Ok(all.len() - 1));
+    let other = TenantId::parse("other").unwrap();
+    assert_eq!(at(&SESSION.key(&other, "x")), Err(UnknownPosition));
+    assert_eq!(at(&PRODUCTS.key(&t(), 9)), Err(UnknownPosition));
 }
 
 #[test]
@@ -62,7 +70,7 @@ fn every_attribute_type_survives_dynamodb_json() {
     // GIVEN an item with every type
     let blob = aws_sdk_dynamodb::primitives::Blob::new(vec![0u8, 255, 7]);
     let item = Item::from([
-        ("PK".into(), AttributeValue::S("TENANT#acme#X#1".into())),
+        ("PK".into(), AttributeValue::S(Space("X").key(&t(), 1))),
         ("n".into(), AttributeValue::N("-1.5e3".into())),
         ("b".into(), AttributeValue::B(blob.clone())),
         ("t".into(), AttributeValue::Bool(true)),

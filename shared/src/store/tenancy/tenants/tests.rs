@@ -1,7 +1,13 @@
 use super::*;
-use crate::identity::keys::ItemKey;
+use crate::identity::entities::{spaces, SESSION};
+use crate::identity::ids::TenantId;
+use crate::identity::keys::{tenant_record_key, ItemKey, KeySpace};
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::BTreeMap;
+
+fn t(raw: &str) -> TenantId {
+    TenantId::parse(raw).unwrap()
+}
 
 #[test]
 fn every_named_tier_has_limits_and_custom_has_none() {
@@ -15,8 +21,8 @@ fn every_named_tier_has_limits_and_custom_has_none() {
 #[test]
 fn golden_record_with_custom_limits() {
     let record = TenantRecord {
-        pk: "TENANT#acme#TENANT".into(),
-        sk: "TENANT#acme#TENANT".into(),
+        pk: tenant_record_key(&t("acme")),
+        sk: tenant_record_key(&t("acme")),
         tenant_id: "acme".into(),
         tier: Tier::Custom,
         limits: Some(Limits {
@@ -62,8 +68,8 @@ fn the_offboarding_state_reads_back_as_written() {
         steps: 3,
         deleted: BTreeMap::from([("PRODUCT".to_owned(), 250), ("USAGE".to_owned(), 8)]),
         position: Some(ItemKey {
-            pk: "TENANT#a#SESSION#1".into(),
-            sk: "TENANT#a#CUSTOMER#c".into(),
+            pk: SESSION.key(&t("a"), 1),
+            sk: spaces::CUSTOMER.key(&t("a"), "c"),
         }),
     };
     let empty = Offboarding {
@@ -101,8 +107,9 @@ fn golden_change_expressions() {
         "SET #status = :status, #changedBy = :changedBy"
     );
     // a record written before suspension existed reads as active
+    let record = tenant_record_key(&t("a"));
     let old: TenantRecord = serde_json::from_value(serde_json::json!({
-        "PK": "TENANT#a#TENANT", "SK": "TENANT#a#TENANT", "tenantId": "a", "tier": "basic",
+        "PK": record, "SK": record, "tenantId": "a", "tier": "basic",
         "shardCount": 1, "createdAt": "2026-01-01T00:00:00Z"
     }))
     .unwrap();
