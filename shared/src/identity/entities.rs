@@ -210,11 +210,17 @@ pub const INTEGRATION: EntityKind = EntityKind {
     import_as: None,
 };
 
+/// A key space of the machinery's own (idempotency records, imports, the platform's lists), or a
+/// secondary segment of an entity's key (a session's customer, an order's month partitions).
+/// Its keys are built through `identity::keys::KeySpace`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Space(pub &'static str);
+
 /// The machinery's own key spaces, outside the entity kinds: each names the segment after the tenant
 /// of the keys it builds (`identity::keys`). The platform's spaces are under the platform's tenant
 /// (`TENANT#_platform#…`), which no request can name.
 pub mod spaces {
-    use crate::identity::keys::Space;
+    use super::Space;
 
     /// A root session's sort key: `TENANT#t#CUSTOMER#<customerId>`.
     pub const CUSTOMER: Space = Space("CUSTOMER");

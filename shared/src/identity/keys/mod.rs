@@ -66,10 +66,7 @@ pub trait KeySpace {
     }
 }
 
-/// A key space of the machinery's own (idempotency records, imports, the platform's lists), or a
-/// secondary segment of an entity's key (a session's customer, an order's month partitions).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Space(pub &'static str);
+pub use crate::identity::entities::Space;
 
 impl KeySpace for Space {
     fn segment(&self) -> &'static str {
