@@ -11,13 +11,11 @@ use shared::identity::ids::EntityId;
 use shared::identity::keys::kind;
 use shared::service::http::{no_content, path_entity_id};
 use shared::store::client::query::string_attr;
-use shared::store::client::transact::{transact, TransactError};
 use shared::store::imports::tombstone;
 use shared::store::tenancy::layout::{self, Layout};
 use shared::{ApiError, App};
 
-use crate::membership_key;
-use crate::store::{delete, keys};
+use crate::store::{self, keys};
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
@@ -46,21 +44,9 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         let department = string_attr(&current, "departmentId")
             .and_then(|d| EntityId::parse(&d).ok())
             .ok_or_else(|| ApiError::Internal("employee without a department".into()))?;
-        let request = db
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(vec![
-                delete(&db, key, Some(&department))?,
-                delete(&db, membership_key(t, &department, &id), None)?,
-                gone,
-            ]));
-        match transact(request).await {
-            Ok(()) => {
-                app.read_cache.forget(t, &keys.write);
-                return Ok(no_content());
-            }
-            Err(TransactError::ConditionFailed { .. }) => continue,
-            Err(other) => return Err(other.into()),
+        if store::delete_employee(&db, key, &department, &id, gone).await? {
+            app.read_cache.forget(t, &keys.write);
+            return Ok(no_content());
         }
     }
     Err(ApiError::Conflict(

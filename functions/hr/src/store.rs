@@ -1,12 +1,14 @@
-//! The writes of departments and employees, shared by their PUT routes and the import consumer: an
-//! import's item is the same write as a PUT, only as of the import's acceptance (`written_at`), with
-//! actions of its own along (its marker, the not-deleted check) and never over a later write.
+//! Every read and write of departments and employees. The writes are shared by their PUT routes and
+//! the import consumer: an import's item is the same write as a PUT, only as of the import's
+//! acceptance (`written_at`), with actions of its own along (its marker, the not-deleted check) and
+//! never over a later write.
 
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::{EntityId, TenantId};
-use shared::identity::keys::{kind, Key};
-use shared::store::client::query::{string_attr, u64_attr, Item};
+use shared::identity::keys::{department_members_pk, kind, Key};
+use shared::store::client::error::StoreError;
+use shared::store::client::query::{string_attr, u64_attr, Item, Page};
 use shared::store::client::scoped::TenantDb;
 use shared::store::client::transact::{transact, TransactError};
 use shared::store::tenancy::layout::{self, Keys, Layout, NOT_LATER, UPDATED_AT_MS};
@@ -271,6 +273,52 @@ fn delete_copy(
         .build()
         .map_err(internal)?;
     Ok(TransactWriteItem::builder().delete(delete).build())
+}
+
+/// Deletes the employee at `key` and its membership of `department`, with `tombstone` (1
+/// TransactWriteItems). `Ok(false)` when it was cancelled: the employee changed (moved to another
+/// department, or was moved by a re-sharding) since it was read.
+pub async fn delete_employee(
+    db: &TenantDb,
+    key: Key,
+    department: &EntityId,
+    employee: &EntityId,
+    tombstone: TransactWriteItem,
+) -> Result<bool, ApiError> {
+    let request = db
+        .client
+        .transact_write_items()
+        .set_transact_items(Some(vec![
+            delete(db, key, Some(department))?,
+            delete(db, membership_key(&db.tenant, department, employee), None)?,
+            tombstone,
+        ]));
+    match transact(request).await {
+        Ok(()) => Ok(true),
+        Err(TransactError::ConditionFailed { .. }) => Ok(false),
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// One page of a department's members (1 Query of its membership partition).
+pub async fn members_page(
+    db: &TenantDb,
+    department: &EntityId,
+    limit: u32,
+    start: Option<Key>,
+) -> Result<Page, StoreError> {
+    let out = db
+        .query_partition(&department_members_pk(&db.tenant, department))
+        .limit(limit as i32)
+        .set_exclusive_start_key(start)
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    Ok(Page {
+        items: out.items.unwrap_or_default(),
+        next: out.last_evaluated_key.filter(|k| !k.is_empty()),
+        requests: 1,
+    })
 }
 
 /// A Delete of `key`, on condition that the item there is in department `department` when given.
