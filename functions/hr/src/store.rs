@@ -11,6 +11,7 @@ use shared::store::client::error::StoreError;
 use shared::store::client::query::{string_attr, u64_attr, Item, Page};
 use shared::store::client::scoped::TenantDb;
 use shared::store::client::transact::{transact, TransactError};
+pub use shared::store::tenancy::layout::WrittenAt;
 use shared::store::tenancy::layout::{self, Keys, Layout, NOT_LATER, UPDATED_AT_MS};
 use shared::ApiError;
 
@@ -18,30 +19,6 @@ use crate::{hr_key, item_with_keys, membership_key, Department, Employee};
 
 /// Attempts of an employee write that a concurrent change cancelled, before 409.
 const ATTEMPTS: usize = 4;
-
-/// When a write happens, and whether it is late: an import's item is a write of the import's
-/// acceptance, which never replaces what was written after it.
-#[derive(Debug, Clone, Copy)]
-pub struct WrittenAt {
-    pub ms: u64,
-    pub late: bool,
-}
-
-impl WrittenAt {
-    /// A write of now (a PUT): it replaces whatever is there.
-    pub fn now(ms: u64) -> Self {
-        Self { ms, late: false }
-    }
-
-    /// A write of `ms`, not replacing a later one (an import's item).
-    pub fn as_of(ms: u64) -> Self {
-        Self { ms, late: true }
-    }
-
-    fn guard(self) -> Option<u64> {
-        self.late.then_some(self.ms)
-    }
-}
 
 /// What a write stored: the view it answers with, the key the read cache knows it by (the layout's
 /// write key), and what the write did.

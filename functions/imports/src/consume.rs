@@ -607,17 +607,13 @@ async fn write(
     ];
     let (written, put) = match &item.item {
         ImportItem::Product(p) => {
-            let (keys, put) = products::store_product(
-                &db,
-                layout,
-                tenant,
-                &p.product_id,
-                &p.document,
-                body.issued_at,
+            let write = products::ProductWrite {
+                id: &p.product_id,
+                document: &p.document,
+                written_at: WrittenAt::as_of(body.issued_at),
                 along,
-                true,
-            )
-            .await?;
+            };
+            let (keys, put) = products::store_product(&db, layout, write).await?;
             (keys.write, put)
         }
         ImportItem::Department(d) => {

@@ -13,23 +13,15 @@ pub mod put_product;
 pub mod query_tenant_products;
 // @generated end
 
-use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use serde::Serialize;
-use shared::identity::clock::rfc3339;
-use shared::identity::ids::{EntityId, TenantId};
-use shared::identity::keys::{kind, sharded_entity_key, Key};
 use shared::store::client::query::{string_attr, Item};
-use shared::store::client::scoped::TenantDb;
-use shared::store::tenancy::layout::{self, Keys, Layout, Put};
 use shared::ApiError;
+
+pub mod store;
+pub use store::{product_key, store_product, ProductWrite};
 
 /// The largest product document accepted, as JSON.
 pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
-
-/// The table key of product `id` for a tenant with `shard_count` shards.
-pub fn product_key(t: &TenantId, id: &EntityId, shard_count: u32) -> Key {
-    sharded_entity_key(t, kind::PRODUCT, kind::PRODUCT, id, shard_count)
-}
 
 /// DynamoDB's limits on what a map can hold: nesting of at most 32 levels, non-empty attribute names,
 /// and numbers between 1e-130 and 9.99e125 in magnitude. A document breaking one is the caller's
@@ -99,44 +91,6 @@ pub fn check_product(document: &serde_json::Value, path: &str) -> Result<(), Api
         ));
     }
     check_document(document, path, 0)
-}
-
-/// Writes product `id` of `tenant` under `layout` (see `shared::store::tenancy::layout`), as of
-/// `written_at` (epoch ms, stored as `updatedAt` and `updatedAtMs`), in one transaction with `along`
-/// when anything comes along. A `late` write (an import's, delivered after the fact) does not replace
-/// a product written after `written_at` ([`Put::Superseded`]). The one way a product is written:
-/// `PUT /products/{id}` and the import consumer both call it.
-#[allow(clippy::too_many_arguments)]
-pub async fn store_product(
-    db: &TenantDb,
-    layout: Layout,
-    tenant: &TenantId,
-    id: &EntityId,
-    document: &serde_json::Value,
-    written_at: u64,
-    along: Vec<TransactWriteItem>,
-    late: bool,
-) -> Result<(Keys, Put), ApiError> {
-    let doc_av = serde_dynamo::to_attribute_value(document)
-        .map_err(|e| ApiError::Internal(format!("convert document: {e}")))?;
-    let keys = Keys::of(layout, |n| product_key(tenant, id, n));
-    let fields = Item::from([
-        ("kind".to_owned(), AttributeValue::S(kind::PRODUCT.into())),
-        ("tenantId".to_owned(), AttributeValue::S(tenant.to_string())),
-        ("productId".to_owned(), AttributeValue::S(id.to_string())),
-        ("document".to_owned(), doc_av),
-        (
-            "updatedAt".to_owned(),
-            AttributeValue::S(rfc3339(written_at)),
-        ),
-        (
-            layout::UPDATED_AT_MS.to_owned(),
-            AttributeValue::N(written_at.to_string()),
-        ),
-    ]);
-    let put =
-        layout::put_along(db, layout, &keys, fields, along, late.then_some(written_at)).await?;
-    Ok((keys, put))
 }
 
 /// A product as the API returns it.

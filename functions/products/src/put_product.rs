@@ -8,7 +8,7 @@ use shared::service::http::{json_body, path_entity_id, put_response};
 use shared::store::tenancy::layout::Put;
 use shared::{ApiError, App};
 
-use crate::{store_product, ProductView};
+use crate::{store_product, ProductView, ProductWrite};
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
@@ -18,17 +18,8 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let db = app.db(&caller.tenant).await?;
     let layout = app.directory.layout(&db).await?;
     let now_ms = app.clock.now_millis();
-    let (keys, put) = store_product(
-        &db,
-        layout,
-        &caller.tenant,
-        &id,
-        &document,
-        now_ms,
-        Vec::new(),
-        false,
-    )
-    .await?;
+    let write = ProductWrite::now(&id, &document, now_ms);
+    let (keys, put) = store_product(&db, layout, write).await?;
     app.read_cache.forget(&caller.tenant, &keys.write);
     let replaced = matches!(
         put,

@@ -470,5 +470,30 @@ fn internal(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
     StoreError::Internal(e.to_string())
 }
 
+/// When a write happens, and whether it is late: an import's item is a write of the import's
+/// acceptance, which never replaces what was written after it.
+#[derive(Debug, Clone, Copy)]
+pub struct WrittenAt {
+    pub ms: u64,
+    pub late: bool,
+}
+
+impl WrittenAt {
+    /// A write of now (a PUT): it replaces whatever is there.
+    pub fn now(ms: u64) -> Self {
+        Self { ms, late: false }
+    }
+
+    /// A write of `ms`, not replacing a later one (an import's item).
+    pub fn as_of(ms: u64) -> Self {
+        Self { ms, late: true }
+    }
+
+    /// The time a write must not replace a later one of: `Some` for a late write.
+    pub fn guard(self) -> Option<u64> {
+        self.late.then_some(self.ms)
+    }
+}
+
 #[cfg(test)]
 mod tests;
