@@ -28,10 +28,10 @@ use shared::identity::ids::{EntityId, TenantId};
 use shared::service::http::{json_body_up_to, json_response};
 use shared::service::idempotent::{self, Recorder};
 use shared::store::client::scoped::TenantDb;
-use shared::store::client::transact::{transact, TransactError};
+use shared::store::client::transact::TransactError;
 use shared::store::imports::{
-    claim, count_open, due_at_ms, enqueued, ensure_sealing_key, open_imports, uncount_open, Claim,
-    FailReason, NewImport, Progress, Status, MAX_OPEN_IMPORTS,
+    claim, count_open, due_at_ms, ensure_sealing_key, mark_enqueued, open_imports, uncount_open,
+    Claim, FailReason, NewImport, Progress, Status, MAX_OPEN_IMPORTS,
 };
 use shared::store::lifecycle::driving::{list_import, unlist_import, DueImport};
 use shared::{ApiError, App};
@@ -350,24 +350,25 @@ async fn create(
             final_by: rfc3339(due_at_ms(issued_at)),
         },
     );
-    let mut request =
-        db.client
-            .transact_write_items()
-            .transact_items(enqueued(db, t, &import, &fingerprint)?);
     let location = format!("/imports/{import}");
-    if let Some(recorder) = &recorder {
-        request = request.transact_items(recorder.record_with_headers(
-            StatusCode::ACCEPTED,
-            &view,
-            &[(header::LOCATION, &location)],
-        )?);
-    }
-    transact(request).await.map_err(|e| match e {
-        TransactError::ConditionFailed { index: 0, .. } => {
-            ApiError::Conflict("The import changed while it was sent; retry.".into())
-        }
-        other => other.into(),
-    })?;
+    let recorded = recorder
+        .as_ref()
+        .map(|recorder| {
+            recorder.record_with_headers(
+                StatusCode::ACCEPTED,
+                &view,
+                &[(header::LOCATION, &location)],
+            )
+        })
+        .transpose()?;
+    mark_enqueued(db, t, &import, &fingerprint, recorded)
+        .await
+        .map_err(|e| match e {
+            TransactError::ConditionFailed { index: 0, .. } => {
+                ApiError::Conflict("The import changed while it was sent; retry.".into())
+            }
+            other => other.into(),
+        })?;
     Ok(accepted_response(&import, view))
 }
 

@@ -19,7 +19,6 @@ use lambda_http::http::{header, StatusCode};
 use lambda_http::{Body, Request, Response};
 use serde_json::json;
 use shared::identity::cursor::{self, MAX_EXPORT_CURSOR_BYTES};
-use shared::identity::keys::{Key, PK, SK};
 use shared::service::http::{
     page_limit_up_to, path_tenant_id, query_param, MAX_PAGE_BYTES, MAX_SHARDED_LIMIT,
 };
@@ -75,10 +74,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                 MAX_EXPORT_CURSOR_BYTES,
                 |_, _| true,
             )?;
-            let position = Position {
-                pk: key_string(&key, PK),
-                sk: key_string(&key, SK),
-            };
+            let position = Position::from_key(&key).ok_or(cursor::InvalidCursor)?;
             tenant_items::source_of(&tenant, &sources, &position)
                 .map_err(|_| ApiError::from(cursor::InvalidCursor))?;
             Ok::<_, ApiError>(position)
@@ -114,26 +110,13 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         }
         body.push_str(&line);
         body.push('\n');
-        last = Some(Position {
-            pk: key_string(item, PK),
-            sk: key_string(item, SK),
-        });
+        last = Position::from_key(item).or(last);
     }
     let mut response = Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "application/x-ndjson");
     if let Some(next) = next {
-        let key = Key::from([
-            (
-                PK.to_owned(),
-                aws_sdk_dynamodb::types::AttributeValue::S(next.pk),
-            ),
-            (
-                SK.to_owned(),
-                aws_sdk_dynamodb::types::AttributeValue::S(next.sk),
-            ),
-        ]);
-        let cursor = cursor::encode(keys, &tenant, &route, &key);
+        let cursor = cursor::encode(keys, &tenant, &route, &next.to_key());
         response = response.header(
             header::LINK,
             format!("</tenants/{tenant}/export?limit={limit}&cursor={cursor}>; rel=\"next\""),
@@ -142,11 +125,4 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     response
         .body(Body::Text(body))
         .map_err(|e| ApiError::Internal(format!("build response: {e}")))
-}
-
-fn key_string(key: &Key, name: &str) -> String {
-    key.get(name)
-        .and_then(|v| v.as_s().ok())
-        .cloned()
-        .unwrap_or_default()
 }

@@ -21,6 +21,29 @@ pub struct ItemKey {
     pub sk: String,
 }
 
+impl ItemKey {
+    /// The table key (`PK`, `SK`) of an item or a `LastEvaluatedKey`; `None` unless both are strings.
+    pub fn from_key(key: &Key) -> Option<Self> {
+        use aws_sdk_dynamodb::types::AttributeValue::S;
+        match (key.get(PK), key.get(SK)) {
+            (Some(S(pk)), Some(S(sk))) => Some(Self {
+                pk: pk.clone(),
+                sk: sk.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The key as DynamoDB takes it.
+    pub fn to_key(&self) -> Key {
+        use aws_sdk_dynamodb::types::AttributeValue::S;
+        Key::from([
+            (PK.to_owned(), S(self.pk.clone())),
+            (SK.to_owned(), S(self.sk.clone())),
+        ])
+    }
+}
+
 /// A DynamoDB key (or `LastEvaluatedKey`): attribute name → value.
 pub type Key = std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>;
 

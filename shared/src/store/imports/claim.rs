@@ -7,6 +7,7 @@ use crate::store::client::error::StoreError;
 use crate::store::client::items::{enlist, get_item_consistent};
 use crate::store::client::query::{put_unless_live, string_attr, u64_attr};
 use crate::store::client::scoped::TenantDb;
+use crate::store::client::transact::{transact, TransactError};
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 
 /// When an import accepted at `created_at_ms` must be final ([`FINAL_WITHIN_SECONDS`]).
@@ -84,12 +85,15 @@ pub async fn claim(
 
 /// The transaction action that marks the import's items as all enqueued, on condition that the
 /// record is still this request's.
-pub fn enqueued(
+/// Marks it so (1 TransactWriteItems), with `recorded` (an idempotency record) along when given:
+/// a failed condition is action 0's.
+pub async fn mark_enqueued(
     db: &TenantDb,
     tenant: &TenantId,
     import: &EntityId,
     fingerprint: &str,
-) -> Result<TransactWriteItem, StoreError> {
+    recorded: Option<TransactWriteItem>,
+) -> Result<(), TransactError> {
     let pk = import_key(tenant, import);
     let update = Update::builder()
         .table_name(&*db.table)
@@ -103,7 +107,13 @@ pub fn enqueued(
         .expression_attribute_values(":fingerprint", AttributeValue::S(fingerprint.into()))
         .build()
         .map_err(|e| StoreError::Internal(e.to_string()))?;
-    Ok(TransactWriteItem::builder().update(update).build())
+    let mut actions = vec![TransactWriteItem::builder().update(update).build()];
+    actions.extend(recorded);
+    let request = db
+        .client
+        .transact_write_items()
+        .set_transact_items(Some(actions));
+    transact(request).await
 }
 
 /// The transaction action that records `outcome` for item `index` of the import accepted at
