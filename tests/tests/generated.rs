@@ -226,18 +226,18 @@ fn no_hand_written_file_lists_the_routes_in_an_old_shape() {
 fn no_hand_written_list_of_kinds_is_left() {
     // The lists the entity declarations (shared::identity::entities) replaced, in their old shapes.
     for (file, shape) in [
-        ("shared/src/identity/keys.rs", "FIXED_PARTITION_KINDS"),
-        ("shared/src/identity/keys.rs", "SHARDED_PARTITIONS"),
+        ("shared/src/identity/keys/mod.rs", "FIXED_PARTITION_KINDS"),
+        ("shared/src/identity/keys/mod.rs", "SHARDED_PARTITIONS"),
         (
-            "shared/src/store/resharding.rs",
+            "shared/src/store/lifecycle/resharding.rs",
             "[kind::PRODUCT, kind::HR]",
         ),
         (
-            "shared/src/store/tenant_items.rs",
+            "shared/src/store/lifecycle/tenant_items.rs",
             "shard_pk(tenant, kind::HR",
         ),
-        ("shared/src/store/usage.rs", "#USAGE#{shard}"),
-        ("shared/src/store/limiter/mod.rs", "#RATE#{shard}"),
+        ("shared/src/store/quota/usage.rs", "#USAGE#{shard}"),
+        ("shared/src/store/quota/limiter/mod.rs", "#RATE#{shard}"),
         (
             "functions/users/src/lib.rs",
             "pub const USER: &str = \"USER\"",

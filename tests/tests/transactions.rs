@@ -233,7 +233,18 @@ async fn a_conflict_that_clears_is_retried_and_commits() {
 
 /// Modules that are no route but send a transaction for routes (and the import consumer), with the
 /// call that marks a route as sending it.
-const SHARED_WRITES: [(&str, &str); 1] = [("store", "store_employee(")];
+const SHARED_WRITES: [(&str, &str); 10] = [
+    ("store", "store_employee("),
+    ("store", "store::put_root("),
+    ("store", "store::put_child("),
+    ("store", "store::delete_collection("),
+    ("store", "store::delete_employee("),
+    ("store", "store::save_user("),
+    ("store", "store::place_order("),
+    ("store", "store::store_transfer_code("),
+    ("store", "store::redeem_transfer_code_recorded("),
+    ("store", "mark_enqueued("),
+];
 
 #[test]
 fn every_transactional_route_has_a_case_and_none_reads_cancellation_reasons_itself() {
