@@ -1,7 +1,7 @@
 //! createOrder: `POST /users/{userId}/orders` `{orderId?, date, amount, items: [{itemId, sku, qty,
 //! price}]}` → 201 with the order.
 //!
-//! One TransactWriteItems, so an order is written whole or not at all:
+//! One TransactWriteItems (`crate::store::place_order`), so an order is written whole or not at all:
 //! - ConditionCheck: the user's profile exists (404 otherwise);
 //! - Put the order header, `PK` = `SK` = `TENANT#t#ORDER#<o>`, on condition it does not exist (409);
 //! - Put the order summary in the user's collection (`PK` = `TENANT#t#USER#<u>`, `SK` = the order's
@@ -17,23 +17,21 @@
 
 use std::collections::HashSet;
 
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::{EntityId, SessionId};
-use shared::identity::shard::shard_for;
 use shared::service::http::{json_body, json_response, path_entity_id};
 use shared::service::idempotent::{self, Recorder};
 use shared::store::client::scoped::TenantDb;
-use shared::store::client::transact::transact;
 use shared::{ApiError, App};
 
-use crate::{
-    internal, item_with_keys, key, kind, order_date_pk, order_key, order_line_sk, order_month_sk,
-    same_key, user_exists_check, user_key, Date, LineItem, OrderSummary, Text,
-};
+use crate::error::internal;
+use crate::model::NewOrder;
+use crate::{store, Date, LineItem, OrderSummary, Text};
+
+pub use crate::model::Order;
 
 /// TransactWriteItems' limit (100) minus the user check, the header, the summary, the date index and
 /// an idempotency record.
@@ -62,15 +60,6 @@ struct LineInput {
     #[serde(deserialize_with = "shared::service::http::whole_number")]
     qty: u32,
     price: f64,
-}
-
-/// An order with its line items (the API view of createOrder and getOrder).
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Order {
-    #[serde(flatten)]
-    pub summary: OrderSummary,
-    pub items: Vec<LineItem>,
 }
 
 fn money_ok(x: f64) -> bool {
@@ -135,7 +124,8 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     .await
 }
 
-/// Writes the order in one transaction; with a recorder, its answer is recorded in it too.
+/// Writes the order in one transaction (`crate::store::place_order`); with a recorder, its answer is
+/// recorded in it too.
 async fn create(
     app: &App,
     db: &TenantDb,
@@ -145,101 +135,38 @@ async fn create(
     now_ms: u64,
     recorder: Option<Recorder<'_>>,
 ) -> Result<Response<Body>, ApiError> {
-    let t = &db.tenant;
     let shards = app.directory.order_shards(db).await?;
-
-    let summary = OrderSummary {
-        order_id: order_id.to_string(),
-        user_id: user.to_string(),
-        date: input.date.to_string(),
-        amount: input.amount,
-        item_count: input.items.len() as u32,
-        created_at: rfc3339(now_ms),
+    let order = NewOrder {
+        summary: OrderSummary {
+            order_id: order_id.to_string(),
+            user_id: user.to_string(),
+            date: input.date.to_string(),
+            amount: input.amount,
+            item_count: input.items.len() as u32,
+            created_at: rfc3339(now_ms),
+        },
+        lines: input
+            .items
+            .into_iter()
+            .map(|l| {
+                let view = LineItem {
+                    item_id: l.item_id.to_string(),
+                    sku: l.sku.0,
+                    qty: l.qty,
+                    price: l.price,
+                };
+                (l.item_id, view)
+            })
+            .collect(),
+        user: user.clone(),
+        id: order_id,
+        date: input.date,
     };
-    let lines: Vec<(EntityId, LineItem)> = input
-        .items
-        .into_iter()
-        .map(|l| {
-            let view = LineItem {
-                item_id: l.item_id.to_string(),
-                sku: l.sku.0,
-                qty: l.qty,
-                price: l.price,
-            };
-            (l.item_id, view)
-        })
-        .collect();
-
-    let order_pk = order_key(t, &order_id);
-    let put = |item| {
-        Put::builder()
-            .table_name(&*db.table)
-            .set_item(Some(item))
-            .build()
-            .map(|p| TransactWriteItem::builder().put(p).build())
-            .map_err(internal)
-    };
-    let header = Put::builder()
-        .table_name(&*db.table)
-        .set_item(Some(item_with_keys(
-            &summary,
-            same_key(order_pk.clone()),
-            kind::ORDER,
-            t,
-        )?))
-        .condition_expression("attribute_not_exists(PK)")
-        .build()
-        .map_err(internal)?;
-    let mut actions = vec![
-        user_exists_check(db, t, user)?,
-        TransactWriteItem::builder().put(header).build(),
-        put(item_with_keys(
-            &summary,
-            key(user_key(t, user), order_pk.clone()),
-            kind::ORDER_SUMMARY,
-            t,
-        )?)?,
-        put(item_with_keys(
-            &summary,
-            key(
-                order_date_pk(t, input.date, &order_id),
-                order_month_sk(t, input.date.month(), shard_for(order_id.as_str(), shards)),
-            ),
-            kind::ORDER_DATE,
-            t,
-        )?)?,
-    ];
-    for (item_id, line) in &lines {
-        let mut item = item_with_keys(
-            line,
-            key(order_pk.clone(), order_line_sk(t, &order_id, item_id)),
-            kind::ITEM,
-            t,
-        )?;
-        item.insert(
-            "orderId".into(),
-            aws_sdk_dynamodb::types::AttributeValue::S(order_id.to_string()),
-        );
-        actions.push(put(item)?);
-    }
-
-    let order = Order {
-        summary,
-        items: lines.into_iter().map(|(_, l)| l).collect(),
-    };
-    if let Some(recorder) = &recorder {
-        actions.push(recorder.record(StatusCode::CREATED, &order)?);
-    }
-    let request = db
-        .client
-        .transact_write_items()
-        .set_transact_items(Some(actions));
-    match transact(request).await {
-        Ok(()) => Ok(json_response(StatusCode::CREATED, &order)),
-        Err(e) if e.failed_at(0) => Err(ApiError::NotFound("No such user.".into())),
-        Err(e) if e.failed_at(1) => Err(ApiError::Conflict(
-            "An order with this orderId already exists.".into(),
-        )),
-        Err(e) => Err(e.into()),
-    }
+    let view = order.view();
+    let record = recorder
+        .as_ref()
+        .map(|r| r.record(StatusCode::CREATED, &view))
+        .transpose()?;
+    store::place_order(db, shards, &order, record).await?;
+    Ok(json_response(StatusCode::CREATED, &view))
 }

@@ -4,7 +4,7 @@
 //!
 //! Every tenant API call is metered by `shared::service::runtime` (UpdateItem `ADD` on one of 8 counter shards,
 //! concurrently with the call itself). Reading sums the shards: 8 Queries, concurrently, for any range
-//! of up to 13 months (`shared::store::quota::usage`).
+//! of up to 13 months (`crate::store::usage`).
 
 use std::collections::BTreeMap;
 
@@ -15,7 +15,7 @@ use shared::service::http::json_response;
 use shared::store::client::scoped::TenantDb;
 use shared::{ApiError, App};
 
-use crate::date_range;
+use crate::{date_range, store};
 
 const MAX_MONTHS: usize = 13;
 
@@ -57,7 +57,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
 /// tenant, and `GET /tenants/{tenantId}/usage` an operator.
 pub async fn usage_response(db: &TenantDb, req: &Request) -> Result<Response<Body>, ApiError> {
     let (from, to) = date_range(req, MAX_MONTHS)?;
-    let days = shared::store::quota::usage::read(db, &from.to_string(), &to.to_string()).await?;
+    let days = store::usage(db, from, to).await?;
     Ok(json_response(
         StatusCode::OK,
         &Usage {

@@ -19,35 +19,20 @@
 
 use lambda_http::{Body, Request, Response};
 use shared::identity::ids::TenantId;
-use shared::identity::keys::{GSI1, PK, SK};
 use shared::service::http::{page_limit, page_response, query_param, PageCursor};
-use shared::store::scatter::{gather, Fanout, Listing, Order, SortRange};
+use shared::store::scatter::Listing;
 use shared::{ApiError, App};
 
-use crate::{
-    date_range, order_date_bounds, order_month_sk, view_from_item, Date, Month, OrderSummary,
-};
+use crate::{date_range, store, view_from_item, Date, OrderSummary};
 
 pub const ROUTE: &str = "list-tenant-orders";
 /// The longest range, in calendar months touched.
 pub const MAX_MONTHS: usize = 24;
 
-/// The orders of `t` dated `from` to `to`, over `shards` write shards, as one scatter-gather listing.
+/// The orders of `t` dated `from` to `to`, over `shards` write shards, as one scatter-gather listing
+/// (`crate::store::order_listing`).
 pub fn listing(t: &TenantId, from: Date, to: Date, shards: u32) -> Listing {
-    let (lo, hi) = order_date_bounds(t, from, to);
-    Listing {
-        route: format!("{ROUTE}:{from}:{to}"),
-        index: Some(GSI1),
-        partition_attr: SK,
-        sort_attr: PK,
-        range: SortRange::Between(lo, hi),
-        order: Order::Descending,
-        groups: Month::newest_first(from, to)
-            .into_iter()
-            .map(|month| (0..shards).map(|s| order_month_sk(t, month, s)).collect())
-            .collect(),
-        consistent: false,
-    }
+    store::order_listing(ROUTE, t, from, to, shards)
 }
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
@@ -60,15 +45,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let shards = app.directory.order_shards(&db).await?;
     let listing = listing(t, from, to, shards);
     let keys = &*app.cursor_keys()?;
-    let page = gather(
-        &db,
-        &listing,
-        keys,
-        limit,
-        cursor.as_deref(),
-        Fanout::Parallel,
-    )
-    .await?;
+    let page = store::list_orders(&db, &listing, keys, limit, cursor.as_deref()).await?;
     let view = |item| Ok(view_from_item::<OrderSummary>(item)?);
     let cursor = PageCursor {
         keys,

@@ -1,22 +1,20 @@
 //! putIntegrationToken: `PUT /integrations/{service}/token` `{token, expiresAt}` → 200
 //! `{service, expiresAt}` (the token is not echoed).
 //!
-//! One PutItem of `PK` = `SK` = `TENANT#t#INTEGRATION#<service>` (replacing any previous token).
+//! One PutItem (`crate::store::save_integration_token`) of `PK` = `SK` = `TENANT#t#INTEGRATION#<service>` (replacing any previous token).
 //! `expiresAt` (epoch seconds, in the future and at most a year ahead) is also the table's TTL
 //! attribute, so DynamoDB deletes the item some time after it expires; reads compare it too, since
 //! that deletion lags. `service` is an id (`[A-Za-z0-9_-]{1,128}`); the token is 1 to 4,096
 //! characters. Tokens are never logged.
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::{Deserialize, Serialize};
-use shared::identity::clock::rfc3339;
-use shared::identity::keys::EXPIRES_AT;
 use shared::service::http::{json_body, json_response, path_entity_id};
 use shared::{ApiError, App};
 
-use crate::{integration_key, kind, same_key};
+use crate::model::IntegrationToken;
+use crate::store;
 
 pub const MAX_TOKEN_CHARS: usize = 4096;
 pub const MAX_TOKEN_SECONDS: u64 = 366 * 24 * 3600;
@@ -57,29 +55,17 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         ));
     }
     let db = app.db(t).await?;
-    let mut item = same_key(integration_key(t, &service));
-    item.insert("kind".into(), AttributeValue::S(kind::INTEGRATION.into()));
-    item.insert("tenantId".into(), AttributeValue::S(t.to_string()));
-    item.insert("service".into(), AttributeValue::S(service.to_string()));
-    item.insert("token".into(), AttributeValue::S(input.token));
-    item.insert("updatedAt".into(), AttributeValue::S(rfc3339(now_ms)));
-    item.insert(
-        EXPIRES_AT.into(),
-        AttributeValue::N(input.expires_at.to_string()),
-    );
-    shared::store::client::items::enlist(t, &mut item);
-    db.client
-        .put_item()
-        .table_name(&*db.table)
-        .set_item(Some(item))
-        .send()
-        .await
-        .map_err(ApiError::from_dynamodb)?;
+    let token = IntegrationToken {
+        service: service.to_string(),
+        token: input.token,
+        expires_at: input.expires_at,
+    };
+    store::save_integration_token(&db, &service, &token, now_ms).await?;
     Ok(json_response(
         StatusCode::OK,
         &Stored {
-            service: service.to_string(),
-            expires_at: input.expires_at,
+            service: token.service,
+            expires_at: token.expires_at,
         },
     ))
 }

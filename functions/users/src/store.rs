@@ -1,0 +1,430 @@
+//! Every read and write of this crate's routes, through `shared::store`: the handlers parse the
+//! request, call one of these, and shape the answer. Each function's requests are the ones routes.yaml
+//! documents for its route (`tests/tests/request_counts.rs` counts them).
+//!
+//! A write that an `Idempotency-Key` records takes the key's record (`record`) as its transaction's
+//! last action.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, Put, ReturnValue, TransactWriteItem, Update,
+};
+use shared::identity::cursor::CursorKeys;
+use shared::identity::ids::{EntityId, TenantId};
+use shared::identity::keys::{EXPIRES_AT, GSI1, PK, SK};
+use shared::store::client::error::StoreError;
+use shared::store::client::items::{get_item, get_item_consistent, view_from_item};
+use shared::store::client::query::{all_pages, is_live, string_attr, u64_attr, Item};
+use shared::store::client::scoped::TenantDb;
+use shared::store::client::transact::{transact, TransactError};
+use shared::store::quota::usage::RouteUsage;
+use shared::store::scatter::{gather, Fanout, GatheredPage, Listing, Order, SortRange};
+
+use crate::error::{internal, Error};
+use crate::keys::{
+    email_key, integration_key, order_date_bounds, order_month_sk, same_key, transfer_key, user_key,
+};
+use crate::model::{
+    self, EmailOwner, IntegrationToken, NewOrder, NewTransferCode, User, UserWithOrders,
+};
+use crate::values::{Date, Email, Month, TransferCode};
+
+/// Attempts of a profile write that a concurrent change of the profile or its email cancelled.
+const SAVE_USER_ATTEMPTS: u32 = 5;
+
+/// What [`save_user`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Saved {
+    Created,
+    Updated,
+}
+
+/// Writes user `id`'s profile (`user`) and makes `email` its own. One consistent GetItem of the
+/// profile (its current email), then one TransactWriteItems:
+/// - Put the profile, on condition it does not exist (new user) or its email is still the one read;
+/// - Put the email item, on condition it does not exist or is already this user's;
+/// - when the email changes: Delete the old email item, on condition it is this user's.
+///
+/// A taken email cancels the transaction on the email item: [`Error::EmailTaken`], nothing written.
+/// A concurrent change of the same profile is retried on a fresh read, a few times, then
+/// [`Error::UserChanged`].
+pub async fn save_user(
+    db: &TenantDb,
+    id: &EntityId,
+    email: &Email,
+    user: &User,
+) -> Result<Saved, Error> {
+    let t = &db.tenant;
+    let profile_key = same_key(user_key(t, id));
+    let new_email_key = email_key(t, email);
+    let profile = model::profile_item(t, id, user)?;
+    let email_item = model::email_item(t, email, user)?;
+    let me = AttributeValue::S(id.to_string());
+
+    for attempt in 0..SAVE_USER_ATTEMPTS {
+        if attempt > 0 {
+            // Jittered backoff so racing writers do not collide again in lockstep.
+            let jitter = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) % 20;
+            tokio::time::sleep(Duration::from_millis(10 * u64::from(attempt) + jitter)).await;
+        }
+        let current = db
+            .client
+            .get_item()
+            .table_name(&*db.table)
+            .set_key(Some(profile_key.clone()))
+            .consistent_read(true)
+            .projection_expression("#email")
+            .expression_attribute_names("#email", "email")
+            .send()
+            .await
+            .map_err(StoreError::from_sdk)?
+            .item;
+        let old_email = current.as_ref().and_then(|i| string_attr(i, "email"));
+
+        let mut put_profile = Put::builder()
+            .table_name(&*db.table)
+            .set_item(Some(profile.clone()));
+        put_profile = match (&current, &old_email) {
+            (None, _) => put_profile.condition_expression("attribute_not_exists(PK)"),
+            (Some(_), Some(old)) => put_profile
+                .condition_expression("#email = :old")
+                .expression_attribute_names("#email", "email")
+                .expression_attribute_values(":old", AttributeValue::S(old.clone())),
+            (Some(_), None) => return Err(internal("stored profile has no email").into()),
+        };
+        let put_email = Put::builder()
+            .table_name(&*db.table)
+            .set_item(Some(email_item.clone()))
+            .condition_expression("attribute_not_exists(PK) OR userId = :me")
+            .expression_attribute_values(":me", me.clone())
+            .build()
+            .map_err(internal)?;
+        let mut request = db
+            .client
+            .transact_write_items()
+            .transact_items(
+                TransactWriteItem::builder()
+                    .put(put_profile.build().map_err(internal)?)
+                    .build(),
+            )
+            .transact_items(TransactWriteItem::builder().put(put_email).build());
+        if let Some(old) = old_email.as_deref() {
+            let old = Email::parse(old).map_err(internal)?;
+            let old_key = email_key(t, &old);
+            if old_key != new_email_key {
+                let delete = Delete::builder()
+                    .table_name(&*db.table)
+                    .set_key(Some(same_key(old_key)))
+                    .condition_expression("userId = :me")
+                    .expression_attribute_values(":me", me.clone())
+                    .build()
+                    .map_err(internal)?;
+                request =
+                    request.transact_items(TransactWriteItem::builder().delete(delete).build());
+            }
+        }
+        match transact(request).await {
+            Ok(()) if current.is_some() => return Ok(Saved::Updated),
+            Ok(()) => return Ok(Saved::Created),
+            Err(e) if e.failed_at(1) => return Err(Error::EmailTaken),
+            // The profile or the old email item changed since the read: read again.
+            Err(TransactError::ConditionFailed { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(Error::UserChanged)
+}
+
+/// User `id`'s profile and its `recent` newest order summaries, or `None` when there is no profile:
+/// one Query of the user's collection, descending, `Limit` `recent + 1`. The profile's SK sorts
+/// after every summary's, so it comes first.
+pub async fn user_with_recent_orders(
+    db: &TenantDb,
+    id: &EntityId,
+    recent: usize,
+) -> Result<Option<UserWithOrders>, StoreError> {
+    let partition = user_key(&db.tenant, id);
+    let out = db
+        .query_partition(&partition)
+        .scan_index_forward(false)
+        .limit(recent as i32 + 1)
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    model::user_with_orders(&partition, out.items.unwrap_or_default(), recent)
+}
+
+/// The owner of `email` (case-insensitive), if any: one GetItem of its uniqueness item.
+pub async fn find_user_by_email(
+    db: &TenantDb,
+    email: &Email,
+) -> Result<Option<EmailOwner>, StoreError> {
+    get_item(db, same_key(email_key(&db.tenant, email)))
+        .await?
+        .map(view_from_item)
+        .transpose()
+}
+
+/// The transaction action that checks user `user` exists (orders and transfer codes need one).
+fn user_exists(db: &TenantDb, user: &EntityId) -> Result<TransactWriteItem, StoreError> {
+    let check = ConditionCheck::builder()
+        .table_name(&*db.table)
+        .set_key(Some(same_key(user_key(&db.tenant, user))))
+        .condition_expression("attribute_exists(PK)")
+        .build()
+        .map_err(internal)?;
+    Ok(TransactWriteItem::builder().condition_check(check).build())
+}
+
+/// A plain Put action.
+fn put(db: &TenantDb, item: Item) -> Result<TransactWriteItem, StoreError> {
+    let put = Put::builder()
+        .table_name(&*db.table)
+        .set_item(Some(item))
+        .build()
+        .map_err(internal)?;
+    Ok(TransactWriteItem::builder().put(put).build())
+}
+
+/// Writes `order` whole, its date index over `shards` shards, in one TransactWriteItems:
+/// ConditionCheck the user's profile exists ([`Error::NoSuchUser`]), Put the header on condition it
+/// does not exist ([`Error::OrderExists`]), Put the summary in the user's collection, Put the date
+/// index item, one Put per line item, and `record` last.
+pub async fn place_order(
+    db: &TenantDb,
+    shards: u32,
+    order: &NewOrder,
+    record: Option<TransactWriteItem>,
+) -> Result<(), Error> {
+    let items = model::order_items(&db.tenant, order, shards)?;
+    let header = Put::builder()
+        .table_name(&*db.table)
+        .set_item(Some(items.header))
+        .condition_expression("attribute_not_exists(PK)")
+        .build()
+        .map_err(internal)?;
+    let mut actions = vec![
+        user_exists(db, &order.user)?,
+        TransactWriteItem::builder().put(header).build(),
+        put(db, items.summary)?,
+        put(db, items.date_index)?,
+    ];
+    for line in items.lines {
+        actions.push(put(db, line)?);
+    }
+    actions.extend(record);
+    let request = db
+        .client
+        .transact_write_items()
+        .set_transact_items(Some(actions));
+    match transact(request).await {
+        Ok(()) => Ok(()),
+        Err(e) if e.failed_at(0) => Err(Error::NoSuchUser),
+        Err(e) if e.failed_at(1) => Err(Error::OrderExists),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Order `id` with its line items, or `None`: one Query of the order's partition (the header sorts
+/// first), following `LastEvaluatedKey`.
+pub async fn order(db: &TenantDb, id: &EntityId) -> Result<Option<model::Order>, StoreError> {
+    let partition = crate::keys::order_key(&db.tenant, id);
+    let items = all_pages(db.query_partition(&partition)).await?;
+    model::order_from_items(&partition, items)
+}
+
+/// The orders of `t` dated `from` to `to`, over `shards` write shards, as one scatter-gather listing
+/// (`route` names it in its cursors): one group of `shards` GSI1 partitions per month, newest month
+/// first, each queried `SK = :part AND PK BETWEEN :lo AND :hi`, descending.
+pub fn order_listing(route: &str, t: &TenantId, from: Date, to: Date, shards: u32) -> Listing {
+    let (lo, hi) = order_date_bounds(t, from, to);
+    Listing {
+        route: format!("{route}:{from}:{to}"),
+        index: Some(GSI1),
+        partition_attr: SK,
+        sort_attr: PK,
+        range: SortRange::Between(lo, hi),
+        order: Order::Descending,
+        groups: Month::newest_first(from, to)
+            .into_iter()
+            .map(|month| (0..shards).map(|s| order_month_sk(t, month, s)).collect())
+            .collect(),
+        consistent: false,
+    }
+}
+
+/// One page of `listing` (an [`order_listing`]) from `cursor`, its partitions read concurrently.
+pub async fn list_orders(
+    db: &TenantDb,
+    listing: &Listing,
+    keys: &CursorKeys,
+    limit: u32,
+    cursor: Option<&str>,
+) -> Result<GatheredPage, StoreError> {
+    gather(db, listing, keys, limit, cursor, Fanout::Parallel).await
+}
+
+/// Stores a new transfer code in one TransactWriteItems: ConditionCheck the user's profile exists
+/// ([`Error::NoSuchUser`]), Put the code on condition it does not exist ([`Error::CodeNotStored`]),
+/// and `record` last. DynamoDB's errors carry no key values, so logging them never logs the code.
+pub async fn store_transfer_code(
+    db: &TenantDb,
+    code: &NewTransferCode,
+    record: Option<TransactWriteItem>,
+) -> Result<(), Error> {
+    let put = Put::builder()
+        .table_name(&*db.table)
+        .set_item(Some(model::transfer_item(&db.tenant, code)))
+        .condition_expression("attribute_not_exists(PK)")
+        .build()
+        .map_err(internal)?;
+    let mut request = db
+        .client
+        .transact_write_items()
+        .transact_items(user_exists(db, &code.user)?)
+        .transact_items(TransactWriteItem::builder().put(put).build());
+    if let Some(record) = record {
+        request = request.transact_items(record);
+    }
+    transact(request).await.map_err(|e| match e {
+        e if e.failed_at(0) => Error::NoSuchUser,
+        TransactError::ConditionFailed { .. } => Error::CodeNotStored,
+        other => other.into(),
+    })
+}
+
+/// The one conditional update that redeems `code`: it marks it redeemed by this request (a random
+/// nonce, so that an SDK retry of an attempt whose answer was lost passes the condition again), on
+/// condition it exists, is unexpired at `now` and was not redeemed by another request.
+fn redeem_update(db: &TenantDb, code: &TransferCode, now: u64) -> Result<Update, StoreError> {
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    Update::builder()
+        .table_name(&*db.table)
+        .set_key(Some(same_key(transfer_key(&db.tenant, code))))
+        .update_expression("SET #by = :nonce")
+        .condition_expression(
+            "attribute_exists(PK) AND #exp > :now AND (attribute_not_exists(#by) OR #by = :nonce)",
+        )
+        .expression_attribute_names("#exp", EXPIRES_AT)
+        .expression_attribute_names("#by", "redeemedBy")
+        .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
+        .expression_attribute_values(":nonce", AttributeValue::S(nonce))
+        .build()
+        .map_err(internal)
+}
+
+/// Redeems `code` and answers its user: one UpdateItem ([`redeem_update`]) returning the item
+/// (`ALL_NEW`); [`Error::CodeNotRedeemable`] when it is unknown, used or expired.
+pub async fn redeem_transfer_code(
+    db: &TenantDb,
+    code: &TransferCode,
+    now: u64,
+) -> Result<String, Error> {
+    let update = redeem_update(db, code, now)?;
+    let out = db
+        .client
+        .update_item()
+        .table_name(update.table_name())
+        .set_key(Some(update.key().clone()))
+        .update_expression(update.update_expression())
+        .set_condition_expression(update.condition_expression().map(str::to_owned))
+        .set_expression_attribute_names(update.expression_attribute_names().cloned())
+        .set_expression_attribute_values(update.expression_attribute_values().cloned())
+        .return_values(ReturnValue::AllNew)
+        .send()
+        .await
+        .map_err(|e| {
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception())
+            {
+                Error::CodeNotRedeemable
+            } else {
+                StoreError::from_sdk(e).into()
+            }
+        })?;
+    let user_id = out
+        .attributes
+        .as_ref()
+        .and_then(|new| string_attr(new, "userId"))
+        .ok_or_else(|| internal("redeemed transfer code had no userId"))?;
+    Ok(user_id)
+}
+
+/// The user of `code` while it can be redeemed at `now` (exists, unexpired, not redeemed), else
+/// `None`: one consistent GetItem.
+pub async fn redeemable_transfer_code_user(
+    db: &TenantDb,
+    code: &TransferCode,
+    now: u64,
+) -> Result<Option<String>, StoreError> {
+    let Some(current) = get_item_consistent(db, same_key(transfer_key(&db.tenant, code))).await?
+    else {
+        return Ok(None);
+    };
+    let redeemable = u64_attr(&current, EXPIRES_AT).is_some_and(|e| e > now)
+        && !current.contains_key("redeemedBy");
+    Ok(string_attr(&current, "userId").filter(|_| redeemable))
+}
+
+/// Redeems `code` with `record` in the same TransactWriteItems (the same conditional update as
+/// [`redeem_transfer_code`], then the record); [`Error::CodeNotRedeemable`] when it cannot be.
+pub async fn redeem_transfer_code_recorded(
+    db: &TenantDb,
+    code: &TransferCode,
+    now: u64,
+    record: TransactWriteItem,
+) -> Result<(), Error> {
+    let update = redeem_update(db, code, now)?;
+    let request = db
+        .client
+        .transact_write_items()
+        .transact_items(TransactWriteItem::builder().update(update).build())
+        .transact_items(record);
+    transact(request).await.map_err(|e| match e {
+        e if e.failed_at(0) => Error::CodeNotRedeemable,
+        other => other.into(),
+    })
+}
+
+/// Stores `token` for `service`, replacing any previous one: one PutItem, at `updated_ms`.
+pub async fn save_integration_token(
+    db: &TenantDb,
+    service: &EntityId,
+    token: &IntegrationToken,
+    updated_ms: u64,
+) -> Result<(), StoreError> {
+    let item = model::integration_item(&db.tenant, service, token, updated_ms);
+    db.client
+        .put_item()
+        .table_name(&*db.table)
+        .set_item(Some(item))
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    Ok(())
+}
+
+/// The token of `service` unless it has expired at `now` (TTL deletion lags expiry): one GetItem.
+pub async fn integration_token(
+    db: &TenantDb,
+    service: &EntityId,
+    now: u64,
+) -> Result<Option<IntegrationToken>, StoreError> {
+    get_item(db, same_key(integration_key(&db.tenant, service)))
+        .await?
+        .filter(|item| is_live(item, now))
+        .map(|item| model::integration_token(service, &item))
+        .transpose()
+}
+
+/// The metered usage of `db`'s tenant from `from` to `to`, per day and route: 8 Queries, one per
+/// counter shard, concurrently (`shared::store::quota::usage`).
+pub async fn usage(
+    db: &TenantDb,
+    from: Date,
+    to: Date,
+) -> Result<BTreeMap<String, BTreeMap<String, RouteUsage>>, StoreError> {
+    shared::store::quota::usage::read(db, &from.to_string(), &to.to_string()).await
+}
