@@ -65,12 +65,12 @@ export RUSTC_WORKSPACE_WRAPPER="$CLIPPY_DRIVER"
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 export LOAD_OPS="${LOAD_OPS:-2000}"
 # The import tests run the consumer as a Lambda process (tests/src/import_queue.rs), the Cognito
-# test the pre token generation trigger (tests/tests/cognito.rs).
+# test the pre token generation trigger (tests/tests/all/cognito.rs).
 step "the import consumer and Cognito trigger binaries" \
   cargo build -p imports --bin import-consumer -p tenants --bin pre-token-generation
 step "cargo test (unit + integration), linted by clippy -D warnings" cargo test --workspace --no-fail-fast
 step "table audit: every key the suite wrote is under exactly one tenant" \
-  cargo test -p integration --test table_audit -- --ignored
+  cargo test -p integration --test all -- --ignored table_audit::
 step "each function as a Lambda process" "$ROOT/scripts/e2e.sh"
 step "the scaffold: pooltable new route in a scratch copy, built and served through watch" \
   "$ROOT/scripts/scaffold-check.sh"

@@ -139,7 +139,11 @@ pub fn new_route(root: &Path, new: &NewRoute) -> Result<Vec<PathBuf>, ScaffoldEr
 
     let module = new.bin.replace('-', "_");
     let handler = PathBuf::from(format!("functions/{krate}/src/{module}.rs"));
-    let test = PathBuf::from(format!("tests/tests/{module}.rs"));
+    // The integration tests are one binary: the new file is a module of tests/tests/all/main.rs.
+    let test = PathBuf::from(format!("tests/tests/all/{module}.rs"));
+    let test_main = PathBuf::from("tests/tests/all/main.rs");
+    let main_before = std::fs::read_to_string(root.join(&test_main)).map_err(io(&test_main))?;
+    let main_text = with_module(&main_before, &module);
     for path in [&handler, &test] {
         if root.join(path).exists() {
             return Err(ScaffoldError::Usage(format!(
@@ -155,23 +159,45 @@ pub fn new_route(root: &Path, new: &NewRoute) -> Result<Vec<PathBuf>, ScaffoldEr
     let written = std::fs::write(root.join(&handler), handler_text)
         .map_err(io(&handler))
         .and_then(|()| std::fs::write(root.join(&test), test_text).map_err(io(&test)))
+        .and_then(|()| std::fs::write(root.join(&test_main), &main_text).map_err(io(&test_main)))
         .and_then(|()| std::fs::write(&routes, &text).map_err(io(Path::new("routes.yaml"))))
         .and_then(|()| Ok(generate::write(root)?));
     match written {
         Ok(generated) => {
-            let mut all = vec![handler, test, PathBuf::from("routes.yaml")];
+            let mut all = vec![handler, test, test_main, PathBuf::from("routes.yaml")];
             all.extend(generated);
             Ok(all)
         }
         Err(e) => {
-            // Nothing half-written: the three files go back to what they were. (The generator
+            // Nothing half-written: the four files go back to what they were. (The generator
             // writes only once everything it writes is known, so it left nothing to undo.)
             let _ = std::fs::remove_file(root.join(&handler));
             let _ = std::fs::remove_file(root.join(&test));
+            let _ = std::fs::write(root.join(&test_main), main_before);
             let _ = std::fs::write(&routes, before);
             Err(e)
         }
     }
+}
+
+/// tests/tests/all/main.rs with `mod <module>;` among its modules, in order.
+fn with_module(main: &str, module: &str) -> String {
+    let line = format!("mod {module};");
+    let mut lines: Vec<&str> = main.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("mod ") && *l > line.as_str())
+        .or_else(|| {
+            lines
+                .iter()
+                .rposition(|l| l.starts_with("mod "))
+                .map(|i| i + 1)
+        })
+        .unwrap_or(lines.len());
+    lines.insert(at, &line);
+    let mut out = lines.join("\n");
+    out.push('\n');
+    out
 }
 
 /// A crate the generator can add a route to: a workspace member the tests depend on, whose
@@ -322,40 +348,35 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
 }
 
 fn test_source(new: &NewRoute) -> String {
-    let params = path_params(&new.path);
-    let pairs: Vec<String> = params
+    let args: Vec<&str> = path_params(&new.path)
         .iter()
-        .map(|p| format!("(\"{p}\", \"sample-1\")"))
+        .map(|_| "\"sample-1\"")
         .collect();
-    let (caller, auth) = if new.operator {
+    let (caller, client) = if new.operator {
         (
             "an operator of an onboarded tenant",
-            "Auth::Operator(t.clone())",
+            "h.caller(&Auth::Operator(t.clone()))",
         )
     } else {
-        ("an onboarded tenant", "Auth::Tenant(t.clone())")
+        ("an onboarded tenant", "h.tenant(&t)")
+    };
+    let uses = if new.operator {
+        "use integration::{onboarded, Auth, Harness};"
+    } else {
+        "use integration::{onboarded, Harness};"
     };
     format!(
         "//! `{bin}`: `{method} {path}` (scaffolded by `pooltable new route`).
 
-use integration::routes::{{call, params}};
-use integration::{{onboarded, Auth, Harness}};
+{uses}
 
 #[tokio::test]
 async fn {module}_answers_an_empty_partition() {{
     // GIVEN {caller}, with nothing stored under the route's partition
     let h = Harness::new().await;
     let t = onboarded(&h, \"scaffold\").await;
-    // WHEN it calls the route
-    let r = call(
-        &h.app,
-        \"{bin}\",
-        &params(&[{pairs}]),
-        &[],
-        None,
-        &{auth},
-    )
-    .await;
+    // WHEN it calls the route (the client's method is generated from routes.yaml)
+    let r = {client}.{module}({args}).await;
     // THEN it answers 200 with no items counted
     assert_eq!(r.status, 200, \"{{}}\", r.body);
     assert_eq!(r.body[\"count\"], 0, \"{{}}\", r.body);
@@ -365,7 +386,7 @@ async fn {module}_answers_an_empty_partition() {{
         method = new.method,
         path = new.path,
         module = new.bin.replace('-', "_"),
-        pairs = pairs.join(", "),
+        args = args.join(", "),
     )
 }
 
@@ -397,6 +418,19 @@ mod tests {
             .to_string()
             .contains("read routes"));
         assert!(NewRoute::parse(&args("x GET /a --entity a#b")).is_err());
+    }
+
+    #[test]
+    fn a_new_test_module_is_declared_in_order() {
+        let main = "//! doc\n\nmod attack_matrix;\nmod users;\n";
+        assert_eq!(
+            with_module(main, "list_reviews"),
+            "//! doc\n\nmod attack_matrix;\nmod list_reviews;\nmod users;\n"
+        );
+        assert_eq!(
+            with_module(main, "zebra"),
+            "//! doc\n\nmod attack_matrix;\nmod users;\nmod zebra;\n"
+        );
     }
 
     #[test]

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 use shared::identity::clock::Clock;
 
-use crate::routes::call;
 use crate::{onboard, unique, Auth, Harness, Resp};
 
 /// A request to one route: who calls, its path parameters and its body.
@@ -38,7 +37,7 @@ pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
     let none = BTreeMap::new();
     let run = |bin: &'static str, p: BTreeMap<String, String>, body: Option<Value>| {
         let auth = auth.clone();
-        async move { ok(call(&h.app, bin, &p, &[], body, &auth).await) }
+        async move { ok(h.caller(&auth).call(bin, &p, body).await) }
     };
     let session = |customer: &str| {
         run(

@@ -4,6 +4,8 @@
 //!
 //! A missing local stack is a failure, never a skip.
 
+pub mod api;
+pub mod client;
 pub mod dispatch;
 pub mod fixtures;
 pub mod iam;
@@ -31,6 +33,8 @@ use shared::identity::clock::Clock;
 use shared::isolation::claims::AuthMode;
 use shared::service::app::{load_sdk_config, Settings};
 use shared::{ApiError, App};
+
+pub use api::{operator, Client};
 
 pub const ROLE_ARN: &str = "arn:aws:iam::123456789012:role/pooltable-test-tenant-access";
 
@@ -594,7 +598,7 @@ impl Harness {
         .with_interceptor(SharedInterceptor::new(CountingInterceptor(
             requests.clone(),
         )));
-        // Metrics lines are kept in memory, where `tests/tests/metrics.rs` reads them.
+        // Metrics lines are kept in memory, where `tests/tests/all/metrics.rs` reads them.
         let app = App::with_clients(settings, tenants, clock.clone())
             .with_metrics(shared::service::metrics::MetricsSink::memory());
         Self {
@@ -926,15 +930,11 @@ pub async fn units_used(ops: &Harness, apps: &[&App], tenant: &str, route: Optio
         app.flush_usage().await.expect("flush usage");
     }
     let today = shared::store::quota::usage::utc_date(ops.app.clock.now_millis());
-    let r = routes::call(
-        &ops.app,
-        "get-tenant-usage",
-        &routes::params(&[("tenantId", tenant)]),
-        &[("from", &today), ("to", &today)],
-        None,
-        &Auth::Operator("platform".into()),
-    )
-    .await;
+    let r = ops
+        .operator()
+        .query(&[("from", &today), ("to", &today)])
+        .get_tenant_usage(tenant)
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
     let units = |u: &Value| u["read"].as_f64().unwrap_or(0.0) + u["write"].as_f64().unwrap_or(0.0);
     let routes = &r.body["days"][0]["capacityUnits"];
@@ -949,8 +949,8 @@ pub async fn units_used(ops: &Harness, apps: &[&App], tenant: &str, route: Optio
 /// Offboards `tenant` to its end from `h`'s container as `operator`: the first call, then, once
 /// deletion may start (the test clock moved on), calls until the report (200).
 pub async fn offboard_to_end(h: &Harness, tenant: &str, operator: &Auth) -> Resp {
-    let path = routes::params(&[("tenantId", tenant)]);
-    let offboard = || routes::call(&h.app, "offboard-tenant", &path, &[], None, operator);
+    let client = h.caller(operator);
+    let offboard = || client.offboard_tenant(tenant);
     let first = offboard().await;
     assert_eq!(first.status, 202, "{}", first.body);
     h.clock
@@ -968,20 +968,7 @@ pub async fn offboard_to_end(h: &Harness, tenant: &str, operator: &Auth) -> Resp
 
 async fn onboard_with(h: &Harness, body: Value) {
     let tenant = body["tenantId"].as_str().unwrap_or_default().to_owned();
-    let r = resp(
-        tenants::onboard_tenant::handle(
-            &h.app,
-            event(
-                "POST",
-                "/tenants",
-                &[],
-                &[],
-                Some(body),
-                &Auth::Operator("platform".into()),
-            ),
-        )
-        .await,
-    );
+    let r = h.operator().onboard_tenant(body).await;
     assert_eq!(r.status, 201, "onboarding {tenant}: {}", r.body);
 }
 

@@ -1,15 +1,13 @@
-//! Every route, callable by name: the attack matrix and the load test drive the real handlers through
-//! this table. Routes come from routes.yaml and handlers from the dispatch generated from it
+//! The route table: the attack matrix and the load test drive every route by name through it
+//! ([`Client::call`]). Routes come from routes.yaml and handlers from the dispatch generated from it
 //! (`tests/src/dispatch.rs`), so a route cannot be forgotten.
 
 use std::collections::BTreeMap;
 
-use lambda_http::Request;
-use serde_json::Value;
 use shared::App;
 
-use crate::dispatch::dispatch;
-use crate::{event, resp, Auth, Resp};
+use crate::api::Client;
+use crate::{Auth, Resp};
 
 /// template.yaml, parsed once per test process: every routed call reads it, and parsing 2,600 lines
 /// of YAML in a debug build costs tens of milliseconds, enough to starve a burst test's runtime.
@@ -33,6 +31,14 @@ pub fn route_table() -> &'static devtools::routes::RouteTable {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         devtools::routes::RouteTable::load(&root).expect("routes.yaml")
     })
+}
+
+/// Route `bin`'s `(METHOD, /route/{template})`.
+pub fn route_of(bin: &str) -> (&'static str, &'static str) {
+    let (method, route) = cached_routes()
+        .get(bin)
+        .unwrap_or_else(|| panic!("{bin} is not a route in routes.yaml"));
+    (method, route)
 }
 
 fn cached_routes() -> &'static BTreeMap<String, (String, String)> {
@@ -102,7 +108,7 @@ pub fn path_params(route: &str) -> Vec<String> {
         .collect()
 }
 
-/// Path parameters by name, for [`call`].
+/// Path parameters by name, for [`Client::call`].
 pub fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
@@ -110,114 +116,16 @@ pub fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Calls route `bin` with the given path parameters (by name), query, body and caller.
-pub async fn call(
-    app: &App,
-    bin: &str,
-    params: &BTreeMap<String, String>,
-    query: &[(&str, &str)],
-    body: Option<Value>,
-    auth: &Auth,
-) -> Resp {
-    call_with_headers(app, bin, params, query, body, auth, &[]).await
-}
-
-/// [`call`], served the way the Lambda runtime serves it: the tier quota decided first
-/// (`respond_admitted`), then the handler with usage metering.
-pub async fn call_admitted(
-    app: &App,
-    bin: &str,
-    params: &BTreeMap<String, String>,
-    body: Option<Value>,
-    auth: &Auth,
-) -> Resp {
-    call_admitted_with_query(app, bin, params, &[], body, auth).await
-}
-
-/// [`call_admitted`] with a query string.
-pub async fn call_admitted_with_query(
-    app: &App,
-    bin: &str,
-    params: &BTreeMap<String, String>,
-    query: &[(&str, &str)],
-    body: Option<Value>,
-    auth: &Auth,
-) -> Resp {
-    let req = request(bin, params, query, body, auth, &[]);
-    // Boxed: every handler's future, inside the runtime's, overflows a test thread's stack in debug.
-    let response = Box::pin(shared::service::runtime::respond_admitted(
-        app,
-        bin,
-        "req".into(),
-        req,
-        |req| Box::pin(dispatch(app, bin, req)),
-    ))
-    .await;
-    resp(Ok(response))
-}
-
 /// `GET /products/p-0` for `tenant`, served as the runtime serves it (quota first): the cheapest
 /// tenant request the quota and lifecycle tests send.
 pub async fn get_product_admitted(app: &App, tenant: &str) -> Resp {
-    call_admitted(
-        app,
-        "get-product",
-        &params(&[("productId", "p-0")]),
-        None,
-        &Auth::Tenant(tenant.into()),
-    )
-    .await
+    Client::new(app, Auth::Tenant(tenant.into()))
+        .admitted()
+        .get_product("p-0")
+        .await
 }
 
 /// How many of `answers` have `status`.
 pub fn count_status(answers: &[Resp], status: u16) -> usize {
     answers.iter().filter(|r| r.status == status).count()
-}
-
-/// [`call`] with extra request headers.
-pub async fn call_with_headers(
-    app: &App,
-    bin: &str,
-    params: &BTreeMap<String, String>,
-    query: &[(&str, &str)],
-    body: Option<Value>,
-    auth: &Auth,
-    headers: &[(&str, &str)],
-) -> Resp {
-    let req = request(bin, params, query, body, auth, headers);
-    // Boxed: the dispatch future is as large as the largest handler's, too much for a test thread's
-    // stack inside a long test in debug.
-    resp(Box::pin(dispatch(app, bin, req)).await)
-}
-
-/// The API Gateway event for route `bin`.
-pub fn request(
-    bin: &str,
-    params: &BTreeMap<String, String>,
-    query: &[(&str, &str)],
-    body: Option<Value>,
-    auth: &Auth,
-    headers: &[(&str, &str)],
-) -> Request {
-    let (method, route) = cached_routes()
-        .get(bin)
-        .unwrap_or_else(|| panic!("{bin} is not a route in routes.yaml"));
-    let names = path_params(route);
-    let pp: Vec<(&str, &str)> = names
-        .iter()
-        .map(|p| {
-            let v = params
-                .get(p)
-                .unwrap_or_else(|| panic!("{bin} needs path parameter {p}"));
-            (p.as_str(), v.as_str())
-        })
-        .collect();
-    let mut req = event(method, route, &pp, query, body, auth);
-    for (name, value) in headers {
-        req.headers_mut().insert(
-            lambda_http::http::HeaderName::from_bytes(name.as_bytes()).expect("a header name"),
-            lambda_http::http::HeaderValue::from_str(value).expect("a header value"),
-        );
-    }
-    req
 }

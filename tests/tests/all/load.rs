@@ -10,7 +10,6 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use integration::routes::call;
 use integration::{onboard, unique, Auth, Harness};
 use serde_json::json;
 
@@ -52,19 +51,15 @@ async fn a_concurrent_multi_tenant_workload_keeps_tenants_apart_and_loses_nothin
             async move {
                 let t = &tenants[pick(i, 1, TENANTS)];
                 let auth = Auth::Tenant(t.clone());
-                let none = BTreeMap::new();
                 let op = pick(i, 2, 10);
                 let r = match op {
                     0..=2 => {
-                        let r = call(
-                            &h.app,
-                            "create-session",
-                            &none,
-                            &[],
-                            Some(json!({"customerId": format!("c{}", i % 7), "state": t})),
-                            &auth,
-                        )
-                        .await;
+                        let r = h
+                            .caller(&auth)
+                            .create_session(
+                                json!({"customerId": format!("c{}", i % 7), "state": t}),
+                            )
+                            .await;
                         if r.status == 201 {
                             ledger.lock().unwrap().sessions.push((
                                 t.clone(),
@@ -84,67 +79,35 @@ async fn a_concurrent_multi_tenant_workload_keeps_tenants_apart_and_loses_nothin
                             .next_back();
                         let id =
                             known.unwrap_or_else(|| "01a1fcba-9139-7bdd-8e68-8992306e0b9d".into());
-                        call(
-                            &h.app,
-                            "get-session-by-session-id",
-                            &BTreeMap::from([("sessionId".into(), id)]),
-                            &[],
-                            None,
-                            &auth,
-                        )
-                        .await
+                        h.caller(&auth).get_session_by_session_id(&id).await
                     }
                     4 => {
-                        call(
-                            &h.app,
-                            "get-sessions-by-customer-id",
-                            &BTreeMap::from([("customerId".into(), format!("c{}", i % 7))]),
-                            &[("limit", "10")],
-                            None,
-                            &auth,
-                        )
-                        .await
+                        h.caller(&auth)
+                            .query(&[("limit", "10")])
+                            .get_sessions_by_customer_id(&format!("c{}", i % 7))
+                            .await
                     }
                     5..=6 => {
                         let id = format!("p{}", pick(i, 3, 200));
-                        let r = call(
-                            &h.app,
-                            "put-product",
-                            &BTreeMap::from([("productId".into(), id.clone())]),
-                            &[],
-                            Some(json!({"owner": t, "i": i})),
-                            &auth,
-                        )
-                        .await;
+                        let r = h
+                            .caller(&auth)
+                            .put_product(&id, json!({"owner": t, "i": i}))
+                            .await;
                         if r.status == 200 || r.status == 201 {
                             ledger.lock().unwrap().products.insert((t.clone(), id));
                         }
                         r
                     }
                     7..=8 => {
-                        call(
-                            &h.app,
-                            "get-product",
-                            &BTreeMap::from([(
-                                "productId".into(),
-                                format!("p{}", pick(i, 3, 200)),
-                            )]),
-                            &[],
-                            None,
-                            &auth,
-                        )
-                        .await
+                        h.caller(&auth)
+                            .get_product(&format!("p{}", pick(i, 3, 200)))
+                            .await
                     }
                     _ => {
-                        call(
-                            &h.app,
-                            "query-tenant-products",
-                            &none,
-                            &[("limit", "20")],
-                            None,
-                            &auth,
-                        )
-                        .await
+                        h.caller(&auth)
+                            .query(&[("limit", "20")])
+                            .query_tenant_products()
+                            .await
                     }
                 };
                 // no response ever carries another tenant's data

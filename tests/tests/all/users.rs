@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use futures::StreamExt;
-use integration::{event, onboard, resp, Harness, Resp};
+use integration::{onboard, resp, Harness, Resp};
 use serde_json::{json, Value};
 use users::*;
 
@@ -22,20 +22,7 @@ impl<'a> Tenant<'a> {
     }
 
     async fn put_user(&self, id: &str, body: Value) -> Resp {
-        resp(
-            put_user::handle(
-                &self.h.app,
-                event(
-                    "PUT",
-                    "/users/{userId}",
-                    &[("userId", id)],
-                    &[],
-                    Some(body),
-                    &self.auth,
-                ),
-            )
-            .await,
-        )
+        self.h.caller(&self.auth).put_user(id, body).await
     }
 
     async fn user(&self, id: &str, name: &str, email: &str) -> Resp {
@@ -44,30 +31,15 @@ impl<'a> Tenant<'a> {
     }
 
     async fn get_user(&self, id: &str) -> Resp {
-        resp(
-            get_user::handle(
-                &self.h.app,
-                event(
-                    "GET",
-                    "/users/{userId}",
-                    &[("userId", id)],
-                    &[],
-                    None,
-                    &self.auth,
-                ),
-            )
-            .await,
-        )
+        self.h.caller(&self.auth).get_user(id).await
     }
 
     async fn find(&self, query: &[(&str, &str)]) -> Resp {
-        resp(
-            find_user_by_email::handle(
-                &self.h.app,
-                event("GET", "/users", &[], query, None, &self.auth),
-            )
-            .await,
-        )
+        self.h
+            .caller(&self.auth)
+            .query(query)
+            .find_user_by_email()
+            .await
     }
 
     async fn find_email(&self, email: &str) -> Resp {
@@ -75,47 +47,19 @@ impl<'a> Tenant<'a> {
     }
 
     async fn create_order(&self, user: &str, body: Value) -> Resp {
-        resp(
-            create_order::handle(
-                &self.h.app,
-                event(
-                    "POST",
-                    "/users/{userId}/orders",
-                    &[("userId", user)],
-                    &[],
-                    Some(body),
-                    &self.auth,
-                ),
-            )
-            .await,
-        )
+        self.h.caller(&self.auth).create_order(user, body).await
     }
 
     async fn get_order(&self, id: &str) -> Resp {
-        resp(
-            get_order::handle(
-                &self.h.app,
-                event(
-                    "GET",
-                    "/orders/{orderId}",
-                    &[("orderId", id)],
-                    &[],
-                    None,
-                    &self.auth,
-                ),
-            )
-            .await,
-        )
+        self.h.caller(&self.auth).get_order(id).await
     }
 
     async fn list_orders(&self, query: &[(&str, &str)]) -> Resp {
-        resp(
-            list_tenant_orders::handle(
-                &self.h.app,
-                event("GET", "/orders", &[], query, None, &self.auth),
-            )
-            .await,
-        )
+        self.h
+            .caller(&self.auth)
+            .query(query)
+            .list_tenant_orders()
+            .await
     }
 
     /// Every page from `from` to `to` at `limit`: the order ids in the order they came.
@@ -145,20 +89,7 @@ impl<'a> Tenant<'a> {
     }
 
     async fn create_code(&self, user: &str) -> Resp {
-        resp(
-            create_transfer_code::handle(
-                &self.h.app,
-                event(
-                    "POST",
-                    "/users/{userId}/transfer-code",
-                    &[("userId", user)],
-                    &[],
-                    None,
-                    &self.auth,
-                ),
-            )
-            .await,
-        )
+        self.h.caller(&self.auth).create_transfer_code(user).await
     }
 
     async fn code_for(&self, user: &str) -> String {
@@ -168,54 +99,21 @@ impl<'a> Tenant<'a> {
     }
 
     async fn redeem(&self, code: &str) -> Resp {
-        resp(
-            redeem_transfer_code::handle(
-                &self.h.app,
-                event(
-                    "POST",
-                    "/transfer-codes/{code}/redeem",
-                    &[("code", code)],
-                    &[],
-                    None,
-                    &self.auth,
-                ),
-            )
-            .await,
-        )
+        self.h.caller(&self.auth).redeem_transfer_code(code).await
     }
 
     async fn put_token(&self, service: &str, body: Value) -> Resp {
-        resp(
-            put_integration_token::handle(
-                &self.h.app,
-                event(
-                    "PUT",
-                    "/integrations/{service}/token",
-                    &[("service", service)],
-                    &[],
-                    Some(body),
-                    &self.auth,
-                ),
-            )
-            .await,
-        )
+        self.h
+            .caller(&self.auth)
+            .put_integration_token(service, body)
+            .await
     }
 
     async fn get_token(&self, service: &str) -> Resp {
-        resp(
-            get_integration_token::handle(
-                &self.h.app,
-                event(
-                    "GET",
-                    "/integrations/{service}/token",
-                    &[("service", service)],
-                    &[],
-                    None,
-                    &self.auth,
-                ),
-            )
-            .await,
-        )
+        self.h
+            .caller(&self.auth)
+            .get_integration_token(service)
+            .await
     }
 }
 
@@ -904,54 +802,33 @@ async fn transfer_codes_and_tokens_never_reach_the_log() {
         }
     };
     let created = run(
-        event(
-            "POST",
-            "/users/{userId}/transfer-code",
-            &[("userId", "u-1")],
-            &[],
-            None,
-            &a.auth,
-        ),
+        h.caller(&a.auth)
+            .request("create-transfer-code", &[("userId", "u-1")], None),
         "POST /users/{userId}/transfer-code",
     )
     .await;
     let code = created.body["code"].as_str().unwrap().to_owned();
     for want in [200, 404] {
         let r = run(
-            event(
-                "POST",
-                "/transfer-codes/{code}/redeem",
-                &[("code", &code)],
-                &[],
-                None,
-                &a.auth,
-            ),
+            h.caller(&a.auth)
+                .request("redeem-transfer-code", &[("code", &code)], None),
             "POST /transfer-codes/{code}/redeem",
         )
         .await;
         assert_eq!(r.status, want);
     }
     run(
-        event(
-            "PUT",
-            "/integrations/{service}/token",
+        h.caller(&a.auth).request(
+            "put-integration-token",
             &[("service", "github")],
-            &[],
             Some(json!({"token": token, "expiresAt": now + 60})),
-            &a.auth,
         ),
         "PUT /integrations/{service}/token",
     )
     .await;
     let r = run(
-        event(
-            "GET",
-            "/integrations/{service}/token",
-            &[("service", "github")],
-            &[],
-            None,
-            &a.auth,
-        ),
+        h.caller(&a.auth)
+            .request("get-integration-token", &[("service", "github")], None),
         "GET /integrations/{service}/token",
     )
     .await;

@@ -3,7 +3,7 @@
 //! (<https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html>)
 //! and for its dimensions and values on a read, a write, a 429 and a throttled request.
 
-use integration::routes::{call_admitted, params};
+use integration::routes::params;
 use integration::{onboard, onboard_custom, unique, Auth, Harness};
 use serde_json::{json, Value};
 
@@ -100,9 +100,17 @@ async fn every_request_writes_one_emf_line_with_bounded_dimensions_and_its_value
     let auth = Auth::Tenant(t.clone());
     let at = params(&[("productId", "p-1")]);
     // WHEN it writes a product, then reads it
-    let put = call_admitted(&h.app, "put-product", &at, Some(json!({"n": 1})), &auth).await;
+    let put = h
+        .caller(&auth)
+        .admitted()
+        .call("put-product", &at, Some(json!({"n": 1})))
+        .await;
     assert_eq!(put.status, 201);
-    let got = call_admitted(&h.app, "get-product", &at, None, &auth).await;
+    let got = h
+        .caller(&auth)
+        .admitted()
+        .call("get-product", &at, None)
+        .await;
     assert_eq!(got.status, 200);
 
     // THEN each wrote one line, published under `service` and under route, tier and status class,
@@ -149,9 +157,17 @@ async fn a_429_and_a_throttled_request_are_counted_by_reason() {
     let auth = Auth::Tenant(t.clone());
     let at = params(&[("productId", "p-1")]);
     // WHEN it sends two reads in one second, the second refused on the request rate
-    let first = call_admitted(&h.app, "get-product", &at, None, &auth).await;
+    let first = h
+        .caller(&auth)
+        .admitted()
+        .call("get-product", &at, None)
+        .await;
     assert_eq!(first.status, 404);
-    let refused = call_admitted(&h.app, "get-product", &at, None, &auth).await;
+    let refused = h
+        .caller(&auth)
+        .admitted()
+        .call("get-product", &at, None)
+        .await;
     assert_eq!(refused.status, 429);
     // THEN its line counts a 4xx and a refusal on requests, and nothing read
     let lines = lines_of(&h, "get-product");
@@ -167,11 +183,11 @@ async fn a_429_and_a_throttled_request_are_counted_by_reason() {
     let u = unique("emfthrottle");
     onboard(&h, &u, 4).await;
     h.clock.advance_seconds(1);
-    let warm = call_admitted(&h.app, "get-product", &at, None, &Auth::Tenant(u.clone())).await;
+    let warm = h.tenant(&u).admitted().call("get-product", &at, None).await;
     assert_eq!(warm.status, 404);
     h.faults.refuse_once_with_throttling("GetItem");
     // WHEN it reads
-    let r = call_admitted(&h.app, "get-product", &at, None, &Auth::Tenant(u.clone())).await;
+    let r = h.tenant(&u).admitted().call("get-product", &at, None).await;
     // THEN the line counts the throttle
     let lines = lines_of(&h, "get-product");
     let line = lines.iter().rfind(|l| l["tenantId"] == u.as_str()).unwrap();

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration::routes::{api_routes, call, path_params};
+use integration::routes::{api_routes, path_params};
 use integration::{onboard, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 
@@ -65,15 +65,10 @@ async fn call_with(
     let q = query_for(bin, query_tenant);
     let mut query: Vec<(&str, &str)> = q.iter().map(|(k, v)| (*k, v.as_str())).collect();
     query.extend_from_slice(extra);
-    call(
-        &w.h.app,
-        bin,
-        params,
-        &query,
-        body_for(bin, body_tenant),
-        auth,
-    )
-    .await
+    w.h.caller(auth)
+        .query(&query)
+        .call(bin, params, body_for(bin, body_tenant))
+        .await
 }
 
 async fn call_as(
@@ -89,32 +84,21 @@ async fn call_as(
 
 async fn seed(h: &Harness, t: &str) -> BTreeMap<String, String> {
     let auth = Auth::Tenant(t.into());
-    let none = BTreeMap::new();
     let mut ids = BTreeMap::new();
     let mut sessions = Vec::new();
     for _ in 0..2 {
-        let r = call(
-            &h.app,
-            "create-session",
-            &none,
-            &[],
-            Some(json!({"customerId": "c1", "state": t})),
-            &auth,
-        )
-        .await;
+        let r = h
+            .caller(&auth)
+            .create_session(json!({"customerId": "c1", "state": t}))
+            .await;
         assert_eq!(r.status, 201, "{}", r.body);
         sessions.push(r.body["sessionId"].as_str().unwrap().to_owned());
     }
     for _ in 0..2 {
-        let r = call(
-            &h.app,
-            "create-session",
-            &none,
-            &[],
-            Some(json!({"customerId": "c1", "parentSessionId": sessions[0], "state": t})),
-            &auth,
-        )
-        .await;
+        let r = h
+            .caller(&auth)
+            .create_session(json!({"customerId": "c1", "parentSessionId": sessions[0], "state": t}))
+            .await;
         assert_eq!(r.status, 201, "{}", r.body);
         ids.insert(
             "childSessionId".into(),
@@ -127,16 +111,10 @@ async fn seed(h: &Harness, t: &str) -> BTreeMap<String, String> {
     for p in ["p1", "p2"] {
         let params = BTreeMap::from([("productId".to_string(), p.to_string())]);
         assert_eq!(
-            call(
-                &h.app,
-                "put-product",
-                &params,
-                &[],
-                Some(json!({"owner": t})),
-                &auth
-            )
-            .await
-            .status,
+            h.caller(&auth)
+                .call("put-product", &params, Some(json!({"owner": t})))
+                .await
+                .status,
             201
         );
     }
@@ -144,16 +122,10 @@ async fn seed(h: &Harness, t: &str) -> BTreeMap<String, String> {
     for d in ["d1", "d2"] {
         let params = BTreeMap::from([("departmentId".to_string(), d.to_string())]);
         assert_eq!(
-            call(
-                &h.app,
-                "put-department",
-                &params,
-                &[],
-                Some(json!({"name": t})),
-                &auth
-            )
-            .await
-            .status,
+            h.caller(&auth)
+                .call("put-department", &params, Some(json!({"name": t})))
+                .await
+                .status,
             201
         );
     }
@@ -161,65 +133,54 @@ async fn seed(h: &Harness, t: &str) -> BTreeMap<String, String> {
     for e in ["e1", "e2"] {
         let params = BTreeMap::from([("employeeId".to_string(), e.to_string())]);
         assert_eq!(
-            call(
-                &h.app,
-                "put-employee",
-                &params,
-                &[],
-                Some(json!({"name": t, "departmentId": "d1"})),
-                &auth
-            )
-            .await
-            .status,
+            h.caller(&auth)
+                .call(
+                    "put-employee",
+                    &params,
+                    Some(json!({"name": t, "departmentId": "d1"}))
+                )
+                .await
+                .status,
             201
         );
     }
     ids.insert("employeeId".into(), "e1".into());
     let user = BTreeMap::from([("userId".to_string(), "u1".to_string())]);
-    let r = call(
-        &h.app,
-        "put-user",
-        &user,
-        &[],
-        Some(json!({"name": t, "email": format!("{t}@example.com")})),
-        &auth,
-    )
-    .await;
+    let r = h
+        .caller(&auth)
+        .call(
+            "put-user",
+            &user,
+            Some(json!({"name": t, "email": format!("{t}@example.com")})),
+        )
+        .await;
     assert_eq!(r.status, 201, "{}", r.body);
     for o in ["o1", "o2"] {
         let body = json!({"orderId": o, "date": "2026-11-20", "amount": 5, "items": [{"itemId": "i1", "sku": t, "qty": 1, "price": 5}]});
-        let r = call(&h.app, "create-order", &user, &[], Some(body), &auth).await;
+        let r = h
+            .caller(&auth)
+            .call("create-order", &user, Some(body))
+            .await;
         assert_eq!(r.status, 201, "{}", r.body);
     }
-    let r = call(&h.app, "create-transfer-code", &user, &[], None, &auth).await;
+    let r = h
+        .caller(&auth)
+        .call("create-transfer-code", &user, None)
+        .await;
     assert_eq!(r.status, 201, "{}", r.body);
     ids.insert("code".into(), r.body["code"].as_str().unwrap().to_owned());
     let service = BTreeMap::from([("service".to_string(), "github".to_string())]);
     let token = json!({"token": format!("secret-{t}"), "expiresAt": integration::real_now_millis() / 1000 + 3600});
     assert_eq!(
-        call(
-            &h.app,
-            "put-integration-token",
-            &service,
-            &[],
-            Some(token),
-            &auth
-        )
-        .await
-        .status,
+        h.caller(&auth)
+            .call("put-integration-token", &service, Some(token))
+            .await
+            .status,
         200
     );
     let import =
         json!({"kind": "products", "items": [{"productId": "imported", "document": {"owner": t}}]});
-    let r = call(
-        &h.app,
-        "create-import",
-        &BTreeMap::new(),
-        &[],
-        Some(import),
-        &auth,
-    )
-    .await;
+    let r = h.caller(&auth).create_import(import).await;
     assert_eq!(r.status, 202, "{}", r.body);
     ids.insert(
         "importId".into(),
@@ -542,15 +503,14 @@ async fn nobody_but_an_operator_can_re_shard_a_tenant() {
         for auth in &attackers {
             // WHEN a tenant user (plain, or with a self-written admin role) asks to re-shard a tenant,
             // its own included
-            let r = call(
-                &w.h.app,
-                "update-tenant",
-                &BTreeMap::from([("tenantId".to_owned(), victim.clone())]),
-                &[],
-                Some(json!({"shardCount": 7})),
-                auth,
-            )
-            .await;
+            let r =
+                w.h.caller(auth)
+                    .call(
+                        "update-tenant",
+                        &BTreeMap::from([("tenantId".to_owned(), victim.clone())]),
+                        Some(json!({"shardCount": 7})),
+                    )
+                    .await;
             // THEN 403 problem+json, and no migration starts
             let what = format!("re-sharding {victim} as {auth:?}");
             assert_eq!(r.status, 403, "{what}: {}", r.body);

@@ -5,7 +5,8 @@ use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
 use futures::StreamExt;
-use integration::{event, onboard, resp, unique, Auth, Harness, Phase, Resp};
+use integration::api::NO_PATH;
+use integration::{onboard, resp, unique, Auth, Harness, Phase, Resp};
 use serde_json::json;
 use shared::identity::ids::TenantId;
 use shared::isolation::policy::{session_policy, TableLocation};
@@ -15,30 +16,7 @@ fn admin() -> Auth {
 }
 
 async fn onboard_as(h: &Harness, who: &Auth, body: serde_json::Value) -> Resp {
-    resp(
-        tenants::onboard_tenant::handle(
-            &h.app,
-            event("POST", "/tenants", &[], &[], Some(body), who),
-        )
-        .await,
-    )
-}
-
-async fn put_product(h: &Harness, tenant: &str, id: &str, doc: serde_json::Value) -> Resp {
-    resp(
-        products::put_product::handle(
-            &h.app,
-            event(
-                "PUT",
-                "/products/{productId}",
-                &[("productId", id)],
-                &[],
-                Some(doc),
-                &Auth::Tenant(tenant.into()),
-            ),
-        )
-        .await,
-    )
+    h.caller(who).onboard_tenant(body).await
 }
 
 async fn list_products(h: &Harness, tenant: &str, limit: u32, cursor: Option<&str>) -> Resp {
@@ -47,20 +25,7 @@ async fn list_products(h: &Harness, tenant: &str, limit: u32, cursor: Option<&st
     if let Some(c) = cursor {
         q.push(("cursor", c));
     }
-    resp(
-        products::query_tenant_products::handle(
-            &h.app,
-            event(
-                "GET",
-                "/products",
-                &[],
-                &q,
-                None,
-                &Auth::Tenant(tenant.into()),
-            ),
-        )
-        .await,
-    )
+    h.tenant(tenant).query(&q).query_tenant_products().await
 }
 
 async fn walk_products(h: &Harness, tenant: &str, limit: u32) -> Vec<String> {
@@ -148,22 +113,7 @@ async fn onboarding_is_operator_only_validated_and_never_duplicated() {
     let get = |who: Auth| {
         let h = &h;
         let new = new.clone();
-        async move {
-            resp(
-                tenants::get_tenant::handle(
-                    &h.app,
-                    event(
-                        "GET",
-                        "/tenants/{tenantId}",
-                        &[("tenantId", &new)],
-                        &[],
-                        None,
-                        &who,
-                    ),
-                )
-                .await,
-            )
-        }
+        async move { h.caller(&who).get_tenant(&new).await }
     };
     assert_eq!(get(Auth::Tenant(new.clone())).await.body["tier"], "premium");
     assert_eq!(get(admin()).await.status, 200);
@@ -173,7 +123,8 @@ async fn onboarding_is_operator_only_validated_and_never_duplicated() {
 #[tokio::test]
 async fn products_need_an_onboarded_tenant() {
     let h = Harness::new().await;
-    put_product(&h, &unique("nobody"), "p1", json!({}))
+    h.tenant(&unique("nobody"))
+        .put_product("p1", json!({}))
         .await
         .assert_problem(403);
     assert!(h.all_items().await.is_empty());
@@ -193,7 +144,8 @@ async fn two_thousand_products_over_16_shards_walk_exactly_once_and_stay_in_thei
         .map(|id| {
             let (h, a, padding) = (&h, &a, &padding);
             async move {
-                put_product(h, a, id, json!({"owner": a, "padding": padding}))
+                h.tenant(a)
+                    .put_product(id, json!({"owner": a, "padding": padding}))
                     .await
                     .status
             }
@@ -203,7 +155,9 @@ async fn two_thousand_products_over_16_shards_walk_exactly_once_and_stay_in_thei
         .await;
     assert!(results.iter().all(|s| *s == 201));
     for i in 0..50 {
-        put_product(&h, &b, &format!("p-{i:05}"), json!({"owner": b})).await;
+        h.tenant(&b)
+            .put_product(&format!("p-{i:05}"), json!({"owner": b}))
+            .await;
     }
     // every shard holds some products
     let shards: HashSet<u32> = ids
@@ -250,14 +204,10 @@ async fn walk_unordered(h: &Harness, tenant: &str, limit: u32) -> Vec<String> {
         if let Some(c) = &cursor {
             q.push(("cursor", c.as_str()));
         }
-        let ev = event(
-            "GET",
-            "/products",
-            &[],
-            &q,
-            None,
-            &Auth::Tenant(tenant.into()),
-        );
+        let ev = h
+            .tenant(tenant)
+            .query(&q)
+            .request("query-tenant-products", &NO_PATH, None);
         let r = resp(products::query_tenant_products::handle(&h.app, ev).await);
         assert_eq!(r.status, 200, "{}", r.body);
         for i in r.body["items"].as_array().unwrap() {
@@ -316,13 +266,15 @@ async fn get_product_is_one_get_item_and_crud_round_trips() {
     let t = unique("crud");
     onboard(&h, &t, 8).await;
     assert_eq!(
-        put_product(&h, &t, "sku-1", json!({"owner": t, "price": 10}))
+        h.tenant(&t)
+            .put_product("sku-1", json!({"owner": t, "price": 10}))
             .await
             .status,
         201
     );
     assert_eq!(
-        put_product(&h, &t, "sku-1", json!({"owner": t, "price": 12}))
+        h.tenant(&t)
+            .put_product("sku-1", json!({"owner": t, "price": 12}))
             .await
             .status,
         200
@@ -350,49 +302,26 @@ async fn get_product_is_one_get_item_and_crud_round_trips() {
         )
     );
     // delete, then 404 on both
-    let del = resp(
-        products::delete_product::handle(
-            &h.app,
-            event(
-                "DELETE",
-                "/products/{productId}",
-                &[("productId", "sku-1")],
-                &[],
-                None,
-                &Auth::Tenant(t.clone()),
-            ),
-        )
-        .await,
-    );
+    let del = h.tenant(&t).delete_product("sku-1").await;
     assert_eq!(del.status, 204);
     get().await.assert_problem(404);
     // bad input
-    put_product(&h, &t, "sku-2", json!([1, 2]))
+    h.tenant(&t)
+        .put_product("sku-2", json!([1, 2]))
         .await
         .assert_problem(400);
-    put_product(&h, &t, "a#b", json!({}))
+    h.tenant(&t)
+        .put_product("a#b", json!({}))
         .await
         .assert_problem(400);
-    put_product(&h, &t, "big", json!({"x": "y".repeat(70_000)}))
+    h.tenant(&t)
+        .put_product("big", json!({"x": "y".repeat(70_000)}))
         .await
         .assert_problem(413);
 }
 
 async fn resp_get(h: &Harness, t: &str, id: &str) -> Resp {
-    resp(
-        products::get_product::handle(
-            &h.app,
-            event(
-                "GET",
-                "/products/{productId}",
-                &[("productId", id)],
-                &[],
-                None,
-                &Auth::Tenant(t.into()),
-            ),
-        )
-        .await,
-    )
+    h.tenant(t).get_product(id).await
 }
 
 #[tokio::test]
@@ -402,7 +331,9 @@ async fn a_page_over_16_shards_queries_them_all_concurrently() {
     let t = unique("par");
     onboard(&h, &t, 16).await;
     for i in 0..40 {
-        put_product(&h, &t, &format!("p{i}"), json!({"owner": t})).await;
+        h.tenant(&t)
+            .put_product(&format!("p{i}"), json!({"owner": t}))
+            .await;
     }
     list_products(&h, &t, 10, None).await;
     h.requests.reset();
@@ -424,7 +355,9 @@ async fn product_cursors_are_bound_to_tenant_and_route() {
     onboard(&h, &a, 4).await;
     onboard(&h, &b, 4).await;
     for i in 0..10 {
-        put_product(&h, &a, &format!("p{i}"), json!({"owner": a})).await;
+        h.tenant(&a)
+            .put_product(&format!("p{i}"), json!({"owner": a}))
+            .await;
     }
     let cursor = list_products(&h, &a, 3, None).await.body["nextCursor"]
         .as_str()
@@ -438,20 +371,11 @@ async fn product_cursors_are_bound_to_tenant_and_route() {
     list_products(&h, &a, 3, Some(&format!("{cursor}x")))
         .await
         .assert_problem(400);
-    let employees = resp(
-        hr::list_employees::handle(
-            &h.app,
-            event(
-                "GET",
-                "/employees",
-                &[],
-                &[("cursor", &cursor)],
-                None,
-                &Auth::Tenant(a.clone()),
-            ),
-        )
-        .await,
-    );
+    let employees = h
+        .tenant(&a)
+        .query(&[("cursor", &cursor)])
+        .list_employees()
+        .await;
     employees.assert_problem(400);
     assert_eq!(h.requests.total(), 0);
 }
@@ -463,52 +387,26 @@ struct Hr<'a> {
 
 impl Hr<'_> {
     async fn put_department(&self, id: &str) -> Resp {
-        resp(
-            hr::put_department::handle(
-                &self.h.app,
-                event(
-                    "PUT",
-                    "/departments/{departmentId}",
-                    &[("departmentId", id)],
-                    &[],
-                    Some(json!({"name": format!("Dept {id}")})),
-                    &self.auth,
-                ),
-            )
-            .await,
-        )
+        self.h
+            .caller(&self.auth)
+            .put_department(id, json!({"name": format!("Dept {id}")}))
+            .await
     }
     async fn put_employee(&self, id: &str, dept: &str) -> Resp {
-        resp(
-            hr::put_employee::handle(
-                &self.h.app,
-                event(
-                    "PUT",
-                    "/employees/{employeeId}",
-                    &[("employeeId", id)],
-                    &[],
-                    Some(json!({"name": format!("Employee {id}"), "departmentId": dept})),
-                    &self.auth,
-                ),
+        self.h
+            .caller(&self.auth)
+            .put_employee(
+                id,
+                json!({"name": format!("Employee {id}"), "departmentId": dept}),
             )
-            .await,
-        )
+            .await
     }
     async fn members(&self, dept: &str) -> Vec<String> {
-        let r = resp(
-            hr::list_department_employees::handle(
-                &self.h.app,
-                event(
-                    "GET",
-                    "/departments/{departmentId}/employees",
-                    &[("departmentId", dept)],
-                    &[],
-                    None,
-                    &self.auth,
-                ),
-            )
-            .await,
-        );
+        let r = self
+            .h
+            .caller(&self.auth)
+            .list_department_employees(dept)
+            .await;
         assert_eq!(r.status, 200, "{}", r.body);
         r.body["items"]
             .as_array()
@@ -518,20 +416,7 @@ impl Hr<'_> {
             .collect()
     }
     async fn employee(&self, id: &str) -> Resp {
-        resp(
-            hr::get_employee::handle(
-                &self.h.app,
-                event(
-                    "GET",
-                    "/employees/{employeeId}",
-                    &[("employeeId", id)],
-                    &[],
-                    None,
-                    &self.auth,
-                ),
-            )
-            .await,
-        )
+        self.h.caller(&self.auth).get_employee(id).await
     }
 }
 
@@ -558,20 +443,7 @@ async fn employees_and_departments_round_trip_and_list() {
     hr.put_employee("e99", "nowhere").await.assert_problem(400);
     assert_eq!(hr.members("eng").await.len(), 6);
     assert_eq!(hr.employee("e03").await.body["departmentId"], "ops");
-    let dept = resp(
-        hr::get_department::handle(
-            &h.app,
-            event(
-                "GET",
-                "/departments/{departmentId}",
-                &[("departmentId", "eng")],
-                &[],
-                None,
-                &hr.auth,
-            ),
-        )
-        .await,
-    );
+    let dept = h.caller(&hr.auth).get_department("eng").await;
     assert_eq!(dept.body["name"], "Dept eng");
     // the two kinds share the HR shards but list separately
     let list = |q: &'static str| {
@@ -579,21 +451,12 @@ async fn employees_and_departments_round_trip_and_list() {
         let auth = hr.auth.clone();
         async move {
             let r = if q == "employees" {
-                resp(
-                    hr::list_employees::handle(
-                        &h.app,
-                        event("GET", "/employees", &[], &[("limit", "5")], None, &auth),
-                    )
-                    .await,
-                )
+                h.caller(&auth)
+                    .query(&[("limit", "5")])
+                    .list_employees()
+                    .await
             } else {
-                resp(
-                    hr::list_departments::handle(
-                        &h.app,
-                        event("GET", "/departments", &[], &[], None, &auth),
-                    )
-                    .await,
-                )
+                h.caller(&auth).list_departments().await
             };
             assert_eq!(r.status, 200, "{}", r.body);
             r
@@ -610,20 +473,7 @@ async fn employees_and_departments_round_trip_and_list() {
         2
     );
     // delete removes the membership too
-    let del = resp(
-        hr::delete_employee::handle(
-            &h.app,
-            event(
-                "DELETE",
-                "/employees/{employeeId}",
-                &[("employeeId", "e00")],
-                &[],
-                None,
-                &hr.auth,
-            ),
-        )
-        .await,
-    );
+    let del = h.caller(&hr.auth).delete_employee("e00").await;
     assert_eq!(del.status, 204);
     assert_eq!(hr.members("eng").await.len(), 5);
     hr.employee("e00").await.assert_problem(404);

@@ -15,7 +15,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use base64::Engine;
-use integration::routes::{call, params};
+use integration::routes::params;
 use integration::runtime_api::{function_env, RuntimeApi};
 use integration::{onboard, unique, Auth, Harness};
 use serde_json::{json, Value};
@@ -322,7 +322,7 @@ async fn cognito_tokens_are_accepted_or_refused_as_readme_states() {
                     Verdict::Passed(auth) => {
                         let body =
                             body.map(|_| json!({"tenantId": unique("new"), "tier": "basic"}));
-                        call(&h.app, bin, params, &[], body, &auth).await.status
+                        h.caller(&auth).call(bin, params, body).await.status
                     }
                 };
                 statuses.push(status);

@@ -2,7 +2,7 @@
 //! budget (16 by default; `DYNAMODB_MAX_IN_FLIGHT`), so a 64-shard listing runs in waves. The
 //! request meter's in-flight counter is the witness.
 
-use integration::routes::call;
+use integration::api::NO_PATH;
 use integration::{onboard, unique, Auth, Harness};
 use serde_json::json;
 use shared::store::client::meter::with_request_meta;
@@ -18,19 +18,15 @@ async fn a_64_shard_listing_never_has_more_than_the_budget_in_flight() {
         let auth = Auth::Tenant(tenant.clone());
         for i in 0..40 {
             let id = format!("p-{i}");
-            let r = call(
-                &h.app,
-                "put-product",
-                &[("productId".to_string(), id)].into(),
-                &[],
-                Some(json!({"n": i})),
-                &auth,
-            )
-            .await;
+            let r = h.caller(&auth).put_product(&id, json!({"n": i})).await;
             assert_eq!(r.status, 201, "{}", r.body);
         }
         // WHEN one page of 25 is listed (64 partitions to read)
-        let ev = integration::event("GET", "/products", &[], &[("limit", "25")], None, &auth);
+        let ev = h.caller(&auth).query(&[("limit", "25")]).request(
+            "query-tenant-products",
+            &NO_PATH,
+            None,
+        );
         let (response, meta) =
             with_request_meta(products::query_tenant_products::handle(&h.app, ev)).await;
         // THEN the page is whole, every partition was read, and never more than the budget at once

@@ -3,12 +3,11 @@
 //! previous, then previous dropped) loses no cursor and no import message between containers that
 //! pick up each step at different times.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
+use integration::api::NO_PATH;
 use integration::import_queue::ImportQueues;
-use integration::routes::{call_admitted_with_query, params, request};
-use integration::{onboard, resp, unique, Auth, Harness, Resp};
+use integration::{onboard, resp, unique, Harness, Resp};
 use serde_json::{json, Value};
 use shared::service::signing::{SecretSource, SigningKeys};
 
@@ -71,15 +70,11 @@ async fn page(c: &Harness, tenant: &str, cursor: Option<&str>) -> Resp {
     if let Some(c) = cursor {
         query.push(("cursor", c));
     }
-    call_admitted_with_query(
-        &c.app,
-        "query-tenant-products",
-        &params(&[]),
-        &query,
-        None,
-        &Auth::Tenant(tenant.into()),
-    )
-    .await
+    c.tenant(tenant)
+        .query(&query)
+        .admitted()
+        .query_tenant_products()
+        .await
 }
 
 /// A cursor handed out by `from` is accepted by `to`.
@@ -103,14 +98,9 @@ async fn import_crosses(
     n: &str,
 ) {
     let body = json!({"kind": "products", "items": [{"productId": format!("imp-{n}"), "document": {"n": n}}]});
-    let req = request(
-        "create-import",
-        &BTreeMap::new(),
-        &[],
-        Some(body),
-        &Auth::Tenant(tenant.into()),
-        &[],
-    );
+    let req = from
+        .tenant(tenant)
+        .request("create-import", &NO_PATH, Some(body));
     let posted = resp(
         Box::pin(imports::create_import::handle(
             &from.app,
@@ -175,15 +165,10 @@ async fn a_rotation_in_three_steps_loses_no_cursor_and_no_import_message() {
     let t = unique("rotating");
     onboard(&h, &t, 1).await;
     for n in 0..3 {
-        let r = integration::routes::call(
-            &h.app,
-            "put-product",
-            &params(&[("productId", &format!("p-{n}"))]),
-            &[],
-            Some(json!({"n": n})),
-            &Auth::Tenant(t.clone()),
-        )
-        .await;
+        let r = h
+            .tenant(&t)
+            .put_product(&format!("p-{n}"), json!({"n": n}))
+            .await;
         assert_eq!(r.status, 201, "{}", r.body);
     }
     let queues = ImportQueues::create(5, 1).await;
@@ -253,15 +238,9 @@ async fn a_container_reads_its_keys_again_only_when_its_copy_is_stale_and_keeps_
     let t = unique("stale");
     onboard(&h, &t, 1).await;
     for n in 0..2 {
-        integration::routes::call(
-            &h.app,
-            "put-product",
-            &params(&[("productId", &format!("p-{n}"))]),
-            &[],
-            Some(json!({"n": n})),
-            &Auth::Tenant(t.clone()),
-        )
-        .await;
+        h.tenant(&t)
+            .put_product(&format!("p-{n}"), json!({"n": n}))
+            .await;
     }
     let old_cursor = page(&c, &t, None).await.body["nextCursor"]
         .as_str()

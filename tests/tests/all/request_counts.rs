@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 type Sent = HashMap<String, usize>;
 
 use integration::import_queue::ImportQueues;
-use integration::routes::{call, params, request, route_table};
+use integration::routes::{params, route_table};
 use integration::{onboard, resp, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 
@@ -93,7 +93,7 @@ impl World {
 
     /// Sends `bin` as the tenant (setup), and returns its answer, which must be a success.
     async fn given(&self, bin: &str, at: &[(&str, &str)], body: Option<Value>) -> Resp {
-        let r = call(&self.h.app, bin, &params(at), &[], body, &self.me()).await;
+        let r = self.h.caller(&self.me()).call(bin, at, body).await;
         assert!(
             (200..300).contains(&r.status),
             "GIVEN {bin}: {} {}",
@@ -194,15 +194,11 @@ impl World {
             }
             "export-tenant" => {
                 let t = self.other_tenant().await;
-                let r = call(
-                    &self.h.app,
-                    "put-product",
-                    &params(&[("productId", "p")]),
-                    &[],
-                    Some(json!({"name": "p"})),
-                    &Auth::Tenant(t.clone()),
-                )
-                .await;
+                let r = self
+                    .h
+                    .tenant(&t)
+                    .put_product("p", json!({"name": "p"}))
+                    .await;
                 assert_eq!(r.status, 201, "{}", r.body);
                 Case::new(&self.operator)
                     .at(&[("tenantId", &t)])
@@ -362,26 +358,19 @@ impl World {
         let query: Vec<(&str, &str)> = case.query.iter().map(|(k, v)| (*k, v.as_str())).collect();
         if bin == "create-import" {
             // Through this file's queue, which the import consumer's case reads.
-            let req = request(
+            let req = self.h.caller(&case.auth).query(&query).request(
                 bin,
                 &case.params,
-                &query,
                 case.body.clone(),
-                &case.auth,
-                &[],
             );
             let queue = self.queues.producer();
             return resp(Box::pin(imports::create_import::handle(&self.h.app, &queue, req)).await);
         }
-        call(
-            &self.h.app,
-            bin,
-            &case.params,
-            &query,
-            case.body.clone(),
-            &case.auth,
-        )
-        .await
+        self.h
+            .caller(&case.auth)
+            .query(&query)
+            .call(bin, &case.params, case.body.clone())
+            .await
     }
 
     /// Runs the common case of the triggered function `bin` (GIVEN and WHEN) and returns what its
@@ -436,15 +425,7 @@ async fn every_function_sends_exactly_the_dynamodb_requests_routes_yaml_declares
     let Auth::Operator(ops) = &w.operator else {
         unreachable!()
     };
-    let r = call(
-        &w.h.app,
-        "get-tenant",
-        &params(&[("tenantId", ops)]),
-        &[],
-        None,
-        &w.operator,
-    )
-    .await;
+    let r = w.h.caller(&w.operator).get_tenant(ops).await;
     assert_eq!(r.status, 200, "{}", r.body);
     let mut missing = Vec::new();
     let mut wrong = Vec::new();
@@ -488,7 +469,7 @@ async fn every_function_sends_exactly_the_dynamodb_requests_routes_yaml_declares
     }
     assert!(
         missing.is_empty(),
-        "no common case in tests/tests/request_counts.rs for {missing:?}: add one"
+        "no common case in tests/tests/all/request_counts.rs for {missing:?}: add one"
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

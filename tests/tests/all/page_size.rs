@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use integration::routes::call;
 use integration::{onboard, unique, Auth, Harness};
 use serde_json::json;
 
@@ -18,15 +17,10 @@ async fn a_page_of_large_products_stops_before_5_mb_and_the_rest_follows() {
     for i in 0..100 {
         let id = format!("p-{i:03}");
         let params = BTreeMap::from([("productId".to_owned(), id)]);
-        let r = call(
-            &h.app,
-            "put-product",
-            &params,
-            &[],
-            Some(json!({"blob": blob})),
-            &auth,
-        )
-        .await;
+        let r = h
+            .caller(&auth)
+            .call("put-product", &params, Some(json!({"blob": blob})))
+            .await;
         assert_eq!(r.status, 201, "{}", r.body);
     }
     // WHEN the list is walked at the largest page size
@@ -38,15 +32,7 @@ async fn a_page_of_large_products_stops_before_5_mb_and_the_rest_follows() {
         if let Some(c) = cursor.as_deref() {
             query.push(("cursor", c));
         }
-        let r = call(
-            &h.app,
-            "query-tenant-products",
-            &BTreeMap::new(),
-            &query,
-            None,
-            &auth,
-        )
-        .await;
+        let r = h.caller(&auth).query(&query).query_tenant_products().await;
         assert_eq!(r.status, 200, "{}", r.body);
         // THEN no page body passes 5 MB
         let size = r.body.to_string().len();

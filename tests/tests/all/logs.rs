@@ -2,7 +2,8 @@
 //! DynamoDB request count, consumed capacity and throttles, and never a secret: no token, no body,
 //! no id from the path.
 
-use integration::{event, Auth, Harness};
+use integration::api::NO_PATH;
+use integration::Harness;
 use serde_json::{json, Value};
 
 #[tokio::test(flavor = "current_thread")]
@@ -17,13 +18,10 @@ async fn each_request_logs_one_summary_line_and_no_secret() {
     let bearer = shared::isolation::claims::dev_jwt(&tenant, false);
 
     // WHEN a session is created (with a bearer token and secret state) and read back
-    let mut create = event(
-        "POST",
-        "/sessions",
-        &[],
-        &[],
+    let mut create = h.tenant(&tenant).request(
+        "create-session",
+        &NO_PATH,
         Some(json!({"customerId": "cust-logs", "state": secret_state})),
-        &Auth::Tenant(tenant.clone()),
     );
     create
         .headers_mut()
@@ -40,28 +38,18 @@ async fn each_request_logs_one_summary_line_and_no_secret() {
         _ => panic!(),
     };
     let id = body["sessionId"].as_str().unwrap().to_owned();
-    let get = event(
-        "GET",
-        "/sessions/{sessionId}",
-        &[("sessionId", &id)],
-        &[],
-        None,
-        &Auth::Tenant(tenant.clone()),
-    );
+    let get = h
+        .tenant(&tenant)
+        .request("get-session-by-session-id", &[("sessionId", &id)], None);
     shared::service::runtime::respond(
         "req-2".into(),
         "GET /sessions/{sessionId}".into(),
         sessions::get_session_by_session_id::handle(&h.app, get),
     )
     .await;
-    let anonymous = event(
-        "GET",
-        "/sessions/{sessionId}",
-        &[("sessionId", &id)],
-        &[],
-        None,
-        &Auth::NoTenant,
-    );
+    let anonymous = h
+        .anonymous()
+        .request("get-session-by-session-id", &[("sessionId", &id)], None);
     shared::service::runtime::respond(
         "req-3".into(),
         "GET /sessions/{sessionId}".into(),

@@ -5,19 +5,15 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 
-use integration::{event, onboard, resp, unique, Auth, Harness, Phase, Resp};
+use integration::api::NO_PATH;
+use integration::{onboard, unique, Harness, Phase, Resp};
 use serde_json::json;
 use shared::service::runtime::respond_metered;
 
 async fn metered_create(h: &Harness, tenant: &str) -> u16 {
-    let ev = event(
-        "POST",
-        "/sessions",
-        &[],
-        &[],
-        Some(json!({"customerId": "c"})),
-        &Auth::Tenant(tenant.into()),
-    );
+    let ev = h
+        .tenant(tenant)
+        .request("create-session", &NO_PATH, Some(json!({"customerId": "c"})));
     let r = respond_metered(
         Some((&h.app, "create-session")),
         "r".into(),
@@ -29,13 +25,10 @@ async fn metered_create(h: &Harness, tenant: &str) -> u16 {
 }
 
 async fn metered_get(h: &Harness, tenant: &str) -> u16 {
-    let ev = event(
-        "GET",
-        "/sessions/{sessionId}",
+    let ev = h.tenant(tenant).request(
+        "get-session-by-session-id",
         &[("sessionId", "01a1fcba-9139-7bdd-8e68-8992306e0b9d")],
-        &[],
         None,
-        &Auth::Tenant(tenant.into()),
     );
     let r = respond_metered(
         Some((&h.app, "get-session-by-session-id")),
@@ -51,20 +44,10 @@ async fn metered_get(h: &Harness, tenant: &str) -> u16 {
 async fn usage(h: &Harness, tenant: &str) -> Resp {
     h.app.flush_usage().await.unwrap();
     let today = shared::store::quota::usage::utc_date(h.app.clock.now_millis());
-    resp(
-        users::get_usage::handle(
-            &h.app,
-            event(
-                "GET",
-                "/usage",
-                &[],
-                &[("from", &today), ("to", &today)],
-                None,
-                &Auth::Tenant(tenant.into()),
-            ),
-        )
-        .await,
-    )
+    h.tenant(tenant)
+        .query(&[("from", &today), ("to", &today)])
+        .get_usage()
+        .await
 }
 
 #[tokio::test]
@@ -152,14 +135,9 @@ async fn a_metering_failure_never_fails_the_call_and_a_caller_without_tenant_is_
     );
     // no tenant claim: 401, and nothing metered
     h.requests.reset();
-    let ev = event(
-        "POST",
-        "/sessions",
-        &[],
-        &[],
-        Some(json!({"customerId": "c"})),
-        &Auth::NoTenant,
-    );
+    let ev = h
+        .anonymous()
+        .request("create-session", &NO_PATH, Some(json!({"customerId": "c"})));
     let r = respond_metered(
         Some((&h.app, "create-session")),
         "r".into(),

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use integration::{event, resp, Auth, Harness, Resp};
+use integration::{Auth, Harness, Resp};
 use serde_json::{json, Value};
 use sessions::*;
 
@@ -11,13 +11,7 @@ integration::tenant_client!();
 
 impl<'a> Tenant<'a> {
     async fn create(&self, body: Value) -> Resp {
-        resp(
-            create_session::handle(
-                &self.h.app,
-                event("POST", "/sessions", &[], &[], Some(body), &self.auth),
-            )
-            .await,
-        )
+        self.h.caller(&self.auth).create_session(body).await
     }
 
     async fn create_id(&self, customer: &str) -> String {
@@ -32,122 +26,51 @@ impl<'a> Tenant<'a> {
     }
 
     async fn get(&self, id: &str) -> Resp {
-        resp(
-            get_session_by_session_id::handle(
-                &self.h.app,
-                event(
-                    "GET",
-                    "/sessions/{sessionId}",
-                    &[("sessionId", id)],
-                    &[],
-                    None,
-                    &self.auth,
-                ),
-            )
-            .await,
-        )
+        self.h
+            .caller(&self.auth)
+            .get_session_by_session_id(id)
+            .await
     }
 
     async fn expire(&self, id: &str) -> Resp {
-        resp(
-            expire_session::handle(
-                &self.h.app,
-                event(
-                    "DELETE",
-                    "/sessions/{sessionId}",
-                    &[("sessionId", id)],
-                    &[],
-                    None,
-                    &self.auth,
-                ),
-            )
-            .await,
-        )
+        self.h.caller(&self.auth).expire_session(id).await
     }
 
     async fn children(&self, id: &str, query: &[(&str, &str)]) -> Resp {
-        resp(
-            get_child_sessions_by_session_id::handle(
-                &self.h.app,
-                event(
-                    "GET",
-                    "/sessions/{sessionId}/children",
-                    &[("sessionId", id)],
-                    query,
-                    None,
-                    &self.auth,
-                ),
-            )
-            .await,
-        )
+        self.h
+            .caller(&self.auth)
+            .query(query)
+            .get_child_sessions_by_session_id(id)
+            .await
     }
 
     async fn parent_of(&self, child: &str) -> Resp {
-        resp(
-            get_session_by_child_session_id::handle(
-                &self.h.app,
-                event(
-                    "GET",
-                    "/child-sessions/{childSessionId}/parent",
-                    &[("childSessionId", child)],
-                    &[],
-                    None,
-                    &self.auth,
-                ),
-            )
-            .await,
-        )
+        self.h
+            .caller(&self.auth)
+            .get_session_by_child_session_id(child)
+            .await
     }
 
     async fn last_login(&self, customer: &str) -> Resp {
-        resp(
-            get_last_login_time_by_customer_id::handle(
-                &self.h.app,
-                event(
-                    "GET",
-                    "/customers/{customerId}/last-login",
-                    &[("customerId", customer)],
-                    &[],
-                    None,
-                    &self.auth,
-                ),
-            )
-            .await,
-        )
+        self.h
+            .caller(&self.auth)
+            .get_last_login_time_by_customer_id(customer)
+            .await
     }
 
     async fn session_of_customer(&self, customer: &str, id: &str) -> Resp {
-        resp(
-            get_session_id_by_customer_id::handle(
-                &self.h.app,
-                event(
-                    "GET",
-                    "/customers/{customerId}/sessions/{sessionId}",
-                    &[("customerId", customer), ("sessionId", id)],
-                    &[],
-                    None,
-                    &self.auth,
-                ),
-            )
-            .await,
-        )
+        self.h
+            .caller(&self.auth)
+            .get_session_id_by_customer_id(customer, id)
+            .await
     }
 
     async fn sessions_of(&self, customer: &str, query: &[(&str, &str)]) -> Resp {
-        resp(
-            get_sessions_by_customer_id::handle(
-                &self.h.app,
-                event(
-                    "GET",
-                    "/customers/{customerId}/sessions",
-                    &[("customerId", customer)],
-                    query,
-                    None,
-                    &self.auth,
-                ),
-            )
-            .await,
-        )
+        self.h
+            .caller(&self.auth)
+            .query(query)
+            .get_sessions_by_customer_id(customer)
+            .await
     }
 
     /// Walks a customer's sessions page by page and returns the ids in order.
@@ -558,20 +481,10 @@ async fn bad_input_is_a_precise_400_and_writes_nothing() {
             assert_eq!(r.body["field"], f, "{body}: {}", r.body);
         }
     }
-    let big = resp(
-        create_session::handle(
-            &h.app,
-            event(
-                "POST",
-                "/sessions",
-                &[],
-                &[],
-                Some(json!({"customerId": "c", "state": "x".repeat(70_000)})),
-                &t.auth,
-            ),
-        )
-        .await,
-    );
+    let big = h
+        .caller(&t.auth)
+        .create_session(json!({"customerId": "c", "state": "x".repeat(70_000)}))
+        .await;
     big.assert_problem(413);
     t.get("TENANT#x").await.assert_problem(400);
     t.sessions_of("c", &[("limit", "0")])

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration::routes::{call, call_with_headers, get_product_admitted, params};
+use integration::routes::{get_product_admitted, params};
 use integration::{onboard, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::clock::Clock;
@@ -35,7 +35,7 @@ async fn seed_every_kind(h: &Harness, tenant: &str, products: usize) -> Seeded {
     };
     let run = |bin: &'static str, p: BTreeMap<String, String>, body: Option<Value>| {
         let auth = auth.clone();
-        async move { ok(call(&h.app, bin, &p, &[], body, &auth).await, bin) }
+        async move { ok(h.caller(&auth).call(bin, &p, body).await, bin) }
     };
     for i in 0..products {
         let id = format!("p-{i}");
@@ -96,16 +96,11 @@ async fn seed_every_kind(h: &Harness, tenant: &str, products: usize) -> Seeded {
         Some(json!({"customerId": "c-1", "parentSessionId": session})),
     )
     .await;
-    let keyed = call_with_headers(
-        &h.app,
-        "create-session",
-        &BTreeMap::new(),
-        &[],
-        Some(json!({"customerId": "c-2"})),
-        &auth,
-        &[("Idempotency-Key", "seed-1")],
-    )
-    .await;
+    let keyed = h
+        .caller(&auth)
+        .header("Idempotency-Key", "seed-1")
+        .create_session(json!({"customerId": "c-2"}))
+        .await;
     ok(keyed, "a keyed create-session");
     ok(get_product_admitted(&h.app, tenant).await, "a metered read");
     h.app.flush_usage().await.unwrap();
@@ -162,15 +157,9 @@ fn sorted(mut items: Vec<Item>) -> Vec<Item> {
 
 /// Route `bin` on `tenant` (`/tenants/{tenantId}…`), without a body, as `operator`.
 async fn tenant_call(h: &Harness, bin: &str, tenant: &str, operator: &Auth) -> Resp {
-    call(
-        &h.app,
-        bin,
-        &params(&[("tenantId", tenant)]),
-        &[],
-        None,
-        operator,
-    )
-    .await
+    h.caller(operator)
+        .call(bin, &[("tenantId", tenant)], None)
+        .await
 }
 
 async fn offboard(h: &Harness, tenant: &str, operator: &Auth) -> Resp {
@@ -231,15 +220,10 @@ async fn offboarding_deletes_every_item_of_the_tenant_resumably_and_nothing_of_a
         .unwrap()
         .contains("offboarded"));
     // AND its record no longer changes, and GET shows the offboarding
-    let patch = call(
-        &h.app,
-        "update-tenant",
-        &params(&[("tenantId", &victim)]),
-        &[],
-        Some(json!({"status": "active"})),
-        &operator,
-    )
-    .await;
+    let patch = h
+        .caller(&operator)
+        .update_tenant(&victim, json!({"status": "active"}))
+        .await;
     assert_eq!(patch.status, 409, "{}", patch.body);
     let shown = tenant_call(&h, "get-tenant", &victim, &operator).await;
     assert_eq!(shown.body["status"], "offboarding", "{}", shown.body);
@@ -330,15 +314,11 @@ async fn export_lines(h: &Harness, tenant: &str, limit: &str) -> Exported {
         if let Some(c) = cursor.as_deref() {
             query.push(("cursor", c));
         }
-        let r = call(
-            &h.app,
-            "export-tenant",
-            &params(&[("tenantId", tenant)]),
-            &query,
-            None,
-            &operator,
-        )
-        .await;
+        let r = h
+            .caller(&operator)
+            .query(&query)
+            .export_tenant(tenant)
+            .await;
         assert_eq!(r.status, 200, "{}", r.body);
         assert_eq!(r.content_type, "application/x-ndjson");
         pages += 1;
@@ -446,8 +426,8 @@ async fn an_exported_tenant_imported_into_an_empty_table_reads_back_identically(
     ];
     let auth = Auth::Tenant(t.clone());
     for (bin, p, query) in &reads {
-        let original = call(&h.app, bin, p, query, None, &auth).await;
-        let imported = call(&fresh.app, bin, p, query, None, &auth).await;
+        let original = h.caller(&auth).query(query).call(bin, p, None).await;
+        let imported = fresh.caller(&auth).query(query).call(bin, p, None).await;
         assert_eq!(original.status, 200, "{bin}: {}", original.body);
         assert_eq!(imported.status, original.status, "{bin}: {}", imported.body);
         assert_eq!(
@@ -517,15 +497,10 @@ async fn the_longest_keys_export_page_by_page() {
     onboard(&h, &t, 1).await;
     let email = format!("{}@example.com", "a".repeat(254 - 12));
     assert_eq!(email.len(), 254);
-    let r = call(
-        &h.app,
-        "put-user",
-        &params(&[("userId", "u-1")]),
-        &[],
-        Some(json!({"name": "Long", "email": email})),
-        &Auth::Tenant(t.clone()),
-    )
-    .await;
+    let r = h
+        .tenant(&t)
+        .put_user("u-1", json!({"name": "Long", "email": email}))
+        .await;
     assert_eq!(r.status, 201, "{}", r.body);
     // WHEN it is exported one item per page, THEN every cursor is accepted and every item comes once
     let exported = export_lines(&h, &t, "1").await;
@@ -553,15 +528,11 @@ async fn an_export_cursor_is_bound_to_its_tenant_and_refused_when_edited() {
     onboard(&h, &b, 1).await;
     seed_every_kind(&h, &a, 3).await;
     let operator = Auth::Operator(unique("ops"));
-    let first = call(
-        &h.app,
-        "export-tenant",
-        &params(&[("tenantId", &a)]),
-        &[("limit", "2")],
-        None,
-        &operator,
-    )
-    .await;
+    let first = h
+        .caller(&operator)
+        .query(&[("limit", "2")])
+        .export_tenant(&a)
+        .await;
     let link = first.link.expect("a next page");
     let cursor = &link[link.find("cursor=").unwrap() + 7..link.find('>').unwrap()];
     // WHEN it is used for the other tenant, or edited, or the limit is out of range
@@ -571,29 +542,19 @@ async fn an_export_cursor_is_bound_to_its_tenant_and_refused_when_edited() {
         (a.as_str(), cursor.to_owned(), "0"),
         (a.as_str(), cursor.to_owned(), "1001"),
     ] {
-        let r = call(
-            &h.app,
-            "export-tenant",
-            &params(&[("tenantId", tenant)]),
-            &[("limit", limit), ("cursor", &cursor)],
-            None,
-            &operator,
-        )
-        .await;
+        let r = h
+            .caller(&operator)
+            .query(&[("limit", limit), ("cursor", &cursor)])
+            .export_tenant(tenant)
+            .await;
         // THEN 400 problem+json
         r.assert_problem(400);
     }
     // AND a tenant that does not exist is 404
-    call(
-        &h.app,
-        "export-tenant",
-        &params(&[("tenantId", &unique("none"))]),
-        &[],
-        None,
-        &operator,
-    )
-    .await
-    .assert_problem(404);
+    h.caller(&operator)
+        .export_tenant(&unique("none"))
+        .await
+        .assert_problem(404);
 }
 
 #[tokio::test]
@@ -672,15 +633,10 @@ async fn operators_of_an_offboarded_or_suspended_tenant_are_refused_every_operat
     onboard(&h, &s, 1).await;
     let t = integration::onboarded(&h, "target").await;
     integration::offboard_to_end(&h, &g, &ops).await;
-    let r = call(
-        &h.app,
-        "update-tenant",
-        &params(&[("tenantId", &s)]),
-        &[],
-        Some(json!({"status": "suspended"})),
-        &ops,
-    )
-    .await;
+    let r = h
+        .caller(&ops)
+        .update_tenant(&s, json!({"status": "suspended"}))
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
     let before = sorted(h.all_items().await);
     // WHEN their operators (with still-valid tokens) call every operator route, on T and on their
@@ -707,14 +663,11 @@ async fn operators_of_an_offboarded_or_suspended_tenant_are_refused_every_operat
                     "update-tenant" => Some(json!({"status": "active"})),
                     _ => None,
                 };
-                let r = integration::routes::call_admitted(
-                    &h.app,
-                    bin,
-                    &params(&[("tenantId", target)]),
-                    body,
-                    &Auth::Operator(own.to_string()),
-                )
-                .await;
+                let r = h
+                    .caller(&Auth::Operator(own.to_string()))
+                    .admitted()
+                    .call(bin, &[("tenantId", target)], body)
+                    .await;
                 // THEN each is 403
                 assert_eq!(
                     r.status, 403,
@@ -728,14 +681,11 @@ async fn operators_of_an_offboarded_or_suspended_tenant_are_refused_every_operat
     assert_eq!(sorted(h.all_items().await), before);
     // AND an operator of a tenant never onboarded still may onboard it (how a platform starts)
     let fresh = unique("fresh");
-    let r = integration::routes::call_admitted(
-        &h.app,
-        "onboard-tenant",
-        &BTreeMap::new(),
-        Some(json!({"tenantId": fresh, "tier": "basic"})),
-        &Auth::Operator(fresh.clone()),
-    )
-    .await;
+    let r = h
+        .caller(&Auth::Operator(fresh.clone()))
+        .admitted()
+        .onboard_tenant(json!({"tenantId": fresh, "tier": "basic"}))
+        .await;
     assert_eq!(r.status, 201, "{}", r.body);
 }
 
@@ -762,15 +712,11 @@ async fn a_re_onboarded_tenants_usage_starts_at_zero_in_a_container_that_served_
     // operators' container once its cached absence of T has expired)
     ops.clock.advance_seconds(1);
     let today = shared::store::quota::usage::utc_date(a.app.clock.now_millis());
-    let r = call(
-        &ops.app,
-        "get-usage",
-        &BTreeMap::new(),
-        &[("from", &today), ("to", &today)],
-        None,
-        &Auth::Tenant(t.clone()),
-    )
-    .await;
+    let r = ops
+        .tenant(&t)
+        .query(&[("from", &today), ("to", &today)])
+        .get_usage()
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["days"][0]["routes"]["get-product"], 1, "{}", r.body);
 }
@@ -987,21 +933,16 @@ async fn offboarding_and_re_sharding_steps_of_large_items_fit_a_transaction_and_
     // GIVEN two tenants of 150 products of about 60 KB each, all on one shard, and a container
     // whose every transaction is recorded
     let h = Harness::new().await;
-    let operator = Auth::Operator("platform".into());
+    let operator = integration::operator();
     let blob = "x".repeat(60 * 1024);
     let (gone, moved) = (unique("large-gone"), unique("large-moved"));
     for t in [&gone, &moved] {
         onboard(&h, t, 1).await;
         for i in 0..150 {
-            let r = call(
-                &h.app,
-                "put-product",
-                &params(&[("productId", &format!("p-{i:03}"))]),
-                &[],
-                Some(json!({"name": "large", "blob": blob})),
-                &Auth::Tenant(t.clone()),
-            )
-            .await;
+            let r = h
+                .tenant(t)
+                .put_product(&format!("p-{i:03}"), json!({"name": "large", "blob": blob}))
+                .await;
             assert_eq!(r.status, 201, "{}", r.body);
         }
     }
@@ -1028,14 +969,9 @@ async fn offboarding_and_re_sharding_steps_of_large_items_fit_a_transaction_and_
     // AND re-shards the second from 1 to 2 shards to its end
     let path = params(&[("tenantId", &moved)]);
     let patch = || {
-        call(
-            &worker.app,
-            "update-tenant",
-            &path,
-            &[],
-            Some(json!({"shardCount": 2})),
-            &operator,
-        )
+        worker
+            .caller(&operator)
+            .call("update-tenant", &path, Some(json!({"shardCount": 2})))
     };
     assert_eq!(patch().await.status, 202);
     worker
@@ -1064,15 +1000,11 @@ async fn offboarding_and_re_sharding_steps_of_large_items_fit_a_transaction_and_
         if let Some(c) = &cursor {
             query.push(("cursor", c));
         }
-        let r = call(
-            &worker.app,
-            "query-tenant-products",
-            &params(&[]),
-            &query,
-            None,
-            &Auth::Tenant(moved.clone()),
-        )
-        .await;
+        let r = worker
+            .tenant(&moved)
+            .query(&query)
+            .query_tenant_products()
+            .await;
         assert_eq!(r.status, 200, "{}", r.body);
         seen += r.body["items"].as_array().unwrap().len();
         cursor = r.body["nextCursor"].as_str().map(str::to_owned);

@@ -2,19 +2,14 @@
 //! table or index, and the shape of the throttled key (its kind and shard, never an id), and counted
 //! in the tenant's usage.
 
-use integration::{event, onboard, unique, Auth, Harness};
+use integration::{onboard, unique, Harness};
 use serde_json::{json, Value};
 use shared::service::runtime::respond_metered;
 
 async fn get_product(h: &Harness, tenant: &str, id: &str) -> u16 {
-    let ev = event(
-        "GET",
-        "/products/{productId}",
-        &[("productId", id)],
-        &[],
-        None,
-        &Auth::Tenant(tenant.into()),
-    );
+    let ev = h
+        .tenant(tenant)
+        .request("get-product", &[("productId", id)], None);
     respond_metered(
         Some((&h.app, "get-product")),
         "req-throttled".into(),
@@ -36,13 +31,10 @@ async fn a_throttled_request_is_logged_by_shape_and_counted_in_usage() {
     let tenant = unique("hot");
     onboard(&h, &tenant, 4).await;
     let product = "sku-secret-4711";
-    let put = event(
-        "PUT",
-        "/products/{productId}",
+    let put = h.tenant(&tenant).request(
+        "put-product",
         &[("productId", product)],
-        &[],
         Some(json!({"name": "hot"})),
-        &Auth::Tenant(tenant.clone()),
     );
     assert_eq!(
         products::put_product::handle(&h.app, put)

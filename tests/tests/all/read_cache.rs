@@ -2,32 +2,15 @@
 //! from the container's memory within the staleness bound, per tenant, and dropped by the
 //! container's own writes.
 
-use integration::routes::{call, params};
-use integration::{onboard, unique, Auth, Harness, Resp};
+use integration::{onboard, unique, Harness, Resp};
 use serde_json::json;
 
 async fn get(h: &Harness, tenant: &str, id: &str) -> Resp {
-    call(
-        &h.app,
-        "get-product",
-        &params(&[("productId", id)]),
-        &[],
-        None,
-        &Auth::Tenant(tenant.into()),
-    )
-    .await
+    h.tenant(tenant).get_product(id).await
 }
 
 async fn put(h: &Harness, tenant: &str, id: &str, v: u64) {
-    let r = call(
-        &h.app,
-        "put-product",
-        &params(&[("productId", id)]),
-        &[],
-        Some(json!({"v": v})),
-        &Auth::Tenant(tenant.into()),
-    )
-    .await;
+    let r = h.tenant(tenant).put_product(id, json!({"v": v})).await;
     assert!(r.status < 300, "{}", r.body);
 }
 
@@ -68,15 +51,7 @@ async fn a_cached_read_is_at_most_the_bound_stale_and_never_another_tenants() {
     // WHEN A itself writes or deletes it (one container serving both routes, as here): at once
     put(&a, &t, "p-1", 3).await;
     assert_eq!(get(&a, &t, "p-1").await.body["document"]["v"], 3);
-    let gone = call(
-        &a.app,
-        "delete-product",
-        &params(&[("productId", "p-1")]),
-        &[],
-        None,
-        &Auth::Tenant(t.clone()),
-    )
-    .await;
+    let gone = a.tenant(&t).delete_product("p-1").await;
     assert_eq!(gone.status, 204);
     get(&a, &t, "p-1").await.assert_problem(404);
 

@@ -3,7 +3,7 @@
 //! and imports draw from the same bucket. Containers are separate `App`s on one table; their test
 //! clocks are stepped together, so every step falls in one known second.
 
-use integration::routes::{call, call_admitted, call_admitted_with_query, params};
+use integration::routes::params;
 use integration::{onboard_custom, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::store::quota::limiter::{window_pk, MAX_WINDOW_SHARDS, REQUESTS_PER_SHARD};
@@ -14,14 +14,7 @@ fn product_of(kb: usize) -> Value {
 }
 
 async fn put(h: &Harness, tenant: &str, id: &str, body: Value) -> Resp {
-    call_admitted(
-        &h.app,
-        "put-product",
-        &params(&[("productId", id)]),
-        Some(body),
-        &Auth::Tenant(tenant.into()),
-    )
-    .await
+    h.tenant(tenant).admitted().put_product(id, body).await
 }
 
 /// A tenant with `count` products of `kb` KB over `shards`, written under generous limits, then
@@ -40,41 +33,28 @@ async fn seeded_then_limited(
         let r = put(h, &t, &format!("p-{i:02}"), product_of(kb)).await;
         assert_eq!(r.status, 201, "{}", r.body);
     }
-    let r = call(
-        &h.app,
-        "update-tenant",
-        &params(&[("tenantId", &t)]),
-        &[],
-        Some(json!({"limits": {"requestsPerSecond": 250, "capacityUnitsPerSecond": cu}})),
-        &Auth::Operator("platform".into()),
-    )
-    .await;
+    let r = h
+        .operator()
+        .update_tenant(
+            &t,
+            json!({"limits": {"requestsPerSecond": 250, "capacityUnitsPerSecond": cu}}),
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
     t
 }
 
 async fn list(h: &Harness, tenant: &str, query: &[(&str, &str)]) -> Resp {
-    call_admitted_with_query(
-        &h.app,
-        "query-tenant-products",
-        &params(&[]),
-        query,
-        None,
-        &Auth::Tenant(tenant.into()),
-    )
-    .await
+    h.tenant(tenant)
+        .query(query)
+        .admitted()
+        .query_tenant_products()
+        .await
 }
 
 /// `GET /products/{id}` for `tenant` through container `h`, served as the runtime serves it.
 async fn get(h: &Harness, tenant: &str, id: &str) -> Resp {
-    call_admitted(
-        &h.app,
-        "get-product",
-        &params(&[("productId", id)]),
-        None,
-        &Auth::Tenant(tenant.into()),
-    )
-    .await
+    h.tenant(tenant).admitted().get_product(id).await
 }
 
 /// Two more containers on `h`'s table, their clocks on the same second as `h`'s.
@@ -316,7 +296,7 @@ async fn an_export_is_charged_to_the_exported_tenant_not_to_the_operator() {
     at_second(&[&a, &b], s);
     assert_eq!(get(&b, &t, "p-00").await.status, 200);
     // WHEN an operator exports it, page by page, through A
-    let operator = Auth::Operator("platform".into());
+    let operator = integration::operator();
     let mut cursor: Option<String> = None;
     let mut lines = 0;
     loop {
@@ -324,15 +304,7 @@ async fn an_export_is_charged_to_the_exported_tenant_not_to_the_operator() {
         if let Some(c) = &cursor {
             query.push(("cursor", c));
         }
-        let r = call(
-            &a.app,
-            "export-tenant",
-            &params(&[("tenantId", &t)]),
-            &query,
-            None,
-            &operator,
-        )
-        .await;
+        let r = a.caller(&operator).query(&query).export_tenant(&t).await;
         assert_eq!(r.status, 200, "{}", r.body);
         lines += r.text.lines().count();
         cursor = r
@@ -382,23 +354,13 @@ async fn writes_refused_by_their_condition_are_charged_in_usage_and_in_the_quota
     // WHEN it deletes a product that is not there 100 times, and redeems a code that does not
     // exist 100 times (a single UpdateItem refused by its condition)
     for _ in 0..100 {
-        let r = call_admitted(
-            &h.app,
-            "delete-product",
-            &params(&[("productId", "missing")]),
-            None,
-            &Auth::Tenant(t.clone()),
-        )
-        .await;
+        let r = h.tenant(&t).admitted().delete_product("missing").await;
         assert_eq!(r.status, 404, "{}", r.body);
-        let r = call_admitted(
-            &h.app,
-            "redeem-transfer-code",
-            &params(&[("code", "0123456789abcdef0123456789abcdef")]),
-            None,
-            &Auth::Tenant(t.clone()),
-        )
-        .await;
+        let r = h
+            .tenant(&t)
+            .admitted()
+            .redeem_transfer_code("0123456789abcdef0123456789abcdef")
+            .await;
         assert_eq!(r.status, 404, "{}", r.body);
     }
     // THEN each route's usage holds at least a write unit per refused write
@@ -434,42 +396,42 @@ async fn an_operators_offboarding_and_re_sharding_of_another_tenant_are_charged_
     onboard_custom(&h, &moved, 1, 2_000, 100_000).await;
     for (t, n) in [(&gone, 300), (&moved, 100)] {
         for i in 0..n {
-            let r = call(
-                &h.app,
-                "put-product",
-                &params(&[("productId", &format!("p-{i:03}"))]),
-                &[],
-                Some(product_of(1)),
-                &Auth::Tenant(t.clone()),
-            )
-            .await;
+            let r = h
+                .tenant(t)
+                .put_product(&format!("p-{i:03}"), product_of(1))
+                .await;
             assert_eq!(r.status, 201, "{}", r.body);
         }
     }
     let platform_before = integration::units_used(&h, &[&h.app], "_platform", None).await;
     // WHEN the operator offboards the first to its end, every call served as the runtime serves it
     let path = params(&[("tenantId", &gone)]);
-    let first = call_admitted(&h.app, "offboard-tenant", &path, None, &operator).await;
+    let first = h
+        .caller(&operator)
+        .admitted()
+        .call("offboard-tenant", &path, None)
+        .await;
     assert_eq!(first.status, 202, "{}", first.body);
     h.clock
         .advance_seconds(shared::store::lifecycle::offboarding::DELETION_DELAY_SECONDS);
     let mut last = first;
     for _ in 0..50 {
-        last = call_admitted(&h.app, "offboard-tenant", &path, None, &operator).await;
+        last = h
+            .caller(&operator)
+            .admitted()
+            .call("offboard-tenant", &path, None)
+            .await;
         if last.status != 202 {
             break;
         }
     }
     assert_eq!(last.status, 200, "{}", last.body);
     // AND starts the second's re-sharding, which the lifecycle driver runs to its end
-    let r = call_admitted(
-        &h.app,
-        "update-tenant",
-        &params(&[("tenantId", &moved)]),
-        Some(json!({"shardCount": 4})),
-        &operator,
-    )
-    .await;
+    let r = h
+        .caller(&operator)
+        .admitted()
+        .update_tenant(&moved, json!({"shardCount": 4}))
+        .await;
     assert_eq!(r.status, 202, "{}", r.body);
     h.clock
         .advance_seconds(shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS + 1);
@@ -481,15 +443,7 @@ async fn an_operators_offboarding_and_re_sharding_of_another_tenant_are_charged_
             break;
         }
     }
-    let record = call(
-        &h.app,
-        "get-tenant",
-        &params(&[("tenantId", &moved)]),
-        &[],
-        None,
-        &operator,
-    )
-    .await;
+    let record = h.caller(&operator).get_tenant(&moved).await;
     assert_eq!(record.body["shardCount"], 4, "{}", record.body);
     // THEN the operator's tenant was charged nothing of either: its usage holds no lifecycle units
     let charged_to_ops = integration::units_used(&h, &[&h.app], &ops, None).await;

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use integration::fixtures::arrange;
-use integration::routes::call_with_headers;
 use integration::{unique, Harness};
 use serde_json::json;
 
@@ -36,16 +35,10 @@ async fn the_same_key_and_request_replay_the_first_answer_with_one_effect() {
         let before = effects(&h).await;
         // WHEN 8 identical requests with the key run at once, and one more afterwards
         let send = |h: Arc<Harness>, a: Arc<integration::fixtures::Arranged>, key: String| async move {
-            call_with_headers(
-                &h.app,
-                bin,
-                &a.params,
-                &[],
-                a.body.clone(),
-                &a.auth,
-                &[("Idempotency-Key", &key)],
-            )
-            .await
+            h.caller(&a.auth)
+                .header("Idempotency-Key", &key)
+                .call(bin, &a.params, a.body.clone())
+                .await
         };
         let tasks: Vec<_> = (0..8)
             .map(|_| tokio::spawn(send(h.clone(), a.clone(), key.clone())))
@@ -87,43 +80,32 @@ async fn the_same_key_with_another_request_is_422_and_a_bad_key_is_400() {
     let h = Harness::new().await;
     // GIVEN a session created with a key
     let a = arrange(&h, "create-session").await;
-    let first = call_with_headers(
-        &h.app,
-        "create-session",
-        &a.params,
-        &[],
-        a.body.clone(),
-        &a.auth,
-        &[("Idempotency-Key", "k-1")],
-    )
-    .await;
+    let first = h
+        .caller(&a.auth)
+        .header("Idempotency-Key", "k-1")
+        .call("create-session", &a.params, a.body.clone())
+        .await;
     assert_eq!(first.status, 201, "{}", first.body);
     let before = h.all_items().await.len();
     // WHEN the key comes back with another body, THEN 422, and nothing is written
-    let other = call_with_headers(
-        &h.app,
-        "create-session",
-        &a.params,
-        &[],
-        Some(json!({"customerId": "someone-else"})),
-        &a.auth,
-        &[("Idempotency-Key", "k-1")],
-    )
-    .await;
+    let other = h
+        .caller(&a.auth)
+        .header("Idempotency-Key", "k-1")
+        .call(
+            "create-session",
+            &a.params,
+            Some(json!({"customerId": "someone-else"})),
+        )
+        .await;
     assert_eq!(other.status, 422, "{}", other.body);
     assert_eq!(other.content_type, "application/problem+json");
     // AND malformed keys are 400 naming the header
     for bad in ["", "has space", "x#y", &"k".repeat(129)] {
-        let r = call_with_headers(
-            &h.app,
-            "create-session",
-            &a.params,
-            &[],
-            a.body.clone(),
-            &a.auth,
-            &[("Idempotency-Key", bad)],
-        )
-        .await;
+        let r = h
+            .caller(&a.auth)
+            .header("Idempotency-Key", bad)
+            .call("create-session", &a.params, a.body.clone())
+            .await;
         assert_eq!(r.status, 400, "{bad:?}: {}", r.body);
         assert_eq!(r.body["field"], "Idempotency-Key");
     }
@@ -137,14 +119,10 @@ async fn a_key_is_remembered_for_24_hours_and_then_starts_afresh() {
     let a = arrange(&h, "create-session").await;
     let body = Some(json!({"customerId": "c-1"}));
     let send = || {
-        call_with_headers(
-            &h.app,
+        h.caller(&a.auth).header("Idempotency-Key", "daily").call(
             "create-session",
             &a.params,
-            &[],
             body.clone(),
-            &a.auth,
-            &[("Idempotency-Key", "daily")],
         )
     };
     let first = send().await;

@@ -6,8 +6,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use aws_sdk_sqs::types::{Message, MessageAttributeValue};
+use integration::api::NO_PATH;
 use integration::import_queue::{drain, Consumer, ImportQueues};
-use integration::routes::{call, params, request};
+use integration::routes::params;
 use integration::{onboard, resp, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::ids::TenantId;
@@ -21,28 +22,16 @@ async fn post_import(
     body: Value,
     headers: &[(&str, &str)],
 ) -> Resp {
-    let req = request(
-        "create-import",
-        &BTreeMap::new(),
-        &[],
-        Some(body),
-        &Auth::Tenant(tenant.into()),
-        headers,
-    );
+    let req = h
+        .tenant(tenant)
+        .headers(headers)
+        .request("create-import", &NO_PATH, Some(body));
     let queue = queues.producer();
     resp(Box::pin(imports::create_import::handle(&h.app, &queue, req)).await)
 }
 
 async fn get_import(h: &Harness, tenant: &str, id: &str) -> Resp {
-    call(
-        &h.app,
-        "get-import",
-        &params(&[("importId", id)]),
-        &[],
-        None,
-        &Auth::Tenant(tenant.into()),
-    )
-    .await
+    h.tenant(tenant).get_import(id).await
 }
 
 fn products(prefix: &str, n: usize) -> Value {
@@ -491,15 +480,10 @@ async fn a_product_written_after_the_import_was_accepted_is_not_replaced_by_it()
     assert_eq!(posted.status, 202, "{}", posted.body);
     // WHEN the tenant writes one of them (a PUT after the import was accepted), then the queue drains
     h.clock.advance_seconds(1);
-    let put = call(
-        &h.app,
-        "put-product",
-        &params(&[("productId", "x-00001")]),
-        &[],
-        Some(json!({"by": "put"})),
-        &Auth::Tenant(t.clone()),
-    )
-    .await;
+    let put = h
+        .tenant(&t)
+        .put_product("x-00001", json!({"by": "put"}))
+        .await;
     assert_eq!(put.status, 201, "{}", put.body);
     drain(&queues, &[&consumer], 10).await;
     // THEN the PUT's document stands, the other product is imported, and the counts say so
@@ -721,31 +705,18 @@ async fn a_superseded_item_delivered_again_after_the_newer_product_is_deleted_is
     h.clock.advance_seconds(1);
     let auth = Auth::Tenant(t.clone());
     let path = params(&[("productId", "x-00001")]);
-    let put = call(
-        &h.app,
-        "put-product",
-        &path,
-        &[],
-        Some(json!({"by": "put"})),
-        &auth,
-    )
-    .await;
+    let put = h
+        .caller(&auth)
+        .call("put-product", &path, Some(json!({"by": "put"})))
+        .await;
     assert_eq!(put.status, 201, "{}", put.body);
     drain(&queues, &[&consumer], 10).await;
     let id = posted.body["importId"].as_str().unwrap();
     assert_eq!(get_import(&h, &t, id).await.body["superseded"], 1);
     // WHEN the newer product is deleted, and the import's message for it is delivered again
-    let deleted = call(&h.app, "delete-product", &path, &[], None, &auth).await;
+    let deleted = h.caller(&auth).call("delete-product", &path, None).await;
     assert_eq!(deleted.status, 204, "{}", deleted.body);
-    let record = call(
-        &h.app,
-        "get-tenant",
-        &params(&[("tenantId", &t)]),
-        &[],
-        None,
-        &auth,
-    )
-    .await;
+    let record = h.caller(&auth).get_tenant(&t).await;
     let message = json!({
         "importId": id,
         "kind": "products",
@@ -905,15 +876,7 @@ async fn a_product_deleted_after_the_import_was_accepted_stays_deleted() {
     let t = unique("deleted");
     onboard(&h, &t, 4).await;
     for id in ["x-00000", "x-00001"] {
-        let r = call(
-            &h.app,
-            "put-product",
-            &params(&[("productId", id)]),
-            &[],
-            Some(json!({"by": "put"})),
-            &Auth::Tenant(t.clone()),
-        )
-        .await;
+        let r = h.tenant(&t).put_product(id, json!({"by": "put"})).await;
         assert_eq!(r.status, 201, "{}", r.body);
     }
     h.clock.advance_seconds(1);
@@ -923,15 +886,7 @@ async fn a_product_deleted_after_the_import_was_accepted_stays_deleted() {
     assert_eq!(posted.status, 202, "{}", posted.body);
     // WHEN the tenant deletes one of them after the import was accepted, then the queue drains
     h.clock.advance_seconds(1);
-    let delete = call(
-        &h.app,
-        "delete-product",
-        &params(&[("productId", "x-00001")]),
-        &[],
-        None,
-        &Auth::Tenant(t.clone()),
-    )
-    .await;
+    let delete = h.tenant(&t).delete_product("x-00001").await;
     assert_eq!(delete.status, 204, "{}", delete.body);
     drain(&queues, &[&consumer], 10).await;
     // THEN the deleted product stays deleted, the other is imported, and the counts say so
@@ -945,15 +900,7 @@ async fn a_product_deleted_after_the_import_was_accepted_stays_deleted() {
     assert_eq!(progress.body["status"], "complete");
     // AND a delete of a product that is not there answers 404 and still records its deletion
     // (what lets it win over an import accepted before it that has not landed yet)
-    let missing = call(
-        &h.app,
-        "delete-product",
-        &params(&[("productId", "never")]),
-        &[],
-        None,
-        &Auth::Tenant(t.clone()),
-    )
-    .await;
+    let missing = h.tenant(&t).delete_product("never").await;
     assert_eq!(missing.status, 404);
     assert_eq!(
         h.items_under(&format!("TENANT#{t}#DELETED#PRODUCT#never"))
@@ -988,19 +935,10 @@ async fn reshard_to_16_while_consuming(h: &Harness, queues: &ImportQueues, t: &s
         let answer = serde_json::to_value(answer).unwrap();
         queues.settle(&batch, Some(&answer)).await
     };
-    let (at, operator) = (
-        params(&[("tenantId", t)]),
-        Auth::Operator("platform".into()),
-    );
+    let (at, operator) = (params(&[("tenantId", t)]), integration::operator());
     let reshard = || {
-        call(
-            &h.app,
-            "update-tenant",
-            &at,
-            &[],
-            Some(json!({"shardCount": 16})),
-            &operator,
-        )
+        h.caller(&operator)
+            .call("update-tenant", &at, Some(json!({"shardCount": 16})))
     };
     assert_eq!(reshard().await.status, 202);
     assert_eq!(deliver(first).await, first);
@@ -1189,15 +1127,10 @@ async fn every_import_is_final_by_its_deadline_with_counts_per_reason_and_nothin
     let status = |status: &'static str| {
         let (h, suspended) = (&h, &suspended);
         async move {
-            let r = call(
-                &h.app,
-                "update-tenant",
-                &params(&[("tenantId", suspended)]),
-                &[],
-                Some(json!({ "status": status })),
-                &Auth::Operator("platform".into()),
-            )
-            .await;
+            let r = h
+                .operator()
+                .update_tenant(suspended, json!({ "status": status }))
+                .await;
             assert_eq!(r.status, 200, "{}", r.body);
         }
     };
@@ -1352,15 +1285,10 @@ async fn an_idempotency_key_reused_after_its_import_expired_names_a_new_import()
     assert_eq!(queues.backlog(&queues.url).await, 0);
     // AND the products changed by the tenant since
     for n in 0..2 {
-        let r = call(
-            &h.app,
-            "put-product",
-            &params(&[("productId", &format!("p-{n:05}"))]),
-            &[],
-            Some(json!({"n": 100 + n})),
-            &Auth::Tenant(t.clone()),
-        )
-        .await;
+        let r = h
+            .tenant(&t)
+            .put_product(&format!("p-{n:05}"), json!({"n": 100 + n}))
+            .await;
         assert!(r.status == 200 || r.status == 201, "{}", r.body);
     }
     // WHEN the same request comes again after the import's 14 days (TTL has not removed it yet)
@@ -1396,28 +1324,16 @@ async fn as_tenant(
     at: &[(&str, &str)],
     body: Option<Value>,
 ) -> Resp {
-    call(
-        &h.app,
-        route,
-        &params(at),
-        &[],
-        body,
-        &Auth::Tenant(tenant.into()),
-    )
-    .await
+    h.tenant(tenant).call(route, at, body).await
 }
 
 /// The employees `list-department-employees` lists for department `d` (one page of up to 100).
 async fn members(h: &Harness, tenant: &str, d: &str) -> Vec<String> {
-    let r = call(
-        &h.app,
-        "list-department-employees",
-        &params(&[("departmentId", d)]),
-        &[("limit", "100")],
-        None,
-        &Auth::Tenant(tenant.into()),
-    )
-    .await;
+    let r = h
+        .tenant(tenant)
+        .query(&[("limit", "100")])
+        .list_department_employees(d)
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
     let mut ids: Vec<String> = r.body["items"]
         .as_array()
@@ -1869,14 +1785,11 @@ async fn imports_are_held_to_the_capacity_quota_deferred_without_limit_and_never
     loop {
         at(second);
         if second < start + 20 {
-            let _ = integration::routes::call_admitted(
-                &drainer.app,
-                "put-product",
-                &params(&[("productId", &format!("drain-{second}"))]),
-                Some(json!({"blob": blob})),
-                &Auth::Tenant(t.clone()),
-            )
-            .await;
+            let _ = drainer
+                .tenant(&t)
+                .admitted()
+                .put_product(&format!("drain-{second}"), json!({"blob": blob}))
+                .await;
         }
         deliver_deferring(&h, &queues).await;
         if other_done_at.is_none()
@@ -1942,14 +1855,11 @@ async fn an_import_held_back_by_the_quota_until_its_deadline_fails_over_quota() 
     assert_eq!(posted.status, 202, "{}", posted.body);
     let deadline = shared::store::imports::due_at_ms(start * 1000) / 1000;
     h.clock.set_millis((deadline - 1) * 1000);
-    let drain = integration::routes::call_admitted(
-        &h.app,
-        "put-product",
-        &params(&[("productId", "drain")]),
-        Some(json!({"blob": "x".repeat(60 * 1024)})),
-        &Auth::Tenant(t.clone()),
-    )
-    .await;
+    let drain = h
+        .tenant(&t)
+        .admitted()
+        .put_product("drain", json!({"blob": "x".repeat(60 * 1024)}))
+        .await;
     assert_eq!(drain.status, 201, "{}", drain.body);
     // WHEN the consumer gets the message, still in debt, and the deadline passes
     assert_eq!(deliver_deferring(&h, &queues).await, 1);

@@ -3,7 +3,7 @@
 //! client must get what one clean success gives: the same status, and the effect exactly once.
 
 use integration::fixtures::arrange;
-use integration::routes::{call, route_table, template_routes};
+use integration::routes::{route_table, template_routes};
 use integration::Harness;
 
 /// A mutating route, the DynamoDB operation that makes its effect, its clean-success status, and
@@ -40,7 +40,10 @@ async fn every_mutating_route_answers_a_lost_success_as_a_success() {
         // WHEN its write takes effect but the answer is lost, and the SDK retries
         h.faults.lose_successes_of(&case.write, 1);
         h.requests.reset();
-        let r = call(&h.app, &case.bin, &a.params, &[], a.body.clone(), &a.auth).await;
+        let r = h
+            .caller(&a.auth)
+            .call(&case.bin, &a.params, a.body.clone())
+            .await;
         let retried = h.requests.by_operation().get(case.write.as_str()).copied();
         h.faults.lose_successes(0);
         // THEN the answer is the clean success's, after a retry
@@ -49,7 +52,7 @@ async fn every_mutating_route_answers_a_lost_success_as_a_success() {
         assert_eq!(retried, Some(2), "{what}: the write was not retried");
         // AND a second, separate request (a moment later) sees the effect as done exactly once
         h.clock.advance_seconds(1);
-        let again = call(&h.app, &case.bin, &a.params, &[], a.body, &a.auth).await;
+        let again = h.caller(&a.auth).call(&case.bin, &a.params, a.body).await;
         let what = format!("{} again: {} {}", case.bin, again.status, again.body);
         match case.again {
             // a redeemed code, a deleted item or an expired session is gone (404); a tenant is

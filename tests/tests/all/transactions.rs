@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use integration::fixtures::arrange;
-use integration::routes::{call, call_with_headers, route_table};
+use integration::routes::route_table;
 use integration::Harness;
 use shared::store::client::transact::ATTEMPTS;
 
@@ -56,7 +56,10 @@ async fn send(
     } else {
         Vec::new()
     };
-    call_with_headers(&h.app, &case.bin, params, &[], body, auth, &headers).await
+    h.caller(auth)
+        .headers(&headers)
+        .call(&case.bin, params, body)
+        .await
 }
 
 /// One injected answer: the reason codes (`None`: TransactionInProgressException), and what the
@@ -319,17 +322,7 @@ async fn twenty_simultaneous_child_creates_keep_the_parents_count_exact() {
     let tasks: Vec<_> = (0..20)
         .map(|_| {
             let (h, auth, body) = (h.clone(), auth.clone(), body.clone());
-            tokio::spawn(async move {
-                call(
-                    &h.app,
-                    "create-session",
-                    &BTreeMap::new(),
-                    &[],
-                    Some(body),
-                    &auth,
-                )
-                .await
-            })
+            tokio::spawn(async move { h.caller(&auth).create_session(body).await })
         })
         .collect();
     let mut created = 0;

@@ -5,41 +5,15 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use integration::{event, resp, unique, Auth, Harness, Phase, Resp};
+use integration::{unique, Harness, Phase, Resp};
 use serde_json::json;
 
 async fn create(h: &Harness, tenant: &str, body: serde_json::Value) -> Resp {
-    resp(
-        sessions::create_session::handle(
-            &h.app,
-            event(
-                "POST",
-                "/sessions",
-                &[],
-                &[],
-                Some(body),
-                &Auth::Tenant(tenant.into()),
-            ),
-        )
-        .await,
-    )
+    h.tenant(tenant).create_session(body).await
 }
 
 async fn get(h: &Harness, tenant: &str, id: &str) -> Resp {
-    resp(
-        sessions::get_session_by_session_id::handle(
-            &h.app,
-            event(
-                "GET",
-                "/sessions/{sessionId}",
-                &[("sessionId", id)],
-                &[],
-                None,
-                &Auth::Tenant(tenant.into()),
-            ),
-        )
-        .await,
-    )
+    h.tenant(tenant).get_session_by_session_id(id).await
 }
 
 fn assert_unavailable(r: &Resp) {

@@ -2,21 +2,15 @@
 //! container's cached record has expired (`RECORD_TTL_SECONDS`), and no container vends its
 //! credentials to find out: records are read with the functions' own, record-only client.
 
-use integration::routes::{call, call_admitted, get_product_admitted, params};
+use integration::routes::{get_product_admitted, params};
 use integration::{onboard, unique, Auth, Harness, Resp};
 use serde_json::json;
 use shared::store::tenancy::tenants::RECORD_TTL_SECONDS;
 
 async fn set_status(ops: &Harness, tenant: &str, status: &str) -> Resp {
-    call(
-        &ops.app,
-        "update-tenant",
-        &params(&[("tenantId", tenant)]),
-        &[],
-        Some(json!({ "status": status })),
-        &Auth::Operator("platform".into()),
-    )
-    .await
+    ops.operator()
+        .update_tenant(tenant, json!({ "status": status }))
+        .await
 }
 
 #[tokio::test]
@@ -47,15 +41,7 @@ async fn a_suspended_tenant_gets_403_within_the_record_ttl_and_no_container_vend
     assert_eq!(r.content_type, "application/problem+json");
     assert!(r.body["detail"].as_str().unwrap().contains("suspended"));
     // AND a handler called directly refuses it too (App::db), for reads and writes
-    let direct = call(
-        &a.app,
-        "put-product",
-        &params(&[("productId", "p-2")]),
-        &[],
-        Some(json!({"name": "x"})),
-        &Auth::Tenant(t.clone()),
-    )
-    .await;
+    let direct = a.tenant(&t).put_product("p-2", json!({"name": "x"})).await;
     assert_eq!(direct.status, 403, "{}", direct.body);
 
     // AND a container that never served it refuses it without ever assuming the tenant role
@@ -63,14 +49,11 @@ async fn a_suspended_tenant_gets_403_within_the_record_ttl_and_no_container_vend
     let assumed_before = fresh.recorded_policies(&t).await.len();
     for bin in ["get-product", "query-tenant-products", "create-session"] {
         let body = (bin == "create-session").then(|| json!({"customerId": "c"}));
-        let r = call_admitted(
-            &fresh.app,
-            bin,
-            &params(&[("productId", "p-1")]),
-            body,
-            &Auth::Tenant(t.clone()),
-        )
-        .await;
+        let r = fresh
+            .tenant(&t)
+            .admitted()
+            .call(bin, &[("productId", "p-1")], body)
+            .await;
         assert_eq!(r.status, 403, "{bin}: {}", r.body);
     }
     assert_eq!(
@@ -99,15 +82,10 @@ async fn only_an_operator_suspends_and_a_status_must_be_known() {
     let t = unique("status");
     onboard(&h, &t, 4).await;
     let before = h.all_items().await;
-    let r = call(
-        &h.app,
-        "update-tenant",
-        &params(&[("tenantId", &t)]),
-        &[],
-        Some(json!({"status": "suspended"})),
-        &Auth::Tenant(t.clone()),
-    )
-    .await;
+    let r = h
+        .tenant(&t)
+        .update_tenant(&t, json!({"status": "suspended"}))
+        .await;
     assert_eq!(r.status, 403, "{}", r.body);
     let r = set_status(&h, &t, "deleted").await;
     assert_eq!(r.status, 400, "{}", r.body);
@@ -148,39 +126,21 @@ async fn an_operator_cannot_suspend_its_own_tenant() {
     let operator = Auth::Operator(home.clone());
 
     // WHEN it tries to suspend its own tenant
-    let r = call(
-        &h.app,
-        "update-tenant",
-        &params(&[("tenantId", &home)]),
-        &[],
-        Some(json!({ "status": "suspended" })),
-        &operator,
-    )
-    .await;
+    let r = h
+        .caller(&operator)
+        .update_tenant(&home, json!({ "status": "suspended" }))
+        .await;
 
     // THEN 409 problem+json, and the tenant is still active (its operators are not locked out)
     assert_eq!(r.status, 409, "{}", r.body);
     assert_eq!(r.content_type, "application/problem+json");
     // AND so is a suspension riding along with a tier change, which changes nothing either
-    let r = call(
-        &h.app,
-        "update-tenant",
-        &params(&[("tenantId", &home)]),
-        &[],
-        Some(json!({ "tier": "basic", "status": "suspended" })),
-        &operator,
-    )
-    .await;
+    let r = h
+        .caller(&operator)
+        .update_tenant(&home, json!({ "tier": "basic", "status": "suspended" }))
+        .await;
     assert_eq!(r.status, 409, "{}", r.body);
-    let record = call(
-        &h.app,
-        "get-tenant",
-        &params(&[("tenantId", &home)]),
-        &[],
-        None,
-        &operator,
-    )
-    .await;
+    let record = h.caller(&operator).get_tenant(&home).await;
     assert_eq!(record.status, 200, "{}", record.body);
     assert_eq!(record.body["status"], "active");
     assert_eq!(
@@ -251,31 +211,16 @@ async fn a_tenants_own_user_does_not_see_which_operator_started_its_re_sharding(
     let h = Harness::new().await;
     let t = unique("reshard");
     onboard(&h, &t, 1).await;
-    let operator = Auth::Operator("platform".into());
-    let r = call(
-        &h.app,
-        "update-tenant",
-        &params(&[("tenantId", &t)]),
-        &[],
-        Some(json!({"shardCount": 4})),
-        &operator,
-    )
-    .await;
+    let operator = integration::operator();
+    let r = h
+        .caller(&operator)
+        .update_tenant(&t, json!({"shardCount": 4}))
+        .await;
     assert_eq!(r.status, 202, "{}", r.body);
     // WHEN the tenant's own user and an operator read the record
     let get = |auth: Auth| {
         let (h, t) = (&h, t.clone());
-        async move {
-            call(
-                &h.app,
-                "get-tenant",
-                &params(&[("tenantId", &t)]),
-                &[],
-                None,
-                &auth,
-            )
-            .await
-        }
+        async move { h.caller(&auth).get_tenant(&t).await }
     };
     let own = get(Auth::Tenant(t.clone())).await;
     let ops = get(operator.clone()).await;
@@ -305,12 +250,10 @@ async fn an_operator_whose_own_tenant_record_cannot_be_read_is_refused_503_and_w
     let t = integration::onboarded(&h, "target").await;
     let path = params(&[("tenantId", &t)]);
     let suspend = || {
-        call_admitted(
-            &h.app,
+        h.caller(&operator).admitted().call(
             "update-tenant",
             &path,
             Some(json!({"status": "suspended"})),
-            &operator,
         )
     };
     // WHEN the cache has expired and every read of the operator's own record is throttled
@@ -318,29 +261,16 @@ async fn an_operator_whose_own_tenant_record_cannot_be_read_is_refused_503_and_w
     h.faults
         .refuse_requests_containing(Some(&format!("TENANT#{ops_tenant}#TENANT")));
     let through_runtime = suspend().await;
-    let direct = call(
-        &h.app,
-        "update-tenant",
-        &params(&[("tenantId", &t)]),
-        &[],
-        Some(json!({"status": "suspended"})),
-        &operator,
-    )
-    .await;
+    let direct = h
+        .caller(&operator)
+        .update_tenant(&t, json!({"status": "suspended"}))
+        .await;
     // THEN both answer 503 problem+json, served or called directly: the power fails closed
     through_runtime.assert_problem(503);
     direct.assert_problem(503);
     // AND nothing was written: the tenant is still active
     h.faults.refuse_requests_containing(None);
-    let record = call(
-        &h.app,
-        "get-tenant",
-        &params(&[("tenantId", &t)]),
-        &[],
-        None,
-        &operator,
-    )
-    .await;
+    let record = h.caller(&operator).get_tenant(&t).await;
     assert_eq!(record.status, 200, "{}", record.body);
     assert_eq!(record.body["status"], "active");
     // AND once the record reads again, the operator acts as before

@@ -10,7 +10,6 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::StreamExt;
-use integration::routes::{call, params};
 use integration::{onboard, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::clock::Clock;
@@ -21,9 +20,7 @@ const PRODUCTS: usize = 2_000;
 const EMPLOYEES: usize = 200;
 const DEPARTMENTS: usize = 10;
 
-fn operator() -> Auth {
-    Auth::Operator("platform".into())
-}
+use integration::operator;
 
 /// What one kind of item looks like to the test: its list route, and how to read an item's id and
 /// version from the list's view.
@@ -109,27 +106,20 @@ impl World<'_> {
         // A put after a delete brings the item back.
         ledger.deleting.lock().unwrap().remove(id);
         let r = if kind.id == "productId" {
-            call(
-                &self.h.app,
-                "put-product",
-                &params(&[("productId", id)]),
-                &[],
-                Some(json!({"v": v, "name": id})),
-                &self.auth(),
-            )
-            .await
+            self.h
+                .caller(&self.auth())
+                .put_product(id, json!({"v": v, "name": id}))
+                .await
         } else {
             let home = shard_for(id, DEPARTMENTS as u32) as u64;
             let dept = format!("d-{}", (home + v) % DEPARTMENTS as u64);
-            call(
-                &self.h.app,
-                "put-employee",
-                &params(&[("employeeId", id)]),
-                &[],
-                Some(json!({"name": format!("{id} v{v}"), "departmentId": dept})),
-                &self.auth(),
-            )
-            .await
+            self.h
+                .caller(&self.auth())
+                .put_employee(
+                    id,
+                    json!({"name": format!("{id} v{v}"), "departmentId": dept}),
+                )
+                .await
         };
         assert!(
             r.status == 200 || r.status == 201,
@@ -155,15 +145,11 @@ impl World<'_> {
         } else {
             ("delete-employee", "employeeId")
         };
-        let r = call(
-            &self.h.app,
-            bin,
-            &params(&[(param, id)]),
-            &[],
-            None,
-            &self.auth(),
-        )
-        .await;
+        let r = self
+            .h
+            .caller(&self.auth())
+            .call(bin, &[(param, id)], None)
+            .await;
         assert_eq!(r.status, 204, "delete {id}: {}", r.body);
         self.ledger(kind)
             .deleting
@@ -177,15 +163,11 @@ impl World<'_> {
         if let Some(c) = cursor {
             query.push(("cursor", c));
         }
-        call(
-            &self.h.app,
-            kind.list,
-            &BTreeMap::new(),
-            &query,
-            None,
-            &self.auth(),
-        )
-        .await
+        self.h
+            .caller(&self.auth())
+            .query(&query)
+            .call(kind.list, &integration::api::NO_PATH, None)
+            .await
     }
 
     /// A whole walk of a list: each item's id and version, in the order returned.
@@ -209,27 +191,14 @@ impl World<'_> {
     }
 
     async fn reshard(&self, to: u32) -> Resp {
-        call(
-            &self.h.app,
-            "update-tenant",
-            &params(&[("tenantId", &self.tenant)]),
-            &[],
-            Some(json!({"shardCount": to})),
-            &operator(),
-        )
-        .await
+        self.h
+            .operator()
+            .update_tenant(&self.tenant, json!({"shardCount": to}))
+            .await
     }
 
     async fn record(&self) -> Value {
-        let r = call(
-            &self.h.app,
-            "get-tenant",
-            &params(&[("tenantId", &self.tenant)]),
-            &[],
-            None,
-            &operator(),
-        )
-        .await;
+        let r = self.h.operator().get_tenant(&self.tenant).await;
         assert_eq!(r.status, 200, "{}", r.body);
         r.body
     }
@@ -361,15 +330,13 @@ fn check_concurrent_walk(
 async fn seed(w: &World<'_>) {
     let departments = futures::stream::iter(0..DEPARTMENTS)
         .map(|d| async move {
-            let r = call(
-                &w.h.app,
-                "put-department",
-                &params(&[("departmentId", &format!("d-{d}"))]),
-                &[],
-                Some(json!({"name": format!("Department {d}")})),
-                &w.auth(),
-            )
-            .await;
+            let r =
+                w.h.caller(&w.auth())
+                    .put_department(
+                        &format!("d-{d}"),
+                        json!({"name": format!("Department {d}")}),
+                    )
+                    .await;
             assert_eq!(r.status, 201, "{}", r.body);
         })
         .buffer_unordered(8)
@@ -683,17 +650,7 @@ async fn resharding_is_operator_only_validated_and_refused_while_offboarding() {
     let patch = |body: Value, auth: Auth| {
         let h = &h;
         let tenant = tenant.clone();
-        async move {
-            call(
-                &h.app,
-                "update-tenant",
-                &params(&[("tenantId", &tenant)]),
-                &[],
-                Some(body),
-                &auth,
-            )
-            .await
-        }
+        async move { h.caller(&auth).update_tenant(&tenant, body).await }
     };
     // A tenant user cannot re-shard, not even its own tenant.
     patch(json!({"shardCount": 8}), Auth::Tenant(tenant.clone()))
@@ -713,48 +670,20 @@ async fn resharding_is_operator_only_validated_and_refused_while_offboarding() {
     assert_eq!(same.status, 200);
     assert!(same.body.get("migration").is_none());
     // An unknown tenant: 404.
-    call(
-        &h.app,
-        "update-tenant",
-        &params(&[("tenantId", "nobody-here")]),
-        &[],
-        Some(json!({"shardCount": 3})),
-        &operator(),
-    )
-    .await
-    .assert_problem(404);
+    h.operator()
+        .update_tenant("nobody-here", json!({"shardCount": 3}))
+        .await
+        .assert_problem(404);
     // While re-sharding: no offboarding and no export (items are moving between partitions).
     let r = patch(json!({"shardCount": 5}), operator()).await;
     assert_eq!(r.status, 202);
-    let gone = call(
-        &h.app,
-        "offboard-tenant",
-        &params(&[("tenantId", &tenant)]),
-        &[],
-        None,
-        &operator(),
-    )
-    .await;
+    let gone = h.operator().offboard_tenant(&tenant).await;
     gone.assert_problem(409);
-    call(
-        &h.app,
-        "export-tenant",
-        &params(&[("tenantId", &tenant)]),
-        &[],
-        None,
-        &operator(),
-    )
-    .await
-    .assert_problem(409);
-    let view = call(
-        &h.app,
-        "get-tenant",
-        &params(&[("tenantId", &tenant)]),
-        &[],
-        None,
-        &operator(),
-    )
-    .await;
+    h.operator()
+        .export_tenant(&tenant)
+        .await
+        .assert_problem(409);
+    let view = h.operator().get_tenant(&tenant).await;
     assert_eq!(view.body["migration"]["toShardCount"], 5, "{}", view.body);
     assert_eq!(view.body["shardCount"], 2);
 }
@@ -790,15 +719,10 @@ async fn a_write_that_chose_the_old_layout_never_leaves_a_second_copy() {
         employees: Ledger::default(),
     };
     for d in 0..DEPARTMENTS {
-        let r = call(
-            &a.app,
-            "put-department",
-            &params(&[("departmentId", &format!("d-{d}"))]),
-            &[],
-            Some(json!({"name": "D"})),
-            &wa.auth(),
-        )
-        .await;
+        let r = a
+            .caller(&wa.auth())
+            .put_department(&format!("d-{d}"), json!({"name": "D"}))
+            .await;
         assert_eq!(r.status, 201);
     }
     assert_eq!(wa.reshard(16).await.status, 202);
@@ -825,15 +749,7 @@ async fn a_write_that_chose_the_old_layout_never_leaves_a_second_copy() {
         let copies: Vec<_> = raw.iter().filter(|(i, _)| i == id).collect();
         assert_eq!(copies.len(), 1, "{id}: {copies:?}");
         assert_eq!(copies[0].1, shard_for(id, 16), "{id} moved back");
-        let r = call(
-            &a.app,
-            "get-product",
-            &params(&[("productId", id)]),
-            &[],
-            None,
-            &wa.auth(),
-        )
-        .await;
+        let r = a.caller(&wa.auth()).get_product(id).await;
         assert_eq!(r.body["document"]["v"], v, "{id}");
     }
     let employees = wa.raw(EMPLOYEE).await;
@@ -859,15 +775,7 @@ async fn a_write_that_chose_the_old_layout_never_leaves_a_second_copy() {
 async fn put_products(h: &Harness, tenant: &str, n: usize) -> Vec<String> {
     let ids: Vec<String> = (0..n).map(|i| format!("p-{i:04}")).collect();
     futures::stream::iter(ids.iter().map(|id| async move {
-        let r = call(
-            &h.app,
-            "put-product",
-            &params(&[("productId", id)]),
-            &[],
-            Some(json!({"v": 1})),
-            &Auth::Tenant(tenant.to_owned()),
-        )
-        .await;
+        let r = h.tenant(tenant).put_product(id, json!({"v": 1})).await;
         assert_eq!(r.status, 201, "{}", r.body);
     }))
     .buffer_unordered(16)
@@ -882,15 +790,10 @@ async fn page_from(h: &Harness, tenant: &str, order: &str, cursor: Option<&str>)
     if let Some(c) = cursor {
         query.push(("cursor", c));
     }
-    call(
-        &h.app,
-        PRODUCT.list,
-        &BTreeMap::new(),
-        &query,
-        None,
-        &Auth::Tenant(tenant.into()),
-    )
-    .await
+    h.tenant(tenant)
+        .query(&query)
+        .call(PRODUCT.list, &integration::api::NO_PATH, None)
+        .await
 }
 
 /// A walk in progress: which container serves its next page, its cursor, and what it has seen.
@@ -950,15 +853,10 @@ async fn walk_cursors_pass_between_containers_with_and_without_the_migration_cac
     onboard(&x, &t, 4).await;
     let ids = put_products(&x, &t, 600).await;
     assert_eq!(page_from(&x, &t, "unordered", None).await.status, 200);
-    let started = call(
-        &y.app,
-        "update-tenant",
-        &params(&[("tenantId", &t)]),
-        &[],
-        Some(json!({"shardCount": 16})),
-        &operator(),
-    )
-    .await;
+    let started = y
+        .operator()
+        .update_tenant(&t, json!({"shardCount": 16}))
+        .await;
     assert_eq!(started.status, 202, "{}", started.body);
     // WHEN four walks (a walk and an id-order listing, each begun on X and on Y) hand their
     // cursors from one container to the other on every page: two pages each while X does not know
@@ -979,15 +877,7 @@ async fn walk_cursors_pass_between_containers_with_and_without_the_migration_cac
     x.clock.advance_seconds(WRITES_MOVE_DELAY_SECONDS);
     y.clock.advance_seconds(WRITES_MOVE_DELAY_SECONDS);
     for id in ids.iter().step_by(6) {
-        let r = call(
-            &x.app,
-            "put-product",
-            &params(&[("productId", id)]),
-            &[],
-            Some(json!({"v": 2})),
-            &Auth::Tenant(t.clone()),
-        )
-        .await;
+        let r = x.tenant(&t).put_product(id, json!({"v": 2})).await;
         assert_eq!(r.status, 200, "{}", r.body);
     }
     for _ in 0..2 {
@@ -998,15 +888,10 @@ async fn walk_cursors_pass_between_containers_with_and_without_the_migration_cac
     y.clock.advance_seconds(MOVES_DELAY_SECONDS);
     let mut calls = 0;
     loop {
-        let r = call(
-            &y.app,
-            "update-tenant",
-            &params(&[("tenantId", &t)]),
-            &[],
-            Some(json!({"shardCount": 16})),
-            &operator(),
-        )
-        .await;
+        let r = y
+            .operator()
+            .update_tenant(&t, json!({"shardCount": 16}))
+            .await;
         if r.status == 200 {
             break;
         }
@@ -1043,15 +928,10 @@ async fn a_resharding_finishes_with_no_client_after_its_first_call_even_when_its
     let t = unique("driven");
     onboard(&h, &t, 4).await;
     let ids = put_products(&h, &t, 400).await;
-    let started = call(
-        &h.app,
-        "update-tenant",
-        &params(&[("tenantId", &t)]),
-        &[],
-        Some(json!({"shardCount": 16})),
-        &operator(),
-    )
-    .await;
+    let started = h
+        .operator()
+        .update_tenant(&t, json!({"shardCount": 16}))
+        .await;
     assert_eq!(started.status, 202, "{}", started.body);
     // WHEN the driver runs in another container once moves may start, is killed part-way three
     // times, and is then left to run
@@ -1076,15 +956,7 @@ async fn a_resharding_finishes_with_no_client_after_its_first_call_even_when_its
     }
     // THEN the record shows 16 shards and no migration (GET /tenants/{id} showed its progress)
     h.clock.advance_seconds(MOVES_DELAY_SECONDS);
-    let r = call(
-        &h.app,
-        "get-tenant",
-        &params(&[("tenantId", &t)]),
-        &[],
-        None,
-        &operator(),
-    )
-    .await;
+    let r = h.operator().get_tenant(&t).await;
     assert_eq!(r.body["shardCount"], 16, "{}", r.body);
     assert!(r.body.get("migration").is_none(), "{}", r.body);
     // AND every product is on its new shard, once

@@ -4,27 +4,16 @@
 //! through a rule to a queue, as a subscriber would receive them.
 
 use integration::lifecycle_bus::{LifecycleBus, StreamTap};
-use integration::routes::{call, params};
-use integration::{offboard_to_end, onboard, unique, Auth, Harness, Resp};
+use integration::{offboard_to_end, onboard, unique, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::ids::{EntityId, TenantId};
 use shared::store::imports::{self, NewImport, Outcome, FINAL_WITHIN_SECONDS};
 use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
 
-fn operator() -> Auth {
-    Auth::Operator("platform".into())
-}
+use integration::operator;
 
 async fn patch(h: &Harness, tenant: &str, body: Value) -> Resp {
-    call(
-        &h.app,
-        "update-tenant",
-        &params(&[("tenantId", tenant)]),
-        &[],
-        Some(body),
-        &operator(),
-    )
-    .await
+    h.operator().update_tenant(tenant, body).await
 }
 
 /// The events delivered about `tenant`, by detail-type (EventBridge and the queue keep no order).
@@ -79,15 +68,10 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
 
     // WHEN an operator takes a tenant through every lifecycle step, with failed changes in between
     onboard(&h, &t, 4).await;
-    let again = call(
-        &h.app,
-        "onboard-tenant",
-        &params(&[]),
-        &[],
-        Some(json!({"tenantId": t, "tier": "basic"})),
-        &operator(),
-    )
-    .await;
+    let again = h
+        .operator()
+        .onboard_tenant(json!({"tenantId": t, "tier": "basic"}))
+        .await;
     assert_eq!(
         again.status, 409,
         "onboarding it again fails: {}",

@@ -5,46 +5,24 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration::{event, resp, unique, Auth, Harness};
+use integration::api::NO_PATH;
+use integration::{resp, unique, Auth, Harness};
 use serde_json::json;
-use sessions::{create_session, get_session_by_session_id};
+use sessions::create_session;
 use shared::identity::ids::TenantId;
 use shared::isolation::policy::{session_policy, TableLocation};
 
 async fn create(h: &Harness, tenant: &str, customer: &str) -> String {
-    let r = resp(
-        create_session::handle(
-            &h.app,
-            event(
-                "POST",
-                "/sessions",
-                &[],
-                &[],
-                Some(json!({"customerId": customer})),
-                &Auth::Tenant(tenant.into()),
-            ),
-        )
-        .await,
-    );
+    let r = h
+        .tenant(tenant)
+        .create_session(json!({"customerId": customer}))
+        .await;
     assert_eq!(r.status, 201, "{}", r.body);
     r.body["sessionId"].as_str().unwrap().to_owned()
 }
 
 async fn get(h: &Harness, tenant: &Auth, id: &str) -> integration::Resp {
-    resp(
-        get_session_by_session_id::handle(
-            &h.app,
-            event(
-                "GET",
-                "/sessions/{sessionId}",
-                &[("sessionId", id)],
-                &[],
-                None,
-                tenant,
-            ),
-        )
-        .await,
-    )
+    h.caller(tenant).get_session_by_session_id(id).await
 }
 
 #[tokio::test]
@@ -88,20 +66,10 @@ async fn another_tenants_session_id_is_not_found() {
 #[tokio::test]
 async fn a_request_without_a_tenant_claim_is_401_and_touches_nothing() {
     let h = Harness::new().await;
-    let r = resp(
-        create_session::handle(
-            &h.app,
-            event(
-                "POST",
-                "/sessions",
-                &[],
-                &[],
-                Some(json!({"customerId": "c"})),
-                &Auth::NoTenant,
-            ),
-        )
-        .await,
-    );
+    let r = h
+        .anonymous()
+        .create_session(json!({"customerId": "c"}))
+        .await;
     r.assert_problem(401);
     assert_eq!(h.requests.total(), 0);
     assert!(h.data_items().await.is_empty());
@@ -140,13 +108,10 @@ async fn fifty_concurrent_requests_for_one_tenant_make_one_assume_role() {
             let h = h.clone();
             let tenant = tenant.clone();
             tokio::spawn(async move {
-                let ev = event(
-                    "POST",
-                    "/sessions",
-                    &[],
-                    &[],
+                let ev = h.tenant(&tenant).request(
+                    "create-session",
+                    &NO_PATH,
                     Some(json!({"customerId": format!("c{i}")})),
-                    &Auth::Tenant(tenant),
                 );
                 resp(create_session::handle(&h.app, ev).await).status
             })
@@ -226,7 +191,6 @@ impl<E: std::error::Error + 'static> ErrString for E {
 
 #[tokio::test]
 async fn every_body_route_names_the_field_of_the_wrong_type_in_valid_json() {
-    use integration::routes::{call, params};
     // GIVEN every route that takes a body (openapi.yaml's requestBody operations), each with valid
     // JSON where one field has the wrong type
     let cases: &[(&str, serde_json::Value, Option<&str>)] = &[
@@ -293,7 +257,7 @@ async fn every_body_route_names_the_field_of_the_wrong_type_in_valid_json() {
     let before = h.all_items().await.len();
     for (bin, body, field) in cases {
         let auth = match bin.starts_with("onboard") || bin.starts_with("update-tenant") {
-            true => Auth::Operator("platform".into()),
+            true => integration::operator(),
             false => Auth::Tenant(tenant.clone()),
         };
         let ids = [
@@ -305,7 +269,7 @@ async fn every_body_route_names_the_field_of_the_wrong_type_in_valid_json() {
             ("service", "svc"),
         ];
         // WHEN it is sent
-        let r = call(&h.app, bin, &params(&ids), &[], Some(body.clone()), &auth).await;
+        let r = h.caller(&auth).call(bin, &ids, Some(body.clone())).await;
         // THEN 400 problem+json that names the field and the type expected, never "not valid JSON"
         r.assert_problem(400);
         let detail = r.body["detail"].as_str().unwrap();

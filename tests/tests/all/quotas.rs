@@ -5,20 +5,17 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use integration::routes::{call, call_admitted, count_status, get_product_admitted, params};
+use integration::routes::{count_status, get_product_admitted};
+use integration::Client;
 use integration::{onboard_tier, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::store::tenancy::tenants::RECORD_TTL_SECONDS;
 
 async fn put_product(app: &shared::App, tenant: &str, id: &str) -> Resp {
-    call_admitted(
-        app,
-        "put-product",
-        &params(&[("productId", id)]),
-        Some(json!({"name": "widget", "price": 1})),
-        &Auth::Tenant(tenant.into()),
-    )
-    .await
+    Client::new(app, Auth::Tenant(tenant.into()))
+        .admitted()
+        .put_product(id, json!({"name": "widget", "price": 1}))
+        .await
 }
 
 async fn products_of(h: &Harness, tenant: &str) -> usize {
@@ -96,15 +93,11 @@ async fn a_basic_tenant_far_over_its_rate_gets_429_for_the_excess_while_a_premiu
     h.clock.advance_seconds(1);
     assert_eq!(put_product(&h.app, &basic, "p-next").await.status, 201);
     let today = shared::store::quota::usage::utc_date(h.app.clock.now_millis());
-    let usage = call(
-        &h.app,
-        "get-tenant-usage",
-        &params(&[("tenantId", &basic)]),
-        &[("from", &today), ("to", &today)],
-        None,
-        &Auth::Operator("platform".into()),
-    )
-    .await;
+    let usage = h
+        .operator()
+        .query(&[("from", &today), ("to", &today)])
+        .get_tenant_usage(&basic)
+        .await;
     assert_eq!(usage.status, 200, "{}", usage.body);
     let day = &usage.body["days"][0];
     // (calls: at most the admitted ones; a count that misses the meter's 200 ms budget under this
@@ -118,15 +111,11 @@ async fn a_basic_tenant_far_over_its_rate_gets_429_for_the_excess_while_a_premiu
         usage.body
     );
     // AND a tenant user may not read it there
-    let own = call(
-        &h.app,
-        "get-tenant-usage",
-        &params(&[("tenantId", &basic)]),
-        &[("from", &today), ("to", &today)],
-        None,
-        &Auth::Tenant(basic.clone()),
-    )
-    .await;
+    let own = h
+        .tenant(&basic)
+        .query(&[("from", &today), ("to", &today)])
+        .get_tenant_usage(&basic)
+        .await;
     assert_eq!(own.status, 403);
 }
 
@@ -141,15 +130,13 @@ async fn a_changed_limit_takes_effect_in_every_container_within_the_record_ttl()
     assert_eq!(count_status(&before, 429), 15);
 
     // WHEN an operator, in another container, gives it custom limits of 30 requests a second
-    let r = call(
-        &ops.app,
-        "update-tenant",
-        &params(&[("tenantId", &t)]),
-        &[],
-        Some(json!({"limits": {"requestsPerSecond": 30, "capacityUnitsPerSecond": 100}})),
-        &Auth::Operator("platform".into()),
-    )
-    .await;
+    let r = ops
+        .operator()
+        .update_tenant(
+            &t,
+            json!({"limits": {"requestsPerSecond": 30, "capacityUnitsPerSecond": 100}}),
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["tier"], "custom");
     assert_eq!(r.body["limits"]["requestsPerSecond"], 30);
@@ -161,15 +148,7 @@ async fn a_changed_limit_takes_effect_in_every_container_within_the_record_ttl()
     a.clock.advance_seconds(RECORD_TTL_SECONDS);
     assert_eq!(count_status(&burst_of(&a.app, &t).await, 429), 10);
     // AND the record reads back with the custom limits
-    let r = call(
-        &a.app,
-        "get-tenant",
-        &params(&[("tenantId", &t)]),
-        &[],
-        None,
-        &Auth::Tenant(t.clone()),
-    )
-    .await;
+    let r = a.tenant(&t).get_tenant(&t).await;
     assert_eq!(
         r.body["limits"],
         json!({"requestsPerSecond": 30, "capacityUnitsPerSecond": 100})
@@ -192,19 +171,9 @@ async fn update_tenant_refuses_bad_input_and_unknown_tenants_and_writes_nothing(
     let before = h.all_items().await;
     let patch = |body: Value, tenant: String, auth: Auth| {
         let h = &h;
-        async move {
-            call(
-                &h.app,
-                "update-tenant",
-                &params(&[("tenantId", &tenant)]),
-                &[],
-                Some(body),
-                &auth,
-            )
-            .await
-        }
+        async move { h.caller(&auth).update_tenant(&tenant, body).await }
     };
-    let op = || Auth::Operator("platform".into());
+    let op = || integration::operator();
     for (body, field) in [
         (json!({}), "tier"),
         (json!({"tier": "custom"}), "limits"),

@@ -1,0 +1,39 @@
+//! Every integration test, in one binary: one link of the AWS SDK instead of one per file. Each
+//! file is a module (`cargo test -p integration --test all users::` runs one), and its tests run
+//! on the threads of this one process, beside every other file's: none may set process-wide state
+//! (environment variables, a global subscriber) that another reads.
+
+mod attack_matrix;
+mod capacity_quota;
+mod cognito;
+mod consumed_capacity;
+mod entities;
+mod events;
+mod fanout_budget;
+mod faults;
+mod foundation;
+mod generated;
+mod idempotency;
+mod imports;
+mod isolation_property;
+mod lifecycle;
+mod lifecycle_events;
+mod load;
+mod logs;
+mod lost_success;
+mod metrics;
+mod offboarding;
+mod page_size;
+mod quota_fail_open;
+mod quotas;
+mod read_cache;
+mod request_counts;
+mod resharding;
+mod sessions;
+mod sharding;
+mod signing_keys;
+mod table_audit;
+mod throttling;
+mod transactions;
+mod usage;
+mod users;
