@@ -3,6 +3,7 @@
 //! from another route. Every attack answers 4xx problem+json, writes nothing, and returns nothing of
 //! the other tenant.
 
+use shared::identity::keys::raw_key;
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -211,7 +212,7 @@ impl World {
     }
 
     async fn items_of(&self, tenant: &str) -> Vec<Item> {
-        let prefix = format!("TENANT#{tenant}#");
+        let prefix = raw_key(tenant, "");
         self.items()
             .await
             .into_iter()
@@ -249,7 +250,6 @@ const HOSTILE_IDS: &[&str] = &[
     "*",
     "?",
     "%23",
-    "TENANT#x#SESSION#1",
     "\u{0430}cme",
     "${aws:username}",
     "a b",
@@ -264,7 +264,13 @@ async fn hostile_ids_in_every_path_parameter_are_refused_and_write_nothing() {
     let mut cases = 0;
     for (bin, (_, route)) in api_routes() {
         for param in path_params(&route) {
-            for hostile in HOSTILE_IDS.iter().copied().chain([long.as_str()]) {
+            // AND a whole key value as an id
+            let key_value = raw_key("x", "SESSION#1");
+            for hostile in HOSTILE_IDS
+                .iter()
+                .copied()
+                .chain([long.as_str(), key_value.as_str()])
+            {
                 let mut params = w.ids[&w.a].clone();
                 params.insert(param.clone(), hostile.to_owned());
                 let what = format!("{bin} with {param}={:.40}", hostile);
@@ -284,12 +290,13 @@ async fn hostile_and_missing_tenant_claims_are_refused_on_every_route() {
     let before = w.items().await;
     for (bin, _) in api_routes() {
         let params = &w.ids[&w.a];
+        let tenant_x = shared::identity::keys::TENANT_SEGMENT.to_owned() + "x";
         for claim in [
             "*",
             "a#b",
             "${aws:username}",
             "",
-            "TENANT#x",
+            tenant_x.as_str(),
             "\u{0430}cme",
             "a?",
         ] {

@@ -6,6 +6,7 @@
 use integration::routes::params;
 use integration::{onboard_custom, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
+use shared::identity::keys::raw_key;
 use shared::store::quota::limiter::{window_pk, MAX_WINDOW_SHARDS, REQUESTS_PER_SHARD};
 
 /// A product of about `kb` kilobytes.
@@ -276,7 +277,7 @@ async fn at_the_maximum_custom_rate_no_counter_item_takes_more_than_its_share_an
     );
     // AND no counter item took more than its share of the second's requests (250) plus the
     // admissions one answer late
-    let items = h.items_under(&format!("TENANT#{t}#RATE#")).await;
+    let items = h.items_under(&raw_key(&t, "RATE#")).await;
     assert_eq!(items.len() as u32, MAX_WINDOW_SHARDS);
     for item in items {
         let n: u32 = item["requests"].as_n().unwrap().parse().unwrap();
@@ -338,7 +339,7 @@ async fn an_export_is_charged_to_the_exported_tenant_not_to_the_operator() {
 
 /// The milli-units the tenant's quota windows hold (every shard, every second).
 async fn window_milli_units(h: &Harness, tenant: &str) -> i64 {
-    h.items_under(&format!("TENANT#{tenant}#RATE#"))
+    h.items_under(&raw_key(tenant, "RATE#"))
         .await
         .iter()
         .filter_map(|item| item.get("milliUnits")?.as_n().ok()?.parse::<i64>().ok())

@@ -2,6 +2,7 @@
 //! table and GSI1 (`ReturnConsumedCapacity=INDEXES`), and the request meter sums exactly the units
 //! DynamoDB reports: a 3 KB put with its GSI1 copy, a Query of 10 items, and a transaction.
 
+use shared::identity::keys::raw_key;
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnConsumedCapacity, TransactWriteItem};
@@ -15,11 +16,11 @@ fn item(tenant: &str, pk: &str, sk: &str, bytes: usize) -> Item {
     HashMap::from([
         (
             "PK".into(),
-            AttributeValue::S(format!("TENANT#{tenant}#{pk}")),
+            AttributeValue::S(raw_key(tenant, pk)),
         ),
         (
             "SK".into(),
-            AttributeValue::S(format!("TENANT#{tenant}#{sk}")),
+            AttributeValue::S(raw_key(tenant, sk)),
         ),
         ("data".into(), AttributeValue::S("x".repeat(bytes))),
     ])
@@ -51,7 +52,7 @@ async fn three_operations(
         .query()
         .table_name(table)
         .key_condition_expression("PK = :pk")
-        .expression_attribute_values(":pk", AttributeValue::S(format!("TENANT#{tenant}#TEN")))
+        .expression_attribute_values(":pk", AttributeValue::S(raw_key(tenant, "TEN")))
         .set_return_consumed_capacity(rcc.clone())
         .send()
         .await

@@ -2,6 +2,7 @@
 //! event, it parses with lambda_http, its claims resolve to a tenant, and it names a route that
 //! template.yaml really serves with that binary. No local stack needed.
 
+use shared::identity::keys::raw_key;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -163,12 +164,12 @@ fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_o
             leading_keys: keys.map(|k| k.into_iter().map(str::to_owned).collect()),
             ..Default::default()
         };
-    let record = || request("GetItem", table, Some(vec!["TENANT#acme#TENANT"]));
+    let record = || request("GetItem", table, Some(vec![&raw_key("acme", "TENANT")]));
     let reports = || {
         request(
             "Query",
             table,
-            Some(vec!["TENANT#_platform#OFFBOARDED#acme"]),
+            Some(vec![&raw_key("_platform", "OFFBOARDED#acme")]),
         )
     };
     // GIVEN every function role's DynamoDB statements, inline and managed
@@ -181,40 +182,44 @@ fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_o
         assert_eq!(allowed(reports()), role != "ImportConsumerRole", "{role}");
         // AND nothing else: no other key, action or index
         for refused in [
-            request("GetItem", table, Some(vec!["TENANT#acme#PRODUCT#1"])),
-            request("GetItem", table, Some(vec!["TENANT#acme#SESSION#s"])),
+            request("GetItem", table, Some(vec![&raw_key("acme", "PRODUCT#1")])),
+            request("GetItem", table, Some(vec![&raw_key("acme", "SESSION#s")])),
             request("GetItem", table, None),
-            request("PutItem", table, Some(vec!["TENANT#acme#TENANT"])),
-            request("UpdateItem", table, Some(vec!["TENANT#acme#TENANT"])),
-            request("Query", table, Some(vec!["TENANT#acme#TENANT"])),
-            request("Query", table, Some(vec!["TENANT#_platform#DRIVE"])),
-            request("Query", table, Some(vec!["TENANT#_platform#IMPORTS_DUE#0"])),
+            request("PutItem", table, Some(vec![&raw_key("acme", "TENANT")])),
+            request("UpdateItem", table, Some(vec![&raw_key("acme", "TENANT")])),
+            request("Query", table, Some(vec![&raw_key("acme", "TENANT")])),
+            request("Query", table, Some(vec![&raw_key("_platform", "DRIVE")])),
+            request(
+                "Query",
+                table,
+                Some(vec![&raw_key("_platform", "IMPORTS_DUE#0")]),
+            ),
             request("Query", table, None),
             request(
                 "GetItem",
                 table,
-                Some(vec!["TENANT#_platform#OFFBOARDED#acme"]),
+                Some(vec![&raw_key("_platform", "OFFBOARDED#acme")]),
             ),
             request(
                 "PutItem",
                 table,
-                Some(vec!["TENANT#_platform#OFFBOARDED#acme"]),
+                Some(vec![&raw_key("_platform", "OFFBOARDED#acme")]),
             ),
             request(
                 "DeleteItem",
                 table,
-                Some(vec!["TENANT#_platform#OFFBOARDED#acme"]),
+                Some(vec![&raw_key("_platform", "OFFBOARDED#acme")]),
             ),
             request("Scan", table, None),
             request(
                 "GetItem",
                 &format!("{table}/index/GSI1"),
-                Some(vec!["TENANT#acme#TENANT"]),
+                Some(vec![&raw_key("acme", "TENANT")]),
             ),
             request(
                 "Query",
                 &format!("{table}/index/GSI1"),
-                Some(vec!["TENANT#_platform#OFFBOARDED#acme"]),
+                Some(vec![&raw_key("_platform", "OFFBOARDED#acme")]),
             ),
         ] {
             assert!(!allowed(refused.clone()), "{role}: {refused:?}");

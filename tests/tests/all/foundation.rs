@@ -1,6 +1,7 @@
 //! The request path end to end, against DynamoDB Local and moto: claims → scoped credentials →
 //! guard → DynamoDB → response.
 
+use shared::identity::keys::raw_key;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -41,7 +42,7 @@ async fn create_then_get_returns_the_session() {
     // AND the stored item is under the tenant's prefix on both keys
     let items = h.data_items().await;
     assert_eq!(items.len(), 1);
-    let prefix = format!("TENANT#{tenant}#");
+    let prefix = raw_key(&tenant, "");
     for key in ["PK", "SK"] {
         assert!(items[0][key].as_s().unwrap().starts_with(&prefix));
     }
@@ -136,11 +137,11 @@ async fn the_guard_refuses_another_tenants_key_before_anything_is_sent() {
     let foreign: HashMap<_, _> = [
         (
             "PK".to_string(),
-            AttributeValue::S(format!("TENANT#{b}#SESSION#x")),
+            AttributeValue::S(raw_key(&b, "SESSION#x")),
         ),
         (
             "SK".to_string(),
-            AttributeValue::S(format!("TENANT#{b}#CUSTOMER#c")),
+            AttributeValue::S(raw_key(&b, "CUSTOMER#c")),
         ),
     ]
     .into();

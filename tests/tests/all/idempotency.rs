@@ -71,7 +71,10 @@ async fn the_same_key_and_request_replay_the_first_answer_with_one_effect() {
             .filter(|pk| pk.ends_with(&format!("#IDEMPOTENCY#{bin}#{key}")))
             .collect();
         assert_eq!(records.len(), 1, "{bin}: {records:?}");
-        assert!(records[0].starts_with("TENANT#"), "{bin}");
+        assert!(
+            records[0].starts_with(shared::identity::keys::TENANT_SEGMENT),
+            "{bin}"
+        );
     }
 }
 

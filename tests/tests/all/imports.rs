@@ -2,6 +2,7 @@
 //! binary as a Lambda process, and a poller that delivers batches the way an event source mapping
 //! does (tests/src/import_queue.rs).
 
+use shared::identity::keys::raw_key;
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
@@ -46,7 +47,7 @@ async fn product_items(
     h: &Harness,
     tenant: &str,
 ) -> Vec<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
-    h.items_under(&format!("TENANT#{tenant}#PRODUCT#")).await
+    h.items_under(&raw_key(tenant, "PRODUCT#")).await
 }
 
 fn s(
@@ -187,7 +188,7 @@ async fn five_thousand_products_imported_for_a_16_shard_tenant_land_exactly_once
         assert!(seen.insert(id.clone()), "{id} twice");
         assert_eq!(
             s(item, "PK"),
-            format!("TENANT#{t}#PRODUCT#{}", shard_for(&id, 16))
+            raw_key(&t, format!("PRODUCT#{}", shard_for(&id, 16)))
         );
         let n: usize = id.rsplit('-').next().unwrap().parse().unwrap();
         assert_eq!(
@@ -326,10 +327,7 @@ async fn a_message_written_straight_to_the_queue_for_another_tenant_is_refused_a
 
     // THEN nothing was written for the victim, and mallory's product is as mallory sent it
     assert!(product_items(&h, &victim).await.is_empty());
-    assert!(h
-        .items_under(&format!("TENANT#{victim}#IMPORT#"))
-        .await
-        .is_empty());
+    assert!(h.items_under(&raw_key(&victim, "IMPORT#")).await.is_empty());
     let mine = product_items(&h, &mallory).await;
     assert_eq!(mine.len(), 1);
     assert_eq!(
@@ -373,7 +371,7 @@ async fn a_consumer_that_crashes_mid_batch_loses_nothing() {
     let event = queues.event(&batch);
     let invocation = crashing.invoke(&event, Duration::from_secs(60));
     let crash = async {
-        let prefix = format!("TENANT#{t}#PRODUCT#");
+        let prefix = raw_key(&t, "PRODUCT#");
         loop {
             let written = h.items_under(&prefix).await.len();
             if written > 0 {
@@ -429,10 +427,7 @@ async fn refused_and_nothing_enqueued<const N: usize>(
         assert_eq!(r.body["field"], field, "{}", r.body);
     }
     assert_eq!(queues.backlog(&queues.url).await, 0, "nothing was enqueued");
-    assert!(h
-        .items_under(&format!("TENANT#{t}#IMPORT#"))
-        .await
-        .is_empty());
+    assert!(h.items_under(&raw_key(t, "IMPORT#")).await.is_empty());
 }
 
 #[tokio::test]
@@ -518,7 +513,7 @@ async fn an_idempotency_key_names_one_import_even_after_a_failure_part_way() {
     let failed = post_import(&h, &broken, &t, products("k", 30), &key).await;
     failed.assert_problem(503);
     let id = {
-        let records = h.items_under(&format!("TENANT#{t}#IMPORT#")).await;
+        let records = h.items_under(&raw_key(&t, "IMPORT#")).await;
         assert_eq!(
             records.len(),
             1,
@@ -765,7 +760,7 @@ async fn an_import_draws_from_the_tenants_capacity_quota() {
     assert_eq!(product_items(&h, &t).await.len(), 20);
     let id = accepted.body["importId"].as_str().unwrap();
     let record = h
-        .items_under(&format!("TENANT#{t}#IMPORT#{id}"))
+        .items_under(&raw_key(&t, format!("IMPORT#{id}")))
         .await
         .into_iter()
         .find(|i| s(i, "kind") == "IMPORT")
@@ -903,7 +898,7 @@ async fn a_product_deleted_after_the_import_was_accepted_stays_deleted() {
     let missing = h.tenant(&t).delete_product("never").await;
     assert_eq!(missing.status, 404);
     assert_eq!(
-        h.items_under(&format!("TENANT#{t}#DELETED#PRODUCT#never"))
+        h.items_under(&raw_key(&t, "DELETED#PRODUCT#never"))
             .await
             .len(),
         1
@@ -1084,7 +1079,7 @@ async fn crash_until_dead_lettered(queues: &ImportQueues, messages: usize) {
 /// The id of `tenant`'s only import, read from the table (for a request that was never answered).
 async fn only_import_id(h: &Harness, tenant: &str) -> String {
     let records: Vec<_> = h
-        .items_under(&format!("TENANT#{tenant}#IMPORT#"))
+        .items_under(&raw_key(tenant, "IMPORT#"))
         .await
         .into_iter()
         .filter(|i| i.contains_key("importId"))
@@ -1450,7 +1445,7 @@ async fn departments_and_employees_are_imported_as_their_puts_write_them_and_a_l
     assert_eq!(progress.body["superseded"], 2, "{}", progress.body);
     assert_eq!(progress.body["status"], "complete");
     // AND every employee item of the tenant has exactly one membership, in its own department
-    let employees = h.items_under(&format!("TENANT#{t}#HR#")).await;
+    let employees = h.items_under(&raw_key(&t, "HR#")).await;
     let employees: Vec<_> = employees
         .iter()
         .filter(|i| s(i, "kind") == "EMPLOYEE")
@@ -1573,7 +1568,7 @@ async fn an_employee_import_during_a_resharding_from_4_to_16_moves_every_members
     // THEN every employee is there exactly once, on its shard of 16, with one membership, in its
     // imported department
     let tenant = TenantId::parse(&t).unwrap();
-    let items = h.items_under(&format!("TENANT#{t}#HR#")).await;
+    let items = h.items_under(&raw_key(&t, "HR#")).await;
     let employees: Vec<_> = items
         .iter()
         .filter(|i| s(i, "kind") == "EMPLOYEE")
@@ -1678,7 +1673,7 @@ async fn a_tenant_at_its_bound_of_open_imports_gets_429_and_never_delays_another
     // THEN it is refused 429 with a Retry-After, and nothing of it is written
     refused.assert_problem(429);
     assert!(refused.retry_after.is_some());
-    let records = h.items_under(&format!("TENANT#{flood}#IMPORT#")).await;
+    let records = h.items_under(&raw_key(&flood, "IMPORT#")).await;
     assert_eq!(
         records.iter().filter(|i| s(i, "kind") == "IMPORT").count(),
         MAX_OPEN_IMPORTS
@@ -1737,7 +1732,7 @@ async fn deliver_deferring(h: &Harness, queues: &ImportQueues) -> usize {
 /// The capacity units `tenant`'s quota windows counted in each second (every shard).
 async fn units_by_second(h: &Harness, tenant: &str) -> BTreeMap<u64, f64> {
     let mut by_second = BTreeMap::new();
-    for item in h.items_under(&format!("TENANT#{tenant}#RATE#")).await {
+    for item in h.items_under(&raw_key(tenant, "RATE#")).await {
         let sk = s(&item, "SK");
         let second: u64 = sk.rsplit('#').nth(1).unwrap().parse().unwrap();
         let milli: f64 = item

@@ -12,6 +12,7 @@
 //! table or index addressed; pooltable holds SK to the same rule because an item's SK *becomes* a
 //! GSI1 partition, and the guard is where that is enforced (the delimiter cases show it is no looser).
 
+use shared::identity::keys::TENANT_SEGMENT;
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::operation::{
@@ -106,18 +107,18 @@ enum Op {
 fn key_value(t: String) -> impl Strategy<Value = KeyValue> {
     let own = t.clone();
     prop_oneof![
-        4 => "[A-Z]{1,8}#[A-Za-z0-9_-]{0,12}".prop_map(move |rest| KeyValue::S(format!("TENANT#{own}#{rest}"))),
-        1 => Just(KeyValue::S(format!("TENANT#{t}#"))),
-        1 => Just(KeyValue::S(format!("TENANT#{t}"))),
-        1 => Just(KeyValue::S(format!("TENANT#{t}-b#X#1"))),
-        1 => Just(KeyValue::S(format!("TENANT#{t}_#X#1"))),
-        1 => Just(KeyValue::S(format!("TENANT#{}#X#1", t.to_uppercase()))),
-        1 => Just(KeyValue::S(format!("TENANT#{}#X#1", t.to_lowercase()))),
+        4 => "[A-Z]{1,8}#[A-Za-z0-9_-]{0,12}".prop_map(move |rest| KeyValue::S(format!("{TENANT_SEGMENT}{own}#{rest}"))),
+        1 => Just(KeyValue::S(format!("{TENANT_SEGMENT}{t}#"))),
+        1 => Just(KeyValue::S(format!("{TENANT_SEGMENT}{t}"))),
+        1 => Just(KeyValue::S(format!("{TENANT_SEGMENT}{t}-b#X#1"))),
+        1 => Just(KeyValue::S(format!("{TENANT_SEGMENT}{t}_#X#1"))),
+        1 => Just(KeyValue::S(format!("{TENANT_SEGMENT}{}#X#1", t.to_uppercase()))),
+        1 => Just(KeyValue::S(format!("{TENANT_SEGMENT}{}#X#1", t.to_lowercase()))),
         1 => Just(KeyValue::S(format!("tenant#{t}#X#1"))),
-        1 => Just(KeyValue::S(format!("TENANT#{t}b#X"))),
-        1 => Just(KeyValue::S(format!("XTENANT#{t}#X"))),
-        1 => Just(KeyValue::S(format!("TENANT#{t}#*"))),
-        1 => "TENANT#[a-z]{1,3}#[A-Z]{1,4}".prop_map(KeyValue::S),
+        1 => Just(KeyValue::S(format!("{TENANT_SEGMENT}{t}b#X"))),
+        1 => Just(KeyValue::S(format!("X{TENANT_SEGMENT}{t}#X"))),
+        1 => Just(KeyValue::S(format!("{TENANT_SEGMENT}{t}#*"))),
+        1 => "[a-z]{1,3}#[A-Z]{1,4}".prop_map(|rest| KeyValue::S(format!("{TENANT_SEGMENT}{rest}"))),
         1 => ".{0,12}".prop_map(KeyValue::S),
         1 => Just(KeyValue::S(String::new())),
         1 => any::<u32>().prop_map(KeyValue::N),
@@ -428,8 +429,8 @@ fn delimiter_corner_cases_are_refused_by_both() {
         serde_json::from_str(&session_policy(&a, &location()).unwrap()).unwrap();
     for other in ["a-b", "a_", "A", "ab"] {
         let k = Key {
-            pk: KeyValue::S(format!("TENANT#{other}#X#1")),
-            sk: KeyValue::S(format!("TENANT#{other}#Y#1")),
+            pk: KeyValue::S(format!("{TENANT_SEGMENT}{other}#X#1")),
+            sk: KeyValue::S(format!("{TENANT_SEGMENT}{other}#Y#1")),
         };
         let op = Op::Get(k);
         assert!(check_input(&a, &sdk_input(&op)).is_err(), "{other}");
@@ -445,8 +446,8 @@ fn delimiter_corner_cases_are_refused_by_both() {
     // "a#b" cannot be a tenant (refused as an id), and its keys are tenant a's own entity keys.
     assert!(TenantId::parse("a#b").is_err());
     let k = Key {
-        pk: KeyValue::S("TENANT#a#b#1".into()),
-        sk: KeyValue::S("TENANT#a#b#2".into()),
+        pk: KeyValue::S(format!("{TENANT_SEGMENT}a#b#1")),
+        sk: KeyValue::S(format!("{TENANT_SEGMENT}a#b#2")),
     };
     assert!(check_input(&a, &sdk_input(&Op::Get(k))).is_ok());
 }
@@ -455,8 +456,8 @@ fn delimiter_corner_cases_are_refused_by_both() {
 fn a_session_without_the_tenant_tag_reaches_nothing_through_the_role() {
     // GIVEN an AssumeRole that somehow carried no TenantId tag (the trust policy refuses it)
     let own = Key {
-        pk: KeyValue::S("TENANT#a#X#1".into()),
-        sk: KeyValue::S("TENANT#a#Y#1".into()),
+        pk: KeyValue::S(format!("{TENANT_SEGMENT}a#X#1")),
+        sk: KeyValue::S(format!("{TENANT_SEGMENT}a#Y#1")),
     };
     for op in [Op::Get(own.clone()), Op::Put(own)] {
         let untagged: Vec<AuthzRequest> = authz(&op, "a")
@@ -473,8 +474,8 @@ fn a_session_without_the_tenant_tag_reaches_nothing_through_the_role() {
     }
     // An empty tag value cannot widen it either: TENANT##* is no tenant's prefix.
     let empty = Key {
-        pk: KeyValue::S("TENANT##X".into()),
-        sk: KeyValue::S("TENANT##Y".into()),
+        pk: KeyValue::S(format!("{TENANT_SEGMENT}#X")),
+        sk: KeyValue::S(format!("{TENANT_SEGMENT}#Y")),
     };
     assert!(authz(&Op::Get(empty), "")
         .iter()
@@ -552,7 +553,7 @@ fn the_role_policy_is_bound_to_the_tag_with_the_null_guard_and_no_scan_or_partiq
     assert_eq!(st["Effect"], "Allow");
     assert_eq!(
         st["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"],
-        serde_json::json!(["TENANT#${aws:PrincipalTag/TenantId}#*"])
+        serde_json::json!([format!("{TENANT_SEGMENT}${{aws:PrincipalTag/TenantId}}#*")])
     );
     assert_eq!(st["Condition"]["Null"]["dynamodb:LeadingKeys"], "false");
     assert_eq!(

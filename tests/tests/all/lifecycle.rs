@@ -5,6 +5,7 @@
 use integration::routes::{get_product_admitted, params};
 use integration::{onboard, unique, Auth, Harness, Resp};
 use serde_json::json;
+use shared::identity::keys::raw_key;
 use shared::store::tenancy::tenants::RECORD_TTL_SECONDS;
 
 async fn set_status(ops: &Harness, tenant: &str, status: &str) -> Resp {
@@ -62,7 +63,7 @@ async fn a_suspended_tenant_gets_403_within_the_record_ttl_and_no_container_vend
         "credentials were vended for a suspended tenant"
     );
     // AND nothing was written for it while suspended
-    let products = a.items_under(&format!("TENANT#{t}#PRODUCT#")).await;
+    let products = a.items_under(&raw_key(&t, "PRODUCT#")).await;
     assert!(products.is_empty());
 
     // WHEN the operator resumes it (an operator may act on a suspended tenant)
@@ -259,7 +260,7 @@ async fn an_operator_whose_own_tenant_record_cannot_be_read_is_refused_503_and_w
     // WHEN the cache has expired and every read of the operator's own record is throttled
     h.clock.advance_seconds(RECORD_TTL_SECONDS + 1);
     h.faults
-        .refuse_requests_containing(Some(&format!("TENANT#{ops_tenant}#TENANT")));
+        .refuse_requests_containing(Some(&raw_key(&ops_tenant, "TENANT")));
     let through_runtime = suspend().await;
     let direct = h
         .caller(&operator)

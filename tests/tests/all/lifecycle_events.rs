@@ -7,6 +7,7 @@ use integration::lifecycle_bus::{LifecycleBus, StreamTap};
 use integration::{offboard_to_end, onboard, unique, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::ids::{EntityId, TenantId};
+use shared::identity::keys::raw_key;
 use shared::store::imports::{self, NewImport, Outcome, FINAL_WITHIN_SECONDS};
 use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
 
@@ -280,7 +281,7 @@ async fn a_record_that_cannot_be_read_is_counted_and_passed_without_holding_up_t
     let mut broken = batch.records[0].clone();
     broken.event_id = "broken".into();
     broken.change.new_image = serde_json::from_value(json!({
-        "PK": {"S": format!("TENANT#{t}#TENANT")}, "SK": {"S": format!("TENANT#{t}#TENANT")},
+        "PK": {"S": raw_key(&t, "TENANT")}, "SK": {"S": raw_key(&t, "TENANT")},
         "tenantId": {"S": t}, "tier": {"N": "5"}
     }))
     .unwrap();

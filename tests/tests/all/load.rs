@@ -6,6 +6,7 @@
 //! CI runs 2,000 operations; the full size is `LOAD_OPS=10000 ./scripts/test.sh` (or run this test
 //! alone with the local stack's environment, see README).
 
+use shared::identity::keys::raw_key;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -148,14 +149,14 @@ async fn a_concurrent_multi_tenant_workload_keeps_tenants_apart_and_loses_nothin
     for (t, id) in &ledger.sessions {
         assert!(
             keys.iter()
-                .any(|(pk, _)| pk == &format!("TENANT#{t}#SESSION#{id}")),
+                .any(|(pk, _)| pk == &raw_key(t, format!("SESSION#{id}"))),
             "session {id} of {t} is missing"
         );
     }
     for (t, id) in &ledger.products {
         assert!(
             keys.iter()
-                .any(|(_, sk)| sk == &format!("TENANT#{t}#PRODUCT#{id}")),
+                .any(|(_, sk)| sk == &raw_key(t, format!("PRODUCT#{id}"))),
             "product {id} of {t} is missing"
         );
     }
@@ -163,12 +164,9 @@ async fn a_concurrent_multi_tenant_workload_keeps_tenants_apart_and_loses_nothin
         let pk = item["PK"].as_s().unwrap();
         let owner = tenants
             .iter()
-            .find(|t| pk.starts_with(&format!("TENANT#{t}#")))
+            .find(|t| pk.starts_with(&raw_key(t, "")))
             .unwrap_or_else(|| panic!("{pk} belongs to no tenant"));
-        assert!(item["SK"]
-            .as_s()
-            .unwrap()
-            .starts_with(&format!("TENANT#{owner}#")));
+        assert!(item["SK"].as_s().unwrap().starts_with(&raw_key(owner, "")));
         for field in ["state", "document"] {
             if let Some(v) = item.get(field) {
                 assert!(

@@ -3,6 +3,7 @@
 //! (`GET /tenants/{tenantId}/export`) gives every item, and `pooltable import` loads it into another
 //! table that then answers the API exactly as the original did.
 
+use shared::identity::keys::raw_key;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -109,7 +110,7 @@ async fn seed_every_kind(h: &Harness, tenant: &str, products: usize) -> Seeded {
 
 /// The partition kinds of `items` (`TENANT#t#<KIND>#…`).
 fn partition_kinds(tenant: &str, items: &[Item]) -> std::collections::BTreeSet<String> {
-    let prefix = format!("TENANT#{tenant}#");
+    let prefix = raw_key(tenant, "");
     items
         .iter()
         .map(|i| {
@@ -178,8 +179,8 @@ async fn offboarding_deletes_every_item_of_the_tenant_resumably_and_nothing_of_a
     onboard(&h, &other, 4).await;
     seed_every_kind(&h, &victim, 150).await;
     seed_every_kind(&h, &other, 3).await;
-    let victim_prefix = format!("TENANT#{victim}#");
-    let other_prefix = format!("TENANT#{other}#");
+    let victim_prefix = raw_key(&victim, "");
+    let other_prefix = raw_key(&other, "");
     let before = h.items_under(&victim_prefix).await;
     let kinds = partition_kinds(&victim, &before);
     for kind in [
@@ -291,7 +292,7 @@ async fn an_operator_cannot_offboard_its_own_tenant_and_an_unknown_tenant_is_404
     let r = offboard(&h, &unique("never"), &operator).await;
     r.assert_problem(404);
     // AND nothing was written but the onboarded record
-    assert_eq!(h.items_under(&format!("TENANT#{own}#")).await.len(), 1);
+    assert_eq!(h.items_under(&raw_key(&own, "")).await.len(), 1);
 }
 
 /// A whole export, page after page.
@@ -347,7 +348,7 @@ async fn an_exported_tenant_imported_into_an_empty_table_reads_back_identically(
     let t = unique("exp");
     onboard(&h, &t, 4).await;
     let seeded = seed_every_kind(&h, &t, 30).await;
-    let mut raw = sorted(h.items_under(&format!("TENANT#{t}#")).await);
+    let mut raw = sorted(h.items_under(&raw_key(&t, "")).await);
     raw.retain(|i| !moved_by_the_export(i));
 
     // WHEN an operator exports it in pages of 7
@@ -446,7 +447,7 @@ async fn items_written_before_the_catalog_existed_are_found_once_backfilled() {
     let t = unique("old");
     onboard(&h, &t, 1).await;
     seed_every_kind(&h, &t, 1).await;
-    let token = format!("TENANT#{t}#INTEGRATION#crm");
+    let token = raw_key(&t, "INTEGRATION#crm");
     h.admin
         .update_item()
         .table_name(&h.table)
@@ -469,7 +470,7 @@ async fn items_written_before_the_catalog_existed_are_found_once_backfilled() {
     // WHEN it is exported, THEN the token is missing
     let lines = export_lines(&h, &t, "100").await.lines;
     let before = exported_pks(lines);
-    let mut raw = h.items_under(&format!("TENANT#{t}#")).await;
+    let mut raw = h.items_under(&raw_key(&t, "")).await;
     raw.retain(|i| !moved_by_the_export(i));
     assert_eq!(before.len(), raw.len() - 1);
     assert!(!before.contains(&token));
@@ -504,7 +505,7 @@ async fn the_longest_keys_export_page_by_page() {
     assert_eq!(r.status, 201, "{}", r.body);
     // WHEN it is exported one item per page, THEN every cursor is accepted and every item comes once
     let exported = export_lines(&h, &t, "1").await;
-    let mut raw = h.items_under(&format!("TENANT#{t}#")).await;
+    let mut raw = h.items_under(&raw_key(&t, "")).await;
     raw.retain(|i| !moved_by_the_export(i));
     let mut lines = devtools::import::parse_export(&exported.lines.join("\n")).unwrap();
     lines.retain(|i| !moved_by_the_export(i));
@@ -564,7 +565,7 @@ async fn a_reused_tenant_id_is_offboarded_to_the_end_every_time_with_less_data_e
     let h = Harness::new().await;
     let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
     let reused = unique("reused");
-    let prefix = format!("TENANT#{reused}#");
+    let prefix = raw_key(&reused, "");
     let mut reports = Vec::new();
     for products in [250, 30, 1] {
         onboard(&h, &reused, 4).await;
@@ -603,21 +604,15 @@ async fn a_report_outlives_its_requesters_tenant_and_only_operators_read_it() {
         assert_eq!(r.body, report.body);
     }
     // AND it is kept under no tenant: neither A's (gone) nor X's
-    assert_eq!(
-        h.items_under(&format!("TENANT#{a}#")).await,
-        Vec::<Item>::new()
-    );
-    assert_eq!(
-        h.items_under(&format!("TENANT#{x}#")).await,
-        Vec::<Item>::new()
-    );
+    assert_eq!(h.items_under(&raw_key(&a, "")).await, Vec::<Item>::new());
+    assert_eq!(h.items_under(&raw_key(&x, "")).await, Vec::<Item>::new());
     // AND a user of a new tenant X cannot read it: the route is the operators', and nothing of
     // it is under X's prefix, which is all X's credentials reach
     onboard(&h, &x, 1).await;
     let r = offboard(&h, &x, &Auth::Tenant(x.clone())).await;
     r.assert_problem(403);
     assert_eq!(
-        h.items_under(&format!("TENANT#{x}#")).await.len(),
+        h.items_under(&raw_key(&x, "")).await.len(),
         1,
         "the record only"
     );
@@ -742,7 +737,7 @@ async fn an_offboarding_finishes_with_no_client_after_its_first_call_even_when_i
     let t = unique("driven");
     onboard(&h, &t, 4).await;
     seed_every_kind(&h, &t, 300).await;
-    let prefix = format!("TENANT#{t}#");
+    let prefix = raw_key(&t, "");
     let before = h.items_under(&prefix).await.len();
     assert_eq!(offboard(&h, &t, &operator).await.status, 202);
     // WHEN the driver runs in another container: first before deletion may start (it waits)

@@ -2,6 +2,7 @@
 //! DynamoDB, and a tenant over its rate never slows or refuses another. The test clock stands still,
 //! so every request of a step falls in one one-second window.
 
+use shared::identity::keys::raw_key;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -19,9 +20,7 @@ async fn put_product(app: &shared::App, tenant: &str, id: &str) -> Resp {
 }
 
 async fn products_of(h: &Harness, tenant: &str) -> usize {
-    h.items_under(&format!("TENANT#{tenant}#PRODUCT#"))
-        .await
-        .len()
+    h.items_under(&raw_key(tenant, "PRODUCT#")).await.len()
 }
 
 #[tokio::test]
@@ -237,7 +236,7 @@ async fn update_tenant_refuses_bad_input_and_unknown_tenants_and_writes_nothing(
         .all_items()
         .await
         .into_iter()
-        .find(|i| i["PK"].as_s().unwrap() == &format!("TENANT#{t}#TENANT"))
+        .find(|i| i["PK"].as_s().unwrap() == &raw_key(&t, "TENANT"))
         .unwrap();
     assert!(!record.contains_key("limits"));
 }

@@ -4,6 +4,7 @@
 //! migrator, killed part-way again and again, finishes when called again; afterwards the raw table
 //! holds every item in the new layout only.
 
+use shared::identity::keys::raw_key;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -219,8 +220,8 @@ impl World<'_> {
     }
 
     async fn raw_of(&self, partition: &str, sk_kind: &str) -> Vec<(String, u32)> {
-        let prefix = format!("TENANT#{}#{}#", self.tenant, partition);
-        let sk_prefix = format!("TENANT#{}#{}#", self.tenant, sk_kind);
+        let prefix = raw_key(&self.tenant, format!("{partition}#"));
+        let sk_prefix = raw_key(&self.tenant, format!("{sk_kind}#"));
         self.h
             .items_under(&prefix)
             .await
@@ -757,16 +758,16 @@ async fn a_write_that_chose_the_old_layout_never_leaves_a_second_copy() {
     assert_eq!(employees[0].1, shard_for(&e, 16));
     // AND the employee is a member of exactly one department: its last one
     let members = a
-        .items_under(&format!("TENANT#{tenant}#DEPARTMENT#"))
+        .items_under(&raw_key(&tenant, "DEPARTMENT#"))
         .await
         .into_iter()
         .filter(|i| i["SK"].as_s().unwrap().ends_with(&format!("#{e}")))
         .map(|i| i["PK"].as_s().unwrap().clone())
         .collect::<Vec<_>>();
     let home = shard_for(&e, DEPARTMENTS as u32) as u64;
-    let last = format!(
-        "TENANT#{tenant}#DEPARTMENT#d-{}#MEMBERS",
-        (home + 3) % DEPARTMENTS as u64
+    let last = raw_key(
+        &tenant,
+        format!("DEPARTMENT#d-{}#MEMBERS", (home + 3) % DEPARTMENTS as u64),
     );
     assert_eq!(members, vec![last]);
 }
@@ -960,7 +961,7 @@ async fn a_resharding_finishes_with_no_client_after_its_first_call_even_when_its
     assert_eq!(r.body["shardCount"], 16, "{}", r.body);
     assert!(r.body.get("migration").is_none(), "{}", r.body);
     // AND every product is on its new shard, once
-    let prefix = format!("TENANT#{t}#PRODUCT#");
+    let prefix = raw_key(&t, "PRODUCT#");
     let raw = h.items_under(&prefix).await;
     assert_eq!(raw.len(), ids.len());
     for item in &raw {

@@ -1,6 +1,7 @@
 //! The eight session access patterns against DynamoDB Local, with a child's request count, expiry, paging,
 //! children and isolation.
 
+use shared::identity::keys::raw_key;
 use std::collections::HashSet;
 
 use integration::{Auth, Harness, Resp};
@@ -435,14 +436,14 @@ async fn cursors_tampered_with_or_from_another_tenant_or_route_are_400() {
     let forged_key = std::collections::HashMap::from([
         (
             "PK".to_string(),
-            aws_sdk_dynamodb::types::AttributeValue::S(format!(
-                "TENANT#{}#SESSION#{root}",
-                b.name()
+            aws_sdk_dynamodb::types::AttributeValue::S(raw_key(
+                b.name(),
+                format!("SESSION#{root}"),
             )),
         ),
         (
             "SK".to_string(),
-            aws_sdk_dynamodb::types::AttributeValue::S(format!("TENANT#{}#CUSTOMER#c", b.name())),
+            aws_sdk_dynamodb::types::AttributeValue::S(raw_key(b.name(), "CUSTOMER#c")),
         ),
     ]);
     let forged = shared::identity::cursor::encode(
@@ -486,7 +487,8 @@ async fn bad_input_is_a_precise_400_and_writes_nothing() {
         .create_session(json!({"customerId": "c", "state": "x".repeat(70_000)}))
         .await;
     big.assert_problem(413);
-    t.get("TENANT#x").await.assert_problem(400);
+    let bare_tenant = format!("{}x", shared::identity::keys::TENANT_SEGMENT);
+    t.get(&bare_tenant).await.assert_problem(400);
     t.sessions_of("c", &[("limit", "0")])
         .await
         .assert_problem(400);

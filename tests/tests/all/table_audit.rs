@@ -6,8 +6,8 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 
 fn tenant_of(key: &str) -> Option<&str> {
-    let rest = key.strip_prefix("TENANT#")?;
-    let (tenant, tail) = rest.split_once('#')?;
+    let tenant = shared::identity::keys::tenant_segment(key)?;
+    let tail = key.strip_prefix(&shared::identity::keys::raw_key(tenant, ""))?;
     use shared::identity::ids::TenantId;
     // The platform's own partition (offboarding reports) counts as one more tenant here.
     let valid = TenantId::parse(tenant).is_ok() || tenant == TenantId::PLATFORM;

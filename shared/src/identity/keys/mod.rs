@@ -63,8 +63,9 @@ pub fn tenant_prefix(tenant: &TenantId) -> String {
     format!("{TENANT_SEGMENT}{tenant}#")
 }
 
-/// The first segment of every key value.
-const TENANT_SEGMENT: &str = "TENANT#";
+/// The first segment of every key value. Public for the attack tests that forge values no builder
+/// makes (a bare `TENANT#t`, an upper-case tenant); every real key comes from a builder.
+pub const TENANT_SEGMENT: &str = "TENANT#";
 
 /// A space of one tenant's keys: every key value of it is `TENANT#<t>#<segment>#<rest>`.
 /// Implemented by the entity and partition declarations ([`crate::identity::entities`]) and by
@@ -109,9 +110,9 @@ impl KeySpace for crate::identity::entities::EntityKind {
     }
 }
 
-/// A key value with an unvalidated tenant segment: `TENANT#<tenant>#<rest>`. For tests and the
-/// attack matrices that forge keys no validated id can make; never on a request path.
-pub fn raw_key(tenant: &str, rest: &str) -> String {
+/// A key value from an unvalidated tenant segment: `TENANT#<tenant>#<rest>`. For tests that hold
+/// tenant ids as strings or forge keys no validated id can make; never on a request path.
+pub fn raw_key(tenant: impl std::fmt::Display, rest: impl std::fmt::Display) -> String {
     format!("{TENANT_SEGMENT}{tenant}#{rest}")
 }
 

@@ -119,7 +119,7 @@ fn the_record_reader_reads_tenant_records_and_nothing_else() {
     let record = tenant_record_key(&acme);
     assert!(check_record_read(&get(&record, &record)).is_ok());
     let user_named_tenant = USER.key(&acme, kind::TENANT);
-    let tenant_named_a_b = raw_key("a", &format!("b#{}", kind::TENANT));
+    let tenant_named_a_b = raw_key("a", format!("b#{}", kind::TENANT));
     let tenant_named_nothing = raw_key("", kind::TENANT);
     for (pk, sk) in [
         (&user_named_tenant, &user_named_tenant),
