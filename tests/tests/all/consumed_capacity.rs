@@ -14,14 +14,8 @@ type Item = HashMap<String, AttributeValue>;
 
 fn item(tenant: &str, pk: &str, sk: &str, bytes: usize) -> Item {
     HashMap::from([
-        (
-            "PK".into(),
-            AttributeValue::S(raw_key(tenant, pk)),
-        ),
-        (
-            "SK".into(),
-            AttributeValue::S(raw_key(tenant, sk)),
-        ),
+        ("PK".into(), AttributeValue::S(raw_key(tenant, pk))),
+        ("SK".into(), AttributeValue::S(raw_key(tenant, sk))),
         ("data".into(), AttributeValue::S("x".repeat(bytes))),
     ])
 }

@@ -109,17 +109,10 @@ impl App {
         route: &str,
         meta: &crate::store::client::meter::RequestMeta,
     ) {
-        let (read_milli, write_milli) = meta.capacity_milli_units();
-        let used = crate::store::quota::usage::Pending {
-            calls: 1,
-            read_milli,
-            write_milli,
-            throttles: u64::from(meta.throttles()),
-            ..Default::default()
-        };
+        let used = one_call(meta);
+        let units = used.read_milli + used.write_milli;
         self.usage.add(tenant, route, used);
-        self.limiter
-            .charge(tenant, self.clock.now_seconds(), read_milli + write_milli);
+        self.limiter.charge(tenant, self.clock.now_seconds(), units);
     }
 
     /// Runs `work`, an operator's lifecycle step on a tenant (a re-sharding or an offboarding, by
@@ -139,16 +132,8 @@ impl App {
             work,
         )))
         .await;
-        let (read_milli, write_milli) = meta.capacity_milli_units();
-        let platform = TenantId::platform();
-        let used = crate::store::quota::usage::Pending {
-            calls: 1,
-            read_milli,
-            write_milli,
-            throttles: u64::from(meta.throttles()),
-            ..Default::default()
-        };
-        self.usage.add(&platform, route, used);
+        self.usage
+            .add(&TenantId::platform(), route, one_call(&meta));
         out
     }
 
@@ -222,5 +207,19 @@ impl App {
             self.usage.flush(&db, now).await?;
         }
         Ok(())
+    }
+}
+
+/// One call's usage: what its DynamoDB requests consumed and how often they were throttled.
+fn one_call(
+    meta: &crate::store::client::meter::RequestMeta,
+) -> crate::store::quota::usage::Pending {
+    let (read_milli, write_milli) = meta.capacity_milli_units();
+    crate::store::quota::usage::Pending {
+        calls: 1,
+        read_milli,
+        write_milli,
+        throttles: u64::from(meta.throttles()),
+        ..Default::default()
     }
 }
