@@ -145,7 +145,7 @@ pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
             // writes are then its claim and its transaction.
             let t = shared::identity::ids::TenantId::parse(&tenant).unwrap();
             let db = h.app.db(&t).await.unwrap();
-            shared::store::imports::ensure_sealing_key(&db, &t)
+            shared::store::imports::ensure_sealing_item(&db, &t)
                 .await
                 .unwrap();
             (

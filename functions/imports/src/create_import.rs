@@ -30,8 +30,8 @@ use shared::service::idempotent::{self, Recorder};
 use shared::store::client::scoped::TenantDb;
 use shared::store::client::transact::TransactError;
 use shared::store::imports::{
-    claim, count_open, due_at_ms, ensure_sealing_key, mark_enqueued, open_imports, uncount_open,
-    Claim, FailReason, NewImport, Progress, Status, MAX_OPEN_IMPORTS,
+    claim, count_open, due_at_ms, ensure_sealing_item, mark_enqueued, uncount_open, Claim,
+    FailReason, NewImport, Progress, Status, MAX_OPEN_IMPORTS,
 };
 use shared::store::lifecycle::driving::{list_import, unlist_import, DueImport};
 use shared::{ApiError, App};
@@ -274,8 +274,8 @@ async fn create(
     };
     // The tenant's import key item also holds its open imports: past the bound, 429 before anything
     // is written (the count below decides, should two requests race for the last place).
-    let sealing_key = ensure_sealing_key(db, t).await?;
-    let open = open_imports(db, t).await?;
+    let sealing = ensure_sealing_item(db, t).await?;
+    let open = &sealing.open_imports;
     if open.len() >= MAX_OPEN_IMPORTS && !open.contains(import.as_str()) {
         return Err(too_many_open_imports());
     }
@@ -336,7 +336,7 @@ async fn create(
         issued_at,
         tenant_since: &tenant_since,
     };
-    enqueue(app, queue, t, &sent, &sealing_key, items).await?;
+    enqueue(app, queue, t, &sent, &sealing.key, items).await?;
     let view = ImportView::of(
         &import,
         &Progress {

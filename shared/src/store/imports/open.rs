@@ -4,7 +4,6 @@ use super::*;
 use crate::identity::ids::{EntityId, TenantId};
 use crate::identity::keys::import_sealing_key;
 use crate::store::client::error::StoreError;
-use crate::store::client::items::get_item_consistent;
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -21,20 +20,8 @@ pub(super) fn sealing_item_key(tenant: &TenantId) -> Item {
     key(&sealing, &sealing)
 }
 
-/// The ids of the tenant's open imports (a consistent read of its sealing item).
-pub async fn open_imports(
-    db: &TenantDb,
-    tenant: &TenantId,
-) -> Result<std::collections::HashSet<String>, StoreError> {
-    let item = get_item_consistent(db, sealing_item_key(tenant)).await?;
-    Ok(match item.as_ref().and_then(|i| i.get(OPEN_IMPORTS)) {
-        Some(AttributeValue::Ss(ids)) => ids.iter().cloned().collect(),
-        _ => Default::default(),
-    })
-}
-
 /// Counts `import` among the tenant's open imports, on its sealing item (which
-/// [`ensure_sealing_key`] made): `false` when the tenant has [`MAX_OPEN_IMPORTS`] others open.
+/// [`ensure_sealing_item`] made): `false` when the tenant has [`MAX_OPEN_IMPORTS`] others open.
 /// Idempotent: an id already counted is admitted again.
 pub async fn count_open(
     db: &TenantDb,
