@@ -25,7 +25,7 @@ use shared::identity::ids::TenantId;
 use shared::store::client::meter::with_request_meta;
 use shared::store::imports::{
     due_at_ms, marker, not_deleted_since, note_deferred, outcomes_between, record_outcome,
-    sealing_key, FailReason, Outcome, RETENTION_SECONDS,
+    sealing_key, FailReason, ItemOutcome, Outcome, RETENTION_SECONDS,
 };
 use shared::store::tenancy::layout::Put;
 use shared::{ApiError, App};
@@ -371,16 +371,13 @@ async fn note_failures(app: &App, settings: &ConsumerSettings, v: &Verified<'_>,
             let db = app.db(&v.tenant).await?;
             let now = app.clock.now_seconds();
             for index in failed {
-                record_outcome(
-                    &db,
-                    &v.tenant,
-                    &v.body.import_id,
-                    *index,
-                    Outcome::Failed(FailReason::Rejected),
-                    v.body.issued_at,
-                    now,
-                )
-                .await?;
+                let of = ItemOutcome {
+                    import: &v.body.import_id,
+                    index: *index,
+                    outcome: Outcome::Failed(FailReason::Rejected),
+                    created_at_ms: v.body.issued_at,
+                };
+                record_outcome(&db, &of, now).await?;
             }
             Ok::<_, ApiError>(())
         };
@@ -590,11 +587,12 @@ async fn write(
     let along = vec![
         marker(
             &db,
-            tenant,
-            &body.import_id,
-            item.index,
-            Outcome::Written,
-            body.issued_at,
+            &ItemOutcome {
+                import: &body.import_id,
+                index: item.index,
+                outcome: Outcome::Written,
+                created_at_ms: body.issued_at,
+            },
             now,
         )?,
         not_deleted_since(
@@ -642,16 +640,13 @@ async fn write(
         // The entity was written (`Superseded`) or deleted (its tombstone, along 1) after the
         // import was accepted: the tenant's later word stands.
         Put::Refused { .. } | Put::Superseded => {
-            record_outcome(
-                &db,
-                tenant,
-                &body.import_id,
-                item.index,
-                Outcome::Superseded,
-                body.issued_at,
-                now,
-            )
-            .await?
+            let of = ItemOutcome {
+                import: &body.import_id,
+                index: item.index,
+                outcome: Outcome::Superseded,
+                created_at_ms: body.issued_at,
+            };
+            record_outcome(&db, &of, now).await?
         }
     }
     Ok(())

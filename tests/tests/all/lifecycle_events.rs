@@ -124,17 +124,13 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
     };
     imports::claim(&db, &tenant, &import, &new).await.unwrap();
     let now_s = created_at_ms / 1000;
-    imports::record_outcome(
-        &db,
-        &tenant,
-        &import,
-        0,
-        Outcome::Written,
+    let written = imports::ItemOutcome {
+        import: &import,
+        index: 0,
+        outcome: Outcome::Written,
         created_at_ms,
-        now_s,
-    )
-    .await
-    .unwrap();
+    };
+    imports::record_outcome(&db, &written, now_s).await.unwrap();
     let deadline = created_at_ms + FINAL_WITHIN_SECONDS * 1000;
     for _ in 0..2 {
         imports::close(&db, &tenant, &import, created_at_ms, deadline + 1)

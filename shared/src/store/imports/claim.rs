@@ -116,18 +116,31 @@ pub async fn mark_enqueued(
     transact(request).await
 }
 
-/// The transaction action that records `outcome` for item `index` of the import accepted at
-/// `created_at_ms`, on condition that the item has no outcome yet (a marker of an expired import of
-/// the same id counts as none). It expires with the import.
+/// What became of one item of an import: its marker's content.
+#[derive(Debug, Clone, Copy)]
+pub struct ItemOutcome<'a> {
+    pub import: &'a EntityId,
+    pub index: u32,
+    pub outcome: Outcome,
+    /// When the import was accepted: its marker expires with it.
+    pub created_at_ms: u64,
+}
+
+/// The transaction action that records the item's outcome, on condition that the item has no
+/// outcome yet (a marker of an expired import of the same id counts as none). It expires with the
+/// import.
 pub fn marker(
     db: &TenantDb,
-    tenant: &TenantId,
-    import: &EntityId,
-    index: u32,
-    outcome: Outcome,
-    created_at_ms: u64,
+    of: &ItemOutcome<'_>,
     now_seconds: u64,
 ) -> Result<TransactWriteItem, StoreError> {
+    let ItemOutcome {
+        import,
+        index,
+        outcome,
+        created_at_ms,
+    } = *of;
+    let tenant = &db.tenant;
     let mut item = key(
         &import_key(tenant, import),
         &import_item_sk(tenant, import, index),

@@ -57,15 +57,13 @@ pub async fn close(
         .collect();
     use futures::{StreamExt, TryStreamExt};
     futures::stream::iter(open.iter().map(|index| {
-        record_outcome(
-            db,
-            tenant,
+        let of = ItemOutcome {
             import,
-            *index,
-            Outcome::Failed(reason),
+            index: *index,
+            outcome: Outcome::Failed(reason),
             created_at_ms,
-            now_seconds,
-        )
+        };
+        async move { record_outcome(db, &of, now_seconds).await }
     }))
     .buffer_unordered(8)
     .try_collect::<()>()

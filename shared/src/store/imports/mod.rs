@@ -191,7 +191,7 @@ mod outcomes;
 mod progress;
 mod sealing;
 mod tombstone;
-pub use claim::{claim, due_at_ms, mark_enqueued, marker};
+pub use claim::{claim, due_at_ms, mark_enqueued, marker, ItemOutcome};
 pub use close::{close, Closing};
 pub use open::{count_open, uncount_open, MAX_OPEN_IMPORTS};
 pub use outcomes::{note_deferred, outcomes_between, record_outcome};

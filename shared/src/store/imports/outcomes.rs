@@ -15,22 +15,10 @@ use aws_sdk_dynamodb::types::AttributeValue;
 /// has an outcome already changes nothing.
 pub async fn record_outcome(
     db: &TenantDb,
-    tenant: &TenantId,
-    import: &EntityId,
-    index: u32,
-    outcome: Outcome,
-    created_at_ms: u64,
+    of: &ItemOutcome<'_>,
     now_seconds: u64,
 ) -> Result<(), StoreError> {
-    let action = marker(
-        db,
-        tenant,
-        import,
-        index,
-        outcome,
-        created_at_ms,
-        now_seconds,
-    )?;
+    let action = marker(db, of, now_seconds)?;
     let request = db.client.transact_write_items().transact_items(action);
     match transact(request).await {
         Ok(()) | Err(TransactError::ConditionFailed { .. }) => Ok(()),

@@ -1,7 +1,7 @@
 //! The tenant's import sealing key: created once, read by the consumer.
 
-use super::*;
 use super::open::OPEN_IMPORTS;
+use super::*;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::import_sealing_key;
 use crate::identity::sealing;
