@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
 use crate::identity::ids::TenantId;
@@ -137,14 +138,10 @@ impl RateLimiter {
         // From here the reservation counts this admission, not this container's next count (taken
         // before any await, so a count running meanwhile never writes it a second time).
         self.counted(t, now_second, estimate);
-        let out = db
-            .client
-            .update_item()
-            .table_name(&*db.table)
-            .key(PK, AttributeValue::S(window_pk(t, shard)))
-            .key(SK, AttributeValue::S(window_sk(t, now_second, shard)))
+        let out = self
+            .window_add(db, shard, now_second, 1, estimate)
             .update_expression(
-                "ADD #requests :one, milliUnits :units, containers :me \
+                "ADD #requests :admitted, milliUnits :units, containers :me \
                  SET #exp = if_not_exists(#exp, :exp)",
             )
             // The debt this container assumed must be the window's, or more than it: a larger one
@@ -155,17 +152,7 @@ impl RateLimiter {
             )
             .expression_attribute_names("#carried", CARRIED)
             .expression_attribute_values(":carried", AttributeValue::N(carried.to_string()))
-            .expression_attribute_names("#requests", "requests")
-            .expression_attribute_names("#exp", EXPIRES_AT)
-            .expression_attribute_values(":one", AttributeValue::N("1".into()))
-            .expression_attribute_values(":units", AttributeValue::N(estimate.to_string()))
             .expression_attribute_values(":room", AttributeValue::N(room.to_string()))
-            .expression_attribute_values(":me", AttributeValue::Ss(vec![self.container.clone()]))
-            .expression_attribute_values(
-                ":exp",
-                AttributeValue::N((now_second + WINDOW_TTL_SECONDS).to_string()),
-            )
-            .return_values(ReturnValue::AllNew)
             .customize()
             .config_override(crate::store::quota::usage::meter_config())
             .send()
@@ -260,14 +247,8 @@ impl RateLimiter {
         units: i64,
         assumed_carry: Option<i64>,
     ) -> Result<HashMap<String, AttributeValue>, (bool, StoreError)> {
-        let t = &db.tenant;
-        let mut update = db
-            .client
-            .update_item()
-            .table_name(&*db.table)
-            .key(PK, AttributeValue::S(window_pk(t, shard)))
-            .key(SK, AttributeValue::S(window_sk(t, second, shard)));
-        update = match assumed_carry {
+        let update = self.window_add(db, shard, second, admitted, units);
+        let update = match assumed_carry {
             Some(carry) => update
                 .update_expression(
                     "ADD #requests :admitted, milliUnits :units, containers :me \
@@ -281,16 +262,6 @@ impl RateLimiter {
             ),
         };
         let out = update
-            .expression_attribute_names("#requests", "requests")
-            .expression_attribute_names("#exp", EXPIRES_AT)
-            .expression_attribute_values(":admitted", AttributeValue::N(admitted.to_string()))
-            .expression_attribute_values(":units", AttributeValue::N(units.to_string()))
-            .expression_attribute_values(":me", AttributeValue::Ss(vec![self.container.clone()]))
-            .expression_attribute_values(
-                ":exp",
-                AttributeValue::N((second + WINDOW_TTL_SECONDS).to_string()),
-            )
-            .return_values(ReturnValue::AllNew)
             .customize()
             .config_override(crate::store::quota::usage::meter_config())
             .send()
@@ -302,6 +273,36 @@ impl RateLimiter {
                 )
             })?;
         Ok(out.attributes.unwrap_or_default())
+    }
+
+    /// An UpdateItem of window `shard` of `second` adding `admitted` requests and `units`
+    /// (thousandths) and this container, with the window's expiry and every new attribute returned:
+    /// the caller sets the update expression (`ADD #requests :admitted, milliUnits :units,
+    /// containers :me SET #exp = if_not_exists(#exp, :exp)`, and more) and any condition.
+    fn window_add(
+        &self,
+        db: &TenantDb,
+        shard: u32,
+        second: u64,
+        admitted: u64,
+        units: i64,
+    ) -> UpdateItemFluentBuilder {
+        let t = &db.tenant;
+        db.client
+            .update_item()
+            .table_name(&*db.table)
+            .key(PK, AttributeValue::S(window_pk(t, shard)))
+            .key(SK, AttributeValue::S(window_sk(t, second, shard)))
+            .expression_attribute_names("#requests", "requests")
+            .expression_attribute_names("#exp", EXPIRES_AT)
+            .expression_attribute_values(":admitted", AttributeValue::N(admitted.to_string()))
+            .expression_attribute_values(":units", AttributeValue::N(units.to_string()))
+            .expression_attribute_values(":me", AttributeValue::Ss(vec![self.container.clone()]))
+            .expression_attribute_values(
+                ":exp",
+                AttributeValue::N((second + WINDOW_TTL_SECONDS).to_string()),
+            )
+            .return_values(ReturnValue::AllNew)
     }
 
     /// Learns the window's totals (S times this shard's), its debt, and the containers writing it.
