@@ -227,7 +227,7 @@ pub struct LostSuccess {
 }
 
 /// How a route's transaction maps DynamoDB's cancellations (`tests/tests/transactions.rs`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Transaction {
     /// How many actions it sends.
@@ -238,6 +238,39 @@ pub struct Transaction {
     /// Whether it sends a transaction only with an `Idempotency-Key`.
     #[serde(default)]
     pub keyed: bool,
+    /// Written `transaction: TODO` (by `pooltable new route`): not yet decided, and the table is
+    /// refused until it is ([`RouteTable::unfilled`]).
+    #[serde(skip)]
+    pub todo: bool,
+}
+
+/// What `pooltable new route` writes where a human decides: `lost_success: {write: TODO}` and
+/// `transaction: TODO`. The generator writes everything else around it, but [`RouteTable::load`] (and
+/// so `pooltable gen --check` and every test reading routes.yaml) refuses the table, naming the route,
+/// until each is filled.
+pub const TODO: &str = "TODO";
+
+/// `transaction:` is a [`Transaction`], or [`TODO`].
+fn transaction_or_todo<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Transaction>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Entry {
+        Todo(String),
+        Filled(Transaction),
+    }
+    match Option::<Entry>::deserialize(d)? {
+        None => Ok(None),
+        Some(Entry::Filled(t)) => Ok(Some(t)),
+        Some(Entry::Todo(s)) if s == TODO => Ok(Some(Transaction {
+            todo: true,
+            ..Transaction::default()
+        })),
+        Some(Entry::Todo(s)) => Err(serde::de::Error::custom(format!(
+            "transaction: {s:?} is neither {{actions, condition, condition_status, keyed?}} nor {TODO}"
+        ))),
+    }
 }
 
 /// One function: a route, or a function behind another event source (`trigger`).
@@ -265,6 +298,7 @@ pub struct Function {
     /// Every route that changes data has one.
     pub lost_success: Option<LostSuccess>,
     /// Every route that sends a transaction has one.
+    #[serde(default, deserialize_with = "transaction_or_todo")]
     pub transaction: Option<Transaction>,
 }
 
@@ -376,15 +410,54 @@ const RUST_KEYWORDS: [&str; 38] = [
 ];
 
 impl RouteTable {
+    /// routes.yaml, refused while an entry is [`TODO`].
     pub fn load(root: &Path) -> Result<Self, RouteTableError> {
         Self::parse(&std::fs::read_to_string(root.join("routes.yaml"))?)
     }
 
+    /// routes.yaml as a draft: an entry may still be [`TODO`] (what `pooltable gen` writes from).
+    pub fn load_draft(root: &Path) -> Result<Self, RouteTableError> {
+        Self::parse_draft(&std::fs::read_to_string(root.join("routes.yaml"))?)
+    }
+
+    /// A route table, refused while an entry is [`TODO`].
     pub fn parse(text: &str) -> Result<Self, RouteTableError> {
+        let table = Self::parse_draft(text)?;
+        match table.unfilled().into_iter().next() {
+            Some((bin, message)) => Err(RouteTableError::Invalid { bin, message }),
+            None => Ok(table),
+        }
+    }
+
+    /// A route table whose entries may still be [`TODO`].
+    pub fn parse_draft(text: &str) -> Result<Self, RouteTableError> {
         let functions: Vec<Function> = serde_yaml::from_str(text)?;
         let table = Self { functions };
         table.check()?;
         Ok(table)
+    }
+
+    /// Every entry still [`TODO`]: the route, and what to decide.
+    pub fn unfilled(&self) -> Vec<(String, String)> {
+        let mut todo = Vec::new();
+        for f in &self.functions {
+            if f.lost_success.as_ref().is_some_and(|l| l.write == TODO) {
+                todo.push((
+                    f.bin.clone(),
+                    format!(
+                        "lost_success is TODO: fill in the write that makes the route's effect ({}) and what a second request answers (tests/tests/all/lost_success.rs; routes.yaml's header)",
+                        WRITES.join(", ")
+                    ),
+                ));
+            }
+            if f.transaction.as_ref().is_some_and(|t| t.todo) {
+                todo.push((
+                    f.bin.clone(),
+                    "transaction is TODO: say how the route's transaction maps cancellations ({actions, condition, condition_status}; tests/tests/all/transactions.rs), or delete the line when it sends none".into(),
+                ));
+            }
+        }
+        todo
     }
 
     pub fn routes(&self) -> impl Iterator<Item = Route<'_>> {
@@ -482,14 +555,14 @@ impl RouteTable {
                         return Err(invalid("a route's sample has `expect` under sample".into()));
                     }
                     if let Some(l) = &f.lost_success {
-                        if !WRITES.contains(&l.write.as_str()) {
+                        if l.write != TODO && !WRITES.contains(&l.write.as_str()) {
                             return Err(invalid(format!(
                                 "lost_success.write {:?} is not one of {WRITES:?}",
                                 l.write
                             )));
                         }
                     }
-                    if let Some(t) = &f.transaction {
+                    if let Some(t) = f.transaction.as_ref().filter(|t| !t.todo) {
                         if t.condition >= t.actions || !(400..=499).contains(&t.condition_status) {
                             return Err(invalid(
                                 "transaction.condition is one of its actions, and its status a 4xx"

@@ -2,7 +2,7 @@
 //!
 //! - `pooltable gen [--check]`: write every file routes.yaml derives (README, "Add an access
 //!   pattern"); `--check` only says which differ, and fails if any does.
-//! - `pooltable new route <bin> <METHOD> <path> [--operator] [--entity KIND] [--crate CRATE]`: a
+//! - `pooltable new route <bin> <METHOD> <path> --entity KIND [--operator] [--crate CRATE]`: a
 //!   new route's handler, test and routes.yaml line, then `gen` (README, "Add an access pattern").
 //! - `pooltable create-table <name>`: create the table from template.yaml (admin credentials).
 //! - `pooltable dev-token <tenant> [--operator]`: print an unsigned development JWT (an operator's
@@ -26,7 +26,7 @@ use devtools::plan::{self, PlanSettings, PARTITION_RCU, PARTITION_WCU};
 use devtools::{create_table, default_template_path, table_from_template};
 
 const USAGE: &str = "usage: pooltable gen [--check] | \
-new route <bin> <METHOD> <path> [--operator] [--entity KIND] [--crate CRATE] | create-table <name> | dev-token <tenant> [--operator] | \
+new route <bin> <METHOD> <path> --entity KIND [--operator] [--crate CRATE] | create-table <name> | dev-token <tenant> [--operator] | \
 import --table NAME FILE... | backfill-catalog --table NAME | \
 plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew S] [--item-kb K] [--headroom H] [--list-fraction F] [--out FILE] | \
 plan --usage (table:NAME --tenants a,b,... | FILE.csv) [--from YYYY-MM-DD] [--to YYYY-MM-DD] [--peak-factor F] [--headroom H]";
@@ -206,10 +206,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Some("new") if args.get(1).map(String::as_str) == Some("route") => {
             let new = devtools::scaffold::NewRoute::parse(&args[2..]);
-            match new.and_then(|n| devtools::scaffold::new_route(&repo_root(), &n)) {
-                Ok(written) => {
+            let written = new.and_then(|n| {
+                let written = devtools::scaffold::new_route(&repo_root(), &n)?;
+                Ok((n, written))
+            });
+            match written {
+                Ok((new, written)) => {
                     for path in written {
                         println!("wrote {}", path.display());
+                    }
+                    for step in devtools::scaffold::next_steps(&new) {
+                        println!("next: {step}");
                     }
                 }
                 Err(e) => {
@@ -228,9 +235,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     path.display()
                 );
             }
+            let draft = devtools::routes::RouteTable::load_draft(&repo_root())?;
+            for (bin, todo) in draft.unfilled() {
+                eprintln!("routes.yaml, {bin}: {todo} (until then `gen --check` and every test reading routes.yaml refuse it)");
+            }
         }
         Some("gen") if args.len() == 2 && args[1] == "--check" => {
-            let stale = devtools::generate::stale(&repo_root())?;
+            // A table refused (an entry still TODO) is said as a sentence, naming the route.
+            let stale = devtools::generate::stale(&repo_root()).unwrap_or_else(|e| {
+                eprintln!("pooltable gen --check: {e}");
+                std::process::exit(1)
+            });
             if !stale.is_empty() {
                 for path in &stale {
                     eprintln!(
