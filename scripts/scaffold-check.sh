@@ -94,6 +94,7 @@ mkdir -p "$STACK_LOGS"
 setsid cargo lambda watch -P "$port" --ignore-changes >"$STACK_LOGS/scaffold-watch.log" 2>&1 &
 watch_pid=$!
 wait_for "cargo lambda watch (scaffold)" "http://127.0.0.1:$port/" 60
+source scripts/expected.sh  # the copy's: it expects the new routes' statuses too
 expected() { printf '%s\n' "${EXPECTED[@]}" | grep "^$1 "; }
 for step in "$(expected onboard-tenant)" "$(expected put-department)" "$(expected "$write_bin")" "$(expected "$read_bin")"; do
   read -r fn want <<<"$step"
