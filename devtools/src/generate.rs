@@ -120,7 +120,7 @@ fn generate_from(root: &Path, table: &RouteTable) -> Result<Vec<Generated>, Gene
         },
         Generated {
             path: "tests/src/client.rs".into(),
-            contents: rustfmt(root, &test_client(&table))?,
+            contents: rustfmt(root, &test_client(table))?,
         },
     ];
     for r in table.routes() {
