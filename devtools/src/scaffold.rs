@@ -26,6 +26,7 @@
 //! The write-sharded kinds (product, employee, department) are the ones it scaffolds; a kind in
 //! partitions named by an id (sessions, users, orders…) is refused, with why.
 
+use shared::identity::keys::TENANT_SEGMENT;
 use std::path::{Path, PathBuf};
 
 use shared::identity::entities::{EntityKind, Home, ENTITIES};
@@ -478,12 +479,12 @@ fn route_entry(new: &NewRoute, krate: &str, sample_id: &str) -> String {
     let (about, keys, requests) = match new.shape {
         Shape::Get => (
             String::new(),
-            format!("GetItem `PK = TENANT#t#{space}#<shard>`, `SK = TENANT#t#{kind}#<{id}>` (both shards at once while re-sharded)"),
+            format!("GetItem `PK = {TENANT_SEGMENT}t#{space}#<shard>`, `SK = {TENANT_SEGMENT}t#{kind}#<{id}>` (both shards at once while re-sharded)"),
             "{GetItem: 1, note: 're-sharding: 2 GetItem at once'}".to_owned(),
         ),
         Shape::List => (
             String::new(),
-            format!("per {space} shard: `begins_with(SK, TENANT#t#{kind}#)`, concurrently, Limit ≈ 2 × limit / N"),
+            format!("per {space} shard: `begins_with(SK, {TENANT_SEGMENT}t#{kind}#)`, concurrently, Limit ≈ 2 × limit / N"),
             "{Query: 1 per shard, note: 'per page (+1 per shard that runs dry)'}".to_owned(),
         ),
         Shape::Set => (
@@ -493,7 +494,7 @@ fn route_entry(new: &NewRoute, krate: &str, sample_id: &str) -> String {
         ),
         Shape::Delete => (
             String::new(),
-            format!("TransactWriteItems: Delete `attribute_exists(PK)` + Put tombstone `TENANT#t#DELETED#{kind}#<{id}>`; when nothing is there (404): ConditionCheck absent + Put tombstone"),
+            format!("TransactWriteItems: Delete `attribute_exists(PK)` + Put tombstone `{TENANT_SEGMENT}t#DELETED#{kind}#<{id}>`; when nothing is there (404): ConditionCheck absent + Put tombstone"),
             "{TransactWriteItems: 1, note: '404: 2 TransactWriteItems'}".to_owned(),
         ),
     };
@@ -1107,7 +1108,7 @@ mod tests {
             let code = handler_source(&n);
             assert!(code.contains(calls), "{line}: {code}");
             assert!(
-                !code.contains("format!") && !code.contains("TENANT#"),
+                !code.contains("format!") && !code.contains(TENANT_SEGMENT),
                 "{line}: {code}"
             );
             assert!(
@@ -1121,7 +1122,7 @@ mod tests {
             };
             let test = test_source(&n, &routes);
             assert!(
-                !test.contains('@') && !test.contains("TENANT#"),
+                !test.contains('@') && !test.contains(TENANT_SEGMENT),
                 "{line}: {test}"
             );
             assert!(test.contains("Resharding::of"), "{line}");
