@@ -237,7 +237,7 @@ pub async fn cache_figures(
         .arg("reset")
         .arg("on")
         .arg(format!(">{password}"))
-        .arg(format!("~{}*", shared::identity::keys::tenant_prefix(t)))
+        .arg(format!("~{}*", shared::identity::keys::tenant_prefix(&t)))
         .arg("+get")
         .arg("+set")
         .arg("+psetex")

@@ -1320,7 +1320,9 @@ async fn page_rcu_at(
     query.extend_from_slice(extra);
     let r = shared::store::client::meter::scope(
         meta.clone(),
-        integration::routes::call(app, bin, &params(path), &query, None, auth),
+        integration::Client::new(app, auth.clone())
+            .query(&query)
+            .call(bin, &params(path), None),
     )
     .await;
     assert_eq!(r.status, 200, "{bin}: {}", r.body);
@@ -1490,15 +1492,14 @@ async fn list_route_costs(h: &Harness, target: &Target, report: &mut Report) {
 
 /// The parent session `seed_lists` created (the customer `c-parent`'s only session).
 async fn parent_session(app: &App, auth: &Auth) -> String {
-    let r = integration::routes::call(
-        app,
-        "get-sessions-by-customer-id",
-        &params(&[("customerId", "c-parent")]),
-        &[("limit", "1")],
-        None,
-        auth,
-    )
-    .await;
+    let r = integration::Client::new(app, auth.clone())
+        .query(&[("limit", "1")])
+        .call(
+            "get-sessions-by-customer-id",
+            &[("customerId", "c-parent")],
+            None,
+        )
+        .await;
     r.body["items"][0]["sessionId"]
         .as_str()
         .expect("c-parent has a session")
@@ -1509,92 +1510,73 @@ async fn parent_session(app: &App, auth: &Auth) -> String {
 /// dated in November 2026; with `sessions`, also `items` sessions of customer `c-cost` and
 /// as many children as a session may have (99) under one session of `c-parent`.
 async fn seed_lists(app: &App, auth: &Auth, items: usize, with_sessions: bool) {
-    use integration::routes::call;
+    let client = integration::Client::new(app, auth.clone());
     let ok = |r: integration::Resp| assert!(matches!(r.status, 200 | 201), "{}", r.body);
     for i in 0..items {
         let d = format!("d-{i:03}");
-        ok(call(
-            app,
-            "put-department",
-            &params(&[("departmentId", &d)]),
-            &[],
-            Some(json!({"name": d})),
-            auth,
-        )
-        .await);
+        ok(client
+            .call(
+                "put-department",
+                &params(&[("departmentId", &d)]),
+                Some(json!({"name": d})),
+            )
+            .await);
     }
     for i in 0..items {
         let e = format!("e-{i:03}");
-        ok(call(
-            app,
-            "put-employee",
-            &params(&[("employeeId", &e)]),
-            &[],
-            Some(
+        ok(client.call("put-employee", &params(&[("employeeId", &e)]), Some(
                 json!({"name": e, "departmentId": "d-000", "email": format!("{e}@bench.example")}),
-            ),
-            auth,
-        )
+            ))
         .await);
     }
-    ok(call(
-        app,
-        "put-user",
-        &params(&[("userId", "u-1")]),
-        &[],
-        Some(json!({"name": "u", "email": "u@bench.example"})),
-        auth,
-    )
-    .await);
-    for i in 0..items {
-        ok(call(
-            app,
-            "create-order",
+    ok(client
+        .call(
+            "put-user",
             &params(&[("userId", "u-1")]),
-            &[],
-            Some(json!({
-                "orderId": format!("o-{i:03}"),
-                "date": format!("2026-11-{:02}", 1 + i % 28),
-                "amount": 1.0,
-                "items": [{"itemId": "l-1", "sku": "S", "qty": 1, "price": 1.0}]
-            })),
-            auth,
+            Some(json!({"name": "u", "email": "u@bench.example"})),
         )
         .await);
+    for i in 0..items {
+        ok(client
+            .call(
+                "create-order",
+                &params(&[("userId", "u-1")]),
+                Some(json!({
+                    "orderId": format!("o-{i:03}"),
+                    "date": format!("2026-11-{:02}", 1 + i % 28),
+                    "amount": 1.0,
+                    "items": [{"itemId": "l-1", "sku": "S", "qty": 1, "price": 1.0}]
+                })),
+            )
+            .await);
     }
     if with_sessions {
         for _ in 0..items {
-            ok(call(
-                app,
+            ok(client
+                .call(
+                    "create-session",
+                    &params(&[]),
+                    Some(json!({"customerId": "c-cost"})),
+                )
+                .await);
+        }
+        let parent = client
+            .call(
                 "create-session",
                 &params(&[]),
-                &[],
-                Some(json!({"customerId": "c-cost"})),
-                auth,
+                Some(json!({"customerId": "c-parent"})),
             )
-            .await);
-        }
-        let parent = call(
-            app,
-            "create-session",
-            &params(&[]),
-            &[],
-            Some(json!({"customerId": "c-parent"})),
-            auth,
-        )
-        .await;
+            .await;
         ok(parent.clone());
         let parent = parent.body["sessionId"].as_str().unwrap().to_owned();
         for _ in 0..sessions::model::MAX_CHILDREN {
-            ok(call(
-                app,
-                "create-session",
-                &params(&[]),
-                &[],
-                Some(json!({"customerId": "c-parent", "parentSessionId": parent})),
-                auth,
-            )
-            .await);
+            ok(client
+                .call(
+                    "create-session",
+                    &params(&[]),
+                    Some(json!({"customerId": "c-parent", "parentSessionId": parent})),
+                )
+                .await);
         }
     }
 }

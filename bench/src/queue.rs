@@ -117,13 +117,10 @@ pub async fn queue_figures(
     let burst = futures::stream::iter(0..WRITES)
         .map(|i| async move {
             let id = format!("direct-{i:05}");
-            let req = integration::routes::request(
+            let req = integration::Client::new(app, Auth::Tenant(bulk.into())).request(
                 "put-product",
-                &integration::routes::params(&[("productId", &id)]),
-                &[],
+                &[("productId", id.as_str())],
                 Some(json!({"n": i})),
-                &Auth::Tenant(bulk.into()),
-                &[],
             );
             let r = products::put_product::handle(app, req).await;
             r.is_ok_and(|r| r.status().is_success())
@@ -158,13 +155,10 @@ pub async fn queue_figures(
     let producer = queues.producer();
     let started = Instant::now();
     for part in 0..WRITES / 1000 {
-        let req = integration::routes::request(
+        let req = integration::Client::new(app, Auth::Tenant(bulk.into())).request(
             "create-import",
-            &Default::default(),
-            &[],
+            &Vec::<(&str, &str)>::new(),
             Some(products_body("queued", part * 1000, 1000)),
-            &Auth::Tenant(bulk.into()),
-            &[],
         );
         let r = imports::create_import::handle(app, &producer, req).await;
         assert!(
