@@ -1,5 +1,5 @@
 // cognito-local (npm, 5.3), started with the two things Amazon Cognito does that it does not, and
-// that pooltable's Cognito setup relies on (tests/tests/cognito.rs):
+// that pooltable's Cognito setup relies on (tests/tests/all/cognito.rs):
 //
 // 1. The pre token generation trigger's version 2 (V2_0, the template's): the event says version
 //    "2" and carries the user's groups and the access token's scopes; the answer's

@@ -5,7 +5,7 @@ golden file of it shows a change resource by resource.
 
     python scripts/processed_template.py template.yaml > tests/golden/processed-template.jsonl
 
-Run with the cfn-lint virtualenv's Python (.tools/venv/bin/python); tests/tests/generated.rs does.
+Run with the cfn-lint virtualenv's Python (.tools/venv/bin/python); tests/tests/all/generated.rs does.
 """
 import json
 import sys

@@ -131,7 +131,7 @@ got=$(status_of POST /tenants "$OPERATOR_TOKEN" '{"tenantId":"platform","tier":"
 case "$got" in 201 | 409) ;; *) die "onboarding the operator's tenant answered $got" ;; esac
 # The contract check is not a quota test: both passes' tenants get the maximum custom limits, so a
 # fuzzed run of large writes is never answered 429 for the capacity it spent (schemathesis would
-# call the route "rate limited" and fail the pass). tests/tests/capacity_quota.rs tests the quota.
+# call the route "rate limited" and fail the pass). tests/tests/all/capacity_quota.rs tests the quota.
 max_limits='{"limits":{"requestsPerSecond":100000,"capacityUnitsPerSecond":1000000}}'
 for t in platform acme; do
   got=$(status_of PATCH "/tenants/$t" "$OPERATOR_TOKEN" "$max_limits")

@@ -1,6 +1,6 @@
 //! Every read and write of this crate's routes, through `shared::store`: the handlers parse the
 //! request, call one of these, and shape the answer. Each function's requests are the ones routes.yaml
-//! documents for its route (`tests/tests/request_counts.rs` counts them).
+//! documents for its route (`tests/tests/all/request_counts.rs` counts them).
 //!
 //! A write that an `Idempotency-Key` records takes the key's record (`record`) as its transaction's
 //! last action.

@@ -3,8 +3,9 @@
 //! is stored with, how it appears in GSI1, and how the machinery handles it. The keys, the catalog
 //! (which partitions carry a catalog entry), the tenant walk (export and offboarding), the
 //! re-sharding mover and the telemetry key shape all read these declarations; no list of kinds is
-//! written anywhere else. The key bytes are today's (golden tests in `tests/tests/entities.rs` and
-//! below): declaring a kind changes no stored key.
+//! written anywhere else, and every key is built from them (`identity::keys::KeySpace`). The key
+//! bytes are golden in `identity::keys`' tests and in the generated key table
+//! (`docs/key-scheme.md`): declaring a kind changes no stored key.
 
 /// How many partitions of a fixed partition space a tenant has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,7 +15,7 @@
 //! function timeout before the next, so every container has it: (1) `next` = the new key (it
 //! verifies before anything signs with it); (2) `current` = the new key, `previous` = the old one,
 //! `next` empty; (3) once the import queues have drained (up to 14 days), `previous` empty. In
-//! either order of containers, what one signs another verifies (`tests/tests/signing_keys.rs`).
+//! either order of containers, what one signs another verifies (`tests/tests/all/signing_keys.rs`).
 //!
 //! Without a secret (local runs, tests), `CURSOR_SIGNING_KEY`, `CURSOR_SIGNING_KEY_PREVIOUS` and
 //! `CURSOR_SIGNING_KEY_NEXT` give fixed keys.

@@ -12,7 +12,7 @@ pub const RECORD_TTL_SECONDS: u64 = 30;
 
 /// The longest timeout of any function in template.yaml (create-import and import-consumer; the
 /// rest have 10 s). A request admitted on a cached record may still be running this long after.
-/// `tests/tests/lifecycle.rs` checks the template against it.
+/// `tests/tests/all/lifecycle.rs` checks the template against it.
 pub const LONGEST_FUNCTION_TIMEOUT_SECONDS: u64 = 30;
 
 /// The SDK's operation timeout (`service::app`): a record a container wrote itself is remembered
