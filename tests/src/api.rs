@@ -210,3 +210,12 @@ impl Harness {
         Client::new(&self.app, auth.clone())
     }
 }
+
+/// `GET /products/p-0` for `tenant`, served as the runtime serves it (quota first): the cheapest
+/// tenant request the quota and lifecycle tests send.
+pub async fn get_product_admitted(app: &App, tenant: &str) -> Resp {
+    Client::new(app, Auth::Tenant(tenant.into()))
+        .admitted()
+        .get_product("p-0")
+        .await
+}

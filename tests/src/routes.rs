@@ -1,13 +1,10 @@
 //! The route table: the attack matrix and the load test drive every route by name through it
-//! ([`Client::call`]). Routes come from routes.yaml and handlers from the dispatch generated from it
+//! ([`crate::api::Client::call`]). Routes come from routes.yaml and handlers from the dispatch generated from it
 //! (`tests/src/dispatch.rs`), so a route cannot be forgotten.
 
 use std::collections::BTreeMap;
 
-use shared::App;
-
-use crate::api::Client;
-use crate::{Auth, Resp};
+use crate::Resp;
 
 /// template.yaml, parsed once per test process: every routed call reads it, and parsing 2,600 lines
 /// of YAML in a debug build costs tens of milliseconds, enough to starve a burst test's runtime.
@@ -108,21 +105,12 @@ pub fn path_params(route: &str) -> Vec<String> {
         .collect()
 }
 
-/// Path parameters by name, for [`Client::call`].
+/// Path parameters by name, for [`crate::api::Client::call`].
 pub fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
-}
-
-/// `GET /products/p-0` for `tenant`, served as the runtime serves it (quota first): the cheapest
-/// tenant request the quota and lifecycle tests send.
-pub async fn get_product_admitted(app: &App, tenant: &str) -> Resp {
-    Client::new(app, Auth::Tenant(tenant.into()))
-        .admitted()
-        .get_product("p-0")
-        .await
 }
 
 /// How many of `answers` have `status`.

@@ -453,7 +453,7 @@ async fn an_operators_offboarding_and_re_sharding_of_another_tenant_are_charged_
         "the operator's tenant was charged {charged_to_ops} units"
     );
     // AND its users are served at once (its quota holds no debt of the deletion)
-    let r = integration::routes::get_product_admitted(&h.app, &ops).await;
+    let r = integration::api::get_product_admitted(&h.app, &ops).await;
     assert_eq!(r.status, 404, "{}", r.body);
     // AND the platform's account holds the deletion's and the moves' units, under the routes a
     // call would name, whether a call or the driver ran the step

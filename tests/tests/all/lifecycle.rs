@@ -2,7 +2,8 @@
 //! container's cached record has expired (`RECORD_TTL_SECONDS`), and no container vends its
 //! credentials to find out: records are read with the functions' own, record-only client.
 
-use integration::routes::{get_product_admitted, params};
+use integration::api::get_product_admitted;
+use integration::routes::params;
 use integration::{onboard, unique, Auth, Harness, Resp};
 use serde_json::json;
 use shared::identity::keys::raw_key;

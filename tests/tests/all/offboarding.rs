@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration::routes::{get_product_admitted, params};
+use integration::api::get_product_admitted;
+use integration::routes::params;
 use integration::{onboard, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::clock::Clock;

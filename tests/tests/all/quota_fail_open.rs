@@ -2,7 +2,8 @@
 //! the limits when its store refuses. Alone in its test binary because it captures logs with a thread-local subscriber, which
 //! other tests running in the same process can race (tracing's callsite interest cache).
 
-use integration::routes::{count_status, get_product_admitted};
+use integration::api::get_product_admitted;
+use integration::routes::count_status;
 use integration::{onboard_tier, unique, Harness};
 use shared::identity::clock::Clock;
 

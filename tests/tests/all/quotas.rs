@@ -6,7 +6,8 @@ use shared::identity::keys::raw_key;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use integration::routes::{count_status, get_product_admitted};
+use integration::api::get_product_admitted;
+use integration::routes::count_status;
 use integration::Client;
 use integration::{onboard_tier, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
