@@ -20,6 +20,7 @@ EXPECTED=(
   "update-tenant 200"
   "export-tenant 200"
   "offboard-tenant 404"
+  "restore-tenant 404"
   "drive-lifecycle pending:0"
   "publish-lifecycle-events batch:0"
   "pre-token-generation token:acme"

@@ -196,7 +196,7 @@ MAX_EXAMPLES="${MAX_EXAMPLES:-25}"
 SEED="${SEED:-42}"
 # The routes only an operator may call (routes.yaml, caller: operator): the tenant pass leaves them out.
 # @generated begin: `pooltable gen` writes this line from routes.yaml
-OPERATOR_ROUTES=(onboard-tenant update-tenant export-tenant offboard-tenant get-tenant-usage)
+OPERATOR_ROUTES=(onboard-tenant update-tenant export-tenant offboard-tenant restore-tenant get-tenant-usage)
 # @generated end
 for pass in ${PASSES:-tenant operator}; do
   case "$pass" in

@@ -39,6 +39,15 @@ impl<'a> Client<'a> {
         self.call("offboard-tenant", &[("tenantId", tenant_id)], None)
     }
 
+    /// `POST /tenants/{tenantId}/restore` (an operator).
+    pub fn restore_tenant(
+        &self,
+        tenant_id: &str,
+        body: impl Into<Option<Value>>,
+    ) -> BoxFuture<'a, Resp> {
+        self.call("restore-tenant", &[("tenantId", tenant_id)], body.into())
+    }
+
     /// `PUT /products/{productId}` (a tenant).
     pub fn put_product(
         &self,

@@ -15,6 +15,7 @@ pub(crate) async fn dispatch(
         "update-tenant" => tenants::update_tenant::handle(app, req).await,
         "export-tenant" => tenants::export_tenant::handle(app, req).await,
         "offboard-tenant" => tenants::offboard_tenant::handle(app, req).await,
+        "restore-tenant" => tenants::restore_tenant::handle(app, req).await,
         "put-product" => products::put_product::handle(app, req).await,
         "get-product" => products::get_product::handle(app, req).await,
         "query-tenant-products" => products::query_tenant_products::handle(app, req).await,

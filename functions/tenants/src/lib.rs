@@ -12,6 +12,7 @@ pub mod export_tenant;
 pub mod get_tenant;
 pub mod offboard_tenant;
 pub mod onboard_tenant;
+pub mod restore_tenant;
 pub mod update_tenant;
 // @generated end
 
@@ -37,6 +38,80 @@ pub struct TenantView {
     /// While the tenant is being re-sharded: its progress.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub migration: Option<MigrationView>,
+    /// While the tenant is being restored: its progress.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreView>,
+    /// The last restore's report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_restore: Option<RestoreView>,
+}
+
+/// A restore (running, or its report), as the API shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreView {
+    /// The table read.
+    pub source: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub point_in_time: Option<String>,
+    pub requested_at: String,
+    /// The tenant of the operator who asked: shown to operators only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
+    /// From then on, items are written.
+    pub starts_at: String,
+    /// `preparing`, `putting`, `deleting`, `finished` or `abandoned`.
+    pub phase: &'static str,
+    /// Why it was abandoned (nothing was written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub steps: u64,
+    #[serde(flatten)]
+    pub counts: shared::store::lifecycle::restoring::Counts,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+}
+
+impl From<&shared::store::lifecycle::restoring::Restore> for RestoreView {
+    fn from(r: &shared::store::lifecycle::restoring::Restore) -> Self {
+        use shared::store::lifecycle::restoring::RestorePhase;
+        let (phase, reason) = match &r.phase {
+            RestorePhase::Preparing => ("preparing", None),
+            RestorePhase::Putting => ("putting", None),
+            RestorePhase::Deleting => ("deleting", None),
+            RestorePhase::Finished => ("finished", None),
+            RestorePhase::Abandoned(why) => ("abandoned", Some(why.clone())),
+        };
+        Self {
+            source: r.source_table.clone(),
+            point_in_time: r.point_in_time.clone(),
+            requested_at: r.requested_at.clone(),
+            requested_by: Some(r.requested_by.clone()),
+            starts_at: shared::identity::clock::rfc3339(r.starts_at * 1000),
+            phase,
+            reason,
+            steps: r.steps,
+            counts: shared::store::lifecycle::restoring::Counts::of(r),
+            finished_at: r.finished_at.clone(),
+        }
+    }
+}
+
+/// 202 with the record and its progress, and when to call again (`Retry-After`).
+pub fn accepted(
+    record: TenantRecord,
+    retry_after_seconds: u64,
+) -> lambda_http::Response<lambda_http::Body> {
+    let mut response = shared::service::http::json_response(
+        lambda_http::http::StatusCode::ACCEPTED,
+        &TenantView::from(record),
+    );
+    if let Ok(value) = retry_after_seconds.to_string().parse() {
+        response
+            .headers_mut()
+            .insert(lambda_http::http::header::RETRY_AFTER, value);
+    }
+    response
 }
 
 /// A re-sharding in progress, as the API shows it.
@@ -83,6 +158,12 @@ impl TenantView {
         if let Some(m) = &mut self.migration {
             m.requested_by = None;
         }
+        for r in [&mut self.restore, &mut self.last_restore]
+            .into_iter()
+            .flatten()
+        {
+            r.requested_by = None;
+        }
         self
     }
 }
@@ -91,6 +172,8 @@ impl From<TenantRecord> for TenantView {
     fn from(r: TenantRecord) -> Self {
         Self {
             migration: r.migration.as_ref().map(MigrationView::from),
+            restore: r.restore.as_ref().map(RestoreView::from),
+            last_restore: r.last_restore.as_ref().map(RestoreView::from),
             offboarding: r
                 .offboarding
                 .as_ref()
@@ -102,6 +185,19 @@ impl From<TenantRecord> for TenantView {
             shard_count: r.shard_count,
             created_at: r.created_at,
         }
+    }
+}
+
+/// 409 while `record`'s tenant is being restored: a re-sharding, an offboarding and a restore of one
+/// tenant refuse each other.
+pub fn refuse_while_restoring(record: &TenantRecord) -> Result<(), ApiError> {
+    match &record.restore {
+        Some(r) => Err(ApiError::Conflict(format!(
+            "This tenant is being restored from {} (asked at {}); it ends by itself, \
+             watch it with GET /tenants/{{tenantId}}.",
+            r.source_table, r.requested_at
+        ))),
+        None => Ok(()),
     }
 }
 

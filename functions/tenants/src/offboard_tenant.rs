@@ -180,6 +180,7 @@ fn refuse_while_resharding(
              (PATCH /tenants/{{tenantId}} {{\"shardCount\": {}}}).",
             m.to, m.to
         ))),
+        (None, None) => crate::refuse_while_restoring(record),
         _ => Ok(()),
     }
 }

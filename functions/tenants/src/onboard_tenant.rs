@@ -58,6 +58,8 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         status: Default::default(),
         offboarding: None,
         migration: None,
+        restore: None,
+        last_restore: None,
         order_shard_count: None,
         reshardings: 0,
         changed_by: Some(caller.tenant.to_string()),

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lambda_http::http::{header, StatusCode};
+use lambda_http::http::StatusCode;
 use lambda_http::{Body, Response};
 use shared::identity::ids::TenantId;
 use shared::identity::keys::{ItemKey, PK, SK};
@@ -25,7 +25,7 @@ use shared::store::lifecycle::tenant_items::{self, Budget};
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
 use shared::{ApiError, App};
 
-use crate::TenantView;
+use crate::{accepted, TenantView};
 
 /// How long one call moves items before it answers 202 (the function timeout is 10 s).
 pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
@@ -65,6 +65,7 @@ async fn reshard(
                 "This tenant is being offboarded; its record no longer changes.".into(),
             ));
         }
+        crate::refuse_while_restoring(&record)?;
         let record = match &record.migration {
             None if record.shard_count == to => return Ok(done(record)),
             None => match start(app, &db, &record, to, operator).await? {
@@ -183,13 +184,4 @@ fn migration_of(record: &TenantRecord) -> Result<Migration, ApiError> {
 
 fn done(record: TenantRecord) -> Response<Body> {
     json_response(StatusCode::OK, &TenantView::from(record))
-}
-
-/// 202 with the record and its progress, and when to call again.
-fn accepted(record: TenantRecord, retry_after_seconds: u64) -> Response<Body> {
-    let mut response = json_response(StatusCode::ACCEPTED, &TenantView::from(record));
-    if let Ok(value) = retry_after_seconds.to_string().parse() {
-        response.headers_mut().insert(header::RETRY_AFTER, value);
-    }
-    response
 }

@@ -54,10 +54,14 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         }
         return crate::reshard_tenant::handle(app, &caller.tenant, &tenant, to).await;
     }
-    if input.status == Some(TenantStatus::Offboarding) {
+    if matches!(
+        input.status,
+        Some(TenantStatus::Offboarding | TenantStatus::Restoring)
+    ) {
         return Err(ApiError::bad_request(
             "status",
-            "status must be active or suspended; offboarding starts with DELETE /tenants/{tenantId}",
+            "status must be active or suspended; offboarding starts with DELETE /tenants/{tenantId}, \
+             a restore with POST /tenants/{tenantId}/restore",
         ));
     }
     let tier = match (input.tier, input.limits, input.status) {
@@ -91,6 +95,11 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         Updated::Offboarding => {
             return Err(ApiError::Conflict(
                 "This tenant is being offboarded; its record no longer changes.".into(),
+            ))
+        }
+        Updated::Restoring => {
+            return Err(ApiError::Conflict(
+                "This tenant is being restored; its status changes when the restore ends.".into(),
             ))
         }
     };

@@ -284,6 +284,17 @@ pub fn shard_in_key_shape(kind: &str) -> bool {
             .any(|e| matches!(e.gsi1, Gsi1::MonthShards { partition } if partition == kind))
 }
 
+/// Whether the partitions of key segment `kind` hold the routes' entities (what a per-tenant
+/// restore makes equal to its source): the write shards and the id-named partitions of an entity
+/// kind. Not the machinery's own (usage counters, quota windows, the record, idempotency records,
+/// imports, tombstones).
+pub fn holds_entities(kind: &str) -> bool {
+    ENTITIES.iter().any(|e| match e.home {
+        Home::Fixed(space) => space == kind,
+        Home::ById => e.kind == kind,
+    })
+}
+
 /// The entity kind bulk imports take by `name`.
 pub fn importable(name: &str) -> Option<EntityKind> {
     ENTITIES.into_iter().find(|e| e.import_as == Some(name))
@@ -325,6 +336,28 @@ mod tests {
         }
         for kind in ["RATE", "TENANT", "SESSION", "USER"] {
             assert!(!shard_in_key_shape(kind), "{kind}");
+        }
+        for kind in [
+            "PRODUCT",
+            "HR",
+            "SESSION",
+            "USER",
+            "EMAIL",
+            "ORDER",
+            "DEPARTMENT",
+        ] {
+            assert!(holds_entities(kind), "{kind}");
+        }
+        for kind in [
+            "USAGE",
+            "RATE",
+            "TENANT",
+            "IDEMPOTENCY",
+            "IMPORT",
+            "DELETED",
+            "SEALING",
+        ] {
+            assert!(!holds_entities(kind), "{kind}");
         }
         assert_eq!(importable("products"), Some(PRODUCT));
         assert_eq!(importable("employees"), Some(EMPLOYEE));

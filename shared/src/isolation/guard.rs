@@ -246,6 +246,50 @@ impl Intercept for TenantKeyGuard {
     }
 }
 
+/// The guard of a restore's source reader (`TenantClients::source_reader`), which reads another table
+/// (a point-in-time or backup restore of the pool) with the function's own credentials: the
+/// tenant's rule ([`check_input`]), and reads only (GetItem, Query). The restore's writes go
+/// through the tenant's scoped client.
+#[derive(Debug, Clone)]
+pub struct SourceReadGuard {
+    tenant: TenantId,
+}
+
+impl SourceReadGuard {
+    pub fn new(tenant: TenantId) -> Self {
+        Self { tenant }
+    }
+}
+
+/// The rule of [`SourceReadGuard`] for one SDK operation input.
+pub fn check_source_read(tenant: &TenantId, input: &Input) -> Result<(), GuardViolation> {
+    if input.downcast_ref::<GetItemInput>().is_none()
+        && input.downcast_ref::<QueryInput>().is_none()
+    {
+        return Err(GuardViolation {
+            tenant: tenant.to_string(),
+            operation: "restore source read",
+            reason: "a restore's source is only read (GetItem, Query)".into(),
+        });
+    }
+    check_input(tenant, input)
+}
+
+impl Intercept for SourceReadGuard {
+    fn name(&self) -> &'static str {
+        "SourceReadGuard"
+    }
+
+    fn read_before_execution(
+        &self,
+        context: &BeforeSerializationInterceptorContextRef<'_>,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        check_source_read(&self.tenant, context.input())?;
+        Ok(())
+    }
+}
+
 /// The guard of the tenant-record reader (`store::tenancy::tenants::TenantDirectory`), which reads with the
 /// function's own credentials, not a tenant's: it lets through exactly a GetItem whose key is a
 /// tenant record (`PK` = `SK` = `TENANT#<tenant id>#TENANT`), and refuses everything else. IAM's

@@ -326,7 +326,7 @@ impl App {
     }
 
     /// 403 when `tenant` has no record (never onboarded, or offboarded), is suspended or is being
-    /// offboarded (by its record, cached for [`crate::store::tenancy::tenants::RECORD_TTL_SECONDS`], read
+    /// offboarded; 503 while it is being restored (by its record, cached for [`crate::store::tenancy::tenants::RECORD_TTL_SECONDS`], read
     /// without the tenant's credentials; an absence is trusted for a second).
     pub async fn require_active(&self, tenant: &TenantId) -> Result<(), ApiError> {
         let record = self.directory.onboarded_record(tenant).await?;
@@ -337,6 +337,11 @@ impl App {
             }
             Some(TenantStatus::Offboarding) => Err(ApiError::Forbidden(
                 "This tenant is being offboarded.".into(),
+            )),
+            Some(TenantStatus::Restoring) => Err(ApiError::Unavailable(
+                "This tenant's data is being restored; its requests are served again when the \
+                 restore ends."
+                    .into(),
             )),
             Some(TenantStatus::Active) => Ok(()),
         }

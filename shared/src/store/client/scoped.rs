@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
 use crate::isolation::credentials::{CredentialSettings, TenantCredentials};
-use crate::isolation::guard::{RecordReadGuard, TenantKeyGuard};
+use crate::isolation::guard::{RecordReadGuard, SourceReadGuard, TenantKeyGuard};
 use crate::store::client::error::StoreError;
 use crate::store::client::meter::RequestMetering;
 
@@ -88,6 +88,36 @@ impl TenantClients {
     /// suspension, without vending the tenant credentials.
     pub fn record_reader(&self) -> aws_sdk_dynamodb::Client {
         let mut config = self.dynamodb.to_builder().interceptor(RecordReadGuard);
+        for extra in &self.extra_interceptors {
+            config.push_interceptor(extra.clone());
+        }
+        aws_sdk_dynamodb::Client::from_conf(config.build())
+    }
+
+    /// A reader of `tenant`'s items in another table (`table`: a restore's source), on the function's
+    /// own credentials, that can only read the tenant's keys ([`SourceReadGuard`]). IAM allows the
+    /// functions that restore to read only tables under the pool's name and `-restore-`.
+    pub fn source_reader(&self, tenant: &TenantId, table: &str) -> TenantDb {
+        let mut config = self
+            .dynamodb
+            .to_builder()
+            .interceptor(SourceReadGuard::new(tenant.clone()))
+            .interceptor(RequestMetering);
+        for extra in &self.extra_interceptors {
+            config.push_interceptor(extra.clone());
+        }
+        TenantDb {
+            client: aws_sdk_dynamodb::Client::from_conf(config.build()),
+            tenant: tenant.clone(),
+            table: Arc::from(table),
+            max_in_flight: self.max_in_flight,
+        }
+    }
+
+    /// The client on the function's own credentials, with no guard: table management only (a
+    /// point-in-time restore's scratch table). Never for items.
+    pub fn table_manager(&self) -> aws_sdk_dynamodb::Client {
+        let mut config = self.dynamodb.to_builder();
         for extra in &self.extra_interceptors {
             config.push_interceptor(extra.clone());
         }

@@ -13,6 +13,7 @@
 //! | `tenantSuspended`, `tenantResumed` | its status went active → suspended, suspended → active |
 //! | `reshardingStarted`, `reshardingFinished` | its `migration` appeared, went |
 //! | `offboardingStarted` | its status became `offboarding` |
+//! | `tenantRestoreStarted`, `tenantRestoreFinished` | its `restore` appeared, went (with its report's counts) |
 //! | `offboardingFinished` | the record of an offboarding tenant deleted: the walk deleted everything |
 //! | `importFinished` | an import record closed (`closedAtMs` set, with its final counts): by the lifecycle driver at the import's deadline, up to an hour after its acceptance |
 
@@ -204,6 +205,37 @@ fn tenant_events(
                     "resharded",
                     json!({ "from": m.from, "to": m.to, "moved": m.moved, "shardCount": new.shard_count }),
                 )),
+                _ => {}
+            }
+            match (&old.restore, &new.restore) {
+                (None, Some(r)) => events.push(event(
+                    "tenantRestoreStarted",
+                    Some(&r.requested_by),
+                    "restoreStarted",
+                    json!({ "source": r.source_table, "pointInTime": r.point_in_time, "startsAt": r.starts_at }),
+                )),
+                (Some(r), None) => {
+                    let report = new.last_restore.as_ref().unwrap_or(r);
+                    let (outcome, reason) = match &report.phase {
+                        crate::store::tenancy::tenants::RestorePhase::Abandoned(why) => {
+                            ("restoreAbandoned", Some(why.as_str()))
+                        }
+                        _ => ("restored", None),
+                    };
+                    events.push(event(
+                        "tenantRestoreFinished",
+                        Some(&report.requested_by),
+                        outcome,
+                        json!({
+                            "source": report.source_table,
+                            "pointInTime": report.point_in_time,
+                            "putBack": report.put_back,
+                            "overwritten": report.overwritten,
+                            "deleted": report.deleted,
+                            "reason": reason,
+                        }),
+                    ))
+                }
                 _ => {}
             }
         }

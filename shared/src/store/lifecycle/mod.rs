@@ -6,4 +6,5 @@ pub mod events;
 pub mod offboarding;
 pub mod pacing;
 pub mod resharding;
+pub mod restoring;
 pub mod tenant_items;

@@ -87,9 +87,10 @@ pub async fn begin(
     let update = record_update(db)
         .update_expression("SET #state = :offboarding, #o = :o")
         .condition_expression(
-            "attribute_exists(PK) AND attribute_not_exists(#m) \
+            "attribute_exists(PK) AND attribute_not_exists(#m) AND attribute_not_exists(#r) \
              AND (attribute_not_exists(#state) OR #state <> :offboarding)",
         )
+        .expression_attribute_names("#r", "restore")
         .expression_attribute_names("#state", "status")
         .expression_attribute_names("#o", "offboarding")
         .expression_attribute_names("#m", "migration")
@@ -98,7 +99,7 @@ pub async fn begin(
     match send_record_update(update).await? {
         Some(record) => Ok(Some(record)),
         // Not onboarded, already offboarding (another request started it first), or being
-        // re-sharded (the caller refuses that).
+        // re-sharded or restored (the caller refuses that).
         None => read_record_consistent(db).await,
     }
 }

@@ -85,8 +85,10 @@ pub async fn begin(
         .update_expression("SET #m = :m, #orders = if_not_exists(#orders, :from)")
         .condition_expression(
             "attribute_exists(PK) AND attribute_not_exists(#m) AND #shards = :from \
-             AND (attribute_not_exists(#state) OR #state <> :offboarding)",
+             AND (attribute_not_exists(#state) OR #state <> :offboarding) \
+             AND attribute_not_exists(#restore)",
         )
+        .expression_attribute_names("#restore", "restore")
         .expression_attribute_names("#m", "migration")
         .expression_attribute_names("#orders", "orderShardCount")
         .expression_attribute_names("#shards", "shardCount")

@@ -38,8 +38,8 @@ use read::read_record_with;
 pub(crate) use read::{parse_record, record_update, send_record_update};
 pub use read::{read_record, read_record_consistent};
 pub use record::{
-    Layout, Limits, Migration, Offboarding, TenantRecord, TenantStatus, Tier,
-    MAX_CAPACITY_UNITS_PER_SECOND, MAX_REQUESTS_PER_SECOND,
+    Layout, Limits, Migration, Offboarding, Restore, RestorePhase, TenantRecord, TenantStatus,
+    Tier, MAX_CAPACITY_UNITS_PER_SECOND, MAX_REQUESTS_PER_SECOND,
 };
 pub(crate) use update::value;
 pub use update::{change_expression, update_record, RecordChange, Updated};

@@ -88,6 +88,9 @@ pub enum TenantStatus {
     Active,
     Suspended,
     Offboarding,
+    /// Its items are being made equal to a source table's ([`crate::store::lifecycle::restoring`]):
+    /// its requests get 503 with Retry-After, never a half-restored view.
+    Restoring,
 }
 
 /// The stored tenant record.
@@ -116,6 +119,13 @@ pub struct TenantRecord {
     /// `store::resharding` ([`Migration::to_attribute`]).
     #[serde(default, skip_serializing)]
     pub migration: Option<Migration>,
+    /// A restore's state and checkpoint, while it runs. Written only by
+    /// `store::lifecycle::restoring` ([`Restore::to_attribute`]).
+    #[serde(default, skip_serializing)]
+    pub restore: Option<Restore>,
+    /// The last finished restore: its report.
+    #[serde(default, skip_serializing)]
+    pub last_restore: Option<Restore>,
     /// The shard count of the orders' date index, frozen at the first re-sharding: orders do not
     /// move, so their index keeps the count they were written with. Absent: [`Self::shard_count`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -268,6 +278,110 @@ impl Offboarding {
         }
         if let Some(p) = &self.position {
             state.insert("position".to_owned(), position_attribute(p));
+        }
+        AttributeValue::M(state)
+    }
+}
+
+/// Where a restore reads the tenant's items as they were.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RestorePhase {
+    /// The scratch table of a point-in-time restore is being made by DynamoDB.
+    Preparing,
+    /// Walking the source: putting back what is missing or different.
+    Putting,
+    /// Walking the live items: deleting what the source does not hold.
+    Deleting,
+    /// Done (a report).
+    Finished,
+    /// Given up, with the reason (a report): nothing more is written.
+    Abandoned(String),
+}
+
+/// A restore of one tenant's items from a source table (`crate::store::lifecycle::restoring`),
+/// kept in the tenant record while it runs, and as its report (`lastRestore`) once it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Restore {
+    /// The table read: an operator's, or the scratch table of a point-in-time restore.
+    pub source_table: String,
+    /// RFC 3339: the point in time asked for, when pooltable made the source table (and deletes it
+    /// at the end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point_in_time: Option<String>,
+    pub requested_at: String,
+    /// The tenant of the operator who asked.
+    pub requested_by: String,
+    /// Epoch seconds: nothing is written before (no request admitted earlier is still writing).
+    pub starts_at: u64,
+    pub phase: RestorePhase,
+    /// The shard count of the tenant in the source (read once the source is there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_shards: Option<u32>,
+    /// Steps committed; each step is conditioned on it.
+    pub steps: u64,
+    /// Where the phase's walk resumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<ItemKey>,
+    /// Items put back (missing), overwritten (different) and deleted (not in the source), by kind.
+    #[serde(default)]
+    pub put_back: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub overwritten: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub deleted: BTreeMap<String, u64>,
+    /// RFC 3339, once ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+}
+
+impl Restore {
+    /// The state as stored, built by hand like [`Offboarding::to_attribute`].
+    pub fn to_attribute(&self) -> AttributeValue {
+        let s = |v: &str| AttributeValue::S(v.to_owned());
+        let n = |v: u64| AttributeValue::N(v.to_string());
+        let phase = match &self.phase {
+            RestorePhase::Preparing => s("preparing"),
+            RestorePhase::Putting => s("putting"),
+            RestorePhase::Deleting => s("deleting"),
+            RestorePhase::Finished => s("finished"),
+            RestorePhase::Abandoned(reason) => {
+                AttributeValue::M(HashMap::from([("abandoned".to_owned(), s(reason))]))
+            }
+        };
+        let mut state = HashMap::from([
+            ("sourceTable".to_owned(), s(&self.source_table)),
+            ("requestedAt".to_owned(), s(&self.requested_at)),
+            ("requestedBy".to_owned(), s(&self.requested_by)),
+            ("startsAt".to_owned(), n(self.starts_at)),
+            ("phase".to_owned(), phase),
+            ("steps".to_owned(), n(self.steps)),
+        ]);
+        let counts = |c: &BTreeMap<String, u64>| {
+            AttributeValue::M(c.iter().map(|(k, v)| (k.clone(), n(*v))).collect())
+        };
+        // No empty map: DynamoDB Local's stream renders one without its type (see `Offboarding`).
+        for (name, c) in [
+            ("putBack", &self.put_back),
+            ("overwritten", &self.overwritten),
+            ("deleted", &self.deleted),
+        ] {
+            if !c.is_empty() {
+                state.insert(name.to_owned(), counts(c));
+            }
+        }
+        if let Some(t) = &self.point_in_time {
+            state.insert("pointInTime".to_owned(), s(t));
+        }
+        if let Some(shards) = self.source_shards {
+            state.insert("sourceShards".to_owned(), n(shards.into()));
+        }
+        if let Some(p) = &self.position {
+            state.insert("position".to_owned(), position_attribute(p));
+        }
+        if let Some(t) = &self.finished_at {
+            state.insert("finishedAt".to_owned(), s(t));
         }
         AttributeValue::M(state)
     }

@@ -34,6 +34,8 @@ fn golden_record_with_custom_limits() {
         status: TenantStatus::Active,
         offboarding: None,
         migration: None,
+        restore: None,
+        last_restore: None,
         order_shard_count: None,
         reshardings: 0,
         changed_by: None,

@@ -46,6 +46,8 @@ pub enum Updated {
     NotOnboarded,
     /// The tenant is being offboarded: its record no longer changes but by the offboarding.
     Offboarding,
+    /// The tenant is being restored: its status changes only when the restore ends.
+    Restoring,
 }
 
 /// Applies `change`, asked by an operator of tenant `by`, to the existing record, unless the tenant
@@ -78,6 +80,11 @@ pub async fn update_record(
     }
     if let Some(status) = change.status {
         update = update
+            .condition_expression(
+                "attribute_exists(PK) AND (attribute_not_exists(#state) OR #state <> :offboarding) \
+                 AND attribute_not_exists(#restore)",
+            )
+            .expression_attribute_names("#restore", "restore")
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":status", value(status)?);
     }
@@ -88,6 +95,7 @@ pub async fn update_record(
         },
         Err(e) => match e.as_service_error() {
             Some(UpdateItemError::ConditionalCheckFailedException(c)) => Ok(match c.item() {
+                Some(old) if old.contains_key("restore") => Updated::Restoring,
                 Some(_) => Updated::Offboarding,
                 None => Updated::NotOnboarded,
             }),

@@ -1,0 +1,326 @@
+//! restoreTenant: `POST /tenants/{tenantId}/restore` `{"from": {"table": "<name>"} | {"pointInTime":
+//! "<RFC 3339>"}, "dryRun"?: bool}` → makes the tenant's items equal to what they were in the
+//! source, and leaves every other tenant's as they are now
+//! ([`shared::store::lifecycle::restoring`]).
+//!
+//! - `dryRun: true` (a source table only): 200 with the exact counts, per kind, of what a restore
+//!   would put back, overwrite and delete; nothing changes.
+//! - Otherwise: 202 with the record and the restore's progress (the tenant answers 503 from now on,
+//!   and nothing is written for [`STARTS_DELAY_SECONDS`]); the lifecycle driver steps it to its end
+//!   with no client calling, and another call with the same `from` nudges it (up to
+//!   [`WORK_PER_REQUEST`] of steps); 200 with the record and `lastRestore`, its report, once done.
+//!   With an `Idempotency-Key`, a retry answers the first answer again and starts nothing.
+//! - 400 for a body that is not one source, or a table not named `<pool>-restore-…` (IAM lets the
+//!   function read no other); 404 for no such tenant; 409 for the operator's own tenant, a tenant
+//!   not active, or one being re-sharded, offboarded or restored from another source; 422 for a
+//!   source that does not exist, holds no record of the tenant, or holds another tenant of its id
+//!   (a reused id), or a point in time outside the table's restore window.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lambda_http::http::{header, StatusCode};
+use lambda_http::{Body, Request, Response};
+use serde::{Deserialize, Serialize};
+use shared::identity::clock::rfc3339;
+use shared::identity::ids::TenantId;
+use shared::service::http::{json_body, json_response, path_tenant_id};
+use shared::service::idempotent;
+use shared::store::client::scoped::TenantDb;
+use shared::store::lifecycle::driving;
+use shared::store::lifecycle::restoring::{
+    self, point_in_time, Counts, Progress, Restore, RestorePhase, Step, Tables,
+    STARTS_DELAY_SECONDS,
+};
+use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
+use shared::{ApiError, App};
+
+use crate::{accepted, TenantView};
+
+/// How long one call steps before it answers 202 (the function timeout is 10 s).
+pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
+
+/// How long a dry run may walk (both tables) within its call.
+const DRY_RUN_TIME: Duration = Duration::from_secs(7);
+
+/// The route whose account (the platform's usage) a restore's steps are charged to, by a call or by
+/// the lifecycle driver.
+pub const ROUTE: &str = "restore-tenant";
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RestoreInput {
+    from: SourceInput,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SourceInput {
+    table: Option<String>,
+    point_in_time: Option<String>,
+}
+
+/// Where the items come from, checked.
+enum Source {
+    Table(String),
+    PointInTime(String),
+}
+
+/// A dry run's answer.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DryRun {
+    tenant_id: String,
+    dry_run: bool,
+    source: String,
+    #[serde(flatten)]
+    counts: Counts,
+}
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let caller = app.caller(&req)?;
+    app.require_operator(&caller).await?;
+    let tenant = path_tenant_id(&req)?;
+    if tenant == caller.tenant {
+        return Err(ApiError::Conflict(
+            "An operator cannot restore its own tenant: its operators would be refused while it \
+             runs. Ask an operator of another tenant."
+                .into(),
+        ));
+    }
+    let input: RestoreInput = json_body(&req)?;
+    let source = match (input.from.table, input.from.point_in_time) {
+        (Some(table), None) => {
+            if !point_in_time::is_source_name(app.tenants.table_name(), &table) {
+                return Err(ApiError::bad_request(
+                    "from.table",
+                    format!(
+                        "a source table is named {}{}…: a restore of the pool (point-in-time or \
+                         backup) made under that name",
+                        app.tenants.table_name(),
+                        point_in_time::SOURCE_INFIX
+                    ),
+                ));
+            }
+            Source::Table(table)
+        }
+        (None, Some(at)) => {
+            point_in_time::parse_time(&at)
+                .map_err(|e| ApiError::bad_request("from.pointInTime", e.to_string()))?;
+            if input.dry_run {
+                return Err(ApiError::bad_request(
+                    "dryRun",
+                    "a dry run reads a source table: restore the point in time into one first, \
+                     or restore without a dry run",
+                ));
+            }
+            Source::PointInTime(at)
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                "from",
+                "from is {\"table\": \"<name>\"} or {\"pointInTime\": \"<RFC 3339>\"}",
+            ))
+        }
+    };
+    // The restore is the platform's cost, never the operator's tenant's (nor the target's quota).
+    let work = restore(app, &req, &caller.tenant, &tenant, source, input.dry_run);
+    app.on_platform_account(ROUTE, work).await
+}
+
+async fn restore(
+    app: &App,
+    req: &Request,
+    operator: &TenantId,
+    tenant: &TenantId,
+    source: Source,
+    dry_run: bool,
+) -> Result<Response<Body>, ApiError> {
+    let db = app.db_for_operator(tenant).await?;
+    let record = read_record_consistent(&db)
+        .await?
+        .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+    if let Some(running) = &record.restore {
+        let same = match &source {
+            Source::Table(t) => running.point_in_time.is_none() && *t == running.source_table,
+            Source::PointInTime(at) => running.point_in_time.as_ref() == Some(at),
+        };
+        if same && !dry_run {
+            return advance(app, &db, record).await;
+        }
+        return Err(crate::refuse_while_restoring(&record).unwrap_err());
+    }
+    refuse_unless_idle(&record)?;
+    let pool = app.tenants.table_name();
+    let manager = app.tenants.table_manager();
+    let now_ms = app.clock.now_millis();
+    let (table, point, source_shards) = match source {
+        Source::Table(table) => {
+            if point_in_time::ready(&manager, &table).await? != Some(true) {
+                return Err(ApiError::Unprocessable(format!(
+                    "No active table {table} with the catalog index ({}) to restore from.",
+                    shared::identity::keys::CATALOG_INDEX
+                )));
+            }
+            let reader = app.tenants.source_reader(tenant, &table);
+            let shards = restoring::source_shards(&reader, &record)
+                .await?
+                .map_err(|wrong| ApiError::Unprocessable(format!("{table}: {wrong}.")))?;
+            if dry_run {
+                let until = Instant::now() + DRY_RUN_TIME;
+                let counts = restoring::dry_run(&db, &reader, record.shard_count, shards, until)
+                    .await?
+                    .map_err(|e| ApiError::Unprocessable(format!("{e}: restore without one.")))?;
+                let answer = DryRun {
+                    tenant_id: tenant.to_string(),
+                    dry_run: true,
+                    source: table,
+                    counts,
+                };
+                return Ok(json_response(StatusCode::OK, &answer));
+            }
+            (table, None, Some(shards))
+        }
+        Source::PointInTime(at) => {
+            point_in_time::check_window(&manager, pool, &at)
+                .await
+                .map_err(|e| match e {
+                    point_in_time::Unrestorable::Store(e) => ApiError::from(e),
+                    other => ApiError::Unprocessable(format!("{pool}: {other}.")),
+                })?;
+            (
+                point_in_time::scratch_table(pool, tenant, now_ms),
+                Some(at),
+                None,
+            )
+        }
+    };
+    let state = Restore {
+        phase: match point {
+            Some(_) => RestorePhase::Preparing,
+            None => RestorePhase::Putting,
+        },
+        source_table: table,
+        point_in_time: point,
+        requested_at: rfc3339(now_ms),
+        requested_by: operator.to_string(),
+        starts_at: now_ms / 1000 + STARTS_DELAY_SECONDS,
+        source_shards,
+        steps: 0,
+        position: None,
+        put_back: Default::default(),
+        overwritten: Default::default(),
+        deleted: Default::default(),
+        finished_at: None,
+    };
+    let begun = TenantRecord {
+        status: TenantStatus::Restoring,
+        restore: Some(state.clone()),
+        ..record
+    };
+    let now_s = app.clock.now_seconds();
+    let (db, begun, state) = (&db, &begun, &state);
+    idempotent::run(req, db, tenant, ROUTE, now_s, |recorder| async move {
+        // Listed for the driver first: a started restore is never missing from its list.
+        let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+        driving::list(&platform_db, tenant, now_ms).await?;
+        let view = TenantView::from(begun.clone());
+        let retry_after = STARTS_DELAY_SECONDS.to_string();
+        let also = match &recorder {
+            Some(r) => Some(r.record_with_headers(
+                StatusCode::ACCEPTED,
+                &view,
+                &[(header::RETRY_AFTER, &retry_after)],
+            )?),
+            None => None,
+        };
+        match restoring::begin(db, state, also).await? {
+            Step::Committed(_) => {
+                tracing::info!(tenant = %tenant, source = %state.source_table, by = %operator, "tenant restore started");
+                app.directory.remember(tenant, Some(Arc::new(begun.clone())));
+                Ok(accepted(begun.clone(), STARTS_DELAY_SECONDS))
+            }
+            Step::Raced => {
+                let current = read_record_consistent(db)
+                    .await?
+                    .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+                crate::refuse_while_restoring(&current)?;
+                refuse_unless_idle(&current)?;
+                Err(ApiError::Conflict(
+                    "The tenant record kept changing; retry.".into(),
+                ))
+            }
+        }
+    })
+    .await
+}
+
+/// 409 unless the tenant is active with nothing else running.
+fn refuse_unless_idle(record: &TenantRecord) -> Result<(), ApiError> {
+    let busy = if record.offboarding.is_some() || record.status == TenantStatus::Offboarding {
+        "is being offboarded"
+    } else if record.migration.is_some() {
+        "is being re-sharded; finish that first"
+    } else if record.status != TenantStatus::Active {
+        "is not active (resume it first)"
+    } else {
+        return Ok(());
+    };
+    Err(ApiError::Conflict(format!("This tenant {busy}.")))
+}
+
+/// Runs `record`'s restore (already begun) until it ends (200 with the report), another call takes
+/// over, or [`WORK_PER_REQUEST`] passes (202 with the progress): what every call with the same
+/// source does after its first, and what the lifecycle driver does with no client calling.
+pub async fn advance(
+    app: &App,
+    db: &TenantDb,
+    record: TenantRecord,
+) -> Result<Response<Body>, ApiError> {
+    let tenant = db.tenant.clone();
+    let Some(state) = record.restore.clone() else {
+        return Ok(json_response(StatusCode::OK, &TenantView::from(record)));
+    };
+    let source = app.tenants.source_reader(&tenant, &state.source_table);
+    let manager = app.tenants.table_manager();
+    let tables = Tables {
+        source: &source,
+        manager: &manager,
+        pool: app.tenants.table_name(),
+    };
+    let now = || (app.clock.now_seconds(), rfc3339(app.clock.now_millis()));
+    let until = Instant::now() + WORK_PER_REQUEST;
+    let progress = restoring::advance(db, &tables, &record, now, until).await?;
+    let record = match progress {
+        Progress::Running { state, retry_after } => {
+            return Ok(accepted(
+                TenantRecord {
+                    restore: Some(*state),
+                    ..record
+                },
+                retry_after,
+            ))
+        }
+        Progress::Ended(report) => {
+            tracing::info!(tenant = %tenant, source = %report.source_table, phase = ?report.phase, "tenant restore ended");
+            TenantRecord {
+                status: TenantStatus::Active,
+                restore: None,
+                last_restore: Some(*report),
+                ..record
+            }
+        }
+        // Another call took the step, or ended the restore.
+        Progress::Raced => read_record_consistent(db)
+            .await?
+            .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?,
+    };
+    app.directory
+        .remember(&tenant, Some(Arc::new(record.clone())));
+    Ok(match record.restore {
+        Some(_) => accepted(record, 1),
+        None => json_response(StatusCode::OK, &TenantView::from(record)),
+    })
+}

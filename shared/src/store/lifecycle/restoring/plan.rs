@@ -1,0 +1,168 @@
+//! What one page of a restore's walk changes: the comparison of each item with its counterpart in
+//! the other table. The same plan is what a dry run counts and what a step commits, so the dry
+//! run's counts are the restore's.
+
+use futures::StreamExt;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use crate::identity::ids::TenantId;
+use crate::identity::keys::{home_shard_pk, partition_kind, PK, SK};
+use crate::store::client::error::StoreError;
+use crate::store::client::query::Item;
+use crate::store::client::scoped::TenantDb;
+use crate::store::lifecycle::offboarding::kind_of;
+
+/// Point reads one page sends at once.
+const READS_IN_FLIGHT: usize = 8;
+
+/// One change a restore makes to a live item.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// The source holds it and the live table does not: put it back.
+    PutBack(Item),
+    /// Both hold it, and they differ: the source's replaces the live one.
+    Overwrite(Item),
+    /// The live table holds it and the source does not: delete it (its key).
+    Delete(Item),
+}
+
+/// A change and the kind it is counted under ([`kind_of`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    pub kind: String,
+    pub change: Change,
+}
+
+/// Whether a restore makes `item` equal to the source: it is one of the routes' entities
+/// ([`crate::identity::entities::holds_entities`]), not the machinery's own.
+pub fn restored(tenant: &TenantId, item: &Item) -> bool {
+    match item.get(PK) {
+        Some(AttributeValue::S(pk)) => {
+            partition_kind(tenant, pk).is_some_and(crate::identity::entities::holds_entities)
+        }
+        _ => false,
+    }
+}
+
+/// `item`'s key in a layout of `shards` write shards: a sharded item's home shard, any other
+/// item's own key.
+pub fn key_in(tenant: &TenantId, item: &Item, shards: u32) -> Item {
+    let text = |name: &str| match item.get(name) {
+        Some(AttributeValue::S(s)) => s.clone(),
+        _ => String::new(),
+    };
+    let (pk, sk) = (text(PK), text(SK));
+    let pk = home_shard_pk(tenant, &pk, &sk, shards).unwrap_or(pk);
+    Item::from([
+        (PK.to_owned(), AttributeValue::S(pk)),
+        (SK.to_owned(), AttributeValue::S(sk)),
+    ])
+}
+
+/// `item`'s key, as it is.
+fn own_key(item: &Item) -> Item {
+    [PK, SK]
+        .into_iter()
+        .filter_map(|k| item.get(k).map(|v| (k.to_owned(), v.clone())))
+        .collect()
+}
+
+/// The changes that make the live items of a page of the **source**'s walk equal to it: each item
+/// read at its key in the live layout (`live_shards`), put back or overwritten when it differs.
+pub async fn puts(
+    live: &TenantDb,
+    source_items: &[Item],
+    live_shards: u32,
+) -> Result<Vec<Planned>, StoreError> {
+    let restored: Vec<Item> = source_items
+        .iter()
+        .filter(|item| restored(&live.tenant, item))
+        .cloned()
+        .collect();
+    let reads = restored
+        .into_iter()
+        .map(|item| put(live, item, live_shards));
+    collect(
+        futures::stream::iter(reads)
+            .buffered(READS_IN_FLIGHT)
+            .collect()
+            .await,
+    )
+}
+
+async fn put(live: &TenantDb, item: Item, live_shards: u32) -> Result<Option<Planned>, StoreError> {
+    let key = key_in(&live.tenant, &item, live_shards);
+    let mut wanted = item;
+    wanted.extend(key.clone());
+    let found = get(live, key).await?;
+    let kind = kind_of(&live.tenant, &wanted);
+    Ok(match found {
+        None => Some(Planned {
+            kind,
+            change: Change::PutBack(wanted),
+        }),
+        Some(found) if found != wanted => Some(Planned {
+            kind,
+            change: Change::Overwrite(wanted),
+        }),
+        Some(_) => None,
+    })
+}
+
+/// The changes that remove from the live items of a page of the **live** walk those the source
+/// does not hold (each read in the source at its key in the source's layout, `source_shards`).
+pub async fn deletes(
+    source: &TenantDb,
+    live_items: &[Item],
+    source_shards: u32,
+) -> Result<Vec<Planned>, StoreError> {
+    let restored: Vec<Item> = live_items
+        .iter()
+        .filter(|item| restored(&source.tenant, item))
+        .cloned()
+        .collect();
+    let reads = restored
+        .into_iter()
+        .map(|item| delete(source, item, source_shards));
+    collect(
+        futures::stream::iter(reads)
+            .buffered(READS_IN_FLIGHT)
+            .collect()
+            .await,
+    )
+}
+
+async fn delete(
+    source: &TenantDb,
+    item: Item,
+    source_shards: u32,
+) -> Result<Option<Planned>, StoreError> {
+    let found = get(source, key_in(&source.tenant, &item, source_shards)).await?;
+    Ok(found.is_none().then(|| Planned {
+        kind: kind_of(&source.tenant, &item),
+        change: Change::Delete(own_key(&item)),
+    }))
+}
+
+fn collect(results: Vec<Result<Option<Planned>, StoreError>>) -> Result<Vec<Planned>, StoreError> {
+    let mut planned = Vec::new();
+    for result in results {
+        planned.extend(result?);
+    }
+    Ok(planned)
+}
+
+/// A consistent GetItem of `key`.
+async fn get(db: &TenantDb, key: Item) -> Result<Option<Item>, StoreError> {
+    let out = db
+        .client
+        .get_item()
+        .table_name(&*db.table)
+        .set_key(Some(key))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    Ok(out.item)
+}

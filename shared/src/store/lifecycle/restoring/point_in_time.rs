@@ -1,0 +1,204 @@
+//! A point-in-time restore's source: DynamoDB's own RestoreTableToPointInTime of the pool into a
+//! scratch table under the pool's name (`<table>-restore-<tenant>-<ms>`), with the catalog index
+//! only (the walk needs it; GSI1 would cost its writes for nothing), on demand. The driver waits
+//! for it, a restore reads it, and the restore's end deletes it.
+
+use aws_sdk_dynamodb::types::{
+    BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, PointInTimeRecoveryStatus,
+    Projection, ProjectionType, TableStatus,
+};
+use aws_smithy_types::date_time::Format;
+use aws_smithy_types::DateTime;
+
+use crate::identity::ids::TenantId;
+use crate::identity::keys::{CATALOG, CATALOG_INDEX, PK};
+use crate::store::client::error::StoreError;
+
+/// The infix of every table a restore reads: IAM lets the restoring functions read, create and
+/// delete only tables named `<pool table>-restore-*`.
+pub const SOURCE_INFIX: &str = "-restore-";
+
+/// The scratch table of a point-in-time restore of `tenant` asked at `requested_ms`.
+pub fn scratch_table(pool_table: &str, tenant: &TenantId, requested_ms: u64) -> String {
+    format!("{pool_table}{SOURCE_INFIX}{tenant}-{requested_ms}")
+}
+
+/// Whether `table` may be a restore's source: under the pool's name and [`SOURCE_INFIX`].
+pub fn is_source_name(pool_table: &str, table: &str) -> bool {
+    table
+        .strip_prefix(pool_table)
+        .and_then(|rest| rest.strip_prefix(SOURCE_INFIX))
+        .is_some_and(|rest| !rest.is_empty())
+}
+
+/// Why a point in time cannot be restored.
+#[derive(Debug, thiserror::Error)]
+pub enum Unrestorable {
+    #[error("not an RFC 3339 date-time: {0}")]
+    NotATime(String),
+    #[error("point-in-time recovery is not enabled on the table")]
+    RecoveryDisabled,
+    #[error("{at} is outside the table's restore window, {earliest} to {latest}")]
+    OutsideWindow {
+        at: String,
+        earliest: String,
+        latest: String,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Parses an RFC 3339 date-time.
+pub fn parse_time(at: &str) -> Result<DateTime, Unrestorable> {
+    DateTime::from_str(at, Format::DateTime).map_err(|_| Unrestorable::NotATime(at.to_owned()))
+}
+
+/// Checks that `pool_table` can be restored to `at` now (DescribeContinuousBackups): recovery on,
+/// `at` within its window.
+pub async fn check_window(
+    client: &aws_sdk_dynamodb::Client,
+    pool_table: &str,
+    at: &str,
+) -> Result<(), Unrestorable> {
+    let time = parse_time(at)?;
+    let out = client
+        .describe_continuous_backups()
+        .table_name(pool_table)
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    let recovery = out
+        .continuous_backups_description
+        .and_then(|d| d.point_in_time_recovery_description)
+        .filter(|r| r.point_in_time_recovery_status == Some(PointInTimeRecoveryStatus::Enabled))
+        .ok_or(Unrestorable::RecoveryDisabled)?;
+    let show = |t: Option<&DateTime>| {
+        t.and_then(|t| t.fmt(Format::DateTime).ok())
+            .unwrap_or_else(|| "?".into())
+    };
+    let earliest = recovery.earliest_restorable_date_time();
+    let latest = recovery.latest_restorable_date_time();
+    let inside = earliest.is_some_and(|e| e.secs() <= time.secs())
+        && latest.is_some_and(|l| time.secs() <= l.secs());
+    if !inside {
+        return Err(Unrestorable::OutsideWindow {
+            at: at.to_owned(),
+            earliest: show(earliest),
+            latest: show(latest),
+        });
+    }
+    Ok(())
+}
+
+/// Starts restoring `pool_table` as it was at `at` into `scratch` (a retry finds it started).
+pub async fn start(
+    client: &aws_sdk_dynamodb::Client,
+    pool_table: &str,
+    scratch: &str,
+    at: &str,
+) -> Result<(), Unrestorable> {
+    let time = parse_time(at)?;
+    let key = |name: &str, kind| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(kind)
+            .build()
+            .map_err(|e| StoreError::Internal(e.to_string()))
+    };
+    let catalog = GlobalSecondaryIndex::builder()
+        .index_name(CATALOG_INDEX)
+        .key_schema(key(CATALOG, KeyType::Hash)?)
+        .key_schema(key(PK, KeyType::Range)?)
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::KeysOnly)
+                .build(),
+        )
+        .build()
+        .map_err(|e| StoreError::Internal(e.to_string()))?;
+    let out = client
+        .restore_table_to_point_in_time()
+        .source_table_name(pool_table)
+        .target_table_name(scratch)
+        .restore_date_time(time)
+        .global_secondary_index_override(catalog)
+        .billing_mode_override(BillingMode::PayPerRequest)
+        .send()
+        .await;
+    match out {
+        Ok(_) => Ok(()),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_table_already_exists_exception()) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(StoreError::from_sdk(e).into()),
+    }
+}
+
+/// Whether `scratch` is ready to read (ACTIVE). `None` when there is no such table.
+pub async fn ready(
+    client: &aws_sdk_dynamodb::Client,
+    scratch: &str,
+) -> Result<Option<bool>, StoreError> {
+    match client.describe_table().table_name(scratch).send().await {
+        Ok(out) => {
+            let table = out.table;
+            let active =
+                table.as_ref().and_then(|t| t.table_status.clone()) == Some(TableStatus::Active);
+            let indexes_active = table
+                .map(|t| t.global_secondary_indexes.unwrap_or_default())
+                .unwrap_or_default()
+                .iter()
+                .all(|i| i.index_status.as_ref().map(|s| s.as_str()) == Some("ACTIVE"));
+            Ok(Some(active && indexes_active))
+        }
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_not_found_exception()) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
+}
+
+/// Deletes `scratch` (gone already: done).
+pub async fn drop_scratch(
+    client: &aws_sdk_dynamodb::Client,
+    scratch: &str,
+) -> Result<(), StoreError> {
+    match client.delete_table().table_name(scratch).send().await {
+        Ok(_) => Ok(()),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_not_found_exception()) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_is_a_table_under_the_pools_name_and_the_restore_infix() {
+        let t = TenantId::parse("acme").unwrap();
+        let scratch = scratch_table("pooltable-dev", &t, 1_700_000_000_000);
+        assert_eq!(scratch, "pooltable-dev-restore-acme-1700000000000");
+        assert!(is_source_name("pooltable-dev", &scratch));
+        assert!(is_source_name("pooltable-dev", "pooltable-dev-restore-x"));
+        for other in [
+            "pooltable-dev",
+            "pooltable-dev-restore-",
+            "pooltable-prod-restore-x",
+            "other-restore-x",
+        ] {
+            assert!(!is_source_name("pooltable-dev", other), "{other}");
+        }
+    }
+}
