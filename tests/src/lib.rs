@@ -624,13 +624,18 @@ impl Harness {
 
     /// Every item in this test's table (the admin client may Scan; tenants never can).
     pub async fn all_items(&self) -> Vec<HashMap<String, AttributeValue>> {
+        self.admin_scan(&self.table).await
+    }
+
+    /// Every item in `table` (another table on the same DynamoDB: a restore's source).
+    pub async fn admin_scan(&self, table: &str) -> Vec<HashMap<String, AttributeValue>> {
         let mut items = Vec::new();
         let mut start = None;
         loop {
             let out = self
                 .admin
                 .scan()
-                .table_name(&self.table)
+                .table_name(table)
                 .consistent_read(true)
                 .set_exclusive_start_key(start)
                 .send()

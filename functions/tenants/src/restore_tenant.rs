@@ -37,11 +37,12 @@ use shared::{ApiError, App};
 
 use crate::{accepted, TenantView};
 
-/// How long one call steps before it answers 202 (the function timeout is 10 s).
+/// How long one call steps before it answers 202.
 pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
 
-/// How long a dry run may walk (both tables) within its call.
-const DRY_RUN_TIME: Duration = Duration::from_secs(7);
+/// How long a dry run may walk (both tables) within its call (the function's timeout is 30 s,
+/// [`shared::store::tenancy::tenants::LONGEST_FUNCTION_TIMEOUT_SECONDS`]).
+const DRY_RUN_TIME: Duration = Duration::from_secs(25);
 
 /// The route whose account (the platform's usage) a restore's steps are charged to, by a call or by
 /// the lifecycle driver.
@@ -139,7 +140,30 @@ async fn restore(
     dry_run: bool,
 ) -> Result<Response<Body>, ApiError> {
     let db = app.db_for_operator(tenant).await?;
-    let record = read_record_consistent(&db)
+    if dry_run {
+        return Box::pin(start_or_continue(app, operator, &db, source, true, None)).await;
+    }
+    let now_s = app.clock.now_seconds();
+    idempotent::run(req, &db, tenant, ROUTE, now_s, |recorder| {
+        Box::pin(start_or_continue(
+            app, operator, &db, source, false, recorder,
+        ))
+    })
+    .await
+}
+
+/// Starts the restore (or answers a dry run), or continues the running one from the same source.
+/// `recorder`: the Idempotency-Key's record, written with the start.
+async fn start_or_continue(
+    app: &App,
+    operator: &TenantId,
+    db: &TenantDb,
+    source: Source,
+    dry_run: bool,
+    recorder: Option<idempotent::Recorder<'_>>,
+) -> Result<Response<Body>, ApiError> {
+    let tenant = &db.tenant;
+    let record = read_record_consistent(db)
         .await?
         .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
     if let Some(running) = &record.restore {
@@ -148,7 +172,7 @@ async fn restore(
             Source::PointInTime(at) => running.point_in_time.as_ref() == Some(at),
         };
         if same && !dry_run {
-            return advance(app, &db, record).await;
+            return Box::pin(advance(app, db, record)).await;
         }
         return Err(crate::refuse_while_restoring(&record).unwrap_err());
     }
@@ -170,9 +194,15 @@ async fn restore(
                 .map_err(|wrong| ApiError::Unprocessable(format!("{table}: {wrong}.")))?;
             if dry_run {
                 let until = Instant::now() + DRY_RUN_TIME;
-                let counts = restoring::dry_run(&db, &reader, record.shard_count, shards, until)
-                    .await?
-                    .map_err(|e| ApiError::Unprocessable(format!("{e}: restore without one.")))?;
+                let counts = Box::pin(restoring::dry_run(
+                    db,
+                    &reader,
+                    record.shard_count,
+                    shards,
+                    until,
+                ))
+                .await?
+                .map_err(|e| ApiError::Unprocessable(format!("{e}: restore without one.")))?;
                 let answer = DryRun {
                     tenant_id: tenant.to_string(),
                     dry_run: true,
@@ -220,41 +250,37 @@ async fn restore(
         restore: Some(state.clone()),
         ..record
     };
-    let now_s = app.clock.now_seconds();
-    let (db, begun, state) = (&db, &begun, &state);
-    idempotent::run(req, db, tenant, ROUTE, now_s, |recorder| async move {
-        // Listed for the driver first: a started restore is never missing from its list.
-        let platform_db = app.db_for_operator(&TenantId::platform()).await?;
-        driving::list(&platform_db, tenant, now_ms).await?;
-        let view = TenantView::from(begun.clone());
-        let retry_after = STARTS_DELAY_SECONDS.to_string();
-        let also = match &recorder {
-            Some(r) => Some(r.record_with_headers(
-                StatusCode::ACCEPTED,
-                &view,
-                &[(header::RETRY_AFTER, &retry_after)],
-            )?),
-            None => None,
-        };
-        match restoring::begin(db, state, also).await? {
-            Step::Committed(_) => {
-                tracing::info!(tenant = %tenant, source = %state.source_table, by = %operator, "tenant restore started");
-                app.directory.remember(tenant, Some(Arc::new(begun.clone())));
-                Ok(accepted(begun.clone(), STARTS_DELAY_SECONDS))
-            }
-            Step::Raced => {
-                let current = read_record_consistent(db)
-                    .await?
-                    .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
-                crate::refuse_while_restoring(&current)?;
-                refuse_unless_idle(&current)?;
-                Err(ApiError::Conflict(
-                    "The tenant record kept changing; retry.".into(),
-                ))
-            }
+    // Listed for the driver first: a started restore is never missing from its list.
+    let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+    driving::list(&platform_db, tenant, now_ms).await?;
+    let view = TenantView::from(begun.clone());
+    let retry_after = STARTS_DELAY_SECONDS.to_string();
+    let also = match &recorder {
+        Some(r) => Some(r.record_with_headers(
+            StatusCode::ACCEPTED,
+            &view,
+            &[(header::RETRY_AFTER, &retry_after)],
+        )?),
+        None => None,
+    };
+    match restoring::begin(db, &state, also).await? {
+        Step::Committed(_) => {
+            tracing::info!(tenant = %tenant, source = %state.source_table, by = %operator, "tenant restore started");
+            app.directory
+                .remember(tenant, Some(Arc::new(begun.clone())));
+            Ok(accepted(begun.clone(), STARTS_DELAY_SECONDS))
         }
-    })
-    .await
+        Step::Raced => {
+            let current = read_record_consistent(db)
+                .await?
+                .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+            crate::refuse_while_restoring(&current)?;
+            refuse_unless_idle(&current)?;
+            Err(ApiError::Conflict(
+                "The tenant record kept changing; retry.".into(),
+            ))
+        }
+    }
 }
 
 /// 409 unless the tenant is active with nothing else running.
@@ -292,7 +318,7 @@ pub async fn advance(
     };
     let now = || (app.clock.now_seconds(), rfc3339(app.clock.now_millis()));
     let until = Instant::now() + WORK_PER_REQUEST;
-    let progress = restoring::advance(db, &tables, &record, now, until).await?;
+    let progress = Box::pin(restoring::advance(db, &tables, &record, now, until)).await?;
     let record = match progress {
         Progress::Running { state, retry_after } => {
             return Ok(accepted(

@@ -16,7 +16,7 @@ use shared::identity::ids::TenantId;
 use shared::identity::shard::shard_for;
 
 /// `POST /imports` through the handler, sending to `queues`.
-async fn post_import(
+pub(crate) async fn post_import(
     h: &Harness,
     queues: &ImportQueues,
     tenant: &str,
@@ -35,7 +35,7 @@ async fn get_import(h: &Harness, tenant: &str, id: &str) -> Resp {
     h.tenant(tenant).get_import(id).await
 }
 
-fn products(prefix: &str, n: usize) -> Value {
+pub(crate) fn products(prefix: &str, n: usize) -> Value {
     let items: Vec<Value> = (0..n)
         .map(|i| json!({"productId": format!("{prefix}-{i:05}"), "document": {"n": i, "name": format!("{prefix} {i}")}}))
         .collect();
@@ -1050,7 +1050,11 @@ async fn after_an_offboarding_nothing_readable_of_the_tenant_stays_on_the_queue_
 
 /// Delivers `batch` to a consumer in this process (on the test's clock) and settles it as an event
 /// source mapping would: how many messages were deleted.
-async fn deliver_in_process(h: &Harness, queues: &ImportQueues, batch: &[Message]) -> usize {
+pub(crate) async fn deliver_in_process(
+    h: &Harness,
+    queues: &ImportQueues,
+    batch: &[Message],
+) -> usize {
     let settings = imports::consume::ConsumerSettings {
         max_receives: queues.max_receives,
         writes_in_flight: 4,

@@ -29,6 +29,7 @@ mod quotas;
 mod read_cache;
 mod request_counts;
 mod resharding;
+mod restore;
 mod sessions;
 mod sharding;
 mod signing_keys;

@@ -21,7 +21,7 @@ type Item = HashMap<String, AttributeValue>;
 type Read<'a> = (&'a str, BTreeMap<String, String>, Vec<(&'a str, &'a str)>);
 
 /// What [`seed_every_kind`] created, for the reads that follow.
-struct Seeded {
+pub(crate) struct Seeded {
     session: String,
 }
 
@@ -29,7 +29,7 @@ struct Seeded {
 /// its membership), a user (profile and email) with an order (header, line, summary, date index),
 /// a transfer code, an integration token, a session with a child, an idempotency record, and usage
 /// counters with a quota window.
-async fn seed_every_kind(h: &Harness, tenant: &str, products: usize) -> Seeded {
+pub(crate) async fn seed_every_kind(h: &Harness, tenant: &str, products: usize) -> Seeded {
     let auth = Auth::Tenant(tenant.to_owned());
     let ok = |r: Resp, what: &str| {
         assert!(r.status < 300, "seeding {what}: {} {}", r.status, r.body);

@@ -1,0 +1,354 @@
+//! Restoring one tenant (`POST /tenants/{tenantId}/restore`): its items become what they were in a
+//! source table, in its current layout, and every other tenant's stay as they are now. The model is
+//! written first (the source's items of the tenant, at their keys in the current layout); the raw
+//! table is then checked against it byte for byte, neighbours included.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use integration::routes::params;
+use integration::{onboard_at_max_limits, unique, Harness};
+use serde_json::{json, Value};
+use shared::identity::clock::Clock;
+use shared::identity::ids::TenantId;
+use shared::store::lifecycle::restoring::plan::{key_in, restored};
+use shared::store::lifecycle::restoring::STARTS_DELAY_SECONDS;
+
+use super::imports::{deliver_in_process, post_import, products};
+use super::offboarding::seed_every_kind;
+
+type Item = std::collections::HashMap<String, AttributeValue>;
+type Items = BTreeMap<(String, String), Item>;
+
+fn keyed(items: impl IntoIterator<Item = Item>) -> Items {
+    items
+        .into_iter()
+        .map(|i| {
+            let k = (
+                i["PK"].as_s().unwrap().clone(),
+                i["SK"].as_s().unwrap().clone(),
+            );
+            (k, i)
+        })
+        .collect()
+}
+
+/// A copy of the whole table, as a point-in-time restore would make it: a table named
+/// `<pool>-restore-<suffix>` with the template's definition.
+async fn snapshot(h: &Harness, suffix: &str) -> String {
+    let name = format!("{}-restore-{suffix}", h.table);
+    let def = devtools::table_from_template(&devtools::default_template_path())
+        .unwrap()
+        .without_stream();
+    devtools::create_table(&h.admin, &name, &def).await.unwrap();
+    for item in h.all_items().await {
+        h.admin
+            .put_item()
+            .table_name(&name)
+            .set_item(Some(item))
+            .send()
+            .await
+            .unwrap();
+    }
+    name
+}
+
+/// The tenant's items a restore makes equal to the source.
+fn restored_of(tenant: &str, items: &Items) -> Items {
+    let t = TenantId::parse(tenant).unwrap();
+    items
+        .iter()
+        .filter(|(_, i)| restored(&t, i))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// Every item of every tenant but `tenant` and the platform.
+fn others(tenant: &str, items: &Items) -> Items {
+    let own = shared::identity::keys::raw_key(tenant, "");
+    let platform = shared::identity::keys::raw_key(TenantId::PLATFORM, "");
+    items
+        .iter()
+        .filter(|((pk, _), _)| !pk.starts_with(&own) && !pk.starts_with(&platform))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn restore_body(table: &str, dry_run: bool) -> Value {
+    json!({"from": {"table": table}, "dryRun": dry_run})
+}
+
+/// Re-shards `tenant` to `to` shards, calling until done.
+async fn reshard(h: &Harness, tenant: &str, to: u32) {
+    use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
+    let r = h
+        .operator()
+        .update_tenant(tenant, json!({"shardCount": to}))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    h.clock.advance_seconds(MOVES_DELAY_SECONDS + 1);
+    for _ in 0..200 {
+        let r = h
+            .operator()
+            .update_tenant(tenant, json!({"shardCount": to}))
+            .await;
+        if r.status == 200 {
+            return;
+        }
+        assert_eq!(r.status, 202, "{}", r.body);
+    }
+    panic!("the re-sharding never finished");
+}
+
+async fn put_products(h: &Harness, tenant: &str, ids: impl Iterator<Item = String>, v: u64) {
+    use futures::StreamExt;
+    futures::stream::iter(ids.map(|id| async move {
+        let r = h
+            .tenant(tenant)
+            .put_product(&id, json!({"v": v, "name": id}))
+            .await;
+        assert!(r.status == 201 || r.status == 200, "{}", r.body);
+    }))
+    .buffer_unordered(16)
+    .collect::<Vec<()>>()
+    .await;
+}
+
+fn counts(body: &Value) -> Value {
+    json!({
+        "putBack": body["putBack"],
+        "overwritten": body["overwritten"],
+        "deleted": body["deleted"],
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_from_a_snapshot_gives_back_the_tenants_items_in_its_current_layout_and_leaves_every_neighbour_as_it_is(
+) {
+    // GIVEN a tenant of ~3,000 items on 8 shards (products, HR, users with orders, sessions, codes,
+    // tokens) and a neighbour, snapshotted at t0 into a source table
+    let h = Harness::new().await;
+    let (t, n) = (unique("restored"), unique("neighbour"));
+    onboard_at_max_limits(&h, &t, 8).await;
+    onboard_at_max_limits(&h, &n, 4).await;
+    seed_every_kind(&h, &t, 3).await;
+    seed_every_kind(&h, &n, 3).await;
+    put_products(&h, &t, (0..2_900).map(|i| format!("sku-{i:04}")), 1).await;
+    put_products(&h, &n, (0..50).map(|i| format!("sku-{i:04}")), 1).await;
+    let source = snapshot(&h, "t0").await;
+    let t0 = keyed(h.admin_scan(&source).await);
+    assert!(restored_of(&t, &t0).len() >= 2_900);
+
+    // WHEN the tenant's data is damaged: deletes, overwrites, new items, an import, a re-sharding
+    // 8 → 16; and the neighbour writes after t0
+    use futures::StreamExt;
+    futures::stream::iter((0..300).map(|i| {
+        let (h, t) = (&h, &t);
+        async move {
+            let r = h.tenant(t).delete_product(&format!("sku-{i:04}")).await;
+            assert_eq!(r.status, 204, "{}", r.body);
+        }
+    }))
+    .buffer_unordered(16)
+    .collect::<Vec<()>>()
+    .await;
+    put_products(&h, &t, (300..600).map(|i| format!("sku-{i:04}")), 2).await;
+    put_products(&h, &t, (0..100).map(|i| format!("new-{i:04}")), 2).await;
+    let queues = integration::import_queue::ImportQueues::create(5, 10).await;
+    let accepted = post_import(&h, &queues, &t, products("imported", 100), &[]).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let batch = queues.receive(10).await;
+    deliver_in_process(&h, &queues, &batch).await;
+    reshard(&h, &t, 16).await;
+    put_products(&h, &n, (0..20).map(|i| format!("late-{i:04}")), 3).await;
+    put_products(&h, &n, (0..5).map(|i| format!("sku-{i:04}")), 3).await;
+    // The model: the source's items of the tenant, at their keys in its current layout.
+    let tid = TenantId::parse(&t).unwrap();
+    let model: Items = keyed(restored_of(&t, &t0).into_values().map(|mut i| {
+        i.extend(key_in(&tid, &i, 16));
+        i
+    }));
+    let before = keyed(h.all_items().await);
+    assert_ne!(
+        restored_of(&t, &before),
+        model,
+        "the damage changed the tenant"
+    );
+    let neighbours_before = others(&t, &before);
+
+    // AND a dry run answers the counts, changing nothing
+    let dry = h
+        .operator()
+        .restore_tenant(&t, restore_body(&source, true))
+        .await;
+    assert_eq!(dry.status, 200, "{}", dry.body);
+    assert_eq!(dry.body["putBack"]["PRODUCT"], 300, "{}", dry.body);
+    assert_eq!(dry.body["overwritten"]["PRODUCT"], 300, "{}", dry.body);
+    assert_eq!(dry.body["deleted"]["PRODUCT"], 200, "{}", dry.body);
+    assert_eq!(
+        keyed(h.all_items().await),
+        before,
+        "a dry run writes nothing"
+    );
+
+    // AND the restore starts with an Idempotency-Key, answering 202; its retry answers the same
+    let key = [("Idempotency-Key", "restore-1")];
+    let body = restore_body(&source, false);
+    let started = h
+        .operator()
+        .headers(&key)
+        .restore_tenant(&t, body.clone())
+        .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    assert_eq!(started.body["status"], "restoring");
+    let again = h
+        .operator()
+        .headers(&key)
+        .restore_tenant(&t, body.clone())
+        .await;
+    assert!(again.replayed, "{}", again.body);
+    assert_eq!(again.body, started.body);
+    // AND the tenant's own requests answer 503 with Retry-After, not a half-restored view
+    let refused = h.tenant(&t).get_product("sku-0001").await;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert!(refused.retry_after.is_some());
+    // AND a re-sharding or an offboarding of it is refused
+    let r = h
+        .operator()
+        .update_tenant(&t, json!({"shardCount": 4}))
+        .await;
+    assert_eq!(r.status, 409, "{}", r.body);
+
+    // WHEN the driver, in another container, is killed part-way three times and then left to run
+    let driver = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
+    driver.clock.set_millis(h.clock.now_millis());
+    for ms in [40, 120, 400] {
+        let _ = tokio::time::timeout(
+            Duration::from_millis(ms),
+            Box::pin(tenants::drive_lifecycle::drive(&driver.app)),
+        )
+        .await;
+    }
+    let mut runs = 0;
+    while Box::pin(tenants::drive_lifecycle::drive(&driver.app))
+        .await
+        .unwrap()
+        .pending
+        > 0
+    {
+        runs += 1;
+        assert!(runs < 60, "the restore never finished");
+    }
+
+    // THEN the tenant is active, with a report whose counts are the dry run's
+    let done = h.operator().get_tenant(&t).await;
+    assert_eq!(done.body["status"], "active", "{}", done.body);
+    assert!(done.body.get("restore").is_none(), "{}", done.body);
+    let report = &done.body["lastRestore"];
+    assert_eq!(report["phase"], "finished", "{}", done.body);
+    assert_eq!(report["source"], source.as_str());
+    assert_eq!(counts(report), counts(&dry.body), "{}", done.body);
+    assert_eq!(done.body["shardCount"], 16);
+    // AND its items are the model's, byte for byte, in its current layout
+    let after = keyed(h.all_items().await);
+    let restored_now = restored_of(&t, &after);
+    let missing: Vec<_> = model
+        .keys()
+        .filter(|k| !restored_now.contains_key(*k))
+        .take(3)
+        .collect();
+    let extra: Vec<_> = restored_now
+        .keys()
+        .filter(|k| !model.contains_key(*k))
+        .take(3)
+        .collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "missing {missing:?}, extra {extra:?}"
+    );
+    for (k, item) in &model {
+        assert_eq!(&restored_now[k], item, "{k:?}");
+    }
+    // AND every other tenant's items, including those written after t0, are as they were
+    assert_eq!(others(&t, &after), neighbours_before);
+    // AND the tenant is served again, as it was at t0
+    let r = h.tenant(&t).get_product("sku-0001").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["document"]["v"], 1, "{}", r.body);
+    assert_eq!(h.tenant(&t).get_product("new-0001").await.status, 404);
+    // AND the Idempotency-Key still answers the first answer, and starts nothing
+    let replay = h.operator().headers(&key).restore_tenant(&t, body).await;
+    assert!(replay.replayed);
+    let still = h.operator().get_tenant(&t).await;
+    assert_eq!(still.body["status"], "active");
+}
+
+#[tokio::test]
+async fn a_source_that_is_not_the_tenants_is_refused_and_nothing_is_written() {
+    // GIVEN a tenant, a snapshot of the table, and then the tenant offboarded and onboarded again
+    // under the same id (a reused id)
+    let h = Harness::new().await;
+    let t = unique("reused");
+    onboard_at_max_limits(&h, &t, 4).await;
+    put_products(&h, &t, (0..5).map(|i| format!("sku-{i}")), 1).await;
+    let source = snapshot(&h, "old").await;
+    integration::offboard_to_end(&h, &t, &integration::operator()).await;
+    h.clock.advance_seconds(2);
+    onboard_at_max_limits(&h, &t, 4).await;
+    let before = keyed(h.all_items().await);
+    // WHEN an operator restores the new tenant from the old one's snapshot, or names a table
+    // outside the pool's restore names, or a malformed source
+    let reused = h
+        .operator()
+        .restore_tenant(&t, restore_body(&source, false))
+        .await;
+    let outside = h
+        .operator()
+        .restore_tenant(&t, restore_body("another-table", false))
+        .await;
+    let both = h
+        .operator()
+        .restore_tenant(
+            &t,
+            json!({"from": {"table": source, "pointInTime": "2026-11-25T00:00:00Z"}}),
+        )
+        .await;
+    let missing = h
+        .operator()
+        .restore_tenant(
+            &t,
+            restore_body(&format!("{}-restore-none", h.table), false),
+        )
+        .await;
+    let own = h
+        .caller(&integration::Auth::Operator(t.clone()))
+        .call(
+            "restore-tenant",
+            &params(&[("tenantId", &t)]),
+            Some(restore_body(&source, false)),
+        )
+        .await;
+    // THEN each is refused with a problem, and nothing is written
+    reused.assert_problem(422);
+    assert!(
+        reused.body["detail"].as_str().unwrap().contains("reused"),
+        "{}",
+        reused.body
+    );
+    outside.assert_problem(400);
+    both.assert_problem(400);
+    missing.assert_problem(422);
+    own.assert_problem(409);
+    let after = keyed(h.all_items().await);
+    let platform = shared::identity::keys::raw_key(TenantId::PLATFORM, "");
+    let unchanged = |items: &Items| -> Items {
+        items
+            .iter()
+            .filter(|((pk, _), _)| !pk.starts_with(&platform) && !pk.contains("#USAGE#"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    assert_eq!(unchanged(&after), unchanged(&before));
+}
