@@ -352,3 +352,94 @@ async fn a_source_that_is_not_the_tenants_is_refused_and_nothing_is_written() {
     };
     assert_eq!(unchanged(&after), unchanged(&before));
 }
+
+#[tokio::test]
+async fn a_point_in_time_restore_is_started_awaited_and_dropped_on_a_server_that_implements_it() {
+    use shared::store::lifecycle::restoring::point_in_time;
+    // GIVEN a pool table on moto (DynamoDB Local implements no point-in-time restore), with
+    // point-in-time recovery on and an item of a tenant
+    let (_, moto) = integration::endpoints();
+    let sdk = shared::service::app::load_sdk_config().await;
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&sdk)
+            .endpoint_url(&moto)
+            .build(),
+    );
+    let pool = unique("pooltable-pitr");
+    let def = devtools::table_from_template(&devtools::default_template_path())
+        .unwrap()
+        .without_stream();
+    devtools::create_table(&client, &pool, &def).await.unwrap();
+    client
+        .update_continuous_backups()
+        .table_name(&pool)
+        .point_in_time_recovery_specification(
+            aws_sdk_dynamodb::types::PointInTimeRecoverySpecification::builder()
+                .point_in_time_recovery_enabled(true)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let key = shared::identity::keys::raw_key("acme", "PRODUCT#0");
+    client
+        .put_item()
+        .table_name(&pool)
+        .item("PK", AttributeValue::S(key.clone()))
+        .item("SK", AttributeValue::S(key))
+        .send()
+        .await
+        .unwrap();
+    let t = TenantId::parse("acme").unwrap();
+    let scratch = point_in_time::scratch_table(&pool, &t, 1);
+    let at = shared::identity::clock::rfc3339(integration::real_now_millis());
+
+    // WHEN pooltable checks the window, starts the restore, waits for it and drops it
+    point_in_time::check_window(&client, &pool, &at)
+        .await
+        .unwrap();
+    let outside = point_in_time::check_window(&client, &pool, "2001-01-01T00:00:00Z").await;
+    point_in_time::start(&client, &pool, &scratch, &at)
+        .await
+        .unwrap();
+    // (a retry finds it started)
+    point_in_time::start(&client, &pool, &scratch, &at)
+        .await
+        .unwrap();
+    let mut ready = None;
+    for _ in 0..50 {
+        ready = point_in_time::ready(&client, &scratch).await.unwrap();
+        if ready == Some(true) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let restored = client
+        .scan()
+        .table_name(&scratch)
+        .send()
+        .await
+        .unwrap()
+        .items
+        .unwrap_or_default();
+    point_in_time::drop_scratch(&client, &scratch)
+        .await
+        .unwrap();
+    point_in_time::drop_scratch(&client, &scratch)
+        .await
+        .unwrap();
+
+    // THEN the scratch table was ready with the pool's item, a time outside the window was refused,
+    // and the scratch table is gone
+    assert_eq!(ready, Some(true));
+    assert_eq!(restored.len(), 1);
+    assert!(
+        matches!(
+            outside,
+            Err(point_in_time::Unrestorable::OutsideWindow { .. })
+        ),
+        "{outside:?}"
+    );
+    assert_eq!(point_in_time::ready(&client, &scratch).await.unwrap(), None);
+}
