@@ -64,8 +64,9 @@ pub struct Doc {
 }
 
 /// The DynamoDB operations a route can send: what the request meter counts
-/// (`shared::store::meter`). Scan is not among them: a tenant may never scan.
-pub const OPERATIONS: [&str; 9] = [
+/// (`shared::store::meter`), and DescribeTable (a restore checks its source table). Scan is not
+/// among them: a tenant may never scan.
+pub const OPERATIONS: [&str; 10] = [
     "GetItem",
     "PutItem",
     "UpdateItem",
@@ -75,6 +76,7 @@ pub const OPERATIONS: [&str; 9] = [
     "BatchWriteItem",
     "TransactGetItems",
     "TransactWriteItems",
+    "DescribeTable",
 ];
 
 /// How many requests of one operation a route's common case sends: `fixed`, plus `per_shard` for

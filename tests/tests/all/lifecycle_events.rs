@@ -67,7 +67,8 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
     let mut stream = StreamTap::open(&h.admin, &h.table).await;
     let t = unique("events");
 
-    // WHEN an operator takes a tenant through every lifecycle step, with failed changes in between
+    // WHEN an operator takes a tenant through every lifecycle step (a restore too), with failed
+    // changes in between
     onboard(&h, &t, 4).await;
     let again = h
         .operator()
@@ -105,6 +106,14 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
         resharded = patch(&h, &t, json!({"shardCount": 8})).await;
     }
     assert_eq!(resharded.status, 200, "{}", resharded.body);
+    let source = super::restore::snapshot(&h, "events").await;
+    let restore = json!({"from": {"table": source}});
+    let restoring = h.operator().restore_tenant(&t, restore.clone()).await;
+    assert_eq!(restoring.status, 202, "{}", restoring.body);
+    h.clock
+        .advance_seconds(shared::store::lifecycle::restoring::STARTS_DELAY_SECONDS);
+    let restored = h.operator().restore_tenant(&t, restore).await;
+    assert_eq!(restored.status, 200, "{}", restored.body);
     let report = offboard_to_end(&h, &t, &operator()).await;
     let late = patch(&h, &t, json!({"status": "suspended"})).await;
     assert_eq!(late.status, 404, "a gone tenant's record changes no more");
@@ -178,6 +187,8 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
             ("reshardingFinished", 1),
             ("reshardingStarted", 1),
             ("tenantOnboarded", 1),
+            ("tenantRestoreFinished", 1),
+            ("tenantRestoreStarted", 1),
             ("tenantResumed", 1),
             ("tenantSuspended", 1),
             ("tenantTierChanged", 1),
@@ -219,7 +230,9 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
     assert_eq!(finished["counts"], json!({"written": 1, "notEnqueued": 2}));
     assert_eq!(finished["operator"], Value::Null);
     // AND nothing else was published
-    assert_eq!(delivered.len(), 10, "{delivered:#?}");
+    assert_eq!(detail("tenantRestoreFinished")["outcome"], "restored");
+    assert_eq!(detail("tenantRestoreFinished")["source"], source.as_str());
+    assert_eq!(delivered.len(), 12, "{delivered:#?}");
 }
 
 #[tokio::test]

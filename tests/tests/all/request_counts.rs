@@ -210,6 +210,14 @@ impl World {
                     .at(&[("tenantId", &t)])
                     .answers(202)
             }
+            "restore-tenant" => {
+                let t = self.other_tenant().await;
+                let source = super::restore::snapshot(&self.h, &unique("counts")).await;
+                Case::new(&self.operator)
+                    .at(&[("tenantId", &t)])
+                    .body(json!({"from": {"table": source}}))
+                    .answers(202)
+            }
             "put-product" => Case::new(me)
                 .at(&[("productId", "p-new")])
                 .body(json!({"name": "new"})),

@@ -36,7 +36,7 @@ fn keyed(items: impl IntoIterator<Item = Item>) -> Items {
 
 /// A copy of the whole table, as a point-in-time restore would make it: a table named
 /// `<pool>-restore-<suffix>` with the template's definition.
-async fn snapshot(h: &Harness, suffix: &str) -> String {
+pub(crate) async fn snapshot(h: &Harness, suffix: &str) -> String {
     let name = format!("{}-restore-{suffix}", h.table);
     let def = devtools::table_from_template(&devtools::default_template_path())
         .unwrap()

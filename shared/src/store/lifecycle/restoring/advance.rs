@@ -1,0 +1,203 @@
+//! Running a restore's steps: what a call and the driver do.
+
+use super::plan::Change;
+use super::steps::{commit, finish, Step};
+use super::{page_of, plan_of, point_in_time, position_of, source_shards};
+use crate::store::client::error::StoreError;
+use crate::store::client::scoped::TenantDb;
+use crate::store::tenancy::tenants::{Restore, RestorePhase, TenantRecord};
+
+/// Where a restore stands after [`advance`].
+#[derive(Debug)]
+pub enum Progress {
+    /// Still running: call again after this many seconds.
+    Running {
+        state: Box<Restore>,
+        retry_after: u64,
+    },
+    /// Ended: the report.
+    Ended(Box<Restore>),
+    /// Another call took the step: read the record again.
+    Raced,
+}
+
+/// What [`advance`] needs besides the tenant's scoped client.
+pub struct Tables<'a> {
+    /// The source reader ([`crate::store::client::scoped::TenantClients::source_reader`]).
+    pub source: &'a TenantDb,
+    /// Table management on the function's credentials (the scratch table).
+    pub manager: &'a aws_sdk_dynamodb::Client,
+    /// The pool's table name.
+    pub pool: &'a str,
+}
+
+/// Runs the restore's steps until it ends, another call takes over, or `until` passes: what every
+/// call does after its first, and what the driver does with no client calling.
+pub async fn advance(
+    live: &TenantDb,
+    tables: &Tables<'_>,
+    record: &TenantRecord,
+    now: impl Fn() -> (u64, String),
+    until: std::time::Instant,
+) -> Result<Progress, StoreError> {
+    let Some(mut state) = record.restore.clone() else {
+        return Ok(Progress::Raced);
+    };
+    loop {
+        let (now_seconds, now_text) = now();
+        if now_seconds < state.starts_at {
+            let retry_after = state.starts_at - now_seconds;
+            return Ok(Progress::Running {
+                state: Box::new(state),
+                retry_after,
+            });
+        }
+        if std::time::Instant::now() >= until {
+            return Ok(Progress::Running {
+                state: Box::new(state),
+                retry_after: 0,
+            });
+        }
+        let step = match &state.phase {
+            RestorePhase::Preparing => {
+                let Some(at) = state.point_in_time.clone() else {
+                    return Err(StoreError::Internal(
+                        "a restore preparing without a point in time".into(),
+                    ));
+                };
+                match point_in_time::ready(tables.manager, &state.source_table).await? {
+                    None => {
+                        if let Err(e) = point_in_time::start(
+                            tables.manager,
+                            tables.pool,
+                            &state.source_table,
+                            &at,
+                        )
+                        .await
+                        {
+                            return abandon(live, &state, e.to_string(), now_text).await;
+                        }
+                        return Ok(Progress::Running {
+                            state: Box::new(state),
+                            retry_after: 30,
+                        });
+                    }
+                    Some(false) => {
+                        return Ok(Progress::Running {
+                            state: Box::new(state),
+                            retry_after: 30,
+                        })
+                    }
+                    Some(true) => match source_shards(tables.source, record).await? {
+                        Ok(shards) => {
+                            let next = Restore {
+                                phase: RestorePhase::Putting,
+                                source_shards: Some(shards),
+                                ..state.clone()
+                            };
+                            commit(live, &state, &[], next).await?
+                        }
+                        Err(wrong) => {
+                            point_in_time::drop_scratch(tables.manager, &state.source_table)
+                                .await?;
+                            return abandon(live, &state, wrong.to_string(), now_text).await;
+                        }
+                    },
+                }
+            }
+            RestorePhase::Putting | RestorePhase::Deleting => {
+                let source_shards = state.source_shards.unwrap_or(record.shard_count);
+                let page = page_of(
+                    live,
+                    tables.source,
+                    &state.phase,
+                    record.shard_count,
+                    source_shards,
+                    state.position.as_ref(),
+                    Some(until),
+                )
+                .await?;
+                match page.items.last() {
+                    Some(last) => {
+                        let step_started = std::time::Instant::now();
+                        let planned = plan_of(
+                            live,
+                            tables.source,
+                            &state.phase,
+                            record.shard_count,
+                            source_shards,
+                            &page,
+                        )
+                        .await?;
+                        let next = Restore {
+                            position: Some(position_of(last)),
+                            ..state.clone()
+                        };
+                        let step = commit(live, &state, &planned, next).await?;
+                        // Paced at a partition's write rate, like every lifecycle step.
+                        let units = crate::store::lifecycle::pacing::transactional_write_units(
+                            planned.iter().map(|p| match &p.change {
+                                Change::PutBack(item)
+                                | Change::Overwrite(item)
+                                | Change::Delete(item) => item,
+                            }),
+                        );
+                        crate::store::lifecycle::pacing::pace(step_started, units).await;
+                        step
+                    }
+                    None if state.phase == RestorePhase::Putting => {
+                        let next = Restore {
+                            phase: RestorePhase::Deleting,
+                            position: None,
+                            ..state.clone()
+                        };
+                        commit(live, &state, &[], next).await?
+                    }
+                    None => {
+                        if state.point_in_time.is_some() {
+                            point_in_time::drop_scratch(tables.manager, &state.source_table)
+                                .await?;
+                        }
+                        let report = Restore {
+                            phase: RestorePhase::Finished,
+                            position: None,
+                            finished_at: Some(now_text),
+                            ..state.clone()
+                        };
+                        return Ok(match finish(live, &state, &report).await? {
+                            Step::Committed(report) => Progress::Ended(report),
+                            Step::Raced => Progress::Raced,
+                        });
+                    }
+                }
+            }
+            RestorePhase::Finished | RestorePhase::Abandoned(_) => {
+                return Ok(Progress::Ended(Box::new(state)))
+            }
+        };
+        state = match step {
+            Step::Committed(next) => *next,
+            Step::Raced => return Ok(Progress::Raced),
+        };
+    }
+}
+
+/// Ends a restore that cannot go on (its source could not be made, or holds another tenant), with
+/// nothing written: the tenant active again, the reason in the report.
+async fn abandon(
+    live: &TenantDb,
+    state: &Restore,
+    reason: String,
+    now: String,
+) -> Result<Progress, StoreError> {
+    let report = Restore {
+        phase: RestorePhase::Abandoned(reason),
+        position: None,
+        finished_at: Some(now),
+        ..state.clone()
+    };
+    Ok(match finish(live, state, &report).await? {
+        Step::Committed(report) => Progress::Ended(report),
+        Step::Raced => Progress::Raced,
+    })
+}

@@ -1,0 +1,180 @@
+//! The restore's writes: its start, its steps (changes and checkpoint in one transaction), its end.
+
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+
+use super::plan::{Change, Planned};
+use super::Counts;
+use crate::identity::keys::{tenant_record_key, PK, SK};
+use crate::store::client::error::StoreError;
+use crate::store::client::scoped::TenantDb;
+use crate::store::client::transact::{transact, TransactError};
+use crate::store::tenancy::tenants::{value, Restore, TenantStatus};
+
+/// What a conditioned step did.
+#[derive(Debug)]
+pub enum Step {
+    /// Committed: the record's restore state as it now is.
+    Committed(Box<Restore>),
+    /// Another call committed a step first, or the restore ended: read the record again.
+    Raced,
+}
+
+/// Starts restoring `db`'s tenant as `restore` says (its `steps` 0), with `also` (an idempotency
+/// record) in the same transaction: `Raced` when the tenant is not active, or another operation runs.
+pub async fn begin(
+    db: &TenantDb,
+    restore: &Restore,
+    also: Option<TransactWriteItem>,
+) -> Result<Step, StoreError> {
+    let update = record_update(db)
+        .update_expression("SET #state = :restoring, #r = :r")
+        .condition_expression(
+            "attribute_exists(PK) AND (attribute_not_exists(#state) OR #state = :active) \
+             AND attribute_not_exists(#m) AND attribute_not_exists(#o) AND attribute_not_exists(#r)",
+        )
+        .expression_attribute_names("#state", "status")
+        .expression_attribute_names("#r", "restore")
+        .expression_attribute_names("#m", "migration")
+        .expression_attribute_names("#o", "offboarding")
+        .expression_attribute_values(":restoring", value(TenantStatus::Restoring)?)
+        .expression_attribute_values(":active", value(TenantStatus::Active)?)
+        .expression_attribute_values(":r", restore.to_attribute())
+        .build()
+        .map_err(internal)?;
+    let mut actions = vec![TransactWriteItem::builder().update(update).build()];
+    actions.extend(also);
+    let request = db
+        .client
+        .transact_write_items()
+        .set_transact_items(Some(actions));
+    match transact(request).await {
+        Ok(()) => Ok(Step::Committed(Box::new(restore.clone()))),
+        Err(e) if e.failed_at(0) => Ok(Step::Raced),
+        Err(e) => Err(unexpected(e)),
+    }
+}
+
+/// Commits one step: `planned`'s changes, and the record's checkpoint moved to `next` (from
+/// `state`, on condition that no other step was committed since), in one transaction.
+pub async fn commit(
+    db: &TenantDb,
+    state: &Restore,
+    planned: &[Planned],
+    mut next: Restore,
+) -> Result<Step, StoreError> {
+    next.steps = state.steps + 1;
+    let mut counts = Counts::of(&next);
+    counts.add(planned);
+    next.put_back = counts.put_back;
+    next.overwritten = counts.overwritten;
+    next.deleted = counts.deleted;
+    let mut actions = Vec::with_capacity(planned.len() + 1);
+    for p in planned {
+        let action = match &p.change {
+            Change::PutBack(item) | Change::Overwrite(item) => TransactWriteItem::builder()
+                .put(
+                    Put::builder()
+                        .table_name(&*db.table)
+                        .set_item(Some(item.clone()))
+                        .build()
+                        .map_err(internal)?,
+                )
+                .build(),
+            Change::Delete(key) => TransactWriteItem::builder()
+                .delete(
+                    Delete::builder()
+                        .table_name(&*db.table)
+                        .set_key(Some(key.clone()))
+                        .build()
+                        .map_err(internal)?,
+                )
+                .build(),
+        };
+        actions.push(action);
+    }
+    let checkpoint_at = actions.len();
+    actions.push(
+        TransactWriteItem::builder()
+            .update(checkpoint(db, state, "SET #r = :next", &next)?)
+            .build(),
+    );
+    let request = db
+        .client
+        .transact_write_items()
+        .set_transact_items(Some(actions));
+    match transact(request).await {
+        Ok(()) => Ok(Step::Committed(Box::new(next))),
+        Err(e) if e.failed_at(checkpoint_at) => Ok(Step::Raced),
+        Err(e) => Err(unexpected(e)),
+    }
+}
+
+/// Ends the restore: the tenant active again, `report` (phase `Finished` or `Abandoned`) kept as
+/// `lastRestore`, on condition that no other step was committed since `state`.
+pub async fn finish(db: &TenantDb, state: &Restore, report: &Restore) -> Result<Step, StoreError> {
+    let update = checkpoint(
+        db,
+        state,
+        "SET #state = :active, #last = :next REMOVE #r",
+        report,
+    )?;
+    let request = db
+        .client
+        .transact_write_items()
+        .transact_items(TransactWriteItem::builder().update(update).build());
+    match transact(request).await {
+        Ok(()) => Ok(Step::Committed(Box::new(report.clone()))),
+        Err(e) if e.failed_at(0) => Ok(Step::Raced),
+        Err(e) => Err(unexpected(e)),
+    }
+}
+
+/// The record's update `expression` with `:next` = `next`, conditioned on `state`'s step.
+fn checkpoint(
+    db: &TenantDb,
+    state: &Restore,
+    expression: &str,
+    next: &Restore,
+) -> Result<Update, StoreError> {
+    let key = tenant_record_key(&db.tenant);
+    let mut update = Update::builder()
+        .table_name(&*db.table)
+        .key(PK, AttributeValue::S(key.clone()))
+        .key(SK, AttributeValue::S(key))
+        .update_expression(expression)
+        .condition_expression("#state = :restoring AND #r.#steps = :steps")
+        .expression_attribute_names("#state", "status")
+        .expression_attribute_names("#r", "restore")
+        .expression_attribute_names("#steps", "steps")
+        .expression_attribute_values(":restoring", value(TenantStatus::Restoring)?)
+        .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
+        .expression_attribute_values(":next", next.to_attribute());
+    if expression.contains("#last") {
+        update = update
+            .expression_attribute_names("#last", "lastRestore")
+            .expression_attribute_values(":active", value(TenantStatus::Active)?);
+    }
+    update.build().map_err(internal)
+}
+
+fn record_update(db: &TenantDb) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+    let key = tenant_record_key(&db.tenant);
+    Update::builder()
+        .table_name(&*db.table)
+        .key(PK, AttributeValue::S(key.clone()))
+        .key(SK, AttributeValue::S(key))
+}
+
+/// A transaction's failure other than its checked condition's.
+fn unexpected(e: TransactError) -> StoreError {
+    match e {
+        TransactError::Store(e) => e,
+        TransactError::ConditionFailed { index, .. } => StoreError::Internal(format!(
+            "an unconditional restore write (action {index}) failed its condition"
+        )),
+    }
+}
+
+fn internal(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
+    StoreError::Internal(e.to_string())
+}
