@@ -60,7 +60,7 @@ async fn expensive(app: &App, auth: &Auth, n: usize) -> (u16, f64) {
 }
 
 /// The neighbour's GetItem, as the runtime serves it.
-async fn neighbour_get(app: &App, auth: &Auth) -> f64 {
+pub(crate) async fn neighbour_get(app: &App, auth: &Auth) -> f64 {
     let ev = event(
         "GET",
         "/products/{productId}",

@@ -24,6 +24,7 @@ mod attack;
 mod cache;
 mod proxy;
 mod queue;
+mod restore;
 
 const ROLE_ARN: &str = integration::ROLE_ARN;
 
@@ -378,6 +379,9 @@ async fn main() {
     }
     if only.is_empty() || only == "queue" {
         queue_figure(&h, &through_proxy, &mut report).await;
+    }
+    if only.is_empty() || only == "restore" {
+        restore::restore_figure(&h, &through_proxy.app, &mut report).await;
     }
     if only.is_empty() || only == "attack" {
         let new_app = || production_app(&proxied, &h.table);

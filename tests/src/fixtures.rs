@@ -95,6 +95,14 @@ pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
                 body: None,
             };
         }
+        "restore-tenant" => {
+            let source = h.snapshot(&unique("fx")).await;
+            return Arranged {
+                auth: Auth::Operator(unique("ops")),
+                params: params(&[("tenantId", &tenant)]),
+                body: Some(json!({"from": {"table": source}})),
+            };
+        }
         "update-tenant" => {
             return Arranged {
                 auth: Auth::Operator(unique("ops")),

@@ -627,6 +627,28 @@ impl Harness {
         self.admin_scan(&self.table).await
     }
 
+    /// A copy of the whole table, as a point-in-time restore would make it: a table named
+    /// `<table>-restore-<suffix>` with the template's definition (no stream), holding every item.
+    pub async fn snapshot(&self, suffix: &str) -> String {
+        let name = format!("{}-restore-{suffix}", self.table);
+        let def = devtools::table_from_template(&devtools::default_template_path())
+            .expect("template.yaml defines the table")
+            .without_stream();
+        devtools::create_table(&self.admin, &name, &def)
+            .await
+            .expect("create the snapshot table");
+        for item in self.all_items().await {
+            self.admin
+                .put_item()
+                .table_name(&name)
+                .set_item(Some(item))
+                .send()
+                .await
+                .expect("copy an item");
+        }
+        name
+    }
+
     /// Every item in `table` (another table on the same DynamoDB: a restore's source).
     pub async fn admin_scan(&self, table: &str) -> Vec<HashMap<String, AttributeValue>> {
         let mut items = Vec::new();

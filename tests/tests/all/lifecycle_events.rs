@@ -106,7 +106,7 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
         resharded = patch(&h, &t, json!({"shardCount": 8})).await;
     }
     assert_eq!(resharded.status, 200, "{}", resharded.body);
-    let source = super::restore::snapshot(&h, "events").await;
+    let source = h.snapshot("events").await;
     let restore = json!({"from": {"table": source}});
     let restoring = h.operator().restore_tenant(&t, restore.clone()).await;
     assert_eq!(restoring.status, 202, "{}", restoring.body);

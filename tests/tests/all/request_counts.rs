@@ -212,7 +212,7 @@ impl World {
             }
             "restore-tenant" => {
                 let t = self.other_tenant().await;
-                let source = super::restore::snapshot(&self.h, &unique("counts")).await;
+                let source = self.h.snapshot(&unique("counts")).await;
                 Case::new(&self.operator)
                     .at(&[("tenantId", &t)])
                     .body(json!({"from": {"table": source}}))

@@ -34,26 +34,6 @@ fn keyed(items: impl IntoIterator<Item = Item>) -> Items {
         .collect()
 }
 
-/// A copy of the whole table, as a point-in-time restore would make it: a table named
-/// `<pool>-restore-<suffix>` with the template's definition.
-pub(crate) async fn snapshot(h: &Harness, suffix: &str) -> String {
-    let name = format!("{}-restore-{suffix}", h.table);
-    let def = devtools::table_from_template(&devtools::default_template_path())
-        .unwrap()
-        .without_stream();
-    devtools::create_table(&h.admin, &name, &def).await.unwrap();
-    for item in h.all_items().await {
-        h.admin
-            .put_item()
-            .table_name(&name)
-            .set_item(Some(item))
-            .send()
-            .await
-            .unwrap();
-    }
-    name
-}
-
 /// The tenant's items a restore makes equal to the source.
 fn restored_of(tenant: &str, items: &Items) -> Items {
     let t = TenantId::parse(tenant).unwrap();
@@ -136,7 +116,7 @@ async fn a_restore_from_a_snapshot_gives_back_the_tenants_items_in_its_current_l
     seed_every_kind(&h, &n, 3).await;
     put_products(&h, &t, (0..2_900).map(|i| format!("sku-{i:04}")), 1).await;
     put_products(&h, &n, (0..50).map(|i| format!("sku-{i:04}")), 1).await;
-    let source = snapshot(&h, "t0").await;
+    let source = h.snapshot("t0").await;
     let t0 = keyed(h.admin_scan(&source).await);
     assert!(restored_of(&t, &t0).len() >= 2_900);
 
@@ -293,7 +273,7 @@ async fn a_source_that_is_not_the_tenants_is_refused_and_nothing_is_written() {
     let t = unique("reused");
     onboard_at_max_limits(&h, &t, 4).await;
     put_products(&h, &t, (0..5).map(|i| format!("sku-{i}")), 1).await;
-    let source = snapshot(&h, "old").await;
+    let source = h.snapshot("old").await;
     integration::offboard_to_end(&h, &t, &integration::operator()).await;
     h.clock.advance_seconds(2);
     onboard_at_max_limits(&h, &t, 4).await;
