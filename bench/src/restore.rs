@@ -13,7 +13,7 @@ use integration::{unique, Auth, Harness};
 use serde_json::json;
 use shared::identity::clock::{rfc3339, Clock, SystemClock};
 use shared::identity::ids::TenantId;
-use shared::store::lifecycle::restoring::{self, Progress, Restore, RestorePhase, Step, Tables};
+use shared::store::lifecycle::restoring::{self, Progress, Restore, Step, Tables};
 use shared::store::tenancy::tenants::read_record_consistent;
 use shared::App;
 
@@ -73,21 +73,15 @@ pub async fn restore_figure(h: &Harness, app: &App, report: &mut Report) {
         .unwrap()
         .unwrap();
     let now_ms = SystemClock.now_millis();
-    let state = Restore {
-        source_table: source.clone(),
-        point_in_time: None,
-        requested_at: rfc3339(now_ms),
-        requested_by: TenantId::PLATFORM.into(),
-        starts_at: now_ms / 1000,
-        phase: RestorePhase::Putting,
-        source_shards: Some(source_shards),
-        steps: 0,
-        position: None,
-        put_back: Default::default(),
-        overwritten: Default::default(),
-        deleted: Default::default(),
-        finished_at: None,
-    };
+    let platform = TenantId::PLATFORM.to_owned();
+    let state = Restore::new(
+        source.clone(),
+        None,
+        now_ms,
+        platform,
+        now_ms / 1000,
+        Some(source_shards),
+    );
     assert!(matches!(
         restoring::begin(&db, &state, None).await.unwrap(),
         Step::Committed(_)

@@ -188,6 +188,28 @@ impl From<TenantRecord> for TenantView {
     }
 }
 
+/// The operator calling and the tenant of the path it acts on, for an action an operator may not
+/// take on its own tenant (409 with `own_tenant`): its operators would be refused while it runs.
+pub async fn operator_on_another_tenant(
+    app: &shared::App,
+    req: &lambda_http::Request,
+    own_tenant: &str,
+) -> Result<
+    (
+        shared::identity::ids::TenantId,
+        shared::identity::ids::TenantId,
+    ),
+    ApiError,
+> {
+    let caller = app.caller(req)?;
+    app.require_operator(&caller).await?;
+    let tenant = shared::service::http::path_tenant_id(req)?;
+    if tenant == caller.tenant {
+        return Err(ApiError::Conflict(own_tenant.into()));
+    }
+    Ok((caller.tenant, tenant))
+}
+
 /// 409 while `record`'s tenant is being restored: a re-sharding, an offboarding and a restore of one
 /// tenant refuse each other.
 pub fn refuse_while_restoring(record: &TenantRecord) -> Result<(), ApiError> {

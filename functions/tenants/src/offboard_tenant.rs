@@ -17,7 +17,7 @@ use lambda_http::http::{header, StatusCode};
 use lambda_http::{Body, Request, Response};
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::TenantId;
-use shared::service::http::{json_response, path_tenant_id};
+use shared::service::http::json_response;
 use shared::store::client::scoped::TenantDb;
 use shared::store::lifecycle::offboarding::{
     begin, delete_step, finish, read_report, Finished, Offboarding, Report, Step,
@@ -34,16 +34,14 @@ use crate::OffboardingView;
 pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    app.require_operator(&caller).await?;
-    let tenant = path_tenant_id(&req)?;
-    if tenant == caller.tenant {
-        return Err(ApiError::Conflict(
-            "An operator cannot offboard its own tenant. Ask an operator of another tenant.".into(),
-        ));
-    }
+    let (operator, tenant) = crate::operator_on_another_tenant(
+        app,
+        &req,
+        "An operator cannot offboard its own tenant. Ask an operator of another tenant.",
+    )
+    .await?;
     // The deletion is the platform's cost, never the operator's tenant's (nor the target's quota).
-    app.on_platform_account(ROUTE, offboard(app, &caller.tenant, &tenant))
+    app.on_platform_account(ROUTE, offboard(app, &operator, &tenant))
         .await
 }
 

@@ -24,13 +24,12 @@ use lambda_http::{Body, Request, Response};
 use serde::{Deserialize, Serialize};
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::TenantId;
-use shared::service::http::{json_body, json_response, path_tenant_id};
+use shared::service::http::{json_body, json_response};
 use shared::service::idempotent;
 use shared::store::client::scoped::TenantDb;
 use shared::store::lifecycle::driving;
 use shared::store::lifecycle::restoring::{
-    self, point_in_time, Counts, Progress, Restore, RestorePhase, Step, Tables,
-    STARTS_DELAY_SECONDS,
+    self, point_in_time, Counts, Progress, Restore, Step, Tables, STARTS_DELAY_SECONDS,
 };
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
 use shared::{ApiError, App};
@@ -81,16 +80,13 @@ struct DryRun {
 }
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    app.require_operator(&caller).await?;
-    let tenant = path_tenant_id(&req)?;
-    if tenant == caller.tenant {
-        return Err(ApiError::Conflict(
-            "An operator cannot restore its own tenant: its operators would be refused while it \
-             runs. Ask an operator of another tenant."
-                .into(),
-        ));
-    }
+    let (operator, tenant) = crate::operator_on_another_tenant(
+        app,
+        &req,
+        "An operator cannot restore its own tenant: its operators would be refused while it runs. \
+         Ask an operator of another tenant.",
+    )
+    .await?;
     let input: RestoreInput = json_body(&req)?;
     let source = match (input.from.table, input.from.point_in_time) {
         (Some(table), None) => {
@@ -127,7 +123,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         }
     };
     // The restore is the platform's cost, never the operator's tenant's (nor the target's quota).
-    let work = restore(app, &req, &caller.tenant, &tenant, source, input.dry_run);
+    let work = restore(app, &req, &operator, &tenant, source, input.dry_run);
     app.on_platform_account(ROUTE, work).await
 }
 
@@ -227,24 +223,9 @@ async fn start_or_continue(
             )
         }
     };
-    let state = Restore {
-        phase: match point {
-            Some(_) => RestorePhase::Preparing,
-            None => RestorePhase::Putting,
-        },
-        source_table: table,
-        point_in_time: point,
-        requested_at: rfc3339(now_ms),
-        requested_by: operator.to_string(),
-        starts_at: now_ms / 1000 + STARTS_DELAY_SECONDS,
-        source_shards,
-        steps: 0,
-        position: None,
-        put_back: Default::default(),
-        overwritten: Default::default(),
-        deleted: Default::default(),
-        finished_at: None,
-    };
+    let starts_at = now_ms / 1000 + STARTS_DELAY_SECONDS;
+    let requested_by = operator.to_string();
+    let state = Restore::new(table, point, now_ms, requested_by, starts_at, source_shards);
     let begun = TenantRecord {
         status: TenantStatus::Restoring,
         restore: Some(state.clone()),

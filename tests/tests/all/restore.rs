@@ -118,6 +118,16 @@ async fn a_restore_from_a_snapshot_gives_back_the_tenants_items_in_its_current_l
     put_products(&h, &n, (0..50).map(|i| format!("sku-{i:04}")), 1).await;
     let source = h.snapshot("t0").await;
     let t0 = keyed(h.admin_scan(&source).await);
+    // (and another tenant's item lands in the source after t0: a restore must never see it)
+    let stray = shared::identity::keys::raw_key(&n, "PRODUCT#0");
+    h.admin
+        .put_item()
+        .table_name(&source)
+        .item("PK", AttributeValue::S(stray.clone()))
+        .item("SK", AttributeValue::S(format!("{stray}#stray")))
+        .send()
+        .await
+        .unwrap();
     assert!(restored_of(&t, &t0).len() >= 2_900);
 
     // WHEN the tenant's data is damaged: deletes, overwrites, new items, an import, a re-sharding

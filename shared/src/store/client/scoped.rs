@@ -87,7 +87,11 @@ impl TenantClients {
     /// only read tenant records ([`RecordReadGuard`]): the tenant directory reads a record, and so a
     /// suspension, without vending the tenant credentials.
     pub fn record_reader(&self) -> aws_sdk_dynamodb::Client {
-        let mut config = self.dynamodb.to_builder().interceptor(RecordReadGuard);
+        self.client(self.dynamodb.to_builder().interceptor(RecordReadGuard))
+    }
+
+    /// A client of `config`, with the interceptors every client carries (a test's counters, faults).
+    fn client(&self, mut config: aws_sdk_dynamodb::config::Builder) -> aws_sdk_dynamodb::Client {
         for extra in &self.extra_interceptors {
             config.push_interceptor(extra.clone());
         }
@@ -98,16 +102,13 @@ impl TenantClients {
     /// own credentials, that can only read the tenant's keys ([`SourceReadGuard`]). IAM allows the
     /// functions that restore to read only tables under the pool's name and `-restore-`.
     pub fn source_reader(&self, tenant: &TenantId, table: &str) -> TenantDb {
-        let mut config = self
+        let config = self
             .dynamodb
             .to_builder()
             .interceptor(SourceReadGuard::new(tenant.clone()))
             .interceptor(RequestMetering);
-        for extra in &self.extra_interceptors {
-            config.push_interceptor(extra.clone());
-        }
         TenantDb {
-            client: aws_sdk_dynamodb::Client::from_conf(config.build()),
+            client: self.client(config),
             tenant: tenant.clone(),
             table: Arc::from(table),
             max_in_flight: self.max_in_flight,
@@ -117,11 +118,7 @@ impl TenantClients {
     /// The client on the function's own credentials, with no guard: table management only (a
     /// point-in-time restore's scratch table). Never for items.
     pub fn table_manager(&self) -> aws_sdk_dynamodb::Client {
-        let mut config = self.dynamodb.to_builder();
-        for extra in &self.extra_interceptors {
-            config.push_interceptor(extra.clone());
-        }
-        aws_sdk_dynamodb::Client::from_conf(config.build())
+        self.client(self.dynamodb.to_builder())
     }
 
     /// The scoped client for `tenant`, assuming the tenant role only when no fresh credentials are cached.
@@ -129,17 +126,14 @@ impl TenantClients {
         let db = self
             .credentials
             .get(tenant, |credentials| {
-                let mut config = self
+                let config = self
                     .dynamodb
                     .to_builder()
                     .credentials_provider(credentials)
                     .interceptor(TenantKeyGuard::new(tenant.clone()))
                     .interceptor(RequestMetering);
-                for extra in &self.extra_interceptors {
-                    config.push_interceptor(extra.clone());
-                }
                 TenantDb {
-                    client: aws_sdk_dynamodb::Client::from_conf(config.build()),
+                    client: self.client(config),
                     tenant: tenant.clone(),
                     table: self.table_name.clone(),
                     max_in_flight: self.max_in_flight,

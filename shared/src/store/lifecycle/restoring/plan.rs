@@ -9,6 +9,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{home_shard_pk, partition_kind, PK, SK};
 use crate::store::client::error::StoreError;
+use crate::store::client::items::get_item_consistent;
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
 use crate::store::lifecycle::offboarding::kind_of;
@@ -95,7 +96,7 @@ async fn put(live: &TenantDb, item: Item, live_shards: u32) -> Result<Option<Pla
     let key = key_in(&live.tenant, &item, live_shards);
     let mut wanted = item;
     wanted.extend(key.clone());
-    let found = get(live, key).await?;
+    let found = get_item_consistent(live, key).await?;
     let kind = kind_of(&live.tenant, &wanted);
     Ok(match found {
         None => Some(Planned {
@@ -138,7 +139,7 @@ async fn delete(
     item: Item,
     source_shards: u32,
 ) -> Result<Option<Planned>, StoreError> {
-    let found = get(source, key_in(&source.tenant, &item, source_shards)).await?;
+    let found = get_item_consistent(source, key_in(&source.tenant, &item, source_shards)).await?;
     Ok(found.is_none().then(|| Planned {
         kind: kind_of(&source.tenant, &item),
         change: Change::Delete(own_key(&item)),
@@ -151,18 +152,4 @@ fn collect(results: Vec<Result<Option<Planned>, StoreError>>) -> Result<Vec<Plan
         planned.extend(result?);
     }
     Ok(planned)
-}
-
-/// A consistent GetItem of `key`.
-async fn get(db: &TenantDb, key: Item) -> Result<Option<Item>, StoreError> {
-    let out = db
-        .client
-        .get_item()
-        .table_name(&*db.table)
-        .set_key(Some(key))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(StoreError::from_sdk)?;
-    Ok(out.item)
 }

@@ -337,6 +337,37 @@ pub struct Restore {
 }
 
 impl Restore {
+    /// A restore not yet stepped, asked by an operator of `requested_by` at `requested_ms`, writing
+    /// from `starts_at` (epoch seconds). With a `point_in_time`, `source_table` is the scratch table
+    /// DynamoDB restores it into (first `Preparing`); without, an existing table read from the start.
+    pub fn new(
+        source_table: String,
+        point_in_time: Option<String>,
+        requested_ms: u64,
+        requested_by: String,
+        starts_at: u64,
+        source_shards: Option<u32>,
+    ) -> Self {
+        Self {
+            phase: match point_in_time {
+                Some(_) => RestorePhase::Preparing,
+                None => RestorePhase::Putting,
+            },
+            source_table,
+            point_in_time,
+            requested_at: crate::identity::clock::rfc3339(requested_ms),
+            requested_by,
+            starts_at,
+            source_shards,
+            steps: 0,
+            position: None,
+            put_back: BTreeMap::new(),
+            overwritten: BTreeMap::new(),
+            deleted: BTreeMap::new(),
+            finished_at: None,
+        }
+    }
+
     /// The state as stored, built by hand like [`Offboarding::to_attribute`].
     pub fn to_attribute(&self) -> AttributeValue {
         let s = |v: &str| AttributeValue::S(v.to_owned());
