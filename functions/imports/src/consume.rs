@@ -136,6 +136,12 @@ pub async fn consume(app: &App, settings: &ConsumerSettings, event: SqsEvent) ->
             }),
             Accepted::Dropped => {}
             Accepted::Again => response.add_failure(message.message_id.clone().unwrap_or_default()),
+            Accepted::Held(tenant, body) => {
+                if let Err(e) = hold(app, settings, message, &tenant, &body).await {
+                    tracing::warn!(tenant = %tenant, error = %e, "an import message of a tenant being restored could not be held back; it is delivered again");
+                    response.add_failure(message.message_id.clone().unwrap_or_default());
+                }
+            }
         }
     }
     let mut tenants: Vec<TenantId> = verified.iter().map(|v| v.tenant.clone()).collect();
@@ -312,6 +318,20 @@ async fn defer(
         tracing::info!(tenant = %v.tenant, import_id = %v.body.import_id, wait_seconds, "import held back past its deadline by the capacity quota: its unwritten items fail overQuota");
         return Ok(());
     }
+    requeue(settings, v.message, &v.tenant, delay).await?;
+    tracing::info!(tenant = %v.tenant, import_id = %v.body.import_id, delay, "import deferred: the tenant is over its capacity quota");
+    Ok(())
+}
+
+/// Sends a copy of `message` (the same body and signed attributes) back on the import queue,
+/// delayed by `delay` seconds, in `tenant`'s message group: the caller then lets the original be
+/// deleted, so the copy's delivery is a first one.
+async fn requeue(
+    settings: &ConsumerSettings,
+    message: &SqsMessage,
+    tenant: &TenantId,
+    delay: u32,
+) -> Result<(), ApiError> {
     let Some(queue) = &settings.requeue else {
         return Err(ApiError::Unavailable(
             "no import queue to defer to; delivered again".into(),
@@ -320,12 +340,7 @@ async fn defer(
     let attributes = [TENANT_ATTRIBUTE, SIGNATURE_ATTRIBUTE]
         .into_iter()
         .filter_map(|name| {
-            let value = v
-                .message
-                .message_attributes
-                .get(name)?
-                .string_value
-                .clone()?;
+            let value = message.message_attributes.get(name)?.string_value.clone()?;
             let attribute = aws_sdk_sqs::types::MessageAttributeValue::builder()
                 .data_type("String")
                 .string_value(value)
@@ -338,18 +353,42 @@ async fn defer(
         .client
         .send_message()
         .queue_url(&queue.url)
-        .message_body(v.message.body.clone().unwrap_or_default())
+        .message_body(message.body.clone().unwrap_or_default())
         .set_message_attributes(Some(attributes))
         // The tenant's group, as the producer sends it: SQS's fair queue keeps a tenant's backlog
         // from holding up another's.
-        .message_group_id(v.tenant.as_str())
+        .message_group_id(tenant.as_str())
         .delay_seconds(delay as i32)
         .send()
         .await
         .map_err(|e| {
             ApiError::Unavailable(format!("the import queue refused a deferred copy: {e}"))
         })?;
-    tracing::info!(tenant = %v.tenant, import_id = %v.body.import_id, delay, "import deferred: the tenant is over its capacity quota");
+    Ok(())
+}
+
+/// How long a message of a tenant being restored waits before it is delivered again.
+pub const RESTORE_HOLD_SECONDS: u32 = 60;
+
+/// Holds back a message whose tenant is being restored: a copy goes back on the queue a minute
+/// later ([`requeue`]), as a deferral for the quota does, so however long the restore lasts the
+/// message never reaches the dead-letter queue for it. Its items are written after the restore (they
+/// were accepted before it, and are not part of what it brings back); past the import's deadline,
+/// no copy is sent, and the deadline's close fails the unwritten items.
+async fn hold(
+    app: &App,
+    settings: &ConsumerSettings,
+    message: &SqsMessage,
+    tenant: &TenantId,
+    body: &ImportMessage,
+) -> Result<(), ApiError> {
+    let delay = RESTORE_HOLD_SECONDS.min(settings.max_defer_seconds);
+    if app.clock.now_millis() + u64::from(delay) * 1000 >= due_at_ms(body.issued_at) {
+        tracing::info!(tenant = %tenant, import_id = %body.import_id, "import held back past its deadline by a restore: its unwritten items fail");
+        return Ok(());
+    }
+    requeue(settings, message, tenant, delay).await?;
+    tracing::info!(tenant = %tenant, import_id = %body.import_id, delay, "import held back: the tenant is being restored");
     Ok(())
 }
 
@@ -471,6 +510,9 @@ enum Accepted {
     Dropped,
     /// To be delivered again (and so, in the end, moved to the dead-letter queue).
     Again,
+    /// Its tenant is being restored: held back on the queue until the restore ends, never counted
+    /// as a delivery.
+    Held(TenantId, ImportMessage),
 }
 
 async fn accepted(app: &App, keys: &mut SealingKeys, message: &SqsMessage) -> Accepted {
@@ -517,6 +559,9 @@ async fn accepted(app: &App, keys: &mut SealingKeys, message: &SqsMessage) -> Ac
     };
     match current {
         Ok(Some(record)) if record.created_at == body.tenant_since => {
+            if record.status == shared::store::tenancy::tenants::TenantStatus::Restoring {
+                return Accepted::Held(tenant, body);
+            }
             unsealed(app, keys, tenant, body).await
         }
         Ok(_) => {

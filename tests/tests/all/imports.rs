@@ -1715,7 +1715,7 @@ async fn a_tenant_at_its_bound_of_open_imports_gets_429_and_never_delays_another
 /// Delivers one batch of up to 10 messages to a consumer in this process (on `h`'s clock) that
 /// defers to `queues` with no delay (the test's clock, not SQS's, says when a debt is repaid), and
 /// settles it as an event source mapping would. How many messages the batch held.
-async fn deliver_deferring(h: &Harness, queues: &ImportQueues) -> usize {
+pub(crate) async fn deliver_deferring(h: &Harness, queues: &ImportQueues) -> usize {
     let settings = imports::consume::ConsumerSettings {
         max_receives: queues.max_receives,
         writes_in_flight: 4,

@@ -15,7 +15,7 @@ use shared::identity::ids::TenantId;
 use shared::store::lifecycle::restoring::plan::{key_in, restored};
 use shared::store::lifecycle::restoring::STARTS_DELAY_SECONDS;
 
-use super::imports::{deliver_in_process, post_import, products};
+use super::imports::{deliver_deferring, deliver_in_process, post_import, products};
 use super::offboarding::seed_every_kind;
 
 type Item = std::collections::HashMap<String, AttributeValue>;
@@ -432,4 +432,41 @@ async fn a_point_in_time_restore_is_started_awaited_and_dropped_on_a_server_that
         "{outside:?}"
     );
     assert_eq!(point_in_time::ready(&client, &scratch).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn an_import_of_a_tenant_being_restored_waits_on_the_queue_and_lands_after_the_restore() {
+    // GIVEN a tenant, a snapshot of it, an import of 20 products on the queue (maxReceiveCount 2),
+    // and then a restore started from the snapshot
+    let h = Harness::new().await;
+    let t = unique("held");
+    onboard_at_max_limits(&h, &t, 4).await;
+    let source = h.snapshot("held").await;
+    let queues = integration::import_queue::ImportQueues::create(2, 10).await;
+    let accepted = post_import(&h, &queues, &t, products("held", 20), &[]).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let body = restore_body(&source, false);
+    assert_eq!(
+        h.operator().restore_tenant(&t, body.clone()).await.status,
+        202
+    );
+    // WHEN the consumer receives the messages more times than the queue's maxReceiveCount while
+    // the restore runs
+    for _ in 0..4 {
+        assert!(deliver_deferring(&h, &queues).await > 0);
+    }
+    // THEN nothing was written, nothing was dead-lettered, and the messages wait on the queue
+    let products_of = |items: Vec<Item>| {
+        let t = TenantId::parse(&t).unwrap();
+        items.into_iter().filter(|i| restored(&t, i)).count()
+    };
+    assert_eq!(products_of(h.all_items().await), 0);
+    assert_eq!(queues.backlog(&queues.dlq_url).await, 0);
+    // AND once the restore ends, the next deliveries write every product once
+    h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
+    let done = h.operator().restore_tenant(&t, body).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    while deliver_deferring(&h, &queues).await > 0 {}
+    assert_eq!(products_of(h.all_items().await), 20);
+    assert_eq!(queues.backlog(&queues.dlq_url).await, 0);
 }
