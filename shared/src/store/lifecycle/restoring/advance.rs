@@ -75,6 +75,14 @@ pub async fn advance(
                         )
                         .await
                         {
+                            // A throttle or a timeout is tried again by the next call; DynamoDB's
+                            // refusal (no recovery, a time outside the window, a limit) ends the
+                            // restore before anything was written.
+                            if let point_in_time::Unrestorable::Store(StoreError::Unavailable(_)) =
+                                e
+                            {
+                                return Err(StoreError::Unavailable(e.to_string()));
+                            }
                             return abandon(live, &state, e.to_string(), now_text).await;
                         }
                         return Ok(Progress::Running {

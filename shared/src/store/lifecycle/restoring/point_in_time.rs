@@ -38,6 +38,9 @@ pub enum Unrestorable {
     NotATime(String),
     #[error("point-in-time recovery is not enabled on the table")]
     RecoveryDisabled,
+    /// The server has no such operation (DynamoDB Local implements no point-in-time recovery).
+    #[error("this DynamoDB does not implement point-in-time recovery ({0})")]
+    NotImplemented(String),
     #[error("{at} is outside the table's restore window, {earliest} to {latest}")]
     OutsideWindow {
         at: String,
@@ -66,7 +69,7 @@ pub async fn check_window(
         .table_name(pool_table)
         .send()
         .await
-        .map_err(StoreError::from_sdk)?;
+        .map_err(unimplemented_or_store)?;
     let recovery = out
         .continuous_backups_description
         .and_then(|d| d.point_in_time_recovery_description)
@@ -133,7 +136,19 @@ pub async fn start(
         {
             Ok(())
         }
-        Err(e) => Err(StoreError::from_sdk(e).into()),
+        Err(e) => Err(unimplemented_or_store(e)),
+    }
+}
+
+/// DynamoDB Local's answer to an operation it does not have, told apart from a store error.
+fn unimplemented_or_store<E, R>(e: aws_sdk_dynamodb::error::SdkError<E, R>) -> Unrestorable
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match e.as_service_error().and_then(|s| s.code()) {
+        Some(code @ "UnknownOperationException") => Unrestorable::NotImplemented(code.to_owned()),
+        _ => Unrestorable::Store(StoreError::from_sdk(e)),
     }
 }
 
