@@ -64,6 +64,10 @@ CLIPPY_DRIVER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-dri
 export RUSTC_WORKSPACE_WRAPPER="$CLIPPY_DRIVER"
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 export LOAD_OPS="${LOAD_OPS:-2000}"
+# Test threads get the 8 MiB stack a Lambda function's main thread has (Rust's default for a
+# spawned thread is 2 MiB): an operator's restore, served through the runtime's admission as in
+# production, nests deeper than that in a debug build.
+export RUST_MIN_STACK="${RUST_MIN_STACK:-8388608}"
 # The import tests run the consumer as a Lambda process (tests/src/import_queue.rs), the Cognito
 # test the pre token generation trigger (tests/tests/all/cognito.rs).
 step "the import consumer and Cognito trigger binaries" \

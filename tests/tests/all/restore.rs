@@ -482,3 +482,91 @@ async fn an_import_of_a_tenant_being_restored_waits_on_the_queue_and_lands_after
     assert_eq!(products_of(h.all_items().await), 20);
     assert_eq!(queues.backlog(&queues.dlq_url).await, 0);
 }
+
+#[tokio::test]
+async fn a_container_with_the_tenant_cached_stops_serving_it_before_the_restore_writes_and_the_restore_is_charged_to_the_platform(
+) {
+    // GIVEN a tenant of 60 products, snapshotted, then 30 of them deleted; a second container that
+    // has served the tenant (its record cached, active); and an operator of a basic tenant
+    let h = Harness::new().await;
+    let t = unique("cached");
+    onboard_at_max_limits(&h, &t, 4).await;
+    put_products(&h, &t, (0..60).map(|i| format!("sku-{i:02}")), 1).await;
+    let source = h.snapshot("cached").await;
+    for i in 0..30 {
+        let r = h.tenant(&t).delete_product(&format!("sku-{i:02}")).await;
+        assert_eq!(r.status, 204, "{}", r.body);
+    }
+    let other = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    other.clock.set_millis(h.clock.now_millis());
+    assert_eq!(other.tenant(&t).get_product("sku-59").await.status, 200);
+    let ops = unique("ops-basic");
+    integration::onboard_tier(&h, &ops, 1, "basic").await;
+    let operator = integration::Auth::Operator(ops.clone());
+    let body = restore_body(&source, false);
+    let at = params(&[("tenantId", &t)]);
+
+    // WHEN the operator starts the restore, served as the runtime serves it
+    let started = h
+        .caller(&operator)
+        .admitted()
+        .call("restore-tenant", &at, Some(body.clone()))
+        .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+
+    // THEN the other container still serves the tenant from its cache (a write it takes now is
+    // before the restore's first write, which makes the items the source's anyway)...
+    let early = other
+        .tenant(&t)
+        .put_product("sku-late", json!({"v": 9}))
+        .await;
+    assert_eq!(early.status, 201, "{}", early.body);
+    // AND refuses it (503) once its cached record expires, well before the restore writes
+    use shared::store::tenancy::tenants::RECORD_TTL_SECONDS;
+    other.clock.advance_seconds(RECORD_TTL_SECONDS + 1);
+    const { assert!(RECORD_TTL_SECONDS + 1 < STARTS_DELAY_SECONDS) };
+    let refused = other.tenant(&t).get_product("sku-59").await;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+
+    // WHEN the operator drives the restore to its end
+    h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
+    let mut last = started;
+    for _ in 0..20 {
+        last = h
+            .caller(&operator)
+            .admitted()
+            .call("restore-tenant", &at, Some(body.clone()))
+            .await;
+        if last.status != 202 {
+            break;
+        }
+    }
+    assert_eq!(last.status, 200, "{}", last.body);
+    // THEN the stale container's write is undone with the rest, and the 30 products are back
+    assert_eq!(
+        last.body["lastRestore"]["putBack"]["PRODUCT"], 30,
+        "{}",
+        last.body
+    );
+    assert_eq!(
+        last.body["lastRestore"]["deleted"]["PRODUCT"], 1,
+        "{}",
+        last.body
+    );
+    // AND the operator's tenant was charged nothing of it, and the restored tenant's quota
+    // nothing: the platform's account holds it, under the route
+    let charged_to_ops = integration::units_used(&h, &[&h.app], &ops, None).await;
+    assert!(
+        charged_to_ops < 10.0,
+        "the operator's tenant was charged {charged_to_ops}"
+    );
+    let restore_units =
+        integration::units_used(&h, &[&h.app], "_platform", Some("restore-tenant")).await;
+    assert!(
+        restore_units >= 30.0,
+        "the restore consumed {restore_units} units"
+    );
+    let charged_to_tenant =
+        integration::units_used(&h, &[&h.app], &t, Some("restore-tenant")).await;
+    assert_eq!(charged_to_tenant, 0.0);
+}
