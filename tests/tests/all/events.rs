@@ -180,6 +180,36 @@ fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_o
         // consumer's) Query one tenant id's offboarding reports
         assert!(allowed(record()), "{role}");
         assert_eq!(allowed(reports()), role != "ImportConsumerRole", "{role}");
+        // AND only the platform functions' (restore-tenant and the lifecycle driver run restores)
+        // read a restore's source, `<pool>-restore-*` and its catalog index, and restore the pool to
+        // a point in time
+        let source = format!("{table}-restore-yesterday");
+        let restores = [
+            request("Query", &source, None),
+            request("GetItem", &source, None),
+            request("Query", &format!("{source}/index/GSI2"), None),
+            request("DescribeTable", &source, None),
+            request("DeleteTable", &source, None),
+            request("RestoreTableToPointInTime", table, None),
+            request("DescribeContinuousBackups", table, None),
+        ];
+        for r in restores {
+            assert_eq!(
+                allowed(r.clone()),
+                role == "PlatformFunctionRole",
+                "{role}: {r:?}"
+            );
+        }
+        for refused in [
+            request("DeleteTable", table, None),
+            request(
+                "Query",
+                "arn:aws:dynamodb:us-east-1:123456789012:table/other",
+                None,
+            ),
+        ] {
+            assert!(!allowed(refused.clone()), "{role}: {refused:?}");
+        }
         // AND nothing else: no other key, action or index
         for refused in [
             request("GetItem", table, Some(vec![&raw_key("acme", "PRODUCT#1")])),
