@@ -8,13 +8,15 @@
 //! - Otherwise: 202 with the record and the restore's progress (the tenant answers 503 from now on,
 //!   and nothing is written for [`STARTS_DELAY_SECONDS`]); the lifecycle driver steps it to its end
 //!   with no client calling, and another call with the same `from` nudges it (up to
-//!   [`WORK_PER_REQUEST`] of steps); 200 with the record and `lastRestore`, its report, once done.
-//!   With an `Idempotency-Key`, a retry answers the first answer again and starts nothing.
+//!   [`WORK_PER_REQUEST`] of steps); 200 with the record and `lastRestore`, its report, once done,
+//!   and to the same call after the end (`"again": true` restores again from that source). With an
+//!   `Idempotency-Key`, a retry answers the first answer again and starts nothing.
 //! - 400 for a body that is not one source, or a table not named `<pool>-restore-…` (IAM lets the
 //!   function read no other); 404 for no such tenant; 409 for the operator's own tenant, a tenant
 //!   not active, or one being re-sharded, offboarded or restored from another source; 422 for a
-//!   source that does not exist, holds no record of the tenant, or holds another tenant of its id
-//!   (a reused id), or a point in time outside the table's restore window.
+//!   source that does not exist or has no catalog index, holds no record of the tenant, holds another
+//!   tenant of its id (a reused id) or the tenant in the middle of a re-sharding, offboarding or
+//!   restore, or a point in time outside the table's restore window.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -53,6 +55,10 @@ struct RestoreInput {
     from: SourceInput,
     #[serde(default)]
     dry_run: bool,
+    /// Restore again from the source the last restore used (otherwise that call answers the last
+    /// restore's report: a retry or a nudge after the end starts nothing).
+    #[serde(default)]
+    again: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -66,6 +72,16 @@ struct SourceInput {
 enum Source {
     Table(String),
     PointInTime(String),
+}
+
+impl Source {
+    /// Whether `restore` reads from this source.
+    fn is(&self, restore: &Restore) -> bool {
+        match self {
+            Source::Table(t) => restore.point_in_time.is_none() && *t == restore.source_table,
+            Source::PointInTime(at) => restore.point_in_time.as_ref() == Some(at),
+        }
+    }
 }
 
 /// A dry run's answer.
@@ -123,8 +139,19 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         }
     };
     // The restore is the platform's cost, never the operator's tenant's (nor the target's quota).
-    let work = restore(app, &req, &operator, &tenant, source, input.dry_run);
+    let ask = Ask {
+        dry_run: input.dry_run,
+        again: input.again,
+    };
+    let work = restore(app, &req, &operator, &tenant, source, ask);
     app.on_platform_account(ROUTE, work).await
+}
+
+/// What the operator asked besides the source.
+#[derive(Debug, Clone, Copy)]
+struct Ask {
+    dry_run: bool,
+    again: bool,
 }
 
 async fn restore(
@@ -133,17 +160,15 @@ async fn restore(
     operator: &TenantId,
     tenant: &TenantId,
     source: Source,
-    dry_run: bool,
+    ask: Ask,
 ) -> Result<Response<Body>, ApiError> {
     let db = app.db_for_operator(tenant).await?;
-    if dry_run {
-        return Box::pin(start_or_continue(app, operator, &db, source, true, None)).await;
+    if ask.dry_run {
+        return Box::pin(start_or_continue(app, operator, &db, source, ask, None)).await;
     }
     let now_s = app.clock.now_seconds();
     idempotent::run(req, &db, tenant, ROUTE, now_s, |recorder| {
-        Box::pin(start_or_continue(
-            app, operator, &db, source, false, recorder,
-        ))
+        Box::pin(start_or_continue(app, operator, &db, source, ask, recorder))
     })
     .await
 }
@@ -155,22 +180,25 @@ async fn start_or_continue(
     operator: &TenantId,
     db: &TenantDb,
     source: Source,
-    dry_run: bool,
+    ask: Ask,
     recorder: Option<idempotent::Recorder<'_>>,
 ) -> Result<Response<Body>, ApiError> {
+    let dry_run = ask.dry_run;
     let tenant = &db.tenant;
     let record = read_record_consistent(db)
         .await?
         .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
     if let Some(running) = &record.restore {
-        let same = match &source {
-            Source::Table(t) => running.point_in_time.is_none() && *t == running.source_table,
-            Source::PointInTime(at) => running.point_in_time.as_ref() == Some(at),
-        };
-        if same && !dry_run {
+        if source.is(running) && !dry_run {
             return Box::pin(advance(app, db, record)).await;
         }
         return Err(crate::refuse_while_restoring(&record).unwrap_err());
+    }
+    let repeated = record.last_restore.as_ref().is_some_and(|r| source.is(r));
+    if repeated && !dry_run && !ask.again {
+        // The same call after its restore ended (a nudge, or a retry without an Idempotency-Key):
+        // the report, never a second restore.
+        return Ok(json_response(StatusCode::OK, &TenantView::from(record)));
     }
     refuse_unless_idle(&record)?;
     let pool = app.tenants.table_name();

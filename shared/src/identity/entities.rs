@@ -62,6 +62,10 @@ pub struct EntityKind {
     pub gsi1: Gsi1,
     /// The name bulk imports take it by (`POST /imports {kind}`), when they can import it.
     pub import_as: Option<&'static str>,
+    /// Whether its items grant access (sessions, transfer codes, integration tokens): a per-tenant
+    /// restore leaves them as they are now, so a session logged out, a code redeemed or a token
+    /// revoked since the point in time never comes back.
+    pub grants_access: bool,
 }
 
 impl EntityKind {
@@ -119,6 +123,7 @@ pub const PRODUCT: EntityKind = EntityKind {
     stored_as: "PRODUCT",
     gsi1: Gsi1::BySortKey,
     import_as: Some("products"),
+    grants_access: false,
 };
 pub const EMPLOYEE: EntityKind = EntityKind {
     kind: "EMPLOYEE",
@@ -126,6 +131,7 @@ pub const EMPLOYEE: EntityKind = EntityKind {
     stored_as: "EMPLOYEE",
     gsi1: Gsi1::BySortKey,
     import_as: Some("employees"),
+    grants_access: false,
 };
 pub const DEPARTMENT: EntityKind = EntityKind {
     kind: "DEPARTMENT",
@@ -133,6 +139,7 @@ pub const DEPARTMENT: EntityKind = EntityKind {
     stored_as: "DEPARTMENT",
     gsi1: Gsi1::BySortKey,
     import_as: Some("departments"),
+    grants_access: false,
 };
 /// An employee's membership of a department: in the department's own partition
 /// (`TENANT#t#DEPARTMENT#<d>#MEMBERS`), sorted by the employee's key.
@@ -142,6 +149,7 @@ pub const MEMBER: EntityKind = EntityKind {
     stored_as: "MEMBER",
     gsi1: Gsi1::BySortKey,
     import_as: None,
+    grants_access: false,
 };
 pub const SESSION: EntityKind = EntityKind {
     kind: "SESSION",
@@ -149,6 +157,7 @@ pub const SESSION: EntityKind = EntityKind {
     stored_as: "SESSION",
     gsi1: Gsi1::BySortKey,
     import_as: None,
+    grants_access: true,
 };
 pub const CHILD_SESSION: EntityKind = EntityKind {
     kind: "SESSION",
@@ -156,6 +165,7 @@ pub const CHILD_SESSION: EntityKind = EntityKind {
     stored_as: "CHILD_SESSION",
     gsi1: Gsi1::BySortKey,
     import_as: None,
+    grants_access: true,
 };
 pub const USER: EntityKind = EntityKind {
     kind: "USER",
@@ -163,6 +173,7 @@ pub const USER: EntityKind = EntityKind {
     stored_as: "USER",
     gsi1: Gsi1::BySortKey,
     import_as: None,
+    grants_access: false,
 };
 pub const EMAIL: EntityKind = EntityKind {
     kind: "EMAIL",
@@ -170,6 +181,7 @@ pub const EMAIL: EntityKind = EntityKind {
     stored_as: "EMAIL",
     gsi1: Gsi1::BySortKey,
     import_as: None,
+    grants_access: false,
 };
 pub const ORDER: EntityKind = EntityKind {
     kind: "ORDER",
@@ -177,6 +189,7 @@ pub const ORDER: EntityKind = EntityKind {
     stored_as: "ORDER",
     gsi1: Gsi1::BySortKey,
     import_as: None,
+    grants_access: false,
 };
 /// An order's summary in its user's collection (`TENANT#t#USER#<u>`, sorted by the order's key).
 pub const ORDER_SUMMARY: EntityKind = EntityKind {
@@ -185,6 +198,7 @@ pub const ORDER_SUMMARY: EntityKind = EntityKind {
     stored_as: "ORDER_SUMMARY",
     gsi1: Gsi1::BySortKey,
     import_as: None,
+    grants_access: false,
 };
 /// The orders' date index: `TENANT#t#ORDERDATE#<date>#<o>`, under GSI1's month shards.
 pub const ORDER_DATE: EntityKind = EntityKind {
@@ -195,6 +209,7 @@ pub const ORDER_DATE: EntityKind = EntityKind {
         partition: "ORDERS",
     },
     import_as: None,
+    grants_access: false,
 };
 pub const TRANSFER: EntityKind = EntityKind {
     kind: "TRANSFER",
@@ -202,6 +217,7 @@ pub const TRANSFER: EntityKind = EntityKind {
     stored_as: "TRANSFER",
     gsi1: Gsi1::BySortKey,
     import_as: None,
+    grants_access: true,
 };
 pub const INTEGRATION: EntityKind = EntityKind {
     kind: "INTEGRATION",
@@ -209,6 +225,7 @@ pub const INTEGRATION: EntityKind = EntityKind {
     stored_as: "INTEGRATION",
     gsi1: Gsi1::BySortKey,
     import_as: None,
+    grants_access: true,
 };
 
 /// A key space of the machinery's own (idempotency records, imports, the platform's lists), or a
@@ -293,6 +310,20 @@ pub fn holds_entities(kind: &str) -> bool {
         Home::Fixed(space) => space == kind,
         Home::ById => e.kind == kind,
     })
+}
+
+/// Whether a per-tenant restore makes the partitions of key segment `kind` equal to its source:
+/// they hold the routes' entities ([`holds_entities`]), and none that grants access
+/// ([`EntityKind::grants_access`]).
+pub fn restored(kind: &str) -> bool {
+    holds_entities(kind)
+        && !ENTITIES.iter().any(|e| {
+            e.grants_access
+                && match e.home {
+                    Home::Fixed(space) => space == kind,
+                    Home::ById => e.kind == kind,
+                }
+        })
 }
 
 /// The entity kind bulk imports take by `name`.

@@ -55,6 +55,25 @@ fn others(tenant: &str, items: &Items) -> Items {
         .collect()
 }
 
+fn key_element(
+    name: &str,
+    kind: aws_sdk_dynamodb::types::KeyType,
+) -> aws_sdk_dynamodb::types::KeySchemaElement {
+    aws_sdk_dynamodb::types::KeySchemaElement::builder()
+        .attribute_name(name)
+        .key_type(kind)
+        .build()
+        .unwrap()
+}
+
+fn string_attribute(name: &str) -> aws_sdk_dynamodb::types::AttributeDefinition {
+    aws_sdk_dynamodb::types::AttributeDefinition::builder()
+        .attribute_name(name)
+        .attribute_type(aws_sdk_dynamodb::types::ScalarAttributeType::S)
+        .build()
+        .unwrap()
+}
+
 fn restore_body(table: &str, dry_run: bool) -> Value {
     json!({"from": {"table": table}, "dryRun": dry_run})
 }
@@ -269,10 +288,23 @@ async fn a_restore_from_a_snapshot_gives_back_the_tenants_items_in_its_current_l
     assert_eq!(r.body["document"]["v"], 1, "{}", r.body);
     assert_eq!(h.tenant(&t).get_product("new-0001").await.status, 404);
     // AND the Idempotency-Key still answers the first answer, and starts nothing
-    let replay = h.operator().headers(&key).restore_tenant(&t, body).await;
+    let replay = h
+        .operator()
+        .headers(&key)
+        .restore_tenant(&t, body.clone())
+        .await;
     assert!(replay.replayed);
+    // AND the same call without a key, after the end, answers the report and starts nothing
+    let late = h.operator().restore_tenant(&t, body.clone()).await;
+    assert_eq!(late.status, 200, "{}", late.body);
+    assert_eq!(late.body["lastRestore"], done.body["lastRestore"]);
     let still = h.operator().get_tenant(&t).await;
     assert_eq!(still.body["status"], "active");
+    // AND `again` restores again (nothing differs now: nothing to change)
+    let mut again = body;
+    again["again"] = json!(true);
+    let r = h.operator().restore_tenant(&t, again).await;
+    assert_eq!(r.status, 202, "{}", r.body);
 }
 
 #[tokio::test]
@@ -316,6 +348,22 @@ async fn a_source_that_is_not_the_tenants_is_refused_and_nothing_is_written() {
         .operator()
         .restore_tenant(&t, json!({"from": {"pointInTime": "2026-11-25T00:00:00Z"}}))
         .await;
+    let bare = format!("{}-restore-bare", h.table);
+    h.admin
+        .create_table()
+        .table_name(&bare)
+        .billing_mode(aws_sdk_dynamodb::types::BillingMode::PayPerRequest)
+        .key_schema(key_element("PK", aws_sdk_dynamodb::types::KeyType::Hash))
+        .key_schema(key_element("SK", aws_sdk_dynamodb::types::KeyType::Range))
+        .attribute_definitions(string_attribute("PK"))
+        .attribute_definitions(string_attribute("SK"))
+        .send()
+        .await
+        .unwrap();
+    let without_catalog = h
+        .operator()
+        .restore_tenant(&t, restore_body(&bare, true))
+        .await;
     let own = h
         .caller(&integration::Auth::Operator(t.clone()))
         .call(
@@ -335,6 +383,8 @@ async fn a_source_that_is_not_the_tenants_is_refused_and_nothing_is_written() {
     both.assert_problem(400);
     missing.assert_problem(422);
     own.assert_problem(409);
+    // (a table without the catalog index cannot be walked)
+    without_catalog.assert_problem(422);
     // (DynamoDB Local has no point-in-time recovery: the window check refuses it, as DynamoDB does
     // a table without it)
     point.assert_problem(422);
@@ -569,4 +619,43 @@ async fn a_container_with_the_tenant_cached_stops_serving_it_before_the_restore_
     let charged_to_tenant =
         integration::units_used(&h, &[&h.app], &t, Some("restore-tenant")).await;
     assert_eq!(charged_to_tenant, 0.0);
+}
+
+#[tokio::test]
+async fn a_source_taken_while_the_tenant_was_being_re_sharded_is_refused() {
+    // GIVEN a tenant of 40 products whose re-sharding 2 → 8 was running when the source was taken,
+    // and has finished since
+    let h = Harness::new().await;
+    let t = unique("midway");
+    onboard_at_max_limits(&h, &t, 2).await;
+    put_products(&h, &t, (0..40).map(|i| format!("sku-{i:02}")), 1).await;
+    let started = h
+        .operator()
+        .update_tenant(&t, json!({"shardCount": 8}))
+        .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    let source = h.snapshot("midway").await;
+    reshard(&h, &t, 8).await;
+    let before = keyed(h.all_items().await);
+    // WHEN an operator dry-runs or restores from it
+    let dry = h
+        .operator()
+        .restore_tenant(&t, restore_body(&source, true))
+        .await;
+    let real = h
+        .operator()
+        .restore_tenant(&t, restore_body(&source, false))
+        .await;
+    // THEN both are refused, naming the re-sharding, and nothing changed
+    for r in [&dry, &real] {
+        r.assert_problem(422);
+        assert!(
+            r.body["detail"].as_str().unwrap().contains("re-sharding"),
+            "{}",
+            r.body
+        );
+    }
+    let after = keyed(h.all_items().await);
+    assert_eq!(restored_of(&t, &after), restored_of(&t, &before));
+    assert_eq!(h.operator().get_tenant(&t).await.body["status"], "active");
 }

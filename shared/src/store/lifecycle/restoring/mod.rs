@@ -63,7 +63,7 @@ pub fn sources(tenant: &TenantId, shards: u32) -> Vec<Source> {
         .into_iter()
         .filter(|s| match s {
             Source::Partition(pk) => {
-                partition_kind(tenant, pk).is_some_and(crate::identity::entities::holds_entities)
+                partition_kind(tenant, pk).is_some_and(crate::identity::entities::restored)
             }
             Source::Catalog(_) => true,
         })
@@ -89,6 +89,11 @@ pub enum WrongSource {
          reused, and the source holds another tenant's data"
     )]
     AnotherTenant { then: String, now: String },
+    #[error(
+        "the source caught this tenant in the middle of a {0}: its items were then in two layouts \
+         or half gone; restore from a point in time before or after it"
+    )]
+    Unsettled(&'static str),
 }
 
 /// The source's record of the tenant, checked to be the live tenant's: its shard count then.
@@ -102,8 +107,27 @@ pub async fn source_shards(
             then: then.created_at,
             now: live.created_at.clone(),
         }),
-        Some(then) => Ok(then.shard_count),
+        Some(then) => match unsettled(&then) {
+            Some(what) => Err(WrongSource::Unsettled(what)),
+            None => Ok(then.shard_count),
+        },
     })
+}
+
+/// What was running on the tenant when the source was taken, if anything: its items were then
+/// moving (a re-sharding: a walk of the source's shard count would miss the moved ones, and the
+/// deletions would remove their live copies), going (an offboarding) or being restored.
+fn unsettled(then: &TenantRecord) -> Option<&'static str> {
+    use crate::store::tenancy::tenants::TenantStatus;
+    if then.migration.is_some() {
+        Some("re-sharding")
+    } else if then.offboarding.is_some() || then.status == TenantStatus::Offboarding {
+        Some("offboarding")
+    } else if then.restore.is_some() || then.status == TenantStatus::Restoring {
+        Some("restore")
+    } else {
+        None
+    }
 }
 
 /// Counts of a restore or a dry run, by kind.

@@ -36,11 +36,11 @@ pub struct Planned {
 }
 
 /// Whether a restore makes `item` equal to the source: it is one of the routes' entities
-/// ([`crate::identity::entities::holds_entities`]), not the machinery's own.
+/// ([`crate::identity::entities::restored`]): not the machinery's own, nor what grants access.
 pub fn restored(tenant: &TenantId, item: &Item) -> bool {
     match item.get(PK) {
         Some(AttributeValue::S(pk)) => {
-            partition_kind(tenant, pk).is_some_and(crate::identity::entities::holds_entities)
+            partition_kind(tenant, pk).is_some_and(crate::identity::entities::restored)
         }
         _ => false,
     }

@@ -152,22 +152,27 @@ where
     }
 }
 
-/// Whether `scratch` is ready to read (ACTIVE). `None` when there is no such table.
+/// Whether `table` is ready to restore from: ACTIVE, with the catalog index ([`CATALOG_INDEX`],
+/// the tenant walk's) ACTIVE too. `None` when there is no such table.
 pub async fn ready(
     client: &aws_sdk_dynamodb::Client,
-    scratch: &str,
+    table: &str,
 ) -> Result<Option<bool>, StoreError> {
-    match client.describe_table().table_name(scratch).send().await {
+    match client.describe_table().table_name(table).send().await {
         Ok(out) => {
-            let table = out.table;
-            let active =
-                table.as_ref().and_then(|t| t.table_status.clone()) == Some(TableStatus::Active);
-            let indexes_active = table
-                .map(|t| t.global_secondary_indexes.unwrap_or_default())
+            let Some(table) = out.table else {
+                return Ok(Some(false));
+            };
+            let active = table.table_status == Some(TableStatus::Active);
+            let catalog_active = table
+                .global_secondary_indexes
                 .unwrap_or_default()
                 .iter()
-                .all(|i| i.index_status.as_ref().map(|s| s.as_str()) == Some("ACTIVE"));
-            Ok(Some(active && indexes_active))
+                .any(|i| {
+                    i.index_name.as_deref() == Some(CATALOG_INDEX)
+                        && i.index_status.as_ref().map(|s| s.as_str()) == Some("ACTIVE")
+                });
+            Ok(Some(active && catalog_active))
         }
         Err(e)
             if e.as_service_error()
