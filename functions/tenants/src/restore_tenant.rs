@@ -110,7 +110,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                 return Err(ApiError::bad_request(
                     "from.table",
                     format!(
-                        "a source table is named {}{}…: a restore of the pool (point-in-time or \
+                        "a source table is named {}{}… (a table name: at most 255 of A-Z a-z 0-9 _ . -): a restore of the pool (point-in-time or \
                          backup) made under that name",
                         app.tenants.table_name(),
                         point_in_time::SOURCE_INFIX

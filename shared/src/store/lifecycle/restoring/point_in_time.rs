@@ -23,12 +23,18 @@ pub fn scratch_table(pool_table: &str, tenant: &TenantId, requested_ms: u64) -> 
     format!("{pool_table}{SOURCE_INFIX}{tenant}-{requested_ms}")
 }
 
-/// Whether `table` may be a restore's source: under the pool's name and [`SOURCE_INFIX`].
+/// Whether `table` may be a restore's source: a DynamoDB table name (at most 255 of
+/// `[A-Za-z0-9_.-]`) under the pool's name and [`SOURCE_INFIX`].
 pub fn is_source_name(pool_table: &str, table: &str) -> bool {
-    table
-        .strip_prefix(pool_table)
-        .and_then(|rest| rest.strip_prefix(SOURCE_INFIX))
-        .is_some_and(|rest| !rest.is_empty())
+    let a_table_name = table.len() <= 255
+        && table
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    a_table_name
+        && table
+            .strip_prefix(pool_table)
+            .and_then(|rest| rest.strip_prefix(SOURCE_INFIX))
+            .is_some_and(|rest| !rest.is_empty())
 }
 
 /// Why a point in time cannot be restored.
@@ -215,6 +221,9 @@ mod tests {
         for other in [
             "pooltable-dev",
             "pooltable-dev-restore-",
+            "pooltable-dev-restore-a b",
+            "pooltable-dev-restore-é",
+            &format!("pooltable-dev-restore-{}", "x".repeat(255)),
             "pooltable-prod-restore-x",
             "other-restore-x",
         ] {
