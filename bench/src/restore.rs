@@ -41,7 +41,7 @@ pub async fn restore_figure(h: &Harness, app: &App, report: &mut Report) {
             .into_iter()
             .map(|k| (k.to_owned(), item[k].clone()))
             .collect();
-        if n % 3 == 0 {
+        if n.is_multiple_of(3) {
             let delete = h
                 .admin
                 .delete_item()
