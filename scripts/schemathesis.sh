@@ -202,7 +202,10 @@ for pass in ${PASSES:-tenant operator}; do
   case "$pass" in
     tenant) run_pass tenant "$TENANT_TOKEN" \
       $(printf -- '--exclude-operation-id %s ' "${OPERATOR_ROUTES[@]}") ;;
-    operator) run_pass operator "$OPERATOR_TOKEN" ;;
+    # restore-tenant is left out until openapi.yaml describes its body: generated bodies are
+    # mostly refused (a source table must be named after the pool), which fails the run as a
+    # validation mismatch. Its contract is tested in tests/tests/all/restore.rs.
+    operator) run_pass operator "$OPERATOR_TOKEN" --exclude-operation-id restore-tenant ;;
     *) die "unknown pass '$pass' (tenant, operator)" ;;
   esac
 done
