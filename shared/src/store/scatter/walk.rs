@@ -11,12 +11,16 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 /// One page of a whole-collection walk of `listing`, starting at `cursor`: partition after partition,
 /// in no global order (each partition's items in sort order), for readers that want every item
-/// (syncs, exports, admin tools) and not a sorted page. A page reads one partition until it ends or
-/// the page is full, then the next, so a walk sends about one Query per partition plus one per page,
-/// and reads only the items it returns (an ordered page reads about twice its items and sends one
-/// Query per partition per page). The cursor is the last item's key, as for ordered pages, bound to
-/// the walk's route (`<route>?order=unordered`), so neither kind of cursor passes for the other.
-/// Table listings only (the cursor is the item's `PK` and `SK`).
+/// (syncs, exports, admin tools) and not a sorted page. A page reads its first partition alone; once
+/// one partition was read whole, the next ones are about as large (ids are hashed over the shards),
+/// so as many as the page is expected to take are read side by side, within the fan-out budget
+/// ([`batch_asks`]). Their items count in walk order, a partition's only once every one before it
+/// ended (one larger than its read is read on first), so a walk sends about one Query per partition
+/// plus a few per page, reads about the items it returns (an ordered page reads about twice its
+/// items and sends one Query per partition per page), and waits for two or three round trips a page,
+/// not one a partition. The cursor is the last item's key, as for ordered pages, bound to the walk's
+/// route (`<route>?order=unordered`), so neither kind of cursor passes for the other. Table listings
+/// only (the cursor is the item's `PK` and `SK`).
 pub async fn walk(
     db: &TenantDb,
     listing: &Listing,
@@ -63,6 +67,12 @@ pub async fn walk_from<S: PartitionSource>(
     let mut full = false;
     // Whether the last read finished its partition: the next page then starts at the next one.
     let mut at_boundary = false;
+    // The partitions this page read whole, from their start, and their items: ids are hashed over
+    // the shards, so the next partitions are about as large, and that many are read side by side.
+    let mut whole = (0usize, 0usize);
+    // Reads of the partitions after `at`, from their start, made side by side with an earlier one
+    // and not yet counted: a partition's items count only once every partition before it ended.
+    let mut ahead = std::collections::VecDeque::new();
     while !full && (items.len() as u32) < limit && at < partitions.len() {
         let by_count = limit - items.len() as u32;
         let want = match bytes.checked_div(items.len()) {
@@ -73,16 +83,34 @@ pub async fn walk_from<S: PartitionSource>(
             None => by_count,
         };
         let from = start.take();
-        // One more than the page takes, to see whether the partition ends with this page: then the
-        // next page starts at the next partition instead of reading this one again to find it empty.
-        let read = source
-            .read(
-                partitions[at],
-                want.saturating_add(1),
-                from.clone(),
-                byte_budget.saturating_sub(bytes),
-            )
-            .await?;
+        // A read of the partition at `at` from `from`: made already, side by side with an earlier
+        // one, or now: alone while nothing says how large partitions are (or for the rest of one
+        // read from its middle), else with as many next ones as the page's room takes at the
+        // size of those read whole, within the fan-out budget ([`batch_asks`]).
+        if ahead.is_empty() || from.is_some() {
+            let average = match whole {
+                (n, total) if n > 0 && from.is_none() => Some((total / n).max(1) as u32),
+                _ => None,
+            };
+            let asks = batch_asks(want, average, source.max_in_flight(), partitions.len() - at);
+            let room_bytes = byte_budget.saturating_sub(bytes);
+            // Each asks for one more than the page takes, to see whether its partition ends with
+            // this page: then the next page starts at the next partition instead of reading this
+            // one again to find it empty.
+            let reads = futures::future::join_all(asks.iter().enumerate().map(|(j, ask)| {
+                let start = if j == 0 { from.clone() } else { None };
+                source.read(partitions[at + j], ask.saturating_add(1), start, room_bytes)
+            }))
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()?;
+            for read in reads.into_iter().rev() {
+                ahead.push_front(read);
+            }
+        }
+        let Some(read) = ahead.pop_front() else {
+            break;
+        };
         let mut read_items = read.items;
         let mut finished = read.exhausted;
         if read_items.len() as u32 > want {
@@ -90,6 +118,7 @@ pub async fn walk_from<S: PartitionSource>(
             finished = false;
         }
         let read_any = !read_items.is_empty();
+        let count = read_items.len();
         for item in read_items {
             let size = approximate_bytes(&item);
             if !items.is_empty() && bytes + size > byte_budget {
@@ -104,6 +133,9 @@ pub async fn walk_from<S: PartitionSource>(
             break;
         }
         if finished {
+            if from.is_none() {
+                whole = (whole.0 + 1, whole.1 + count);
+            }
             at += 1;
             at_boundary = true;
         } else if read_any {
@@ -133,6 +165,36 @@ pub async fn walk_from<S: PartitionSource>(
     };
     let next_cursor = next_start.map(|key| cursor::encode(keys, t, &listing.route, &key));
     Ok(GatheredPage { items, next_cursor })
+}
+
+/// What each read of one batch asks for (one more each is added, to see where a partition ends):
+/// one read of the page's room while nothing says how large partitions are; then one per partition
+/// (at most `in_flight`), each for a partition's likely most at the `average` size of those read
+/// whole (the mean and three standard deviations of a hashed share, and three: a partition is
+/// rarely read in two parts), as many as the page is expected to take, and never more than add up
+/// to a quarter and one partition's likely most over what it takes, so a page that fills before its
+/// batch's last partitions drops little of what they read.
+fn batch_asks(want: u32, average: Option<u32>, in_flight: usize, left: usize) -> Vec<u32> {
+    let Some(average) = average else {
+        return vec![want];
+    };
+    let likely_most = average.saturating_add(3 * f64::from(average).sqrt().ceil() as u32 + 3);
+    let most = want.saturating_add(want / 4).saturating_add(likely_most);
+    let mut asks: Vec<u32> = Vec::new();
+    let mut total = 0u32;
+    for j in 0..in_flight.max(1).min(left) {
+        let ask = want.min(likely_most);
+        let expected_before = average.saturating_mul(j as u32);
+        if j > 0 && (total.saturating_add(ask) > most || expected_before >= want) {
+            break;
+        }
+        total = total.saturating_add(ask);
+        asks.push(ask);
+    }
+    if asks.is_empty() {
+        asks.push(want);
+    }
+    asks
 }
 
 pub(super) fn table_key(item: &Item) -> Key {
