@@ -62,6 +62,7 @@ pub async fn read_from_table(
             tenant: tenant.clone(),
             table: table.into(),
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            pages: None,
         };
         let days = shared::store::quota::usage::read(&db, from, to)
             .await

@@ -65,6 +65,9 @@ impl TestClock {
     pub fn advance_seconds(&self, s: u64) {
         self.0.fetch_add(s * 1000, Ordering::SeqCst);
     }
+    pub fn advance_millis(&self, ms: u64) {
+        self.0.fetch_add(ms, Ordering::SeqCst);
+    }
 }
 
 impl Clock for TestClock {
@@ -568,6 +571,7 @@ impl Harness {
             signing: shared::service::app::KeySource::Fixed(test_cursor_keys()),
             max_in_flight: shared::store::client::scoped::DEFAULT_MAX_IN_FLIGHT,
             read_cache_ms: 0,
+            list_cache: None,
         };
         let sts = aws_sdk_sts::Client::from_conf(
             aws_sdk_sts::config::Builder::from(&sdk)
@@ -611,6 +615,19 @@ impl Harness {
             admin: admin.clone(),
             table: table.to_owned(),
             sts_endpoint: sts_endpoint.to_owned(),
+        }
+    }
+
+    /// This container with the list-page cache on for the premium and custom tiers, trusting a
+    /// page for `staleness_ms` (what `LIST_CACHE_MS` sets).
+    pub fn with_list_cache(self, staleness_ms: u64) -> Self {
+        let list_cache = shared::service::app::ListCacheSettings {
+            staleness_ms,
+            tiers: shared::service::app::ListCacheSettings::DEFAULT_TIERS.to_vec(),
+        };
+        Self {
+            app: self.app.with_list_cache(Some(list_cache)),
+            ..self
         }
     }
 

@@ -13,6 +13,7 @@ mod fanout_budget;
 mod faults;
 mod foundation;
 mod generated;
+mod hot_lists;
 mod idempotency;
 mod imports;
 mod isolation_property;

@@ -17,6 +17,7 @@ use crate::isolation::claims::{AuthMode, DEV_AUTH_ENV};
 use crate::isolation::policy::PolicyError;
 use crate::service::signing::{SecretSource, SigningError};
 use crate::store::client::scoped::DEFAULT_MAX_IN_FLIGHT;
+use crate::store::tenancy::tenants::Tier;
 
 pub const DEFAULT_SESSION_TTL_SECONDS: u64 = 3600;
 pub const DEFAULT_CREDENTIALS_SECONDS: i32 = 900;
@@ -61,6 +62,54 @@ pub struct Settings {
     /// `READ_CACHE_MS`, 0 to 10,000 (default 0: off): how stale a cached single-item read may be
     /// ([`crate::store::tenancy::read_cache`]).
     pub read_cache_ms: u64,
+    /// `LIST_CACHE_MS` (0 to 10,000; default 0: off) and `LIST_CACHE_TIERS` (default
+    /// `premium,custom`): the list-page cache's staleness bound and the tiers it serves
+    /// ([`crate::store::client::pages`]).
+    pub list_cache: Option<ListCacheSettings>,
+}
+
+/// The list-page cache's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListCacheSettings {
+    pub staleness_ms: u64,
+    pub tiers: Vec<Tier>,
+}
+
+impl ListCacheSettings {
+    /// The tiers the cache serves unless `LIST_CACHE_TIERS` names others: the ones whose limits
+    /// let a tenant's lists outgrow a partition.
+    pub const DEFAULT_TIERS: [Tier; 2] = [Tier::Premium, Tier::Custom];
+
+    fn from_env() -> Result<Option<Self>, ConfigError> {
+        let staleness_ms = var_or("LIST_CACHE_MS", 0u64)?;
+        if staleness_ms > crate::store::client::pages::MAX_STALENESS_MS {
+            return Err(ConfigError::Invalid(
+                "LIST_CACHE_MS",
+                "must be 0 (off) to 10000".into(),
+            ));
+        }
+        let tiers = match std::env::var("LIST_CACHE_TIERS") {
+            Ok(names) if !names.trim().is_empty() => names
+                .split(',')
+                .map(|name| {
+                    serde_json::from_value::<Tier>(serde_json::Value::String(
+                        name.trim().to_owned(),
+                    ))
+                    .map_err(|_| {
+                        ConfigError::Invalid(
+                            "LIST_CACHE_TIERS",
+                            format!("{name:?} is not a tier (basic, standard, premium or custom)"),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            _ => Self::DEFAULT_TIERS.to_vec(),
+        };
+        Ok((staleness_ms > 0).then_some(Self {
+            staleness_ms,
+            tiers,
+        }))
+    }
 }
 
 fn var(name: &'static str) -> Result<String, ConfigError> {
@@ -128,6 +177,7 @@ impl Settings {
                 "must be 0 (off) to 10000".into(),
             ));
         }
+        let list_cache = ListCacheSettings::from_env()?;
         let session_ttl_seconds = var_or("SESSION_TTL_SECONDS", DEFAULT_SESSION_TTL_SECONDS)?;
         if session_ttl_seconds == 0 {
             return Err(ConfigError::Invalid(
@@ -163,6 +213,7 @@ impl Settings {
             signing,
             max_in_flight,
             read_cache_ms,
+            list_cache,
             table_name,
             tenant_role_arn,
             session_ttl_seconds,

@@ -15,17 +15,19 @@ use crate::service::error::ApiError;
 use crate::service::metrics::MetricsSink;
 use crate::service::signing::SigningKeys;
 use crate::store::client::meter::note_tenant;
+use crate::store::client::pages::PageCache;
 use crate::store::client::scoped::{TenantClients, TenantDb};
 use crate::store::quota::limiter::RateLimiter;
 use crate::store::quota::usage::UsageMeter;
 use crate::store::tenancy::read_cache::ReadCache;
-use crate::store::tenancy::tenants::{Limits, TenantDirectory, TenantStatus};
+use crate::store::tenancy::tenants::{Limits, TenantDirectory, TenantRecord, TenantStatus};
 
 mod config;
 mod metering;
 pub use config::{
     https_client, lambda_sdk_config, load_sdk_config, running_in_aws_lambda, running_in_sam_local,
-    ConfigError, KeySource, Settings, DEFAULT_CREDENTIALS_SECONDS, DEFAULT_SESSION_TTL_SECONDS,
+    ConfigError, KeySource, ListCacheSettings, Settings, DEFAULT_CREDENTIALS_SECONDS,
+    DEFAULT_SESSION_TTL_SECONDS,
 };
 
 /// 403 unless the caller is an operator (scope `pooltable/admin` or group `platform-admin`).
@@ -132,6 +134,7 @@ impl App {
         let directory =
             TenantDirectory::new(clock.clone(), tenants.record_reader(), tenants.table_name());
         let read_cache = ReadCache::new(settings.read_cache_ms);
+        let list_cache = settings.list_cache.clone();
         // A secret needs a client: `App::new` builds it (or a test, with `with_signing`).
         let signing = match &settings.signing {
             KeySource::Fixed(keys) => SigningKeys::fixed(keys.clone()),
@@ -148,6 +151,27 @@ impl App {
             metrics: MetricsSink::from_env(),
             signing,
             incarnations: Incarnations::default(),
+        }
+        .with_list_cache(list_cache)
+    }
+
+    /// This `App` with the list-page cache on for `list_cache`'s tiers (or off, with `None`), before
+    /// any tenant client is built.
+    pub fn with_list_cache(self, list_cache: Option<ListCacheSettings>) -> Self {
+        let tenants = match &list_cache {
+            Some(list_cache) => self.tenants.with_page_cache(Arc::new(PageCache::new(
+                list_cache.staleness_ms,
+                self.clock.clone(),
+            ))),
+            None => self.tenants,
+        };
+        Self {
+            tenants,
+            settings: Settings {
+                list_cache,
+                ..self.settings
+            },
+            ..self
         }
     }
 
@@ -302,6 +326,7 @@ impl App {
             tenant: TenantId::platform(),
             table: self.tenants.table_name().into(),
             max_in_flight: 1,
+            pages: None,
         };
         crate::store::lifecycle::offboarding::ever_offboarded(&reports, tenant)
             .await
@@ -316,6 +341,9 @@ impl App {
     pub fn forget_counts(&self, tenant: &TenantId) {
         self.usage.forget(tenant);
         self.limiter.forget(tenant);
+        if let Some(pages) = self.tenants.page_cache() {
+            pages.forget(tenant);
+        }
     }
 
     /// The limits in force for `tenant`: its record's (cached for
@@ -329,29 +357,51 @@ impl App {
     /// offboarded; 503 while it is being restored (by its record, cached for [`crate::store::tenancy::tenants::RECORD_TTL_SECONDS`], read
     /// without the tenant's credentials; an absence is trusted for a second).
     pub async fn require_active(&self, tenant: &TenantId) -> Result<(), ApiError> {
+        self.active_record(tenant).await.map(drop)
+    }
+
+    /// [`App::require_active`], with the record.
+    async fn active_record(&self, tenant: &TenantId) -> Result<Arc<TenantRecord>, ApiError> {
         let record = self.directory.onboarded_record(tenant).await?;
-        match record.map(|r| r.status) {
-            None => Err(ApiError::Forbidden("This tenant is not onboarded.".into())),
-            Some(TenantStatus::Suspended) => {
-                Err(ApiError::Forbidden("This tenant is suspended.".into()))
-            }
-            Some(TenantStatus::Offboarding) => Err(ApiError::Forbidden(
+        let Some(record) = record else {
+            return Err(ApiError::Forbidden("This tenant is not onboarded.".into()));
+        };
+        match record.status {
+            TenantStatus::Suspended => Err(ApiError::Forbidden("This tenant is suspended.".into())),
+            TenantStatus::Offboarding => Err(ApiError::Forbidden(
                 "This tenant is being offboarded.".into(),
             )),
-            Some(TenantStatus::Restoring) => Err(ApiError::Unavailable(
+            TenantStatus::Restoring => Err(ApiError::Unavailable(
                 "This tenant's data is being restored; its requests are served again when the \
                  restore ends."
                     .into(),
             )),
-            Some(TenantStatus::Active) => Ok(()),
+            TenantStatus::Active => Ok(record),
         }
     }
 
     /// The scoped client for `tenant`; 403 when the tenant is suspended, before any credentials are
     /// vended.
     pub async fn db(&self, tenant: &TenantId) -> Result<TenantDb, ApiError> {
-        self.require_active(tenant).await?;
-        Ok(self.tenants.for_tenant(tenant).await?)
+        let record = self.active_record(tenant).await?;
+        let mut db = self.tenants.for_tenant(tenant).await?;
+        db.pages = self.page_cache_for(&record);
+        Ok(db)
+    }
+
+    /// The list-page cache, when it is on.
+    pub fn page_cache(&self) -> Option<&Arc<PageCache>> {
+        self.tenants.page_cache()
+    }
+
+    /// The list-page cache, when it is on and serves the tenant's tier.
+    fn page_cache_for(&self, record: &TenantRecord) -> Option<Arc<PageCache>> {
+        let list_cache = self.settings.list_cache.as_ref()?;
+        list_cache
+            .tiers
+            .contains(&record.tier)
+            .then(|| self.tenants.page_cache().cloned())
+            .flatten()
     }
 
     /// The scoped client for `tenant` for an operator's action on it (read its record or usage,

@@ -1,9 +1,11 @@
 //! The tenant-scoped DynamoDB client and its primitives: the scoped client (credentials, key guard,
-//! meter), store errors, the request meter, expiry-aware paging, item views, item sizes, transactions.
+//! meter), store errors, the request meter, the list-page cache, expiry-aware paging, item views,
+//! item sizes, transactions.
 
 pub mod error;
 pub mod items;
 pub mod meter;
+pub mod pages;
 pub mod query;
 pub mod scoped;
 pub mod size;

@@ -13,6 +13,7 @@ use crate::isolation::credentials::{CredentialSettings, TenantCredentials};
 use crate::isolation::guard::{RecordReadGuard, SourceReadGuard, TenantKeyGuard};
 use crate::store::client::error::StoreError;
 use crate::store::client::meter::RequestMetering;
+use crate::store::client::pages::{PageCache, PageCacheInvalidation};
 
 /// How many DynamoDB requests one API request may have in flight at once, unless
 /// `DYNAMODB_MAX_IN_FLIGHT` says otherwise: a 64-shard listing runs in waves of this many.
@@ -26,6 +27,8 @@ pub struct TenantDb {
     pub table: Arc<str>,
     /// The fan-out budget: the most requests a scatter-gather sends at once for one API request.
     pub max_in_flight: usize,
+    /// The list-page cache, when this tenant's tier has it ([`crate::store::client::pages`]).
+    pub pages: Option<Arc<PageCache>>,
 }
 
 impl TenantDb {
@@ -49,6 +52,7 @@ pub struct TenantClients {
     table_name: Arc<str>,
     extra_interceptors: Vec<SharedInterceptor>,
     max_in_flight: usize,
+    pages: Option<Arc<PageCache>>,
 }
 
 impl TenantClients {
@@ -64,7 +68,19 @@ impl TenantClients {
             dynamodb,
             extra_interceptors: Vec::new(),
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            pages: None,
         }
+    }
+
+    /// Turns on the list-page cache: every tenant client built from now on drops its tenant's pages
+    /// when it writes; [`TenantClients::page_cache`] hands it to the tenants whose tier has it.
+    pub fn with_page_cache(mut self, pages: Arc<PageCache>) -> Self {
+        self.pages = Some(pages);
+        self
+    }
+
+    pub fn page_cache(&self) -> Option<&Arc<PageCache>> {
+        self.pages.as_ref()
     }
 
     /// Sets the fan-out budget of every tenant client built from now on (at least 1).
@@ -112,6 +128,7 @@ impl TenantClients {
             tenant: tenant.clone(),
             table: Arc::from(table),
             max_in_flight: self.max_in_flight,
+            pages: None,
         }
     }
 
@@ -126,17 +143,22 @@ impl TenantClients {
         let db = self
             .credentials
             .get(tenant, |credentials| {
-                let config = self
+                let mut config = self
                     .dynamodb
                     .to_builder()
                     .credentials_provider(credentials)
                     .interceptor(TenantKeyGuard::new(tenant.clone()))
                     .interceptor(RequestMetering);
+                if let Some(pages) = &self.pages {
+                    config = config
+                        .interceptor(PageCacheInvalidation::new(pages.clone(), tenant.clone()));
+                }
                 TenantDb {
                     client: self.client(config),
                     tenant: tenant.clone(),
                     table: self.table_name.clone(),
                     max_in_flight: self.max_in_flight,
+                    pages: None,
                 }
             })
             .await?;

@@ -12,7 +12,8 @@ use futures::{StreamExt, TryStreamExt};
 use std::collections::VecDeque;
 use std::future::Future;
 
-/// One page of `listing`, starting at `cursor`.
+/// One page of `listing`, starting at `cursor`: from the list-page cache when the tenant's tier has
+/// it and the listing reads eventually consistent ([`crate::store::client::pages`]), else read now.
 pub async fn gather(
     db: &TenantDb,
     listing: &Listing,
@@ -22,7 +23,25 @@ pub async fn gather(
     fanout: Fanout,
 ) -> Result<GatheredPage, StoreError> {
     let source = DynamoPartitions { db, listing };
-    gather_from(&source, listing, keys, limit, cursor, fanout).await
+    let read = || gather_from(&source, listing, keys, limit, cursor, fanout);
+    match &db.pages {
+        Some(pages) if !listing.consistent => {
+            // Everything that makes the page: the listing (route and its parameters, partitions,
+            // range, order), the page size and the cursor.
+            let key = format!("{listing:?}|{limit}|{cursor:?}");
+            let page = pages
+                .page(&db.tenant, key, || async {
+                    let page = read().await?;
+                    Ok((page.items, page.next_cursor))
+                })
+                .await?;
+            Ok(GatheredPage {
+                items: page.items.clone(),
+                next_cursor: page.next_cursor.clone(),
+            })
+        }
+        _ => read().await,
+    }
 }
 
 /// One ordered page of a sharded list while its items move from `from` shards (the listing `old`)
