@@ -3,18 +3,27 @@
 //! For a tenant with peak `r` reads/s and `w` writes/s of items averaging `s` KB:
 //! - a point read costs `ceil(s / 4) × 0.5` RCU (eventually consistent), a write `ceil(s)` WCU;
 //! - with N shards, point reads and writes spread over N partitions (the shard is a hash of the id),
-//!   but a list reads *every* shard: one page costs N Queries, and since any shard may hold the whole
-//!   page, each asks for up to a page (`shared::store::scatter`), so every partition carries
-//!   `lists/s × RCU(min(page, items/N) × s)` whatever N is. Lists do not get cheaper with more shards.
+//!   but a list page reads *every* shard: one Query each, for about twice its fair share of the page
+//!   (`shared::store::scatter::first_round_want`), and a Query costs at least 0.5 RCU. So every
+//!   partition carries `lists/s × RCU(first round × s)` whatever N is: lists do not get cheaper with
+//!   more shards, and for the biggest tenants they alone overload every partition.
+//! - with the list-page cache (`LIST_CACHE_MS`, for the tiers it serves: here the premium tenants,
+//!   9 shards and more), one container reads a page at most once per staleness bound. Every route is
+//!   its own function, so the list function's containers serve lists only, each about
+//!   `1000 / list_ms` a second; if each reads `list_pages` distinct pages within a bound, a page
+//!   reaches DynamoDB for a fraction `min(1, list_pages × list_ms / staleness_ms)` of requests. The
+//!   cache adds no writes (no write amplification) and holds about `list_pages` pages a container.
 //!
 //! The planner picks the smallest N (1 to 100) that keeps every partition under DynamoDB's per-partition
 //! limits (3,000 RCU and 1,000 WCU per second) divided by a headroom factor, then checks itself by
-//! assigning synthetic keys with the real shard function and measuring the busiest partition.
+//! assigning synthetic keys with the real shard function and measuring the busiest partition. A
+//! tenant no N carries is flagged with the reason: which load is over on each of 100 partitions.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use shared::identity::shard::{shard_for, MAX_SHARDS};
+use shared::store::scatter::first_round_want;
 
 pub const PARTITION_RCU: f64 = 3000.0;
 pub const PARTITION_WCU: f64 = 1000.0;
@@ -36,6 +45,14 @@ pub struct PlanSettings {
     pub list_fraction: f64,
     /// Items per list page.
     pub page_items: f64,
+    /// The list-page cache's staleness bound for premium tenants (9+ shards), in ms; 0: off.
+    pub list_cache_ms: f64,
+    /// How long a list request runs in its container, in ms (the container serves about
+    /// `1000 / list_ms` lists a second).
+    pub list_ms: f64,
+    /// Distinct list pages one container reads within a staleness bound (filters, page sizes and
+    /// cursors that several requests share count once).
+    pub list_pages: f64,
 }
 
 impl Default for PlanSettings {
@@ -44,9 +61,34 @@ impl Default for PlanSettings {
             headroom: 1.5,
             list_fraction: 0.02,
             page_items: 25.0,
+            list_cache_ms: 0.0,
+            list_ms: 20.0,
+            list_pages: 5.0,
         }
     }
 }
+
+impl PlanSettings {
+    /// The fraction of a tenant's list requests that reach DynamoDB with `n` shards: 1 without the
+    /// cache (off, or not a premium tenant), else one read per distinct page per container per bound.
+    pub fn list_read_fraction(&self, n: u32) -> f64 {
+        if self.list_cache_ms <= 0.0 || n < PREMIUM_SHARDS {
+            return 1.0;
+        }
+        (self.list_pages * self.list_ms / self.list_cache_ms).min(1.0)
+    }
+
+    /// The items one shard's Query reads for a list page when the shard holds `shard_items`, of
+    /// `n` shards: the first round's ask, or all it holds.
+    fn list_items_per_shard(&self, shard_items: f64, n: u32) -> f64 {
+        let page = self.page_items.max(1.0) as u32;
+        let first_round = f64::from(first_round_want(page, n as usize));
+        first_round.min(shard_items.max(1.0))
+    }
+}
+
+/// The fewest shards the tier the cache serves (premium) starts at.
+pub const PREMIUM_SHARDS: u32 = 9;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct TenantPlan {
@@ -58,6 +100,22 @@ pub struct TenantPlan {
     pub sharded_peak: (f64, f64),
     /// The tenant needs more than 100 shards' worth: lists or writes beyond what sharding fixes.
     pub over_capacity: bool,
+}
+
+/// The per-partition load of a tenant, by source, in capacity units a second.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PartitionLoad {
+    pub point_rcu: f64,
+    pub list_rcu: f64,
+    /// List Queries each partition gets a second.
+    pub list_queries: f64,
+    pub wcu: f64,
+}
+
+impl PartitionLoad {
+    pub fn rcu(&self) -> f64 {
+        self.point_rcu + self.list_rcu
+    }
 }
 
 impl TenantPlan {
@@ -80,15 +138,50 @@ fn write_units(kb: f64) -> f64 {
 
 /// Per-partition (RCU, WCU) for `load` over `n` shards, spread evenly.
 pub fn partition_load(load: &TenantLoad, n: u32, st: &PlanSettings) -> (f64, f64) {
-    let n = f64::from(n);
+    let l = partition_load_by_source(load, n, st);
+    (l.rcu(), l.wcu)
+}
+
+/// [`partition_load`], by source.
+pub fn partition_load_by_source(load: &TenantLoad, n: u32, st: &PlanSettings) -> PartitionLoad {
+    let shards = f64::from(n);
     let point_reads = load.reads_per_sec * (1.0 - st.list_fraction);
-    let lists = load.reads_per_sec * st.list_fraction;
-    // Each shard's Query returns up to a page (fewer when the shard holds fewer items).
-    let per_shard_items = st.page_items.min((load.items as f64 / n).max(1.0));
-    let per_shard_list_rcu = read_units(per_shard_items * load.avg_item_kb);
-    let rcu = point_reads * read_units(load.avg_item_kb) / n + lists * per_shard_list_rcu;
-    let wcu = load.writes_per_sec * write_units(load.avg_item_kb) / n;
-    (rcu, wcu)
+    let list_queries = load.reads_per_sec * st.list_fraction * st.list_read_fraction(n);
+    let per_shard_items = st.list_items_per_shard(load.items as f64 / shards, n);
+    PartitionLoad {
+        point_rcu: point_reads * read_units(load.avg_item_kb) / shards,
+        list_rcu: list_queries * read_units(per_shard_items * load.avg_item_kb),
+        list_queries,
+        wcu: load.writes_per_sec * write_units(load.avg_item_kb) / shards,
+    }
+}
+
+/// Why no shard count carries `load`: each load over its share of the partition budget at 100
+/// shards, in words.
+pub fn why_over(load: &TenantLoad, st: &PlanSettings) -> String {
+    let (rcu_cap, wcu_cap) = (PARTITION_RCU / st.headroom, PARTITION_WCU / st.headroom);
+    let at = partition_load_by_source(load, MAX_SHARDS, st);
+    let mut reasons = Vec::new();
+    if at.point_rcu > rcu_cap {
+        reasons.push(format!(
+            "point reads alone put {:.0} RCU on each of {MAX_SHARDS} partitions (budget {rcu_cap:.0}): it needs {} shards; give it its own table, or cache its point reads (READ_CACHE_MS)",
+            at.point_rcu,
+            (at.point_rcu * f64::from(MAX_SHARDS) / rcu_cap).ceil()
+        ));
+    }
+    if at.rcu() > rcu_cap && at.point_rcu <= rcu_cap {
+        reasons.push(format!(
+            "{:.0} list Queries a second reach every partition ({:.0} RCU) beside {:.0} RCU of point reads (budget {rcu_cap:.0})",
+            at.list_queries, at.list_rcu, at.point_rcu
+        ));
+    }
+    if at.wcu > wcu_cap {
+        reasons.push(format!(
+            "writes put {:.0} WCU on each of {MAX_SHARDS} partitions (budget {wcu_cap:.0})",
+            at.wcu
+        ));
+    }
+    reasons.join("; ")
 }
 
 pub fn plan_tenant(load: &TenantLoad, st: &PlanSettings) -> TenantPlan {
@@ -117,13 +210,13 @@ pub fn simulate(load: &TenantLoad, plan: &TenantPlan, st: &PlanSettings, keys: u
         counts[shard_for(&format!("{}-item-{k}", load.tenant_id), n) as usize] += 1;
     }
     let busiest = f64::from(counts.iter().copied().max().unwrap_or(0)) / f64::from(keys.max(1));
-    let point_reads = load.reads_per_sec * (1.0 - st.list_fraction);
-    let lists = load.reads_per_sec * st.list_fraction;
-    let shard_items = st.page_items.min((load.items as f64 * busiest).max(1.0));
-    let list_rcu = lists * read_units(shard_items * load.avg_item_kb);
-    let rcu = point_reads * read_units(load.avg_item_kb) * busiest + list_rcu;
-    let wcu = load.writes_per_sec * write_units(load.avg_item_kb) * busiest;
-    (rcu, wcu)
+    let even = partition_load_by_source(load, n, st);
+    // The busiest partition holds `busiest` of the items: its share of point reads and writes, and
+    // its Query of each list page reads what it holds of the first round.
+    let spread = busiest * f64::from(n);
+    let shard_items = st.list_items_per_shard(load.items as f64 * busiest, n);
+    let list_rcu = even.list_queries * read_units(shard_items * load.avg_item_kb);
+    (even.point_rcu * spread + list_rcu, even.wcu * spread)
 }
 
 /// `tenantId,readsPerSec,writesPerSec,items,avgItemKB`, with a header line.
@@ -274,12 +367,13 @@ mod tests {
             .map(|p| (p.tenant_id.as_str(), p.shards))
             .collect();
         // small: one partition is plenty. writer: 2,500 WCU / (1,000 / 1.5) → 4 shards.
-        // reader: 8,820 point reads × 0.5 RCU = 4,410 RCU over N, plus 180 lists/s × 6.5 RCU (a
-        // 25-item page of 2 KB items from every shard) = 1,170 on each: (2,000 - 1,170) × N ≥ 4,410 → 6.
+        // reader: 8,820 point reads × 0.5 RCU = 4,410 RCU over N, plus 180 lists/s each reading a
+        // first round of 2 × ceil(25 / N) + 2 items of 2 KB from every shard: at 4 shards 16 items,
+        // 4 RCU, 720 on each: 1,102 + 720 ≤ 2,000 (at 3: 1,470 + 900 > 2,000) → 4.
         // big-items: 600 writes × 3 WCU = 1,800 WCU → 3 shards.
         assert_eq!(
             shards,
-            [("small", 1), ("writer", 4), ("reader", 6), ("big-items", 3)]
+            [("small", 1), ("writer", 4), ("reader", 4), ("big-items", 3)]
         );
         assert_eq!(plans[1].tier(), "standard");
         assert_eq!(plans[0].tier(), "basic");
@@ -287,14 +381,52 @@ mod tests {
     }
 
     #[test]
-    fn lists_alone_can_exceed_what_sharding_fixes() {
-        // 2,000 lists/s put at least 3.5 RCU each (a 25-item page of 1 KB items) on every shard.
-        let p = plan_tenant(
-            &load("lister", 100_000.0, 0.0, 1.0),
-            &PlanSettings::default(),
-        );
+    fn lists_alone_can_exceed_what_sharding_fixes_and_the_list_cache_carries_them() {
+        // GIVEN 5,000 lists/s: at least 0.5 RCU each (a Query's least) on every shard
+        let lister = load("lister", 250_000.0, 0.0, 1.0);
+        // WHEN planned without the list cache
+        let p = plan_tenant(&lister, &PlanSettings::default());
+        // THEN no shard count carries it, and the reason says the lists
         assert!(p.over_capacity);
         assert_eq!(p.shards, MAX_SHARDS);
+        assert!(why_over(&lister, &PlanSettings::default()).contains("list Queries"));
+        // WHEN planned with a 1 s list cache (5 pages a container, 20 ms a list: 10% reach DynamoDB)
+        let cached = PlanSettings {
+            list_cache_ms: 1000.0,
+            ..PlanSettings::default()
+        };
+        assert!((cached.list_read_fraction(PREMIUM_SHARDS) - 0.1).abs() < 1e-9);
+        assert_eq!(cached.list_read_fraction(PREMIUM_SHARDS - 1), 1.0);
+        let p = plan_tenant(&lister, &cached);
+        // THEN a premium shard count carries it
+        assert!(!p.over_capacity);
+        assert!(p.shards >= PREMIUM_SHARDS);
+    }
+
+    #[test]
+    fn the_zipf_head_needs_the_list_cache_and_one_tenant_needs_more_than_shards() {
+        // GIVEN the README's million Zipf tenants (their head: the rest fit one partition)
+        let loads = zipf(1_000_000, 2_000_000.0, 400_000.0, 1.1, 1.0);
+        let flagged = |st: &PlanSettings| -> Vec<String> {
+            loads[..100]
+                .iter()
+                .map(|l| plan_tenant(l, st))
+                .filter(|p| p.over_capacity)
+                .map(|p| p.tenant_id)
+                .collect()
+        };
+        // WHEN planned without and with the list cache
+        let off = PlanSettings::default();
+        let on = PlanSettings {
+            list_cache_ms: 1000.0,
+            ..PlanSettings::default()
+        };
+        // THEN three tenants' lists overload every partition without it; with it, only the
+        // biggest is left, whose point reads alone need more than 100 shards
+        assert_eq!(flagged(&off), ["t0000001", "t0000002", "t0000003"]);
+        assert!(why_over(&loads[1], &off).contains("list Queries"));
+        assert_eq!(flagged(&on), ["t0000001"]);
+        assert!(why_over(&loads[0], &on).contains("point reads alone"));
     }
 
     #[test]

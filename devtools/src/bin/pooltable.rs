@@ -14,7 +14,8 @@
 //!   `GET /tenants/{tenantId}/export`) into a table (admin credentials); nothing is written unless
 //!   every line parses.
 //! - `pooltable plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew 1.1] [--item-kb 1]
-//!   [--headroom 1.5] [--list-fraction 0.02] [--out onboarding.csv]`: recommend shard counts.
+//!   [--headroom 1.5] [--list-fraction 0.02] [--list-cache-ms 0] [--list-ms 20] [--list-pages 5]
+//!   [--out onboarding.csv]`: recommend shard counts.
 //! - `pooltable plan --usage (table:NAME --tenants a,b,… | FILE.csv) [--from D] [--to D]
 //!   [--peak-factor 10] [--headroom 1.5]`: recommend shard counts and tiers from measured usage,
 //!   read from the table with the operator's credentials or from a usage export.
@@ -28,7 +29,7 @@ use devtools::{create_table, default_template_path, table_from_template};
 const USAGE: &str = "usage: pooltable gen [--check] | \
 new route <bin> <METHOD> <path> --entity KIND [--operator] [--crate CRATE] | create-table <name> | dev-token <tenant> [--operator] | \
 import --table NAME FILE... | backfill-catalog --table NAME | \
-plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew S] [--item-kb K] [--headroom H] [--list-fraction F] [--out FILE] | \
+plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew S] [--item-kb K] [--headroom H] [--list-fraction F] [--list-cache-ms MS] [--list-ms MS] [--list-pages P] [--out FILE] | \
 plan --usage (table:NAME --tenants a,b,... | FILE.csv) [--from YYYY-MM-DD] [--to YYYY-MM-DD] [--peak-factor F] [--headroom H]";
 
 fn flags(args: &[String]) -> Result<HashMap<String, String>, String> {
@@ -118,6 +119,9 @@ fn run_plan(args: &[String]) -> Result<(), String> {
     let settings = PlanSettings {
         headroom: num(&f, "headroom", Some(1.5))?,
         list_fraction: num(&f, "list-fraction", Some(0.02))?,
+        list_cache_ms: num(&f, "list-cache-ms", Some(0.0))?,
+        list_ms: num(&f, "list-ms", Some(20.0))?,
+        list_pages: num(&f, "list-pages", Some(5.0))?,
         ..PlanSettings::default()
     };
     let loads = match (f.get("csv"), f.get("zipf")) {
@@ -164,8 +168,29 @@ fn run_plan(args: &[String]) -> Result<(), String> {
         sharded.len(),
         if worst_r <= PARTITION_RCU && worst_w <= PARTITION_WCU { "no partition over its limit" } else { "OVER THE LIMIT" }
     );
+    if settings.list_cache_ms > 0.0 {
+        println!(
+            "list cache: {} ms for premium tenants (9+ shards): {:.0}% of their list pages reach DynamoDB ({} pages a list container, {:.0} ms a list); no extra writes; about {:.0} KB of pages a container",
+            settings.list_cache_ms,
+            100.0 * settings.list_read_fraction(plan::PREMIUM_SHARDS),
+            settings.list_pages,
+            settings.list_ms,
+            settings.list_pages * settings.page_items * num(&f, "item-kb", Some(1.0))?,
+        );
+    }
     if over > 0 {
-        println!("{over} tenants need more than sharding can give (their lists alone overload a partition): cache or paginate them differently");
+        println!("{over} tenants need more than sharding can give:");
+        for (load, plan) in loads
+            .iter()
+            .zip(&plans)
+            .filter(|(_, p)| p.over_capacity)
+            .take(20)
+        {
+            println!("  {}: {}", plan.tenant_id, plan::why_over(load, &settings));
+        }
+        if over > 20 {
+            println!("  … and {} more", over - 20);
+        }
     }
     let out = f.get("out").map(String::as_str).unwrap_or("onboarding.csv");
     std::fs::write(out, plan::onboarding_csv(&plans)).map_err(|e| format!("{out}: {e}"))?;
