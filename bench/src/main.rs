@@ -21,6 +21,7 @@ use shared::store::scatter::Fanout;
 use shared::App;
 
 mod attack;
+mod big_tenants;
 mod cache;
 mod proxy;
 mod queue;
@@ -364,8 +365,9 @@ async fn main() {
         json!(format!("{one_way_ms} ms")),
         "figures marked [latency model] run through it; BENCH_PROXY_DELAY_MS",
     );
-    // BENCH_ONLY=cache, =queue or =attack runs figure 10, 11 or 12 alone (none needs another's
-    // fixture); BENCH_ONLY=latency runs figures 1-5, plain and through the latency model.
+    // BENCH_ONLY=cache, =queue, =restore, =attack, =walk or =hotlist runs figure 10, 11, 13, 12, 8L
+    // or 14 alone (none needs another's fixture); BENCH_ONLY=latency runs figures 1-5, plain and
+    // through the latency model.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     if only.is_empty() {
         all_but_cache(&h, &sdk, &plain, &through_proxy, iterations, &mut report).await;
@@ -380,6 +382,20 @@ async fn main() {
     }
     if only.is_empty() || only == "queue" {
         queue_figure(&h, &through_proxy, &mut report).await;
+    }
+    if only.is_empty() || only == "walk" {
+        let one_at_a_time = production_app_with_budget(&proxied, &h.table, 1);
+        big_tenants::walk_figure(
+            &h,
+            &through_proxy.app,
+            &one_at_a_time,
+            &through_proxy.raw,
+            &mut report,
+        )
+        .await;
+    }
+    if only.is_empty() || only == "hotlist" {
+        big_tenants::hot_list_figure(&h, &proxied, &through_proxy.app, &mut report).await;
     }
     if only.is_empty() || only == "restore" {
         restore::restore_figure(&h, &through_proxy.app, &mut report).await;

@@ -63,6 +63,7 @@ pub async fn read_from_table(
             table: table.into(),
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             pages: None,
+            walk_sizes: None,
         };
         let days = shared::store::quota::usage::read(&db, from, to)
             .await

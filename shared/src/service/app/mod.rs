@@ -327,6 +327,7 @@ impl App {
             table: self.tenants.table_name().into(),
             max_in_flight: 1,
             pages: None,
+            walk_sizes: None,
         };
         crate::store::lifecycle::offboarding::ever_offboarded(&reports, tenant)
             .await

@@ -1,6 +1,6 @@
 //! The tenant-scoped DynamoDB client and its primitives: the scoped client (credentials, key guard,
 //! meter), store errors, the request meter, the list-page cache, expiry-aware paging, item views,
-//! item sizes, transactions.
+//! item sizes, transactions, the walk's partition sizes.
 
 pub mod error;
 pub mod items;
@@ -10,3 +10,4 @@ pub mod query;
 pub mod scoped;
 pub mod size;
 pub mod transact;
+pub mod walk_sizes;

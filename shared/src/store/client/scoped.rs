@@ -14,6 +14,7 @@ use crate::isolation::guard::{RecordReadGuard, SourceReadGuard, TenantKeyGuard};
 use crate::store::client::error::StoreError;
 use crate::store::client::meter::RequestMetering;
 use crate::store::client::pages::{PageCache, PageCacheInvalidation};
+use crate::store::client::walk_sizes::WalkSizes;
 
 /// How many DynamoDB requests one API request may have in flight at once, unless
 /// `DYNAMODB_MAX_IN_FLIGHT` says otherwise: a 64-shard listing runs in waves of this many.
@@ -29,6 +30,8 @@ pub struct TenantDb {
     pub max_in_flight: usize,
     /// The list-page cache, when this tenant's tier has it ([`crate::store::client::pages`]).
     pub pages: Option<Arc<PageCache>>,
+    /// The container's walk partition sizes ([`crate::store::client::walk_sizes`]).
+    pub walk_sizes: Option<Arc<WalkSizes>>,
 }
 
 impl TenantDb {
@@ -53,6 +56,7 @@ pub struct TenantClients {
     extra_interceptors: Vec<SharedInterceptor>,
     max_in_flight: usize,
     pages: Option<Arc<PageCache>>,
+    walk_sizes: Arc<WalkSizes>,
 }
 
 impl TenantClients {
@@ -69,6 +73,7 @@ impl TenantClients {
             extra_interceptors: Vec::new(),
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             pages: None,
+            walk_sizes: Arc::default(),
         }
     }
 
@@ -129,6 +134,7 @@ impl TenantClients {
             table: Arc::from(table),
             max_in_flight: self.max_in_flight,
             pages: None,
+            walk_sizes: None,
         }
     }
 
@@ -159,6 +165,7 @@ impl TenantClients {
                     table: self.table_name.clone(),
                     max_in_flight: self.max_in_flight,
                     pages: None,
+                    walk_sizes: Some(self.walk_sizes.clone()),
                 }
             })
             .await?;

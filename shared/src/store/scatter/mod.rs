@@ -144,6 +144,12 @@ pub trait PartitionSource {
     fn max_in_flight(&self) -> usize {
         crate::store::client::scoped::DEFAULT_MAX_IN_FLIGHT
     }
+    /// The mean size of this listing's partitions a walk last saw whole, if remembered.
+    fn size_hint(&self) -> Option<u32> {
+        None
+    }
+    /// Remembers the mean size of the partitions a walk page read whole.
+    fn remember_size(&self, _mean: u32) {}
     /// Up to `want` items of `partition` after `start`, in the listing's order; it may stop early
     /// (not exhausted) once the items it has read pass `max_bytes` ([`approximate_bytes`]).
     fn read(
@@ -168,6 +174,17 @@ impl PartitionSource for DynamoPartitions<'_> {
 
     fn max_in_flight(&self) -> usize {
         self.db.max_in_flight
+    }
+
+    fn size_hint(&self) -> Option<u32> {
+        let sizes = self.db.walk_sizes.as_ref()?;
+        sizes.get(&self.db.tenant, &self.listing.route)
+    }
+
+    fn remember_size(&self, mean: u32) {
+        if let Some(sizes) = &self.db.walk_sizes {
+            sizes.remember(&self.db.tenant, &self.listing.route, mean);
+        }
     }
 
     fn read(

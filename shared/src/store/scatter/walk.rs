@@ -70,6 +70,9 @@ pub async fn walk_from<S: PartitionSource>(
     // The partitions this page read whole, from their start, and their items: ids are hashed over
     // the shards, so the next partitions are about as large, and that many are read side by side.
     let mut whole = (0usize, 0usize);
+    // What an earlier page in this container saw stands in for this page's first partition until
+    // one is read whole here.
+    let hint = source.size_hint();
     // Reads of the partitions after `at`, from their start, made side by side with an earlier one
     // and not yet counted: a partition's items count only once every partition before it ended.
     let mut ahead = std::collections::VecDeque::new();
@@ -83,13 +86,20 @@ pub async fn walk_from<S: PartitionSource>(
             None => by_count,
         };
         let from = start.take();
+        // Read from its beginning: no start, or the range's start marker (a page that began at a
+        // partition boundary).
+        let from_start = from.as_ref().is_none_or(|key| {
+            let sk = key.get(SK).and_then(|v| v.as_s().ok());
+            sk.is_some() && sk.map(String::as_str) == listing.range.start_marker()
+        });
         // A read of the partition at `at` from `from`: made already, side by side with an earlier
         // one, or now: alone while nothing says how large partitions are (or for the rest of one
         // read from its middle), else with as many next ones as the page's room takes at the
         // size of those read whole, within the fan-out budget ([`batch_asks`]).
         if ahead.is_empty() || from.is_some() {
-            let average = match whole {
-                (n, total) if n > 0 && from.is_none() => Some((total / n).max(1) as u32),
+            let average = match (whole, hint) {
+                ((n, total), _) if n > 0 && from_start => Some((total / n).max(1) as u32),
+                ((0, _), Some(hint)) if from_start => Some(hint.max(1)),
                 _ => None,
             };
             let asks = batch_asks(want, average, source.max_in_flight(), partitions.len() - at);
@@ -133,7 +143,7 @@ pub async fn walk_from<S: PartitionSource>(
             break;
         }
         if finished {
-            if from.is_none() {
+            if from_start {
                 whole = (whole.0 + 1, whole.1 + count);
             }
             at += 1;
@@ -146,6 +156,9 @@ pub async fn walk_from<S: PartitionSource>(
             start = from;
             break;
         }
+    }
+    if let (n @ 1.., total) = whole {
+        source.remember_size((total / n).max(1) as u32);
     }
     let next_start = match (full || at < partitions.len(), items.last()) {
         (false, _) => None,

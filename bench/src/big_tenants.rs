@@ -1,0 +1,307 @@
+//! The biggest tenants (issue 44), through the latency model:
+//! - figure 8L: a whole-collection walk of 2,000 items on 16 shards, its partitions read side by
+//!   side, against the sequential raw floor (one paginated Query per shard, one after another) and
+//!   against the walk with a fan-out budget of 1 (one partition at a time, as walks read before);
+//! - figure 14: a hot tenant's list pages at [`RATE`] a second over [`CONTAINERS`] containers with
+//!   the list-page cache (`LIST_CACHE_MS`), against the same pages uncached: the Queries and RCU each
+//!   shard partition gets a second, the list latency, and a neighbour's GetItem p99 beside it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use futures::StreamExt;
+use integration::{event, unique, Auth, Harness};
+use serde_json::{json, Value};
+use shared::identity::ids::TenantId;
+use shared::service::app::ListCacheSettings;
+use shared::store::client::meter::{scope, RequestMeta};
+use shared::App;
+
+use crate::attack::neighbour_get;
+use crate::{product_shard_query, seed_products, seed_products_with, stat, time_ms, Report, Stat};
+
+const SHARDS: u32 = 16;
+const WALK_ITEMS: usize = 2_000;
+/// Lists a second the hot tenant is sent, and the containers they spread over (a list container
+/// serves about 50 a second at 20 ms a list: the planner's model).
+const RATE: u64 = 1_000;
+const CONTAINERS: usize = 20;
+const SECONDS: u64 = 5;
+/// Distinct pages the hot tenant's clients read: the first five of the list, 25 items each.
+const PAGES: usize = 5;
+const STALENESS_MS: u64 = 1_000;
+/// DynamoDB's per-partition read budget.
+const PARTITION_RCU: f64 = 3_000.0;
+
+pub async fn walk_figure(
+    h: &Harness,
+    app: &App,
+    one_at_a_time: &App,
+    raw: &aws_sdk_dynamodb::Client,
+    report: &mut Report,
+) {
+    let tenant = unique("walked");
+    integration::onboard_at_max_limits(h, &tenant, SHARDS).await;
+    seed_products(h, &tenant, SHARDS, WALK_ITEMS).await;
+    let t = TenantId::parse(&tenant).unwrap();
+    let floor = || async {
+        let started = Instant::now();
+        for s in 0..SHARDS {
+            let mut start = None;
+            loop {
+                let out = product_shard_query(raw, &h.table, &t, s)
+                    .limit(1000)
+                    .set_exclusive_start_key(start)
+                    .send()
+                    .await
+                    .unwrap();
+                start = out.last_evaluated_key().cloned();
+                if start.is_none() {
+                    break;
+                }
+            }
+        }
+        started.elapsed().as_secs_f64() * 1000.0
+    };
+    walk(app, &t).await; // warm
+    walk(one_at_a_time, &t).await;
+    let (mut side_by_side, mut sequential, mut floors) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut queries, mut rcu) = (0, 0.0);
+    for _ in 0..7 {
+        let (ms, q, r) = walk(app, &t).await;
+        side_by_side.push(ms);
+        (queries, rcu) = (q, r);
+        sequential.push(walk(one_at_a_time, &t).await.0);
+        floors.push(floor().await);
+    }
+    let (side_by_side, sequential, floors) = (stat(side_by_side), stat(sequential), stat(floors));
+    report.add(
+        "8L. floor: 16 raw Queries one after another, 2,000 items [latency model]",
+        &floors,
+        String::new(),
+    );
+    report.add(
+        "8L. full walk 16 shards, one partition at a time (budget 1) [latency model]",
+        &sequential,
+        format!(
+            "{:.2}x the sequential floor at p50",
+            sequential.median / floors.median
+        ),
+    );
+    report.add(
+        "8L. full walk 16 shards, partitions side by side [latency model]",
+        &side_by_side,
+        format!(
+            "{:.2}x the sequential floor at p50 (target <= 0.5x); {queries} Queries, {rcu:.1} RCU",
+            side_by_side.median / floors.median
+        ),
+    );
+}
+
+/// Every page (1,000 items) of `t`'s products walked unordered from `app`: the time, and the
+/// Queries and RCU it sent.
+async fn walk(app: &App, t: &TenantId) -> (f64, u32, f64) {
+    let db = app.db(t).await.unwrap();
+    let mut listing = products::query_tenant_products::LIST.over(t, SHARDS);
+    listing.route = format!("{}?order=unordered", listing.route);
+    let keys = app.cursor_keys().unwrap();
+    let meta = Arc::new(RequestMeta::default());
+    let started = Instant::now();
+    let (mut cursor, mut items) = (None::<String>, 0);
+    loop {
+        let page = scope(
+            meta.clone(),
+            shared::store::scatter::walk(
+                &db,
+                &listing,
+                &keys,
+                1000,
+                shared::service::http::MAX_PAGE_BYTES,
+                cursor.as_deref(),
+            ),
+        )
+        .await
+        .unwrap();
+        items += page.items.len();
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(items, WALK_ITEMS);
+    (
+        started.elapsed().as_secs_f64() * 1000.0,
+        meta.dynamodb_requests(),
+        meta.read_capacity_units(),
+    )
+}
+
+/// An `App` as a list function's container runs it with `LIST_CACHE_MS` (or without, `None`).
+fn list_container(sdk: &aws_types::SdkConfig, table: &str, staleness_ms: Option<u64>) -> App {
+    let mut app = crate::production_app(sdk, table);
+    if let Some(staleness_ms) = staleness_ms {
+        app = app.with_list_cache(Some(ListCacheSettings {
+            staleness_ms,
+            tiers: ListCacheSettings::DEFAULT_TIERS.to_vec(),
+        }));
+    }
+    app
+}
+
+/// One list page (`cursor` None: the first) of the hot tenant from `app`: its time, and what it
+/// sent to DynamoDB.
+async fn list_page(app: &App, auth: &Auth, cursor: Option<&str>) -> (f64, Value, Arc<RequestMeta>) {
+    let mut query = vec![("limit", "25")];
+    if let Some(c) = cursor {
+        query.push(("cursor", c));
+    }
+    let ev = event("GET", "/products", &[], &query, None, auth);
+    let meta = Arc::new(RequestMeta::default());
+    let (ms, r) = time_ms(scope(
+        meta.clone(),
+        products::query_tenant_products::handle(app, ev),
+    ))
+    .await;
+    let r = r.expect("a list page");
+    assert_eq!(r.status().as_u16(), 200);
+    (ms, crate::body_json(&r), meta)
+}
+
+pub async fn hot_list_figure(
+    h: &Harness,
+    sdk: &aws_types::SdkConfig,
+    neighbour_app: &App,
+    report: &mut Report,
+) {
+    let (hot, neighbour) = (unique("hot"), unique("neighbour"));
+    integration::onboard_at_max_limits(h, &hot, SHARDS).await;
+    integration::onboard_tier(h, &neighbour, 4, "premium").await;
+    // Documents of about 3.5 KB: a first-round Query of a 25-item page (6 items a shard) reads
+    // about 21 KB, 3 RCU.
+    let document = "x".repeat(3_500);
+    seed_products_with(h, &hot, SHARDS, WALK_ITEMS, |i| {
+        AttributeValue::M(HashMap::from([
+            ("name".into(), AttributeValue::S(format!("product {i}"))),
+            ("text".into(), AttributeValue::S(document.clone())),
+        ]))
+    })
+    .await;
+    seed_products(h, &neighbour, 4, 1).await;
+    let auth = Auth::Tenant(hot.clone());
+    let neighbour_auth = Auth::Tenant(neighbour);
+
+    // The pages the clients read: the first PAGES of the list, their cursors from one walk.
+    let uncached = list_container(sdk, &h.table, None);
+    let mut cursors: Vec<Option<String>> = vec![None];
+    while cursors.len() < PAGES {
+        let (_, body, _) = list_page(&uncached, &auth, cursors.last().unwrap().as_deref()).await;
+        cursors.push(Some(body["nextCursor"].as_str().unwrap().to_owned()));
+    }
+    // Without the cache: every page reads every shard. Its cost per page, and its latency one at a
+    // time (the machine cannot send RATE a second of them: that is RATE × 16 Queries).
+    let (mut times, mut queries, mut rcu) = (Vec::new(), 0u64, 0.0f64);
+    for n in 0..300 {
+        let (ms, _, meta) = list_page(&uncached, &auth, cursors[n % PAGES].as_deref()).await;
+        times.push(ms);
+        queries += u64::from(meta.dynamodb_requests());
+        rcu += meta.read_capacity_units();
+    }
+    let uncached_stat = stat(times);
+    let (queries_per_page, rcu_per_page) = (queries as f64 / 300.0, rcu / 300.0);
+    let uncached_partition_rcu = RATE as f64 * rcu_per_page / f64::from(SHARDS);
+
+    let mut before = Vec::new();
+    for _ in 0..300 {
+        before.push(neighbour_get(neighbour_app, &neighbour_auth).await);
+    }
+
+    // With the cache: RATE lists a second for SECONDS, round-robin over CONTAINERS containers.
+    let containers: Vec<App> = (0..CONTAINERS)
+        .map(|_| list_container(sdk, &h.table, Some(STALENESS_MS)))
+        .collect();
+    for app in &containers {
+        list_page(app, &auth, None).await; // a warm container: credentials and record cached
+    }
+    let done = AtomicBool::new(false);
+    let totals = Mutex::new((0u64, 0.0f64));
+    let started = Instant::now();
+    let total = (RATE * SECONDS) as usize;
+    let lists = futures::stream::iter(0..total)
+        .map(|n| {
+            let (app, cursor) = (&containers[n % CONTAINERS], cursors[n % PAGES].as_deref());
+            let (auth, totals) = (&auth, &totals);
+            async move {
+                let at = started + Duration::from_micros(n as u64 * 1_000_000 / RATE);
+                tokio::time::sleep_until(at.into()).await;
+                let (ms, _, meta) = list_page(app, auth, cursor).await;
+                let mut totals = totals.lock().unwrap();
+                totals.0 += u64::from(meta.dynamodb_requests());
+                totals.1 += meta.read_capacity_units();
+                ms
+            }
+        })
+        .buffer_unordered(512)
+        .collect::<Vec<f64>>();
+    let neighbour_loop = async {
+        let mut during = Vec::new();
+        while !done.load(Ordering::SeqCst) {
+            during.push(neighbour_get(neighbour_app, &neighbour_auth).await);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        during
+    };
+    let (cached_times, during) = tokio::join!(
+        async {
+            let times = lists.await;
+            done.store(true, Ordering::SeqCst);
+            times
+        },
+        neighbour_loop
+    );
+    let seconds = started.elapsed().as_secs_f64();
+    let (sent_queries, sent_rcu) = *totals.lock().unwrap();
+    let achieved = total as f64 / seconds;
+    let (per_partition_queries, per_partition_rcu) = (
+        sent_queries as f64 / f64::from(SHARDS) / seconds,
+        sent_rcu / f64::from(SHARDS) / seconds,
+    );
+    let read_fraction = sent_queries as f64 / (queries_per_page * total as f64);
+    let (cached, before, during): (Stat, Stat, Stat) =
+        (stat(cached_times), stat(before), stat(during));
+    report.add(
+        "14a. hot list page, 16 shards, no cache, one at a time [latency model]",
+        &uncached_stat,
+        format!(
+            "{queries_per_page:.1} Queries, {rcu_per_page:.1} RCU a page: at {RATE} lists/s each of 16 partitions would get {RATE} Queries and {uncached_partition_rcu:.0} RCU a second (budget {PARTITION_RCU:.0})"
+        ),
+    );
+    report.add(
+        "14b. hot list page, list cache 1 s, 1,000 lists/s over 20 containers [latency model]",
+        &cached,
+        format!(
+            "{achieved:.0} lists/s sent; each partition got {per_partition_queries:.0} Queries and {per_partition_rcu:.0} RCU a second ({:.1}% of pages read DynamoDB; target < {PARTITION_RCU:.0} RCU)",
+            100.0 * read_fraction
+        ),
+    );
+    report.add(
+        "14c. neighbour GetItem, no hot lists [latency model]",
+        &before,
+        String::new(),
+    );
+    report.add(
+        "14d. neighbour GetItem, during the hot lists [latency model]",
+        &during,
+        format!("p99 {:.2}x the quiet p99", during.p99 / before.p99),
+    );
+    report.fact(
+        "14e. hot list: per-partition read load (RCU/s) without and with the list cache",
+        json!({
+            "without": uncached_partition_rcu.round(),
+            "with": per_partition_rcu.round(),
+        }),
+        &format!("at {RATE} lists/s; queries per partition per second {RATE} vs {per_partition_queries:.0}"),
+    );
+}
