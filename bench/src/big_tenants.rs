@@ -25,13 +25,13 @@ use crate::{product_shard_query, seed_products, seed_products_with, stat, time_m
 
 const SHARDS: u32 = 16;
 const WALK_ITEMS: usize = 2_000;
-/// Lists a second the hot tenant is sent, and the containers they spread over (a list container
-/// serves about 50 a second at 20 ms a list: the planner's model).
+/// Lists a second the hot tenant is sent, and the containers they spread over (100 a second each:
+/// with most lists answered from memory, a list takes a few milliseconds on average).
 const RATE: u64 = 1_000;
-const CONTAINERS: usize = 20;
+const CONTAINERS: usize = 10;
 const SECONDS: u64 = 5;
-/// Distinct pages the hot tenant's clients read: the first five of the list, 25 items each.
-const PAGES: usize = 5;
+/// Distinct pages the hot tenant's clients read: the first three of the list, 25 items each.
+const PAGES: usize = 3;
 const STALENESS_MS: u64 = 1_000;
 /// DynamoDB's per-partition read budget.
 const PARTITION_RCU: f64 = 3_000.0;
@@ -165,9 +165,11 @@ async fn list_page(app: &App, auth: &Auth, cursor: Option<&str>) -> (f64, Value,
         products::query_tenant_products::handle(app, ev),
     ))
     .await;
-    let r = r.expect("a list page");
-    assert_eq!(r.status().as_u16(), 200);
-    (ms, crate::body_json(&r), meta)
+    match r {
+        Ok(r) if r.status().as_u16() == 200 => (ms, crate::body_json(&r), meta),
+        // DynamoDB Local refused or timed out (a 503 to a client): counted, never a figure
+        Ok(_) | Err(_) => (ms, Value::Null, meta),
+    }
 }
 
 pub async fn hot_list_figure(
@@ -179,9 +181,9 @@ pub async fn hot_list_figure(
     let (hot, neighbour) = (unique("hot"), unique("neighbour"));
     integration::onboard_at_max_limits(h, &hot, SHARDS).await;
     integration::onboard_tier(h, &neighbour, 4, "premium").await;
-    // Documents of about 3.5 KB: a first-round Query of a 25-item page (6 items a shard) reads
-    // about 21 KB, 3 RCU.
-    let document = "x".repeat(3_500);
+    // Documents of about 4 KB: a first-round Query of a 25-item page (6 items a shard) reads
+    // about 25 KB, 3.5 RCU, so RATE lists a second would put 3,500 RCU on every partition.
+    let document = "x".repeat(4_000);
     seed_products_with(h, &hot, SHARDS, WALK_ITEMS, |i| {
         AttributeValue::M(HashMap::from([
             ("name".into(), AttributeValue::S(format!("product {i}"))),
@@ -198,6 +200,7 @@ pub async fn hot_list_figure(
     let mut cursors: Vec<Option<String>> = vec![None];
     while cursors.len() < PAGES {
         let (_, body, _) = list_page(&uncached, &auth, cursors.last().unwrap().as_deref()).await;
+        assert!(!body.is_null(), "a list page");
         cursors.push(Some(body["nextCursor"].as_str().unwrap().to_owned()));
     }
     // Without the cache: every page reads every shard. Its cost per page, and its latency one at a
@@ -226,20 +229,23 @@ pub async fn hot_list_figure(
         list_page(app, &auth, None).await; // a warm container: credentials and record cached
     }
     let done = AtomicBool::new(false);
-    let totals = Mutex::new((0u64, 0.0f64));
+    let totals = Mutex::new((0u64, 0.0f64, 0usize));
     let started = Instant::now();
     let total = (RATE * SECONDS) as usize;
     let lists = futures::stream::iter(0..total)
         .map(|n| {
-            let (app, cursor) = (&containers[n % CONTAINERS], cursors[n % PAGES].as_deref());
+            // every container serves every page in turn
+            let app = &containers[n % CONTAINERS];
+            let cursor = cursors[(n / CONTAINERS) % PAGES].as_deref();
             let (auth, totals) = (&auth, &totals);
             async move {
                 let at = started + Duration::from_micros(n as u64 * 1_000_000 / RATE);
                 tokio::time::sleep_until(at.into()).await;
-                let (ms, _, meta) = list_page(app, auth, cursor).await;
+                let (ms, body, meta) = list_page(app, auth, cursor).await;
                 let mut totals = totals.lock().unwrap();
                 totals.0 += u64::from(meta.dynamodb_requests());
                 totals.1 += meta.read_capacity_units();
+                totals.2 += usize::from(body.is_null());
                 ms
             }
         })
@@ -262,7 +268,7 @@ pub async fn hot_list_figure(
         neighbour_loop
     );
     let seconds = started.elapsed().as_secs_f64();
-    let (sent_queries, sent_rcu) = *totals.lock().unwrap();
+    let (sent_queries, sent_rcu, failed) = *totals.lock().unwrap();
     let achieved = total as f64 / seconds;
     let (per_partition_queries, per_partition_rcu) = (
         sent_queries as f64 / f64::from(SHARDS) / seconds,
@@ -279,10 +285,10 @@ pub async fn hot_list_figure(
         ),
     );
     report.add(
-        "14b. hot list page, list cache 1 s, 1,000 lists/s over 20 containers [latency model]",
+        "14b. hot list page, list cache 1 s, 1,000 lists/s over 10 containers, 3 pages [latency model]",
         &cached,
         format!(
-            "{achieved:.0} lists/s sent; each partition got {per_partition_queries:.0} Queries and {per_partition_rcu:.0} RCU a second ({:.1}% of pages read DynamoDB; target < {PARTITION_RCU:.0} RCU)",
+            "{achieved:.0} lists/s sent, {failed} refused; each partition got {per_partition_queries:.0} Queries and {per_partition_rcu:.0} RCU a second ({:.1}% of pages read DynamoDB; target < {PARTITION_RCU:.0} RCU)",
             100.0 * read_fraction
         ),
     );
