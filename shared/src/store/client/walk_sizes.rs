@@ -11,23 +11,31 @@ use crate::identity::ids::TenantId;
 /// Listings remembered per container; all are forgotten when it is full.
 pub const CAPACITY: usize = 4096;
 
+/// What a walk page saw: the mean items of a partition read whole, and the mean size of an item
+/// ([`crate::store::client::size::approximate_bytes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionSize {
+    pub items: u32,
+    pub item_bytes: u32,
+}
+
 #[derive(Debug, Default)]
 pub struct WalkSizes {
-    sizes: Mutex<HashMap<(TenantId, String), u32>>,
+    sizes: Mutex<HashMap<(TenantId, String), PartitionSize>>,
 }
 
 impl WalkSizes {
-    /// The mean size of `route`'s partitions of `tenant` the last walk page saw whole.
-    pub fn get(&self, tenant: &TenantId, route: &str) -> Option<u32> {
+    /// The sizes of `route`'s partitions of `tenant` the last walk page saw.
+    pub fn get(&self, tenant: &TenantId, route: &str) -> Option<PartitionSize> {
         let sizes = self.sizes.lock().unwrap_or_else(|p| p.into_inner());
         sizes.get(&(tenant.clone(), route.to_owned())).copied()
     }
 
-    pub fn remember(&self, tenant: &TenantId, route: &str, mean: u32) {
+    pub fn remember(&self, tenant: &TenantId, route: &str, size: PartitionSize) {
         let mut sizes = self.sizes.lock().unwrap_or_else(|p| p.into_inner());
         if sizes.len() >= CAPACITY {
             sizes.clear();
         }
-        sizes.insert((tenant.clone(), route.to_owned()), mean);
+        sizes.insert((tenant.clone(), route.to_owned()), size);
     }
 }

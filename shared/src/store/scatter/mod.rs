@@ -34,6 +34,7 @@ use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
 /// Re-exported: pages are cut by it, and callers read it here.
 pub use crate::store::client::size::approximate_bytes;
+use crate::store::client::walk_sizes::PartitionSize;
 
 /// Which way a listing's sort key runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,12 +145,12 @@ pub trait PartitionSource {
     fn max_in_flight(&self) -> usize {
         crate::store::client::scoped::DEFAULT_MAX_IN_FLIGHT
     }
-    /// The mean size of this listing's partitions a walk last saw whole, if remembered.
-    fn size_hint(&self) -> Option<u32> {
+    /// The sizes of this listing's partitions and items a walk last saw, if remembered.
+    fn size_hint(&self) -> Option<PartitionSize> {
         None
     }
-    /// Remembers the mean size of the partitions a walk page read whole.
-    fn remember_size(&self, _mean: u32) {}
+    /// Remembers the sizes a walk page saw.
+    fn remember_size(&self, _size: PartitionSize) {}
     /// Up to `want` items of `partition` after `start`, in the listing's order; it may stop early
     /// (not exhausted) once the items it has read pass `max_bytes` ([`approximate_bytes`]).
     fn read(
@@ -176,14 +177,14 @@ impl PartitionSource for DynamoPartitions<'_> {
         self.db.max_in_flight
     }
 
-    fn size_hint(&self) -> Option<u32> {
+    fn size_hint(&self) -> Option<PartitionSize> {
         let sizes = self.db.walk_sizes.as_ref()?;
         sizes.get(&self.db.tenant, &self.listing.route)
     }
 
-    fn remember_size(&self, mean: u32) {
+    fn remember_size(&self, size: PartitionSize) {
         if let Some(sizes) = &self.db.walk_sizes {
-            sizes.remember(&self.db.tenant, &self.listing.route, mean);
+            sizes.remember(&self.db.tenant, &self.listing.route, size);
         }
     }
 

@@ -78,7 +78,11 @@ pub async fn walk_from<S: PartitionSource>(
     let mut ahead = std::collections::VecDeque::new();
     while !full && (items.len() as u32) < limit && at < partitions.len() {
         let by_count = limit - items.len() as u32;
-        let want = match bytes.checked_div(items.len()) {
+        // The items' mean size: this page's so far, else what an earlier page saw.
+        let item_bytes = bytes
+            .checked_div(items.len())
+            .or(hint.map(|h| h.item_bytes as usize));
+        let want = match item_bytes {
             Some(average) => {
                 let room = byte_budget.saturating_sub(bytes) / average.max(1);
                 by_count.min(room.max(1) as u32)
@@ -99,7 +103,7 @@ pub async fn walk_from<S: PartitionSource>(
         if ahead.is_empty() || from.is_some() {
             let average = match (whole, hint) {
                 ((n, total), _) if n > 0 && from_start => Some((total / n).max(1) as u32),
-                ((0, _), Some(hint)) if from_start => Some(hint.max(1)),
+                ((0, _), Some(hint)) if from_start => Some(hint.items.max(1)),
                 _ => None,
             };
             let asks = batch_asks(want, average, source.max_in_flight(), partitions.len() - at);
@@ -157,8 +161,11 @@ pub async fn walk_from<S: PartitionSource>(
             break;
         }
     }
-    if let (n @ 1.., total) = whole {
-        source.remember_size((total / n).max(1) as u32);
+    if let ((n @ 1.., total), false) = (whole, items.is_empty()) {
+        source.remember_size(PartitionSize {
+            items: (total / n).max(1) as u32,
+            item_bytes: (bytes / items.len()).max(1) as u32,
+        });
     }
     let next_start = match (full || at < partitions.len(), items.last()) {
         (false, _) => None,
@@ -184,9 +191,10 @@ pub async fn walk_from<S: PartitionSource>(
 /// one read of the page's room while nothing says how large partitions are; then one per partition
 /// (at most `in_flight`), each for a partition's likely most at the `average` size of those read
 /// whole (the mean and three standard deviations of a hashed share, and three: a partition is
-/// rarely read in two parts), as many as the page is expected to take, and never more than add up
-/// to a quarter and one partition's likely most over what it takes, so a page that fills before its
-/// batch's last partitions drops little of what they read.
+/// rarely read in two parts), as many as the page is expected to take, the last for only what is
+/// left of the page, and never more than add up to a quarter and one partition's likely most over
+/// what it takes, so a page that fills before its batch's last partitions drops little of what they
+/// read.
 fn batch_asks(want: u32, average: Option<u32>, in_flight: usize, left: usize) -> Vec<u32> {
     let Some(average) = average else {
         return vec![want];
@@ -196,9 +204,19 @@ fn batch_asks(want: u32, average: Option<u32>, in_flight: usize, left: usize) ->
     let mut asks: Vec<u32> = Vec::new();
     let mut total = 0u32;
     for j in 0..in_flight.max(1).min(left) {
-        let ask = want.min(likely_most);
         let expected_before = average.saturating_mul(j as u32);
-        if j > 0 && (total.saturating_add(ask) > most || expected_before >= want) {
+        if j > 0 && expected_before >= want {
+            break;
+        }
+        // The partition the page is expected to end in asks only for what is left of it (as a
+        // partition read alone does): the page's last partition is rarely read whole.
+        let room = want - expected_before;
+        let ask = if room <= average {
+            room
+        } else {
+            want.min(likely_most)
+        };
+        if j > 0 && total.saturating_add(ask) > most {
             break;
         }
         total = total.saturating_add(ask);
