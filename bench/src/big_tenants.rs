@@ -66,15 +66,15 @@ pub async fn walk_figure(
         }
         started.elapsed().as_secs_f64() * 1000.0
     };
-    walk(app, &t).await; // warm
-    walk(one_at_a_time, &t).await;
+    walk(app, &t, SHARDS).await; // warm
+    walk(one_at_a_time, &t, SHARDS).await;
     let (mut side_by_side, mut sequential, mut floors) = (Vec::new(), Vec::new(), Vec::new());
     let (mut queries, mut rcu) = (0, 0.0);
     for _ in 0..7 {
-        let (ms, q, r) = walk(app, &t).await;
+        let (ms, q, r) = walk(app, &t, SHARDS).await;
         side_by_side.push(ms);
         (queries, rcu) = (q, r);
-        sequential.push(walk(one_at_a_time, &t).await.0);
+        sequential.push(walk(one_at_a_time, &t, SHARDS).await.0);
         floors.push(floor().await);
     }
     let (side_by_side, sequential, floors) = (stat(side_by_side), stat(sequential), stat(floors));
@@ -101,11 +101,11 @@ pub async fn walk_figure(
     );
 }
 
-/// Every page (1,000 items) of `t`'s products walked unordered from `app`: the time, and the
-/// Queries and RCU it sent.
-async fn walk(app: &App, t: &TenantId) -> (f64, u32, f64) {
+/// Every page (1,000 items) of `t`'s products on `shards` shards walked unordered from `app`: the
+/// time, and the Queries and RCU it sent.
+pub(crate) async fn walk(app: &App, t: &TenantId, shards: u32) -> (f64, u32, f64) {
     let db = app.db(t).await.unwrap();
-    let mut listing = products::query_tenant_products::LIST.over(t, SHARDS);
+    let mut listing = products::query_tenant_products::LIST.over(t, shards);
     listing.route = format!("{}?order=unordered", listing.route);
     let keys = app.cursor_keys().unwrap();
     let meta = Arc::new(RequestMeta::default());

@@ -36,8 +36,11 @@ use aws_smithy_runtime_api::client::interceptors::context::{
 use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
 use crate::store::client::error::StoreError;
-use crate::store::client::query::Item;
 use crate::store::client::size::approximate_bytes;
+
+/// An item as a page holds it: `query::Item` (named here, not imported: `query` builds on the scoped
+/// client, which builds on this module).
+pub type Item = HashMap<String, aws_sdk_dynamodb::types::AttributeValue>;
 
 /// The longest staleness bound `LIST_CACHE_MS` may set.
 pub const MAX_STALENESS_MS: u64 = 10_000;
