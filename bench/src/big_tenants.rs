@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -172,6 +173,26 @@ async fn list_page(app: &App, auth: &Auth, cursor: Option<&str>) -> (f64, Value,
     }
 }
 
+/// [`list_page`] as the Lambda runtime serves it (`respond_admitted`): admission, the quota and
+/// the usage meter, whose writes go through the tenant's client as in production. Its time, and
+/// whether it was answered 200.
+async fn served_list_page(app: &App, auth: &Auth, cursor: Option<&str>) -> (f64, bool) {
+    let mut query = vec![("limit", "25")];
+    if let Some(c) = cursor {
+        query.push(("cursor", c));
+    }
+    let ev = event("GET", "/products", &[], &query, None, auth);
+    let (ms, r) = time_ms(Box::pin(shared::service::runtime::respond_admitted(
+        app,
+        "query-tenant-products",
+        "bench".into(),
+        ev,
+        |req| products::query_tenant_products::handle(app, req),
+    )))
+    .await;
+    (ms, r.status().as_u16() == 200)
+}
+
 pub async fn hot_list_figure(
     h: &Harness,
     sdk: &aws_types::SdkConfig,
@@ -229,7 +250,7 @@ pub async fn hot_list_figure(
         list_page(app, &auth, None).await; // a warm container: credentials and record cached
     }
     let done = AtomicBool::new(false);
-    let totals = Mutex::new((0u64, 0.0f64, 0usize));
+    let failures = Mutex::new(0usize);
     let started = Instant::now();
     let total = (RATE * SECONDS) as usize;
     let lists = futures::stream::iter(0..total)
@@ -237,15 +258,12 @@ pub async fn hot_list_figure(
             // every container serves every page in turn
             let app = &containers[n % CONTAINERS];
             let cursor = cursors[(n / CONTAINERS) % PAGES].as_deref();
-            let (auth, totals) = (&auth, &totals);
+            let (auth, failures) = (&auth, &failures);
             async move {
                 let at = started + Duration::from_micros(n as u64 * 1_000_000 / RATE);
                 tokio::time::sleep_until(at.into()).await;
-                let (ms, body, meta) = list_page(app, auth, cursor).await;
-                let mut totals = totals.lock().unwrap();
-                totals.0 += u64::from(meta.dynamodb_requests());
-                totals.1 += meta.read_capacity_units();
-                totals.2 += usize::from(body.is_null());
+                let (ms, ok) = served_list_page(app, auth, cursor).await;
+                *failures.lock().unwrap() += usize::from(!ok);
                 ms
             }
         })
@@ -268,13 +286,27 @@ pub async fn hot_list_figure(
         neighbour_loop
     );
     let seconds = started.elapsed().as_secs_f64();
-    let (sent_queries, sent_rcu, failed) = *totals.lock().unwrap();
+    let failed = *failures.lock().unwrap();
+    // The pages read from DynamoDB, from each container's cache (the warm-up's one each excluded),
+    // each costing what an uncached page was measured to cost.
+    let t = TenantId::parse(&hot).unwrap();
+    let page_reads: u64 = containers
+        .iter()
+        .filter_map(|app| {
+            app.page_cache()
+                .map(|c| c.stats(&t).reads.saturating_sub(1))
+        })
+        .sum();
+    let (sent_queries, sent_rcu) = (
+        page_reads as f64 * queries_per_page,
+        page_reads as f64 * rcu_per_page,
+    );
     let achieved = total as f64 / seconds;
     let (per_partition_queries, per_partition_rcu) = (
-        sent_queries as f64 / f64::from(SHARDS) / seconds,
+        sent_queries / f64::from(SHARDS) / seconds,
         sent_rcu / f64::from(SHARDS) / seconds,
     );
-    let read_fraction = sent_queries as f64 / (queries_per_page * total as f64);
+    let read_fraction = page_reads as f64 / total as f64;
     let (cached, before, during): (Stat, Stat, Stat) =
         (stat(cached_times), stat(before), stat(during));
     report.add(
@@ -285,7 +317,7 @@ pub async fn hot_list_figure(
         ),
     );
     report.add(
-        "14b. hot list page, list cache 1 s, 1,000 lists/s over 10 containers, 3 pages [latency model]",
+        "14b. hot list page via the runtime, list cache 1 s, 1,000 lists/s, 10 containers [latency model]",
         &cached,
         format!(
             "{achieved:.0} lists/s sent, {failed} refused; each partition got {per_partition_queries:.0} Queries and {per_partition_rcu:.0} RCU a second ({:.1}% of pages read DynamoDB; target < {PARTITION_RCU:.0} RCU)",

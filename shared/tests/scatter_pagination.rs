@@ -14,6 +14,7 @@ use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{entity_sk, kind, order_date_pk, order_month_sk, KeySpace, PK, SK};
 use shared::identity::shard::shard_for;
 use shared::store::client::error::StoreError;
+use shared::store::client::walk_sizes::PartitionSize;
 use shared::store::scatter::{
     first_round_want, gather_from, Fanout, LaneRead, Listing, Order, PartitionSource, ShardedList,
     SortRange,
@@ -39,6 +40,9 @@ struct MemoryPartitions {
     /// Reads under way, and the rounds of reads: a read that starts while none is under way starts one.
     in_flight: AtomicUsize,
     rounds: AtomicUsize,
+    /// Whether it remembers the partition sizes a walk page saw (as a container does), and what.
+    remembers: bool,
+    sizes: std::sync::Mutex<Option<PartitionSize>>,
 }
 
 impl MemoryPartitions {
@@ -91,6 +95,8 @@ impl MemoryPartitions {
             most_reads_in_a_page: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             rounds: AtomicUsize::new(0),
+            remembers: false,
+            sizes: std::sync::Mutex::new(None),
         }
     }
 }
@@ -106,6 +112,16 @@ fn sort_of<'a>(listing: &Listing, pk: &'a str, sk: &'a str) -> &'a str {
 impl PartitionSource for MemoryPartitions {
     fn tenant(&self) -> &TenantId {
         &self.tenant
+    }
+
+    fn size_hint(&self) -> Option<PartitionSize> {
+        *self.sizes.lock().unwrap()
+    }
+
+    fn remember_size(&self, size: PartitionSize) {
+        if self.remembers {
+            *self.sizes.lock().unwrap() = Some(size);
+        }
     }
 
     async fn read(
@@ -473,9 +489,12 @@ proptest! {
         ids in proptest::collection::btree_set("[A-Za-z0-9_-]{1,12}", 0..600),
         shard_count in 1u32..=100,
         limit in 1u32..=1000,
+        remembers in proptest::bool::ANY,
     ) {
         let tenant = TenantId::parse("acme").unwrap();
-        let source = MemoryPartitions::sharded(&tenant, &ids, shard_count);
+        let mut source = MemoryPartitions::sharded(&tenant, &ids, shard_count);
+        // a container that remembers the sizes pages saw reads side by side from a page's start
+        source.remembers = remembers;
         let (mut walked, reads) = walk_unordered(&source, limit);
         // every item once (in shard order, so sorted only for the comparison)
         walked.sort();

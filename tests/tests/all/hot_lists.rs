@@ -94,6 +94,16 @@ async fn a_list_page_is_read_once_per_bound_for_the_tiers_served_and_dropped_by_
     // THEN the second is the same page, with no Query sent
     assert_eq!(again.body, first.body);
     assert_eq!(queries(&a), 0, "{:?}", a.requests.by_operation());
+    // AND the runtime's own metering writes for the tenant (its usage counters, flushed here by
+    // the next request once 100 ms have passed) do not drop the page: no list reads them
+    a.clock.advance_millis(200);
+    a.requests.reset();
+    assert_eq!(a.tenant(&hot).get_product("p-001").await.status, 200);
+    let ops = a.requests.by_operation();
+    assert!(ops.get("UpdateItem").copied().unwrap_or(0) >= 1, "{ops:?}");
+    a.requests.reset();
+    assert_eq!(page(&a, &hot, 10, None).await.body, first.body);
+    assert_eq!(queries(&a), 0, "{:?}", a.requests.by_operation());
     // AND the standard tenant's pages are read every time
     page(&a, &plain, 10, None).await;
     a.requests.reset();

@@ -33,6 +33,13 @@ pub fn quota_window_sk(tenant: &TenantId, second: u64, shard: u32) -> String {
     RATE.key(tenant, format_args!("{second}#{shard}"))
 }
 
+/// Whether `pk` is one of `tenant`'s usage counter or quota window partitions.
+pub fn is_metering_pk(tenant: &TenantId, pk: &str) -> bool {
+    [&USAGE, &RATE]
+        .into_iter()
+        .any(|space| space.strip(tenant, pk).is_ok())
+}
+
 /// The second a quota window's sort key names.
 pub fn parse_quota_window_second(sk: &str) -> Option<u64> {
     sk.rsplit('#').nth(1)?.parse().ok()

@@ -217,8 +217,8 @@ pub use imports::{
     deletion_key, import_item_sk, import_item_sk_prefix, import_key, import_sealing_key,
 };
 pub use metering::{
-    idempotency_record_key, parse_quota_window_second, quota_window_pk, quota_window_sk,
-    usage_counter_pk, usage_counter_sk, usage_counter_sk_bounds,
+    idempotency_record_key, is_metering_pk, parse_quota_window_second, quota_window_pk,
+    quota_window_sk, usage_counter_pk, usage_counter_sk, usage_counter_sk_bounds,
 };
 pub use platform::{
     import_due_pk, import_due_shard_pk, import_due_sk, import_due_sk_before, lifecycle_drive_pk,

@@ -158,13 +158,10 @@ impl App {
     /// This `App` with the list-page cache on for `list_cache`'s tiers (or off, with `None`), before
     /// any tenant client is built.
     pub fn with_list_cache(self, list_cache: Option<ListCacheSettings>) -> Self {
-        let tenants = match &list_cache {
-            Some(list_cache) => self.tenants.with_page_cache(Arc::new(PageCache::new(
-                list_cache.staleness_ms,
-                self.clock.clone(),
-            ))),
-            None => self.tenants,
-        };
+        let pages = list_cache
+            .as_ref()
+            .map(|c| Arc::new(PageCache::new(c.staleness_ms, self.clock.clone())));
+        let tenants = self.tenants.with_page_cache(pages);
         Self {
             tenants,
             settings: Settings {
@@ -343,7 +340,7 @@ impl App {
         self.usage.forget(tenant);
         self.limiter.forget(tenant);
         if let Some(pages) = self.tenants.page_cache() {
-            pages.forget(tenant);
+            pages.forget_tenant(tenant);
         }
     }
 

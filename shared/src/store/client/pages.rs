@@ -8,15 +8,19 @@
 //! - **Coalesced:** requests for a page being read wait for that read instead of sending their own.
 //! - **The tenant's own writes in this container drop its pages** ([`PageCacheInvalidation`], on
 //!   every tenant client: before a write is sent and again when it ends, so no page read while it
-//!   was under way survives it).
+//!   was under way survives it). The runtime's metering writes (usage counters, quota windows),
+//!   which no list reads, do not.
 //! - **Isolation:** a page is keyed by its tenant and filled only by that tenant's own scoped read
 //!   (its credentials and key guard); nothing is shared across tenants, and a page outlives neither
 //!   the bound nor a refusal of its tenant (the bound is far below an offboarding's deletion delay,
 //!   so an id re-onboarded later never sees them).
-//! - **Bounded:** at most [`MAX_BYTES`] of pages a container (about their stored size), the oldest
-//!   dropped first.
-//! - Ordered pages only, eventually consistent ones only: a re-sharding's consistent reads and a walk
-//!   never go through it.
+//! - **Bounded:** at most [`MAX_PAGES`] pages and about [`MAX_BYTES`] of them a container (their
+//!   stored size, which undercounts their size in memory by a small factor), the older half dropped
+//!   when full; keys are SHA-256 digests, and a failed read keeps nothing.
+//! - Ordered, eventually consistent pages only: a re-sharding's consistent reads and
+//!   whole-collection walks (`?order=unordered`) never go through it. (A walk continued in id order
+//!   after a re-sharding is served as ordered pages, and goes through it like any.) A cursor is
+//!   checked against this container's signing keys before a cached page answers it.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -30,11 +34,14 @@ use aws_sdk_dynamodb::operation::{
 };
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::{
-    BeforeSerializationInterceptorContextRef, FinalizerInterceptorContextRef,
+    BeforeSerializationInterceptorContextRef, FinalizerInterceptorContextRef, Input,
 };
+
+use sha2::Digest;
 
 use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
+use crate::identity::keys::{is_metering_pk, PK};
 use crate::store::client::error::StoreError;
 use crate::store::client::size::approximate_bytes;
 
@@ -68,8 +75,15 @@ struct Slot {
     page: tokio::sync::OnceCell<Arc<CachedPage>>,
 }
 
+/// A page's key: the SHA-256 of everything that makes the page, so a long listing or cursor costs
+/// no more to hold than a short one.
+type PageKey = [u8; 32];
+
 /// Per tenant, its pages by key.
-type Pages = HashMap<TenantId, HashMap<String, Arc<Slot>>>;
+type Pages = HashMap<TenantId, HashMap<PageKey, Arc<Slot>>>;
+
+/// The most pages (read, or being read) one container holds.
+pub const MAX_PAGES: usize = 4096;
 
 /// What one tenant's list requests got from this container's cache.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -132,13 +146,15 @@ impl PageCache {
         Fut: Future<Output = Result<(Vec<Item>, Option<String>), StoreError>>,
     {
         let now = self.clock.now_millis();
+        let key: PageKey = sha2::Sha256::digest(key.as_bytes()).into();
         let slot = {
             let mut pages = self.lock();
             let fresh = |slot: &Slot| now.saturating_sub(slot.started_ms) < self.staleness_ms;
             match pages.get(tenant).and_then(|p| p.get(&key)) {
                 Some(slot) if fresh(slot) => slot.clone(),
                 _ => {
-                    if self.held.load(Ordering::Relaxed) > MAX_BYTES {
+                    let held = pages.values().map(HashMap::len).sum::<usize>();
+                    if held >= MAX_PAGES || self.held.load(Ordering::Relaxed) > MAX_BYTES {
                         Self::drop_oldest(&mut pages, now, self.staleness_ms);
                     }
                     let tenant_pages = pages.entry(tenant.clone()).or_default();
@@ -159,7 +175,8 @@ impl PageCache {
                 read_here = true;
                 let (items, next_cursor) = read().await?;
                 let bytes = items.iter().map(approximate_bytes).sum::<usize>()
-                    + next_cursor.as_ref().map_or(0, String::len);
+                    + next_cursor.as_ref().map_or(0, String::len)
+                    + std::mem::size_of::<Slot>();
                 self.held.fetch_add(bytes, Ordering::Relaxed);
                 Ok::<_, StoreError>(Arc::new(CachedPage {
                     items,
@@ -168,7 +185,24 @@ impl PageCache {
                     held: self.held.clone(),
                 }))
             })
-            .await?;
+            .await;
+        let page = match page {
+            Ok(page) => page,
+            Err(e) => {
+                // Nothing is kept of a failed read (a bad cursor, a throttle): its slot goes, unless
+                // another request has filled it meanwhile.
+                let mut pages = self.lock();
+                if let Some(tenant_pages) = pages.get_mut(tenant) {
+                    let failed = tenant_pages
+                        .get(&key)
+                        .is_some_and(|s| Arc::ptr_eq(s, &slot) && s.page.get().is_none());
+                    if failed {
+                        tenant_pages.remove(&key);
+                    }
+                }
+                return Err(e);
+            }
+        };
         let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
         let tenant_stats = stats.entry(tenant.clone()).or_default();
         if read_here {
@@ -182,6 +216,13 @@ impl PageCache {
     /// Drops every page of `tenant` (it wrote, or it is refused).
     pub fn forget(&self, tenant: &TenantId) {
         self.lock().remove(tenant);
+    }
+
+    /// Drops `tenant`'s pages and counters (it is refused: a later tenant of its id starts afresh).
+    pub fn forget_tenant(&self, tenant: &TenantId) {
+        self.forget(tenant);
+        let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        stats.remove(tenant);
     }
 
     /// The bytes the pages alive hold.
@@ -245,13 +286,7 @@ impl Intercept for PageCacheInvalidation {
         _rc: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let input = ctx.input();
-        let write = input.downcast_ref::<PutItemInput>().is_some()
-            || input.downcast_ref::<UpdateItemInput>().is_some()
-            || input.downcast_ref::<DeleteItemInput>().is_some()
-            || input.downcast_ref::<TransactWriteItemsInput>().is_some()
-            || input.downcast_ref::<BatchWriteItemInput>().is_some();
-        if write {
+        if changes_listed_items(&self.tenant, ctx.input()) {
             self.pages.forget(&self.tenant);
             cfg.interceptor_state().store_put(IsWrite);
         }
@@ -271,117 +306,46 @@ impl Intercept for PageCacheInvalidation {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use aws_sdk_dynamodb::types::AttributeValue;
-    use std::sync::atomic::{AtomicU32, AtomicU64};
-
-    /// A clock the test moves.
-    struct ManualClock(AtomicU64);
-
-    impl ManualClock {
-        fn new(millis: u64) -> Self {
-            Self(AtomicU64::new(millis))
-        }
-        fn advance_millis(&self, by: u64) {
-            self.0.fetch_add(by, Ordering::SeqCst);
-        }
-    }
-
-    impl Clock for ManualClock {
-        fn now_millis(&self) -> u64 {
-            self.0.load(Ordering::SeqCst)
-        }
-    }
-
-    fn item(v: &str) -> Item {
-        Item::from([("v".to_owned(), AttributeValue::S(v.to_owned()))])
-    }
-
-    #[tokio::test]
-    async fn a_page_is_read_once_per_bound_per_tenant_and_dropped_by_its_writes() {
-        let (a, b) = (TenantId::parse("a").unwrap(), TenantId::parse("b").unwrap());
-        let clock = Arc::new(ManualClock::new(10_000));
-        let cache = PageCache::new(1000, clock.clone());
-        let reads = AtomicU32::new(0);
-        let read = |v: &'static str| {
-            let reads = &reads;
-            move || async move {
-                reads.fetch_add(1, Ordering::SeqCst);
-                Ok((vec![item(v)], None))
-            }
-        };
-        // GIVEN a page read for tenant a
-        let first = cache.page(&a, "p".into(), read("a1")).await.unwrap();
-        // WHEN it is asked again within the bound, by a and by b
-        let again = cache.page(&a, "p".into(), read("a2")).await.unwrap();
-        let other = cache.page(&b, "p".into(), read("b1")).await.unwrap();
-        // THEN a gets the cached page and b its own read
-        assert_eq!(again.items, first.items);
-        assert_eq!(other.items, vec![item("b1")]);
-        assert_eq!(reads.load(Ordering::SeqCst), 2);
-        // AND at the bound the page is read again
-        clock.advance_millis(1000);
-        let later = cache.page(&a, "p".into(), read("a3")).await.unwrap();
-        assert_eq!(later.items, vec![item("a3")]);
-        cache.page(&b, "p".into(), read("b2")).await.unwrap();
-        // AND a's write drops a's pages only
-        cache.forget(&a);
-        assert_eq!(
-            cache.page(&a, "p".into(), read("a4")).await.unwrap().items,
-            vec![item("a4")]
-        );
-        assert_eq!(
-            cache.page(&b, "p".into(), read("b3")).await.unwrap().items,
-            vec![item("b2")]
-        );
-    }
-
-    #[tokio::test]
-    async fn concurrent_requests_for_a_page_share_one_read_and_errors_are_not_kept() {
-        let a = TenantId::parse("a").unwrap();
-        let cache = PageCache::new(1000, Arc::new(ManualClock::new(0)));
-        let reads = AtomicU32::new(0);
-        // GIVEN a failing read: nothing is kept
-        let failed = cache
-            .page(&a, "p".into(), || async {
-                Err(StoreError::Unavailable("down".into()))
-            })
-            .await;
-        assert!(failed.is_err());
-        // WHEN 20 requests ask for the page at once
-        let pages = futures::future::join_all((0..20).map(|_| {
-            cache.page(&a, "p".into(), || async {
-                reads.fetch_add(1, Ordering::SeqCst);
-                tokio::task::yield_now().await;
-                Ok((vec![item("x")], None))
-            })
-        }))
-        .await;
-        // THEN one read answers them all
-        assert!(pages
+/// Whether `input` writes anything a list could show: any write but one that only touches the
+/// tenant's metering partitions (usage counters and quota windows, written by the runtime around
+/// nearly every request, which no list reads).
+fn changes_listed_items(tenant: &TenantId, input: &Input) -> bool {
+    let pk = |item: &Item| {
+        item.get(PK)
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+            .unwrap_or_default()
+    };
+    let partitions: Vec<String> = if let Some(i) = input.downcast_ref::<PutItemInput>() {
+        i.item.iter().map(pk).collect()
+    } else if let Some(i) = input.downcast_ref::<UpdateItemInput>() {
+        i.key.iter().map(pk).collect()
+    } else if let Some(i) = input.downcast_ref::<DeleteItemInput>() {
+        i.key.iter().map(pk).collect()
+    } else if let Some(i) = input.downcast_ref::<TransactWriteItemsInput>() {
+        i.transact_items
             .iter()
-            .all(|p| p.as_ref().unwrap().items == vec![item("x")]));
-        assert_eq!(reads.load(Ordering::SeqCst), 1);
-    }
-
-    #[tokio::test]
-    async fn the_pages_held_stay_bounded() {
-        let clock = Arc::new(ManualClock::new(0));
-        let cache = PageCache::new(10_000, clock.clone());
-        let big = "x".repeat(512 * 1024);
-        for i in 0..100u32 {
-            let tenant = TenantId::parse(&format!("t{i}")).unwrap();
-            clock.advance_millis(1);
-            let big = big.clone();
-            cache
-                .page(&tenant, "p".into(), || async move {
-                    Ok((vec![item(&big)], None))
-                })
-                .await
-                .unwrap();
-        }
-        assert!(cache.held_bytes() <= MAX_BYTES + 512 * 1024 + 64);
-    }
+            .flatten()
+            .filter_map(|a| {
+                (a.put.as_ref().map(|p| pk(&p.item)))
+                    .or(a.update.as_ref().map(|u| pk(&u.key)))
+                    .or(a.delete.as_ref().map(|d| pk(&d.key)))
+            })
+            .collect()
+    } else if let Some(i) = input.downcast_ref::<BatchWriteItemInput>() {
+        i.request_items
+            .iter()
+            .flat_map(|m| m.values().flatten())
+            .filter_map(|r| {
+                (r.put_request.as_ref().map(|p| pk(&p.item)))
+                    .or(r.delete_request.as_ref().map(|d| pk(&d.key)))
+            })
+            .collect()
+    } else {
+        return false;
+    };
+    partitions.is_empty() || !partitions.iter().all(|p| is_metering_pk(tenant, p))
 }
+
+#[cfg(test)]
+mod tests;

@@ -77,10 +77,12 @@ impl TenantClients {
         }
     }
 
-    /// Turns on the list-page cache: every tenant client built from now on drops its tenant's pages
-    /// when it writes; [`TenantClients::page_cache`] hands it to the tenants whose tier has it.
-    pub fn with_page_cache(mut self, pages: Arc<PageCache>) -> Self {
-        self.pages = Some(pages);
+    /// Turns the list-page cache on (or off, with `None`): every tenant client built from now on
+    /// drops its tenant's pages when it writes; [`TenantClients::page_cache`] hands it to the
+    /// tenants whose tier has it. Only before any tenant client is built (clients are cached with
+    /// their credentials): the `App` sets it when it is made.
+    pub fn with_page_cache(mut self, pages: Option<Arc<PageCache>>) -> Self {
+        self.pages = pages;
         self
     }
 

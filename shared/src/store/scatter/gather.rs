@@ -26,6 +26,13 @@ pub async fn gather(
     let read = || gather_from(&source, listing, keys, limit, cursor, fanout);
     match &db.pages {
         Some(pages) if !listing.consistent => {
+            // A cursor no longer signed by this container's keys (a rotation dropped its key) is
+            // refused before a cached page could answer it.
+            if let Some(raw) = cursor {
+                if cursor::signed_route(keys, &db.tenant, raw)? != listing.route {
+                    return Err(cursor::InvalidCursor.into());
+                }
+            }
             // Everything that makes the page: the listing (route and its parameters, partitions,
             // range, order), the page size and the cursor.
             let key = format!("{listing:?}|{limit}|{cursor:?}");

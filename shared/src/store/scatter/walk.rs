@@ -111,16 +111,30 @@ pub async fn walk_from<S: PartitionSource>(
             // Each asks for one more than the page takes, to see whether its partition ends with
             // this page: then the next page starts at the next partition instead of reading this
             // one again to find it empty.
+            // A read made ahead stops at about twice its ask at the items' mean size, so a batch
+            // holds about what the page can carry, whatever size later partitions' items are.
+            let read_bytes = |j: usize, ask: u32| match (j, item_bytes) {
+                (1.., Some(size)) => room_bytes.min((ask as usize + 1).saturating_mul(size * 2)),
+                _ => room_bytes,
+            };
             let reads = futures::future::join_all(asks.iter().enumerate().map(|(j, ask)| {
                 let start = if j == 0 { from.clone() } else { None };
-                source.read(partitions[at + j], ask.saturating_add(1), start, room_bytes)
+                let max_bytes = read_bytes(j, *ask);
+                source.read(partitions[at + j], ask.saturating_add(1), start, max_bytes)
             }))
-            .await
-            .into_iter()
-            .collect::<Result<Vec<_>, _>>()?;
-            for read in reads.into_iter().rev() {
+            .await;
+            // The page needs its first read; a read made ahead that failed (a throttle on a
+            // partition the page may never reach) is dropped with the ones after it, and made again
+            // when the page gets there.
+            let mut reads = reads.into_iter();
+            let first = reads
+                .next()
+                .ok_or(StoreError::Internal("no read".into()))??;
+            let made_ahead: Vec<_> = reads.map_while(Result::ok).collect();
+            for read in made_ahead.into_iter().rev() {
                 ahead.push_front(read);
             }
+            ahead.push_front(first);
         }
         let Some(read) = ahead.pop_front() else {
             break;
