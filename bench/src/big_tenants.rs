@@ -21,6 +21,7 @@ use shared::service::app::ListCacheSettings;
 use shared::store::client::meter::{scope, RequestMeta};
 use shared::App;
 
+use crate::attack::neighbour_read;
 use crate::{product_shard_query, seed_products, seed_products_with, stat, time_ms, Report, Stat};
 
 const SHARDS: u32 = 16;
@@ -139,27 +140,6 @@ pub(crate) async fn walk(app: &App, t: &TenantId, shards: u32) -> (f64, u32, f64
     )
 }
 
-/// The neighbour's GetItem as the runtime serves it: its time, or `None` when it was refused.
-async fn neighbour_read(app: &App, auth: &Auth) -> Option<f64> {
-    let ev = event(
-        "GET",
-        "/products/{productId}",
-        &[("productId", "p-00000")],
-        &[],
-        None,
-        auth,
-    );
-    let (ms, r) = time_ms(Box::pin(shared::service::runtime::respond_admitted(
-        app,
-        "get-product",
-        "bench".into(),
-        ev,
-        |req| products::get_product::handle(app, req),
-    )))
-    .await;
-    (r.status().as_u16() == 200).then_some(ms)
-}
-
 /// An `App` as a list function's container runs it with `LIST_CACHE_MS` (or without, `None`).
 fn list_container(sdk: &aws_types::SdkConfig, table: &str, staleness_ms: Option<u64>) -> App {
     let mut app = crate::production_app(sdk, table);
@@ -271,11 +251,7 @@ pub async fn hot_list_figure(
 
     let mut before = Vec::new();
     for _ in 0..300 {
-        before.push(
-            neighbour_read(neighbour_app, &neighbour_auth)
-                .await
-                .expect("a quiet neighbour is served"),
-        );
+        before.push(crate::attack::neighbour_get(neighbour_app, &neighbour_auth).await);
     }
 
     // With the cache: RATE lists a second for SECONDS, round-robin over CONTAINERS containers.

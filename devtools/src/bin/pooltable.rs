@@ -124,6 +124,9 @@ fn run_plan(args: &[String]) -> Result<(), String> {
         list_pages: num(&f, "list-pages", Some(5.0))?,
         ..PlanSettings::default()
     };
+    if settings.list_cache_ms > 0.0 && (settings.list_ms <= 0.0 || settings.list_pages < 1.0) {
+        return Err("--list-ms must be above 0 and --list-pages at least 1 (a list always costs a read of its page)".into());
+    }
     let loads = match (f.get("csv"), f.get("zipf")) {
         (Some(path), None) => {
             plan::parse_csv(&std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?)?

@@ -76,8 +76,23 @@ struct Slot {
 }
 
 /// A page's key: the SHA-256 of everything that makes the page, so a long listing or cursor costs
-/// no more to hold than a short one.
-type PageKey = [u8; 32];
+/// no more to hold than a short one ([`page_key`]).
+pub type PageKey = [u8; 32];
+
+/// The key of the page `parts` describe, hashed as it is formatted (an orders listing names up to
+/// 2,400 partitions: its text is never built).
+pub fn page_key(parts: std::fmt::Arguments<'_>) -> PageKey {
+    struct Hashing(sha2::Sha256);
+    impl std::fmt::Write for Hashing {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0.update(s.as_bytes());
+            Ok(())
+        }
+    }
+    let mut hashing = Hashing(sha2::Sha256::new());
+    let _ = std::fmt::Write::write_fmt(&mut hashing, parts);
+    hashing.0.finalize().into()
+}
 
 /// Per tenant, its pages by key.
 type Pages = HashMap<TenantId, HashMap<PageKey, Arc<Slot>>>;
@@ -138,7 +153,7 @@ impl PageCache {
     pub async fn page<F, Fut>(
         &self,
         tenant: &TenantId,
-        key: String,
+        key: PageKey,
         read: F,
     ) -> Result<Arc<CachedPage>, StoreError>
     where
@@ -146,7 +161,6 @@ impl PageCache {
         Fut: Future<Output = Result<(Vec<Item>, Option<String>), StoreError>>,
     {
         let now = self.clock.now_millis();
-        let key: PageKey = sha2::Sha256::digest(key.as_bytes()).into();
         let slot = {
             let mut pages = self.lock();
             let fresh = |slot: &Slot| now.saturating_sub(slot.started_ms) < self.staleness_ms;

@@ -5,6 +5,7 @@ use crate::identity::cursor::{self, CursorKeys, Key};
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{home_shard_pk, PK, SK};
 use crate::store::client::error::StoreError;
+use crate::store::client::pages::page_key;
 use crate::store::client::query::{string_attr, Item};
 use crate::store::client::scoped::TenantDb;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -35,7 +36,7 @@ pub async fn gather(
             }
             // Everything that makes the page: the listing (route and its parameters, partitions,
             // range, order), the page size and the cursor.
-            let key = format!("{listing:?}|{limit}|{cursor:?}");
+            let key = page_key(format_args!("{listing:?}|{limit}|{cursor:?}"));
             let page = pages
                 .page(&db.tenant, key, || async {
                     let page = read().await?;

@@ -3,6 +3,10 @@ use super::*;
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
+fn key(name: &str) -> PageKey {
+    page_key(format_args!("{name}"))
+}
+
 /// A clock the test moves.
 struct ManualClock(AtomicU64);
 
@@ -39,27 +43,27 @@ async fn a_page_is_read_once_per_bound_per_tenant_and_dropped_by_its_writes() {
         }
     };
     // GIVEN a page read for tenant a
-    let first = cache.page(&a, "p".into(), read("a1")).await.unwrap();
+    let first = cache.page(&a, key("p"), read("a1")).await.unwrap();
     // WHEN it is asked again within the bound, by a and by b
-    let again = cache.page(&a, "p".into(), read("a2")).await.unwrap();
-    let other = cache.page(&b, "p".into(), read("b1")).await.unwrap();
+    let again = cache.page(&a, key("p"), read("a2")).await.unwrap();
+    let other = cache.page(&b, key("p"), read("b1")).await.unwrap();
     // THEN a gets the cached page and b its own read
     assert_eq!(again.items, first.items);
     assert_eq!(other.items, vec![item("b1")]);
     assert_eq!(reads.load(Ordering::SeqCst), 2);
     // AND at the bound the page is read again
     clock.advance_millis(1000);
-    let later = cache.page(&a, "p".into(), read("a3")).await.unwrap();
+    let later = cache.page(&a, key("p"), read("a3")).await.unwrap();
     assert_eq!(later.items, vec![item("a3")]);
-    cache.page(&b, "p".into(), read("b2")).await.unwrap();
+    cache.page(&b, key("p"), read("b2")).await.unwrap();
     // AND a's write drops a's pages only
     cache.forget(&a);
     assert_eq!(
-        cache.page(&a, "p".into(), read("a4")).await.unwrap().items,
+        cache.page(&a, key("p"), read("a4")).await.unwrap().items,
         vec![item("a4")]
     );
     assert_eq!(
-        cache.page(&b, "p".into(), read("b3")).await.unwrap().items,
+        cache.page(&b, key("p"), read("b3")).await.unwrap().items,
         vec![item("b2")]
     );
 }
@@ -71,14 +75,14 @@ async fn concurrent_requests_for_a_page_share_one_read_and_errors_are_not_kept()
     let reads = AtomicU32::new(0);
     // GIVEN a failing read: nothing is kept
     let failed = cache
-        .page(&a, "p".into(), || async {
+        .page(&a, key("p"), || async {
             Err(StoreError::Unavailable("down".into()))
         })
         .await;
     assert!(failed.is_err());
     // WHEN 20 requests ask for the page at once
     let pages = futures::future::join_all((0..20).map(|_| {
-        cache.page(&a, "p".into(), || async {
+        cache.page(&a, key("p"), || async {
             reads.fetch_add(1, Ordering::SeqCst);
             tokio::task::yield_now().await;
             Ok((vec![item("x")], None))
@@ -158,11 +162,30 @@ async fn the_pages_held_stay_bounded() {
         clock.advance_millis(1);
         let big = big.clone();
         cache
-            .page(&tenant, "p".into(), || async move {
-                Ok((vec![item(&big)], None))
-            })
+            .page(
+                &tenant,
+                key("p"),
+                || async move { Ok((vec![item(&big)], None)) },
+            )
             .await
             .unwrap();
     }
     assert!(cache.held_bytes() <= MAX_BYTES + 512 * 1024 + 64);
+}
+
+#[test]
+fn a_page_key_is_the_digest_of_its_text_never_built() {
+    let streamed = page_key(format_args!(
+        "{:?}|{}|{:?}",
+        ["PK#1", "PK#2"],
+        25,
+        Some("c")
+    ));
+    let built: PageKey =
+        sha2::Sha256::digest(format!("{:?}|{}|{:?}", ["PK#1", "PK#2"], 25, Some("c"))).into();
+    assert_eq!(streamed, built);
+    assert_ne!(
+        streamed,
+        page_key(format_args!("{:?}|{}|{:?}", ["PK#1"], 25, Some("c")))
+    );
 }
