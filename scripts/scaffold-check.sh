@@ -33,12 +33,12 @@ tar -C "$ROOT" --exclude=./target --exclude=./.tools --exclude=./.git -cf - . | 
 ln -s "$ROOT/.tools" "$scratch/.tools"  # the tools, installed once (the processed-template test runs cfn-lint's Python)
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 cd "$scratch"
-pooltable() { cargo run -q -p devtools --bin pooltable -- "$@"; }
+pooltable() { cargo run -q --bin pooltable -- "$@"; }
 # Runs the copy's integration tests (one binary, `all`) whose names start with the given modules or
 # paths; prints the end of their output when they fail.
 tests_pass() {
   local out
-  if ! out=$(cargo test -q -p integration --test all -- "$@" 2>&1); then
+  if ! out=$(cargo test -q --workspace --test all -- "$@" 2>&1); then
     printf '%s\n' "$out" | tail -n 40
     return 1
   fi
@@ -84,7 +84,7 @@ cargo fmt --all --check
 "$TOOLS/venv/bin/cfn-lint" template.yaml
 
 # Served: the write's sample sets `head` on the sample department, and the read's sample answers it.
-cargo build -q -p hr --bin "$read_bin" --bin "$write_bin" --bin put-department -p tenants --bin onboard-tenant
+cargo build -q --workspace --bin "$read_bin" --bin "$write_bin" --bin put-department --bin onboard-tenant
 table="pooltable-scaffold-$$"
 pooltable create-table "$table" >/dev/null
 port=$(free_port)
@@ -98,7 +98,7 @@ source scripts/expected.sh  # the copy's: it expects the new routes' statuses to
 expected() { printf '%s\n' "${EXPECTED[@]}" | grep "^$1 "; }
 for step in "$(expected onboard-tenant)" "$(expected put-department)" "$(expected "$write_bin")" "$(expected "$read_bin")"; do
   read -r fn want <<<"$step"
-  out=$(cargo lambda invoke "$fn" -P "$port" --data-file "events/$fn.json" 2>&1) || true
+  out=$(timeout 600 cargo lambda invoke "$fn" -P "$port" --data-file "events/$fn.json" 2>&1) || true
   expect_status "scaffold $fn" "$want" "$out" "$STACK_LOGS/scaffold-watch.log" || die "scaffold: $fn did not answer $want"
 done
 grep -q 'head.*sample-1' <<<"$out" || die "scaffold: $read_bin does not answer what $write_bin set: $out"
@@ -110,7 +110,7 @@ tests_pass "${read_bin//-/_}::" "${write_bin//-/_}::" generated:: events:: \
 
 # request_counts.rs names the routes it has no common case for; a human adds them (what must be in
 # place, and the request), as does the write's arrangement for the fault tests.
-if out=$(cargo test -q -p integration --test all -- request_counts:: 2>&1); then
+if out=$(cargo test -q --workspace --test all -- request_counts:: 2>&1); then
   die "scaffold: request_counts passed with no case for the new routes"
 fi
 grep -q "no common case in tests/tests/all/request_counts.rs for \[\"$read_bin\", \"$write_bin\"\]" <<<"$out" \

@@ -58,7 +58,9 @@ start_stack
 # One debug build serves clippy, the tests and the end-to-end run: clippy-driver is the compiler
 # for the workspace's own crates (exactly what `cargo clippy` does, but producing real artifacts),
 # so the AWS SDK is compiled once, not once for clippy and again for the tests. Exported, so every
-# later cargo call (the audit, cargo lambda watch) reuses the same artifacts.
+# later cargo call (the audit, cargo lambda watch) reuses the same artifacts. Every cargo call of the
+# run selects the whole workspace (`--workspace`, or a `--bin` with no `-p`): cargo unifies features
+# over the packages a call selects, so a `-p` would build the SDK again with another feature set.
 CLIPPY_DRIVER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)" \
   || die "clippy-driver not found: rustup component add clippy"
 export RUSTC_WORKSPACE_WRAPPER="$CLIPPY_DRIVER"
@@ -71,10 +73,10 @@ export RUST_MIN_STACK="${RUST_MIN_STACK:-8388608}"
 # The import tests run the consumer as a Lambda process (tests/src/import_queue.rs), the Cognito
 # test the pre token generation trigger (tests/tests/all/cognito.rs).
 step "the import consumer and Cognito trigger binaries" \
-  cargo build -p imports --bin import-consumer -p tenants --bin pre-token-generation
+  cargo build --workspace --bin import-consumer --bin pre-token-generation
 step "cargo test (unit + integration), linted by clippy -D warnings" cargo test --workspace --no-fail-fast
 step "table audit: every key the suite wrote is under exactly one tenant" \
-  cargo test -p integration --test all -- --ignored table_audit::
+  cargo test --workspace --test all -- --ignored table_audit::
 step "each function as a Lambda process" "$ROOT/scripts/e2e.sh"
 step "the scaffold: pooltable new route in a scratch copy, built and served through watch" \
   "$ROOT/scripts/scaffold-check.sh"

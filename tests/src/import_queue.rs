@@ -284,7 +284,7 @@ impl Consumer {
             .spawn()
             .unwrap_or_else(|e| {
                 panic!(
-                    "cannot start {}: {e} (cargo build -p imports --bin import-consumer; scripts/test.sh builds it)",
+                    "cannot start {}: {e} (cargo build --workspace --bin import-consumer; scripts/test.sh builds it)",
                     bin.display()
                 )
             });
