@@ -61,6 +61,7 @@ pub async fn read_from_table(
             client: client.clone(),
             tenant: tenant.clone(),
             table: table.into(),
+            record_table: table.into(),
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             pages: None,
             walk_sizes: None,

@@ -32,6 +32,10 @@ pub struct TenantView {
     pub shard_count: u32,
     pub created_at: String,
     pub status: TenantStatus,
+    /// `pool`, or `own` with `ownTable`.
+    pub placement: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own_table: Option<String>,
     /// While the tenant is being offboarded: its progress.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offboarding: Option<OffboardingView>,
@@ -179,6 +183,11 @@ impl From<TenantRecord> for TenantView {
                 .as_ref()
                 .map(|o| OffboardingView::running(&r.tenant_id, o)),
             status: r.status,
+            placement: match r.own_table {
+                Some(_) => "own",
+                None => "pool",
+            },
+            own_table: r.own_table.clone(),
             limits: r.limits(),
             tenant_id: r.tenant_id,
             tier: r.tier,

@@ -25,6 +25,7 @@ use shared::store::lifecycle::offboarding::{
 };
 use shared::store::lifecycle::tenant_items::{self, Budget, RecordInWalk};
 use shared::store::lifecycle::{driving, pacing};
+use shared::store::tenancy::placement::{delete_own_table, table_exists};
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord};
 use shared::{ApiError, App};
 
@@ -116,10 +117,22 @@ pub async fn advance(
         bytes: pacing::STEP_BYTES,
         until: Some(deadline),
     };
+    // An own table is deleted when its items are: gone already, a call before this one got that far.
+    let tables = app.tenants.table_manager();
+    let own_table_gone = match &record.own_table {
+        Some(own) => !table_exists(&tables, own).await?,
+        None => false,
+    };
     loop {
         let step_started = Instant::now();
-        let page = tenant_items::page(db, &sources, state.position.as_ref(), budget).await?;
+        let page = match own_table_gone {
+            true => tenant_items::Page::default(),
+            false => tenant_items::page(db, &sources, state.position.as_ref(), budget).await?,
+        };
         if page.items.is_empty() {
+            if let Some(own) = &record.own_table {
+                delete_own_table(&tables, own).await?;
+            }
             let platform_db = app.db_for_operator(&TenantId::platform()).await?;
             let view =
                 OffboardingView::finished(tenant.as_str(), &state, rfc3339(app.clock.now_millis()));

@@ -1,7 +1,11 @@
-//! onboardTenant: `POST /tenants` `{tenantId, tier, limits?, shardCount?}` → 201, 409 if it exists.
+//! onboardTenant: `POST /tenants` `{tenantId, tier, limits?, shardCount?, placement?}` → 201, 409 if
+//! it exists.
 //!
 //! Operator only. Tier `custom` needs `limits` (see [`crate::tier_and_limits`]). One conditional PutItem, sent with STS
 //! credentials scoped to the *new* tenant's prefix, so even this route cannot write elsewhere.
+//! `placement: "own"` first makes the tenant's own table (`store::tenancy::placement`: the pool's
+//! definition, or the table an operator made), so its items are there from the first; its record
+//! stays in the pool, written by credentials that reach only its keys in its table and its record.
 
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
@@ -13,6 +17,7 @@ use shared::identity::shard::{DEFAULT_SHARDS, MAX_SHARDS, MIN_SHARDS};
 use shared::service::http::{json_body, json_response};
 use shared::service::idempotent::{self, Recorder};
 use shared::store::client::scoped::TenantDb;
+use shared::store::tenancy::placement::{create_own_table, own_table_name};
 use shared::store::tenancy::tenants::{TenantRecord, Tier};
 use shared::{ApiError, App};
 
@@ -32,6 +37,17 @@ struct OnboardInput {
         deserialize_with = "shared::service::http::optional_whole_number"
     )]
     shard_count: Option<u32>,
+    #[serde(default)]
+    placement: PlacementInput,
+}
+
+/// Where the tenant's items are kept.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum PlacementInput {
+    #[default]
+    Pool,
+    Own,
 }
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
@@ -46,7 +62,15 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         ));
     }
     let (tier, limits) = tier_and_limits(Some(input.tier), input.limits)?;
-    let key = tenant_record_key(&input.tenant_id);
+    let tenant = &input.tenant_id;
+    let (tables, own_table) = match input.placement {
+        PlacementInput::Pool => (app.tenants.pooled(), None),
+        PlacementInput::Own => {
+            let name = own_table(app, tenant).await?;
+            (app.tenants.own(&name), Some(name))
+        }
+    };
+    let key = tenant_record_key(tenant);
     let record = TenantRecord {
         pk: key.clone(),
         sk: key,
@@ -62,11 +86,12 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         last_restore: None,
         order_shard_count: None,
         reshardings: 0,
+        own_table,
         changed_by: Some(caller.tenant.to_string()),
     };
     let item = serde_dynamo::to_item(&record)
         .map_err(|e| ApiError::Internal(format!("serialize tenant record: {e}")))?;
-    let db = app.db_for_operator(&input.tenant_id).await?;
+    let db = app.db_placed(tenant, &tables).await?;
     let view = TenantView::from(record);
     let now = app.clock.now_seconds();
     // With an Idempotency-Key, the record lives under the new tenant's prefix (onboarding writes with
@@ -75,6 +100,10 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         write_record(&db, item, &view, recorder)
     })
     .await?;
+    if input.placement == PlacementInput::Own {
+        // Its absence, read before the table was made, is cached: this container reads it again.
+        app.directory.record_now(tenant).await?;
+    }
     tracing::info!(tenant = %input.tenant_id, shard_count, by = %caller.tenant, "tenant onboarded");
     Ok(response)
 }
@@ -87,8 +116,37 @@ async fn write_record(
     view: &TenantView,
     recorder: Option<Recorder<'_>>,
 ) -> Result<Response<Body>, ApiError> {
-    if !idempotent::put_new(db, item, recorder.as_ref(), StatusCode::CREATED, view).await? {
+    if !idempotent::put_new(
+        &db.for_record(),
+        item,
+        recorder.as_ref(),
+        StatusCode::CREATED,
+        view,
+    )
+    .await?
+    {
         return Err(ApiError::Conflict("This tenant already exists.".into()));
     }
     Ok(json_response(StatusCode::CREATED, view))
+}
+
+/// The own table of `tenant`, made (or taken) unless the tenant exists: a tenant already onboarded
+/// in that table is this call's retry, which the idempotency layer or the record's condition
+/// answers; one onboarded elsewhere is 409 before any table is made.
+async fn own_table(app: &App, tenant: &TenantId) -> Result<String, ApiError> {
+    let pool = app.tenants.table_name();
+    let name = own_table_name(pool, tenant).ok_or_else(|| {
+        ApiError::bad_request(
+            "placement",
+            "the pool's name leaves no room for this tenant's own table name (255 characters)",
+        )
+    })?;
+    match app.directory.record_now(tenant).await? {
+        Some(record) if record.own_table.as_deref() == Some(name.as_str()) => Ok(name),
+        Some(_) => Err(ApiError::Conflict("This tenant already exists.".into())),
+        None => {
+            create_own_table(&app.tenants.table_manager(), pool, &name, tenant).await?;
+            Ok(name)
+        }
+    }
 }

@@ -12,7 +12,9 @@ use thiserror::Error;
 
 use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
-use crate::isolation::policy::{session_policy, PolicyError, TableLocation, TENANT_TAG_KEY};
+use crate::isolation::policy::{
+    session_policy_for, PolicyError, TableLocation, TenantTables, TENANT_TAG_KEY,
+};
 
 /// Refresh credentials this long before they expire, so no request runs on nearly-expired ones.
 pub const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);
@@ -43,6 +45,8 @@ pub struct CredentialSettings {
 #[derive(Debug)]
 struct Cached<C> {
     value: C,
+    /// The placement the credentials' session policy names: another placement needs new ones.
+    tables: TenantTables,
     expires: SystemTime,
     /// Set after a failed refresh: no new attempt before this time.
     next_attempt: Option<SystemTime>,
@@ -82,11 +86,12 @@ impl<C: Clone> TenantCredentials<C> {
         UNIX_EPOCH + Duration::from_millis(self.clock.now_millis())
     }
 
-    /// The cached `C` for `tenant`, or one built by `build` from fresh credentials, assuming the
-    /// tenant role only when nothing fresh is cached.
+    /// The cached `C` for `tenant` placed in `tables`, or one built by `build` from fresh
+    /// credentials, assuming the tenant role only when nothing fresh is cached for that placement.
     pub async fn get(
         &self,
         tenant: &TenantId,
+        tables: &TenantTables,
         build: impl FnOnce(Credentials) -> C,
     ) -> Result<C, CredentialsError> {
         let slot = {
@@ -95,18 +100,19 @@ impl<C: Clone> TenantCredentials<C> {
         };
         let mut cached = slot.lock().await;
         let now = self.now();
-        if let Some(c) = cached.as_ref() {
+        if let Some(c) = cached.as_ref().filter(|c| c.tables == *tables) {
             let fresh = now + REFRESH_BEFORE_EXPIRY < c.expires;
             let backing_off = c.next_attempt.is_some_and(|t| now < t) && now < c.expires;
             if fresh || backing_off {
                 return Ok(c.value.clone());
             }
         }
-        match self.assume(tenant).await {
+        match self.assume(tenant, tables).await {
             Ok((credentials, expires)) => {
                 let value = build(credentials);
                 *cached = Some(Cached {
                     value: value.clone(),
+                    tables: tables.clone(),
                     expires,
                     next_attempt: None,
                 });
@@ -116,7 +122,7 @@ impl<C: Clone> TenantCredentials<C> {
             // the cached credentials are still valid: keep serving on them, and do not ask STS again
             // for a while. A refusal is logged as an error: it will not heal by itself.
             Err(e) => match cached.as_mut() {
-                Some(c) if now < c.expires => {
+                Some(c) if now < c.expires && c.tables == *tables => {
                     match &e {
                         CredentialsError::StsUnavailable(_) => {
                             tracing::warn!(error = %e, tenant = %tenant, "STS refresh failed; serving cached credentials")
@@ -136,8 +142,9 @@ impl<C: Clone> TenantCredentials<C> {
     async fn assume(
         &self,
         tenant: &TenantId,
+        tables: &TenantTables,
     ) -> Result<(Credentials, SystemTime), CredentialsError> {
-        let out = assume_role_request(&self.sts, &self.settings, tenant)?
+        let out = assume_role_request(&self.sts, &self.settings, tenant, tables)?
             .send()
             .await
             .map_err(|e| {
@@ -177,6 +184,7 @@ pub fn assume_role_request(
     sts: &aws_sdk_sts::Client,
     settings: &CredentialSettings,
     tenant: &TenantId,
+    tables: &TenantTables,
 ) -> Result<aws_sdk_sts::operation::assume_role::builders::AssumeRoleFluentBuilder, CredentialsError>
 {
     let tag = aws_sdk_sts::types::Tag::builder()
@@ -188,7 +196,7 @@ pub fn assume_role_request(
         .assume_role()
         .role_arn(&settings.role_arn)
         .role_session_name(role_session_name(tenant))
-        .policy(session_policy(tenant, &settings.table)?)
+        .policy(session_policy_for(tenant, &settings.table, tables)?)
         .tags(tag)
         .duration_seconds(settings.duration_seconds))
 }
@@ -247,7 +255,8 @@ mod tests {
         // GIVEN tenant acme-1
         let tenant = TenantId::parse("acme-1").unwrap();
         // WHEN its AssumeRole is built
-        let request = assume_role_request(&sts(), &settings(), &tenant).unwrap();
+        let pooled = TenantTables::pooled("pooltable-test");
+        let request = assume_role_request(&sts(), &settings(), &tenant, &pooled).unwrap();
         let input = request.as_input();
         // THEN it carries exactly one session tag, TenantId = acme-1, and the tenant's session policy
         let tags = input.get_tags().as_deref().unwrap();
@@ -255,7 +264,11 @@ mod tests {
         assert_eq!((tags[0].key(), tags[0].value()), ("TenantId", "acme-1"));
         assert_eq!(
             input.get_policy().as_deref(),
-            Some(session_policy(&tenant, &settings().table).unwrap().as_str())
+            Some(
+                crate::isolation::policy::session_policy(&tenant, &settings().table)
+                    .unwrap()
+                    .as_str()
+            )
         );
         assert_eq!(
             input.get_role_session_name().as_deref(),

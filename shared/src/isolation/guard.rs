@@ -24,6 +24,7 @@ use thiserror::Error;
 
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{offboarding_reports_pk, tenant_prefix, CATALOG, PK, SK};
+use crate::isolation::policy::TenantTables;
 
 /// A request refused by the guard. It never left the process.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -223,11 +224,24 @@ pub fn check_input(tenant: &TenantId, input: &Input) -> Result<(), GuardViolatio
 #[derive(Debug, Clone)]
 pub struct TenantKeyGuard {
     tenant: TenantId,
+    tables: Option<TenantTables>,
 }
 
 impl TenantKeyGuard {
+    /// The key rule alone (any table).
     pub fn new(tenant: TenantId) -> Self {
-        Self { tenant }
+        Self {
+            tenant,
+            tables: None,
+        }
+    }
+
+    /// The key rule, and the table rule of the tenant's placement ([`check_tables`]).
+    pub fn placed(tenant: TenantId, tables: TenantTables) -> Self {
+        Self {
+            tenant,
+            tables: Some(tables),
+        }
     }
 }
 
@@ -242,6 +256,9 @@ impl Intercept for TenantKeyGuard {
         _cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         check_input(&self.tenant, context.input())?;
+        if let Some(tables) = &self.tables {
+            check_tables(&self.tenant, tables, context.input())?;
+        }
         Ok(())
     }
 }
@@ -420,6 +437,9 @@ pub fn is_guard_violation(err: &(dyn std::error::Error + 'static)) -> bool {
     }
     false
 }
+
+mod tables;
+pub use tables::check_tables;
 
 #[cfg(test)]
 mod tests;

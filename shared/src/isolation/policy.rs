@@ -4,11 +4,13 @@
 //! The effective permissions of the tenant's credentials are the intersection of the tenant-access
 //! role's policy and this one, so even a bug in the function cannot reach past the tenant's prefix.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use thiserror::Error;
 
 use crate::identity::ids::TenantId;
-use crate::identity::keys::tenant_prefix;
+use crate::identity::keys::{tenant_prefix, tenant_record_key};
 
 /// The item-level actions the functions use. Never Scan, never PartiQL (`ExecuteStatement`, …), and
 /// no batch operations (no code path sends one with tenant credentials).
@@ -27,6 +29,16 @@ pub const TENANT_ACTIONS: [&str; 6] = [
 /// the role is bound to one tenant per session even when no session policy is sent. A tenant id
 /// (`[A-Za-z0-9_-]{1,64}`) is always a valid tag value (STS: `[\p{L}\p{Z}\p{N}_.:/=+\-@]{0,256}`).
 pub const TENANT_TAG_KEY: &str = "TenantId";
+
+/// What a tenant in its own table may do to its record in the pool: read it, change it, write it at
+/// onboarding and delete it at offboarding, and check it in a transaction. Never a Query.
+pub const RECORD_ACTIONS: [&str; 5] = [
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem",
+];
 
 /// STS refuses a packed session policy above 2,048 characters.
 pub const MAX_POLICY_CHARS: usize = 2048;
@@ -84,6 +96,45 @@ impl TableLocation {
     pub fn indexes_arn(&self) -> String {
         format!("{}/index/*", self.table_arn())
     }
+
+    /// The table `table_name` in the same partition, region and account.
+    pub fn of_table(&self, table_name: &str) -> Self {
+        Self {
+            table_name: table_name.to_owned(),
+            ..self.clone()
+        }
+    }
+}
+
+/// The tables one tenant's credentials reach: the table of its items (the pool, or its own table)
+/// and the pool, which keeps its record whatever its placement (the directory every container reads).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TenantTables {
+    pub items: Arc<str>,
+    pub record: Arc<str>,
+}
+
+impl TenantTables {
+    /// A pooled tenant: its items and its record in the pool.
+    pub fn pooled(pool: &str) -> Self {
+        let pool: Arc<str> = Arc::from(pool);
+        Self {
+            items: pool.clone(),
+            record: pool,
+        }
+    }
+
+    /// A tenant in its own table `items`; its record stays in `pool`.
+    pub fn own(items: &str, pool: &str) -> Self {
+        Self {
+            items: Arc::from(items),
+            record: Arc::from(pool),
+        }
+    }
+
+    pub fn is_pooled(&self) -> bool {
+        self.items == self.record
+    }
 }
 
 #[derive(Serialize)]
@@ -105,8 +156,16 @@ struct Statement {
 
 #[derive(Serialize)]
 struct Condition {
-    #[serde(rename = "ForAllValues:StringLike")]
-    for_all_values_string_like: LeadingKeys<Vec<String>>,
+    #[serde(
+        rename = "ForAllValues:StringLike",
+        skip_serializing_if = "Option::is_none"
+    )]
+    for_all_values_string_like: Option<LeadingKeys<Vec<String>>>,
+    #[serde(
+        rename = "ForAllValues:StringEquals",
+        skip_serializing_if = "Option::is_none"
+    )]
+    for_all_values_string_equals: Option<LeadingKeys<Vec<String>>>,
     /// `ForAllValues` is vacuously true on an empty set: `Null = false` demands the key is present.
     #[serde(rename = "Null")]
     null: LeadingKeys<&'static str>,
@@ -118,24 +177,56 @@ struct LeadingKeys<T> {
     leading_keys: T,
 }
 
-/// The session policy for `tenant`, as the compact JSON string sent to STS.
+/// The session policy for a pooled `tenant` of the pool at `table`, as the compact JSON string sent
+/// to STS.
 pub fn session_policy(tenant: &TenantId, table: &TableLocation) -> Result<String, PolicyError> {
-    let doc = PolicyDocument {
-        version: "2012-10-17",
-        statement: vec![Statement {
-            sid: "TenantItemsOnly",
+    session_policy_for(tenant, table, &TenantTables::pooled(&table.table_name))
+}
+
+/// The session policy for `tenant` placed in `tables` (`pool` locates the tables: partition, region,
+/// account): its keys in its items' table and that table's indexes, and, when that is its own
+/// table, its record's partition of the pool and nothing else of it (no index, no Query).
+pub fn session_policy_for(
+    tenant: &TenantId,
+    pool: &TableLocation,
+    tables: &TenantTables,
+) -> Result<String, PolicyError> {
+    let items = pool.of_table(&tables.items);
+    let mut statement = vec![Statement {
+        sid: "TenantItemsOnly",
+        effect: "Allow",
+        action: TENANT_ACTIONS.to_vec(),
+        resource: vec![items.table_arn(), items.indexes_arn()],
+        condition: Condition {
+            for_all_values_string_like: Some(LeadingKeys {
+                leading_keys: vec![format!("{}*", tenant_prefix(tenant))],
+            }),
+            for_all_values_string_equals: None,
+            null: LeadingKeys {
+                leading_keys: "false",
+            },
+        },
+    }];
+    if !tables.is_pooled() {
+        statement.push(Statement {
+            sid: "TenantRecordOnly",
             effect: "Allow",
-            action: TENANT_ACTIONS.to_vec(),
-            resource: vec![table.table_arn(), table.indexes_arn()],
+            action: RECORD_ACTIONS.to_vec(),
+            resource: vec![pool.of_table(&tables.record).table_arn()],
             condition: Condition {
-                for_all_values_string_like: LeadingKeys {
-                    leading_keys: vec![format!("{}*", tenant_prefix(tenant))],
-                },
+                for_all_values_string_like: None,
+                for_all_values_string_equals: Some(LeadingKeys {
+                    leading_keys: vec![tenant_record_key(tenant)],
+                }),
                 null: LeadingKeys {
                     leading_keys: "false",
                 },
             },
-        }],
+        });
+    }
+    let doc = PolicyDocument {
+        version: "2012-10-17",
+        statement,
     };
     // Serializing plain structs of strings cannot fail.
     let json = serde_json::to_string(&doc).unwrap_or_default();
@@ -189,6 +280,43 @@ mod tests {
         let mut big = table();
         big.table_name = "x".repeat(255);
         let json = session_policy(&tenant, &big).unwrap();
+        assert!(json.len() <= MAX_POLICY_CHARS, "{} chars", json.len());
+    }
+
+    #[test]
+    fn golden_policy_json_of_a_tenant_in_its_own_table() {
+        // GIVEN acme placed in its own table
+        let tenant = TenantId::parse("acme").unwrap();
+        let tables = TenantTables::own("pooltable-dev-tenant-acme", "pooltable-dev");
+        // WHEN its session policy is built
+        let json = session_policy_for(&tenant, &table(), &tables).unwrap();
+        // THEN it names its own table and indexes for its keys, and of the pool only its record
+        let expected = concat!(
+            r#"{"Version":"2012-10-17","Statement":[{"Sid":"TenantItemsOnly","Effect":"Allow","#,
+            r#""Action":["dynamodb:GetItem","dynamodb:PutItem","dynamodb:UpdateItem","dynamodb:DeleteItem","#,
+            r#""dynamodb:Query","dynamodb:ConditionCheckItem"],"#,
+            r#""Resource":["arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev-tenant-acme","#,
+            r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev-tenant-acme/index/*"],"#,
+            r#""Condition":{"ForAllValues:StringLike":{"dynamodb:LeadingKeys":["<prefix>*"]},"#,
+            r#""Null":{"dynamodb:LeadingKeys":"false"}}},"#,
+            r#"{"Sid":"TenantRecordOnly","Effect":"Allow","#,
+            r#""Action":["dynamodb:GetItem","dynamodb:PutItem","dynamodb:UpdateItem","dynamodb:DeleteItem","#,
+            r#""dynamodb:ConditionCheckItem"],"#,
+            r#""Resource":["arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev"],"#,
+            r#""Condition":{"ForAllValues:StringEquals":{"dynamodb:LeadingKeys":["<record>"]},"#,
+            r#""Null":{"dynamodb:LeadingKeys":"false"}}}]}"#
+        )
+        .replace("<prefix>", &tenant_prefix(&tenant))
+        .replace("<record>", &tenant_record_key(&tenant));
+        assert_eq!(json, expected);
+    }
+
+    #[test]
+    fn an_own_table_policy_for_the_longest_names_fits_sts() {
+        let tenant = TenantId::parse(&"t".repeat(64)).unwrap();
+        let pool = "p".repeat(180);
+        let own = format!("{pool}-tenant-{tenant}");
+        let json = session_policy_for(&tenant, &table(), &TenantTables::own(&own, &pool)).unwrap();
         assert!(json.len() <= MAX_POLICY_CHARS, "{} chars", json.len());
     }
 

@@ -25,6 +25,7 @@ mod lost_success;
 mod metrics;
 mod offboarding;
 mod page_size;
+mod placement;
 mod quota_fail_open;
 mod quotas;
 mod read_cache;

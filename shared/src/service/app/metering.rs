@@ -146,7 +146,10 @@ impl App {
             return;
         }
         let flushed = crate::store::client::meter::with_request_meta(async {
-            let db = self.tenants.for_tenant(&platform).await?;
+            let db = self
+                .tenants
+                .for_tenant(&platform, &self.tenants.pooled())
+                .await?;
             self.usage.flush(&db, self.clock.now_millis()).await
         })
         .await
@@ -189,7 +192,7 @@ impl App {
             let db = match tenant == TenantId::platform() {
                 true => self
                     .tenants
-                    .for_tenant(&tenant)
+                    .for_tenant(&tenant, &self.tenants.pooled())
                     .await
                     .map_err(ApiError::from),
                 false => self.db(&tenant).await,

@@ -11,6 +11,7 @@ use crate::identity::ids::TenantId;
 use crate::isolation::claims::{caller, check_execution_tenant, Caller};
 use crate::isolation::credentials::CredentialSettings;
 use crate::isolation::policy::TableLocation;
+use crate::isolation::policy::TenantTables;
 use crate::service::error::ApiError;
 use crate::service::metrics::MetricsSink;
 use crate::service::signing::SigningKeys;
@@ -19,6 +20,7 @@ use crate::store::client::pages::PageCache;
 use crate::store::client::scoped::{TenantClients, TenantDb};
 use crate::store::quota::limiter::RateLimiter;
 use crate::store::quota::usage::UsageMeter;
+use crate::store::tenancy::placement::tables_of;
 use crate::store::tenancy::read_cache::ReadCache;
 use crate::store::tenancy::tenants::{Limits, TenantDirectory, TenantRecord, TenantStatus};
 
@@ -322,6 +324,7 @@ impl App {
             client: crate::isolation::guard::report_reader(&self.tenants.record_reader()),
             tenant: TenantId::platform(),
             table: self.tenants.table_name().into(),
+            record_table: self.tenants.table_name().into(),
             max_in_flight: 1,
             pages: None,
             walk_sizes: None,
@@ -382,7 +385,8 @@ impl App {
     /// vended.
     pub async fn db(&self, tenant: &TenantId) -> Result<TenantDb, ApiError> {
         let record = self.active_record(tenant).await?;
-        let mut db = self.tenants.for_tenant(tenant).await?;
+        let tables = tables_of(&self.tenants, Some(&record));
+        let mut db = self.tenants.for_tenant(tenant, &tables).await?;
         db.pages = self.page_cache_for(&record);
         Ok(db)
     }
@@ -406,6 +410,21 @@ impl App {
     /// change its tier, resume it), also while it is suspended. Only for operator routes, after
     /// [`require_operator`].
     pub async fn db_for_operator(&self, tenant: &TenantId) -> Result<TenantDb, ApiError> {
-        Ok(self.tenants.for_tenant(tenant).await?)
+        let record = match tenant.as_str() == TenantId::PLATFORM {
+            true => None,
+            false => self.directory.record(tenant).await?,
+        };
+        let tables = tables_of(&self.tenants, record.as_deref());
+        self.db_placed(tenant, &tables).await
+    }
+
+    /// [`App::db_for_operator`] in the tables `tables`, whatever the record says (onboarding a
+    /// tenant in its own table writes its record there from the start).
+    pub async fn db_placed(
+        &self,
+        tenant: &TenantId,
+        tables: &TenantTables,
+    ) -> Result<TenantDb, ApiError> {
+        Ok(self.tenants.for_tenant(tenant, tables).await?)
     }
 }

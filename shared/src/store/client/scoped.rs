@@ -11,6 +11,7 @@ use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
 use crate::isolation::credentials::{CredentialSettings, TenantCredentials};
 use crate::isolation::guard::{RecordReadGuard, SourceReadGuard, TenantKeyGuard};
+use crate::isolation::policy::TenantTables;
 use crate::store::client::error::StoreError;
 use crate::store::client::meter::RequestMetering;
 use crate::store::client::pages::{PageCache, PageCacheInvalidation};
@@ -25,7 +26,10 @@ pub const DEFAULT_MAX_IN_FLIGHT: usize = 16;
 pub struct TenantDb {
     pub client: aws_sdk_dynamodb::Client,
     pub tenant: TenantId,
+    /// The table of the tenant's items: the pool, or its own table (its placement).
     pub table: Arc<str>,
+    /// The table of the tenant's record: always the pool.
+    pub record_table: Arc<str>,
     /// The fan-out budget: the most requests a scatter-gather sends at once for one API request.
     pub max_in_flight: usize,
     /// The list-page cache, when this tenant's tier has it ([`crate::store::client::pages`]).
@@ -38,6 +42,15 @@ impl TenantDb {
     /// A Query on this tenant's table; the key condition is still to set.
     pub fn query(&self) -> QueryFluentBuilder {
         self.client.query().table_name(&*self.table)
+    }
+
+    /// This client addressing the table of the tenant's record (the pool) as its table: for a
+    /// write of the record through a helper that writes `table`.
+    pub fn for_record(&self) -> TenantDb {
+        TenantDb {
+            table: self.record_table.clone(),
+            ..self.clone()
+        }
     }
 
     /// A Query of the whole table partition `pk`.
@@ -134,6 +147,7 @@ impl TenantClients {
             client: self.client(config),
             tenant: tenant.clone(),
             table: Arc::from(table),
+            record_table: self.table_name.clone(),
             max_in_flight: self.max_in_flight,
             pages: None,
             walk_sizes: None,
@@ -146,16 +160,32 @@ impl TenantClients {
         self.client(self.dynamodb.to_builder())
     }
 
-    /// The scoped client for `tenant`, assuming the tenant role only when no fresh credentials are cached.
-    pub async fn for_tenant(&self, tenant: &TenantId) -> Result<TenantDb, StoreError> {
+    /// The placement of a tenant in the pool.
+    pub fn pooled(&self) -> TenantTables {
+        TenantTables::pooled(&self.table_name)
+    }
+
+    /// The placement of a tenant in its own table `table`.
+    pub fn own(&self, table: &str) -> TenantTables {
+        TenantTables::own(table, &self.table_name)
+    }
+
+    /// The scoped client for `tenant` placed in `tables` (from its record:
+    /// `store::tenancy::placement`), assuming the tenant role only when no fresh credentials are
+    /// cached for that placement.
+    pub async fn for_tenant(
+        &self,
+        tenant: &TenantId,
+        tables: &TenantTables,
+    ) -> Result<TenantDb, StoreError> {
         let db = self
             .credentials
-            .get(tenant, |credentials| {
+            .get(tenant, tables, |credentials| {
                 let mut config = self
                     .dynamodb
                     .to_builder()
                     .credentials_provider(credentials)
-                    .interceptor(TenantKeyGuard::new(tenant.clone()))
+                    .interceptor(TenantKeyGuard::placed(tenant.clone(), tables.clone()))
                     .interceptor(RequestMetering);
                 if let Some(pages) = &self.pages {
                     config = config
@@ -164,7 +194,8 @@ impl TenantClients {
                 TenantDb {
                     client: self.client(config),
                     tenant: tenant.clone(),
-                    table: self.table_name.clone(),
+                    table: tables.items.clone(),
+                    record_table: tables.record.clone(),
                     max_in_flight: self.max_in_flight,
                     pages: None,
                     walk_sizes: Some(self.walk_sizes.clone()),

@@ -144,7 +144,7 @@ pub async fn delete_step(
     }
     let key = tenant_record_key(&db.tenant);
     let checkpoint = Update::builder()
-        .table_name(&*db.table)
+        .table_name(&*db.record_table)
         .key(PK, AttributeValue::S(key.clone()))
         .key(SK, AttributeValue::S(key))
         .update_expression("SET #o = :next")
@@ -242,7 +242,7 @@ pub async fn finish(
     }
     let record = tenant_record_key(&db.tenant);
     let delete = Delete::builder()
-        .table_name(&*db.table)
+        .table_name(&*db.record_table)
         .key(PK, AttributeValue::S(record.clone()))
         .key(SK, AttributeValue::S(record))
         .condition_expression("#state = :offboarding AND #o.#steps = :steps")

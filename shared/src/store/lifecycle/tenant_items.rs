@@ -43,6 +43,8 @@ pub enum Source {
     Partition(String),
     /// One catalog partition: every id-named partition it lists, read whole, in `PK` order.
     Catalog(String),
+    /// The tenant record: one item, in the record's table (the pool, whatever the placement).
+    Record(String),
 }
 
 /// Whether the walk ends with the tenant record.
@@ -77,7 +79,7 @@ pub fn sources(
         .map(Source::Partition);
     let catalog = (0..CATALOG_SHARDS).map(|s| Source::Catalog(catalog_shard_key(tenant, s)));
     let record =
-        (record == RecordInWalk::Included).then(|| Source::Partition(tenant_record_key(tenant)));
+        (record == RecordInWalk::Included).then(|| Source::Record(tenant_record_key(tenant)));
     fixed.chain(catalog).chain(record).collect()
 }
 
@@ -106,7 +108,7 @@ pub struct Budget {
     pub until: Option<std::time::Instant>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Page {
     pub items: Vec<Item>,
     /// Where the next page starts; `None` when the walk is complete.
@@ -130,7 +132,7 @@ pub fn source_of(
     sources
         .iter()
         .position(|s| match s {
-            Source::Partition(pk) => *pk == position.pk,
+            Source::Partition(pk) | Source::Record(pk) => *pk == position.pk,
             Source::Catalog(c) => Some(c) == catalog.as_ref(),
         })
         .ok_or(UnknownPosition)
@@ -161,6 +163,7 @@ pub async fn page(
         let state = match source {
             Source::Partition(pk) => fill.partition(db, pk, resume.map(|p| p.sk)).await?,
             Source::Catalog(catalog) => fill.catalog(db, catalog, resume).await?,
+            Source::Record(pk) => fill.record(db, pk, resume.is_some()).await?,
         };
         if state == PageState::Full {
             let next = fill.items.last().and_then(position_of);
@@ -214,6 +217,36 @@ impl Fill {
     }
 
     /// Reads partition `pk` (after `after_sk`) into the page.
+    /// The record (a GetItem of the record's table: a tenant in its own table may not query the
+    /// pool), unless the walk is already past it.
+    async fn record(
+        &mut self,
+        db: &TenantDb,
+        pk: &str,
+        past: bool,
+    ) -> Result<PageState, StoreError> {
+        if past {
+            return Ok(PageState::Open);
+        }
+        if self.out_of_time() {
+            return Ok(PageState::Full);
+        }
+        let out = db
+            .client
+            .get_item()
+            .table_name(&*db.record_table)
+            .consistent_read(true)
+            .key(PK, AttributeValue::S(pk.to_owned()))
+            .key(SK, AttributeValue::S(pk.to_owned()))
+            .send()
+            .await
+            .map_err(StoreError::from_sdk)?;
+        match out.item {
+            Some(item) => Ok(self.take(item)),
+            None => Ok(PageState::Open),
+        }
+    }
+
     async fn partition(
         &mut self,
         db: &TenantDb,

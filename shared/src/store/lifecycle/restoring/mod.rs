@@ -66,6 +66,7 @@ pub fn sources(tenant: &TenantId, shards: u32) -> Vec<Source> {
                 partition_kind(tenant, pk).is_some_and(crate::identity::entities::restored)
             }
             Source::Catalog(_) => true,
+            Source::Record(_) => false,
         })
         .collect()
 }

@@ -138,7 +138,7 @@ fn checkpoint(
 ) -> Result<Update, StoreError> {
     let key = tenant_record_key(&db.tenant);
     let mut update = Update::builder()
-        .table_name(&*db.table)
+        .table_name(&*db.record_table)
         .key(PK, AttributeValue::S(key.clone()))
         .key(SK, AttributeValue::S(key))
         .update_expression(expression)
@@ -160,7 +160,7 @@ fn checkpoint(
 fn record_update(db: &TenantDb) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
     let key = tenant_record_key(&db.tenant);
     Update::builder()
-        .table_name(&*db.table)
+        .table_name(&*db.record_table)
         .key(PK, AttributeValue::S(key.clone()))
         .key(SK, AttributeValue::S(key))
 }

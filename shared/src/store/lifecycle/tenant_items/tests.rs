@@ -17,6 +17,7 @@ fn golden_sources_fixed_partitions_then_the_catalog_then_the_record() {
         .map(|s| match s {
             Source::Partition(p) => p.clone(),
             Source::Catalog(c) => format!("catalog {c}"),
+            Source::Record(r) => format!("record {r}"),
         })
         .collect();
     assert_eq!(
@@ -35,7 +36,10 @@ fn golden_sources_fixed_partitions_then_the_catalog_then_the_record() {
         names[35],
         format!("catalog {}", catalog_shard_key(&t(), 15))
     );
-    assert_eq!(names.last().unwrap(), &tenant_record_key(&t()));
+    assert_eq!(
+        names.last().unwrap(),
+        &format!("record {}", tenant_record_key(&t()))
+    );
     assert_eq!(names.len(), 37);
     // AND without the record, the same less the last
     assert_eq!(sources(&t(), 2, 8, RecordInWalk::Excluded), all[..36]);

@@ -9,12 +9,12 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
 /// Reads a tenant's record with its own scoped client; `None` when the tenant is not onboarded.
 pub async fn read_record(db: &TenantDb) -> Result<Option<TenantRecord>, StoreError> {
-    read_record_with(&db.client, &db.table, &db.tenant, false).await
+    read_record_with(&db.client, &db.record_table, &db.tenant, false).await
 }
 
 /// [`read_record`], strongly consistent: for a read that decides a write.
 pub async fn read_record_consistent(db: &TenantDb) -> Result<Option<TenantRecord>, StoreError> {
-    read_record_with(&db.client, &db.table, &db.tenant, true).await
+    read_record_with(&db.client, &db.record_table, &db.tenant, true).await
 }
 
 /// Reads `tenant`'s record with `client` (a scoped client, or the directory's record reader).
@@ -52,7 +52,7 @@ pub(crate) fn record_update(
     let key = tenant_record_key(&db.tenant);
     db.client
         .update_item()
-        .table_name(&*db.table)
+        .table_name(&*db.record_table)
         .key(PK, AttributeValue::S(key.clone()))
         .key(SK, AttributeValue::S(key))
         .return_values(ReturnValue::AllNew)

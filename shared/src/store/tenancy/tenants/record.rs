@@ -126,6 +126,10 @@ pub struct TenantRecord {
     /// The last finished restore: its report.
     #[serde(default, skip_serializing)]
     pub last_restore: Option<Restore>,
+    /// The tenant's own table, when it is placed in one (`store::tenancy::placement`); absent: the
+    /// pool. The record itself stays in the pool either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_table: Option<String>,
     /// The shard count of the orders' date index, frozen at the first re-sharding: orders do not
     /// move, so their index keeps the count they were written with. Absent: [`Self::shard_count`].
     #[serde(default, skip_serializing_if = "Option::is_none")]

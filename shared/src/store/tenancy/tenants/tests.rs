@@ -38,6 +38,7 @@ fn golden_record_with_custom_limits() {
         last_restore: None,
         order_shard_count: None,
         reshardings: 0,
+        own_table: None,
         changed_by: None,
     };
     let item: crate::store::client::query::Item = serde_dynamo::to_item(&record).unwrap();

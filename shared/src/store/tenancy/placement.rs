@@ -1,0 +1,326 @@
+//! Where a tenant's items are: the pool, or its own table `<pool>-tenant-<tenant id>`
+//! ([`own_table_name`]). The record says which (`ownTable`), and every access resolves its tables
+//! here ([`tables_of`]): the keys stay the same in both (`TENANT#<t>#…`), so the guard and
+//! `dynamodb:LeadingKeys` apply inside an own table as in the pool; the record stays in the pool.
+//!
+//! An own table is made with the pool's own definition, read from DynamoDB, not written twice: its
+//! key schema, attribute definitions, indexes (keys and projections), billing mode, encryption and
+//! deletion protection (DescribeTable), its TTL attribute (DescribeTimeToLive) and its point-in-time
+//! recovery (DescribeContinuousBackups: a server without it, DynamoDB Local, has none to copy),
+//! plus a `tenant` tag. IAM lets the platform's functions create, change and delete only tables
+//! named `<pool>-tenant-*`.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{
+    BillingMode, GlobalSecondaryIndex, KeySchemaElement, PointInTimeRecoverySpecification,
+    Projection, SseSpecification, TableDescription, TableStatus, Tag, TimeToLiveSpecification,
+    TimeToLiveStatus,
+};
+use aws_sdk_dynamodb::Client;
+
+use crate::identity::ids::TenantId;
+use crate::isolation::policy::TenantTables;
+use crate::store::client::error::StoreError;
+use crate::store::client::scoped::TenantClients;
+use crate::store::tenancy::tenants::TenantRecord;
+
+/// The infix of every own table: `<pool><OWN_TABLE_INFIX><tenant id>`.
+pub const OWN_TABLE_INFIX: &str = "-tenant-";
+
+/// How long a call waits for a new own table to be ACTIVE before answering 503 (the table is
+/// kept, and a retry finds it).
+pub const ACTIVE_WAIT: Duration = Duration::from_secs(20);
+
+/// The own table of `tenant` beside `pool`; `None` when the name would be over DynamoDB's 255
+/// characters (a pool name over 183 characters leaves no room for every tenant id).
+pub fn own_table_name(pool: &str, tenant: &TenantId) -> Option<String> {
+    let name = format!("{pool}{OWN_TABLE_INFIX}{tenant}");
+    (name.len() <= 255).then_some(name)
+}
+
+/// The tables of the tenant `record` describes (the pool when it has no own table, or no record).
+pub fn tables_of(clients: &TenantClients, record: Option<&TenantRecord>) -> TenantTables {
+    match record.and_then(|r| r.own_table.as_deref()) {
+        Some(own) => clients.own(own),
+        None => clients.pooled(),
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Internal(e.to_string())
+}
+
+/// Creates `tenant`'s own table `name` with the pool's definition, or takes the one that is there
+/// when its keys and indexes are the pool's (an operator made it), and waits for it to be ACTIVE
+/// (up to [`ACTIVE_WAIT`]: then 503, and a retry waits again). `client` is on the function's own
+/// credentials ([`TenantClients::table_manager`]).
+pub async fn create_own_table(
+    client: &Client,
+    pool: &str,
+    name: &str,
+    tenant: &TenantId,
+) -> Result<(), StoreError> {
+    let pool_table = describe(client, pool)
+        .await?
+        .ok_or_else(|| StoreError::Internal(format!("the pool {pool} cannot be described")))?;
+    match describe(client, name).await? {
+        Some(existing) if same_keys(&existing, &pool_table) => {}
+        Some(_) => {
+            return Err(StoreError::Internal(format!(
+                "{name} exists with other keys or indexes than the pool's"
+            )))
+        }
+        None => create(client, &pool_table, name, tenant).await?,
+    }
+    wait_active(client, name).await?;
+    copy_time_to_live(client, pool, name).await?;
+    copy_point_in_time_recovery(client, pool, name).await
+}
+
+async fn describe(client: &Client, table: &str) -> Result<Option<TableDescription>, StoreError> {
+    match client.describe_table().table_name(table).send().await {
+        Ok(out) => Ok(out.table),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_not_found_exception()) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
+}
+
+/// Whether `a` and `b` have the same key schema and the same indexes (names, keys, projections).
+fn same_keys(a: &TableDescription, b: &TableDescription) -> bool {
+    let indexes = |t: &TableDescription| {
+        let mut out: Vec<_> = t
+            .global_secondary_indexes()
+            .iter()
+            .map(|i| {
+                (
+                    i.index_name().map(str::to_owned),
+                    i.key_schema().to_vec(),
+                    i.projection().cloned(),
+                )
+            })
+            .collect();
+        out.sort_by(|x, y| x.0.cmp(&y.0));
+        out
+    };
+    a.key_schema() == b.key_schema() && indexes(a) == indexes(b)
+}
+
+async fn create(
+    client: &Client,
+    pool: &TableDescription,
+    name: &str,
+    tenant: &TenantId,
+) -> Result<(), StoreError> {
+    // On demand whatever the pool's billing: a provisioned pool's capacity is the pool's.
+    let mut create = client
+        .create_table()
+        .table_name(name)
+        .set_attribute_definitions(Some(pool.attribute_definitions().to_vec()))
+        .set_key_schema(Some(pool.key_schema().to_vec()))
+        .billing_mode(BillingMode::PayPerRequest)
+        .deletion_protection_enabled(pool.deletion_protection_enabled().unwrap_or(false))
+        .tags(
+            Tag::builder()
+                .key("tenant")
+                .value(tenant.as_str())
+                .build()
+                .map_err(internal)?,
+        );
+    for index in pool.global_secondary_indexes() {
+        let key_schema: Vec<KeySchemaElement> = index.key_schema().to_vec();
+        let index = GlobalSecondaryIndex::builder()
+            .set_index_name(index.index_name().map(str::to_owned))
+            .set_key_schema(Some(key_schema))
+            .set_projection(
+                index
+                    .projection()
+                    .cloned()
+                    .or_else(|| Some(Projection::builder().build())),
+            )
+            .build()
+            .map_err(internal)?;
+        create = create.global_secondary_indexes(index);
+    }
+    if let Some(sse) = pool.sse_description() {
+        let kms = sse.kms_master_key_arn().map(str::to_owned);
+        create = create.sse_specification(
+            SseSpecification::builder()
+                .enabled(true)
+                .set_sse_type(sse.sse_type().cloned())
+                .set_kms_master_key_id(kms)
+                .build(),
+        );
+    }
+    match create.send().await {
+        Ok(_) => Ok(()),
+        // Made meanwhile by another call: it is checked when described again.
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_in_use_exception()) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
+}
+
+async fn wait_active(client: &Client, name: &str) -> Result<(), StoreError> {
+    let deadline = tokio::time::Instant::now() + ACTIVE_WAIT;
+    loop {
+        let status = describe(client, name)
+            .await?
+            .and_then(|t| t.table_status().cloned());
+        if status == Some(TableStatus::Active) {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(StoreError::Unavailable(format!(
+                "the tenant's table {name} is being created"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn copy_time_to_live(client: &Client, pool: &str, name: &str) -> Result<(), StoreError> {
+    let pool_ttl = client
+        .describe_time_to_live()
+        .table_name(pool)
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    let Some(attribute) = pool_ttl
+        .time_to_live_description()
+        .filter(|d| d.time_to_live_status() == Some(&TimeToLiveStatus::Enabled))
+        .and_then(|d| d.attribute_name())
+    else {
+        return Ok(());
+    };
+    let own = client
+        .describe_time_to_live()
+        .table_name(name)
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    if own
+        .time_to_live_description()
+        .is_some_and(|d| d.time_to_live_status() == Some(&TimeToLiveStatus::Enabled))
+    {
+        return Ok(());
+    }
+    let spec = TimeToLiveSpecification::builder()
+        .enabled(true)
+        .attribute_name(attribute)
+        .build()
+        .map_err(internal)?;
+    client
+        .update_time_to_live()
+        .table_name(name)
+        .time_to_live_specification(spec)
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    Ok(())
+}
+
+/// Whether an SDK error is a server's "no such operation" (DynamoDB Local has no backups).
+fn unknown_operation<E: aws_sdk_dynamodb::error::ProvideErrorMetadata, R>(
+    e: &aws_sdk_dynamodb::error::SdkError<E, R>,
+) -> bool {
+    e.as_service_error()
+        .and_then(|s| s.code())
+        .is_some_and(|c| c.contains("UnknownOperation"))
+}
+
+async fn copy_point_in_time_recovery(
+    client: &Client,
+    pool: &str,
+    name: &str,
+) -> Result<(), StoreError> {
+    let pool_backups = match client
+        .describe_continuous_backups()
+        .table_name(pool)
+        .send()
+        .await
+    {
+        Ok(out) => out,
+        Err(e) if unknown_operation(&e) => return Ok(()),
+        Err(e) => return Err(StoreError::from_sdk(e)),
+    };
+    let enabled = pool_backups
+        .continuous_backups_description()
+        .and_then(|d| d.point_in_time_recovery_description())
+        .and_then(|p| p.point_in_time_recovery_status())
+        .is_some_and(|s| s.as_str() == "ENABLED");
+    if !enabled {
+        return Ok(());
+    }
+    let spec = PointInTimeRecoverySpecification::builder()
+        .point_in_time_recovery_enabled(true)
+        .build()
+        .map_err(internal)?;
+    client
+        .update_continuous_backups()
+        .table_name(name)
+        .point_in_time_recovery_specification(spec)
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    Ok(())
+}
+
+/// Whether the table `name` exists (in any state).
+pub async fn table_exists(client: &Client, name: &str) -> Result<bool, StoreError> {
+    Ok(describe(client, name).await?.is_some())
+}
+
+/// Deletes `tenant`'s own table `name`: deletion protection off first, then the table. Gone
+/// already is done.
+pub async fn delete_own_table(client: &Client, name: &str) -> Result<(), StoreError> {
+    let Some(table) = describe(client, name).await? else {
+        return Ok(());
+    };
+    if table.deletion_protection_enabled() == Some(true) {
+        client
+            .update_table()
+            .table_name(name)
+            .deletion_protection_enabled(false)
+            .send()
+            .await
+            .map_err(StoreError::from_sdk)?;
+        wait_active(client, name).await?;
+    }
+    match client.delete_table().table_name(name).send().await {
+        Ok(_) => Ok(()),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_not_found_exception()) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_own_table_is_named_under_the_pool_and_never_over_255_characters() {
+        let acme = TenantId::parse("acme").unwrap();
+        assert_eq!(
+            own_table_name("pooltable-dev", &acme).as_deref(),
+            Some("pooltable-dev-tenant-acme")
+        );
+        let longest = TenantId::parse(&"t".repeat(64)).unwrap();
+        assert!(own_table_name(&"p".repeat(183), &longest).is_some());
+        assert_eq!(own_table_name(&"p".repeat(184), &longest), None);
+    }
+}

@@ -1,0 +1,276 @@
+//! Tenants in their own tables (`shared::store::tenancy::placement`, issue #42 items 1–3): a tenant
+//! onboarded with `placement: own` gets `<pool>-tenant-<id>`, made with the pool's definition; every
+//! route serves it from there with the same contract; of the pool it has only its record; its
+//! credentials name its table and its record, the guard refuses the rest; exporting reads it, and
+//! offboarding leaves no table and no item. The neighbours' items stay byte for byte.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use integration::api::NO_PATH;
+use integration::{offboard_to_end, onboard, unique, Auth, Harness};
+use serde_json::json;
+use shared::identity::ids::TenantId;
+use shared::identity::keys::{raw_key, tenant_record_key, PK, SK};
+use shared::isolation::guard::is_guard_violation;
+use shared::isolation::policy::{session_policy, session_policy_for, TableLocation, TenantTables};
+
+type Item = HashMap<String, AttributeValue>;
+
+fn sorted(mut items: Vec<Item>) -> Vec<String> {
+    let mut out: Vec<String> = items
+        .drain(..)
+        .map(|i| {
+            format!(
+                "{:?}",
+                i.into_iter().collect::<std::collections::BTreeMap<_, _>>()
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+async fn onboard_own(h: &Harness, tenant: &str) -> String {
+    let r = h
+        .operator()
+        .onboard_tenant(
+            json!({"tenantId": tenant, "tier": "standard", "shardCount": 4, "placement": "own"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let own_table = format!("{}-tenant-{tenant}", h.table);
+    assert_eq!(r.body["placement"], "own");
+    assert_eq!(r.body["ownTable"], own_table.as_str());
+    own_table
+}
+
+async fn table_exists(h: &Harness, table: &str) -> bool {
+    match h.admin.describe_table().table_name(table).send().await {
+        Ok(_) => true,
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_not_found_exception()) =>
+        {
+            false
+        }
+        Err(e) => panic!("DescribeTable {table}: {e:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_tenant_in_its_own_table_is_served_from_it_exported_and_offboarded_with_its_table() {
+    // GIVEN a pooled neighbour with products, and a tenant onboarded in its own table
+    let h = Harness::new().await;
+    let neighbour = unique("pooled");
+    onboard(&h, &neighbour, 2).await;
+    for i in 0..5 {
+        let r = h
+            .tenant(&neighbour)
+            .put_product(&format!("n{i}"), json!({"v": i}))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let own = unique("own");
+    let own_table = onboard_own(&h, &own).await;
+    let neighbours_before = sorted(h.items_under(&raw_key(&neighbour, "")).await);
+
+    // WHEN it writes 30 products and a session, lists and reads them, and its usage is written
+    for i in 0..30 {
+        let r = h
+            .tenant(&own)
+            .put_product(&format!("p{i:02}"), json!({"v": i}))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let session = h
+        .tenant(&own)
+        .call(
+            "create-session",
+            &NO_PATH,
+            Some(json!({"customerId": "c1", "state": "{}"})),
+        )
+        .await;
+    assert_eq!(session.status, 201, "{}", session.body);
+    let mut listed = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut query = vec![("limit", "7")];
+        if let Some(c) = cursor.as_deref() {
+            query.push(("cursor", c));
+        }
+        let r = h
+            .tenant(&own)
+            .query(&query)
+            .call("query-tenant-products", &NO_PATH, None)
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        listed.extend(
+            r.body["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["productId"].clone()),
+        );
+        match r.body["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    h.app.flush_usage().await.unwrap();
+
+    // THEN every product is listed once, and its items are in its own table, under its prefix
+    assert_eq!(listed.len(), 30);
+    let in_own = h.admin_scan(&own_table).await;
+    let prefix = raw_key(&own, "");
+    assert!(in_own
+        .iter()
+        .all(|i| i[PK].as_s().unwrap().starts_with(&prefix)));
+    let products = in_own
+        .iter()
+        .filter(|i| {
+            i.get("kind")
+                .and_then(|k| k.as_s().ok())
+                .map(String::as_str)
+                == Some("PRODUCT")
+        })
+        .count();
+    assert_eq!(products, 30, "own table: {in_own:?}");
+    // AND of the pool it has only its record
+    let in_pool = h.items_under(&prefix).await;
+    let record = tenant_record_key(&TenantId::parse(&own).unwrap());
+    assert_eq!(in_pool.len(), 1, "{in_pool:?}");
+    assert_eq!(in_pool[0][PK].as_s().unwrap(), &record);
+    // AND the neighbour's items are as they were
+    assert_eq!(
+        sorted(h.items_under(&raw_key(&neighbour, "")).await),
+        neighbours_before
+    );
+
+    // AND its session policy names its own table and, of the pool, its record; the neighbour's the pool
+    let location =
+        TableLocation::from_role_arn(integration::ROLE_ARN, "us-east-1", &h.table).unwrap();
+    let own_id = TenantId::parse(&own).unwrap();
+    let expected =
+        session_policy_for(&own_id, &location, &TenantTables::own(&own_table, &h.table)).unwrap();
+    let policies = h.recorded_policies(&own).await;
+    assert!(!policies.is_empty());
+    assert!(policies.iter().all(|p| *p == expected), "{policies:?}");
+    let pooled = session_policy(&TenantId::parse(&neighbour).unwrap(), &location).unwrap();
+    assert!(h
+        .recorded_policies(&neighbour)
+        .await
+        .iter()
+        .all(|p| *p == pooled));
+
+    // WHEN an operator exports it
+    let operator = Auth::Operator(unique("ops"));
+    let export = h
+        .caller(&operator)
+        .query(&[("limit", "100")])
+        .export_tenant(&own)
+        .await;
+    // THEN the export holds its products and its record
+    assert_eq!(export.status, 200, "{}", export.body);
+    let lines: Vec<&str> = export.text.lines().collect();
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("\"PRODUCT\"")).count(),
+        30
+    );
+    assert!(
+        lines.iter().any(|l| l.contains(&record)),
+        "no record in the export"
+    );
+
+    // WHEN it is offboarded
+    let report = offboard_to_end(&h, &own, &operator).await;
+    // THEN its table is gone, and no item of it is left in the pool
+    assert_eq!(report.status, 200);
+    assert!(
+        !table_exists(&h, &own_table).await,
+        "{own_table} is still there"
+    );
+    assert!(h.items_under(&prefix).await.is_empty());
+    // AND the neighbour's items are still as they were
+    assert_eq!(
+        sorted(h.items_under(&raw_key(&neighbour, "")).await),
+        neighbours_before
+    );
+}
+
+#[tokio::test]
+async fn the_guard_keeps_an_own_table_tenant_to_its_table_and_record_and_a_pooled_one_out_of_own_tables(
+) {
+    // GIVEN a tenant in its own table and a pooled one
+    let h = Harness::new().await;
+    let own = unique("own");
+    let own_table = onboard_own(&h, &own).await;
+    let pooled = unique("pooled");
+    onboard(&h, &pooled, 1).await;
+    let own_db = h.app.db(&TenantId::parse(&own).unwrap()).await.unwrap();
+    let pooled_db = h.app.db(&TenantId::parse(&pooled).unwrap()).await.unwrap();
+    let get = |db: &shared::store::client::scoped::TenantDb, table: &str, pk: String| {
+        db.client
+            .get_item()
+            .table_name(table)
+            .key(PK, AttributeValue::S(pk.clone()))
+            .key(SK, AttributeValue::S(pk))
+    };
+    let refused = |e: &(dyn std::error::Error + 'static)| is_guard_violation(e);
+
+    // WHEN the own-table tenant reads its record in the pool THEN it may
+    let record = tenant_record_key(&TenantId::parse(&own).unwrap());
+    let read = get(&own_db, &h.table, record).send().await.unwrap();
+    assert!(read.item.is_some());
+    // WHEN it reads one of its own keys in the pool, or queries the pool THEN the guard refuses
+    let e = get(&own_db, &h.table, raw_key(&own, "PRODUCT#0"))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(refused(&e), "{e:?}");
+    let e = own_db
+        .client
+        .query()
+        .table_name(&h.table)
+        .key_condition_expression("PK = :pk")
+        .expression_attribute_values(":pk", AttributeValue::S(raw_key(&own, "PRODUCT#0")))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(refused(&e), "{e:?}");
+    // WHEN the pooled tenant names the own table, even at its own keys THEN the guard refuses
+    let e = get(&pooled_db, &own_table, raw_key(&pooled, "PRODUCT#0"))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(refused(&e), "{e:?}");
+    // WHEN either names a third table THEN the guard refuses
+    let e = get(&own_db, "another-table", raw_key(&own, "PRODUCT#0"))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(refused(&e), "{e:?}");
+}
+
+#[tokio::test]
+async fn an_own_placement_for_an_existing_tenant_is_409_and_makes_no_table() {
+    // GIVEN a pooled tenant
+    let h = Harness::new().await;
+    let tenant = unique("pooled");
+    onboard(&h, &tenant, 1).await;
+    // WHEN it is onboarded again in its own table
+    let r = h
+        .operator()
+        .onboard_tenant(json!({"tenantId": tenant, "tier": "standard", "placement": "own"}))
+        .await;
+    // THEN 409, and no table was made
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(!table_exists(&h, &format!("{}-tenant-{tenant}", h.table)).await);
+    // AND an unknown placement is a 400 naming the field
+    let r = h
+        .operator()
+        .onboard_tenant(json!({"tenantId": unique("x"), "tier": "standard", "placement": "silo"}))
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.to_string().contains("placement"), "{}", r.body);
+}
