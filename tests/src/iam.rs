@@ -76,7 +76,7 @@ fn key_values(req: &AuthzRequest, key: &str) -> Option<Vec<String>> {
     panic!("the evaluator does not model condition key {key}")
 }
 
-/// A condition value with its `${aws:PrincipalTag/<key>}` variables replaced; `None` when a variable
+/// A condition value or a resource with its `${aws:PrincipalTag/<key>}` variables replaced; `None` when a variable
 /// names a tag the session does not have (IAM: the condition then does not match).
 fn substitute(pattern: &str, req: &AuthzRequest) -> Option<String> {
     let mut out = String::new();
@@ -158,7 +158,7 @@ fn statement_matches(st: &Value, req: &AuthzRequest) -> bool {
     let resource_ok = st.get("Resource").is_none()
         || strings(&st["Resource"])
             .iter()
-            .any(|r| glob(r, &req.resource));
+            .any(|r| substitute(r, req).is_some_and(|r| glob(&r, &req.resource)));
     action_ok && resource_ok && conditions_hold(&st["Condition"], req)
 }
 

@@ -17,8 +17,9 @@ pub struct Arns<'a> {
 }
 
 /// The function roles the tenant-access role's trust policy may name, by logical id.
-pub const FUNCTION_ROLES: [&str; 4] = [
+pub const FUNCTION_ROLES: [&str; 5] = [
     "FunctionExecutionRole",
+    "OnboardingFunctionRole",
     "PlatformFunctionRole",
     "ImportProducerRole",
     "ImportConsumerRole",
@@ -29,6 +30,7 @@ pub const FUNCTION_ROLES: [&str; 4] = [
 pub fn role_arn(arns: &Arns, logical: &str) -> Option<String> {
     let suffix = match logical {
         "FunctionExecutionRole" => "-functions",
+        "OnboardingFunctionRole" => "-onboarding",
         "PlatformFunctionRole" => "-platform-functions",
         "ImportProducerRole" => "-import-producer",
         "ImportConsumerRole" => "-import-consumer",
@@ -62,8 +64,12 @@ fn resolve(v: &Yaml, arns: &Arns) -> Json {
                 {
                     Json::String(role_arn(arns, att.trim_end_matches(".Arn")).unwrap())
                 }
-                ("!Sub", s) if s.matches("${").count() == s.matches("${Table.Arn}").count() => {
-                    Json::String(s.replace("${Table.Arn}", arns.table))
+                // `${!x}` is CloudFormation's escape for the literal `${x}` (an IAM policy variable).
+                ("!Sub", s)
+                    if s.matches("${").count()
+                        == s.matches("${Table.Arn}").count() + s.matches("${!").count() =>
+                {
+                    Json::String(s.replace("${Table.Arn}", arns.table).replace("${!", "${"))
                 }
                 other => panic!("the policy holds an unresolved reference {other:?}"),
             }

@@ -191,7 +191,6 @@ fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_o
             request("DescribeTable", &source, None),
             request("DeleteTable", &source, None),
             request("RestoreTableToPointInTime", table, None),
-            request("DescribeContinuousBackups", table, None),
         ];
         for r in restores {
             assert_eq!(
@@ -200,6 +199,29 @@ fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_o
                 "{role}: {r:?}"
             );
         }
+        // AND only onboarding's and the platform functions' (offboarding) read the pool's definition
+        // and make, change and delete own tables, `<pool>-tenant-*`, and no other table
+        let own = format!("{table}-tenant-acme");
+        let own_tables = [
+            request("DescribeContinuousBackups", table, None),
+            request("DescribeTimeToLive", table, None),
+            request("CreateTable", &own, None),
+            request("UpdateTable", &own, None),
+            request("DeleteTable", &own, None),
+            request("UpdateTimeToLive", &own, None),
+        ];
+        for r in own_tables {
+            assert_eq!(
+                allowed(r.clone()),
+                matches!(role, "PlatformFunctionRole" | "OnboardingFunctionRole"),
+                "{role}: {r:?}"
+            );
+        }
+        assert!(!allowed(request("CreateTable", table, None)), "{role}");
+        assert!(
+            !allowed(request("GetItem", &own, None)),
+            "{role}: own tables' items are the tenant's"
+        );
         for refused in [
             request("DeleteTable", table, None),
             request(
