@@ -213,7 +213,12 @@ fn batch_asks(want: u32, average: Option<u32>, in_flight: usize, left: usize) ->
     let Some(average) = average else {
         return vec![want];
     };
-    let likely_most = average.saturating_add(3 * f64::from(average).sqrt().ceil() as u32 + 3);
+    // Never less than the page's share of each partition left: an average of one partition (the
+    // first, read alone) can be far below the rest, and asking a small partition for more than it
+    // holds reads only what it holds.
+    let likely_most = average
+        .saturating_add(3 * f64::from(average).sqrt().ceil() as u32 + 3)
+        .max(want.div_ceil(left.max(1) as u32));
     let most = want.saturating_add(want / 4).saturating_add(likely_most);
     let mut asks: Vec<u32> = Vec::new();
     let mut total = 0u32;
