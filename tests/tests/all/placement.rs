@@ -8,12 +8,16 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration::api::NO_PATH;
+use integration::import_queue::{drain, Consumer, ImportQueues};
 use integration::{offboard_to_end, onboard, unique, Auth, Harness};
 use serde_json::json;
+use shared::identity::clock::Clock;
 use shared::identity::ids::TenantId;
-use shared::identity::keys::{raw_key, tenant_record_key, PK, SK};
+use shared::identity::keys::{is_metering_pk, raw_key, tenant_record_key, PK, SK};
+use shared::identity::shard::shard_for;
 use shared::isolation::guard::is_guard_violation;
 use shared::isolation::policy::{session_policy, session_policy_for, TableLocation, TenantTables};
+use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
 
 type Item = HashMap<String, AttributeValue>;
 
@@ -273,4 +277,129 @@ async fn an_own_placement_for_an_existing_tenant_is_409_and_makes_no_table() {
         .await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body.to_string().contains("placement"), "{}", r.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_own_table_tenant_is_imported_into_resharded_metered_and_held_to_its_quota_in_its_table()
+{
+    // GIVEN a tenant in its own table on 4 shards with 60 products, and a pooled neighbour
+    let h = Harness::new().await;
+    let neighbour = unique("pooled");
+    onboard(&h, &neighbour, 1).await;
+    let r = h
+        .tenant(&neighbour)
+        .put_product("n0", json!({"v": 0}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let own = unique("own");
+    let own_table = onboard_own(&h, &own).await;
+    for i in 0..60 {
+        let r = h
+            .tenant(&own)
+            .put_product(&format!("p{i:02}"), json!({"v": i}))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let neighbours_before = sorted(h.items_under(&raw_key(&neighbour, "")).await);
+
+    // WHEN 20 products are imported through the queue and its consumer (a Lambda process)
+    let queues = ImportQueues::create(3, 1).await;
+    let consumer = Consumer::start(&h.table, &queues).await;
+    let posted =
+        crate::imports::post_import(&h, &queues, &own, crate::imports::products("i", 20), &[])
+            .await;
+    assert_eq!(posted.status, 202, "{}", posted.body);
+    drain(&queues, &[&consumer], 10).await;
+    let id = posted.body["importId"].as_str().unwrap();
+    let progress = h.tenant(&own).get_import(id).await;
+    // THEN they are written, once
+    assert_eq!(progress.body["written"], 20, "{}", progress.body);
+    assert_eq!(progress.body["status"], "complete", "{}", progress.body);
+
+    // WHEN it is re-sharded 4 → 8 and the driver, in another container, runs it to its end
+    let started = h
+        .operator()
+        .update_tenant(&own, json!({"shardCount": 8}))
+        .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    let driver = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    driver.clock.advance_seconds(MOVES_DELAY_SECONDS);
+    let mut runs = 0;
+    while tenants::drive_lifecycle::drive(&driver.app)
+        .await
+        .unwrap()
+        .pending
+        > 0
+    {
+        runs += 1;
+        assert!(runs < 60, "the lifecycle driver does not finish");
+    }
+    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
+    // AND it is served through the runtime (admitted: quota window and usage written)
+    for _ in 0..3 {
+        let r = h
+            .tenant(&own)
+            .admitted()
+            .query(&[("limit", "5")])
+            .call("query-tenant-products", &NO_PATH, None)
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    h.app.flush_usage().await.unwrap();
+
+    // THEN every product is on its 8-shard key in its own table, once
+    let t = TenantId::parse(&own).unwrap();
+    let in_own = h.admin_scan(&own_table).await;
+    let products: Vec<&Item> = in_own
+        .iter()
+        .filter(|i| {
+            i[PK]
+                .as_s()
+                .unwrap()
+                .starts_with(&raw_key(&own, "PRODUCT#"))
+        })
+        .collect();
+    assert_eq!(products.len(), 80);
+    for item in &products {
+        let id = item["productId"].as_s().unwrap();
+        assert_eq!(
+            item[PK].as_s().unwrap(),
+            &raw_key(&own, format!("PRODUCT#{}", shard_for(id, 8))),
+            "{id}"
+        );
+    }
+    // AND its usage counters and quota windows are in its own table
+    let metering: Vec<&str> = in_own
+        .iter()
+        .map(|i| i[PK].as_s().unwrap().as_str())
+        .filter(|pk| is_metering_pk(&t, pk))
+        .collect();
+    assert!(
+        metering.iter().any(|pk| pk.contains("#USAGE#")),
+        "{metering:?}"
+    );
+    assert!(
+        metering.iter().any(|pk| pk.contains("#RATE#")),
+        "{metering:?}"
+    );
+    let today = shared::identity::clock::rfc3339(h.clock.now_millis())[..10].to_owned();
+    let usage = h
+        .tenant(&own)
+        .query(&[("from", today.as_str()), ("to", today.as_str())])
+        .call("get-usage", &NO_PATH, None)
+        .await;
+    assert_eq!(usage.status, 200, "{}", usage.body);
+    assert!(
+        usage.body.to_string().contains("query-tenant-products"),
+        "{}",
+        usage.body
+    );
+    // AND the record says 8 shards; of the pool it has only that record; the neighbour is as it was
+    let record = h.operator().get_tenant(&own).await;
+    assert_eq!(record.body["shardCount"], 8, "{}", record.body);
+    assert_eq!(h.items_under(&raw_key(&own, "")).await.len(), 1);
+    assert_eq!(
+        sorted(h.items_under(&raw_key(&neighbour, "")).await),
+        neighbours_before
+    );
 }
