@@ -5,6 +5,8 @@
 
 DEMO_TENANTS=(acme globex)
 declare -A DEMO_SHARDS=([acme]=16 [globex]=4)
+# acme in the pool, globex in its own table (<pool>-tenant-globex): both servers serve both placements.
+declare -A DEMO_PLACEMENT=([acme]=pool [globex]=own)
 declare -A DEMO_TOKENS DEMO_SESSIONS
 DEMO_OPERATOR=""
 
@@ -14,7 +16,7 @@ demo_api() { # base method path token [body]
 }
 demo_json_field() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1],""))' "$1"; }
 
-# Onboards acme (16 shards) and globex (4), each with 3 products, a department with one employee,
+# Onboards acme (16 shards, in the pool) and globex (4, in its own table), each with 3 products, a department with one employee,
 # a session for alice and one for bob, and a child session under bob's. $2 names the log to read on
 # failure.
 seed_demo_tenants() { # base logfile
@@ -25,8 +27,9 @@ seed_demo_tenants() { # base logfile
     DEMO_TOKENS[$tenant]=$("$pooltable" dev-token "$tenant")
     log "seeding tenant $tenant"
     demo_api "$base" POST /tenants "$DEMO_OPERATOR" \
-      "{\"tenantId\":\"$tenant\",\"tier\":\"premium\",\"shardCount\":${DEMO_SHARDS[$tenant]}}" >/dev/null || fail
-    printf '  onboarded with %s shards\n' "${DEMO_SHARDS[$tenant]}" >&2
+      "{\"tenantId\":\"$tenant\",\"tier\":\"premium\",\"shardCount\":${DEMO_SHARDS[$tenant]},\"placement\":\"${DEMO_PLACEMENT[$tenant]}\"}" \
+      >/dev/null || fail
+    printf '  onboarded with %s shards, placement %s\n' "${DEMO_SHARDS[$tenant]}" "${DEMO_PLACEMENT[$tenant]}" >&2
     for sku in 1001 1002 1003; do
       demo_api "$base" PUT "/products/sku-$sku" "${DEMO_TOKENS[$tenant]}" \
         "{\"name\":\"$tenant product $sku\",\"price\":$sku}" >/dev/null || fail
@@ -118,4 +121,37 @@ check_demo_examples() { # base
     done
   done
   [ "$failed" = 0 ] || die "$failed example checks failed"
+}
+
+# The demo tenants' placements, read from the tables themselves: a tenant placed `own` has its items
+# in <table>-tenant-<id> and, in <table>, only its record; a pooled one has no table of its own.
+check_demo_placements() { # table
+  local pairs=() t
+  for t in "${DEMO_TENANTS[@]}"; do pairs+=("$t=${DEMO_PLACEMENT[$t]}"); done
+  "$TOOLS/venv/bin/python" - "$1" "${pairs[@]}" <<'PY'
+import sys, boto3
+table, placements = sys.argv[1], dict(a.split("=") for a in sys.argv[2:])
+ddb = boto3.client("dynamodb")
+def keys(name):
+    out, start = [], None
+    while True:
+        page = ddb.scan(TableName=name, **({"ExclusiveStartKey": start} if start else {}))
+        out += [i["PK"]["S"] for i in page["Items"]]
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return out
+tables = ddb.list_tables()["TableNames"]
+pool = keys(table)
+for tenant, placement in placements.items():
+    prefix, own = f"TENANT#{tenant}#", f"{table}-tenant-{tenant}"
+    in_pool = [k for k in pool if k.startswith(prefix)]
+    if placement == "own":
+        in_own = keys(own) if own in tables else []
+        assert in_own and all(k.startswith(prefix) for k in in_own), f"{tenant}: {own} holds {len(in_own)} items"
+        assert in_pool == [f"{prefix}TENANT"], f"{tenant}: the pool holds {in_pool[:5]}"
+        print(f"{tenant}: {len(in_own)} items in {own}, its record in {table}")
+    else:
+        assert own not in tables and len(in_pool) > 1, f"{tenant}: pooled, but {own} exists or the pool is empty"
+        print(f"{tenant}: {len(in_pool)} items in {table}")
+PY
 }

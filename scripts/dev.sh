@@ -81,6 +81,7 @@ driver_pid=$!
 log "lifecycle driver: drive-lifecycle every 60 s"
 
 seed_demo_tenants "http://127.0.0.1:$PORT" "$STACK_LOGS/watch.log"
+check_demo_placements "$TABLE_NAME" >&2 || die "the demo tenants' placements do not hold"
 cat <<MSG
 
 pooltable is running on http://localhost:$PORT  (Ctrl-C stops everything)

@@ -434,7 +434,8 @@ case "$MODE" in
     port=$(free_port)
     start_api "$port"
     check_demo_examples "http://127.0.0.1:$port"
-    log "sam local: every function answered its documented status; start-api served both tenants' examples" ;;
+    check_demo_placements pooltable-local || die "sam local: the demo tenants' placements do not hold"
+    log "sam local: every function answered its documented status; start-api served both tenants' examples (acme pooled, globex in its own table)" ;;
   api)
     PORT="${PORT:-3000}"
     start_api "$PORT"
