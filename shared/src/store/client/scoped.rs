@@ -147,7 +147,8 @@ impl TenantClients {
             client: self.client(config),
             tenant: tenant.clone(),
             table: Arc::from(table),
-            record_table: self.table_name.clone(),
+            // The source's own copy of the record (its shard count, its tenant's identity).
+            record_table: Arc::from(table),
             max_in_flight: self.max_in_flight,
             pages: None,
             walk_sizes: None,
