@@ -14,6 +14,7 @@ mod faults;
 mod foundation;
 mod generated;
 mod hot_lists;
+mod iam_engine;
 mod idempotency;
 mod imports;
 mod isolation_property;

@@ -1,7 +1,7 @@
 //! Run by scripts/test.sh after the whole suite (hence `#[ignore]` in the main run): scans every table
 //! the suite left in DynamoDB Local and asserts that every `PK` and every `SK` starts with
 //! `TENANT#<its tenant>#`, that no item carries keys of two tenants, and that an item's `tenantId`
-//! attribute, where it has one, names that same tenant.
+//! attribute, where it has one, names that same tenant; a tenant's own table holds only its keys.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
@@ -30,6 +30,10 @@ async fn every_key_in_every_table_is_under_exactly_one_tenant() {
         .unwrap();
     let mut audited = 0usize;
     for table in &tables {
+        // A tenant's own table (`<pool>-tenant-<id>`) holds that tenant's keys and no other's.
+        let owner = table
+            .rsplit_once(shared::store::tenancy::placement::OWN_TABLE_INFIX)
+            .map(|(_, tenant)| tenant.to_owned());
         let mut start = None;
         loop {
             let out = admin
@@ -53,6 +57,9 @@ async fn every_key_in_every_table_is_under_exactly_one_tenant() {
                     pk_tenant, sk_tenant,
                     "{table}: an item carries keys of two tenants: {pk} / {sk}"
                 );
+                if let Some(owner) = &owner {
+                    assert_eq!(pk_tenant, owner, "{table}: another tenant's item {pk}");
+                }
                 if let Some(AttributeValue::S(owner)) = item.get("tenantId") {
                     assert_eq!(
                         owner, pk_tenant,

@@ -1,0 +1,316 @@
+//! IAM alone, judged by an engine we did not write: fakecloud (crates.io `fakecloud`, AGPL, run as a
+//! separate server by `scripts/iam-engine.sh`, never linked) in its strict IAM mode, which evaluates
+//! a role's policies, the session policy, policy variables and `dynamodb:LeadingKeys`. Requests go
+//! out on raw clients with each tenant's STS credentials and no guard: whatever is refused here, IAM
+//! refused.
+//!
+//! A pooled tenant and two tenants in their own tables; for each caller, every operation the
+//! functions send (and Scan) at each tenant's keys in each table: allowed exactly when the key is
+//! the caller's and the table is its items' table, or the key is its record in the pool; every
+//! cross-tenant request refused. First with pooltable's session policy, then with the template's role
+//! policy alone (a session without a session policy).
+//!
+//! fakecloud reads `aws:PrincipalTag/…` from the role's tags and ignores AssumeRole's session tags,
+//! so each tenant gets a role of its own, tagged `TenantId`, holding the template's role policy; in
+//! AWS one role serves every tenant and the session tag binds it (docs/isolation.md). Not run by
+//! the test command: fakecloud takes too long to build there (README, docs/isolation.md).
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+use shared::identity::ids::TenantId;
+use shared::identity::keys::{raw_key, tenant_record_key, GSI1, PK, SK};
+use shared::isolation::credentials::{assume_role_request, CredentialSettings};
+use shared::isolation::policy::{TableLocation, TenantTables};
+
+const ACCOUNT: &str = "123456789012";
+const REGION: &str = "us-east-1";
+const POOL: &str = "pooltable-engine";
+
+fn endpoint() -> String {
+    std::env::var("FAKECLOUD_ENDPOINT")
+        .expect("FAKECLOUD_ENDPOINT is not set: run scripts/iam-engine.sh, which builds and starts fakecloud")
+}
+
+fn sdk_config(access_key: &str, secret: &str, token: Option<String>) -> aws_config::SdkConfig {
+    aws_config::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new(REGION))
+        .endpoint_url(endpoint())
+        .http_client(shared::service::app::https_client())
+        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+            access_key, secret, token, None, "engine",
+        )))
+        .build()
+}
+
+/// fakecloud lets an access key starting with `test` past IAM: the administrator's.
+fn admin() -> aws_config::SdkConfig {
+    sdk_config("test", "test", None)
+}
+
+fn role_arn(tenant: &str) -> String {
+    format!("arn:aws:iam::{ACCOUNT}:role/pooltable-engine-tenant-{tenant}")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Get,
+    Put,
+    Update,
+    Delete,
+    Query,
+    QueryGsi1,
+    Transact,
+    Scan,
+}
+
+const OPS: [Op; 8] = [
+    Op::Get,
+    Op::Put,
+    Op::Update,
+    Op::Delete,
+    Op::Query,
+    Op::QueryGsi1,
+    Op::Transact,
+    Op::Scan,
+];
+
+/// Sends `op` at `pk` (its SK the same) in `table`; `true` unless IAM refused it.
+async fn iam_allows(client: &aws_sdk_dynamodb::Client, op: Op, table: &str, pk: &str) -> bool {
+    let key = HashMap::from([
+        (PK.to_owned(), AttributeValue::S(pk.to_owned())),
+        (SK.to_owned(), AttributeValue::S(pk.to_owned())),
+    ]);
+    let value = AttributeValue::S(pk.to_owned());
+    let outcome: Result<(), String> = match op {
+        Op::Get => client
+            .get_item()
+            .table_name(table)
+            .set_key(Some(key))
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| code(&e)),
+        Op::Put => client
+            .put_item()
+            .table_name(table)
+            .set_item(Some(key))
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| code(&e)),
+        Op::Update => client
+            .update_item()
+            .table_name(table)
+            .set_key(Some(key))
+            .update_expression("SET #v = :v")
+            .expression_attribute_names("#v", "v")
+            .expression_attribute_values(":v", AttributeValue::N("1".into()))
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| code(&e)),
+        Op::Delete => client
+            .delete_item()
+            .table_name(table)
+            .set_key(Some(key))
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| code(&e)),
+        Op::Query | Op::QueryGsi1 => {
+            let mut q = client
+                .query()
+                .table_name(table)
+                .expression_attribute_values(":pk", value);
+            q = match op {
+                Op::QueryGsi1 => q.index_name(GSI1).key_condition_expression("SK = :pk"),
+                _ => q.key_condition_expression("PK = :pk"),
+            };
+            q.send().await.map(drop).map_err(|e| code(&e))
+        }
+        Op::Transact => {
+            let put = Put::builder()
+                .table_name(table)
+                .set_item(Some(key))
+                .build()
+                .unwrap();
+            client
+                .transact_write_items()
+                .transact_items(TransactWriteItem::builder().put(put).build())
+                .send()
+                .await
+                .map(drop)
+                .map_err(|e| code(&e))
+        }
+        Op::Scan => client
+            .scan()
+            .table_name(table)
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| code(&e)),
+    };
+    match outcome {
+        Ok(()) => true,
+        Err(code) if code.contains("AccessDenied") => false,
+        // Past IAM: anything else is DynamoDB's own answer.
+        Err(_) => true,
+    }
+}
+
+fn code<E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(
+    e: &aws_sdk_dynamodb::error::SdkError<E, R>,
+) -> String {
+    e.as_service_error()
+        .and_then(|s| s.code().map(str::to_owned))
+        .unwrap_or_else(|| format!("{e:?}"))
+}
+
+struct Tenant {
+    id: TenantId,
+    tables: TenantTables,
+}
+
+#[tokio::test]
+#[ignore = "runs against fakecloud in strict IAM mode: scripts/iam-engine.sh"]
+async fn iam_alone_refuses_every_cross_tenant_request_in_both_placements() {
+    // GIVEN the pool and two own tables, made with the template's definition, and three tenants:
+    // `pooled` in the pool, `ownb` and `ownc` in their own tables
+    let admin = admin();
+    let ddb = aws_sdk_dynamodb::Client::new(&admin);
+    let iam = aws_sdk_iam::Client::new(&admin);
+    let sts = aws_sdk_sts::Client::new(&admin);
+    let def = devtools::table_from_template(&devtools::default_template_path())
+        .unwrap()
+        .without_stream();
+    let tenants: Vec<Tenant> = [("pooled", false), ("ownb", true), ("ownc", true)]
+        .into_iter()
+        .map(|(t, own)| Tenant {
+            id: TenantId::parse(t).unwrap(),
+            tables: match own {
+                true => TenantTables::own(&format!("{POOL}-tenant-{t}"), POOL),
+                false => TenantTables::pooled(POOL),
+            },
+        })
+        .collect();
+    let mut tables = vec![POOL.to_owned()];
+    tables.extend(
+        tenants
+            .iter()
+            .filter(|t| !t.tables.is_pooled())
+            .map(|t| t.tables.items.to_string()),
+    );
+    for table in &tables {
+        devtools::create_table(&ddb, table, &def)
+            .await
+            .expect("create a table");
+    }
+    // AND for each tenant a role tagged with it, holding the template's tenant-access role policy,
+    // which a principal of the account may assume
+    let arns = integration::template::Arns {
+        table: &format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{POOL}"),
+        functions_role: &format!("arn:aws:iam::{ACCOUNT}:role/pooltable-engine-functions"),
+    };
+    let role_policy = integration::template::tenant_role_policy(&arns).to_string();
+    let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"AWS": format!("arn:aws:iam::{ACCOUNT}:root")}, "Action": ["sts:AssumeRole", "sts:TagSession"]}]})
+    .to_string();
+    for t in &tenants {
+        let name = format!("pooltable-engine-tenant-{}", t.id);
+        let tag = aws_sdk_iam::types::Tag::builder()
+            .key("TenantId")
+            .value(t.id.as_str())
+            .build()
+            .unwrap();
+        iam.create_role()
+            .role_name(&name)
+            .assume_role_policy_document(&trust)
+            .tags(tag)
+            .send()
+            .await
+            .expect("CreateRole");
+        iam.put_role_policy()
+            .role_name(&name)
+            .policy_name("tenant-items")
+            .policy_document(&role_policy)
+            .send()
+            .await
+            .expect("PutRolePolicy");
+    }
+
+    let (mut allowed_count, mut refused_count) = (0usize, 0usize);
+    for scoped in [true, false] {
+        for caller in &tenants {
+            // WHEN the caller's credentials come from an AssumeRole with pooltable's session policy
+            // (or, the second time, with none: the role's policy alone)
+            let settings = CredentialSettings {
+                role_arn: role_arn(caller.id.as_str()),
+                table: TableLocation::from_role_arn(&role_arn(caller.id.as_str()), REGION, POOL)
+                    .unwrap(),
+                duration_seconds: 900,
+            };
+            let mut request =
+                assume_role_request(&sts, &settings, &caller.id, &caller.tables).unwrap();
+            if !scoped {
+                request = request.set_policy(None);
+            }
+            let out = request.send().await.expect("AssumeRole");
+            let c = out.credentials().unwrap();
+            let client = aws_sdk_dynamodb::Client::new(&sdk_config(
+                c.access_key_id(),
+                c.secret_access_key(),
+                Some(c.session_token().to_owned()),
+            ));
+            // THEN every operation at every tenant's keys in every table is allowed exactly when it
+            // is the caller's own, in its placement
+            for target in &tenants {
+                for table in &tables {
+                    for (pk, is_record) in [
+                        (raw_key(target.id.as_str(), "PRODUCT#0"), false),
+                        (tenant_record_key(&target.id), true),
+                    ] {
+                        for op in OPS {
+                            let own = target.id == caller.id && op != Op::Scan;
+                            let expected = match scoped {
+                                true => {
+                                    own && (*table == *caller.tables.items
+                                        || (*table == *caller.tables.record
+                                            && is_record
+                                            && !matches!(op, Op::Query | Op::QueryGsi1)))
+                                }
+                                // The role alone: its tenant's keys in the pool and in its own
+                                // table (`<pool>-tenant-<its id>`), whatever its placement.
+                                false => {
+                                    own && (*table == POOL
+                                        || *table == format!("{POOL}-tenant-{}", caller.id))
+                                }
+                            };
+                            let allowed = iam_allows(&client, op, table, &pk).await;
+                            match allowed {
+                                true => allowed_count += 1,
+                                false => refused_count += 1,
+                            }
+                            assert_eq!(
+                                allowed,
+                                expected,
+                                "{} ({}) {op:?} {pk} in {table}",
+                                caller.id,
+                                if scoped {
+                                    "session policy"
+                                } else {
+                                    "role alone"
+                                }
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // AND the matrix held both answers: IAM allowed the tenants' own requests and refused the rest
+    println!("fakecloud (strict IAM): {allowed_count} requests allowed, {refused_count} refused, each as expected");
+    assert!(allowed_count > 0 && refused_count > allowed_count);
+}
