@@ -25,7 +25,7 @@ use shared::store::lifecycle::offboarding::{
 };
 use shared::store::lifecycle::tenant_items::{self, Budget, RecordInWalk};
 use shared::store::lifecycle::{driving, pacing};
-use shared::store::tenancy::placement::{delete_own_table, table_exists};
+use shared::store::tenancy::placement::{delete_own_table, own_table_name, table_exists};
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord};
 use shared::{ApiError, App};
 
@@ -119,7 +119,19 @@ pub async fn advance(
     };
     // An own table is deleted when its items are: gone already, a call before this one got that far.
     let tables = app.tenants.table_manager();
-    let own_table_gone = match &record.own_table {
+    // Only the table the tenant's id names under the pool, whatever else the record says.
+    let own_table = match &record.own_table {
+        Some(own) if Some(own) == own_table_name(app.tenants.table_name(), &tenant).as_ref() => {
+            Some(own.clone())
+        }
+        Some(other) => {
+            return Err(ApiError::Internal(format!(
+                "the record names {other}, which is not this tenant's own table"
+            )))
+        }
+        None => None,
+    };
+    let own_table_gone = match &own_table {
         Some(own) => !table_exists(&tables, own).await?,
         None => false,
     };
@@ -130,7 +142,7 @@ pub async fn advance(
             false => tenant_items::page(db, &sources, state.position.as_ref(), budget).await?,
         };
         if page.items.is_empty() {
-            if let Some(own) = &record.own_table {
+            if let Some(own) = &own_table {
                 delete_own_table(&tables, own).await?;
             }
             let platform_db = app.db_for_operator(&TenantId::platform()).await?;

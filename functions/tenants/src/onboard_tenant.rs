@@ -101,8 +101,11 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     })
     .await?;
     if input.placement == PlacementInput::Own {
-        // Its absence, read before the table was made, is cached: this container reads it again.
-        app.directory.record_now(tenant).await?;
+        // Its absence, read before the table was made, is cached: this container reads it again
+        // (a failure only leaves the absence cached for its second: the onboarding stands).
+        if let Err(e) = app.directory.record_now(tenant).await {
+            tracing::warn!(tenant = %tenant, error = %e, "the new record could not be read back");
+        }
     }
     tracing::info!(tenant = %input.tenant_id, shard_count, by = %caller.tenant, "tenant onboarded");
     Ok(response)

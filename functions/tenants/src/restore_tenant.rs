@@ -201,6 +201,14 @@ async fn start_or_continue(
         return Ok(json_response(StatusCode::OK, &TenantView::from(record)));
     }
     refuse_unless_idle(&record)?;
+    // Every source is a copy of the pool (a point in time of it, or an operator's restored copy),
+    // which holds none of an own-table tenant's items: restoring from one would delete them all.
+    if let Some(own) = &record.own_table {
+        return Err(ApiError::Conflict(format!(
+            "This tenant's items are in its own table ({own}): restore that table with DynamoDB's \
+             own point-in-time recovery; a restore from the pool would find none of its items."
+        )));
+    }
     let pool = app.tenants.table_name();
     let manager = app.tenants.table_manager();
     let now_ms = app.clock.now_millis();

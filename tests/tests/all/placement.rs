@@ -403,3 +403,32 @@ async fn an_own_table_tenant_is_imported_into_resharded_metered_and_held_to_its_
         neighbours_before
     );
 }
+
+#[tokio::test]
+async fn a_restore_of_an_own_table_tenant_from_a_copy_of_the_pool_is_refused_and_deletes_nothing() {
+    // GIVEN a tenant in its own table with products, and a copy of the pool (which holds its record
+    // but none of its items)
+    let h = Harness::new().await;
+    let own = unique("own");
+    let own_table = onboard_own(&h, &own).await;
+    for i in 0..5 {
+        let r = h
+            .tenant(&own)
+            .put_product(&format!("p{i}"), json!({"v": i}))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let source = h.snapshot("t0").await;
+    let before = sorted(h.admin_scan(&own_table).await);
+    // WHEN an operator restores it from that copy, as a dry run and for real
+    for dry_run in [true, false] {
+        let r = h
+            .operator()
+            .restore_tenant(&own, json!({"from": {"table": source}, "dryRun": dry_run}))
+            .await;
+        // THEN 409 naming its own table, and its items are all still there
+        assert_eq!(r.status, 409, "{}", r.body);
+        assert!(r.body.to_string().contains(&own_table), "{}", r.body);
+    }
+    assert_eq!(sorted(h.admin_scan(&own_table).await), before);
+}

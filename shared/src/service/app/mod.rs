@@ -410,9 +410,11 @@ impl App {
     /// change its tier, resume it), also while it is suspended. Only for operator routes, after
     /// [`require_operator`].
     pub async fn db_for_operator(&self, tenant: &TenantId) -> Result<TenantDb, ApiError> {
+        // Read now, not from the cache: an operator's action (a re-sharding, an export, an
+        // offboarding) must address the tables the record names at this moment.
         let record = match tenant.as_str() == TenantId::PLATFORM {
             true => None,
-            false => self.directory.record(tenant).await?,
+            false => self.directory.record_now(tenant).await?,
         };
         let tables = tables_of(&self.tenants, record.as_deref());
         self.db_placed(tenant, &tables).await

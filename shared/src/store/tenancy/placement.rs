@@ -29,8 +29,8 @@ use crate::store::tenancy::tenants::TenantRecord;
 pub const OWN_TABLE_INFIX: &str = "-tenant-";
 
 /// How long a call waits for a new own table to be ACTIVE before answering 503 (the table is
-/// kept, and a retry finds it).
-pub const ACTIVE_WAIT: Duration = Duration::from_secs(20);
+/// kept, and a retry finds it): well inside the functions' 10-second timeout.
+pub const ACTIVE_WAIT: Duration = Duration::from_secs(6);
 
 /// The own table of `tenant` beside `pool`; `None` when the name would be over DynamoDB's 255
 /// characters (a pool name over 183 characters leaves no room for every tenant id).
@@ -265,14 +265,26 @@ async fn copy_point_in_time_recovery(
         .point_in_time_recovery_enabled(true)
         .build()
         .map_err(internal)?;
-    client
+    match client
         .update_continuous_backups()
         .table_name(name)
         .point_in_time_recovery_specification(spec)
         .send()
         .await
-        .map_err(StoreError::from_sdk)?;
-    Ok(())
+    {
+        Ok(_) => Ok(()),
+        // A new table's backups are not ready for a while: 503, and a retry finds the table and
+        // turns them on.
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_continuous_backups_unavailable_exception()) =>
+        {
+            Err(StoreError::Unavailable(format!(
+                "the tenant's table {name} is not yet ready for point-in-time recovery"
+            )))
+        }
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
 }
 
 /// Whether the table `name` exists (in any state).
