@@ -308,6 +308,11 @@ pub async fn delete_own_table(client: &Client, name: &str) -> Result<(), StoreEr
             .map_err(StoreError::from_sdk)?;
         wait_active(client, name).await?;
     }
+    delete_table(client, name).await
+}
+
+/// Deletes the table `name` (gone already: done): an own table, or a restore's scratch table.
+pub async fn delete_table(client: &Client, name: &str) -> Result<(), StoreError> {
     match client.delete_table().table_name(name).send().await {
         Ok(_) => Ok(()),
         Err(e)

@@ -195,16 +195,7 @@ pub async fn drop_scratch(
     client: &aws_sdk_dynamodb::Client,
     scratch: &str,
 ) -> Result<(), StoreError> {
-    match client.delete_table().table_name(scratch).send().await {
-        Ok(_) => Ok(()),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_resource_not_found_exception()) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(StoreError::from_sdk(e)),
-    }
+    crate::store::tenancy::placement::delete_table(client, scratch).await
 }
 
 #[cfg(test)]
