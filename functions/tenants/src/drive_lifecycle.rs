@@ -1,4 +1,5 @@
-//! driveLifecycle: steps every listed re-sharding, offboarding and restore to its end with no client calling
+//! driveLifecycle: steps every listed re-sharding, move between placements, offboarding and restore
+//! to its end with no client calling
 //! (`shared::store::lifecycle::driving`). EventBridge invokes it every minute; it has a reserved concurrency of
 //! one, and each run stops starting work after [`RUN_BUDGET`] (under its 30 s timeout), so two runs
 //! never overlap. Each tenant gets what one PATCH or DELETE call would do (up to 5 s of steps, each
@@ -211,6 +212,14 @@ async fn step(app: &App, tenant: &TenantId) -> Result<bool, ApiError> {
         let migrate = crate::reshard_tenant::migrate(app, &db, record, deadline);
         let answer = app
             .on_platform_account(crate::reshard_tenant::ROUTE, migrate)
+            .await?;
+        return Ok(answer.status() == StatusCode::OK);
+    }
+    if record.moving.is_some() {
+        let deadline = Instant::now() + crate::move_tenant::WORK_PER_REQUEST;
+        let advance = crate::move_tenant::advance(app, &db, record, deadline);
+        let answer = app
+            .on_platform_account(crate::move_tenant::ROUTE, advance)
             .await?;
         return Ok(answer.status() == StatusCode::OK);
     }

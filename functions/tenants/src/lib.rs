@@ -4,6 +4,7 @@
 //! concerned.
 
 pub mod drive_lifecycle;
+pub mod move_tenant;
 pub mod pre_token_generation;
 pub mod publish_events;
 pub mod reshard_tenant;
@@ -45,6 +46,9 @@ pub struct TenantView {
     /// While the tenant is being restored: its progress.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreView>,
+    /// While the tenant is being moved between placements: its progress.
+    #[serde(rename = "move", skip_serializing_if = "Option::is_none")]
+    pub moving: Option<move_tenant::MoveView>,
     /// The last restore's report.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_restore: Option<RestoreView>,
@@ -162,6 +166,9 @@ impl TenantView {
         if let Some(m) = &mut self.migration {
             m.requested_by = None;
         }
+        if let Some(m) = &mut self.moving {
+            m.requested_by = None;
+        }
         for r in [&mut self.restore, &mut self.last_restore]
             .into_iter()
             .flatten()
@@ -177,6 +184,7 @@ impl From<TenantRecord> for TenantView {
         Self {
             migration: r.migration.as_ref().map(MigrationView::from),
             restore: r.restore.as_ref().map(RestoreView::from),
+            moving: r.moving.as_ref().map(move_tenant::MoveView::from),
             last_restore: r.last_restore.as_ref().map(RestoreView::from),
             offboarding: r
                 .offboarding
@@ -219,9 +227,18 @@ pub async fn operator_on_another_tenant(
     Ok((caller.tenant, tenant))
 }
 
-/// 409 while `record`'s tenant is being restored: a re-sharding, an offboarding and a restore of one
-/// tenant refuse each other.
-pub fn refuse_while_restoring(record: &TenantRecord) -> Result<(), ApiError> {
+/// 409 while `record`'s tenant is being restored or moved between placements: a re-sharding, an
+/// offboarding, a restore and a move of one tenant refuse each other.
+pub fn refuse_while_restoring_or_moving(record: &TenantRecord) -> Result<(), ApiError> {
+    if let Some(m) = &record.moving {
+        return Err(ApiError::Conflict(format!(
+            "This tenant is being moved to {} (asked at {}); finish that first \
+             (PATCH /tenants/{{tenantId}} {{\"placement\": \"{}\"}}).",
+            m.to_table,
+            m.requested_at,
+            move_tenant::placement_name(m.to)
+        )));
+    }
     match &record.restore {
         Some(r) => Err(ApiError::Conflict(format!(
             "This tenant is being restored from {} (asked at {}); it ends by itself, \

@@ -203,7 +203,7 @@ fn refuse_while_resharding(
              (PATCH /tenants/{{tenantId}} {{\"shardCount\": {}}}).",
             m.to, m.to
         ))),
-        (None, None) => crate::refuse_while_restoring(record),
+        (None, None) => crate::refuse_while_restoring_or_moving(record),
         _ => Ok(()),
     }
 }

@@ -87,6 +87,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         order_shard_count: None,
         reshardings: 0,
         own_table,
+        moving: None,
         changed_by: Some(caller.tenant.to_string()),
     };
     let item = serde_dynamo::to_item(&record)

@@ -65,7 +65,7 @@ async fn reshard(
                 "This tenant is being offboarded; its record no longer changes.".into(),
             ));
         }
-        crate::refuse_while_restoring(&record)?;
+        crate::refuse_while_restoring_or_moving(&record)?;
         let record = match &record.migration {
             None if record.shard_count == to => return Ok(done(record)),
             None => match start(app, &db, &record, to, operator).await? {

@@ -192,7 +192,7 @@ async fn start_or_continue(
         if source.is(running) && !dry_run {
             return Box::pin(advance(app, db, record)).await;
         }
-        return Err(crate::refuse_while_restoring(&record).unwrap_err());
+        return Err(crate::refuse_while_restoring_or_moving(&record).unwrap_err());
     }
     let repeated = record.last_restore.as_ref().is_some_and(|r| source.is(r));
     if repeated && !dry_run && !ask.again {
@@ -291,7 +291,7 @@ async fn start_or_continue(
             let current = read_record_consistent(db)
                 .await?
                 .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
-            crate::refuse_while_restoring(&current)?;
+            crate::refuse_while_restoring_or_moving(&current)?;
             refuse_unless_idle(&current)?;
             Err(ApiError::Conflict(
                 "The tenant record kept changing; retry.".into(),
@@ -306,6 +306,8 @@ fn refuse_unless_idle(record: &TenantRecord) -> Result<(), ApiError> {
         "is being offboarded"
     } else if record.migration.is_some() {
         "is being re-sharded; finish that first"
+    } else if record.moving.is_some() {
+        "is being moved between placements; finish that first"
     } else if record.status != TenantStatus::Active {
         "is not active (resume it first)"
     } else {

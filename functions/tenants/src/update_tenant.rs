@@ -1,10 +1,12 @@
-//! updateTenant: `PATCH /tenants/{tenantId}` `{tier?, limits?, status?}` or `{shardCount}` → 200
+//! updateTenant: `PATCH /tenants/{tenantId}` `{tier?, limits?, status?}`, `{shardCount}` or
+//! `{placement}` → 200
 //! with the record, 404 when the tenant does not exist, 409 for an operator suspending its own
 //! tenant or for a tenant being offboarded.
 //!
 //! Operator only. Changes the tier, sets custom limits (tier `custom`), or suspends or resumes the
 //! tenant (`status`). One conditional UpdateItem, sent with credentials scoped to the tenant changed.
-//! `{shardCount}` alone starts or continues a re-sharding ([`crate::reshard_tenant`]).
+//! `{shardCount}` alone starts or continues a re-sharding ([`crate::reshard_tenant`]), `{placement}`
+//! alone a move between the pool and an own table ([`crate::move_tenant`]).
 //! Every container reads the change within [`shared::store::tenancy::tenants::RECORD_TTL_SECONDS`]; this
 //! container at once.
 
@@ -13,7 +15,9 @@ use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use shared::identity::shard::{MAX_SHARDS, MIN_SHARDS};
 use shared::service::http::{json_body, json_response, path_tenant_id};
-use shared::store::tenancy::tenants::{update_record, RecordChange, TenantStatus, Tier, Updated};
+use shared::store::tenancy::tenants::{
+    update_record, Placement, RecordChange, TenantStatus, Tier, Updated,
+};
 use shared::{ApiError, App};
 
 use crate::{tier_and_limits, TenantView};
@@ -32,6 +36,8 @@ struct UpdateInput {
         deserialize_with = "shared::service::http::optional_whole_number"
     )]
     shard_count: Option<u32>,
+    #[serde(default)]
+    placement: Option<Placement>,
 }
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
@@ -39,6 +45,19 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     app.require_operator(&caller).await?;
     let tenant = path_tenant_id(&req)?;
     let input: UpdateInput = json_body(&req)?;
+    if let Some(to) = input.placement {
+        if input.tier.is_some()
+            || input.limits.is_some()
+            || input.status.is_some()
+            || input.shard_count.is_some()
+        {
+            return Err(ApiError::bad_request(
+                "placement",
+                "placement is changed on its own, without tier, limits, status or shardCount",
+            ));
+        }
+        return crate::move_tenant::handle(app, &caller.tenant, &tenant, to).await;
+    }
     if let Some(to) = input.shard_count {
         if input.tier.is_some() || input.limits.is_some() || input.status.is_some() {
             return Err(ApiError::bad_request(
@@ -69,7 +88,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         (None, None, None) => {
             return Err(ApiError::bad_request(
                 "tier",
-                "tier, limits, status or shardCount is required",
+                "tier, limits, status, shardCount or placement is required",
             ))
         }
         (tier, limits, _) => Some(tier_and_limits(tier, limits)?),

@@ -107,11 +107,28 @@ impl TableLocation {
 }
 
 /// The tables one tenant's credentials reach: the table of its items (the pool, or its own table)
-/// and the pool, which keeps its record whatever its placement (the directory every container reads).
+/// and the pool, which keeps its record whatever its placement (the directory every container reads),
+/// and, while its items move between the two, the other one.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TenantTables {
     pub items: Arc<str>,
     pub record: Arc<str>,
+    /// While a move between placements runs: the other items table.
+    pub moving: Option<Moving>,
+}
+
+/// The other items table of a move between placements (`store::lifecycle::moving`), as one
+/// container sees it at one time: what its credentials and guard allow besides `items`, and
+/// whether items are pulled from it before `items` is touched.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Moving {
+    pub other: Arc<str>,
+    /// Writes have moved to `items`: every item is pulled out of `other` before a request
+    /// touches it (`store::client::pull`). Before that, `other` is the target, still empty.
+    pub pull: bool,
+    /// Epoch seconds from which no request can still write `other` (the move's `movesStartAt`);
+    /// also the move's identity, so no two moves share a cached client.
+    pub settled_at: u64,
 }
 
 impl TenantTables {
@@ -121,6 +138,7 @@ impl TenantTables {
         Self {
             items: pool.clone(),
             record: pool,
+            moving: None,
         }
     }
 
@@ -129,11 +147,25 @@ impl TenantTables {
         Self {
             items: Arc::from(items),
             record: Arc::from(pool),
+            moving: None,
+        }
+    }
+
+    /// These tables while a move runs: `moving.other` is reachable besides.
+    pub fn with_move(self, moving: Moving) -> Self {
+        Self {
+            moving: Some(moving),
+            ..self
         }
     }
 
     pub fn is_pooled(&self) -> bool {
         self.items == self.record
+    }
+
+    /// The items tables: `items`, and the move's other table while one runs.
+    pub fn item_tables(&self) -> impl Iterator<Item = &Arc<str>> {
+        std::iter::once(&self.items).chain(self.moving.as_ref().map(|m| &m.other))
     }
 }
 
@@ -191,12 +223,16 @@ pub fn session_policy_for(
     pool: &TableLocation,
     tables: &TenantTables,
 ) -> Result<String, PolicyError> {
-    let items = pool.of_table(&tables.items);
+    let resource = tables
+        .item_tables()
+        .map(|t| pool.of_table(t))
+        .flat_map(|t| [t.table_arn(), t.indexes_arn()])
+        .collect();
     let mut statement = vec![Statement {
         sid: "TenantItemsOnly",
         effect: "Allow",
         action: TENANT_ACTIONS.to_vec(),
-        resource: vec![items.table_arn(), items.indexes_arn()],
+        resource,
         condition: Condition {
             for_all_values_string_like: Some(LeadingKeys {
                 leading_keys: vec![format!("{}*", tenant_prefix(tenant))],
@@ -207,7 +243,7 @@ pub fn session_policy_for(
             },
         },
     }];
-    if !tables.is_pooled() {
+    if !tables.item_tables().any(|t| *t == tables.record) {
         statement.push(Statement {
             sid: "TenantRecordOnly",
             effect: "Allow",

@@ -73,7 +73,7 @@ pub fn check_tables(
     };
     for (table, key) in named_by(input) {
         match table {
-            Some(t) if *t == *tables.items => {}
+            Some(t) if tables.item_tables().any(|items| **items == *t) => {}
             Some(t) if *t == *tables.record => match key {
                 Some(key) if is_record(key) => {}
                 Some(_) => {

@@ -385,7 +385,7 @@ impl App {
     /// vended.
     pub async fn db(&self, tenant: &TenantId) -> Result<TenantDb, ApiError> {
         let record = self.active_record(tenant).await?;
-        let tables = tables_of(&self.tenants, Some(&record));
+        let tables = tables_of(&self.tenants, Some(&record), self.clock.now_seconds());
         let mut db = self.tenants.for_tenant(tenant, &tables).await?;
         db.pages = self.page_cache_for(&record);
         Ok(db)
@@ -416,7 +416,7 @@ impl App {
             true => None,
             false => self.directory.record_now(tenant).await?,
         };
-        let tables = tables_of(&self.tenants, record.as_deref());
+        let tables = tables_of(&self.tenants, record.as_deref(), self.clock.now_seconds());
         self.db_placed(tenant, &tables).await
     }
 

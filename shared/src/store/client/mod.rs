@@ -1,12 +1,15 @@
 //! The tenant-scoped DynamoDB client and its primitives: the scoped client (credentials, key guard,
 //! meter), store errors, the request meter, the list-page cache, expiry-aware paging, item views,
-//! item sizes, transactions, the walk's partition sizes.
+//! item sizes, transactions, relocating an item, pulling a moving tenant's items, the walk's
+//! partition sizes.
 
 pub mod error;
 pub mod items;
 pub mod meter;
 pub mod pages;
+pub mod pull;
 pub mod query;
+pub mod relocate;
 pub mod scoped;
 pub mod size;
 pub mod transact;

@@ -11,10 +11,11 @@ use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
 use crate::isolation::credentials::{CredentialSettings, TenantCredentials};
 use crate::isolation::guard::{RecordReadGuard, SourceReadGuard, TenantKeyGuard};
-use crate::isolation::policy::TenantTables;
+use crate::isolation::policy::{Moving, TenantTables};
 use crate::store::client::error::StoreError;
 use crate::store::client::meter::RequestMetering;
 use crate::store::client::pages::{PageCache, PageCacheInvalidation};
+use crate::store::client::pull::{PullingHttpClient, Puller, Touches};
 use crate::store::client::walk_sizes::WalkSizes;
 
 /// How many DynamoDB requests one API request may have in flight at once, unless
@@ -53,6 +54,14 @@ impl TenantDb {
         }
     }
 
+    /// This client addressing `table` as its table (a move's source, which its credentials reach).
+    pub fn on_table(&self, table: &str) -> TenantDb {
+        TenantDb {
+            table: Arc::from(table),
+            ..self.clone()
+        }
+    }
+
     /// A Query of the whole table partition `pk`.
     pub fn query_partition(&self, pk: &str) -> QueryFluentBuilder {
         self.query()
@@ -70,6 +79,7 @@ pub struct TenantClients {
     max_in_flight: usize,
     pages: Option<Arc<PageCache>>,
     walk_sizes: Arc<WalkSizes>,
+    clock: Arc<dyn Clock>,
 }
 
 impl TenantClients {
@@ -81,12 +91,13 @@ impl TenantClients {
     ) -> Self {
         Self {
             table_name: Arc::from(settings.table.table_name.as_str()),
-            credentials: TenantCredentials::new(sts, settings, clock),
+            credentials: TenantCredentials::new(sts, settings, clock.clone()),
             dynamodb,
             extra_interceptors: Vec::new(),
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             pages: None,
             walk_sizes: Arc::default(),
+            clock,
         }
     }
 
@@ -171,6 +182,30 @@ impl TenantClients {
         TenantTables::own(table, &self.table_name)
     }
 
+    /// `config` with the pull of a move whose writes have moved to `target` (`store::client::pull`):
+    /// the pulls go out on a client of `config` itself, so with the same credentials, guard and meter.
+    fn pulling(
+        &self,
+        config: aws_sdk_dynamodb::config::Builder,
+        target: &Arc<str>,
+        moving: &Moving,
+    ) -> aws_sdk_dynamodb::config::Builder {
+        let Some(http) = self.dynamodb.http_client() else {
+            // Every client here is built on the container's HTTP client (`service::app`).
+            return config;
+        };
+        let puller = Puller::new(
+            self.client(config.clone()),
+            moving.other.clone(),
+            target.clone(),
+            moving.settled_at,
+            self.clock.clone(),
+        );
+        config
+            .http_client(PullingHttpClient::new(http, puller))
+            .interceptor(Touches::new(target.clone()))
+    }
+
     /// The scoped client for `tenant` placed in `tables` (from its record:
     /// `store::tenancy::placement`), assuming the tenant role only when no fresh credentials are
     /// cached for that placement.
@@ -191,6 +226,9 @@ impl TenantClients {
                 if let Some(pages) = &self.pages {
                     config = config
                         .interceptor(PageCacheInvalidation::new(pages.clone(), tenant.clone()));
+                }
+                if let Some(moving) = tables.moving.as_ref().filter(|m| m.pull) {
+                    config = self.pulling(config, &tables.items, moving);
                 }
                 TenantDb {
                     client: self.client(config),

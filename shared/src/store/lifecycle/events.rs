@@ -13,6 +13,7 @@
 //! | `tenantSuspended`, `tenantResumed` | its status went active → suspended, suspended → active |
 //! | `reshardingStarted`, `reshardingFinished` | its `migration` appeared, went |
 //! | `offboardingStarted` | its status became `offboarding` |
+//! | `tenantMoveStarted`, `tenantMoveFinished` | its `move` appeared, went (with the backfill's count) |
 //! | `tenantRestoreStarted`, `tenantRestoreFinished` | its `restore` appeared, went (with its report's counts) |
 //! | `offboardingFinished` | the record of an offboarding tenant deleted: the walk deleted everything |
 //! | `importFinished` | an import record closed (`closedAtMs` set, with its final counts): by the lifecycle driver at the import's deadline, up to an hour after its acceptance |
@@ -110,7 +111,9 @@ pub fn events_of(
     let record_of = parse_tenant_record_key(&keys.pk);
     let mut events = if let Some(tenant) = record_of {
         tenant_events(change, &tenant, &keys.pk, old, new)?
-    } else if keys.sk.contains("#IMPORT#") {
+    } else if keys.sk.contains("#IMPORT#") && change == Change::Modify {
+        // Closing updates the import record. An insert of a closed one is a move between
+        // placements bringing it into the pool (`store::lifecycle::moving`): no new event.
         import_events(&keys.pk, old, new)?
     } else {
         Vec::new()
@@ -204,6 +207,21 @@ fn tenant_events(
                     Some(&m.requested_by),
                     "resharded",
                     json!({ "from": m.from, "to": m.to, "moved": m.moved, "shardCount": new.shard_count }),
+                )),
+                _ => {}
+            }
+            match (&old.moving, &new.moving) {
+                (None, Some(m)) => events.push(event(
+                    "tenantMoveStarted",
+                    Some(&m.requested_by),
+                    "moveStarted",
+                    json!({ "to": m.to, "fromTable": m.from_table, "toTable": m.to_table, "writesMoveAt": m.writes_move_at }),
+                )),
+                (Some(m), None) => events.push(event(
+                    "tenantMoveFinished",
+                    Some(&m.requested_by),
+                    "moved",
+                    json!({ "to": m.to, "fromTable": m.from_table, "toTable": m.to_table, "moved": m.moved, "steps": m.steps }),
                 )),
                 _ => {}
             }

@@ -1,8 +1,10 @@
-//! What walks or changes a whole tenant: the tenant walk (`tenant_items`), re-sharding, offboarding,
+//! What walks or changes a whole tenant: the tenant walk (`tenant_items`), re-sharding, moves between
+//! placements, offboarding,
 //! the lifecycle driver's queue (`driving`), write pacing, and the lifecycle events outbox.
 
 pub mod driving;
 pub mod events;
+pub mod moving;
 pub mod offboarding;
 pub mod pacing;
 pub mod resharding;

@@ -88,8 +88,9 @@ pub async fn begin(
         .update_expression("SET #state = :offboarding, #o = :o")
         .condition_expression(
             "attribute_exists(PK) AND attribute_not_exists(#m) AND attribute_not_exists(#r) \
-             AND (attribute_not_exists(#state) OR #state <> :offboarding)",
+             AND attribute_not_exists(#move) AND (attribute_not_exists(#state) OR #state <> :offboarding)",
         )
+        .expression_attribute_names("#move", "move")
         .expression_attribute_names("#r", "restore")
         .expression_attribute_names("#state", "status")
         .expression_attribute_names("#o", "offboarding")
@@ -99,7 +100,7 @@ pub async fn begin(
     match send_record_update(update).await? {
         Some(record) => Ok(Some(record)),
         // Not onboarded, already offboarding (another request started it first), or being
-        // re-sharded or restored (the caller refuses that).
+        // re-sharded, restored or moved (the caller refuses that).
         None => read_record_consistent(db).await,
     }
 }

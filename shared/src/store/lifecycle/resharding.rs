@@ -22,7 +22,7 @@
 //! Each moved item costs two write units for the copy and two for the delete (transactional
 //! writes), plus a consistent read when the walk reads it.
 
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::AttributeValue;
 use futures::StreamExt;
 
 use crate::identity::ids::TenantId;
@@ -30,9 +30,8 @@ use crate::identity::keys::{home_shard_pk, shard_pk, ItemKey, PK, SK};
 use crate::store::client::error::StoreError;
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
-use crate::store::client::transact::{transact, TransactError};
+use crate::store::client::relocate::{relocate, Place};
 use crate::store::lifecycle::tenant_items::{Page, Source};
-use crate::store::tenancy::layout::exists;
 pub use crate::store::tenancy::tenants::Migration;
 use crate::store::tenancy::tenants::{
     record_update, send_record_update, value, TenantRecord, TenantStatus, RECORD_SETTLED_SECONDS,
@@ -86,9 +85,10 @@ pub async fn begin(
         .condition_expression(
             "attribute_exists(PK) AND attribute_not_exists(#m) AND #shards = :from \
              AND (attribute_not_exists(#state) OR #state <> :offboarding) \
-             AND attribute_not_exists(#restore)",
+             AND attribute_not_exists(#restore) AND attribute_not_exists(#move)",
         )
         .expression_attribute_names("#restore", "restore")
+        .expression_attribute_names("#move", "move")
         .expression_attribute_names("#m", "migration")
         .expression_attribute_names("#orders", "orderShardCount")
         .expression_attribute_names("#shards", "shardCount")
@@ -128,53 +128,11 @@ pub async fn move_page(db: &TenantDb, page: &Page, to: u32) -> Result<u64, Store
 
 /// Moves one item to partition `new_pk`: `Ok(true)` when this call moved it.
 async fn move_item(db: &TenantDb, item: &Item, new_pk: String) -> Result<bool, StoreError> {
-    let old_key: Item = [PK, SK]
-        .into_iter()
-        .filter_map(|k| item.get(k).map(|v| (k.to_owned(), v.clone())))
-        .collect();
-    let mut copy = item.clone();
-    copy.insert(PK.to_owned(), AttributeValue::S(new_pk));
-    let internal = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Internal(e.to_string());
-    let put = Put::builder()
-        .table_name(&*db.table)
-        .set_item(Some(copy))
-        .condition_expression(exists(false))
-        .build()
-        .map_err(internal)?;
-    let delete = Delete::builder()
-        .table_name(&*db.table)
-        .set_key(Some(old_key.clone()))
-        .condition_expression(exists(true))
-        .build()
-        .map_err(internal)?;
-    let request = db
-        .client
-        .transact_write_items()
-        .transact_items(TransactWriteItem::builder().put(put).build())
-        .transact_items(TransactWriteItem::builder().delete(delete).build());
-    match transact(request).await {
-        Ok(()) => Ok(true),
-        // A write since writes moved is at the new key: it is newer than this copy, which goes (a
-        // one-action transaction: update-tenant links no DeleteItem of its own, and stays smaller).
-        Err(e) if e.failed_at(0) => {
-            let delete = Delete::builder()
-                .table_name(&*db.table)
-                .set_key(Some(old_key))
-                .build()
-                .map_err(internal)?;
-            let request = db
-                .client
-                .transact_write_items()
-                .transact_items(TransactWriteItem::builder().delete(delete).build());
-            match transact(request).await {
-                Ok(()) | Err(TransactError::ConditionFailed { .. }) => Ok(false),
-                Err(TransactError::Store(e)) => Err(e),
-            }
-        }
-        // Deleted (or moved by another call) since the walk read it.
-        Err(TransactError::ConditionFailed { .. }) => Ok(false),
-        Err(TransactError::Store(e)) => Err(e),
-    }
+    let to = Place {
+        table: &db.table,
+        pk: Some(&new_pk),
+    };
+    relocate(&db.client, &db.table, item, to).await
 }
 
 /// What a conditioned record update (a start, a checkpoint, the finish) did.

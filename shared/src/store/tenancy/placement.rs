@@ -10,6 +10,7 @@
 //! plus a `tenant` tag. IAM lets the platform's functions create, change and delete only tables
 //! named `<pool>-tenant-*`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{
@@ -20,10 +21,10 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 
 use crate::identity::ids::TenantId;
-use crate::isolation::policy::TenantTables;
+use crate::isolation::policy::{Moving, TenantTables};
 use crate::store::client::error::StoreError;
 use crate::store::client::scoped::TenantClients;
-use crate::store::tenancy::tenants::TenantRecord;
+use crate::store::tenancy::tenants::{Placement, PlacementMove, TenantRecord};
 
 /// The infix of every own table: `<pool><OWN_TABLE_INFIX><tenant id>`.
 pub const OWN_TABLE_INFIX: &str = "-tenant-";
@@ -39,12 +40,45 @@ pub fn own_table_name(pool: &str, tenant: &TenantId) -> Option<String> {
     (name.len() <= 255).then_some(name)
 }
 
-/// The tables of the tenant `record` describes (the pool when it has no own table, or no record).
-pub fn tables_of(clients: &TenantClients, record: Option<&TenantRecord>) -> TenantTables {
-    match record.and_then(|r| r.own_table.as_deref()) {
-        Some(own) => clients.own(own),
-        None => clients.pooled(),
-    }
+/// The tables of the tenant `record` describes at `now` (epoch seconds): the pool when it has no
+/// own table, or no record. While a move runs, writes use the source until `writesMoveAt` (the
+/// target still empty), then the target, pulling each item out of the source first
+/// ([`crate::store::client::pull`]); the credentials name both tables throughout.
+pub fn tables_of(clients: &TenantClients, record: Option<&TenantRecord>, now: u64) -> TenantTables {
+    let placed = |table: Option<&str>| match table {
+        Some(own) if own != clients.table_name() => clients.own(own),
+        _ => clients.pooled(),
+    };
+    let Some(record) = record else {
+        return clients.pooled();
+    };
+    let Some(moving) = &record.moving else {
+        return placed(record.own_table.as_deref());
+    };
+    let pull = moving.writes_moved(now);
+    let (items, other) = match pull {
+        true => (&moving.to_table, &moving.from_table),
+        false => (&moving.from_table, &moving.to_table),
+    };
+    placed(Some(items)).with_move(Moving {
+        other: Arc::from(other.as_str()),
+        pull,
+        settled_at: moving.moves_start_at,
+    })
+}
+
+/// The tables of a move's backfill (`store::lifecycle::moving`): the target as its items table and
+/// the source reachable besides, with no pull (the backfill relocates what it reads itself).
+pub fn backfill_tables(clients: &TenantClients, moving: &PlacementMove) -> TenantTables {
+    let target = match moving.to {
+        Placement::Own => clients.own(&moving.to_table),
+        Placement::Pool => clients.pooled(),
+    };
+    target.with_move(Moving {
+        other: Arc::from(moving.from_table.as_str()),
+        pull: false,
+        settled_at: moving.moves_start_at,
+    })
 }
 
 fn internal(e: impl std::fmt::Display) -> StoreError {

@@ -30,8 +30,10 @@ pub async fn begin(
         .update_expression("SET #state = :restoring, #r = :r")
         .condition_expression(
             "attribute_exists(PK) AND (attribute_not_exists(#state) OR #state = :active) \
-             AND attribute_not_exists(#m) AND attribute_not_exists(#o) AND attribute_not_exists(#r)",
+             AND attribute_not_exists(#m) AND attribute_not_exists(#o) AND attribute_not_exists(#r) \
+             AND attribute_not_exists(#move)",
         )
+        .expression_attribute_names("#move", "move")
         .expression_attribute_names("#state", "status")
         .expression_attribute_names("#r", "restore")
         .expression_attribute_names("#m", "migration")

@@ -28,12 +28,14 @@ pub const RECORD_SETTLED_SECONDS: u64 =
     RECORD_TTL_SECONDS + RECORD_OPERATION_TIMEOUT_SECONDS + LONGEST_FUNCTION_TIMEOUT_SECONDS + 2;
 
 mod directory;
+mod move_state;
 mod read;
 mod record;
 #[cfg(test)]
 mod tests;
 mod update;
 pub use directory::{TenantDirectory, ABSENCE_RECHECK_MS};
+pub use move_state::{Placement, PlacementMove};
 use read::read_record_with;
 pub(crate) use read::{parse_record, record_update, send_record_update};
 pub use read::{read_record, read_record_consistent};

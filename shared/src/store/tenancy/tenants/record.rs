@@ -130,6 +130,10 @@ pub struct TenantRecord {
     /// pool. The record itself stays in the pool either way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub own_table: Option<String>,
+    /// A move between the pool and an own table, while it runs. Written only by
+    /// `store::lifecycle::moving` ([`PlacementMove::to_attribute`]).
+    #[serde(default, rename = "move", skip_serializing)]
+    pub moving: Option<super::PlacementMove>,
     /// The shard count of the orders' date index, frozen at the first re-sharding: orders do not
     /// move, so their index keeps the count they were written with. Absent: [`Self::shard_count`].
     #[serde(default, skip_serializing_if = "Option::is_none")]

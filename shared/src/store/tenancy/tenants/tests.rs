@@ -39,6 +39,7 @@ fn golden_record_with_custom_limits() {
         order_shard_count: None,
         reshardings: 0,
         own_table: None,
+        moving: None,
         changed_by: None,
     };
     let item: crate::store::client::query::Item = serde_dynamo::to_item(&record).unwrap();

@@ -1,0 +1,295 @@
+//! Moving a tenant between the pool and its own table through `PATCH /tenants/{tenantId}`
+//! `{"placement": "own" | "pool"}`, while it is served (`shared::store::lifecycle::moving`): 202 with
+//! the record and its `move` progress while the move runs (call again after `Retry-After`: every
+//! call backfills for up to [`WORK_PER_REQUEST`]), 200 with the record once the tenant is placed
+//! there (at once when it already is); 404 when there is no such tenant; 409 while a move the other
+//! way, a re-sharding, a restore or an offboarding of the tenant runs; 503 when a new own table is
+//! not ready yet (a retry waits again).
+//!
+//! Operator only. The first call makes the own table (moving into one), lists the tenant for the
+//! lifecycle driver, and writes the move into the record; each backfill step commits a checkpoint
+//! there, so any call in any container, or the driver with no client calling, resumes where the
+//! last one ended, and two calls at once never both commit a step.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Response};
+use serde::Serialize;
+use shared::identity::ids::TenantId;
+use shared::identity::keys::ItemKey;
+use shared::service::http::json_response;
+use shared::store::client::scoped::TenantDb;
+use shared::store::lifecycle::moving::{
+    begin, checkpoint, finish, move_page, sources, Placement, PlacementMove, ITEMS_PER_STEP,
+};
+use shared::store::lifecycle::resharding::Step;
+use shared::store::lifecycle::tenant_items::{self, Budget};
+use shared::store::lifecycle::{driving, pacing};
+use shared::store::tenancy::placement::{
+    backfill_tables, create_own_table, delete_own_table, own_table_name, table_exists,
+};
+use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
+use shared::{ApiError, App};
+
+use crate::{accepted, TenantView};
+
+/// How long one call backfills before it answers 202 (the function timeout is 10 s).
+pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
+
+/// The route whose account (the platform's usage) a move's steps are charged to, by a call or by
+/// the lifecycle driver.
+pub const ROUTE: &str = "update-tenant";
+
+/// A move between placements in progress, as the API shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MoveView {
+    /// `own` or `pool`.
+    pub to: &'static str,
+    pub from_table: String,
+    pub to_table: String,
+    pub requested_at: String,
+    /// The tenant of the operator who started it: shown to operators only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
+    pub writes_move_at: String,
+    pub moves_start_at: String,
+    pub steps: u64,
+    pub items_moved: u64,
+}
+
+impl From<&PlacementMove> for MoveView {
+    fn from(m: &PlacementMove) -> Self {
+        let at = |s: u64| shared::identity::clock::rfc3339(s * 1000);
+        Self {
+            to: placement_name(m.to),
+            from_table: m.from_table.clone(),
+            to_table: m.to_table.clone(),
+            requested_at: m.requested_at.clone(),
+            requested_by: Some(m.requested_by.clone()),
+            writes_move_at: at(m.writes_move_at),
+            moves_start_at: at(m.moves_start_at),
+            steps: m.steps,
+            items_moved: m.moved,
+        }
+    }
+}
+
+/// The placement as the API spells it.
+pub fn placement_name(placement: Placement) -> &'static str {
+    match placement {
+        Placement::Own => "own",
+        Placement::Pool => "pool",
+    }
+}
+
+fn placement_of(record: &TenantRecord) -> Placement {
+    match record.own_table {
+        Some(_) => Placement::Own,
+        None => Placement::Pool,
+    }
+}
+
+/// Starts, continues or confirms `tenant`'s move to `to`, asked by an operator of `operator`.
+pub async fn handle(
+    app: &App,
+    operator: &TenantId,
+    tenant: &TenantId,
+    to: Placement,
+) -> Result<Response<Body>, ApiError> {
+    // The moves are the platform's cost, never the operator's tenant's (nor the moved tenant's quota).
+    app.on_platform_account(ROUTE, run(app, operator, tenant, to))
+        .await
+}
+
+async fn run(
+    app: &App,
+    operator: &TenantId,
+    tenant: &TenantId,
+    to: Placement,
+) -> Result<Response<Body>, ApiError> {
+    let deadline = Instant::now() + WORK_PER_REQUEST;
+    // A start races only other starts and status changes: one more read settles it.
+    for _ in 0..3 {
+        let db = app.db_for_operator(tenant).await?;
+        let record = read_record_consistent(&db)
+            .await?
+            .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+        refuse_while_other_runs(&record)?;
+        match &record.moving {
+            None if placement_of(&record) == to => return Ok(done(record)),
+            None => match start(app, &db, &record, to, operator).await? {
+                Step::Committed(record) => {
+                    tracing::info!(tenant = %tenant, to = placement_name(to), by = %operator, "tenant move started");
+                    return advance(app, &db, *record, deadline).await;
+                }
+                Step::Raced => continue,
+            },
+            Some(m) if m.to != to => {
+                return Err(ApiError::Conflict(format!(
+                    "A move to {} runs; finish it first (PATCH with {{\"placement\": \"{}\"}}), \
+                     then move back.",
+                    placement_name(m.to),
+                    placement_name(m.to)
+                )))
+            }
+            Some(_) => return advance(app, &db, record, deadline).await,
+        }
+    }
+    Err(ApiError::Conflict(
+        "The tenant record kept changing; retry.".into(),
+    ))
+}
+
+/// 409 while the tenant is being offboarded, re-sharded or restored.
+fn refuse_while_other_runs(record: &TenantRecord) -> Result<(), ApiError> {
+    if record.status == TenantStatus::Offboarding || record.offboarding.is_some() {
+        return Err(ApiError::Conflict(
+            "This tenant is being offboarded; its record no longer changes.".into(),
+        ));
+    }
+    if let Some(m) = &record.migration {
+        return Err(ApiError::Conflict(format!(
+            "This tenant is being re-sharded to {} shards; finish that first \
+             (PATCH /tenants/{{tenantId}} {{\"shardCount\": {}}}).",
+            m.to, m.to
+        )));
+    }
+    match record.moving {
+        // A move is this route's own: the caller decides above.
+        Some(_) => Ok(()),
+        None => crate::refuse_while_restoring_or_moving(record),
+    }
+}
+
+/// Makes the own table (moving into one), lists the tenant for the lifecycle driver, then begins
+/// the move: a started move is never missing from the driver's list.
+async fn start(
+    app: &App,
+    db: &TenantDb,
+    record: &TenantRecord,
+    to: Placement,
+    operator: &TenantId,
+) -> Result<Step, ApiError> {
+    let pool = app.tenants.table_name();
+    let (from_table, to_table) = match to {
+        Placement::Own => {
+            let own = own_table_name(pool, &db.tenant).ok_or_else(|| {
+                ApiError::Conflict(
+                    "This tenant's id is too long for an own table beside this pool's name.".into(),
+                )
+            })?;
+            create_own_table(&app.tenants.table_manager(), pool, &own, &db.tenant).await?;
+            (pool.to_owned(), own)
+        }
+        Placement::Pool => {
+            let own = record.own_table.clone().ok_or_else(|| {
+                ApiError::Internal("an own-table tenant's record names no table".into())
+            })?;
+            (own, pool.to_owned())
+        }
+    };
+    let now_ms = app.clock.now_millis();
+    let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+    driving::list(&platform_db, &db.tenant, now_ms).await?;
+    Ok(begin(db, to, &from_table, &to_table, operator, now_ms).await?)
+}
+
+/// Backfills `record`'s move (already begun) until it is done (200), another call takes over, or
+/// `deadline` passes (202 with the progress): what every PATCH does after its first, and what the
+/// lifecycle driver does with no client calling.
+pub async fn advance(
+    app: &App,
+    db: &TenantDb,
+    mut record: TenantRecord,
+    deadline: Instant,
+) -> Result<Response<Body>, ApiError> {
+    let tenant = db.tenant.clone();
+    app.directory
+        .remember(&tenant, Some(Arc::new(record.clone())));
+    let mut state = record
+        .moving
+        .clone()
+        .ok_or_else(|| ApiError::Internal("a move record without its state".into()))?;
+    let now = app.clock.now_seconds();
+    if now < state.moves_start_at {
+        return Ok(accepted(record, state.moves_start_at - now));
+    }
+    // The backfill's own client: the target as its table, the source reachable, no pulls.
+    let mover = app
+        .db_placed(&tenant, &backfill_tables(&app.tenants, &state))
+        .await?;
+    let source = mover.on_table(&state.from_table);
+    let sources = sources(&tenant, &record);
+    let budget = Budget {
+        items: ITEMS_PER_STEP,
+        bytes: pacing::STEP_BYTES,
+        until: Some(deadline),
+    };
+    let tables = app.tenants.table_manager();
+    // Only the table the tenant's id names under the pool is ever deleted, whatever the record says.
+    let own_source = (state.to == Placement::Pool)
+        .then(|| own_table_name(app.tenants.table_name(), &tenant))
+        .flatten()
+        .filter(|own| *own == state.from_table);
+    loop {
+        let step_started = Instant::now();
+        // An own source is deleted just before the finish: gone already, a call got that far.
+        let source_gone = match &own_source {
+            Some(own) => !table_exists(&tables, own).await?,
+            None => false,
+        };
+        let page = match source_gone {
+            true => tenant_items::Page::default(),
+            false => tenant_items::page(&source, &sources, state.position.as_ref(), budget).await?,
+        };
+        let step = match page.items.last() {
+            // The walk reached the end: walk again from the start, until a whole walk finds nothing.
+            None if state.position.is_some() => checkpoint(db, &state, None, 0).await?,
+            None => {
+                if let (Some(own), false) = (&own_source, source_gone) {
+                    delete_own_table(&tables, own).await?;
+                }
+                finish(db, &state).await?
+            }
+            Some(last) => {
+                let moved = move_page(&mover, &state, &page.items).await?;
+                let position = ItemKey::from_key(last);
+                checkpoint(db, &state, position, moved).await?
+            }
+        };
+        record = match step {
+            Step::Committed(next) => *next,
+            // Another call committed first: it is the one moving now.
+            Step::Raced => {
+                let current = read_record_consistent(db)
+                    .await?
+                    .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+                app.directory
+                    .remember(&tenant, Some(Arc::new(current.clone())));
+                return Ok(match current.moving {
+                    Some(_) => accepted(current, 1),
+                    None => done(current),
+                });
+            }
+        };
+        app.directory
+            .remember(&tenant, Some(Arc::new(record.clone())));
+        let Some(next) = record.moving.clone() else {
+            tracing::info!(tenant = %tenant, to = placement_name(state.to), moved = state.moved, "tenant moved");
+            return Ok(done(record));
+        };
+        state = next;
+        // Paced like a re-sharding's steps: the next starts when the partitions have taken these.
+        pacing::pace(step_started, pacing::transactional_write_units(&page.items)).await;
+        if Instant::now() >= deadline {
+            return Ok(accepted(record, 0));
+        }
+    }
+}
+
+fn done(record: TenantRecord) -> Response<Body> {
+    json_response(StatusCode::OK, &TenantView::from(record))
+}

@@ -1,0 +1,252 @@
+//! Moving what a request touches out of the source table, before the request goes out.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::query::QueryInput;
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::Client;
+use futures::StreamExt;
+
+use super::Touch;
+use crate::identity::clock::Clock;
+use crate::identity::keys::{ItemKey, PK, SK};
+use crate::store::client::error::StoreError;
+use crate::store::client::query::Item;
+use crate::store::client::relocate::{relocate, Place};
+
+/// Items one pull Query reads from a partition of the source at a time.
+const PARTITION_PAGE: i32 = 100;
+/// Relocations one pull runs at once.
+const IN_FLIGHT: usize = 8;
+/// Entries the memory of what is gone from the source holds before it starts again (about 100
+/// bytes each): a container serving a huge tenant through a long move asks again, never errs.
+const MEMORY_LIMIT: usize = 100_000;
+
+/// Pulls items from `from` into `to` for one tenant's client while its move runs.
+pub struct Puller {
+    /// The tenant's client (its credentials, guard and meter) on the plain HTTP client.
+    client: Client,
+    from: Arc<str>,
+    to: Arc<str>,
+    /// From then on nothing writes `from`: what is found gone stays gone.
+    settled_at: u64,
+    clock: Arc<dyn Clock>,
+    /// Partitions (`PK`) and items (`PK`, NUL, `SK`) found gone from `from` since `settled_at`.
+    gone: Mutex<HashSet<String>>,
+}
+
+impl std::fmt::Debug for Puller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Puller")
+            .field("from", &self.from)
+            .field("to", &self.to)
+            .field("settled_at", &self.settled_at)
+            .finish_non_exhaustive()
+    }
+}
+
+fn item_name(key: &ItemKey) -> String {
+    format!("{}\u{0}{}", key.pk, key.sk)
+}
+
+impl Puller {
+    pub fn new(
+        client: Client,
+        from: Arc<str>,
+        to: Arc<str>,
+        settled_at: u64,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            client,
+            from,
+            to,
+            settled_at,
+            clock,
+            gone: Mutex::default(),
+        }
+    }
+
+    /// Moves what `touch` names out of the source.
+    pub async fn pull(&self, touch: &Touch) -> Result<(), StoreError> {
+        match touch {
+            Touch::Keys(keys) => {
+                let pulls = futures::stream::iter(keys.iter().cloned().map(|k| self.pull_item(k)))
+                    .buffer_unordered(IN_FLIGHT)
+                    .collect::<Vec<_>>()
+                    .await;
+                pulls.into_iter().collect()
+            }
+            Touch::Partition(pk) => self.pull_partition(pk).await,
+            Touch::IndexQuery(query) => self.pull_window(query).await,
+        }
+    }
+
+    fn is_gone(&self, names: &[&str]) -> bool {
+        let gone = self.gone.lock().unwrap_or_else(|e| e.into_inner());
+        names.iter().any(|n| gone.contains(*n))
+    }
+
+    /// Remembers `name` as gone from the source, when it was found so once nothing could still
+    /// write there (`checked_at`, epoch seconds, is when the read was sent).
+    fn found_gone(&self, name: String, checked_at: u64) {
+        if checked_at < self.settled_at {
+            return;
+        }
+        let mut gone = self.gone.lock().unwrap_or_else(|e| e.into_inner());
+        if gone.len() >= MEMORY_LIMIT {
+            gone.clear();
+        }
+        gone.insert(name);
+    }
+
+    async fn relocate(&self, item: Item) -> Result<bool, StoreError> {
+        let to = Place {
+            table: &self.to,
+            pk: None,
+        };
+        relocate(&self.client, &self.from, &item, to).await
+    }
+
+    async fn pull_item(&self, key: ItemKey) -> Result<(), StoreError> {
+        let name = item_name(&key);
+        if self.is_gone(&[&key.pk, &name]) {
+            return Ok(());
+        }
+        let checked_at = self.clock.now_seconds();
+        let found = self
+            .client
+            .get_item()
+            .table_name(&*self.from)
+            .key(PK, AttributeValue::S(key.pk.clone()))
+            .key(SK, AttributeValue::S(key.sk.clone()))
+            .consistent_read(true)
+            .send()
+            .await;
+        let found = match found {
+            Ok(out) => out.item,
+            Err(e) if source_is_gone(&e) => None,
+            Err(e) => return Err(StoreError::from_sdk(e)),
+        };
+        match found {
+            Some(item) => self.relocate(item).await.map(drop),
+            None => {
+                self.found_gone(name, checked_at);
+                Ok(())
+            }
+        }
+    }
+
+    /// Moves the whole partition `pk`, a page at a time, until the source holds none of it.
+    async fn pull_partition(&self, pk: &str) -> Result<(), StoreError> {
+        if self.is_gone(&[pk]) {
+            return Ok(());
+        }
+        loop {
+            let checked_at = self.clock.now_seconds();
+            let page = self
+                .client
+                .query()
+                .table_name(&*self.from)
+                .key_condition_expression("PK = :pk")
+                .expression_attribute_values(":pk", AttributeValue::S(pk.to_owned()))
+                .consistent_read(true)
+                .limit(PARTITION_PAGE)
+                .send()
+                .await;
+            let items = match page {
+                Ok(out) => out.items.unwrap_or_default(),
+                Err(e) if source_is_gone(&e) => Vec::new(),
+                Err(e) => return Err(StoreError::from_sdk(e)),
+            };
+            if items.is_empty() {
+                self.found_gone(pk.to_owned(), checked_at);
+                return Ok(());
+            }
+            self.relocate_all(&items).await?;
+        }
+    }
+
+    async fn relocate_all(&self, items: &[Item]) -> Result<(), StoreError> {
+        let moved = futures::stream::iter(items.iter().cloned().map(|item| self.relocate(item)))
+            .buffer_unordered(IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await;
+        moved.into_iter().map(|r| r.map(drop)).collect()
+    }
+
+    /// Moves the source's items in the window `query` reads of its index: the same key condition,
+    /// start, order and limit, without its filter or projection (the target's page is drawn from the
+    /// same window, so no item of it is left in the source). An index holds keys, maybe not whole
+    /// items: each is pulled by its key.
+    async fn pull_window(&self, query: &QueryInput) -> Result<(), StoreError> {
+        let condition = query.key_condition_expression().unwrap_or_default();
+        let used = |placeholder: &str| mentions(condition, placeholder);
+        let names = query.expression_attribute_names().map(|names| {
+            names
+                .iter()
+                .filter(|(k, _)| used(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        });
+        let values = query.expression_attribute_values().map(|values| {
+            values
+                .iter()
+                .filter(|(k, _)| used(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        });
+        let found = self
+            .client
+            .query()
+            .table_name(&*self.from)
+            .set_index_name(query.index_name().map(str::to_owned))
+            .key_condition_expression(condition)
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
+            .set_exclusive_start_key(query.exclusive_start_key().cloned())
+            .set_scan_index_forward(query.scan_index_forward())
+            .set_limit(query.limit())
+            .send()
+            .await;
+        let items = match found {
+            Ok(out) => out.items.unwrap_or_default(),
+            Err(e) if source_is_gone(&e) => return Ok(()),
+            Err(e) => return Err(StoreError::from_sdk(e)),
+        };
+        let keys: Vec<ItemKey> = items.iter().filter_map(ItemKey::from_key).collect();
+        Box::pin(self.pull(&Touch::Keys(keys))).await
+    }
+}
+
+/// Whether `expression` names `placeholder` (`:v` or `#n`) as a whole token.
+fn mentions(expression: &str, placeholder: &str) -> bool {
+    expression.match_indices(placeholder).any(|(at, _)| {
+        let next = expression[at + placeholder.len()..].chars().next();
+        !next.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+/// The source table no longer exists: the move deleted it at its end, and holds nothing there.
+fn source_is_gone<E, R>(e: &SdkError<E, R>) -> bool
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata,
+{
+    e.as_service_error()
+        .is_some_and(|s| s.code() == Some("ResourceNotFoundException"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mentions;
+
+    #[test]
+    fn a_placeholder_is_mentioned_only_as_a_whole_token() {
+        assert!(mentions("#p = :pk AND begins_with(SK, :s)", ":pk"));
+        assert!(mentions("#p = :pk AND begins_with(SK, :s)", ":s"));
+        assert!(!mentions("#p = :pk2", ":pk"));
+        assert!(!mentions("#p = :pk", ":p"));
+    }
+}

@@ -1,0 +1,172 @@
+//! Moving a tenant between the pool and its own table while it is served: the re-sharding's shape
+//! (`resharding`), with tables for layouts.
+//!
+//! 1. [`begin`] writes the move into the tenant record (`move`). Its credentials name both tables
+//!    from the moment a container reads it (`store::tenancy::placement::tables_of`); writes keep
+//!    the source until `writesMoveAt`, when every container has read the record and no request
+//!    admitted before it is still writing: the target stays empty until then, so no copy there can
+//!    be older than the source's.
+//! 2. From `writesMoveAt` every request uses the target, and first pulls what it touches out of the
+//!    source (`store::client::pull`): a read finds each item where it now is, a write's conditions
+//!    see it, a delete leaves nothing behind to come back, and a list's page holds every item of its
+//!    window.
+//! 3. From `movesStartAt`, when no request can still write the source, the backfill ([`move_page`])
+//!    walks the source with the tenant walk and relocates what it finds, a step at a time under the
+//!    record's checkpoint ([`checkpoint`]), so any call in any container resumes where the last
+//!    committed step ended.
+//! 4. When a walk from the start finds nothing, [`finish`] sets the placement (`ownTable`) and
+//!    removes the move; the source, if it was an own table, is deleted first.
+//!
+//! Each relocated item costs a transaction of two writes; each pull before it one consistent read.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use futures::StreamExt;
+
+use crate::identity::ids::TenantId;
+use crate::identity::keys::ItemKey;
+use crate::store::client::error::StoreError;
+use crate::store::client::query::Item;
+use crate::store::client::relocate::{relocate, Place};
+use crate::store::client::scoped::TenantDb;
+use crate::store::lifecycle::resharding::{Step, MOVES_DELAY_SECONDS, WRITES_MOVE_DELAY_SECONDS};
+use crate::store::lifecycle::tenant_items::{self, RecordInWalk, Source};
+pub use crate::store::tenancy::tenants::{Placement, PlacementMove};
+use crate::store::tenancy::tenants::{
+    record_update, send_record_update, value, TenantRecord, TenantStatus,
+};
+
+/// Items one backfill step walks (its relocations run [`IN_FLIGHT`] at once).
+pub const ITEMS_PER_STEP: usize = 100;
+const IN_FLIGHT: usize = 8;
+
+/// The walk of what a move carries: every item of the tenant but its record, which stays in the
+/// pool.
+pub fn sources(tenant: &TenantId, record: &TenantRecord) -> Vec<Source> {
+    tenant_items::sources(
+        tenant,
+        record.shard_count,
+        crate::store::quota::limiter::walked_window_shards(&record.limits()),
+        RecordInWalk::Excluded,
+    )
+}
+
+/// Starts moving `db`'s tenant from `from_table` to `to_table` (`to` names which) at `now_ms`:
+/// `Raced` when the record changed since it was read (another operation started, the placement or
+/// the status changed).
+pub async fn begin(
+    db: &TenantDb,
+    to: Placement,
+    from_table: &str,
+    to_table: &str,
+    requested_by: &TenantId,
+    now_ms: u64,
+) -> Result<Step, StoreError> {
+    let now = now_ms / 1000;
+    let state = PlacementMove {
+        to,
+        from_table: from_table.to_owned(),
+        to_table: to_table.to_owned(),
+        requested_at: crate::identity::clock::rfc3339(now_ms),
+        requested_by: requested_by.to_string(),
+        writes_move_at: now + WRITES_MOVE_DELAY_SECONDS,
+        moves_start_at: now + MOVES_DELAY_SECONDS,
+        steps: 0,
+        moved: 0,
+        position: None,
+    };
+    let placed = match to {
+        Placement::Own => "attribute_not_exists(#own)",
+        Placement::Pool => "#own = :from",
+    };
+    let mut update = record_update(db)
+        .update_expression("SET #move = :move")
+        .condition_expression(format!(
+            "attribute_exists(PK) AND attribute_not_exists(#move) AND attribute_not_exists(#m) \
+             AND attribute_not_exists(#r) AND (attribute_not_exists(#state) OR #state <> :offboarding) \
+             AND {placed}"
+        ))
+        .expression_attribute_names("#move", "move")
+        .expression_attribute_names("#m", "migration")
+        .expression_attribute_names("#r", "restore")
+        .expression_attribute_names("#state", "status")
+        .expression_attribute_names("#own", "ownTable")
+        .expression_attribute_values(":move", state.to_attribute())
+        .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?);
+    if to == Placement::Pool {
+        update = update.expression_attribute_values(":from", AttributeValue::S(from_table.into()));
+    }
+    Ok(Step::from(send_record_update(update).await?))
+}
+
+/// Relocates every item of `page` (read from the source) to `state`'s target: `Ok(n)` items this
+/// step moved (an item a request pulled, or changed in the target, since the walk read it is not).
+pub async fn move_page(
+    db: &TenantDb,
+    state: &PlacementMove,
+    page: &[Item],
+) -> Result<u64, StoreError> {
+    let to = Place {
+        table: &state.to_table,
+        pk: None,
+    };
+    let moves: Vec<_> = page
+        .iter()
+        .map(|item| relocate(&db.client, &state.from_table, item, to))
+        .collect();
+    let moved = futures::stream::iter(moves)
+        .buffer_unordered(IN_FLIGHT)
+        .collect::<Vec<_>>()
+        .await;
+    let mut count = 0;
+    for result in moved {
+        count += u64::from(result?);
+    }
+    Ok(count)
+}
+
+/// Moves the record's checkpoint past `position` (`None`: back to the start, for the walk that
+/// confirms the source is empty), adding `moved`, on condition that no other step was committed
+/// since `state` was read.
+pub async fn checkpoint(
+    db: &TenantDb,
+    state: &PlacementMove,
+    position: Option<ItemKey>,
+    moved: u64,
+) -> Result<Step, StoreError> {
+    let mut next = state.clone();
+    next.steps += 1;
+    next.moved += moved;
+    next.position = position;
+    let update = conditioned(db, state)
+        .update_expression("SET #move = :next")
+        .expression_attribute_values(":next", next.to_attribute());
+    Ok(Step::from(send_record_update(update).await?))
+}
+
+/// Ends the move whose walk from the start found nothing left in the source: the placement becomes
+/// the target.
+pub async fn finish(db: &TenantDb, state: &PlacementMove) -> Result<Step, StoreError> {
+    let update = match state.to {
+        Placement::Own => conditioned(db, state)
+            .update_expression("SET #own = :own REMOVE #move")
+            .expression_attribute_names("#own", "ownTable")
+            .expression_attribute_values(":own", AttributeValue::S(state.to_table.clone())),
+        Placement::Pool => conditioned(db, state)
+            .update_expression("REMOVE #own, #move")
+            .expression_attribute_names("#own", "ownTable"),
+    };
+    Ok(Step::from(send_record_update(update).await?))
+}
+
+fn conditioned(
+    db: &TenantDb,
+    state: &PlacementMove,
+) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+    record_update(db)
+        .condition_expression("#move.#steps = :steps AND #move.#to = :to")
+        .expression_attribute_names("#move", "move")
+        .expression_attribute_names("#steps", "steps")
+        .expression_attribute_names("#to", "toTable")
+        .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
+        .expression_attribute_values(":to", AttributeValue::S(state.to_table.clone()))
+}
