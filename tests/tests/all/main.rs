@@ -5,6 +5,7 @@
 
 mod attack_matrix;
 mod capacity_quota;
+mod churn;
 mod cognito;
 mod consumed_capacity;
 mod entities;
@@ -24,6 +25,7 @@ mod load;
 mod logs;
 mod lost_success;
 mod metrics;
+mod moving;
 mod offboarding;
 mod page_size;
 mod placement;

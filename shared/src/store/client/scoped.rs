@@ -15,7 +15,7 @@ use crate::isolation::policy::{Moving, TenantTables};
 use crate::store::client::error::StoreError;
 use crate::store::client::meter::RequestMetering;
 use crate::store::client::pages::{PageCache, PageCacheInvalidation};
-use crate::store::client::pull::{PullingHttpClient, Puller, Touches};
+use crate::store::client::pull::{Puller, PullingHttpClient, Touches};
 use crate::store::client::walk_sizes::WalkSizes;
 
 /// How many DynamoDB requests one API request may have in flight at once, unless

@@ -30,10 +30,10 @@ use crate::store::client::relocate::{relocate, Place};
 use crate::store::client::scoped::TenantDb;
 use crate::store::lifecycle::resharding::{Step, MOVES_DELAY_SECONDS, WRITES_MOVE_DELAY_SECONDS};
 use crate::store::lifecycle::tenant_items::{self, RecordInWalk, Source};
-pub use crate::store::tenancy::tenants::{Placement, PlacementMove};
 use crate::store::tenancy::tenants::{
     record_update, send_record_update, value, TenantRecord, TenantStatus,
 };
+pub use crate::store::tenancy::tenants::{Placement, PlacementMove};
 
 /// Items one backfill step walks (its relocations run [`IN_FLIGHT`] at once).
 pub const ITEMS_PER_STEP: usize = 100;

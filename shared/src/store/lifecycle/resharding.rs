@@ -29,8 +29,8 @@ use crate::identity::ids::TenantId;
 use crate::identity::keys::{home_shard_pk, shard_pk, ItemKey, PK, SK};
 use crate::store::client::error::StoreError;
 use crate::store::client::query::Item;
-use crate::store::client::scoped::TenantDb;
 use crate::store::client::relocate::{relocate, Place};
+use crate::store::client::scoped::TenantDb;
 use crate::store::lifecycle::tenant_items::{Page, Source};
 pub use crate::store::tenancy::tenants::Migration;
 use crate::store::tenancy::tenants::{

@@ -55,10 +55,11 @@ impl HttpConnector for PullingConnector {
         let touch = request.extension::<Touch>().cloned();
         HttpConnectorFuture::new(async move {
             if let Some(touch) = touch {
-                puller
-                    .pull(&touch)
-                    .await
-                    .map_err(|e| ConnectorError::io(Box::new(e)))?;
+                puller.pull(&touch).await.map_err(|e| {
+                    tracing::warn!(error = %e, "a pull out of a move's source failed; the attempt is retried");
+                    eprintln!("PULLFAIL {e:?}");
+                    ConnectorError::io(Box::new(e))
+                })?;
             }
             inner.call(request).await
         })

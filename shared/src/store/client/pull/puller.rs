@@ -1,6 +1,6 @@
 //! Moving what a request touches out of the source table, before the request goes out.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::error::SdkError;
@@ -16,8 +16,6 @@ use crate::store::client::error::StoreError;
 use crate::store::client::query::Item;
 use crate::store::client::relocate::{relocate, Place};
 
-/// Items one pull Query reads from a partition of the source at a time.
-const PARTITION_PAGE: i32 = 100;
 /// Relocations one pull runs at once.
 const IN_FLIGHT: usize = 8;
 /// Entries the memory of what is gone from the source holds before it starts again (about 100
@@ -79,8 +77,7 @@ impl Puller {
                     .await;
                 pulls.into_iter().collect()
             }
-            Touch::Partition(pk) => self.pull_partition(pk).await,
-            Touch::IndexQuery(query) => self.pull_window(query).await,
+            Touch::Query(query) => self.pull_window(query).await,
         }
     }
 
@@ -139,36 +136,6 @@ impl Puller {
         }
     }
 
-    /// Moves the whole partition `pk`, a page at a time, until the source holds none of it.
-    async fn pull_partition(&self, pk: &str) -> Result<(), StoreError> {
-        if self.is_gone(&[pk]) {
-            return Ok(());
-        }
-        loop {
-            let checked_at = self.clock.now_seconds();
-            let page = self
-                .client
-                .query()
-                .table_name(&*self.from)
-                .key_condition_expression("PK = :pk")
-                .expression_attribute_values(":pk", AttributeValue::S(pk.to_owned()))
-                .consistent_read(true)
-                .limit(PARTITION_PAGE)
-                .send()
-                .await;
-            let items = match page {
-                Ok(out) => out.items.unwrap_or_default(),
-                Err(e) if source_is_gone(&e) => Vec::new(),
-                Err(e) => return Err(StoreError::from_sdk(e)),
-            };
-            if items.is_empty() {
-                self.found_gone(pk.to_owned(), checked_at);
-                return Ok(());
-            }
-            self.relocate_all(&items).await?;
-        }
-    }
-
     async fn relocate_all(&self, items: &[Item]) -> Result<(), StoreError> {
         let moved = futures::stream::iter(items.iter().cloned().map(|item| self.relocate(item)))
             .buffer_unordered(IN_FLIGHT)
@@ -177,27 +144,22 @@ impl Puller {
         moved.into_iter().map(|r| r.map(drop)).collect()
     }
 
-    /// Moves the source's items in the window `query` reads of its index: the same key condition,
-    /// start, order and limit, without its filter or projection (the target's page is drawn from the
-    /// same window, so no item of it is left in the source). An index holds keys, maybe not whole
-    /// items: each is pulled by its key.
+    /// Moves the source's items in the window `query` reads, of the table or of an index: the same
+    /// key condition, start, order and limit, without its filter or projection. The target's page
+    /// is drawn from the same window: once the source's first `limit` items of it are in the
+    /// target, any item still in the source comes after the page's end. An index holds keys, maybe
+    /// not whole items: each is pulled by its key. A whole partition of the table found empty from
+    /// its start is remembered.
     async fn pull_window(&self, query: &QueryInput) -> Result<(), StoreError> {
+        let whole_partition = whole_partition_of(query);
+        if whole_partition.is_some_and(|pk| self.is_gone(&[pk])) {
+            return Ok(());
+        }
         let condition = query.key_condition_expression().unwrap_or_default();
         let used = |placeholder: &str| mentions(condition, placeholder);
-        let names = query.expression_attribute_names().map(|names| {
-            names
-                .iter()
-                .filter(|(k, _)| used(k))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        });
-        let values = query.expression_attribute_values().map(|values| {
-            values
-                .iter()
-                .filter(|(k, _)| used(k))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        });
+        let names = used_only(query.expression_attribute_names(), &used);
+        let values = used_only(query.expression_attribute_values(), &used);
+        let checked_at = self.clock.now_seconds();
         let found = self
             .client
             .query()
@@ -209,6 +171,7 @@ impl Puller {
             .set_exclusive_start_key(query.exclusive_start_key().cloned())
             .set_scan_index_forward(query.scan_index_forward())
             .set_limit(query.limit())
+            .set_consistent_read(query.index_name().is_none().then_some(true))
             .send()
             .await;
         let items = match found {
@@ -216,9 +179,59 @@ impl Puller {
             Err(e) if source_is_gone(&e) => return Ok(()),
             Err(e) => return Err(StoreError::from_sdk(e)),
         };
+        if items.is_empty() {
+            if let Some(pk) = whole_partition {
+                self.found_gone(pk.to_owned(), checked_at);
+            }
+            return Ok(());
+        }
+        if query.index_name().is_none() {
+            // The table's items are whole: relocated as read.
+            return self.relocate_all(&items).await;
+        }
         let keys: Vec<ItemKey> = items.iter().filter_map(ItemKey::from_key).collect();
         Box::pin(self.pull(&Touch::Keys(keys))).await
     }
+}
+
+/// The partition a Query of the table reads whole from its start (`PK = :name`, nothing more, no
+/// start key), if it is one.
+fn whole_partition_of(q: &QueryInput) -> Option<&str> {
+    if q.index_name().is_some() || q.exclusive_start_key().is_some() {
+        return None;
+    }
+    let condition = q.key_condition_expression()?;
+    if condition.contains(" AND ") {
+        return None;
+    }
+    let (attribute, name) = condition.split_once('=')?;
+    let attribute = attribute.trim();
+    let attribute = match attribute.starts_with('#') {
+        true => q.expression_attribute_names()?.get(attribute)?.as_str(),
+        false => attribute,
+    };
+    if attribute != PK {
+        return None;
+    }
+    q.expression_attribute_values()?
+        .get(name.trim())?
+        .as_s()
+        .ok()
+        .map(String::as_str)
+}
+
+/// The entries of `map` whose placeholder `used` accepts; `None` when none is (DynamoDB refuses an
+/// empty map).
+fn used_only<V: Clone>(
+    map: Option<&HashMap<String, V>>,
+    used: &impl Fn(&str) -> bool,
+) -> Option<HashMap<String, V>> {
+    let kept: HashMap<String, V> = map?
+        .iter()
+        .filter(|(k, _)| used(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    (!kept.is_empty()).then_some(kept)
 }
 
 /// Whether `expression` names `placeholder` (`:v` or `#n`) as a whole token.

@@ -15,7 +15,7 @@ use aws_smithy_runtime_api::client::interceptors::context::{
     BeforeSerializationInterceptorContextRef, BeforeTransmitInterceptorContextMut, Input,
 };
 
-use crate::identity::keys::{ItemKey, PK};
+use crate::identity::keys::ItemKey;
 use crate::store::client::query::Item;
 
 /// What one request touches in the target table.
@@ -23,10 +23,8 @@ use crate::store::client::query::Item;
 pub enum Touch {
     /// Items by key.
     Keys(Vec<ItemKey>),
-    /// A whole partition of the table (a Query of it).
-    Partition(String),
-    /// A Query of an index.
-    IndexQuery(Box<QueryInput>),
+    /// A Query, of the table or of an index.
+    Query(Box<QueryInput>),
 }
 
 impl aws_smithy_types::config_bag::Storable for Touch {
@@ -57,10 +55,7 @@ impl Touches {
             if i.table_name() != Some(target) {
                 return None;
             }
-            return match (i.index_name(), partition_of(i)) {
-                (None, Some(pk)) => Some(Touch::Partition(pk.to_owned())),
-                _ => Some(Touch::IndexQuery(Box::new(i.clone()))),
-            };
+            return Some(Touch::Query(Box::new(i.clone())));
         } else if let Some(i) = input.downcast_ref::<GetItemInput>() {
             add(i.table_name(), i.key());
         } else if let Some(i) = input.downcast_ref::<PutItemInput>() {
@@ -106,26 +101,6 @@ impl Touches {
     }
 }
 
-/// The partition a Query of the table names: `PK = :name` before any `AND`.
-fn partition_of(q: &QueryInput) -> Option<&str> {
-    let condition = q.key_condition_expression()?;
-    let first = condition.split(" AND ").next()?;
-    let (attribute, name) = first.split_once('=')?;
-    let attribute = attribute.trim();
-    let attribute = match attribute.strip_prefix('#') {
-        Some(_) => q.expression_attribute_names()?.get(attribute)?.as_str(),
-        None => attribute,
-    };
-    if attribute != PK {
-        return None;
-    }
-    q.expression_attribute_values()?
-        .get(name.trim())?
-        .as_s()
-        .ok()
-        .map(String::as_str)
-}
-
 impl Intercept for Touches {
     fn name(&self) -> &'static str {
         "PullTouches"
@@ -159,7 +134,7 @@ impl Intercept for Touches {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::keys::SK;
+    use crate::identity::keys::{PK, SK};
     use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 
     fn key(pk: &str, sk: &str) -> Item {
@@ -198,25 +173,21 @@ mod tests {
                 sk: "S".into()
             }]))
         );
-        // AND a Query of the table touches its partition, one of an index the index's window
+        // AND a Query touches its window
         let query = |index: Option<&str>| {
             QueryInput::builder()
                 .table_name("own")
                 .set_index_name(index.map(str::to_owned))
                 .key_condition_expression("#p = :pk AND begins_with(SK, :s)")
-                .expression_attribute_names("#p", if index.is_some() { "GSI1PK" } else { PK })
+                .expression_attribute_names("#p", if index.is_some() { "GSI1PK" } else { "PK" })
                 .expression_attribute_values(":pk", AttributeValue::S("TENANT#a#P".into()))
                 .build()
                 .unwrap()
         };
         assert_eq!(
             touches.of(&Input::erase(query(None))),
-            Some(Touch::Partition("TENANT#a#P".into()))
+            Some(Touch::Query(Box::new(query(None))))
         );
-        assert!(matches!(
-            touches.of(&Input::erase(query(Some("GSI1")))),
-            Some(Touch::IndexQuery(_))
-        ));
         // AND a request of another table touches nothing
         let get = GetItemInput::builder()
             .table_name("pool")

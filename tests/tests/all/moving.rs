@@ -1,0 +1,364 @@
+//! Moving a tenant between the pool and its own table while it is served
+//! (`shared::store::lifecycle::moving`, issue #42 item 4): a tenant of 5,000 items on 16 shards
+//! moves pool → own → pool while writers update, delete and create products and employees, readers
+//! walk the lists, an import lands and a session tree grows; the backfill's calls are killed
+//! part-way again and again. Against a model of what was written (`churn`): every walk during a
+//! move sees each live item exactly once; afterwards the target holds every live item once, at its
+//! latest version, and the source ZERO items of the tenant (the pool keeps only its record; an own
+//! source is deleted); the neighbours' items are byte for byte as they were.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use integration::import_queue::{drain, Consumer, ImportQueues};
+use integration::{onboard, unique, Harness, Resp};
+use serde_json::{json, Value};
+use shared::identity::ids::TenantId;
+use shared::identity::keys::{raw_key, tenant_record_key, PK, SK};
+use shared::store::lifecycle::resharding::{MOVES_DELAY_SECONDS, WRITES_MOVE_DELAY_SECONDS};
+
+use crate::churn::{seed, walk_while, write_while, Kind, Ledger, World, EMPLOYEE, PRODUCT};
+
+/// 4,400 products, 560 employees, 10 departments and a session tree of 30: 5,000 items.
+const PRODUCTS: usize = 4_400;
+const EMPLOYEES: usize = 560;
+const CHILD_SESSIONS: usize = 29;
+
+type Item = HashMap<String, AttributeValue>;
+
+fn sorted(items: Vec<Item>) -> Vec<String> {
+    let mut out: Vec<String> = items
+        .into_iter()
+        .map(|i| format!("{:?}", i.into_iter().collect::<BTreeMap<_, _>>()))
+        .collect();
+    out.sort();
+    out
+}
+
+impl World<'_> {
+    async fn move_to(&self, placement: &str) -> Resp {
+        self.h
+            .operator()
+            .update_tenant(&self.tenant, json!({ "placement": placement }))
+            .await
+    }
+
+    /// Every raw item of the tenant in `table`.
+    async fn raw_in(&self, table: &str) -> Vec<Item> {
+        let prefix = raw_key(&self.tenant, "");
+        self.h
+            .admin_scan(table)
+            .await
+            .into_iter()
+            .filter(|i| i[PK].as_s().is_ok_and(|pk| pk.starts_with(&prefix)))
+            .collect()
+    }
+}
+
+/// The ids of `kind`'s raw items in `items`, each as often as it is there.
+fn raw_ids(w: &World<'_>, kind: Kind, items: &[Item]) -> Vec<String> {
+    let sk_prefix = raw_key(&w.tenant, format!("{}#", kind.sk_kind));
+    let partition = raw_key(&w.tenant, format!("{}#", kind.partition));
+    let mut ids: Vec<String> = items
+        .iter()
+        .filter(|i| i[PK].as_s().is_ok_and(|pk| pk.starts_with(&partition)))
+        .filter_map(|i| {
+            i[SK]
+                .as_s()
+                .ok()?
+                .strip_prefix(&sk_prefix)
+                .map(str::to_owned)
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// An import of `n` products at version 0, as the walks read versions (`document.v`).
+fn versioned_products(prefix: &str, n: usize) -> Value {
+    let items: Vec<Value> = (0..n)
+        .map(|i| json!({"productId": format!("{prefix}-{i:04}"), "document": {"v": 0, "name": prefix}}))
+        .collect();
+    json!({"kind": "products", "items": items})
+}
+
+/// Runs the backfill to `placement` by calls that are each killed after a few hundred milliseconds
+/// (the first ones mid-step), until one answers 200. Returns how many calls were killed.
+async fn backfill_with_kills(w: &World<'_>, placement: &str) -> usize {
+    let mut killed = 0;
+    for attempt in 0u64.. {
+        assert!(attempt < 2_000, "the move never finished");
+        let budget = match attempt % 4 {
+            3 => Duration::from_secs(5),
+            n => Duration::from_millis(150 + n * 150),
+        };
+        match tokio::time::timeout(budget, w.move_to(placement)).await {
+            Err(_) => killed += 1,
+            Ok(r) if r.status == 200 => return killed,
+            Ok(r) => {
+                assert_eq!(r.status, 202, "{}", r.body);
+                assert!(r.retry_after.is_some());
+            }
+        }
+    }
+    unreachable!()
+}
+
+/// The session tree: a parent, and the children the test created.
+struct Sessions {
+    parent: String,
+    children: std::sync::Mutex<BTreeSet<String>>,
+}
+
+impl Sessions {
+    async fn create(w: &World<'_>) -> Self {
+        let r =
+            w.h.tenant(&w.tenant)
+                .create_session(json!({"customerId": "c1", "state": "{}"}))
+                .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        let sessions = Self {
+            parent: r.body["sessionId"].as_str().unwrap().to_owned(),
+            children: Default::default(),
+        };
+        for _ in 0..CHILD_SESSIONS - 10 {
+            sessions.add_child(w).await;
+        }
+        sessions
+    }
+
+    async fn add_child(&self, w: &World<'_>) {
+        let r =
+            w.h.tenant(&w.tenant)
+                .create_session(json!({"customerId": "c1", "parentSessionId": self.parent}))
+                .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        let id = r.body["sessionId"].as_str().unwrap().to_owned();
+        self.children.lock().unwrap().insert(id);
+    }
+
+    /// THEN the parent lists exactly the children created.
+    async fn assert_listed(&self, w: &World<'_>) {
+        let r =
+            w.h.tenant(&w.tenant)
+                .query(&[("limit", "100")])
+                .get_child_sessions_by_session_id(&self.parent)
+                .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let listed: BTreeSet<String> = r.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["sessionId"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(listed, *self.children.lock().unwrap());
+    }
+}
+
+/// After a move: the record names the placement; the target holds every live product and employee
+/// once (its versions are the API's, which the walks compare to the model); the source holds none
+/// of the tenant's items.
+async fn assert_moved(w: &World<'_>, placement: &str, source: &str, target: &str) {
+    let record = w.h.operator().get_tenant(&w.tenant).await;
+    assert_eq!(record.status, 200, "{}", record.body);
+    assert_eq!(record.body["placement"], placement, "{}", record.body);
+    assert!(record.body.get("move").is_none(), "{}", record.body);
+    let in_target = w.raw_in(target).await;
+    for kind in [PRODUCT, EMPLOYEE] {
+        let expected: Vec<String> = w.expected(kind).into_keys().collect();
+        assert_eq!(
+            raw_ids(w, kind, &in_target),
+            expected,
+            "{} in {target}",
+            kind.list
+        );
+        for order in ["id", "unordered"] {
+            let listed: BTreeMap<String, u64> = w.walk(kind, order).await.into_iter().collect();
+            assert_eq!(listed, w.expected(kind), "{} {order}", kind.list);
+        }
+    }
+    let record_key = tenant_record_key(&TenantId::parse(&w.tenant).unwrap());
+    if source == w.h.table {
+        // ZERO items of the tenant are left in the pool: its record only.
+        let left: Vec<String> = w
+            .raw_in(source)
+            .await
+            .iter()
+            .map(|i| i[PK].as_s().unwrap().clone())
+            .collect();
+        assert_eq!(left, vec![record_key], "left in the pool");
+    } else {
+        // The own source is deleted with its items.
+        let gone = w.h.admin.describe_table().table_name(source).send().await;
+        assert!(gone.is_err(), "{source} is still there");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_of_5000_items_moves_pool_to_own_and_back_under_load_and_nothing_is_lost_or_doubled(
+) {
+    // GIVEN a pooled neighbour, and a pooled tenant of 5,000 items on 16 shards with a session tree
+    let h = Harness::new().await;
+    let neighbour = unique("beside");
+    onboard(&h, &neighbour, 2).await;
+    for i in 0..20 {
+        let r = h
+            .tenant(&neighbour)
+            .put_product(&format!("n{i}"), json!({"v": i}))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let tenant = unique("mover");
+    onboard(&h, &tenant, 16).await;
+    let w = World {
+        h: &h,
+        tenant: tenant.clone(),
+        products: Ledger::default(),
+        employees: Ledger::default(),
+    };
+    seed(&w, PRODUCTS, EMPLOYEES).await;
+    let sessions = Sessions::create(&w).await;
+    let neighbours_before = sorted(h.items_under(&raw_key(&neighbour, "")).await);
+    let own_table = format!("{}-tenant-{tenant}", h.table);
+    let queues = ImportQueues::create(3, 1).await;
+    let consumer = Consumer::start(&h.table, &queues).await;
+
+    for (placement, source, target, first_round) in [
+        ("own", h.table.clone(), own_table.clone(), 1),
+        ("pool", own_table.clone(), h.table.clone(), 1_000),
+    ] {
+        // WHEN the move starts
+        let r = w.move_to(placement).await;
+        assert_eq!(r.status, 202, "{}", r.body);
+        assert_eq!(r.body["move"]["to"], placement, "{}", r.body);
+        assert_eq!(r.body["move"]["fromTable"], source.as_str());
+        assert_eq!(r.body["move"]["toTable"], target.as_str());
+        // THEN the same call again is the same progress; a move the other way, a re-sharding and
+        // an offboarding are refused while it runs
+        let again = w.move_to(placement).await;
+        assert_eq!(again.status, 202, "{}", again.body);
+        assert_eq!(again.body["move"], r.body["move"]);
+        let back = if placement == "own" { "pool" } else { "own" };
+        w.move_to(back).await.assert_problem(409);
+        h.operator()
+            .update_tenant(&tenant, json!({"shardCount": 8}))
+            .await
+            .assert_problem(409);
+        h.operator()
+            .offboard_tenant(&tenant)
+            .await
+            .assert_problem(409);
+
+        // AND an import accepted before writes move lands while they still use the source
+        let posted = crate::imports::post_import(
+            &h,
+            &queues,
+            &tenant,
+            versioned_products(&format!("imp-{placement}"), 20),
+            &[],
+        )
+        .await;
+        assert_eq!(posted.status, 202, "{}", posted.body);
+        drain(&queues, &[&consumer], 10).await;
+        for i in 0..20 {
+            w.products
+                .committed
+                .lock()
+                .unwrap()
+                .insert(format!("imp-{placement}-{i:04}"), 0);
+        }
+
+        // WHEN writers, walkers and new child sessions run through the move's phases: writes in
+        // the source, then in the target with pulls, then the backfill, killed again and again
+        let moving = AtomicBool::new(true);
+        let walks = AtomicU64::new(0);
+        let mover = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            sessions.add_child(&w).await;
+            h.clock.advance_seconds(WRITES_MOVE_DELAY_SECONDS);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            for _ in 0..4 {
+                sessions.add_child(&w).await;
+            }
+            sessions.assert_listed(&w).await;
+            h.clock
+                .advance_seconds(MOVES_DELAY_SECONDS - WRITES_MOVE_DELAY_SECONDS);
+            let killed = backfill_with_kills(&w, placement).await;
+            moving.store(false, Ordering::SeqCst);
+            killed
+        };
+        let (killed, ..) = tokio::join!(
+            mover,
+            write_while(&w, PRODUCT, PRODUCTS, first_round, &moving),
+            write_while(&w, EMPLOYEE, EMPLOYEES, first_round, &moving),
+            walk_while(&w, PRODUCT, "id", &moving, &walks),
+            walk_while(&w, PRODUCT, "unordered", &moving, &walks),
+            walk_while(&w, EMPLOYEE, "id", &moving, &walks),
+        );
+
+        // THEN the backfill was killed part-way and still finished, and the walks during the move
+        // saw every live item exactly once (each checked as it ended)
+        assert!(killed >= 3, "only {killed} backfill calls were killed");
+        assert!(
+            walks.load(Ordering::SeqCst) >= 3,
+            "walks ran during the move"
+        );
+        // AND every live item is in the target once, at its latest version, none in the source
+        assert_moved(&w, placement, &source, &target).await;
+        sessions.assert_listed(&w).await;
+        // AND the neighbour's items are byte for byte as they were
+        assert_eq!(
+            sorted(h.items_under(&raw_key(&neighbour, "")).await),
+            neighbours_before
+        );
+    }
+}
+
+#[test]
+fn a_move_shows_as_started_and_finished_events() {
+    // GIVEN a record before a move, during it, and after it
+    let record = |moving: Option<Value>, own: Option<&str>| -> serde_dynamo::Item {
+        let mut r = json!({
+            "PK": "TENANT#acme#TENANT", "SK": "TENANT#acme#TENANT", "tenantId": "acme",
+            "tier": "basic", "shardCount": 4, "createdAt": "2026-01-01T00:00:00Z", "status": "active",
+        });
+        if let Some(m) = moving {
+            r["move"] = m;
+        }
+        if let Some(own) = own {
+            r["ownTable"] = json!(own);
+        }
+        serde_dynamo::to_item(r).unwrap()
+    };
+    let state = json!({
+        "to": "own", "fromTable": "pool", "toTable": "pool-tenant-acme",
+        "requestedAt": "2026-01-01T00:00:00Z", "requestedBy": "ops",
+        "writesMoveAt": 50, "movesStartAt": 80, "steps": 7, "moved": 4990,
+    });
+    use shared::store::lifecycle::events::{events_of, Change};
+    // WHEN the move appears, then goes
+    let started = events_of(
+        Change::Modify,
+        "e1",
+        Some(&record(None, None)),
+        Some(&record(Some(state.clone()), None)),
+    )
+    .unwrap();
+    let finished = events_of(
+        Change::Modify,
+        "e2",
+        Some(&record(Some(state), None)),
+        Some(&record(None, Some("pool-tenant-acme"))),
+    )
+    .unwrap();
+    // THEN one tenantMoveStarted, then one tenantMoveFinished with the count
+    assert_eq!(started.len(), 1);
+    assert_eq!(started[0].detail_type, "tenantMoveStarted");
+    assert_eq!(started[0].detail["operator"]["tenantId"], "ops");
+    assert_eq!(finished.len(), 1);
+    assert_eq!(finished[0].detail_type, "tenantMoveFinished");
+    assert_eq!(finished[0].detail["moved"], 4990);
+    assert_eq!(finished[0].detail["toTable"], "pool-tenant-acme");
+}
