@@ -17,6 +17,7 @@ use integration::{onboard, unique, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::ids::TenantId;
 use shared::identity::keys::{raw_key, tenant_record_key, PK, SK};
+use shared::isolation::policy::{session_policy, session_policy_for, TableLocation, TenantTables};
 use shared::store::lifecycle::resharding::{MOVES_DELAY_SECONDS, WRITES_MOVE_DELAY_SECONDS};
 
 use crate::churn::{seed, walk_while, write_while, Kind, Ledger, World, EMPLOYEE, PRODUCT};
@@ -361,4 +362,171 @@ fn a_move_shows_as_started_and_finished_events() {
     assert_eq!(finished[0].detail_type, "tenantMoveFinished");
     assert_eq!(finished[0].detail["moved"], 4990);
     assert_eq!(finished[0].detail["toTable"], "pool-tenant-acme");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_codes_idempotent_retries_cursors_and_usage_cross_a_move_the_driver_runs_alone() {
+    // GIVEN a pooled tenant with a user, an order of 3 lines, an unredeemed transfer code, a session
+    // created with an Idempotency-Key, 30 products with a list cursor from before, and its usage
+    let h = Harness::new().await;
+    let tenant = unique("carried");
+    onboard(&h, &tenant, 4).await;
+    let t = || h.tenant(&tenant);
+    let r = t()
+        .put_user("u-1", json!({"name": "Ann", "email": "ann@example.com"}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let order = json!({"orderId": "ord-1", "date": "2026-03-01", "amount": 31.5, "items": [
+        {"itemId": "line-0", "sku": "A", "qty": 1, "price": 10.5},
+        {"itemId": "line-1", "sku": "B", "qty": 1, "price": 10.5},
+        {"itemId": "line-2", "sku": "C", "qty": 1, "price": 10.5},
+    ]});
+    assert_eq!(t().create_order("u-1", order.clone()).await.status, 201);
+    let code = t().create_transfer_code("u-1").await;
+    assert_eq!(code.status, 201, "{}", code.body);
+    let code = code.body["code"].as_str().unwrap().to_owned();
+    let keyed = || {
+        h.tenant(&tenant)
+            .header("Idempotency-Key", "k-move")
+            .create_session(json!({"customerId": "c9", "state": "{}"}))
+    };
+    let first = keyed().await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    for i in 0..30 {
+        let r = t().put_product(&format!("p{i:02}"), json!({"v": i})).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let page = t()
+        .query(&[("limit", "10"), ("order", "id")])
+        .call("query-tenant-products", &integration::api::NO_PATH, None)
+        .await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let cursor = page.body["nextCursor"].as_str().unwrap().to_owned();
+    for _ in 0..5 {
+        assert_eq!(t().admitted().get_order("ord-1").await.status, 200);
+    }
+    h.app.flush_usage().await.unwrap();
+    let today = shared::store::quota::usage::utc_date(h.app.clock.now_millis());
+    let usage = || {
+        h.tenant(&tenant)
+            .query(&[("from", &today), ("to", &today)])
+            .get_usage()
+    };
+    let usage_before = usage().await;
+    assert_eq!(
+        usage_before.body["days"][0]["routes"]["get-order"], 5,
+        "{}",
+        usage_before.body
+    );
+
+    // WHEN an operator starts its move into its own table, and writes move
+    let started = h
+        .operator()
+        .update_tenant(&tenant, json!({"placement": "own"}))
+        .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    h.clock.advance_seconds(WRITES_MOVE_DELAY_SECONDS);
+    // THEN, with every item still in the pool, the retry answers as the first call did
+    let retried = keyed().await;
+    assert_eq!((retried.status, &retried.body), (first.status, &first.body));
+    // AND the order reads whole, the code redeems once, and the cursor finishes the list
+    let read = t().get_order("ord-1").await;
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert_eq!(
+        read.body["items"].as_array().unwrap().len(),
+        3,
+        "{}",
+        read.body
+    );
+    let redeemed = t().redeem_transfer_code(&code).await;
+    assert_eq!(redeemed.status, 200, "{}", redeemed.body);
+    t().redeem_transfer_code(&code).await.assert_problem(404);
+    let mut listed: Vec<String> = Vec::new();
+    let mut next = Some(cursor);
+    while let Some(c) = next {
+        let r = t()
+            .query(&[("limit", "10"), ("order", "id"), ("cursor", &c)])
+            .call("query-tenant-products", &integration::api::NO_PATH, None)
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        listed.extend(
+            r.body["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["productId"].as_str().unwrap().to_owned()),
+        );
+        next = r.body["nextCursor"].as_str().map(str::to_owned);
+    }
+    assert_eq!(
+        listed,
+        (10..30).map(|i| format!("p{i:02}")).collect::<Vec<_>>()
+    );
+
+    // WHEN the lifecycle driver, in another container, runs the move to its end with no client
+    let driver = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    driver.clock.advance_seconds(MOVES_DELAY_SECONDS);
+    h.clock
+        .advance_seconds(MOVES_DELAY_SECONDS - WRITES_MOVE_DELAY_SECONDS);
+    let mut runs = 0;
+    loop {
+        tenants::drive_lifecycle::drive(&driver.app).await.unwrap();
+        let record = h.operator().get_tenant(&tenant).await;
+        if record.body.get("move").is_none() {
+            assert_eq!(record.body["placement"], "own", "{}", record.body);
+            break;
+        }
+        runs += 1;
+        assert!(runs < 60, "the lifecycle driver does not finish the move");
+    }
+
+    // THEN of the pool only its record is left, and its own table holds the rest
+    let own_table = format!("{}-tenant-{tenant}", h.table);
+    let w = World {
+        h: &h,
+        tenant: tenant.clone(),
+        products: Ledger::default(),
+        employees: Ledger::default(),
+    };
+    let record_key = tenant_record_key(&TenantId::parse(&tenant).unwrap());
+    let left: Vec<String> = w
+        .raw_in(&h.table)
+        .await
+        .iter()
+        .map(|i| i[PK].as_s().unwrap().clone())
+        .collect();
+    assert_eq!(left, vec![record_key]);
+    assert!(!w.raw_in(&own_table).await.is_empty());
+    // AND the retry still answers as the first call did, the order reads whole, the code stays
+    // redeemed, and the usage counted before the move is still counted
+    let retried = keyed().await;
+    assert_eq!((retried.status, &retried.body), (first.status, &first.body));
+    assert_eq!(
+        t().get_order("ord-1").await.body["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    t().redeem_transfer_code(&code).await.assert_problem(404);
+    let usage_after = usage().await;
+    assert_eq!(usage_after.status, 200, "{}", usage_after.body);
+    assert_eq!(usage_after.body["days"], usage_before.body["days"]);
+    // AND the session policies it was vended name the pool, then both tables, then its own table
+    let location =
+        TableLocation::from_role_arn(integration::ROLE_ARN, "us-east-1", &h.table).unwrap();
+    let id = TenantId::parse(&tenant).unwrap();
+    let policies = h.recorded_policies(&tenant).await;
+    let both = |p: &String| {
+        p.contains(&format!("table/{own_table}\"")) && p.contains(&format!("table/{}\"", h.table))
+    };
+    assert!(policies.iter().any(both), "{policies:?}");
+    let pooled = session_policy(&id, &location).unwrap();
+    let own = session_policy_for(&id, &location, &TenantTables::own(&own_table, &h.table)).unwrap();
+    for p in &policies {
+        assert!(
+            *p == pooled || *p == own || both(p),
+            "an unexpected policy: {p}"
+        );
+    }
 }
