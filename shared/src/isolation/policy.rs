@@ -348,11 +348,47 @@ mod tests {
     }
 
     #[test]
+    fn golden_policy_json_of_a_tenant_moving_into_its_own_table() {
+        // GIVEN acme moving from the pool into its own table, writes moved
+        let tenant = TenantId::parse("acme").unwrap();
+        let tables =
+            TenantTables::own("pooltable-dev-tenant-acme", "pooltable-dev").with_move(Moving {
+                other: Arc::from("pooltable-dev"),
+                pull: true,
+                settled_at: 0,
+            });
+        // WHEN its session policy is built
+        let json = session_policy_for(&tenant, &table(), &tables).unwrap();
+        // THEN it names both tables and their indexes for its keys, and nothing else
+        let expected = concat!(
+            r#"{"Version":"2012-10-17","Statement":[{"Sid":"TenantItemsOnly","Effect":"Allow","#,
+            r#""Action":["dynamodb:GetItem","dynamodb:PutItem","dynamodb:UpdateItem","dynamodb:DeleteItem","#,
+            r#""dynamodb:Query","dynamodb:ConditionCheckItem"],"#,
+            r#""Resource":["arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev-tenant-acme","#,
+            r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev-tenant-acme/index/*","#,
+            r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev","#,
+            r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev/index/*"],"#,
+            r#""Condition":{"ForAllValues:StringLike":{"dynamodb:LeadingKeys":["<prefix>*"]},"#,
+            r#""Null":{"dynamodb:LeadingKeys":"false"}}}]}"#
+        )
+        .replace("<prefix>", &tenant_prefix(&tenant));
+        assert_eq!(json, expected);
+    }
+
+    #[test]
     fn an_own_table_policy_for_the_longest_names_fits_sts() {
         let tenant = TenantId::parse(&"t".repeat(64)).unwrap();
         let pool = "p".repeat(180);
         let own = format!("{pool}-tenant-{tenant}");
         let json = session_policy_for(&tenant, &table(), &TenantTables::own(&own, &pool)).unwrap();
+        assert!(json.len() <= MAX_POLICY_CHARS, "{} chars", json.len());
+        // AND so does one naming both tables while it moves
+        let moving = TenantTables::pooled(&pool).with_move(Moving {
+            other: Arc::from(own.as_str()),
+            pull: false,
+            settled_at: 0,
+        });
+        let json = session_policy_for(&tenant, &table(), &moving).unwrap();
         assert!(json.len() <= MAX_POLICY_CHARS, "{} chars", json.len());
     }
 

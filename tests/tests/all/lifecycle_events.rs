@@ -114,6 +114,18 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
         .advance_seconds(shared::store::lifecycle::restoring::STARTS_DELAY_SECONDS);
     let restored = h.operator().restore_tenant(&t, restore).await;
     assert_eq!(restored.status, 200, "{}", restored.body);
+    let moving = patch(&h, &t, json!({"placement": "own"})).await;
+    assert_eq!(moving.status, 202, "{}", moving.body);
+    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
+    let mut moved = patch(&h, &t, json!({"placement": "own"})).await;
+    for _ in 0..20 {
+        if moved.status == 200 {
+            break;
+        }
+        assert_eq!(moved.status, 202, "{}", moved.body);
+        moved = patch(&h, &t, json!({"placement": "own"})).await;
+    }
+    assert_eq!(moved.status, 200, "{}", moved.body);
     let report = offboard_to_end(&h, &t, &operator()).await;
     let late = patch(&h, &t, json!({"status": "suspended"})).await;
     assert_eq!(late.status, 404, "a gone tenant's record changes no more");
@@ -186,6 +198,8 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
             ("offboardingStarted", 1),
             ("reshardingFinished", 1),
             ("reshardingStarted", 1),
+            ("tenantMoveFinished", 1),
+            ("tenantMoveStarted", 1),
             ("tenantOnboarded", 1),
             ("tenantRestoreFinished", 1),
             ("tenantRestoreStarted", 1),
@@ -211,6 +225,11 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
     assert_eq!(detail("tenantSuspended")["outcome"], "suspended");
     assert_eq!(detail("reshardingFinished")["from"], 4);
     assert_eq!(detail("reshardingFinished")["shardCount"], 8);
+    assert_eq!(detail("tenantMoveStarted")["to"], "own");
+    assert_eq!(
+        detail("tenantMoveFinished")["toTable"],
+        format!("{}-tenant-{t}", h.table).as_str()
+    );
     assert_eq!(
         detail("offboardingFinished")["deleted"],
         report.body["deleted"],
@@ -232,7 +251,7 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
     // AND nothing else was published
     assert_eq!(detail("tenantRestoreFinished")["outcome"], "restored");
     assert_eq!(detail("tenantRestoreFinished")["source"], source.as_str());
-    assert_eq!(delivered.len(), 12, "{delivered:#?}");
+    assert_eq!(delivered.len(), 14, "{delivered:#?}");
 }
 
 #[tokio::test]

@@ -222,3 +222,34 @@ fn placeholders_are_found() {
         vec![":sk", ":lo_1", ":hi"]
     );
 }
+
+#[test]
+fn a_moving_tenant_reaches_both_of_its_tables_and_no_third() {
+    use crate::isolation::policy::{Moving, TenantTables};
+    use aws_sdk_dynamodb::operation::get_item::GetItemInput;
+    use aws_smithy_runtime_api::client::interceptors::context::Input;
+    // GIVEN a tenant moving from the pool into its own table
+    let tenant = TenantId::parse("acme").unwrap();
+    let tables = TenantTables::own("pool-tenant-acme", "pool").with_move(Moving {
+        other: std::sync::Arc::from("pool"),
+        pull: true,
+        settled_at: 0,
+    });
+    let get = |table: &str| {
+        let key = crate::identity::keys::raw_key("acme", "PRODUCT#0");
+        Input::erase(
+            GetItemInput::builder()
+                .table_name(table)
+                .key(PK, AttributeValue::S(key.clone()))
+                .key(SK, AttributeValue::S(key))
+                .build()
+                .unwrap(),
+        )
+    };
+    // WHEN it reads one of its items in either table THEN the table rule lets it
+    for table in ["pool-tenant-acme", "pool"] {
+        assert!(check_tables(&tenant, &tables, &get(table)).is_ok(), "{table}");
+    }
+    // WHEN it names another tenant's own table THEN it is refused
+    assert!(check_tables(&tenant, &tables, &get("pool-tenant-other")).is_err());
+}
