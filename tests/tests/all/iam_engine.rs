@@ -22,7 +22,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use shared::identity::ids::TenantId;
 use shared::identity::keys::{raw_key, tenant_record_key, GSI1, PK, SK};
 use shared::isolation::credentials::{assume_role_request, CredentialSettings};
-use shared::isolation::policy::{TableLocation, TenantTables};
+use shared::isolation::policy::{Moving, TableLocation, TenantTables};
 
 const ACCOUNT: &str = "123456789012";
 const REGION: &str = "us-east-1";
@@ -176,7 +176,7 @@ struct Tenant {
 
 #[tokio::test]
 #[ignore = "runs against fakecloud in strict IAM mode: scripts/iam-engine.sh"]
-async fn iam_alone_refuses_every_cross_tenant_request_in_both_placements() {
+async fn iam_alone_refuses_every_cross_tenant_request_in_both_placements_and_a_move() {
     // GIVEN the pool and two own tables, made with the template's definition, and three tenants:
     // `pooled` in the pool, `ownb` and `ownc` in their own tables
     let admin = admin();
@@ -186,16 +186,29 @@ async fn iam_alone_refuses_every_cross_tenant_request_in_both_placements() {
     let def = devtools::table_from_template(&devtools::default_template_path())
         .unwrap()
         .without_stream();
-    let tenants: Vec<Tenant> = [("pooled", false), ("ownb", true), ("ownc", true)]
-        .into_iter()
-        .map(|(t, own)| Tenant {
-            id: TenantId::parse(t).unwrap(),
-            tables: match own {
-                true => TenantTables::own(&format!("{POOL}-tenant-{t}"), POOL),
-                false => TenantTables::pooled(POOL),
-            },
-        })
-        .collect();
+    // AND `movd`, moving from the pool into its own table, its writes moved (both tables named)
+    let tenants: Vec<Tenant> = [
+        ("pooled", false),
+        ("ownb", true),
+        ("ownc", true),
+        ("movd", true),
+    ]
+    .into_iter()
+    .map(|(t, own)| Tenant {
+        id: TenantId::parse(t).unwrap(),
+        tables: match (own, t) {
+            (true, "movd") => {
+                TenantTables::own(&format!("{POOL}-tenant-{t}"), POOL).with_move(Moving {
+                    other: std::sync::Arc::from(POOL),
+                    pull: true,
+                    settled_at: 0,
+                })
+            }
+            (true, _) => TenantTables::own(&format!("{POOL}-tenant-{t}"), POOL),
+            (false, _) => TenantTables::pooled(POOL),
+        },
+    })
+    .collect();
     let mut tables = vec![POOL.to_owned()];
     tables.extend(
         tenants
@@ -276,7 +289,7 @@ async fn iam_alone_refuses_every_cross_tenant_request_in_both_placements() {
                             let own = target.id == caller.id && op != Op::Scan;
                             let expected = match scoped {
                                 true => {
-                                    own && (*table == *caller.tables.items
+                                    own && (caller.tables.item_tables().any(|t| **t == **table)
                                         || (*table == *caller.tables.record
                                             && is_record
                                             && !matches!(op, Op::Query | Op::QueryGsi1)))

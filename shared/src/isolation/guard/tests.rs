@@ -248,7 +248,10 @@ fn a_moving_tenant_reaches_both_of_its_tables_and_no_third() {
     };
     // WHEN it reads one of its items in either table THEN the table rule lets it
     for table in ["pool-tenant-acme", "pool"] {
-        assert!(check_tables(&tenant, &tables, &get(table)).is_ok(), "{table}");
+        assert!(
+            check_tables(&tenant, &tables, &get(table)).is_ok(),
+            "{table}"
+        );
     }
     // WHEN it names another tenant's own table THEN it is refused
     assert!(check_tables(&tenant, &tables, &get("pool-tenant-other")).is_err());

@@ -1,0 +1,179 @@
+//! Figure 15: a tenant's move from the pool into its own table while it is served. A tenant of
+//! [`PRODUCTS`] products on 8 shards reads and writes its products (through the latency model)
+//! before the move, then during it: writes moved to the target, each request first pulling what it
+//! touches out of the source, while the backfill (`tenants::move_tenant::advance`, paced as in
+//! production) moves the rest. Reports items moved per second, and the tenant's own GetItem and
+//! PutItem p99 during the move against before (target: at most 2×).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use integration::{event, unique, Auth, Harness};
+use serde_json::json;
+use shared::identity::clock::{Clock, SystemClock};
+use shared::identity::ids::TenantId;
+use shared::store::lifecycle::moving::{self, Placement};
+use shared::store::lifecycle::resharding::{Step, MOVES_DELAY_SECONDS};
+use shared::store::tenancy::placement::{create_own_table, own_table_name};
+use shared::App;
+
+use crate::{seed_products, stat, status_of, time_ms, Report};
+
+const PRODUCTS: usize = 3_000;
+
+/// One of the tenant's own requests, as the runtime serves it: the `n`th reads a seeded product,
+/// or (every other one) overwrites one. Answers (is it a write, ms).
+async fn own_request(app: &App, auth: &Auth, n: usize) -> (bool, f64) {
+    let id = format!("p-{:05}", (n * 7919) % PRODUCTS);
+    let write = n % 2 == 1;
+    let (ms, r) = if write {
+        let ev = event(
+            "PUT",
+            "/products/{productId}",
+            &[("productId", &id)],
+            &[],
+            Some(json!({"name": format!("written {n}")})),
+            auth,
+        );
+        time_ms(Box::pin(shared::service::runtime::respond_admitted(
+            app,
+            "put-product",
+            "bench".into(),
+            ev,
+            |req| products::put_product::handle(app, req),
+        )))
+        .await
+    } else {
+        let ev = event(
+            "GET",
+            "/products/{productId}",
+            &[("productId", &id)],
+            &[],
+            None,
+            auth,
+        );
+        time_ms(Box::pin(shared::service::runtime::respond_admitted(
+            app,
+            "get-product",
+            "bench".into(),
+            ev,
+            |req| products::get_product::handle(app, req),
+        )))
+        .await
+    };
+    let status = status_of(&r);
+    assert!(status == 200 || status == 201, "{id}: {status}");
+    (write, ms)
+}
+
+pub async fn move_figure(h: &Harness, app: &App, report: &mut Report) {
+    let tenant = unique("moved");
+    integration::onboard_at_max_limits(h, &tenant, 8).await;
+    seed_products(h, &tenant, 8, PRODUCTS).await;
+    let auth = Auth::Tenant(tenant.clone());
+    let (mut reads_before, mut writes_before) = (Vec::new(), Vec::new());
+    for n in 0..600 {
+        match own_request(app, &auth, n).await {
+            (true, ms) => writes_before.push(ms),
+            (false, ms) => reads_before.push(ms),
+        }
+    }
+
+    // The move, begun as if its delays had passed (nothing but this loop serves the tenant), and
+    // known to the serving container at once.
+    let t = TenantId::parse(&tenant).unwrap();
+    let own = own_table_name(app.tenants.table_name(), &t).unwrap();
+    create_own_table(&app.tenants.table_manager(), &h.table, &own, &t)
+        .await
+        .expect("the own table");
+    let db = app.db_for_operator(&t).await.expect("the tenant's client");
+    let begun_ms = SystemClock.now_millis() - MOVES_DELAY_SECONDS * 1000;
+    let platform = TenantId::platform();
+    let Step::Committed(record) =
+        moving::begin(&db, Placement::Own, &h.table, &own, &platform, begun_ms)
+            .await
+            .unwrap()
+    else {
+        panic!("the move did not begin");
+    };
+    app.directory
+        .remember(&t, Some(Arc::new((*record).clone())));
+    let started = Instant::now();
+    let done = AtomicBool::new(false);
+    let backfill = async {
+        let mut record = *record;
+        loop {
+            let db = app.db_for_operator(&t).await.unwrap();
+            let until = Instant::now() + Duration::from_secs(5);
+            let answer = tenants::move_tenant::advance(app, &db, record, until)
+                .await
+                .expect("a backfill step");
+            if answer.status() == 200 {
+                done.store(true, Ordering::SeqCst);
+                return;
+            }
+            record = shared::store::tenancy::tenants::read_record_consistent(&db)
+                .await
+                .unwrap()
+                .unwrap();
+        }
+    };
+    let served = async {
+        let (mut reads, mut writes) = (Vec::new(), Vec::new());
+        let mut n = 0;
+        while !done.load(Ordering::SeqCst) {
+            match own_request(app, &auth, n).await {
+                (true, ms) => writes.push(ms),
+                (false, ms) => reads.push(ms),
+            }
+            n += 1;
+        }
+        (reads, writes)
+    };
+    let ((), (reads_during, writes_during)) = tokio::join!(backfill, served);
+    let seconds = started.elapsed().as_secs_f64();
+    let left = h
+        .items_under(&shared::identity::keys::raw_key(&tenant, "PRODUCT#"))
+        .await
+        .len();
+    assert_eq!(left, 0, "products left in the pool after the move");
+    for (name, before, during) in [
+        ("GetItem", reads_before, reads_during),
+        ("PutItem", writes_before, writes_during),
+    ] {
+        let (before, during) = (stat(before), stat(during));
+        let letter = if name == "GetItem" {
+            ('a', 'b')
+        } else {
+            ('c', 'd')
+        };
+        report.add(
+            &format!(
+                "15{}. the tenant's {name}, no move [latency model]",
+                letter.0
+            ),
+            &before,
+            String::new(),
+        );
+        report.add(
+            &format!(
+                "15{}. the tenant's {name}, during its move [latency model]",
+                letter.1
+            ),
+            &during,
+            format!(
+                "p99 {:.2}× the no-move p99 (target <= 2×)",
+                during.p99 / before.p99
+            ),
+        );
+    }
+    report.fact(
+        "15e. a move pool → own table: items per second",
+        json!(format!("{:.0} items/s", PRODUCTS as f64 / seconds)),
+        &format!(
+            "{PRODUCTS} products moved in {seconds:.1} s by the backfill and the tenant's own \
+             requests' pulls, paced at a partition's write rate"
+        ),
+    );
+}
