@@ -57,7 +57,6 @@ impl HttpConnector for PullingConnector {
             if let Some(touch) = touch {
                 puller.pull(&touch).await.map_err(|e| {
                     tracing::warn!(error = %e, "a pull out of a move's source failed; the attempt is retried");
-                    eprintln!("PULLFAIL {e:?}");
                     ConnectorError::io(Box::new(e))
                 })?;
             }
