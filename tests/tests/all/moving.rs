@@ -85,15 +85,16 @@ fn versioned_products(prefix: &str, n: usize) -> Value {
     json!({"kind": "products", "items": items})
 }
 
-/// Runs the backfill to `placement` by calls that are each killed after a few hundred milliseconds
-/// (the first ones mid-step), until one answers 200. Returns how many calls were killed.
+/// Runs the backfill to `placement` by calls of which the first few are killed after a few hundred
+/// milliseconds (mid-step), then by whole calls, until one answers 200. Returns how many calls were
+/// killed.
 async fn backfill_with_kills(w: &World<'_>, placement: &str) -> usize {
     let mut killed = 0;
     for attempt in 0u64.. {
-        assert!(attempt < 2_000, "the move never finished");
-        let budget = match attempt % 4 {
-            3 => Duration::from_secs(5),
-            n => Duration::from_millis(150 + n * 150),
+        assert!(attempt < 500, "the move never finished");
+        let budget = match attempt {
+            0..6 => Duration::from_millis(150 + (attempt % 3) * 150),
+            _ => Duration::from_secs(30),
         };
         match tokio::time::timeout(budget, w.move_to(placement)).await {
             Err(_) => killed += 1,

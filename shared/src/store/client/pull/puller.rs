@@ -127,13 +127,12 @@ impl Puller {
             Err(e) if source_is_gone(&e) => None,
             Err(e) => return Err(StoreError::from_sdk(e)),
         };
-        match found {
-            Some(item) => self.relocate(item).await.map(drop),
-            None => {
-                self.found_gone(name, checked_at);
-                Ok(())
-            }
+        if let Some(item) = found {
+            // Relocated now, or by another pull or the backfill since it was read: gone either way.
+            self.relocate(item).await?;
         }
+        self.found_gone(name, checked_at);
+        Ok(())
     }
 
     async fn relocate_all(&self, items: &[Item]) -> Result<(), StoreError> {
