@@ -65,6 +65,7 @@ pub async fn read_from_table(
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             pages: None,
             walk_sizes: None,
+            puller: None,
         };
         let days = shared::store::quota::usage::read(&db, from, to)
             .await

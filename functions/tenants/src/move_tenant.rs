@@ -28,7 +28,7 @@ use shared::store::lifecycle::resharding::Step;
 use shared::store::lifecycle::tenant_items::{self, Budget};
 use shared::store::lifecycle::{driving, pacing};
 use shared::store::tenancy::placement::{
-    backfill_tables, create_own_table, delete_own_table, own_table_name, table_exists,
+    create_own_table, delete_own_table, own_table_name, table_exists,
 };
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
 use shared::{ApiError, App};
@@ -217,11 +217,8 @@ pub async fn advance(
     if now < state.moves_start_at {
         return Ok(accepted(record, state.moves_start_at - now));
     }
-    // The backfill's own client: the target as its table, the source reachable, no pulls.
-    let mover = app
-        .db_placed(&tenant, &backfill_tables(&app.tenants, &state))
-        .await?;
-    let source = mover.on_table(&state.from_table);
+    // The walk reads the source; the relocations name both tables (no request pulls for them).
+    let source = db.on_table(&state.from_table);
     let sources = sources(&tenant, &record);
     let budget = Budget {
         items: ITEMS_PER_STEP,
@@ -255,7 +252,7 @@ pub async fn advance(
                 finish(db, &state).await?
             }
             Some(last) => {
-                let moved = move_page(&mover, &state, &page.items).await?;
+                let moved = move_page(db, &state, &page.items).await?;
                 let position = ItemKey::from_key(last);
                 checkpoint(db, &state, position, moved).await?
             }

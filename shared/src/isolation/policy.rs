@@ -126,6 +126,8 @@ pub struct Moving {
     /// Writes have moved to `items`: every item is pulled out of `other` before a request
     /// touches it (`store::client::pull`). Before that, `other` is the target, still empty.
     pub pull: bool,
+    /// Epoch seconds from which every attempt writes the target (the move's `writesMoveAt`).
+    pub writes_move_at: u64,
     /// Epoch seconds from which no request can still write `other` (the move's `movesStartAt`);
     /// also the move's identity, so no two moves share a cached client.
     pub settled_at: u64,
@@ -355,6 +357,7 @@ mod tests {
             TenantTables::own("pooltable-dev-tenant-acme", "pooltable-dev").with_move(Moving {
                 other: Arc::from("pooltable-dev"),
                 pull: true,
+                writes_move_at: 0,
                 settled_at: 0,
             });
         // WHEN its session policy is built
@@ -386,6 +389,7 @@ mod tests {
         let moving = TenantTables::pooled(&pool).with_move(Moving {
             other: Arc::from(own.as_str()),
             pull: false,
+            writes_move_at: 0,
             settled_at: 0,
         });
         let json = session_policy_for(&tenant, &table(), &moving).unwrap();

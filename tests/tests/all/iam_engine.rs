@@ -201,6 +201,7 @@ async fn iam_alone_refuses_every_cross_tenant_request_in_both_placements_and_a_m
                 TenantTables::own(&format!("{POOL}-tenant-{t}"), POOL).with_move(Moving {
                     other: std::sync::Arc::from(POOL),
                     pull: true,
+                    writes_move_at: 0,
                     settled_at: 0,
                 })
             }

@@ -21,6 +21,7 @@ use shared::isolation::policy::{session_policy, session_policy_for, TableLocatio
 use shared::store::lifecycle::resharding::{MOVES_DELAY_SECONDS, WRITES_MOVE_DELAY_SECONDS};
 
 use crate::churn::{seed, walk_while, write_while, Kind, Ledger, World, EMPLOYEE, PRODUCT};
+use shared::identity::keys::KeySpace;
 
 /// 4,400 products, 560 employees, 10 departments and a session tree of 30: 5,000 items.
 const PRODUCTS: usize = 4_400;
@@ -530,4 +531,131 @@ async fn orders_codes_idempotent_retries_cursors_and_usage_cross_a_move_the_driv
             "an unexpected policy: {p}"
         );
     }
+}
+
+/// Moves `tenant` (small) to `placement` to its end: the start, the delays passed, calls until 200.
+async fn move_to_end(h: &Harness, tenant: &str, placement: &str) {
+    let r = h
+        .operator()
+        .update_tenant(tenant, json!({ "placement": placement }))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
+    for _ in 0..50 {
+        let r = h
+            .operator()
+            .update_tenant(tenant, json!({ "placement": placement }))
+            .await;
+        if r.status == 200 {
+            return;
+        }
+        assert_eq!(r.status, 202, "{}", r.body);
+    }
+    panic!("the move to {placement} did not finish");
+}
+
+#[tokio::test]
+async fn a_request_admitted_before_writes_move_that_sends_after_goes_to_the_target() {
+    // GIVEN a pooled tenant with a product, moving into its own table, and a client of it made
+    // before writes move (its requests name the pool)
+    let h = Harness::new().await;
+    let tenant = unique("straddle");
+    onboard(&h, &tenant, 1).await;
+    let r = h.tenant(&tenant).put_product("p1", json!({"v": 1})).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = h
+        .operator()
+        .update_tenant(&tenant, json!({"placement": "own"}))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = TenantId::parse(&tenant).unwrap();
+    let before = h.app.db(&id).await.unwrap();
+    assert_eq!(&*before.table, h.table.as_str());
+    // WHEN writes move, and that client sends a write of the product
+    h.clock.advance_seconds(WRITES_MOVE_DELAY_SECONDS);
+    let own_table = format!("{}-tenant-{tenant}", h.table);
+    let pk = shared::identity::entities::PRODUCTS.key(&id, 0);
+    let sk = shared::identity::entities::PRODUCT.key(&id, "p1");
+    before
+        .client
+        .update_item()
+        .table_name(&*before.table)
+        .key(PK, AttributeValue::S(pk.clone()))
+        .key(SK, AttributeValue::S(sk.clone()))
+        .update_expression("SET #d = :d")
+        .expression_attribute_names("#d", "document")
+        .expression_attribute_values(
+            ":d",
+            AttributeValue::M(HashMap::from([(
+                "v".to_owned(),
+                AttributeValue::N("2".into()),
+            )])),
+        )
+        .condition_expression("attribute_exists(PK)")
+        .send()
+        .await
+        .expect("the write finds the product where it now is");
+    // THEN the product was pulled into the target and written there; the pool holds none of it
+    let w = World {
+        h: &h,
+        tenant: tenant.clone(),
+        products: Ledger::default(),
+        employees: Ledger::default(),
+    };
+    let in_own = w.raw_in(&own_table).await;
+    assert_eq!(in_own.len(), 1, "{in_own:?}");
+    assert_eq!(
+        in_own[0]["document"].as_m().unwrap()["v"],
+        AttributeValue::N("2".into())
+    );
+    let left: Vec<String> = w
+        .raw_in(&h.table)
+        .await
+        .iter()
+        .map(|i| i[PK].as_s().unwrap().clone())
+        .collect();
+    assert_eq!(left, vec![tenant_record_key(&id)]);
+    // AND the API reads it there
+    let r = h
+        .tenant(&tenant)
+        .call("get-product", &[("productId", "p1")], None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["document"]["v"], 2, "{}", r.body);
+}
+
+#[tokio::test]
+async fn a_restore_from_a_copy_taken_while_the_tenant_was_in_its_own_table_is_refused() {
+    // GIVEN a tenant in its own table with a product, a copy of the pool taken then, and the
+    // tenant moved back into the pool since
+    let h = Harness::new().await;
+    let tenant = unique("wasown");
+    let r = h
+        .operator()
+        .onboard_tenant(
+            json!({"tenantId": tenant, "tier": "standard", "shardCount": 1, "placement": "own"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = h.tenant(&tenant).put_product("p1", json!({"v": 1})).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let source = h.snapshot("wasown").await;
+    move_to_end(&h, &tenant, "pool").await;
+    // WHEN it is restored from that copy (which holds only its record)
+    let r = h
+        .operator()
+        .restore_tenant(&tenant, json!({"from": {"table": source}}))
+        .await;
+    // THEN 422 naming why, and its product is still there
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert!(
+        r.body["detail"].as_str().unwrap().contains("own table"),
+        "{}",
+        r.body
+    );
+    let r = h
+        .tenant(&tenant)
+        .call("get-product", &[("productId", "p1")], None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
 }

@@ -233,6 +233,7 @@ fn a_moving_tenant_reaches_both_of_its_tables_and_no_third() {
     let tables = TenantTables::own("pool-tenant-acme", "pool").with_move(Moving {
         other: std::sync::Arc::from("pool"),
         pull: true,
+        writes_move_at: 0,
         settled_at: 0,
     });
     let get = |table: &str| {

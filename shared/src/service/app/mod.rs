@@ -328,6 +328,7 @@ impl App {
             max_in_flight: 1,
             pages: None,
             walk_sizes: None,
+            puller: None,
         };
         crate::store::lifecycle::offboarding::ever_offboarded(&reports, tenant)
             .await
@@ -388,6 +389,7 @@ impl App {
         let tables = tables_of(&self.tenants, Some(&record), self.clock.now_seconds());
         let mut db = self.tenants.for_tenant(tenant, &tables).await?;
         db.pages = self.page_cache_for(&record);
+        note_backfill(&db, &record);
         Ok(db)
     }
 
@@ -417,7 +419,11 @@ impl App {
             false => self.directory.record_now(tenant).await?,
         };
         let tables = tables_of(&self.tenants, record.as_deref(), self.clock.now_seconds());
-        self.db_placed(tenant, &tables).await
+        let db = self.db_placed(tenant, &tables).await?;
+        if let Some(record) = &record {
+            note_backfill(&db, record);
+        }
+        Ok(db)
     }
 
     /// [`App::db_for_operator`] in the tables `tables`, whatever the record says (onboarding a
@@ -428,5 +434,13 @@ impl App {
         tables: &TenantTables,
     ) -> Result<TenantDb, ApiError> {
         Ok(self.tenants.for_tenant(tenant, tables).await?)
+    }
+}
+
+/// Tells the pull under `db` (while a move's writes have moved) what the backfill has walked past,
+/// by `record`'s checkpoint: those items are not asked for in the source again.
+fn note_backfill(db: &TenantDb, record: &TenantRecord) {
+    if let Some(puller) = &db.puller {
+        puller.set_passed(crate::store::lifecycle::moving::passed(&db.tenant, record));
     }
 }

@@ -2,9 +2,11 @@
 //! and a move between placements' move to the same key in another table.
 //!
 //! One transaction puts the copy on condition that nothing is at its new place, and deletes the
-//! original on condition that it still exists. So a copy never overwrites a newer write there, and a
-//! deleted item is never brought back. When a newer item is already at the new place, the original is
-//! only deleted: the newer item wins.
+//! original on condition that it still exists (and, for a pull, that it is still as it was read).
+//! So a copy never overwrites a newer write there, and a deleted item is never brought back. When a
+//! newer item is already at the new place, the original is only deleted: the newer item wins.
+
+use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 
@@ -20,6 +22,18 @@ pub struct Place<'a> {
     pub pk: Option<&'a str>,
 }
 
+/// What became of one relocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relocated {
+    /// This call moved it.
+    Moved,
+    /// Gone from where it was read (moved or deleted since), or a newer item was at the new place
+    /// (the original was dropped).
+    NotMoved,
+    /// Changed where it was read since it was read (only when asked to check): read it again.
+    Changed,
+}
+
 /// Moves `item` (read from `from`) to `to`: `Ok(true)` when this call moved it, `Ok(false)` when it
 /// was gone from `from` already (moved or deleted since it was read) or a newer item was at `to`.
 pub async fn relocate(
@@ -28,6 +42,19 @@ pub async fn relocate(
     item: &Item,
     to: Place<'_>,
 ) -> Result<bool, StoreError> {
+    let moved = relocate_checked(client, from, item, to, false).await?;
+    Ok(moved == Relocated::Moved)
+}
+
+/// [`relocate`], and with `unchanged` the original is deleted only if it is still exactly `item`
+/// (a write that reached it since it was read is never lost: [`Relocated::Changed`]).
+pub async fn relocate_checked(
+    client: &aws_sdk_dynamodb::Client,
+    from: &str,
+    item: &Item,
+    to: Place<'_>,
+    unchanged: bool,
+) -> Result<Relocated, StoreError> {
     let old_key: Item = [PK, SK]
         .into_iter()
         .filter_map(|k| item.get(k).map(|v| (k.to_owned(), v.clone())))
@@ -43,10 +70,16 @@ pub async fn relocate(
         .condition_expression("attribute_not_exists(PK)")
         .build()
         .map_err(internal)?;
+    let (condition, names, values) = match unchanged {
+        true => as_read(item),
+        false => ("attribute_exists(PK)".to_owned(), None, None),
+    };
     let delete = Delete::builder()
         .table_name(from)
         .set_key(Some(old_key.clone()))
-        .condition_expression("attribute_exists(PK)")
+        .condition_expression(condition)
+        .set_expression_attribute_names(names)
+        .set_expression_attribute_values(values)
         .build()
         .map_err(internal)?;
     let request = client
@@ -54,7 +87,7 @@ pub async fn relocate(
         .transact_items(TransactWriteItem::builder().put(put).build())
         .transact_items(TransactWriteItem::builder().delete(delete).build());
     match transact(request).await {
-        Ok(()) => Ok(true),
+        Ok(()) => Ok(Relocated::Moved),
         // A write at the new place since the item was read is newer than this copy, which goes (a
         // one-action transaction: the functions that move items link no DeleteItem of their own).
         Err(e) if e.failed_at(0) => {
@@ -67,12 +100,35 @@ pub async fn relocate(
                 .transact_write_items()
                 .transact_items(TransactWriteItem::builder().delete(delete).build());
             match transact(request).await {
-                Ok(()) | Err(TransactError::ConditionFailed { .. }) => Ok(false),
+                Ok(()) | Err(TransactError::ConditionFailed { .. }) => Ok(Relocated::NotMoved),
                 Err(TransactError::Store(e)) => Err(e),
             }
         }
+        Err(TransactError::ConditionFailed { .. }) if unchanged => Ok(Relocated::Changed),
         // Deleted (or moved by another call) since it was read.
-        Err(TransactError::ConditionFailed { .. }) => Ok(false),
+        Err(TransactError::ConditionFailed { .. }) => Ok(Relocated::NotMoved),
         Err(TransactError::Store(e)) => Err(e),
     }
+}
+
+type Names = Option<HashMap<String, String>>;
+type Values = Option<HashMap<String, AttributeValue>>;
+
+/// The condition that the item is still as `item` was read: each of its attributes equal. (A write
+/// that only added an attribute the read item did not have is not seen: DynamoDB has no condition
+/// on an item's set of attributes.)
+fn as_read(item: &Item) -> (String, Names, Values) {
+    let mut names = HashMap::new();
+    let mut values = HashMap::new();
+    let mut clauses = vec!["attribute_exists(PK)".to_owned()];
+    let mut attributes: Vec<_> = item.iter().filter(|(k, _)| *k != PK && *k != SK).collect();
+    attributes.sort_by(|a, b| a.0.cmp(b.0));
+    for (n, (name, value)) in attributes.into_iter().enumerate() {
+        names.insert(format!("#r{n}"), name.clone());
+        values.insert(format!(":r{n}"), value.clone());
+        clauses.push(format!("#r{n} = :r{n}"));
+    }
+    let names = (!names.is_empty()).then_some(names);
+    let values = (!values.is_empty()).then_some(values);
+    (clauses.join(" AND "), names, values)
 }

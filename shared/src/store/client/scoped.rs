@@ -9,13 +9,14 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
+use crate::identity::keys::tenant_record_key;
 use crate::isolation::credentials::{CredentialSettings, TenantCredentials};
 use crate::isolation::guard::{RecordReadGuard, SourceReadGuard, TenantKeyGuard};
 use crate::isolation::policy::{Moving, TenantTables};
 use crate::store::client::error::StoreError;
 use crate::store::client::meter::RequestMetering;
 use crate::store::client::pages::{PageCache, PageCacheInvalidation};
-use crate::store::client::pull::{Puller, PullingHttpClient, Touches};
+use crate::store::client::pull::{MoveSight, Puller, PullingHttpClient, Touches};
 use crate::store::client::walk_sizes::WalkSizes;
 
 /// How many DynamoDB requests one API request may have in flight at once, unless
@@ -37,6 +38,8 @@ pub struct TenantDb {
     pub pages: Option<Arc<PageCache>>,
     /// The container's walk partition sizes ([`crate::store::client::walk_sizes`]).
     pub walk_sizes: Option<Arc<WalkSizes>>,
+    /// While a move runs: the pull under this client's requests ([`crate::store::client::pull`]).
+    pub puller: Option<Arc<Puller>>,
 }
 
 impl TenantDb {
@@ -163,6 +166,7 @@ impl TenantClients {
             max_in_flight: self.max_in_flight,
             pages: None,
             walk_sizes: None,
+            puller: None,
         }
     }
 
@@ -182,28 +186,42 @@ impl TenantClients {
         TenantTables::own(table, &self.table_name)
     }
 
-    /// `config` with the pull of a move whose writes have moved to `target` (`store::client::pull`):
-    /// the pulls go out on a client of `config` itself, so with the same credentials, guard and meter.
+    /// `config` with the pull of `tenant`'s move (`store::client::pull`): every attempt from
+    /// `writesMoveAt` on goes to the target and pulls first. The pulls go out on a client of
+    /// `config` itself, so with the same credentials, guard and meter.
     fn pulling(
         &self,
         config: aws_sdk_dynamodb::config::Builder,
-        target: &Arc<str>,
+        tenant: &TenantId,
+        tables: &TenantTables,
         moving: &Moving,
-    ) -> aws_sdk_dynamodb::config::Builder {
+    ) -> (aws_sdk_dynamodb::config::Builder, Option<Arc<Puller>>) {
         let Some(http) = self.dynamodb.http_client() else {
             // Every client here is built on the container's HTTP client (`service::app`).
-            return config;
+            return (config, None);
         };
-        let puller = Puller::new(
+        let (source, target) = match moving.pull {
+            true => (moving.other.clone(), tables.items.clone()),
+            false => (tables.items.clone(), moving.other.clone()),
+        };
+        let puller = Arc::new(Puller::new(
             self.client(config.clone()),
-            moving.other.clone(),
+            source.clone(),
             target.clone(),
             moving.settled_at,
             self.clock.clone(),
-        );
-        config
-            .http_client(PullingHttpClient::new(http, puller))
-            .interceptor(Touches::new(target.clone()))
+        ));
+        let sight = MoveSight {
+            source,
+            target,
+            writes_move_at: moving.writes_move_at,
+            record_key: tenant_record_key(tenant),
+            clock: self.clock.clone(),
+        };
+        let config = config
+            .http_client(PullingHttpClient::new(http, puller.clone()))
+            .interceptor(Touches::new(tables.items.clone(), sight));
+        (config, Some(puller))
     }
 
     /// The scoped client for `tenant` placed in `tables` (from its record:
@@ -227,8 +245,9 @@ impl TenantClients {
                     config = config
                         .interceptor(PageCacheInvalidation::new(pages.clone(), tenant.clone()));
                 }
-                if let Some(moving) = tables.moving.as_ref().filter(|m| m.pull) {
-                    config = self.pulling(config, &tables.items, moving);
+                let mut puller = None;
+                if let Some(moving) = &tables.moving {
+                    (config, puller) = self.pulling(config, tenant, tables, moving);
                 }
                 TenantDb {
                     client: self.client(config),
@@ -238,6 +257,7 @@ impl TenantClients {
                     max_in_flight: self.max_in_flight,
                     pages: None,
                     walk_sizes: Some(self.walk_sizes.clone()),
+                    puller,
                 }
             })
             .await?;

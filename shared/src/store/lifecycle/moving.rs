@@ -19,12 +19,15 @@
 //!
 //! Each relocated item costs a transaction of two writes; each pull before it one consistent read.
 
+use std::sync::Arc;
+
 use aws_sdk_dynamodb::types::AttributeValue;
 use futures::StreamExt;
 
 use crate::identity::ids::TenantId;
 use crate::identity::keys::ItemKey;
 use crate::store::client::error::StoreError;
+use crate::store::client::pull::Passed;
 use crate::store::client::query::Item;
 use crate::store::client::relocate::{relocate, Place};
 use crate::store::client::scoped::TenantDb;
@@ -48,6 +51,21 @@ pub fn sources(tenant: &TenantId, record: &TenantRecord) -> Vec<Source> {
         crate::store::quota::limiter::walked_window_shards(&record.limits()),
         RecordInWalk::Excluded,
     )
+}
+
+/// What the backfill of `record`'s move has walked past, by its checkpoint: an item of a source
+/// before the checkpoint's, or of its source and at or before it (a source is read in key order).
+/// `None` when nothing is known (no checkpoint yet, or the walk begun again from the start).
+pub fn passed(tenant: &TenantId, record: &TenantRecord) -> Option<Passed> {
+    let position = record.moving.as_ref()?.position.clone()?;
+    let sources = sources(tenant, record);
+    let at = tenant_items::source_of(tenant, &sources, &position).ok()?;
+    let tenant = tenant.clone();
+    Some(Arc::new(move |key: &ItemKey| {
+        tenant_items::source_of(&tenant, &sources, key).is_ok_and(|of| {
+            of < at || (of == at && (&key.pk, &key.sk) <= (&position.pk, &position.sk))
+        })
+    }))
 }
 
 /// Starts moving `db`'s tenant from `from_table` to `to_table` (`to` names which) at `now_ms`:
@@ -163,10 +181,15 @@ fn conditioned(
     state: &PlacementMove,
 ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
     record_update(db)
-        .condition_expression("#move.#steps = :steps AND #move.#to = :to")
+        .condition_expression("#move.#steps = :steps AND #move.#to = :to AND #move.#start = :start")
         .expression_attribute_names("#move", "move")
         .expression_attribute_names("#steps", "steps")
         .expression_attribute_names("#to", "toTable")
+        .expression_attribute_names("#start", "movesStartAt")
+        .expression_attribute_values(
+            ":start",
+            AttributeValue::N(state.moves_start_at.to_string()),
+        )
         .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
         .expression_attribute_values(":to", AttributeValue::S(state.to_table.clone()))
 }

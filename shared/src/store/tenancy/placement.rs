@@ -24,7 +24,7 @@ use crate::identity::ids::TenantId;
 use crate::isolation::policy::{Moving, TenantTables};
 use crate::store::client::error::StoreError;
 use crate::store::client::scoped::TenantClients;
-use crate::store::tenancy::tenants::{Placement, PlacementMove, TenantRecord};
+use crate::store::tenancy::tenants::TenantRecord;
 
 /// The infix of every own table: `<pool><OWN_TABLE_INFIX><tenant id>`.
 pub const OWN_TABLE_INFIX: &str = "-tenant-";
@@ -63,20 +63,7 @@ pub fn tables_of(clients: &TenantClients, record: Option<&TenantRecord>, now: u6
     placed(Some(items)).with_move(Moving {
         other: Arc::from(other.as_str()),
         pull,
-        settled_at: moving.moves_start_at,
-    })
-}
-
-/// The tables of a move's backfill (`store::lifecycle::moving`): the target as its items table and
-/// the source reachable besides, with no pull (the backfill relocates what it reads itself).
-pub fn backfill_tables(clients: &TenantClients, moving: &PlacementMove) -> TenantTables {
-    let target = match moving.to {
-        Placement::Own => clients.own(&moving.to_table),
-        Placement::Pool => clients.pooled(),
-    };
-    target.with_move(Moving {
-        other: Arc::from(moving.from_table.as_str()),
-        pull: false,
+        writes_move_at: moving.writes_move_at,
         settled_at: moving.moves_start_at,
     })
 }

@@ -21,11 +21,8 @@ pub struct PullingHttpClient {
 }
 
 impl PullingHttpClient {
-    pub fn new(inner: SharedHttpClient, puller: Puller) -> Self {
-        Self {
-            inner,
-            puller: Arc::new(puller),
-        }
+    pub fn new(inner: SharedHttpClient, puller: Arc<Puller>) -> Self {
+        Self { inner, puller }
     }
 }
 

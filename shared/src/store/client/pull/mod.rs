@@ -15,12 +15,14 @@
 //! A pull is the relocation of `store::client::relocate`: a newer item in the target is never
 //! overwritten, a deleted one never comes back. Once no request can still be writing the source
 //! (`movesStartAt`), what a container found gone from the source stays gone, and it asks no more.
-//! Clients of tenants with no move have neither layer: a pull costs nothing outside a move.
+//! What the backfill has walked past (the record's checkpoint, as the container last read it) is
+//! not asked for either. Clients of tenants with no move have neither layer: a pull costs nothing
+//! outside a move.
 
 mod connector;
 mod puller;
 mod touches;
 
 pub use connector::PullingHttpClient;
-pub use puller::Puller;
-pub use touches::{Touch, Touches};
+pub use puller::{Passed, Puller};
+pub use touches::{MoveSight, Touch, Touches};

@@ -14,13 +14,19 @@ use crate::identity::clock::Clock;
 use crate::identity::keys::{ItemKey, PK, SK};
 use crate::store::client::error::StoreError;
 use crate::store::client::query::Item;
-use crate::store::client::relocate::{relocate, Place};
+use crate::store::client::relocate::{relocate_checked, Place, Relocated};
 
+/// Sends of one pull's relocation while the item keeps changing in the source.
+const RELOCATION_ATTEMPTS: usize = 4;
 /// Relocations one pull runs at once.
 const IN_FLIGHT: usize = 8;
 /// Entries the memory of what is gone from the source holds before it starts again (about 100
 /// bytes each): a container serving a huge tenant through a long move asks again, never errs.
 const MEMORY_LIMIT: usize = 100_000;
+
+/// Whether the move's backfill has walked past an item (`store::lifecycle::moving::passed`): from
+/// the record's checkpoint as this container last read it, so never ahead of the backfill.
+pub type Passed = Arc<dyn Fn(&ItemKey) -> bool + Send + Sync>;
 
 /// Pulls items from `from` into `to` for one tenant's client while its move runs.
 pub struct Puller {
@@ -33,6 +39,9 @@ pub struct Puller {
     clock: Arc<dyn Clock>,
     /// Partitions (`PK`) and items (`PK`, NUL, `SK`) found gone from `from` since `settled_at`.
     gone: Mutex<HashSet<String>>,
+    /// What the backfill has walked past, as this container last read the record: gone from
+    /// `from` (the backfill starts only once nothing writes there).
+    passed: Mutex<Option<Passed>>,
 }
 
 impl std::fmt::Debug for Puller {
@@ -64,7 +73,22 @@ impl Puller {
             settled_at,
             clock,
             gone: Mutex::default(),
+            passed: Mutex::default(),
         }
+    }
+
+    /// Sets what the backfill has walked past (`None`: nothing known).
+    pub fn set_passed(&self, passed: Option<Passed>) {
+        *self.passed.lock().unwrap_or_else(|e| e.into_inner()) = passed;
+    }
+
+    fn is_passed(&self, key: &ItemKey) -> bool {
+        let passed = self
+            .passed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        passed.is_some_and(|passed| passed(key))
     }
 
     /// Moves what `touch` names out of the source.
@@ -99,20 +123,34 @@ impl Puller {
         gone.insert(name);
     }
 
-    async fn relocate(&self, item: Item) -> Result<bool, StoreError> {
+    /// Moves `item` (as read from the source): again, read anew, while a write that reached it since
+    /// it was read makes the relocation fail (a write of a request admitted just before writes moved,
+    /// landing now), so that write is carried, never dropped.
+    async fn relocate(&self, mut item: Item) -> Result<(), StoreError> {
         let to = Place {
             table: &self.to,
             pk: None,
         };
-        relocate(&self.client, &self.from, &item, to).await
+        for _ in 0..RELOCATION_ATTEMPTS {
+            match relocate_checked(&self.client, &self.from, &item, to, true).await? {
+                Relocated::Moved | Relocated::NotMoved => return Ok(()),
+                Relocated::Changed => {}
+            }
+            let Some(key) = ItemKey::from_key(&item) else {
+                return Ok(());
+            };
+            match self.read_source(&key).await? {
+                Some(now) => item = now,
+                None => return Ok(()),
+            }
+        }
+        Err(StoreError::Contended(
+            "an item kept changing in the source while it was pulled".into(),
+        ))
     }
 
-    async fn pull_item(&self, key: ItemKey) -> Result<(), StoreError> {
-        let name = item_name(&key);
-        if self.is_gone(&[&key.pk, &name]) {
-            return Ok(());
-        }
-        let checked_at = self.clock.now_seconds();
+    /// The item at `key` in the source, read consistently (none when the source is gone).
+    async fn read_source(&self, key: &ItemKey) -> Result<Option<Item>, StoreError> {
         let found = self
             .client
             .get_item()
@@ -122,11 +160,20 @@ impl Puller {
             .consistent_read(true)
             .send()
             .await;
-        let found = match found {
-            Ok(out) => out.item,
-            Err(e) if source_is_gone(&e) => None,
-            Err(e) => return Err(StoreError::from_sdk(e)),
-        };
+        match found {
+            Ok(out) => Ok(out.item),
+            Err(e) if source_is_gone(&e) => Ok(None),
+            Err(e) => Err(StoreError::from_sdk(e)),
+        }
+    }
+
+    async fn pull_item(&self, key: ItemKey) -> Result<(), StoreError> {
+        let name = item_name(&key);
+        if self.is_gone(&[&key.pk, &name]) || self.is_passed(&key) {
+            return Ok(());
+        }
+        let checked_at = self.clock.now_seconds();
+        let found = self.read_source(&key).await?;
         if let Some(item) = found {
             // Relocated now, or by another pull or the backfill since it was read: gone either way.
             self.relocate(item).await?;
@@ -140,7 +187,7 @@ impl Puller {
             .buffer_unordered(IN_FLIGHT)
             .collect::<Vec<_>>()
             .await;
-        moved.into_iter().map(|r| r.map(drop)).collect()
+        moved.into_iter().collect()
     }
 
     /// Moves the source's items in the window `query` reads, of the table or of an index: the same

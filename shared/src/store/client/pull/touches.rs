@@ -1,5 +1,9 @@
-//! What a request touches in the target table, read from its typed input before it is serialized,
-//! and handed to the HTTP layer as an extension of each attempt's request.
+//! What a request of a moving tenant touches, read from its typed input before it is serialized,
+//! and, attempt by attempt, where it goes: a client made before writes moved names the source, and
+//! from `writesMoveAt` on each of its attempts is sent to the target instead (its tables renamed in
+//! the body before it is signed) and pulls first, like a client made after. So which table an
+//! attempt writes is decided when it is sent, not when its request was admitted: a request that
+//! straddles `writesMoveAt` never writes the source after a pull has emptied it of the item.
 
 use std::sync::Arc;
 
@@ -12,10 +16,14 @@ use aws_sdk_dynamodb::operation::{
 };
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::{
-    BeforeSerializationInterceptorContextRef, BeforeTransmitInterceptorContextMut, Input,
+    BeforeSerializationInterceptorContextMut, BeforeSerializationInterceptorContextRef,
+    BeforeTransmitInterceptorContextMut, Input,
 };
+use aws_smithy_types::body::SdkBody;
+use serde_json::Value;
 
-use crate::identity::keys::ItemKey;
+use crate::identity::clock::Clock;
+use crate::identity::keys::{ItemKey, PK};
 use crate::store::client::query::Item;
 
 /// What one request touches in the target table.
@@ -31,31 +39,78 @@ impl aws_smithy_types::config_bag::Storable for Touch {
     type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
 }
 
-/// The interceptor of a moving tenant's client: what each request touches in `target`.
-#[derive(Debug, Clone)]
+/// The interceptor of a moving tenant's client.
+#[derive(Clone)]
 pub struct Touches {
+    /// The table this client's requests name for the tenant's items: the source (a client made
+    /// before writes moved) or the target.
+    named: Arc<str>,
+    source: Arc<str>,
     target: Arc<str>,
+    /// Epoch seconds: from then on every attempt goes to the target.
+    writes_move_at: u64,
+    /// The tenant's record stays in the pool whatever moves: never renamed, never pulled.
+    record_key: String,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Touches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Touches")
+            .field("named", &self.named)
+            .field("target", &self.target)
+            .field("writes_move_at", &self.writes_move_at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The tables and times of one move, as a client sees them.
+#[derive(Clone)]
+pub struct MoveSight {
+    pub source: Arc<str>,
+    pub target: Arc<str>,
+    pub writes_move_at: u64,
+    pub record_key: String,
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Touches {
-    pub fn new(target: Arc<str>) -> Self {
-        Self { target }
+    /// The interceptor of a client whose requests name `named` (the source or the target).
+    pub fn new(named: Arc<str>, sight: MoveSight) -> Self {
+        Self {
+            named,
+            source: sight.source,
+            target: sight.target,
+            writes_move_at: sight.writes_move_at,
+            record_key: sight.record_key,
+            clock: sight.clock,
+        }
     }
 
-    /// What `input` touches in the target; `None` for a request that names no item of it.
+    fn is_record(&self, item: Option<&Item>) -> bool {
+        item.and_then(|i| i.get(PK))
+            .and_then(|v| v.as_s().ok())
+            .is_some_and(|pk| *pk == self.record_key)
+    }
+
+    /// What `input` touches of the tenant's items in the table this client names; `None` for a
+    /// request that touches none (its record, another table, or a relocation: a request that names
+    /// an item of the source while the client names the target is a pull or the backfill itself).
     pub fn of(&self, input: &Input) -> Option<Touch> {
-        let target = &*self.target;
+        let named = &*self.named;
         let mut keys = Vec::new();
+        let mut relocation = false;
         let mut add = |table: Option<&str>, item: Option<&Item>| {
-            if table == Some(target) {
+            if self.is_record(item) {
+                return;
+            }
+            if table == Some(named) {
                 keys.extend(item.and_then(ItemKey::from_key));
             }
+            relocation |= table == Some(&*self.source) && named != &*self.source;
         };
         if let Some(i) = input.downcast_ref::<QueryInput>() {
-            if i.table_name() != Some(target) {
-                return None;
-            }
-            return Some(Touch::Query(Box::new(i.clone())));
+            return (i.table_name() == Some(named)).then(|| Touch::Query(Box::new(i.clone())));
         } else if let Some(i) = input.downcast_ref::<GetItemInput>() {
             add(i.table_name(), i.key());
         } else if let Some(i) = input.downcast_ref::<PutItemInput>() {
@@ -97,7 +152,42 @@ impl Touches {
                 }
             }
         }
-        (!keys.is_empty()).then_some(Touch::Keys(keys))
+        (!keys.is_empty() && !relocation).then_some(Touch::Keys(keys))
+    }
+
+    /// Whether an attempt sent now goes to the target (and pulls first).
+    fn moved_now(&self) -> bool {
+        self.named == self.target || self.clock.now_seconds() >= self.writes_move_at
+    }
+
+    /// Renames the source to the target in a serialized request's body: its `TableName`, and each
+    /// transaction item's, except where the item is the tenant's record. `Ok(true)` when renamed.
+    fn retarget(&self, body: &mut Value) -> bool {
+        let mut renamed = false;
+        let mut one = |op: &mut Value| {
+            let names_source = op.get("TableName").and_then(Value::as_str) == Some(&*self.source);
+            let pk = op
+                .get("Key")
+                .or_else(|| op.get("Item"))
+                .and_then(|k| k.get(PK))
+                .and_then(|v| v.get("S"))
+                .and_then(Value::as_str);
+            if names_source && pk != Some(self.record_key.as_str()) {
+                op["TableName"] = Value::String(self.target.to_string());
+                renamed = true;
+            }
+        };
+        one(body);
+        if let Some(items) = body.get_mut("TransactItems").and_then(Value::as_array_mut) {
+            for item in items {
+                for action in ["Put", "Update", "Delete", "ConditionCheck", "Get"] {
+                    if let Some(op) = item.get_mut(action) {
+                        one(op);
+                    }
+                }
+            }
+        }
+        renamed
     }
 }
 
@@ -118,14 +208,50 @@ impl Intercept for Touches {
         Ok(())
     }
 
-    fn modify_before_transmit(
+    /// Reads of the table are consistent while a move runs: a read just after a pull (its own, or
+    /// another request's) must see the item where the pull put it.
+    fn modify_before_serialization(
+        &self,
+        ctx: &mut BeforeSerializationInterceptorContextMut<'_>,
+        _rc: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let input = ctx.input_mut();
+        if let Some(i) = input.downcast_mut::<GetItemInput>() {
+            i.consistent_read = Some(true);
+        } else if let Some(i) = input.downcast_mut::<QueryInput>() {
+            if i.index_name.is_none() {
+                i.consistent_read = Some(true);
+            }
+        }
+        Ok(())
+    }
+
+    fn modify_before_signing(
         &self,
         ctx: &mut BeforeTransmitInterceptorContextMut<'_>,
         _rc: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
+        if !self.moved_now() {
+            return Ok(());
+        }
+        let request = ctx.request_mut();
+        if self.named != self.target {
+            let Some(bytes) = request.body().bytes() else {
+                return Err("a moving tenant's request has no body to send to the target".into());
+            };
+            let mut body: Value = serde_json::from_slice(bytes)?;
+            if self.retarget(&mut body) {
+                let bytes = serde_json::to_vec(&body)?;
+                request
+                    .headers_mut()
+                    .insert("content-length", bytes.len().to_string());
+                *request.body_mut() = SdkBody::from(bytes);
+            }
+        }
         if let Some(touch) = cfg.load::<Touch>() {
-            ctx.request_mut().add_extension(touch.clone());
+            request.add_extension(touch.clone());
         }
         Ok(())
     }
@@ -134,8 +260,33 @@ impl Intercept for Touches {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::keys::{PK, SK};
-    use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+    use crate::identity::keys::SK;
+    use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
+    use serde_json::json;
+
+    struct At(u64);
+
+    impl Clock for At {
+        fn now_millis(&self) -> u64 {
+            self.0 * 1000
+        }
+    }
+
+    const RECORD: &str = "TENANT#a#TENANT";
+
+    /// A client of tenant `a` moving from `pool` into `own`, naming `named`, at `now`.
+    fn touches(named: &str, now: u64) -> Touches {
+        Touches::new(
+            Arc::from(named),
+            MoveSight {
+                source: Arc::from("pool"),
+                target: Arc::from("own"),
+                writes_move_at: 100,
+                record_key: RECORD.into(),
+                clock: Arc::new(At(now)),
+            },
+        )
+    }
 
     fn key(pk: &str, sk: &str) -> Item {
         Item::from([
@@ -144,28 +295,28 @@ mod tests {
         ])
     }
 
+    fn put(table: &str, pk: &str) -> TransactWriteItem {
+        TransactWriteItem::builder()
+            .put(
+                Put::builder()
+                    .table_name(table)
+                    .set_item(Some(key(pk, "S")))
+                    .build()
+                    .unwrap(),
+            )
+            .build()
+    }
+
     #[test]
-    fn a_request_touches_what_it_names_in_the_target_only() {
-        let touches = Touches::new(Arc::from("own"));
-        // GIVEN a transaction with one item in the target and one in the pool
-        let put = |table: &str, pk: &str| {
-            TransactWriteItem::builder()
-                .put(
-                    Put::builder()
-                        .table_name(table)
-                        .set_item(Some(key(pk, "S")))
-                        .build()
-                        .unwrap(),
-                )
-                .build()
-        };
+    fn a_request_touches_what_it_names_in_its_table_never_the_record_nor_a_relocation() {
+        // GIVEN a client naming the target, and a transaction with an item there and the record
+        let touches = touches("own", 100);
         let tx = TransactWriteItemsInput::builder()
             .transact_items(put("own", "TENANT#a#X"))
-            .transact_items(put("pool", "TENANT#a#TENANT"))
+            .transact_items(put("pool", RECORD))
             .build()
             .unwrap();
-        // WHEN its touches are read
-        // THEN only the target's item is named
+        // WHEN its touches are read THEN only the item is named
         assert_eq!(
             touches.of(&Input::erase(tx)),
             Some(Touch::Keys(vec![ItemKey {
@@ -173,27 +324,63 @@ mod tests {
                 sk: "S".into()
             }]))
         );
-        // AND a Query touches its window
-        let query = |index: Option<&str>| {
-            QueryInput::builder()
-                .table_name("own")
-                .set_index_name(index.map(str::to_owned))
-                .key_condition_expression("#p = :pk AND begins_with(SK, :s)")
-                .expression_attribute_names("#p", if index.is_some() { "GSI1PK" } else { "PK" })
-                .expression_attribute_values(":pk", AttributeValue::S("TENANT#a#P".into()))
-                .build()
-                .unwrap()
-        };
+        // AND a relocation (a put in the target, a delete in the source) touches nothing
+        let delete = TransactWriteItem::builder()
+            .delete(
+                Delete::builder()
+                    .table_name("pool")
+                    .set_key(Some(key("TENANT#a#X", "S")))
+                    .build()
+                    .unwrap(),
+            )
+            .build();
+        let relocation = TransactWriteItemsInput::builder()
+            .transact_items(put("own", "TENANT#a#X"))
+            .transact_items(delete)
+            .build()
+            .unwrap();
+        assert_eq!(touches.of(&Input::erase(relocation)), None);
+        // AND a Query touches its window, a read of another table nothing
+        let query = QueryInput::builder()
+            .table_name("own")
+            .key_condition_expression("PK = :pk")
+            .expression_attribute_values(":pk", AttributeValue::S("TENANT#a#P".into()))
+            .build()
+            .unwrap();
         assert_eq!(
-            touches.of(&Input::erase(query(None))),
-            Some(Touch::Query(Box::new(query(None))))
+            touches.of(&Input::erase(query.clone())),
+            Some(Touch::Query(Box::new(query)))
         );
-        // AND a request of another table touches nothing
         let get = GetItemInput::builder()
-            .table_name("pool")
+            .table_name("another")
             .set_key(Some(key("TENANT#a#X", "S")))
             .build()
             .unwrap();
         assert_eq!(touches.of(&Input::erase(get)), None);
+    }
+
+    #[test]
+    fn a_client_made_before_writes_moved_sends_each_attempt_from_then_on_to_the_target() {
+        // GIVEN clients naming the source, before and at writesMoveAt, and one naming the target
+        assert!(!touches("pool", 99).moved_now());
+        assert!(touches("pool", 100).moved_now());
+        assert!(touches("own", 0).moved_now());
+        // WHEN a transaction's body naming the source is renamed
+        let mut body = json!({"TransactItems": [
+            {"Put": {"TableName": "pool", "Item": {"PK": {"S": "TENANT#a#X"}, "SK": {"S": "S"}}}},
+            {"Update": {"TableName": "pool", "Key": {"PK": {"S": RECORD}, "SK": {"S": RECORD}}}},
+        ]});
+        assert!(touches("pool", 100).retarget(&mut body));
+        // THEN its item goes to the target, its record stays in the pool
+        assert_eq!(body["TransactItems"][0]["Put"]["TableName"], "own");
+        assert_eq!(body["TransactItems"][1]["Update"]["TableName"], "pool");
+        // AND a Query is renamed, a read of the record is not
+        let mut query = json!({"TableName": "pool", "KeyConditionExpression": "PK = :pk"});
+        assert!(touches("pool", 100).retarget(&mut query));
+        assert_eq!(query["TableName"], "own");
+        let mut record =
+            json!({"TableName": "pool", "Key": {"PK": {"S": RECORD}, "SK": {"S": RECORD}}});
+        assert!(!touches("pool", 100).retarget(&mut record));
+        assert_eq!(record["TableName"], "pool");
     }
 }

@@ -95,6 +95,12 @@ pub enum WrongSource {
          or half gone; restore from a point in time before or after it"
     )]
     Unsettled(&'static str),
+    #[error(
+        "the source caught this tenant in its own table ({0}): the pool's copy holds only its \
+         record, and restoring from it would delete every item; restore a point in time from \
+         before it moved there, or its own table with DynamoDB's point-in-time recovery"
+    )]
+    InItsOwnTable(String),
 }
 
 /// The source's record of the tenant, checked to be the live tenant's: its shard count then.
@@ -108,20 +114,24 @@ pub async fn source_shards(
             then: then.created_at,
             now: live.created_at.clone(),
         }),
-        Some(then) => match unsettled(&then) {
-            Some(what) => Err(WrongSource::Unsettled(what)),
-            None => Ok(then.shard_count),
+        Some(then) => match (unsettled(&then), then.own_table) {
+            (Some(what), _) => Err(WrongSource::Unsettled(what)),
+            (None, Some(own)) => Err(WrongSource::InItsOwnTable(own)),
+            (None, None) => Ok(then.shard_count),
         },
     })
 }
 
 /// What was running on the tenant when the source was taken, if anything: its items were then
 /// moving (a re-sharding: a walk of the source's shard count would miss the moved ones, and the
-/// deletions would remove their live copies), going (an offboarding) or being restored.
+/// deletions would remove their live copies; a move between placements: some were in the other
+/// table), going (an offboarding) or being restored.
 fn unsettled(then: &TenantRecord) -> Option<&'static str> {
     use crate::store::tenancy::tenants::TenantStatus;
     if then.migration.is_some() {
         Some("re-sharding")
+    } else if then.moving.is_some() {
+        Some("move between placements")
     } else if then.offboarding.is_some() || then.status == TenantStatus::Offboarding {
         Some("offboarding")
     } else if then.restore.is_some() || then.status == TenantStatus::Restoring {
