@@ -189,7 +189,6 @@ impl World<'_> {
     }
 
     /// The ids and versions the API should list now that no write is in flight.
-
     pub fn expected(&self, kind: Kind) -> BTreeMap<String, u64> {
         let deleted = self.ledger(kind).deleting();
         self.ledger(kind)

@@ -323,8 +323,9 @@ async fn a_tenant_of_5000_items_moves_pool_to_own_and_back_under_load_and_nothin
 fn a_move_shows_as_started_and_finished_events() {
     // GIVEN a record before a move, during it, and after it
     let record = |moving: Option<Value>, own: Option<&str>| -> serde_dynamo::Item {
+        let key = tenant_record_key(&TenantId::parse("acme").unwrap());
         let mut r = json!({
-            "PK": "TENANT#acme#TENANT", "SK": "TENANT#acme#TENANT", "tenantId": "acme",
+            "PK": key, "SK": key, "tenantId": "acme",
             "tier": "basic", "shardCount": 4, "createdAt": "2026-01-01T00:00:00Z", "status": "active",
         });
         if let Some(m) = moving {

@@ -57,7 +57,6 @@ impl World<'_> {
 
     /// After a migration to `shards`: the record says so, the raw table holds every item once, on
     /// its shard among `shards`, and the lists show exactly the expected items and versions.
-
     async fn assert_settled(&self, shards: u32) {
         let record = self.record().await;
         assert_eq!(record["shardCount"], shards, "{record}");

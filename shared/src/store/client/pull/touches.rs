@@ -260,7 +260,8 @@ impl Intercept for Touches {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::keys::SK;
+    use crate::identity::ids::TenantId;
+    use crate::identity::keys::{raw_key, tenant_record_key, SK};
     use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
     use serde_json::json;
 
@@ -272,7 +273,13 @@ mod tests {
         }
     }
 
-    const RECORD: &str = "TENANT#a#TENANT";
+    fn record() -> String {
+        tenant_record_key(&TenantId::parse("a").unwrap())
+    }
+
+    fn x() -> String {
+        raw_key("a", "X")
+    }
 
     /// A client of tenant `a` moving from `pool` into `own`, naming `named`, at `now`.
     fn touches(named: &str, now: u64) -> Touches {
@@ -282,7 +289,7 @@ mod tests {
                 source: Arc::from("pool"),
                 target: Arc::from("own"),
                 writes_move_at: 100,
-                record_key: RECORD.into(),
+                record_key: record(),
                 clock: Arc::new(At(now)),
             },
         )
@@ -312,15 +319,15 @@ mod tests {
         // GIVEN a client naming the target, and a transaction with an item there and the record
         let touches = touches("own", 100);
         let tx = TransactWriteItemsInput::builder()
-            .transact_items(put("own", "TENANT#a#X"))
-            .transact_items(put("pool", RECORD))
+            .transact_items(put("own", &x()))
+            .transact_items(put("pool", &record()))
             .build()
             .unwrap();
         // WHEN its touches are read THEN only the item is named
         assert_eq!(
             touches.of(&Input::erase(tx)),
             Some(Touch::Keys(vec![ItemKey {
-                pk: "TENANT#a#X".into(),
+                pk: x(),
                 sk: "S".into()
             }]))
         );
@@ -329,13 +336,13 @@ mod tests {
             .delete(
                 Delete::builder()
                     .table_name("pool")
-                    .set_key(Some(key("TENANT#a#X", "S")))
+                    .set_key(Some(key(&x(), "S")))
                     .build()
                     .unwrap(),
             )
             .build();
         let relocation = TransactWriteItemsInput::builder()
-            .transact_items(put("own", "TENANT#a#X"))
+            .transact_items(put("own", &x()))
             .transact_items(delete)
             .build()
             .unwrap();
@@ -344,7 +351,7 @@ mod tests {
         let query = QueryInput::builder()
             .table_name("own")
             .key_condition_expression("PK = :pk")
-            .expression_attribute_values(":pk", AttributeValue::S("TENANT#a#P".into()))
+            .expression_attribute_values(":pk", AttributeValue::S(raw_key("a", "P")))
             .build()
             .unwrap();
         assert_eq!(
@@ -353,7 +360,7 @@ mod tests {
         );
         let get = GetItemInput::builder()
             .table_name("another")
-            .set_key(Some(key("TENANT#a#X", "S")))
+            .set_key(Some(key(&x(), "S")))
             .build()
             .unwrap();
         assert_eq!(touches.of(&Input::erase(get)), None);
@@ -366,9 +373,10 @@ mod tests {
         assert!(touches("pool", 100).moved_now());
         assert!(touches("own", 0).moved_now());
         // WHEN a transaction's body naming the source is renamed
+        let (x, record) = (x(), record());
         let mut body = json!({"TransactItems": [
-            {"Put": {"TableName": "pool", "Item": {"PK": {"S": "TENANT#a#X"}, "SK": {"S": "S"}}}},
-            {"Update": {"TableName": "pool", "Key": {"PK": {"S": RECORD}, "SK": {"S": RECORD}}}},
+            {"Put": {"TableName": "pool", "Item": {"PK": {"S": x}, "SK": {"S": "S"}}}},
+            {"Update": {"TableName": "pool", "Key": {"PK": {"S": record}, "SK": {"S": record}}}},
         ]});
         assert!(touches("pool", 100).retarget(&mut body));
         // THEN its item goes to the target, its record stays in the pool
@@ -379,7 +387,7 @@ mod tests {
         assert!(touches("pool", 100).retarget(&mut query));
         assert_eq!(query["TableName"], "own");
         let mut record =
-            json!({"TableName": "pool", "Key": {"PK": {"S": RECORD}, "SK": {"S": RECORD}}});
+            json!({"TableName": "pool", "Key": {"PK": {"S": record}, "SK": {"S": record}}});
         assert!(!touches("pool", 100).retarget(&mut record));
         assert_eq!(record["TableName"], "pool");
     }
