@@ -40,7 +40,7 @@ pub use crate::store::tenancy::tenants::{Placement, PlacementMove};
 
 /// Items one backfill step walks (its relocations run [`IN_FLIGHT`] at once).
 pub const ITEMS_PER_STEP: usize = 100;
-const IN_FLIGHT: usize = 4;
+const IN_FLIGHT: usize = 2;
 
 /// The walk of what a move carries: every item of the tenant but its record, which stays in the
 /// pool.
