@@ -111,6 +111,53 @@ pub async fn relocate_checked(
     }
 }
 
+/// Items one [`relocate_together`] moves at most (two actions each, of DynamoDB's 100).
+pub const TOGETHER: usize = 25;
+
+/// Moves `items` (read from `from`) to the same keys in `to` in one transaction: each copy on
+/// condition that nothing is at its key in `to`, each original on condition that it is still as
+/// read. `Ok(true)` when all moved; `Ok(false)` when nothing moved because a condition failed or the
+/// transaction kept conflicting: relocate them one by one ([`relocate_checked`]).
+pub async fn relocate_together(
+    client: &aws_sdk_dynamodb::Client,
+    from: &str,
+    to: &str,
+    items: &[Item],
+) -> Result<bool, StoreError> {
+    let internal = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Internal(e.to_string());
+    let mut request = client.transact_write_items();
+    for item in items.iter().take(TOGETHER) {
+        let key: Item = [PK, SK]
+            .into_iter()
+            .filter_map(|k| item.get(k).map(|v| (k.to_owned(), v.clone())))
+            .collect();
+        let put = Put::builder()
+            .table_name(to)
+            .set_item(Some(item.clone()))
+            .condition_expression("attribute_not_exists(PK)")
+            .build()
+            .map_err(internal)?;
+        let (condition, names, values) = as_read(item);
+        let delete = Delete::builder()
+            .table_name(from)
+            .set_key(Some(key))
+            .condition_expression(condition)
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
+            .build()
+            .map_err(internal)?;
+        request = request
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .transact_items(TransactWriteItem::builder().delete(delete).build());
+    }
+    match transact(request).await {
+        Ok(()) => Ok(true),
+        Err(TransactError::ConditionFailed { .. })
+        | Err(TransactError::Store(StoreError::Contended(_))) => Ok(false),
+        Err(TransactError::Store(e)) => Err(e),
+    }
+}
+
 type Names = Option<HashMap<String, String>>;
 type Values = Option<HashMap<String, AttributeValue>>;
 

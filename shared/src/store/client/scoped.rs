@@ -23,6 +23,10 @@ use crate::store::client::walk_sizes::WalkSizes;
 /// `DYNAMODB_MAX_IN_FLIGHT` says otherwise: a 64-shard listing runs in waves of this many.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 16;
 
+/// The attempt timeout of a moving tenant's requests, which carry their pulls
+/// ([`crate::store::client::pull`]); the container's is 3 s.
+pub const PULLING_ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(6);
+
 /// A DynamoDB client that can only touch one tenant's keys, plus what requests need to address it.
 #[derive(Debug, Clone)]
 pub struct TenantDb {
@@ -218,7 +222,15 @@ impl TenantClients {
             record_key: tenant_record_key(tenant),
             clock: self.clock.clone(),
         };
+        // An attempt carries its pull: it may take longer than one request (the pulls' own requests
+        // keep the container's timeouts), still inside the operation's 8 s.
+        let timeouts = aws_sdk_dynamodb::config::timeout::TimeoutConfig::builder()
+            .connect_timeout(std::time::Duration::from_secs(2))
+            .operation_attempt_timeout(PULLING_ATTEMPT_TIMEOUT)
+            .operation_timeout(std::time::Duration::from_secs(8))
+            .build();
         let config = config
+            .timeout_config(timeouts)
             .http_client(PullingHttpClient::new(http, puller.clone()))
             .interceptor(Touches::new(tables.items.clone(), sight));
         (config, Some(puller))

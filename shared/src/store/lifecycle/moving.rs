@@ -29,7 +29,7 @@ use crate::identity::keys::ItemKey;
 use crate::store::client::error::StoreError;
 use crate::store::client::pull::Passed;
 use crate::store::client::query::Item;
-use crate::store::client::relocate::{relocate, Place};
+use crate::store::client::relocate::{relocate, relocate_together, Place, TOGETHER};
 use crate::store::client::scoped::TenantDb;
 use crate::store::lifecycle::resharding::{Step, MOVES_DELAY_SECONDS, WRITES_MOVE_DELAY_SECONDS};
 use crate::store::lifecycle::tenant_items::{self, RecordInWalk, Source};
@@ -38,7 +38,8 @@ use crate::store::tenancy::tenants::{
 };
 pub use crate::store::tenancy::tenants::{Placement, PlacementMove};
 
-/// Items one backfill step walks (its relocations run [`IN_FLIGHT`] at once).
+/// Items one backfill step walks (relocated [`TOGETHER`] to a transaction; one by one, [`IN_FLIGHT`]
+/// at once, when a group cannot commit).
 pub const ITEMS_PER_STEP: usize = 100;
 const IN_FLIGHT: usize = 2;
 
@@ -116,8 +117,10 @@ pub async fn begin(
     Ok(Step::from(send_record_update(update).await?))
 }
 
-/// Relocates every item of `page` (read from the source) to `state`'s target: `Ok(n)` items this
-/// step moved (an item a request pulled, or changed in the target, since the walk read it is not).
+/// Relocates every item of `page` (read from the source) to `state`'s target, [`TOGETHER`] to a
+/// transaction: `Ok(n)` items this step moved. A group that cannot commit as read (an item a request
+/// pulled, or changed, since the walk read it) is relocated one by one, and such an item is not
+/// counted.
 pub async fn move_page(
     db: &TenantDb,
     state: &PlacementMove,
@@ -127,17 +130,23 @@ pub async fn move_page(
         table: &state.to_table,
         pk: None,
     };
-    let moves: Vec<_> = page
-        .iter()
-        .map(|item| relocate(&db.client, &state.from_table, item, to))
-        .collect();
-    let moved = futures::stream::iter(moves)
-        .buffer_unordered(IN_FLIGHT)
-        .collect::<Vec<_>>()
-        .await;
     let mut count = 0;
-    for result in moved {
-        count += u64::from(result?);
+    for group in page.chunks(TOGETHER) {
+        if relocate_together(&db.client, &state.from_table, &state.to_table, group).await? {
+            count += group.len() as u64;
+            continue;
+        }
+        let moves: Vec<_> = group
+            .iter()
+            .map(|item| relocate(&db.client, &state.from_table, item, to))
+            .collect();
+        let moved = futures::stream::iter(moves)
+            .buffer_unordered(IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await;
+        for result in moved {
+            count += u64::from(result?);
+        }
     }
     Ok(count)
 }

@@ -14,10 +14,13 @@ use crate::identity::clock::Clock;
 use crate::identity::keys::{ItemKey, PK, SK};
 use crate::store::client::error::StoreError;
 use crate::store::client::query::Item;
-use crate::store::client::relocate::{relocate_checked, Place, Relocated};
+use crate::store::client::relocate::{
+    relocate_checked, relocate_together, Place, Relocated, TOGETHER,
+};
 
-/// Sends of one pull's relocation while the item keeps changing in the source.
-const RELOCATION_ATTEMPTS: usize = 4;
+/// Sends of one pull's relocation while the item keeps changing in the source, or another
+/// container's transaction holds it (each after a pause of 10 ms, doubling, at most 200 ms).
+const RELOCATION_ATTEMPTS: u32 = 8;
 /// Relocations one pull runs at once.
 const IN_FLIGHT: usize = 8;
 /// Entries the memory of what is gone from the source holds before it starts again (about 100
@@ -42,6 +45,8 @@ pub struct Puller {
     /// What the backfill has walked past, as this container last read the record: gone from
     /// `from` (the backfill starts only once nothing writes there).
     passed: Mutex<Option<Passed>>,
+    /// One pull of an item at a time: the items being pulled, by name.
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl std::fmt::Debug for Puller {
@@ -74,6 +79,7 @@ impl Puller {
             clock,
             gone: Mutex::default(),
             passed: Mutex::default(),
+            locks: Mutex::default(),
         }
     }
 
@@ -123,30 +129,68 @@ impl Puller {
         gone.insert(name);
     }
 
-    /// Moves `item` (as read from the source): again, read anew, while a write that reached it since
-    /// it was read makes the relocation fail (a write of a request admitted just before writes moved,
-    /// landing now), so that write is carried, never dropped.
+    /// Moves `item` (as read from the source). One pull of an item at a time in this container (a
+    /// second waits, then reads the source again: the first has usually moved it). While a write
+    /// reaches the item in the source (a request admitted just before writes moved), or another
+    /// container's pull or the backfill holds it in a transaction, it reads anew and tries again, so
+    /// that write is carried, never dropped.
     async fn relocate(&self, mut item: Item) -> Result<(), StoreError> {
-        let to = Place {
-            table: &self.to,
-            pk: None,
+        let Some(key) = ItemKey::from_key(&item) else {
+            return Ok(());
         };
-        for _ in 0..RELOCATION_ATTEMPTS {
-            match relocate_checked(&self.client, &self.from, &item, to, true).await? {
-                Relocated::Moved | Relocated::NotMoved => return Ok(()),
-                Relocated::Changed => {}
-            }
-            let Some(key) = ItemKey::from_key(&item) else {
-                return Ok(());
+        let name = item_name(&key);
+        let lock = self.lock_for(&name);
+        let result = async {
+            let _held = match lock.try_lock() {
+                Ok(held) => held,
+                Err(_) => {
+                    let held = lock.lock().await;
+                    match self.read_source(&key).await? {
+                        Some(now) => item = now,
+                        None => return Ok(()),
+                    }
+                    held
+                }
             };
-            match self.read_source(&key).await? {
-                Some(now) => item = now,
-                None => return Ok(()),
+            let to = Place {
+                table: &self.to,
+                pk: None,
+            };
+            for attempt in 0..RELOCATION_ATTEMPTS {
+                match relocate_checked(&self.client, &self.from, &item, to, true).await {
+                    Ok(Relocated::Moved | Relocated::NotMoved) => return Ok(()),
+                    Ok(Relocated::Changed) | Err(StoreError::Contended(_)) => {}
+                    Err(e) => return Err(e),
+                }
+                let backoff = (10u64 << attempt).min(200);
+                tokio::time::sleep(std::time::Duration::from_millis(backoff)).await;
+                match self.read_source(&key).await? {
+                    Some(now) => item = now,
+                    None => return Ok(()),
+                }
             }
+            Err(StoreError::Contended(
+                "an item kept changing in the source while it was pulled".into(),
+            ))
         }
-        Err(StoreError::Contended(
-            "an item kept changing in the source while it was pulled".into(),
-        ))
+        .await;
+        self.release(&name, lock);
+        result
+    }
+
+    /// The lock of one item's pulls in this container.
+    fn lock_for(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        locks.entry(name.to_owned()).or_default().clone()
+    }
+
+    /// Drops the lock of `name` once no pull holds or waits for it.
+    fn release(&self, name: &str, lock: Arc<tokio::sync::Mutex<()>>) {
+        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        // The map's and this one: nobody else.
+        if Arc::strong_count(&lock) == 2 {
+            locks.remove(name);
+        }
     }
 
     /// The item at `key` in the source, read consistently (none when the source is gone).
@@ -182,12 +226,21 @@ impl Puller {
         Ok(())
     }
 
+    /// Moves `items` (as read from the source), [`TOGETHER`] to a transaction; a group whose
+    /// transaction cannot commit as read (an item changed, moved, or held by another transaction)
+    /// is moved one by one.
     async fn relocate_all(&self, items: &[Item]) -> Result<(), StoreError> {
-        let moved = futures::stream::iter(items.iter().cloned().map(|item| self.relocate(item)))
-            .buffer_unordered(IN_FLIGHT)
-            .collect::<Vec<_>>()
-            .await;
-        moved.into_iter().collect()
+        for group in items.chunks(TOGETHER) {
+            if !relocate_together(&self.client, &self.from, &self.to, group).await? {
+                let one_by_one =
+                    futures::stream::iter(group.iter().cloned().map(|item| self.relocate(item)))
+                        .buffer_unordered(IN_FLIGHT)
+                        .collect::<Vec<_>>()
+                        .await;
+                one_by_one.into_iter().collect::<Result<(), _>>()?;
+            }
+        }
+        Ok(())
     }
 
     /// Moves the source's items in the window `query` reads, of the table or of an index: the same
@@ -199,6 +252,19 @@ impl Puller {
     async fn pull_window(&self, query: &QueryInput) -> Result<(), StoreError> {
         let whole_partition = whole_partition_of(query);
         if whole_partition.is_some_and(|pk| self.is_gone(&[pk])) {
+            return Ok(());
+        }
+        // A partition of the table the backfill has walked whole: its last possible key is passed.
+        let partition = (query.index_name().is_none())
+            .then(|| partition_of(query))
+            .flatten();
+        let passed_whole = |pk: &str| {
+            self.is_passed(&ItemKey {
+                pk: pk.to_owned(),
+                sk: char::MAX.to_string(),
+            })
+        };
+        if partition.is_some_and(passed_whole) {
             return Ok(());
         }
         let condition = query.key_condition_expression().unwrap_or_default();
@@ -243,14 +309,21 @@ impl Puller {
 /// The partition a Query of the table reads whole from its start (`PK = :name`, nothing more, no
 /// start key), if it is one.
 fn whole_partition_of(q: &QueryInput) -> Option<&str> {
-    if q.index_name().is_some() || q.exclusive_start_key().is_some() {
+    let condition = q.key_condition_expression()?;
+    if q.exclusive_start_key().is_some() || condition.contains(" AND ") {
+        return None;
+    }
+    partition_of(q)
+}
+
+/// The partition a Query of the table names (`PK = :name` before any `AND`).
+fn partition_of(q: &QueryInput) -> Option<&str> {
+    if q.index_name().is_some() {
         return None;
     }
     let condition = q.key_condition_expression()?;
-    if condition.contains(" AND ") {
-        return None;
-    }
-    let (attribute, name) = condition.split_once('=')?;
+    let first = condition.split(" AND ").next()?;
+    let (attribute, name) = first.split_once('=')?;
     let attribute = attribute.trim();
     let attribute = match attribute.starts_with('#') {
         true => q.expression_attribute_names()?.get(attribute)?.as_str(),
