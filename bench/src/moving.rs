@@ -93,10 +93,14 @@ pub async fn move_figure(h: &Harness, app: &App, report: &mut Report) {
         .await
         .expect("the own table");
     let db = app.db_for_operator(&t).await.expect("the tenant's client");
+    let before = shared::store::tenancy::tenants::read_record_consistent(&db)
+        .await
+        .unwrap()
+        .unwrap();
     let begun_ms = SystemClock.now_millis() - MOVES_DELAY_SECONDS * 1000;
     let platform = TenantId::platform();
     let Step::Committed(record) =
-        moving::begin(&db, Placement::Own, &h.table, &own, &platform, begun_ms)
+        moving::begin(&db, &before, Placement::Own, &own, &platform, begun_ms)
             .await
             .unwrap()
     else {

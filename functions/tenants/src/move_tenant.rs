@@ -174,7 +174,7 @@ async fn start(
     operator: &TenantId,
 ) -> Result<Step, ApiError> {
     let pool = app.tenants.table_name();
-    let (from_table, to_table) = match to {
+    let to_table = match to {
         Placement::Own => {
             let own = own_table_name(pool, &db.tenant).ok_or_else(|| {
                 ApiError::Conflict(
@@ -182,19 +182,14 @@ async fn start(
                 )
             })?;
             create_own_table(&app.tenants.table_manager(), pool, &own, &db.tenant).await?;
-            (pool.to_owned(), own)
+            own
         }
-        Placement::Pool => {
-            let own = record.own_table.clone().ok_or_else(|| {
-                ApiError::Internal("an own-table tenant's record names no table".into())
-            })?;
-            (own, pool.to_owned())
-        }
+        Placement::Pool => pool.to_owned(),
     };
     let now_ms = app.clock.now_millis();
     let platform_db = app.db_for_operator(&TenantId::platform()).await?;
     driving::list(&platform_db, &db.tenant, now_ms).await?;
-    Ok(begin(db, to, &from_table, &to_table, operator, now_ms).await?)
+    Ok(begin(db, record, to, &to_table, operator, now_ms).await?)
 }
 
 /// Backfills `record`'s move (already begun) until it is done (200), another call takes over, or

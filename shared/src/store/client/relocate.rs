@@ -2,7 +2,8 @@
 //! and a move between placements' move to the same key in another table.
 //!
 //! One transaction puts the copy on condition that nothing is at its new place, and deletes the
-//! original on condition that it still exists (and, for a pull, that it is still as it was read).
+//! original on condition that it still exists (and, for a pull or a group, that it is still as it
+//! was read).
 //! So a copy never overwrites a newer write there, and a deleted item is never brought back. When a
 //! newer item is already at the new place, the original is only deleted: the newer item wins.
 

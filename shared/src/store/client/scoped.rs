@@ -16,7 +16,7 @@ use crate::isolation::policy::{Moving, TenantTables};
 use crate::store::client::error::StoreError;
 use crate::store::client::meter::RequestMetering;
 use crate::store::client::pages::{PageCache, PageCacheInvalidation};
-use crate::store::client::pull::{MoveSight, Puller, PullingHttpClient, Touches};
+use crate::store::client::pull::{MoveSight, Puller, PullingHttpClient, RetryConflicts, Touches};
 use crate::store::client::walk_sizes::WalkSizes;
 
 /// How many DynamoDB requests one API request may have in flight at once, unless
@@ -231,6 +231,7 @@ impl TenantClients {
             .build();
         let config = config
             .timeout_config(timeouts)
+            .retry_classifier(RetryConflicts)
             .http_client(PullingHttpClient::new(http, puller.clone()))
             .interceptor(Touches::new(tables.items.clone(), sight));
         (config, Some(puller))

@@ -17,7 +17,8 @@
 //! 4. When a walk from the start finds nothing, [`finish`] sets the placement (`ownTable`) and
 //!    removes the move; the source, if it was an own table, is deleted first.
 //!
-//! Each relocated item costs a transaction of two writes; each pull before it one consistent read.
+//! The backfill relocates 25 items to a transaction (two writes each); a request's pull costs a
+//! consistent read of the source per item or window it touches, and a relocation per item there.
 
 use std::sync::Arc;
 
@@ -46,10 +47,12 @@ const IN_FLIGHT: usize = 2;
 /// The walk of what a move carries: every item of the tenant but its record, which stays in the
 /// pool.
 pub fn sources(tenant: &TenantId, record: &TenantRecord) -> Vec<Source> {
+    let now = crate::store::quota::limiter::walked_window_shards(&record.limits());
+    let at_start = record.moving.as_ref().map_or(0, |m| m.window_shards);
     tenant_items::sources(
         tenant,
         record.shard_count,
-        crate::store::quota::limiter::walked_window_shards(&record.limits()),
+        now.max(at_start),
         RecordInWalk::Excluded,
     )
 }
@@ -69,17 +72,22 @@ pub fn passed(tenant: &TenantId, record: &TenantRecord) -> Option<Passed> {
     }))
 }
 
-/// Starts moving `db`'s tenant from `from_table` to `to_table` (`to` names which) at `now_ms`:
+/// Starts moving `db`'s tenant (`record`, as read) to `to_table` (`to` names which) at `now_ms`, from
+/// its own table or the pool:
 /// `Raced` when the record changed since it was read (another operation started, the placement or
 /// the status changed).
 pub async fn begin(
     db: &TenantDb,
+    record: &TenantRecord,
     to: Placement,
-    from_table: &str,
     to_table: &str,
     requested_by: &TenantId,
     now_ms: u64,
 ) -> Result<Step, StoreError> {
+    let from_table = match (to, &record.own_table) {
+        (Placement::Pool, Some(own)) => own.as_str(),
+        _ => &*db.record_table,
+    };
     let now = now_ms / 1000;
     let state = PlacementMove {
         to,
@@ -91,6 +99,7 @@ pub async fn begin(
         moves_start_at: now + MOVES_DELAY_SECONDS,
         steps: 0,
         moved: 0,
+        window_shards: crate::store::quota::limiter::walked_window_shards(&record.limits()),
         position: None,
     };
     let placed = match to {

@@ -21,10 +21,12 @@
 //! index are asked for every time. Clients of tenants with no move have neither layer: a pull
 //! costs nothing outside a move.
 
+mod conflicts;
 mod connector;
 mod puller;
 mod touches;
 
+pub use conflicts::RetryConflicts;
 pub use connector::PullingHttpClient;
 pub use puller::{Passed, Puller};
 pub use touches::{MoveSight, Touch, Touches};

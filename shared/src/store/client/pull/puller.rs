@@ -139,58 +139,41 @@ impl Puller {
             return Ok(());
         };
         let name = item_name(&key);
-        let lock = self.lock_for(&name);
-        let result = async {
-            let _held = match lock.try_lock() {
-                Ok(held) => held,
-                Err(_) => {
-                    let held = lock.lock().await;
-                    match self.read_source(&key).await? {
-                        Some(now) => item = now,
-                        None => return Ok(()),
-                    }
-                    held
-                }
-            };
-            let to = Place {
-                table: &self.to,
-                pk: None,
-            };
-            for attempt in 0..RELOCATION_ATTEMPTS {
-                match relocate_checked(&self.client, &self.from, &item, to, true).await {
-                    Ok(Relocated::Moved | Relocated::NotMoved) => return Ok(()),
-                    Ok(Relocated::Changed) | Err(StoreError::Contended(_)) => {}
-                    Err(e) => return Err(e),
-                }
-                let backoff = (10u64 << attempt).min(200);
-                tokio::time::sleep(std::time::Duration::from_millis(backoff)).await;
+        let lock = ItemLock::take(self, name);
+        let _held = match lock.0.try_lock() {
+            Ok(held) => held,
+            Err(_) => {
+                let held = lock.0.lock().await;
                 match self.read_source(&key).await? {
                     Some(now) => item = now,
                     None => return Ok(()),
                 }
+                held
             }
-            Err(StoreError::Contended(
-                "an item kept changing in the source while it was pulled".into(),
-            ))
+        };
+        let to = Place {
+            table: &self.to,
+            pk: None,
+        };
+        for attempt in 0..RELOCATION_ATTEMPTS {
+            match relocate_checked(&self.client, &self.from, &item, to, true).await {
+                Ok(Relocated::Moved | Relocated::NotMoved) => return Ok(()),
+                Ok(Relocated::Changed) | Err(StoreError::Contended(_)) => {}
+                Err(e) => return Err(e),
+            }
+            if attempt + 1 == RELOCATION_ATTEMPTS {
+                break;
+            }
+            let backoff = (10u64 << attempt).min(200);
+            tokio::time::sleep(std::time::Duration::from_millis(backoff)).await;
+            match self.read_source(&key).await? {
+                Some(now) => item = now,
+                None => return Ok(()),
+            }
         }
-        .await;
-        self.release(&name, lock);
-        result
-    }
-
-    /// The lock of one item's pulls in this container.
-    fn lock_for(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-        locks.entry(name.to_owned()).or_default().clone()
-    }
-
-    /// Drops the lock of `name` once no pull holds or waits for it.
-    fn release(&self, name: &str, lock: Arc<tokio::sync::Mutex<()>>) {
-        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-        // The map's and this one: nobody else.
-        if Arc::strong_count(&lock) == 2 {
-            locks.remove(name);
-        }
+        Err(StoreError::Contended(
+            "an item kept changing in the source while it was pulled".into(),
+        ))
     }
 
     /// The item at `key` in the source, read consistently (none when the source is gone).
@@ -351,6 +334,32 @@ fn used_only<V: Clone>(
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     (!kept.is_empty()).then_some(kept)
+}
+
+/// The lock of one item's pulls in a [`Puller`], dropped from its map when the last pull that holds
+/// or waits for it ends (also when that pull's request is cancelled mid-way).
+struct ItemLock<'a> {
+    lock: Arc<tokio::sync::Mutex<()>>,
+    name: String,
+    puller: &'a Puller,
+}
+
+impl<'a> ItemLock<'a> {
+    fn take(puller: &'a Puller, name: String) -> (Arc<tokio::sync::Mutex<()>>, Self) {
+        let mut locks = puller.locks.lock().unwrap_or_else(|e| e.into_inner());
+        let lock = locks.entry(name.clone()).or_default().clone();
+        (lock.clone(), Self { lock, name, puller })
+    }
+}
+
+impl Drop for ItemLock<'_> {
+    fn drop(&mut self) {
+        let mut locks = self.puller.locks.lock().unwrap_or_else(|e| e.into_inner());
+        // The map's, this guard's and its caller's copy: nobody else holds or waits for it.
+        if Arc::strong_count(&self.lock) <= 3 {
+            locks.remove(&self.name);
+        }
+    }
 }
 
 /// Whether `expression` names `placeholder` (`:v` or `#n`) as a whole token.

@@ -35,6 +35,10 @@ pub struct PlacementMove {
     pub steps: u64,
     /// Items the backfill moved (pulls by requests are not counted).
     pub moved: u64,
+    /// The quota-window partitions the walk reads, at least: the tenant's when the move began (its
+    /// limits may be lowered while it runs; its windows stay on their shards until their TTL).
+    #[serde(default)]
+    pub window_shards: u32,
     /// The last item of `from_table` a committed step walked past: where the backfill resumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<ItemKey>,
