@@ -585,7 +585,7 @@ async fn accepted(app: &App, keys: &mut SealingKeys, message: &SqsMessage) -> Ac
 fn dropped(app: &App, tenant: &TenantId, reason: &str) {
     app.emit_event(
         &[("DroppedImportMessages", 1.0)],
-        &[("tenantId", tenant.as_str()), ("reason", reason)],
+        &[("tenant_id", tenant.as_str()), ("reason", reason)],
     );
 }
 

@@ -103,7 +103,7 @@ impl Publisher {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         self.metrics.emit(event_line(
-            &self.metrics.service,
+            &self.metrics.publisher,
             now,
             &[("UnreadableLifecycleRecords", 1.0)],
             &[("eventId", &record.event_id)],

@@ -2,29 +2,55 @@
 //! per lifecycle or import event), which CloudWatch Logs turns into metrics with no API call, the
 //! convention of Powertools for AWS Lambda.
 //!
-//! Dimensions are bounded: every metric is published twice, under `service` alone (the rollup
-//! alarms and the dashboard read) and under `service, route, tier, statusClass` (about 40 × 5 × 5
-//! series). The tenant id is a property, never a dimension, so Logs Insights can group by tenant
-//! without the cost of one metric per tenant.
+//! Dimensions are what the alarms and the dashboard read, nothing more: every metric is published
+//! under `service` alone, and `ColdStart` under `service, function_name` (as Powertools publishes
+//! it). Route, tier, status class, tenant, request and trace ids are properties, never dimensions:
+//! Logs Insights groups by any of them without the cost of a metric series each (README prices the
+//! series). A request's line carries the keys its log lines carry (`service::telemetry`), so the
+//! two join on `function_request_id`.
 //!
 //! Where the lines go is the container's [`MetricsSink`]: stdout in a Lambda function, nowhere in a
 //! process that is not one (tests and the benchmark), unless `POOLTABLE_METRICS` says otherwise.
 //! The `service` dimension is `POWERTOOLS_SERVICE_NAME` (the template sets `pooltable-<stage>`, so
-//! stages in one account do not mix), else `pooltable`.
+//! stages in one account do not mix), else `pooltable`; the namespace is
+//! `POWERTOOLS_METRICS_NAMESPACE`, else `pooltable`.
 
 use std::sync::Mutex;
 
 use serde_json::{json, Map, Value};
 
-/// The CloudWatch namespace of every pooltable metric.
-pub const NAMESPACE: &str = "pooltable";
-/// The `service` dimension's value when `POWERTOOLS_SERVICE_NAME` is not set.
-pub const DEFAULT_SERVICE: &str = "pooltable";
+use crate::service::telemetry::{self, Invocation};
 
-/// The dimension set every metric is also published under: the rollup.
+/// The CloudWatch namespace when `POWERTOOLS_METRICS_NAMESPACE` is not set.
+pub const DEFAULT_NAMESPACE: &str = "pooltable";
+
+/// The dimension set every metric is published under: the rollup the alarms and dashboard read.
 const ROLLUP: &[&str] = &["service"];
-/// The request metrics' detailed dimension set.
-const PER_ROUTE: &[&str] = &["service", "route", "tier", "statusClass"];
+/// `ColdStart`'s, as Powertools publishes it.
+const PER_FUNCTION: &[&str] = &["service", "function_name"];
+
+/// Who publishes: the `service` dimension, the namespace, and the function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publisher {
+    pub service: String,
+    pub namespace: String,
+    pub function_name: Option<String>,
+}
+
+impl Publisher {
+    /// From `POWERTOOLS_SERVICE_NAME`, `POWERTOOLS_METRICS_NAMESPACE` and
+    /// `AWS_LAMBDA_FUNCTION_NAME`.
+    pub fn from_env() -> Self {
+        Self {
+            service: telemetry::service_name(),
+            namespace: std::env::var("POWERTOOLS_METRICS_NAMESPACE")
+                .ok()
+                .filter(|n| !n.trim().is_empty())
+                .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned()),
+            function_name: telemetry::function_name(),
+        }
+    }
+}
 
 /// An EMF metric unit (the subset pooltable uses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +90,8 @@ pub struct RequestMetrics<'a> {
     pub refusal: Option<Refusal>,
     /// A property, not a dimension.
     pub tenant: Option<&'a str>,
-    pub request_id: &'a str,
+    /// Its request id, trace id and cold start: properties.
+    pub invocation: &'a Invocation,
 }
 
 /// `2xx`, `4xx`, `5xx`… of `status`.
@@ -72,8 +99,8 @@ pub fn status_class(status: u16) -> String {
     format!("{}xx", status / 100)
 }
 
-/// The EMF line of one request, for `service`.
-pub fn request_line(m: &RequestMetrics<'_>, service: &str, timestamp_ms: u64) -> Value {
+/// The EMF line of one request, by `publisher`.
+pub fn request_line(m: &RequestMetrics<'_>, publisher: &Publisher, timestamp_ms: u64) -> Value {
     let count = |yes: bool| if yes { 1.0 } else { 0.0 };
     let values: [(&str, Unit, f64); 9] = [
         ("Requests", Unit::Count, 1.0),
@@ -103,23 +130,57 @@ pub fn request_line(m: &RequestMetrics<'_>, service: &str, timestamp_ms: u64) ->
     properties.insert("tier".into(), m.tier.into());
     properties.insert("statusClass".into(), status_class(m.status).into());
     properties.insert("status".into(), m.status.into());
-    properties.insert("requestId".into(), m.request_id.into());
+    invocation_keys(&mut properties, m.invocation, publisher);
     if let Some(tenant) = m.tenant {
-        properties.insert("tenantId".into(), tenant.into());
+        properties.insert("tenant_id".into(), tenant.into());
     }
+    line(publisher, timestamp_ms, &[ROLLUP], &values, properties)
+}
+
+/// The `ColdStart` line of a container's first invocation, as Powertools writes it.
+pub fn cold_start_line(invocation: &Invocation, publisher: &Publisher, timestamp_ms: u64) -> Value {
+    let mut properties = Map::new();
+    invocation_keys(&mut properties, invocation, publisher);
+    let values = [("ColdStart", Unit::Count, 1.0)];
     line(
-        service,
+        publisher,
         timestamp_ms,
-        &[ROLLUP, PER_ROUTE],
+        &[PER_FUNCTION],
         &values,
         properties,
     )
 }
 
+/// The keys a request's log lines carry too (`service::telemetry`).
+fn invocation_keys(
+    properties: &mut Map<String, Value>,
+    invocation: &Invocation,
+    publisher: &Publisher,
+) {
+    properties.insert(
+        "function_name".into(),
+        // A dimension of `ColdStart`, so never empty: outside Lambda, the service stands in.
+        publisher
+            .function_name
+            .as_deref()
+            .unwrap_or(&publisher.service)
+            .into(),
+    );
+    properties.insert(
+        "function_request_id".into(),
+        invocation.request_id.as_str().into(),
+    );
+    properties.insert(
+        "xray_trace_id".into(),
+        invocation.xray_trace_id.as_deref().into(),
+    );
+    properties.insert("cold_start".into(), invocation.cold_start.into());
+}
+
 /// The EMF line of an event outside a request (a limiter that failed open, a dropped import
 /// message, a lifecycle run): `values` under the rollup dimension, `properties` beside them.
 pub fn event_line(
-    service: &str,
+    publisher: &Publisher,
     timestamp_ms: u64,
     values: &[(&str, f64)],
     properties: &[(&str, &str)],
@@ -130,11 +191,11 @@ pub fn event_line(
         .iter()
         .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
         .collect();
-    line(service, timestamp_ms, &[ROLLUP], &values, properties)
+    line(publisher, timestamp_ms, &[ROLLUP], &values, properties)
 }
 
 fn line(
-    service: &str,
+    publisher: &Publisher,
     timestamp_ms: u64,
     dimension_sets: &[&[&str]],
     values: &[(&str, Unit, f64)],
@@ -144,7 +205,7 @@ fn line(
         .iter()
         .map(|(name, unit, _)| json!({"Name": name, "Unit": unit.as_str()}))
         .collect();
-    properties.insert("service".into(), service.into());
+    properties.insert("service".into(), publisher.service.as_str().into());
     for (name, _, value) in values {
         properties.insert((*name).to_owned(), json!(value));
     }
@@ -153,7 +214,7 @@ fn line(
         json!({
             "Timestamp": timestamp_ms,
             "CloudWatchMetrics": [{
-                "Namespace": NAMESPACE,
+                "Namespace": publisher.namespace,
                 "Dimensions": dimension_sets,
                 "Metrics": metrics,
             }],
@@ -162,10 +223,10 @@ fn line(
     Value::Object(properties)
 }
 
-/// Where a container's metrics lines go, and the `service` they are for.
+/// Where a container's metrics lines go, and who publishes them.
 #[derive(Debug)]
 pub struct MetricsSink {
-    pub service: String,
+    pub publisher: Publisher,
     target: Target,
 }
 
@@ -189,7 +250,7 @@ impl MetricsSink {
             _ => Target::Off,
         };
         Self {
-            service: service_from_env(),
+            publisher: Publisher::from_env(),
             target,
         }
     }
@@ -197,7 +258,7 @@ impl MetricsSink {
     /// Lines kept in memory, for tests ([`Self::lines`]).
     pub fn memory() -> Self {
         Self {
-            service: service_from_env(),
+            publisher: Publisher::from_env(),
             target: Target::Memory(Mutex::new(Vec::new())),
         }
     }
@@ -219,19 +280,25 @@ impl MetricsSink {
     }
 }
 
-fn service_from_env() -> String {
-    std::env::var("POWERTOOLS_SERVICE_NAME")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| DEFAULT_SERVICE.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn publisher() -> Publisher {
+        Publisher {
+            service: "pooltable-dev".into(),
+            namespace: "acme-data".into(),
+            function_name: Some("pooltable-dev-get-product".into()),
+        }
+    }
+
     #[test]
     fn golden_request_line() {
+        let invocation = Invocation {
+            request_id: "r-1".into(),
+            xray_trace_id: Some("Root=1-5759e988-bd862e3fe1be46a994272793".into()),
+            cold_start: false,
+        };
         let line = request_line(
             &RequestMetrics {
                 route: "get-product",
@@ -243,9 +310,9 @@ mod tests {
                 throttles: 0,
                 refusal: None,
                 tenant: Some("acme"),
-                request_id: "r-1",
+                invocation: &invocation,
             },
-            "pooltable",
+            &publisher(),
             1_764_000_000_000,
         );
         assert_eq!(
@@ -253,8 +320,8 @@ mod tests {
             json!({
                 "Timestamp": 1_764_000_000_000u64,
                 "CloudWatchMetrics": [{
-                    "Namespace": "pooltable",
-                    "Dimensions": [["service"], ["service", "route", "tier", "statusClass"]],
+                    "Namespace": "acme-data",
+                    "Dimensions": [["service"]],
                     "Metrics": [
                         {"Name": "Requests", "Unit": "Count"},
                         {"Name": "Latency", "Unit": "Milliseconds"},
@@ -269,10 +336,43 @@ mod tests {
                 }],
             })
         );
-        assert_eq!(line["service"], "pooltable");
+        assert_eq!(line["service"], "pooltable-dev");
         assert_eq!(line["statusClass"], "2xx");
-        assert_eq!(line["tenantId"], "acme");
+        assert_eq!(line["tenant_id"], "acme");
+        assert_eq!(line["function_request_id"], "r-1");
+        assert_eq!(line["function_name"], "pooltable-dev-get-product");
+        assert_eq!(
+            line["xray_trace_id"],
+            "Root=1-5759e988-bd862e3fe1be46a994272793"
+        );
+        assert_eq!(line["cold_start"], false);
         assert_eq!(line["ReadCapacityUnits"], 0.5);
         assert_eq!(line["Requests"], 1.0);
+    }
+
+    #[test]
+    fn golden_cold_start_line() {
+        let invocation = Invocation {
+            request_id: "r-0".into(),
+            xray_trace_id: None,
+            cold_start: true,
+        };
+        let line = cold_start_line(&invocation, &publisher(), 1_764_000_000_000);
+        assert_eq!(
+            line["_aws"]["CloudWatchMetrics"][0],
+            json!({
+                "Namespace": "acme-data",
+                "Dimensions": [["service", "function_name"]],
+                "Metrics": [{"Name": "ColdStart", "Unit": "Count"}],
+            })
+        );
+        assert_eq!(
+            (
+                &line["ColdStart"],
+                &line["cold_start"],
+                &line["function_request_id"]
+            ),
+            (&json!(1.0), &json!(true), &json!("r-0"))
+        );
     }
 }

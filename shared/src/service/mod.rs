@@ -11,3 +11,4 @@ pub mod paging;
 pub mod runtime;
 pub mod sharded;
 pub mod signing;
+pub mod telemetry;

@@ -5,46 +5,30 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use lambda_http::{service_fn, Body, Request, RequestExt, Response};
-use tracing_subscriber::filter::Targets;
-use tracing_subscriber::layer::SubscriberExt;
+use tracing::Instrument;
 
 use crate::identity::ids::TenantId;
 use crate::service::app::App;
 use crate::service::error::ApiError;
 use crate::service::http::{requested_limit, MAX_SHARDED_LIMIT};
 use crate::service::metrics::{self, Refusal};
+use crate::service::telemetry::{self, Invocation};
 use crate::store::client::meter::{self, PageBudget, RequestMeta};
 use crate::store::quota::limiter::{Admission, Charge, Exceeded};
 use crate::store::quota::usage;
 
-/// Structured JSON logs through `tracing`, level from `RUST_LOG` (default `info`).
+/// Structured JSON logs through `tracing`, in the Powertools shape (`service::telemetry`).
 pub fn init_tracing() {
     let _ = tracing::subscriber::set_global_default(json_subscriber(std::io::stdout));
 }
 
-/// The log filter from `RUST_LOG` (`info`, `warn,shared=debug`: a default level and per-target
-/// levels). It is `Targets`, not `EnvFilter`, because `EnvFilter` links a regex engine into every
-/// bootstrap for span-field filters nobody uses in a Lambda function.
-fn log_filter() -> Targets {
-    std::env::var("RUST_LOG")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO))
-}
-
-/// The JSON log format, writing to `writer` (stdout in Lambda; a buffer in the log tests).
+/// The log format of every function, writing to `writer` (stdout in Lambda; a buffer in the log
+/// tests).
 pub fn json_subscriber<W>(writer: W) -> impl tracing::Subscriber + Send + Sync
 where
     W: for<'a> tracing_subscriber::fmt::MakeWriter<'a> + Send + Sync + 'static,
 {
-    let json = tracing_subscriber::fmt::layer()
-        .json()
-        .with_current_span(false)
-        .with_span_list(false)
-        .flatten_event(true)
-        .with_target(false)
-        .with_writer(writer);
-    tracing_subscriber::registry().with(json).with(log_filter())
+    telemetry::subscriber(writer)
 }
 
 /// `METHOD /route/{template}` from the API Gateway request context, or the method alone.
@@ -64,11 +48,11 @@ pub fn route_key(req: &Request) -> String {
 /// Runs one request's handler and turns its error into a response: the one place errors become
 /// problem+json. Logs one summary line per request; bodies, headers, tokens and path ids never.
 pub async fn respond(
-    request_id: String,
+    invocation: Invocation,
     route: String,
     handler: impl Future<Output = Result<Response<Body>, ApiError>>,
 ) -> Response<Body> {
-    respond_metered(None, request_id, route, handler).await
+    respond_metered(None, invocation, route, handler).await
 }
 
 /// [`respond`], plus usage metering when `meter` is `(app, bin)`: as soon as the handler has verified
@@ -78,21 +62,22 @@ pub async fn respond(
 /// failure is logged and never fails the request.
 pub async fn respond_metered(
     meter: Option<(&App, &str)>,
-    request_id: String,
+    invocation: Invocation,
     route: String,
     handler: impl Future<Output = Result<Response<Body>, ApiError>>,
 ) -> Response<Body> {
-    respond_counted(meter, None, request_id, route, handler)
+    respond_counted(meter, None, route, handler)
+        .instrument(invocation.span())
         .await
         .0
 }
 
 /// [`respond_metered`]; with the `admitted` charge of its quota decision, the call is also counted
-/// in the tenant's quota window, and its estimate is corrected to what it consumed.
+/// in the tenant's quota window, and its estimate is corrected to what it consumed. It runs inside
+/// the invocation's span, on which it records the tenant once one verifies.
 async fn respond_counted(
     meter: Option<(&App, &str)>,
     admitted: Option<Charge>,
-    request_id: String,
     route: String,
     handler: impl Future<Output = Result<Response<Body>, ApiError>>,
 ) -> (Response<Body>, Arc<RequestMeta>) {
@@ -108,7 +93,11 @@ async fn respond_counted(
         result
     };
     let metering = async {
-        let (Some((app, bin)), Ok(tenant)) = (meter, verified_tenant.await) else {
+        let Ok(tenant) = verified_tenant.await else {
+            return;
+        };
+        tracing::Span::current().record("tenant_id", tenant.as_str());
+        let Some((app, bin)) = meter else {
             return;
         };
         match count_call(app, &tenant, bin, quota).await {
@@ -152,9 +141,10 @@ async fn respond_counted(
         }
     }
     let response = result.unwrap_or_else(ApiError::into_response);
+    if let Some(tenant) = meta.tenant() {
+        tracing::Span::current().record("tenant_id", tenant);
+    }
     tracing::info!(
-        request_id,
-        tenant = meta.tenant().unwrap_or("-"),
         route,
         status = response.status().as_u16(),
         latency_ms = started.elapsed().as_secs_f64() * 1000.0,
@@ -229,7 +219,7 @@ fn failed_open(app: &App, tenant: &TenantId, error: &dyn std::fmt::Display) {
     tracing::warn!(error = %error, "the quota counter could not be written: deciding alone on a share (fail open)");
     app.emit_event(
         &[("LimiterFailOpen", 1.0)],
-        &[("tenantId", tenant.as_str())],
+        &[("tenant_id", tenant.as_str())],
     );
 }
 
@@ -240,7 +230,7 @@ fn failed_open(app: &App, tenant: &TenantId, error: &dyn std::fmt::Display) {
 pub async fn respond_admitted<F, Fut>(
     app: &App,
     bin: &str,
-    request_id: String,
+    invocation: Invocation,
     req: Request,
     handler: F,
 ) -> Response<Body>
@@ -248,14 +238,39 @@ where
     F: FnOnce(Request) -> Fut,
     Fut: Future<Output = Result<Response<Body>, ApiError>>,
 {
+    let span = invocation.span();
+    measured(app, bin, &invocation, req, handler)
+        .instrument(span)
+        .await
+}
+
+/// [`respond_admitted`] inside its invocation's span: the response, and its metrics lines.
+async fn measured<F, Fut>(
+    app: &App,
+    bin: &str,
+    invocation: &Invocation,
+    req: Request,
+    handler: F,
+) -> Response<Body>
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Result<Response<Body>, ApiError>>,
+{
+    let publisher = &app.metrics.publisher;
+    if invocation.cold_start {
+        app.metrics.emit(metrics::cold_start_line(
+            invocation,
+            publisher,
+            app.clock.now_millis(),
+        ));
+    }
     let started = Instant::now();
     // Keys read from a secret are read again when stale (a rotation reaches this container); a
     // failed read keeps the keys it has.
     if let Err(e) = app.signing.refresh(app.clock.now_millis()).await {
         tracing::error!(error = %e, "no signing keys: routes that sign or verify answer 503");
     }
-    let id = request_id.clone();
-    let (response, meta, refusal) = admitted(app, bin, request_id, req, handler).await;
+    let (response, meta, refusal) = admitted(app, bin, req, handler).await;
     let tier = match meta.tenant().map(TenantId::parse) {
         Some(Ok(tenant)) => app.tier_name(&tenant).await,
         _ => "none",
@@ -272,9 +287,9 @@ where
             throttles: meta.throttles(),
             refusal,
             tenant: meta.tenant(),
-            request_id: &id,
+            invocation,
         },
-        &app.metrics.service,
+        publisher,
         app.clock.now_millis(),
     );
     app.metrics.emit(line);
@@ -286,7 +301,6 @@ where
 async fn admitted<F, Fut>(
     app: &App,
     bin: &str,
-    request_id: String,
     req: Request,
     handler: F,
 ) -> (Response<Body>, Arc<RequestMeta>, Option<Refusal>)
@@ -297,8 +311,7 @@ where
     // The route template (e.g. `GET /sessions/{sessionId}`), not the raw path, which holds ids.
     let route = route_key(&req);
     let Some(who) = app.verified_caller(&req) else {
-        let (response, meta) =
-            respond_counted(Some((app, bin)), None, request_id, route, handler(req)).await;
+        let (response, meta) = respond_counted(Some((app, bin)), None, route, handler(req)).await;
         return (response, meta, None);
     };
     let tenant = who.tenant.clone();
@@ -309,7 +322,7 @@ where
             meter::note_tenant(&tenant);
             Err(refusal)
         };
-        let (response, meta) = respond_counted(None, None, request_id, route, refusal).await;
+        let (response, meta) = respond_counted(None, None, route, refusal).await;
         return (response, meta, None);
     }
     // The estimate is the route's last cost: per item times the page asked for, or per request.
@@ -334,7 +347,7 @@ where
                 handler(req).await
             };
             let (response, meta) =
-                respond_counted(Some((app, bin)), Some(charge), request_id, route, handler).await;
+                respond_counted(Some((app, bin)), Some(charge), route, handler).await;
             return (response, meta, None);
         }
         Admission::Limited {
@@ -360,7 +373,7 @@ where
             retry_after_seconds,
         })
     };
-    let (response, meta) = respond_counted(None, None, request_id, route, refusal).await;
+    let (response, meta) = respond_counted(None, None, route, refusal).await;
     let refused = match exceeded {
         Exceeded::Requests => Refusal::Requests,
         Exceeded::CapacityUnits => Refusal::CapacityUnits,
@@ -395,13 +408,10 @@ where
     Fut: Future<Output = Result<Response<Body>, ApiError>> + Send + 'static,
 {
     lambda_http::run(service_fn(|req: Request| {
-        let request_id = req
-            .lambda_context_ref()
-            .map(|c| c.request_id.clone())
-            .unwrap_or_default();
+        let invocation = Invocation::of(&req);
         let handler = &handler;
         async move {
-            let response = respond_admitted(app, bin, request_id, req, handler).await;
+            let response = respond_admitted(app, bin, invocation, req, handler).await;
             Ok::<_, std::convert::Infallible>(response)
         }
     }))

@@ -6,6 +6,8 @@
 use integration::routes::params;
 use integration::{onboard, onboard_custom, unique, Auth, Harness};
 use serde_json::{json, Value};
+use shared::service::runtime::respond_admitted;
+use shared::service::telemetry::Invocation;
 
 /// The units the specification allows.
 const UNITS: &[&str] = &[
@@ -118,15 +120,12 @@ async fn every_request_writes_one_emf_line_with_bounded_dimensions_and_its_value
     let write = &lines_of(&h, "put-product")[0];
     let directive = &write["_aws"]["CloudWatchMetrics"][0];
     assert_eq!(directive["Namespace"], "pooltable");
-    assert_eq!(
-        directive["Dimensions"],
-        json!([["service"], ["service", "route", "tier", "statusClass"]])
-    );
+    assert_eq!(directive["Dimensions"], json!([["service"]]));
     assert_eq!(
         (&write["service"], &write["tier"], &write["statusClass"]),
         (&json!("pooltable"), &json!("standard"), &json!("2xx"))
     );
-    assert_eq!(write["tenantId"], t.as_str());
+    assert_eq!(write["tenant_id"], t.as_str());
     assert_eq!(write["Requests"], 1.0);
     assert!(
         write["WriteCapacityUnits"].as_f64().unwrap() >= 1.0,
@@ -138,13 +137,8 @@ async fn every_request_writes_one_emf_line_with_bounded_dimensions_and_its_value
     assert_eq!(read["WriteCapacityUnits"], 0.0);
     assert!(read["Latency"].as_f64().unwrap() > 0.0);
     for line in [write, read] {
-        let dimensions: Vec<&str> = directive["Dimensions"][1]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d.as_str().unwrap())
-            .collect();
-        assert!(!dimensions.contains(&"tenantId"), "{line}");
+        let dimensions = &line["_aws"]["CloudWatchMetrics"][0]["Dimensions"];
+        assert_eq!(dimensions, &json!([["service"]]), "{line}");
     }
 }
 
@@ -190,7 +184,100 @@ async fn a_429_and_a_throttled_request_are_counted_by_reason() {
     let r = h.tenant(&u).admitted().call("get-product", &at, None).await;
     // THEN the line counts the throttle
     let lines = lines_of(&h, "get-product");
-    let line = lines.iter().rfind(|l| l["tenantId"] == u.as_str()).unwrap();
+    let line = lines
+        .iter()
+        .rfind(|l| l["tenant_id"] == u.as_str())
+        .unwrap();
     assert_eq!(line["status"], r.status);
     assert!(line["Throttles"].as_f64().unwrap() >= 1.0, "{line}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_request_log_line_and_its_emf_line_share_their_keys_with_cold_start_and_trace_id() {
+    // GIVEN logs captured in the production format, and a tenant
+    let logs = integration::CapturedLogs::default();
+    let _guard =
+        tracing::subscriber::set_default(shared::service::runtime::json_subscriber(logs.clone()));
+    let h = Harness::new().await;
+    let t = unique("keys");
+    onboard(&h, &t, 4).await;
+    // WHEN the container's first invocation, traced, writes a product
+    let invocation = Invocation {
+        request_id: "req-keys-1".into(),
+        xray_trace_id: Some("Root=1-6745a0b1-3c5f1e2d4a6b8c0d1e2f3a4b".into()),
+        cold_start: true,
+    };
+    let req = h.tenant(&t).request(
+        "put-product",
+        &params(&[("productId", "p-keys")]),
+        Some(json!({"n": 1})),
+    );
+    let response = Box::pin(respond_admitted(
+        &h.app,
+        "put-product",
+        invocation,
+        req,
+        |req| Box::pin(products::put_product::handle(&h.app, req)),
+    ))
+    .await;
+    assert_eq!(response.status(), 201);
+
+    // THEN its EMF line and its log summary line carry the same keys with the same values
+    let emf = lines_of(&h, "put-product")
+        .into_iter()
+        .find(|l| l["function_request_id"] == "req-keys-1")
+        .expect("the request's EMF line");
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let log = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("every log line is JSON"))
+        .find(|l| l["message"] == "request" && l["function_request_id"] == "req-keys-1")
+        .expect("the request's log line");
+    for key in [
+        "service",
+        "function_name",
+        "function_request_id",
+        "xray_trace_id",
+        "cold_start",
+        "tenant_id",
+    ] {
+        assert!(
+            !emf[key].is_null() || key == "function_name",
+            "EMF {key}: {emf}"
+        );
+        assert!(log.get(key).is_some(), "log {key}: {log}");
+    }
+    for key in [
+        "service",
+        "function_request_id",
+        "xray_trace_id",
+        "cold_start",
+        "tenant_id",
+    ] {
+        assert_eq!(emf[key], log[key], "{key}: {emf} / {log}");
+    }
+    assert_eq!(log["cold_start"], true);
+    assert_eq!(log["tenant_id"], t.as_str());
+    assert_eq!(
+        log["xray_trace_id"],
+        "Root=1-6745a0b1-3c5f1e2d4a6b8c0d1e2f3a4b"
+    );
+    for key in ["level", "message", "timestamp"] {
+        assert!(log[key].is_string(), "log {key}: {log}");
+    }
+    // AND the cold start was counted once, under service and function name, as Powertools does
+    let cold: Vec<Value> = h
+        .app
+        .metrics
+        .lines()
+        .into_iter()
+        .filter(|l| l.get("ColdStart").is_some())
+        .collect();
+    assert_eq!(cold.len(), 1, "{cold:?}");
+    assert_emf(&cold[0]);
+    assert_eq!(
+        cold[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+        json!([["service", "function_name"]])
+    );
+    assert_eq!(cold[0]["function_request_id"], "req-keys-1");
 }

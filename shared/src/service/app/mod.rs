@@ -197,7 +197,7 @@ impl App {
     /// Emits an EMF line of `values` (counts) outside a request, with `properties`.
     pub fn emit_event(&self, values: &[(&str, f64)], properties: &[(&str, &str)]) {
         self.metrics.emit(crate::service::metrics::event_line(
-            &self.metrics.service,
+            &self.metrics.publisher,
             self.clock.now_millis(),
             values,
             properties,

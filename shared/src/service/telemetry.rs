@@ -1,0 +1,314 @@
+//! Logs in the shape Powertools for AWS Lambda gives them, so that what CloudWatch users know reads
+//! pooltable's lines too: one JSON object a line with `level`, `message`, `timestamp`, `service`,
+//! `cold_start`, `function_name`, `function_request_id`, `xray_trace_id` and `tenant_id`, the same
+//! keys the request's EMF line carries (`service::metrics`).
+//!
+//! The invocation's keys live on one span, [`Invocation::span`], opened around each request: every
+//! line logged inside it, by any layer, carries them. `AWS_LAMBDA_LOG_LEVEL` and
+//! `AWS_LAMBDA_LOG_FORMAT` (what Lambda sets from a function's `LoggingConfig`) are obeyed as
+//! Lambda's own runtimes obey them; `RUST_LOG` still works where they are not set.
+
+use std::fmt::Debug;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use lambda_http::{Request, RequestExt};
+use serde_json::{Map, Value};
+use tracing::field::{Field, Visit};
+use tracing::{span, Event, Subscriber};
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+
+/// Whether this container has served an invocation yet: its first is the cold start.
+static WARM: AtomicBool = AtomicBool::new(false);
+
+/// The name of the span holding an invocation's keys.
+pub const INVOCATION_SPAN: &str = "invocation";
+
+/// What identifies one invocation in its logs and metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Invocation {
+    /// Lambda's request id (`function_request_id`).
+    pub request_id: String,
+    /// The X-Ray trace header's root, when tracing is on.
+    pub xray_trace_id: Option<String>,
+    /// The container's first invocation.
+    pub cold_start: bool,
+}
+
+impl Invocation {
+    /// The invocation `req` arrived in; the container's first is its cold start.
+    pub fn of(req: &Request) -> Self {
+        let context = req.lambda_context_ref();
+        Self {
+            request_id: context.map(|c| c.request_id.clone()).unwrap_or_default(),
+            xray_trace_id: context.and_then(|c| c.xray_trace_id.clone()),
+            cold_start: !WARM.swap(true, Ordering::Relaxed),
+        }
+    }
+
+    /// The span every line of this invocation is logged in. `tenant_id` is recorded once a tenant
+    /// verifies.
+    pub fn span(&self) -> tracing::Span {
+        tracing::info_span!(
+            INVOCATION_SPAN,
+            function_request_id = %self.request_id,
+            xray_trace_id = self.xray_trace_id.as_deref(),
+            cold_start = self.cold_start,
+            tenant_id = tracing::field::Empty,
+        )
+    }
+}
+
+/// A test's or a tool's invocation: a request id, no trace, warm.
+impl From<&str> for Invocation {
+    fn from(request_id: &str) -> Self {
+        Self {
+            request_id: request_id.to_owned(),
+            ..Self::default()
+        }
+    }
+}
+
+impl From<String> for Invocation {
+    fn from(request_id: String) -> Self {
+        Self {
+            request_id,
+            ..Self::default()
+        }
+    }
+}
+
+/// The `service` of every log line and metric: `POWERTOOLS_SERVICE_NAME`, else `pooltable`.
+pub fn service_name() -> String {
+    env_value("POWERTOOLS_SERVICE_NAME").unwrap_or_else(|| "pooltable".to_owned())
+}
+
+/// The function's name, as Lambda gives it (`AWS_LAMBDA_FUNCTION_NAME`); none outside Lambda.
+pub fn function_name() -> Option<String> {
+    env_value("AWS_LAMBDA_FUNCTION_NAME")
+}
+
+fn env_value(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// The log filter: `AWS_LAMBDA_LOG_LEVEL` when Lambda sets it (a function's `ApplicationLogLevel`),
+/// else `RUST_LOG` (`info`, `warn,shared=debug`: a default level and per-target levels), else
+/// `info`. It is `Targets`, not `EnvFilter`, because `EnvFilter` links a regex engine into every
+/// bootstrap for span-field filters nobody uses in a Lambda function.
+pub fn log_filter() -> Targets {
+    let lambda_level = env_value("AWS_LAMBDA_LOG_LEVEL").map(|level| {
+        // Lambda's levels are TRACE, DEBUG, INFO, WARN, ERROR and FATAL; tracing has no FATAL.
+        match level.to_ascii_lowercase().as_str() {
+            "fatal" => "error".to_owned(),
+            other => other.to_owned(),
+        }
+    });
+    lambda_level
+        .or_else(|| env_value("RUST_LOG"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO))
+}
+
+/// Whether Lambda asks for plain text (`AWS_LAMBDA_LOG_FORMAT=Text`); JSON otherwise.
+fn text_format() -> bool {
+    env_value("AWS_LAMBDA_LOG_FORMAT").is_some_and(|f| f.eq_ignore_ascii_case("text"))
+}
+
+/// The subscriber every function logs through, writing to `writer` (stdout in Lambda; a buffer
+/// in the log tests): Powertools-shaped JSON lines, or text lines when Lambda asks for text.
+pub fn subscriber<W>(writer: W) -> impl Subscriber + Send + Sync
+where
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
+    let (json, text) = match text_format() {
+        false => (Some(PowertoolsJson::new(writer)), None),
+        true => (
+            None,
+            Some(
+                tracing_subscriber::fmt::layer()
+                    .with_target(false)
+                    .with_ansi(false)
+                    .with_writer(writer),
+            ),
+        ),
+    };
+    tracing_subscriber::registry()
+        .with(json)
+        .with(text)
+        .with(log_filter())
+}
+
+/// The JSON layer: each event as one object of the Powertools keys, the invocation's span fields
+/// and the event's own fields.
+pub struct PowertoolsJson<W> {
+    writer: W,
+    service: String,
+    function_name: Option<String>,
+}
+
+impl<W> PowertoolsJson<W> {
+    pub fn new(writer: W) -> Self {
+        Self {
+            writer,
+            service: service_name(),
+            function_name: function_name(),
+        }
+    }
+}
+
+/// A span's or an event's fields, as JSON values.
+#[derive(Default)]
+struct Fields(Map<String, Value>);
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.into());
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.0.insert(field.name().to_owned(), value.into());
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name().to_owned(), value.into());
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.insert(field.name().to_owned(), value.into());
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.0.insert(field.name().to_owned(), value.into());
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
+        self.0
+            .insert(field.name().to_owned(), format!("{value:?}").into());
+    }
+}
+
+impl<S, W> Layer<S> for PowertoolsJson<W>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    W: for<'a> MakeWriter<'a> + 'static,
+{
+    fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
+        let mut fields = Fields::default();
+        attrs.record(&mut fields);
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(fields);
+        }
+    }
+
+    fn on_record(&self, id: &span::Id, values: &span::Record<'_>, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id) {
+            if let Some(fields) = span.extensions_mut().get_mut::<Fields>() {
+                values.record(fields);
+            }
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let mut line = Map::new();
+        line.insert("level".into(), event.metadata().level().as_str().into());
+        let mut timestamp = String::new();
+        let _ = SystemTime.format_time(&mut Writer::new(&mut timestamp));
+        line.insert("timestamp".into(), timestamp.into());
+        line.insert("service".into(), self.service.as_str().into());
+        line.insert("function_name".into(), self.function_name.as_deref().into());
+        if let Some(scope) = ctx.event_scope(event) {
+            for span in scope.from_root() {
+                if let Some(fields) = span.extensions().get::<Fields>() {
+                    line.extend(fields.0.clone());
+                }
+            }
+        }
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        line.extend(fields.0);
+        let Ok(mut bytes) = serde_json::to_vec(&line) else {
+            return;
+        };
+        bytes.push(b'\n');
+        let _ = self.writer.make_writer().write_all(&bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buffer {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> MakeWriter<'a> for Buffer {
+        type Writer = Buffer;
+        fn make_writer(&'a self) -> Self::Writer {
+            self.clone()
+        }
+    }
+
+    #[test]
+    fn a_line_in_an_invocation_carries_the_powertools_keys_and_its_tenant() {
+        // GIVEN the JSON layer and an invocation with a trace id, on its cold start
+        let buffer = Buffer::default();
+        let subscriber = tracing_subscriber::registry().with(PowertoolsJson::new(buffer.clone()));
+        let invocation = Invocation {
+            request_id: "req-7".into(),
+            xray_trace_id: Some("Root=1-5759e988-bd862e3fe1be46a994272793".into()),
+            cold_start: true,
+        };
+        // WHEN a line is logged before and after its tenant verifies
+        tracing::subscriber::with_default(subscriber, || {
+            let span = invocation.span();
+            let _entered = span.enter();
+            tracing::info!(route = "GET /products", "before");
+            span.record("tenant_id", "acme");
+            tracing::warn!(status = 200u16, "after");
+        });
+        // THEN both carry the invocation's keys; the later one its tenant
+        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        for line in &lines {
+            for key in ["level", "message", "timestamp", "service", "function_name"] {
+                assert!(line.get(key).is_some(), "{key} missing: {line}");
+            }
+            assert_eq!(line["function_request_id"], "req-7");
+            assert_eq!(
+                line["xray_trace_id"],
+                "Root=1-5759e988-bd862e3fe1be46a994272793"
+            );
+            assert_eq!(line["cold_start"], true);
+        }
+        assert_eq!(
+            (&lines[0]["level"], &lines[0]["message"]),
+            (&json("INFO"), &json("before"))
+        );
+        assert!(lines[0].get("tenant_id").is_none());
+        assert_eq!(lines[1]["tenant_id"], "acme");
+        assert_eq!(
+            (&lines[1]["level"], &lines[1]["status"]),
+            (&json("WARN"), &json(200))
+        );
+    }
+
+    fn json(v: impl Into<Value>) -> Value {
+        v.into()
+    }
+}
