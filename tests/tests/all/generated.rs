@@ -121,14 +121,24 @@ fn the_template_deploys_what_the_hand_written_one_did() {
     for (name, body) in &before {
         assert_eq!(now.get(name), Some(body), "{name} changed or went");
     }
-    // AND what it did not have is a route's function or invoke permission, of a route in routes.yaml
+    // AND what it did not have is a route's function or invoke permission, of a route in routes.yaml,
+    // a function's log group, or the functions' telemetry policy (#45)
     let table = table();
+    let is_function = |name: &str| {
+        now.get(name)
+            .is_some_and(|r| r["Type"] == "AWS::Serverless::Function")
+    };
     for name in now.keys().filter(|n| !before.contains_key(*n)) {
+        let log_group_of_a_function = name
+            .strip_suffix("Logs")
+            .is_some_and(|f| is_function(f) && now[name]["Type"] == "AWS::Logs::LogGroup");
         assert!(
-            table.routes().any(|r| {
-                let resource = r.function.resource();
-                *name == resource || *name == format!("{resource}RestPermission")
-            }),
+            log_group_of_a_function
+                || name == "TelemetryPolicy"
+                || table.routes().any(|r| {
+                    let resource = r.function.resource();
+                    *name == resource || *name == format!("{resource}RestPermission")
+                }),
             "{name} is new and no route's"
         );
     }
