@@ -11,7 +11,9 @@
 # schedule, answers what it left listed: "pending:0" (nothing runs by then). The lifecycle events
 # publisher, fed by the table's stream, answers a stream batch response ("batch:0": it put the
 # sample's tenantOnboarded event on the local bus, EVENT_BUS_NAME). The Cognito trigger answers
-# what it adds to the access token: "token:acme" (the sample user's tenant). Sourced after
+# what it adds to the access token: "token:acme" (the sample user's tenant). The SaaS Builder
+# Toolkit's control plane events answer the reply they put on CONTROL_PLANE_EVENT_BUS:
+# "reply:activateFailure" (the sample activates globex, never onboarded). Sourced after
 # scripts/tools.sh.
 # @generated begin: `pooltable gen` writes these lines from routes.yaml
 EXPECTED=(
@@ -24,6 +26,7 @@ EXPECTED=(
   "drive-lifecycle pending:0"
   "publish-lifecycle-events batch:0"
   "pre-token-generation token:acme"
+  "control-plane-events reply:activateFailure"
   "put-product 201"
   "get-product 200"
   "query-tenant-products 200"
@@ -77,7 +80,8 @@ check_expectations_cover_binaries() {
 # The statusCode of a Lambda proxy response printed as JSON: the whole of $1, or its last JSON line
 # (sam local invoke prints the function's logs before the response). For an SQS batch response,
 # "batch:<messages to retry>"; for the lifecycle driver's, "pending:<tenants still listed>"; for
-# the Cognito trigger's, "token:<the tenant it adds to the access token>".
+# the Cognito trigger's, "token:<the tenant it adds to the access token>"; for the control plane's
+# events, "reply:<the reply's name>".
 status_code_of() {
   python3 -c '
 import json, sys
@@ -91,6 +95,8 @@ for candidate in [text, *reversed(text.splitlines())]:
             details = (answer["response"] or {}).get("claimsAndScopeOverrideDetails") or {}
             added = (details.get("accessTokenGeneration") or {}).get("claimsToAddOrOverride") or {}
             print("token:%s" % added.get("custom:tenantId", "-")); break
+        if "reply" in answer and "duplicate" in answer:
+            print("reply:%s" % (answer["reply"] or "-").removeprefix("sbt_aws_")); break
         if "pending" in answer and "listed" in answer:
             print("pending:%d" % answer["pending"]); break
         print(answer["statusCode"]); break

@@ -314,13 +314,13 @@ for line in lines:
             out.append(line.split("TenancyConfig:")[0] + "TenancyConfig: {TenantIsolationMode: PER_TENANT}")
         continue
     out.append(line)
-    if line.strip() == "RUST_LOG: info":
+    if line.strip() == "POWERTOOLS_METRICS_NAMESPACE: !Ref MetricsNamespace":
         # Declared (off) so that `sam local --env-vars` may turn it on; see scripts/sam-local.sh.
         out.append(line[: len(line) - len(line.lstrip())] + 'POOLTABLE_DEV_UNSIGNED_JWT: "0"')
 if len(mapping) != expected:
     sys.exit(f"pointed {len(mapping)} CodeUris at bootstraps, but template.yaml has {expected} functions")
 if not any("POOLTABLE_DEV_UNSIGNED_JWT" in l for l in out):
-    sys.exit("template.yaml's Globals have no RUST_LOG line to declare the dev-auth variable after")
+    sys.exit("template.yaml's Globals have no POWERTOOLS_METRICS_NAMESPACE line to declare the dev-auth variable after")
 open(target, "w").write("\n".join(out) + "\n")
 open(functions, "w").write("".join(f"{b}\t{l}\n" for b, l in mapping))
 PY
@@ -348,6 +348,7 @@ json.dump({"Parameters": {
     "AWS_ENDPOINT_URL_SECRETS_MANAGER": sts,
     # The stack's lifecycle event bus on moto's EventBridge (scripts/stack.sh).
     "EVENT_BUS_NAME": os.environ["EVENT_BUS_NAME"],
+    "CONTROL_PLANE_EVENT_BUS": os.environ["CONTROL_PLANE_EVENT_BUS"],
     "AWS_ENDPOINT_URL_EVENTBRIDGE": sts,
     "SESSION_TTL_SECONDS": "3600",
     "TENANT_CREDENTIALS_SECONDS": "3600",
@@ -355,7 +356,6 @@ json.dump({"Parameters": {
     "AWS_ENDPOINT_URL_STS": sts,
     "AWS_ENDPOINT_URL_SQS": sqs,
     "IMPORT_QUEUE_URL": queue,
-    "RUST_LOG": "info",
     "POOLTABLE_DEV_UNSIGNED_JWT": dev_auth,
 }}, open(path, "w"), indent=2)
 PY

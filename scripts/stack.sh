@@ -71,6 +71,11 @@ start_stack() {
   EVENT_BUS_NAME="pooltable-local-lifecycle-$$"
   "$TOOLS/venv/bin/python" -c 'import boto3, os, sys; boto3.client("events", endpoint_url=os.environ["AWS_ENDPOINT_URL_EVENTBRIDGE"]).create_event_bus(Name=sys.argv[1])' "$EVENT_BUS_NAME"
   export EVENT_BUS_NAME
+  # The SaaS Builder Toolkit control plane's bus control-plane-events answers on (the template's
+  # ControlPlaneBusArn): a second bus, as in AWS, where the control plane owns it.
+  CONTROL_PLANE_EVENT_BUS="pooltable-local-control-plane-$$"
+  "$TOOLS/venv/bin/python" -c 'import boto3, os, sys; boto3.client("events", endpoint_url=os.environ["AWS_ENDPOINT_URL_EVENTBRIDGE"]).create_event_bus(Name=sys.argv[1])' "$CONTROL_PLANE_EVENT_BUS"
+  export CONTROL_PLANE_EVENT_BUS
   log "DynamoDB Local on $AWS_ENDPOINT_URL_DYNAMODB, moto STS, SQS, Secrets Manager and EventBridge on $AWS_ENDPOINT_URL_STS"
 }
 

@@ -124,7 +124,8 @@ fn chrono_from_secs(secs: i64) -> Option<chrono::DateTime<chrono::Utc>> {
     chrono::DateTime::from_timestamp(secs, 0)
 }
 
-/// A bus on moto's EventBridge with one rule (`source` = `pooltable`) delivering to a queue.
+/// A bus on moto's EventBridge with one rule (by default `source` = `pooltable`) delivering to a
+/// queue.
 pub struct LifecycleBus {
     pub events: aws_sdk_eventbridge::Client,
     pub sqs: aws_sdk_sqs::Client,
@@ -134,6 +135,11 @@ pub struct LifecycleBus {
 
 impl LifecycleBus {
     pub async fn create() -> Self {
+        Self::subscribed("lifecycle", &[tenants::publish_events::DEFAULT_SOURCE]).await
+    }
+
+    /// A bus (named from `prefix`) whose rule delivers every event of `sources` to its queue.
+    pub async fn subscribed(prefix: &str, sources: &[&str]) -> Self {
         for name in ["AWS_ENDPOINT_URL_EVENTBRIDGE", "AWS_ENDPOINT_URL_SQS"] {
             std::env::var(name).unwrap_or_else(|_| {
                 panic!("{name} is not set: run the tests with ./scripts/test.sh (moto)")
@@ -142,7 +148,7 @@ impl LifecycleBus {
         let sdk = shared::service::app::load_sdk_config().await;
         let events = aws_sdk_eventbridge::Client::new(&sdk);
         let sqs = aws_sdk_sqs::Client::new(&sdk);
-        let name = crate::unique("lifecycle");
+        let name = crate::unique(prefix);
         events
             .create_event_bus()
             .name(&name)
@@ -174,7 +180,7 @@ impl LifecycleBus {
             .put_rule()
             .name("subscriber")
             .event_bus_name(&name)
-            .event_pattern(json!({"source": [tenants::publish_events::DEFAULT_SOURCE]}).to_string())
+            .event_pattern(json!({ "source": sources }).to_string())
             .send()
             .await
             .expect("put the subscriber's rule");

@@ -3,6 +3,7 @@
 //! `shared::isolation::claims`), and even so they write through scoped credentials of the tenant
 //! concerned.
 
+pub mod control_plane;
 pub mod drive_lifecycle;
 pub mod move_tenant;
 pub mod pre_token_generation;

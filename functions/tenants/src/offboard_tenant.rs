@@ -41,8 +41,18 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         "An operator cannot offboard its own tenant. Ask an operator of another tenant.",
     )
     .await?;
+    offboard_as(app, &operator, &tenant).await
+}
+
+/// Starts, continues or reports `tenant`'s offboarding, asked by an operator of `operator` (the
+/// platform, for the control plane).
+pub(crate) async fn offboard_as(
+    app: &App,
+    operator: &TenantId,
+    tenant: &TenantId,
+) -> Result<Response<Body>, ApiError> {
     // The deletion is the platform's cost, never the operator's tenant's (nor the target's quota).
-    app.on_platform_account(ROUTE, offboard(app, &operator, &tenant))
+    app.on_platform_account(ROUTE, offboard(app, operator, tenant))
         .await
 }
 

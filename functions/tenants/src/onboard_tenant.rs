@@ -27,24 +27,24 @@ pub const ROUTE: &str = "onboard-tenant";
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct OnboardInput {
-    tenant_id: TenantId,
-    tier: Tier,
+pub(crate) struct OnboardInput {
+    pub(crate) tenant_id: TenantId,
+    pub(crate) tier: Tier,
     #[serde(default)]
-    limits: Option<crate::LimitsInput>,
+    pub(crate) limits: Option<crate::LimitsInput>,
     #[serde(
         default,
         deserialize_with = "shared::service::http::optional_whole_number"
     )]
-    shard_count: Option<u32>,
+    pub(crate) shard_count: Option<u32>,
     #[serde(default)]
-    placement: PlacementInput,
+    pub(crate) placement: PlacementInput,
 }
 
 /// Where the tenant's items are kept.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-enum PlacementInput {
+pub(crate) enum PlacementInput {
     #[default]
     Pool,
     Own,
@@ -54,6 +54,17 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let caller = app.caller(&req)?;
     app.require_operator(&caller).await?;
     let input: OnboardInput = json_body(&req)?;
+    onboard(app, &caller.tenant, input, Some(&req)).await
+}
+
+/// Onboards `input`'s tenant, asked by an operator of `by` (the platform, for the control plane);
+/// with `req`, under its `Idempotency-Key`.
+pub(crate) async fn onboard(
+    app: &App,
+    by: &TenantId,
+    input: OnboardInput,
+    req: Option<&Request>,
+) -> Result<Response<Body>, ApiError> {
     let shard_count = input.shard_count.unwrap_or(DEFAULT_SHARDS);
     if !(MIN_SHARDS..=MAX_SHARDS).contains(&shard_count) {
         return Err(ApiError::bad_request(
@@ -88,7 +99,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         reshardings: 0,
         own_table,
         moving: None,
-        changed_by: Some(caller.tenant.to_string()),
+        changed_by: Some(by.to_string()),
     };
     let item = serde_dynamo::to_item(&record)
         .map_err(|e| ApiError::Internal(format!("serialize tenant record: {e}")))?;
@@ -97,10 +108,15 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let now = app.clock.now_seconds();
     // With an Idempotency-Key, the record lives under the new tenant's prefix (onboarding writes with
     // the new tenant's own credentials), so a key is scoped to the tenant being onboarded.
-    let response = idempotent::run(&req, &db, &input.tenant_id, ROUTE, now, |recorder| {
-        write_record(&db, item, &view, recorder)
-    })
-    .await?;
+    let response = match req {
+        Some(req) => {
+            idempotent::run(req, &db, &input.tenant_id, ROUTE, now, |recorder| {
+                write_record(&db, item, &view, recorder)
+            })
+            .await?
+        }
+        None => write_record(&db, item, &view, None).await?,
+    };
     if input.placement == PlacementInput::Own {
         // Its absence, read before the table was made, is cached: this container reads it again
         // (a failure only leaves the absence cached for its second: the onboarding stands).
@@ -108,7 +124,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             tracing::warn!(tenant = %tenant, error = %e, "the new record could not be read back");
         }
     }
-    tracing::info!(tenant = %input.tenant_id, shard_count, by = %caller.tenant, "tenant onboarded");
+    tracing::info!(tenant = %input.tenant_id, shard_count, by = %by, "tenant onboarded");
     Ok(response)
 }
 

@@ -13,6 +13,7 @@
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
+use shared::identity::ids::TenantId;
 use shared::identity::shard::{MAX_SHARDS, MIN_SHARDS};
 use shared::service::http::{json_body, json_response, path_tenant_id};
 use shared::store::tenancy::tenants::{
@@ -107,8 +108,20 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         tier,
         status: input.status,
     };
-    let db = app.db_for_operator(&tenant).await?;
-    let record = match update_record(&db, change, &caller.tenant).await? {
+    let view = change_record(app, &caller.tenant, &tenant, change).await?;
+    Ok(json_response(StatusCode::OK, &view))
+}
+
+/// Changes `tenant`'s tier or status, asked by an operator of `by` (the platform, for the control
+/// plane): the record as changed, 404 without one, 409 while it is offboarded or restored.
+pub(crate) async fn change_record(
+    app: &App,
+    by: &TenantId,
+    tenant: &TenantId,
+    change: RecordChange,
+) -> Result<TenantView, ApiError> {
+    let db = app.db_for_operator(tenant).await?;
+    let record = match update_record(&db, change, by).await? {
         Updated::Record(record) => *record,
         Updated::NotOnboarded => return Err(ApiError::NotFound("No such tenant.".into())),
         Updated::Offboarding => {
@@ -122,11 +135,8 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             ))
         }
     };
-    tracing::info!(tenant = %tenant, ?change, by = %caller.tenant, "tenant record changed");
+    tracing::info!(tenant = %tenant, ?change, by = %by, "tenant record changed");
     let record = std::sync::Arc::new(record);
-    app.directory.remember(&tenant, Some(record.clone()));
-    Ok(json_response(
-        StatusCode::OK,
-        &TenantView::from((*record).clone()),
-    ))
+    app.directory.remember(tenant, Some(record.clone()));
+    Ok(TenantView::from((*record).clone()))
 }

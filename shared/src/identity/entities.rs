@@ -260,6 +260,9 @@ pub mod spaces {
     pub const DRIVE: Space = Space("DRIVE");
     /// The imports' deadline list, in the platform's partition: `TENANT#_platform#IMPORTS_DUE#…`.
     pub const IMPORTS_DUE: Space = Space("IMPORTS_DUE");
+    /// The control plane's requests, each answered once, in the platform's partition:
+    /// `TENANT#_platform#CONTROL…`.
+    pub const CONTROL: Space = Space("CONTROL");
 }
 
 /// Every entity kind the routes store.

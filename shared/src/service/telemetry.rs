@@ -51,6 +51,15 @@ impl Invocation {
         }
     }
 
+    /// The invocation of a function not behind the API (a queue's, a stream's, a schedule's).
+    pub fn of_context(context: &lambda_http::lambda_runtime::Context) -> Self {
+        Self {
+            request_id: context.request_id.clone(),
+            xray_trace_id: context.xray_trace_id.clone(),
+            cold_start: !WARM.swap(true, Ordering::Relaxed),
+        }
+    }
+
     /// The span every line of this invocation is logged in. `tenant_id` is recorded once a tenant
     /// verifies.
     pub fn span(&self) -> tracing::Span {

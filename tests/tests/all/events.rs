@@ -314,7 +314,8 @@ fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_o
 /// The modules of functions/ that name the platform's partition, each with the binaries that run
 /// it. A new one fails [`only_the_functions_that_need_the_platform_partition_can_reach_it`] until
 /// it is listed here, and its functions are on a role the tenant-access role admits for it.
-const PLATFORM_MODULES: [(&str, &[&str]); 7] = [
+const PLATFORM_MODULES: [(&str, &[&str]); 8] = [
+    ("control_plane", &["control-plane-events"]),
     ("create_import", &["create-import"]),
     ("drive_lifecycle", &["drive-lifecycle"]),
     ("move_tenant", &["update-tenant", "drive-lifecycle"]),

@@ -8,6 +8,7 @@ mod capacity_quota;
 mod churn;
 mod cognito;
 mod consumed_capacity;
+mod control_plane;
 mod entities;
 mod events;
 mod fanout_budget;

@@ -33,6 +33,25 @@ pub fn lifecycle_drive_sk(tenant: &TenantId) -> String {
     )
 }
 
+/// `TENANT#_platform#CONTROL`: the partition of the control plane's requests (SaaS Builder
+/// Toolkit events), each answered once, in the platform's partition.
+pub fn control_requests_pk() -> String {
+    format!(
+        "{}{}",
+        tenant_prefix(&TenantId::platform()),
+        spaces::CONTROL.0
+    )
+}
+
+/// `TENANT#_platform#CONTROL#<request>`: one request's entry in [`control_requests_pk`]
+/// (`<request>`: its kind and the control plane's id of it, `onboarding#<registration id>`).
+pub fn control_request_sk(request: &str) -> String {
+    format!(
+        "{}{request}",
+        entity_prefix(&TenantId::platform(), spaces::CONTROL.0)
+    )
+}
+
 /// Partitions of the imports' deadline list: every `create-import` of every tenant writes one
 /// entry, so it is spread like a hot key ([`import_due_pk`]).
 pub const IMPORT_DUE_SHARDS: u32 = 8;

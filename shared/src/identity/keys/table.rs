@@ -178,6 +178,12 @@ pub fn key_table() -> Vec<KeyRow> {
             "one entry per re-sharding or offboarding in progress",
         ),
         row(
+            "control plane's requests",
+            control_requests_pk(),
+            control_request_sk("onboarding#8f1c2b7e"),
+            "one entry per SaaS Builder Toolkit request, answered once (7 days)",
+        ),
+        row(
             "imports' deadline list",
             import_due_shard_pk(1),
             import_due_sk(1_764_000_000_000, &t, &id("0f3c")),

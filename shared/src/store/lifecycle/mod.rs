@@ -7,6 +7,7 @@ pub mod events;
 pub mod moving;
 pub mod offboarding;
 pub mod pacing;
+pub mod requests;
 pub mod resharding;
 pub mod restoring;
 pub mod tenant_items;

@@ -1,0 +1,442 @@
+//! `control-plane-events`: pooltable as the application plane of a SaaS Builder Toolkit (sbt-aws)
+//! control plane.
+//!
+//! An EventBridge rule on the control plane's bus (template parameter `ControlPlane=sbt`) hands this
+//! function the four requests sbt-aws defines, and it answers each on the same bus with the reply
+//! sbt-aws expects, with source `sbt.application.plane` (`CONTROL_PLANE_REPLY_SOURCE`):
+//!
+//! | request (`detail-type`) | what pooltable does | reply |
+//! |---|---|---|
+//! | `sbt_aws_onboardingRequest` | onboards `tenantId` at `tier` (`basic` when absent), `placement` optional | `provisionSuccess` / `provisionFailure` |
+//! | `sbt_aws_offboardingRequest` | starts the offboarding (the lifecycle driver deletes every item) | `deprovisionSuccess` / `deprovisionFailure` |
+//! | `sbt_aws_activateRequest` | resumes the tenant (`status: active`) | `activateSuccess` / `activateFailure` |
+//! | `sbt_aws_deactivateRequest` | suspends it (`status: suspended`) | `deactivateSuccess` / `deactivateFailure` |
+//!
+//! sbt-aws before its event manager's refactor named them without the `sbt_aws_` prefix; both are
+//! taken, and a reply carries its request's spelling. A reply's `detail` holds the request's
+//! `tenantId`, `tenantRegistrationId` (when it had one) and event id (`requestId`), and `jobOutput`
+//! in the shape sbt-aws's tenant registration service reads (`tenantRegistrationData`, which it
+//! stores on the registration); a failure also carries its `reason` (the problem's detail).
+//!
+//! Each request is answered exactly once (`shared::store::lifecycle::requests`), whatever
+//! EventBridge's at-least-once delivery or a control plane's retry does: the request is
+//! `<kind>#<tenantRegistrationId>` (or `<kind>#<event id>` without one). A request pooltable must
+//! refuse (an unknown tenant, a tier it does not have, a tenant that exists) is answered with its
+//! failure, never retried; only what may pass (DynamoDB or EventBridge unavailable) fails the
+//! invocation, which Lambda retries.
+
+use lambda_http::http::StatusCode;
+use lambda_http::Body;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use shared::identity::ids::TenantId;
+use shared::service::app::{lambda_sdk_config, ConfigError};
+use shared::store::lifecycle::requests::{self, Claim};
+use shared::store::tenancy::tenants::{RecordChange, TenantStatus, Tier};
+use shared::{ApiError, App};
+use thiserror::Error;
+
+use crate::onboard_tenant::{OnboardInput, PlacementInput};
+
+/// The prefix of sbt-aws's detail-types since its event manager's refactor (`sbt_aws_<name>`).
+const PREFIX: &str = "sbt_aws_";
+/// How long a delivery holds a request before another may take it over: longer than the
+/// function's timeout, so a running holder is never taken over.
+const HOLD_MS: u64 = 30_000;
+/// The tier of an onboarding request that names none.
+const DEFAULT_TIER: &str = "basic";
+
+/// The control plane's bus and the source of this plane's replies.
+pub struct ControlPlane {
+    client: aws_sdk_eventbridge::Client,
+    bus: String,
+    source: String,
+}
+
+impl ControlPlane {
+    pub fn new(client: aws_sdk_eventbridge::Client, bus: &str, source: &str) -> Self {
+        Self {
+            client,
+            bus: bus.to_owned(),
+            source: source.to_owned(),
+        }
+    }
+
+    /// `CONTROL_PLANE_EVENT_BUS` (the bus's name or ARN; required) and `CONTROL_PLANE_REPLY_SOURCE`
+    /// (default `sbt.application.plane`).
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let bus = std::env::var("CONTROL_PLANE_EVENT_BUS")
+            .ok()
+            .filter(|b| !b.is_empty())
+            .ok_or(ConfigError::Missing("CONTROL_PLANE_EVENT_BUS"))?;
+        let source = std::env::var("CONTROL_PLANE_REPLY_SOURCE")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "sbt.application.plane".to_owned());
+        let client = aws_sdk_eventbridge::Client::new(&lambda_sdk_config()?);
+        Ok(Self::new(client, &bus, &source))
+    }
+
+    async fn send(&self, detail_type: &str, detail: &str) -> Result<(), ControlPlaneError> {
+        let entry = aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
+            .event_bus_name(&self.bus)
+            .source(&self.source)
+            .detail_type(detail_type)
+            .detail(detail)
+            .build();
+        let out = self
+            .client
+            .put_events()
+            .entries(entry)
+            .send()
+            .await
+            .map_err(|e| {
+                ControlPlaneError::Bus(
+                    aws_sdk_eventbridge::error::DisplayErrorContext(e).to_string(),
+                )
+            })?;
+        match out.failed_entry_count() {
+            0 => Ok(()),
+            _ => Err(ControlPlaneError::Bus(format!(
+                "the reply was not put: {:?}",
+                out.entries().first().and_then(|e| e.error_message())
+            ))),
+        }
+    }
+}
+
+/// What fails an invocation (Lambda retries it); everything else is answered.
+#[derive(Debug, Error)]
+pub enum ControlPlaneError {
+    #[error("the control plane's bus refused the reply: {0}")]
+    Bus(String),
+    #[error("the request could not be acted on or recorded now: {0}")]
+    Unavailable(String),
+    #[error("another delivery of this request is answering it")]
+    Busy,
+}
+
+impl From<ApiError> for ControlPlaneError {
+    fn from(e: ApiError) -> Self {
+        Self::Unavailable(e.to_string())
+    }
+}
+
+impl From<shared::store::client::error::StoreError> for ControlPlaneError {
+    fn from(e: shared::store::client::error::StoreError) -> Self {
+        Self::Unavailable(e.to_string())
+    }
+}
+
+/// An EventBridge event, as a rule's Lambda target gets it.
+#[derive(Debug, Deserialize)]
+struct Envelope {
+    id: String,
+    #[serde(rename = "detail-type")]
+    detail_type: String,
+    #[serde(default)]
+    detail: Value,
+}
+
+/// The four requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Onboarding,
+    Offboarding,
+    Activate,
+    Deactivate,
+}
+
+impl Kind {
+    fn of(name: &str) -> Option<Self> {
+        match name {
+            "onboardingRequest" => Some(Self::Onboarding),
+            "offboardingRequest" => Some(Self::Offboarding),
+            "activateRequest" => Some(Self::Activate),
+            "deactivateRequest" => Some(Self::Deactivate),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Onboarding => "onboarding",
+            Self::Offboarding => "offboarding",
+            Self::Activate => "activate",
+            Self::Deactivate => "deactivate",
+        }
+    }
+
+    /// The reply's name, by outcome.
+    fn reply(self, success: bool) -> &'static str {
+        match (self, success) {
+            (Self::Onboarding, true) => "provisionSuccess",
+            (Self::Onboarding, false) => "provisionFailure",
+            (Self::Offboarding, true) => "deprovisionSuccess",
+            (Self::Offboarding, false) => "deprovisionFailure",
+            (Self::Activate, true) => "activateSuccess",
+            (Self::Activate, false) => "activateFailure",
+            (Self::Deactivate, true) => "deactivateSuccess",
+            (Self::Deactivate, false) => "deactivateFailure",
+        }
+    }
+
+    /// The registration status a success leaves (sbt-aws stores it on the registration).
+    fn done(self) -> &'static str {
+        match self {
+            Self::Onboarding => "provisioned",
+            Self::Offboarding => "offboarding",
+            Self::Activate => "active",
+            Self::Deactivate => "suspended",
+        }
+    }
+}
+
+/// What an invocation did: the reply it sent (its detail-type), or why it sent none.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Handled {
+    /// The reply's detail-type; none for a duplicate or an event that is no request.
+    pub reply: Option<String>,
+    /// This request was answered before: nothing was done or sent.
+    pub duplicate: bool,
+}
+
+/// Answers one event.
+pub async fn handle(
+    app: &App,
+    plane: &ControlPlane,
+    event: Value,
+) -> Result<Handled, ControlPlaneError> {
+    let ignored = Handled {
+        reply: None,
+        duplicate: false,
+    };
+    let Ok(envelope) = serde_json::from_value::<Envelope>(event) else {
+        tracing::warn!("an event that is no EventBridge event: ignored");
+        return Ok(ignored);
+    };
+    let (prefix, name) = match envelope.detail_type.strip_prefix(PREFIX) {
+        Some(name) => (PREFIX, name),
+        None => ("", envelope.detail_type.as_str()),
+    };
+    let Some(kind) = Kind::of(name) else {
+        tracing::warn!(detail_type = %envelope.detail_type, "not a control plane request: ignored");
+        return Ok(ignored);
+    };
+    let detail = &envelope.detail;
+    let registration = detail["tenantRegistrationId"].as_str();
+    let request = format!("{}#{}", kind.name(), registration.unwrap_or(&envelope.id));
+    let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+    let now_ms = app.clock.now_millis();
+    let (claimed_at_ms, held, taken_over) =
+        match requests::claim(&platform_db, &request, now_ms, HOLD_MS).await? {
+            Claim::Answered => {
+                tracing::info!(request, "a request answered before: nothing done");
+                return Ok(Handled {
+                    reply: None,
+                    duplicate: true,
+                });
+            }
+            Claim::Busy => return Err(ControlPlaneError::Busy),
+            Claim::Mine {
+                claimed_at_ms,
+                held_reply,
+                taken_over,
+            } => (claimed_at_ms, held_reply, taken_over),
+        };
+    let reply = match held {
+        Some(reply) => reply,
+        None => {
+            let outcome = act(app, kind, detail, taken_over).await?;
+            let reply = reply_of(prefix, kind, &envelope.id, detail, outcome);
+            if !requests::hold_reply(&platform_db, &request, claimed_at_ms, &reply.to_string())
+                .await?
+            {
+                return Err(ControlPlaneError::Busy);
+            }
+            reply.to_string()
+        }
+    };
+    let parsed: Value = serde_json::from_str(&reply).unwrap_or(Value::Null);
+    let detail_type = parsed["detailType"].as_str().unwrap_or_default().to_owned();
+    plane
+        .send(&detail_type, &parsed["detail"].to_string())
+        .await?;
+    requests::mark_answered(&platform_db, &request).await?;
+    tracing::info!(request, reply = %detail_type, "control plane request answered");
+    Ok(Handled {
+        reply: Some(detail_type),
+        duplicate: false,
+    })
+}
+
+/// The reply to a request: its detail-type and detail (held as one JSON value).
+fn reply_of(
+    prefix: &str,
+    kind: Kind,
+    event_id: &str,
+    request: &Value,
+    outcome: Result<(), String>,
+) -> Value {
+    let mut detail = json!({
+        "tenantId": request["tenantId"],
+        "requestId": event_id,
+    });
+    if let Some(registration) = request["tenantRegistrationId"].as_str() {
+        detail["tenantRegistrationId"] = registration.into();
+    }
+    match &outcome {
+        Ok(()) => {
+            detail["jobOutput"] =
+                json!({"tenantRegistrationData": {"registrationStatus": kind.done()}});
+        }
+        Err(reason) => {
+            detail["reason"] = reason.as_str().into();
+            detail["jobOutput"] = json!({"tenantRegistrationData": {
+                "registrationStatus": "failed",
+                "reason": reason,
+            }});
+        }
+    }
+    json!({
+        "detailType": format!("{prefix}{}", kind.reply(outcome.is_ok())),
+        "detail": detail,
+    })
+}
+
+/// Acts on one request: `Ok(Err(reason))` is a refusal to answer with the failure; `Err` may pass
+/// (retried).
+async fn act(
+    app: &App,
+    kind: Kind,
+    detail: &Value,
+    taken_over: bool,
+) -> Result<Result<(), String>, ControlPlaneError> {
+    let by = TenantId::platform();
+    let tenant = match detail["tenantId"].as_str().map(TenantId::parse) {
+        Some(Ok(tenant)) => tenant,
+        Some(Err(e)) => return Ok(Err(format!("tenantId {e}"))),
+        None => return Ok(Err("the request has no tenantId".into())),
+    };
+    let done = match kind {
+        Kind::Onboarding => {
+            let tier = detail["tier"].as_str().unwrap_or(DEFAULT_TIER);
+            let Ok(tier) = serde_json::from_value::<Tier>(json!(tier.to_ascii_lowercase())) else {
+                return Ok(Err(format!(
+                    "tier {tier} is not one of pooltable's (basic, standard, premium)"
+                )));
+            };
+            let placement = match detail["placement"].as_str() {
+                None | Some("pool") => PlacementInput::Pool,
+                Some("own") => PlacementInput::Own,
+                Some(other) => return Ok(Err(format!("placement {other} is not pool or own"))),
+            };
+            let input = OnboardInput {
+                tenant_id: tenant.clone(),
+                tier,
+                limits: None,
+                shard_count: None,
+                placement,
+            };
+            match crate::onboard_tenant::onboard(app, &by, input, None).await {
+                // A delivery that took over from one that stopped after onboarding: its own work.
+                Err(ApiError::Conflict(_))
+                    if taken_over && onboarded_by_platform(app, &tenant, tier).await =>
+                {
+                    Ok(())
+                }
+                other => other.map(drop),
+            }
+        }
+        Kind::Offboarding => crate::offboard_tenant::offboard_as(app, &by, &tenant)
+            .await
+            .and_then(|response| match response.status() {
+                StatusCode::OK | StatusCode::ACCEPTED => Ok(()),
+                _ => Err(ApiError::Internal(problem_detail(response.body()))),
+            }),
+        Kind::Activate | Kind::Deactivate => {
+            let status = match kind {
+                Kind::Activate => TenantStatus::Active,
+                _ => TenantStatus::Suspended,
+            };
+            let change = RecordChange {
+                tier: None,
+                status: Some(status),
+            };
+            crate::update_tenant::change_record(app, &by, &tenant, change)
+                .await
+                .map(drop)
+        }
+    };
+    match done {
+        Ok(()) => Ok(Ok(())),
+        Err(e) => {
+            let response = e.into_response();
+            match response.status().is_server_error() {
+                true => Err(ControlPlaneError::Unavailable(problem_detail(
+                    response.body(),
+                ))),
+                false => Ok(Err(problem_detail(response.body()))),
+            }
+        }
+    }
+}
+
+/// Whether `tenant` exists, onboarded by the platform at `tier`.
+async fn onboarded_by_platform(app: &App, tenant: &TenantId, tier: Tier) -> bool {
+    matches!(
+        app.directory.record_now(tenant).await,
+        Ok(Some(record)) if record.tier == tier
+            && record.changed_by.as_deref() == Some(TenantId::PLATFORM)
+    )
+}
+
+/// A problem+json body's `detail` (or its title), for a reply's reason.
+fn problem_detail(body: &Body) -> String {
+    let text = match body {
+        Body::Text(text) => text.as_str(),
+        Body::Binary(bytes) => std::str::from_utf8(bytes).unwrap_or_default(),
+        _ => "",
+    };
+    let problem: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    problem["detail"]
+        .as_str()
+        .or(problem["title"].as_str())
+        .unwrap_or("refused")
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_carries_its_requests_ids_and_spelling() {
+        // GIVEN an sbt-aws onboarding request
+        let request = json!({"tenantId": "t-1", "tenantRegistrationId": "r-1", "tier": "basic"});
+        // WHEN it is answered, once with success and once with a failure
+        let ok = reply_of(PREFIX, Kind::Onboarding, "e-1", &request, Ok(()));
+        let failed = reply_of(
+            "",
+            Kind::Activate,
+            "e-2",
+            &request,
+            Err("No such tenant.".into()),
+        );
+        // THEN each names its request's ids, and a failure its reason
+        assert_eq!(
+            ok,
+            json!({"detailType": "sbt_aws_provisionSuccess", "detail": {
+                "tenantId": "t-1", "tenantRegistrationId": "r-1", "requestId": "e-1",
+                "jobOutput": {"tenantRegistrationData": {"registrationStatus": "provisioned"}},
+            }})
+        );
+        assert_eq!(failed["detailType"], "activateFailure");
+        assert_eq!(failed["detail"]["reason"], "No such tenant.");
+        assert_eq!(
+            failed["detail"]["jobOutput"]["tenantRegistrationData"]["registrationStatus"],
+            "failed"
+        );
+    }
+}

@@ -1,0 +1,253 @@
+//! pooltable as a SaaS Builder Toolkit application plane (#45): the control plane's requests, put on
+//! a bus on moto's EventBridge and delivered through its rule's SQS target as Lambda would get them,
+//! each answered by exactly one reply on the same bus, whatever EventBridge redelivers.
+
+use integration::lifecycle_bus::LifecycleBus;
+use integration::{unique, Harness};
+use serde_json::{json, Value};
+use shared::identity::ids::TenantId;
+use shared::store::lifecycle::requests::{self, Claim};
+use tenants::control_plane::{handle, ControlPlane, ControlPlaneError};
+
+const CONTROL: &str = "sbt.control.plane";
+const APPLICATION: &str = "sbt.application.plane";
+
+/// The control plane's bus, with one queue receiving both planes' events.
+struct World {
+    h: Harness,
+    bus: LifecycleBus,
+    plane: ControlPlane,
+}
+
+impl World {
+    async fn new() -> Self {
+        let h = Harness::new().await;
+        let bus = LifecycleBus::subscribed("sbt", &[CONTROL, APPLICATION]).await;
+        let plane = ControlPlane::new(bus.events.clone(), &bus.name, APPLICATION);
+        Self { h, bus, plane }
+    }
+
+    /// The control plane puts one request on its bus; answers the event as its rule delivered it.
+    async fn put(&self, detail_type: &str, detail: Value) -> Value {
+        self.bus
+            .events
+            .put_events()
+            .entries(
+                aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
+                    .event_bus_name(&self.bus.name)
+                    .source(CONTROL)
+                    .detail_type(detail_type)
+                    .detail(detail.to_string())
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("put the request on moto's EventBridge");
+        let delivered = self.bus.delivered().await;
+        assert_eq!(delivered.len(), 1, "{delivered:?}");
+        delivered.into_iter().next().unwrap()
+    }
+
+    /// Delivers `event` to the function, as Lambda's EventBridge trigger does.
+    async fn deliver(
+        &self,
+        event: &Value,
+    ) -> Result<tenants::control_plane::Handled, ControlPlaneError> {
+        Box::pin(handle(&self.h.app, &self.plane, event.clone())).await
+    }
+
+    /// The replies on the bus since the last call.
+    async fn replies(&self) -> Vec<Value> {
+        let events = self.bus.delivered().await;
+        assert!(
+            events.iter().all(|e| e["source"] == APPLICATION),
+            "{events:?}"
+        );
+        events
+    }
+}
+
+#[tokio::test]
+async fn each_request_is_answered_once_with_its_ids_and_redeliveries_change_nothing() {
+    // GIVEN the control plane's bus, and a tenant it registers
+    let w = World::new().await;
+    let t = unique("sbt");
+    let registration = unique("reg");
+    let tenant = |extra: Value| {
+        let mut detail = json!({"tenantId": t, "tenantRegistrationId": registration});
+        detail
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        detail
+    };
+    let steps = [
+        (
+            "sbt_aws_onboardingRequest",
+            tenant(json!({"tier": "premium", "tenantName": "Acme", "email": "ops@acme.test"})),
+            "sbt_aws_provisionSuccess",
+            "active",
+        ),
+        (
+            "sbt_aws_deactivateRequest",
+            json!({"tenantId": t}),
+            "sbt_aws_deactivateSuccess",
+            "suspended",
+        ),
+        (
+            "sbt_aws_activateRequest",
+            json!({"tenantId": t}),
+            "sbt_aws_activateSuccess",
+            "active",
+        ),
+        (
+            "sbt_aws_offboardingRequest",
+            tenant(json!({"sbtaws_active": false})),
+            "sbt_aws_deprovisionSuccess",
+            "offboarding",
+        ),
+    ];
+    for (request, detail, reply, status) in steps {
+        // WHEN the control plane puts the request, and EventBridge delivers it twice
+        let event = w.put(request, detail.clone()).await;
+        let first = w.deliver(&event).await.expect("answered");
+        let again = w.deliver(&event).await.expect("a redelivery is no error");
+
+        // THEN exactly one reply is on the bus, with the request's ids, and the tenant is as asked
+        assert_eq!(first.reply.as_deref(), Some(reply));
+        assert!(again.duplicate && again.reply.is_none(), "{again:?}");
+        let replies = w.replies().await;
+        assert_eq!(replies.len(), 1, "{request}: {replies:?}");
+        let answer = &replies[0];
+        assert_eq!(answer["detail-type"], reply);
+        assert_eq!(answer["detail"]["tenantId"], t.as_str());
+        assert_eq!(answer["detail"]["requestId"], event["id"]);
+        assert_eq!(
+            answer["detail"]["tenantRegistrationId"],
+            detail
+                .get("tenantRegistrationId")
+                .cloned()
+                .unwrap_or(Value::Null)
+        );
+        let record = w.h.operator().get_tenant(&t).await;
+        assert_eq!(record.status, 200, "{}", record.body);
+        assert_eq!(record.body["status"], status, "{request}");
+        if request == "sbt_aws_onboardingRequest" {
+            assert_eq!(record.body["tier"], "premium");
+            // AND the control plane putting the same registration again (a new event) changes nothing
+            let again = w.put(request, detail.clone()).await;
+            assert_ne!(again["id"], event["id"]);
+            assert!(w.deliver(&again).await.expect("no error").duplicate);
+            assert!(w.replies().await.is_empty());
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_request_pooltable_refuses_is_answered_with_its_failure_and_reason_never_retried() {
+    // GIVEN the control plane's bus
+    let w = World::new().await;
+    let unknown = unique("nobody");
+    let taken = unique("taken");
+    integration::onboard(&w.h, &taken, 4).await;
+    let cases = [
+        // activating a tenant pooltable never onboarded
+        (
+            "sbt_aws_activateRequest",
+            json!({"tenantId": unknown}),
+            "sbt_aws_activateFailure",
+            "No such tenant",
+        ),
+        // a tier pooltable does not have
+        (
+            "sbt_aws_onboardingRequest",
+            json!({"tenantId": unique("gold"), "tenantRegistrationId": unique("r"), "tier": "golden"}),
+            "sbt_aws_provisionFailure",
+            "tier golden",
+        ),
+        // a tenant id that exists already
+        (
+            "sbt_aws_onboardingRequest",
+            json!({"tenantId": taken, "tenantRegistrationId": unique("r")}),
+            "sbt_aws_provisionFailure",
+            "already exists",
+        ),
+        // no tenant id at all
+        (
+            "sbt_aws_deactivateRequest",
+            json!({}),
+            "sbt_aws_deactivateFailure",
+            "no tenantId",
+        ),
+        // an id pooltable cannot hold, in the spelling of sbt-aws before its event manager's refactor
+        (
+            "offboardingRequest",
+            json!({"tenantId": "has spaces"}),
+            "deprovisionFailure",
+            "tenantId",
+        ),
+    ];
+    for (request, detail, reply, reason) in cases {
+        // WHEN it is delivered (twice)
+        let event = w.put(request, detail).await;
+        let answered = w
+            .deliver(&event)
+            .await
+            .expect("a refusal is answered, not retried");
+        let again = w.deliver(&event).await.expect("no error");
+        // THEN one failure is on the bus, carrying the reason
+        assert_eq!(answered.reply.as_deref(), Some(reply), "{request}");
+        assert!(again.duplicate);
+        let replies = w.replies().await;
+        assert_eq!(replies.len(), 1, "{request}: {replies:?}");
+        let why = replies[0]["detail"]["reason"].as_str().unwrap_or_default();
+        assert!(why.contains(reason), "{request}: {why}");
+        assert_eq!(
+            replies[0]["detail"]["jobOutput"]["tenantRegistrationData"]["registrationStatus"],
+            "failed"
+        );
+    }
+    // AND the tenant that exists is unchanged; the unknown one was not made
+    assert_eq!(
+        w.h.operator().get_tenant(&taken).await.body["tier"],
+        "standard"
+    );
+    assert_eq!(w.h.operator().get_tenant(&unknown).await.status, 404);
+}
+
+#[tokio::test]
+async fn a_delivery_that_stopped_mid_request_is_taken_over_once_its_hold_ends() {
+    // GIVEN a request a first delivery claimed, then stopped on (its function timed out)
+    let w = World::new().await;
+    let t = unique("stopped");
+    let registration = unique("reg");
+    let event = w
+        .put(
+            "sbt_aws_onboardingRequest",
+            json!({"tenantId": t, "tenantRegistrationId": registration, "tier": "basic"}),
+        )
+        .await;
+    let platform =
+        w.h.app
+            .db_for_operator(&TenantId::platform())
+            .await
+            .unwrap();
+    let request = format!("onboarding#{registration}");
+    let claimed = requests::claim(&platform, &request, w.h.app.clock.now_millis(), 30_000)
+        .await
+        .unwrap();
+    assert!(matches!(claimed, Claim::Mine { .. }));
+    // WHEN EventBridge's retry comes while the claim is held
+    let early = w.deliver(&event).await;
+    // THEN it fails, to be retried, and nothing is sent
+    assert!(matches!(early, Err(ControlPlaneError::Busy)), "{early:?}");
+    assert!(w.replies().await.is_empty());
+    // WHEN the next retry comes after the hold
+    w.h.clock.advance_seconds(31);
+    let late = w.deliver(&event).await.expect("taken over");
+    // THEN it acts and answers, once
+    assert_eq!(late.reply.as_deref(), Some("sbt_aws_provisionSuccess"));
+    assert_eq!(w.replies().await.len(), 1);
+    assert_eq!(w.h.operator().get_tenant(&t).await.status, 200);
+    assert!(w.deliver(&event).await.unwrap().duplicate);
+}
