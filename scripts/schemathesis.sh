@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The contract check: schemathesis (PyPI, pinned, in .tools/venv-schemathesis) tests every route of
+# The contract check: every route called through the generated client (and the operator CLI), then
+# schemathesis (PyPI, pinned, in .tools/venv-schemathesis), which tests every route of
 # openapi.yaml against the local API started by scripts/dev.sh, in two passes: as the seeded tenant
 # `acme`, then as the operator (scope pooltable/admin, whose own tenant `platform` is onboarded
 # first). Each pass runs the examples, coverage, fuzzing and stateful phases (the stateful phase
@@ -191,6 +192,13 @@ run_pass() { # name token [extra schemathesis args...]
   fi
   log "pass '$name': clean in $((SECONDS - t0)) s"
 }
+
+# Every route through the typed client generated from openapi.yaml (pooltable-client), and the
+# operator CLI on it (`pooltable tenants …`), against the same API (tests/tests/all/every_route.rs;
+# the test binary is the suite's, built already).
+log "== every route through the generated client, and the operator CLI"
+POOLTABLE_API_URL="http://127.0.0.1:$port" cargo test --workspace --test all -- --ignored every_route:: \
+  || die "the generated client's end-to-end test failed"
 
 MAX_EXAMPLES="${MAX_EXAMPLES:-25}"
 SEED="${SEED:-42}"

@@ -4,6 +4,10 @@
 //!   pattern"); `--check` only says which differ, and fails if any does.
 //! - `pooltable new route <bin> <METHOD> <path> --entity KIND [--operator] [--crate CRATE]`: a
 //!   new route's handler, test and routes.yaml line, then `gen` (README, "Add an access pattern").
+//! - `pooltable tenants onboard|get|suspend|resume|offboard|export|usage <tenantId> …`: an
+//!   operator's commands over the typed client (`devtools::operator_cli`), with `POOLTABLE_API_URL`
+//!   and `POOLTABLE_TOKEN` from the environment; exit 0 done, 2 bad command line, 3 refused, 4
+//!   unavailable.
 //! - `pooltable create-table <name>`: create the table from template.yaml (admin credentials).
 //! - `pooltable dev-token <tenant> [--operator]`: print an unsigned development JWT (an operator's
 //!   carries the `pooltable/admin` scope).
@@ -26,7 +30,7 @@ use std::time::Instant;
 use devtools::plan::{self, PlanSettings, PARTITION_RCU, PARTITION_WCU};
 use devtools::{create_table, default_template_path, table_from_template};
 
-const USAGE: &str = "usage: pooltable gen [--check] | \
+const USAGE: &str = "usage: pooltable gen [--check] | tenants <command> <tenantId> [...] | \
 new route <bin> <METHOD> <path> --entity KIND [--operator] [--crate CRATE] | create-table <name> | dev-token <tenant> [--operator] | \
 import --table NAME FILE... | backfill-catalog --table NAME | \
 plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew S] [--item-kb K] [--headroom H] [--list-fraction F] [--list-cache-ms MS] [--list-ms MS] [--list-pages P] [--out FILE] | \
@@ -224,6 +228,13 @@ fn repo_root() -> std::path::PathBuf {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
+        Some("tenants") => match devtools::operator_cli::run(&args[1..]).await {
+            Ok(answer) => println!("{answer}"),
+            Err(failure) => {
+                eprintln!("pooltable tenants: {}", failure.message);
+                std::process::exit(failure.exit as i32);
+            }
+        },
         Some("create-table") if args.len() == 2 => {
             // No stream locally: nothing reads it there, and it slows DynamoDB Local's writes.
             let def = table_from_template(&default_template_path())?.without_stream();

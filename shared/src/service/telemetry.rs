@@ -226,8 +226,13 @@ where
         line.insert("timestamp".into(), timestamp.into());
         line.insert("service".into(), self.service.as_str().into());
         line.insert("function_name".into(), self.function_name.as_deref().into());
+        // Only the invocation's keys: the runtime's own span (`requestId`, `xrayTraceId`) would name
+        // them a second time, in other words.
         if let Some(scope) = ctx.event_scope(event) {
             for span in scope.from_root() {
+                if span.name() != INVOCATION_SPAN {
+                    continue;
+                }
                 if let Some(fields) = span.extensions().get::<Fields>() {
                     line.extend(fields.0.clone());
                 }
@@ -281,6 +286,9 @@ mod tests {
         };
         // WHEN a line is logged before and after its tenant verifies
         tracing::subscriber::with_default(subscriber, || {
+            // (inside another span, as lambda_runtime runs every invocation: its fields stay out)
+            let runtime = tracing::info_span!("Lambda runtime invoke", requestId = "req-7");
+            let _runtime = runtime.enter();
             let span = invocation.span();
             let _entered = span.enter();
             tracing::info!(route = "GET /products", "before");
@@ -310,6 +318,7 @@ mod tests {
             (&json("INFO"), &json("before"))
         );
         assert!(lines[0].get("tenant_id").is_none());
+        assert!(lines[0].get("requestId").is_none(), "{}", lines[0]);
         assert_eq!(lines[1]["tenant_id"], "acme");
         assert_eq!(
             (&lines[1]["level"], &lines[1]["status"]),

@@ -11,6 +11,7 @@ mod consumed_capacity;
 mod control_plane;
 mod entities;
 mod events;
+mod every_route;
 mod fanout_budget;
 mod faults;
 mod foundation;

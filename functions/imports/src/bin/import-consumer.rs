@@ -2,6 +2,8 @@
 //! `ReportBatchItemFailures`.
 
 use lambda_http::lambda_runtime::{self, service_fn, LambdaEvent};
+use shared::service::telemetry::Invocation;
+use tracing::Instrument;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
@@ -12,8 +14,9 @@ async fn main() -> Result<(), lambda_http::Error> {
     lambda_runtime::run(service_fn(
         |event: LambdaEvent<aws_lambda_events::sqs::SqsEvent>| async move {
             // Boxed: the consumer's future is deep, and the runtime nests it further.
+            let span = Invocation::of_context(&event.context).span();
             let consumed = Box::pin(imports::consume::consume(app, settings, event.payload));
-            Ok::<_, lambda_http::Error>(consumed.await)
+            Ok::<_, lambda_http::Error>(consumed.instrument(span).await)
         },
     ))
     .await

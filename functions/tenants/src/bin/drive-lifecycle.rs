@@ -1,14 +1,21 @@
 //! `drive-lifecycle`: see [`tenants::drive_lifecycle`]. An EventBridge schedule invokes it.
 
 use lambda_http::lambda_runtime::{self, service_fn, LambdaEvent};
+use shared::service::telemetry::Invocation;
+use tracing::Instrument;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
     shared::service::runtime::init_tracing();
     let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
-    lambda_runtime::run(service_fn(|_: LambdaEvent<serde_json::Value>| async move {
-        let driven = Box::pin(tenants::drive_lifecycle::drive(app)).await?;
-        Ok::<_, lambda_http::Error>(serde_json::json!(driven))
-    }))
+    lambda_runtime::run(service_fn(
+        |event: LambdaEvent<serde_json::Value>| async move {
+            let span = Invocation::of_context(&event.context).span();
+            let driven = Box::pin(tenants::drive_lifecycle::drive(app))
+                .instrument(span)
+                .await?;
+            Ok::<_, lambda_http::Error>(serde_json::json!(driven))
+        },
+    ))
     .await
 }

@@ -2,6 +2,8 @@
 //! `ReportBatchItemFailures`.
 
 use lambda_http::lambda_runtime::{self, service_fn, LambdaEvent};
+use shared::service::telemetry::Invocation;
+use tracing::Instrument;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
@@ -10,7 +12,9 @@ async fn main() -> Result<(), lambda_http::Error> {
         Box::leak(Box::new(tenants::publish_events::Publisher::from_env()?));
     lambda_runtime::run(service_fn(
         |event: LambdaEvent<aws_lambda_events::dynamodb::Event>| async move {
-            Ok::<_, lambda_http::Error>(publisher.publish(event.payload).await)
+            let span = Invocation::of_context(&event.context).span();
+            let published = publisher.publish(event.payload).instrument(span).await;
+            Ok::<_, lambda_http::Error>(published)
         },
     ))
     .await
