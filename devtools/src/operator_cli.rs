@@ -85,9 +85,12 @@ pub async fn run(args: &[String]) -> Result<String, Failure> {
         .ok()
         .filter(|t| !t.is_empty())
         .ok_or_else(|| Failure::usage("POOLTABLE_TOKEN (an operator's JWT) is not set"))?;
-    let client = connect(base.trim_end_matches('/'), &token).map_err(|e| Failure {
-        exit: Exit::Unavailable,
-        message: e.to_string(),
+    let client = connect(base.trim_end_matches('/'), &token).map_err(|e| match e {
+        pooltable_client::ConnectError::Token => Failure::usage(format!("POOLTABLE_TOKEN: {e}")),
+        pooltable_client::ConnectError::Http(_) => Failure {
+            exit: Exit::Unavailable,
+            message: e.to_string(),
+        },
     })?;
     let tenant = tenant.as_str();
     let answer = match verb.as_str() {
@@ -169,9 +172,15 @@ fn parse(args: &[String]) -> Result<(String, String, HashMap<String, String>), F
     Ok((verb.clone(), tenant.clone(), flags))
 }
 
-/// Every export page of `tenant`, followed by its `Link: <…>; rel="next"`.
+/// Every export page of `tenant`, followed by its `Link: <…>; rel="next"`, written to stdout as it
+/// arrives (a tenant can be larger than memory); nothing is left to print after.
 async fn export(client: &Client, base: &str, tenant: &str) -> Result<String, Failure> {
-    let mut out = String::new();
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let written = |e: std::io::Error| Failure {
+        exit: Exit::Unavailable,
+        message: format!("stdout: {e}"),
+    };
     let mut cursor: Option<String> = None;
     loop {
         let mut call = client.export_tenant().tenant_id(tenant);
@@ -187,11 +196,20 @@ async fn export(client: &Client, base: &str, tenant: &str) -> Result<String, Fai
                 exit: Exit::Unavailable,
                 message: e.to_string(),
             })?;
-            out.push_str(&String::from_utf8_lossy(&chunk));
+            out.write_all(&chunk).map_err(written)?;
         }
         match next {
+            Some(next) if Some(&next) == cursor.as_ref() => {
+                return Err(Failure {
+                    exit: Exit::Unavailable,
+                    message: "the export's next page is the page just read; stopped".into(),
+                })
+            }
             Some(next) => cursor = Some(next),
-            None => return Ok(out.trim_end().to_owned()),
+            None => {
+                out.flush().map_err(written)?;
+                return Ok(String::new());
+            }
         }
     }
 }

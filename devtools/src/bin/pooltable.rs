@@ -229,6 +229,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("tenants") => match devtools::operator_cli::run(&args[1..]).await {
+            Ok(answer) if answer.is_empty() => {}
             Ok(answer) => println!("{answer}"),
             Err(failure) => {
                 eprintln!("pooltable tenants: {}", failure.message);

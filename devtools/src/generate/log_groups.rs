@@ -1,7 +1,8 @@
 //! One log group per function, with the retention chosen (`LogRetentionDays`): every
 //! `AWS::Serverless::Function` of the template, the routes' and the hand-written ones alike, names its
-//! own group in `LoggingConfig`, so the group exists (and is retained, and deleted with the stack)
-//! before the function's first line; left implicit, Lambda makes it on first use and keeps it forever.
+//! own group in `LoggingConfig` (`/pooltable/<Stage>/<bin>`), so the group exists (and is retained,
+//! and deleted with the stack) before the function's first line; left implicit, Lambda makes it on
+//! first use and keeps it forever.
 
 /// A function resource of the template: its logical id, its `FunctionName` and its `Condition`.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -11,9 +12,9 @@ struct FunctionResource {
     condition: Option<String>,
 }
 
-/// `template` with each function's `LoggingConfig.LogGroup` after its `FunctionName`, and its group
-/// in place of the `marker` line. A function without a `FunctionName` keeps Lambda's default group.
-pub(super) fn add(template: &str, marker: &str) -> Option<String> {
+/// `template` with each function's `LoggingConfig.LogGroup` after its `FunctionName`, and the
+/// groups' resources. A function without a `FunctionName` keeps Lambda's default group.
+pub(super) fn add(template: &str) -> (String, String) {
     let mut out = String::with_capacity(template.len() * 2);
     let mut functions: Vec<FunctionResource> = Vec::new();
     let mut current: Option<FunctionResource> = None;
@@ -48,14 +49,7 @@ pub(super) fn add(template: &str, marker: &str) -> Option<String> {
     }
     functions.extend(current.filter(|f| !f.function_name.is_empty()));
     let groups: String = functions.iter().map(log_group).collect();
-    let at = out.find(marker)?;
-    let line_start = out[..at].rfind('\n').map_or(0, |i| i + 1);
-    let line_end = out[at..].find('\n').map_or(out.len(), |i| at + i + 1);
-    Some(format!(
-        "{}{groups}{}",
-        &out[..line_start],
-        &out[line_end..]
-    ))
+    (out, groups)
 }
 
 /// `Name` of a line `  Name:` (a top-level section's entry, such as a resource).
@@ -73,10 +67,14 @@ fn log_group(f: &FunctionResource) -> String {
         .as_deref()
         .map(|c| format!("    Condition: {c}\n"))
         .unwrap_or_default();
-    // `!Sub "pooltable-${Stage}-x"` names the function; its group is `/aws/lambda/` and that name.
-    let group_name = f
-        .function_name
-        .replacen("!Sub \"", "!Sub \"/aws/lambda/", 1);
+    // `!Sub "pooltable-${Stage}-x"` names the function; its group is `/pooltable/${Stage}/x`, not
+    // Lambda's default `/aws/lambda/pooltable-${Stage}-x`: a stack deployed before the groups were
+    // declared has those already (Lambda made them), and making them again would fail the update.
+    let group_name = f.function_name.replacen(
+        "!Sub \"pooltable-${Stage}-",
+        "!Sub \"/pooltable/${Stage}/",
+        1,
+    );
     format!(
         "  {resource}Logs:
     Type: AWS::Logs::LogGroup
@@ -121,7 +119,8 @@ mod tests {
 Outputs: {}
 ";
         // WHEN the groups are added
-        let out = add(template, "# @generate log-groups").unwrap();
+        let (out, groups) = add(template);
+        let out = format!("{out}{groups}");
         // THEN each function names its group, and each group is made, with its condition
         assert_eq!(out.matches("LoggingConfig:").count(), 2, "{out}");
         assert!(out.contains(
@@ -130,8 +129,7 @@ Outputs: {}
         assert!(
             out.contains("  BFunctionLogs:\n    Type: AWS::Logs::LogGroup\n    Condition: Sbt\n")
         );
-        assert!(out.contains("LogGroupName: !Sub \"/aws/lambda/pooltable-${Stage}-a\""));
+        assert!(out.contains("LogGroupName: !Sub \"/pooltable/${Stage}/a\""));
         assert!(!out.contains("QueueLogs"));
-        assert!(!out.contains("@generate"));
     }
 }

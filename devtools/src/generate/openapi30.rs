@@ -442,6 +442,13 @@ fn adapt_for_progenitor(doc: &mut Value) {
         return;
     };
     if let Some(components) = root.get_mut("components").and_then(Value::as_mapping_mut) {
+        if let Some(problem) = components
+            .get_mut("schemas")
+            .and_then(|schemas| schemas.get_mut("Problem"))
+            .and_then(Value::as_mapping_mut)
+        {
+            loosen_problem(problem);
+        }
         if let Some(responses) = components
             .get_mut("responses")
             .and_then(Value::as_mapping_mut)
@@ -475,6 +482,15 @@ fn adapt_for_progenitor(doc: &mut Value) {
             }
         }
     }
+}
+
+/// For the client, a refusal's body is read as a `Problem` whatever its members: API Gateway's own
+/// refusals (`{"message": "Unauthorized"}` on a 401, 403, 429 or 5xx before any function runs) are
+/// no problem+json, and a client that could not read them would report a refusal as a broken
+/// answer. Loosens only: every member optional, others allowed.
+fn loosen_problem(problem: &mut Mapping) {
+    problem.remove("required");
+    problem.remove("additionalProperties");
 }
 
 fn adapt_operation(operation: &mut Mapping, components: &Value) {
@@ -637,6 +653,18 @@ fn empty() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_problem_schema_is_read_whatever_its_members() {
+        let mut doc: Value = serde_yaml::from_str(
+            "openapi: 3.1.0\npaths: {}\ncomponents:\n  schemas:\n    Problem:\n      type: object\n      required: [title]\n      additionalProperties: false\n      properties: {title: {type: string}}\n",
+        )
+        .unwrap();
+        doc = to_openapi_30(doc).unwrap();
+        let problem = &doc["components"]["schemas"]["Problem"];
+        assert!(problem.get("required").is_none() && problem.get("additionalProperties").is_none());
+        assert_eq!(problem["properties"]["title"]["type"], "string");
+    }
 
     fn yaml(text: &str) -> Value {
         serde_yaml::from_str(text).unwrap()

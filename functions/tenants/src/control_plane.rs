@@ -7,7 +7,7 @@
 //!
 //! | request (`detail-type`) | what pooltable does | reply |
 //! |---|---|---|
-//! | `sbt_aws_onboardingRequest` | onboards `tenantId` at `tier` (`basic` when absent), `placement` optional | `provisionSuccess` / `provisionFailure` |
+//! | `sbt_aws_onboardingRequest` | onboards `tenantId` at `tier` (`basic` when absent), in the pool | `provisionSuccess` / `provisionFailure` |
 //! | `sbt_aws_offboardingRequest` | starts the offboarding (the lifecycle driver deletes every item) | `deprovisionSuccess` / `deprovisionFailure` |
 //! | `sbt_aws_activateRequest` | resumes the tenant (`status: active`) | `activateSuccess` / `activateFailure` |
 //! | `sbt_aws_deactivateRequest` | suspends it (`status: suspended`) | `deactivateSuccess` / `deactivateFailure` |
@@ -19,8 +19,10 @@
 //! stores on the registration); a failure also carries its `reason` (the problem's detail).
 //!
 //! Each request is answered exactly once (`shared::store::lifecycle::requests`), whatever
-//! EventBridge's at-least-once delivery or a control plane's retry does: the request is
-//! `<kind>#<tenantRegistrationId>` (or `<kind>#<event id>` without one). A request pooltable must
+//! EventBridge's at-least-once delivery does: an onboarding or an offboarding is its registration's
+//! (`<kind>#<tenantRegistrationId>`; the control plane putting it again gets the same reply, once,
+//! and nothing is done again), an activate or a deactivate its event's (a registration is
+//! suspended and resumed many times). A request pooltable must
 //! refuse (an unknown tenant, a tier it does not have, a tenant that exists) is answered with its
 //! failure, never retried; only what may pass (DynamoDB or EventBridge unavailable) fails the
 //! invocation, which Lambda retries.
@@ -225,50 +227,88 @@ pub async fn handle(
         return Ok(ignored);
     };
     let detail = &envelope.detail;
-    let registration = detail["tenantRegistrationId"].as_str();
-    let request = format!("{}#{}", kind.name(), registration.unwrap_or(&envelope.id));
+    // A registration is provisioned and deprovisioned once: those requests are the registration's.
+    // It is activated and deactivated again and again: each of those events is a request of its own.
+    let registration = match kind {
+        Kind::Onboarding | Kind::Offboarding => detail["tenantRegistrationId"]
+            .as_str()
+            .filter(|r| valid_registration(r)),
+        Kind::Activate | Kind::Deactivate => None,
+    };
+    let key = format!("{}#{}", kind.name(), registration.unwrap_or(&envelope.id));
+    let request = requests::Request {
+        key: &key,
+        event_id: &envelope.id,
+        tenant: detail["tenantId"].as_str().unwrap_or_default(),
+    };
     let platform_db = app.db_for_operator(&TenantId::platform()).await?;
     let now_ms = app.clock.now_millis();
     let (claimed_at_ms, held, taken_over) =
-        match requests::claim(&platform_db, &request, now_ms, HOLD_MS).await? {
-            Claim::Answered => {
-                tracing::info!(request, "a request answered before: nothing done");
+        match requests::claim(&platform_db, request, now_ms, HOLD_MS).await? {
+            Claim::Duplicate => {
+                tracing::info!(request = key, "an event answered before: nothing done");
                 return Ok(Handled {
                     reply: None,
                     duplicate: true,
                 });
             }
+            // The control plane asked again: the same answer, nothing done again.
+            Claim::AnsweredForAnother { reply } => return send(plane, &reply).await,
+            Claim::OtherTenant => {
+                let refusal =
+                    Err("this tenantRegistrationId was answered for another tenant".into());
+                let reply = reply_of(prefix, kind, &envelope.id, detail, refusal);
+                return send(plane, &reply.to_string()).await;
+            }
             Claim::Busy => return Err(ControlPlaneError::Busy),
             Claim::Mine {
                 claimed_at_ms,
+                first_claimed_at_ms,
                 held_reply,
                 taken_over,
-            } => (claimed_at_ms, held_reply, taken_over),
+            } => (
+                claimed_at_ms,
+                held_reply,
+                taken_over.then_some(first_claimed_at_ms),
+            ),
         };
     let reply = match held {
         Some(reply) => reply,
         None => {
             let outcome = act(app, kind, detail, taken_over).await?;
-            let reply = reply_of(prefix, kind, &envelope.id, detail, outcome);
-            if !requests::hold_reply(&platform_db, &request, claimed_at_ms, &reply.to_string())
-                .await?
-            {
+            let reply = reply_of(prefix, kind, &envelope.id, detail, outcome).to_string();
+            if !requests::hold_reply(&platform_db, &key, claimed_at_ms, &reply).await? {
                 return Err(ControlPlaneError::Busy);
             }
-            reply.to_string()
+            reply
         }
     };
-    let parsed: Value = serde_json::from_str(&reply).unwrap_or(Value::Null);
+    let handled = send(plane, &reply).await?;
+    requests::mark_answered(&platform_db, request).await?;
+    tracing::info!(request = key, reply = ?handled.reply, "control plane request answered");
+    Ok(handled)
+}
+
+/// Sends a held reply (`{detailType, detail}`).
+async fn send(plane: &ControlPlane, reply: &str) -> Result<Handled, ControlPlaneError> {
+    let parsed: Value = serde_json::from_str(reply).unwrap_or(Value::Null);
     let detail_type = parsed["detailType"].as_str().unwrap_or_default().to_owned();
     plane
         .send(&detail_type, &parsed["detail"].to_string())
         .await?;
-    requests::mark_answered(&platform_db, &request).await?;
-    tracing::info!(request, reply = %detail_type, "control plane request answered");
     Ok(Handled {
         reply: Some(detail_type),
         duplicate: false,
     })
+}
+
+/// A registration id this plane keys a request by: what sbt-aws makes (a UUID), within a sort
+/// key's room.
+fn valid_registration(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
 }
 
 /// The reply to a request: its detail-type and detail (held as one JSON value).
@@ -307,13 +347,21 @@ fn reply_of(
 
 /// Acts on one request: `Ok(Err(reason))` is a refusal to answer with the failure; `Err` may pass
 /// (retried).
+/// `taken_over`: when an earlier delivery first claimed the request, if this one took it over.
 async fn act(
     app: &App,
     kind: Kind,
     detail: &Value,
-    taken_over: bool,
+    taken_over: Option<u64>,
 ) -> Result<Result<(), String>, ControlPlaneError> {
     let by = TenantId::platform();
+    if let Some(registration) = detail["tenantRegistrationId"].as_str() {
+        if !valid_registration(registration) {
+            return Ok(Err(
+                "tenantRegistrationId must be 1 to 128 of A-Z a-z 0-9 - _ . :".into(),
+            ));
+        }
+    }
     let tenant = match detail["tenantId"].as_str().map(TenantId::parse) {
         Some(Ok(tenant)) => tenant,
         Some(Err(e)) => return Ok(Err(format!("tenantId {e}"))),
@@ -327,25 +375,22 @@ async fn act(
                     "tier {tier} is not one of pooltable's (basic, standard, premium)"
                 )));
             };
-            let placement = match detail["placement"].as_str() {
-                None | Some("pool") => PlacementInput::Pool,
-                Some("own") => PlacementInput::Own,
-                Some(other) => return Ok(Err(format!("placement {other} is not pool or own"))),
-            };
+            // Always in the pool: the request's detail is partly the signup's own data, so it
+            // never decides a table of its own (an operator moves a tenant with PATCH placement).
             let input = OnboardInput {
                 tenant_id: tenant.clone(),
                 tier,
                 limits: None,
                 shard_count: None,
-                placement,
+                placement: PlacementInput::Pool,
             };
             match crate::onboard_tenant::onboard(app, &by, input, None).await {
-                // A delivery that took over from one that stopped after onboarding: its own work.
-                Err(ApiError::Conflict(_))
-                    if taken_over && onboarded_by_platform(app, &tenant, tier).await =>
-                {
-                    Ok(())
-                }
+                // A delivery that took over from one that stopped after onboarding: its own work,
+                // made since the request was first claimed.
+                Err(ApiError::Conflict(_)) => match taken_over {
+                    Some(since) if onboarded_since(app, &tenant, since).await => Ok(()),
+                    _ => Err(ApiError::Conflict("This tenant already exists.".into())),
+                },
                 other => other.map(drop),
             }
         }
@@ -383,12 +428,12 @@ async fn act(
     }
 }
 
-/// Whether `tenant` exists, onboarded by the platform at `tier`.
-async fn onboarded_by_platform(app: &App, tenant: &TenantId, tier: Tier) -> bool {
+/// Whether `tenant`'s record was made since `since_ms` (to the second; a second earlier counts).
+async fn onboarded_since(app: &App, tenant: &TenantId, since_ms: u64) -> bool {
+    let since = shared::identity::clock::rfc3339(since_ms.saturating_sub(1000));
     matches!(
         app.directory.record_now(tenant).await,
-        Ok(Some(record)) if record.tier == tier
-            && record.changed_by.as_deref() == Some(TenantId::PLATFORM)
+        Ok(Some(record)) if record.created_at.get(..19) >= since.get(..19)
     )
 }
 

@@ -106,6 +106,43 @@ impl From<&shared::store::lifecycle::restoring::Restore> for RestoreView {
     }
 }
 
+/// 200 with the record.
+pub fn done(record: TenantRecord) -> lambda_http::Response<lambda_http::Body> {
+    shared::service::http::json_response(
+        lambda_http::http::StatusCode::OK,
+        &TenantView::from(record),
+    )
+}
+
+/// What a re-sharding's or a move's step committed: the record to go on with (remembered in this
+/// container), or, when another call committed first (it is the one moving now), the answer from
+/// the record as it is now: 202 while `running` says the change still runs, 200 once it ended.
+pub(crate) async fn after_step(
+    app: &shared::App,
+    db: &shared::store::client::scoped::TenantDb,
+    step: shared::store::lifecycle::resharding::Step,
+    running: fn(&TenantRecord) -> bool,
+) -> Result<Result<TenantRecord, lambda_http::Response<lambda_http::Body>>, ApiError> {
+    use shared::store::lifecycle::resharding::Step;
+    let record = match step {
+        Step::Committed(next) => *next,
+        Step::Raced => {
+            let current = shared::store::tenancy::tenants::read_record_consistent(db)
+                .await?
+                .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+            app.directory
+                .remember(&db.tenant, Some(std::sync::Arc::new(current.clone())));
+            return Ok(Err(match running(&current) {
+                true => accepted(current, 1),
+                false => done(current),
+            }));
+        }
+    };
+    app.directory
+        .remember(&db.tenant, Some(std::sync::Arc::new(record.clone())));
+    Ok(Ok(record))
+}
+
 /// 202 with the record and its progress, and when to call again (`Retry-After`).
 pub fn accepted(
     record: TenantRecord,

@@ -14,12 +14,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lambda_http::http::StatusCode;
 use lambda_http::{Body, Response};
 use serde::Serialize;
 use shared::identity::ids::TenantId;
 use shared::identity::keys::ItemKey;
-use shared::service::http::json_response;
 use shared::store::client::scoped::TenantDb;
 use shared::store::lifecycle::moving::{
     begin, checkpoint, finish, move_page, sources, Placement, PlacementMove, ITEMS_PER_STEP,
@@ -33,7 +31,7 @@ use shared::store::tenancy::placement::{
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
 use shared::{ApiError, App};
 
-use crate::{accepted, TenantView};
+use crate::{accepted, done};
 
 /// How long one call backfills before it answers 202 (the function timeout is 10 s).
 pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
@@ -252,23 +250,10 @@ pub async fn advance(
                 checkpoint(db, &state, position, moved).await?
             }
         };
-        record = match step {
-            Step::Committed(next) => *next,
-            // Another call committed first: it is the one moving now.
-            Step::Raced => {
-                let current = read_record_consistent(db)
-                    .await?
-                    .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
-                app.directory
-                    .remember(&tenant, Some(Arc::new(current.clone())));
-                return Ok(match current.moving {
-                    Some(_) => accepted(current, 1),
-                    None => done(current),
-                });
-            }
+        record = match crate::after_step(app, db, step, |r| r.moving.is_some()).await? {
+            Ok(next) => next,
+            Err(answer) => return Ok(answer),
         };
-        app.directory
-            .remember(&tenant, Some(Arc::new(record.clone())));
         let Some(next) = record.moving.clone() else {
             tracing::info!(tenant = %tenant, to = placement_name(state.to), moved = state.moved, "tenant moved");
             return Ok(done(record));
@@ -280,8 +265,4 @@ pub async fn advance(
             return Ok(accepted(record, 0));
         }
     }
-}
-
-fn done(record: TenantRecord) -> Response<Body> {
-    json_response(StatusCode::OK, &TenantView::from(record))
 }

@@ -11,11 +11,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lambda_http::http::StatusCode;
 use lambda_http::{Body, Response};
 use shared::identity::ids::TenantId;
 use shared::identity::keys::{ItemKey, PK, SK};
-use shared::service::http::json_response;
 use shared::store::client::query::string_attr;
 use shared::store::client::scoped::TenantDb;
 use shared::store::lifecycle::resharding::{
@@ -25,7 +23,7 @@ use shared::store::lifecycle::tenant_items::{self, Budget};
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
 use shared::{ApiError, App};
 
-use crate::{accepted, TenantView};
+use crate::{accepted, done};
 
 /// How long one call moves items before it answers 202 (the function timeout is 10 s).
 pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
@@ -143,23 +141,10 @@ pub async fn migrate(
                 checkpoint(db, &state, position, moved).await?
             }
         };
-        record = match step {
-            Step::Committed(next) => *next,
-            // Another call committed first: it is the one moving now.
-            Step::Raced => {
-                let current = read_record_consistent(db)
-                    .await?
-                    .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
-                app.directory
-                    .remember(&tenant, Some(Arc::new(current.clone())));
-                return Ok(match current.migration {
-                    Some(_) => accepted(current, 1),
-                    None => done(current),
-                });
-            }
+        record = match crate::after_step(app, db, step, |r| r.migration.is_some()).await? {
+            Ok(next) => next,
+            Err(answer) => return Ok(answer),
         };
-        app.directory
-            .remember(&tenant, Some(Arc::new(record.clone())));
         let Some(next) = record.migration.clone() else {
             tracing::info!(tenant = %tenant, shards = record.shard_count, moved = state.moved, "tenant re-sharded");
             return Ok(done(record));
@@ -180,8 +165,4 @@ fn migration_of(record: &TenantRecord) -> Result<Migration, ApiError> {
         .migration
         .clone()
         .ok_or_else(|| ApiError::Internal("a re-sharding record without its state".into()))
-}
-
-fn done(record: TenantRecord) -> Response<Body> {
-    json_response(StatusCode::OK, &TenantView::from(record))
 }

@@ -239,61 +239,50 @@ where
     Fut: Future<Output = Result<Response<Body>, ApiError>>,
 {
     let span = invocation.span();
-    measured(app, bin, &invocation, req, handler)
-        .instrument(span)
-        .await
-}
-
-/// [`respond_admitted`] inside its invocation's span: the response, and its metrics lines.
-async fn measured<F, Fut>(
-    app: &App,
-    bin: &str,
-    invocation: &Invocation,
-    req: Request,
-    handler: F,
-) -> Response<Body>
-where
-    F: FnOnce(Request) -> Fut,
-    Fut: Future<Output = Result<Response<Body>, ApiError>>,
-{
-    let publisher = &app.metrics.publisher;
-    if invocation.cold_start {
-        app.metrics.emit(metrics::cold_start_line(
-            invocation,
+    let invocation = &invocation;
+    // Everything the request logs is inside its invocation's span.
+    async move {
+        let publisher = &app.metrics.publisher;
+        if invocation.cold_start {
+            app.metrics.emit(metrics::cold_start_line(
+                invocation,
+                publisher,
+                app.clock.now_millis(),
+            ));
+        }
+        let started = Instant::now();
+        // Keys read from a secret are read again when stale (a rotation reaches this container); a
+        // failed read keeps the keys it has.
+        if let Err(e) = app.signing.refresh(app.clock.now_millis()).await {
+            tracing::error!(error = %e, "no signing keys: routes that sign or verify answer 503");
+        }
+        let (response, meta, refusal) = admitted(app, bin, req, handler).await;
+        let tier = match meta.tenant().map(TenantId::parse) {
+            Some(Ok(tenant)) => app.tier_name(&tenant).await,
+            _ => "none",
+        };
+        let (read, write) = meta.capacity_milli_units();
+        let line = metrics::request_line(
+            &metrics::RequestMetrics {
+                route: bin,
+                tier,
+                status: response.status().as_u16(),
+                latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+                read_units: read as f64 / 1000.0,
+                write_units: write as f64 / 1000.0,
+                throttles: meta.throttles(),
+                refusal,
+                tenant: meta.tenant(),
+                invocation,
+            },
             publisher,
             app.clock.now_millis(),
-        ));
+        );
+        app.metrics.emit(line);
+        response
     }
-    let started = Instant::now();
-    // Keys read from a secret are read again when stale (a rotation reaches this container); a
-    // failed read keeps the keys it has.
-    if let Err(e) = app.signing.refresh(app.clock.now_millis()).await {
-        tracing::error!(error = %e, "no signing keys: routes that sign or verify answer 503");
-    }
-    let (response, meta, refusal) = admitted(app, bin, req, handler).await;
-    let tier = match meta.tenant().map(TenantId::parse) {
-        Some(Ok(tenant)) => app.tier_name(&tenant).await,
-        _ => "none",
-    };
-    let (read, write) = meta.capacity_milli_units();
-    let line = metrics::request_line(
-        &metrics::RequestMetrics {
-            route: bin,
-            tier,
-            status: response.status().as_u16(),
-            latency_ms: started.elapsed().as_secs_f64() * 1000.0,
-            read_units: read as f64 / 1000.0,
-            write_units: write as f64 / 1000.0,
-            throttles: meta.throttles(),
-            refusal,
-            tenant: meta.tenant(),
-            invocation,
-        },
-        publisher,
-        app.clock.now_millis(),
-    );
-    app.metrics.emit(line);
-    response
+    .instrument(span)
+    .await
 }
 
 /// [`respond_admitted`] without its metrics line: the response, what the request consumed, and

@@ -46,7 +46,7 @@ impl Invocation {
         let context = req.lambda_context_ref();
         Self {
             request_id: context.map(|c| c.request_id.clone()).unwrap_or_default(),
-            xray_trace_id: context.and_then(|c| c.xray_trace_id.clone()),
+            xray_trace_id: context.and_then(|c| trace_root(c.xray_trace_id.as_deref())),
             cold_start: !WARM.swap(true, Ordering::Relaxed),
         }
     }
@@ -55,7 +55,7 @@ impl Invocation {
     pub fn of_context(context: &lambda_http::lambda_runtime::Context) -> Self {
         Self {
             request_id: context.request_id.clone(),
-            xray_trace_id: context.xray_trace_id.clone(),
+            xray_trace_id: trace_root(context.xray_trace_id.as_deref()),
             cold_start: !WARM.swap(true, Ordering::Relaxed),
         }
     }
@@ -71,6 +71,17 @@ impl Invocation {
             tenant_id = tracing::field::Empty,
         )
     }
+}
+
+/// The trace id of an X-Ray trace header (`Root=1-…;Parent=…;Sampled=1` → `1-…`), as Powertools
+/// logs it: what X-Ray and CloudWatch search by.
+fn trace_root(header: Option<&str>) -> Option<String> {
+    let header = header?;
+    let root = header
+        .split(';')
+        .find_map(|part| part.trim().strip_prefix("Root="))
+        .unwrap_or(header);
+    Some(root.to_owned()).filter(|r| !r.is_empty())
 }
 
 /// A test's or a tool's invocation: a request id, no trace, warm.
@@ -106,9 +117,9 @@ fn env_value(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-/// The log filter: `AWS_LAMBDA_LOG_LEVEL` when Lambda sets it (a function's `ApplicationLogLevel`),
-/// else `RUST_LOG` (`info`, `warn,shared=debug`: a default level and per-target levels), else
-/// `info`. It is `Targets`, not `EnvFilter`, because `EnvFilter` links a regex engine into every
+/// The log filter: `RUST_LOG` when set (`info`, `warn,shared=debug`: a default level and per-target
+/// levels; a function's own override), else `AWS_LAMBDA_LOG_LEVEL` (what Lambda sets from a
+/// function's `ApplicationLogLevel`), else `info`. It is `Targets`, not `EnvFilter`, because `EnvFilter` links a regex engine into every
 /// bootstrap for span-field filters nobody uses in a Lambda function.
 pub fn log_filter() -> Targets {
     let lambda_level = env_value("AWS_LAMBDA_LOG_LEVEL").map(|level| {
@@ -118,8 +129,8 @@ pub fn log_filter() -> Targets {
             other => other.to_owned(),
         }
     });
-    lambda_level
-        .or_else(|| env_value("RUST_LOG"))
+    env_value("RUST_LOG")
+        .or(lambda_level)
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO))
 }
@@ -219,7 +230,11 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-        let mut line = Map::new();
+        // The event's own fields first: the keys below are written over any of the same name, so
+        // no field can change a line's level, time, service or tenant.
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let mut line = fields.0;
         line.insert("level".into(), event.metadata().level().as_str().into());
         let mut timestamp = String::new();
         let _ = SystemTime.format_time(&mut Writer::new(&mut timestamp));
@@ -238,9 +253,6 @@ where
                 }
             }
         }
-        let mut fields = Fields::default();
-        event.record(&mut fields);
-        line.extend(fields.0);
         let Ok(mut bytes) = serde_json::to_vec(&line) else {
             return;
         };
@@ -324,6 +336,42 @@ mod tests {
             (&lines[1]["level"], &lines[1]["status"]),
             (&json("WARN"), &json(200))
         );
+    }
+
+    #[test]
+    fn the_trace_id_is_the_headers_root() {
+        assert_eq!(
+            trace_root(Some(
+                "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+            ))
+            .as_deref(),
+            Some("1-5759e988-bd862e3fe1be46a994272793")
+        );
+        assert_eq!(trace_root(None), None);
+    }
+
+    #[test]
+    fn a_field_cannot_write_over_a_reserved_key() {
+        let buffer = Buffer::default();
+        let subscriber = tracing_subscriber::registry().with(PowertoolsJson::new(buffer.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            let span = Invocation::from("req-8").span();
+            let _entered = span.enter();
+            span.record("tenant_id", "acme");
+            tracing::error!(
+                level = "DEBUG",
+                tenant_id = "globex",
+                service = "x",
+                "spoof"
+            );
+        });
+        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        let line: Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(
+            (&line["level"], &line["tenant_id"], &line["message"]),
+            (&json("ERROR"), &json("acme"), &json("spoof"))
+        );
+        assert_ne!(line["service"], "x");
     }
 
     fn json(v: impl Into<Value>) -> Value {

@@ -88,15 +88,29 @@ async fn each_request_is_answered_once_with_its_ids_and_redeliveries_change_noth
             "sbt_aws_provisionSuccess",
             "active",
         ),
+        // sbt-aws forwards the tenant's item, registration id included: a registration is
+        // suspended and resumed again and again, each time acted on and answered
         (
             "sbt_aws_deactivateRequest",
-            json!({"tenantId": t}),
+            tenant(json!({})),
             "sbt_aws_deactivateSuccess",
             "suspended",
         ),
         (
             "sbt_aws_activateRequest",
-            json!({"tenantId": t}),
+            tenant(json!({})),
+            "sbt_aws_activateSuccess",
+            "active",
+        ),
+        (
+            "sbt_aws_deactivateRequest",
+            tenant(json!({})),
+            "sbt_aws_deactivateSuccess",
+            "suspended",
+        ),
+        (
+            "sbt_aws_activateRequest",
+            tenant(json!({})),
             "sbt_aws_activateSuccess",
             "active",
         ),
@@ -134,11 +148,25 @@ async fn each_request_is_answered_once_with_its_ids_and_redeliveries_change_noth
         assert_eq!(record.body["status"], status, "{request}");
         if request == "sbt_aws_onboardingRequest" {
             assert_eq!(record.body["tier"], "premium");
-            // AND the control plane putting the same registration again (a new event) changes nothing
+            // AND the control plane putting the same registration again (a new event) gets the same
+            // reply, once, and nothing is done again
             let again = w.put(request, detail.clone()).await;
             assert_ne!(again["id"], event["id"]);
+            let answered = w.deliver(&again).await.expect("no error");
+            assert_eq!(answered.reply.as_deref(), Some(reply));
             assert!(w.deliver(&again).await.expect("no error").duplicate);
-            assert!(w.replies().await.is_empty());
+            let replies = w.replies().await;
+            assert_eq!(replies.len(), 1, "{replies:?}");
+            assert_eq!(replies[0]["detail"], answer["detail"]);
+            // AND the same registration naming another tenant is refused, and makes nothing
+            let other = unique("other");
+            let mut forged = detail.clone();
+            forged["tenantId"] = other.as_str().into();
+            let forged = w.put(request, forged).await;
+            let refused = w.deliver(&forged).await.expect("answered");
+            assert_eq!(refused.reply.as_deref(), Some("sbt_aws_provisionFailure"));
+            assert_eq!(w.replies().await.len(), 1);
+            assert_eq!(w.h.operator().get_tenant(&other).await.status, 404);
         }
     }
 }
@@ -232,8 +260,13 @@ async fn a_delivery_that_stopped_mid_request_is_taken_over_once_its_hold_ends() 
             .db_for_operator(&TenantId::platform())
             .await
             .unwrap();
-    let request = format!("onboarding#{registration}");
-    let claimed = requests::claim(&platform, &request, w.h.app.clock.now_millis(), 30_000)
+    let key = format!("onboarding#{registration}");
+    let request = requests::Request {
+        key: &key,
+        event_id: "an-earlier-delivery",
+        tenant: &t,
+    };
+    let claimed = requests::claim(&platform, request, w.h.app.clock.now_millis(), 30_000)
         .await
         .unwrap();
     assert!(matches!(claimed, Claim::Mine { .. }));

@@ -690,7 +690,11 @@ fn tenant_isolation_mode_puts_every_tenant_function_in_per_tenant_environments_b
         let integration = &op["x-amazon-apigateway-integration"];
         assert_eq!(integration["type"].as_str(), Some("aws_proxy"), "{bin}");
         let uri = serde_yaml::to_string(&integration["uri"]).unwrap();
-        assert!(uri.contains(&format!("${{{logical}.Arn}}")), "{bin}: {uri}");
+        // (its `live` alias, which the canary deploys shift: never `$LATEST`)
+        assert!(
+            uri.contains(&format!("${{{logical}Aliaslive}}")),
+            "{bin}: {uri}"
+        );
         // Tenant functions get the tenant from the verified claim; operator functions stay pooled.
         let header =
             integration["requestParameters"]["integration.request.header.X-Amz-Tenant-Id"].as_str();
