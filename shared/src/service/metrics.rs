@@ -263,6 +263,13 @@ impl MetricsSink {
         }
     }
 
+    /// The `ColdStart` line, on a container's first invocation (nothing on the others).
+    pub fn note_invocation(&self, invocation: &Invocation, timestamp_ms: u64) {
+        if invocation.cold_start {
+            self.emit(cold_start_line(invocation, &self.publisher, timestamp_ms));
+        }
+    }
+
     pub fn emit(&self, line: Value) {
         match &self.target {
             Target::Stdout => println!("{line}"),

@@ -243,13 +243,8 @@ where
     // Everything the request logs is inside its invocation's span.
     async move {
         let publisher = &app.metrics.publisher;
-        if invocation.cold_start {
-            app.metrics.emit(metrics::cold_start_line(
-                invocation,
-                publisher,
-                app.clock.now_millis(),
-            ));
-        }
+        app.metrics
+            .note_invocation(invocation, app.clock.now_millis());
         let started = Instant::now();
         // Keys read from a secret are read again when stale (a rotation reaches this container); a
         // failed read keeps the keys it has.

@@ -14,7 +14,10 @@ async fn main() -> Result<(), lambda_http::Error> {
     lambda_runtime::run(service_fn(
         |event: LambdaEvent<aws_lambda_events::sqs::SqsEvent>| async move {
             // Boxed: the consumer's future is deep, and the runtime nests it further.
-            let span = Invocation::of_context(&event.context).span();
+            let invocation = Invocation::of_context(&event.context);
+            app.metrics
+                .note_invocation(&invocation, app.clock.now_millis());
+            let span = invocation.span();
             let consumed = Box::pin(imports::consume::consume(app, settings, event.payload));
             Ok::<_, lambda_http::Error>(consumed.instrument(span).await)
         },

@@ -13,7 +13,10 @@ async fn main() -> Result<(), lambda_http::Error> {
         Box::leak(Box::new(tenants::control_plane::ControlPlane::from_env()?));
     lambda_runtime::run(service_fn(
         |event: LambdaEvent<serde_json::Value>| async move {
-            let span = Invocation::of_context(&event.context).span();
+            let invocation = Invocation::of_context(&event.context);
+            app.metrics
+                .note_invocation(&invocation, app.clock.now_millis());
+            let span = invocation.span();
             let handled = Box::pin(tenants::control_plane::handle(app, plane, event.payload))
                 .instrument(span)
                 .await?;

@@ -10,7 +10,10 @@ async fn main() -> Result<(), lambda_http::Error> {
     let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
     lambda_runtime::run(service_fn(
         |event: LambdaEvent<serde_json::Value>| async move {
-            let span = Invocation::of_context(&event.context).span();
+            let invocation = Invocation::of_context(&event.context);
+            app.metrics
+                .note_invocation(&invocation, app.clock.now_millis());
+            let span = invocation.span();
             let driven = Box::pin(tenants::drive_lifecycle::drive(app))
                 .instrument(span)
                 .await?;

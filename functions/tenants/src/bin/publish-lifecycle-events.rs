@@ -12,7 +12,12 @@ async fn main() -> Result<(), lambda_http::Error> {
         Box::leak(Box::new(tenants::publish_events::Publisher::from_env()?));
     lambda_runtime::run(service_fn(
         |event: LambdaEvent<aws_lambda_events::dynamodb::Event>| async move {
-            let span = Invocation::of_context(&event.context).span();
+            let invocation = Invocation::of_context(&event.context);
+            publisher.metrics().note_invocation(
+                &invocation,
+                shared::identity::clock::Clock::now_millis(&shared::identity::clock::SystemClock),
+            );
+            let span = invocation.span();
             let published = publisher.publish(event.payload).instrument(span).await;
             Ok::<_, lambda_http::Error>(published)
         },
