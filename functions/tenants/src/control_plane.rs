@@ -53,6 +53,9 @@ pub struct ControlPlane {
     client: aws_sdk_eventbridge::Client,
     bus: String,
     source: String,
+    /// Tenants no request may suspend or offboard (the operators' own: any principal that may put
+    /// events on the control plane's bus could otherwise lock every operator out).
+    protected: Vec<String>,
 }
 
 impl ControlPlane {
@@ -61,11 +64,20 @@ impl ControlPlane {
             client,
             bus: bus.to_owned(),
             source: source.to_owned(),
+            protected: Vec::new(),
         }
     }
 
-    /// `CONTROL_PLANE_EVENT_BUS` (the bus's name or ARN; required) and `CONTROL_PLANE_REPLY_SOURCE`
-    /// (default `sbt.application.plane`).
+    /// The same, refusing to suspend or offboard `tenants`.
+    pub fn protecting(self, tenants: &[&str]) -> Self {
+        Self {
+            protected: tenants.iter().map(|t| (*t).to_owned()).collect(),
+            ..self
+        }
+    }
+
+    /// `CONTROL_PLANE_EVENT_BUS` (the bus's name or ARN; required), `CONTROL_PLANE_REPLY_SOURCE`
+    /// (default `sbt.application.plane`) and `CONTROL_PLANE_PROTECTED_TENANTS` (comma-separated).
     pub fn from_env() -> Result<Self, ConfigError> {
         let bus = std::env::var("CONTROL_PLANE_EVENT_BUS")
             .ok()
@@ -76,7 +88,13 @@ impl ControlPlane {
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "sbt.application.plane".to_owned());
         let client = aws_sdk_eventbridge::Client::new(&lambda_sdk_config()?);
-        Ok(Self::new(client, &bus, &source))
+        let protected = std::env::var("CONTROL_PLANE_PROTECTED_TENANTS").unwrap_or_default();
+        let protected: Vec<&str> = protected
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .collect();
+        Ok(Self::new(client, &bus, &source).protecting(&protected))
     }
 
     async fn send(&self, detail_type: &str, detail: &str) -> Result<(), ControlPlaneError> {
@@ -275,7 +293,7 @@ pub async fn handle(
     let reply = match held {
         Some(reply) => reply,
         None => {
-            let outcome = act(app, kind, detail, taken_over).await?;
+            let outcome = act(app, plane, kind, detail, taken_over).await?;
             let reply = reply_of(prefix, kind, &envelope.id, detail, outcome).to_string();
             if !requests::hold_reply(&platform_db, &key, claimed_at_ms, &reply).await? {
                 return Err(ControlPlaneError::Busy);
@@ -350,6 +368,7 @@ fn reply_of(
 /// `taken_over`: when an earlier delivery first claimed the request, if this one took it over.
 async fn act(
     app: &App,
+    plane: &ControlPlane,
     kind: Kind,
     detail: &Value,
     taken_over: Option<u64>,
@@ -367,6 +386,13 @@ async fn act(
         Some(Err(e)) => return Ok(Err(format!("tenantId {e}"))),
         None => return Ok(Err("the request has no tenantId".into())),
     };
+    if matches!(kind, Kind::Offboarding | Kind::Deactivate)
+        && plane.protected.iter().any(|p| p == tenant.as_str())
+    {
+        return Ok(Err(format!(
+            "tenant {tenant} is protected (CONTROL_PLANE_PROTECTED_TENANTS): operators act from it"
+        )));
+    }
     let done = match kind {
         Kind::Onboarding => {
             let tier = detail["tier"].as_str().unwrap_or(DEFAULT_TIER);

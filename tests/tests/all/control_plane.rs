@@ -23,7 +23,8 @@ impl World {
     async fn new() -> Self {
         let h = Harness::new().await;
         let bus = LifecycleBus::subscribed("sbt", &[CONTROL, APPLICATION]).await;
-        let plane = ControlPlane::new(bus.events.clone(), &bus.name, APPLICATION);
+        let plane =
+            ControlPlane::new(bus.events.clone(), &bus.name, APPLICATION).protecting(&["platform"]);
         Self { h, bus, plane }
     }
 
@@ -213,6 +214,19 @@ async fn a_request_pooltable_refuses_is_answered_with_its_failure_and_reason_nev
             json!({"tenantId": "has spaces"}),
             "deprovisionFailure",
             "tenantId",
+        ),
+        // the operators' own tenant, suspended or offboarded by whoever may put events on the bus
+        (
+            "sbt_aws_deactivateRequest",
+            json!({"tenantId": "platform"}),
+            "sbt_aws_deactivateFailure",
+            "protected",
+        ),
+        (
+            "sbt_aws_offboardingRequest",
+            json!({"tenantId": "platform", "tenantRegistrationId": unique("r")}),
+            "sbt_aws_deprovisionFailure",
+            "protected",
         ),
     ];
     for (request, detail, reply, reason) in cases {
