@@ -234,6 +234,7 @@ async fn every_body_route_names_the_field_of_the_wrong_type_in_valid_json() {
             json!({"kind": 5, "items": []}),
             Some("kind"),
         ),
+        ("restore-tenant", json!({"from": 5}), Some("from")),
     ];
     let spec: serde_yaml::Value = serde_yaml::from_str(
         &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../openapi.yaml")).unwrap(),
@@ -257,7 +258,10 @@ async fn every_body_route_names_the_field_of_the_wrong_type_in_valid_json() {
     let tenant = integration::onboarded(&h, "shape").await;
     let before = h.all_items().await.len();
     for (bin, body, field) in cases {
-        let auth = match bin.starts_with("onboard") || bin.starts_with("update-tenant") {
+        let auth = match bin.starts_with("onboard")
+            || bin.starts_with("update-tenant")
+            || bin.starts_with("restore")
+        {
             true => integration::operator(),
             false => Auth::Tenant(tenant.clone()),
         };

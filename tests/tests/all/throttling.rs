@@ -71,7 +71,7 @@ async fn a_throttled_request_is_logged_by_shape_and_counted_in_usage() {
     let summary = text
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|l| l["message"] == "request" && l["request_id"] == "req-throttled")
+        .find(|l| l["message"] == "request" && l["function_request_id"] == "req-throttled")
         .unwrap();
     assert_eq!(summary["throttles"], 1);
 
