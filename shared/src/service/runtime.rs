@@ -22,6 +22,18 @@ pub fn init_tracing() {
     let _ = tracing::subscriber::set_global_default(json_subscriber(std::io::stdout));
 }
 
+/// The span of an invocation of a function not behind the API (a queue's, a stream's, a schedule's,
+/// a bus's), its cold start counted in `metrics`.
+pub fn event_invocation(
+    context: &lambda_http::lambda_runtime::Context,
+    metrics: &metrics::MetricsSink,
+    now_ms: u64,
+) -> tracing::Span {
+    let invocation = Invocation::of_context(context);
+    metrics.note_invocation(&invocation, now_ms);
+    invocation.span()
+}
+
 /// The log format of every function, writing to `writer` (stdout in Lambda; a buffer in the log
 /// tests).
 pub fn json_subscriber<W>(writer: W) -> impl tracing::Subscriber + Send + Sync

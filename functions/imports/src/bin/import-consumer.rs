@@ -2,7 +2,6 @@
 //! `ReportBatchItemFailures`.
 
 use lambda_http::lambda_runtime::{self, service_fn, LambdaEvent};
-use shared::service::telemetry::Invocation;
 use tracing::Instrument;
 
 #[tokio::main(flavor = "current_thread")]
@@ -14,10 +13,11 @@ async fn main() -> Result<(), lambda_http::Error> {
     lambda_runtime::run(service_fn(
         |event: LambdaEvent<aws_lambda_events::sqs::SqsEvent>| async move {
             // Boxed: the consumer's future is deep, and the runtime nests it further.
-            let invocation = Invocation::of_context(&event.context);
-            app.metrics
-                .note_invocation(&invocation, app.clock.now_millis());
-            let span = invocation.span();
+            let span = shared::service::runtime::event_invocation(
+                &event.context,
+                &app.metrics,
+                app.clock.now_millis(),
+            );
             let consumed = Box::pin(imports::consume::consume(app, settings, event.payload));
             Ok::<_, lambda_http::Error>(consumed.instrument(span).await)
         },

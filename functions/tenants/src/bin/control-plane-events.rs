@@ -2,7 +2,6 @@
 //! Toolkit control plane's bus invokes it (template parameter `ControlPlane=sbt`).
 
 use lambda_http::lambda_runtime::{self, service_fn, LambdaEvent};
-use shared::service::telemetry::Invocation;
 use tracing::Instrument;
 
 #[tokio::main(flavor = "current_thread")]
@@ -13,10 +12,11 @@ async fn main() -> Result<(), lambda_http::Error> {
         Box::leak(Box::new(tenants::control_plane::ControlPlane::from_env()?));
     lambda_runtime::run(service_fn(
         |event: LambdaEvent<serde_json::Value>| async move {
-            let invocation = Invocation::of_context(&event.context);
-            app.metrics
-                .note_invocation(&invocation, app.clock.now_millis());
-            let span = invocation.span();
+            let span = shared::service::runtime::event_invocation(
+                &event.context,
+                &app.metrics,
+                app.clock.now_millis(),
+            );
             let handled = Box::pin(tenants::control_plane::handle(app, plane, event.payload))
                 .instrument(span)
                 .await?;

@@ -1,7 +1,6 @@
 //! `drive-lifecycle`: see [`tenants::drive_lifecycle`]. An EventBridge schedule invokes it.
 
 use lambda_http::lambda_runtime::{self, service_fn, LambdaEvent};
-use shared::service::telemetry::Invocation;
 use tracing::Instrument;
 
 #[tokio::main(flavor = "current_thread")]
@@ -10,10 +9,11 @@ async fn main() -> Result<(), lambda_http::Error> {
     let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
     lambda_runtime::run(service_fn(
         |event: LambdaEvent<serde_json::Value>| async move {
-            let invocation = Invocation::of_context(&event.context);
-            app.metrics
-                .note_invocation(&invocation, app.clock.now_millis());
-            let span = invocation.span();
+            let span = shared::service::runtime::event_invocation(
+                &event.context,
+                &app.metrics,
+                app.clock.now_millis(),
+            );
             let driven = Box::pin(tenants::drive_lifecycle::drive(app))
                 .instrument(span)
                 .await?;

@@ -2,7 +2,6 @@
 //! `ReportBatchItemFailures`.
 
 use lambda_http::lambda_runtime::{self, service_fn, LambdaEvent};
-use shared::service::telemetry::Invocation;
 use tracing::Instrument;
 
 #[tokio::main(flavor = "current_thread")]
@@ -12,12 +11,11 @@ async fn main() -> Result<(), lambda_http::Error> {
         Box::leak(Box::new(tenants::publish_events::Publisher::from_env()?));
     lambda_runtime::run(service_fn(
         |event: LambdaEvent<aws_lambda_events::dynamodb::Event>| async move {
-            let invocation = Invocation::of_context(&event.context);
-            publisher.metrics().note_invocation(
-                &invocation,
+            let span = shared::service::runtime::event_invocation(
+                &event.context,
+                publisher.metrics(),
                 shared::identity::clock::Clock::now_millis(&shared::identity::clock::SystemClock),
             );
-            let span = invocation.span();
             let published = publisher.publish(event.payload).instrument(span).await;
             Ok::<_, lambda_http::Error>(published)
         },
