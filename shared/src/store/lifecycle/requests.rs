@@ -2,7 +2,7 @@
 //!
 //! EventBridge delivers an event at least once, and a control plane may put the same request again;
 //! the answer (a reply event, not a DynamoDB write) cannot commit with anything here. So a request is
-//! claimed first, in the platform's partition (`TENANT#_platform#CONTROL#<request>`), naming its
+//! claimed first, in the platform's partition (`identity::keys::control_request_sk`), naming its
 //! tenant; its reply is held in the claim before it is sent, and the claim is marked answered once it
 //! has been, with the event that asked. A redelivery of that event finds it answered and does
 //! nothing; another event asking the same request (the control plane putting it again) gets the held
