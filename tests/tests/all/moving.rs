@@ -323,11 +323,18 @@ async fn a_tenant_of_5000_items_moves_pool_to_own_and_back_under_load_and_nothin
             sorted(h.items_under(&raw_key(&neighbour, "")).await),
             neighbours_before
         );
-        println!(
-            "move to {placement}: {} walk pages answered 503 and were asked again",
+        // Kept where a run can be read afterwards (the test command captures a passing test's
+        // output): target/tmp/moving-503.txt.
+        let line = format!(
+            "move to {placement}: {} walk pages answered 503 and were asked again\n",
             w.products.unavailable.load(Ordering::SeqCst)
                 + w.employees.unavailable.load(Ordering::SeqCst)
         );
+        print!("{line}");
+        let record = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("moving-503.txt");
+        let mut kept = std::fs::read_to_string(&record).unwrap_or_default();
+        kept.push_str(&line);
+        std::fs::write(&record, kept).expect("target/tmp is writable");
     }
 }
 
@@ -671,4 +678,94 @@ async fn a_restore_from_a_copy_taken_while_the_tenant_was_in_its_own_table_is_re
         .call("get-product", &[("productId", "p1")], None)
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
+}
+
+#[tokio::test]
+async fn a_read_during_a_move_finds_the_item_where_it_is_and_moves_nothing() {
+    // GIVEN a pooled tenant with products p1..p3, moving into its own table, past `movesStartAt`
+    // (nothing writes the pool any more) and before any backfill step
+    let h = Harness::new().await;
+    let tenant = unique("readmove");
+    onboard(&h, &tenant, 1).await;
+    for id in ["p1", "p2", "p3"] {
+        let r = h.tenant(&tenant).put_product(id, json!({"v": 1})).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let stale_p2 = raw_product(&h, &h.table, &tenant, "p2").await.unwrap();
+    let r = h
+        .operator()
+        .update_tenant(&tenant, json!({"placement": "own"}))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
+    let own_table = format!("{}-tenant-{tenant}", h.table);
+    // AND p2 rewritten (pulled into the target, then written there), with a stale copy of it back
+    // in the pool, as a request in flight when writes moved could leave; p3 deleted
+    let r = h.tenant(&tenant).put_product("p2", json!({"v": 2})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(raw_product(&h, &h.table, &tenant, "p2").await.is_none());
+    h.admin
+        .put_item()
+        .table_name(&h.table)
+        .set_item(Some(stale_p2))
+        .send()
+        .await
+        .unwrap();
+    let r = h.tenant(&tenant).delete_product("p3").await;
+    assert!(r.status == 200 || r.status == 204, "{}", r.body);
+
+    // WHEN each is read, and one that never was
+    let api = h.tenant(&tenant);
+    let (p1, p2, p3, p4) = tokio::join!(
+        api.get_product("p1"),
+        api.get_product("p2"),
+        api.get_product("p3"),
+        api.get_product("p4"),
+    );
+
+    // THEN p1 is the pool's copy, p2 the target's, p3 and p4 are not found
+    assert_eq!(p1.status, 200, "{}", p1.body);
+    assert_eq!(p1.body["document"]["v"], 1, "{}", p1.body);
+    assert_eq!(p2.status, 200, "{}", p2.body);
+    assert_eq!(p2.body["document"]["v"], 2, "{}", p2.body);
+    p3.assert_problem(404);
+    p4.assert_problem(404);
+    // AND the reads moved nothing: p1 is still in the pool only
+    assert!(raw_product(&h, &h.table, &tenant, "p1").await.is_some());
+    assert!(raw_product(&h, &own_table, &tenant, "p1").await.is_none());
+
+    // WHEN p2 is written again over its stale pooled copy, and p5 is written new
+    let again = h.tenant(&tenant).put_product("p2", json!({"v": 3})).await;
+    let new = h.tenant(&tenant).put_product("p5", json!({"v": 1})).await;
+    // THEN p2 replaced the target's copy and the stale one is gone; p5 is new, in the target
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(new.status, 201, "{}", new.body);
+    assert!(raw_product(&h, &h.table, &tenant, "p2").await.is_none());
+    let p2 = raw_product(&h, &own_table, &tenant, "p2").await.unwrap();
+    assert_eq!(
+        p2["document"].as_m().unwrap()["v"],
+        AttributeValue::N("3".into())
+    );
+    assert!(raw_product(&h, &own_table, &tenant, "p5").await.is_some());
+}
+
+/// Product `id` of `tenant` (1 shard) as stored in `table`.
+async fn raw_product(h: &Harness, table: &str, tenant: &str, id: &str) -> Option<Item> {
+    let t = TenantId::parse(tenant).unwrap();
+    h.admin
+        .get_item()
+        .table_name(table)
+        .key(
+            PK,
+            AttributeValue::S(shared::identity::entities::PRODUCTS.key(&t, 0)),
+        )
+        .key(
+            SK,
+            AttributeValue::S(shared::identity::entities::PRODUCT.key(&t, id)),
+        )
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::identity::cursor::Key;
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{catalog_key, CATALOG, PK};
+use crate::identity::keys::{catalog_key, ItemKey, CATALOG, PK};
 use crate::store::client::error::StoreError;
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
@@ -48,8 +48,16 @@ pub fn enlist(tenant: &TenantId, item: &mut Item) {
     }
 }
 
-/// The item at `key`, if there is one: one eventually consistent GetItem.
+/// The item at `key`, if there is one: one eventually consistent GetItem. While the tenant moves
+/// between placements, the item wherever it is, read without moving it
+/// ([`crate::store::client::pull::Puller::read_either`]).
 pub async fn get_item(db: &TenantDb, key: Key) -> Result<Option<Item>, StoreError> {
+    let moving = db.puller.as_ref().zip(ItemKey::from_key(&key));
+    if let Some((puller, item_key)) = moving {
+        if let Some(found) = puller.read_either(&item_key).await {
+            return found;
+        }
+    }
     let out = db
         .client
         .get_item()
@@ -80,16 +88,30 @@ pub async fn get_item_consistent(db: &TenantDb, key: Key) -> Result<Option<Item>
 /// succeeded (its answer lost), the "replaced" item is exactly `item`, our own write: that counts as
 /// new, so the client gets the answer a clean success gives.
 pub async fn put_replacing(db: &TenantDb, item: Item) -> Result<bool, StoreError> {
-    let out = db
-        .client
+    if let Some(puller) = &db.puller {
+        if let Some(replaced) = puller.put_either(&item).await {
+            return Ok(replaced?.is_some_and(|old| old != item));
+        }
+    }
+    let old = put_returning_old(&db.client, &db.table, &item).await?;
+    Ok(old.is_some_and(|old| old != item))
+}
+
+/// Puts `item` in `table`: the item it replaced, if any.
+pub(crate) async fn put_returning_old(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    item: &Item,
+) -> Result<Option<Item>, StoreError> {
+    let out = client
         .put_item()
-        .table_name(&*db.table)
+        .table_name(table)
         .set_item(Some(item.clone()))
         .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
         .send()
         .await
         .map_err(StoreError::from_sdk)?;
-    Ok(out.attributes.is_some_and(|old| old != item))
+    Ok(out.attributes)
 }
 
 /// Deletes the item at `key` if it exists: `Ok(true)` when it was deleted, `Ok(false)` when there was

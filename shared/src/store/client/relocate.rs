@@ -56,17 +56,42 @@ pub async fn relocate_checked(
     to: Place<'_>,
     unchanged: bool,
 ) -> Result<Relocated, StoreError> {
-    let old_key: Item = [PK, SK]
-        .into_iter()
-        .filter_map(|k| item.get(k).map(|v| (k.to_owned(), v.clone())))
-        .collect();
     let mut copy = item.clone();
     if let Some(pk) = to.pk {
         copy.insert(PK.to_owned(), AttributeValue::S(pk.to_owned()));
     }
+    relocate_as(client, from, item, copy, to.table, unchanged).await
+}
+
+/// Moves an item while a write replaces it: `new` is put at the same key in `to` in place of
+/// `item` (read from `from`), which is deleted on condition that it is still as read. One
+/// transaction where a pull and the write would take two; [`Relocated::Moved`] means `item` was
+/// the item `new` replaced.
+pub async fn replace_moving(
+    client: &aws_sdk_dynamodb::Client,
+    from: &str,
+    item: &Item,
+    new: &Item,
+    to: &str,
+) -> Result<Relocated, StoreError> {
+    relocate_as(client, from, item, new.clone(), to, true).await
+}
+
+async fn relocate_as(
+    client: &aws_sdk_dynamodb::Client,
+    from: &str,
+    item: &Item,
+    copy: Item,
+    to: &str,
+    unchanged: bool,
+) -> Result<Relocated, StoreError> {
+    let old_key: Item = [PK, SK]
+        .into_iter()
+        .filter_map(|k| item.get(k).map(|v| (k.to_owned(), v.clone())))
+        .collect();
     let internal = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Internal(e.to_string());
     let put = Put::builder()
-        .table_name(to.table)
+        .table_name(to)
         .set_item(Some(copy))
         .condition_expression("attribute_not_exists(PK)")
         .build()

@@ -208,6 +208,7 @@ impl TenantClients {
             true => (moving.other.clone(), tables.items.clone()),
             false => (tables.items.clone(), moving.other.clone()),
         };
+        let config = config.retry_classifier(RetryConflicts);
         let puller = Arc::new(Puller::new(
             self.client(config.clone()),
             source.clone(),
@@ -231,7 +232,6 @@ impl TenantClients {
             .build();
         let config = config
             .timeout_config(timeouts)
-            .retry_classifier(RetryConflicts)
             .http_client(PullingHttpClient::new(http, puller.clone()))
             .interceptor(Touches::new(tables.items.clone(), sight));
         (config, Some(puller))

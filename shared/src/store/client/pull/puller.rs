@@ -5,17 +5,17 @@ use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::query::QueryInput;
-use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use futures::StreamExt;
 
 use super::Touch;
 use crate::identity::clock::Clock;
-use crate::identity::keys::{ItemKey, PK, SK};
+use crate::identity::keys::{ItemKey, PK};
 use crate::store::client::error::StoreError;
+use crate::store::client::items::put_returning_old;
 use crate::store::client::query::Item;
 use crate::store::client::relocate::{
-    relocate_checked, relocate_together, Place, Relocated, TOGETHER,
+    relocate_checked, relocate_together, replace_moving, Place, Relocated, TOGETHER,
 };
 
 /// Sends of one pull's relocation while the item keeps changing in the source, or another
@@ -178,18 +178,107 @@ impl Puller {
 
     /// The item at `key` in the source, read consistently (none when the source is gone).
     async fn read_source(&self, key: &ItemKey) -> Result<Option<Item>, StoreError> {
+        self.read(&self.from, key).await
+    }
+
+    /// A single item's read, answered without moving it: once nothing writes the source
+    /// (`movesStartAt`), the item is the target's copy if there is one, else the source's, so both
+    /// are read at once and nothing is relocated on the read's path (the backfill moves it later).
+    /// Neither found: an item moved between the two reads is in the target, which is read again.
+    /// `None` when the read is the client's own (before `movesStartAt`, or the item is known to be
+    /// out of the source): send it as usual.
+    pub async fn read_either(&self, key: &ItemKey) -> Option<Result<Option<Item>, StoreError>> {
+        let name = item_name(key);
+        let checked_at = self.clock.now_seconds();
+        if self.sent_as_usual(key, &name, checked_at) {
+            return None;
+        }
+        let (in_target, in_source) = tokio::join!(self.read(&self.to, key), self.read_source(key));
+        let found = match (in_target, in_source) {
+            (Err(e), _) | (_, Err(e)) => Err(e),
+            (Ok(Some(item)), _) | (Ok(None), Ok(Some(item))) => Ok(Some(item)),
+            (Ok(None), Ok(None)) => {
+                self.found_gone(name, checked_at);
+                self.read(&self.to, key).await
+            }
+        };
+        Some(found)
+    }
+
+    /// A put that replaces the item at its key, once nothing writes the source: `Some(old)` is the
+    /// item it replaced, wherever that was. An item still in the source is replaced there and
+    /// moved in one transaction ([`replace_moving`]), not pulled and then written (three round
+    /// trips become two); an item out of it is put in the target. `None` as for
+    /// [`Self::read_either`].
+    pub async fn put_either(&self, new: &Item) -> Option<Result<Option<Item>, StoreError>> {
+        let key = ItemKey::from_key(new)?;
+        let name = item_name(&key);
+        let checked_at = self.clock.now_seconds();
+        if self.sent_as_usual(&key, &name, checked_at) {
+            return None;
+        }
+        Some(self.put_settled(key, name, checked_at, new).await)
+    }
+
+    async fn put_settled(
+        &self,
+        key: ItemKey,
+        name: String,
+        checked_at: u64,
+        new: &Item,
+    ) -> Result<Option<Item>, StoreError> {
+        let (lock, _entry) = ItemLock::take(self, name.clone());
+        let _held = lock.lock().await;
+        for attempt in 0..RELOCATION_ATTEMPTS {
+            let Some(old) = self.read_source(&key).await? else {
+                // Out of the source for good: the target's answer is the whole truth.
+                self.found_gone(name, checked_at);
+                return self.put_target(new).await;
+            };
+            match replace_moving(&self.client, &self.from, &old, new, &self.to).await {
+                Ok(Relocated::Moved) => return Ok(Some(old)),
+                // A newer item in the target (the source's copy was dropped), or moved or deleted
+                // since it was read: the target holds the truth now.
+                Ok(Relocated::NotMoved) => return self.put_target(new).await,
+                Ok(Relocated::Changed) | Err(StoreError::Contended(_)) => {}
+                Err(e) => return Err(e),
+            }
+            if attempt + 1 < RELOCATION_ATTEMPTS {
+                let backoff = (10u64 << attempt).min(200);
+                tokio::time::sleep(std::time::Duration::from_millis(backoff)).await;
+            }
+        }
+        Err(StoreError::Contended(
+            "an item kept changing in the source while it was written".into(),
+        ))
+    }
+
+    /// Puts `new` in the target: the item it replaced there.
+    async fn put_target(&self, new: &Item) -> Result<Option<Item>, StoreError> {
+        put_returning_old(&self.client, &self.to, new).await
+    }
+
+    /// Whether `key`'s requests go as the client sends them, with no read of both tables: before
+    /// `movesStartAt` (a request admitted earlier may still write the source), or once the item is
+    /// known to be out of the source.
+    fn sent_as_usual(&self, key: &ItemKey, name: &str, checked_at: u64) -> bool {
+        checked_at < self.settled_at || self.is_gone(&[&key.pk, name]) || self.is_passed(key)
+    }
+
+    /// The item at `key` in `table`, read consistently (none when `table` is the source and the
+    /// move has deleted it).
+    async fn read(&self, table: &str, key: &ItemKey) -> Result<Option<Item>, StoreError> {
         let found = self
             .client
             .get_item()
-            .table_name(&*self.from)
-            .key(PK, AttributeValue::S(key.pk.clone()))
-            .key(SK, AttributeValue::S(key.sk.clone()))
+            .table_name(table)
+            .set_key(Some(key.to_key()))
             .consistent_read(true)
             .send()
             .await;
         match found {
             Ok(out) => Ok(out.item),
-            Err(e) if source_is_gone(&e) => Ok(None),
+            Err(e) if table == &*self.from && source_is_gone(&e) => Ok(None),
             Err(e) => Err(StoreError::from_sdk(e)),
         }
     }
