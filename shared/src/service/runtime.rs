@@ -34,6 +34,35 @@ pub fn event_invocation(
     invocation.span()
 }
 
+/// Serves a function not behind the API (a queue's, a stream's, a schedule's, a bus's): `handle`
+/// answers each event's payload in its invocation's span ([`event_invocation`]); the answer goes
+/// back as JSON.
+pub async fn run_events<A, R, E, F, Fut>(
+    metrics: &'static metrics::MetricsSink,
+    clock: &'static dyn crate::identity::clock::Clock,
+    handle: F,
+) -> Result<(), lambda_http::Error>
+where
+    A: for<'de> serde::Deserialize<'de> + Send + 'static,
+    R: serde::Serialize,
+    E: Into<lambda_http::Error>,
+    F: Fn(A) -> Fut,
+    Fut: Future<Output = Result<R, E>>,
+{
+    let handle = &handle;
+    lambda_http::lambda_runtime::run(lambda_http::lambda_runtime::service_fn(
+        move |event: lambda_http::lambda_runtime::LambdaEvent<A>| async move {
+            let span = event_invocation(&event.context, metrics, clock.now_millis());
+            let answer = handle(event.payload)
+                .instrument(span)
+                .await
+                .map_err(Into::into)?;
+            Ok::<_, lambda_http::Error>(serde_json::to_value(answer)?)
+        },
+    ))
+    .await
+}
+
 /// The log format of every function, writing to `writer` (stdout in Lambda; a buffer in the log
 /// tests).
 pub fn json_subscriber<W>(writer: W) -> impl tracing::Subscriber + Send + Sync
