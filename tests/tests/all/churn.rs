@@ -58,10 +58,6 @@ pub struct Ledger {
     pub committed: Mutex<HashMap<String, u64>>,
     /// Ids whose delete was sent, and whose delete was answered.
     pub deleting: Mutex<HashMap<String, bool>>,
-    /// Whether a walk's page answered 503 (`Retry-After`) is asked again, as a client would, up to
-    /// 5 times; and how many such answers came.
-    pub retry_unavailable: AtomicBool,
-    pub unavailable: AtomicU64,
 }
 
 impl Ledger {
@@ -171,16 +167,7 @@ impl World<'_> {
         let mut seen = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
-            let mut r = self.page(kind, order, cursor.as_deref()).await;
-            let ledger = self.ledger(kind);
-            for _ in 0..5 {
-                if r.status != 503 || !ledger.retry_unavailable.load(Ordering::SeqCst) {
-                    break;
-                }
-                ledger.unavailable.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                r = self.page(kind, order, cursor.as_deref()).await;
-            }
+            let r = self.page(kind, order, cursor.as_deref()).await;
             assert_eq!(r.status, 200, "{} page: {}", kind.list, r.body);
             for item in r.body["items"].as_array().unwrap() {
                 seen.push((

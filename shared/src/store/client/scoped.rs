@@ -208,14 +208,6 @@ impl TenantClients {
             true => (moving.other.clone(), tables.items.clone()),
             false => (tables.items.clone(), moving.other.clone()),
         };
-        let config = config.retry_classifier(RetryConflicts);
-        let puller = Arc::new(Puller::new(
-            self.client(config.clone()),
-            source.clone(),
-            target.clone(),
-            moving.settled_at,
-            self.clock.clone(),
-        ));
         let sight = MoveSight {
             source,
             target,
@@ -223,6 +215,12 @@ impl TenantClients {
             record_key: tenant_record_key(tenant),
             clock: self.clock.clone(),
         };
+        let config = config.retry_classifier(RetryConflicts);
+        let puller = Arc::new(Puller::new(
+            self.client(config.clone()),
+            &sight,
+            moving.settled_at,
+        ));
         // An attempt carries its pull: it may take longer than one request (the pulls' own requests
         // keep the container's timeouts), still inside the operation's 8 s.
         let timeouts = aws_sdk_dynamodb::config::timeout::TimeoutConfig::builder()

@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::operation::query::QueryInput;
 use aws_sdk_dynamodb::Client;
 use futures::StreamExt;
 
-use super::Touch;
+use super::{MoveSight, Touch};
 use crate::identity::clock::Clock;
 use crate::identity::keys::{ItemKey, PK};
 use crate::store::client::error::StoreError;
@@ -23,6 +23,10 @@ use crate::store::client::relocate::{
 const RELOCATION_ATTEMPTS: u32 = 8;
 /// Relocations one pull runs at once.
 const IN_FLIGHT: usize = 8;
+/// The longest a read or a put on the shorter ways ([`Puller::read_either`],
+/// [`Puller::put_either`]) may take: the same as the moving client's operation timeout, which
+/// bounds a pull on the usual way.
+const SHORTER_WAY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(8);
 /// Entries the memory of what is gone from the source holds before it starts again (about 100
 /// bytes each): a container serving a huge tenant through a long move asks again, never errs.
 const MEMORY_LIMIT: usize = 100_000;
@@ -39,6 +43,8 @@ pub struct Puller {
     to: Arc<str>,
     /// From then on nothing writes `from`: what is found gone stays gone.
     settled_at: u64,
+    /// The tenant's record stays in the pool whatever moves: never read or written on a shorter way.
+    record_key: String,
     clock: Arc<dyn Clock>,
     /// Partitions (`PK`) and items (`PK`, NUL, `SK`) found gone from `from` since `settled_at`.
     gone: Mutex<HashSet<String>>,
@@ -64,19 +70,15 @@ fn item_name(key: &ItemKey) -> String {
 }
 
 impl Puller {
-    pub fn new(
-        client: Client,
-        from: Arc<str>,
-        to: Arc<str>,
-        settled_at: u64,
-        clock: Arc<dyn Clock>,
-    ) -> Self {
+    /// The puller of the move `sight` sees, on `client`; nothing writes the source from `settled_at`.
+    pub fn new(client: Client, sight: &MoveSight, settled_at: u64) -> Self {
         Self {
             client,
-            from,
-            to,
+            from: sight.source.clone(),
+            to: sight.target.clone(),
             settled_at,
-            clock,
+            record_key: sight.record_key.clone(),
+            clock: sight.clock.clone(),
             gone: Mutex::default(),
             passed: Mutex::default(),
             locks: Mutex::default(),
@@ -185,24 +187,32 @@ impl Puller {
     /// (`movesStartAt`), the item is the target's copy if there is one, else the source's, so both
     /// are read at once and nothing is relocated on the read's path (the backfill moves it later).
     /// Neither found: an item moved between the two reads is in the target, which is read again.
-    /// `None` when the read is the client's own (before `movesStartAt`, or the item is known to be
-    /// out of the source): send it as usual.
+    /// `None` when the read is the client's own (before `movesStartAt`, the tenant's record, or an
+    /// item known to be out of the source): send it as usual.
+    ///
+    /// One order is not linearizable, and only where a request in flight when writes moved wrote the
+    /// source after its item was pulled (a stale copy beside the target's, which the next pull or
+    /// the backfill drops): the source read returns that copy, a delete then removes both, and the
+    /// target read finds nothing, so the read answers the stale copy.
     pub async fn read_either(&self, key: &ItemKey) -> Option<Result<Option<Item>, StoreError>> {
         let name = item_name(key);
         let checked_at = self.clock.now_seconds();
         if self.sent_as_usual(key, &name, checked_at) {
             return None;
         }
-        let (in_target, in_source) = tokio::join!(self.read(&self.to, key), self.read_source(key));
-        let found = match (in_target, in_source) {
-            (Err(e), _) | (_, Err(e)) => Err(e),
-            (Ok(Some(item)), _) | (Ok(None), Ok(Some(item))) => Ok(Some(item)),
-            (Ok(None), Ok(None)) => {
+        let both = async {
+            let (in_target, in_source) =
+                tokio::join!(self.read(&self.to, key), self.read_source(key));
+            if let Ok(None) = in_source {
                 self.found_gone(name, checked_at);
-                self.read(&self.to, key).await
+            }
+            match (in_target?, in_source) {
+                (Some(item), _) => Ok(Some(item)),
+                (None, Ok(None)) => self.read(&self.to, key).await,
+                (None, found) => found,
             }
         };
-        Some(found)
+        Some(within_time(both).await)
     }
 
     /// A put that replaces the item at its key, once nothing writes the source: `Some(old)` is the
@@ -217,7 +227,7 @@ impl Puller {
         if self.sent_as_usual(&key, &name, checked_at) {
             return None;
         }
-        Some(self.put_settled(key, name, checked_at, new).await)
+        Some(within_time(self.put_settled(key, name, checked_at, new)).await)
     }
 
     async fn put_settled(
@@ -236,10 +246,22 @@ impl Puller {
                 return self.put_target(new).await;
             };
             match replace_moving(&self.client, &self.from, &old, new, &self.to).await {
-                Ok(Relocated::Moved) => return Ok(Some(old)),
+                Ok(Relocated::Moved) => {
+                    self.found_gone(name, checked_at);
+                    return Ok(Some(old));
+                }
                 // A newer item in the target (the source's copy was dropped), or moved or deleted
-                // since it was read: the target holds the truth now.
-                Ok(Relocated::NotMoved) => return self.put_target(new).await,
+                // since it was read: the target holds the truth now. When it holds exactly `new`,
+                // this call's own transaction committed and its answer was lost (resent after
+                // `TransactionInProgressException`): it replaced `old`.
+                Ok(Relocated::NotMoved) => {
+                    self.found_gone(name, checked_at);
+                    let replaced = self.put_target(new).await?;
+                    return Ok(match replaced.as_ref() == Some(new) {
+                        true => Some(old),
+                        false => replaced,
+                    });
+                }
                 Ok(Relocated::Changed) | Err(StoreError::Contended(_)) => {}
                 Err(e) => return Err(e),
             }
@@ -262,7 +284,10 @@ impl Puller {
     /// `movesStartAt` (a request admitted earlier may still write the source), or once the item is
     /// known to be out of the source.
     fn sent_as_usual(&self, key: &ItemKey, name: &str, checked_at: u64) -> bool {
-        checked_at < self.settled_at || self.is_gone(&[&key.pk, name]) || self.is_passed(key)
+        checked_at < self.settled_at
+            || key.pk == self.record_key
+            || self.is_gone(&[&key.pk, name])
+            || self.is_passed(key)
     }
 
     /// The item at `key` in `table`, read consistently (none when `table` is the source and the
@@ -376,6 +401,20 @@ impl Puller {
         let keys: Vec<ItemKey> = items.iter().filter_map(ItemKey::from_key).collect();
         Box::pin(self.pull(&Touch::Keys(keys))).await
     }
+}
+
+/// `work`, failed as unavailable (503, retried by the client) when it outlasts
+/// [`SHORTER_WAY_TIMEOUT`].
+async fn within_time<T>(
+    work: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(SHORTER_WAY_TIMEOUT, work)
+        .await
+        .unwrap_or_else(|_| {
+            Err(StoreError::Unavailable(
+                "a moving tenant's item could not be reached in time".into(),
+            ))
+        })
 }
 
 /// The partition a Query of the table reads whole from its start (`PK = :name`, nothing more, no
