@@ -326,3 +326,40 @@ pub async fn walk_while(
         walks.fetch_add(1, Ordering::SeqCst);
     }
 }
+
+/// Reads products one by one (ids `0..count`, in a scattered order) while `running` holds, each
+/// checked against the model: an item live throughout is found, at a version between what was
+/// committed before the read and what was sent before it was answered; an item whose delete was
+/// answered before the read is not found. Counts the reads in `reads`.
+pub async fn read_while(w: &World<'_>, count: usize, running: &AtomicBool, reads: &AtomicU64) {
+    let ledger = w.ledger(PRODUCT);
+    let mut n = 0usize;
+    while running.load(Ordering::SeqCst) {
+        let id = format!("p-{:04}", (n * 7919) % count);
+        n += 1;
+        let (before, deleting_before) = (ledger.committed(), ledger.deleting());
+        let r = w.h.caller(&w.auth()).get_product(&id).await;
+        let (after, deleting_after) = (ledger.started(), ledger.deleting());
+        match r.status {
+            200 => {
+                let v = version_of(PRODUCT, &r.body);
+                assert!(
+                    deleting_before.get(&id) != Some(&true),
+                    "{id} read at v{v} after its delete was answered"
+                );
+                if let (Some(low), Some(high)) = (before.get(&id), after.get(&id)) {
+                    assert!(
+                        *low <= v && v <= *high,
+                        "{id} read at v{v}, outside v{low}..=v{high}"
+                    );
+                }
+            }
+            404 => assert!(
+                !before.contains_key(&id) || deleting_after.contains_key(&id),
+                "{id} was live throughout but its read found nothing"
+            ),
+            status => panic!("read {id}: {status} {}", r.body),
+        }
+        reads.fetch_add(1, Ordering::SeqCst);
+    }
+}

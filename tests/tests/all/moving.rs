@@ -1,11 +1,12 @@
 //! Moving a tenant between the pool and its own table while it is served
 //! (`shared::store::lifecycle::moving`, issue #42 item 4): a tenant of 5,000 items on 16 shards
 //! moves pool → own → pool while writers update, delete and create products and employees, readers
-//! walk the lists, an import lands and a session tree grows; the backfill's calls are killed
-//! part-way again and again. Against a model of what was written (`churn`): every walk during a
-//! move sees each live item exactly once; afterwards the target holds every live item once, at its
-//! latest version, and the source ZERO items of the tenant (the pool keeps only its record; an own
-//! source is deleted); the neighbours' items are byte for byte as they were.
+//! walk the lists and read single products, an import lands and a session tree grows; the
+//! backfill's calls are killed part-way again and again. Against a model of what was written
+//! (`churn`): every walk during a move sees each live item exactly once, and every single read
+//! finds a live item at a version it could see; afterwards the target holds every live item once,
+//! at its latest version, and the source ZERO items of the tenant (the pool keeps only its record;
+//! an own source is deleted); the neighbours' items are byte for byte as they were.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,7 +21,9 @@ use shared::identity::keys::{raw_key, tenant_record_key, PK, SK};
 use shared::isolation::policy::{session_policy, session_policy_for, TableLocation, TenantTables};
 use shared::store::lifecycle::resharding::{MOVES_DELAY_SECONDS, WRITES_MOVE_DELAY_SECONDS};
 
-use crate::churn::{seed, walk_while, write_while, Kind, Ledger, World, EMPLOYEE, PRODUCT};
+use crate::churn::{
+    read_while, seed, walk_while, write_while, Kind, Ledger, World, EMPLOYEE, PRODUCT,
+};
 use shared::identity::keys::KeySpace;
 
 /// 4,400 products, 560 employees, 10 departments and a session tree of 30: 5,000 items.
@@ -273,10 +276,11 @@ async fn a_tenant_of_5000_items_moves_pool_to_own_and_back_under_load_and_nothin
                 .insert(format!("imp-{placement}-{i:04}"), 0);
         }
 
-        // WHEN writers, walkers and new child sessions run through the move's phases: writes in
+        // WHEN writers, walkers, a reader of single products and new child sessions run through the move's phases: writes in
         // the source, then in the target with pulls, then the backfill, killed again and again
         let moving = AtomicBool::new(true);
         let walks = AtomicU64::new(0);
+        let reads = AtomicU64::new(0);
         let mover = async {
             tokio::time::sleep(Duration::from_millis(300)).await;
             sessions.add_child(&w).await;
@@ -299,6 +303,7 @@ async fn a_tenant_of_5000_items_moves_pool_to_own_and_back_under_load_and_nothin
             walk_while(&w, PRODUCT, "id", &moving, &walks),
             walk_while(&w, PRODUCT, "unordered", &moving, &walks),
             walk_while(&w, EMPLOYEE, "id", &moving, &walks),
+            read_while(&w, PRODUCTS, &moving, &reads),
         );
 
         // THEN the backfill was killed part-way and still finished, and the walks during the move
@@ -308,6 +313,11 @@ async fn a_tenant_of_5000_items_moves_pool_to_own_and_back_under_load_and_nothin
         assert!(
             walks.load(Ordering::SeqCst) >= 3,
             "walks ran during the move"
+        );
+        // AND every single read during the move found its item at a version it could see
+        assert!(
+            reads.load(Ordering::SeqCst) >= 50,
+            "reads ran during the move"
         );
         // AND every live item is in the target once, at its latest version, none in the source
         assert_moved(&w, placement, &source, &target).await;
