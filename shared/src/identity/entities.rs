@@ -28,8 +28,8 @@ pub struct FixedSpace {
     /// The key segment after the tenant.
     pub kind: &'static str,
     pub partitions: Partitions,
-    /// Whether the telemetry key shape keeps the shard number (`PRODUCT#7`): only where the shard
-    /// says something about load (write shards and usage counters; quota windows are per second).
+    /// Whether the telemetry key shape keeps the shard number (`PRODUCT#7`); derived from
+    /// `partitions` ([`FixedSpace::new`]).
     pub shard_in_key_shape: bool,
 }
 
@@ -79,38 +79,42 @@ impl EntityKind {
         }
     }
 
+    /// Whether its items live in the partitions of key segment `kind`.
+    fn lives_in(&self, kind: &str) -> bool {
+        match self.home {
+            Home::Fixed(space) => space == kind,
+            Home::ById => self.kind == kind,
+        }
+    }
+
     /// Whether its items carry a catalog entry (export and offboarding find them through it).
     pub fn catalogued(&self) -> bool {
         self.home == Home::ById
     }
 }
 
-pub const PRODUCTS: FixedSpace = FixedSpace {
-    kind: "PRODUCT",
-    partitions: Partitions::TenantShards,
-    shard_in_key_shape: true,
-};
+impl FixedSpace {
+    /// The telemetry key shape keeps the shard number only where it says something about load:
+    /// write shards and usage counters, not quota windows (per second) or the record (one).
+    const fn new(kind: &'static str, partitions: Partitions) -> Self {
+        let shard_in_key_shape = matches!(
+            partitions,
+            Partitions::TenantShards | Partitions::Constant(_)
+        );
+        Self {
+            kind,
+            partitions,
+            shard_in_key_shape,
+        }
+    }
+}
+
+pub const PRODUCTS: FixedSpace = FixedSpace::new("PRODUCT", Partitions::TenantShards);
 /// Employees and departments share it, told apart by the sort key's kind.
-pub const HR: FixedSpace = FixedSpace {
-    kind: "HR",
-    partitions: Partitions::TenantShards,
-    shard_in_key_shape: true,
-};
-pub const USAGE: FixedSpace = FixedSpace {
-    kind: "USAGE",
-    partitions: Partitions::Constant(8),
-    shard_in_key_shape: true,
-};
-pub const RATE: FixedSpace = FixedSpace {
-    kind: "RATE",
-    partitions: Partitions::QuotaWindows,
-    shard_in_key_shape: false,
-};
-pub const TENANT_RECORD: FixedSpace = FixedSpace {
-    kind: "TENANT",
-    partitions: Partitions::Record,
-    shard_in_key_shape: false,
-};
+pub const HR: FixedSpace = FixedSpace::new("HR", Partitions::TenantShards);
+pub const USAGE: FixedSpace = FixedSpace::new("USAGE", Partitions::Constant(8));
+pub const RATE: FixedSpace = FixedSpace::new("RATE", Partitions::QuotaWindows);
+pub const TENANT_RECORD: FixedSpace = FixedSpace::new("TENANT", Partitions::Record);
 
 /// The fixed partition spaces, in the tenant walk's order. **The order is stored**: an offboarding's
 /// or a re-sharding's checkpoint and an export cursor name a position in it, so a new space goes
@@ -309,24 +313,14 @@ pub fn shard_in_key_shape(kind: &str) -> bool {
 /// kind. Not the machinery's own (usage counters, quota windows, the record, idempotency records,
 /// imports, tombstones).
 pub fn holds_entities(kind: &str) -> bool {
-    ENTITIES.iter().any(|e| match e.home {
-        Home::Fixed(space) => space == kind,
-        Home::ById => e.kind == kind,
-    })
+    ENTITIES.iter().any(|e| e.lives_in(kind))
 }
 
 /// Whether a per-tenant restore makes the partitions of key segment `kind` equal to its source:
 /// they hold the routes' entities ([`holds_entities`]), and none that grants access
 /// ([`EntityKind::grants_access`]).
 pub fn restored(kind: &str) -> bool {
-    holds_entities(kind)
-        && !ENTITIES.iter().any(|e| {
-            e.grants_access
-                && match e.home {
-                    Home::Fixed(space) => space == kind,
-                    Home::ById => e.kind == kind,
-                }
-        })
+    holds_entities(kind) && !ENTITIES.iter().any(|e| e.grants_access && e.lives_in(kind))
 }
 
 /// The entity kind bulk imports take by `name`.
@@ -349,22 +343,11 @@ mod tests {
 
     #[test]
     fn what_each_kind_is_follows_from_its_declaration() {
-        assert!(PRODUCT.resharded() && EMPLOYEE.resharded() && DEPARTMENT.resharded());
-        assert!(!PRODUCT.catalogued() && !EMPLOYEE.catalogued());
-        for e in [
-            MEMBER,
-            SESSION,
-            CHILD_SESSION,
-            USER,
-            EMAIL,
-            ORDER,
-            ORDER_SUMMARY,
-            ORDER_DATE,
-            TRANSFER,
-            INTEGRATION,
-        ] {
-            assert!(e.catalogued() && !e.resharded(), "{e:?}");
-        }
+        let (resharded, by_id): (Vec<EntityKind>, _) =
+            ENTITIES.into_iter().partition(|e| e.resharded());
+        assert_eq!(resharded, [PRODUCT, EMPLOYEE, DEPARTMENT]);
+        assert!(resharded.iter().all(|e| !e.catalogued()));
+        assert!(by_id.iter().all(|e| e.catalogued()), "{by_id:?}");
         for kind in ["PRODUCT", "HR", "USAGE", "ORDERS"] {
             assert!(shard_in_key_shape(kind), "{kind}");
         }

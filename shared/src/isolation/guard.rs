@@ -150,29 +150,24 @@ fn placeholders(expr: &str) -> Vec<&str> {
 
 /// Extracts the carried keys from an SDK operation input; `None` for an operation tenants may not use.
 fn carried_by(input: &Input) -> Option<(&'static str, Vec<Carried<'_>>)> {
+    // A single-item operation carries its key (a put, its item).
+    fn single<'a>(
+        op: &'static str,
+        key: Option<&'a Item>,
+    ) -> Option<(&'static str, Vec<Carried<'a>>)> {
+        Some((op, key.map(Carried::KeyOrItem).into_iter().collect()))
+    }
     if let Some(i) = input.downcast_ref::<GetItemInput>() {
-        return Some((
-            "GetItem",
-            i.key().map(Carried::KeyOrItem).into_iter().collect(),
-        ));
+        return single("GetItem", i.key());
     }
     if let Some(i) = input.downcast_ref::<PutItemInput>() {
-        return Some((
-            "PutItem",
-            i.item().map(Carried::KeyOrItem).into_iter().collect(),
-        ));
+        return single("PutItem", i.item());
     }
     if let Some(i) = input.downcast_ref::<UpdateItemInput>() {
-        return Some((
-            "UpdateItem",
-            i.key().map(Carried::KeyOrItem).into_iter().collect(),
-        ));
+        return single("UpdateItem", i.key());
     }
     if let Some(i) = input.downcast_ref::<DeleteItemInput>() {
-        return Some((
-            "DeleteItem",
-            i.key().map(Carried::KeyOrItem).into_iter().collect(),
-        ));
+        return single("DeleteItem", i.key());
     }
     if let Some(i) = input.downcast_ref::<QueryInput>() {
         return Some((
@@ -219,6 +214,28 @@ pub fn check_input(tenant: &TenantId, input: &Input) -> Result<(), GuardViolatio
     }
 }
 
+/// Makes a guard an SDK interceptor checking its rule before the request is serialized, so a refused
+/// request is never signed or sent.
+macro_rules! guard_interceptor {
+    ($guard:ident, |$this:tt, $input:ident| $rule:expr) => {
+        impl Intercept for $guard {
+            fn name(&self) -> &'static str {
+                stringify!($guard)
+            }
+
+            fn read_before_execution(
+                &self,
+                context: &BeforeSerializationInterceptorContextRef<'_>,
+                _cfg: &mut ConfigBag,
+            ) -> Result<(), BoxError> {
+                let ($this, $input) = (self, context.input());
+                $rule?;
+                Ok(())
+            }
+        }
+    };
+}
+
 /// The SDK interceptor installed on every tenant-scoped DynamoDB client. It runs before the request
 /// is serialized, so a refused request is never signed or sent.
 #[derive(Debug, Clone)]
@@ -245,23 +262,18 @@ impl TenantKeyGuard {
     }
 }
 
-impl Intercept for TenantKeyGuard {
-    fn name(&self) -> &'static str {
-        "TenantKeyGuard"
-    }
-
-    fn read_before_execution(
-        &self,
-        context: &BeforeSerializationInterceptorContextRef<'_>,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        check_input(&self.tenant, context.input())?;
+impl TenantKeyGuard {
+    /// The key rule, and the table rule when the guard has the tenant's placement.
+    fn check(&self, input: &Input) -> Result<(), GuardViolation> {
+        check_input(&self.tenant, input)?;
         if let Some(tables) = &self.tables {
-            check_tables(&self.tenant, tables, context.input())?;
+            check_tables(&self.tenant, tables, input)?;
         }
         Ok(())
     }
 }
+
+guard_interceptor!(TenantKeyGuard, |guard, input| guard.check(input));
 
 /// The guard of a restore's source reader (`TenantClients::source_reader`), which reads another table
 /// (a point-in-time or backup restore of the pool) with the function's own credentials: the
@@ -292,20 +304,10 @@ pub fn check_source_read(tenant: &TenantId, input: &Input) -> Result<(), GuardVi
     check_input(tenant, input)
 }
 
-impl Intercept for SourceReadGuard {
-    fn name(&self) -> &'static str {
-        "SourceReadGuard"
-    }
-
-    fn read_before_execution(
-        &self,
-        context: &BeforeSerializationInterceptorContextRef<'_>,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        check_source_read(&self.tenant, context.input())?;
-        Ok(())
-    }
-}
+guard_interceptor!(SourceReadGuard, |guard, input| check_source_read(
+    &guard.tenant,
+    input
+));
 
 /// The guard of the tenant-record reader (`store::tenancy::tenants::TenantDirectory`), which reads with the
 /// function's own credentials, not a tenant's: it lets through exactly a GetItem whose key is a
@@ -336,20 +338,7 @@ pub fn check_record_read(input: &Input) -> Result<(), GuardViolation> {
     Ok(())
 }
 
-impl Intercept for RecordReadGuard {
-    fn name(&self) -> &'static str {
-        "RecordReadGuard"
-    }
-
-    fn read_before_execution(
-        &self,
-        context: &BeforeSerializationInterceptorContextRef<'_>,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        check_record_read(context.input())?;
-        Ok(())
-    }
-}
+guard_interceptor!(RecordReadGuard, |_guard, input| check_record_read(input));
 
 /// The guard of the offboarding-report reader ([`report_reader`]), which, like the record reader,
 /// reads with the function's own credentials: any API function may have to know whether an
@@ -396,20 +385,7 @@ pub fn check_report_read(input: &Input) -> Result<(), GuardViolation> {
     }
 }
 
-impl Intercept for ReportReadGuard {
-    fn name(&self) -> &'static str {
-        "ReportReadGuard"
-    }
-
-    fn read_before_execution(
-        &self,
-        context: &BeforeSerializationInterceptorContextRef<'_>,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        check_report_read(context.input())?;
-        Ok(())
-    }
-}
+guard_interceptor!(ReportReadGuard, |_guard, input| check_report_read(input));
 
 /// The offboarding-report reader: the client `record_reader` (the function's own credentials, and
 /// every interceptor it carries besides its guard, such as a test's fault injection) with

@@ -157,8 +157,7 @@ impl Idempotency<'_> {
             .condition_expression("attribute_not_exists(PK) OR #exp <= :now")
             .expression_attribute_names("#exp", EXPIRES_AT)
             .expression_attribute_values(":now", AttributeValue::N(self.now_seconds.to_string()))
-            .build()
-            .map_err(|e| StoreError::Internal(e.to_string()))?;
+            .build()?;
         Ok(TransactWriteItem::builder().put(put).build())
     }
 }

@@ -47,6 +47,15 @@ impl ItemKey {
 /// A DynamoDB key (or `LastEvaluatedKey`): attribute name → value.
 pub type Key = std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>;
 
+/// The table key (`PK`, `SK`) of `item` as it is, whatever their type: what names it in a GetItem
+/// or a Delete, or starts a Query after it.
+pub fn table_key(item: &Key) -> Key {
+    [PK, SK]
+        .into_iter()
+        .filter_map(|k| item.get(k).map(|v| (k.to_owned(), v.clone())))
+        .collect()
+}
+
 pub const PK: &str = "PK";
 pub const SK: &str = "SK";
 pub const GSI1: &str = "GSI1";

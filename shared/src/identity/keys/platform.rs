@@ -1,55 +1,48 @@
 //! The platform's own partitions (`TENANT#_platform#…`): offboarding reports, the lifecycle driver's list, the imports' deadline list.
 
 use super::*;
-use crate::identity::entities::spaces;
+use crate::identity::entities::{spaces, Space};
 use crate::identity::ids::{EntityId, TenantId};
 use crate::identity::shard::shard_for;
+
+/// `TENANT#_platform#<space>`: a platform space that is one partition.
+fn platform_partition(space: Space) -> String {
+    format!("{}{}", tenant_prefix(&TenantId::platform()), space.0)
+}
+
+/// `TENANT#_platform#<space>#`: what every key of a platform space starts with.
+fn platform_prefix(space: Space) -> String {
+    entity_prefix(&TenantId::platform(), space.0)
+}
 
 /// `TENANT#_platform#OFFBOARDED#<offboarded>`: the partition of every report of `offboarded`'s
 /// offboardings, in the platform's partition ([`TenantId::platform`]): a report outlives the tenant
 /// of the operator who asked for it, and no tenant of that id (a later one included) can read it.
 pub fn offboarding_reports_pk(offboarded: &TenantId) -> String {
-    format!(
-        "{}{offboarded}",
-        entity_prefix(&TenantId::platform(), spaces::OFFBOARDED.0)
-    )
+    format!("{}{offboarded}", platform_prefix(spaces::OFFBOARDED))
 }
 
 /// `TENANT#_platform#DRIVE`: the partition listing every tenant whose re-sharding or offboarding
 /// the lifecycle driver steps to its end, in the platform's partition.
 pub fn lifecycle_drive_pk() -> String {
-    format!(
-        "{}{}",
-        tenant_prefix(&TenantId::platform()),
-        spaces::DRIVE.0
-    )
+    platform_partition(spaces::DRIVE)
 }
 
 /// `TENANT#_platform#DRIVE#<tenant>`: `tenant`'s entry in [`lifecycle_drive_pk`].
 pub fn lifecycle_drive_sk(tenant: &TenantId) -> String {
-    format!(
-        "{}{tenant}",
-        entity_prefix(&TenantId::platform(), spaces::DRIVE.0)
-    )
+    format!("{}{tenant}", platform_prefix(spaces::DRIVE))
 }
 
 /// `TENANT#_platform#CONTROL`: the partition of the control plane's requests (SaaS Builder
 /// Toolkit events), each answered once, in the platform's partition.
 pub fn control_requests_pk() -> String {
-    format!(
-        "{}{}",
-        tenant_prefix(&TenantId::platform()),
-        spaces::CONTROL.0
-    )
+    platform_partition(spaces::CONTROL)
 }
 
 /// `TENANT#_platform#CONTROL#<request>`: one request's entry in [`control_requests_pk`]
 /// (`<request>`: its kind and the control plane's id of it, `onboarding#<registration id>`).
 pub fn control_request_sk(request: &str) -> String {
-    format!(
-        "{}{request}",
-        entity_prefix(&TenantId::platform(), spaces::CONTROL.0)
-    )
+    format!("{}{request}", platform_prefix(spaces::CONTROL))
 }
 
 /// Partitions of the imports' deadline list: every `create-import` of every tenant writes one
@@ -65,10 +58,7 @@ pub fn import_due_pk(tenant: &TenantId, import: &EntityId) -> String {
 
 /// Partition `shard` of the imports' deadline list.
 pub fn import_due_shard_pk(shard: u32) -> String {
-    format!(
-        "{}{shard}",
-        entity_prefix(&TenantId::platform(), spaces::IMPORTS_DUE.0)
-    )
+    format!("{}{shard}", platform_prefix(spaces::IMPORTS_DUE))
 }
 
 /// `TENANT#_platform#IMPORTS_DUE#<dueAtMs, 13 digits>#<tenant>#<importId>`: an import's entry in
@@ -77,22 +67,18 @@ pub fn import_due_shard_pk(shard: u32) -> String {
 pub fn import_due_sk(due_at_ms: u64, tenant: &TenantId, import: &EntityId) -> String {
     format!(
         "{}{due_at_ms:013}#{tenant}#{import}",
-        entity_prefix(&TenantId::platform(), spaces::IMPORTS_DUE.0)
+        platform_prefix(spaces::IMPORTS_DUE)
     )
 }
 
 /// The bound below which every [`import_due_sk`] is due at `now_ms` (`SK < bound`).
 pub fn import_due_sk_before(now_ms: u64) -> String {
-    format!(
-        "{}{:013}",
-        entity_prefix(&TenantId::platform(), spaces::IMPORTS_DUE.0),
-        now_ms + 1
-    )
+    format!("{}{:013}", platform_prefix(spaces::IMPORTS_DUE), now_ms + 1)
 }
 
 /// The tenant and import an [`import_due_sk`] names.
 pub fn parse_import_due_sk(sk: &str) -> Option<(u64, TenantId, EntityId)> {
-    let rest = sk.strip_prefix(&entity_prefix(&TenantId::platform(), spaces::IMPORTS_DUE.0))?;
+    let rest = sk.strip_prefix(&platform_prefix(spaces::IMPORTS_DUE))?;
     let mut parts = rest.splitn(3, '#');
     let due = parts.next()?.parse().ok()?;
     let tenant = TenantId::parse(parts.next()?).ok()?;

@@ -76,6 +76,13 @@ impl StoreError {
     }
 }
 
+/// A request that could not be built (a required field missing): a bug, not the caller's.
+impl From<aws_sdk_dynamodb::error::BuildError> for StoreError {
+    fn from(err: aws_sdk_dynamodb::error::BuildError) -> Self {
+        Self::Internal(err.to_string())
+    }
+}
+
 impl From<CredentialsError> for StoreError {
     fn from(err: CredentialsError) -> Self {
         match err {

@@ -294,10 +294,9 @@ impl Intercept for PageCacheInvalidation {
         "PageCacheInvalidation"
     }
 
-    fn read_before_serialization(
+    fn read_before_execution(
         &self,
         ctx: &BeforeSerializationInterceptorContextRef<'_>,
-        _rc: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         if changes_listed_items(&self.tenant, ctx.input()) {

@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::identity::cursor::Key;
-use crate::identity::keys::{EXPIRES_AT, PK, SK};
+use crate::identity::keys::{table_key, EXPIRES_AT};
 use crate::store::client::error::StoreError;
 
 pub type Item = std::collections::HashMap<String, AttributeValue>;
@@ -63,7 +63,7 @@ pub async fn live_page(
             // More live items than the page needs: keep what fits, resume after the last one kept.
             found.truncate(remaining as usize);
             items.extend(found);
-            let next = items.last().map(|i| only_table_keys(i.clone()));
+            let next = items.last().map(table_key);
             return Ok(Page {
                 items,
                 next,
@@ -82,7 +82,7 @@ pub async fn live_page(
             Some(key) if items.len() as u32 >= want => {
                 return Ok(Page {
                     items,
-                    next: Some(only_table_keys(key)),
+                    next: Some(table_key(&key)),
                     requests,
                 })
             }
@@ -93,7 +93,7 @@ pub async fn live_page(
     // Budget spent: a short page, resuming where evaluation stopped.
     Ok(Page {
         items,
-        next: start.map(only_table_keys),
+        next: start.as_ref().map(table_key),
         requests: MAX_ROUNDS,
     })
 }
@@ -135,11 +135,6 @@ pub async fn all_pages(query: QueryFluentBuilder) -> Result<Vec<Item>, StoreErro
     }
 }
 
-/// A `LastEvaluatedKey` reduced to `PK` and `SK` (for GSI1 they are both the table's and the index's keys).
-fn only_table_keys(mut key: Key) -> Key {
-    key.retain(|k, _| k == PK || k == SK);
-    key
-}
 
 /// A string attribute of an item.
 pub fn string_attr(item: &Item, name: &str) -> Option<String> {

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 
-use crate::identity::keys::{PK, SK};
+use crate::identity::keys::{table_key, PK, SK};
 use crate::store::client::error::StoreError;
 use crate::store::client::query::Item;
 use crate::store::client::transact::{transact, TransactError};
@@ -85,17 +85,12 @@ async fn relocate_as(
     to: &str,
     unchanged: bool,
 ) -> Result<Relocated, StoreError> {
-    let old_key: Item = [PK, SK]
-        .into_iter()
-        .filter_map(|k| item.get(k).map(|v| (k.to_owned(), v.clone())))
-        .collect();
-    let internal = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Internal(e.to_string());
+    let old_key = table_key(item);
     let put = Put::builder()
         .table_name(to)
         .set_item(Some(copy))
         .condition_expression("attribute_not_exists(PK)")
-        .build()
-        .map_err(internal)?;
+        .build()?;
     let (condition, names, values) = match unchanged {
         true => as_read(item),
         false => ("attribute_exists(PK)".to_owned(), None, None),
@@ -106,8 +101,7 @@ async fn relocate_as(
         .condition_expression(condition)
         .set_expression_attribute_names(names)
         .set_expression_attribute_values(values)
-        .build()
-        .map_err(internal)?;
+        .build()?;
     let request = client
         .transact_write_items()
         .transact_items(TransactWriteItem::builder().put(put).build())
@@ -120,8 +114,7 @@ async fn relocate_as(
             let delete = Delete::builder()
                 .table_name(from)
                 .set_key(Some(old_key))
-                .build()
-                .map_err(internal)?;
+                .build()?;
             let request = client
                 .transact_write_items()
                 .transact_items(TransactWriteItem::builder().delete(delete).build());
@@ -150,19 +143,14 @@ pub async fn relocate_together(
     to: &str,
     items: &[Item],
 ) -> Result<bool, StoreError> {
-    let internal = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Internal(e.to_string());
     let mut request = client.transact_write_items();
     for item in items.iter().take(TOGETHER) {
-        let key: Item = [PK, SK]
-            .into_iter()
-            .filter_map(|k| item.get(k).map(|v| (k.to_owned(), v.clone())))
-            .collect();
+        let key = table_key(item);
         let put = Put::builder()
             .table_name(to)
             .set_item(Some(item.clone()))
             .condition_expression("attribute_not_exists(PK)")
-            .build()
-            .map_err(internal)?;
+            .build()?;
         let (condition, names, values) = as_read(item);
         let delete = Delete::builder()
             .table_name(from)
@@ -170,8 +158,7 @@ pub async fn relocate_together(
             .condition_expression(condition)
             .set_expression_attribute_names(names)
             .set_expression_attribute_values(values)
-            .build()
-            .map_err(internal)?;
+            .build()?;
         request = request
             .transact_items(TransactWriteItem::builder().put(put).build())
             .transact_items(TransactWriteItem::builder().delete(delete).build());

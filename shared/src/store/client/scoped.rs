@@ -4,12 +4,16 @@
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::config::SharedInterceptor;
+use aws_sdk_dynamodb::operation::delete_item::builders::DeleteItemFluentBuilder;
+use aws_sdk_dynamodb::operation::get_item::builders::GetItemFluentBuilder;
+use aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
-use crate::identity::keys::tenant_record_key;
+use crate::identity::keys::{tenant_record_key, ItemKey};
 use crate::isolation::credentials::{CredentialSettings, TenantCredentials};
 use crate::isolation::guard::{RecordReadGuard, SourceReadGuard, TenantKeyGuard};
 use crate::isolation::policy::{Moving, TenantTables};
@@ -46,6 +50,17 @@ pub struct TenantDb {
     pub puller: Option<Arc<Puller>>,
 }
 
+/// A TenantDb method starting a request on one item: its table and key set, the rest the caller's.
+macro_rules! item_request {
+    ($(#[$doc:meta])* $name:ident, $operation:ident, $builder:ty) => {
+        $(#[$doc])*
+        pub fn $name(&self, pk: impl Into<String>, sk: impl Into<String>) -> $builder {
+            let key = ItemKey { pk: pk.into(), sk: sk.into() };
+            self.client.$operation().table_name(&*self.table).set_key(Some(key.to_key()))
+        }
+    };
+}
+
 impl TenantDb {
     /// A Query on this tenant's table; the key condition is still to set.
     pub fn query(&self) -> QueryFluentBuilder {
@@ -67,6 +82,24 @@ impl TenantDb {
             table: Arc::from(table),
             ..self.clone()
         }
+    }
+
+    item_request!(
+        /// A GetItem of the item at `pk`, `sk` on this tenant's table.
+        get_at, get_item, GetItemFluentBuilder
+    );
+    item_request!(
+        /// An UpdateItem of the item at `pk`, `sk` on this tenant's table; what it sets is the caller's.
+        update_at, update_item, UpdateItemFluentBuilder
+    );
+    item_request!(
+        /// A DeleteItem of the item at `pk`, `sk` on this tenant's table.
+        delete_at, delete_item, DeleteItemFluentBuilder
+    );
+
+    /// A PutItem on this tenant's table; the item is still to give.
+    pub fn put(&self) -> PutItemFluentBuilder {
+        self.client.put_item().table_name(&*self.table)
     }
 
     /// A Query of the whole table partition `pk`.

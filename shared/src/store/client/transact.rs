@@ -41,6 +41,12 @@ pub enum TransactError {
     Store(#[from] StoreError),
 }
 
+impl From<aws_sdk_dynamodb::error::BuildError> for TransactError {
+    fn from(err: aws_sdk_dynamodb::error::BuildError) -> Self {
+        Self::Store(err.into())
+    }
+}
+
 impl TransactError {
     /// Whether action `index` failed its condition.
     pub fn failed_at(&self, index: usize) -> bool {

@@ -105,8 +105,7 @@ pub async fn mark_enqueued(
         .expression_attribute_names("#fingerprint", FINGERPRINT)
         .expression_attribute_values(":queued", AttributeValue::S(QUEUED.into()))
         .expression_attribute_values(":fingerprint", AttributeValue::S(fingerprint.into()))
-        .build()
-        .map_err(|e| StoreError::Internal(e.to_string()))?;
+        .build()?;
     let mut actions = vec![TransactWriteItem::builder().update(update).build()];
     actions.extend(recorded);
     let request = db
@@ -163,7 +162,6 @@ pub fn marker(
         .condition_expression("attribute_not_exists(PK) OR #exp <= :now")
         .expression_attribute_names("#exp", EXPIRES_AT)
         .expression_attribute_values(":now", AttributeValue::N(now_seconds.to_string()))
-        .build()
-        .map_err(|e| StoreError::Internal(e.to_string()))?;
+        .build()?;
     Ok(TransactWriteItem::builder().put(put).build())
 }

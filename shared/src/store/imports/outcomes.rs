@@ -39,45 +39,35 @@ pub async fn outcomes_between(
     now_seconds: u64,
 ) -> Result<std::collections::HashSet<u32>, StoreError> {
     let prefix = import_item_sk_prefix(tenant, import);
-    let mut found = std::collections::HashSet::new();
-    let mut start = None;
-    loop {
-        let out = db
-            .query()
-            .key_condition_expression("#pk = :pk AND #sk BETWEEN :first AND :last")
-            .expression_attribute_names("#pk", PK)
-            .expression_attribute_names("#sk", SK)
-            .expression_attribute_values(":pk", AttributeValue::S(import_key(tenant, import)))
-            .expression_attribute_values(
-                ":first",
-                AttributeValue::S(import_item_sk(tenant, import, first)),
-            )
-            .expression_attribute_values(
-                ":last",
-                AttributeValue::S(import_item_sk(tenant, import, last)),
-            )
-            .projection_expression("#sk, #exp")
-            .expression_attribute_names("#exp", EXPIRES_AT)
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(StoreError::from_sdk)?;
-        let live = out
-            .items()
-            .iter()
-            .filter(|item| crate::store::client::query::is_live(item, now_seconds));
-        found.extend(live.filter_map(|item| {
+    let query = db
+        .query()
+        .key_condition_expression("#pk = :pk AND #sk BETWEEN :first AND :last")
+        .expression_attribute_names("#pk", PK)
+        .expression_attribute_names("#sk", SK)
+        .expression_attribute_values(":pk", AttributeValue::S(import_key(tenant, import)))
+        .expression_attribute_values(
+            ":first",
+            AttributeValue::S(import_item_sk(tenant, import, first)),
+        )
+        .expression_attribute_values(
+            ":last",
+            AttributeValue::S(import_item_sk(tenant, import, last)),
+        )
+        .projection_expression("#sk, #exp")
+        .expression_attribute_names("#exp", EXPIRES_AT)
+        .consistent_read(true);
+    let markers = crate::store::client::query::all_pages(query).await?;
+    let live = markers
+        .iter()
+        .filter(|item| crate::store::client::query::is_live(item, now_seconds));
+    Ok(live
+        .filter_map(|item| {
             string_attr(item, SK)?
                 .strip_prefix(&prefix)?
                 .parse::<u32>()
                 .ok()
-        }));
-        start = out.last_evaluated_key.filter(|k| !k.is_empty());
-        if start.is_none() {
-            return Ok(found);
-        }
-    }
+        })
+        .collect())
 }
 
 /// Records on the import's record (the one accepted at `created_at_ms`) that the consumer held a

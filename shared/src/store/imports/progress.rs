@@ -24,65 +24,51 @@ pub(super) async fn read_import(
         return Ok(None);
     };
     let mut outcomes = std::collections::HashMap::new();
-    let mut start = None;
-    loop {
-        let out = db
-            .client
-            .query()
-            .table_name(&*db.table)
-            .key_condition_expression("PK = :pk AND begins_with(SK, :items)")
-            .expression_attribute_values(":pk", AttributeValue::S(pk.clone()))
-            .expression_attribute_values(
-                ":items",
-                AttributeValue::S(import_item_sk_prefix(tenant, import)),
-            )
-            .projection_expression("SK, #outcome, #reason, #exp")
-            .expression_attribute_names("#outcome", OUTCOME)
-            .expression_attribute_names("#reason", REASON)
-            .expression_attribute_names("#exp", EXPIRES_AT)
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(StoreError::from_sdk)?;
-        for marker in out.items() {
-            // A marker of an expired import of this id, not yet removed by TTL, is not this one's.
-            if !crate::store::client::query::is_live(marker, now_seconds) {
-                continue;
-            }
-            let sk = string_attr(marker, SK).unwrap_or_default();
-            // Markers written before outcomes were recorded say it by their key's suffix.
-            let (item, legacy) = match (sk.strip_suffix("#SUPERSEDED"), sk.strip_suffix("#FAILED"))
-            {
-                (Some(item), _) => (item.to_owned(), Some(Outcome::Superseded)),
-                (_, Some(item)) => (item.to_owned(), Some(Outcome::Failed(FailReason::Rejected))),
-                _ => (sk.clone(), None),
-            };
-            let outcome = match string_attr(marker, OUTCOME).as_deref() {
-                Some("written") => Outcome::Written,
-                Some("superseded") => Outcome::Superseded,
-                Some(_) => Outcome::Failed(FailReason::parse(
-                    &string_attr(marker, REASON).unwrap_or_default(),
-                )),
-                None => legacy.unwrap_or(Outcome::Written),
-            };
-            // One outcome per item: written beats superseded beats failed (a legacy item could
-            // have had more than one marker).
-            let rank = |o: &Outcome| match o {
-                Outcome::Written => 2,
-                Outcome::Superseded => 1,
-                Outcome::Failed(_) => 0,
-            };
-            let best = outcomes
-                .get(&item)
-                .is_none_or(|held| rank(&outcome) > rank(held));
-            if best {
-                outcomes.insert(item, outcome);
-            }
+    let query = db
+        .query()
+        .key_condition_expression("PK = :pk AND begins_with(SK, :items)")
+        .expression_attribute_values(":pk", AttributeValue::S(pk.clone()))
+        .expression_attribute_values(
+            ":items",
+            AttributeValue::S(import_item_sk_prefix(tenant, import)),
+        )
+        .projection_expression("SK, #outcome, #reason, #exp")
+        .expression_attribute_names("#outcome", OUTCOME)
+        .expression_attribute_names("#reason", REASON)
+        .expression_attribute_names("#exp", EXPIRES_AT)
+        .consistent_read(true);
+    for marker in &crate::store::client::query::all_pages(query).await? {
+        // A marker of an expired import of this id, not yet removed by TTL, is not this one's.
+        if !crate::store::client::query::is_live(marker, now_seconds) {
+            continue;
         }
-        start = out.last_evaluated_key.filter(|k| !k.is_empty());
-        if start.is_none() {
-            break;
+        let sk = string_attr(marker, SK).unwrap_or_default();
+        // Markers written before outcomes were recorded say it by their key's suffix.
+        let (item, legacy) = match (sk.strip_suffix("#SUPERSEDED"), sk.strip_suffix("#FAILED")) {
+            (Some(item), _) => (item.to_owned(), Some(Outcome::Superseded)),
+            (_, Some(item)) => (item.to_owned(), Some(Outcome::Failed(FailReason::Rejected))),
+            _ => (sk.clone(), None),
+        };
+        let outcome = match string_attr(marker, OUTCOME).as_deref() {
+            Some("written") => Outcome::Written,
+            Some("superseded") => Outcome::Superseded,
+            Some(_) => Outcome::Failed(FailReason::parse(
+                &string_attr(marker, REASON).unwrap_or_default(),
+            )),
+            None => legacy.unwrap_or(Outcome::Written),
+        };
+        // One outcome per item: written beats superseded beats failed (a legacy item could
+        // have had more than one marker).
+        let rank = |o: &Outcome| match o {
+            Outcome::Written => 2,
+            Outcome::Superseded => 1,
+            Outcome::Failed(_) => 0,
+        };
+        let best = outcomes
+            .get(&item)
+            .is_none_or(|held| rank(&outcome) > rank(held));
+        if best {
+            outcomes.insert(item, outcome);
         }
     }
     Ok(Some((record, outcomes)))

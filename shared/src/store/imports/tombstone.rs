@@ -41,8 +41,7 @@ pub fn tombstone(
     let put = Put::builder()
         .table_name(&*db.table)
         .set_item(Some(item))
-        .build()
-        .map_err(|e| StoreError::Internal(e.to_string()))?;
+        .build()?;
     Ok(TransactWriteItem::builder().put(put).build())
 }
 
@@ -63,7 +62,6 @@ pub fn not_deleted_since(
         .condition_expression("attribute_not_exists(PK) OR #deleted < :since")
         .expression_attribute_names("#deleted", DELETED_AT_MS)
         .expression_attribute_values(":since", AttributeValue::N(since_ms.to_string()))
-        .build()
-        .map_err(|e| StoreError::Internal(e.to_string()))?;
+        .build()?;
     Ok(TransactWriteItem::builder().condition_check(check).build())
 }

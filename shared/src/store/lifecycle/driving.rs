@@ -56,11 +56,7 @@ pub async fn unlist(
     listed_at_ms: u64,
 ) -> Result<bool, StoreError> {
     let out = platform_db
-        .client
-        .delete_item()
-        .table_name(&*platform_db.table)
-        .key(PK, AttributeValue::S(lifecycle_drive_pk()))
-        .key(SK, AttributeValue::S(lifecycle_drive_sk(tenant)))
+        .delete_at(lifecycle_drive_pk(), lifecycle_drive_sk(tenant))
         .condition_expression("#listed = :read")
         .expression_attribute_names("#listed", LISTED_AT_MS)
         .expression_attribute_values(":read", AttributeValue::N(listed_at_ms.to_string()))

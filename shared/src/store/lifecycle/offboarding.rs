@@ -139,8 +139,7 @@ pub async fn delete_step(
             .table_name(&*db.table)
             .key(PK, AttributeValue::S(string(item, PK)?))
             .key(SK, AttributeValue::S(string(item, SK)?))
-            .build()
-            .map_err(|e| StoreError::Internal(e.to_string()))?;
+            .build()?;
         actions.push(TransactWriteItem::builder().delete(delete).build());
     }
     let key = tenant_record_key(&db.tenant);
@@ -156,8 +155,7 @@ pub async fn delete_step(
         .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
         .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
         .expression_attribute_values(":next", next.to_attribute())
-        .build()
-        .map_err(|e| StoreError::Internal(e.to_string()))?;
+        .build()?;
     let checkpoint_index = actions.len();
     actions.push(TransactWriteItem::builder().update(checkpoint).build());
     let request = db
@@ -232,8 +230,7 @@ pub async fn finish(
         .condition_expression("attribute_not_exists(PK) OR #steps <= :steps")
         .expression_attribute_names("#steps", "steps")
         .expression_attribute_values(":steps", steps.clone())
-        .build()
-        .map_err(|e| StoreError::Internal(e.to_string()))?;
+        .build()?;
     let put = platform_db
         .client
         .transact_write_items()
@@ -252,8 +249,7 @@ pub async fn finish(
         .expression_attribute_names("#steps", "steps")
         .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
         .expression_attribute_values(":steps", steps)
-        .build()
-        .map_err(|e| StoreError::Internal(e.to_string()))?;
+        .build()?;
     let delete = db
         .client
         .transact_write_items()

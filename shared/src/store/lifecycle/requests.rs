@@ -113,11 +113,7 @@ pub async fn claim(
         return Ok(Claim::Busy);
     }
     let take = platform_db
-        .client
-        .update_item()
-        .table_name(&*platform_db.table)
-        .key(PK, AttributeValue::S(control_requests_pk()))
-        .key(SK, AttributeValue::S(control_request_sk(request.key)))
+        .update_at(control_requests_pk(), control_request_sk(request.key))
         .update_expression("SET #at = :now")
         .condition_expression("#at = :held AND #state <> :answered")
         .expression_attribute_names("#at", CLAIMED_AT_MS)
@@ -140,11 +136,7 @@ pub async fn claim(
 
 async fn read(platform_db: &TenantDb, key: &str) -> Result<Option<Item>, StoreError> {
     Ok(platform_db
-        .client
-        .get_item()
-        .table_name(&*platform_db.table)
-        .key(PK, AttributeValue::S(control_requests_pk()))
-        .key(SK, AttributeValue::S(control_request_sk(key)))
+        .get_at(control_requests_pk(), control_request_sk(key))
         .consistent_read(true)
         .send()
         .await
@@ -163,11 +155,7 @@ async fn answered_before(
         return Ok(Claim::Duplicate);
     };
     let out = platform_db
-        .client
-        .update_item()
-        .table_name(&*platform_db.table)
-        .key(PK, AttributeValue::S(control_requests_pk()))
-        .key(SK, AttributeValue::S(control_request_sk(request.key)))
+        .update_at(control_requests_pk(), control_request_sk(request.key))
         .update_expression("ADD #events :event")
         .condition_expression("NOT contains(#events, :id)")
         .expression_attribute_names("#events", EVENTS)
@@ -190,11 +178,7 @@ pub async fn hold_reply(
     reply: &str,
 ) -> Result<bool, StoreError> {
     let out = platform_db
-        .client
-        .update_item()
-        .table_name(&*platform_db.table)
-        .key(PK, AttributeValue::S(control_requests_pk()))
-        .key(SK, AttributeValue::S(control_request_sk(key)))
+        .update_at(control_requests_pk(), control_request_sk(key))
         .update_expression("SET #reply = :reply")
         .condition_expression("#at = :mine")
         .expression_attribute_names("#reply", REPLY)
@@ -209,11 +193,7 @@ pub async fn hold_reply(
 /// Marks `request` answered, for its event: no redelivery of that event sends the reply again.
 pub async fn mark_answered(platform_db: &TenantDb, request: Request<'_>) -> Result<(), StoreError> {
     platform_db
-        .client
-        .update_item()
-        .table_name(&*platform_db.table)
-        .key(PK, AttributeValue::S(control_requests_pk()))
-        .key(SK, AttributeValue::S(control_request_sk(request.key)))
+        .update_at(control_requests_pk(), control_request_sk(request.key))
         .update_expression("SET #state = :answered ADD #events :event")
         .condition_expression("attribute_exists(PK)")
         .expression_attribute_names("#state", STATE)

@@ -3,7 +3,7 @@
 use super::*;
 use crate::identity::cursor::{self, CursorKeys, Key};
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{home_shard_pk, PK, SK};
+use crate::identity::keys::{home_shard_pk, table_key, PK, SK};
 use crate::store::client::error::StoreError;
 use crate::store::client::pages::page_key;
 use crate::store::client::query::{string_attr, Item};
@@ -364,7 +364,7 @@ pub(super) async fn refill<S: PartitionSource>(
         }
         lane.exhausted = r.exhausted;
         if let Some(last) = r.items.last() {
-            lane.resume = Some(position_after(last));
+            lane.resume = Some(table_key(last));
         }
         lane.buffer.extend(
             r.items
@@ -375,9 +375,3 @@ pub(super) async fn refill<S: PartitionSource>(
     Ok(())
 }
 
-pub(super) fn position_after(item: &Item) -> Key {
-    [PK, SK]
-        .into_iter()
-        .filter_map(|k| item.get(k).map(|v| (k.to_owned(), v.clone())))
-        .collect()
-}

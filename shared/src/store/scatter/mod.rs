@@ -212,7 +212,6 @@ mod read;
 #[cfg(test)]
 mod tests;
 mod walk;
-use gather::position_after;
 pub use gather::{first_round_want, gather, gather_across, gather_all, gather_from};
 pub use merge::{merge_layouts, Merged, Read};
 use read::read_partition;

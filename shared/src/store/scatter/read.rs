@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::identity::cursor::Key;
+use crate::identity::keys::table_key;
 use crate::store::client::error::StoreError;
 use crate::store::client::scoped::TenantDb;
 use crate::store::client::size::approximate_bytes;
@@ -73,7 +74,7 @@ pub(super) async fn read_partition(
                     exhausted: false,
                 })
             }
-            Some(k) => start = Some(position_after(&k)),
+            Some(k) => start = Some(table_key(&k)),
         }
     }
 }

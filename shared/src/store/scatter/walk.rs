@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::identity::cursor::{self, CursorKeys, Key};
-use crate::identity::keys::{PK, SK};
+use crate::identity::keys::{table_key, PK, SK};
 use crate::store::client::error::StoreError;
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
@@ -247,9 +247,3 @@ fn batch_asks(want: u32, average: Option<u32>, in_flight: usize, left: usize) ->
     asks
 }
 
-pub(super) fn table_key(item: &Item) -> Key {
-    [PK, SK]
-        .into_iter()
-        .filter_map(|k| item.get(k).map(|v| (k.to_owned(), v.clone())))
-        .collect()
-}

@@ -206,8 +206,7 @@ pub async fn put_along(
             None,
             written_at,
         )
-        .build()
-        .map_err(internal)?;
+        .build()?;
         let own = [TransactWriteItem::builder().put(put).build()];
         let request = db
             .client
@@ -253,8 +252,7 @@ pub async fn put_along(
             Some(exists_at(target)),
             written_at,
         )
-        .build()
-        .map_err(internal)?;
+        .build()?;
         let elsewhere = if exists_at(other) {
             // A late write never removes a copy written after it either: a writer that chose the
             // old layout just before writes moved may have written that copy since it was read.
@@ -271,8 +269,7 @@ pub async fn put_along(
                         aws_sdk_dynamodb::types::AttributeValue::N(at.to_string()),
                     ),
             }
-            .build()
-            .map_err(internal)?;
+            .build()?;
             TransactWriteItem::builder().delete(delete).build()
         } else {
             absent(db, other)?
@@ -419,8 +416,7 @@ async fn delete_with(
         .table_name(&*db.table)
         .set_key(Some(key))
         .condition_expression(exists(true))
-        .build()
-        .map_err(internal)?;
+        .build()?;
     let own = [TransactWriteItem::builder().delete(delete).build()];
     let request = db
         .client
@@ -452,8 +448,7 @@ pub fn absent(db: &TenantDb, key: &Key) -> Result<TransactWriteItem, StoreError>
         .table_name(&*db.table)
         .set_key(Some(key.clone()))
         .condition_expression(exists(false))
-        .build()
-        .map_err(internal)?;
+        .build()?;
     Ok(TransactWriteItem::builder().condition_check(check).build())
 }
 
@@ -466,9 +461,6 @@ pub fn exists(present: bool) -> &'static str {
     }
 }
 
-fn internal(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
-    StoreError::Internal(e.to_string())
-}
 
 /// When a write happens, and whether it is late: an import's item is a write of the import's
 /// acceptance, which never replaces what was written after it.

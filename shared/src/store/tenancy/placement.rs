@@ -68,9 +68,6 @@ pub fn tables_of(clients: &TenantClients, record: Option<&TenantRecord>, now: u6
     })
 }
 
-fn internal(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Internal(e.to_string())
-}
 
 /// Creates `tenant`'s own table `name` with the pool's definition, or takes the one that is there
 /// when its keys and indexes are the pool's (an operator made it), and waits for it to be ACTIVE
@@ -150,8 +147,7 @@ async fn create(
             Tag::builder()
                 .key("tenant")
                 .value(tenant.as_str())
-                .build()
-                .map_err(internal)?,
+                .build()?,
         );
     for index in pool.global_secondary_indexes() {
         let key_schema: Vec<KeySchemaElement> = index.key_schema().to_vec();
@@ -164,8 +160,7 @@ async fn create(
                     .cloned()
                     .or_else(|| Some(Projection::builder().build())),
             )
-            .build()
-            .map_err(internal)?;
+            .build()?;
         create = create.global_secondary_indexes(index);
     }
     if let Some(sse) = pool.sse_description() {
@@ -238,8 +233,7 @@ async fn copy_time_to_live(client: &Client, pool: &str, name: &str) -> Result<()
     let spec = TimeToLiveSpecification::builder()
         .enabled(true)
         .attribute_name(attribute)
-        .build()
-        .map_err(internal)?;
+        .build()?;
     client
         .update_time_to_live()
         .table_name(name)
@@ -284,8 +278,7 @@ async fn copy_point_in_time_recovery(
     }
     let spec = PointInTimeRecoverySpecification::builder()
         .point_in_time_recovery_enabled(true)
-        .build()
-        .map_err(internal)?;
+        .build()?;
     match client
         .update_continuous_backups()
         .table_name(name)

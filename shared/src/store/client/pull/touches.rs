@@ -196,10 +196,9 @@ impl Intercept for Touches {
         "PullTouches"
     }
 
-    fn read_before_serialization(
+    fn read_before_execution(
         &self,
         ctx: &BeforeSerializationInterceptorContextRef<'_>,
-        _rc: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         if let Some(touch) = self.of(ctx.input()) {

@@ -2,12 +2,14 @@
 //! the other table. The same plan is what a dry run counts and what a step commits, so the dry
 //! run's counts are the restore's.
 
+use std::future::Future;
+
 use futures::StreamExt;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{home_shard_pk, partition_kind, PK, SK};
+use crate::identity::keys::{home_shard_pk, partition_kind, table_key, PK, SK};
 use crate::store::client::error::StoreError;
 use crate::store::client::items::get_item_consistent;
 use crate::store::client::query::Item;
@@ -61,14 +63,6 @@ pub fn key_in(tenant: &TenantId, item: &Item, shards: u32) -> Item {
     ])
 }
 
-/// `item`'s key, as it is.
-fn own_key(item: &Item) -> Item {
-    [PK, SK]
-        .into_iter()
-        .filter_map(|k| item.get(k).map(|v| (k.to_owned(), v.clone())))
-        .collect()
-}
-
 /// The changes that make the live items of a page of the **source**'s walk equal to it: each item
 /// read at its key in the live layout (`live_shards`), put back or overwritten when it differs.
 pub async fn puts(
@@ -76,20 +70,7 @@ pub async fn puts(
     source_items: &[Item],
     live_shards: u32,
 ) -> Result<Vec<Planned>, StoreError> {
-    let restored: Vec<Item> = source_items
-        .iter()
-        .filter(|item| restored(&live.tenant, item))
-        .cloned()
-        .collect();
-    let reads = restored
-        .into_iter()
-        .map(|item| put(live, item, live_shards));
-    collect(
-        futures::stream::iter(reads)
-            .buffered(READS_IN_FLIGHT)
-            .collect()
-            .await,
-    )
+    plan_each(live, source_items, |item| put(live, item, live_shards)).await
 }
 
 async fn put(live: &TenantDb, item: Item, live_shards: u32) -> Result<Option<Planned>, StoreError> {
@@ -118,20 +99,10 @@ pub async fn deletes(
     live_items: &[Item],
     source_shards: u32,
 ) -> Result<Vec<Planned>, StoreError> {
-    let restored: Vec<Item> = live_items
-        .iter()
-        .filter(|item| restored(&source.tenant, item))
-        .cloned()
-        .collect();
-    let reads = restored
-        .into_iter()
-        .map(|item| delete(source, item, source_shards));
-    collect(
-        futures::stream::iter(reads)
-            .buffered(READS_IN_FLIGHT)
-            .collect()
-            .await,
-    )
+    plan_each(source, live_items, |item| {
+        delete(source, item, source_shards)
+    })
+    .await
 }
 
 async fn delete(
@@ -142,13 +113,29 @@ async fn delete(
     let found = get_item_consistent(source, key_in(&source.tenant, &item, source_shards)).await?;
     Ok(found.is_none().then(|| Planned {
         kind: kind_of(&source.tenant, &item),
-        change: Change::Delete(own_key(&item)),
+        change: Change::Delete(table_key(&item)),
     }))
 }
 
-fn collect(results: Vec<Result<Option<Planned>, StoreError>>) -> Result<Vec<Planned>, StoreError> {
+/// `plan` run on each of `items` a restore makes equal (`db`'s tenant's), a few reads at a time.
+async fn plan_each<Plan, Planning>(
+    db: &TenantDb,
+    items: &[Item],
+    plan: Plan,
+) -> Result<Vec<Planned>, StoreError>
+where
+    Plan: FnMut(Item) -> Planning,
+    Planning: Future<Output = Result<Option<Planned>, StoreError>>,
+{
+    // Collected first: a stream borrowing `items` through a filter is not `Send` for the runtime.
+    let restored: Vec<Item> = items
+        .iter()
+        .filter(|item| restored(&db.tenant, item))
+        .cloned()
+        .collect();
+    let plans = futures::stream::iter(restored.into_iter().map(plan)).buffered(READS_IN_FLIGHT);
     let mut planned = Vec::new();
-    for result in results {
+    for result in plans.collect::<Vec<_>>().await {
         planned.extend(result?);
     }
     Ok(planned)

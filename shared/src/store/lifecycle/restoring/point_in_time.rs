@@ -112,7 +112,7 @@ pub async fn start(
             .attribute_name(name)
             .key_type(kind)
             .build()
-            .map_err(|e| StoreError::Internal(e.to_string()))
+            .map_err(StoreError::from)
     };
     let catalog = GlobalSecondaryIndex::builder()
         .index_name(CATALOG_INDEX)
@@ -124,7 +124,7 @@ pub async fn start(
                 .build(),
         )
         .build()
-        .map_err(|e| StoreError::Internal(e.to_string()))?;
+        .map_err(StoreError::from)?;
     let out = client
         .restore_table_to_point_in_time()
         .source_table_name(pool_table)

@@ -41,8 +41,7 @@ pub async fn begin(
         .expression_attribute_values(":restoring", value(TenantStatus::Restoring)?)
         .expression_attribute_values(":active", value(TenantStatus::Active)?)
         .expression_attribute_values(":r", restore.to_attribute())
-        .build()
-        .map_err(internal)?;
+        .build()?;
     let mut actions = vec![TransactWriteItem::builder().update(update).build()];
     actions.extend(also);
     let request = db
@@ -78,8 +77,7 @@ pub async fn commit(
                     Put::builder()
                         .table_name(&*db.table)
                         .set_item(Some(item.clone()))
-                        .build()
-                        .map_err(internal)?,
+                        .build()?,
                 )
                 .build(),
             Change::Delete(key) => TransactWriteItem::builder()
@@ -87,8 +85,7 @@ pub async fn commit(
                     Delete::builder()
                         .table_name(&*db.table)
                         .set_key(Some(key.clone()))
-                        .build()
-                        .map_err(internal)?,
+                        .build()?,
                 )
                 .build(),
         };
@@ -156,7 +153,7 @@ fn checkpoint(
             .expression_attribute_names("#last", "lastRestore")
             .expression_attribute_values(":active", value(TenantStatus::Active)?);
     }
-    update.build().map_err(internal)
+    Ok(update.build()?)
 }
 
 fn record_update(db: &TenantDb) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
@@ -177,6 +174,3 @@ fn unexpected(e: TransactError) -> StoreError {
     }
 }
 
-fn internal(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
-    StoreError::Internal(e.to_string())
-}

@@ -49,10 +49,8 @@ impl RateLimiter {
         // Far from its limits on fresh knowledge, the tenant owes nothing, and a first writer sets
         // that without reading back; otherwise the debt is read from the last window (below).
         let assumed_carry = assumed_carry.map(|c| c / i64::from(shards));
-        let mut answer = match self
-            .add_to_window(db, shard, now_second, admitted, units, assumed_carry)
-            .await
-        {
+        let update = self.window_add(db, shard, now_second, admitted, units);
+        let mut answer = match add_to_window(update, assumed_carry).await {
             Ok(answer) => answer,
             Err((not_applied, e)) => {
                 let mut windows = lock(&self.windows);
@@ -238,43 +236,6 @@ impl RateLimiter {
         }
     }
 
-    async fn add_to_window(
-        &self,
-        db: &TenantDb,
-        shard: u32,
-        second: u64,
-        admitted: u64,
-        units: i64,
-        assumed_carry: Option<i64>,
-    ) -> Result<HashMap<String, AttributeValue>, (bool, StoreError)> {
-        let update = self.window_add(db, shard, second, admitted, units);
-        let update = match assumed_carry {
-            Some(carry) => update
-                .update_expression(
-                    "ADD #requests :admitted, milliUnits :units, containers :me \
-                     SET #exp = if_not_exists(#exp, :exp), #carried = if_not_exists(#carried, :carried)",
-                )
-                .expression_attribute_names("#carried", CARRIED)
-                .expression_attribute_values(":carried", AttributeValue::N(carry.to_string())),
-            None => update.update_expression(
-                "ADD #requests :admitted, milliUnits :units, containers :me \
-                 SET #exp = if_not_exists(#exp, :exp)",
-            ),
-        };
-        let out = update
-            .customize()
-            .config_override(crate::store::quota::usage::meter_config())
-            .send()
-            .await
-            .map_err(|e| {
-                (
-                    crate::store::quota::usage::refused(&e),
-                    StoreError::from_sdk(e),
-                )
-            })?;
-        Ok(out.attributes.unwrap_or_default())
-    }
-
     /// An UpdateItem of window `shard` of `second` adding `admitted` requests and `units`
     /// (thousandths) and this container, with the window's expiry and every new attribute returned:
     /// the caller sets the update expression (`ADD #requests :admitted, milliUnits :units,
@@ -287,12 +248,7 @@ impl RateLimiter {
         admitted: u64,
         units: i64,
     ) -> UpdateItemFluentBuilder {
-        let t = &db.tenant;
-        db.client
-            .update_item()
-            .table_name(&*db.table)
-            .key(PK, AttributeValue::S(window_pk(t, shard)))
-            .key(SK, AttributeValue::S(window_sk(t, second, shard)))
+        window_update(db, shard, second)
             .expression_attribute_names("#requests", "requests")
             .expression_attribute_names("#exp", EXPIRES_AT)
             .expression_attribute_values(":admitted", AttributeValue::N(admitted.to_string()))
@@ -417,14 +373,8 @@ async fn carry_forward(
     owed_milli: i64,
     shard_capacity_milli: i64,
 ) -> Result<(), StoreError> {
-    let t = &db.tenant;
     let owed = owed_milli.min(shard_capacity_milli * MAX_DEBT_SECONDS as i64);
-    let out = db
-        .client
-        .update_item()
-        .table_name(&*db.table)
-        .key(PK, AttributeValue::S(window_pk(t, shard)))
-        .key(SK, AttributeValue::S(window_sk(t, second, shard)))
+    let out = window_update(db, shard, second)
         .update_expression("SET #carried = :owed, #exp = if_not_exists(#exp, :exp)")
         .condition_expression("attribute_not_exists(#carried) OR #carried < :owed")
         .expression_attribute_names("#carried", CARRIED)
@@ -448,13 +398,7 @@ async fn record_carried(
     second: u64,
     carried_milli: i64,
 ) -> Result<HashMap<String, AttributeValue>, StoreError> {
-    let t = &db.tenant;
-    let out = db
-        .client
-        .update_item()
-        .table_name(&*db.table)
-        .key(PK, AttributeValue::S(window_pk(t, shard)))
-        .key(SK, AttributeValue::S(window_sk(t, second, shard)))
+    let out = window_update(db, shard, second)
         .update_expression("SET #carried = if_not_exists(#carried, :carried)")
         .expression_attribute_names("#carried", CARRIED)
         .expression_attribute_values(":carried", AttributeValue::N(carried_milli.to_string()))
@@ -464,5 +408,44 @@ async fn record_carried(
         .send()
         .await
         .map_err(StoreError::from_sdk)?;
+    Ok(out.attributes.unwrap_or_default())
+}
+
+/// An UpdateItem of window `shard` of `second`: the caller says what it sets.
+fn window_update(db: &TenantDb, shard: u32, second: u64) -> UpdateItemFluentBuilder {
+    let t = &db.tenant;
+    db.update_at(window_pk(t, shard), window_sk(t, second, shard))
+}
+
+/// Sends `update` (a [`RateLimiter::window_add`]) with the debt this container assumed, if any, set
+/// unless a writer already did. The error says whether DynamoDB surely did not apply it.
+async fn add_to_window(
+    update: UpdateItemFluentBuilder,
+    assumed_carry: Option<i64>,
+) -> Result<HashMap<String, AttributeValue>, (bool, StoreError)> {
+    let update = match assumed_carry {
+        Some(carry) => update
+            .update_expression(
+                "ADD #requests :admitted, milliUnits :units, containers :me \
+                 SET #exp = if_not_exists(#exp, :exp), #carried = if_not_exists(#carried, :carried)",
+            )
+            .expression_attribute_names("#carried", CARRIED)
+            .expression_attribute_values(":carried", AttributeValue::N(carry.to_string())),
+        None => update.update_expression(
+            "ADD #requests :admitted, milliUnits :units, containers :me \
+             SET #exp = if_not_exists(#exp, :exp)",
+        ),
+    };
+    let out = update
+        .customize()
+        .config_override(crate::store::quota::usage::meter_config())
+        .send()
+        .await
+        .map_err(|e| {
+            (
+                crate::store::quota::usage::refused(&e),
+                StoreError::from_sdk(e),
+            )
+        })?;
     Ok(out.attributes.unwrap_or_default())
 }

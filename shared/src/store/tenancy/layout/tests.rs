@@ -27,33 +27,28 @@ fn pk(key: &Key) -> &str {
 #[test]
 fn a_stable_layout_has_one_key_and_a_migration_two_until_they_coincide() {
     // product-000042 is on shard 5 of 16 (golden), 42's hash mod 4 is 1, mod 8 is 5.
-    let stable = keys(Layout::Stable(16));
-    assert_eq!(pk(&stable.write), shard(5));
-    assert_eq!(stable.other, None);
-
-    let announced = keys(Layout::Migrating {
-        from: 4,
-        to: 16,
-        writes_moved: false,
-    });
-    assert_eq!(pk(&announced.write), shard(1));
-    assert_eq!(pk(announced.other.as_ref().unwrap()), shard(5));
-
-    let moving = keys(Layout::Migrating {
-        from: 4,
-        to: 16,
-        writes_moved: true,
-    });
-    assert_eq!(pk(&moving.write), shard(5));
-    assert_eq!(pk(moving.other.as_ref().unwrap()), shard(1));
-
-    let same_shard = keys(Layout::Migrating {
-        from: 16,
-        to: 8,
-        writes_moved: true,
-    });
-    assert_eq!(pk(&same_shard.write), shard(5));
-    assert_eq!(same_shard.other, None);
+    let migrating = |from, to, writes_moved| Layout::Migrating {
+        from,
+        to,
+        writes_moved,
+    };
+    // (layout, the write key's shard, the other key's shard)
+    let cases = [
+        (Layout::Stable(16), 5, None),
+        (migrating(4, 16, false), 1, Some(5)),
+        (migrating(4, 16, true), 5, Some(1)),
+        // both layouts put it on shard 5
+        (migrating(16, 8, true), 5, None),
+    ];
+    for (layout, write, other) in cases {
+        let k = keys(layout);
+        assert_eq!(pk(&k.write), shard(write), "{layout:?}");
+        assert_eq!(
+            k.other.as_ref().map(pk),
+            other.map(shard).as_deref(),
+            "{layout:?}"
+        );
+    }
 }
 
 #[test]
