@@ -278,6 +278,27 @@ pub fn session_policy_for(
 mod tests {
     use super::*;
 
+    /// The start of every golden policy: the statement for the tenant's items, up to its resources.
+    macro_rules! items_head {
+        () => {
+            concat!(
+                r#"{"Version":"2012-10-17","Statement":[{"Sid":"TenantItemsOnly","Effect":"Allow","#,
+                r#""Action":["dynamodb:GetItem","dynamodb:PutItem","dynamodb:UpdateItem","dynamodb:DeleteItem","#,
+                r#""dynamodb:Query","dynamodb:ConditionCheckItem"],"#,
+            )
+        };
+    }
+
+    /// The items statement's condition, after its resources: the tenant's prefix leads every key.
+    macro_rules! items_condition {
+        () => {
+            concat!(
+                r#""Condition":{"ForAllValues:StringLike":{"dynamodb:LeadingKeys":["<prefix>*"]},"#,
+                r#""Null":{"dynamodb:LeadingKeys":"false"}}}"#,
+            )
+        };
+    }
+
     fn table() -> TableLocation {
         TableLocation::from_role_arn(
             "arn:aws:iam::123456789012:role/pooltable-tenant-access",
@@ -291,13 +312,11 @@ mod tests {
     fn golden_policy_json() {
         let tenant = TenantId::parse("acme").unwrap();
         let expected = concat!(
-            r#"{"Version":"2012-10-17","Statement":[{"Sid":"TenantItemsOnly","Effect":"Allow","#,
-            r#""Action":["dynamodb:GetItem","dynamodb:PutItem","dynamodb:UpdateItem","dynamodb:DeleteItem","#,
-            r#""dynamodb:Query","dynamodb:ConditionCheckItem"],"#,
+            items_head!(),
             r#""Resource":["arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev","#,
             r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev/index/*"],"#,
-            r#""Condition":{"ForAllValues:StringLike":{"dynamodb:LeadingKeys":["<prefix>*"]},"#,
-            r#""Null":{"dynamodb:LeadingKeys":"false"}}}]}"#
+            items_condition!(),
+            "]}"
         )
         // `<prefix>` is the tenant's key prefix, `TENANT#acme#`
         .replace("<prefix>", &tenant_prefix(&tenant));
@@ -330,13 +349,11 @@ mod tests {
         let json = session_policy_for(&tenant, &table(), &tables).unwrap();
         // THEN it names its own table and indexes for its keys, and of the pool only its record
         let expected = concat!(
-            r#"{"Version":"2012-10-17","Statement":[{"Sid":"TenantItemsOnly","Effect":"Allow","#,
-            r#""Action":["dynamodb:GetItem","dynamodb:PutItem","dynamodb:UpdateItem","dynamodb:DeleteItem","#,
-            r#""dynamodb:Query","dynamodb:ConditionCheckItem"],"#,
+            items_head!(),
             r#""Resource":["arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev-tenant-acme","#,
             r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev-tenant-acme/index/*"],"#,
-            r#""Condition":{"ForAllValues:StringLike":{"dynamodb:LeadingKeys":["<prefix>*"]},"#,
-            r#""Null":{"dynamodb:LeadingKeys":"false"}}},"#,
+items_condition!(),
+            ",",
             r#"{"Sid":"TenantRecordOnly","Effect":"Allow","#,
             r#""Action":["dynamodb:GetItem","dynamodb:PutItem","dynamodb:UpdateItem","dynamodb:DeleteItem","#,
             r#""dynamodb:ConditionCheckItem"],"#,
@@ -364,15 +381,13 @@ mod tests {
         let json = session_policy_for(&tenant, &table(), &tables).unwrap();
         // THEN it names both tables and their indexes for its keys, and nothing else
         let expected = concat!(
-            r#"{"Version":"2012-10-17","Statement":[{"Sid":"TenantItemsOnly","Effect":"Allow","#,
-            r#""Action":["dynamodb:GetItem","dynamodb:PutItem","dynamodb:UpdateItem","dynamodb:DeleteItem","#,
-            r#""dynamodb:Query","dynamodb:ConditionCheckItem"],"#,
+            items_head!(),
             r#""Resource":["arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev-tenant-acme","#,
             r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev-tenant-acme/index/*","#,
             r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev","#,
             r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev/index/*"],"#,
-            r#""Condition":{"ForAllValues:StringLike":{"dynamodb:LeadingKeys":["<prefix>*"]},"#,
-            r#""Null":{"dynamodb:LeadingKeys":"false"}}}]}"#
+items_condition!(),
+            "]}"
         )
         .replace("<prefix>", &tenant_prefix(&tenant));
         assert_eq!(json, expected);

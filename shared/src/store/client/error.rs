@@ -50,6 +50,23 @@ where
     }
 }
 
+/// `out`'s output, or `None` when it failed with the service error `expected` recognises (an answer
+/// such as "not found" or "already there", not a failure); else the classified error.
+pub fn unless_expected<O, E, R>(
+    out: Result<O, SdkError<E, R>>,
+    expected: impl FnOnce(&E) -> bool,
+) -> Result<Option<O>, StoreError>
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match out {
+        Ok(output) => Ok(Some(output)),
+        Err(e) if e.as_service_error().is_some_and(expected) => Ok(None),
+        Err(e) => Err(StoreError::from_sdk(e)),
+    }
+}
+
 impl StoreError {
     /// Classifies a DynamoDB SDK error. Callers handle the outcomes they expect (a failed condition
     /// meaning "exists" or "not found") before falling back to this.

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::identity::cursor::Key;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{catalog_key, ItemKey, CATALOG, PK};
-use crate::store::client::error::StoreError;
+use crate::store::client::error::{unless_expected, StoreError};
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
 
@@ -131,16 +131,8 @@ pub async fn delete_existing(db: &TenantDb, key: Key) -> Result<bool, StoreError
         .interceptor(attempts.clone())
         .send()
         .await;
-    match result {
-        Ok(_) => Ok(true),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-        {
-            Ok(attempts.count() > 1)
-        }
-        Err(e) => Err(StoreError::from_sdk(e)),
-    }
+    let deleted = unless_expected(result, |e| e.is_conditional_check_failed_exception())?;
+    Ok(deleted.is_some() || attempts.count() > 1)
 }
 
 /// Counts the attempts of the one operation it is installed on (retries included).

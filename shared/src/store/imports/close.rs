@@ -3,7 +3,7 @@
 use super::*;
 use crate::identity::ids::{EntityId, TenantId};
 use crate::identity::keys::{import_item_sk, import_key};
-use crate::store::client::error::StoreError;
+use crate::store::client::error::{unless_expected, StoreError};
 use crate::store::client::query::{string_attr, u64_attr};
 use crate::store::client::scoped::TenantDb;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -107,16 +107,9 @@ pub async fn close(
         .expression_attribute_values(":created", AttributeValue::N(created_at_ms.to_string()))
         .send()
         .await;
-    match closed {
-        Ok(_) => {}
-        // Offboarded (or expired and claimed anew) meanwhile: not this import any more.
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-        {
-            return Ok(Closing::Gone)
-        }
-        Err(e) => return Err(StoreError::from_sdk(e)),
+    // Offboarded (or expired and claimed anew) meanwhile: not this import any more.
+    if unless_expected(closed, |e| e.is_conditional_check_failed_exception())?.is_none() {
+        return Ok(Closing::Gone);
     }
     // Final: it no longer counts among the tenant's open imports.
     uncount_open(db, tenant, import).await?;

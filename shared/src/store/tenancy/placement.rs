@@ -22,7 +22,7 @@ use aws_sdk_dynamodb::Client;
 
 use crate::identity::ids::TenantId;
 use crate::isolation::policy::{Moving, TenantTables};
-use crate::store::client::error::StoreError;
+use crate::store::client::error::{unless_expected, StoreError};
 use crate::store::client::scoped::TenantClients;
 use crate::store::tenancy::tenants::TenantRecord;
 
@@ -68,7 +68,6 @@ pub fn tables_of(clients: &TenantClients, record: Option<&TenantRecord>, now: u6
     })
 }
 
-
 /// Creates `tenant`'s own table `name` with the pool's definition, or takes the one that is there
 /// when its keys and indexes are the pool's (an operator made it), and waits for it to be ACTIVE
 /// (up to [`ACTIVE_WAIT`]: then 503, and a retry waits again). `client` is on the function's own
@@ -97,16 +96,8 @@ pub async fn create_own_table(
 }
 
 async fn describe(client: &Client, table: &str) -> Result<Option<TableDescription>, StoreError> {
-    match client.describe_table().table_name(table).send().await {
-        Ok(out) => Ok(out.table),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_resource_not_found_exception()) =>
-        {
-            Ok(None)
-        }
-        Err(e) => Err(StoreError::from_sdk(e)),
-    }
+    let out = client.describe_table().table_name(table).send().await;
+    Ok(unless_expected(out, |e| e.is_resource_not_found_exception())?.and_then(|out| out.table))
 }
 
 /// Whether `a` and `b` have the same key schema and the same indexes (names, keys, projections).
@@ -173,17 +164,9 @@ async fn create(
                 .build(),
         );
     }
-    match create.send().await {
-        Ok(_) => Ok(()),
-        // Made meanwhile by another call: it is checked when described again.
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_resource_in_use_exception()) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(StoreError::from_sdk(e)),
-    }
+    // Made meanwhile by another call: it is checked when described again.
+    unless_expected(create.send().await, |e| e.is_resource_in_use_exception())?;
+    Ok(())
 }
 
 async fn wait_active(client: &Client, name: &str) -> Result<(), StoreError> {
@@ -327,16 +310,9 @@ pub async fn delete_own_table(client: &Client, name: &str) -> Result<(), StoreEr
 
 /// Deletes the table `name` (gone already: done): an own table, or a restore's scratch table.
 pub async fn delete_table(client: &Client, name: &str) -> Result<(), StoreError> {
-    match client.delete_table().table_name(name).send().await {
-        Ok(_) => Ok(()),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_resource_not_found_exception()) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(StoreError::from_sdk(e)),
-    }
+    let out = client.delete_table().table_name(name).send().await;
+    unless_expected(out, |e| e.is_resource_not_found_exception())?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use aws_smithy_types::DateTime;
 
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{CATALOG, CATALOG_INDEX, PK};
-use crate::store::client::error::StoreError;
+use crate::store::client::error::{unless_expected, StoreError};
 
 /// The infix of every table a restore reads: IAM lets the restoring functions read, create and
 /// delete only tables named `<pool table>-restore-*`.
@@ -164,30 +164,23 @@ pub async fn ready(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
 ) -> Result<Option<bool>, StoreError> {
-    match client.describe_table().table_name(table).send().await {
-        Ok(out) => {
-            let Some(table) = out.table else {
-                return Ok(Some(false));
-            };
-            let active = table.table_status == Some(TableStatus::Active);
-            let catalog_active = table
-                .global_secondary_indexes
-                .unwrap_or_default()
-                .iter()
-                .any(|i| {
-                    i.index_name.as_deref() == Some(CATALOG_INDEX)
-                        && i.index_status.as_ref().map(|s| s.as_str()) == Some("ACTIVE")
-                });
-            Ok(Some(active && catalog_active))
-        }
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_resource_not_found_exception()) =>
-        {
-            Ok(None)
-        }
-        Err(e) => Err(StoreError::from_sdk(e)),
-    }
+    let out = client.describe_table().table_name(table).send().await;
+    let Some(out) = unless_expected(out, |e| e.is_resource_not_found_exception())? else {
+        return Ok(None);
+    };
+    let Some(table) = out.table else {
+        return Ok(Some(false));
+    };
+    let active = table.table_status == Some(TableStatus::Active);
+    let catalog_active = table
+        .global_secondary_indexes
+        .unwrap_or_default()
+        .iter()
+        .any(|i| {
+            i.index_name.as_deref() == Some(CATALOG_INDEX)
+                && i.index_status.as_ref().map(|s| s.as_str()) == Some("ACTIVE")
+        });
+    Ok(Some(active && catalog_active))
 }
 
 /// Deletes `scratch` (gone already: done).

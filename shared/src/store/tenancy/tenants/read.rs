@@ -3,7 +3,7 @@
 use super::*;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{tenant_record_key, PK, SK};
-use crate::store::client::error::StoreError;
+use crate::store::client::error::{unless_expected, StoreError};
 use crate::store::client::scoped::TenantDb;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
@@ -63,17 +63,12 @@ pub(crate) fn record_update(
 pub(crate) async fn send_record_update(
     update: aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder,
 ) -> Result<Option<TenantRecord>, StoreError> {
-    match update.send().await {
-        Ok(out) => match out.attributes {
-            Some(item) => Ok(Some(parse_record(item)?)),
-            None => Err(StoreError::Internal("UpdateItem returned no record".into())),
-        },
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-        {
-            Ok(None)
-        }
-        Err(e) => Err(StoreError::from_sdk(e)),
+    let out = update.send().await;
+    let Some(out) = unless_expected(out, |e| e.is_conditional_check_failed_exception())? else {
+        return Ok(None);
+    };
+    match out.attributes {
+        Some(item) => Ok(Some(parse_record(item)?)),
+        None => Err(StoreError::Internal("UpdateItem returned no record".into())),
     }
 }
