@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration::{event, unique, Auth, Harness};
+use integration::{unique, Auth, Harness};
 use serde_json::json;
 use shared::App;
 
-use crate::{seed_products_with, stat, status_of, time_ms, Report};
+use crate::{neighbour, requests, seed_products_with, stat, Report};
 
 const CONTAINERS: usize = 8;
 const QUOTA_UNITS: f64 = 50.0;
@@ -26,65 +26,13 @@ const PUT_KB: usize = 48;
 /// One expensive request of the noisy tenant, served as the runtime serves it (quota first): the
 /// `n`th of a container is a whole page, every fourth a large put. Answers (status, ms).
 async fn expensive(app: &App, auth: &Auth, n: usize) -> (u16, f64) {
-    let (ms, r) = if n % 4 == 3 {
-        let id = format!("put-{n}");
-        let ev = event(
-            "PUT",
-            "/products/{productId}",
-            &[("productId", &id)],
-            &[],
-            Some(json!({"blob": "y".repeat(PUT_KB * 1024)})),
-            auth,
-        );
-        time_ms(Box::pin(shared::service::runtime::respond_admitted(
-            app,
-            "put-product",
-            "bench".into(),
-            ev,
-            |req| products::put_product::handle(app, req),
-        )))
-        .await
+    let (ms, status) = if n % 4 == 3 {
+        let blob = json!({"blob": "y".repeat(PUT_KB * 1024)});
+        requests::put_product_admitted(app, auth, &format!("put-{n}"), blob).await
     } else {
-        let limit = PRODUCTS.to_string();
-        let ev = event("GET", "/products", &[], &[("limit", &limit)], None, auth);
-        time_ms(Box::pin(shared::service::runtime::respond_admitted(
-            app,
-            "query-tenant-products",
-            "bench".into(),
-            ev,
-            |req| products::query_tenant_products::handle(app, req),
-        )))
-        .await
+        requests::list_products_admitted(app, auth, PRODUCTS).await
     };
-    (status_of(&r), ms)
-}
-
-/// The neighbour's GetItem, as the runtime serves it; it must be served.
-pub(crate) async fn neighbour_get(app: &App, auth: &Auth) -> f64 {
-    neighbour_read(app, auth)
-        .await
-        .expect("the neighbour was refused")
-}
-
-/// The neighbour's GetItem, as the runtime serves it: its time, or `None` when it was refused.
-pub(crate) async fn neighbour_read(app: &App, auth: &Auth) -> Option<f64> {
-    let ev = event(
-        "GET",
-        "/products/{productId}",
-        &[("productId", "p-00000")],
-        &[],
-        None,
-        auth,
-    );
-    let (ms, r) = time_ms(Box::pin(shared::service::runtime::respond_admitted(
-        app,
-        "get-product",
-        "bench".into(),
-        ev,
-        |req| products::get_product::handle(app, req),
-    )))
-    .await;
-    (status_of(&r) == 200).then_some(ms)
+    (status, ms)
 }
 
 pub async fn attack_figure(
@@ -112,11 +60,7 @@ pub async fn attack_figure(
     seed_products_with(h, &neighbour, 4, 1, blob(1)).await;
     let (noisy_auth, neighbour_auth) = (Auth::Tenant(noisy.clone()), Auth::Tenant(neighbour));
 
-    // The neighbour alone.
-    let mut before = Vec::new();
-    for _ in 0..300 {
-        before.push(neighbour_get(neighbour_app, &neighbour_auth).await);
-    }
+    let before = neighbour::alone(neighbour_app, &neighbour_auth).await;
     // One page's cost, measured on a container of its own (not counted in the attack's window),
     // sets the pace: the 8 containers together offer 20 × the quota.
     let probe = new_app();
@@ -151,15 +95,11 @@ pub async fn attack_figure(
             statuses
         }
     });
-    let neighbour_loop = async {
-        let mut during = Vec::new();
-        while Instant::now() < until {
-            during.push(neighbour_get(neighbour_app, &neighbour_auth).await);
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        during
-    };
-    let (statuses, during) = tokio::join!(futures::future::join_all(attackers), neighbour_loop);
+    let neighbour_loop =
+        neighbour::beside(neighbour_app, &neighbour_auth, || Instant::now() >= until);
+    let (statuses, (during, refused)) =
+        tokio::join!(futures::future::join_all(attackers), neighbour_loop);
+    assert_eq!(refused, 0, "the neighbour was refused");
     let elapsed = started.elapsed().as_secs_f64();
     let all: Vec<&App> = apps.iter().collect();
     let used = integration::units_used(h, &all, &noisy, None).await - baseline_used;

@@ -21,8 +21,7 @@ use shared::service::app::ListCacheSettings;
 use shared::store::client::meter::{scope, RequestMeta};
 use shared::App;
 
-use crate::attack::neighbour_read;
-use crate::{product_shard_query, seed_products, seed_products_with, stat, time_ms, Report, Stat};
+use crate::{neighbour, raw_walk, seed_products, seed_products_with, stat, time_ms, Report, Stat};
 
 const SHARDS: u32 = 16;
 const WALK_ITEMS: usize = 2_000;
@@ -48,25 +47,6 @@ pub async fn walk_figure(
     integration::onboard_at_max_limits(h, &tenant, SHARDS).await;
     seed_products(h, &tenant, SHARDS, WALK_ITEMS).await;
     let t = TenantId::parse(&tenant).unwrap();
-    let floor = || async {
-        let started = Instant::now();
-        for s in 0..SHARDS {
-            let mut start = None;
-            loop {
-                let out = product_shard_query(raw, &h.table, &t, s)
-                    .limit(1000)
-                    .set_exclusive_start_key(start)
-                    .send()
-                    .await
-                    .unwrap();
-                start = out.last_evaluated_key().cloned();
-                if start.is_none() {
-                    break;
-                }
-            }
-        }
-        started.elapsed().as_secs_f64() * 1000.0
-    };
     walk(app, &t, SHARDS).await; // warm
     walk(one_at_a_time, &t, SHARDS).await;
     let (mut side_by_side, mut sequential, mut floors) = (Vec::new(), Vec::new(), Vec::new());
@@ -76,7 +56,7 @@ pub async fn walk_figure(
         side_by_side.push(ms);
         (queries, rcu) = (q, r);
         sequential.push(walk(one_at_a_time, &t, SHARDS).await.0);
-        floors.push(floor().await);
+        floors.push(raw_walk(raw, &h.table, &t, SHARDS, None).await.0);
     }
     let (side_by_side, sequential, floors) = (stat(side_by_side), stat(sequential), stat(floors));
     report.add(
@@ -249,10 +229,7 @@ pub async fn hot_list_figure(
     let (queries_per_page, rcu_per_page) = (queries as f64 / 300.0, rcu / 300.0);
     let uncached_partition_rcu = RATE as f64 * rcu_per_page / f64::from(SHARDS);
 
-    let mut before = Vec::new();
-    for _ in 0..300 {
-        before.push(crate::attack::neighbour_get(neighbour_app, &neighbour_auth).await);
-    }
+    let before = neighbour::alone(neighbour_app, &neighbour_auth).await;
 
     // With the cache: RATE lists a second for SECONDS, round-robin over CONTAINERS containers.
     let containers: Vec<App> = (0..CONTAINERS)
@@ -281,17 +258,9 @@ pub async fn hot_list_figure(
         })
         .buffer_unordered(512)
         .collect::<Vec<f64>>();
-    let neighbour_loop = async {
-        let (mut during, mut refused) = (Vec::new(), 0usize);
-        while !done.load(Ordering::SeqCst) {
-            match neighbour_read(neighbour_app, &neighbour_auth).await {
-                Some(ms) => during.push(ms),
-                None => refused += 1,
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        (during, refused)
-    };
+    let neighbour_loop = neighbour::beside(neighbour_app, &neighbour_auth, || {
+        done.load(Ordering::SeqCst)
+    });
     let (cached_times, (during, neighbour_refused)) = tokio::join!(
         async {
             let times = lists.await;

@@ -93,6 +93,12 @@ struct Served {
     hit: bool,
 }
 
+/// One read: the product's key, and the name a cache holds it under.
+struct Read {
+    key: Item,
+    name: String,
+}
+
 fn key_string(key: &Item) -> String {
     let s = |k: &str| {
         key.get(k)
@@ -111,22 +117,28 @@ async fn from_table(db: &TenantDb, key: &Item) -> Item {
 }
 
 /// Serves `reads` open-loop at `rate` reads a second (read `i` starts at `i / rate` s, whatever the
-/// earlier ones are doing, as independent clients do), `serve(i, id)` each, and collects the answers.
-async fn at_rate<F, Fut>(reads: &[String], rate: f64, serve: F) -> Vec<Served>
+/// earlier ones are doing, as independent clients do), `serve(i, read)` each (answering whether a
+/// cache served it), and collects the answers, each timed.
+async fn at_rate<'a, F, Fut>(reads: &'a [Read], rate: f64, serve: F) -> Vec<Served>
 where
-    F: Fn(usize, String) -> Fut,
-    Fut: std::future::Future<Output = Served>,
+    F: Fn(usize, &'a Read) -> Fut,
+    Fut: std::future::Future<Output = bool>,
 {
     let start = tokio::time::Instant::now();
     let pending: Vec<_> = reads
         .iter()
         .enumerate()
-        .map(|(i, id)| {
+        .map(|(i, read)| {
             let at = start + Duration::from_secs_f64(i as f64 / rate);
-            let served = serve(i, id.clone());
+            let served = serve(i, read);
             async move {
                 tokio::time::sleep_until(at).await;
-                served.await
+                let t0 = Instant::now();
+                let hit = served.await;
+                Served {
+                    ms: t0.elapsed().as_secs_f64() * 1000.0,
+                    hit,
+                }
             }
         })
         .collect();
@@ -149,7 +161,15 @@ pub async fn cache_figures(
     report: &mut Report,
 ) {
     let t = db.tenant.clone();
-    let key_of = |id: &str| products::product_key(&t, &EntityId::parse(id).expect("an id"), shards);
+    let reads: Vec<Read> = reads
+        .iter()
+        .map(|id| {
+            let key = products::product_key(&t, &EntityId::parse(id).expect("an id"), shards);
+            let name = key_string(&key);
+            Read { key, name }
+        })
+        .collect();
+    let reads = reads.as_slice();
     let label = |what: &str| {
         format!(
             "10. Zipf reads (s={ZIPF_EXPONENT}, {rate:.0}/s, {CONTAINERS} containers): {what} [latency model]"
@@ -162,16 +182,9 @@ pub async fn cache_figures(
     };
 
     // No cache.
-    let none = at_rate(reads, rate, |_, id| {
-        let key = key_of(&id);
-        async move {
-            let t0 = Instant::now();
-            let _item = from_table(db, &key).await;
-            Served {
-                ms: t0.elapsed().as_secs_f64() * 1000.0,
-                hit: false,
-            }
-        }
+    let none = at_rate(reads, rate, |_, read| async move {
+        let _item = from_table(db, &read.key).await;
+        false
     })
     .await;
     let (none_stat, _) = summary(&none);
@@ -183,26 +196,18 @@ pub async fn cache_figures(
         .map(|_| Mutex::new(lru::LruCache::new(capacity)))
         .collect();
     let lrus = &lrus;
-    let local = at_rate(reads, rate, |i, id| {
-        let key = key_of(&id);
-        async move {
-            let name = key_string(&key);
-            let lru = &lrus[i % CONTAINERS];
-            let t0 = Instant::now();
-            let cached = lock(lru)
-                .get(&name)
-                .filter(|(at, _)| at.elapsed() < STALENESS)
-                .map(|(_, item)| item.clone());
-            let hit = cached.is_some();
-            if !hit {
-                let item = from_table(db, &key).await;
-                lock(lru).put(name, (Instant::now(), item));
-            }
-            Served {
-                ms: t0.elapsed().as_secs_f64() * 1000.0,
-                hit,
-            }
+    let local = at_rate(reads, rate, |i, read| async move {
+        let lru = &lrus[i % CONTAINERS];
+        let cached = lock(lru)
+            .get(&read.name)
+            .filter(|(at, _)| at.elapsed() < STALENESS)
+            .map(|(_, item)| item.clone());
+        let hit = cached.is_some();
+        if !hit {
+            let item = from_table(db, &read.key).await;
+            lock(lru).put(read.name.clone(), (Instant::now(), item));
         }
+        hit
     })
     .await;
     let (lru_stat, lru_hits) = summary(&local);
@@ -289,24 +294,21 @@ pub async fn cache_figures(
         "user per tenant, keys ~<tenant prefix>* (mirrors dynamodb:LeadingKeys)",
     );
     let connections = &connections;
-    let shared_cache = at_rate(reads, rate, |i, id| {
-        let key = key_of(&id);
+    let shared_cache = at_rate(reads, rate, |i, read| {
         let mut conn = connections[i % CONTAINERS].clone();
         async move {
-            let name = key_string(&key);
-            let t0 = Instant::now();
-            let cached: Option<String> = conn.get(&name).await.expect("GET");
-            let hit = match cached {
+            let cached: Option<String> = conn.get(&read.name).await.expect("GET");
+            match cached {
                 Some(text) => {
                     let json: serde_json::Value = serde_json::from_str(&text).expect("cached JSON");
                     let _item = item_from_json(&json).expect("a cached item");
                     true
                 }
                 None => {
-                    let item = from_table(db, &key).await;
+                    let item = from_table(db, &read.key).await;
                     let _: () = conn
                         .pset_ex(
-                            &name,
+                            &read.name,
                             item_to_json(&item).to_string(),
                             STALENESS.as_millis() as u64,
                         )
@@ -314,10 +316,6 @@ pub async fn cache_figures(
                         .expect("SET PX");
                     false
                 }
-            };
-            Served {
-                ms: t0.elapsed().as_secs_f64() * 1000.0,
-                hit,
             }
         }
     })

@@ -24,8 +24,10 @@ mod attack;
 mod big_tenants;
 mod cache;
 mod moving;
+mod neighbour;
 mod proxy;
 mod queue;
+mod requests;
 mod restore;
 
 const ROLE_ARN: &str = integration::ROLE_ARN;
@@ -516,14 +518,7 @@ async fn fixture(h: &Harness, sdk: &aws_types::SdkConfig) -> Fixture {
     onboard(h, &tenant, 4).await;
     let app = production_app(sdk, &h.table);
     let auth = Auth::Tenant(tenant.clone());
-    let put = event(
-        "PUT",
-        "/products/{productId}",
-        &[("productId", "p-1")],
-        &[],
-        Some(json!({"name": "bench"})),
-        &auth,
-    );
+    let put = requests::put_product(&auth, "p-1", json!({"name": "bench"}));
     assert!(matches!(
         status_of(&products::put_product::handle(&app, put).await.unwrap()),
         200 | 201
@@ -601,35 +596,13 @@ async fn latency_figures(
         )
         .await;
         out.expect("raw get");
-        let ev = event(
-            "GET",
-            "/products/{productId}",
-            &[("productId", "p-1")],
-            &[],
-            None,
-            auth,
-        );
+        let ev = requests::get_product(auth, "p-1");
         let (hms, r) = time_ms(products::get_product::handle(app, ev)).await;
         assert_eq!(status_of(&r.unwrap()), 200);
         // the same request served as the runtime serves it: quota decided first, then the
         // handler beside the usage meter's and the quota counter's UpdateItems
-        let ev = event(
-            "GET",
-            "/products/{productId}",
-            &[("productId", "p-1")],
-            &[],
-            None,
-            auth,
-        );
-        let (gms, r) = time_ms(shared::service::runtime::respond_admitted(
-            app,
-            "get-product",
-            "bench".into(),
-            ev,
-            |req| products::get_product::handle(app, req),
-        ))
-        .await;
-        assert_eq!(status_of(&r), 200);
+        let (gms, status) = requests::get_product_admitted(app, auth, "p-1").await;
+        assert_eq!(status, 200);
         // the very request the handler sends: its key condition, expiry filter and Limit 1
         let (qms, out) = time_ms(
             raw.query()
@@ -651,14 +624,7 @@ async fn latency_figures(
         )
         .await;
         out.expect("raw query");
-        let ev = event(
-            "GET",
-            "/sessions/{sessionId}",
-            &[("sessionId", &fx.session_id)],
-            &[],
-            None,
-            auth,
-        );
+        let ev = requests::get_session(auth, &fx.session_id);
         let (hqms, r) = time_ms(sessions::get_session_by_session_id::handle(app, ev)).await;
         assert_eq!(status_of(&r.unwrap()), 200);
         if i >= 20 {
@@ -780,26 +746,7 @@ async fn latency_figures(
     // ---- 4. cold start: spawn, first invocation answered (init + AssumeRole + request)
     let mut cold = Vec::new();
     for _ in 0..20 {
-        let api = integration::runtime_api::RuntimeApi::start().await;
-        let started = Instant::now();
-        let mut child = spawn_function(
-            "query-tenant-products",
-            &h.table,
-            &api.addr,
-            &target.dynamodb_url,
-        );
-        let body = api
-            .invoke(&api_event(
-                "GET",
-                "/products",
-                &[],
-                &[("limit", "25")],
-                &fx.tenant,
-            ))
-            .await;
-        cold.push(started.elapsed().as_secs_f64() * 1000.0);
-        assert!(body.contains("\"statusCode\":200"), "{body}");
-        let _ = child.kill().await;
+        cold.push(cold_start(h, target, &fx.tenant, None).await);
     }
     let cold = stat(cold);
     report.add(
@@ -815,23 +762,7 @@ async fn latency_figures(
     for i in 0..20 {
         let tn = unique(&format!("iso{i}"));
         onboard(h, &tn, 4).await;
-        let api = integration::runtime_api::RuntimeApi::start().await;
-        let started = Instant::now();
-        let mut child = spawn_function(
-            "query-tenant-products",
-            &h.table,
-            &api.addr,
-            &target.dynamodb_url,
-        );
-        let body = api
-            .invoke_for_tenant(
-                &api_event("GET", "/products", &[], &[("limit", "25")], &tn),
-                Some(&tn),
-            )
-            .await;
-        per_tenant.push(started.elapsed().as_secs_f64() * 1000.0);
-        assert!(body.contains("\"statusCode\":200"), "{body}");
-        let _ = child.kill().await;
+        per_tenant.push(cold_start(h, target, &tn, Some(&tn)).await);
     }
     let per_tenant = stat(per_tenant);
     report.add(
@@ -997,6 +928,30 @@ async fn latency_figures(
     python_cold
 }
 
+/// A cold start of `query-tenant-products`: a fresh process on a fresh Runtime API, from its spawn
+/// to its first answer (init, AssumeRole and a page of 25 of `tenant`'s products), in ms.
+/// `isolated_for`: the Runtime API sends this tenant id (tenant isolation mode).
+async fn cold_start(h: &Harness, target: &Target, tenant: &str, isolated_for: Option<&str>) -> f64 {
+    let api = integration::runtime_api::RuntimeApi::start().await;
+    let started = Instant::now();
+    let mut child = spawn_function(
+        "query-tenant-products",
+        &h.table,
+        &api.addr,
+        &target.dynamodb_url,
+    );
+    let body = api
+        .invoke_for_tenant(
+            &api_event("GET", "/products", &[], &[("limit", "25")], tenant),
+            isolated_for,
+        )
+        .await;
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    assert!(body.contains("\"statusCode\":200"), "{body}");
+    let _ = child.kill().await;
+    ms
+}
+
 /// One raw Query of product shard `shard` of tenant `t`: the key condition the handlers send.
 fn product_shard_query(
     raw: &aws_sdk_dynamodb::Client,
@@ -1012,6 +967,42 @@ fn product_shard_query(
             ":k",
             AttributeValue::S(shared::identity::keys::entity_sk_prefix(t, kind::PRODUCT)),
         )
+}
+
+/// The floor of a full walk: every product of `t` on `shards` shards read raw, one paginated Query
+/// (Limit 1,000) per shard, one shard after another. Its time (ms), Queries, and the RCU DynamoDB
+/// reported (0 unless `capacity` asks for it).
+async fn raw_walk(
+    raw: &aws_sdk_dynamodb::Client,
+    table: &str,
+    t: &TenantId,
+    shards: u32,
+    capacity: Option<aws_sdk_dynamodb::types::ReturnConsumedCapacity>,
+) -> (f64, u32, f64) {
+    let started = Instant::now();
+    let (mut queries, mut rcu) = (0u32, 0.0f64);
+    for s in 0..shards {
+        let mut start = None;
+        loop {
+            let out = product_shard_query(raw, table, t, s)
+                .limit(1000)
+                .set_exclusive_start_key(start)
+                .set_return_consumed_capacity(capacity.clone())
+                .send()
+                .await
+                .unwrap();
+            queries += 1;
+            rcu += out
+                .consumed_capacity()
+                .and_then(|c| c.capacity_units())
+                .unwrap_or(0.0);
+            start = out.last_evaluated_key().cloned();
+            if start.is_none() {
+                break;
+            }
+        }
+    }
+    (started.elapsed().as_secs_f64() * 1000.0, queries, rcu)
 }
 
 /// Every page (limit 100) of `GET /products` for `auth`'s tenant: each page's time, and the items.
@@ -1218,34 +1209,14 @@ async fn walk_and_page_costs(h: &Harness, target: &Target, fx: &Fixture, report:
             }
             (stat(times), queries, rcu)
         };
-        let (floor_queries, floor_rcu, floor_ms) = {
-            let started = Instant::now();
-            let (mut queries, mut rcu) = (0u32, 0.0f64);
-            for s in 0..shards {
-                let mut start = None;
-                loop {
-                    let out = product_shard_query(raw, &h.table, &tid, s)
-                        .limit(1000)
-                        .set_exclusive_start_key(start)
-                        .return_consumed_capacity(
-                            aws_sdk_dynamodb::types::ReturnConsumedCapacity::Total,
-                        )
-                        .send()
-                        .await
-                        .unwrap();
-                    queries += 1;
-                    rcu += out
-                        .consumed_capacity()
-                        .and_then(|c| c.capacity_units())
-                        .unwrap_or(0.0);
-                    start = out.last_evaluated_key().cloned();
-                    if start.is_none() {
-                        break;
-                    }
-                }
-            }
-            (queries, rcu, started.elapsed().as_secs_f64() * 1000.0)
-        };
+        let (floor_ms, floor_queries, floor_rcu) = raw_walk(
+            raw,
+            &h.table,
+            &tid,
+            shards,
+            Some(aws_sdk_dynamodb::types::ReturnConsumedCapacity::Total),
+        )
+        .await;
         report.add(
             &format!("8. full walk {shards:>2} shards: 2,000 items, ?order=unordered, pages of 1,000"),
             &walk_stat,
@@ -1596,14 +1567,7 @@ async fn sts_figures(h: &Harness, sdk: &aws_types::SdkConfig, fx: &Fixture, repo
     let mut cold_first = Vec::new();
     let mut warm_rest = Vec::new();
     for (i, tn) in tenants.iter().cycle().take(1000).enumerate() {
-        let ev = event(
-            "GET",
-            "/sessions/{sessionId}",
-            &[("sessionId", &fx.session_id)],
-            &[],
-            None,
-            &Auth::Tenant(tn.clone()),
-        );
+        let ev = requests::get_session(&Auth::Tenant(tn.clone()), &fx.session_id);
         let (ms, r) = time_ms(sessions::get_session_by_session_id::handle(&fresh, ev)).await;
         assert_eq!(
             status_of(&r.unwrap_or_else(shared::ApiError::into_response)),

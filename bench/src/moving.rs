@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use integration::{event, unique, Auth, Harness};
+use integration::{unique, Auth, Harness};
 use serde_json::json;
 use shared::identity::clock::{Clock, SystemClock};
 use shared::identity::ids::TenantId;
@@ -19,7 +19,7 @@ use shared::store::lifecycle::resharding::{Step, MOVES_DELAY_SECONDS};
 use shared::store::tenancy::placement::{create_own_table, own_table_name};
 use shared::App;
 
-use crate::{seed_products, stat, status_of, time_ms, Report};
+use crate::{requests, seed_products, stat, Report};
 
 const PRODUCTS: usize = 3_000;
 /// The tenant's requests before the move (half reads, half writes).
@@ -30,42 +30,12 @@ const BEFORE: usize = 2_000;
 async fn own_request(app: &App, auth: &Auth, n: usize) -> (bool, f64) {
     let id = format!("p-{:05}", (n * 7919) % PRODUCTS);
     let write = n % 2 == 1;
-    let (ms, r) = if write {
-        let ev = event(
-            "PUT",
-            "/products/{productId}",
-            &[("productId", &id)],
-            &[],
-            Some(json!({"name": format!("written {n}")})),
-            auth,
-        );
-        time_ms(Box::pin(shared::service::runtime::respond_admitted(
-            app,
-            "put-product",
-            "bench".into(),
-            ev,
-            |req| products::put_product::handle(app, req),
-        )))
-        .await
+    let (ms, status) = if write {
+        let body = json!({"name": format!("written {n}")});
+        requests::put_product_admitted(app, auth, &id, body).await
     } else {
-        let ev = event(
-            "GET",
-            "/products/{productId}",
-            &[("productId", &id)],
-            &[],
-            None,
-            auth,
-        );
-        time_ms(Box::pin(shared::service::runtime::respond_admitted(
-            app,
-            "get-product",
-            "bench".into(),
-            ev,
-            |req| products::get_product::handle(app, req),
-        )))
-        .await
+        requests::get_product_admitted(app, auth, &id).await
     };
-    let status = status_of(&r);
     assert!(status == 200 || status == 201, "{id}: {status}");
     (write, ms)
 }

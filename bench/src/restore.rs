@@ -17,8 +17,7 @@ use shared::store::lifecycle::restoring::{self, Progress, Restore, Step, Tables}
 use shared::store::tenancy::tenants::read_record_consistent;
 use shared::App;
 
-use crate::attack::neighbour_get;
-use crate::{seed_products, seed_products_with, stat, Report};
+use crate::{neighbour, seed_products, seed_products_with, stat, Report};
 
 const PRODUCTS: usize = 3_000;
 
@@ -59,10 +58,7 @@ pub async fn restore_figure(h: &Harness, app: &App, report: &mut Report) {
     .await;
 
     let neighbour_auth = Auth::Tenant(neighbour);
-    let mut before = Vec::new();
-    for _ in 0..300 {
-        before.push(neighbour_get(app, &neighbour_auth).await);
-    }
+    let before = neighbour::alone(app, &neighbour_auth).await;
 
     // The restore, begun with no delay (nothing else writes the tenant here), stepped to its end.
     let db = app.db_for_operator(&t).await.expect("the tenant's client");
@@ -116,15 +112,11 @@ pub async fn restore_figure(h: &Harness, app: &App, report: &mut Report) {
             }
         }
     };
-    let neighbour_loop = async {
-        let mut during = Vec::new();
-        while !done.load(std::sync::atomic::Ordering::SeqCst) {
-            during.push(neighbour_get(app, &neighbour_auth).await);
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        during
-    };
-    let (ended, during) = tokio::join!(restore, neighbour_loop);
+    let neighbour_loop = neighbour::beside(app, &neighbour_auth, || {
+        done.load(std::sync::atomic::Ordering::SeqCst)
+    });
+    let (ended, (during, refused)) = tokio::join!(restore, neighbour_loop);
+    assert_eq!(refused, 0, "the neighbour was refused");
     let seconds = started.elapsed().as_secs_f64();
     let changed: u64 = [&ended.put_back, &ended.overwritten, &ended.deleted]
         .iter()

@@ -857,23 +857,8 @@ impl<'a> Client<'a> {
     s
 }
 
-/// `productId` → `product_id`.
+/// `productId` → `product_id`, `ImportQueue` → `import_queue`.
 fn snake_case(name: &str) -> String {
-    let mut out = String::new();
-    for c in name.chars() {
-        if c.is_ascii_uppercase() {
-            out.push('_');
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// `imports::ImportQueue` → `import_queue`: the tests' function that builds a route's state.
-fn state_fn(state: &str) -> String {
-    let name = state.rsplit("::").next().unwrap_or(state);
     let mut out = String::new();
     for (i, c) in name.chars().enumerate() {
         if c.is_ascii_uppercase() {
@@ -886,6 +871,11 @@ fn state_fn(state: &str) -> String {
         }
     }
     out
+}
+
+/// `imports::ImportQueue` → `import_queue`: the tests' function that builds a route's state.
+fn state_fn(state: &str) -> String {
+    snake_case(state.rsplit("::").next().unwrap_or(state))
 }
 
 fn bin_main(f: &Function) -> String {

@@ -65,15 +65,26 @@ fn str_at<'a>(v: &'a Value, key: &str) -> Result<&'a str, TemplateError> {
 }
 
 fn parse_key_schema(v: &Value) -> Result<Vec<KeySchemaElement>, TemplateError> {
-    v.as_sequence()
-        .ok_or_else(|| shape("KeySchema is not a list"))?
-        .iter()
-        .map(|k| {
-            KeySchemaElement::builder()
-                .attribute_name(str_at(k, "AttributeName")?)
-                .key_type(KeyType::from(str_at(k, "KeyType")?))
-                .build()
-                .map_err(|e| shape(&e.to_string()))
+    let keys = v
+        .as_sequence()
+        .ok_or_else(|| shape("KeySchema is not a list"))?;
+    parse_attributes(keys, "KeyType", |name, key_type| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(KeyType::from(key_type))
+            .build()
+    })
+}
+
+/// Each `{AttributeName, <field>}` entry of `list`, built by `build(name, field's value)`.
+fn parse_attributes<T, E: std::fmt::Display>(
+    list: &[Value],
+    field: &str,
+    build: impl Fn(&str, &str) -> Result<T, E>,
+) -> Result<Vec<T>, TemplateError> {
+    list.iter()
+        .map(|a| {
+            build(str_at(a, "AttributeName")?, str_at(a, field)?).map_err(|e| shape(&e.to_string()))
         })
         .collect()
 }
@@ -97,19 +108,18 @@ pub fn table_from_template(path: &Path) -> Result<TableDefinition, TemplateError
     let p = table
         .get("Properties")
         .ok_or_else(|| shape("table has no Properties"))?;
-    let attributes = p
-        .get("AttributeDefinitions")
-        .and_then(Value::as_sequence)
-        .ok_or_else(|| shape("no AttributeDefinitions"))?
-        .iter()
-        .map(|a| {
+    let attributes = parse_attributes(
+        p.get("AttributeDefinitions")
+            .and_then(Value::as_sequence)
+            .ok_or_else(|| shape("no AttributeDefinitions"))?,
+        "AttributeType",
+        |name, attribute_type| {
             AttributeDefinition::builder()
-                .attribute_name(str_at(a, "AttributeName")?)
-                .attribute_type(ScalarAttributeType::from(str_at(a, "AttributeType")?))
+                .attribute_name(name)
+                .attribute_type(ScalarAttributeType::from(attribute_type))
                 .build()
-                .map_err(|e| shape(&e.to_string()))
-        })
-        .collect::<Result<_, _>>()?;
+        },
+    )?;
     let key_schema = parse_key_schema(p.get("KeySchema").ok_or_else(|| shape("no KeySchema"))?)?;
     let gsis = p
         .get("GlobalSecondaryIndexes")
@@ -214,39 +224,38 @@ pub async fn create_table(
 mod tests {
     use super::*;
 
+    /// A key schema as (attribute, key type) pairs.
+    fn names(keys: &[KeySchemaElement]) -> Vec<(&str, &str)> {
+        keys.iter()
+            .map(|k| (k.attribute_name(), k.key_type().as_str()))
+            .collect()
+    }
+
     #[test]
     fn template_defines_the_table_and_its_inverted_gsi() {
         let def = table_from_template(&default_template_path()).unwrap();
-        let names: Vec<_> = def
-            .key_schema
-            .iter()
-            .map(|k| (k.attribute_name(), k.key_type().as_str()))
-            .collect();
-        assert_eq!(names, [("PK", "HASH"), ("SK", "RANGE")]);
-        let gsi = &def.gsis[0];
-        assert_eq!(gsi.index_name(), "GSI1");
-        let gsi_keys: Vec<_> = gsi
-            .key_schema()
-            .iter()
-            .map(|k| (k.attribute_name(), k.key_type().as_str()))
-            .collect();
-        assert_eq!(gsi_keys, [("SK", "HASH"), ("PK", "RANGE")]);
-        assert_eq!(
-            gsi.projection().and_then(|p| p.projection_type()),
-            Some(&ProjectionType::All)
-        );
-        let catalog = &def.gsis[1];
-        assert_eq!(catalog.index_name(), shared::identity::keys::CATALOG_INDEX);
-        let catalog_keys: Vec<_> = catalog
-            .key_schema()
-            .iter()
-            .map(|k| (k.attribute_name(), k.key_type().as_str()))
-            .collect();
-        assert_eq!(catalog_keys, [("catalog", "HASH"), ("PK", "RANGE")]);
-        assert_eq!(
-            catalog.projection().and_then(|p| p.projection_type()),
-            Some(&ProjectionType::KeysOnly)
-        );
+        assert_eq!(names(&def.key_schema), [("PK", "HASH"), ("SK", "RANGE")]);
+        for (gsi, name, keys, projection) in [
+            (
+                &def.gsis[0],
+                "GSI1",
+                [("SK", "HASH"), ("PK", "RANGE")],
+                ProjectionType::All,
+            ),
+            (
+                &def.gsis[1],
+                shared::identity::keys::CATALOG_INDEX,
+                [("catalog", "HASH"), ("PK", "RANGE")],
+                ProjectionType::KeysOnly,
+            ),
+        ] {
+            assert_eq!(gsi.index_name(), name);
+            assert_eq!(names(gsi.key_schema()), keys);
+            assert_eq!(
+                gsi.projection().and_then(|p| p.projection_type()),
+                Some(&projection)
+            );
+        }
         assert_eq!(def.billing, BillingMode::PayPerRequest);
         assert_eq!(def.ttl_attribute.as_deref(), Some("expiresAt"));
     }

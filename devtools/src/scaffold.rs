@@ -554,7 +554,7 @@ fn handler_source(new: &NewRoute) -> String {
 }
 
 fn test_source(new: &NewRoute, routes: &EntityRoutes) -> String {
-    let template = match new.shape {
+    let test = match new.shape {
         Shape::Get => GET_TEST,
         Shape::List => LIST_TEST,
         Shape::Set => SET_TEST,
@@ -574,9 +574,12 @@ fn test_source(new: &NewRoute, routes: &EntityRoutes) -> String {
     };
     let put_module = routes.put.replace('-', "_");
     fill(
-        template,
+        TEST_FILE,
         new,
         &[
+            ("@ABOUT@", test.about),
+            ("@TEST@", test.test),
+            ("@WHEN@", test.when),
             ("@PUT_MODULE@", put_module.as_str()),
             ("@PUT@", routes.put.as_str()),
             ("@CLIENT@", client),
@@ -794,17 +797,35 @@ const TEST_GIVEN: &str = r#"    // GIVEN a @NAME@ put through @PUT@, in a tenant
     let me = @CLIENT@;
 "#;
 
-const GET_TEST: &str = r#"//! `@BIN@`: `@METHOD@ @PATH@` (scaffolded by `pooltable new route --entity @NAME@`): it reads the
-//! @NAME@ where `@PUT@` wrote it, in the requests routes.yaml declares, before, during and after a
-//! re-sharding of its tenant.
+/// A scaffolded test file: its shape's [`TestTemplate`] (`@ABOUT@`, `@TEST@`, `@WHEN@`) and what
+/// every scaffolded test shares.
+const TEST_FILE: &str = r#"//! `@BIN@`: `@METHOD@ @PATH@` (scaffolded by `pooltable new route --entity @NAME@`): @ABOUT@
 
 @USES@
 @COMMON@
 
 #[tokio::test]
-async fn @MODULE@_reads_the_@NAME@_where_it_was_written_through_a_resharding() {
+async fn @MODULE@_@TEST@() {
 @GIVEN@
-    // WHEN the route reads it
+@WHEN@}
+"#;
+
+/// One shape's test, filled into [`TEST_FILE`].
+struct TestTemplate {
+    /// The module doc after the route: what the test checks.
+    about: &'static str,
+    /// The test's name after the route's module.
+    test: &'static str,
+    /// The test's body after its GIVEN.
+    when: &'static str,
+}
+
+const GET_TEST: TestTemplate = TestTemplate {
+    about: r#"it reads the
+//! @NAME@ where `@PUT@` wrote it, in the requests routes.yaml declares, before, during and after a
+//! re-sharding of its tenant."#,
+    test: "reads_the_@NAME@_where_it_was_written_through_a_resharding",
+    when: r#"    // WHEN the route reads it
     h.requests.reset();
     let r = me.@MODULE@(id).await;
     // THEN 200 with the @NAME@ the shared read finds, in the DynamoDB requests routes.yaml declares
@@ -822,20 +843,15 @@ async fn @MODULE@_reads_the_@NAME@_where_it_was_written_through_a_resharding() {
     // AND a @NAME@ nothing wrote is 404
     let none = me.@MODULE@("never-written").await;
     assert_eq!(none.status, 404, "{}", none.body);
-}
-"#;
+"#,
+};
 
-const LIST_TEST: &str = r#"//! `@BIN@`: `@METHOD@ @PATH@` (scaffolded by `pooltable new route --entity @NAME@`): it lists the
+const LIST_TEST: TestTemplate = TestTemplate {
+    about: r#"it lists the
 //! @NAME@ `@PUT@` wrote, once, in the requests routes.yaml declares, before, during and after a
-//! re-sharding of its tenant.
-
-@USES@
-@COMMON@
-
-#[tokio::test]
-async fn @MODULE@_lists_the_@NAME@_once_through_a_resharding() {
-@GIVEN@
-    let want = json!([stored(&h, tenant, id).await.expect("the @NAME@")]);
+//! re-sharding of its tenant."#,
+    test: "lists_the_@NAME@_once_through_a_resharding",
+    when: r#"    let want = json!([stored(&h, tenant, id).await.expect("the @NAME@")]);
     let me = me.query(&[("limit", "25")]);
     // WHEN the route lists the tenant's @NAME@s
     h.requests.reset();
@@ -852,20 +868,15 @@ async fn @MODULE@_lists_the_@NAME@_once_through_a_resharding() {
         assert_eq!(again.status, 200, "{phase}: {}", again.body);
         assert_eq!(again.body["items"], want, "{phase}: {}", again.body);
     }
-}
-"#;
+"#,
+};
 
-const SET_TEST: &str = r#"//! `@BIN@`: `@METHOD@ @PATH@` (scaffolded by `pooltable new route --entity @NAME@`): it sets a field
+const SET_TEST: TestTemplate = TestTemplate {
+    about: r#"it sets a field
 //! on the @NAME@ `@PUT@` wrote, in the requests routes.yaml declares, and every write lands where the
-//! reads find it, before, during and after a re-sharding of its tenant.
-
-@USES@
-@COMMON@
-
-#[tokio::test]
-async fn @MODULE@_writes_where_reads_find_it_through_a_resharding() {
-@GIVEN@
-    // WHEN the route sets a field on it
+//! reads find it, before, during and after a re-sharding of its tenant."#,
+    test: "writes_where_reads_find_it_through_a_resharding",
+    when: r#"    // WHEN the route sets a field on it
     h.requests.reset();
     let r = me.@MODULE@(id, json!({"@FIELD@": "v0"})).await;
     // THEN 200 with the @NAME@ as the shared read finds it, the field set, in the DynamoDB requests
@@ -892,20 +903,15 @@ async fn @MODULE@_writes_where_reads_find_it_through_a_resharding() {
     let none = me.@MODULE@("never-written", json!({"@FIELD@": "x"})).await;
     assert_eq!(none.status, 404, "{}", none.body);
     assert_eq!(stored(&h, tenant, "never-written").await, None);
-}
-"#;
+"#,
+};
 
-const DELETE_TEST: &str = r#"//! `@BIN@`: `@METHOD@ @PATH@` (scaffolded by `pooltable new route --entity @NAME@`): it deletes the
+const DELETE_TEST: TestTemplate = TestTemplate {
+    about: r#"it deletes the
 //! @NAME@ `@PUT@` wrote, wherever it is, in the requests routes.yaml declares, before, during and
-//! after a re-sharding of its tenant.
-
-@USES@
-@COMMON@
-
-#[tokio::test]
-async fn @MODULE@_deletes_the_@NAME@_wherever_it_is_through_a_resharding() {
-@GIVEN@
-    // WHEN the route deletes it
+//! after a re-sharding of its tenant."#,
+    test: "deletes_the_@NAME@_wherever_it_is_through_a_resharding",
+    when: r#"    // WHEN the route deletes it
     h.requests.reset();
     let r = me.@MODULE@(id).await;
     // THEN 204, and the shared read finds nothing, in the DynamoDB requests routes.yaml declares
@@ -926,8 +932,8 @@ async fn @MODULE@_deletes_the_@NAME@_wherever_it_is_through_a_resharding() {
         assert_eq!(d.status, 204, "{phase}: {}", d.body);
         assert_eq!(stored(&h, tenant, id).await, None, "{phase}");
     }
-}
-"#;
+"#,
+};
 
 #[cfg(test)]
 mod tests {

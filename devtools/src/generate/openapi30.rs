@@ -449,21 +449,13 @@ fn adapt_for_progenitor(doc: &mut Value) {
         {
             loosen_problem(problem);
         }
-        if let Some(responses) = components
-            .get_mut("responses")
-            .and_then(Value::as_mapping_mut)
-        {
-            responses
-                .iter_mut()
-                .for_each(|(_, response)| json_suffix_as_json(response));
-        }
-        if let Some(bodies) = components
-            .get_mut("requestBodies")
-            .and_then(Value::as_mapping_mut)
-        {
-            bodies
-                .iter_mut()
-                .for_each(|(_, body)| one_request_content_type(body));
+        for (section, adapt) in [
+            ("responses", json_suffix_as_json as fn(&mut Value)),
+            ("requestBodies", one_request_content_type),
+        ] {
+            if let Some(entries) = components.get_mut(section).and_then(Value::as_mapping_mut) {
+                entries.iter_mut().for_each(|(_, entry)| adapt(entry));
+            }
         }
     }
     // The shared responses, renamed above: operations' `$ref`s to them are judged on these.
