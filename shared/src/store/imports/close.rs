@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::identity::ids::{EntityId, TenantId};
-use crate::identity::keys::{import_item_sk, import_key};
+use crate::identity::keys::import_item_sk;
 use crate::store::client::error::{unless_expected, StoreError};
 use crate::store::client::query::{string_attr, u64_attr};
 use crate::store::client::scoped::TenantDb;
@@ -89,22 +89,14 @@ pub async fn close(
             .map(|(name, n)| (name.to_owned(), AttributeValue::N(n.to_string())))
             .collect(),
     );
-    let pk = import_key(tenant, import);
-    let closed = db
-        .client
-        .update_item()
-        .table_name(&*db.table)
-        .set_key(Some(key(&pk, &pk)))
+    let closed = record_update(db, tenant, import, created_at_ms)
         .update_expression(
             "SET #closed = if_not_exists(#closed, :now), #counts = if_not_exists(#counts, :counts)",
         )
-        .condition_expression("#created = :created")
         .expression_attribute_names("#closed", CLOSED_AT_MS)
         .expression_attribute_names("#counts", "finalCounts")
-        .expression_attribute_names("#created", CREATED_AT_MS)
         .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
         .expression_attribute_values(":counts", counts)
-        .expression_attribute_values(":created", AttributeValue::N(created_at_ms.to_string()))
         .send()
         .await;
     // Offboarded (or expired and claimed anew) meanwhile: not this import any more.

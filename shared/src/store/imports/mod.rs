@@ -19,10 +19,13 @@
 //! together, [`RETENTION_SECONDS`] after the acceptance, and an expired record or marker counts as
 //! absent before TTL has removed it, so an `Idempotency-Key` reused after that names a new import.
 
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use crate::identity::keys::{PK, SK};
+use crate::identity::ids::{EntityId, TenantId};
+use crate::identity::keys::{import_key, PK, SK};
 use crate::store::client::query::Item;
+use crate::store::client::scoped::TenantDb;
 
 /// How long an import's record and markers are kept: 14 days, SQS's longest message retention, so
 /// no message can be delivered after its marker has gone.
@@ -149,6 +152,21 @@ impl Progress {
     pub fn failed_total(&self) -> u32 {
         self.failed.iter().sum()
     }
+}
+
+/// An UpdateItem of `import`'s record on condition that it is the one accepted at `created_at_ms`
+/// (not a later import of the same id); what it changes is the caller's.
+fn record_update(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+    created_at_ms: u64,
+) -> UpdateItemFluentBuilder {
+    let pk = import_key(tenant, import);
+    db.update_at(pk.clone(), pk)
+        .condition_expression("#created = :created")
+        .expression_attribute_names("#created", CREATED_AT_MS)
+        .expression_attribute_values(":created", AttributeValue::N(created_at_ms.to_string()))
 }
 
 fn key(pk: &str, sk: &str) -> Item {

@@ -1,11 +1,10 @@
 //! The bound on a tenant's open imports: their ids, kept on the tenant's sealing item.
 
-use super::*;
 use crate::identity::ids::{EntityId, TenantId};
 use crate::identity::keys::import_sealing_key;
 use crate::store::client::error::StoreError;
-use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 /// The most imports a tenant may have open at once: accepted, and not yet final at their deadline
@@ -15,9 +14,10 @@ pub const MAX_OPEN_IMPORTS: usize = 200;
 /// set: adding or removing an id is idempotent, so a retried or repeated step never miscounts).
 pub(super) const OPEN_IMPORTS: &str = "openImports";
 
-pub(super) fn sealing_item_key(tenant: &TenantId) -> Item {
+/// An UpdateItem of the tenant's sealing item; what it changes is the caller's.
+fn sealing_update(db: &TenantDb, tenant: &TenantId) -> UpdateItemFluentBuilder {
     let sealing = import_sealing_key(tenant);
-    key(&sealing, &sealing)
+    db.update_at(sealing.clone(), sealing)
 }
 
 /// Counts `import` among the tenant's open imports, on its sealing item (which
@@ -28,11 +28,7 @@ pub async fn count_open(
     tenant: &TenantId,
     import: &EntityId,
 ) -> Result<bool, StoreError> {
-    let out = db
-        .client
-        .update_item()
-        .table_name(&*db.table)
-        .set_key(Some(sealing_item_key(tenant)))
+    let out = sealing_update(db, tenant)
         .update_expression("ADD #open :id")
         .condition_expression(
             "attribute_exists(PK) AND (attribute_not_exists(#open) OR size(#open) < :max \
@@ -53,11 +49,7 @@ pub async fn uncount_open(
     tenant: &TenantId,
     import: &EntityId,
 ) -> Result<(), StoreError> {
-    let out = db
-        .client
-        .update_item()
-        .table_name(&*db.table)
-        .set_key(Some(sealing_item_key(tenant)))
+    let out = sealing_update(db, tenant)
         .update_expression("DELETE #open :id")
         .condition_expression("attribute_exists(PK)")
         .expression_attribute_names("#open", OPEN_IMPORTS)

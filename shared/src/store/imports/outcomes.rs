@@ -80,18 +80,10 @@ pub async fn note_deferred(
     created_at_ms: u64,
     now_ms: u64,
 ) -> Result<(), StoreError> {
-    let pk = import_key(tenant, import);
-    let out = db
-        .client
-        .update_item()
-        .table_name(&*db.table)
-        .set_key(Some(key(&pk, &pk)))
+    let out = record_update(db, tenant, import, created_at_ms)
         .update_expression("SET #deferred = :now")
-        .condition_expression("#created = :created")
         .expression_attribute_names("#deferred", DEFERRED_AT_MS)
-        .expression_attribute_names("#created", CREATED_AT_MS)
         .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
-        .expression_attribute_values(":created", AttributeValue::N(created_at_ms.to_string()))
         .send()
         .await;
     crate::store::client::error::written_unless_condition_failed(out).map(|_| ())

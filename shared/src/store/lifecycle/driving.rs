@@ -70,33 +70,20 @@ const LISTED_AT_MS: &str = "listedAtMs";
 /// Every listed tenant and when it was listed (epoch ms), by a consistent read (one Query per 1 MB
 /// of entries).
 pub async fn listed(platform_db: &TenantDb) -> Result<Vec<(TenantId, u64)>, StoreError> {
+    let query = platform_db
+        .query_partition(&lifecycle_drive_pk())
+        .consistent_read(true);
     let mut tenants = Vec::new();
-    let mut start = None;
-    loop {
-        let out = platform_db
-            .query()
-            .key_condition_expression("#pk = :pk")
-            .expression_attribute_names("#pk", PK)
-            .expression_attribute_values(":pk", AttributeValue::S(lifecycle_drive_pk()))
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(StoreError::from_sdk)?;
-        for item in out.items.unwrap_or_default() {
-            if let Some(AttributeValue::S(raw)) = item.get("drivenTenantId") {
-                let at = crate::store::client::query::u64_attr(&item, LISTED_AT_MS).unwrap_or(0);
-                match TenantId::parse(raw) {
-                    Ok(t) => tenants.push((t, at)),
-                    Err(e) => tracing::warn!(error = %e, "a lifecycle entry names no valid tenant"),
-                }
+    for item in crate::store::client::query::all_pages(query).await? {
+        if let Some(AttributeValue::S(raw)) = item.get("drivenTenantId") {
+            let at = crate::store::client::query::u64_attr(&item, LISTED_AT_MS).unwrap_or(0);
+            match TenantId::parse(raw) {
+                Ok(t) => tenants.push((t, at)),
+                Err(e) => tracing::warn!(error = %e, "a lifecycle entry names no valid tenant"),
             }
         }
-        start = out.last_evaluated_key.filter(|k| !k.is_empty());
-        if start.is_none() {
-            return Ok(tenants);
-        }
     }
+    Ok(tenants)
 }
 
 /// An import the driver brings to a final state once it is due.
@@ -113,28 +100,21 @@ pub struct DueImport {
 const CREATED_AT_MS: &str = "createdAtMs";
 
 impl DueImport {
-    /// The key of this import's entry in the deadline list.
-    fn key(&self) -> crate::identity::keys::Key {
-        crate::identity::keys::Key::from([
-            (
-                PK.to_owned(),
-                AttributeValue::S(import_due_pk(&self.tenant, &self.import)),
-            ),
-            (
-                SK.to_owned(),
-                AttributeValue::S(import_due_sk(self.due_at_ms, &self.tenant, &self.import)),
-            ),
-        ])
+    /// The key (`PK`, `SK`) of this import's entry in the deadline list.
+    fn key(&self) -> (String, String) {
+        let pk = import_due_pk(&self.tenant, &self.import);
+        (
+            pk,
+            import_due_sk(self.due_at_ms, &self.tenant, &self.import),
+        )
     }
 }
 
 /// Lists an import for the driver, before its record is claimed (idempotent: an upsert).
 pub async fn list_import(platform_db: &TenantDb, due: &DueImport) -> Result<(), StoreError> {
+    let (pk, sk) = due.key();
     platform_db
-        .client
-        .update_item()
-        .table_name(&*platform_db.table)
-        .set_key(Some(due.key()))
+        .update_at(pk, sk)
         .update_expression("SET #kind = :kind, #tenant = :tenant, #created = :created")
         .expression_attribute_names("#kind", "kind")
         .expression_attribute_names("#tenant", "tenantId")
@@ -150,11 +130,9 @@ pub async fn list_import(platform_db: &TenantDb, due: &DueImport) -> Result<(), 
 
 /// Removes an import's entry.
 pub async fn unlist_import(platform_db: &TenantDb, due: &DueImport) -> Result<(), StoreError> {
+    let (pk, sk) = due.key();
     platform_db
-        .client
-        .delete_item()
-        .table_name(&*platform_db.table)
-        .set_key(Some(due.key()))
+        .delete_at(pk, sk)
         .send()
         .await
         .map_err(StoreError::from_sdk)?;
