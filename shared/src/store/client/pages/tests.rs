@@ -8,6 +8,7 @@ fn key(name: &str) -> PageKey {
 }
 
 /// A clock the test moves.
+#[derive(Debug)]
 struct ManualClock(AtomicU64);
 
 impl ManualClock {

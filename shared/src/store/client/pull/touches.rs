@@ -40,7 +40,7 @@ impl aws_smithy_types::config_bag::Storable for Touch {
 }
 
 /// The interceptor of a moving tenant's client.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Touches {
     /// The table this client's requests name for the tenant's items: the source (a client made
     /// before writes moved) or the target.
@@ -52,16 +52,6 @@ pub struct Touches {
     /// The tenant's record stays in the pool whatever moves: never renamed, never pulled.
     record_key: String,
     clock: Arc<dyn Clock>,
-}
-
-impl std::fmt::Debug for Touches {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Touches")
-            .field("named", &self.named)
-            .field("target", &self.target)
-            .field("writes_move_at", &self.writes_move_at)
-            .finish_non_exhaustive()
-    }
 }
 
 /// The tables and times of one move, as a client sees them.
@@ -264,6 +254,7 @@ mod tests {
     use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
     use serde_json::json;
 
+    #[derive(Debug)]
     struct At(u64);
 
     impl Clock for At {
