@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::operation::get_item::builders::GetItemFluentBuilder;
 use aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 
 use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
@@ -21,6 +21,7 @@ use crate::store::client::error::StoreError;
 use crate::store::client::meter::RequestMetering;
 use crate::store::client::pages::{PageCache, PageCacheInvalidation};
 use crate::store::client::pull::{MoveSight, Puller, PullingHttpClient, RetryConflicts, Touches};
+use crate::store::client::transact::{transact, TransactError};
 use crate::store::client::walk_sizes::WalkSizes;
 
 /// How many DynamoDB requests one API request may have in flight at once, unless
@@ -96,6 +97,20 @@ impl TenantDb {
         /// A DeleteItem of the item at `pk`, `sk` on this tenant's table.
         delete_at, delete_item, DeleteItemFluentBuilder
     );
+
+    /// Sends `actions` as one transaction on this client ([`transact`]: conflicts retried, the
+    /// cancellation read).
+    pub async fn transact_items(
+        &self,
+        actions: Vec<TransactWriteItem>,
+    ) -> Result<(), TransactError> {
+        transact(
+            self.client
+                .transact_write_items()
+                .set_transact_items(Some(actions)),
+        )
+        .await
+    }
 
     /// A PutItem on this tenant's table; the item is still to give.
     pub fn put(&self) -> PutItemFluentBuilder {

@@ -7,7 +7,7 @@ use crate::store::client::error::StoreError;
 use crate::store::client::items::{enlist, get_item_consistent};
 use crate::store::client::query::{put_unless_live, string_attr, u64_attr};
 use crate::store::client::scoped::TenantDb;
-use crate::store::client::transact::{transact, TransactError};
+use crate::store::client::transact::TransactError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 
 /// When an import accepted at `created_at_ms` must be final ([`FINAL_WITHIN_SECONDS`]).
@@ -108,11 +108,7 @@ pub async fn mark_enqueued(
         .build()?;
     let mut actions = vec![TransactWriteItem::builder().update(update).build()];
     actions.extend(recorded);
-    let request = db
-        .client
-        .transact_write_items()
-        .set_transact_items(Some(actions));
-    transact(request).await
+    db.transact_items(actions).await
 }
 
 /// What became of one item of an import: its marker's content.

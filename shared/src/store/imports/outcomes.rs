@@ -8,7 +8,7 @@ use crate::identity::keys::{
 use crate::store::client::error::StoreError;
 use crate::store::client::query::string_attr;
 use crate::store::client::scoped::TenantDb;
-use crate::store::client::transact::{transact, TransactError};
+use crate::store::client::transact::TransactError;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 /// Records `outcome` for item `index` on its own (not with a write); recording it when the item
@@ -19,8 +19,7 @@ pub async fn record_outcome(
     now_seconds: u64,
 ) -> Result<(), StoreError> {
     let action = marker(db, of, now_seconds)?;
-    let request = db.client.transact_write_items().transact_items(action);
-    match transact(request).await {
+    match db.transact_items(vec![action]).await {
         Ok(()) | Err(TransactError::ConditionFailed { .. }) => Ok(()),
         Err(TransactError::Store(e)) => Err(e),
     }

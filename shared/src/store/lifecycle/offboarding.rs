@@ -27,7 +27,7 @@ use crate::identity::keys::{
 use crate::store::client::error::StoreError;
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
-use crate::store::client::transact::{transact, TransactError};
+use crate::store::client::transact::TransactError;
 use crate::store::lifecycle::tenant_items::{Page, Position};
 pub use crate::store::tenancy::tenants::Offboarding;
 use crate::store::tenancy::tenants::{
@@ -158,11 +158,7 @@ pub async fn delete_step(
         .build()?;
     let checkpoint_index = actions.len();
     actions.push(TransactWriteItem::builder().update(checkpoint).build());
-    let request = db
-        .client
-        .transact_write_items()
-        .set_transact_items(Some(actions));
-    match transact(request).await {
+    match db.transact_items(actions).await {
         Ok(()) => Ok(Step::Committed(next)),
         Err(e) if e.failed_at(checkpoint_index) => Ok(Step::Raced),
         Err(TransactError::ConditionFailed { index, .. }) => Err(StoreError::Internal(format!(
@@ -231,11 +227,8 @@ pub async fn finish(
         .expression_attribute_names("#steps", "steps")
         .expression_attribute_values(":steps", steps.clone())
         .build()?;
-    let put = platform_db
-        .client
-        .transact_write_items()
-        .transact_items(TransactWriteItem::builder().put(put).build());
-    if let Some(raced) = finished_or_raced(transact(put).await)? {
+    let put = vec![TransactWriteItem::builder().put(put).build()];
+    if let Some(raced) = finished_or_raced(platform_db.transact_items(put).await)? {
         return Ok(raced);
     }
     let record = tenant_record_key(&db.tenant);
@@ -250,11 +243,8 @@ pub async fn finish(
         .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
         .expression_attribute_values(":steps", steps)
         .build()?;
-    let delete = db
-        .client
-        .transact_write_items()
-        .transact_items(TransactWriteItem::builder().delete(delete).build());
-    Ok(finished_or_raced(transact(delete).await)?.unwrap_or(Finished::Done))
+    let delete = vec![TransactWriteItem::builder().delete(delete).build()];
+    Ok(finished_or_raced(db.transact_items(delete).await)?.unwrap_or(Finished::Done))
 }
 
 /// A finishing write's outcome: `Some(Raced)` when its condition failed, `None` when it was made.

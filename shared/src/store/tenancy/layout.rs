@@ -24,7 +24,7 @@ use crate::store::client::error::StoreError;
 use crate::store::client::items::{delete_existing, get_item, get_item_consistent, put_replacing};
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
-use crate::store::client::transact::{transact, TransactError};
+use crate::store::client::transact::TransactError;
 pub use crate::store::tenancy::tenants::Layout;
 
 /// Sends of a moving write whose reads went stale before its transaction (a concurrent writer or
@@ -208,11 +208,7 @@ pub async fn put_along(
         )
         .build()?;
         let own = [TransactWriteItem::builder().put(put).build()];
-        let request = db
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(along_with(&own, &along)));
-        return match transact(request).await {
+        return match db.transact_items(along_with(&own, &along)).await {
             Ok(()) => Ok(Put::Written { replaced: None }),
             Err(TransactError::ConditionFailed { index: 0, .. }) => Ok(Put::Superseded),
             Err(TransactError::ConditionFailed { index, .. }) => Ok(Put::Refused {
@@ -275,11 +271,7 @@ pub async fn put_along(
             absent(db, other)?
         };
         let own = [TransactWriteItem::builder().put(put).build(), elsewhere];
-        let request = db
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(along_with(&own, &along)));
-        match transact(request).await {
+        match db.transact_items(along_with(&own, &along)).await {
             Ok(()) => {
                 return Ok(Put::Written {
                     replaced: Some(at_new || at_old),
@@ -393,11 +385,7 @@ pub async fn record_absent(
     if let Some(old) = old {
         checks.push(absent(db, old)?);
     }
-    let request = db
-        .client
-        .transact_write_items()
-        .set_transact_items(Some(along_with(&checks, along)));
-    match transact(request).await {
+    match db.transact_items(along_with(&checks, along)).await {
         Ok(()) => Ok(true),
         Err(TransactError::ConditionFailed { index, .. }) if index < checks.len() => Ok(false),
         Err(TransactError::ConditionFailed { index, .. }) => Err(StoreError::Internal(format!(
@@ -418,11 +406,7 @@ async fn delete_with(
         .condition_expression(exists(true))
         .build()?;
     let own = [TransactWriteItem::builder().delete(delete).build()];
-    let request = db
-        .client
-        .transact_write_items()
-        .set_transact_items(Some(along_with(&own, along)));
-    match transact(request).await {
+    match db.transact_items(along_with(&own, along)).await {
         Ok(()) => Ok(true),
         Err(TransactError::ConditionFailed { index: 0, .. }) => Ok(false),
         Err(TransactError::ConditionFailed { index, .. }) => Err(StoreError::Internal(format!(
@@ -460,7 +444,6 @@ pub fn exists(present: bool) -> &'static str {
         "attribute_not_exists(PK)"
     }
 }
-
 
 /// When a write happens, and whether it is late: an import's item is a write of the import's
 /// acceptance, which never replaces what was written after it.

@@ -188,29 +188,10 @@ async fn wait_active(client: &Client, name: &str) -> Result<(), StoreError> {
 }
 
 async fn copy_time_to_live(client: &Client, pool: &str, name: &str) -> Result<(), StoreError> {
-    let pool_ttl = client
-        .describe_time_to_live()
-        .table_name(pool)
-        .send()
-        .await
-        .map_err(StoreError::from_sdk)?;
-    let Some(attribute) = pool_ttl
-        .time_to_live_description()
-        .filter(|d| d.time_to_live_status() == Some(&TimeToLiveStatus::Enabled))
-        .and_then(|d| d.attribute_name())
-    else {
+    let Some(attribute) = time_to_live(client, pool).await? else {
         return Ok(());
     };
-    let own = client
-        .describe_time_to_live()
-        .table_name(name)
-        .send()
-        .await
-        .map_err(StoreError::from_sdk)?;
-    if own
-        .time_to_live_description()
-        .is_some_and(|d| d.time_to_live_status() == Some(&TimeToLiveStatus::Enabled))
-    {
+    if time_to_live(client, name).await?.is_some() {
         return Ok(());
     }
     let spec = TimeToLiveSpecification::builder()
@@ -306,6 +287,15 @@ pub async fn delete_own_table(client: &Client, name: &str) -> Result<(), StoreEr
         wait_active(client, name).await?;
     }
     delete_table(client, name).await
+}
+
+/// The attribute of table `name`'s time to live, when it is enabled.
+async fn time_to_live(client: &Client, name: &str) -> Result<Option<String>, StoreError> {
+    let out = client.describe_time_to_live().table_name(name).send().await;
+    let description = out.map_err(StoreError::from_sdk)?.time_to_live_description;
+    Ok(description
+        .filter(|d| d.time_to_live_status() == Some(&TimeToLiveStatus::Enabled))
+        .and_then(|d| d.attribute_name))
 }
 
 /// Deletes the table `name` (gone already: done): an own table, or a restore's scratch table.

@@ -7,7 +7,7 @@ use super::Counts;
 use crate::identity::keys::{tenant_record_key, PK, SK};
 use crate::store::client::error::StoreError;
 use crate::store::client::scoped::TenantDb;
-use crate::store::client::transact::{transact, TransactError};
+use crate::store::client::transact::TransactError;
 use crate::store::tenancy::tenants::{value, Restore, TenantStatus};
 
 /// What a conditioned step did.
@@ -44,11 +44,7 @@ pub async fn begin(
         .build()?;
     let mut actions = vec![TransactWriteItem::builder().update(update).build()];
     actions.extend(also);
-    let request = db
-        .client
-        .transact_write_items()
-        .set_transact_items(Some(actions));
-    match transact(request).await {
+    match db.transact_items(actions).await {
         Ok(()) => Ok(Step::Committed(Box::new(restore.clone()))),
         Err(e) if e.failed_at(0) => Ok(Step::Raced),
         Err(e) => Err(unexpected(e)),
@@ -97,11 +93,7 @@ pub async fn commit(
             .update(checkpoint(db, state, "SET #r = :next", &next)?)
             .build(),
     );
-    let request = db
-        .client
-        .transact_write_items()
-        .set_transact_items(Some(actions));
-    match transact(request).await {
+    match db.transact_items(actions).await {
         Ok(()) => Ok(Step::Committed(Box::new(next))),
         Err(e) if e.failed_at(checkpoint_at) => Ok(Step::Raced),
         Err(e) => Err(unexpected(e)),
@@ -117,11 +109,8 @@ pub async fn finish(db: &TenantDb, state: &Restore, report: &Restore) -> Result<
         "SET #state = :active, #last = :next REMOVE #r",
         report,
     )?;
-    let request = db
-        .client
-        .transact_write_items()
-        .transact_items(TransactWriteItem::builder().update(update).build());
-    match transact(request).await {
+    let update = vec![TransactWriteItem::builder().update(update).build()];
+    match db.transact_items(update).await {
         Ok(()) => Ok(Step::Committed(Box::new(report.clone()))),
         Err(e) if e.failed_at(0) => Ok(Step::Raced),
         Err(e) => Err(unexpected(e)),
@@ -173,4 +162,3 @@ fn unexpected(e: TransactError) -> StoreError {
         )),
     }
 }
-
