@@ -9,21 +9,25 @@
 use lambda_http::{Body, Request, Response};
 use shared::identity::ids::EntityId;
 use shared::identity::keys::kind;
-use shared::service::http::{no_content, path_entity_id};
+use shared::service::http::no_content;
+use shared::service::sharded::ItemRequest;
 use shared::store::client::query::string_attr;
 use shared::store::imports::tombstone;
 use shared::store::tenancy::layout::{self, Layout};
 use shared::{ApiError, App};
 
-use crate::store::{self, keys};
+use crate::{hr_key, store};
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let t = &caller.tenant;
-    let id = path_entity_id(&req, "employeeId")?;
-    let db = app.db(t).await?;
-    let layout = app.directory.layout(&db).await?;
-    let keys = keys(t, layout, kind::EMPLOYEE, &id);
+    let key = |t: &_, id: &_, shards| hr_key(t, kind::EMPLOYEE, id, shards);
+    let ItemRequest {
+        id,
+        db,
+        layout,
+        keys,
+        ..
+    } = ItemRequest::read(app, &req, "employeeId", |_| Ok(()), key).await?;
+    let t = &db.tenant;
     // During a re-sharding the migrator may move the employee between the read and the delete:
     // that is no conflict of the caller's, so the delete reads it again.
     let attempts = match layout {

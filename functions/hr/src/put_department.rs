@@ -17,11 +17,14 @@ struct Input {
 }
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let t = &caller.tenant;
-    let id = path_entity_id(&req, "departmentId")?;
-    let input: Input = json_body(&req)?;
-    let db = app.db(t).await?;
+    let parse = |req: &Request| {
+        Ok((
+            path_entity_id(req, "departmentId")?,
+            json_body::<Input>(req)?,
+        ))
+    };
+    let ((id, input), db) = app.tenant_request(&req, parse).await?;
+    let t = &db.tenant;
     let layout = app.directory.layout(&db).await?;
     let at = WrittenAt::now(app.clock.now_millis());
     let stored = store_department(&db, layout, t, (&id, &input.name.0), at, Vec::new()).await?;

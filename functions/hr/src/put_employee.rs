@@ -25,11 +25,9 @@ struct Input {
 }
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let t = &caller.tenant;
-    let id = path_entity_id(&req, "employeeId")?;
-    let input: Input = json_body(&req)?;
-    let db = app.db(t).await?;
+    let parse = |req: &Request| Ok((path_entity_id(req, "employeeId")?, json_body::<Input>(req)?));
+    let ((id, input), db) = app.tenant_request(&req, parse).await?;
+    let t = &db.tenant;
     let layout = app.directory.layout(&db).await?;
     let fields = EmployeeFields {
         name: &input.name.0,

@@ -457,16 +457,7 @@ async fn unsealed(
                 Accepted::Again
             }
         },
-        Ok(None) => {
-            tracing::error!(
-                alarm = "import_key_destroyed",
-                tenant = %tenant,
-                import_id = %body.import_id,
-                "dropped an import message whose tenant's key is gone"
-            );
-            dropped(app, &tenant, "keyDestroyed");
-            Accepted::Dropped
-        }
+        Ok(None) => dropped(app, &tenant, &body, KEY_DESTROYED),
         Err(e) => {
             tracing::warn!(tenant = %tenant, error = %e, "the tenant's import key is unavailable; the message will be delivered again");
             Accepted::Again
@@ -540,14 +531,7 @@ async fn accepted(app: &App, keys: &mut SealingKeys, message: &SqsMessage) -> Ac
     // The same arithmetic as the markers' expiry (`issuedAt` seconds + retention), so a message is
     // never written in a second where its import's markers already count as expired.
     if app.clock.now_seconds() >= body.issued_at / 1000 + RETENTION_SECONDS {
-        tracing::error!(
-            alarm = "expired_import_message",
-            tenant = %tenant,
-            import_id = %body.import_id,
-            "dropped an import message older than its markers (a replay)"
-        );
-        dropped(app, &tenant, "expired");
-        return Accepted::Dropped;
+        return dropped(app, &tenant, &body, EXPIRED);
     }
     // The message names the tenant record it was sent for (its createdAt). A cached record (or
     // absence) that differs may be stale, a tenant of this id offboarded and onboarded again within
@@ -564,16 +548,7 @@ async fn accepted(app: &App, keys: &mut SealingKeys, message: &SqsMessage) -> Ac
             }
             unsealed(app, keys, tenant, body).await
         }
-        Ok(_) => {
-            tracing::error!(
-                alarm = "import_for_a_former_tenant",
-                tenant = %tenant,
-                import_id = %body.import_id,
-                "dropped an import message sent before the tenant was offboarded"
-            );
-            dropped(app, &tenant, "formerTenant");
-            Accepted::Dropped
-        }
+        Ok(_) => dropped(app, &tenant, &body, FORMER_TENANT),
         Err(e) => {
             tracing::warn!(tenant = %tenant, error = %e, "the tenant record is unavailable; the message will be delivered again");
             Accepted::Again
@@ -581,12 +556,45 @@ async fn accepted(app: &App, keys: &mut SealingKeys, message: &SqsMessage) -> Ac
     }
 }
 
-/// Counts a signed message dropped for good, by `reason` (the `DroppedImportMessages` metric).
-fn dropped(app: &App, tenant: &TenantId, reason: &str) {
+/// Why a signed message is dropped for good: its alarm, its `reason` in the metric, and what the
+/// log line says.
+struct DropReason {
+    alarm: &'static str,
+    reason: &'static str,
+    says: &'static str,
+}
+
+const KEY_DESTROYED: DropReason = DropReason {
+    alarm: "import_key_destroyed",
+    reason: "keyDestroyed",
+    says: "dropped an import message whose tenant's key is gone",
+};
+const EXPIRED: DropReason = DropReason {
+    alarm: "expired_import_message",
+    reason: "expired",
+    says: "dropped an import message older than its markers (a replay)",
+};
+const FORMER_TENANT: DropReason = DropReason {
+    alarm: "import_for_a_former_tenant",
+    reason: "formerTenant",
+    says: "dropped an import message sent before the tenant was offboarded",
+};
+
+/// Drops a signed message for good: an alarm line, and a count by reason (the
+/// `DroppedImportMessages` metric).
+fn dropped(app: &App, tenant: &TenantId, body: &ImportMessage, why: DropReason) -> Accepted {
+    tracing::error!(
+        alarm = why.alarm,
+        tenant = %tenant,
+        import_id = %body.import_id,
+        "{}",
+        why.says
+    );
     app.emit_event(
         &[("DroppedImportMessages", 1.0)],
-        &[("tenant_id", tenant.as_str()), ("reason", reason)],
+        &[("tenant_id", tenant.as_str()), ("reason", why.reason)],
     );
+    Accepted::Dropped
 }
 
 /// The message's tenant and body, when its signature verifies.

@@ -123,12 +123,12 @@ pub async fn handle(
     queue: &ImportQueue,
     req: Request,
 ) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let input: CreateImportInput = json_body_up_to(&req, MAX_BODY_BYTES)?;
-    let kind = input.kind;
-    let (items, request_index) = checked_items(input)?;
-    let db = app.db(&caller.tenant).await?;
-    let t = &caller.tenant;
+    let parse = |req: &Request| {
+        let input: CreateImportInput = json_body_up_to(req, MAX_BODY_BYTES)?;
+        Ok((input.kind, checked_items(input)?))
+    };
+    let ((kind, (items, request_index)), db) = app.tenant_request(&req, parse).await?;
+    let t = &db.tenant;
     departments_exist(app, &db, t, &items, &request_index).await?;
     let import = match idempotent::key_of(&req)? {
         Some(key) => derived_id(key.as_str())?,

@@ -278,11 +278,8 @@ pub struct ImportQueue {
 impl ImportQueue {
     /// `IMPORT_QUEUE_URL`, and a client with the function's own credentials.
     pub fn from_env() -> Result<Self, shared::service::app::ConfigError> {
-        use shared::service::app::{lambda_sdk_config, ConfigError};
-        let url = std::env::var("IMPORT_QUEUE_URL")
-            .ok()
-            .filter(|v| !v.is_empty())
-            .ok_or(ConfigError::Missing("IMPORT_QUEUE_URL"))?;
+        use shared::service::app::{env_var, lambda_sdk_config};
+        let url = env_var("IMPORT_QUEUE_URL")?;
         let client = aws_sdk_sqs::Client::new(&lambda_sdk_config()?);
         Ok(Self { client, url })
     }

@@ -5,28 +5,20 @@
 
 use lambda_http::{Body, Request, Response};
 use shared::identity::keys::kind;
-use shared::service::http::{no_content, path_entity_id};
+use shared::service::http::no_content;
+use shared::service::sharded::ItemRequest;
 use shared::store::imports::tombstone;
-use shared::store::tenancy::layout::{self, Keys};
+use shared::store::tenancy::layout;
 use shared::{ApiError, App};
 
 use crate::product_key;
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let id = path_entity_id(&req, "productId")?;
-    let db = app.db(&caller.tenant).await?;
-    let layout = app.directory.layout(&db).await?;
-    let keys = Keys::of(layout, |n| product_key(&caller.tenant, &id, n));
-    let gone = tombstone(
-        &db,
-        &caller.tenant,
-        kind::PRODUCT,
-        &id,
-        app.clock.now_millis(),
-    )?;
-    let deleted = layout::delete_along(&db, layout, &keys, vec![gone]).await?;
-    app.read_cache.forget(&caller.tenant, &keys.write);
+    let product = ItemRequest::read(app, &req, "productId", |_| Ok(()), product_key).await?;
+    let (db, t, keys) = (&product.db, &product.db.tenant, &product.keys);
+    let gone = tombstone(db, t, kind::PRODUCT, &product.id, app.clock.now_millis())?;
+    let deleted = layout::delete_along(db, product.layout, keys, vec![gone]).await?;
+    app.read_cache.forget(t, &keys.write);
     if !deleted {
         return Err(ApiError::NotFound("No such product.".into()));
     }

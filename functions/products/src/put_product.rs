@@ -11,16 +11,18 @@ use shared::{ApiError, App};
 use crate::{store_product, ProductView, ProductWrite};
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let id = path_entity_id(&req, "productId")?;
-    let document: serde_json::Value = json_body(&req)?;
-    crate::check_product(&document, "document")?;
-    let db = app.db(&caller.tenant).await?;
+    let parse = |req: &Request| {
+        let id = path_entity_id(req, "productId")?;
+        let document: serde_json::Value = json_body(req)?;
+        crate::check_product(&document, "document")?;
+        Ok((id, document))
+    };
+    let ((id, document), db) = app.tenant_request(&req, parse).await?;
     let layout = app.directory.layout(&db).await?;
     let now_ms = app.clock.now_millis();
     let write = ProductWrite::now(&id, &document, now_ms);
     let (keys, put) = store_product(&db, layout, write).await?;
-    app.read_cache.forget(&caller.tenant, &keys.write);
+    app.read_cache.forget(&db.tenant, &keys.write);
     let replaced = matches!(
         put,
         Put::Written {

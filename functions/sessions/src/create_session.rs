@@ -31,10 +31,10 @@ use crate::store::{self, ChildNotAdded};
 pub const ROUTE: &str = "create-session";
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let input: CreateSessionInput = json_body(&req)?;
-    let db = app.db(&caller.tenant).await?;
-    let t = &caller.tenant;
+    let (input, db) = app
+        .tenant_request(&req, json_body::<CreateSessionInput>)
+        .await?;
+    let t = &db.tenant;
     let now = app.clock.now_seconds();
     idempotent::run(&req, &db, t, ROUTE, now, |recorder| {
         create(app, &db, t, input, recorder)

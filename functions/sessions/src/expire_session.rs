@@ -17,15 +17,15 @@ use crate::store;
 const ATTEMPTS: usize = 3;
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let id = path_session_id(&req, "sessionId")?;
-    let db = app.db(&caller.tenant).await?;
+    let (id, db) = app
+        .tenant_request(&req, |req| path_session_id(req, "sessionId"))
+        .await?;
     for _ in 0..ATTEMPTS {
         let collection = store::session_collection(&db, &id).await?;
         let root = collection
             .iter()
             .find(|i| {
-                string_attr(i, SK).is_some_and(|sk| parse_customer_sk(&caller.tenant, &sk).is_ok())
+                string_attr(i, SK).is_some_and(|sk| parse_customer_sk(&db.tenant, &sk).is_ok())
             })
             .filter(|root| is_live(root, app.clock.now_seconds()))
             .ok_or_else(|| ApiError::NotFound("No such session.".into()))?;

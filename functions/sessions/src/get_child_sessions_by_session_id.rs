@@ -9,9 +9,11 @@
 //! concurrently (2 Queries): a cursor page of an expired or unknown parent answers 404 as well.
 
 use lambda_http::{Body, Request, Response};
+use shared::identity::ids::SessionId;
 use shared::identity::keys::{parse_child_sk, session_pk};
 use shared::service::http::path_session_id;
 use shared::service::paging::{partition_page, PartitionList};
+use shared::store::client::scoped::TenantDb;
 use shared::{ApiError, App};
 
 use crate::model::session_from_item;
@@ -19,22 +21,19 @@ use crate::store;
 
 pub const ROUTE: &str = "get-child-sessions-by-session-id";
 
+/// A session's children: its collection's `CHILD#` items.
+const CHILDREN: PartitionList<SessionId> = PartitionList {
+    route: ROUTE,
+    of: |req| path_session_id(req, "sessionId"),
+    belongs: |t, parent, pk, sk| pk == session_pk(t, parent) && parse_child_sk(t, sk).is_ok(),
+};
+
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let t = &caller.tenant;
-    let parent = path_session_id(&req, "sessionId")?;
-    let partition = session_pk(t, &parent);
-    let list = PartitionList {
-        tenant: t,
-        route: ROUTE,
-        belongs: |pk: &str, sk: &str| pk == partition && parse_child_sk(t, sk).is_ok(),
-    };
-    let read = |limit, start| async move {
-        let db = app.db(t).await?;
+    let read = |db: TenantDb, parent: SessionId, limit, start| async move {
         let now = app.clock.now_seconds();
         store::children_page(&db, &parent, limit, start, now)
             .await?
             .ok_or_else(|| ApiError::NotFound("No such session.".into()))
     };
-    partition_page(app, &req, list, read, session_from_item).await
+    partition_page(app, &req, CHILDREN, read, session_from_item).await
 }

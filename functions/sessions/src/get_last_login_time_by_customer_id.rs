@@ -5,14 +5,16 @@
 //! design, whose random UUIDs made "Limit 1" return an arbitrary session. Expired sessions are
 //! skipped by paging on, never by returning nothing.
 
-use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
-use shared::service::http::{json_response, path_entity_id};
+use shared::identity::ids::TenantId;
+use shared::service::http::path_entity_id;
+use shared::store::client::query::Item;
 use shared::{ApiError, App};
 
+use crate::get_live_session;
 use crate::model::session_from_item;
-use crate::store;
+use crate::store::Lookup;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -22,20 +24,18 @@ struct LastLogin {
     last_login_time: String,
 }
 
-pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let customer = path_entity_id(&req, "customerId")?;
-    let db = app.db(&caller.tenant).await?;
-    let item = store::newest_session(&db, &customer, app.clock.now_seconds())
-        .await?
-        .ok_or_else(|| ApiError::NotFound("This customer has no live session.".into()))?;
+/// The last login a customer's newest session tells.
+fn last_login(_: &TenantId, item: Item) -> Result<LastLogin, ApiError> {
     let session = session_from_item(item)?;
-    Ok(json_response(
-        StatusCode::OK,
-        &LastLogin {
-            customer_id: session.customer_id,
-            session_id: session.session_id,
-            last_login_time: session.last_login_time,
-        },
-    ))
+    Ok(LastLogin {
+        customer_id: session.customer_id,
+        session_id: session.session_id,
+        last_login_time: session.last_login_time,
+    })
+}
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let lookup = |req: &Request| Ok(Lookup::Newest(path_entity_id(req, "customerId")?));
+    let not_found = "This customer has no live session.";
+    get_live_session(app, &req, lookup, last_login, not_found).await
 }

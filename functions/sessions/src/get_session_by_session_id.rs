@@ -5,20 +5,17 @@
 //! past `expiresAt` counts as absent, since TTL deletion lags. Another tenant's session id builds a
 //! key under the caller's own prefix, so it simply is not found.
 
-use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use shared::service::http::{json_response, path_session_id};
+use shared::identity::ids::TenantId;
+use shared::service::http::path_session_id;
 use shared::{ApiError, App};
 
+use crate::get_live_session;
 use crate::model::session_from_item;
-use crate::store;
+use crate::store::Lookup;
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let id = path_session_id(&req, "sessionId")?;
-    let db = app.db(&caller.tenant).await?;
-    let item = store::root_session(&db, &id, app.clock.now_seconds())
-        .await?
-        .ok_or_else(|| ApiError::NotFound("No such session.".into()))?;
-    Ok(json_response(StatusCode::OK, &session_from_item(item)?))
+    let lookup = |req: &Request| Ok(Lookup::Root(path_session_id(req, "sessionId")?));
+    let view = |_: &TenantId, item| session_from_item(item);
+    get_live_session(app, &req, lookup, view, "No such session.").await
 }

@@ -16,3 +16,27 @@ pub mod get_session_by_session_id;
 pub mod get_session_id_by_customer_id;
 pub mod get_sessions_by_customer_id;
 // @generated end
+
+use lambda_http::{Body, Request, Response};
+use serde::Serialize;
+use shared::identity::ids::TenantId;
+use shared::service::single::get_one;
+use shared::store::client::query::Item;
+use shared::store::client::scoped::TenantDb;
+use shared::{ApiError, App};
+
+/// `GET` of one session: 200 with `view` of the live session `lookup` (made from the request) finds,
+/// or 404 with `not_found`. One Query ([`store::live_session`]).
+pub async fn get_live_session<V: Serialize>(
+    app: &App,
+    req: &Request,
+    lookup: impl FnOnce(&Request) -> Result<store::Lookup, ApiError>,
+    view: impl FnOnce(&TenantId, Item) -> Result<V, ApiError>,
+    not_found: &str,
+) -> Result<Response<Body>, ApiError> {
+    let read = |db: TenantDb, lookup| async move {
+        let found = store::live_session(&db, &lookup, app.clock.now_seconds()).await?;
+        found.map(|item| view(&db.tenant, item)).transpose()
+    };
+    get_one(app, req, lookup, read, not_found).await
+}

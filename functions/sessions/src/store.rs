@@ -58,53 +58,50 @@ pub async fn customer_sessions_page(
     .await
 }
 
-/// A customer's newest live session (1 Query).
-pub async fn newest_session(
-    db: &TenantDb,
-    customer: &EntityId,
-    now: u64,
-) -> Result<Option<Item>, StoreError> {
-    first_live(customer_sessions(db, &db.tenant, customer), now).await
+/// How a route finds one session.
+pub enum Lookup {
+    /// A customer's newest, on GSI1.
+    Newest(EntityId),
+    /// A root session, in its collection.
+    Root(SessionId),
+    /// Session `.1` of customer `.0`, on GSI1 with both keys.
+    OfCustomer(EntityId, SessionId),
+    /// A child session, on GSI1 by its own key.
+    Child(SessionId),
 }
 
-/// A live root session (1 Query).
-pub async fn root_session(
-    db: &TenantDb,
-    session: &SessionId,
-    now: u64,
-) -> Result<Option<Item>, StoreError> {
-    first_live(root_session_query(db, &db.tenant, session), now).await
+impl Lookup {
+    /// The Query that finds it.
+    fn query(&self, db: &TenantDb) -> QueryFluentBuilder {
+        let t = &db.tenant;
+        match self {
+            Self::Newest(customer) => customer_sessions(db, t, customer),
+            Self::Root(session) => root_session_query(db, t, session),
+            Self::OfCustomer(customer, session) => db
+                .query()
+                .index_name(GSI1)
+                .key_condition_expression("SK = :customer AND PK = :session")
+                .expression_attribute_values(
+                    ":customer",
+                    AttributeValue::S(customer_sk(t, customer)),
+                )
+                .expression_attribute_values(":session", AttributeValue::S(session_pk(t, session))),
+            Self::Child(child) => db
+                .query()
+                .index_name(GSI1)
+                .key_condition_expression("SK = :child")
+                .expression_attribute_values(":child", AttributeValue::S(child_sk(t, child))),
+        }
+    }
 }
 
-/// The live session `session` of `customer`, on GSI1 with both keys (1 Query).
-pub async fn customer_session(
+/// The live session `lookup` finds: 1 Query, paging on past expired items.
+pub async fn live_session(
     db: &TenantDb,
-    customer: &EntityId,
-    session: &SessionId,
+    lookup: &Lookup,
     now: u64,
 ) -> Result<Option<Item>, StoreError> {
-    let t = &db.tenant;
-    let query = db
-        .query()
-        .index_name(GSI1)
-        .key_condition_expression("SK = :customer AND PK = :session")
-        .expression_attribute_values(":customer", AttributeValue::S(customer_sk(t, customer)))
-        .expression_attribute_values(":session", AttributeValue::S(session_pk(t, session)));
-    first_live(query, now).await
-}
-
-/// A live child session's item, found on GSI1 by its own key (1 Query).
-pub async fn child_session(
-    db: &TenantDb,
-    child: &SessionId,
-    now: u64,
-) -> Result<Option<Item>, StoreError> {
-    let query = db
-        .query()
-        .index_name(GSI1)
-        .key_condition_expression("SK = :child")
-        .expression_attribute_values(":child", AttributeValue::S(child_sk(&db.tenant, child)));
-    first_live(query, now).await
+    first_live(lookup.query(db), now).await
 }
 
 /// One page of a session's live children, newest first; `None` when the session does not exist
@@ -161,11 +158,7 @@ pub async fn live_parent_expiry(
 ) -> Result<Option<u64>, StoreError> {
     let t = &db.tenant;
     let out = db
-        .client
-        .get_item()
-        .table_name(&*db.table)
-        .key(PK, AttributeValue::S(session_pk(t, parent)))
-        .key(SK, AttributeValue::S(customer_sk(t, customer)))
+        .get_at(session_pk(t, parent), customer_sk(t, customer))
         .projection_expression("expiresAt")
         .consistent_read(true)
         .send()

@@ -33,11 +33,7 @@ fn status(response: &str) -> u64 {
 #[tokio::test]
 async fn an_environment_serves_its_own_tenant_and_refuses_any_other() {
     // GIVEN a function binary in an execution environment for tenant `mine`
-    let h = Harness::new().await;
-    let (mine, other) = (
-        integration::onboarded(&h, "mine").await,
-        integration::onboarded(&h, "other").await,
-    );
+    let (h, [mine, other]) = Harness::with_tenants([("mine", 1), ("other", 1)]).await;
     let h = &h;
     let assumed = |t: String| async move { h.recorded_policies(&t).await.len() };
     let (mine_before, other_before) = (assumed(mine.clone()).await, assumed(other.clone()).await);

@@ -32,13 +32,14 @@ use lambda_http::Body;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use shared::identity::ids::TenantId;
-use shared::service::app::{lambda_sdk_config, ConfigError};
+use shared::service::app::{env_var, env_var_or, lambda_sdk_config, ConfigError};
 use shared::store::lifecycle::requests::{self, Claim};
 use shared::store::tenancy::tenants::{RecordChange, TenantStatus, Tier};
 use shared::{ApiError, App};
 use thiserror::Error;
 
 use crate::onboard_tenant::{OnboardInput, PlacementInput};
+use crate::operation::Operation;
 
 /// The prefix of sbt-aws's detail-types since its event manager's refactor (`sbt_aws_<name>`).
 const PREFIX: &str = "sbt_aws_";
@@ -47,6 +48,8 @@ const PREFIX: &str = "sbt_aws_";
 const HOLD_MS: u64 = 30_000;
 /// The tier of an onboarding request that names none.
 const DEFAULT_TIER: &str = "basic";
+/// The source of this plane's replies, unless `CONTROL_PLANE_REPLY_SOURCE` names another.
+const DEFAULT_REPLY_SOURCE: &str = "sbt.application.plane";
 
 /// The control plane's bus and the source of this plane's replies.
 pub struct ControlPlane {
@@ -79,14 +82,11 @@ impl ControlPlane {
     /// `CONTROL_PLANE_EVENT_BUS` (the bus's name or ARN; required), `CONTROL_PLANE_REPLY_SOURCE`
     /// (default `sbt.application.plane`) and `CONTROL_PLANE_PROTECTED_TENANTS` (comma-separated).
     pub fn from_env() -> Result<Self, ConfigError> {
-        let bus = std::env::var("CONTROL_PLANE_EVENT_BUS")
-            .ok()
-            .filter(|b| !b.is_empty())
-            .ok_or(ConfigError::Missing("CONTROL_PLANE_EVENT_BUS"))?;
-        let source = std::env::var("CONTROL_PLANE_REPLY_SOURCE")
-            .ok()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "sbt.application.plane".to_owned());
+        let bus = env_var("CONTROL_PLANE_EVENT_BUS")?;
+        let source = env_var_or(
+            "CONTROL_PLANE_REPLY_SOURCE",
+            DEFAULT_REPLY_SOURCE.to_owned(),
+        )?;
         let client = aws_sdk_eventbridge::Client::new(&lambda_sdk_config()?);
         let protected = std::env::var("CONTROL_PLANE_PROTECTED_TENANTS").unwrap_or_default();
         let protected: Vec<&str> = protected
@@ -420,7 +420,8 @@ async fn act(
                 other => other.map(drop),
             }
         }
-        Kind::Offboarding => crate::offboard_tenant::offboard_as(app, &by, &tenant)
+        Kind::Offboarding => Operation::Offboarding
+            .charged(app, crate::offboard_tenant::offboard_as(app, &by, &tenant))
             .await
             .and_then(|response| match response.status() {
                 StatusCode::OK | StatusCode::ACCEPTED => Ok(()),

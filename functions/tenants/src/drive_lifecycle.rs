@@ -24,6 +24,8 @@ use shared::store::lifecycle::driving;
 use shared::store::tenancy::tenants::{read_record_consistent, LONGEST_FUNCTION_TIMEOUT_SECONDS};
 use shared::{ApiError, App};
 
+use crate::operation::Operation;
+
 /// How long one run starts new work: a tenant begun just before may add one call's 5 s.
 pub const RUN_BUDGET: Duration = Duration::from_secs(20);
 
@@ -199,37 +201,11 @@ async fn step(app: &App, tenant: &TenantId) -> Result<bool, ApiError> {
         // Offboarded (its report is written), or never onboarded.
         return Ok(true);
     };
-    // Charged to the platform's account under the route a call would be, as the calls are.
-    if record.offboarding.is_some() {
-        let advance = crate::offboard_tenant::advance(app, &db, record);
-        let answer = app
-            .on_platform_account(crate::offboard_tenant::ROUTE, advance)
-            .await?;
-        return Ok(answer.status() == StatusCode::OK);
-    }
-    if record.migration.is_some() {
-        let deadline = Instant::now() + crate::reshard_tenant::WORK_PER_REQUEST;
-        let migrate = crate::reshard_tenant::migrate(app, &db, record, deadline);
-        let answer = app
-            .on_platform_account(crate::reshard_tenant::ROUTE, migrate)
-            .await?;
-        return Ok(answer.status() == StatusCode::OK);
-    }
-    if record.moving.is_some() {
-        let deadline = Instant::now() + crate::move_tenant::WORK_PER_REQUEST;
-        let advance = crate::move_tenant::advance(app, &db, record, deadline);
-        let answer = app
-            .on_platform_account(crate::move_tenant::ROUTE, advance)
-            .await?;
-        return Ok(answer.status() == StatusCode::OK);
-    }
-    if record.restore.is_some() {
-        let advance = crate::restore_tenant::advance(app, &db, record);
-        let answer = app
-            .on_platform_account(crate::restore_tenant::ROUTE, advance)
-            .await?;
-        return Ok(answer.status() == StatusCode::OK);
-    }
     // Listed, but nothing runs: its start was refused, or it has ended.
-    Ok(true)
+    let Some(operation) = Operation::running_on(&record) else {
+        return Ok(true);
+    };
+    // Charged to the platform's account under the route a call would be, as the calls are.
+    let answer = operation.advance(app, &db, record).await?;
+    Ok(answer.status() == StatusCode::OK)
 }

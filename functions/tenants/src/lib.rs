@@ -6,6 +6,7 @@
 pub mod control_plane;
 pub mod drive_lifecycle;
 pub mod move_tenant;
+pub mod operation;
 pub mod pre_token_generation;
 pub mod publish_events;
 pub mod reshard_tenant;
@@ -21,6 +22,8 @@ pub mod update_tenant;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use shared::identity::ids::TenantId;
+use shared::store::client::scoped::TenantDb;
 use shared::store::tenancy::tenants::{Limits, TenantRecord, TenantStatus, Tier};
 use shared::ApiError;
 
@@ -114,12 +117,35 @@ pub fn done(record: TenantRecord) -> lambda_http::Response<lambda_http::Body> {
     )
 }
 
+/// Keeps `record`, just read or written consistently, as this container's copy of `tenant`'s
+/// record: the calls that follow in this container go on from it.
+pub(crate) fn remember(app: &shared::App, tenant: &TenantId, record: &TenantRecord) {
+    app.directory
+        .remember(tenant, Some(std::sync::Arc::new(record.clone())));
+}
+
+/// What every call's work on a running operation starts with: `record` (just read or written)
+/// [`remember`]ed, and the operation's state in it (`state_of`); 500 when it holds none (`what`
+/// names the operation).
+pub(crate) fn running_state<S: Clone>(
+    app: &shared::App,
+    db: &TenantDb,
+    record: &TenantRecord,
+    state_of: impl FnOnce(&TenantRecord) -> Option<&S>,
+    what: &str,
+) -> Result<S, ApiError> {
+    remember(app, &db.tenant, record);
+    state_of(record)
+        .cloned()
+        .ok_or_else(|| ApiError::Internal(format!("{what} record without its state")))
+}
+
 /// What a re-sharding's or a move's step committed: the record to go on with (remembered in this
 /// container), or, when another call committed first (it is the one moving now), the answer from
 /// the record as it is now: 202 while `running` says the change still runs, 200 once it ended.
 pub(crate) async fn after_step(
     app: &shared::App,
-    db: &shared::store::client::scoped::TenantDb,
+    db: &TenantDb,
     step: shared::store::lifecycle::resharding::Step,
     running: fn(&TenantRecord) -> bool,
 ) -> Result<Result<TenantRecord, lambda_http::Response<lambda_http::Body>>, ApiError> {
@@ -130,16 +156,14 @@ pub(crate) async fn after_step(
             let current = shared::store::tenancy::tenants::read_record_consistent(db)
                 .await?
                 .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
-            app.directory
-                .remember(&db.tenant, Some(std::sync::Arc::new(current.clone())));
+            remember(app, &db.tenant, &current);
             return Ok(Err(match running(&current) {
                 true => accepted(current, 1),
                 false => done(current),
             }));
         }
     };
-    app.directory
-        .remember(&db.tenant, Some(std::sync::Arc::new(record.clone())));
+    remember(app, &db.tenant, &record);
     Ok(Ok(record))
 }
 
@@ -160,38 +184,59 @@ pub fn accepted(
     response
 }
 
+/// What a re-sharding and a move between placements both show of their progress, after what each
+/// shows of its own.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgressView {
+    pub requested_at: String,
+    /// The tenant of the operator who started it: shown to operators only
+    /// ([`TenantView::for_tenant_user`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
+    /// From then on, writes go to the new layout or table.
+    pub writes_move_at: String,
+    /// From then on, items are moved.
+    pub moves_start_at: String,
+    /// Steps committed, and the items they moved.
+    pub steps: u64,
+    pub items_moved: u64,
+}
+
+/// The [`ProgressView`] of a re-sharding's or a move's state: the two state types name these fields
+/// alike.
+macro_rules! progress_view {
+    ($state:expr) => {{
+        let state = $state;
+        let at = |s: u64| shared::identity::clock::rfc3339(s * 1000);
+        $crate::ProgressView {
+            requested_at: state.requested_at.clone(),
+            requested_by: Some(state.requested_by.clone()),
+            writes_move_at: at(state.writes_move_at),
+            moves_start_at: at(state.moves_start_at),
+            steps: state.steps,
+            items_moved: state.moved,
+        }
+    }};
+}
+pub(crate) use progress_view;
+
 /// A re-sharding in progress, as the API shows it.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MigrationView {
     pub from_shard_count: u32,
     pub to_shard_count: u32,
-    pub requested_at: String,
-    /// The tenant of the operator who started it: shown to operators only
-    /// ([`TenantView::for_tenant_user`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub requested_by: Option<String>,
-    /// From then on, writes use the new layout.
-    pub writes_move_at: String,
-    /// From then on, the migrator moves items.
-    pub moves_start_at: String,
-    /// Migrator steps committed, and the items they moved.
-    pub steps: u64,
-    pub items_moved: u64,
+    #[serde(flatten)]
+    pub progress: ProgressView,
 }
 
 impl From<&shared::store::lifecycle::resharding::Migration> for MigrationView {
     fn from(m: &shared::store::lifecycle::resharding::Migration) -> Self {
-        let at = |s: u64| shared::identity::clock::rfc3339(s * 1000);
         Self {
             from_shard_count: m.from,
             to_shard_count: m.to,
-            requested_at: m.requested_at.clone(),
-            requested_by: Some(m.requested_by.clone()),
-            writes_move_at: at(m.writes_move_at),
-            moves_start_at: at(m.moves_start_at),
-            steps: m.steps,
-            items_moved: m.moved,
+            progress: progress_view!(m),
         }
     }
 }
@@ -202,10 +247,10 @@ impl TenantView {
     /// offboarded is refused every route.
     pub fn for_tenant_user(mut self) -> Self {
         if let Some(m) = &mut self.migration {
-            m.requested_by = None;
+            m.progress.requested_by = None;
         }
         if let Some(m) = &mut self.moving {
-            m.requested_by = None;
+            m.progress.requested_by = None;
         }
         for r in [&mut self.restore, &mut self.last_restore]
             .into_iter()

@@ -11,7 +11,6 @@
 //! there, so any call in any container, or the driver with no client calling, resumes where the
 //! last one ended, and two calls at once never both commit a step.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lambda_http::{Body, Response};
@@ -48,29 +47,17 @@ pub struct MoveView {
     pub to: &'static str,
     pub from_table: String,
     pub to_table: String,
-    pub requested_at: String,
-    /// The tenant of the operator who started it: shown to operators only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub requested_by: Option<String>,
-    pub writes_move_at: String,
-    pub moves_start_at: String,
-    pub steps: u64,
-    pub items_moved: u64,
+    #[serde(flatten)]
+    pub progress: crate::ProgressView,
 }
 
 impl From<&PlacementMove> for MoveView {
     fn from(m: &PlacementMove) -> Self {
-        let at = |s: u64| shared::identity::clock::rfc3339(s * 1000);
         Self {
             to: placement_name(m.to),
             from_table: m.from_table.clone(),
             to_table: m.to_table.clone(),
-            requested_at: m.requested_at.clone(),
-            requested_by: Some(m.requested_by.clone()),
-            writes_move_at: at(m.writes_move_at),
-            moves_start_at: at(m.moves_start_at),
-            steps: m.steps,
-            items_moved: m.moved,
+            progress: crate::progress_view!(m),
         }
     }
 }
@@ -90,19 +77,9 @@ fn placement_of(record: &TenantRecord) -> Placement {
     }
 }
 
-/// Starts, continues or confirms `tenant`'s move to `to`, asked by an operator of `operator`.
-pub async fn handle(
-    app: &App,
-    operator: &TenantId,
-    tenant: &TenantId,
-    to: Placement,
-) -> Result<Response<Body>, ApiError> {
-    // The moves are the platform's cost, never the operator's tenant's (nor the moved tenant's quota).
-    app.on_platform_account(ROUTE, run(app, operator, tenant, to))
-        .await
-}
-
-async fn run(
+/// Starts, continues or confirms `tenant`'s move to `to`, asked by an operator of `operator` (on
+/// the platform's account: [`crate::operation::Operation::Moving`]).
+pub async fn run(
     app: &App,
     operator: &TenantId,
     tenant: &TenantId,
@@ -199,20 +176,14 @@ pub async fn advance(
     mut record: TenantRecord,
     deadline: Instant,
 ) -> Result<Response<Body>, ApiError> {
-    let tenant = db.tenant.clone();
-    app.directory
-        .remember(&tenant, Some(Arc::new(record.clone())));
-    let mut state = record
-        .moving
-        .clone()
-        .ok_or_else(|| ApiError::Internal("a move record without its state".into()))?;
+    let mut state = crate::running_state(app, db, &record, |r| r.moving.as_ref(), "a move")?;
     let now = app.clock.now_seconds();
     if now < state.moves_start_at {
         return Ok(accepted(record, state.moves_start_at - now));
     }
     // The walk reads the source; the relocations name both tables (no request pulls for them).
     let source = db.on_table(&state.from_table);
-    let sources = sources(&tenant, &record);
+    let sources = sources(&db.tenant, &record);
     let budget = Budget {
         items: ITEMS_PER_STEP,
         bytes: pacing::STEP_BYTES,
@@ -221,7 +192,7 @@ pub async fn advance(
     let tables = app.tenants.table_manager();
     // Only the table the tenant's id names under the pool is ever deleted, whatever the record says.
     let own_source = (state.to == Placement::Pool)
-        .then(|| own_table_name(app.tenants.table_name(), &tenant))
+        .then(|| own_table_name(app.tenants.table_name(), &db.tenant))
         .flatten()
         .filter(|own| *own == state.from_table);
     loop {
@@ -255,7 +226,7 @@ pub async fn advance(
             Err(answer) => return Ok(answer),
         };
         let Some(next) = record.moving.clone() else {
-            tracing::info!(tenant = %tenant, to = placement_name(state.to), moved = state.moved, "tenant moved");
+            tracing::info!(tenant = %db.tenant, to = placement_name(state.to), moved = state.moved, "tenant moved");
             return Ok(done(record));
         };
         state = next;

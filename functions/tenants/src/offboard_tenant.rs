@@ -10,7 +10,6 @@
 //! deletes for up to [`WORK_PER_REQUEST`], in steps that each commit with their checkpoint
 //! (`shared::store::lifecycle::offboarding`), so any call, in any container, resumes where the last one ended.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lambda_http::http::{header, StatusCode};
@@ -29,6 +28,7 @@ use shared::store::tenancy::placement::{delete_own_table, own_table_name, table_
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord};
 use shared::{ApiError, App};
 
+use crate::operation::Operation;
 use crate::OffboardingView;
 
 /// How long one call deletes before it answers 202 (the function timeout is 10 s).
@@ -41,27 +41,17 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         "An operator cannot offboard its own tenant. Ask an operator of another tenant.",
     )
     .await?;
-    offboard_as(app, &operator, &tenant).await
-}
-
-/// Starts, continues or reports `tenant`'s offboarding, asked by an operator of `operator` (the
-/// platform, for the control plane).
-pub(crate) async fn offboard_as(
-    app: &App,
-    operator: &TenantId,
-    tenant: &TenantId,
-) -> Result<Response<Body>, ApiError> {
-    // The deletion is the platform's cost, never the operator's tenant's (nor the target's quota).
-    app.on_platform_account(ROUTE, offboard(app, operator, tenant))
-        .await
+    let offboard = offboard_as(app, &operator, &tenant);
+    Operation::Offboarding.charged(app, offboard).await
 }
 
 /// The route whose account (the platform's usage) an offboarding's steps are charged to, by a call
 /// or by the lifecycle driver.
 pub const ROUTE: &str = "offboard-tenant";
 
-/// Starts, continues or reports `tenant`'s offboarding, asked by an operator of `operator`.
-async fn offboard(
+/// Starts, continues or reports `tenant`'s offboarding, asked by an operator of `operator` (the
+/// platform, for the control plane), on the platform's account ([`Operation::Offboarding`]).
+pub(crate) async fn offboard_as(
     app: &App,
     operator: &TenantId,
     tenant: &TenantId,
@@ -98,13 +88,9 @@ pub async fn advance(
     db: &TenantDb,
     record: TenantRecord,
 ) -> Result<Response<Body>, ApiError> {
-    let tenant = db.tenant.clone();
-    app.directory
-        .remember(&tenant, Some(Arc::new(record.clone())));
-    let mut state = record
-        .offboarding
-        .clone()
-        .ok_or_else(|| ApiError::Internal("offboarding record without its state".into()))?;
+    let tenant = &db.tenant;
+    let mut state =
+        crate::running_state(app, db, &record, |r| r.offboarding.as_ref(), "offboarding")?;
     let now_s = app.clock.now_seconds();
     if now_s < state.deletion_starts_at {
         return Ok(accepted(
@@ -115,7 +101,7 @@ pub async fn advance(
     }
 
     let sources = tenant_items::sources(
-        &tenant,
+        tenant,
         record.shard_count,
         shared::store::quota::limiter::walked_window_shards(&record.limits()),
         RecordInWalk::Excluded,
@@ -131,7 +117,7 @@ pub async fn advance(
     let tables = app.tenants.table_manager();
     // Only the table the tenant's id names under the pool, whatever else the record says.
     let own_table = match &record.own_table {
-        Some(own) if Some(own) == own_table_name(app.tenants.table_name(), &tenant).as_ref() => {
+        Some(own) if Some(own) == own_table_name(app.tenants.table_name(), tenant).as_ref() => {
             Some(own.clone())
         }
         Some(other) => {
@@ -165,7 +151,7 @@ pub async fn advance(
             };
             return match finish(db, &platform_db, &record, &state.requested_by, &report).await? {
                 Finished::Done => {
-                    app.directory.remember(&tenant, None);
+                    app.directory.remember(tenant, None);
                     tracing::info!(tenant = %tenant, by = %state.requested_by, deleted = view.deleted_total, "tenant offboarded");
                     Ok(report_response(report))
                 }
@@ -176,7 +162,7 @@ pub async fn advance(
                         current.offboarding.as_ref().unwrap_or(&state),
                         1,
                     )),
-                    None => finished_report(app, &tenant).await,
+                    None => finished_report(app, tenant).await,
                 },
             };
         }

@@ -16,7 +16,7 @@ use aws_lambda_events::dynamodb::{Event, EventRecord};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use aws_sdk_eventbridge::primitives::DateTime;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
-use shared::service::app::{lambda_sdk_config, ConfigError};
+use shared::service::app::{env_var, env_var_or, lambda_sdk_config, ConfigError};
 use shared::service::metrics::{event_line, MetricsSink};
 use shared::store::lifecycle::events::{events_of, Change, LifecycleEvent};
 
@@ -54,14 +54,8 @@ impl Publisher {
 
     /// `EVENT_BUS_NAME` (required) and `EVENT_SOURCE`, with the functions' SDK settings.
     pub fn from_env() -> Result<Self, ConfigError> {
-        let bus = std::env::var("EVENT_BUS_NAME")
-            .ok()
-            .filter(|b| !b.is_empty())
-            .ok_or(ConfigError::Missing("EVENT_BUS_NAME"))?;
-        let source = std::env::var("EVENT_SOURCE")
-            .ok()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| DEFAULT_SOURCE.to_owned());
+        let bus = env_var("EVENT_BUS_NAME")?;
+        let source = env_var_or("EVENT_SOURCE", DEFAULT_SOURCE.to_owned())?;
         let client = aws_sdk_eventbridge::Client::new(&lambda_sdk_config()?);
         Ok(Self::new(client, &bus, &source))
     }

@@ -8,7 +8,6 @@
 //! (`shared::store::lifecycle::resharding`) each commit a checkpoint there, so any call in any container
 //! resumes where the last one ended, and two calls at once never both commit a step.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lambda_http::{Body, Response};
@@ -17,7 +16,7 @@ use shared::identity::keys::{ItemKey, PK, SK};
 use shared::store::client::query::string_attr;
 use shared::store::client::scoped::TenantDb;
 use shared::store::lifecycle::resharding::{
-    begin, checkpoint, finish, move_page, sharded_sources, Migration, Step, ITEMS_PER_STEP,
+    begin, checkpoint, finish, move_page, sharded_sources, Step, ITEMS_PER_STEP,
 };
 use shared::store::lifecycle::tenant_items::{self, Budget};
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
@@ -28,24 +27,14 @@ use crate::{accepted, done};
 /// How long one call moves items before it answers 202 (the function timeout is 10 s).
 pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
 
-/// Starts, continues or confirms `tenant`'s re-sharding to `to` shards, asked by an operator of
-/// `operator`. The request is already checked (operator, `to` in range).
-pub async fn handle(
-    app: &App,
-    operator: &TenantId,
-    tenant: &TenantId,
-    to: u32,
-) -> Result<Response<Body>, ApiError> {
-    // The moves are the platform's cost, never the operator's tenant's (nor the target's quota).
-    app.on_platform_account(ROUTE, reshard(app, operator, tenant, to))
-        .await
-}
-
 /// The route whose account (the platform's usage) a re-sharding's steps are charged to, by a call
 /// or by the lifecycle driver.
 pub const ROUTE: &str = "update-tenant";
 
-async fn reshard(
+/// Starts, continues or confirms `tenant`'s re-sharding to `to` shards, asked by an operator of
+/// `operator` (on the platform's account: [`crate::operation::Operation::Resharding`]). The request
+/// is already checked (operator, `to` in range).
+pub async fn reshard(
     app: &App,
     operator: &TenantId,
     tenant: &TenantId,
@@ -112,15 +101,13 @@ pub async fn migrate(
     mut record: TenantRecord,
     deadline: Instant,
 ) -> Result<Response<Body>, ApiError> {
-    let tenant = db.tenant.clone();
-    app.directory
-        .remember(&tenant, Some(Arc::new(record.clone())));
-    let mut state = migration_of(&record)?;
+    let mut state =
+        crate::running_state(app, db, &record, |r| r.migration.as_ref(), "a re-sharding")?;
     let now = app.clock.now_seconds();
     if now < state.moves_start_at {
         return Ok(accepted(record, state.moves_start_at - now));
     }
-    let sources = sharded_sources(&tenant, state.from);
+    let sources = sharded_sources(&db.tenant, state.from);
     // Each page's moves within a partition's second of writes, and paced at a partition's rate.
     let budget = Budget {
         items: ITEMS_PER_STEP,
@@ -146,7 +133,7 @@ pub async fn migrate(
             Err(answer) => return Ok(answer),
         };
         let Some(next) = record.migration.clone() else {
-            tracing::info!(tenant = %tenant, shards = record.shard_count, moved = state.moved, "tenant re-sharded");
+            tracing::info!(tenant = %db.tenant, shards = record.shard_count, moved = state.moved, "tenant re-sharded");
             return Ok(done(record));
         };
         state = next;
@@ -158,11 +145,4 @@ pub async fn migrate(
             return Ok(accepted(record, 0));
         }
     }
-}
-
-fn migration_of(record: &TenantRecord) -> Result<Migration, ApiError> {
-    record
-        .migration
-        .clone()
-        .ok_or_else(|| ApiError::Internal("a re-sharding record without its state".into()))
 }

@@ -18,7 +18,6 @@
 //!   tenant of its id (a reused id) or the tenant in the middle of a re-sharding, offboarding or
 //!   restore, or a point in time outside the table's restore window.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lambda_http::http::{header, StatusCode};
@@ -36,6 +35,7 @@ use shared::store::lifecycle::restoring::{
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
 use shared::{ApiError, App};
 
+use crate::operation::Operation;
 use crate::{accepted, TenantView};
 
 /// How long one call steps before it answers 202.
@@ -144,7 +144,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         again: input.again,
     };
     let work = restore(app, &req, &operator, &tenant, source, ask);
-    app.on_platform_account(ROUTE, work).await
+    Operation::Restoring.charged(app, work).await
 }
 
 /// What the operator asked besides the source.
@@ -283,8 +283,7 @@ async fn start_or_continue(
     match restoring::begin(db, &state, also).await? {
         Step::Committed(_) => {
             tracing::info!(tenant = %tenant, source = %state.source_table, by = %operator, "tenant restore started");
-            app.directory
-                .remember(tenant, Some(Arc::new(begun.clone())));
+            crate::remember(app, tenant, &begun);
             Ok(accepted(begun.clone(), STARTS_DELAY_SECONDS))
         }
         Step::Raced => {
@@ -362,8 +361,7 @@ pub async fn advance(
             .await?
             .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?,
     };
-    app.directory
-        .remember(&tenant, Some(Arc::new(record.clone())));
+    crate::remember(app, &tenant, &record);
     Ok(match record.restore {
         Some(_) => accepted(record, 1),
         None => json_response(StatusCode::OK, &TenantView::from(record)),

@@ -21,6 +21,7 @@ use shared::store::tenancy::tenants::{
 };
 use shared::{ApiError, App};
 
+use crate::operation::Operation;
 use crate::{tier_and_limits, TenantView};
 
 #[derive(Debug, Deserialize)]
@@ -57,7 +58,8 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                 "placement is changed on its own, without tier, limits, status or shardCount",
             ));
         }
-        return crate::move_tenant::handle(app, &caller.tenant, &tenant, to).await;
+        let run = crate::move_tenant::run(app, &caller.tenant, &tenant, to);
+        return Operation::Moving.charged(app, run).await;
     }
     if let Some(to) = input.shard_count {
         if input.tier.is_some() || input.limits.is_some() || input.status.is_some() {
@@ -72,7 +74,8 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                 format!("shardCount must be {MIN_SHARDS} to {MAX_SHARDS}"),
             ));
         }
-        return crate::reshard_tenant::handle(app, &caller.tenant, &tenant, to).await;
+        let reshard = crate::reshard_tenant::reshard(app, &caller.tenant, &tenant, to);
+        return Operation::Resharding.charged(app, reshard).await;
     }
     if matches!(
         input.status,

@@ -106,19 +106,20 @@ fn validate(input: &Input) -> Result<(), ApiError> {
 }
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let t = &caller.tenant;
-    let user = path_entity_id(&req, "userId")?;
-    let input: Input = json_body(&req)?;
-    validate(&input)?;
-    let now_ms = app.clock.now_millis();
-    let order_id = match input.order_id.clone() {
-        Some(id) => id,
-        None => EntityId::parse(&SessionId::new_at(now_ms).to_string()).map_err(internal)?,
+    let parse = |req: &Request| {
+        let user = path_entity_id(req, "userId")?;
+        let input: Input = json_body(req)?;
+        validate(&input)?;
+        let now_ms = app.clock.now_millis();
+        let order_id = match input.order_id.clone() {
+            Some(id) => id,
+            None => EntityId::parse(&SessionId::new_at(now_ms).to_string()).map_err(internal)?,
+        };
+        Ok((user, input, now_ms, order_id))
     };
-    let db = app.db(t).await?;
+    let ((user, input, now_ms, order_id), db) = app.tenant_request(&req, parse).await?;
     let now = app.clock.now_seconds();
-    idempotent::run(&req, &db, t, ROUTE, now, |recorder| {
+    idempotent::run(&req, &db, &db.tenant, ROUTE, now, |recorder| {
         create(app, &db, &user, order_id, input, now_ms, recorder)
     })
     .await

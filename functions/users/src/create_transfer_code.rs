@@ -11,10 +11,8 @@
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
-use shared::identity::ids::EntityId;
 use shared::service::http::{json_response, path_entity_id};
-use shared::service::idempotent::{self, Recorder};
-use shared::store::client::scoped::TenantDb;
+use shared::service::idempotent;
 use shared::{ApiError, App};
 
 use crate::model::NewTransferCode;
@@ -33,40 +31,31 @@ struct Created<'a> {
 }
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let t = &caller.tenant;
-    let user = path_entity_id(&req, "userId")?;
-    let db = app.db(t).await?;
+    let (user, db) = app
+        .tenant_request(&req, |req| path_entity_id(req, "userId"))
+        .await?;
+    let db = &db;
     let now = app.clock.now_seconds();
-    idempotent::run(&req, &db, t, ROUTE, now, |recorder| {
-        create(app, &db, user, recorder)
+    // A new code (`crate::store::store_transfer_code`); with a recorder, its answer is recorded in
+    // the same transaction.
+    idempotent::run(&req, db, &db.tenant, ROUTE, now, |recorder| async move {
+        let now_ms = app.clock.now_millis();
+        let code = NewTransferCode {
+            code: TransferCode::random(),
+            user,
+            created_ms: now_ms,
+            expires_at: now_ms / 1000 + TRANSFER_CODE_SECONDS,
+        };
+        let created = Created {
+            code: code.code.reveal(),
+            expires_at: code.expires_at,
+        };
+        let record = recorder
+            .as_ref()
+            .map(|r| r.record(StatusCode::CREATED, &created))
+            .transpose()?;
+        store::store_transfer_code(db, &code, record).await?;
+        Ok(json_response(StatusCode::CREATED, &created))
     })
     .await
-}
-
-/// Stores a new code (`crate::store::store_transfer_code`); with a recorder, its answer is recorded
-/// in the same transaction.
-async fn create(
-    app: &App,
-    db: &TenantDb,
-    user: EntityId,
-    recorder: Option<Recorder<'_>>,
-) -> Result<Response<Body>, ApiError> {
-    let now_ms = app.clock.now_millis();
-    let code = NewTransferCode {
-        code: TransferCode::random(),
-        user,
-        created_ms: now_ms,
-        expires_at: now_ms / 1000 + TRANSFER_CODE_SECONDS,
-    };
-    let created = Created {
-        code: code.code.reveal(),
-        expires_at: code.expires_at,
-    };
-    let record = recorder
-        .as_ref()
-        .map(|r| r.record(StatusCode::CREATED, &created))
-        .transpose()?;
-    store::store_transfer_code(db, &code, record).await?;
-    Ok(json_response(StatusCode::CREATED, &created))
 }

@@ -4,22 +4,24 @@
 //! which carries the owner's userId and name, so no second read is needed. Lookup is
 //! case-insensitive, like uniqueness.
 
-use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use shared::service::http::{json_response, query_param};
+use shared::service::http::query_param;
+use shared::service::single::get_one;
+use shared::store::client::scoped::TenantDb;
 use shared::{ApiError, App};
 
 use crate::{store, Email};
 
-pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let t = &caller.tenant;
-    let raw = query_param(&req, "email")
+/// `?email=`, required and well-formed.
+fn email_of(req: &Request) -> Result<Email, ApiError> {
+    let raw = query_param(req, "email")
         .ok_or_else(|| ApiError::bad_request("email", "query parameter email is required"))?;
-    let email = Email::parse(&raw).map_err(|rule| ApiError::bad_request("email", rule))?;
-    let db = app.db(t).await?;
-    let owner = store::find_user_by_email(&db, &email)
-        .await?
-        .ok_or_else(|| ApiError::NotFound("No user has this email.".into()))?;
-    Ok(json_response(StatusCode::OK, &owner))
+    Email::parse(&raw).map_err(|rule| ApiError::bad_request("email", rule))
+}
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let read = |db: TenantDb, email: Email| async move {
+        Ok(store::find_user_by_email(&db, &email).await?)
+    };
+    get_one(app, &req, email_of, read, "No user has this email.").await
 }

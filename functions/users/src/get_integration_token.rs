@@ -5,20 +5,19 @@
 //! the item's `expiresAt` is compared with the clock and an expired token is not found. Tokens are
 //! never logged.
 
-use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use shared::service::http::{json_response, path_entity_id};
+use shared::identity::ids::EntityId;
+use shared::service::http::path_entity_id;
+use shared::service::single::get_one;
+use shared::store::client::scoped::TenantDb;
 use shared::{ApiError, App};
 
 use crate::store;
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let t = &caller.tenant;
-    let service = path_entity_id(&req, "service")?;
-    let db = app.db(t).await?;
-    let token = store::integration_token(&db, &service, app.clock.now_seconds())
-        .await?
-        .ok_or_else(|| ApiError::NotFound("No live token for this service.".into()))?;
-    Ok(json_response(StatusCode::OK, &token))
+    let read = |db: TenantDb, service: EntityId| async move {
+        Ok(store::integration_token(&db, &service, app.clock.now_seconds()).await?)
+    };
+    let of = |req: &Request| path_entity_id(req, "service");
+    get_one(app, &req, of, read, "No live token for this service.").await
 }

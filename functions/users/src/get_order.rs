@@ -5,20 +5,17 @@
 //! order is at most 97 small items (the request body is capped at 64 KB), well inside one 1 MB Query
 //! page; `LastEvaluatedKey` is followed anyway.
 
-use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use shared::service::http::{json_response, path_entity_id};
+use shared::identity::ids::EntityId;
+use shared::service::http::path_entity_id;
+use shared::service::single::get_one;
+use shared::store::client::scoped::TenantDb;
 use shared::{ApiError, App};
 
 use crate::store;
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let t = &caller.tenant;
-    let id = path_entity_id(&req, "orderId")?;
-    let db = app.db(t).await?;
-    let order = store::order(&db, &id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound("No such order.".into()))?;
-    Ok(json_response(StatusCode::OK, &order))
+    let read = |db: TenantDb, id: EntityId| async move { Ok(store::order(&db, &id).await?) };
+    let of = |req: &Request| path_entity_id(req, "orderId");
+    get_one(app, &req, of, read, "No such order.").await
 }

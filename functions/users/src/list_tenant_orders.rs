@@ -36,12 +36,12 @@ pub fn listing(t: &TenantId, from: Date, to: Date, shards: u32) -> Listing {
 }
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let t = &caller.tenant;
-    let (from, to) = date_range(&req, MAX_MONTHS)?;
-    let limit = page_limit(&req)?;
-    let cursor = query_param(&req, "cursor");
-    let db = app.db(t).await?;
+    let parse = |req: &Request| {
+        let range = date_range(req, MAX_MONTHS)?;
+        Ok((range, page_limit(req)?, query_param(req, "cursor")))
+    };
+    let (((from, to), limit, cursor), db) = app.tenant_request(&req, parse).await?;
+    let t = &db.tenant;
     let shards = app.directory.order_shards(&db).await?;
     let listing = listing(t, from, to, shards);
     let keys = &*app.cursor_keys()?;

@@ -230,22 +230,32 @@ pub struct NewTransferCode {
     pub expires_at: u64,
 }
 
-/// The transfer code item: `PK` = `SK` = `TENANT#t#TRANSFER#<code>`.
-pub(crate) fn transfer_item(t: &TenantId, code: &NewTransferCode) -> Item {
-    let mut item = same_key(transfer_key(t, &code.code));
-    item.insert("kind".into(), AttributeValue::S(kind::TRANSFER.into()));
+/// An item at `key` (its `PK` and `SK`) of `item_kind` holding the string `fields`, expiring at
+/// `expires_at` (epoch seconds, the TTL attribute), in the tenant's catalog.
+fn expiring_item<const N: usize>(
+    t: &TenantId,
+    key: String,
+    item_kind: &str,
+    fields: [(&str, String); N],
+    expires_at: u64,
+) -> Item {
+    let mut item = same_key(key);
+    item.insert("kind".into(), AttributeValue::S(item_kind.into()));
     item.insert("tenantId".into(), AttributeValue::S(t.to_string()));
-    item.insert("userId".into(), AttributeValue::S(code.user.to_string()));
-    item.insert(
-        "createdAt".into(),
-        AttributeValue::S(rfc3339(code.created_ms)),
-    );
-    item.insert(
-        EXPIRES_AT.into(),
-        AttributeValue::N(code.expires_at.to_string()),
-    );
+    item.extend(fields.map(|(name, value)| (name.to_owned(), AttributeValue::S(value))));
+    item.insert(EXPIRES_AT.into(), AttributeValue::N(expires_at.to_string()));
     enlist(t, &mut item);
     item
+}
+
+/// The transfer code item: `PK` = `SK` = `TENANT#t#TRANSFER#<code>`.
+pub(crate) fn transfer_item(t: &TenantId, code: &NewTransferCode) -> Item {
+    let fields = [
+        ("userId", code.user.to_string()),
+        ("createdAt", rfc3339(code.created_ms)),
+    ];
+    let key = transfer_key(t, &code.code);
+    expiring_item(t, key, kind::TRANSFER, fields, code.expires_at)
 }
 
 /// The integration token item: `PK` = `SK` = `TENANT#t#INTEGRATION#<service>`, updated at
@@ -256,18 +266,13 @@ pub(crate) fn integration_item(
     token: &IntegrationToken,
     updated_ms: u64,
 ) -> Item {
-    let mut item = same_key(integration_key(t, service));
-    item.insert("kind".into(), AttributeValue::S(kind::INTEGRATION.into()));
-    item.insert("tenantId".into(), AttributeValue::S(t.to_string()));
-    item.insert("service".into(), AttributeValue::S(service.to_string()));
-    item.insert("token".into(), AttributeValue::S(token.token.clone()));
-    item.insert("updatedAt".into(), AttributeValue::S(rfc3339(updated_ms)));
-    item.insert(
-        EXPIRES_AT.into(),
-        AttributeValue::N(token.expires_at.to_string()),
-    );
-    enlist(t, &mut item);
-    item
+    let fields = [
+        ("service", service.to_string()),
+        ("token", token.token.clone()),
+        ("updatedAt", rfc3339(updated_ms)),
+    ];
+    let key = integration_key(t, service);
+    expiring_item(t, key, kind::INTEGRATION, fields, token.expires_at)
 }
 
 /// The token an integration token item holds.

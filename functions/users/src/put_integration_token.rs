@@ -34,11 +34,8 @@ struct Stored {
     expires_at: u64,
 }
 
-pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let t = &caller.tenant;
-    let service = path_entity_id(&req, "service")?;
-    let input: Input = json_body(&req)?;
+/// `input` with its token's length and its expiry checked against the clock; with the time read.
+fn checked(input: Input, now_ms: impl FnOnce() -> u64) -> Result<(Input, u64), ApiError> {
     let chars = input.token.chars().count();
     if chars == 0 || chars > MAX_TOKEN_CHARS {
         return Err(ApiError::bad_request(
@@ -46,7 +43,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             format!("token must be 1 to {MAX_TOKEN_CHARS} characters"),
         ));
     }
-    let now_ms = app.clock.now_millis();
+    let now_ms = now_ms();
     let now = now_ms / 1000;
     if input.expires_at <= now || input.expires_at > now + MAX_TOKEN_SECONDS {
         return Err(ApiError::bad_request(
@@ -54,7 +51,16 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             "expiresAt must be epoch seconds in the future, at most one year ahead",
         ));
     }
-    let db = app.db(t).await?;
+    Ok((input, now_ms))
+}
+
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+    let parse = |req: &Request| {
+        let service = path_entity_id(req, "service")?;
+        let input = checked(json_body(req)?, || app.clock.now_millis())?;
+        Ok((service, input))
+    };
+    let ((service, (input, now_ms)), db) = app.tenant_request(&req, parse).await?;
     let token = IntegrationToken {
         service: service.to_string(),
         token: input.token,

@@ -32,11 +32,8 @@ struct Input {
 }
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let t = &caller.tenant;
-    let id = path_entity_id(&req, "userId")?;
-    let input: Input = json_body(&req)?;
-    let db = app.db(t).await?;
+    let parse = |req: &Request| Ok((path_entity_id(req, "userId")?, json_body::<Input>(req)?));
+    let ((id, input), db) = app.tenant_request(&req, parse).await?;
     let user = User {
         user_id: id.to_string(),
         name: input.name.0,

@@ -30,13 +30,13 @@ struct Redeemed {
 }
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(&req)?;
-    let t = &caller.tenant;
-    let code = TransferCode::parse(&path_param(&req, "code")?)
-        .map_err(|rule| ApiError::bad_request("code", rule))?;
-    let db = app.db(t).await?;
+    let parse = |req: &Request| {
+        TransferCode::parse(&path_param(req, "code")?)
+            .map_err(|rule| ApiError::bad_request("code", rule))
+    };
+    let (code, db) = app.tenant_request(&req, parse).await?;
     let now = app.clock.now_seconds();
-    idempotent::run(&req, &db, t, ROUTE, now, |recorder| {
+    idempotent::run(&req, &db, &db.tenant, ROUTE, now, |recorder| {
         redeem(&db, &code, now, recorder)
     })
     .await

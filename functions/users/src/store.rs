@@ -396,9 +396,7 @@ pub async fn save_integration_token(
     updated_ms: u64,
 ) -> Result<(), StoreError> {
     let item = model::integration_item(&db.tenant, service, token, updated_ms);
-    db.client
-        .put_item()
-        .table_name(&*db.table)
+    db.put()
         .set_item(Some(item))
         .send()
         .await

@@ -11,4 +11,5 @@ pub mod paging;
 pub mod runtime;
 pub mod sharded;
 pub mod signing;
+pub mod single;
 pub mod telemetry;

@@ -22,6 +22,13 @@ pub fn init_tracing() {
     let _ = tracing::subscriber::set_global_default(json_subscriber(std::io::stdout));
 }
 
+/// What a function's `main` starts with: the JSON logs ([`init_tracing`]), then the container's
+/// `App`, built from the environment and kept for the container's life.
+pub async fn start() -> Result<&'static App, lambda_http::Error> {
+    init_tracing();
+    Ok(Box::leak(Box::new(App::from_env().await?)))
+}
+
 /// The span of an invocation of a function not behind the API (a queue's, a stream's, a schedule's,
 /// a bus's), its cold start counted in `metrics`.
 pub fn event_invocation(

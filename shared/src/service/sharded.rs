@@ -21,8 +21,43 @@ use crate::service::http::{
 };
 use crate::store::client::items::view_from_item;
 use crate::store::client::query::{string_attr, u64_attr, Item};
+use crate::store::client::scoped::TenantDb;
 use crate::store::scatter::{gather, gather_across, walk, Fanout, GatheredPage, ShardedList};
 use crate::store::tenancy::layout::{self, Keys, Layout, UPDATED_AT_MS};
+
+/// One item of a write-sharded kind as a request names it, read in the order every such route
+/// answers ([`App::tenant_request`]: the path's id `param`, then what `parse` takes from the request,
+/// then the caller's scoped client), with the tenant's layout and the item's keys in it.
+pub struct ItemRequest<P> {
+    pub id: EntityId,
+    pub input: P,
+    pub db: TenantDb,
+    pub layout: Layout,
+    pub keys: Keys,
+}
+
+impl<P> ItemRequest<P> {
+    /// The item of the path's `param`, at `key(tenant, id, shards)`.
+    pub async fn read(
+        app: &App,
+        req: &Request,
+        param: &str,
+        parse: impl FnOnce(&Request) -> Result<P, ApiError>,
+        key: impl Fn(&TenantId, &EntityId, u32) -> Key,
+    ) -> Result<Self, ApiError> {
+        let parse = |req: &Request| Ok((path_entity_id(req, param)?, parse(req)?));
+        let ((id, input), db) = app.tenant_request(req, parse).await?;
+        let layout = app.directory.layout(&db).await?;
+        let keys = Keys::of(layout, |n| key(&db.tenant, &id, n));
+        Ok(Self {
+            id,
+            input,
+            db,
+            layout,
+            keys,
+        })
+    }
+}
 
 /// `GET /<kind>/{param}`: 200 with the item's view, or 404 with `not_found`. One GetItem (two at
 /// once while the tenant is being re-sharded: [`crate::store::tenancy::layout`]), or none when the
@@ -35,19 +70,18 @@ pub async fn get_by_id<V: Serialize>(
     view: impl Fn(Item) -> Result<V, ApiError>,
     not_found: &str,
 ) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(req)?;
-    let id = path_entity_id(req, param)?;
-    let db = app.db(&caller.tenant).await?;
-    let layout = app.directory.layout(&db).await?;
-    let keys = Keys::of(layout, |n| key(&caller.tenant, &id, n));
+    let ItemRequest {
+        db, layout, keys, ..
+    } = ItemRequest::read(app, req, param, |_| Ok(()), key).await?;
+    let t = &db.tenant;
     let now = app.clock.now_millis();
-    if let Some(item) = app.read_cache.get(&caller.tenant, &keys.write, now) {
+    if let Some(item) = app.read_cache.get(t, &keys.write, now) {
         return Ok(json_response(StatusCode::OK, &view(item)?));
     }
     let item = layout::get(&db, layout, &keys)
         .await?
         .ok_or_else(|| ApiError::NotFound(not_found.to_owned()))?;
-    app.read_cache.put(&caller.tenant, &keys.write, &item, now);
+    app.read_cache.put(t, &keys.write, &item, now);
     Ok(json_response(StatusCode::OK, &view(item)?))
 }
 
@@ -79,24 +113,15 @@ pub async fn set_fields(
     key: impl Fn(&TenantId, &EntityId, u32) -> Key,
     not_found: &str,
 ) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(req)?;
-    let t = &caller.tenant;
-    let id = path_entity_id(req, param)?;
-    let body: serde_json::Map<String, serde_json::Value> = json_body(req)?;
-    if let Some(name) = body
-        .keys()
-        .find(|k| BOOKKEEPING.contains(&k.as_str()) || *k == param || *k == "updatedAt")
-    {
-        return Err(ApiError::bad_request(
-            name,
-            format!("{name} is kept by the store, not set by a request"),
-        ));
-    }
-    let fields: Item = serde_dynamo::to_item(&body)
-        .map_err(|e| ApiError::bad_request("body", format!("not storable: {e}")))?;
-    let db = app.db(t).await?;
-    let layout = app.directory.layout(&db).await?;
-    let keys = Keys::of(layout, |n| key(t, &id, n));
+    let parse = |req: &Request| settable_fields(req, param);
+    let ItemRequest {
+        input: fields,
+        db,
+        layout,
+        keys,
+        ..
+    } = ItemRequest::read(app, req, param, parse, key).await?;
+    let t = &db.tenant;
     for _ in 0..SET_ATTEMPTS {
         let (_, mut item) = layout::locate(&db, layout, &keys)
             .await?
@@ -128,6 +153,23 @@ pub async fn set_fields(
     ))
 }
 
+/// The body of a [`set_fields`] request as attributes: 400 when it sets what the store keeps (keys,
+/// bookkeeping, the id `param`, `updatedAt`) or what DynamoDB cannot store.
+fn settable_fields(req: &Request, param: &str) -> Result<Item, ApiError> {
+    let body: serde_json::Map<String, serde_json::Value> = json_body(req)?;
+    if let Some(name) = body
+        .keys()
+        .find(|k| BOOKKEEPING.contains(&k.as_str()) || *k == param || *k == "updatedAt")
+    {
+        return Err(ApiError::bad_request(
+            name,
+            format!("{name} is kept by the store, not set by a request"),
+        ));
+    }
+    serde_dynamo::to_item(&body)
+        .map_err(|e| ApiError::bad_request("body", format!("not storable: {e}")))
+}
+
 /// `GET /<kind>?limit=&cursor=&order=`: one page of `list` as `{items, nextCursor}`: in id order
 /// (scatter-gather over every shard), or with `order=unordered` shard after shard (a walk). Pages
 /// of up to [`MAX_SHARDED_LIMIT`] items.
@@ -148,13 +190,13 @@ pub async fn list_page<V: Serialize>(
     view: impl Fn(Item) -> Result<V, ApiError>,
     fanout: Fanout,
 ) -> Result<Response<Body>, ApiError> {
-    let caller = app.caller(req)?;
-    let t = &caller.tenant;
-    let limit = page_limit_up_to(req, MAX_SHARDED_LIMIT)?;
-    let order = list_order(req)?;
-    let cursor = query_param(req, "cursor");
+    let parse = |req: &Request| {
+        let limit = page_limit_up_to(req, MAX_SHARDED_LIMIT)?;
+        Ok((limit, list_order(req)?, query_param(req, "cursor")))
+    };
+    let ((limit, order, cursor), db) = app.tenant_request(req, parse).await?;
+    let t = &db.tenant;
     let cursor = cursor.as_deref();
-    let db = app.db(t).await?;
     let (layout, generation) = app.directory.layout_generation(&db).await?;
     let keys = &*app.cursor_keys()?;
     let bound_to = |route: &str| {

@@ -3,8 +3,7 @@
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
-    shared::service::runtime::init_tracing();
-    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    let app = shared::service::runtime::start().await?;
     let settings: &'static imports::consume::ConsumerSettings =
         Box::leak(Box::new(imports::consume::ConsumerSettings::from_env()?));
     shared::service::runtime::run_events(

@@ -3,8 +3,7 @@
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
-    shared::service::runtime::init_tracing();
-    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    let app = shared::service::runtime::start().await?;
     let plane: &'static tenants::control_plane::ControlPlane =
         Box::leak(Box::new(tenants::control_plane::ControlPlane::from_env()?));
     shared::service::runtime::run_events(&app.metrics, &*app.clock, |event: serde_json::Value| {

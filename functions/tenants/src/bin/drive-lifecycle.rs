@@ -2,8 +2,7 @@
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
-    shared::service::runtime::init_tracing();
-    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    let app = shared::service::runtime::start().await?;
     shared::service::runtime::run_events(&app.metrics, &*app.clock, |_: serde_json::Value| {
         Box::pin(tenants::drive_lifecycle::drive(app))
     })

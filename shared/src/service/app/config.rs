@@ -81,7 +81,7 @@ impl ListCacheSettings {
     pub const DEFAULT_TIERS: [Tier; 2] = [Tier::Premium, Tier::Custom];
 
     fn from_env() -> Result<Option<Self>, ConfigError> {
-        let staleness_ms = var_or("LIST_CACHE_MS", 0u64)?;
+        let staleness_ms = env_var_or("LIST_CACHE_MS", 0u64)?;
         if staleness_ms > crate::store::client::pages::MAX_STALENESS_MS {
             return Err(ConfigError::Invalid(
                 "LIST_CACHE_MS",
@@ -112,14 +112,16 @@ impl ListCacheSettings {
     }
 }
 
-fn var(name: &'static str) -> Result<String, ConfigError> {
+/// Environment variable `name`; [`ConfigError::Missing`] when it is unset or empty.
+pub fn env_var(name: &'static str) -> Result<String, ConfigError> {
     std::env::var(name)
         .ok()
         .filter(|v| !v.is_empty())
         .ok_or(ConfigError::Missing(name))
 }
 
-fn var_or<T: std::str::FromStr>(name: &'static str, default: T) -> Result<T, ConfigError> {
+/// Environment variable `name` as a `T`, or `default` when it is unset or empty.
+pub fn env_var_or<T: std::str::FromStr>(name: &'static str, default: T) -> Result<T, ConfigError> {
     match std::env::var(name) {
         Ok(v) if !v.is_empty() => v
             .parse()
@@ -156,21 +158,21 @@ impl Settings {
             return Err(ConfigError::DevAuthInAws);
         }
         let credentials_seconds =
-            var_or("TENANT_CREDENTIALS_SECONDS", DEFAULT_CREDENTIALS_SECONDS)?;
+            env_var_or("TENANT_CREDENTIALS_SECONDS", DEFAULT_CREDENTIALS_SECONDS)?;
         if !(900..=3600).contains(&credentials_seconds) {
             return Err(ConfigError::Invalid(
                 "TENANT_CREDENTIALS_SECONDS",
                 "must be 900 to 3600".into(),
             ));
         }
-        let max_in_flight = var_or("DYNAMODB_MAX_IN_FLIGHT", DEFAULT_MAX_IN_FLIGHT)?;
+        let max_in_flight = env_var_or("DYNAMODB_MAX_IN_FLIGHT", DEFAULT_MAX_IN_FLIGHT)?;
         if !(1..=64).contains(&max_in_flight) {
             return Err(ConfigError::Invalid(
                 "DYNAMODB_MAX_IN_FLIGHT",
                 "must be 1 to 64".into(),
             ));
         }
-        let read_cache_ms = var_or("READ_CACHE_MS", 0u64)?;
+        let read_cache_ms = env_var_or("READ_CACHE_MS", 0u64)?;
         if read_cache_ms > crate::store::tenancy::read_cache::MAX_STALENESS_MS {
             return Err(ConfigError::Invalid(
                 "READ_CACHE_MS",
@@ -178,21 +180,21 @@ impl Settings {
             ));
         }
         let list_cache = ListCacheSettings::from_env()?;
-        let session_ttl_seconds = var_or("SESSION_TTL_SECONDS", DEFAULT_SESSION_TTL_SECONDS)?;
+        let session_ttl_seconds = env_var_or("SESSION_TTL_SECONDS", DEFAULT_SESSION_TTL_SECONDS)?;
         if session_ttl_seconds == 0 {
             return Err(ConfigError::Invalid(
                 "SESSION_TTL_SECONDS",
                 "must be positive".into(),
             ));
         }
-        let table_name = var("TABLE_NAME")?;
-        let tenant_role_arn = var("TENANT_ROLE_ARN")?;
+        let table_name = env_var("TABLE_NAME")?;
+        let tenant_role_arn = env_var("TENANT_ROLE_ARN")?;
         let signing = match std::env::var("SIGNING_KEYS_SECRET_ARN")
             .ok()
             .filter(|v| !v.is_empty())
         {
             Some(id) => {
-                let refresh_seconds = var_or(
+                let refresh_seconds = env_var_or(
                     "SIGNING_KEYS_REFRESH_SECONDS",
                     crate::service::signing::DEFAULT_REFRESH_SECONDS,
                 )?;
@@ -241,7 +243,7 @@ fn keys_from_env() -> Result<CursorKeys, ConfigError> {
     let optional = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
     let previous = optional("CURSOR_SIGNING_KEY_PREVIOUS");
     let keys = CursorKeys::new(
-        var("CURSOR_SIGNING_KEY")?.as_bytes(),
+        env_var("CURSOR_SIGNING_KEY")?.as_bytes(),
         previous.as_deref().map(str::as_bytes),
     )
     .map_err(|e| ConfigError::Invalid("CURSOR_SIGNING_KEY", e.to_string()))?;

@@ -27,9 +27,9 @@ use crate::store::tenancy::tenants::{Limits, TenantDirectory, TenantRecord, Tena
 mod config;
 mod metering;
 pub use config::{
-    https_client, lambda_sdk_config, load_sdk_config, running_in_aws_lambda, running_in_sam_local,
-    ConfigError, KeySource, ListCacheSettings, Settings, DEFAULT_CREDENTIALS_SECONDS,
-    DEFAULT_SESSION_TTL_SECONDS,
+    env_var, env_var_or, https_client, lambda_sdk_config, load_sdk_config, running_in_aws_lambda,
+    running_in_sam_local, ConfigError, KeySource, ListCacheSettings, Settings,
+    DEFAULT_CREDENTIALS_SECONDS, DEFAULT_SESSION_TTL_SECONDS,
 };
 
 /// 403 unless the caller is an operator (scope `pooltable/admin` or group `platform-admin`).
@@ -391,6 +391,21 @@ impl App {
         db.pages = self.page_cache_for(&record);
         note_backfill(&db, &record);
         Ok(db)
+    }
+
+    /// What a tenant route starts from, read in the order every one of them answers: the caller
+    /// verified (401/403), then what `parse` takes from the request (path ids, query, body, checks
+    /// of them: 400 on bad input), and only then the caller's scoped client ([`Self::db`]), so a bad
+    /// request costs no DynamoDB request. The caller's tenant is the client's (`db.tenant`).
+    pub async fn tenant_request<P>(
+        &self,
+        req: &lambda_http::Request,
+        parse: impl FnOnce(&lambda_http::Request) -> Result<P, ApiError>,
+    ) -> Result<(P, TenantDb), ApiError> {
+        let caller = self.caller(req)?;
+        let parsed = parse(req)?;
+        let db = self.db(&caller.tenant).await?;
+        Ok((parsed, db))
     }
 
     /// The list-page cache, when it is on.
