@@ -203,23 +203,19 @@ pub struct ProgressView {
     pub items_moved: u64,
 }
 
-/// The [`ProgressView`] of a re-sharding's or a move's state: the two state types name these fields
-/// alike.
-macro_rules! progress_view {
-    ($state:expr) => {{
-        let state = $state;
+impl From<&shared::store::tenancy::tenants::MoveProgress> for ProgressView {
+    fn from(p: &shared::store::tenancy::tenants::MoveProgress) -> Self {
         let at = |s: u64| shared::identity::clock::rfc3339(s * 1000);
-        $crate::ProgressView {
-            requested_at: state.requested_at.clone(),
-            requested_by: Some(state.requested_by.clone()),
-            writes_move_at: at(state.writes_move_at),
-            moves_start_at: at(state.moves_start_at),
-            steps: state.steps,
-            items_moved: state.moved,
+        Self {
+            requested_at: p.requested_at.clone(),
+            requested_by: Some(p.requested_by.clone()),
+            writes_move_at: at(p.writes_move_at),
+            moves_start_at: at(p.moves_start_at),
+            steps: p.steps,
+            items_moved: p.moved,
         }
-    }};
+    }
 }
-pub(crate) use progress_view;
 
 /// A re-sharding in progress, as the API shows it.
 #[derive(Debug, Serialize)]
@@ -236,7 +232,7 @@ impl From<&shared::store::lifecycle::resharding::Migration> for MigrationView {
         Self {
             from_shard_count: m.from,
             to_shard_count: m.to,
-            progress: progress_view!(m),
+            progress: (&m.progress).into(),
         }
     }
 }
@@ -318,7 +314,7 @@ pub fn refuse_while_restoring_or_moving(record: &TenantRecord) -> Result<(), Api
             "This tenant is being moved to {} (asked at {}); finish that first \
              (PATCH /tenants/{{tenantId}} {{\"placement\": \"{}\"}}).",
             m.to_table,
-            m.requested_at,
+            m.progress.requested_at,
             move_tenant::placement_name(m.to)
         )));
     }

@@ -57,7 +57,7 @@ impl From<&PlacementMove> for MoveView {
             to: placement_name(m.to),
             from_table: m.from_table.clone(),
             to_table: m.to_table.clone(),
-            progress: crate::progress_view!(m),
+            progress: (&m.progress).into(),
         }
     }
 }
@@ -178,8 +178,8 @@ pub async fn advance(
 ) -> Result<Response<Body>, ApiError> {
     let mut state = crate::running_state(app, db, &record, |r| r.moving.as_ref(), "a move")?;
     let now = app.clock.now_seconds();
-    if now < state.moves_start_at {
-        return Ok(accepted(record, state.moves_start_at - now));
+    if now < state.progress.moves_start_at {
+        return Ok(accepted(record, state.progress.moves_start_at - now));
     }
     // The walk reads the source; the relocations name both tables (no request pulls for them).
     let source = db.on_table(&state.from_table);
@@ -226,7 +226,7 @@ pub async fn advance(
             Err(answer) => return Ok(answer),
         };
         let Some(next) = record.moving.clone() else {
-            tracing::info!(tenant = %db.tenant, to = placement_name(state.to), moved = state.moved, "tenant moved");
+            tracing::info!(tenant = %db.tenant, to = placement_name(state.to), moved = state.progress.moved, "tenant moved");
             return Ok(done(record));
         };
         state = next;

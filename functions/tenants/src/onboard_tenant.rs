@@ -12,7 +12,6 @@ use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::TenantId;
-use shared::identity::keys::tenant_record_key;
 use shared::identity::shard::{DEFAULT_SHARDS, MAX_SHARDS, MIN_SHARDS};
 use shared::service::http::{json_body, json_response};
 use shared::service::idempotent::{self, Recorder};
@@ -81,25 +80,11 @@ pub(crate) async fn onboard(
             (app.tenants.own(&name), Some(name))
         }
     };
-    let key = tenant_record_key(tenant);
+    let created_at = rfc3339(app.clock.now_millis());
     let record = TenantRecord {
-        pk: key.clone(),
-        sk: key,
-        tenant_id: input.tenant_id.to_string(),
-        tier,
-        limits,
-        shard_count,
-        created_at: rfc3339(app.clock.now_millis()),
-        status: Default::default(),
-        offboarding: None,
-        migration: None,
-        restore: None,
-        last_restore: None,
-        order_shard_count: None,
-        reshardings: 0,
         own_table,
-        moving: None,
         changed_by: Some(by.to_string()),
+        ..TenantRecord::new(tenant, tier, limits, shard_count, created_at)
     };
     let item = serde_dynamo::to_item(&record)
         .map_err(|e| ApiError::Internal(format!("serialize tenant record: {e}")))?;

@@ -104,8 +104,8 @@ pub async fn migrate(
     let mut state =
         crate::running_state(app, db, &record, |r| r.migration.as_ref(), "a re-sharding")?;
     let now = app.clock.now_seconds();
-    if now < state.moves_start_at {
-        return Ok(accepted(record, state.moves_start_at - now));
+    if now < state.progress.moves_start_at {
+        return Ok(accepted(record, state.progress.moves_start_at - now));
     }
     let sources = sharded_sources(&db.tenant, state.from);
     // Each page's moves within a partition's second of writes, and paced at a partition's rate.
@@ -133,7 +133,7 @@ pub async fn migrate(
             Err(answer) => return Ok(answer),
         };
         let Some(next) = record.migration.clone() else {
-            tracing::info!(tenant = %db.tenant, shards = record.shard_count, moved = state.moved, "tenant re-sharded");
+            tracing::info!(tenant = %db.tenant, shards = record.shard_count, moved = state.progress.moved, "tenant re-sharded");
             return Ok(done(record));
         };
         state = next;

@@ -198,30 +198,30 @@ fn tenant_events(
             match (&old.migration, &new.migration) {
                 (None, Some(m)) => events.push(event(
                     "reshardingStarted",
-                    Some(&m.requested_by),
+                    Some(&m.progress.requested_by),
                     "reshardingStarted",
                     json!({ "from": m.from, "to": m.to }),
                 )),
                 (Some(m), None) => events.push(event(
                     "reshardingFinished",
-                    Some(&m.requested_by),
+                    Some(&m.progress.requested_by),
                     "resharded",
-                    json!({ "from": m.from, "to": m.to, "moved": m.moved, "shardCount": new.shard_count }),
+                    json!({ "from": m.from, "to": m.to, "moved": m.progress.moved, "shardCount": new.shard_count }),
                 )),
                 _ => {}
             }
             match (&old.moving, &new.moving) {
                 (None, Some(m)) => events.push(event(
                     "tenantMoveStarted",
-                    Some(&m.requested_by),
+                    Some(&m.progress.requested_by),
                     "moveStarted",
-                    json!({ "to": m.to, "fromTable": m.from_table, "toTable": m.to_table, "writesMoveAt": m.writes_move_at }),
+                    json!({ "to": m.to, "fromTable": m.from_table, "toTable": m.to_table, "writesMoveAt": m.progress.writes_move_at }),
                 )),
                 (Some(m), None) => events.push(event(
                     "tenantMoveFinished",
-                    Some(&m.requested_by),
+                    Some(&m.progress.requested_by),
                     "moved",
-                    json!({ "to": m.to, "fromTable": m.from_table, "toTable": m.to_table, "moved": m.moved, "steps": m.steps }),
+                    json!({ "to": m.to, "fromTable": m.from_table, "toTable": m.to_table, "moved": m.progress.moved, "steps": m.progress.steps }),
                 )),
                 _ => {}
             }

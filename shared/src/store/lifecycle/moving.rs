@@ -32,7 +32,7 @@ use crate::store::client::pull::Passed;
 use crate::store::client::query::Item;
 use crate::store::client::relocate::{relocate, relocate_together, Place};
 use crate::store::client::scoped::TenantDb;
-use crate::store::lifecycle::resharding::{Step, MOVES_DELAY_SECONDS, WRITES_MOVE_DELAY_SECONDS};
+use crate::store::lifecycle::resharding::{asked, Step};
 use crate::store::lifecycle::tenant_items::{self, RecordInWalk, Source};
 use crate::store::tenancy::tenants::{
     record_update, send_record_update, value, TenantRecord, TenantStatus,
@@ -92,17 +92,11 @@ pub async fn begin(
         (Placement::Pool, Some(own)) => own.as_str(),
         _ => &*db.record_table,
     };
-    let now = now_ms / 1000;
     let state = PlacementMove {
         to,
         from_table: from_table.to_owned(),
         to_table: to_table.to_owned(),
-        requested_at: crate::identity::clock::rfc3339(now_ms),
-        requested_by: requested_by.to_string(),
-        writes_move_at: now + WRITES_MOVE_DELAY_SECONDS,
-        moves_start_at: now + MOVES_DELAY_SECONDS,
-        steps: 0,
-        moved: 0,
+        progress: asked(requested_by, now_ms),
         window_shards: crate::store::quota::limiter::walked_window_shards(&record.limits()),
         position: None,
     };
@@ -174,8 +168,8 @@ pub async fn checkpoint(
     moved: u64,
 ) -> Result<Step, StoreError> {
     let mut next = state.clone();
-    next.steps += 1;
-    next.moved += moved;
+    next.progress.steps += 1;
+    next.progress.moved += moved;
     next.position = position;
     let update = conditioned(db, state)
         .update_expression("SET #move = :next")
@@ -210,8 +204,11 @@ fn conditioned(
         .expression_attribute_names("#start", "movesStartAt")
         .expression_attribute_values(
             ":start",
-            AttributeValue::N(state.moves_start_at.to_string()),
+            AttributeValue::N(state.progress.moves_start_at.to_string()),
         )
-        .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
+        .expression_attribute_values(
+            ":steps",
+            AttributeValue::N(state.progress.steps.to_string()),
+        )
         .expression_attribute_values(":to", AttributeValue::S(state.to_table.clone()))
 }

@@ -34,7 +34,8 @@ use crate::store::client::scoped::TenantDb;
 use crate::store::lifecycle::tenant_items::{Page, Source};
 pub use crate::store::tenancy::tenants::Migration;
 use crate::store::tenancy::tenants::{
-    record_update, send_record_update, value, TenantRecord, TenantStatus, RECORD_SETTLED_SECONDS,
+    record_update, send_record_update, value, MoveProgress, TenantRecord, TenantStatus,
+    RECORD_SETTLED_SECONDS,
 };
 
 /// Seconds from the start of a migration to the first write in the new layout: every container's
@@ -61,6 +62,20 @@ pub fn sharded_sources(tenant: &TenantId, shards: u32) -> Vec<Source> {
 /// the record changed since it was read (another migration started, or the count or status
 /// changed). The order date index keeps the count it was written with
 /// ([`TenantRecord::order_shards`]).
+/// The progress of a move of items asked by an operator of `requested_by` at `now_ms`: writes move
+/// after [`WRITES_MOVE_DELAY_SECONDS`], items after [`MOVES_DELAY_SECONDS`].
+pub(crate) fn asked(requested_by: &TenantId, now_ms: u64) -> MoveProgress {
+    let now = now_ms / 1000;
+    MoveProgress {
+        requested_at: crate::identity::clock::rfc3339(now_ms),
+        requested_by: requested_by.to_string(),
+        writes_move_at: now + WRITES_MOVE_DELAY_SECONDS,
+        moves_start_at: now + MOVES_DELAY_SECONDS,
+        steps: 0,
+        moved: 0,
+    }
+}
+
 pub async fn begin(
     db: &TenantDb,
     record: &TenantRecord,
@@ -68,16 +83,10 @@ pub async fn begin(
     requested_by: &TenantId,
     now_ms: u64,
 ) -> Result<Step, StoreError> {
-    let now = now_ms / 1000;
     let migration = Migration {
         from: record.shard_count,
         to,
-        requested_at: crate::identity::clock::rfc3339(now_ms),
-        requested_by: requested_by.to_string(),
-        writes_move_at: now + WRITES_MOVE_DELAY_SECONDS,
-        moves_start_at: now + MOVES_DELAY_SECONDS,
-        steps: 0,
-        moved: 0,
+        progress: asked(requested_by, now_ms),
         position: None,
     };
     let update = record_update(db)
@@ -159,8 +168,8 @@ pub async fn checkpoint(
     moved: u64,
 ) -> Result<Step, StoreError> {
     let mut next = state.clone();
-    next.steps += 1;
-    next.moved += moved;
+    next.progress.steps += 1;
+    next.progress.moved += moved;
     next.position = Some(position);
     update_conditioned(db, state, "SET #m = :next", Some(next.to_attribute())).await
 }
@@ -189,7 +198,10 @@ async fn update_conditioned(
         .expression_attribute_names("#m", "migration")
         .expression_attribute_names("#steps", "steps")
         .expression_attribute_names("#to", "to")
-        .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
+        .expression_attribute_values(
+            ":steps",
+            AttributeValue::N(state.progress.steps.to_string()),
+        )
         .expression_attribute_values(":to", AttributeValue::N(state.to.to_string()));
     if expression.contains("#shards") {
         update = update

@@ -63,8 +63,8 @@ pub fn tables_of(clients: &TenantClients, record: Option<&TenantRecord>, now: u6
     placed(Some(items)).with_move(Moving {
         other: Arc::from(other.as_str()),
         pull,
-        writes_move_at: moving.writes_move_at,
-        settled_at: moving.moves_start_at,
+        writes_move_at: moving.progress.writes_move_at,
+        settled_at: moving.progress.moves_start_at,
     })
 }
 

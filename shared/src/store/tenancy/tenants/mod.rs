@@ -35,7 +35,7 @@ mod record;
 mod tests;
 mod update;
 pub use directory::{TenantDirectory, ABSENCE_RECHECK_MS};
-pub use move_state::{Placement, PlacementMove};
+pub use move_state::{MoveProgress, Placement, PlacementMove};
 use read::read_record_with;
 pub(crate) use read::{parse_record, record_update, send_record_update};
 pub use read::{read_record, read_record_consistent};

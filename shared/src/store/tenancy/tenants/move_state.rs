@@ -6,12 +6,40 @@ use serde::{Deserialize, Serialize};
 
 use crate::identity::keys::ItemKey;
 
+/// A state kept in the tenant record, as stored: the names and shapes its `Deserialize` reads.
+pub(super) fn stored(state: &impl Serialize) -> AttributeValue {
+    // Strings, numbers, and maps with string keys: serializing cannot fail.
+    serde_dynamo::to_attribute_value(state).unwrap_or(AttributeValue::Null(true))
+}
+
 /// Where a tenant's items are: the pool, or its own table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Placement {
     Pool,
     Own,
+}
+
+/// When and by whom a move of items was asked, and how far it went: what a re-sharding
+/// ([`super::Migration`]) and a move between placements ([`PlacementMove`]) share, stored flat in
+/// each.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MoveProgress {
+    /// RFC 3339.
+    pub requested_at: String,
+    /// The tenant of the operator who asked.
+    pub requested_by: String,
+    /// Epoch seconds: from then on every container writes where the items go.
+    pub writes_move_at: u64,
+    /// Epoch seconds: no request still writes where they were; the mover runs from then on.
+    pub moves_start_at: u64,
+    /// Steps committed; each checkpoint is conditioned on it.
+    pub steps: u64,
+    /// Items the committed steps moved (for a move between placements, pulls by requests are not
+    /// counted).
+    #[serde(default)]
+    pub moved: u64,
 }
 
 /// A move of a tenant's items from `from_table` to `to_table` (one of them the pool).
@@ -22,19 +50,10 @@ pub struct PlacementMove {
     pub to: Placement,
     pub from_table: String,
     pub to_table: String,
-    /// RFC 3339.
-    pub requested_at: String,
-    /// The tenant of the operator who asked.
-    pub requested_by: String,
-    /// Epoch seconds: from then on every container writes `to_table`, pulling each item out of
-    /// `from_table` before it touches it.
-    pub writes_move_at: u64,
-    /// Epoch seconds: no request still writes `from_table`; the backfill runs from then on.
-    pub moves_start_at: u64,
-    /// Backfill steps committed; each checkpoint is conditioned on it.
-    pub steps: u64,
-    /// Items the backfill moved (pulls by requests are not counted).
-    pub moved: u64,
+    /// From `writes_move_at` every container writes `to_table`, pulling each item out of
+    /// `from_table` before it touches it; from `moves_start_at` the backfill runs.
+    #[serde(flatten)]
+    pub progress: MoveProgress,
     /// The quota-window partitions the walk reads, at least: the tenant's when the move began (its
     /// limits may be lowered while it runs; its windows stay on their shards until their TTL).
     #[serde(default)]
@@ -47,12 +66,11 @@ pub struct PlacementMove {
 impl PlacementMove {
     /// The state as stored.
     pub fn to_attribute(&self) -> AttributeValue {
-        // Plain strings and numbers: serializing cannot fail.
-        serde_dynamo::to_attribute_value(self).unwrap_or(AttributeValue::Null(true))
+        stored(self)
     }
 
     /// Where writes go at `now` (epoch seconds): the source until `writes_move_at`, then the target.
     pub fn writes_moved(&self, now: u64) -> bool {
-        now >= self.writes_move_at
+        now >= self.progress.writes_move_at
     }
 }

@@ -1,9 +1,10 @@
 //! The tenant record's types: tier and limits, status, layout, and the re-sharding and offboarding it may carry.
 
+use super::move_state::{stored, MoveProgress};
 use crate::identity::keys::ItemKey;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -155,57 +156,25 @@ pub(super) fn is_zero(n: &u32) -> bool {
 
 /// A re-sharding of the product and HR shards from `from` to `to` shards
 /// (`crate::store::lifecycle::resharding`), kept in the tenant record while it runs.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Migration {
     pub from: u32,
     pub to: u32,
-    /// RFC 3339.
-    pub requested_at: String,
-    /// The tenant of the operator who asked.
-    pub requested_by: String,
-    /// Epoch seconds: from then on every container writes the new layout.
-    pub writes_move_at: u64,
-    /// Epoch seconds: the migrator moves items from then on.
-    pub moves_start_at: u64,
-    /// Move steps committed; each checkpoint is conditioned on it.
-    pub steps: u64,
-    /// Items the committed steps moved.
-    #[serde(default)]
-    pub moved: u64,
+    /// From `writes_move_at` every container writes the new layout; from `moves_start_at` the
+    /// migrator moves items.
+    #[serde(flatten)]
+    pub progress: MoveProgress,
     /// The last old-layout item a committed step walked past: where the migrator resumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<ItemKey>,
 }
 
 impl Migration {
-    /// The state as stored, built by hand like [`Offboarding::to_attribute`].
+    /// The state as stored.
     pub fn to_attribute(&self) -> AttributeValue {
-        let s = |v: &str| AttributeValue::S(v.to_owned());
-        let n = |v: u64| AttributeValue::N(v.to_string());
-        let mut state = HashMap::from([
-            ("from".to_owned(), n(self.from.into())),
-            ("to".to_owned(), n(self.to.into())),
-            ("requestedAt".to_owned(), s(&self.requested_at)),
-            ("requestedBy".to_owned(), s(&self.requested_by)),
-            ("writesMoveAt".to_owned(), n(self.writes_move_at)),
-            ("movesStartAt".to_owned(), n(self.moves_start_at)),
-            ("steps".to_owned(), n(self.steps)),
-            ("moved".to_owned(), n(self.moved)),
-        ]);
-        if let Some(p) = &self.position {
-            state.insert("position".to_owned(), position_attribute(p));
-        }
-        AttributeValue::M(state)
+        stored(self)
     }
-}
-
-/// A walk position as stored in a checkpoint: `{pk, sk}`.
-fn position_attribute(p: &ItemKey) -> AttributeValue {
-    AttributeValue::M(HashMap::from([
-        ("pk".to_owned(), AttributeValue::S(p.pk.clone())),
-        ("sk".to_owned(), AttributeValue::S(p.sk.clone())),
-    ]))
 }
 
 /// Where a tenant's product and HR items are, as readers and writers see it at one moment.
@@ -240,7 +209,7 @@ impl Layout {
 
 /// An offboarding's state (`crate::store::lifecycle::offboarding`), kept in the tenant record until the record
 /// itself goes.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Offboarding {
     /// RFC 3339.
@@ -254,8 +223,9 @@ pub struct Offboarding {
     pub started_at: Option<String>,
     /// Deletion steps committed; each step is conditioned on it.
     pub steps: u64,
-    /// Items deleted so far, by kind.
-    #[serde(default)]
+    /// Items deleted so far, by kind. Never stored empty: DynamoDB Local's stream renders an
+    /// empty map without its type, which no SDK reads (an absent `deleted` reads as empty).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub deleted: BTreeMap<String, u64>,
     /// The last item deleted: where the walk resumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -263,36 +233,14 @@ pub struct Offboarding {
 }
 
 impl Offboarding {
-    /// The state as stored (the attribute names its `Deserialize` reads), built by hand: the
-    /// functions then carry no serializer for it.
+    /// The state as stored.
     pub fn to_attribute(&self) -> AttributeValue {
-        let s = |v: &str| AttributeValue::S(v.to_owned());
-        let n = |v: u64| AttributeValue::N(v.to_string());
-        let mut state = HashMap::from([
-            ("requestedAt".to_owned(), s(&self.requested_at)),
-            ("requestedBy".to_owned(), s(&self.requested_by)),
-            ("deletionStartsAt".to_owned(), n(self.deletion_starts_at)),
-            ("steps".to_owned(), n(self.steps)),
-        ]);
-        // No empty map: DynamoDB Local's stream renders one without its type, which no SDK reads
-        // (an absent `deleted` reads as empty).
-        if !self.deleted.is_empty() {
-            let deleted = self.deleted.iter();
-            let deleted = deleted.map(|(kind, count)| (kind.clone(), n(*count)));
-            state.insert("deleted".to_owned(), AttributeValue::M(deleted.collect()));
-        }
-        if let Some(started) = &self.started_at {
-            state.insert("startedAt".to_owned(), s(started));
-        }
-        if let Some(p) = &self.position {
-            state.insert("position".to_owned(), position_attribute(p));
-        }
-        AttributeValue::M(state)
+        stored(self)
     }
 }
 
 /// Where a restore reads the tenant's items as they were.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum RestorePhase {
     /// The scratch table of a point-in-time restore is being made by DynamoDB.
@@ -309,7 +257,7 @@ pub enum RestorePhase {
 
 /// A restore of one tenant's items from a source table (`crate::store::lifecycle::restoring`),
 /// kept in the tenant record while it runs, and as its report (`lastRestore`) once it ended.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Restore {
     /// The table read: an operator's, or the scratch table of a point-in-time restore.
@@ -332,12 +280,13 @@ pub struct Restore {
     /// Where the phase's walk resumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<ItemKey>,
-    /// Items put back (missing), overwritten (different) and deleted (not in the source), by kind.
-    #[serde(default)]
+    /// Items put back (missing), overwritten (different) and deleted (not in the source), by kind;
+    /// never stored empty (as [`Offboarding::deleted`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub put_back: BTreeMap<String, u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub overwritten: BTreeMap<String, u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub deleted: BTreeMap<String, u64>,
     /// RFC 3339, once ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -376,57 +325,43 @@ impl Restore {
         }
     }
 
-    /// The state as stored, built by hand like [`Offboarding::to_attribute`].
+    /// The state as stored.
     pub fn to_attribute(&self) -> AttributeValue {
-        let s = |v: &str| AttributeValue::S(v.to_owned());
-        let n = |v: u64| AttributeValue::N(v.to_string());
-        let phase = match &self.phase {
-            RestorePhase::Preparing => s("preparing"),
-            RestorePhase::Putting => s("putting"),
-            RestorePhase::Deleting => s("deleting"),
-            RestorePhase::Finished => s("finished"),
-            RestorePhase::Abandoned(reason) => {
-                AttributeValue::M(HashMap::from([("abandoned".to_owned(), s(reason))]))
-            }
-        };
-        let mut state = HashMap::from([
-            ("sourceTable".to_owned(), s(&self.source_table)),
-            ("requestedAt".to_owned(), s(&self.requested_at)),
-            ("requestedBy".to_owned(), s(&self.requested_by)),
-            ("startsAt".to_owned(), n(self.starts_at)),
-            ("phase".to_owned(), phase),
-            ("steps".to_owned(), n(self.steps)),
-        ]);
-        let counts = |c: &BTreeMap<String, u64>| {
-            AttributeValue::M(c.iter().map(|(k, v)| (k.clone(), n(*v))).collect())
-        };
-        // No empty map: DynamoDB Local's stream renders one without its type (see `Offboarding`).
-        for (name, c) in [
-            ("putBack", &self.put_back),
-            ("overwritten", &self.overwritten),
-            ("deleted", &self.deleted),
-        ] {
-            if !c.is_empty() {
-                state.insert(name.to_owned(), counts(c));
-            }
-        }
-        if let Some(t) = &self.point_in_time {
-            state.insert("pointInTime".to_owned(), s(t));
-        }
-        if let Some(shards) = self.source_shards {
-            state.insert("sourceShards".to_owned(), n(shards.into()));
-        }
-        if let Some(p) = &self.position {
-            state.insert("position".to_owned(), position_attribute(p));
-        }
-        if let Some(t) = &self.finished_at {
-            state.insert("finishedAt".to_owned(), s(t));
-        }
-        AttributeValue::M(state)
+        stored(self)
     }
 }
 
 impl TenantRecord {
+    /// A new tenant's record: active, in the pool, nothing running, changed by no operator yet.
+    pub fn new(
+        tenant: &crate::identity::ids::TenantId,
+        tier: Tier,
+        limits: Option<Limits>,
+        shard_count: u32,
+        created_at: String,
+    ) -> Self {
+        let key = crate::identity::keys::tenant_record_key(tenant);
+        Self {
+            pk: key.clone(),
+            sk: key,
+            tenant_id: tenant.to_string(),
+            tier,
+            limits,
+            shard_count,
+            created_at,
+            status: TenantStatus::Active,
+            offboarding: None,
+            migration: None,
+            restore: None,
+            last_restore: None,
+            own_table: None,
+            moving: None,
+            order_shard_count: None,
+            reshardings: 0,
+            changed_by: None,
+        }
+    }
+
     /// Where the tenant's sharded items are at `now` (epoch seconds).
     pub fn layout(&self, now: u64) -> Layout {
         match &self.migration {
@@ -434,7 +369,7 @@ impl TenantRecord {
             Some(m) => Layout::Migrating {
                 from: m.from,
                 to: m.to,
-                writes_moved: now >= m.writes_move_at,
+                writes_moved: now >= m.progress.writes_move_at,
             },
         }
     }

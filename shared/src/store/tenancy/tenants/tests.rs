@@ -20,28 +20,12 @@ fn every_named_tier_has_limits_and_custom_has_none() {
 
 #[test]
 fn golden_record_with_custom_limits() {
-    let record = TenantRecord {
-        pk: tenant_record_key(&t("acme")),
-        sk: tenant_record_key(&t("acme")),
-        tenant_id: "acme".into(),
-        tier: Tier::Custom,
-        limits: Some(Limits {
-            requests_per_second: 7,
-            capacity_units_per_second: 9,
-        }),
-        shard_count: 4,
-        created_at: "2026-11-22T00:00:00Z".into(),
-        status: TenantStatus::Active,
-        offboarding: None,
-        migration: None,
-        restore: None,
-        last_restore: None,
-        order_shard_count: None,
-        reshardings: 0,
-        own_table: None,
-        moving: None,
-        changed_by: None,
+    let limits = Limits {
+        requests_per_second: 7,
+        capacity_units_per_second: 9,
     };
+    let created_at = "2026-11-22T00:00:00Z".to_owned();
+    let record = TenantRecord::new(&t("acme"), Tier::Custom, Some(limits), 4, created_at);
     let item: crate::store::client::query::Item = serde_dynamo::to_item(&record).unwrap();
     let limits = item["limits"].as_m().unwrap();
     assert_eq!(limits["requestsPerSecond"], AttributeValue::N("7".into()));
@@ -145,4 +129,71 @@ fn limits_outside_their_bounds_are_refused() {
     }
     .check()
     .is_err());
+}
+
+#[test]
+fn golden_stored_states_are_flat_and_never_hold_an_empty_map() {
+    // GIVEN a re-sharding and a move between placements, their progress flattened into each
+    let progress = MoveProgress {
+        requested_at: "2026-11-27T00:00:00Z".into(),
+        requested_by: "ops".into(),
+        writes_move_at: 10,
+        moves_start_at: 20,
+        steps: 0,
+        moved: 0,
+    };
+    let migration = Migration {
+        from: 4,
+        to: 16,
+        progress: progress.clone(),
+        position: None,
+    };
+    let moving = PlacementMove {
+        to: Placement::Own,
+        from_table: "pool".into(),
+        to_table: "own".into(),
+        progress,
+        window_shards: 2,
+        position: None,
+    };
+    let names = |state: AttributeValue| -> Vec<String> {
+        let mut names: Vec<String> = state.as_m().unwrap().keys().cloned().collect();
+        names.sort();
+        names
+    };
+    let progress_names = [
+        "movesStartAt",
+        "moved",
+        "requestedAt",
+        "requestedBy",
+        "steps",
+        "writesMoveAt",
+    ];
+    // WHEN each is stored, THEN its attributes are its own and the progress's, side by side
+    let mut expected: Vec<&str> = progress_names
+        .iter()
+        .copied()
+        .chain(["from", "to"])
+        .collect();
+    expected.sort();
+    assert_eq!(names(migration.to_attribute()), expected);
+    let own = ["fromTable", "to", "toTable", "windowShards"];
+    let mut expected: Vec<&str> = progress_names.iter().copied().chain(own).collect();
+    expected.sort();
+    assert_eq!(names(moving.to_attribute()), expected);
+    // AND each reads back as written
+    let read: Migration = serde_dynamo::from_attribute_value(migration.to_attribute()).unwrap();
+    assert_eq!(read, migration);
+    let read: PlacementMove = serde_dynamo::from_attribute_value(moving.to_attribute()).unwrap();
+    assert_eq!(read, moving);
+    // AND a restore with no counts yet stores none (DynamoDB Local's stream cannot type an empty map)
+    let restore = Restore::new("source".into(), None, 0, "ops".into(), 1, None);
+    let stored = restore.to_attribute();
+    let stored = stored.as_m().unwrap();
+    assert!(["putBack", "overwritten", "deleted"]
+        .iter()
+        .all(|k| !stored.contains_key(*k)));
+    assert_eq!(stored["phase"], AttributeValue::S("putting".into()));
+    let read: Restore = serde_dynamo::from_attribute_value(restore.to_attribute()).unwrap();
+    assert_eq!(read, restore);
 }
