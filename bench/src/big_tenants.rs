@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 use shared::identity::ids::TenantId;
 use shared::service::app::ListCacheSettings;
 use shared::store::client::meter::{scope, RequestMeta};
+use shared::store::scatter::PageAsk;
 use shared::App;
 
 use crate::{neighbour, raw_walk, seed_products, seed_products_with, stat, time_ms, Report, Stat};
@@ -93,16 +94,11 @@ pub(crate) async fn walk(app: &App, t: &TenantId, shards: u32) -> (f64, u32, f64
     let started = Instant::now();
     let (mut cursor, mut items) = (None::<String>, 0);
     loop {
+        let ask = PageAsk::new(&keys, 1000, cursor.as_deref())
+            .within_bytes(shared::service::http::MAX_PAGE_BYTES);
         let page = scope(
             meta.clone(),
-            shared::store::scatter::walk(
-                &db,
-                &listing,
-                &keys,
-                1000,
-                shared::service::http::MAX_PAGE_BYTES,
-                cursor.as_deref(),
-            ),
+            shared::store::scatter::walk(&db, &listing, ask),
         )
         .await
         .unwrap();

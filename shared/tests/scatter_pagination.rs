@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use proptest::prelude::*;
-use shared::identity::cursor::{CursorKeys, Key};
+use shared::identity::cursor::CursorKeys;
 use shared::identity::entities::ORDER_DATE;
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{entity_sk, kind, order_date_pk, order_month_sk, KeySpace, PK, SK};
@@ -16,8 +16,8 @@ use shared::identity::shard::shard_for;
 use shared::store::client::error::StoreError;
 use shared::store::client::walk_sizes::PartitionSize;
 use shared::store::scatter::{
-    first_round_want, gather_from, Fanout, LaneRead, Listing, Order, PartitionSource, ShardedList,
-    SortRange,
+    first_round_want, gather_from, walk_from, GatheredPage, LaneAsk, LaneRead, Listing, Order,
+    PageAsk, PartitionSource, ShardedList, SortRange,
 };
 
 const LIST: ShardedList<'static> = ShardedList {
@@ -124,13 +124,13 @@ impl PartitionSource for MemoryPartitions {
         }
     }
 
-    async fn read(
-        &self,
-        partition: &str,
-        want: u32,
-        start: Option<Key>,
-        max_bytes: usize,
-    ) -> Result<LaneRead, StoreError> {
+    async fn read(&self, ask: LaneAsk<'_>) -> Result<LaneRead, StoreError> {
+        let LaneAsk {
+            partition,
+            want,
+            start,
+            max_bytes,
+        } = ask;
         if self.in_flight.fetch_add(1, Ordering::SeqCst) == 0 {
             self.rounds.fetch_add(1, Ordering::SeqCst);
         }
@@ -185,6 +185,16 @@ fn keys() -> CursorKeys {
     CursorKeys::new(&[7; 32], None).unwrap()
 }
 
+/// A page of the source's own listing, from `cursor`, its shards read side by side.
+async fn page_of(
+    source: &MemoryPartitions,
+    limit: u32,
+    cursor: Option<&str>,
+) -> Result<GatheredPage, StoreError> {
+    let keys = keys();
+    gather_from(source, &source.listing, PageAsk::new(&keys, limit, cursor)).await
+}
+
 /// Every page of the source's listing, as the sort keys returned, in order.
 fn walk(source: &MemoryPartitions, limit: u32) -> Vec<String> {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -195,16 +205,7 @@ fn walk(source: &MemoryPartitions, limit: u32) -> Vec<String> {
         let mut out = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..10_000 {
-            let page = gather_from(
-                source,
-                &source.listing,
-                &keys(),
-                limit,
-                cursor.as_deref(),
-                Fanout::Parallel,
-            )
-            .await
-            .unwrap();
+            let page = page_of(source, limit, cursor.as_deref()).await.unwrap();
             let reads = source.reads.swap(0, Ordering::SeqCst);
             source
                 .most_reads_in_a_page
@@ -304,6 +305,40 @@ proptest! {
         expected.reverse();
         prop_assert_eq!(walked, expected);
     }
+
+    #[test]
+    fn an_unordered_walk_returns_every_item_exactly_once_with_about_one_query_per_shard_and_page(
+        ids in proptest::collection::btree_set("[A-Za-z0-9_-]{1,12}", 0..600),
+        shard_count in 1u32..=100,
+        limit in 1u32..=1000,
+        remembers in proptest::bool::ANY,
+    ) {
+        let tenant = TenantId::parse("acme").unwrap();
+        let mut source = MemoryPartitions::sharded(&tenant, &ids, shard_count);
+        // a container that remembers the sizes pages saw reads side by side from a page's start
+        source.remembers = remembers;
+        let (mut walked, reads) = walk_unordered(&source, limit);
+        // every item once (in shard order, so sorted only for the comparison)
+        walked.sort();
+        let mut expected: Vec<String> = ids.iter().map(|i| entity_sk(&tenant, LIST.kind, &EntityId::parse(i).unwrap())).collect();
+        expected.sort();
+        prop_assert_eq!(&walked, &expected);
+        let pages = (ids.len() as u32).div_ceil(limit).max(1) as usize;
+        // about only the items returned are read: shards read side by side ask for at most a
+        // quarter more than their page takes, plus one each looks ahead at (to see whether its
+        // shard ends with the page), plus at most a shard's likely most a page (the read of a
+        // batch beyond the page's end)
+        let items_read = source.items_read.load(Ordering::SeqCst);
+        let largest = source.partitions.values().map(Vec::len).max().unwrap_or(0);
+        let likely_most = largest + 3 * (largest as f64).sqrt().ceil() as usize + 3;
+        prop_assert!(items_read <= ids.len() + ids.len() / 4 + reads + pages * likely_most, "{} items read of {}, {} reads", items_read, ids.len(), reads);
+        // a Query per shard, plus a few per page (the shard a page ends in is read again by the
+        // next page, and so are the one or two its batch read beyond it: its reads add up to a
+        // quarter and one shard more than it takes), plus a second part for a shard read side by side that was larger than
+        // its likely most (from the sizes seen so far: a first shard far smaller than the rest
+        // makes that a quarter of the shards at most)
+        prop_assert!(reads <= shard_count as usize + 4 * pages + shard_count as usize / 4, "{} reads, {} shards, {} pages", reads, shard_count, pages);
+    }
 }
 
 #[test]
@@ -317,16 +352,7 @@ fn a_page_reads_an_older_month_only_once_the_newer_one_is_exhausted() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    let page = rt
-        .block_on(gather_from(
-            &source,
-            &source.listing,
-            &keys(),
-            10,
-            None,
-            Fanout::Parallel,
-        ))
-        .unwrap();
+    let page = rt.block_on(page_of(&source, 10, None)).unwrap();
     // THEN it came from the newest month's 4 partitions alone: each asked for 2 × ceil(10/4) + 2
     assert_eq!(page.items.len(), 10);
     assert!(page.next_cursor.is_some());
@@ -458,17 +484,10 @@ fn walk_unordered(source: &MemoryPartitions, limit: u32) -> (Vec<String>, usize)
         source.reads.store(0, Ordering::SeqCst);
         let mut out = Vec::new();
         let mut cursor: Option<String> = None;
+        let keys = keys();
         for _ in 0..100_000 {
-            let page = shared::store::scatter::walk_from(
-                source,
-                &listing,
-                &keys(),
-                limit,
-                usize::MAX,
-                cursor.as_deref(),
-            )
-            .await
-            .unwrap();
+            let ask = PageAsk::new(&keys, limit, cursor.as_deref());
+            let page = walk_from(source, &listing, ask).await.unwrap();
             assert!(page.items.len() as u32 <= limit);
             assert!(page.next_cursor.is_none() || page.items.len() as u32 == limit);
             out.extend(page.items.iter().map(|i| i[SK].as_s().unwrap().clone()));
@@ -479,44 +498,6 @@ fn walk_unordered(source: &MemoryPartitions, limit: u32) -> (Vec<String>, usize)
         }
         panic!("the walk did not end");
     })
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(300))]
-
-    #[test]
-    fn an_unordered_walk_returns_every_item_exactly_once_with_about_one_query_per_shard_and_page(
-        ids in proptest::collection::btree_set("[A-Za-z0-9_-]{1,12}", 0..600),
-        shard_count in 1u32..=100,
-        limit in 1u32..=1000,
-        remembers in proptest::bool::ANY,
-    ) {
-        let tenant = TenantId::parse("acme").unwrap();
-        let mut source = MemoryPartitions::sharded(&tenant, &ids, shard_count);
-        // a container that remembers the sizes pages saw reads side by side from a page's start
-        source.remembers = remembers;
-        let (mut walked, reads) = walk_unordered(&source, limit);
-        // every item once (in shard order, so sorted only for the comparison)
-        walked.sort();
-        let mut expected: Vec<String> = ids.iter().map(|i| entity_sk(&tenant, LIST.kind, &EntityId::parse(i).unwrap())).collect();
-        expected.sort();
-        prop_assert_eq!(&walked, &expected);
-        let pages = (ids.len() as u32).div_ceil(limit).max(1) as usize;
-        // about only the items returned are read: shards read side by side ask for at most a
-        // quarter more than their page takes, plus one each looks ahead at (to see whether its
-        // shard ends with the page), plus at most a shard's likely most a page (the read of a
-        // batch beyond the page's end)
-        let items_read = source.items_read.load(Ordering::SeqCst);
-        let largest = source.partitions.values().map(Vec::len).max().unwrap_or(0);
-        let likely_most = largest + 3 * (largest as f64).sqrt().ceil() as usize + 3;
-        prop_assert!(items_read <= ids.len() + ids.len() / 4 + reads + pages * likely_most, "{} items read of {}, {} reads", items_read, ids.len(), reads);
-        // a Query per shard, plus a few per page (the shard a page ends in is read again by the
-        // next page, and so are the one or two its batch read beyond it: its reads add up to a
-        // quarter and one shard more than it takes), plus a second part for a shard read side by side that was larger than
-        // its likely most (from the sizes seen so far: a first shard far smaller than the rest
-        // makes that a quarter of the shards at most)
-        prop_assert!(reads <= shard_count as usize + 4 * pages + shard_count as usize / 4, "{} reads, {} shards, {} pages", reads, shard_count, pages);
-    }
 }
 
 #[test]
@@ -547,43 +528,19 @@ fn a_walk_cursor_is_not_an_ordered_cursor_and_vice_versa() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
+    let keys = keys();
     rt.block_on(async {
         let mut unordered = source.listing.clone();
         unordered.route = format!("{}?order=unordered", unordered.route);
-        let walk_page =
-            shared::store::scatter::walk_from(&source, &unordered, &keys(), 10, usize::MAX, None)
-                .await
-                .unwrap();
+        let walk_page = walk_from(&source, &unordered, PageAsk::new(&keys, 10, None))
+            .await
+            .unwrap();
         let walk_cursor = walk_page.next_cursor.unwrap();
-        let ordered = gather_from(
-            &source,
-            &source.listing,
-            &keys(),
-            10,
-            Some(&walk_cursor),
-            Fanout::Parallel,
-        )
-        .await;
+        let ordered = page_of(&source, 10, Some(&walk_cursor)).await;
         assert!(ordered.is_err(), "a walk cursor passed for an ordered page");
-        let ordered_page = gather_from(
-            &source,
-            &source.listing,
-            &keys(),
-            10,
-            None,
-            Fanout::Parallel,
-        )
-        .await
-        .unwrap();
-        let walked = shared::store::scatter::walk_from(
-            &source,
-            &unordered,
-            &keys(),
-            10,
-            usize::MAX,
-            ordered_page.next_cursor.as_deref(),
-        )
-        .await;
+        let ordered_page = page_of(&source, 10, None).await.unwrap();
+        let after_ordered = PageAsk::new(&keys, 10, ordered_page.next_cursor.as_deref());
+        let walked = walk_from(&source, &unordered, after_ordered).await;
         assert!(walked.is_err(), "an ordered cursor passed for a walk");
     });
 }
@@ -599,20 +556,13 @@ fn a_walk_under_a_byte_budget_stops_pages_before_it_and_still_returns_every_item
         .build()
         .unwrap();
     let budget = 1_000;
+    let keys = keys();
     let walked = rt.block_on(async {
         let mut out = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
-            let page = shared::store::scatter::walk_from(
-                &source,
-                &listing,
-                &keys(),
-                1000,
-                budget,
-                cursor.as_deref(),
-            )
-            .await
-            .unwrap();
+            let ask = PageAsk::new(&keys, 1000, cursor.as_deref()).within_bytes(budget);
+            let page = walk_from(&source, &listing, ask).await.unwrap();
             let bytes: usize = page
                 .items
                 .iter()

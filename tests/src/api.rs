@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use futures::future::BoxFuture;
 use lambda_http::Request;
-use serde_json::Value;
+use serde_json::{json, Value};
 use shared::App;
 
 use crate::dispatch::dispatch;
@@ -161,6 +161,71 @@ impl<'a> Client<'a> {
     ) -> BoxFuture<'a, Resp> {
         let req = self.request(bin, path, body);
         self.send(bin, req)
+    }
+
+    /// Every page of a list route, from the first: `list` calls the route on this client with
+    /// `query` and, after the first page, the `cursor` of the page before (its `nextCursor`). Each
+    /// page must be a 200.
+    pub async fn pages(
+        &self,
+        query: &[(&str, &str)],
+        list: impl Fn(&Client<'a>) -> BoxFuture<'a, Resp>,
+    ) -> Vec<Resp> {
+        let mut pages = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut client = self.clone().query(query);
+            if let Some(c) = &cursor {
+                client = client.query(&[("cursor", c)]);
+            }
+            let page = list(&client).await;
+            assert_eq!(page.status, 200, "{}", page.body);
+            cursor = page.body["nextCursor"].as_str().map(str::to_owned);
+            pages.push(page);
+            if cursor.is_none() {
+                return pages;
+            }
+        }
+    }
+
+    /// `PATCH /tenants/{tenantId}` re-sharding `tenant` to `shard_count` shards.
+    pub fn reshard(&self, tenant: &str, shard_count: u32) -> BoxFuture<'a, Resp> {
+        self.update_tenant(tenant, json!({ "shardCount": shard_count }))
+    }
+
+    /// `PATCH /tenants/{tenantId}` moving `tenant` to `placement` (`own`, or `pool`).
+    pub fn move_to(&self, tenant: &str, placement: &str) -> BoxFuture<'a, Resp> {
+        self.update_tenant(tenant, json!({ "placement": placement }))
+    }
+
+    /// Calls route `bin` through the usage meter alone (`respond_metered`, no quota), as a function's
+    /// runtime meters a call, with request id `req` (as [`Client::admitted`] calls have): the
+    /// answer's status.
+    pub async fn metered_call(
+        &self,
+        bin: &str,
+        path: &(impl PathParams + ?Sized),
+        body: Option<Value>,
+    ) -> u16 {
+        let req = self.request(bin, path, body);
+        let (method, route) = crate::routes::route_of(bin);
+        let handler = Box::pin(dispatch(self.app, bin, req));
+        let response = shared::service::runtime::respond_metered(
+            Some((self.app, bin)),
+            "req".into(),
+            format!("{method} {route}"),
+            handler,
+        )
+        .await;
+        response.status().as_u16()
+    }
+
+    /// Writes each of `products` (its id and document) by PUT, each a new one (201).
+    pub async fn put_new_products(&self, products: impl IntoIterator<Item = (String, Value)>) {
+        for (id, document) in products {
+            let r = self.put_product(&id, document).await;
+            assert_eq!(r.status, 201, "{id}: {}", r.body);
+        }
     }
 
     /// Sends `req` (built by [`Client::request`], then changed) to route `bin`'s handler.

@@ -35,30 +35,18 @@ impl ImportQueues {
         });
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let name = crate::unique("imports");
-        let dlq_url = sqs
-            .create_queue()
-            .queue_name(format!("{name}-dlq"))
-            .send()
-            .await
-            .expect("create the dead-letter queue on moto")
-            .queue_url
-            .unwrap();
+        let dlq_url = create_queue(&sqs, &format!("{name}-dlq"), []).await;
         let dlq_arn = queue_arn(&sqs, &dlq_url).await;
         let redrive =
             json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receives.to_string()});
-        let url = sqs
-            .create_queue()
-            .queue_name(name)
-            .attributes(QueueAttributeName::RedrivePolicy, redrive.to_string())
-            .attributes(
+        let attributes = [
+            (QueueAttributeName::RedrivePolicy, redrive.to_string()),
+            (
                 QueueAttributeName::VisibilityTimeout,
                 visibility_seconds.to_string(),
-            )
-            .send()
-            .await
-            .expect("create the import queue on moto")
-            .queue_url
-            .unwrap();
+            ),
+        ];
+        let url = create_queue(&sqs, &name, attributes).await;
         let arn = queue_arn(&sqs, &url).await;
         Self {
             sqs,
@@ -96,24 +84,7 @@ impl ImportQueues {
 
     /// Every message on the dead-letter queue (received, not deleted).
     pub async fn dead_letters(&self) -> Vec<Message> {
-        let mut all = Vec::new();
-        loop {
-            let out = self
-                .sqs
-                .receive_message()
-                .queue_url(&self.dlq_url)
-                .max_number_of_messages(10)
-                .visibility_timeout(60)
-                .message_attribute_names("All")
-                .send()
-                .await
-                .expect("receive from the dead-letter queue");
-            let got = out.messages.unwrap_or_default();
-            if got.is_empty() {
-                return all;
-            }
-            all.extend(got);
-        }
+        receive_all(&self.sqs, &self.dlq_url).await
     }
 
     /// Receives up to `batch_size` messages (in receives of up to 10, as an event source mapping's
@@ -228,7 +199,45 @@ impl ImportQueues {
     }
 }
 
-async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> String {
+/// A new queue on moto named `name`, with `attributes`: its URL.
+pub(crate) async fn create_queue(
+    sqs: &aws_sdk_sqs::Client,
+    name: &str,
+    attributes: impl IntoIterator<Item = (QueueAttributeName, String)>,
+) -> String {
+    sqs.create_queue()
+        .queue_name(name)
+        .set_attributes(Some(attributes.into_iter().collect()))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("create queue {name} on moto: {e:?}"))
+        .queue_url
+        .expect("a queue URL")
+}
+
+/// Every message visible on the queue at `url`, with its attributes, received until a receive
+/// comes back empty; hidden from other receivers for a minute, never deleted.
+pub(crate) async fn receive_all(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<Message> {
+    let mut all = Vec::new();
+    loop {
+        let out = sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .visibility_timeout(60)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("receive from {url}: {e:?}"));
+        let got = out.messages.unwrap_or_default();
+        if got.is_empty() {
+            return all;
+        }
+        all.extend(got);
+    }
+}
+
+pub(crate) async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> String {
     sqs.get_queue_attributes()
         .queue_url(url)
         .attribute_names(QueueAttributeName::QueueArn)

@@ -24,7 +24,8 @@ use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents, SharedIn
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::{
-    BeforeDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
+    BeforeDeserializationInterceptorContextMut, BeforeDeserializationInterceptorContextRef,
+    BeforeTransmitInterceptorContextMut, BeforeTransmitInterceptorContextRef,
 };
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use lambda_http::{Body, Request, Response};
@@ -94,38 +95,6 @@ impl RequestCounter {
     pub fn reset(&self) {
         self.sent.lock().unwrap().clear();
         self.peak_in_flight.store(0, Ordering::SeqCst);
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct CountingInterceptor(pub Arc<RequestCounter>);
-
-impl Intercept for CountingInterceptor {
-    fn name(&self) -> &'static str {
-        "CountingInterceptor"
-    }
-
-    fn read_before_transmit(
-        &self,
-        _ctx: &BeforeTransmitInterceptorContextRef<'_>,
-        _rc: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        let op = operation_of(cfg);
-        *self.0.sent.lock().unwrap().entry(op).or_default() += 1;
-        let now = self.0.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        self.0.peak_in_flight.fetch_max(now, Ordering::SeqCst);
-        Ok(())
-    }
-
-    fn read_before_deserialization(
-        &self,
-        _ctx: &BeforeDeserializationInterceptorContextRef<'_>,
-        _rc: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
-        Ok(())
     }
 }
 
@@ -274,21 +243,31 @@ impl Faults {
         *self.armed.lock().unwrap() = Some((operation.to_owned(), phase));
     }
 
-    fn take(&self, operation: &str, phase: Phase) -> bool {
+    /// The armed fault's error, once, when it is for `operation` at `phase`.
+    fn strike(&self, operation: &str, phase: Phase) -> Result<(), BoxError> {
         let mut armed = self.armed.lock().unwrap();
         if armed
             .as_ref()
             .is_some_and(|(op, p)| op == operation && *p == phase)
         {
             *armed = None;
-            return true;
+            return Err(match phase {
+                Phase::BeforeSend => "injected fault: connection refused",
+                Phase::AfterSend => "injected fault: response lost",
+            }
+            .into());
         }
-        false
+        Ok(())
     }
 }
 
+/// The harness's hook on every attempt of a tenant DynamoDB client: counts it in `requests`, and
+/// injects the faults armed in `faults`.
 #[derive(Debug, Clone)]
-pub struct FaultInterceptor(pub Arc<Faults>);
+pub struct TestInterceptor {
+    pub requests: Arc<RequestCounter>,
+    pub faults: Arc<Faults>,
+}
 
 /// The error body an injected fault answers this attempt with (set before transmit).
 #[derive(Debug, Clone)]
@@ -304,21 +283,30 @@ fn operation_of(cfg: &ConfigBag) -> String {
         .unwrap_or_default()
 }
 
-impl Intercept for FaultInterceptor {
+impl Intercept for TestInterceptor {
     fn name(&self) -> &'static str {
-        "FaultInterceptor"
+        "TestInterceptor"
     }
 
+    /// Counts the attempt as sent, then fails it if a fault is armed before its send (counted all
+    /// the same: the SDK runs every interceptor's hook, whichever fails).
     fn read_before_transmit(
         &self,
         _ctx: &BeforeTransmitInterceptorContextRef<'_>,
         _rc: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        if self.0.take(&operation_of(cfg), Phase::BeforeSend) {
-            return Err("injected fault: connection refused".into());
-        }
-        Ok(())
+        let operation = operation_of(cfg);
+        let requests = &self.requests;
+        *requests
+            .sent
+            .lock()
+            .unwrap()
+            .entry(operation.clone())
+            .or_default() += 1;
+        let now = requests.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        requests.peak_in_flight.fetch_max(now, Ordering::SeqCst);
+        self.faults.strike(&operation, Phase::BeforeSend)
     }
 
     fn read_before_deserialization(
@@ -327,16 +315,14 @@ impl Intercept for FaultInterceptor {
         _rc: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        if self.0.take(&operation_of(cfg), Phase::AfterSend) {
-            return Err("injected fault: response lost".into());
-        }
-        Ok(())
+        self.requests.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.faults.strike(&operation_of(cfg), Phase::AfterSend)
     }
 
     /// An injected transaction answer: the request becomes a ListTables, so nothing is written.
     fn modify_before_transmit(
         &self,
-        ctx: &mut aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextMut<'_>,
+        ctx: &mut BeforeTransmitInterceptorContextMut<'_>,
         _rc: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
@@ -345,15 +331,15 @@ impl Intercept for FaultInterceptor {
             .request()
             .body()
             .bytes()
-            .is_some_and(|b| self.0.refuses_body(b));
-        let answer = if body_refused || self.0.take_refusal(&operation) {
+            .is_some_and(|b| self.faults.refuses_body(b));
+        let answer = if body_refused || self.faults.take_refusal(&operation) {
             Some(
                 r#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"injected throttling, not applied"}"#
                     .to_owned(),
             )
         } else if operation == "TransactWriteItems" {
             // The state lives across the operation's retry attempts: set or clear it on each one.
-            self.0.take_cancel()
+            self.faults.take_cancel()
         } else {
             None
         };
@@ -373,74 +359,61 @@ impl Intercept for FaultInterceptor {
     /// Throttling, as DynamoDB answers it: HTTP 400 with ProvisionedThroughputExceededException.
     fn modify_before_deserialization(
         &self,
-        ctx: &mut aws_smithy_runtime_api::client::interceptors::context::BeforeDeserializationInterceptorContextMut<'_>,
+        ctx: &mut BeforeDeserializationInterceptorContextMut<'_>,
         _rc: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         if let Some(InjectedAnswer(body)) = cfg.load::<InjectedAnswer>().cloned() {
-            let response = ctx.response_mut();
-            *response.status_mut() = aws_smithy_runtime_api::http::StatusCode::try_from(400u16)?;
-            response
-                .headers_mut()
-                .insert("content-type", "application/x-amz-json-1.0");
-            *response.body_mut() = aws_smithy_types::body::SdkBody::from(body);
-        } else if self.0.take_lost_success(&operation_of(cfg)) {
-            let response = ctx.response_mut();
-            *response.status_mut() = aws_smithy_runtime_api::http::StatusCode::try_from(500u16)?;
-            response
-                .headers_mut()
-                .insert("content-type", "application/x-amz-json-1.0");
-            *response.body_mut() = aws_smithy_types::body::SdkBody::from(
+            answer_with(ctx, 400, DYNAMODB_JSON, body)?;
+        } else if self.faults.take_lost_success(&operation_of(cfg)) {
+            answer_with(
+                ctx,
+                500,
+                DYNAMODB_JSON,
                 r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected: answer lost"}"#,
-            );
-        } else if self.0.take_throttle() {
-            let response = ctx.response_mut();
-            *response.status_mut() = aws_smithy_runtime_api::http::StatusCode::try_from(400u16)?;
-            response
-                .headers_mut()
-                .insert("content-type", "application/x-amz-json-1.0");
-            *response.body_mut() = aws_smithy_types::body::SdkBody::from(
+            )?;
+        } else if self.faults.take_throttle() {
+            answer_with(
+                ctx,
+                400,
+                DYNAMODB_JSON,
                 r#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"injected throttling"}"#,
-            );
+            )?;
         }
         Ok(())
     }
 }
 
-/// Makes STS refuse AssumeRole while its flag is set: HTTP 403 `AccessDenied`, in STS's XML.
-#[derive(Debug, Clone)]
-pub struct StsRefusal(pub Arc<AtomicBool>);
+/// The content type of DynamoDB's answers, errors included.
+const DYNAMODB_JSON: &str = "application/x-amz-json-1.0";
 
-impl Intercept for StsRefusal {
-    fn name(&self) -> &'static str {
-        "StsRefusal"
-    }
-
-    fn modify_before_deserialization(
-        &self,
-        ctx: &mut aws_smithy_runtime_api::client::interceptors::context::BeforeDeserializationInterceptorContextMut<'_>,
-        _rc: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        if self.0.load(Ordering::SeqCst) {
-            let response = ctx.response_mut();
-            *response.status_mut() = aws_smithy_runtime_api::http::StatusCode::try_from(403u16)?;
-            response.headers_mut().insert("content-type", "text/xml");
-            *response.body_mut() = aws_smithy_types::body::SdkBody::from(
-                r#"<ErrorResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><Error><Type>Sender</Type><Code>AccessDenied</Code><Message>injected: not authorized to perform sts:AssumeRole</Message></Error><RequestId>injected</RequestId></ErrorResponse>"#,
-            );
-        }
-        Ok(())
-    }
+/// Replaces the answer an attempt got with `status`, `content_type` and `body`: what the SDK then
+/// reads is the injected fault, as the service would have sent it.
+fn answer_with(
+    ctx: &mut BeforeDeserializationInterceptorContextMut<'_>,
+    status: u16,
+    content_type: &'static str,
+    body: impl Into<aws_smithy_types::body::SdkBody>,
+) -> Result<(), BoxError> {
+    let response = ctx.response_mut();
+    *response.status_mut() = aws_smithy_runtime_api::http::StatusCode::try_from(status)?;
+    response.headers_mut().insert("content-type", content_type);
+    *response.body_mut() = body.into();
+    Ok(())
 }
 
-/// Makes STS unreachable while its flag is set (the request fails before it is sent).
-#[derive(Debug, Clone)]
-pub struct StsSwitch(pub Arc<AtomicBool>);
+/// STS faults, each while its flag is set: `down`, STS is unreachable (the request fails before it
+/// is sent); `refuses`, STS answers AssumeRole with HTTP 403 `AccessDenied`, in STS's XML (not
+/// retryable). Clones share their flags.
+#[derive(Debug, Clone, Default)]
+pub struct StsFaults {
+    pub down: Arc<AtomicBool>,
+    pub refuses: Arc<AtomicBool>,
+}
 
-impl Intercept for StsSwitch {
+impl Intercept for StsFaults {
     fn name(&self) -> &'static str {
-        "StsSwitch"
+        "StsFaults"
     }
 
     fn read_before_transmit(
@@ -449,8 +422,25 @@ impl Intercept for StsSwitch {
         _rc: &RuntimeComponents,
         _cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        if self.0.load(Ordering::SeqCst) {
+        if self.down.load(Ordering::SeqCst) {
             return Err("injected fault: STS unreachable".into());
+        }
+        Ok(())
+    }
+
+    fn modify_before_deserialization(
+        &self,
+        ctx: &mut BeforeDeserializationInterceptorContextMut<'_>,
+        _rc: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if self.refuses.load(Ordering::SeqCst) {
+            answer_with(
+                ctx,
+                403,
+                "text/xml",
+                r#"<ErrorResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><Error><Type>Sender</Type><Code>AccessDenied</Code><Message>injected: not authorized to perform sts:AssumeRole</Message></Error><RequestId>injected</RequestId></ErrorResponse>"#,
+            )?;
         }
         Ok(())
     }
@@ -462,10 +452,8 @@ pub struct Harness {
     pub clock: Arc<TestClock>,
     pub requests: Arc<RequestCounter>,
     pub faults: Arc<Faults>,
-    /// While true, every STS request fails as if STS were unreachable.
-    pub sts_down: Arc<AtomicBool>,
-    /// While set, STS answers AssumeRole with AccessDenied (not retryable).
-    pub sts_refuses: Arc<AtomicBool>,
+    /// The STS faults the test switches on and off.
+    pub sts: StsFaults,
     pub admin: aws_sdk_dynamodb::Client,
     pub table: String,
     pub sts_endpoint: String,
@@ -536,6 +524,44 @@ impl Harness {
         Self::build(admin, table, session_ttl_seconds, sts_endpoint, None).await
     }
 
+    /// A new harness and a fresh tenant named after `prefix` ([`unique`]), onboarded with
+    /// `shard_count` shards ([`onboard`]): where most tests start.
+    pub async fn with_tenant(prefix: &str, shard_count: u32) -> (Self, String) {
+        let (h, [tenant]) = Self::with_tenants([(prefix, shard_count)]).await;
+        (h, tenant)
+    }
+
+    /// A new harness and a fresh tenant for each of `tenants` (a name prefix and a shard count),
+    /// onboarded in order.
+    pub async fn with_tenants<const N: usize>(tenants: [(&str, u32); N]) -> (Self, [String; N]) {
+        let h = Self::new().await;
+        let mut names = Vec::with_capacity(N);
+        for (prefix, shard_count) in tenants {
+            let tenant = unique(prefix);
+            onboard(&h, &tenant, shard_count).await;
+            names.push(tenant);
+        }
+        let names = names.try_into().expect("one name per tenant");
+        (h, names)
+    }
+
+    /// A new harness and a pooled neighbour named after `prefix` (2 shards) holding `products`
+    /// products, `n0`, `n1`..., each `{"v": i}`: the tenant a test about another's table checks
+    /// was left alone.
+    pub async fn with_neighbour(prefix: &str, products: usize) -> (Self, String) {
+        let (h, neighbour) = Self::with_tenant(prefix, 2).await;
+        h.tenant(&neighbour)
+            .put_new_products((0..products).map(|i| (format!("n{i}"), json!({ "v": i }))))
+            .await;
+        (h, neighbour)
+    }
+
+    /// Another container on this harness's table: its own `App`, credential cache, clock and
+    /// counter.
+    pub async fn another_container(&self) -> Self {
+        Self::on_table(&self.admin, &self.table, 3600, &self.sts_endpoint).await
+    }
+
     /// A harness whose tenant clients reach DynamoDB at `dynamodb_endpoint` (a dead port, or a
     /// DynamoDB Local of the test's own); STS stays the shared moto.
     pub async fn with_dynamodb_at(dynamodb_endpoint: &str, table: &str) -> Self {
@@ -560,8 +586,7 @@ impl Harness {
         let clock = Arc::new(TestClock(AtomicU64::new(real_now_millis())));
         let requests = Arc::new(RequestCounter::default());
         let faults = Arc::new(Faults::default());
-        let sts_down = Arc::new(AtomicBool::new(false));
-        let sts_refuses = Arc::new(AtomicBool::new(false));
+        let sts_faults = StsFaults::default();
         let settings = Settings {
             table_name: table.to_owned(),
             tenant_role_arn: ROLE_ARN.into(),
@@ -575,8 +600,7 @@ impl Harness {
         };
         let sts = aws_sdk_sts::Client::from_conf(
             aws_sdk_sts::config::Builder::from(&sdk)
-                .interceptor(StsSwitch(sts_down.clone()))
-                .interceptor(StsRefusal(sts_refuses.clone()))
+                .interceptor(sts_faults.clone())
                 .build(),
         );
         let mut dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk);
@@ -598,10 +622,10 @@ impl Harness {
             },
             clock.clone(),
         )
-        .with_interceptor(SharedInterceptor::new(FaultInterceptor(faults.clone())))
-        .with_interceptor(SharedInterceptor::new(CountingInterceptor(
-            requests.clone(),
-        )));
+        .with_interceptor(SharedInterceptor::new(TestInterceptor {
+            requests: requests.clone(),
+            faults: faults.clone(),
+        }));
         // Metrics lines are kept in memory, where `tests/tests/all/metrics.rs` reads them.
         let app = App::with_clients(settings, tenants, clock.clone())
             .with_metrics(shared::service::metrics::MetricsSink::memory());
@@ -610,8 +634,7 @@ impl Harness {
             clock,
             requests,
             faults,
-            sts_down,
-            sts_refuses,
+            sts: sts_faults,
             admin: admin.clone(),
             table: table.to_owned(),
             sts_endpoint: sts_endpoint.to_owned(),
@@ -902,6 +925,16 @@ pub fn resp(result: Result<Response<Body>, ApiError>) -> Resp {
 }
 
 impl Resp {
+    /// The `field` of each item of a list page's `items`, in order.
+    pub fn ids(&self, field: &str) -> Vec<String> {
+        self.body["items"]
+            .as_array()
+            .expect("a list page")
+            .iter()
+            .map(|item| item[field].as_str().expect("an id").to_owned())
+            .collect()
+    }
+
     /// Asserts a 4xx problem+json and returns self.
     pub fn assert_problem(&self, status: u16) -> &Self {
         assert_eq!(self.status, status, "body: {}", self.body);
@@ -922,6 +955,38 @@ pub async fn onboarded(h: &Harness, prefix: &str) -> String {
     let tenant = unique(prefix);
     onboard(h, &tenant, 1).await;
     tenant
+}
+
+/// Onboards `tenant` in a table of its own (tier standard, `shard_count` shards), as an operator:
+/// the table's name.
+pub async fn onboard_own(h: &Harness, tenant: &str, shard_count: u32) -> String {
+    let r = h
+        .operator()
+        .onboard_tenant(json!({
+            "tenantId": tenant, "tier": "standard", "shardCount": shard_count, "placement": "own"
+        }))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let own_table = format!("{}-tenant-{tenant}", h.table);
+    assert_eq!(r.body["placement"], "own");
+    assert_eq!(r.body["ownTable"], own_table.as_str());
+    own_table
+}
+
+/// Raw items as text, each with its attributes in name order, sorted: a view of a set of items
+/// that compares byte for byte.
+pub fn sorted_text(items: Vec<HashMap<String, AttributeValue>>) -> Vec<String> {
+    let mut out: Vec<String> = items
+        .into_iter()
+        .map(|i| {
+            format!(
+                "{:?}",
+                i.into_iter().collect::<std::collections::BTreeMap<_, _>>()
+            )
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// [`onboard`] in tier `tier`.
@@ -994,20 +1059,32 @@ pub async fn units_used(ops: &Harness, apps: &[&App], tenant: &str, route: Optio
 /// deletion may start (the test clock moved on), calls until the report (200).
 pub async fn offboard_to_end(h: &Harness, tenant: &str, operator: &Auth) -> Resp {
     let client = h.caller(operator);
-    let offboard = || client.offboard_tenant(tenant);
-    let first = offboard().await;
-    assert_eq!(first.status, 202, "{}", first.body);
-    h.clock
-        .advance_seconds(shared::store::lifecycle::offboarding::DELETION_DELAY_SECONDS);
-    for _ in 0..50 {
-        let r = offboard().await;
-        match r.status {
-            200 => return r,
-            202 => {}
-            _ => panic!("offboarding {tenant}: {} {}", r.status, r.body),
+    let delay = shared::store::lifecycle::offboarding::DELETION_DELAY_SECONDS;
+    let what = format!("the offboarding of {tenant}");
+    step_to_end(h, &what, delay, 50, || client.offboard_tenant(tenant)).await
+}
+
+/// Runs an operator's change that works in steps (an offboarding, a move, a re-sharding) to its
+/// end: `step`'s first call starts it (202), the test clock passes `delay_seconds`, then calls go
+/// on, each 202 until one answers 200 (that answer; `what` fails after `attempts` more calls).
+pub async fn step_to_end<Step: std::future::Future<Output = Resp>>(
+    h: &Harness,
+    what: &str,
+    delay_seconds: u64,
+    attempts: usize,
+    mut step: impl FnMut() -> Step,
+) -> Resp {
+    let first = step().await;
+    assert_eq!(first.status, 202, "{what}: {}", first.body);
+    h.clock.advance_seconds(delay_seconds);
+    for _ in 0..attempts {
+        let r = step().await;
+        if r.status == 200 {
+            return r;
         }
+        assert_eq!(r.status, 202, "{what}: {}", r.body);
     }
-    panic!("the offboarding of {tenant} does not end");
+    panic!("{what} does not end");
 }
 
 async fn onboard_with(h: &Harness, body: Value) {
@@ -1016,24 +1093,75 @@ async fn onboard_with(h: &Harness, body: Value) {
     assert_eq!(r.status, 201, "onboarding {tenant}: {}", r.body);
 }
 
+/// Runs the lifecycle driver on `app` until it reports nothing pending (60 runs at the most).
+pub async fn drive_to_end(app: &App) {
+    for _ in 0..60 {
+        // Boxed: the driver's future overflows a test thread's stack in debug.
+        let run = Box::pin(tenants::drive_lifecycle::drive(app)).await;
+        if run.expect("a lifecycle run").pending == 0 {
+            return;
+        }
+    }
+    panic!("the lifecycle driver does not finish");
+}
+
+/// Runs the lifecycle driver on `app` once for each of `lives`, each killed after that many
+/// milliseconds (a timeout or a crash part-way through its work).
+pub async fn drive_killed_after(app: &App, lives: &[u64]) {
+    for ms in lives {
+        let run = Box::pin(tenants::drive_lifecycle::drive(app));
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(*ms), run).await;
+    }
+}
+
+/// Calls `step` (a route that works in steps: 202 with a Retry-After until it is done, then 200)
+/// until it answers 200, each call cut off after `budget(attempt)` as if its function were killed
+/// part-way; `what` fails after `attempts` calls. How many calls were cut off.
+pub async fn step_to_end_with_kills<Step: std::future::Future<Output = Resp>>(
+    what: &str,
+    attempts: u64,
+    budget: impl Fn(u64) -> std::time::Duration,
+    mut step: impl FnMut() -> Step,
+) -> usize {
+    let mut killed = 0;
+    for attempt in 0..attempts {
+        match tokio::time::timeout(budget(attempt), step()).await {
+            Err(_) => killed += 1,
+            Ok(r) if r.status == 200 => return killed,
+            Ok(r) => {
+                assert_eq!(r.status, 202, "{}", r.body);
+                assert!(r.retry_after.is_some());
+            }
+        }
+    }
+    panic!("{what} never finished");
+}
+
 /// Log output captured in memory: a `MakeWriter` for the production JSON subscriber in log tests.
 #[derive(Clone, Default)]
-pub struct CapturedLogs(pub Arc<std::sync::Mutex<Vec<u8>>>);
+pub struct CapturedLogs(Arc<Mutex<Vec<u8>>>);
 
-impl std::io::Write for CapturedLogs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
+impl CapturedLogs {
+    /// Captures this thread's logs in the production JSON format until the guard is dropped (a
+    /// thread's default, never the process's: other tests run on other threads).
+    pub fn install() -> (Self, tracing::subscriber::DefaultGuard) {
+        let logs = Self::default();
+        let guard = tracing::subscriber::set_default(shared::service::runtime::json_subscriber(
+            logs.clone(),
+        ));
+        (logs, guard)
     }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+
+    /// Every line captured so far.
+    pub fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
     }
 }
 
 impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
-    type Writer = CapturedLogs;
+    type Writer = tracing_subscriber::fmt::writer::MutexGuardWriter<'a, Vec<u8>>;
     fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
+        self.0.make_writer()
     }
 }
 
@@ -1056,6 +1184,12 @@ macro_rules! tenant_client {
                     h,
                     auth: $crate::Auth::Tenant(name),
                 }
+            }
+
+            /// The tenant's client, for its route methods.
+            #[allow(dead_code)]
+            fn client(&self) -> $crate::Client<'a> {
+                self.h.caller(&self.auth)
             }
 
             #[allow(dead_code)]

@@ -155,27 +155,8 @@ impl LifecycleBus {
             .send()
             .await
             .expect("create a bus on moto's EventBridge");
-        let queue_url = sqs
-            .create_queue()
-            .queue_name(&name)
-            .send()
-            .await
-            .expect("create the subscriber's queue on moto")
-            .queue_url
-            .unwrap_or_default();
-        let queue_arn = sqs
-            .get_queue_attributes()
-            .queue_url(&queue_url)
-            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-            .send()
-            .await
-            .expect("the queue's ARN")
-            .attributes
-            .and_then(|a| {
-                a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-                    .cloned()
-            })
-            .unwrap_or_default();
+        let queue_url = crate::import_queue::create_queue(&sqs, &name, []).await;
+        let queue_arn = crate::import_queue::queue_arn(&sqs, &queue_url).await;
         events
             .put_rule()
             .name("subscriber")
@@ -218,32 +199,19 @@ impl LifecycleBus {
     /// removed from the queue.
     pub async fn delivered(&self) -> Vec<Value> {
         let mut events = Vec::new();
-        loop {
-            let out = self
-                .sqs
-                .receive_message()
+        for m in crate::import_queue::receive_all(&self.sqs, &self.queue_url).await {
+            events.push(
+                serde_json::from_str(m.body.as_deref().unwrap_or_default())
+                    .expect("an EventBridge event"),
+            );
+            self.sqs
+                .delete_message()
                 .queue_url(&self.queue_url)
-                .max_number_of_messages(10)
+                .receipt_handle(m.receipt_handle.unwrap_or_default())
                 .send()
                 .await
-                .expect("receive from the subscriber's queue");
-            let messages = out.messages.unwrap_or_default();
-            if messages.is_empty() {
-                return events;
-            }
-            for m in messages {
-                events.push(
-                    serde_json::from_str(m.body.as_deref().unwrap_or_default())
-                        .expect("an EventBridge event"),
-                );
-                self.sqs
-                    .delete_message()
-                    .queue_url(&self.queue_url)
-                    .receipt_handle(m.receipt_handle.unwrap_or_default())
-                    .send()
-                    .await
-                    .expect("delete the delivered event");
-            }
+                .expect("delete the delivered event");
         }
+        events
     }
 }

@@ -17,14 +17,19 @@
 use std::time::{Duration, Instant};
 
 use lambda_http::http::StatusCode;
+use lambda_http::{Body, Response};
 use serde::Serialize;
 use shared::identity::ids::TenantId;
+use shared::store::client::scoped::TenantDb;
 use shared::store::imports;
 use shared::store::lifecycle::driving;
-use shared::store::tenancy::tenants::{read_record_consistent, LONGEST_FUNCTION_TIMEOUT_SECONDS};
+use shared::store::tenancy::tenants::{
+    read_record_consistent, TenantRecord, LONGEST_FUNCTION_TIMEOUT_SECONDS,
+};
 use shared::{ApiError, App};
 
 use crate::operation::Operation;
+use crate::{move_tenant, offboard_tenant, reshard_tenant, restore_tenant};
 
 /// How long one run starts new work: a tenant begun just before may add one call's 5 s.
 pub const RUN_BUDGET: Duration = Duration::from_secs(20);
@@ -206,6 +211,30 @@ async fn step(app: &App, tenant: &TenantId) -> Result<bool, ApiError> {
         return Ok(true);
     };
     // Charged to the platform's account under the route a call would be, as the calls are.
-    let answer = operation.advance(app, &db, record).await?;
+    let answer = operation
+        .charged(app, advance(operation, app, &db, record))
+        .await?;
     Ok(answer.status() == StatusCode::OK)
+}
+
+/// One call's worth of `operation`, already begun on `record`: 200 once it has ended, 202 while it
+/// runs.
+async fn advance(
+    operation: Operation,
+    app: &App,
+    db: &TenantDb,
+    record: TenantRecord,
+) -> Result<Response<Body>, ApiError> {
+    match operation {
+        Operation::Offboarding => offboard_tenant::advance(app, db, record).await,
+        Operation::Resharding => {
+            let deadline = Instant::now() + reshard_tenant::WORK_PER_REQUEST;
+            reshard_tenant::migrate(app, db, record, deadline).await
+        }
+        Operation::Moving => {
+            let deadline = Instant::now() + move_tenant::WORK_PER_REQUEST;
+            move_tenant::advance(app, db, record, deadline).await
+        }
+        Operation::Restoring => restore_tenant::advance(app, db, record).await,
+    }
 }

@@ -37,7 +37,7 @@ pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
 
 /// The route whose account (the platform's usage) a move's steps are charged to, by a call or by
 /// the lifecycle driver.
-pub const ROUTE: &str = "update-tenant";
+pub const ROUTE: &str = crate::operation::Operation::Moving.route();
 
 /// A move between placements in progress, as the API shows it.
 #[derive(Debug, Serialize)]

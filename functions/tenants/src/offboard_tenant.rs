@@ -47,7 +47,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
 
 /// The route whose account (the platform's usage) an offboarding's steps are charged to, by a call
 /// or by the lifecycle driver.
-pub const ROUTE: &str = "offboard-tenant";
+pub const ROUTE: &str = crate::operation::Operation::Offboarding.route();
 
 /// Starts, continues or reports `tenant`'s offboarding, asked by an operator of `operator` (the
 /// platform, for the control plane), on the platform's account ([`Operation::Offboarding`]).

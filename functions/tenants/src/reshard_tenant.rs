@@ -29,7 +29,7 @@ pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
 
 /// The route whose account (the platform's usage) a re-sharding's steps are charged to, by a call
 /// or by the lifecycle driver.
-pub const ROUTE: &str = "update-tenant";
+pub const ROUTE: &str = crate::operation::Operation::Resharding.route();
 
 /// Starts, continues or confirms `tenant`'s re-sharding to `to` shards, asked by an operator of
 /// `operator` (on the platform's account: [`crate::operation::Operation::Resharding`]). The request

@@ -47,7 +47,7 @@ const DRY_RUN_TIME: Duration = Duration::from_secs(25);
 
 /// The route whose account (the platform's usage) a restore's steps are charged to, by a call or by
 /// the lifecycle driver.
-pub const ROUTE: &str = "restore-tenant";
+pub const ROUTE: &str = crate::operation::Operation::Restoring.route();
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

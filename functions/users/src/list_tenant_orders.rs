@@ -20,7 +20,7 @@
 use lambda_http::{Body, Request, Response};
 use shared::identity::ids::TenantId;
 use shared::service::http::{page_limit, page_response, query_param, PageCursor};
-use shared::store::scatter::Listing;
+use shared::store::scatter::{Listing, PageAsk};
 use shared::{ApiError, App};
 
 use crate::{date_range, store, view_from_item, Date, OrderSummary};
@@ -45,7 +45,8 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let shards = app.directory.order_shards(&db).await?;
     let listing = listing(t, from, to, shards);
     let keys = &*app.cursor_keys()?;
-    let page = store::list_orders(&db, &listing, keys, limit, cursor.as_deref()).await?;
+    let ask = PageAsk::new(keys, limit, cursor.as_deref());
+    let page = store::list_orders(&db, &listing, ask).await?;
     let view = |item| Ok(view_from_item::<OrderSummary>(item)?);
     let cursor = PageCursor {
         keys,

@@ -11,7 +11,6 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Delete, Put, ReturnValue, TransactWriteItem, Update,
 };
-use shared::identity::cursor::CursorKeys;
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{EXPIRES_AT, GSI1, PK, SK};
 use shared::store::client::error::StoreError;
@@ -20,7 +19,7 @@ use shared::store::client::query::{all_pages, is_live, string_attr, u64_attr, It
 use shared::store::client::scoped::TenantDb;
 use shared::store::client::transact::{transact, TransactError};
 use shared::store::quota::usage::RouteUsage;
-use shared::store::scatter::{gather, Fanout, GatheredPage, Listing, Order, SortRange};
+use shared::store::scatter::{gather, GatheredPage, Listing, Order, PageAsk, SortRange};
 
 use crate::error::{internal, Error};
 use crate::keys::{
@@ -255,15 +254,13 @@ pub fn order_listing(route: &str, t: &TenantId, from: Date, to: Date, shards: u3
     }
 }
 
-/// One page of `listing` (an [`order_listing`]) from `cursor`, its partitions read concurrently.
+/// `page` of `listing` (an [`order_listing`]), its partitions read concurrently.
 pub async fn list_orders(
     db: &TenantDb,
     listing: &Listing,
-    keys: &CursorKeys,
-    limit: u32,
-    cursor: Option<&str>,
+    page: PageAsk<'_>,
 ) -> Result<GatheredPage, StoreError> {
-    gather(db, listing, keys, limit, cursor, Fanout::Parallel).await
+    gather(db, listing, page).await
 }
 
 /// Stores a new transfer code in one TransactWriteItems: ConditionCheck the user's profile exists

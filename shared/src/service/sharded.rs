@@ -22,7 +22,9 @@ use crate::service::http::{
 use crate::store::client::items::view_from_item;
 use crate::store::client::query::{string_attr, u64_attr, Item};
 use crate::store::client::scoped::TenantDb;
-use crate::store::scatter::{gather, gather_across, walk, Fanout, GatheredPage, ShardedList};
+use crate::store::scatter::{
+    gather, gather_across, walk, Fanout, GatheredPage, PageAsk, ShardedList,
+};
 use crate::store::tenancy::layout::{self, Keys, Layout, UPDATED_AT_MS};
 
 /// One item of a write-sharded kind as a request names it, read in the order every such route
@@ -267,7 +269,8 @@ pub async fn list_page<V: Serialize>(
         PageRead::Walk(shards, route) => {
             let mut listing = list.over(t, shards);
             listing.route = route.clone();
-            let page = walk(&db, &listing, keys, limit, MAX_PAGE_BYTES, cursor).await?;
+            let ask = PageAsk::new(keys, limit, cursor).within_bytes(MAX_PAGE_BYTES);
+            let page = walk(&db, &listing, ask).await?;
             (page, route)
         }
     };
@@ -431,13 +434,12 @@ impl ByIdRead<'_> {
             listing.route = self.route.to_owned();
             listing
         };
+        let ask = PageAsk::new(self.keys, limit, cursor).with_fanout(self.fanout);
         Ok(match self.layout {
-            Layout::Stable(n) => {
-                gather(self.db, &over(n), self.keys, limit, cursor, self.fanout).await?
-            }
+            Layout::Stable(n) => gather(self.db, &over(n), ask).await?,
             Layout::Migrating { from, to, .. } => {
                 let (old, new) = (over(from), over(to));
-                gather_across(self.db, (&old, from), (&new, to), self.keys, limit, cursor).await?
+                gather_across(self.db, (&old, from), (&new, to), ask).await?
             }
         })
     }

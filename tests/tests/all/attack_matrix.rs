@@ -109,43 +109,37 @@ async fn seed(h: &Harness, t: &str) -> BTreeMap<String, String> {
     ids.insert("sessionId".into(), sessions[0].clone());
     ids.insert("customerId".into(), "c1".into());
     ids.insert("tenantId".into(), t.to_owned());
-    for p in ["p1", "p2"] {
-        let params = BTreeMap::from([("productId".to_string(), p.to_string())]);
-        assert_eq!(
-            h.caller(&auth)
-                .call("put-product", &params, Some(json!({"owner": t})))
-                .await
-                .status,
-            201
-        );
+    // Two of each entity, by PUT: the first is the one the matrix names.
+    let entities = [
+        (
+            "put-product",
+            "productId",
+            ["p1", "p2"],
+            json!({"owner": t}),
+        ),
+        (
+            "put-department",
+            "departmentId",
+            ["d1", "d2"],
+            json!({"name": t}),
+        ),
+        (
+            "put-employee",
+            "employeeId",
+            ["e1", "e2"],
+            json!({"name": t, "departmentId": "d1"}),
+        ),
+    ];
+    for (bin, param, pair, body) in entities {
+        for id in pair {
+            let r = h
+                .caller(&auth)
+                .call(bin, &[(param, id)], Some(body.clone()))
+                .await;
+            assert_eq!(r.status, 201, "{bin} {id}: {}", r.body);
+        }
+        ids.insert(param.into(), pair[0].into());
     }
-    ids.insert("productId".into(), "p1".into());
-    for d in ["d1", "d2"] {
-        let params = BTreeMap::from([("departmentId".to_string(), d.to_string())]);
-        assert_eq!(
-            h.caller(&auth)
-                .call("put-department", &params, Some(json!({"name": t})))
-                .await
-                .status,
-            201
-        );
-    }
-    ids.insert("departmentId".into(), "d1".into());
-    for e in ["e1", "e2"] {
-        let params = BTreeMap::from([("employeeId".to_string(), e.to_string())]);
-        assert_eq!(
-            h.caller(&auth)
-                .call(
-                    "put-employee",
-                    &params,
-                    Some(json!({"name": t, "departmentId": "d1"}))
-                )
-                .await
-                .status,
-            201
-        );
-    }
-    ids.insert("employeeId".into(), "e1".into());
     let user = BTreeMap::from([("userId".to_string(), "u1".to_string())]);
     let r = h
         .caller(&auth)

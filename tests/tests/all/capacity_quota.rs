@@ -60,8 +60,8 @@ async fn get(h: &Harness, tenant: &str, id: &str) -> Resp {
 
 /// Two more containers on `h`'s table, their clocks on the same second as `h`'s.
 async fn containers(h: &Harness) -> (Harness, Harness) {
-    let a = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
-    let b = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    let a = h.another_container().await;
+    let b = h.another_container().await;
     (a, b)
 }
 
@@ -396,13 +396,9 @@ async fn an_operators_offboarding_and_re_sharding_of_another_tenant_are_charged_
     onboard_custom(&h, &gone, 1, 2_000, 100_000).await;
     onboard_custom(&h, &moved, 1, 2_000, 100_000).await;
     for (t, n) in [(&gone, 300), (&moved, 100)] {
-        for i in 0..n {
-            let r = h
-                .tenant(t)
-                .put_product(&format!("p-{i:03}"), product_of(1))
-                .await;
-            assert_eq!(r.status, 201, "{}", r.body);
-        }
+        h.tenant(t)
+            .put_new_products((0..n).map(|i| (format!("p-{i:03}"), product_of(1))))
+            .await;
     }
     let platform_before = integration::units_used(&h, &[&h.app], "_platform", None).await;
     // WHEN the operator offboards the first to its end, every call served as the runtime serves it
@@ -428,11 +424,7 @@ async fn an_operators_offboarding_and_re_sharding_of_another_tenant_are_charged_
     }
     assert_eq!(last.status, 200, "{}", last.body);
     // AND starts the second's re-sharding, which the lifecycle driver runs to its end
-    let r = h
-        .caller(&operator)
-        .admitted()
-        .update_tenant(&moved, json!({"shardCount": 4}))
-        .await;
+    let r = h.caller(&operator).admitted().reshard(&moved, 4).await;
     assert_eq!(r.status, 202, "{}", r.body);
     h.clock
         .advance_seconds(shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS + 1);
@@ -477,7 +469,7 @@ async fn ten_fresh_containers_each_putting_a_large_product_admit_no_more_than_th
     let seed = Harness::new().await;
     let t = unique("fresh-burst");
     onboard_custom(&seed, &t, 1, 250, 50).await;
-    let a = Harness::on_table(&seed.admin, &seed.table, 3600, &seed.sts_endpoint).await;
+    let a = seed.another_container().await;
     let start = a.app.clock.now_seconds() + 1;
     at_second(&[&a], start);
     assert_eq!(put(&a, &t, "first", product_of(60)).await.status, 201);
@@ -485,7 +477,7 @@ async fn ten_fresh_containers_each_putting_a_large_product_admit_no_more_than_th
     // product, in that second and in each of the next ten
     let mut fresh = Vec::new();
     for _ in 0..10 {
-        fresh.push(Harness::on_table(&seed.admin, &seed.table, 3600, &seed.sts_endpoint).await);
+        fresh.push(seed.another_container().await);
     }
     let seconds = 11;
     let mut answers = Vec::new();

@@ -79,7 +79,17 @@ pub struct World<'a> {
     pub employees: Ledger,
 }
 
-impl World<'_> {
+impl<'a> World<'a> {
+    /// `tenant` on `h`, with nothing written yet.
+    pub fn new(h: &'a Harness, tenant: &str) -> Self {
+        Self {
+            h,
+            tenant: tenant.to_owned(),
+            products: Ledger::default(),
+            employees: Ledger::default(),
+        }
+    }
+
     pub fn auth(&self) -> Auth {
         Auth::Tenant(self.tenant.clone())
     }

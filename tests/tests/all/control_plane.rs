@@ -82,6 +82,20 @@ async fn each_request_is_answered_once_with_its_ids_and_redeliveries_change_noth
             .extend(extra.as_object().unwrap().clone());
         detail
     };
+    // sbt-aws forwards the tenant's item, registration id included: a registration is suspended
+    // and resumed again and again, each time acted on and answered
+    let suspend = (
+        "sbt_aws_deactivateRequest",
+        tenant(json!({})),
+        "sbt_aws_deactivateSuccess",
+        "suspended",
+    );
+    let resume = (
+        "sbt_aws_activateRequest",
+        tenant(json!({})),
+        "sbt_aws_activateSuccess",
+        "active",
+    );
     let steps = [
         (
             "sbt_aws_onboardingRequest",
@@ -89,32 +103,10 @@ async fn each_request_is_answered_once_with_its_ids_and_redeliveries_change_noth
             "sbt_aws_provisionSuccess",
             "active",
         ),
-        // sbt-aws forwards the tenant's item, registration id included: a registration is
-        // suspended and resumed again and again, each time acted on and answered
-        (
-            "sbt_aws_deactivateRequest",
-            tenant(json!({})),
-            "sbt_aws_deactivateSuccess",
-            "suspended",
-        ),
-        (
-            "sbt_aws_activateRequest",
-            tenant(json!({})),
-            "sbt_aws_activateSuccess",
-            "active",
-        ),
-        (
-            "sbt_aws_deactivateRequest",
-            tenant(json!({})),
-            "sbt_aws_deactivateSuccess",
-            "suspended",
-        ),
-        (
-            "sbt_aws_activateRequest",
-            tenant(json!({})),
-            "sbt_aws_activateSuccess",
-            "active",
-        ),
+        suspend.clone(),
+        resume.clone(),
+        suspend,
+        resume,
         (
             "sbt_aws_offboardingRequest",
             tenant(json!({"sbtaws_active": false})),

@@ -164,14 +164,10 @@ fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_o
             leading_keys: keys.map(|k| k.into_iter().map(str::to_owned).collect()),
             ..Default::default()
         };
+    // (the platform's index of one tenant id's offboarding reports)
+    let offboarded = raw_key("_platform", "OFFBOARDED#acme");
     let record = || request("GetItem", table, Some(vec![&raw_key("acme", "TENANT")]));
-    let reports = || {
-        request(
-            "Query",
-            table,
-            Some(vec![&raw_key("_platform", "OFFBOARDED#acme")]),
-        )
-    };
+    let reports = || request("Query", table, Some(vec![&offboarded]));
     // GIVEN every function role's DynamoDB statements, inline and managed
     for role in integration::template::FUNCTION_ROLES {
         let policy = integration::template::function_role_dynamodb_policy(&arns, role);
@@ -247,21 +243,9 @@ fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_o
                 Some(vec![&raw_key("_platform", "IMPORTS_DUE#0")]),
             ),
             request("Query", table, None),
-            request(
-                "GetItem",
-                table,
-                Some(vec![&raw_key("_platform", "OFFBOARDED#acme")]),
-            ),
-            request(
-                "PutItem",
-                table,
-                Some(vec![&raw_key("_platform", "OFFBOARDED#acme")]),
-            ),
-            request(
-                "DeleteItem",
-                table,
-                Some(vec![&raw_key("_platform", "OFFBOARDED#acme")]),
-            ),
+            request("GetItem", table, Some(vec![&offboarded])),
+            request("PutItem", table, Some(vec![&offboarded])),
+            request("DeleteItem", table, Some(vec![&offboarded])),
             request("Scan", table, None),
             request(
                 "GetItem",
@@ -271,7 +255,7 @@ fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_o
             request(
                 "Query",
                 &format!("{table}/index/GSI1"),
-                Some(vec![&raw_key("_platform", "OFFBOARDED#acme")]),
+                Some(vec![&offboarded]),
             ),
         ] {
             assert!(!allowed(refused.clone()), "{role}: {refused:?}");

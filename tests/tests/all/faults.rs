@@ -12,6 +12,13 @@ async fn create(h: &Harness, tenant: &str, body: serde_json::Value) -> Resp {
     h.tenant(tenant).create_session(body).await
 }
 
+/// A new session of customer `c` for `tenant` (201): its id.
+async fn created_session(h: &Harness, tenant: &str) -> String {
+    let r = create(h, tenant, json!({"customerId": "c"})).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    r.body["sessionId"].as_str().unwrap().to_owned()
+}
+
 async fn get(h: &Harness, tenant: &str, id: &str) -> Resp {
     h.tenant(tenant).get_session_by_session_id(id).await
 }
@@ -38,12 +45,8 @@ async fn dynamodb_unreachable_is_503_with_retry_after() {
 #[tokio::test]
 async fn a_transaction_lost_before_or_after_dynamodb_is_never_half_written() {
     // GIVEN a parent session
-    let h = Harness::new().await;
-    let t = integration::onboarded(&h, "half").await;
-    let parent = create(&h, &t, json!({"customerId": "c"})).await.body["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (h, t) = Harness::with_tenant("half", 1).await;
+    let parent = created_session(&h, &t).await;
     let child_body = json!({"customerId": "c", "parentSessionId": parent});
 
     // WHEN the child's transaction never reaches DynamoDB
@@ -67,8 +70,7 @@ async fn a_transaction_lost_before_or_after_dynamodb_is_never_half_written() {
 #[tokio::test]
 async fn a_retried_create_whose_first_attempt_succeeded_is_not_a_conflict() {
     // GIVEN DynamoDB applies the PutItem but its answer is lost as a 500, so the SDK retries it
-    let h = Harness::new().await;
-    let t = integration::onboarded(&h, "retry").await;
+    let (h, t) = Harness::with_tenant("retry", 1).await;
     create(&h, &t, json!({"customerId": "warm"})).await; // credentials cached
     h.faults.lose_successes(1);
     h.requests.reset();
@@ -88,12 +90,8 @@ async fn a_retried_create_whose_first_attempt_succeeded_is_not_a_conflict() {
 
 #[tokio::test]
 async fn throttling_is_absorbed_by_retries_and_persistent_throttling_is_503() {
-    let h = Harness::new().await;
-    let t = integration::onboarded(&h, "thr").await;
-    let id = create(&h, &t, json!({"customerId": "c"})).await.body["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (h, t) = Harness::with_tenant("thr", 1).await;
+    let id = created_session(&h, &t).await;
     // GIVEN two throttled attempts: the standard retry mode (3 attempts, backoff with jitter) absorbs them
     h.faults.throttle(2);
     h.requests.reset();
@@ -116,22 +114,19 @@ async fn throttling_is_absorbed_by_retries_and_persistent_throttling_is_503() {
 async fn sts_down_serves_cached_credentials_until_they_expire_then_503() {
     let h = Harness::new().await;
     // (onboarded by an operator in another container, so this one's cache stays cold)
-    let ops = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    let ops = h.another_container().await;
     let t = integration::onboarded(&ops, "sts").await;
     let assumed_before = h.recorded_policies(&t).await.len();
     // a tenant with no cached credentials cannot be served while STS is down
-    h.sts_down.store(true, Ordering::SeqCst);
+    h.sts.down.store(true, Ordering::SeqCst);
     assert_unavailable(&create(&h, &t, json!({"customerId": "c"})).await);
     // STS back: one AssumeRole
-    h.sts_down.store(false, Ordering::SeqCst);
-    let id = create(&h, &t, json!({"customerId": "c"})).await.body["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    h.sts.down.store(false, Ordering::SeqCst);
+    let id = created_session(&h, &t).await;
     assert_eq!(h.recorded_policies(&t).await.len(), assumed_before + 1);
     // STS down again, 11 minutes later: inside the refresh window, the refresh fails, cached
     // credentials (valid for 15 minutes) keep serving
-    h.sts_down.store(true, Ordering::SeqCst);
+    h.sts.down.store(true, Ordering::SeqCst);
     h.clock.advance_seconds(11 * 60);
     assert_eq!(get(&h, &t, &id).await.status, 200);
     assert_eq!(get(&h, &t, &id).await.status, 200);
@@ -144,15 +139,11 @@ async fn sts_down_serves_cached_credentials_until_they_expire_then_503() {
 #[tokio::test]
 async fn sts_refusing_a_refresh_serves_cached_credentials_and_backs_off() {
     // GIVEN a tenant with cached credentials (one AssumeRole)
-    let h = Harness::new().await;
-    let t = integration::onboarded(&h, "refused").await;
-    let id = create(&h, &t, json!({"customerId": "c"})).await.body["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (h, t) = Harness::with_tenant("refused", 1).await;
+    let id = created_session(&h, &t).await;
     assert_eq!(h.recorded_policies(&t).await.len(), 1);
     // WHEN STS starts refusing (a non-retryable AccessDenied) inside the refresh window
-    h.sts_refuses.store(true, Ordering::SeqCst);
+    h.sts.refuses.store(true, Ordering::SeqCst);
     h.clock.advance_seconds(11 * 60);
     // THEN the still-valid credentials keep serving, and STS is asked once, not on every request
     assert_eq!(get(&h, &t, &id).await.status, 200);
@@ -162,7 +153,7 @@ async fn sts_refusing_a_refresh_serves_cached_credentials_and_backs_off() {
     h.clock.advance_seconds(31);
     assert_eq!(get(&h, &t, &id).await.status, 200);
     assert_eq!(h.recorded_policies(&t).await.len(), 3);
-    h.sts_refuses.store(false, Ordering::SeqCst);
+    h.sts.refuses.store(false, Ordering::SeqCst);
 }
 
 /// A DynamoDB Local of this test's own, file-backed, that can be killed and restarted.

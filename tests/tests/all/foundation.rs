@@ -29,8 +29,7 @@ async fn get(h: &Harness, tenant: &Auth, id: &str) -> integration::Resp {
 #[tokio::test]
 async fn create_then_get_returns_the_session() {
     // GIVEN a tenant
-    let h = Harness::new().await;
-    let tenant = integration::onboarded(&h, "acme").await;
+    let (h, tenant) = Harness::with_tenant("acme", 1).await;
     // WHEN it creates a session and reads it back
     let id = create(&h, &tenant, "cust-1").await;
     let r = get(&h, &Auth::Tenant(tenant.clone()), &id).await;
@@ -52,11 +51,7 @@ async fn create_then_get_returns_the_session() {
 #[tokio::test]
 async fn another_tenants_session_id_is_not_found() {
     // GIVEN tenant A's session
-    let h = Harness::new().await;
-    let (a, b) = (
-        integration::onboarded(&h, "a").await,
-        integration::onboarded(&h, "b").await,
-    );
+    let (h, [a, b]) = Harness::with_tenants([("a", 1), ("b", 1)]).await;
     let id = create(&h, &a, "cust-1").await;
     // WHEN tenant B asks for it
     let r = get(&h, &Auth::Tenant(b), &id).await;
@@ -79,11 +74,7 @@ async fn a_request_without_a_tenant_claim_is_401_and_touches_nothing() {
 #[tokio::test]
 async fn moto_recorded_exactly_the_generated_policy_for_each_tenant() {
     // GIVEN two tenants that each make a request
-    let h = Harness::new().await;
-    let (a, b) = (
-        integration::onboarded(&h, "pa").await,
-        integration::onboarded(&h, "pb").await,
-    );
+    let (h, [a, b]) = Harness::with_tenants([("pa", 1), ("pb", 1)]).await;
     create(&h, &a, "c").await;
     create(&h, &b, "c").await;
     // THEN the policy moto stored for each AssumeRole is the generator's output, byte for byte
@@ -100,7 +91,7 @@ async fn fifty_concurrent_requests_for_one_tenant_make_one_assume_role() {
     // GIVEN a tenant with no cached credentials
     let h = Arc::new(Harness::new().await);
     // (onboarded by an operator in another container, so this one's cache stays cold)
-    let ops = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    let ops = h.another_container().await;
     let tenant = integration::onboarded(&ops, "burst").await;
     let assumed_before = h.recorded_policies(&tenant).await.len();
     // WHEN 50 requests for it arrive together
@@ -254,8 +245,7 @@ async fn every_body_route_names_the_field_of_the_wrong_type_in_valid_json() {
         covered, with_bodies,
         "a body route without a wrong-type case"
     );
-    let h = Harness::new().await;
-    let tenant = integration::onboarded(&h, "shape").await;
+    let (h, tenant) = Harness::with_tenant("shape", 1).await;
     let before = h.all_items().await.len();
     for (bin, body, field) in cases {
         let auth = match bin.starts_with("onboard")

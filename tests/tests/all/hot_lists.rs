@@ -29,12 +29,7 @@ async fn page(h: &Harness, tenant: &str, limit: u32, cursor: Option<&str>) -> Re
 }
 
 fn ids(r: &Resp) -> Vec<String> {
-    r.body["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["productId"].as_str().unwrap().to_owned())
-        .collect()
+    r.ids("productId")
 }
 
 fn queries(h: &Harness) -> usize {
@@ -72,16 +67,29 @@ async fn walk(h: &Harness, tenant: &str, limit: u32) -> Vec<String> {
     }
 }
 
+/// Container A, with a 1 s list cache, and container B, without one, on one table; and a fresh
+/// tenant of each of `tenants` (a name prefix and a tier) on `shards` shards, onboarded through A.
+async fn containers<const N: usize>(
+    shards: u32,
+    tenants: [(&str, &str); N],
+) -> (Harness, Harness, [String; N]) {
+    let a = Harness::new().await.with_list_cache(1000);
+    let b = a.another_container().await;
+    let mut names = Vec::new();
+    for (prefix, tier) in tenants {
+        let t = unique(prefix);
+        onboard_tier(&a, &t, shards, tier).await;
+        names.push(t);
+    }
+    let names = names.try_into().expect("one name per tenant");
+    (a, b, names)
+}
+
 #[tokio::test]
 async fn a_list_page_is_read_once_per_bound_for_the_tiers_served_and_dropped_by_own_writes() {
     // GIVEN container A with a 1 s list cache, container B without one, a premium tenant on 8
     // shards and a standard one (not served by the cache)
-    let a = Harness::new().await.with_list_cache(1000);
-    let (_, sts) = integration::endpoints();
-    let b = Harness::on_table(&a.admin, &a.table, 3600, &sts).await;
-    let (hot, plain) = (unique("hot"), unique("plain"));
-    onboard_tier(&a, &hot, 8, "premium").await;
-    onboard_tier(&a, &plain, 8, "standard").await;
+    let (a, b, [hot, plain]) = containers(8, [("hot", "premium"), ("plain", "standard")]).await;
     for i in 0..30 {
         put(&b, &hot, &format!("p-{i:03}")).await;
         put(&b, &plain, &format!("p-{i:03}")).await;
@@ -145,12 +153,8 @@ async fn walks_through_the_cache_see_each_item_once_during_writes_a_resharding_a
 ) {
     // GIVEN container A (1 s list cache) serving a hot premium tenant's lists and a neighbour's
     // load, and container B writing and re-sharding; 150 products, 30 of them doomed
-    let a = Harness::new().await.with_list_cache(1000);
-    let (_, sts) = integration::endpoints();
-    let b = Harness::on_table(&a.admin, &a.table, 3600, &sts).await;
-    let (hot, neighbour) = (unique("hot"), unique("neighbour"));
-    onboard_tier(&a, &hot, 4, "premium").await;
-    onboard_tier(&a, &neighbour, 4, "premium").await;
+    let (a, b, [hot, neighbour]) =
+        containers(4, [("hot", "premium"), ("neighbour", "premium")]).await;
     for i in 0..150 {
         put(&b, &hot, &format!("p-{i:04}")).await;
     }
@@ -174,14 +178,14 @@ async fn walks_through_the_cache_see_each_item_once_during_writes_a_resharding_a
     };
     let resharding = async {
         let operator = b.operator();
-        let r = operator.update_tenant(&hot, json!({"shardCount": 8})).await;
+        let r = operator.reshard(&hot, 8).await;
         assert_eq!(r.status, 202, "{}", r.body);
         // both containers' clocks: B's moves writes to the new layout, A's expires its pages
         b.clock.advance_seconds(MOVES_DELAY_SECONDS);
         a.clock.advance_seconds(MOVES_DELAY_SECONDS);
         for attempt in 0.. {
             assert!(attempt < 500, "the re-sharding never finished");
-            let r = operator.update_tenant(&hot, json!({"shardCount": 8})).await;
+            let r = operator.reshard(&hot, 8).await;
             if r.status == 200 {
                 break;
             }

@@ -84,89 +84,60 @@ async fn iam_allows(client: &aws_sdk_dynamodb::Client, op: Op, table: &str, pk: 
         (SK.to_owned(), AttributeValue::S(pk.to_owned())),
     ]);
     let value = AttributeValue::S(pk.to_owned());
-    let outcome: Result<(), String> = match op {
-        Op::Get => client
-            .get_item()
-            .table_name(table)
-            .set_key(Some(key))
-            .send()
-            .await
-            .map(drop)
-            .map_err(|e| code(&e)),
-        Op::Put => client
-            .put_item()
-            .table_name(table)
-            .set_item(Some(key))
-            .send()
-            .await
-            .map(drop)
-            .map_err(|e| code(&e)),
-        Op::Update => client
-            .update_item()
-            .table_name(table)
+    // `send!(op.step(arg)...)`: `client.op()` on `table`, with those steps, sent; past IAM or not.
+    macro_rules! send {
+        ($op:ident $(.$step:ident($($arg:expr),*))*) => {
+            past_iam(client.$op().table_name(table)$(.$step($($arg),*))*.send().await)
+        };
+    }
+    match op {
+        Op::Get => send!(get_item.set_key(Some(key))),
+        Op::Put => send!(put_item.set_item(Some(key))),
+        Op::Update => send!(update_item
             .set_key(Some(key))
             .update_expression("SET #v = :v")
             .expression_attribute_names("#v", "v")
-            .expression_attribute_values(":v", AttributeValue::N("1".into()))
-            .send()
-            .await
-            .map(drop)
-            .map_err(|e| code(&e)),
-        Op::Delete => client
-            .delete_item()
-            .table_name(table)
-            .set_key(Some(key))
-            .send()
-            .await
-            .map(drop)
-            .map_err(|e| code(&e)),
-        Op::Query | Op::QueryGsi1 => {
-            let mut q = client
-                .query()
-                .table_name(table)
-                .expression_attribute_values(":pk", value);
-            q = match op {
-                Op::QueryGsi1 => q.index_name(GSI1).key_condition_expression("SK = :pk"),
-                _ => q.key_condition_expression("PK = :pk"),
-            };
-            q.send().await.map(drop).map_err(|e| code(&e))
-        }
+            .expression_attribute_values(":v", AttributeValue::N("1".into()))),
+        Op::Delete => send!(delete_item.set_key(Some(key))),
+        Op::Query => send!(query
+            .expression_attribute_values(":pk", value)
+            .key_condition_expression("PK = :pk")),
+        Op::QueryGsi1 => send!(query
+            .expression_attribute_values(":pk", value)
+            .index_name(GSI1)
+            .key_condition_expression("SK = :pk")),
         Op::Transact => {
             let put = Put::builder()
                 .table_name(table)
                 .set_item(Some(key))
                 .build()
                 .unwrap();
-            client
-                .transact_write_items()
-                .transact_items(TransactWriteItem::builder().put(put).build())
-                .send()
-                .await
-                .map(drop)
-                .map_err(|e| code(&e))
+            let transact = TransactWriteItem::builder().put(put).build();
+            past_iam(
+                client
+                    .transact_write_items()
+                    .transact_items(transact)
+                    .send()
+                    .await,
+            )
         }
-        Op::Scan => client
-            .scan()
-            .table_name(table)
-            .send()
-            .await
-            .map(drop)
-            .map_err(|e| code(&e)),
-    };
-    match outcome {
-        Ok(()) => true,
-        Err(code) if code.contains("AccessDenied") => false,
-        // Past IAM: anything else is DynamoDB's own answer.
-        Err(_) => true,
+        Op::Scan => send!(scan),
     }
 }
 
-fn code<E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(
-    e: &aws_sdk_dynamodb::error::SdkError<E, R>,
-) -> String {
-    e.as_service_error()
+/// `true` unless IAM refused the request (AccessDenied): any other error is DynamoDB's own answer,
+/// from past IAM.
+fn past_iam<T, E, R>(result: Result<T, aws_sdk_dynamodb::error::SdkError<E, R>>) -> bool
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::fmt::Debug,
+    R: std::fmt::Debug,
+{
+    let Err(e) = result else { return true };
+    let code = e
+        .as_service_error()
         .and_then(|s| s.code().map(str::to_owned))
-        .unwrap_or_else(|| format!("{e:?}"))
+        .unwrap_or_else(|| format!("{e:?}"));
+    !code.contains("AccessDenied")
 }
 
 struct Tenant {

@@ -35,6 +35,74 @@ async fn get_import(h: &Harness, tenant: &str, id: &str) -> Resp {
     h.tenant(tenant).get_import(id).await
 }
 
+/// [`post_import`] with no headers, which must be accepted (202).
+async fn accepted(h: &Harness, queues: &ImportQueues, tenant: &str, body: Value) -> Resp {
+    let posted = post_import(h, queues, tenant, body, &[]).await;
+    assert_eq!(posted.status, 202, "{}", posted.body);
+    posted
+}
+
+/// The id of the import an accepted `POST /imports` answered.
+fn import_id(posted: &Resp) -> &str {
+    posted.body["importId"].as_str().unwrap()
+}
+
+/// Asserts `tenant`'s import `id` is complete with `written` items written; its progress, for the
+/// test's further checks.
+async fn assert_complete(h: &Harness, tenant: &str, id: &str, written: u64) -> Value {
+    let progress = get_import(h, tenant, id).await;
+    assert_eq!(progress.status, 200, "{}", progress.body);
+    assert_eq!(progress.body["written"], written, "{}", progress.body);
+    assert_eq!(progress.body["status"], "complete", "{}", progress.body);
+    progress.body
+}
+
+/// A new harness, a fresh tenant named after `prefix` (4 shards, standard tier), and import queues
+/// of 3 receives with a 1 s visibility timeout: where most tests here start.
+async fn tenant_with_queues(prefix: &str) -> (Harness, String, ImportQueues) {
+    let (h, t) = Harness::with_tenant(prefix, 4).await;
+    (h, t, ImportQueues::create(3, 1).await)
+}
+
+/// The custom limits a test's tenant is onboarded under.
+enum Limits {
+    /// The maxima an operator may set: no quota ever binds (a test about something other than the
+    /// quota: the quota's own tests are below).
+    Unbound,
+    /// This many capacity units a second (and 250 requests a second: never the one that binds).
+    CapacityUnits(u32),
+}
+
+/// A new harness and a fresh tenant named after `prefix` on `shards` shards, under `limits`.
+async fn custom_tenant(prefix: &str, shards: u32, limits: Limits) -> (Harness, String) {
+    let h = Harness::new().await;
+    let t = unique(prefix);
+    match limits {
+        Limits::Unbound => integration::onboard_at_max_limits(&h, &t, shards).await,
+        Limits::CapacityUnits(cu) => integration::onboard_custom(&h, &t, shards, 250, cu).await,
+    }
+    (h, t)
+}
+
+/// Asserts each of `items` (tenant `t`'s `entity` items, named by their `id` attribute) is under
+/// its shard of 16.
+fn assert_each_on_its_shard_of_16<'a>(
+    t: &str,
+    entity: &str,
+    id: &str,
+    items: impl IntoIterator<Item = &'a Item>,
+) {
+    let tenant = TenantId::parse(t).unwrap();
+    for item in items {
+        let id = s(item, id);
+        assert_eq!(
+            s(item, "PK"),
+            shared::identity::keys::shard_pk(&tenant, entity, shard_for(&id, 16)),
+            "{id}"
+        );
+    }
+}
+
 pub(crate) fn products(prefix: &str, n: usize) -> Value {
     let items: Vec<Value> = (0..n)
         .map(|i| json!({"productId": format!("{prefix}-{i:05}"), "document": {"n": i, "name": format!("{prefix} {i}")}}))
@@ -42,18 +110,15 @@ pub(crate) fn products(prefix: &str, n: usize) -> Value {
     json!({"kind": "products", "items": items})
 }
 
+/// A raw table item.
+type Item = std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>;
+
 /// The tenant's product items, as raw table items.
-async fn product_items(
-    h: &Harness,
-    tenant: &str,
-) -> Vec<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
+async fn product_items(h: &Harness, tenant: &str) -> Vec<Item> {
     h.items_under(&raw_key(tenant, "PRODUCT#")).await
 }
 
-fn s(
-    item: &std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>,
-    name: &str,
-) -> String {
+fn s(item: &Item, name: &str) -> String {
     item[name].as_s().cloned().unwrap_or_default()
 }
 
@@ -135,10 +200,7 @@ async fn send_raw(queues: &ImportQueues, body: &str, tenant: &str, signature: Op
 #[tokio::test]
 async fn five_thousand_products_imported_for_a_16_shard_tenant_land_exactly_once() {
     // GIVEN a 16-shard tenant, the import queue, and two consumers (MaximumConcurrency 2)
-    let h = Harness::new().await;
-    let t = unique("bulk");
-    // (under limits that never bind: the quota's own tests are below)
-    integration::onboard_at_max_limits(&h, &t, 16).await;
+    let (h, t) = custom_tenant("bulk", 16, Limits::Unbound).await;
     let queues = ImportQueues::create(5, 10).await;
     let (a, b) = (
         Consumer::start(&h.table, &queues).await,
@@ -163,7 +225,7 @@ async fn five_thousand_products_imported_for_a_16_shard_tenant_land_exactly_once
                 "the same key is the same import"
             );
         }
-        ids.push(first.body["importId"].as_str().unwrap().to_owned());
+        ids.push(import_id(&first).to_owned());
     }
     // AND SQS delivers some messages twice (at-least-once): copies of ten are sent again
     for m in queues.receive(10).await {
@@ -198,11 +260,8 @@ async fn five_thousand_products_imported_for_a_16_shard_tenant_land_exactly_once
     }
     // AND each import reports 1,000 written, none failed, and nothing went to the dead-letter queue
     for id in &ids {
-        let progress = get_import(&h, &t, id).await;
-        assert_eq!(progress.status, 200, "{}", progress.body);
-        assert_eq!(progress.body["written"], 1000, "{}", progress.body);
-        assert_eq!(progress.body["failed"], 0);
-        assert_eq!(progress.body["status"], "complete");
+        let progress = assert_complete(&h, &t, id, 1000).await;
+        assert_eq!(progress["failed"], 0);
     }
     assert!(queues.dead_letters().await.is_empty());
     // 5,000 items in messages of 25: 200 messages, and the 10 copies
@@ -218,14 +277,10 @@ async fn a_poison_item_reaches_the_dead_letter_queue_after_the_retry_count_and_i
     // GIVEN an import of three products (one message), which on the queue has become poison: the
     // same message, signed (as a faulty producer would send it), with a document for item 1 that the
     // consumer refuses
-    let h = Harness::new().await;
-    let t = unique("poison");
-    onboard(&h, &t, 4).await;
-    let queues = ImportQueues::create(3, 1).await;
+    let (h, t, queues) = tenant_with_queues("poison").await;
     let consumer = Consumer::start(&h.table, &queues).await;
-    let posted = post_import(&h, &queues, &t, products("ok", 3), &[]).await;
-    assert_eq!(posted.status, 202, "{}", posted.body);
-    let id = posted.body["importId"].as_str().unwrap().to_owned();
+    let posted = accepted(&h, &queues, &t, products("ok", 3)).await;
+    let id = import_id(&posted).to_owned();
     let on_queue = queues.receive(10).await;
     assert_eq!(on_queue.len(), 1, "three small items travel in one message");
     queues
@@ -285,10 +340,7 @@ async fn a_poison_item_reaches_the_dead_letter_queue_after_the_retry_count_and_i
 async fn a_message_written_straight_to_the_queue_for_another_tenant_is_refused_and_nothing_is_written(
 ) {
     // GIVEN two tenants, and an attacker with sqs:SendMessage who saw one of mallory's messages
-    let h = Harness::new().await;
-    let (mallory, victim) = (unique("mallory"), unique("victim"));
-    onboard(&h, &mallory, 4).await;
-    onboard(&h, &victim, 4).await;
+    let (h, [mallory, victim]) = Harness::with_tenants([("mallory", 4), ("victim", 4)]).await;
     let queues = ImportQueues::create(3, 1).await;
     let consumer = Consumer::start(&h.table, &queues).await;
     let posted = post_import(&h, &queues, &mallory, products("m", 1), &[]).await;
@@ -346,7 +398,7 @@ async fn a_message_written_straight_to_the_queue_for_another_tenant_is_refused_a
         1,
         "{log}"
     );
-    let id = posted.body["importId"].as_str().unwrap();
+    let id = import_id(&posted);
     assert_eq!(get_import(&h, &mallory, id).await.body["written"], 1);
     // AND the victim cannot read mallory's import either
     assert_eq!(get_import(&h, &victim, id).await.status, 404);
@@ -355,14 +407,11 @@ async fn a_message_written_straight_to_the_queue_for_another_tenant_is_refused_a
 #[tokio::test]
 async fn a_consumer_that_crashes_mid_batch_loses_nothing() {
     // GIVEN an import of 1,000 products: 40 messages, the first 10 (250 items) delivered as a batch
-    let h = Harness::new().await;
-    let t = unique("crash");
-    // (under limits that never bind: the quota's own tests are below)
-    integration::onboard_at_max_limits(&h, &t, 8).await;
+    let (h, t) = custom_tenant("crash", 8, Limits::Unbound).await;
     let queues = ImportQueues::create(5, 2).await;
     let posted = post_import(&h, &queues, &t, products("c", 1000), &[]).await;
     assert_eq!(posted.status, 202);
-    let id = posted.body["importId"].as_str().unwrap().to_owned();
+    let id = import_id(&posted).to_owned();
     let crashing = Consumer::start(&h.table, &queues).await;
     let batch = queues.receive(10).await;
     assert_eq!(batch.len(), 10);
@@ -407,9 +456,8 @@ async fn a_consumer_that_crashes_mid_batch_loses_nothing() {
             .len(),
         1000
     );
-    let progress = get_import(&h, &t, &id).await;
-    assert_eq!(progress.body["written"], 1000, "{}", progress.body);
-    assert_eq!(progress.body["failed"], 0);
+    let progress = assert_complete(&h, &t, &id, 1000).await;
+    assert_eq!(progress["failed"], 0);
     assert!(queues.dead_letters().await.is_empty());
 }
 
@@ -432,10 +480,7 @@ async fn refused_and_nothing_enqueued<const N: usize>(
 
 #[tokio::test]
 async fn a_bad_item_is_refused_by_its_index_and_nothing_is_enqueued() {
-    let h = Harness::new().await;
-    let t = unique("checked");
-    onboard(&h, &t, 4).await;
-    let queues = ImportQueues::create(3, 1).await;
+    let (h, t, queues) = tenant_with_queues("checked").await;
     let mut body = products("b", 5);
     body["items"][3]["document"] = json!([1, 2]);
     let cases = [
@@ -466,13 +511,9 @@ async fn a_bad_item_is_refused_by_its_index_and_nothing_is_enqueued() {
 #[tokio::test]
 async fn a_product_written_after_the_import_was_accepted_is_not_replaced_by_it() {
     // GIVEN an import of two products, still on the queue
-    let h = Harness::new().await;
-    let t = unique("late");
-    onboard(&h, &t, 4).await;
-    let queues = ImportQueues::create(3, 1).await;
+    let (h, t, queues) = tenant_with_queues("late").await;
     let consumer = Consumer::start(&h.table, &queues).await;
-    let posted = post_import(&h, &queues, &t, products("x", 2), &[]).await;
-    assert_eq!(posted.status, 202, "{}", posted.body);
+    let posted = accepted(&h, &queues, &t, products("x", 2)).await;
     // WHEN the tenant writes one of them (a PUT after the import was accepted), then the queue drains
     h.clock.advance_seconds(1);
     let put = h
@@ -490,19 +531,14 @@ async fn a_product_written_after_the_import_was_accepted_is_not_replaced_by_it()
     assert_eq!(doc("x-00001")["by"].as_s().unwrap(), "put");
     assert!(!doc("x-00001").contains_key("n"));
     assert_eq!(doc("x-00000")["n"].as_n().unwrap(), "0");
-    let id = posted.body["importId"].as_str().unwrap();
-    let progress = get_import(&h, &t, id).await;
-    assert_eq!(progress.body["written"], 1, "{}", progress.body);
-    assert_eq!(progress.body["superseded"], 1, "{}", progress.body);
-    assert_eq!(progress.body["status"], "complete");
+    let id = import_id(&posted);
+    let progress = assert_complete(&h, &t, id, 1).await;
+    assert_eq!(progress["superseded"], 1, "{progress}");
 }
 
 #[tokio::test]
 async fn an_idempotency_key_names_one_import_even_after_a_failure_part_way() {
-    let h = Harness::new().await;
-    let t = unique("keyed");
-    onboard(&h, &t, 4).await;
-    let queues = ImportQueues::create(3, 1).await;
+    let (h, t, queues) = tenant_with_queues("keyed").await;
     let consumer = Consumer::start(&h.table, &queues).await;
     let key = [("Idempotency-Key", "import-once")];
     // GIVEN a keyed import whose queue is unreachable: 503, and its record says it is enqueuing
@@ -540,19 +576,14 @@ async fn an_idempotency_key_names_one_import_even_after_a_failure_part_way() {
     assert_eq!(replayed.body, retried.body);
     drain(&queues, &[&consumer], 10).await;
     // THEN each item is written once
-    let progress = get_import(&h, &t, &id).await;
-    assert_eq!(progress.body["written"], 30, "{}", progress.body);
-    assert_eq!(progress.body["status"], "complete");
+    assert_complete(&h, &t, &id, 30).await;
     assert_eq!(product_items(&h, &t).await.len(), 30);
 }
 
 #[tokio::test]
 async fn a_product_given_twice_keeps_its_last_item() {
     // GIVEN an import naming product `a` twice, and `b` once
-    let h = Harness::new().await;
-    let t = unique("twice");
-    onboard(&h, &t, 4).await;
-    let queues = ImportQueues::create(3, 1).await;
+    let (h, t, queues) = tenant_with_queues("twice").await;
     let consumer = Consumer::start(&h.table, &queues).await;
     let body = json!({"kind": "products", "items": [
         {"productId": "a", "document": {"v": 1}},
@@ -560,15 +591,12 @@ async fn a_product_given_twice_keeps_its_last_item() {
         {"productId": "a", "document": {"v": 2}},
     ]});
     // WHEN it is posted and the queue drained
-    let posted = post_import(&h, &queues, &t, body, &[]).await;
-    assert_eq!(posted.status, 202, "{}", posted.body);
+    let posted = accepted(&h, &queues, &t, body).await;
     drain(&queues, &[&consumer], 10).await;
     // THEN two products are accepted and written, `a` with its last document
     assert_eq!(posted.body["accepted"], 2);
-    let id = posted.body["importId"].as_str().unwrap();
-    let progress = get_import(&h, &t, id).await;
-    assert_eq!(progress.body["written"], 2, "{}", progress.body);
-    assert_eq!(progress.body["status"], "complete");
+    let id = import_id(&posted);
+    assert_complete(&h, &t, id, 2).await;
     let items = product_items(&h, &t).await;
     let a = items.iter().find(|i| s(i, "productId") == "a").unwrap();
     assert_eq!(a["document"].as_m().unwrap()["v"].as_n().unwrap(), "2");
@@ -659,13 +687,9 @@ fn the_consumer_event_is_an_sqs_batch_for_acme_signed_at_run_time() {
 #[tokio::test]
 async fn a_re_onboarded_tenants_import_is_written_by_a_consumer_that_served_the_old_one() {
     // GIVEN a consumer that has just written an import of tenant T (it caches T's record for 30 s)
-    let h = Harness::new().await;
-    let t = unique("again");
-    onboard(&h, &t, 4).await;
-    let queues = ImportQueues::create(3, 1).await;
+    let (h, t, queues) = tenant_with_queues("again").await;
     let consumer = Consumer::start(&h.table, &queues).await;
-    let first = post_import(&h, &queues, &t, products("old", 5), &[]).await;
-    assert_eq!(first.status, 202, "{}", first.body);
+    accepted(&h, &queues, &t, products("old", 5)).await;
     drain(&queues, &[&consumer], 10).await;
     assert_eq!(product_items(&h, &t).await.len(), 5);
     // AND T offboarded and onboarded again, all within that consumer's cache window
@@ -673,14 +697,11 @@ async fn a_re_onboarded_tenants_import_is_written_by_a_consumer_that_served_the_
     onboard(&h, &t, 4).await;
     h.clock.advance_seconds(1);
     // WHEN the new T imports, and the same consumer takes its messages
-    let second = post_import(&h, &queues, &t, products("new", 7), &[]).await;
-    assert_eq!(second.status, 202, "{}", second.body);
+    let second = accepted(&h, &queues, &t, products("new", 7)).await;
     drain(&queues, &[&consumer], 10).await;
     // THEN every item is written, and the import completes
-    let id = second.body["importId"].as_str().unwrap();
-    let progress = get_import(&h, &t, id).await;
-    assert_eq!(progress.body["written"], 7, "{}", progress.body);
-    assert_eq!(progress.body["status"], "complete");
+    let id = import_id(&second);
+    assert_complete(&h, &t, id, 7).await;
     assert_eq!(product_items(&h, &t).await.len(), 7);
 }
 
@@ -689,14 +710,10 @@ async fn a_superseded_item_delivered_again_after_the_newer_product_is_deleted_is
     use shared::identity::clock::Clock;
     // GIVEN an import of two products, one of which the tenant writes after the import was
     // accepted: the consumer counts that item as superseded
-    let h = Harness::new().await;
-    let t = unique("resurrect");
-    onboard(&h, &t, 4).await;
-    let queues = ImportQueues::create(3, 1).await;
+    let (h, t, queues) = tenant_with_queues("resurrect").await;
     let consumer = Consumer::start(&h.table, &queues).await;
     let accepted_at = h.clock.now_millis();
-    let posted = post_import(&h, &queues, &t, products("x", 2), &[]).await;
-    assert_eq!(posted.status, 202, "{}", posted.body);
+    let posted = accepted(&h, &queues, &t, products("x", 2)).await;
     h.clock.advance_seconds(1);
     let auth = Auth::Tenant(t.clone());
     let path = params(&[("productId", "x-00001")]);
@@ -706,7 +723,7 @@ async fn a_superseded_item_delivered_again_after_the_newer_product_is_deleted_is
         .await;
     assert_eq!(put.status, 201, "{}", put.body);
     drain(&queues, &[&consumer], 10).await;
-    let id = posted.body["importId"].as_str().unwrap();
+    let id = import_id(&posted);
     assert_eq!(get_import(&h, &t, id).await.body["superseded"], 1);
     // WHEN the newer product is deleted, and the import's message for it is delivered again
     let deleted = h.caller(&auth).call("delete-product", &path, None).await;
@@ -735,9 +752,7 @@ async fn a_superseded_item_delivered_again_after_the_newer_product_is_deleted_is
 #[tokio::test]
 async fn an_import_draws_from_the_tenants_capacity_quota() {
     // GIVEN a tenant of 100 capacity units a second, the import queue and a consumer process
-    let h = Harness::new().await;
-    let t = unique("quota");
-    integration::onboard_custom(&h, &t, 1, 250, 100).await;
+    let (h, t) = custom_tenant("quota", 1, Limits::CapacityUnits(100)).await;
     let queues = ImportQueues::create(5, 10).await;
     let consumer = Consumer::start(&h.table, &queues).await;
     // WHEN it imports 20 products of 20 KB (one message; about 800 write units with their GSI1
@@ -745,20 +760,12 @@ async fn an_import_draws_from_the_tenants_capacity_quota() {
     let items: Vec<Value> = (0..20)
         .map(|i| json!({"productId": format!("big-{i:02}"), "document": {"blob": "x".repeat(20 * 1024)}}))
         .collect();
-    let accepted = post_import(
-        &h,
-        &queues,
-        &t,
-        json!({"kind": "products", "items": items}),
-        &[],
-    )
-    .await;
-    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let accepted = accepted(&h, &queues, &t, json!({"kind": "products", "items": items})).await;
     drain(&queues, &[&consumer], 10).await;
     // THEN every product is written, once the quota allowed: the message was deferred (its record
     // says so) rather than written at once
     assert_eq!(product_items(&h, &t).await.len(), 20);
-    let id = accepted.body["importId"].as_str().unwrap();
+    let id = import_id(&accepted);
     let record = h
         .items_under(&raw_key(&t, format!("IMPORT#{id}")))
         .await
@@ -809,15 +816,13 @@ async fn consumer_with_keys(table: &str, current: &str, previous: &str, next: &s
 async fn a_key_rotation_in_either_order_of_functions_drops_no_message_and_writes_each_item_once() {
     // GIVEN a tenant, the import queue, and a rotation from key OLD to key NEW in two steps:
     // step 1 gives every function NEW as its next key, step 2 makes NEW current and OLD previous
-    let h = Harness::new().await;
-    let t = unique("rotate");
-    onboard(&h, &t, 4).await;
+    let (h, t) = Harness::with_tenant("rotate", 4).await;
     let queues = ImportQueues::create(5, 1).await;
     let (old, new) = ("o".repeat(32), "n".repeat(32));
     let producer = |keys| {
         let h = &h;
         async move {
-            let p = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+            let p = h.another_container().await;
             p.app.signing.set(keys, 0);
             p
         }
@@ -854,7 +859,7 @@ async fn a_key_rotation_in_either_order_of_functions_drops_no_message_and_writes
     // THEN no message was dropped, and every item was written exactly once
     for (import, prefix) in [(first, "a"), (second, "b"), (third, "c"), (fourth, "d")] {
         assert_eq!(import.status, 202, "{}", import.body);
-        let id = import.body["importId"].as_str().unwrap();
+        let id = import_id(&import);
         let state = get_import(&h, &t, id).await;
         assert_eq!(state.body["written"], 5, "import {prefix}: {}", state.body);
     }
@@ -867,18 +872,14 @@ async fn a_key_rotation_in_either_order_of_functions_drops_no_message_and_writes
 #[tokio::test]
 async fn a_product_deleted_after_the_import_was_accepted_stays_deleted() {
     // GIVEN an import of two products that already exist, still on the queue
-    let h = Harness::new().await;
-    let t = unique("deleted");
-    onboard(&h, &t, 4).await;
-    for id in ["x-00000", "x-00001"] {
-        let r = h.tenant(&t).put_product(id, json!({"by": "put"})).await;
-        assert_eq!(r.status, 201, "{}", r.body);
-    }
+    let (h, t) = Harness::with_tenant("deleted", 4).await;
+    h.tenant(&t)
+        .put_new_products(["x-00000", "x-00001"].map(|id| (id.to_owned(), json!({"by": "put"}))))
+        .await;
     h.clock.advance_seconds(1);
     let queues = ImportQueues::create(3, 1).await;
     let consumer = Consumer::start(&h.table, &queues).await;
-    let posted = post_import(&h, &queues, &t, products("x", 2), &[]).await;
-    assert_eq!(posted.status, 202, "{}", posted.body);
+    let posted = accepted(&h, &queues, &t, products("x", 2)).await;
     // WHEN the tenant deletes one of them after the import was accepted, then the queue drains
     h.clock.advance_seconds(1);
     let delete = h.tenant(&t).delete_product("x-00001").await;
@@ -888,11 +889,9 @@ async fn a_product_deleted_after_the_import_was_accepted_stays_deleted() {
     let items = product_items(&h, &t).await;
     let ids: Vec<String> = items.iter().map(|i| s(i, "productId")).collect();
     assert_eq!(ids, ["x-00000"], "{ids:?}");
-    let id = posted.body["importId"].as_str().unwrap();
-    let progress = get_import(&h, &t, id).await;
-    assert_eq!(progress.body["written"], 1, "{}", progress.body);
-    assert_eq!(progress.body["superseded"], 1, "{}", progress.body);
-    assert_eq!(progress.body["status"], "complete");
+    let id = import_id(&posted);
+    let progress = assert_complete(&h, &t, id, 1).await;
+    assert_eq!(progress["superseded"], 1, "{progress}");
     // AND a delete of a product that is not there answers 404 and still records its deletion
     // (what lets it win over an import accepted before it that has not landed yet)
     let missing = h.tenant(&t).delete_product("never").await;
@@ -905,8 +904,7 @@ async fn a_product_deleted_after_the_import_was_accepted_stays_deleted() {
     );
     // AND an import accepted after the delete writes the product again (the tenant's later word)
     h.clock.advance_seconds(1);
-    let again = post_import(&h, &queues, &t, products("x", 2), &[]).await;
-    assert_eq!(again.status, 202, "{}", again.body);
+    accepted(&h, &queues, &t, products("x", 2)).await;
     drain(&queues, &[&consumer], 10).await;
     assert_eq!(product_items(&h, &t).await.len(), 2);
 }
@@ -959,12 +957,9 @@ async fn reshard_to_16_while_consuming(h: &Harness, queues: &ImportQueues, t: &s
 async fn an_import_during_a_resharding_from_4_to_16_writes_every_item_once_on_its_new_shard() {
     // GIVEN a 4-shard tenant and an import of 300 products (12 messages) on the queue; the
     // consumer runs in this process, on this test's clock, so the migration's delays pass for both
-    let h = Harness::new().await;
-    let t = unique("moving");
-    integration::onboard_at_max_limits(&h, &t, 4).await;
+    let (h, t) = custom_tenant("moving", 4, Limits::Unbound).await;
     let queues = ImportQueues::create(5, 1).await;
-    let posted = post_import(&h, &queues, &t, products("m", 300), &[]).await;
-    assert_eq!(posted.status, 202, "{}", posted.body);
+    let posted = accepted(&h, &queues, &t, products("m", 300)).await;
     // WHEN the tenant is re-sharded to 16 while the consumer writes: before writes move, after
     // they move, and between the migrator's steps
     reshard_to_16_while_consuming(&h, &queues, &t, 2).await;
@@ -977,18 +972,8 @@ async fn an_import_during_a_resharding_from_4_to_16_writes_every_item_once_on_it
     ids.dedup();
     assert_eq!(ids.len(), 300);
     assert_eq!(items.len(), 300, "a product has two copies");
-    let tenant = TenantId::parse(&t).unwrap();
-    for item in &items {
-        let id = s(item, "productId");
-        assert_eq!(
-            s(item, "PK"),
-            shared::identity::keys::shard_pk(&tenant, "PRODUCT", shard_for(&id, 16)),
-            "{id}"
-        );
-    }
-    let progress = get_import(&h, &t, posted.body["importId"].as_str().unwrap()).await;
-    assert_eq!(progress.body["written"], 300, "{}", progress.body);
-    assert_eq!(progress.body["status"], "complete");
+    assert_each_on_its_shard_of_16(&t, "PRODUCT", "productId", &items);
+    assert_complete(&h, &t, import_id(&posted), 300).await;
 }
 
 #[tokio::test]
@@ -996,9 +981,7 @@ async fn after_an_offboarding_nothing_readable_of_the_tenant_stays_on_the_queue_
 ) {
     // GIVEN a tenant's import still on the queue, and one of its messages already on the
     // dead-letter queue (a consumer kept failing it)
-    let h = Harness::new().await;
-    let t = unique("leaving");
-    onboard(&h, &t, 4).await;
+    let (h, t) = Harness::with_tenant("leaving", 4).await;
     let queues = ImportQueues::create(1, 1).await;
     let documents = |prefix: &str| {
         let items: Vec<Value> = (0..30)
@@ -1106,9 +1089,8 @@ async fn every_import_is_final_by_its_deadline_with_counts_per_reason_and_nothin
     // (under limits that never bind: this test is about deadlines, not the quota)
     let crashed = unique("crashed");
     integration::onboard_at_max_limits(&h, &crashed, 4).await;
-    let a = post_import(&h, &queues, &crashed, products("a", 30), &[]).await;
-    assert_eq!(a.status, 202, "{}", a.body);
-    let a_id = a.body["importId"].as_str().unwrap().to_owned();
+    let a = accepted(&h, &queues, &crashed, products("a", 30)).await;
+    let a_id = import_id(&a).to_owned();
     let both = queues.receive(2).await;
     assert_eq!(both.len(), 2);
     assert_eq!(deliver_in_process(&h, &queues, &both[..1]).await, 1);
@@ -1120,9 +1102,8 @@ async fn every_import_is_final_by_its_deadline_with_counts_per_reason_and_nothin
     // AND an import of 3 products whose tenant is suspended on every delivery
     let suspended = unique("suspended");
     onboard(&h, &suspended, 4).await;
-    let b = post_import(&h, &queues, &suspended, products("b", 3), &[]).await;
-    assert_eq!(b.status, 202, "{}", b.body);
-    let b_id = b.body["importId"].as_str().unwrap().to_owned();
+    let b = accepted(&h, &queues, &suspended, products("b", 3)).await;
+    let b_id = import_id(&b).to_owned();
     let status = |status: &'static str| {
         let (h, suspended) = (&h, &suspended);
         async move {
@@ -1259,9 +1240,7 @@ async fn every_import_is_final_by_its_deadline_with_counts_per_reason_and_nothin
 async fn an_idempotency_key_reused_after_its_import_expired_names_a_new_import() {
     use shared::store::imports::RETENTION_SECONDS;
     // GIVEN a keyed import of two products, written
-    let h = Harness::new().await;
-    let t = unique("reused");
-    integration::onboard_at_max_limits(&h, &t, 4).await;
+    let (h, t) = custom_tenant("reused", 4, Limits::Unbound).await;
     let queues = ImportQueues::create(3, 1).await;
     let key = [("Idempotency-Key", "monthly")];
     let first = post_import(&h, &queues, &t, products("p", 2), &key).await;
@@ -1270,7 +1249,7 @@ async fn an_idempotency_key_reused_after_its_import_expired_names_a_new_import()
         deliver_in_process(&h, &queues, &queues.receive(10).await).await,
         1
     );
-    let id = first.body["importId"].as_str().unwrap().to_owned();
+    let id = import_id(&first).to_owned();
     assert_eq!(get_import(&h, &t, &id).await.body["written"], 2);
     // AND the same request again a day later, once its key's record (24 h) has expired: every item
     // was sent, so nothing is sent again, and the answer is the import as it stands
@@ -1304,9 +1283,7 @@ async fn an_idempotency_key_reused_after_its_import_expired_names_a_new_import()
         deliver_in_process(&h, &queues, &queues.receive(10).await).await,
         1
     );
-    let progress = get_import(&h, &t, &id).await;
-    assert_eq!(progress.body["written"], 2, "{}", progress.body);
-    assert_eq!(progress.body["status"], "complete", "{}", progress.body);
+    assert_complete(&h, &t, &id, 2).await;
     assert_eq!(product_items(&h, &t).await.len(), 2);
     // AND after another 14 days the key takes another body (no 422)
     h.clock.advance_seconds(RETENTION_SECONDS + 1);
@@ -1315,15 +1292,22 @@ async fn an_idempotency_key_reused_after_its_import_expired_names_a_new_import()
     assert_eq!(third.body["accepted"], 3);
 }
 
-/// A tenant route called as `tenant`.
-async fn as_tenant(
-    h: &Harness,
-    tenant: &str,
-    route: &str,
-    at: &[(&str, &str)],
-    body: Option<Value>,
-) -> Resp {
-    h.tenant(tenant).call(route, at, body).await
+/// Writes department `id`, named `name`, as `tenant` by PUT: a new one (201).
+async fn put_new_department(h: &Harness, tenant: &str, id: &str, name: &str) {
+    let put = h
+        .tenant(tenant)
+        .put_department(id, json!({ "name": name }))
+        .await;
+    assert_eq!(put.status, 201, "{}", put.body);
+}
+
+/// Writes employee `id`, named `name`, in `department`, as `tenant` by PUT: a new one (201).
+async fn put_new_employee(h: &Harness, tenant: &str, id: &str, name: &str, department: &str) {
+    let put = h
+        .tenant(tenant)
+        .put_employee(id, json!({"name": name, "departmentId": department}))
+        .await;
+    assert_eq!(put.status, 201, "{}", put.body);
 }
 
 /// The employees `list-department-employees` lists for department `d` (one page of up to 100).
@@ -1334,12 +1318,7 @@ async fn members(h: &Harness, tenant: &str, d: &str) -> Vec<String> {
         .list_department_employees(d)
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let mut ids: Vec<String> = r.body["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["employeeId"].as_str().unwrap().to_owned())
-        .collect();
+    let mut ids = r.ids("employeeId");
     ids.sort();
     ids
 }
@@ -1347,30 +1326,11 @@ async fn members(h: &Harness, tenant: &str, d: &str) -> Vec<String> {
 #[tokio::test]
 async fn departments_and_employees_are_imported_as_their_puts_write_them_and_a_later_word_stands() {
     // GIVEN a 4-shard tenant with a department and two employees written by PUT
-    let h = Harness::new().await;
-    let t = unique("hr-import");
-    onboard(&h, &t, 4).await;
-    let queues = ImportQueues::create(3, 1).await;
+    let (h, t, queues) = tenant_with_queues("hr-import").await;
     let consumer = Consumer::start(&h.table, &queues).await;
-    let put = as_tenant(
-        &h,
-        &t,
-        "put-department",
-        &[("departmentId", "old")],
-        Some(json!({"name": "Old"})),
-    )
-    .await;
-    assert_eq!(put.status, 201, "{}", put.body);
+    put_new_department(&h, &t, "old", "Old").await;
     for e in ["moved", "deleted-later"] {
-        let put = as_tenant(
-            &h,
-            &t,
-            "put-employee",
-            &[("employeeId", e)],
-            Some(json!({"name": e, "departmentId": "old"})),
-        )
-        .await;
-        assert_eq!(put.status, 201, "{}", put.body);
+        put_new_employee(&h, &t, e, e, "old").await;
     }
     h.clock.advance_seconds(1);
     // WHEN it imports two departments, one of them twice (the last item wins)
@@ -1379,18 +1339,15 @@ async fn departments_and_employees_are_imported_as_their_puts_write_them_and_a_l
         {"departmentId": "ops", "name": "Operations"},
         {"departmentId": "eng", "name": "Engineering"},
     ]});
-    let posted = post_import(&h, &queues, &t, departments, &[]).await;
-    assert_eq!(posted.status, 202, "{}", posted.body);
+    let posted = accepted(&h, &queues, &t, departments).await;
     assert_eq!(posted.body["kind"], "departments");
     assert_eq!(posted.body["accepted"], 2);
     drain(&queues, &[&consumer], 10).await;
     // THEN both are there, as a PUT would have written them
-    let eng = as_tenant(&h, &t, "get-department", &[("departmentId", "eng")], None).await;
+    let eng = h.tenant(&t).get_department("eng").await;
     assert_eq!(eng.status, 200, "{}", eng.body);
     assert_eq!(eng.body["name"], "Engineering");
-    let progress = get_import(&h, &t, posted.body["importId"].as_str().unwrap()).await;
-    assert_eq!(progress.body["written"], 2, "{}", progress.body);
-    assert_eq!(progress.body["status"], "complete");
+    assert_complete(&h, &t, import_id(&posted), 2).await;
 
     // WHEN it imports employees: a new one, one moving from `old` to `eng`, one the tenant then
     // writes itself while the import waits, one it deletes while the import waits, and one new
@@ -1402,52 +1359,29 @@ async fn departments_and_employees_are_imported_as_their_puts_write_them_and_a_l
         {"employeeId": "deleted-later", "name": "Back?", "departmentId": "ops"},
         {"employeeId": "ops-1", "name": "Ops 1", "departmentId": "ops"},
     ]});
-    let posted = post_import(&h, &queues, &t, employees, &[]).await;
-    assert_eq!(posted.status, 202, "{}", posted.body);
+    let posted = accepted(&h, &queues, &t, employees).await;
     h.clock.advance_seconds(1);
-    let put = as_tenant(
-        &h,
-        &t,
-        "put-employee",
-        &[("employeeId", "put-later")],
-        Some(json!({"name": "By PUT", "departmentId": "eng"})),
-    )
-    .await;
-    assert_eq!(put.status, 201, "{}", put.body);
-    let deleted = as_tenant(
-        &h,
-        &t,
-        "delete-employee",
-        &[("employeeId", "deleted-later")],
-        None,
-    )
-    .await;
+    put_new_employee(&h, &t, "put-later", "By PUT", "eng").await;
+    let deleted = h.tenant(&t).delete_employee("deleted-later").await;
     assert_eq!(deleted.status, 204, "{}", deleted.body);
     drain(&queues, &[&consumer], 10).await;
     // THEN the imported employees are written with their memberships moved in the same write, the
     // PUT's employee stands, and the deleted one stays deleted
-    let new = as_tenant(&h, &t, "get-employee", &[("employeeId", "new")], None).await;
+    let new = h.tenant(&t).get_employee("new").await;
     assert_eq!(new.status, 200, "{}", new.body);
     assert_eq!(new.body["email"], "new@acme.example");
-    let later = as_tenant(&h, &t, "get-employee", &[("employeeId", "put-later")], None).await;
+    let later = h.tenant(&t).get_employee("put-later").await;
     assert_eq!(later.body["name"], "By PUT", "{}", later.body);
     assert_eq!(later.body["departmentId"], "eng");
-    as_tenant(
-        &h,
-        &t,
-        "get-employee",
-        &[("employeeId", "deleted-later")],
-        None,
-    )
-    .await
-    .assert_problem(404);
+    h.tenant(&t)
+        .get_employee("deleted-later")
+        .await
+        .assert_problem(404);
     assert_eq!(members(&h, &t, "eng").await, ["moved", "new", "put-later"]);
     assert_eq!(members(&h, &t, "ops").await, ["ops-1"]);
     assert!(members(&h, &t, "old").await.is_empty());
-    let progress = get_import(&h, &t, posted.body["importId"].as_str().unwrap()).await;
-    assert_eq!(progress.body["written"], 3, "{}", progress.body);
-    assert_eq!(progress.body["superseded"], 2, "{}", progress.body);
-    assert_eq!(progress.body["status"], "complete");
+    let progress = assert_complete(&h, &t, import_id(&posted), 3).await;
+    assert_eq!(progress["superseded"], 2, "{progress}");
     // AND every employee item of the tenant has exactly one membership, in its own department
     let employees = h.items_under(&raw_key(&t, "HR#")).await;
     let employees: Vec<_> = employees
@@ -1476,19 +1410,8 @@ async fn departments_and_employees_are_imported_as_their_puts_write_them_and_a_l
 #[tokio::test]
 async fn an_employee_import_naming_a_department_that_does_not_exist_is_refused_by_its_index() {
     // GIVEN a tenant with one department
-    let h = Harness::new().await;
-    let t = unique("hr-refused");
-    onboard(&h, &t, 4).await;
-    let queues = ImportQueues::create(3, 1).await;
-    let put = as_tenant(
-        &h,
-        &t,
-        "put-department",
-        &[("departmentId", "eng")],
-        Some(json!({"name": "Eng"})),
-    )
-    .await;
-    assert_eq!(put.status, 201, "{}", put.body);
+    let (h, t, queues) = tenant_with_queues("hr-refused").await;
+    put_new_department(&h, &t, "eng", "Eng").await;
     // WHEN it imports employees whose fourth item names a department it does not have, or items of
     // another kind, or an employee without a department
     let cases = [
@@ -1524,46 +1447,26 @@ async fn an_employee_import_naming_a_department_that_does_not_exist_is_refused_b
 async fn an_employee_import_during_a_resharding_from_4_to_16_moves_every_membership_once() {
     // GIVEN a 4-shard tenant with three departments and ten employees in the first, and an import
     // of 60 employees (3 messages) moving those ten and adding fifty, across all three departments
-    let h = Harness::new().await;
-    let t = unique("hr-moving");
-    integration::onboard_at_max_limits(&h, &t, 4).await;
+    let (h, t) = custom_tenant("hr-moving", 4, Limits::Unbound).await;
     let queues = ImportQueues::create(5, 1).await;
     for d in ["d0", "d1", "d2"] {
-        let put = as_tenant(
-            &h,
-            &t,
-            "put-department",
-            &[("departmentId", d)],
-            Some(json!({"name": d})),
-        )
-        .await;
-        assert_eq!(put.status, 201, "{}", put.body);
+        put_new_department(&h, &t, d, d).await;
     }
     for i in 0..10 {
         let e = format!("e-{i:02}");
-        let put = as_tenant(
-            &h,
-            &t,
-            "put-employee",
-            &[("employeeId", &e)],
-            Some(json!({"name": e, "departmentId": "d0"})),
-        )
-        .await;
-        assert_eq!(put.status, 201, "{}", put.body);
+        put_new_employee(&h, &t, &e, &e, "d0").await;
     }
     h.clock.advance_seconds(1);
     let items: Vec<Value> = (0..60)
         .map(|i| json!({"employeeId": format!("e-{i:02}"), "name": format!("E {i}"), "departmentId": format!("d{}", 1 + i % 2)}))
         .collect();
-    let posted = post_import(
+    let posted = accepted(
         &h,
         &queues,
         &t,
         json!({"kind": "employees", "items": items}),
-        &[],
     )
     .await;
-    assert_eq!(posted.status, 202, "{}", posted.body);
     // WHEN the tenant is re-sharded to 16 while the consumer writes: before writes move, after
     // they move, and between the migrator's steps
     reshard_to_16_while_consuming(&h, &queues, &t, 1).await;
@@ -1571,7 +1474,6 @@ async fn an_employee_import_during_a_resharding_from_4_to_16_moves_every_members
     drain(&queues, &[&consumer], 10).await;
     // THEN every employee is there exactly once, on its shard of 16, with one membership, in its
     // imported department
-    let tenant = TenantId::parse(&t).unwrap();
     let items = h.items_under(&raw_key(&t, "HR#")).await;
     let employees: Vec<_> = items
         .iter()
@@ -1582,14 +1484,7 @@ async fn an_employee_import_during_a_resharding_from_4_to_16_moves_every_members
         60,
         "an employee is missing or has two copies"
     );
-    for e in &employees {
-        let id = s(e, "employeeId");
-        assert_eq!(
-            s(e, "PK"),
-            shared::identity::keys::shard_pk(&tenant, "HR", shard_for(&id, 16)),
-            "{id}"
-        );
-    }
+    assert_each_on_its_shard_of_16(&t, "HR", "employeeId", employees.iter().copied());
     assert!(members(&h, &t, "d0").await.is_empty());
     let (d1, d2) = (members(&h, &t, "d1").await, members(&h, &t, "d2").await);
     assert_eq!((d1.len(), d2.len()), (30, 30));
@@ -1597,61 +1492,45 @@ async fn an_employee_import_during_a_resharding_from_4_to_16_moves_every_members
         d1.iter().all(|e| e[2..].parse::<u32>().unwrap() % 2 == 0),
         "{d1:?}"
     );
-    let progress = get_import(&h, &t, posted.body["importId"].as_str().unwrap()).await;
-    assert_eq!(progress.body["written"], 60, "{}", progress.body);
-    assert_eq!(progress.body["status"], "complete");
+    assert_complete(&h, &t, import_id(&posted), 60).await;
 }
 
 #[tokio::test]
 async fn a_delete_after_the_acceptance_wins_even_when_the_import_has_not_landed_yet() {
     // GIVEN a tenant with a department, and an import of a product and of an employee accepted and
     // still on the queue (neither exists yet)
-    let h = Harness::new().await;
-    let t = unique("early-delete");
-    onboard(&h, &t, 4).await;
-    let queues = ImportQueues::create(3, 1).await;
+    let (h, t, queues) = tenant_with_queues("early-delete").await;
     let consumer = Consumer::start(&h.table, &queues).await;
-    let put = as_tenant(
-        &h,
-        &t,
-        "put-department",
-        &[("departmentId", "eng")],
-        Some(json!({"name": "Eng"})),
-    )
-    .await;
-    assert_eq!(put.status, 201, "{}", put.body);
+    put_new_department(&h, &t, "eng", "Eng").await;
     h.clock.advance_seconds(1);
-    let product = post_import(&h, &queues, &t, products("p", 1), &[]).await;
-    assert_eq!(product.status, 202, "{}", product.body);
+    let product = accepted(&h, &queues, &t, products("p", 1)).await;
     let employee = json!({"kind": "employees", "items": [
         {"employeeId": "e-1", "name": "E", "departmentId": "eng"},
     ]});
-    let employee = post_import(&h, &queues, &t, employee, &[]).await;
-    assert_eq!(employee.status, 202, "{}", employee.body);
+    let employee = accepted(&h, &queues, &t, employee).await;
     // WHEN the tenant deletes both before the consumer writes them (404: not landed yet)
     h.clock.advance_seconds(1);
-    as_tenant(&h, &t, "delete-product", &[("productId", "p-00000")], None)
+    h.tenant(&t)
+        .delete_product("p-00000")
         .await
         .assert_problem(404);
-    as_tenant(&h, &t, "delete-employee", &[("employeeId", "e-1")], None)
+    h.tenant(&t)
+        .delete_employee("e-1")
         .await
         .assert_problem(404);
     // AND the queue drains
     drain(&queues, &[&consumer], 10).await;
     // THEN the deletes won: neither is there, and no membership was written
-    as_tenant(&h, &t, "get-product", &[("productId", "p-00000")], None)
+    h.tenant(&t)
+        .get_product("p-00000")
         .await
         .assert_problem(404);
-    as_tenant(&h, &t, "get-employee", &[("employeeId", "e-1")], None)
-        .await
-        .assert_problem(404);
+    h.tenant(&t).get_employee("e-1").await.assert_problem(404);
     assert!(members(&h, &t, "eng").await.is_empty());
     // AND each import says so: the item was superseded by the later delete
     for posted in [&product, &employee] {
-        let progress = get_import(&h, &t, posted.body["importId"].as_str().unwrap()).await;
-        assert_eq!(progress.body["written"], 0, "{}", progress.body);
-        assert_eq!(progress.body["superseded"], 1, "{}", progress.body);
-        assert_eq!(progress.body["status"], "complete");
+        let progress = assert_complete(&h, &t, import_id(posted), 0).await;
+        assert_eq!(progress["superseded"], 1, "{progress}");
     }
 }
 
@@ -1660,18 +1539,14 @@ async fn a_tenant_at_its_bound_of_open_imports_gets_429_and_never_delays_another
     // GIVEN a tenant with its maximum of imports open (one item each, never delivered), and
     // another tenant with one import
     use shared::store::imports::{FINAL_WITHIN_SECONDS, MAX_OPEN_IMPORTS};
-    let h = Harness::new().await;
-    let (flood, quiet) = (unique("flood"), unique("quiet"));
-    onboard(&h, &flood, 1).await;
-    onboard(&h, &quiet, 1).await;
+    let (h, [flood, quiet]) = Harness::with_tenants([("flood", 1), ("quiet", 1)]).await;
     let queues = ImportQueues::create(3, 1).await;
     for i in 0..MAX_OPEN_IMPORTS {
         let r = post_import(&h, &queues, &flood, products(&format!("f{i}"), 1), &[]).await;
         assert_eq!(r.status, 202, "import {i}: {}", r.body);
     }
     h.clock.advance_seconds(1);
-    let quiet_import = post_import(&h, &queues, &quiet, products("q", 1), &[]).await;
-    assert_eq!(quiet_import.status, 202, "{}", quiet_import.body);
+    let quiet_import = accepted(&h, &queues, &quiet, products("q", 1)).await;
     // WHEN the flooding tenant asks for one more
     let refused = post_import(&h, &queues, &flood, products("over", 1), &[]).await;
     // THEN it is refused 429 with a Retry-After, and nothing of it is written
@@ -1688,7 +1563,7 @@ async fn a_tenant_at_its_bound_of_open_imports_gets_429_and_never_delays_another
         .await
         .unwrap();
     // THEN the other tenant's import is final after that first run
-    let id = quiet_import.body["importId"].as_str().unwrap();
+    let id = import_id(&quiet_import);
     let progress = get_import(&h, &quiet, id).await;
     assert_eq!(progress.body["status"], "failed", "{}", progress.body);
     assert_eq!(
@@ -1708,8 +1583,7 @@ async fn a_tenant_at_its_bound_of_open_imports_gets_429_and_never_delays_another
             break;
         }
     }
-    let again = post_import(&h, &queues, &flood, products("again", 1), &[]).await;
-    assert_eq!(again.status, 202, "{}", again.body);
+    accepted(&h, &queues, &flood, products("again", 1)).await;
 }
 
 /// Delivers one batch of up to 10 messages to a consumer in this process (on `h`'s clock) that
@@ -1758,7 +1632,7 @@ async fn imports_are_held_to_the_capacity_quota_deferred_without_limit_and_never
     let (t, other) = (unique("held"), unique("neighbour"));
     integration::onboard_custom(&h, &t, 1, 250, 50).await;
     onboard(&h, &other, 1).await;
-    let drainer = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    let drainer = h.another_container().await;
     let queues = ImportQueues::create(5, 1).await;
     let start = h.app.clock.now_seconds() + 1;
     let at = |second: u64| {
@@ -1769,13 +1643,11 @@ async fn imports_are_held_to_the_capacity_quota_deferred_without_limit_and_never
     // (two imports of 1,000: the most one takes)
     let mut big_ids = Vec::new();
     for prefix in ["held-a", "held-b"] {
-        let big = post_import(&h, &queues, &t, products(prefix, 1000), &[]).await;
-        assert_eq!(big.status, 202, "{}", big.body);
-        big_ids.push(big.body["importId"].as_str().unwrap().to_owned());
+        let big = accepted(&h, &queues, &t, products(prefix, 1000)).await;
+        big_ids.push(import_id(&big).to_owned());
     }
-    let small = post_import(&h, &queues, &other, products("n", 25), &[]).await;
-    assert_eq!(small.status, 202, "{}", small.body);
-    let small_id = small.body["importId"].as_str().unwrap().to_owned();
+    let small = accepted(&h, &queues, &other, products("n", 25)).await;
+    let small_id = import_id(&small).to_owned();
     // WHEN a batch is delivered each second (the drainer putting a 60 KB product first, while it
     // drains) until both imports are complete
     let blob = "x".repeat(60 * 1024);
@@ -1844,14 +1716,11 @@ async fn imports_are_held_to_the_capacity_quota_deferred_without_limit_and_never
 async fn an_import_held_back_by_the_quota_until_its_deadline_fails_over_quota() {
     // GIVEN a tenant of 50 capacity units a second with an import of 25 products on the queue, a
     // few seconds before its deadline, and its bucket drained by a 60 KB product
-    let h = Harness::new().await;
-    let t = unique("late");
-    integration::onboard_custom(&h, &t, 1, 250, 50).await;
+    let (h, t) = custom_tenant("late", 1, Limits::CapacityUnits(50)).await;
     let queues = ImportQueues::create(5, 1).await;
     let start = h.app.clock.now_seconds() + 1;
     h.clock.set_millis(start * 1000);
-    let posted = post_import(&h, &queues, &t, products("late", 25), &[]).await;
-    assert_eq!(posted.status, 202, "{}", posted.body);
+    let posted = accepted(&h, &queues, &t, products("late", 25)).await;
     let deadline = shared::store::imports::due_at_ms(start * 1000) / 1000;
     h.clock.set_millis((deadline - 1) * 1000);
     let drain = h
@@ -1868,7 +1737,7 @@ async fn an_import_held_back_by_the_quota_until_its_deadline_fails_over_quota() 
         .unwrap();
     // THEN nothing of it was written, nothing is left on the queue, and its items failed with a
     // reason of their own
-    let progress = get_import(&h, &t, posted.body["importId"].as_str().unwrap()).await;
+    let progress = get_import(&h, &t, import_id(&posted)).await;
     assert_eq!(progress.body["status"], "failed", "{}", progress.body);
     assert_eq!(
         progress.body["failedBy"]["overQuota"], 25,

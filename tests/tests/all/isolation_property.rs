@@ -84,18 +84,22 @@ impl Key {
     }
 }
 
+/// A Query, on the table or on GSI1: its partition value, perhaps a sort-key prefix and a start key.
+#[derive(Debug, Clone)]
+struct Query {
+    gsi: bool,
+    partition: KeyValue,
+    sort: Option<KeyValue>,
+    start: Option<Key>,
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Get(Key),
     Put(Key),
     Update(Key),
     Delete(Key),
-    Query {
-        gsi: bool,
-        partition: KeyValue,
-        sort: Option<KeyValue>,
-        start: Option<Key>,
-    },
+    Query(Query),
     BatchGet(Vec<Key>),
     BatchWrite(Vec<(bool, Key)>),
     TransactWrite(Vec<(u8, Key)>),
@@ -141,12 +145,12 @@ fn op(t: String) -> impl Strategy<Value = Op> {
             proptest::option::of(key_value(t.clone())),
             proptest::option::of(key(t.clone()))
         )
-            .prop_map(|(gsi, partition, sort, start)| Op::Query {
+            .prop_map(|(gsi, partition, sort, start)| Op::Query(Query {
                 gsi,
                 partition,
                 sort,
                 start
-            }),
+            })),
         proptest::collection::vec(key(t.clone()), 1..4).prop_map(Op::BatchGet),
         proptest::collection::vec((any::<bool>(), key(t.clone())), 1..4).prop_map(Op::BatchWrite),
         proptest::collection::vec((0u8..4, key(t)), 1..5).prop_map(Op::TransactWrite),
@@ -157,51 +161,29 @@ fn op(t: String) -> impl Strategy<Value = Op> {
 
 /// The real SDK input the functions would send for `op`.
 fn sdk_input(op: &Op) -> Input {
+    // `on_table!(Type.step(arg)...)`: a `Type` for this test's table, with those steps, built.
+    macro_rules! on_table {
+        ($ty:ident $(.$step:ident($($arg:expr),*))*) => {
+            $ty::builder().table_name(TABLE)$(.$step($($arg),*))*.build().unwrap()
+        };
+    }
     match op {
-        Op::Get(k) => Input::erase(
-            GetItemInput::builder()
-                .table_name(TABLE)
-                .set_key(Some(k.item()))
-                .build()
-                .unwrap(),
-        ),
-        Op::Put(k) => Input::erase(
-            PutItemInput::builder()
-                .table_name(TABLE)
-                .set_item(Some(k.item()))
-                .build()
-                .unwrap(),
-        ),
-        Op::Update(k) => Input::erase(
-            UpdateItemInput::builder()
-                .table_name(TABLE)
-                .set_key(Some(k.item()))
-                .update_expression("SET a = :a")
-                .build()
-                .unwrap(),
-        ),
-        Op::Delete(k) => Input::erase(
-            DeleteItemInput::builder()
-                .table_name(TABLE)
-                .set_key(Some(k.item()))
-                .build()
-                .unwrap(),
-        ),
-        Op::Query {
-            gsi,
-            partition,
-            sort,
-            start,
-        } => {
-            let (p, s) = if *gsi { ("SK", "PK") } else { ("PK", "SK") };
+        Op::Get(k) => Input::erase(on_table!(GetItemInput.set_key(Some(k.item())))),
+        Op::Put(k) => Input::erase(on_table!(PutItemInput.set_item(Some(k.item())))),
+        Op::Update(k) => Input::erase(on_table!(UpdateItemInput
+            .set_key(Some(k.item()))
+            .update_expression("SET a = :a"))),
+        Op::Delete(k) => Input::erase(on_table!(DeleteItemInput.set_key(Some(k.item())))),
+        Op::Query(q) => {
+            let (p, s) = if q.gsi { ("SK", "PK") } else { ("PK", "SK") };
             let mut b = QueryInput::builder()
                 .table_name(TABLE)
-                .expression_attribute_values(":p", partition.av())
-                .set_exclusive_start_key(start.as_ref().map(Key::item));
-            if *gsi {
+                .expression_attribute_values(":p", q.partition.av())
+                .set_exclusive_start_key(q.start.as_ref().map(Key::item));
+            if q.gsi {
                 b = b.index_name("GSI1");
             }
-            b = match sort {
+            b = match &q.sort {
                 Some(v) => b
                     .key_condition_expression(format!("{p} = :p AND begins_with({s}, :s)"))
                     .expression_attribute_values(":s", v.av()),
@@ -260,42 +242,20 @@ fn sdk_input(op: &Op) -> Input {
                         .iter()
                         .map(|(kind, k)| match kind {
                             0 => TransactWriteItem::builder()
-                                .put(
-                                    Put::builder()
-                                        .table_name(TABLE)
-                                        .set_item(Some(k.item()))
-                                        .build()
-                                        .unwrap(),
-                                )
+                                .put(on_table!(Put.set_item(Some(k.item()))))
                                 .build(),
                             1 => TransactWriteItem::builder()
-                                .update(
-                                    Update::builder()
-                                        .table_name(TABLE)
-                                        .set_key(Some(k.item()))
-                                        .update_expression("SET a = :a")
-                                        .build()
-                                        .unwrap(),
-                                )
+                                .update(on_table!(Update
+                                    .set_key(Some(k.item()))
+                                    .update_expression("SET a = :a")))
                                 .build(),
                             2 => TransactWriteItem::builder()
-                                .delete(
-                                    Delete::builder()
-                                        .table_name(TABLE)
-                                        .set_key(Some(k.item()))
-                                        .build()
-                                        .unwrap(),
-                                )
+                                .delete(on_table!(Delete.set_key(Some(k.item()))))
                                 .build(),
                             _ => TransactWriteItem::builder()
-                                .condition_check(
-                                    ConditionCheck::builder()
-                                        .table_name(TABLE)
-                                        .set_key(Some(k.item()))
-                                        .condition_expression("attribute_exists(PK)")
-                                        .build()
-                                        .unwrap(),
-                                )
+                                .condition_check(on_table!(ConditionCheck
+                                    .set_key(Some(k.item()))
+                                    .condition_expression("attribute_exists(PK)")))
                                 .build(),
                         })
                         .collect(),
@@ -303,7 +263,7 @@ fn sdk_input(op: &Op) -> Input {
                 .build()
                 .unwrap(),
         ),
-        Op::Scan => Input::erase(ScanInput::builder().table_name(TABLE).build().unwrap()),
+        Op::Scan => Input::erase(on_table!(ScanInput)),
         Op::PartiQl => Input::erase(
             ExecuteStatementInput::builder()
                 .statement(format!("SELECT * FROM \"{TABLE}\""))
@@ -349,16 +309,11 @@ fn authz(op: &Op, tenant: &str) -> Vec<AuthzRequest> {
         Op::Put(k) => vec![one("PutItem", &table, k.iam())],
         Op::Update(k) => vec![one("UpdateItem", &table, k.iam())],
         Op::Delete(k) => vec![one("DeleteItem", &table, k.iam())],
-        Op::Query {
-            gsi,
-            partition,
-            sort,
-            start,
-        } => {
-            let mut keys = vec![partition.iam()];
-            keys.extend(sort.iter().map(KeyValue::iam));
-            keys.extend(start.iter().flat_map(Key::iam));
-            vec![one("Query", if *gsi { &index } else { &table }, keys)]
+        Op::Query(q) => {
+            let mut keys = vec![q.partition.iam()];
+            keys.extend(q.sort.iter().map(KeyValue::iam));
+            keys.extend(q.start.iter().flat_map(Key::iam));
+            vec![one("Query", if q.gsi { &index } else { &table }, keys)]
         }
         Op::BatchGet(keys) => keys
             .iter()

@@ -20,7 +20,7 @@ async fn a_suspended_tenant_gets_403_within_the_record_ttl_and_no_container_vend
 {
     // GIVEN an active tenant served by container A, and an operator working from another container
     let a = Harness::new().await;
-    let ops = Harness::on_table(&a.admin, &a.table, 3600, &a.sts_endpoint).await;
+    let ops = a.another_container().await;
     let t = unique("suspend");
     onboard(&a, &t, 4).await;
     assert_eq!(
@@ -47,7 +47,7 @@ async fn a_suspended_tenant_gets_403_within_the_record_ttl_and_no_container_vend
     assert_eq!(direct.status, 403, "{}", direct.body);
 
     // AND a container that never served it refuses it without ever assuming the tenant role
-    let fresh = Harness::on_table(&a.admin, &a.table, 3600, &a.sts_endpoint).await;
+    let fresh = a.another_container().await;
     let assumed_before = fresh.recorded_policies(&t).await.len();
     for bin in ["get-product", "query-tenant-products", "create-session"] {
         let body = (bin == "create-session").then(|| json!({"customerId": "c"}));
@@ -80,9 +80,7 @@ async fn a_suspended_tenant_gets_403_within_the_record_ttl_and_no_container_vend
 
 #[tokio::test]
 async fn only_an_operator_suspends_and_a_status_must_be_known() {
-    let h = Harness::new().await;
-    let t = unique("status");
-    onboard(&h, &t, 4).await;
+    let (h, t) = Harness::with_tenant("status", 4).await;
     let before = h.all_items().await;
     let r = h
         .tenant(&t)
@@ -99,7 +97,7 @@ async fn a_tenant_onboarded_by_another_container_is_served_within_a_second_not_a
 ) {
     // GIVEN container A has seen the tenant before it existed (its record cached as absent)
     let a = Harness::new().await;
-    let ops = Harness::on_table(&a.admin, &a.table, 3600, &a.sts_endpoint).await;
+    let ops = a.another_container().await;
     let t = unique("early");
     assert_eq!(
         get_product_admitted(&a.app, &t).await.status,
@@ -122,9 +120,7 @@ async fn a_tenant_onboarded_by_another_container_is_served_within_a_second_not_a
 #[tokio::test]
 async fn an_operator_cannot_suspend_its_own_tenant() {
     // GIVEN an operator of tenant `ops-home` (which is onboarded and active)
-    let h = Harness::new().await;
-    let home = unique("ops-home");
-    onboard(&h, &home, 1).await;
+    let (h, home) = Harness::with_tenant("ops-home", 1).await;
     let operator = Auth::Operator(home.clone());
 
     // WHEN it tries to suspend its own tenant
@@ -189,7 +185,7 @@ async fn a_record_read_that_is_slow_is_trusted_from_when_it_was_sent() {
     // GIVEN a tenant onboarded by another container, and container A whose clock moves 20 s while
     // its read of the record is under way (a slow read)
     let a = Harness::new().await;
-    let ops = Harness::on_table(&a.admin, &a.table, 3600, &a.sts_endpoint).await;
+    let ops = a.another_container().await;
     let t = unique("slow");
     onboard(&ops, &t, 1).await;
     let tenant = shared::identity::ids::TenantId::parse(&t).unwrap();
@@ -210,14 +206,9 @@ async fn a_record_read_that_is_slow_is_trusted_from_when_it_was_sent() {
 #[tokio::test]
 async fn a_tenants_own_user_does_not_see_which_operator_started_its_re_sharding() {
     // GIVEN a tenant being re-sharded by an operator of tenant "platform"
-    let h = Harness::new().await;
-    let t = unique("reshard");
-    onboard(&h, &t, 1).await;
+    let (h, t) = Harness::with_tenant("reshard", 1).await;
     let operator = integration::operator();
-    let r = h
-        .caller(&operator)
-        .update_tenant(&t, json!({"shardCount": 4}))
-        .await;
+    let r = h.caller(&operator).reshard(&t, 4).await;
     assert_eq!(r.status, 202, "{}", r.body);
     // WHEN the tenant's own user and an operator read the record
     let get = |auth: Auth| {
@@ -246,8 +237,7 @@ async fn a_tenants_own_user_does_not_see_which_operator_started_its_re_sharding(
 async fn an_operator_whose_own_tenant_record_cannot_be_read_is_refused_503_and_writes_nothing() {
     // GIVEN an operator of an onboarded tenant, whose container has its record cached, and an active
     // tenant it may act on
-    let h = Harness::new().await;
-    let ops_tenant = integration::onboarded(&h, "ops").await;
+    let (h, ops_tenant) = Harness::with_tenant("ops", 1).await;
     let operator = Auth::Operator(ops_tenant.clone());
     let t = integration::onboarded(&h, "target").await;
     let path = params(&[("tenantId", &t)]);

@@ -4,7 +4,7 @@
 //! through a rule to a queue, as a subscriber would receive them.
 
 use integration::lifecycle_bus::{LifecycleBus, StreamTap};
-use integration::{offboard_to_end, onboard, unique, Harness, Resp};
+use integration::{offboard_to_end, onboard, step_to_end, unique, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::raw_key;
@@ -94,18 +94,8 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
     assert_eq!(own.status, 409, "an operator cannot suspend its own tenant");
     let bad = patch(&h, &t, json!({"tier": "golden"})).await;
     assert_eq!(bad.status, 400, "{}", bad.body);
-    let started = patch(&h, &t, json!({"shardCount": 8})).await;
-    assert_eq!(started.status, 202, "{}", started.body);
-    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
-    let mut resharded = patch(&h, &t, json!({"shardCount": 8})).await;
-    for _ in 0..20 {
-        if resharded.status == 200 {
-            break;
-        }
-        assert_eq!(resharded.status, 202, "{}", resharded.body);
-        resharded = patch(&h, &t, json!({"shardCount": 8})).await;
-    }
-    assert_eq!(resharded.status, 200, "{}", resharded.body);
+    let reshard = || h.operator().reshard(&t, 8);
+    step_to_end(&h, "the re-sharding", MOVES_DELAY_SECONDS, 21, reshard).await;
     let source = h.snapshot("events").await;
     let restore = json!({"from": {"table": source}});
     let restoring = h.operator().restore_tenant(&t, restore.clone()).await;
@@ -114,18 +104,8 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
         .advance_seconds(shared::store::lifecycle::restoring::STARTS_DELAY_SECONDS);
     let restored = h.operator().restore_tenant(&t, restore).await;
     assert_eq!(restored.status, 200, "{}", restored.body);
-    let moving = patch(&h, &t, json!({"placement": "own"})).await;
-    assert_eq!(moving.status, 202, "{}", moving.body);
-    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
-    let mut moved = patch(&h, &t, json!({"placement": "own"})).await;
-    for _ in 0..20 {
-        if moved.status == 200 {
-            break;
-        }
-        assert_eq!(moved.status, 202, "{}", moved.body);
-        moved = patch(&h, &t, json!({"placement": "own"})).await;
-    }
-    assert_eq!(moved.status, 200, "{}", moved.body);
+    let move_own = || h.operator().move_to(&t, "own");
+    step_to_end(&h, "the move", MOVES_DELAY_SECONDS, 21, move_own).await;
     let report = offboard_to_end(&h, &t, &operator()).await;
     let late = patch(&h, &t, json!({"status": "suspended"})).await;
     assert_eq!(late.status, 404, "a gone tenant's record changes no more");

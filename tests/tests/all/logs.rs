@@ -10,11 +10,8 @@ use serde_json::{json, Value};
 #[tokio::test(flavor = "current_thread")]
 async fn each_request_logs_one_summary_line_and_no_secret() {
     // GIVEN logs captured in the production JSON format
-    let logs = integration::CapturedLogs::default();
-    let _guard =
-        tracing::subscriber::set_default(shared::service::runtime::json_subscriber(logs.clone()));
-    let h = Harness::new().await;
-    let tenant = integration::onboarded(&h, "logs").await;
+    let (logs, _guard) = integration::CapturedLogs::install();
+    let (h, tenant) = Harness::with_tenant("logs", 1).await;
     let secret_state = "state-secret-7f3a9c";
     let bearer = shared::isolation::claims::dev_jwt(&tenant, false);
 
@@ -39,27 +36,19 @@ async fn each_request_logs_one_summary_line_and_no_secret() {
         _ => panic!(),
     };
     let id = body["sessionId"].as_str().unwrap().to_owned();
-    let get = h
-        .tenant(&tenant)
-        .request("get-session-by-session-id", &[("sessionId", &id)], None);
-    shared::service::runtime::respond(
-        "req-2".into(),
-        "GET /sessions/{sessionId}".into(),
-        sessions::get_session_by_session_id::handle(&h.app, get),
-    )
-    .await;
-    let anonymous = h
-        .anonymous()
-        .request("get-session-by-session-id", &[("sessionId", &id)], None);
-    shared::service::runtime::respond(
-        "req-3".into(),
-        "GET /sessions/{sessionId}".into(),
-        sessions::get_session_by_session_id::handle(&h.app, anonymous),
-    )
-    .await;
+    // (by the tenant, then by a caller with no tenant claim)
+    for (caller, request_id) in [(h.tenant(&tenant), "req-2"), (h.anonymous(), "req-3")] {
+        let get = caller.request("get-session-by-session-id", &[("sessionId", &id)], None);
+        shared::service::runtime::respond(
+            request_id.into(),
+            "GET /sessions/{sessionId}".into(),
+            sessions::get_session_by_session_id::handle(&h.app, get),
+        )
+        .await;
+    }
 
     // THEN there is one summary line per request, with the documented fields
-    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let text = logs.text();
     let lines: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).expect("every log line is JSON"))

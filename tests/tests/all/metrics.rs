@@ -4,7 +4,7 @@
 //! and for its dimensions and values on a read, a write, a 429 and a throttled request.
 
 use integration::routes::params;
-use integration::{onboard, onboard_custom, unique, Auth, Harness};
+use integration::{onboard, onboard_custom, unique, Harness};
 use serde_json::{json, Value};
 use shared::service::runtime::respond_admitted;
 use shared::service::telemetry::Invocation;
@@ -96,23 +96,12 @@ fn lines_of(h: &Harness, route: &str) -> Vec<Value> {
 #[tokio::test]
 async fn every_request_writes_one_emf_line_with_bounded_dimensions_and_its_values() {
     // GIVEN a standard tenant
-    let h = Harness::new().await;
-    let t = unique("emf");
-    onboard(&h, &t, 4).await;
-    let auth = Auth::Tenant(t.clone());
-    let at = params(&[("productId", "p-1")]);
+    let (h, t) = Harness::with_tenant("emf", 4).await;
+    let client = h.tenant(&t).admitted();
     // WHEN it writes a product, then reads it
-    let put = h
-        .caller(&auth)
-        .admitted()
-        .call("put-product", &at, Some(json!({"n": 1})))
-        .await;
+    let put = client.put_product("p-1", json!({"n": 1})).await;
     assert_eq!(put.status, 201);
-    let got = h
-        .caller(&auth)
-        .admitted()
-        .call("get-product", &at, None)
-        .await;
+    let got = client.get_product("p-1").await;
     assert_eq!(got.status, 200);
 
     // THEN each wrote one line, published under `service` and under route, tier and status class,
@@ -148,20 +137,11 @@ async fn a_429_and_a_throttled_request_are_counted_by_reason() {
     let h = Harness::new().await;
     let t = unique("emf429");
     onboard_custom(&h, &t, 1, 1, 1_000).await;
-    let auth = Auth::Tenant(t.clone());
-    let at = params(&[("productId", "p-1")]);
+    let client = h.tenant(&t).admitted();
     // WHEN it sends two reads in one second, the second refused on the request rate
-    let first = h
-        .caller(&auth)
-        .admitted()
-        .call("get-product", &at, None)
-        .await;
+    let first = client.get_product("p-1").await;
     assert_eq!(first.status, 404);
-    let refused = h
-        .caller(&auth)
-        .admitted()
-        .call("get-product", &at, None)
-        .await;
+    let refused = client.get_product("p-1").await;
     assert_eq!(refused.status, 429);
     // THEN its line counts a 4xx and a refusal on requests, and nothing read
     let lines = lines_of(&h, "get-product");
@@ -177,11 +157,11 @@ async fn a_429_and_a_throttled_request_are_counted_by_reason() {
     let u = unique("emfthrottle");
     onboard(&h, &u, 4).await;
     h.clock.advance_seconds(1);
-    let warm = h.tenant(&u).admitted().call("get-product", &at, None).await;
+    let warm = h.tenant(&u).admitted().get_product("p-1").await;
     assert_eq!(warm.status, 404);
     h.faults.refuse_once_with_throttling("GetItem");
     // WHEN it reads
-    let r = h.tenant(&u).admitted().call("get-product", &at, None).await;
+    let r = h.tenant(&u).admitted().get_product("p-1").await;
     // THEN the line counts the throttle
     let lines = lines_of(&h, "get-product");
     let line = lines
@@ -195,12 +175,8 @@ async fn a_429_and_a_throttled_request_are_counted_by_reason() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_request_log_line_and_its_emf_line_share_their_keys_with_cold_start_and_trace_id() {
     // GIVEN logs captured in the production format, and a tenant
-    let logs = integration::CapturedLogs::default();
-    let _guard =
-        tracing::subscriber::set_default(shared::service::runtime::json_subscriber(logs.clone()));
-    let h = Harness::new().await;
-    let t = unique("keys");
-    onboard(&h, &t, 4).await;
+    let (logs, _guard) = integration::CapturedLogs::install();
+    let (h, t) = Harness::with_tenant("keys", 4).await;
     // WHEN the container's first invocation, traced, writes a product
     let invocation = Invocation {
         request_id: "req-keys-1".into(),
@@ -227,7 +203,7 @@ async fn a_request_log_line_and_its_emf_line_share_their_keys_with_cold_start_an
         .into_iter()
         .find(|l| l["function_request_id"] == "req-keys-1")
         .expect("the request's EMF line");
-    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let text = logs.text();
     let log = text
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).expect("every log line is JSON"))

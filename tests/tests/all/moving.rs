@@ -14,16 +14,14 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration::import_queue::{drain, Consumer, ImportQueues};
-use integration::{onboard, unique, Harness, Resp};
+use integration::{onboard, sorted_text, unique, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::ids::TenantId;
 use shared::identity::keys::{raw_key, tenant_record_key, PK, SK};
 use shared::isolation::policy::{session_policy, session_policy_for, TableLocation, TenantTables};
 use shared::store::lifecycle::resharding::{MOVES_DELAY_SECONDS, WRITES_MOVE_DELAY_SECONDS};
 
-use crate::churn::{
-    read_while, seed, walk_while, write_while, Kind, Ledger, World, EMPLOYEE, PRODUCT,
-};
+use crate::churn::{read_while, seed, walk_while, write_while, Kind, World, EMPLOYEE, PRODUCT};
 use shared::identity::keys::KeySpace;
 
 /// 4,400 products, 560 employees, 10 departments and a session tree of 30: 5,000 items.
@@ -33,21 +31,21 @@ const CHILD_SESSIONS: usize = 29;
 
 type Item = HashMap<String, AttributeValue>;
 
-fn sorted(items: Vec<Item>) -> Vec<String> {
-    let mut out: Vec<String> = items
-        .into_iter()
-        .map(|i| format!("{:?}", i.into_iter().collect::<BTreeMap<_, _>>()))
-        .collect();
-    out.sort();
-    out
-}
-
 impl World<'_> {
     async fn move_to(&self, placement: &str) -> Resp {
-        self.h
-            .operator()
-            .update_tenant(&self.tenant, json!({ "placement": placement }))
+        self.h.operator().move_to(&self.tenant, placement).await
+    }
+
+    /// Asserts nothing of the tenant is left in `table` but its record.
+    async fn assert_only_its_record_in(&self, table: &str) {
+        let left: Vec<String> = self
+            .raw_in(table)
             .await
+            .iter()
+            .map(|i| i[PK].as_s().unwrap().clone())
+            .collect();
+        let record_key = tenant_record_key(&TenantId::parse(&self.tenant).unwrap());
+        assert_eq!(left, vec![record_key], "left in {table}");
     }
 
     /// Every raw item of the tenant in `table`.
@@ -93,23 +91,11 @@ fn versioned_products(prefix: &str, n: usize) -> Value {
 /// milliseconds (mid-step), then by whole calls, until one answers 200. Returns how many calls were
 /// killed.
 async fn backfill_with_kills(w: &World<'_>, placement: &str) -> usize {
-    let mut killed = 0;
-    for attempt in 0u64.. {
-        assert!(attempt < 500, "the move never finished");
-        let budget = match attempt {
-            0..6 => Duration::from_millis(150 + (attempt % 3) * 150),
-            _ => Duration::from_secs(30),
-        };
-        match tokio::time::timeout(budget, w.move_to(placement)).await {
-            Err(_) => killed += 1,
-            Ok(r) if r.status == 200 => return killed,
-            Ok(r) => {
-                assert_eq!(r.status, 202, "{}", r.body);
-                assert!(r.retry_after.is_some());
-            }
-        }
-    }
-    unreachable!()
+    let budget = |attempt| match attempt {
+        0..6 => Duration::from_millis(150 + (attempt % 3) * 150),
+        _ => Duration::from_secs(30),
+    };
+    integration::step_to_end_with_kills("the move", 500, budget, || w.move_to(placement)).await
 }
 
 /// The session tree: a parent, and the children the test created.
@@ -153,12 +139,7 @@ impl Sessions {
                 .get_child_sessions_by_session_id(&self.parent)
                 .await;
         assert_eq!(r.status, 200, "{}", r.body);
-        let listed: BTreeSet<String> = r.body["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["sessionId"].as_str().unwrap().to_owned())
-            .collect();
+        let listed: BTreeSet<String> = r.ids("sessionId").into_iter().collect();
         assert_eq!(listed, *self.children.lock().unwrap());
     }
 }
@@ -185,16 +166,9 @@ async fn assert_moved(w: &World<'_>, placement: &str, source: &str, target: &str
             assert_eq!(listed, w.expected(kind), "{} {order}", kind.list);
         }
     }
-    let record_key = tenant_record_key(&TenantId::parse(&w.tenant).unwrap());
     if source == w.h.table {
         // ZERO items of the tenant are left in the pool: its record only.
-        let left: Vec<String> = w
-            .raw_in(source)
-            .await
-            .iter()
-            .map(|i| i[PK].as_s().unwrap().clone())
-            .collect();
-        assert_eq!(left, vec![record_key], "left in the pool");
+        w.assert_only_its_record_in(source).await;
     } else {
         // The own source is deleted with its items.
         let gone = w.h.admin.describe_table().table_name(source).send().await;
@@ -206,27 +180,13 @@ async fn assert_moved(w: &World<'_>, placement: &str, source: &str, target: &str
 async fn a_tenant_of_5000_items_moves_pool_to_own_and_back_under_load_and_nothing_is_lost_or_doubled(
 ) {
     // GIVEN a pooled neighbour, and a pooled tenant of 5,000 items on 16 shards with a session tree
-    let h = Harness::new().await;
-    let neighbour = unique("beside");
-    onboard(&h, &neighbour, 2).await;
-    for i in 0..20 {
-        let r = h
-            .tenant(&neighbour)
-            .put_product(&format!("n{i}"), json!({"v": i}))
-            .await;
-        assert_eq!(r.status, 201, "{}", r.body);
-    }
+    let (h, neighbour) = Harness::with_neighbour("beside", 20).await;
     let tenant = unique("mover");
     onboard(&h, &tenant, 16).await;
-    let w = World {
-        h: &h,
-        tenant: tenant.clone(),
-        products: Ledger::default(),
-        employees: Ledger::default(),
-    };
+    let w = World::new(&h, &tenant);
     seed(&w, PRODUCTS, EMPLOYEES).await;
     let sessions = Sessions::create(&w).await;
-    let neighbours_before = sorted(h.items_under(&raw_key(&neighbour, "")).await);
+    let neighbours_before = sorted_text(h.items_under(&raw_key(&neighbour, "")).await);
     let own_table = format!("{}-tenant-{tenant}", h.table);
     let queues = ImportQueues::create(3, 1).await;
     let consumer = Consumer::start(&h.table, &queues).await;
@@ -248,10 +208,7 @@ async fn a_tenant_of_5000_items_moves_pool_to_own_and_back_under_load_and_nothin
         assert_eq!(again.body["move"], r.body["move"]);
         let back = if placement == "own" { "pool" } else { "own" };
         w.move_to(back).await.assert_problem(409);
-        h.operator()
-            .update_tenant(&tenant, json!({"shardCount": 8}))
-            .await
-            .assert_problem(409);
+        h.operator().reshard(&tenant, 8).await.assert_problem(409);
         h.operator()
             .offboard_tenant(&tenant)
             .await
@@ -324,7 +281,7 @@ async fn a_tenant_of_5000_items_moves_pool_to_own_and_back_under_load_and_nothin
         sessions.assert_listed(&w).await;
         // AND the neighbour's items are byte for byte as they were
         assert_eq!(
-            sorted(h.items_under(&raw_key(&neighbour, "")).await),
+            sorted_text(h.items_under(&raw_key(&neighbour, "")).await),
             neighbours_before
         );
     }
@@ -382,9 +339,7 @@ fn a_move_shows_as_started_and_finished_events() {
 async fn orders_codes_idempotent_retries_cursors_and_usage_cross_a_move_the_driver_runs_alone() {
     // GIVEN a pooled tenant with a user, an order of 3 lines, an unredeemed transfer code, a session
     // created with an Idempotency-Key, 30 products with a list cursor from before, and its usage
-    let h = Harness::new().await;
-    let tenant = unique("carried");
-    onboard(&h, &tenant, 4).await;
+    let (h, tenant) = Harness::with_tenant("carried", 4).await;
     let t = || h.tenant(&tenant);
     let r = t()
         .put_user("u-1", json!({"name": "Ann", "email": "ann@example.com"}))
@@ -406,10 +361,8 @@ async fn orders_codes_idempotent_retries_cursors_and_usage_cross_a_move_the_driv
     };
     let first = keyed().await;
     assert_eq!(first.status, 201, "{}", first.body);
-    for i in 0..30 {
-        let r = t().put_product(&format!("p{i:02}"), json!({"v": i})).await;
-        assert_eq!(r.status, 201, "{}", r.body);
-    }
+    t().put_new_products((0..30).map(|i| (format!("p{i:02}"), json!({"v": i}))))
+        .await;
     let page = t()
         .query(&[("limit", "10"), ("order", "id")])
         .call("query-tenant-products", &integration::api::NO_PATH, None)
@@ -434,10 +387,7 @@ async fn orders_codes_idempotent_retries_cursors_and_usage_cross_a_move_the_driv
     );
 
     // WHEN an operator starts its move into its own table, and writes move
-    let started = h
-        .operator()
-        .update_tenant(&tenant, json!({"placement": "own"}))
-        .await;
+    let started = h.operator().move_to(&tenant, "own").await;
     assert_eq!(started.status, 202, "{}", started.body);
     h.clock.advance_seconds(WRITES_MOVE_DELAY_SECONDS);
     // THEN, with every item still in the pool, the retry answers as the first call did
@@ -463,13 +413,7 @@ async fn orders_codes_idempotent_retries_cursors_and_usage_cross_a_move_the_driv
             .call("query-tenant-products", &integration::api::NO_PATH, None)
             .await;
         assert_eq!(r.status, 200, "{}", r.body);
-        listed.extend(
-            r.body["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|i| i["productId"].as_str().unwrap().to_owned()),
-        );
+        listed.extend(r.ids("productId"));
         next = r.body["nextCursor"].as_str().map(str::to_owned);
     }
     assert_eq!(
@@ -478,7 +422,7 @@ async fn orders_codes_idempotent_retries_cursors_and_usage_cross_a_move_the_driv
     );
 
     // WHEN the lifecycle driver, in another container, runs the move to its end with no client
-    let driver = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    let driver = h.another_container().await;
     driver.clock.advance_seconds(MOVES_DELAY_SECONDS);
     h.clock
         .advance_seconds(MOVES_DELAY_SECONDS - WRITES_MOVE_DELAY_SECONDS);
@@ -496,20 +440,8 @@ async fn orders_codes_idempotent_retries_cursors_and_usage_cross_a_move_the_driv
 
     // THEN of the pool only its record is left, and its own table holds the rest
     let own_table = format!("{}-tenant-{tenant}", h.table);
-    let w = World {
-        h: &h,
-        tenant: tenant.clone(),
-        products: Ledger::default(),
-        employees: Ledger::default(),
-    };
-    let record_key = tenant_record_key(&TenantId::parse(&tenant).unwrap());
-    let left: Vec<String> = w
-        .raw_in(&h.table)
-        .await
-        .iter()
-        .map(|i| i[PK].as_s().unwrap().clone())
-        .collect();
-    assert_eq!(left, vec![record_key]);
+    let w = World::new(&h, &tenant);
+    w.assert_only_its_record_in(&h.table).await;
     assert!(!w.raw_in(&own_table).await.is_empty());
     // AND the retry still answers as the first call did, the order reads whole, the code stays
     // redeemed, and the usage counted before the move is still counted
@@ -547,38 +479,19 @@ async fn orders_codes_idempotent_retries_cursors_and_usage_cross_a_move_the_driv
 
 /// Moves `tenant` (small) to `placement` to its end: the start, the delays passed, calls until 200.
 async fn move_to_end(h: &Harness, tenant: &str, placement: &str) {
-    let r = h
-        .operator()
-        .update_tenant(tenant, json!({ "placement": placement }))
-        .await;
-    assert_eq!(r.status, 202, "{}", r.body);
-    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
-    for _ in 0..50 {
-        let r = h
-            .operator()
-            .update_tenant(tenant, json!({ "placement": placement }))
-            .await;
-        if r.status == 200 {
-            return;
-        }
-        assert_eq!(r.status, 202, "{}", r.body);
-    }
-    panic!("the move to {placement} did not finish");
+    let what = format!("the move to {placement}");
+    let step = || h.operator().move_to(tenant, placement);
+    integration::step_to_end(h, &what, MOVES_DELAY_SECONDS, 50, step).await;
 }
 
 #[tokio::test]
 async fn a_request_admitted_before_writes_move_that_sends_after_goes_to_the_target() {
     // GIVEN a pooled tenant with a product, moving into its own table, and a client of it made
     // before writes move (its requests name the pool)
-    let h = Harness::new().await;
-    let tenant = unique("straddle");
-    onboard(&h, &tenant, 1).await;
+    let (h, tenant) = Harness::with_tenant("straddle", 1).await;
     let r = h.tenant(&tenant).put_product("p1", json!({"v": 1})).await;
     assert_eq!(r.status, 201, "{}", r.body);
-    let r = h
-        .operator()
-        .update_tenant(&tenant, json!({"placement": "own"}))
-        .await;
+    let r = h.operator().move_to(&tenant, "own").await;
     assert_eq!(r.status, 202, "{}", r.body);
     let id = TenantId::parse(&tenant).unwrap();
     let before = h.app.db(&id).await.unwrap();
@@ -608,25 +521,14 @@ async fn a_request_admitted_before_writes_move_that_sends_after_goes_to_the_targ
         .await
         .expect("the write finds the product where it now is");
     // THEN the product was pulled into the target and written there; the pool holds none of it
-    let w = World {
-        h: &h,
-        tenant: tenant.clone(),
-        products: Ledger::default(),
-        employees: Ledger::default(),
-    };
+    let w = World::new(&h, &tenant);
     let in_own = w.raw_in(&own_table).await;
     assert_eq!(in_own.len(), 1, "{in_own:?}");
     assert_eq!(
         in_own[0]["document"].as_m().unwrap()["v"],
         AttributeValue::N("2".into())
     );
-    let left: Vec<String> = w
-        .raw_in(&h.table)
-        .await
-        .iter()
-        .map(|i| i[PK].as_s().unwrap().clone())
-        .collect();
-    assert_eq!(left, vec![tenant_record_key(&id)]);
+    w.assert_only_its_record_in(&h.table).await;
     // AND the API reads it there
     let r = h
         .tenant(&tenant)
@@ -642,13 +544,7 @@ async fn a_restore_from_a_copy_taken_while_the_tenant_was_in_its_own_table_is_re
     // tenant moved back into the pool since
     let h = Harness::new().await;
     let tenant = unique("wasown");
-    let r = h
-        .operator()
-        .onboard_tenant(
-            json!({"tenantId": tenant, "tier": "standard", "shardCount": 1, "placement": "own"}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.body);
+    integration::onboard_own(&h, &tenant, 1).await;
     let r = h.tenant(&tenant).put_product("p1", json!({"v": 1})).await;
     assert_eq!(r.status, 201, "{}", r.body);
     let source = h.snapshot("wasown").await;
@@ -675,18 +571,12 @@ async fn a_restore_from_a_copy_taken_while_the_tenant_was_in_its_own_table_is_re
 #[tokio::test]
 async fn a_read_during_a_move_finds_the_item_where_it_is_and_moves_nothing() {
     // GIVEN a pooled tenant with products p1..p3, moving into its own table
-    let h = Harness::new().await;
-    let tenant = unique("readmove");
-    onboard(&h, &tenant, 1).await;
-    for id in ["p1", "p2", "p3"] {
-        let r = h.tenant(&tenant).put_product(id, json!({"v": 1})).await;
-        assert_eq!(r.status, 201, "{}", r.body);
-    }
-    let stale_p2 = raw_product(&h, &h.table, &tenant, "p2").await.unwrap();
-    let r = h
-        .operator()
-        .update_tenant(&tenant, json!({"placement": "own"}))
+    let (h, tenant) = Harness::with_tenant("readmove", 1).await;
+    h.tenant(&tenant)
+        .put_new_products(["p1", "p2", "p3"].map(|id| (id.to_owned(), json!({"v": 1}))))
         .await;
+    let stale_p2 = raw_product(&h, &h.table, &tenant, "p2").await.unwrap();
+    let r = h.operator().move_to(&tenant, "own").await;
     assert_eq!(r.status, 202, "{}", r.body);
     let own_table = format!("{}-tenant-{tenant}", h.table);
     // AND, once writes moved, p2 rewritten (pulled into the target, then written there) and a stale

@@ -284,9 +284,7 @@ async fn offboarding_deletes_every_item_of_the_tenant_resumably_and_nothing_of_a
 
 #[tokio::test]
 async fn an_operator_cannot_offboard_its_own_tenant_and_an_unknown_tenant_is_404() {
-    let h = Harness::new().await;
-    let own = unique("ops");
-    onboard(&h, &own, 1).await;
+    let (h, own) = Harness::with_tenant("ops", 1).await;
     let operator = Auth::Operator(own.clone());
     let r = offboard(&h, &own, &operator).await;
     r.assert_problem(409);
@@ -345,9 +343,7 @@ async fn export_lines(h: &Harness, tenant: &str, limit: &str) -> Exported {
 #[tokio::test]
 async fn an_exported_tenant_imported_into_an_empty_table_reads_back_identically() {
     // GIVEN a tenant with an item of every kind
-    let h = Harness::new().await;
-    let t = unique("exp");
-    onboard(&h, &t, 4).await;
+    let (h, t) = Harness::with_tenant("exp", 4).await;
     let seeded = seed_every_kind(&h, &t, 30).await;
     let mut raw = sorted(h.items_under(&raw_key(&t, "")).await);
     raw.retain(|i| !moved_by_the_export(i));
@@ -444,9 +440,7 @@ async fn an_exported_tenant_imported_into_an_empty_table_reads_back_identically(
 async fn items_written_before_the_catalog_existed_are_found_once_backfilled() {
     // GIVEN a tenant whose integration token item has no catalog entry (as written before the index
     // existed; it is alone in its partition)
-    let h = Harness::new().await;
-    let t = unique("old");
-    onboard(&h, &t, 1).await;
+    let (h, t) = Harness::with_tenant("old", 1).await;
     seed_every_kind(&h, &t, 1).await;
     let token = raw_key(&t, "INTEGRATION#crm");
     h.admin
@@ -523,11 +517,7 @@ async fn the_longest_keys_export_page_by_page() {
 #[tokio::test]
 async fn an_export_cursor_is_bound_to_its_tenant_and_refused_when_edited() {
     // GIVEN two tenants and a cursor from the first one's export
-    let h = Harness::new().await;
-    let a = unique("expa");
-    let b = unique("expb");
-    onboard(&h, &a, 1).await;
-    onboard(&h, &b, 1).await;
+    let (h, [a, b]) = Harness::with_tenants([("expa", 1), ("expb", 1)]).await;
     seed_every_kind(&h, &a, 3).await;
     let operator = Auth::Operator(unique("ops"));
     let first = h
@@ -590,8 +580,7 @@ async fn a_reused_tenant_id_is_offboarded_to_the_end_every_time_with_less_data_e
 #[tokio::test]
 async fn a_report_outlives_its_requesters_tenant_and_only_operators_read_it() {
     // GIVEN an operator of tenant A who offboards tenant X
-    let h = Harness::new().await;
-    let a = integration::onboarded(&h, "opsa").await;
+    let (h, a) = Harness::with_tenant("opsa", 1).await;
     let b = integration::onboarded(&h, "opsb").await;
     let x = integration::onboarded(&h, "x").await;
     seed_every_kind(&h, &x, 3).await;
@@ -690,7 +679,7 @@ async fn a_re_onboarded_tenants_usage_starts_at_zero_in_a_container_that_served_
     // GIVEN container A serving tenant T, with counts it has not written yet (its clock stands
     // still, so they wait for the next flush)
     let a = Harness::new().await;
-    let ops = Harness::on_table(&a.admin, &a.table, 3600, &a.sts_endpoint).await;
+    let ops = a.another_container().await;
     let operator = Auth::Operator(unique("ops"));
     let t = unique("reborn");
     onboard(&ops, &t, 1).await;
@@ -742,19 +731,13 @@ async fn an_offboarding_finishes_with_no_client_after_its_first_call_even_when_i
     let before = h.items_under(&prefix).await.len();
     assert_eq!(offboard(&h, &t, &operator).await.status, 202);
     // WHEN the driver runs in another container: first before deletion may start (it waits)
-    let driver = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    let driver = h.another_container().await;
     let early = tenants::drive_lifecycle::drive(&driver.app).await.unwrap();
     assert_eq!((early.finished, early.pending), (0, 1), "{early:?}");
     assert_eq!(h.items_under(&prefix).await.len(), before);
     // AND then, once it may, is killed part-way three times, and is left to run
     driver.clock.advance_seconds(DELETION_DELAY_SECONDS);
-    for ms in [20, 60, 150] {
-        let _ = tokio::time::timeout(
-            Duration::from_millis(ms),
-            tenants::drive_lifecycle::drive(&driver.app),
-        )
-        .await;
-    }
+    integration::drive_killed_after(&driver.app, &[20, 60, 150]).await;
     drive_to_the_end(&driver).await;
     // THEN the tenant is gone, with zero items left, and the report counts every item once
     assert_eq!(h.items_under(&prefix).await, Vec::<Item>::new());
@@ -934,16 +917,14 @@ async fn offboarding_and_re_sharding_steps_of_large_items_fit_a_transaction_and_
     let (gone, moved) = (unique("large-gone"), unique("large-moved"));
     for t in [&gone, &moved] {
         onboard(&h, t, 1).await;
-        for i in 0..150 {
-            let r = h
-                .tenant(t)
-                .put_product(&format!("p-{i:03}"), json!({"name": "large", "blob": blob}))
-                .await;
-            assert_eq!(r.status, 201, "{}", r.body);
-        }
+        h.tenant(t)
+            .put_new_products(
+                (0..150).map(|i| (format!("p-{i:03}"), json!({"name": "large", "blob": blob}))),
+            )
+            .await;
     }
     let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut worker = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    let mut worker = h.another_container().await;
     worker.app =
         worker
             .app
@@ -963,50 +944,19 @@ async fn offboarding_and_re_sharding_steps_of_large_items_fit_a_transaction_and_
     );
     let offboarding: Vec<SentTransaction> = std::mem::take(&mut *sent.lock().unwrap());
     // AND re-shards the second from 1 to 2 shards to its end
-    let path = params(&[("tenantId", &moved)]);
-    let patch = || {
-        worker
-            .caller(&operator)
-            .call("update-tenant", &path, Some(json!({"shardCount": 2})))
-    };
-    assert_eq!(patch().await.status, 202);
-    worker
-        .clock
-        .advance_seconds(shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS + 1);
-    let mut done = false;
-    for _ in 0..30 {
-        let r = patch().await;
-        if r.status == 200 {
-            done = true;
-            break;
-        }
-        assert_eq!(r.status, 202, "{}", r.body);
-    }
-    assert!(done, "the re-sharding did not end");
+    let reshard = || worker.caller(&operator).reshard(&moved, 2);
+    let delay = shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS + 1;
+    integration::step_to_end(&worker, "the re-sharding", delay, 30, reshard).await;
     let resharding: Vec<SentTransaction> = std::mem::take(&mut *sent.lock().unwrap());
     // THEN every request of either fits a transaction's 4 MB and a partition's 1,000 units, and the
     // writes on each partition were spread at a partition's rate
     assert_within_partition_limits(&offboarding, "offboarding");
     assert_within_partition_limits(&resharding, "re-sharding");
     // AND every product of the re-sharded tenant is still there, once
-    let mut cursor: Option<String> = None;
-    let mut seen = 0;
-    loop {
-        let mut query = vec![("limit", "100")];
-        if let Some(c) = &cursor {
-            query.push(("cursor", c));
-        }
-        let r = worker
-            .tenant(&moved)
-            .query(&query)
-            .query_tenant_products()
-            .await;
-        assert_eq!(r.status, 200, "{}", r.body);
-        seen += r.body["items"].as_array().unwrap().len();
-        cursor = r.body["nextCursor"].as_str().map(str::to_owned);
-        if cursor.is_none() {
-            break;
-        }
-    }
+    let pages = worker
+        .tenant(&moved)
+        .pages(&[("limit", "100")], |c| c.query_tenant_products())
+        .await;
+    let seen: usize = pages.iter().map(|r| r.ids("productId").len()).sum();
     assert_eq!(seen, 150);
 }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration::api::NO_PATH;
 use integration::import_queue::{drain, Consumer, ImportQueues};
-use integration::{offboard_to_end, onboard, unique, Auth, Harness};
+use integration::{offboard_to_end, onboard, sorted_text, unique, Auth, Harness};
 use serde_json::json;
 use shared::identity::clock::Clock;
 use shared::identity::ids::TenantId;
@@ -20,34 +20,6 @@ use shared::isolation::policy::{session_policy, session_policy_for, TableLocatio
 use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
 
 type Item = HashMap<String, AttributeValue>;
-
-fn sorted(mut items: Vec<Item>) -> Vec<String> {
-    let mut out: Vec<String> = items
-        .drain(..)
-        .map(|i| {
-            format!(
-                "{:?}",
-                i.into_iter().collect::<std::collections::BTreeMap<_, _>>()
-            )
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-async fn onboard_own(h: &Harness, tenant: &str) -> String {
-    let r = h
-        .operator()
-        .onboard_tenant(
-            json!({"tenantId": tenant, "tier": "standard", "shardCount": 4, "placement": "own"}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.body);
-    let own_table = format!("{}-tenant-{tenant}", h.table);
-    assert_eq!(r.body["placement"], "own");
-    assert_eq!(r.body["ownTable"], own_table.as_str());
-    own_table
-}
 
 async fn table_exists(h: &Harness, table: &str) -> bool {
     match h.admin.describe_table().table_name(table).send().await {
@@ -65,28 +37,15 @@ async fn table_exists(h: &Harness, table: &str) -> bool {
 #[tokio::test]
 async fn a_tenant_in_its_own_table_is_served_from_it_exported_and_offboarded_with_its_table() {
     // GIVEN a pooled neighbour with products, and a tenant onboarded in its own table
-    let h = Harness::new().await;
-    let neighbour = unique("pooled");
-    onboard(&h, &neighbour, 2).await;
-    for i in 0..5 {
-        let r = h
-            .tenant(&neighbour)
-            .put_product(&format!("n{i}"), json!({"v": i}))
-            .await;
-        assert_eq!(r.status, 201, "{}", r.body);
-    }
+    let (h, neighbour) = Harness::with_neighbour("pooled", 5).await;
     let own = unique("own");
-    let own_table = onboard_own(&h, &own).await;
-    let neighbours_before = sorted(h.items_under(&raw_key(&neighbour, "")).await);
+    let own_table = integration::onboard_own(&h, &own, 4).await;
+    let neighbours_before = sorted_text(h.items_under(&raw_key(&neighbour, "")).await);
 
     // WHEN it writes 30 products and a session, lists and reads them, and its usage is written
-    for i in 0..30 {
-        let r = h
-            .tenant(&own)
-            .put_product(&format!("p{i:02}"), json!({"v": i}))
-            .await;
-        assert_eq!(r.status, 201, "{}", r.body);
-    }
+    h.tenant(&own)
+        .put_new_products((0..30).map(|i| (format!("p{i:02}"), json!({"v": i}))))
+        .await;
     let session = h
         .tenant(&own)
         .call(
@@ -147,7 +106,7 @@ async fn a_tenant_in_its_own_table_is_served_from_it_exported_and_offboarded_wit
     assert_eq!(in_pool[0][PK].as_s().unwrap(), &record);
     // AND the neighbour's items are as they were
     assert_eq!(
-        sorted(h.items_under(&raw_key(&neighbour, "")).await),
+        sorted_text(h.items_under(&raw_key(&neighbour, "")).await),
         neighbours_before
     );
 
@@ -197,7 +156,7 @@ async fn a_tenant_in_its_own_table_is_served_from_it_exported_and_offboarded_wit
     assert!(h.items_under(&prefix).await.is_empty());
     // AND the neighbour's items are still as they were
     assert_eq!(
-        sorted(h.items_under(&raw_key(&neighbour, "")).await),
+        sorted_text(h.items_under(&raw_key(&neighbour, "")).await),
         neighbours_before
     );
 }
@@ -208,7 +167,7 @@ async fn the_guard_keeps_an_own_table_tenant_to_its_table_and_record_and_a_poole
     // GIVEN a tenant in its own table and a pooled one
     let h = Harness::new().await;
     let own = unique("own");
-    let own_table = onboard_own(&h, &own).await;
+    let own_table = integration::onboard_own(&h, &own, 4).await;
     let pooled = unique("pooled");
     onboard(&h, &pooled, 1).await;
     let own_db = h.app.db(&TenantId::parse(&own).unwrap()).await.unwrap();
@@ -259,9 +218,7 @@ async fn the_guard_keeps_an_own_table_tenant_to_its_table_and_record_and_a_poole
 #[tokio::test]
 async fn an_own_placement_for_an_existing_tenant_is_409_and_makes_no_table() {
     // GIVEN a pooled tenant
-    let h = Harness::new().await;
-    let tenant = unique("pooled");
-    onboard(&h, &tenant, 1).await;
+    let (h, tenant) = Harness::with_tenant("pooled", 1).await;
     // WHEN it is onboarded again in its own table
     let r = h
         .operator()
@@ -283,24 +240,18 @@ async fn an_own_placement_for_an_existing_tenant_is_409_and_makes_no_table() {
 async fn an_own_table_tenant_is_imported_into_resharded_metered_and_held_to_its_quota_in_its_table()
 {
     // GIVEN a tenant in its own table on 4 shards with 60 products, and a pooled neighbour
-    let h = Harness::new().await;
-    let neighbour = unique("pooled");
-    onboard(&h, &neighbour, 1).await;
+    let (h, neighbour) = Harness::with_tenant("pooled", 1).await;
     let r = h
         .tenant(&neighbour)
         .put_product("n0", json!({"v": 0}))
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
     let own = unique("own");
-    let own_table = onboard_own(&h, &own).await;
-    for i in 0..60 {
-        let r = h
-            .tenant(&own)
-            .put_product(&format!("p{i:02}"), json!({"v": i}))
-            .await;
-        assert_eq!(r.status, 201, "{}", r.body);
-    }
-    let neighbours_before = sorted(h.items_under(&raw_key(&neighbour, "")).await);
+    let own_table = integration::onboard_own(&h, &own, 4).await;
+    h.tenant(&own)
+        .put_new_products((0..60).map(|i| (format!("p{i:02}"), json!({"v": i}))))
+        .await;
+    let neighbours_before = sorted_text(h.items_under(&raw_key(&neighbour, "")).await);
 
     // WHEN 20 products are imported through the queue and its consumer (a Lambda process)
     let queues = ImportQueues::create(3, 1).await;
@@ -317,23 +268,11 @@ async fn an_own_table_tenant_is_imported_into_resharded_metered_and_held_to_its_
     assert_eq!(progress.body["status"], "complete", "{}", progress.body);
 
     // WHEN it is re-sharded 4 → 8 and the driver, in another container, runs it to its end
-    let started = h
-        .operator()
-        .update_tenant(&own, json!({"shardCount": 8}))
-        .await;
+    let started = h.operator().reshard(&own, 8).await;
     assert_eq!(started.status, 202, "{}", started.body);
-    let driver = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    let driver = h.another_container().await;
     driver.clock.advance_seconds(MOVES_DELAY_SECONDS);
-    let mut runs = 0;
-    while tenants::drive_lifecycle::drive(&driver.app)
-        .await
-        .unwrap()
-        .pending
-        > 0
-    {
-        runs += 1;
-        assert!(runs < 60, "the lifecycle driver does not finish");
-    }
+    integration::drive_to_end(&driver.app).await;
     h.clock.advance_seconds(MOVES_DELAY_SECONDS);
     // AND it is served through the runtime (admitted: quota window and usage written)
     for _ in 0..3 {
@@ -399,7 +338,7 @@ async fn an_own_table_tenant_is_imported_into_resharded_metered_and_held_to_its_
     assert_eq!(record.body["shardCount"], 8, "{}", record.body);
     assert_eq!(h.items_under(&raw_key(&own, "")).await.len(), 1);
     assert_eq!(
-        sorted(h.items_under(&raw_key(&neighbour, "")).await),
+        sorted_text(h.items_under(&raw_key(&neighbour, "")).await),
         neighbours_before
     );
 }
@@ -410,16 +349,12 @@ async fn a_restore_of_an_own_table_tenant_from_a_copy_of_the_pool_is_refused_and
     // but none of its items)
     let h = Harness::new().await;
     let own = unique("own");
-    let own_table = onboard_own(&h, &own).await;
-    for i in 0..5 {
-        let r = h
-            .tenant(&own)
-            .put_product(&format!("p{i}"), json!({"v": i}))
-            .await;
-        assert_eq!(r.status, 201, "{}", r.body);
-    }
+    let own_table = integration::onboard_own(&h, &own, 4).await;
+    h.tenant(&own)
+        .put_new_products((0..5).map(|i| (format!("p{i}"), json!({"v": i}))))
+        .await;
     let source = h.snapshot("t0").await;
-    let before = sorted(h.admin_scan(&own_table).await);
+    let before = sorted_text(h.admin_scan(&own_table).await);
     // WHEN an operator restores it from that copy, as a dry run and for real
     for dry_run in [true, false] {
         let r = h
@@ -430,5 +365,5 @@ async fn a_restore_of_an_own_table_tenant_from_a_copy_of_the_pool_is_refused_and
         assert_eq!(r.status, 409, "{}", r.body);
         assert!(r.body.to_string().contains(&own_table), "{}", r.body);
     }
-    assert_eq!(sorted(h.admin_scan(&own_table).await), before);
+    assert_eq!(sorted_text(h.admin_scan(&own_table).await), before);
 }

@@ -12,7 +12,7 @@ async fn the_quota_is_shared_by_containers_through_dynamodb_and_fails_open_when_
 {
     // GIVEN a basic tenant served by two containers (each its own App and caches, one table)
     let a = Harness::new().await;
-    let b = Harness::on_table(&a.admin, &a.table, 3600, &a.sts_endpoint).await;
+    let b = a.another_container().await;
     b.clock.set_millis(a.clock.now_millis());
     let t = unique("shared");
     onboard_tier(&a, &t, 4, "basic").await;
@@ -49,9 +49,7 @@ async fn the_quota_is_shared_by_containers_through_dynamodb_and_fails_open_when_
     }
     a.faults.refuse_requests_containing(Some("#RATE#"));
     b.faults.refuse_requests_containing(Some("#RATE#"));
-    let logs = integration::CapturedLogs::default();
-    let _guard =
-        tracing::subscriber::set_default(shared::service::runtime::json_subscriber(logs.clone()));
+    let (logs, _guard) = integration::CapturedLogs::install();
     let mut answers = Vec::new();
     for _ in 0..20 {
         answers.push(get_product_admitted(&a.app, &t).await);
@@ -69,7 +67,7 @@ async fn the_quota_is_shared_by_containers_through_dynamodb_and_fails_open_when_
         answers.iter().map(|r| r.status).collect::<Vec<_>>()
     );
     assert_eq!(count_status(&answers, 429), 16);
-    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let text = logs.text();
     let warnings = text
         .lines()
         .filter(|l| l.contains("\"level\":\"WARN\"") && l.contains("quota counter"))

@@ -123,7 +123,7 @@ async fn a_basic_tenant_far_over_its_rate_gets_429_for_the_excess_while_a_premiu
 async fn a_changed_limit_takes_effect_in_every_container_within_the_record_ttl() {
     // GIVEN a basic tenant, served by container A, that is over its 25 requests this second
     let a = Harness::new().await;
-    let ops = Harness::on_table(&a.admin, &a.table, 3600, &a.sts_endpoint).await;
+    let ops = a.another_container().await;
     let t = unique("upgrade");
     onboard_tier(&a, &t, 4, "basic").await;
     let before = burst_of(&a.app, &t).await;

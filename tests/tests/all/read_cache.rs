@@ -2,7 +2,7 @@
 //! from the container's memory within the staleness bound, per tenant, and dropped by the
 //! container's own writes.
 
-use integration::{onboard, unique, Harness, Resp};
+use integration::{Harness, Resp};
 use serde_json::json;
 
 async fn get(h: &Harness, tenant: &str, id: &str) -> Resp {
@@ -25,12 +25,8 @@ fn get_items(h: &Harness) -> usize {
 #[tokio::test]
 async fn a_cached_read_is_at_most_the_bound_stale_and_never_another_tenants() {
     // GIVEN container A with a 1 s read cache, container B without one, and two tenants
-    let a = Harness::new().await;
-    let (t, other) = (unique("cached"), unique("uncached"));
-    onboard(&a, &t, 4).await;
-    onboard(&a, &other, 4).await;
-    let (_, sts) = integration::endpoints();
-    let b = Harness::on_table(&a.admin, &a.table, 3600, &sts).await;
+    let (a, [t, other]) = Harness::with_tenants([("cached", 4), ("uncached", 4)]).await;
+    let b = a.another_container().await;
     a.app.read_cache.set_staleness_ms(1000);
     put(&a, &t, "p-1", 1).await;
 

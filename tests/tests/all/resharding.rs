@@ -22,16 +22,11 @@ const DEPARTMENTS: usize = 10;
 
 use integration::operator;
 
-use crate::churn::{
-    seed, version_of, walk_while, write_while, Kind, Ledger, World, EMPLOYEE, PRODUCT,
-};
+use crate::churn::{seed, version_of, walk_while, write_while, Kind, World, EMPLOYEE, PRODUCT};
 
 impl World<'_> {
     async fn reshard(&self, to: u32) -> Resp {
-        self.h
-            .operator()
-            .update_tenant(&self.tenant, json!({"shardCount": to}))
-            .await
+        self.h.operator().reshard(&self.tenant, to).await
     }
 
     /// Every raw item of `kind` in the table: its id, and the shard of its `PK`.
@@ -107,25 +102,13 @@ impl World<'_> {
 /// Runs the migrator to `to` by calls that are each killed after a few hundred milliseconds (the
 /// first ones mid-step), until one answers 200. Returns how many calls were killed.
 async fn migrate_with_kills(w: &World<'_>, to: u32) -> usize {
-    let mut killed = 0;
-    for attempt in 0u64.. {
-        assert!(attempt < 2_000, "the migration never finished");
-        // Mostly short calls (killed mid-step), and now and then a long one, so a slow machine
-        // still makes progress.
-        let budget = match attempt % 4 {
-            3 => Duration::from_secs(5),
-            n => Duration::from_millis(150 + n * 150),
-        };
-        match tokio::time::timeout(budget, w.reshard(to)).await {
-            Err(_) => killed += 1,
-            Ok(r) if r.status == 200 => return killed,
-            Ok(r) => {
-                assert_eq!(r.status, 202, "{}", r.body);
-                assert!(r.retry_after.is_some());
-            }
-        }
-    }
-    unreachable!()
+    // Mostly short calls (killed mid-step), and now and then a long one, so a slow machine still
+    // makes progress.
+    let budget = |attempt| match attempt % 4 {
+        3 => Duration::from_secs(5),
+        n => Duration::from_millis(150 + n * 150),
+    };
+    integration::step_to_end_with_kills("the migration", 2_000, budget, || w.reshard(to)).await
 }
 
 /// Starts a migration to `to` and lets its delay pass: 202 with the progress, writes still in the
@@ -150,15 +133,8 @@ async fn start(w: &World<'_>, from: u32, to: u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_migrations_under_writers_and_walkers_keep_every_item_exactly_once() {
-    let h = Harness::new().await;
-    let tenant = unique("grow");
-    onboard(&h, &tenant, 4).await;
-    let w = World {
-        h: &h,
-        tenant,
-        products: Ledger::default(),
-        employees: Ledger::default(),
-    };
+    let (h, tenant) = Harness::with_tenant("grow", 4).await;
+    let w = World::new(&h, &tenant);
     seed(&w, PRODUCTS, EMPLOYEES).await;
     w.assert_settled(4).await;
 
@@ -326,20 +302,12 @@ async fn two_migrations_under_writers_and_walkers_keep_every_item_exactly_once()
 
 /// The ids of a walk's `first` page and of every page after it, sorted.
 async fn finish_walk(w: &World<'_>, first: &Resp) -> Vec<String> {
-    let ids = |r: &Resp| -> Vec<String> {
-        r.body["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i["productId"].as_str().unwrap().to_owned())
-            .collect()
-    };
-    let mut seen = ids(first);
+    let mut seen = first.ids("productId");
     let mut cursor = first.body["nextCursor"].as_str().map(str::to_owned);
     while let Some(c) = cursor {
         let r = w.page(PRODUCT, "unordered", Some(&c)).await;
         assert_eq!(r.status, 200, "{}", r.body);
-        seen.extend(ids(&r));
+        seen.extend(r.ids("productId"));
         cursor = r.body["nextCursor"].as_str().map(str::to_owned);
     }
     seen.sort();
@@ -348,9 +316,7 @@ async fn finish_walk(w: &World<'_>, first: &Resp) -> Vec<String> {
 
 #[tokio::test]
 async fn resharding_is_operator_only_validated_and_refused_while_offboarding() {
-    let h = Harness::new().await;
-    let tenant = unique("shape");
-    onboard(&h, &tenant, 2).await;
+    let (h, tenant) = Harness::with_tenant("shape", 2).await;
     let patch = |body: Value, auth: Auth| {
         let h = &h;
         let tenant = tenant.clone();
@@ -407,21 +373,10 @@ async fn a_write_that_chose_the_old_layout_never_leaves_a_second_copy() {
     let a = Harness::new().await;
     let tenant = unique("race");
     onboard(&a, &tenant, 4).await;
-    let (_, sts) = integration::endpoints();
-    let b = Harness::on_table(&a.admin, &a.table, 3600, &sts).await;
+    let b = a.another_container().await;
     b.clock.set_millis(a.clock.now_millis());
-    let wa = World {
-        h: &a,
-        tenant: tenant.clone(),
-        products: Ledger::default(),
-        employees: Ledger::default(),
-    };
-    let wb = World {
-        h: &b,
-        tenant: tenant.clone(),
-        products: Ledger::default(),
-        employees: Ledger::default(),
-    };
+    let wa = World::new(&a, &tenant);
+    let wb = World::new(&b, &tenant);
     for d in 0..DEPARTMENTS {
         let r = a
             .caller(&wa.auth())
@@ -552,15 +507,12 @@ async fn walk_cursors_pass_between_containers_with_and_without_the_migration_cac
     // GIVEN a tenant with 600 products on 4 shards, container X that has its record cached (no
     // migration), and container Y, where an operator starts a re-sharding to 16
     let x = Harness::new().await;
-    let y = Harness::on_table(&x.admin, &x.table, 3600, &x.sts_endpoint).await;
+    let y = x.another_container().await;
     let t = unique("handoff");
     onboard(&x, &t, 4).await;
     let ids = put_products(&x, &t, 600).await;
     assert_eq!(page_from(&x, &t, "unordered", None).await.status, 200);
-    let started = y
-        .operator()
-        .update_tenant(&t, json!({"shardCount": 16}))
-        .await;
+    let started = y.operator().reshard(&t, 16).await;
     assert_eq!(started.status, 202, "{}", started.body);
     // WHEN four walks (a walk and an id-order listing, each begun on X and on Y) hand their
     // cursors from one container to the other on every page: two pages each while X does not know
@@ -592,10 +544,7 @@ async fn walk_cursors_pass_between_containers_with_and_without_the_migration_cac
     y.clock.advance_seconds(MOVES_DELAY_SECONDS);
     let mut calls = 0;
     loop {
-        let r = y
-            .operator()
-            .update_tenant(&t, json!({"shardCount": 16}))
-            .await;
+        let r = y.operator().reshard(&t, 16).await;
         if r.status == 200 {
             break;
         }
@@ -628,36 +577,16 @@ async fn a_resharding_finishes_with_no_client_after_its_first_call_even_when_its
 {
     // GIVEN a tenant with 400 products on 4 shards, whose re-sharding to 16 an operator starts with
     // one call and never calls again
-    let h = Harness::new().await;
-    let t = unique("driven");
-    onboard(&h, &t, 4).await;
+    let (h, t) = Harness::with_tenant("driven", 4).await;
     let ids = put_products(&h, &t, 400).await;
-    let started = h
-        .operator()
-        .update_tenant(&t, json!({"shardCount": 16}))
-        .await;
+    let started = h.operator().reshard(&t, 16).await;
     assert_eq!(started.status, 202, "{}", started.body);
     // WHEN the driver runs in another container once moves may start, is killed part-way three
     // times, and is then left to run
-    let driver = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    let driver = h.another_container().await;
     driver.clock.advance_seconds(MOVES_DELAY_SECONDS);
-    for ms in [20, 60, 150] {
-        let _ = tokio::time::timeout(
-            Duration::from_millis(ms),
-            tenants::drive_lifecycle::drive(&driver.app),
-        )
-        .await;
-    }
-    let mut runs = 0;
-    while tenants::drive_lifecycle::drive(&driver.app)
-        .await
-        .unwrap()
-        .pending
-        > 0
-    {
-        runs += 1;
-        assert!(runs < 60, "the lifecycle driver does not finish");
-    }
+    integration::drive_killed_after(&driver.app, &[20, 60, 150]).await;
+    integration::drive_to_end(&driver.app).await;
     // THEN the record shows 16 shards and no migration (GET /tenants/{id} showed its progress)
     h.clock.advance_seconds(MOVES_DELAY_SECONDS);
     let r = h.operator().get_tenant(&t).await;

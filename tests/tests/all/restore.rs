@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration::routes::params;
-use integration::{onboard_at_max_limits, unique, Harness};
+use integration::{onboard_at_max_limits, unique, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::clock::Clock;
 use shared::identity::ids::TenantId;
@@ -78,26 +78,17 @@ fn restore_body(table: &str, dry_run: bool) -> Value {
     json!({"from": {"table": table}, "dryRun": dry_run})
 }
 
+/// An operator's restore of `tenant` from `table` (a dry run, or not).
+async fn restore_from(h: &Harness, tenant: &str, table: &str, dry_run: bool) -> Resp {
+    let body = restore_body(table, dry_run);
+    h.operator().restore_tenant(tenant, body).await
+}
+
 /// Re-shards `tenant` to `to` shards, calling until done.
 async fn reshard(h: &Harness, tenant: &str, to: u32) {
     use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
-    let r = h
-        .operator()
-        .update_tenant(tenant, json!({"shardCount": to}))
-        .await;
-    assert_eq!(r.status, 202, "{}", r.body);
-    h.clock.advance_seconds(MOVES_DELAY_SECONDS + 1);
-    for _ in 0..200 {
-        let r = h
-            .operator()
-            .update_tenant(tenant, json!({"shardCount": to}))
-            .await;
-        if r.status == 200 {
-            return;
-        }
-        assert_eq!(r.status, 202, "{}", r.body);
-    }
-    panic!("the re-sharding never finished");
+    let reshard = || h.operator().reshard(tenant, to);
+    integration::step_to_end(h, "the re-sharding", MOVES_DELAY_SECONDS + 1, 200, reshard).await;
 }
 
 async fn put_products(h: &Harness, tenant: &str, ids: impl Iterator<Item = String>, v: u64) {
@@ -187,10 +178,7 @@ async fn a_restore_from_a_snapshot_gives_back_the_tenants_items_in_its_current_l
     let neighbours_before = others(&t, &before);
 
     // AND a dry run answers the counts, changing nothing
-    let dry = h
-        .operator()
-        .restore_tenant(&t, restore_body(&source, true))
-        .await;
+    let dry = restore_from(&h, &t, &source, true).await;
     assert_eq!(dry.status, 200, "{}", dry.body);
     assert_eq!(dry.body["putBack"]["PRODUCT"], 300, "{}", dry.body);
     assert_eq!(dry.body["overwritten"]["PRODUCT"], 300, "{}", dry.body);
@@ -223,33 +211,15 @@ async fn a_restore_from_a_snapshot_gives_back_the_tenants_items_in_its_current_l
     assert_eq!(refused.status, 503, "{}", refused.body);
     assert!(refused.retry_after.is_some());
     // AND a re-sharding or an offboarding of it is refused
-    let r = h
-        .operator()
-        .update_tenant(&t, json!({"shardCount": 4}))
-        .await;
+    let r = h.operator().reshard(&t, 4).await;
     assert_eq!(r.status, 409, "{}", r.body);
 
     // WHEN the driver, in another container, is killed part-way three times and then left to run
-    let driver = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    let driver = h.another_container().await;
     h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
     driver.clock.set_millis(h.clock.now_millis());
-    for ms in [40, 120, 400] {
-        let _ = tokio::time::timeout(
-            Duration::from_millis(ms),
-            Box::pin(tenants::drive_lifecycle::drive(&driver.app)),
-        )
-        .await;
-    }
-    let mut runs = 0;
-    while Box::pin(tenants::drive_lifecycle::drive(&driver.app))
-        .await
-        .unwrap()
-        .pending
-        > 0
-    {
-        runs += 1;
-        assert!(runs < 60, "the restore never finished");
-    }
+    integration::drive_killed_after(&driver.app, &[40, 120, 400]).await;
+    integration::drive_to_end(&driver.app).await;
 
     // THEN the tenant is active, with a report whose counts are the dry run's
     let done = h.operator().get_tenant(&t).await;
@@ -322,14 +292,8 @@ async fn a_source_that_is_not_the_tenants_is_refused_and_nothing_is_written() {
     let before = keyed(h.all_items().await);
     // WHEN an operator restores the new tenant from the old one's snapshot, or names a table
     // outside the pool's restore names, or a malformed source
-    let reused = h
-        .operator()
-        .restore_tenant(&t, restore_body(&source, false))
-        .await;
-    let outside = h
-        .operator()
-        .restore_tenant(&t, restore_body("another-table", false))
-        .await;
+    let reused = restore_from(&h, &t, &source, false).await;
+    let outside = restore_from(&h, &t, "another-table", false).await;
     let both = h
         .operator()
         .restore_tenant(
@@ -360,10 +324,7 @@ async fn a_source_that_is_not_the_tenants_is_refused_and_nothing_is_written() {
         .send()
         .await
         .unwrap();
-    let without_catalog = h
-        .operator()
-        .restore_tenant(&t, restore_body(&bare, true))
-        .await;
+    let without_catalog = restore_from(&h, &t, &bare, true).await;
     let own = h
         .caller(&integration::Auth::Operator(t.clone()))
         .call(
@@ -547,7 +508,7 @@ async fn a_container_with_the_tenant_cached_stops_serving_it_before_the_restore_
         let r = h.tenant(&t).delete_product(&format!("sku-{i:02}")).await;
         assert_eq!(r.status, 204, "{}", r.body);
     }
-    let other = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint).await;
+    let other = h.another_container().await;
     other.clock.set_millis(h.clock.now_millis());
     assert_eq!(other.tenant(&t).get_product("sku-59").await.status, 200);
     let ops = unique("ops-basic");
@@ -629,23 +590,14 @@ async fn a_source_taken_while_the_tenant_was_being_re_sharded_is_refused() {
     let t = unique("midway");
     onboard_at_max_limits(&h, &t, 2).await;
     put_products(&h, &t, (0..40).map(|i| format!("sku-{i:02}")), 1).await;
-    let started = h
-        .operator()
-        .update_tenant(&t, json!({"shardCount": 8}))
-        .await;
+    let started = h.operator().reshard(&t, 8).await;
     assert_eq!(started.status, 202, "{}", started.body);
     let source = h.snapshot("midway").await;
     reshard(&h, &t, 8).await;
     let before = keyed(h.all_items().await);
     // WHEN an operator dry-runs or restores from it
-    let dry = h
-        .operator()
-        .restore_tenant(&t, restore_body(&source, true))
-        .await;
-    let real = h
-        .operator()
-        .restore_tenant(&t, restore_body(&source, false))
-        .await;
+    let dry = restore_from(&h, &t, &source, true).await;
+    let real = restore_from(&h, &t, &source, false).await;
     // THEN both are refused, naming the re-sharding, and nothing changed
     for r in [&dry, &real] {
         r.assert_problem(422);

@@ -10,15 +10,19 @@ use sessions::*;
 
 integration::tenant_client!();
 
+/// The id of the session a create answered (201).
+fn created(r: Resp) -> String {
+    assert_eq!(r.status, 201, "{}", r.body);
+    r.body["sessionId"].as_str().unwrap().to_owned()
+}
+
 impl<'a> Tenant<'a> {
     async fn create(&self, body: Value) -> Resp {
-        self.h.caller(&self.auth).create_session(body).await
+        self.client().create_session(body).await
     }
 
     async fn create_id(&self, customer: &str) -> String {
-        let r = self.create(json!({"customerId": customer})).await;
-        assert_eq!(r.status, 201, "{}", r.body);
-        r.body["sessionId"].as_str().unwrap().to_owned()
+        created(self.create(json!({"customerId": customer})).await)
     }
 
     async fn create_child(&self, customer: &str, parent: &str) -> Resp {
@@ -26,49 +30,48 @@ impl<'a> Tenant<'a> {
             .await
     }
 
+    /// Creates `n` children of `parent` for `customer`: their ids, in order.
+    async fn create_children(&self, customer: &str, parent: &str, n: usize) -> Vec<String> {
+        let mut ids = Vec::new();
+        for _ in 0..n {
+            ids.push(created(self.create_child(customer, parent).await));
+        }
+        ids
+    }
+
     async fn get(&self, id: &str) -> Resp {
-        self.h
-            .caller(&self.auth)
-            .get_session_by_session_id(id)
-            .await
+        self.client().get_session_by_session_id(id).await
     }
 
     async fn expire(&self, id: &str) -> Resp {
-        self.h.caller(&self.auth).expire_session(id).await
+        self.client().expire_session(id).await
     }
 
     async fn children(&self, id: &str, query: &[(&str, &str)]) -> Resp {
-        self.h
-            .caller(&self.auth)
+        self.client()
             .query(query)
             .get_child_sessions_by_session_id(id)
             .await
     }
 
     async fn parent_of(&self, child: &str) -> Resp {
-        self.h
-            .caller(&self.auth)
-            .get_session_by_child_session_id(child)
-            .await
+        self.client().get_session_by_child_session_id(child).await
     }
 
     async fn last_login(&self, customer: &str) -> Resp {
-        self.h
-            .caller(&self.auth)
+        self.client()
             .get_last_login_time_by_customer_id(customer)
             .await
     }
 
     async fn session_of_customer(&self, customer: &str, id: &str) -> Resp {
-        self.h
-            .caller(&self.auth)
+        self.client()
             .get_session_id_by_customer_id(customer, id)
             .await
     }
 
     async fn sessions_of(&self, customer: &str, query: &[(&str, &str)]) -> Resp {
-        self.h
-            .caller(&self.auth)
+        self.client()
             .query(query)
             .get_sessions_by_customer_id(customer)
             .await
@@ -76,40 +79,27 @@ impl<'a> Tenant<'a> {
 
     /// Walks a customer's sessions page by page and returns the ids in order.
     async fn all_sessions_of(&self, customer: &str, limit: u32) -> Vec<String> {
+        let pages = self
+            .client()
+            .pages(&[("limit", &limit.to_string())], |c| {
+                c.get_sessions_by_customer_id(customer)
+            })
+            .await;
         let mut ids = Vec::new();
-        let mut cursor: Option<String> = None;
-        let limit = limit.to_string();
-        loop {
-            let mut q = vec![("limit", limit.as_str())];
-            if let Some(c) = &cursor {
-                q.push(("cursor", c.as_str()));
+        for (n, page) in pages.iter().enumerate() {
+            let page = page.ids("sessionId");
+            assert!(page.len() <= limit as usize);
+            if n + 1 < pages.len() {
+                assert!(!page.is_empty(), "a page with a cursor must not be empty");
             }
-            let r = self.sessions_of(customer, &q).await;
-            assert_eq!(r.status, 200, "{}", r.body);
-            let page = r.body["items"].as_array().unwrap();
-            assert!(page.len() <= limit.parse().unwrap());
-            ids.extend(
-                page.iter()
-                    .map(|s| s["sessionId"].as_str().unwrap().to_owned()),
-            );
-            match r.body["nextCursor"].as_str() {
-                Some(c) => {
-                    assert!(!page.is_empty(), "a page with a cursor must not be empty");
-                    cursor = Some(c.to_owned())
-                }
-                None => return ids,
-            }
+            ids.extend(page);
         }
+        ids
     }
 }
 
 fn ids_of(r: &Resp) -> Vec<String> {
-    r.body["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["sessionId"].as_str().unwrap().to_owned())
-        .collect()
+    r.ids("sessionId")
 }
 
 /// Every route's common case is counted in `request_counts.rs`; this is create-session's other case.
@@ -165,10 +155,7 @@ async fn every_pattern_answers_for_its_own_data() {
     let h = Harness::new().await;
     let t = Tenant::new(&h, "pat").await;
     let root = t.create_id("alice").await;
-    let child = t.create_child("alice", &root).await.body["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let child = created(t.create_child("alice", &root).await);
     // THEN every read pattern finds them
     assert_eq!(t.get(&root).await.body["customerId"], "alice");
     assert_eq!(ids_of(&t.children(&root, &[]).await), vec![child.clone()]);
@@ -309,15 +296,7 @@ async fn expiring_a_parent_removes_its_children_in_the_same_transaction() {
     let h = Harness::new().await;
     let t = Tenant::new(&h, "tree").await;
     let root = t.create_id("c").await;
-    let mut kids = Vec::new();
-    for _ in 0..3 {
-        kids.push(
-            t.create_child("c", &root).await.body["sessionId"]
-                .as_str()
-                .unwrap()
-                .to_owned(),
-        );
-    }
+    let kids = t.create_children("c", &root, 3).await;
     assert_eq!(ids_of(&t.children(&root, &[]).await).len(), 3);
     h.requests.reset();
     // WHEN the parent is expired
@@ -372,10 +351,7 @@ async fn tenant_b_can_neither_see_nor_expire_tenant_a_sessions() {
     let a = Tenant::new(&h, "a").await;
     let b = Tenant::new(&h, "b").await;
     let root = a.create_id("shared-customer").await;
-    let child = a.create_child("shared-customer", &root).await.body["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let child = created(a.create_child("shared-customer", &root).await);
     // WHEN tenant B uses A's ids on every route, even with the same customer id
     b.get(&root).await.assert_problem(404);
     b.expire(&root).await.assert_problem(404);
@@ -505,31 +481,15 @@ async fn children_page_newest_first_and_an_unknown_parent_is_404() {
     let h = Harness::new().await;
     let t = Tenant::new(&h, "kids").await;
     let root = t.create_id("c").await;
-    let mut kids = Vec::new();
-    for _ in 0..5 {
-        kids.push(
-            t.create_child("c", &root).await.body["sessionId"]
-                .as_str()
-                .unwrap()
-                .to_owned(),
-        );
-    }
+    let mut kids = t.create_children("c", &root, 5).await;
     // WHEN they are listed two at a time
-    let mut seen = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut q = vec![("limit", "2")];
-        if let Some(c) = &cursor {
-            q.push(("cursor", c));
-        }
-        let r = t.children(&root, &q).await;
-        assert_eq!(r.status, 200, "{}", r.body);
-        seen.extend(ids_of(&r));
-        match r.body["nextCursor"].as_str() {
-            Some(c) => cursor = Some(c.to_owned()),
-            None => break,
-        }
-    }
+    let pages = t
+        .client()
+        .pages(&[("limit", "2")], |c| {
+            c.get_child_sessions_by_session_id(&root)
+        })
+        .await;
+    let seen: Vec<String> = pages.iter().flat_map(ids_of).collect();
     // THEN each child comes once, newest (highest UUIDv7) first
     kids.sort_by(|a, b| b.cmp(a));
     assert_eq!(seen, kids);

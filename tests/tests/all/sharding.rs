@@ -6,8 +6,7 @@ use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
 use futures::StreamExt;
-use integration::api::NO_PATH;
-use integration::{onboard, resp, unique, Auth, Harness, Phase, Resp};
+use integration::{unique, Auth, Client, Harness, Phase, Resp};
 use serde_json::json;
 use shared::identity::ids::TenantId;
 use shared::isolation::policy::{session_policy, TableLocation};
@@ -135,10 +134,7 @@ async fn products_need_an_onboarded_tenant() {
 async fn two_thousand_products_over_16_shards_walk_exactly_once_and_stay_in_their_tenant() {
     // GIVEN a tenant with 16 shards and 2,000 products of ~12 KB (so a shard read of 100 items spans
     // more than one 1 MB DynamoDB page), and a second tenant with products of its own
-    let h = Harness::new().await;
-    let (a, b) = (unique("big"), unique("small"));
-    onboard(&h, &a, 16).await;
-    onboard(&h, &b, 3).await;
+    let (h, [a, b]) = Harness::with_tenants([("big", 16), ("small", 3)]).await;
     let padding = "x".repeat(12_000);
     let ids: Vec<String> = (0..2000).map(|i| format!("p-{i:05}")).collect();
     let results: Vec<u16> = futures::stream::iter(ids.iter())
@@ -155,11 +151,9 @@ async fn two_thousand_products_over_16_shards_walk_exactly_once_and_stay_in_thei
         .collect()
         .await;
     assert!(results.iter().all(|s| *s == 201));
-    for i in 0..50 {
-        h.tenant(&b)
-            .put_product(&format!("p-{i:05}"), json!({"owner": b}))
-            .await;
-    }
+    h.tenant(&b)
+        .put_new_products((0..50).map(|i| (format!("p-{i:05}"), json!({"owner": b}))))
+        .await;
     // every shard holds some products
     let shards: HashSet<u32> = ids
         .iter()
@@ -198,28 +192,19 @@ async fn two_thousand_products_over_16_shards_walk_exactly_once_and_stay_in_thei
 /// Every product id of `tenant`, walked with `?order=unordered`.
 async fn walk_unordered(h: &Harness, tenant: &str, limit: u32) -> Vec<String> {
     let limit = limit.to_string();
+    let query = [("limit", limit.as_str()), ("order", "unordered")];
+    let pages = h
+        .tenant(tenant)
+        .pages(&query, |c| c.query_tenant_products())
+        .await;
     let mut ids = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut q = vec![("limit", limit.as_str()), ("order", "unordered")];
-        if let Some(c) = &cursor {
-            q.push(("cursor", c.as_str()));
-        }
-        let ev = h
-            .tenant(tenant)
-            .query(&q)
-            .request("query-tenant-products", &NO_PATH, None);
-        let r = resp(products::query_tenant_products::handle(&h.app, ev).await);
-        assert_eq!(r.status, 200, "{}", r.body);
-        for i in r.body["items"].as_array().unwrap() {
+    for page in &pages {
+        for i in page.body["items"].as_array().unwrap() {
             assert_eq!(i["document"]["owner"], tenant);
-            ids.push(i["productId"].as_str().unwrap().to_owned());
         }
-        match r.body["nextCursor"].as_str() {
-            Some(c) => cursor = Some(c.to_owned()),
-            None => return ids,
-        }
+        ids.extend(page.ids("productId"));
     }
+    ids
 }
 
 /// The Queries of reading every product shard of `tenant` once, paginated, with `limit`.
@@ -263,9 +248,7 @@ async fn raw_paginated_queries(h: &Harness, tenant: &str, shards: u32, limit: u3
 
 #[tokio::test]
 async fn get_product_is_one_get_item_and_crud_round_trips() {
-    let h = Harness::new().await;
-    let t = unique("crud");
-    onboard(&h, &t, 8).await;
+    let (h, t) = Harness::with_tenant("crud", 8).await;
     assert_eq!(
         h.tenant(&t)
             .put_product("sku-1", json!({"owner": t, "price": 10}))
@@ -328,14 +311,10 @@ async fn resp_get(h: &Harness, t: &str, id: &str) -> Resp {
 #[tokio::test]
 async fn a_page_over_16_shards_queries_them_all_concurrently() {
     // GIVEN a 16-shard tenant with a few products, its shard count and credentials cached
-    let h = Harness::new().await;
-    let t = unique("par");
-    onboard(&h, &t, 16).await;
-    for i in 0..40 {
-        h.tenant(&t)
-            .put_product(&format!("p{i}"), json!({"owner": t}))
-            .await;
-    }
+    let (h, t) = Harness::with_tenant("par", 16).await;
+    h.tenant(&t)
+        .put_new_products((0..40).map(|i| (format!("p{i}"), json!({"owner": t}))))
+        .await;
     list_products(&h, &t, 10, None).await;
     h.requests.reset();
     // WHEN one page is listed
@@ -351,15 +330,10 @@ async fn a_page_over_16_shards_queries_them_all_concurrently() {
 
 #[tokio::test]
 async fn product_cursors_are_bound_to_tenant_and_route() {
-    let h = Harness::new().await;
-    let (a, b) = (unique("ca"), unique("cb"));
-    onboard(&h, &a, 4).await;
-    onboard(&h, &b, 4).await;
-    for i in 0..10 {
-        h.tenant(&a)
-            .put_product(&format!("p{i}"), json!({"owner": a}))
-            .await;
-    }
+    let (h, [a, b]) = Harness::with_tenants([("ca", 4), ("cb", 4)]).await;
+    h.tenant(&a)
+        .put_new_products((0..10).map(|i| (format!("p{i}"), json!({"owner": a}))))
+        .await;
     let cursor = list_products(&h, &a, 3, None).await.body["nextCursor"]
         .as_str()
         .unwrap()
@@ -381,21 +355,17 @@ async fn product_cursors_are_bound_to_tenant_and_route() {
     assert_eq!(h.requests.total(), 0);
 }
 
-struct Hr<'a> {
-    h: &'a Harness,
-    auth: Auth,
-}
+/// A tenant's HR routes.
+struct Hr<'a>(Client<'a>);
 
 impl Hr<'_> {
     async fn put_department(&self, id: &str) -> Resp {
-        self.h
-            .caller(&self.auth)
+        self.0
             .put_department(id, json!({"name": format!("Dept {id}")}))
             .await
     }
     async fn put_employee(&self, id: &str, dept: &str) -> Resp {
-        self.h
-            .caller(&self.auth)
+        self.0
             .put_employee(
                 id,
                 json!({"name": format!("Employee {id}"), "departmentId": dept}),
@@ -403,33 +373,19 @@ impl Hr<'_> {
             .await
     }
     async fn members(&self, dept: &str) -> Vec<String> {
-        let r = self
-            .h
-            .caller(&self.auth)
-            .list_department_employees(dept)
-            .await;
+        let r = self.0.list_department_employees(dept).await;
         assert_eq!(r.status, 200, "{}", r.body);
-        r.body["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["employeeId"].as_str().unwrap().to_owned())
-            .collect()
+        r.ids("employeeId")
     }
     async fn employee(&self, id: &str) -> Resp {
-        self.h.caller(&self.auth).get_employee(id).await
+        self.0.get_employee(id).await
     }
 }
 
 #[tokio::test]
 async fn employees_and_departments_round_trip_and_list() {
-    let h = Harness::new().await;
-    let t = unique("hr");
-    onboard(&h, &t, 4).await;
-    let hr = Hr {
-        h: &h,
-        auth: Auth::Tenant(t.clone()),
-    };
+    let (h, t) = Harness::with_tenant("hr", 4).await;
+    let hr = Hr(h.tenant(&t));
     for d in ["eng", "ops"] {
         assert_eq!(hr.put_department(d).await.status, 201);
     }
@@ -444,20 +400,16 @@ async fn employees_and_departments_round_trip_and_list() {
     hr.put_employee("e99", "nowhere").await.assert_problem(400);
     assert_eq!(hr.members("eng").await.len(), 6);
     assert_eq!(hr.employee("e03").await.body["departmentId"], "ops");
-    let dept = h.caller(&hr.auth).get_department("eng").await;
+    let dept = hr.0.get_department("eng").await;
     assert_eq!(dept.body["name"], "Dept eng");
     // the two kinds share the HR shards but list separately
     let list = |q: &'static str| {
-        let h = &h;
-        let auth = hr.auth.clone();
+        let client = hr.0.clone();
         async move {
             let r = if q == "employees" {
-                h.caller(&auth)
-                    .query(&[("limit", "5")])
-                    .list_employees()
-                    .await
+                client.query(&[("limit", "5")]).list_employees().await
             } else {
-                h.caller(&auth).list_departments().await
+                client.list_departments().await
             };
             assert_eq!(r.status, 200, "{}", r.body);
             r
@@ -474,7 +426,7 @@ async fn employees_and_departments_round_trip_and_list() {
         2
     );
     // delete removes the membership too
-    let del = h.caller(&hr.auth).delete_employee("e00").await;
+    let del = hr.0.delete_employee("e00").await;
     assert_eq!(del.status, 204);
     assert_eq!(hr.members("eng").await.len(), 5);
     hr.employee("e00").await.assert_problem(404);
@@ -483,13 +435,8 @@ async fn employees_and_departments_round_trip_and_list() {
 #[tokio::test]
 async fn moving_an_employee_is_atomic_even_when_a_fault_strikes() {
     // GIVEN an employee in department A
-    let h = Harness::new().await;
-    let t = unique("move");
-    onboard(&h, &t, 4).await;
-    let hr = Hr {
-        h: &h,
-        auth: Auth::Tenant(t.clone()),
-    };
+    let (h, t) = Harness::with_tenant("move", 4).await;
+    let hr = Hr(h.tenant(&t));
     hr.put_department("a").await;
     hr.put_department("b").await;
     assert_eq!(hr.put_employee("ada", "a").await.status, 201);

@@ -27,7 +27,8 @@ async fn secrets_client() -> aws_sdk_secretsmanager::Client {
 
 /// A container on `h`'s table whose keys are the secret `id`'s.
 async fn container(h: &Harness, client: &aws_sdk_secretsmanager::Client, id: &str) -> Harness {
-    let c = Harness::on_table(&h.admin, &h.table, 3600, &h.sts_endpoint)
+    let c = h
+        .another_container()
         .await
         .with_signing(SigningKeys::from_secret(
             client.clone(),
@@ -164,13 +165,9 @@ async fn a_rotation_in_three_steps_loses_no_cursor_and_no_import_message() {
     );
     let t = unique("rotating");
     onboard(&h, &t, 1).await;
-    for n in 0..3 {
-        let r = h
-            .tenant(&t)
-            .put_product(&format!("p-{n}"), json!({"n": n}))
-            .await;
-        assert_eq!(r.status, 201, "{}", r.body);
-    }
+    h.tenant(&t)
+        .put_new_products((0..3).map(|n| (format!("p-{n}"), json!({"n": n}))))
+        .await;
     let queues = ImportQueues::create(5, 1).await;
     everything_crosses(&a, &b, &t, &queues, "before").await;
 
@@ -237,11 +234,9 @@ async fn a_container_reads_its_keys_again_only_when_its_copy_is_stale_and_keeps_
     let c = container(&h, &client, &id).await;
     let t = unique("stale");
     onboard(&h, &t, 1).await;
-    for n in 0..2 {
-        h.tenant(&t)
-            .put_product(&format!("p-{n}"), json!({"n": n}))
-            .await;
-    }
+    h.tenant(&t)
+        .put_new_products((0..2).map(|n| (format!("p-{n}"), json!({"n": n}))))
+        .await;
     let old_cursor = page(&c, &t, None).await.body["nextCursor"]
         .as_str()
         .unwrap()

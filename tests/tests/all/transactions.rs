@@ -177,28 +177,24 @@ async fn every_cancellation_reason_gets_its_documented_answer_on_every_transacti
                 // Its transaction is its last step: the import's record was claimed before its
                 // items were sent, and stays claimed (`enqueuing`) for the retry that finishes it;
                 // its deadline entry, listed before the claim, makes it final if none comes.
-                let claims: Vec<String> = after
-                    .iter()
-                    .filter(|i| i.contains("#IMPORT#") && !before.contains(i))
-                    .cloned()
-                    .collect();
+                // The items of `after` holding `marker` that were not there before.
+                let added = |marker: &str| -> Vec<String> {
+                    after
+                        .iter()
+                        .filter(|i| i.contains(marker) && !before.contains(i))
+                        .cloned()
+                        .collect()
+                };
+                let claims = added("#IMPORT#");
                 assert_eq!(claims.len(), 1, "{what}: {claims:?}");
                 assert!(
                     claims[0].contains(r#""state": S("enqueuing")"#),
                     "{what}: {claims:?}"
                 );
-                let due: Vec<String> = after
-                    .iter()
-                    .filter(|i| i.contains("#IMPORTS_DUE#") && !before.contains(i))
-                    .cloned()
-                    .collect();
+                let due = added("#IMPORTS_DUE#");
                 assert_eq!(due.len(), 1, "{what}: {due:?}");
                 // AND, open until then, it counts among the tenant's open imports
-                let counted: Vec<String> = after
-                    .iter()
-                    .filter(|i| i.contains("#SEALING#imports") && !before.contains(i))
-                    .cloned()
-                    .collect();
+                let counted = added("#SEALING#imports");
                 assert_eq!(counted.len(), 1, "{what}: {counted:?}");
                 assert!(counted[0].contains("openImports"), "{what}: {counted:?}");
                 after.retain(|i| !claims.contains(i) && !due.contains(i) && !counted.contains(i));

@@ -9,36 +9,21 @@ use futures::StreamExt;
 use integration::api::NO_PATH;
 use integration::{onboard, unique, Harness, Phase, Resp};
 use serde_json::json;
-use shared::service::runtime::respond_metered;
 
 async fn metered_create(h: &Harness, tenant: &str) -> u16 {
-    let ev = h
-        .tenant(tenant)
-        .request("create-session", &NO_PATH, Some(json!({"customerId": "c"})));
-    let r = respond_metered(
-        Some((&h.app, "create-session")),
-        "r".into(),
-        "POST /sessions".into(),
-        sessions::create_session::handle(&h.app, ev),
-    )
-    .await;
-    r.status().as_u16()
+    h.tenant(tenant)
+        .metered_call("create-session", &NO_PATH, Some(json!({"customerId": "c"})))
+        .await
 }
 
 async fn metered_get(h: &Harness, tenant: &str) -> u16 {
-    let ev = h.tenant(tenant).request(
-        "get-session-by-session-id",
-        &[("sessionId", "01a1fcba-9139-7bdd-8e68-8992306e0b9d")],
-        None,
-    );
-    let r = respond_metered(
-        Some((&h.app, "get-session-by-session-id")),
-        "r".into(),
-        "GET /sessions/{sessionId}".into(),
-        sessions::get_session_by_session_id::handle(&h.app, ev),
-    )
-    .await;
-    r.status().as_u16()
+    h.tenant(tenant)
+        .metered_call(
+            "get-session-by-session-id",
+            &[("sessionId", "01a1fcba-9139-7bdd-8e68-8992306e0b9d")],
+            None,
+        )
+        .await
 }
 
 /// The tenant's usage today, once the container has written what it holds.
@@ -111,8 +96,7 @@ async fn usage_counts_equal_the_calls_made_after_520_concurrent_calls() {
 
 #[tokio::test]
 async fn a_metering_failure_never_fails_the_call_and_a_caller_without_tenant_is_not_metered() {
-    let h = Harness::new().await;
-    let t = integration::onboarded(&h, "meterfail").await;
+    let (h, t) = Harness::with_tenant("meterfail", 1).await;
     // warm the tenant's credentials so the only UpdateItem is the meter's
     assert_eq!(metered_create(&h, &t).await, 201);
     // (a second later, so the next call's counts are due to be written)
@@ -131,17 +115,11 @@ async fn a_metering_failure_never_fails_the_call_and_a_caller_without_tenant_is_
     );
     // no tenant claim: 401, and nothing metered
     h.requests.reset();
-    let ev = h
+    let status = h
         .anonymous()
-        .request("create-session", &NO_PATH, Some(json!({"customerId": "c"})));
-    let r = respond_metered(
-        Some((&h.app, "create-session")),
-        "r".into(),
-        "POST /sessions".into(),
-        sessions::create_session::handle(&h.app, ev),
-    )
-    .await;
-    assert_eq!(r.status(), 401);
+        .metered_call("create-session", &NO_PATH, Some(json!({"customerId": "c"})))
+        .await;
+    assert_eq!(status, 401);
     assert_eq!(h.requests.total(), 0);
 }
 
@@ -177,20 +155,23 @@ async fn counts_dynamodb_refuses_stay_pending_and_counts_with_a_lost_answer_are_
     meter.add(&t, "r", counts(1, 0, 0, 0, 0));
     meter.flush(&db, now).await.unwrap();
     meter.flush(&db, now).await.unwrap();
-    let usage =
-        |days: &std::collections::BTreeMap<_, std::collections::BTreeMap<String, RouteUsage>>,
-         route: &str| days[&today][route];
-    let days = read(&db, &today, &today).await.unwrap();
-    assert_eq!(
-        usage(&days, "r"),
-        RouteUsage {
-            calls: 2,
-            read_milli_units: 1500,
-            write_milli_units: 2000,
-            throttles: 1,
-            limited: 3,
-        }
-    );
+    // What the table holds for `route` today must be `calls`, the units, throttles and refusals.
+    let assert_usage =
+        |route: &'static str, calls, read_milli_units, write_milli_units, throttles, limited| {
+            let (db, today) = (&db, &today);
+            async move {
+                let days = read(db, today, today).await.unwrap();
+                let expected = RouteUsage {
+                    calls,
+                    read_milli_units,
+                    write_milli_units,
+                    throttles,
+                    limited,
+                };
+                assert_eq!(days[today][route], expected, "{route}");
+            }
+        };
+    assert_usage("r", 2, 1500, 2000, 1, 3).await;
     // AND a flush whose answer is lost (it was applied) does not leave its counts pending: they are
     // counted once, by the write that carried them
     meter.add(&t, "s", counts(1, 500, 0, 0, 0));
@@ -198,24 +179,13 @@ async fn counts_dynamodb_refuses_stay_pending_and_counts_with_a_lost_answer_are_
     assert!(meter.flush(&db, now).await.is_err());
     meter.add(&t, "s", counts(1, 0, 0, 0, 0));
     meter.flush(&db, now).await.unwrap();
-    let days = read(&db, &today, &today).await.unwrap();
-    assert_eq!(
-        usage(&days, "s"),
-        RouteUsage {
-            calls: 2,
-            read_milli_units: 500,
-            write_milli_units: 0,
-            throttles: 0,
-            limited: 0,
-        }
-    );
+    assert_usage("s", 2, 500, 0, 0, 0).await;
 }
 
 #[tokio::test]
 async fn get_usage_reports_the_capacity_units_of_metered_calls() {
     // GIVEN a tenant that creates two sessions (each a PutItem with its GSI1 copy)
-    let h = Harness::new().await;
-    let t = integration::onboarded(&h, "capusage").await;
+    let (h, t) = Harness::with_tenant("capusage", 1).await;
     assert_eq!(metered_create(&h, &t).await, 201);
     assert_eq!(metered_create(&h, &t).await, 201);
     // WHEN it reads its usage
@@ -238,11 +208,7 @@ async fn plan_usage_reads_tenants_usage_from_the_table_with_operator_credentials
     use shared::store::quota::usage::{utc_date, Pending};
     // GIVEN a quiet tenant (one call) and a busy one whose counters hold a day of heavy writes,
     // throttled attempts and quota refusals
-    let h = Harness::new().await;
-    let (quiet, busy) = (
-        integration::onboarded(&h, "quiet").await,
-        integration::onboarded(&h, "busy").await,
-    );
+    let (h, [quiet, busy]) = Harness::with_tenants([("quiet", 1), ("busy", 1)]).await;
     let (today, now) = (utc_date(h.clock.now_millis()), h.clock.now_millis());
     for (t, pending) in [
         (

@@ -23,7 +23,7 @@ impl<'a> Tenant<'a> {
     }
 
     async fn put_user(&self, id: &str, body: Value) -> Resp {
-        self.h.caller(&self.auth).put_user(id, body).await
+        self.client().put_user(id, body).await
     }
 
     async fn user(&self, id: &str, name: &str, email: &str) -> Resp {
@@ -32,15 +32,11 @@ impl<'a> Tenant<'a> {
     }
 
     async fn get_user(&self, id: &str) -> Resp {
-        self.h.caller(&self.auth).get_user(id).await
+        self.client().get_user(id).await
     }
 
     async fn find(&self, query: &[(&str, &str)]) -> Resp {
-        self.h
-            .caller(&self.auth)
-            .query(query)
-            .find_user_by_email()
-            .await
+        self.client().query(query).find_user_by_email().await
     }
 
     async fn find_email(&self, email: &str) -> Resp {
@@ -48,49 +44,35 @@ impl<'a> Tenant<'a> {
     }
 
     async fn create_order(&self, user: &str, body: Value) -> Resp {
-        self.h.caller(&self.auth).create_order(user, body).await
+        self.client().create_order(user, body).await
     }
 
     async fn get_order(&self, id: &str) -> Resp {
-        self.h.caller(&self.auth).get_order(id).await
+        self.client().get_order(id).await
     }
 
     async fn list_orders(&self, query: &[(&str, &str)]) -> Resp {
-        self.h
-            .caller(&self.auth)
-            .query(query)
-            .list_tenant_orders()
-            .await
+        self.client().query(query).list_tenant_orders().await
     }
 
     /// Every page from `from` to `to` at `limit`: the order ids in the order they came.
     async fn walk_orders(&self, from: &str, to: &str, limit: u32) -> Vec<String> {
-        let limit_s = limit.to_string();
+        let query = [("from", from), ("to", to), ("limit", &limit.to_string())];
+        let pages = self
+            .client()
+            .pages(&query, |c| c.list_tenant_orders())
+            .await;
         let mut ids = Vec::new();
-        let mut cursor: Option<String> = None;
-        loop {
-            let mut q = vec![("from", from), ("to", to), ("limit", limit_s.as_str())];
-            if let Some(c) = cursor.as_deref() {
-                q.push(("cursor", c));
-            }
-            let r = self.list_orders(&q).await;
-            assert_eq!(r.status, 200, "{}", r.body);
-            let items = r.body["items"].as_array().unwrap();
-            assert!(items.len() as u32 <= limit);
-            ids.extend(
-                items
-                    .iter()
-                    .map(|i| i["orderId"].as_str().unwrap().to_owned()),
-            );
-            match r.body["nextCursor"].as_str() {
-                Some(c) => cursor = Some(c.to_owned()),
-                None => return ids,
-            }
+        for page in &pages {
+            let page = page.ids("orderId");
+            assert!(page.len() as u32 <= limit);
+            ids.extend(page);
         }
+        ids
     }
 
     async fn create_code(&self, user: &str) -> Resp {
-        self.h.caller(&self.auth).create_transfer_code(user).await
+        self.client().create_transfer_code(user).await
     }
 
     async fn code_for(&self, user: &str) -> String {
@@ -100,21 +82,15 @@ impl<'a> Tenant<'a> {
     }
 
     async fn redeem(&self, code: &str) -> Resp {
-        self.h.caller(&self.auth).redeem_transfer_code(code).await
+        self.client().redeem_transfer_code(code).await
     }
 
     async fn put_token(&self, service: &str, body: Value) -> Resp {
-        self.h
-            .caller(&self.auth)
-            .put_integration_token(service, body)
-            .await
+        self.client().put_integration_token(service, body).await
     }
 
     async fn get_token(&self, service: &str) -> Resp {
-        self.h
-            .caller(&self.auth)
-            .get_integration_token(service)
-            .await
+        self.client().get_integration_token(service).await
     }
 }
 
@@ -768,9 +744,7 @@ async fn bad_user_input_answers_400_naming_the_field_and_writes_nothing() {
 #[tokio::test(flavor = "current_thread")]
 async fn transfer_codes_and_tokens_never_reach_the_log() {
     // GIVEN logs captured in the production JSON format
-    let logs = integration::CapturedLogs::default();
-    let _guard =
-        tracing::subscriber::set_default(shared::service::runtime::json_subscriber(logs.clone()));
+    let (logs, _guard) = integration::CapturedLogs::install();
     let h = Harness::new().await;
     let a = Tenant::new(&h, "quiet").await;
     a.user("u-1", "Quiet", "quiet@example.com").await;
@@ -833,7 +807,7 @@ async fn transfer_codes_and_tokens_never_reach_the_log() {
     assert_eq!(r.body["token"], token);
 
     // THEN the log has one line per request and neither the code nor the token
-    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let text = logs.text();
     assert_eq!(text.matches("\"request\"").count(), 5, "{text}");
     assert!(!text.contains(&code), "{text}");
     assert!(!text.contains(token), "{text}");

@@ -21,7 +21,10 @@ use aws_sdk_dynamodb::types::CancellationReason;
 use thiserror::Error;
 
 use crate::store::client::error::StoreError;
-use crate::store::client::query::Item;
+
+/// An item as DynamoDB returns it (`query::Item`, named here without importing `query`, which
+/// imports the scoped client that sends transactions through this module).
+type Item = std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>;
 
 /// Sends of one transaction while DynamoDB cancels it for a conflicting transaction.
 pub const ATTEMPTS: u32 = 4;

@@ -18,13 +18,16 @@ use std::future::Future;
 pub async fn gather(
     db: &TenantDb,
     listing: &Listing,
-    keys: &CursorKeys,
-    limit: u32,
-    cursor: Option<&str>,
-    fanout: Fanout,
+    page: PageAsk<'_>,
 ) -> Result<GatheredPage, StoreError> {
+    let PageAsk {
+        keys,
+        limit,
+        cursor,
+        ..
+    } = page;
     let source = DynamoPartitions { db, listing };
-    let read = || gather_from(&source, listing, keys, limit, cursor, fanout);
+    let read = || gather_from(&source, listing, page);
     match &db.pages {
         Some(pages) if !listing.consistent => {
             // A cursor no longer signed by this container's keys (a rotation dropped its key) is
@@ -69,10 +72,10 @@ pub async fn gather_across(
     db: &TenantDb,
     (old, from): (&Listing, u32),
     (new, to): (&Listing, u32),
-    keys: &CursorKeys,
-    limit: u32,
-    cursor: Option<&str>,
+    page: PageAsk<'_>,
 ) -> Result<GatheredPage, StoreError> {
+    let PageAsk { keys, limit, .. } = page;
+    let page = page.with_fanout(Fanout::Parallel);
     // Consistent reads: an eventually consistent new read could lag behind the move that the old
     // read already saw, and the item would be in neither.
     let old = &Listing {
@@ -83,8 +86,8 @@ pub async fn gather_across(
         consistent: true,
         ..new.clone()
     };
-    let before = gather(db, old, keys, limit, cursor, Fanout::Parallel).await?;
-    let after = gather(db, new, keys, limit, cursor, Fanout::Parallel).await?;
+    let before = gather(db, old, page).await?;
+    let after = gather(db, new, page).await?;
     let t = &db.tenant;
     let at_home = |shards: u32| {
         move |item: &Item| {
@@ -139,11 +142,15 @@ where
 pub async fn gather_from<S: PartitionSource>(
     source: &S,
     listing: &Listing,
-    keys: &CursorKeys,
-    limit: u32,
-    cursor: Option<&str>,
-    fanout: Fanout,
+    page: PageAsk<'_>,
 ) -> Result<GatheredPage, StoreError> {
+    let PageAsk {
+        keys,
+        limit,
+        cursor,
+        fanout,
+        ..
+    } = page;
     let t = source.tenant();
     let (mut group, after) = match cursor {
         None => (0, None),
@@ -344,12 +351,12 @@ pub(super) async fn refill<S: PartitionSource>(
     let pending: Vec<_> = which
         .iter()
         .map(|&i| {
-            source.read(
-                &lanes[i].partition,
+            source.read(LaneAsk {
+                partition: &lanes[i].partition,
                 want,
-                lanes[i].resume.clone(),
-                usize::MAX,
-            )
+                start: lanes[i].resume.clone(),
+                max_bytes: usize::MAX,
+            })
         })
         .collect();
     let reads = in_waves(pending, in_flight).await?;
@@ -374,4 +381,3 @@ pub(super) async fn refill<S: PartitionSource>(
     }
     Ok(())
 }
-

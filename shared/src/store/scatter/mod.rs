@@ -26,7 +26,7 @@
 
 use std::future::Future;
 
-use crate::identity::cursor::Key;
+use crate::identity::cursor::{CursorKeys, Key};
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{entity_sk_prefix, shard_pk, PK, SK};
 use crate::store::client::error::StoreError;
@@ -132,6 +132,53 @@ pub enum Fanout {
     Sequential,
 }
 
+/// One page asked of a listing: up to `limit` items after `cursor` (signed with `keys`), its
+/// partitions read `fanout` (ordered pages), within `byte_budget` (walks).
+#[derive(Debug, Clone, Copy)]
+pub struct PageAsk<'a> {
+    pub keys: &'a CursorKeys,
+    pub limit: u32,
+    pub cursor: Option<&'a str>,
+    pub fanout: Fanout,
+    pub byte_budget: usize,
+}
+
+impl<'a> PageAsk<'a> {
+    /// Its partitions read in parallel, with no byte budget.
+    pub fn new(keys: &'a CursorKeys, limit: u32, cursor: Option<&'a str>) -> Self {
+        Self {
+            keys,
+            limit,
+            cursor,
+            fanout: Fanout::Parallel,
+            byte_budget: usize::MAX,
+        }
+    }
+
+    pub fn with_fanout(self, fanout: Fanout) -> Self {
+        Self { fanout, ..self }
+    }
+
+    /// A page that stops before its items pass `byte_budget` (their size as stored).
+    pub fn within_bytes(self, byte_budget: usize) -> Self {
+        Self {
+            byte_budget,
+            ..self
+        }
+    }
+}
+
+/// One read of a partition: up to `want` items of `partition` after `start`, in the listing's
+/// order; it may stop early (not exhausted) once the items it has read pass `max_bytes`
+/// ([`approximate_bytes`]).
+#[derive(Debug, Clone)]
+pub struct LaneAsk<'a> {
+    pub partition: &'a str,
+    pub want: u32,
+    pub start: Option<Key>,
+    pub max_bytes: usize,
+}
+
 /// What one partition answered: items in sort order after the start, and whether it has no more.
 pub struct LaneRead {
     pub items: Vec<Item>,
@@ -151,15 +198,8 @@ pub trait PartitionSource {
     }
     /// Remembers the sizes a walk page saw.
     fn remember_size(&self, _size: PartitionSize) {}
-    /// Up to `want` items of `partition` after `start`, in the listing's order; it may stop early
-    /// (not exhausted) once the items it has read pass `max_bytes` ([`approximate_bytes`]).
-    fn read(
-        &self,
-        partition: &str,
-        want: u32,
-        start: Option<Key>,
-        max_bytes: usize,
-    ) -> impl Future<Output = Result<LaneRead, StoreError>>;
+    /// What `ask` asks of one partition.
+    fn read(&self, ask: LaneAsk<'_>) -> impl Future<Output = Result<LaneRead, StoreError>>;
 }
 
 /// A tenant's partitions in DynamoDB, read through its scoped client.
@@ -188,20 +228,15 @@ impl PartitionSource for DynamoPartitions<'_> {
         }
     }
 
-    fn read(
-        &self,
-        partition: &str,
-        want: u32,
-        start: Option<Key>,
-        max_bytes: usize,
-    ) -> impl Future<Output = Result<LaneRead, StoreError>> {
+    fn read(&self, ask: LaneAsk<'_>) -> impl Future<Output = Result<LaneRead, StoreError>> {
+        let partition = ask.partition.to_owned();
         read_partition(
             self.db,
             self.listing,
-            partition.to_owned(),
-            want,
-            start,
-            max_bytes,
+            partition,
+            ask.want,
+            ask.start,
+            ask.max_bytes,
         )
     }
 }

@@ -1,7 +1,7 @@
 //! The tenant walk's reader: every item of a sequence of partitions, in table-key order, under a byte budget.
 
 use super::*;
-use crate::identity::cursor::{self, CursorKeys, Key};
+use crate::identity::cursor::{self, Key};
 use crate::identity::keys::{table_key, PK, SK};
 use crate::store::client::error::StoreError;
 use crate::store::client::query::Item;
@@ -24,13 +24,10 @@ use aws_sdk_dynamodb::types::AttributeValue;
 pub async fn walk(
     db: &TenantDb,
     listing: &Listing,
-    keys: &CursorKeys,
-    limit: u32,
-    byte_budget: usize,
-    cursor: Option<&str>,
+    page: PageAsk<'_>,
 ) -> Result<GatheredPage, StoreError> {
     let source = DynamoPartitions { db, listing };
-    walk_from(&source, listing, keys, limit, byte_budget, cursor).await
+    walk_from(&source, listing, page).await
 }
 
 /// [`walk`] over any [`PartitionSource`]. A page also stops before its items pass `byte_budget`
@@ -40,11 +37,15 @@ pub async fn walk(
 pub async fn walk_from<S: PartitionSource>(
     source: &S,
     listing: &Listing,
-    keys: &CursorKeys,
-    limit: u32,
-    byte_budget: usize,
-    cursor: Option<&str>,
+    page: PageAsk<'_>,
 ) -> Result<GatheredPage, StoreError> {
+    let PageAsk {
+        keys,
+        limit,
+        cursor,
+        byte_budget,
+        ..
+    } = page;
     let t = source.tenant();
     let partitions: Vec<&String> = listing.groups.iter().flatten().collect();
     let (mut at, mut start) = match cursor {
@@ -120,7 +121,12 @@ pub async fn walk_from<S: PartitionSource>(
             let reads = futures::future::join_all(asks.iter().enumerate().map(|(j, ask)| {
                 let start = if j == 0 { from.clone() } else { None };
                 let max_bytes = read_bytes(j, *ask);
-                source.read(partitions[at + j], ask.saturating_add(1), start, max_bytes)
+                source.read(LaneAsk {
+                    partition: partitions[at + j],
+                    want: ask.saturating_add(1),
+                    start,
+                    max_bytes,
+                })
             }))
             .await;
             // The page needs its first read; a read made ahead that failed (a throttle on a
@@ -246,4 +252,3 @@ fn batch_asks(want: u32, average: Option<u32>, in_flight: usize, left: usize) ->
     }
     asks
 }
-
