@@ -35,54 +35,49 @@ pub async fn backfill(
     table: &str,
 ) -> Result<Backfilled, String> {
     let mut done = Backfilled::default();
-    let mut start = None;
-    loop {
-        let out = client
-            .scan()
+    let mut items = client
+        .scan()
+        .table_name(table)
+        .projection_expression("#pk, #sk, #catalog")
+        .expression_attribute_names("#pk", PK)
+        .expression_attribute_names("#sk", SK)
+        .expression_attribute_names("#catalog", CATALOG)
+        .into_paginator()
+        .items()
+        .send();
+    while let Some(item) = items.next().await {
+        let item =
+            item.map_err(|e| format!("Scan: {}", aws_sdk_dynamodb::error::DisplayErrorContext(e)))?;
+        done.scanned += 1;
+        let Some(entry) = missing_entry(&item) else {
+            continue;
+        };
+        let updated = client
+            .update_item()
             .table_name(table)
-            .projection_expression("#pk, #sk, #catalog")
-            .expression_attribute_names("#pk", PK)
-            .expression_attribute_names("#sk", SK)
+            .key(PK, item[PK].clone())
+            .key(SK, item[SK].clone())
+            .update_expression("SET #catalog = :entry")
+            .condition_expression("attribute_exists(PK) AND attribute_not_exists(#catalog)")
             .expression_attribute_names("#catalog", CATALOG)
-            .set_exclusive_start_key(start)
+            .expression_attribute_values(":entry", AttributeValue::S(entry))
             .send()
-            .await
-            .map_err(|e| format!("Scan: {}", aws_sdk_dynamodb::error::DisplayErrorContext(e)))?;
-        for item in out.items.unwrap_or_default() {
-            done.scanned += 1;
-            let Some(entry) = missing_entry(&item) else {
-                continue;
-            };
-            let updated = client
-                .update_item()
-                .table_name(table)
-                .key(PK, item[PK].clone())
-                .key(SK, item[SK].clone())
-                .update_expression("SET #catalog = :entry")
-                .condition_expression("attribute_exists(PK) AND attribute_not_exists(#catalog)")
-                .expression_attribute_names("#catalog", CATALOG)
-                .expression_attribute_values(":entry", AttributeValue::S(entry))
-                .send()
-                .await;
-            match updated {
-                Ok(_) => done.enlisted += 1,
-                // Deleted meanwhile, or written with its entry by a function: nothing to do.
-                Err(e)
-                    if e.as_service_error()
-                        .is_some_and(|s| s.is_conditional_check_failed_exception()) => {}
-                Err(e) => {
-                    return Err(format!(
-                        "UpdateItem: {}",
-                        aws_sdk_dynamodb::error::DisplayErrorContext(e)
-                    ))
-                }
+            .await;
+        match updated {
+            Ok(_) => done.enlisted += 1,
+            // Deleted meanwhile, or written with its entry by a function: nothing to do.
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) => {}
+            Err(e) => {
+                return Err(format!(
+                    "UpdateItem: {}",
+                    aws_sdk_dynamodb::error::DisplayErrorContext(e)
+                ))
             }
         }
-        match out.last_evaluated_key.filter(|k| !k.is_empty()) {
-            Some(lek) => start = Some(lek),
-            None => return Ok(done),
-        }
     }
+    Ok(done)
 }
 
 #[cfg(test)]

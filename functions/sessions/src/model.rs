@@ -13,6 +13,7 @@ pub const KIND_SESSION: &str = shared::identity::entities::SESSION.stored_as;
 pub const KIND_CHILD: &str = shared::identity::entities::CHILD_SESSION.stored_as;
 
 /// The stored form of a root or child session. `PK`/`SK` follow `shared::identity::keys`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionItem {
@@ -24,27 +25,26 @@ pub struct SessionItem {
     pub tenant_id: String,
     pub session_id: String,
     pub customer_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub parent_session_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub state: Option<String>,
     pub last_login_time: String,
     /// Epoch seconds; the TTL attribute.
     pub expires_at: u64,
     /// Root sessions only: how many children exist (bounded by [`MAX_CHILDREN`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub child_count: Option<u32>,
 }
 
 /// A session as the API returns it.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
     pub session_id: String,
     pub customer_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub parent_session_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
     pub last_login_time: String,
     pub expires_at: String,

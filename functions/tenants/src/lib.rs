@@ -28,6 +28,7 @@ use shared::store::tenancy::tenants::{Limits, TenantRecord, TenantStatus, Tier};
 use shared::ApiError;
 
 /// A tenant record as the API returns it, with the limits in force.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TenantView {
@@ -39,48 +40,40 @@ pub struct TenantView {
     pub status: TenantStatus,
     /// `pool`, or `own` with `ownTable`.
     pub placement: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub own_table: Option<String>,
     /// While the tenant is being offboarded: its progress.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub offboarding: Option<OffboardingView>,
     /// While the tenant is being re-sharded: its progress.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub migration: Option<MigrationView>,
     /// While the tenant is being restored: its progress.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreView>,
     /// While the tenant is being moved between placements: its progress.
-    #[serde(rename = "move", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "move")]
     pub moving: Option<move_tenant::MoveView>,
     /// The last restore's report.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub last_restore: Option<RestoreView>,
 }
 
 /// A restore (running, or its report), as the API shows it.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RestoreView {
     /// The table read.
     pub source: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub point_in_time: Option<String>,
     pub requested_at: String,
     /// The tenant of the operator who asked: shown to operators only.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub requested_by: Option<String>,
     /// From then on, items are written.
     pub starts_at: String,
     /// `preparing`, `putting`, `deleting`, `finished` or `abandoned`.
     pub phase: &'static str,
     /// Why it was abandoned (nothing was written).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub steps: u64,
     #[serde(flatten)]
     pub counts: shared::store::lifecycle::restoring::Counts,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
 }
 
@@ -186,13 +179,13 @@ pub fn accepted(
 
 /// What a re-sharding and a move between placements both show of their progress, after what each
 /// shows of its own.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProgressView {
     pub requested_at: String,
     /// The tenant of the operator who started it: shown to operators only
     /// ([`TenantView::for_tenant_user`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub requested_by: Option<String>,
     /// From then on, writes go to the new layout or table.
     pub writes_move_at: String,
@@ -409,6 +402,7 @@ mod tests {
 
 /// An offboarding as the API shows it: in progress (`offboarding`) or done (`offboarded`, the
 /// deletion report).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OffboardingView {
@@ -417,11 +411,8 @@ pub struct OffboardingView {
     pub status: &'static str,
     pub requested_at: String,
     pub requested_by: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub deletion_starts_at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
     /// Items deleted so far, by kind.
     pub deleted: BTreeMap<String, u64>,

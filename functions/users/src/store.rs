@@ -393,12 +393,7 @@ pub async fn save_integration_token(
     updated_ms: u64,
 ) -> Result<(), StoreError> {
     let item = model::integration_item(&db.tenant, service, token, updated_ms);
-    db.put()
-        .set_item(Some(item))
-        .send()
-        .await
-        .map_err(StoreError::from_sdk)?;
-    Ok(())
+    shared::store::client::items::put(db, item).await
 }
 
 /// The token of `service` unless it has expired at `now` (TTL deletion lags expiry): one GetItem.

@@ -3,12 +3,13 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde_with::{DeserializeFromStr, SerializeDisplay};
 use shared::ApiError;
 
 /// An email address: ASCII `[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`, at most 254 characters.
 /// It can never contain `#`, so its lowercased form is safe inside a key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, DeserializeFromStr)]
 #[serde(transparent)]
 pub struct Email(String);
 
@@ -49,10 +50,10 @@ impl Email {
     }
 }
 
-impl<'de> Deserialize<'de> for Email {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let raw = String::deserialize(d)?;
-        Self::parse(&raw).map_err(serde::de::Error::custom)
+impl std::str::FromStr for Email {
+    type Err = &'static str;
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        Self::parse(raw)
     }
 }
 
@@ -171,7 +172,9 @@ fn digits(b: &[u8]) -> Option<u32> {
 }
 
 /// A real calendar date, `YYYY-MM-DD` (years 0001 to 9999).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, SerializeDisplay, DeserializeFromStr,
+)]
 pub struct Date {
     pub year: u16,
     pub month: u8,
@@ -212,16 +215,10 @@ impl fmt::Display for Date {
     }
 }
 
-impl Serialize for Date {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Date {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let raw = String::deserialize(d)?;
-        Self::parse(&raw).map_err(serde::de::Error::custom)
+impl std::str::FromStr for Date {
+    type Err = &'static str;
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        Self::parse(raw)
     }
 }
 

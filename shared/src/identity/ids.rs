@@ -3,7 +3,8 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde_with::{DeserializeFromStr, SerializeDisplay};
 use thiserror::Error;
 
 /// Why an id was refused. The message names the rule, never echoes the raw (possibly huge) input.
@@ -42,7 +43,7 @@ macro_rules! validated_id {
     };
     ($(#[$doc:meta])* $name:ident, $max:expr, [$($reserved:expr),*]) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, DeserializeFromStr)]
         #[serde(transparent)]
         pub struct $name(String);
 
@@ -74,13 +75,6 @@ macro_rules! validated_id {
             type Err = IdError;
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 Self::parse(s)
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let raw = String::deserialize(d)?;
-                Self::parse(&raw).map_err(serde::de::Error::custom)
             }
         }
     };
@@ -174,7 +168,9 @@ mod tests {
 
 /// A session id: a UUIDv7, so that ids sort by creation time (GSI1 sorts a customer's sessions by it).
 /// Written and read in the canonical lowercase hyphenated form, so one session has exactly one key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, SerializeDisplay, DeserializeFromStr,
+)]
 pub struct SessionId(uuid::Uuid);
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -208,16 +204,10 @@ impl fmt::Display for SessionId {
     }
 }
 
-impl Serialize for SessionId {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for SessionId {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let raw = String::deserialize(d)?;
-        Self::parse(&raw).map_err(serde::de::Error::custom)
+impl std::str::FromStr for SessionId {
+    type Err = SessionIdError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s)
     }
 }
 

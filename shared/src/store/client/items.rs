@@ -97,6 +97,13 @@ pub async fn put_replacing(db: &TenantDb, item: Item) -> Result<bool, StoreError
     Ok(old.is_some_and(|old| old != item))
 }
 
+/// Puts `item`, replacing any item with its key, when what it replaced does not matter.
+pub async fn put(db: &TenantDb, item: Item) -> Result<(), StoreError> {
+    let put = db.put().set_item(Some(item)).send().await;
+    put.map_err(StoreError::from_sdk)?;
+    Ok(())
+}
+
 /// Puts `item` in `table`: the item it replaced, if any.
 pub(crate) async fn put_returning_old(
     client: &aws_sdk_dynamodb::Client,

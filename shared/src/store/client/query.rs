@@ -118,23 +118,9 @@ pub async fn first_live(
 /// Every item `query` matches, following `LastEvaluatedKey` to the end (small, bounded collections:
 /// a session with its children, an order with its lines).
 pub async fn all_pages(query: QueryFluentBuilder) -> Result<Vec<Item>, StoreError> {
-    let mut items = Vec::new();
-    let mut start = None;
-    loop {
-        let out = query
-            .clone()
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(StoreError::from_sdk)?;
-        items.extend(out.items.unwrap_or_default());
-        start = out.last_evaluated_key.filter(|k| !k.is_empty());
-        if start.is_none() {
-            return Ok(items);
-        }
-    }
+    let items = query.into_paginator().items().send();
+    items.try_collect().await.map_err(StoreError::from_sdk)
 }
-
 
 /// A string attribute of an item.
 pub fn string_attr(item: &Item, name: &str) -> Option<String> {

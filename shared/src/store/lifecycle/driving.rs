@@ -12,6 +12,8 @@
 //! listed before its record is claimed, and the driver closes it once due
 //! (`store::imports::close`), then unlists it.
 
+use std::collections::HashMap;
+
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::identity::ids::{EntityId, TenantId};
@@ -28,23 +30,19 @@ pub async fn list(
     tenant: &TenantId,
     now_ms: u64,
 ) -> Result<(), StoreError> {
-    platform_db
-        .client
-        .put_item()
-        .table_name(&*platform_db.table)
-        .item(PK, AttributeValue::S(lifecycle_drive_pk()))
-        .item(SK, AttributeValue::S(lifecycle_drive_sk(tenant)))
-        .item("kind", AttributeValue::S("LIFECYCLE_DRIVE".into()))
-        .item(
-            "tenantId",
-            AttributeValue::S(platform_db.tenant.to_string()),
-        )
-        .item("drivenTenantId", AttributeValue::S(tenant.to_string()))
-        .item(LISTED_AT_MS, AttributeValue::N(now_ms.to_string()))
-        .send()
-        .await
-        .map_err(StoreError::from_sdk)?;
-    Ok(())
+    let s = |v: String| AttributeValue::S(v);
+    let entry = HashMap::from([
+        (PK.to_owned(), s(lifecycle_drive_pk())),
+        (SK.to_owned(), s(lifecycle_drive_sk(tenant))),
+        ("kind".to_owned(), s("LIFECYCLE_DRIVE".into())),
+        ("tenantId".to_owned(), s(platform_db.tenant.to_string())),
+        ("drivenTenantId".to_owned(), s(tenant.to_string())),
+        (
+            LISTED_AT_MS.to_owned(),
+            AttributeValue::N(now_ms.to_string()),
+        ),
+    ]);
+    crate::store::client::items::put(platform_db, entry).await
 }
 
 /// Removes `tenant`'s entry from the driver's list, only if it is still the listing the driver read

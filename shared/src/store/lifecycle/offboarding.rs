@@ -22,7 +22,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Up
 
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{
-    kind, offboarding_report_sk, offboarding_reports_pk, partition_kind, tenant_record_key, PK, SK,
+    kind, offboarding_report_sk, offboarding_reports_pk, partition_kind, PK, SK,
 };
 use crate::store::client::error::StoreError;
 use crate::store::client::query::Item;
@@ -31,8 +31,8 @@ use crate::store::client::transact::TransactError;
 use crate::store::lifecycle::tenant_items::{Page, Position};
 pub use crate::store::tenancy::tenants::Offboarding;
 use crate::store::tenancy::tenants::{
-    read_record_consistent, record_update, send_record_update, value, TenantRecord, TenantStatus,
-    RECORD_SETTLED_SECONDS,
+    read_record_consistent, record_key, record_update, send_record_update, step_guard, value,
+    TenantRecord, TenantStatus, RECORD_SETTLED_SECONDS,
 };
 
 /// Seconds from the start of an offboarding to its first deletion: every container's cached record
@@ -142,18 +142,14 @@ pub async fn delete_step(
             .build()?;
         actions.push(TransactWriteItem::builder().delete(delete).build());
     }
-    let key = tenant_record_key(&db.tenant);
+    let guard = step_guard(TenantStatus::Offboarding, "offboarding", state.steps)?;
     let checkpoint = Update::builder()
         .table_name(&*db.record_table)
-        .key(PK, AttributeValue::S(key.clone()))
-        .key(SK, AttributeValue::S(key))
-        .update_expression("SET #o = :next")
-        .condition_expression("#state = :offboarding AND #o.#steps = :steps")
-        .expression_attribute_names("#state", "status")
-        .expression_attribute_names("#o", "offboarding")
-        .expression_attribute_names("#steps", "steps")
-        .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
-        .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
+        .set_key(Some(record_key(&db.tenant)))
+        .update_expression("SET #op = :next")
+        .condition_expression(guard.condition)
+        .set_expression_attribute_names(Some(guard.names))
+        .set_expression_attribute_values(Some(guard.values))
         .expression_attribute_values(":next", next.to_attribute())
         .build()?;
     let checkpoint_index = actions.len();
@@ -225,23 +221,19 @@ pub async fn finish(
         .set_item(Some(item))
         .condition_expression("attribute_not_exists(PK) OR #steps <= :steps")
         .expression_attribute_names("#steps", "steps")
-        .expression_attribute_values(":steps", steps.clone())
+        .expression_attribute_values(":steps", steps)
         .build()?;
     let put = vec![TransactWriteItem::builder().put(put).build()];
     if let Some(raced) = finished_or_raced(platform_db.transact_items(put).await)? {
         return Ok(raced);
     }
-    let record = tenant_record_key(&db.tenant);
+    let guard = step_guard(TenantStatus::Offboarding, "offboarding", report.steps)?;
     let delete = Delete::builder()
         .table_name(&*db.record_table)
-        .key(PK, AttributeValue::S(record.clone()))
-        .key(SK, AttributeValue::S(record))
-        .condition_expression("#state = :offboarding AND #o.#steps = :steps")
-        .expression_attribute_names("#state", "status")
-        .expression_attribute_names("#o", "offboarding")
-        .expression_attribute_names("#steps", "steps")
-        .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
-        .expression_attribute_values(":steps", steps)
+        .set_key(Some(record_key(&db.tenant)))
+        .condition_expression(guard.condition)
+        .set_expression_attribute_names(Some(guard.names))
+        .set_expression_attribute_values(Some(guard.values))
         .build()?;
     let delete = vec![TransactWriteItem::builder().delete(delete).build()];
     Ok(finished_or_raced(db.transact_items(delete).await)?.unwrap_or(Finished::Done))

@@ -20,12 +20,7 @@ pub async fn gather(
     listing: &Listing,
     page: PageAsk<'_>,
 ) -> Result<GatheredPage, StoreError> {
-    let PageAsk {
-        keys,
-        limit,
-        cursor,
-        ..
-    } = page;
+    let (keys, limit, cursor) = (page.keys, page.limit, page.cursor);
     let source = DynamoPartitions { db, listing };
     let read = || gather_from(&source, listing, page);
     match &db.pages {
@@ -144,13 +139,7 @@ pub async fn gather_from<S: PartitionSource>(
     listing: &Listing,
     page: PageAsk<'_>,
 ) -> Result<GatheredPage, StoreError> {
-    let PageAsk {
-        keys,
-        limit,
-        cursor,
-        fanout,
-        ..
-    } = page;
+    let (keys, limit, cursor, fanout) = (page.keys, page.limit, page.cursor, page.fanout);
     let t = source.tenant();
     let (mut group, after) = match cursor {
         None => (0, None),

@@ -39,15 +39,9 @@ pub async fn walk_from<S: PartitionSource>(
     listing: &Listing,
     page: PageAsk<'_>,
 ) -> Result<GatheredPage, StoreError> {
-    let PageAsk {
-        keys,
-        limit,
-        cursor,
-        byte_budget,
-        ..
-    } = page;
-    let t = source.tenant();
     let partitions: Vec<&String> = listing.groups.iter().flatten().collect();
+    let (keys, limit, cursor, byte_budget) = (page.keys, page.limit, page.cursor, page.byte_budget);
+    let t = source.tenant();
     let (mut at, mut start) = match cursor {
         None => (0, None),
         Some(raw) => {

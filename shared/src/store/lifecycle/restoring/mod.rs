@@ -221,26 +221,13 @@ async fn page_of(
     after: Option<&ItemKey>,
     until: Option<std::time::Instant>,
 ) -> Result<Page, StoreError> {
-    match phase {
-        RestorePhase::Deleting => {
-            tenant_items::page(
-                live,
-                &sources(&live.tenant, live_shards),
-                after,
-                budget(until),
-            )
-            .await
-        }
-        _ => {
-            tenant_items::page(
-                source,
-                &sources(&source.tenant, source_shards),
-                after,
-                budget(until),
-            )
-            .await
-        }
-    }
+    // Deleting walks the live items; every other phase, the source's.
+    let (walked, shards) = match phase {
+        RestorePhase::Deleting => (live, live_shards),
+        _ => (source, source_shards),
+    };
+    let partitions = sources(&walked.tenant, shards);
+    tenant_items::page(walked, &partitions, after, budget(until)).await
 }
 
 async fn plan_of(

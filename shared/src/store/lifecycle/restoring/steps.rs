@@ -8,7 +8,7 @@ use crate::identity::keys::{tenant_record_key, PK, SK};
 use crate::store::client::error::StoreError;
 use crate::store::client::scoped::TenantDb;
 use crate::store::client::transact::TransactError;
-use crate::store::tenancy::tenants::{value, Restore, TenantStatus};
+use crate::store::tenancy::tenants::{record_key, step_guard, value, Restore, TenantStatus};
 
 /// What a conditioned step did.
 #[derive(Debug)]
@@ -67,30 +67,23 @@ pub async fn commit(
     next.deleted = counts.deleted;
     let mut actions = Vec::with_capacity(planned.len() + 1);
     for p in planned {
+        let action = TransactWriteItem::builder();
         let action = match &p.change {
-            Change::PutBack(item) | Change::Overwrite(item) => TransactWriteItem::builder()
-                .put(
-                    Put::builder()
-                        .table_name(&*db.table)
-                        .set_item(Some(item.clone()))
-                        .build()?,
-                )
-                .build(),
-            Change::Delete(key) => TransactWriteItem::builder()
-                .delete(
-                    Delete::builder()
-                        .table_name(&*db.table)
-                        .set_key(Some(key.clone()))
-                        .build()?,
-                )
-                .build(),
+            Change::PutBack(item) | Change::Overwrite(item) => {
+                let put = Put::builder().table_name(&*db.table);
+                action.put(put.set_item(Some(item.clone())).build()?)
+            }
+            Change::Delete(key) => {
+                let delete = Delete::builder().table_name(&*db.table);
+                action.delete(delete.set_key(Some(key.clone())).build()?)
+            }
         };
-        actions.push(action);
+        actions.push(action.build());
     }
     let checkpoint_at = actions.len();
     actions.push(
         TransactWriteItem::builder()
-            .update(checkpoint(db, state, "SET #r = :next", &next)?)
+            .update(checkpoint(db, state, "SET #op = :next", &next)?)
             .build(),
     );
     match db.transact_items(actions).await {
@@ -106,7 +99,7 @@ pub async fn finish(db: &TenantDb, state: &Restore, report: &Restore) -> Result<
     let update = checkpoint(
         db,
         state,
-        "SET #state = :active, #last = :next REMOVE #r",
+        "SET #state = :active, #last = :next REMOVE #op",
         report,
     )?;
     let update = vec![TransactWriteItem::builder().update(update).build()];
@@ -124,18 +117,14 @@ fn checkpoint(
     expression: &str,
     next: &Restore,
 ) -> Result<Update, StoreError> {
-    let key = tenant_record_key(&db.tenant);
+    let guard = step_guard(TenantStatus::Restoring, "restore", state.steps)?;
     let mut update = Update::builder()
         .table_name(&*db.record_table)
-        .key(PK, AttributeValue::S(key.clone()))
-        .key(SK, AttributeValue::S(key))
+        .set_key(Some(record_key(&db.tenant)))
         .update_expression(expression)
-        .condition_expression("#state = :restoring AND #r.#steps = :steps")
-        .expression_attribute_names("#state", "status")
-        .expression_attribute_names("#r", "restore")
-        .expression_attribute_names("#steps", "steps")
-        .expression_attribute_values(":restoring", value(TenantStatus::Restoring)?)
-        .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
+        .condition_expression(guard.condition)
+        .set_expression_attribute_names(Some(guard.names))
+        .set_expression_attribute_values(Some(guard.values))
         .expression_attribute_values(":next", next.to_attribute());
     if expression.contains("#last") {
         update = update

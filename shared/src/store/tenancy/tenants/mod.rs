@@ -31,6 +31,7 @@ mod directory;
 mod move_state;
 mod read;
 mod record;
+mod step_guard;
 #[cfg(test)]
 mod tests;
 mod update;
@@ -43,5 +44,6 @@ pub use record::{
     Layout, Limits, Migration, Offboarding, Restore, RestorePhase, TenantRecord, TenantStatus,
     Tier, MAX_CAPACITY_UNITS_PER_SECOND, MAX_REQUESTS_PER_SECOND,
 };
+pub(crate) use step_guard::{record_key, step_guard};
 pub(crate) use update::value;
 pub use update::{change_expression, update_record, RecordChange, Updated};

@@ -1,0 +1,53 @@
+//! The condition every step of a long operation kept in the tenant record writes under: the
+//! tenant's status still the operation's, and the operation still at the step the writer read, so
+//! of two calls taking the same step only one commits.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::{value, TenantStatus};
+use crate::identity::ids::TenantId;
+use crate::identity::keys::{tenant_record_key, ItemKey, Key};
+use crate::store::client::error::StoreError;
+
+/// The table key of `tenant`'s record (`PK` = `SK`), for a transaction's action on it.
+pub(crate) fn record_key(tenant: &TenantId) -> Key {
+    let key = tenant_record_key(tenant);
+    ItemKey {
+        pk: key.clone(),
+        sk: key,
+    }
+    .to_key()
+}
+
+/// A step's condition, to put on any of a transaction's actions on the record (names first, then
+/// the action's own values added after). The action's expression names the operation `#op`.
+pub(crate) struct StepGuard {
+    pub condition: &'static str,
+    pub names: HashMap<String, String>,
+    pub values: HashMap<String, AttributeValue>,
+}
+
+/// The condition that the tenant is `status` and the operation kept at attribute `operation` is at
+/// step `steps`.
+pub(crate) fn step_guard(
+    status: TenantStatus,
+    operation: &str,
+    steps: u64,
+) -> Result<StepGuard, StoreError> {
+    let names = [
+        ("#state", "status"),
+        ("#op", operation),
+        ("#steps", "steps"),
+    ];
+    let values = [
+        (":status", value(status)?),
+        (":steps", AttributeValue::N(steps.to_string())),
+    ];
+    Ok(StepGuard {
+        condition: "#state = :status AND #op.#steps = :steps",
+        names: names.map(|(k, v)| (k.to_owned(), v.to_owned())).into(),
+        values: values.map(|(k, v)| (k.to_owned(), v)).into(),
+    })
+}
