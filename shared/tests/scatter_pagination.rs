@@ -185,6 +185,14 @@ fn keys() -> CursorKeys {
     CursorKeys::new(&[7; 32], None).unwrap()
 }
 
+/// The sort keys of the products `ids` of `tenant`, in order: what a whole walk must return.
+fn sorted_sort_keys(tenant: &TenantId, ids: &BTreeSet<String>) -> Vec<String> {
+    let sort_key = |id: &String| entity_sk(tenant, LIST.kind, &EntityId::parse(id).unwrap());
+    let mut keys: Vec<String> = ids.iter().map(sort_key).collect();
+    keys.sort();
+    keys
+}
+
 /// A page of the source's own listing, from `cursor`, its shards read side by side.
 async fn page_of(
     source: &MemoryPartitions,
@@ -282,8 +290,7 @@ proptest! {
         let tenant = TenantId::parse("acme").unwrap();
         let source = MemoryPartitions::sharded(&tenant, &ids, shard_count);
         let walked = walk(&source, limit);
-        let mut expected: Vec<String> = ids.iter().map(|i| entity_sk(&tenant, LIST.kind, &EntityId::parse(i).unwrap())).collect();
-        expected.sort();
+        let expected = sorted_sort_keys(&tenant, &ids);
         prop_assert_eq!(walked, expected);
     }
 
@@ -320,8 +327,7 @@ proptest! {
         let (mut walked, reads) = walk_unordered(&source, limit);
         // every item once (in shard order, so sorted only for the comparison)
         walked.sort();
-        let mut expected: Vec<String> = ids.iter().map(|i| entity_sk(&tenant, LIST.kind, &EntityId::parse(i).unwrap())).collect();
-        expected.sort();
+        let expected = sorted_sort_keys(&tenant, &ids);
         prop_assert_eq!(&walked, &expected);
         let pages = (ids.len() as u32).div_ceil(limit).max(1) as usize;
         // about only the items returned are read: shards read side by side ask for at most a
@@ -402,11 +408,7 @@ fn a_page_whose_items_all_sit_in_one_shard_is_still_full_and_exact() {
     // WHEN pages of 100 are walked
     let walked = walk(&source, 100);
     // THEN the skew costs more reads, never a short, repeated or missing item
-    let mut expected: Vec<String> = ids
-        .iter()
-        .map(|i| entity_sk(&tenant, LIST.kind, &EntityId::parse(i).unwrap()))
-        .collect();
-    expected.sort();
+    let expected = sorted_sort_keys(&tenant, &ids);
     assert_eq!(walked, expected);
 }
 
@@ -579,11 +581,7 @@ fn a_walk_under_a_byte_budget_stops_pages_before_it_and_still_returns_every_item
     });
     let mut walked = walked;
     walked.sort();
-    let mut expected: Vec<String> = ids
-        .iter()
-        .map(|i| entity_sk(&tenant, LIST.kind, &EntityId::parse(i).unwrap()))
-        .collect();
-    expected.sort();
+    let expected = sorted_sort_keys(&tenant, &ids);
     assert_eq!(walked, expected);
     // the budget bounded what was read, not only what was returned: at most a few items over
     assert!(source.items_read.load(Ordering::SeqCst) <= ids.len() + 7 * 25);

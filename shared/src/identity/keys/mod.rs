@@ -235,8 +235,8 @@ pub use platform::{
     offboarding_reports_pk, parse_import_due_sk, IMPORT_DUE_SHARDS,
 };
 pub use sessions::{
-    child_sk, child_sk_prefix, customer_sk, customer_sk_prefix, parse_child_sk, parse_customer_sk,
-    parse_session_pk, session_collection_sk_prefix, session_pk,
+    child_sk, customer_sk, customer_sk_prefix, parse_child_sk, parse_customer_sk, parse_session_pk,
+    session_collection_sk_prefix, session_pk,
 };
 pub use sharded::{
     department_members_pk, entity_sk, entity_sk_prefix, home_shard_pk, parse_entity_sk,

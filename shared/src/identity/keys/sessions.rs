@@ -41,10 +41,6 @@ pub fn child_sk(tenant: &TenantId, child: &SessionId) -> String {
     format!("{}{child}", entity_prefix(tenant, CHILD))
 }
 
-pub fn child_sk_prefix(tenant: &TenantId) -> String {
-    entity_prefix(tenant, CHILD)
-}
-
 pub fn parse_child_sk(tenant: &TenantId, value: &str) -> Result<SessionId, KeyShapeError> {
     SessionId::parse(strip_entity_prefix(tenant, CHILD, value)?).map_err(|_| KeyShapeError)
 }
@@ -77,7 +73,6 @@ mod tests {
             child_sk(&acme, &sid()),
             "TENANT#acme#CHILD#0190f1b2-3c4d-7e5f-8a6b-7c8d9e0f1a2b"
         );
-        assert_eq!(child_sk_prefix(&acme), "TENANT#acme#CHILD#");
         assert_eq!(customer_sk_prefix(&acme), "TENANT#acme#CUSTOMER#");
     }
 
