@@ -54,6 +54,9 @@ impl<K: AsRef<str>, V: AsRef<str>> PathParams for BTreeMap<K, V> {
 /// No path parameters.
 pub const NO_PATH: [(&str, &str); 0] = [];
 
+/// The most pages [`Client::pages`] reads of one list: more than any test's list has.
+pub const MOST_PAGES: usize = 10_000;
+
 /// A caller of the API, on one container (`App`).
 #[derive(Clone)]
 pub struct Client<'a> {
@@ -165,7 +168,8 @@ impl<'a> Client<'a> {
 
     /// Every page of a list route, from the first: `list` calls the route on this client with
     /// `query` and, after the first page, the `cursor` of the page before (its `nextCursor`). Each
-    /// page must be a 200.
+    /// page must be a 200, and the list must end within [`MOST_PAGES`] pages (a cursor that never
+    /// ends fails the test instead of hanging it).
     pub async fn pages(
         &self,
         query: &[(&str, &str)],
@@ -173,7 +177,7 @@ impl<'a> Client<'a> {
     ) -> Vec<Resp> {
         let mut pages = Vec::new();
         let mut cursor: Option<String> = None;
-        loop {
+        while pages.len() < MOST_PAGES {
             let mut client = self.clone().query(query);
             if let Some(c) = &cursor {
                 client = client.query(&[("cursor", c)]);
@@ -186,6 +190,7 @@ impl<'a> Client<'a> {
                 return pages;
             }
         }
+        panic!("the list did not end within {MOST_PAGES} pages");
     }
 
     /// `PATCH /tenants/{tenantId}` re-sharding `tenant` to `shard_count` shards.

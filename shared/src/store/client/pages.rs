@@ -294,9 +294,10 @@ impl Intercept for PageCacheInvalidation {
         "PageCacheInvalidation"
     }
 
-    fn read_before_execution(
+    fn read_before_serialization(
         &self,
         ctx: &BeforeSerializationInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         if changes_listed_items(&self.tenant, ctx.input()) {

@@ -116,7 +116,7 @@ pub async fn begin(
         .expression_attribute_names("#r", "restore")
         .expression_attribute_names("#state", "status")
         .expression_attribute_names("#own", "ownTable")
-        .expression_attribute_values(":move", state.to_attribute())
+        .expression_attribute_values(":move", state.to_attribute()?)
         .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?);
     if to == Placement::Pool {
         update = update.expression_attribute_values(":from", AttributeValue::S(from_table.into()));
@@ -173,7 +173,7 @@ pub async fn checkpoint(
     next.position = position;
     let update = conditioned(db, state)
         .update_expression("SET #move = :next")
-        .expression_attribute_values(":next", next.to_attribute());
+        .expression_attribute_values(":next", next.to_attribute()?);
     Ok(Step::from(send_record_update(update).await?))
 }
 

@@ -96,7 +96,7 @@ pub async fn begin(
         .expression_attribute_names("#o", "offboarding")
         .expression_attribute_names("#m", "migration")
         .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
-        .expression_attribute_values(":o", state.to_attribute());
+        .expression_attribute_values(":o", state.to_attribute()?);
     match send_record_update(update).await? {
         Some(record) => Ok(Some(record)),
         // Not onboarded, already offboarding (another request started it first), or being
@@ -150,7 +150,7 @@ pub async fn delete_step(
         .condition_expression(guard.condition)
         .set_expression_attribute_names(Some(guard.names))
         .set_expression_attribute_values(Some(guard.values))
-        .expression_attribute_values(":next", next.to_attribute())
+        .expression_attribute_values(":next", next.to_attribute()?)
         .build()?;
     let checkpoint_index = actions.len();
     actions.push(TransactWriteItem::builder().update(checkpoint).build());

@@ -58,10 +58,6 @@ pub fn sharded_sources(tenant: &TenantId, shards: u32) -> Vec<Source> {
         .collect()
 }
 
-/// Starts moving `db`'s tenant from `record`'s shard count to `to` shards at `now_ms`: `Raced` when
-/// the record changed since it was read (another migration started, or the count or status
-/// changed). The order date index keeps the count it was written with
-/// ([`TenantRecord::order_shards`]).
 /// The progress of a move of items asked by an operator of `requested_by` at `now_ms`: writes move
 /// after [`WRITES_MOVE_DELAY_SECONDS`], items after [`MOVES_DELAY_SECONDS`].
 pub(crate) fn asked(requested_by: &TenantId, now_ms: u64) -> MoveProgress {
@@ -76,6 +72,10 @@ pub(crate) fn asked(requested_by: &TenantId, now_ms: u64) -> MoveProgress {
     }
 }
 
+/// Starts moving `db`'s tenant from `record`'s shard count to `to` shards at `now_ms`: `Raced` when
+/// the record changed since it was read (another migration started, or the count or status
+/// changed). The order date index keeps the count it was written with
+/// ([`TenantRecord::order_shards`]).
 pub async fn begin(
     db: &TenantDb,
     record: &TenantRecord,
@@ -102,7 +102,7 @@ pub async fn begin(
         .expression_attribute_names("#orders", "orderShardCount")
         .expression_attribute_names("#shards", "shardCount")
         .expression_attribute_names("#state", "status")
-        .expression_attribute_values(":m", migration.to_attribute())
+        .expression_attribute_values(":m", migration.to_attribute()?)
         .expression_attribute_values(":from", AttributeValue::N(record.shard_count.to_string()))
         .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?);
     Ok(Step::from(send_record_update(update).await?))
@@ -171,7 +171,7 @@ pub async fn checkpoint(
     next.progress.steps += 1;
     next.progress.moved += moved;
     next.position = Some(position);
-    update_conditioned(db, state, "SET #m = :next", Some(next.to_attribute())).await
+    update_conditioned(db, state, "SET #m = :next", Some(next.to_attribute()?)).await
 }
 
 /// Ends the migration whose walk found nothing left to move: the shard count becomes `to`, and the

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{
     BillingMode, GlobalSecondaryIndex, KeySchemaElement, PointInTimeRecoverySpecification,
-    Projection, SseSpecification, TableDescription, TableStatus, Tag, TimeToLiveSpecification,
-    TimeToLiveStatus,
+    Projection, SseSpecification, TableDescription, TableStatus, Tag, TimeToLiveDescription,
+    TimeToLiveSpecification, TimeToLiveStatus,
 };
 use aws_sdk_dynamodb::Client;
 
@@ -188,7 +188,10 @@ async fn wait_active(client: &Client, name: &str) -> Result<(), StoreError> {
 }
 
 async fn copy_time_to_live(client: &Client, pool: &str, name: &str) -> Result<(), StoreError> {
-    let Some(attribute) = time_to_live(client, pool).await? else {
+    let Some(attribute) = time_to_live(client, pool)
+        .await?
+        .and_then(|d| d.attribute_name)
+    else {
         return Ok(());
     };
     if time_to_live(client, name).await?.is_some() {
@@ -289,13 +292,14 @@ pub async fn delete_own_table(client: &Client, name: &str) -> Result<(), StoreEr
     delete_table(client, name).await
 }
 
-/// The attribute of table `name`'s time to live, when it is enabled.
-async fn time_to_live(client: &Client, name: &str) -> Result<Option<String>, StoreError> {
+/// Table `name`'s time to live, when it is enabled.
+async fn time_to_live(
+    client: &Client,
+    name: &str,
+) -> Result<Option<TimeToLiveDescription>, StoreError> {
     let out = client.describe_time_to_live().table_name(name).send().await;
     let description = out.map_err(StoreError::from_sdk)?.time_to_live_description;
-    Ok(description
-        .filter(|d| d.time_to_live_status() == Some(&TimeToLiveStatus::Enabled))
-        .and_then(|d| d.attribute_name))
+    Ok(description.filter(|d| d.time_to_live_status() == Some(&TimeToLiveStatus::Enabled)))
 }
 
 /// Deletes the table `name` (gone already: done): an own table, or a restore's scratch table.

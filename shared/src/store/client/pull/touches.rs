@@ -186,9 +186,10 @@ impl Intercept for Touches {
         "PullTouches"
     }
 
-    fn read_before_execution(
+    fn read_before_serialization(
         &self,
         ctx: &BeforeSerializationInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         if let Some(touch) = self.of(ctx.input()) {

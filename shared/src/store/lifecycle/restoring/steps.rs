@@ -1,10 +1,9 @@
 //! The restore's writes: its start, its steps (changes and checkpoint in one transaction), its end.
 
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update};
 
 use super::plan::{Change, Planned};
 use super::Counts;
-use crate::identity::keys::{tenant_record_key, PK, SK};
 use crate::store::client::error::StoreError;
 use crate::store::client::scoped::TenantDb;
 use crate::store::client::transact::TransactError;
@@ -26,7 +25,7 @@ pub async fn begin(
     restore: &Restore,
     also: Option<TransactWriteItem>,
 ) -> Result<Step, StoreError> {
-    let update = record_update(db)
+    let update = record_action(db)
         .update_expression("SET #state = :restoring, #r = :r")
         .condition_expression(
             "attribute_exists(PK) AND (attribute_not_exists(#state) OR #state = :active) \
@@ -40,7 +39,7 @@ pub async fn begin(
         .expression_attribute_names("#o", "offboarding")
         .expression_attribute_values(":restoring", value(TenantStatus::Restoring)?)
         .expression_attribute_values(":active", value(TenantStatus::Active)?)
-        .expression_attribute_values(":r", restore.to_attribute())
+        .expression_attribute_values(":r", restore.to_attribute()?)
         .build()?;
     let mut actions = vec![TransactWriteItem::builder().update(update).build()];
     actions.extend(also);
@@ -118,14 +117,12 @@ fn checkpoint(
     next: &Restore,
 ) -> Result<Update, StoreError> {
     let guard = step_guard(TenantStatus::Restoring, "restore", state.steps)?;
-    let mut update = Update::builder()
-        .table_name(&*db.record_table)
-        .set_key(Some(record_key(&db.tenant)))
+    let mut update = record_action(db)
         .update_expression(expression)
         .condition_expression(guard.condition)
         .set_expression_attribute_names(Some(guard.names))
         .set_expression_attribute_values(Some(guard.values))
-        .expression_attribute_values(":next", next.to_attribute());
+        .expression_attribute_values(":next", next.to_attribute()?);
     if expression.contains("#last") {
         update = update
             .expression_attribute_names("#last", "lastRestore")
@@ -134,12 +131,10 @@ fn checkpoint(
     Ok(update.build()?)
 }
 
-fn record_update(db: &TenantDb) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
-    let key = tenant_record_key(&db.tenant);
-    Update::builder()
-        .table_name(&*db.record_table)
-        .key(PK, AttributeValue::S(key.clone()))
-        .key(SK, AttributeValue::S(key))
+/// A transaction's update of `db`'s tenant record.
+fn record_action(db: &TenantDb) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+    let update = Update::builder().table_name(&*db.record_table);
+    update.set_key(Some(record_key(&db.tenant)))
 }
 
 /// A transaction's failure other than its checked condition's.

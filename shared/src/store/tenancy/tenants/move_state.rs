@@ -5,11 +5,12 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
 use crate::identity::keys::ItemKey;
+use crate::store::client::error::StoreError;
 
 /// A state kept in the tenant record, as stored: the names and shapes its `Deserialize` reads.
-pub(super) fn stored(state: &impl Serialize) -> AttributeValue {
-    // Strings, numbers, and maps with string keys: serializing cannot fail.
-    serde_dynamo::to_attribute_value(state).unwrap_or(AttributeValue::Null(true))
+pub(super) fn stored(state: &impl Serialize) -> Result<AttributeValue, StoreError> {
+    serde_dynamo::to_attribute_value(state)
+        .map_err(|e| StoreError::Internal(format!("a tenant record state does not serialize: {e}")))
 }
 
 /// Where a tenant's items are: the pool, or its own table.
@@ -65,7 +66,7 @@ pub struct PlacementMove {
 
 impl PlacementMove {
     /// The state as stored.
-    pub fn to_attribute(&self) -> AttributeValue {
+    pub fn to_attribute(&self) -> Result<AttributeValue, StoreError> {
         stored(self)
     }
 

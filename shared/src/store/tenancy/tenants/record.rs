@@ -2,6 +2,7 @@
 
 use super::move_state::{stored, MoveProgress};
 use crate::identity::keys::ItemKey;
+use crate::store::client::error::StoreError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -172,7 +173,7 @@ pub struct Migration {
 
 impl Migration {
     /// The state as stored.
-    pub fn to_attribute(&self) -> AttributeValue {
+    pub fn to_attribute(&self) -> Result<AttributeValue, StoreError> {
         stored(self)
     }
 }
@@ -234,7 +235,7 @@ pub struct Offboarding {
 
 impl Offboarding {
     /// The state as stored.
-    pub fn to_attribute(&self) -> AttributeValue {
+    pub fn to_attribute(&self) -> Result<AttributeValue, StoreError> {
         stored(self)
     }
 }
@@ -326,7 +327,7 @@ impl Restore {
     }
 
     /// The state as stored.
-    pub fn to_attribute(&self) -> AttributeValue {
+    pub fn to_attribute(&self) -> Result<AttributeValue, StoreError> {
         stored(self)
     }
 }

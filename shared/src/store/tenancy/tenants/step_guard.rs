@@ -1,6 +1,7 @@
-//! The condition every step of a long operation kept in the tenant record writes under: the
-//! tenant's status still the operation's, and the operation still at the step the writer read, so
-//! of two calls taking the same step only one commits.
+//! The condition a step of an offboarding or a restore writes under: the tenant's status still the
+//! operation's, and the operation still at the step the writer read, so of two calls taking the
+//! same step only one commits. (A re-sharding's and a move's steps also check where they go, in
+//! conditions of their own: `lifecycle::resharding`, `lifecycle::moving`.)
 
 use std::collections::HashMap;
 

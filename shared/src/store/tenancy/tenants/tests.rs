@@ -69,7 +69,8 @@ fn the_offboarding_state_reads_back_as_written() {
     };
     for state in [full, empty] {
         // WHEN it is written as the record stores it and read back
-        let read: Offboarding = serde_dynamo::from_attribute_value(state.to_attribute()).unwrap();
+        let read: Offboarding =
+            serde_dynamo::from_attribute_value(state.to_attribute().unwrap()).unwrap();
         // THEN it is the same state
         assert_eq!(read, state);
     }
@@ -176,24 +177,27 @@ fn golden_stored_states_are_flat_and_never_hold_an_empty_map() {
         .chain(["from", "to"])
         .collect();
     expected.sort();
-    assert_eq!(names(migration.to_attribute()), expected);
+    assert_eq!(names(migration.to_attribute().unwrap()), expected);
     let own = ["fromTable", "to", "toTable", "windowShards"];
     let mut expected: Vec<&str> = progress_names.iter().copied().chain(own).collect();
     expected.sort();
-    assert_eq!(names(moving.to_attribute()), expected);
+    assert_eq!(names(moving.to_attribute().unwrap()), expected);
     // AND each reads back as written
-    let read: Migration = serde_dynamo::from_attribute_value(migration.to_attribute()).unwrap();
+    let read: Migration =
+        serde_dynamo::from_attribute_value(migration.to_attribute().unwrap()).unwrap();
     assert_eq!(read, migration);
-    let read: PlacementMove = serde_dynamo::from_attribute_value(moving.to_attribute()).unwrap();
+    let read: PlacementMove =
+        serde_dynamo::from_attribute_value(moving.to_attribute().unwrap()).unwrap();
     assert_eq!(read, moving);
     // AND a restore with no counts yet stores none (DynamoDB Local's stream cannot type an empty map)
     let restore = Restore::new("source".into(), None, 0, "ops".into(), 1, None);
-    let stored = restore.to_attribute();
+    let stored = restore.to_attribute().unwrap();
     let stored = stored.as_m().unwrap();
     assert!(["putBack", "overwritten", "deleted"]
         .iter()
         .all(|k| !stored.contains_key(*k)));
     assert_eq!(stored["phase"], AttributeValue::S("putting".into()));
-    let read: Restore = serde_dynamo::from_attribute_value(restore.to_attribute()).unwrap();
+    let read: Restore =
+        serde_dynamo::from_attribute_value(restore.to_attribute().unwrap()).unwrap();
     assert_eq!(read, restore);
 }
