@@ -148,26 +148,27 @@ fn placeholders(expr: &str) -> Vec<&str> {
     out
 }
 
+/// A single-item operation's name, table and key (a put's: its item), from its SDK input; `None`
+/// for any other operation. The guard and the request meter read single-item requests through it.
+pub fn single_item(input: &Input) -> Option<(&'static str, Option<&str>, Option<&Item>)> {
+    if let Some(i) = input.downcast_ref::<GetItemInput>() {
+        return Some(("GetItem", i.table_name(), i.key()));
+    }
+    if let Some(i) = input.downcast_ref::<PutItemInput>() {
+        return Some(("PutItem", i.table_name(), i.item()));
+    }
+    if let Some(i) = input.downcast_ref::<UpdateItemInput>() {
+        return Some(("UpdateItem", i.table_name(), i.key()));
+    }
+    let delete = input.downcast_ref::<DeleteItemInput>()?;
+    Some(("DeleteItem", delete.table_name(), delete.key()))
+}
+
 /// Extracts the carried keys from an SDK operation input; `None` for an operation tenants may not use.
 fn carried_by(input: &Input) -> Option<(&'static str, Vec<Carried<'_>>)> {
     // A single-item operation carries its key (a put, its item).
-    fn single<'a>(
-        op: &'static str,
-        key: Option<&'a Item>,
-    ) -> Option<(&'static str, Vec<Carried<'a>>)> {
-        Some((op, key.map(Carried::KeyOrItem).into_iter().collect()))
-    }
-    if let Some(i) = input.downcast_ref::<GetItemInput>() {
-        return single("GetItem", i.key());
-    }
-    if let Some(i) = input.downcast_ref::<PutItemInput>() {
-        return single("PutItem", i.item());
-    }
-    if let Some(i) = input.downcast_ref::<UpdateItemInput>() {
-        return single("UpdateItem", i.key());
-    }
-    if let Some(i) = input.downcast_ref::<DeleteItemInput>() {
-        return single("DeleteItem", i.key());
+    if let Some((operation, _, key)) = single_item(input) {
+        return Some((operation, key.map(Carried::KeyOrItem).into_iter().collect()));
     }
     if let Some(i) = input.downcast_ref::<QueryInput>() {
         return Some((

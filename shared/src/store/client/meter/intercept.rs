@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::identity::keys::{key_shape, PK};
+use crate::isolation::guard::single_item;
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::operation::{
     batch_get_item::BatchGetItemInput, batch_write_item::BatchWriteItemInput,
@@ -47,29 +48,8 @@ pub(super) fn throttle_target(input: &Input) -> Option<ThrottleTarget> {
         target,
         key_shape: key_shape(pk.unwrap_or("")),
     };
-    if let Some(i) = input.downcast_ref::<GetItemInput>() {
-        return Some(of(
-            table(i.table_name.as_deref()),
-            s_value(i.key.as_ref()?.get(PK)),
-        ));
-    }
-    if let Some(i) = input.downcast_ref::<PutItemInput>() {
-        return Some(of(
-            table(i.table_name.as_deref()),
-            s_value(i.item.as_ref()?.get(PK)),
-        ));
-    }
-    if let Some(i) = input.downcast_ref::<UpdateItemInput>() {
-        return Some(of(
-            table(i.table_name.as_deref()),
-            s_value(i.key.as_ref()?.get(PK)),
-        ));
-    }
-    if let Some(i) = input.downcast_ref::<DeleteItemInput>() {
-        return Some(of(
-            table(i.table_name.as_deref()),
-            s_value(i.key.as_ref()?.get(PK)),
-        ));
+    if let Some((_, table_name, key)) = single_item(input) {
+        return Some(of(table(table_name), s_value(key?.get(PK))));
     }
     if let Some(i) = input.downcast_ref::<QueryInput>() {
         let mut target = table(i.table_name.as_deref());
