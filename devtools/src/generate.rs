@@ -895,8 +895,7 @@ fn bin_main(f: &Function) -> String {
 
 #[tokio::main(flavor = \"current_thread\")]
 async fn main() -> Result<(), lambda_http::Error> {{
-    shared::service::runtime::init_tracing();
-    let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
+    let app = shared::service::runtime::start().await?;
 {state}    shared::service::runtime::serve(app, env!(\"CARGO_BIN_NAME\"), |req| {{
         {call}
     }})
