@@ -11,6 +11,7 @@ pub mod fixtures;
 pub mod iam;
 pub mod import_queue;
 pub mod lifecycle_bus;
+pub mod process;
 pub mod routes;
 pub mod runtime_api;
 pub mod state;
@@ -20,19 +21,17 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents, SharedInterceptor};
+use aws_sdk_dynamodb::config::SharedInterceptor;
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::interceptors::context::{
-    BeforeDeserializationInterceptorContextMut, BeforeDeserializationInterceptorContextRef,
-    BeforeTransmitInterceptorContextMut, BeforeTransmitInterceptorContextRef,
-};
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
 use shared::identity::clock::Clock;
 use shared::isolation::claims::AuthMode;
 use shared::service::app::{load_sdk_config, Settings};
+use shared::store::client::hooks::{
+    Bag, Hook, Intercept, RequestMut, RequestRef, ResponseMut, ResponseRef, Runtime,
+};
 use shared::{ApiError, App};
 
 pub use api::{operator, Client};
@@ -244,7 +243,7 @@ impl Faults {
     }
 
     /// The armed fault's error, once, when it is for `operation` at `phase`.
-    fn strike(&self, operation: &str, phase: Phase) -> Result<(), BoxError> {
+    fn strike(&self, operation: &str, phase: Phase) -> Hook {
         let mut armed = self.armed.lock().unwrap();
         if armed
             .as_ref()
@@ -277,7 +276,7 @@ impl aws_smithy_types::config_bag::Storable for InjectedAnswer {
     type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
 }
 
-fn operation_of(cfg: &ConfigBag) -> String {
+fn operation_of(cfg: &Bag) -> String {
     cfg.load::<Metadata>()
         .map(|m| m.name().to_owned())
         .unwrap_or_default()
@@ -290,12 +289,7 @@ impl Intercept for TestInterceptor {
 
     /// Counts the attempt as sent, then fails it if a fault is armed before its send (counted all
     /// the same: the SDK runs every interceptor's hook, whichever fails).
-    fn read_before_transmit(
-        &self,
-        _ctx: &BeforeTransmitInterceptorContextRef<'_>,
-        _rc: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
+    fn read_before_transmit(&self, _: RequestRef, _: &Runtime, cfg: &mut Bag) -> Hook {
         let operation = operation_of(cfg);
         let requests = &self.requests;
         *requests
@@ -309,23 +303,13 @@ impl Intercept for TestInterceptor {
         self.faults.strike(&operation, Phase::BeforeSend)
     }
 
-    fn read_before_deserialization(
-        &self,
-        _ctx: &BeforeDeserializationInterceptorContextRef<'_>,
-        _rc: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
+    fn read_before_deserialization(&self, _: ResponseRef, _: &Runtime, cfg: &mut Bag) -> Hook {
         self.requests.in_flight.fetch_sub(1, Ordering::SeqCst);
         self.faults.strike(&operation_of(cfg), Phase::AfterSend)
     }
 
     /// An injected transaction answer: the request becomes a ListTables, so nothing is written.
-    fn modify_before_transmit(
-        &self,
-        ctx: &mut BeforeTransmitInterceptorContextMut<'_>,
-        _rc: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
+    fn modify_before_transmit(&self, ctx: RequestMut, _: &Runtime, cfg: &mut Bag) -> Hook {
         let operation = operation_of(cfg);
         let body_refused = ctx
             .request()
@@ -357,12 +341,7 @@ impl Intercept for TestInterceptor {
     }
 
     /// Throttling, as DynamoDB answers it: HTTP 400 with ProvisionedThroughputExceededException.
-    fn modify_before_deserialization(
-        &self,
-        ctx: &mut BeforeDeserializationInterceptorContextMut<'_>,
-        _rc: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
+    fn modify_before_deserialization(&self, ctx: ResponseMut, _: &Runtime, cfg: &mut Bag) -> Hook {
         if let Some(InjectedAnswer(body)) = cfg.load::<InjectedAnswer>().cloned() {
             answer_with(ctx, 400, DYNAMODB_JSON, body)?;
         } else if self.faults.take_lost_success(&operation_of(cfg)) {
@@ -390,11 +369,11 @@ const DYNAMODB_JSON: &str = "application/x-amz-json-1.0";
 /// Replaces the answer an attempt got with `status`, `content_type` and `body`: what the SDK then
 /// reads is the injected fault, as the service would have sent it.
 fn answer_with(
-    ctx: &mut BeforeDeserializationInterceptorContextMut<'_>,
+    ctx: ResponseMut,
     status: u16,
     content_type: &'static str,
     body: impl Into<aws_smithy_types::body::SdkBody>,
-) -> Result<(), BoxError> {
+) -> Hook {
     let response = ctx.response_mut();
     *response.status_mut() = aws_smithy_runtime_api::http::StatusCode::try_from(status)?;
     response.headers_mut().insert("content-type", content_type);
@@ -416,24 +395,14 @@ impl Intercept for StsFaults {
         "StsFaults"
     }
 
-    fn read_before_transmit(
-        &self,
-        _ctx: &BeforeTransmitInterceptorContextRef<'_>,
-        _rc: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
+    fn read_before_transmit(&self, _: RequestRef, _: &Runtime, _: &mut Bag) -> Hook {
         if self.down.load(Ordering::SeqCst) {
             return Err("injected fault: STS unreachable".into());
         }
         Ok(())
     }
 
-    fn modify_before_deserialization(
-        &self,
-        ctx: &mut BeforeDeserializationInterceptorContextMut<'_>,
-        _rc: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
+    fn modify_before_deserialization(&self, ctx: ResponseMut, _: &Runtime, _: &mut Bag) -> Hook {
         if self.refuses.load(Ordering::SeqCst) {
             answer_with(
                 ctx,
@@ -678,15 +647,21 @@ impl Harness {
             .await
             .expect("create the snapshot table");
         for item in self.all_items().await {
-            self.admin
-                .put_item()
-                .table_name(&name)
-                .set_item(Some(item))
-                .send()
-                .await
-                .expect("copy an item");
+            self.put_raw(&name, item).await;
         }
         name
+    }
+
+    /// Writes `item` into `table` with the admin client, past every handler and guard: a copied
+    /// item, a stale or forged one, state other containers would have left.
+    pub async fn put_raw(&self, table: &str, item: HashMap<String, AttributeValue>) {
+        self.admin
+            .put_item()
+            .table_name(table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .expect("put an item with the admin client");
     }
 
     /// Every item in `table` (another table on the same DynamoDB: a restore's source).
@@ -711,7 +686,6 @@ impl Harness {
         }
     }
 
-    /// Every item whose `PK` starts with `prefix` (a raw read, for tests).
     /// Every item but tenant records: what the tests' routes wrote.
     pub async fn data_items(&self) -> Vec<HashMap<String, AttributeValue>> {
         self.all_items()
@@ -724,6 +698,7 @@ impl Harness {
             .collect()
     }
 
+    /// Every item whose `PK` starts with `prefix` (a raw read, for tests).
     pub async fn items_under(&self, prefix: &str) -> Vec<HashMap<String, AttributeValue>> {
         self.all_items()
             .await
@@ -935,6 +910,28 @@ impl Resp {
             .collect()
     }
 
+    /// The cursor of the next page, from a `Link: <…&cursor=…>; rel="next"` header (an export
+    /// page); None on the last page.
+    pub fn next_cursor(&self) -> Option<String> {
+        self.link.as_deref().map(|link| {
+            let from = link.find("cursor=").expect("a cursor in the Link header") + "cursor=".len();
+            let to = from + link[from..].find('>').expect("a Link header's <url>");
+            link[from..to].to_owned()
+        })
+    }
+
+    /// Asserts a problem+json of `status` whose `detail` holds `words`, and returns self.
+    pub fn assert_problem_naming(&self, status: u16, words: &str) -> &Self {
+        self.assert_problem(status);
+        let detail = self.body["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.contains(words),
+            "not naming {words:?}: {}",
+            self.body
+        );
+        self
+    }
+
     /// Asserts a 4xx problem+json and returns self.
     pub fn assert_problem(&self, status: u16) -> &Self {
         assert_eq!(self.status, status, "body: {}", self.body);
@@ -1064,6 +1061,37 @@ pub async fn offboard_to_end(h: &Harness, tenant: &str, operator: &Auth) -> Resp
     step_to_end(h, &what, delay, 50, || client.offboard_tenant(tenant)).await
 }
 
+/// One page of `tenant`'s export by `operator` through `h`'s container, asked with `query`.
+pub async fn export_page(
+    h: &Harness,
+    operator: &Auth,
+    tenant: &str,
+    query: &[(&str, &str)],
+) -> Resp {
+    h.caller(operator).query(query).export_tenant(tenant).await
+}
+
+/// Every page of `tenant`'s export by `operator`, `limit` items a page, following each page's
+/// `Link` header to the last; each must answer 200.
+pub async fn export_pages(h: &Harness, operator: &Auth, tenant: &str, limit: &str) -> Vec<Resp> {
+    let mut pages = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut query = vec![("limit", limit)];
+        if let Some(c) = cursor.as_deref() {
+            query.push(("cursor", c));
+        }
+        let page = export_page(h, operator, tenant, &query).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        cursor = page.next_cursor();
+        pages.push(page);
+        if cursor.is_none() {
+            return pages;
+        }
+        assert!(pages.len() < 100, "the export does not end");
+    }
+}
+
 /// Runs an operator's change that works in steps (an offboarding, a move, a re-sharding) to its
 /// end: `step`'s first call starts it (202), the test clock passes `delay_seconds`, then calls go
 /// on, each 202 until one answers 200 (that answer; `what` fails after `attempts` more calls).
@@ -1178,12 +1206,24 @@ macro_rules! tenant_client {
         impl<'a> Tenant<'a> {
             /// A fresh tenant, onboarded (1 shard): every tenant route needs a tenant record.
             async fn new(h: &'a $crate::Harness, prefix: &str) -> Self {
+                Self::with_shards(h, prefix, 1).await
+            }
+
+            /// A fresh tenant, onboarded with `shards` shards.
+            async fn with_shards(h: &'a $crate::Harness, prefix: &str, shards: u32) -> Self {
                 let name = $crate::unique(prefix);
-                $crate::onboard(h, &name, 1).await;
+                $crate::onboard(h, &name, shards).await;
                 Self {
                     h,
                     auth: $crate::Auth::Tenant(name),
                 }
+            }
+
+            /// Two fresh tenants on `h` (1 shard each): the isolation tests' owner and other.
+            #[allow(dead_code)]
+            async fn two(h: &'a $crate::Harness, prefixes: [&str; 2]) -> (Self, Self) {
+                let [a, b] = prefixes;
+                (Self::new(h, a).await, Self::new(h, b).await)
             }
 
             /// The tenant's client, for its route methods.

@@ -1,11 +1,9 @@
 //! The request path end to end, against DynamoDB Local and moto: claims → scoped credentials →
 //! guard → DynamoDB → response.
 
-use shared::identity::keys::raw_key;
-use std::collections::HashMap;
+use shared::identity::keys::{raw_key, ItemKey};
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use integration::api::NO_PATH;
 use integration::{resp, unique, Auth, Harness};
 use serde_json::json;
@@ -125,31 +123,12 @@ async fn the_guard_refuses_another_tenants_key_before_anything_is_sent() {
     let db = h.app.db(&a).await.unwrap();
     h.requests.reset();
     // WHEN a hand-built GetItem and PutItem carry tenant B's key
-    let foreign: HashMap<_, _> = [
-        (
-            "PK".to_string(),
-            AttributeValue::S(raw_key(&b, "SESSION#x")),
-        ),
-        (
-            "SK".to_string(),
-            AttributeValue::S(raw_key(&b, "CUSTOMER#c")),
-        ),
-    ]
-    .into();
-    let get = db
-        .client
-        .get_item()
-        .table_name(&*db.table)
-        .set_key(Some(foreign.clone()))
-        .send()
-        .await;
-    let put = db
-        .client
-        .put_item()
-        .table_name(&*db.table)
-        .set_item(Some(foreign))
-        .send()
-        .await;
+    let foreign = ItemKey {
+        pk: raw_key(&b, "SESSION#x"),
+        sk: raw_key(&b, "CUSTOMER#c"),
+    };
+    let get = db.get_at(&foreign.pk, &foreign.sk).send().await;
+    let put = db.put().set_item(Some(foreign.to_key())).send().await;
     let scan = db.client.scan().table_name(&*db.table).send().await;
     // THEN each is refused by the guard, and no request went on the wire
     for err in [

@@ -2,6 +2,8 @@
 //! to the keys and bookkeeping attributes; and the single-item reads and deletes every kind shares.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
@@ -10,6 +12,7 @@ use crate::identity::cursor::Key;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{catalog_key, ItemKey, CATALOG, PK};
 use crate::store::client::error::{unless_expected, StoreError};
+use crate::store::client::hooks::{Bag, Hook, Intercept, RequestRef, Runtime};
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
 
@@ -58,25 +61,27 @@ pub async fn get_item(db: &TenantDb, key: Key) -> Result<Option<Item>, StoreErro
             return found;
         }
     }
-    let out = db
-        .client
-        .get_item()
-        .table_name(&*db.table)
-        .set_key(Some(key))
-        .send()
-        .await
-        .map_err(StoreError::from_sdk)?;
-    Ok(out.item)
+    read(db, key, None).await
 }
 
 /// The item at `key`, if there is one: one strongly consistent GetItem (a read that decides a write).
 pub async fn get_item_consistent(db: &TenantDb, key: Key) -> Result<Option<Item>, StoreError> {
+    read(db, key, Some(true)).await
+}
+
+/// One GetItem of `key` on the tenant's table, its `ConsistentRead` as given (unset: eventually
+/// consistent).
+async fn read(
+    db: &TenantDb,
+    key: Key,
+    consistent: Option<bool>,
+) -> Result<Option<Item>, StoreError> {
     let out = db
         .client
         .get_item()
         .table_name(&*db.table)
         .set_key(Some(key))
-        .consistent_read(true)
+        .set_consistent_read(consistent)
         .send()
         .await
         .map_err(StoreError::from_sdk)?;
@@ -144,26 +149,21 @@ pub async fn delete_existing(db: &TenantDb, key: Key) -> Result<bool, StoreError
 
 /// Counts the attempts of the one operation it is installed on (retries included).
 #[derive(Debug, Clone, Default)]
-pub struct AttemptCounter(std::sync::Arc<std::sync::atomic::AtomicU32>);
+pub struct AttemptCounter(Arc<AtomicU32>);
 
 impl AttemptCounter {
     pub fn count(&self) -> u32 {
-        self.0.load(std::sync::atomic::Ordering::SeqCst)
+        self.0.load(Ordering::SeqCst)
     }
 }
 
-impl aws_sdk_dynamodb::config::Intercept for AttemptCounter {
+impl Intercept for AttemptCounter {
     fn name(&self) -> &'static str {
         "AttemptCounter"
     }
 
-    fn read_before_attempt(
-        &self,
-        _ctx: &aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef<'_>,
-        _rc: &aws_sdk_dynamodb::config::RuntimeComponents,
-        _cfg: &mut aws_sdk_dynamodb::config::ConfigBag,
-    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    fn read_before_attempt(&self, _: RequestRef, _: &Runtime, _: &mut Bag) -> Hook {
+        self.0.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 }

@@ -27,15 +27,11 @@ use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::operation::{
     batch_write_item::BatchWriteItemInput, delete_item::DeleteItemInput, put_item::PutItemInput,
     transact_write_items::TransactWriteItemsInput, update_item::UpdateItemInput,
 };
-use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::interceptors::context::{
-    BeforeSerializationInterceptorContextRef, FinalizerInterceptorContextRef, Input,
-};
+use aws_smithy_runtime_api::client::interceptors::context::Input;
 
 use sha2::Digest;
 
@@ -43,6 +39,7 @@ use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{is_metering_pk, PK};
 use crate::store::client::error::StoreError;
+use crate::store::client::hooks::{Bag, FinalizerRef, Hook, InputRef, Intercept, Runtime};
 use crate::store::client::size::approximate_bytes;
 
 /// An item as a page holds it: `query::Item` (named here, not imported: `query` builds on the scoped
@@ -294,12 +291,7 @@ impl Intercept for PageCacheInvalidation {
         "PageCacheInvalidation"
     }
 
-    fn read_before_serialization(
-        &self,
-        ctx: &BeforeSerializationInterceptorContextRef<'_>,
-        _rc: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
+    fn read_before_serialization(&self, ctx: InputRef, _: &Runtime, cfg: &mut Bag) -> Hook {
         if changes_listed_items(&self.tenant, ctx.input()) {
             self.pages.forget(&self.tenant);
             cfg.interceptor_state().store_put(IsWrite);
@@ -307,12 +299,7 @@ impl Intercept for PageCacheInvalidation {
         Ok(())
     }
 
-    fn read_after_execution(
-        &self,
-        _ctx: &FinalizerInterceptorContextRef<'_>,
-        _rc: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
+    fn read_after_execution(&self, _: FinalizerRef, _: &Runtime, cfg: &mut Bag) -> Hook {
         if cfg.load::<IsWrite>().is_some() {
             self.pages.forget(&self.tenant);
         }

@@ -3,7 +3,9 @@
 use super::*;
 use crate::identity::keys::{key_shape, PK};
 use crate::isolation::guard::single_item;
-use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use crate::store::client::hooks::{
+    Bag, FinalizerRef, Hook, InputMut, Intercept, OutputRef, RequestRef, Runtime,
+};
 use aws_sdk_dynamodb::operation::{
     batch_get_item::BatchGetItemInput, batch_write_item::BatchWriteItemInput,
     delete_item::DeleteItemInput, get_item::GetItemInput, put_item::PutItemInput,
@@ -11,11 +13,7 @@ use aws_sdk_dynamodb::operation::{
     transact_write_items::TransactWriteItemsInput, update_item::UpdateItemInput,
 };
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
-use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::interceptors::context::{
-    AfterDeserializationInterceptorContextRef, BeforeSerializationInterceptorContextMut,
-    BeforeTransmitInterceptorContextRef, FinalizerInterceptorContextRef, Input,
-};
+use aws_smithy_runtime_api::client::interceptors::context::Input;
 use std::sync::atomic::Ordering;
 
 /// What a throttled request addressed: the table or index, and the shape of the partition key
@@ -102,6 +100,15 @@ impl aws_smithy_types::config_bag::Storable for FailedWriteCost {
     type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
 }
 
+impl FailedWriteCost {
+    fn units(self) -> CapacityUnits {
+        CapacityUnits {
+            read: 0.0,
+            write: self.0,
+        }
+    }
+}
+
 /// One unit per started kilobyte of `item`.
 pub(super) fn write_units_of(item: &std::collections::HashMap<String, AttributeValue>) -> f64 {
     crate::store::client::size::approximate_bytes(item)
@@ -163,6 +170,13 @@ pub(super) fn ask_for_consumed_capacity(input: &mut Input) {
     );
 }
 
+/// Notes what a hook saw on the current request's meta; outside a request (a background task's
+/// client) nothing is metered. Metering never fails the call it watches.
+fn meter(note: impl FnOnce(&RequestMeta)) -> Hook {
+    let _ = REQUEST.try_with(|m| note(m));
+    Ok(())
+}
+
 /// Counts DynamoDB requests sent on behalf of the current request (retries included), and sums the
 /// capacity units DynamoDB reports for them, so the log line and the usage meter show what each
 /// request cost. Installed on every tenant client.
@@ -174,12 +188,7 @@ impl Intercept for RequestMetering {
         "RequestMetering"
     }
 
-    fn modify_before_serialization(
-        &self,
-        ctx: &mut BeforeSerializationInterceptorContextMut<'_>,
-        _rc: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
+    fn modify_before_serialization(&self, ctx: InputMut, _: &Runtime, cfg: &mut Bag) -> Hook {
         ask_for_consumed_capacity(ctx.input_mut());
         if let Some(target) = throttle_target(ctx.input()) {
             cfg.interceptor_state().store_put(target);
@@ -190,65 +199,36 @@ impl Intercept for RequestMetering {
         Ok(())
     }
 
-    fn read_before_attempt(
-        &self,
-        _ctx: &BeforeTransmitInterceptorContextRef<'_>,
-        _rc: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        let _ = REQUEST.try_with(|m| {
-            let now = m.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
-            m.max_in_flight.fetch_max(now, Ordering::Relaxed);
-        });
-        Ok(())
+    fn read_before_attempt(&self, _: RequestRef, _: &Runtime, _: &mut Bag) -> Hook {
+        meter(RequestMeta::attempt_started)
     }
 
-    fn read_before_transmit(
-        &self,
-        _ctx: &BeforeTransmitInterceptorContextRef<'_>,
-        _rc: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        let _ = REQUEST.try_with(|m| m.dynamodb_requests.fetch_add(1, Ordering::Relaxed));
-        Ok(())
+    fn read_before_transmit(&self, _: RequestRef, _: &Runtime, _: &mut Bag) -> Hook {
+        meter(RequestMeta::attempt_sent)
     }
 
-    fn read_after_attempt(
-        &self,
-        _ctx: &FinalizerInterceptorContextRef<'_>,
-        _rc: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        let _ = REQUEST.try_with(|m| m.in_flight.fetch_sub(1, Ordering::Relaxed));
-        Ok(())
+    fn read_after_attempt(&self, _: FinalizerRef, _: &Runtime, _: &mut Bag) -> Hook {
+        meter(RequestMeta::attempt_ended)
     }
 
-    fn read_after_deserialization(
-        &self,
-        ctx: &AfterDeserializationInterceptorContextRef<'_>,
-        _rc: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
+    fn read_after_deserialization(&self, ctx: OutputRef, _: &Runtime, cfg: &mut Bag) -> Hook {
         match ctx.output_or_error() {
             Ok(output) => {
                 let units = consumed_units(output);
-                let _ = REQUEST.try_with(|m| m.add_units(units));
+                meter(|m| m.add_units(units))
             }
             // A write refused by its condition (or a transaction cancelled) consumed write units,
             // which DynamoDB reports on no error: it is charged its estimate.
             Err(_) if is_refused_by_condition(ctx.response()) => {
-                if let Some(cost) = cfg.load::<FailedWriteCost>() {
-                    let units = CapacityUnits {
-                        read: 0.0,
-                        write: cost.0,
-                    };
-                    let _ = REQUEST.try_with(|m| m.add_units(units));
+                match cfg.load::<FailedWriteCost>() {
+                    Some(cost) => meter(|m| m.add_units(cost.units())),
+                    None => Ok(()),
                 }
             }
             Err(_) if is_throttling(ctx.response()) => {
                 // A hot partition forming: where, for whom, in which shape; never an id.
                 let target = cfg.load::<ThrottleTarget>();
-                let _ = REQUEST.try_with(|m| {
+                meter(|m| {
                     m.throttles.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(
                         tenant = m.tenant().unwrap_or("-"),
@@ -257,10 +237,9 @@ impl Intercept for RequestMetering {
                         key_shape = target.map(|t| t.key_shape.as_str()).unwrap_or("?"),
                         "DynamoDB throttled a request"
                     );
-                });
+                })
             }
-            Err(_) => {}
+            Err(_) => Ok(()),
         }
-        Ok(())
     }
 }

@@ -105,6 +105,22 @@ impl RequestMeta {
         self.write_milli_units.load(Ordering::Relaxed) as f64 / 1000.0
     }
 
+    /// A DynamoDB attempt starts: one more in flight.
+    pub(super) fn attempt_started(&self) {
+        let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// A DynamoDB attempt goes on the wire.
+    pub(super) fn attempt_sent(&self) {
+        self.dynamodb_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A DynamoDB attempt ends, answered or not.
+    pub(super) fn attempt_ended(&self) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+
     pub(super) fn add_units(&self, units: CapacityUnits) {
         let milli = |u: f64| (u * 1000.0).round().max(0.0) as u64;
         self.read_milli_units

@@ -7,23 +7,19 @@
 
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::operation::{
     batch_get_item::BatchGetItemInput, batch_write_item::BatchWriteItemInput,
     delete_item::DeleteItemInput, get_item::GetItemInput, put_item::PutItemInput,
     query::QueryInput, transact_get_items::TransactGetItemsInput,
     transact_write_items::TransactWriteItemsInput, update_item::UpdateItemInput,
 };
-use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::interceptors::context::{
-    BeforeSerializationInterceptorContextMut, BeforeSerializationInterceptorContextRef,
-    BeforeTransmitInterceptorContextMut, Input,
-};
+use aws_smithy_runtime_api::client::interceptors::context::Input;
 use aws_smithy_types::body::SdkBody;
 use serde_json::Value;
 
 use crate::identity::clock::Clock;
 use crate::identity::keys::{ItemKey, PK};
+use crate::store::client::hooks::{Bag, Hook, InputMut, InputRef, Intercept, RequestMut, Runtime};
 use crate::store::client::query::Item;
 
 /// What one request touches in the target table.
@@ -45,21 +41,17 @@ pub struct Touches {
     /// The table this client's requests name for the tenant's items: the source (a client made
     /// before writes moved) or the target.
     named: Arc<str>,
-    source: Arc<str>,
-    target: Arc<str>,
-    /// Epoch seconds: from then on every attempt goes to the target.
-    writes_move_at: u64,
-    /// The tenant's record stays in the pool whatever moves: never renamed, never pulled.
-    record_key: String,
-    clock: Arc<dyn Clock>,
+    sight: MoveSight,
 }
 
 /// The tables and times of one move, as a client sees them.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct MoveSight {
     pub source: Arc<str>,
     pub target: Arc<str>,
+    /// Epoch seconds: from then on every attempt goes to the target.
     pub writes_move_at: u64,
+    /// The tenant's record stays in the pool whatever moves: never renamed, never pulled.
     pub record_key: String,
     pub clock: Arc<dyn Clock>,
 }
@@ -67,20 +59,13 @@ pub struct MoveSight {
 impl Touches {
     /// The interceptor of a client whose requests name `named` (the source or the target).
     pub fn new(named: Arc<str>, sight: MoveSight) -> Self {
-        Self {
-            named,
-            source: sight.source,
-            target: sight.target,
-            writes_move_at: sight.writes_move_at,
-            record_key: sight.record_key,
-            clock: sight.clock,
-        }
+        Self { named, sight }
     }
 
     fn is_record(&self, item: Option<&Item>) -> bool {
         item.and_then(|i| i.get(PK))
             .and_then(|v| v.as_s().ok())
-            .is_some_and(|pk| *pk == self.record_key)
+            .is_some_and(|pk| *pk == self.sight.record_key)
     }
 
     /// What `input` touches of the tenant's items in the table this client names; `None` for a
@@ -97,7 +82,7 @@ impl Touches {
             if table == Some(named) {
                 keys.extend(item.and_then(ItemKey::from_key));
             }
-            relocation |= table == Some(&*self.source) && named != &*self.source;
+            relocation |= table == Some(&*self.sight.source) && named != &*self.sight.source;
         };
         if let Some(i) = input.downcast_ref::<QueryInput>() {
             return (i.table_name() == Some(named)).then(|| Touch::Query(Box::new(i.clone())));
@@ -147,7 +132,8 @@ impl Touches {
 
     /// Whether an attempt sent now goes to the target (and pulls first).
     fn moved_now(&self) -> bool {
-        self.named == self.target || self.clock.now_seconds() >= self.writes_move_at
+        self.named == self.sight.target
+            || self.sight.clock.now_seconds() >= self.sight.writes_move_at
     }
 
     /// Renames the source to the target in a serialized request's body: its `TableName`, and each
@@ -155,15 +141,16 @@ impl Touches {
     fn retarget(&self, body: &mut Value) -> bool {
         let mut renamed = false;
         let mut one = |op: &mut Value| {
-            let names_source = op.get("TableName").and_then(Value::as_str) == Some(&*self.source);
+            let names_source =
+                op.get("TableName").and_then(Value::as_str) == Some(&*self.sight.source);
             let pk = op
                 .get("Key")
                 .or_else(|| op.get("Item"))
                 .and_then(|k| k.get(PK))
                 .and_then(|v| v.get("S"))
                 .and_then(Value::as_str);
-            if names_source && pk != Some(self.record_key.as_str()) {
-                op["TableName"] = Value::String(self.target.to_string());
+            if names_source && pk != Some(self.sight.record_key.as_str()) {
+                op["TableName"] = Value::String(self.sight.target.to_string());
                 renamed = true;
             }
         };
@@ -186,12 +173,7 @@ impl Intercept for Touches {
         "PullTouches"
     }
 
-    fn read_before_serialization(
-        &self,
-        ctx: &BeforeSerializationInterceptorContextRef<'_>,
-        _rc: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
+    fn read_before_serialization(&self, ctx: InputRef, _: &Runtime, cfg: &mut Bag) -> Hook {
         if let Some(touch) = self.of(ctx.input()) {
             cfg.interceptor_state().store_put(touch);
         }
@@ -200,12 +182,7 @@ impl Intercept for Touches {
 
     /// Reads of the table are consistent while a move runs: a read just after a pull (its own, or
     /// another request's) must see the item where the pull put it.
-    fn modify_before_serialization(
-        &self,
-        ctx: &mut BeforeSerializationInterceptorContextMut<'_>,
-        _rc: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
+    fn modify_before_serialization(&self, ctx: InputMut, _: &Runtime, _: &mut Bag) -> Hook {
         let input = ctx.input_mut();
         if let Some(i) = input.downcast_mut::<GetItemInput>() {
             i.consistent_read = Some(true);
@@ -217,17 +194,12 @@ impl Intercept for Touches {
         Ok(())
     }
 
-    fn modify_before_signing(
-        &self,
-        ctx: &mut BeforeTransmitInterceptorContextMut<'_>,
-        _rc: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
+    fn modify_before_signing(&self, ctx: RequestMut, _: &Runtime, cfg: &mut Bag) -> Hook {
         if !self.moved_now() {
             return Ok(());
         }
         let request = ctx.request_mut();
-        if self.named != self.target {
+        if self.named != self.sight.target {
             let Some(bytes) = request.body().bytes() else {
                 return Err("a moving tenant's request has no body to send to the target".into());
             };
