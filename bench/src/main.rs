@@ -4,11 +4,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use integration::process::{json_output, start_function};
 use integration::routes::params;
 use integration::{event, onboard_at_max_limits as onboard, unique, Auth, Harness};
 use serde_json::{json, Value};
@@ -211,20 +211,9 @@ fn release_bin(name: &str) -> PathBuf {
 }
 
 fn spawn_function(bin: &str, table: &str, api: &str, dynamodb_url: &str) -> tokio::process::Child {
-    tokio::process::Command::new(release_bin(bin))
-        .env_clear()
-        .envs(integration::runtime_api::function_env(table, api, bin))
-        .env("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_url)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot start {}: {e} (scripts/bench.sh builds it)",
-                release_bin(bin).display()
-            )
-        })
+    let mut env = integration::runtime_api::function_env(table, api, bin);
+    env.push(("AWS_ENDPOINT_URL_DYNAMODB".into(), dynamodb_url.into()));
+    start_function(&release_bin(bin), env, "scripts/bench.sh builds it")
 }
 
 fn rss_kb(pid: u32) -> Option<u64> {
@@ -836,30 +825,25 @@ async fn latency_figures(
         .unwrap();
         let policy_file = std::env::temp_dir().join(format!("{st}-policy.json"));
         std::fs::write(&policy_file, &policy).unwrap();
-        let out = tokio::process::Command::new(&python)
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/baseline/query_tenant_products.py"
-            ))
-            .args([
-                &h.table,
-                st,
-                &shards.to_string(),
-                "100",
-                "3",
-                ROLE_ARN,
-                policy_file.to_str().unwrap(),
-            ])
-            .env("AWS_ENDPOINT_URL_DYNAMODB", &target.dynamodb_url)
-            .output()
-            .await
-            .expect("python3 runs the baseline");
-        assert!(
-            out.status.success(),
-            "python baseline failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let py: Value = serde_json::from_slice(&out.stdout).expect("baseline prints JSON");
+        let py = json_output(
+            tokio::process::Command::new(&python)
+                .arg(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/baseline/query_tenant_products.py"
+                ))
+                .args([
+                    &h.table,
+                    st,
+                    &shards.to_string(),
+                    "100",
+                    "3",
+                    ROLE_ARN,
+                    policy_file.to_str().unwrap(),
+                ])
+                .env("AWS_ENDPOINT_URL_DYNAMODB", &target.dynamodb_url),
+            "the python baseline",
+        )
+        .await;
         assert_eq!(
             py["items"], 2000,
             "the baseline must walk the same 2,000 items"

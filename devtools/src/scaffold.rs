@@ -689,8 +689,8 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
 }
 "#;
 
-/// What every scaffolded test shares: the @NAME@ as the shared read finds it, the requests
-/// routes.yaml declares, and a re-sharding stepped to its end.
+/// What every scaffolded test shares: the @NAME@ as the shared read finds it, a call checked
+/// against the requests routes.yaml declares, and a re-sharding stepped to its end.
 const TEST_COMMON: &str = r#"const BIN: &str = "@BIN@";
 
 /// The @NAME@ `id` as the shared read finds it (wherever the tenant's layout has it), as JSON.
@@ -704,20 +704,25 @@ async fn stored(h: &Harness, tenant: &str, id: &str) -> Option<Value> {
     item.map(|i| stored_view(i).expect("its view"))
 }
 
-/// What the route sent since `h.requests.reset()`, and what routes.yaml declares (4 shards).
-fn sent_as_declared(h: &Harness) -> (BTreeMap<String, u32>, BTreeMap<String, u32>) {
+/// The route's answer to `call`, which must be `status`, after it sent the DynamoDB requests
+/// routes.yaml declares (4 shards): counted from when `call` is awaited, so it may be made before.
+async fn as_declared(h: &Harness, status: u16, call: impl Future<Output = Resp>) -> Resp {
+    h.requests.reset();
+    let r = call.await;
     let declared = route_table()
         .function(BIN)
         .and_then(|f| f.doc.as_ref())
         .map(|d| d.requests.expected(4))
         .unwrap_or_default();
-    let sent = h
+    let sent: BTreeMap<String, u32> = h
         .requests
         .by_operation()
         .into_iter()
         .map(|(op, n)| (op, n as u32))
         .collect();
-    (sent, declared)
+    assert_eq!(r.status, status, "{}", r.body);
+    assert_eq!(sent, declared, "{BIN}: sent, and declared in routes.yaml");
+    r
 }
 
 /// A re-sharding of a tenant from 4 shards to 16, one phase at a time: started, writes moved, each
@@ -771,10 +776,11 @@ impl<'a> Resharding<'a> {
 }"#;
 
 const TEST_USES: &str = r#"use std::collections::BTreeMap;
+use std::future::Future;
 
 use integration::fixtures::arrange;
 use integration::routes::route_table;
-use integration::{Auth, Harness};
+use integration::{Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{kind, sharded_entity_key};
@@ -826,13 +832,9 @@ const GET_TEST: TestTemplate = TestTemplate {
 //! re-sharding of its tenant."#,
     test: "reads_the_@NAME@_where_it_was_written_through_a_resharding",
     when: r#"    // WHEN the route reads it
-    h.requests.reset();
-    let r = me.@MODULE@(id).await;
+    let r = as_declared(&h, 200, me.@MODULE@(id)).await;
     // THEN 200 with the @NAME@ the shared read finds, in the DynamoDB requests routes.yaml declares
-    let (sent, declared) = sent_as_declared(&h);
-    assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(Some(&r.body), stored(&h, tenant, id).await.as_ref());
-    assert_eq!(sent, declared, "{BIN}: sent, and declared in routes.yaml");
     // AND while the tenant is re-sharded to 16 shards, at every phase, it reads the same @NAME@
     let mut resharding = Resharding::of(&h, tenant);
     while let Some(phase) = resharding.next().await {
@@ -854,13 +856,9 @@ const LIST_TEST: TestTemplate = TestTemplate {
     when: r#"    let want = json!([stored(&h, tenant, id).await.expect("the @NAME@")]);
     let me = me.query(&[("limit", "25")]);
     // WHEN the route lists the tenant's @NAME@s
-    h.requests.reset();
-    let r = me.@MODULE@().await;
+    let r = as_declared(&h, 200, me.@MODULE@()).await;
     // THEN 200 with it, once, in the DynamoDB requests routes.yaml declares
-    let (sent, declared) = sent_as_declared(&h);
-    assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["items"], want, "{}", r.body);
-    assert_eq!(sent, declared, "{BIN}: sent, and declared in routes.yaml");
     // AND while the tenant is re-sharded to 16 shards, at every phase, it lists it once
     let mut resharding = Resharding::of(&h, tenant);
     while let Some(phase) = resharding.next().await {
@@ -877,15 +875,11 @@ const SET_TEST: TestTemplate = TestTemplate {
 //! reads find it, before, during and after a re-sharding of its tenant."#,
     test: "writes_where_reads_find_it_through_a_resharding",
     when: r#"    // WHEN the route sets a field on it
-    h.requests.reset();
-    let r = me.@MODULE@(id, json!({"@FIELD@": "v0"})).await;
+    let r = as_declared(&h, 200, me.@MODULE@(id, json!({"@FIELD@": "v0"}))).await;
     // THEN 200 with the @NAME@ as the shared read finds it, the field set, in the DynamoDB requests
     // routes.yaml declares
-    let (sent, declared) = sent_as_declared(&h);
-    assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["@FIELD@"], "v0", "{}", r.body);
     assert_eq!(Some(&r.body), stored(&h, tenant, id).await.as_ref());
-    assert_eq!(sent, declared, "{BIN}: sent, and declared in routes.yaml");
 @OWN_GET@
     // AND while the tenant is re-sharded to 16 shards, a write at every phase lands where reads find it
     let mut resharding = Resharding::of(&h, tenant);
@@ -912,13 +906,9 @@ const DELETE_TEST: TestTemplate = TestTemplate {
 //! after a re-sharding of its tenant."#,
     test: "deletes_the_@NAME@_wherever_it_is_through_a_resharding",
     when: r#"    // WHEN the route deletes it
-    h.requests.reset();
-    let r = me.@MODULE@(id).await;
+    as_declared(&h, 204, me.@MODULE@(id)).await;
     // THEN 204, and the shared read finds nothing, in the DynamoDB requests routes.yaml declares
-    let (sent, declared) = sent_as_declared(&h);
-    assert_eq!(r.status, 204, "{}", r.body);
     assert_eq!(stored(&h, tenant, id).await, None);
-    assert_eq!(sent, declared, "{BIN}: sent, and declared in routes.yaml");
     // AND a second delete is 404
     let again = me.@MODULE@(id).await;
     assert_eq!(again.status, 404, "{}", again.body);

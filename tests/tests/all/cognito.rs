@@ -15,6 +15,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use base64::Engine;
+use integration::process::{json_output, start_function};
 use integration::routes::params;
 use integration::runtime_api::{function_env, RuntimeApi};
 use integration::{onboard, unique, Auth, Harness};
@@ -169,19 +170,11 @@ async fn start_trigger() -> (std::sync::Arc<RuntimeApi>, tokio::process::Child) 
         .map(PathBuf::from)
         .unwrap_or_else(|_| repo().join("target"));
     let bin = target.join("debug").join("pre-token-generation");
-    let process = tokio::process::Command::new(&bin)
-        .env_clear()
-        .envs(function_env("unused", &api.addr, "pre-token-generation"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot start {}: {e} (scripts/test.sh builds it: cargo build -p tenants --bin pre-token-generation)",
-                bin.display()
-            )
-        });
+    let process = start_function(
+        &bin,
+        function_env("unused", &api.addr, "pre-token-generation"),
+        "scripts/test.sh builds it: cargo build -p tenants --bin pre-token-generation",
+    );
     (api, process)
 }
 
@@ -231,18 +224,13 @@ async fn start_cognito(trigger_api: &str) -> (String, tokio::process::Child) {
 
 /// The pool, its users and their tokens (scripts/cognito_tokens.py).
 async fn sign_everyone_in(endpoint: &str) -> Value {
-    let out = tokio::process::Command::new(repo().join(".tools/venv/bin/python"))
-        .arg(repo().join("scripts/cognito_tokens.py"))
-        .args([endpoint, "https://localhost/callback"])
-        .output()
-        .await
-        .expect("run scripts/cognito_tokens.py with .tools/venv (scripts/test.sh makes it)");
-    assert!(
-        out.status.success(),
-        "cognito_tokens.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("cognito_tokens.py prints JSON")
+    json_output(
+        tokio::process::Command::new(repo().join(".tools/venv/bin/python"))
+            .arg(repo().join("scripts/cognito_tokens.py"))
+            .args([endpoint, "https://localhost/callback"]),
+        "scripts/cognito_tokens.py (in .tools/venv, which scripts/test.sh makes)",
+    )
+    .await
 }
 
 fn payload(token: &str) -> Value {
