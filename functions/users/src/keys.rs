@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use shared::identity::ids::{EntityId, TenantId};
-use shared::identity::keys::{self, KeyShapeError, PK, SK};
+use shared::identity::keys::{self, KeyShapeError};
 
 use crate::values::{Date, Email, Month, TransferCode};
 
@@ -66,10 +66,7 @@ pub fn transfer_key(t: &TenantId, code: &TransferCode) -> String {
 
 /// A `{PK, SK}` key map.
 pub fn key(pk: String, sk: String) -> HashMap<String, AttributeValue> {
-    HashMap::from([
-        (PK.to_owned(), AttributeValue::S(pk)),
-        (SK.to_owned(), AttributeValue::S(sk)),
-    ])
+    keys::primary_key(pk, sk)
 }
 
 /// A key map whose PK and SK are both `value` (single-item entities).

@@ -244,17 +244,8 @@ pub fn decode_bounded(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn t(raw: &str) -> TenantId {
-        TenantId::parse(raw).unwrap()
-    }
-
-    fn key(pk: &str, sk: &str) -> Key {
-        Key::from([
-            (PK.into(), AttributeValue::S(pk.into())),
-            (SK.into(), AttributeValue::S(sk.into())),
-        ])
-    }
+    use crate::identity::fixtures::tenant as t;
+    use crate::identity::keys::primary_key;
 
     /// Whether `raw` is refused as `tenant`'s cursor of `route` (its key shape accepted).
     fn refused(keys: &CursorKeys, tenant: &str, route: &str, raw: &str) -> bool {
@@ -284,7 +275,7 @@ mod tests {
 
     #[test]
     fn a_cursor_round_trips_for_its_tenant_and_route() {
-        let k = key("TENANT#a#SESSION#1", "TENANT#a#CUSTOMER#c");
+        let k = primary_key("TENANT#a#SESSION#1", "TENANT#a#CUSTOMER#c");
         let c = encode(&keys(1, None), &t("a"), "r", &k);
         assert_eq!(
             decode(&keys(1, None), &t("a"), "r", &c, |_, _| true).unwrap(),
@@ -295,7 +286,7 @@ mod tests {
     #[test]
     fn another_tenant_route_shape_or_tampered_cursor_is_invalid() {
         let ks = keys(1, None);
-        let k = key("TENANT#a#SESSION#1", "TENANT#a#CUSTOMER#c");
+        let k = primary_key("TENANT#a#SESSION#1", "TENANT#a#CUSTOMER#c");
         let c = encode(&ks, &t("a"), "r", &k);
         assert!(refused(&ks, "b", "r", &c));
         assert!(refused(&ks, "a", "other", &c));
@@ -311,7 +302,7 @@ mod tests {
             &ks,
             &t("a"),
             "r",
-            &key("TENANT#b#SESSION#1", "TENANT#a#CUSTOMER#c"),
+            &primary_key("TENANT#b#SESSION#1", "TENANT#a#CUSTOMER#c"),
         );
         assert!(refused(&ks, "a", "r", &forged));
     }
@@ -320,7 +311,12 @@ mod tests {
     fn an_edited_cursor_that_still_parses_is_invalid() {
         // GIVEN a valid cursor, and the same envelope with another (well-formed) position
         let ks = keys(1, None);
-        let c = encode(&ks, &t("a"), "r", &key("TENANT#a#P#1", "TENANT#a#P#x"));
+        let c = encode(
+            &ks,
+            &t("a"),
+            "r",
+            &primary_key("TENANT#a#P#1", "TENANT#a#P#x"),
+        );
         let (_, signature) = c.split_once('.').unwrap();
         let edited = URL_SAFE_NO_PAD.encode(
             serde_json::json!({"v": 2, "t": "a", "r": "r", "k": {"PK": "TENANT#a#P#1", "SK": "TENANT#a#P#y"}})
@@ -335,7 +331,7 @@ mod tests {
 
     #[test]
     fn a_rotation_keeps_cursors_in_flight_and_drops_them_once_the_old_key_is_retired() {
-        let k = key("TENANT#a#P#1", "TENANT#a#P#x");
+        let k = primary_key("TENANT#a#P#1", "TENANT#a#P#x");
         let before = encode(&keys(1, None), &t("a"), "r", &k);
         // during the rotation: new key current, old key previous
         assert_eq!(
@@ -352,9 +348,9 @@ mod tests {
     fn the_longest_cursor_this_api_makes_fits_the_limit() {
         let t = t(&"t".repeat(64));
         let id = "i".repeat(128);
-        let k = key(
-            &format!("TENANT#{t}#DEPARTMENT#{id}#MEMBERS"),
-            &format!("TENANT#{t}#ORDERDATE#2026-12-31#{id}"),
+        let k = primary_key(
+            format!("TENANT#{t}#DEPARTMENT#{id}#MEMBERS"),
+            format!("TENANT#{t}#ORDERDATE#2026-12-31#{id}"),
         );
         let c = encode(
             &keys(1, None),

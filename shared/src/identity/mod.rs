@@ -4,6 +4,8 @@
 pub mod clock;
 pub mod cursor;
 pub mod entities;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod ids;
 pub mod keys;
 pub mod sealing;

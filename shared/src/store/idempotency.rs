@@ -165,10 +165,11 @@ impl Idempotency<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::fixtures::acme;
 
     #[test]
     fn golden_record_key_and_fingerprint() {
-        let t = TenantId::parse("acme").unwrap();
+        let t = acme();
         let k = IdempotencyKey::parse("order-2026-11-22_a").unwrap();
         assert!(record_key(&t, "create-order", &k).ends_with("#create-order#order-2026-11-22_a"));
         let a = fingerprint(

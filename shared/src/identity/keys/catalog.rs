@@ -34,10 +34,11 @@ pub fn catalog_key(tenant: &TenantId, pk: &str) -> Option<String> {
 #[cfg(test)]
 mod catalog_tests {
     use super::*;
+    use crate::identity::fixtures::acme;
 
     #[test]
     fn id_named_partitions_get_a_catalog_entry_and_fixed_ones_none() {
-        let t = TenantId::parse("acme").unwrap();
+        let t = acme();
         // GIVEN a partition named by an id, WHEN its catalog value is built, THEN it is stable golden
         assert_eq!(
             catalog_key(

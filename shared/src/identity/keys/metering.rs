@@ -58,10 +58,11 @@ pub fn idempotency_record_key(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::fixtures::acme;
 
     #[test]
     fn golden_metering_keys() {
-        let t = TenantId::parse("acme").unwrap();
+        let t = acme();
         assert_eq!(usage_counter_pk(&t, 3), "TENANT#acme#USAGE#3");
         assert_eq!(
             usage_counter_sk(&t, "2026-11-21", "get-product", 3),

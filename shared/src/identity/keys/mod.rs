@@ -36,16 +36,19 @@ impl ItemKey {
 
     /// The key as DynamoDB takes it.
     pub fn to_key(&self) -> Key {
-        use aws_sdk_dynamodb::types::AttributeValue::S;
-        Key::from([
-            (PK.to_owned(), S(self.pk.clone())),
-            (SK.to_owned(), S(self.sk.clone())),
-        ])
+        primary_key(self.pk.clone(), self.sk.clone())
     }
 }
 
 /// A DynamoDB key (or `LastEvaluatedKey`): attribute name → value.
 pub type Key = std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>;
+
+/// The table key (`PK`, `SK`) with these values: what names one item in a request, or starts an
+/// item that is built attribute by attribute.
+pub fn primary_key(pk: impl Into<String>, sk: impl Into<String>) -> Key {
+    use aws_sdk_dynamodb::types::AttributeValue::S;
+    Key::from([(PK.to_owned(), S(pk.into())), (SK.to_owned(), S(sk.into()))])
+}
 
 /// The table key (`PK`, `SK`) of `item` as it is, whatever their type: what names it in a GetItem
 /// or a Delete, or starts a Query after it.

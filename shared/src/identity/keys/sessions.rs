@@ -48,10 +48,7 @@ pub fn parse_child_sk(tenant: &TenantId, value: &str) -> Result<SessionId, KeySh
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn t(raw: &str) -> TenantId {
-        TenantId::parse(raw).unwrap()
-    }
+    use crate::identity::fixtures::{id, tenant as t};
 
     fn sid() -> SessionId {
         SessionId::parse("0190f1b2-3c4d-7e5f-8a6b-7c8d9e0f1a2b").unwrap()
@@ -66,7 +63,7 @@ mod tests {
             "TENANT#acme#SESSION#0190f1b2-3c4d-7e5f-8a6b-7c8d9e0f1a2b"
         );
         assert_eq!(
-            customer_sk(&acme, &EntityId::parse("cust-42").unwrap()),
+            customer_sk(&acme, &id("cust-42")),
             "TENANT#acme#CUSTOMER#cust-42"
         );
         assert_eq!(
@@ -84,7 +81,7 @@ mod tests {
             Ok(sid())
         );
         assert_eq!(parse_child_sk(&acme, &child_sk(&acme, &sid())), Ok(sid()));
-        let cust = EntityId::parse("c1").unwrap();
+        let cust = id("c1");
         assert_eq!(
             parse_customer_sk(&acme, &customer_sk(&acme, &cust)),
             Ok(cust)

@@ -80,21 +80,20 @@ pub fn department_members_pk(tenant: &TenantId, department: &EntityId) -> String
 #[cfg(test)]
 mod sharded_key_tests {
     use super::*;
+    use crate::identity::fixtures::{acme, id, tenant};
 
     #[test]
     fn golden_deletion_key_is_outside_the_product_listing_and_catalogued() {
-        let acme = TenantId::parse("acme").unwrap();
-        let p = EntityId::parse("sku-1").unwrap();
-        let key = deletion_key(&acme, kind::PRODUCT, &p);
+        let key = deletion_key(&acme(), kind::PRODUCT, &id("sku-1"));
         assert_eq!(key, "TENANT#acme#DELETED#PRODUCT#sku-1");
-        assert!(!key.starts_with(&entity_sk_prefix(&acme, kind::PRODUCT)));
-        assert!(catalog_key(&acme, &key).is_some());
+        assert!(!key.starts_with(&entity_sk_prefix(&acme(), kind::PRODUCT)));
+        assert!(catalog_key(&acme(), &key).is_some());
     }
 
     #[test]
     fn golden_import_keys() {
-        let acme = TenantId::parse("acme").unwrap();
-        let import = EntityId::parse("0f3c").unwrap();
+        let acme = acme();
+        let import = id("0f3c");
         assert_eq!(import_key(&acme, &import), "TENANT#acme#IMPORT#0f3c");
         assert_eq!(
             import_item_sk(&acme, &import, 7),
@@ -123,13 +122,13 @@ mod sharded_key_tests {
 
     #[test]
     fn golden_sharded_keys() {
-        let t = TenantId::parse("acme").unwrap();
-        let p = EntityId::parse("sku-1").unwrap();
+        let t = acme();
+        let p = id("sku-1");
         assert_eq!(tenant_record_key(&t), "TENANT#acme#TENANT");
         assert_eq!(catalog_shard_key(&t, 15), "TENANT#acme#CATALOG#15");
         assert_eq!(lifecycle_drive_pk(), "TENANT#_platform#DRIVE");
         assert_eq!(lifecycle_drive_sk(&t), "TENANT#_platform#DRIVE#acme");
-        let gone = TenantId::parse("gone").unwrap();
+        let gone = tenant("gone");
         assert_eq!(
             offboarding_reports_pk(&gone),
             "TENANT#_platform#OFFBOARDED#gone"

@@ -85,14 +85,11 @@ pub fn integration_key(tenant: &TenantId, service: &EntityId) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn id(raw: &str) -> EntityId {
-        EntityId::parse(raw).unwrap()
-    }
+    use crate::identity::fixtures::{acme, id};
 
     #[test]
     fn golden_user_keys() {
-        let t = TenantId::parse("acme").unwrap();
+        let t = acme();
         assert_eq!(user_key(&t, &id("u-1")), "TENANT#acme#USER#u-1");
         assert_eq!(
             email_key(&t, "ada.l+x@example.com"),

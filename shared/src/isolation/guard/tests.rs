@@ -1,55 +1,43 @@
 use super::*;
 use crate::identity::entities::{spaces, PRODUCT, PRODUCTS, SESSION, USER};
+use crate::identity::fixtures::{acme, tenant as t};
 use crate::identity::keys::{
-    catalog_shard_key, import_due_shard_pk, kind, lifecycle_drive_pk, raw_key, tenant_record_key,
-    usage_counter_pk, KeySpace,
+    catalog_shard_key, import_due_shard_pk, kind, lifecycle_drive_pk, primary_key, raw_key,
+    tenant_record_key, usage_counter_pk, KeySpace,
 };
-
-fn t(raw: &str) -> TenantId {
-    TenantId::parse(raw).unwrap()
-}
 
 /// Session `1` (its `PK` of tenant `pk_tenant`) under customer `c` (its `SK` of tenant `sk_tenant`).
 fn session_of(pk_tenant: &str, sk_tenant: &str) -> Item {
-    key(
-        &SESSION.key(&t(pk_tenant), 1),
-        &spaces::CUSTOMER.key(&t(sk_tenant), "c"),
+    primary_key(
+        SESSION.key(&t(pk_tenant), 1),
+        spaces::CUSTOMER.key(&t(sk_tenant), "c"),
     )
 }
 
-fn key(pk: &str, sk: &str) -> Item {
-    HashMap::from([
-        (PK.to_string(), AttributeValue::S(pk.into())),
-        (SK.to_string(), AttributeValue::S(sk.into())),
-    ])
-}
-
 #[test]
-fn keys_of_the_own_tenant_pass() {
-    let k = session_of("a", "a");
-    assert!(check(&t("a"), "GetItem", &[Carried::KeyOrItem(&k)]).is_ok());
+fn keys_pass_only_when_both_are_the_own_tenants() {
+    // The sort key counts too, because it is GSI1's partition key.
+    for (operation, sk_tenant, passes) in [("GetItem", "a", true), ("PutItem", "b", false)] {
+        let k = session_of("a", sk_tenant);
+        let checked = check(&t("a"), operation, &[Carried::KeyOrItem(&k)]);
+        assert_eq!(checked.is_ok(), passes, "{operation}, SK of {sk_tenant}");
+    }
 }
 
 #[test]
 fn delimiter_corner_cases_are_refused() {
     for other in ["a-b", "a_", "A", "ab"] {
-        let k = key(&raw_key(other, "X#1"), &raw_key(other, "Y#1"));
+        let k = primary_key(raw_key(other, "X#1"), raw_key(other, "Y#1"));
         assert!(
             check(&t("a"), "GetItem", &[Carried::KeyOrItem(&k)]).is_err(),
             "{other}"
         );
     }
-    let forged = key(
+    let forged = primary_key(
         tenant_prefix(&t("a")).trim_end_matches('#'),
-        &raw_key("a", "x"),
+        raw_key("a", "x"),
     );
     assert!(check(&t("a"), "GetItem", &[Carried::KeyOrItem(&forged)]).is_err());
-}
-
-#[test]
-fn sort_key_counts_because_it_is_gsi1s_partition_key() {
-    let k = session_of("a", "b");
-    assert!(check(&t("a"), "PutItem", &[Carried::KeyOrItem(&k)]).is_err());
 }
 
 #[test]
@@ -110,7 +98,7 @@ fn the_record_reader_reads_tenant_records_and_nothing_else() {
         Input::erase(
             GetItemInput::builder()
                 .table_name("t")
-                .set_key(Some(key(pk, sk)))
+                .set_key(Some(primary_key(pk, sk)))
                 .build()
                 .unwrap(),
         )
@@ -133,7 +121,7 @@ fn the_record_reader_reads_tenant_records_and_nothing_else() {
     let put = Input::erase(
         PutItemInput::builder()
             .table_name("t")
-            .set_item(Some(key(&record, &record)))
+            .set_item(Some(primary_key(&record, &record)))
             .build()
             .unwrap(),
     );
@@ -172,9 +160,9 @@ fn the_report_reader_queries_one_tenant_ids_reports_and_nothing_else() {
     // AND so is the right partition on an index, from a start key, or beside a second value
     let pk = &offboarding_reports_pk(&acme);
     assert!(!allowed(query(pk).index_name("GSI1")));
-    assert!(!allowed(
-        query(pk).set_exclusive_start_key(Some(key(pk, &format!("{pk}#1"))))
-    ));
+    assert!(!allowed(query(pk).set_exclusive_start_key(Some(
+        primary_key(pk, format!("{pk}#1"))
+    ))));
     assert!(!allowed(
         query(pk)
             .key_condition_expression("#pk = :pk AND begins_with(SK, :sk)")
@@ -183,7 +171,7 @@ fn the_report_reader_queries_one_tenant_ids_reports_and_nothing_else() {
     // AND any other operation on the partition
     let get = GetItemInput::builder()
         .table_name("t")
-        .set_key(Some(key(pk, pk)))
+        .set_key(Some(primary_key(pk, pk)))
         .build()
         .unwrap();
     assert!(check_report_read(&Input::erase(get)).is_err());
@@ -229,7 +217,7 @@ fn a_moving_tenant_reaches_both_of_its_tables_and_no_third() {
     use aws_sdk_dynamodb::operation::get_item::GetItemInput;
     use aws_smithy_runtime_api::client::interceptors::context::Input;
     // GIVEN a tenant moving from the pool into its own table
-    let tenant = TenantId::parse("acme").unwrap();
+    let tenant = acme();
     let tables = TenantTables::own("pool-tenant-acme", "pool").with_move(Moving {
         other: std::sync::Arc::from("pool"),
         pull: true,

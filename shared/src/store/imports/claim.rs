@@ -2,13 +2,13 @@
 
 use super::*;
 use crate::identity::ids::{EntityId, TenantId};
-use crate::identity::keys::{import_item_sk, import_key, EXPIRES_AT};
+use crate::identity::keys::{import_item_sk, import_key, primary_key, EXPIRES_AT};
 use crate::store::client::error::StoreError;
 use crate::store::client::items::{enlist, get_item_consistent};
 use crate::store::client::query::{put_unless_live, string_attr, u64_attr};
 use crate::store::client::scoped::TenantDb;
 use crate::store::client::transact::TransactError;
-use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 
 /// When an import accepted at `created_at_ms` must be final ([`FINAL_WITHIN_SECONDS`]).
 pub fn due_at_ms(created_at_ms: u64) -> u64 {
@@ -26,7 +26,7 @@ pub async fn claim(
 ) -> Result<Claim, StoreError> {
     let pk = import_key(tenant, import);
     let now_seconds = new.created_at_ms / 1000;
-    let mut item = key(&pk, &pk);
+    let mut item = primary_key(&pk, &pk);
     item.extend([
         ("kind".to_owned(), AttributeValue::S("IMPORT".into())),
         ("tenantId".to_owned(), AttributeValue::S(tenant.to_string())),
@@ -66,7 +66,7 @@ pub async fn claim(
     if put_unless_live(db, item, now_seconds).await? {
         return Ok(Claim::New);
     }
-    let Some(existing) = get_item_consistent(db, key(&pk, &pk))
+    let Some(existing) = get_item_consistent(db, primary_key(&pk, &pk))
         .await?
         .filter(|e| crate::store::client::query::is_live(e, now_seconds))
     else {
@@ -97,7 +97,7 @@ pub async fn mark_enqueued(
     let pk = import_key(tenant, import);
     let update = Update::builder()
         .table_name(&*db.table)
-        .set_key(Some(key(&pk, &pk)))
+        .set_key(Some(primary_key(&pk, &pk)))
         .update_expression("SET #state = :queued")
         .condition_expression("#fingerprint = :fingerprint AND attribute_not_exists(#closed)")
         .expression_attribute_names("#state", STATE)
@@ -136,9 +136,9 @@ pub fn marker(
         created_at_ms,
     } = *of;
     let tenant = &db.tenant;
-    let mut item = key(
-        &import_key(tenant, import),
-        &import_item_sk(tenant, import, index),
+    let mut item = primary_key(
+        import_key(tenant, import),
+        import_item_sk(tenant, import, index),
     );
     item.insert(
         OUTCOME.to_owned(),
@@ -147,14 +147,7 @@ pub fn marker(
     if let Outcome::Failed(reason) = outcome {
         item.insert(REASON.to_owned(), AttributeValue::S(reason.as_str().into()));
     }
-    item.insert(
-        EXPIRES_AT.to_owned(),
-        AttributeValue::N((created_at_ms / 1000 + RETENTION_SECONDS).to_string()),
-    );
-    enlist(tenant, &mut item);
-    let put = Put::builder()
-        .table_name(&*db.table)
-        .set_item(Some(item))
+    let put = retained_put(db, tenant, item, created_at_ms)
         .condition_expression("attribute_not_exists(PK) OR #exp <= :now")
         .expression_attribute_names("#exp", EXPIRES_AT)
         .expression_attribute_values(":now", AttributeValue::N(now_seconds.to_string()))

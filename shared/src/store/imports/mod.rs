@@ -20,10 +20,12 @@
 //! absent before TTL has removed it, so an `Idempotency-Key` reused after that names a new import.
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::builders::PutBuilder;
+use aws_sdk_dynamodb::types::{AttributeValue, Put};
 
 use crate::identity::ids::{EntityId, TenantId};
-use crate::identity::keys::{import_key, PK, SK};
+use crate::identity::keys::{import_key, EXPIRES_AT};
+use crate::store::client::items::enlist;
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
 
@@ -169,11 +171,16 @@ fn record_update(
         .expression_attribute_values(":created", AttributeValue::N(created_at_ms.to_string()))
 }
 
-fn key(pk: &str, sk: &str) -> Item {
-    Item::from([
-        (PK.to_owned(), AttributeValue::S(pk.to_owned())),
-        (SK.to_owned(), AttributeValue::S(sk.to_owned())),
-    ])
+/// A transaction's Put of `item`, an item of `tenant` that the import machinery keeps as long as
+/// an import accepted at `since_ms` may have messages ([`RETENTION_SECONDS`]), in the tenant's
+/// catalog; its condition is the caller's.
+fn retained_put(db: &TenantDb, tenant: &TenantId, mut item: Item, since_ms: u64) -> PutBuilder {
+    item.insert(
+        EXPIRES_AT.to_owned(),
+        AttributeValue::N((since_ms / 1000 + RETENTION_SECONDS).to_string()),
+    );
+    enlist(tenant, &mut item);
+    Put::builder().table_name(&*db.table).set_item(Some(item))
 }
 
 /// A new import's record, as [`claim`] writes it.

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::identity::ids::{EntityId, TenantId};
-use crate::identity::keys::{import_item_sk_prefix, import_key, EXPIRES_AT, SK};
+use crate::identity::keys::{import_item_sk_prefix, import_key, primary_key, EXPIRES_AT, SK};
 use crate::store::client::error::StoreError;
 use crate::store::client::items::get_item_consistent;
 use crate::store::client::query::{string_attr, u64_attr, Item};
@@ -17,7 +17,7 @@ pub(super) async fn read_import(
     now_seconds: u64,
 ) -> Result<Option<(Item, std::collections::HashMap<String, Outcome>)>, StoreError> {
     let pk = import_key(tenant, import);
-    let Some(record) = get_item_consistent(db, key(&pk, &pk))
+    let Some(record) = get_item_consistent(db, primary_key(&pk, &pk))
         .await?
         .filter(|r| crate::store::client::query::is_live(r, now_seconds))
     else {

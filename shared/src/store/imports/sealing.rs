@@ -1,9 +1,8 @@
 //! The tenant's import sealing key: created once, read by the consumer.
 
 use super::open::OPEN_IMPORTS;
-use super::*;
 use crate::identity::ids::TenantId;
-use crate::identity::keys::import_sealing_key;
+use crate::identity::keys::{import_sealing_key, primary_key};
 use crate::identity::sealing;
 use crate::store::client::error::StoreError;
 use crate::store::client::items::{enlist, get_item_consistent};
@@ -26,7 +25,7 @@ async fn read_sealing_item(
     tenant: &TenantId,
 ) -> Result<Option<SealingItem>, StoreError> {
     let pk = import_sealing_key(tenant);
-    let Some(item) = get_item_consistent(db, key(&pk, &pk)).await? else {
+    let Some(item) = get_item_consistent(db, primary_key(&pk, &pk)).await? else {
         return Ok(None);
     };
     let key = item
@@ -58,7 +57,7 @@ pub async fn ensure_sealing_item(
     }
     let fresh = sealing::new_key().map_err(|e| StoreError::Internal(e.to_string()))?;
     let pk = import_sealing_key(tenant);
-    let mut item: Item = key(&pk, &pk);
+    let mut item: Item = primary_key(&pk, &pk);
     item.insert(
         SEALING_KEY.to_owned(),
         AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(fresh.to_vec())),

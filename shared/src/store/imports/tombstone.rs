@@ -2,12 +2,10 @@
 
 use super::*;
 use crate::identity::ids::{EntityId, TenantId};
-use crate::identity::keys::{deletion_key, EXPIRES_AT, PK, SK};
+use crate::identity::keys::{deletion_key, primary_key};
 use crate::store::client::error::StoreError;
-use crate::store::client::items::enlist;
-use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
-use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 
 /// The attribute of a tombstone: when the entity was deleted, epoch milliseconds.
 pub(super) const DELETED_AT_MS: &str = "deletedAtMs";
@@ -24,24 +22,12 @@ pub fn tombstone(
     deleted_at_ms: u64,
 ) -> Result<TransactWriteItem, StoreError> {
     let key = deletion_key(tenant, kind, id);
-    let mut item: Item = [
-        (PK.to_owned(), AttributeValue::S(key.clone())),
-        (SK.to_owned(), AttributeValue::S(key)),
-        (
-            DELETED_AT_MS.to_owned(),
-            AttributeValue::N(deleted_at_ms.to_string()),
-        ),
-        (
-            EXPIRES_AT.to_owned(),
-            AttributeValue::N((deleted_at_ms / 1000 + RETENTION_SECONDS).to_string()),
-        ),
-    ]
-    .into();
-    enlist(tenant, &mut item);
-    let put = Put::builder()
-        .table_name(&*db.table)
-        .set_item(Some(item))
-        .build()?;
+    let mut item = primary_key(key.clone(), key);
+    item.insert(
+        DELETED_AT_MS.to_owned(),
+        AttributeValue::N(deleted_at_ms.to_string()),
+    );
+    let put = retained_put(db, tenant, item, deleted_at_ms).build()?;
     Ok(TransactWriteItem::builder().put(put).build())
 }
 
@@ -57,8 +43,7 @@ pub fn not_deleted_since(
     let key = deletion_key(tenant, kind, id);
     let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
         .table_name(&*db.table)
-        .key(PK, AttributeValue::S(key.clone()))
-        .key(SK, AttributeValue::S(key))
+        .set_key(Some(primary_key(key.clone(), key)))
         .condition_expression("attribute_not_exists(PK) OR #deleted < :since")
         .expression_attribute_names("#deleted", DELETED_AT_MS)
         .expression_attribute_values(":since", AttributeValue::N(since_ms.to_string()))

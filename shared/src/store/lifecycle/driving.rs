@@ -199,12 +199,13 @@ pub fn fair_order(mut due: Vec<DueImport>) -> Vec<DueImport> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::fixtures;
 
     fn due(tenant: &str, at: u64) -> DueImport {
         DueImport {
             due_at_ms: at,
-            tenant: TenantId::parse(tenant).unwrap(),
-            import: EntityId::parse(&format!("i{at}")).unwrap(),
+            tenant: fixtures::tenant(tenant),
+            import: fixtures::id(&format!("i{at}")),
             created_at_ms: at,
         }
     }

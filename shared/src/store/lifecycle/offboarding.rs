@@ -322,12 +322,12 @@ fn string(item: &Item, name: &str) -> Result<String, StoreError> {
 mod tests {
     use super::*;
     use crate::identity::entities::PRODUCTS;
+    use crate::identity::fixtures::{acme, tenant};
     use crate::identity::keys::{usage_counter_pk, KeySpace};
 
     #[test]
     fn items_are_counted_by_kind_attribute_else_by_partition() {
-        let t = TenantId::parse("acme").unwrap();
-        let other = TenantId::parse("other").unwrap();
+        let t = acme();
         let item = |pairs: &[(&str, &str)]| -> Item {
             pairs
                 .iter()
@@ -346,7 +346,7 @@ mod tests {
             "USAGE"
         );
         assert_eq!(
-            kind_of(&t, &item(&[("PK", &usage_counter_pk(&other, 3))])),
+            kind_of(&t, &item(&[("PK", &usage_counter_pk(&tenant("other"), 3))])),
             "?"
         );
         assert_eq!(with_record(BTreeMap::new())["TENANT"], 1);

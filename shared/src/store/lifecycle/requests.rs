@@ -10,9 +10,10 @@
 //! ([`Claim::Busy`]) until the hold ends, then takes it over: it sends the held reply, or acts itself
 //! when the holder stopped before it had one. Entries expire after [`KEPT_SECONDS`].
 
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use crate::identity::keys::{control_request_sk, control_requests_pk, PK, SK};
+use crate::identity::keys::{control_request_sk, control_requests_pk, EXPIRES_AT, PK, SK};
 use crate::store::client::error::{written_unless_condition_failed, StoreError};
 use crate::store::client::query::{string_attr, u64_attr, Item};
 use crate::store::client::scoped::TenantDb;
@@ -84,7 +85,7 @@ pub async fn claim(
         .item(CLAIMED_AT_MS, AttributeValue::N(now_ms.to_string()))
         .item(FIRST_CLAIMED_AT_MS, AttributeValue::N(now_ms.to_string()))
         .item(
-            "expiresAt",
+            EXPIRES_AT,
             AttributeValue::N((now_ms / 1000 + KEPT_SECONDS).to_string()),
         )
         .condition_expression("attribute_not_exists(PK)")
@@ -112,14 +113,11 @@ pub async fn claim(
     if now_ms < held_since.saturating_add(hold_ms) {
         return Ok(Claim::Busy);
     }
-    let take = platform_db
-        .update_at(control_requests_pk(), control_request_sk(request.key))
+    let take = claim_update(platform_db, request.key, ":held", held_since)
         .update_expression("SET #at = :now")
         .condition_expression("#at = :held AND #state <> :answered")
-        .expression_attribute_names("#at", CLAIMED_AT_MS)
         .expression_attribute_names("#state", STATE)
         .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
-        .expression_attribute_values(":held", AttributeValue::N(held_since.to_string()))
         .expression_attribute_values(":answered", AttributeValue::S(ANSWERED.into()))
         .send()
         .await;
@@ -132,6 +130,32 @@ pub async fn claim(
         held_reply: string_attr(&entry, REPLY),
         taken_over: true,
     })
+}
+
+/// An UpdateItem of the entry of `key`; what it changes, and on what condition, is the caller's.
+fn entry_update(platform_db: &TenantDb, key: &str) -> UpdateItemFluentBuilder {
+    platform_db.update_at(control_requests_pk(), control_request_sk(key))
+}
+
+/// An UpdateItem of the entry of `key` while its claim is the one made at `claimed_at_ms`: the
+/// caller's condition compares the claim's time, `#at`, with `placeholder`.
+fn claim_update(
+    platform_db: &TenantDb,
+    key: &str,
+    placeholder: &str,
+    claimed_at_ms: u64,
+) -> UpdateItemFluentBuilder {
+    entry_update(platform_db, key)
+        .expression_attribute_names("#at", CLAIMED_AT_MS)
+        .expression_attribute_values(placeholder, AttributeValue::N(claimed_at_ms.to_string()))
+}
+
+/// An UpdateItem of `request`'s entry that adds its event to the events answered
+/// (`ADD #events :event` in the caller's expression).
+fn adding_event(platform_db: &TenantDb, request: Request<'_>) -> UpdateItemFluentBuilder {
+    entry_update(platform_db, request.key)
+        .expression_attribute_names("#events", EVENTS)
+        .expression_attribute_values(":event", AttributeValue::Ss(vec![request.event_id.into()]))
 }
 
 async fn read(platform_db: &TenantDb, key: &str) -> Result<Option<Item>, StoreError> {
@@ -154,12 +178,9 @@ async fn answered_before(
     let Some(reply) = string_attr(entry, REPLY) else {
         return Ok(Claim::Duplicate);
     };
-    let out = platform_db
-        .update_at(control_requests_pk(), control_request_sk(request.key))
+    let out = adding_event(platform_db, request)
         .update_expression("ADD #events :event")
         .condition_expression("NOT contains(#events, :id)")
-        .expression_attribute_names("#events", EVENTS)
-        .expression_attribute_values(":event", AttributeValue::Ss(vec![request.event_id.into()]))
         .expression_attribute_values(":id", AttributeValue::S(request.event_id.into()))
         .send()
         .await;
@@ -177,14 +198,11 @@ pub async fn hold_reply(
     claimed_at_ms: u64,
     reply: &str,
 ) -> Result<bool, StoreError> {
-    let out = platform_db
-        .update_at(control_requests_pk(), control_request_sk(key))
+    let out = claim_update(platform_db, key, ":mine", claimed_at_ms)
         .update_expression("SET #reply = :reply")
         .condition_expression("#at = :mine")
         .expression_attribute_names("#reply", REPLY)
-        .expression_attribute_names("#at", CLAIMED_AT_MS)
         .expression_attribute_values(":reply", AttributeValue::S(reply.to_owned()))
-        .expression_attribute_values(":mine", AttributeValue::N(claimed_at_ms.to_string()))
         .send()
         .await;
     written_unless_condition_failed(out)
@@ -192,14 +210,11 @@ pub async fn hold_reply(
 
 /// Marks `request` answered, for its event: no redelivery of that event sends the reply again.
 pub async fn mark_answered(platform_db: &TenantDb, request: Request<'_>) -> Result<(), StoreError> {
-    platform_db
-        .update_at(control_requests_pk(), control_request_sk(request.key))
+    adding_event(platform_db, request)
         .update_expression("SET #state = :answered ADD #events :event")
         .condition_expression("attribute_exists(PK)")
         .expression_attribute_names("#state", STATE)
-        .expression_attribute_names("#events", EVENTS)
         .expression_attribute_values(":answered", AttributeValue::S(ANSWERED.into()))
-        .expression_attribute_values(":event", AttributeValue::Ss(vec![request.event_id.into()]))
         .send()
         .await
         .map_err(StoreError::from_sdk)?;

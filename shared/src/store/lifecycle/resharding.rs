@@ -220,31 +220,25 @@ async fn update_conditioned(
 mod tests {
     use super::*;
     use crate::identity::entities::{EMPLOYEE, HR, PRODUCT, PRODUCTS};
-    use crate::identity::keys::KeySpace;
-
-    fn item(pk: &str, sk: &str) -> Item {
-        Item::from([
-            (PK.to_owned(), AttributeValue::S(pk.to_owned())),
-            (SK.to_owned(), AttributeValue::S(sk.to_owned())),
-        ])
-    }
+    use crate::identity::fixtures::{acme, tenant};
+    use crate::identity::keys::{primary_key, KeySpace};
 
     #[test]
     fn an_item_moves_to_its_shard_in_the_new_count_unless_it_is_there() {
-        let t = TenantId::parse("acme").unwrap();
+        let t = acme();
         // product-000042: shard 1 of 4, 5 of 16, 5 of 8 (computed independently).
-        let p = item(&PRODUCTS.key(&t, 1), &PRODUCT.key(&t, "product-000042"));
+        let p = primary_key(PRODUCTS.key(&t, 1), PRODUCT.key(&t, "product-000042"));
         assert_eq!(new_partition(&t, &p, 16), Some(PRODUCTS.key(&t, 5)));
         assert_eq!(new_partition(&t, &p, 4), None);
-        let e = item(&HR.key(&t, 0), &EMPLOYEE.key(&t, "emp-7"));
+        let e = primary_key(HR.key(&t, 0), EMPLOYEE.key(&t, "emp-7"));
         // emp-7 is on shard 13 of 16 (golden).
         assert_eq!(new_partition(&t, &e, 16), Some(HR.key(&t, 13)));
         // Another tenant's item, or no entity in the sort key: not moved.
-        let other = TenantId::parse("other").unwrap();
+        let other = tenant("other");
         assert_eq!(
             new_partition(
                 &t,
-                &item(&PRODUCTS.key(&other, 1), &PRODUCT.key(&other, "x")),
+                &primary_key(PRODUCTS.key(&other, 1), PRODUCT.key(&other, "x")),
                 16
             ),
             None
@@ -253,7 +247,7 @@ mod tests {
 
     #[test]
     fn the_walk_covers_products_then_hr_shards_of_the_old_count() {
-        let t = TenantId::parse("acme").unwrap();
+        let t = acme();
         let sources = sharded_sources(&t, 2);
         assert_eq!(
             sources,

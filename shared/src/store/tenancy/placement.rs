@@ -312,15 +312,16 @@ pub async fn delete_table(client: &Client, name: &str) -> Result<(), StoreError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::fixtures::{acme, tenant};
 
     #[test]
     fn an_own_table_is_named_under_the_pool_and_never_over_255_characters() {
-        let acme = TenantId::parse("acme").unwrap();
+        let acme = acme();
         assert_eq!(
             own_table_name("pooltable-dev", &acme).as_deref(),
             Some("pooltable-dev-tenant-acme")
         );
-        let longest = TenantId::parse(&"t".repeat(64)).unwrap();
+        let longest = tenant(&"t".repeat(64));
         assert!(own_table_name(&"p".repeat(183), &longest).is_some());
         assert_eq!(own_table_name(&"p".repeat(184), &longest), None);
     }

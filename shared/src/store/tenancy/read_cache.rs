@@ -150,12 +150,13 @@ fn sort_key(key: &Key) -> Option<String> {
 mod tests {
     use super::*;
     use crate::identity::entities::PRODUCTS;
+    use crate::identity::fixtures::tenant;
     use crate::identity::keys::KeySpace;
     use aws_sdk_dynamodb::types::AttributeValue;
 
     /// A key of partition `PRODUCT#1` of tenant `a`, with sort key `sk`.
     fn key(sk: &str) -> Key {
-        let a = TenantId::parse("a").unwrap();
+        let a = tenant("a");
         Key::from([
             ("PK".to_owned(), AttributeValue::S(PRODUCTS.key(&a, 1))),
             (SK.to_owned(), AttributeValue::S(sk.to_owned())),
@@ -164,7 +165,7 @@ mod tests {
 
     #[test]
     fn entries_live_for_the_bound_per_tenant_and_go_when_written() {
-        let (a, b) = (TenantId::parse("a").unwrap(), TenantId::parse("b").unwrap());
+        let (a, b) = (tenant("a"), tenant("b"));
         let item = Item::from([("v".to_owned(), AttributeValue::N("1".into()))]);
         // GIVEN a cache that is off: nothing is kept
         let cache = ReadCache::new(0);
@@ -185,7 +186,7 @@ mod tests {
 
     #[test]
     fn large_items_are_not_cached_and_the_total_stays_bounded() {
-        let a = TenantId::parse("a").unwrap();
+        let a = tenant("a");
         let cache = ReadCache::new(1000);
         let big = Item::from([(
             "doc".to_owned(),

@@ -194,10 +194,11 @@ pub async fn drop_scratch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::fixtures::acme;
 
     #[test]
     fn a_source_is_a_table_under_the_pools_name_and_the_restore_infix() {
-        let t = TenantId::parse("acme").unwrap();
+        let t = acme();
         let scratch = scratch_table("pooltable-dev", &t, 1_700_000_000_000);
         assert_eq!(scratch, "pooltable-dev-restore-acme-1700000000000");
         assert!(is_source_name("pooltable-dev", &scratch));

@@ -1,16 +1,13 @@
 use super::*;
 use crate::identity::entities::{HR, PRODUCTS, SESSION};
+use crate::identity::fixtures::{acme, tenant};
 use crate::identity::ids::SessionId;
 use crate::identity::keys::{quota_window_pk, session_pk, usage_counter_pk, KeySpace, Space};
-
-fn t() -> TenantId {
-    TenantId::parse("acme").unwrap()
-}
 
 #[test]
 fn golden_sources_fixed_partitions_then_the_catalog_then_the_record() {
     // GIVEN a tenant with 2 shards, WHEN its sources are listed with the record
-    let all = sources(&t(), 2, 8, RecordInWalk::Included);
+    let all = sources(&acme(), 2, 8, RecordInWalk::Included);
     // THEN products, HR, usage, quota windows, the 16 catalog partitions, the record
     let names: Vec<String> = all
         .iter()
@@ -23,34 +20,37 @@ fn golden_sources_fixed_partitions_then_the_catalog_then_the_record() {
     assert_eq!(
         names[..4],
         [
-            PRODUCTS.key(&t(), 0),
-            PRODUCTS.key(&t(), 1),
-            HR.key(&t(), 0),
-            HR.key(&t(), 1)
+            PRODUCTS.key(&acme(), 0),
+            PRODUCTS.key(&acme(), 1),
+            HR.key(&acme(), 0),
+            HR.key(&acme(), 1)
         ]
     );
-    assert_eq!(names[4], usage_counter_pk(&t(), 0));
-    assert_eq!(names[12], quota_window_pk(&t(), 0));
-    assert_eq!(names[20], format!("catalog {}", catalog_shard_key(&t(), 0)));
+    assert_eq!(names[4], usage_counter_pk(&acme(), 0));
+    assert_eq!(names[12], quota_window_pk(&acme(), 0));
+    assert_eq!(
+        names[20],
+        format!("catalog {}", catalog_shard_key(&acme(), 0))
+    );
     assert_eq!(
         names[35],
-        format!("catalog {}", catalog_shard_key(&t(), 15))
+        format!("catalog {}", catalog_shard_key(&acme(), 15))
     );
     assert_eq!(
         names.last().unwrap(),
-        &format!("record {}", tenant_record_key(&t()))
+        &format!("record {}", tenant_record_key(&acme()))
     );
     assert_eq!(names.len(), 37);
     // AND without the record, the same less the last
-    assert_eq!(sources(&t(), 2, 8, RecordInWalk::Excluded), all[..36]);
+    assert_eq!(sources(&acme(), 2, 8, RecordInWalk::Excluded), all[..36]);
 }
 
 #[test]
 fn a_position_names_its_source_and_a_foreign_one_is_refused() {
-    let all = sources(&t(), 4, 8, RecordInWalk::Included);
+    let all = sources(&acme(), 4, 8, RecordInWalk::Included);
     let at = |pk: &str| {
         source_of(
-            &t(),
+            &acme(),
             &all,
             &Position {
                 pk: pk.into(),
@@ -58,15 +58,15 @@ fn a_position_names_its_source_and_a_foreign_one_is_refused() {
             },
         )
     };
-    assert_eq!(at(&HR.key(&t(), 1)), Ok(5));
+    assert_eq!(at(&HR.key(&acme(), 1)), Ok(5));
     let id = SessionId::parse("0193a0b1-0000-7000-8000-000000000001").unwrap();
-    let session = &session_pk(&t(), &id);
-    let catalog = catalog_key(&t(), session).unwrap();
+    let session = &session_pk(&acme(), &id);
+    let catalog = catalog_key(&acme(), session).unwrap();
     assert_eq!(all[at(session).unwrap()], Source::Catalog(catalog));
-    assert_eq!(at(&tenant_record_key(&t())), Ok(all.len() - 1));
-    let other = TenantId::parse("other").unwrap();
+    assert_eq!(at(&tenant_record_key(&acme())), Ok(all.len() - 1));
+    let other = tenant("other");
     assert_eq!(at(&SESSION.key(&other, "x")), Err(UnknownPosition));
-    assert_eq!(at(&PRODUCTS.key(&t(), 9)), Err(UnknownPosition));
+    assert_eq!(at(&PRODUCTS.key(&acme(), 9)), Err(UnknownPosition));
 }
 
 #[test]
@@ -74,7 +74,7 @@ fn every_attribute_type_survives_dynamodb_json() {
     // GIVEN an item with every type
     let blob = aws_sdk_dynamodb::primitives::Blob::new(vec![0u8, 255, 7]);
     let item = Item::from([
-        ("PK".into(), AttributeValue::S(Space("X").key(&t(), 1))),
+        ("PK".into(), AttributeValue::S(Space("X").key(&acme(), 1))),
         ("n".into(), AttributeValue::N("-1.5e3".into())),
         ("b".into(), AttributeValue::B(blob.clone())),
         ("t".into(), AttributeValue::Bool(true)),

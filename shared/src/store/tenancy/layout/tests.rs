@@ -1,11 +1,7 @@
 use super::*;
 use crate::identity::entities::PRODUCTS;
-use crate::identity::ids::{EntityId, TenantId};
+use crate::identity::fixtures::{acme, id};
 use crate::identity::keys::{kind, sharded_entity_key, KeySpace};
-
-fn acme() -> TenantId {
-    TenantId::parse("acme").unwrap()
-}
 
 /// The product partition of shard `n`.
 fn shard(n: u32) -> String {
@@ -14,7 +10,7 @@ fn shard(n: u32) -> String {
 
 fn keys(layout: Layout) -> Keys {
     let t = acme();
-    let id = EntityId::parse("product-000042").unwrap();
+    let id = id("product-000042");
     Keys::of(layout, |n| {
         sharded_entity_key(&t, kind::PRODUCT, kind::PRODUCT, &id, n)
     })

@@ -1,13 +1,9 @@
 use super::*;
 use crate::identity::entities::{spaces, SESSION};
-use crate::identity::ids::TenantId;
+use crate::identity::fixtures::tenant as t;
 use crate::identity::keys::{tenant_record_key, ItemKey, KeySpace};
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::BTreeMap;
-
-fn t(raw: &str) -> TenantId {
-    TenantId::parse(raw).unwrap()
-}
 
 #[test]
 fn every_named_tier_has_limits_and_custom_has_none() {
