@@ -30,6 +30,16 @@ pub fn route_table() -> &'static devtools::routes::RouteTable {
     })
 }
 
+/// Every routed function that has the section `section` picks (routes.yaml's `lost_success`,
+/// `transaction`, …), with that section: the cases of a test that walks one.
+pub fn routes_with<S: 'static>(
+    section: impl Fn(&'static devtools::routes::Function) -> Option<&'static S>,
+) -> impl Iterator<Item = (&'static devtools::routes::Function, &'static S)> {
+    route_table()
+        .routes()
+        .filter_map(move |r| Some((r.function, section(r.function)?)))
+}
+
 /// Route `bin`'s `(METHOD, /route/{template})`.
 pub fn route_of(bin: &str) -> (&'static str, &'static str) {
     let (method, route) = cached_routes()

@@ -3,11 +3,12 @@
 //! and imports draw from the same bucket. Containers are separate `App`s on one table; their test
 //! clocks are stepped together, so every step falls in one known second.
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use integration::routes::params;
 use integration::{onboard_custom, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::keys::raw_key;
-use shared::store::quota::limiter::{window_pk, MAX_WINDOW_SHARDS, REQUESTS_PER_SHARD};
+use shared::store::quota::limiter::{window_pk, window_sk, MAX_WINDOW_SHARDS, REQUESTS_PER_SHARD};
 
 /// A product of about `kb` kilobytes.
 fn product_of(kb: usize) -> Value {
@@ -18,20 +19,20 @@ async fn put(h: &Harness, tenant: &str, id: &str, body: Value) -> Resp {
     h.tenant(tenant).admitted().put_product(id, body).await
 }
 
-/// A tenant with `count` products of `kb` KB over `shards`, written under generous limits, then
-/// held to `cu` capacity units (and 250 requests) a second.
+/// A new table with a tenant of `count` products of `kb` KB over `shards`, written under generous
+/// limits, then held to `cu` capacity units (and 250 requests) a second.
 async fn seeded_then_limited(
-    h: &Harness,
     prefix: &str,
     shards: u32,
     count: usize,
     kb: usize,
     cu: u32,
-) -> String {
+) -> (Harness, String) {
+    let h = Harness::new().await;
     let t = unique(prefix);
-    onboard_custom(h, &t, shards, 250, 1_000_000).await;
+    onboard_custom(&h, &t, shards, 250, 1_000_000).await;
     for i in 0..count {
-        let r = put(h, &t, &format!("p-{i:02}"), product_of(kb)).await;
+        let r = put(&h, &t, &format!("p-{i:02}"), product_of(kb)).await;
         assert_eq!(r.status, 201, "{}", r.body);
     }
     let r = h
@@ -42,7 +43,7 @@ async fn seeded_then_limited(
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    t
+    (h, t)
 }
 
 async fn list(h: &Harness, tenant: &str, query: &[(&str, &str)]) -> Resp {
@@ -58,11 +59,28 @@ async fn get(h: &Harness, tenant: &str, id: &str) -> Resp {
     h.tenant(tenant).admitted().get_product(id).await
 }
 
-/// Two more containers on `h`'s table, their clocks on the same second as `h`'s.
-async fn containers(h: &Harness) -> (Harness, Harness) {
+/// Two more containers on `h`'s table, their clocks set to the start of the second `ahead`
+/// seconds after the first one's now: the containers, and that second.
+async fn containers_at(h: &Harness, ahead: u64) -> (Harness, Harness, u64) {
     let a = h.another_container().await;
     let b = h.another_container().await;
-    (a, b)
+    let s = a.app.clock.now_seconds() + ahead;
+    at_second(&[&a, &b], s);
+    (a, b, s)
+}
+
+/// The seconds a 429's `Retry-After` tells the caller to wait.
+fn retry_after(r: &Resp) -> u64 {
+    let header = r.retry_after.as_deref().expect("a Retry-After");
+    header.parse().expect("whole seconds")
+}
+
+/// Asserts `r` is a 429 refused on capacity units: the seconds it tells the caller to wait.
+fn refused_on_units(r: &Resp) -> u64 {
+    assert_eq!(r.status, 429, "{}", r.body);
+    let detail = r.body["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("capacity units"), "{}", r.body);
+    retry_after(r)
 }
 
 /// Sets every clock to the start of second `second`.
@@ -77,11 +95,9 @@ async fn a_tenant_whose_every_request_is_expensive_is_held_to_its_capacity_quota
 {
     // GIVEN a tenant of 40 capacity units a second (and 250 requests, so only units bind) with
     // 24 products of 24 KB over 4 shards: one page of them reads about 70 units
-    let seed = Harness::new().await;
-    let t = seeded_then_limited(&seed, "heavy", 4, 24, 24, 40).await;
+    let (seed, t) = seeded_then_limited("heavy", 4, 24, 24, 40).await;
     // (two fresh containers: neither has the old limits cached)
-    let (a, b) = containers(&seed).await;
-    let start = a.app.clock.now_seconds() + 1;
+    let (a, b, start) = containers_at(&seed, 1).await;
     // WHEN, for 10 seconds, each container asks for every product, 5 times a second, in turn
     let seconds = 10;
     let mut answers = Vec::new();
@@ -102,8 +118,7 @@ async fn a_tenant_whose_every_request_is_expensive_is_held_to_its_capacity_quota
             r.body
         );
         if r.status == 429 {
-            let wait: u64 = r.retry_after.as_deref().unwrap().parse().unwrap();
-            assert!(wait >= 1, "{}", r.body);
+            assert!(retry_after(r) >= 1, "{}", r.body);
         }
     }
     let admitted = answers.iter().filter(|r| r.status == 200).count();
@@ -134,20 +149,12 @@ async fn a_tenant_in_debt_is_refused_everywhere_until_it_is_repaid_and_told_when
     let seed = Harness::new().await;
     let t = unique("debtor");
     onboard_custom(&seed, &t, 1, 250, 50).await;
-    let (a, b) = containers(&seed).await;
-    let s = a.app.clock.now_seconds() + 1;
-    at_second(&[&a, &b], s);
+    let (a, b, s) = containers_at(&seed, 1).await;
     // WHEN A writes one 60 KB product: estimated at one unit, it costs about 120 (table and GSI1)
     assert_eq!(put(&a, &t, "big", product_of(60)).await.status, 201);
     // THEN B, which reads the shared window before its first admission of the tenant, refuses the
     // tenant at once, with a Retry-After that names the second the debt is repaid
-    let refused = get(&b, &t, "small").await;
-    assert_eq!(refused.status, 429, "{}", refused.body);
-    assert!(refused.body["detail"]
-        .as_str()
-        .unwrap()
-        .contains("capacity units"));
-    let wait: u64 = refused.retry_after.as_deref().unwrap().parse().unwrap();
+    let wait = refused_on_units(&get(&b, &t, "small").await);
     assert!(
         wait >= 2,
         "120 units at 50 a second take more than a second: {wait}"
@@ -158,7 +165,7 @@ async fn a_tenant_in_debt_is_refused_everywhere_until_it_is_repaid_and_told_when
         for c in [&a, &b] {
             let r = get(c, &t, "small").await;
             assert_eq!(r.status, 429, "second {k} of {wait}: {}", r.body);
-            let told: u64 = r.retry_after.as_deref().unwrap().parse().unwrap();
+            let told = retry_after(&r);
             assert!(
                 k + told >= wait,
                 "second {k}: told {told}, repaid at {wait}"
@@ -174,11 +181,8 @@ async fn a_tenant_in_debt_is_refused_everywhere_until_it_is_repaid_and_told_when
 #[tokio::test]
 async fn a_page_under_a_nearly_empty_budget_is_short_and_has_a_cursor() {
     // GIVEN a tenant of 97 capacity units a second with 20 products of 8 KB on one shard
-    let h = Harness::new().await;
-    let t = seeded_then_limited(&h, "budget", 1, 20, 8, 97).await;
-    let (c, _) = containers(&h).await;
-    let s = c.app.clock.now_seconds() + 1;
-    at_second(&[&c], s);
+    let (h, t) = seeded_then_limited("budget", 1, 20, 8, 97).await;
+    let (c, _, s) = containers_at(&h, 1).await;
     // WHEN, within one second, it asks for all 20 again and again
     let mut pages = Vec::new();
     for _ in 0..12 {
@@ -234,34 +238,23 @@ async fn at_the_maximum_custom_rate_no_counter_item_takes_more_than_its_share_an
     at_second(&[&h], s);
     let tenant = shared::identity::ids::TenantId::parse(&t).unwrap();
     for shard in 0..MAX_WINDOW_SHARDS {
-        h.admin
-            .put_item()
-            .table_name(&h.table)
-            .item(
-                "PK",
-                aws_sdk_dynamodb::types::AttributeValue::S(window_pk(&tenant, shard)),
-            )
-            .item(
-                "SK",
-                aws_sdk_dynamodb::types::AttributeValue::S(
-                    shared::store::quota::limiter::window_sk(&tenant, s, shard),
-                ),
-            )
-            .item(
-                "requests",
-                aws_sdk_dynamodb::types::AttributeValue::N((REQUESTS_PER_SHARD - 1).to_string()),
-            )
-            .item(
-                "milliUnits",
-                aws_sdk_dynamodb::types::AttributeValue::N("0".into()),
-            )
-            .item(
-                "carriedMilli",
-                aws_sdk_dynamodb::types::AttributeValue::N("0".into()),
-            )
-            .send()
-            .await
-            .unwrap();
+        let counter = std::collections::HashMap::from([
+            (
+                "PK".to_owned(),
+                AttributeValue::S(window_pk(&tenant, shard)),
+            ),
+            (
+                "SK".to_owned(),
+                AttributeValue::S(window_sk(&tenant, s, shard)),
+            ),
+            (
+                "requests".to_owned(),
+                AttributeValue::N((REQUESTS_PER_SHARD - 1).to_string()),
+            ),
+            ("milliUnits".to_owned(), AttributeValue::N("0".into())),
+            ("carriedMilli".to_owned(), AttributeValue::N("0".into())),
+        ]);
+        h.put_raw(&h.table, counter).await;
     }
     // WHEN this container serves 10 requests in that second
     let mut answers = Vec::new();
@@ -290,34 +283,12 @@ async fn an_export_is_charged_to_the_exported_tenant_not_to_the_operator() {
     // GIVEN a tenant of 20 capacity units a second with 40 products of 24 KB (an export of them reads
     // about 120 units: six seconds of its quota), and containers A (the operator's) and B (the
     // tenant's), on a second after the seeding's windows are forgotten
-    let seed = Harness::new().await;
-    let t = seeded_then_limited(&seed, "exported", 1, 40, 24, 20).await;
-    let (a, b) = containers(&seed).await;
-    let s = a.app.clock.now_seconds() + 120;
-    at_second(&[&a, &b], s);
+    let (seed, t) = seeded_then_limited("exported", 1, 40, 24, 20).await;
+    let (a, b, s) = containers_at(&seed, 120).await;
     assert_eq!(get(&b, &t, "p-00").await.status, 200);
     // WHEN an operator exports it, page by page, through A
-    let operator = integration::operator();
-    let mut cursor: Option<String> = None;
-    let mut lines = 0;
-    loop {
-        let mut query = vec![("limit", "1000")];
-        if let Some(c) = &cursor {
-            query.push(("cursor", c));
-        }
-        let r = a.caller(&operator).query(&query).export_tenant(&t).await;
-        assert_eq!(r.status, 200, "{}", r.body);
-        lines += r.text.lines().count();
-        cursor = r
-            .link
-            .as_deref()
-            .and_then(|l| l.split("cursor=").nth(1))
-            .and_then(|c| c.split('>').next())
-            .map(str::to_owned);
-        if cursor.is_none() {
-            break;
-        }
-    }
+    let pages = integration::export_pages(&a, &integration::operator(), &t, "1000").await;
+    let lines: usize = pages.iter().map(|p| p.text.lines().count()).sum();
     assert!(lines > 40, "{lines} lines");
     // THEN the export's reads count in the tenant's usage, under export-tenant
     let exported = integration::units_used(&seed, &[&a.app], &t, Some("export-tenant")).await;
@@ -327,13 +298,7 @@ async fn an_export_is_charged_to_the_exported_tenant_not_to_the_operator() {
     // the next second assuming no debt; the debt A ran up must reach it all the same.)
     at_second(&[&a, &b], s + 1);
     let _ = get(&b, &t, "p-00").await;
-    let refused = get(&b, &t, "p-00").await;
-    assert_eq!(refused.status, 429, "{}", refused.body["detail"]);
-    assert!(refused.body["detail"]
-        .as_str()
-        .unwrap()
-        .contains("capacity units"));
-    let wait: u64 = refused.retry_after.as_deref().unwrap().parse().unwrap();
+    let wait = refused_on_units(&get(&b, &t, "p-00").await);
     assert!(wait >= 3, "{exported} units at 20 a second: told {wait} s");
 }
 

@@ -86,13 +86,8 @@ async fn the_request_meter_sums_exactly_the_units_dynamodb_reports() {
     let (reference, metered) = (unique("ref"), integration::onboarded(&h, "cap").await);
     for t in [&reference, &metered] {
         for i in 0..10 {
-            h.admin
-                .put_item()
-                .table_name(&h.table)
-                .set_item(Some(item(t, "TEN", &format!("ITEM#{i}"), 50)))
-                .send()
-                .await
-                .unwrap();
+            h.put_raw(&h.table, item(t, "TEN", &format!("ITEM#{i}"), 50))
+                .await;
         }
     }
     // AND the units DynamoDB reports for the three operations when asked directly

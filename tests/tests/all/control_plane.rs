@@ -57,6 +57,34 @@ impl World {
         Box::pin(handle(&self.h.app, &self.plane, event.clone())).await
     }
 
+    /// Puts `request` on the bus and delivers it: the delivery answers `reply` (a refusal too:
+    /// answered, never retried), and exactly one reply is on the bus. The event, and that reply.
+    async fn answered(&self, request: &str, detail: Value, reply: &str) -> (Value, Value) {
+        let event = self.put(request, detail).await;
+        let handled = self.deliver(&event).await.expect("answered, not retried");
+        assert_eq!(handled.reply.as_deref(), Some(reply), "{request}");
+        let mut replies = self.replies().await;
+        assert_eq!(replies.len(), 1, "{request}: {replies:?}");
+        (event, replies.remove(0))
+    }
+
+    /// [`Self::answered`], then delivered again, as EventBridge may: the redelivery is a
+    /// duplicate, answering nothing, on the bus or off it.
+    async fn answered_once(&self, request: &str, detail: Value, reply: &str) -> (Value, Value) {
+        let (event, answer) = self.answered(request, detail, reply).await;
+        let again = self
+            .deliver(&event)
+            .await
+            .expect("a redelivery is no error");
+        assert!(
+            again.duplicate && again.reply.is_none(),
+            "{request}: {again:?}"
+        );
+        let replies = self.replies().await;
+        assert!(replies.is_empty(), "{request}: {replies:?}");
+        (event, answer)
+    }
+
     /// The replies on the bus since the last call.
     async fn replies(&self) -> Vec<Value> {
         let events = self.bus.delivered().await;
@@ -116,16 +144,8 @@ async fn each_request_is_answered_once_with_its_ids_and_redeliveries_change_noth
     ];
     for (request, detail, reply, status) in steps {
         // WHEN the control plane puts the request, and EventBridge delivers it twice
-        let event = w.put(request, detail.clone()).await;
-        let first = w.deliver(&event).await.expect("answered");
-        let again = w.deliver(&event).await.expect("a redelivery is no error");
-
         // THEN exactly one reply is on the bus, with the request's ids, and the tenant is as asked
-        assert_eq!(first.reply.as_deref(), Some(reply));
-        assert!(again.duplicate && again.reply.is_none(), "{again:?}");
-        let replies = w.replies().await;
-        assert_eq!(replies.len(), 1, "{request}: {replies:?}");
-        let answer = &replies[0];
+        let (event, answer) = w.answered_once(request, detail.clone(), reply).await;
         assert_eq!(answer["detail-type"], reply);
         assert_eq!(answer["detail"]["tenantId"], t.as_str());
         assert_eq!(answer["detail"]["requestId"], event["id"]);
@@ -143,22 +163,15 @@ async fn each_request_is_answered_once_with_its_ids_and_redeliveries_change_noth
             assert_eq!(record.body["tier"], "premium");
             // AND the control plane putting the same registration again (a new event) gets the same
             // reply, once, and nothing is done again
-            let again = w.put(request, detail.clone()).await;
+            let (again, replayed) = w.answered_once(request, detail.clone(), reply).await;
             assert_ne!(again["id"], event["id"]);
-            let answered = w.deliver(&again).await.expect("no error");
-            assert_eq!(answered.reply.as_deref(), Some(reply));
-            assert!(w.deliver(&again).await.expect("no error").duplicate);
-            let replies = w.replies().await;
-            assert_eq!(replies.len(), 1, "{replies:?}");
-            assert_eq!(replies[0]["detail"], answer["detail"]);
+            assert_eq!(replayed["detail"], answer["detail"]);
             // AND the same registration naming another tenant is refused, and makes nothing
             let other = unique("other");
             let mut forged = detail.clone();
             forged["tenantId"] = other.as_str().into();
-            let forged = w.put(request, forged).await;
-            let refused = w.deliver(&forged).await.expect("answered");
-            assert_eq!(refused.reply.as_deref(), Some("sbt_aws_provisionFailure"));
-            assert_eq!(w.replies().await.len(), 1);
+            w.answered(request, forged, "sbt_aws_provisionFailure")
+                .await;
             assert_eq!(w.h.operator().get_tenant(&other).await.status, 404);
         }
     }
@@ -169,8 +182,7 @@ async fn a_request_pooltable_refuses_is_answered_with_its_failure_and_reason_nev
     // GIVEN the control plane's bus
     let w = World::new().await;
     let unknown = unique("nobody");
-    let taken = unique("taken");
-    integration::onboard(&w.h, &taken, 4).await;
+    let taken = integration::onboarded(&w.h, "taken").await;
     let cases = [
         // activating a tenant pooltable never onboarded
         (
@@ -223,21 +235,12 @@ async fn a_request_pooltable_refuses_is_answered_with_its_failure_and_reason_nev
     ];
     for (request, detail, reply, reason) in cases {
         // WHEN it is delivered (twice)
-        let event = w.put(request, detail).await;
-        let answered = w
-            .deliver(&event)
-            .await
-            .expect("a refusal is answered, not retried");
-        let again = w.deliver(&event).await.expect("no error");
         // THEN one failure is on the bus, carrying the reason
-        assert_eq!(answered.reply.as_deref(), Some(reply), "{request}");
-        assert!(again.duplicate);
-        let replies = w.replies().await;
-        assert_eq!(replies.len(), 1, "{request}: {replies:?}");
-        let why = replies[0]["detail"]["reason"].as_str().unwrap_or_default();
+        let (_, failure) = w.answered_once(request, detail, reply).await;
+        let why = failure["detail"]["reason"].as_str().unwrap_or_default();
         assert!(why.contains(reason), "{request}: {why}");
         assert_eq!(
-            replies[0]["detail"]["jobOutput"]["tenantRegistrationData"]["registrationStatus"],
+            failure["detail"]["jobOutput"]["tenantRegistrationData"]["registrationStatus"],
             "failed"
         );
     }

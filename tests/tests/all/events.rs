@@ -533,12 +533,8 @@ fn only_the_operator_only_routes_demand_the_operator_scope_at_the_gateway() {
         let auth = &r["Properties"]["Events"]["Api"]["Properties"]["Auth"];
         if operator_only_bins().contains(bin) {
             assert_eq!(auth["Authorizer"].as_str(), Some("TenantJwt"));
-            let scopes: Vec<&str> = auth["AuthorizationScopes"]
-                .as_sequence()
-                .unwrap()
-                .iter()
-                .map(|s| s.as_str().unwrap())
-                .collect();
+            let scopes: Vec<String> =
+                serde_yaml::from_value(auth["AuthorizationScopes"].clone()).unwrap();
             assert_eq!(scopes, [shared::isolation::claims::OPERATOR_SCOPE]);
         } else {
             // Tenant routes (and get-tenant, which serves a tenant its own record) take any token.

@@ -515,12 +515,7 @@ fn the_role_policy_is_bound_to_the_tag_with_the_null_guard_and_no_scan_or_partiq
         st["Condition"]["Null"]["aws:PrincipalTag/TenantId"],
         "false"
     );
-    let actions: Vec<&str> = st["Action"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
+    let actions: Vec<String> = serde_json::from_value(st["Action"].clone()).unwrap();
     assert_eq!(actions, shared::isolation::policy::TENANT_ACTIONS.to_vec());
     assert!(actions
         .iter()

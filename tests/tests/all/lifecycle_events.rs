@@ -54,6 +54,15 @@ fn matches(pattern: &Value, value: &Value) -> bool {
     }
 }
 
+/// A table whose stream feeds the publisher, a subscriber on the bus, the table's stream as the
+/// publisher's event source mapping reads it, and a fresh tenant's name (not onboarded yet).
+async fn stage(prefix: &str) -> (Harness, LifecycleBus, StreamTap, String) {
+    let h = Harness::with_stream().await;
+    let bus = LifecycleBus::create().await;
+    let stream = StreamTap::open(&h.admin, &h.table).await;
+    (h, bus, stream, unique(prefix))
+}
+
 /// Each detail-type with how many times it came.
 fn counted(about: &std::collections::BTreeMap<String, Vec<Value>>) -> Vec<(&str, usize)> {
     about.iter().map(|(k, v)| (k.as_str(), v.len())).collect()
@@ -62,10 +71,7 @@ fn counted(about: &std::collections::BTreeMap<String, Vec<Value>>) -> Vec<(&str,
 #[tokio::test]
 async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none() {
     // GIVEN a table whose stream feeds the publisher, and a subscriber on the bus
-    let h = Harness::with_stream().await;
-    let bus = LifecycleBus::create().await;
-    let mut stream = StreamTap::open(&h.admin, &h.table).await;
-    let t = unique("events");
+    let (h, bus, mut stream, t) = stage("events").await;
 
     // WHEN an operator takes a tenant through every lifecycle step (a restore too), with failed
     // changes in between
@@ -237,10 +243,7 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
 #[tokio::test]
 async fn a_put_that_fails_loses_no_event_and_the_retry_sends_each_once_more_at_most() {
     // GIVEN two lifecycle changes on the stream, and a bus that is down
-    let h = Harness::with_stream().await;
-    let bus = LifecycleBus::create().await;
-    let mut stream = StreamTap::open(&h.admin, &h.table).await;
-    let t = unique("events-retry");
+    let (h, bus, mut stream, t) = stage("events-retry").await;
     onboard(&h, &t, 4).await;
     assert_eq!(
         patch(&h, &t, json!({"status": "suspended"})).await.status,
@@ -280,10 +283,7 @@ async fn a_put_that_fails_loses_no_event_and_the_retry_sends_each_once_more_at_m
 async fn a_record_that_cannot_be_read_is_counted_and_passed_without_holding_up_the_rest() {
     // GIVEN a batch whose first record is a tenant record with an image no reader understands,
     // then a good one
-    let h = Harness::with_stream().await;
-    let bus = LifecycleBus::create().await;
-    let mut stream = StreamTap::open(&h.admin, &h.table).await;
-    let t = unique("events-unreadable");
+    let (h, bus, mut stream, t) = stage("events-unreadable").await;
     onboard(&h, &t, 4).await;
     let mut batch = stream.take().await;
     let mut broken = batch.records[0].clone();

@@ -3,7 +3,7 @@
 //! client must get what one clean success gives: the same status, and the effect exactly once.
 
 use integration::fixtures::arrange;
-use integration::routes::{route_table, template_routes};
+use integration::routes::{routes_with, template_routes};
 use integration::Harness;
 
 /// A mutating route, the DynamoDB operation that makes its effect, its clean-success status, and
@@ -17,16 +17,12 @@ struct Case {
 }
 
 fn cases() -> Vec<Case> {
-    route_table()
-        .routes()
-        .filter_map(|r| {
-            let l = r.function.lost_success.as_ref()?;
-            Some(Case {
-                bin: r.function.bin.clone(),
-                write: l.write.clone(),
-                status: l.status.unwrap_or(r.function.success_status()),
-                again: l.again,
-            })
+    routes_with(|f| f.lost_success.as_ref())
+        .map(|(f, l)| Case {
+            bin: f.bin.clone(),
+            write: l.write.clone(),
+            status: l.status.unwrap_or(f.success_status()),
+            again: l.again,
         })
         .collect()
 }

@@ -555,12 +555,7 @@ async fn a_restore_from_a_copy_taken_while_the_tenant_was_in_its_own_table_is_re
         .restore_tenant(&tenant, json!({"from": {"table": source}}))
         .await;
     // THEN 422 naming why, and its product is still there
-    assert_eq!(r.status, 422, "{}", r.body);
-    assert!(
-        r.body["detail"].as_str().unwrap().contains("own table"),
-        "{}",
-        r.body
-    );
+    r.assert_problem_naming(422, "own table");
     let r = h
         .tenant(&tenant)
         .call("get-product", &[("productId", "p1")], None)
@@ -585,13 +580,7 @@ async fn a_read_during_a_move_finds_the_item_where_it_is_and_moves_nothing() {
     let r = h.tenant(&tenant).put_product("p2", json!({"v": 2})).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(raw_product(&h, &h.table, &tenant, "p2").await.is_none());
-    h.admin
-        .put_item()
-        .table_name(&h.table)
-        .set_item(Some(stale_p2))
-        .send()
-        .await
-        .unwrap();
+    h.put_raw(&h.table, stale_p2).await;
     // AND then past `movesStartAt` (nothing writes the pool any more), before any backfill step,
     // p3 deleted
     h.clock

@@ -10,10 +10,11 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration::api::get_product_admitted;
 use integration::routes::params;
-use integration::{onboard, unique, Auth, Harness, Resp};
+use integration::{export_page, onboard, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::clock::Clock;
 use shared::identity::ids::TenantId;
+use shared::store::client::hooks::{Bag, Hook, Intercept, RequestRef, Runtime};
 use shared::store::lifecycle::offboarding::{kind_of, DELETION_DELAY_SECONDS};
 
 type Item = HashMap<String, AttributeValue>;
@@ -216,11 +217,7 @@ async fn offboarding_deletes_every_item_of_the_tenant_resumably_and_nothing_of_a
     );
     // AND the tenant is refused (this container knows at once; others within the record TTL)
     let refused = get_product_admitted(&h.app, &victim).await;
-    assert_eq!(refused.status, 403, "{}", refused.body);
-    assert!(refused.body["detail"]
-        .as_str()
-        .unwrap()
-        .contains("offboarded"));
+    refused.assert_problem_naming(403, "offboarded");
     // AND its record no longer changes, and GET shows the offboarding
     let patch = h
         .caller(&operator)
@@ -305,38 +302,21 @@ struct Exported {
 /// Every page of `tenant`'s export, following the `Link` header, `limit` items per page.
 async fn export_lines(h: &Harness, tenant: &str, limit: &str) -> Exported {
     let operator = Auth::Operator(unique("ops"));
-    let mut lines = Vec::new();
-    let mut cursor: Option<String> = None;
-    let mut pages = 0;
-    let mut longest_cursor = 0;
-    loop {
-        let mut query = vec![("limit", limit)];
-        if let Some(c) = cursor.as_deref() {
-            query.push(("cursor", c));
-        }
-        let r = h
-            .caller(&operator)
-            .query(&query)
-            .export_tenant(tenant)
-            .await;
-        assert_eq!(r.status, 200, "{}", r.body);
-        assert_eq!(r.content_type, "application/x-ndjson");
-        pages += 1;
-        lines.extend(r.text.lines().map(str::to_owned));
-        cursor = r.link.map(|link| {
-            let from = link.find("cursor=").unwrap() + "cursor=".len();
-            let to = link.find('>').unwrap();
-            link[from..to].to_owned()
-        });
-        let Some(c) = cursor.as_deref() else {
-            return Exported {
-                lines,
-                pages,
-                longest_cursor,
-            };
-        };
-        longest_cursor = longest_cursor.max(c.len());
-        assert!(pages < 100, "the export does not end");
+    let pages = integration::export_pages(h, &operator, tenant, limit).await;
+    for page in &pages {
+        assert_eq!(page.content_type, "application/x-ndjson");
+    }
+    Exported {
+        lines: pages
+            .iter()
+            .flat_map(|p| p.text.lines().map(str::to_owned))
+            .collect(),
+        pages: pages.len(),
+        longest_cursor: pages
+            .iter()
+            .filter_map(|p| p.next_cursor().map(|c| c.len()))
+            .max()
+            .unwrap_or(0),
     }
 }
 
@@ -520,31 +500,27 @@ async fn an_export_cursor_is_bound_to_its_tenant_and_refused_when_edited() {
     let (h, [a, b]) = Harness::with_tenants([("expa", 1), ("expb", 1)]).await;
     seed_every_kind(&h, &a, 3).await;
     let operator = Auth::Operator(unique("ops"));
-    let first = h
-        .caller(&operator)
-        .query(&[("limit", "2")])
-        .export_tenant(&a)
-        .await;
-    let link = first.link.expect("a next page");
-    let cursor = &link[link.find("cursor=").unwrap() + 7..link.find('>').unwrap()];
+    let first = export_page(&h, &operator, &a, &[("limit", "2")]).await;
+    let cursor = first.next_cursor().expect("a next page");
     // WHEN it is used for the other tenant, or edited, or the limit is out of range
     for (tenant, cursor, limit) in [
-        (b.as_str(), cursor.to_owned(), "2"),
+        (b.as_str(), cursor.clone(), "2"),
         (a.as_str(), format!("{cursor}x"), "2"),
-        (a.as_str(), cursor.to_owned(), "0"),
-        (a.as_str(), cursor.to_owned(), "1001"),
+        (a.as_str(), cursor.clone(), "0"),
+        (a.as_str(), cursor.clone(), "1001"),
     ] {
-        let r = h
-            .caller(&operator)
-            .query(&[("limit", limit), ("cursor", &cursor)])
-            .export_tenant(tenant)
-            .await;
+        let r = export_page(
+            &h,
+            &operator,
+            tenant,
+            &[("limit", limit), ("cursor", &cursor)],
+        )
+        .await;
         // THEN 400 problem+json
         r.assert_problem(400);
     }
     // AND a tenant that does not exist is 404
-    h.caller(&operator)
-        .export_tenant(&unique("none"))
+    export_page(&h, &operator, &unique("none"), &[])
         .await
         .assert_problem(404);
 }
@@ -819,17 +795,12 @@ struct TransactionRecorder {
     sent: std::sync::Arc<std::sync::Mutex<Vec<SentTransaction>>>,
 }
 
-impl aws_sdk_dynamodb::config::Intercept for TransactionRecorder {
+impl Intercept for TransactionRecorder {
     fn name(&self) -> &'static str {
         "TransactionRecorder"
     }
 
-    fn read_before_transmit(
-        &self,
-        ctx: &aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef<'_>,
-        _rc: &aws_sdk_dynamodb::config::RuntimeComponents,
-        _cfg: &mut aws_sdk_dynamodb::config::ConfigBag,
-    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+    fn read_before_transmit(&self, ctx: RequestRef, _: &Runtime, _: &mut Bag) -> Hook {
         let Some(body) = ctx.request().body().bytes() else {
             return Ok(());
         };

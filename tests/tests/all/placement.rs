@@ -128,11 +128,7 @@ async fn a_tenant_in_its_own_table_is_served_from_it_exported_and_offboarded_wit
 
     // WHEN an operator exports it
     let operator = Auth::Operator(unique("ops"));
-    let export = h
-        .caller(&operator)
-        .query(&[("limit", "100")])
-        .export_tenant(&own)
-        .await;
+    let export = integration::export_page(&h, &operator, &own, &[("limit", "100")]).await;
     // THEN the export holds its products and its record
     assert_eq!(export.status, 200, "{}", export.body);
     let lines: Vec<&str> = export.text.lines().collect();

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use integration::{onboard, unique, Auth, Harness, Resp};
+use integration::{Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::clock::Clock;
 use shared::identity::shard::shard_for;
@@ -370,9 +370,7 @@ fn moving_id(prefix: &str, n: usize) -> String {
 async fn a_write_that_chose_the_old_layout_never_leaves_a_second_copy() {
     // GIVEN a tenant moving from 4 to 16 shards, and two containers: A still before writesMoveAt
     // (writing the old layout), B after it (writing the new one)
-    let a = Harness::new().await;
-    let tenant = unique("race");
-    onboard(&a, &tenant, 4).await;
+    let (a, tenant) = Harness::with_tenant("race", 4).await;
     let b = a.another_container().await;
     b.clock.set_millis(a.clock.now_millis());
     let wa = World::new(&a, &tenant);
@@ -506,10 +504,8 @@ async fn walk_cursors_pass_between_containers_with_and_without_the_migration_cac
     use shared::store::lifecycle::resharding::WRITES_MOVE_DELAY_SECONDS;
     // GIVEN a tenant with 600 products on 4 shards, container X that has its record cached (no
     // migration), and container Y, where an operator starts a re-sharding to 16
-    let x = Harness::new().await;
+    let (x, t) = Harness::with_tenant("handoff", 4).await;
     let y = x.another_container().await;
-    let t = unique("handoff");
-    onboard(&x, &t, 4).await;
     let ids = put_products(&x, &t, 600).await;
     assert_eq!(page_from(&x, &t, "unordered", None).await.status, 200);
     let started = y.operator().reshard(&t, 16).await;

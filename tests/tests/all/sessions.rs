@@ -317,8 +317,7 @@ async fn expiring_a_parent_removes_its_children_in_the_same_transaction() {
 #[tokio::test]
 async fn a_child_under_a_missing_or_foreign_parent_is_404_and_writes_nothing() {
     let h = Harness::new().await;
-    let a = Tenant::new(&h, "pa").await;
-    let b = Tenant::new(&h, "pb").await;
+    let (a, b) = Tenant::two(&h, ["pa", "pb"]).await;
     let a_root = a.create_id("c").await;
     let before = h.all_items().await.len();
     // a parent that never existed
@@ -348,8 +347,7 @@ async fn a_child_under_an_expired_parent_is_404() {
 async fn tenant_b_can_neither_see_nor_expire_tenant_a_sessions() {
     // GIVEN tenant A's session with a child
     let h = Harness::new().await;
-    let a = Tenant::new(&h, "a").await;
-    let b = Tenant::new(&h, "b").await;
+    let (a, b) = Tenant::two(&h, ["a", "b"]).await;
     let root = a.create_id("shared-customer").await;
     let child = created(a.create_child("shared-customer", &root).await);
     // WHEN tenant B uses A's ids on every route, even with the same customer id
@@ -371,8 +369,7 @@ async fn tenant_b_can_neither_see_nor_expire_tenant_a_sessions() {
 async fn cursors_tampered_with_or_from_another_tenant_or_route_are_400() {
     // GIVEN a cursor of tenant A's customer listing
     let h = Harness::new().await;
-    let a = Tenant::new(&h, "ca").await;
-    let b = Tenant::new(&h, "cb").await;
+    let (a, b) = Tenant::two(&h, ["ca", "cb"]).await;
     for _ in 0..3 {
         a.create_id("c").await;
         b.create_id("c").await;

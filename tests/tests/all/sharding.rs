@@ -249,20 +249,14 @@ async fn raw_paginated_queries(h: &Harness, tenant: &str, shards: u32, limit: u3
 #[tokio::test]
 async fn get_product_is_one_get_item_and_crud_round_trips() {
     let (h, t) = Harness::with_tenant("crud", 8).await;
-    assert_eq!(
-        h.tenant(&t)
-            .put_product("sku-1", json!({"owner": t, "price": 10}))
-            .await
-            .status,
-        201
-    );
-    assert_eq!(
-        h.tenant(&t)
-            .put_product("sku-1", json!({"owner": t, "price": 12}))
-            .await
-            .status,
-        200
-    );
+    // created, then replaced
+    for (price, status) in [(10, 201), (12, 200)] {
+        let r = h
+            .tenant(&t)
+            .put_product("sku-1", json!({"owner": t, "price": price}))
+            .await;
+        assert_eq!(r.status, status, "price {price}: {}", r.body);
+    }
     let get = || resp_get(&h, &t, "sku-1");
     h.requests.reset();
     let r = get().await;

@@ -45,6 +45,29 @@ async fn container(h: &Harness, client: &aws_sdk_secretsmanager::Client, id: &st
     c
 }
 
+/// A new secret holding `keys`: its ARN.
+async fn create_keys(client: &aws_sdk_secretsmanager::Client, keys: Value) -> String {
+    client
+        .create_secret()
+        .name(unique("pooltable-signing-keys"))
+        .secret_string(keys.to_string())
+        .send()
+        .await
+        .expect("create the secret on moto")
+        .arn
+        .expect("the secret's ARN")
+}
+
+/// A fresh tenant on `h`'s table (1 shard) with products `p-0`..`p-{n-1}`.
+async fn tenant_with_products(h: &Harness, prefix: &str, n: usize) -> String {
+    let t = unique(prefix);
+    onboard(h, &t, 1).await;
+    h.tenant(&t)
+        .put_new_products((0..n).map(|i| (format!("p-{i}"), json!({"n": i}))))
+        .await;
+    t
+}
+
 /// Writes the secret's next version.
 async fn put_keys(client: &aws_sdk_secretsmanager::Client, id: &str, keys: Value) {
     client
@@ -78,14 +101,19 @@ async fn page(c: &Harness, tenant: &str, cursor: Option<&str>) -> Resp {
         .await
 }
 
-/// A cursor handed out by `from` is accepted by `to`.
-async fn cursor_crosses(from: &Harness, to: &Harness, tenant: &str) {
-    let first = page(from, tenant, None).await;
+/// The cursor `c` hands out with the first page of `tenant`'s products.
+async fn first_cursor(c: &Harness, tenant: &str) -> String {
+    let first = page(c, tenant, None).await;
     assert_eq!(first.status, 200, "{}", first.body);
-    let cursor = first.body["nextCursor"]
+    first.body["nextCursor"]
         .as_str()
         .expect("a cursor")
-        .to_owned();
+        .to_owned()
+}
+
+/// A cursor handed out by `from` is accepted by `to`.
+async fn cursor_crosses(from: &Harness, to: &Harness, tenant: &str) {
+    let cursor = first_cursor(from, tenant).await;
     let second = page(to, tenant, Some(&cursor)).await;
     assert_eq!(second.status, 200, "{}", second.body);
 }
@@ -150,24 +178,12 @@ async fn a_rotation_in_three_steps_loses_no_cursor_and_no_import_message() {
     let h = Harness::new().await;
     let client = secrets_client().await;
     let (k0, k1) = ("0".repeat(64), "1".repeat(64));
-    let id = client
-        .create_secret()
-        .name(unique("pooltable-signing-keys"))
-        .secret_string(json!({"current": k0, "previous": "", "next": ""}).to_string())
-        .send()
-        .await
-        .expect("create the secret on moto")
-        .arn
-        .unwrap();
+    let id = create_keys(&client, json!({"current": k0, "previous": "", "next": ""})).await;
     let (a, b) = (
         container(&h, &client, &id).await,
         container(&h, &client, &id).await,
     );
-    let t = unique("rotating");
-    onboard(&h, &t, 1).await;
-    h.tenant(&t)
-        .put_new_products((0..3).map(|n| (format!("p-{n}"), json!({"n": n}))))
-        .await;
+    let t = tenant_with_products(&h, "rotating", 3).await;
     let queues = ImportQueues::create(5, 1).await;
     everything_crosses(&a, &b, &t, &queues, "before").await;
 
@@ -191,10 +207,7 @@ async fn a_rotation_in_three_steps_loses_no_cursor_and_no_import_message() {
     .await;
     refreshed(&b).await;
     everything_crosses(&a, &b, &t, &queues, "step2-b").await;
-    let signed_before_step3 = page(&a, &t, None).await.body["nextCursor"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let signed_before_step3 = first_cursor(&a, &t).await;
     refreshed(&a).await;
     everything_crosses(&a, &b, &t, &queues, "step2-ab").await;
     // AND step 3 (the old key dropped) reaches both
@@ -222,25 +235,10 @@ async fn a_container_reads_its_keys_again_only_when_its_copy_is_stale_and_keeps_
     let h = Harness::new().await;
     let client = secrets_client().await;
     let (k0, k1) = ("a".repeat(64), "b".repeat(64));
-    let id = client
-        .create_secret()
-        .name(unique("pooltable-signing-keys"))
-        .secret_string(json!({"current": k0}).to_string())
-        .send()
-        .await
-        .unwrap()
-        .arn
-        .unwrap();
+    let id = create_keys(&client, json!({"current": k0})).await;
     let c = container(&h, &client, &id).await;
-    let t = unique("stale");
-    onboard(&h, &t, 1).await;
-    h.tenant(&t)
-        .put_new_products((0..2).map(|n| (format!("p-{n}"), json!({"n": n}))))
-        .await;
-    let old_cursor = page(&c, &t, None).await.body["nextCursor"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let t = tenant_with_products(&h, "stale", 2).await;
+    let old_cursor = first_cursor(&c, &t).await;
     // WHEN the secret changes to a new key only, within the refresh interval
     put_keys(&client, &id, json!({"current": k1})).await;
     c.clock.advance_seconds(REFRESH_SECONDS - 1);
@@ -271,8 +269,6 @@ async fn a_container_reads_its_keys_again_only_when_its_copy_is_stale_and_keeps_
     c.clock
         .advance_seconds(REFRESH_SECONDS * shared::service::signing::STALE_AFTER_REFRESHES);
     page(&c, &t, Some(&old_cursor)).await.assert_problem(400);
-    let fresh = page(&c, &t, None).await;
-    assert_eq!(fresh.status, 200);
-    let cursor = fresh.body["nextCursor"].as_str().unwrap().to_owned();
+    let cursor = first_cursor(&c, &t).await;
     assert_eq!(page(&c, &t, Some(&cursor)).await.status, 200);
 }

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use integration::fixtures::arrange;
-use integration::routes::route_table;
+use integration::routes::{route_table, routes_with};
 use integration::Harness;
 use shared::store::client::transact::ATTEMPTS;
 
@@ -27,17 +27,13 @@ struct Case {
 }
 
 fn cases() -> Vec<Case> {
-    route_table()
-        .routes()
-        .filter_map(|r| {
-            let t = r.function.transaction.as_ref()?;
-            Some(Case {
-                bin: r.function.bin.clone(),
-                condition_index: t.condition,
-                condition_status: t.condition_status,
-                actions: t.actions,
-                keyed: t.keyed,
-            })
+    routes_with(|f| f.transaction.as_ref())
+        .map(|(f, t)| Case {
+            bin: f.bin.clone(),
+            condition_index: t.condition,
+            condition_status: t.condition_status,
+            actions: t.actions,
+            keyed: t.keyed,
         })
         .collect()
 }

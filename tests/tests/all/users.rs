@@ -13,15 +13,6 @@ use users::*;
 integration::tenant_client!();
 
 impl<'a> Tenant<'a> {
-    async fn onboarded(h: &'a Harness, prefix: &str, shards: u32) -> Tenant<'a> {
-        let name = integration::unique(prefix);
-        onboard(h, &name, shards).await;
-        Tenant {
-            h,
-            auth: integration::Auth::Tenant(name),
-        }
-    }
-
     async fn put_user(&self, id: &str, body: Value) -> Resp {
         self.client().put_user(id, body).await
     }
@@ -128,7 +119,7 @@ fn assert_field(r: &Resp, field: &str) {
 async fn a_user_is_created_updated_found_by_email_and_read_with_its_orders_in_one_query() {
     // GIVEN an onboarded tenant
     let h = Harness::new().await;
-    let a = Tenant::onboarded(&h, "users", 4).await;
+    let a = Tenant::with_shards(&h, "users", 4).await;
 
     // WHEN a user is created, then renamed
     let r = a.user("u-1", "Ada", "Ada.Lovelace@Example.com").await;
@@ -278,7 +269,7 @@ async fn changing_an_email_moves_its_uniqueness_atomically() {
 async fn an_order_with_line_items_is_written_whole_and_read_back_in_one_query() {
     // GIVEN a user
     let h = Harness::new().await;
-    let a = Tenant::onboarded(&h, "orders", 4).await;
+    let a = Tenant::with_shards(&h, "orders", 4).await;
     a.user("u-1", "Buyer", "buyer@example.com").await;
 
     // WHEN an order with 3 line items is created
@@ -360,7 +351,7 @@ async fn an_order_with_line_items_is_written_whole_and_read_back_in_one_query() 
 async fn bad_orders_answer_400_naming_the_field_and_write_nothing() {
     // GIVEN a user
     let h = Harness::new().await;
-    let a = Tenant::onboarded(&h, "badorders", 4).await;
+    let a = Tenant::with_shards(&h, "badorders", 4).await;
     a.user("u-1", "Buyer", "buyer@example.com").await;
     let before = h.all_items().await;
 
@@ -418,8 +409,8 @@ async fn a_thousand_orders_over_three_months_list_exactly_once_newest_first() {
     // GIVEN a tenant with 4 shards and 1,000 orders from 2026-08-01 to 2026-10-31 (92 days), plus
     // orders just outside the range, and another tenant's orders inside it
     let h = Harness::new().await;
-    let a = Tenant::onboarded(&h, "big", 4).await;
-    let b = Tenant::onboarded(&h, "small", 2).await;
+    let a = Tenant::with_shards(&h, "big", 4).await;
+    let b = Tenant::with_shards(&h, "small", 2).await;
     for t in [&a, &b] {
         assert_eq!(
             t.user("u-1", "Buyer", "buyer@example.com").await.status,
@@ -542,7 +533,7 @@ async fn a_thousand_orders_over_three_months_list_exactly_once_newest_first() {
 #[tokio::test]
 async fn bad_listing_parameters_answer_400_naming_the_field() {
     let h = Harness::new().await;
-    let a = Tenant::onboarded(&h, "params", 2).await;
+    let a = Tenant::with_shards(&h, "params", 2).await;
     for (query, field) in [
         (vec![("to", "2026-01-31")], "from"),
         (vec![("from", "2026-01-01")], "to"),
@@ -569,8 +560,7 @@ async fn bad_listing_parameters_answer_400_naming_the_field() {
 async fn a_transfer_code_is_redeemed_once_expires_and_stays_in_its_tenant() {
     // GIVEN a user with a fresh transfer code
     let h = Harness::new().await;
-    let a = Tenant::new(&h, "codes").await;
-    let b = Tenant::new(&h, "thief").await;
+    let (a, b) = Tenant::two(&h, ["codes", "thief"]).await;
     a.user("u-1", "Owner", "owner@example.com").await;
     let now = h.app.clock.now_millis() / 1000;
     let r = a.create_code("u-1").await;
@@ -621,8 +611,7 @@ async fn a_transfer_code_is_redeemed_once_expires_and_stays_in_its_tenant() {
 async fn an_integration_token_expires_and_stays_in_its_tenant() {
     // GIVEN a token for github that expires in an hour
     let h = Harness::new().await;
-    let a = Tenant::new(&h, "tokens").await;
-    let b = Tenant::new(&h, "spy").await;
+    let (a, b) = Tenant::two(&h, ["tokens", "spy"]).await;
     let now = h.app.clock.now_millis() / 1000;
     let r = a
         .put_token(
