@@ -13,12 +13,12 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::routes::{Caller, Function, Route, RouteTable, RouteTableError};
+use crate::routes::{Caller, Function, Route, RouteTable};
 
 #[derive(Debug, Error)]
 pub enum GenerateError {
     #[error(transparent)]
-    Routes(#[from] RouteTableError),
+    Routes(#[from] crate::DeclarationError),
     #[error("{path}: {source}")]
     Io {
         path: String,

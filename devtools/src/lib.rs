@@ -20,15 +20,19 @@ use aws_sdk_dynamodb::types::{
 use serde_yaml::Value;
 use thiserror::Error;
 
+/// A declaration file of the repo (`routes.yaml`, `template.yaml`) that cannot be used, with the
+/// file's name.
 #[derive(Debug, Error)]
-pub enum TemplateError {
-    #[error("cannot read the template: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("the template is not YAML: {0}")]
-    Yaml(#[from] serde_yaml::Error),
-    #[error("template.yaml: {0}")]
-    Shape(String),
+pub enum DeclarationError {
+    #[error("cannot read {0}: {1}")]
+    Io(&'static str, #[source] std::io::Error),
+    #[error("{0} is not what it declares: {1}")]
+    Yaml(&'static str, #[source] serde_yaml::Error),
+    #[error("{0}: {1}")]
+    Invalid(&'static str, String),
 }
+
+const TEMPLATE: &str = "template.yaml";
 
 /// The table as `template.yaml` defines it.
 #[derive(Debug, Clone)]
@@ -54,17 +58,17 @@ impl TableDefinition {
     }
 }
 
-fn shape(msg: &str) -> TemplateError {
-    TemplateError::Shape(msg.to_owned())
+fn shape(msg: &str) -> DeclarationError {
+    DeclarationError::Invalid(TEMPLATE, msg.to_owned())
 }
 
-fn str_at<'a>(v: &'a Value, key: &str) -> Result<&'a str, TemplateError> {
+fn str_at<'a>(v: &'a Value, key: &str) -> Result<&'a str, DeclarationError> {
     v.get(key)
         .and_then(Value::as_str)
         .ok_or_else(|| shape(&format!("{key} missing or not a string")))
 }
 
-fn parse_key_schema(v: &Value) -> Result<Vec<KeySchemaElement>, TemplateError> {
+fn parse_key_schema(v: &Value) -> Result<Vec<KeySchemaElement>, DeclarationError> {
     let keys = v
         .as_sequence()
         .ok_or_else(|| shape("KeySchema is not a list"))?;
@@ -81,7 +85,7 @@ fn parse_attributes<T, E: std::fmt::Display>(
     list: &[Value],
     field: &str,
     build: impl Fn(&str, &str) -> Result<T, E>,
-) -> Result<Vec<T>, TemplateError> {
+) -> Result<Vec<T>, DeclarationError> {
     list.iter()
         .map(|a| {
             build(str_at(a, "AttributeName")?, str_at(a, field)?).map_err(|e| shape(&e.to_string()))
@@ -90,8 +94,10 @@ fn parse_attributes<T, E: std::fmt::Display>(
 }
 
 /// Reads the single `AWS::DynamoDB::Table` resource of the template at `path`.
-pub fn table_from_template(path: &Path) -> Result<TableDefinition, TemplateError> {
-    let doc: Value = serde_yaml::from_str(&std::fs::read_to_string(path)?)?;
+pub fn table_from_template(path: &Path) -> Result<TableDefinition, DeclarationError> {
+    let text = std::fs::read_to_string(path).map_err(|e| DeclarationError::Io(TEMPLATE, e))?;
+    let doc: Value =
+        serde_yaml::from_str(&text).map_err(|e| DeclarationError::Yaml(TEMPLATE, e))?;
     let resources = doc
         .get("Resources")
         .and_then(Value::as_mapping)

@@ -3,18 +3,10 @@
 
 use std::path::Path;
 
+use crate::DeclarationError;
 use serde::Deserialize;
-use thiserror::Error;
 
-#[derive(Debug, Error)]
-pub enum RouteTableError {
-    #[error("cannot read routes.yaml: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("routes.yaml is not a route table: {0}")]
-    Yaml(#[from] serde_yaml::Error),
-    #[error("routes.yaml, {bin}: {message}")]
-    Invalid { bin: String, message: String },
-}
+const ROUTES: &str = "routes.yaml";
 
 /// Who may call a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -411,29 +403,40 @@ const RUST_KEYWORDS: [&str; 38] = [
     "where", "while", "yield",
 ];
 
+/// `root`'s routes.yaml, as text.
+fn read(root: &Path) -> Result<String, DeclarationError> {
+    std::fs::read_to_string(root.join(ROUTES)).map_err(|e| DeclarationError::Io(ROUTES, e))
+}
+
+/// Entry `bin` of routes.yaml is wrong: `message` says how.
+fn invalid_entry(bin: &str, message: String) -> DeclarationError {
+    DeclarationError::Invalid(ROUTES, format!("{bin}: {message}"))
+}
+
 impl RouteTable {
     /// routes.yaml, refused while an entry is [`TODO`].
-    pub fn load(root: &Path) -> Result<Self, RouteTableError> {
-        Self::parse(&std::fs::read_to_string(root.join("routes.yaml"))?)
+    pub fn load(root: &Path) -> Result<Self, DeclarationError> {
+        Self::parse(&read(root)?)
     }
 
     /// routes.yaml as a draft: an entry may still be [`TODO`] (what `pooltable gen` writes from).
-    pub fn load_draft(root: &Path) -> Result<Self, RouteTableError> {
-        Self::parse_draft(&std::fs::read_to_string(root.join("routes.yaml"))?)
+    pub fn load_draft(root: &Path) -> Result<Self, DeclarationError> {
+        Self::parse_draft(&read(root)?)
     }
 
     /// A route table, refused while an entry is [`TODO`].
-    pub fn parse(text: &str) -> Result<Self, RouteTableError> {
+    pub fn parse(text: &str) -> Result<Self, DeclarationError> {
         let table = Self::parse_draft(text)?;
         match table.unfilled().into_iter().next() {
-            Some((bin, message)) => Err(RouteTableError::Invalid { bin, message }),
+            Some((bin, message)) => Err(invalid_entry(&bin, message)),
             None => Ok(table),
         }
     }
 
     /// A route table whose entries may still be [`TODO`].
-    pub fn parse_draft(text: &str) -> Result<Self, RouteTableError> {
-        let functions: Vec<Function> = serde_yaml::from_str(text)?;
+    pub fn parse_draft(text: &str) -> Result<Self, DeclarationError> {
+        let functions: Vec<Function> =
+            serde_yaml::from_str(text).map_err(|e| DeclarationError::Yaml(ROUTES, e))?;
         let table = Self { functions };
         table.check()?;
         Ok(table)
@@ -470,14 +473,11 @@ impl RouteTable {
         self.functions.iter().find(|f| f.bin == bin)
     }
 
-    fn check(&self) -> Result<(), RouteTableError> {
+    fn check(&self) -> Result<(), DeclarationError> {
         let mut seen_bins = std::collections::BTreeSet::new();
         let mut seen_routes = std::collections::BTreeSet::new();
         for f in &self.functions {
-            let invalid = |message: String| RouteTableError::Invalid {
-                bin: f.bin.clone(),
-                message,
-            };
+            let invalid = |message: String| invalid_entry(&f.bin, message);
             let kebab = |s: &str| {
                 !s.is_empty()
                     && s.split('-').all(|w| {

@@ -33,14 +33,14 @@ use shared::identity::entities::{EntityKind, Home, ENTITIES};
 use thiserror::Error;
 
 use crate::generate::{self, GenerateError};
-use crate::routes::{path_params, RouteTable, RouteTableError};
+use crate::routes::{path_params, RouteTable};
 
 #[derive(Debug, Error)]
 pub enum ScaffoldError {
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]
-    Routes(#[from] RouteTableError),
+    Routes(#[from] crate::DeclarationError),
     #[error(transparent)]
     Generate(#[from] GenerateError),
     #[error("{path}: {source}")]
@@ -618,17 +618,13 @@ const LIST_HANDLER: &str = r#"//! `@BIN@`: `GET @PATH@?limit=&cursor=&order=` â†
 //! route is for, and say so in its routes.yaml `doc`.
 
 use lambda_http::{Body, Request, Response};
-use shared::identity::keys::kind;
+use shared::identity::entities;
 use shared::service::sharded::{list_page, stored_view};
 use shared::store::scatter::{Fanout, ShardedList};
 use shared::{ApiError, App};
 
 /// The @NAME@s of the tenant's @SPACE@ shards; the cursors are this route's.
-pub const LIST: ShardedList<'static> = ShardedList {
-    partition: kind::@SPACE@,
-    kind: kind::@KIND@,
-    route: "@BIN@",
-};
+pub const LIST: ShardedList = ShardedList::new(entities::@KIND@, "@BIN@");
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
 @OPERATOR@
@@ -667,7 +663,7 @@ const DELETE_HANDLER: &str = r#"//! `@BIN@`: `DELETE @PATH@` â†’ 204 or 404. One
 use lambda_http::{Body, Request, Response};
 use shared::identity::keys::{kind, sharded_entity_key};
 use shared::service::http::{no_content, path_entity_id};
-use shared::store::imports::tombstone;
+use shared::store::imports::Tombstone;
 use shared::store::tenancy::layout::{self, Keys};
 use shared::{ApiError, App};
 
@@ -679,7 +675,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let db = app.db(t).await?;
     let layout = app.directory.layout(&db).await?;
     let keys = Keys::of(layout, |n| sharded_entity_key(t, kind::@SPACE@, kind::@KIND@, &id, n));
-    let gone = tombstone(&db, t, kind::@KIND@, &id, app.clock.now_millis())?;
+    let gone = Tombstone::of(&db, kind::@KIND@, &id).put(app.clock.now_millis())?;
     let deleted = layout::delete_along(&db, layout, &keys, vec![gone]).await?;
     app.read_cache.forget(t, &keys.write);
     if !deleted {

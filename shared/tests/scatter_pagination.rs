@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use aws_sdk_dynamodb::types::AttributeValue;
 use proptest::prelude::*;
 use shared::identity::cursor::CursorKeys;
-use shared::identity::entities::ORDER_DATE;
+use shared::identity::entities::{ORDER_DATE, PRODUCT};
 use shared::identity::ids::{EntityId, TenantId};
-use shared::identity::keys::{entity_sk, kind, order_date_pk, order_month_sk, KeySpace, PK, SK};
+use shared::identity::keys::{entity_sk, order_date_pk, order_month_sk, KeySpace, PK, SK};
 use shared::identity::shard::shard_for;
 use shared::store::client::error::StoreError;
 use shared::store::client::walk_sizes::PartitionSize;
@@ -20,11 +20,7 @@ use shared::store::scatter::{
     PageAsk, PartitionSource, ShardedList, SortRange,
 };
 
-const LIST: ShardedList<'static> = ShardedList {
-    partition: kind::PRODUCT,
-    kind: kind::PRODUCT,
-    route: "query-tenant-products",
-};
+const LIST: ShardedList = ShardedList::new(PRODUCT, "query-tenant-products");
 
 /// Partitions in memory, each holding (PK, SK) items. (Following DynamoDB's own page boundaries is
 /// covered against DynamoDB Local.)
@@ -54,8 +50,8 @@ impl MemoryPartitions {
             let e = EntityId::parse(id).unwrap();
             let key = shared::identity::keys::sharded_entity_key(
                 tenant,
-                LIST.partition,
-                LIST.kind,
+                LIST.space(),
+                LIST.kind(),
                 &e,
                 shard_count,
             );
@@ -187,7 +183,7 @@ fn keys() -> CursorKeys {
 
 /// The sort keys of the products `ids` of `tenant`, in order: what a whole walk must return.
 fn sorted_sort_keys(tenant: &TenantId, ids: &BTreeSet<String>) -> Vec<String> {
-    let sort_key = |id: &String| entity_sk(tenant, LIST.kind, &EntityId::parse(id).unwrap());
+    let sort_key = |id: &String| entity_sk(tenant, LIST.kind(), &EntityId::parse(id).unwrap());
     let mut keys: Vec<String> = ids.iter().map(sort_key).collect();
     keys.sort();
     keys

@@ -30,7 +30,7 @@ use shared::identity::clock::Clock;
 use shared::isolation::claims::AuthMode;
 use shared::service::app::{load_sdk_config, Settings};
 use shared::store::client::hooks::{
-    Bag, Hook, Intercept, RequestMut, RequestRef, ResponseMut, ResponseRef, Runtime,
+    Bag, HookResult, Intercept, Parts, RequestMut, RequestRef, ResponseMut, ResponseRef,
 };
 use shared::{ApiError, App};
 
@@ -243,7 +243,7 @@ impl Faults {
     }
 
     /// The armed fault's error, once, when it is for `operation` at `phase`.
-    fn strike(&self, operation: &str, phase: Phase) -> Hook {
+    fn strike(&self, operation: &str, phase: Phase) -> HookResult {
         let mut armed = self.armed.lock().unwrap();
         if armed
             .as_ref()
@@ -289,7 +289,7 @@ impl Intercept for TestInterceptor {
 
     /// Counts the attempt as sent, then fails it if a fault is armed before its send (counted all
     /// the same: the SDK runs every interceptor's hook, whichever fails).
-    fn read_before_transmit(&self, _: RequestRef, _: &Runtime, cfg: &mut Bag) -> Hook {
+    fn read_before_transmit(&self, _: RequestRef, _: &Parts, cfg: &mut Bag) -> HookResult {
         let operation = operation_of(cfg);
         let requests = &self.requests;
         *requests
@@ -303,13 +303,13 @@ impl Intercept for TestInterceptor {
         self.faults.strike(&operation, Phase::BeforeSend)
     }
 
-    fn read_before_deserialization(&self, _: ResponseRef, _: &Runtime, cfg: &mut Bag) -> Hook {
+    fn read_before_deserialization(&self, _: ResponseRef, _: &Parts, cfg: &mut Bag) -> HookResult {
         self.requests.in_flight.fetch_sub(1, Ordering::SeqCst);
         self.faults.strike(&operation_of(cfg), Phase::AfterSend)
     }
 
     /// An injected transaction answer: the request becomes a ListTables, so nothing is written.
-    fn modify_before_transmit(&self, ctx: RequestMut, _: &Runtime, cfg: &mut Bag) -> Hook {
+    fn modify_before_transmit(&self, ctx: RequestMut, _: &Parts, cfg: &mut Bag) -> HookResult {
         let operation = operation_of(cfg);
         let body_refused = ctx
             .request()
@@ -341,7 +341,12 @@ impl Intercept for TestInterceptor {
     }
 
     /// Throttling, as DynamoDB answers it: HTTP 400 with ProvisionedThroughputExceededException.
-    fn modify_before_deserialization(&self, ctx: ResponseMut, _: &Runtime, cfg: &mut Bag) -> Hook {
+    fn modify_before_deserialization(
+        &self,
+        ctx: ResponseMut,
+        _: &Parts,
+        cfg: &mut Bag,
+    ) -> HookResult {
         if let Some(InjectedAnswer(body)) = cfg.load::<InjectedAnswer>().cloned() {
             answer_with(ctx, 400, DYNAMODB_JSON, body)?;
         } else if self.faults.take_lost_success(&operation_of(cfg)) {
@@ -373,7 +378,7 @@ fn answer_with(
     status: u16,
     content_type: &'static str,
     body: impl Into<aws_smithy_types::body::SdkBody>,
-) -> Hook {
+) -> HookResult {
     let response = ctx.response_mut();
     *response.status_mut() = aws_smithy_runtime_api::http::StatusCode::try_from(status)?;
     response.headers_mut().insert("content-type", content_type);
@@ -395,14 +400,19 @@ impl Intercept for StsFaults {
         "StsFaults"
     }
 
-    fn read_before_transmit(&self, _: RequestRef, _: &Runtime, _: &mut Bag) -> Hook {
+    fn read_before_transmit(&self, _: RequestRef, _: &Parts, _: &mut Bag) -> HookResult {
         if self.down.load(Ordering::SeqCst) {
             return Err("injected fault: STS unreachable".into());
         }
         Ok(())
     }
 
-    fn modify_before_deserialization(&self, ctx: ResponseMut, _: &Runtime, _: &mut Bag) -> Hook {
+    fn modify_before_deserialization(
+        &self,
+        ctx: ResponseMut,
+        _: &Parts,
+        _: &mut Bag,
+    ) -> HookResult {
         if self.refuses.load(Ordering::SeqCst) {
             answer_with(
                 ctx,
@@ -781,7 +791,7 @@ pub fn event(
     lambda_http::request::from_str(&ev.to_string()).expect("a valid API Gateway v2 event")
 }
 
-/// [`event`] as the JSON the Lambda service delivers (for a function binary on a Runtime API).
+/// [`event`] as the JSON the Lambda service delivers (for a function binary on a Parts API).
 pub fn event_json(
     method: &str,
     route: &str,

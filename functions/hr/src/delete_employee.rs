@@ -12,7 +12,7 @@ use shared::identity::keys::kind;
 use shared::service::http::no_content;
 use shared::service::sharded::ItemRequest;
 use shared::store::client::query::string_attr;
-use shared::store::imports::tombstone;
+use shared::store::imports::Tombstone;
 use shared::store::tenancy::layout::{self, Layout};
 use shared::{ApiError, App};
 
@@ -35,7 +35,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         Layout::Migrating { .. } => 4,
     };
     for _ in 0..attempts {
-        let gone = tombstone(&db, t, kind::EMPLOYEE, &id, app.clock.now_millis())?;
+        let gone = Tombstone::of(&db, kind::EMPLOYEE, &id).put(app.clock.now_millis())?;
         let Some((key, current)) = layout::locate(&db, layout, &keys).await? else {
             // Nothing to delete, yet the deletion is recorded: an import accepted before it and not
             // delivered yet never brings the employee back. A copy that appeared meanwhile is

@@ -23,23 +23,16 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
+use shared::identity::entities::{DEPARTMENT, EMPLOYEE};
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{
     department_members_pk, entity_sk, kind, sharded_entity_key, Key, PK, SK,
 };
 use shared::store::scatter::ShardedList;
 
-pub const EMPLOYEES: ShardedList<'static> = ShardedList {
-    partition: kind::HR,
-    kind: kind::EMPLOYEE,
-    route: "list-employees",
-};
+pub const EMPLOYEES: ShardedList = ShardedList::new(EMPLOYEE, "list-employees");
 
-pub const DEPARTMENTS: ShardedList<'static> = ShardedList {
-    partition: kind::HR,
-    kind: kind::DEPARTMENT,
-    route: "list-departments",
-};
+pub const DEPARTMENTS: ShardedList = ShardedList::new(DEPARTMENT, "list-departments");
 
 /// The key of an employee or department (`kind`) with id `id` in the HR shards.
 pub fn hr_key(t: &TenantId, entity_kind: &str, id: &EntityId, shards: u32) -> Key {

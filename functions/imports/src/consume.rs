@@ -24,8 +24,8 @@ use futures::StreamExt;
 use shared::identity::ids::TenantId;
 use shared::store::client::meter::with_request_meta;
 use shared::store::imports::{
-    due_at_ms, marker, not_deleted_since, note_deferred, outcomes_between, record_outcome,
-    sealing_key, FailReason, ItemOutcome, Outcome, RETENTION_SECONDS,
+    due_at_ms, marker, note_deferred, outcomes_between, record_outcome, sealing_key, FailReason,
+    ItemOutcome, Outcome, Tombstone, RETENTION_SECONDS,
 };
 use shared::store::tenancy::layout::Put;
 use shared::{ApiError, App};
@@ -648,13 +648,7 @@ async fn write(
             },
             now,
         )?,
-        not_deleted_since(
-            &db,
-            tenant,
-            body.kind.entity(),
-            item.item.id(),
-            body.issued_at,
-        )?,
+        Tombstone::of(&db, body.kind.entity(), item.item.id()).absent_since(body.issued_at)?,
     ];
     let (written, put) = match &item.item {
         ImportItem::Product(p) => {

@@ -7,7 +7,7 @@ use lambda_http::{Body, Request, Response};
 use shared::identity::keys::kind;
 use shared::service::http::no_content;
 use shared::service::sharded::ItemRequest;
-use shared::store::imports::tombstone;
+use shared::store::imports::Tombstone;
 use shared::store::tenancy::layout;
 use shared::{ApiError, App};
 
@@ -16,7 +16,7 @@ use crate::product_key;
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let product = ItemRequest::read(app, &req, "productId", |_| Ok(()), product_key).await?;
     let (db, t, keys) = (&product.db, &product.db.tenant, &product.keys);
-    let gone = tombstone(db, t, kind::PRODUCT, &product.id, app.clock.now_millis())?;
+    let gone = Tombstone::of(db, kind::PRODUCT, &product.id).put(app.clock.now_millis())?;
     let deleted = layout::delete_along(db, product.layout, keys, vec![gone]).await?;
     app.read_cache.forget(t, &keys.write);
     if !deleted {

@@ -3,18 +3,14 @@
 //! One Query per open shard per page, all concurrent; each follows its own `LastEvaluatedKey`.
 
 use lambda_http::{Body, Request, Response};
-use shared::identity::keys::kind;
+use shared::identity::entities::PRODUCT;
 use shared::service::sharded::list_page;
 use shared::store::scatter::{Fanout, ShardedList};
 use shared::{ApiError, App};
 
 use crate::product_from_item;
 
-pub const LIST: ShardedList<'static> = ShardedList {
-    partition: kind::PRODUCT,
-    kind: kind::PRODUCT,
-    route: "query-tenant-products",
-};
+pub const LIST: ShardedList = ShardedList::new(PRODUCT, "query-tenant-products");
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     handle_with(app, req, Fanout::Parallel).await

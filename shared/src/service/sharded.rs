@@ -188,7 +188,7 @@ fn settable_fields(req: &Request, param: &str) -> Result<Item, ApiError> {
 pub async fn list_page<V: Serialize>(
     app: &App,
     req: &Request,
-    list: ShardedList<'_>,
+    list: ShardedList,
     view: impl Fn(Item) -> Result<V, ApiError>,
     fanout: Fanout,
 ) -> Result<Response<Body>, ApiError> {
@@ -204,14 +204,14 @@ pub async fn list_page<V: Serialize>(
     let bound_to = |route: &str| {
         cursor.is_some_and(|c| cursor::decode(keys, t, route, c, |_, _| true).is_ok())
     };
-    let walk_by_id = format!("{}?order=unordered&by=id", list.route);
+    let walk_by_id = format!("{}?order=unordered&by=id", list.route());
     let by_id = |route: String| PageRead::ById {
         route,
         frontier: None,
         from_start: false,
     };
     let plan = match (order, layout) {
-        (ListOrder::ById, _) => by_id(list.route.to_owned()),
+        (ListOrder::ById, _) => by_id(list.route().to_owned()),
         (ListOrder::Unordered, _) if bound_to(&walk_by_id) => by_id(walk_by_id),
         (ListOrder::Unordered, Layout::Stable(n))
             if cursor.is_none() || bound_to(&walk_over(&list, n, generation)) =>
@@ -284,16 +284,16 @@ pub async fn list_page<V: Serialize>(
 
 /// A walk's route: its position is a partition of one layout, so its cursor names the shard count
 /// and the layout's generation (a count can come back: 4 → 16 → 4).
-fn walk_over(list: &ShardedList<'_>, shards: u32, generation: u32) -> String {
+fn walk_over(list: &ShardedList, shards: u32, generation: u32) -> String {
     format!(
         "{}?order=unordered&shards={shards}&generation={generation}",
-        list.route
+        list.route()
     )
 }
 
 /// The route walks were bound to before they were bound to the layout.
-fn legacy_walk(list: &ShardedList<'_>) -> String {
-    format!("{}?order=unordered", list.route)
+fn legacy_walk(list: &ShardedList) -> String {
+    format!("{}?order=unordered", list.route())
 }
 
 /// How a list page is read: in id order, bound to a route (after a walk's [`Frontier`], and then
@@ -341,7 +341,7 @@ impl Frontier {
         keys: &cursor::CursorKeys,
         t: &TenantId,
         raw: &str,
-        list: &ShardedList<'_>,
+        list: &ShardedList,
         walk_by_id: &str,
         layout: Layout,
         generation: u32,
@@ -364,7 +364,7 @@ impl Frontier {
                 false,
             ))
         } else {
-            let shards = match route.strip_prefix(&format!("{}?order=unordered", list.route))? {
+            let shards = match route.strip_prefix(&format!("{}?order=unordered", list.route()))? {
                 "" if generation == 0 => match layout {
                     Layout::Stable(n) => n,
                     Layout::Migrating { from, .. } => from,
@@ -380,7 +380,7 @@ impl Frontier {
             };
             let listing = list.over(t, shards);
             let partitions = &listing.groups[0];
-            let start_marker = entity_sk_prefix(t, list.kind);
+            let start_marker = entity_sk_prefix(t, list.kind());
             let key = cursor::decode(keys, t, &route, raw, |pk, sk| {
                 partitions.iter().any(|p| p == pk) && sk.starts_with(&start_marker)
             })
@@ -389,7 +389,7 @@ impl Frontier {
             let shard = partitions.iter().position(|p| p == pk)? as u32;
             let after = match sk == &start_marker {
                 true => None,
-                false => Some(parse_entity_sk(t, list.kind, sk).ok()?.to_string()),
+                false => Some(parse_entity_sk(t, list.kind(), sk).ok()?.to_string()),
             };
             Some((
                 Self {
@@ -420,7 +420,7 @@ impl Frontier {
 struct ByIdRead<'a> {
     db: &'a crate::store::client::scoped::TenantDb,
     layout: Layout,
-    list: &'a ShardedList<'a>,
+    list: &'a ShardedList,
     route: &'a str,
     keys: &'a cursor::CursorKeys,
     fanout: Fanout,
@@ -461,7 +461,7 @@ impl ByIdRead<'_> {
             items.extend(
                 page.items
                     .into_iter()
-                    .filter(|i| !frontier.walked(t, self.list.kind, i)),
+                    .filter(|i| !frontier.walked(t, self.list.kind(), i)),
             );
             next = page.next_cursor;
             if next.is_none() || items.len() as u32 >= limit {

@@ -182,7 +182,8 @@ async fn a_request_pooltable_refuses_is_answered_with_its_failure_and_reason_nev
     // GIVEN the control plane's bus
     let w = World::new().await;
     let unknown = unique("nobody");
-    let taken = integration::onboarded(&w.h, "taken").await;
+    let taken = unique("taken");
+    integration::onboard(&w.h, &taken, 4).await;
     let cases = [
         // activating a tenant pooltable never onboarded
         (

@@ -1,7 +1,7 @@
 //! The request path end to end, against DynamoDB Local and moto: claims → scoped credentials →
 //! guard → DynamoDB → response.
 
-use shared::identity::keys::{raw_key, ItemKey};
+use shared::identity::keys::{primary_key, raw_key};
 use std::sync::Arc;
 
 use integration::api::NO_PATH;
@@ -123,13 +123,22 @@ async fn the_guard_refuses_another_tenants_key_before_anything_is_sent() {
     let db = h.app.db(&a).await.unwrap();
     h.requests.reset();
     // WHEN a hand-built GetItem and PutItem carry tenant B's key
-    let foreign = ItemKey {
-        pk: raw_key(&b, "SESSION#x"),
-        sk: raw_key(&b, "CUSTOMER#c"),
-    };
-    let get = db.get_at(&foreign.pk, &foreign.sk).send().await;
-    let put = db.put().set_item(Some(foreign.to_key())).send().await;
-    let scan = db.client.scan().table_name(&*db.table).send().await;
+    // (with the SDK's own builders, not TenantDb's: the guard alone must refuse them)
+    let foreign = primary_key(raw_key(&b, "SESSION#x"), raw_key(&b, "CUSTOMER#c"));
+    let (client, table) = (&db.client, &*db.table);
+    let get = client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(foreign.clone()))
+        .send()
+        .await;
+    let put = client
+        .put_item()
+        .table_name(table)
+        .set_item(Some(foreign))
+        .send()
+        .await;
+    let scan = client.scan().table_name(table).send().await;
     // THEN each is refused by the guard, and no request went on the wire
     for err in [
         get.map(|_| ()).unwrap_err().into_service_error_string(),

@@ -14,7 +14,7 @@ use integration::{export_page, onboard, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::clock::Clock;
 use shared::identity::ids::TenantId;
-use shared::store::client::hooks::{Bag, Hook, Intercept, RequestRef, Runtime};
+use shared::store::client::hooks::{Bag, HookResult, Intercept, Parts, RequestRef};
 use shared::store::lifecycle::offboarding::{kind_of, DELETION_DELAY_SECONDS};
 
 type Item = HashMap<String, AttributeValue>;
@@ -800,7 +800,7 @@ impl Intercept for TransactionRecorder {
         "TransactionRecorder"
     }
 
-    fn read_before_transmit(&self, ctx: RequestRef, _: &Runtime, _: &mut Bag) -> Hook {
+    fn read_before_transmit(&self, ctx: RequestRef, _: &Parts, _: &mut Bag) -> HookResult {
         let Some(body) = ctx.request().body().bytes() else {
             return Ok(());
         };

@@ -12,7 +12,7 @@ use crate::identity::cursor::Key;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{catalog_key, ItemKey, CATALOG, PK};
 use crate::store::client::error::{unless_expected, StoreError};
-use crate::store::client::hooks::{Bag, Hook, Intercept, RequestRef, Runtime};
+use crate::store::client::hooks::{Bag, HookResult, Intercept, Parts, RequestRef};
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
 
@@ -162,7 +162,7 @@ impl Intercept for AttemptCounter {
         "AttemptCounter"
     }
 
-    fn read_before_attempt(&self, _: RequestRef, _: &Runtime, _: &mut Bag) -> Hook {
+    fn read_before_attempt(&self, _: RequestRef, _: &Parts, _: &mut Bag) -> HookResult {
         self.0.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }

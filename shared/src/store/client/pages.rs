@@ -39,7 +39,7 @@ use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{is_metering_pk, PK};
 use crate::store::client::error::StoreError;
-use crate::store::client::hooks::{Bag, FinalizerRef, Hook, InputRef, Intercept, Runtime};
+use crate::store::client::hooks::{Bag, FinalizerRef, HookResult, InputRef, Intercept, Parts};
 use crate::store::client::size::approximate_bytes;
 
 /// An item as a page holds it: `query::Item` (named here, not imported: `query` builds on the scoped
@@ -291,7 +291,7 @@ impl Intercept for PageCacheInvalidation {
         "PageCacheInvalidation"
     }
 
-    fn read_before_serialization(&self, ctx: InputRef, _: &Runtime, cfg: &mut Bag) -> Hook {
+    fn read_before_serialization(&self, ctx: InputRef, _: &Parts, cfg: &mut Bag) -> HookResult {
         if changes_listed_items(&self.tenant, ctx.input()) {
             self.pages.forget(&self.tenant);
             cfg.interceptor_state().store_put(IsWrite);
@@ -299,7 +299,7 @@ impl Intercept for PageCacheInvalidation {
         Ok(())
     }
 
-    fn read_after_execution(&self, _: FinalizerRef, _: &Runtime, cfg: &mut Bag) -> Hook {
+    fn read_after_execution(&self, _: FinalizerRef, _: &Parts, cfg: &mut Bag) -> HookResult {
         if cfg.load::<IsWrite>().is_some() {
             self.pages.forget(&self.tenant);
         }

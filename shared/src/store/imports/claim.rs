@@ -147,7 +147,7 @@ pub fn marker(
     if let Outcome::Failed(reason) = outcome {
         item.insert(REASON.to_owned(), AttributeValue::S(reason.as_str().into()));
     }
-    let put = retained_put(db, tenant, item, created_at_ms)
+    let put = retained_put(db, item, created_at_ms)
         .condition_expression("attribute_not_exists(PK) OR #exp <= :now")
         .expression_attribute_names("#exp", EXPIRES_AT)
         .expression_attribute_values(":now", AttributeValue::N(now_seconds.to_string()))

@@ -171,15 +171,15 @@ fn record_update(
         .expression_attribute_values(":created", AttributeValue::N(created_at_ms.to_string()))
 }
 
-/// A transaction's Put of `item`, an item of `tenant` that the import machinery keeps as long as
-/// an import accepted at `since_ms` may have messages ([`RETENTION_SECONDS`]), in the tenant's
-/// catalog; its condition is the caller's.
-fn retained_put(db: &TenantDb, tenant: &TenantId, mut item: Item, since_ms: u64) -> PutBuilder {
+/// A transaction's Put of `item`, kept [`RETENTION_SECONDS`] after `since_ms` (an import's
+/// acceptance, or a delete's time: as long as a message of an import accepted before may come) and
+/// entered in the catalog of `db`'s tenant; its condition is the caller's.
+fn retained_put(db: &TenantDb, mut item: Item, since_ms: u64) -> PutBuilder {
     item.insert(
         EXPIRES_AT.to_owned(),
         AttributeValue::N((since_ms / 1000 + RETENTION_SECONDS).to_string()),
     );
-    enlist(tenant, &mut item);
+    enlist(&db.tenant, &mut item);
     Put::builder().table_name(&*db.table).set_item(Some(item))
 }
 
@@ -223,4 +223,4 @@ pub use outcomes::{note_deferred, outcomes_between, record_outcome};
 pub use progress::progress;
 use progress::read_import;
 pub use sealing::{ensure_sealing_item, sealing_key, SealingItem};
-pub use tombstone::{not_deleted_since, tombstone};
+pub use tombstone::Tombstone;

@@ -113,9 +113,9 @@ pub async fn claim(
     if now_ms < held_since.saturating_add(hold_ms) {
         return Ok(Claim::Busy);
     }
-    let take = claim_update(platform_db, request.key, ":held", held_since)
+    let condition = "#at = :held AND #state <> :answered";
+    let take = claim_update(platform_db, request.key, condition, (":held", held_since))
         .update_expression("SET #at = :now")
-        .condition_expression("#at = :held AND #state <> :answered")
         .expression_attribute_names("#state", STATE)
         .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
         .expression_attribute_values(":answered", AttributeValue::S(ANSWERED.into()))
@@ -137,15 +137,16 @@ fn entry_update(platform_db: &TenantDb, key: &str) -> UpdateItemFluentBuilder {
     platform_db.update_at(control_requests_pk(), control_request_sk(key))
 }
 
-/// An UpdateItem of the entry of `key` while its claim is the one made at `claimed_at_ms`: the
-/// caller's condition compares the claim's time, `#at`, with `placeholder`.
+/// An UpdateItem of the entry of `key` on `condition`, which compares the claim's time (`#at`) with
+/// `claim`: a placeholder and the time it stands for.
 fn claim_update(
     platform_db: &TenantDb,
     key: &str,
-    placeholder: &str,
-    claimed_at_ms: u64,
+    condition: &str,
+    (placeholder, claimed_at_ms): (&str, u64),
 ) -> UpdateItemFluentBuilder {
     entry_update(platform_db, key)
+        .condition_expression(condition)
         .expression_attribute_names("#at", CLAIMED_AT_MS)
         .expression_attribute_values(placeholder, AttributeValue::N(claimed_at_ms.to_string()))
 }
@@ -198,9 +199,8 @@ pub async fn hold_reply(
     claimed_at_ms: u64,
     reply: &str,
 ) -> Result<bool, StoreError> {
-    let out = claim_update(platform_db, key, ":mine", claimed_at_ms)
+    let out = claim_update(platform_db, key, "#at = :mine", (":mine", claimed_at_ms))
         .update_expression("SET #reply = :reply")
-        .condition_expression("#at = :mine")
         .expression_attribute_names("#reply", REPLY)
         .expression_attribute_values(":reply", AttributeValue::S(reply.to_owned()))
         .send()

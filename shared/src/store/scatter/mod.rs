@@ -27,6 +27,7 @@
 use std::future::Future;
 
 use crate::identity::cursor::{CursorKeys, Key};
+use crate::identity::entities::{EntityKind, Home};
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{entity_sk_prefix, shard_pk, PK, SK};
 use crate::store::client::error::StoreError;
@@ -91,18 +92,46 @@ pub struct Listing {
     pub consistent: bool,
 }
 
-/// The common case: items of `kind` in a tenant's `partition` write shards, in id order.
+/// The common case: the items of one entity kind in its tenant's write shards, in id order.
 #[derive(Debug, Clone, Copy)]
-pub struct ShardedList<'a> {
-    /// The partition space, e.g. `PRODUCT` or `HR`.
-    pub partition: &'a str,
-    /// The kind in the sort key, e.g. `PRODUCT`, `EMPLOYEE`, `DEPARTMENT`.
-    pub kind: &'a str,
+pub struct ShardedList {
+    /// The kind listed, as declared (`entities::PRODUCT`, `EMPLOYEE`, `DEPARTMENT`).
+    entity: EntityKind,
+    /// The space of write shards it lives in (`PRODUCT`, `HR`): its declaration's home.
+    space: &'static str,
     /// The route name the cursor is bound to.
-    pub route: &'a str,
+    route: &'static str,
 }
 
-impl ShardedList<'_> {
+impl ShardedList {
+    /// The list of `entity`'s items that route `route` serves. Its home must be a space of write
+    /// shards: a `const` list of any other kind does not compile.
+    pub const fn new(entity: EntityKind, route: &'static str) -> Self {
+        let Home::Fixed(space) = entity.home else {
+            panic!("a sharded list lists a kind that lives in write shards");
+        };
+        Self {
+            entity,
+            space,
+            route,
+        }
+    }
+
+    /// The kind in the sort key, e.g. `PRODUCT`, `EMPLOYEE`, `DEPARTMENT`.
+    pub fn kind(&self) -> &'static str {
+        self.entity.kind
+    }
+
+    /// The partition space, e.g. `PRODUCT` or `HR`.
+    pub fn space(&self) -> &'static str {
+        self.space
+    }
+
+    /// The route name the cursor is bound to.
+    pub fn route(&self) -> &'static str {
+        self.route
+    }
+
     /// The listing over `shard_count` shards of tenant `t`.
     pub fn over(&self, t: &TenantId, shard_count: u32) -> Listing {
         Listing {
@@ -110,10 +139,10 @@ impl ShardedList<'_> {
             index: None,
             partition_attr: PK,
             sort_attr: SK,
-            range: SortRange::BeginsWith(entity_sk_prefix(t, self.kind)),
+            range: SortRange::BeginsWith(entity_sk_prefix(t, self.kind())),
             order: Order::Ascending,
             groups: vec![(0..shard_count)
-                .map(|s| shard_pk(t, self.partition, s))
+                .map(|s| shard_pk(t, self.space, s))
                 .collect()],
             consistent: false,
         }

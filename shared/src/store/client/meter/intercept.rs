@@ -4,7 +4,7 @@ use super::*;
 use crate::identity::keys::{key_shape, PK};
 use crate::isolation::guard::single_item;
 use crate::store::client::hooks::{
-    Bag, FinalizerRef, Hook, InputMut, Intercept, OutputRef, RequestRef, Runtime,
+    Bag, FinalizerRef, HookResult, InputMut, Intercept, OutputRef, Parts, RequestRef,
 };
 use aws_sdk_dynamodb::operation::{
     batch_get_item::BatchGetItemInput, batch_write_item::BatchWriteItemInput,
@@ -172,7 +172,7 @@ pub(super) fn ask_for_consumed_capacity(input: &mut Input) {
 
 /// Notes what a hook saw on the current request's meta; outside a request (a background task's
 /// client) nothing is metered. Metering never fails the call it watches.
-fn meter(note: impl FnOnce(&RequestMeta)) -> Hook {
+fn meter(note: impl FnOnce(&RequestMeta)) -> HookResult {
     let _ = REQUEST.try_with(|m| note(m));
     Ok(())
 }
@@ -188,7 +188,7 @@ impl Intercept for RequestMetering {
         "RequestMetering"
     }
 
-    fn modify_before_serialization(&self, ctx: InputMut, _: &Runtime, cfg: &mut Bag) -> Hook {
+    fn modify_before_serialization(&self, ctx: InputMut, _: &Parts, cfg: &mut Bag) -> HookResult {
         ask_for_consumed_capacity(ctx.input_mut());
         if let Some(target) = throttle_target(ctx.input()) {
             cfg.interceptor_state().store_put(target);
@@ -199,19 +199,19 @@ impl Intercept for RequestMetering {
         Ok(())
     }
 
-    fn read_before_attempt(&self, _: RequestRef, _: &Runtime, _: &mut Bag) -> Hook {
+    fn read_before_attempt(&self, _: RequestRef, _: &Parts, _: &mut Bag) -> HookResult {
         meter(RequestMeta::attempt_started)
     }
 
-    fn read_before_transmit(&self, _: RequestRef, _: &Runtime, _: &mut Bag) -> Hook {
+    fn read_before_transmit(&self, _: RequestRef, _: &Parts, _: &mut Bag) -> HookResult {
         meter(RequestMeta::attempt_sent)
     }
 
-    fn read_after_attempt(&self, _: FinalizerRef, _: &Runtime, _: &mut Bag) -> Hook {
+    fn read_after_attempt(&self, _: FinalizerRef, _: &Parts, _: &mut Bag) -> HookResult {
         meter(RequestMeta::attempt_ended)
     }
 
-    fn read_after_deserialization(&self, ctx: OutputRef, _: &Runtime, cfg: &mut Bag) -> Hook {
+    fn read_after_deserialization(&self, ctx: OutputRef, _: &Parts, cfg: &mut Bag) -> HookResult {
         match ctx.output_or_error() {
             Ok(output) => {
                 let units = consumed_units(output);

@@ -19,7 +19,9 @@ use serde_json::Value;
 
 use crate::identity::clock::Clock;
 use crate::identity::keys::{ItemKey, PK};
-use crate::store::client::hooks::{Bag, Hook, InputMut, InputRef, Intercept, RequestMut, Runtime};
+use crate::store::client::hooks::{
+    Bag, HookResult, InputMut, InputRef, Intercept, Parts, RequestMut,
+};
 use crate::store::client::query::Item;
 
 /// What one request touches in the target table.
@@ -173,7 +175,7 @@ impl Intercept for Touches {
         "PullTouches"
     }
 
-    fn read_before_serialization(&self, ctx: InputRef, _: &Runtime, cfg: &mut Bag) -> Hook {
+    fn read_before_serialization(&self, ctx: InputRef, _: &Parts, cfg: &mut Bag) -> HookResult {
         if let Some(touch) = self.of(ctx.input()) {
             cfg.interceptor_state().store_put(touch);
         }
@@ -182,7 +184,7 @@ impl Intercept for Touches {
 
     /// Reads of the table are consistent while a move runs: a read just after a pull (its own, or
     /// another request's) must see the item where the pull put it.
-    fn modify_before_serialization(&self, ctx: InputMut, _: &Runtime, _: &mut Bag) -> Hook {
+    fn modify_before_serialization(&self, ctx: InputMut, _: &Parts, _: &mut Bag) -> HookResult {
         let input = ctx.input_mut();
         if let Some(i) = input.downcast_mut::<GetItemInput>() {
             i.consistent_read = Some(true);
@@ -194,7 +196,7 @@ impl Intercept for Touches {
         Ok(())
     }
 
-    fn modify_before_signing(&self, ctx: RequestMut, _: &Runtime, cfg: &mut Bag) -> Hook {
+    fn modify_before_signing(&self, ctx: RequestMut, _: &Parts, cfg: &mut Bag) -> HookResult {
         if !self.moved_now() {
             return Ok(());
         }
