@@ -1029,7 +1029,7 @@ async fn idempotent_create(
     let (app, raw, tag) = (&target.app, &target.raw, target.tag);
     let t = TenantId::parse(&fx.tenant).unwrap();
     let keyed_request = |key: String| {
-        let mut req = event(
+        let mut req: lambda_http::Request = event(
             "POST",
             "/sessions",
             &[],

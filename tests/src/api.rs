@@ -143,7 +143,7 @@ impl<'a> Client<'a> {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        let mut req = crate::event(method, route, &path, &query, body, &self.auth);
+        let mut req: Request = crate::event(method, route, &path, &query, body, &self.auth);
         for (name, value) in &self.headers {
             req.headers_mut().insert(
                 lambda_http::http::HeaderName::from_bytes(name.as_bytes()).expect("a header name"),

@@ -778,28 +778,33 @@ pub enum Auth {
     },
 }
 
-/// An API Gateway HTTP API (v2) event, as API Gateway sends it after the JWT authorizer ran.
-pub fn event(
-    method: &str,
-    route: &str,
-    path_params: &[(&str, &str)],
-    query: &[(&str, &str)],
-    body: Option<Value>,
-    auth: &Auth,
-) -> Request {
-    let ev = event_json(method, route, path_params, query, body, auth);
-    lambda_http::request::from_str(&ev.to_string()).expect("a valid API Gateway v2 event")
+/// What an API Gateway event is made into: the JSON the Lambda service delivers (for a function
+/// binary on a Runtime API), or the request `lambda_http` makes of it (for a handler).
+pub trait FromEvent {
+    fn from_event(json: Value) -> Self;
 }
 
-/// [`event`] as the JSON the Lambda service delivers (for a function binary on a Parts API).
-pub fn event_json(
+impl FromEvent for Value {
+    fn from_event(json: Value) -> Self {
+        json
+    }
+}
+
+impl FromEvent for Request {
+    fn from_event(json: Value) -> Self {
+        lambda_http::request::from_str(&json.to_string()).expect("a valid API Gateway v2 event")
+    }
+}
+
+/// An API Gateway HTTP API (v2) event, as API Gateway sends it after the JWT authorizer ran.
+pub fn event<T: FromEvent>(
     method: &str,
     route: &str,
     path_params: &[(&str, &str)],
     query: &[(&str, &str)],
     body: Option<Value>,
     auth: &Auth,
-) -> Value {
+) -> T {
     let mut path = route.to_owned();
     for (k, v) in path_params {
         path = path.replace(&format!("{{{k}}}"), v);
@@ -828,7 +833,7 @@ pub fn event_json(
         Auth::Verified { scopes, .. } => scopes.clone(),
         _ => Value::Null,
     };
-    json!({
+    T::from_event(json!({
         "version": "2.0",
         "routeKey": format!("{method} {route}"),
         "rawPath": path,
@@ -845,7 +850,7 @@ pub fn event_json(
         },
         "body": body.map(|b| b.to_string()),
         "isBase64Encoded": false
-    })
+    }))
 }
 
 /// A response, decoded for assertions.
@@ -959,8 +964,13 @@ pub async fn onboard(h: &Harness, tenant: &str, shard_count: u32) {
 
 /// A fresh tenant id (`unique(prefix)`), onboarded with 1 shard: every tenant route needs a record.
 pub async fn onboarded(h: &Harness, prefix: &str) -> String {
+    onboarded_with(h, prefix, 1).await
+}
+
+/// A fresh tenant id (`unique(prefix)`), onboarded with `shard_count` shards.
+pub async fn onboarded_with(h: &Harness, prefix: &str, shard_count: u32) -> String {
     let tenant = unique(prefix);
-    onboard(h, &tenant, 1).await;
+    onboard(h, &tenant, shard_count).await;
     tenant
 }
 

@@ -7,14 +7,14 @@
 use std::process::Stdio;
 
 use integration::runtime_api::{function_env, RuntimeApi};
-use integration::{event_json, Auth, Harness};
+use integration::{event, Auth, Harness};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
 const BIN: &str = "get-sessions-by-customer-id";
 
 fn sessions_of_c1(tenant: &str) -> String {
-    event_json(
+    event::<Value>(
         "GET",
         "/customers/{customerId}/sessions",
         &[("customerId", "c1")],

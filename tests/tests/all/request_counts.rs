@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 type Sent = HashMap<String, usize>;
 
 use integration::import_queue::ImportQueues;
+use integration::onboarded_with;
 use integration::routes::{params, route_table};
 use integration::{onboard, resp, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
@@ -74,10 +75,8 @@ fn today(h: &Harness) -> String {
 impl World {
     async fn new() -> Self {
         let h = Harness::new().await;
-        let tenant = unique("counted");
-        onboard(&h, &tenant, SHARDS).await;
-        let ops = unique("ops");
-        onboard(&h, &ops, 1).await;
+        let tenant = onboarded_with(&h, "counted", SHARDS).await;
+        let ops = onboarded_with(&h, "ops", 1).await;
         let queues = ImportQueues::create(5, 30).await;
         Self {
             h,
@@ -171,8 +170,7 @@ impl World {
 
     /// A fresh tenant of [`SHARDS`] shards, for the operator routes that change one.
     async fn other_tenant(&self) -> String {
-        let t = unique("other");
-        onboard(&self.h, &t, SHARDS).await;
+        let t = onboarded_with(&self.h, "other", SHARDS).await;
         t
     }
 

@@ -14,32 +14,32 @@ fn session_of(pk_tenant: &str, sk_tenant: &str) -> Item {
     )
 }
 
+/// Tenant a's guard on one key or item sent by `operation`.
+fn a_checks(operation: &'static str, key_or_item: &Item) -> Result<(), GuardViolation> {
+    check(&t("a"), operation, &[Carried::KeyOrItem(key_or_item)])
+}
+
 #[test]
 fn keys_of_the_own_tenant_pass() {
-    let k = session_of("a", "a");
-    assert!(check(&t("a"), "GetItem", &[Carried::KeyOrItem(&k)]).is_ok());
+    assert!(a_checks("GetItem", &session_of("a", "a")).is_ok());
 }
 
 #[test]
 fn delimiter_corner_cases_are_refused() {
     for other in ["a-b", "a_", "A", "ab"] {
         let k = primary_key(raw_key(other, "X#1"), raw_key(other, "Y#1"));
-        assert!(
-            check(&t("a"), "GetItem", &[Carried::KeyOrItem(&k)]).is_err(),
-            "{other}"
-        );
+        assert!(a_checks("GetItem", &k).is_err(), "{other}");
     }
     let forged = primary_key(
         tenant_prefix(&t("a")).trim_end_matches('#'),
         raw_key("a", "x"),
     );
-    assert!(check(&t("a"), "GetItem", &[Carried::KeyOrItem(&forged)]).is_err());
+    assert!(a_checks("GetItem", &forged).is_err());
 }
 
 #[test]
 fn sort_key_counts_because_it_is_gsi1s_partition_key() {
-    let k = session_of("a", "b");
-    assert!(check(&t("a"), "PutItem", &[Carried::KeyOrItem(&k)]).is_err());
+    assert!(a_checks("PutItem", &session_of("a", "b")).is_err());
 }
 
 #[test]
@@ -51,12 +51,12 @@ fn an_item_never_enlists_in_another_tenants_catalog() {
         AttributeValue::S(catalog_shard_key(&t("b"), 3)),
     );
     // THEN the guard refuses it, and accepts it with its own tenant's catalog entry
-    assert!(check(&t("a"), "PutItem", &[Carried::KeyOrItem(&item)]).is_err());
+    assert!(a_checks("PutItem", &item).is_err());
     item.insert(
         CATALOG.into(),
         AttributeValue::S(catalog_shard_key(&t("a"), 3)),
     );
-    assert!(check(&t("a"), "PutItem", &[Carried::KeyOrItem(&item)]).is_ok());
+    assert!(a_checks("PutItem", &item).is_ok());
 }
 
 #[test]
@@ -91,7 +91,7 @@ fn query_values_and_start_key_are_checked() {
 fn a_request_without_keys_is_refused() {
     assert!(check(&t("a"), "TransactWriteItems", &[]).is_err());
     let empty = HashMap::new();
-    assert!(check(&t("a"), "GetItem", &[Carried::KeyOrItem(&empty)]).is_err());
+    assert!(a_checks("GetItem", &empty).is_err());
 }
 
 #[test]
