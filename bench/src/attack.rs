@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration::{unique, Auth, Harness};
 use serde_json::json;
+use shared::store::tenancy::tenants::Tier;
 use shared::App;
 
 use crate::{neighbour, requests, seed_products_with, stat, Report};
 
 const CONTAINERS: usize = 8;
-const QUOTA_UNITS: f64 = 50.0;
 const OVERLOAD: f64 = 20.0;
 const PRODUCTS: usize = 48;
 const PRODUCT_KB: usize = 24;
@@ -46,7 +46,9 @@ pub async fn attack_figure(
         .and_then(|v| v.parse().ok())
         .unwrap_or(60);
     let (noisy, neighbour) = (unique("noisy"), unique("neighbour"));
-    integration::onboard_tier(h, &noisy, 4, "basic").await;
+    let basic = Tier::Basic.limits().expect("the basic tier has limits");
+    let quota_units = f64::from(basic.capacity_units_per_second);
+    integration::onboard_tier(h, &noisy, 4, Tier::Basic.as_str()).await;
     integration::onboard_tier(h, &neighbour, 4, "premium").await;
     let blob = |kb: usize| {
         move |_| {
@@ -70,9 +72,9 @@ pub async fn attack_figure(
         .await
         .max(1.0);
     let interval =
-        Duration::from_secs_f64(CONTAINERS as f64 * page_units / (OVERLOAD * QUOTA_UNITS));
+        Duration::from_secs_f64(CONTAINERS as f64 * page_units / (OVERLOAD * quota_units));
     // Let the probe's debt be repaid before the attack starts.
-    tokio::time::sleep(Duration::from_secs_f64(page_units / QUOTA_UNITS + 2.0)).await;
+    tokio::time::sleep(Duration::from_secs_f64(page_units / quota_units + 2.0)).await;
     let baseline_used = integration::units_used(h, &[&probe], &noisy, None).await;
 
     // The attack, with the neighbour's reads beside it.
@@ -110,13 +112,13 @@ pub async fn attack_figure(
         }
     }
     let offered = totals.values().sum::<usize>();
-    let quota = QUOTA_UNITS * elapsed;
+    let quota = quota_units * elapsed;
     // The stated bound, beyond the quota of T + 1 seconds: per container, one largest request (a
     // whole page, or a large put with its GSI1 copy) for each route it sees first (its cost is
     // unknown, so neither estimated nor shrunk) and one admitted on the last of the bucket.
     const ROUTES: f64 = 2.0;
     let largest = page_units.max((PUT_KB as f64 + 1.0) * 2.0);
-    let allowed = 1.2 * quota + QUOTA_UNITS + CONTAINERS as f64 * (ROUTES + 1.0) * largest;
+    let allowed = 1.2 * quota + quota_units + CONTAINERS as f64 * (ROUTES + 1.0) * largest;
     let (before, during) = (stat(before), stat(during));
     report.add(
         "12a. neighbour GetItem, no attack [quota path]",

@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 
 use crate::identity::ids::{EntityId, TenantId};
 use crate::identity::keys::{import_key, parse_tenant_record_key};
-use crate::store::tenancy::tenants::{TenantRecord, TenantStatus};
+use crate::store::tenancy::tenants::{Migration, TenantRecord, TenantStatus};
 
 /// What happened to the item, as the stream names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,17 +196,17 @@ fn tenant_events(
                 _ => {}
             }
             match (&old.migration, &new.migration) {
-                (None, Some(m)) => events.push(event(
+                (None, Some(Migration { from, to, progress, .. })) => events.push(event(
                     "reshardingStarted",
-                    Some(&m.progress.requested_by),
+                    Some(&progress.requested_by),
                     "reshardingStarted",
-                    json!({ "from": m.from, "to": m.to }),
+                    json!({ "from": from, "to": to }),
                 )),
-                (Some(m), None) => events.push(event(
+                (Some(Migration { from, to, progress, .. }), None) => events.push(event(
                     "reshardingFinished",
-                    Some(&m.progress.requested_by),
+                    Some(&progress.requested_by),
                     "resharded",
-                    json!({ "from": m.from, "to": m.to, "moved": m.progress.moved, "shardCount": new.shard_count }),
+                    json!({ "from": from, "to": to, "moved": progress.moved, "shardCount": new.shard_count }),
                 )),
                 _ => {}
             }

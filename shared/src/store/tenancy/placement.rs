@@ -197,14 +197,13 @@ async fn copy_time_to_live(client: &Client, pool: &str, name: &str) -> Result<()
     if time_to_live(client, name).await?.is_some() {
         return Ok(());
     }
-    let spec = TimeToLiveSpecification::builder()
+    let enabled = TimeToLiveSpecification::builder()
         .enabled(true)
-        .attribute_name(attribute)
-        .build()?;
+        .attribute_name(attribute);
     client
         .update_time_to_live()
         .table_name(name)
-        .time_to_live_specification(spec)
+        .time_to_live_specification(enabled.build()?)
         .send()
         .await
         .map_err(StoreError::from_sdk)?;
