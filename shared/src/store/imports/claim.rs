@@ -10,6 +10,9 @@ use crate::store::client::scoped::TenantDb;
 use crate::store::client::transact::TransactError;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 
+/// The fingerprint of the request that made the import: a retry with its key must match it.
+const FINGERPRINT: &str = "fingerprint";
+
 /// When an import accepted at `created_at_ms` must be final ([`FINAL_WITHIN_SECONDS`]).
 pub fn due_at_ms(created_at_ms: u64) -> u64 {
     created_at_ms + FINAL_WITHIN_SECONDS * 1000
@@ -43,7 +46,7 @@ pub async fn claim(
             FINGERPRINT.to_owned(),
             AttributeValue::S(new.fingerprint.to_owned()),
         ),
-        (STATE.to_owned(), AttributeValue::S(ENQUEUING.to_owned())),
+        (STATE.to_owned(), Sending::Enqueuing.stored()),
         (
             "createdAt".to_owned(),
             AttributeValue::S(crate::identity::clock::rfc3339(new.created_at_ms)),
@@ -78,7 +81,7 @@ pub async fn claim(
     }
     Ok(Claim::Same {
         created_at_ms: u64_attr(&existing, CREATED_AT_MS).unwrap_or(new.created_at_ms),
-        enqueuing: string_attr(&existing, STATE).as_deref() == Some(ENQUEUING),
+        enqueuing: Sending::Enqueuing.is_of(&existing),
         closed: existing.contains_key(CLOSED_AT_MS),
     })
 }
@@ -103,7 +106,7 @@ pub async fn mark_enqueued(
         .expression_attribute_names("#state", STATE)
         .expression_attribute_names("#closed", CLOSED_AT_MS)
         .expression_attribute_names("#fingerprint", FINGERPRINT)
-        .expression_attribute_values(":queued", AttributeValue::S(QUEUED.into()))
+        .expression_attribute_values(":queued", Sending::Queued.stored())
         .expression_attribute_values(":fingerprint", AttributeValue::S(fingerprint.into()))
         .build()?;
     let mut actions = vec![TransactWriteItem::builder().update(update).build()];

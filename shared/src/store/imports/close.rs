@@ -4,7 +4,7 @@ use super::*;
 use crate::identity::ids::{EntityId, TenantId};
 use crate::identity::keys::import_item_sk;
 use crate::store::client::error::{unless_expected, StoreError};
-use crate::store::client::query::{string_attr, u64_attr};
+use crate::store::client::query::u64_attr;
 use crate::store::client::scoped::TenantDb;
 use aws_sdk_dynamodb::types::AttributeValue;
 
@@ -44,7 +44,7 @@ pub async fn close(
     if now_ms < u64_attr(&record, DUE_AT_MS).unwrap_or_else(|| due_at_ms(created_at_ms)) {
         return Ok(Closing::NotDue);
     }
-    let reason = if string_attr(&record, STATE).as_deref() == Some(ENQUEUING) {
+    let reason = if Sending::Enqueuing.is_of(&record) {
         FailReason::NotEnqueued
     } else if record.contains_key(DEFERRED_AT_MS) {
         FailReason::OverQuota

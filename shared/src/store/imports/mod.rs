@@ -26,7 +26,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put};
 use crate::identity::ids::{EntityId, TenantId};
 use crate::identity::keys::{import_key, EXPIRES_AT};
 use crate::store::client::items::enlist;
-use crate::store::client::query::Item;
+use crate::store::client::query::{string_attr, Item};
 use crate::store::client::scoped::TenantDb;
 
 /// How long an import's record and markers are kept: 14 days, SQS's longest message retention, so
@@ -38,17 +38,47 @@ pub const RETENTION_SECONDS: u64 = 14 * 24 * 3600;
 /// apart (the queue's visibility timeout), four of them deferred by a capacity debt, and a backlog.
 pub const FINAL_WITHIN_SECONDS: u64 = 3600;
 
-const FINGERPRINT: &str = "fingerprint";
-const STATE: &str = "state";
 const CREATED_AT_MS: &str = "createdAtMs";
 const DUE_AT_MS: &str = "dueAtMs";
-const ENQUEUING: &str = "enqueuing";
-const QUEUED: &str = "queued";
 /// Set by [`note_deferred`]: the consumer held a message of the import back on the tenant's
 /// capacity quota; what is still unwritten at the deadline failed `overQuota`.
 const DEFERRED_AT_MS: &str = "deferredAtMs";
 /// Set by [`close`]: the import is final. `state` keeps what it was (whether every item was sent).
 const CLOSED_AT_MS: &str = "closedAtMs";
+
+/// The record's `state`: whether the request has sent every item to the queue ([`Sending`]).
+const STATE: &str = "state";
+
+/// What an import's record says of its request's sending ([`STATE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sending {
+    /// Its items are being sent (or the request failed part-way).
+    Enqueuing,
+    /// Every item was sent.
+    Queued,
+}
+
+impl Sending {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Enqueuing => "enqueuing",
+            Self::Queued => "queued",
+        }
+    }
+
+    /// As the record stores it.
+    fn stored(self) -> AttributeValue {
+        AttributeValue::S(self.as_str().to_owned())
+    }
+
+    /// Whether `record` says so.
+    fn is_of(self, record: &Item) -> bool {
+        string_attr(record, STATE).as_deref() == Some(self.as_str())
+    }
+}
+
+/// A marker's attributes: what became of its item ([`Outcome`]) and, when it failed, why
+/// ([`FailReason`]).
 const OUTCOME: &str = "outcome";
 const REASON: &str = "reason";
 

@@ -88,7 +88,6 @@ pub async fn progress(
     let count = |wanted: Outcome| outcomes.values().filter(|o| **o == wanted).count() as u32;
     let failed = FailReason::ALL.map(|r| count(Outcome::Failed(r)));
     let (written, superseded) = (count(Outcome::Written), count(Outcome::Superseded));
-    let state = string_attr(&record, STATE).unwrap_or_default();
     let settled = outcomes.len() as u32 >= accepted;
     let failed_any = failed.iter().any(|n| *n > 0);
     let status = if settled || record.contains_key(CLOSED_AT_MS) {
@@ -97,7 +96,7 @@ pub async fn progress(
         } else {
             Status::Complete
         }
-    } else if state == ENQUEUING {
+    } else if Sending::Enqueuing.is_of(&record) {
         Status::Enqueuing
     } else {
         Status::Running
