@@ -176,10 +176,7 @@ fn every_module_uses_only_its_own_layer_and_those_below() {
         }
     }
     // THEN none reaches up
-    assert!(
-        upward.is_empty(),
-        "imports that reach up a layer: {upward:#?}"
-    );
+    assert_none(&upward, "imports that reach up a layer");
 }
 
 #[test]
@@ -215,7 +212,7 @@ fn no_modules_import_each_other_in_a_cycle() {
             visit(node, &graph, &mut state, &mut Vec::new(), &mut cycles);
         }
     }
-    assert!(cycles.is_empty(), "import cycles: {cycles:#?}");
+    assert_none(&cycles, "import cycles");
 }
 
 #[test]
@@ -245,9 +242,9 @@ fn no_source_file_is_longer_than_the_limit() {
             (lines > MAX_LINES).then(|| format!("{} ({lines} lines)", file.display()))
         })
         .collect();
-    assert!(
-        too_long.is_empty(),
-        "split these into private submodules (at most {MAX_LINES} lines each): {too_long:?}"
+    assert_none(
+        &too_long,
+        &format!("split these into private submodules (at most {MAX_LINES} lines each)"),
     );
 }
 
@@ -289,10 +286,10 @@ fn no_key_is_written_by_hand_outside_identity() {
             }
         }
     }
-    assert!(
-        found.is_empty(),
-        "build these keys with shared::identity::keys ({} lines):\n{}",
-        found.len(),
-        found.join("\n")
-    );
+    assert_none(&found, "build these keys with shared::identity::keys");
+}
+
+/// Fails, naming `what` and listing them, unless nothing was `found`.
+fn assert_none<T: std::fmt::Debug>(found: &[T], what: &str) {
+    assert!(found.is_empty(), "{what} ({}): {found:#?}", found.len());
 }

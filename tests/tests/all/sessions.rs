@@ -1,7 +1,7 @@
 //! The eight session access patterns against DynamoDB Local, with a child's request count, expiry, paging,
 //! children and isolation.
 
-use shared::identity::keys::raw_key;
+use shared::identity::keys::{primary_key, raw_key};
 use std::collections::HashSet;
 
 use integration::{Auth, Harness, Resp};
@@ -406,28 +406,19 @@ async fn cursors_tampered_with_or_from_another_tenant_or_route_are_400() {
     }
     assert_eq!(h.requests.total(), 0);
     // AND a forged cursor naming tenant B's keys is refused before the guard is even needed
-    let forged_key = std::collections::HashMap::from([
-        (
-            "PK".to_string(),
-            aws_sdk_dynamodb::types::AttributeValue::S(raw_key(
-                b.name(),
-                format!("SESSION#{root}"),
-            )),
-        ),
-        (
-            "SK".to_string(),
-            aws_sdk_dynamodb::types::AttributeValue::S(raw_key(b.name(), "CUSTOMER#c")),
-        ),
-    ]);
+    let forged_key = primary_key(
+        raw_key(b.name(), format!("SESSION#{root}")),
+        raw_key(b.name(), "CUSTOMER#c"),
+    );
     let forged = shared::identity::cursor::encode(
         &integration::test_cursor_keys(),
         &shared::identity::ids::TenantId::parse(&a.name()).unwrap(),
         get_sessions_by_customer_id::ROUTE,
         &forged_key,
     );
-    a.sessions_of("c", &[("cursor", &forged)])
-        .await
-        .assert_problem(400);
+    let r = a.sessions_of("c", &[("cursor", &forged)]).await;
+    r.assert_problem(400);
+    assert_eq!(r.body["field"], "cursor");
 }
 
 #[tokio::test]
