@@ -49,7 +49,7 @@ pub async fn attack_figure(
     let basic = Tier::Basic.limits().expect("the basic tier has limits");
     let quota_units = f64::from(basic.capacity_units_per_second);
     integration::onboard_tier(h, &noisy, 4, Tier::Basic.as_str()).await;
-    integration::onboard_tier(h, &neighbour, 4, "premium").await;
+    integration::onboard_tier(h, &neighbour, 4, Tier::Premium.as_str()).await;
     let blob = |kb: usize| {
         move |_| {
             AttributeValue::M(HashMap::from([(

@@ -26,10 +26,10 @@ use crate::{neighbour, raw_walk, seed_products, seed_products_with, stat, time_m
 
 const SHARDS: u32 = 16;
 const WALK_ITEMS: usize = 2_000;
-/// The containers the hot tenant's lists spread over, and the lists a second it is sent: 100 a
-/// second to each (with most lists answered from memory, a list takes a few milliseconds on
-/// average).
+/// The containers the hot tenant's lists spread over.
 const CONTAINERS: usize = 10;
+/// Lists a second the hot tenant is sent: 100 a second to each container (with most lists
+/// answered from memory, a list takes a few milliseconds on average).
 const RATE: u64 = 100 * CONTAINERS as u64;
 const SECONDS: u64 = 5;
 /// Distinct pages the hot tenant's clients read: the first three of the list, 25 items each.

@@ -26,7 +26,7 @@ use thiserror::Error;
 pub enum DeclarationError {
     #[error("cannot read {0}: {1}")]
     Io(&'static str, #[source] std::io::Error),
-    #[error("{0} is not what it declares: {1}")]
+    #[error("{0} is not valid YAML of its shape: {1}")]
     Yaml(&'static str, #[source] serde_yaml::Error),
     #[error("{0}: {1}")]
     Invalid(&'static str, String),

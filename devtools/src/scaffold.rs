@@ -250,7 +250,7 @@ pub fn next_steps(new: &NewRoute) -> Vec<String> {
     ];
     if new.shape.writes() {
         steps.push(format!(
-            "routes.yaml, {}: fill lost_success and transaction (TODO); `gen --check` and every test reading routes.yaml refuse the table until then",
+            "routes.yaml: {}: fill lost_success and transaction (TODO); `gen --check` and every test reading routes.yaml refuse the table until then",
             new.bin
         ));
         steps.push(format!(

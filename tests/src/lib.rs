@@ -964,11 +964,11 @@ pub async fn onboard(h: &Harness, tenant: &str, shard_count: u32) {
 
 /// A fresh tenant id (`unique(prefix)`), onboarded with 1 shard: every tenant route needs a record.
 pub async fn onboarded(h: &Harness, prefix: &str) -> String {
-    onboarded_with(h, prefix, 1).await
+    onboarded_on_shards(h, prefix, 1).await
 }
 
 /// A fresh tenant id (`unique(prefix)`), onboarded with `shard_count` shards.
-pub async fn onboarded_with(h: &Harness, prefix: &str, shard_count: u32) -> String {
+pub async fn onboarded_on_shards(h: &Harness, prefix: &str, shard_count: u32) -> String {
     let tenant = unique(prefix);
     onboard(h, &tenant, shard_count).await;
     tenant

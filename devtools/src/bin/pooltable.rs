@@ -277,7 +277,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             let draft = devtools::routes::RouteTable::load_draft(&repo_root())?;
             for (bin, todo) in draft.unfilled() {
-                eprintln!("routes.yaml, {bin}: {todo} (until then `gen --check` and every test reading routes.yaml refuse it)");
+                eprintln!("routes.yaml: {bin}: {todo} (until then `gen --check` and every test reading routes.yaml refuse it)");
             }
         }
         Some("gen") if args.len() == 2 && args[1] == "--check" => {

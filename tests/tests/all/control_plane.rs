@@ -182,7 +182,7 @@ async fn a_request_pooltable_refuses_is_answered_with_its_failure_and_reason_nev
     // GIVEN the control plane's bus
     let w = World::new().await;
     let unknown = unique("nobody");
-    let taken = integration::onboarded_with(&w.h, "taken", 4).await;
+    let taken = integration::onboarded_on_shards(&w.h, "taken", 4).await;
     let cases = [
         // activating a tenant pooltable never onboarded
         (

@@ -3,8 +3,7 @@
 //! request meter's in-flight counter is the witness.
 
 use integration::api::NO_PATH;
-use integration::onboarded_with;
-use integration::{Auth, Harness};
+use integration::{onboarded_on_shards, Auth, Harness};
 use serde_json::json;
 use shared::store::client::meter::with_request_meta;
 
@@ -14,7 +13,7 @@ async fn a_64_shard_listing_never_has_more_than_the_budget_in_flight() {
         // GIVEN a tenant with 64 shards and 40 products, and tenant clients with this budget
         let mut h = Harness::new().await;
         h.app.tenants = h.app.tenants.with_max_in_flight(budget);
-        let tenant = onboarded_with(&h, "wide", 64).await;
+        let tenant = onboarded_on_shards(&h, "wide", 64).await;
         let auth = Auth::Tenant(tenant.clone());
         for i in 0..40 {
             let id = format!("p-{i}");

@@ -9,9 +9,8 @@ use std::time::Duration;
 use aws_sdk_sqs::types::{Message, MessageAttributeValue};
 use integration::api::NO_PATH;
 use integration::import_queue::{drain, Consumer, ImportQueues};
-use integration::onboarded_with;
 use integration::routes::params;
-use integration::{onboard, resp, unique, Auth, Harness, Resp};
+use integration::{onboard, onboarded_on_shards, resp, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::ids::TenantId;
 use shared::identity::shard::shard_for;
@@ -1101,7 +1100,7 @@ async fn every_import_is_final_by_its_deadline_with_counts_per_reason_and_nothin
     let written = before.body["written"].as_u64().unwrap();
     assert!(written == 25 || written == 5, "{}", before.body);
     // AND an import of 3 products whose tenant is suspended on every delivery
-    let suspended = onboarded_with(&h, "suspended", 4).await;
+    let suspended = onboarded_on_shards(&h, "suspended", 4).await;
     let b = accepted(&h, &queues, &suspended, products("b", 3)).await;
     let b_id = import_id(&b).to_owned();
     let status = |status: &'static str| {
@@ -1124,7 +1123,7 @@ async fn every_import_is_final_by_its_deadline_with_counts_per_reason_and_nothin
     crash_until_dead_lettered(&queues, 2).await;
     // AND an unkeyed import that failed part-way (its queue unreachable: 503, never retried), and
     // a keyed one that failed the same way
-    let unsent = onboarded_with(&h, "unsent", 4).await;
+    let unsent = onboarded_on_shards(&h, "unsent", 4).await;
     post_import(&h, &broken, &unsent, products("c", 4), &[])
         .await
         .assert_problem(503);
@@ -1133,7 +1132,7 @@ async fn every_import_is_final_by_its_deadline_with_counts_per_reason_and_nothin
         get_import(&h, &unsent, &c_id).await.body["status"],
         "enqueuing"
     );
-    let keyed = onboarded_with(&h, "keyed", 4).await;
+    let keyed = onboarded_on_shards(&h, "keyed", 4).await;
     let key = [("Idempotency-Key", "late-retry")];
     post_import(&h, &broken, &keyed, products("d", 2), &key)
         .await

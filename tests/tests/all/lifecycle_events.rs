@@ -4,8 +4,9 @@
 //! through a rule to a queue, as a subscriber would receive them.
 
 use integration::lifecycle_bus::{LifecycleBus, StreamTap};
-use integration::onboarded_with;
-use integration::{offboard_to_end, onboard, step_to_end, unique, Harness, Resp};
+use integration::{
+    offboard_to_end, onboard, onboarded_on_shards, step_to_end, unique, Harness, Resp,
+};
 use serde_json::{json, Value};
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::raw_key;
@@ -118,7 +119,7 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
     assert_eq!(late.status, 404, "a gone tenant's record changes no more");
 
     // AND a tenant's import is closed at its deadline, one item written and two never sent
-    let u = onboarded_with(&h, "events-import", 4).await;
+    let u = onboarded_on_shards(&h, "events-import", 4).await;
     let tenant = TenantId::parse(&u).unwrap();
     let import = EntityId::parse("imp-1").unwrap();
     let db = h.app.db_for_operator(&tenant).await.unwrap();

@@ -3,9 +3,8 @@
 //! (<https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html>)
 //! and for its dimensions and values on a read, a write, a 429 and a throttled request.
 
-use integration::onboarded_with;
 use integration::routes::params;
-use integration::{onboard_custom, unique, Harness};
+use integration::{onboard_custom, onboarded_on_shards, unique, Harness};
 use serde_json::{json, Value};
 use shared::service::runtime::respond_admitted;
 use shared::service::telemetry::Invocation;
@@ -155,7 +154,7 @@ async fn a_429_and_a_throttled_request_are_counted_by_reason() {
 
     // GIVEN a tenant whose product read DynamoDB throttles once (the SDK retries it)
     // (its record read and cached first, so that the refused GetItem is the product's)
-    let u = onboarded_with(&h, "emfthrottle", 4).await;
+    let u = onboarded_on_shards(&h, "emfthrottle", 4).await;
     h.clock.advance_seconds(1);
     let warm = h.tenant(&u).admitted().get_product("p-1").await;
     assert_eq!(warm.status, 404);

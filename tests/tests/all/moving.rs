@@ -14,8 +14,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration::import_queue::{drain, Consumer, ImportQueues};
-use integration::onboarded_with;
-use integration::{sorted_text, unique, Harness, Resp};
+use integration::{onboarded_on_shards, sorted_text, unique, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::ids::TenantId;
 use shared::identity::keys::{raw_key, tenant_record_key, PK, SK};
@@ -182,7 +181,7 @@ async fn a_tenant_of_5000_items_moves_pool_to_own_and_back_under_load_and_nothin
 ) {
     // GIVEN a pooled neighbour, and a pooled tenant of 5,000 items on 16 shards with a session tree
     let (h, neighbour) = Harness::with_neighbour("beside", 20).await;
-    let tenant = onboarded_with(&h, "mover", 16).await;
+    let tenant = onboarded_on_shards(&h, "mover", 16).await;
     let w = World::new(&h, &tenant);
     seed(&w, PRODUCTS, EMPLOYEES).await;
     let sessions = Sessions::create(&w).await;

@@ -9,9 +9,8 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration::api::get_product_admitted;
-use integration::onboarded_with;
 use integration::routes::params;
-use integration::{export_page, onboard, unique, Auth, Harness, Resp};
+use integration::{export_page, onboard, onboarded_on_shards, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::clock::Clock;
 use shared::identity::ids::TenantId;
@@ -658,7 +657,7 @@ async fn a_re_onboarded_tenants_usage_starts_at_zero_in_a_container_that_served_
     let a = Harness::new().await;
     let ops = a.another_container().await;
     let operator = Auth::Operator(unique("ops"));
-    let t = onboarded_with(&ops, "reborn", 1).await;
+    let t = onboarded_on_shards(&ops, "reborn", 1).await;
     for _ in 0..5 {
         assert_eq!(get_product_admitted(&a.app, &t).await.status, 404);
     }
@@ -700,7 +699,7 @@ async fn an_offboarding_finishes_with_no_client_after_its_first_call_even_when_i
     // operator starts with one call and never calls again
     let h = Harness::new().await;
     let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
-    let t = onboarded_with(&h, "driven", 4).await;
+    let t = onboarded_on_shards(&h, "driven", 4).await;
     seed_every_kind(&h, &t, 300).await;
     let prefix = raw_key(&t, "");
     let before = h.items_under(&prefix).await.len();

@@ -9,8 +9,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration::api::NO_PATH;
 use integration::import_queue::{drain, Consumer, ImportQueues};
-use integration::onboarded_with;
-use integration::{offboard_to_end, sorted_text, unique, Auth, Harness};
+use integration::{offboard_to_end, onboarded_on_shards, sorted_text, unique, Auth, Harness};
 use serde_json::json;
 use shared::identity::clock::Clock;
 use shared::identity::ids::TenantId;
@@ -165,7 +164,7 @@ async fn the_guard_keeps_an_own_table_tenant_to_its_table_and_record_and_a_poole
     let h = Harness::new().await;
     let own = unique("own");
     let own_table = integration::onboard_own(&h, &own, 4).await;
-    let pooled = onboarded_with(&h, "pooled", 1).await;
+    let pooled = onboarded_on_shards(&h, "pooled", 1).await;
     let own_db = h.app.db(&TenantId::parse(&own).unwrap()).await.unwrap();
     let pooled_db = h.app.db(&TenantId::parse(&pooled).unwrap()).await.unwrap();
     let get = |db: &shared::store::client::scoped::TenantDb, table: &str, pk: String| {

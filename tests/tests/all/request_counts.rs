@@ -10,9 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 type Sent = HashMap<String, usize>;
 
 use integration::import_queue::ImportQueues;
-use integration::onboarded_with;
 use integration::routes::{params, route_table};
-use integration::{onboard, resp, unique, Auth, Harness, Resp};
+use integration::{onboard, onboarded_on_shards, resp, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 
 /// The shards of the test tenant (the samples' `acme` has as many): a `<k> per shard` count is k × 4.
@@ -75,8 +74,8 @@ fn today(h: &Harness) -> String {
 impl World {
     async fn new() -> Self {
         let h = Harness::new().await;
-        let tenant = onboarded_with(&h, "counted", SHARDS).await;
-        let ops = onboarded_with(&h, "ops", 1).await;
+        let tenant = onboarded_on_shards(&h, "counted", SHARDS).await;
+        let ops = onboarded_on_shards(&h, "ops", 1).await;
         let queues = ImportQueues::create(5, 30).await;
         Self {
             h,
@@ -170,8 +169,7 @@ impl World {
 
     /// A fresh tenant of [`SHARDS`] shards, for the operator routes that change one.
     async fn other_tenant(&self) -> String {
-        let t = onboarded_with(&self.h, "other", SHARDS).await;
-        t
+        onboarded_on_shards(&self.h, "other", SHARDS).await
     }
 
     /// The common case of route `bin`, set up; None when this file has none.

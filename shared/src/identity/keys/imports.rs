@@ -23,7 +23,7 @@ pub fn import_item_sk_prefix(tenant: &TenantId, import: &EntityId) -> String {
 }
 
 /// `TENANT#t#DELETED#<kind>#<id>` (`PK` = `SK`): the tombstone of a deleted entity, for as long as an
-/// import accepted before the delete may still arrive (`store::imports::tombstone`). A partition
+/// import accepted before the delete may still arrive (`store::imports::Tombstone`). A partition
 /// of its own, named by the id: outside every listing, found through the catalog like any other,
 /// and never moved by a re-sharding (its key does not depend on the shard count).
 pub fn deletion_key(tenant: &TenantId, kind: &str, id: &EntityId) -> String {

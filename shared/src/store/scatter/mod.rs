@@ -104,8 +104,8 @@ pub struct ShardedList {
 }
 
 impl ShardedList {
-    /// The list of `entity`'s items that route `route` serves. Its home must be a space of write
-    /// shards: a `const` list of any other kind does not compile.
+    /// The list of `entity`'s items that route `route` serves. Its kind must live in a fixed space
+    /// of write shards (`Home::Fixed`): a `const` list of a kind found by id does not compile.
     pub const fn new(entity: EntityKind, route: &'static str) -> Self {
         let Home::Fixed(space) = entity.home else {
             panic!("a sharded list lists a kind that lives in write shards");
