@@ -3,12 +3,13 @@
 //! table, writes `target/bench/results.json` and `target/bench/latency.svg`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
-use integration::process::{json_output, start_function};
+use integration::process::{built_bin, json_output, start_function};
 use integration::routes::params;
 use integration::{event, onboard_at_max_limits as onboard, unique, Auth, Harness};
 use serde_json::{json, Value};
@@ -204,16 +205,11 @@ async fn seed_products_with(
     }
 }
 
-fn release_bin(name: &str) -> PathBuf {
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target").to_owned());
-    Path::new(&target).join("release").join(name)
-}
-
 fn spawn_function(bin: &str, table: &str, api: &str, dynamodb_url: &str) -> tokio::process::Child {
     let mut env = integration::runtime_api::function_env(table, api, bin);
     env.push(("AWS_ENDPOINT_URL_DYNAMODB".into(), dynamodb_url.into()));
-    start_function(&release_bin(bin), env, "scripts/bench.sh builds it")
+    let bin_path = built_bin("release", bin);
+    start_function(&bin_path, env, Stdio::null(), "scripts/bench.sh builds it")
 }
 
 fn rss_kb(pid: u32) -> Option<u64> {
@@ -415,7 +411,7 @@ async fn queue_figure(h: &Harness, target: &Target, report: &mut Report) {
         &TenantId::parse(&quiet).unwrap(),
         1_000,
         &bulk,
-        &release_bin("import-consumer"),
+        &built_bin("release", "import-consumer"),
         &target.dynamodb_url,
         report,
     )

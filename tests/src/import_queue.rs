@@ -259,9 +259,7 @@ pub struct Consumer {
 
 /// The debug build of the consumer (scripts/test.sh builds it before the tests).
 pub fn consumer_bin() -> PathBuf {
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target").to_owned());
-    PathBuf::from(target).join("debug").join("import-consumer")
+    crate::process::built_bin("debug", "import-consumer")
 }
 
 impl Consumer {
@@ -282,21 +280,15 @@ impl Consumer {
         let api = RuntimeApi::start().await;
         let log = std::env::temp_dir().join(format!("{}.log", crate::unique("import-consumer")));
         let stdout = std::fs::File::create(&log).expect("a log file");
-        let process = tokio::process::Command::new(bin)
-            .env_clear()
-            .envs(function_env(table, &api.addr, "import-consumer"))
-            .env("RUST_LOG", "info")
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-            .stdout(Stdio::from(stdout))
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot start {}: {e} (cargo build --workspace --bin import-consumer; scripts/test.sh builds it)",
-                    bin.display()
-                )
-            });
+        let mut vars = function_env(table, &api.addr, "import-consumer");
+        vars.push(("RUST_LOG".into(), "info".into()));
+        vars.extend(env.iter().map(|(k, v)| (k.to_string(), v.clone())));
+        let process = crate::process::start_function(
+            bin,
+            vars,
+            Stdio::from(stdout),
+            "cargo build --workspace --bin import-consumer; scripts/test.sh builds it",
+        );
         Self { api, process, log }
     }
 

@@ -15,7 +15,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use base64::Engine;
-use integration::process::{json_output, start_function};
+use integration::process::{built_bin, json_output, start_function};
 use integration::routes::params;
 use integration::runtime_api::{function_env, RuntimeApi};
 use integration::{onboard, unique, Auth, Harness};
@@ -166,13 +166,10 @@ fn gateway_scopes(method: &str, path: &str) -> Vec<String> {
 /// The trigger binary, as a Lambda process on a Runtime API whose Invoke API Cognito calls.
 async fn start_trigger() -> (std::sync::Arc<RuntimeApi>, tokio::process::Child) {
     let api = RuntimeApi::start().await;
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| repo().join("target"));
-    let bin = target.join("debug").join("pre-token-generation");
     let process = start_function(
-        &bin,
+        &built_bin("debug", "pre-token-generation"),
         function_env("unused", &api.addr, "pre-token-generation"),
+        Stdio::null(),
         "scripts/test.sh builds it: cargo build -p tenants --bin pre-token-generation",
     );
     (api, process)
