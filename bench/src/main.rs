@@ -112,6 +112,7 @@ fn production_app_with_budget(
     let settings = Settings {
         table_name: table.to_owned(),
         tenant_role_arn: ROLE_ARN.into(),
+        tenant_operator_role_arn: Some(integration::OPERATOR_ROLE_ARN.into()),
         session_ttl_seconds: 3600,
         credentials_seconds: 900,
         auth: AuthMode::Authorizer,

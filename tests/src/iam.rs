@@ -128,6 +128,11 @@ fn conditions_hold(conditions: &Value, req: &AuthzRequest) -> bool {
                     .unwrap_or(&[])
                     .iter()
                     .all(|a| patterns.iter().any(|p| p == a)),
+                // True when some value in the request matches some pattern; false on no values.
+                "ForAnyValue:StringEquals" => actual
+                    .unwrap_or(&[])
+                    .iter()
+                    .any(|a| patterns.iter().any(|p| p == a)),
                 // Single-valued: the key must be present and match.
                 "StringLike" => actual
                     .and_then(|a| a.first())

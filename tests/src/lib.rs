@@ -37,6 +37,9 @@ use shared::{ApiError, App};
 pub use api::{operator, Client};
 
 pub const ROLE_ARN: &str = "arn:aws:iam::123456789012:role/pooltable-test-tenant-access";
+/// The role the operator paths' sessions assume (`TENANT_OPERATOR_ROLE_ARN`).
+pub const OPERATOR_ROLE_ARN: &str =
+    "arn:aws:iam::123456789012:role/pooltable-test-tenant-operator";
 
 /// The local stack's endpoints, from the environment `scripts/test.sh` sets.
 pub fn endpoints() -> (String, String) {
@@ -569,6 +572,7 @@ impl Harness {
         let settings = Settings {
             table_name: table.to_owned(),
             tenant_role_arn: ROLE_ARN.into(),
+            tenant_operator_role_arn: Some(OPERATOR_ROLE_ARN.into()),
             session_ttl_seconds,
             credentials_seconds: 900,
             auth: AuthMode::Authorizer,
@@ -591,6 +595,7 @@ impl Harness {
             dynamodb.build(),
             shared::isolation::credentials::CredentialSettings {
                 role_arn: ROLE_ARN.into(),
+                operator_role_arn: Some(OPERATOR_ROLE_ARN.into()),
                 table: shared::isolation::policy::TableLocation::from_role_arn(
                     ROLE_ARN,
                     "us-east-1",
@@ -717,8 +722,19 @@ impl Harness {
             .collect()
     }
 
-    /// The session policies moto recorded for `tenant`'s AssumeRole calls, in order.
+    /// The session policies moto recorded for `tenant`'s AssumeRole calls of the tenant-access role
+    /// (the tenant routes' sessions), in order.
     pub async fn recorded_policies(&self, tenant: &str) -> Vec<String> {
+        self.recorded_policies_of(tenant, ROLE_ARN).await
+    }
+
+    /// The session policies moto recorded for `tenant`'s AssumeRole calls of the tenant-operator
+    /// role (the operator paths' sessions), in order.
+    pub async fn recorded_operator_policies(&self, tenant: &str) -> Vec<String> {
+        self.recorded_policies_of(tenant, OPERATOR_ROLE_ARN).await
+    }
+
+    async fn recorded_policies_of(&self, tenant: &str, role_arn: &str) -> Vec<String> {
         let data = http_get_json(&format!("{}/moto-api/data.json", self.sts_endpoint)).await;
         let session = shared::isolation::credentials::role_session_name(
             &shared::identity::ids::TenantId::parse(tenant).unwrap(),
@@ -728,7 +744,7 @@ impl Harness {
             .cloned()
             .unwrap_or_default()
             .into_iter()
-            .filter(|r| r["session_name"] == session.as_str())
+            .filter(|r| r["session_name"] == session.as_str() && r["role_arn"] == role_arn)
             .map(|r| r["policy"].as_str().unwrap_or_default().to_owned())
             .collect()
     }

@@ -78,7 +78,34 @@ fn resolve(v: &Yaml, arns: &Arns) -> Json {
 }
 
 fn tenant_role() -> Yaml {
-    load()["Resources"]["TenantAccessRole"]["Properties"].clone()
+    role("TenantAccessRole")
+}
+
+fn role(logical: &str) -> Yaml {
+    load()["Resources"][logical]["Properties"].clone()
+}
+
+/// The tenant-operator role's own policy (`TenantOperatorRole`: the operator paths' sessions).
+pub fn tenant_operator_role_policy(arns: &Arns) -> Json {
+    let policies = role("TenantOperatorRole")["Policies"].clone();
+    let policies = policies.as_sequence().unwrap();
+    assert_eq!(policies.len(), 1, "the tenant-operator role has one policy");
+    resolve(&policies[0]["PolicyDocument"], arns)
+}
+
+/// The statements of role `logical`'s trust policy (the tenant-access or the tenant-operator role)
+/// that name function role `function_role` as a principal: those IAM applies to its callers.
+pub fn trust_policy_for(arns: &Arns, logical: &str, function_role: &str) -> Json {
+    let principal =
+        role_arn(arns, function_role).unwrap_or_else(|| panic!("no function role {function_role}"));
+    let mut trust = resolve(&role(logical)["AssumeRolePolicyDocument"], arns);
+    let statements = trust["Statement"].as_array_mut().unwrap();
+    statements.retain(|s| match &s["Principal"]["AWS"] {
+        Json::String(p) => *p == principal,
+        Json::Array(ps) => ps.iter().any(|p| *p == principal),
+        _ => false,
+    });
+    trust
 }
 
 /// The tenant-access role's own (identity) policy, as deployed.
@@ -137,13 +164,5 @@ pub fn tenant_role_trust_policy(arns: &Arns) -> Json {
 /// role `role`: IAM applies a statement of a resource policy only to the principals it names, which
 /// the evaluator (`crate::iam`) does not model, so they are chosen here.
 pub fn tenant_role_trust_policy_for(arns: &Arns, role: &str) -> Json {
-    let principal = role_arn(arns, role).unwrap_or_else(|| panic!("no function role {role}"));
-    let mut trust = tenant_role_trust_policy(arns);
-    let statements = trust["Statement"].as_array_mut().unwrap();
-    statements.retain(|s| match &s["Principal"]["AWS"] {
-        Json::String(p) => *p == principal,
-        Json::Array(ps) => ps.iter().any(|p| *p == principal),
-        _ => false,
-    });
-    trust
+    trust_policy_for(arns, "TenantAccessRole", role)
 }

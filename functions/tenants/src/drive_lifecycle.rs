@@ -20,6 +20,7 @@ use lambda_http::http::StatusCode;
 use lambda_http::{Body, Response};
 use serde::Serialize;
 use shared::identity::ids::TenantId;
+use shared::isolation::policy::Scope;
 use shared::store::client::scoped::TenantDb;
 use shared::store::imports;
 use shared::store::lifecycle::driving;
@@ -149,7 +150,9 @@ async fn close_due_imports(
             return None;
         }
         let closed = async {
-            let db = app.db_for_operator(&entry.tenant).await?;
+            let Some(db) = app.operator_db(&entry.tenant, Scope::Tenant).await? else {
+                return Ok(imports::Closing::Gone);
+            };
             let tenant_here = read_record_consistent(&db)
                 .await?
                 .is_some_and(|r| r.offboarding.is_none());
@@ -201,9 +204,11 @@ async fn close_due_imports(
 
 /// One call's worth of `tenant`'s operation; `true` when nothing of it is left to do.
 async fn step(app: &App, tenant: &TenantId) -> Result<bool, ApiError> {
-    let db = app.db_for_operator(tenant).await?;
+    // No record: offboarded (its report is written), or never onboarded.
+    let Some(db) = app.operator_db(tenant, Scope::Operator).await? else {
+        return Ok(true);
+    };
     let Some(record) = read_record_consistent(&db).await? else {
-        // Offboarded (its report is written), or never onboarded.
         return Ok(true);
     };
     // Listed, but nothing runs: its start was refused, or it has ended.

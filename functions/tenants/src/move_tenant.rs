@@ -88,7 +88,7 @@ pub async fn run(
     let deadline = Instant::now() + WORK_PER_REQUEST;
     // A start races only other starts and status changes: one more read settles it.
     for _ in 0..3 {
-        let db = app.db_for_operator(tenant).await?;
+        let db = app.db_to_change(tenant).await?;
         let record = read_record_consistent(&db)
             .await?
             .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;

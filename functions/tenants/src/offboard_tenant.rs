@@ -16,6 +16,7 @@ use lambda_http::http::{header, StatusCode};
 use lambda_http::{Body, Request, Response};
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::TenantId;
+use shared::isolation::policy::Scope;
 use shared::service::http::json_response;
 use shared::store::client::scoped::TenantDb;
 use shared::store::lifecycle::offboarding::{
@@ -56,7 +57,9 @@ pub(crate) async fn offboard_as(
     operator: &TenantId,
     tenant: &TenantId,
 ) -> Result<Response<Body>, ApiError> {
-    let db = app.db_for_operator(tenant).await?;
+    let Some(db) = app.operator_db(tenant, Scope::Operator).await? else {
+        return finished_report(app, tenant).await;
+    };
     let Some(record) = read_record_consistent(&db).await? else {
         return finished_report(app, tenant).await;
     };

@@ -40,7 +40,7 @@ pub async fn reshard(
     tenant: &TenantId,
     to: u32,
 ) -> Result<Response<Body>, ApiError> {
-    let db = app.db_for_operator(tenant).await?;
+    let db = app.db_to_change(tenant).await?;
     let deadline = Instant::now() + WORK_PER_REQUEST;
     // A start races only other starts and status changes: one more read settles it.
     for _ in 0..3 {

@@ -162,7 +162,7 @@ async fn restore(
     source: Source,
     ask: Ask,
 ) -> Result<Response<Body>, ApiError> {
-    let db = app.db_for_operator(tenant).await?;
+    let db = app.db_to_change(tenant).await?;
     if ask.dry_run {
         return Box::pin(start_or_continue(app, operator, &db, source, ask, None)).await;
     }

@@ -123,7 +123,7 @@ pub(crate) async fn change_record(
     tenant: &TenantId,
     change: RecordChange,
 ) -> Result<TenantView, ApiError> {
-    let db = app.db_for_operator(tenant).await?;
+    let db = app.db_to_change(tenant).await?;
     let record = match update_record(&db, change, by).await? {
         Updated::Record(record) => *record,
         Updated::NotOnboarded => return Err(ApiError::NotFound("No such tenant.".into())),

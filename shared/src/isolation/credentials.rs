@@ -13,7 +13,7 @@ use thiserror::Error;
 use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
 use crate::isolation::policy::{
-    session_policy_for, PolicyError, TableLocation, TenantTables, TENANT_TAG_KEY,
+    scoped_session_policy, PolicyError, Scope, TableLocation, TenantTables, TENANT_TAG_KEY,
 };
 
 /// Refresh credentials this long before they expire, so no request runs on nearly-expired ones.
@@ -37,6 +37,10 @@ pub enum CredentialsError {
 #[derive(Debug, Clone)]
 pub struct CredentialSettings {
     pub role_arn: String,
+    /// The role an operator path's sessions assume ([`Scope::Operator`]: the tenant-access role's
+    /// policy refuses record writes; this one's does not, and only the operator functions' roles may
+    /// assume it). `None`: `role_arn` (local stacks, where no IAM is evaluated).
+    pub operator_role_arn: Option<String>,
     pub table: TableLocation,
     /// 900 to 3,600 seconds.
     pub duration_seconds: i32,
@@ -60,8 +64,9 @@ pub struct TenantCredentials<C> {
     sts: aws_sdk_sts::Client,
     settings: CredentialSettings,
     clock: Arc<dyn Clock>,
-    // One async lock per tenant: concurrent first requests wait for one AssumeRole instead of racing.
-    entries: Mutex<HashMap<TenantId, Slot<C>>>,
+    // One async lock per tenant and scope: concurrent first requests wait for one AssumeRole instead
+    // of racing, and an operator's session never replaces (nor serves) a tenant route's.
+    entries: Mutex<HashMap<(TenantId, Scope), Slot<C>>>,
 }
 
 impl<C: Clone> TenantCredentials<C> {
@@ -86,17 +91,21 @@ impl<C: Clone> TenantCredentials<C> {
         UNIX_EPOCH + Duration::from_millis(self.clock.now_millis())
     }
 
-    /// The cached `C` for `tenant` placed in `tables`, or one built by `build` from fresh
-    /// credentials, assuming the tenant role only when nothing fresh is cached for that placement.
+    /// The cached `C` for `tenant` placed in `tables` in `scope`, or one built by `build` from fresh
+    /// credentials, assuming the role only when nothing fresh is cached for that placement.
     pub async fn get(
         &self,
         tenant: &TenantId,
         tables: &TenantTables,
+        scope: Scope,
         build: impl FnOnce(Credentials) -> C,
     ) -> Result<C, CredentialsError> {
         let slot = {
             let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-            entries.entry(tenant.clone()).or_default().clone()
+            entries
+                .entry((tenant.clone(), scope))
+                .or_default()
+                .clone()
         };
         let mut cached = slot.lock().await;
         let now = self.now();
@@ -107,7 +116,7 @@ impl<C: Clone> TenantCredentials<C> {
                 return Ok(c.value.clone());
             }
         }
-        match self.assume(tenant, tables).await {
+        match self.assume(tenant, tables, scope).await {
             Ok((credentials, expires)) => {
                 let value = build(credentials);
                 *cached = Some(Cached {
@@ -143,8 +152,9 @@ impl<C: Clone> TenantCredentials<C> {
         &self,
         tenant: &TenantId,
         tables: &TenantTables,
+        scope: Scope,
     ) -> Result<(Credentials, SystemTime), CredentialsError> {
-        let out = assume_role_request(&self.sts, &self.settings, tenant, tables)?
+        let out = assume_role_request(&self.sts, &self.settings, tenant, tables, scope)?
             .send()
             .await
             .map_err(|e| {
@@ -178,13 +188,15 @@ impl<C: Clone> TenantCredentials<C> {
     }
 }
 
-/// The AssumeRole for `tenant`: its session policy (the first layer scoping the credentials) and its
-/// `TenantId` session tag (which the role's own policy is written against, the second).
+/// The AssumeRole for `tenant` in `scope`: its session policy (the first layer scoping the
+/// credentials) and its `TenantId` session tag (which the role's own policy is written against, the
+/// second), of the tenant-access role or, for an operator path, the tenant-operator role.
 pub fn assume_role_request(
     sts: &aws_sdk_sts::Client,
     settings: &CredentialSettings,
     tenant: &TenantId,
     tables: &TenantTables,
+    scope: Scope,
 ) -> Result<aws_sdk_sts::operation::assume_role::builders::AssumeRoleFluentBuilder, CredentialsError>
 {
     let tag = aws_sdk_sts::types::Tag::builder()
@@ -192,11 +204,15 @@ pub fn assume_role_request(
         .value(tenant.as_str())
         .build()
         .map_err(|e| CredentialsError::StsRefused(format!("session tag: {e}")))?;
+    let role_arn = match (scope, &settings.operator_role_arn) {
+        (Scope::Operator, Some(operator_role)) => operator_role,
+        _ => &settings.role_arn,
+    };
     Ok(sts
         .assume_role()
-        .role_arn(&settings.role_arn)
+        .role_arn(role_arn)
         .role_session_name(role_session_name(tenant))
-        .policy(session_policy_for(tenant, &settings.table, tables)?)
+        .policy(scoped_session_policy(tenant, &settings.table, tables, scope)?)
         .tags(tag)
         .duration_seconds(settings.duration_seconds))
 }
@@ -245,6 +261,9 @@ mod tests {
         let role_arn = "arn:aws:iam::123456789012:role/pooltable-test-tenant-access";
         CredentialSettings {
             role_arn: role_arn.into(),
+            operator_role_arn: Some(
+                "arn:aws:iam::123456789012:role/pooltable-test-tenant-operator".into(),
+            ),
             table: TableLocation::from_role_arn(role_arn, "us-east-1", "pooltable-test").unwrap(),
             duration_seconds: 900,
         }
@@ -256,7 +275,8 @@ mod tests {
         let tenant = TenantId::parse("acme-1").unwrap();
         // WHEN its AssumeRole is built
         let pooled = TenantTables::pooled("pooltable-test");
-        let request = assume_role_request(&sts(), &settings(), &tenant, &pooled).unwrap();
+        let request =
+            assume_role_request(&sts(), &settings(), &tenant, &pooled, Scope::Tenant).unwrap();
         let input = request.as_input();
         // THEN it carries exactly one session tag, TenantId = acme-1, and the tenant's session policy
         let tags = input.get_tags().as_deref().unwrap();
@@ -275,5 +295,24 @@ mod tests {
             Some("pooltable-acme-1")
         );
         assert!(input.get_transitive_tag_keys().is_none());
+        assert_eq!(input.get_role_arn().as_deref(), Some(settings().role_arn.as_str()));
+    }
+
+    #[test]
+    fn an_operators_assume_role_takes_the_tenant_operator_role() {
+        // GIVEN tenant acme-1, and an operator path acting on it
+        let tenant = TenantId::parse("acme-1").unwrap();
+        let pooled = TenantTables::pooled("pooltable-test");
+        // WHEN its AssumeRole is built
+        let request =
+            assume_role_request(&sts(), &settings(), &tenant, &pooled, Scope::Operator).unwrap();
+        // THEN it assumes the tenant-operator role, with the same tag
+        let input = request.as_input();
+        assert_eq!(
+            input.get_role_arn().as_deref(),
+            settings().operator_role_arn.as_deref()
+        );
+        let tags = input.get_tags().as_deref().unwrap();
+        assert_eq!((tags[0].key(), tags[0].value()), ("TenantId", "acme-1"));
     }
 }

@@ -23,8 +23,10 @@ use aws_smithy_runtime_api::client::interceptors::context::{
 use thiserror::Error;
 
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{offboarding_reports_pk, tenant_prefix, CATALOG, PK, SK};
-use crate::isolation::policy::TenantTables;
+use crate::identity::keys::{
+    offboarding_reports_pk, tenant_prefix, tenant_record_key, CATALOG, PK, SK,
+};
+use crate::isolation::policy::{Scope, TenantTables};
 
 /// A request refused by the guard. It never left the process.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -202,17 +204,57 @@ fn carried_by(input: &Input) -> Option<(&'static str, Vec<Carried<'_>>)> {
     None
 }
 
-/// The guard's decision for one SDK operation input, exactly as the interceptor makes it. Public so
-/// the isolation property test can compare it with the session policy on real SDK inputs.
+/// The guard's decision for one SDK operation input of a tenant route's session, exactly as the
+/// interceptor makes it: the key rule, and no write of the tenant's record. Public so the isolation
+/// property test can compare it with the session policy on real SDK inputs.
 pub fn check_input(tenant: &TenantId, input: &Input) -> Result<(), GuardViolation> {
-    match carried_by(input) {
-        Some((operation, carried)) => check(tenant, operation, &carried),
-        None => Err(GuardViolation {
+    check_scoped_input(tenant, Scope::Tenant, input)
+}
+
+/// [`check_input`] for a session in `scope`: an operator's may write the record.
+pub fn check_scoped_input(
+    tenant: &TenantId,
+    scope: Scope,
+    input: &Input,
+) -> Result<(), GuardViolation> {
+    let Some((operation, carried)) = carried_by(input) else {
+        return Err(GuardViolation {
             tenant: tenant.to_string(),
             operation: "unlisted operation",
             reason: "not in the tenant session policy (no Scan, no PartiQL)".into(),
-        }),
+        });
+    };
+    check(tenant, operation, &carried)?;
+    if scope == Scope::Tenant && writes_the_record(tenant, input) {
+        return Err(GuardViolation {
+            tenant: tenant.to_string(),
+            operation,
+            reason: "a tenant's session never writes its record (operators and the platform do)"
+                .into(),
+        });
     }
+    Ok(())
+}
+
+/// Whether `input` puts, updates or deletes an item keyed by `tenant`'s record key (the session
+/// policy's `NoRecordWrites` on `dynamodb:LeadingKeys`). `SK` counts too, as in the key rule: it is
+/// GSI1's partition key, and no other item has the record's key in either place.
+fn writes_the_record(tenant: &TenantId, input: &Input) -> bool {
+    let record = AttributeValue::S(tenant_record_key(tenant));
+    let in_record = |key: Option<&Item>| {
+        key.is_some_and(|k| k.get(PK) == Some(&record) || k.get(SK) == Some(&record))
+    };
+    if let Some((operation, _, key)) = single_item(input) {
+        return operation != "GetItem" && in_record(key);
+    }
+    let Some(transaction) = input.downcast_ref::<TransactWriteItemsInput>() else {
+        return false;
+    };
+    transaction.transact_items().iter().any(|t| {
+        in_record(t.put().map(|x| x.item()))
+            || in_record(t.update().map(|x| x.key()))
+            || in_record(t.delete().map(|x| x.key()))
+    })
 }
 
 /// Makes a guard an SDK interceptor checking its rule before the request is serialized, so a refused
@@ -243,22 +285,26 @@ macro_rules! guard_interceptor {
 pub struct TenantKeyGuard {
     tenant: TenantId,
     tables: Option<TenantTables>,
+    scope: Scope,
 }
 
 impl TenantKeyGuard {
-    /// The key rule alone (any table).
+    /// The key rule alone (any table), of a tenant route's session.
     pub fn new(tenant: TenantId) -> Self {
         Self {
             tenant,
             tables: None,
+            scope: Scope::Tenant,
         }
     }
 
-    /// The key rule, and the table rule of the tenant's placement ([`check_tables`]).
-    pub fn placed(tenant: TenantId, tables: TenantTables) -> Self {
+    /// The key rule, and the table rule of the tenant's placement ([`check_tables`]), of a session
+    /// in `scope`.
+    pub fn placed(tenant: TenantId, tables: TenantTables, scope: Scope) -> Self {
         Self {
             tenant,
             tables: Some(tables),
+            scope,
         }
     }
 }
@@ -266,7 +312,7 @@ impl TenantKeyGuard {
 impl TenantKeyGuard {
     /// The key rule, and the table rule when the guard has the tenant's placement.
     fn check(&self, input: &Input) -> Result<(), GuardViolation> {
-        check_input(&self.tenant, input)?;
+        check_scoped_input(&self.tenant, self.scope, input)?;
         if let Some(tables) = &self.tables {
             check_tables(&self.tenant, tables, input)?;
         }

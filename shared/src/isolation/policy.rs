@@ -40,6 +40,25 @@ pub const RECORD_ACTIONS: [&str; 5] = [
     "dynamodb:ConditionCheckItem",
 ];
 
+/// The writes no tenant session may send to its own record (`TENANT#<t>#TENANT`): the record holds
+/// the tenant's status, tier, limits and placement, so only an operator's or the platform's session
+/// ([`Scope::Operator`]) changes it. Reads and condition checks of it stay allowed.
+pub const RECORD_WRITE_ACTIONS: [&str; 3] = [
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+];
+
+/// Whose session a tenant's credentials are: a tenant route's ([`Scope::Tenant`], which may not write
+/// the tenant's record) or an operator path's ([`Scope::Operator`]: onboarding, a tier or status
+/// change, a re-sharding, a move, a restore, an offboarding), which assumes the tenant-operator role
+/// that no tenant route's function may assume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scope {
+    Tenant,
+    Operator,
+}
+
 /// STS refuses a packed session policy above 2,048 characters.
 pub const MAX_POLICY_CHARS: usize = 2048;
 
@@ -175,7 +194,7 @@ impl TenantTables {
 #[serde(rename_all = "PascalCase")]
 struct PolicyDocument {
     version: &'static str,
-    statement: Vec<Statement>,
+    statement: Vec<AnyStatement>,
 }
 
 #[derive(Serialize)]
@@ -186,6 +205,31 @@ struct Statement {
     action: Vec<&'static str>,
     resource: Vec<String>,
     condition: Condition,
+}
+
+/// The tenant session's refusal of writes to its record: `Resource: "*"` (a Deny may be broad, and
+/// the policy stays under STS's size limit whatever the tables' names).
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct DenyStatement {
+    sid: &'static str,
+    effect: &'static str,
+    action: Vec<&'static str>,
+    resource: &'static str,
+    condition: AnyLeadingKey,
+}
+
+#[derive(Serialize)]
+struct AnyLeadingKey {
+    #[serde(rename = "ForAnyValue:StringEquals")]
+    for_any_value_string_equals: LeadingKeys<Vec<String>>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum AnyStatement {
+    Allow(Statement),
+    Deny(DenyStatement),
 }
 
 #[derive(Serialize)]
@@ -217,20 +261,31 @@ pub fn session_policy(tenant: &TenantId, table: &TableLocation) -> Result<String
     session_policy_for(tenant, table, &TenantTables::pooled(&table.table_name))
 }
 
-/// The session policy for `tenant` placed in `tables` (`pool` locates the tables: partition, region,
-/// account): its keys in its items' table and that table's indexes, and, when that is its own
-/// table, its record's partition of the pool and nothing else of it (no index, no Query).
+/// The session policy of a tenant route for `tenant` placed in `tables` (`pool` locates the tables:
+/// partition, region, account): its keys in its items' table and that table's indexes, and, when
+/// that is its own table, its record's partition of the pool and nothing else of it (no index, no
+/// Query); never a write of its record.
 pub fn session_policy_for(
     tenant: &TenantId,
     pool: &TableLocation,
     tables: &TenantTables,
+) -> Result<String, PolicyError> {
+    scoped_session_policy(tenant, pool, tables, Scope::Tenant)
+}
+
+/// [`session_policy_for`] of a session in `scope`: an operator's may also write the record.
+pub fn scoped_session_policy(
+    tenant: &TenantId,
+    pool: &TableLocation,
+    tables: &TenantTables,
+    scope: Scope,
 ) -> Result<String, PolicyError> {
     let resource = tables
         .item_tables()
         .map(|t| pool.of_table(t))
         .flat_map(|t| [t.table_arn(), t.indexes_arn()])
         .collect();
-    let mut statement = vec![Statement {
+    let mut statement = vec![AnyStatement::Allow(Statement {
         sid: "TenantItemsOnly",
         effect: "Allow",
         action: TENANT_ACTIONS.to_vec(),
@@ -244,9 +299,9 @@ pub fn session_policy_for(
                 leading_keys: "false",
             },
         },
-    }];
+    })];
     if !tables.item_tables().any(|t| *t == tables.record) {
-        statement.push(Statement {
+        statement.push(AnyStatement::Allow(Statement {
             sid: "TenantRecordOnly",
             effect: "Allow",
             action: RECORD_ACTIONS.to_vec(),
@@ -260,7 +315,20 @@ pub fn session_policy_for(
                     leading_keys: "false",
                 },
             },
-        });
+        }));
+    }
+    if scope == Scope::Tenant {
+        statement.push(AnyStatement::Deny(DenyStatement {
+            sid: "NoRecordWrites",
+            effect: "Deny",
+            action: RECORD_WRITE_ACTIONS.to_vec(),
+            resource: "*",
+            condition: AnyLeadingKey {
+                for_any_value_string_equals: LeadingKeys {
+                    leading_keys: vec![tenant_record_key(tenant)],
+                },
+            },
+        }));
     }
     let doc = PolicyDocument {
         version: "2012-10-17",
@@ -299,6 +367,17 @@ mod tests {
         };
     }
 
+    /// The tenant session's last statement: no write of its record (`<record>`).
+    macro_rules! record_deny {
+        () => {
+            concat!(
+                r#",{"Sid":"NoRecordWrites","Effect":"Deny","#,
+                r#""Action":["dynamodb:PutItem","dynamodb:UpdateItem","dynamodb:DeleteItem"],"#,
+                r#""Resource":"*","Condition":{"ForAnyValue:StringEquals":{"dynamodb:LeadingKeys":["<record>"]}}}"#,
+            )
+        };
+    }
+
     fn table() -> TableLocation {
         TableLocation::from_role_arn(
             "arn:aws:iam::123456789012:role/pooltable-tenant-access",
@@ -316,10 +395,12 @@ mod tests {
             r#""Resource":["arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev","#,
             r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev/index/*"],"#,
             items_condition!(),
+            record_deny!(),
             "]}"
         )
-        // `<prefix>` is the tenant's key prefix, `TENANT#acme#`
-        .replace("<prefix>", &tenant_prefix(&tenant));
+        // `<prefix>` is the tenant's key prefix, `TENANT#acme#`; `<record>` its record's key
+        .replace("<prefix>", &tenant_prefix(&tenant))
+        .replace("<record>", &tenant_record_key(&tenant));
         assert_eq!(session_policy(&tenant, &table()).unwrap(), expected);
     }
 
@@ -352,14 +433,16 @@ mod tests {
             items_head!(),
             r#""Resource":["arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev-tenant-acme","#,
             r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev-tenant-acme/index/*"],"#,
-items_condition!(),
+            items_condition!(),
             ",",
             r#"{"Sid":"TenantRecordOnly","Effect":"Allow","#,
             r#""Action":["dynamodb:GetItem","dynamodb:PutItem","dynamodb:UpdateItem","dynamodb:DeleteItem","#,
             r#""dynamodb:ConditionCheckItem"],"#,
             r#""Resource":["arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev"],"#,
             r#""Condition":{"ForAllValues:StringEquals":{"dynamodb:LeadingKeys":["<record>"]},"#,
-            r#""Null":{"dynamodb:LeadingKeys":"false"}}}]}"#
+            r#""Null":{"dynamodb:LeadingKeys":"false"}}}"#,
+            record_deny!(),
+            "]}"
         )
         .replace("<prefix>", &tenant_prefix(&tenant))
         .replace("<record>", &tenant_record_key(&tenant));
@@ -386,10 +469,12 @@ items_condition!(),
             r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev-tenant-acme/index/*","#,
             r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev","#,
             r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev/index/*"],"#,
-items_condition!(),
+            items_condition!(),
+            record_deny!(),
             "]}"
         )
-        .replace("<prefix>", &tenant_prefix(&tenant));
+        .replace("<prefix>", &tenant_prefix(&tenant))
+        .replace("<record>", &tenant_record_key(&tenant));
         assert_eq!(json, expected);
     }
 
@@ -409,6 +494,20 @@ items_condition!(),
         });
         let json = session_policy_for(&tenant, &table(), &moving).unwrap();
         assert!(json.len() <= MAX_POLICY_CHARS, "{} chars", json.len());
+    }
+
+    #[test]
+    fn an_operators_session_may_write_the_record_and_a_tenants_may_not() {
+        // GIVEN acme in the pool
+        let tenant = TenantId::parse("acme").unwrap();
+        let tables = TenantTables::pooled("pooltable-dev");
+        // WHEN both scopes' policies are built
+        let tenants = session_policy_for(&tenant, &table(), &tables).unwrap();
+        let operators = scoped_session_policy(&tenant, &table(), &tables, Scope::Operator).unwrap();
+        // THEN they differ only by the tenant's refusal of record writes
+        let deny = record_deny!().replace("<record>", &tenant_record_key(&tenant));
+        assert_eq!(tenants.replace(&deny, ""), operators);
+        assert!(tenants.contains(&deny) && !operators.contains("Deny"));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use shared::identity::ids::TenantId;
 use shared::identity::keys::{raw_key, tenant_record_key, GSI1, PK, SK};
 use shared::isolation::credentials::{assume_role_request, CredentialSettings};
-use shared::isolation::policy::{Moving, TableLocation, TenantTables};
+use shared::isolation::policy::{Moving, Scope, TableLocation, TenantTables};
 
 const ACCOUNT: &str = "123456789012";
 const REGION: &str = "us-east-1";
@@ -233,12 +233,14 @@ async fn iam_alone_refuses_every_cross_tenant_request_in_both_placements_and_a_m
             // (or, the second time, with none: the role's policy alone)
             let settings = CredentialSettings {
                 role_arn: role_arn(caller.id.as_str()),
+                operator_role_arn: None,
                 table: TableLocation::from_role_arn(&role_arn(caller.id.as_str()), REGION, POOL)
                     .unwrap(),
                 duration_seconds: 900,
             };
             let mut request =
-                assume_role_request(&sts, &settings, &caller.id, &caller.tables).unwrap();
+                assume_role_request(&sts, &settings, &caller.id, &caller.tables, Scope::Tenant)
+                    .unwrap();
             if !scoped {
                 request = request.set_policy(None);
             }

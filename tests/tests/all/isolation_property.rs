@@ -113,6 +113,8 @@ fn key_value(t: String) -> impl Strategy<Value = KeyValue> {
     prop_oneof![
         4 => "[A-Z]{1,8}#[A-Za-z0-9_-]{0,12}".prop_map(move |rest| KeyValue::S(format!("{TENANT_SEGMENT}{own}#{rest}"))),
         1 => Just(KeyValue::S(format!("{TENANT_SEGMENT}{t}#"))),
+        // The tenant's record, which its session reads but never writes.
+        2 => Just(KeyValue::S(format!("{TENANT_SEGMENT}{t}#TENANT"))),
         1 => Just(KeyValue::S(format!("{TENANT_SEGMENT}{t}"))),
         1 => Just(KeyValue::S(format!("{TENANT_SEGMENT}{t}-b#X#1"))),
         1 => Just(KeyValue::S(format!("{TENANT_SEGMENT}{t}_#X#1"))),
@@ -503,9 +505,15 @@ proptest! {
 #[test]
 fn the_role_policy_is_bound_to_the_tag_with_the_null_guard_and_no_scan_or_partiql() {
     let statements = role_policy()["Statement"].as_array().unwrap();
-    assert_eq!(statements.len(), 1);
+    // (its other statement, the record's refusal, is record_writes.rs's)
+    assert_eq!(statements.len(), 2);
     let st = &statements[0];
     assert_eq!(st["Effect"], "Allow");
+    assert_eq!(statements[1]["Sid"], "NoTenantRecordWrites");
+    assert_eq!(
+        statements[1]["Action"],
+        serde_json::json!(shared::isolation::policy::RECORD_WRITE_ACTIONS)
+    );
     assert_eq!(
         st["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"],
         serde_json::json!([format!("{TENANT_SEGMENT}${{aws:PrincipalTag/TenantId}}#*")])

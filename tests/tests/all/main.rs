@@ -33,6 +33,7 @@ mod page_size;
 mod placement;
 mod quota_fail_open;
 mod quotas;
+mod record_writes;
 mod read_cache;
 mod request_counts;
 mod resharding;

@@ -49,6 +49,9 @@ impl std::fmt::Debug for ConfigError {
 pub struct Settings {
     pub table_name: String,
     pub tenant_role_arn: String,
+    /// `TENANT_OPERATOR_ROLE_ARN`: the role the operator paths' sessions assume, the only ones that
+    /// write a tenant's record (set on the operator functions only; unset, `TENANT_ROLE_ARN`).
+    pub tenant_operator_role_arn: Option<String>,
     pub session_ttl_seconds: u64,
     pub credentials_seconds: i32,
     pub auth: AuthMode,
@@ -189,6 +192,9 @@ impl Settings {
         }
         let table_name = env_var("TABLE_NAME")?;
         let tenant_role_arn = env_var("TENANT_ROLE_ARN")?;
+        let tenant_operator_role_arn = std::env::var("TENANT_OPERATOR_ROLE_ARN")
+            .ok()
+            .filter(|v| !v.is_empty());
         let signing = match std::env::var("SIGNING_KEYS_SECRET_ARN")
             .ok()
             .filter(|v| !v.is_empty())
@@ -218,6 +224,7 @@ impl Settings {
             list_cache,
             table_name,
             tenant_role_arn,
+            tenant_operator_role_arn,
             session_ttl_seconds,
             credentials_seconds,
             auth: if dev_auth {

@@ -5,6 +5,7 @@ use crate::identity::ids::TenantId;
 use crate::service::error::ApiError;
 use crate::store::quota::limiter::{Admission, Charge};
 use crate::store::tenancy::tenants::Limits;
+use crate::isolation::policy::Scope;
 
 use super::App;
 
@@ -148,7 +149,7 @@ impl App {
         let flushed = crate::store::client::meter::with_request_meta(async {
             let db = self
                 .tenants
-                .for_tenant(&platform, &self.tenants.pooled())
+                .for_tenant(&platform, &self.tenants.pooled(), Scope::Tenant)
                 .await?;
             self.usage.flush(&db, self.clock.now_millis()).await
         })
@@ -192,7 +193,7 @@ impl App {
             let db = match tenant == TenantId::platform() {
                 true => self
                     .tenants
-                    .for_tenant(&tenant, &self.tenants.pooled())
+                    .for_tenant(&tenant, &self.tenants.pooled(), Scope::Tenant)
                     .await
                     .map_err(ApiError::from),
                 false => self.db(&tenant).await,

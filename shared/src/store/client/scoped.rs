@@ -16,7 +16,7 @@ use crate::identity::ids::TenantId;
 use crate::identity::keys::{tenant_record_key, ItemKey};
 use crate::isolation::credentials::{CredentialSettings, TenantCredentials};
 use crate::isolation::guard::{RecordReadGuard, SourceReadGuard, TenantKeyGuard};
-use crate::isolation::policy::{Moving, TenantTables};
+use crate::isolation::policy::{Moving, Scope, TenantTables};
 use crate::store::client::error::StoreError;
 use crate::store::client::meter::RequestMetering;
 use crate::store::client::pages::{PageCache, PageCacheInvalidation};
@@ -290,15 +290,16 @@ impl TenantClients {
         &self,
         tenant: &TenantId,
         tables: &TenantTables,
+        scope: Scope,
     ) -> Result<TenantDb, StoreError> {
         let db = self
             .credentials
-            .get(tenant, tables, |credentials| {
+            .get(tenant, tables, scope, |credentials| {
                 let mut config = self
                     .dynamodb
                     .to_builder()
                     .credentials_provider(credentials)
-                    .interceptor(TenantKeyGuard::placed(tenant.clone(), tables.clone()))
+                    .interceptor(TenantKeyGuard::placed(tenant.clone(), tables.clone(), scope))
                     .interceptor(RequestMetering);
                 if let Some(pages) = &self.pages {
                     config = config
