@@ -38,8 +38,7 @@ pub use api::{operator, Client};
 
 pub const ROLE_ARN: &str = "arn:aws:iam::123456789012:role/pooltable-test-tenant-access";
 /// The role the operator paths' sessions assume (`TENANT_OPERATOR_ROLE_ARN`).
-pub const OPERATOR_ROLE_ARN: &str =
-    "arn:aws:iam::123456789012:role/pooltable-test-tenant-operator";
+pub const OPERATOR_ROLE_ARN: &str = "arn:aws:iam::123456789012:role/pooltable-test-tenant-operator";
 
 /// The local stack's endpoints, from the environment `scripts/test.sh` sets.
 pub fn endpoints() -> (String, String) {

@@ -169,7 +169,10 @@ pub fn function_env(table: &str, runtime_api: &str, bin: &str) -> Vec<(String, S
         ("AWS_LAMBDA_FUNCTION_VERSION".into(), "$LATEST".into()),
         ("TABLE_NAME".into(), table.into()),
         ("TENANT_ROLE_ARN".into(), crate::ROLE_ARN.into()),
-        ("TENANT_OPERATOR_ROLE_ARN".into(), crate::OPERATOR_ROLE_ARN.into()),
+        (
+            "TENANT_OPERATOR_ROLE_ARN".into(),
+            crate::OPERATOR_ROLE_ARN.into(),
+        ),
         ("RUST_LOG".into(), "warn".into()),
     ]);
     if std::env::var_os("CURSOR_SIGNING_KEY").is_none() {

@@ -23,9 +23,11 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::StreamExt;
 use shared::identity::ids::TenantId;
 use shared::store::client::meter::with_request_meta;
+use shared::store::client::scoped::TenantDb;
 use shared::store::imports::{
-    due_at_ms, marker, note_deferred, outcomes_between, record_outcome, sealing_key, FailReason,
-    ItemOutcome, Outcome, Tombstone, RETENTION_SECONDS,
+    copy_sent, due_at_ms, marker, message_digest, note_copy_sent, note_deferred, outcomes_between,
+    record_outcome, sealing_key, Copy, FailReason, ItemOutcome, Outcome, Tombstone,
+    RETENTION_SECONDS,
 };
 use shared::store::tenancy::layout::Put;
 use shared::{ApiError, App};
@@ -33,8 +35,8 @@ use shared::{ApiError, App};
 use hr::store::{store_department, store_employee, EmployeeFields, WrittenAt};
 
 use crate::{
-    open_items, verify, ImportItem, ImportMessage, ImportQueue, MessageItem, SIGNATURE_ATTRIBUTE,
-    TENANT_ATTRIBUTE,
+    open_items, verify, ImportItem, ImportMessage, ImportQueue, MessageItem, COPY_ATTRIBUTE,
+    SIGNATURE_ATTRIBUTE, TENANT_ATTRIBUTE,
 };
 
 /// The usage counters' name for the consumer's writes.
@@ -318,18 +320,21 @@ async fn defer(
         tracing::info!(tenant = %v.tenant, import_id = %v.body.import_id, wait_seconds, "import held back past its deadline by the capacity quota: its unwritten items fail overQuota");
         return Ok(());
     }
-    requeue(settings, v.message, &v.tenant, delay).await?;
+    requeue(&db, settings, v.message, &v.body, delay).await?;
     tracing::info!(tenant = %v.tenant, import_id = %v.body.import_id, delay, "import deferred: the tenant is over its capacity quota");
     Ok(())
 }
 
 /// Sends a copy of `message` (the same body and signed attributes) back on the import queue,
-/// delayed by `delay` seconds, in `tenant`'s message group: the caller then lets the original be
-/// deleted, so the copy's delivery is a first one.
+/// delayed by `delay` seconds, in its tenant's message group: the caller then lets the original be
+/// deleted, so the copy's delivery is a first one. The copy is of the next generation, sent once
+/// (`store::imports::copies`): a delivery of `message` again after an invocation that failed whole
+/// finds its copy sent, and sends none.
 async fn requeue(
+    db: &TenantDb,
     settings: &ConsumerSettings,
     message: &SqsMessage,
-    tenant: &TenantId,
+    body: &ImportMessage,
     delay: u32,
 ) -> Result<(), ApiError> {
     let Some(queue) = &settings.requeue else {
@@ -337,17 +342,30 @@ async fn requeue(
             "no import queue to defer to; delivered again".into(),
         ));
     };
+    let digest = message_digest(&body.sealed_items);
+    let copy = Copy {
+        import: &body.import_id,
+        message: &digest,
+        generation: generation(message) + 1,
+    };
+    if copy_sent(db, copy).await? {
+        tracing::info!(tenant = %db.tenant, import_id = %body.import_id, generation = copy.generation, "this message's copy went out before (an invocation that failed whole): none is sent again");
+        return Ok(());
+    }
+    let attribute = |value: String| {
+        aws_sdk_sqs::types::MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value(value)
+            .build()
+            .ok()
+    };
     let attributes = [TENANT_ATTRIBUTE, SIGNATURE_ATTRIBUTE]
         .into_iter()
         .filter_map(|name| {
             let value = message.message_attributes.get(name)?.string_value.clone()?;
-            let attribute = aws_sdk_sqs::types::MessageAttributeValue::builder()
-                .data_type("String")
-                .string_value(value)
-                .build()
-                .ok()?;
-            Some((name.to_owned(), attribute))
+            Some((name.to_owned(), attribute(value)?))
         })
+        .chain(attribute(copy.generation.to_string()).map(|a| (COPY_ATTRIBUTE.to_owned(), a)))
         .collect();
     queue
         .client
@@ -357,14 +375,29 @@ async fn requeue(
         .set_message_attributes(Some(attributes))
         // The tenant's group, as the producer sends it: SQS's fair queue keeps a tenant's backlog
         // from holding up another's.
-        .message_group_id(tenant.as_str())
+        .message_group_id(db.tenant.as_str())
         .delay_seconds(delay as i32)
         .send()
         .await
         .map_err(|e| {
             ApiError::Unavailable(format!("the import queue refused a deferred copy: {e}"))
         })?;
+    // The copy is out: the original goes whether or not this note is written (without it, a
+    // failure of the whole invocation could send one more copy of this generation, no more).
+    if let Err(e) = note_copy_sent(db, copy, body.issued_at).await {
+        tracing::warn!(tenant = %db.tenant, import_id = %body.import_id, error = %e, "a copy went out but could not be noted");
+    }
     Ok(())
+}
+
+/// Which copy `message` is: 0 for the producer's, else its [`COPY_ATTRIBUTE`].
+fn generation(message: &SqsMessage) -> u32 {
+    message
+        .message_attributes
+        .get(COPY_ATTRIBUTE)
+        .and_then(|a| a.string_value.as_deref())
+        .and_then(|g| g.parse().ok())
+        .unwrap_or(0)
 }
 
 /// How long a message of a tenant being restored waits before it is delivered again.
@@ -387,7 +420,10 @@ async fn hold(
         tracing::info!(tenant = %tenant, import_id = %body.import_id, "import held back past its deadline by a restore: its unwritten items fail");
         return Ok(());
     }
-    requeue(settings, message, tenant, delay).await?;
+    // Its tenant is being restored: a tenant route's client would be refused (503), and the copy's
+    // note is the consumer's own bookkeeping, not the tenant's request.
+    let db = app.db_for_operator(tenant).await?;
+    requeue(&db, settings, message, body, delay).await?;
     tracing::info!(tenant = %tenant, import_id = %body.import_id, delay, "import held back: the tenant is being restored");
     Ok(())
 }

@@ -27,6 +27,9 @@ pub const SIGNING_DOMAIN: &str = "pooltable-import-message-v1";
 pub const TENANT_ATTRIBUTE: &str = "tenant";
 /// The message attribute holding the signature.
 pub const SIGNATURE_ATTRIBUTE: &str = "signature";
+/// The message attribute of a copy the consumer sent back on the queue: its generation (the
+/// producer's message is generation 0). Not signed: it only names which copy a delivery is.
+pub const COPY_ATTRIBUTE: &str = "copy";
 /// The most items one import takes.
 pub const MAX_ITEMS: usize = 1000;
 /// The most items one message carries: SQS bills and throttles per message, and 25 small items

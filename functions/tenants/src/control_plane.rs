@@ -25,7 +25,15 @@
 //! suspended and resumed many times). A request pooltable must
 //! refuse (an unknown tenant, a tier it does not have, a tenant that exists) is answered with its
 //! failure, never retried; only what may pass (DynamoDB or EventBridge unavailable) fails the
-//! invocation, which Lambda retries.
+//! invocation, which Lambda retries. An offboarding asked while the tenant is moved, re-sharded or
+//! restored is deferred, unanswered (`requests::defer`): the end of that operation (its lifecycle
+//! event, `reshardingFinished`, `tenantMoveFinished` or `tenantRestoreFinished`, which a rule on the
+//! lifecycle bus hands this function) acts on it again, and the control plane putting it again
+//! does too.
+//!
+//! The tenants no request may suspend or offboard (the operators' own) must be named
+//! (`CONTROL_PLANE_PROTECTED_TENANTS`): the function does not start without them, so that a
+//! deployment never leaves its operators' tenant to whoever may put events on the bus.
 
 use lambda_http::http::StatusCode;
 use lambda_http::Body;
@@ -88,12 +96,8 @@ impl ControlPlane {
             DEFAULT_REPLY_SOURCE.to_owned(),
         )?;
         let client = aws_sdk_eventbridge::Client::new(&lambda_sdk_config()?);
-        let protected = std::env::var("CONTROL_PLANE_PROTECTED_TENANTS").unwrap_or_default();
-        let protected: Vec<&str> = protected
-            .split(',')
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .collect();
+        let named = std::env::var("CONTROL_PLANE_PROTECTED_TENANTS").unwrap_or_default();
+        let protected = protected_tenants(&named)?;
         Ok(Self::new(client, &bus, &source).protecting(&protected))
     }
 
@@ -123,6 +127,32 @@ impl ControlPlane {
             ))),
         }
     }
+}
+
+/// The protected tenants of `CONTROL_PLANE_PROTECTED_TENANTS` (comma-separated): at least one, each
+/// a tenant id, so a typo cannot leave the operators unprotected.
+fn protected_tenants(value: &str) -> Result<Vec<&str>, ConfigError> {
+    const NAME: &str = "CONTROL_PLANE_PROTECTED_TENANTS";
+    let tenants: Vec<&str> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    if tenants.is_empty() {
+        return Err(ConfigError::Invalid(
+            NAME,
+            "must name the operators' tenants (comma-separated): no control plane request may \
+             suspend or offboard them"
+                .into(),
+        ));
+    }
+    if let Some(bad) = tenants.iter().find(|t| TenantId::parse(t).is_err()) {
+        return Err(ConfigError::Invalid(
+            NAME,
+            format!("{bad:?} is not a tenant id"),
+        ));
+    }
+    Ok(tenants)
 }
 
 /// What fails an invocation (Lambda retries it); everything else is answered.
@@ -216,10 +246,37 @@ impl Kind {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Handled {
-    /// The reply's detail-type; none for a duplicate or an event that is no request.
+    /// The reply's detail-type; none for a duplicate, a deferred request or an event that is no
+    /// request.
     pub reply: Option<String>,
     /// This request was answered before: nothing was done or sent.
     pub duplicate: bool,
+    /// This request waits for its tenant's operation to end: nothing was done or sent.
+    pub deferred: bool,
+}
+
+impl Handled {
+    const NOTHING: Self = Self {
+        reply: None,
+        duplicate: false,
+        deferred: false,
+    };
+}
+
+/// The lifecycle events of an operation's end, after which a deferred request is acted on again.
+const OPERATION_ENDS: [&str; 3] = [
+    "reshardingFinished",
+    "tenantMoveFinished",
+    "tenantRestoreFinished",
+];
+
+/// What acting on a request came to.
+enum Outcome {
+    Done,
+    /// Refused for good: answered with this reason.
+    Refused(String),
+    /// Refused while an operation on the tenant runs: deferred until it ends.
+    Deferred(String),
 }
 
 /// Answers one event.
@@ -228,14 +285,16 @@ pub async fn handle(
     plane: &ControlPlane,
     event: Value,
 ) -> Result<Handled, ControlPlaneError> {
-    let ignored = Handled {
-        reply: None,
-        duplicate: false,
-    };
+    let ignored = Handled::NOTHING;
+    let raw = event.to_string();
     let Ok(envelope) = serde_json::from_value::<Envelope>(event) else {
         tracing::warn!("an event that is no EventBridge event: ignored");
         return Ok(ignored);
     };
+    if OPERATION_ENDS.contains(&envelope.detail_type.as_str()) {
+        let tenant = envelope.detail["tenantId"].as_str().unwrap_or_default();
+        return act_on_deferred(app, plane, tenant).await;
+    }
     let (prefix, name) = match envelope.detail_type.strip_prefix(PREFIX) {
         Some(name) => (PREFIX, name),
         None => ("", envelope.detail_type.as_str()),
@@ -266,8 +325,8 @@ pub async fn handle(
             Claim::Duplicate => {
                 tracing::info!(request = key, "an event answered before: nothing done");
                 return Ok(Handled {
-                    reply: None,
                     duplicate: true,
+                    ..Handled::NOTHING
                 });
             }
             // The control plane asked again: the same answer, nothing done again.
@@ -293,7 +352,24 @@ pub async fn handle(
     let reply = match held {
         Some(reply) => reply,
         None => {
-            let outcome = act(app, plane, kind, detail, taken_over).await?;
+            let outcome = match act(app, plane, kind, detail, taken_over).await? {
+                Outcome::Done => Ok(()),
+                Outcome::Refused(reason) => Err(reason),
+                Outcome::Deferred(reason) => {
+                    if !requests::defer(&platform_db, request, claimed_at_ms, &raw).await? {
+                        return Err(ControlPlaneError::Busy);
+                    }
+                    tracing::info!(
+                        request = key,
+                        reason,
+                        "deferred until the tenant's operation ends"
+                    );
+                    return Ok(Handled {
+                        deferred: true,
+                        ..Handled::NOTHING
+                    });
+                }
+            };
             let reply = reply_of(prefix, kind, &envelope.id, detail, outcome).to_string();
             if !requests::hold_reply(&platform_db, &key, claimed_at_ms, &reply).await? {
                 return Err(ControlPlaneError::Busy);
@@ -307,6 +383,25 @@ pub async fn handle(
     Ok(handled)
 }
 
+/// Acts again on every request deferred for `tenant`, now that an operation on it ended; each one
+/// acted on (answered, or refused for good) is dropped, one deferred again is kept.
+async fn act_on_deferred(
+    app: &App,
+    plane: &ControlPlane,
+    tenant: &str,
+) -> Result<Handled, ControlPlaneError> {
+    let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+    let mut last = Handled::NOTHING;
+    for deferred in requests::deferred_of(&platform_db, tenant).await? {
+        let event = serde_json::from_str(&deferred.event).unwrap_or(Value::Null);
+        last = Box::pin(handle(app, plane, event)).await?;
+        if !last.deferred {
+            requests::undefer(&platform_db, tenant, &deferred.key).await?;
+        }
+    }
+    Ok(last)
+}
+
 /// Sends a held reply (`{detailType, detail}`).
 async fn send(plane: &ControlPlane, reply: &str) -> Result<Handled, ControlPlaneError> {
     let parsed: Value = serde_json::from_str(reply).unwrap_or(Value::Null);
@@ -316,7 +411,7 @@ async fn send(plane: &ControlPlane, reply: &str) -> Result<Handled, ControlPlane
         .await?;
     Ok(Handled {
         reply: Some(detail_type),
-        duplicate: false,
+        ..Handled::NOTHING
     })
 }
 
@@ -363,8 +458,8 @@ fn reply_of(
     })
 }
 
-/// Acts on one request: `Ok(Err(reason))` is a refusal to answer with the failure; `Err` may pass
-/// (retried).
+/// Acts on one request: [`Outcome::Refused`] is answered with the failure, [`Outcome::Deferred`]
+/// waits for the tenant's operation to end; `Err` may pass (retried).
 /// `taken_over`: when an earlier delivery first claimed the request, if this one took it over.
 async fn act(
     app: &App,
@@ -372,24 +467,24 @@ async fn act(
     kind: Kind,
     detail: &Value,
     taken_over: Option<u64>,
-) -> Result<Result<(), String>, ControlPlaneError> {
+) -> Result<Outcome, ControlPlaneError> {
     let by = TenantId::platform();
     if let Some(registration) = detail["tenantRegistrationId"].as_str() {
         if !valid_registration(registration) {
-            return Ok(Err(
+            return Ok(Outcome::Refused(
                 "tenantRegistrationId must be 1 to 128 of A-Z a-z 0-9 - _ . :".into(),
             ));
         }
     }
     let tenant = match detail["tenantId"].as_str().map(TenantId::parse) {
         Some(Ok(tenant)) => tenant,
-        Some(Err(e)) => return Ok(Err(format!("tenantId {e}"))),
-        None => return Ok(Err("the request has no tenantId".into())),
+        Some(Err(e)) => return Ok(Outcome::Refused(format!("tenantId {e}"))),
+        None => return Ok(Outcome::Refused("the request has no tenantId".into())),
     };
     if matches!(kind, Kind::Offboarding | Kind::Deactivate)
         && plane.protected.iter().any(|p| p == tenant.as_str())
     {
-        return Ok(Err(format!(
+        return Ok(Outcome::Refused(format!(
             "tenant {tenant} is protected (CONTROL_PLANE_PROTECTED_TENANTS): operators act from it"
         )));
     }
@@ -397,7 +492,7 @@ async fn act(
         Kind::Onboarding => {
             let tier = detail["tier"].as_str().unwrap_or(DEFAULT_TIER);
             let Ok(tier) = serde_json::from_value::<Tier>(json!(tier.to_ascii_lowercase())) else {
-                return Ok(Err(format!(
+                return Ok(Outcome::Refused(format!(
                     "tier {tier} is not one of pooltable's (basic, standard, premium)"
                 )));
             };
@@ -442,14 +537,19 @@ async fn act(
         }
     };
     match done {
-        Ok(()) => Ok(Ok(())),
+        Ok(()) => Ok(Outcome::Done),
+        // Every conflict an offboarding meets is an operation in progress on the tenant (a move, a
+        // re-sharding, a restore), which ends.
+        Err(ApiError::Conflict(reason)) if kind == Kind::Offboarding => {
+            Ok(Outcome::Deferred(reason))
+        }
         Err(e) => {
             let response = e.into_response();
             match response.status().is_server_error() {
                 true => Err(ControlPlaneError::Unavailable(problem_detail(
                     response.body(),
                 ))),
-                false => Ok(Err(problem_detail(response.body()))),
+                false => Ok(Outcome::Refused(problem_detail(response.body()))),
             }
         }
     }
@@ -482,6 +582,17 @@ fn problem_detail(body: &Body) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_protected_tenants_must_be_named_and_be_tenant_ids() {
+        assert_eq!(
+            protected_tenants(" ops , platform").unwrap(),
+            ["ops", "platform"]
+        );
+        for bad in ["", " , ", "ops,has space", "a#b"] {
+            assert!(protected_tenants(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn a_reply_carries_its_requests_ids_and_spelling() {

@@ -102,10 +102,7 @@ impl<C: Clone> TenantCredentials<C> {
     ) -> Result<C, CredentialsError> {
         let slot = {
             let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-            entries
-                .entry((tenant.clone(), scope))
-                .or_default()
-                .clone()
+            entries.entry((tenant.clone(), scope)).or_default().clone()
         };
         let mut cached = slot.lock().await;
         let now = self.now();
@@ -212,7 +209,12 @@ pub fn assume_role_request(
         .assume_role()
         .role_arn(role_arn)
         .role_session_name(role_session_name(tenant))
-        .policy(scoped_session_policy(tenant, &settings.table, tables, scope)?)
+        .policy(scoped_session_policy(
+            tenant,
+            &settings.table,
+            tables,
+            scope,
+        )?)
         .tags(tag)
         .duration_seconds(settings.duration_seconds))
 }
@@ -295,7 +297,10 @@ mod tests {
             Some("pooltable-acme-1")
         );
         assert!(input.get_transitive_tag_keys().is_none());
-        assert_eq!(input.get_role_arn().as_deref(), Some(settings().role_arn.as_str()));
+        assert_eq!(
+            input.get_role_arn().as_deref(),
+            Some(settings().role_arn.as_str())
+        );
     }
 
     #[test]

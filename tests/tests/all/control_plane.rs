@@ -293,3 +293,164 @@ async fn a_delivery_that_stopped_mid_request_is_taken_over_once_its_hold_ends() 
     assert_eq!(w.h.operator().get_tenant(&t).await.status, 200);
     assert!(w.deliver(&event).await.unwrap().duplicate);
 }
+
+/// An event of the lifecycle bus, as its rule hands it to the control plane's function.
+fn lifecycle_event(detail_type: &str, tenant: &str) -> Value {
+    json!({
+        "id": unique("lifecycle"), "source": "pooltable", "detail-type": detail_type,
+        "detail": {"tenantId": tenant},
+    })
+}
+
+#[tokio::test]
+async fn a_protected_tenant_is_neither_deactivated_nor_offboarded_and_nothing_of_it_changes() {
+    // GIVEN the operators' tenant, onboarded and named at deployment
+    let mut w = World::new().await;
+    let ops = integration::onboarded(&w.h, "ops").await;
+    w.plane = ControlPlane::new(w.bus.events.clone(), &w.bus.name, APPLICATION).protecting(&[&ops]);
+    let before = w.h.operator().get_tenant(&ops).await.body;
+    // WHEN whoever may put events on the bus asks to suspend it, then to offboard it
+    for (request, detail, reply) in [
+        (
+            "sbt_aws_deactivateRequest",
+            json!({"tenantId": ops}),
+            "sbt_aws_deactivateFailure",
+        ),
+        (
+            "sbt_aws_offboardingRequest",
+            json!({"tenantId": ops, "tenantRegistrationId": unique("r")}),
+            "sbt_aws_deprovisionFailure",
+        ),
+    ] {
+        // THEN each is refused, naming the protection
+        let (_, failure) = w.answered_once(request, detail, reply).await;
+        let why = failure["detail"]["reason"].as_str().unwrap_or_default();
+        assert!(why.contains("protected"), "{request}: {why}");
+    }
+    // AND its record is as it was: active, not offboarding, not listed for the driver
+    assert_eq!(w.h.operator().get_tenant(&ops).await.body, before);
+    assert_eq!(before["status"], "active");
+}
+
+#[tokio::test]
+async fn an_offboarding_asked_during_a_move_waits_for_it_and_ends_in_the_tenant_offboarded() {
+    // GIVEN a registered tenant moving into its own table
+    let w = World::new().await;
+    let t = unique("moving");
+    let registration = unique("reg");
+    let detail = json!({"tenantId": t, "tenantRegistrationId": registration});
+    let mut onboarding = detail.clone();
+    onboarding["tier"] = "premium".into();
+    w.answered(
+        "sbt_aws_onboardingRequest",
+        onboarding,
+        "sbt_aws_provisionSuccess",
+    )
+    .await;
+    assert_eq!(w.h.operator().move_to(&t, "own").await.status, 202);
+    // WHEN the control plane asks to offboard it while it moves
+    let event = w.put("sbt_aws_offboardingRequest", detail.clone()).await;
+    let handled = w.deliver(&event).await.expect("deferred, not failed");
+    // THEN the request is deferred: no reply, no offboarding, nothing held as its answer
+    assert!(handled.deferred && handled.reply.is_none(), "{handled:?}");
+    assert!(w.replies().await.is_empty());
+    assert_eq!(w.h.operator().get_tenant(&t).await.body["status"], "active");
+    // AND a redelivery meanwhile defers it again, answering nothing
+    assert!(w.deliver(&event).await.unwrap().deferred);
+    assert!(w.replies().await.is_empty());
+    // WHEN the move ends, and its lifecycle event reaches the control plane
+    w.h.clock
+        .advance_seconds(shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS);
+    integration::drive_to_end(&w.h.app).await;
+    assert_eq!(w.h.operator().get_tenant(&t).await.body["placement"], "own");
+    let ended = w
+        .deliver(&lifecycle_event("tenantMoveFinished", &t))
+        .await
+        .expect("the deferred request acted on");
+    // THEN the offboarding starts and is answered, once
+    assert_eq!(ended.reply.as_deref(), Some("sbt_aws_deprovisionSuccess"));
+    let replies = w.replies().await;
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(
+        replies[0]["detail"]["tenantRegistrationId"],
+        registration.as_str()
+    );
+    // AND nothing is left deferred: the same event again acts on nothing
+    let again = w.deliver(&lifecycle_event("tenantMoveFinished", &t)).await;
+    assert!(again.unwrap().reply.is_none());
+    assert!(w.replies().await.is_empty());
+    // AND the driver ends in the tenant offboarded: no record, its own table gone
+    w.h.clock.advance_seconds(120);
+    integration::drive_to_end(&w.h.app).await;
+    w.h.operator().get_tenant(&t).await.assert_problem(404);
+    // AND the control plane putting the request again gets the same answer, once
+    let (_, replayed) = w
+        .answered(
+            "sbt_aws_offboardingRequest",
+            detail,
+            "sbt_aws_deprovisionSuccess",
+        )
+        .await;
+    assert_eq!(
+        replayed["detail"]["tenantRegistrationId"],
+        registration.as_str()
+    );
+}
+
+#[tokio::test]
+async fn a_request_put_again_ten_thousand_times_keeps_its_entry_small() {
+    // GIVEN an answered onboarding
+    let w = World::new().await;
+    let t = unique("resent");
+    let registration = unique("reg");
+    w.answered(
+        "sbt_aws_onboardingRequest",
+        json!({"tenantId": t, "tenantRegistrationId": registration}),
+        "sbt_aws_provisionSuccess",
+    )
+    .await;
+    let platform =
+        w.h.app
+            .db_for_operator(&TenantId::platform())
+            .await
+            .unwrap();
+    let key = format!("onboarding#{registration}");
+    // WHEN the control plane puts it again 10,000 times, each a new event (the claims its
+    // deliveries make; the reply each sends is the held one)
+    let mut answered_again = 0;
+    for i in 0..10_000 {
+        let event_id = format!("resent-{i:05}");
+        let request = requests::Request {
+            key: &key,
+            event_id: &event_id,
+            tenant: &t,
+        };
+        let claim = requests::claim(&platform, request, w.h.app.clock.now_millis(), 30_000)
+            .await
+            .expect("a claim");
+        answered_again += usize::from(matches!(claim, Claim::AnsweredForAnother { .. }));
+    }
+    // THEN each got the held reply, and the entry remembers only its newest events, far under
+    // DynamoDB's 400 KB
+    assert_eq!(answered_again, 10_000);
+    let entry =
+        w.h.items_under(&shared::identity::keys::control_requests_pk())
+            .await;
+    let entry = entry
+        .iter()
+        .find(|i| i["SK"].as_s().is_ok_and(|sk| sk.ends_with(&key)))
+        .expect("the entry");
+    let events = entry["answeredEvents"].as_l().unwrap();
+    assert_eq!(events.len(), requests::REMEMBERED_EVENTS);
+    assert_eq!(events.last().unwrap().as_s().unwrap(), "resent-09999");
+    let size = shared::store::client::size::approximate_bytes(entry);
+    assert!(size < 16 * 1024, "{size} bytes");
+    // AND the newest events are still recognized: a redelivery of one sends nothing
+    let request = requests::Request {
+        key: &key,
+        event_id: "resent-09990",
+        tenant: &t,
+    };
+    let claim = requests::claim(&platform, request, w.h.app.clock.now_millis(), 30_000).await;
+    assert_eq!(claim.unwrap(), Claim::Duplicate);
+}

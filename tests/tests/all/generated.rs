@@ -155,9 +155,13 @@ fn the_template_deploys_what_the_hand_written_one_did() {
 #[test]
 fn the_template_source_is_at_most_half_the_hand_written_template() {
     // The hand-written template.yaml had 2,559 lines when the route table was proposed (#34); since
-    // then the tenant-operator role and its policy (#56) were added, 66 lines no route derives.
+    // then the tenant-operator role and its policy, the control plane's rule for the end of an
+    // operation and the rule that it protects the operators' tenants (#56): 82 lines no route derives.
     let lines = read("template.in.yaml").lines().count();
-    assert!(lines <= 2_559 / 2 + 66, "template.in.yaml has {lines} lines");
+    assert!(
+        lines <= 2_559 / 2 + 82,
+        "template.in.yaml has {lines} lines"
+    );
 }
 
 /// The text of `file` outside its generated part (between the `@generated begin` and `end` lines).

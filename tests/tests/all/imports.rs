@@ -1744,3 +1744,85 @@ async fn an_import_held_back_by_the_quota_until_its_deadline_fails_over_quota() 
     assert_eq!(progress.body["written"], 0, "{}", progress.body);
     assert!(queues.receive(10).await.is_empty());
 }
+
+/// Issue 56, item 5: a whole invocation that fails after a deferral sent its copy never makes a
+/// second copy of the message, however often the original is delivered again.
+#[tokio::test]
+async fn a_deferred_message_delivered_again_after_whole_invocations_failed_is_copied_once() {
+    // GIVEN a tenant of 100 capacity units a second, and an import of 20 products of 20 KB in one
+    // message (about 8 seconds of its quota)
+    let (h, t) = custom_tenant("copies", 1, Limits::CapacityUnits(100)).await;
+    let queues = ImportQueues::create(50, 1).await;
+    let items: Vec<Value> = (0..20)
+        .map(|i| json!({"productId": format!("big-{i:02}"), "document": {"blob": "x".repeat(20 * 1024)}}))
+        .collect();
+    accepted(&h, &queues, &t, json!({"kind": "products", "items": items})).await;
+    let settings = imports::consume::ConsumerSettings {
+        max_receives: queues.max_receives,
+        writes_in_flight: 4,
+        requeue: Some(queues.producer()),
+        max_defer_seconds: 0,
+    };
+    let batch = queues.receive(10).await;
+    let messages = batch.len();
+    assert!(messages >= 1);
+    // WHEN a delivery writes what the quota allows and defers the rest, and its invocation then
+    // fails whole, and the same messages are delivered again four times, each failing whole
+    for _ in 0..5 {
+        let event = serde_json::from_value(queues.event(&batch)).unwrap();
+        imports::consume::consume(&h.app, &settings, event).await;
+        queues.settle(&batch, None).await;
+    }
+    // THEN beside each original is at most one copy, of the first generation: the redeliveries
+    // found it sent
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let on_queue = queues.receive(20).await;
+    let copy_of = |m: &Message| {
+        m.message_attributes()
+            .and_then(|a| a.get("copy")?.string_value().map(str::to_owned))
+    };
+    let mut per_message: BTreeMap<&str, Vec<Option<String>>> = BTreeMap::new();
+    for m in &on_queue {
+        per_message
+            .entry(m.body().unwrap_or_default())
+            .or_default()
+            .push(copy_of(m));
+    }
+    assert_eq!(per_message.len(), messages);
+    for copies in per_message.values_mut() {
+        copies.sort();
+        assert!(
+            *copies == [None] || *copies == [None, Some("1".to_owned())],
+            "{copies:?}"
+        );
+    }
+    assert!(on_queue.len() > messages, "nothing was deferred");
+    // WHEN the quota refills, and both are delivered until the queue is empty
+    let mut deliveries = 0;
+    let mut batch = on_queue;
+    while !batch.is_empty() {
+        batch.truncate(10);
+        h.clock.advance_seconds(10);
+        let event = serde_json::from_value(queues.event(&batch)).unwrap();
+        let answer = imports::consume::consume(&h.app, &settings, event).await;
+        queues
+            .settle(&batch, Some(&serde_json::to_value(answer).unwrap()))
+            .await;
+        deliveries += 1;
+        assert!(deliveries < 40, "the import does not end");
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        batch = queues.receive(10).await;
+        // AND no message ever has two copies of one generation on the queue
+        let mut copies: Vec<(&str, Option<String>)> = batch
+            .iter()
+            .map(|m| (m.body().unwrap_or_default(), copy_of(m)))
+            .filter(|(_, copy)| copy.is_some())
+            .collect();
+        let all = copies.len();
+        copies.sort();
+        copies.dedup();
+        assert_eq!(copies.len(), all, "{batch:?}");
+    }
+    // THEN every product is written, once
+    assert_eq!(product_items(&h, &t).await.len(), 20);
+}

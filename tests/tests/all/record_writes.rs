@@ -67,8 +67,14 @@ fn a_tenants_session_and_role_refuse_writes_of_its_record_and_an_operators_allow
     let own = TenantTables::own("pooltable-dev-tenant-acme", POOL);
     let pooled = TenantTables::pooled(POOL);
     let tenants = [
-        ("pooled session", policy(&session_policy_for(&acme, &location(), &pooled).unwrap())),
-        ("own-table session", policy(&session_policy_for(&acme, &location(), &own).unwrap())),
+        (
+            "pooled session",
+            policy(&session_policy_for(&acme, &location(), &pooled).unwrap()),
+        ),
+        (
+            "own-table session",
+            policy(&session_policy_for(&acme, &location(), &own).unwrap()),
+        ),
         ("tenant-access role", tenant_role_policy(&ARNS)),
     ];
     let operators = [
@@ -85,7 +91,10 @@ fn a_tenants_session_and_role_refuse_writes_of_its_record_and_an_operators_allow
     for (name, p) in &tenants {
         // THEN a tenant's refuses every write of the record, and reads and checks it
         for action in WRITES {
-            assert!(!is_allowed(p, &on_pool(action, &record)), "{name}: {action}");
+            assert!(
+                !is_allowed(p, &on_pool(action, &record)),
+                "{name}: {action}"
+            );
         }
         for action in ["GetItem", "ConditionCheckItem"] {
             assert!(is_allowed(p, &on_pool(action, &record)), "{name}: {action}");
@@ -98,9 +107,16 @@ fn a_tenants_session_and_role_refuse_writes_of_its_record_and_an_operators_allow
         }
     }
     // AND both still write the tenant's other items, and neither another tenant's record
-    for (name, p) in tenants.iter().chain(&operators).filter(|(n, _)| !n.contains("own-table")) {
+    for (name, p) in tenants
+        .iter()
+        .chain(&operators)
+        .filter(|(n, _)| !n.contains("own-table"))
+    {
         for action in WRITES {
-            assert!(is_allowed(p, &on_pool(action, &product)), "{name}: {action}");
+            assert!(
+                is_allowed(p, &on_pool(action, &product)),
+                "{name}: {action}"
+            );
             let other = raw_key("acme2", "TENANT");
             assert!(!is_allowed(p, &on_pool(action, &other)), "{name}: {action}");
         }
@@ -160,7 +176,11 @@ fn only_the_operator_functions_may_assume_the_tenant_operator_role_and_never_for
 
 fn record_item() -> std::collections::HashMap<String, AttributeValue> {
     let record = AttributeValue::S(tenant_record_key(&TenantId::parse("acme").unwrap()));
-    [("PK".to_string(), record.clone()), ("SK".to_string(), record)].into()
+    [
+        ("PK".to_string(), record.clone()),
+        ("SK".to_string(), record),
+    ]
+    .into()
 }
 
 #[test]
@@ -183,9 +203,21 @@ fn the_guard_refuses_what_the_tenants_policy_refuses_and_lets_an_operator_write(
         )
     };
     let writes = [
-        Input::erase(PutItemInput::builder().table_name(POOL).set_item(key.clone()).build().unwrap()),
+        Input::erase(
+            PutItemInput::builder()
+                .table_name(POOL)
+                .set_item(key.clone())
+                .build()
+                .unwrap(),
+        ),
         Input::erase(update().build().unwrap()),
-        Input::erase(DeleteItemInput::builder().table_name(POOL).set_key(key.clone()).build().unwrap()),
+        Input::erase(
+            DeleteItemInput::builder()
+                .table_name(POOL)
+                .set_key(key.clone())
+                .build()
+                .unwrap(),
+        ),
         in_transaction(
             TransactWriteItem::builder()
                 .update(
@@ -200,7 +232,13 @@ fn the_guard_refuses_what_the_tenants_policy_refuses_and_lets_an_operator_write(
         ),
     ];
     let reads = [
-        Input::erase(GetItemInput::builder().table_name(POOL).set_key(key.clone()).build().unwrap()),
+        Input::erase(
+            GetItemInput::builder()
+                .table_name(POOL)
+                .set_key(key.clone())
+                .build()
+                .unwrap(),
+        ),
         in_transaction(
             TransactWriteItem::builder()
                 .condition_check(
@@ -217,7 +255,10 @@ fn the_guard_refuses_what_the_tenants_policy_refuses_and_lets_an_operator_write(
     // THEN a tenant route's guard refuses each write and an operator's lets it through
     for input in &writes {
         let refused = check_input(&acme, input).unwrap_err();
-        assert!(refused.reason.contains("never writes its record"), "{refused}");
+        assert!(
+            refused.reason.contains("never writes its record"),
+            "{refused}"
+        );
         assert!(check_scoped_input(&acme, Scope::Operator, input).is_ok());
     }
     // AND both read and check it
@@ -269,7 +310,10 @@ async fn a_tenant_routes_client_cannot_change_its_record_and_the_operator_paths_
     }
     // THEN each change holds, through sessions of the tenant-operator role with no refusal
     let r = h.operator().get_tenant(&tenant).await;
-    assert_eq!((r.body["tier"].as_str(), r.body["status"].as_str()), (Some("premium"), Some("active")));
+    assert_eq!(
+        (r.body["tier"].as_str(), r.body["status"].as_str()),
+        (Some("premium"), Some("active"))
+    );
     let operators = h.recorded_operator_policies(&tenant).await;
     assert!(!operators.is_empty());
     let operator_policy = scoped_session_policy(
@@ -279,7 +323,9 @@ async fn a_tenant_routes_client_cannot_change_its_record_and_the_operator_paths_
         Scope::Operator,
     )
     .unwrap();
-    assert!(operators.iter().all(|p| *p == operator_policy && !p.contains("Deny")));
+    assert!(operators
+        .iter()
+        .all(|p| *p == operator_policy && !p.contains("Deny")));
 }
 
 #[tokio::test]
@@ -290,11 +336,23 @@ async fn an_operator_call_for_a_tenant_never_onboarded_vends_no_credentials() {
     // WHEN an operator restores, re-shards, moves, exports and reads it
     let restore = h
         .operator()
-        .restore_tenant(&ghost, json!({"from": {"table": format!("{}-restore-x", h.table)}}))
+        .restore_tenant(
+            &ghost,
+            json!({"from": {"table": format!("{}-restore-x", h.table)}}),
+        )
         .await;
-    let reshard = h.operator().update_tenant(&ghost, json!({"shardCount": 4})).await;
-    let moved = h.operator().update_tenant(&ghost, json!({"placement": "own"})).await;
-    let tier = h.operator().update_tenant(&ghost, json!({"tier": "premium"})).await;
+    let reshard = h
+        .operator()
+        .update_tenant(&ghost, json!({"shardCount": 4}))
+        .await;
+    let moved = h
+        .operator()
+        .update_tenant(&ghost, json!({"placement": "own"}))
+        .await;
+    let tier = h
+        .operator()
+        .update_tenant(&ghost, json!({"tier": "premium"}))
+        .await;
     let read = h.operator().get_tenant(&ghost).await;
     // THEN each answers 404, and STS was never asked for a session of it
     for r in [&restore, &reshard, &moved, &tier, &read] {

@@ -9,7 +9,7 @@ use futures::StreamExt;
 use integration::{unique, Auth, Client, Harness, Phase, Resp};
 use serde_json::json;
 use shared::identity::ids::TenantId;
-use shared::isolation::policy::{session_policy, TableLocation};
+use shared::isolation::policy::{scoped_session_policy, Scope, TableLocation, TenantTables};
 
 fn admin() -> Auth {
     Auth::Operator(unique("ops"))
@@ -97,16 +97,25 @@ async fn onboarding_is_operator_only_validated_and_never_duplicated() {
     onboard_as(&h, &ops, json!({"tenantId": new, "tier": "basic"}))
         .await
         .assert_problem(409);
-    // the record was written with the NEW tenant's scoped credentials, as moto recorded
+    // the record was written with the NEW tenant's scoped credentials, an operator's session of the
+    // tenant-operator role (the only one that writes a record), as moto recorded
     let location =
         TableLocation::from_role_arn(integration::ROLE_ARN, "us-east-1", &h.table).unwrap();
-    let expected = session_policy(&TenantId::parse(&new).unwrap(), &location).unwrap();
-    assert_eq!(h.recorded_policies(&new).await, vec![expected]);
+    let expected = scoped_session_policy(
+        &TenantId::parse(&new).unwrap(),
+        &location,
+        &TenantTables::pooled(&h.table),
+        Scope::Operator,
+    )
+    .unwrap();
+    assert_eq!(h.recorded_operator_policies(&new).await, vec![expected]);
+    assert!(h.recorded_policies(&new).await.is_empty());
     let Auth::Operator(ops_tenant) = &ops else {
         unreachable!()
     };
     assert!(
-        h.recorded_policies(ops_tenant).await.is_empty(),
+        h.recorded_policies(ops_tenant).await.is_empty()
+            && h.recorded_operator_policies(ops_tenant).await.is_empty(),
         "the operator's own tenant was not used"
     );
     // reading: the tenant itself and an operator may; another tenant may not

@@ -22,6 +22,20 @@ pub fn import_item_sk_prefix(tenant: &TenantId, import: &EntityId) -> String {
     format!("{}#ITEM#", import_key(tenant, import))
 }
 
+/// `TENANT#t#IMPORT#<importId>#COPY#<message>#<generation>`: that the consumer sent the copy of
+/// generation `generation` of one of the import's messages (`<message>`: a digest of its sealed
+/// items, the same in every copy) back on the queue (a deferral or a hold): a delivery of the
+/// message again, after an invocation that failed whole, finds it and sends no second copy
+/// (`store::imports::copies`).
+pub fn import_copy_sk(
+    tenant: &TenantId,
+    import: &EntityId,
+    message: &str,
+    generation: u32,
+) -> String {
+    format!("{}#COPY#{message}#{generation}", import_key(tenant, import))
+}
+
 /// `TENANT#t#DELETED#<kind>#<id>` (`PK` = `SK`): the tombstone of a deleted entity, for as long as an
 /// import accepted before the delete may still arrive (`store::imports::Tombstone`). A partition
 /// of its own, named by the id: outside every listing, found through the catalog like any other,

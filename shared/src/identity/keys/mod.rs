@@ -226,7 +226,8 @@ mod table;
 mod users;
 pub use catalog::{catalog_key, catalog_shard_key, CATALOG, CATALOG_INDEX, CATALOG_SHARDS};
 pub use imports::{
-    deletion_key, import_item_sk, import_item_sk_prefix, import_key, import_sealing_key,
+    deletion_key, import_copy_sk, import_item_sk, import_item_sk_prefix, import_key,
+    import_sealing_key,
 };
 pub use metering::{
     idempotency_record_key, is_metering_pk, parse_quota_window_second, quota_window_pk,

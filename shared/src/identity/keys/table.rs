@@ -155,6 +155,12 @@ pub fn key_table() -> Vec<KeyRow> {
             import_item_sk(&t, &id("0f3c"), 7),
             "one per item, written once (`outcome`)",
         ),
+        row(
+            "import copy marker",
+            import_key(&t, &id("0f3c")),
+            import_copy_sk(&t, &id("0f3c"), "9d1e5c0a7b3f2e41", 1),
+            "a deferred or held message's copy on the queue, sent once per generation",
+        ),
         same(
             "import sealing key",
             import_sealing_key(&t),

@@ -2,10 +2,10 @@
 //! against the shared window, billing work done outside a request, and the platform's account.
 
 use crate::identity::ids::TenantId;
+use crate::isolation::policy::Scope;
 use crate::service::error::ApiError;
 use crate::store::quota::limiter::{Admission, Charge};
 use crate::store::tenancy::tenants::Limits;
-use crate::isolation::policy::Scope;
 
 use super::App;
 

@@ -299,7 +299,11 @@ impl TenantClients {
                     .dynamodb
                     .to_builder()
                     .credentials_provider(credentials)
-                    .interceptor(TenantKeyGuard::placed(tenant.clone(), tables.clone(), scope))
+                    .interceptor(TenantKeyGuard::placed(
+                        tenant.clone(),
+                        tables.clone(),
+                        scope,
+                    ))
                     .interceptor(RequestMetering);
                 if let Some(pages) = &self.pages {
                     config = config

@@ -9,12 +9,22 @@
 //! reply again, once. A delivery that finds the request claimed waits for its holder
 //! ([`Claim::Busy`]) until the hold ends, then takes it over: it sends the held reply, or acts itself
 //! when the holder stopped before it had one. Entries expire after [`KEPT_SECONDS`].
+//!
+//! An answered entry remembers the last [`REMEMBERED_EVENTS`] events that asked it (a list, trimmed
+//! as it grows), so a control plane putting a request again and again never grows its entry toward
+//! DynamoDB's 400 KB: a redelivery of an event older than those gets the held reply once more.
+//!
+//! A request refused for a reason that passes (the tenant is being moved, re-sharded or restored)
+//! is not answered: it is deferred ([`defer`]), its event kept in the platform's partition under its
+//! tenant and its claim released, and acted on again when the tenant's operation ends
+//! ([`deferred_of`]).
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::identity::keys::{control_request_sk, control_requests_pk, EXPIRES_AT, PK, SK};
 use crate::store::client::error::{written_unless_condition_failed, StoreError};
+use crate::store::client::query::all_pages;
 use crate::store::client::query::{string_attr, u64_attr, Item};
 use crate::store::client::scoped::TenantDb;
 
@@ -27,7 +37,17 @@ const REPLY: &str = "reply";
 const STATE: &str = "state";
 const ANSWERED: &str = "answered";
 const EVENTS: &str = "answeredEvents";
+/// How many times the entry's events were changed: the condition of the next change.
+const EVENTS_VERSION: &str = "answeredEventsVersion";
 const REQUEST_TENANT: &str = "requestTenantId";
+/// A deferred request's event, as it was delivered (JSON).
+const EVENT: &str = "event";
+/// The sort-key segment of the deferred requests (`deferred#<tenant>#<request>`); no request's key
+/// starts with it (a request's key starts with its kind).
+const DEFERRED: &str = "deferred#";
+
+/// The most events an answered request remembers, newest last.
+pub const REMEMBERED_EVENTS: usize = 64;
 
 /// One request, as an event asks it.
 #[derive(Debug, Clone, Copy)]
@@ -151,14 +171,6 @@ fn claim_update(
         .expression_attribute_values(placeholder, AttributeValue::N(claimed_at_ms.to_string()))
 }
 
-/// An UpdateItem of `request`'s entry that adds its event to the events answered
-/// (`ADD #events :event` in the caller's expression).
-fn adding_event(platform_db: &TenantDb, request: Request<'_>) -> UpdateItemFluentBuilder {
-    entry_update(platform_db, request.key)
-        .expression_attribute_names("#events", EVENTS)
-        .expression_attribute_values(":event", AttributeValue::Ss(vec![request.event_id.into()]))
-}
-
 async fn read(platform_db: &TenantDb, key: &str) -> Result<Option<Item>, StoreError> {
     Ok(platform_db
         .get_at(control_requests_pk(), control_request_sk(key))
@@ -169,8 +181,22 @@ async fn read(platform_db: &TenantDb, key: &str) -> Result<Option<Item>, StoreEr
         .item)
 }
 
+/// The events an entry remembers, oldest first (a list; an entry written before the list was
+/// bounded holds a string set).
+fn remembered(entry: &Item) -> Vec<String> {
+    match entry.get(EVENTS) {
+        Some(AttributeValue::L(events)) => events
+            .iter()
+            .filter_map(|e| e.as_s().ok().cloned())
+            .collect(),
+        Some(AttributeValue::Ss(events)) => events.clone(),
+        _ => Vec::new(),
+    }
+}
+
 /// An answered request asked again: by the same event (a redelivery: nothing), or by another, which
-/// gets the reply once (the event is recorded with the answer's condition).
+/// gets the reply once. The event joins the last [`REMEMBERED_EVENTS`] in one conditional write
+/// (on the version read); a concurrent change is read again.
 async fn answered_before(
     platform_db: &TenantDb,
     request: Request<'_>,
@@ -179,16 +205,44 @@ async fn answered_before(
     let Some(reply) = string_attr(entry, REPLY) else {
         return Ok(Claim::Duplicate);
     };
-    let out = adding_event(platform_db, request)
-        .update_expression("ADD #events :event")
-        .condition_expression("NOT contains(#events, :id)")
-        .expression_attribute_values(":id", AttributeValue::S(request.event_id.into()))
-        .send()
-        .await;
-    Ok(match written_unless_condition_failed(out)? {
-        true => Claim::AnsweredForAnother { reply },
-        false => Claim::Duplicate,
-    })
+    let mut entry = entry.clone();
+    for _ in 0..3 {
+        let mut events = remembered(&entry);
+        if events.iter().any(|e| e == request.event_id) {
+            return Ok(Claim::Duplicate);
+        }
+        events.push(request.event_id.to_owned());
+        let keep_from = events.len().saturating_sub(REMEMBERED_EVENTS);
+        let events = events[keep_from..]
+            .iter()
+            .map(|e| AttributeValue::S(e.clone()))
+            .collect();
+        let version = u64_attr(&entry, EVENTS_VERSION).unwrap_or(0);
+        let condition = match version {
+            0 => "attribute_not_exists(#version)",
+            _ => "#version = :seen",
+        };
+        let mut update = entry_update(platform_db, request.key)
+            .update_expression("SET #events = :events, #version = :next")
+            .condition_expression(condition)
+            .expression_attribute_names("#events", EVENTS)
+            .expression_attribute_names("#version", EVENTS_VERSION)
+            .expression_attribute_values(":events", AttributeValue::L(events))
+            .expression_attribute_values(":next", AttributeValue::N((version + 1).to_string()));
+        if version > 0 {
+            update =
+                update.expression_attribute_values(":seen", AttributeValue::N(version.to_string()));
+        }
+        if written_unless_condition_failed(update.send().await)? {
+            return Ok(Claim::AnsweredForAnother { reply });
+        }
+        match read(platform_db, request.key).await? {
+            Some(now) => entry = now,
+            None => return Ok(Claim::Duplicate),
+        }
+    }
+    // Three other deliveries changed it meanwhile: this one is retried.
+    Ok(Claim::Busy)
 }
 
 /// Holds `reply` in the claim of `key` (made at `claimed_at_ms`) before it is sent, so that a
@@ -209,14 +263,123 @@ pub async fn hold_reply(
 }
 
 /// Marks `request` answered, for its event: no redelivery of that event sends the reply again.
+/// Its event starts the list of events remembered (a claim is answered once; a takeover's answer
+/// is the same reply, and its event replaces the list).
 pub async fn mark_answered(platform_db: &TenantDb, request: Request<'_>) -> Result<(), StoreError> {
-    adding_event(platform_db, request)
-        .update_expression("SET #state = :answered ADD #events :event")
+    entry_update(platform_db, request.key)
+        .update_expression(
+            "SET #state = :answered, #events = :events, #version = if_not_exists(#version, :zero) + :one",
+        )
         .condition_expression("attribute_exists(PK)")
         .expression_attribute_names("#state", STATE)
+        .expression_attribute_names("#events", EVENTS)
+        .expression_attribute_names("#version", EVENTS_VERSION)
         .expression_attribute_values(":answered", AttributeValue::S(ANSWERED.into()))
+        .expression_attribute_values(
+            ":events",
+            AttributeValue::L(vec![AttributeValue::S(request.event_id.into())]),
+        )
+        .expression_attribute_values(":zero", AttributeValue::N("0".into()))
+        .expression_attribute_values(":one", AttributeValue::N("1".into()))
         .send()
         .await
         .map_err(StoreError::from_sdk)?;
     Ok(())
+}
+
+/// One request deferred until its tenant's operation ends: its key and its event (JSON).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deferred {
+    pub key: String,
+    pub event: String,
+}
+
+/// Defers `request`, claimed at `claimed_at_ms` by this delivery: its `event` is kept under its
+/// tenant ([`deferred_of`] finds it) and its claim released, so that acting on it again (when the
+/// tenant's operation ends, or when the control plane puts it again) starts afresh. `false`: the
+/// claim was taken over meanwhile, and its holder answers.
+pub async fn defer(
+    platform_db: &TenantDb,
+    request: Request<'_>,
+    claimed_at_ms: u64,
+    event: &str,
+) -> Result<bool, StoreError> {
+    platform_db
+        .put()
+        .item(PK, AttributeValue::S(control_requests_pk()))
+        .item(
+            SK,
+            AttributeValue::S(control_request_sk(&deferred_key(
+                request.tenant,
+                request.key,
+            ))),
+        )
+        .item("kind", AttributeValue::S("CONTROL_DEFERRED".into()))
+        .item(
+            "tenantId",
+            AttributeValue::S(platform_db.tenant.to_string()),
+        )
+        .item(REQUEST_TENANT, AttributeValue::S(request.tenant.to_owned()))
+        .item(EVENT, AttributeValue::S(event.to_owned()))
+        .item(
+            EXPIRES_AT,
+            AttributeValue::N((claimed_at_ms / 1000 + KEPT_SECONDS).to_string()),
+        )
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    let release = platform_db
+        .delete_at(control_requests_pk(), control_request_sk(request.key))
+        .condition_expression("#at = :mine AND #state <> :answered")
+        .expression_attribute_names("#at", CLAIMED_AT_MS)
+        .expression_attribute_names("#state", STATE)
+        .expression_attribute_values(":mine", AttributeValue::N(claimed_at_ms.to_string()))
+        .expression_attribute_values(":answered", AttributeValue::S(ANSWERED.into()))
+        .send()
+        .await;
+    written_unless_condition_failed(release)
+}
+
+/// The requests deferred for `tenant` (as its events named it).
+pub async fn deferred_of(
+    platform_db: &TenantDb,
+    tenant: &str,
+) -> Result<Vec<Deferred>, StoreError> {
+    let prefix = control_request_sk(&deferred_key(tenant, ""));
+    let items = all_pages(
+        platform_db
+            .query()
+            .consistent_read(true)
+            .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
+            .expression_attribute_values(":pk", AttributeValue::S(control_requests_pk()))
+            .expression_attribute_values(":prefix", AttributeValue::S(prefix.clone())),
+    )
+    .await?;
+    Ok(items
+        .iter()
+        .filter_map(|item| {
+            let key = string_attr(item, SK)?.strip_prefix(&prefix)?.to_owned();
+            Some(Deferred {
+                key,
+                event: string_attr(item, EVENT)?,
+            })
+        })
+        .collect())
+}
+
+/// Drops `tenant`'s deferred request `key`, once it was acted on.
+pub async fn undefer(platform_db: &TenantDb, tenant: &str, key: &str) -> Result<(), StoreError> {
+    platform_db
+        .delete_at(
+            control_requests_pk(),
+            control_request_sk(&deferred_key(tenant, key)),
+        )
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    Ok(())
+}
+
+fn deferred_key(tenant: &str, key: &str) -> String {
+    format!("{DEFERRED}{tenant}#{key}")
 }

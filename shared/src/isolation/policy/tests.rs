@@ -1,0 +1,182 @@
+//! The session policy's goldens.
+
+use super::*;
+
+/// The start of every golden policy: the statement for the tenant's items, up to its resources.
+macro_rules! items_head {
+    () => {
+        concat!(
+            r#"{"Version":"2012-10-17","Statement":[{"Sid":"TenantItemsOnly","Effect":"Allow","#,
+            r#""Action":["dynamodb:GetItem","dynamodb:PutItem","dynamodb:UpdateItem","dynamodb:DeleteItem","#,
+            r#""dynamodb:Query","dynamodb:ConditionCheckItem"],"#,
+        )
+    };
+}
+
+/// The items statement's condition, after its resources: the tenant's prefix leads every key.
+macro_rules! items_condition {
+    () => {
+        concat!(
+            r#""Condition":{"ForAllValues:StringLike":{"dynamodb:LeadingKeys":["<prefix>*"]},"#,
+            r#""Null":{"dynamodb:LeadingKeys":"false"}}}"#,
+        )
+    };
+}
+
+/// The tenant session's last statement: no write of its record (`<record>`).
+macro_rules! record_deny {
+    () => {
+        concat!(
+            r#",{"Sid":"NoRecordWrites","Effect":"Deny","#,
+            r#""Action":["dynamodb:PutItem","dynamodb:UpdateItem","dynamodb:DeleteItem"],"#,
+            r#""Resource":"*","Condition":{"ForAnyValue:StringEquals":{"dynamodb:LeadingKeys":["<record>"]}}}"#,
+        )
+    };
+}
+
+fn table() -> TableLocation {
+    TableLocation::from_role_arn(
+        "arn:aws:iam::123456789012:role/pooltable-tenant-access",
+        "eu-west-1",
+        "pooltable-dev",
+    )
+    .unwrap()
+}
+
+#[test]
+fn golden_policy_json() {
+    let tenant = TenantId::parse("acme").unwrap();
+    let expected = concat!(
+        items_head!(),
+        r#""Resource":["arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev","#,
+        r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev/index/*"],"#,
+        items_condition!(),
+        record_deny!(),
+        "]}"
+    )
+    // `<prefix>` is the tenant's key prefix, `TENANT#acme#`; `<record>` its record's key
+    .replace("<prefix>", &tenant_prefix(&tenant))
+    .replace("<record>", &tenant_record_key(&tenant));
+    assert_eq!(session_policy(&tenant, &table()).unwrap(), expected);
+}
+
+#[test]
+fn policy_never_allows_scan_or_partiql() {
+    let json = session_policy(&TenantId::parse("acme").unwrap(), &table()).unwrap();
+    for forbidden in ["Scan", "PartiQL", "ExecuteStatement", "dynamodb:*"] {
+        assert!(!json.contains(forbidden), "policy mentions {forbidden}");
+    }
+}
+
+#[test]
+fn policy_for_the_longest_tenant_and_table_fits_sts() {
+    let tenant = TenantId::parse(&"t".repeat(64)).unwrap();
+    let mut big = table();
+    big.table_name = "x".repeat(255);
+    let json = session_policy(&tenant, &big).unwrap();
+    assert!(json.len() <= MAX_POLICY_CHARS, "{} chars", json.len());
+}
+
+#[test]
+fn golden_policy_json_of_a_tenant_in_its_own_table() {
+    // GIVEN acme placed in its own table
+    let tenant = TenantId::parse("acme").unwrap();
+    let tables = TenantTables::own("pooltable-dev-tenant-acme", "pooltable-dev");
+    // WHEN its session policy is built
+    let json = session_policy_for(&tenant, &table(), &tables).unwrap();
+    // THEN it names its own table and indexes for its keys, and of the pool only its record
+    let expected = concat!(
+        items_head!(),
+        r#""Resource":["arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev-tenant-acme","#,
+        r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev-tenant-acme/index/*"],"#,
+        items_condition!(),
+        ",",
+        r#"{"Sid":"TenantRecordOnly","Effect":"Allow","#,
+        r#""Action":["dynamodb:GetItem","dynamodb:PutItem","dynamodb:UpdateItem","dynamodb:DeleteItem","#,
+        r#""dynamodb:ConditionCheckItem"],"#,
+        r#""Resource":["arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev"],"#,
+        r#""Condition":{"ForAllValues:StringEquals":{"dynamodb:LeadingKeys":["<record>"]},"#,
+        r#""Null":{"dynamodb:LeadingKeys":"false"}}}"#,
+        record_deny!(),
+        "]}"
+    )
+    .replace("<prefix>", &tenant_prefix(&tenant))
+    .replace("<record>", &tenant_record_key(&tenant));
+    assert_eq!(json, expected);
+}
+
+#[test]
+fn golden_policy_json_of_a_tenant_moving_into_its_own_table() {
+    // GIVEN acme moving from the pool into its own table, writes moved
+    let tenant = TenantId::parse("acme").unwrap();
+    let tables =
+        TenantTables::own("pooltable-dev-tenant-acme", "pooltable-dev").with_move(Moving {
+            other: Arc::from("pooltable-dev"),
+            pull: true,
+            writes_move_at: 0,
+            settled_at: 0,
+        });
+    // WHEN its session policy is built
+    let json = session_policy_for(&tenant, &table(), &tables).unwrap();
+    // THEN it names both tables and their indexes for its keys, and nothing else
+    let expected = concat!(
+        items_head!(),
+        r#""Resource":["arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev-tenant-acme","#,
+        r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev-tenant-acme/index/*","#,
+        r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev","#,
+        r#""arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev/index/*"],"#,
+        items_condition!(),
+        record_deny!(),
+        "]}"
+    )
+    .replace("<prefix>", &tenant_prefix(&tenant))
+    .replace("<record>", &tenant_record_key(&tenant));
+    assert_eq!(json, expected);
+}
+
+#[test]
+fn an_own_table_policy_for_the_longest_names_fits_sts() {
+    let tenant = TenantId::parse(&"t".repeat(64)).unwrap();
+    let pool = "p".repeat(180);
+    let own = format!("{pool}-tenant-{tenant}");
+    let json = session_policy_for(&tenant, &table(), &TenantTables::own(&own, &pool)).unwrap();
+    assert!(json.len() <= MAX_POLICY_CHARS, "{} chars", json.len());
+    // AND so does one naming both tables while it moves
+    let moving = TenantTables::pooled(&pool).with_move(Moving {
+        other: Arc::from(own.as_str()),
+        pull: false,
+        writes_move_at: 0,
+        settled_at: 0,
+    });
+    let json = session_policy_for(&tenant, &table(), &moving).unwrap();
+    assert!(json.len() <= MAX_POLICY_CHARS, "{} chars", json.len());
+}
+
+#[test]
+fn an_operators_session_may_write_the_record_and_a_tenants_may_not() {
+    // GIVEN acme in the pool
+    let tenant = TenantId::parse("acme").unwrap();
+    let tables = TenantTables::pooled("pooltable-dev");
+    // WHEN both scopes' policies are built
+    let tenants = session_policy_for(&tenant, &table(), &tables).unwrap();
+    let operators = scoped_session_policy(&tenant, &table(), &tables, Scope::Operator).unwrap();
+    // THEN they differ only by the tenant's refusal of record writes
+    let deny = record_deny!().replace("<record>", &tenant_record_key(&tenant));
+    assert_eq!(tenants.replace(&deny, ""), operators);
+    assert!(tenants.contains(&deny) && !operators.contains("Deny"));
+}
+
+#[test]
+fn table_location_refuses_a_non_role_arn() {
+    for bad in [
+        "",
+        "arn:aws:iam::123:role/x",
+        "arn:aws:s3:::bucket",
+        "arn:aws:iam::123456789012:user/x",
+    ] {
+        assert_eq!(
+            TableLocation::from_role_arn(bad, "r", "t"),
+            Err(PolicyError::BadRoleArn)
+        );
+    }
+}
