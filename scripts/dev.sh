@@ -48,7 +48,6 @@ log "building (first run compiles the AWS SDK: a few minutes)"
 cargo build --workspace --bins
 export TABLE_NAME="pooltable-local"
 export TENANT_ROLE_ARN="arn:aws:iam::123456789012:role/pooltable-local-tenant-access"
-export TENANT_OPERATOR_ROLE_ARN="arn:aws:iam::123456789012:role/pooltable-local-tenant-operator"
 export POOLTABLE_DEV_UNSIGNED_JWT=1
 export SESSION_TTL_SECONDS="${SESSION_TTL_SECONDS:-3600}"
 "$ROOT/target/debug/pooltable" create-table "$TABLE_NAME" >/dev/null

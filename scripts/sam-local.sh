@@ -343,12 +343,14 @@ path, table, dev_auth, ddb, sts, sqs, queue = sys.argv[1:]
 json.dump({"Parameters": {
     "TABLE_NAME": table,
     "TENANT_ROLE_ARN": "arn:aws:iam::123456789012:role/pooltable-local-tenant-access",
+    "TENANT_OPERATOR_ROLE_ARN": os.environ["TENANT_OPERATOR_ROLE_ARN"],
     # The stack's secret on moto's Secrets Manager (scripts/stack.sh), read through the bridge.
     "SIGNING_KEYS_SECRET_ARN": os.environ["SIGNING_KEYS_SECRET_ARN"],
     "AWS_ENDPOINT_URL_SECRETS_MANAGER": sts,
     # The stack's lifecycle event bus on moto's EventBridge (scripts/stack.sh).
     "EVENT_BUS_NAME": os.environ["EVENT_BUS_NAME"],
     "CONTROL_PLANE_EVENT_BUS": os.environ["CONTROL_PLANE_EVENT_BUS"],
+    "CONTROL_PLANE_PROTECTED_TENANTS": os.environ["CONTROL_PLANE_PROTECTED_TENANTS"],
     "AWS_ENDPOINT_URL_EVENTBRIDGE": sts,
     "SESSION_TTL_SECONDS": "3600",
     "TENANT_CREDENTIALS_SECONDS": "3600",

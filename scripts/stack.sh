@@ -76,6 +76,11 @@ start_stack() {
   CONTROL_PLANE_EVENT_BUS="pooltable-local-control-plane-$$"
   "$TOOLS/venv/bin/python" -c 'import boto3, os, sys; boto3.client("events", endpoint_url=os.environ["AWS_ENDPOINT_URL_EVENTBRIDGE"]).create_event_bus(Name=sys.argv[1])' "$CONTROL_PLANE_EVENT_BUS"
   export CONTROL_PLANE_EVENT_BUS
+  # The operators' tenant, which no control plane request may suspend or offboard (the template
+  # demands one with ControlPlane=sbt; control-plane-events does not start without it).
+  export CONTROL_PLANE_PROTECTED_TENANTS="${CONTROL_PLANE_PROTECTED_TENANTS:-platform}"
+  # The role an operator path's sessions assume (moto evaluates no IAM; the name shows in its log).
+  export TENANT_OPERATOR_ROLE_ARN="arn:aws:iam::123456789012:role/pooltable-local-tenant-operator"
   log "DynamoDB Local on $AWS_ENDPOINT_URL_DYNAMODB, moto STS, SQS, Secrets Manager and EventBridge on $AWS_ENDPOINT_URL_STS"
 }
 
