@@ -8,7 +8,7 @@
 //! | request (`detail-type`) | what pooltable does | reply |
 //! |---|---|---|
 //! | `sbt_aws_onboardingRequest` | onboards `tenantId` at `tier` (`basic` when absent), in the pool | `provisionSuccess` / `provisionFailure` |
-//! | `sbt_aws_offboardingRequest` | starts the offboarding (the lifecycle driver deletes every item) | `deprovisionSuccess` / `deprovisionFailure` |
+//! | `sbt_aws_offboardingRequest` | starts the offboarding (the lifecycle driver deletes every item); answered when it has ended | `deprovisionSuccess` / `deprovisionFailure` |
 //! | `sbt_aws_activateRequest` | resumes the tenant (`status: active`) | `activateSuccess` / `activateFailure` |
 //! | `sbt_aws_deactivateRequest` | suspends it (`status: suspended`) | `deactivateSuccess` / `deactivateFailure` |
 //!
@@ -25,11 +25,12 @@
 //! suspended and resumed many times). A request pooltable must
 //! refuse (an unknown tenant, a tier it does not have, a tenant that exists) is answered with its
 //! failure, never retried; only what may pass (DynamoDB or EventBridge unavailable) fails the
-//! invocation, which Lambda retries. An offboarding asked while the tenant is moved, re-sharded or
-//! restored is deferred, unanswered (`requests::defer`): the end of that operation (its lifecycle
-//! event, `reshardingFinished`, `tenantMoveFinished` or `tenantRestoreFinished`, which a rule on the
-//! lifecycle bus hands this function) acts on it again, and the control plane putting it again
-//! does too.
+//! invocation, which Lambda retries. An offboarding is deferred, unanswered (`requests::defer`),
+//! while the tenant is moved, re-sharded or restored, and while its own deletion runs: the end of
+//! that operation (its lifecycle event, `reshardingFinished`, `tenantMoveFinished`,
+//! `tenantRestoreFinished` or `offboardingFinished`, which a rule on the lifecycle bus hands this
+//! function) acts on it again, and the control plane putting it again does too; it is answered
+//! `deprovisionSuccess` once the tenant is gone.
 //!
 //! The tenants no request may suspend or offboard (the operators' own) must be named
 //! (`CONTROL_PLANE_PROTECTED_TENANTS`): the function does not start without them, so that a
@@ -235,7 +236,7 @@ impl Kind {
     fn done(self) -> &'static str {
         match self {
             Self::Onboarding => "provisioned",
-            Self::Offboarding => "offboarding",
+            Self::Offboarding => "offboarded",
             Self::Activate => "active",
             Self::Deactivate => "suspended",
         }
@@ -263,11 +264,13 @@ impl Handled {
     };
 }
 
-/// The lifecycle events of an operation's end, after which a deferred request is acted on again.
-const OPERATION_ENDS: [&str; 3] = [
+/// The lifecycle events of an operation's end, after which a deferred request is acted on again (an
+/// offboarding's own end among them: its request is answered then).
+const OPERATION_ENDS: [&str; 4] = [
     "reshardingFinished",
     "tenantMoveFinished",
     "tenantRestoreFinished",
+    "offboardingFinished",
 ];
 
 /// What acting on a request came to.
@@ -515,13 +518,20 @@ async fn act(
                 other => other.map(drop),
             }
         }
-        Kind::Offboarding => Operation::Offboarding
+        // Answered once the tenant is gone: sbt-aws takes a deprovision success as the work done.
+        Kind::Offboarding => match Operation::Offboarding
             .charged(app, crate::offboard_tenant::offboard_as(app, &by, &tenant))
             .await
-            .and_then(|response| match response.status() {
-                StatusCode::OK | StatusCode::ACCEPTED => Ok(()),
-                _ => Err(ApiError::Internal(problem_detail(response.body()))),
-            }),
+        {
+            Ok(response) if response.status() == StatusCode::ACCEPTED => {
+                return Ok(Outcome::Deferred(
+                    "the offboarding runs: answered when it ends".into(),
+                ))
+            }
+            Ok(response) if response.status() == StatusCode::OK => Ok(()),
+            Ok(response) => Err(ApiError::Internal(problem_detail(response.body()))),
+            Err(e) => Err(e),
+        },
         Kind::Activate | Kind::Deactivate => {
             let status = match kind {
                 Kind::Activate => TenantStatus::Active,

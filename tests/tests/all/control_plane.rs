@@ -17,15 +17,30 @@ struct World {
     h: Harness,
     bus: LifecycleBus,
     plane: ControlPlane,
+    /// The sources of the control plane's requests and of pooltable's replies.
+    control: &'static str,
+    application: &'static str,
 }
 
 impl World {
     async fn new() -> Self {
+        Self::with_sources(CONTROL, APPLICATION).await
+    }
+
+    /// The world of a deployment whose planes use these sources (sbt-aws's `EventManager`
+    /// `controlPlaneEventSource` and `applicationPlaneEventSource`).
+    async fn with_sources(control: &'static str, application: &'static str) -> Self {
         let h = Harness::new().await;
-        let bus = LifecycleBus::subscribed("sbt", &[CONTROL, APPLICATION]).await;
+        let bus = LifecycleBus::subscribed("sbt", &[control, application]).await;
         let plane =
-            ControlPlane::new(bus.events.clone(), &bus.name, APPLICATION).protecting(&["platform"]);
-        Self { h, bus, plane }
+            ControlPlane::new(bus.events.clone(), &bus.name, application).protecting(&["platform"]);
+        Self {
+            h,
+            bus,
+            plane,
+            control,
+            application,
+        }
     }
 
     /// The control plane puts one request on its bus; answers the event as its rule delivered it.
@@ -36,7 +51,7 @@ impl World {
             .entries(
                 aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
                     .event_bus_name(&self.bus.name)
-                    .source(CONTROL)
+                    .source(self.control)
                     .detail_type(detail_type)
                     .detail(detail.to_string())
                     .build(),
@@ -89,7 +104,7 @@ impl World {
     async fn replies(&self) -> Vec<Value> {
         let events = self.bus.delivered().await;
         assert!(
-            events.iter().all(|e| e["source"] == APPLICATION),
+            events.iter().all(|e| e["source"] == self.application),
             "{events:?}"
         );
         events
@@ -135,12 +150,6 @@ async fn each_request_is_answered_once_with_its_ids_and_redeliveries_change_noth
         resume.clone(),
         suspend,
         resume,
-        (
-            "sbt_aws_offboardingRequest",
-            tenant(json!({"sbtaws_active": false})),
-            "sbt_aws_deprovisionSuccess",
-            "offboarding",
-        ),
     ];
     for (request, detail, reply, status) in steps {
         // WHEN the control plane puts the request, and EventBridge delivers it twice
@@ -175,6 +184,54 @@ async fn each_request_is_answered_once_with_its_ids_and_redeliveries_change_noth
             assert_eq!(w.h.operator().get_tenant(&other).await.status, 404);
         }
     }
+    // WHEN the control plane asks to offboard it, and EventBridge delivers that twice
+    let offboarding = tenant(json!({"sbtaws_active": false}));
+    let event = w
+        .put("sbt_aws_offboardingRequest", offboarding.clone())
+        .await;
+    for _ in 0..2 {
+        // THEN the offboarding starts, and nothing is answered while it runs
+        let handled = w.deliver(&event).await.expect("deferred, not failed");
+        assert!(handled.deferred && handled.reply.is_none(), "{handled:?}");
+        assert!(w.replies().await.is_empty());
+    }
+    assert_eq!(
+        w.h.operator().get_tenant(&t).await.body["status"],
+        "offboarding"
+    );
+    // WHEN its deletion ends, and the lifecycle event of that end reaches the control plane
+    w.h.clock.advance_seconds(120);
+    integration::drive_to_end(&w.h.app).await;
+    w.h.operator().get_tenant(&t).await.assert_problem(404);
+    let ended = w
+        .deliver(&lifecycle_event("offboardingFinished", &t))
+        .await
+        .expect("answered");
+    // THEN exactly one deprovision success is on the bus, with the request's ids
+    assert_eq!(ended.reply.as_deref(), Some("sbt_aws_deprovisionSuccess"));
+    let replies = w.replies().await;
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(replies[0]["detail"]["requestId"], event["id"]);
+    assert_eq!(
+        replies[0]["detail"]["tenantRegistrationId"],
+        registration.as_str()
+    );
+    assert_eq!(
+        replies[0]["detail"]["jobOutput"]["tenantRegistrationData"]["registrationStatus"],
+        "offboarded"
+    );
+    // AND the control plane putting it again gets the same answer, once
+    let (_, again) = w
+        .answered_once(
+            "sbt_aws_offboardingRequest",
+            offboarding,
+            "sbt_aws_deprovisionSuccess",
+        )
+        .await;
+    assert_eq!(
+        again["detail"]["tenantRegistrationId"],
+        registration.as_str()
+    );
 }
 
 #[tokio::test]
@@ -367,8 +424,23 @@ async fn an_offboarding_asked_during_a_move_waits_for_it_and_ends_in_the_tenant_
         .deliver(&lifecycle_event("tenantMoveFinished", &t))
         .await
         .expect("the deferred request acted on");
-    // THEN the offboarding starts and is answered, once
-    assert_eq!(ended.reply.as_deref(), Some("sbt_aws_deprovisionSuccess"));
+    // THEN the offboarding starts, still unanswered while it runs
+    assert!(ended.deferred && ended.reply.is_none(), "{ended:?}");
+    assert!(w.replies().await.is_empty());
+    assert_eq!(
+        w.h.operator().get_tenant(&t).await.body["status"],
+        "offboarding"
+    );
+    // WHEN the driver ends it, and its end reaches the control plane
+    w.h.clock.advance_seconds(120);
+    integration::drive_to_end(&w.h.app).await;
+    w.h.operator().get_tenant(&t).await.assert_problem(404);
+    let gone = w
+        .deliver(&lifecycle_event("offboardingFinished", &t))
+        .await
+        .expect("answered");
+    // THEN it is answered, once, with its registration
+    assert_eq!(gone.reply.as_deref(), Some("sbt_aws_deprovisionSuccess"));
     let replies = w.replies().await;
     assert_eq!(replies.len(), 1, "{replies:?}");
     assert_eq!(
@@ -376,13 +448,9 @@ async fn an_offboarding_asked_during_a_move_waits_for_it_and_ends_in_the_tenant_
         registration.as_str()
     );
     // AND nothing is left deferred: the same event again acts on nothing
-    let again = w.deliver(&lifecycle_event("tenantMoveFinished", &t)).await;
+    let again = w.deliver(&lifecycle_event("offboardingFinished", &t)).await;
     assert!(again.unwrap().reply.is_none());
     assert!(w.replies().await.is_empty());
-    // AND the driver ends in the tenant offboarded: no record, its own table gone
-    w.h.clock.advance_seconds(120);
-    integration::drive_to_end(&w.h.app).await;
-    w.h.operator().get_tenant(&t).await.assert_problem(404);
     // AND the control plane putting the request again gets the same answer, once
     let (_, replayed) = w
         .answered(
@@ -453,4 +521,41 @@ async fn a_request_put_again_ten_thousand_times_keeps_its_entry_small() {
     };
     let claim = requests::claim(&platform, request, w.h.app.clock.now_millis(), 30_000).await;
     assert_eq!(claim.unwrap(), Claim::Duplicate);
+}
+
+#[tokio::test]
+async fn releases_before_0_9_and_custom_sources_are_answered_in_their_own_spelling() {
+    // GIVEN deployments of sbt-aws as they emit: a release before 0.9 (its EventManager's default
+    // sources and bare detail-types, src/utils/event-manager.ts at v0.8.7), and a current one with
+    // sources of its own (controlPlaneEventSource / applicationPlaneEventSource set)
+    for (control, application, prefix) in [
+        ("controlPlaneEventSource", "applicationPlaneEventSource", ""),
+        (
+            "com.example.controlplane",
+            "com.example.appplane",
+            "sbt_aws_",
+        ),
+    ] {
+        let w = World::with_sources(control, application).await;
+        let t = unique("spelled");
+        let detail =
+            json!({"tenantId": t, "tenantRegistrationId": unique("reg"), "tier": "standard"});
+        // WHEN each puts an onboarding and a deactivate in its own spelling
+        // THEN each is acted on and answered once, in the request's spelling, from the
+        // application plane's source of that deployment
+        let onboarding = format!("{prefix}onboardingRequest");
+        let provisioned = format!("{prefix}provisionSuccess");
+        let (_, answer) = w.answered_once(&onboarding, detail, &provisioned).await;
+        assert_eq!(answer["source"], application);
+        let deactivate = format!("{prefix}deactivateRequest");
+        let deactivated = format!("{prefix}deactivateSuccess");
+        w.answered_once(&deactivate, json!({"tenantId": t}), &deactivated)
+            .await;
+        let record = w.h.operator().get_tenant(&t).await;
+        assert_eq!(
+            (record.body["tier"].as_str(), record.body["status"].as_str()),
+            (Some("standard"), Some("suspended")),
+            "{control}"
+        );
+    }
 }
