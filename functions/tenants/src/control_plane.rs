@@ -43,12 +43,15 @@ use serde_json::{json, Value};
 use shared::identity::ids::TenantId;
 use shared::service::app::{env_var, env_var_or, lambda_sdk_config, ConfigError};
 use shared::store::lifecycle::requests::{self, Claim};
-use shared::store::tenancy::tenants::{RecordChange, TenantStatus, Tier};
+use shared::store::tenancy::tenants::{RecordChange, TenantStatus};
 use shared::{ApiError, App};
 use thiserror::Error;
 
-use crate::onboard_tenant::{OnboardInput, PlacementInput};
+use crate::onboard_tenant::OnboardInput;
 use crate::operation::Operation;
+
+mod tiers;
+pub use tiers::TierMap;
 
 /// The prefix of sbt-aws's detail-types since its event manager's refactor (`sbt_aws_<name>`).
 const PREFIX: &str = "sbt_aws_";
@@ -68,6 +71,8 @@ pub struct ControlPlane {
     /// Tenants no request may suspend or offboard (the operators' own: any principal that may put
     /// events on the control plane's bus could otherwise lock every operator out).
     protected: Vec<String>,
+    /// The deployment's own tier names, mapped to pooltable's tiers and placements.
+    tiers: TierMap,
 }
 
 impl ControlPlane {
@@ -77,7 +82,13 @@ impl ControlPlane {
             bus: bus.to_owned(),
             source: source.to_owned(),
             protected: Vec::new(),
+            tiers: TierMap::default(),
         }
+    }
+
+    /// The same, onboarding the tiers `tiers` names as it maps them.
+    pub fn with_tiers(self, tiers: TierMap) -> Self {
+        Self { tiers, ..self }
     }
 
     /// The same, refusing to suspend or offboard `tenants`.
@@ -99,7 +110,11 @@ impl ControlPlane {
         let client = aws_sdk_eventbridge::Client::new(&lambda_sdk_config()?);
         let named = std::env::var("CONTROL_PLANE_PROTECTED_TENANTS").unwrap_or_default();
         let protected = protected_tenants(&named)?;
-        Ok(Self::new(client, &bus, &source).protecting(&protected))
+        let tiers = TierMap::parse(&std::env::var("CONTROL_PLANE_TIER_MAP").unwrap_or_default())
+            .map_err(|e| ConfigError::Invalid("CONTROL_PLANE_TIER_MAP", e))?;
+        Ok(Self::new(client, &bus, &source)
+            .protecting(&protected)
+            .with_tiers(tiers))
     }
 
     async fn send(&self, detail_type: &str, detail: &str) -> Result<(), ControlPlaneError> {
@@ -493,20 +508,19 @@ async fn act(
     }
     let done = match kind {
         Kind::Onboarding => {
-            let tier = detail["tier"].as_str().unwrap_or(DEFAULT_TIER);
-            let Ok(tier) = serde_json::from_value::<Tier>(json!(tier.to_ascii_lowercase())) else {
-                return Ok(Outcome::Refused(format!(
-                    "tier {tier} is not one of pooltable's (basic, standard, premium)"
-                )));
+            let requested = detail["tier"].as_str().unwrap_or(DEFAULT_TIER);
+            // In the pool, unless the deployment's tier map puts the tier in a table of its own:
+            // the detail is partly the signup's own data, so nothing else in it decides a table.
+            let (tier, placement) = match plane.tiers.resolve(requested) {
+                Ok(resolved) => resolved,
+                Err(reason) => return Ok(Outcome::Refused(reason)),
             };
-            // Always in the pool: the request's detail is partly the signup's own data, so it
-            // never decides a table of its own (an operator moves a tenant with PATCH placement).
             let input = OnboardInput {
                 tenant_id: tenant.clone(),
                 tier,
                 limits: None,
                 shard_count: None,
-                placement: PlacementInput::Pool,
+                placement,
             };
             match crate::onboard_tenant::onboard(app, &by, input, None).await {
                 // A delivery that took over from one that stopped after onboarding: its own work,

@@ -559,3 +559,50 @@ async fn releases_before_0_9_and_custom_sources_are_answered_in_their_own_spelli
         );
     }
 }
+
+#[tokio::test]
+async fn a_deployments_own_tiers_reach_pooltables_tiers_and_placements() {
+    // GIVEN a control plane whose tiers are its own: Platinum in a silo, Advanced pooled
+    let mut w = World::new().await;
+    let tiers =
+        tenants::control_plane::TierMap::parse("Platinum=premium:own,Advanced=standard").unwrap();
+    w.plane = ControlPlane::new(w.bus.events.clone(), &w.bus.name, APPLICATION)
+        .protecting(&["platform"])
+        .with_tiers(tiers);
+    for (tier, expected, placement) in [
+        ("Platinum", "premium", "own"),
+        ("advanced", "standard", "pool"),
+        ("basic", "basic", "pool"),
+    ] {
+        // WHEN it onboards a tenant at that tier
+        let t = unique("tiered");
+        let detail = json!({"tenantId": t, "tenantRegistrationId": unique("reg"), "tier": tier});
+        w.answered_once(
+            "sbt_aws_onboardingRequest",
+            detail,
+            "sbt_aws_provisionSuccess",
+        )
+        .await;
+        // THEN the tenant has the tier and placement the map names
+        let record = w.h.operator().get_tenant(&t).await;
+        assert_eq!(record.body["tier"], expected, "{tier}: {}", record.body);
+        assert_eq!(
+            record.body["placement"], placement,
+            "{tier}: {}",
+            record.body
+        );
+    }
+    // AND a tier neither pooltable nor the map knows is refused, naming the map
+    let t = unique("bronze");
+    let detail = json!({"tenantId": t, "tenantRegistrationId": unique("reg"), "tier": "Bronze"});
+    let (_, failure) = w
+        .answered_once(
+            "sbt_aws_onboardingRequest",
+            detail,
+            "sbt_aws_provisionFailure",
+        )
+        .await;
+    let why = failure["detail"]["reason"].as_str().unwrap_or_default();
+    assert!(why.contains("tier map"), "{why}");
+    w.h.operator().get_tenant(&t).await.assert_problem(404);
+}
