@@ -766,3 +766,59 @@ fn the_cargo_lambda_watch_router_serves_every_route_of_the_template() {
     }
     assert_eq!(served.len(), integration::routes::template_routes().len());
 }
+
+/// Issue 60: the documented deploys (`sam deploy --config-env dev|prod`, and `sam deploy --guided`,
+/// which offers the default environment's capabilities) have what the template needs.
+#[test]
+fn every_deploy_environment_has_the_capabilities_tags_and_settings_the_template_needs() {
+    // GIVEN samconfig.toml's deploy environments, and the template, whose roles are named
+    let samconfig = std::fs::read_to_string(root().join("samconfig.toml")).unwrap();
+    let raw = std::fs::read_to_string(root().join("template.yaml")).unwrap();
+    assert!(raw.contains("RoleName:"));
+    let section = |name: &str| -> String {
+        let start = samconfig
+            .find(&format!("[{name}.deploy.parameters]"))
+            .unwrap_or_else(|| panic!("samconfig.toml has no {name} deploy environment"));
+        let rest = &samconfig[start + 1..];
+        rest[..rest.find("\n[").unwrap_or(rest.len())].to_owned()
+    };
+    for env in ["default", "dev", "prod"] {
+        let s = section(env);
+        // THEN each grants CAPABILITY_NAMED_IAM (a guided deploy's default, too) and tags the stack
+        assert!(
+            s.contains("capabilities = \"CAPABILITY_NAMED_IAM\""),
+            "{env}: {s}"
+        );
+        assert!(s.contains("tags = \"project=pooltable"), "{env}: {s}");
+    }
+    // AND prod deploys its canary with the alarm that rolls it back
+    assert!(section("prod").contains("\"Alarms=enabled\""));
+    // AND no environment deploys a placeholder identity provider (every request would get 401):
+    // dev makes its user pool, and prod's deploy is refused by the template's rule until set
+    assert!(
+        !samconfig.contains("EXAMPLE"),
+        "a placeholder in samconfig.toml"
+    );
+    assert!(section("dev").contains("\"UserPool=create\""));
+    let t = template();
+    let rule = &t["Rules"]["AnIdentityProvider"];
+    assert_eq!(
+        serde_yaml::to_string(&rule["RuleCondition"])
+            .unwrap()
+            .trim(),
+        "!Equals\n- !Ref UserPool\n- none"
+    );
+    // AND any stage name that fits every name the stack makes is taken
+    let stage = t["Parameters"]["Stage"]["AllowedPattern"].as_str().unwrap();
+    assert_eq!(stage, "^[a-z][a-z0-9-]{0,14}$");
+    let longest_bin = integration::routes::route_table()
+        .functions
+        .iter()
+        .map(|f| f.bin.len())
+        .max()
+        .unwrap();
+    assert!(
+        "pooltable-".len() + 15 + 1 + longest_bin <= 64,
+        "a function name past 64"
+    );
+}
