@@ -13,6 +13,9 @@ fn main() {
         serde_yaml::from_str(&text).expect("client/openapi-3.0.yaml is an OpenAPI 3.0 document");
     let mut settings = progenitor::GenerationSettings::new();
     settings.with_interface(progenitor::InterfaceStyle::Builder);
+    // Each request takes the client's bearer token as it is now (`Token::replace` refreshes it).
+    settings.with_inner_type(quote::quote!(crate::Token));
+    settings.with_pre_hook_async(quote::quote!(crate::authorize));
     let tokens = progenitor::Generator::new(&settings)
         .generate_tokens(&spec)
         .expect("progenitor generates the client");
