@@ -150,6 +150,9 @@ mod tests {
         assert_eq!(first, "Bearer first.jwt.value");
         assert_eq!(second, "Bearer second.jwt.value");
         // AND a token no header can hold is refused
-        assert!(matches!(token.replace("bad\nvalue"), Err(ConnectError::Token)));
+        assert!(matches!(
+            token.replace("bad\nvalue"),
+            Err(ConnectError::Token)
+        ));
     }
 }
