@@ -175,6 +175,14 @@ fn invocation_keys(
         invocation.xray_trace_id.as_deref().into(),
     );
     properties.insert("cold_start".into(), invocation.cold_start.into());
+    properties.insert(
+        "function_arn".into(),
+        invocation.function_arn.as_deref().into(),
+    );
+    properties.insert(
+        "correlation_id".into(),
+        invocation.correlation_id.as_deref().into(),
+    );
 }
 
 /// The EMF line of an event outside a request (a limiter that failed open, a dropped import
@@ -241,11 +249,15 @@ enum Target {
 }
 
 impl MetricsSink {
-    /// `POOLTABLE_METRICS=emf` or `off`; unset, EMF exactly when running as a Lambda function.
+    /// `POOLTABLE_METRICS=emf` or `off`; unset, EMF exactly when running as a Lambda function,
+    /// unless Powertools' `POWERTOOLS_METRICS_DISABLED` is `true`.
     pub fn from_env() -> Self {
+        let disabled = std::env::var("POWERTOOLS_METRICS_DISABLED")
+            .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
         let target = match std::env::var("POOLTABLE_METRICS").as_deref() {
             Ok("emf") => Target::Stdout,
             Ok("off") => Target::Off,
+            _ if disabled => Target::Off,
             _ if std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some() => Target::Stdout,
             _ => Target::Off,
         };
@@ -305,6 +317,7 @@ mod tests {
             request_id: "r-1".into(),
             xray_trace_id: Some("Root=1-5759e988-bd862e3fe1be46a994272793".into()),
             cold_start: false,
+            ..Invocation::default()
         };
         let line = request_line(
             &RequestMetrics {
@@ -363,6 +376,7 @@ mod tests {
             request_id: "r-0".into(),
             xray_trace_id: None,
             cold_start: true,
+            ..Invocation::default()
         };
         let line = cold_start_line(&invocation, &publisher(), 1_764_000_000_000);
         assert_eq!(

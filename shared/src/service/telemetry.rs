@@ -1,17 +1,22 @@
 //! Logs in the shape Powertools for AWS Lambda gives them, so that what CloudWatch users know reads
 //! pooltable's lines too: one JSON object a line with `level`, `message`, `timestamp`, `service`,
-//! `cold_start`, `function_name`, `function_request_id`, `xray_trace_id` and `tenant_id`, the same
-//! keys the request's EMF line carries (`service::metrics`).
+//! `cold_start`, `function_name`, `function_arn`, `function_memory_size`, `function_request_id`,
+//! `xray_trace_id`, `sampling_rate`, `correlation_id` (API Gateway's request id, which the API's
+//! access log carries as `requestId`) and `tenant_id`, the keys the request's EMF line carries
+//! (`service::metrics`).
 //!
 //! The invocation's keys live on one span, [`Invocation::span`], opened around each request: every
 //! line logged inside it, by any layer, carries them. `AWS_LAMBDA_LOG_LEVEL` and
 //! `AWS_LAMBDA_LOG_FORMAT` (what Lambda sets from a function's `LoggingConfig`) are obeyed as
-//! Lambda's own runtimes obey them; `RUST_LOG` still works where they are not set.
+//! Lambda's own runtimes obey them, then Powertools' `POWERTOOLS_LOG_LEVEL`; `RUST_LOG` wins over
+//! all. `POWERTOOLS_LOGGER_SAMPLE_RATE` (0 to 1) logs that share of invocations at DEBUG, chosen by
+//! their request id (release bootstraps compile DEBUG events out: it shows in debug builds only).
 
 use std::fmt::Debug;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use lambda_http::request::RequestContext;
 use lambda_http::{Request, RequestExt};
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
@@ -38,16 +43,27 @@ pub struct Invocation {
     pub xray_trace_id: Option<String>,
     /// The container's first invocation.
     pub cold_start: bool,
+    /// The invoked function's ARN (`function_arn`), as Lambda gives it.
+    pub function_arn: Option<String>,
+    /// API Gateway's request id (`correlation_id`): the access log line's `requestId`.
+    pub correlation_id: Option<String>,
 }
 
 impl Invocation {
     /// The invocation `req` arrived in; the container's first is its cold start.
     pub fn of(req: &Request) -> Self {
         let context = req.lambda_context_ref();
+        let correlation_id = match req.request_context_ref() {
+            Some(RequestContext::ApiGatewayV2(c)) => c.request_id.clone(),
+            Some(RequestContext::ApiGatewayV1(c)) => c.request_id.clone(),
+            _ => None,
+        };
         Self {
             request_id: context.map(|c| c.request_id.clone()).unwrap_or_default(),
             xray_trace_id: context.and_then(|c| trace_root(c.xray_trace_id.as_deref())),
             cold_start: !WARM.swap(true, Ordering::Relaxed),
+            function_arn: context.and_then(|c| non_empty(&c.invoked_function_arn)),
+            correlation_id,
         }
     }
 
@@ -57,6 +73,8 @@ impl Invocation {
             request_id: context.request_id.clone(),
             xray_trace_id: trace_root(context.xray_trace_id.as_deref()),
             cold_start: !WARM.swap(true, Ordering::Relaxed),
+            function_arn: non_empty(&context.invoked_function_arn),
+            correlation_id: None,
         }
     }
 
@@ -68,9 +86,32 @@ impl Invocation {
             function_request_id = %self.request_id,
             xray_trace_id = self.xray_trace_id.as_deref(),
             cold_start = self.cold_start,
+            function_arn = self.function_arn.as_deref(),
+            correlation_id = self.correlation_id.as_deref(),
+            sampled = sampled(&self.request_id, sampling_rate()),
             tenant_id = tracing::field::Empty,
         )
     }
+}
+
+fn non_empty(value: &str) -> Option<String> {
+    Some(value.to_owned()).filter(|v| !v.is_empty())
+}
+
+/// `POWERTOOLS_LOGGER_SAMPLE_RATE`: the share of invocations (0 to 1) logged at DEBUG; 0 when
+/// unset or not a number in that range.
+pub fn sampling_rate() -> f64 {
+    env_value("POWERTOOLS_LOGGER_SAMPLE_RATE")
+        .and_then(|r| r.parse::<f64>().ok())
+        .filter(|r| (0.0..=1.0).contains(r))
+        .unwrap_or(0.0)
+}
+
+/// Whether the invocation of `request_id` is among the `rate` logged at DEBUG: by its id hashed,
+/// so every line of one invocation agrees.
+fn sampled(request_id: &str, rate: f64) -> bool {
+    let bucket = crate::identity::shard::fnv1a64(request_id.as_bytes()) % 10_000;
+    (bucket as f64) < rate * 10_000.0
 }
 
 /// The trace id of an X-Ray trace header (`Root=1-…;Parent=…;Sampled=1` → `1-…`), as Powertools
@@ -122,17 +163,28 @@ fn env_value(name: &str) -> Option<String> {
 /// function's `ApplicationLogLevel`), else `info`. It is `Targets`, not `EnvFilter`, because `EnvFilter` links a regex engine into every
 /// bootstrap for span-field filters nobody uses in a Lambda function.
 pub fn log_filter() -> Targets {
-    let lambda_level = env_value("AWS_LAMBDA_LOG_LEVEL").map(|level| {
-        // Lambda's levels are TRACE, DEBUG, INFO, WARN, ERROR and FATAL; tracing has no FATAL.
-        match level.to_ascii_lowercase().as_str() {
-            "fatal" => "error".to_owned(),
+    // Lambda's and Powertools' levels are TRACE, DEBUG, INFO, WARN, ERROR and FATAL (Powertools
+    // also CRITICAL); tracing has neither of the last two.
+    let level = |name| {
+        env_value(name).map(|level| match level.to_ascii_lowercase().as_str() {
+            "fatal" | "critical" => "error".to_owned(),
             other => other.to_owned(),
-        }
-    });
+        })
+    };
     env_value("RUST_LOG")
-        .or(lambda_level)
+        .or(level("AWS_LAMBDA_LOG_LEVEL"))
+        .or(level("POWERTOOLS_LOG_LEVEL"))
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO))
+}
+
+/// The filter every line passes first: [`log_filter`], lowered to DEBUG when some invocations are
+/// sampled (the JSON layer then drops what the invocation's own level would not log).
+fn global_filter() -> Targets {
+    match sampling_rate() > 0.0 {
+        true => Targets::new().with_default(tracing::Level::DEBUG),
+        false => log_filter(),
+    }
 }
 
 /// Whether Lambda asks for plain text (`AWS_LAMBDA_LOG_FORMAT=Text`); JSON otherwise.
@@ -158,10 +210,11 @@ where
             ),
         ),
     };
+    let text = text.map(|layer| layer.with_filter(log_filter()));
     tracing_subscriber::registry()
         .with(json)
         .with(text)
-        .with(log_filter())
+        .with(global_filter())
 }
 
 /// The JSON layer: each event as one object of the Powertools keys, the invocation's span fields
@@ -170,6 +223,11 @@ pub struct PowertoolsJson<W> {
     writer: W,
     service: String,
     function_name: Option<String>,
+    /// `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`, in MB.
+    function_memory_size: Option<u64>,
+    sampling_rate: f64,
+    /// What an invocation that is not sampled logs.
+    level: Targets,
 }
 
 impl<W> PowertoolsJson<W> {
@@ -178,6 +236,10 @@ impl<W> PowertoolsJson<W> {
             writer,
             service: service_name(),
             function_name: function_name(),
+            function_memory_size: env_value("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+                .and_then(|m| m.parse().ok()),
+            sampling_rate: sampling_rate(),
+            level: log_filter(),
         }
     }
 }
@@ -230,6 +292,22 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let invocation = ctx.event_scope(event).and_then(|scope| {
+            scope
+                .from_root()
+                .find(|span| span.name() == INVOCATION_SPAN)
+                .and_then(|span| span.extensions().get::<Fields>().map(|f| f.0.clone()))
+        });
+        let sampled = invocation
+            .as_ref()
+            .is_some_and(|fields| fields.get("sampled") == Some(&Value::Bool(true)));
+        if !sampled
+            && !self
+                .level
+                .would_enable(event.metadata().target(), event.metadata().level())
+        {
+            return;
+        }
         // The event's own fields first: the keys below are written over any of the same name, so
         // no field can change a line's level, time, service or tenant.
         let mut fields = Fields::default();
@@ -241,17 +319,16 @@ where
         line.insert("timestamp".into(), timestamp.into());
         line.insert("service".into(), self.service.as_str().into());
         line.insert("function_name".into(), self.function_name.as_deref().into());
+        line.insert(
+            "function_memory_size".into(),
+            self.function_memory_size.into(),
+        );
+        line.insert("sampling_rate".into(), self.sampling_rate.into());
         // Only the invocation's keys: the runtime's own span (`requestId`, `xrayTraceId`) would name
         // them a second time, in other words.
-        if let Some(scope) = ctx.event_scope(event) {
-            for span in scope.from_root() {
-                if span.name() != INVOCATION_SPAN {
-                    continue;
-                }
-                if let Some(fields) = span.extensions().get::<Fields>() {
-                    line.extend(fields.0.clone());
-                }
-            }
+        if let Some(mut fields) = invocation {
+            fields.remove("sampled");
+            line.extend(fields);
         }
         let Ok(mut bytes) = serde_json::to_vec(&line) else {
             return;
@@ -295,6 +372,7 @@ mod tests {
             request_id: "req-7".into(),
             xray_trace_id: Some("Root=1-5759e988-bd862e3fe1be46a994272793".into()),
             cold_start: true,
+            ..Invocation::default()
         };
         // WHEN a line is logged before and after its tenant verifies
         tracing::subscriber::with_default(subscriber, || {

@@ -181,6 +181,8 @@ async fn a_request_log_line_and_its_emf_line_share_their_keys_with_cold_start_an
         request_id: "req-keys-1".into(),
         xray_trace_id: Some("Root=1-6745a0b1-3c5f1e2d4a6b8c0d1e2f3a4b".into()),
         cold_start: true,
+        function_arn: Some("arn:aws:lambda:us-east-1:123456789012:function:put-product".into()),
+        correlation_id: Some("Bq3hZjH2oAMEbXw=".into()),
     };
     let req = h.tenant(&t).request(
         "put-product",
@@ -228,8 +230,19 @@ async fn a_request_log_line_and_its_emf_line_share_their_keys_with_cold_start_an
         "xray_trace_id",
         "cold_start",
         "tenant_id",
+        "function_arn",
+        "correlation_id",
     ] {
         assert_eq!(emf[key], log[key], "{key}: {emf} / {log}");
+    }
+    // AND Powertools' other keys: the function's ARN and memory, and the sampling rate
+    assert_eq!(
+        log["function_arn"],
+        "arn:aws:lambda:us-east-1:123456789012:function:put-product"
+    );
+    assert_eq!(log["correlation_id"], "Bq3hZjH2oAMEbXw=");
+    for key in ["function_memory_size", "sampling_rate"] {
+        assert!(log.get(key).is_some(), "log {key}: {log}");
     }
     assert_eq!(log["cold_start"], true);
     assert_eq!(log["tenant_id"], t.as_str());
@@ -255,4 +268,56 @@ async fn a_request_log_line_and_its_emf_line_share_their_keys_with_cold_start_an
         json!([["service", "function_name"]])
     );
     assert_eq!(cold[0]["function_request_id"], "req-keys-1");
+}
+
+#[tokio::test]
+async fn an_access_log_line_joins_its_functions_lines_by_the_correlation_id() {
+    // GIVEN logs captured in the production format, and a tenant's request as API Gateway hands it
+    // over (its requestContext.requestId)
+    let (logs, _guard) = integration::CapturedLogs::install();
+    let (h, t) = Harness::with_tenant("join", 1).await;
+    let req = h.tenant(&t).request(
+        "put-product",
+        &params(&[("productId", "p-join")]),
+        Some(json!({"n": 1})),
+    );
+    let invocation = Invocation::of(&req);
+    let correlation = invocation
+        .correlation_id
+        .clone()
+        .expect("requestContext.requestId");
+    // WHEN the function serves it, and API Gateway writes its access log line with the template's
+    // format
+    let response = Box::pin(respond_admitted(
+        &h.app,
+        "put-product",
+        invocation,
+        req,
+        |req| Box::pin(products::put_product::handle(&h.app, req)),
+    ))
+    .await;
+    assert_eq!(response.status(), 201);
+    let template: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap(),
+    )
+    .unwrap();
+    let format = template["Resources"]["HttpApi"]["Properties"]["AccessLogSettings"]["Format"]
+        .as_str()
+        .unwrap()
+        .replace("$context.requestId", &correlation)
+        .replace("$context.status", "201");
+    let access: Value = serde_json::from_str(&format).expect("the access log format is JSON");
+    // THEN the access line's requestId finds the function's lines, and through them its tenant
+    let text = logs.text();
+    let joined: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["correlation_id"] == access["requestId"])
+        .collect();
+    assert!(!joined.is_empty(), "no function line of {access}: {text}");
+    assert!(
+        joined.iter().all(|l| l["tenant_id"] == t.as_str()),
+        "{joined:?}"
+    );
+    assert!(joined.iter().any(|l| l["message"] == "request"));
 }
