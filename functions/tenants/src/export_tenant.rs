@@ -10,7 +10,8 @@
 //! and are charged to its capacity quota, as its own requests are. Its quota windows (the
 //! limiter's two-minute state) are not exported; its usage counters are, as they are when read.
 //! Not a snapshot: an item written during an export may or may not be in it. Refused (409) while
-//! the tenant is being re-sharded, and a cursor does not outlive a re-sharding (400). `pooltable
+//! the tenant is being re-sharded or moved between placements, and a cursor does not outlive a
+//! re-sharding (400). `pooltable
 //! import` loads the pages into a table.
 
 use std::time::{Duration, Instant};
@@ -57,6 +58,15 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             "This tenant is being re-sharded to {} shards: its items are moving between \
              partitions, so an export now could miss some. Export once the re-sharding has ended.",
             m.to
+        )));
+    }
+    // The walk reads one table, and the catalog it reads can lag what the move has carried: an
+    // export during a move could silently miss items, so it is refused until the move has ended.
+    if let Some(m) = &record.moving {
+        return Err(ApiError::Conflict(format!(
+            "This tenant is being moved from {} to {}: its items are between the two tables, so an \
+             export now could miss some. Export once the move has ended.",
+            m.from_table, m.to_table
         )));
     }
     // A position names a partition of one shard layout: a cursor does not outlive a re-sharding.

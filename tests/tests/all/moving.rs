@@ -642,3 +642,41 @@ async fn raw_product(h: &Harness, table: &str, tenant: &str, id: &str) -> Option
         .unwrap()
         .item
 }
+
+/// Issue 58, item 5: an export during a move never returns a silently partial result.
+#[tokio::test]
+async fn an_export_during_a_move_is_refused_and_after_it_returns_every_item() {
+    // GIVEN a pooled tenant of 30 products, moving into its own table
+    let (h, tenant) = Harness::with_tenant("exmove", 2).await;
+    for i in 0..30 {
+        let r = h
+            .tenant(&tenant)
+            .put_product(&format!("p-{i:02}"), json!({"n": i}))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    assert_eq!(h.operator().move_to(&tenant, "own").await.status, 202);
+    // WHEN an operator exports it while it moves
+    let operator = integration::operator();
+    let during = integration::export_page(&h, &operator, &tenant, &[("limit", "1000")]).await;
+    // THEN it is refused, naming both tables, rather than answered with what one table holds
+    during.assert_problem_naming(409, "moved");
+    let detail = during.body["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        detail.contains(&format!("{}-tenant-{tenant}", h.table)),
+        "{detail}"
+    );
+    // WHEN the move has ended
+    move_to_end(&h, &tenant, "own").await;
+    // THEN the export returns every product
+    let pages = integration::export_pages(&h, &operator, &tenant, "1000").await;
+    let products = pages
+        .iter()
+        .flat_map(|p| p.text.lines().map(str::to_owned).collect::<Vec<_>>())
+        .filter(|l| l.contains("PRODUCT#p-"))
+        .count();
+    assert_eq!(products, 30);
+}
