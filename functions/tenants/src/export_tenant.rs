@@ -25,7 +25,7 @@ use shared::service::http::{
 };
 use shared::store::client::meter::with_request_meta;
 use shared::store::lifecycle::tenant_items::{self, item_to_json, Budget, Position, RecordInWalk};
-use shared::store::tenancy::tenants::read_record;
+use shared::store::tenancy::tenants::read_record_consistent;
 use shared::{ApiError, App};
 
 /// The usage counters' name for the exported tenant's share of an export.
@@ -50,7 +50,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let limit = page_limit_up_to(&req, MAX_SHARDED_LIMIT)? as usize;
     let keys = &*app.cursor_keys()?;
     let db = app.db_for_operator(&tenant).await?;
-    let record = read_record(&db)
+    let record = read_record_consistent(&db)
         .await?
         .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
     if let Some(m) = &record.migration {

@@ -117,6 +117,17 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                     ),
                 ));
             }
+            if point_in_time::is_scratch_name(app.tenants.table_name(), &table) {
+                return Err(ApiError::bad_request(
+                    "from.table",
+                    format!(
+                        "{table} is a point-in-time restore's scratch table (named \
+                         <pool>-restore-<tenant>-<13 digits>): another restore's copy, which it \
+                         deletes when it ends. Restore from a point in time, or from a table named \
+                         otherwise"
+                    ),
+                ));
+            }
             Source::Table(table)
         }
         (None, Some(at)) => {

@@ -170,6 +170,7 @@ impl From<StoreError> for ApiError {
         match err {
             StoreError::Unavailable(detail) => Self::Unavailable(detail),
             StoreError::Contended(detail) => Self::Conflict(detail),
+            StoreError::Unfit(detail) => Self::Conflict(detail),
             StoreError::OutsideTenant => {
                 Self::Forbidden("The request reaches outside the caller's tenant.".into())
             }
@@ -264,6 +265,7 @@ mod tests {
             (StoreError::OutsideTenant.into(), 403),
             (StoreError::Unavailable("x".into()).into(), 503),
             (StoreError::Contended("x".into()).into(), 409),
+            (StoreError::Unfit("x".into()).into(), 409),
             (
                 TransactError::ConditionFailed {
                     index: 0,

@@ -337,7 +337,15 @@ async fn a_source_that_is_not_the_tenants_is_refused_and_nothing_is_written() {
             Some(restore_body(&source, false)),
         )
         .await;
+    // (another restore's scratch table: a copy of the whole pool, deleted when that restore ends)
+    let others_scratch = shared::store::lifecycle::restoring::point_in_time::scratch_table(
+        &h.table,
+        &shared::identity::ids::TenantId::parse("another").unwrap(),
+        1_700_000_000_000,
+    );
+    let scratch = restore_from(&h, &t, &others_scratch, false).await;
     // THEN each is refused with a problem, and nothing is written
+    scratch.assert_problem_naming(400, "scratch table");
     reused.assert_problem_naming(422, "reused");
     outside.assert_problem(400);
     both.assert_problem(400);

@@ -22,6 +22,10 @@ pub enum StoreError {
     /// A pagination cursor that this store did not hand out for this listing.
     #[error(transparent)]
     BadCursor(#[from] InvalidCursor),
+    /// A resource the request names exists but cannot serve it (an operator's own table with other
+    /// keys than the pool's, or with items): 409, naming it.
+    #[error("{0}")]
+    Unfit(String),
     /// The tenant has no record, so nothing sharded can be addressed.
     #[error("this tenant has not been onboarded (no tenant record)")]
     NotOnboarded,

@@ -82,11 +82,14 @@ pub async fn create_own_table(
         .await?
         .ok_or_else(|| StoreError::Internal(format!("the pool {pool} cannot be described")))?;
     match describe(client, name).await? {
-        Some(existing) if same_keys(&existing, &pool_table) => {}
-        Some(_) => {
-            return Err(StoreError::Internal(format!(
-                "{name} exists with other keys or indexes than the pool's"
-            )))
+        Some(existing) => {
+            if let Some(why) = unfit(&existing, &pool_table) {
+                return Err(StoreError::Unfit(format!(
+                    "The table {name} exists and {why}: a tenant's own table is made by pooltable, or \
+                     is an empty one an operator made with the pool's keys and indexes. Delete it, \
+                     or make it so."
+                )));
+            }
         }
         None => create(client, &pool_table, name, tenant).await?,
     }
@@ -98,6 +101,35 @@ pub async fn create_own_table(
 async fn describe(client: &Client, table: &str) -> Result<Option<TableDescription>, StoreError> {
     let out = client.describe_table().table_name(table).send().await;
     Ok(unless_expected(out, |e| e.is_resource_not_found_exception())?.and_then(|out| out.table))
+}
+
+/// Why `existing` cannot be a tenant's own table beside `pool`: other keys, indexes or key types,
+/// or items already (DynamoDB's item count, which it refreshes about every six hours: a table
+/// filled within them may pass).
+fn unfit(existing: &TableDescription, pool: &TableDescription) -> Option<String> {
+    if !same_keys(existing, pool) || key_types(existing) != key_types(pool) {
+        return Some("has other keys or indexes than the pool's".into());
+    }
+    match existing.item_count() {
+        Some(n) if n > 0 => Some(format!("holds items ({n}, as DynamoDB counts them)")),
+        _ => None,
+    }
+}
+
+/// The attribute types of `table`'s key attributes (its own and its indexes'), by name.
+fn key_types(table: &TableDescription) -> Vec<(String, String)> {
+    let mut types: Vec<(String, String)> = table
+        .attribute_definitions()
+        .iter()
+        .map(|a| {
+            (
+                a.attribute_name().to_owned(),
+                a.attribute_type().as_str().to_owned(),
+            )
+        })
+        .collect();
+    types.sort();
+    types
 }
 
 /// Whether `a` and `b` have the same key schema and the same indexes (names, keys, projections).

@@ -37,6 +37,21 @@ pub fn is_source_name(pool_table: &str, table: &str) -> bool {
             .is_some_and(|rest| !rest.is_empty())
 }
 
+/// Whether `table` is named as a point-in-time restore's scratch table ([`scratch_table`]:
+/// `<pool>-restore-<tenant>-<13 digits>`): the copy of the whole pool another restore made, which it
+/// deletes when it ends, so never a source a restore may be asked to read.
+pub fn is_scratch_name(pool_table: &str, table: &str) -> bool {
+    let Some(rest) = table
+        .strip_prefix(pool_table)
+        .and_then(|rest| rest.strip_prefix(SOURCE_INFIX))
+    else {
+        return false;
+    };
+    rest.rsplit_once('-').is_some_and(|(tenant, ms)| {
+        ms.len() == 13 && ms.bytes().all(|b| b.is_ascii_digit()) && TenantId::parse(tenant).is_ok()
+    })
+}
+
 /// Why a point in time cannot be restored.
 #[derive(Debug, thiserror::Error)]
 pub enum Unrestorable {
@@ -213,6 +228,27 @@ mod tests {
             "other-restore-x",
         ] {
             assert!(!is_source_name("pooltable-dev", other), "{other}");
+        }
+    }
+
+    #[test]
+    fn another_restores_scratch_table_is_known_by_its_name() {
+        let scratch = scratch_table(
+            "pooltable-dev",
+            &TenantId::parse("acme-1").unwrap(),
+            1_700_000_000_000,
+        );
+        assert!(is_scratch_name("pooltable-dev", &scratch));
+        for named_by_an_operator in [
+            "pooltable-dev-restore-2026-11-28",
+            "pooltable-dev-restore-yesterday",
+            "pooltable-dev-restore-acme-17000",
+            "other-restore-acme-1700000000000",
+        ] {
+            assert!(
+                !is_scratch_name("pooltable-dev", named_by_an_operator),
+                "{named_by_an_operator}"
+            );
         }
     }
 }
