@@ -69,7 +69,8 @@ pub struct RestoreView {
     pub starts_at: String,
     /// `preparing`, `putting`, `deleting`, `finished` or `abandoned`.
     pub phase: &'static str,
-    /// Why it was abandoned (nothing was written).
+    /// Why it was abandoned: its source could not serve (nothing was written), or an operator
+    /// aborted it (what its counts say was written stays).
     pub reason: Option<String>,
     pub steps: u64,
     #[serde(flatten)]

@@ -52,9 +52,12 @@ pub const ROUTE: &str = crate::operation::Operation::Restoring.route();
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RestoreInput {
-    from: SourceInput,
+    from: Option<SourceInput>,
     #[serde(default)]
     dry_run: bool,
+    /// Ends the running restore now: what it wrote stays, and the tenant is served again.
+    #[serde(default)]
+    abort: bool,
     /// Restore again from the source the last restore used (otherwise that call answers the last
     /// restore's report: a retry or a nudge after the end starts nothing).
     #[serde(default)]
@@ -104,7 +107,23 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     )
     .await?;
     let input: RestoreInput = json_body(&req)?;
-    let source = match (input.from.table, input.from.point_in_time) {
+    if input.abort {
+        if input.from.is_some() || input.dry_run || input.again {
+            return Err(ApiError::bad_request(
+                "abort",
+                "abort is asked alone: {\"abort\": true} ends the running restore",
+            ));
+        }
+        let abort = abort(app, &operator, &tenant);
+        return Operation::Restoring.charged(app, abort).await;
+    }
+    let from = input.from.ok_or_else(|| {
+        ApiError::bad_request(
+            "from",
+            "from is {\"table\": \"<name>\"} or {\"pointInTime\": \"<RFC 3339>\"}",
+        )
+    })?;
+    let source = match (from.table, from.point_in_time) {
         (Some(table), None) => {
             if !point_in_time::is_source_name(app.tenants.table_name(), &table) {
                 return Err(ApiError::bad_request(
@@ -324,6 +343,44 @@ fn refuse_unless_idle(record: &TenantRecord) -> Result<(), ApiError> {
         return Ok(());
     };
     Err(ApiError::Conflict(format!("This tenant {busy}.")))
+}
+
+/// Aborts `tenant`'s running restore, asked by an operator of `operator`: 200 with the record,
+/// whose `lastRestore` is `abandoned` with the counts of what was done; 409 when none runs.
+async fn abort(
+    app: &App,
+    operator: &TenantId,
+    tenant: &TenantId,
+) -> Result<Response<Body>, ApiError> {
+    let db = app.db_to_change(tenant).await?;
+    let manager = app.tenants.table_manager();
+    // A step of the restore may commit between the read and the abort's write: read again.
+    for _ in 0..5 {
+        let record = read_record_consistent(&db)
+            .await?
+            .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+        let Some(state) = record.restore.clone() else {
+            return Err(ApiError::Conflict(
+                "No restore of this tenant is running.".into(),
+            ));
+        };
+        let reason = format!("aborted by an operator of {operator}");
+        let now = rfc3339(app.clock.now_millis());
+        match restoring::abort(&db, &manager, &state, reason, now).await? {
+            Progress::Ended(_) => {
+                tracing::info!(tenant = %tenant, by = %operator, "tenant restore aborted");
+                let record = read_record_consistent(&db)
+                    .await?
+                    .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+                crate::remember(app, tenant, &record);
+                return Ok(json_response(StatusCode::OK, &TenantView::from(record)));
+            }
+            _ => continue,
+        }
+    }
+    Err(ApiError::Unavailable(
+        "The restore kept stepping while it was being aborted; ask again.".into(),
+    ))
 }
 
 /// Runs `record`'s restore (already begun) until it ends (200 with the report), another call takes

@@ -600,3 +600,58 @@ async fn a_source_taken_while_the_tenant_was_being_re_sharded_is_refused() {
     assert_eq!(restored_of(&t, &after), restored_of(&t, &before));
     assert_eq!(h.operator().get_tenant(&t).await.body["status"], "active");
 }
+
+/// Issue 58, item 5: an operator aborts a running restore.
+#[tokio::test]
+async fn an_operator_aborts_a_running_restore_and_the_tenant_is_served_again() {
+    use shared::store::tenancy::tenants::RECORD_TTL_SECONDS;
+    // GIVEN a tenant of 40 products, a copy taken of it, its products changed since, and a restore
+    // from that copy started (the tenant answers 503 while it runs)
+    let (h, t) = tenant_of_products("aborted", 2, 40).await;
+    let source = h.snapshot("toabort").await;
+    put_products(&h, &t, (0..40).map(|i| format!("sku-{i:02}")), 2).await;
+    let before = keyed(h.all_items().await);
+    let started = restore_from(&h, &t, &source, false).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    h.clock.advance_seconds(RECORD_TTL_SECONDS + 1);
+    h.tenant(&t).get_product("sku-00").await.assert_problem(503);
+    // WHEN an operator asks for anything else with the abort, then aborts it
+    let mixed = h
+        .operator()
+        .restore_tenant(&t, json!({"abort": true, "from": {"table": source}}))
+        .await;
+    let aborted = h
+        .operator()
+        .restore_tenant(&t, json!({"abort": true}))
+        .await;
+    // THEN the mixed ask is refused, and the abort ends the restore: abandoned, naming who asked,
+    // with the counts of what it did (nothing yet), and the tenant active again
+    mixed.assert_problem_naming(400, "abort");
+    assert_eq!(aborted.status, 200, "{}", aborted.body);
+    let last = &aborted.body["lastRestore"];
+    assert_eq!(last["phase"], "abandoned", "{}", aborted.body);
+    assert!(
+        last["reason"].as_str().unwrap().contains("aborted"),
+        "{last}"
+    );
+    for count in ["putBack", "overwritten", "deleted"] {
+        assert!(last.get(count).is_some(), "{count}: {last}");
+    }
+    assert_eq!(aborted.body["status"], "active");
+    assert!(aborted.body.get("restore").is_none_or(Value::is_null));
+    // AND nothing of the tenant was changed by the restore, and it is served again
+    let after = keyed(h.all_items().await);
+    assert_eq!(restored_of(&t, &after), restored_of(&t, &before));
+    h.clock.advance_seconds(RECORD_TTL_SECONDS + 1);
+    let product = h.tenant(&t).get_product("sku-00").await;
+    assert_eq!(product.status, 200, "{}", product.body);
+    // AND an abort when none runs is 409, and changes nothing
+    h.operator()
+        .restore_tenant(&t, json!({"abort": true}))
+        .await
+        .assert_problem(409);
+    assert_eq!(
+        restored_of(&t, &keyed(h.all_items().await)),
+        restored_of(&t, &before)
+    );
+}

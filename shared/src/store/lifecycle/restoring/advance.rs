@@ -190,8 +190,28 @@ pub async fn advance(
     }
 }
 
-/// Ends a restore that cannot go on (its source could not be made, or holds another tenant), with
-/// nothing written: the tenant active again, the reason in the report.
+/// Ends the running restore `state` because an operator asked (`reason`): what it wrote stays, its
+/// counts are the report's, the tenant is active again, and a point in time's scratch table is
+/// deleted. `Raced`: a step committed meanwhile (read the record again and ask again).
+pub async fn abort(
+    live: &TenantDb,
+    manager: &aws_sdk_dynamodb::Client,
+    state: &Restore,
+    reason: String,
+    now: String,
+) -> Result<Progress, StoreError> {
+    let ended = abandon(live, state, reason, now).await?;
+    if matches!(ended, Progress::Ended(_)) && state.point_in_time.is_some() {
+        // Best effort: a scratch table left behind costs storage, never data; the log says so.
+        if let Err(e) = point_in_time::drop_scratch(manager, &state.source_table).await {
+            tracing::warn!(table = %state.source_table, error = %e, "an aborted restore's scratch table could not be deleted; delete it by hand");
+        }
+    }
+    Ok(ended)
+}
+
+/// Ends a restore that cannot go on (its source could not be made, or holds another tenant, or an
+/// operator aborted it): the tenant active again, the reason in the report.
 async fn abandon(
     live: &TenantDb,
     state: &Restore,

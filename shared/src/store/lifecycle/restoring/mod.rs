@@ -28,7 +28,7 @@ mod advance;
 pub mod plan;
 pub mod point_in_time;
 mod steps;
-pub use advance::{advance, Progress, Tables};
+pub use advance::{abort, advance, Progress, Tables};
 pub use steps::{begin, commit, finish, Step};
 
 use std::collections::BTreeMap;
