@@ -242,14 +242,15 @@ async fn start_or_continue(
     let pool = app.tenants.table_name();
     let manager = app.tenants.table_manager();
     let now_ms = app.clock.now_millis();
-    let (table, point, source_shards) = match source {
+    let (table, point, source_shards, source_id) = match source {
         Source::Table(table) => {
-            if point_in_time::ready(&manager, &table).await? != Some(true) {
+            let described = point_in_time::describe_source(&manager, &table).await?;
+            let Some(source_id) = described.filter(|d| d.ready).map(|d| d.identity) else {
                 return Err(ApiError::Unprocessable(format!(
                     "No active table {table} with the catalog index ({}) to restore from.",
                     shared::identity::keys::CATALOG_INDEX
                 )));
-            }
+            };
             let reader = app.tenants.source_reader(tenant, &table);
             let shards = restoring::source_shards(&reader, &record)
                 .await?
@@ -273,7 +274,7 @@ async fn start_or_continue(
                 };
                 return Ok(json_response(StatusCode::OK, &answer));
             }
-            (table, None, Some(shards))
+            (table, None, Some(shards), Some(source_id))
         }
         Source::PointInTime(at) => {
             point_in_time::check_window(&manager, pool, &at)
@@ -286,12 +287,16 @@ async fn start_or_continue(
                 point_in_time::scratch_table(pool, tenant, now_ms),
                 Some(at),
                 None,
+                None,
             )
         }
     };
     let starts_at = now_ms / 1000 + STARTS_DELAY_SECONDS;
     let requested_by = operator.to_string();
-    let state = Restore::new(table, point, now_ms, requested_by, starts_at, source_shards);
+    let state = Restore {
+        source_id,
+        ..Restore::new(table, point, now_ms, requested_by, starts_at, source_shards)
+    };
     let begun = TenantRecord {
         status: TenantStatus::Restoring,
         restore: Some(state.clone()),

@@ -655,3 +655,41 @@ async fn an_operator_aborts_a_running_restore_and_the_tenant_is_served_again() {
         restored_of(&t, &before)
     );
 }
+
+/// Issue 58, item 5: a restore's source is known by its identity, kept from the start.
+#[tokio::test]
+async fn a_source_replaced_under_its_name_during_a_restore_ends_it_and_writes_nothing() {
+    // GIVEN a tenant of 40 products, a copy taken of it, its products changed since, and a restore
+    // from that copy started
+    let (h, t) = tenant_of_products("replaced", 2, 40).await;
+    let source = h.snapshot("replaced").await;
+    put_products(&h, &t, (0..40).map(|i| format!("sku-{i:02}")), 2).await;
+    let before = keyed(h.all_items().await);
+    let started = restore_from(&h, &t, &source, false).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    // WHEN the source is deleted and another table made under its name before the restore writes
+    h.admin
+        .delete_table()
+        .table_name(&source)
+        .send()
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(h.snapshot("replaced").await, source);
+    h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
+    let next = restore_from(&h, &t, &source, false).await;
+    // THEN the restore ends abandoned, naming the replacement, and the tenant is served again
+    assert_eq!(next.status, 200, "{}", next.body);
+    let last = &next.body["lastRestore"];
+    assert_eq!(last["phase"], "abandoned", "{}", next.body);
+    assert!(
+        last["reason"].as_str().unwrap().contains("made again"),
+        "{last}"
+    );
+    assert_eq!(next.body["status"], "active");
+    // AND nothing of the tenant was written from the new table
+    assert_eq!(
+        restored_of(&t, &keyed(h.all_items().await)),
+        restored_of(&t, &before)
+    );
+}

@@ -43,6 +43,10 @@ pub async fn advance(
     let Some(mut state) = record.restore.clone() else {
         return Ok(Progress::Raced);
     };
+    if let Some(changed) = source_changed(tables, &record.tenant_id, &state).await? {
+        let (_, now_text) = now();
+        return abandon(live, &state, changed, now_text).await;
+    }
     loop {
         let (now_seconds, now_text) = now();
         if now_seconds < state.starts_at {
@@ -98,9 +102,13 @@ pub async fn advance(
                     }
                     Some(true) => match source_shards(tables.source, record).await? {
                         Ok(shards) => {
+                            let made =
+                                point_in_time::describe_source(tables.manager, &state.source_table)
+                                    .await?;
                             let next = Restore {
                                 phase: RestorePhase::Putting,
                                 source_shards: Some(shards),
+                                source_id: made.map(|m| m.identity),
                                 ..state.clone()
                             };
                             commit(live, &state, &[], next).await?
@@ -188,6 +196,49 @@ pub async fn advance(
             Step::Raced => return Ok(Progress::Raced),
         };
     }
+}
+
+/// Why `state`'s source can no longer be read as the one the restore started from, if it cannot:
+/// its name is not one a restore of `tenant` reads (derived again, never trusted from the record),
+/// or the table under it was deleted or made again since its identity was kept.
+async fn source_changed(
+    tables: &Tables<'_>,
+    tenant: &str,
+    state: &Restore,
+) -> Result<Option<String>, StoreError> {
+    let name = &state.source_table;
+    let named = match &state.point_in_time {
+        Some(_) => {
+            point_in_time::is_scratch_name(tables.pool, name)
+                && name.starts_with(&format!(
+                    "{}{}{tenant}-",
+                    tables.pool,
+                    point_in_time::SOURCE_INFIX
+                ))
+        }
+        None => {
+            point_in_time::is_source_name(tables.pool, name)
+                && !point_in_time::is_scratch_name(tables.pool, name)
+        }
+    };
+    if !named {
+        return Ok(Some(format!(
+            "{name} is not a table a restore of this tenant reads"
+        )));
+    }
+    let Some(kept) = &state.source_id else {
+        return Ok(None);
+    };
+    let now = point_in_time::describe_source(tables.manager, name).await?;
+    Ok(match now {
+        Some(source) if source.identity == *kept => None,
+        Some(_) => Some(format!(
+            "the source table {name} was made again under its name since the restore started"
+        )),
+        None => Some(format!(
+            "the source table {name} was deleted since the restore started"
+        )),
+    })
 }
 
 /// Ends the running restore `state` because an operator asked (`reason`): what it wrote stays, its

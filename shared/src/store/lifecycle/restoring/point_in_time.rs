@@ -179,23 +179,44 @@ pub async fn ready(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
 ) -> Result<Option<bool>, StoreError> {
+    Ok(describe_source(client, table).await?.map(|s| s.ready))
+}
+
+/// A restore's source as DynamoDB describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceTable {
+    /// ACTIVE, with the catalog index ACTIVE too ([`ready`]).
+    pub ready: bool,
+    /// What tells this table from another made under the same name since: its id and creation
+    /// time. A restore keeps it from its start and checks it at every call.
+    pub identity: String,
+}
+
+/// `table` described (one DescribeTable); `None` when there is no such table.
+pub async fn describe_source(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<Option<SourceTable>, StoreError> {
     let out = client.describe_table().table_name(table).send().await;
     let Some(out) = unless_expected(out, |e| e.is_resource_not_found_exception())? else {
         return Ok(None);
     };
     let Some(table) = out.table else {
-        return Ok(Some(false));
+        return Ok(None);
     };
     let active = table.table_status == Some(TableStatus::Active);
-    let catalog_active = table
-        .global_secondary_indexes
-        .unwrap_or_default()
-        .iter()
-        .any(|i| {
-            i.index_name.as_deref() == Some(CATALOG_INDEX)
-                && i.index_status.as_ref().map(|s| s.as_str()) == Some("ACTIVE")
-        });
-    Ok(Some(active && catalog_active))
+    let catalog_active = table.global_secondary_indexes().iter().any(|i| {
+        i.index_name() == Some(CATALOG_INDEX)
+            && i.index_status().map(|s| s.as_str()) == Some("ACTIVE")
+    });
+    let created = table
+        .creation_date_time()
+        .and_then(|t| t.fmt(Format::DateTime).ok())
+        .unwrap_or_default();
+    Ok(Some(SourceTable {
+        ready: active && catalog_active,
+        identity: format!("{}@{created}", table.table_id().unwrap_or("-")),
+    }))
 }
 
 /// Deletes `scratch` (gone already: done).

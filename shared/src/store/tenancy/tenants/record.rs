@@ -263,6 +263,11 @@ pub enum RestorePhase {
 pub struct Restore {
     /// The table read: an operator's, or the scratch table of a point-in-time restore.
     pub source_table: String,
+    /// The source table's identity (`point_in_time::SourceTable::identity`: its id and creation
+    /// time), from when it is known (the start, or a point in time's scratch table once made): a
+    /// table deleted or made again under the name since ends the restore.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_id: Option<String>,
     /// RFC 3339: the point in time asked for, when pooltable made the source table (and deletes it
     /// at the end).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -312,6 +317,7 @@ impl Restore {
                 None => RestorePhase::Putting,
             },
             source_table,
+            source_id: None,
             point_in_time,
             requested_at: crate::identity::clock::rfc3339(requested_ms),
             requested_by,
