@@ -2,14 +2,22 @@
 //!
 //! ```text
 //! pooltable tenants onboard <tenantId> [--tier basic|standard|premium] [--shards N] [--placement pool|own]
-//! pooltable tenants get|suspend|resume|offboard <tenantId>
+//! pooltable tenants get|suspend|resume <tenantId>
+//! pooltable tenants tier <tenantId> <basic|standard|premium>
+//! pooltable tenants reshard <tenantId> <shards> [--wait]
+//! pooltable tenants move <tenantId> <own|pool> [--wait]
+//! pooltable tenants restore <tenantId> (--from-table NAME | --point-in-time RFC3339) [--dry-run] [--wait]
+//! pooltable tenants restore <tenantId> --abort
+//! pooltable tenants offboard <tenantId> [--wait]
 //! pooltable tenants export <tenantId>            every page, NDJSON on stdout
 //! pooltable tenants usage <tenantId> [--from YYYY-MM-DD] [--to YYYY-MM-DD]
 //! ```
 //!
 //! `POOLTABLE_API_URL` (default `http://localhost:9000`) and `POOLTABLE_TOKEN` (an operator's JWT:
 //! scope `pooltable/admin`) come from the environment. The answer's JSON goes to stdout; a refusal's
-//! problem to stderr. Exit status: 0 done (an offboarding or a move that runs on counts: its
+//! problem to stderr. `--wait` calls again while the operation runs (202), after the `Retry-After`
+//! the API gives, printing its progress on stderr, until it has ended (200). `--help` prints the
+//! usage (exit 0). Exit status: 0 done (without `--wait`, an operation that runs on counts: its
 //! progress is printed), 2 a bad command line, 3 refused by the API (4xx but 429: the request is
 //! wrong, or the tenant is not in a state for it), 4 unavailable (429, 5xx, or no answer: retry).
 
@@ -18,9 +26,21 @@ use std::collections::HashMap;
 use pooltable_client::{connect, types, Client, Error};
 use serde_json::{json, Value};
 
-/// The usage line.
-pub const USAGE: &str = "pooltable tenants onboard <tenantId> [--tier T] [--shards N] [--placement pool|own] | \
-tenants get|suspend|resume|offboard|export <tenantId> | tenants usage <tenantId> [--from YYYY-MM-DD] [--to YYYY-MM-DD]";
+/// The usage lines.
+pub const USAGE: &str = "pooltable tenants onboard <tenantId> [--tier T] [--shards N] [--placement pool|own]
+pooltable tenants get|suspend|resume|export <tenantId>
+pooltable tenants tier <tenantId> <basic|standard|premium>
+pooltable tenants reshard <tenantId> <shards> [--wait]
+pooltable tenants move <tenantId> <own|pool> [--wait]
+pooltable tenants restore <tenantId> (--from-table NAME | --point-in-time RFC3339) [--dry-run] [--wait]
+pooltable tenants restore <tenantId> --abort
+pooltable tenants offboard <tenantId> [--wait]
+pooltable tenants usage <tenantId> [--from YYYY-MM-DD] [--to YYYY-MM-DD]
+environment: POOLTABLE_API_URL (default http://localhost:9000), POOLTABLE_TOKEN (an operator's JWT)
+exit: 0 done, 2 bad command line, 3 refused, 4 unavailable (retry)";
+
+/// The flags that take no value.
+const SWITCHES: [&str; 3] = ["wait", "dry-run", "abort"];
 
 /// How a command ended, as its exit status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +98,10 @@ impl From<Error<types::Problem>> for Failure {
 
 /// Runs `tenants <args>`; what to print on stdout.
 pub async fn run(args: &[String]) -> Result<String, Failure> {
-    let (verb, tenant, flags) = parse(args)?;
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        return Ok(USAGE.to_owned());
+    }
+    let (verb, tenant, flags, operand) = parse(args)?;
     let base =
         std::env::var("POOLTABLE_API_URL").unwrap_or_else(|_| "http://localhost:9000".into());
     let token = std::env::var("POOLTABLE_TOKEN")
@@ -127,7 +150,54 @@ pub async fn run(args: &[String]) -> Result<String, Failure> {
                     .await?,
             )
         }
-        "offboard" => json_of(&*client.offboard_tenant().tenant_id(tenant).send().await?),
+        "tier" => {
+            let tier = operand
+                .ok_or_else(|| Failure::usage("tier needs the tier: basic, standard or premium"))?;
+            let body: types::UpdateTenant = serde_json::from_value(json!({ "tier": tier }))
+                .map_err(|e| Failure::usage(format!("not a tier: {e}")))?;
+            json_of(
+                &*client
+                    .update_tenant()
+                    .tenant_id(tenant)
+                    .body(body)
+                    .send()
+                    .await?,
+            )
+        }
+        "reshard" | "move" => {
+            let body = match (verb.as_str(), operand) {
+                ("reshard", Some(n)) => json!({ "shardCount": n
+                    .parse::<u32>()
+                    .map_err(|_| Failure::usage("reshard needs the shard count, a whole number"))? }),
+                ("move", Some(p)) if p == "own" || p == "pool" => json!({ "placement": p }),
+                _ => return Err(Failure::usage(format!("{verb} needs its target"))),
+            };
+            let body: types::UpdateTenant =
+                serde_json::from_value(body).map_err(|e| Failure::usage(e.to_string()))?;
+            let call = || {
+                client
+                    .update_tenant()
+                    .tenant_id(tenant)
+                    .body(body.clone())
+                    .send()
+            };
+            until_done(&verb, flags.contains_key("wait"), call).await?
+        }
+        "restore" => {
+            let body = restore_body(&flags)?;
+            let call = || {
+                client
+                    .restore_tenant()
+                    .tenant_id(tenant)
+                    .body(body.clone())
+                    .send()
+            };
+            until_done("restore", flags.contains_key("wait"), call).await?
+        }
+        "offboard" => {
+            let call = || client.offboard_tenant().tenant_id(tenant).send();
+            until_done("offboard", flags.contains_key("wait"), call).await?
+        }
         "usage" => {
             let today = chrono::Utc::now().date_naive();
             let date = |name: &str, default| match flags.get(name) {
@@ -153,10 +223,18 @@ pub async fn run(args: &[String]) -> Result<String, Failure> {
     Ok(answer.to_string())
 }
 
-/// `<verb> <tenantId> [--flag value]…`.
-fn parse(args: &[String]) -> Result<(String, String, HashMap<String, String>), Failure> {
+/// A command line: its verb, its tenant, its flags (a switch's value is empty) and the operand
+/// after the tenant id, if any (`tier <t> premium`, `reshard <t> 8`, `move <t> own`).
+type Parsed = (String, String, HashMap<String, String>, Option<String>);
+
+/// `<verb> <tenantId> [operand] [--flag value | --switch]…`.
+fn parse(args: &[String]) -> Result<Parsed, Failure> {
     let [verb, tenant, rest @ ..] = args else {
         return Err(Failure::usage("a command and a tenant id are required"));
+    };
+    let (operand, rest) = match rest.split_first() {
+        Some((first, rest)) if !first.starts_with("--") => (Some(first.clone()), rest),
+        _ => (None, rest),
     };
     let mut flags = HashMap::new();
     let mut it = rest.iter();
@@ -164,12 +242,82 @@ fn parse(args: &[String]) -> Result<(String, String, HashMap<String, String>), F
         let name = flag
             .strip_prefix("--")
             .ok_or_else(|| Failure::usage(format!("unexpected argument {flag}")))?;
-        let value = it
-            .next()
-            .ok_or_else(|| Failure::usage(format!("--{name} needs a value")))?;
-        flags.insert(name.to_owned(), value.clone());
+        let value = match SWITCHES.contains(&name) {
+            true => String::new(),
+            false => it
+                .next()
+                .ok_or_else(|| Failure::usage(format!("--{name} needs a value")))?
+                .clone(),
+        };
+        flags.insert(name.to_owned(), value);
     }
-    Ok((verb.clone(), tenant.clone(), flags))
+    Ok((verb.clone(), tenant.clone(), flags, operand))
+}
+
+/// The body of a `restore`: its source and dry run, or the abort alone.
+fn restore_body(flags: &HashMap<String, String>) -> Result<types::RestoreTenant, Failure> {
+    let body = match (
+        flags.get("from-table"),
+        flags.get("point-in-time"),
+        flags.contains_key("abort"),
+    ) {
+        (None, None, true) => json!({ "abort": true }),
+        (Some(table), None, false) => {
+            json!({ "from": { "table": table }, "dryRun": flags.contains_key("dry-run") })
+        }
+        (None, Some(at), false) => {
+            json!({ "from": { "pointInTime": at }, "dryRun": flags.contains_key("dry-run") })
+        }
+        _ => {
+            return Err(Failure::usage(
+                "restore takes --from-table NAME or --point-in-time RFC3339, or --abort alone",
+            ))
+        }
+    };
+    serde_json::from_value(body).map_err(|e| Failure::usage(format!("not a restore: {e}")))
+}
+
+/// Calls `call` until the operation has ended (200), after each 202's `Retry-After` (1 to 60 s),
+/// printing its progress on stderr; without `wait`, once. The last answer's JSON.
+async fn until_done<T, F, Fut>(what: &str, wait: bool, mut call: F) -> Result<Value, Failure>
+where
+    T: serde::Serialize,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<
+        Output = Result<pooltable_client::ResponseValue<T>, Error<types::Problem>>,
+    >,
+{
+    loop {
+        let answer = call().await?;
+        let running = answer.status() == reqwest::StatusCode::ACCEPTED;
+        let retry_after = answer
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(1)
+            .clamp(1, 60);
+        let body = json_of(&*answer);
+        if !running || !wait {
+            return Ok(body);
+        }
+        eprintln!(
+            "{what}: running: {}; again in {retry_after} s",
+            progress(&body)
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(retry_after)).await;
+    }
+}
+
+/// One line of a running operation's progress, from the record it answers.
+fn progress(body: &Value) -> String {
+    ["migration", "move", "restore", "offboarding"]
+        .iter()
+        .find_map(|field| {
+            let state = body.get(*field).filter(|v| !v.is_null())?;
+            Some(format!("{field} {state}"))
+        })
+        .unwrap_or_else(|| format!("status {}", body["status"]))
 }
 
 /// Every export page of `tenant`, followed by its `Link: <…>; rel="next"`, written to stdout as it
@@ -264,5 +412,46 @@ mod tests {
         assert_eq!(failure.exit, Exit::Usage);
         let failure = parse(&["get".into(), "acme".into(), "--tier".into()]).unwrap_err();
         assert!(failure.message.contains("--tier needs a value"));
+    }
+
+    fn args(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn an_operand_and_switches_are_read_beside_valued_flags() {
+        let (verb, tenant, flags, operand) = parse(&args("reshard acme 8 --wait")).unwrap();
+        assert_eq!((verb.as_str(), tenant.as_str()), ("reshard", "acme"));
+        assert_eq!(operand.as_deref(), Some("8"));
+        assert!(flags.contains_key("wait"));
+        let (_, _, flags, operand) = parse(&args(
+            "restore acme --from-table t-restore-x --dry-run --wait",
+        ))
+        .unwrap();
+        assert_eq!(operand, None);
+        assert_eq!(flags["from-table"], "t-restore-x");
+        assert!(flags.contains_key("dry-run") && flags.contains_key("wait"));
+    }
+
+    #[test]
+    fn a_restore_is_a_source_or_an_abort_alone() {
+        let flags = |line: &str| parse(&args(line)).unwrap().2;
+        let body = |line: &str| serde_json::to_value(restore_body(&flags(line)).unwrap()).unwrap();
+        assert_eq!(body("restore acme --abort"), json!({"abort": true}));
+        assert_eq!(
+            body("restore acme --from-table p-restore-x --dry-run")["from"]["table"],
+            "p-restore-x"
+        );
+        for bad in [
+            "restore acme",
+            "restore acme --abort --from-table x",
+            "restore acme --from-table x --point-in-time y",
+        ] {
+            assert_eq!(
+                restore_body(&flags(bad)).unwrap_err().exit,
+                Exit::Usage,
+                "{bad}"
+            );
+        }
     }
 }

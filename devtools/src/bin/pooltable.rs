@@ -228,6 +228,14 @@ fn repo_root() -> std::path::PathBuf {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
+        // Help and the version on stdout, exit 0; every other command's own `--help` too.
+        Some("--help" | "-h" | "help") => println!("{USAGE}"),
+        Some("--version" | "-V") => println!("pooltable {}", env!("CARGO_PKG_VERSION")),
+        Some(command)
+            if command != "tenants" && args.iter().any(|a| a == "--help" || a == "-h") =>
+        {
+            println!("{USAGE}")
+        }
         Some("tenants") => match devtools::operator_cli::run(&args[1..]).await {
             Ok(answer) if answer.is_empty() => {}
             Ok(answer) => println!("{answer}"),

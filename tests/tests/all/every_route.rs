@@ -442,6 +442,31 @@ async fn the_operator_cli_takes_a_tenant_through_its_lifecycle() {
     assert_eq!((code, &resumed["status"]), (0, &json!("active")), "{out}");
     let (code, got, out) = cli(&["get", &t]);
     assert_eq!((code, &got["shardCount"]), (0, &json!(2)), "{out}");
+    let (code, tiered, out) = cli(&["tier", &t, "premium"]);
+    assert_eq!((code, &tiered["tier"]), (0, &json!("premium")), "{out}");
+    // (no restore runs: an abort is refused, exit 3)
+    let (code, _, out) = cli(&["restore", &t, "--abort"]);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("No restore"), "{out}");
+    // AND a re-sharding of another tenant starts (exit 0, its progress), and a move asked while it
+    // runs is refused (exit 3)
+    let other = integration::unique("clire");
+    let (code, _, out) = cli(&["onboard", &other, "--shards", "2"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, resharding, out) = cli(&["reshard", &other, "4"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(!resharding["migration"].is_null(), "{out}");
+    let (code, _, out) = cli(&["move", &other, "own"]);
+    assert_eq!(code, 3, "{out}");
+    // AND every command's --help prints the usage and exits 0
+    for verb in [
+        "onboard", "get", "tier", "suspend", "resume", "reshard", "move", "restore", "offboard",
+        "export", "usage",
+    ] {
+        let (code, _, out) = cli(&[verb, "--help"]);
+        assert_eq!(code, 0, "{verb} --help: {out}");
+        assert!(out.contains("pooltable tenants"), "{verb} --help: {out}");
+    }
     let (code, _, out) = cli(&["usage", &t]);
     assert_eq!(code, 0, "{out}");
     let (code, _, out) = cli(&["export", &t]);
