@@ -17,12 +17,13 @@ pub struct Arns<'a> {
 }
 
 /// The function roles the tenant-access role's trust policy may name, by logical id.
-pub const FUNCTION_ROLES: [&str; 5] = [
+pub const FUNCTION_ROLES: [&str; 6] = [
     "FunctionExecutionRole",
     "OnboardingFunctionRole",
     "PlatformFunctionRole",
     "ImportProducerRole",
     "ImportConsumerRole",
+    "ControlPlaneFunctionRole",
 ];
 
 /// The ARN of function role `logical` (template.yaml names them `pooltable-<stage>-functions`,
@@ -34,6 +35,7 @@ pub fn role_arn(arns: &Arns, logical: &str) -> Option<String> {
         "PlatformFunctionRole" => "-platform-functions",
         "ImportProducerRole" => "-import-producer",
         "ImportConsumerRole" => "-import-consumer",
+        "ControlPlaneFunctionRole" => "-control-plane",
         _ => return None,
     };
     Some(arns.functions_role.replace("-functions", suffix))

@@ -209,7 +209,10 @@ fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_o
         for r in own_tables {
             assert_eq!(
                 allowed(r.clone()),
-                matches!(role, "PlatformFunctionRole" | "OnboardingFunctionRole"),
+                matches!(
+                    role,
+                    "PlatformFunctionRole" | "OnboardingFunctionRole" | "ControlPlaneFunctionRole"
+                ),
                 "{role}: {r:?}"
             );
         }
@@ -360,7 +363,11 @@ fn only_the_functions_that_need_the_platform_partition_can_reach_it() {
     }
     assert_eq!(
         platform_roles,
-        BTreeSet::from(["PlatformFunctionRole", "ImportProducerRole"])
+        BTreeSet::from([
+            "PlatformFunctionRole",
+            "ImportProducerRole",
+            "ControlPlaneFunctionRole"
+        ])
     );
     // AND the functions on those roles are exactly those whose code names the partition
     let mut found = BTreeSet::new();
@@ -820,5 +827,39 @@ fn every_deploy_environment_has_the_capabilities_tags_and_settings_the_template_
     assert!(
         "pooltable-".len() + 15 + 1 + longest_bin <= 64,
         "a function name past 64"
+    );
+}
+
+/// Issue 56: only the control plane's function may put on the control plane's bus, and only its
+/// replies (the application plane's source): no other function can put a request there.
+#[test]
+fn only_the_control_plane_function_puts_on_its_bus_and_only_as_the_application_plane() {
+    // GIVEN the template's control plane policy and function
+    let t = template();
+    let res = &t["Resources"];
+    let policy = &res["ControlPlanePolicy"]["Properties"];
+    // THEN it is attached to the control plane's own role, which only its function runs as
+    assert_eq!(
+        serde_yaml::to_string(&policy["Roles"]).unwrap().trim(),
+        "- !Ref ControlPlaneFunctionRole"
+    );
+    let runs_as = |role: &str| {
+        res.as_mapping()
+            .unwrap()
+            .values()
+            .filter(|r| {
+                serde_yaml::to_string(&r["Properties"]["Role"])
+                    .unwrap()
+                    .contains(&format!("{role}.Arn"))
+            })
+            .count()
+    };
+    assert_eq!(runs_as("ControlPlaneFunctionRole"), 1);
+    // AND its PutEvents is conditioned on the application plane's source
+    let text = serde_yaml::to_string(&policy["PolicyDocument"]).unwrap();
+    assert!(text.contains("events:PutEvents"), "{text}");
+    assert!(
+        text.contains("events:source: !Ref ApplicationPlaneEventSource"),
+        "{text}"
     );
 }

@@ -157,10 +157,11 @@ fn the_template_source_is_at_most_half_the_hand_written_template() {
     // The hand-written template.yaml had 2,559 lines when the route table was proposed (#34); since
     // then the tenant-operator role and its policy, the control plane's rule for the end of an
     // operation and the rule that it protects the operators' tenants (#56), and the control plane's
-    // two sources, its tier map and the API's throttling defaults (#60): 91 lines no route derives.
+    // two sources, its tier map and the API's throttling defaults (#60), and the control plane's own
+    // role (#56): 104 lines no route derives.
     let lines = read("template.in.yaml").lines().count();
     assert!(
-        lines <= 2_559 / 2 + 91,
+        lines <= 2_559 / 2 + 104,
         "template.in.yaml has {lines} lines"
     );
 }

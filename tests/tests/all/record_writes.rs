@@ -165,7 +165,10 @@ fn only_the_operator_functions_may_assume_the_tenant_operator_role_and_never_for
     };
     for role in FUNCTION_ROLES {
         // THEN only onboarding's and the platform functions' roles get one, for a tenant
-        let operator = matches!(role, "OnboardingFunctionRole" | "PlatformFunctionRole");
+        let operator = matches!(
+            role,
+            "OnboardingFunctionRole" | "PlatformFunctionRole" | "ControlPlaneFunctionRole"
+        );
         assert_eq!(assumes(role, "acme"), operator, "{role}");
         // AND none for the platform's partition, nor for an id a tenant cannot have
         for refused in ["_platform", "a b", "a@b", ""] {
