@@ -133,36 +133,12 @@ pub async fn run(args: &[String]) -> Result<String, Failure> {
             json_of(&*client.onboard_tenant().body(body).send().await?)
         }
         "get" => json_of(&*client.get_tenant().tenant_id(tenant).send().await?),
-        "suspend" | "resume" => {
-            let status = if verb == "suspend" {
-                "suspended"
-            } else {
-                "active"
-            };
-            let body: types::UpdateTenant = serde_json::from_value(json!({ "status": status }))
-                .map_err(|e| Failure::usage(e.to_string()))?;
-            json_of(
-                &*client
-                    .update_tenant()
-                    .tenant_id(tenant)
-                    .body(body)
-                    .send()
-                    .await?,
-            )
-        }
+        "suspend" => update(&client, tenant, json!({ "status": "suspended" })).await?,
+        "resume" => update(&client, tenant, json!({ "status": "active" })).await?,
         "tier" => {
             let tier = operand
                 .ok_or_else(|| Failure::usage("tier needs the tier: basic, standard or premium"))?;
-            let body: types::UpdateTenant = serde_json::from_value(json!({ "tier": tier }))
-                .map_err(|e| Failure::usage(format!("not a tier: {e}")))?;
-            json_of(
-                &*client
-                    .update_tenant()
-                    .tenant_id(tenant)
-                    .body(body)
-                    .send()
-                    .await?,
-            )
+            update(&client, tenant, json!({ "tier": tier })).await?
         }
         "reshard" | "move" => {
             let body = match (verb.as_str(), operand) {
@@ -221,6 +197,19 @@ pub async fn run(args: &[String]) -> Result<String, Failure> {
         other => return Err(Failure::usage(format!("unknown command {other:?}"))),
     };
     Ok(answer.to_string())
+}
+
+/// A change of `tenant`'s record (`PATCH /tenants/{tenantId}` with `body`): the record changed.
+async fn update(client: &Client, tenant: &str, body: Value) -> Result<Value, Failure> {
+    let body: types::UpdateTenant =
+        serde_json::from_value(body).map_err(|e| Failure::usage(format!("not a change: {e}")))?;
+    let changed = client
+        .update_tenant()
+        .tenant_id(tenant)
+        .body(body)
+        .send()
+        .await?;
+    Ok(json_of(&*changed))
 }
 
 /// A command line: its verb, its tenant, its flags (a switch's value is empty) and the operand

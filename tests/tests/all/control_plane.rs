@@ -100,6 +100,22 @@ impl World {
         (event, answer)
     }
 
+    /// Runs `t`'s offboarding (begun) to its end and hands the control plane its lifecycle event:
+    /// the tenant is gone, and exactly one deprovision success is on the bus, which it returns.
+    async fn offboarded_and_answered(&self, t: &str) -> Value {
+        self.h.clock.advance_seconds(120);
+        integration::drive_to_end(&self.h.app).await;
+        self.h.operator().get_tenant(t).await.assert_problem(404);
+        let ended = self
+            .deliver(&lifecycle_event("offboardingFinished", t))
+            .await
+            .expect("answered");
+        assert_eq!(ended.reply.as_deref(), Some("sbt_aws_deprovisionSuccess"));
+        let mut replies = self.replies().await;
+        assert_eq!(replies.len(), 1, "{replies:?}");
+        replies.remove(0)
+    }
+
     /// The replies on the bus since the last call.
     async fn replies(&self) -> Vec<Value> {
         let events = self.bus.delivered().await;
@@ -200,17 +216,9 @@ async fn each_request_is_answered_once_with_its_ids_and_redeliveries_change_noth
         "offboarding"
     );
     // WHEN its deletion ends, and the lifecycle event of that end reaches the control plane
-    w.h.clock.advance_seconds(120);
-    integration::drive_to_end(&w.h.app).await;
-    w.h.operator().get_tenant(&t).await.assert_problem(404);
-    let ended = w
-        .deliver(&lifecycle_event("offboardingFinished", &t))
-        .await
-        .expect("answered");
     // THEN exactly one deprovision success is on the bus, with the request's ids
-    assert_eq!(ended.reply.as_deref(), Some("sbt_aws_deprovisionSuccess"));
-    let replies = w.replies().await;
-    assert_eq!(replies.len(), 1, "{replies:?}");
+    let reply = w.offboarded_and_answered(&t).await;
+    let replies = [reply];
     assert_eq!(replies[0]["detail"]["requestId"], event["id"]);
     assert_eq!(
         replies[0]["detail"]["tenantRegistrationId"],
@@ -432,17 +440,8 @@ async fn an_offboarding_asked_during_a_move_waits_for_it_and_ends_in_the_tenant_
         "offboarding"
     );
     // WHEN the driver ends it, and its end reaches the control plane
-    w.h.clock.advance_seconds(120);
-    integration::drive_to_end(&w.h.app).await;
-    w.h.operator().get_tenant(&t).await.assert_problem(404);
-    let gone = w
-        .deliver(&lifecycle_event("offboardingFinished", &t))
-        .await
-        .expect("answered");
     // THEN it is answered, once, with its registration
-    assert_eq!(gone.reply.as_deref(), Some("sbt_aws_deprovisionSuccess"));
-    let replies = w.replies().await;
-    assert_eq!(replies.len(), 1, "{replies:?}");
+    let replies = [w.offboarded_and_answered(&t).await];
     assert_eq!(
         replies[0]["detail"]["tenantRegistrationId"],
         registration.as_str()
