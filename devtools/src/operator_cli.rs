@@ -9,7 +9,7 @@
 //! pooltable tenants restore <tenantId> (--from-table NAME | --point-in-time RFC3339) [--dry-run] [--wait]
 //! pooltable tenants restore <tenantId> --abort
 //! pooltable tenants offboard <tenantId> [--wait]
-//! pooltable tenants export <tenantId>            every page, NDJSON on stdout
+//! pooltable tenants export <tenantId> [--cursor C]   every page, NDJSON on stdout; a failed page names its cursor
 //! pooltable tenants usage <tenantId> [--from YYYY-MM-DD] [--to YYYY-MM-DD]
 //! ```
 //!
@@ -28,7 +28,8 @@ use serde_json::{json, Value};
 
 /// The usage lines.
 pub const USAGE: &str = "pooltable tenants onboard <tenantId> [--tier T] [--shards N] [--placement pool|own]
-pooltable tenants get|suspend|resume|export <tenantId>
+pooltable tenants get|suspend|resume <tenantId>
+pooltable tenants export <tenantId> [--cursor C]
 pooltable tenants tier <tenantId> <basic|standard|premium>
 pooltable tenants reshard <tenantId> <shards> [--wait]
 pooltable tenants move <tenantId> <own|pool> [--wait]
@@ -193,7 +194,7 @@ pub async fn run(args: &[String]) -> Result<String, Failure> {
                 .await?;
             json_of(&*usage)
         }
-        "export" => return export(&client, &base, tenant).await,
+        "export" => return export(&client, &base, tenant, flags.get("cursor").cloned()).await,
         other => return Err(Failure::usage(format!("unknown command {other:?}"))),
     };
     Ok(answer.to_string())
@@ -309,32 +310,57 @@ fn progress(body: &Value) -> String {
         .unwrap_or_else(|| format!("status {}", body["status"]))
 }
 
-/// Every export page of `tenant`, followed by its `Link: <…>; rel="next"`, written to stdout as it
-/// arrives (a tenant can be larger than memory); nothing is left to print after.
-async fn export(client: &Client, base: &str, tenant: &str) -> Result<String, Failure> {
+/// Every export page of `tenant` from `cursor` (the first page without one), followed by its
+/// `Link: <…>; rel="next"`, written to stdout as it arrives (a tenant can be larger than memory);
+/// nothing is left to print after. Each page's count goes to stderr; a page that fails names the
+/// cursor to resume from (`--cursor`), so what was written stays and nothing is written twice.
+async fn export(
+    client: &Client,
+    base: &str,
+    tenant: &str,
+    mut cursor: Option<String>,
+) -> Result<String, Failure> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let written = |e: std::io::Error| Failure {
         exit: Exit::Unavailable,
         message: format!("stdout: {e}"),
     };
-    let mut cursor: Option<String> = None;
+    let (mut pages, mut lines) = (0u64, 0u64);
     loop {
         let mut call = client.export_tenant().tenant_id(tenant);
         if let Some(c) = &cursor {
             call = call.cursor(c.as_str());
         }
-        let page = call.send().await?;
+        let resume = |mut failure: Failure| {
+            if let Some(c) = &cursor {
+                failure.message = format!(
+                    "{}\nresume with: pooltable tenants export {tenant} --cursor {c}",
+                    failure.message
+                );
+            }
+            failure
+        };
+        let page = call.send().await.map_err(|e| resume(e.into()))?;
         let next = next_cursor(base, page.headers());
+        // A page is held whole before it is written: a page cut short by the connection is asked
+        // again from its cursor, never half-written.
         let mut body = page.into_inner().into_inner();
+        let mut text = Vec::new();
         use futures::StreamExt;
         while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| Failure {
-                exit: Exit::Unavailable,
-                message: e.to_string(),
+            let chunk = chunk.map_err(|e| {
+                resume(Failure {
+                    exit: Exit::Unavailable,
+                    message: e.to_string(),
+                })
             })?;
-            out.write_all(&chunk).map_err(written)?;
+            text.extend_from_slice(&chunk);
         }
+        out.write_all(&text).map_err(written)?;
+        pages += 1;
+        lines += text.iter().filter(|b| **b == b'\n').count() as u64;
+        eprintln!("export {tenant}: page {pages}, {lines} items");
         match next {
             Some(next) if Some(&next) == cursor.as_ref() => {
                 return Err(Failure {
