@@ -90,6 +90,17 @@ impl std::fmt::Display for ConnectError {
 
 impl std::error::Error for ConnectError {}
 
+/// An HTTP client builder with this crate's TLS in place (rustls on ring, the provider installed
+/// once per process), for a tool's other calls (a sign-in).
+pub fn http_builder() -> reqwest::ClientBuilder {
+    #[cfg(feature = "https")]
+    {
+        // A second install is refused and changes nothing.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    reqwest::Client::builder()
+}
+
 /// A client of the API at `base_url` (no trailing slash) calling with `token` as its bearer token.
 pub fn connect(base_url: &str, token: &str) -> Result<Client, ConnectError> {
     connect_with(base_url, Token::new(token)?)
@@ -97,12 +108,7 @@ pub fn connect(base_url: &str, token: &str) -> Result<Client, ConnectError> {
 
 /// A client of the API at `base_url` calling with `token`, which may be replaced while it is used.
 pub fn connect_with(base_url: &str, token: Token) -> Result<Client, ConnectError> {
-    #[cfg(feature = "https")]
-    {
-        // Installed once per process; a second install is refused and changes nothing.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-    let http = reqwest::Client::builder()
+    let http = http_builder()
         .connect_timeout(std::time::Duration::from_secs(5))
         .timeout(std::time::Duration::from_secs(30))
         .build()

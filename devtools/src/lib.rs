@@ -4,6 +4,7 @@
 pub mod backfill;
 pub mod generate;
 pub mod import;
+pub mod login;
 pub mod operator_cli;
 pub mod plan;
 pub mod routes;

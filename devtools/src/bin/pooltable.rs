@@ -8,6 +8,8 @@
 //!   operator's commands over the typed client (`devtools::operator_cli`), with `POOLTABLE_API_URL`
 //!   and `POOLTABLE_TOKEN` from the environment; exit 0 done, 2 bad command line, 3 refused, 4
 //!   unavailable.
+//! - `pooltable login --client-id ID --username NAME [--region R] [--token access|id]`: an
+//!   operator's token from Cognito (`devtools::login`), for `POOLTABLE_TOKEN`.
 //! - `pooltable create-table <name>`: create the table from template.yaml (admin credentials).
 //! - `pooltable dev-token <tenant> [--operator]`: print an unsigned development JWT (an operator's
 //!   carries the `pooltable/admin` scope).
@@ -31,6 +33,7 @@ use devtools::plan::{self, PlanSettings, PARTITION_RCU, PARTITION_WCU};
 use devtools::{create_table, default_template_path, table_from_template};
 
 const USAGE: &str = "usage: pooltable gen [--check] | tenants <command> <tenantId> [...] | \
+login --client-id ID --username NAME [--region R] [--token access|id] | \
 new route <bin> <METHOD> <path> --entity KIND [--operator] [--crate CRATE] | create-table <name> | dev-token <tenant> [--operator] | \
 import --table NAME FILE... | backfill-catalog --table NAME | \
 plan (--csv FILE | --zipf N --total-rcu R --total-wcu W) [--skew S] [--item-kb K] [--headroom H] [--list-fraction F] [--list-cache-ms MS] [--list-ms MS] [--list-pages P] [--out FILE] | \
@@ -236,6 +239,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         {
             println!("{USAGE}")
         }
+        Some("login") => match devtools::login::run(&args[1..]).await {
+            Ok(token) => println!("{token}"),
+            Err(failure) => {
+                eprintln!("pooltable login: {}", failure.message);
+                std::process::exit(failure.exit as i32);
+            }
+        },
         Some("tenants") => match devtools::operator_cli::run(&args[1..]).await {
             Ok(answer) if answer.is_empty() => {}
             Ok(answer) => println!("{answer}"),

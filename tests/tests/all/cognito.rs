@@ -269,6 +269,42 @@ async fn cognito_tokens_are_accepted_or_refused_as_readme_states() {
     }
     assert!(access("no_tenant").get("custom:tenantId").is_none());
 
+    // AND `pooltable login` gets an operator the same access token from the same pool, and a wrong
+    // password nothing (exit 3) (run on tokio's process API: the trigger the sign-in invokes is
+    // served by this test's runtime)
+    let login = |password: &'static str| {
+        tokio::process::Command::new(repo().join("target/debug/pooltable"))
+            .args([
+                "login",
+                "--client-id",
+                setup["audience"][0].as_str().unwrap(),
+                "--username",
+                "greg",
+            ])
+            .env("POOLTABLE_COGNITO_ENDPOINT", &endpoint)
+            .env("POOLTABLE_PASSWORD", password)
+            .output()
+    };
+    let signed_in = login("Correct-Horse-9").await.expect("run pooltable");
+    assert!(
+        signed_in.status.success(),
+        "{}",
+        String::from_utf8_lossy(&signed_in.stderr)
+    );
+    let token = String::from_utf8(signed_in.stdout).unwrap();
+    assert_eq!(payload(token.trim())["custom:tenantId"], "ops");
+    assert!(payload(token.trim())["scope"]
+        .as_str()
+        .unwrap()
+        .contains("pooltable/admin"));
+    let refused = login("not-the-password").await.expect("run pooltable");
+    assert_eq!(
+        refused.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
     // WHEN each token calls a tenant route, an operator read and an operator write
     let routes = [
         (

@@ -471,7 +471,10 @@ async fn the_operator_cli_takes_a_tenant_through_its_lifecycle() {
     assert_eq!(code, 0, "{out}");
     let (code, _, out) = cli(&["export", &t]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains(&format!("export {t}: page 1,")), "progress on stderr: {out}");
+    assert!(
+        out.contains(&format!("export {t}: page 1,")),
+        "progress on stderr: {out}"
+    );
     // (an export resumes from a cursor; one the API refuses names itself for the resume)
     let (code, _, refused) = cli(&["export", &t, "--cursor", "not-a-cursor"]);
     assert_eq!(code, 3, "{refused}");
