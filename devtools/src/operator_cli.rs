@@ -37,6 +37,7 @@ pooltable tenants restore <tenantId> (--from-table NAME | --point-in-time RFC333
 pooltable tenants restore <tenantId> --abort
 pooltable tenants offboard <tenantId> [--wait]
 pooltable tenants usage <tenantId> [--from YYYY-MM-DD] [--to YYYY-MM-DD]
+every command but export: [--output json|table]
 environment: POOLTABLE_API_URL (default http://localhost:9000), POOLTABLE_TOKEN (an operator's JWT)
 exit: 0 done, 2 bad command line, 3 refused, 4 unavailable (retry)";
 
@@ -197,7 +198,32 @@ pub async fn run(args: &[String]) -> Result<String, Failure> {
         "export" => return export(&client, &base, tenant, flags.get("cursor").cloned()).await,
         other => return Err(Failure::usage(format!("unknown command {other:?}"))),
     };
-    Ok(answer.to_string())
+    render(&answer, flags.get("output").map(String::as_str))
+}
+
+/// `answer` as `--output` asks: `json` (the default: the API's JSON, one line) or `table` (a field
+/// a line, its name padded, objects and lists as compact JSON).
+fn render(answer: &Value, output: Option<&str>) -> Result<String, Failure> {
+    match output {
+        None | Some("json") => Ok(answer.to_string()),
+        Some("table") => {
+            let Some(fields) = answer.as_object() else {
+                return Ok(answer.to_string());
+            };
+            let width = fields.keys().map(String::len).max().unwrap_or(0);
+            Ok(fields
+                .iter()
+                .map(|(name, value)| match value {
+                    Value::String(text) => format!("{name:<width$}  {text}"),
+                    other => format!("{name:<width$}  {other}"),
+                })
+                .collect::<Vec<_>>()
+                .join("\n"))
+        }
+        Some(other) => Err(Failure::usage(format!(
+            "--output is json or table, not {other}"
+        ))),
+    }
 }
 
 /// A change of `tenant`'s record (`PATCH /tenants/{tenantId}` with `body`): the record changed.
@@ -446,6 +472,17 @@ mod tests {
         assert_eq!(operand, None);
         assert_eq!(flags["from-table"], "t-restore-x");
         assert!(flags.contains_key("dry-run") && flags.contains_key("wait"));
+    }
+
+    #[test]
+    fn an_answer_is_json_or_a_table_of_its_fields() {
+        let answer = json!({"tenantId": "acme", "shardCount": 4, "limits": {"rps": 10}});
+        assert_eq!(render(&answer, None).unwrap(), answer.to_string());
+        assert_eq!(
+            render(&answer, Some("table")).unwrap(),
+            "limits      {\"rps\":10}\nshardCount  4\ntenantId    acme"
+        );
+        assert_eq!(render(&answer, Some("yaml")).unwrap_err().exit, Exit::Usage);
     }
 
     #[test]
