@@ -38,7 +38,7 @@ impl Operation {
     pub const fn route(self) -> &'static str {
         match self {
             Self::Offboarding => "offboard-tenant",
-            Self::Resharding | Self::Moving => "update-tenant",
+            Self::Resharding | Self::Moving => shared::store::lifecycle::moving::ROUTE,
             Self::Restoring => "restore-tenant",
         }
     }

@@ -160,7 +160,9 @@ async fn respond_counted(
     };
     let (result, ()) = tokio::join!(main, metering);
     if let Some((app, _)) = meter {
-        // An operator's lifecycle step ran on the platform's account: its units are written now.
+        // The request's pulls out of a move's source are the platform's, and an operator's
+        // lifecycle step ran on the platform's account: their units are written now.
+        app.bill_pulls(&meta);
         app.flush_platform_usage().await;
     }
     if let (Some((app, bin)), Some(tenant)) = (meter, meta.tenant()) {

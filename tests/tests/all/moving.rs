@@ -680,3 +680,46 @@ async fn an_export_during_a_move_is_refused_and_after_it_returns_every_item() {
         .count();
     assert_eq!(products, 30);
 }
+
+/// Issue 58, item 5: what a request's pull out of a move's source costs is the platform's (the
+/// operator's move caused it), never the tenant's usage or quota.
+#[tokio::test]
+async fn a_requests_pull_during_a_move_is_charged_to_the_platform_not_the_tenant() {
+    // GIVEN a pooled tenant with a product, moving into its own table, writes moved
+    let (h, tenant) = Harness::with_tenant("pullcost", 1).await;
+    let apps = [&h.app];
+    let r = h.tenant(&tenant).put_product("p1", json!({"v": 1})).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(h.operator().move_to(&tenant, "own").await.status, 202);
+    h.clock.advance_seconds(WRITES_MOVE_DELAY_SECONDS);
+    let platform_before =
+        integration::units_used(&h, &apps, "_platform", Some("update-tenant")).await;
+    let tenant_before = integration::units_used(&h, &apps, &tenant, Some("put-product")).await;
+    // WHEN the tenant rewrites it (the request pulls it out of the pool first), and writes a new one
+    let pulled = h
+        .tenant(&tenant)
+        .admitted()
+        .put_product("p1", json!({"v": 2}))
+        .await;
+    let after_pulled = integration::units_used(&h, &apps, &tenant, Some("put-product")).await;
+    let fresh = h
+        .tenant(&tenant)
+        .admitted()
+        .put_product("p2", json!({"v": 2}))
+        .await;
+    assert_eq!((pulled.status, fresh.status), (200, 201), "{}", pulled.body);
+    // THEN the tenant is charged the same for both puts (the put alone, where it lands), and the
+    // pull's units are the platform's, under the route that asked for the move
+    let tenant_after = integration::units_used(&h, &apps, &tenant, Some("put-product")).await;
+    assert_eq!(
+        after_pulled - tenant_before,
+        tenant_after - after_pulled,
+        "the tenant pays its put only, not the pull before it"
+    );
+    let platform_after =
+        integration::units_used(&h, &apps, "_platform", Some("update-tenant")).await;
+    assert!(
+        platform_after > platform_before,
+        "the pull is the platform's: {platform_before} → {platform_after}"
+    );
+}

@@ -402,9 +402,10 @@ async fn an_existing_own_table_of_other_keys_or_with_items_is_409_naming_it_and_
         .unwrap()
         .without_stream();
     devtools::create_table(&h.admin, &full, &def).await.unwrap();
+    let stray_key = raw_key(&pooled, "STRAY#1");
     let stray: Item = [
-        ("PK".to_string(), AttributeValue::S("stray".into())),
-        ("SK".to_string(), AttributeValue::S("stray".into())),
+        ("PK".to_string(), AttributeValue::S(stray_key.clone())),
+        ("SK".to_string(), AttributeValue::S(stray_key)),
     ]
     .into();
     h.put_raw(&full, stray.clone()).await;

@@ -114,6 +114,27 @@ impl App {
         let units = used.read_milli + used.write_milli;
         self.usage.add(tenant, route, used);
         self.limiter.charge(tenant, self.clock.now_seconds(), units);
+        self.bill_pulls(meta);
+    }
+
+    /// Adds what `meta`'s pulls out of a move's source consumed to the platform's account, under
+    /// the route that asks for a move: the operator's move caused them, so the tenant's usage and
+    /// quota never see them. Written with the platform's next flush.
+    pub fn bill_pulls(&self, meta: &crate::store::client::meter::RequestMeta) {
+        let (read_milli, write_milli) = meta.pulled_capacity_milli_units();
+        if read_milli + write_milli == 0 {
+            return;
+        }
+        let pulled = crate::store::quota::usage::Pending {
+            read_milli,
+            write_milli,
+            ..Default::default()
+        };
+        self.usage.add(
+            &TenantId::platform(),
+            crate::store::lifecycle::moving::ROUTE,
+            pulled,
+        );
     }
 
     /// Runs `work`, an operator's lifecycle step on a tenant (a re-sharding or an offboarding, by
@@ -135,6 +156,7 @@ impl App {
         .await;
         self.usage
             .add(&TenantId::platform(), route, one_call(&meta));
+        self.bill_pulls(&meta);
         out
     }
 

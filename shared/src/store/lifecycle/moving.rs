@@ -20,6 +20,10 @@
 //! The backfill relocates 25 items to a transaction (two writes each); a request's pull costs a
 //! consistent read of the source per item or window it touches, and a relocation per item there.
 
+/// The route a move is asked on (`PATCH /tenants/{tenantId}`): the platform's account holds its
+/// cost under it, the backfill's and the requests' pulls alike.
+pub const ROUTE: &str = "update-tenant";
+
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;

@@ -23,6 +23,10 @@ pub struct RequestMeta {
     /// Consumed capacity in thousandths of a unit, so concurrent requests add up exactly.
     pub(super) read_milli_units: AtomicU64,
     pub(super) write_milli_units: AtomicU64,
+    /// What the request's pulls out of a move's source consumed ([`metered_apart`]), in
+    /// thousandths: the operator's move caused them, so they are the platform's, not the tenant's.
+    pub(super) pulled_read_milli_units: AtomicU64,
+    pub(super) pulled_write_milli_units: AtomicU64,
     /// Hands the verified tenant to whoever waits for it (the usage meter) as soon as it is known.
     pub(super) tenant_listener: Mutex<Option<oneshot::Sender<TenantId>>>,
     /// What the tenant's quota bucket held when the request was admitted (set by the service layer).
@@ -95,6 +99,14 @@ impl RequestMeta {
         )
     }
 
+    /// What the request's pulls out of a move's source consumed, in thousandths: (read, write).
+    pub fn pulled_capacity_milli_units(&self) -> (u64, u64) {
+        (
+            self.pulled_read_milli_units.load(Ordering::Relaxed),
+            self.pulled_write_milli_units.load(Ordering::Relaxed),
+        )
+    }
+
     /// Read capacity units DynamoDB reported for this request's calls (table and indexes).
     pub fn read_capacity_units(&self) -> f64 {
         self.read_milli_units.load(Ordering::Relaxed) as f64 / 1000.0
@@ -159,6 +171,21 @@ pub async fn with_request_meta<T>(fut: impl Future<Output = T>) -> (T, Arc<Reque
     let meta = Arc::new(RequestMeta::default());
     let out = scope(meta.clone(), fut).await;
     (out, meta)
+}
+
+/// Runs `fut` (a pull out of a move's source) metered apart from the current request: what its
+/// calls consume is added to the request's pulled units, never to its own.
+pub async fn metered_apart<T>(fut: impl Future<Output = T>) -> T {
+    let (out, apart) = with_request_meta(fut).await;
+    let (read, write) = apart.capacity_milli_units();
+    let _ = REQUEST.try_with(|m| {
+        m.pulled_read_milli_units.fetch_add(read, Ordering::Relaxed);
+        m.pulled_write_milli_units
+            .fetch_add(write, Ordering::Relaxed);
+        m.dynamodb_requests
+            .fetch_add(apart.dynamodb_requests(), Ordering::Relaxed);
+    });
+    out
 }
 
 /// Sets the current request's capacity budget.

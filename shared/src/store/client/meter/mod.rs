@@ -12,5 +12,6 @@ pub use capacity::{consumed_units, CapacityUnits};
 pub use intercept::RequestMetering;
 use meta::REQUEST;
 pub use meta::{
-    note_tenant, page_limit, scope, set_budget, with_request_meta, PageBudget, RequestMeta,
+    metered_apart, note_tenant, page_limit, scope, set_budget, with_request_meta, PageBudget,
+    RequestMeta,
 };

@@ -52,7 +52,9 @@ impl HttpConnector for PullingConnector {
         let touch = request.extension::<Touch>().cloned();
         HttpConnectorFuture::new(async move {
             if let Some(touch) = touch {
-                puller.pull(&touch).await.map_err(|e| {
+                // The move's cost, not the request's: metered apart, charged to the platform.
+                let pulled = crate::store::client::meter::metered_apart(puller.pull(&touch));
+                pulled.await.map_err(|e| {
                     tracing::warn!(error = %e, "a pull out of a move's source failed; the attempt is retried");
                     ConnectorError::io(Box::new(e))
                 })?;
