@@ -71,9 +71,9 @@ export LOAD_OPS="${LOAD_OPS:-2000}"
 # production, nests deeper than that in a debug build.
 export RUST_MIN_STACK="${RUST_MIN_STACK:-8388608}"
 # The import tests run the consumer as a Lambda process (tests/src/import_queue.rs), the Cognito
-# test the pre token generation trigger (tests/tests/all/cognito.rs).
-step "the import consumer and Cognito trigger binaries" \
-  cargo build --workspace --bin import-consumer --bin pre-token-generation
+# test the pre token generation trigger and `pooltable login` (tests/tests/all/cognito.rs).
+step "the import consumer, Cognito trigger and CLI binaries" \
+  cargo build --workspace --bin import-consumer --bin pre-token-generation --bin pooltable
 step "cargo test (unit + integration), linted by clippy -D warnings" cargo test --workspace --no-fail-fast
 step "table audit: every key the suite wrote is under exactly one tenant" \
   cargo test --workspace --test all -- --ignored table_audit::

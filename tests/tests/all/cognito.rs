@@ -273,7 +273,7 @@ async fn cognito_tokens_are_accepted_or_refused_as_readme_states() {
     // password nothing (exit 3) (run on tokio's process API: the trigger the sign-in invokes is
     // served by this test's runtime)
     let login = |password: &'static str| {
-        tokio::process::Command::new(repo().join("target/debug/pooltable"))
+        tokio::process::Command::new(built_bin("debug", "pooltable"))
             .args([
                 "login",
                 "--client-id",
@@ -285,7 +285,9 @@ async fn cognito_tokens_are_accepted_or_refused_as_readme_states() {
             .env("POOLTABLE_PASSWORD", password)
             .output()
     };
-    let signed_in = login("Correct-Horse-9").await.expect("run pooltable");
+    let signed_in = login("Correct-Horse-9")
+        .await
+        .expect("run target/debug/pooltable (scripts/test.sh builds it)");
     assert!(
         signed_in.status.success(),
         "{}",
