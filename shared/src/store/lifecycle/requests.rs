@@ -218,8 +218,9 @@ async fn answered_before(
             .map(|e| AttributeValue::S(e.clone()))
             .collect();
         let version = u64_attr(&entry, EVENTS_VERSION).unwrap_or(0);
+        // (never an UpdateItem that would make the entry again, had it expired meanwhile)
         let condition = match version {
-            0 => "attribute_not_exists(#version)",
+            0 => "attribute_exists(PK) AND attribute_not_exists(#version)",
             _ => "#version = :seen",
         };
         let mut update = entry_update(platform_db, request.key)
