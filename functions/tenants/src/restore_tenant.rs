@@ -30,7 +30,8 @@ use shared::service::idempotent;
 use shared::store::client::scoped::TenantDb;
 use shared::store::lifecycle::driving;
 use shared::store::lifecycle::restoring::{
-    self, point_in_time, Counts, Progress, Restore, Step, Tables, STARTS_DELAY_SECONDS,
+    self, point_in_time, Counts, Progress, Restore, RestorePhase, Step, Tables,
+    STARTS_DELAY_SECONDS,
 };
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
 use shared::{ApiError, App};
@@ -350,8 +351,12 @@ fn refuse_unless_idle(record: &TenantRecord) -> Result<(), ApiError> {
     Err(ApiError::Conflict(format!("This tenant {busy}.")))
 }
 
+/// What an aborted restore's reason starts with (the operator's tenant follows).
+const ABORTED_BY: &str = "aborted by an operator of ";
+
 /// Aborts `tenant`'s running restore, asked by an operator of `operator`: 200 with the record,
-/// whose `lastRestore` is `abandoned` with the counts of what was done; 409 when none runs.
+/// whose `lastRestore` is `abandoned` with the counts of what was done (again, for the same abort
+/// retried after it ended); 409 when none runs and the last one was not aborted.
 async fn abort(
     app: &App,
     operator: &TenantId,
@@ -365,11 +370,18 @@ async fn abort(
             .await?
             .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
         let Some(state) = record.restore.clone() else {
-            return Err(ApiError::Conflict(
-                "No restore of this tenant is running.".into(),
-            ));
+            // The same abort again (a retry whose answer was lost): the same answer, nothing done.
+            let aborted = record.last_restore.as_ref().is_some_and(
+                |r| matches!(&r.phase, RestorePhase::Abandoned(why) if why.starts_with(ABORTED_BY)),
+            );
+            return match aborted {
+                true => Ok(json_response(StatusCode::OK, &TenantView::from(record))),
+                false => Err(ApiError::Conflict(
+                    "No restore of this tenant is running.".into(),
+                )),
+            };
         };
-        let reason = format!("aborted by an operator of {operator}");
+        let reason = format!("{ABORTED_BY}{operator}");
         let now = rfc3339(app.clock.now_millis());
         match restoring::abort(&db, &manager, &state, reason, now).await? {
             Progress::Ended(_) => {

@@ -208,14 +208,7 @@ async fn source_changed(
 ) -> Result<Option<String>, StoreError> {
     let name = &state.source_table;
     let named = match &state.point_in_time {
-        Some(_) => {
-            point_in_time::is_scratch_name(tables.pool, name)
-                && name.starts_with(&format!(
-                    "{}{}{tenant}-",
-                    tables.pool,
-                    point_in_time::SOURCE_INFIX
-                ))
-        }
+        Some(_) => point_in_time::is_scratch_of(tables.pool, tenant, name),
         None => {
             point_in_time::is_source_name(tables.pool, name)
                 && !point_in_time::is_scratch_name(tables.pool, name)

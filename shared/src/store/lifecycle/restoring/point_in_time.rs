@@ -37,6 +37,12 @@ pub fn is_source_name(pool_table: &str, table: &str) -> bool {
             .is_some_and(|rest| !rest.is_empty())
 }
 
+/// Whether `table` is a scratch table [`scratch_table`] names for `tenant`'s restores.
+pub fn is_scratch_of(pool_table: &str, tenant: &str, table: &str) -> bool {
+    is_scratch_name(pool_table, table)
+        && table.starts_with(&format!("{pool_table}{SOURCE_INFIX}{tenant}-"))
+}
+
 /// Whether `table` is named as a point-in-time restore's scratch table ([`scratch_table`]:
 /// `<pool>-restore-<tenant>-<13 digits>`): the copy of the whole pool another restore made, which it
 /// deletes when it ends, so never a source a restore may be asked to read.
