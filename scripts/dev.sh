@@ -52,6 +52,12 @@ export POOLTABLE_DEV_UNSIGNED_JWT=1
 export SESSION_TTL_SECONDS="${SESSION_TTL_SECONDS:-3600}"
 "$ROOT/target/debug/pooltable" create-table "$TABLE_NAME" >/dev/null
 log "table $TABLE_NAME created from template.yaml"
+# What an operator's admin commands need to reach this stack (`pooltable create-table`, `import`,
+# `backfill-catalog`, `plan --usage table:…`): `source` it in another shell.
+cat >"$STACK_LOGS/stack.env" <<ENV
+export AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY AWS_REGION=$AWS_REGION
+export AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB TABLE_NAME=$TABLE_NAME
+ENV
 # The import queue on moto's SQS; the poller below stands in for the event source mapping.
 IMPORT_QUEUE_URL=$("$TOOLS/venv/bin/python" scripts/import_queue.py create pooltable-local-imports)
 export IMPORT_QUEUE_URL
@@ -88,4 +94,5 @@ pooltable is running on http://localhost:$PORT  (Ctrl-C stops everything)
 Routes: see README.md (sessions, tenants, products, employees, departments).
 MSG
 print_demo_usage "localhost:$PORT"
+echo "Admin commands (pooltable create-table, import, …) against this stack: source $STACK_LOGS/stack.env"
 wait "$watch_pid"

@@ -58,7 +58,9 @@ dev_pid=$!
 edge_pid=""
 probe_dir=""
 writer_pid=""
+walk_pid=""
 cleanup() {
+  [ -n "$walk_pid" ] && kill "$walk_pid" 2>/dev/null
   [ -n "$writer_pid" ] && kill "$writer_pid" 2>/dev/null && wait "$writer_pid" 2>/dev/null
   [ -n "$probe_dir" ] && rm -rf "$probe_dir"
   [ -n "$edge_pid" ] && kill "$edge_pid" 2>/dev/null
@@ -197,6 +199,18 @@ run_pass() { # name token [extra schemathesis args...]
 # operator CLI on it (`pooltable tenants …`), against the same API (tests/tests/all/every_route.rs;
 # the test binary is the suite's, built already).
 log "== every route through the generated client, and the operator CLI"
+# The operator's walk through every operation with `--wait` (tests/tests/all/cli_walk.rs) runs in
+# the background of the rest: its waits are the operations' real settle delays (about 70 s each),
+# not work. It needs the stack's admin environment for `pooltable create-table` and `import`.
+# The test binary runs directly, not through cargo, so that it holds no lock of the build while
+# the tests below are built and run.
+walk_log="$OUT/cli-walk.log"
+tests_bin=$(cargo test --workspace --test all --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -n 1)
+[ -x "$tests_bin" ] || die "cannot find the integration tests' binary"
+( set -a; source "$STACK_LOGS/stack.env"; set +a
+  POOLTABLE_API_URL="http://127.0.0.1:$port" exec "$tests_bin" --ignored --exact \
+    cli_walk::the_cli_takes_a_tenant_through_every_operation_waiting_for_each ) >"$walk_log" 2>&1 &
+walk_pid=$!
 POOLTABLE_API_URL="http://127.0.0.1:$port" cargo test --workspace --test all -- --ignored every_route:: \
   || die "the generated client's end-to-end test failed"
 
@@ -217,4 +231,12 @@ for pass in ${PASSES:-tenant operator}; do
     *) die "unknown pass '$pass' (tenant, operator)" ;;
   esac
 done
+log "waiting for the CLI's walk (log: $walk_log)"
+if ! wait "$walk_pid"; then
+  cat "$walk_log" >&2
+  walk_pid=""
+  die "the operator CLI's walk through every operation failed"
+fi
+walk_pid=""
+log "the CLI's walk passed"
 log "contract check passed in $((SECONDS - started)) s (stack start included)"

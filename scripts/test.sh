@@ -26,7 +26,8 @@ step() { log "== $1"; shift; "$@"; }
 
 step "cargo fmt --check" cargo fmt --all --check
 # The template in both deployment modes: as written (TenantIsolation=pooled, Alarms=disabled,
-# UserPool=none), and with the tenant isolation mode, the alarms and the user pool as its defaults,
+# UserPool=none, no custom domain), and with the tenant isolation mode, the alarms, the user pool and
+# a custom domain as its defaults,
 # so that checkov, which resolves conditions from the defaults, also sees the resources only those
 # create (the REST API and its invoke permissions; the alarms, their topic and the dashboard; the
 # Cognito user pool, its app clients and the trigger's permission).
@@ -41,6 +42,9 @@ for old, new in [
     ("    AllowedValues: [enabled, disabled]\n    Default: disabled", "    AllowedValues: [enabled, disabled]\n    Default: enabled"),
     ("    AllowedValues: [create, none]\n    Default: none", "    AllowedValues: [create, none]\n    Default: create"),
     ('  AlarmEmail:\n    Type: String\n    Default: ""', '  AlarmEmail:\n    Type: String\n    Default: "ops@example.com"'),
+    ('ApiDomainName: {Type: String, Default: ""', 'ApiDomainName: {Type: String, Default: "api.example.com"'),
+    ('ApiCertificateArn: {Type: String, Default: ""',
+     'ApiCertificateArn: {Type: String, Default: "arn:aws:acm:us-east-1:123456789012:certificate/example"'),
 ]:
     assert text.count(old) == 1, f"template.yaml no longer holds {old!r}"
     text = text.replace(old, new)
@@ -80,6 +84,8 @@ step "table audit: every key the suite wrote is under exactly one tenant" \
 step "each function as a Lambda process" "$ROOT/scripts/e2e.sh"
 step "the scaffold: pooltable new route in a scratch copy, built and served through watch" \
   "$ROOT/scripts/scaffold-check.sh"
+step "the documented build: sam build of one function as deployed (arm64), SAM's debug mode" \
+  sam_build_one GetProductFunction
 stop_stack  # the next two steps start their own stacks
 step "sam local: every function through SAM's runtime emulator, and start-api for two tenants" \
   "$ROOT/scripts/sam-local.sh" check

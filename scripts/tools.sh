@@ -134,6 +134,31 @@ build_bootstraps() {
   done
 }
 
+# The documented build (README, "Deploy"), as far as a machine without AWS goes: `sam build` of
+# one function exactly as template.yaml deploys it (rust-cargolambda, arm64, provided.al2023), in
+# SAM's debug mode (SAM_BUILD_MODE=debug: cargo lambda builds without --release, so the run pays a
+# debug compile for arm64, about 2 minutes, not the release build's fat-LTO links). Checks that SAM
+# wrote an arm64 bootstrap. The test command runs it; `scripts/package.sh` builds every function.
+sam_build_one() { # logical id of a function
+  ensure_sam
+  ensure_py_tools
+  rustup target list --installed | grep -q aarch64-unknown-linux-gnu \
+    || rustup target add aarch64-unknown-linux-gnu
+  local out="$ROOT/target/sam-build" machine
+  rm -rf "$out"
+  # cargo-lambda finds zig through python3, so its virtualenv comes first; the workspace's own
+  # crates need no clippy pass here (the test build lints them).
+  ( export PATH="$TOOLS/venv/bin:$PATH" SAM_BUILD_MODE=debug SAM_CLI_TELEMETRY=0
+    unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
+    cd "$ROOT" && "$SAM" build "$1" --region us-east-1 --build-dir "$out" -t template.yaml ) \
+    || die "sam build $1 failed"
+  [ -x "$out/$1/bootstrap" ] || die "sam build wrote no $out/$1/bootstrap"
+  # ELF e_machine (2 bytes at offset 18): 0xb7 is AArch64.
+  machine=$(od -An -tx1 -j18 -N2 "$out/$1/bootstrap" | tr -d ' ')
+  [ "$machine" = "b700" ] || die "$out/$1/bootstrap is not an arm64 executable (e_machine $machine)"
+  log "sam build: $out/$1/bootstrap, arm64, $(du -m "$out/$1/bootstrap" | cut -f1) MB (debug)"
+}
+
 # Prints each function's bootstrap size from target/lambda, and fails when one is missing.
 print_bootstrap_sizes() {
   local dir="${1:-$ROOT/target/lambda}" f size count=0 expected

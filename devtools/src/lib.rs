@@ -2,10 +2,9 @@
 //! `AWS::DynamoDB::Table` resource, so local tables cannot drift from what is deployed.
 
 pub mod backfill;
+pub mod cli;
 pub mod generate;
 pub mod import;
-pub mod login;
-pub mod operator_cli;
 pub mod plan;
 pub mod routes;
 pub mod scaffold;

@@ -5,7 +5,8 @@
 //! an operator, a member of `platform-admin`, has no `pooltable/admin` scope, which the HTTP API
 //! demands on every operator-only route. So, for every token Cognito issues to a user:
 //! - the access token gets the user's `custom:tenantId` (an attribute only the back end writes: no
-//!   app client of the template may write it);
+//!   app client of the template may write it), and the same value as `tenantId`, which the API's
+//!   access log names (a claim with a colon is no documented log variable);
 //! - a member of `platform-admin` gets the `pooltable/admin` scope in the access token, and anyone
 //!   else loses it: Cognito grants OAuth scopes per app client, not per user, so an app client
 //!   allowed the scope would otherwise make every user who signs in through it an operator.
@@ -17,7 +18,9 @@
 
 use serde::Deserialize;
 use serde_json::{json, Value};
-use shared::isolation::claims::{OPERATOR_GROUP, OPERATOR_SCOPE, TENANT_CLAIM};
+use shared::isolation::claims::{
+    ACCESS_LOG_TENANT_CLAIM, OPERATOR_GROUP, OPERATOR_SCOPE, TENANT_CLAIM,
+};
 
 /// What the trigger reads; every part may be absent or null (Cognito sends `null` for none).
 #[derive(Debug, Default, Deserialize)]
@@ -49,7 +52,7 @@ pub fn handle(mut event: Value) -> Value {
     if let Some(tenant) = attributes.get(TENANT_CLAIM) {
         access.insert(
             "claimsToAddOrOverride".into(),
-            json!({ TENANT_CLAIM: tenant }),
+            json!({ TENANT_CLAIM: tenant, ACCESS_LOG_TENANT_CLAIM: tenant }),
         );
     }
     let groups = request.group_configuration.unwrap_or_default();
@@ -111,7 +114,7 @@ mod tests {
         assert_eq!(
             answer["response"],
             json!({"claimsAndScopeOverrideDetails": {"accessTokenGeneration": {
-                "claimsToAddOrOverride": {"custom:tenantId": "acme"},
+                "claimsToAddOrOverride": {"custom:tenantId": "acme", "tenantId": "acme"},
                 "scopesToSuppress": ["pooltable/admin"]
             }}})
         );
@@ -135,7 +138,7 @@ mod tests {
         );
         assert_eq!(
             access(&answer)["claimsToAddOrOverride"],
-            json!({"custom:tenantId": "acme"})
+            json!({"custom:tenantId": "acme", "tenantId": "acme"})
         );
     }
 
@@ -150,7 +153,7 @@ mod tests {
         assert_eq!(access(&answer)["scopesToAdd"], json!(["pooltable/admin"]));
         assert_eq!(
             access(&answer)["claimsToAddOrOverride"],
-            json!({"custom:tenantId": "ops"})
+            json!({"custom:tenantId": "ops", "tenantId": "ops"})
         );
         // AND a token that has the scope already is neither given it twice nor stripped of it
         let e = event(

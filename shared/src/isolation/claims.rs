@@ -27,6 +27,11 @@ use serde_json::Value;
 use crate::identity::ids::TenantId;
 
 pub const TENANT_CLAIM: &str = "custom:tenantId";
+/// The same tenant again, under a name API Gateway's access log can name
+/// (`$context.authorizer.claims.tenantId`: a claim's name with a colon is not a documented log
+/// variable). Cognito's pre token generation trigger adds it beside [`TENANT_CLAIM`]; nothing
+/// authorizes on it.
+pub const ACCESS_LOG_TENANT_CLAIM: &str = "tenantId";
 pub const LAMBDA_AUTHORIZER_TENANT: &str = "tenantId";
 /// The OAuth scope that makes a caller an operator.
 pub const OPERATOR_SCOPE: &str = "pooltable/admin";

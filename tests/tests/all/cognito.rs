@@ -252,6 +252,8 @@ async fn cognito_tokens_are_accepted_or_refused_as_readme_states() {
     // platform-admin's, and took it from a tenant user whose app client granted it
     let access = |who: &str| payload(tokens[who]["access"].as_str().unwrap());
     assert_eq!(access("tenant_user")["custom:tenantId"], "acme");
+    // (and the same tenant under the name the API's access log reads)
+    assert_eq!(access("tenant_user")["tenantId"], "acme");
     assert_eq!(access("operator_by_group")["custom:tenantId"], "ops");
     assert!(access("operator_by_group")["scope"]
         .as_str()

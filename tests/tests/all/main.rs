@@ -6,6 +6,7 @@
 mod attack_matrix;
 mod capacity_quota;
 mod churn;
+mod cli_walk;
 mod cognito;
 mod consumed_capacity;
 mod control_plane;

@@ -301,13 +301,21 @@ async fn an_access_log_line_joins_its_functions_lines_by_the_correlation_id() {
         &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap(),
     )
     .unwrap();
+    // (the claim the access log names is the one Cognito's trigger adds to the tenant's token)
+    let claim = format!(
+        "$context.authorizer.claims.{}",
+        shared::isolation::claims::ACCESS_LOG_TENANT_CLAIM
+    );
     let format = template["Resources"]["HttpApi"]["Properties"]["AccessLogSettings"]["Format"]
         .as_str()
         .unwrap()
         .replace("$context.requestId", &correlation)
+        .replace(&claim, t.as_str())
         .replace("$context.status", "201");
     let access: Value = serde_json::from_str(&format).expect("the access log format is JSON");
-    // THEN the access line's requestId finds the function's lines, and through them its tenant
+    // THEN the access line names the tenant
+    assert_eq!(access["tenant"], t.as_str(), "{format}");
+    // AND its requestId finds the function's lines, which name the same tenant
     let text = logs.text();
     let joined: Vec<Value> = text
         .lines()

@@ -7,57 +7,60 @@
 //! one the template's pre token generation trigger gives the tenant and, for a `platform-admin`,
 //! the operator scope.
 
+use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 
-use crate::operator_cli::{Exit, Failure};
+use super::{Exit, Failure};
 
-/// The usage line.
-pub const USAGE: &str = "pooltable login --client-id ID --username NAME [--region R] [--token access|id]
-password: POOLTABLE_PASSWORD, else the first line of stdin; endpoint: POOLTABLE_COGNITO_ENDPOINT, else Cognito's in the region";
+/// Sign in with `USER_PASSWORD_AUTH`; the password from POOLTABLE_PASSWORD, else the first line of
+/// stdin; the endpoint from POOLTABLE_COGNITO_ENDPOINT, else Cognito's in the region.
+#[derive(Debug, Args)]
+pub struct Login {
+    /// The user pool's app client (it must allow USER_PASSWORD_AUTH).
+    #[arg(long)]
+    client_id: String,
+    #[arg(long)]
+    username: String,
+    /// The user pool's region (default: AWS_REGION).
+    #[arg(long)]
+    region: Option<String>,
+    /// Which token to print.
+    #[arg(long, value_enum, default_value_t = TokenKind::Access)]
+    token: TokenKind,
+}
 
-fn usage(message: impl Into<String>) -> Failure {
-    Failure {
-        exit: Exit::Usage,
-        message: format!("{}\nusage: {USAGE}", message.into()),
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TokenKind {
+    /// The access token: the tenant, and for a platform-admin the operator scope.
+    Access,
+    /// The ID token.
+    Id,
+}
+
+impl Login {
+    /// Signs in; the token to print.
+    pub async fn run(self) -> Result<String, Failure> {
+        sign_in(self).await
     }
 }
 
-/// Signs in; the token to print.
-pub async fn run(args: &[String]) -> Result<String, Failure> {
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        return Ok(USAGE.to_owned());
-    }
-    let mut flags = std::collections::HashMap::new();
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let name = flag
-            .strip_prefix("--")
-            .ok_or_else(|| usage(format!("unexpected argument {flag}")))?;
-        let value = it
-            .next()
-            .ok_or_else(|| usage(format!("--{name} needs a value")))?;
-        flags.insert(name.to_owned(), value.clone());
-    }
-    let flag = |name: &str| {
-        flags
-            .get(name)
-            .cloned()
-            .ok_or_else(|| usage(format!("--{name} is required")))
-    };
-    let (client_id, username) = (flag("client-id")?, flag("username")?);
-    let field = match flags.get("token").map(String::as_str) {
-        None | Some("access") => "AccessToken",
-        Some("id") => "IdToken",
-        Some(other) => return Err(usage(format!("--token is access or id, not {other}"))),
+async fn sign_in(login: Login) -> Result<String, Failure> {
+    let Login {
+        client_id,
+        username,
+        region,
+        token,
+    } = login;
+    let field = match token {
+        TokenKind::Access => "AccessToken",
+        TokenKind::Id => "IdToken",
     };
     let endpoint = match std::env::var("POOLTABLE_COGNITO_ENDPOINT") {
         Ok(endpoint) if !endpoint.is_empty() => endpoint,
         _ => {
-            let region = flags
-                .get("region")
-                .cloned()
+            let region = region
                 .or_else(|| std::env::var("AWS_REGION").ok())
-                .ok_or_else(|| usage("--region (or AWS_REGION) is required"))?;
+                .ok_or_else(|| Failure::usage("--region (or AWS_REGION) is required"))?;
             format!("https://cognito-idp.{region}.amazonaws.com/")
         }
     };
@@ -67,7 +70,7 @@ pub async fn run(args: &[String]) -> Result<String, Failure> {
             let mut line = String::new();
             std::io::stdin()
                 .read_line(&mut line)
-                .map_err(|e| usage(format!("the password on stdin: {e}")))?;
+                .map_err(|e| Failure::usage(format!("the password on stdin: {e}")))?;
             line.trim_end_matches(['\r', '\n']).to_owned()
         }
     };

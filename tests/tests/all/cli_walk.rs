@@ -1,0 +1,203 @@
+//! An operator's first day, through the CLI only: `pooltable tenants …` takes one tenant through
+//! onboarding, a tier change, a re-sharding, a move to its own table and back, an export resumed
+//! from a cursor, a restore (dry run, then for real) from a copy the export made, and an
+//! offboarding, each with `--wait`, against the local API `scripts/dev.sh` serves.
+//!
+//! Not a unit of the suite: `scripts/schemathesis.sh` runs it (`--ignored cli_walk::`) in the
+//! background of its contract passes, with `POOLTABLE_API_URL`, and the stack's admin environment
+//! (`target/stack-logs/contract/stack.env`: `TABLE_NAME` and DynamoDB Local's endpoint) for
+//! `pooltable create-table` and `pooltable import`. Under `cargo lambda watch` each operation waits
+//! out its real settle delay (about 70 s), so the walk takes about six minutes.
+
+use std::process::Command;
+
+use pooltable_client::{connect, types};
+use serde_json::{json, Value};
+
+/// What a `pooltable` command line did: its exit status, stdout and stderr.
+struct Ran {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    /// stdout as JSON (the record a tenant command answers).
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or(Value::Null)
+    }
+
+    /// Asserts the command succeeded; itself.
+    fn done(self, what: &str) -> Self {
+        assert_eq!(
+            self.code, 0,
+            "{what}: exit {}\n{}{}",
+            self.code, self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+/// Runs `pooltable <args>` as the operator (with `token`) against the local API.
+fn pooltable(args: &[&str]) -> Ran {
+    let url = std::env::var("POOLTABLE_API_URL").expect(
+        "POOLTABLE_API_URL is not set: scripts/schemathesis.sh runs this test against the local API",
+    );
+    let out = Command::new(integration::process::built_bin("debug", "pooltable"))
+        .args(args)
+        .env("POOLTABLE_API_URL", url)
+        .env(
+            "POOLTABLE_TOKEN",
+            shared::isolation::claims::dev_jwt("platform", true),
+        )
+        .output()
+        .expect("run target/debug/pooltable");
+    Ran {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[tokio::test]
+#[ignore = "run by scripts/schemathesis.sh against the local API"]
+async fn the_cli_takes_a_tenant_through_every_operation_waiting_for_each() {
+    let pool = std::env::var("TABLE_NAME")
+        .expect("TABLE_NAME is not set: scripts/schemathesis.sh sources the stack's stack.env");
+    let base = std::env::var("POOLTABLE_API_URL").expect("POOLTABLE_API_URL");
+    // GIVEN the operator's own tenant (its record must exist: exit 3 when an earlier run made it)
+    let platform = pooltable(&["tenants", "onboard", "platform"]);
+    assert!([0, 3].contains(&platform.code), "{}", platform.stderr);
+    // AND a tenant the CLI onboards, and 12 products the tenant writes
+    let t = integration::unique("walk");
+    let onboarded =
+        pooltable(&["tenants", "onboard", &t, "--tier", "basic", "--shards", "2"]).done("onboard");
+    assert_eq!(onboarded.json()["shardCount"], 2);
+    let tenant = connect(&base, &shared::isolation::claims::dev_jwt(&t, false)).unwrap();
+    let put = |id: String, name: String| {
+        let tenant = &tenant;
+        async move {
+            let body: types::ProductDocument =
+                serde_json::from_value(json!({"name": name, "price": 3})).unwrap();
+            tenant
+                .put_product()
+                .product_id(id.as_str())
+                .body(body)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("put {id}: {e:?}"));
+        }
+    };
+    for i in 0..12 {
+        put(format!("p-{i}"), format!("item {i}")).await;
+    }
+
+    // WHEN the CLI changes its tier
+    let tiered = pooltable(&["tenants", "tier", &t, "standard"]).done("tier");
+    // THEN the record says so
+    assert_eq!(tiered.json()["tier"], "standard");
+
+    // WHEN it re-shards the tenant, waiting
+    let resharded = pooltable(&["tenants", "reshard", &t, "4", "--wait"]).done("reshard");
+    // THEN it returns once the re-sharding has ended, having shown its progress on stderr
+    assert_eq!(resharded.json()["shardCount"], 4, "{}", resharded.stdout);
+    assert!(
+        resharded.json()["migration"].is_null(),
+        "{}",
+        resharded.stdout
+    );
+    assert!(
+        resharded.stderr.contains(&format!("reshard {t}: running"))
+            && resharded.stderr.contains(&format!("reshard {t}: ended")),
+        "{}",
+        resharded.stderr
+    );
+
+    // WHEN it moves the tenant to its own table, and back to the pool, waiting each time
+    let moved = pooltable(&["tenants", "move", &t, "own", "--wait"]).done("move own");
+    // THEN each returns once the move has ended
+    assert_eq!(moved.json()["placement"], "own", "{}", moved.stdout);
+    assert!(moved.json()["move"].is_null(), "{}", moved.stdout);
+    let back = pooltable(&["tenants", "move", &t, "pool", "--wait"]).done("move pool");
+    assert_eq!(back.json()["placement"], "pool", "{}", back.stdout);
+    assert!(back.json()["move"].is_null(), "{}", back.stdout);
+
+    // WHEN it exports the tenant 5 items a page, and again from the first page's cursor
+    let whole = pooltable(&["tenants", "export", &t, "--limit", "5"]).done("export");
+    let first = whole
+        .stderr
+        .lines()
+        .find(|l| l.starts_with(&format!("export {t}: page 1,")))
+        .unwrap_or_else(|| panic!("page 1's progress: {}", whole.stderr));
+    let cursor = first
+        .split("--cursor ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("page 1 names the next page's cursor: {first}"));
+    let rest = pooltable(&["tenants", "export", &t, "--limit", "5", "--cursor", cursor])
+        .done("export --cursor");
+    // THEN the resumed export is exactly what followed page 1: nothing twice, nothing missing
+    let lines: Vec<&str> = whole.stdout.lines().collect();
+    let resumed: Vec<&str> = rest.stdout.lines().collect();
+    assert!(lines.len() > 12, "every product and the record: {lines:?}");
+    assert!(!resumed.is_empty() && resumed.len() < lines.len());
+    assert_eq!(lines[lines.len() - resumed.len()..], resumed[..]);
+
+    // WHEN a restored copy of the pool is made from that export (create-table, import)
+    let copy = format!("{pool}-restore-{t}");
+    pooltable(&["create-table", &copy]).done("create-table");
+    let file = std::env::temp_dir().join(format!("{t}.ndjson"));
+    std::fs::write(&file, &whole.stdout).unwrap();
+    pooltable(&["import", "--table", &copy, file.to_str().unwrap()]).done("import");
+    // AND the tenant then loses a product and gains another
+    tenant
+        .delete_product()
+        .product_id("p-0")
+        .send()
+        .await
+        .expect("delete p-0");
+    put("p-late".into(), "written after the copy".into()).await;
+    // AND the CLI restores it from the copy: a dry run, then for real, waiting
+    let dry = pooltable(&["tenants", "restore", &t, "--from-table", &copy, "--dry-run"])
+        .done("restore --dry-run");
+    let restored =
+        pooltable(&["tenants", "restore", &t, "--from-table", &copy, "--wait"]).done("restore");
+    // THEN the dry run counted, the restore ended finished, and the tenant's products are the
+    // copy's again
+    assert!(
+        dry.stdout.contains("put") || dry.stdout.contains("delete"),
+        "{}",
+        dry.stdout
+    );
+    assert_eq!(
+        restored.json()["lastRestore"]["phase"],
+        "finished",
+        "{}",
+        restored.stdout
+    );
+    assert!(
+        tenant.get_product().product_id("p-0").send().await.is_ok(),
+        "p-0 is back"
+    );
+    assert!(
+        tenant
+            .get_product()
+            .product_id("p-late")
+            .send()
+            .await
+            .is_err(),
+        "p-late is gone"
+    );
+
+    // WHEN it offboards the tenant, waiting
+    let offboarded = pooltable(&["tenants", "offboard", &t, "--wait"]).done("offboard");
+    // THEN it returns once every item is deleted, with the report
+    assert_eq!(
+        offboarded.json()["status"],
+        "offboarded",
+        "{}",
+        offboarded.stdout
+    );
+    // AND the tenant's calls are refused from then on
+    assert!(tenant.get_product().product_id("p-1").send().await.is_err());
+    let _ = std::fs::remove_file(file);
+}
