@@ -26,8 +26,8 @@ step() { log "== $1"; shift; "$@"; }
 
 step "cargo fmt --check" cargo fmt --all --check
 # The template in both deployment modes: as written (TenantIsolation=pooled, Alarms=disabled,
-# UserPool=none, no custom domain), and with the tenant isolation mode, the alarms, the user pool and
-# a custom domain as its defaults,
+# UserPool=none, no custom domain, the AWS-owned table key), and with the tenant isolation mode, the
+# alarms, the user pool, a custom domain and a customer-managed table key as its defaults,
 # so that checkov, which resolves conditions from the defaults, also sees the resources only those
 # create (the REST API and its invoke permissions; the alarms, their topic and the dashboard; the
 # Cognito user pool, its app clients and the trigger's permission).
@@ -43,6 +43,8 @@ for old, new in [
     ("    AllowedValues: [create, none]\n    Default: none", "    AllowedValues: [create, none]\n    Default: create"),
     ('  AlarmEmail:\n    Type: String\n    Default: ""', '  AlarmEmail:\n    Type: String\n    Default: "ops@example.com"'),
     ('ApiDomainName: {Type: String, Default: ""', 'ApiDomainName: {Type: String, Default: "api.example.com"'),
+    ('TableKmsKeyArn: {Type: String, Default: ""',
+     'TableKmsKeyArn: {Type: String, Default: "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"'),
     ('ApiCertificateArn: {Type: String, Default: ""',
      'ApiCertificateArn: {Type: String, Default: "arn:aws:acm:us-east-1:123456789012:certificate/example"'),
 ]:

@@ -43,6 +43,7 @@ mod sessions;
 mod sharding;
 mod signing_keys;
 mod table_audit;
+mod table_key;
 mod throttling;
 mod transactions;
 mod usage;

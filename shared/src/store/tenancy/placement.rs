@@ -152,6 +152,20 @@ fn same_keys(a: &TableDescription, b: &TableDescription) -> bool {
     a.key_schema() == b.key_schema() && indexes(a) == indexes(b)
 }
 
+/// The pool's encryption at rest, for a table made from it (an own table, a point-in-time copy):
+/// under a customer-managed key (`TableKmsKeyArn`) the copy stays under that key, so that disabling
+/// or deleting it reaches the copies too; `None` for the AWS-owned key (the default).
+pub fn same_encryption(pool: &TableDescription) -> Option<SseSpecification> {
+    let sse = pool.sse_description()?;
+    Some(
+        SseSpecification::builder()
+            .enabled(true)
+            .set_sse_type(sse.sse_type().cloned())
+            .set_kms_master_key_id(sse.kms_master_key_arn().map(str::to_owned))
+            .build(),
+    )
+}
+
 async fn create(
     client: &Client,
     pool: &TableDescription,
@@ -186,16 +200,7 @@ async fn create(
             .build()?;
         create = create.global_secondary_indexes(index);
     }
-    if let Some(sse) = pool.sse_description() {
-        let kms = sse.kms_master_key_arn().map(str::to_owned);
-        create = create.sse_specification(
-            SseSpecification::builder()
-                .enabled(true)
-                .set_sse_type(sse.sse_type().cloned())
-                .set_kms_master_key_id(kms)
-                .build(),
-        );
-    }
+    create = create.set_sse_specification(same_encryption(pool));
     // Made meanwhile by another call: it is checked when described again.
     unless_expected(create.send().await, |e| e.is_resource_in_use_exception())?;
     Ok(())
@@ -355,5 +360,28 @@ mod tests {
         let longest = tenant(&"t".repeat(64));
         assert!(own_table_name(&"p".repeat(183), &longest).is_some());
         assert_eq!(own_table_name(&"p".repeat(184), &longest), None);
+    }
+
+    #[test]
+    fn a_table_made_from_the_pool_keeps_its_customer_managed_key() {
+        use aws_sdk_dynamodb::types::{SseDescription, SseType};
+        // GIVEN a pool under a customer-managed key, and one under the AWS-owned key
+        let key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+        let cmk = TableDescription::builder()
+            .sse_description(
+                SseDescription::builder()
+                    .sse_type(SseType::Kms)
+                    .kms_master_key_arn(key)
+                    .build(),
+            )
+            .build();
+        // WHEN a table is made from each
+        // THEN the first is made under the same key, the second with no specification (owned)
+        let spec = same_encryption(&cmk).expect("a specification");
+        assert_eq!(
+            (spec.enabled(), spec.sse_type(), spec.kms_master_key_id()),
+            (Some(true), Some(&SseType::Kms), Some(key))
+        );
+        assert!(same_encryption(&TableDescription::builder().build()).is_none());
     }
 }

@@ -13,6 +13,7 @@ use aws_smithy_types::DateTime;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{CATALOG, CATALOG_INDEX, PK};
 use crate::store::client::error::{unless_expected, StoreError};
+use crate::store::tenancy::placement::same_encryption;
 
 /// The infix of every table a restore reads: IAM lets the restoring functions read, create and
 /// delete only tables named `<pool table>-restore-*`.
@@ -146,6 +147,15 @@ pub async fn start(
         )
         .build()
         .map_err(StoreError::from)?;
+    // The copy under the pool's own key: a restore left to its default would be under the
+    // AWS-owned key, out of reach of a customer-managed key's revocation.
+    let pool = client
+        .describe_table()
+        .table_name(pool_table)
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    let encryption = pool.table().and_then(same_encryption);
     let out = client
         .restore_table_to_point_in_time()
         .source_table_name(pool_table)
@@ -153,6 +163,7 @@ pub async fn start(
         .restore_date_time(time)
         .global_secondary_index_override(catalog)
         .billing_mode_override(BillingMode::PayPerRequest)
+        .set_sse_specification_override(encryption)
         .send()
         .await;
     match out {
