@@ -1,6 +1,6 @@
 //! A small IAM policy evaluator: exactly the features pooltable's policies use (Allow and Deny
 //! statements, Action and Resource matching with `*` and `?`, the `StringLike`, `StringEquals`,
-//! `ForAllValues:StringLike`, `ForAllValues:StringEquals` and `Null` conditions, the condition keys
+//! `StringNotEquals`, `ForAllValues:StringLike`, `ForAllValues:StringEquals` and `Null` conditions, the condition keys
 //! `dynamodb:LeadingKeys`, `aws:PrincipalTag/*`, `aws:RequestTag/*` and `aws:TagKeys`, and the policy
 //! variable `${aws:PrincipalTag/*}` in condition values). It is the oracle of the isolation property
 //! test, so it is written from IAM's documented semantics, not from the guard's code. `Principal` is
@@ -138,6 +138,11 @@ fn conditions_hold(conditions: &Value, req: &AuthzRequest) -> bool {
                     .and_then(|a| a.first())
                     .is_some_and(|a| patterns.iter().any(|p| glob(p, a))),
                 "StringEquals" => actual
+                    .and_then(|a| a.first())
+                    .is_some_and(|a| patterns.iter().any(|p| p == a)),
+                // Negated: true when the key is absent, or present and equal to none of them
+                // (IAM: a negated operator on a missing key matches).
+                "StringNotEquals" => !actual
                     .and_then(|a| a.first())
                     .is_some_and(|a| patterns.iter().any(|p| p == a)),
                 // "true": the key is absent; "false": it is present.

@@ -579,6 +579,7 @@ impl Harness {
             max_in_flight: shared::store::client::scoped::DEFAULT_MAX_IN_FLIGHT,
             read_cache_ms: 0,
             list_cache: None,
+            platform_access: Default::default(),
         };
         let sts = aws_sdk_sts::Client::from_conf(
             aws_sdk_sts::config::Builder::from(&sdk)
@@ -595,6 +596,7 @@ impl Harness {
             shared::isolation::credentials::CredentialSettings {
                 role_arn: ROLE_ARN.into(),
                 operator_role_arn: Some(OPERATOR_ROLE_ARN.into()),
+                platform_access: settings.platform_access,
                 table: shared::isolation::policy::TableLocation::from_role_arn(
                     ROLE_ARN,
                     "us-east-1",

@@ -17,10 +17,11 @@ pub struct Arns<'a> {
 }
 
 /// The function roles the tenant-access role's trust policy may name, by logical id.
-pub const FUNCTION_ROLES: [&str; 6] = [
+pub const FUNCTION_ROLES: [&str; 7] = [
     "FunctionExecutionRole",
     "OnboardingFunctionRole",
     "PlatformFunctionRole",
+    "UsageReaderFunctionRole",
     "ImportProducerRole",
     "ImportConsumerRole",
     "ControlPlaneFunctionRole",
@@ -33,6 +34,7 @@ pub fn role_arn(arns: &Arns, logical: &str) -> Option<String> {
         "FunctionExecutionRole" => "-functions",
         "OnboardingFunctionRole" => "-onboarding",
         "PlatformFunctionRole" => "-platform-functions",
+        "UsageReaderFunctionRole" => "-usage-reader",
         "ImportProducerRole" => "-import-producer",
         "ImportConsumerRole" => "-import-consumer",
         "ControlPlaneFunctionRole" => "-control-plane",

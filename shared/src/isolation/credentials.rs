@@ -13,7 +13,8 @@ use thiserror::Error;
 use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
 use crate::isolation::policy::{
-    scoped_session_policy, PolicyError, Scope, TableLocation, TenantTables, TENANT_TAG_KEY,
+    platform_session_policy, scoped_session_policy, PlatformAccess, PolicyError, Scope,
+    TableLocation, TenantTables, PLATFORM_ACCESS_TAG_KEY, TENANT_TAG_KEY,
 };
 
 /// Refresh credentials this long before they expire, so no request runs on nearly-expired ones.
@@ -44,6 +45,9 @@ pub struct CredentialSettings {
     pub table: TableLocation,
     /// 900 to 3,600 seconds.
     pub duration_seconds: i32,
+    /// What this function's sessions of the platform's partition may do (its role's trust demands
+    /// the matching session tag): every other tenant's sessions are not affected.
+    pub platform_access: PlatformAccess,
 }
 
 #[derive(Debug)]
@@ -205,18 +209,36 @@ pub fn assume_role_request(
         (Scope::Operator, Some(operator_role)) => operator_role,
         _ => &settings.role_arn,
     };
-    Ok(sts
+    let narrowed = (tenant.as_str() == TenantId::PLATFORM)
+        .then(|| settings.platform_access.tag())
+        .flatten();
+    let (policy, narrowed) = match narrowed {
+        Some(value) => (
+            platform_session_policy(&settings.table, settings.platform_access)?,
+            Some(
+                aws_sdk_sts::types::Tag::builder()
+                    .key(PLATFORM_ACCESS_TAG_KEY)
+                    .value(value)
+                    .build()
+                    .map_err(|e| CredentialsError::StsRefused(format!("session tag: {e}")))?,
+            ),
+        ),
+        None => (
+            scoped_session_policy(tenant, &settings.table, tables, scope)?,
+            None,
+        ),
+    };
+    let mut request = sts
         .assume_role()
         .role_arn(role_arn)
         .role_session_name(role_session_name(tenant))
-        .policy(scoped_session_policy(
-            tenant,
-            &settings.table,
-            tables,
-            scope,
-        )?)
+        .policy(policy)
         .tags(tag)
-        .duration_seconds(settings.duration_seconds))
+        .duration_seconds(settings.duration_seconds);
+    if let Some(narrowed) = narrowed {
+        request = request.tags(narrowed);
+    }
+    Ok(request)
 }
 
 /// AWS error codes that mean "try again later": throttling, and the services' own 5xx. STS and
@@ -262,6 +284,7 @@ mod tests {
     fn settings() -> CredentialSettings {
         let role_arn = "arn:aws:iam::123456789012:role/pooltable-test-tenant-access";
         CredentialSettings {
+            platform_access: PlatformAccess::All,
             role_arn: role_arn.into(),
             operator_role_arn: Some(
                 "arn:aws:iam::123456789012:role/pooltable-test-tenant-operator".into(),
@@ -301,6 +324,92 @@ mod tests {
             input.get_role_arn().as_deref(),
             Some(settings().role_arn.as_str())
         );
+    }
+
+    #[test]
+    fn a_narrowed_function_tags_its_platform_sessions_and_sends_their_narrowed_policy_only() {
+        let pooled = TenantTables::pooled("pooltable-test");
+        let item_actions = crate::isolation::policy::TENANT_ACTIONS.to_vec();
+        let usage = (vec!["dynamodb:UpdateItem"], "TENANT#_platform#USAGE#*");
+        for (access, tag, statements) in [
+            (PlatformAccess::Usage, "usage", vec![usage.clone()]),
+            (
+                PlatformAccess::Read,
+                "read",
+                vec![
+                    (
+                        vec![
+                            "dynamodb:GetItem",
+                            "dynamodb:Query",
+                            "dynamodb:ConditionCheckItem",
+                        ],
+                        "TENANT#_platform#*",
+                    ),
+                    usage.clone(),
+                ],
+            ),
+            (
+                PlatformAccess::ImportsDue,
+                "imports-due",
+                vec![
+                    (item_actions.clone(), "TENANT#_platform#IMPORTS_DUE#*"),
+                    usage.clone(),
+                ],
+            ),
+        ] {
+            // GIVEN a function whose platform sessions are narrowed to `access`
+            let settings = CredentialSettings {
+                platform_access: access,
+                ..settings()
+            };
+            // WHEN it asks for a session of the platform's partition
+            let request = assume_role_request(
+                &sts(),
+                &settings,
+                &TenantId::platform(),
+                &pooled,
+                Scope::Tenant,
+            )
+            .unwrap();
+            let input = request.as_input();
+            // THEN the session carries the PlatformAccess tag beside its TenantId, and a policy of
+            // only those actions on only those keys
+            let tags: Vec<(&str, &str)> = input
+                .get_tags()
+                .as_deref()
+                .unwrap()
+                .iter()
+                .map(|t| (t.key(), t.value()))
+                .collect();
+            assert_eq!(
+                tags,
+                [("TenantId", "_platform"), ("PlatformAccess", tag)],
+                "{access:?}"
+            );
+            let policy: serde_json::Value =
+                serde_json::from_str(input.get_policy().as_deref().unwrap()).unwrap();
+            let sent: Vec<(serde_json::Value, serde_json::Value)> = policy["Statement"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| {
+                    (
+                        s["Action"].clone(),
+                        s["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"].clone(),
+                    )
+                })
+                .collect();
+            let expected: Vec<(serde_json::Value, serde_json::Value)> = statements
+                .iter()
+                .map(|(actions, keys)| (serde_json::json!(actions), serde_json::json!([keys])))
+                .collect();
+            assert_eq!(sent, expected, "{access:?}");
+            // AND a tenant's session from the same function is not narrowed
+            let tenant = TenantId::parse("acme-1").unwrap();
+            let request =
+                assume_role_request(&sts(), &settings, &tenant, &pooled, Scope::Tenant).unwrap();
+            assert_eq!(request.as_input().get_tags().as_deref().unwrap().len(), 1);
+        }
     }
 
     #[test]

@@ -278,11 +278,12 @@ fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_o
         .iter()
         .map(|s| serde_yaml::to_string(&s["Principal"]).unwrap())
         .collect();
-    // One Allow (the functions, with a well-formed TenantId tag), the Deny refusing malformed tags
-    // and the Deny keeping the platform's partition from the roles that need it not.
-    assert_eq!(principals.len(), 3);
+    // One Allow (the functions, with a well-formed TenantId tag), the Deny refusing malformed tags,
+    // and the three Denies narrowing the platform's partition per function role
+    // (`only_the_functions_that_need_the_platform_partition_can_reach_it`).
+    assert_eq!(principals.len(), 5);
     assert!(
-        principals
+        principals[..2]
             .iter()
             .all(|p| p.contains("FunctionExecutionRole")),
         "{principals:?}"
@@ -299,44 +300,71 @@ fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_o
 }
 
 /// The modules of functions/ that name the platform's partition, each with the binaries that run
-/// it. A new one fails [`only_the_functions_that_need_the_platform_partition_can_reach_it`] until
-/// it is listed here, and its functions are on a role the tenant-access role admits for it.
-const PLATFORM_MODULES: [(&str, &[&str]); 8] = [
-    ("control_plane", &["control-plane-events"]),
-    ("create_import", &["create-import"]),
-    ("drive_lifecycle", &["drive-lifecycle"]),
-    ("move_tenant", &["update-tenant", "drive-lifecycle"]),
-    ("offboard_tenant", &["offboard-tenant", "drive-lifecycle"]),
-    ("reshard_tenant", &["update-tenant", "drive-lifecycle"]),
-    ("restore_tenant", &["restore-tenant", "drive-lifecycle"]),
-    ("get_tenant_usage", &["get-tenant-usage"]),
+/// it and the access to the partition they need (`PLATFORM_SESSION_ACCESS`: `all` for the functions
+/// that act as the platform). A new one fails
+/// [`only_the_functions_that_need_the_platform_partition_can_reach_it`] until it is listed here, and
+/// its functions are on a role the tenant-access role admits for that access.
+const PLATFORM_MODULES: [(&str, &[&str], &str); 8] = [
+    ("control_plane", &["control-plane-events"], "all"),
+    ("create_import", &["create-import"], "imports-due"),
+    ("drive_lifecycle", &["drive-lifecycle"], "all"),
+    ("move_tenant", &["update-tenant", "drive-lifecycle"], "all"),
+    (
+        "offboard_tenant",
+        &["offboard-tenant", "drive-lifecycle"],
+        "all",
+    ),
+    (
+        "reshard_tenant",
+        &["update-tenant", "drive-lifecycle"],
+        "all",
+    ),
+    (
+        "restore_tenant",
+        &["restore-tenant", "drive-lifecycle"],
+        "all",
+    ),
+    ("get_tenant_usage", &["get-tenant-usage"], "read"),
 ];
 
-/// Issue 40, item 10: IAM as narrow as the code.
+/// Issue 40, item 10, and issue 56, item 3: IAM as narrow as the code, the platform's partition
+/// narrowed per function.
 #[test]
 fn only_the_functions_that_need_the_platform_partition_can_reach_it() {
     // GIVEN template.yaml's tenant-access role and its trust policy, as IAM applies it to each
-    // function role (only the statements that name it), and the function each binary runs as
+    // function role (only the statements that name it), and the function each binary runs as, with
+    // the access to the platform's partition it asks for (its PLATFORM_SESSION_ACCESS, else the
+    // Globals' default)
     let t = template();
     let arns = integration::template::Arns {
         table: "arn:aws:dynamodb:us-east-1:123456789012:table/pooltable-dev",
         functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
     };
-    let assumes = |role: &str, tenant: &str| {
+    let assumes = |role: &str, tenant: &str, access: &str| {
         let trust = integration::template::tenant_role_trust_policy_for(&arns, role);
+        let mut request_tags: BTreeMap<String, String> =
+            [("TenantId".to_string(), tenant.to_string())].into();
+        if access != "all" {
+            request_tags.insert("PlatformAccess".into(), access.into());
+        }
         ["sts:AssumeRole", "sts:TagSession"].iter().all(|action| {
             integration::iam::is_allowed(
                 &trust,
                 &integration::iam::AuthzRequest {
                     action: (*action).into(),
                     resource: "arn:aws:iam::123456789012:role/pooltable-dev-tenant-access".into(),
-                    request_tags: [("TenantId".to_string(), tenant.to_string())].into(),
+                    request_tags: request_tags.clone(),
                     ..Default::default()
                 },
             )
         })
     };
-    let role_of_bin: BTreeMap<String, String> = t["Resources"]
+    let default_access = t["Globals"]["Function"]["Environment"]["Variables"]
+        ["PLATFORM_SESSION_ACCESS"]
+        .as_str()
+        .expect("the Globals' PLATFORM_SESSION_ACCESS")
+        .to_owned();
+    let functions: BTreeMap<String, (String, String)> = t["Resources"]
         .as_mapping()
         .unwrap()
         .values()
@@ -348,28 +376,49 @@ fn only_the_functions_that_need_the_platform_partition_can_reach_it() {
                 .trim()
                 .trim_start_matches("!GetAtt ")
                 .trim_end_matches(".Arn");
-            (bin.to_owned(), role.to_owned())
+            let access = r["Properties"]["Environment"]["Variables"]["PLATFORM_SESSION_ACCESS"]
+                .as_str()
+                .unwrap_or(&default_access);
+            (bin.to_owned(), (role.to_owned(), access.to_owned()))
         })
         .collect();
-    // WHEN each function role asks for a session tagged with the platform's id, or a tenant's
-    let platform_roles: BTreeSet<&str> = integration::template::FUNCTION_ROLES
-        .into_iter()
-        .filter(|role| assumes(role, "_platform"))
-        .collect();
-    // THEN every role reaches a tenant, and only the platform functions' role and the import
-    // producer's reach the platform's partition (offboarding reports, the driver's and imports' lists)
+    // WHEN each function role asks for a session of a tenant, or of the platform's partition with
+    // each PlatformAccess tag (`all`: none, the whole partition)
+    let accesses = ["all", "usage", "read", "imports-due"];
+    let admitted = |role: &str| -> Vec<&str> {
+        accesses
+            .into_iter()
+            .filter(|access| assumes(role, "_platform", access))
+            .collect()
+    };
+    // THEN every role reaches a tenant; the roles of the functions that act as the platform reach
+    // its whole partition, and every other role exactly one narrowed access to it
     for role in integration::template::FUNCTION_ROLES {
-        assert!(assumes(role, "acme"), "{role}");
+        assert!(assumes(role, "acme", "all"), "{role}");
     }
-    assert_eq!(
-        platform_roles,
-        BTreeSet::from([
-            "PlatformFunctionRole",
-            "ImportProducerRole",
-            "ControlPlaneFunctionRole"
-        ])
-    );
-    // AND the functions on those roles are exactly those whose code names the partition
+    let expected: BTreeMap<&str, Vec<&str>> = BTreeMap::from([
+        ("PlatformFunctionRole", accesses.to_vec()),
+        ("ControlPlaneFunctionRole", accesses.to_vec()),
+        ("UsageReaderFunctionRole", vec!["read"]),
+        ("ImportProducerRole", vec!["imports-due"]),
+        ("FunctionExecutionRole", vec!["usage"]),
+        ("OnboardingFunctionRole", vec!["usage"]),
+        ("ImportConsumerRole", vec!["usage"]),
+    ]);
+    for role in integration::template::FUNCTION_ROLES {
+        assert_eq!(admitted(role), expected[role], "{role}");
+    }
+    // AND every function asks for an access its role admits (a mismatch fails every AssumeRole)
+    for (bin, (role, access)) in &functions {
+        if let Some(admits) = expected.get(role.as_str()) {
+            assert!(
+                admits.contains(&access.as_str()),
+                "{bin} asks for {access}, its role {role} admits {admits:?}"
+            );
+        }
+    }
+    // AND the modules that name the partition are exactly those listed, and each of their
+    // functions asks for the access listed; no other function asks for the whole partition
     let mut found = BTreeSet::new();
     for crate_dir in std::fs::read_dir(root().join("functions")).unwrap() {
         for f in std::fs::read_dir(crate_dir.unwrap().path().join("src")).unwrap() {
@@ -382,21 +431,27 @@ fn only_the_functions_that_need_the_platform_partition_can_reach_it() {
     }
     let listed: BTreeSet<String> = PLATFORM_MODULES
         .iter()
-        .map(|(m, _)| m.to_string())
+        .map(|(m, ..)| m.to_string())
         .collect();
     assert_eq!(found, listed, "modules naming the platform's partition");
-    let needing: BTreeSet<String> = PLATFORM_MODULES
+    for (module, bins, access) in PLATFORM_MODULES {
+        for bin in bins {
+            assert_eq!(functions[*bin].1, access, "{module}: {bin}");
+        }
+    }
+    let whole: BTreeSet<&str> = PLATFORM_MODULES
         .iter()
-        .flat_map(|(_, bins)| bins.iter().map(|b| b.to_string()))
+        .filter(|(.., access)| *access == "all")
+        .flat_map(|(_, bins, _)| bins.iter().copied())
         .collect();
-    let reaching: BTreeSet<String> = role_of_bin
+    let asking_whole: BTreeSet<&str> = functions
         .iter()
-        .filter(|(_, role)| platform_roles.contains(role.as_str()))
-        .map(|(bin, _)| bin.clone())
+        .filter(|(_, (_, access))| access == "all")
+        .map(|(bin, _)| bin.as_str())
         .collect();
     assert_eq!(
-        reaching, needing,
-        "functions that can reach the platform's partition"
+        asking_whole, whole,
+        "functions that ask for the whole platform partition"
     );
     // AND the tenant-access role allows no batch operation (no code path sends one)
     let tenant_role = serde_yaml::to_string(&t["Resources"]["TenantAccessRole"]).unwrap();

@@ -234,6 +234,7 @@ async fn iam_alone_refuses_every_cross_tenant_request_in_both_placements_and_a_m
             let settings = CredentialSettings {
                 role_arn: role_arn(caller.id.as_str()),
                 operator_role_arn: None,
+                platform_access: Default::default(),
                 table: TableLocation::from_role_arn(&role_arn(caller.id.as_str()), REGION, POOL)
                     .unwrap(),
                 duration_seconds: 900,

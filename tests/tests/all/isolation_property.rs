@@ -505,8 +505,9 @@ proptest! {
 #[test]
 fn the_role_policy_is_bound_to_the_tag_with_the_null_guard_and_no_scan_or_partiql() {
     let statements = role_policy()["Statement"].as_array().unwrap();
-    // (its other statement, the record's refusal, is record_writes.rs's)
-    assert_eq!(statements.len(), 2);
+    // (its other statements: the record's refusal, record_writes.rs's; the narrowed sessions of
+    // the platform's partition, platform_sessions.rs's)
+    assert_eq!(statements.len(), 5);
     let st = &statements[0];
     assert_eq!(st["Effect"], "Allow");
     assert_eq!(statements[1]["Sid"], "NoTenantRecordWrites");
@@ -522,6 +523,11 @@ fn the_role_policy_is_bound_to_the_tag_with_the_null_guard_and_no_scan_or_partiq
     assert_eq!(
         st["Condition"]["Null"]["aws:PrincipalTag/TenantId"],
         "false"
+    );
+    // (a session narrowed by PlatformAccess has none of it)
+    assert_eq!(
+        st["Condition"]["Null"]["aws:PrincipalTag/PlatformAccess"],
+        "true"
     );
     let actions: Vec<String> = serde_json::from_value(st["Action"].clone()).unwrap();
     assert_eq!(actions, shared::isolation::policy::TENANT_ACTIONS.to_vec());

@@ -32,6 +32,7 @@ mod moving;
 mod offboarding;
 mod page_size;
 mod placement;
+mod platform_sessions;
 mod quota_fail_open;
 mod quotas;
 mod read_cache;

@@ -9,6 +9,12 @@ pub fn usage_counter_pk(tenant: &TenantId, shard: u32) -> String {
     USAGE.key(tenant, shard)
 }
 
+/// `TENANT#t#USAGE#`: what every partition of `tenant`'s usage counters starts with (the keys
+/// every function may write in the platform's partition: the platform's account of pulls).
+pub fn usage_counter_pk_prefix(tenant: &TenantId) -> String {
+    USAGE.prefix(tenant)
+}
+
 /// `TENANT#t#USAGE#<YYYY-MM-DD>#<route>#<shard>`: a route's counter of one day, on one shard.
 pub fn usage_counter_sk(tenant: &TenantId, date: &str, route: &str, shard: u32) -> String {
     USAGE.key(tenant, format_args!("{date}#{route}#{shard}"))

@@ -56,6 +56,12 @@ pub fn import_due_pk(tenant: &TenantId, import: &EntityId) -> String {
     import_due_shard_pk(shard_for(&format!("{tenant}#{import}"), IMPORT_DUE_SHARDS))
 }
 
+/// `TENANT#_platform#IMPORTS_DUE#`: what every partition of the imports' deadline list starts with
+/// (the only keys of the platform's partition `create-import` may reach).
+pub fn import_due_pk_prefix() -> String {
+    platform_prefix(spaces::IMPORTS_DUE)
+}
+
 /// Partition `shard` of the imports' deadline list.
 pub fn import_due_shard_pk(shard: u32) -> String {
     format!("{}{shard}", platform_prefix(spaces::IMPORTS_DUE))

@@ -69,6 +69,10 @@ pub struct Settings {
     /// `premium,custom`): the list-page cache's staleness bound and the tiers it serves
     /// ([`crate::store::client::pages`]).
     pub list_cache: Option<ListCacheSettings>,
+    /// `PLATFORM_SESSION_ACCESS` (`all`, `read` or `imports-due`; default `all`): what this
+    /// function's sessions of the platform's partition may do; the template sets it on the
+    /// functions whose roles the tenant-access role's trust narrows.
+    pub platform_access: crate::isolation::policy::PlatformAccess,
 }
 
 /// The list-page cache's settings.
@@ -191,6 +195,13 @@ impl Settings {
             ));
         }
         let table_name = env_var("TABLE_NAME")?;
+        let access = std::env::var("PLATFORM_SESSION_ACCESS").unwrap_or_default();
+        let platform_access = crate::isolation::policy::PlatformAccess::parse(&access).ok_or(
+            ConfigError::Invalid(
+                "PLATFORM_SESSION_ACCESS",
+                format!("{access:?} is not all, read or imports-due"),
+            ),
+        )?;
         let tenant_role_arn = env_var("TENANT_ROLE_ARN")?;
         let tenant_operator_role_arn = std::env::var("TENANT_OPERATOR_ROLE_ARN")
             .ok()
@@ -225,6 +236,7 @@ impl Settings {
             table_name,
             tenant_role_arn,
             tenant_operator_role_arn,
+            platform_access,
             session_ttl_seconds,
             credentials_seconds,
             auth: if dev_auth {

@@ -116,6 +116,7 @@ impl App {
             CredentialSettings {
                 role_arn: settings.tenant_role_arn.clone(),
                 operator_role_arn: settings.tenant_operator_role_arn.clone(),
+                platform_access: settings.platform_access,
                 table,
                 duration_seconds: settings.credentials_seconds,
             },
