@@ -113,6 +113,7 @@ fn production_app_with_budget(
         table_name: table.to_owned(),
         tenant_role_arn: ROLE_ARN.into(),
         tenant_operator_role_arn: Some(integration::OPERATOR_ROLE_ARN.into()),
+        platform_access: Default::default(),
         session_ttl_seconds: 3600,
         credentials_seconds: 900,
         auth: AuthMode::Authorizer,

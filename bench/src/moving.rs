@@ -59,7 +59,9 @@ pub async fn move_figure(h: &Harness, app: &App, report: &mut Report) {
     // known to the serving container at once.
     let t = TenantId::parse(&tenant).unwrap();
     let own = own_table_name(app.tenants.table_name(), &t).unwrap();
-    create_own_table(&app.tenants.table_manager(), &h.table, &own, &t)
+    let operator = app.db_to_change(&t).await.expect("the operator's client");
+    let manager = operator.own_table_manager().expect("its table manager");
+    create_own_table(&app.tenants.table_manager(), manager, &h.table, &own, &t)
         .await
         .expect("the own table");
     let db = app.db_for_operator(&t).await.expect("the tenant's client");

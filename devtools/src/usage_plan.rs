@@ -66,6 +66,7 @@ pub async fn read_from_table(
             pages: None,
             walk_sizes: None,
             puller: None,
+            own_table_manager: None,
         };
         let days = shared::store::quota::usage::read(&db, from, to)
             .await

@@ -1,7 +1,8 @@
 //! A small IAM policy evaluator: exactly the features pooltable's policies use (Allow and Deny
 //! statements, Action and Resource matching with `*` and `?`, the `StringLike`, `StringEquals`,
 //! `StringNotEquals`, `ForAllValues:StringLike`, `ForAllValues:StringEquals` and `Null` conditions, the condition keys
-//! `dynamodb:LeadingKeys`, `aws:PrincipalTag/*`, `aws:RequestTag/*` and `aws:TagKeys`, and the policy
+//! `dynamodb:LeadingKeys`, `aws:PrincipalTag/*`, `aws:RequestTag/*`, `aws:ResourceTag/*` and
+//! `aws:TagKeys`, and the policy
 //! variable `${aws:PrincipalTag/*}` in condition values). It is the oracle of the isolation property
 //! test, so it is written from IAM's documented semantics, not from the guard's code. `Principal` is
 //! not evaluated: every request is taken to come from the principal a statement names.
@@ -19,8 +20,11 @@ pub struct AuthzRequest {
     pub leading_keys: Option<Vec<String>>,
     /// The session's tags (`aws:PrincipalTag/<key>`, and the `${aws:PrincipalTag/<key>}` variable).
     pub principal_tags: BTreeMap<String, String>,
-    /// The tags an STS request passes (`aws:RequestTag/<key>`; their keys are `aws:TagKeys`).
+    /// The tags an STS request passes (`aws:RequestTag/<key>`; their keys are `aws:TagKeys`), or a
+    /// CreateTable's.
     pub request_tags: BTreeMap<String, String>,
+    /// The tags of the resource acted on (`aws:ResourceTag/<key>`: an own table's `tenant`).
+    pub resource_tags: BTreeMap<String, String>,
 }
 
 /// IAM's `*` (any run, including empty) and `?` (exactly one character) matching.
@@ -72,6 +76,9 @@ fn key_values(req: &AuthzRequest, key: &str) -> Option<Vec<String>> {
     }
     if let Some(tag) = key.strip_prefix("aws:RequestTag/") {
         return req.request_tags.get(tag).map(|v| vec![v.clone()]);
+    }
+    if let Some(tag) = key.strip_prefix("aws:ResourceTag/") {
+        return req.resource_tags.get(tag).map(|v| vec![v.clone()]);
     }
     panic!("the evaluator does not model condition key {key}")
 }

@@ -156,7 +156,15 @@ async fn start(
                     "This tenant's id is too long for an own table beside this pool's name.".into(),
                 )
             })?;
-            create_own_table(&app.tenants.table_manager(), pool, &own, &db.tenant).await?;
+            let manager = db.own_table_manager()?;
+            create_own_table(
+                &app.tenants.table_manager(),
+                manager,
+                pool,
+                &own,
+                &db.tenant,
+            )
+            .await?;
             own
         }
         Placement::Pool => pool.to_owned(),
@@ -211,7 +219,7 @@ pub async fn advance(
             None if state.position.is_some() => checkpoint(db, &state, None, 0).await?,
             None => {
                 if let (Some(own), false) = (&own_source, source_gone) {
-                    delete_own_table(&tables, own).await?;
+                    delete_own_table(&tables, db.own_table_manager()?, own).await?;
                 }
                 finish(db, &state).await?
             }

@@ -142,7 +142,7 @@ pub async fn advance(
         };
         if page.items.is_empty() {
             if let Some(own) = &own_table {
-                delete_own_table(&tables, own).await?;
+                delete_own_table(&tables, db.own_table_manager()?, own).await?;
             }
             let platform_db = app.db_for_operator(&TenantId::platform()).await?;
             let view =

@@ -150,7 +150,11 @@ async fn own_table(app: &App, tenant: &TenantId) -> Result<String, ApiError> {
         Some(record) if record.own_table.as_deref() == Some(name.as_str()) => Ok(name),
         Some(_) => Err(ApiError::Conflict("This tenant already exists.".into())),
         None => {
-            create_own_table(&app.tenants.table_manager(), pool, &name, tenant).await?;
+            // Changed on an operator path's session of the tenant (whose record is not made yet),
+            // which IAM lets change only a table tagged for that tenant.
+            let operator = app.db_placed(tenant, &app.tenants.pooled()).await?;
+            let manager = operator.own_table_manager()?;
+            create_own_table(&app.tenants.table_manager(), manager, pool, &name, tenant).await?;
             Ok(name)
         }
     }

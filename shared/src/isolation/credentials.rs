@@ -330,7 +330,13 @@ mod tests {
     fn a_narrowed_function_tags_its_platform_sessions_and_sends_their_narrowed_policy_only() {
         let pooled = TenantTables::pooled("pooltable-test");
         let item_actions = crate::isolation::policy::TENANT_ACTIONS.to_vec();
-        let usage = (vec!["dynamodb:UpdateItem"], "TENANT#_platform#USAGE#*");
+        // (the patterns, written with the key builders: `TENANT#_platform#USAGE#*`, …)
+        let pattern = |prefix: String| format!("{prefix}*");
+        let platform = TenantId::platform();
+        let usage = (
+            vec!["dynamodb:UpdateItem"],
+            pattern(crate::identity::keys::usage_counter_pk_prefix(&platform)),
+        );
         for (access, tag, statements) in [
             (PlatformAccess::Usage, "usage", vec![usage.clone()]),
             (
@@ -343,7 +349,7 @@ mod tests {
                             "dynamodb:Query",
                             "dynamodb:ConditionCheckItem",
                         ],
-                        "TENANT#_platform#*",
+                        pattern(crate::identity::keys::tenant_prefix(&platform)),
                     ),
                     usage.clone(),
                 ],
@@ -352,7 +358,10 @@ mod tests {
                 PlatformAccess::ImportsDue,
                 "imports-due",
                 vec![
-                    (item_actions.clone(), "TENANT#_platform#IMPORTS_DUE#*"),
+                    (
+                        item_actions.clone(),
+                        pattern(crate::identity::keys::import_due_pk_prefix()),
+                    ),
                     usage.clone(),
                 ],
             ),

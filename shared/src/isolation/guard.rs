@@ -462,7 +462,7 @@ pub fn is_guard_violation(err: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 mod tables;
-pub use tables::check_tables;
+pub use tables::{check_own_table, check_tables, OwnTableGuard};
 
 #[cfg(test)]
 mod tests;

@@ -195,16 +195,21 @@ fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_o
                 "{role}: {r:?}"
             );
         }
-        // AND only onboarding's and the platform functions' (offboarding) read the pool's definition
-        // and make, change and delete own tables, `<pool>-tenant-*`, and no other table
+        // AND only onboarding's, the platform functions' and the control plane's read the pool's
+        // definition, and make (with its `tenant` tag), describe and tag own tables,
+        // `<pool>-tenant-*`, and no other table
         let own = format!("{table}-tenant-acme");
+        let tagged = |mut r: integration::iam::AuthzRequest| {
+            r.request_tags = [("tenant".to_string(), "acme".to_string())].into();
+            r
+        };
         let own_tables = [
             request("DescribeContinuousBackups", table, None),
             request("DescribeTimeToLive", table, None),
-            request("CreateTable", &own, None),
-            request("UpdateTable", &own, None),
-            request("DeleteTable", &own, None),
-            request("UpdateTimeToLive", &own, None),
+            tagged(request("CreateTable", &own, None)),
+            request("DescribeTable", &own, None),
+            request("TagResource", &own, None),
+            request("ListTagsOfResource", &own, None),
         ];
         for r in own_tables {
             assert_eq!(
@@ -215,6 +220,17 @@ fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_o
                 ),
                 "{role}: {r:?}"
             );
+        }
+        // AND no function role makes one without its tenant tag, nor changes or deletes one: that is
+        // the tenant-operator role's, bound to the tag (own_table_management.rs)
+        for r in [
+            request("CreateTable", &own, None),
+            request("UpdateTable", &own, None),
+            request("DeleteTable", &own, None),
+            request("UpdateTimeToLive", &own, None),
+            request("UpdateContinuousBackups", &own, None),
+        ] {
+            assert!(!allowed(r.clone()), "{role}: {r:?}");
         }
         assert!(!allowed(request("CreateTable", table, None)), "{role}");
         assert!(

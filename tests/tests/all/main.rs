@@ -30,6 +30,7 @@ mod lost_success;
 mod metrics;
 mod moving;
 mod offboarding;
+mod own_table_management;
 mod page_size;
 mod placement;
 mod platform_sessions;

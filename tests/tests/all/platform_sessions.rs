@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use integration::iam::{is_allowed, AuthzRequest};
 use integration::template::{tenant_role_policy, Arns};
 use serde_json::Value;
+use shared::identity::keys::raw_key;
 use shared::isolation::policy::{platform_session_policy, PlatformAccess, TableLocation};
 
 const TABLE: &str = "arn:aws:dynamodb:us-east-1:123456789012:table/pooltable-dev";
@@ -40,11 +41,18 @@ fn request(action: &str, pk: &str, tags: &[(&str, &str)]) -> AuthzRequest {
 /// Whether an access allows `action` on partition key `pk`.
 type Allows = fn(&str, &str) -> bool;
 
-const REPORT: &str = "TENANT#_platform#OFFBOARDED#acme";
-const DRIVE: &str = "TENANT#_platform#DRIVE";
-const DUE: &str = "TENANT#_platform#IMPORTS_DUE#3";
-const USAGE: &str = "TENANT#_platform#USAGE#5";
-const CONTROL: &str = "TENANT#_platform#CONTROL";
+/// The platform's keys the sessions are judged on: an offboarding report, the driver's list, an
+/// import deadline partition, a usage counter partition, the control plane's requests.
+fn keys() -> [String; 5] {
+    [
+        "OFFBOARDED#acme",
+        "DRIVE",
+        "IMPORTS_DUE#3",
+        "USAGE#5",
+        "CONTROL",
+    ]
+    .map(|rest| raw_key("_platform", rest))
+}
 
 #[test]
 fn each_narrowed_platform_session_reaches_exactly_its_keys_in_both_layers() {
@@ -55,27 +63,28 @@ fn each_narrowed_platform_session_reaches_exactly_its_keys_in_both_layers() {
     });
     let reads = ["GetItem", "Query", "ConditionCheckItem"];
     let writes = ["PutItem", "UpdateItem", "DeleteItem"];
-    let every_key = [REPORT, DRIVE, DUE, USAGE, CONTROL];
+    let every_key = keys();
+    let usage = &every_key[3];
     let cases: [(PlatformAccess, &str, Allows); 3] = [
         // the usage counters only, and only added to
         (PlatformAccess::Usage, "usage", |action, pk| {
-            action == "UpdateItem" && pk == USAGE
+            action == "UpdateItem" && pk.contains("#USAGE#")
         }),
         // reads of every key, and the usage counters
         (PlatformAccess::Read, "read", |action, pk| {
             ["GetItem", "Query", "ConditionCheckItem"].contains(&action)
-                || (action == "UpdateItem" && pk == USAGE)
+                || (action == "UpdateItem" && pk.contains("#USAGE#"))
         }),
         // the imports' deadline list, and the usage counters
         (PlatformAccess::ImportsDue, "imports-due", |action, pk| {
-            pk == DUE || (action == "UpdateItem" && pk == USAGE)
+            pk.contains("#IMPORTS_DUE#") || (action == "UpdateItem" && pk.contains("#USAGE#"))
         }),
     ];
     for (access, tag, allowed) in cases {
         let session: Value =
             serde_json::from_str(&platform_session_policy(&location(), access).unwrap()).unwrap();
         let tags = [("TenantId", "_platform"), ("PlatformAccess", tag)];
-        for pk in every_key {
+        for pk in &every_key {
             for action in reads.iter().chain(&writes) {
                 // WHEN the session sends the action on the key
                 let r = request(action, pk, &tags);
@@ -99,7 +108,7 @@ fn each_narrowed_platform_session_reaches_exactly_its_keys_in_both_layers() {
     // AND a session of the whole partition (no PlatformAccess: the functions that act as the
     // platform) reaches every key of it
     let whole = [("TenantId", "_platform")];
-    for pk in every_key {
+    for pk in &every_key {
         for action in reads.iter().chain(&writes) {
             assert!(
                 is_allowed(&role, &request(action, pk, &whole)),
@@ -113,10 +122,13 @@ fn each_narrowed_platform_session_reaches_exactly_its_keys_in_both_layers() {
         let tags = [("TenantId", "acme"), ("PlatformAccess", tag)];
         for action in reads.iter().chain(&writes) {
             assert!(
-                !is_allowed(&role, &request(action, "TENANT#acme#PRODUCT#p-1", &tags)),
+                !is_allowed(
+                    &role,
+                    &request(action, &raw_key("acme", "PRODUCT#p-1"), &tags)
+                ),
                 "{tag}: {action}"
             );
-            assert!(!is_allowed(&role, &request(action, USAGE, &tags)), "{tag}");
+            assert!(!is_allowed(&role, &request(action, usage, &tags)), "{tag}");
         }
     }
 }

@@ -9,6 +9,10 @@ use aws_sdk_dynamodb::operation::{
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_smithy_runtime_api::client::interceptors::context::Input;
 
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept};
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef;
+
 use super::{GuardViolation, Item};
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{tenant_record_key, PK, SK};
@@ -93,3 +97,56 @@ pub fn check_tables(
     }
     Ok(())
 }
+
+/// The guard of an operator session's table manager (`TenantDb::own_table_manager`): only
+/// [`crate::isolation::policy::OWN_TABLE_ACTIONS`], and only on the tenant's own table.
+#[derive(Debug, Clone)]
+pub struct OwnTableGuard {
+    tenant: TenantId,
+    table: String,
+}
+
+impl OwnTableGuard {
+    pub fn new(tenant: TenantId, table: String) -> Self {
+        Self { tenant, table }
+    }
+}
+
+/// The rule of [`OwnTableGuard`] for one SDK operation input: the table a table-management
+/// operation names must be `own`.
+pub fn check_own_table(tenant: &TenantId, own: &str, input: &Input) -> Result<(), GuardViolation> {
+    use aws_sdk_dynamodb::operation::{
+        delete_table::DeleteTableInput, update_continuous_backups::UpdateContinuousBackupsInput,
+        update_table::UpdateTableInput, update_time_to_live::UpdateTimeToLiveInput,
+    };
+    let named = if let Some(i) = input.downcast_ref::<UpdateTableInput>() {
+        i.table_name()
+    } else if let Some(i) = input.downcast_ref::<DeleteTableInput>() {
+        i.table_name()
+    } else if let Some(i) = input.downcast_ref::<UpdateTimeToLiveInput>() {
+        i.table_name()
+    } else if let Some(i) = input.downcast_ref::<UpdateContinuousBackupsInput>() {
+        i.table_name()
+    } else {
+        return Err(GuardViolation {
+            tenant: tenant.to_string(),
+            operation: "own table management",
+            reason: "only UpdateTable, DeleteTable, UpdateTimeToLive and UpdateContinuousBackups"
+                .into(),
+        });
+    };
+    match named == Some(own) {
+        true => Ok(()),
+        false => Err(GuardViolation {
+            tenant: tenant.to_string(),
+            operation: "own table management",
+            reason: format!("only the tenant's own table {own}, not {named:?}"),
+        }),
+    }
+}
+
+guard_interceptor!(OwnTableGuard, |guard, input| check_own_table(
+    &guard.tenant,
+    &guard.table,
+    input
+));

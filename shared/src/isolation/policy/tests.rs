@@ -160,10 +160,17 @@ fn an_operators_session_may_write_the_record_and_a_tenants_may_not() {
     // WHEN both scopes' policies are built
     let tenants = session_policy_for(&tenant, &table(), &tables).unwrap();
     let operators = scoped_session_policy(&tenant, &table(), &tables, Scope::Operator).unwrap();
-    // THEN they differ only by the tenant's refusal of record writes
+    // THEN they differ only by the tenant's refusal of record writes, and the operator's changes
+    // and deletion of the tenant's own table (that one table, no item key)
     let deny = record_deny!().replace("<record>", &tenant_record_key(&tenant));
-    assert_eq!(tenants.replace(&deny, ""), operators);
+    let own_table = concat!(
+        r#",{"Sid":"OwnTableManagement","Effect":"Allow","Action":["dynamodb:UpdateTable","#,
+        r#""dynamodb:DeleteTable","dynamodb:UpdateTimeToLive","dynamodb:UpdateContinuousBackups"],"#,
+        r#""Resource":["arn:aws:dynamodb:eu-west-1:123456789012:table/pooltable-dev-tenant-acme"]}"#
+    );
+    assert_eq!(tenants.replace(&deny, ""), operators.replace(own_table, ""));
     assert!(tenants.contains(&deny) && !operators.contains("Deny"));
+    assert!(operators.contains(own_table) && !tenants.contains("OwnTableManagement"));
 }
 
 #[test]

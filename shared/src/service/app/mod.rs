@@ -330,6 +330,7 @@ impl App {
             pages: None,
             walk_sizes: None,
             puller: None,
+            own_table_manager: None,
         };
         crate::store::lifecycle::offboarding::ever_offboarded(&reports, tenant)
             .await

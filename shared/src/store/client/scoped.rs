@@ -15,8 +15,8 @@ use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{tenant_record_key, ItemKey};
 use crate::isolation::credentials::{CredentialSettings, TenantCredentials};
-use crate::isolation::guard::{RecordReadGuard, SourceReadGuard, TenantKeyGuard};
-use crate::isolation::policy::{Moving, Scope, TenantTables};
+use crate::isolation::guard::{OwnTableGuard, RecordReadGuard, SourceReadGuard, TenantKeyGuard};
+use crate::isolation::policy::{own_table_name, Moving, Scope, TenantTables};
 use crate::store::client::error::StoreError;
 use crate::store::client::meter::RequestMetering;
 use crate::store::client::pages::{PageCache, PageCacheInvalidation};
@@ -49,6 +49,10 @@ pub struct TenantDb {
     pub walk_sizes: Option<Arc<WalkSizes>>,
     /// While a move runs: the pull under this client's requests ([`crate::store::client::pull`]).
     pub puller: Option<Arc<Puller>>,
+    /// An operator path's session only: a client of the same credentials that may change and delete
+    /// the tenant's own table and nothing else ([`OwnTableGuard`]; IAM: the tenant-operator role,
+    /// only when the table's `tenant` tag is this tenant).
+    pub own_table_manager: Option<aws_sdk_dynamodb::Client>,
 }
 
 /// A TenantDb method starting a request on one item: its table and key set, the rest the caller's.
@@ -66,6 +70,17 @@ impl TenantDb {
     /// A Query on this tenant's table; the key condition is still to set.
     pub fn query(&self) -> QueryFluentBuilder {
         self.client.query().table_name(&*self.table)
+    }
+
+    /// The client that changes and deletes this tenant's own table: an operator path's session's
+    /// ([`TenantDb::own_table_manager`]); a tenant route's session has none.
+    pub fn own_table_manager(&self) -> Result<&aws_sdk_dynamodb::Client, StoreError> {
+        self.own_table_manager.as_ref().ok_or_else(|| {
+            StoreError::Internal(format!(
+                "an own table of {} is managed on an operator path's session only",
+                self.tenant
+            ))
+        })
     }
 
     /// This client addressing the table of the tenant's record (the pool) as its table: for a
@@ -219,6 +234,7 @@ impl TenantClients {
             pages: None,
             walk_sizes: None,
             puller: None,
+            own_table_manager: None,
         }
     }
 
@@ -298,7 +314,7 @@ impl TenantClients {
                 let mut config = self
                     .dynamodb
                     .to_builder()
-                    .credentials_provider(credentials)
+                    .credentials_provider(credentials.clone())
                     .interceptor(TenantKeyGuard::placed(
                         tenant.clone(),
                         tables.clone(),
@@ -313,6 +329,17 @@ impl TenantClients {
                 if let Some(moving) = &tables.moving {
                     (config, puller) = self.pulling(config, tenant, tables, moving);
                 }
+                let own_table_manager = match scope {
+                    Scope::Operator => own_table_name(&self.table_name, tenant).map(|own| {
+                        self.client(
+                            self.dynamodb
+                                .to_builder()
+                                .credentials_provider(credentials.clone())
+                                .interceptor(OwnTableGuard::new(tenant.clone(), own)),
+                        )
+                    }),
+                    Scope::Tenant => None,
+                };
                 TenantDb {
                     client: self.client(config),
                     tenant: tenant.clone(),
@@ -322,6 +349,7 @@ impl TenantClients {
                     pages: None,
                     walk_sizes: Some(self.walk_sizes.clone()),
                     puller,
+                    own_table_manager,
                 }
             })
             .await?;

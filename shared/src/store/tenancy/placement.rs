@@ -21,24 +21,19 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 
 use crate::identity::ids::TenantId;
+pub use crate::isolation::policy::{own_table_name, OWN_TABLE_INFIX};
+
+/// The tag an own table names its tenant by; IAM lets an operator session change or delete the
+/// table only when it names that session's tenant (template.yaml, `TenantOperatorRole`).
+pub const TENANT_TAG: &str = "tenant";
 use crate::isolation::policy::{Moving, TenantTables};
 use crate::store::client::error::{unless_expected, StoreError};
 use crate::store::client::scoped::TenantClients;
 use crate::store::tenancy::tenants::TenantRecord;
 
-/// The infix of every own table: `<pool><OWN_TABLE_INFIX><tenant id>`.
-pub const OWN_TABLE_INFIX: &str = "-tenant-";
-
 /// How long a call waits for a new own table to be ACTIVE before answering 503 (the table is
 /// kept, and a retry finds it): well inside the functions' 10-second timeout.
 pub const ACTIVE_WAIT: Duration = Duration::from_secs(6);
-
-/// The own table of `tenant` beside `pool`; `None` when the name would be over DynamoDB's 255
-/// characters (a pool name over 183 characters leaves no room for every tenant id).
-pub fn own_table_name(pool: &str, tenant: &TenantId) -> Option<String> {
-    let name = format!("{pool}{OWN_TABLE_INFIX}{tenant}");
-    (name.len() <= 255).then_some(name)
-}
 
 /// The tables of the tenant `record` describes at `now` (epoch seconds): the pool when it has no
 /// own table, or no record. While a move runs, writes use the source until `writesMoveAt` (the
@@ -68,12 +63,16 @@ pub fn tables_of(clients: &TenantClients, record: Option<&TenantRecord>, now: u6
     })
 }
 
-/// Creates `tenant`'s own table `name` with the pool's definition, or takes the one that is there
-/// when its keys and indexes are the pool's (an operator made it), and waits for it to be ACTIVE
-/// (up to [`ACTIVE_WAIT`]: then 503, and a retry waits again). `client` is on the function's own
-/// credentials ([`TenantClients::table_manager`]).
+/// Creates `tenant`'s own table `name` with the pool's definition and its `tenant` tag, or takes
+/// the one that is there when its keys and indexes are the pool's (an operator made it: tagged for
+/// the tenant here, refused when tagged for another), and waits for it to be ACTIVE (up to
+/// [`ACTIVE_WAIT`]: then 503, and a retry waits again), then gives it the pool's time to live and
+/// point-in-time recovery. `client` makes and describes it, on the function's own credentials
+/// ([`TenantClients::table_manager`]); `manager` changes it, on the tenant's operator session
+/// ([`TenantDb::own_table_manager`]), which IAM lets change only a table tagged for its tenant.
 pub async fn create_own_table(
     client: &Client,
+    manager: &Client,
     pool: &str,
     name: &str,
     tenant: &TenantId,
@@ -90,12 +89,67 @@ pub async fn create_own_table(
                      or make it so."
                 )));
             }
+            tag_for(client, &existing, name, tenant).await?;
         }
         None => create(client, &pool_table, name, tenant).await?,
     }
     wait_active(client, name).await?;
-    copy_time_to_live(client, pool, name).await?;
-    copy_point_in_time_recovery(client, pool, name).await
+    copy_time_to_live(client, manager, pool, name).await?;
+    copy_point_in_time_recovery(client, manager, pool, name).await
+}
+
+/// The `tenant` tag IAM lets an operator session change or delete an own table by: an existing
+/// table an operator made gets it; one tagged for another tenant is refused.
+async fn tag_for(
+    client: &Client,
+    table: &TableDescription,
+    name: &str,
+    tenant: &TenantId,
+) -> Result<(), StoreError> {
+    let Some(arn) = table.table_arn() else {
+        return Ok(());
+    };
+    // DynamoDB Local has no tagging: there, a table is taken untagged.
+    let tags = match client
+        .list_tags_of_resource()
+        .resource_arn(arn)
+        .send()
+        .await
+    {
+        Ok(out) => out.tags.unwrap_or_default(),
+        Err(e) if unknown_operation(&e) => return Ok(()),
+        Err(e) => return Err(StoreError::from_sdk(e)),
+    };
+    let Some(tag) = tag_to_add(&tags, name, tenant)? else {
+        return Ok(());
+    };
+    client
+        .tag_resource()
+        .resource_arn(arn)
+        .tags(tag)
+        .send()
+        .await
+        .map_err(StoreError::from_sdk)?;
+    Ok(())
+}
+
+/// Whether an existing table of `tags` can be `tenant`'s own table `name`, and the tag it still
+/// needs: none when it names the tenant already; refused when it names another.
+fn tag_to_add(tags: &[Tag], name: &str, tenant: &TenantId) -> Result<Option<Tag>, StoreError> {
+    match tags.iter().find(|t| t.key() == TENANT_TAG) {
+        Some(tag) if tag.value() == tenant.as_str() => Ok(None),
+        Some(tag) => Err(StoreError::Unfit(format!(
+            "The table {name} exists and is tagged for tenant {}: a tenant's own table is its \
+             own. Delete it, or tag it for this tenant.",
+            tag.value()
+        ))),
+        None => Ok(Some(
+            Tag::builder()
+                .key(TENANT_TAG)
+                .value(tenant.as_str())
+                .build()?,
+        )),
+    }
 }
 
 async fn describe(client: &Client, table: &str) -> Result<Option<TableDescription>, StoreError> {
@@ -182,7 +236,7 @@ async fn create(
         .deletion_protection_enabled(pool.deletion_protection_enabled().unwrap_or(false))
         .tags(
             Tag::builder()
-                .key("tenant")
+                .key(TENANT_TAG)
                 .value(tenant.as_str())
                 .build()?,
         );
@@ -224,7 +278,12 @@ async fn wait_active(client: &Client, name: &str) -> Result<(), StoreError> {
     }
 }
 
-async fn copy_time_to_live(client: &Client, pool: &str, name: &str) -> Result<(), StoreError> {
+async fn copy_time_to_live(
+    client: &Client,
+    manager: &Client,
+    pool: &str,
+    name: &str,
+) -> Result<(), StoreError> {
     let Some(attribute) = time_to_live(client, pool)
         .await?
         .and_then(|d| d.attribute_name)
@@ -237,7 +296,7 @@ async fn copy_time_to_live(client: &Client, pool: &str, name: &str) -> Result<()
     let enabled = TimeToLiveSpecification::builder()
         .enabled(true)
         .attribute_name(attribute);
-    client
+    manager
         .update_time_to_live()
         .table_name(name)
         .time_to_live_specification(enabled.build()?)
@@ -258,6 +317,7 @@ fn unknown_operation<E: aws_sdk_dynamodb::error::ProvideErrorMetadata, R>(
 
 async fn copy_point_in_time_recovery(
     client: &Client,
+    manager: &Client,
     pool: &str,
     name: &str,
 ) -> Result<(), StoreError> {
@@ -282,7 +342,7 @@ async fn copy_point_in_time_recovery(
     let spec = PointInTimeRecoverySpecification::builder()
         .point_in_time_recovery_enabled(true)
         .build()?;
-    match client
+    match manager
         .update_continuous_backups()
         .table_name(name)
         .point_in_time_recovery_specification(spec)
@@ -310,13 +370,18 @@ pub async fn table_exists(client: &Client, name: &str) -> Result<bool, StoreErro
 }
 
 /// Deletes `tenant`'s own table `name`: deletion protection off first, then the table. Gone
-/// already is done.
-pub async fn delete_own_table(client: &Client, name: &str) -> Result<(), StoreError> {
+/// already is done. `client` describes it (the function's own credentials); `manager` changes and
+/// deletes it (the tenant's operator session: [`create_own_table`]).
+pub async fn delete_own_table(
+    client: &Client,
+    manager: &Client,
+    name: &str,
+) -> Result<(), StoreError> {
     let Some(table) = describe(client, name).await? else {
         return Ok(());
     };
     if table.deletion_protection_enabled() == Some(true) {
-        client
+        manager
             .update_table()
             .table_name(name)
             .deletion_protection_enabled(false)
@@ -325,7 +390,7 @@ pub async fn delete_own_table(client: &Client, name: &str) -> Result<(), StoreEr
             .map_err(StoreError::from_sdk)?;
         wait_active(client, name).await?;
     }
-    delete_table(client, name).await
+    delete_table(manager, name).await
 }
 
 /// Table `name`'s time to live, when it is enabled.
@@ -360,6 +425,25 @@ mod tests {
         let longest = tenant(&"t".repeat(64));
         assert!(own_table_name(&"p".repeat(183), &longest).is_some());
         assert_eq!(own_table_name(&"p".repeat(184), &longest), None);
+    }
+
+    #[test]
+    fn a_table_an_operator_made_is_taken_with_its_tenants_tag_never_from_another_tenant() {
+        let acme = acme();
+        let tag = |value: &str| Tag::builder().key(TENANT_TAG).value(value).build().unwrap();
+        // GIVEN an existing table untagged, tagged for acme, tagged for another tenant
+        // WHEN acme takes it as its own table
+        // THEN the first is tagged for acme, the second taken as it is, the third refused (409)
+        let added = tag_to_add(&[], "p-tenant-acme", &acme).unwrap().unwrap();
+        assert_eq!((added.key(), added.value()), ("tenant", "acme"));
+        assert!(tag_to_add(&[tag("acme")], "p-tenant-acme", &acme)
+            .unwrap()
+            .is_none());
+        let refused = tag_to_add(&[tag("globex")], "p-tenant-acme", &acme).unwrap_err();
+        assert!(
+            matches!(&refused, StoreError::Unfit(why) if why.contains("globex")),
+            "{refused}"
+        );
     }
 
     #[test]
