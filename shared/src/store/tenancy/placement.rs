@@ -302,8 +302,46 @@ async fn copy_time_to_live(
         .time_to_live_specification(enabled.build()?)
         .send()
         .await
-        .map_err(StoreError::from_sdk)?;
+        .map_err(|e| refused_by_tag(e, name, Change::JustMade))?;
     Ok(())
+}
+
+/// An operator session's change of own table `name` that IAM refused: the table's `tenant` tag is
+/// not (yet) its tenant. Just after the table is made that is the tag not yet in force (tags reach
+/// authorization eventually): 503, and a retry goes on; later it is an operator's table tagged for
+/// another tenant: 409 naming it. Any other error is classified as usual.
+fn refused_by_tag<E, R>(
+    e: aws_sdk_dynamodb::error::SdkError<E, R>,
+    name: &str,
+    change: Change,
+) -> StoreError
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let denied = e
+        .as_service_error()
+        .and_then(|s| s.code())
+        .is_some_and(|c| c == "AccessDeniedException");
+    match (denied, change) {
+        (true, Change::JustMade) => StoreError::Unavailable(format!(
+            "the tenant's table {name} is made, and its tenant tag is not yet in force; retry"
+        )),
+        (true, Change::Deletion) => StoreError::Unfit(format!(
+            "The table {name} cannot be deleted on its tenant's operator session: IAM allows that \
+             only while its `tenant` tag names this tenant. Tag it so, then retry."
+        )),
+        (false, _) => StoreError::from_sdk(e),
+    }
+}
+
+/// Which change of an own table an operator session makes ([`refused_by_tag`]).
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    /// Time to live and point-in-time recovery, right after the table is made or taken.
+    JustMade,
+    /// Deletion protection lifted, then the table deleted.
+    Deletion,
 }
 
 /// Whether an SDK error is a server's "no such operation" (DynamoDB Local has no backups).
@@ -360,7 +398,7 @@ async fn copy_point_in_time_recovery(
                 "the tenant's table {name} is not yet ready for point-in-time recovery"
             )))
         }
-        Err(e) => Err(StoreError::from_sdk(e)),
+        Err(e) => Err(refused_by_tag(e, name, Change::JustMade)),
     }
 }
 
@@ -387,10 +425,20 @@ pub async fn delete_own_table(
             .deletion_protection_enabled(false)
             .send()
             .await
-            .map_err(StoreError::from_sdk)?;
+            .map_err(|e| refused_by_tag(e, name, Change::Deletion))?;
         wait_active(client, name).await?;
     }
-    delete_table(manager, name).await
+    let out = manager.delete_table().table_name(name).send().await;
+    match out {
+        Ok(_) => Ok(()),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_not_found_exception()) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(refused_by_tag(e, name, Change::Deletion)),
+    }
 }
 
 /// Table `name`'s time to live, when it is enabled.
@@ -411,61 +459,4 @@ pub async fn delete_table(client: &Client, name: &str) -> Result<(), StoreError>
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::identity::fixtures::{acme, tenant};
-
-    #[test]
-    fn an_own_table_is_named_under_the_pool_and_never_over_255_characters() {
-        let acme = acme();
-        assert_eq!(
-            own_table_name("pooltable-dev", &acme).as_deref(),
-            Some("pooltable-dev-tenant-acme")
-        );
-        let longest = tenant(&"t".repeat(64));
-        assert!(own_table_name(&"p".repeat(183), &longest).is_some());
-        assert_eq!(own_table_name(&"p".repeat(184), &longest), None);
-    }
-
-    #[test]
-    fn a_table_an_operator_made_is_taken_with_its_tenants_tag_never_from_another_tenant() {
-        let acme = acme();
-        let tag = |value: &str| Tag::builder().key(TENANT_TAG).value(value).build().unwrap();
-        // GIVEN an existing table untagged, tagged for acme, tagged for another tenant
-        // WHEN acme takes it as its own table
-        // THEN the first is tagged for acme, the second taken as it is, the third refused (409)
-        let added = tag_to_add(&[], "p-tenant-acme", &acme).unwrap().unwrap();
-        assert_eq!((added.key(), added.value()), ("tenant", "acme"));
-        assert!(tag_to_add(&[tag("acme")], "p-tenant-acme", &acme)
-            .unwrap()
-            .is_none());
-        let refused = tag_to_add(&[tag("globex")], "p-tenant-acme", &acme).unwrap_err();
-        assert!(
-            matches!(&refused, StoreError::Unfit(why) if why.contains("globex")),
-            "{refused}"
-        );
-    }
-
-    #[test]
-    fn a_table_made_from_the_pool_keeps_its_customer_managed_key() {
-        use aws_sdk_dynamodb::types::{SseDescription, SseType};
-        // GIVEN a pool under a customer-managed key, and one under the AWS-owned key
-        let key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
-        let cmk = TableDescription::builder()
-            .sse_description(
-                SseDescription::builder()
-                    .sse_type(SseType::Kms)
-                    .kms_master_key_arn(key)
-                    .build(),
-            )
-            .build();
-        // WHEN a table is made from each
-        // THEN the first is made under the same key, the second with no specification (owned)
-        let spec = same_encryption(&cmk).expect("a specification");
-        assert_eq!(
-            (spec.enabled(), spec.sse_type(), spec.kms_master_key_id()),
-            (Some(true), Some(&SseType::Kms), Some(key))
-        );
-        assert!(same_encryption(&TableDescription::builder().build()).is_none());
-    }
-}
+mod tests;

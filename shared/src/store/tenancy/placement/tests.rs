@@ -1,0 +1,56 @@
+use super::*;
+use crate::identity::fixtures::{acme, tenant};
+
+#[test]
+fn an_own_table_is_named_under_the_pool_and_never_over_255_characters() {
+    let acme = acme();
+    assert_eq!(
+        own_table_name("pooltable-dev", &acme).as_deref(),
+        Some("pooltable-dev-tenant-acme")
+    );
+    let longest = tenant(&"t".repeat(64));
+    assert!(own_table_name(&"p".repeat(183), &longest).is_some());
+    assert_eq!(own_table_name(&"p".repeat(184), &longest), None);
+}
+
+#[test]
+fn a_table_an_operator_made_is_taken_with_its_tenants_tag_never_from_another_tenant() {
+    let acme = acme();
+    let tag = |value: &str| Tag::builder().key(TENANT_TAG).value(value).build().unwrap();
+    // GIVEN an existing table untagged, tagged for acme, tagged for another tenant
+    // WHEN acme takes it as its own table
+    // THEN the first is tagged for acme, the second taken as it is, the third refused (409)
+    let added = tag_to_add(&[], "p-tenant-acme", &acme).unwrap().unwrap();
+    assert_eq!((added.key(), added.value()), ("tenant", "acme"));
+    assert!(tag_to_add(&[tag("acme")], "p-tenant-acme", &acme)
+        .unwrap()
+        .is_none());
+    let refused = tag_to_add(&[tag("globex")], "p-tenant-acme", &acme).unwrap_err();
+    assert!(
+        matches!(&refused, StoreError::Unfit(why) if why.contains("globex")),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_table_made_from_the_pool_keeps_its_customer_managed_key() {
+    use aws_sdk_dynamodb::types::{SseDescription, SseType};
+    // GIVEN a pool under a customer-managed key, and one under the AWS-owned key
+    let key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+    let cmk = TableDescription::builder()
+        .sse_description(
+            SseDescription::builder()
+                .sse_type(SseType::Kms)
+                .kms_master_key_arn(key)
+                .build(),
+        )
+        .build();
+    // WHEN a table is made from each
+    // THEN the first is made under the same key, the second with no specification (owned)
+    let spec = same_encryption(&cmk).expect("a specification");
+    assert_eq!(
+        (spec.enabled(), spec.sse_type(), spec.kms_master_key_id()),
+        (Some(true), Some(&SseType::Kms), Some(key))
+    );
+    assert!(same_encryption(&TableDescription::builder().build()).is_none());
+}
