@@ -23,5 +23,6 @@ engine_pid=$!
 trap 'kill $engine_pid 2>/dev/null || true' EXIT
 wait_for "fakecloud" "http://127.0.0.1:$port/" 60
 export FAKECLOUD_ENDPOINT="http://127.0.0.1:$port"
-cargo test --workspace --test all -- --ignored iam_engine:: --nocapture
-log "IAM alone refused every cross-tenant request of the matrix (fakecloud $FAKECLOUD_VERSION, strict)"
+# One at a time: both tests make the pool in the same fakecloud.
+cargo test --workspace --test all -- --ignored iam_engine:: --nocapture --test-threads 1
+log "IAM alone refused every cross-tenant request of the matrix, and held each narrowed session of the platform's partition to its keys (fakecloud $FAKECLOUD_VERSION, strict)"

@@ -22,7 +22,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use shared::identity::ids::TenantId;
 use shared::identity::keys::{raw_key, tenant_record_key, GSI1, PK, SK};
 use shared::isolation::credentials::{assume_role_request, CredentialSettings};
-use shared::isolation::policy::{Moving, Scope, TableLocation, TenantTables};
+use shared::isolation::policy::{Moving, PlatformAccess, Scope, TableLocation, TenantTables};
 
 const ACCOUNT: &str = "123456789012";
 const REGION: &str = "us-east-1";
@@ -301,4 +301,123 @@ async fn iam_alone_refuses_every_cross_tenant_request_in_both_placements_and_a_m
     // AND the matrix held both answers: IAM allowed the tenants' own requests and refused the rest
     println!("fakecloud (strict IAM): {allowed_count} requests allowed, {refused_count} refused, each as expected");
     assert!(allowed_count > 0 && refused_count > allowed_count);
+}
+
+/// Whether a narrowed session of the platform's partition may send `op` at `pk` (issue 56: the
+/// same rule as `platform_sessions.rs`).
+fn platform_access_allows(access: PlatformAccess, op: Op, pk: &str) -> bool {
+    let usage = pk.contains("#USAGE#");
+    match access {
+        PlatformAccess::All => true,
+        PlatformAccess::Usage => usage && op == Op::Update,
+        PlatformAccess::Read => matches!(op, Op::Get | Op::Query) || (usage && op == Op::Update),
+        PlatformAccess::ImportsDue => pk.contains("#IMPORTS_DUE#") || (usage && op == Op::Update),
+    }
+}
+
+#[tokio::test]
+#[ignore = "runs against fakecloud in strict IAM mode: scripts/iam-engine.sh"]
+async fn iam_alone_holds_each_narrowed_platform_session_to_its_keys() {
+    // GIVEN the pool, and for each narrowed access a role tagged with the platform's id and that
+    // access, holding the template's tenant-access role policy (fakecloud reads principal tags
+    // from the role, not the session)
+    let admin = admin();
+    let ddb = aws_sdk_dynamodb::Client::new(&admin);
+    let iam = aws_sdk_iam::Client::new(&admin);
+    let sts = aws_sdk_sts::Client::new(&admin);
+    let def = devtools::table_from_template(&devtools::default_template_path())
+        .unwrap()
+        .without_stream();
+    // (made by the cross-tenant matrix when it ran first in this fakecloud)
+    let _ = devtools::create_table(&ddb, POOL, &def).await;
+    let arns = integration::template::Arns {
+        table: &format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{POOL}"),
+        functions_role: &format!("arn:aws:iam::{ACCOUNT}:role/pooltable-engine-functions"),
+    };
+    let role_policy = integration::template::tenant_role_policy(&arns).to_string();
+    let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"AWS": format!("arn:aws:iam::{ACCOUNT}:root")}, "Action": ["sts:AssumeRole", "sts:TagSession"]}]})
+    .to_string();
+    let platform = TenantId::platform();
+    let keys = ["OFFBOARDED#acme", "DRIVE", "IMPORTS_DUE#3", "USAGE#5"]
+        .map(|rest| raw_key(platform.as_str(), rest));
+    let (mut allowed_count, mut refused_count) = (0usize, 0usize);
+    for access in [
+        PlatformAccess::Usage,
+        PlatformAccess::Read,
+        PlatformAccess::ImportsDue,
+    ] {
+        let tag = access.tag().unwrap();
+        let name = format!("pooltable-engine-platform-{tag}");
+        let tags = [("TenantId", platform.as_str()), ("PlatformAccess", tag)].map(|(k, v)| {
+            aws_sdk_iam::types::Tag::builder()
+                .key(k)
+                .value(v)
+                .build()
+                .unwrap()
+        });
+        iam.create_role()
+            .role_name(&name)
+            .assume_role_policy_document(&trust)
+            .set_tags(Some(tags.to_vec()))
+            .send()
+            .await
+            .expect("CreateRole");
+        iam.put_role_policy()
+            .role_name(&name)
+            .policy_name("tenant-items")
+            .policy_document(&role_policy)
+            .send()
+            .await
+            .expect("PutRolePolicy");
+        let role = format!("arn:aws:iam::{ACCOUNT}:role/{name}");
+        for scoped in [true, false] {
+            // WHEN a session of the platform's partition narrowed to `access` is taken, with the
+            // function's narrowed session policy (or, the second time, none: the role alone)
+            let settings = CredentialSettings {
+                role_arn: role.clone(),
+                operator_role_arn: None,
+                platform_access: access,
+                table: TableLocation::from_role_arn(&role, REGION, POOL).unwrap(),
+                duration_seconds: 900,
+            };
+            let pooled = TenantTables::pooled(POOL);
+            let mut request =
+                assume_role_request(&sts, &settings, &platform, &pooled, Scope::Tenant).unwrap();
+            if !scoped {
+                request = request.set_policy(None);
+            }
+            let out = request.send().await.expect("AssumeRole");
+            let c = out.credentials().unwrap();
+            let client = aws_sdk_dynamodb::Client::new(&sdk_config(
+                c.access_key_id(),
+                c.secret_access_key(),
+                Some(c.session_token().to_owned()),
+            ));
+            // THEN each operation at each of the platform's keys is allowed exactly as the access
+            // says: an offboarding report is never written by the usage reader or the import
+            // producer
+            for pk in &keys {
+                for op in [Op::Get, Op::Put, Op::Update, Op::Delete, Op::Query] {
+                    let allowed = iam_allows(&client, op, POOL, pk).await;
+                    match allowed {
+                        true => allowed_count += 1,
+                        false => refused_count += 1,
+                    }
+                    assert_eq!(
+                        allowed,
+                        platform_access_allows(access, op, pk),
+                        "{tag} ({}) {op:?} {pk}",
+                        if scoped {
+                            "session policy"
+                        } else {
+                            "role alone"
+                        }
+                    );
+                }
+            }
+        }
+    }
+    println!("fakecloud (strict IAM), the platform's narrowed sessions: {allowed_count} requests allowed, {refused_count} refused, each as expected");
+    assert!(allowed_count > 0 && refused_count > 0);
 }
