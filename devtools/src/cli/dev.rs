@@ -19,9 +19,10 @@ pub enum New {
         method: String,
         /// The route's path (`/widgets/{widgetId}`).
         path: String,
-        /// The declared entity kind the route reads or writes.
+        /// The declared entity kind the route reads or writes (required: left out, the error
+        /// lists the kinds the scaffold writes).
         #[arg(long)]
-        entity: String,
+        entity: Option<String>,
         /// Only operators may call it.
         #[arg(long)]
         operator: bool,
@@ -99,7 +100,10 @@ pub fn new(new: New) -> Result<String, Failure> {
         operator,
         krate,
     } = new;
-    let mut args = vec![bin, method, path, "--entity".into(), entity];
+    let mut args = vec![bin, method, path];
+    if let Some(entity) = entity {
+        args.extend(["--entity".into(), entity]);
+    }
     if operator {
         args.push("--operator".into());
     }
