@@ -221,9 +221,15 @@ fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_o
                 "{role}: {r:?}"
             );
         }
-        // AND no function role makes one without its tenant tag, nor changes or deletes one: that is
-        // the tenant-operator role's, bound to the tag (own_table_management.rs)
+        // AND no function role makes one without its tenant tag, retags one, nor changes or
+        // deletes one: that is the tenant-operator role's, bound to the tag (own_table_management.rs)
+        let retag = {
+            let mut r = request("TagResource", &own, None);
+            r.resource_tags = [("tenant".to_string(), "globex".to_string())].into();
+            r
+        };
         for r in [
+            retag,
             request("CreateTable", &own, None),
             request("UpdateTable", &own, None),
             request("DeleteTable", &own, None),
