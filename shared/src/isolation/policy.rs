@@ -344,6 +344,11 @@ pub fn scoped_session_policy(
             },
         }));
     }
+    packed(statement)
+}
+
+/// The policy of `statement`, as the compact JSON string sent to STS; refused over STS's limit.
+fn packed(statement: Vec<AnyStatement>) -> Result<String, PolicyError> {
     let doc = PolicyDocument {
         version: "2012-10-17",
         statement,

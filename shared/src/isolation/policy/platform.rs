@@ -1,8 +1,8 @@
 //! The narrowed sessions of the platform's partition ([`PlatformAccess`]).
 
 use super::{
-    scoped_session_policy, AnyStatement, Condition, LeadingKeys, PolicyDocument, PolicyError,
-    Scope, Statement, TableLocation, TenantTables, MAX_POLICY_CHARS, TENANT_ACTIONS,
+    scoped_session_policy, AnyStatement, Condition, LeadingKeys, PolicyError, Scope, Statement,
+    TableLocation, TenantTables, TENANT_ACTIONS,
 };
 use crate::identity::ids::TenantId;
 use crate::identity::keys::tenant_prefix;
@@ -123,13 +123,5 @@ pub fn platform_session_policy(
             })
         })
         .collect();
-    let doc = PolicyDocument {
-        version: "2012-10-17",
-        statement,
-    };
-    let json = serde_json::to_string(&doc).unwrap_or_default();
-    if json.len() > MAX_POLICY_CHARS {
-        return Err(PolicyError::TooLarge(json.len()));
-    }
-    Ok(json)
+    super::packed(statement)
 }
