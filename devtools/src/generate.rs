@@ -5,6 +5,7 @@
 
 mod log_groups;
 pub mod openapi30;
+mod roles;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::routes::{Caller, Function, Route, RouteTable};
+use crate::routes::{Caller, Function, PlatformSessions, Route, RouteTable};
 
 #[derive(Debug, Error)]
 pub enum GenerateError {
@@ -364,6 +365,12 @@ fn template(table: &RouteTable, source: &str) -> Result<String, GenerateError> {
         "# @generate rest-permissions",
         &permissions,
     )?;
+    let text = replace_marker(
+        "template.in.yaml",
+        &text,
+        "# @generate roles",
+        &roles::roles(table),
+    )?;
     let (text, groups) = log_groups::add(&text);
     let text = replace_marker("template.in.yaml", &text, "# @generate log-groups", &groups)?;
     Ok(format!(
@@ -397,9 +404,13 @@ fn function_resource(r: &Route) -> String {
 ",
         );
     }
-    let extra = f.template.as_deref().unwrap_or_default();
-    if !extra.lines().any(|l| l.starts_with("Role:")) {
-        s.push_str("      Role: !GetAtt FunctionExecutionRole.Arn\n");
+    let _ = writeln!(s, "      Role: !GetAtt {}.Arn", f.role());
+    let mut extra = f.template.clone().unwrap_or_default();
+    match f.platform_sessions() {
+        Some(p) if p != PlatformSessions::default() => {
+            extra = roles::with_platform_access(&extra, p.as_str());
+        }
+        _ => {}
     }
     for line in extra.lines() {
         let _ = writeln!(s, "      {line}");

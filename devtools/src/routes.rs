@@ -6,6 +6,10 @@ use std::path::Path;
 use crate::DeclarationError;
 use serde::Deserialize;
 
+mod reach;
+
+pub use reach::{pascal_case, PlatformSessions, Reach};
+
 const ROUTES: &str = "routes.yaml";
 
 /// Who may call a route.
@@ -294,6 +298,11 @@ pub struct Function {
     /// Every route that sends a transaction has one.
     #[serde(default, deserialize_with = "transaction_or_todo")]
     pub transaction: Option<Transaction>,
+    /// What its role holds besides what every route's does ([`Reach`]; [`Function::reaches`]).
+    #[serde(default)]
+    pub reaches: Vec<Reach>,
+    /// Its sessions of the platform's partition, when it takes tenant sessions (`usage` unless named).
+    pub platform: Option<PlatformSessions>,
 }
 
 /// A function behind the API.
@@ -341,18 +350,24 @@ impl Function {
 
     /// The template's logical id: `get-product` → `GetProductFunction`.
     pub fn resource(&self) -> String {
-        let mut name: String = self
-            .bin
-            .split('-')
-            .map(|w| {
-                let mut c = w.chars();
-                c.next()
-                    .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                    .unwrap_or_default()
-            })
-            .collect();
-        name.push_str("Function");
-        name
+        format!("{}Function", pascal_case(&self.bin))
+    }
+
+    /// Its role's logical id, which `pooltable gen` writes: `get-product` → `GetProductRole`.
+    pub fn role(&self) -> String {
+        format!("{}Role", pascal_case(&self.bin))
+    }
+
+    /// Everything its role reaches: what it declares, and for a route what every route does.
+    pub fn reaches(&self) -> std::collections::BTreeSet<Reach> {
+        reach::with_route_defaults(&self.reaches, self.route.is_some())
+    }
+
+    /// Its sessions of the platform's partition; `None` when it takes no tenant sessions.
+    pub fn platform_sessions(&self) -> Option<PlatformSessions> {
+        self.reaches()
+            .contains(&Reach::TenantSessions)
+            .then(|| self.platform.unwrap_or_default())
     }
 
     /// What the end-to-end runs expect from its sample: a status, or (not behind the API) what they
@@ -388,12 +403,13 @@ const MAX_BIN_LEN: usize = 64 - "pooltable-prod-".len();
 
 /// The function properties a route's `template:` may not set: the generator writes them from the
 /// route (its caller decides TenancyConfig; its route, Events).
-const GENERATED_PROPERTIES: [&str; 5] = [
+const GENERATED_PROPERTIES: [&str; 6] = [
     "FunctionName",
     "CodeUri",
     "TenancyConfig",
     "Events",
     "Metadata",
+    "Role",
 ];
 
 const RUST_KEYWORDS: [&str; 38] = [
@@ -509,6 +525,19 @@ impl RouteTable {
             }
             if !seen_bins.insert(f.bin.as_str()) {
                 return Err(invalid("listed twice".into()));
+            }
+            if f.platform.is_some() && f.platform_sessions().is_none() {
+                return Err(invalid(
+                    "platform names sessions of the platform's partition, which a function without tenant-sessions never takes".into(),
+                ));
+            }
+            if f.template
+                .as_deref()
+                .is_some_and(|t| t.contains("PLATFORM_SESSION_ACCESS"))
+            {
+                return Err(invalid(
+                    "template: sets PLATFORM_SESSION_ACCESS, which the generator writes from `platform`".into(),
+                ));
             }
             if f.route().is_none() && (f.lost_success.is_some() || f.transaction.is_some()) {
                 return Err(invalid(

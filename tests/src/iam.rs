@@ -1,8 +1,8 @@
 //! A small IAM policy evaluator: exactly the features pooltable's policies use (Allow and Deny
 //! statements, Action and Resource matching with `*` and `?`, the `StringLike`, `StringEquals`,
-//! `StringNotEquals`, `ForAllValues:StringLike`, `ForAllValues:StringEquals` and `Null` conditions, the condition keys
-//! `dynamodb:LeadingKeys`, `aws:PrincipalTag/*`, `aws:RequestTag/*`, `aws:ResourceTag/*` and
-//! `aws:TagKeys`, and the policy
+//! `StringNotEquals`, `ArnLike`, `ArnEquals`, `ForAllValues:StringLike`, `ForAllValues:StringEquals` and `Null` conditions, the condition keys
+//! `dynamodb:LeadingKeys`, `aws:PrincipalTag/*`, `aws:RequestTag/*`, `aws:ResourceTag/*`,
+//! `aws:PrincipalArn`, `events:source` and `aws:TagKeys`, and the policy
 //! variable `${aws:PrincipalTag/*}` in condition values). It is the oracle of the isolation property
 //! test, so it is written from IAM's documented semantics, not from the guard's code. `Principal` is
 //! not evaluated: every request is taken to come from the principal a statement names.
@@ -25,6 +25,10 @@ pub struct AuthzRequest {
     pub request_tags: BTreeMap<String, String>,
     /// The tags of the resource acted on (`aws:ResourceTag/<key>`: an own table's `tenant`).
     pub resource_tags: BTreeMap<String, String>,
+    /// The caller's ARN (`aws:PrincipalArn`; a role's, with its path, for its sessions).
+    pub principal_arn: Option<String>,
+    /// A service's own condition keys the request carries (`events:source`).
+    pub service_keys: BTreeMap<String, String>,
 }
 
 /// IAM's `*` (any run, including empty) and `?` (exactly one character) matching.
@@ -79,6 +83,12 @@ fn key_values(req: &AuthzRequest, key: &str) -> Option<Vec<String>> {
     }
     if let Some(tag) = key.strip_prefix("aws:ResourceTag/") {
         return req.resource_tags.get(tag).map(|v| vec![v.clone()]);
+    }
+    if key == "aws:PrincipalArn" {
+        return req.principal_arn.clone().map(|a| vec![a]);
+    }
+    if key == "events:source" {
+        return req.service_keys.get(key).map(|v| vec![v.clone()]);
     }
     panic!("the evaluator does not model condition key {key}")
 }
@@ -141,10 +151,12 @@ fn conditions_hold(conditions: &Value, req: &AuthzRequest) -> bool {
                     .iter()
                     .any(|a| patterns.iter().any(|p| p == a)),
                 // Single-valued: the key must be present and match.
-                "StringLike" => actual
+                // An ARN is matched as a string with IAM's wildcards (pooltable's ARN patterns
+                // wildcard only the resource part).
+                "StringLike" | "ArnLike" => actual
                     .and_then(|a| a.first())
                     .is_some_and(|a| patterns.iter().any(|p| glob(p, a))),
-                "StringEquals" => actual
+                "StringEquals" | "ArnEquals" => actual
                     .and_then(|a| a.first())
                     .is_some_and(|a| patterns.iter().any(|p| p == a)),
                 // Negated: true when the key is absent, or present and equal to none of them

@@ -16,31 +16,68 @@ pub struct Arns<'a> {
     pub functions_role: &'a str,
 }
 
-/// The function roles the tenant-access role's trust policy may name, by logical id.
-pub const FUNCTION_ROLES: [&str; 7] = [
-    "FunctionExecutionRole",
-    "OnboardingFunctionRole",
-    "PlatformFunctionRole",
-    "UsageReaderFunctionRole",
-    "ImportProducerRole",
-    "ImportConsumerRole",
-    "ControlPlaneFunctionRole",
-];
+/// Every function's role, by logical id: the roles `pooltable gen` writes from routes.yaml, under
+/// the path `/pooltable-<Stage>/` that the tenant-access and tenant-operator roles' trust admits.
+pub fn function_roles() -> Vec<String> {
+    let template = load();
+    template["Resources"]
+        .as_mapping()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| {
+            r["Type"].as_str() == Some("AWS::IAM::Role")
+                && serde_yaml::to_string(&r["Properties"]["Path"])
+                    .unwrap()
+                    .contains("/pooltable-${Stage}/")
+        })
+        .map(|(k, _)| k.as_str().unwrap().to_owned())
+        .collect()
+}
 
-/// The ARN of function role `logical` (template.yaml names them `pooltable-<stage>-functions`,
-/// `…-platform-functions`, `…-import-producer`, `…-import-consumer`), from the test's functions role.
+/// The account and stage of the test's deployment, read from its functions role
+/// (`arn:aws:iam::<account>:role/pooltable-<stage>-functions`).
+fn account_and_stage(arns: &Arns) -> (String, String) {
+    let account = arns.functions_role.split(':').nth(4).unwrap().to_owned();
+    let stage = arns
+        .functions_role
+        .rsplit('/')
+        .next()
+        .and_then(|n| n.strip_prefix("pooltable-"))
+        .and_then(|n| n.strip_suffix("-functions"))
+        .unwrap()
+        .to_owned();
+    (account, stage)
+}
+
+/// The ARN of function role `logical`, named as its logical id under the functions' path.
 pub fn role_arn(arns: &Arns, logical: &str) -> Option<String> {
-    let suffix = match logical {
-        "FunctionExecutionRole" => "-functions",
-        "OnboardingFunctionRole" => "-onboarding",
-        "PlatformFunctionRole" => "-platform-functions",
-        "UsageReaderFunctionRole" => "-usage-reader",
-        "ImportProducerRole" => "-import-producer",
-        "ImportConsumerRole" => "-import-consumer",
-        "ControlPlaneFunctionRole" => "-control-plane",
-        _ => return None,
-    };
-    Some(arns.functions_role.replace("-functions", suffix))
+    let (account, stage) = account_and_stage(arns);
+    function_roles()
+        .iter()
+        .any(|r| r == logical)
+        .then(|| format!("arn:aws:iam::{account}:role/pooltable-{stage}/{logical}"))
+}
+
+/// A request from function role `logical`: its ARN and its tags (`aws:PrincipalArn`,
+/// `aws:PrincipalTag/*`), as a trust policy sees its AssumeRole.
+pub fn caller(arns: &Arns, logical: &str) -> crate::iam::AuthzRequest {
+    let tags = role(logical)["Tags"]
+        .as_sequence()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|t| {
+            (
+                t["Key"].as_str().unwrap().to_owned(),
+                t["Value"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    crate::iam::AuthzRequest {
+        principal_arn: role_arn(arns, logical),
+        principal_tags: tags,
+        ..Default::default()
+    }
 }
 
 /// YAML to JSON, resolving `!GetAtt Table.Arn`, `!GetAtt <function role>.Arn` and `!Sub` over the
@@ -64,21 +101,81 @@ fn resolve(v: &Yaml, arns: &Arns) -> Json {
                 ("!GetAtt", att)
                     if att
                         .strip_suffix(".Arn")
-                        .is_some_and(|r| FUNCTION_ROLES.contains(&r)) =>
+                        .and_then(|r| role_arn(arns, r))
+                        .is_some() =>
                 {
                     Json::String(role_arn(arns, att.trim_end_matches(".Arn")).unwrap())
                 }
                 // `${!x}` is CloudFormation's escape for the literal `${x}` (an IAM policy variable).
-                ("!Sub", s)
-                    if s.matches("${").count()
-                        == s.matches("${Table.Arn}").count() + s.matches("${!").count() =>
-                {
-                    Json::String(s.replace("${Table.Arn}", arns.table).replace("${!", "${"))
+                ("!Sub", s) => {
+                    let (account, stage) = account_and_stage(arns);
+                    let text = s
+                        .replace("${Table.Arn}", arns.table)
+                        .replace("${AWS::Partition}", "aws")
+                        .replace("${AWS::Region}", "us-east-1")
+                        .replace("${AWS::AccountId}", &account)
+                        .replace("${Stage}", &stage);
+                    assert_eq!(
+                        text.matches("${").count(),
+                        text.matches("${!").count(),
+                        "the policy holds an unresolved reference {s:?}"
+                    );
+                    Json::String(text.replace("${!", "${"))
+                }
+                ("!GetAtt", "Table.StreamArn") => {
+                    Json::String(format!("{}/stream/{STREAM_LABEL}", arns.table))
+                }
+                // Another resource of the template (a queue, a bus): named by its logical id.
+                ("!GetAtt", att) if att.ends_with(".Arn") => {
+                    Json::String(format!("arn:test:{}", att.trim_end_matches(".Arn")))
+                }
+                ("!Ref", name) => Json::String(format!("ref:{name}")),
+                // A condition's branch: the deployment with the condition true (ControlPlane=sbt).
+                ("!If", _) => {
+                    let branches = t.value.as_sequence().unwrap();
+                    resolve(&branches[1], arns)
                 }
                 other => panic!("the policy holds an unresolved reference {other:?}"),
             }
         }
     }
+}
+
+/// The label of the table's stream, in its ARN.
+pub const STREAM_LABEL: &str = "2026-01-01T00:00:00.000";
+
+/// Every statement of function role `logical`'s managed policies (a generated role has only those),
+/// whatever the service, as one policy: queues and buses are `arn:test:<logical id>`, a `!Ref` is
+/// `ref:<logical id>`, and a conditional statement is in (its condition true).
+pub fn function_role_policy(arns: &Arns, logical: &str) -> Json {
+    let template = load();
+    let resources = &template["Resources"];
+    let props = &resources[logical]["Properties"];
+    assert!(
+        props["Policies"].is_null(),
+        "{logical}: a generated role has no inline policy"
+    );
+    let mut statements = Vec::new();
+    for managed in props["ManagedPolicyArns"].as_sequence().unwrap() {
+        let Yaml::Tagged(t) = managed else {
+            panic!("{logical}: {managed:?}")
+        };
+        let name = match t.tag.to_string().as_str() {
+            "!Ref" => t.value.as_str().unwrap().to_owned(),
+            // The table key's (with TableKmsKeyArn; tests/tests/all/table_key.rs): kms: only.
+            "!If" => continue,
+            other => panic!("{logical}: {other}"),
+        };
+        let document = &resources[name.as_str()]["Properties"]["PolicyDocument"];
+        for statement in document["Statement"].as_sequence().unwrap() {
+            let resolved = resolve(statement, arns);
+            // A conditional statement's other branch is AWS::NoValue: no statement.
+            if resolved != Json::String("ref:AWS::NoValue".into()) {
+                statements.push(resolved);
+            }
+        }
+    }
+    serde_json::json!({"Version": "2012-10-17", "Statement": statements})
 }
 
 fn tenant_role() -> Yaml {
@@ -102,11 +199,15 @@ pub fn tenant_operator_role_policy(arns: &Arns) -> Json {
 pub fn trust_policy_for(arns: &Arns, logical: &str, function_role: &str) -> Json {
     let principal =
         role_arn(arns, function_role).unwrap_or_else(|| panic!("no function role {function_role}"));
+    let (account, _) = account_and_stage(arns);
+    let account_root = format!("arn:aws:iam::{account}:root");
     let mut trust = resolve(&role(logical)["AssumeRolePolicyDocument"], arns);
     let statements = trust["Statement"].as_array_mut().unwrap();
+    // A statement naming the account's root applies to every principal of the account; its
+    // conditions (aws:PrincipalArn, aws:PrincipalTag) then choose among them.
     statements.retain(|s| match &s["Principal"]["AWS"] {
-        Json::String(p) => *p == principal,
-        Json::Array(ps) => ps.iter().any(|p| *p == principal),
+        Json::String(p) => *p == principal || *p == account_root,
+        Json::Array(ps) => ps.iter().any(|p| *p == principal || *p == account_root),
         _ => false,
     });
     trust

@@ -2,7 +2,6 @@
 //! event, it parses with lambda_http, its claims resolve to a tenant, and it names a route that
 //! template.yaml really serves with that binary. No local stack needed.
 
-use shared::identity::keys::raw_key;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -148,144 +147,11 @@ fn template_never_enables_unsigned_dev_tokens() {
     );
 }
 
+/// The function roles themselves: tests/tests/all/roles.rs (one each, generated from routes.yaml).
 #[test]
-fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_or_partiql() {
+fn the_tenant_role_allows_no_scan_or_partiql_and_trusts_the_function_roles_by_their_path() {
     let t = template();
     let res = &t["Resources"];
-    let table = "arn:aws:dynamodb:us-east-1:123456789012:table/pooltable-dev";
-    let arns = integration::template::Arns {
-        table,
-        functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
-    };
-    let request =
-        |action: &str, resource: &str, keys: Option<Vec<&str>>| integration::iam::AuthzRequest {
-            action: format!("dynamodb:{action}"),
-            resource: resource.to_owned(),
-            leading_keys: keys.map(|k| k.into_iter().map(str::to_owned).collect()),
-            ..Default::default()
-        };
-    // (the platform's index of one tenant id's offboarding reports)
-    let offboarded = raw_key("_platform", "OFFBOARDED#acme");
-    let record = || request("GetItem", table, Some(vec![&raw_key("acme", "TENANT")]));
-    let reports = || request("Query", table, Some(vec![&offboarded]));
-    // GIVEN every function role's DynamoDB statements, inline and managed
-    for role in integration::template::FUNCTION_ROLES {
-        let policy = integration::template::function_role_dynamodb_policy(&arns, role);
-        let allowed = |r| integration::iam::is_allowed(&policy, &r);
-        // THEN its own credentials GetItem tenant records, and the API functions' (not the import
-        // consumer's) Query one tenant id's offboarding reports
-        assert!(allowed(record()), "{role}");
-        assert_eq!(allowed(reports()), role != "ImportConsumerRole", "{role}");
-        // AND only the platform functions' (restore-tenant and the lifecycle driver run restores)
-        // read a restore's source, `<pool>-restore-*` and its catalog index, and restore the pool to
-        // a point in time
-        let source = format!("{table}-restore-yesterday");
-        let restores = [
-            request("Query", &source, None),
-            request("GetItem", &source, None),
-            request("Query", &format!("{source}/index/GSI2"), None),
-            request("DescribeTable", &source, None),
-            request("DeleteTable", &source, None),
-            request("RestoreTableToPointInTime", table, None),
-        ];
-        for r in restores {
-            assert_eq!(
-                allowed(r.clone()),
-                role == "PlatformFunctionRole",
-                "{role}: {r:?}"
-            );
-        }
-        // AND only onboarding's, the platform functions' and the control plane's read the pool's
-        // definition, and make (with its `tenant` tag), describe and tag own tables,
-        // `<pool>-tenant-*`, and no other table
-        let own = format!("{table}-tenant-acme");
-        let tagged = |mut r: integration::iam::AuthzRequest| {
-            r.request_tags = [("tenant".to_string(), "acme".to_string())].into();
-            r
-        };
-        let own_tables = [
-            request("DescribeContinuousBackups", table, None),
-            request("DescribeTimeToLive", table, None),
-            tagged(request("CreateTable", &own, None)),
-            request("DescribeTable", &own, None),
-            request("TagResource", &own, None),
-            request("ListTagsOfResource", &own, None),
-        ];
-        for r in own_tables {
-            assert_eq!(
-                allowed(r.clone()),
-                matches!(
-                    role,
-                    "PlatformFunctionRole" | "OnboardingFunctionRole" | "ControlPlaneFunctionRole"
-                ),
-                "{role}: {r:?}"
-            );
-        }
-        // AND no function role makes one without its tenant tag, retags one, nor changes or
-        // deletes one: that is the tenant-operator role's, bound to the tag (own_table_management.rs)
-        let retag = {
-            let mut r = request("TagResource", &own, None);
-            r.resource_tags = [("tenant".to_string(), "globex".to_string())].into();
-            r
-        };
-        for r in [
-            retag,
-            request("CreateTable", &own, None),
-            request("UpdateTable", &own, None),
-            request("DeleteTable", &own, None),
-            request("UpdateTimeToLive", &own, None),
-            request("UpdateContinuousBackups", &own, None),
-        ] {
-            assert!(!allowed(r.clone()), "{role}: {r:?}");
-        }
-        assert!(!allowed(request("CreateTable", table, None)), "{role}");
-        assert!(
-            !allowed(request("GetItem", &own, None)),
-            "{role}: own tables' items are the tenant's"
-        );
-        for refused in [
-            request("DeleteTable", table, None),
-            request(
-                "Query",
-                "arn:aws:dynamodb:us-east-1:123456789012:table/other",
-                None,
-            ),
-        ] {
-            assert!(!allowed(refused.clone()), "{role}: {refused:?}");
-        }
-        // AND nothing else: no other key, action or index
-        for refused in [
-            request("GetItem", table, Some(vec![&raw_key("acme", "PRODUCT#1")])),
-            request("GetItem", table, Some(vec![&raw_key("acme", "SESSION#s")])),
-            request("GetItem", table, None),
-            request("PutItem", table, Some(vec![&raw_key("acme", "TENANT")])),
-            request("UpdateItem", table, Some(vec![&raw_key("acme", "TENANT")])),
-            request("Query", table, Some(vec![&raw_key("acme", "TENANT")])),
-            request("Query", table, Some(vec![&raw_key("_platform", "DRIVE")])),
-            request(
-                "Query",
-                table,
-                Some(vec![&raw_key("_platform", "IMPORTS_DUE#0")]),
-            ),
-            request("Query", table, None),
-            request("GetItem", table, Some(vec![&offboarded])),
-            request("PutItem", table, Some(vec![&offboarded])),
-            request("DeleteItem", table, Some(vec![&offboarded])),
-            request("Scan", table, None),
-            request(
-                "GetItem",
-                &format!("{table}/index/GSI1"),
-                Some(vec![&raw_key("acme", "TENANT")]),
-            ),
-            request(
-                "Query",
-                &format!("{table}/index/GSI1"),
-                Some(vec![&offboarded]),
-            ),
-        ] {
-            assert!(!allowed(refused.clone()), "{role}: {refused:?}");
-        }
-    }
     let tenant_role = serde_yaml::to_string(&res["TenantAccessRole"]["Properties"]).unwrap();
     for forbidden in ["Scan", "PartiQL", "dynamodb:*", "ExecuteStatement"] {
         assert!(
@@ -294,29 +160,22 @@ fn function_roles_read_only_tenant_records_and_reports_and_tenant_role_no_scan_o
         );
     }
     let trust = &res["TenantAccessRole"]["Properties"]["AssumeRolePolicyDocument"]["Statement"];
-    let principals: Vec<String> = trust
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|s| serde_yaml::to_string(&s["Principal"]).unwrap())
-        .collect();
-    // One Allow (the functions, with a well-formed TenantId tag), the Deny refusing malformed tags,
-    // and the three Denies narrowing the platform's partition per function role
-    // (`only_the_functions_that_need_the_platform_partition_can_reach_it`).
-    assert_eq!(principals.len(), 5);
-    assert!(
-        principals[..2]
-            .iter()
-            .all(|p| p.contains("FunctionExecutionRole")),
-        "{principals:?}"
-    );
-    let allows: Vec<&serde_yaml::Value> = trust
-        .as_sequence()
-        .unwrap()
+    let statements = trust.as_sequence().unwrap();
+    // One Allow (the function roles under the functions' path, tagged with their platform access,
+    // asking with a well-formed TenantId tag), the Deny refusing malformed tags, and the Deny holding
+    // each role to its platform access; every one names the account, and its conditions choose.
+    assert_eq!(statements.len(), 3);
+    for s in statements {
+        let principal = serde_yaml::to_string(&s["Principal"]).unwrap();
+        assert!(principal.contains(":root"), "{principal}");
+    }
+    let allows: Vec<&serde_yaml::Value> = statements
         .iter()
         .filter(|s| s["Effect"].as_str() == Some("Allow"))
         .collect();
     assert_eq!(allows.len(), 1);
+    let allow = serde_yaml::to_string(&allows[0]).unwrap();
+    assert!(allow.contains("aws:PrincipalArn") && allow.contains("role/pooltable-${Stage}/*"));
     let actions = serde_yaml::to_string(&allows[0]["Action"]).unwrap();
     assert!(actions.contains("sts:AssumeRole") && actions.contains("sts:TagSession"));
 }
@@ -353,34 +212,10 @@ const PLATFORM_MODULES: [(&str, &[&str], &str); 8] = [
 /// narrowed per function.
 #[test]
 fn only_the_functions_that_need_the_platform_partition_can_reach_it() {
-    // GIVEN template.yaml's tenant-access role and its trust policy, as IAM applies it to each
-    // function role (only the statements that name it), and the function each binary runs as, with
-    // the access to the platform's partition it asks for (its PLATFORM_SESSION_ACCESS, else the
-    // Globals' default)
+    // GIVEN the access to the platform's partition each function asks for (its
+    // PLATFORM_SESSION_ACCESS, else the Globals' default); which its role admits is
+    // tests/tests/all/roles.rs's
     let t = template();
-    let arns = integration::template::Arns {
-        table: "arn:aws:dynamodb:us-east-1:123456789012:table/pooltable-dev",
-        functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
-    };
-    let assumes = |role: &str, tenant: &str, access: &str| {
-        let trust = integration::template::tenant_role_trust_policy_for(&arns, role);
-        let mut request_tags: BTreeMap<String, String> =
-            [("TenantId".to_string(), tenant.to_string())].into();
-        if access != "all" {
-            request_tags.insert("PlatformAccess".into(), access.into());
-        }
-        ["sts:AssumeRole", "sts:TagSession"].iter().all(|action| {
-            integration::iam::is_allowed(
-                &trust,
-                &integration::iam::AuthzRequest {
-                    action: (*action).into(),
-                    resource: "arn:aws:iam::123456789012:role/pooltable-dev-tenant-access".into(),
-                    request_tags: request_tags.clone(),
-                    ..Default::default()
-                },
-            )
-        })
-    };
     let default_access = t["Globals"]["Function"]["Environment"]["Variables"]
         ["PLATFORM_SESSION_ACCESS"]
         .as_str()
@@ -404,42 +239,7 @@ fn only_the_functions_that_need_the_platform_partition_can_reach_it() {
             (bin.to_owned(), (role.to_owned(), access.to_owned()))
         })
         .collect();
-    // WHEN each function role asks for a session of a tenant, or of the platform's partition with
-    // each PlatformAccess tag (`all`: none, the whole partition)
-    let accesses = ["all", "usage", "read", "imports-due"];
-    let admitted = |role: &str| -> Vec<&str> {
-        accesses
-            .into_iter()
-            .filter(|access| assumes(role, "_platform", access))
-            .collect()
-    };
-    // THEN every role reaches a tenant; the roles of the functions that act as the platform reach
-    // its whole partition, and every other role exactly one narrowed access to it
-    for role in integration::template::FUNCTION_ROLES {
-        assert!(assumes(role, "acme", "all"), "{role}");
-    }
-    let expected: BTreeMap<&str, Vec<&str>> = BTreeMap::from([
-        ("PlatformFunctionRole", accesses.to_vec()),
-        ("ControlPlaneFunctionRole", accesses.to_vec()),
-        ("UsageReaderFunctionRole", vec!["read"]),
-        ("ImportProducerRole", vec!["imports-due"]),
-        ("FunctionExecutionRole", vec!["usage"]),
-        ("OnboardingFunctionRole", vec!["usage"]),
-        ("ImportConsumerRole", vec!["usage"]),
-    ]);
-    for role in integration::template::FUNCTION_ROLES {
-        assert_eq!(admitted(role), expected[role], "{role}");
-    }
-    // AND every function asks for an access its role admits (a mismatch fails every AssumeRole)
-    for (bin, (role, access)) in &functions {
-        if let Some(admits) = expected.get(role.as_str()) {
-            assert!(
-                admits.contains(&access.as_str()),
-                "{bin} asks for {access}, its role {role} admits {admits:?}"
-            );
-        }
-    }
-    // AND the modules that name the partition are exactly those listed, and each of their
+    // THEN the modules that name the partition are exactly those listed, and each of their
     // functions asks for the access listed; no other function asks for the whole partition
     let mut found = BTreeSet::new();
     for crate_dir in std::fs::read_dir(root().join("functions")).unwrap() {
@@ -914,12 +714,20 @@ fn only_the_control_plane_function_puts_on_its_bus_and_only_as_the_application_p
     // GIVEN the template's control plane policy and function
     let t = template();
     let res = &t["Resources"];
-    let policy = &res["ControlPlanePolicy"]["Properties"];
-    // THEN it is attached to the control plane's own role, which only its function runs as
-    assert_eq!(
-        serde_yaml::to_string(&policy["Roles"]).unwrap().trim(),
-        "- !Ref ControlPlaneFunctionRole"
-    );
+    let policy = &res["ControlPlaneBusPolicy"]["Properties"];
+    // THEN exactly one role holds it, the control plane's own, which only its function runs as
+    let holders: Vec<&str> = res
+        .as_mapping()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| {
+            serde_yaml::to_string(&r["Properties"]["ManagedPolicyArns"])
+                .unwrap()
+                .contains("!Ref ControlPlaneBusPolicy")
+        })
+        .map(|(k, _)| k.as_str().unwrap())
+        .collect();
+    assert_eq!(holders, ["ControlPlaneEventsRole"]);
     let runs_as = |role: &str| {
         res.as_mapping()
             .unwrap()
@@ -931,7 +739,7 @@ fn only_the_control_plane_function_puts_on_its_bus_and_only_as_the_application_p
             })
             .count()
     };
-    assert_eq!(runs_as("ControlPlaneFunctionRole"), 1);
+    assert_eq!(runs_as("ControlPlaneEventsRole"), 1);
     // AND its PutEvents is conditioned on the application plane's source
     let text = serde_yaml::to_string(&policy["PolicyDocument"]).unwrap();
     assert!(text.contains("events:PutEvents"), "{text}");

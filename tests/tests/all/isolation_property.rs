@@ -439,8 +439,13 @@ fn a_session_without_the_tenant_tag_reaches_nothing_through_the_role() {
         .all(|r| is_allowed(role_policy(), r)));
 }
 
-/// An AssumeRole (with its sts:TagSession) as the trust policy judges it.
+/// An AssumeRole (with its sts:TagSession) by a tenant route's role, as the trust policy judges it.
 fn assume_role_with_tags(tags: &[(&str, &str)]) -> Vec<AuthzRequest> {
+    let table = location().table_arn();
+    let arns = Arns {
+        table: &table,
+        functions_role: FUNCTIONS_ROLE,
+    };
     ["sts:AssumeRole", "sts:TagSession"]
         .into_iter()
         .map(|action| AuthzRequest {
@@ -450,7 +455,7 @@ fn assume_role_with_tags(tags: &[(&str, &str)]) -> Vec<AuthzRequest> {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-            ..AuthzRequest::default()
+            ..integration::template::caller(&arns, "GetProductRole")
         })
         .collect()
 }

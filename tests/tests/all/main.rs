@@ -41,6 +41,7 @@ mod record_writes;
 mod request_counts;
 mod resharding;
 mod restore;
+mod roles;
 mod sessions;
 mod sharding;
 mod signing_keys;

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use integration::iam::{is_allowed, AuthzRequest};
 use integration::template::{
-    tenant_operator_role_policy, tenant_role_policy, trust_policy_for, Arns, FUNCTION_ROLES,
+    caller, function_roles, tenant_operator_role_policy, tenant_role_policy, trust_policy_for, Arns,
 };
 use integration::{onboarded, Harness};
 use shared::identity::ids::TenantId;
@@ -165,18 +165,23 @@ fn only_the_operator_functions_may_assume_the_tenant_operator_role_and_never_for
                     action: (*action).into(),
                     resource: "arn:aws:iam::123456789012:role/pooltable-dev-tenant-operator".into(),
                     request_tags: [("TenantId".to_string(), tenant.to_string())].into(),
-                    ..Default::default()
+                    ..caller(&ARNS, role)
                 },
             )
         })
     };
-    for role in FUNCTION_ROLES {
-        // THEN only onboarding's and the platform functions' roles get one, for a tenant
-        let operator = matches!(
-            role,
-            "OnboardingFunctionRole" | "PlatformFunctionRole" | "ControlPlaneFunctionRole"
-        );
-        assert_eq!(assumes(role, "acme"), operator, "{role}");
+    let operators = [
+        "OnboardTenantRole",
+        "UpdateTenantRole",
+        "OffboardTenantRole",
+        "RestoreTenantRole",
+        "DriveLifecycleRole",
+        "ControlPlaneEventsRole",
+    ];
+    let roles = function_roles();
+    for role in roles.iter().map(String::as_str) {
+        // THEN only the operator paths' roles get one (routes.yaml: operator-sessions), for a tenant
+        assert_eq!(assumes(role, "acme"), operators.contains(&role), "{role}");
         // AND none for the platform's partition, nor for an id a tenant cannot have
         for refused in ["_platform", "a b", "a@b", ""] {
             assert!(!assumes(role, refused), "{role}: {refused:?}");

@@ -1,0 +1,437 @@
+//! One role per function, generated from routes.yaml (issue 56): every function's role, as
+//! template.yaml holds it, judged by the project's IAM evaluator against its declaration: what it
+//! reaches (`reaches`, and for a route what every route reaches), the sessions of the platform's
+//! partition it takes (`platform`), and the DynamoDB requests its route declares (`doc.requests`).
+//! Each probe is a request some declaration names, or one none may send; a function's role must
+//! allow exactly the probes its declaration grants.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use devtools::routes::{Function, PlatformSessions, Reach, RouteTable};
+use integration::iam::{is_allowed, AuthzRequest};
+use integration::template::{
+    caller, function_role_policy, function_roles, load, tenant_operator_role_policy,
+    tenant_role_policy, trust_policy_for, Arns, STREAM_LABEL,
+};
+use shared::identity::keys::raw_key;
+
+const TABLE: &str = "arn:aws:dynamodb:us-east-1:123456789012:table/pooltable-dev";
+const ARNS: Arns = Arns {
+    table: TABLE,
+    functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
+};
+const TENANT_ACCESS: &str = "arn:aws:iam::123456789012:role/pooltable-dev-tenant-access";
+const TENANT_OPERATOR: &str = "arn:aws:iam::123456789012:role/pooltable-dev-tenant-operator";
+
+/// Every reach a declaration can name: each must be granted by some probe below.
+const REACHES: [Reach; 9] = [
+    Reach::TenantSessions,
+    Reach::OffboardingReports,
+    Reach::OperatorSessions,
+    Reach::OwnTables,
+    Reach::RestoreTables,
+    Reach::ImportQueueSend,
+    Reach::ImportQueueConsume,
+    Reach::ControlPlaneBus,
+    Reach::TableStream,
+];
+
+/// A request a function's own credentials could send, and the reaches that grant it (none: no
+/// function may send it; `ALL`: every function, its log lines).
+struct Probe {
+    request: AuthzRequest,
+    granted_by: &'static [Reach],
+}
+
+const ALL: &[Reach] = &[];
+
+fn request(action: &str, resource: &str) -> AuthzRequest {
+    AuthzRequest {
+        action: action.to_owned(),
+        resource: resource.to_owned(),
+        ..Default::default()
+    }
+}
+
+fn keyed(action: &str, resource: &str, key: &str) -> AuthzRequest {
+    AuthzRequest {
+        leading_keys: Some(vec![key.to_owned()]),
+        ..request(action, resource)
+    }
+}
+
+fn probes() -> Vec<(Probe, bool)> {
+    use Reach::*;
+    let own = format!("{TABLE}-tenant-acme");
+    let restore = format!("{TABLE}-restore-yesterday");
+    let stream = format!("{TABLE}/stream/{STREAM_LABEL}");
+    let record = raw_key("acme", "TENANT");
+    let mut tagged_create = request("dynamodb:CreateTable", &own);
+    tagged_create.request_tags = [("tenant".to_owned(), "acme".to_owned())].into();
+    let mut tagged_own = request("dynamodb:TagResource", &own);
+    tagged_own.resource_tags = [("tenant".to_owned(), "globex".to_owned())].into();
+    let mut reply = request("events:PutEvents", "ref:ControlPlaneBusArn");
+    reply.service_keys = [(
+        "events:source".to_owned(),
+        "ref:ApplicationPlaneEventSource".to_owned(),
+    )]
+    .into();
+    let mut forged = reply.clone();
+    forged.service_keys = [("events:source".to_owned(), "sbt-control-plane".to_owned())].into();
+    let granted: Vec<(AuthzRequest, &'static [Reach])> = vec![
+        (
+            request(
+                "logs:PutLogEvents",
+                "arn:aws:logs:us-east-1:123456789012:log-group:/pooltable/dev/get-product:log-stream:s",
+            ),
+            ALL,
+        ),
+        (request("sts:AssumeRole", TENANT_ACCESS), &[TenantSessions]),
+        (
+            request("secretsmanager:GetSecretValue", "ref:SigningKeysSecret"),
+            &[TenantSessions],
+        ),
+        (keyed("dynamodb:GetItem", TABLE, &record), &[TenantSessions]),
+        (
+            keyed("dynamodb:Query", TABLE, &raw_key("_platform", "OFFBOARDED#acme")),
+            &[OffboardingReports],
+        ),
+        (request("sts:AssumeRole", TENANT_OPERATOR), &[OperatorSessions]),
+        (
+            request("dynamodb:DescribeTable", TABLE),
+            &[OwnTables, RestoreTables],
+        ),
+        (
+            request("dynamodb:DescribeContinuousBackups", TABLE),
+            &[OwnTables, RestoreTables],
+        ),
+        (request("dynamodb:DescribeTimeToLive", TABLE), &[OwnTables]),
+        (request("dynamodb:DescribeTable", &own), &[OwnTables]),
+        (request("dynamodb:ListTagsOfResource", &own), &[OwnTables]),
+        (request("dynamodb:TagResource", &own), &[OwnTables]),
+        (tagged_create, &[OwnTables]),
+        (
+            request("dynamodb:RestoreTableToPointInTime", TABLE),
+            &[RestoreTables],
+        ),
+        (request("dynamodb:DescribeTable", &restore), &[RestoreTables]),
+        (request("dynamodb:DeleteTable", &restore), &[RestoreTables]),
+        (request("dynamodb:Query", &restore), &[RestoreTables]),
+        (
+            request("dynamodb:Query", &format!("{restore}/index/GSI2")),
+            &[RestoreTables],
+        ),
+        (request("dynamodb:Scan", &restore), &[RestoreTables]),
+        (request("dynamodb:BatchWriteItem", &restore), &[RestoreTables]),
+        (
+            request("sqs:SendMessage", "arn:test:ImportQueue"),
+            &[ImportQueueSend, ImportQueueConsume],
+        ),
+        (
+            request("sqs:ReceiveMessage", "arn:test:ImportQueue"),
+            &[ImportQueueConsume],
+        ),
+        (
+            request("sqs:DeleteMessage", "arn:test:ImportQueue"),
+            &[ImportQueueConsume],
+        ),
+        (
+            request("sqs:GetQueueAttributes", "arn:test:ImportQueue"),
+            &[ImportQueueConsume],
+        ),
+        (
+            request("sqs:SendMessage", "arn:test:ControlPlaneDeadLetterQueue"),
+            &[ControlPlaneBus],
+        ),
+        (reply, &[ControlPlaneBus]),
+        (request("dynamodb:GetRecords", &stream), &[TableStream]),
+        (request("dynamodb:GetShardIterator", &stream), &[TableStream]),
+        (request("dynamodb:DescribeStream", &stream), &[TableStream]),
+        (
+            request("dynamodb:ListStreams", &format!("{TABLE}/stream/*")),
+            &[TableStream],
+        ),
+        (
+            request("events:PutEvents", "arn:test:LifecycleEventBus"),
+            &[TableStream],
+        ),
+        (
+            request("sqs:SendMessage", "arn:test:LifecycleEventsDeadLetterQueue"),
+            &[TableStream],
+        ),
+    ];
+    // What no declaration names: no function's own credentials may send it.
+    let refused = vec![
+        forged,
+        tagged_own,
+        request("dynamodb:Scan", TABLE),
+        request("dynamodb:DeleteTable", TABLE),
+        request("dynamodb:UpdateTable", TABLE),
+        request("dynamodb:CreateTable", &own),
+        request("dynamodb:UpdateTable", &own),
+        request("dynamodb:DeleteTable", &own),
+        request("dynamodb:UpdateTimeToLive", &own),
+        request("dynamodb:UpdateContinuousBackups", &own),
+        request("dynamodb:GetItem", &own),
+        request("dynamodb:RestoreTableToPointInTime", &own),
+        keyed("dynamodb:GetItem", TABLE, &raw_key("acme", "PRODUCT#1")),
+        keyed("dynamodb:PutItem", TABLE, &record),
+        keyed("dynamodb:UpdateItem", TABLE, &record),
+        keyed("dynamodb:Query", TABLE, &record),
+        keyed("dynamodb:Query", TABLE, &raw_key("_platform", "DRIVE")),
+        keyed(
+            "dynamodb:PutItem",
+            TABLE,
+            &raw_key("_platform", "OFFBOARDED#acme"),
+        ),
+        request(
+            "dynamodb:GetRecords",
+            &format!("{TABLE}-tenant-acme/stream/x"),
+        ),
+        request("sqs:ReceiveMessage", "arn:test:ControlPlaneDeadLetterQueue"),
+        request("sqs:SendMessage", "arn:test:ImportDeadLetterQueue"),
+        request("events:PutEvents", "arn:test:OtherBus"),
+        request(
+            "sts:AssumeRole",
+            "arn:aws:iam::123456789012:role/pooltable-dev-other",
+        ),
+        request("secretsmanager:GetSecretValue", "ref:OtherSecret"),
+        request("kms:Decrypt", "*"),
+        request("iam:PassRole", "*"),
+    ];
+    granted
+        .into_iter()
+        .map(|(request, granted_by)| {
+            (
+                Probe {
+                    request,
+                    granted_by,
+                },
+                true,
+            )
+        })
+        .chain(refused.into_iter().map(|request| {
+            (
+                Probe {
+                    request,
+                    granted_by: &[],
+                },
+                false,
+            )
+        }))
+        .collect()
+}
+
+fn table() -> RouteTable {
+    RouteTable::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")).unwrap()
+}
+
+#[test]
+fn every_function_has_its_generated_role_and_nothing_else_holds_one() {
+    // GIVEN the route table and the template
+    let table = table();
+    let template = load();
+    // THEN each function runs as its own role, and the template's function roles are exactly those
+    let mut roles = BTreeSet::new();
+    for f in &table.functions {
+        let resource = &template["Resources"][f.resource().as_str()];
+        let role = serde_yaml::to_string(&resource["Properties"]["Role"]).unwrap();
+        assert_eq!(
+            role.trim(),
+            format!("!GetAtt {}.Arn", f.role()),
+            "{}",
+            f.bin
+        );
+        roles.insert(f.role());
+    }
+    let generated: BTreeSet<String> = function_roles().into_iter().collect();
+    assert_eq!(generated, roles);
+}
+
+#[test]
+fn each_functions_role_allows_exactly_what_its_declaration_names() {
+    // GIVEN every probe, with the reaches that grant it
+    let probes = probes();
+    let probed: BTreeSet<Reach> = probes
+        .iter()
+        .flat_map(|(p, _)| p.granted_by.iter().copied())
+        .collect();
+    assert_eq!(
+        probed,
+        REACHES.into_iter().collect(),
+        "a reach no probe grants"
+    );
+    for f in &table().functions {
+        // WHEN its role's policies judge each probe
+        let policy = function_role_policy(&ARNS, &f.role());
+        let reaches = f.reaches();
+        for (probe, grantable) in &probes {
+            let expected = *grantable
+                && (probe.granted_by.is_empty()
+                    || probe.granted_by.iter().any(|r| reaches.contains(r)));
+            // THEN it allows what its declaration grants, and refuses everything else
+            assert_eq!(
+                is_allowed(&policy, &probe.request),
+                expected,
+                "{} ({}, reaching {reaches:?}): {} on {}",
+                f.bin,
+                f.role(),
+                probe.request.action,
+                probe.request.resource
+            );
+        }
+    }
+}
+
+/// Whether function `f`'s role may take a session of role `target` (its trust policy) for
+/// `tenant`, tagged `PlatformAccess=access` unless `all`.
+fn takes_session(f: &Function, target: &str, tenant: &str, access: &str) -> bool {
+    let trust = trust_policy_for(&ARNS, target, &f.role());
+    let mut tags: BTreeMap<String, String> = [("TenantId".to_owned(), tenant.to_owned())].into();
+    if access != "all" {
+        tags.insert("PlatformAccess".into(), access.into());
+    }
+    ["sts:AssumeRole", "sts:TagSession"].iter().all(|action| {
+        is_allowed(
+            &trust,
+            &AuthzRequest {
+                action: (*action).into(),
+                resource: TENANT_ACCESS.into(),
+                request_tags: tags.clone(),
+                ..caller(&ARNS, &f.role())
+            },
+        )
+    })
+}
+
+#[test]
+fn each_function_takes_exactly_the_sessions_it_declares() {
+    let accesses = ["all", "usage", "read", "imports-due"];
+    let template = load();
+    let default_access = template["Globals"]["Function"]["Environment"]["Variables"]
+        ["PLATFORM_SESSION_ACCESS"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for f in &table().functions {
+        let reaches = f.reaches();
+        // GIVEN its declaration: tenant sessions, and which of the platform's partition
+        let platform = f.platform_sessions();
+        // THEN the tenant-access role admits it for a tenant exactly when it reaches tenants
+        assert_eq!(
+            takes_session(f, "TenantAccessRole", "acme", "all"),
+            reaches.contains(&Reach::TenantSessions),
+            "{}",
+            f.bin
+        );
+        // AND for the platform's partition, exactly the access it declares (all: every one)
+        let admitted: Vec<&str> = accesses
+            .into_iter()
+            .filter(|a| takes_session(f, "TenantAccessRole", "_platform", a))
+            .collect();
+        let expected: Vec<&str> = match platform {
+            None => vec![],
+            Some(PlatformSessions::All) => accesses.to_vec(),
+            Some(p) => vec![p.as_str()],
+        };
+        assert_eq!(admitted, expected, "{}", f.bin);
+        // AND the function asks for that access (its resource's PLATFORM_SESSION_ACCESS)
+        if let Some(p) = platform {
+            let variables = &template["Resources"][f.resource().as_str()]["Properties"]
+                ["Environment"]["Variables"];
+            let asked = variables["PLATFORM_SESSION_ACCESS"]
+                .as_str()
+                .unwrap_or(&default_access);
+            assert_eq!(asked, p.as_str(), "{}", f.bin);
+        }
+        // AND the tenant-operator role admits it exactly when it declares operator sessions, and
+        // never for the platform's partition
+        assert_eq!(
+            takes_session(f, "TenantOperatorRole", "acme", "all"),
+            reaches.contains(&Reach::OperatorSessions),
+            "{}",
+            f.bin
+        );
+        assert!(!takes_session(f, "TenantOperatorRole", "_platform", "all"));
+    }
+}
+
+#[test]
+fn each_routes_declared_requests_are_allowed_on_the_credentials_it_sends_them_with() {
+    let tenant_session = tenant_role_policy(&ARNS);
+    let operator_session = tenant_operator_role_policy(&ARNS);
+    let session = |policy: &serde_json::Value, action: &str, key: &str| {
+        is_allowed(
+            policy,
+            &AuthzRequest {
+                principal_tags: [("TenantId".to_owned(), "acme".to_owned())].into(),
+                ..keyed(&format!("dynamodb:{action}"), TABLE, key)
+            },
+        )
+    };
+    for f in &table().functions {
+        let Some(doc) = &f.doc else { continue };
+        let reaches = f.reaches();
+        let own = function_role_policy(&ARNS, &f.role());
+        for (operation, _) in &doc.requests.operations {
+            // GIVEN each operation its route declares
+            let allowed = match operation.as_str() {
+                // THEN an item operation goes out on a tenant session, which its role takes, on
+                // the tenant's items; a transaction's items are authorized one by one
+                "GetItem" | "Query" | "PutItem" | "UpdateItem" | "DeleteItem"
+                | "ConditionCheckItem" | "TransactWriteItems" | "TransactGetItems" => {
+                    let actions: &[&str] = match operation.as_str() {
+                        "TransactWriteItems" => &["PutItem", "UpdateItem", "DeleteItem"],
+                        "TransactGetItems" => &["GetItem"],
+                        op => &[op],
+                    };
+                    reaches.contains(&Reach::TenantSessions)
+                        && actions.iter().all(|a| {
+                            session(&tenant_session, a, &raw_key("acme", "PRODUCT#1"))
+                                || (reaches.contains(&Reach::OperatorSessions)
+                                    && session(&operator_session, a, &raw_key("acme", "TENANT")))
+                        })
+                }
+                // AND a DescribeTable (a restore's source) on the function's own credentials
+                "DescribeTable" => is_allowed(
+                    &own,
+                    &request(
+                        "dynamodb:DescribeTable",
+                        &format!("{TABLE}-restore-yesterday"),
+                    ),
+                ),
+                other => panic!("{}: the evaluator does not model {other}", f.bin),
+            };
+            assert!(allowed, "{}: {operation}", f.bin);
+        }
+    }
+}
+
+#[test]
+fn a_tenant_route_never_holds_operator_sessions_tables_or_the_whole_platform() {
+    // GIVEN every route a tenant calls
+    for f in table()
+        .functions
+        .iter()
+        .filter(|f| f.route().is_some() && f.caller == devtools::routes::Caller::Tenant)
+    {
+        // THEN its role reaches tenants' sessions, the reports, and at most a queue to send to
+        let extra: Vec<Reach> = f
+            .reaches()
+            .into_iter()
+            .filter(|r| {
+                !matches!(
+                    r,
+                    Reach::TenantSessions | Reach::OffboardingReports | Reach::ImportQueueSend
+                )
+            })
+            .collect();
+        assert!(extra.is_empty(), "{}: {extra:?}", f.bin);
+        assert_ne!(
+            f.platform_sessions(),
+            Some(PlatformSessions::All),
+            "{}",
+            f.bin
+        );
+    }
+}
