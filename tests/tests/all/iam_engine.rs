@@ -16,6 +16,8 @@
 //! AWS one role serves every tenant and the session tag binds it (docs/isolation.md). Not run by
 //! the test command: fakecloud takes too long to build there (README, docs/isolation.md).
 
+mod function_roles;
+
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
