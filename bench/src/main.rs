@@ -114,6 +114,7 @@ fn production_app_with_budget(
         tenant_role_arn: ROLE_ARN.into(),
         tenant_operator_role_arn: Some(integration::OPERATOR_ROLE_ARN.into()),
         platform_access: Default::default(),
+        tenant_scope: shared::isolation::policy::Scope::Tenant,
         session_ttl_seconds: 3600,
         credentials_seconds: 900,
         auth: AuthMode::Authorizer,

@@ -880,7 +880,7 @@ fn bin_main(f: &Function) -> String {
 
 #[tokio::main(flavor = \"current_thread\")]
 async fn main() -> Result<(), lambda_http::Error> {{
-    let app = shared::service::runtime::start().await?;
+    let app = shared::service::runtime::{start}().await?;
 {state}    shared::service::runtime::serve(app, env!(\"CARGO_BIN_NAME\"), |req| {{
         {call}
     }})
@@ -890,6 +890,11 @@ async fn main() -> Result<(), lambda_http::Error> {{
         bin = f.bin,
         krate = f.krate,
         module = f.module(),
+        start = if f.reads_only() {
+            "start_read_only"
+        } else {
+            "start"
+        },
     )
 }
 

@@ -363,6 +363,18 @@ impl Function {
         reach::with_route_defaults(&self.reaches, self.route.is_some())
     }
 
+    /// Whether it is a read-only route: every DynamoDB request it declares is a read (GetItem,
+    /// Query). Its `main` starts it on read-only sessions (`runtime::start_read_only`).
+    pub fn reads_only(&self) -> bool {
+        self.route.is_some()
+            && self.doc.as_ref().is_some_and(|d| {
+                d.requests
+                    .operations
+                    .iter()
+                    .all(|(op, _)| READS.contains(&op.as_str()))
+            })
+    }
+
     /// Its sessions of the platform's partition; `None` when it takes no tenant sessions.
     pub fn platform_sessions(&self) -> Option<PlatformSessions> {
         self.reaches()
@@ -395,6 +407,8 @@ pub struct RouteTable {
 }
 
 const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+/// The DynamoDB operations a read-only route sends ([`Function::reads_only`]).
+const READS: [&str; 2] = ["GetItem", "Query"];
 /// The DynamoDB operations a route's effect can be made by.
 const WRITES: [&str; 4] = ["PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"];
 

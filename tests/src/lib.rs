@@ -580,6 +580,7 @@ impl Harness {
             read_cache_ms: 0,
             list_cache: None,
             platform_access: Default::default(),
+            tenant_scope: shared::isolation::policy::Scope::Tenant,
         };
         let sts = aws_sdk_sts::Client::from_conf(
             aws_sdk_sts::config::Builder::from(&sdk)

@@ -225,7 +225,10 @@ pub fn check_scoped_input(
         });
     };
     check(tenant, operation, &carried)?;
-    if scope == Scope::Tenant && writes_the_record(tenant, input) {
+    if scope == Scope::Reader {
+        reader::check_reader(tenant, input)?;
+    }
+    if scope != Scope::Operator && writes_the_record(tenant, input) {
         return Err(GuardViolation {
             tenant: tenant.to_string(),
             operation,
@@ -461,6 +464,7 @@ pub fn is_guard_violation(err: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+mod reader;
 mod tables;
 pub use tables::{check_own_table, check_tables, OwnTableGuard};
 

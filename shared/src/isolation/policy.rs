@@ -10,7 +10,9 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{tenant_prefix, tenant_record_key};
+use crate::identity::keys::{
+    quota_window_pk_prefix, tenant_prefix, tenant_record_key, usage_counter_pk_prefix,
+};
 
 /// The item-level actions the functions use. Never Scan, never PartiQL (`ExecuteStatement`, …), and
 /// no batch operations (no code path sends one with tenant credentials).
@@ -50,14 +52,23 @@ pub const RECORD_WRITE_ACTIONS: [&str; 3] = [
 ];
 
 /// Whose session a tenant's credentials are: a tenant route's ([`Scope::Tenant`], which may not write
-/// the tenant's record) or an operator path's ([`Scope::Operator`]: onboarding, a tier or status
-/// change, a re-sharding, a move, a restore, an offboarding), which assumes the tenant-operator role
-/// that no tenant route's function may assume.
+/// the tenant's record), a read-only route's ([`Scope::Reader`]), or an operator path's
+/// ([`Scope::Operator`]: onboarding, a tier or status change, a re-sharding, a move, a restore, an
+/// offboarding), which assumes the tenant-operator role that no tenant route's function may assume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scope {
     Tenant,
+    /// A route whose declared requests are reads (routes.yaml): its session reads the tenant's
+    /// items and writes only its metering counters (quota windows, usage counters: every request
+    /// adds to them). While its tenant moves between placements, the session also holds the item
+    /// writes the pull makes under every request (`store::client::pull`), on the puller's client
+    /// only: the route's own client is refused every other write by the guard.
+    Reader,
     Operator,
 }
+
+/// The writes a reader's session sends: adding to its metering counters.
+pub const METERING_ACTIONS: [&str; 1] = ["dynamodb:UpdateItem"];
 
 /// STS refuses a packed session policy above 2,048 characters.
 pub const MAX_POLICY_CHARS: usize = 2048;
@@ -291,16 +302,22 @@ pub fn scoped_session_policy(
     tables: &TenantTables,
     scope: Scope,
 ) -> Result<String, PolicyError> {
-    let resource = tables
+    let resource: Vec<String> = tables
         .item_tables()
         .map(|t| pool.of_table(t))
         .flat_map(|t| [t.table_arn(), t.indexes_arn()])
         .collect();
+    // A reader's session reads, and writes its counters (below); while its tenant moves, the pull's
+    // writes are its too.
+    let reads_only = scope == Scope::Reader && tables.moving.is_none();
     let mut statement = vec![AnyStatement::Allow(Statement {
         sid: "TenantItemsOnly",
         effect: "Allow",
-        action: TENANT_ACTIONS.to_vec(),
-        resource,
+        action: match reads_only {
+            true => READ_ACTIONS.to_vec(),
+            false => TENANT_ACTIONS.to_vec(),
+        },
+        resource: resource.clone(),
         condition: Condition {
             for_all_values_string_like: Some(LeadingKeys {
                 leading_keys: vec![format!("{}*", tenant_prefix(tenant))],
@@ -311,6 +328,26 @@ pub fn scoped_session_policy(
             },
         },
     })];
+    if reads_only {
+        statement.push(AnyStatement::Allow(Statement {
+            sid: "MeteringCounters",
+            effect: "Allow",
+            action: METERING_ACTIONS.to_vec(),
+            resource,
+            condition: Condition {
+                for_all_values_string_like: Some(LeadingKeys {
+                    leading_keys: vec![
+                        format!("{}*", usage_counter_pk_prefix(tenant)),
+                        format!("{}*", quota_window_pk_prefix(tenant)),
+                    ],
+                }),
+                for_all_values_string_equals: None,
+                null: LeadingKeys {
+                    leading_keys: "false",
+                },
+            },
+        }));
+    }
     if !tables.item_tables().any(|t| *t == tables.record) {
         statement.push(AnyStatement::Allow(Statement {
             sid: "TenantRecordOnly",
@@ -331,7 +368,7 @@ pub fn scoped_session_policy(
     if scope == Scope::Operator {
         statement.extend(own_tables::own_table_statement(pool, tenant));
     }
-    if scope == Scope::Tenant {
+    if scope != Scope::Operator {
         statement.push(AnyStatement::Deny(DenyStatement {
             sid: "NoRecordWrites",
             effect: "Deny",

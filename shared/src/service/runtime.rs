@@ -29,6 +29,17 @@ pub async fn start() -> Result<&'static App, lambda_http::Error> {
     Ok(Box::leak(Box::new(App::from_env().await?)))
 }
 
+/// [`start`], for a read-only route (routes.yaml: its declared requests are reads): its tenant
+/// sessions read, and write only its metering counters ([`Scope::Reader`]).
+///
+/// [`Scope::Reader`]: crate::isolation::policy::Scope::Reader
+pub async fn start_read_only() -> Result<&'static App, lambda_http::Error> {
+    init_tracing();
+    let mut app = App::from_env().await?;
+    app.settings.tenant_scope = crate::isolation::policy::Scope::Reader;
+    Ok(Box::leak(Box::new(app)))
+}
+
 /// The span of an invocation of a function not behind the API (a queue's, a stream's, a schedule's,
 /// a bus's), its cold start counted in `metrics`.
 pub fn event_invocation(

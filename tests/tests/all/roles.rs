@@ -7,13 +7,26 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemInput;
+use aws_sdk_dynamodb::operation::get_item::GetItemInput;
+use aws_sdk_dynamodb::operation::put_item::PutItemInput;
+use aws_sdk_dynamodb::operation::query::QueryInput;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemInput;
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_smithy_runtime_api::client::interceptors::context::Input;
 use devtools::routes::{Function, PlatformSessions, Reach, RouteTable};
 use integration::iam::{is_allowed, AuthzRequest};
 use integration::template::{
     caller, function_role_policy, function_roles, load, tenant_operator_role_policy,
     tenant_role_policy, trust_policy_for, Arns, STREAM_LABEL,
 };
-use shared::identity::keys::raw_key;
+use integration::{onboarded, Harness};
+use shared::identity::ids::TenantId;
+use shared::identity::keys::{
+    quota_window_pk, raw_key, tenant_record_key, usage_counter_pk, PK, SK,
+};
+use shared::isolation::guard::{check_scoped_input, is_guard_violation};
+use shared::isolation::policy::{scoped_session_policy, Scope, TableLocation, TenantTables};
 
 const TABLE: &str = "arn:aws:dynamodb:us-east-1:123456789012:table/pooltable-dev";
 const ARNS: Arns = Arns {
@@ -434,4 +447,230 @@ fn a_tenant_route_never_holds_operator_sessions_tables_or_the_whole_platform() {
             f.bin
         );
     }
+}
+
+/// An SDK input of `action` at partition key `pk` (its sort key the same) in `table`.
+fn input(action: &str, table: &str, pk: &str) -> Input {
+    let key = Some(std::collections::HashMap::from([
+        (PK.to_owned(), AttributeValue::S(pk.to_owned())),
+        (SK.to_owned(), AttributeValue::S(pk.to_owned())),
+    ]));
+    match action {
+        "GetItem" => Input::erase(
+            GetItemInput::builder()
+                .table_name(table)
+                .set_key(key)
+                .build()
+                .unwrap(),
+        ),
+        "PutItem" => Input::erase(
+            PutItemInput::builder()
+                .table_name(table)
+                .set_item(key)
+                .build()
+                .unwrap(),
+        ),
+        "UpdateItem" => Input::erase(
+            UpdateItemInput::builder()
+                .table_name(table)
+                .set_key(key)
+                .update_expression("ADD n :one")
+                .build()
+                .unwrap(),
+        ),
+        "DeleteItem" => Input::erase(
+            DeleteItemInput::builder()
+                .table_name(table)
+                .set_key(key)
+                .build()
+                .unwrap(),
+        ),
+        "Query" => Input::erase(
+            QueryInput::builder()
+                .table_name(table)
+                .key_condition_expression("PK = :pk")
+                .expression_attribute_values(":pk", AttributeValue::S(pk.to_owned()))
+                .build()
+                .unwrap(),
+        ),
+        other => panic!("no input for {other}"),
+    }
+}
+
+/// Issue 56, item 1: a read-only route holds read actions only. Its role's own are reads (above);
+/// its tenant sessions read, and write only its metering counters, in the session policy, with
+/// the tenant-access role, and in the guard alike.
+#[test]
+fn a_read_only_routes_sessions_read_and_write_only_its_counters_in_every_layer() {
+    // GIVEN the route table: a route whose declared requests are all reads starts read-only
+    let table = table();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut readers = 0;
+    for f in table.functions.iter().filter(|f| f.route().is_some()) {
+        let main = std::fs::read_to_string(
+            root.join(format!("functions/{}/src/bin/{}.rs", f.krate, f.bin)),
+        )
+        .unwrap();
+        assert_eq!(
+            main.contains("runtime::start_read_only()"),
+            f.reads_only(),
+            "{}",
+            f.bin
+        );
+        readers += usize::from(f.reads_only());
+    }
+    assert!(readers >= 20, "{readers} read-only routes");
+    // AND a reader's session, pooled and in its own table, under the tenant-access role
+    let acme = TenantId::parse("acme").unwrap();
+    let location =
+        TableLocation::from_role_arn(TENANT_ACCESS, "us-east-1", "pooltable-dev").unwrap();
+    let role = tenant_role_policy(&ARNS);
+    let product = raw_key("acme", "PRODUCT#1");
+    let record = tenant_record_key(&acme);
+    let usage = usage_counter_pk(&acme, 3);
+    let window = quota_window_pk(&acme, 0);
+    let cases = [
+        ("GetItem", &product, true),
+        ("Query", &product, true),
+        ("PutItem", &product, false),
+        ("UpdateItem", &product, false),
+        ("DeleteItem", &product, false),
+        ("UpdateItem", &usage, true),
+        ("UpdateItem", &window, true),
+        ("Query", &window, true),
+        ("PutItem", &usage, false),
+        ("DeleteItem", &window, false),
+        ("GetItem", &record, true),
+        ("UpdateItem", &record, false),
+        ("PutItem", &record, false),
+    ];
+    for tables in [
+        TenantTables::pooled("pooltable-dev"),
+        TenantTables::own("pooltable-dev-tenant-acme", "pooltable-dev"),
+    ] {
+        let session: serde_json::Value = serde_json::from_str(
+            &scoped_session_policy(&acme, &location, &tables, Scope::Reader).unwrap(),
+        )
+        .unwrap();
+        for (action, pk, expected) in &cases {
+            // WHEN it sends each request, at the table the key is in
+            let at = match *pk == &record {
+                true => tables.record.to_string(),
+                false => tables.items.to_string(),
+            };
+            let asked = AuthzRequest {
+                principal_tags: [("TenantId".to_owned(), "acme".to_owned())].into(),
+                ..keyed(
+                    &format!("dynamodb:{action}"),
+                    &location.of_table(&at).table_arn(),
+                    pk,
+                )
+            };
+            // THEN IAM (the session policy and the role) allows exactly the reads and the counters
+            let iam = is_allowed(&session, &asked) && is_allowed(&role, &asked);
+            assert_eq!(iam, *expected, "{action} {pk} in {at}");
+            // AND the guard decides the same
+            let guard = check_scoped_input(&acme, Scope::Reader, &input(action, &at, pk)).is_ok();
+            assert_eq!(guard, *expected, "guard: {action} {pk}");
+        }
+    }
+    // AND while its tenant moves, its session holds the pull's writes (on the puller's client,
+    // whose guard is a tenant route's), never the record's
+    let moving = TenantTables::own("pooltable-dev-tenant-acme", "pooltable-dev").with_move(
+        shared::isolation::policy::Moving {
+            other: std::sync::Arc::from("pooltable-dev"),
+            pull: true,
+            writes_move_at: 0,
+            settled_at: 0,
+        },
+    );
+    let session: serde_json::Value = serde_json::from_str(
+        &scoped_session_policy(&acme, &location, &moving, Scope::Reader).unwrap(),
+    )
+    .unwrap();
+    let own = location.of_table("pooltable-dev-tenant-acme").table_arn();
+    let pool = location.table_arn();
+    let with_tag = |r: AuthzRequest| AuthzRequest {
+        principal_tags: [("TenantId".to_owned(), "acme".to_owned())].into(),
+        ..r
+    };
+    assert!(is_allowed(
+        &session,
+        &with_tag(keyed("dynamodb:PutItem", &own, &product))
+    ));
+    assert!(is_allowed(
+        &session,
+        &with_tag(keyed("dynamodb:DeleteItem", &pool, &product))
+    ));
+    assert!(!is_allowed(
+        &session,
+        &with_tag(keyed("dynamodb:PutItem", &pool, &record))
+    ));
+    assert!(check_scoped_input(
+        &acme,
+        Scope::Reader,
+        &input("PutItem", "pooltable-dev", &product)
+    )
+    .is_err());
+}
+
+#[tokio::test]
+async fn a_read_only_routes_client_reads_adds_to_its_counters_and_is_refused_a_write() {
+    // GIVEN an onboarded tenant, and its client as a read-only route gets it
+    let h = Harness::new().await;
+    let tenant = onboarded(&h, "reader").await;
+    let id = TenantId::parse(&tenant).unwrap();
+    let db = h
+        .app
+        .tenants
+        .for_tenant(&id, &TenantTables::pooled(&h.table), Scope::Reader)
+        .await
+        .expect("a reader's client");
+    let product = raw_key(&tenant, "PRODUCT#0");
+    let before = h.items_under(&product).await;
+    // WHEN it reads a product partition, adds to a usage counter, and tries to overwrite the product
+    let read = db
+        .client
+        .query()
+        .table_name(db.table.as_ref())
+        .key_condition_expression("PK = :pk")
+        .expression_attribute_values(":pk", AttributeValue::S(product.clone()))
+        .send()
+        .await;
+    let counted = db
+        .client
+        .update_item()
+        .table_name(db.table.as_ref())
+        .key(PK, AttributeValue::S(usage_counter_pk(&id, 1)))
+        .key(SK, AttributeValue::S(usage_counter_pk(&id, 1)))
+        .update_expression("ADD n :one")
+        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .send()
+        .await;
+    let written = db
+        .client
+        .put_item()
+        .table_name(db.table.as_ref())
+        .item(PK, AttributeValue::S(product.clone()))
+        .item(SK, AttributeValue::S(product.clone()))
+        .send()
+        .await;
+    // THEN the read and the count go out, the write is refused before it leaves the process, and
+    // the product is as it was
+    assert!(read.is_ok(), "{read:?}");
+    assert!(counted.is_ok(), "{counted:?}");
+    let err = written.expect_err("a reader's session never writes an item");
+    assert!(is_guard_violation(&err), "{err:?}");
+    assert_eq!(h.items_under(&product).await, before);
+    // AND moto recorded the reader's session with its read-only policy
+    let location =
+        TableLocation::from_role_arn(integration::ROLE_ARN, "us-east-1", &h.table).unwrap();
+    let expected = scoped_session_policy(
+        &id,
+        &location,
+        &TenantTables::pooled(&h.table),
+        Scope::Reader,
+    )
+    .unwrap();
+    assert!(h.recorded_policies(&tenant).await.contains(&expected));
 }

@@ -3,7 +3,7 @@
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
-    let app = shared::service::runtime::start().await?;
+    let app = shared::service::runtime::start_read_only().await?;
     shared::service::runtime::serve(app, env!("CARGO_BIN_NAME"), |req| {
         sessions::get_child_sessions_by_session_id::handle(app, req)
     })

@@ -34,6 +34,11 @@ pub fn quota_window_pk(tenant: &TenantId, shard: u32) -> String {
     RATE.key(tenant, shard)
 }
 
+/// `TENANT#t#RATE#`: what every partition of `tenant`'s quota windows starts with.
+pub fn quota_window_pk_prefix(tenant: &TenantId) -> String {
+    RATE.prefix(tenant)
+}
+
 /// `TENANT#t#RATE#<epoch second>#<shard>`: the window of one second, on one shard.
 pub fn quota_window_sk(tenant: &TenantId, second: u64, shard: u32) -> String {
     RATE.key(tenant, format_args!("{second}#{shard}"))

@@ -231,8 +231,8 @@ pub use imports::{
 };
 pub use metering::{
     idempotency_record_key, is_metering_pk, parse_quota_window_second, quota_window_pk,
-    quota_window_sk, usage_counter_pk, usage_counter_pk_prefix, usage_counter_sk,
-    usage_counter_sk_bounds,
+    quota_window_pk_prefix, quota_window_sk, usage_counter_pk, usage_counter_pk_prefix,
+    usage_counter_sk, usage_counter_sk_bounds,
 };
 pub use platform::{
     control_request_sk, control_requests_pk, import_due_pk, import_due_pk_prefix,

@@ -73,6 +73,9 @@ pub struct Settings {
     /// function's sessions of the platform's partition may do; the template sets it on the
     /// functions whose roles the tenant-access role's trust narrows.
     pub platform_access: crate::isolation::policy::PlatformAccess,
+    /// The scope of the sessions its routes' tenant clients take: a tenant route's, or a read-only
+    /// route's (`Scope::Reader`, set by a read-only route's `main`: `runtime::start_read_only`).
+    pub tenant_scope: crate::isolation::policy::Scope,
 }
 
 /// The list-page cache's settings.
@@ -237,6 +240,7 @@ impl Settings {
             tenant_role_arn,
             tenant_operator_role_arn,
             platform_access,
+            tenant_scope: crate::isolation::policy::Scope::Tenant,
             session_ttl_seconds,
             credentials_seconds,
             auth: if dev_auth {

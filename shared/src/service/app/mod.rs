@@ -389,10 +389,8 @@ impl App {
     pub async fn db(&self, tenant: &TenantId) -> Result<TenantDb, ApiError> {
         let record = self.active_record(tenant).await?;
         let tables = tables_of(&self.tenants, Some(&record), self.clock.now_seconds());
-        let mut db = self
-            .tenants
-            .for_tenant(tenant, &tables, Scope::Tenant)
-            .await?;
+        let scope = self.settings.tenant_scope;
+        let mut db = self.tenants.for_tenant(tenant, &tables, scope).await?;
         db.pages = self.page_cache_for(&record);
         note_backfill(&db, &record);
         Ok(db)
@@ -432,7 +430,7 @@ impl App {
     /// also while it is suspended: a tenant route's session, which never writes the record. 404 when
     /// it has no record. Only for operator routes, after [`require_operator`].
     pub async fn db_for_operator(&self, tenant: &TenantId) -> Result<TenantDb, ApiError> {
-        self.operator_db(tenant, Scope::Tenant)
+        self.operator_db(tenant, self.settings.tenant_scope)
             .await?
             .ok_or_else(no_such_tenant)
     }

@@ -256,10 +256,12 @@ impl TenantClients {
 
     /// `config` with the pull of `tenant`'s move (`store::client::pull`): every attempt from
     /// `writesMoveAt` on goes to the target and pulls first. The pulls go out on a client of
-    /// `config` itself, so with the same credentials, guard and meter.
+    /// `pulls`: the same credentials and meter, and `config`'s guard but a reader's (whose pulls
+    /// write what its reads touch).
     fn pulling(
         &self,
         config: aws_sdk_dynamodb::config::Builder,
+        pulls: aws_sdk_dynamodb::config::Builder,
         tenant: &TenantId,
         tables: &TenantTables,
         moving: &Moving,
@@ -281,7 +283,7 @@ impl TenantClients {
         };
         let config = config.retry_classifier(RetryConflicts);
         let puller = Arc::new(Puller::new(
-            self.client(config.clone()),
+            self.client(pulls.retry_classifier(RetryConflicts)),
             &sight,
             moving.settled_at,
         ));
@@ -311,23 +313,33 @@ impl TenantClients {
         let db = self
             .credentials
             .get(tenant, tables, scope, |credentials| {
-                let mut config = self
-                    .dynamodb
-                    .to_builder()
-                    .credentials_provider(credentials.clone())
-                    .interceptor(TenantKeyGuard::placed(
-                        tenant.clone(),
-                        tables.clone(),
-                        scope,
-                    ))
-                    .interceptor(RequestMetering);
-                if let Some(pages) = &self.pages {
-                    config = config
-                        .interceptor(PageCacheInvalidation::new(pages.clone(), tenant.clone()));
-                }
+                // The client of a session guarded as `guarded`: the route's in `scope`; the pull's
+                // as a tenant route's, whose writes a reader's pull needs (`Scope::Reader`).
+                let configured = |guarded: Scope| {
+                    let mut config = self
+                        .dynamodb
+                        .to_builder()
+                        .credentials_provider(credentials.clone())
+                        .interceptor(TenantKeyGuard::placed(
+                            tenant.clone(),
+                            tables.clone(),
+                            guarded,
+                        ))
+                        .interceptor(RequestMetering);
+                    if let Some(pages) = &self.pages {
+                        config = config
+                            .interceptor(PageCacheInvalidation::new(pages.clone(), tenant.clone()));
+                    }
+                    config
+                };
+                let mut config = configured(scope);
                 let mut puller = None;
                 if let Some(moving) = &tables.moving {
-                    (config, puller) = self.pulling(config, tenant, tables, moving);
+                    let pulls = match scope {
+                        Scope::Reader => configured(Scope::Tenant),
+                        _ => config.clone(),
+                    };
+                    (config, puller) = self.pulling(config, pulls, tenant, tables, moving);
                 }
                 let own_table_manager = match scope {
                     Scope::Operator => own_table_name(&self.table_name, tenant).map(|own| {
@@ -338,7 +350,7 @@ impl TenantClients {
                                 .interceptor(OwnTableGuard::new(tenant.clone(), own)),
                         )
                     }),
-                    Scope::Tenant => None,
+                    Scope::Tenant | Scope::Reader => None,
                 };
                 TenantDb {
                     client: self.client(config),
