@@ -17,6 +17,7 @@
 //! the test command: fakecloud takes too long to build there (README, docs/isolation.md).
 
 mod function_roles;
+mod reader;
 
 use std::collections::HashMap;
 
@@ -51,6 +52,27 @@ fn sdk_config(access_key: &str, secret: &str, token: Option<String>) -> aws_conf
 /// fakecloud lets an access key starting with `test` past IAM: the administrator's.
 fn admin() -> aws_config::SdkConfig {
     sdk_config("test", "test", None)
+}
+
+/// The administrator's DynamoDB, IAM and STS clients, and the table as the template defines it
+/// (without its stream).
+struct Engine {
+    ddb: aws_sdk_dynamodb::Client,
+    iam: aws_sdk_iam::Client,
+    sts: aws_sdk_sts::Client,
+    def: devtools::TableDefinition,
+}
+
+fn engine() -> Engine {
+    let admin = admin();
+    Engine {
+        ddb: aws_sdk_dynamodb::Client::new(&admin),
+        iam: aws_sdk_iam::Client::new(&admin),
+        sts: aws_sdk_sts::Client::new(&admin),
+        def: devtools::table_from_template(&devtools::default_template_path())
+            .unwrap()
+            .without_stream(),
+    }
 }
 
 fn role_arn(tenant: &str) -> String {
@@ -153,13 +175,7 @@ struct Tenant {
 async fn iam_alone_refuses_every_cross_tenant_request_in_both_placements_and_a_move() {
     // GIVEN the pool and two own tables, made with the template's definition, and three tenants:
     // `pooled` in the pool, `ownb` and `ownc` in their own tables
-    let admin = admin();
-    let ddb = aws_sdk_dynamodb::Client::new(&admin);
-    let iam = aws_sdk_iam::Client::new(&admin);
-    let sts = aws_sdk_sts::Client::new(&admin);
-    let def = devtools::table_from_template(&devtools::default_template_path())
-        .unwrap()
-        .without_stream();
+    let Engine { ddb, iam, sts, def } = engine();
     // AND `movd`, moving from the pool into its own table, its writes moved (both tables named)
     let tenants: Vec<Tenant> = [
         ("pooled", false),
@@ -332,13 +348,7 @@ async fn iam_alone_holds_each_narrowed_platform_session_to_its_keys() {
     // GIVEN the pool, and for each narrowed access a role tagged with the platform's id and that
     // access, holding the template's tenant-access role policy (fakecloud reads principal tags
     // from the role, not the session)
-    let admin = admin();
-    let ddb = aws_sdk_dynamodb::Client::new(&admin);
-    let iam = aws_sdk_iam::Client::new(&admin);
-    let sts = aws_sdk_sts::Client::new(&admin);
-    let def = devtools::table_from_template(&devtools::default_template_path())
-        .unwrap()
-        .without_stream();
+    let Engine { ddb, iam, sts, def } = engine();
     // (made by the cross-tenant matrix when it ran first in this fakecloud)
     let _ = devtools::create_table(&ddb, POOL, &def).await;
     let arns = integration::template::Arns {

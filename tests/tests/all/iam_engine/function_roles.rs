@@ -12,7 +12,7 @@ use integration::iam::{is_allowed, AuthzRequest};
 use integration::template::{function_role_dynamodb_policy, function_roles, Arns};
 use shared::identity::keys::{raw_key, PK, SK};
 
-use super::{admin, past_iam, sdk_config, ACCOUNT, POOL, REGION};
+use super::{engine, past_iam, sdk_config, Engine, ACCOUNT, POOL, REGION};
 
 /// One request of the matrix: what the SDK sends, and what IAM evaluates of it.
 #[derive(Debug, Clone, Copy)]
@@ -248,13 +248,7 @@ async fn send(client: &aws_sdk_dynamodb::Client, probe: Probe) -> bool {
 #[ignore = "runs against fakecloud in strict IAM mode: scripts/iam-engine.sh"]
 async fn iam_alone_holds_each_function_role_to_what_the_evaluator_allows_it() {
     // GIVEN the pool, an untagged own table and a restore copy, made with the template's definition
-    let admin = admin();
-    let ddb = aws_sdk_dynamodb::Client::new(&admin);
-    let iam = aws_sdk_iam::Client::new(&admin);
-    let sts = aws_sdk_sts::Client::new(&admin);
-    let def = devtools::table_from_template(&devtools::default_template_path())
-        .unwrap()
-        .without_stream();
+    let Engine { ddb, iam, sts, def } = engine();
     for table in [POOL, OWN, RESTORE] {
         // (the pool is there when another matrix ran first in this fakecloud)
         let _ = devtools::create_table(&ddb, table, &def).await;
