@@ -121,7 +121,7 @@ fn the_template_deploys_what_the_hand_written_one_did() {
     for (name, body) in &before {
         assert_eq!(now.get(name), Some(body), "{name} changed or went");
     }
-    // AND what it did not have is a route's function or invoke permission, of a route in routes.yaml,
+    // AND what it did not have is a route's function, role or invoke permission, of a route in routes.yaml,
     // a function's log group, the functions' telemetry policy, or the control plane's application
     // plane (#45)
     let table = table();
@@ -139,7 +139,9 @@ fn the_template_deploys_what_the_hand_written_one_did() {
                 || name.starts_with("ControlPlane")
                 || table.routes().any(|r| {
                     let resource = r.function.resource();
-                    *name == resource || *name == format!("{resource}RestPermission")
+                    *name == resource
+                        || *name == format!("{resource}RestPermission")
+                        || *name == r.function.role()
                 }),
             "{name} is new and no route's"
         );
