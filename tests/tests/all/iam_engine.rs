@@ -49,6 +49,18 @@ fn sdk_config(access_key: &str, secret: &str, token: Option<String>) -> aws_conf
         .build()
 }
 
+/// A DynamoDB client on the credentials of an AssumeRole's answer.
+fn session_client(
+    out: &aws_sdk_sts::operation::assume_role::AssumeRoleOutput,
+) -> aws_sdk_dynamodb::Client {
+    let c = out.credentials().unwrap();
+    aws_sdk_dynamodb::Client::new(&sdk_config(
+        c.access_key_id(),
+        c.secret_access_key(),
+        Some(c.session_token().to_owned()),
+    ))
+}
+
 /// fakecloud lets an access key starting with `test` past IAM: the administrator's.
 fn admin() -> aws_config::SdkConfig {
     sdk_config("test", "test", None)
@@ -73,6 +85,45 @@ fn engine() -> Engine {
             .unwrap()
             .without_stream(),
     }
+}
+
+/// A role named `name` tagged `tags` (fakecloud reads `aws:PrincipalTag/…` from the role's tags,
+/// not the session's), holding the template's tenant-access role policy, which a principal of the
+/// account may assume: its ARN.
+async fn tenant_access_role(
+    iam: &aws_sdk_iam::Client,
+    name: &str,
+    tags: &[(&str, &str)],
+) -> String {
+    let arns = integration::template::Arns {
+        table: &format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{POOL}"),
+        functions_role: &format!("arn:aws:iam::{ACCOUNT}:role/pooltable-engine-functions"),
+    };
+    let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"AWS": format!("arn:aws:iam::{ACCOUNT}:root")}, "Action": ["sts:AssumeRole", "sts:TagSession"]}]})
+    .to_string();
+    let tags = tags.iter().map(|(k, v)| {
+        aws_sdk_iam::types::Tag::builder()
+            .key(*k)
+            .value(*v)
+            .build()
+            .unwrap()
+    });
+    iam.create_role()
+        .role_name(name)
+        .assume_role_policy_document(&trust)
+        .set_tags(Some(tags.collect()))
+        .send()
+        .await
+        .expect("CreateRole");
+    iam.put_role_policy()
+        .role_name(name)
+        .policy_name("tenant-items")
+        .policy_document(integration::template::tenant_role_policy(&arns).to_string())
+        .send()
+        .await
+        .expect("PutRolePolicy");
+    format!("arn:aws:iam::{ACCOUNT}:role/{name}")
 }
 
 fn role_arn(tenant: &str) -> String {
@@ -218,35 +269,9 @@ async fn iam_alone_refuses_every_cross_tenant_request_in_both_placements_and_a_m
     }
     // AND for each tenant a role tagged with it, holding the template's tenant-access role policy,
     // which a principal of the account may assume
-    let arns = integration::template::Arns {
-        table: &format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{POOL}"),
-        functions_role: &format!("arn:aws:iam::{ACCOUNT}:role/pooltable-engine-functions"),
-    };
-    let role_policy = integration::template::tenant_role_policy(&arns).to_string();
-    let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
-        "Principal": {"AWS": format!("arn:aws:iam::{ACCOUNT}:root")}, "Action": ["sts:AssumeRole", "sts:TagSession"]}]})
-    .to_string();
     for t in &tenants {
         let name = format!("pooltable-engine-tenant-{}", t.id);
-        let tag = aws_sdk_iam::types::Tag::builder()
-            .key("TenantId")
-            .value(t.id.as_str())
-            .build()
-            .unwrap();
-        iam.create_role()
-            .role_name(&name)
-            .assume_role_policy_document(&trust)
-            .tags(tag)
-            .send()
-            .await
-            .expect("CreateRole");
-        iam.put_role_policy()
-            .role_name(&name)
-            .policy_name("tenant-items")
-            .policy_document(&role_policy)
-            .send()
-            .await
-            .expect("PutRolePolicy");
+        tenant_access_role(&iam, &name, &[("TenantId", t.id.as_str())]).await;
     }
 
     let (mut allowed_count, mut refused_count) = (0usize, 0usize);
@@ -269,12 +294,7 @@ async fn iam_alone_refuses_every_cross_tenant_request_in_both_placements_and_a_m
                 request = request.set_policy(None);
             }
             let out = request.send().await.expect("AssumeRole");
-            let c = out.credentials().unwrap();
-            let client = aws_sdk_dynamodb::Client::new(&sdk_config(
-                c.access_key_id(),
-                c.secret_access_key(),
-                Some(c.session_token().to_owned()),
-            ));
+            let client = session_client(&out);
             // THEN every operation at every tenant's keys in every table is allowed exactly when it
             // is the caller's own, in its placement
             for target in &tenants {
@@ -351,14 +371,6 @@ async fn iam_alone_holds_each_narrowed_platform_session_to_its_keys() {
     let Engine { ddb, iam, sts, def } = engine();
     // (made by the cross-tenant matrix when it ran first in this fakecloud)
     let _ = devtools::create_table(&ddb, POOL, &def).await;
-    let arns = integration::template::Arns {
-        table: &format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{POOL}"),
-        functions_role: &format!("arn:aws:iam::{ACCOUNT}:role/pooltable-engine-functions"),
-    };
-    let role_policy = integration::template::tenant_role_policy(&arns).to_string();
-    let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
-        "Principal": {"AWS": format!("arn:aws:iam::{ACCOUNT}:root")}, "Action": ["sts:AssumeRole", "sts:TagSession"]}]})
-    .to_string();
     let platform = TenantId::platform();
     let keys = ["OFFBOARDED#acme", "DRIVE", "IMPORTS_DUE#3", "USAGE#5"]
         .map(|rest| raw_key(platform.as_str(), rest));
@@ -370,28 +382,12 @@ async fn iam_alone_holds_each_narrowed_platform_session_to_its_keys() {
     ] {
         let tag = access.tag().unwrap();
         let name = format!("pooltable-engine-platform-{tag}");
-        let tags = [("TenantId", platform.as_str()), ("PlatformAccess", tag)].map(|(k, v)| {
-            aws_sdk_iam::types::Tag::builder()
-                .key(k)
-                .value(v)
-                .build()
-                .unwrap()
-        });
-        iam.create_role()
-            .role_name(&name)
-            .assume_role_policy_document(&trust)
-            .set_tags(Some(tags.to_vec()))
-            .send()
-            .await
-            .expect("CreateRole");
-        iam.put_role_policy()
-            .role_name(&name)
-            .policy_name("tenant-items")
-            .policy_document(&role_policy)
-            .send()
-            .await
-            .expect("PutRolePolicy");
-        let role = format!("arn:aws:iam::{ACCOUNT}:role/{name}");
+        let role = tenant_access_role(
+            &iam,
+            &name,
+            &[("TenantId", platform.as_str()), ("PlatformAccess", tag)],
+        )
+        .await;
         for scoped in [true, false] {
             // WHEN a session of the platform's partition narrowed to `access` is taken, with the
             // function's narrowed session policy (or, the second time, none: the role alone)
@@ -409,12 +405,7 @@ async fn iam_alone_holds_each_narrowed_platform_session_to_its_keys() {
                 request = request.set_policy(None);
             }
             let out = request.send().await.expect("AssumeRole");
-            let c = out.credentials().unwrap();
-            let client = aws_sdk_dynamodb::Client::new(&sdk_config(
-                c.access_key_id(),
-                c.secret_access_key(),
-                Some(c.session_token().to_owned()),
-            ));
+            let client = session_client(&out);
             // THEN each operation at each of the platform's keys is allowed exactly as the access
             // says: an offboarding report is never written by the usage reader or the import
             // producer

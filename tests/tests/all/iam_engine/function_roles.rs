@@ -12,7 +12,7 @@ use integration::iam::{is_allowed, AuthzRequest};
 use integration::template::{function_role_dynamodb_policy, function_roles, Arns};
 use shared::identity::keys::{raw_key, PK, SK};
 
-use super::{engine, past_iam, sdk_config, Engine, ACCOUNT, POOL, REGION};
+use super::{engine, past_iam, session_client, Engine, ACCOUNT, POOL, REGION};
 
 /// One request of the matrix: what the SDK sends, and what IAM evaluates of it.
 #[derive(Debug, Clone, Copy)]
@@ -294,12 +294,7 @@ async fn iam_alone_holds_each_function_role_to_what_the_evaluator_allows_it() {
             .send()
             .await
             .expect("AssumeRole");
-        let c = out.credentials().unwrap();
-        let client = aws_sdk_dynamodb::Client::new(&sdk_config(
-            c.access_key_id(),
-            c.secret_access_key(),
-            Some(c.session_token().to_owned()),
-        ));
+        let client = session_client(&out);
         for probe in PROBES {
             // THEN fakecloud answers each as the evaluator does
             let expected = is_allowed(&policy, &authz(probe));

@@ -8,7 +8,9 @@ use shared::identity::keys::{quota_window_pk, raw_key, tenant_record_key, usage_
 use shared::isolation::credentials::{assume_role_request, CredentialSettings};
 use shared::isolation::policy::{Scope, TableLocation, TenantTables};
 
-use super::{engine, iam_allows, sdk_config, Engine, Op, ACCOUNT, OPS, POOL, REGION};
+use super::{
+    engine, iam_allows, session_client, tenant_access_role, Engine, Op, OPS, POOL, REGION,
+};
 
 #[tokio::test]
 #[ignore = "runs against fakecloud in strict IAM mode: scripts/iam-engine.sh"]
@@ -17,36 +19,14 @@ async fn iam_alone_holds_a_read_only_routes_session_to_reads_and_its_counters() 
     // role's policy
     let Engine { ddb, iam, sts, def } = engine();
     let _ = devtools::create_table(&ddb, POOL, &def).await;
-    let arns = integration::template::Arns {
-        table: &format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{POOL}"),
-        functions_role: &format!("arn:aws:iam::{ACCOUNT}:role/pooltable-engine-functions"),
-    };
-    let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
-        "Principal": {"AWS": format!("arn:aws:iam::{ACCOUNT}:root")}, "Action": ["sts:AssumeRole", "sts:TagSession"]}]})
-    .to_string();
     let tenant = TenantId::parse("rdr").unwrap();
-    let name = "pooltable-engine-reader-rdr";
-    let tag = aws_sdk_iam::types::Tag::builder()
-        .key("TenantId")
-        .value(tenant.as_str())
-        .build()
-        .unwrap();
-    iam.create_role()
-        .role_name(name)
-        .assume_role_policy_document(&trust)
-        .tags(tag)
-        .send()
-        .await
-        .expect("CreateRole");
-    iam.put_role_policy()
-        .role_name(name)
-        .policy_name("tenant-items")
-        .policy_document(integration::template::tenant_role_policy(&arns).to_string())
-        .send()
-        .await
-        .expect("PutRolePolicy");
+    let role = tenant_access_role(
+        &iam,
+        "pooltable-engine-reader-rdr",
+        &[("TenantId", tenant.as_str())],
+    )
+    .await;
     // WHEN it is assumed with a read-only route's session policy
-    let role = format!("arn:aws:iam::{ACCOUNT}:role/{name}");
     let settings = CredentialSettings {
         role_arn: role.clone(),
         operator_role_arn: None,
@@ -60,12 +40,7 @@ async fn iam_alone_holds_a_read_only_routes_session_to_reads_and_its_counters() 
         .send()
         .await
         .expect("AssumeRole");
-    let c = out.credentials().unwrap();
-    let client = aws_sdk_dynamodb::Client::new(&sdk_config(
-        c.access_key_id(),
-        c.secret_access_key(),
-        Some(c.session_token().to_owned()),
-    ));
+    let client = session_client(&out);
     // THEN each operation at each key goes past IAM exactly when it reads, or adds to a counter
     let counters = [usage_counter_pk(&tenant, 2), quota_window_pk(&tenant, 0)];
     let keys = [
