@@ -8,7 +8,9 @@
 //!
 //! Then it makes every import past its deadline final (`shared::store::imports::close`).
 //!
-//! The tenants get the first 12 s of a run; imports are closed 8 at once until 20 s.
+//! The tenants get the first 12 s of a run, [`TENANTS_IN_FLIGHT`] at once, the least recently driven
+//! first (so a run that cannot serve every listed tenant starts the next where it left off: no
+//! tenant's operation waits for another's to end); imports are closed 8 at once until 20 s.
 //!
 //! Answers `{"listed", "finished", "pending", "importsClosed", "importsDue"}`: tenants it found
 //! listed, whose operation it saw end (or found nothing running for), and still listed; imports it
@@ -57,23 +59,52 @@ const LIFECYCLE_BUDGET: Duration = Duration::from_secs(12);
 /// Imports closed at once.
 const CLOSES_IN_FLIGHT: usize = 8;
 
+/// Tenants driven at once: their operations are independent, each on its own tenant's partitions.
+const TENANTS_IN_FLIGHT: usize = 4;
+
 /// One run of the driver.
 pub async fn drive(app: &App) -> Result<Driven, ApiError> {
+    drive_at_most(app, usize::MAX).await
+}
+
+/// [`drive`], giving a call's worth to at most `tenants` listed tenants (the rest are pending):
+/// what a run does when its time is short, counted instead of timed, for tests.
+pub async fn drive_at_most(app: &App, tenants: usize) -> Result<Driven, ApiError> {
+    use futures::StreamExt;
     let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+    // The least recently driven first: a run that cannot serve everyone starts the next where it
+    // left off (`driving::listed`).
     let listed = driving::listed(&platform_db).await?;
-    let listed_at: Vec<u64> = listed.iter().map(|(_, at)| *at).collect();
+    let listed_at: Vec<u64> = listed.iter().map(|l| l.listed_at_ms).collect();
     let started = Instant::now();
     let deadline = started + LIFECYCLE_BUDGET;
     let mut driven = Driven {
         listed: listed.len(),
         ..Driven::default()
     };
-    for (tenant, listed_at_ms) in listed {
-        if Instant::now() >= deadline {
+    let begun = std::sync::atomic::AtomicUsize::new(0);
+    let (platform_db, begun) = (&platform_db, &begun);
+    let outcomes = futures::stream::iter(listed.into_iter().map(|entry| async move {
+        let turn = begun.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if Instant::now() >= deadline || turn >= tenants {
+            return None;
+        }
+        let stepped = Box::pin(step(app, &entry.tenant)).await;
+        if let Err(e) = driving::note_driven(platform_db, &entry, app.clock.now_millis()).await {
+            tracing::warn!(tenant = %entry.tenant, error = %e, "the driver could not note its turn");
+        }
+        Some((entry, stepped))
+    }))
+    .buffer_unordered(TENANTS_IN_FLIGHT)
+    .collect::<Vec<_>>()
+    .await;
+    for outcome in outcomes {
+        let Some((entry, stepped)) = outcome else {
             driven.pending += 1;
             continue;
-        }
-        match Box::pin(step(app, &tenant)).await {
+        };
+        let (tenant, listed_at_ms) = (&entry.tenant, entry.listed_at_ms);
+        match stepped {
             // Nothing runs yet for an entry listed a moment ago: its operation is listed before it
             // begins, so it may be beginning now. It is unlisted only once a request that listed it
             // has surely ended.
@@ -85,7 +116,7 @@ pub async fn drive(app: &App) -> Result<Driven, ApiError> {
             }
             // Unlisted only if no newer listing replaced the one read above (a tenant of this id
             // onboarded again and listed meanwhile keeps its entry).
-            Ok(true) => match driving::unlist(&platform_db, &tenant, listed_at_ms).await? {
+            Ok(true) => match driving::unlist(platform_db, tenant, listed_at_ms).await? {
                 true => driven.finished += 1,
                 false => driven.pending += 1,
             },
@@ -98,7 +129,7 @@ pub async fn drive(app: &App) -> Result<Driven, ApiError> {
             }
         }
     }
-    let closed = close_due_imports(app, &platform_db, started + RUN_BUDGET, &mut driven).await;
+    let closed = close_due_imports(app, platform_db, started + RUN_BUDGET, &mut driven).await;
     // The run's steps were charged to the platform's account: written before the run ends, also
     // when closing imports failed.
     app.flush_platform_usage().await;

@@ -743,7 +743,7 @@ async fn the_drivers_unlist_never_removes_a_listing_newer_than_the_one_it_read()
     let read = shared::store::lifecycle::driving::listed(&platform)
         .await
         .unwrap();
-    let (_, read_at) = read.iter().find(|(l, _)| l == &t).unwrap().clone();
+    let read_at = read.iter().find(|l| l.tenant == t).unwrap().listed_at_ms;
     assert_eq!(read_at, first_listing);
     // WHEN, between that read and the driver's delete (the injected delay), the tenant id is
     // onboarded again and listed anew by its re-sharding or offboarding
@@ -760,11 +760,13 @@ async fn the_drivers_unlist_never_removes_a_listing_newer_than_the_one_it_read()
         .await
         .unwrap();
     assert!(
-        entries.iter().any(|(l, at)| l == &t && *at > read_at),
+        entries
+            .iter()
+            .any(|l| l.tenant == t && l.listed_at_ms > read_at),
         "{entries:?}"
     );
     // AND the listing it did read is removed as before
-    let (_, now_at) = entries.iter().find(|(l, _)| l == &t).unwrap().clone();
+    let now_at = entries.iter().find(|l| l.tenant == t).unwrap().listed_at_ms;
     assert!(
         shared::store::lifecycle::driving::unlist(&platform, &t, now_at)
             .await
@@ -774,7 +776,7 @@ async fn the_drivers_unlist_never_removes_a_listing_newer_than_the_one_it_read()
         .await
         .unwrap()
         .iter()
-        .any(|(l, _)| l == &t));
+        .any(|l| l.tenant == t));
 }
 
 /// One TransactWriteItems as sent: when, its body's bytes, and the write units it asks of each
@@ -928,4 +930,55 @@ async fn offboarding_and_re_sharding_steps_of_large_items_fit_a_transaction_and_
         .await;
     let seen: usize = pages.iter().map(|r| r.ids("productId").len()).sum();
     assert_eq!(seen, 150);
+}
+
+/// Issue 58, item 3: no tenant's operation waits for another's to end. A run that can serve only
+/// some of the listed tenants (two here, counted rather than timed) starts the next where it left
+/// off, the least recently driven first: each listed tenant is served within ceil(6 / 2) runs.
+#[tokio::test]
+async fn the_driver_serves_the_least_recently_driven_first_so_no_listed_tenant_waits() {
+    // GIVEN six tenants whose offboardings wait out their deletion delay (every run finds them
+    // still running)
+    let h = Harness::new().await;
+    let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
+    let mut tenants = std::collections::BTreeSet::new();
+    for i in 0..6 {
+        let t = unique(&format!("fair{i}"));
+        onboard(&h, &t, 1).await;
+        assert_eq!(offboard(&h, &t, &operator).await.status, 202);
+        tenants.insert(t);
+    }
+    let platform = h.app.db_for_operator(&TenantId::platform()).await.unwrap();
+    let driven_at = || async {
+        shared::store::lifecycle::driving::listed(&platform)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|l| (l.tenant.to_string(), l.driven_at_ms))
+            .collect::<BTreeMap<String, u64>>()
+    };
+    // WHEN the driver runs four times, a second apart, each serving two of them
+    let mut served = Vec::new();
+    for _ in 0..4 {
+        h.clock.advance_seconds(1);
+        let before = driven_at().await;
+        let run = Box::pin(tenants::drive_lifecycle::drive_at_most(&h.app, 2))
+            .await
+            .unwrap();
+        assert_eq!((run.listed, run.pending), (6, 6), "{run:?}");
+        let after = driven_at().await;
+        let now: std::collections::BTreeSet<String> = after
+            .iter()
+            .filter(|(t, at)| before.get(*t) != Some(*at))
+            .map(|(t, _)| t.clone())
+            .collect();
+        served.push(now);
+    }
+    // THEN each run served two, the first three runs each tenant exactly once, and the fourth the
+    // first run's two again (they were the least recently driven)
+    assert!(served.iter().all(|s| s.len() == 2), "{served:?}");
+    let first_three: std::collections::BTreeSet<String> =
+        served[..3].iter().flatten().cloned().collect();
+    assert_eq!(first_three, tenants, "{served:?}");
+    assert_eq!(served[3], served[0], "{served:?}");
 }

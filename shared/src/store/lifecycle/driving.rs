@@ -64,24 +64,67 @@ pub async fn unlist(
 }
 
 const LISTED_AT_MS: &str = "listedAtMs";
+const DRIVEN_AT_MS: &str = "drivenAtMs";
 
-/// Every listed tenant and when it was listed (epoch ms), by a consistent read (one Query per 1 MB
-/// of entries).
-pub async fn listed(platform_db: &TenantDb) -> Result<Vec<(TenantId, u64)>, StoreError> {
+/// A tenant on the driver's list: when it was listed, and when the driver last gave it a call's
+/// worth (0: never).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub tenant: TenantId,
+    pub listed_at_ms: u64,
+    pub driven_at_ms: u64,
+}
+
+/// Every listed tenant, by a consistent read (one Query per 1 MB of entries), in the order the
+/// driver serves them: the least recently driven first (never driven before any), then the longest
+/// listed. So a run that cannot serve every tenant starts the next where it left off, and no
+/// tenant's operation waits for another's to end.
+pub async fn listed(platform_db: &TenantDb) -> Result<Vec<Listed>, StoreError> {
     let query = platform_db
         .query_partition(&lifecycle_drive_pk())
         .consistent_read(true);
     let mut tenants = Vec::new();
     for item in crate::store::client::query::all_pages(query).await? {
         if let Some(AttributeValue::S(raw)) = item.get("drivenTenantId") {
-            let at = crate::store::client::query::u64_attr(&item, LISTED_AT_MS).unwrap_or(0);
+            let at = |name| crate::store::client::query::u64_attr(&item, name).unwrap_or(0);
             match TenantId::parse(raw) {
-                Ok(t) => tenants.push((t, at)),
+                Ok(tenant) => tenants.push(Listed {
+                    tenant,
+                    listed_at_ms: at(LISTED_AT_MS),
+                    driven_at_ms: at(DRIVEN_AT_MS),
+                }),
                 Err(e) => tracing::warn!(error = %e, "a lifecycle entry names no valid tenant"),
             }
         }
     }
+    tenants.sort_by(|a, b| {
+        (a.driven_at_ms, a.listed_at_ms, &a.tenant).cmp(&(
+            b.driven_at_ms,
+            b.listed_at_ms,
+            &b.tenant,
+        ))
+    });
     Ok(tenants)
+}
+
+/// Notes on `entry` that the driver gave its tenant a call's worth at `now_ms`, only if it is still
+/// the listing the driver read: an entry unlisted or listed anew meanwhile is left as it is.
+pub async fn note_driven(
+    platform_db: &TenantDb,
+    entry: &Listed,
+    now_ms: u64,
+) -> Result<(), StoreError> {
+    let out = platform_db
+        .update_at(lifecycle_drive_pk(), lifecycle_drive_sk(&entry.tenant))
+        .update_expression("SET #driven = :now")
+        .condition_expression("#listed = :read")
+        .expression_attribute_names("#driven", DRIVEN_AT_MS)
+        .expression_attribute_names("#listed", LISTED_AT_MS)
+        .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
+        .expression_attribute_values(":read", AttributeValue::N(entry.listed_at_ms.to_string()))
+        .send()
+        .await;
+    crate::store::client::error::written_unless_condition_failed(out).map(|_| ())
 }
 
 /// An import the driver brings to a final state once it is due.
