@@ -80,8 +80,11 @@ pub fn caller(arns: &Arns, logical: &str) -> crate::iam::AuthzRequest {
     }
 }
 
-/// YAML to JSON, resolving `!GetAtt Table.Arn`, `!GetAtt <function role>.Arn` and `!Sub` over the
-/// table; any other reference fails the test, so a new one cannot slip past unevaluated.
+/// YAML to JSON, resolving `!GetAtt Table.Arn` (and its stream), `!GetAtt <function role>.Arn` and
+/// `!Sub` over the table, the account, the region and the stage (a `${…}` left over fails the
+/// test). Another resource's `!GetAtt X.Arn` becomes `arn:test:X` and a `!Ref X` becomes `ref:X`:
+/// names no request of the tenant's ever carries, so a statement on them allows nothing the tests
+/// ask unless they ask for that name; an `!If` is its first branch (the condition true).
 fn resolve(v: &Yaml, arns: &Arns) -> Json {
     match v {
         Yaml::Null => Json::Null,

@@ -317,7 +317,7 @@ pub fn scoped_session_policy(
             true => READ_ACTIONS.to_vec(),
             false => TENANT_ACTIONS.to_vec(),
         },
-        resource: resource.clone(),
+        resource,
         condition: Condition {
             for_all_values_string_like: Some(LeadingKeys {
                 leading_keys: vec![format!("{}*", tenant_prefix(tenant))],
@@ -333,7 +333,8 @@ pub fn scoped_session_policy(
             sid: "MeteringCounters",
             effect: "Allow",
             action: METERING_ACTIONS.to_vec(),
-            resource,
+            // The items table's, never an index's: a counter is written where its tenant's items are.
+            resource: vec![pool.of_table(&tables.items).table_arn()],
             condition: Condition {
                 for_all_values_string_like: Some(LeadingKeys {
                     leading_keys: vec![
@@ -352,7 +353,11 @@ pub fn scoped_session_policy(
         statement.push(AnyStatement::Allow(Statement {
             sid: "TenantRecordOnly",
             effect: "Allow",
-            action: RECORD_ACTIONS.to_vec(),
+            // A reader's: the record's reads only (GetItem, and its check in a transaction).
+            action: match reads_only {
+                true => vec![RECORD_ACTIONS[0], RECORD_ACTIONS[4]],
+                false => RECORD_ACTIONS.to_vec(),
+            },
             resource: vec![pool.of_table(&tables.record).table_arn()],
             condition: Condition {
                 for_all_values_string_like: None,
@@ -381,7 +386,17 @@ pub fn scoped_session_policy(
             },
         }));
     }
-    packed(statement)
+    match packed(statement) {
+        // A reader's names more than a tenant route's. Past STS's limit (only a pool named past
+        // about 80 characters, with a 64-character tenant id in its own table: the template's pool
+        // is `pooltable-<Stage>`, at most 25) it goes as a tenant route's, and the guard alone holds
+        // the route's client to reads.
+        Err(PolicyError::TooLarge(chars)) if reads_only => {
+            tracing::warn!(tenant = %tenant, chars, "a reader's session policy is past STS's limit: sent as a tenant route's");
+            scoped_session_policy(tenant, pool, tables, Scope::Tenant)
+        }
+        other => other,
+    }
 }
 
 /// The policy of `statement`, as the compact JSON string sent to STS; refused over STS's limit.

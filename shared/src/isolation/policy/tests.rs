@@ -187,3 +187,27 @@ fn table_location_refuses_a_non_role_arn() {
         );
     }
 }
+
+#[test]
+fn a_readers_policy_fits_sts_for_the_templates_pool_and_falls_back_past_it() {
+    // GIVEN the longest tenant id, and the template's longest pool name (`pooltable-<Stage>`, Stage
+    // at most 15 characters)
+    let tenant = TenantId::parse(&"t".repeat(64)).unwrap();
+    let pool = format!("pooltable-{}", "s".repeat(15));
+    let own = format!("{pool}-tenant-{tenant}");
+    // THEN a read-only route's session policy fits, pooled and in its own table: reads, and its
+    // counters' UpdateItem (the only PutItem it names is the record's Deny)
+    for tables in [TenantTables::pooled(&pool), TenantTables::own(&own, &pool)] {
+        let json = scoped_session_policy(&tenant, &table(), &tables, Scope::Reader).unwrap();
+        assert!(json.len() <= MAX_POLICY_CHARS, "{} chars", json.len());
+        assert!(json.contains("MeteringCounters"), "{json}");
+        assert_eq!(json.matches("dynamodb:PutItem").count(), 1, "{json}");
+    }
+    // AND under a pool named far past the template's, where it would not fit, it is a tenant
+    // route's (which fits), never an error
+    let pool = "p".repeat(180);
+    let own = TenantTables::own(&format!("{pool}-tenant-{tenant}"), &pool);
+    let reader = scoped_session_policy(&tenant, &table(), &own, Scope::Reader).unwrap();
+    let tenants = scoped_session_policy(&tenant, &table(), &own, Scope::Tenant).unwrap();
+    assert_eq!(reader, tenants);
+}
