@@ -372,6 +372,19 @@ fn each_function_takes_exactly_the_sessions_it_declares() {
 #[test]
 fn each_routes_declared_requests_are_allowed_on_the_credentials_it_sends_them_with() {
     let tenant_session = tenant_role_policy(&ARNS);
+    // (a read-only route's sessions also carry a reader's session policy)
+    let location =
+        TableLocation::from_role_arn(TENANT_ACCESS, "us-east-1", "pooltable-dev").unwrap();
+    let reader: serde_json::Value = serde_json::from_str(
+        &scoped_session_policy(
+            &TenantId::parse("acme").unwrap(),
+            &location,
+            &TenantTables::pooled("pooltable-dev"),
+            Scope::Reader,
+        )
+        .unwrap(),
+    )
+    .unwrap();
     let operator_session = tenant_operator_role_policy(&ARNS);
     let session = |policy: &serde_json::Value, action: &str, key: &str| {
         is_allowed(
@@ -416,6 +429,14 @@ fn each_routes_declared_requests_are_allowed_on_the_credentials_it_sends_them_wi
                 other => panic!("{}: the evaluator does not model {other}", f.bin),
             };
             assert!(allowed, "{}: {operation}", f.bin);
+            // AND a read-only route's declared reads pass its reader's session policy too
+            if f.reads_only() {
+                assert!(
+                    session(&reader, operation, &raw_key("acme", "PRODUCT#1")),
+                    "{}: {operation} on a reader's session",
+                    f.bin
+                );
+            }
         }
     }
 }
