@@ -581,6 +581,7 @@ impl Harness {
             list_cache: None,
             platform_access: Default::default(),
             tenant_scope: shared::isolation::policy::Scope::Tenant,
+            lifecycle_lanes: shared::store::lifecycle::lanes::DEFAULT_LANES,
         };
         let sts = aws_sdk_sts::Client::from_conf(
             aws_sdk_sts::config::Builder::from(&sdk)

@@ -3,8 +3,11 @@
 //! `shared::isolation::claims`), and even so they write through scoped credentials of the tenant
 //! concerned.
 
+pub use lanes_view::LanesProgress;
+
 pub mod control_plane;
 pub mod drive_lifecycle;
+mod lanes_view;
 pub mod move_tenant;
 pub mod operation;
 pub mod pre_token_generation;
@@ -262,7 +265,7 @@ impl From<TenantRecord> for TenantView {
             offboarding: r
                 .offboarding
                 .as_ref()
-                .map(|o| OffboardingView::running(&r.tenant_id, o)),
+                .map(|o| OffboardingView::running(&r.tenant_id, o, None)),
             status: r.status,
             placement: match r.own_table {
                 Some(_) => "own",
@@ -418,11 +421,21 @@ pub struct OffboardingView {
     /// Items deleted so far, by kind.
     pub deleted: BTreeMap<String, u64>,
     pub deleted_total: u64,
+    /// While the walk runs in lanes: their progress.
+    pub lanes: Option<LanesProgress>,
 }
 
 impl OffboardingView {
-    pub fn running(tenant: &str, o: &shared::store::lifecycle::offboarding::Offboarding) -> Self {
+    pub fn running(
+        tenant: &str,
+        o: &shared::store::lifecycle::offboarding::Offboarding,
+        lanes: Option<LanesProgress>,
+    ) -> Self {
+        let deleted = lanes
+            .as_ref()
+            .map_or_else(|| o.deleted.clone(), |l| l.by_kind.clone());
         Self {
+            lanes,
             tenant_id: tenant.to_owned(),
             status: "offboarding",
             requested_at: o.requested_at.clone(),
@@ -432,8 +445,8 @@ impl OffboardingView {
             )),
             started_at: o.started_at.clone(),
             finished_at: None,
-            deleted_total: o.deleted.values().sum(),
-            deleted: o.deleted.clone(),
+            deleted_total: deleted.values().sum(),
+            deleted,
         }
     }
 
@@ -452,6 +465,7 @@ impl OffboardingView {
             deletion_starts_at: None,
             started_at: Some(o.started_at.clone().unwrap_or_else(|| at.clone())),
             finished_at: Some(at),
+            lanes: None,
             deleted_total: deleted.values().sum(),
             deleted,
         }

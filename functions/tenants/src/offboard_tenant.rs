@@ -19,9 +19,10 @@ use shared::identity::ids::TenantId;
 use shared::isolation::policy::Scope;
 use shared::service::http::json_response;
 use shared::store::client::scoped::TenantDb;
+use shared::store::lifecycle::lanes::{self, Lane};
 use shared::store::lifecycle::offboarding::{
-    begin, delete_step, finish, read_report, Finished, Offboarding, Report, Step,
-    DELETION_DELAY_SECONDS, ITEMS_PER_STEP,
+    begin, delete_step, finish, fold, plan_lanes, read_report, Finished, Offboarding, Report, Step,
+    DELETION_DELAY_SECONDS, ITEMS_PER_STEP, OPERATION,
 };
 use shared::store::lifecycle::tenant_items::{self, Budget, RecordInWalk};
 use shared::store::lifecycle::{driving, pacing};
@@ -30,7 +31,7 @@ use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord};
 use shared::{ApiError, App};
 
 use crate::operation::Operation;
-use crate::OffboardingView;
+use crate::{LanesProgress, OffboardingView};
 
 /// How long one call deletes before it answers 202 (the function timeout is 10 s).
 pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
@@ -99,10 +100,10 @@ pub async fn advance(
         return Ok(accepted(
             &record.tenant_id,
             &state,
+            None,
             state.deletion_starts_at - now_s,
         ));
     }
-
     let sources = tenant_items::sources(
         tenant,
         record.shard_count,
@@ -110,12 +111,6 @@ pub async fn advance(
         RecordInWalk::Excluded,
     );
     let deadline = Instant::now() + WORK_PER_REQUEST;
-    // Each step within a partition's second of writes, and paced at a partition's rate.
-    let budget = Budget {
-        items: ITEMS_PER_STEP,
-        bytes: pacing::STEP_BYTES,
-        until: Some(deadline),
-    };
     // An own table is deleted when its items are: gone already, a call before this one got that far.
     let tables = app.tenants.table_manager();
     // Only the table the tenant's id names under the pool, whatever else the record says.
@@ -134,60 +129,151 @@ pub async fn advance(
         Some(own) => !table_exists(&tables, own).await?,
         None => false,
     };
+    if !state.walked && !own_table_gone {
+        state = match walk_in_lanes(app, db, &state, &sources, deadline).await? {
+            Walked::Done(state) => state,
+            Walked::Running(progress) => {
+                return Ok(accepted(&record.tenant_id, &state, Some(progress), 0))
+            }
+            Walked::Raced => return reread(app, db, &state).await,
+        };
+    }
+    if let Some(own) = &own_table {
+        delete_own_table(&tables, db.own_table_manager()?, own).await?;
+    }
+    let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+    let view = OffboardingView::finished(tenant.as_str(), &state, rfc3339(app.clock.now_millis()));
+    let report = Report {
+        steps: state.steps,
+        body: serde_json::to_string(&view)
+            .map_err(|e| ApiError::Internal(format!("serialize report: {e}")))?,
+    };
+    match finish(db, &platform_db, &record, &state.requested_by, &report).await? {
+        Finished::Done => {
+            app.directory.remember(tenant, None);
+            tracing::info!(tenant = %tenant, by = %state.requested_by, deleted = view.deleted_total, "tenant offboarded");
+            Ok(report_response(report))
+        }
+        // Another call committed a step, or finished, meanwhile.
+        Finished::Raced => reread(app, db, &state).await,
+    }
+}
+
+/// Where the walk in lanes stands after a call's work.
+enum Walked {
+    /// Every lane is done and folded into the record: the state to finish from.
+    Done(Offboarding),
+    /// Lanes are left: their progress.
+    Running(LanesProgress),
+    /// Another call planned or folded first.
+    Raced,
+}
+
+/// Plans `state`'s lanes if nobody has, runs every lane not yet done side by side until `deadline`
+/// (each paced at a partition's rate: no two lanes read one partition), and folds them into the
+/// record once all are done.
+async fn walk_in_lanes(
+    app: &App,
+    db: &TenantDb,
+    state: &Offboarding,
+    sources: &[tenant_items::Source],
+    deadline: Instant,
+) -> Result<Walked, ApiError> {
+    let mut state = state.clone();
+    let count = match state.lanes {
+        Some(count) => count,
+        None => {
+            // A walk begun before offboardings ran in lanes goes on as one lane, from where it was.
+            let asked = match state.position {
+                Some(_) => 1,
+                None => app.settings.lifecycle_lanes,
+            };
+            let count = lanes::lane_count(asked, sources.len());
+            match plan_lanes(db, &state, count, app.clock.now_millis()).await? {
+                Step::Committed(next) => state = next,
+                Step::Raced => return Ok(Walked::Raced),
+            }
+            count
+        }
+    };
+    let pending: Vec<Lane> = lanes::read(db, OPERATION)
+        .await?
+        .into_iter()
+        .filter(|lane| !lane.done)
+        .collect();
+    if !pending.is_empty() {
+        let runs = pending
+            .into_iter()
+            .map(|lane| run_lane(app, db, sources, count, lane, deadline));
+        futures::future::try_join_all(runs).await?;
+    }
+    let all = lanes::read(db, OPERATION).await?;
+    if all.len() != count as usize || all.iter().any(|lane| !lane.done) {
+        // Fewer lanes than planned: another call folded them meanwhile.
+        if all.len() != count as usize && all.iter().all(|lane| lane.done) {
+            return Ok(Walked::Raced);
+        }
+        return Ok(Walked::Running(LanesProgress::of(
+            &db.tenant,
+            sources,
+            &all,
+            &state,
+            app.clock.now_millis(),
+        )));
+    }
+    match fold(db, &state, &all).await? {
+        Step::Committed(next) => Ok(Walked::Done(next)),
+        Step::Raced => Ok(Walked::Raced),
+    }
+}
+
+/// Steps `lane` until its walk is done, another caller commits one of its steps first, or
+/// `deadline` passes.
+async fn run_lane(
+    app: &App,
+    db: &TenantDb,
+    sources: &[tenant_items::Source],
+    count: u32,
+    mut lane: Lane,
+    deadline: Instant,
+) -> Result<(), ApiError> {
+    let own = lanes::lane_sources(sources, lane.lane, count);
+    // Each step within a partition's second of writes, and paced at a partition's rate.
+    let budget = Budget {
+        items: ITEMS_PER_STEP,
+        bytes: pacing::STEP_BYTES,
+        until: Some(deadline),
+    };
     loop {
         let step_started = Instant::now();
-        let page = match own_table_gone {
-            true => tenant_items::Page::default(),
-            false => tenant_items::page(db, &sources, state.position.as_ref(), budget).await?,
-        };
-        if page.items.is_empty() {
-            if let Some(own) = &own_table {
-                delete_own_table(&tables, db.own_table_manager()?, own).await?;
-            }
-            let platform_db = app.db_for_operator(&TenantId::platform()).await?;
-            let view =
-                OffboardingView::finished(tenant.as_str(), &state, rfc3339(app.clock.now_millis()));
-            let report = Report {
-                steps: state.steps,
-                body: serde_json::to_string(&view)
-                    .map_err(|e| ApiError::Internal(format!("serialize report: {e}")))?,
-            };
-            return match finish(db, &platform_db, &record, &state.requested_by, &report).await? {
-                Finished::Done => {
-                    app.directory.remember(tenant, None);
-                    tracing::info!(tenant = %tenant, by = %state.requested_by, deleted = view.deleted_total, "tenant offboarded");
-                    Ok(report_response(report))
-                }
-                // Another call committed a step, or finished, meanwhile.
-                Finished::Raced => match read_record_consistent(db).await? {
-                    Some(current) => Ok(accepted(
-                        &current.tenant_id,
-                        current.offboarding.as_ref().unwrap_or(&state),
-                        1,
-                    )),
-                    None => finished_report(app, tenant).await,
-                },
-            };
-        }
-        let now = rfc3339(app.clock.now_millis());
-        state = match delete_step(db, &state, &page, now).await? {
+        let page = tenant_items::page(db, &own, lane.position.as_ref(), budget).await?;
+        lane = match delete_step(db, &lane, &page, app.clock.now_millis()).await? {
             Step::Committed(next) => next,
-            // Another call committed this step first: it is the one deleting now.
-            Step::Raced => {
-                let current = read_record_consistent(db)
-                    .await?
-                    .and_then(|r| r.offboarding)
-                    .unwrap_or(state);
-                return Ok(accepted(&record.tenant_id, &current, 1));
-            }
+            // Another caller stepped this lane first: it is the one walking it now.
+            Step::Raced => return Ok(()),
         };
-        // Paced before the call may end, so the next call, here or in any container, starts
-        // when the partition has taken this step (a step is at most about half a second of it).
-        let units = pacing::transactional_write_units(&page.items);
-        pacing::pace(step_started, units).await;
-        if Instant::now() >= deadline {
-            return Ok(accepted(&record.tenant_id, &state, 0));
+        if lane.done {
+            return Ok(());
         }
+        // Paced before the call may end, so the next step, here or in any container, starts
+        // when the partition has taken this one (a step is at most about half a second of it).
+        pacing::pace(step_started, pacing::transactional_write_units(&page.items)).await;
+        if Instant::now() >= deadline {
+            return Ok(());
+        }
+    }
+}
+
+/// 202 with the offboarding as it is now (another call moved it on), or the report when it ended.
+async fn reread(app: &App, db: &TenantDb, state: &Offboarding) -> Result<Response<Body>, ApiError> {
+    match read_record_consistent(db).await? {
+        Some(current) => Ok(accepted(
+            &current.tenant_id,
+            current.offboarding.as_ref().unwrap_or(state),
+            None,
+            1,
+        )),
+        None => finished_report(app, &db.tenant).await,
     }
 }
 
@@ -227,11 +313,16 @@ fn report_response(report: Report) -> Response<Body> {
     response
 }
 
-/// 202 with the progress, and when to call again.
-fn accepted(tenant: &str, state: &Offboarding, retry_after_seconds: u64) -> Response<Body> {
+/// 202 with the progress (`lanes`' when the walk runs in them), and when to call again.
+fn accepted(
+    tenant: &str,
+    state: &Offboarding,
+    lanes: Option<LanesProgress>,
+    retry_after_seconds: u64,
+) -> Response<Body> {
     let mut response = json_response(
         StatusCode::ACCEPTED,
-        &OffboardingView::running(tenant, state),
+        &OffboardingView::running(tenant, state, lanes),
     );
     if let Ok(value) = retry_after_seconds.to_string().parse() {
         response.headers_mut().insert(header::RETRY_AFTER, value);

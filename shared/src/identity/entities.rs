@@ -258,6 +258,8 @@ pub mod spaces {
     pub const SEALING: Space = Space("SEALING");
     /// The catalog index's partitions: `TENANT#t#CATALOG#<shard>`.
     pub const CATALOG: Space = Space("CATALOG");
+    /// A lifecycle operation's lanes, each with its checkpoint: `TENANT#t#LANE#<operation>…`.
+    pub const LANE: Space = Space("LANE");
     /// Offboarding reports, in the platform's partition: `TENANT#_platform#OFFBOARDED#<t>…`.
     pub const OFFBOARDED: Space = Space("OFFBOARDED");
     /// The lifecycle driver's list, in the platform's partition: `TENANT#_platform#DRIVE…`.

@@ -172,6 +172,12 @@ pub fn key_table() -> Vec<KeyRow> {
             "products and employees; imports accepted before the delete check it",
         ),
         row(
+            "lifecycle lane",
+            lanes_pk(&t, "offboarding"),
+            lane_sk(&t, "offboarding", 7),
+            "one part of an operation's walk, with its checkpoint; deleted when the operation ends",
+        ),
+        row(
             "offboarding report",
             offboarding_reports_pk(&t),
             offboarding_report_sk(&t, "2026-11-24T10:00:00.000Z"),

@@ -76,6 +76,9 @@ pub struct Settings {
     /// The scope of the sessions its routes' tenant clients take: a tenant route's, or a read-only
     /// route's (`Scope::Reader`, set by a read-only route's `main`: `runtime::start_read_only`).
     pub tenant_scope: crate::isolation::policy::Scope,
+    /// `LIFECYCLE_LANES`, 1 to 64 (default 16): the lanes an offboarding's walk is split into
+    /// ([`crate::store::lifecycle::lanes`]), each paced at a partition's rate.
+    pub lifecycle_lanes: u32,
 }
 
 /// The list-page cache's settings.
@@ -182,6 +185,16 @@ impl Settings {
                 "must be 1 to 64".into(),
             ));
         }
+        let lifecycle_lanes = env_var_or(
+            "LIFECYCLE_LANES",
+            crate::store::lifecycle::lanes::DEFAULT_LANES,
+        )?;
+        if !(1..=crate::store::lifecycle::lanes::MAX_LANES).contains(&lifecycle_lanes) {
+            return Err(ConfigError::Invalid(
+                "LIFECYCLE_LANES",
+                "must be 1 to 64".into(),
+            ));
+        }
         let read_cache_ms = env_var_or("READ_CACHE_MS", 0u64)?;
         if read_cache_ms > crate::store::tenancy::read_cache::MAX_STALENESS_MS {
             return Err(ConfigError::Invalid(
@@ -241,6 +254,7 @@ impl Settings {
             tenant_operator_role_arn,
             platform_access,
             tenant_scope: crate::isolation::policy::Scope::Tenant,
+            lifecycle_lanes,
             session_ttl_seconds,
             credentials_seconds,
             auth: if dev_auth {

@@ -3,12 +3,16 @@
 //! 1. [`begin`] sets the record's status to `offboarding` (every container refuses the tenant once
 //!    its cached record expires) and the time deletion may start: [`DELETION_DELAY_SECONDS`] later,
 //!    when no request of the tenant admitted before can still be writing.
-//! 2. [`delete_step`] deletes one page of the walk ([`crate::store::lifecycle::tenant_items`], record excluded)
-//!    in one transaction with the record's checkpoint: the position, the counts per kind, and a step
-//!    number the transaction is conditioned on. A step is all or nothing, so the counts are exact
-//!    and a resumed offboarding (any container, any time) continues where the last step ended; two
-//!    operators running it at once never both commit the same step.
-//! 3. [`finish`] writes the report in the platform's partition (named by the tenant and its
+//! 2. [`plan_lanes`] splits the walk ([`crate::store::lifecycle::tenant_items`], record excluded)
+//!    into lanes ([`crate::store::lifecycle::lanes`]), noted in the record in the same transaction.
+//! 3. [`delete_step`] deletes one page of a lane's walk in one transaction with the lane's
+//!    checkpoint: the position, the counts per kind, and a step number the transaction is
+//!    conditioned on. A step is all or nothing, so the counts are exact and a resumed offboarding
+//!    (any container, any time) continues where each lane's last step ended; two callers stepping
+//!    one lane at once never both commit the same step.
+//! 4. [`fold`], once every lane is done, adds the lanes' counts and steps to the record and deletes
+//!    the lanes, in one transaction.
+//! 5. [`finish`] writes the report in the platform's partition (named by the tenant and its
 //!    record's `createdAt`, so a reused tenant id gets a report of its own), then deletes the record,
 //!    both on condition that no later step was committed meanwhile (so a call that raced a step
 //!    never leaves a report that undercounts).
@@ -28,7 +32,8 @@ use crate::store::client::error::StoreError;
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
 use crate::store::client::transact::TransactError;
-use crate::store::lifecycle::tenant_items::{Page, Position};
+use crate::store::lifecycle::lanes::{self, Lane};
+use crate::store::lifecycle::tenant_items::Page;
 pub use crate::store::tenancy::tenants::Offboarding;
 use crate::store::tenancy::tenants::{
     read_record_consistent, record_key, record_update, send_record_update, step_guard, value,
@@ -41,6 +46,9 @@ pub const DELETION_DELAY_SECONDS: u64 = RECORD_SETTLED_SECONDS;
 
 /// Items one deletion step removes: a transaction holds at most 100 actions, one is the checkpoint.
 pub const ITEMS_PER_STEP: usize = 99;
+
+/// The lanes' operation name (`TENANT#t#LANE#offboarding#…`).
+pub const OPERATION: &str = "offboarding";
 
 /// A finished offboarding's report, as stored in the platform's partition
 /// (`TENANT#_platform#OFFBOARDED#<tenant>`, sorted by the record's `createdAt`): the API's answer,
@@ -83,6 +91,9 @@ pub async fn begin(
         steps: 0,
         deleted: BTreeMap::new(),
         position: None,
+        lanes: None,
+        lanes_since_ms: None,
+        walked: false,
     };
     let update = record_update(db)
         .update_expression("SET #state = :offboarding, #o = :o")
@@ -105,36 +116,46 @@ pub async fn begin(
     }
 }
 
-/// What a deletion step did.
+/// What a write conditioned on a step number did.
 #[derive(Debug)]
-pub enum Step {
-    /// Committed: the record's new offboarding state.
-    Committed(Offboarding),
-    /// Another request committed a step first; nothing was deleted. Read the record again.
+pub enum Step<T> {
+    /// Committed: the new state.
+    Committed(T),
+    /// Another caller committed a step first; nothing was written. Read again.
     Raced,
 }
 
-/// Deletes `page`'s items (at most [`ITEMS_PER_STEP`]) and moves the checkpoint past them, in one
-/// transaction conditioned on `state.steps`.
-pub async fn delete_step(
+/// Splits `state`'s walk into `lanes` lanes (lane 0 resuming a walk begun before there were lanes)
+/// and notes their number in the record, in one transaction conditioned on `state.steps`.
+pub async fn plan_lanes(
     db: &TenantDb,
     state: &Offboarding,
-    page: &Page,
-    now: String,
-) -> Result<Step, StoreError> {
-    let Some(last) = page.items.last() else {
-        return Ok(Step::Committed(state.clone()));
-    };
+    lanes: u32,
+    now_ms: u64,
+) -> Result<Step<Offboarding>, StoreError> {
     let mut next = state.clone();
-    next.steps += 1;
-    next.started_at.get_or_insert(now);
-    next.position = Some(Position {
-        pk: string(last, PK)?,
-        sk: string(last, SK)?,
-    });
+    next.lanes = Some(lanes);
+    next.lanes_since_ms = Some(now_ms);
+    next.started_at
+        .get_or_insert_with(|| crate::identity::clock::rfc3339(now_ms));
+    let mut actions = lanes::plan(db, OPERATION, lanes, state.position.clone(), now_ms)?;
+    actions.push(record_checkpoint(db, state, &next)?);
+    committed_unless_raced(db, actions, next).await
+}
+
+/// Deletes `page`'s items (at most [`ITEMS_PER_STEP`], read from `lane`'s walk) and moves the
+/// lane's checkpoint past them (done when the page ends the walk), in one transaction conditioned
+/// on `lane.steps`.
+pub async fn delete_step(
+    db: &TenantDb,
+    lane: &Lane,
+    page: &Page,
+    now_ms: u64,
+) -> Result<Step<Lane>, StoreError> {
+    let mut counts = BTreeMap::new();
     let mut actions = Vec::with_capacity(page.items.len() + 1);
     for item in &page.items {
-        *next.deleted.entry(kind_of(&db.tenant, item)).or_default() += 1;
+        *counts.entry(kind_of(&db.tenant, item)).or_default() += 1;
         let delete = Delete::builder()
             .table_name(&*db.table)
             .key(PK, AttributeValue::S(string(item, PK)?))
@@ -142,8 +163,40 @@ pub async fn delete_step(
             .build()?;
         actions.push(TransactWriteItem::builder().delete(delete).build());
     }
+    let next = lane.after_step(page.next.clone(), &counts, now_ms);
+    actions.push(lanes::checkpoint(db, lane, &next)?);
+    committed_unless_raced(db, actions, next).await
+}
+
+/// Adds the counts and steps of `done` (every lane of `state`, each done) to the record and deletes
+/// the lanes, in one transaction conditioned on `state.steps` and on each lane as read: from then
+/// on the record alone says what was deleted.
+pub async fn fold(
+    db: &TenantDb,
+    state: &Offboarding,
+    done: &[Lane],
+) -> Result<Step<Offboarding>, StoreError> {
+    let (counts, steps) = lanes::totals(done);
+    let mut next = state.clone();
+    next.walked = true;
+    next.steps += steps;
+    next.position = None;
+    for (kind, n) in counts {
+        *next.deleted.entry(kind).or_default() += n;
+    }
+    let mut actions = lanes::fold(db, done)?;
+    actions.push(record_checkpoint(db, state, &next)?);
+    committed_unless_raced(db, actions, next).await
+}
+
+/// The record's offboarding state set to `next`, on condition it is still at `state.steps`.
+fn record_checkpoint(
+    db: &TenantDb,
+    state: &Offboarding,
+    next: &Offboarding,
+) -> Result<TransactWriteItem, StoreError> {
     let guard = step_guard(TenantStatus::Offboarding, "offboarding", state.steps)?;
-    let checkpoint = Update::builder()
+    let update = Update::builder()
         .table_name(&*db.record_table)
         .set_key(Some(record_key(&db.tenant)))
         .update_expression("SET #op = :next")
@@ -152,14 +205,19 @@ pub async fn delete_step(
         .set_expression_attribute_values(Some(guard.values))
         .expression_attribute_values(":next", next.to_attribute()?)
         .build()?;
-    let checkpoint_index = actions.len();
-    actions.push(TransactWriteItem::builder().update(checkpoint).build());
+    Ok(TransactWriteItem::builder().update(update).build())
+}
+
+/// Sends `actions`, whose conditions are all on step numbers (a lane's, the record's, a lane still
+/// there): a failed one means another caller got there first.
+async fn committed_unless_raced<T>(
+    db: &TenantDb,
+    actions: Vec<TransactWriteItem>,
+    next: T,
+) -> Result<Step<T>, StoreError> {
     match db.transact_items(actions).await {
         Ok(()) => Ok(Step::Committed(next)),
-        Err(e) if e.failed_at(checkpoint_index) => Ok(Step::Raced),
-        Err(TransactError::ConditionFailed { index, .. }) => Err(StoreError::Internal(format!(
-            "an unconditional delete (action {index}) failed its condition"
-        ))),
+        Err(TransactError::ConditionFailed { .. }) => Ok(Step::Raced),
         Err(TransactError::Store(e)) => Err(e),
     }
 }

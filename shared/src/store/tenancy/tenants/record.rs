@@ -228,9 +228,20 @@ pub struct Offboarding {
     /// empty map without its type, which no SDK reads (an absent `deleted` reads as empty).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub deleted: BTreeMap<String, u64>,
-    /// The last item deleted: where the walk resumes.
+    /// The last item deleted by a walk begun before offboardings ran in lanes: where its lane 0
+    /// resumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<ItemKey>,
+    /// The lanes the walk runs in, once planned (`store::lifecycle::lanes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<u32>,
+    /// Epoch milliseconds when the lanes were planned: what their rate is measured from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes_since_ms: Option<u64>,
+    /// Set when every lane was done and their counts were folded into `deleted` and `steps` (the
+    /// lanes deleted with it): nothing is left to walk.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub walked: bool,
 }
 
 impl Offboarding {

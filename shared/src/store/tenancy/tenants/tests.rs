@@ -55,10 +55,16 @@ fn the_offboarding_state_reads_back_as_written() {
             pk: SESSION.key(&t("a"), 1),
             sk: spaces::CUSTOMER.key(&t("a"), "c"),
         }),
+        lanes: Some(16),
+        lanes_since_ms: Some(1_795_300_001_000),
+        walked: true,
     };
     let empty = Offboarding {
         started_at: None,
         position: None,
+        lanes: None,
+        lanes_since_ms: None,
+        walked: false,
         deleted: BTreeMap::new(),
         steps: 0,
         ..full.clone()

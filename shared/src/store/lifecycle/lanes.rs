@@ -1,0 +1,302 @@
+//! Lanes: one tenant operation's walk split into parts that run side by side.
+//!
+//! The tenant walk's sources (`tenant_items::sources`: the product and HR shards, the usage and
+//! quota window shards, the catalog partitions) are dealt out to `n` lanes in turn: lane `j` walks
+//! the sources `j`, `j + n`, `j + 2n`, …, in walk order ([`lane_sources`]). No two lanes read the
+//! same partition, so each can be paced at a partition's rate on its own, and each keeps its own
+//! checkpoint: an item `TENANT#t#LANE#<operation>#<lane>` in the tenant's table ([`Lane`]: its
+//! position, its step number, its counts, whether it is done). A step commits its changes together
+//! with its lane's checkpoint, conditioned on the lane's step number ([`checkpoint`]): a step is all
+//! or nothing, two callers stepping one lane never both commit a step, and a lane resumed anywhere
+//! continues from its last committed step. The lanes are written in one transaction with the
+//! record's note of how many there are ([`plan`]), and deleted in one transaction with the record's
+//! fold of their counts ([`fold`]): never a lane without its operation, never counts lost.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
+use serde::{Deserialize, Serialize};
+
+use crate::identity::keys::{lane_sk, lanes_pk, ItemKey, PK};
+use crate::store::client::error::StoreError;
+use crate::store::client::scoped::TenantDb;
+use crate::store::lifecycle::tenant_items::Source;
+
+/// The most lanes one operation is split into: a [`plan`] and a [`fold`] each write every lane
+/// with the record in one transaction (at most 100 actions).
+pub const MAX_LANES: u32 = 64;
+
+/// Lanes an operation runs in unless its operator asks otherwise.
+pub const DEFAULT_LANES: u32 = 16;
+
+/// One lane as stored: its checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lane {
+    #[serde(rename = "PK")]
+    pub pk: String,
+    #[serde(rename = "SK")]
+    pub sk: String,
+    /// Its number, 0-based.
+    pub lane: u32,
+    /// Steps committed; each step is conditioned on it.
+    pub steps: u64,
+    /// Whether its walk found nothing more.
+    pub done: bool,
+    /// The last item its walk passed: where it resumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<ItemKey>,
+    /// What its steps did, by kind (items deleted, for an offboarding).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counts: BTreeMap<String, u64>,
+    /// Epoch milliseconds of its last committed step (or of the plan).
+    pub stepped_at_ms: u64,
+}
+
+impl Lane {
+    /// Lane `lane` of `operation` on `db`'s tenant, before its first step, starting after `start`.
+    fn new(db: &TenantDb, operation: &str, lane: u32, start: Option<ItemKey>, now_ms: u64) -> Self {
+        Self {
+            pk: lanes_pk(&db.tenant, operation),
+            sk: lane_sk(&db.tenant, operation, lane),
+            lane,
+            steps: 0,
+            done: false,
+            position: start,
+            counts: BTreeMap::new(),
+            stepped_at_ms: now_ms,
+        }
+    }
+
+    /// The lane after a step that passed `position` and counted `counts` (done when `position` is
+    /// `None`: the walk found nothing more).
+    pub fn after_step(
+        &self,
+        position: Option<ItemKey>,
+        counts: &BTreeMap<String, u64>,
+        now_ms: u64,
+    ) -> Self {
+        let mut next = self.clone();
+        next.steps += 1;
+        next.done = position.is_none();
+        if position.is_some() {
+            next.position = position;
+        }
+        for (kind, n) in counts {
+            *next.counts.entry(kind.clone()).or_default() += n;
+        }
+        next.stepped_at_ms = now_ms;
+        next
+    }
+}
+
+/// The sources lane `lane` of `lanes` walks, in walk order.
+pub fn lane_sources(sources: &[Source], lane: u32, lanes: u32) -> Vec<Source> {
+    sources
+        .iter()
+        .skip(lane as usize)
+        .step_by(lanes.max(1) as usize)
+        .cloned()
+        .collect()
+}
+
+/// How many lanes a walk of `sources` runs in when `asked` are asked for: at least one, at most
+/// [`MAX_LANES`], and never more than it has sources (a lane without a source does nothing).
+pub fn lane_count(asked: u32, sources: usize) -> u32 {
+    asked
+        .clamp(1, MAX_LANES)
+        .min(u32::try_from(sources.max(1)).unwrap_or(MAX_LANES))
+}
+
+/// The transaction actions that create `lanes` lanes of `operation` (lane 0 starting after
+/// `start`, a walk begun before it had lanes; the others at their start), each on condition it is
+/// not there. The caller adds the record's note of the plan, conditioned on its step.
+pub fn plan(
+    db: &TenantDb,
+    operation: &str,
+    lanes: u32,
+    start: Option<ItemKey>,
+    now_ms: u64,
+) -> Result<Vec<TransactWriteItem>, StoreError> {
+    (0..lanes)
+        .map(|lane| {
+            let start = if lane == 0 { start.clone() } else { None };
+            let put = Put::builder()
+                .table_name(&*db.table)
+                .set_item(Some(stored(&Lane::new(
+                    db, operation, lane, start, now_ms,
+                ))?))
+                .condition_expression("attribute_not_exists(PK)")
+                .build()?;
+            Ok(TransactWriteItem::builder().put(put).build())
+        })
+        .collect()
+}
+
+/// Every lane of `operation` on `db`'s tenant, in lane order (a consistent Query of their
+/// partition).
+pub async fn read(db: &TenantDb, operation: &str) -> Result<Vec<Lane>, StoreError> {
+    let mut lanes = Vec::new();
+    let mut start = None;
+    loop {
+        let out = db
+            .client
+            .query()
+            .table_name(&*db.table)
+            .consistent_read(true)
+            .key_condition_expression("#pk = :pk")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_values(":pk", AttributeValue::S(lanes_pk(&db.tenant, operation)))
+            .set_exclusive_start_key(start.take())
+            .send()
+            .await
+            .map_err(StoreError::from_sdk)?;
+        for item in out.items.unwrap_or_default() {
+            lanes
+                .push(serde_dynamo::from_item(item).map_err(|e| {
+                    StoreError::Internal(format!("a lane does not read back: {e}"))
+                })?);
+        }
+        match out.last_evaluated_key.filter(|k| !k.is_empty()) {
+            Some(lek) => start = Some(lek),
+            None => return Ok(lanes),
+        }
+    }
+}
+
+/// The action that moves `lane`'s checkpoint to `next`, on condition that no other step of it was
+/// committed since `lane` was read and it is not done: the last action of a step's transaction.
+pub fn checkpoint(
+    db: &TenantDb,
+    lane: &Lane,
+    next: &Lane,
+) -> Result<TransactWriteItem, StoreError> {
+    let put = Put::builder()
+        .table_name(&*db.table)
+        .set_item(Some(stored(next)?))
+        .condition_expression("#steps = :steps AND #done = :false")
+        .expression_attribute_names("#steps", "steps")
+        .expression_attribute_names("#done", "done")
+        .expression_attribute_values(":steps", AttributeValue::N(lane.steps.to_string()))
+        .expression_attribute_values(":false", AttributeValue::Bool(false))
+        .build()?;
+    Ok(TransactWriteItem::builder().put(put).build())
+}
+
+/// The actions that delete `lanes` (every one done, unchanged since read): with the record's fold
+/// of their counts, in one transaction, when the operation's walk is over.
+pub fn fold(db: &TenantDb, lanes: &[Lane]) -> Result<Vec<TransactWriteItem>, StoreError> {
+    lanes
+        .iter()
+        .map(|lane| {
+            let delete = Delete::builder()
+                .table_name(&*db.table)
+                .key(PK, AttributeValue::S(lane.pk.clone()))
+                .key("SK", AttributeValue::S(lane.sk.clone()))
+                .condition_expression("#steps = :steps AND #done = :true")
+                .expression_attribute_names("#steps", "steps")
+                .expression_attribute_names("#done", "done")
+                .expression_attribute_values(":steps", AttributeValue::N(lane.steps.to_string()))
+                .expression_attribute_values(":true", AttributeValue::Bool(true))
+                .build()?;
+            Ok(TransactWriteItem::builder().delete(delete).build())
+        })
+        .collect()
+}
+
+/// The sum of `lanes`' counts, and of their steps.
+pub fn totals(lanes: &[Lane]) -> (BTreeMap<String, u64>, u64) {
+    let mut counts = BTreeMap::new();
+    for lane in lanes {
+        for (kind, n) in &lane.counts {
+            *counts.entry(kind.clone()).or_default() += n;
+        }
+    }
+    (counts, lanes.iter().map(|l| l.steps).sum())
+}
+
+/// How far `lanes` are through their walk of `sources` (what the tenant view shows): the sources
+/// each has passed, a done lane all of its own, over all sources. An item count would need a count
+/// of the tenant's items first, which only a walk gives.
+pub fn sources_walked(
+    tenant: &crate::identity::ids::TenantId,
+    sources: &[Source],
+    lanes: &[Lane],
+) -> usize {
+    let count = lanes.len() as u32;
+    lanes
+        .iter()
+        .map(|lane| {
+            let own = lane_sources(sources, lane.lane, count);
+            match (&lane.done, &lane.position) {
+                (true, _) => own.len(),
+                (false, None) => 0,
+                (false, Some(p)) => {
+                    crate::store::lifecycle::tenant_items::source_of(tenant, &own, p).unwrap_or(0)
+                }
+            }
+        })
+        .sum()
+}
+
+fn stored(lane: &Lane) -> Result<crate::store::client::query::Item, StoreError> {
+    serde_dynamo::to_item(lane)
+        .map_err(|e| StoreError::Internal(format!("a lane does not serialize: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::fixtures::acme;
+    use crate::store::lifecycle::tenant_items::{sources, RecordInWalk};
+
+    #[test]
+    fn the_lanes_deal_out_every_source_once_in_walk_order() {
+        // GIVEN a 16-shard tenant's walk
+        let all = sources(&acme(), 16, 8, RecordInWalk::Excluded);
+        for asked in [1, 4, 16, 64, 500] {
+            // WHEN it is split into lanes
+            let lanes = lane_count(asked, all.len());
+            let mut dealt: Vec<(usize, Source)> = (0..lanes)
+                .flat_map(|lane| lane_sources(&all, lane, lanes))
+                .map(|s| (all.iter().position(|a| *a == s).unwrap_or(usize::MAX), s))
+                .collect();
+            // THEN every source is in exactly one lane, and each lane keeps walk order
+            dealt.sort_by_key(|(i, _)| *i);
+            assert_eq!(dealt.into_iter().map(|(_, s)| s).collect::<Vec<_>>(), all);
+            assert!(lanes >= 1 && lanes <= MAX_LANES.min(all.len() as u32));
+        }
+        assert_eq!(lane_count(0, 5), 1);
+        assert_eq!(lane_count(16, 5), 5);
+    }
+
+    #[test]
+    fn a_step_moves_the_position_and_adds_its_counts() {
+        let lane = Lane {
+            pk: "p".into(),
+            sk: "s".into(),
+            lane: 2,
+            steps: 3,
+            done: false,
+            position: None,
+            counts: BTreeMap::from([("PRODUCT".to_owned(), 5)]),
+            stepped_at_ms: 1,
+        };
+        let at = ItemKey {
+            pk: "a".into(),
+            sk: "b".into(),
+        };
+        let next = lane.after_step(
+            Some(at.clone()),
+            &BTreeMap::from([("PRODUCT".to_owned(), 2)]),
+            9,
+        );
+        assert_eq!(
+            (next.steps, next.done, next.position.clone()),
+            (4, false, Some(at.clone()))
+        );
+        assert_eq!(next.counts["PRODUCT"], 7);
+        let last = next.after_step(None, &BTreeMap::new(), 10);
+        assert_eq!((last.steps, last.done, last.position), (5, true, Some(at)));
+    }
+}
