@@ -24,6 +24,7 @@ EXPECTED=(
   "offboard-tenant 404"
   "restore-tenant 404"
   "drive-lifecycle pending:0"
+  "work-lanes batch:0"
   "publish-lifecycle-events batch:0"
   "pre-token-generation token:acme"
   "control-plane-events reply:activateFailure"

@@ -30,7 +30,7 @@ dispatch! {
     "get-tenant" => tenants::get_tenant,
     "update-tenant" => tenants::update_tenant,
     "export-tenant" => tenants::export_tenant,
-    "offboard-tenant" => tenants::offboard_tenant,
+    "offboard-tenant" => tenants::offboard_tenant with lanes,
     "restore-tenant" => tenants::restore_tenant,
     "put-product" => products::put_product,
     "get-product" => products::get_product,

@@ -1164,7 +1164,11 @@ async fn onboard_with(h: &Harness, body: Value) {
 pub async fn drive_to_end(app: &App) {
     for _ in 0..60 {
         // Boxed: the driver's future overflows a test thread's stack in debug.
-        let run = Box::pin(tenants::drive_lifecycle::drive(app)).await;
+        let run = Box::pin(tenants::drive_lifecycle::drive(
+            app,
+            &tenants::Lanes::in_process(),
+        ))
+        .await;
         if run.expect("a lifecycle run").pending == 0 {
             return;
         }
@@ -1175,8 +1179,9 @@ pub async fn drive_to_end(app: &App) {
 /// Runs the lifecycle driver on `app` once for each of `lives`, each killed after that many
 /// milliseconds (a timeout or a crash part-way through its work).
 pub async fn drive_killed_after(app: &App, lives: &[u64]) {
+    let lanes = tenants::Lanes::in_process();
     for ms in lives {
-        let run = Box::pin(tenants::drive_lifecycle::drive(app));
+        let run = Box::pin(tenants::drive_lifecycle::drive(app, &lanes));
         let _ = tokio::time::timeout(std::time::Duration::from_millis(*ms), run).await;
     }
 }

@@ -20,3 +20,10 @@ async fn shared_import_queue() -> &'static str {
         .get_or_init(|| async { crate::import_queue::ImportQueues::create(5, 30).await.url })
         .await
 }
+
+/// The state `offboard-tenant` takes (routes.yaml: `state: tenants::Lanes`): lanes stepped by the
+/// call itself, as in a local run with no lane queue. The lane queue's own tests
+/// (`tests/tests/all/lanes.rs`) give the route and the driver a queue.
+pub(crate) async fn lanes() -> tenants::Lanes {
+    tenants::Lanes::in_process()
+}

@@ -26,6 +26,10 @@ pub enum Reach {
     ImportQueueSend,
     /// Receiving, deleting and re-sending the import queue's messages.
     ImportQueueConsume,
+    /// Sending an operation's lanes to the lane queue.
+    LaneQueueSend,
+    /// Receiving and deleting the lane queue's messages, and sending a lane's next turn.
+    LaneQueueConsume,
     /// The control plane's bus (replies, with the application plane's source) and dead letters.
     ControlPlaneBus,
     /// The table's stream, the lifecycle bus and the publisher's dead letters.
@@ -48,6 +52,8 @@ impl Reach {
             Reach::RestoreTables => "restore-tables",
             Reach::ImportQueueSend => "import-queue-send",
             Reach::ImportQueueConsume => "import-queue-consume",
+            Reach::LaneQueueSend => "lane-queue-send",
+            Reach::LaneQueueConsume => "lane-queue-consume",
             Reach::ControlPlaneBus => "control-plane-bus",
             Reach::TableStream => "table-stream",
         }

@@ -73,6 +73,8 @@ pub struct ControlPlane {
     protected: Vec<String>,
     /// The deployment's own tier names, mapped to pooltable's tiers and placements.
     tiers: TierMap,
+    /// Where an offboarding's lanes run.
+    lanes: crate::Lanes,
 }
 
 impl ControlPlane {
@@ -83,6 +85,7 @@ impl ControlPlane {
             source: source.to_owned(),
             protected: Vec::new(),
             tiers: TierMap::default(),
+            lanes: crate::Lanes::in_process(),
         }
     }
 
@@ -112,9 +115,13 @@ impl ControlPlane {
         let protected = protected_tenants(&named)?;
         let tiers = TierMap::parse(&std::env::var("CONTROL_PLANE_TIER_MAP").unwrap_or_default())
             .map_err(|e| ConfigError::Invalid("CONTROL_PLANE_TIER_MAP", e))?;
-        Ok(Self::new(client, &bus, &source)
-            .protecting(&protected)
-            .with_tiers(tiers))
+        let lanes = crate::Lanes::from_env()?;
+        Ok(Self {
+            lanes,
+            ..Self::new(client, &bus, &source)
+                .protecting(&protected)
+                .with_tiers(tiers)
+        })
     }
 
     async fn send(&self, detail_type: &str, detail: &str) -> Result<(), ControlPlaneError> {
@@ -534,7 +541,10 @@ async fn act(
         }
         // Answered once the tenant is gone: sbt-aws takes a deprovision success as the work done.
         Kind::Offboarding => match Operation::Offboarding
-            .charged(app, crate::offboard_tenant::offboard_as(app, &by, &tenant))
+            .charged(
+                app,
+                crate::offboard_tenant::offboard_as(app, &plane.lanes, &by, &tenant),
+            )
             .await
         {
             Ok(response) if response.status() == StatusCode::ACCEPTED => {

@@ -32,6 +32,7 @@ use shared::store::tenancy::tenants::{
 use shared::{ApiError, App};
 
 use crate::operation::Operation;
+use crate::Lanes;
 use crate::{move_tenant, offboard_tenant, reshard_tenant, restore_tenant};
 
 /// How long one run starts new work: a tenant begun just before may add one call's 5 s.
@@ -62,14 +63,14 @@ const CLOSES_IN_FLIGHT: usize = 8;
 /// Tenants driven at once: their operations are independent, each on its own tenant's partitions.
 const TENANTS_IN_FLIGHT: usize = 4;
 
-/// One run of the driver.
-pub async fn drive(app: &App) -> Result<Driven, ApiError> {
-    drive_at_most(app, usize::MAX).await
+/// One run of the driver, an offboarding's lanes run as `lanes` says.
+pub async fn drive(app: &App, lanes: &Lanes) -> Result<Driven, ApiError> {
+    drive_at_most(app, lanes, usize::MAX).await
 }
 
 /// [`drive`], giving a call's worth to at most `tenants` listed tenants (the rest are pending):
 /// what a run does when its time is short, counted instead of timed, for tests.
-pub async fn drive_at_most(app: &App, tenants: usize) -> Result<Driven, ApiError> {
+pub async fn drive_at_most(app: &App, lanes: &Lanes, tenants: usize) -> Result<Driven, ApiError> {
     use futures::StreamExt;
     let platform_db = app.db_for_operator(&TenantId::platform()).await?;
     // The least recently driven first: a run that cannot serve everyone starts the next where it
@@ -89,7 +90,7 @@ pub async fn drive_at_most(app: &App, tenants: usize) -> Result<Driven, ApiError
         if Instant::now() >= deadline || turn >= tenants {
             return None;
         }
-        let stepped = Box::pin(step(app, &entry.tenant)).await;
+        let stepped = Box::pin(step(app, lanes, &entry.tenant)).await;
         if let Err(e) = driving::note_driven(platform_db, &entry, app.clock.now_millis()).await {
             tracing::warn!(tenant = %entry.tenant, error = %e, "the driver could not note its turn");
         }
@@ -234,7 +235,7 @@ async fn close_due_imports(
 }
 
 /// One call's worth of `tenant`'s operation; `true` when nothing of it is left to do.
-async fn step(app: &App, tenant: &TenantId) -> Result<bool, ApiError> {
+async fn step(app: &App, lanes: &Lanes, tenant: &TenantId) -> Result<bool, ApiError> {
     // No record: offboarded (its report is written), or never onboarded.
     let Some(db) = app.operator_db(tenant, Scope::Operator).await? else {
         return Ok(true);
@@ -248,7 +249,7 @@ async fn step(app: &App, tenant: &TenantId) -> Result<bool, ApiError> {
     };
     // Charged to the platform's account under the route a call would be, as the calls are.
     let answer = operation
-        .charged(app, advance(operation, app, &db, record))
+        .charged(app, advance(operation, app, lanes, &db, record))
         .await?;
     Ok(answer.status() == StatusCode::OK)
 }
@@ -258,11 +259,12 @@ async fn step(app: &App, tenant: &TenantId) -> Result<bool, ApiError> {
 async fn advance(
     operation: Operation,
     app: &App,
+    lanes: &Lanes,
     db: &TenantDb,
     record: TenantRecord,
 ) -> Result<Response<Body>, ApiError> {
     match operation {
-        Operation::Offboarding => offboard_tenant::advance(app, db, record).await,
+        Operation::Offboarding => offboard_tenant::advance(app, lanes, db, record).await,
         Operation::Resharding => {
             let deadline = Instant::now() + reshard_tenant::WORK_PER_REQUEST;
             reshard_tenant::migrate(app, db, record, deadline).await

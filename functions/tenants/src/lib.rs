@@ -3,16 +3,19 @@
 //! `shared::isolation::claims`), and even so they write through scoped credentials of the tenant
 //! concerned.
 
+pub use lane_queue::{LaneMessage, LaneQueue, Lanes};
 pub use lanes_view::LanesProgress;
 
 pub mod control_plane;
 pub mod drive_lifecycle;
+mod lane_queue;
 mod lanes_view;
 pub mod move_tenant;
 pub mod operation;
 pub mod pre_token_generation;
 pub mod publish_events;
 pub mod reshard_tenant;
+pub mod work_lanes;
 // @generated begin: `pooltable gen` writes the route modules from routes.yaml
 pub mod export_tenant;
 pub mod get_tenant;

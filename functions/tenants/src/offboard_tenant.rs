@@ -31,19 +31,19 @@ use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord};
 use shared::{ApiError, App};
 
 use crate::operation::Operation;
-use crate::{LanesProgress, OffboardingView};
+use crate::{LaneMessage, Lanes, LanesProgress, OffboardingView};
 
 /// How long one call deletes before it answers 202 (the function timeout is 10 s).
 pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
 
-pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+pub async fn handle(app: &App, lanes: &Lanes, req: Request) -> Result<Response<Body>, ApiError> {
     let (operator, tenant) = crate::operator_on_another_tenant(
         app,
         &req,
         "An operator cannot offboard its own tenant. Ask an operator of another tenant.",
     )
     .await?;
-    let offboard = offboard_as(app, &operator, &tenant);
+    let offboard = offboard_as(app, lanes, &operator, &tenant);
     Operation::Offboarding.charged(app, offboard).await
 }
 
@@ -55,6 +55,7 @@ pub const ROUTE: &str = crate::operation::Operation::Offboarding.route();
 /// platform, for the control plane), on the platform's account ([`Operation::Offboarding`]).
 pub(crate) async fn offboard_as(
     app: &App,
+    lanes: &Lanes,
     operator: &TenantId,
     tenant: &TenantId,
 ) -> Result<Response<Body>, ApiError> {
@@ -81,7 +82,7 @@ pub(crate) async fn offboard_as(
             begun
         }
     };
-    advance(app, &db, record).await
+    advance(app, lanes, &db, record).await
 }
 
 /// Runs `record`'s offboarding (already begun) until it is done (200 with the report), another call
@@ -89,6 +90,7 @@ pub(crate) async fn offboard_as(
 /// its first, and what the lifecycle driver does with no client calling.
 pub async fn advance(
     app: &App,
+    lanes: &Lanes,
     db: &TenantDb,
     record: TenantRecord,
 ) -> Result<Response<Body>, ApiError> {
@@ -104,12 +106,7 @@ pub async fn advance(
             state.deletion_starts_at - now_s,
         ));
     }
-    let sources = tenant_items::sources(
-        tenant,
-        record.shard_count,
-        shared::store::quota::limiter::walked_window_shards(&record.limits()),
-        RecordInWalk::Excluded,
-    );
+    let sources = walk_sources(&record)?;
     let deadline = Instant::now() + WORK_PER_REQUEST;
     // An own table is deleted when its items are: gone already, a call before this one got that far.
     let tables = app.tenants.table_manager();
@@ -130,7 +127,7 @@ pub async fn advance(
         None => false,
     };
     if !state.walked && !own_table_gone {
-        state = match walk_in_lanes(app, db, &state, &sources, deadline).await? {
+        state = match walk_in_lanes(app, lanes, db, &state, &sources, deadline).await? {
             Walked::Done(state) => state,
             Walked::Running(progress) => {
                 return Ok(accepted(&record.tenant_id, &state, Some(progress), 0))
@@ -169,11 +166,13 @@ enum Walked {
     Raced,
 }
 
-/// Plans `state`'s lanes if nobody has, runs every lane not yet done side by side until `deadline`
-/// (each paced at a partition's rate: no two lanes read one partition), and folds them into the
-/// record once all are done.
+/// Plans `state`'s lanes if nobody has and sends them to the lane queue; then, with a queue,
+/// sends again the lanes nobody has stepped for [`LOST_AFTER_MS`], and without one runs every lane
+/// not yet done side by side until `deadline` (each paced at a partition's rate: no two lanes read
+/// one partition); and folds them into the record once all are done.
 async fn walk_in_lanes(
     app: &App,
+    runner: &Lanes,
     db: &TenantDb,
     state: &Offboarding,
     sources: &[tenant_items::Source],
@@ -193,6 +192,10 @@ async fn walk_in_lanes(
                 Step::Committed(next) => state = next,
                 Step::Raced => return Ok(Walked::Raced),
             }
+            let all: Vec<LaneMessage> = (0..count)
+                .map(|lane| LaneMessage::new(&db.tenant, OPERATION, lane))
+                .collect();
+            runner.send(&all).await?;
             count
         }
     };
@@ -201,10 +204,14 @@ async fn walk_in_lanes(
         .into_iter()
         .filter(|lane| !lane.done)
         .collect();
-    if !pending.is_empty() {
-        let runs = pending
-            .into_iter()
-            .map(|lane| run_lane(app, db, sources, count, lane, deadline));
+    if runner.queued() {
+        resend_lost(app, runner, db, &pending).await?;
+    } else if !pending.is_empty() {
+        let runs = pending.into_iter().map(|lane| async move {
+            run_lane(app, db, sources, count, lane, deadline)
+                .await
+                .map(|_| ())
+        });
         futures::future::try_join_all(runs).await?;
     }
     let all = lanes::read(db, OPERATION).await?;
@@ -227,16 +234,57 @@ async fn walk_in_lanes(
     }
 }
 
+/// A lane not stepped for this long has lost its message (a worker failed it past the queue's
+/// receive limit, or died before sending its next one): it is sent again. Longer than a message's
+/// turn takes to come round the queue but in a crowded hour; a lane sent twice costs one
+/// contested step.
+pub const LOST_AFTER_MS: u64 = 5 * 60 * 1000;
+
+/// Sends again each of `pending` not stepped for [`LOST_AFTER_MS`], once it is noted as sent
+/// (`lanes::touch`, conditioned on its step: a lane stepped meanwhile is not lost).
+async fn resend_lost(
+    app: &App,
+    runner: &Lanes,
+    db: &TenantDb,
+    pending: &[Lane],
+) -> Result<(), ApiError> {
+    let now_ms = app.clock.now_millis();
+    let mut lost = Vec::new();
+    for lane in pending {
+        if now_ms.saturating_sub(lane.stepped_at_ms) >= LOST_AFTER_MS
+            && lanes::touch(db, lane, now_ms).await?
+        {
+            lost.push(LaneMessage::new(&db.tenant, OPERATION, lane.lane));
+        }
+    }
+    if !lost.is_empty() {
+        tracing::warn!(tenant = %db.tenant, lanes = lost.len(), "lanes not stepped for 5 minutes are sent again");
+        runner.send(&lost).await?;
+    }
+    Ok(())
+}
+
+/// How a lane's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaneRun {
+    /// Its walk found nothing more.
+    Done,
+    /// Its time was up; it has more to walk.
+    OutOfTime,
+    /// Another caller committed one of its steps first: that one walks it now.
+    Raced,
+}
+
 /// Steps `lane` until its walk is done, another caller commits one of its steps first, or
 /// `deadline` passes.
-async fn run_lane(
+pub async fn run_lane(
     app: &App,
     db: &TenantDb,
     sources: &[tenant_items::Source],
     count: u32,
     mut lane: Lane,
     deadline: Instant,
-) -> Result<(), ApiError> {
+) -> Result<LaneRun, ApiError> {
     let own = lanes::lane_sources(sources, lane.lane, count);
     // Each step within a partition's second of writes, and paced at a partition's rate.
     let budget = Budget {
@@ -249,19 +297,30 @@ async fn run_lane(
         let page = tenant_items::page(db, &own, lane.position.as_ref(), budget).await?;
         lane = match delete_step(db, &lane, &page, app.clock.now_millis()).await? {
             Step::Committed(next) => next,
-            // Another caller stepped this lane first: it is the one walking it now.
-            Step::Raced => return Ok(()),
+            Step::Raced => return Ok(LaneRun::Raced),
         };
         if lane.done {
-            return Ok(());
+            return Ok(LaneRun::Done);
         }
         // Paced before the call may end, so the next step, here or in any container, starts
         // when the partition has taken this one (a step is at most about half a second of it).
         pacing::pace(step_started, pacing::transactional_write_units(&page.items)).await;
         if Instant::now() >= deadline {
-            return Ok(());
+            return Ok(LaneRun::OutOfTime);
         }
     }
+}
+
+/// The walk's sources of `record`'s tenant, record excluded: what its lanes are dealt.
+pub fn walk_sources(record: &TenantRecord) -> Result<Vec<tenant_items::Source>, ApiError> {
+    let tenant = TenantId::parse(&record.tenant_id)
+        .map_err(|e| ApiError::Internal(format!("a record's tenant id: {e}")))?;
+    Ok(tenant_items::sources(
+        &tenant,
+        record.shard_count,
+        shared::store::quota::limiter::walked_window_shards(&record.limits()),
+        RecordInWalk::Excluded,
+    ))
 }
 
 /// 202 with the offboarding as it is now (another call moved it on), or the report when it ended.

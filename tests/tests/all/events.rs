@@ -192,7 +192,7 @@ const PLATFORM_MODULES: [(&str, &[&str], &str); 8] = [
     ("move_tenant", &["update-tenant", "drive-lifecycle"], "all"),
     (
         "offboard_tenant",
-        &["offboard-tenant", "drive-lifecycle"],
+        &["offboard-tenant", "drive-lifecycle", "work-lanes"],
         "all",
     ),
     (

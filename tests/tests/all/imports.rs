@@ -1146,7 +1146,9 @@ async fn every_import_is_final_by_its_deadline_with_counts_per_reason_and_nothin
     let d_id = only_import_id(&h, &keyed).await;
 
     // WHEN the lifecycle driver runs before the deadline: nothing is closed
-    let early = tenants::drive_lifecycle::drive(&h.app).await.unwrap();
+    let early = tenants::drive_lifecycle::drive(&h.app, &tenants::Lanes::in_process())
+        .await
+        .unwrap();
     assert_eq!(early.imports_closed, 0, "{early:?}");
     assert_eq!(
         get_import(&h, &crashed, &a_id).await.body["status"],
@@ -1159,7 +1161,9 @@ async fn every_import_is_final_by_its_deadline_with_counts_per_reason_and_nothin
         .await
         .assert_problem(409);
     assert_eq!(queues.backlog(&queues.url).await, 0);
-    let run = tenants::drive_lifecycle::drive(&h.app).await.unwrap();
+    let run = tenants::drive_lifecycle::drive(&h.app, &tenants::Lanes::in_process())
+        .await
+        .unwrap();
 
     // THEN all four are final, with each item counted once, by reason
     assert_eq!((run.imports_closed, run.imports_due), (4, 0), "{run:?}");
@@ -1231,7 +1235,9 @@ async fn every_import_is_final_by_its_deadline_with_counts_per_reason_and_nothin
     late.assert_problem(409);
     assert_eq!(queues.backlog(&queues.url).await, 0);
     // AND a second run finds nothing left to close
-    let again = tenants::drive_lifecycle::drive(&h.app).await.unwrap();
+    let again = tenants::drive_lifecycle::drive(&h.app, &tenants::Lanes::in_process())
+        .await
+        .unwrap();
     assert_eq!(
         (again.imports_closed, again.imports_due),
         (0, 0),
@@ -1562,9 +1568,12 @@ async fn a_tenant_at_its_bound_of_open_imports_gets_429_and_never_delays_another
     );
     // WHEN the lifecycle driver runs once, past every deadline
     h.clock.advance_seconds(FINAL_WITHIN_SECONDS + 1);
-    let driven = Box::pin(tenants::drive_lifecycle::drive(&h.app))
-        .await
-        .unwrap();
+    let driven = Box::pin(tenants::drive_lifecycle::drive(
+        &h.app,
+        &tenants::Lanes::in_process(),
+    ))
+    .await
+    .unwrap();
     // THEN the other tenant's import is final after that first run
     let id = import_id(&quiet_import);
     let progress = get_import(&h, &quiet, id).await;
@@ -1577,10 +1586,13 @@ async fn a_tenant_at_its_bound_of_open_imports_gets_429_and_never_delays_another
     assert!(driven.imports_closed >= 1, "{driven:?}");
     // AND once the flooding tenant's imports are final, it may import again
     for _ in 0..5 {
-        if Box::pin(tenants::drive_lifecycle::drive(&h.app))
-            .await
-            .unwrap()
-            .imports_due
+        if Box::pin(tenants::drive_lifecycle::drive(
+            &h.app,
+            &tenants::Lanes::in_process(),
+        ))
+        .await
+        .unwrap()
+        .imports_due
             == 0
         {
             break;
@@ -1735,9 +1747,12 @@ async fn an_import_held_back_by_the_quota_until_its_deadline_fails_over_quota() 
     // WHEN the consumer gets the message, still in debt, and the deadline passes
     assert_eq!(deliver_deferring(&h, &queues).await, 1);
     h.clock.set_millis((deadline + 1) * 1000);
-    Box::pin(tenants::drive_lifecycle::drive(&h.app))
-        .await
-        .unwrap();
+    Box::pin(tenants::drive_lifecycle::drive(
+        &h.app,
+        &tenants::Lanes::in_process(),
+    ))
+    .await
+    .unwrap();
     // THEN nothing of it was written, nothing is left on the queue, and its items failed with a
     // reason of their own
     let progress = get_import(&h, &t, import_id(&posted)).await;

@@ -427,7 +427,9 @@ async fn orders_codes_idempotent_retries_cursors_and_usage_cross_a_move_the_driv
         .advance_seconds(MOVES_DELAY_SECONDS - WRITES_MOVE_DELAY_SECONDS);
     let mut runs = 0;
     loop {
-        tenants::drive_lifecycle::drive(&driver.app).await.unwrap();
+        tenants::drive_lifecycle::drive(&driver.app, &tenants::Lanes::in_process())
+            .await
+            .unwrap();
         let record = h.operator().get_tenant(&tenant).await;
         if record.body.get("move").is_none() {
             assert_eq!(record.body["placement"], "own", "{}", record.body);

@@ -684,7 +684,9 @@ async fn a_re_onboarded_tenants_usage_starts_at_zero_in_a_container_that_served_
 /// Runs the lifecycle driver from `driver`'s container until nothing is listed; how many runs.
 async fn drive_to_the_end(driver: &Harness) -> usize {
     for run in 1..=60 {
-        let driven = tenants::drive_lifecycle::drive(&driver.app).await.unwrap();
+        let driven = tenants::drive_lifecycle::drive(&driver.app, &tenants::Lanes::in_process())
+            .await
+            .unwrap();
         if driven.pending == 0 {
             return run;
         }
@@ -706,7 +708,9 @@ async fn an_offboarding_finishes_with_no_client_after_its_first_call_even_when_i
     assert_eq!(offboard(&h, &t, &operator).await.status, 202);
     // WHEN the driver runs in another container: first before deletion may start (it waits)
     let driver = h.another_container().await;
-    let early = tenants::drive_lifecycle::drive(&driver.app).await.unwrap();
+    let early = tenants::drive_lifecycle::drive(&driver.app, &tenants::Lanes::in_process())
+        .await
+        .unwrap();
     assert_eq!((early.finished, early.pending), (0, 1), "{early:?}");
     assert_eq!(h.items_under(&prefix).await.len(), before);
     // AND then, once it may, is killed part-way three times, and is left to run
@@ -962,9 +966,13 @@ async fn the_driver_serves_the_least_recently_driven_first_so_no_listed_tenant_w
     for _ in 0..4 {
         h.clock.advance_seconds(1);
         let before = driven_at().await;
-        let run = Box::pin(tenants::drive_lifecycle::drive_at_most(&h.app, 2))
-            .await
-            .unwrap();
+        let run = Box::pin(tenants::drive_lifecycle::drive_at_most(
+            &h.app,
+            &tenants::Lanes::in_process(),
+            2,
+        ))
+        .await
+        .unwrap();
         assert_eq!((run.listed, run.pending), (6, 6), "{run:?}");
         let after = driven_at().await;
         let now: std::collections::BTreeSet<String> = after

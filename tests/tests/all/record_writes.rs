@@ -177,6 +177,7 @@ fn only_the_operator_functions_may_assume_the_tenant_operator_role_and_never_for
         "RestoreTenantRole",
         "DriveLifecycleRole",
         "ControlPlaneEventsRole",
+        "WorkLanesRole",
     ];
     let roles = function_roles();
     for role in roles.iter().map(String::as_str) {

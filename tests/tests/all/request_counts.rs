@@ -386,7 +386,11 @@ impl World {
                 let fresh = Harness::new().await;
                 onboard(&fresh, &unique("quiet"), SHARDS).await;
                 fresh.requests.reset();
-                let driven = Box::pin(tenants::drive_lifecycle::drive(&fresh.app)).await;
+                let driven = Box::pin(tenants::drive_lifecycle::drive(
+                    &fresh.app,
+                    &tenants::Lanes::in_process(),
+                ))
+                .await;
                 assert!(driven.is_ok(), "drive-lifecycle: {driven:?}");
                 Some(fresh.requests.by_operation())
             }

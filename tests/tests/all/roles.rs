@@ -37,7 +37,7 @@ const TENANT_ACCESS: &str = "arn:aws:iam::123456789012:role/pooltable-dev-tenant
 const TENANT_OPERATOR: &str = "arn:aws:iam::123456789012:role/pooltable-dev-tenant-operator";
 
 /// Every reach a declaration can name: each must be granted by some probe below.
-const REACHES: [Reach; 9] = [
+const REACHES: [Reach; 11] = [
     Reach::TenantSessions,
     Reach::OffboardingReports,
     Reach::OperatorSessions,
@@ -45,6 +45,8 @@ const REACHES: [Reach; 9] = [
     Reach::RestoreTables,
     Reach::ImportQueueSend,
     Reach::ImportQueueConsume,
+    Reach::LaneQueueSend,
+    Reach::LaneQueueConsume,
     Reach::ControlPlaneBus,
     Reach::TableStream,
 ];
@@ -153,6 +155,22 @@ fn probes() -> Vec<(Probe, bool)> {
             &[ImportQueueConsume],
         ),
         (
+            request("sqs:SendMessage", "arn:test:LaneQueue"),
+            &[LaneQueueSend, LaneQueueConsume],
+        ),
+        (
+            request("sqs:ReceiveMessage", "arn:test:LaneQueue"),
+            &[LaneQueueConsume],
+        ),
+        (
+            request("sqs:DeleteMessage", "arn:test:LaneQueue"),
+            &[LaneQueueConsume],
+        ),
+        (
+            request("sqs:GetQueueAttributes", "arn:test:LaneQueue"),
+            &[LaneQueueConsume],
+        ),
+        (
             request("sqs:SendMessage", "arn:test:ControlPlaneDeadLetterQueue"),
             &[ControlPlaneBus],
         ),
@@ -203,6 +221,8 @@ fn probes() -> Vec<(Probe, bool)> {
         ),
         request("sqs:ReceiveMessage", "arn:test:ControlPlaneDeadLetterQueue"),
         request("sqs:SendMessage", "arn:test:ImportDeadLetterQueue"),
+        request("sqs:SendMessage", "arn:test:LaneDeadLetterQueue"),
+        request("sqs:ReceiveMessage", "arn:test:LaneDeadLetterQueue"),
         request("events:PutEvents", "arn:test:OtherBus"),
         request(
             "sts:AssumeRole",

@@ -18,7 +18,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use serde::{Deserialize, Serialize};
 
 use crate::identity::keys::{lane_sk, lanes_pk, ItemKey, PK};
-use crate::store::client::error::StoreError;
+use crate::store::client::error::{written_unless_condition_failed, StoreError};
 use crate::store::client::scoped::TenantDb;
 use crate::store::lifecycle::tenant_items::Source;
 
@@ -202,6 +202,28 @@ pub fn fold(db: &TenantDb, lanes: &[Lane]) -> Result<Vec<TransactWriteItem>, Sto
             Ok(TransactWriteItem::builder().delete(delete).build())
         })
         .collect()
+}
+
+/// Notes `lane` as sent again at `now_ms` (its `steppedAtMs`), on condition no step of it was
+/// committed since it was read and it is not done; `false` when one was (it is not lost).
+pub async fn touch(db: &TenantDb, lane: &Lane, now_ms: u64) -> Result<bool, StoreError> {
+    let sent = db
+        .client
+        .update_item()
+        .table_name(&*db.table)
+        .key(PK, AttributeValue::S(lane.pk.clone()))
+        .key("SK", AttributeValue::S(lane.sk.clone()))
+        .update_expression("SET #at = :now")
+        .condition_expression("#steps = :steps AND #done = :false")
+        .expression_attribute_names("#at", "steppedAtMs")
+        .expression_attribute_names("#steps", "steps")
+        .expression_attribute_names("#done", "done")
+        .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
+        .expression_attribute_values(":steps", AttributeValue::N(lane.steps.to_string()))
+        .expression_attribute_values(":false", AttributeValue::Bool(false))
+        .send()
+        .await;
+    written_unless_condition_failed(sent)
 }
 
 /// The sum of `lanes`' counts, and of their steps.

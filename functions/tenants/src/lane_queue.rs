@@ -1,0 +1,148 @@
+//! Where an operation's lanes run (`shared::store::lifecycle::lanes`): on the lane queue, or in the
+//! call that advances the operation.
+//!
+//! With `LANE_QUEUE_URL` set (every deployment: template.yaml's `LaneQueue`), a request or the
+//! driver only plans the lanes and puts one message a lane on the queue; `work-lanes` (its event
+//! source mapping, at most `MaximumConcurrency` at once) steps a lane for up to
+//! [`crate::work_lanes::WORK_PER_MESSAGE`] and puts the lane's next message back at the end of the
+//! queue, so every lane of every tenant gets its turn in order. A message holds no step number:
+//! two deliveries of one lane step it side by side until one loses a step to the other
+//! (its checkpoint's condition) and ends there, so a copy never outlives one contested step.
+//! Without a queue (a local run with no SQS), the call that advances the operation steps every lane
+//! itself, side by side.
+
+use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use serde::{Deserialize, Serialize};
+use shared::identity::ids::TenantId;
+use shared::service::app::ConfigError;
+use shared::ApiError;
+
+/// One lane's turn, as a message on the lane queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LaneMessage {
+    pub tenant: String,
+    /// The operation whose lane it is (`offboarding`).
+    pub operation: String,
+    pub lane: u32,
+}
+
+impl LaneMessage {
+    pub fn new(tenant: &TenantId, operation: &str, lane: u32) -> Self {
+        Self {
+            tenant: tenant.to_string(),
+            operation: operation.to_owned(),
+            lane,
+        }
+    }
+}
+
+/// The lane queue and a client with the function's own credentials.
+#[derive(Debug, Clone)]
+pub struct LaneQueue {
+    pub client: aws_sdk_sqs::Client,
+    pub url: String,
+}
+
+/// Where lanes run: on the queue when there is one ([`Lanes::from_env`]), else in the caller.
+#[derive(Debug, Clone, Default)]
+pub struct Lanes {
+    queue: Option<LaneQueue>,
+}
+
+/// SQS's most entries a batch.
+const BATCH: usize = 10;
+
+impl Lanes {
+    /// `LANE_QUEUE_URL` when set (and not empty): lanes on the queue; else in the caller.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        use shared::service::app::lambda_sdk_config;
+        let queue = match std::env::var("LANE_QUEUE_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        {
+            Some(url) => Some(LaneQueue {
+                client: aws_sdk_sqs::Client::new(&lambda_sdk_config()?),
+                url,
+            }),
+            None => None,
+        };
+        Ok(Self { queue })
+    }
+
+    /// Lanes stepped by the caller itself.
+    pub fn in_process() -> Self {
+        Self::default()
+    }
+
+    /// Lanes on `queue`.
+    pub fn on_queue(queue: LaneQueue) -> Self {
+        Self { queue: Some(queue) }
+    }
+
+    /// Whether lanes go on a queue (else the caller steps them).
+    pub fn queued(&self) -> bool {
+        self.queue.is_some()
+    }
+
+    /// Puts `messages` on the queue, ten a request; every one is sent or the call fails (503: the
+    /// caller, or the driver's next run, sends the lanes again: a lane sent twice costs one
+    /// contested step).
+    pub async fn send(&self, messages: &[LaneMessage]) -> Result<(), ApiError> {
+        let Some(queue) = &self.queue else {
+            return Ok(());
+        };
+        for chunk in messages.chunks(BATCH) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let body = serde_json::to_string(m)
+                        .map_err(|e| ApiError::Internal(format!("a lane message: {e}")))?;
+                    SendMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .message_body(body)
+                        .build()
+                        .map_err(|e| ApiError::Internal(format!("a lane message: {e}")))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let out = queue
+                .client
+                .send_message_batch()
+                .queue_url(&queue.url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| {
+                    ApiError::Unavailable(format!(
+                        "The lane queue did not take the lanes ({}); retry later.",
+                        aws_sdk_sqs::error::DisplayErrorContext(e)
+                    ))
+                })?;
+            if !out.failed.is_empty() {
+                return Err(ApiError::Unavailable(format!(
+                    "The lane queue refused {} lanes; retry later.",
+                    out.failed.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lane_message_is_its_tenant_operation_and_lane() {
+        let tenant = TenantId::parse("acme").unwrap();
+        let m = LaneMessage::new(&tenant, "offboarding", 7);
+        let text = serde_json::to_string(&m).unwrap();
+        assert_eq!(
+            text,
+            r#"{"tenant":"acme","operation":"offboarding","lane":7}"#
+        );
+        assert_eq!(serde_json::from_str::<LaneMessage>(&text).unwrap(), m);
+    }
+}
