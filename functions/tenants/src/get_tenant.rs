@@ -10,7 +10,32 @@ use shared::service::http::{json_response, path_tenant_id};
 use shared::store::tenancy::tenants::read_record;
 use shared::{ApiError, App};
 
-use crate::TenantView;
+use crate::{LanesProgress, TenantView};
+
+/// The progress of `record`'s offboarding lanes, while it runs in them (one consistent Query).
+async fn lanes_of(
+    app: &App,
+    db: &shared::store::client::scoped::TenantDb,
+    record: &shared::store::tenancy::tenants::TenantRecord,
+) -> Result<Option<LanesProgress>, ApiError> {
+    use shared::store::lifecycle::{lanes, offboarding::OPERATION};
+    let Some(state) = record
+        .offboarding
+        .as_ref()
+        .filter(|o| o.lanes.is_some() && !o.walked)
+    else {
+        return Ok(None);
+    };
+    let sources = crate::offboard_tenant::walk_sources(record)?;
+    let all = lanes::read(db, OPERATION).await?;
+    Ok(Some(LanesProgress::of(
+        &db.tenant,
+        &sources,
+        &all,
+        state,
+        app.clock.now_millis(),
+    )))
+}
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
@@ -24,9 +49,16 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let record = read_record(&db)
         .await?
         .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+    let lanes = lanes_of(app, &db, &record).await?;
+    let mut view = TenantView::from(record);
+    if let (Some(offboarding), Some(lanes)) = (&mut view.offboarding, lanes) {
+        offboarding.deleted_total = lanes.items_done;
+        offboarding.deleted = lanes.by_kind.clone();
+        offboarding.lanes = Some(lanes);
+    }
     let view = match caller.operator {
-        true => TenantView::from(record),
-        false => TenantView::from(record).for_tenant_user(),
+        true => view,
+        false => view.for_tenant_user(),
     };
     Ok(json_response(StatusCode::OK, &view))
 }

@@ -11,6 +11,8 @@
 //! Without a queue (a local run with no SQS), the call that advances the operation steps every lane
 //! itself, side by side.
 
+use std::time::Duration;
+
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use serde::{Deserialize, Serialize};
 use shared::identity::ids::TenantId;
@@ -45,9 +47,20 @@ pub struct LaneQueue {
 }
 
 /// Where lanes run: on the queue when there is one ([`Lanes::from_env`]), else in the caller.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Lanes {
     queue: Option<LaneQueue>,
+    /// How long one message steps its lane.
+    turn: Duration,
+}
+
+impl Default for Lanes {
+    fn default() -> Self {
+        Self {
+            queue: None,
+            turn: crate::work_lanes::WORK_PER_MESSAGE,
+        }
+    }
 }
 
 /// SQS's most entries a batch.
@@ -67,7 +80,10 @@ impl Lanes {
             }),
             None => None,
         };
-        Ok(Self { queue })
+        Ok(Self {
+            queue,
+            ..Self::default()
+        })
     }
 
     /// Lanes stepped by the caller itself.
@@ -77,7 +93,20 @@ impl Lanes {
 
     /// Lanes on `queue`.
     pub fn on_queue(queue: LaneQueue) -> Self {
-        Self { queue: Some(queue) }
+        Self {
+            queue: Some(queue),
+            ..Self::default()
+        }
+    }
+
+    /// The same, each message stepping its lane for `turn` (tests make lanes outlast a turn).
+    pub fn with_turn(self, turn: Duration) -> Self {
+        Self { turn, ..self }
+    }
+
+    /// How long one message steps its lane.
+    pub fn turn(&self) -> Duration {
+        self.turn
     }
 
     /// Whether lanes go on a queue (else the caller steps them).

@@ -21,7 +21,7 @@ use crate::offboard_tenant::{self, run_lane, walk_sources, LaneRun};
 use crate::operation::Operation;
 use crate::{LaneMessage, Lanes};
 
-/// How long one message steps its lane (the function's timeout is 30 s).
+/// How long one message steps its lane unless told otherwise (the function's timeout is 30 s).
 pub const WORK_PER_MESSAGE: Duration = Duration::from_secs(10);
 
 /// What became of one message.
@@ -70,7 +70,7 @@ pub async fn work(app: &App, runner: &Lanes, event: SqsEvent) -> SqsBatchRespons
 
 /// One turn of `message`'s lane.
 pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Turn, ApiError> {
-    let deadline = Instant::now() + WORK_PER_MESSAGE;
+    let deadline = Instant::now() + runner.turn();
     let Ok(tenant) = TenantId::parse(&message.tenant) else {
         return Ok(Turn::Dropped);
     };

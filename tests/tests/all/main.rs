@@ -22,6 +22,7 @@ mod iam_engine;
 mod idempotency;
 mod imports;
 mod isolation_property;
+mod lanes;
 mod lifecycle;
 mod lifecycle_events;
 mod load;

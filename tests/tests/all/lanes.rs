@@ -1,0 +1,241 @@
+//! Issue 58: an offboarding's walk split into lanes, each with its own checkpoint, stepped by the
+//! lane worker from the lane queue (`tenants::work_lanes`), planned and sent again by calls and the
+//! driver. Every item is deleted exactly once, whoever steps a lane, however often its message is
+//! delivered, and wherever a worker dies.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use integration::lane_pump::{Delivery, LanePump};
+use integration::{onboard, unique, Auth, Harness, Resp};
+use serde_json::{json, Value};
+use shared::identity::ids::TenantId;
+use shared::identity::keys::raw_key;
+use shared::store::lifecycle::offboarding::{kind_of, DELETION_DELAY_SECONDS};
+
+use crate::offboarding::seed_every_kind;
+
+type Item = HashMap<String, AttributeValue>;
+
+async fn offboard(h: &Harness, tenant: &str, operator: &Auth) -> Resp {
+    h.caller(operator)
+        .call("offboard-tenant", &[("tenantId", tenant)], None)
+        .await
+}
+
+async fn get_tenant(h: &Harness, tenant: &str, operator: &Auth) -> Resp {
+    h.caller(operator)
+        .call("get-tenant", &[("tenantId", tenant)], None)
+        .await
+}
+
+fn sorted(mut items: Vec<Item>) -> Vec<Item> {
+    items.sort_by_key(|i| {
+        (
+            i["PK"].as_s().unwrap().clone(),
+            i["SK"].as_s().unwrap().clone(),
+        )
+    });
+    items
+}
+
+/// What an offboarding's report must say of `items`: each counted once, by kind.
+fn counted(tenant: &str, items: &[Item]) -> Value {
+    let t = TenantId::parse(tenant).unwrap();
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    for item in items {
+        *expected.entry(kind_of(&t, item)).or_default() += 1;
+    }
+    json!(expected)
+}
+
+/// One call's worth of `tenant`'s offboarding (already begun), its lanes as `lanes` says: what a
+/// DELETE call does after its first.
+async fn advance_on(
+    h: &Harness,
+    lanes: &tenants::Lanes,
+    tenant: &str,
+) -> lambda_http::Response<lambda_http::Body> {
+    let t = TenantId::parse(tenant).unwrap();
+    let db = h
+        .app
+        .operator_db(&t, shared::isolation::policy::Scope::Operator)
+        .await
+        .unwrap()
+        .unwrap();
+    let record = shared::store::tenancy::tenants::read_record_consistent(&db)
+        .await
+        .unwrap()
+        .unwrap();
+    tenants::offboard_tenant::advance(&h.app, lanes, &db, record)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_offboarding_in_lanes_deletes_every_item_once_through_duplicates_kills_and_racing_planners(
+) {
+    // GIVEN a tenant on 16 shards with an item of every kind and 600 products, a neighbour beside
+    // it, offboardings split into 4 lanes, and a lane queue whose turns last 150 ms (a lane outlasts
+    // a turn) and whose undeleted messages come back after a second
+    let mut h = Harness::new().await;
+    h.app.settings.lifecycle_lanes = 4;
+    let victim = unique("lanes");
+    let neighbour = unique("beside");
+    let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
+    onboard(&h, &victim, 16).await;
+    onboard(&h, &neighbour, 4).await;
+    seed_every_kind(&h, &victim, 600).await;
+    seed_every_kind(&h, &neighbour, 5).await;
+    let victim_prefix = raw_key(&victim, "");
+    let neighbour_prefix = raw_key(&neighbour, "");
+    let before = h.items_under(&victim_prefix).await;
+    let neighbour_before = sorted(h.items_under(&neighbour_prefix).await);
+    let pump = LanePump::new(1, Duration::from_millis(150)).await;
+
+    // WHEN an operator offboards it, deletion may start, and the driver and a DELETE call, both
+    // with the queue, advance it at the same moment
+    assert_eq!(offboard(&h, &victim, &operator).await.status, 202);
+    h.clock.advance_seconds(DELETION_DELAY_SECONDS);
+    let (run, call) = tokio::join!(
+        tenants::drive_lifecycle::drive(&h.app, &pump.lanes),
+        advance_on(&h, &pump.lanes, &victim)
+    );
+    assert_eq!(run.unwrap().pending, 1);
+    assert_eq!(call.status(), 202);
+    // THEN one of them planned the lanes and sent them, one message a lane; nothing is deleted
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 4);
+    assert_eq!(h.items_under(&victim_prefix).await.len(), before.len() + 4);
+    // AND GET shows them: four lanes, none done, the walk's partitions, nothing deleted yet
+    let shown = get_tenant(&h, &victim, &operator).await;
+    let lanes = &shown.body["offboarding"]["lanes"];
+    assert_eq!(lanes["lanes"], 4, "{}", shown.body);
+    assert_eq!(lanes["lanesDone"], 0, "{}", shown.body);
+    assert_eq!(lanes["partitionsWalked"], 0, "{}", shown.body);
+    assert!(
+        lanes["partitions"].as_u64().unwrap() >= 16 * 2 + 16,
+        "{}",
+        shown.body
+    );
+    assert_eq!(shown.body["offboarding"]["deletedTotal"], 0);
+
+    // WHEN the workers take the lanes: the first message delivered twice at once, the second's
+    // worker killed 40 ms in
+    let received = pump
+        .round(&h.app, 10, 4, |i| match i {
+            0 => Delivery::Twice,
+            1 => Delivery::Killed(40),
+            _ => Delivery::Once,
+        })
+        .await;
+    assert_eq!(received, 4);
+    // AND, while the offboarding runs, GET shows progress
+    let mid = get_tenant(&h, &victim, &operator).await;
+    if mid.status == 200 {
+        let lanes = &mid.body["offboarding"]["lanes"];
+        assert!(lanes["itemsDone"].as_u64().unwrap() > 0, "{}", mid.body);
+        assert_eq!(
+            mid.body["offboarding"]["deletedTotal"], lanes["itemsDone"],
+            "{}",
+            mid.body
+        );
+    }
+    // AND every third delivery after is twice, until the tenant is gone
+    let mut rounds = 0;
+    while get_tenant(&h, &victim, &operator).await.status != 404 {
+        let got = pump
+            .round(&h.app, 10, 4, |i| match i % 3 {
+                0 => Delivery::Twice,
+                _ => Delivery::Once,
+            })
+            .await;
+        if got == 0 {
+            // A killed worker's message comes back after the visibility timeout.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        rounds += 1;
+        assert!(rounds < 200, "the lanes do not end");
+    }
+    // (more turns than lanes: lanes outlasted their turns and went round the queue)
+    assert!(rounds > 1, "{rounds}");
+
+    // THEN the report counts every item exactly once, by kind
+    let report = offboard(&h, &victim, &operator).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    assert_eq!(
+        report.body["deleted"],
+        counted(&victim, &before),
+        "{}",
+        report.body
+    );
+    assert_eq!(report.body["deletedTotal"], before.len());
+    // AND no key of the tenant is left, its lanes included, and the neighbour's items are
+    // byte-identical
+    assert_eq!(h.items_under(&victim_prefix).await, Vec::<Item>::new());
+    assert_eq!(
+        sorted(h.items_under(&neighbour_prefix).await),
+        neighbour_before
+    );
+    // AND what is left on the queue is dropped, and nothing reached the dead letters
+    pump.drain(&h.app, 4).await;
+    assert!(pump.queues.dead_letters().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_lane_whose_message_is_lost_is_sent_again_once_it_has_not_stepped_for_five_minutes() {
+    // GIVEN a tenant offboarding in 2 lanes on the queue, one lane's message lost
+    let mut h = Harness::new().await;
+    h.app.settings.lifecycle_lanes = 2;
+    let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
+    let victim = unique("lost");
+    onboard(&h, &victim, 4).await;
+    seed_every_kind(&h, &victim, 40).await;
+    let before = h.items_under(&raw_key(&victim, "")).await;
+    let pump = LanePump::new(1, Duration::from_secs(5)).await;
+    assert_eq!(offboard(&h, &victim, &operator).await.status, 202);
+    h.clock.advance_seconds(DELETION_DELAY_SECONDS);
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    let got = pump
+        .round(&h.app, 10, 2, |i| match i {
+            0 => Delivery::Lost,
+            _ => Delivery::Once,
+        })
+        .await;
+    assert_eq!(got, 2);
+    // WHEN the driver runs again within five minutes
+    h.clock.advance_seconds(60);
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    // THEN it sends nothing: the lane may still be on its way
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 0);
+    let shown = get_tenant(&h, &victim, &operator).await;
+    assert_eq!(
+        shown.body["offboarding"]["lanes"]["lanesDone"], 1,
+        "{}",
+        shown.body
+    );
+    // WHEN five minutes have passed since the lost lane's plan
+    h.clock.advance_seconds(5 * 60);
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    // THEN its lane is sent again, once, and its turn ends the offboarding with every item counted
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);
+    pump.drain(&h.app, 2).await;
+    let report = offboard(&h, &victim, &operator).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    assert_eq!(
+        report.body["deleted"],
+        counted(&victim, &before),
+        "{}",
+        report.body
+    );
+    assert_eq!(
+        h.items_under(&raw_key(&victim, "")).await,
+        Vec::<Item>::new()
+    );
+}
