@@ -22,6 +22,7 @@ ensure_py_tools
 
 watch_pid=""
 poller_pid=""
+lane_poller_pid=""
 driver_pid=""
 cleanup() {
   trap - INT TERM HUP EXIT
@@ -31,6 +32,9 @@ cleanup() {
   fi
   if [ -n "$poller_pid" ]; then
     kill "$poller_pid" 2>/dev/null || true
+  fi
+  if [ -n "$lane_poller_pid" ]; then
+    kill "$lane_poller_pid" 2>/dev/null || true
   fi
   if [ -n "$watch_pid" ]; then
     kill -- -"$watch_pid" 2>/dev/null || true
@@ -61,6 +65,9 @@ ENV
 # The import queue on moto's SQS; the poller below stands in for the event source mapping.
 IMPORT_QUEUE_URL=$("$TOOLS/venv/bin/python" scripts/import_queue.py create pooltable-local-imports)
 export IMPORT_QUEUE_URL
+# The lane queue (an offboarding's lanes, docs/lifecycle.md "Lanes"), with its own poller below.
+LANE_QUEUE_URL=$("$TOOLS/venv/bin/python" scripts/import_queue.py create pooltable-local-lanes)
+export LANE_QUEUE_URL
 
 watch_flags=()
 if [ "${POOLTABLE_NO_RELOAD:-0}" = 1 ]; then
@@ -77,6 +84,10 @@ log "API on http://localhost:$PORT, $reload_note (function logs: $STACK_LOGS/wat
   "http://127.0.0.1:$PORT/2015-03-31/functions/import-consumer/invocations" >"$STACK_LOGS/import-poller.log" 2>&1 &
 poller_pid=$!
 log "import poller: $IMPORT_QUEUE_URL → import-consumer (log: $STACK_LOGS/import-poller.log)"
+"$TOOLS/venv/bin/python" scripts/import_queue.py poll "$LANE_QUEUE_URL" \
+  "http://127.0.0.1:$PORT/2015-03-31/functions/work-lanes/invocations" >"$STACK_LOGS/lane-poller.log" 2>&1 &
+lane_poller_pid=$!
+log "lane poller: $LANE_QUEUE_URL → work-lanes (log: $STACK_LOGS/lane-poller.log)"
 # The lifecycle driver's schedule (EventBridge, every minute, in AWS): re-shardings and offboardings
 # run to their end with no client calling.
 ( while sleep 60; do

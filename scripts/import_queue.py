@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The import queue on the local stack (moto's SQS), for the dev command and the end-to-end runs.
+"""The import queue on the local stack (moto's SQS), for the dev command and the end-to-end runs;
+the dev command's lane queue too (`create` and `poll` serve any queue and its consumer).
 
   import_queue.py create NAME            makes NAME-dlq and NAME (redrive after 5 receives, as
                                           template.yaml); prints NAME's URL

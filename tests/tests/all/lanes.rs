@@ -239,3 +239,159 @@ async fn a_lane_whose_message_is_lost_is_sent_again_once_it_has_not_stepped_for_
         Vec::<Item>::new()
     );
 }
+
+/// What a tenant's operation shows of its progress in `GET /tenants/{id}`: ended (no record, or no
+/// operation running), or work committed.
+fn progressed(view: &Resp) -> bool {
+    let b = &view.body;
+    if view.status == 404 {
+        return true;
+    }
+    let committed = |v: &Value| v.as_u64().is_some_and(|n| n > 0);
+    match (b.get("offboarding"), b.get("restore"), b.get("move")) {
+        (Some(o), ..) => committed(&o["deletedTotal"]),
+        (_, Some(r), _) => committed(&r["steps"]),
+        (.., Some(m)) => committed(&m["steps"]),
+        _ => true,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_offboardings_a_restore_and_a_move_listed_at_once_all_progress_within_three_driver_runs_and_all_end(
+) {
+    use futures::StreamExt;
+    // GIVEN 100 tenants of 3 products each, a tenant of 30 products snapshotted and then damaged,
+    // and another of 30 products; offboardings in 4 lanes on the lane queue
+    let mut h = Harness::new().await;
+    h.app.settings.lifecycle_lanes = 4;
+    let pump = LanePump::new(2, Duration::from_secs(2)).await;
+    let small: Vec<String> = (0..100).map(|i| unique(&format!("fair{i:03}"))).collect();
+    let products = |t: String, n: usize| {
+        let h = &h;
+        async move {
+            for p in 0..n {
+                let r = h
+                    .tenant(&t)
+                    .put_product(&format!("p{p:02}"), json!({"v": p}))
+                    .await;
+                assert_eq!(r.status, 201, "{}", r.body);
+            }
+        }
+    };
+    futures::stream::iter(small.iter().map(|t| async {
+        onboard(&h, t, 1).await;
+        products(t.clone(), 3).await;
+    }))
+    .buffer_unordered(8)
+    .collect::<Vec<()>>()
+    .await;
+    let (restored, moved) = (unique("restored"), unique("moved"));
+    for t in [&restored, &moved] {
+        onboard(&h, t, 4).await;
+        products(t.clone(), 30).await;
+    }
+    let source = h.snapshot("fair").await;
+    for p in 0..10 {
+        let r = h
+            .tenant(&restored)
+            .call(
+                "delete-product",
+                &[("productId", &format!("p{p:02}"))],
+                None,
+            )
+            .await;
+        assert_eq!(r.status, 204, "{}", r.body);
+    }
+    let mut before = BTreeMap::new();
+    for t in &small {
+        before.insert(t.clone(), h.items_under(&raw_key(t, "")).await);
+    }
+    let operator = integration::operator();
+
+    // WHEN all of them start at once: the hundred offboarded, the restore from the snapshot, and
+    // the move into the tenant's own table
+    for t in &small {
+        assert_eq!(offboard(&h, t, &operator).await.status, 202);
+    }
+    let restore = h
+        .operator()
+        .restore_tenant(&restored, json!({"from": {"table": source}}))
+        .await;
+    assert_eq!(restore.status, 202, "{}", restore.body);
+    let moving = h.operator().move_to(&moved, "own").await;
+    assert_eq!(moving.status, 202, "{}", moving.body);
+    h.clock
+        .advance_seconds(shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS + 1);
+    let everyone: Vec<String> = small
+        .iter()
+        .cloned()
+        .chain([restored.clone(), moved.clone()])
+        .collect();
+
+    // THEN within three driver runs, each followed by the lane workers taking the queue, every one
+    // of them has committed work (or ended)
+    let mut waiting: Vec<String> = everyone.clone();
+    for round in 0..3 {
+        let run = Box::pin(tenants::drive_lifecycle::drive(&h.app, &pump.lanes))
+            .await
+            .unwrap();
+        if round == 0 {
+            assert_eq!(run.listed, 102, "{run:?}");
+        }
+        pump.drain(&h.app, 8).await;
+        let mut still = Vec::new();
+        for t in waiting {
+            if !progressed(&get_tenant(&h, &t, &operator).await) {
+                still.push(t);
+            }
+        }
+        waiting = still;
+    }
+    assert!(waiting.is_empty(), "no progress in three runs: {waiting:?}");
+
+    // AND they all end
+    let mut runs = 3;
+    loop {
+        let run = Box::pin(tenants::drive_lifecycle::drive(&h.app, &pump.lanes))
+            .await
+            .unwrap();
+        pump.drain(&h.app, 8).await;
+        if run.listed == 0 {
+            break;
+        }
+        runs += 1;
+        assert!(runs < 40, "the operations do not end: {run:?}");
+    }
+
+    // AND nothing is lost: each offboarded tenant's report counts every item it had, and no key of
+    // it is left
+    for t in &small {
+        let report = offboard(&h, t, &operator).await;
+        assert_eq!(report.status, 200, "{t}: {}", report.body);
+        assert_eq!(
+            report.body["deleted"],
+            counted(t, &before[t]),
+            "{t}: {}",
+            report.body
+        );
+        assert!(h.items_under(&raw_key(t, "")).await.is_empty(), "{t}");
+    }
+    // AND the restored tenant has its 30 products back, and the moved one reads its 30 from its own
+    // table
+    for (t, placement) in [(&restored, "pool"), (&moved, "own")] {
+        let view = get_tenant(&h, t, &operator).await;
+        assert_eq!(view.body["placement"], placement, "{}", view.body);
+        assert_eq!(view.body["status"], "active", "{}", view.body);
+        let listed = h
+            .tenant(t)
+            .query(&[("limit", "100"), ("order", "id")])
+            .call("query-tenant-products", &integration::api::NO_PATH, None)
+            .await;
+        assert_eq!(listed.status, 200, "{}", listed.body);
+        assert_eq!(
+            listed.ids("productId"),
+            (0..30).map(|p| format!("p{p:02}")).collect::<Vec<_>>(),
+            "{t}"
+        );
+    }
+}
