@@ -24,6 +24,7 @@ use shared::App;
 mod attack;
 mod big_tenants;
 mod cache;
+mod lanes;
 mod moving;
 mod neighbour;
 mod proxy;
@@ -356,8 +357,8 @@ async fn main() {
         json!(format!("{one_way_ms} ms")),
         "figures marked [latency model] run through it; BENCH_PROXY_DELAY_MS",
     );
-    // BENCH_ONLY=cache, =queue, =restore, =attack, =walk, =hotlist or =move runs figure 10, 11, 13,
-    // 12, 8L, 14 or 15 alone (none needs another's fixture); BENCH_ONLY=latency runs figures 1-5, plain and
+    // BENCH_ONLY=cache, =queue, =restore, =attack, =walk, =hotlist, =move or =lanes runs figure 10,
+    // 11, 13, 12, 8L, 14, 15 or 16 alone (none needs another's fixture); BENCH_ONLY=latency runs figures 1-5, plain and
     // through the latency model.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     if only.is_empty() {
@@ -393,6 +394,9 @@ async fn main() {
     }
     if only.is_empty() || only == "move" {
         moving::move_figure(&h, &through_proxy.app, &mut report).await;
+    }
+    if only.is_empty() || only == "lanes" {
+        lanes::lanes_figure(&h, &through_proxy.app, &through_proxy.raw, &mut report).await;
     }
     if only.is_empty() || only == "attack" {
         let new_app = || production_app(&proxied, &h.table);

@@ -1,0 +1,182 @@
+//! Figure 16: an offboarding in lanes. For 1, 4, 16 and 64 lanes, a tenant of [`PRODUCTS`]
+//! products on 32 shards is offboarded (`tenants::offboard_tenant::advance`, its lanes stepped side
+//! by side in the call, each paced at a partition's rate, through the latency model) while a
+//! neighbour reads: items deleted a second, and the neighbour's GetItem p99 during it against
+//! before (target: at most 1.2×). Beside it, the same number of raw TransactWriteItems of 99
+//! deletes sent side by side, unpaced: what DynamoDB Local itself takes at that concurrency, so the
+//! figure shows which limit is pooltable's and which the emulator's.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem};
+use integration::{unique, Auth, Harness};
+use serde_json::json;
+use shared::identity::clock::{rfc3339, Clock, SystemClock};
+use shared::identity::ids::TenantId;
+use shared::isolation::policy::Scope;
+use shared::store::lifecycle::offboarding::{self, Step};
+use shared::store::tenancy::tenants::read_record_consistent;
+use shared::App;
+
+use crate::{neighbour, seed_products, stat, Report};
+
+const PRODUCTS: usize = 6_000;
+const SHARDS: u32 = 32;
+const LANES: [u32; 4] = [1, 4, 16, 64];
+
+pub async fn lanes_figure(
+    h: &Harness,
+    app: &App,
+    raw: &aws_sdk_dynamodb::Client,
+    report: &mut Report,
+) {
+    let neighbour = unique("neighbour");
+    integration::onboard_tier(h, &neighbour, 4, "premium").await;
+    seed_products(h, &neighbour, 4, 1).await;
+    let neighbour_auth = Auth::Tenant(neighbour);
+    let before = stat(neighbour::alone(app, &neighbour_auth).await);
+    report.add(
+        "16a. neighbour GetItem, no offboarding [latency model]",
+        &before,
+        String::new(),
+    );
+    let mut one_lane_rate = None;
+    for lanes in LANES {
+        let (rate, during) = offboard_in_lanes(h, app, &neighbour_auth, lanes).await;
+        let one = *one_lane_rate.get_or_insert(rate);
+        let during = stat(during);
+        report.add(
+            &format!(
+                "16b. neighbour GetItem, during an offboarding in {lanes} lanes [latency model]"
+            ),
+            &during,
+            format!(
+                "p99 {:.2}× the no-offboarding p99 (target <= 1.2×)",
+                during.p99 / before.p99
+            ),
+        );
+        let raw_rate = raw_transactions(h, raw, lanes).await;
+        report.fact(
+            &format!("16c. offboarding in {lanes} lanes: items per second [latency model]"),
+            json!(format!("{rate:.0} items/s")),
+            &format!(
+                "{PRODUCTS} products on {SHARDS} shards, {:.1}× one lane; beside it, {lanes} raw \
+                 TransactWriteItems of 99 deletes at once, unpaced, take {raw_rate:.0} items/s: \
+                 DynamoDB Local's own ceiling at that concurrency. At this rate 1,000,000 items take \
+                 {:.1} h and 100,000,000 {:.0} h",
+                rate / one,
+                1e6 / rate / 3600.0,
+                1e8 / rate / 3600.0
+            ),
+        );
+    }
+}
+
+/// Offboards a new tenant of [`PRODUCTS`] products in `lanes` lanes, its deletion starting at once,
+/// while the neighbour reads: items a second, and the neighbour's times meanwhile.
+async fn offboard_in_lanes(
+    h: &Harness,
+    app: &App,
+    neighbour_auth: &Auth,
+    lanes: u32,
+) -> (f64, Vec<f64>) {
+    let tenant = unique(&format!("lanes{lanes}"));
+    integration::onboard_at_max_limits(h, &tenant, SHARDS).await;
+    seed_products(h, &tenant, SHARDS, PRODUCTS).await;
+    let t = TenantId::parse(&tenant).unwrap();
+    let db = app
+        .operator_db(&t, Scope::Operator)
+        .await
+        .expect("the tenant's client")
+        .expect("a record");
+    let now_ms = SystemClock.now_millis();
+    let platform = TenantId::platform();
+    offboarding::begin(&db, &platform, rfc3339(now_ms), now_ms / 1000)
+        .await
+        .expect("begun");
+    let record = read_record_consistent(&db).await.unwrap().unwrap();
+    let state = record.offboarding.clone().expect("offboarding");
+    let count = shared::store::lifecycle::lanes::lane_count(
+        lanes,
+        tenants::offboard_tenant::walk_sources(&record)
+            .unwrap()
+            .len(),
+    );
+    assert!(matches!(
+        offboarding::plan_lanes(&db, &state, count, now_ms)
+            .await
+            .unwrap(),
+        Step::Committed(_)
+    ));
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let started = Instant::now();
+    let offboard = async {
+        let runner = tenants::Lanes::in_process();
+        loop {
+            let Some(record) = read_record_consistent(&db).await.unwrap() else {
+                break;
+            };
+            let answer = Box::pin(tenants::offboard_tenant::advance(app, &runner, &db, record))
+                .await
+                .expect("an offboarding call");
+            if answer.status() == 200 {
+                break;
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+    };
+    let neighbour_loop = neighbour::beside(app, neighbour_auth, || {
+        done.load(std::sync::atomic::Ordering::SeqCst)
+    });
+    let ((), (during, refused)) = tokio::join!(offboard, neighbour_loop);
+    assert_eq!(refused, 0, "the neighbour was refused");
+    (PRODUCTS as f64 / started.elapsed().as_secs_f64(), during)
+}
+
+/// `concurrency` raw TransactWriteItems of 99 deletes each, side by side and unpaced, over the
+/// products of a tenant seeded for it: items a second.
+async fn raw_transactions(h: &Harness, raw: &aws_sdk_dynamodb::Client, concurrency: u32) -> f64 {
+    let tenant = unique(&format!("raw{concurrency}"));
+    integration::onboard_at_max_limits(h, &tenant, SHARDS).await;
+    let items = (99 * concurrency as usize * 3).min(PRODUCTS);
+    seed_products(h, &tenant, SHARDS, items).await;
+    let keys: Vec<HashMap<String, AttributeValue>> = h
+        .items_under(&shared::identity::keys::raw_key(&tenant, "PRODUCT#"))
+        .await
+        .into_iter()
+        .map(|item| {
+            ["PK", "SK"]
+                .into_iter()
+                .map(|k| (k.to_owned(), item[k].clone()))
+                .collect()
+        })
+        .collect();
+    let started = Instant::now();
+    let sends = keys.chunks(99).map(|chunk| {
+        let actions: Vec<TransactWriteItem> = chunk
+            .iter()
+            .map(|key| {
+                let delete = Delete::builder()
+                    .table_name(&h.table)
+                    .set_key(Some(key.clone()))
+                    .build()
+                    .unwrap();
+                TransactWriteItem::builder().delete(delete).build()
+            })
+            .collect();
+        async move {
+            raw.transact_write_items()
+                .set_transact_items(Some(actions))
+                .send()
+                .await
+                .expect("a raw transaction");
+        }
+    });
+    use futures::StreamExt;
+    futures::stream::iter(sends)
+        .buffer_unordered(concurrency as usize)
+        .collect::<Vec<()>>()
+        .await;
+    keys.len() as f64 / started.elapsed().as_secs_f64()
+}
