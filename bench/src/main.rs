@@ -132,6 +132,7 @@ fn production_app_with_budget(
         max_in_flight,
         read_cache_ms: 0,
         list_cache: None,
+        lifecycle_lanes: shared::store::lifecycle::lanes::DEFAULT_LANES,
     };
     App::new(settings, sdk, Arc::new(SystemClock)).expect("app")
 }
