@@ -14,15 +14,17 @@
 //!   reaches DynamoDB for a fraction `min(1, list_pages × list_ms / staleness_ms)` of requests. The
 //!   cache adds no writes (no write amplification) and holds about `list_pages` pages a container.
 //!
-//! The planner picks the smallest N (1 to 100) that keeps every partition under DynamoDB's per-partition
-//! limits (3,000 RCU and 1,000 WCU per second) divided by a headroom factor, then checks itself by
-//! assigning synthetic keys with the real shard function and measuring the busiest partition. A
-//! tenant no N carries is flagged with the reason: which load is over on each of 100 partitions.
+//! The planner picks the smallest N (1 to 100, in the pool) that keeps every partition under
+//! DynamoDB's per-partition limits (3,000 RCU and 1,000 WCU per second) divided by a headroom factor,
+//! then checks itself by assigning synthetic keys with the real shard function and measuring the
+//! busiest partition. A tenant no pool N carries is placed in its own table, where it may have up to
+//! 256 shards (`MAX_OWN_TABLE_SHARDS`); one that not even those carry is flagged with the reason:
+//! which load is over on each of 256 partitions.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use shared::identity::shard::{shard_for, MAX_SHARDS};
+use shared::identity::shard::{shard_for, MAX_OWN_TABLE_SHARDS, MAX_SHARDS};
 use shared::store::scatter::first_round_want;
 
 pub const PARTITION_RCU: f64 = 3000.0;
@@ -98,7 +100,9 @@ pub struct TenantPlan {
     pub unsharded_peak: (f64, f64),
     /// Busiest partition (RCU, WCU) with `shards` shards, in the model (even spread).
     pub sharded_peak: (f64, f64),
-    /// The tenant needs more than 100 shards' worth: lists or writes beyond what sharding fixes.
+    /// It needs more shards than the pool gives a tenant (100): it goes in its own table.
+    pub own_table: bool,
+    /// It needs more than 256 shards' worth: lists or writes beyond what sharding fixes.
     pub over_capacity: bool,
 }
 
@@ -156,9 +160,10 @@ pub fn partition_load_by_source(load: &TenantLoad, n: u32, st: &PlanSettings) ->
     }
 }
 
-/// Why no shard count carries `load`: each load over its share of the partition budget at 100
-/// shards, in words.
+/// Why no shard count carries `load`: each load over its share of the partition budget at the most
+/// shards a tenant can have (256, in its own table), in words.
 pub fn why_over(load: &TenantLoad, st: &PlanSettings) -> String {
+    const MAX_SHARDS: u32 = MAX_OWN_TABLE_SHARDS;
     let (rcu_cap, wcu_cap) = (PARTITION_RCU / st.headroom, PARTITION_WCU / st.headroom);
     let at = partition_load_by_source(load, MAX_SHARDS, st);
     let mut reasons = Vec::new();
@@ -190,13 +195,15 @@ pub fn plan_tenant(load: &TenantLoad, st: &PlanSettings) -> TenantPlan {
         let (r, w) = partition_load(load, n, st);
         r <= rcu_cap && w <= wcu_cap
     };
-    let shards = (1..=MAX_SHARDS).find(|n| fits(*n));
-    let n = shards.unwrap_or(MAX_SHARDS);
+    // The pool's counts first; past them, the tenant's own table's.
+    let shards = (1..=MAX_OWN_TABLE_SHARDS).find(|n| fits(*n));
+    let n = shards.unwrap_or(MAX_OWN_TABLE_SHARDS);
     TenantPlan {
         tenant_id: load.tenant_id.clone(),
         shards: n,
         unsharded_peak: partition_load(load, 1, st),
         sharded_peak: partition_load(load, n, st),
+        own_table: n > MAX_SHARDS,
         over_capacity: shards.is_none(),
     }
 }
@@ -286,6 +293,7 @@ pub fn report(plans: &[TenantPlan]) -> String {
         max_shards: u32,
         worst_unsharded: (f64, f64),
         worst_sharded: (f64, f64),
+        own: usize,
         over: usize,
     }
     let mut tiers: BTreeMap<&str, Tier> = BTreeMap::new();
@@ -301,18 +309,25 @@ pub fn report(plans: &[TenantPlan]) -> String {
         t.worst_unsharded.1 = t.worst_unsharded.1.max(p.unsharded_peak.1);
         t.worst_sharded.0 = t.worst_sharded.0.max(p.sharded_peak.0);
         t.worst_sharded.1 = t.worst_sharded.1.max(p.sharded_peak.1);
+        t.own += usize::from(p.own_table);
         t.over += usize::from(p.over_capacity);
     }
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<9} {:>9} {:>8} {:>24} {:>24} {:>6}",
-        "tier", "tenants", "shards", "peak/partition unsharded", "peak/partition sharded", "over"
+        "{:<9} {:>9} {:>8} {:>24} {:>24} {:>5} {:>6}",
+        "tier",
+        "tenants",
+        "shards",
+        "peak/partition unsharded",
+        "peak/partition sharded",
+        "own",
+        "over"
     );
     for (name, t) in tiers {
         let _ = writeln!(
             out,
-            "{:<9} {:>9} {:>8} {:>11.0} RCU {:>6.0} WCU {:>11.0} RCU {:>6.0} WCU {:>6}",
+            "{:<9} {:>9} {:>8} {:>11.0} RCU {:>6.0} WCU {:>11.0} RCU {:>6.0} WCU {:>5} {:>6}",
             name,
             t.tenants,
             if t.min_shards == t.max_shards {
@@ -324,17 +339,19 @@ pub fn report(plans: &[TenantPlan]) -> String {
             t.worst_unsharded.1,
             t.worst_sharded.0,
             t.worst_sharded.1,
+            t.own,
             t.over
         );
     }
     out
 }
 
-/// Onboarding input: `tenantId,tier,shardCount` (what `POST /tenants` takes).
+/// Onboarding input: `tenantId,tier,shardCount,placement` (what `POST /tenants` takes).
 pub fn onboarding_csv(plans: &[TenantPlan]) -> String {
-    let mut out = String::from("tenantId,tier,shardCount\n");
+    let mut out = String::from("tenantId,tier,shardCount,placement\n");
     for p in plans {
-        let _ = writeln!(out, "{},{},{}", p.tenant_id, p.tier(), p.shards);
+        let placement = if p.own_table { "own" } else { "pool" };
+        let _ = writeln!(out, "{},{},{},{placement}", p.tenant_id, p.tier(), p.shards);
     }
     out
 }
@@ -388,7 +405,7 @@ mod tests {
         let p = plan_tenant(&lister, &PlanSettings::default());
         // THEN no shard count carries it, and the reason says the lists
         assert!(p.over_capacity);
-        assert_eq!(p.shards, MAX_SHARDS);
+        assert_eq!(p.shards, MAX_OWN_TABLE_SHARDS);
         assert!(why_over(&lister, &PlanSettings::default()).contains("list Queries"));
         // WHEN planned with a 1 s list cache (5 pages a container, 20 ms a list: 10% reach DynamoDB)
         let cached = PlanSettings {
@@ -404,7 +421,7 @@ mod tests {
     }
 
     #[test]
-    fn the_zipf_head_needs_the_list_cache_and_one_tenant_needs_more_than_shards() {
+    fn the_zipf_head_needs_the_list_cache_and_its_biggest_tenant_its_own_table() {
         // GIVEN the README's million Zipf tenants (their head: the rest fit one partition)
         let loads = zipf(1_000_000, 2_000_000.0, 400_000.0, 1.1, 1.0);
         let flagged = |st: &PlanSettings| -> Vec<String> {
@@ -421,12 +438,17 @@ mod tests {
             list_cache_ms: 1000.0,
             ..PlanSettings::default()
         };
-        // THEN three tenants' lists overload every partition without it; with it, only the
-        // biggest is left, whose point reads alone need more than 100 shards
-        assert_eq!(flagged(&off), ["t0000001", "t0000002", "t0000003"]);
+        // THEN two tenants' lists overload every partition without it (a third is carried by its
+        // own table's shards); with it, none is flagged: the biggest, whose point reads alone need
+        // more than the pool's 100 shards (122 for them), is planned into its own table with the
+        // 162 that its point reads and its lists' Queries need together
+        assert_eq!(flagged(&off), ["t0000001", "t0000002"]);
         assert!(why_over(&loads[1], &off).contains("list Queries"));
-        assert_eq!(flagged(&on), ["t0000001"]);
-        assert!(why_over(&loads[0], &on).contains("point reads alone"));
+        assert!(flagged(&on).is_empty());
+        let biggest = plan_tenant(&loads[0], &on);
+        assert_eq!((biggest.own_table, biggest.shards), (true, 162));
+        assert!(loads[1..100].iter().all(|l| !plan_tenant(l, &on).own_table));
+        assert!(onboarding_csv(&[biggest]).ends_with("t0000001,premium,162,own\n"));
     }
 
     #[test]

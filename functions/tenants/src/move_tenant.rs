@@ -93,6 +93,14 @@ pub async fn run(
             .await?
             .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
         refuse_while_other_runs(&record)?;
+        let max = shared::identity::shard::MAX_SHARDS;
+        if to == Placement::Pool && record.moving.is_none() && record.shard_count > max {
+            return Err(ApiError::Conflict(format!(
+                "This tenant has {} shards, and a tenant in the pool at most {max}; re-shard it \
+                 to {max} or fewer first (PATCH {{\"shardCount\": {max}}}).",
+                record.shard_count
+            )));
+        }
         match &record.moving {
             None if placement_of(&record) == to => return Ok(done(record)),
             None => match start(app, &db, &record, to, operator).await? {

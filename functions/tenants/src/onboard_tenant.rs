@@ -12,7 +12,9 @@ use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::TenantId;
-use shared::identity::shard::{DEFAULT_SHARDS, MAX_SHARDS, MIN_SHARDS};
+use shared::identity::shard::{
+    max_shards, DEFAULT_SHARDS, MAX_OWN_TABLE_SHARDS, MAX_SHARDS, MIN_SHARDS,
+};
 use shared::service::http::{json_body, json_response};
 use shared::service::idempotent::{self, Recorder};
 use shared::store::client::scoped::TenantDb;
@@ -65,10 +67,14 @@ pub(crate) async fn onboard(
     req: Option<&Request>,
 ) -> Result<Response<Body>, ApiError> {
     let shard_count = input.shard_count.unwrap_or(DEFAULT_SHARDS);
-    if !(MIN_SHARDS..=MAX_SHARDS).contains(&shard_count) {
+    let own = matches!(input.placement, PlacementInput::Own);
+    if !(MIN_SHARDS..=max_shards(own)).contains(&shard_count) {
         return Err(ApiError::bad_request(
             "shardCount",
-            format!("shardCount must be {MIN_SHARDS} to {MAX_SHARDS}"),
+            format!(
+                "shardCount must be {MIN_SHARDS} to {MAX_SHARDS} in the pool, or to \
+                 {MAX_OWN_TABLE_SHARDS} with \"placement\": \"own\""
+            ),
         ));
     }
     let (tier, limits) = tier_and_limits(Some(input.tier), input.limits)?;

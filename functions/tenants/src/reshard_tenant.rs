@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use lambda_http::{Body, Response};
 use shared::identity::ids::TenantId;
 use shared::identity::keys::{ItemKey, PK, SK};
+use shared::identity::shard::{max_shards, MAX_SHARDS};
 use shared::store::client::query::string_attr;
 use shared::store::client::scoped::TenantDb;
 use shared::store::lifecycle::resharding::{
@@ -53,6 +54,15 @@ pub async fn reshard(
             ));
         }
         crate::refuse_while_restoring_or_moving(&record)?;
+        if to > max_shards(record.own_table.is_some()) {
+            return Err(ApiError::bad_request(
+                "shardCount",
+                format!(
+                    "A tenant in the pool has at most {MAX_SHARDS} shards; move it into its own \
+                     table first (PATCH {{\"placement\": \"own\"}})."
+                ),
+            ));
+        }
         let record = match &record.migration {
             None if record.shard_count == to => return Ok(done(record)),
             None => match start(app, &db, &record, to, operator).await? {

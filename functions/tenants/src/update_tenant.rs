@@ -14,7 +14,7 @@ use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use shared::identity::ids::TenantId;
-use shared::identity::shard::{MAX_SHARDS, MIN_SHARDS};
+use shared::identity::shard::{MAX_OWN_TABLE_SHARDS, MAX_SHARDS, MIN_SHARDS};
 use shared::service::http::{json_body, json_response, path_tenant_id};
 use shared::store::tenancy::tenants::{
     update_record, Placement, RecordChange, TenantStatus, Tier, Updated,
@@ -68,10 +68,13 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                 "shardCount is changed on its own, without tier, limits or status",
             ));
         }
-        if !(MIN_SHARDS..=MAX_SHARDS).contains(&to) {
+        if !(MIN_SHARDS..=MAX_OWN_TABLE_SHARDS).contains(&to) {
             return Err(ApiError::bad_request(
                 "shardCount",
-                format!("shardCount must be {MIN_SHARDS} to {MAX_SHARDS}"),
+                format!(
+                    "shardCount must be {MIN_SHARDS} to {MAX_SHARDS}, or to \
+                     {MAX_OWN_TABLE_SHARDS} for a tenant in its own table"
+                ),
             ));
         }
         let reshard = crate::reshard_tenant::reshard(app, &caller.tenant, &tenant, to);

@@ -5,7 +5,21 @@
 //! `std`'s `DefaultHasher` is randomly seeded per process and must never be used for this.
 
 pub const MIN_SHARDS: u32 = 1;
+/// The most shards a tenant in the pool has: a list page queries every shard, and the pool's
+/// tenants share its partitions.
 pub const MAX_SHARDS: u32 = 100;
+/// The most shards a tenant in its own table has: the largest tenants, whose load no 100 shards
+/// carry (`pooltable plan` places them there), alone on their table's partitions.
+pub const MAX_OWN_TABLE_SHARDS: u32 = 256;
+
+/// The most shards a tenant may have where it is: in its own table, or in the pool.
+pub const fn max_shards(own_table: bool) -> u32 {
+    if own_table {
+        MAX_OWN_TABLE_SHARDS
+    } else {
+        MAX_SHARDS
+    }
+}
 pub const DEFAULT_SHARDS: u32 = 4;
 
 const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;

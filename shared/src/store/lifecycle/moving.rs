@@ -104,9 +104,11 @@ pub async fn begin(
         window_shards: crate::store::quota::limiter::walked_window_shards(&record.limits()),
         position: None,
     };
+    // Back to the pool only within the pool's shard count (a tenant re-sharded past it in its own
+    // table re-shards back first).
     let placed = match to {
         Placement::Own => "attribute_not_exists(#own)",
-        Placement::Pool => "#own = :from",
+        Placement::Pool => "#own = :from AND #shards <= :pool_max",
     };
     let mut update = record_update(db)
         .update_expression("SET #move = :move")
@@ -123,7 +125,13 @@ pub async fn begin(
         .expression_attribute_values(":move", state.to_attribute()?)
         .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?);
     if to == Placement::Pool {
-        update = update.expression_attribute_values(":from", AttributeValue::S(from_table.into()));
+        update = update
+            .expression_attribute_values(":from", AttributeValue::S(from_table.into()))
+            .expression_attribute_names("#shards", "shardCount")
+            .expression_attribute_values(
+                ":pool_max",
+                AttributeValue::N(crate::identity::shard::MAX_SHARDS.to_string()),
+            );
     }
     Ok(Step::from(send_record_update(update).await?))
 }

@@ -27,6 +27,7 @@ use futures::StreamExt;
 
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{home_shard_pk, shard_pk, ItemKey, PK, SK};
+use crate::identity::shard::MAX_SHARDS;
 use crate::store::client::error::StoreError;
 use crate::store::client::query::Item;
 use crate::store::client::relocate::{relocate, Place};
@@ -94,8 +95,12 @@ pub async fn begin(
         .condition_expression(
             "attribute_exists(PK) AND attribute_not_exists(#m) AND #shards = :from \
              AND (attribute_not_exists(#state) OR #state <> :offboarding) \
-             AND attribute_not_exists(#restore) AND attribute_not_exists(#move)",
+             AND attribute_not_exists(#restore) AND attribute_not_exists(#move) \
+             AND (:to <= :pool_max OR attribute_exists(#own))",
         )
+        .expression_attribute_names("#own", "ownTable")
+        .expression_attribute_values(":to", AttributeValue::N(to.to_string()))
+        .expression_attribute_values(":pool_max", AttributeValue::N(MAX_SHARDS.to_string()))
         .expression_attribute_names("#restore", "restore")
         .expression_attribute_names("#move", "move")
         .expression_attribute_names("#m", "migration")
