@@ -437,3 +437,81 @@ async fn an_existing_own_table_of_other_keys_or_with_items_is_409_naming_it_and_
     );
     assert_eq!(h.admin_scan(&full).await, vec![stray]);
 }
+
+/// Every product id `tenant` lists, page by page, in `order` (`id` or `unordered`), 9 a page.
+async fn listed_products(h: &Harness, tenant: &str, order: &str) -> Vec<String> {
+    let mut listed = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut query = vec![("limit", "9"), ("order", order)];
+        if let Some(c) = cursor.as_deref() {
+            query.push(("cursor", c));
+        }
+        let r = h
+            .tenant(tenant)
+            .query(&query)
+            .call("query-tenant-products", &NO_PATH, None)
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        listed.extend(r.ids("productId"));
+        match r.body["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => return listed,
+        }
+    }
+}
+
+/// Issue 58, item 6: the planner places a tenant no 100 shards carry in its own table, with the
+/// shard count it needs; the tenant must then work on them.
+#[tokio::test]
+async fn an_own_table_tenant_takes_more_shards_than_the_pool_allows_and_is_served_on_them() {
+    // GIVEN an operator, a tenant id for the pool and one for its own table
+    let h = Harness::new().await;
+    let (pooled, own) = (unique("pooled"), unique("wide"));
+    // WHEN the pool's tenant asks 101 shards, and the own table's 162 (the planner's count for
+    // the million-Zipf head) or 257
+    let onboard = |tenant: &str, shards: u32, placement: &str| {
+        h.operator().onboard_tenant(json!({
+            "tenantId": tenant, "tier": "premium", "shardCount": shards, "placement": placement
+        }))
+    };
+    let too_many_pooled = onboard(&pooled, 101, "pool").await;
+    let too_many_own = onboard(&own, 257, "own").await;
+    let wide = onboard(&own, 162, "own").await;
+    // THEN the pool refuses past 100 and an own table past 256, naming the field; 162 is taken
+    too_many_pooled.assert_problem_naming(400, "shardCount");
+    too_many_own.assert_problem_naming(400, "shardCount");
+    assert_eq!(wide.status, 201, "{}", wide.body);
+    assert_eq!(wide.body["shardCount"], 162);
+
+    // WHEN it writes 500 products, and lists them by id and as a walk
+    let ids: Vec<String> = (0..500).map(|i| format!("p{i:03}")).collect();
+    h.tenant(&own)
+        .put_new_products(ids.iter().map(|id| (id.clone(), json!({"v": id}))))
+        .await;
+    let by_id = listed_products(&h, &own, "id").await;
+    let mut walked = listed_products(&h, &own, "unordered").await;
+    walked.sort();
+    // THEN every product is listed once either way, each on its own one of 162 shards
+    assert_eq!(by_id, ids);
+    assert_eq!(walked, ids);
+    let shards: std::collections::BTreeSet<u32> = ids.iter().map(|id| shard_for(id, 162)).collect();
+    assert!(shards.len() > 100, "{} shards used", shards.len());
+
+    // WHEN an operator moves it back to the pool, or re-shards a pooled tenant past 100
+    integration::onboard(&h, &pooled, 4).await;
+    let back = h.operator().move_to(&own, "pool").await;
+    let pooled_wider = h.operator().reshard(&pooled, 101).await;
+    // THEN 409 (re-shard to 100 first) and 400 (move it into its own table first); nothing runs
+    back.assert_problem_naming(409, "re-shard");
+    pooled_wider.assert_problem_naming(400, "own table");
+    let record = h.operator().get_tenant(&own).await;
+    assert!(record.body.get("move").is_none(), "{}", record.body);
+    assert_eq!(record.body["shardCount"], 162);
+
+    // AND offboarding walks its 162 shards and counts every product once
+    let report = offboard_to_end(&h, &own, &integration::operator()).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    assert_eq!(report.body["deleted"]["PRODUCT"], 500, "{}", report.body);
+    assert!(h.items_under(&raw_key(&own, "")).await.is_empty());
+}
