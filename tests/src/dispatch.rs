@@ -28,7 +28,7 @@ dispatch! {
     // @generated begin: `pooltable gen` writes a row per route from routes.yaml
     "onboard-tenant" => tenants::onboard_tenant,
     "get-tenant" => tenants::get_tenant,
-    "update-tenant" => tenants::update_tenant,
+    "update-tenant" => tenants::update_tenant with lanes,
     "export-tenant" => tenants::export_tenant,
     "offboard-tenant" => tenants::offboard_tenant with lanes,
     "restore-tenant" => tenants::restore_tenant,

@@ -267,7 +267,7 @@ async fn advance(
         Operation::Offboarding => offboard_tenant::advance(app, lanes, db, record).await,
         Operation::Resharding => {
             let deadline = Instant::now() + reshard_tenant::WORK_PER_REQUEST;
-            reshard_tenant::migrate(app, db, record, deadline).await
+            reshard_tenant::migrate(app, lanes, db, record, deadline).await
         }
         Operation::Moving => {
             let deadline = Instant::now() + move_tenant::WORK_PER_REQUEST;

@@ -9,6 +9,7 @@ pub use lanes_view::LanesProgress;
 pub mod control_plane;
 pub mod drive_lifecycle;
 mod lane_queue;
+pub mod lane_walk;
 mod lanes_view;
 pub mod move_tenant;
 pub mod operation;

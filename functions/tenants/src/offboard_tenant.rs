@@ -19,19 +19,20 @@ use shared::identity::ids::TenantId;
 use shared::isolation::policy::Scope;
 use shared::service::http::json_response;
 use shared::store::client::scoped::TenantDb;
-use shared::store::lifecycle::lanes::{self, Lane};
+use shared::store::lifecycle::driving;
+use shared::store::lifecycle::lanes;
 use shared::store::lifecycle::offboarding::{
-    begin, delete_step, finish, fold, plan_lanes, read_report, Finished, Offboarding, Report, Step,
-    DELETION_DELAY_SECONDS, ITEMS_PER_STEP, OPERATION,
+    begin, finish, fold, plan_lanes, read_report, Finished, Offboarding, Report, Step,
+    DELETION_DELAY_SECONDS,
 };
-use shared::store::lifecycle::tenant_items::{self, Budget, RecordInWalk};
-use shared::store::lifecycle::{driving, pacing};
+use shared::store::lifecycle::tenant_items::{self, RecordInWalk};
 use shared::store::tenancy::placement::{delete_own_table, own_table_name, table_exists};
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord};
 use shared::{ApiError, App};
 
+use crate::lane_walk::{self, LaneWork};
 use crate::operation::Operation;
-use crate::{LaneMessage, Lanes, LanesProgress, OffboardingView};
+use crate::{Lanes, LanesProgress, OffboardingView};
 
 /// How long one call deletes before it answers 202 (the function timeout is 10 s).
 pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
@@ -167,9 +168,9 @@ enum Walked {
 }
 
 /// Plans `state`'s lanes if nobody has and sends them to the lane queue; then, with a queue,
-/// sends again the lanes nobody has stepped for [`LOST_AFTER_MS`], and without one runs every lane
-/// not yet done side by side until `deadline` (each paced at a partition's rate: no two lanes read
-/// one partition); and folds them into the record once all are done.
+/// sends again the lanes nobody has stepped for a while, and without one runs every lane not yet
+/// done side by side until `deadline` ([`crate::lane_walk`]); and folds them into the record once
+/// all are done.
 async fn walk_in_lanes(
     app: &App,
     runner: &Lanes,
@@ -192,122 +193,25 @@ async fn walk_in_lanes(
                 Step::Committed(next) => state = next,
                 Step::Raced => return Ok(Walked::Raced),
             }
-            let all: Vec<LaneMessage> = (0..count)
-                .map(|lane| LaneMessage::new(&db.tenant, OPERATION, lane))
-                .collect();
-            runner.send(&all).await?;
+            lane_walk::send_all(runner, db, LaneWork::Delete, count).await?;
             count
         }
     };
-    let pending: Vec<Lane> = lanes::read(db, OPERATION)
-        .await?
-        .into_iter()
-        .filter(|lane| !lane.done)
-        .collect();
-    if runner.queued() {
-        resend_lost(app, runner, db, &pending).await?;
-    } else if !pending.is_empty() {
-        let runs = pending.into_iter().map(|lane| async move {
-            run_lane(app, db, sources, count, lane, deadline)
-                .await
-                .map(|_| ())
-        });
-        futures::future::try_join_all(runs).await?;
-    }
-    let all = lanes::read(db, OPERATION).await?;
-    if all.len() != count as usize || all.iter().any(|lane| !lane.done) {
-        // Fewer lanes than planned: another call folded them meanwhile.
-        if all.len() != count as usize && all.iter().all(|lane| lane.done) {
-            return Ok(Walked::Raced);
-        }
-        return Ok(Walked::Running(LanesProgress::of(
+    let all = lane_walk::advance_lanes(app, runner, db, LaneWork::Delete, sources, count, deadline)
+        .await?;
+    match lane_walk::all_done(&all, count) {
+        None => Ok(Walked::Raced),
+        Some(false) => Ok(Walked::Running(LanesProgress::of(
             &db.tenant,
             sources,
             &all,
             &state,
             app.clock.now_millis(),
-        )));
-    }
-    match fold(db, &state, &all).await? {
-        Step::Committed(next) => Ok(Walked::Done(next)),
-        Step::Raced => Ok(Walked::Raced),
-    }
-}
-
-/// A lane not stepped for this long has lost its message (a worker failed it past the queue's
-/// receive limit, or died before sending its next one): it is sent again. Longer than a message's
-/// turn takes to come round the queue but in a crowded hour; a lane sent twice costs one
-/// contested step.
-pub const LOST_AFTER_MS: u64 = 5 * 60 * 1000;
-
-/// Sends again each of `pending` not stepped for [`LOST_AFTER_MS`], once it is noted as sent
-/// (`lanes::touch`, conditioned on its step: a lane stepped meanwhile is not lost).
-async fn resend_lost(
-    app: &App,
-    runner: &Lanes,
-    db: &TenantDb,
-    pending: &[Lane],
-) -> Result<(), ApiError> {
-    let now_ms = app.clock.now_millis();
-    let mut lost = Vec::new();
-    for lane in pending {
-        if now_ms.saturating_sub(lane.stepped_at_ms) >= LOST_AFTER_MS
-            && lanes::touch(db, lane, now_ms).await?
-        {
-            lost.push(LaneMessage::new(&db.tenant, OPERATION, lane.lane));
-        }
-    }
-    if !lost.is_empty() {
-        tracing::warn!(tenant = %db.tenant, lanes = lost.len(), "lanes not stepped for 5 minutes are sent again");
-        runner.send(&lost).await?;
-    }
-    Ok(())
-}
-
-/// How a lane's run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LaneRun {
-    /// Its walk found nothing more.
-    Done,
-    /// Its time was up; it has more to walk.
-    OutOfTime,
-    /// Another caller committed one of its steps first: that one walks it now.
-    Raced,
-}
-
-/// Steps `lane` until its walk is done, another caller commits one of its steps first, or
-/// `deadline` passes.
-pub async fn run_lane(
-    app: &App,
-    db: &TenantDb,
-    sources: &[tenant_items::Source],
-    count: u32,
-    mut lane: Lane,
-    deadline: Instant,
-) -> Result<LaneRun, ApiError> {
-    let own = lanes::lane_sources(sources, lane.lane, count);
-    // Each step within a partition's second of writes, and paced at a partition's rate.
-    let budget = Budget {
-        items: ITEMS_PER_STEP,
-        bytes: pacing::STEP_BYTES,
-        until: Some(deadline),
-    };
-    loop {
-        let step_started = Instant::now();
-        let page = tenant_items::page(db, &own, lane.position.as_ref(), budget).await?;
-        lane = match delete_step(db, &lane, &page, app.clock.now_millis()).await? {
-            Step::Committed(next) => next,
-            Step::Raced => return Ok(LaneRun::Raced),
-        };
-        if lane.done {
-            return Ok(LaneRun::Done);
-        }
-        // Paced before the call may end, so the next step, here or in any container, starts
-        // when the partition has taken this one (a step is at most about half a second of it).
-        pacing::pace(step_started, pacing::transactional_write_units(&page.items)).await;
-        if Instant::now() >= deadline {
-            return Ok(LaneRun::OutOfTime);
-        }
+        ))),
+        Some(true) => match fold(db, &state, &all).await? {
+            Step::Committed(next) => Ok(Walked::Done(next)),
+            Step::Raced => Ok(Walked::Raced),
+        },
     }
 }
 

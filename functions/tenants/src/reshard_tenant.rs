@@ -4,26 +4,26 @@
 //! shards (at once when it already has); 404 when there is no such tenant; 409 while a migration
 //! to another count runs, or while the tenant is being offboarded.
 //!
-//! Operator only. The first call writes the migration into the record; the migrator's steps
-//! (`shared::store::lifecycle::resharding`) each commit a checkpoint there, so any call in any container
-//! resumes where the last one ended, and two calls at once never both commit a step.
+//! Operator only. The first call writes the migration into the record; from `movesStartAt` the
+//! migrator's walk runs in lanes (`shared::store::lifecycle::lanes`), each step committing its
+//! lane's checkpoint, so any call or lane worker in any container resumes where the last one ended,
+//! and two at once never both commit a step.
 
 use std::time::{Duration, Instant};
 
 use lambda_http::{Body, Response};
 use shared::identity::ids::TenantId;
-use shared::identity::keys::{ItemKey, PK, SK};
 use shared::identity::shard::{max_shards, MAX_SHARDS};
-use shared::store::client::query::string_attr;
 use shared::store::client::scoped::TenantDb;
+use shared::store::lifecycle::lanes;
 use shared::store::lifecycle::resharding::{
-    begin, checkpoint, finish, move_page, sharded_sources, Step, ITEMS_PER_STEP,
+    self, begin, finish_lanes, plan_lanes, sharded_sources, Step,
 };
-use shared::store::lifecycle::tenant_items::{self, Budget};
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
 use shared::{ApiError, App};
 
-use crate::{accepted, done};
+use crate::lane_walk::{self, LaneWork};
+use crate::{accepted, done, Lanes};
 
 /// How long one call moves items before it answers 202 (the function timeout is 10 s).
 pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
@@ -37,6 +37,7 @@ pub const ROUTE: &str = crate::operation::Operation::Resharding.route();
 /// is already checked (operator, `to` in range).
 pub async fn reshard(
     app: &App,
+    runner: &Lanes,
     operator: &TenantId,
     tenant: &TenantId,
     to: u32,
@@ -81,7 +82,7 @@ pub async fn reshard(
             }
             Some(_) => record,
         };
-        return migrate(app, &db, record, deadline).await;
+        return migrate(app, runner, &db, record, deadline).await;
     }
     Err(ApiError::Conflict(
         "The tenant record kept changing; retry.".into(),
@@ -103,56 +104,69 @@ async fn start(
     Ok(begin(db, record, to, operator, app.clock.now_millis()).await?)
 }
 
-/// Runs the migrator until it is done, another call takes over, or `deadline` passes: what every
-/// PATCH does after its first, and what the lifecycle driver does with no client calling.
+/// Runs the migrator's lanes (planned by the first call after `movesStartAt`): with a lane queue,
+/// sends again the lanes nobody has stepped for a while; without one, steps every lane not yet done
+/// side by side until `deadline` ([`crate::lane_walk`]). Once every lane is done, deletes them and
+/// ends the migration in one transaction. What every PATCH does after its first, and what the
+/// lifecycle driver does with no client calling.
 pub async fn migrate(
     app: &App,
+    runner: &Lanes,
     db: &TenantDb,
-    mut record: TenantRecord,
+    record: TenantRecord,
     deadline: Instant,
 ) -> Result<Response<Body>, ApiError> {
-    let mut state =
-        crate::running_state(app, db, &record, |r| r.migration.as_ref(), "a re-sharding")?;
+    let state = crate::running_state(app, db, &record, |r| r.migration.as_ref(), "a re-sharding")?;
     let now = app.clock.now_seconds();
     if now < state.progress.moves_start_at {
         return Ok(accepted(record, state.progress.moves_start_at - now));
     }
+    let work = LaneWork::Move { to: state.to };
     let sources = sharded_sources(&db.tenant, state.from);
-    // Each page's moves within a partition's second of writes, and paced at a partition's rate.
-    let budget = Budget {
-        items: ITEMS_PER_STEP,
-        bytes: shared::store::lifecycle::pacing::STEP_BYTES,
-        until: Some(deadline),
-    };
-    loop {
-        let step_started = Instant::now();
-        let page = tenant_items::page(db, &sources, state.position.as_ref(), budget).await?;
-        let step = match page.items.last() {
-            None => finish(db, &state).await?,
-            Some(last) => {
-                let position = ItemKey {
-                    pk: string_attr(last, PK).unwrap_or_default(),
-                    sk: string_attr(last, SK).unwrap_or_default(),
-                };
-                let moved = move_page(db, &page, state.to).await?;
-                checkpoint(db, &state, position, moved).await?
+    let count = match state.lanes {
+        Some(count) => count,
+        None => {
+            // A walk begun before re-shardings ran in lanes goes on as one lane, from where it was.
+            let asked = match state.position {
+                Some(_) => 1,
+                None => app.settings.lifecycle_lanes,
+            };
+            let count = lanes::lane_count(asked, sources.len());
+            if !plan_lanes(db, &state, count, app.clock.now_millis()).await? {
+                return reread(app, db).await;
             }
-        };
-        record = match crate::after_step(app, db, step, |r| r.migration.is_some()).await? {
-            Ok(next) => next,
-            Err(answer) => return Ok(answer),
-        };
-        let Some(next) = record.migration.clone() else {
-            tracing::info!(tenant = %db.tenant, shards = record.shard_count, moved = state.progress.moved, "tenant re-sharded");
-            return Ok(done(record));
-        };
-        state = next;
-        // Paced before the call may end, so the next call starts when the partition has taken
-        // this page's moves (a page is at most about half a second of it).
-        let units = shared::store::lifecycle::pacing::transactional_write_units(&page.items);
-        shared::store::lifecycle::pacing::pace(step_started, units).await;
-        if Instant::now() >= deadline {
-            return Ok(accepted(record, 0));
+            lane_walk::send_all(runner, db, work, count).await?;
+            count
+        }
+    };
+    let all = lane_walk::advance_lanes(app, runner, db, work, &sources, count, deadline).await?;
+    match lane_walk::all_done(&all, count) {
+        None => reread(app, db).await,
+        Some(false) => {
+            let record = read_record_consistent(db)
+                .await?
+                .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+            Ok(accepted(record, 1))
+        }
+        Some(true) => {
+            let (counts, _) = lanes::totals(&all);
+            if finish_lanes(db, &state, &all).await? {
+                let moved = counts.get(resharding::MOVED).copied().unwrap_or(0);
+                tracing::info!(tenant = %db.tenant, shards = state.to, moved, "tenant re-sharded");
+            }
+            reread(app, db).await
         }
     }
+}
+
+/// The answer from the record as it is now: 202 while the re-sharding runs, 200 once it ended.
+async fn reread(app: &App, db: &TenantDb) -> Result<Response<Body>, ApiError> {
+    let record = read_record_consistent(db)
+        .await?
+        .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+    crate::remember(app, &db.tenant, &record);
+    Ok(match record.migration {
+        Some(_) => accepted(record, 1),
+        None => done(record),
+    })
 }

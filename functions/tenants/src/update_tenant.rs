@@ -42,7 +42,11 @@ struct UpdateInput {
     placement: Option<Placement>,
 }
 
-pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+pub async fn handle(
+    app: &App,
+    lanes: &crate::Lanes,
+    req: Request,
+) -> Result<Response<Body>, ApiError> {
     let caller = app.caller(&req)?;
     app.require_operator(&caller).await?;
     let tenant = path_tenant_id(&req)?;
@@ -77,7 +81,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
                 ),
             ));
         }
-        let reshard = crate::reshard_tenant::reshard(app, &caller.tenant, &tenant, to);
+        let reshard = crate::reshard_tenant::reshard(app, lanes, &caller.tenant, &tenant, to);
         return Operation::Resharding.charged(app, reshard).await;
     }
     if matches!(

@@ -1,4 +1,5 @@
-//! workLanes: the lane queue's consumer (`crate::lane_queue`). Each message is one lane's turn:
+//! workLanes: the lane queue's consumer (`crate::lane_queue`). Each message is one lane's turn of
+//! an offboarding or a re-sharding:
 //! the lane is stepped for up to [`WORK_PER_MESSAGE`] (paced at a partition's rate), then its next
 //! turn goes to the back of the queue. The worker that finds every lane done folds them and
 //! finishes the operation, as a call would. Charged to the platform's account, like the calls.
@@ -12,12 +13,12 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use shared::identity::ids::TenantId;
 use shared::isolation::policy::Scope;
-use shared::store::lifecycle::lanes;
-use shared::store::lifecycle::offboarding::OPERATION;
+use shared::store::lifecycle::{lanes, offboarding, resharding};
 use shared::store::tenancy::tenants::read_record_consistent;
 use shared::{ApiError, App};
 
-use crate::offboard_tenant::{self, run_lane, walk_sources, LaneRun};
+use crate::lane_walk::{run_lane, LaneRun, LaneWork};
+use crate::offboard_tenant;
 use crate::operation::Operation;
 use crate::{LaneMessage, Lanes};
 
@@ -48,13 +49,18 @@ pub async fn work(app: &App, runner: &Lanes, event: SqsEvent) -> SqsBatchRespons
             tracing::error!(message_id = %id, "a lane message that is not one is dropped");
             return None;
         };
-        match Operation::Offboarding.charged(app, turn(app, runner, &lane)).await {
+        // Charged to the platform's account under the route a call of the operation is.
+        let operation = match lane.operation.as_str() {
+            resharding::OPERATION => Operation::Resharding,
+            _ => Operation::Offboarding,
+        };
+        match operation.charged(app, turn(app, runner, &lane)).await {
             Ok(turn) => {
-                tracing::info!(tenant = %lane.tenant, lane = lane.lane, ?turn, "a lane's turn");
+                tracing::info!(tenant = %lane.tenant, operation = %lane.operation, lane = lane.lane, ?turn, "a lane's turn");
                 None
             }
             Err(e) => {
-                tracing::warn!(tenant = %lane.tenant, lane = lane.lane, error = %e, "a lane's turn failed; it is delivered again");
+                tracing::warn!(tenant = %lane.tenant, operation = %lane.operation, lane = lane.lane, error = %e, "a lane's turn failed; it is delivered again");
                 Some(id)
             }
         }
@@ -74,47 +80,55 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
     let Ok(tenant) = TenantId::parse(&message.tenant) else {
         return Ok(Turn::Dropped);
     };
-    if message.operation != OPERATION {
-        return Ok(Turn::Dropped);
-    }
     let Some(db) = app.operator_db(&tenant, Scope::Operator).await? else {
         return Ok(Turn::Dropped);
     };
     let Some(record) = read_record_consistent(&db).await? else {
         return Ok(Turn::Dropped);
     };
-    let Some(count) = record
-        .offboarding
-        .as_ref()
-        .filter(|o| !o.walked)
-        .and_then(|o| o.lanes)
-    else {
-        return Ok(Turn::Dropped);
+    // The operation the message names, running in lanes, and what its lanes walk.
+    let (work, count, sources) = match message.operation.as_str() {
+        offboarding::OPERATION => match record.offboarding.as_ref() {
+            Some(o) if !o.walked && o.lanes.is_some() => (
+                LaneWork::Delete,
+                o.lanes.unwrap_or(1),
+                offboard_tenant::walk_sources(&record)?,
+            ),
+            _ => return Ok(Turn::Dropped),
+        },
+        resharding::OPERATION => match record.migration.as_ref() {
+            Some(m) if m.lanes.is_some() => (
+                LaneWork::Move { to: m.to },
+                m.lanes.unwrap_or(1),
+                resharding::sharded_sources(&tenant, m.from),
+            ),
+            _ => return Ok(Turn::Dropped),
+        },
+        _ => return Ok(Turn::Dropped),
     };
-    let all = lanes::read(&db, OPERATION).await?;
+    let all = lanes::read(&db, work.operation()).await?;
     let Some(lane) = all.into_iter().find(|l| l.lane == message.lane) else {
         return Ok(Turn::Dropped);
     };
     if lane.done {
         return Ok(Turn::Dropped);
     }
-    let sources = walk_sources(&record)?;
-    match run_lane(app, &db, &sources, count, lane, deadline).await? {
+    match run_lane(app, &db, work, &sources, count, lane, deadline).await? {
         LaneRun::Raced => Ok(Turn::Dropped),
         LaneRun::OutOfTime => {
-            runner
-                .send(std::slice::from_ref(&LaneMessage::new(
-                    &tenant,
-                    OPERATION,
-                    message.lane,
-                )))
-                .await?;
+            let next = LaneMessage::new(&tenant, work.operation(), message.lane);
+            runner.send(std::slice::from_ref(&next)).await?;
             Ok(Turn::Sent)
         }
         LaneRun::Done => {
-            // The last lane done folds the lanes and finishes, as a call would (a lane still
-            // running elsewhere makes this a 202: its own last turn finishes).
-            offboard_tenant::advance(app, runner, &db, record).await?;
+            // The last lane done ends the operation, as a call would (a lane still running
+            // elsewhere makes this a 202: its own last turn ends it).
+            match work {
+                LaneWork::Delete => offboard_tenant::advance(app, runner, &db, record).await?,
+                LaneWork::Move { .. } => {
+                    crate::reshard_tenant::migrate(app, runner, &db, record, deadline).await?
+                }
+            };
             Ok(Turn::Done)
         }
     }

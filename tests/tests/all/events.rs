@@ -197,7 +197,7 @@ const PLATFORM_MODULES: [(&str, &[&str], &str); 8] = [
     ),
     (
         "reshard_tenant",
-        &["update-tenant", "drive-lifecycle"],
+        &["update-tenant", "drive-lifecycle", "work-lanes"],
         "all",
     ),
     (

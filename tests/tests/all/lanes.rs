@@ -395,3 +395,103 @@ async fn a_hundred_offboardings_a_restore_and_a_move_listed_at_once_all_progress
         );
     }
 }
+
+#[tokio::test]
+async fn a_re_sharding_in_lanes_on_the_queue_moves_every_item_once_through_duplicates_and_kills() {
+    use shared::identity::keys::{kind, shard_pk};
+    use shared::identity::shard::shard_for;
+    use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
+    // GIVEN a tenant of 400 products and an employee in a department on 4 shards, re-shardings in
+    // 4 lanes, and a lane queue whose turns last 150 ms
+    let mut h = Harness::new().await;
+    h.app.settings.lifecycle_lanes = 4;
+    let t = unique("reshard");
+    onboard(&h, &t, 4).await;
+    seed_every_kind(&h, &t, 400).await;
+    let pump = LanePump::new(1, Duration::from_millis(150)).await;
+    let before = sorted(h.items_under(&raw_key(&t, "")).await);
+
+    // WHEN an operator re-shards it to 16, items may move, and the driver plans the lanes
+    let started = h.operator().reshard(&t, 16).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    // THEN four lanes are on the queue (4 product and 4 HR shards of the old layout, dealt out)
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 4);
+    // WHEN the workers take them, the first delivered twice and the second's worker killed
+    // 40 ms in, then every third delivery twice, until the re-sharding ends
+    pump.round(&h.app, 10, 4, |i| match i {
+        0 => Delivery::Twice,
+        1 => Delivery::Killed(40),
+        _ => Delivery::Once,
+    })
+    .await;
+    let operator = integration::operator();
+    let mut rounds = 0;
+    while get_tenant(&h, &t, &operator)
+        .await
+        .body
+        .get("migration")
+        .is_some()
+    {
+        let got = pump
+            .round(&h.app, 10, 4, |i| match i % 3 {
+                0 => Delivery::Twice,
+                _ => Delivery::Once,
+            })
+            .await;
+        if got == 0 {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        rounds += 1;
+        assert!(rounds < 200, "the re-sharding does not end");
+    }
+
+    // THEN the tenant has 16 shards, and every item is there once, as it was, each product and HR
+    // item on its home among 16, no lane left
+    let view = get_tenant(&h, &t, &operator).await;
+    assert_eq!(view.body["shardCount"], 16, "{}", view.body);
+    let after = sorted(h.items_under(&raw_key(&t, "")).await);
+    // (the tenant's data, byte for byte but the partition key, which a move changes; its record,
+    // usage counters and quota windows change with the re-sharding and the calls)
+    let but_pk = |items: &[Item]| {
+        let mut v: Vec<String> = items
+            .iter()
+            .filter(|i| i.contains_key("kind"))
+            .map(|i| {
+                let mut rest = i.clone();
+                rest.remove("PK");
+                // serde_json's maps are sorted: nested maps compare whatever their order.
+                let json: Value = serde_dynamo::from_item(rest).unwrap();
+                json.to_string()
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(but_pk(&after), but_pk(&before));
+    let tenant = TenantId::parse(&t).unwrap();
+    let text = |i: &Item, k: &str| i.get(k).and_then(|v| v.as_s().ok()).cloned();
+    let mut products = 0;
+    for item in &after {
+        let pk = text(item, "PK").unwrap();
+        assert!(!pk.contains("#LANE#"), "a lane is left: {pk}");
+        if let Some(id) = text(item, "productId") {
+            products += 1;
+            let home = shard_pk(&tenant, kind::PRODUCT, shard_for(&id, 16));
+            assert_eq!(pk, home, "{id}");
+        }
+    }
+    assert_eq!(products, 400);
+    // AND every product reads, and lists once
+    let listed = h
+        .tenant(&t)
+        .query(&[("limit", "1000"), ("order", "id")])
+        .call("query-tenant-products", &integration::api::NO_PATH, None)
+        .await;
+    assert_eq!(listed.ids("productId").len(), 400, "{}", listed.body);
+    pump.drain(&h.app, 4).await;
+    assert!(pump.queues.dead_letters().await.is_empty());
+}

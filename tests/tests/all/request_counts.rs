@@ -394,6 +394,27 @@ impl World {
                 assert!(driven.is_ok(), "drive-lifecycle: {driven:?}");
                 Some(fresh.requests.by_operation())
             }
+            "work-lanes" => {
+                // GIVEN a lane message of a tenant with nothing running in lanes (its operation
+                // ended, or another delivery's did)
+                let tenant = unique("laned");
+                onboard(&self.h, &tenant, SHARDS).await;
+                let body = json!({"tenant": tenant, "operation": "offboarding", "lane": 0});
+                let event = serde_json::from_value(json!({"Records": [
+                    {"messageId": "m-1", "body": body.to_string(), "eventSource": "aws:sqs"}
+                ]}))
+                .unwrap();
+                self.h.app.flush_usage().await.unwrap();
+                self.h.requests.reset();
+                let answer =
+                    tenants::work_lanes::work(&self.h.app, &tenants::Lanes::in_process(), event)
+                        .await;
+                assert!(
+                    answer.batch_item_failures.is_empty(),
+                    "work-lanes: {answer:?}"
+                );
+                Some(self.h.requests.by_operation())
+            }
             "import-consumer" => {
                 // GIVEN a message of one item on the import queue
                 self.import("p-consumed").await;

@@ -32,6 +32,7 @@ use crate::store::client::error::StoreError;
 use crate::store::client::query::Item;
 use crate::store::client::relocate::{relocate, Place};
 use crate::store::client::scoped::TenantDb;
+use crate::store::lifecycle::lanes::{self, Lane};
 use crate::store::lifecycle::tenant_items::{Page, Source};
 pub use crate::store::tenancy::tenants::Migration;
 use crate::store::tenancy::tenants::{
@@ -89,6 +90,7 @@ pub async fn begin(
         to,
         progress: asked(requested_by, now_ms),
         position: None,
+        lanes: None,
     };
     let update = record_update(db)
         .update_expression("SET #m = :m, #orders = if_not_exists(#orders, :from)")
@@ -147,6 +149,121 @@ async fn move_item(db: &TenantDb, item: &Item, new_pk: String) -> Result<bool, S
         pk: Some(&new_pk),
     };
     relocate(&db.client, &db.table, item, to).await
+}
+
+/// The lanes' operation name (`TENANT#t#LANE#resharding#…`).
+pub const OPERATION: &str = "resharding";
+
+/// Splits `state`'s walk into `lanes` lanes (lane 0 resuming a walk begun before there were lanes)
+/// and notes their number in the record, in one transaction conditioned on `state`'s step: `false`
+/// when another call planned, stepped or finished first.
+pub async fn plan_lanes(
+    db: &TenantDb,
+    state: &Migration,
+    lanes: u32,
+    now_ms: u64,
+) -> Result<bool, StoreError> {
+    let mut next = state.clone();
+    next.lanes = Some(lanes);
+    let mut actions = lanes::plan(db, OPERATION, lanes, state.position.clone(), now_ms)?;
+    actions.push(record_action(
+        db,
+        state,
+        "SET #m = :next",
+        Some(next.to_attribute()?),
+    )?);
+    committed(db, actions).await
+}
+
+/// Moves `lane`'s checkpoint past `page` (done when the page ended its walk), counting `moved`
+/// items, conditioned on its step: `None` when another caller stepped it first (the items this
+/// step moved stay moved, uncounted, as a lost checkpoint's always were).
+pub async fn lane_step(
+    db: &TenantDb,
+    lane: &Lane,
+    page: &Page,
+    moved: u64,
+    now_ms: u64,
+) -> Result<Option<Lane>, StoreError> {
+    let counts = std::collections::BTreeMap::from([(MOVED.to_owned(), moved)]);
+    let next = lane.after_step(page.next.clone(), &counts, now_ms);
+    let committed = committed(db, vec![lanes::checkpoint(db, lane, &next)?]).await?;
+    Ok(committed.then_some(next))
+}
+
+/// A lane's count of the items it moved.
+pub const MOVED: &str = "moved";
+
+/// Ends the migration whose lanes (`done`, every one of them) found nothing more to move: the
+/// lanes are deleted, the shard count becomes `to` and the layout's generation moves on, in one
+/// transaction conditioned on `state`'s step and each lane as read. `false` when another call
+/// finished first.
+pub async fn finish_lanes(
+    db: &TenantDb,
+    state: &Migration,
+    done: &[Lane],
+) -> Result<bool, StoreError> {
+    let mut actions = lanes::fold(db, done)?;
+    actions.push(record_action(db, state, FINISH, None)?);
+    committed(db, actions).await
+}
+
+/// The record update that ends a migration.
+const FINISH: &str = "SET #shards = :to, #gen = if_not_exists(#gen, :zero) + :one REMOVE #m";
+
+/// Sends `actions`, whose conditions are all on step numbers: `false` when one failed.
+async fn committed(
+    db: &TenantDb,
+    actions: Vec<aws_sdk_dynamodb::types::TransactWriteItem>,
+) -> Result<bool, StoreError> {
+    use crate::store::client::transact::TransactError;
+    match db.transact_items(actions).await {
+        Ok(()) => Ok(true),
+        Err(TransactError::ConditionFailed { .. }) => Ok(false),
+        Err(TransactError::Store(e)) => Err(e),
+    }
+}
+
+/// The record update `expression` (with `next` as `:next`) as a transaction's action, conditioned
+/// as [`update_conditioned`]'s.
+fn record_action(
+    db: &TenantDb,
+    state: &Migration,
+    expression: &str,
+    next: Option<AttributeValue>,
+) -> Result<aws_sdk_dynamodb::types::TransactWriteItem, StoreError> {
+    let mut names = std::collections::HashMap::from([
+        ("#m".to_owned(), "migration".to_owned()),
+        ("#steps".to_owned(), "steps".to_owned()),
+        ("#to".to_owned(), "to".to_owned()),
+    ]);
+    let mut values = std::collections::HashMap::from([
+        (
+            ":steps".to_owned(),
+            AttributeValue::N(state.progress.steps.to_string()),
+        ),
+        (":to".to_owned(), AttributeValue::N(state.to.to_string())),
+    ]);
+    if expression.contains("#shards") {
+        names.insert("#shards".into(), "shardCount".into());
+        names.insert("#gen".into(), "reshardings".into());
+        values.insert(":zero".into(), AttributeValue::N("0".into()));
+        values.insert(":one".into(), AttributeValue::N("1".into()));
+    }
+    if let Some(next) = next {
+        values.insert(":next".into(), next);
+    }
+    let update = aws_sdk_dynamodb::types::Update::builder()
+        .table_name(&*db.record_table)
+        .set_key(Some(crate::store::tenancy::tenants::record_key(&db.tenant)))
+        .update_expression(expression)
+        .condition_expression("#m.#steps = :steps AND #m.#to = :to")
+        .set_expression_attribute_names(Some(names))
+        .set_expression_attribute_values(Some(values))
+        .build()?;
+    Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()
+        .update(update)
+        .build())
 }
 
 /// What a conditioned record update (a start, a checkpoint, the finish) did.

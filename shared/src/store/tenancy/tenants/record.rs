@@ -166,9 +166,13 @@ pub struct Migration {
     /// migrator moves items.
     #[serde(flatten)]
     pub progress: MoveProgress,
-    /// The last old-layout item a committed step walked past: where the migrator resumes.
+    /// The last old-layout item a committed step walked past, by a migrator that ran before
+    /// re-shardings ran in lanes: where its lane 0 resumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<ItemKey>,
+    /// The lanes the migrator runs in, once planned (`store::lifecycle::lanes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<u32>,
 }
 
 impl Migration {

@@ -146,6 +146,7 @@ fn golden_stored_states_are_flat_and_never_hold_an_empty_map() {
         moved: 0,
     };
     let migration = Migration {
+        lanes: Some(4),
         from: 4,
         to: 16,
         progress: progress.clone(),

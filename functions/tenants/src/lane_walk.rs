@@ -1,0 +1,202 @@
+//! Stepping one lane of an operation's walk (`shared::store::lifecycle::lanes`), whoever steps it:
+//! a call or the driver with no lane queue, or the lane worker. What a step does is the operation's
+//! ([`LaneWork`]); the loop, its pacing, its end, and the sending again of lost lanes are shared.
+
+use std::time::Instant;
+
+use shared::store::client::scoped::TenantDb;
+use shared::store::lifecycle::lanes::{self, Lane};
+use shared::store::lifecycle::offboarding::{self, ITEMS_PER_STEP};
+use shared::store::lifecycle::tenant_items::{self, Budget, Page, Source};
+use shared::store::lifecycle::{pacing, resharding};
+use shared::{ApiError, App};
+
+use crate::{LaneMessage, Lanes};
+
+/// What one step of a lane does with the page its walk read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaneWork {
+    /// An offboarding's: deletes the page, in the transaction of the lane's checkpoint.
+    Delete,
+    /// A re-sharding's to `to` shards: moves each item whose shard changes (each in a transaction
+    /// of its own, conditioned as every move is), then moves the lane's checkpoint.
+    Move { to: u32 },
+}
+
+impl LaneWork {
+    /// The name of its lanes (`TENANT#t#LANE#<operation>#…`).
+    pub fn operation(self) -> &'static str {
+        match self {
+            LaneWork::Delete => offboarding::OPERATION,
+            LaneWork::Move { .. } => resharding::OPERATION,
+        }
+    }
+
+    /// One step over `page`, read from `lane`'s walk: the lane after it, or `None` when another
+    /// caller stepped the lane first.
+    async fn step(
+        self,
+        app: &App,
+        db: &TenantDb,
+        lane: &Lane,
+        page: &Page,
+    ) -> Result<Option<Lane>, ApiError> {
+        let now_ms = app.clock.now_millis();
+        Ok(match self {
+            LaneWork::Delete => match offboarding::delete_step(db, lane, page, now_ms).await? {
+                offboarding::Step::Committed(next) => Some(next),
+                offboarding::Step::Raced => None,
+            },
+            LaneWork::Move { to } => {
+                let moved = resharding::move_page(db, page, to).await?;
+                resharding::lane_step(db, lane, page, moved, now_ms).await?
+            }
+        })
+    }
+}
+
+/// How a lane's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaneRun {
+    /// Its walk found nothing more.
+    Done,
+    /// Its time was up; it has more to walk.
+    OutOfTime,
+    /// Another caller committed one of its steps first: that one walks it now.
+    Raced,
+}
+
+/// Steps `lane` of `count` over `sources` until its walk is done, another caller commits one of its
+/// steps first, or `deadline` passes; each step within a partition's second of writes, and the
+/// next paced at a partition's rate.
+pub async fn run_lane(
+    app: &App,
+    db: &TenantDb,
+    work: LaneWork,
+    sources: &[Source],
+    count: u32,
+    mut lane: Lane,
+    deadline: Instant,
+) -> Result<LaneRun, ApiError> {
+    let own = lanes::lane_sources(sources, lane.lane, count);
+    let budget = Budget {
+        items: ITEMS_PER_STEP,
+        bytes: pacing::STEP_BYTES,
+        until: Some(deadline),
+    };
+    loop {
+        let step_started = Instant::now();
+        let page = tenant_items::page(db, &own, lane.position.as_ref(), budget).await?;
+        lane = match work.step(app, db, &lane, &page).await? {
+            Some(next) => next,
+            None => return Ok(LaneRun::Raced),
+        };
+        if lane.done {
+            return Ok(LaneRun::Done);
+        }
+        // Paced before the call may end, so the next step, here or in any container, starts
+        // when the partition has taken this one (a step is at most about half a second of it).
+        pacing::pace(step_started, pacing::transactional_write_units(&page.items)).await;
+        if Instant::now() >= deadline {
+            return Ok(LaneRun::OutOfTime);
+        }
+    }
+}
+
+/// Steps every lane of `pending` side by side until `deadline`: what a call or the driver does with
+/// no lane queue.
+pub async fn run_lanes(
+    app: &App,
+    db: &TenantDb,
+    work: LaneWork,
+    sources: &[Source],
+    count: u32,
+    pending: Vec<Lane>,
+    deadline: Instant,
+) -> Result<(), ApiError> {
+    let runs = pending.into_iter().map(|lane| async move {
+        run_lane(app, db, work, sources, count, lane, deadline)
+            .await
+            .map(|_| ())
+    });
+    futures::future::try_join_all(runs).await.map(|_| ())
+}
+
+/// Sends every lane of a plan of `count` lanes of `work` to the queue.
+pub async fn send_all(
+    runner: &Lanes,
+    db: &TenantDb,
+    work: LaneWork,
+    count: u32,
+) -> Result<(), ApiError> {
+    let all: Vec<LaneMessage> = (0..count)
+        .map(|lane| LaneMessage::new(&db.tenant, work.operation(), lane))
+        .collect();
+    runner.send(&all).await
+}
+
+/// A lane not stepped for this long has lost its message (a worker failed it past the queue's
+/// receive limit, or died before sending its next one): it is sent again. Longer than a message's
+/// turn takes to come round the queue but in a crowded hour; a lane sent twice costs one
+/// contested step.
+pub const LOST_AFTER_MS: u64 = 5 * 60 * 1000;
+
+/// Sends again each of `pending` not stepped for [`LOST_AFTER_MS`], once it is noted as sent
+/// (`lanes::touch`, conditioned on its step: a lane stepped meanwhile is not lost).
+pub async fn resend_lost(
+    app: &App,
+    runner: &Lanes,
+    db: &TenantDb,
+    work: LaneWork,
+    pending: &[Lane],
+) -> Result<(), ApiError> {
+    let now_ms = app.clock.now_millis();
+    let mut lost = Vec::new();
+    for lane in pending {
+        if now_ms.saturating_sub(lane.stepped_at_ms) >= LOST_AFTER_MS
+            && lanes::touch(db, lane, now_ms).await?
+        {
+            lost.push(LaneMessage::new(&db.tenant, work.operation(), lane.lane));
+        }
+    }
+    if !lost.is_empty() {
+        tracing::warn!(tenant = %db.tenant, lanes = lost.len(), "lanes not stepped for 5 minutes are sent again");
+        runner.send(&lost).await?;
+    }
+    Ok(())
+}
+
+/// Steps or sends `work`'s lanes not yet done, as `runner` says (on the queue: only the lost ones
+/// are sent again; else all are stepped here until `deadline`), then reads every lane again.
+pub async fn advance_lanes(
+    app: &App,
+    runner: &Lanes,
+    db: &TenantDb,
+    work: LaneWork,
+    sources: &[Source],
+    count: u32,
+    deadline: Instant,
+) -> Result<Vec<Lane>, ApiError> {
+    let pending: Vec<Lane> = lanes::read(db, work.operation())
+        .await?
+        .into_iter()
+        .filter(|lane| !lane.done)
+        .collect();
+    if runner.queued() {
+        resend_lost(app, runner, db, work, &pending).await?;
+    } else if !pending.is_empty() {
+        run_lanes(app, db, work, sources, count, pending, deadline).await?;
+    }
+    Ok(lanes::read(db, work.operation()).await?)
+}
+
+/// Whether `all` (read after [`advance_lanes`]) are the `count` planned, every one done: the
+/// operation can end. `None` when fewer are there and all done: another call ended it meanwhile.
+pub fn all_done(all: &[Lane], count: u32) -> Option<bool> {
+    let every = all.iter().all(|lane| lane.done);
+    match (all.len() == count as usize, every) {
+        (true, every) => Some(every),
+        (false, true) => None,
+        (false, false) => Some(false),
+    }
+}
