@@ -76,7 +76,8 @@ pub struct Settings {
     /// The scope of the sessions its routes' tenant clients take: a tenant route's, or a read-only
     /// route's (`Scope::Reader`, set by a read-only route's `main`: `runtime::start_read_only`).
     pub tenant_scope: crate::isolation::policy::Scope,
-    /// `LIFECYCLE_LANES`, 1 to 64 (default 16): the lanes an offboarding's walk is split into
+    /// `LIFECYCLE_LANES`, 1 to 64 (default 16): the lanes an offboarding's or a re-sharding's walk
+    /// is split into
     /// ([`crate::store::lifecycle::lanes`]), each paced at a partition's rate.
     pub lifecycle_lanes: u32,
 }
