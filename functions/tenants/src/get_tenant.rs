@@ -12,29 +12,33 @@ use shared::{ApiError, App};
 
 use crate::{LanesProgress, TenantView};
 
-/// The progress of `record`'s offboarding lanes, while it runs in them (one consistent Query).
+/// The progress of `record`'s offboarding's or re-sharding's lanes, while it runs in them (one
+/// consistent Query of their partition).
 async fn lanes_of(
     app: &App,
     db: &shared::store::client::scoped::TenantDb,
     record: &shared::store::tenancy::tenants::TenantRecord,
 ) -> Result<Option<LanesProgress>, ApiError> {
-    use shared::store::lifecycle::{lanes, offboarding::OPERATION};
-    let Some(state) = record
-        .offboarding
-        .as_ref()
-        .filter(|o| o.lanes.is_some() && !o.walked)
-    else {
-        return Ok(None);
+    use shared::store::lifecycle::{lanes, offboarding, resharding};
+    let now_ms = app.clock.now_millis();
+    let (operation, sources, before, since) = match (&record.offboarding, &record.migration) {
+        (Some(o), _) if o.lanes.is_some() && !o.walked => (
+            offboarding::OPERATION,
+            crate::offboard_tenant::walk_sources(record)?,
+            o.deleted.clone(),
+            o.lanes_since_ms,
+        ),
+        (_, Some(m)) if m.lanes.is_some() => (
+            resharding::OPERATION,
+            resharding::sharded_sources(&db.tenant, m.from),
+            Default::default(),
+            m.lanes_since_ms,
+        ),
+        _ => return Ok(None),
     };
-    let sources = crate::offboard_tenant::walk_sources(record)?;
-    let all = lanes::read(db, OPERATION).await?;
-    Ok(Some(LanesProgress::of(
-        &db.tenant,
-        &sources,
-        &all,
-        state,
-        app.clock.now_millis(),
-    )))
+    let all = lanes::read(db, operation).await?;
+    let progress = LanesProgress::of(&db.tenant, &sources, &all, &before, since, now_ms);
+    Ok(Some(progress))
 }
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
@@ -51,10 +55,14 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
     let lanes = lanes_of(app, &db, &record).await?;
     let mut view = TenantView::from(record);
-    if let (Some(offboarding), Some(lanes)) = (&mut view.offboarding, lanes) {
-        offboarding.deleted_total = lanes.items_done;
-        offboarding.deleted = lanes.by_kind.clone();
-        offboarding.lanes = Some(lanes);
+    match (&mut view.offboarding, &mut view.migration, lanes) {
+        (Some(offboarding), _, Some(lanes)) => {
+            offboarding.deleted_total = lanes.items_done;
+            offboarding.deleted = lanes.by_kind.clone();
+            offboarding.lanes = Some(lanes);
+        }
+        (None, Some(migration), lanes) => migration.lanes = lanes,
+        _ => {}
     }
     let view = match caller.operator {
         true => view,

@@ -122,6 +122,17 @@ pub async fn run_lanes(
     futures::future::try_join_all(runs).await.map(|_| ())
 }
 
+/// How many lanes to plan for a walk of `sources`: `LIFECYCLE_LANES`, or one when the walk began
+/// before the operation ran in lanes (`resuming`: it goes on as lane 0, from where it was).
+pub fn lanes_to_plan(app: &App, resuming: bool, sources: usize) -> u32 {
+    let asked = if resuming {
+        1
+    } else {
+        app.settings.lifecycle_lanes
+    };
+    lanes::lane_count(asked, sources)
+}
+
 /// Sends every lane of a plan of `count` lanes of `work` to the queue.
 pub async fn send_all(
     runner: &Lanes,

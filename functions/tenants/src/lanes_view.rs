@@ -2,8 +2,9 @@
 
 use serde::Serialize;
 use shared::identity::ids::TenantId;
+use std::collections::BTreeMap;
+
 use shared::store::lifecycle::lanes::{self, Lane};
-use shared::store::lifecycle::offboarding::Offboarding;
 use shared::store::lifecycle::tenant_items::Source;
 
 /// The progress of an operation's lanes.
@@ -23,28 +24,29 @@ pub struct LanesProgress {
     /// When the walk should end at that pace, from the partitions walked (an item count would need
     /// a walk of its own): an estimate, which a tenant's largest partitions make late.
     pub estimated_end: Option<String>,
-    /// Items done by kind, with the record's (shown as the view's `deleted`).
+    /// Items done by kind, with the record's (shown as an offboarding's `deleted`).
     #[serde(skip)]
-    pub by_kind: std::collections::BTreeMap<String, u64>,
+    pub by_kind: BTreeMap<String, u64>,
 }
 
 impl LanesProgress {
-    /// `all`, the lanes of `state`'s walk over `sources`, at `now_ms`.
+    /// `all`, the lanes of a walk over `sources` planned at `since_ms`, at `now_ms`, with what the
+    /// record counted before them (`before`: an offboarding's steps before lanes).
     pub fn of(
         tenant: &TenantId,
         sources: &[Source],
         all: &[Lane],
-        state: &Offboarding,
+        before: &BTreeMap<String, u64>,
+        since_ms: Option<u64>,
         now_ms: u64,
     ) -> Self {
         let (mut by_kind, _) = lanes::totals(all);
-        for (kind, n) in &state.deleted {
+        for (kind, n) in before {
             *by_kind.entry(kind.clone()).or_default() += n;
         }
         let items_done: u64 = by_kind.values().sum();
         let walked = lanes::sources_walked(tenant, sources, all);
-        let elapsed_ms = state
-            .lanes_since_ms
+        let elapsed_ms = since_ms
             .map(|since| now_ms.saturating_sub(since))
             .filter(|ms| *ms > 0);
         let items_per_second = elapsed_ms.map(|ms| items_done as f64 * 1000.0 / ms as f64);

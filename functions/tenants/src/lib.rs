@@ -226,6 +226,9 @@ pub struct MigrationView {
     pub to_shard_count: u32,
     #[serde(flatten)]
     pub progress: ProgressView,
+    /// While its walk runs in lanes: their progress.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<LanesProgress>,
 }
 
 impl From<&shared::store::lifecycle::resharding::Migration> for MigrationView {
@@ -234,6 +237,7 @@ impl From<&shared::store::lifecycle::resharding::Migration> for MigrationView {
             from_shard_count: m.from,
             to_shard_count: m.to,
             progress: (&m.progress).into(),
+            lanes: None,
         }
     }
 }

@@ -20,7 +20,6 @@ use shared::isolation::policy::Scope;
 use shared::service::http::json_response;
 use shared::store::client::scoped::TenantDb;
 use shared::store::lifecycle::driving;
-use shared::store::lifecycle::lanes;
 use shared::store::lifecycle::offboarding::{
     begin, finish, fold, plan_lanes, read_report, Finished, Offboarding, Report, Step,
     DELETION_DELAY_SECONDS,
@@ -183,12 +182,7 @@ async fn walk_in_lanes(
     let count = match state.lanes {
         Some(count) => count,
         None => {
-            // A walk begun before offboardings ran in lanes goes on as one lane, from where it was.
-            let asked = match state.position {
-                Some(_) => 1,
-                None => app.settings.lifecycle_lanes,
-            };
-            let count = lanes::lane_count(asked, sources.len());
+            let count = lane_walk::lanes_to_plan(app, state.position.is_some(), sources.len());
             match plan_lanes(db, &state, count, app.clock.now_millis()).await? {
                 Step::Committed(next) => state = next,
                 Step::Raced => return Ok(Walked::Raced),
@@ -205,7 +199,8 @@ async fn walk_in_lanes(
             &db.tenant,
             sources,
             &all,
-            &state,
+            &state.deleted,
+            state.lanes_since_ms,
             app.clock.now_millis(),
         ))),
         Some(true) => match fold(db, &state, &all).await? {

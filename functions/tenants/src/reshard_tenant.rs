@@ -126,12 +126,7 @@ pub async fn migrate(
     let count = match state.lanes {
         Some(count) => count,
         None => {
-            // A walk begun before re-shardings ran in lanes goes on as one lane, from where it was.
-            let asked = match state.position {
-                Some(_) => 1,
-                None => app.settings.lifecycle_lanes,
-            };
-            let count = lanes::lane_count(asked, sources.len());
+            let count = lane_walk::lanes_to_plan(app, state.position.is_some(), sources.len());
             if !plan_lanes(db, &state, count, app.clock.now_millis()).await? {
                 return reread(app, db).await;
             }

@@ -50,6 +50,31 @@ fn counted(tenant: &str, items: &[Item]) -> Value {
     json!(expected)
 }
 
+/// Lets the workers take the lane queue, every third delivery twice, while `running()`: the rounds
+/// it took (at most 200).
+async fn pump_while<F: std::future::Future<Output = bool>>(
+    h: &Harness,
+    pump: &LanePump,
+    running: impl Fn() -> F,
+) -> usize {
+    let mut rounds = 0;
+    while running().await {
+        let got = pump
+            .round(&h.app, 10, 4, |i| match i % 3 {
+                0 => Delivery::Twice,
+                _ => Delivery::Once,
+            })
+            .await;
+        if got == 0 {
+            // A killed worker's message comes back after the visibility timeout.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        rounds += 1;
+        assert!(rounds < 200, "the lanes do not end");
+    }
+    rounds
+}
+
 /// One call's worth of `tenant`'s offboarding (already begun), its lanes as `lanes` says: what a
 /// DELETE call does after its first.
 async fn advance_on(
@@ -142,21 +167,10 @@ async fn an_offboarding_in_lanes_deletes_every_item_once_through_duplicates_kill
         );
     }
     // AND every third delivery after is twice, until the tenant is gone
-    let mut rounds = 0;
-    while get_tenant(&h, &victim, &operator).await.status != 404 {
-        let got = pump
-            .round(&h.app, 10, 4, |i| match i % 3 {
-                0 => Delivery::Twice,
-                _ => Delivery::Once,
-            })
-            .await;
-        if got == 0 {
-            // A killed worker's message comes back after the visibility timeout.
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-        rounds += 1;
-        assert!(rounds < 200, "the lanes do not end");
-    }
+    let rounds = pump_while(&h, &pump, || async {
+        get_tenant(&h, &victim, &operator).await.status != 404
+    })
+    .await;
     // (more turns than lanes: lanes outlasted their turns and went round the queue)
     assert!(rounds > 1, "{rounds}");
 
@@ -418,8 +432,18 @@ async fn a_re_sharding_in_lanes_on_the_queue_moves_every_item_once_through_dupli
     tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
         .await
         .unwrap();
-    // THEN four lanes are on the queue (4 product and 4 HR shards of the old layout, dealt out)
+    // THEN four lanes are on the queue (4 product and 4 HR shards of the old layout, dealt out),
+    // and GET shows them, none done, over the old layout's 8 partitions
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 4);
+    let operator = integration::operator();
+    let shown = get_tenant(&h, &t, &operator).await;
+    let lanes = &shown.body["migration"]["lanes"];
+    assert_eq!(
+        (&lanes["lanes"], &lanes["lanesDone"], &lanes["partitions"]),
+        (&json!(4), &json!(0), &json!(8)),
+        "{}",
+        shown.body
+    );
     // WHEN the workers take them, the first delivered twice and the second's worker killed
     // 40 ms in, then every third delivery twice, until the re-sharding ends
     pump.round(&h.app, 10, 4, |i| match i {
@@ -428,26 +452,11 @@ async fn a_re_sharding_in_lanes_on_the_queue_moves_every_item_once_through_dupli
         _ => Delivery::Once,
     })
     .await;
-    let operator = integration::operator();
-    let mut rounds = 0;
-    while get_tenant(&h, &t, &operator)
-        .await
-        .body
-        .get("migration")
-        .is_some()
-    {
-        let got = pump
-            .round(&h.app, 10, 4, |i| match i % 3 {
-                0 => Delivery::Twice,
-                _ => Delivery::Once,
-            })
-            .await;
-        if got == 0 {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-        rounds += 1;
-        assert!(rounds < 200, "the re-sharding does not end");
-    }
+    pump_while(&h, &pump, || async {
+        let view = get_tenant(&h, &t, &operator).await;
+        view.body.get("migration").is_some()
+    })
+    .await;
 
     // THEN the tenant has 16 shards, and every item is there once, as it was, each product and HR
     // item on its home among 16, no lane left

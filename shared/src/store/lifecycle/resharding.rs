@@ -91,6 +91,7 @@ pub async fn begin(
         progress: asked(requested_by, now_ms),
         position: None,
         lanes: None,
+        lanes_since_ms: None,
     };
     let update = record_update(db)
         .update_expression("SET #m = :m, #orders = if_not_exists(#orders, :from)")
@@ -165,6 +166,7 @@ pub async fn plan_lanes(
 ) -> Result<bool, StoreError> {
     let mut next = state.clone();
     next.lanes = Some(lanes);
+    next.lanes_since_ms = Some(now_ms);
     let mut actions = lanes::plan(db, OPERATION, lanes, state.position.clone(), now_ms)?;
     actions.push(record_action(
         db,

@@ -173,6 +173,9 @@ pub struct Migration {
     /// The lanes the migrator runs in, once planned (`store::lifecycle::lanes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lanes: Option<u32>,
+    /// Epoch milliseconds when the lanes were planned: what their rate is measured from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes_since_ms: Option<u64>,
 }
 
 impl Migration {

@@ -147,6 +147,7 @@ fn golden_stored_states_are_flat_and_never_hold_an_empty_map() {
     };
     let migration = Migration {
         lanes: Some(4),
+        lanes_since_ms: Some(1_795_300_001_000),
         from: 4,
         to: 16,
         progress: progress.clone(),
@@ -177,7 +178,7 @@ fn golden_stored_states_are_flat_and_never_hold_an_empty_map() {
     let mut expected: Vec<&str> = progress_names
         .iter()
         .copied()
-        .chain(["from", "to"])
+        .chain(["from", "lanes", "lanesSinceMs", "to"])
         .collect();
     expected.sort();
     assert_eq!(names(migration.to_attribute().unwrap()), expected);
