@@ -4,7 +4,7 @@
 //! With `LANE_QUEUE_URL` set (every deployment: template.yaml's `LaneQueue`), a request or the
 //! driver only plans the lanes and puts one message a lane on the queue; `work-lanes` (its event
 //! source mapping, at most `MaximumConcurrency` at once) steps a lane for up to
-//! [`crate::work_lanes::WORK_PER_MESSAGE`] and puts the lane's next message back at the end of the
+//! [`WORK_PER_MESSAGE`] and puts the lane's next message back at the end of the
 //! queue, so every lane of every tenant gets its turn in order. A message holds no step number:
 //! two deliveries of one lane step it side by side until one loses a step to the other
 //! (its checkpoint's condition) and ends there, so a copy never outlives one contested step.
@@ -18,6 +18,9 @@ use serde::{Deserialize, Serialize};
 use shared::identity::ids::TenantId;
 use shared::service::app::ConfigError;
 use shared::ApiError;
+
+/// How long one message steps its lane unless told otherwise (the worker's timeout is 30 s).
+pub const WORK_PER_MESSAGE: Duration = Duration::from_secs(10);
 
 /// One lane's turn, as a message on the lane queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,7 +61,7 @@ impl Default for Lanes {
     fn default() -> Self {
         Self {
             queue: None,
-            turn: crate::work_lanes::WORK_PER_MESSAGE,
+            turn: WORK_PER_MESSAGE,
         }
     }
 }

@@ -1,14 +1,14 @@
 //! workLanes: the lane queue's consumer (`crate::lane_queue`). Each message is one lane's turn of
-//! an offboarding or a re-sharding:
-//! the lane is stepped for up to [`WORK_PER_MESSAGE`] (paced at a partition's rate), then its next
-//! turn goes to the back of the queue. The worker that finds every lane done folds them and
-//! finishes the operation, as a call would. Charged to the platform's account, like the calls.
+//! an offboarding or a re-sharding: the lane is stepped for its turn (`Lanes::turn`, 10 s unless
+//! told otherwise; paced at a partition's rate), then its next turn goes to the back of the queue.
+//! The worker that finds every lane done ends the operation, as a call would. Charged to the
+//! platform's account, like the calls.
 //!
 //! A message of a tenant with no such operation running (finished, or offboarded and onboarded
 //! again) is dropped. A failure (a throttle, a timeout) leaves the message for redelivery after the
 //! queue's visibility timeout: the lane resumes from its last committed step.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use shared::identity::ids::TenantId;
@@ -21,9 +21,6 @@ use crate::lane_walk::{run_lane, LaneRun, LaneWork};
 use crate::offboard_tenant;
 use crate::operation::Operation;
 use crate::{LaneMessage, Lanes};
-
-/// How long one message steps its lane unless told otherwise (the function's timeout is 30 s).
-pub const WORK_PER_MESSAGE: Duration = Duration::from_secs(10);
 
 /// What became of one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
