@@ -725,3 +725,85 @@ async fn a_requests_pull_during_a_move_is_charged_to_the_platform_not_the_tenant
         "the pull is the platform's: {platform_before} → {platform_after}"
     );
 }
+
+/// Issue 58, item 5: a tenant that stays within its quota before its move sees no 429 during it:
+/// what the move costs (a request's pull, the backfill) is the platform's, not the tenant's.
+#[tokio::test]
+async fn a_tenant_writing_at_80_percent_of_its_quota_through_its_move_is_never_refused() {
+    // GIVEN what a put of a small product costs, measured on a scout tenant
+    let h = Harness::new().await;
+    let scout = unique("scout");
+    integration::onboard_custom(&h, &scout, 4, 20, 1000).await;
+    let apps = [&h.app];
+    let before = integration::units_used(&h, &apps, &scout, Some("put-product")).await;
+    let r = h
+        .tenant(&scout)
+        .admitted()
+        .put_product("p00", json!({"v": 0}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let per_put = integration::units_used(&h, &apps, &scout, Some("put-product")).await - before;
+    assert!(per_put > 0.0);
+    // AND a pooled tenant of 40 products held to 20 requests a second, and to capacity units for
+    // 16 puts a second at 80%
+    let t = unique("eighty");
+    let units = (16.0 * per_put / 0.8).ceil() as u32;
+    integration::onboard_custom(&h, &t, 4, 20, units).await;
+    h.tenant(&t)
+        .put_new_products((0..40).map(|i| (format!("p{i:02}"), json!({"v": i}))))
+        .await;
+    // (a second of its writes: 16 puts of small products, 80% of both limits)
+    let second = |s: usize| {
+        let (h, t) = (&h, &t);
+        async move {
+            h.clock.advance_seconds(1);
+            let mut refused = Vec::new();
+            for i in 0..16 {
+                let id = format!("p{:02}", (s * 16 + i) % 40);
+                let r = h
+                    .tenant(t)
+                    .admitted()
+                    .put_product(&id, json!({"v": s}))
+                    .await;
+                if r.status != 200 && r.status != 201 {
+                    refused.push((s, r.status, r.body.to_string()));
+                }
+            }
+            refused
+        }
+    };
+    // WHEN it writes so for 5 seconds before its move
+    let mut refused = Vec::new();
+    for s in 0..5 {
+        refused.extend(second(s).await);
+    }
+    // THEN none of it is refused: the load is within its quota
+    assert_eq!(refused, Vec::new(), "before the move");
+    // WHEN its move into its own table starts, writes move (each put of an item still in the pool
+    // pulls it first), then the backfill runs beside its writes, a move call each second
+    assert_eq!(h.operator().move_to(&t, "own").await.status, 202);
+    h.clock.advance_seconds(WRITES_MOVE_DELAY_SECONDS);
+    for s in 5..10 {
+        refused.extend(second(s).await);
+    }
+    h.clock
+        .advance_seconds(MOVES_DELAY_SECONDS - WRITES_MOVE_DELAY_SECONDS);
+    for s in 10..20 {
+        let u0 = integration::units_used(&h, &apps, &t, Some("put-product")).await;
+        let (answers, mv) = tokio::join!(second(s), h.operator().move_to(&t, "own"));
+        let u1 = integration::units_used(&h, &apps, &t, Some("put-product")).await;
+        eprintln!(
+            "DIAG s={s} units={} refused={} move={} {}",
+            u1 - u0,
+            answers.len(),
+            mv.status,
+            mv.body
+                .get("move")
+                .map(|m| m.to_string())
+                .unwrap_or_default()
+        );
+        refused.extend(answers);
+    }
+    // THEN still none of its writes is refused
+    assert_eq!(refused, Vec::new(), "during the move");
+}

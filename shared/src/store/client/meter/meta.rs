@@ -188,6 +188,13 @@ pub async fn metered_apart<T>(fut: impl Future<Output = T>) -> T {
     out
 }
 
+/// Charges the current request `units` as its own: what a write it made inside work metered apart
+/// (a relocation that also wrote it) would have cost sent alone. A moving tenant pays its write,
+/// never the move around it.
+pub fn charge_own(units: super::CapacityUnits) {
+    let _ = REQUEST.try_with(|m| m.add_units(units));
+}
+
 /// Sets the current request's capacity budget.
 pub fn set_budget(budget: PageBudget) {
     let _ = REQUEST.try_with(|m| m.set_budget(budget));

@@ -12,6 +12,16 @@ pub use capacity::{consumed_units, CapacityUnits};
 pub use intercept::RequestMetering;
 use meta::REQUEST;
 pub use meta::{
-    metered_apart, note_tenant, page_limit, scope, set_budget, with_request_meta, PageBudget,
-    RequestMeta,
+    charge_own, metered_apart, note_tenant, page_limit, scope, set_budget, with_request_meta,
+    PageBudget, RequestMeta,
 };
+
+/// What a PutItem of `item` costs: one write unit per started kilobyte.
+pub fn put_units(
+    item: &std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>,
+) -> CapacityUnits {
+    CapacityUnits {
+        read: 0.0,
+        write: intercept::write_units_of(item),
+    }
+}

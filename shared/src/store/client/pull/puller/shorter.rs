@@ -5,6 +5,7 @@ use super::{item_name, ItemLock, Puller, RELOCATION_ATTEMPTS};
 use crate::identity::keys::ItemKey;
 use crate::store::client::error::StoreError;
 use crate::store::client::items::put_returning_old;
+use crate::store::client::meter::{charge_own, metered_apart, put_units};
 use crate::store::client::query::Item;
 use crate::store::client::relocate::{replace_moving, Relocated};
 
@@ -32,8 +33,12 @@ impl Puller {
             return None;
         }
         let both = async {
-            let (in_target, in_source) =
-                tokio::join!(self.read(&self.to, key), self.read_source(key));
+            // The source's read is the move's (the platform's), as a pull is: the tenant pays the
+            // one read it would make were it not moving.
+            let (in_target, in_source) = tokio::join!(
+                self.read(&self.to, key),
+                metered_apart(self.read_source(key))
+            );
             if let Ok(None) = in_source {
                 self.found_gone(name, checked_at);
             }
@@ -70,14 +75,25 @@ impl Puller {
     ) -> Result<Option<Item>, StoreError> {
         let (lock, _entry) = ItemLock::take(self, name.clone());
         let _held = lock.lock().await;
+        // The reads of the source and the relocating transactions are the move's (the platform's,
+        // as a pull is), also when one loses to the backfill; the tenant pays its put alone.
         for attempt in 0..RELOCATION_ATTEMPTS {
-            let Some(old) = self.read_source(&key).await? else {
+            let Some(old) = metered_apart(self.read_source(&key)).await? else {
                 // Out of the source for good: the target's answer is the whole truth.
                 self.found_gone(name, checked_at);
                 return self.put_target(new).await;
             };
-            match replace_moving(&self.client, &self.from, &old, new, &self.to).await {
+            let replaced = metered_apart(replace_moving(
+                &self.client,
+                &self.from,
+                &old,
+                new,
+                &self.to,
+            ))
+            .await;
+            match replaced {
                 Ok(Relocated::Moved) => {
+                    charge_own(put_units(new));
                     self.found_gone(name, checked_at);
                     return Ok(Some(old));
                 }
