@@ -37,7 +37,7 @@ impl Puller {
             // one read it would make were it not moving.
             let (in_target, in_source) = tokio::join!(
                 self.read(&self.to, key),
-                metered_apart(self.read_source(key))
+                Box::pin(metered_apart(self.read_source(key)))
             );
             if let Ok(None) = in_source {
                 self.found_gone(name, checked_at);
@@ -78,18 +78,20 @@ impl Puller {
         // The reads of the source and the relocating transactions are the move's (the platform's,
         // as a pull is), also when one loses to the backfill; the tenant pays its put alone.
         for attempt in 0..RELOCATION_ATTEMPTS {
-            let Some(old) = metered_apart(self.read_source(&key)).await? else {
+            let Some(old) = Box::pin(metered_apart(self.read_source(&key))).await? else {
                 // Out of the source for good: the target's answer is the whole truth.
                 self.found_gone(name, checked_at);
                 return self.put_target(new).await;
             };
-            let replaced = metered_apart(replace_moving(
+            // (Boxed, as the reads: metering apart nests the work in a scope of its own, and every
+            // put's future holds this one, moving or not.)
+            let replaced = Box::pin(metered_apart(replace_moving(
                 &self.client,
                 &self.from,
                 &old,
                 new,
                 &self.to,
-            ))
+            )))
             .await;
             match replaced {
                 Ok(Relocated::Moved) => {
