@@ -33,6 +33,9 @@ use crate::lane_walk::{self, LaneWork};
 use crate::operation::Operation;
 use crate::{Lanes, LanesProgress, OffboardingView};
 
+/// When to call again while the lane workers delete (a call then only reads their progress).
+const QUEUED_RETRY_SECONDS: u64 = 5;
+
 /// How long one call deletes before it answers 202 (the function timeout is 10 s).
 pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
 
@@ -129,8 +132,15 @@ pub async fn advance(
     if !state.walked && !own_table_gone {
         state = match walk_in_lanes(app, lanes, db, &state, &sources, deadline).await? {
             Walked::Done(state) => state,
+            // With a queue the workers delete and a call only watches: come back in a few
+            // seconds. Without one, each call deletes: come back at once.
             Walked::Running(progress) => {
-                return Ok(accepted(&record.tenant_id, &state, Some(progress), 0))
+                let retry = if lanes.queued() {
+                    QUEUED_RETRY_SECONDS
+                } else {
+                    0
+                };
+                return Ok(accepted(&record.tenant_id, &state, Some(progress), retry));
             }
             Walked::Raced => return reread(app, db, &state).await,
         };

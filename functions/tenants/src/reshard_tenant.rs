@@ -141,7 +141,8 @@ pub async fn migrate(
             let record = read_record_consistent(db)
                 .await?
                 .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
-            Ok(accepted(record, 1))
+            // With a queue the workers move and a call only watches: come back in a few seconds.
+            Ok(accepted(record, if runner.queued() { 5 } else { 1 }))
         }
         Some(true) => {
             let (counts, _) = lanes::totals(&all);

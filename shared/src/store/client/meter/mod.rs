@@ -16,12 +16,15 @@ pub use meta::{
     PageBudget, RequestMeta,
 };
 
-/// What a PutItem of `item` costs: one write unit per started kilobyte.
+/// What a PutItem of `item` costs: one write unit per started kilobyte in the table, and one in
+/// each index it is in (the inverted GSI1 holds every item; the catalog, GSI2, those with a
+/// `catalog` entry; both project keys only, under a kilobyte).
 pub fn put_units(
     item: &std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>,
 ) -> CapacityUnits {
+    let in_catalog = item.contains_key(crate::identity::keys::CATALOG);
     CapacityUnits {
         read: 0.0,
-        write: intercept::write_units_of(item),
+        write: intercept::write_units_of(item) + 1.0 + f64::from(u8::from(in_catalog)),
     }
 }
