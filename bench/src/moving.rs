@@ -87,9 +87,15 @@ pub async fn move_figure(h: &Harness, app: &App, report: &mut Report) {
         loop {
             let db = app.db_for_operator(&t).await.unwrap();
             let until = Instant::now() + Duration::from_secs(5);
-            let answer = tenants::move_tenant::advance(app, &db, record, until)
-                .await
-                .expect("a backfill step");
+            let answer = tenants::move_tenant::advance(
+                app,
+                &tenants::Lanes::in_process(),
+                &db,
+                record,
+                until,
+            )
+            .await
+            .expect("a backfill step");
             if answer.status() == 200 {
                 done.store(true, Ordering::SeqCst);
                 return;

@@ -271,7 +271,7 @@ async fn advance(
         }
         Operation::Moving => {
             let deadline = Instant::now() + move_tenant::WORK_PER_REQUEST;
-            move_tenant::advance(app, db, record, deadline).await
+            move_tenant::advance(app, lanes, db, record, deadline).await
         }
         Operation::Restoring => restore_tenant::advance(app, db, record).await,
     }

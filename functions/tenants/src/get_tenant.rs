@@ -12,31 +12,40 @@ use shared::{ApiError, App};
 
 use crate::{LanesProgress, TenantView};
 
-/// The progress of `record`'s offboarding's or re-sharding's lanes, while it runs in them (one
+/// The progress of `record`'s offboarding's, re-sharding's or move's lanes, while it runs in them (one
 /// consistent Query of their partition).
 async fn lanes_of(
     app: &App,
     db: &shared::store::client::scoped::TenantDb,
     record: &shared::store::tenancy::tenants::TenantRecord,
 ) -> Result<Option<LanesProgress>, ApiError> {
-    use shared::store::lifecycle::{lanes, offboarding, resharding};
+    use crate::lane_walk::LaneWork;
+    use shared::store::lifecycle::{lanes, moving, resharding};
     let now_ms = app.clock.now_millis();
-    let (operation, sources, before, since) = match (&record.offboarding, &record.migration) {
+    let (work, sources, before, since) = match (&record.offboarding, &record.migration) {
         (Some(o), _) if o.lanes.is_some() && !o.walked => (
-            offboarding::OPERATION,
+            LaneWork::Delete,
             crate::offboard_tenant::walk_sources(record)?,
             o.deleted.clone(),
             o.lanes_since_ms,
         ),
         (_, Some(m)) if m.lanes.is_some() => (
-            resharding::OPERATION,
+            LaneWork::Move { to: m.to },
             resharding::sharded_sources(&db.tenant, m.from),
             Default::default(),
             m.lanes_since_ms,
         ),
-        _ => return Ok(None),
+        _ => match &record.moving {
+            Some(m) if m.lanes.is_some() => (
+                LaneWork::Relocate { to: m.to },
+                moving::sources(&db.tenant, record),
+                Default::default(),
+                m.lanes_since_ms,
+            ),
+            _ => return Ok(None),
+        },
     };
-    let all = lanes::read(db, operation).await?;
+    let all = lanes::read(&work.lanes_db(db), work.operation()).await?;
     let progress = LanesProgress::of(&db.tenant, &sources, &all, &before, since, now_ms);
     Ok(Some(progress))
 }
@@ -62,7 +71,11 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             offboarding.lanes = Some(lanes);
         }
         (None, Some(migration), lanes) => migration.lanes = lanes,
-        _ => {}
+        (_, _, lanes) => {
+            if let Some(moving) = &mut view.moving {
+                moving.lanes = lanes;
+            }
+        }
     }
     let view = match caller.operator {
         true => view,

@@ -1,5 +1,6 @@
 //! Stepping one lane of an operation's walk (`shared::store::lifecycle::lanes`), whoever steps it:
-//! a call or the driver with no lane queue, or the lane worker. What a step does is the operation's
+//! a call or the driver with no lane queue, or the lane worker; for an offboarding, a re-sharding or
+//! a move. What a step does is the operation's
 //! ([`LaneWork`]); the loop, its pacing, its end, and the sending again of lost lanes are shared.
 
 use std::time::Instant;
@@ -8,7 +9,7 @@ use shared::store::client::scoped::TenantDb;
 use shared::store::lifecycle::lanes::{self, Lane};
 use shared::store::lifecycle::offboarding::{self, ITEMS_PER_STEP};
 use shared::store::lifecycle::tenant_items::{self, Budget, Page, Source};
-use shared::store::lifecycle::{pacing, resharding};
+use shared::store::lifecycle::{moving, pacing, resharding};
 use shared::{ApiError, App};
 
 use crate::{LaneMessage, Lanes};
@@ -21,6 +22,9 @@ pub enum LaneWork {
     /// A re-sharding's to `to` shards: moves each item whose shard changes (each in a transaction
     /// of its own, conditioned as every move is), then moves the lane's checkpoint.
     Move { to: u32 },
+    /// A move's to placement `to`: relocates the page from the source table to the target (a few
+    /// items to a transaction), then moves the lane's checkpoint, kept in the pool.
+    Relocate { to: moving::Placement },
 }
 
 impl LaneWork {
@@ -29,7 +33,25 @@ impl LaneWork {
         match self {
             LaneWork::Delete => offboarding::OPERATION,
             LaneWork::Move { .. } => resharding::OPERATION,
+            LaneWork::Relocate { .. } => moving::OPERATION,
         }
+    }
+
+    /// Where its lanes are kept: a move's in the pool, beside the record (its own source table is
+    /// deleted before it ends); the others' in the tenant's table.
+    pub fn lanes_db(self, db: &TenantDb) -> TenantDb {
+        match self {
+            LaneWork::Relocate { .. } => db.for_record(),
+            _ => db.clone(),
+        }
+    }
+
+    /// What its lanes walk: a move's source table; the others' the tenant's table.
+    fn walked_db(self, db: &TenantDb) -> Result<TenantDb, ApiError> {
+        Ok(match self {
+            LaneWork::Relocate { to } => db.on_table(&moving::tables(db, to)?.0),
+            _ => db.clone(),
+        })
     }
 
     /// One step over `page`, read from `lane`'s walk: the lane after it, or `None` when another
@@ -50,6 +72,11 @@ impl LaneWork {
             LaneWork::Move { to } => {
                 let moved = resharding::move_page(db, page, to).await?;
                 resharding::lane_step(db, lane, page, moved, now_ms).await?
+            }
+            LaneWork::Relocate { to } => {
+                let (from_table, to_table) = moving::tables(db, to)?;
+                let moved = moving::move_page(db, &from_table, &to_table, &page.items).await?;
+                moving::lane_step(db, lane, page, moved, now_ms).await?
             }
         })
     }
@@ -79,6 +106,7 @@ pub async fn run_lane(
     deadline: Instant,
 ) -> Result<LaneRun, ApiError> {
     let own = lanes::lane_sources(sources, lane.lane, count);
+    let walked = work.walked_db(db)?;
     let budget = Budget {
         items: ITEMS_PER_STEP,
         bytes: pacing::STEP_BYTES,
@@ -86,7 +114,7 @@ pub async fn run_lane(
     };
     loop {
         let step_started = Instant::now();
-        let page = tenant_items::page(db, &own, lane.position.as_ref(), budget).await?;
+        let page = tenant_items::page(&walked, &own, lane.position.as_ref(), budget).await?;
         lane = match work.step(app, db, &lane, &page).await? {
             Some(next) => next,
             None => return Ok(LaneRun::Raced),
@@ -162,10 +190,11 @@ pub async fn resend_lost(
     pending: &[Lane],
 ) -> Result<(), ApiError> {
     let now_ms = app.clock.now_millis();
+    let kept = work.lanes_db(db);
     let mut lost = Vec::new();
     for lane in pending {
         if now_ms.saturating_sub(lane.stepped_at_ms) >= LOST_AFTER_MS
-            && lanes::touch(db, lane, now_ms).await?
+            && lanes::touch(&kept, lane, now_ms).await?
         {
             lost.push(LaneMessage::new(&db.tenant, work.operation(), lane.lane));
         }
@@ -188,7 +217,8 @@ pub async fn advance_lanes(
     count: u32,
     deadline: Instant,
 ) -> Result<Vec<Lane>, ApiError> {
-    let pending: Vec<Lane> = lanes::read(db, work.operation())
+    let kept = work.lanes_db(db);
+    let pending: Vec<Lane> = lanes::read(&kept, work.operation())
         .await?
         .into_iter()
         .filter(|lane| !lane.done)
@@ -198,7 +228,7 @@ pub async fn advance_lanes(
     } else if !pending.is_empty() {
         run_lanes(app, db, work, sources, count, pending, deadline).await?;
     }
-    Ok(lanes::read(db, work.operation()).await?)
+    Ok(lanes::read(&kept, work.operation()).await?)
 }
 
 /// Whether `all` (read after [`advance_lanes`]) are the `count` planned, every one done: the

@@ -141,31 +141,21 @@ pub(crate) fn running_state<S: Clone>(
         .ok_or_else(|| ApiError::Internal(format!("{what} record without its state")))
 }
 
-/// What a re-sharding's or a move's step committed: the record to go on with (remembered in this
-/// container), or, when another call committed first (it is the one moving now), the answer from
-/// the record as it is now: 202 while `running` says the change still runs, 200 once it ended.
-pub(crate) async fn after_step(
+/// The answer from `tenant`'s record as it is now (read consistently, and remembered): 202 while
+/// `running` says the operation still runs (come back in a second), 200 once it ended.
+pub(crate) async fn reread(
     app: &shared::App,
     db: &TenantDb,
-    step: shared::store::lifecycle::resharding::Step,
     running: fn(&TenantRecord) -> bool,
-) -> Result<Result<TenantRecord, lambda_http::Response<lambda_http::Body>>, ApiError> {
-    use shared::store::lifecycle::resharding::Step;
-    let record = match step {
-        Step::Committed(next) => *next,
-        Step::Raced => {
-            let current = shared::store::tenancy::tenants::read_record_consistent(db)
-                .await?
-                .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
-            remember(app, &db.tenant, &current);
-            return Ok(Err(match running(&current) {
-                true => accepted(current, 1),
-                false => done(current),
-            }));
-        }
-    };
+) -> Result<lambda_http::Response<lambda_http::Body>, ApiError> {
+    let record = shared::store::tenancy::tenants::read_record_consistent(db)
+        .await?
+        .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
     remember(app, &db.tenant, &record);
-    Ok(Ok(record))
+    Ok(match running(&record) {
+        true => accepted(record, 1),
+        false => done(record),
+    })
 }
 
 /// 202 with the record and its progress, and when to call again (`Retry-After`).

@@ -1,36 +1,34 @@
 //! Moving a tenant between the pool and its own table through `PATCH /tenants/{tenantId}`
 //! `{"placement": "own" | "pool"}`, while it is served (`shared::store::lifecycle::moving`): 202 with
-//! the record and its `move` progress while the move runs (call again after `Retry-After`: every
-//! call backfills for up to [`WORK_PER_REQUEST`]), 200 with the record once the tenant is placed
+//! the record and its `move` progress while the move runs (call again after `Retry-After`: with a
+//! lane queue the lane workers backfill, else every call backfills for up to
+//! [`WORK_PER_REQUEST`]), 200 with the record once the tenant is placed
 //! there (at once when it already is); 404 when there is no such tenant; 409 while a move the other
 //! way, a re-sharding, a restore or an offboarding of the tenant runs; 503 when a new own table is
 //! not ready yet (a retry waits again).
 //!
 //! Operator only. The first call makes the own table (moving into one), lists the tenant for the
-//! lifecycle driver, and writes the move into the record; each backfill step commits a checkpoint
-//! there, so any call in any container, or the driver with no client calling, resumes where the
-//! last one ended, and two calls at once never both commit a step.
+//! lifecycle driver, and writes the move into the record; from `movesStartAt` the backfill runs in
+//! lanes, each step committing its lane's checkpoint, so any call, lane worker or the driver, in
+//! any container, resumes where the last one ended, and two at once never both commit a step.
 
 use std::time::{Duration, Instant};
 
 use lambda_http::{Body, Response};
 use serde::Serialize;
 use shared::identity::ids::TenantId;
-use shared::identity::keys::ItemKey;
 use shared::store::client::scoped::TenantDb;
 use shared::store::lifecycle::moving::{
-    begin, checkpoint, finish, move_page, sources, Placement, PlacementMove, ITEMS_PER_STEP,
+    begin, finish_lanes, plan_lanes, sources, tables, Placement, PlacementMove, MOVED,
 };
 use shared::store::lifecycle::resharding::Step;
-use shared::store::lifecycle::tenant_items::{self, Budget};
-use shared::store::lifecycle::{driving, pacing};
-use shared::store::tenancy::placement::{
-    create_own_table, delete_own_table, own_table_name, table_exists,
-};
+use shared::store::lifecycle::{driving, lanes};
+use shared::store::tenancy::placement::{create_own_table, delete_own_table, own_table_name};
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
 use shared::{ApiError, App};
 
-use crate::{accepted, done};
+use crate::lane_walk::{self, LaneWork};
+use crate::{accepted, done, Lanes};
 
 /// How long one call backfills before it answers 202 (the function timeout is 10 s).
 pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
@@ -49,6 +47,9 @@ pub struct MoveView {
     pub to_table: String,
     #[serde(flatten)]
     pub progress: crate::ProgressView,
+    /// The backfill's lanes, while it runs in them (`GET /tenants/{tenantId}` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<crate::LanesProgress>,
 }
 
 impl From<&PlacementMove> for MoveView {
@@ -58,6 +59,7 @@ impl From<&PlacementMove> for MoveView {
             from_table: m.from_table.clone(),
             to_table: m.to_table.clone(),
             progress: (&m.progress).into(),
+            lanes: None,
         }
     }
 }
@@ -81,6 +83,7 @@ fn placement_of(record: &TenantRecord) -> Placement {
 /// the platform's account: [`crate::operation::Operation::Moving`]).
 pub async fn run(
     app: &App,
+    runner: &Lanes,
     operator: &TenantId,
     tenant: &TenantId,
     to: Placement,
@@ -106,7 +109,7 @@ pub async fn run(
             None => match start(app, &db, &record, to, operator).await? {
                 Step::Committed(record) => {
                     tracing::info!(tenant = %tenant, to = placement_name(to), by = %operator, "tenant move started");
-                    return advance(app, &db, *record, deadline).await;
+                    return advance(app, runner, &db, *record, deadline).await;
                 }
                 Step::Raced => continue,
             },
@@ -118,7 +121,7 @@ pub async fn run(
                     placement_name(m.to)
                 )))
             }
-            Some(_) => return advance(app, &db, record, deadline).await,
+            Some(_) => return advance(app, runner, &db, record, deadline).await,
         }
     }
     Err(ApiError::Conflict(
@@ -183,73 +186,64 @@ async fn start(
     Ok(begin(db, record, to, &to_table, operator, now_ms).await?)
 }
 
-/// Backfills `record`'s move (already begun) until it is done (200), another call takes over, or
-/// `deadline` passes (202 with the progress): what every PATCH does after its first, and what the
-/// lifecycle driver does with no client calling.
+/// Runs the backfill's lanes (planned by the first call after `movesStartAt`): with a lane queue,
+/// sends again the lanes nobody has stepped for a while; without one, steps every lane not yet done
+/// side by side until `deadline` ([`crate::lane_walk`]). Once every lane is done, deletes an own
+/// source table, then the lanes, and sets the placement, the last two in one transaction. What
+/// every PATCH does after its first, what the lifecycle driver does with no client calling, and
+/// what the lane worker that steps the last lane does.
 pub async fn advance(
     app: &App,
+    runner: &Lanes,
     db: &TenantDb,
-    mut record: TenantRecord,
+    record: TenantRecord,
     deadline: Instant,
 ) -> Result<Response<Body>, ApiError> {
-    let mut state = crate::running_state(app, db, &record, |r| r.moving.as_ref(), "a move")?;
+    let state = crate::running_state(app, db, &record, |r| r.moving.as_ref(), "a move")?;
     let now = app.clock.now_seconds();
     if now < state.progress.moves_start_at {
         return Ok(accepted(record, state.progress.moves_start_at - now));
     }
-    // The walk reads the source; the relocations name both tables (no request pulls for them).
-    let source = db.on_table(&state.from_table);
+    let work = LaneWork::Relocate { to: state.to };
     let sources = sources(&db.tenant, &record);
-    let budget = Budget {
-        items: ITEMS_PER_STEP,
-        bytes: pacing::STEP_BYTES,
-        until: Some(deadline),
+    let count = match state.lanes {
+        Some(count) => count,
+        None => {
+            let count = lane_walk::lanes_to_plan(app, state.position.is_some(), sources.len());
+            if !plan_lanes(db, &state, count, app.clock.now_millis()).await? {
+                return crate::reread(app, db, is_moving).await;
+            }
+            lane_walk::send_all(runner, db, work, count).await?;
+            count
+        }
     };
-    let tables = app.tenants.table_manager();
-    // Only the table the tenant's id names under the pool is ever deleted, whatever the record says.
-    let own_source = (state.to == Placement::Pool)
-        .then(|| own_table_name(app.tenants.table_name(), &db.tenant))
-        .flatten()
-        .filter(|own| *own == state.from_table);
-    loop {
-        let step_started = Instant::now();
-        // An own source is deleted just before the finish: gone already, a call got that far.
-        let source_gone = match &own_source {
-            Some(own) => !table_exists(&tables, own).await?,
-            None => false,
-        };
-        let page = match source_gone {
-            true => tenant_items::Page::default(),
-            false => tenant_items::page(&source, &sources, state.position.as_ref(), budget).await?,
-        };
-        let step = match page.items.last() {
-            // The walk reached the end: walk again from the start, until a whole walk finds nothing.
-            None if state.position.is_some() => checkpoint(db, &state, None, 0).await?,
-            None => {
-                if let (Some(own), false) = (&own_source, source_gone) {
-                    delete_own_table(&tables, db.own_table_manager()?, own).await?;
-                }
-                finish(db, &state).await?
+    let all = lane_walk::advance_lanes(app, runner, db, work, &sources, count, deadline).await?;
+    match lane_walk::all_done(&all, count) {
+        None => crate::reread(app, db, is_moving).await,
+        Some(false) => {
+            let record = read_record_consistent(db)
+                .await?
+                .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+            // With a queue the workers move and a call only watches: come back in a few seconds.
+            Ok(accepted(record, if runner.queued() { 5 } else { 0 }))
+        }
+        Some(true) => {
+            // Only the table the tenant's id names under the pool is ever deleted.
+            if state.to == Placement::Pool {
+                let (own, _) = tables(db, Placement::Pool)?;
+                let manager = db.own_table_manager()?;
+                delete_own_table(&app.tenants.table_manager(), manager, &own).await?;
             }
-            Some(last) => {
-                let moved = move_page(db, &state, &page.items).await?;
-                let position = ItemKey::from_key(last);
-                checkpoint(db, &state, position, moved).await?
+            if finish_lanes(db, &state, &all).await? {
+                let (counts, _) = lanes::totals(&all);
+                let moved = counts.get(MOVED).copied().unwrap_or(0);
+                tracing::info!(tenant = %db.tenant, to = placement_name(state.to), moved, "tenant moved");
             }
-        };
-        record = match crate::after_step(app, db, step, |r| r.moving.is_some()).await? {
-            Ok(next) => next,
-            Err(answer) => return Ok(answer),
-        };
-        let Some(next) = record.moving.clone() else {
-            tracing::info!(tenant = %db.tenant, to = placement_name(state.to), moved = state.progress.moved, "tenant moved");
-            return Ok(done(record));
-        };
-        state = next;
-        // Paced like a re-sharding's steps: the next starts when the partitions have taken these.
-        pacing::pace(step_started, pacing::transactional_write_units(&page.items)).await;
-        if Instant::now() >= deadline {
-            return Ok(accepted(record, 0));
+            crate::reread(app, db, is_moving).await
         }
     }
+}
+
+fn is_moving(record: &TenantRecord) -> bool {
+    record.moving.is_some()
 }

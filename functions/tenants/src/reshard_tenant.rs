@@ -128,7 +128,7 @@ pub async fn migrate(
         None => {
             let count = lane_walk::lanes_to_plan(app, state.position.is_some(), sources.len());
             if !plan_lanes(db, &state, count, app.clock.now_millis()).await? {
-                return reread(app, db).await;
+                return crate::reread(app, db, is_resharding).await;
             }
             lane_walk::send_all(runner, db, work, count).await?;
             count
@@ -136,7 +136,7 @@ pub async fn migrate(
     };
     let all = lane_walk::advance_lanes(app, runner, db, work, &sources, count, deadline).await?;
     match lane_walk::all_done(&all, count) {
-        None => reread(app, db).await,
+        None => crate::reread(app, db, is_resharding).await,
         Some(false) => {
             let record = read_record_consistent(db)
                 .await?
@@ -150,19 +150,11 @@ pub async fn migrate(
                 let moved = counts.get(resharding::MOVED).copied().unwrap_or(0);
                 tracing::info!(tenant = %db.tenant, shards = state.to, moved, "tenant re-sharded");
             }
-            reread(app, db).await
+            crate::reread(app, db, is_resharding).await
         }
     }
 }
 
-/// The answer from the record as it is now: 202 while the re-sharding runs, 200 once it ended.
-async fn reread(app: &App, db: &TenantDb) -> Result<Response<Body>, ApiError> {
-    let record = read_record_consistent(db)
-        .await?
-        .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
-    crate::remember(app, &db.tenant, &record);
-    Ok(match record.migration {
-        Some(_) => accepted(record, 1),
-        None => done(record),
-    })
+fn is_resharding(record: &TenantRecord) -> bool {
+    record.migration.is_some()
 }

@@ -62,7 +62,7 @@ pub async fn handle(
                 "placement is changed on its own, without tier, limits, status or shardCount",
             ));
         }
-        let run = crate::move_tenant::run(app, &caller.tenant, &tenant, to);
+        let run = crate::move_tenant::run(app, lanes, &caller.tenant, &tenant, to);
         return Operation::Moving.charged(app, run).await;
     }
     if let Some(to) = input.shard_count {

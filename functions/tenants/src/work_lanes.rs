@@ -1,5 +1,5 @@
 //! workLanes: the lane queue's consumer (`crate::lane_queue`). Each message is one lane's turn of
-//! an offboarding or a re-sharding: the lane is stepped for its turn (`Lanes::turn`, 10 s unless
+//! an offboarding, a re-sharding or a move: the lane is stepped for its turn (`Lanes::turn`, 10 s unless
 //! told otherwise; paced at a partition's rate), then its next turn goes to the back of the queue.
 //! The worker that finds every lane done ends the operation, as a call would. Charged to the
 //! platform's account, like the calls.
@@ -13,7 +13,7 @@ use std::time::Instant;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use shared::identity::ids::TenantId;
 use shared::isolation::policy::Scope;
-use shared::store::lifecycle::{lanes, offboarding, resharding};
+use shared::store::lifecycle::{lanes, moving, offboarding, resharding};
 use shared::store::tenancy::tenants::read_record_consistent;
 use shared::{ApiError, App};
 
@@ -49,6 +49,7 @@ pub async fn work(app: &App, runner: &Lanes, event: SqsEvent) -> SqsBatchRespons
         // Charged to the platform's account under the route a call of the operation is.
         let operation = match lane.operation.as_str() {
             resharding::OPERATION => Operation::Resharding,
+            moving::OPERATION => Operation::Moving,
             _ => Operation::Offboarding,
         };
         match operation.charged(app, turn(app, runner, &lane)).await {
@@ -101,9 +102,17 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
             ),
             _ => return Ok(Turn::Dropped),
         },
+        moving::OPERATION => match record.moving.as_ref() {
+            Some(m) if m.lanes.is_some() => (
+                LaneWork::Relocate { to: m.to },
+                m.lanes.unwrap_or(1),
+                moving::sources(&tenant, &record),
+            ),
+            _ => return Ok(Turn::Dropped),
+        },
         _ => return Ok(Turn::Dropped),
     };
-    let all = lanes::read(&db, work.operation()).await?;
+    let all = lanes::read(&work.lanes_db(&db), work.operation()).await?;
     let Some(lane) = all.into_iter().find(|l| l.lane == message.lane) else {
         return Ok(Turn::Dropped);
     };
@@ -124,6 +133,9 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
                 LaneWork::Delete => offboard_tenant::advance(app, runner, &db, record).await?,
                 LaneWork::Move { .. } => {
                     crate::reshard_tenant::migrate(app, runner, &db, record, deadline).await?
+                }
+                LaneWork::Relocate { .. } => {
+                    crate::move_tenant::advance(app, runner, &db, record, deadline).await?
                 }
             };
             Ok(Turn::Done)

@@ -1,7 +1,7 @@
-//! Issue 58: an offboarding's walk split into lanes, each with its own checkpoint, stepped by the
-//! lane worker from the lane queue (`tenants::work_lanes`), planned and sent again by calls and the
-//! driver. Every item is deleted exactly once, whoever steps a lane, however often its message is
-//! delivered, and wherever a worker dies.
+//! Issue 58: an offboarding's, a re-sharding's and a move's walk split into lanes, each with its
+//! own checkpoint, stepped by the lane worker from the lane queue (`tenants::work_lanes`), planned
+//! and sent again by calls and the driver. Every item is deleted or moved exactly once, whoever
+//! steps a lane, however often its message is delivered, and wherever a worker dies.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -501,6 +501,110 @@ async fn a_re_sharding_in_lanes_on_the_queue_moves_every_item_once_through_dupli
         .call("query-tenant-products", &integration::api::NO_PATH, None)
         .await;
     assert_eq!(listed.ids("productId").len(), 400, "{}", listed.body);
+    pump.drain(&h.app, 4).await;
+    assert!(pump.queues.dead_letters().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_move_in_lanes_on_the_queue_relocates_every_item_once_while_a_call_steps_the_same_lanes()
+{
+    use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
+    // GIVEN a tenant of 300 products and an employee in a department on 4 shards, a neighbour
+    // beside it, moves in 4 lanes, and a lane queue whose turns last 150 ms
+    let mut h = Harness::new().await;
+    h.app.settings.lifecycle_lanes = 4;
+    let (t, neighbour) = (unique("mover"), unique("stayer"));
+    onboard(&h, &t, 4).await;
+    onboard(&h, &neighbour, 4).await;
+    seed_every_kind(&h, &t, 300).await;
+    seed_every_kind(&h, &neighbour, 20).await;
+    let pump = LanePump::new(1, Duration::from_millis(150)).await;
+    let data = |items: Vec<Item>| -> Vec<Item> {
+        sorted(
+            items
+                .into_iter()
+                .filter(|i| i.contains_key("kind"))
+                .collect(),
+        )
+    };
+    let before = data(h.items_under(&raw_key(&t, "")).await);
+    let neighbour_before = sorted(h.items_under(&raw_key(&neighbour, "")).await);
+
+    // WHEN an operator moves it into its own table, items may move, and the driver plans the lanes
+    let operator = integration::operator();
+    let started = h.operator().move_to(&t, "own").await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    // THEN four lanes are on the queue, and GET shows them, none done
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 4);
+    let shown = get_tenant(&h, &t, &operator).await;
+    let lanes = &shown.body["move"]["lanes"];
+    assert_eq!(
+        (&lanes["lanes"], &lanes["lanesDone"]),
+        (&json!(4), &json!(0)),
+        "{}",
+        shown.body
+    );
+    // WHEN the workers take them, the first delivered twice and the second's worker killed 40 ms
+    // in, while a call (with no queue: it steps every lane itself) steps the same lanes
+    let (_, call) = tokio::join!(
+        pump.round(&h.app, 10, 4, |i| match i {
+            0 => Delivery::Twice,
+            1 => Delivery::Killed(40),
+            _ => Delivery::Once,
+        }),
+        h.operator().move_to(&t, "own"),
+    );
+    assert!([200, 202].contains(&call.status), "{}", call.body);
+    // AND the workers take the queue, every third delivery twice, until the move ends
+    pump_while(&h, &pump, || async {
+        let view = get_tenant(&h, &t, &operator).await;
+        view.body.get("move").is_some()
+    })
+    .await;
+
+    // THEN the tenant is in its own table, which holds every item of its data once, byte for byte;
+    // the pool holds its record and nothing else of it (no lane left), and the neighbour's items
+    // are as they were
+    let view = get_tenant(&h, &t, &operator).await;
+    assert_eq!(view.body["placement"], "own", "{}", view.body);
+    let own =
+        shared::store::tenancy::placement::own_table_name(&h.table, &TenantId::parse(&t).unwrap())
+            .unwrap();
+    let prefix = raw_key(&t, "");
+    let in_own: Vec<Item> = h
+        .admin_scan(&own)
+        .await
+        .into_iter()
+        .filter(|i| i["PK"].as_s().is_ok_and(|pk| pk.starts_with(&prefix)))
+        .collect();
+    assert_eq!(data(in_own), before);
+    let left: Vec<String> = h
+        .items_under(&prefix)
+        .await
+        .iter()
+        .map(|i| i["PK"].as_s().unwrap().clone())
+        .collect();
+    assert_eq!(
+        left,
+        vec![shared::identity::keys::tenant_record_key(
+            &TenantId::parse(&t).unwrap()
+        )]
+    );
+    assert_eq!(
+        sorted(h.items_under(&raw_key(&neighbour, "")).await),
+        neighbour_before
+    );
+    // AND every product reads and lists once, from its own table
+    let listed = h
+        .tenant(&t)
+        .query(&[("limit", "1000"), ("order", "id")])
+        .call("query-tenant-products", &integration::api::NO_PATH, None)
+        .await;
+    assert_eq!(listed.ids("productId").len(), 300, "{}", listed.body);
     pump.drain(&h.app, 4).await;
     assert!(pump.queues.dead_letters().await.is_empty());
 }

@@ -51,6 +51,14 @@ pub struct Lane {
     pub counts: BTreeMap<String, u64>,
     /// Epoch milliseconds of its last committed step (or of the plan).
     pub stepped_at_ms: u64,
+    /// Items the walk found since it last began (a walk that must end with a pass that finds
+    /// nothing: [`Lane::after_confirming_step`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub found: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Lane {
@@ -65,6 +73,7 @@ impl Lane {
             position: start,
             counts: BTreeMap::new(),
             stepped_at_ms: now_ms,
+            found: 0,
         }
     }
 
@@ -86,6 +95,26 @@ impl Lane {
             *next.counts.entry(kind.clone()).or_default() += n;
         }
         next.stepped_at_ms = now_ms;
+        next
+    }
+
+    /// As [`Lane::after_step`], for a walk that ends only with a pass that finds nothing (a move's:
+    /// the source must be seen empty), the step having found `found` items: a pass that ends having
+    /// found some begins again from the start.
+    pub fn after_confirming_step(
+        &self,
+        position: Option<ItemKey>,
+        counts: &BTreeMap<String, u64>,
+        found: u64,
+        now_ms: u64,
+    ) -> Self {
+        let mut next = self.after_step(position, counts, now_ms);
+        next.found += found;
+        if next.done && next.found > 0 {
+            next.done = false;
+            next.position = None;
+            next.found = 0;
+        }
         next
     }
 }
@@ -303,6 +332,7 @@ mod tests {
             position: None,
             counts: BTreeMap::from([("PRODUCT".to_owned(), 5)]),
             stepped_at_ms: 1,
+            found: 0,
         };
         let at = ItemKey {
             pk: "a".into(),
@@ -319,6 +349,18 @@ mod tests {
         );
         assert_eq!(next.counts["PRODUCT"], 7);
         let last = next.after_step(None, &BTreeMap::new(), 10);
-        assert_eq!((last.steps, last.done, last.position), (5, true, Some(at)));
+        assert_eq!(
+            (last.steps, last.done, last.position),
+            (5, true, Some(at.clone()))
+        );
+        // A confirming walk's pass that found items begins again; one that found none ends it.
+        let again = next.after_confirming_step(None, &BTreeMap::new(), 2, 11);
+        assert_eq!(
+            (again.done, again.position.clone(), again.found),
+            (false, None, 0)
+        );
+        let mid = again.after_confirming_step(Some(at), &BTreeMap::new(), 0, 12);
+        let end = mid.after_confirming_step(None, &BTreeMap::new(), 0, 13);
+        assert!(end.done);
     }
 }

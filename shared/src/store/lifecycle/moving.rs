@@ -10,12 +10,15 @@
 //!    source (`store::client::pull`): a read finds each item where it now is, a write's conditions
 //!    see it, a delete leaves nothing behind to come back, and a list's page holds every item of its
 //!    window.
-//! 3. From `movesStartAt`, when no request can still write the source, the backfill ([`move_page`])
-//!    walks the source with the tenant walk and relocates what it finds, a step at a time under the
-//!    record's checkpoint ([`checkpoint`]), so any call in any container resumes where the last
-//!    committed step ended.
-//! 4. When a walk from the start finds nothing, [`finish`] sets the placement (`ownTable`) and
-//!    removes the move; the source, if it was an own table, is deleted first.
+//! 3. From `movesStartAt`, when no request can still write the source, the backfill walks the
+//!    source in lanes (`lifecycle::lanes`, planned by [`plan_lanes`]; kept in the pool beside the
+//!    record) and relocates what it finds ([`move_page`]), each lane a step at a time under its own
+//!    checkpoint ([`lane_step`]), so any call or lane worker in any container resumes where the
+//!    last committed step ended. A lane whose walk found items walks again from its start, until
+//!    a pass finds nothing.
+//! 4. When every lane is done, [`finish_lanes`] deletes the lanes, sets the placement (`ownTable`)
+//!    and removes the move, in one transaction; the source, if it was an own table, is deleted
+//!    first.
 //!
 //! The backfill relocates 25 items to a transaction (two writes each); a request's pull costs a
 //! consistent read of the source per item or window it touches, and a relocation per item there.
@@ -24,9 +27,10 @@
 /// cost under it, the backfill's and the requests' pulls alike.
 pub const ROUTE: &str = "update-tenant";
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use futures::StreamExt;
 
 use crate::identity::ids::TenantId;
@@ -36,10 +40,12 @@ use crate::store::client::pull::Passed;
 use crate::store::client::query::Item;
 use crate::store::client::relocate::{relocate, relocate_together, Place};
 use crate::store::client::scoped::TenantDb;
-use crate::store::lifecycle::resharding::{asked, Step};
-use crate::store::lifecycle::tenant_items::{self, RecordInWalk, Source};
+use crate::store::lifecycle::lanes::{self, Lane};
+use crate::store::lifecycle::resharding::{asked, committed, Step};
+use crate::store::lifecycle::tenant_items::{self, Page, RecordInWalk, Source};
+use crate::store::tenancy::placement::own_table_name;
 use crate::store::tenancy::tenants::{
-    record_update, send_record_update, value, TenantRecord, TenantStatus,
+    record_key, record_update, send_record_update, value, TenantRecord, TenantStatus,
 };
 pub use crate::store::tenancy::tenants::{Placement, PlacementMove};
 
@@ -103,6 +109,8 @@ pub async fn begin(
         progress: asked(requested_by, now_ms),
         window_shards: crate::store::quota::limiter::walked_window_shards(&record.limits()),
         position: None,
+        lanes: None,
+        lanes_since_ms: None,
     };
     // Back to the pool only within the pool's shard count (a tenant re-sharded past it in its own
     // table re-shards back first).
@@ -136,28 +144,42 @@ pub async fn begin(
     Ok(Step::from(send_record_update(update).await?))
 }
 
-/// Relocates every item of `page` (read from the source) to `state`'s target, [`BACKFILL_GROUP`] to
-/// a transaction: `Ok(n)` items this step moved. A group that cannot commit as read (an item a request
-/// pulled, or changed, since the walk read it) is relocated one by one, and such an item is not
-/// counted.
+/// The tables a move of `db`'s tenant to `to` goes from and to, `(from, to)`: named again from the
+/// pool's name and the tenant's id, never read from the record.
+pub fn tables(db: &TenantDb, to: Placement) -> Result<(String, String), StoreError> {
+    let pool = db.record_table.to_string();
+    let own = own_table_name(&pool, &db.tenant).ok_or_else(|| {
+        StoreError::Internal(format!("{} has no own table name beside {pool}", db.tenant))
+    })?;
+    Ok(match to {
+        Placement::Own => (pool, own),
+        Placement::Pool => (own, pool),
+    })
+}
+
+/// Relocates every item of `page` (read from `from_table`) to `to_table`, [`BACKFILL_GROUP`] to a
+/// transaction: `Ok(n)` items this step moved. A group that cannot commit as read (an item a
+/// request pulled, or changed, since the walk read it) is relocated one by one, and such an item
+/// is not counted.
 pub async fn move_page(
     db: &TenantDb,
-    state: &PlacementMove,
+    from_table: &str,
+    to_table: &str,
     page: &[Item],
 ) -> Result<u64, StoreError> {
     let to = Place {
-        table: &state.to_table,
+        table: to_table,
         pk: None,
     };
     let mut count = 0;
     for group in page.chunks(BACKFILL_GROUP) {
-        if relocate_together(&db.client, &state.from_table, &state.to_table, group).await? {
+        if relocate_together(&db.client, from_table, to_table, group).await? {
             count += group.len() as u64;
             continue;
         }
         let moves: Vec<_> = group
             .iter()
-            .map(|item| relocate(&db.client, &state.from_table, item, to))
+            .map(|item| relocate(&db.client, from_table, item, to))
             .collect();
         let moved = futures::stream::iter(moves)
             .buffer_unordered(IN_FLIGHT)
@@ -170,57 +192,115 @@ pub async fn move_page(
     Ok(count)
 }
 
-/// Moves the record's checkpoint past `position` (`None`: back to the start, for the walk that
-/// confirms the source is empty), adding `moved`, on condition that no other step was committed
-/// since `state` was read.
-pub async fn checkpoint(
+/// The lanes' operation name (`TENANT#t#LANE#moving#…`).
+pub const OPERATION: &str = "moving";
+
+/// A lane's count of the items it relocated.
+pub const MOVED: &str = "moved";
+
+/// Splits `state`'s backfill into `lanes` lanes (lane 0 resuming a walk begun before there were
+/// lanes), kept in the pool beside the record, and notes their number in the record, in one
+/// transaction conditioned on `state`'s step: `false` when another call planned or finished first.
+pub async fn plan_lanes(
     db: &TenantDb,
     state: &PlacementMove,
-    position: Option<ItemKey>,
-    moved: u64,
-) -> Result<Step, StoreError> {
+    lanes: u32,
+    now_ms: u64,
+) -> Result<bool, StoreError> {
     let mut next = state.clone();
-    next.progress.steps += 1;
-    next.progress.moved += moved;
-    next.position = position;
-    let update = conditioned(db, state)
-        .update_expression("SET #move = :next")
-        .expression_attribute_values(":next", next.to_attribute()?);
-    Ok(Step::from(send_record_update(update).await?))
+    next.lanes = Some(lanes);
+    next.lanes_since_ms = Some(now_ms);
+    let in_pool = db.for_record();
+    let mut actions = lanes::plan(&in_pool, OPERATION, lanes, state.position.clone(), now_ms)?;
+    actions.push(record_action(
+        db,
+        state,
+        "SET #move = :next",
+        [(":next", next.to_attribute()?)],
+    )?);
+    committed(db, actions).await
 }
 
-/// Ends the move whose walk from the start found nothing left in the source: the placement becomes
-/// the target.
-pub async fn finish(db: &TenantDb, state: &PlacementMove) -> Result<Step, StoreError> {
-    let update = match state.to {
-        Placement::Own => conditioned(db, state)
-            .update_expression("SET #own = :own REMOVE #move")
-            .expression_attribute_names("#own", "ownTable")
-            .expression_attribute_values(":own", AttributeValue::S(state.to_table.clone())),
-        Placement::Pool => conditioned(db, state)
-            .update_expression("REMOVE #own, #move")
-            .expression_attribute_names("#own", "ownTable"),
-    };
-    Ok(Step::from(send_record_update(update).await?))
+/// Moves `lane`'s checkpoint past `page` (read from the source), counting `moved` items,
+/// conditioned on its step: `None` when another caller stepped it first (the items this step moved
+/// stay moved, uncounted). A pass that ends having found items begins again from the start.
+pub async fn lane_step(
+    db: &TenantDb,
+    lane: &Lane,
+    page: &Page,
+    moved: u64,
+    now_ms: u64,
+) -> Result<Option<Lane>, StoreError> {
+    let counts = BTreeMap::from([(MOVED.to_owned(), moved)]);
+    let found = page.items.len() as u64;
+    let next = lane.after_confirming_step(page.next.clone(), &counts, found, now_ms);
+    let in_pool = db.for_record();
+    let committed = committed(&in_pool, vec![lanes::checkpoint(&in_pool, lane, &next)?]).await?;
+    Ok(committed.then_some(next))
 }
 
-fn conditioned(
+/// Ends the move whose lanes (`done`, every one of them) found the source empty: the lanes are
+/// deleted, the placement becomes the target and the move is removed, in one transaction
+/// conditioned on `state`'s step and each lane as read. `false` when another call finished first.
+pub async fn finish_lanes(
     db: &TenantDb,
     state: &PlacementMove,
-) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
-    record_update(db)
-        .condition_expression("#move.#steps = :steps AND #move.#to = :to AND #move.#start = :start")
-        .expression_attribute_names("#move", "move")
-        .expression_attribute_names("#steps", "steps")
-        .expression_attribute_names("#to", "toTable")
-        .expression_attribute_names("#start", "movesStartAt")
-        .expression_attribute_values(
-            ":start",
+    done: &[Lane],
+) -> Result<bool, StoreError> {
+    let mut actions = lanes::fold(&db.for_record(), done)?;
+    actions.push(match state.to {
+        Placement::Own => {
+            let (_, own) = tables(db, Placement::Own)?;
+            record_action(
+                db,
+                state,
+                "SET #own = :own REMOVE #move",
+                [(":own", AttributeValue::S(own))],
+            )?
+        }
+        Placement::Pool => record_action(db, state, "REMOVE #own, #move", [])?,
+    });
+    committed(db, actions).await
+}
+
+/// The record update `expression` (naming the move `#move` and the placement `#own`, with
+/// `values`) as a transaction's action, on condition that the move is the one `state` read, at its
+/// step.
+fn record_action<const N: usize>(
+    db: &TenantDb,
+    state: &PlacementMove,
+    expression: &str,
+    values: [(&str, AttributeValue); N],
+) -> Result<TransactWriteItem, StoreError> {
+    let names = [
+        ("#move", "move"),
+        ("#steps", "steps"),
+        ("#to", "toTable"),
+        ("#start", "movesStartAt"),
+        ("#own", "ownTable"),
+    ]
+    .into_iter()
+    .filter(|(name, _)| expression.contains(name) || *name != "#own")
+    .map(|(k, v)| (k.to_owned(), v.to_owned()));
+    let mut condition_values = HashMap::from([
+        (
+            ":start".to_owned(),
             AttributeValue::N(state.progress.moves_start_at.to_string()),
-        )
-        .expression_attribute_values(
-            ":steps",
+        ),
+        (
+            ":steps".to_owned(),
             AttributeValue::N(state.progress.steps.to_string()),
-        )
-        .expression_attribute_values(":to", AttributeValue::S(state.to_table.clone()))
+        ),
+        (":to".to_owned(), AttributeValue::S(state.to_table.clone())),
+    ]);
+    condition_values.extend(values.into_iter().map(|(k, v)| (k.to_owned(), v)));
+    let update = Update::builder()
+        .table_name(&*db.record_table)
+        .set_key(Some(record_key(&db.tenant)))
+        .update_expression(expression)
+        .condition_expression("#move.#steps = :steps AND #move.#to = :to AND #move.#start = :start")
+        .set_expression_attribute_names(Some(names.collect()))
+        .set_expression_attribute_values(Some(condition_values))
+        .build()?;
+    Ok(TransactWriteItem::builder().update(update).build())
 }

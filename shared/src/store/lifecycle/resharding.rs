@@ -214,7 +214,7 @@ pub async fn finish_lanes(
 const FINISH: &str = "SET #shards = :to, #gen = if_not_exists(#gen, :zero) + :one REMOVE #m";
 
 /// Sends `actions`, whose conditions are all on step numbers: `false` when one failed.
-async fn committed(
+pub(crate) async fn committed(
     db: &TenantDb,
     actions: Vec<aws_sdk_dynamodb::types::TransactWriteItem>,
 ) -> Result<bool, StoreError> {

@@ -59,9 +59,16 @@ pub struct PlacementMove {
     /// limits may be lowered while it runs; its windows stay on their shards until their TTL).
     #[serde(default)]
     pub window_shards: u32,
-    /// The last item of `from_table` a committed step walked past: where the backfill resumes.
+    /// The last item of `from_table` a committed step walked past, by a backfill that ran before
+    /// moves ran in lanes: where its lane 0 resumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<ItemKey>,
+    /// The lanes the backfill runs in, once planned (`store::lifecycle::lanes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<u32>,
+    /// Epoch milliseconds when the lanes were planned: what their rate is measured from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes_since_ms: Option<u64>,
 }
 
 impl PlacementMove {

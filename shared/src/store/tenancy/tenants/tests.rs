@@ -160,6 +160,8 @@ fn golden_stored_states_are_flat_and_never_hold_an_empty_map() {
         progress,
         window_shards: 2,
         position: None,
+        lanes: Some(16),
+        lanes_since_ms: Some(1_795_300_001_000),
     };
     let names = |state: AttributeValue| -> Vec<String> {
         let mut names: Vec<String> = state.as_m().unwrap().keys().cloned().collect();
@@ -182,7 +184,14 @@ fn golden_stored_states_are_flat_and_never_hold_an_empty_map() {
         .collect();
     expected.sort();
     assert_eq!(names(migration.to_attribute().unwrap()), expected);
-    let own = ["fromTable", "to", "toTable", "windowShards"];
+    let own = [
+        "fromTable",
+        "lanes",
+        "lanesSinceMs",
+        "to",
+        "toTable",
+        "windowShards",
+    ];
     let mut expected: Vec<&str> = progress_names.iter().copied().chain(own).collect();
     expected.sort();
     assert_eq!(names(moving.to_attribute().unwrap()), expected);
