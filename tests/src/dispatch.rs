@@ -31,7 +31,7 @@ dispatch! {
     "update-tenant" => tenants::update_tenant with lanes,
     "export-tenant" => tenants::export_tenant,
     "offboard-tenant" => tenants::offboard_tenant with lanes,
-    "restore-tenant" => tenants::restore_tenant,
+    "restore-tenant" => tenants::restore_tenant with lanes,
     "put-product" => products::put_product,
     "get-product" => products::get_product,
     "query-tenant-products" => products::query_tenant_products,

@@ -273,6 +273,6 @@ async fn advance(
             let deadline = Instant::now() + move_tenant::WORK_PER_REQUEST;
             move_tenant::advance(app, lanes, db, record, deadline).await
         }
-        Operation::Restoring => restore_tenant::advance(app, db, record).await,
+        Operation::Restoring => restore_tenant::advance(app, lanes, db, record).await,
     }
 }

@@ -9,13 +9,13 @@ use shared::store::client::scoped::TenantDb;
 use shared::store::lifecycle::lanes::{self, Lane};
 use shared::store::lifecycle::offboarding::{self, ITEMS_PER_STEP};
 use shared::store::lifecycle::tenant_items::{self, Budget, Page, Source};
-use shared::store::lifecycle::{moving, pacing, resharding};
+use shared::store::lifecycle::{moving, pacing, resharding, restoring};
 use shared::{ApiError, App};
 
 use crate::{LaneMessage, Lanes};
 
 /// What one step of a lane does with the page its walk read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum LaneWork {
     /// An offboarding's: deletes the page, in the transaction of the lane's checkpoint.
     Delete,
@@ -25,31 +25,50 @@ pub enum LaneWork {
     /// A move's to placement `to`: relocates the page from the source table to the target (a few
     /// items to a transaction), then moves the lane's checkpoint, kept in the pool.
     Relocate { to: moving::Placement },
+    /// A restore's phase (`walk`): plans the page against the other table (`source` is read) and
+    /// commits its changes with the lane's checkpoint, in one transaction.
+    Restore {
+        walk: restoring::lanes::Walk,
+        source: Box<TenantDb>,
+    },
 }
 
 impl LaneWork {
     /// The name of its lanes (`TENANT#t#LANE#<operation>#…`).
-    pub fn operation(self) -> &'static str {
+    pub fn operation(&self) -> &'static str {
         match self {
             LaneWork::Delete => offboarding::OPERATION,
             LaneWork::Move { .. } => resharding::OPERATION,
             LaneWork::Relocate { .. } => moving::OPERATION,
+            LaneWork::Restore { walk, .. } => walk.operation(),
+        }
+    }
+
+    /// Items one step of it walks: a restore's and a move's steps are smaller, so that the
+    /// tenant's neighbours and its own requests wait less behind a transaction.
+    fn items_per_step(&self) -> usize {
+        match self {
+            LaneWork::Restore { .. } => restoring::ITEMS_PER_STEP,
+            LaneWork::Relocate { .. } => moving::ITEMS_PER_STEP,
+            _ => ITEMS_PER_STEP,
         }
     }
 
     /// Where its lanes are kept: a move's in the pool, beside the record (its own source table is
     /// deleted before it ends); the others' in the tenant's table.
-    pub fn lanes_db(self, db: &TenantDb) -> TenantDb {
+    pub fn lanes_db(&self, db: &TenantDb) -> TenantDb {
         match self {
             LaneWork::Relocate { .. } => db.for_record(),
             _ => db.clone(),
         }
     }
 
-    /// What its lanes walk: a move's source table; the others' the tenant's table.
-    fn walked_db(self, db: &TenantDb) -> Result<TenantDb, ApiError> {
+    /// What its lanes walk: a move's source table, a restore's source while putting; the others'
+    /// the tenant's table.
+    fn walked_db(&self, db: &TenantDb) -> Result<TenantDb, ApiError> {
         Ok(match self {
-            LaneWork::Relocate { to } => db.on_table(&moving::tables(db, to)?.0),
+            LaneWork::Relocate { to } => db.on_table(&moving::tables(db, *to)?.0),
+            LaneWork::Restore { walk, source } if walk.putting => (**source).clone(),
             _ => db.clone(),
         })
     }
@@ -57,7 +76,7 @@ impl LaneWork {
     /// One step over `page`, read from `lane`'s walk: the lane after it, or `None` when another
     /// caller stepped the lane first.
     async fn step(
-        self,
+        &self,
         app: &App,
         db: &TenantDb,
         lane: &Lane,
@@ -70,13 +89,16 @@ impl LaneWork {
                 offboarding::Step::Raced => None,
             },
             LaneWork::Move { to } => {
-                let moved = resharding::move_page(db, page, to).await?;
+                let moved = resharding::move_page(db, page, *to).await?;
                 resharding::lane_step(db, lane, page, moved, now_ms).await?
             }
             LaneWork::Relocate { to } => {
-                let (from_table, to_table) = moving::tables(db, to)?;
+                let (from_table, to_table) = moving::tables(db, *to)?;
                 let moved = moving::move_page(db, &from_table, &to_table, &page.items).await?;
                 moving::lane_step(db, lane, page, moved, now_ms).await?
+            }
+            LaneWork::Restore { walk, source } => {
+                restoring::lanes::lane_step(db, source, walk, lane, page, now_ms).await?
             }
         })
     }
@@ -99,7 +121,7 @@ pub enum LaneRun {
 pub async fn run_lane(
     app: &App,
     db: &TenantDb,
-    work: LaneWork,
+    work: &LaneWork,
     sources: &[Source],
     count: u32,
     mut lane: Lane,
@@ -108,7 +130,7 @@ pub async fn run_lane(
     let own = lanes::lane_sources(sources, lane.lane, count);
     let walked = work.walked_db(db)?;
     let budget = Budget {
-        items: ITEMS_PER_STEP,
+        items: work.items_per_step(),
         bytes: pacing::STEP_BYTES,
         until: Some(deadline),
     };
@@ -136,7 +158,7 @@ pub async fn run_lane(
 pub async fn run_lanes(
     app: &App,
     db: &TenantDb,
-    work: LaneWork,
+    work: &LaneWork,
     sources: &[Source],
     count: u32,
     pending: Vec<Lane>,
@@ -165,7 +187,7 @@ pub fn lanes_to_plan(app: &App, resuming: bool, sources: usize) -> u32 {
 pub async fn send_all(
     runner: &Lanes,
     db: &TenantDb,
-    work: LaneWork,
+    work: &LaneWork,
     count: u32,
 ) -> Result<(), ApiError> {
     let all: Vec<LaneMessage> = (0..count)
@@ -186,7 +208,7 @@ pub async fn resend_lost(
     app: &App,
     runner: &Lanes,
     db: &TenantDb,
-    work: LaneWork,
+    work: &LaneWork,
     pending: &[Lane],
 ) -> Result<(), ApiError> {
     let now_ms = app.clock.now_millis();
@@ -212,7 +234,7 @@ pub async fn advance_lanes(
     app: &App,
     runner: &Lanes,
     db: &TenantDb,
-    work: LaneWork,
+    work: &LaneWork,
     sources: &[Source],
     count: u32,
     deadline: Instant,

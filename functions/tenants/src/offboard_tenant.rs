@@ -197,12 +197,13 @@ async fn walk_in_lanes(
                 Step::Committed(next) => state = next,
                 Step::Raced => return Ok(Walked::Raced),
             }
-            lane_walk::send_all(runner, db, LaneWork::Delete, count).await?;
+            lane_walk::send_all(runner, db, &LaneWork::Delete, count).await?;
             count
         }
     };
-    let all = lane_walk::advance_lanes(app, runner, db, LaneWork::Delete, sources, count, deadline)
-        .await?;
+    let all =
+        lane_walk::advance_lanes(app, runner, db, &LaneWork::Delete, sources, count, deadline)
+            .await?;
     match lane_walk::all_done(&all, count) {
         None => Ok(Walked::Raced),
         Some(false) => Ok(Walked::Running(LanesProgress::of(

@@ -130,11 +130,11 @@ pub async fn migrate(
             if !plan_lanes(db, &state, count, app.clock.now_millis()).await? {
                 return crate::reread(app, db, is_resharding).await;
             }
-            lane_walk::send_all(runner, db, work, count).await?;
+            lane_walk::send_all(runner, db, &work, count).await?;
             count
         }
     };
-    let all = lane_walk::advance_lanes(app, runner, db, work, &sources, count, deadline).await?;
+    let all = lane_walk::advance_lanes(app, runner, db, &work, &sources, count, deadline).await?;
     match lane_walk::all_done(&all, count) {
         None => crate::reread(app, db, is_resharding).await,
         Some(false) => {

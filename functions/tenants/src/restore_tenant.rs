@@ -36,8 +36,9 @@ use shared::store::lifecycle::restoring::{
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
 use shared::{ApiError, App};
 
+use crate::lane_walk::{self, LaneWork};
 use crate::operation::Operation;
-use crate::{accepted, TenantView};
+use crate::{accepted, Lanes, TenantView};
 
 /// How long one call steps before it answers 202.
 pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
@@ -99,7 +100,7 @@ struct DryRun {
     counts: Counts,
 }
 
-pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
+pub async fn handle(app: &App, lanes: &Lanes, req: Request) -> Result<Response<Body>, ApiError> {
     let (operator, tenant) = crate::operator_on_another_tenant(
         app,
         &req,
@@ -174,7 +175,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         dry_run: input.dry_run,
         again: input.again,
     };
-    let work = restore(app, &req, &operator, &tenant, source, ask);
+    let work = restore(app, lanes, &req, &operator, &tenant, source, ask);
     Operation::Restoring.charged(app, work).await
 }
 
@@ -187,6 +188,7 @@ struct Ask {
 
 async fn restore(
     app: &App,
+    lanes: &Lanes,
     req: &Request,
     operator: &TenantId,
     tenant: &TenantId,
@@ -195,11 +197,16 @@ async fn restore(
 ) -> Result<Response<Body>, ApiError> {
     let db = app.db_to_change(tenant).await?;
     if ask.dry_run {
-        return Box::pin(start_or_continue(app, operator, &db, source, ask, None)).await;
+        return Box::pin(start_or_continue(
+            app, lanes, operator, &db, source, ask, None,
+        ))
+        .await;
     }
     let now_s = app.clock.now_seconds();
     idempotent::run(req, &db, tenant, ROUTE, now_s, |recorder| {
-        Box::pin(start_or_continue(app, operator, &db, source, ask, recorder))
+        Box::pin(start_or_continue(
+            app, lanes, operator, &db, source, ask, recorder,
+        ))
     })
     .await
 }
@@ -208,6 +215,7 @@ async fn restore(
 /// `recorder`: the Idempotency-Key's record, written with the start.
 async fn start_or_continue(
     app: &App,
+    lanes: &Lanes,
     operator: &TenantId,
     db: &TenantDb,
     source: Source,
@@ -221,7 +229,7 @@ async fn start_or_continue(
         .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
     if let Some(running) = &record.restore {
         if source.is(running) && !dry_run {
-            return Box::pin(advance(app, db, record)).await;
+            return Box::pin(advance(app, lanes, db, record)).await;
         }
         return Err(crate::refuse_while_restoring_or_moving(&record).unwrap_err());
     }
@@ -402,53 +410,134 @@ async fn abort(
 
 /// Runs `record`'s restore (already begun) until it ends (200 with the report), another call takes
 /// over, or [`WORK_PER_REQUEST`] passes (202 with the progress): what every call with the same
-/// source does after its first, and what the lifecycle driver does with no client calling.
+/// source does after its first, what the lifecycle driver does with no client calling, and what
+/// the lane worker that steps a phase's last lane does. A walking phase runs in lanes
+/// ([`crate::lane_walk`]): planned by the first call to reach it, then stepped by the lane workers
+/// (or, with no queue, by each call for its time); the phase's end folds them.
 pub async fn advance(
     app: &App,
+    runner: &Lanes,
     db: &TenantDb,
-    record: TenantRecord,
+    mut record: TenantRecord,
 ) -> Result<Response<Body>, ApiError> {
     let tenant = db.tenant.clone();
-    let Some(state) = record.restore.clone() else {
-        return Ok(json_response(StatusCode::OK, &TenantView::from(record)));
-    };
-    let source = app.tenants.source_reader(&tenant, &state.source_table);
-    let manager = app.tenants.table_manager();
-    let tables = Tables {
-        source: &source,
-        manager: &manager,
-        pool: app.tenants.table_name(),
-    };
-    let now = || (app.clock.now_seconds(), rfc3339(app.clock.now_millis()));
     let until = Instant::now() + WORK_PER_REQUEST;
-    let progress = Box::pin(restoring::advance(db, &tables, &record, now, until)).await?;
-    let record = match progress {
-        Progress::Running { state, retry_after } => {
-            return Ok(accepted(
+    loop {
+        let Some(state) = record.restore.clone() else {
+            return Ok(json_response(StatusCode::OK, &TenantView::from(record)));
+        };
+        let source = app.tenants.source_reader(&tenant, &state.source_table);
+        let manager = app.tenants.table_manager();
+        let tables = Tables {
+            source: &source,
+            manager: &manager,
+            pool: app.tenants.table_name(),
+        };
+        let now = || (app.clock.now_seconds(), rfc3339(app.clock.now_millis()));
+        let progress = Box::pin(restoring::advance(db, &tables, &record, now, until)).await?;
+        record = match progress {
+            Progress::Running { state, retry_after } => {
+                return Ok(accepted(
+                    TenantRecord {
+                        restore: Some(*state),
+                        ..record
+                    },
+                    retry_after,
+                ))
+            }
+            Progress::Walking(state) => {
+                match walk(app, runner, db, &record, *state, source, until).await? {
+                    Walked::Running(retry_after) => {
+                        let record = read_record_consistent(db)
+                            .await?
+                            .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
+                        crate::remember(app, &tenant, &record);
+                        return Ok(match record.restore {
+                            Some(_) => accepted(record, retry_after),
+                            None => json_response(StatusCode::OK, &TenantView::from(record)),
+                        });
+                    }
+                    // A phase ended, here or elsewhere: on from the record as it now is.
+                    Walked::PhaseEnded => read_record_consistent(db)
+                        .await?
+                        .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?,
+                }
+            }
+            Progress::Ended(report) => {
+                tracing::info!(tenant = %tenant, source = %report.source_table, phase = ?report.phase, "tenant restore ended");
                 TenantRecord {
-                    restore: Some(*state),
+                    status: TenantStatus::Active,
+                    restore: None,
+                    last_restore: Some(*report),
                     ..record
-                },
-                retry_after,
-            ))
+                }
+            }
+            // Another call took the step, or ended the restore.
+            Progress::Raced => read_record_consistent(db)
+                .await?
+                .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?,
+        };
+        crate::remember(app, &tenant, &record);
+        if record.restore.is_some() && Instant::now() >= until {
+            return Ok(accepted(record, 1));
         }
-        Progress::Ended(report) => {
-            tracing::info!(tenant = %tenant, source = %report.source_table, phase = ?report.phase, "tenant restore ended");
-            TenantRecord {
-                status: TenantStatus::Active,
-                restore: None,
-                last_restore: Some(*report),
-                ..record
+    }
+}
+
+/// Where a walking phase stands after [`walk`].
+enum Walked {
+    /// Its lanes still run: come back after this many seconds.
+    Running(u64),
+    /// It ended (or another call moved the restore on): read the record again.
+    PhaseEnded,
+}
+
+/// Plans (the first call to reach the phase), steps or sends again, and at the end folds, the lanes
+/// of `state`'s walking phase.
+async fn walk(
+    app: &App,
+    runner: &Lanes,
+    db: &TenantDb,
+    record: &TenantRecord,
+    state: Restore,
+    source: TenantDb,
+    until: Instant,
+) -> Result<Walked, ApiError> {
+    let walk = restoring::lanes::Walk::of(&state, record.shard_count)
+        .ok_or_else(|| ApiError::Internal("a restore walking in no walking phase".into()))?;
+    let sources = walk.sources(&db.tenant);
+    let (count, planned_now) = match state.lanes {
+        Some(count) => (count, false),
+        None => {
+            let count = lane_walk::lanes_to_plan(app, state.position.is_some(), sources.len());
+            let now_ms = app.clock.now_millis();
+            match restoring::lanes::plan_lanes(db, &state, &walk, count, now_ms).await? {
+                Step::Committed(_) => (count, true),
+                Step::Raced => return Ok(Walked::PhaseEnded),
             }
         }
-        // Another call took the step, or ended the restore.
-        Progress::Raced => read_record_consistent(db)
-            .await?
-            .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?,
     };
-    crate::remember(app, &tenant, &record);
-    Ok(match record.restore {
-        Some(_) => accepted(record, 1),
-        None => json_response(StatusCode::OK, &TenantView::from(record)),
-    })
+    let work = LaneWork::Restore {
+        walk,
+        source: Box::new(source),
+    };
+    if planned_now {
+        lane_walk::send_all(runner, db, &work, count).await?;
+    }
+    let all = lane_walk::advance_lanes(app, runner, db, &work, &sources, count, until).await?;
+    match lane_walk::all_done(&all, count) {
+        None => Ok(Walked::PhaseEnded),
+        // With a queue the workers step and a call only watches: come back in a few seconds.
+        Some(false) => Ok(Walked::Running(if runner.queued() { 5 } else { 0 })),
+        Some(true) => {
+            let deleting = state.phase == RestorePhase::Deleting;
+            if deleting && state.point_in_time.is_some() {
+                point_in_time::drop_scratch(&app.tenants.table_manager(), &state.source_table)
+                    .await?;
+            }
+            let now = rfc3339(app.clock.now_millis());
+            restoring::lanes::end_phase(db, &state, &all, now).await?;
+            Ok(Walked::PhaseEnded)
+        }
+    }
 }

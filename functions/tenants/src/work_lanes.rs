@@ -1,5 +1,5 @@
 //! workLanes: the lane queue's consumer (`crate::lane_queue`). Each message is one lane's turn of
-//! an offboarding, a re-sharding or a move: the lane is stepped for its turn (`Lanes::turn`, 10 s unless
+//! an offboarding, a re-sharding, a move or a restore's phase: the lane is stepped for its turn (`Lanes::turn`, 10 s unless
 //! told otherwise; paced at a partition's rate), then its next turn goes to the back of the queue.
 //! The worker that finds every lane done ends the operation, as a call would. Charged to the
 //! platform's account, like the calls.
@@ -13,7 +13,7 @@ use std::time::Instant;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use shared::identity::ids::TenantId;
 use shared::isolation::policy::Scope;
-use shared::store::lifecycle::{lanes, moving, offboarding, resharding};
+use shared::store::lifecycle::{lanes, moving, offboarding, resharding, restoring};
 use shared::store::tenancy::tenants::read_record_consistent;
 use shared::{ApiError, App};
 
@@ -50,6 +50,7 @@ pub async fn work(app: &App, runner: &Lanes, event: SqsEvent) -> SqsBatchRespons
         let operation = match lane.operation.as_str() {
             resharding::OPERATION => Operation::Resharding,
             moving::OPERATION => Operation::Moving,
+            restoring::lanes::PUTTING | restoring::lanes::DELETING => Operation::Restoring,
             _ => Operation::Offboarding,
         };
         match operation.charged(app, turn(app, runner, &lane)).await {
@@ -110,6 +111,40 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
             ),
             _ => return Ok(Turn::Dropped),
         },
+        restoring::lanes::PUTTING | restoring::lanes::DELETING => {
+            let Some(state) = record.restore.as_ref().filter(|r| r.lanes.is_some()) else {
+                return Ok(Turn::Dropped);
+            };
+            let Some(walk) = restoring::lanes::Walk::of(state, record.shard_count)
+                .filter(|walk| walk.operation() == message.operation)
+            else {
+                return Ok(Turn::Dropped);
+            };
+            // The source is checked at each turn: one replaced or deleted since the restore began
+            // ends it (abandoned, by the call below) before anything more is read from it.
+            let source = app.tenants.source_reader(&tenant, &state.source_table);
+            let manager = app.tenants.table_manager();
+            let tables = restoring::Tables {
+                source: &source,
+                manager: &manager,
+                pool: app.tenants.table_name(),
+            };
+            if restoring::source_changed(&tables, &record.tenant_id, state)
+                .await?
+                .is_some()
+            {
+                crate::restore_tenant::advance(app, runner, &db, record).await?;
+                return Ok(Turn::Dropped);
+            }
+            (
+                LaneWork::Restore {
+                    source: Box::new(source.clone()),
+                    walk: walk.clone(),
+                },
+                state.lanes.unwrap_or(1),
+                walk.sources(&tenant),
+            )
+        }
         _ => return Ok(Turn::Dropped),
     };
     let all = lanes::read(&work.lanes_db(&db), work.operation()).await?;
@@ -119,7 +154,7 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
     if lane.done {
         return Ok(Turn::Dropped);
     }
-    match run_lane(app, &db, work, &sources, count, lane, deadline).await? {
+    match run_lane(app, &db, &work, &sources, count, lane, deadline).await? {
         LaneRun::Raced => Ok(Turn::Dropped),
         LaneRun::OutOfTime => {
             let next = LaneMessage::new(&tenant, work.operation(), message.lane);
@@ -136,6 +171,9 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
                 }
                 LaneWork::Relocate { .. } => {
                     crate::move_tenant::advance(app, runner, &db, record, deadline).await?
+                }
+                LaneWork::Restore { .. } => {
+                    crate::restore_tenant::advance(app, runner, &db, record).await?
                 }
             };
             Ok(Turn::Done)

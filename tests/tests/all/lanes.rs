@@ -608,3 +608,211 @@ async fn a_move_in_lanes_on_the_queue_relocates_every_item_once_while_a_call_ste
     pump.drain(&h.app, 4).await;
     assert!(pump.queues.dead_letters().await.is_empty());
 }
+
+/// A tenant of `products` products `sku-000`… (`{"v": 1}`) on 4 shards and a neighbour beside it,
+/// a copy of the table taken, then every third product changed, every fifth deleted and 20 new:
+/// the harness, the tenant, the neighbour and the copy's name.
+async fn damaged_after_a_copy(h: &Harness, products: usize) -> (String, String, String, Vec<Item>) {
+    use futures::StreamExt;
+    let (t, neighbour) = (unique("restored"), unique("beside"));
+    integration::onboard_at_max_limits(h, &t, 4).await;
+    integration::onboard_at_max_limits(h, &neighbour, 4).await;
+    let put = |tenant: &str, id: String, v: u64| {
+        let (h, tenant) = (h, tenant.to_owned());
+        async move {
+            let r = h
+                .tenant(&tenant)
+                .put_product(&id, json!({"v": v, "name": id}))
+                .await;
+            assert!([200, 201].contains(&r.status), "{}", r.body);
+        }
+    };
+    let puts = (0..products).map(|i| put(&t, format!("sku-{i:03}"), 1));
+    futures::stream::iter(puts)
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+    put(&neighbour, "n-1".into(), 1).await;
+    let source = h.snapshot(&format!("lanes{}", &t[t.len() - 6..])).await;
+    let copy = h.admin_scan(&source).await;
+    let changes = (0..products)
+        .filter(|i| i % 3 == 0)
+        .map(|i| put(&t, format!("sku-{i:03}"), 2));
+    futures::stream::iter(changes)
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+    for i in (0..products).filter(|i| i % 5 == 1) {
+        let r = h.tenant(&t).delete_product(&format!("sku-{i:03}")).await;
+        assert_eq!(r.status, 204, "{}", r.body);
+    }
+    for i in 0..20 {
+        put(&t, format!("new-{i:02}"), 2).await;
+    }
+    put(&neighbour, "n-2".into(), 2).await;
+    (t, neighbour, source, copy)
+}
+
+/// The tenant's products in `items`, by key, as a restore compares them.
+fn products_of(tenant: &str, items: &[Item]) -> BTreeMap<(String, String), Item> {
+    let t = TenantId::parse(tenant).unwrap();
+    items
+        .iter()
+        .filter(|i| shared::store::lifecycle::restoring::plan::restored(&t, i))
+        .map(|i| {
+            let key = (
+                i["PK"].as_s().unwrap().clone(),
+                i["SK"].as_s().unwrap().clone(),
+            );
+            (key, i.clone())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_restore_in_lanes_on_the_queue_makes_the_tenant_equal_to_its_copy_through_duplicates_and_kills(
+) {
+    use shared::store::lifecycle::restoring::STARTS_DELAY_SECONDS;
+    // GIVEN a tenant of 240 products on 4 shards, a copy of the table, then 80 changed, 48 deleted
+    // and 20 new; a neighbour beside it; restores in 4 lanes; a lane queue whose turns last 150 ms
+    let mut h = Harness::new().await;
+    h.app.settings.lifecycle_lanes = 4;
+    let (t, neighbour, source, copy) = damaged_after_a_copy(&h, 240).await;
+    let model = products_of(&t, &copy);
+    let neighbour_before = sorted(h.items_under(&raw_key(&neighbour, "")).await);
+    let pump = LanePump::new(1, Duration::from_millis(150)).await;
+
+    // WHEN an operator restores it from the copy, its writes may start, and the driver plans the
+    // putting phase's lanes
+    let operator = integration::operator();
+    let body = json!({"from": {"table": source}});
+    let started = h.operator().restore_tenant(&t, body.clone()).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 4);
+    // AND the workers take them, the first delivered twice and the second's worker killed 40 ms
+    // in, then every third delivery twice, while the driver plans the deleting phase's lanes
+    pump.round(&h.app, 10, 4, |i| match i {
+        0 => Delivery::Twice,
+        1 => Delivery::Killed(40),
+        _ => Delivery::Once,
+    })
+    .await;
+    pump_while(&h, &pump, || async {
+        tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+            .await
+            .unwrap();
+        get_tenant(&h, &t, &operator)
+            .await
+            .body
+            .get("restore")
+            .is_some()
+    })
+    .await;
+
+    // THEN the tenant's products are the copy's, byte for byte; its neighbour's items are as they
+    // were; no lane is left
+    let after = h.items_under(&raw_key(&t, "")).await;
+    assert_eq!(products_of(&t, &after), model);
+    assert!(after
+        .iter()
+        .all(|i| !i["PK"].as_s().unwrap().contains("#LANE#")));
+    assert_eq!(
+        sorted(h.items_under(&raw_key(&neighbour, "")).await),
+        neighbour_before
+    );
+    // AND the report counts each change once: 48 put back (16 of them changed first), 64
+    // overwritten, 20 deleted
+    let view = get_tenant(&h, &t, &operator).await;
+    let last = &view.body["lastRestore"];
+    assert_eq!(last["phase"], "finished", "{}", view.body);
+    assert_eq!(
+        (
+            &last["putBack"]["PRODUCT"],
+            &last["overwritten"]["PRODUCT"],
+            &last["deleted"]["PRODUCT"]
+        ),
+        (&json!(48), &json!(64), &json!(20)),
+        "{last}"
+    );
+    assert_eq!(view.body["status"], "active");
+    pump.drain(&h.app, 4).await;
+    assert!(pump.queues.dead_letters().await.is_empty());
+}
+
+#[tokio::test]
+async fn an_abort_in_the_middle_of_a_restores_lanes_stops_every_lane_and_reports_exactly_what_was_done(
+) {
+    use shared::store::lifecycle::restoring::STARTS_DELAY_SECONDS;
+    // GIVEN a tenant of 240 products, a copy, then 80 changed, 48 deleted and 20 new, and its
+    // restore from the copy in 4 lanes on the queue, stepped for one round of short turns
+    let mut h = Harness::new().await;
+    h.app.settings.lifecycle_lanes = 4;
+    let (t, _, source, copy) = damaged_after_a_copy(&h, 240).await;
+    let before = products_of(&t, &h.items_under(&raw_key(&t, "")).await);
+    let pump = LanePump::new(1, Duration::from_millis(60)).await;
+    let operator = integration::operator();
+    let started = h
+        .operator()
+        .restore_tenant(&t, json!({"from": {"table": source}}))
+        .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    pump.round(&h.app, 10, 4, |_| Delivery::Once).await;
+
+    // WHEN an operator aborts it, while the lanes' next turns are still on the queue
+    let aborted = h
+        .operator()
+        .restore_tenant(&t, json!({"abort": true}))
+        .await;
+    assert_eq!(aborted.status, 200, "{}", aborted.body);
+    // AND the workers take every message left
+    pump.drain(&h.app, 4).await;
+
+    // THEN the restore ended abandoned, the tenant is active, and no lane is left
+    let last = &aborted.body["lastRestore"];
+    assert_eq!(last["phase"], "abandoned", "{}", aborted.body);
+    assert_eq!(aborted.body["status"], "active");
+    let after = h.items_under(&raw_key(&t, "")).await;
+    assert!(after
+        .iter()
+        .all(|i| !i["PK"].as_s().unwrap().contains("#LANE#")));
+    // AND its counts are exactly the changes in the table: each changed product now the copy's
+    let after = products_of(&t, &after);
+    let model = products_of(&t, &copy);
+    let (mut put_back, mut overwritten) = (0, 0);
+    for (key, item) in &after {
+        match before.get(key) {
+            None => {
+                assert_eq!(model.get(key), Some(item), "{key:?}");
+                put_back += 1;
+            }
+            Some(was) if was != item => {
+                assert_eq!(model.get(key), Some(item), "{key:?}");
+                overwritten += 1;
+            }
+            Some(_) => {}
+        }
+    }
+    let deleted = before.keys().filter(|k| !after.contains_key(*k)).count();
+    let count = |name: &str| last[name]["PRODUCT"].as_u64().unwrap_or(0);
+    assert_eq!(
+        (count("putBack"), count("overwritten"), count("deleted")),
+        (put_back, overwritten, deleted as u64),
+        "{last}"
+    );
+    assert!(put_back + overwritten > 0, "the lanes did something first");
+    // AND the messages taken after the abort changed nothing
+    assert_eq!(
+        products_of(&t, &h.items_under(&raw_key(&t, "")).await),
+        after
+    );
+    let view = get_tenant(&h, &t, &operator).await;
+    assert_eq!(view.body["lastRestore"], aborted.body["lastRestore"]);
+}

@@ -4,8 +4,9 @@
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
     let app = shared::service::runtime::start().await?;
+    let state: &'static tenants::Lanes = Box::leak(Box::new(tenants::Lanes::from_env()?));
     shared::service::runtime::serve(app, env!("CARGO_BIN_NAME"), |req| {
-        tenants::restore_tenant::handle(app, req)
+        tenants::restore_tenant::handle(app, state, req)
     })
     .await
 }

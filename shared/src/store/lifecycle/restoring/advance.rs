@@ -1,8 +1,8 @@
 //! Running a restore's steps: what a call and the driver do.
 
-use super::plan::Change;
-use super::steps::{commit, finish, Step};
-use super::{page_of, plan_of, point_in_time, position_of, source_shards};
+use super::lanes;
+use super::steps::{commit, Step};
+use super::{point_in_time, source_shards};
 use crate::store::client::error::StoreError;
 use crate::store::client::scoped::TenantDb;
 use crate::store::tenancy::tenants::{Restore, RestorePhase, TenantRecord};
@@ -15,6 +15,8 @@ pub enum Progress {
         state: Box<Restore>,
         retry_after: u64,
     },
+    /// Walking (putting or deleting): its lanes are to be stepped (`lanes`), by the caller.
+    Walking(Box<Restore>),
     /// Ended: the report.
     Ended(Box<Restore>),
     /// Another call took the step: read the record again.
@@ -31,8 +33,9 @@ pub struct Tables<'a> {
     pub pool: &'a str,
 }
 
-/// Runs the restore's steps until it ends, another call takes over, or `until` passes: what every
-/// call does after its first, and what the driver does with no client calling.
+/// Runs the restore's steps until it walks (its lanes are the caller's to step), ends, another
+/// call takes over, or `until` passes: what every call does after its first, and what the driver
+/// does with no client calling.
 pub async fn advance(
     live: &TenantDb,
     tables: &Tables<'_>,
@@ -122,74 +125,14 @@ pub async fn advance(
                 }
             }
             RestorePhase::Putting | RestorePhase::Deleting => {
-                let source_shards = state.source_shards.unwrap_or(record.shard_count);
-                let page = page_of(
-                    live,
-                    tables.source,
-                    &state.phase,
-                    record.shard_count,
-                    source_shards,
-                    state.position.as_ref(),
-                    Some(until),
-                )
-                .await?;
-                match page.items.last() {
-                    Some(last) => {
-                        let step_started = std::time::Instant::now();
-                        let planned = plan_of(
-                            live,
-                            tables.source,
-                            &state.phase,
-                            record.shard_count,
-                            source_shards,
-                            &page,
-                        )
-                        .await?;
-                        let next = Restore {
-                            position: Some(position_of(last)),
-                            ..state.clone()
-                        };
-                        let step = commit(live, &state, &planned, next).await?;
-                        // Paced at a partition's write rate, like every lifecycle step.
-                        let units = crate::store::lifecycle::pacing::transactional_write_units(
-                            planned.iter().map(|p| match &p.change {
-                                Change::PutBack(item)
-                                | Change::Overwrite(item)
-                                | Change::Delete(item) => item,
-                            }),
-                        );
-                        crate::store::lifecycle::pacing::pace(step_started, units).await;
-                        step
-                    }
-                    None if state.phase == RestorePhase::Putting => {
-                        let next = Restore {
-                            phase: RestorePhase::Deleting,
-                            position: None,
-                            ..state.clone()
-                        };
-                        commit(live, &state, &[], next).await?
-                    }
-                    None => {
-                        if state.point_in_time.is_some() {
-                            point_in_time::drop_scratch(tables.manager, &state.source_table)
-                                .await?;
-                        }
-                        let report = Restore {
-                            phase: RestorePhase::Finished,
-                            position: None,
-                            finished_at: Some(now_text),
-                            ..state.clone()
-                        };
-                        return Ok(match finish(live, &state, &report).await? {
-                            Step::Committed(report) => Progress::Ended(report),
-                            Step::Raced => Progress::Raced,
-                        });
-                    }
-                }
+                return Ok(Progress::Walking(Box::new(state)))
             }
-            RestorePhase::Finished | RestorePhase::Abandoned(_) => {
-                return Ok(Progress::Ended(Box::new(state)))
+            // Stopped by an abort whose end did not commit: end it now.
+            RestorePhase::Abandoned(_) => {
+                let (_, now_text) = now();
+                return abandon(live, &state, String::new(), now_text).await;
             }
+            RestorePhase::Finished => return Ok(Progress::Ended(Box::new(state))),
         };
         state = match step {
             Step::Committed(next) => *next,
@@ -201,7 +144,7 @@ pub async fn advance(
 /// Why `state`'s source can no longer be read as the one the restore started from, if it cannot:
 /// its name is not one a restore of `tenant` reads (derived again, never trusted from the record),
 /// or the table under it was deleted or made again since its identity was kept.
-async fn source_changed(
+pub async fn source_changed(
     tables: &Tables<'_>,
     tenant: &str,
     state: &Restore,
@@ -254,21 +197,24 @@ pub async fn abort(
     Ok(ended)
 }
 
-/// Ends a restore that cannot go on (its source could not be made, or holds another tenant, or an
-/// operator aborted it): the tenant active again, the reason in the report.
+/// Ends a restore that cannot go on (its source could not be made, holds another tenant or
+/// changed, or an operator aborted it): its lanes stopped and the restore marked abandoned with
+/// `reason` ([`lanes::stop`]; already, when `state` is), then the lanes' counts folded into the
+/// report and the tenant active again ([`lanes::fold_abandoned`]).
 async fn abandon(
     live: &TenantDb,
     state: &Restore,
     reason: String,
     now: String,
 ) -> Result<Progress, StoreError> {
-    let report = Restore {
-        phase: RestorePhase::Abandoned(reason),
-        position: None,
-        finished_at: Some(now),
-        ..state.clone()
+    let stopped = match &state.phase {
+        RestorePhase::Abandoned(_) => state.clone(),
+        _ => match lanes::stop(live, state, reason).await? {
+            Step::Committed(next) => *next,
+            Step::Raced => return Ok(Progress::Raced),
+        },
     };
-    Ok(match finish(live, state, &report).await? {
+    Ok(match lanes::fold_abandoned(live, &stopped, now).await? {
         Step::Committed(report) => Progress::Ended(report),
         Step::Raced => Progress::Raced,
     })

@@ -9,26 +9,29 @@
 //! 2. A point-in-time restore first waits for its scratch table ([`point_in_time`]), then checks that
 //!    it holds this tenant (the record's `createdAt`: a tenant id reused since is another tenant).
 //! 3. **Putting**: the walk of the source's items of the tenant ([`sources`], in the source's shard
-//!    count), page by page; each item is read at its key in the tenant's *current* layout, and put
-//!    back or overwritten when it differs ([`plan::puts`]).
-//! 4. **Deleting**: the walk of the live items; each one the source does not hold is deleted
-//!    ([`plan::deletes`]).
-//! 5. [`finish`] makes the tenant active again with the report (`lastRestore`), after deleting a
-//!    scratch table.
+//!    count), in lanes ([`lanes`]); each item is read at its key in the tenant's *current* layout,
+//!    and put back or overwritten when it differs ([`plan::puts`]).
+//! 4. **Deleting**: the walk of the live items, in lanes; each one the source does not hold is
+//!    deleted ([`plan::deletes`]).
+//! 5. The last phase's end makes the tenant active again with the report (`lastRestore`), after
+//!    deleting a scratch table.
 //!
-//! Each step's changes and its checkpoint (position, counts, a step number it is conditioned on)
-//! are one transaction, so the counts are exact, a step is all or nothing, and a restore killed
-//! anywhere resumes from its last step, by a call or by the driver. Only the routes' entities are
+//! Each step's changes and its lane's checkpoint (position, counts, a step number it is
+//! conditioned on) are one transaction, and a phase's end folds its lanes' counts into the record
+//! in one transaction, so the counts are exact, a step is all or nothing, and a restore killed
+//! anywhere resumes from its last step, by a call, the lane worker or the driver. Only the routes'
+//! entities are
 //! restored ([`plan::restored`]); usage counters, quota windows, idempotency and import records,
 //! tombstones and the record keep what they are now. Writes go through the tenant's scoped
 //! client (session policy and guard); the source is read through a client that can only read the
 //! tenant's keys (`TenantClients::source_reader`).
 
 mod advance;
+pub mod lanes;
 pub mod plan;
 pub mod point_in_time;
 mod steps;
-pub use advance::{abort, advance, Progress, Tables};
+pub use advance::{abort, advance, source_changed, Progress, Tables};
 pub use steps::{begin, commit, finish, Step};
 
 use std::collections::BTreeMap;

@@ -56,7 +56,19 @@ pub async fn commit(
     db: &TenantDb,
     state: &Restore,
     planned: &[Planned],
+    next: Restore,
+) -> Result<Step, StoreError> {
+    commit_with(db, state, planned, next, Vec::new()).await
+}
+
+/// [`commit`], with `also` (conditioned on step numbers: a lane plan or fold) in the same
+/// transaction: `Raced` when any of their conditions or the checkpoint's failed.
+pub async fn commit_with(
+    db: &TenantDb,
+    state: &Restore,
+    planned: &[Planned],
     mut next: Restore,
+    also: Vec<TransactWriteItem>,
 ) -> Result<Step, StoreError> {
     next.steps = state.steps + 1;
     let mut counts = Counts::of(&next);
@@ -64,47 +76,75 @@ pub async fn commit(
     next.put_back = counts.put_back;
     next.overwritten = counts.overwritten;
     next.deleted = counts.deleted;
-    let mut actions = Vec::with_capacity(planned.len() + 1);
-    for p in planned {
-        let action = TransactWriteItem::builder();
-        let action = match &p.change {
-            Change::PutBack(item) | Change::Overwrite(item) => {
-                let put = Put::builder().table_name(&*db.table);
-                action.put(put.set_item(Some(item.clone())).build()?)
-            }
-            Change::Delete(key) => {
-                let delete = Delete::builder().table_name(&*db.table);
-                action.delete(delete.set_key(Some(key.clone())).build()?)
-            }
-        };
-        actions.push(action.build());
-    }
-    let checkpoint_at = actions.len();
+    let mut actions = change_actions(db, planned)?;
+    let conditioned_from = actions.len();
+    actions.extend(also);
     actions.push(
         TransactWriteItem::builder()
             .update(checkpoint(db, state, "SET #op = :next", &next)?)
             .build(),
     );
-    match db.transact_items(actions).await {
-        Ok(()) => Ok(Step::Committed(Box::new(next))),
-        Err(e) if e.failed_at(checkpoint_at) => Ok(Step::Raced),
-        Err(e) => Err(unexpected(e)),
-    }
+    committed_unless_raced(db, actions, conditioned_from, next).await
+}
+
+/// The writes of `planned`'s changes to `db`'s table, unconditioned (a step's checkpoint is what
+/// the transaction is conditioned on).
+pub(super) fn change_actions(
+    db: &TenantDb,
+    planned: &[Planned],
+) -> Result<Vec<TransactWriteItem>, StoreError> {
+    planned
+        .iter()
+        .map(|p| {
+            let action = TransactWriteItem::builder();
+            Ok(match &p.change {
+                Change::PutBack(item) | Change::Overwrite(item) => {
+                    let put = Put::builder().table_name(&*db.table);
+                    action.put(put.set_item(Some(item.clone())).build()?)
+                }
+                Change::Delete(key) => {
+                    let delete = Delete::builder().table_name(&*db.table);
+                    action.delete(delete.set_key(Some(key.clone())).build()?)
+                }
+            }
+            .build())
+        })
+        .collect()
 }
 
 /// Ends the restore: the tenant active again, `report` (phase `Finished` or `Abandoned`) kept as
-/// `lastRestore`, on condition that no other step was committed since `state`.
-pub async fn finish(db: &TenantDb, state: &Restore, report: &Restore) -> Result<Step, StoreError> {
+/// `lastRestore`, on condition that no other step was committed since `state`; with `also` (the
+/// lanes' fold) in the same transaction.
+pub async fn finish(
+    db: &TenantDb,
+    state: &Restore,
+    report: &Restore,
+    also: Vec<TransactWriteItem>,
+) -> Result<Step, StoreError> {
     let update = checkpoint(
         db,
         state,
         "SET #state = :active, #last = :next REMOVE #op",
         report,
     )?;
-    let update = vec![TransactWriteItem::builder().update(update).build()];
-    match db.transact_items(update).await {
-        Ok(()) => Ok(Step::Committed(Box::new(report.clone()))),
-        Err(e) if e.failed_at(0) => Ok(Step::Raced),
+    let mut actions = also;
+    actions.push(TransactWriteItem::builder().update(update).build());
+    committed_unless_raced(db, actions, 0, report.clone()).await
+}
+
+/// Sends `actions`, of which those from `conditioned_from` on are conditioned on step numbers:
+/// `Raced` when one of those failed.
+async fn committed_unless_raced(
+    db: &TenantDb,
+    actions: Vec<TransactWriteItem>,
+    conditioned_from: usize,
+    next: Restore,
+) -> Result<Step, StoreError> {
+    match db.transact_items(actions).await {
+        Ok(()) => Ok(Step::Committed(Box::new(next))),
+        Err(TransactError::ConditionFailed { index, .. }) if index >= conditioned_from => {
+            Ok(Step::Raced)
+        }
         Err(e) => Err(unexpected(e)),
     }
 }

@@ -301,9 +301,16 @@ pub struct Restore {
     pub source_shards: Option<u32>,
     /// Steps committed; each step is conditioned on it.
     pub steps: u64,
-    /// Where the phase's walk resumes.
+    /// Where the phase's walk resumes, for a walk begun before restores ran in lanes: where its
+    /// lane 0 resumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<ItemKey>,
+    /// The lanes the phase's walk runs in, once planned (`store::lifecycle::lanes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<u32>,
+    /// Epoch milliseconds when the phase's lanes were planned: what their rate is measured from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes_since_ms: Option<u64>,
     /// Items put back (missing), overwritten (different) and deleted (not in the source), by kind;
     /// never stored empty (as [`Offboarding::deleted`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -343,6 +350,8 @@ impl Restore {
             source_shards,
             steps: 0,
             position: None,
+            lanes: None,
+            lanes_since_ms: None,
             put_back: BTreeMap::new(),
             overwritten: BTreeMap::new(),
             deleted: BTreeMap::new(),
