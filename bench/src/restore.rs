@@ -6,14 +6,14 @@
 //! before (target: at most 1.2×).
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration::{unique, Auth, Harness};
 use serde_json::json;
-use shared::identity::clock::{rfc3339, Clock, SystemClock};
+use shared::identity::clock::{Clock, SystemClock};
 use shared::identity::ids::TenantId;
-use shared::store::lifecycle::restoring::{self, Progress, Restore, Step, Tables};
+use shared::store::lifecycle::restoring::{self, Restore, Step};
 use shared::store::tenancy::tenants::read_record_consistent;
 use shared::App;
 
@@ -82,33 +82,20 @@ pub async fn restore_figure(h: &Harness, app: &App, report: &mut Report) {
         restoring::begin(&db, &state, None).await.unwrap(),
         Step::Committed(_)
     ));
-    let manager = app.tenants.table_manager();
-    let tables = Tables {
-        source: &reader,
-        manager: &manager,
-        pool: &h.table,
-    };
     let started = Instant::now();
     let done = std::sync::atomic::AtomicBool::new(false);
     let restore = async {
-        let mut record = read_record_consistent(&db).await.unwrap().unwrap();
+        // Its lanes stepped side by side in each call, as with no lane queue.
+        let runner = tenants::Lanes::in_process();
         loop {
-            let now = || {
-                let ms = SystemClock.now_millis();
-                (ms / 1000, rfc3339(ms))
-            };
-            let until = Instant::now() + Duration::from_secs(5);
-            match Box::pin(restoring::advance(&db, &tables, &record, now, until))
+            let record = read_record_consistent(&db).await.unwrap().unwrap();
+            let answer = Box::pin(tenants::restore_tenant::advance(app, &runner, &db, record))
                 .await
-                .expect("a restore step")
-            {
-                Progress::Ended(report) => {
-                    done.store(true, std::sync::atomic::Ordering::SeqCst);
-                    return *report;
-                }
-                Progress::Running { .. } | Progress::Raced => {
-                    record = read_record_consistent(&db).await.unwrap().unwrap();
-                }
+                .expect("a restore call");
+            if answer.status() == 200 {
+                done.store(true, std::sync::atomic::Ordering::SeqCst);
+                let record = read_record_consistent(&db).await.unwrap().unwrap();
+                return record.last_restore.expect("its report");
             }
         }
     };

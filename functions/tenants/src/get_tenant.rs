@@ -7,45 +7,60 @@
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use shared::service::http::{json_response, path_tenant_id};
-use shared::store::tenancy::tenants::read_record;
+use shared::store::client::scoped::TenantDb;
+use shared::store::tenancy::tenants::{read_record, TenantRecord};
 use shared::{ApiError, App};
 
 use crate::{LanesProgress, TenantView};
 
-/// The progress of `record`'s offboarding's, re-sharding's or move's lanes, while it runs in them (one
-/// consistent Query of their partition).
+/// The progress of `record`'s offboarding's, re-sharding's, move's or restore's lanes, while it
+/// runs in them (one consistent Query of their partition).
 async fn lanes_of(
     app: &App,
-    db: &shared::store::client::scoped::TenantDb,
-    record: &shared::store::tenancy::tenants::TenantRecord,
+    db: &TenantDb,
+    record: &TenantRecord,
 ) -> Result<Option<LanesProgress>, ApiError> {
     use crate::lane_walk::LaneWork;
-    use shared::store::lifecycle::{lanes, moving, resharding};
+    use shared::store::lifecycle::{lanes, moving, resharding, restoring};
     let now_ms = app.clock.now_millis();
-    let (work, sources, before, since) = match (&record.offboarding, &record.migration) {
-        (Some(o), _) if o.lanes.is_some() && !o.walked => (
-            LaneWork::Delete,
-            crate::offboard_tenant::walk_sources(record)?,
+    let running = |work: LaneWork| (work.operation(), work.lanes_db(db));
+    let ((operation, kept), sources, before, since) = if let Some(o) = record
+        .offboarding
+        .as_ref()
+        .filter(|o| o.lanes.is_some() && !o.walked)
+    {
+        let sources = crate::offboard_tenant::walk_sources(record)?;
+        (
+            running(LaneWork::Delete),
+            sources,
             o.deleted.clone(),
             o.lanes_since_ms,
-        ),
-        (_, Some(m)) if m.lanes.is_some() => (
-            LaneWork::Move { to: m.to },
-            resharding::sharded_sources(&db.tenant, m.from),
+        )
+    } else if let Some(m) = record.migration.as_ref().filter(|m| m.lanes.is_some()) {
+        let sources = resharding::sharded_sources(&db.tenant, m.from);
+        let work = LaneWork::Move { to: m.to };
+        (running(work), sources, Default::default(), m.lanes_since_ms)
+    } else if let Some(m) = record.moving.as_ref().filter(|m| m.lanes.is_some()) {
+        let sources = moving::sources(&db.tenant, record);
+        let work = LaneWork::Relocate { to: m.to };
+        (running(work), sources, Default::default(), m.lanes_since_ms)
+    } else if let Some((r, walk)) = record
+        .restore
+        .as_ref()
+        .filter(|r| r.lanes.is_some())
+        .and_then(|r| Some((r, restoring::lanes::Walk::of(r, record.shard_count)?)))
+    {
+        let sources = walk.sources(&db.tenant);
+        (
+            (walk.operation(), db.clone()),
+            sources,
             Default::default(),
-            m.lanes_since_ms,
-        ),
-        _ => match &record.moving {
-            Some(m) if m.lanes.is_some() => (
-                LaneWork::Relocate { to: m.to },
-                moving::sources(&db.tenant, record),
-                Default::default(),
-                m.lanes_since_ms,
-            ),
-            _ => return Ok(None),
-        },
+            r.lanes_since_ms,
+        )
+    } else {
+        return Ok(None);
     };
-    let all = lanes::read(&work.lanes_db(db), work.operation()).await?;
+    let all = lanes::read(&kept, operation).await?;
     let progress = LanesProgress::of(&db.tenant, &sources, &all, &before, since, now_ms);
     Ok(Some(progress))
 }
@@ -74,6 +89,8 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         (_, _, lanes) => {
             if let Some(moving) = &mut view.moving {
                 moving.lanes = lanes;
+            } else if let Some(restore) = &mut view.restore {
+                restore.lanes = lanes;
             }
         }
     }

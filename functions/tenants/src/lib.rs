@@ -83,6 +83,9 @@ pub struct RestoreView {
     #[serde(flatten)]
     pub counts: shared::store::lifecycle::restoring::Counts,
     pub finished_at: Option<String>,
+    /// The walking phase's lanes, while it runs in them (`GET /tenants/{tenantId}` only; the
+    /// counts above are the phases' before it).
+    pub lanes: Option<LanesProgress>,
 }
 
 impl From<&shared::store::lifecycle::restoring::Restore> for RestoreView {
@@ -106,6 +109,7 @@ impl From<&shared::store::lifecycle::restoring::Restore> for RestoreView {
             steps: r.steps,
             counts: shared::store::lifecycle::restoring::Counts::of(r),
             finished_at: r.finished_at.clone(),
+            lanes: None,
         }
     }
 }

@@ -693,7 +693,20 @@ async fn a_restore_in_lanes_on_the_queue_makes_the_tenant_equal_to_its_copy_thro
         .await
         .unwrap();
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 4);
-    // AND the workers take them, the first delivered twice and the second's worker killed 40 ms
+    // THEN GET shows the putting phase's four lanes, none done
+    let shown = get_tenant(&h, &t, &operator).await;
+    let lanes = &shown.body["restore"]["lanes"];
+    assert_eq!(
+        (
+            &shown.body["restore"]["phase"],
+            &lanes["lanes"],
+            &lanes["lanesDone"]
+        ),
+        (&json!("putting"), &json!(4), &json!(0)),
+        "{}",
+        shown.body
+    );
+    // WHEN the workers take them, the first delivered twice and the second's worker killed 40 ms
     // in, then every third delivery twice, while the driver plans the deleting phase's lanes
     pump.round(&h.app, 10, 4, |i| match i {
         0 => Delivery::Twice,
