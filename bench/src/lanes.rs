@@ -23,7 +23,7 @@ use crate::{neighbour, seed_products, stat, Report};
 
 const PRODUCTS: usize = 6_000;
 const SHARDS: u32 = 32;
-const LANES: [u32; 4] = [1, 4, 16, 64];
+pub const LANES: [u32; 4] = [1, 4, 16, 64];
 
 pub async fn lanes_figure(
     h: &Harness,
@@ -179,4 +179,109 @@ async fn raw_transactions(h: &Harness, raw: &aws_sdk_dynamodb::Client, concurren
         .collect::<Vec<()>>()
         .await;
     keys.len() as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Figure 19: a re-sharding in lanes. For each of [`LANES`], a tenant of [`PRODUCTS`] products on
+/// 8 shards is re-sharded to 32 (`tenants::reshard_tenant::migrate` on `new_app(lanes)`, its lanes
+/// stepped side by side in the call, through the latency model) while a neighbour reads: items a
+/// second, and the neighbour's GetItem p99 during it against before.
+pub async fn resharding_figure(
+    h: &Harness,
+    app: &App,
+    new_app: impl Fn(u32) -> App,
+    report: &mut Report,
+) {
+    let neighbour = unique("rsneighbour");
+    integration::onboard_tier(h, &neighbour, 4, "premium").await;
+    seed_products(h, &neighbour, 4, 1).await;
+    let neighbour_auth = Auth::Tenant(neighbour);
+    let before = stat(neighbour::alone(app, &neighbour_auth).await);
+    report.add(
+        "19a. neighbour GetItem, no re-sharding [latency model]",
+        &before,
+        String::new(),
+    );
+    for lanes in LANES {
+        let mover = new_app(lanes);
+        let (rate, during) = reshard_in_lanes(h, app, &mover, &neighbour_auth).await;
+        let during = stat(during);
+        report.add(
+            &format!(
+                "19b. neighbour GetItem, during a re-sharding in {lanes} lanes [latency model]"
+            ),
+            &during,
+            format!(
+                "p99 {:.2}× the no-re-sharding p99 (target <= 1.2×)",
+                during.p99 / before.p99
+            ),
+        );
+        report.fact(
+            &format!("19c. re-sharding 8 → 32 in {lanes} lanes: items per second [latency model]"),
+            json!(format!("{rate:.0} items/s")),
+            &format!(
+                "{PRODUCTS} products walked (about three in four move), each moved item in a \
+                 transaction of its own; at this rate 1,000,000 items take {:.1} h and \
+                 100,000,000 {:.0} h",
+                1e6 / rate / 3600.0,
+                1e8 / rate / 3600.0
+            ),
+        );
+    }
+}
+
+/// Re-shards a new tenant of [`PRODUCTS`] products from 8 shards to 32 on `mover`, its moves
+/// starting at once, while the neighbour reads on `app`: products walked a second, and the
+/// neighbour's times meanwhile.
+async fn reshard_in_lanes(
+    h: &Harness,
+    app: &App,
+    mover: &App,
+    neighbour_auth: &Auth,
+) -> (f64, Vec<f64>) {
+    use shared::store::lifecycle::resharding::{self, MOVES_DELAY_SECONDS};
+    let tenant = unique("resharded");
+    integration::onboard_at_max_limits(h, &tenant, 8).await;
+    seed_products(h, &tenant, 8, PRODUCTS).await;
+    let t = TenantId::parse(&tenant).unwrap();
+    let db = mover
+        .operator_db(&t, Scope::Operator)
+        .await
+        .expect("the tenant's client")
+        .expect("a record");
+    let record = read_record_consistent(&db).await.unwrap().unwrap();
+    // Begun as if its delays had passed: nothing but the neighbour is served here.
+    let begun_ms = SystemClock.now_millis() - MOVES_DELAY_SECONDS * 1000;
+    let platform = TenantId::platform();
+    assert!(matches!(
+        resharding::begin(&db, &record, 32, &platform, begun_ms)
+            .await
+            .unwrap(),
+        resharding::Step::Committed(_)
+    ));
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let started = Instant::now();
+    let reshard = async {
+        let runner = tenants::Lanes::in_process();
+        loop {
+            let record = read_record_consistent(&db).await.unwrap().unwrap();
+            let until = Instant::now() + std::time::Duration::from_secs(5);
+            let answer = Box::pin(tenants::reshard_tenant::migrate(
+                mover, &runner, &db, record, until,
+            ))
+            .await
+            .expect("a re-sharding call");
+            if answer.status() == 200 {
+                break;
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+    };
+    let neighbour_loop = neighbour::beside(app, neighbour_auth, || {
+        done.load(std::sync::atomic::Ordering::SeqCst)
+    });
+    let ((), (during, refused)) = tokio::join!(reshard, neighbour_loop);
+    assert_eq!(refused, 0, "the neighbour was refused");
+    let record = read_record_consistent(&db).await.unwrap().unwrap();
+    assert_eq!(record.shard_count, 32, "the re-sharding ended");
+    (PRODUCTS as f64 / started.elapsed().as_secs_f64(), during)
 }

@@ -137,6 +137,13 @@ fn production_app_with_budget(
     App::new(settings, sdk, Arc::new(SystemClock)).expect("app")
 }
 
+/// [`production_app`] whose lifecycle operations run in `lanes` lanes (`LIFECYCLE_LANES`).
+fn production_app_with_lanes(sdk: &aws_types::SdkConfig, table: &str, lanes: u32) -> App {
+    let mut app = production_app(sdk, table);
+    app.settings.lifecycle_lanes = lanes;
+    app
+}
+
 fn status_of(r: &lambda_http::Response<lambda_http::Body>) -> u16 {
     r.status().as_u16()
 }
@@ -358,8 +365,8 @@ async fn main() {
         json!(format!("{one_way_ms} ms")),
         "figures marked [latency model] run through it; BENCH_PROXY_DELAY_MS",
     );
-    // BENCH_ONLY=cache, =queue, =restore, =attack, =walk, =hotlist, =move or =lanes runs figure 10,
-    // 11, 13, 12, 8L, 14, 15 or 16 alone (none needs another's fixture); BENCH_ONLY=latency runs figures 1-5, plain and
+    // BENCH_ONLY=cache, =queue, =restore, =attack, =walk, =hotlist, =move, =lanes or =lifecycle runs
+    // figure 10, 11, 13, 12, 8L, 14, 15, 16 or 17-19 alone (none needs another's fixture); BENCH_ONLY=latency runs figures 1-5, plain and
     // through the latency model.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     if only.is_empty() {
@@ -390,14 +397,26 @@ async fn main() {
     if only.is_empty() || only == "hotlist" {
         big_tenants::hot_list_figure(&h, &proxied, &through_proxy.app, &mut report).await;
     }
+    let app = &through_proxy.app;
     if only.is_empty() || only == "restore" {
-        restore::restore_figure(&h, &through_proxy.app, &mut report).await;
+        restore::restore_figure(&h, app, app, "13", "", &mut report).await;
     }
     if only.is_empty() || only == "move" {
-        moving::move_figure(&h, &through_proxy.app, &mut report).await;
+        moving::move_figure(&h, app, app, "15", "", &mut report).await;
     }
     if only.is_empty() || only == "lanes" {
-        lanes::lanes_figure(&h, &through_proxy.app, &through_proxy.raw, &mut report).await;
+        lanes::lanes_figure(&h, app, &through_proxy.raw, &mut report).await;
+    }
+    // BENCH_ONLY=lifecycle: figures 17-19, a move, a restore and a re-sharding at each lane count.
+    if only.is_empty() || only == "lifecycle" {
+        let in_lanes = |lanes| production_app_with_lanes(&proxied, &h.table, lanes);
+        for lanes in lanes::LANES {
+            let label = format!(" in {lanes} lanes");
+            let lanes_app = in_lanes(lanes);
+            moving::move_figure(&h, app, &lanes_app, "17", &label, &mut report).await;
+            restore::restore_figure(&h, app, &lanes_app, "18", &label, &mut report).await;
+        }
+        lanes::resharding_figure(&h, app, in_lanes, &mut report).await;
     }
     if only.is_empty() || only == "attack" {
         let new_app = || production_app(&proxied, &h.table);

@@ -40,7 +40,16 @@ async fn own_request(app: &App, auth: &Auth, n: usize) -> (bool, f64) {
     (write, ms)
 }
 
-pub async fn move_figure(h: &Harness, app: &App, report: &mut Report) {
+/// Figure `fig` (15, or 17 in `label`'s lanes): the tenant served by `app` while `backfill` (an
+/// app whose `LIFECYCLE_LANES` is the figure's) moves it.
+pub async fn move_figure(
+    h: &Harness,
+    app: &App,
+    backfill: &App,
+    fig: &str,
+    label: &str,
+    report: &mut Report,
+) {
     let tenant = unique("moved");
     integration::onboard_at_max_limits(h, &tenant, 8).await;
     seed_products(h, &tenant, 8, PRODUCTS).await;
@@ -85,10 +94,10 @@ pub async fn move_figure(h: &Harness, app: &App, report: &mut Report) {
     let backfill = async {
         let mut record = *record;
         loop {
-            let db = app.db_for_operator(&t).await.unwrap();
+            let db = backfill.db_for_operator(&t).await.unwrap();
             let until = Instant::now() + Duration::from_secs(5);
             let answer = tenants::move_tenant::advance(
-                app,
+                backfill,
                 &tenants::Lanes::in_process(),
                 &db,
                 record,
@@ -137,7 +146,7 @@ pub async fn move_figure(h: &Harness, app: &App, report: &mut Report) {
         };
         report.add(
             &format!(
-                "15{}. the tenant's {name}, no move [latency model]",
+                "{fig}{}. the tenant's {name}, no move{label} [latency model]",
                 letter.0
             ),
             &before,
@@ -145,7 +154,7 @@ pub async fn move_figure(h: &Harness, app: &App, report: &mut Report) {
         );
         report.add(
             &format!(
-                "15{}. the tenant's {name}, during its move [latency model]",
+                "{fig}{}. the tenant's {name}, during its move{label} [latency model]",
                 letter.1
             ),
             &during,
@@ -156,7 +165,7 @@ pub async fn move_figure(h: &Harness, app: &App, report: &mut Report) {
         );
     }
     report.fact(
-        "15e. a move pool → own table: items per second",
+        &format!("{fig}e. a move pool → own table{label}: items per second [latency model]"),
         json!(format!("{:.0} items/s", PRODUCTS as f64 / seconds)),
         &format!(
             "{PRODUCTS} products moved in {seconds:.1} s by the backfill and the tenant's own \

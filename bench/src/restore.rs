@@ -21,14 +21,23 @@ use crate::{neighbour, seed_products, seed_products_with, stat, Report};
 
 const PRODUCTS: usize = 3_000;
 
-pub async fn restore_figure(h: &Harness, app: &App, report: &mut Report) {
+/// Figure `fig` (13, or 18 in `label`'s lanes): the neighbour served by `app` while `restorer` (an
+/// app whose `LIFECYCLE_LANES` is the figure's) restores the tenant.
+pub async fn restore_figure(
+    h: &Harness,
+    app: &App,
+    restorer: &App,
+    fig: &str,
+    label: &str,
+    report: &mut Report,
+) {
     let (tenant, neighbour) = (unique("restored"), unique("neighbour"));
     integration::onboard_at_max_limits(h, &tenant, 8).await;
     integration::onboard_tier(h, &neighbour, 4, "premium").await;
     seed_products(h, &tenant, 8, PRODUCTS).await;
     seed_products(h, &neighbour, 4, 1).await;
     // The snapshot: the whole table copied into a source table, as a point-in-time restore makes it.
-    let source = h.snapshot("bench").await;
+    let source = h.snapshot(&tenant).await;
     // The damage: a third deleted, a third overwritten.
     let t = TenantId::parse(&tenant).unwrap();
     for item in h
@@ -61,9 +70,12 @@ pub async fn restore_figure(h: &Harness, app: &App, report: &mut Report) {
     let before = neighbour::alone(app, &neighbour_auth).await;
 
     // The restore, begun with no delay (nothing else writes the tenant here), stepped to its end.
-    let db = app.db_for_operator(&t).await.expect("the tenant's client");
+    let db = restorer
+        .db_for_operator(&t)
+        .await
+        .expect("the tenant's client");
     let record = read_record_consistent(&db).await.unwrap().unwrap();
-    let reader = app.tenants.source_reader(&t, &source);
+    let reader = restorer.tenants.source_reader(&t, &source);
     let source_shards = restoring::source_shards(&reader, &record)
         .await
         .unwrap()
@@ -89,9 +101,11 @@ pub async fn restore_figure(h: &Harness, app: &App, report: &mut Report) {
         let runner = tenants::Lanes::in_process();
         loop {
             let record = read_record_consistent(&db).await.unwrap().unwrap();
-            let answer = Box::pin(tenants::restore_tenant::advance(app, &runner, &db, record))
-                .await
-                .expect("a restore call");
+            let answer = Box::pin(tenants::restore_tenant::advance(
+                restorer, &runner, &db, record,
+            ))
+            .await
+            .expect("a restore call");
             if answer.status() == 200 {
                 done.store(true, std::sync::atomic::Ordering::SeqCst);
                 let record = read_record_consistent(&db).await.unwrap().unwrap();
@@ -111,12 +125,12 @@ pub async fn restore_figure(h: &Harness, app: &App, report: &mut Report) {
         .sum();
     let (before, during) = (stat(before), stat(during));
     report.add(
-        "13a. neighbour GetItem, no restore [latency model]",
+        &format!("{fig}a. neighbour GetItem, no restore{label} [latency model]"),
         &before,
         String::new(),
     );
     report.add(
-        "13b. neighbour GetItem, during a restore [latency model]",
+        &format!("{fig}b. neighbour GetItem, during a restore{label} [latency model]"),
         &during,
         format!(
             "p99 {:.2}× the no-restore p99 (target <= 1.2×)",
@@ -124,7 +138,7 @@ pub async fn restore_figure(h: &Harness, app: &App, report: &mut Report) {
         ),
     );
     report.fact(
-        "13c. per-tenant restore: items per second",
+        &format!("{fig}c. per-tenant restore{label}: items per second [latency model]"),
         json!(format!("{:.0} items/s", PRODUCTS as f64 / seconds)),
         &format!(
             "{PRODUCTS} products compared in {seconds:.1} s ({:.0} changed: put back {:?}, \
