@@ -73,7 +73,7 @@ pub async fn move_figure(
     create_own_table(&app.tenants.table_manager(), manager, &h.table, &own, &t)
         .await
         .expect("the own table");
-    let db = app.db_for_operator(&t).await.expect("the tenant's client");
+    let db = app.db_to_change(&t).await.expect("the tenant's client");
     let before = shared::store::tenancy::tenants::read_record_consistent(&db)
         .await
         .unwrap()
@@ -94,7 +94,7 @@ pub async fn move_figure(
     let backfill = async {
         let mut record = *record;
         loop {
-            let db = backfill.db_for_operator(&t).await.unwrap();
+            let db = backfill.db_to_change(&t).await.unwrap();
             let until = Instant::now() + Duration::from_secs(5);
             let answer = tenants::move_tenant::advance(
                 backfill,

@@ -71,7 +71,7 @@ pub async fn restore_figure(
 
     // The restore, begun with no delay (nothing else writes the tenant here), stepped to its end.
     let db = restorer
-        .db_for_operator(&t)
+        .db_to_change(&t)
         .await
         .expect("the tenant's client");
     let record = read_record_consistent(&db).await.unwrap().unwrap();

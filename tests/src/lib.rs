@@ -127,6 +127,17 @@ pub struct Faults {
     cancel: Mutex<Option<(String, usize)>>,
     /// While set, every request whose body holds this text is refused with throttling, unapplied.
     refuse_containing: Mutex<Option<String>>,
+    /// The next requests whose body holds the text (while the count lasts) are refused with
+    /// throttling that gives DynamoDB's reason, unapplied.
+    throttle_containing: Mutex<Option<ThrottleWithReason>>,
+}
+
+/// A throttle answered with its reason: to requests holding `marker`, `attempts` more times.
+#[derive(Debug)]
+struct ThrottleWithReason {
+    marker: String,
+    reason: String,
+    attempts: usize,
 }
 
 impl Faults {
@@ -173,6 +184,47 @@ impl Faults {
     /// ProvisionedThroughputExceededException and never takes effect, until cleared with `None`.
     pub fn refuse_requests_containing(&self, marker: Option<&str>) {
         *self.refuse_containing.lock().unwrap() = marker.map(str::to_owned);
+    }
+
+    /// The next `attempts` requests whose body holds `marker` are answered with
+    /// ProvisionedThroughputExceededException giving `reason` as DynamoDB's `ThrottlingReasons`
+    /// (e.g. `TableWriteKeyRangeThroughputExceeded`), and never take effect.
+    pub fn throttle_containing_with_reason(&self, marker: &str, reason: &str, attempts: usize) {
+        *self.throttle_containing.lock().unwrap() = Some(ThrottleWithReason {
+            marker: marker.to_owned(),
+            reason: reason.to_owned(),
+            attempts,
+        });
+    }
+
+    /// How many throttles with a reason are still to answer.
+    pub fn throttles_with_reason_left(&self) -> usize {
+        self.throttle_containing
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map_or(0, |t| t.attempts)
+    }
+
+    /// The throttle answer with its reason for a request of `body`, if one is due.
+    fn take_throttle_with_reason(&self, body: &[u8]) -> Option<String> {
+        let mut armed = self.throttle_containing.lock().unwrap();
+        let due = armed.as_mut().filter(|t| {
+            t.attempts > 0
+                && body
+                    .windows(t.marker.len())
+                    .any(|w| w == t.marker.as_bytes())
+        })?;
+        due.attempts -= 1;
+        let answer = json!({
+            "__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+            "message": "injected throttling with its reason, not applied",
+            "ThrottlingReasons": [{
+                "reason": due.reason,
+                "resource": "arn:aws:dynamodb:us-east-1:000000000000:table/injected",
+            }],
+        });
+        Some(answer.to_string())
     }
 
     fn refuses_body(&self, body: &[u8]) -> bool {
@@ -319,7 +371,14 @@ impl Intercept for TestInterceptor {
             .body()
             .bytes()
             .is_some_and(|b| self.faults.refuses_body(b));
-        let answer = if body_refused || self.faults.take_refusal(&operation) {
+        let with_reason = ctx
+            .request()
+            .body()
+            .bytes()
+            .and_then(|b| self.faults.take_throttle_with_reason(b));
+        let answer = if with_reason.is_some() {
+            with_reason
+        } else if body_refused || self.faults.take_refusal(&operation) {
             Some(
                 r#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"injected throttling, not applied"}"#
                     .to_owned(),

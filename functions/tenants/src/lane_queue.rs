@@ -55,6 +55,8 @@ pub struct Lanes {
     queue: Option<LaneQueue>,
     /// How long one message steps its lane.
     turn: Duration,
+    /// How long a lane whose table DynamoDB throttles waits on the queue before its next turn.
+    throttle_wait: Duration,
 }
 
 impl Default for Lanes {
@@ -62,6 +64,7 @@ impl Default for Lanes {
         Self {
             queue: None,
             turn: WORK_PER_MESSAGE,
+            throttle_wait: shared::store::lifecycle::pacing::TABLE_THROTTLE_WAIT,
         }
     }
 }
@@ -112,6 +115,19 @@ impl Lanes {
         self.turn
     }
 
+    /// The same, a lane whose table is throttled waiting `wait` on the queue (tests shorten it).
+    pub fn with_throttle_wait(self, wait: Duration) -> Self {
+        Self {
+            throttle_wait: wait,
+            ..self
+        }
+    }
+
+    /// How long a lane whose table DynamoDB throttles waits on the queue before its next turn.
+    pub fn throttle_wait(&self) -> Duration {
+        self.throttle_wait
+    }
+
     /// Whether lanes go on a queue (else the caller steps them).
     pub fn queued(&self) -> bool {
         self.queue.is_some()
@@ -121,6 +137,17 @@ impl Lanes {
     /// caller, or the driver's next run, sends the lanes again: a lane sent twice costs one
     /// contested step).
     pub async fn send(&self, messages: &[LaneMessage]) -> Result<(), ApiError> {
+        self.send_after(messages, Duration::ZERO).await
+    }
+
+    /// [`Lanes::send`], each message delivered no sooner than `delay` from now (at most SQS's 15
+    /// minutes): a lane whose table is throttled waits on the queue, not in a worker.
+    pub async fn send_after(
+        &self,
+        messages: &[LaneMessage],
+        delay: Duration,
+    ) -> Result<(), ApiError> {
+        let delay_seconds = i32::try_from(delay.as_secs().min(900)).unwrap_or(900);
         let Some(queue) = &self.queue else {
             return Ok(());
         };
@@ -134,6 +161,7 @@ impl Lanes {
                     SendMessageBatchRequestEntry::builder()
                         .id(i.to_string())
                         .message_body(body)
+                        .delay_seconds(delay_seconds)
                         .build()
                         .map_err(|e| ApiError::Internal(format!("a lane message: {e}")))
                 })

@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use shared::store::client::error::StoreError;
 use shared::store::client::scoped::TenantDb;
 use shared::store::lifecycle::lanes::{self, Lane};
 use shared::store::lifecycle::offboarding::{self, ITEMS_PER_STEP};
@@ -65,7 +66,7 @@ impl LaneWork {
 
     /// What its lanes walk: a move's source table, a restore's source while putting; the others'
     /// the tenant's table.
-    fn walked_db(&self, db: &TenantDb) -> Result<TenantDb, ApiError> {
+    fn walked_db(&self, db: &TenantDb) -> Result<TenantDb, StoreError> {
         Ok(match self {
             LaneWork::Relocate { to } => db.on_table(&moving::tables(db, *to)?.0),
             LaneWork::Restore { walk, source } if walk.putting => (**source).clone(),
@@ -81,7 +82,7 @@ impl LaneWork {
         db: &TenantDb,
         lane: &Lane,
         page: &Page,
-    ) -> Result<Option<Lane>, ApiError> {
+    ) -> Result<Option<Lane>, StoreError> {
         let now_ms = app.clock.now_millis();
         Ok(match self {
             LaneWork::Delete => match offboarding::delete_step(db, lane, page, now_ms).await? {
@@ -113,11 +114,18 @@ pub enum LaneRun {
     OutOfTime,
     /// Another caller committed one of its steps first: that one walks it now.
     Raced,
+    /// DynamoDB throttled its table or an index, or its partition again and again: it has more to
+    /// walk after [`pacing::TABLE_THROTTLE_WAIT`].
+    Throttled,
 }
 
 /// Steps `lane` of `count` over `sources` until its walk is done, another caller commits one of its
 /// steps first, or `deadline` passes; each step within a partition's second of writes, and the
-/// next paced at a partition's rate.
+/// next paced at a partition's rate. A step DynamoDB throttles (past the SDK's own retries) is
+/// retried as its reasons say ([`pacing::throttle_scope`]): its partition's, after a backoff and
+/// at half the pace each time, [`pacing::PARTITION_RETRIES`] times in a row at most; its table's
+/// or an index's, not in this run ([`LaneRun::Throttled`]). A throttled step wrote nothing: a
+/// step is one transaction.
 pub async fn run_lane(
     app: &App,
     db: &TenantDb,
@@ -134,19 +142,43 @@ pub async fn run_lane(
         bytes: pacing::STEP_BYTES,
         until: Some(deadline),
     };
+    let (mut throttled, mut slowdown) = (0, 1);
     loop {
         let step_started = Instant::now();
-        let page = tenant_items::page(&walked, &own, lane.position.as_ref(), budget).await?;
-        lane = match work.step(app, db, &lane, &page).await? {
-            Some(next) => next,
-            None => return Ok(LaneRun::Raced),
+        let stepped = async {
+            let page = tenant_items::page(&walked, &own, lane.position.as_ref(), budget).await?;
+            let next = work.step(app, db, &lane, &page).await?;
+            Ok::<_, StoreError>((page, next))
+        };
+        let page = match stepped.await {
+            Ok((_, None)) => return Ok(LaneRun::Raced),
+            Ok((page, Some(next))) => {
+                (lane, throttled) = (next, 0);
+                page
+            }
+            Err(StoreError::Throttled { reasons }) => {
+                let scope = pacing::throttle_scope(&reasons);
+                throttled += 1;
+                tracing::warn!(tenant = %db.tenant, operation = work.operation(), lane = lane.lane, ?reasons, ?scope, throttled, "a lane's step was throttled");
+                if scope == pacing::ThrottleScope::Table || throttled > pacing::PARTITION_RETRIES {
+                    return Ok(LaneRun::Throttled);
+                }
+                slowdown = (slowdown * 2).min(16);
+                tokio::time::sleep(pacing::partition_backoff(throttled)).await;
+                if Instant::now() >= deadline {
+                    return Ok(LaneRun::OutOfTime);
+                }
+                continue;
+            }
+            Err(e) => return Err(e.into()),
         };
         if lane.done {
             return Ok(LaneRun::Done);
         }
         // Paced before the call may end, so the next step, here or in any container, starts
         // when the partition has taken this one (a step is at most about half a second of it).
-        pacing::pace(step_started, pacing::transactional_write_units(&page.items)).await;
+        let units = pacing::transactional_write_units(&page.items);
+        pacing::pace_slowed(step_started, units, slowdown).await;
         if Instant::now() >= deadline {
             return Ok(LaneRun::OutOfTime);
         }

@@ -161,6 +161,14 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
             runner.send(std::slice::from_ref(&next)).await?;
             Ok(Turn::Sent)
         }
+        // Its table is throttled: its next turn waits on the queue, so every lane backs off.
+        LaneRun::Throttled => {
+            let next = LaneMessage::new(&tenant, work.operation(), message.lane);
+            runner
+                .send_after(std::slice::from_ref(&next), runner.throttle_wait())
+                .await?;
+            Ok(Turn::Sent)
+        }
         LaneRun::Done => {
             // The last lane done ends the operation, as a call would (a lane still running
             // elsewhere makes this a 202: its own last turn ends it).

@@ -169,6 +169,7 @@ impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::Unavailable(detail) => Self::Unavailable(detail),
+            throttled @ StoreError::Throttled { .. } => Self::Unavailable(throttled.to_string()),
             StoreError::Contended(detail) => Self::Conflict(detail),
             StoreError::Unfit(detail) => Self::Conflict(detail),
             StoreError::OutsideTenant => {

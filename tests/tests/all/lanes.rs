@@ -829,3 +829,90 @@ async fn an_abort_in_the_middle_of_a_restores_lanes_stops_every_lane_and_reports
     let view = get_tenant(&h, &t, &operator).await;
     assert_eq!(view.body["lastRestore"], aborted.body["lastRestore"]);
 }
+
+/// The log lines of a throttled lane step in `text`: each one's scope.
+fn throttled_steps(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["message"] == "a lane's step was throttled")
+        .map(|l| l["scope"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_lane_backs_off_as_dynamodbs_throttling_reason_says_and_every_item_is_deleted_once() {
+    // GIVEN logs captured, a tenant of 600 products and an item of every kind on 4 shards,
+    // offboardings in 2 lanes, and a lane queue whose turns last 400 ms and whose lanes wait a
+    // second when their table is throttled; the offboarding planned and its lanes sent
+    let (logs, _guard) = integration::CapturedLogs::install();
+    let mut h = Harness::new().await;
+    h.app.settings.lifecycle_lanes = 2;
+    let t = unique("throttled");
+    let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
+    onboard(&h, &t, 4).await;
+    seed_every_kind(&h, &t, 600).await;
+    let before = h.items_under(&raw_key(&t, "")).await;
+    let mut pump = LanePump::new(1, Duration::from_millis(400)).await;
+    pump.lanes = pump
+        .lanes
+        .clone()
+        .with_throttle_wait(Duration::from_secs(1));
+    assert_eq!(offboard(&h, &t, &operator).await.status, 202);
+    h.clock.advance_seconds(DELETION_DELAY_SECONDS);
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 2);
+    // (lane 0's steps each commit with its checkpoint, which names it)
+    let tenant = TenantId::parse(&t).unwrap();
+    let lane_0 = shared::identity::keys::lane_sk(&tenant, "offboarding", 0);
+
+    // WHEN DynamoDB throttles lane 0's first step by the table's capacity (the SDK tries a step
+    // three times before the lane sees it), and the workers take both lanes
+    h.faults
+        .throttle_containing_with_reason(&lane_0, "TableWriteProvisionedThroughputExceeded", 3);
+    pump.round(&h.app, 10, 2, |_| Delivery::Once).await;
+    // THEN lane 0 ended its turn at once, and its next turn waits on the queue: only lane 1's is
+    // there to take now
+    assert_eq!(throttled_steps(&logs.text()), ["Table"]);
+    assert_eq!(h.faults.throttles_with_reason_left(), 0);
+    let now = pump.queues.receive(10).await;
+    assert!(now.len() <= 1, "{now:?}");
+    pump.queues.settle(&now, None).await;
+
+    // WHEN DynamoDB throttles lane 0's steps 7 times by their key range, and the workers take the
+    // lanes until those are spent
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    h.faults
+        .throttle_containing_with_reason(&lane_0, "TableWriteKeyRangeThroughputExceeded", 7);
+    let mut rounds = 0;
+    while h.faults.throttles_with_reason_left() > 0 {
+        pump.round(&h.app, 10, 2, |_| Delivery::Once).await;
+        rounds += 1;
+        assert!(rounds < 50, "lane 0 never stepped again");
+    }
+    // THEN lane 0 backed off twice for its partition (3 + 3 attempts), and the seventh throttle
+    // was one the SDK retried itself
+    assert_eq!(
+        throttled_steps(&logs.text()),
+        ["Table", "Partition", "Partition"]
+    );
+    // AND the workers take the lanes to the end
+    pump_while(&h, &pump, || async {
+        get_tenant(&h, &t, &operator).await.status == 200
+    })
+    .await;
+
+    // THEN every item was deleted once: the report counts each, and nothing of the tenant is left
+    let report = offboard(&h, &t, &operator).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    assert_eq!(
+        report.body["deleted"],
+        counted(&t, &before),
+        "{}",
+        report.body
+    );
+    assert!(h.items_under(&raw_key(&t, "")).await.is_empty());
+    pump.drain(&h.app, 2).await;
+    assert!(pump.queues.dead_letters().await.is_empty());
+}

@@ -10,9 +10,15 @@ use crate::isolation::guard::is_guard_violation;
 
 #[derive(Debug, Error)]
 pub enum StoreError {
-    /// DynamoDB or STS is unavailable or throttling: retryable.
+    /// DynamoDB or STS is unavailable: retryable.
     #[error("{0}")]
     Unavailable(String),
+    /// DynamoDB throttled the request past the SDK's retries: retryable (503, as
+    /// [`StoreError::Unavailable`]). `reasons` are DynamoDB's own (its `ThrottlingReasons`, such as
+    /// `TableWriteKeyRangeThroughputExceeded`), when it gave any: what a lifecycle lane's backoff
+    /// reads (`lifecycle::pacing::throttle_scope`).
+    #[error("The data store is busy; retry later.")]
+    Throttled { reasons: Vec<String> },
     /// Concurrent writers kept changing the same items: retrying later may succeed (409).
     #[error("{0}")]
     Contended(String),
@@ -83,6 +89,13 @@ impl StoreError {
             tracing::error!(error = ?err, "isolation guard refused a request");
             return Self::OutsideTenant;
         }
+        if let SdkError::ServiceError(service) = &err {
+            if service.err().code().is_some_and(|c| THROTTLED.contains(&c)) {
+                let reasons = throttling_reasons(service.raw());
+                tracing::warn!(error = ?err, ?reasons, "DynamoDB throttling");
+                return Self::Throttled { reasons };
+            }
+        }
         let retryable = match &err {
             SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) => true,
             SdkError::ServiceError(service) => is_retryable_code(service.err().code()),
@@ -95,6 +108,39 @@ impl StoreError {
         }
         Self::Internal(format!("DynamoDB error: {err:?}"))
     }
+}
+
+/// The error codes of a request DynamoDB throttled.
+const THROTTLED: [&str; 3] = [
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+];
+
+/// The `reason` of each of the `ThrottlingReasons` in a throttled request's answer (`raw`, the
+/// HTTP response the SDK keeps with the error), or none when it gave none.
+fn throttling_reasons<R: 'static>(raw: &R) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        #[serde(rename = "ThrottlingReasons", default)]
+        reasons: Vec<Reason>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Reason {
+        reason: Option<String>,
+    }
+    let any: &dyn std::any::Any = raw;
+    any.downcast_ref::<aws_sdk_dynamodb::config::http::HttpResponse>()
+        .and_then(|response| response.body().bytes())
+        .and_then(|body| serde_json::from_slice::<Answer>(body).ok())
+        .map(|answer| {
+            answer
+                .reasons
+                .into_iter()
+                .filter_map(|r| r.reason)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A request that could not be built (a required field missing): a bug, not the caller's.

@@ -142,9 +142,10 @@ pub async fn transact(request: TransactWriteItemsFluentBuilder) -> Result<(), Tr
             }
             Verdict::Throttled => {
                 tracing::warn!("transaction cancelled by throttling");
-                return Err(StoreError::Unavailable(
-                    "The data store is busy or unavailable; retry later.".into(),
-                )
+                // A cancellation names no throttling reasons: the scope is unknown.
+                return Err(StoreError::Throttled {
+                    reasons: Vec::new(),
+                }
                 .into());
             }
             Verdict::Other(codes) => {

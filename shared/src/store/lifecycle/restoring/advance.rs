@@ -85,8 +85,9 @@ pub async fn advance(
                             // A throttle or a timeout is tried again by the next call; DynamoDB's
                             // refusal (no recovery, a time outside the window, a limit) ends the
                             // restore before anything was written.
-                            if let point_in_time::Unrestorable::Store(StoreError::Unavailable(_)) =
-                                e
+                            if let point_in_time::Unrestorable::Store(
+                                StoreError::Unavailable(_) | StoreError::Throttled { .. },
+                            ) = e
                             {
                                 return Err(StoreError::Unavailable(e.to_string()));
                             }
