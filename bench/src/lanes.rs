@@ -92,7 +92,7 @@ async fn offboard_in_lanes(
         .expect("a record");
     let now_ms = SystemClock.now_millis();
     let platform = TenantId::platform();
-    offboarding::begin(&db, &platform, rfc3339(now_ms), now_ms / 1000)
+    offboarding::begin(&db, &platform, rfc3339(now_ms), now_ms / 1000, None)
         .await
         .expect("begun");
     let record = read_record_consistent(&db).await.unwrap().unwrap();
@@ -253,7 +253,7 @@ async fn reshard_in_lanes(
     let begun_ms = SystemClock.now_millis() - MOVES_DELAY_SECONDS * 1000;
     let platform = TenantId::platform();
     assert!(matches!(
-        resharding::begin(&db, &record, 32, &platform, begun_ms)
+        resharding::begin(&db, &record, 32, &platform, begun_ms, None)
             .await
             .unwrap(),
         resharding::Step::Committed(_)

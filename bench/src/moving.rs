@@ -80,11 +80,17 @@ pub async fn move_figure(
         .unwrap();
     let begun_ms = SystemClock.now_millis() - MOVES_DELAY_SECONDS * 1000;
     let platform = TenantId::platform();
-    let Step::Committed(record) =
-        moving::begin(&db, &before, Placement::Own, &own, &platform, begun_ms)
-            .await
-            .unwrap()
-    else {
+    let Step::Committed(record) = moving::begin(
+        &db,
+        &before,
+        Placement::Own,
+        &own,
+        &platform,
+        begun_ms,
+        None,
+    )
+    .await
+    .unwrap() else {
         panic!("the move did not begin");
     };
     app.directory

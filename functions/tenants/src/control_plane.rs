@@ -543,7 +543,7 @@ async fn act(
         Kind::Offboarding => match Operation::Offboarding
             .charged(
                 app,
-                crate::offboard_tenant::offboard_as(app, &plane.lanes, &by, &tenant),
+                crate::offboard_tenant::offboard_as(app, &plane.lanes, &by, &tenant, None),
             )
             .await
         {

@@ -204,15 +204,42 @@ pub async fn run_lanes(
     futures::future::try_join_all(runs).await.map(|_| ())
 }
 
-/// How many lanes to plan for a walk of `sources`: `LIFECYCLE_LANES`, or one when the walk began
-/// before the operation ran in lanes (`resuming`: it goes on as lane 0, from where it was).
-pub fn lanes_to_plan(app: &App, resuming: bool, sources: usize) -> u32 {
-    let asked = if resuming {
-        1
-    } else {
-        app.settings.lifecycle_lanes
+/// How many lanes to plan for a walk of `sources`: the operator's `asked` for this operation, else
+/// `LIFECYCLE_LANES`; one when the walk began before the operation ran in lanes (`position`: it goes
+/// on as lane 0, from where it was).
+pub fn lanes_to_plan(
+    app: &App,
+    position: &Option<shared::identity::keys::ItemKey>,
+    asked: Option<u32>,
+    sources: usize,
+) -> u32 {
+    let asked = match position {
+        Some(_) => 1,
+        None => asked.unwrap_or(app.settings.lifecycle_lanes),
     };
     lanes::lane_count(asked, sources)
+}
+
+/// The lanes an operator asks an operation to run in (`?lanes=`, taken when it starts): 1 to
+/// [`lanes::MAX_LANES`], or 400.
+pub fn asked_lanes(req: &lambda_http::Request) -> Result<Option<u32>, ApiError> {
+    use lambda_http::RequestExt;
+    let Some(text) = req
+        .query_string_parameters_ref()
+        .and_then(|q| q.first("lanes"))
+    else {
+        return Ok(None);
+    };
+    match text.parse::<u32>() {
+        Ok(n) if (1..=lanes::MAX_LANES).contains(&n) => Ok(Some(n)),
+        _ => Err(ApiError::bad_request(
+            "lanes",
+            format!(
+                "lanes is a whole number from 1 to {}: how many lanes the operation runs in",
+                lanes::MAX_LANES
+            ),
+        )),
+    }
 }
 
 /// Sends every lane of a plan of `count` lanes of `work` to the queue.

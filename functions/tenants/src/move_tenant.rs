@@ -87,6 +87,7 @@ pub async fn run(
     operator: &TenantId,
     tenant: &TenantId,
     to: Placement,
+    lanes_asked: Option<u32>,
 ) -> Result<Response<Body>, ApiError> {
     let deadline = Instant::now() + WORK_PER_REQUEST;
     // A start races only other starts and status changes: one more read settles it.
@@ -106,7 +107,7 @@ pub async fn run(
         }
         match &record.moving {
             None if placement_of(&record) == to => return Ok(done(record)),
-            None => match start(app, &db, &record, to, operator).await? {
+            None => match start(app, &db, &record, to, (operator, lanes_asked)).await? {
                 Step::Committed(record) => {
                     tracing::info!(tenant = %tenant, to = placement_name(to), by = %operator, "tenant move started");
                     return advance(app, runner, &db, *record, deadline).await;
@@ -157,7 +158,7 @@ async fn start(
     db: &TenantDb,
     record: &TenantRecord,
     to: Placement,
-    operator: &TenantId,
+    (operator, lanes_asked): (&TenantId, Option<u32>),
 ) -> Result<Step, ApiError> {
     let pool = app.tenants.table_name();
     let to_table = match to {
@@ -183,7 +184,7 @@ async fn start(
     let now_ms = app.clock.now_millis();
     let platform_db = app.db_for_operator(&TenantId::platform()).await?;
     driving::list(&platform_db, &db.tenant, now_ms).await?;
-    Ok(begin(db, record, to, &to_table, operator, now_ms).await?)
+    Ok(begin(db, record, to, &to_table, operator, now_ms, lanes_asked).await?)
 }
 
 /// Runs the backfill's lanes (planned by the first call after `movesStartAt`): with a lane queue,
@@ -209,7 +210,8 @@ pub async fn advance(
     let count = match state.lanes {
         Some(count) => count,
         None => {
-            let count = lane_walk::lanes_to_plan(app, state.position.is_some(), sources.len());
+            let count =
+                lane_walk::lanes_to_plan(app, &state.position, state.lanes_asked, sources.len());
             if !plan_lanes(db, &state, count, app.clock.now_millis()).await? {
                 return crate::reread(app, db, is_moving).await;
             }

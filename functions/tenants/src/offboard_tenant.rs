@@ -46,7 +46,8 @@ pub async fn handle(app: &App, lanes: &Lanes, req: Request) -> Result<Response<B
         "An operator cannot offboard its own tenant. Ask an operator of another tenant.",
     )
     .await?;
-    let offboard = offboard_as(app, lanes, &operator, &tenant);
+    let asked = crate::lane_walk::asked_lanes(&req)?;
+    let offboard = offboard_as(app, lanes, &operator, &tenant, asked);
     Operation::Offboarding.charged(app, offboard).await
 }
 
@@ -61,6 +62,7 @@ pub(crate) async fn offboard_as(
     lanes: &Lanes,
     operator: &TenantId,
     tenant: &TenantId,
+    lanes_asked: Option<u32>,
 ) -> Result<Response<Body>, ApiError> {
     let Some(db) = app.operator_db(tenant, Scope::Operator).await? else {
         return finished_report(app, tenant).await;
@@ -77,7 +79,7 @@ pub(crate) async fn offboard_as(
             let platform_db = app.db_for_operator(&TenantId::platform()).await?;
             driving::list(&platform_db, tenant, now_ms).await?;
             let starts = now_ms / 1000 + DELETION_DELAY_SECONDS;
-            let begun = begin(&db, operator, rfc3339(now_ms), starts)
+            let begun = begin(&db, operator, rfc3339(now_ms), starts, lanes_asked)
                 .await?
                 .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
             refuse_while_resharding(&begun)?;
@@ -192,7 +194,8 @@ async fn walk_in_lanes(
     let count = match state.lanes {
         Some(count) => count,
         None => {
-            let count = lane_walk::lanes_to_plan(app, state.position.is_some(), sources.len());
+            let count =
+                lane_walk::lanes_to_plan(app, &state.position, state.lanes_asked, sources.len());
             match plan_lanes(db, &state, count, app.clock.now_millis()).await? {
                 Step::Committed(next) => state = next,
                 Step::Raced => return Ok(Walked::Raced),

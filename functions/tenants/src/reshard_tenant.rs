@@ -41,6 +41,7 @@ pub async fn reshard(
     operator: &TenantId,
     tenant: &TenantId,
     to: u32,
+    lanes_asked: Option<u32>,
 ) -> Result<Response<Body>, ApiError> {
     let db = app.db_to_change(tenant).await?;
     let deadline = Instant::now() + WORK_PER_REQUEST;
@@ -66,7 +67,7 @@ pub async fn reshard(
         }
         let record = match &record.migration {
             None if record.shard_count == to => return Ok(done(record)),
-            None => match start(app, &db, &record, to, operator).await? {
+            None => match start(app, &db, &record, to, (operator, lanes_asked)).await? {
                 Step::Committed(record) => {
                     tracing::info!(tenant = %tenant, from = record.shard_count, to, by = %operator, "tenant re-sharding started");
                     *record
@@ -96,12 +97,13 @@ async fn start(
     db: &TenantDb,
     record: &TenantRecord,
     to: u32,
-    operator: &TenantId,
+    (operator, lanes_asked): (&TenantId, Option<u32>),
 ) -> Result<Step, ApiError> {
     let platform_db = app.db_for_operator(&TenantId::platform()).await?;
     shared::store::lifecycle::driving::list(&platform_db, &db.tenant, app.clock.now_millis())
         .await?;
-    Ok(begin(db, record, to, operator, app.clock.now_millis()).await?)
+    let now_ms = app.clock.now_millis();
+    Ok(begin(db, record, to, operator, now_ms, lanes_asked).await?)
 }
 
 /// Runs the migrator's lanes (planned by the first call after `movesStartAt`): with a lane queue,
@@ -126,7 +128,8 @@ pub async fn migrate(
     let count = match state.lanes {
         Some(count) => count,
         None => {
-            let count = lane_walk::lanes_to_plan(app, state.position.is_some(), sources.len());
+            let count =
+                lane_walk::lanes_to_plan(app, &state.position, state.lanes_asked, sources.len());
             if !plan_lanes(db, &state, count, app.clock.now_millis()).await? {
                 return crate::reread(app, db, is_resharding).await;
             }

@@ -174,6 +174,7 @@ pub async fn handle(app: &App, lanes: &Lanes, req: Request) -> Result<Response<B
     let ask = Ask {
         dry_run: input.dry_run,
         again: input.again,
+        lanes: crate::lane_walk::asked_lanes(&req)?,
     };
     let work = restore(app, lanes, &req, &operator, &tenant, source, ask);
     Operation::Restoring.charged(app, work).await
@@ -184,6 +185,8 @@ pub async fn handle(app: &App, lanes: &Lanes, req: Request) -> Result<Response<B
 struct Ask {
     dry_run: bool,
     again: bool,
+    /// The lanes each phase runs in (`?lanes=`), else `LIFECYCLE_LANES`.
+    lanes: Option<u32>,
 }
 
 async fn restore(
@@ -304,6 +307,7 @@ async fn start_or_continue(
     let requested_by = operator.to_string();
     let state = Restore {
         source_id,
+        lanes_asked: ask.lanes,
         ..Restore::new(table, point, now_ms, requested_by, starts_at, source_shards)
     };
     let begun = TenantRecord {
@@ -509,7 +513,8 @@ async fn walk(
     let (count, planned_now) = match state.lanes {
         Some(count) => (count, false),
         None => {
-            let count = lane_walk::lanes_to_plan(app, state.position.is_some(), sources.len());
+            let count =
+                lane_walk::lanes_to_plan(app, &state.position, state.lanes_asked, sources.len());
             let now_ms = app.clock.now_millis();
             match restoring::lanes::plan_lanes(db, &state, &walk, count, now_ms).await? {
                 Step::Committed(_) => (count, true),

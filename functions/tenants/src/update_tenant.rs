@@ -62,7 +62,8 @@ pub async fn handle(
                 "placement is changed on its own, without tier, limits, status or shardCount",
             ));
         }
-        let run = crate::move_tenant::run(app, lanes, &caller.tenant, &tenant, to);
+        let asked = crate::lane_walk::asked_lanes(&req)?;
+        let run = crate::move_tenant::run(app, lanes, &caller.tenant, &tenant, to, asked);
         return Operation::Moving.charged(app, run).await;
     }
     if let Some(to) = input.shard_count {
@@ -81,7 +82,9 @@ pub async fn handle(
                 ),
             ));
         }
-        let reshard = crate::reshard_tenant::reshard(app, lanes, &caller.tenant, &tenant, to);
+        let asked = crate::lane_walk::asked_lanes(&req)?;
+        let reshard =
+            crate::reshard_tenant::reshard(app, lanes, &caller.tenant, &tenant, to, asked);
         return Operation::Resharding.charged(app, reshard).await;
     }
     if matches!(

@@ -916,3 +916,106 @@ async fn a_lane_backs_off_as_dynamodbs_throttling_reason_says_and_every_item_is_
     pump.drain(&h.app, 2).await;
     assert!(pump.queues.dead_letters().await.is_empty());
 }
+
+#[tokio::test]
+async fn an_operator_sets_each_operations_lanes_when_it_starts_and_a_count_out_of_range_is_400_writing_nothing(
+) {
+    use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
+    // GIVEN two tenants, a deployment whose operations run in 16 lanes, and a lane queue
+    let h = Harness::new().await;
+    let (offboarded, resharded) = (unique("asked"), unique("askedrs"));
+    let operator = integration::operator();
+    onboard(&h, &offboarded, 4).await;
+    onboard(&h, &resharded, 4).await;
+    seed_every_kind(&h, &offboarded, 20).await;
+    seed_every_kind(&h, &resharded, 20).await;
+    let pump = LanePump::new(1, Duration::from_millis(150)).await;
+    let record_of = |t: &str| {
+        let t = t.to_owned();
+        let h = &h;
+        async move { h.items_under(&raw_key(&t, "TENANT")).await }
+    };
+
+    // WHEN an operator asks for 0 or 65 lanes, or for a count that is not one
+    for bad in ["0", "65", "many"] {
+        let before = record_of(&offboarded).await;
+        assert_eq!(before.len(), 1, "its record");
+        let refused = h
+            .caller(&operator)
+            .query(&[("lanes", bad)])
+            .call(
+                "offboard-tenant",
+                &[("tenantId", offboarded.as_str())],
+                None,
+            )
+            .await;
+        // THEN each is 400 naming lanes, and nothing is written
+        refused.assert_problem_naming(400, "lanes");
+        assert_eq!(record_of(&offboarded).await, before);
+    }
+    let refused = h
+        .caller(&operator)
+        .query(&[("lanes", "0")])
+        .call(
+            "update-tenant",
+            &[("tenantId", resharded.as_str())],
+            Some(json!({"shardCount": 8})),
+        )
+        .await;
+    refused.assert_problem_naming(400, "lanes");
+
+    // WHEN it offboards one in 3 lanes and re-shards the other in 2
+    let started = h
+        .caller(&operator)
+        .query(&[("lanes", "3")])
+        .call(
+            "offboard-tenant",
+            &[("tenantId", offboarded.as_str())],
+            None,
+        )
+        .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    let started = h
+        .caller(&operator)
+        .query(&[("lanes", "2")])
+        .call(
+            "update-tenant",
+            &[("tenantId", resharded.as_str())],
+            Some(json!({"shardCount": 8})),
+        )
+        .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    h.clock
+        .advance_seconds(DELETION_DELAY_SECONDS.max(MOVES_DELAY_SECONDS));
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    // THEN each runs in the lanes asked, not the deployment's 16
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 5);
+    let shown = get_tenant(&h, &offboarded, &operator).await;
+    assert_eq!(
+        shown.body["offboarding"]["lanes"]["lanes"], 3,
+        "{}",
+        shown.body
+    );
+    let shown = get_tenant(&h, &resharded, &operator).await;
+    assert_eq!(
+        shown.body["migration"]["lanes"]["lanes"], 2,
+        "{}",
+        shown.body
+    );
+    // AND both end
+    pump_while(&h, &pump, || async {
+        get_tenant(&h, &offboarded, &operator).await.status == 200
+            || get_tenant(&h, &resharded, &operator)
+                .await
+                .body
+                .get("migration")
+                .is_some()
+    })
+    .await;
+    assert_eq!(
+        get_tenant(&h, &resharded, &operator).await.body["shardCount"],
+        8
+    );
+}

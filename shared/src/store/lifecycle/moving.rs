@@ -97,6 +97,7 @@ pub async fn begin(
     to_table: &str,
     requested_by: &TenantId,
     now_ms: u64,
+    lanes_asked: Option<u32>,
 ) -> Result<Step, StoreError> {
     let from_table = match (to, &record.own_table) {
         (Placement::Pool, Some(own)) => own.as_str(),
@@ -109,6 +110,7 @@ pub async fn begin(
         progress: asked(requested_by, now_ms),
         window_shards: crate::store::quota::limiter::walked_window_shards(&record.limits()),
         position: None,
+        lanes_asked,
         lanes: None,
         lanes_since_ms: None,
     };

@@ -76,12 +76,14 @@ pub fn kind_of(tenant: &TenantId, item: &Item) -> String {
 }
 
 /// Starts offboarding `db`'s tenant (status `offboarding`, deletion from `deletion_starts_at`)
-/// unless it already is; answers the record as it now is, `None` when the tenant has none.
+/// unless it already is, in `lanes_asked` lanes (else `LIFECYCLE_LANES`); answers the record as it
+/// now is, `None` when the tenant has none.
 pub async fn begin(
     db: &TenantDb,
     requested_by: &TenantId,
     requested_at: String,
     deletion_starts_at: u64,
+    lanes_asked: Option<u32>,
 ) -> Result<Option<TenantRecord>, StoreError> {
     let state = Offboarding {
         requested_at,
@@ -91,6 +93,7 @@ pub async fn begin(
         steps: 0,
         deleted: BTreeMap::new(),
         position: None,
+        lanes_asked,
         lanes: None,
         lanes_since_ms: None,
         walked: false,

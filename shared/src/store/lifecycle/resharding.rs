@@ -84,12 +84,14 @@ pub async fn begin(
     to: u32,
     requested_by: &TenantId,
     now_ms: u64,
+    lanes_asked: Option<u32>,
 ) -> Result<Step, StoreError> {
     let migration = Migration {
         from: record.shard_count,
         to,
         progress: asked(requested_by, now_ms),
         position: None,
+        lanes_asked,
         lanes: None,
         lanes_since_ms: None,
     };

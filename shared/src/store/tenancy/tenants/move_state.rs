@@ -63,6 +63,9 @@ pub struct PlacementMove {
     /// moves ran in lanes: where its lane 0 resumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<ItemKey>,
+    /// The lanes the operator asked it to run in (else `LIFECYCLE_LANES`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes_asked: Option<u32>,
     /// The lanes the backfill runs in, once planned (`store::lifecycle::lanes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lanes: Option<u32>,

@@ -170,6 +170,9 @@ pub struct Migration {
     /// re-shardings ran in lanes: where its lane 0 resumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<ItemKey>,
+    /// The lanes the operator asked it to run in (else `LIFECYCLE_LANES`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes_asked: Option<u32>,
     /// The lanes the migrator runs in, once planned (`store::lifecycle::lanes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lanes: Option<u32>,
@@ -239,6 +242,9 @@ pub struct Offboarding {
     /// resumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<ItemKey>,
+    /// The lanes the operator asked it to run in (else `LIFECYCLE_LANES`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes_asked: Option<u32>,
     /// The lanes the walk runs in, once planned (`store::lifecycle::lanes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lanes: Option<u32>,
@@ -305,6 +311,9 @@ pub struct Restore {
     /// lane 0 resumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<ItemKey>,
+    /// The lanes the operator asked each phase to run in (else `LIFECYCLE_LANES`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes_asked: Option<u32>,
     /// The lanes the phase's walk runs in, once planned (`store::lifecycle::lanes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lanes: Option<u32>,
@@ -350,6 +359,7 @@ impl Restore {
             source_shards,
             steps: 0,
             position: None,
+            lanes_asked: None,
             lanes: None,
             lanes_since_ms: None,
             put_back: BTreeMap::new(),

@@ -55,6 +55,7 @@ fn the_offboarding_state_reads_back_as_written() {
             pk: SESSION.key(&t("a"), 1),
             sk: spaces::CUSTOMER.key(&t("a"), "c"),
         }),
+        lanes_asked: Some(8),
         lanes: Some(16),
         lanes_since_ms: Some(1_795_300_001_000),
         walked: true,
@@ -62,6 +63,7 @@ fn the_offboarding_state_reads_back_as_written() {
     let empty = Offboarding {
         started_at: None,
         position: None,
+        lanes_asked: None,
         lanes: None,
         lanes_since_ms: None,
         walked: false,
@@ -146,6 +148,7 @@ fn golden_stored_states_are_flat_and_never_hold_an_empty_map() {
         moved: 0,
     };
     let migration = Migration {
+        lanes_asked: Some(4),
         lanes: Some(4),
         lanes_since_ms: Some(1_795_300_001_000),
         from: 4,
@@ -160,6 +163,7 @@ fn golden_stored_states_are_flat_and_never_hold_an_empty_map() {
         progress,
         window_shards: 2,
         position: None,
+        lanes_asked: None,
         lanes: Some(16),
         lanes_since_ms: Some(1_795_300_001_000),
     };
@@ -180,7 +184,7 @@ fn golden_stored_states_are_flat_and_never_hold_an_empty_map() {
     let mut expected: Vec<&str> = progress_names
         .iter()
         .copied()
-        .chain(["from", "lanes", "lanesSinceMs", "to"])
+        .chain(["from", "lanes", "lanesAsked", "lanesSinceMs", "to"])
         .collect();
     expected.sort();
     assert_eq!(names(migration.to_attribute().unwrap()), expected);
