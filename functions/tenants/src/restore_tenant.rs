@@ -36,7 +36,6 @@ use shared::store::lifecycle::restoring::{
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
 use shared::{ApiError, App};
 
-use crate::lane_walk::{self, LaneWork};
 use crate::operation::Operation;
 use crate::{accepted, Lanes, TenantView};
 
@@ -450,8 +449,10 @@ pub async fn advance(
                 ))
             }
             Progress::Walking(state) => {
-                match walk(app, runner, db, &record, *state, source, until).await? {
-                    Walked::Running(retry_after) => {
+                match crate::restore_lanes::walk(app, runner, db, &record, *state, source, until)
+                    .await?
+                {
+                    crate::restore_lanes::Walked::Running(retry_after) => {
                         let record = read_record_consistent(db)
                             .await?
                             .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
@@ -462,9 +463,11 @@ pub async fn advance(
                         });
                     }
                     // A phase ended, here or elsewhere: on from the record as it now is.
-                    Walked::PhaseEnded => read_record_consistent(db)
-                        .await?
-                        .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?,
+                    crate::restore_lanes::Walked::PhaseEnded => {
+                        read_record_consistent(db)
+                            .await?
+                            .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?
+                    }
                 }
             }
             Progress::Ended(report) => {
@@ -484,65 +487,6 @@ pub async fn advance(
         crate::remember(app, &tenant, &record);
         if record.restore.is_some() && Instant::now() >= until {
             return Ok(accepted(record, 1));
-        }
-    }
-}
-
-/// Where a walking phase stands after [`walk`].
-enum Walked {
-    /// Its lanes still run: come back after this many seconds.
-    Running(u64),
-    /// It ended (or another call moved the restore on): read the record again.
-    PhaseEnded,
-}
-
-/// Plans (the first call to reach the phase), steps or sends again, and at the end folds, the lanes
-/// of `state`'s walking phase.
-async fn walk(
-    app: &App,
-    runner: &Lanes,
-    db: &TenantDb,
-    record: &TenantRecord,
-    state: Restore,
-    source: TenantDb,
-    until: Instant,
-) -> Result<Walked, ApiError> {
-    let walk = restoring::lanes::Walk::of(&state, record.shard_count)
-        .ok_or_else(|| ApiError::Internal("a restore walking in no walking phase".into()))?;
-    let sources = walk.sources(&db.tenant);
-    let (count, planned_now) = match state.lanes {
-        Some(count) => (count, false),
-        None => {
-            let count =
-                lane_walk::lanes_to_plan(app, &state.position, state.lanes_asked, sources.len());
-            let now_ms = app.clock.now_millis();
-            match restoring::lanes::plan_lanes(db, &state, &walk, count, now_ms).await? {
-                Step::Committed(_) => (count, true),
-                Step::Raced => return Ok(Walked::PhaseEnded),
-            }
-        }
-    };
-    let work = LaneWork::Restore {
-        walk,
-        source: Box::new(source),
-    };
-    if planned_now {
-        lane_walk::send_all(runner, db, &work, count).await?;
-    }
-    let all = lane_walk::advance_lanes(app, runner, db, &work, &sources, count, until).await?;
-    match lane_walk::all_done(&all, count) {
-        None => Ok(Walked::PhaseEnded),
-        // With a queue the workers step and a call only watches: come back in a few seconds.
-        Some(false) => Ok(Walked::Running(if runner.queued() { 5 } else { 0 })),
-        Some(true) => {
-            let deleting = state.phase == RestorePhase::Deleting;
-            if deleting && state.point_in_time.is_some() {
-                point_in_time::drop_scratch(&app.tenants.table_manager(), &state.source_table)
-                    .await?;
-            }
-            let now = rfc3339(app.clock.now_millis());
-            restoring::lanes::end_phase(db, &state, &all, now).await?;
-            Ok(Walked::PhaseEnded)
         }
     }
 }
