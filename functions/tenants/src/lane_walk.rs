@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use shared::identity::keys::ItemKey;
 use shared::store::client::error::StoreError;
 use shared::store::client::scoped::TenantDb;
 use shared::store::lifecycle::lanes::{self, Lane};
@@ -207,12 +208,7 @@ pub async fn run_lanes(
 /// How many lanes to plan for a walk of `sources`: the operator's `asked` for this operation, else
 /// `LIFECYCLE_LANES`; one when the walk began before the operation ran in lanes (`position`: it goes
 /// on as lane 0, from where it was).
-pub fn lanes_to_plan(
-    app: &App,
-    position: &Option<shared::identity::keys::ItemKey>,
-    asked: Option<u32>,
-    sources: usize,
-) -> u32 {
+fn lanes_to_plan(app: &App, position: &Option<ItemKey>, asked: Option<u32>, sources: usize) -> u32 {
     let asked = match position {
         Some(_) => 1,
         None => asked.unwrap_or(app.settings.lifecycle_lanes),
@@ -243,7 +239,7 @@ pub fn asked_lanes(req: &lambda_http::Request) -> Result<Option<u32>, ApiError> 
 }
 
 /// Sends every lane of a plan of `count` lanes of `work` to the queue.
-pub async fn send_all(
+async fn send_all(
     runner: &Lanes,
     db: &TenantDb,
     work: &LaneWork,
@@ -312,13 +308,64 @@ pub async fn advance_lanes(
     Ok(lanes::read(&kept, work.operation()).await?)
 }
 
-/// Whether `all` (read after [`advance_lanes`]) are the `count` planned, every one done: the
-/// operation can end. `None` when fewer are there and all done: another call ended it meanwhile.
-pub fn all_done(all: &[Lane], count: u32) -> Option<bool> {
+/// What an operation's lanes come to after [`walk`].
+#[derive(Debug)]
+pub enum LanesNow {
+    /// Another caller planned them, or ended them, first: read the record again.
+    Raced,
+    /// Some are not done: every lane, as read after the call's work.
+    Running(Vec<Lane>),
+    /// Every lane planned is done: the operation (or a restore's phase) can end with them.
+    AllDone(Vec<Lane>),
+}
+
+/// An operation's walk in lanes, as [`walk`] takes it.
+pub struct Walk<'a> {
+    /// What its lanes' steps do.
+    pub work: &'a LaneWork,
+    /// The partitions its lanes are dealt.
+    pub sources: &'a [Source],
+    /// Its lanes, once planned.
+    pub planned: Option<u32>,
+    /// Where a walk begun before the operation ran in lanes stands (it goes on as lane 0).
+    pub position: &'a Option<ItemKey>,
+    /// The lanes its operator asked for, else `LIFECYCLE_LANES`.
+    pub asked: Option<u32>,
+}
+
+/// What every operation's call, driver run and last lane worker do with its lanes: plans them
+/// unless they are (`plan`: the operation's transaction of the lanes with its record's note of
+/// their number, `false` when another caller planned first) and sends them to the queue; then, on
+/// the queue, sends again those nobody stepped for a while, or, with none, steps every lane not
+/// yet done side by side until `deadline` ([`advance_lanes`]); and says where they stand.
+pub async fn walk<Planning>(
+    app: &App,
+    runner: &Lanes,
+    db: &TenantDb,
+    walk: Walk<'_>,
+    deadline: Instant,
+    plan: impl FnOnce(u32) -> Planning,
+) -> Result<LanesNow, ApiError>
+where
+    Planning: std::future::Future<Output = Result<bool, ApiError>>,
+{
+    let count = match walk.planned {
+        Some(count) => count,
+        None => {
+            let count = lanes_to_plan(app, walk.position, walk.asked, walk.sources.len());
+            if !plan(count).await? {
+                return Ok(LanesNow::Raced);
+            }
+            send_all(runner, db, walk.work, count).await?;
+            count
+        }
+    };
+    let all = advance_lanes(app, runner, db, walk.work, walk.sources, count, deadline).await?;
     let every = all.iter().all(|lane| lane.done);
-    match (all.len() == count as usize, every) {
-        (true, every) => Some(every),
-        (false, true) => None,
-        (false, false) => Some(false),
-    }
+    Ok(match (all.len() == count as usize, every) {
+        (true, true) => LanesNow::AllDone(all),
+        // Fewer than planned, every one done: another call ended the operation meanwhile.
+        (false, true) => LanesNow::Raced,
+        _ => LanesNow::Running(all),
+    })
 }

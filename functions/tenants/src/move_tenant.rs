@@ -27,7 +27,7 @@ use shared::store::tenancy::placement::{create_own_table, delete_own_table, own_
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
 use shared::{ApiError, App};
 
-use crate::lane_walk::{self, LaneWork};
+use crate::lane_walk::{self, LaneWork, LanesNow};
 use crate::{accepted, done, Lanes};
 
 /// How long one call backfills before it answers 202 (the function timeout is 10 s).
@@ -207,29 +207,28 @@ pub async fn advance(
     }
     let work = LaneWork::Relocate { to: state.to };
     let sources = sources(&db.tenant, &record);
-    let count = match state.lanes {
-        Some(count) => count,
-        None => {
-            let count =
-                lane_walk::lanes_to_plan(app, &state.position, state.lanes_asked, sources.len());
-            if !plan_lanes(db, &state, count, app.clock.now_millis()).await? {
-                return crate::reread(app, db, is_moving).await;
-            }
-            lane_walk::send_all(runner, db, &work, count).await?;
-            count
-        }
+    let walk = lane_walk::Walk {
+        work: &work,
+        sources: &sources,
+        planned: state.lanes,
+        position: &state.position,
+        asked: state.lanes_asked,
     };
-    let all = lane_walk::advance_lanes(app, runner, db, &work, &sources, count, deadline).await?;
-    match lane_walk::all_done(&all, count) {
-        None => crate::reread(app, db, is_moving).await,
-        Some(false) => {
+    let now_ms = app.clock.now_millis();
+    let plan = |count| {
+        let state = &state;
+        async move { Ok(plan_lanes(db, state, count, now_ms).await?) }
+    };
+    match lane_walk::walk(app, runner, db, walk, deadline, plan).await? {
+        LanesNow::Raced => crate::reread(app, db, is_moving).await,
+        LanesNow::Running(_) => {
             let record = read_record_consistent(db)
                 .await?
                 .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
             // With a queue the workers move and a call only watches: come back in a few seconds.
             Ok(accepted(record, if runner.queued() { 5 } else { 0 }))
         }
-        Some(true) => {
+        LanesNow::AllDone(all) => {
             // Only the table the tenant's id names under the pool is ever deleted.
             if state.to == Placement::Pool {
                 let (own, _) = tables(db, Placement::Pool)?;

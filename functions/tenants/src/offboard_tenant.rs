@@ -29,7 +29,7 @@ use shared::store::tenancy::placement::{delete_own_table, own_table_name, table_
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord};
 use shared::{ApiError, App};
 
-use crate::lane_walk::{self, LaneWork};
+use crate::lane_walk::{self, LaneWork, LanesNow};
 use crate::operation::Operation;
 use crate::{Lanes, LanesProgress, OffboardingView};
 
@@ -190,26 +190,34 @@ async fn walk_in_lanes(
     sources: &[tenant_items::Source],
     deadline: Instant,
 ) -> Result<Walked, ApiError> {
-    let mut state = state.clone();
-    let count = match state.lanes {
-        Some(count) => count,
-        None => {
-            let count =
-                lane_walk::lanes_to_plan(app, &state.position, state.lanes_asked, sources.len());
-            match plan_lanes(db, &state, count, app.clock.now_millis()).await? {
-                Step::Committed(next) => state = next,
-                Step::Raced => return Ok(Walked::Raced),
-            }
-            lane_walk::send_all(runner, db, &LaneWork::Delete, count).await?;
-            count
+    let mut planned_now = None;
+    let walk = lane_walk::Walk {
+        work: &LaneWork::Delete,
+        sources,
+        planned: state.lanes,
+        position: &state.position,
+        asked: state.lanes_asked,
+    };
+    let now_ms = app.clock.now_millis();
+    let slot = &mut planned_now;
+    let plan = move |count| {
+        let planned_now = slot;
+        async move {
+            Ok(match plan_lanes(db, state, count, now_ms).await? {
+                Step::Committed(next) => {
+                    *planned_now = Some(next);
+                    true
+                }
+                Step::Raced => false,
+            })
         }
     };
-    let all =
-        lane_walk::advance_lanes(app, runner, db, &LaneWork::Delete, sources, count, deadline)
-            .await?;
-    match lane_walk::all_done(&all, count) {
-        None => Ok(Walked::Raced),
-        Some(false) => Ok(Walked::Running(LanesProgress::of(
+    let now = lane_walk::walk(app, runner, db, walk, deadline, plan).await?;
+    // The state as planned now, whose step the fold is conditioned on.
+    let state = planned_now.unwrap_or_else(|| state.clone());
+    match now {
+        LanesNow::Raced => Ok(Walked::Raced),
+        LanesNow::Running(all) => Ok(Walked::Running(LanesProgress::of(
             &db.tenant,
             sources,
             &all,
@@ -217,7 +225,7 @@ async fn walk_in_lanes(
             state.lanes_since_ms,
             app.clock.now_millis(),
         ))),
-        Some(true) => match fold(db, &state, &all).await? {
+        LanesNow::AllDone(all) => match fold(db, &state, &all).await? {
             Step::Committed(next) => Ok(Walked::Done(next)),
             Step::Raced => Ok(Walked::Raced),
         },

@@ -22,7 +22,7 @@ use shared::store::lifecycle::resharding::{
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
 use shared::{ApiError, App};
 
-use crate::lane_walk::{self, LaneWork};
+use crate::lane_walk::{self, LaneWork, LanesNow};
 use crate::{accepted, done, Lanes};
 
 /// How long one call moves items before it answers 202 (the function timeout is 10 s).
@@ -125,29 +125,28 @@ pub async fn migrate(
     }
     let work = LaneWork::Move { to: state.to };
     let sources = sharded_sources(&db.tenant, state.from);
-    let count = match state.lanes {
-        Some(count) => count,
-        None => {
-            let count =
-                lane_walk::lanes_to_plan(app, &state.position, state.lanes_asked, sources.len());
-            if !plan_lanes(db, &state, count, app.clock.now_millis()).await? {
-                return crate::reread(app, db, is_resharding).await;
-            }
-            lane_walk::send_all(runner, db, &work, count).await?;
-            count
-        }
+    let walk = lane_walk::Walk {
+        work: &work,
+        sources: &sources,
+        planned: state.lanes,
+        position: &state.position,
+        asked: state.lanes_asked,
     };
-    let all = lane_walk::advance_lanes(app, runner, db, &work, &sources, count, deadline).await?;
-    match lane_walk::all_done(&all, count) {
-        None => crate::reread(app, db, is_resharding).await,
-        Some(false) => {
+    let now_ms = app.clock.now_millis();
+    let plan = |count| {
+        let state = &state;
+        async move { Ok(plan_lanes(db, state, count, now_ms).await?) }
+    };
+    match lane_walk::walk(app, runner, db, walk, deadline, plan).await? {
+        LanesNow::Raced => crate::reread(app, db, is_resharding).await,
+        LanesNow::Running(_) => {
             let record = read_record_consistent(db)
                 .await?
                 .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
             // With a queue the workers move and a call only watches: come back in a few seconds.
             Ok(accepted(record, if runner.queued() { 5 } else { 1 }))
         }
-        Some(true) => {
+        LanesNow::AllDone(all) => {
             let (counts, _) = lanes::totals(&all);
             if finish_lanes(db, &state, &all).await? {
                 let moved = counts.get(resharding::MOVED).copied().unwrap_or(0);

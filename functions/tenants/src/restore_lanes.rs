@@ -11,7 +11,7 @@ use shared::store::lifecycle::restoring::{self, point_in_time, Restore, RestoreP
 use shared::store::tenancy::tenants::TenantRecord;
 use shared::{ApiError, App};
 
-use crate::lane_walk::{self, LaneWork};
+use crate::lane_walk::{self, LaneWork, LanesNow};
 use crate::Lanes;
 
 /// Where a walking phase stands after [`walk`].
@@ -36,31 +36,30 @@ pub(crate) async fn walk(
     let walk = restoring::lanes::Walk::of(&state, record.shard_count)
         .ok_or_else(|| ApiError::Internal("a restore walking in no walking phase".into()))?;
     let sources = walk.sources(&db.tenant);
-    let (count, planned_now) = match state.lanes {
-        Some(count) => (count, false),
-        None => {
-            let count =
-                lane_walk::lanes_to_plan(app, &state.position, state.lanes_asked, sources.len());
-            let now_ms = app.clock.now_millis();
-            match restoring::lanes::plan_lanes(db, &state, &walk, count, now_ms).await? {
-                Step::Committed(_) => (count, true),
-                Step::Raced => return Ok(Walked::PhaseEnded),
-            }
-        }
-    };
     let work = LaneWork::Restore {
-        walk,
+        walk: walk.clone(),
         source: Box::new(source),
     };
-    if planned_now {
-        lane_walk::send_all(runner, db, &work, count).await?;
-    }
-    let all = lane_walk::advance_lanes(app, runner, db, &work, &sources, count, until).await?;
-    match lane_walk::all_done(&all, count) {
-        None => Ok(Walked::PhaseEnded),
+    let lanes = lane_walk::Walk {
+        work: &work,
+        sources: &sources,
+        planned: state.lanes,
+        position: &state.position,
+        asked: state.lanes_asked,
+    };
+    let now_ms = app.clock.now_millis();
+    let plan = |count| {
+        let (state, walk) = (&state, &walk);
+        async move {
+            let step = restoring::lanes::plan_lanes(db, state, walk, count, now_ms).await?;
+            Ok(matches!(step, Step::Committed(_)))
+        }
+    };
+    match lane_walk::walk(app, runner, db, lanes, until, plan).await? {
+        LanesNow::Raced => Ok(Walked::PhaseEnded),
         // With a queue the workers step and a call only watches: come back in a few seconds.
-        Some(false) => Ok(Walked::Running(if runner.queued() { 5 } else { 0 })),
-        Some(true) => {
+        LanesNow::Running(_) => Ok(Walked::Running(if runner.queued() { 5 } else { 0 })),
+        LanesNow::AllDone(all) => {
             let deleting = state.phase == RestorePhase::Deleting;
             if deleting && state.point_in_time.is_some() {
                 point_in_time::drop_scratch(&app.tenants.table_manager(), &state.source_table)
