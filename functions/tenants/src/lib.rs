@@ -22,7 +22,6 @@ pub mod export_tenant;
 pub mod get_tenant;
 pub mod offboard_tenant;
 pub mod onboard_tenant;
-mod restore_lanes;
 pub mod restore_tenant;
 pub mod update_tenant;
 // @generated end
