@@ -16,6 +16,7 @@ pub mod operation;
 pub mod pre_token_generation;
 pub mod publish_events;
 pub mod reshard_tenant;
+mod restore_lanes;
 pub mod work_lanes;
 // @generated begin: `pooltable gen` writes the route modules from routes.yaml
 pub mod export_tenant;
