@@ -506,8 +506,7 @@ async fn a_re_sharding_in_lanes_on_the_queue_moves_every_item_once_through_dupli
 }
 
 #[tokio::test]
-async fn a_move_on_the_lane_queue_relocates_every_item_once_while_a_call_steps_the_same_lane()
-{
+async fn a_move_on_the_lane_queue_relocates_every_item_once_while_a_call_steps_the_same_lane() {
     use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
     // GIVEN a tenant of 300 products and an employee in a department on 4 shards, a neighbour
     // beside it, operations in 4 lanes, and a lane queue whose turns last 150 ms
