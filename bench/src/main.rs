@@ -365,9 +365,9 @@ async fn main() {
         json!(format!("{one_way_ms} ms")),
         "figures marked [latency model] run through it; BENCH_PROXY_DELAY_MS",
     );
-    // BENCH_ONLY=cache, =queue, =restore, =attack, =walk, =hotlist, =move, =lanes or =lifecycle runs
-    // figure 10, 11, 13, 12, 8L, 14, 15, 16 or 17-19 alone (none needs another's fixture); BENCH_ONLY=latency runs figures 1-5, plain and
-    // through the latency model.
+    // BENCH_ONLY=cache, =queue, =restore, =attack, =walk, =hotlist, =move, =lanes or =lifecycle
+    // runs figure 10, 11, 13, 12, 8L, 14, 15, 16 or 17-19 alone (none needs another's fixture);
+    // BENCH_ONLY=latency runs figures 1-5, plain and through the latency model.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     if only.is_empty() {
         all_but_cache(&h, &sdk, &plain, &through_proxy, iterations, &mut report).await;

@@ -245,8 +245,8 @@ fn mark_done(live: &TenantDb, lane: &Lane) -> Result<TransactWriteItem, StoreErr
 }
 
 /// Ends the restore an abort stopped (`state`, abandoned, its lanes done): the lanes of the phase
-/// it stopped in (none, before any was planned) are deleted and their counts are the report's, with the tenant active again, in
-/// one transaction.
+/// it stopped in (none, before any was planned) are deleted and their counts are the report's,
+/// with the tenant active again, in one transaction.
 pub async fn fold_abandoned(
     live: &TenantDb,
     state: &Restore,
