@@ -506,10 +506,11 @@ async fn a_re_sharding_in_lanes_on_the_queue_moves_every_item_once_through_dupli
 }
 
 #[tokio::test]
-async fn a_move_on_the_lane_queue_relocates_every_item_once_while_a_call_steps_the_same_lane() {
+async fn a_move_in_lanes_on_the_queue_relocates_every_item_once_while_a_call_steps_the_same_lanes()
+{
     use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
     // GIVEN a tenant of 300 products and an employee in a department on 4 shards, a neighbour
-    // beside it, operations in 4 lanes, and a lane queue whose turns last 150 ms
+    // beside it, and a lane queue whose turns last 150 ms
     let mut h = Harness::new().await;
     h.app.settings.lifecycle_lanes = 4;
     let (t, neighbour) = (unique("mover"), unique("stayer"));
@@ -529,22 +530,30 @@ async fn a_move_on_the_lane_queue_relocates_every_item_once_while_a_call_steps_t
     let before = data(h.items_under(&raw_key(&t, "")).await);
     let neighbour_before = sorted(h.items_under(&raw_key(&neighbour, "")).await);
 
-    // WHEN an operator moves it into its own table, items may move, and the driver plans the lanes
+    // WHEN an operator moves it into its own table in 4 lanes (a move's default is one), items may
+    // move, and the driver plans the lanes
     let operator = integration::operator();
-    let started = h.operator().move_to(&t, "own").await;
+    let started = h
+        .caller(&operator)
+        .query(&[("lanes", "4")])
+        .call(
+            "update-tenant",
+            &[("tenantId", t.as_str())],
+            Some(json!({"placement": "own"})),
+        )
+        .await;
     assert_eq!(started.status, 202, "{}", started.body);
     h.clock.advance_seconds(MOVES_DELAY_SECONDS);
     tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
         .await
         .unwrap();
-    // THEN its one lane is on the queue (a move runs in one lane, whatever the deployment's count:
-    // `tenants::move_tenant::MOVE_LANES`), and GET shows it, not done
-    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);
+    // THEN its four lanes are on the queue, and GET shows them, none done
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 4);
     let shown = get_tenant(&h, &t, &operator).await;
     let lanes = &shown.body["move"]["lanes"];
     assert_eq!(
         (&lanes["lanes"], &lanes["lanesDone"]),
-        (&json!(1), &json!(0)),
+        (&json!(4), &json!(0)),
         "{}",
         shown.body
     );
