@@ -188,6 +188,7 @@ async fn raw_transactions(h: &Harness, raw: &aws_sdk_dynamodb::Client, concurren
 pub async fn resharding_figure(
     h: &Harness,
     app: &App,
+    raw: &aws_sdk_dynamodb::Client,
     new_app: impl Fn(u32) -> App,
     report: &mut Report,
 ) {
@@ -226,7 +227,95 @@ pub async fn resharding_figure(
                 1e8 / rate / 3600.0
             ),
         );
+        raw_relocations_fact(h, raw, lanes, report).await;
     }
+}
+
+/// Figure 19d alone: DynamoDB Local's ceiling for relocations at each of [`LANES`].
+pub async fn raw_relocations_figure(
+    h: &Harness,
+    raw: &aws_sdk_dynamodb::Client,
+    report: &mut Report,
+) {
+    for lanes in LANES {
+        raw_relocations_fact(h, raw, lanes, report).await;
+    }
+}
+
+async fn raw_relocations_fact(
+    h: &Harness,
+    raw: &aws_sdk_dynamodb::Client,
+    lanes: u32,
+    report: &mut Report,
+) {
+    let raw_rate = raw_relocations(h, raw, lanes).await;
+    report.fact(
+        &format!(
+            "19d. raw relocations, {lanes} transactions at once: items per second [latency model]"
+        ),
+        json!(format!("{raw_rate:.0} items/s")),
+        "TransactWriteItems of 5 relocations (a Put of the copy at a new key, a Delete of the \
+         original, each conditioned), sent side by side and unpaced: DynamoDB Local's own \
+         ceiling for the shape of a move's and a re-sharding's writes",
+    );
+}
+
+/// `concurrency` raw TransactWriteItems of 5 relocations each (a conditioned Put of a copy at a new
+/// partition key and a conditioned Delete of the original), side by side and unpaced, over the
+/// products of a tenant seeded for it: items a second.
+async fn raw_relocations(h: &Harness, raw: &aws_sdk_dynamodb::Client, concurrency: u32) -> f64 {
+    use aws_sdk_dynamodb::types::Put;
+    let tenant = unique(&format!("rawmove{concurrency}"));
+    integration::onboard_at_max_limits(h, &tenant, SHARDS).await;
+    let items = (5 * concurrency as usize * 40).min(PRODUCTS);
+    seed_products(h, &tenant, SHARDS, items).await;
+    let products = h
+        .items_under(&shared::identity::keys::raw_key(&tenant, "PRODUCT#"))
+        .await;
+    let started = Instant::now();
+    let sends = products.chunks(5).map(|chunk| {
+        let actions: Vec<TransactWriteItem> = chunk
+            .iter()
+            .flat_map(|item| {
+                let mut copy = item.clone();
+                let moved = format!("{}-moved", item["PK"].as_s().unwrap());
+                copy.insert("PK".into(), AttributeValue::S(moved));
+                let put = Put::builder()
+                    .table_name(&h.table)
+                    .set_item(Some(copy))
+                    .condition_expression("attribute_not_exists(PK)")
+                    .build()
+                    .unwrap();
+                let key: HashMap<String, AttributeValue> = ["PK", "SK"]
+                    .into_iter()
+                    .map(|k| (k.to_owned(), item[k].clone()))
+                    .collect();
+                let delete = Delete::builder()
+                    .table_name(&h.table)
+                    .set_key(Some(key))
+                    .condition_expression("attribute_exists(PK)")
+                    .build()
+                    .unwrap();
+                [
+                    TransactWriteItem::builder().put(put).build(),
+                    TransactWriteItem::builder().delete(delete).build(),
+                ]
+            })
+            .collect();
+        async move {
+            raw.transact_write_items()
+                .set_transact_items(Some(actions))
+                .send()
+                .await
+                .expect("a raw relocation");
+        }
+    });
+    use futures::StreamExt;
+    futures::stream::iter(sends)
+        .buffer_unordered(concurrency as usize)
+        .collect::<Vec<()>>()
+        .await;
+    products.len() as f64 / started.elapsed().as_secs_f64()
 }
 
 /// Re-shards a new tenant of [`PRODUCTS`] products from 8 shards to 32 on `mover`, its moves

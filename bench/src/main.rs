@@ -416,7 +416,11 @@ async fn main() {
             moving::move_figure(&h, app, &lanes_app, "17", &label, &mut report).await;
             restore::restore_figure(&h, app, &lanes_app, "18", &label, &mut report).await;
         }
-        lanes::resharding_figure(&h, app, in_lanes, &mut report).await;
+        lanes::resharding_figure(&h, app, &through_proxy.raw, in_lanes, &mut report).await;
+    }
+    // BENCH_ONLY=rawmoves: figure 19d alone (DynamoDB Local's ceiling for relocations).
+    if only == "rawmoves" {
+        lanes::raw_relocations_figure(&h, &through_proxy.raw, &mut report).await;
     }
     if only.is_empty() || only == "attack" {
         let new_app = || production_app(&proxied, &h.table);
