@@ -31,6 +31,32 @@ stop_stack() {
   STACK_PIDS=()
 }
 
+# After a failure, says whether the stack was still up and, if a server had died, what it last
+# logged and what the kernel said (an OOM kill shows there): a CI run that lost DynamoDB Local
+# part-way once failed every later test with "connection refused" and nothing else to go on.
+report_stack() {
+  local pid alive=()
+  for pid in "${STACK_PIDS[@]}"; do
+    if kill -0 "$pid" 2>/dev/null; then alive+=("$pid"); fi
+  done
+  [ ${#STACK_PIDS[@]} -gt 0 ] || return 0
+  if [ ${#alive[@]} -eq ${#STACK_PIDS[@]} ]; then
+    log "the local stack was still up (pids ${STACK_PIDS[*]})"
+    return 0
+  fi
+  log "a local stack server had exited (up: ${alive[*]:-none} of ${STACK_PIDS[*]}); its logs' last lines:"
+  local file
+  for file in "$STACK_LOGS"/dynamodb.log "$STACK_LOGS"/moto.log "$STACK_LOGS"/hs_err_pid*.log; do
+    [ -f "$file" ] || continue
+    log "--- $file"
+    tail -n 20 "$file" >&2
+  done
+  log "--- memory now"
+  free -m >&2 || true
+  log "--- the kernel's last words on processes killed or out of memory"
+  dmesg 2>/dev/null | grep -iE "out of memory|oom|killed process" | tail -n 10 >&2 || true
+}
+
 start_stack() {
   mkdir -p "$STACK_LOGS"
   local ddb_port sts_port jar_dir
@@ -42,7 +68,12 @@ start_stack() {
   (cd "$STACK_LOGS" && exec java -Djava.library.path="$jar_dir/DynamoDBLocal_lib" -jar "$DYNAMODB_JAR" \
     -inMemory -sharedDb -disableTelemetry -port "$ddb_port" >"$STACK_LOGS/dynamodb.log" 2>&1) &
   STACK_PIDS+=($!)
-  "$TOOLS/venv/bin/moto_server" -H "${STACK_HOST:-127.0.0.1}" -p "$sts_port" >"$STACK_LOGS/moto.log" 2>&1 &
+  # moto runs under an address-space limit: a request that makes it grow without bound fails with
+  # MemoryError (a 500 to that request, naming the test), instead of moto taking the machine's
+  # memory until the kernel kills the stack (seen once in CI: moto at 24 GB, DynamoDB Local gone).
+  # It idles at about 160 MB of address space, and its threads and arenas reserve a few GB at most.
+  (ulimit -v "${MOTO_MAX_KB:-8388608}" && exec "$TOOLS/venv/bin/moto_server" -H "${STACK_HOST:-127.0.0.1}" \
+    -p "$sts_port" >"$STACK_LOGS/moto.log" 2>&1) &
   STACK_PIDS+=($!)
 
   # Static, fake credentials for the functions' own identity; tenants get theirs from moto's STS.

@@ -59,7 +59,7 @@ for template in template.yaml target/lint/template-per-tenant.yaml; do
     "$CHECKOV" -f "$template" --framework cloudformation --skip-download --compact --quiet
 done
 
-trap stop_stack EXIT
+trap 'status=$?; [ $status -eq 0 ] || report_stack; stop_stack; exit $status' EXIT
 start_stack
 # One debug build serves clippy, the tests and the end-to-end run: clippy-driver is the compiler
 # for the workspace's own crates (exactly what `cargo clippy` does, but producing real artifacts),
