@@ -15,7 +15,9 @@ use serde_json::json;
 use shared::store::tenancy::tenants::Tier;
 use shared::App;
 
-use crate::{neighbour, requests, seed_products_with, stat, Report};
+use crate::fixtures::seed_products_with;
+use crate::report::{stat, Report};
+use crate::{neighbour, requests};
 
 const CONTAINERS: usize = 8;
 const OVERLOAD: f64 = 20.0;
@@ -35,21 +37,53 @@ async fn expensive(app: &App, auth: &Auth, n: usize) -> (u16, f64) {
     (status, ms)
 }
 
+/// Figure 12: the noisy tenant's attack from [`CONTAINERS`] containers for `BENCH_ATTACK_SECONDS`
+/// (60 by default), its premium neighbour's GetItem timed before and beside it.
 pub async fn attack_figure(
     h: &Harness,
     new_app: impl Fn() -> App,
     neighbour_app: &App,
     report: &mut Report,
 ) {
-    let seconds: u64 = std::env::var("BENCH_ATTACK_SECONDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(60);
+    let seconds: u64 = crate::env_or("BENCH_ATTACK_SECONDS", 60);
     let (noisy, neighbour) = (unique("noisy"), unique("neighbour"));
     let basic = Tier::Basic.limits().expect("the basic tier has limits");
     let quota_units = f64::from(basic.capacity_units_per_second);
-    integration::onboard_tier(h, &noisy, 4, Tier::Basic.as_str()).await;
-    integration::onboard_tier(h, &neighbour, 4, Tier::Premium.as_str()).await;
+    seed_attack(h, &noisy, &neighbour).await;
+    let (noisy_auth, neighbour_auth) = (Auth::Tenant(noisy.clone()), Auth::Tenant(neighbour));
+
+    let before = neighbour::alone(neighbour_app, &neighbour_auth).await;
+    let probe = new_app();
+    let pace = pace_from_probe(h, &probe, &noisy_auth, &noisy, quota_units).await;
+
+    // The attack, with the neighbour's reads beside it.
+    let apps: Vec<App> = (0..CONTAINERS).map(|_| new_app()).collect();
+    let started = Instant::now();
+    let until = started + Duration::from_secs(seconds);
+    let attackers = apps
+        .iter()
+        .map(|app| attack_from(app, &noisy_auth, pace.interval, until));
+    let neighbour_loop =
+        neighbour::beside(neighbour_app, &neighbour_auth, || Instant::now() >= until);
+    let (statuses, (during, refused)) =
+        tokio::join!(futures::future::join_all(attackers), neighbour_loop);
+    assert_eq!(refused, 0, "the neighbour was refused");
+    let elapsed = started.elapsed().as_secs_f64();
+    let all: Vec<&App> = apps.iter().collect();
+    let used = integration::units_used(h, &all, &noisy, None).await - pace.baseline_used;
+    let attack = Attack {
+        statuses,
+        used,
+        elapsed,
+    };
+    report_attack(&pace, quota_units, attack, before, during, report);
+}
+
+/// The noisy basic tenant's [`PRODUCTS`] products of [`PRODUCT_KB`] KB, and its premium
+/// neighbour's one product, on 4 shards each.
+async fn seed_attack(h: &Harness, noisy: &str, neighbour: &str) {
+    integration::onboard_tier(h, noisy, 4, Tier::Basic.as_str()).await;
+    integration::onboard_tier(h, neighbour, 4, Tier::Premium.as_str()).await;
     let blob = |kb: usize| {
         move |_| {
             AttributeValue::M(HashMap::from([(
@@ -58,53 +92,90 @@ pub async fn attack_figure(
             )]))
         }
     };
-    seed_products_with(h, &noisy, 4, PRODUCTS, blob(PRODUCT_KB)).await;
-    seed_products_with(h, &neighbour, 4, 1, blob(1)).await;
-    let (noisy_auth, neighbour_auth) = (Auth::Tenant(noisy.clone()), Auth::Tenant(neighbour));
+    seed_products_with(h, noisy, 4, PRODUCTS, blob(PRODUCT_KB)).await;
+    seed_products_with(h, neighbour, 4, 1, blob(1)).await;
+}
 
-    let before = neighbour::alone(neighbour_app, &neighbour_auth).await;
-    // One page's cost, measured on a container of its own (not counted in the attack's window),
-    // sets the pace: the 8 containers together offer 20 × the quota.
-    let probe = new_app();
-    let (status, _) = expensive(&probe, &noisy_auth, 0).await;
+/// The attack's pace, from one page's cost.
+struct Pace {
+    /// The units one expensive page costs.
+    page_units: f64,
+    /// Between one container's requests: the containers together offer [`OVERLOAD`] × the quota.
+    interval: Duration,
+    /// The noisy tenant's units used before the attack.
+    baseline_used: f64,
+}
+
+/// One page's cost, measured on a container of its own (`probe`, not counted in the attack's
+/// window), sets the pace: the containers together offer [`OVERLOAD`] × the quota.
+async fn pace_from_probe(
+    h: &Harness,
+    probe: &App,
+    noisy_auth: &Auth,
+    noisy: &str,
+    quota_units: f64,
+) -> Pace {
+    let (status, _) = expensive(probe, noisy_auth, 0).await;
     assert_eq!(status, 200);
-    let page_units = integration::units_used(h, &[&probe], &noisy, None)
+    let page_units = integration::units_used(h, &[probe], noisy, None)
         .await
         .max(1.0);
     let interval =
         Duration::from_secs_f64(CONTAINERS as f64 * page_units / (OVERLOAD * quota_units));
     // Let the probe's debt be repaid before the attack starts.
     tokio::time::sleep(Duration::from_secs_f64(page_units / quota_units + 2.0)).await;
-    let baseline_used = integration::units_used(h, &[&probe], &noisy, None).await;
+    let baseline_used = integration::units_used(h, &[probe], noisy, None).await;
+    Pace {
+        page_units,
+        interval,
+        baseline_used,
+    }
+}
 
-    // The attack, with the neighbour's reads beside it.
-    let apps: Vec<App> = (0..CONTAINERS).map(|_| new_app()).collect();
-    let started = Instant::now();
-    let until = started + Duration::from_secs(seconds);
-    let attackers = apps.iter().map(|app| {
-        let auth = &noisy_auth;
-        async move {
-            let mut statuses: HashMap<u16, usize> = HashMap::new();
-            let mut n = 0;
-            let mut next = Instant::now();
-            while Instant::now() < until {
-                let (status, _) = Box::pin(expensive(app, auth, n)).await;
-                *statuses.entry(status).or_default() += 1;
-                n += 1;
-                next += interval;
-                tokio::time::sleep_until(next.into()).await;
-            }
-            statuses
-        }
-    });
-    let neighbour_loop =
-        neighbour::beside(neighbour_app, &neighbour_auth, || Instant::now() >= until);
-    let (statuses, (during, refused)) =
-        tokio::join!(futures::future::join_all(attackers), neighbour_loop);
-    assert_eq!(refused, 0, "the neighbour was refused");
-    let elapsed = started.elapsed().as_secs_f64();
-    let all: Vec<&App> = apps.iter().collect();
-    let used = integration::units_used(h, &all, &noisy, None).await - baseline_used;
+/// One container's expensive requests, one every `interval`, until `until`: how many were answered
+/// with each status.
+async fn attack_from(
+    app: &App,
+    auth: &Auth,
+    interval: Duration,
+    until: Instant,
+) -> HashMap<u16, usize> {
+    let mut statuses: HashMap<u16, usize> = HashMap::new();
+    let mut n = 0;
+    let mut next = Instant::now();
+    while Instant::now() < until {
+        let (status, _) = Box::pin(expensive(app, auth, n)).await;
+        *statuses.entry(status).or_default() += 1;
+        n += 1;
+        next += interval;
+        tokio::time::sleep_until(next.into()).await;
+    }
+    statuses
+}
+
+/// What the attack did: each container's answers by status, the units it used, over its seconds.
+struct Attack {
+    statuses: Vec<HashMap<u16, usize>>,
+    used: f64,
+    elapsed: f64,
+}
+
+/// Adds figure 12: the neighbour's GetItem before and during the attack, and the noisy tenant's
+/// units against its quota.
+fn report_attack(
+    pace: &Pace,
+    quota_units: f64,
+    attack: Attack,
+    before: Vec<f64>,
+    during: Vec<f64>,
+    report: &mut Report,
+) {
+    let Attack {
+        statuses,
+        used,
+        elapsed,
+    } = attack;
+    let page_units = pace.page_units;
     let mut totals: HashMap<u16, usize> = HashMap::new();
     for s in statuses {
         for (k, v) in s {

@@ -22,7 +22,10 @@ use shared::store::client::meter::{scope, RequestMeta};
 use shared::store::scatter::PageAsk;
 use shared::App;
 
-use crate::{neighbour, raw_walk, seed_products, seed_products_with, stat, time_ms, Report, Stat};
+use crate::costs::raw_walk;
+use crate::fixtures::{seed_products, seed_products_with};
+use crate::neighbour;
+use crate::report::{stat, time_ms, Report, Stat};
 
 const SHARDS: u32 = 16;
 const WALK_ITEMS: usize = 2_000;
@@ -119,7 +122,7 @@ pub(crate) async fn walk(app: &App, t: &TenantId, shards: u32) -> (f64, u32, f64
 
 /// An `App` as a list function's container runs it with `LIST_CACHE_MS` (or without, `None`).
 fn list_container(sdk: &aws_types::SdkConfig, table: &str, staleness_ms: Option<u64>) -> App {
-    let mut app = crate::production_app(sdk, table);
+    let mut app = crate::apps::production_app(sdk, table);
     if let Some(staleness_ms) = staleness_ms {
         app = app.with_list_cache(Some(ListCacheSettings {
             staleness_ms,
@@ -144,7 +147,7 @@ async fn list_page(app: &App, auth: &Auth, cursor: Option<&str>) -> (f64, Value,
     ))
     .await;
     match r {
-        Ok(r) if r.status().as_u16() == 200 => (ms, crate::body_json(&r), meta),
+        Ok(r) if r.status().as_u16() == 200 => (ms, crate::runtime::body_json(&r), meta),
         // DynamoDB Local refused or timed out (a 503 to a client): counted, never a figure
         Ok(_) | Err(_) => (ms, Value::Null, meta),
     }
@@ -182,6 +185,9 @@ fn metered() -> bool {
     std::env::var("BENCH_HOTLIST_METERED").is_ok_and(|v| v == "1")
 }
 
+/// Figure 14: the hot tenant's list pages, uncached one at a time and then cached at [`RATE`] a
+/// second over [`CONTAINERS`] containers, with a premium neighbour's GetItem timed before and
+/// beside them.
 pub async fn hot_list_figure(
     h: &Harness,
     sdk: &aws_types::SdkConfig,
@@ -189,51 +195,121 @@ pub async fn hot_list_figure(
     report: &mut Report,
 ) {
     let (hot, neighbour) = (unique("hot"), unique("neighbour"));
-    integration::onboard_at_max_limits(h, &hot, SHARDS).await;
-    integration::onboard_tier(h, &neighbour, 4, "premium").await;
+    seed_hot_list(h, &hot, &neighbour).await;
+    let auth = Auth::Tenant(hot.clone());
+    let neighbour_auth = Auth::Tenant(neighbour);
+
+    // The pages the clients read: the first PAGES of the list, their cursors from one walk.
+    let uncached_app = list_container(sdk, &h.table, None);
+    let cursors = first_pages(&uncached_app, &auth).await;
+    let uncached = uncached_cost(&uncached_app, &auth, &cursors).await;
+
+    let before = neighbour::alone(neighbour_app, &neighbour_auth).await;
+
+    let t = TenantId::parse(&hot).unwrap();
+    let cached = cached_lists(
+        sdk,
+        &h.table,
+        &t,
+        &auth,
+        &cursors,
+        neighbour_app,
+        &neighbour_auth,
+    )
+    .await;
+    report_hot_list(&uncached, cached, stat(before), report);
+}
+
+/// The hot tenant's [`WALK_ITEMS`] products on [`SHARDS`] shards, and its premium neighbour's one
+/// product on 4.
+async fn seed_hot_list(h: &Harness, hot: &str, neighbour: &str) {
+    integration::onboard_at_max_limits(h, hot, SHARDS).await;
+    integration::onboard_tier(h, neighbour, 4, "premium").await;
     // Documents of about 4 KB: a first-round Query of a 25-item page (6 items a shard) reads
     // about 25 KB, 3.5 RCU, so RATE lists a second would put 3,500 RCU on every partition.
     let document = "x".repeat(4_000);
-    seed_products_with(h, &hot, SHARDS, WALK_ITEMS, |i| {
+    seed_products_with(h, hot, SHARDS, WALK_ITEMS, |i| {
         AttributeValue::M(HashMap::from([
             ("name".into(), AttributeValue::S(format!("product {i}"))),
             ("text".into(), AttributeValue::S(document.clone())),
         ]))
     })
     .await;
-    seed_products(h, &neighbour, 4, 1).await;
-    let auth = Auth::Tenant(hot.clone());
-    let neighbour_auth = Auth::Tenant(neighbour);
+    seed_products(h, neighbour, 4, 1).await;
+}
 
-    // The pages the clients read: the first PAGES of the list, their cursors from one walk.
-    let uncached = list_container(sdk, &h.table, None);
+/// The cursors of the first [`PAGES`] pages of the list (`None`: the first page).
+async fn first_pages(app: &App, auth: &Auth) -> Vec<Option<String>> {
     let mut cursors: Vec<Option<String>> = vec![None];
     while cursors.len() < PAGES {
-        let (_, body, _) = list_page(&uncached, &auth, cursors.last().unwrap().as_deref()).await;
+        let (_, body, _) = list_page(app, auth, cursors.last().unwrap().as_deref()).await;
         assert!(!body.is_null(), "a list page");
         cursors.push(Some(body["nextCursor"].as_str().unwrap().to_owned()));
     }
-    // Without the cache: every page reads every shard. Its cost per page, and its latency one at a
-    // time (the machine cannot send RATE a second of them: that is RATE × 16 Queries).
+    cursors
+}
+
+/// What a list page costs without the cache: its latency one at a time, and what it sends.
+struct UncachedCost {
+    stat: Stat,
+    queries_per_page: f64,
+    rcu_per_page: f64,
+}
+
+impl UncachedCost {
+    /// The RCU each shard partition would get a second at [`RATE`] uncached lists a second.
+    fn partition_rcu(&self) -> f64 {
+        RATE as f64 * self.rcu_per_page / f64::from(SHARDS)
+    }
+}
+
+/// Without the cache: every page reads every shard. Its cost per page, and its latency one at a
+/// time (the machine cannot send RATE a second of them: that is RATE × 16 Queries).
+async fn uncached_cost(app: &App, auth: &Auth, cursors: &[Option<String>]) -> UncachedCost {
     let (mut times, mut queries, mut rcu) = (Vec::new(), 0u64, 0.0f64);
     for n in 0..300 {
-        let (ms, _, meta) = list_page(&uncached, &auth, cursors[n % PAGES].as_deref()).await;
+        let (ms, _, meta) = list_page(app, auth, cursors[n % PAGES].as_deref()).await;
         times.push(ms);
         queries += u64::from(meta.dynamodb_requests());
         rcu += meta.read_capacity_units();
     }
-    let uncached_stat = stat(times);
-    let (queries_per_page, rcu_per_page) = (queries as f64 / 300.0, rcu / 300.0);
-    let uncached_partition_rcu = RATE as f64 * rcu_per_page / f64::from(SHARDS);
+    UncachedCost {
+        stat: stat(times),
+        queries_per_page: queries as f64 / 300.0,
+        rcu_per_page: rcu / 300.0,
+    }
+}
 
-    let before = neighbour::alone(neighbour_app, &neighbour_auth).await;
+/// What the cached lists and the neighbour's reads beside them saw.
+struct CachedRun {
+    /// Lists sent.
+    total: usize,
+    times: Vec<f64>,
+    /// Lists not answered 200.
+    failed: usize,
+    seconds: f64,
+    /// Pages read from DynamoDB rather than a container's cache (the warm-ups excluded).
+    page_reads: u64,
+    neighbour_during: Vec<f64>,
+    neighbour_refused: usize,
+}
 
-    // With the cache: RATE lists a second for SECONDS, round-robin over CONTAINERS containers.
+/// With the cache: [`RATE`] lists a second for [`SECONDS`], round-robin over [`CONTAINERS`]
+/// containers, the neighbour's GetItem beside them.
+async fn cached_lists(
+    sdk: &aws_types::SdkConfig,
+    table: &str,
+    t: &TenantId,
+    auth: &Auth,
+    cursors: &[Option<String>],
+    neighbour_app: &App,
+    neighbour_auth: &Auth,
+) -> CachedRun {
     let containers: Vec<App> = (0..CONTAINERS)
-        .map(|_| list_container(sdk, &h.table, Some(STALENESS_MS)))
+        .map(|_| list_container(sdk, table, Some(STALENESS_MS)))
         .collect();
     for app in &containers {
-        list_page(app, &auth, None).await; // a warm container: credentials and record cached
+        list_page(app, auth, None).await; // a warm container: credentials and record cached
     }
     let done = AtomicBool::new(false);
     let failures = Mutex::new(0usize);
@@ -244,7 +320,7 @@ pub async fn hot_list_figure(
             // every container serves every page in turn
             let app = &containers[n % CONTAINERS];
             let cursor = cursors[(n / CONTAINERS) % PAGES].as_deref();
-            let (auth, failures) = (&auth, &failures);
+            let failures = &failures;
             async move {
                 let at = started + Duration::from_micros(n as u64 * 1_000_000 / RATE);
                 tokio::time::sleep_until(at.into()).await;
@@ -255,10 +331,10 @@ pub async fn hot_list_figure(
         })
         .buffer_unordered(512)
         .collect::<Vec<f64>>();
-    let neighbour_loop = neighbour::beside(neighbour_app, &neighbour_auth, || {
+    let neighbour_loop = neighbour::beside(neighbour_app, neighbour_auth, || {
         done.load(Ordering::SeqCst)
     });
-    let (cached_times, (during, neighbour_refused)) = tokio::join!(
+    let (times, (neighbour_during, neighbour_refused)) = tokio::join!(
         async {
             let times = lists.await;
             done.store(true, Ordering::SeqCst);
@@ -268,31 +344,48 @@ pub async fn hot_list_figure(
     );
     let seconds = started.elapsed().as_secs_f64();
     let failed = *failures.lock().unwrap();
-    // The pages read from DynamoDB, from each container's cache (the warm-up's one each excluded),
-    // each costing what an uncached page was measured to cost.
-    let t = TenantId::parse(&hot).unwrap();
     let page_reads: u64 = containers
         .iter()
-        .filter_map(|app| {
-            app.page_cache()
-                .map(|c| c.stats(&t).reads.saturating_sub(1))
-        })
+        .filter_map(|app| app.page_cache().map(|c| c.stats(t).reads.saturating_sub(1)))
         .sum();
+    CachedRun {
+        total,
+        times,
+        failed,
+        seconds,
+        page_reads,
+        neighbour_during,
+        neighbour_refused,
+    }
+}
+
+/// Adds figure 14: the uncached page, the cached run, and the neighbour before (`before`) and
+/// during it.
+fn report_hot_list(uncached: &UncachedCost, run: CachedRun, before: Stat, report: &mut Report) {
+    let UncachedCost {
+        queries_per_page,
+        rcu_per_page,
+        ..
+    } = *uncached;
+    let uncached_partition_rcu = uncached.partition_rcu();
+    let failed = run.failed;
+    let neighbour_refused = run.neighbour_refused;
+    // The pages read from DynamoDB, from each container's cache, each costing what an uncached
+    // page was measured to cost.
     let (sent_queries, sent_rcu) = (
-        page_reads as f64 * queries_per_page,
-        page_reads as f64 * rcu_per_page,
+        run.page_reads as f64 * queries_per_page,
+        run.page_reads as f64 * rcu_per_page,
     );
-    let achieved = total as f64 / seconds;
+    let achieved = run.total as f64 / run.seconds;
     let (per_partition_queries, per_partition_rcu) = (
-        sent_queries / f64::from(SHARDS) / seconds,
-        sent_rcu / f64::from(SHARDS) / seconds,
+        sent_queries / f64::from(SHARDS) / run.seconds,
+        sent_rcu / f64::from(SHARDS) / run.seconds,
     );
-    let read_fraction = page_reads as f64 / total as f64;
-    let (cached, before, during): (Stat, Stat, Stat) =
-        (stat(cached_times), stat(before), stat(during));
+    let read_fraction = run.page_reads as f64 / run.total as f64;
+    let (cached, during) = (stat(run.times), stat(run.neighbour_during));
     report.add(
         "14a. hot list page, 16 shards, no cache, one at a time [latency model]",
-        &uncached_stat,
+        &uncached.stat,
         format!(
             "{queries_per_page:.1} Queries, {rcu_per_page:.1} RCU a page: at {RATE} lists/s each of 16 partitions would get {RATE} Queries and {uncached_partition_rcu:.0} RCU a second (budget {PARTITION_RCU:.0})"
         ),

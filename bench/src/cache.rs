@@ -17,6 +17,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use integration::{onboard_at_max_limits as onboard, unique, Harness};
+use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use serde_json::json;
 use shared::identity::ids::{EntityId, TenantId};
@@ -25,7 +27,9 @@ use shared::store::client::query::Item;
 use shared::store::client::scoped::TenantDb;
 use shared::store::lifecycle::tenant_items::{item_from_json, item_to_json};
 
-use crate::{stat, Report};
+use crate::apps::Target;
+use crate::fixtures::seed_products;
+use crate::report::{stat, Report, Stat};
 
 /// Products the tenant holds, and the Zipf exponent of their popularity.
 pub const PRODUCTS: usize = 1_000;
@@ -148,10 +152,35 @@ where
         .await
 }
 
+/// Figure 10: a tenant of [`PRODUCTS`] products on 4 shards, read with a Zipf popularity
+/// (`BENCH_CACHE_READS` reads at `BENCH_CACHE_RATE` a second; Redis at `BENCH_REDIS_URL`, its hop
+/// delayed `BENCH_REDIS_DELAY_US` each way).
+pub async fn cache_figure(h: &Harness, target: &Target, report: &mut Report) {
+    let tenant = unique("cache");
+    onboard(h, &tenant, 4).await;
+    seed_products(h, &tenant, 4, PRODUCTS).await;
+    let t = TenantId::parse(&tenant).unwrap();
+    let db = target.app.db(&t).await.expect("the tenant's client");
+    let reads = zipf_reads(crate::env_or("BENCH_CACHE_READS", 3_000));
+    let redis_delay_us: u64 = crate::env_or("BENCH_REDIS_DELAY_US", 0);
+    let redis_url = std::env::var("BENCH_REDIS_URL").ok();
+    let rate: f64 = crate::env_or("BENCH_CACHE_RATE", 500.0);
+    cache_figures(
+        &db,
+        4,
+        &reads,
+        rate,
+        redis_url.as_deref(),
+        Duration::from_micros(redis_delay_us),
+        report,
+    )
+    .await;
+}
+
 /// Runs the three options over `reads` of `tenant`'s products (on `shards` shards) at `rate` reads a
 /// second, and adds the figures. `redis_url` is the admin URL of a local redis-server; `redis_delay`
 /// its latency model.
-pub async fn cache_figures(
+async fn cache_figures(
     db: &TenantDb,
     shards: u32,
     reads: &[String],
@@ -160,26 +189,8 @@ pub async fn cache_figures(
     redis_delay: Duration,
     report: &mut Report,
 ) {
-    let t = db.tenant.clone();
-    let reads: Vec<Read> = reads
-        .iter()
-        .map(|id| {
-            let key = products::product_key(&t, &EntityId::parse(id).expect("an id"), shards);
-            let name = key_string(&key);
-            Read { key, name }
-        })
-        .collect();
+    let reads = product_reads(&db.tenant, shards, reads);
     let reads = reads.as_slice();
-    let label = |what: &str| {
-        format!(
-            "10. Zipf reads (s={ZIPF_EXPONENT}, {rate:.0}/s, {CONTAINERS} containers): {what} [latency model]"
-        )
-    };
-    let summary = |served: &[Served]| {
-        let hits = served.iter().filter(|s| s.hit).count();
-        let stat = stat(served.iter().map(|s| s.ms).collect());
-        (stat, hits as f64 / served.len().max(1) as f64 * 100.0)
-    };
 
     // No cache.
     let none = at_rate(reads, rate, |_, read| async move {
@@ -188,9 +199,59 @@ pub async fn cache_figures(
     })
     .await;
     let (none_stat, _) = summary(&none);
-    report.add(&label("no cache"), &none_stat, "GetItem every read".into());
+    report.add(
+        &label(rate, "no cache"),
+        &none_stat,
+        "GetItem every read".into(),
+    );
 
-    // An LRU per container.
+    lru_figure(db, reads, rate, &none_stat, report).await;
+
+    // Redis, shared.
+    let Some(admin_url) = redis_url else {
+        report.fact(
+            &label(rate, "Redis"),
+            json!("not measured"),
+            "BENCH_REDIS_URL unset: run through scripts/bench.sh",
+        );
+        return;
+    };
+    redis_figures(db, reads, rate, admin_url, redis_delay, &none_stat, report).await;
+}
+
+/// The reads of products `ids` of `t` on `shards` shards.
+fn product_reads(t: &TenantId, shards: u32, ids: &[String]) -> Vec<Read> {
+    ids.iter()
+        .map(|id| {
+            let key = products::product_key(t, &EntityId::parse(id).expect("an id"), shards);
+            let name = key_string(&key);
+            Read { key, name }
+        })
+        .collect()
+}
+
+/// The name of figure 10's option `what` at `rate` reads a second.
+fn label(rate: f64, what: &str) -> String {
+    format!(
+        "10. Zipf reads (s={ZIPF_EXPONENT}, {rate:.0}/s, {CONTAINERS} containers): {what} [latency model]"
+    )
+}
+
+/// The reads' latency, and the percentage a cache served.
+fn summary(served: &[Served]) -> (Stat, f64) {
+    let hits = served.iter().filter(|s| s.hit).count();
+    let stat = stat(served.iter().map(|s| s.ms).collect());
+    (stat, hits as f64 / served.len().max(1) as f64 * 100.0)
+}
+
+/// The reads served through an LRU per container, against `none_stat` (no cache).
+async fn lru_figure(
+    db: &TenantDb,
+    reads: &[Read],
+    rate: f64,
+    none_stat: &Stat,
+    report: &mut Report,
+) {
     let capacity = NonZeroUsize::new(LRU_ITEMS).expect("a capacity");
     let lrus: Vec<Mutex<lru::LruCache<String, (Instant, Item)>>> = (0..CONTAINERS)
         .map(|_| Mutex::new(lru::LruCache::new(capacity)))
@@ -212,7 +273,7 @@ pub async fn cache_figures(
     .await;
     let (lru_stat, lru_hits) = summary(&local);
     report.add(
-        &label(&format!("LRU per container ({LRU_ITEMS} items, 1 s)")),
+        &label(rate, &format!("LRU per container ({LRU_ITEMS} items, 1 s)")),
         &lru_stat,
         format!(
             "hit rate {lru_hits:.0}%; p50 {:.2}x, p99 {:.2}x of no cache",
@@ -220,39 +281,24 @@ pub async fn cache_figures(
             lru_stat.p99 / none_stat.p99
         ),
     );
+}
 
-    // Redis, shared.
-    let Some(admin_url) = redis_url else {
-        report.fact(
-            &label("Redis"),
-            json!("not measured"),
-            "BENCH_REDIS_URL unset: run through scripts/bench.sh",
-        );
-        return;
-    };
-    let admin = redis::Client::open(admin_url).expect("a redis URL");
-    let mut admin = admin
-        .get_multiplexed_async_connection()
-        .await
-        .expect("redis-server");
-    let password = "bench-tenant-password";
-    let _: () = redis::cmd("ACL")
-        .arg("SETUSER")
-        .arg(t.as_str())
-        .arg("reset")
-        .arg("on")
-        .arg(format!(">{password}"))
-        .arg(format!("~{}*", shared::identity::keys::tenant_prefix(&t)))
-        .arg("+get")
-        .arg("+set")
-        .arg("+psetex")
-        .query_async(&mut admin)
-        .await
-        .expect("ACL SETUSER");
-    let _: () = redis::cmd("FLUSHALL")
-        .query_async(&mut admin)
-        .await
-        .expect("FLUSHALL");
+/// The password of the tenant's ACL user.
+const TENANT_PASSWORD: &str = "bench-tenant-password";
+
+/// The reads served through Redis shared by every container, logged in as the tenant's ACL user
+/// (first shown to refuse another tenant's key), against `none_stat` (no cache).
+async fn redis_figures(
+    db: &TenantDb,
+    reads: &[Read],
+    rate: f64,
+    admin_url: &str,
+    redis_delay: Duration,
+    none_stat: &Stat,
+    report: &mut Report,
+) {
+    let t = &db.tenant;
+    reset_redis_for(admin_url, t).await;
     // A delay of 0 reaches Redis directly (loopback: its best case). tokio's timers have a 1 ms
     // resolution, so a delay under 1 ms each way costs about 1 ms each way in the model.
     let direct = admin_url.trim_start_matches("redis://").to_owned();
@@ -265,10 +311,60 @@ pub async fn cache_figures(
     let address = hop
         .as_ref()
         .map_or(direct, |h| h.url.trim_start_matches("http://").to_owned());
-    let tenant_url = format!("redis://{}:{password}@{address}", t.as_str());
+    let tenant_url = format!("redis://{}:{TENANT_PASSWORD}@{address}", t.as_str());
+    let connections = tenant_connections(&tenant_url).await;
+    acl_isolation_fact(&connections[0], report).await;
+    let shared_cache = through_redis(db, reads, rate, &connections).await;
+    let (redis_stat, redis_hits) = summary(&shared_cache);
+    report.add(
+        &label(
+            rate,
+            &match redis_delay.as_micros() {
+                0 => "Redis, shared, 1 s (loopback, no added delay)".to_owned(),
+                us => format!("Redis, shared, 1 s ({us} us each way, ~1 ms by tokio's timer)"),
+            },
+        ),
+        &redis_stat,
+        format!(
+            "hit rate {redis_hits:.0}%; p50 {:.2}x, p99 {:.2}x of no cache",
+            redis_stat.median / none_stat.median,
+            redis_stat.p99 / none_stat.p99
+        ),
+    );
+}
+
+/// As Redis's admin: `t`'s ACL user (on, [`TENANT_PASSWORD`], its keys only, GET and SET alone),
+/// and every key flushed.
+async fn reset_redis_for(admin_url: &str, t: &TenantId) {
+    let admin = redis::Client::open(admin_url).expect("a redis URL");
+    let mut admin = admin
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis-server");
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(t.as_str())
+        .arg("reset")
+        .arg("on")
+        .arg(format!(">{TENANT_PASSWORD}"))
+        .arg(format!("~{}*", shared::identity::keys::tenant_prefix(t)))
+        .arg("+get")
+        .arg("+set")
+        .arg("+psetex")
+        .query_async(&mut admin)
+        .await
+        .expect("ACL SETUSER");
+    let _: () = redis::cmd("FLUSHALL")
+        .query_async(&mut admin)
+        .await
+        .expect("FLUSHALL");
+}
+
+/// A connection to `tenant_url` for each container.
+async fn tenant_connections(tenant_url: &str) -> Vec<MultiplexedConnection> {
     let mut connections = Vec::new();
     for _ in 0..CONTAINERS {
-        let client = redis::Client::open(tenant_url.as_str()).expect("a redis URL");
+        let client = redis::Client::open(tenant_url).expect("a redis URL");
         connections.push(
             client
                 .get_multiplexed_async_connection()
@@ -276,9 +372,13 @@ pub async fn cache_figures(
                 .expect("redis as the tenant's ACL user"),
         );
     }
-    // The ACL is the isolation: another tenant's key is refused.
+    connections
+}
+
+/// The ACL is the isolation: another tenant's key is refused on the tenant's `connection`.
+async fn acl_isolation_fact(connection: &MultiplexedConnection, report: &mut Report) {
     let other = TenantId::parse("someone-else").expect("an id");
-    let refused: redis::RedisResult<Option<String>> = connections[0]
+    let refused: redis::RedisResult<Option<String>> = connection
         .clone()
         .get(format!(
             "{}|x",
@@ -293,8 +393,17 @@ pub async fn cache_figures(
         }),
         "user per tenant, keys ~<tenant prefix>* (mirrors dynamodb:LeadingKeys)",
     );
-    let connections = &connections;
-    let shared_cache = at_rate(reads, rate, |i, read| {
+}
+
+/// The reads served through Redis, each container on its own connection: a cached item when Redis
+/// holds one, else the table's, cached for [`STALENESS`].
+async fn through_redis(
+    db: &TenantDb,
+    reads: &[Read],
+    rate: f64,
+    connections: &[MultiplexedConnection],
+) -> Vec<Served> {
+    at_rate(reads, rate, |i, read| {
         let mut conn = connections[i % CONTAINERS].clone();
         async move {
             let cached: Option<String> = conn.get(&read.name).await.expect("GET");
@@ -319,20 +428,7 @@ pub async fn cache_figures(
             }
         }
     })
-    .await;
-    let (redis_stat, redis_hits) = summary(&shared_cache);
-    report.add(
-        &label(&match redis_delay.as_micros() {
-            0 => "Redis, shared, 1 s (loopback, no added delay)".to_owned(),
-            us => format!("Redis, shared, 1 s ({us} us each way, ~1 ms by tokio's timer)"),
-        }),
-        &redis_stat,
-        format!(
-            "hit rate {redis_hits:.0}%; p50 {:.2}x, p99 {:.2}x of no cache",
-            redis_stat.median / none_stat.median,
-            redis_stat.p99 / none_stat.p99
-        ),
-    );
+    .await
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -19,7 +19,9 @@ use shared::store::lifecycle::offboarding::{self, Step};
 use shared::store::tenancy::tenants::read_record_consistent;
 use shared::App;
 
-use crate::{neighbour, seed_products, stat, Report};
+use crate::fixtures::seed_products;
+use crate::neighbour;
+use crate::report::{stat, Report};
 
 const PRODUCTS: usize = 6_000;
 const SHARDS: u32 = 32;

@@ -17,9 +17,12 @@ use shared::identity::ids::TenantId;
 use shared::store::lifecycle::moving::{self, Placement};
 use shared::store::lifecycle::resharding::{Step, MOVES_DELAY_SECONDS};
 use shared::store::tenancy::placement::{create_own_table, own_table_name};
+use shared::store::tenancy::tenants::TenantRecord;
 use shared::App;
 
-use crate::{requests, seed_products, stat, Report};
+use crate::fixtures::seed_products;
+use crate::report::{stat, Report};
+use crate::requests;
 
 const PRODUCTS: usize = 3_000;
 /// The tenant's requests before the move (half reads, half writes).
@@ -40,6 +43,23 @@ async fn own_request(app: &App, auth: &Auth, n: usize) -> (bool, f64) {
     (write, ms)
 }
 
+/// The tenant's own GetItems' and PutItems' times.
+#[derive(Default)]
+struct Served {
+    reads: Vec<f64>,
+    writes: Vec<f64>,
+}
+
+impl Served {
+    fn push(&mut self, (write, ms): (bool, f64)) {
+        if write {
+            self.writes.push(ms);
+        } else {
+            self.reads.push(ms);
+        }
+    }
+}
+
 /// Figure `fig` (15, or 17 in `label`'s lanes): the tenant served by `app` while `backfill` (an
 /// app whose `LIFECYCLE_LANES` is the figure's) moves it.
 pub async fn move_figure(
@@ -54,26 +74,40 @@ pub async fn move_figure(
     integration::onboard_at_max_limits(h, &tenant, 8).await;
     seed_products(h, &tenant, 8, PRODUCTS).await;
     let auth = Auth::Tenant(tenant.clone());
-    let (mut reads_before, mut writes_before) = (Vec::new(), Vec::new());
     // As many as a move serves (about 700 to 1,000 here): a p99 of a few hundred samples moves by a
     // third from run to run, and the figure is a ratio of two of them.
+    let mut before = Served::default();
     for n in 0..BEFORE {
-        match own_request(app, &auth, n).await {
-            (true, ms) => writes_before.push(ms),
-            (false, ms) => reads_before.push(ms),
-        }
+        before.push(own_request(app, &auth, n).await);
     }
 
-    // The move, begun as if its delays had passed (nothing but this loop serves the tenant), and
-    // known to the serving container at once.
     let t = TenantId::parse(&tenant).unwrap();
-    let own = own_table_name(app.tenants.table_name(), &t).unwrap();
-    let operator = app.db_to_change(&t).await.expect("the operator's client");
+    let record = begin_move(h, app, &t).await;
+    let started = Instant::now();
+    let done = AtomicBool::new(false);
+    let ((), during) = tokio::join!(
+        backfill_to_end(backfill, &t, record, &done),
+        served_until(app, &auth, &done)
+    );
+    let seconds = started.elapsed().as_secs_f64();
+    let left = h
+        .items_under(&shared::identity::keys::raw_key(&tenant, "PRODUCT#"))
+        .await
+        .len();
+    assert_eq!(left, 0, "products left in the pool after the move");
+    report_move(before, during, seconds, fig, label, report);
+}
+
+/// The move into `t`'s own table, begun as if its delays had passed (nothing but the figure's loop
+/// serves the tenant), and known to `app`, the serving container, at once. The record it committed.
+async fn begin_move(h: &Harness, app: &App, t: &TenantId) -> TenantRecord {
+    let own = own_table_name(app.tenants.table_name(), t).unwrap();
+    let operator = app.db_to_change(t).await.expect("the operator's client");
     let manager = operator.own_table_manager().expect("its table manager");
-    create_own_table(&app.tenants.table_manager(), manager, &h.table, &own, &t)
+    create_own_table(&app.tenants.table_manager(), manager, &h.table, &own, t)
         .await
         .expect("the own table");
-    let db = app.db_to_change(&t).await.expect("the tenant's client");
+    let db = app.db_to_change(t).await.expect("the tenant's client");
     let before = shared::store::tenancy::tenants::read_record_consistent(&db)
         .await
         .unwrap()
@@ -93,56 +127,64 @@ pub async fn move_figure(
     .unwrap() else {
         panic!("the move did not begin");
     };
-    app.directory
-        .remember(&t, Some(Arc::new((*record).clone())));
-    let started = Instant::now();
-    let done = AtomicBool::new(false);
-    let backfill = async {
-        let mut record = *record;
-        loop {
-            let db = backfill.db_to_change(&t).await.unwrap();
-            let until = Instant::now() + Duration::from_secs(5);
-            let answer = tenants::move_tenant::advance(
-                backfill,
-                &tenants::Lanes::in_process(),
-                &db,
-                record,
-                until,
-            )
-            .await
-            .expect("a backfill step");
-            if answer.status() == 200 {
-                done.store(true, Ordering::SeqCst);
-                return;
-            }
-            record = shared::store::tenancy::tenants::read_record_consistent(&db)
-                .await
-                .unwrap()
-                .unwrap();
-        }
-    };
-    let served = async {
-        let (mut reads, mut writes) = (Vec::new(), Vec::new());
-        let mut n = 0;
-        while !done.load(Ordering::SeqCst) {
-            match own_request(app, &auth, n).await {
-                (true, ms) => writes.push(ms),
-                (false, ms) => reads.push(ms),
-            }
-            n += 1;
-        }
-        (reads, writes)
-    };
-    let ((), (reads_during, writes_during)) = tokio::join!(backfill, served);
-    let seconds = started.elapsed().as_secs_f64();
-    let left = h
-        .items_under(&shared::identity::keys::raw_key(&tenant, "PRODUCT#"))
+    app.directory.remember(t, Some(Arc::new((*record).clone())));
+    *record
+}
+
+/// The backfill (paced as in production) stepped until the move is done, then `done` set.
+async fn backfill_to_end(
+    backfill: &App,
+    t: &TenantId,
+    mut record: TenantRecord,
+    done: &AtomicBool,
+) {
+    loop {
+        let db = backfill.db_to_change(t).await.unwrap();
+        let until = Instant::now() + Duration::from_secs(5);
+        let answer = tenants::move_tenant::advance(
+            backfill,
+            &tenants::Lanes::in_process(),
+            &db,
+            record,
+            until,
+        )
         .await
-        .len();
-    assert_eq!(left, 0, "products left in the pool after the move");
+        .expect("a backfill step");
+        if answer.status() == 200 {
+            done.store(true, Ordering::SeqCst);
+            return;
+        }
+        record = shared::store::tenancy::tenants::read_record_consistent(&db)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// The tenant's own requests, one after another, until `done`.
+async fn served_until(app: &App, auth: &Auth, done: &AtomicBool) -> Served {
+    let mut served = Served::default();
+    let mut n = 0;
+    while !done.load(Ordering::SeqCst) {
+        served.push(own_request(app, auth, n).await);
+        n += 1;
+    }
+    served
+}
+
+/// Adds figure `fig`: the tenant's GetItem and PutItem before and during the move, and the move's
+/// rate over its `seconds`.
+fn report_move(
+    before: Served,
+    during: Served,
+    seconds: f64,
+    fig: &str,
+    label: &str,
+    report: &mut Report,
+) {
     for (name, before, during) in [
-        ("GetItem", reads_before, reads_during),
-        ("PutItem", writes_before, writes_during),
+        ("GetItem", before.reads, during.reads),
+        ("PutItem", before.writes, during.writes),
     ] {
         let (before, during) = (stat(before), stat(during));
         let letter = if name == "GetItem" {

@@ -7,7 +7,8 @@ use lambda_http::{Body, Request, Response};
 use serde_json::Value;
 use shared::{ApiError, App};
 
-use crate::{status_of, time_ms};
+use crate::report::time_ms;
+use crate::runtime::status_of;
 
 /// `GET /products/{id}` of `auth`'s tenant.
 pub(crate) fn get_product(auth: &Auth, id: &str) -> Request {

@@ -6,6 +6,7 @@
 //! before (target: at most 1.2×).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -13,11 +14,14 @@ use integration::{unique, Auth, Harness};
 use serde_json::json;
 use shared::identity::clock::{Clock, SystemClock};
 use shared::identity::ids::TenantId;
+use shared::store::client::scoped::TenantDb;
 use shared::store::lifecycle::restoring::{self, Restore, Step};
 use shared::store::tenancy::tenants::read_record_consistent;
 use shared::App;
 
-use crate::{neighbour, seed_products, seed_products_with, stat, Report};
+use crate::fixtures::{seed_products, seed_products_with};
+use crate::neighbour;
+use crate::report::{stat, Report};
 
 const PRODUCTS: usize = 3_000;
 
@@ -38,10 +42,27 @@ pub async fn restore_figure(
     seed_products(h, &neighbour, 4, 1).await;
     // The snapshot: the whole table copied into a source table, as a point-in-time restore makes it.
     let source = h.snapshot(&tenant).await;
-    // The damage: a third deleted, a third overwritten.
     let t = TenantId::parse(&tenant).unwrap();
+    damage(h, &tenant).await;
+
+    let neighbour_auth = Auth::Tenant(neighbour);
+    let before = neighbour::alone(app, &neighbour_auth).await;
+
+    let db = begin_restore(restorer, &t, &source).await;
+    let started = Instant::now();
+    let done = AtomicBool::new(false);
+    let neighbour_loop = neighbour::beside(app, &neighbour_auth, || done.load(Ordering::SeqCst));
+    let (ended, (during, refused)) =
+        tokio::join!(restore_to_end(restorer, &db, &done), neighbour_loop);
+    assert_eq!(refused, 0, "the neighbour was refused");
+    let seconds = started.elapsed().as_secs_f64();
+    report_restore(&ended, before, during, seconds, fig, label, report);
+}
+
+/// The damage: a third of `tenant`'s products deleted, a third overwritten.
+async fn damage(h: &Harness, tenant: &str) {
     for item in h
-        .items_under(&shared::identity::keys::raw_key(&tenant, "PRODUCT#"))
+        .items_under(&shared::identity::keys::raw_key(tenant, "PRODUCT#"))
         .await
     {
         let n: usize = item["productId"].as_s().unwrap()[2..].parse().unwrap();
@@ -58,24 +79,21 @@ pub async fn restore_figure(
             delete.send().await.expect("damage");
         }
     }
-    seed_products_with(h, &tenant, 8, PRODUCTS / 3, |i| {
+    seed_products_with(h, tenant, 8, PRODUCTS / 3, |i| {
         AttributeValue::M(HashMap::from([(
             "name".into(),
             AttributeValue::S(format!("overwritten {i}")),
         )]))
     })
     .await;
+}
 
-    let neighbour_auth = Auth::Tenant(neighbour);
-    let before = neighbour::alone(app, &neighbour_auth).await;
-
-    // The restore, begun with no delay (nothing else writes the tenant here), stepped to its end.
-    let db = restorer
-        .db_to_change(&t)
-        .await
-        .expect("the tenant's client");
+/// The restore of `t` from table `source`, begun with no delay (nothing else writes the tenant
+/// here). The tenant's client it runs with.
+async fn begin_restore(restorer: &App, t: &TenantId, source: &str) -> TenantDb {
+    let db = restorer.db_to_change(t).await.expect("the tenant's client");
     let record = read_record_consistent(&db).await.unwrap().unwrap();
-    let reader = restorer.tenants.source_reader(&t, &source);
+    let reader = restorer.tenants.source_reader(t, source);
     let source_shards = restoring::source_shards(&reader, &record)
         .await
         .unwrap()
@@ -83,7 +101,7 @@ pub async fn restore_figure(
     let now_ms = SystemClock.now_millis();
     let platform = TenantId::PLATFORM.to_owned();
     let state = Restore::new(
-        source.clone(),
+        source.to_owned(),
         None,
         now_ms,
         platform,
@@ -94,31 +112,39 @@ pub async fn restore_figure(
         restoring::begin(&db, &state, None).await.unwrap(),
         Step::Committed(_)
     ));
-    let started = Instant::now();
-    let done = std::sync::atomic::AtomicBool::new(false);
-    let restore = async {
-        // Its lanes stepped side by side in each call, as with no lane queue.
-        let runner = tenants::Lanes::in_process();
-        loop {
-            let record = read_record_consistent(&db).await.unwrap().unwrap();
-            let answer = Box::pin(tenants::restore_tenant::advance(
-                restorer, &runner, &db, record,
-            ))
-            .await
-            .expect("a restore call");
-            if answer.status() == 200 {
-                done.store(true, std::sync::atomic::Ordering::SeqCst);
-                let record = read_record_consistent(&db).await.unwrap().unwrap();
-                return record.last_restore.expect("its report");
-            }
+    db
+}
+
+/// The restore stepped to its end, then `done` set. Its report.
+async fn restore_to_end(restorer: &App, db: &TenantDb, done: &AtomicBool) -> Restore {
+    // Its lanes stepped side by side in each call, as with no lane queue.
+    let runner = tenants::Lanes::in_process();
+    loop {
+        let record = read_record_consistent(db).await.unwrap().unwrap();
+        let answer = Box::pin(tenants::restore_tenant::advance(
+            restorer, &runner, db, record,
+        ))
+        .await
+        .expect("a restore call");
+        if answer.status() == 200 {
+            done.store(true, Ordering::SeqCst);
+            let record = read_record_consistent(db).await.unwrap().unwrap();
+            return record.last_restore.expect("its report");
         }
-    };
-    let neighbour_loop = neighbour::beside(app, &neighbour_auth, || {
-        done.load(std::sync::atomic::Ordering::SeqCst)
-    });
-    let (ended, (during, refused)) = tokio::join!(restore, neighbour_loop);
-    assert_eq!(refused, 0, "the neighbour was refused");
-    let seconds = started.elapsed().as_secs_f64();
+    }
+}
+
+/// Adds figure `fig`: the neighbour's GetItem before and during the restore `ended`, and the
+/// restore's rate over its `seconds`.
+fn report_restore(
+    ended: &Restore,
+    before: Vec<f64>,
+    during: Vec<f64>,
+    seconds: f64,
+    fig: &str,
+    label: &str,
+    report: &mut Report,
+) {
     let changed: u64 = [&ended.put_back, &ended.overwritten, &ended.deleted]
         .iter()
         .flat_map(|c| c.values())

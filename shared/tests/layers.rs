@@ -226,28 +226,6 @@ fn the_parser_sees_grouped_and_nested_paths() {
         .any(|p| p.first().is_some_and(|s| s == "service")));
 }
 
-/// Rooms that fit: a module that grows past this is split into private submodules by what they
-/// serve (see ARCHITECTURE's map), not appended to.
-const MAX_LINES: usize = 500;
-
-#[test]
-fn no_source_file_is_longer_than_the_limit() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let too_long: Vec<String> = files
-        .iter()
-        .filter_map(|file| {
-            let lines = std::fs::read_to_string(file).expect("read").lines().count();
-            (lines > MAX_LINES).then(|| format!("{} ({lines} lines)", file.display()))
-        })
-        .collect();
-    assert_none(
-        &too_long,
-        &format!("split these into private submodules (at most {MAX_LINES} lines each)"),
-    );
-}
-
 /// Every `.rs` file of the workspace but build output and installed tools.
 fn workspace_rust_files() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");

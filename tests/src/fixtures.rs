@@ -29,7 +29,55 @@ fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
     let tenant = unique("fx");
     onboard(h, &tenant, 4).await;
+    if let Some(arranged) = operator_arrangement(h, bin, &tenant).await {
+        return arranged;
+    }
     let auth = Auth::Tenant(tenant.clone());
+    let (params, body) = tenant_arrangement(h, bin, &tenant, &auth).await;
+    Arranged { auth, params, body }
+}
+
+/// An operator's request to route `bin` about `tenant`, with what it needs in place; `None` for a
+/// tenant's route.
+async fn operator_arrangement(h: &Harness, bin: &str, tenant: &str) -> Option<Arranged> {
+    let operator = |auth: String, params: BTreeMap<String, String>, body: Option<Value>| Arranged {
+        auth: Auth::Operator(auth),
+        params,
+        body,
+    };
+    let arranged = match bin {
+        "onboard-tenant" => {
+            let body = json!({"tenantId": unique("new"), "tier": "standard", "shardCount": 4});
+            operator(unique("ops"), BTreeMap::new(), Some(body))
+        }
+        "offboard-tenant" => operator(
+            crate::onboarded(h, "ops").await,
+            params(&[("tenantId", tenant)]),
+            None,
+        ),
+        "restore-tenant" => {
+            let source = h.snapshot(&unique("fx")).await;
+            let body = json!({"from": {"table": source}});
+            operator(unique("ops"), params(&[("tenantId", tenant)]), Some(body))
+        }
+        "update-tenant" => operator(
+            unique("ops"),
+            params(&[("tenantId", tenant)]),
+            Some(json!({"tier": "premium"})),
+        ),
+        _ => return None,
+    };
+    Some(arranged)
+}
+
+/// The path parameters and body of tenant route `bin`, as `auth` (of `tenant`), with what it
+/// needs in place.
+async fn tenant_arrangement(
+    h: &Harness,
+    bin: &str,
+    tenant: &str,
+    auth: &Auth,
+) -> (BTreeMap<String, String>, Option<Value>) {
     let ok = |r: Resp| {
         assert!(r.status < 300, "setup for {bin}: {} {}", r.status, r.body);
         r
@@ -61,7 +109,7 @@ pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
         )
     };
     let employee = json!({"name": "Ada", "departmentId": "eng"});
-    let (params, body) = match bin {
+    match bin {
         "create-session" => {
             let parent = session("c-1").await.body["sessionId"]
                 .as_str()
@@ -78,37 +126,6 @@ pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
                 .unwrap()
                 .to_owned();
             (params(&[("sessionId", &id)]), None)
-        }
-        "onboard-tenant" => {
-            let operator = Auth::Operator(unique("ops"));
-            let body = json!({"tenantId": unique("new"), "tier": "standard", "shardCount": 4});
-            return Arranged {
-                auth: operator,
-                params: none,
-                body: Some(body),
-            };
-        }
-        "offboard-tenant" => {
-            return Arranged {
-                auth: Auth::Operator(crate::onboarded(h, "ops").await),
-                params: params(&[("tenantId", &tenant)]),
-                body: None,
-            };
-        }
-        "restore-tenant" => {
-            let source = h.snapshot(&unique("fx")).await;
-            return Arranged {
-                auth: Auth::Operator(unique("ops")),
-                params: params(&[("tenantId", &tenant)]),
-                body: Some(json!({"from": {"table": source}})),
-            };
-        }
-        "update-tenant" => {
-            return Arranged {
-                auth: Auth::Operator(unique("ops")),
-                params: params(&[("tenantId", &tenant)]),
-                body: Some(json!({"tier": "premium"})),
-            };
         }
         "delete-product" => {
             let p = params(&[("productId", "p-1")]);
@@ -148,27 +165,30 @@ pub async fn arrange(h: &Harness, bin: &str) -> Arranged {
                 Some(json!({"token": "tok-1", "expiresAt": expires})),
             )
         }
-        "create-import" => {
-            // The tenant's import sealing key exists, as after its first import: the route's own
-            // writes are then its claim and its transaction.
-            let t = shared::identity::ids::TenantId::parse(&tenant).unwrap();
-            let db = h.app.db(&t).await.unwrap();
-            shared::store::imports::ensure_sealing_item(&db, &t)
-                .await
-                .unwrap();
-            (
-                BTreeMap::new(),
-                Some(
-                    json!({"kind": "products", "items": [{"productId": "p-1", "document": {"name": "Book"}}]}),
-                ),
-            )
-        }
+        "create-import" => sealing_key_in_place(h, tenant).await,
         // A route that needs nothing in place: its sample request (routes.yaml), as the tenant.
         other => sample_request(other).unwrap_or_else(|| {
             panic!("no arrangement for mutating route {other}: add one in tests/src/fixtures.rs, or give it a tenant's sample in routes.yaml")
         }),
-    };
-    Arranged { auth, params, body }
+    }
+}
+
+/// The tenant's import sealing key in place, as after its first import (the route's own writes are
+/// then its claim and its transaction), and a one-product import.
+async fn sealing_key_in_place(
+    h: &Harness,
+    tenant: &str,
+) -> (BTreeMap<String, String>, Option<Value>) {
+    let t = shared::identity::ids::TenantId::parse(tenant).unwrap();
+    let db = h.app.db(&t).await.unwrap();
+    shared::store::imports::ensure_sealing_item(&db, &t)
+        .await
+        .unwrap();
+    let product = json!({"productId": "p-1", "document": {"name": "Book"}});
+    (
+        BTreeMap::new(),
+        Some(json!({"kind": "products", "items": [product]})),
+    )
 }
 
 /// The path parameters and body of tenant route `bin`'s sample request (routes.yaml).

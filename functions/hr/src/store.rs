@@ -102,17 +102,10 @@ pub async fn store_employee(
 
     for attempt in 0..ATTEMPTS {
         let current = layout::locate(db, layout, &employee_keys).await?;
-        if let (Some((_, item)), Some(at_ms)) = (&current, at.guard()) {
-            if u64_attr(item, UPDATED_AT_MS).is_some_and(|stored| stored > at_ms) {
-                return Ok(stored(employee, layout::Put::Superseded));
-            }
+        if written_after(current.as_ref(), at) {
+            return Ok(stored(employee, layout::Put::Superseded));
         }
-        let old_department = current
-            .as_ref()
-            .and_then(|(_, item)| string_attr(item, "departmentId"))
-            .map(|d| EntityId::parse(&d))
-            .transpose()
-            .map_err(internal)?;
+        let old_department = department_of(current.as_ref())?;
         // While the tenant is re-sharded the department is on one of two shards: check it where it is.
         let department_key = if migrating {
             layout::locate(db, layout, &department_keys)
@@ -122,48 +115,17 @@ pub async fn store_employee(
         } else {
             department_keys.write.clone()
         };
-        let department_exists = ConditionCheck::builder()
-            .table_name(&*db.table)
-            .set_key(Some(department_key))
-            .condition_expression("attribute_exists(PK)")
-            .build()
-            .map_err(internal)?;
         // During a re-sharding the employee is written where `write_target` says (never back to the
         // old layout); a copy at the other key goes in the same transaction, on the same condition,
         // and where there is none, a check keeps it so.
         let found = current.as_ref().map(|(key, _)| key);
         let (target, other) = employee_keys.write_target(layout, found);
         let at_target = found == Some(target);
-        let mut item = item_with_keys(&employee, target.clone(), kind::EMPLOYEE, t)?;
-        item.insert(UPDATED_AT_MS.into(), AttributeValue::N(at.ms.to_string()));
-        let put_employee = Put::builder().table_name(&*db.table).set_item(Some(item));
-        let put_employee = match &old_department {
-            Some(old) if at_target => unchanged(put_employee, old, at),
-            _ => put_employee.condition_expression("attribute_not_exists(PK)"),
-        };
-        let mut membership = item_with_keys(
-            &serde_json::json!({"employeeId": id.as_str(), "departmentId": fields.department.as_str(), "name": employee.name}),
-            membership_key(t, fields.department, id),
-            kind::MEMBER,
-            t,
-        )?;
-        membership.retain(|_, v| !matches!(v, AttributeValue::Null(_)));
+        let unchanged_from = old_department.as_ref().filter(|_| at_target);
         let mut actions = vec![
-            TransactWriteItem::builder()
-                .condition_check(department_exists)
-                .build(),
-            TransactWriteItem::builder()
-                .put(put_employee.build().map_err(internal)?)
-                .build(),
-            TransactWriteItem::builder()
-                .put(
-                    Put::builder()
-                        .table_name(&*db.table)
-                        .set_item(Some(membership))
-                        .build()
-                        .map_err(internal)?,
-                )
-                .build(),
+            department_exists(db, department_key)?,
+            employee_put(db, t, &employee, target.clone(), unchanged_from, at)?,
+            membership_put(db, t, id, fields.department, &employee.name)?,
         ];
         if let Some(old) = old_department
             .as_ref()
@@ -209,6 +171,85 @@ pub async fn store_employee(
     Err(ApiError::Conflict(
         "The employee changed while it was being written; retry.".into(),
     ))
+}
+
+/// Whether the employee `current` holds was written after a late write's `at` (then it is left as
+/// it is).
+fn written_after(current: Option<&(Key, Item)>, at: WrittenAt) -> bool {
+    match (current, at.guard()) {
+        (Some((_, item)), Some(at_ms)) => {
+            u64_attr(item, UPDATED_AT_MS).is_some_and(|stored| stored > at_ms)
+        }
+        _ => false,
+    }
+}
+
+/// The department the employee `current` holds is in, if it is stored.
+fn department_of(current: Option<&(Key, Item)>) -> Result<Option<EntityId>, ApiError> {
+    current
+        .and_then(|(_, item)| string_attr(item, "departmentId"))
+        .map(|d| EntityId::parse(&d))
+        .transpose()
+        .map_err(internal)
+}
+
+/// The check that the department at `key` exists (the transaction's first action).
+fn department_exists(db: &TenantDb, key: Key) -> Result<TransactWriteItem, ApiError> {
+    let check = ConditionCheck::builder()
+        .table_name(&*db.table)
+        .set_key(Some(key))
+        .condition_expression("attribute_exists(PK)")
+        .build()
+        .map_err(internal)?;
+    Ok(TransactWriteItem::builder().condition_check(check).build())
+}
+
+/// The put of `employee` at `key`: on condition that it is still in department `unchanged_from`
+/// ([`unchanged`]) when it is stored there already, else that none is there.
+fn employee_put(
+    db: &TenantDb,
+    t: &TenantId,
+    employee: &Employee,
+    key: Key,
+    unchanged_from: Option<&EntityId>,
+    at: WrittenAt,
+) -> Result<TransactWriteItem, ApiError> {
+    let mut item = item_with_keys(employee, key, kind::EMPLOYEE, t)?;
+    item.insert(UPDATED_AT_MS.into(), AttributeValue::N(at.ms.to_string()));
+    let put = Put::builder().table_name(&*db.table).set_item(Some(item));
+    let put = match unchanged_from {
+        Some(old) => unchanged(put, old, at),
+        None => put.condition_expression("attribute_not_exists(PK)"),
+    };
+    Ok(TransactWriteItem::builder()
+        .put(put.build().map_err(internal)?)
+        .build())
+}
+
+/// The put of employee `id`'s membership of `department`, under the name it is listed by.
+fn membership_put(
+    db: &TenantDb,
+    t: &TenantId,
+    id: &EntityId,
+    department: &EntityId,
+    name: &str,
+) -> Result<TransactWriteItem, ApiError> {
+    let mut membership = item_with_keys(
+        &serde_json::json!({"employeeId": id.as_str(), "departmentId": department.as_str(), "name": name}),
+        membership_key(t, department, id),
+        kind::MEMBER,
+        t,
+    )?;
+    membership.retain(|_, v| !matches!(v, AttributeValue::Null(_)));
+    Ok(TransactWriteItem::builder()
+        .put(
+            Put::builder()
+                .table_name(&*db.table)
+                .set_item(Some(membership))
+                .build()
+                .map_err(internal)?,
+        )
+        .build())
 }
 
 /// The employee's put, on condition that its department is still `old` and, for a late write, that

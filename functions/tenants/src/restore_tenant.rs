@@ -20,7 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use lambda_http::http::{header, StatusCode};
+use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::{Deserialize, Serialize};
 use shared::identity::clock::rfc3339;
@@ -28,16 +28,17 @@ use shared::identity::ids::TenantId;
 use shared::service::http::{json_body, json_response};
 use shared::service::idempotent;
 use shared::store::client::scoped::TenantDb;
-use shared::store::lifecycle::driving;
 use shared::store::lifecycle::restoring::{
-    self, point_in_time, Counts, Progress, Restore, RestorePhase, Step, Tables,
-    STARTS_DELAY_SECONDS,
+    self, point_in_time, Counts, Progress, Restore, RestorePhase, Tables, STARTS_DELAY_SECONDS,
 };
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
 use shared::{ApiError, App};
 
 use crate::operation::Operation;
 use crate::{accepted, Lanes, TenantView};
+
+mod start;
+use start::{begin, checked_source_table, dry_run_answer};
 
 /// How long one call steps before it answers 202.
 pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
@@ -255,35 +256,10 @@ async fn start_or_continue(
     let now_ms = app.clock.now_millis();
     let (table, point, source_shards, source_id) = match source {
         Source::Table(table) => {
-            let described = point_in_time::describe_source(&manager, &table).await?;
-            let Some(source_id) = described.filter(|d| d.ready).map(|d| d.identity) else {
-                return Err(ApiError::Unprocessable(format!(
-                    "No active table {table} with the catalog index ({}) to restore from.",
-                    shared::identity::keys::CATALOG_INDEX
-                )));
-            };
-            let reader = app.tenants.source_reader(tenant, &table);
-            let shards = restoring::source_shards(&reader, &record)
-                .await?
-                .map_err(|wrong| ApiError::Unprocessable(format!("{table}: {wrong}.")))?;
+            let (source_id, reader, shards) =
+                checked_source_table(app, db, &manager, &record, &table).await?;
             if dry_run {
-                let until = Instant::now() + DRY_RUN_TIME;
-                let counts = Box::pin(restoring::dry_run(
-                    db,
-                    &reader,
-                    record.shard_count,
-                    shards,
-                    until,
-                ))
-                .await?
-                .map_err(|e| ApiError::Unprocessable(format!("{e}: restore without one.")))?;
-                let answer = DryRun {
-                    tenant_id: tenant.to_string(),
-                    dry_run: true,
-                    source: table,
-                    counts,
-                };
-                return Ok(json_response(StatusCode::OK, &answer));
+                return Box::pin(dry_run_answer(db, &reader, &record, shards, table)).await;
             }
             (table, None, Some(shards), Some(source_id))
         }
@@ -309,41 +285,7 @@ async fn start_or_continue(
         lanes_asked: ask.lanes,
         ..Restore::new(table, point, now_ms, requested_by, starts_at, source_shards)
     };
-    let begun = TenantRecord {
-        status: TenantStatus::Restoring,
-        restore: Some(state.clone()),
-        ..record
-    };
-    // Listed for the driver first: a started restore is never missing from its list.
-    let platform_db = app.db_for_operator(&TenantId::platform()).await?;
-    driving::list(&platform_db, tenant, now_ms).await?;
-    let view = TenantView::from(begun.clone());
-    let retry_after = STARTS_DELAY_SECONDS.to_string();
-    let also = match &recorder {
-        Some(r) => Some(r.record_with_headers(
-            StatusCode::ACCEPTED,
-            &view,
-            &[(header::RETRY_AFTER, &retry_after)],
-        )?),
-        None => None,
-    };
-    match restoring::begin(db, &state, also).await? {
-        Step::Committed(_) => {
-            tracing::info!(tenant = %tenant, source = %state.source_table, by = %operator, "tenant restore started");
-            crate::remember(app, tenant, &begun);
-            Ok(accepted(begun.clone(), STARTS_DELAY_SECONDS))
-        }
-        Step::Raced => {
-            let current = read_record_consistent(db)
-                .await?
-                .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
-            crate::refuse_while_restoring_or_moving(&current)?;
-            refuse_unless_idle(&current)?;
-            Err(ApiError::Conflict(
-                "The tenant record kept changing; retry.".into(),
-            ))
-        }
-    }
+    begin(app, operator, db, record, state, now_ms, recorder).await
 }
 
 /// 409 unless the tenant is active with nothing else running.

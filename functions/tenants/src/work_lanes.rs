@@ -13,8 +13,9 @@ use std::time::Instant;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use shared::identity::ids::TenantId;
 use shared::isolation::policy::Scope;
+use shared::store::lifecycle::tenant_items::Source;
 use shared::store::lifecycle::{lanes, moving, offboarding, resharding, restoring};
-use shared::store::tenancy::tenants::read_record_consistent;
+use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord};
 use shared::{ApiError, App};
 
 use crate::lane_walk::{run_lane, LaneRun, LaneWork};
@@ -86,66 +87,15 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
         return Ok(Turn::Dropped);
     };
     // The operation the message names, running in lanes, and what its lanes walk.
-    let (work, count, sources) = match message.operation.as_str() {
-        offboarding::OPERATION => match record.offboarding.as_ref() {
-            Some(o) if !o.walked && o.lanes.is_some() => (
-                LaneWork::Delete,
-                o.lanes.unwrap_or(1),
-                offboard_tenant::walk_sources(&record)?,
-            ),
-            _ => return Ok(Turn::Dropped),
-        },
-        resharding::OPERATION => match record.migration.as_ref() {
-            Some(m) if m.lanes.is_some() => (
-                LaneWork::Move { to: m.to },
-                m.lanes.unwrap_or(1),
-                resharding::sharded_sources(&tenant, m.from),
-            ),
-            _ => return Ok(Turn::Dropped),
-        },
-        moving::OPERATION => match record.moving.as_ref() {
-            Some(m) if m.lanes.is_some() => (
-                LaneWork::Relocate { to: m.to },
-                m.lanes.unwrap_or(1),
-                moving::sources(&tenant, &record),
-            ),
-            _ => return Ok(Turn::Dropped),
-        },
-        restoring::lanes::PUTTING | restoring::lanes::DELETING => {
-            let Some(state) = record.restore.as_ref().filter(|r| r.lanes.is_some()) else {
-                return Ok(Turn::Dropped);
-            };
-            let Some(walk) = restoring::lanes::Walk::of(state, record.shard_count)
-                .filter(|walk| walk.operation() == message.operation)
-            else {
-                return Ok(Turn::Dropped);
-            };
-            // The source is checked at each turn: one replaced or deleted since the restore began
-            // ends it (abandoned, by the call below) before anything more is read from it.
-            let source = app.tenants.source_reader(&tenant, &state.source_table);
-            let manager = app.tenants.table_manager();
-            let tables = restoring::Tables {
-                source: &source,
-                manager: &manager,
-                pool: app.tenants.table_name(),
-            };
-            if restoring::source_changed(&tables, &record.tenant_id, state)
-                .await?
-                .is_some()
-            {
-                crate::restore_tenant::advance(app, runner, &db, record).await?;
-                return Ok(Turn::Dropped);
-            }
-            (
-                LaneWork::Restore {
-                    source: Box::new(source.clone()),
-                    walk: walk.clone(),
-                },
-                state.lanes.unwrap_or(1),
-                walk.sources(&tenant),
-            )
+    let (work, count, sources) = match in_lanes(app, &tenant, &record, message).await? {
+        InLanes::Walking(work, count, sources) => (work, count, sources),
+        InLanes::Nothing => return Ok(Turn::Dropped),
+        // A restore's source replaced or deleted since it began: the call below ends it
+        // (abandoned) before anything more is read from it.
+        InLanes::SourceChanged => {
+            crate::restore_tenant::advance(app, runner, &db, record).await?;
+            return Ok(Turn::Dropped);
         }
-        _ => return Ok(Turn::Dropped),
     };
     let all = lanes::read(&work.lanes_db(&db), work.operation()).await?;
     let Some(lane) = all.into_iter().find(|l| l.lane == message.lane) else {
@@ -187,4 +137,94 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
             Ok(Turn::Done)
         }
     }
+}
+
+/// What the operation a lane message names is doing in `record`.
+enum InLanes {
+    /// It runs in lanes: their work, their count, and what they walk.
+    Walking(LaneWork, u32, Vec<Source>),
+    /// It does not run in lanes (finished, or another tenant of this id): the message is dropped.
+    Nothing,
+    /// A restore whose source was replaced or deleted since it began: to be ended, not stepped.
+    SourceChanged,
+}
+
+/// What `message`'s operation is doing in `tenant`'s `record`, as [`InLanes`] tells it.
+async fn in_lanes(
+    app: &App,
+    tenant: &TenantId,
+    record: &TenantRecord,
+    message: &LaneMessage,
+) -> Result<InLanes, ApiError> {
+    Ok(match message.operation.as_str() {
+        offboarding::OPERATION => match record.offboarding.as_ref() {
+            Some(o) if !o.walked && o.lanes.is_some() => InLanes::Walking(
+                LaneWork::Delete,
+                o.lanes.unwrap_or(1),
+                offboard_tenant::walk_sources(record)?,
+            ),
+            _ => InLanes::Nothing,
+        },
+        resharding::OPERATION => match record.migration.as_ref() {
+            Some(m) if m.lanes.is_some() => InLanes::Walking(
+                LaneWork::Move { to: m.to },
+                m.lanes.unwrap_or(1),
+                resharding::sharded_sources(tenant, m.from),
+            ),
+            _ => InLanes::Nothing,
+        },
+        moving::OPERATION => match record.moving.as_ref() {
+            Some(m) if m.lanes.is_some() => InLanes::Walking(
+                LaneWork::Relocate { to: m.to },
+                m.lanes.unwrap_or(1),
+                moving::sources(tenant, record),
+            ),
+            _ => InLanes::Nothing,
+        },
+        restoring::lanes::PUTTING | restoring::lanes::DELETING => {
+            restore_in_lanes(app, tenant, record, message).await?
+        }
+        _ => InLanes::Nothing,
+    })
+}
+
+/// [`in_lanes`] for a restore's walking phase: the phase the message names must be the one
+/// running, and its source the one the restore began with.
+async fn restore_in_lanes(
+    app: &App,
+    tenant: &TenantId,
+    record: &TenantRecord,
+    message: &LaneMessage,
+) -> Result<InLanes, ApiError> {
+    let Some(state) = record.restore.as_ref().filter(|r| r.lanes.is_some()) else {
+        return Ok(InLanes::Nothing);
+    };
+    let Some(walk) = restoring::lanes::Walk::of(state, record.shard_count)
+        .filter(|walk| walk.operation() == message.operation)
+    else {
+        return Ok(InLanes::Nothing);
+    };
+    // The source is checked at each turn: one replaced or deleted since the restore began ends it
+    // (abandoned, by `turn`) before anything more is read from it.
+    let source = app.tenants.source_reader(tenant, &state.source_table);
+    let manager = app.tenants.table_manager();
+    let tables = restoring::Tables {
+        source: &source,
+        manager: &manager,
+        pool: app.tenants.table_name(),
+    };
+    if restoring::source_changed(&tables, &record.tenant_id, state)
+        .await?
+        .is_some()
+    {
+        return Ok(InLanes::SourceChanged);
+    }
+    Ok(InLanes::Walking(
+        LaneWork::Restore {
+            source: Box::new(source.clone()),
+            walk: walk.clone(),
+        },
+        state.lanes.unwrap_or(1),
+        walk.sources(tenant),
+    ))
 }

@@ -318,15 +318,7 @@ pub fn scoped_session_policy(
             false => TENANT_ACTIONS.to_vec(),
         },
         resource,
-        condition: Condition {
-            for_all_values_string_like: Some(LeadingKeys {
-                leading_keys: vec![format!("{}*", tenant_prefix(tenant))],
-            }),
-            for_all_values_string_equals: None,
-            null: LeadingKeys {
-                leading_keys: "false",
-            },
-        },
+        condition: leading_keys_like(vec![format!("{}*", tenant_prefix(tenant))]),
     })];
     if reads_only {
         statement.push(AnyStatement::Allow(Statement {
@@ -335,18 +327,10 @@ pub fn scoped_session_policy(
             action: METERING_ACTIONS.to_vec(),
             // The items table's, never an index's: a counter is written where its tenant's items are.
             resource: vec![pool.of_table(&tables.items).table_arn()],
-            condition: Condition {
-                for_all_values_string_like: Some(LeadingKeys {
-                    leading_keys: vec![
-                        format!("{}*", usage_counter_pk_prefix(tenant)),
-                        format!("{}*", quota_window_pk_prefix(tenant)),
-                    ],
-                }),
-                for_all_values_string_equals: None,
-                null: LeadingKeys {
-                    leading_keys: "false",
-                },
-            },
+            condition: leading_keys_like(vec![
+                format!("{}*", usage_counter_pk_prefix(tenant)),
+                format!("{}*", quota_window_pk_prefix(tenant)),
+            ]),
         }));
     }
     if !tables.item_tables().any(|t| *t == tables.record) {
@@ -359,15 +343,7 @@ pub fn scoped_session_policy(
                 false => RECORD_ACTIONS.to_vec(),
             },
             resource: vec![pool.of_table(&tables.record).table_arn()],
-            condition: Condition {
-                for_all_values_string_like: None,
-                for_all_values_string_equals: Some(LeadingKeys {
-                    leading_keys: vec![tenant_record_key(tenant)],
-                }),
-                null: LeadingKeys {
-                    leading_keys: "false",
-                },
-            },
+            condition: leading_key_equals(tenant_record_key(tenant)),
         }));
     }
     if scope == Scope::Operator {
@@ -396,6 +372,32 @@ pub fn scoped_session_policy(
             scoped_session_policy(tenant, pool, tables, Scope::Tenant)
         }
         other => other,
+    }
+}
+
+/// A condition that every leading key of a request is like one of `patterns`, and that it names one.
+fn leading_keys_like(patterns: Vec<String>) -> Condition {
+    Condition {
+        for_all_values_string_like: Some(LeadingKeys {
+            leading_keys: patterns,
+        }),
+        for_all_values_string_equals: None,
+        null: LeadingKeys {
+            leading_keys: "false",
+        },
+    }
+}
+
+/// A condition that every leading key of a request is exactly `key`, and that it names one.
+fn leading_key_equals(key: String) -> Condition {
+    Condition {
+        for_all_values_string_like: None,
+        for_all_values_string_equals: Some(LeadingKeys {
+            leading_keys: vec![key],
+        }),
+        null: LeadingKeys {
+            leading_keys: "false",
+        },
     }
 }
 

@@ -1,8 +1,8 @@
 //! The narrowed sessions of the platform's partition ([`PlatformAccess`]).
 
 use super::{
-    scoped_session_policy, AnyStatement, Condition, LeadingKeys, PolicyError, Scope, Statement,
-    TableLocation, TenantTables, TENANT_ACTIONS,
+    scoped_session_policy, AnyStatement, PolicyError, Scope, Statement, TableLocation,
+    TenantTables, TENANT_ACTIONS,
 };
 use crate::identity::ids::TenantId;
 use crate::identity::keys::tenant_prefix;
@@ -111,15 +111,7 @@ pub fn platform_session_policy(
                 effect: "Allow",
                 action,
                 resource: vec![pool.table_arn(), pool.indexes_arn()],
-                condition: Condition {
-                    for_all_values_string_like: Some(LeadingKeys {
-                        leading_keys: vec![format!("{keys}*")],
-                    }),
-                    for_all_values_string_equals: None,
-                    null: LeadingKeys {
-                        leading_keys: "false",
-                    },
-                },
+                condition: super::leading_keys_like(vec![format!("{keys}*")]),
             })
         })
         .collect();

@@ -146,132 +146,176 @@ fn tenant_events(
 ) -> Result<Vec<LifecycleEvent>, ImageError> {
     let old: Option<TenantRecord> = parse(key, old)?;
     let new: Option<TenantRecord> = parse(key, new)?;
-    let event = |detail_type, operator: Option<&str>, outcome: &str, extra: Value| {
+    let mut out = TenantEvents {
+        tenant,
+        events: Vec::new(),
+    };
+    match (change, old, new) {
+        (Change::Insert, _, Some(new)) => out.push(
+            "tenantOnboarded",
+            new.changed_by.as_deref(),
+            "onboarded",
+            tier_detail(&new),
+        ),
+        (Change::Modify, Some(old), Some(new)) => {
+            out.tier_and_status(&old, &new);
+            out.operations(&old, &new);
+            out.restore(&old, &new);
+        }
+        (Change::Remove, Some(old), _) if old.status == TenantStatus::Offboarding => {
+            out.offboarded(&old)
+        }
+        _ => {}
+    }
+    Ok(out.events)
+}
+
+/// The events of one change of a tenant's record, as they are found.
+struct TenantEvents<'t> {
+    tenant: &'t TenantId,
+    events: Vec<LifecycleEvent>,
+}
+
+/// A tenant's tier, limits and shard count, as events carry them.
+fn tier_detail(r: &TenantRecord) -> Value {
+    json!({ "tier": r.tier, "limits": r.limits(), "shardCount": r.shard_count })
+}
+
+impl TenantEvents<'_> {
+    /// An event of `detail_type`: the tenant, the operator who asked (if one did), the outcome, and
+    /// what the kind of event carries (`extra`).
+    fn push(
+        &mut self,
+        detail_type: &'static str,
+        operator: Option<&str>,
+        outcome: &str,
+        extra: Value,
+    ) {
         let mut detail = json!({
-            "tenantId": tenant.as_str(),
+            "tenantId": self.tenant.as_str(),
             "operator": operator.map(|t| json!({ "tenantId": t })),
             "outcome": outcome,
         });
         if let (Value::Object(detail), Value::Object(extra)) = (&mut detail, extra) {
             detail.extend(extra);
         }
-        LifecycleEvent {
+        self.events.push(LifecycleEvent {
             detail_type,
-            tenant_id: tenant.to_string(),
+            tenant_id: self.tenant.to_string(),
             detail,
-        }
-    };
-    let tier = |r: &TenantRecord| json!({ "tier": r.tier, "limits": r.limits(), "shardCount": r.shard_count });
-    let mut events = Vec::new();
-    match (change, old, new) {
-        (Change::Insert, _, Some(new)) => events.push(event(
-            "tenantOnboarded",
-            new.changed_by.as_deref(),
-            "onboarded",
-            tier(&new),
-        )),
-        (Change::Modify, Some(old), Some(new)) => {
-            let by = new.changed_by.as_deref();
-            if (old.tier, old.limits) != (new.tier, new.limits) {
-                let mut extra = tier(&new);
-                extra["previousTier"] = json!(old.tier);
-                events.push(event("tenantTierChanged", by, "tierChanged", extra));
-            }
-            match (old.status, new.status) {
-                (TenantStatus::Active, TenantStatus::Suspended) => {
-                    events.push(event("tenantSuspended", by, "suspended", json!({})))
-                }
-                (TenantStatus::Suspended, TenantStatus::Active) => {
-                    events.push(event("tenantResumed", by, "resumed", json!({})))
-                }
-                (before, TenantStatus::Offboarding) if before != TenantStatus::Offboarding => {
-                    let by = new.offboarding.as_ref().map(|o| o.requested_by.as_str());
-                    events.push(event(
-                        "offboardingStarted",
-                        by,
-                        "offboardingStarted",
-                        json!({ "deletionStartsAt": new.offboarding.as_ref().map(|o| o.deletion_starts_at) }),
-                    ))
-                }
-                _ => {}
-            }
-            match (&old.migration, &new.migration) {
-                (None, Some(Migration { from, to, progress, .. })) => events.push(event(
-                    "reshardingStarted",
-                    Some(&progress.requested_by),
-                    "reshardingStarted",
-                    json!({ "from": from, "to": to }),
-                )),
-                (Some(Migration { from, to, progress, .. }), None) => events.push(event(
-                    "reshardingFinished",
-                    Some(&progress.requested_by),
-                    "resharded",
-                    json!({ "from": from, "to": to, "moved": progress.moved, "shardCount": new.shard_count }),
-                )),
-                _ => {}
-            }
-            match (&old.moving, &new.moving) {
-                (None, Some(m)) => events.push(event(
-                    "tenantMoveStarted",
-                    Some(&m.progress.requested_by),
-                    "moveStarted",
-                    json!({ "to": m.to, "fromTable": m.from_table, "toTable": m.to_table, "writesMoveAt": m.progress.writes_move_at }),
-                )),
-                (Some(m), None) => events.push(event(
-                    "tenantMoveFinished",
-                    Some(&m.progress.requested_by),
-                    "moved",
-                    json!({ "to": m.to, "fromTable": m.from_table, "toTable": m.to_table, "moved": m.progress.moved, "steps": m.progress.steps }),
-                )),
-                _ => {}
-            }
-            match (&old.restore, &new.restore) {
-                (None, Some(r)) => events.push(event(
-                    "tenantRestoreStarted",
-                    Some(&r.requested_by),
-                    "restoreStarted",
-                    json!({ "source": r.source_table, "pointInTime": r.point_in_time, "startsAt": r.starts_at }),
-                )),
-                (Some(r), None) => {
-                    let report = new.last_restore.as_ref().unwrap_or(r);
-                    let (outcome, reason) = match &report.phase {
-                        crate::store::tenancy::tenants::RestorePhase::Abandoned(why) => {
-                            ("restoreAbandoned", Some(why.as_str()))
-                        }
-                        _ => ("restored", None),
-                    };
-                    events.push(event(
-                        "tenantRestoreFinished",
-                        Some(&report.requested_by),
-                        outcome,
-                        json!({
-                            "source": report.source_table,
-                            "pointInTime": report.point_in_time,
-                            "putBack": report.put_back,
-                            "overwritten": report.overwritten,
-                            "deleted": report.deleted,
-                            "reason": reason,
-                        }),
-                    ))
-                }
-                _ => {}
-            }
-        }
-        (Change::Remove, Some(old), _) if old.status == TenantStatus::Offboarding => {
-            let offboarding = old.offboarding.as_ref();
-            let mut deleted = offboarding.map(|o| o.deleted.clone()).unwrap_or_default();
-            // The record itself, counted as the report counts it.
-            *deleted.entry("TENANT".to_owned()).or_default() += 1;
-            events.push(event(
-                "offboardingFinished",
-                offboarding.map(|o| o.requested_by.as_str()),
-                "offboarded",
-                json!({ "deleted": deleted, "createdAt": old.created_at }),
-            ))
-        }
-        _ => {}
+        });
     }
-    Ok(events)
+
+    /// A change of tier or limits, and a suspension, a resumption or an offboarding's start.
+    fn tier_and_status(&mut self, old: &TenantRecord, new: &TenantRecord) {
+        let by = new.changed_by.as_deref();
+        if (old.tier, old.limits) != (new.tier, new.limits) {
+            let mut extra = tier_detail(new);
+            extra["previousTier"] = json!(old.tier);
+            self.push("tenantTierChanged", by, "tierChanged", extra);
+        }
+        match (old.status, new.status) {
+            (TenantStatus::Active, TenantStatus::Suspended) => {
+                self.push("tenantSuspended", by, "suspended", json!({}))
+            }
+            (TenantStatus::Suspended, TenantStatus::Active) => {
+                self.push("tenantResumed", by, "resumed", json!({}))
+            }
+            (before, TenantStatus::Offboarding) if before != TenantStatus::Offboarding => {
+                let by = new.offboarding.as_ref().map(|o| o.requested_by.as_str());
+                self.push(
+                    "offboardingStarted",
+                    by,
+                    "offboardingStarted",
+                    json!({ "deletionStartsAt": new.offboarding.as_ref().map(|o| o.deletion_starts_at) }),
+                )
+            }
+            _ => {}
+        }
+    }
+
+    /// A re-sharding's or a move's start and end.
+    fn operations(&mut self, old: &TenantRecord, new: &TenantRecord) {
+        match (&old.migration, &new.migration) {
+            (None, Some(Migration { from, to, progress, .. })) => self.push(
+                "reshardingStarted",
+                Some(&progress.requested_by),
+                "reshardingStarted",
+                json!({ "from": from, "to": to }),
+            ),
+            (Some(Migration { from, to, progress, .. }), None) => self.push(
+                "reshardingFinished",
+                Some(&progress.requested_by),
+                "resharded",
+                json!({ "from": from, "to": to, "moved": progress.moved, "shardCount": new.shard_count }),
+            ),
+            _ => {}
+        }
+        match (&old.moving, &new.moving) {
+            (None, Some(m)) => self.push(
+                "tenantMoveStarted",
+                Some(&m.progress.requested_by),
+                "moveStarted",
+                json!({ "to": m.to, "fromTable": m.from_table, "toTable": m.to_table, "writesMoveAt": m.progress.writes_move_at }),
+            ),
+            (Some(m), None) => self.push(
+                "tenantMoveFinished",
+                Some(&m.progress.requested_by),
+                "moved",
+                json!({ "to": m.to, "fromTable": m.from_table, "toTable": m.to_table, "moved": m.progress.moved, "steps": m.progress.steps }),
+            ),
+            _ => {}
+        }
+    }
+
+    /// A restore's start and end (restored or abandoned).
+    fn restore(&mut self, old: &TenantRecord, new: &TenantRecord) {
+        match (&old.restore, &new.restore) {
+            (None, Some(r)) => self.push(
+                "tenantRestoreStarted",
+                Some(&r.requested_by),
+                "restoreStarted",
+                json!({ "source": r.source_table, "pointInTime": r.point_in_time, "startsAt": r.starts_at }),
+            ),
+            (Some(r), None) => {
+                let report = new.last_restore.as_ref().unwrap_or(r);
+                let (outcome, reason) = match &report.phase {
+                    crate::store::tenancy::tenants::RestorePhase::Abandoned(why) => {
+                        ("restoreAbandoned", Some(why.as_str()))
+                    }
+                    _ => ("restored", None),
+                };
+                self.push(
+                    "tenantRestoreFinished",
+                    Some(&report.requested_by),
+                    outcome,
+                    json!({
+                        "source": report.source_table,
+                        "pointInTime": report.point_in_time,
+                        "putBack": report.put_back,
+                        "overwritten": report.overwritten,
+                        "deleted": report.deleted,
+                        "reason": reason,
+                    }),
+                )
+            }
+            _ => {}
+        }
+    }
+
+    /// An offboarding's end: the record's removal, with the report's counts.
+    fn offboarded(&mut self, old: &TenantRecord) {
+        let offboarding = old.offboarding.as_ref();
+        let mut deleted = offboarding.map(|o| o.deleted.clone()).unwrap_or_default();
+        // The record itself, counted as the report counts it.
+        *deleted.entry("TENANT".to_owned()).or_default() += 1;
+        self.push(
+            "offboardingFinished",
+            offboarding.map(|o| o.requested_by.as_str()),
+            "offboarded",
+            json!({ "deleted": deleted, "createdAt": old.created_at }),
+        )
+    }
 }
 
 fn import_events(

@@ -42,21 +42,7 @@ pub async fn walk_from<S: PartitionSource>(
     let partitions: Vec<&String> = listing.groups.iter().flatten().collect();
     let (keys, limit, cursor, byte_budget) = (page.keys, page.limit, page.cursor, page.byte_budget);
     let t = source.tenant();
-    let (mut at, mut start) = match cursor {
-        None => (0, None),
-        Some(raw) => {
-            let key = cursor::decode(keys, t, &listing.route, raw, |pk, sk| {
-                partitions.iter().any(|p| *p == pk)
-                    && (listing.range.contains(sk) || listing.range.start_marker() == Some(sk))
-            })?;
-            let pk = key.get(PK).and_then(|v| v.as_s().ok());
-            let at = partitions
-                .iter()
-                .position(|p| Some(*p) == pk)
-                .ok_or(cursor::InvalidCursor)?;
-            (at, Some(key))
-        }
-    };
+    let (mut at, mut start) = resume_at(keys, t, listing, &partitions, cursor)?;
     let mut items: Vec<Item> = Vec::with_capacity(limit.min(1000) as usize);
     let mut bytes = 0usize;
     let mut full = false;
@@ -72,25 +58,17 @@ pub async fn walk_from<S: PartitionSource>(
     // and not yet counted: a partition's items count only once every partition before it ended.
     let mut ahead = std::collections::VecDeque::new();
     while !full && (items.len() as u32) < limit && at < partitions.len() {
-        let by_count = limit - items.len() as u32;
-        // The items' mean size: this page's so far, else what an earlier page saw.
-        let item_bytes = bytes
-            .checked_div(items.len())
-            .or(hint.map(|h| h.item_bytes as usize));
-        let want = match item_bytes {
-            Some(average) => {
-                let room = byte_budget.saturating_sub(bytes) / average.max(1);
-                by_count.min(room.max(1) as u32)
-            }
-            None => by_count,
-        };
+        let (item_bytes, want) = page_room(
+            limit - items.len() as u32,
+            bytes,
+            items.len(),
+            hint,
+            byte_budget,
+        );
         let from = start.take();
         // Read from its beginning: no start, or the range's start marker (a page that began at a
         // partition boundary).
-        let from_start = from.as_ref().is_none_or(|key| {
-            let sk = key.get(SK).and_then(|v| v.as_s().ok());
-            sk.is_some() && sk.map(String::as_str) == listing.range.start_marker()
-        });
+        let from_start = reads_from_start(from.as_ref(), listing);
         // A read of the partition at `at` from `from`: made already, side by side with an earlier
         // one, or now: alone while nothing says how large partitions are (or for the rest of one
         // read from its middle), else with as many next ones as the page's room takes at the
@@ -101,61 +79,21 @@ pub async fn walk_from<S: PartitionSource>(
                 ((0, _), Some(hint)) if from_start => Some(hint.items.max(1)),
                 _ => None,
             };
-            let asks = batch_asks(want, average, source.max_in_flight(), partitions.len() - at);
-            let room_bytes = byte_budget.saturating_sub(bytes);
-            // Each asks for one more than the page takes, to see whether its partition ends with
-            // this page: then the next page starts at the next partition instead of reading this
-            // one again to find it empty.
-            // A read made ahead stops at about twice its ask at the items' mean size, so a batch
-            // holds about what the page can carry, whatever size later partitions' items are.
-            let read_bytes = |j: usize, ask: u32| match (j, item_bytes) {
-                (1.., Some(size)) => room_bytes.min((ask as usize + 1).saturating_mul(size * 2)),
-                _ => room_bytes,
+            let batch = Batch {
+                partitions: &partitions[at..],
+                want,
+                average,
+                room_bytes: byte_budget.saturating_sub(bytes),
+                item_bytes,
             };
-            let reads = futures::future::join_all(asks.iter().enumerate().map(|(j, ask)| {
-                let start = if j == 0 { from.clone() } else { None };
-                let max_bytes = read_bytes(j, *ask);
-                source.read(LaneAsk {
-                    partition: partitions[at + j],
-                    want: ask.saturating_add(1),
-                    start,
-                    max_bytes,
-                })
-            }))
-            .await;
-            // The page needs its first read; a read made ahead that failed (a throttle on a
-            // partition the page may never reach) is dropped with the ones after it, and made again
-            // when the page gets there.
-            let mut reads = reads.into_iter();
-            let first = reads
-                .next()
-                .ok_or(StoreError::Internal("no read".into()))??;
-            let made_ahead: Vec<_> = reads.map_while(Result::ok).collect();
-            for read in made_ahead.into_iter().rev() {
-                ahead.push_front(read);
-            }
-            ahead.push_front(first);
+            read_batch(source, batch, from.clone(), &mut ahead).await?;
         }
         let Some(read) = ahead.pop_front() else {
             break;
         };
-        let mut read_items = read.items;
-        let mut finished = read.exhausted;
-        if read_items.len() as u32 > want {
-            read_items.truncate(want as usize);
-            finished = false;
-        }
-        let read_any = !read_items.is_empty();
-        let count = read_items.len();
-        for item in read_items {
-            let size = approximate_bytes(&item);
-            if !items.is_empty() && bytes + size > byte_budget {
-                full = true;
-                break;
-            }
-            bytes += size;
-            items.push(item);
-        }
+        let taken = take_within_budget(read, want, &mut items, &mut bytes, byte_budget);
+        let (finished, read_any, count) = (taken.finished, taken.read_any, taken.count);
+        full = taken.full;
         at_boundary = false;
         if full {
             break;
@@ -181,10 +119,201 @@ pub async fn walk_from<S: PartitionSource>(
             item_bytes: (bytes / items.len()).max(1) as u32,
         });
     }
-    let next_start = match (full || at < partitions.len(), items.last()) {
+    let more = full || at < partitions.len();
+    let next_start = next_start(
+        listing,
+        &partitions,
+        at,
+        more,
+        at_boundary && !full,
+        &items,
+        start,
+    );
+    let next_cursor = next_start.map(|key| cursor::encode(keys, t, &listing.route, &key));
+    Ok(GatheredPage { items, next_cursor })
+}
+
+/// The items' mean size (this page's so far, else what an earlier page saw) and how many items the
+/// next read should want: what the page still takes by count (`by_count`), no more than the room
+/// left in its byte budget holds at that size, and at least one.
+fn page_room(
+    by_count: u32,
+    bytes: usize,
+    taken: usize,
+    hint: Option<PartitionSize>,
+    byte_budget: usize,
+) -> (Option<usize>, u32) {
+    let item_bytes = bytes
+        .checked_div(taken)
+        .or(hint.map(|h| h.item_bytes as usize));
+    let want = match item_bytes {
+        Some(average) => {
+            let room = byte_budget.saturating_sub(bytes) / average.max(1);
+            by_count.min(room.max(1) as u32)
+        }
+        None => by_count,
+    };
+    (item_bytes, want)
+}
+
+/// Whether a read from `from` reads its partition from the beginning: no start, or the range's
+/// start marker (a page that began at a partition boundary).
+fn reads_from_start(from: Option<&Key>, listing: &Listing) -> bool {
+    from.is_none_or(|key| {
+        let sk = key.get(SK).and_then(|v| v.as_s().ok());
+        sk.is_some() && sk.map(String::as_str) == listing.range.start_marker()
+    })
+}
+
+/// What one read gave the page.
+struct Taken {
+    /// Its partition has no more items after those taken.
+    finished: bool,
+    /// It held any item (within the page's want).
+    read_any: bool,
+    /// How many items it held (within the page's want), taken or not.
+    count: usize,
+    /// The page's byte budget stopped it before all of them were taken.
+    full: bool,
+}
+
+/// Appends to `items` what `read` holds, up to the page's `want` and until the items pass
+/// `byte_budget` (the page's first item is taken whatever its size).
+fn take_within_budget(
+    read: LaneRead,
+    want: u32,
+    items: &mut Vec<Item>,
+    bytes: &mut usize,
+    byte_budget: usize,
+) -> Taken {
+    let mut read_items = read.items;
+    let mut finished = read.exhausted;
+    if read_items.len() as u32 > want {
+        read_items.truncate(want as usize);
+        finished = false;
+    }
+    let read_any = !read_items.is_empty();
+    let count = read_items.len();
+    let mut full = false;
+    for item in read_items {
+        let size = approximate_bytes(&item);
+        if !items.is_empty() && *bytes + size > byte_budget {
+            full = true;
+            break;
+        }
+        *bytes += size;
+        items.push(item);
+    }
+    Taken {
+        finished,
+        read_any,
+        count,
+        full,
+    }
+}
+
+/// Where a page that starts at `cursor` resumes: the index of its partition in `partitions` and the
+/// key to read after (none from the first partition's start). A cursor of another tenant, route or
+/// partition, or outside the listing's range, is refused.
+fn resume_at(
+    keys: &cursor::CursorKeys,
+    t: &TenantId,
+    listing: &Listing,
+    partitions: &[&String],
+    cursor: Option<&str>,
+) -> Result<(usize, Option<Key>), StoreError> {
+    let Some(raw) = cursor else {
+        return Ok((0, None));
+    };
+    let key = cursor::decode(keys, t, &listing.route, raw, |pk, sk| {
+        partitions.iter().any(|p| *p == pk)
+            && (listing.range.contains(sk) || listing.range.start_marker() == Some(sk))
+    })?;
+    let pk = key.get(PK).and_then(|v| v.as_s().ok());
+    let at = partitions
+        .iter()
+        .position(|p| Some(*p) == pk)
+        .ok_or(cursor::InvalidCursor)?;
+    Ok((at, Some(key)))
+}
+
+/// One batch of reads: the partitions from the page's current one on, what the page still wants,
+/// the partitions' likely size (`None` while nothing says), and the room left in bytes.
+struct Batch<'p> {
+    partitions: &'p [&'p String],
+    want: u32,
+    average: Option<u32>,
+    room_bytes: usize,
+    item_bytes: Option<usize>,
+}
+
+/// Reads the batch's first partition from `from` and, side by side, as many next ones from their
+/// start as the page's room takes at the size of those read whole, within the fan-out budget
+/// ([`batch_asks`]); puts them at the front of `ahead`, in partition order.
+async fn read_batch<S: PartitionSource>(
+    source: &S,
+    batch: Batch<'_>,
+    from: Option<Key>,
+    ahead: &mut std::collections::VecDeque<LaneRead>,
+) -> Result<(), StoreError> {
+    let Batch {
+        partitions,
+        want,
+        average,
+        room_bytes,
+        item_bytes,
+    } = batch;
+    let asks = batch_asks(want, average, source.max_in_flight(), partitions.len());
+    // Each asks for one more than the page takes, to see whether its partition ends with
+    // this page: then the next page starts at the next partition instead of reading this
+    // one again to find it empty.
+    // A read made ahead stops at about twice its ask at the items' mean size, so a batch
+    // holds about what the page can carry, whatever size later partitions' items are.
+    let read_bytes = |j: usize, ask: u32| match (j, item_bytes) {
+        (1.., Some(size)) => room_bytes.min((ask as usize + 1).saturating_mul(size * 2)),
+        _ => room_bytes,
+    };
+    let reads = futures::future::join_all(asks.iter().enumerate().map(|(j, ask)| {
+        let start = if j == 0 { from.clone() } else { None };
+        let max_bytes = read_bytes(j, *ask);
+        source.read(LaneAsk {
+            partition: partitions[j],
+            want: ask.saturating_add(1),
+            start,
+            max_bytes,
+        })
+    }))
+    .await;
+    // The page needs its first read; a read made ahead that failed (a throttle on a
+    // partition the page may never reach) is dropped with the ones after it, and made again
+    // when the page gets there.
+    let mut reads = reads.into_iter();
+    let first = reads
+        .next()
+        .ok_or(StoreError::Internal("no read".into()))??;
+    let made_ahead: Vec<_> = reads.map_while(Result::ok).collect();
+    for read in made_ahead.into_iter().rev() {
+        ahead.push_front(read);
+    }
+    ahead.push_front(first);
+    Ok(())
+}
+
+/// Where the next page starts: nowhere when the walk read everything (`more` false); at the next
+/// partition's beginning when this page ended with a partition (`at_boundary`); else after the
+/// page's last item, or where this page would have started its next read.
+fn next_start(
+    listing: &Listing,
+    partitions: &[&String],
+    at: usize,
+    more: bool,
+    at_boundary: bool,
+    items: &[Item],
+    start: Option<Key>,
+) -> Option<Key> {
+    match (more, items.last()) {
         (false, _) => None,
-        // The page ended with a partition: the next one starts at the next partition's beginning.
-        (true, _) if at_boundary && !full => listing
+        (true, _) if at_boundary => listing
             .range
             .start_marker()
             .map(|sk| {
@@ -196,9 +325,7 @@ pub async fn walk_from<S: PartitionSource>(
             .or_else(|| items.last().map(table_key)),
         (true, Some(last)) => Some(table_key(last)),
         (true, None) => start,
-    };
-    let next_cursor = next_start.map(|key| cursor::encode(keys, t, &listing.route, &key));
-    Ok(GatheredPage { items, next_cursor })
+    }
 }
 
 /// What each read of one batch asks for (one more each is added, to see where a partition ends):

@@ -193,29 +193,7 @@ pub async fn put_along(
         item
     };
     let (new, Some(old)) = keys.new_and_old(layout) else {
-        if along.is_empty() && written_at.is_none() {
-            let replaced = put_replacing(db, with_key(&keys.write)).await?;
-            return Ok(Put::Written {
-                replaced: Some(replaced),
-            });
-        }
-        let put = guarded(
-            aws_sdk_dynamodb::types::Put::builder()
-                .table_name(&*db.table)
-                .set_item(Some(with_key(&keys.write))),
-            None,
-            written_at,
-        )
-        .build()?;
-        let own = [TransactWriteItem::builder().put(put).build()];
-        return match db.transact_items(along_with(&own, &along)).await {
-            Ok(()) => Ok(Put::Written { replaced: None }),
-            Err(TransactError::ConditionFailed { index: 0, .. }) => Ok(Put::Superseded),
-            Err(TransactError::ConditionFailed { index, .. }) => Ok(Put::Refused {
-                along: index - own.len(),
-            }),
-            Err(TransactError::Store(e)) => Err(e),
-        };
+        return put_in_stable_layout(db, with_key(&keys.write), along, written_at).await;
     };
     for _ in 0..ATTEMPTS {
         let (at_new, at_old) = tokio::join!(
@@ -250,23 +228,7 @@ pub async fn put_along(
         )
         .build()?;
         let elsewhere = if exists_at(other) {
-            // A late write never removes a copy written after it either: a writer that chose the
-            // old layout just before writes moved may have written that copy since it was read.
-            let delete = Delete::builder()
-                .table_name(&*db.table)
-                .set_key(Some(other.clone()));
-            let delete = match written_at {
-                None => delete.condition_expression(exists(true)),
-                Some(at) => delete
-                    .condition_expression(format!("{} AND {NOT_LATER}", exists(true)))
-                    .expression_attribute_names("#updated_ms", UPDATED_AT_MS)
-                    .expression_attribute_values(
-                        ":written_at",
-                        aws_sdk_dynamodb::types::AttributeValue::N(at.to_string()),
-                    ),
-            }
-            .build()?;
-            TransactWriteItem::builder().delete(delete).build()
+            delete_other_copy(db, other, written_at)?
         } else {
             absent(db, other)?
         };
@@ -291,6 +253,65 @@ pub async fn put_along(
     Err(StoreError::Contended(
         "the item kept changing while it was being written; retry".into(),
     ))
+}
+
+/// [`put_along`] where the tenant's layout is stable: one copy of the item, put alone (answering
+/// whether it replaced one) or in one transaction with `along` and the newer-write guard.
+async fn put_in_stable_layout(
+    db: &TenantDb,
+    item: Item,
+    along: Vec<TransactWriteItem>,
+    written_at: Option<u64>,
+) -> Result<Put, StoreError> {
+    if along.is_empty() && written_at.is_none() {
+        let replaced = put_replacing(db, item).await?;
+        return Ok(Put::Written {
+            replaced: Some(replaced),
+        });
+    }
+    let put = guarded(
+        aws_sdk_dynamodb::types::Put::builder()
+            .table_name(&*db.table)
+            .set_item(Some(item)),
+        None,
+        written_at,
+    )
+    .build()?;
+    let own = [TransactWriteItem::builder().put(put).build()];
+    match db.transact_items(along_with(&own, &along)).await {
+        Ok(()) => Ok(Put::Written { replaced: None }),
+        Err(TransactError::ConditionFailed { index: 0, .. }) => Ok(Put::Superseded),
+        Err(TransactError::ConditionFailed { index, .. }) => Ok(Put::Refused {
+            along: index - own.len(),
+        }),
+        Err(TransactError::Store(e)) => Err(e),
+    }
+}
+
+/// The delete of the item's copy in the other layout, as read: it must still be there and, with
+/// `written_at`, not written later. A late write never removes a copy written after it either: a
+/// writer that chose the old layout just before writes moved may have written that copy since it
+/// was read.
+fn delete_other_copy(
+    db: &TenantDb,
+    other: &Key,
+    written_at: Option<u64>,
+) -> Result<TransactWriteItem, StoreError> {
+    let delete = Delete::builder()
+        .table_name(&*db.table)
+        .set_key(Some(other.clone()));
+    let delete = match written_at {
+        None => delete.condition_expression(exists(true)),
+        Some(at) => delete
+            .condition_expression(format!("{} AND {NOT_LATER}", exists(true)))
+            .expression_attribute_names("#updated_ms", UPDATED_AT_MS)
+            .expression_attribute_values(
+                ":written_at",
+                aws_sdk_dynamodb::types::AttributeValue::N(at.to_string()),
+            ),
+    }
+    .build()?;
+    Ok(TransactWriteItem::builder().delete(delete).build())
 }
 
 /// The put's condition: that an item is (`Some(true)`) or is not there, as read; and with

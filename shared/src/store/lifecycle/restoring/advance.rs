@@ -1,5 +1,7 @@
 //! Running a restore's steps: what a call and the driver do.
 
+use std::ops::ControlFlow;
+
 use super::lanes;
 use super::steps::{commit, Step};
 use super::{point_in_time, source_shards};
@@ -67,62 +69,9 @@ pub async fn advance(
         }
         let step = match &state.phase {
             RestorePhase::Preparing => {
-                let Some(at) = state.point_in_time.clone() else {
-                    return Err(StoreError::Internal(
-                        "a restore preparing without a point in time".into(),
-                    ));
-                };
-                match point_in_time::ready(tables.manager, &state.source_table).await? {
-                    None => {
-                        if let Err(e) = point_in_time::start(
-                            tables.manager,
-                            tables.pool,
-                            &state.source_table,
-                            &at,
-                        )
-                        .await
-                        {
-                            // A throttle or a timeout is tried again by the next call; DynamoDB's
-                            // refusal (no recovery, a time outside the window, a limit) ends the
-                            // restore before anything was written.
-                            if let point_in_time::Unrestorable::Store(
-                                StoreError::Unavailable(_) | StoreError::Throttled { .. },
-                            ) = e
-                            {
-                                return Err(StoreError::Unavailable(e.to_string()));
-                            }
-                            return abandon(live, &state, e.to_string(), now_text).await;
-                        }
-                        return Ok(Progress::Running {
-                            state: Box::new(state),
-                            retry_after: 30,
-                        });
-                    }
-                    Some(false) => {
-                        return Ok(Progress::Running {
-                            state: Box::new(state),
-                            retry_after: 30,
-                        })
-                    }
-                    Some(true) => match source_shards(tables.source, record).await? {
-                        Ok(shards) => {
-                            let made =
-                                point_in_time::describe_source(tables.manager, &state.source_table)
-                                    .await?;
-                            let next = Restore {
-                                phase: RestorePhase::Putting,
-                                source_shards: Some(shards),
-                                source_id: made.map(|m| m.identity),
-                                ..state.clone()
-                            };
-                            commit(live, &state, &[], next).await?
-                        }
-                        Err(wrong) => {
-                            point_in_time::drop_scratch(tables.manager, &state.source_table)
-                                .await?;
-                            return abandon(live, &state, wrong.to_string(), now_text).await;
-                        }
-                    },
+                match prepare(live, tables, record, &state, now_text).await? {
+                    ControlFlow::Continue(step) => step,
+                    ControlFlow::Break(progress) => return Ok(progress),
                 }
             }
             RestorePhase::Putting | RestorePhase::Deleting => {
@@ -219,4 +168,68 @@ async fn abandon(
         Step::Committed(report) => Progress::Ended(report),
         Step::Raced => Progress::Raced,
     })
+}
+
+/// The preparing phase's step: starts the point-in-time copy the restore reads from, or waits for
+/// it, or, once it is ready, checks its shards and moves the restore to its putting phase. Breaks
+/// with the answer when the restore waits, or is abandoned (DynamoDB refused the copy; the copy's
+/// shards do not fit).
+async fn prepare(
+    live: &TenantDb,
+    tables: &Tables<'_>,
+    record: &TenantRecord,
+    state: &Restore,
+    now_text: String,
+) -> Result<ControlFlow<Progress, Step>, StoreError> {
+    let waiting = || {
+        ControlFlow::Break(Progress::Running {
+            state: Box::new(state.clone()),
+            retry_after: 30,
+        })
+    };
+    let Some(at) = state.point_in_time.clone() else {
+        return Err(StoreError::Internal(
+            "a restore preparing without a point in time".into(),
+        ));
+    };
+    match point_in_time::ready(tables.manager, &state.source_table).await? {
+        None => {
+            let started =
+                point_in_time::start(tables.manager, tables.pool, &state.source_table, &at).await;
+            match started {
+                Ok(_) => Ok(waiting()),
+                // A throttle or a timeout is tried again by the next call; DynamoDB's refusal (no
+                // recovery, a time outside the window, a limit) ends the restore before anything
+                // was written.
+                Err(
+                    e @ point_in_time::Unrestorable::Store(
+                        StoreError::Unavailable(_) | StoreError::Throttled { .. },
+                    ),
+                ) => Err(StoreError::Unavailable(e.to_string())),
+                Err(e) => abandon(live, state, e.to_string(), now_text)
+                    .await
+                    .map(ControlFlow::Break),
+            }
+        }
+        Some(false) => Ok(waiting()),
+        Some(true) => match source_shards(tables.source, record).await? {
+            Ok(shards) => {
+                let made =
+                    point_in_time::describe_source(tables.manager, &state.source_table).await?;
+                let next = Restore {
+                    phase: RestorePhase::Putting,
+                    source_shards: Some(shards),
+                    source_id: made.map(|m| m.identity),
+                    ..state.clone()
+                };
+                Ok(ControlFlow::Continue(commit(live, state, &[], next).await?))
+            }
+            Err(wrong) => {
+                point_in_time::drop_scratch(tables.manager, &state.source_table).await?;
+                abandon(live, state, wrong.to_string(), now_text)
+                    .await
+                    .map(ControlFlow::Break)
+            }
+        },
+    }
 }

@@ -1,0 +1,190 @@
+//! Acting on a request: the tenant it names, checked, then the onboarding, offboarding or status
+//! change it asks, done as the platform's operator would do it.
+
+use lambda_http::http::StatusCode;
+use lambda_http::Body;
+use serde_json::Value;
+use shared::identity::ids::TenantId;
+use shared::store::tenancy::tenants::{RecordChange, TenantStatus, Tier};
+use shared::{ApiError, App};
+
+use super::request::{valid_registration, Kind};
+use super::{ControlPlane, ControlPlaneError};
+use crate::onboard_tenant::{OnboardInput, PlacementInput};
+use crate::operation::Operation;
+
+/// The tier of an onboarding request that names none.
+const DEFAULT_TIER: &str = "basic";
+
+/// What acting on a request came to.
+pub(super) enum Outcome {
+    Done,
+    /// Refused for good: answered with this reason.
+    Refused(String),
+    /// Refused while an operation on the tenant runs: deferred until it ends.
+    Deferred(String),
+}
+
+/// Acts on one request: [`Outcome::Refused`] is answered with the failure, [`Outcome::Deferred`]
+/// waits for the tenant's operation to end; `Err` may pass (retried).
+/// `taken_over`: when an earlier delivery first claimed the request, if this one took it over.
+pub(super) async fn act(
+    app: &App,
+    plane: &ControlPlane,
+    kind: Kind,
+    detail: &Value,
+    taken_over: Option<u64>,
+) -> Result<Outcome, ControlPlaneError> {
+    let by = TenantId::platform();
+    let tenant = match tenant_to_act_on(plane, kind, detail) {
+        Ok(tenant) => tenant,
+        Err(refusal) => return Ok(Outcome::Refused(refusal)),
+    };
+    let done = match kind {
+        Kind::Onboarding => {
+            let requested = detail["tier"].as_str().unwrap_or(DEFAULT_TIER);
+            // In the pool, unless the deployment's tier map puts the tier in a table of its own:
+            // the detail is partly the signup's own data, so nothing else in it decides a table.
+            let resolved = match plane.tiers.resolve(requested) {
+                Ok(resolved) => resolved,
+                Err(reason) => return Ok(Outcome::Refused(reason)),
+            };
+            onboard(app, &by, &tenant, resolved, taken_over).await
+        }
+        // Answered once the tenant is gone: sbt-aws takes a deprovision success as the work done.
+        Kind::Offboarding => match Operation::Offboarding
+            .charged(
+                app,
+                crate::offboard_tenant::offboard_as(app, &plane.lanes, &by, &tenant, None),
+            )
+            .await
+        {
+            Ok(response) if response.status() == StatusCode::ACCEPTED => {
+                return Ok(Outcome::Deferred(
+                    "the offboarding runs: answered when it ends".into(),
+                ))
+            }
+            Ok(response) if response.status() == StatusCode::OK => Ok(()),
+            Ok(response) => Err(ApiError::Internal(problem_detail(response.body()))),
+            Err(e) => Err(e),
+        },
+        Kind::Activate | Kind::Deactivate => set_status(app, &by, &tenant, kind).await,
+    };
+    outcome_of(kind, done)
+}
+
+/// The tenant `detail` names, when a request of `kind` may act on it; else the reason it is
+/// refused: a registration id or a tenant id that is none, or a protected tenant to suspend or
+/// offboard.
+fn tenant_to_act_on(plane: &ControlPlane, kind: Kind, detail: &Value) -> Result<TenantId, String> {
+    if let Some(registration) = detail["tenantRegistrationId"].as_str() {
+        if !valid_registration(registration) {
+            return Err("tenantRegistrationId must be 1 to 128 of A-Z a-z 0-9 - _ . :".into());
+        }
+    }
+    let tenant = match detail["tenantId"].as_str().map(TenantId::parse) {
+        Some(Ok(tenant)) => tenant,
+        Some(Err(e)) => return Err(format!("tenantId {e}")),
+        None => return Err("the request has no tenantId".into()),
+    };
+    if matches!(kind, Kind::Offboarding | Kind::Deactivate)
+        && plane.protected.iter().any(|p| p == tenant.as_str())
+    {
+        return Err(format!(
+            "tenant {tenant} is protected (CONTROL_PLANE_PROTECTED_TENANTS): operators act from it"
+        ));
+    }
+    Ok(tenant)
+}
+
+/// Onboards `tenant` at the tier and placement its request resolved to.
+async fn onboard(
+    app: &App,
+    by: &TenantId,
+    tenant: &TenantId,
+    (tier, placement): (Tier, PlacementInput),
+    taken_over: Option<u64>,
+) -> Result<(), ApiError> {
+    let input = OnboardInput {
+        tenant_id: tenant.clone(),
+        tier,
+        limits: None,
+        shard_count: None,
+        placement,
+    };
+    match crate::onboard_tenant::onboard(app, by, input, None).await {
+        // A delivery that took over from one that stopped after onboarding: its own work,
+        // made since the request was first claimed.
+        Err(ApiError::Conflict(_)) => match taken_over {
+            Some(since) if onboarded_since(app, tenant, since).await => Ok(()),
+            _ => Err(ApiError::Conflict("This tenant already exists.".into())),
+        },
+        other => other.map(drop),
+    }
+}
+
+/// Resumes (`Activate`) or suspends (`Deactivate`) `tenant`.
+async fn set_status(
+    app: &App,
+    by: &TenantId,
+    tenant: &TenantId,
+    kind: Kind,
+) -> Result<(), ApiError> {
+    let status = match kind {
+        Kind::Activate => TenantStatus::Active,
+        _ => TenantStatus::Suspended,
+    };
+    let change = RecordChange {
+        tier: None,
+        status: Some(status),
+    };
+    crate::update_tenant::change_record(app, by, tenant, change)
+        .await
+        .map(drop)
+}
+
+/// What a request of `kind` came to, from what acting on it `done`: a refusal the client caused is
+/// answered, a failure on the server's side may pass (retried).
+fn outcome_of(kind: Kind, done: Result<(), ApiError>) -> Result<Outcome, ControlPlaneError> {
+    match done {
+        Ok(()) => Ok(Outcome::Done),
+        // Every conflict an offboarding meets is an operation in progress on the tenant (a move, a
+        // re-sharding, a restore), which ends.
+        Err(ApiError::Conflict(reason)) if kind == Kind::Offboarding => {
+            Ok(Outcome::Deferred(reason))
+        }
+        Err(e) => {
+            let response = e.into_response();
+            match response.status().is_server_error() {
+                true => Err(ControlPlaneError::Unavailable(problem_detail(
+                    response.body(),
+                ))),
+                false => Ok(Outcome::Refused(problem_detail(response.body()))),
+            }
+        }
+    }
+}
+
+/// Whether `tenant`'s record was made since `since_ms` (to the second; a second earlier counts).
+async fn onboarded_since(app: &App, tenant: &TenantId, since_ms: u64) -> bool {
+    let since = shared::identity::clock::rfc3339(since_ms.saturating_sub(1000));
+    matches!(
+        app.directory.record_now(tenant).await,
+        Ok(Some(record)) if record.created_at.get(..19) >= since.get(..19)
+    )
+}
+
+/// A problem+json body's `detail` (or its title), for a reply's reason.
+fn problem_detail(body: &Body) -> String {
+    let text = match body {
+        Body::Text(text) => text.as_str(),
+        Body::Binary(bytes) => std::str::from_utf8(bytes).unwrap_or_default(),
+        _ => "",
+    };
+    let problem: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    problem["detail"]
+        .as_str()
+        .or(problem["title"].as_str())
+        .unwrap_or("refused")
+        .to_owned()
+}

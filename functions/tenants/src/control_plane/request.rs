@@ -1,0 +1,111 @@
+//! What a request is: its event, its kind, the registration it is keyed by, and its reply.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// An EventBridge event, as a rule's Lambda target gets it.
+#[derive(Debug, Deserialize)]
+pub(super) struct Envelope {
+    pub(super) id: String,
+    #[serde(rename = "detail-type")]
+    pub(super) detail_type: String,
+    #[serde(default)]
+    pub(super) detail: Value,
+}
+
+/// The four requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Onboarding,
+    Offboarding,
+    Activate,
+    Deactivate,
+}
+
+impl Kind {
+    pub(super) fn of(name: &str) -> Option<Self> {
+        match name {
+            "onboardingRequest" => Some(Self::Onboarding),
+            "offboardingRequest" => Some(Self::Offboarding),
+            "activateRequest" => Some(Self::Activate),
+            "deactivateRequest" => Some(Self::Deactivate),
+            _ => None,
+        }
+    }
+
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Self::Onboarding => "onboarding",
+            Self::Offboarding => "offboarding",
+            Self::Activate => "activate",
+            Self::Deactivate => "deactivate",
+        }
+    }
+
+    /// The reply's name, by outcome.
+    fn reply(self, success: bool) -> &'static str {
+        match (self, success) {
+            (Self::Onboarding, true) => "provisionSuccess",
+            (Self::Onboarding, false) => "provisionFailure",
+            (Self::Offboarding, true) => "deprovisionSuccess",
+            (Self::Offboarding, false) => "deprovisionFailure",
+            (Self::Activate, true) => "activateSuccess",
+            (Self::Activate, false) => "activateFailure",
+            (Self::Deactivate, true) => "deactivateSuccess",
+            (Self::Deactivate, false) => "deactivateFailure",
+        }
+    }
+
+    /// The registration status a success leaves (sbt-aws stores it on the registration).
+    fn done(self) -> &'static str {
+        match self {
+            Self::Onboarding => "provisioned",
+            Self::Offboarding => "offboarded",
+            Self::Activate => "active",
+            Self::Deactivate => "suspended",
+        }
+    }
+}
+
+/// A registration id this plane keys a request by: what sbt-aws makes (a UUID), within a sort
+/// key's room.
+pub(super) fn valid_registration(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
+}
+
+/// The reply to a request: its detail-type and detail (held as one JSON value).
+pub(super) fn reply_of(
+    prefix: &str,
+    kind: Kind,
+    event_id: &str,
+    request: &Value,
+    outcome: Result<(), String>,
+) -> Value {
+    let mut detail = json!({
+        "tenantId": request["tenantId"],
+        "requestId": event_id,
+    });
+    if let Some(registration) = request["tenantRegistrationId"].as_str() {
+        detail["tenantRegistrationId"] = registration.into();
+    }
+    match &outcome {
+        Ok(()) => {
+            detail["jobOutput"] =
+                json!({"tenantRegistrationData": {"registrationStatus": kind.done()}});
+        }
+        Err(reason) => {
+            detail["reason"] = reason.as_str().into();
+            detail["jobOutput"] = json!({"tenantRegistrationData": {
+                "registrationStatus": "failed",
+                "reason": reason,
+            }});
+        }
+    }
+    json!({
+        "detailType": format!("{prefix}{}", kind.reply(outcome.is_ok())),
+        "detail": detail,
+    })
+}
