@@ -182,3 +182,17 @@ macro_rules! tenant_client {
         }
     };
 }
+
+/// Every `.rs` file under `dir`, at any depth: for the tests that read the workspace's source.
+pub fn rust_files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{dir:?}: {e}")) {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            files.extend(rust_files_under(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+    files
+}

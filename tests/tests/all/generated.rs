@@ -255,8 +255,8 @@ fn no_hand_written_list_of_kinds_is_left() {
     // in no source file of shared or of a function crate (the files that held them were split and
     // moved: every file is read).
     let mut files = Vec::new();
-    rust_files(&root().join("shared/src"), &mut files);
-    rust_files(&root().join("functions"), &mut files);
+    files.extend(integration::rust_files_under(&root().join("shared/src")));
+    files.extend(integration::rust_files_under(&root().join("functions")));
     assert!(files.len() > 50, "{} source files", files.len());
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file:?}: {e}"));
@@ -271,18 +271,6 @@ fn no_hand_written_list_of_kinds_is_left() {
             "KIND_CHILD: &str = \"CHILD_SESSION\"",
         ] {
             assert!(!text.contains(shape), "{file:?} still holds {shape}");
-        }
-    }
-}
-
-/// Every `.rs` file under `dir`, recursively.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{dir:?}: {e}")) {
-        let path = entry.expect("a directory entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
         }
     }
 }

@@ -473,3 +473,56 @@ async fn moving_an_employee_is_atomic_even_when_a_fault_strikes() {
         (vec!["ada".to_string()], vec![])
     );
 }
+
+#[tokio::test]
+async fn a_walk_cursor_in_the_format_before_walks_were_bound_to_the_layout_goes_on_in_id_order_and_is_not_issued_again(
+) {
+    // GIVEN a 4-shard tenant with 60 products
+    let (h, tenant) = Harness::with_tenant("legacywalk", 4).await;
+    let client = h.tenant(&tenant);
+    let ids: Vec<String> = (0..60).map(|i| format!("p{i:02}")).collect();
+    client
+        .put_new_products(ids.iter().map(|id| (id.clone(), json!({ "n": id }))))
+        .await;
+    // AND the first page of an unordered walk, its cursor turned into the format walks had before
+    // they were bound to the layout: the same position, signed for `<route>?order=unordered`
+    let walk = [("limit", "20"), ("order", "unordered")];
+    let first = client.clone().query(&walk).query_tenant_products().await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let current = first.body["nextCursor"].as_str().expect("a next page");
+    let (keys, t) = (
+        integration::test_cursor_keys(),
+        TenantId::parse(&tenant).unwrap(),
+    );
+    let route = shared::identity::cursor::signed_route(&keys, &t, current).unwrap();
+    let position =
+        shared::identity::cursor::decode(&keys, &t, &route, current, |_, _| true).unwrap();
+    let legacy_route = format!("{}?order=unordered", route.split('?').next().unwrap());
+    let legacy = shared::identity::cursor::encode(&keys, &t, &legacy_route, &position);
+
+    // WHEN the walk goes on from that cursor, page after page
+    let mut walked = first.ids("productId");
+    let mut cursor = Some(legacy);
+    let mut pages = 0;
+    while let Some(c) = cursor.take() {
+        let page = client
+            .clone()
+            .query(&walk)
+            .query(&[("cursor", c.as_str())])
+            .query_tenant_products()
+            .await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        walked.extend(page.ids("productId"));
+        cursor = page.body["nextCursor"].as_str().map(str::to_owned);
+        // THEN no cursor it is given back is in the old format
+        if let Some(next) = &cursor {
+            let signed = shared::identity::cursor::signed_route(&keys, &t, next).unwrap();
+            assert_ne!(signed, legacy_route, "the old format was issued again");
+        }
+        pages += 1;
+        assert!(pages < 20, "the walk does not end");
+    }
+    // AND every product came exactly once
+    walked.sort();
+    assert_eq!(walked, ids);
+}
