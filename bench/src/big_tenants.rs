@@ -22,10 +22,10 @@ use shared::store::client::meter::{scope, RequestMeta};
 use shared::store::scatter::PageAsk;
 use shared::App;
 
-use crate::costs::raw_walk;
 use crate::fixtures::{seed_products, seed_products_with};
 use crate::neighbour;
 use crate::report::{stat, time_ms, Report, Stat};
+use crate::scatter::raw_walk;
 
 const SHARDS: u32 = 16;
 const WALK_ITEMS: usize = 2_000;

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration::routes::params;
@@ -17,43 +16,7 @@ use crate::apps::Target;
 use crate::big_tenants;
 use crate::fixtures::{parent_session, seed_lists, Fixture};
 use crate::report::{stat, Report};
-use crate::scatter::product_shard_query;
-
-/// The floor of a full walk: every product of `t` on `shards` shards read raw, one paginated Query
-/// (Limit 1,000) per shard, one shard after another. Its time (ms), Queries, and the RCU DynamoDB
-/// reported (0 unless `capacity` asks for it).
-pub(crate) async fn raw_walk(
-    raw: &aws_sdk_dynamodb::Client,
-    table: &str,
-    t: &TenantId,
-    shards: u32,
-    capacity: Option<aws_sdk_dynamodb::types::ReturnConsumedCapacity>,
-) -> (f64, u32, f64) {
-    let started = Instant::now();
-    let (mut queries, mut rcu) = (0u32, 0.0f64);
-    for s in 0..shards {
-        let mut start = None;
-        loop {
-            let out = product_shard_query(raw, table, t, s)
-                .limit(1000)
-                .set_exclusive_start_key(start)
-                .set_return_consumed_capacity(capacity.clone())
-                .send()
-                .await
-                .unwrap();
-            queries += 1;
-            rcu += out
-                .consumed_capacity()
-                .and_then(|c| c.capacity_units())
-                .unwrap_or(0.0);
-            start = out.last_evaluated_key().cloned();
-            if start.is_none() {
-                break;
-            }
-        }
-    }
-    (started.elapsed().as_secs_f64() * 1000.0, queries, rcu)
-}
+use crate::scatter::raw_walk;
 
 /// 8 and 9, products: the full walk against one raw paginated Query per shard, and the RCU of one
 /// ordered page against the same page unsharded.

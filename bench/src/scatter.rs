@@ -2,6 +2,8 @@
 //! (limit 100) walked in parallel and in sequence, against the slowest single shard, the SDK alone
 //! and a Python boto3 baseline.
 
+use std::time::Instant;
+
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration::process::json_output;
 use integration::{event, Auth, Harness};
@@ -274,4 +276,40 @@ async fn walk_pages(app: &App, auth: &Auth, fanout: Fanout) -> (Vec<f64>, usize)
             None => return (pages, items),
         }
     }
+}
+
+/// The floor of a full walk: every product of `t` on `shards` shards read raw, one paginated Query
+/// (Limit 1,000) per shard, one shard after another. Its time (ms), Queries, and the RCU DynamoDB
+/// reported (0 unless `capacity` asks for it).
+pub(crate) async fn raw_walk(
+    raw: &aws_sdk_dynamodb::Client,
+    table: &str,
+    t: &TenantId,
+    shards: u32,
+    capacity: Option<aws_sdk_dynamodb::types::ReturnConsumedCapacity>,
+) -> (f64, u32, f64) {
+    let started = Instant::now();
+    let (mut queries, mut rcu) = (0u32, 0.0f64);
+    for s in 0..shards {
+        let mut start = None;
+        loop {
+            let out = product_shard_query(raw, table, t, s)
+                .limit(1000)
+                .set_exclusive_start_key(start)
+                .set_return_consumed_capacity(capacity.clone())
+                .send()
+                .await
+                .unwrap();
+            queries += 1;
+            rcu += out
+                .consumed_capacity()
+                .and_then(|c| c.capacity_units())
+                .unwrap_or(0.0);
+            start = out.last_evaluated_key().cloned();
+            if start.is_none() {
+                break;
+            }
+        }
+    }
+    (started.elapsed().as_secs_f64() * 1000.0, queries, rcu)
 }

@@ -7,14 +7,14 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use shared::identity::clock::Clock;
 use shared::isolation::claims::AuthMode;
 use shared::service::app::{load_sdk_config, Settings};
 
 use crate::{
-    endpoints, onboard, Faults, RequestCounter, StsFaults, TestClock, TestInterceptor,
-    OPERATOR_ROLE_ARN, ROLE_ARN,
+    endpoints, Faults, RequestCounter, StsFaults, TestClock, TestInterceptor, OPERATOR_ROLE_ARN,
+    ROLE_ARN,
 };
 use shared::App;
 
@@ -94,38 +94,6 @@ impl Harness {
         sts_endpoint: &str,
     ) -> Self {
         Self::build(admin, table, session_ttl_seconds, sts_endpoint, None).await
-    }
-
-    /// A new harness and a fresh tenant named after `prefix` ([`unique`]), onboarded with
-    /// `shard_count` shards ([`onboard`]): where most tests start.
-    pub async fn with_tenant(prefix: &str, shard_count: u32) -> (Self, String) {
-        let (h, [tenant]) = Self::with_tenants([(prefix, shard_count)]).await;
-        (h, tenant)
-    }
-
-    /// A new harness and a fresh tenant for each of `tenants` (a name prefix and a shard count),
-    /// onboarded in order.
-    pub async fn with_tenants<const N: usize>(tenants: [(&str, u32); N]) -> (Self, [String; N]) {
-        let h = Self::new().await;
-        let mut names = Vec::with_capacity(N);
-        for (prefix, shard_count) in tenants {
-            let tenant = unique(prefix);
-            onboard(&h, &tenant, shard_count).await;
-            names.push(tenant);
-        }
-        let names = names.try_into().expect("one name per tenant");
-        (h, names)
-    }
-
-    /// A new harness and a pooled neighbour named after `prefix` (2 shards) holding `products`
-    /// products, `n0`, `n1`..., each `{"v": i}`: the tenant a test about another's table checks
-    /// was left alone.
-    pub async fn with_neighbour(prefix: &str, products: usize) -> (Self, String) {
-        let (h, neighbour) = Self::with_tenant(prefix, 2).await;
-        h.tenant(&neighbour)
-            .put_new_products((0..products).map(|i| (format!("n{i}"), json!({ "v": i }))))
-            .await;
-        (h, neighbour)
     }
 
     /// Another container on this harness's table: its own `App`, credential cache, clock and

@@ -10,6 +10,42 @@ use serde_json::{json, Value};
 use crate::{unique, Auth, Harness, Resp};
 use shared::App;
 
+/// Where most tests start: a new harness with tenants onboarded (here, beside [`onboard`], so that
+/// the harness's own module needs none of the operations).
+impl Harness {
+    /// A new harness and a fresh tenant named after `prefix` ([`unique`]), onboarded with
+    /// `shard_count` shards ([`onboard`]): where most tests start.
+    pub async fn with_tenant(prefix: &str, shard_count: u32) -> (Self, String) {
+        let (h, [tenant]) = Self::with_tenants([(prefix, shard_count)]).await;
+        (h, tenant)
+    }
+
+    /// A new harness and a fresh tenant for each of `tenants` (a name prefix and a shard count),
+    /// onboarded in order.
+    pub async fn with_tenants<const N: usize>(tenants: [(&str, u32); N]) -> (Self, [String; N]) {
+        let h = Self::new().await;
+        let mut names = Vec::with_capacity(N);
+        for (prefix, shard_count) in tenants {
+            let tenant = unique(prefix);
+            onboard(&h, &tenant, shard_count).await;
+            names.push(tenant);
+        }
+        let names = names.try_into().expect("one name per tenant");
+        (h, names)
+    }
+
+    /// A new harness and a pooled neighbour named after `prefix` (2 shards) holding `products`
+    /// products, `n0`, `n1`..., each `{"v": i}`: the tenant a test about another's table checks
+    /// was left alone.
+    pub async fn with_neighbour(prefix: &str, products: usize) -> (Self, String) {
+        let (h, neighbour) = Self::with_tenant(prefix, 2).await;
+        h.tenant(&neighbour)
+            .put_new_products((0..products).map(|i| (format!("n{i}"), json!({ "v": i }))))
+            .await;
+        (h, neighbour)
+    }
+}
+
 /// Onboards `tenant` with `shard_count` shards through the real handler, as an operator (tier
 /// standard).
 pub async fn onboard(h: &Harness, tenant: &str, shard_count: u32) {

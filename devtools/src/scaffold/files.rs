@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::entry::route_entry;
 use super::handler::handler_source;
-use super::test_file::test_source;
+use super::test_file::{test_source, EntityRoutes};
 use super::{NewRoute, ScaffoldError};
 use crate::generate;
 use crate::routes::RouteTable;
@@ -16,14 +16,6 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ScaffoldError + '_ {
         path: path.display().to_string(),
         source,
     }
-}
-
-/// The routes of the entity's own id path (`/departments/{departmentId}`) the scaffolded test goes
-/// through: its PUT (required: it puts the entity in place) and its GET.
-pub(super) struct EntityRoutes {
-    pub(super) put: String,
-    pub(super) get: Option<String>,
-    pub(super) sample_id: String,
 }
 
 fn entity_routes(table: &RouteTable, new: &NewRoute) -> Result<EntityRoutes, ScaffoldError> {

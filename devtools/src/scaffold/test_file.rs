@@ -2,8 +2,15 @@
 //! its kind's own PUT, WHEN the route is called, THEN what it answers and the requests it sends, and
 //! again at every phase of a re-sharding of its tenant.
 
-use super::files::EntityRoutes;
 use super::{fill, NewRoute, Shape};
+
+/// The routes of the entity's own id path (`/departments/{departmentId}`) the scaffolded test goes
+/// through: its PUT (required: it puts the entity in place) and its GET.
+pub(super) struct EntityRoutes {
+    pub(super) put: String,
+    pub(super) get: Option<String>,
+    pub(super) sample_id: String,
+}
 
 pub(super) fn test_source(new: &NewRoute, routes: &EntityRoutes) -> String {
     let test = match new.shape {

@@ -1,9 +1,10 @@
 use shared::identity::keys::TENANT_SEGMENT;
 
 use super::entry::route_entry;
-use super::files::{with_module, EntityRoutes};
+use super::files::with_module;
 use super::handler::handler_source;
 use super::test_file::test_source;
+use super::test_file::EntityRoutes;
 use super::*;
 use crate::routes::RouteTable;
 
