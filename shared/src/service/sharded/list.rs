@@ -30,10 +30,10 @@ use crate::store::tenancy::layout::Layout;
 /// cursor is bound to its shard count and the layout's generation. One over the new count, made by a
 /// container that saw the migration end, is honoured by one that still has it cached. Any other
 /// walk cursor (made by a container that did not yet know of a migration, before a re-sharding, or
-/// before walks were bound to the layout) is continued in id order from its [`Frontier`], and only
-/// [`plan_walk`] and [`Frontier::of_cursor`] read a cursor's format: the items a walk over N shards has returned are
-/// exactly those whose home shard among N comes before its position, which the id alone decides, so
-/// the rest of the walk is every other item, each once, in whichever layout it now is.
+/// before walks were bound to the layout) is continued in id order from its [`Frontier`]: the items
+/// a walk over N shards has returned are exactly those whose home shard among N comes before its
+/// position, which the id alone decides, so the rest of the walk is every other item, each once, in
+/// whichever layout it now is. Only [`plan_walk`] and [`Frontier::of_cursor`] read a cursor's format.
 pub async fn list_page<V: Serialize>(
     app: &App,
     req: &Request,
