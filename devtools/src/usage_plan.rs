@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use shared::identity::ids::TenantId;
-use shared::store::client::scoped::{TenantDb, DEFAULT_MAX_IN_FLIGHT};
+use shared::store::client::scoped::TenantDb;
 use shared::store::quota::usage::RouteUsage;
 use shared::store::tenancy::tenants::{Limits, Tier};
 
@@ -57,17 +57,7 @@ pub async fn read_from_table(
 ) -> Result<Vec<TenantUsage>, String> {
     let mut out = Vec::new();
     for tenant in tenants {
-        let db = TenantDb {
-            client: client.clone(),
-            tenant: tenant.clone(),
-            table: table.into(),
-            record_table: table.into(),
-            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
-            pages: None,
-            walk_sizes: None,
-            puller: None,
-            own_table_manager: None,
-        };
+        let db = TenantDb::on_client(client.clone(), tenant.clone(), table);
         let days = shared::store::quota::usage::read(&db, from, to)
             .await
             .map_err(|e| format!("reading the usage of {tenant}: {e}"))?;

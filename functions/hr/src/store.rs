@@ -3,16 +3,17 @@
 //! acceptance (`written_at`), with actions of its own along (its marker, the not-deleted check) and
 //! never over a later write.
 
-use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{department_members_pk, kind, Key};
 use shared::store::client::error::StoreError;
+use shared::store::client::expr::{absent, attr, exists, Condition};
 use shared::store::client::query::{string_attr, u64_attr, Item, Page};
 use shared::store::client::scoped::TenantDb;
-use shared::store::client::transact::{transact, TransactError};
+use shared::store::client::transact::TransactError;
 pub use shared::store::tenancy::layout::WrittenAt;
-use shared::store::tenancy::layout::{self, Keys, Layout, NOT_LATER, UPDATED_AT_MS};
+use shared::store::tenancy::layout::{self, not_later, Keys, Layout, UPDATED_AT_MS};
 use shared::ApiError;
 
 use crate::{hr_key, item_with_keys, membership_key, Department, Employee};
@@ -143,11 +144,7 @@ pub async fn store_employee(
         }
         let own = actions.len();
         actions.extend(along.iter().cloned());
-        let request = db
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(actions));
-        match transact(request).await {
+        match db.transact_items(actions).await {
             Ok(()) => {
                 let replaced = Some(old_department.is_some());
                 return Ok(stored(employee, layout::Put::Written { replaced }));
@@ -187,21 +184,15 @@ fn written_after(current: Option<&(Key, Item)>, at: WrittenAt) -> bool {
 /// The department the employee `current` holds is in, if it is stored.
 fn department_of(current: Option<&(Key, Item)>) -> Result<Option<EntityId>, ApiError> {
     current
-        .and_then(|(_, item)| string_attr(item, "departmentId"))
+        .and_then(|(_, item)| string_attr(item, DEPARTMENT_ID))
         .map(|d| EntityId::parse(&d))
         .transpose()
         .map_err(internal)
 }
 
 /// The check that the department at `key` exists (the transaction's first action).
-fn department_exists(db: &TenantDb, key: Key) -> Result<TransactWriteItem, ApiError> {
-    let check = ConditionCheck::builder()
-        .table_name(&*db.table)
-        .set_key(Some(key))
-        .condition_expression("attribute_exists(PK)")
-        .build()
-        .map_err(internal)?;
-    Ok(TransactWriteItem::builder().condition_check(check).build())
+fn department_exists(db: &TenantDb, key: Key) -> Result<TransactWriteItem, StoreError> {
+    db.check_item(key, exists()).action()
 }
 
 /// The put of `employee` at `key`: on condition that it is still in department `unchanged_from`
@@ -216,14 +207,11 @@ fn employee_put(
 ) -> Result<TransactWriteItem, ApiError> {
     let mut item = item_with_keys(employee, key, kind::EMPLOYEE, t)?;
     item.insert(UPDATED_AT_MS.into(), AttributeValue::N(at.ms.to_string()));
-    let put = Put::builder().table_name(&*db.table).set_item(Some(item));
-    let put = match unchanged_from {
-        Some(old) => unchanged(put, old, at),
-        None => put.condition_expression("attribute_not_exists(PK)"),
+    let condition = match unchanged_from {
+        Some(old) => unchanged(old, at),
+        None => absent(),
     };
-    Ok(TransactWriteItem::builder()
-        .put(put.build().map_err(internal)?)
-        .build())
+    Ok(db.put_item(item).when(condition).action()?)
 }
 
 /// The put of employee `id`'s membership of `department`, under the name it is listed by.
@@ -241,31 +229,15 @@ fn membership_put(
         t,
     )?;
     membership.retain(|_, v| !matches!(v, AttributeValue::Null(_)));
-    Ok(TransactWriteItem::builder()
-        .put(
-            Put::builder()
-                .table_name(&*db.table)
-                .set_item(Some(membership))
-                .build()
-                .map_err(internal)?,
-        )
-        .build())
+    Ok(db.put_item(membership).action()?)
 }
 
-/// The employee's put, on condition that its department is still `old` and, for a late write, that
-/// it was not written after `at`.
-fn unchanged(
-    put: aws_sdk_dynamodb::types::builders::PutBuilder,
-    old: &EntityId,
-    at: WrittenAt,
-) -> aws_sdk_dynamodb::types::builders::PutBuilder {
-    let put = put.expression_attribute_values(":old", AttributeValue::S(old.to_string()));
+/// That the employee is still in department `old` and, for a late write, was not written after `at`.
+fn unchanged(old: &EntityId, at: WrittenAt) -> Condition {
+    let in_old = attr(DEPARTMENT_ID).equal(old.as_str());
     match at.guard() {
-        None => put.condition_expression("departmentId = :old"),
-        Some(ms) => put
-            .condition_expression(format!("departmentId = :old AND {NOT_LATER}"))
-            .expression_attribute_names("#updated_ms", UPDATED_AT_MS)
-            .expression_attribute_values(":written_at", AttributeValue::N(ms.to_string())),
+        None => in_old,
+        Some(ms) => in_old.and(not_later(ms)),
     }
 }
 
@@ -278,19 +250,10 @@ fn delete_copy(
     old: Option<&EntityId>,
     at: WrittenAt,
 ) -> Result<TransactWriteItem, ApiError> {
-    let (Some(old), Some(ms)) = (old, at.guard()) else {
-        return delete(db, key, old);
-    };
-    let delete = Delete::builder()
-        .table_name(&*db.table)
-        .set_key(Some(key))
-        .condition_expression(format!("departmentId = :old AND {NOT_LATER}"))
-        .expression_attribute_names("#updated_ms", UPDATED_AT_MS)
-        .expression_attribute_values(":old", AttributeValue::S(old.to_string()))
-        .expression_attribute_values(":written_at", AttributeValue::N(ms.to_string()))
-        .build()
-        .map_err(internal)?;
-    Ok(TransactWriteItem::builder().delete(delete).build())
+    match old {
+        Some(old) => Ok(db.delete_item(key).when(unchanged(old, at)).action()?),
+        None => delete(db, key, None),
+    }
 }
 
 /// Deletes the employee at `key` and its membership of `department`, with `tombstone` (1
@@ -303,15 +266,12 @@ pub async fn delete_employee(
     employee: &EntityId,
     tombstone: TransactWriteItem,
 ) -> Result<bool, ApiError> {
-    let request = db
-        .client
-        .transact_write_items()
-        .set_transact_items(Some(vec![
-            delete(db, key, Some(department))?,
-            delete(db, membership_key(&db.tenant, department, employee), None)?,
-            tombstone,
-        ]));
-    match transact(request).await {
+    let actions = vec![
+        delete(db, key, Some(department))?,
+        delete(db, membership_key(&db.tenant, department, employee), None)?,
+        tombstone,
+    ];
+    match db.transact_items(actions).await {
         Ok(()) => Ok(true),
         Err(TransactError::ConditionFailed { .. }) => Ok(false),
         Err(other) => Err(other.into()),
@@ -325,18 +285,9 @@ pub async fn members_page(
     limit: u32,
     start: Option<Key>,
 ) -> Result<Page, StoreError> {
-    let out = db
-        .query_partition(&department_members_pk(&db.tenant, department))
-        .limit(limit as i32)
-        .set_exclusive_start_key(start)
-        .send()
+    db.query_partition(&department_members_pk(&db.tenant, department))
+        .page(limit, start)
         .await
-        .map_err(StoreError::from_sdk)?;
-    Ok(Page {
-        items: out.items.unwrap_or_default(),
-        next: out.last_evaluated_key.filter(|k| !k.is_empty()),
-        requests: 1,
-    })
 }
 
 /// A Delete of `key`, on condition that the item there is in department `department` when given.
@@ -345,16 +296,15 @@ pub fn delete(
     key: Key,
     department: Option<&EntityId>,
 ) -> Result<TransactWriteItem, ApiError> {
-    let mut delete = Delete::builder().table_name(&*db.table).set_key(Some(key));
+    let mut delete = db.delete_item(key);
     if let Some(d) = department {
-        delete = delete
-            .condition_expression("departmentId = :old")
-            .expression_attribute_values(":old", AttributeValue::S(d.to_string()));
+        delete = delete.when(attr(DEPARTMENT_ID).equal(d.as_str()));
     }
-    Ok(TransactWriteItem::builder()
-        .delete(delete.build().map_err(internal)?)
-        .build())
+    Ok(delete.action()?)
 }
+
+/// The attribute an employee's department is stored in.
+const DEPARTMENT_ID: &str = "departmentId";
 
 fn internal(e: impl std::fmt::Display) -> ApiError {
     ApiError::Internal(e.to_string())

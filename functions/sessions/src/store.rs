@@ -1,44 +1,41 @@
 //! Every read and write of the session store, through `shared::store`. The handlers parse and
 //! answer; the requests (and their counts, in routes.yaml) are here.
 
-use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
-use aws_sdk_dynamodb::types::{
-    AttributeValue, Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
-};
 use lambda_http::http::StatusCode;
 use shared::identity::ids::{EntityId, SessionId, TenantId};
 use shared::identity::keys::{
-    child_sk, customer_sk, customer_sk_prefix, parse_customer_sk, session_collection_sk_prefix,
-    session_pk, Key, GSI1, PK, SK,
+    child_sk, customer_sk, primary_key, customer_sk_prefix, parse_customer_sk, session_collection_sk_prefix,
+    session_pk, Key, EXPIRES_AT, GSI1, PK, SK,
 };
 use shared::service::idempotent::{self, Recorder};
 use shared::store::client::error::StoreError;
-use shared::store::client::query::{
-    all_pages, first_live, live_page, string_attr, u64_attr, Item, Page,
-};
+use shared::store::client::expr::{absent, attr, either, exists, key, num};
+use shared::store::client::query::{string_attr, u64_attr, Item, Page, Query};
 use shared::store::client::scoped::TenantDb;
-use shared::store::client::transact::{transact, TransactError};
+use shared::store::client::transact::TransactError;
 use shared::ApiError;
 
 use crate::model::{Session, SessionItem, MAX_CHILDREN};
 
+/// A root session's count of its children.
+const CHILD_COUNT: &str = "childCount";
+
 /// A customer's sessions on GSI1 (partition = the customer), newest first: session ids are UUIDv7
 /// from the clock, so GSI1's sort key (the session's `PK`) orders them by time.
-fn customer_sessions(db: &TenantDb, t: &TenantId, customer: &EntityId) -> QueryFluentBuilder {
-    db.query()
-        .index_name(GSI1)
-        .key_condition_expression("SK = :customer")
-        .expression_attribute_values(":customer", AttributeValue::S(customer_sk(t, customer)))
-        .scan_index_forward(false)
+fn customer_sessions(db: &TenantDb, t: &TenantId, customer: &EntityId) -> Query {
+    db.query(key(SK).equal(customer_sk(t, customer)))
+        .on_index(GSI1)
+        .descending()
 }
 
 /// A session's root item: `PK` = the session, `SK` begins with the tenant's customer prefix (the
 /// root's `SK` holds its customer, so it cannot be a GetItem).
-fn root_session_query(db: &TenantDb, t: &TenantId, session: &SessionId) -> QueryFluentBuilder {
-    db.query()
-        .key_condition_expression("PK = :pk AND begins_with(SK, :root)")
-        .expression_attribute_values(":pk", AttributeValue::S(session_pk(t, session)))
-        .expression_attribute_values(":root", AttributeValue::S(customer_sk_prefix(t)))
+fn root_session_query(db: &TenantDb, t: &TenantId, session: &SessionId) -> Query {
+    db.query(
+        key(PK)
+            .equal(session_pk(t, session))
+            .and(key(SK).begins_with(customer_sk_prefix(t))),
+    )
 }
 
 /// One page of a customer's live sessions, newest first (1 Query in the common case).
@@ -49,13 +46,9 @@ pub async fn customer_sessions_page(
     start: Option<Key>,
     now: u64,
 ) -> Result<Page, StoreError> {
-    live_page(
-        customer_sessions(db, &db.tenant, customer),
-        limit,
-        start,
-        now,
-    )
-    .await
+    customer_sessions(db, &db.tenant, customer)
+        .live_page(limit, start, now)
+        .await
 }
 
 /// How a route finds one session.
@@ -72,25 +65,19 @@ pub enum Lookup {
 
 impl Lookup {
     /// The Query that finds it.
-    fn query(&self, db: &TenantDb) -> QueryFluentBuilder {
+    fn query(&self, db: &TenantDb) -> Query {
         let t = &db.tenant;
         match self {
             Self::Newest(customer) => customer_sessions(db, t, customer),
             Self::Root(session) => root_session_query(db, t, session),
             Self::OfCustomer(customer, session) => db
-                .query()
-                .index_name(GSI1)
-                .key_condition_expression("SK = :customer AND PK = :session")
-                .expression_attribute_values(
-                    ":customer",
-                    AttributeValue::S(customer_sk(t, customer)),
+                .query(
+                    key(SK)
+                        .equal(customer_sk(t, customer))
+                        .and(key(PK).equal(session_pk(t, session))),
                 )
-                .expression_attribute_values(":session", AttributeValue::S(session_pk(t, session))),
-            Self::Child(child) => db
-                .query()
-                .index_name(GSI1)
-                .key_condition_expression("SK = :child")
-                .expression_attribute_values(":child", AttributeValue::S(child_sk(t, child))),
+                .on_index(GSI1),
+            Self::Child(child) => db.query(key(SK).equal(child_sk(t, child))).on_index(GSI1),
         }
     }
 }
@@ -101,7 +88,7 @@ pub async fn live_session(
     lookup: &Lookup,
     now: u64,
 ) -> Result<Option<Item>, StoreError> {
-    first_live(lookup.query(db), now).await
+    lookup.query(db).first_live(now).await
 }
 
 /// One page of a session's live children, newest first; `None` when the session does not exist
@@ -119,23 +106,21 @@ pub async fn children_page(
 ) -> Result<Option<Page>, StoreError> {
     let t = &db.tenant;
     let query = db
-        .query()
-        .key_condition_expression("PK = :pk AND begins_with(SK, :collection)")
-        .expression_attribute_values(":pk", AttributeValue::S(session_pk(t, parent)))
-        .expression_attribute_values(
-            ":collection",
-            AttributeValue::S(session_collection_sk_prefix(t)),
+        .query(
+            key(PK)
+                .equal(session_pk(t, parent))
+                .and(key(SK).begins_with(session_collection_sk_prefix(t))),
         )
-        .scan_index_forward(false);
+        .descending();
     if start.is_some() {
         let (page, root) = futures::try_join!(
-            live_page(query, limit, start, now),
-            first_live(root_session_query(db, t, parent), now)
+            query.live_page(limit, start, now),
+            root_session_query(db, t, parent).first_live(now)
         )?;
         return Ok(root.map(|_| page));
     }
     // The first page also carries the root, so it asks for one more item.
-    let mut page = live_page(query, limit + 1, None, now).await?;
+    let mut page = query.live_page(limit + 1, None, now).await?;
     let is_root = page
         .items
         .first()
@@ -157,16 +142,14 @@ pub async fn live_parent_expiry(
     now: u64,
 ) -> Result<Option<u64>, StoreError> {
     let t = &db.tenant;
-    let out = db
-        .get_at(session_pk(t, parent), customer_sk(t, customer))
-        .projection_expression("expiresAt")
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(StoreError::from_sdk)?;
-    Ok(out
-        .item
-        .and_then(|i| u64_attr(&i, "expiresAt"))
+    let parent = db
+        .get(primary_key(session_pk(t, parent), customer_sk(t, customer)))
+        .project(&[EXPIRES_AT])
+        .consistent()
+        .item()
+        .await?;
+    Ok(parent
+        .and_then(|i| u64_attr(&i, EXPIRES_AT))
         .filter(|e| *e > now))
 }
 
@@ -202,36 +185,31 @@ pub async fn put_child(
     recorder: Option<&Recorder<'_>>,
 ) -> Result<(), ChildNotAdded> {
     let t = &db.tenant;
-    let put = Put::builder()
-        .table_name(&*db.table)
-        .set_item(Some(stored_item(child, t)?))
-        .condition_expression("attribute_not_exists(PK)")
-        .build()
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let parent_update = Update::builder()
-        .table_name(&*db.table)
-        .key(PK, AttributeValue::S(session_pk(t, parent)))
-        .key(SK, AttributeValue::S(customer_sk(t, customer)))
-        .update_expression("ADD childCount :one")
-        .condition_expression(
-            "attribute_exists(PK) AND expiresAt > :now AND (attribute_not_exists(childCount) OR childCount < :max)",
+    let child_put = db
+        .put_item(stored_item(child, t)?)
+        .when(absent())
+        .action()?;
+    let under_limit = either(
+        attr(CHILD_COUNT).attribute_not_exists(),
+        attr(CHILD_COUNT).less_than(num(MAX_CHILDREN.into())),
+    );
+    let parent_update = db
+        .update_item(
+            primary_key(session_pk(t, parent), customer_sk(t, customer)),
+            attr(CHILD_COUNT).add(num(1)),
         )
-        .expression_attribute_values(":one", AttributeValue::N("1".into()))
-        .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
-        .expression_attribute_values(":max", AttributeValue::N(MAX_CHILDREN.to_string()))
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .build()
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let mut request = db
-        .client
-        .transact_write_items()
-        .transact_items(TransactWriteItem::builder().put(put).build())
-        .transact_items(TransactWriteItem::builder().update(parent_update).build());
+        .when(exists())
+        .when(attr(EXPIRES_AT).greater_than(num(now)))
+        .when(under_limit)
+        .old_on_failure()
+        .action()?;
+    let mut actions = vec![child_put, parent_update];
     if let Some(recorder) = recorder {
-        request = request
-            .transact_items(recorder.record(StatusCode::CREATED, &Session::from(child.clone()))?);
+        actions.push(recorder.record(StatusCode::CREATED, &Session::from(child.clone()))?);
     }
-    transact(request).await.map_err(ChildNotAdded::Refused)
+    db.transact_items(actions)
+        .await
+        .map_err(ChildNotAdded::Refused)
 }
 
 /// Why [`put_child`] wrote nothing.
@@ -248,16 +226,22 @@ impl From<ApiError> for ChildNotAdded {
     }
 }
 
+impl From<StoreError> for ChildNotAdded {
+    fn from(e: StoreError) -> Self {
+        Self::Api(e.into())
+    }
+}
+
 /// A session's whole collection, root and children, read consistently (1 Query: at most 100 items).
 pub async fn session_collection(
     db: &TenantDb,
     session: &SessionId,
 ) -> Result<Vec<Item>, StoreError> {
-    let query = db
-        .query_partition(&session_pk(&db.tenant, session))
-        .projection_expression("PK, SK, childCount, expiresAt")
-        .consistent_read(true);
-    all_pages(query).await
+    db.query_partition(&session_pk(&db.tenant, session))
+        .project(&[PK, SK, CHILD_COUNT, EXPIRES_AT])
+        .consistent()
+        .all()
+        .await
 }
 
 /// Deletes every item of a session's collection in one transaction, the root's delete conditioned
@@ -267,38 +251,29 @@ pub async fn delete_collection(
     root: &Item,
     collection: &[Item],
 ) -> Result<bool, ApiError> {
-    let key_of = |item: &Item| -> Result<(String, String), ApiError> {
+    let key_of = |item: &Item| -> Result<Key, ApiError> {
         match (string_attr(item, PK), string_attr(item, SK)) {
-            (Some(pk), Some(sk)) => Ok((pk, sk)),
+            (Some(pk), Some(sk)) => Ok(primary_key(pk, sk)),
             _ => Err(ApiError::Internal("item without keys in a session".into())),
         }
     };
     let children = collection.len() as u64 - 1;
-    let mut request = db.client.transact_write_items();
+    let mut actions = Vec::with_capacity(collection.len());
     for item in collection {
-        let (pk, sk) = key_of(item)?;
-        let is_root = std::ptr::eq(item, root);
-        let mut delete = Delete::builder()
-            .table_name(&*db.table)
-            .key(PK, AttributeValue::S(pk))
-            .key(SK, AttributeValue::S(sk));
-        delete = if is_root {
-            let counted = u64_attr(root, "childCount").unwrap_or(0);
+        let mut delete = db.delete_item(key_of(item)?).when(exists());
+        if std::ptr::eq(item, root) {
+            let counted = u64_attr(root, CHILD_COUNT).unwrap_or(0);
             if counted != children {
                 tracing::warn!(counted, children, "child count and collection disagree");
             }
-            delete
-                .condition_expression("attribute_exists(PK) AND (attribute_not_exists(childCount) OR childCount = :n)")
-                .expression_attribute_values(":n", AttributeValue::N(counted.to_string()))
-        } else {
-            delete.condition_expression("attribute_exists(PK)")
-        };
-        let delete = delete
-            .build()
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
-        request = request.transact_items(TransactWriteItem::builder().delete(delete).build());
+            delete = delete.when(either(
+                attr(CHILD_COUNT).attribute_not_exists(),
+                attr(CHILD_COUNT).equal(num(counted)),
+            ));
+        }
+        actions.push(delete.action()?);
     }
-    match transact(request).await {
+    match db.transact_items(actions).await {
         Ok(()) => Ok(true),
         // An item was added, removed or changed since the read: read again.
         Err(TransactError::ConditionFailed { .. }) => Ok(false),

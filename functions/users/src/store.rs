@@ -8,16 +8,23 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Delete, Put, ReturnValue, TransactWriteItem, Update,
-};
+use aws_sdk_dynamodb::types::TransactWriteItem;
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{EXPIRES_AT, GSI1, PK, SK};
+
+/// The profile's and the email item's attribute that holds the email.
+const EMAIL: &str = "email";
+/// The email item's and the transfer code's attribute that names their user.
+const USER_ID: &str = "userId";
+/// A transfer code's attribute naming the request that redeemed it.
+const REDEEMED_BY: &str = "redeemedBy";
 use shared::store::client::error::StoreError;
+use shared::store::client::expr::{absent, attr, either, exists, num, Condition};
 use shared::store::client::items::{get_item, get_item_consistent, view_from_item};
-use shared::store::client::query::{all_pages, is_live, string_attr, u64_attr, Item};
+use shared::store::client::query::{is_live, string_attr, u64_attr};
 use shared::store::client::scoped::TenantDb;
-use shared::store::client::transact::{transact, TransactError};
+use shared::store::client::transact::TransactError;
+use shared::store::client::write::Write;
 use shared::store::quota::usage::RouteUsage;
 use shared::store::scatter::{gather, GatheredPage, Listing, Order, PageAsk, SortRange};
 
@@ -60,7 +67,7 @@ pub async fn save_user(
     let new_email_key = email_key(t, email);
     let profile = model::profile_item(t, id, user)?;
     let email_item = model::email_item(t, email, user)?;
-    let me = AttributeValue::S(id.to_string());
+    let mine = || attr(USER_ID).equal(id.as_str());
 
     for attempt in 0..SAVE_USER_ATTEMPTS {
         if attempt > 0 {
@@ -69,62 +76,33 @@ pub async fn save_user(
             tokio::time::sleep(Duration::from_millis(10 * u64::from(attempt) + jitter)).await;
         }
         let current = db
-            .client
-            .get_item()
-            .table_name(&*db.table)
-            .set_key(Some(profile_key.clone()))
-            .consistent_read(true)
-            .projection_expression("#email")
-            .expression_attribute_names("#email", "email")
-            .send()
-            .await
-            .map_err(StoreError::from_sdk)?
-            .item;
-        let old_email = current.as_ref().and_then(|i| string_attr(i, "email"));
-
-        let mut put_profile = Put::builder()
-            .table_name(&*db.table)
-            .set_item(Some(profile.clone()));
-        put_profile = match (&current, &old_email) {
-            (None, _) => put_profile.condition_expression("attribute_not_exists(PK)"),
-            (Some(_), Some(old)) => put_profile
-                .condition_expression("#email = :old")
-                .expression_attribute_names("#email", "email")
-                .expression_attribute_values(":old", AttributeValue::S(old.clone())),
+            .get(profile_key.clone())
+            .consistent()
+            .project(&[EMAIL])
+            .item()
+            .await?;
+        let old_email = current.as_ref().and_then(|i| string_attr(i, EMAIL));
+        let profile_unchanged = match (&current, &old_email) {
+            (None, _) => absent(),
+            (Some(_), Some(old)) => attr(EMAIL).equal(old.as_str()),
             (Some(_), None) => return Err(internal("stored profile has no email").into()),
         };
-        let put_email = Put::builder()
-            .table_name(&*db.table)
-            .set_item(Some(email_item.clone()))
-            .condition_expression("attribute_not_exists(PK) OR userId = :me")
-            .expression_attribute_values(":me", me.clone())
-            .build()
-            .map_err(internal)?;
-        let mut request = db
-            .client
-            .transact_write_items()
-            .transact_items(
-                TransactWriteItem::builder()
-                    .put(put_profile.build().map_err(internal)?)
-                    .build(),
-            )
-            .transact_items(TransactWriteItem::builder().put(put_email).build());
+        let mut actions = vec![
+            db.put_item(profile.clone())
+                .when(profile_unchanged)
+                .action()?,
+            db.put_item(email_item.clone())
+                .when(either(absent(), mine()))
+                .action()?,
+        ];
         if let Some(old) = old_email.as_deref() {
             let old = Email::parse(old).map_err(internal)?;
             let old_key = email_key(t, &old);
             if old_key != new_email_key {
-                let delete = Delete::builder()
-                    .table_name(&*db.table)
-                    .set_key(Some(same_key(old_key)))
-                    .condition_expression("userId = :me")
-                    .expression_attribute_values(":me", me.clone())
-                    .build()
-                    .map_err(internal)?;
-                request =
-                    request.transact_items(TransactWriteItem::builder().delete(delete).build());
+                actions.push(db.delete_item(same_key(old_key)).when(mine()).action()?);
             }
         }
-        match transact(request).await {
+        match db.transact_items(actions).await {
             Ok(()) if current.is_some() => return Ok(Saved::Updated),
             Ok(()) => return Ok(Saved::Created),
             Err(e) if e.failed_at(1) => return Err(Error::EmailTaken),
@@ -145,14 +123,12 @@ pub async fn user_with_recent_orders(
     recent: usize,
 ) -> Result<Option<UserWithOrders>, StoreError> {
     let partition = user_key(&db.tenant, id);
-    let out = db
+    let page = db
         .query_partition(&partition)
-        .scan_index_forward(false)
-        .limit(recent as i32 + 1)
-        .send()
-        .await
-        .map_err(StoreError::from_sdk)?;
-    model::user_with_orders(&partition, out.items.unwrap_or_default(), recent)
+        .descending()
+        .page(recent as u32 + 1, None)
+        .await?;
+    model::user_with_orders(&partition, page.items, recent)
 }
 
 /// The owner of `email` (case-insensitive), if any: one GetItem of its uniqueness item.
@@ -168,23 +144,8 @@ pub async fn find_user_by_email(
 
 /// The transaction action that checks user `user` exists (orders and transfer codes need one).
 fn user_exists(db: &TenantDb, user: &EntityId) -> Result<TransactWriteItem, StoreError> {
-    let check = ConditionCheck::builder()
-        .table_name(&*db.table)
-        .set_key(Some(same_key(user_key(&db.tenant, user))))
-        .condition_expression("attribute_exists(PK)")
-        .build()
-        .map_err(internal)?;
-    Ok(TransactWriteItem::builder().condition_check(check).build())
-}
-
-/// A plain Put action.
-fn put(db: &TenantDb, item: Item) -> Result<TransactWriteItem, StoreError> {
-    let put = Put::builder()
-        .table_name(&*db.table)
-        .set_item(Some(item))
-        .build()
-        .map_err(internal)?;
-    Ok(TransactWriteItem::builder().put(put).build())
+    db.check_item(same_key(user_key(&db.tenant, user)), exists())
+        .action()
 }
 
 /// Writes `order` whole, its date index over `shards` shards, in one TransactWriteItems:
@@ -198,27 +159,17 @@ pub async fn place_order(
     record: Option<TransactWriteItem>,
 ) -> Result<(), Error> {
     let items = model::order_items(&db.tenant, order, shards)?;
-    let header = Put::builder()
-        .table_name(&*db.table)
-        .set_item(Some(items.header))
-        .condition_expression("attribute_not_exists(PK)")
-        .build()
-        .map_err(internal)?;
     let mut actions = vec![
         user_exists(db, &order.user)?,
-        TransactWriteItem::builder().put(header).build(),
-        put(db, items.summary)?,
-        put(db, items.date_index)?,
+        db.put_item(items.header).when(absent()).action()?,
+        db.put_item(items.summary).action()?,
+        db.put_item(items.date_index).action()?,
     ];
     for line in items.lines {
-        actions.push(put(db, line)?);
+        actions.push(db.put_item(line).action()?);
     }
     actions.extend(record);
-    let request = db
-        .client
-        .transact_write_items()
-        .set_transact_items(Some(actions));
-    match transact(request).await {
+    match db.transact_items(actions).await {
         Ok(()) => Ok(()),
         Err(e) if e.failed_at(0) => Err(Error::NoSuchUser),
         Err(e) if e.failed_at(1) => Err(Error::OrderExists),
@@ -230,7 +181,7 @@ pub async fn place_order(
 /// first), following `LastEvaluatedKey`.
 pub async fn order(db: &TenantDb, id: &EntityId) -> Result<Option<model::Order>, StoreError> {
     let partition = crate::keys::order_key(&db.tenant, id);
-    let items = all_pages(db.query_partition(&partition)).await?;
+    let items = db.query_partition(&partition).all().await?;
     model::order_from_items(&partition, items)
 }
 
@@ -271,21 +222,14 @@ pub async fn store_transfer_code(
     code: &NewTransferCode,
     record: Option<TransactWriteItem>,
 ) -> Result<(), Error> {
-    let put = Put::builder()
-        .table_name(&*db.table)
-        .set_item(Some(model::transfer_item(&db.tenant, code)))
-        .condition_expression("attribute_not_exists(PK)")
-        .build()
-        .map_err(internal)?;
-    let mut request = db
-        .client
-        .transact_write_items()
-        .transact_items(user_exists(db, &code.user)?)
-        .transact_items(TransactWriteItem::builder().put(put).build());
-    if let Some(record) = record {
-        request = request.transact_items(record);
-    }
-    transact(request).await.map_err(|e| match e {
+    let mut actions = vec![
+        user_exists(db, &code.user)?,
+        db.put_item(model::transfer_item(&db.tenant, code))
+            .when(absent())
+            .action()?,
+    ];
+    actions.extend(record);
+    db.transact_items(actions).await.map_err(|e| match e {
         e if e.failed_at(0) => Error::NoSuchUser,
         TransactError::ConditionFailed { .. } => Error::CodeNotStored,
         other => other.into(),
@@ -295,21 +239,19 @@ pub async fn store_transfer_code(
 /// The one conditional update that redeems `code`: it marks it redeemed by this request (a random
 /// nonce, so that an SDK retry of an attempt whose answer was lost passes the condition again), on
 /// condition it exists, is unexpired at `now` and was not redeemed by another request.
-fn redeem_update(db: &TenantDb, code: &TransferCode, now: u64) -> Result<Update, StoreError> {
+fn redeem_update(db: &TenantDb, code: &TransferCode, now: u64) -> Write {
     let nonce = uuid::Uuid::new_v4().simple().to_string();
-    Update::builder()
-        .table_name(&*db.table)
-        .set_key(Some(same_key(transfer_key(&db.tenant, code))))
-        .update_expression("SET #by = :nonce")
-        .condition_expression(
-            "attribute_exists(PK) AND #exp > :now AND (attribute_not_exists(#by) OR #by = :nonce)",
-        )
-        .expression_attribute_names("#exp", EXPIRES_AT)
-        .expression_attribute_names("#by", "redeemedBy")
-        .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
-        .expression_attribute_values(":nonce", AttributeValue::S(nonce))
-        .build()
-        .map_err(internal)
+    let unredeemed: Condition = either(
+        attr(REDEEMED_BY).attribute_not_exists(),
+        attr(REDEEMED_BY).equal(nonce.as_str()),
+    );
+    db.update_item(
+        same_key(transfer_key(&db.tenant, code)),
+        attr(REDEEMED_BY).set(nonce.as_str()),
+    )
+    .when(exists())
+    .when(attr(EXPIRES_AT).greater_than(num(now)))
+    .when(unredeemed)
 }
 
 /// Redeems `code` and answers its user: one UpdateItem ([`redeem_update`]) returning the item
@@ -319,32 +261,16 @@ pub async fn redeem_transfer_code(
     code: &TransferCode,
     now: u64,
 ) -> Result<String, Error> {
-    let update = redeem_update(db, code, now)?;
-    let out = db
-        .client
-        .update_item()
-        .table_name(update.table_name())
-        .set_key(Some(update.key().clone()))
-        .update_expression(update.update_expression())
-        .set_condition_expression(update.condition_expression().map(str::to_owned))
-        .set_expression_attribute_names(update.expression_attribute_names().cloned())
-        .set_expression_attribute_values(update.expression_attribute_values().cloned())
-        .return_values(ReturnValue::AllNew)
-        .send()
+    let redeemed = redeem_update(db, code, now)
+        .send(db)
         .await
-        .map_err(|e| {
-            if e.as_service_error()
-                .is_some_and(|s| s.is_conditional_check_failed_exception())
-            {
-                Error::CodeNotRedeemable
-            } else {
-                StoreError::from_sdk(e).into()
-            }
+        .map_err(|e| match e {
+            TransactError::ConditionFailed { .. } => Error::CodeNotRedeemable,
+            other => other.into(),
         })?;
-    let user_id = out
-        .attributes
+    let user_id = redeemed
         .as_ref()
-        .and_then(|new| string_attr(new, "userId"))
+        .and_then(|new| string_attr(new, USER_ID))
         .ok_or_else(|| internal("redeemed transfer code had no userId"))?;
     Ok(user_id)
 }
@@ -361,8 +287,8 @@ pub async fn redeemable_transfer_code_user(
         return Ok(None);
     };
     let redeemable = u64_attr(&current, EXPIRES_AT).is_some_and(|e| e > now)
-        && !current.contains_key("redeemedBy");
-    Ok(string_attr(&current, "userId").filter(|_| redeemable))
+        && !current.contains_key(REDEEMED_BY);
+    Ok(string_attr(&current, USER_ID).filter(|_| redeemable))
 }
 
 /// Redeems `code` with `record` in the same TransactWriteItems (the same conditional update as
@@ -373,16 +299,13 @@ pub async fn redeem_transfer_code_recorded(
     now: u64,
     record: TransactWriteItem,
 ) -> Result<(), Error> {
-    let update = redeem_update(db, code, now)?;
-    let request = db
-        .client
-        .transact_write_items()
-        .transact_items(TransactWriteItem::builder().update(update).build())
-        .transact_items(record);
-    transact(request).await.map_err(|e| match e {
-        e if e.failed_at(0) => Error::CodeNotRedeemable,
-        other => other.into(),
-    })
+    let update = redeem_update(db, code, now).action()?;
+    db.transact_items(vec![update, record])
+        .await
+        .map_err(|e| match e {
+            e if e.failed_at(0) => Error::CodeNotRedeemable,
+            other => other.into(),
+        })
 }
 
 /// Stores `token` for `service`, replacing any previous one: one PutItem, at `updated_ms`.

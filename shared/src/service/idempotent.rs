@@ -82,22 +82,12 @@ pub async fn put_new(
     let Some(recorder) = recorder else {
         return Ok(crate::store::client::query::put_if_absent(db, item).await?);
     };
-    let put = aws_sdk_dynamodb::types::Put::builder()
-        .table_name(&*db.table)
-        .set_item(Some(item))
-        .condition_expression("attribute_not_exists(PK)")
-        .build()
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let request = db
-        .client
-        .transact_write_items()
-        .transact_items(
-            aws_sdk_dynamodb::types::TransactWriteItem::builder()
-                .put(put)
-                .build(),
-        )
-        .transact_items(recorder.record(status, body)?);
-    match crate::store::client::transact::transact(request).await {
+    let put = db
+        .put_item(item)
+        .when(crate::store::client::expr::absent())
+        .action()?;
+    let record = recorder.record(status, body)?;
+    match db.transact_items(vec![put, record]).await {
         Ok(()) => Ok(true),
         Err(e) if e.failed_at(0) => Ok(false),
         Err(e) => Err(e.into()),

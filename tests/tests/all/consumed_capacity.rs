@@ -100,7 +100,7 @@ async fn the_request_meter_sums_exactly_the_units_dynamodb_reports() {
     let tenant = TenantId::parse(&metered).unwrap();
     let db = h.app.db(&tenant).await.unwrap();
     let (_, meta) =
-        with_request_meta(three_operations(&db.client, &h.table, &metered, false)).await;
+        with_request_meta(three_operations(db.sdk_client(), &h.table, &metered, false)).await;
 
     // THEN the request's meter holds exactly their sum: reads from the query, writes from the rest
     assert_eq!(meta.read_capacity_units(), query);

@@ -125,7 +125,7 @@ async fn the_guard_refuses_another_tenants_key_before_anything_is_sent() {
     // WHEN a hand-built GetItem and PutItem carry tenant B's key
     // (with the SDK's own builders, not TenantDb's: the guard alone must refuse them)
     let foreign = primary_key(raw_key(&b, "SESSION#x"), raw_key(&b, "CUSTOMER#c"));
-    let (client, table) = (&db.client, &*db.table);
+    let (client, table) = (db.sdk_client(), &*db.table);
     let get = client
         .get_item()
         .table_name(table)

@@ -507,7 +507,7 @@ async fn a_request_admitted_before_writes_move_that_sends_after_goes_to_the_targ
     let pk = shared::identity::entities::PRODUCTS.key(&id, 0);
     let sk = shared::identity::entities::PRODUCT.key(&id, "p1");
     before
-        .client
+        .sdk_client()
         .update_item()
         .table_name(&*before.table)
         .key(PK, AttributeValue::S(pk.clone()))

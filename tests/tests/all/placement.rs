@@ -168,7 +168,7 @@ async fn the_guard_keeps_an_own_table_tenant_to_its_table_and_record_and_a_poole
     let own_db = h.app.db(&TenantId::parse(&own).unwrap()).await.unwrap();
     let pooled_db = h.app.db(&TenantId::parse(&pooled).unwrap()).await.unwrap();
     let get = |db: &shared::store::client::scoped::TenantDb, table: &str, pk: String| {
-        db.client
+        db.sdk_client()
             .get_item()
             .table_name(table)
             .key(PK, AttributeValue::S(pk.clone()))
@@ -187,7 +187,7 @@ async fn the_guard_keeps_an_own_table_tenant_to_its_table_and_record_and_a_poole
         .unwrap_err();
     assert!(refused(&e), "{e:?}");
     let e = own_db
-        .client
+        .sdk_client()
         .query()
         .table_name(&h.table)
         .key_condition_expression("PK = :pk")

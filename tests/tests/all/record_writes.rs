@@ -297,7 +297,7 @@ async fn a_tenant_routes_client_cannot_change_its_record_and_the_operator_paths_
     let db = h.app.db(&id).await.expect("the tenant's client");
     let record = AttributeValue::S(tenant_record_key(&id));
     let sent = db
-        .client
+        .sdk_client()
         .update_item()
         .table_name(db.record_table.as_ref())
         .key("PK", record.clone())

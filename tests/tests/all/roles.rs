@@ -671,7 +671,7 @@ async fn a_read_only_routes_client_reads_adds_to_its_counters_and_is_refused_a_w
     let before = h.items_under(&product).await;
     // WHEN it reads a product partition, adds to a usage counter, and tries to overwrite the product
     let read = db
-        .client
+        .sdk_client()
         .query()
         .table_name(db.table.as_ref())
         .key_condition_expression("PK = :pk")
@@ -679,7 +679,7 @@ async fn a_read_only_routes_client_reads_adds_to_its_counters_and_is_refused_a_w
         .send()
         .await;
     let counted = db
-        .client
+        .sdk_client()
         .update_item()
         .table_name(db.table.as_ref())
         .key(PK, AttributeValue::S(usage_counter_pk(&id, 1)))
@@ -689,7 +689,7 @@ async fn a_read_only_routes_client_reads_adds_to_its_counters_and_is_refused_a_w
         .send()
         .await;
     let written = db
-        .client
+        .sdk_client()
         .put_item()
         .table_name(db.table.as_ref())
         .item(PK, AttributeValue::S(product.clone()))

@@ -12,6 +12,7 @@ use crate::identity::cursor::Key;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{catalog_key, ItemKey, CATALOG, PK};
 use crate::store::client::error::{unless_expected, StoreError};
+use crate::store::client::expr::Expression;
 use crate::store::client::hooks::{Bag, HookResult, Intercept, Parts, RequestRef};
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
@@ -64,6 +65,67 @@ pub async fn get_item(db: &TenantDb, key: Key) -> Result<Option<Item>, StoreErro
     read(db, key, None).await
 }
 
+/// A GetItem of one item of a tenant's table, started from the scoped client ([`TenantDb::get`]).
+pub struct Get<'a> {
+    db: &'a TenantDb,
+    key: Key,
+    consistent: bool,
+    projection: Vec<String>,
+}
+
+impl TenantDb {
+    /// A read of the item at `key` (eventually consistent, whole, unless told otherwise).
+    pub fn get(&self, key: Key) -> Get<'_> {
+        Get {
+            db: self,
+            key,
+            consistent: false,
+            projection: Vec::new(),
+        }
+    }
+}
+
+impl Get<'_> {
+    /// Strongly consistent: a read that decides a write.
+    pub fn consistent(mut self) -> Self {
+        self.consistent = true;
+        self
+    }
+
+    /// Only these attributes.
+    pub fn project(mut self, names: &[&str]) -> Self {
+        self.projection = names.iter().map(|n| (*n).to_owned()).collect();
+        self
+    }
+
+    /// The item, if there is one (1 GetItem; a whole, eventually consistent read of a moving
+    /// tenant reads either table, as [`get_item`] does).
+    pub async fn item(self) -> Result<Option<Item>, StoreError> {
+        match (self.consistent, self.projection.is_empty()) {
+            (false, true) => get_item(self.db, self.key).await,
+            (true, true) => read(self.db, self.key, Some(true)).await,
+            (consistent, false) => {
+                let out = Expression::builder()
+                    .with_projection(self.projection)
+                    .build()
+                    .to_get_item_fluent_builder(self.db.client.get_item())
+                    .table_name(&*self.db.table)
+                    .set_key(Some(self.key))
+                    .consistent_read(consistent)
+                    .send()
+                    .await
+                    .map_err(StoreError::from_sdk)?;
+                Ok(out.item)
+            }
+        }
+    }
+
+    /// The item read as `T` ([`view_from_item`]), if there is one.
+    pub async fn view<T: for<'de> Deserialize<'de>>(self) -> Result<Option<T>, StoreError> {
+        self.item().await?.map(view_from_item).transpose()
+    }
+}
+
 /// The item at `key`, if there is one: one strongly consistent GetItem (a read that decides a write).
 pub async fn get_item_consistent(db: &TenantDb, key: Key) -> Result<Option<Item>, StoreError> {
     read(db, key, Some(true)).await
@@ -104,7 +166,7 @@ pub async fn put_replacing(db: &TenantDb, item: Item) -> Result<bool, StoreError
 
 /// Puts `item`, replacing any item with its key, when what it replaced does not matter.
 pub async fn put(db: &TenantDb, item: Item) -> Result<(), StoreError> {
-    let put = db.put().set_item(Some(item)).send().await;
+    let put = db.sdk_put().set_item(Some(item)).send().await;
     put.map_err(StoreError::from_sdk)?;
     Ok(())
 }

@@ -1,9 +1,10 @@
 //! The tenant-scoped DynamoDB client and its primitives: the scoped client (credentials, key guard,
-//! meter), store errors, short names for the SDK's interceptor hooks, the request meter, the
+//! meter), store errors, typed expressions, short names for the SDK's interceptor hooks, the request meter, the
 //! list-page cache, expiry-aware paging, item views, item sizes, transactions, relocating an item,
 //! pulling a moving tenant's items, the walk's partition sizes.
 
 pub mod error;
+pub mod expr;
 pub mod hooks;
 pub mod items;
 pub mod meter;
@@ -15,3 +16,4 @@ pub mod scoped;
 pub mod size;
 pub mod transact;
 pub mod walk_sizes;
+pub mod write;

@@ -8,8 +8,10 @@ use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::identity::cursor::Key;
-use crate::identity::keys::{table_key, EXPIRES_AT};
+use crate::identity::keys::{table_key, EXPIRES_AT, PK};
 use crate::store::client::error::StoreError;
+use crate::store::client::expr::{key, Expression, KeyCondition};
+use crate::store::client::scoped::TenantDb;
 
 pub type Item = std::collections::HashMap<String, AttributeValue>;
 
@@ -18,6 +20,117 @@ pub type Item = std::collections::HashMap<String, AttributeValue>;
 pub const MAX_ROUNDS: u32 = 8;
 /// The largest `Limit` of one round (DynamoDB's 1 MB page bound comes first for large items).
 pub const MAX_ROUND_ITEMS: u32 = 1000;
+
+/// A Query of a tenant's table: its key condition typed, its index, order, consistency and projection
+/// chosen here; it is sent by the paging below ([`Query::page`], [`Query::live_page`],
+/// [`Query::first_live`], [`Query::all`]). Started from the scoped client ([`TenantDb::query`]).
+#[derive(Clone)]
+pub struct Query {
+    sdk: QueryFluentBuilder,
+    key: Option<KeyCondition>,
+    projection: Vec<String>,
+}
+
+impl TenantDb {
+    /// A Query of this tenant's table under `key`.
+    pub fn query(&self, key: KeyCondition) -> Query {
+        Query {
+            sdk: self.sdk_query(),
+            key: Some(key),
+            projection: Vec::new(),
+        }
+    }
+
+    /// A Query of the whole table partition `pk`.
+    pub fn query_partition(&self, pk: &str) -> Query {
+        self.query(key(PK).equal(pk))
+    }
+}
+
+impl Query {
+    /// A Query `store` built on the SDK's builder itself (its key condition set).
+    pub(crate) fn sdk_built(sdk: QueryFluentBuilder) -> Self {
+        Self {
+            sdk,
+            key: None,
+            projection: Vec::new(),
+        }
+    }
+
+    /// On global secondary index `index` (its key condition names the index's keys).
+    pub fn on_index(mut self, index: &str) -> Self {
+        self.sdk = self.sdk.index_name(index);
+        self
+    }
+
+    /// Newest (highest sort key) first.
+    pub fn descending(mut self) -> Self {
+        self.sdk = self.sdk.scan_index_forward(false);
+        self
+    }
+
+    /// Strongly consistent (the table only).
+    pub fn consistent(mut self) -> Self {
+        self.sdk = self.sdk.consistent_read(true);
+        self
+    }
+
+    /// Only these attributes of each item.
+    pub fn project(mut self, names: &[&str]) -> Self {
+        self.projection = names.iter().map(|n| (*n).to_owned()).collect();
+        self
+    }
+
+    /// The SDK's request: the key condition and projection assembled into one [`Expression`].
+    fn sdk(self) -> QueryFluentBuilder {
+        let Some(key) = self.key else {
+            return self.sdk;
+        };
+        let mut expression = Expression::builder().with_key_condition(key);
+        if !self.projection.is_empty() {
+            expression = expression.with_projection(self.projection);
+        }
+        expression.build().to_query_fluent_builder(self.sdk)
+    }
+
+    /// One request's page: at most `limit` items from `start`.
+    pub async fn page(self, limit: u32, start: Option<Key>) -> Result<Page, StoreError> {
+        let out = self
+            .sdk()
+            .limit(limit as i32)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(StoreError::from_sdk)?;
+        Ok(Page {
+            items: out.items.unwrap_or_default(),
+            next: out.last_evaluated_key.filter(|k| !k.is_empty()),
+            requests: 1,
+        })
+    }
+
+    /// [`live_page`] of this Query.
+    pub async fn live_page(
+        self,
+        want: u32,
+        start: Option<Key>,
+        now_seconds: u64,
+    ) -> Result<Page, StoreError> {
+        live_page(self.sdk(), want, start, now_seconds).await
+    }
+
+    /// [`first_live`] of this Query.
+    pub async fn first_live(self, now_seconds: u64) -> Result<Option<Item>, StoreError> {
+        first_live(self.sdk(), now_seconds).await
+    }
+
+    /// Every item this Query matches, following `LastEvaluatedKey` to the end (small, bounded
+    /// collections: a session with its children, an order with its lines).
+    pub async fn all(self) -> Result<Vec<Item>, StoreError> {
+        let items = self.sdk().into_paginator().items().send();
+        items.try_collect().await.map_err(StoreError::from_sdk)
+    }
+}
 
 pub struct Page {
     pub items: Vec<Item>,
@@ -35,7 +148,7 @@ pub struct Page {
 /// [`MAX_ROUND_ITEMS`]; a round that brings more live items than needed is cut, and the cursor is then
 /// the last item kept, so nothing is skipped. When the budget runs out first, the page is short and
 /// its cursor is where evaluation stopped: the one case where a page may be short before the end.
-pub async fn live_page(
+async fn live_page(
     query: QueryFluentBuilder,
     want: u32,
     start: Option<Key>,
@@ -101,7 +214,7 @@ pub async fn live_page(
 /// The first live item `query` finds, if any: a single-item read through a Query (one request in the
 /// common case). When the budget of [`live_page`] runs out before a live item or the end, the answer
 /// is unknown: 503, never a false 404.
-pub async fn first_live(
+async fn first_live(
     query: QueryFluentBuilder,
     now_seconds: u64,
 ) -> Result<Option<Item>, StoreError> {
@@ -113,13 +226,6 @@ pub async fn first_live(
             "Too many expired items to skip in one request; retry later.".into(),
         )),
     }
-}
-
-/// Every item `query` matches, following `LastEvaluatedKey` to the end (small, bounded collections:
-/// a session with its children, an order with its lines).
-pub async fn all_pages(query: QueryFluentBuilder) -> Result<Vec<Item>, StoreError> {
-    let items = query.into_paginator().items().send();
-    items.try_collect().await.map_err(StoreError::from_sdk)
 }
 
 /// A string attribute of an item.

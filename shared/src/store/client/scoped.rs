@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::operation::get_item::builders::GetItemFluentBuilder;
 use aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+use aws_sdk_dynamodb::types::TransactWriteItem;
 
 use crate::identity::clock::Clock;
 use crate::identity::ids::TenantId;
@@ -35,7 +35,7 @@ pub const PULLING_ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::fr
 /// A DynamoDB client that can only touch one tenant's keys, plus what requests need to address it.
 #[derive(Debug, Clone)]
 pub struct TenantDb {
-    pub client: aws_sdk_dynamodb::Client,
+    pub(crate) client: aws_sdk_dynamodb::Client,
     pub tenant: TenantId,
     /// The table of the tenant's items: the pool, or its own table (its placement).
     pub table: Arc<str>,
@@ -59,7 +59,7 @@ pub struct TenantDb {
 macro_rules! item_request {
     ($(#[$doc:meta])* $name:ident, $operation:ident, $builder:ty) => {
         $(#[$doc])*
-        pub fn $name(&self, pk: impl Into<String>, sk: impl Into<String>) -> $builder {
+        pub(crate) fn $name(&self, pk: impl Into<String>, sk: impl Into<String>) -> $builder {
             let key = ItemKey { pk: pk.into(), sk: sk.into() };
             self.client.$operation().table_name(&*self.table).set_key(Some(key.to_key()))
         }
@@ -67,9 +67,33 @@ macro_rules! item_request {
 }
 
 impl TenantDb {
-    /// A Query on this tenant's table; the key condition is still to set.
-    pub fn query(&self) -> QueryFluentBuilder {
+    /// The SDK's Query on this tenant's table, for `store`'s own requests; the key condition is
+    /// still to set. Everyone else starts from [`TenantDb::query`].
+    pub(crate) fn sdk_query(&self) -> QueryFluentBuilder {
         self.client.query().table_name(&*self.table)
+    }
+
+    /// The SDK client under this scoped client, its guard and meter included: for the tests that
+    /// send what a compromised handler could (the guard must refuse it) and the benchmark's floor.
+    /// Production code never holds it (`shared/tests/layers.rs` fails on a use outside `store`).
+    pub fn sdk_client(&self) -> &aws_sdk_dynamodb::Client {
+        &self.client
+    }
+
+    /// `tenant`'s items in `table` read through `client` as it is: an operator's tool on the
+    /// operator's own credentials (`pooltable tenants usage`), where IAM, not a guard, bounds it.
+    pub fn on_client(client: aws_sdk_dynamodb::Client, tenant: TenantId, table: &str) -> TenantDb {
+        TenantDb {
+            client,
+            tenant,
+            table: Arc::from(table),
+            record_table: Arc::from(table),
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            pages: None,
+            walk_sizes: None,
+            puller: None,
+            own_table_manager: None,
+        }
     }
 
     /// The client that changes and deletes this tenant's own table: an operator path's session's
@@ -102,15 +126,15 @@ impl TenantDb {
 
     item_request!(
         /// A GetItem of the item at `pk`, `sk` on this tenant's table.
-        get_at, get_item, GetItemFluentBuilder
+        sdk_get_at, get_item, GetItemFluentBuilder
     );
     item_request!(
         /// An UpdateItem of the item at `pk`, `sk` on this tenant's table; what it sets is the caller's.
-        update_at, update_item, UpdateItemFluentBuilder
+        sdk_update_at, update_item, UpdateItemFluentBuilder
     );
     item_request!(
         /// A DeleteItem of the item at `pk`, `sk` on this tenant's table.
-        delete_at, delete_item, DeleteItemFluentBuilder
+        sdk_delete_at, delete_item, DeleteItemFluentBuilder
     );
 
     /// Sends `actions` as one transaction on this client ([`transact`]: conflicts retried, the
@@ -127,16 +151,9 @@ impl TenantDb {
         .await
     }
 
-    /// A PutItem on this tenant's table; the item is still to give.
-    pub fn put(&self) -> PutItemFluentBuilder {
+    /// The SDK's PutItem on this tenant's table, for `store`'s own requests; the item is still to give.
+    pub(crate) fn sdk_put(&self) -> PutItemFluentBuilder {
         self.client.put_item().table_name(&*self.table)
-    }
-
-    /// A Query of the whole table partition `pk`.
-    pub fn query_partition(&self, pk: &str) -> QueryFluentBuilder {
-        self.query()
-            .key_condition_expression("PK = :pk")
-            .expression_attribute_values(":pk", AttributeValue::S(pk.to_owned()))
     }
 }
 

@@ -47,7 +47,7 @@ impl Copy<'_> {
 pub async fn copy_sent(db: &TenantDb, copy: Copy<'_>) -> Result<bool, StoreError> {
     let (pk, sk) = copy.key(&db.tenant);
     let out = db
-        .get_at(pk, sk)
+        .sdk_get_at(pk, sk)
         .consistent_read(true)
         .send()
         .await

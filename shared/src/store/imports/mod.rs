@@ -195,7 +195,7 @@ fn record_update(
     created_at_ms: u64,
 ) -> UpdateItemFluentBuilder {
     let pk = import_key(tenant, import);
-    db.update_at(pk.clone(), pk)
+    db.sdk_update_at(pk.clone(), pk)
         .condition_expression("#created = :created")
         .expression_attribute_names("#created", CREATED_AT_MS)
         .expression_attribute_values(":created", AttributeValue::N(created_at_ms.to_string()))

@@ -17,7 +17,7 @@ pub(super) const OPEN_IMPORTS: &str = "openImports";
 /// An UpdateItem of the tenant's sealing item; what it changes is the caller's.
 fn sealing_update(db: &TenantDb, tenant: &TenantId) -> UpdateItemFluentBuilder {
     let sealing = import_sealing_key(tenant);
-    db.update_at(sealing.clone(), sealing)
+    db.sdk_update_at(sealing.clone(), sealing)
 }
 
 /// Counts `import` among the tenant's open imports, on its sealing item (which

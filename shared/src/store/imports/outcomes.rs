@@ -39,7 +39,7 @@ pub async fn outcomes_between(
 ) -> Result<std::collections::HashSet<u32>, StoreError> {
     let prefix = import_item_sk_prefix(tenant, import);
     let query = db
-        .query()
+        .sdk_query()
         .key_condition_expression("#pk = :pk AND #sk BETWEEN :first AND :last")
         .expression_attribute_names("#pk", PK)
         .expression_attribute_names("#sk", SK)
@@ -55,7 +55,7 @@ pub async fn outcomes_between(
         .projection_expression("#sk, #exp")
         .expression_attribute_names("#exp", EXPIRES_AT)
         .consistent_read(true);
-    let markers = crate::store::client::query::all_pages(query).await?;
+    let markers = crate::store::client::query::Query::sdk_built(query).all().await?;
     let live = markers
         .iter()
         .filter(|item| crate::store::client::query::is_live(item, now_seconds));

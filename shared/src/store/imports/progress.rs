@@ -25,7 +25,7 @@ pub(super) async fn read_import(
     };
     let mut outcomes = std::collections::HashMap::new();
     let query = db
-        .query()
+        .sdk_query()
         .key_condition_expression("PK = :pk AND begins_with(SK, :items)")
         .expression_attribute_values(":pk", AttributeValue::S(pk.clone()))
         .expression_attribute_values(
@@ -37,7 +37,7 @@ pub(super) async fn read_import(
         .expression_attribute_names("#reason", REASON)
         .expression_attribute_names("#exp", EXPIRES_AT)
         .consistent_read(true);
-    for marker in &crate::store::client::query::all_pages(query).await? {
+    for marker in &crate::store::client::query::Query::sdk_built(query).all().await? {
         // A marker of an expired import of this id, not yet removed by TTL, is not this one's.
         if !crate::store::client::query::is_live(marker, now_seconds) {
             continue;

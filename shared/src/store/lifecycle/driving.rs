@@ -54,7 +54,7 @@ pub async fn unlist(
     listed_at_ms: u64,
 ) -> Result<bool, StoreError> {
     let out = platform_db
-        .delete_at(lifecycle_drive_pk(), lifecycle_drive_sk(tenant))
+        .sdk_delete_at(lifecycle_drive_pk(), lifecycle_drive_sk(tenant))
         .condition_expression("#listed = :read")
         .expression_attribute_names("#listed", LISTED_AT_MS)
         .expression_attribute_values(":read", AttributeValue::N(listed_at_ms.to_string()))
@@ -82,9 +82,9 @@ pub struct Listed {
 pub async fn listed(platform_db: &TenantDb) -> Result<Vec<Listed>, StoreError> {
     let query = platform_db
         .query_partition(&lifecycle_drive_pk())
-        .consistent_read(true);
+        .consistent();
     let mut tenants = Vec::new();
-    for item in crate::store::client::query::all_pages(query).await? {
+    for item in query.all().await? {
         if let Some(AttributeValue::S(raw)) = item.get("drivenTenantId") {
             let at = |name| crate::store::client::query::u64_attr(&item, name).unwrap_or(0);
             match TenantId::parse(raw) {
@@ -115,7 +115,7 @@ pub async fn note_driven(
     now_ms: u64,
 ) -> Result<(), StoreError> {
     let out = platform_db
-        .update_at(lifecycle_drive_pk(), lifecycle_drive_sk(&entry.tenant))
+        .sdk_update_at(lifecycle_drive_pk(), lifecycle_drive_sk(&entry.tenant))
         .update_expression("SET #driven = :now")
         .condition_expression("#listed = :read")
         .expression_attribute_names("#driven", DRIVEN_AT_MS)
@@ -155,7 +155,7 @@ impl DueImport {
 pub async fn list_import(platform_db: &TenantDb, due: &DueImport) -> Result<(), StoreError> {
     let (pk, sk) = due.key();
     platform_db
-        .update_at(pk, sk)
+        .sdk_update_at(pk, sk)
         .update_expression("SET #kind = :kind, #tenant = :tenant, #created = :created")
         .expression_attribute_names("#kind", "kind")
         .expression_attribute_names("#tenant", "tenantId")
@@ -173,7 +173,7 @@ pub async fn list_import(platform_db: &TenantDb, due: &DueImport) -> Result<(), 
 pub async fn unlist_import(platform_db: &TenantDb, due: &DueImport) -> Result<(), StoreError> {
     let (pk, sk) = due.key();
     platform_db
-        .delete_at(pk, sk)
+        .sdk_delete_at(pk, sk)
         .send()
         .await
         .map_err(StoreError::from_sdk)?;
@@ -190,7 +190,7 @@ pub async fn imports_due(
     let mut due = Vec::new();
     for shard in 0..IMPORT_DUE_SHARDS {
         let out = platform_db
-            .query()
+            .sdk_query()
             .key_condition_expression("#pk = :pk AND #sk < :before")
             .expression_attribute_names("#pk", PK)
             .expression_attribute_names("#sk", SK)

@@ -24,7 +24,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::identity::keys::{control_request_sk, control_requests_pk, EXPIRES_AT, PK, SK};
 use crate::store::client::error::{written_unless_condition_failed, StoreError};
-use crate::store::client::query::all_pages;
+use crate::store::client::expr::key;
 use crate::store::client::query::{string_attr, u64_attr, Item};
 use crate::store::client::scoped::TenantDb;
 
@@ -154,7 +154,7 @@ pub async fn claim(
 
 /// An UpdateItem of the entry of `key`; what it changes, and on what condition, is the caller's.
 fn entry_update(platform_db: &TenantDb, key: &str) -> UpdateItemFluentBuilder {
-    platform_db.update_at(control_requests_pk(), control_request_sk(key))
+    platform_db.sdk_update_at(control_requests_pk(), control_request_sk(key))
 }
 
 /// An UpdateItem of the entry of `key` on `condition`, which compares the claim's time (`#at`) with
@@ -173,7 +173,7 @@ fn claim_update(
 
 async fn read(platform_db: &TenantDb, key: &str) -> Result<Option<Item>, StoreError> {
     Ok(platform_db
-        .get_at(control_requests_pk(), control_request_sk(key))
+        .sdk_get_at(control_requests_pk(), control_request_sk(key))
         .consistent_read(true)
         .send()
         .await
@@ -306,7 +306,7 @@ pub async fn defer(
     event: &str,
 ) -> Result<bool, StoreError> {
     platform_db
-        .put()
+        .sdk_put()
         .item(PK, AttributeValue::S(control_requests_pk()))
         .item(
             SK,
@@ -330,7 +330,7 @@ pub async fn defer(
         .await
         .map_err(StoreError::from_sdk)?;
     let release = platform_db
-        .delete_at(control_requests_pk(), control_request_sk(request.key))
+        .sdk_delete_at(control_requests_pk(), control_request_sk(request.key))
         .condition_expression("#at = :mine AND #state <> :answered")
         .expression_attribute_names("#at", CLAIMED_AT_MS)
         .expression_attribute_names("#state", STATE)
@@ -347,15 +347,15 @@ pub async fn deferred_of(
     tenant: &str,
 ) -> Result<Vec<Deferred>, StoreError> {
     let prefix = control_request_sk(&deferred_key(tenant, ""));
-    let items = all_pages(
-        platform_db
-            .query()
-            .consistent_read(true)
-            .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
-            .expression_attribute_values(":pk", AttributeValue::S(control_requests_pk()))
-            .expression_attribute_values(":prefix", AttributeValue::S(prefix.clone())),
-    )
-    .await?;
+    let items = platform_db
+        .query(
+            key(PK)
+                .equal(control_requests_pk())
+                .and(key(SK).begins_with(prefix.as_str())),
+        )
+        .consistent()
+        .all()
+        .await?;
     Ok(items
         .iter()
         .filter_map(|item| {
@@ -371,7 +371,7 @@ pub async fn deferred_of(
 /// Drops `tenant`'s deferred request `key`, once it was acted on.
 pub async fn undefer(platform_db: &TenantDb, tenant: &str, key: &str) -> Result<(), StoreError> {
     platform_db
-        .delete_at(
+        .sdk_delete_at(
             control_requests_pk(),
             control_request_sk(&deferred_key(tenant, key)),
         )

@@ -196,7 +196,7 @@ pub async fn write(
     counts: Pending,
 ) -> Result<(), WriteError> {
     let t = &db.tenant;
-    db.update_at(counter_pk(t, shard), counter_sk(t, date, route, shard))
+    db.sdk_update_at(counter_pk(t, shard), counter_sk(t, date, route, shard))
         .update_expression(
             "ADD calls :calls, readMilliUnits :r, writeMilliUnits :w, throttles :th, #limited :lim \
              SET #date = :date, #route = :route, #exp = if_not_exists(#exp, :exp)",

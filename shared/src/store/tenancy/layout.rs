@@ -17,10 +17,11 @@
 //! A container that has not yet read the migration writes as in a stable layout: only in the first
 //! 60 s, when nothing can be on a new shard yet.
 
-use aws_sdk_dynamodb::types::{ConditionCheck, Delete, TransactWriteItem};
+use aws_sdk_dynamodb::types::{Delete, TransactWriteItem};
 
 use crate::identity::cursor::Key;
 use crate::store::client::error::StoreError;
+use crate::store::client::expr::{self, attr, either, num, Condition};
 use crate::store::client::items::{delete_existing, get_item, get_item_consistent, put_replacing};
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
@@ -157,8 +158,16 @@ pub const UPDATED_AT_MS: &str = "updatedAtMs";
 
 /// The condition that a stored item was not written after `:written_at` (`#updated_ms` naming
 /// [`UPDATED_AT_MS`]): an item without it was written before writes carried it, so earlier. A write
-/// in the same millisecond counts as earlier.
-pub const NOT_LATER: &str = "(attribute_not_exists(#updated_ms) OR #updated_ms <= :written_at)";
+/// in the same millisecond counts as earlier. [`not_later`] is the same, typed.
+const NOT_LATER: &str = "(attribute_not_exists(#updated_ms) OR #updated_ms <= :written_at)";
+
+/// The condition that a stored item was not written after `written_at` (epoch ms), as [`NOT_LATER`].
+pub fn not_later(written_at: u64) -> Condition {
+    either(
+        attr(UPDATED_AT_MS).attribute_not_exists(),
+        attr(UPDATED_AT_MS).less_than_or_equal(num(written_at)),
+    )
+}
 
 /// What [`put_along`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,21 +306,12 @@ fn delete_other_copy(
     other: &Key,
     written_at: Option<u64>,
 ) -> Result<TransactWriteItem, StoreError> {
-    let delete = Delete::builder()
-        .table_name(&*db.table)
-        .set_key(Some(other.clone()));
-    let delete = match written_at {
-        None => delete.condition_expression(exists(true)),
-        Some(at) => delete
-            .condition_expression(format!("{} AND {NOT_LATER}", exists(true)))
-            .expression_attribute_names("#updated_ms", UPDATED_AT_MS)
-            .expression_attribute_values(
-                ":written_at",
-                aws_sdk_dynamodb::types::AttributeValue::N(at.to_string()),
-            ),
+    let delete = db.delete_item(other.clone()).when(expr::exists());
+    match written_at {
+        None => delete,
+        Some(at) => delete.when(not_later(at)),
     }
-    .build()?;
-    Ok(TransactWriteItem::builder().delete(delete).build())
+    .action()
 }
 
 /// The put's condition: that an item is (`Some(true)`) or is not there, as read; and with
@@ -449,12 +449,7 @@ fn moved(layout: Layout) -> bool {
 
 /// A ConditionCheck that no item is at `key`.
 pub fn absent(db: &TenantDb, key: &Key) -> Result<TransactWriteItem, StoreError> {
-    let check = ConditionCheck::builder()
-        .table_name(&*db.table)
-        .set_key(Some(key.clone()))
-        .condition_expression(exists(false))
-        .build()?;
-    Ok(TransactWriteItem::builder().condition_check(check).build())
+    db.check_item(key.clone(), expr::absent()).action()
 }
 
 /// The condition that an item is (`true`) or is not there.

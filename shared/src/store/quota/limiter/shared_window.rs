@@ -414,7 +414,7 @@ async fn record_carried(
 /// An UpdateItem of window `shard` of `second`: the caller says what it sets.
 fn window_update(db: &TenantDb, shard: u32, second: u64) -> UpdateItemFluentBuilder {
     let t = &db.tenant;
-    db.update_at(window_pk(t, shard), window_sk(t, second, shard))
+    db.sdk_update_at(window_pk(t, shard), window_sk(t, second, shard))
 }
 
 /// Sends `update` (a [`RateLimiter::window_add`]) with the debt this container assumed, if any, set
