@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use aws_sdk_dynamodb::types::AttributeValue;
 use integration::routes::params;
 use integration::{event, onboard_at_max_limits as onboard, unique, Auth, Harness};
 use serde_json::{json, Value};
@@ -35,7 +35,7 @@ pub(crate) async fn seed_products_with(
     document: impl Fn(usize) -> AttributeValue,
 ) {
     let t = TenantId::parse(tenant).unwrap();
-    let mut batch = Vec::new();
+    let mut items = Vec::with_capacity(count);
     for i in 0..count {
         let id = EntityId::parse(&format!("p-{i:05}")).unwrap();
         let item: HashMap<String, AttributeValue> = HashMap::from([
@@ -60,28 +60,11 @@ pub(crate) async fn seed_products_with(
                 AttributeValue::S("2026-11-21T00:00:00Z".into()),
             ),
         ]);
-        batch.push(
-            WriteRequest::builder()
-                .put_request(PutRequest::builder().set_item(Some(item)).build().unwrap())
-                .build(),
-        );
-        if batch.len() == 25 || i + 1 == count {
-            let mut pending = std::mem::take(&mut batch);
-            while !pending.is_empty() {
-                let out = h
-                    .admin
-                    .batch_write_item()
-                    .request_items(&h.table, pending)
-                    .send()
-                    .await
-                    .expect("seed");
-                pending = out
-                    .unprocessed_items
-                    .and_then(|mut m| m.remove(&h.table))
-                    .unwrap_or_default();
-            }
-        }
+        items.push(item);
     }
+    shared::store::operator::put_all(&h.admin, &h.table, &items)
+        .await
+        .expect("seed");
 }
 
 /// What figures 1–5 read, created once and shared by both passes.

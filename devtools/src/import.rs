@@ -2,20 +2,12 @@
 //! `{"Item": …}` per line in DynamoDB JSON) into a table, with the caller's (admin) credentials.
 //!
 //! Every line is parsed and checked before anything is written: a bad line is named and nothing is
-//! loaded. Items are written with BatchWriteItem, 25 at a time; unprocessed items are sent again with
-//! backoff. An item that already exists is replaced, so an import can be run again after a failure.
+//! loaded. Items are written with BatchWriteItem, 25 at a time, unprocessed items sent again with
+//! backoff (`shared::store::operator::put_all`). An item that already exists is replaced, so an import can be run again after a failure.
 
-use std::time::Duration;
-
-use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 use shared::identity::keys::{PK, SK};
 use shared::store::client::query::Item;
 use shared::store::lifecycle::tenant_items::item_from_json;
-
-/// BatchWriteItem's limit.
-const BATCH: usize = 25;
-/// Sends of one batch's unprocessed items before the import gives up.
-const ATTEMPTS: u32 = 8;
 
 /// Parses an export: every non-blank line must be `{"Item": {…}}` with string keys `PK` and `SK`.
 pub fn parse_export(text: &str) -> Result<Vec<Item>, String> {
@@ -69,48 +61,10 @@ pub async fn import(
     items: Vec<Item>,
 ) -> Result<usize, String> {
     let items = last_per_key(items);
-    let total = items.len();
-    for chunk in items.chunks(BATCH) {
-        let mut pending: Vec<WriteRequest> = chunk
-            .iter()
-            .map(|item| {
-                PutRequest::builder()
-                    .set_item(Some(item.clone()))
-                    .build()
-                    .map(|put| WriteRequest::builder().put_request(put).build())
-                    .map_err(|e| e.to_string())
-            })
-            .collect::<Result<_, _>>()?;
-        let mut attempt = 0;
-        while !pending.is_empty() {
-            attempt += 1;
-            if attempt > ATTEMPTS {
-                return Err(format!(
-                    "{} items still unprocessed after {ATTEMPTS} attempts",
-                    pending.len()
-                ));
-            }
-            let out = client
-                .batch_write_item()
-                .request_items(table, pending)
-                .send()
-                .await
-                .map_err(|e| {
-                    format!(
-                        "BatchWriteItem: {}",
-                        aws_sdk_dynamodb::error::DisplayErrorContext(e)
-                    )
-                })?;
-            pending = out
-                .unprocessed_items
-                .and_then(|mut u| u.remove(table))
-                .unwrap_or_default();
-            if !pending.is_empty() {
-                tokio::time::sleep(Duration::from_millis(50 << attempt.min(6))).await;
-            }
-        }
-    }
-    Ok(total)
+    shared::store::operator::put_all(client, table, &items)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(items.len())
 }
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! Tooling for the local stack and the tests. The table is always created from `template.yaml`'s
 //! `AWS::DynamoDB::Table` resource, so local tables cannot drift from what is deployed.
 
-pub mod backfill;
 pub mod cli;
 pub mod generate;
 pub mod import;

@@ -162,9 +162,9 @@ pub async fn create_table(name: &str) -> Result<String, Failure> {
 }
 
 pub async fn backfill_catalog(table: &str) -> Result<String, Failure> {
-    let done = crate::backfill::backfill(&table_client().await, table)
+    let done = shared::store::operator::backfill_catalog(&table_client().await, table)
         .await
-        .map_err(Failure::unavailable)?;
+        .map_err(|e| Failure::unavailable(e.to_string()))?;
     Ok(format!(
         "scanned {} items; gave {} their catalog entry",
         done.scanned, done.enlisted

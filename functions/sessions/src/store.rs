@@ -4,8 +4,8 @@
 use lambda_http::http::StatusCode;
 use shared::identity::ids::{EntityId, SessionId, TenantId};
 use shared::identity::keys::{
-    child_sk, customer_sk, primary_key, customer_sk_prefix, parse_customer_sk, session_collection_sk_prefix,
-    session_pk, Key, EXPIRES_AT, GSI1, PK, SK,
+    child_sk, customer_sk, customer_sk_prefix, parse_customer_sk, primary_key,
+    session_collection_sk_prefix, session_pk, Key, EXPIRES_AT, GSI1, PK, SK,
 };
 use shared::service::idempotent::{self, Recorder};
 use shared::store::client::error::StoreError;

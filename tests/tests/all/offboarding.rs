@@ -450,14 +450,14 @@ async fn items_written_before_the_catalog_existed_are_found_once_backfilled() {
     assert_eq!(before.len(), raw.len() - 1);
     assert!(!before.contains(&token));
     // WHEN the catalog is backfilled, THEN the export holds every item again
-    let done = devtools::backfill::backfill(&h.admin, &h.table)
+    let done = shared::store::operator::backfill_catalog(&h.admin, &h.table)
         .await
         .unwrap();
     assert_eq!(done.enlisted, 1);
     let lines = export_lines(&h, &t, "100").await.lines;
     assert_eq!(exported_pks(lines).len(), raw.len());
     // AND a second run has nothing to do
-    let again = devtools::backfill::backfill(&h.admin, &h.table)
+    let again = shared::store::operator::backfill_catalog(&h.admin, &h.table)
         .await
         .unwrap();
     assert_eq!(again.enlisted, 0);

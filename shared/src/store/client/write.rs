@@ -21,12 +21,12 @@ use crate::store::client::transact::TransactError;
 macro_rules! refusal {
     ($err:expr, $module:ident :: $kind:ident) => {
         match $err.as_service_error() {
-            Some(aws_sdk_dynamodb::operation::$module::$kind::ConditionalCheckFailedException(c)) => {
-                TransactError::ConditionFailed {
-                    index: 0,
-                    item: c.item().cloned(),
-                }
-            }
+            Some(aws_sdk_dynamodb::operation::$module::$kind::ConditionalCheckFailedException(
+                c,
+            )) => TransactError::ConditionFailed {
+                index: 0,
+                item: c.item().cloned(),
+            },
             _ => StoreError::from_sdk($err).into(),
         }
     };

@@ -55,7 +55,9 @@ pub async fn outcomes_between(
         .projection_expression("#sk, #exp")
         .expression_attribute_names("#exp", EXPIRES_AT)
         .consistent_read(true);
-    let markers = crate::store::client::query::Query::sdk_built(query).all().await?;
+    let markers = crate::store::client::query::Query::sdk_built(query)
+        .all()
+        .await?;
     let live = markers
         .iter()
         .filter(|item| crate::store::client::query::is_live(item, now_seconds));

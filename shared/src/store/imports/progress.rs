@@ -37,7 +37,10 @@ pub(super) async fn read_import(
         .expression_attribute_names("#reason", REASON)
         .expression_attribute_names("#exp", EXPIRES_AT)
         .consistent_read(true);
-    for marker in &crate::store::client::query::Query::sdk_built(query).all().await? {
+    for marker in &crate::store::client::query::Query::sdk_built(query)
+        .all()
+        .await?
+    {
         // A marker of an expired import of this id, not yet removed by TTL, is not this one's.
         if !crate::store::client::query::is_live(marker, now_seconds) {
             continue;

@@ -1,4 +1,4 @@
-//! `pooltable backfill-catalog`: gives every item of an id-named partition its catalog entry
+//! The catalog backfill (`pooltable backfill-catalog`): gives every item of an id-named partition its catalog entry
 //! (`shared::identity::keys::catalog_key`), for items written before the catalog index existed.
 //! Run once after deploying functions that write the entry, before offboarding or exporting a
 //! tenant: the tenant walk finds id-named partitions only through the catalog.
@@ -7,9 +7,11 @@
 //! conditioned on the item still existing and having no entry, so it never creates an item and can
 //! run while the functions serve, and again.
 
-use aws_sdk_dynamodb::types::AttributeValue;
-use shared::identity::ids::TenantId;
-use shared::identity::keys::{catalog_key, CATALOG, PK, SK};
+use crate::identity::ids::TenantId;
+use crate::identity::keys::{catalog_key, primary_key, CATALOG, PK, SK};
+use crate::store::client::error::StoreError;
+use crate::store::client::expr::{attr, exists, Expression};
+use crate::store::client::query::{string_attr, Item};
 
 /// What a backfill did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -20,47 +22,43 @@ pub struct Backfilled {
 }
 
 /// The catalog entry `item` lacks, if any: items of a tenant's id-named partitions only.
-fn missing_entry(item: &shared::store::client::query::Item) -> Option<String> {
+fn missing_entry(item: &Item) -> Option<String> {
     if item.contains_key(CATALOG) {
         return None;
     }
     let pk = item.get(PK)?.as_s().ok()?;
-    let tenant = shared::identity::keys::tenant_segment(pk)?;
+    let tenant = crate::identity::keys::tenant_segment(pk)?;
     catalog_key(&TenantId::parse(tenant).ok()?, pk)
 }
 
 /// Scans `table` and adds the missing catalog entries.
-pub async fn backfill(
+pub async fn backfill_catalog(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
-) -> Result<Backfilled, String> {
+) -> Result<Backfilled, StoreError> {
     let mut done = Backfilled::default();
-    let mut items = client
-        .scan()
-        .table_name(table)
-        .projection_expression("#pk, #sk, #catalog")
-        .expression_attribute_names("#pk", PK)
-        .expression_attribute_names("#sk", SK)
-        .expression_attribute_names("#catalog", CATALOG)
-        .into_paginator()
-        .items()
-        .send();
+    let scan = Expression::builder()
+        .with_projection([PK, SK, CATALOG])
+        .build()
+        .to_scan_fluent_builder(client.scan().table_name(table));
+    let mut items = scan.into_paginator().items().send();
     while let Some(item) = items.next().await {
-        let item =
-            item.map_err(|e| format!("Scan: {}", aws_sdk_dynamodb::error::DisplayErrorContext(e)))?;
+        let item = item.map_err(StoreError::from_sdk)?;
         done.scanned += 1;
-        let Some(entry) = missing_entry(&item) else {
+        let (Some(entry), Some(pk), Some(sk)) = (
+            missing_entry(&item),
+            string_attr(&item, PK),
+            string_attr(&item, SK),
+        ) else {
             continue;
         };
-        let updated = client
-            .update_item()
-            .table_name(table)
-            .key(PK, item[PK].clone())
-            .key(SK, item[SK].clone())
-            .update_expression("SET #catalog = :entry")
-            .condition_expression("attribute_exists(PK) AND attribute_not_exists(#catalog)")
-            .expression_attribute_names("#catalog", CATALOG)
-            .expression_attribute_values(":entry", AttributeValue::S(entry))
+        let update = Expression::builder()
+            .with_update(attr(CATALOG).set(entry))
+            .with_condition(exists().and(attr(CATALOG).attribute_not_exists()))
+            .build();
+        let updated = update
+            .to_update_item_fluent_builder(client.update_item().table_name(table))
+            .set_key(Some(primary_key(pk, sk)))
             .send()
             .await;
         match updated {
@@ -69,12 +67,7 @@ pub async fn backfill(
             Err(e)
                 if e.as_service_error()
                     .is_some_and(|s| s.is_conditional_check_failed_exception()) => {}
-            Err(e) => {
-                return Err(format!(
-                    "UpdateItem: {}",
-                    aws_sdk_dynamodb::error::DisplayErrorContext(e)
-                ))
-            }
+            Err(e) => return Err(StoreError::from_sdk(e)),
         }
     }
     Ok(done)
@@ -83,16 +76,14 @@ pub async fn backfill(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::identity::entities::{PRODUCTS, SESSION};
-    use shared::identity::keys::KeySpace;
+    use crate::identity::entities::{PRODUCTS, SESSION};
+    use crate::identity::keys::KeySpace;
+    use aws_sdk_dynamodb::types::AttributeValue;
 
     #[test]
     fn only_items_of_id_named_partitions_without_an_entry_need_one() {
         let item = |pk: &str, catalog: Option<&str>| {
-            let mut i = shared::store::client::query::Item::from([(
-                PK.to_owned(),
-                AttributeValue::S(pk.to_owned()),
-            )]);
+            let mut i = Item::from([(PK.to_owned(), AttributeValue::S(pk.to_owned()))]);
             if let Some(c) = catalog {
                 i.insert(CATALOG.into(), AttributeValue::S(c.into()));
             }
