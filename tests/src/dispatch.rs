@@ -1,4 +1,6 @@
-//! Calls the handler of route `bin`, as its function's `main` does.
+//! Calls the handler of route `bin`, as its function's `main` does: the one way the tests call a
+//! handler (`Client::call` and `Client::send` send through it; a test that wraps the handler's
+//! future itself, in a request's meter or the runtime's `respond`, calls [`dispatch`]).
 //!
 //! `pooltable gen` writes the rows of `dispatch!` below from routes.yaml, one per route.
 
@@ -9,7 +11,7 @@ use shared::{ApiError, App};
 /// passes the handler's state too, as `crate::state::name()` builds it.
 macro_rules! dispatch {
     ($($bin:literal => $krate:ident::$module:ident $(with $state:ident)?,)*) => {
-        pub(crate) async fn dispatch(
+        pub async fn dispatch(
             app: &App,
             bin: &str,
             req: Request,

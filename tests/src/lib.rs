@@ -41,6 +41,8 @@ use std::sync::{Arc, Mutex};
 use shared::identity::clock::Clock;
 
 pub use api::{operator, Client};
+pub use dispatch::dispatch;
+pub use state::sending_to;
 
 pub const ROLE_ARN: &str = "arn:aws:iam::123456789012:role/pooltable-test-tenant-access";
 /// The role the operator paths' sessions assume (`TENANT_OPERATOR_ROLE_ARN`).

@@ -2,10 +2,27 @@
 //! one function per type, named after it (`imports::ImportQueue` → [`import_queue`]), which the
 //! generated dispatch (`tests/src/dispatch.rs`) calls.
 
+tokio::task_local! {
+    /// The queue `create-import` sends to inside [`sending_to`].
+    static IMPORT_QUEUE: imports::ImportQueue;
+}
+
+/// Runs `calls` with `create-import` sending to `queue`: an import test's own, which its consumer
+/// reads. The calls go through the harness's one way (`Client::call`, `Client::send`) as any other.
+pub async fn sending_to<F: std::future::Future>(
+    queue: imports::ImportQueue,
+    calls: F,
+) -> F::Output {
+    IMPORT_QUEUE.scope(queue, calls).await
+}
+
 /// The state `create-import` takes (routes.yaml: `state: imports::ImportQueue`): the queue of
-/// [`shared_import_queue`], with a client per call (a test's runtime ends with the test, and its
-/// connections too).
+/// [`sending_to`] when the call is inside it, else the queue of [`shared_import_queue`], with a
+/// client per call (a test's runtime ends with the test, and its connections too).
 pub(crate) async fn import_queue() -> imports::ImportQueue {
+    if let Ok(queue) = IMPORT_QUEUE.try_with(imports::ImportQueue::clone) {
+        return queue;
+    }
     imports::ImportQueue {
         client: aws_sdk_sqs::Client::new(&shared::service::app::load_sdk_config().await),
         url: shared_import_queue().await.to_owned(),

@@ -9,7 +9,8 @@
 //! Every key is built from validated values (`EntityId`, [`Email`], [`TransferCode`], [`Date`],
 //! [`Month`]), none of which can carry `#`.
 //!
-//! The rooms: [`values`] (the validated values), [`keys`] (this crate's keys, typed), [`model`] (the
+//! The rooms: [`values`] (the validated values, and the keys of the two that name an item: an
+//! [`Email`]'s uniqueness item, a [`TransferCode`]), [`model`] (the
 //! views and their items), [`store`] (every read and write the routes do), [`error`] (what the writes
 //! refuse), and one module per route, which parses the request, calls [`store`] and shapes the answer.
 
@@ -29,16 +30,11 @@ pub mod redeem_transfer_code;
 // @generated end
 
 pub mod error;
-pub mod keys;
 pub mod model;
 pub mod store;
 pub mod values;
 
 pub use error::Error;
-pub use keys::{
-    email_key, integration_key, key, kind, order_date_bounds, order_date_pk, order_key,
-    order_line_sk, order_month_sk, parse_order_date_pk, same_key, transfer_key, user_key,
-};
 pub use model::{LineItem, Order, OrderSummary, User};
 pub use shared::service::http::{PageBody, Text};
 pub use shared::store::client::items::{item_with_keys, view_from_item};

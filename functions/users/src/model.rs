@@ -5,17 +5,21 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 use shared::identity::clock::rfc3339;
+use shared::identity::entities::{
+    EMAIL, INTEGRATION, ORDER, ORDER_DATE, ORDER_SUMMARY, TRANSFER, USER,
+};
 use shared::identity::ids::{EntityId, TenantId};
-use shared::identity::keys::{EXPIRES_AT, SK};
+use shared::identity::keys::{
+    integration_key, order_date_pk, order_key, order_line_sk, order_month_sk, primary_key as key,
+    same_key, user_key, EXPIRES_AT, SK,
+};
 use shared::identity::shard::shard_for;
 use shared::store::client::error::StoreError;
 use shared::store::client::items::{enlist, item_with_keys, view_from_item};
 use shared::store::client::query::{string_attr, u64_attr, Item};
 
-use crate::keys::{
-    email_key, integration_key, key, kind, order_date_pk, order_key, order_line_sk, order_month_sk,
-    same_key, transfer_key, user_key,
-};
+/// The `kind` of an order's line items, which sort under it: `TENANT#t#ORDER#<o>#ITEM#<i>`.
+const LINE_ITEM: &str = "ITEM";
 use crate::values::{Date, Email, TransferCode};
 
 /// The stored user profile (also the API view).
@@ -87,7 +91,7 @@ pub struct IntegrationToken {
 
 /// The profile item: `PK` = `SK` = `TENANT#t#USER#<u>`.
 pub(crate) fn profile_item(t: &TenantId, id: &EntityId, user: &User) -> Result<Item, StoreError> {
-    item_with_keys(user, same_key(user_key(t, id)), kind::USER, t)
+    item_with_keys(user, same_key(user_key(t, id)), USER.stored_as, t)
 }
 
 /// The email uniqueness item of `user`: `PK` = `SK` = `TENANT#t#EMAIL#<lowercased email>`.
@@ -97,7 +101,7 @@ pub(crate) fn email_item(t: &TenantId, email: &Email, user: &User) -> Result<Ite
         name: user.name.clone(),
         email: user.email.clone(),
     };
-    item_with_keys(&owner, same_key(email_key(t, email)), kind::EMAIL, t)
+    item_with_keys(&owner, same_key(email.key(t)), EMAIL.stored_as, t)
 }
 
 /// A profile and its newest order summaries, from a descending Query of the user's collection: the
@@ -164,11 +168,11 @@ pub(crate) fn order_items(
 ) -> Result<OrderItems, StoreError> {
     let order_pk = order_key(t, &order.id);
     let summary = &order.summary;
-    let header = item_with_keys(summary, same_key(order_pk.clone()), kind::ORDER, t)?;
+    let header = item_with_keys(summary, same_key(order_pk.clone()), ORDER.stored_as, t)?;
     let in_collection = item_with_keys(
         summary,
         key(user_key(t, &order.user), order_pk.clone()),
-        kind::ORDER_SUMMARY,
+        ORDER_SUMMARY.stored_as,
         t,
     )?;
     let shard = shard_for(order.id.as_str(), shards);
@@ -178,7 +182,7 @@ pub(crate) fn order_items(
             order_date_pk(t, order.date, &order.id),
             order_month_sk(t, order.date.month(), shard),
         ),
-        kind::ORDER_DATE,
+        ORDER_DATE.kind,
         t,
     )?;
     let mut lines = Vec::with_capacity(order.lines.len());
@@ -186,7 +190,7 @@ pub(crate) fn order_items(
         let mut item = item_with_keys(
             line,
             key(order_pk.clone(), order_line_sk(t, &order.id, item_id)),
-            kind::ITEM,
+            LINE_ITEM,
             t,
         )?;
         item.insert("orderId".into(), AttributeValue::S(order.id.to_string()));
@@ -254,8 +258,8 @@ pub(crate) fn transfer_item(t: &TenantId, code: &NewTransferCode) -> Item {
         ("userId", code.user.to_string()),
         ("createdAt", rfc3339(code.created_ms)),
     ];
-    let key = transfer_key(t, &code.code);
-    expiring_item(t, key, kind::TRANSFER, fields, code.expires_at)
+    let key = code.code.key(t);
+    expiring_item(t, key, TRANSFER.stored_as, fields, code.expires_at)
 }
 
 /// The integration token item: `PK` = `SK` = `TENANT#t#INTEGRATION#<service>`, updated at
@@ -272,7 +276,7 @@ pub(crate) fn integration_item(
         ("updatedAt", rfc3339(updated_ms)),
     ];
     let key = integration_key(t, service);
-    expiring_item(t, key, kind::INTEGRATION, fields, token.expires_at)
+    expiring_item(t, key, INTEGRATION.stored_as, fields, token.expires_at)
 }
 
 /// The token an integration token item holds.
@@ -289,4 +293,66 @@ pub(crate) fn integration_token(
         token,
         expires_at,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use shared::identity::keys::{order_date_bounds, order_date_pk, order_key, user_key};
+
+    use super::*;
+
+    fn t() -> TenantId {
+        TenantId::parse("acme").unwrap()
+    }
+
+    fn id(raw: &str) -> EntityId {
+        EntityId::parse(raw).unwrap()
+    }
+
+    fn date(raw: &str) -> Date {
+        Date::parse(raw).unwrap()
+    }
+
+    #[test]
+    fn the_profile_sorts_after_every_order_summary_in_its_collection() {
+        // GIVEN a user's profile and order summaries of any id; THEN in descending order the
+        // profile comes first, so one Query reads it with the newest orders
+        let t = t();
+        let profile = user_key(&t, &id("u"));
+        for o in ["0", "zzzz", "ZZZ", "___", "---"] {
+            assert!(profile > order_key(&t, &id(o)), "{o}");
+        }
+    }
+
+    #[test]
+    fn date_bounds_enclose_every_order_id_of_the_range_and_nothing_else() {
+        let t = t();
+        let (lo, hi) = order_date_bounds(&t, date("2026-01-05"), date("2026-01-06"));
+        let max_id = "z".repeat(128);
+        for (d, o, inside) in [
+            ("2026-01-05", "0", true),
+            ("2026-01-06", max_id.as_str(), true),
+            ("2026-01-06", "___", true),
+            ("2026-01-04", "zzz", false),
+            ("2026-01-07", "---", false),
+        ] {
+            let pk = order_date_pk(&t, date(d), &id(o));
+            assert_eq!(lo <= pk && pk <= hi, inside, "{pk}");
+        }
+    }
+
+    #[test]
+    fn typed_values_key_as_their_identity_keys() {
+        let t = t();
+        let email = Email::parse("Ada.L+x@Example.COM").unwrap();
+        assert_eq!(
+            email.key(&t),
+            shared::identity::keys::email_key(&t, "ada.l+x@example.com")
+        );
+        let code = TransferCode::parse("0123456789abcdef0123456789abcdef").unwrap();
+        assert_eq!(
+            code.key(&t),
+            shared::identity::keys::transfer_key(&t, "0123456789abcdef0123456789abcdef")
+        );
+    }
 }

@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::TransactWriteItem;
 use shared::identity::ids::{EntityId, TenantId};
-use shared::identity::keys::{EXPIRES_AT, GSI1, PK, SK};
+use shared::identity::keys::{
+    integration_key, order_date_bounds, order_key, order_month_sk, same_key, user_key, EXPIRES_AT,
+    GSI1, PK, SK,
+};
 
 /// The profile's and the email item's attribute that holds the email.
 const EMAIL: &str = "email";
@@ -29,9 +32,6 @@ use shared::store::quota::usage::RouteUsage;
 use shared::store::scatter::{gather, GatheredPage, Listing, Order, PageAsk, SortRange};
 
 use crate::error::{internal, Error};
-use crate::keys::{
-    email_key, integration_key, order_date_bounds, order_month_sk, same_key, transfer_key, user_key,
-};
 use crate::model::{
     self, EmailOwner, IntegrationToken, NewOrder, NewTransferCode, User, UserWithOrders,
 };
@@ -64,7 +64,7 @@ pub async fn save_user(
 ) -> Result<Saved, Error> {
     let t = &db.tenant;
     let profile_key = same_key(user_key(t, id));
-    let new_email_key = email_key(t, email);
+    let new_email_key = email.key(t);
     let profile = model::profile_item(t, id, user)?;
     let email_item = model::email_item(t, email, user)?;
     let mine = || attr(USER_ID).equal(id.as_str());
@@ -97,7 +97,7 @@ pub async fn save_user(
         ];
         if let Some(old) = old_email.as_deref() {
             let old = Email::parse(old).map_err(internal)?;
-            let old_key = email_key(t, &old);
+            let old_key = old.key(t);
             if old_key != new_email_key {
                 actions.push(db.delete_item(same_key(old_key)).when(mine()).action()?);
             }
@@ -136,7 +136,7 @@ pub async fn find_user_by_email(
     db: &TenantDb,
     email: &Email,
 ) -> Result<Option<EmailOwner>, StoreError> {
-    get_item(db, same_key(email_key(&db.tenant, email)))
+    get_item(db, same_key(email.key(&db.tenant)))
         .await?
         .map(view_from_item)
         .transpose()
@@ -180,7 +180,7 @@ pub async fn place_order(
 /// Order `id` with its line items, or `None`: one Query of the order's partition (the header sorts
 /// first), following `LastEvaluatedKey`.
 pub async fn order(db: &TenantDb, id: &EntityId) -> Result<Option<model::Order>, StoreError> {
-    let partition = crate::keys::order_key(&db.tenant, id);
+    let partition = order_key(&db.tenant, id);
     let items = db.query_partition(&partition).all().await?;
     model::order_from_items(&partition, items)
 }
@@ -246,7 +246,7 @@ fn redeem_update(db: &TenantDb, code: &TransferCode, now: u64) -> Write {
         attr(REDEEMED_BY).equal(nonce.as_str()),
     );
     db.update_item(
-        same_key(transfer_key(&db.tenant, code)),
+        same_key(code.key(&db.tenant)),
         attr(REDEEMED_BY).set(nonce.as_str()),
     )
     .when(exists())
@@ -282,8 +282,7 @@ pub async fn redeemable_transfer_code_user(
     code: &TransferCode,
     now: u64,
 ) -> Result<Option<String>, StoreError> {
-    let Some(current) = get_item_consistent(db, same_key(transfer_key(&db.tenant, code))).await?
-    else {
+    let Some(current) = get_item_consistent(db, same_key(code.key(&db.tenant))).await? else {
         return Ok(None);
     };
     let redeemable = u64_attr(&current, EXPIRES_AT).is_some_and(|e| e > now)

@@ -5,6 +5,8 @@ use std::fmt;
 
 use serde::Serialize;
 use serde_with::{DeserializeFromStr, SerializeDisplay};
+use shared::identity::ids::TenantId;
+use shared::identity::keys;
 use shared::ApiError;
 
 /// An email address: ASCII `[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`, at most 254 characters.
@@ -48,6 +50,11 @@ impl Email {
     pub fn normalized(&self) -> String {
         self.0.to_ascii_lowercase()
     }
+
+    /// `TENANT#t#EMAIL#<lowercased email>`: the email uniqueness item's PK and SK.
+    pub fn key(&self, t: &TenantId) -> String {
+        keys::email_key(t, self.normalized())
+    }
 }
 
 impl std::str::FromStr for Email {
@@ -85,9 +92,9 @@ impl TransferCode {
         &self.0
     }
 
-    /// The code as its key holds it (`crate::keys::transfer_key`). Never log it.
-    pub(crate) fn key_segment(&self) -> &str {
-        &self.0
+    /// `TENANT#t#TRANSFER#<code>`: the code's PK and SK. Never log it.
+    pub fn key(&self, t: &TenantId) -> String {
+        keys::transfer_key(t, &self.0)
     }
 }
 

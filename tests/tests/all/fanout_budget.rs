@@ -27,7 +27,7 @@ async fn a_64_shard_listing_never_has_more_than_the_budget_in_flight() {
             None,
         );
         let (response, meta) =
-            with_request_meta(products::query_tenant_products::handle(&h.app, ev)).await;
+            with_request_meta(integration::dispatch(&h.app, "query-tenant-products", ev)).await;
         // THEN the page is whole, every partition was read, and never more than the budget at once
         assert_eq!(response.unwrap().status(), 200);
         assert!(

@@ -5,9 +5,8 @@ use shared::identity::keys::{primary_key, raw_key};
 use std::sync::Arc;
 
 use integration::api::NO_PATH;
-use integration::{resp, unique, Auth, Harness};
+use integration::{unique, Auth, Harness};
 use serde_json::json;
-use sessions::create_session;
 use shared::identity::ids::TenantId;
 use shared::isolation::policy::{session_policy, TableLocation};
 
@@ -98,12 +97,12 @@ async fn fifty_concurrent_requests_for_one_tenant_make_one_assume_role() {
             let h = h.clone();
             let tenant = tenant.clone();
             tokio::spawn(async move {
-                let ev = h.tenant(&tenant).request(
+                let created = h.tenant(&tenant).call(
                     "create-session",
                     &NO_PATH,
                     Some(json!({"customerId": format!("c{i}")})),
                 );
-                resp(create_session::handle(&h.app, ev).await).status
+                created.await.status
             })
         })
         .collect();

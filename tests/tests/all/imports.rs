@@ -10,7 +10,7 @@ use aws_sdk_sqs::types::{Message, MessageAttributeValue};
 use integration::api::NO_PATH;
 use integration::import_queue::{drain, Consumer, ImportQueues};
 use integration::routes::params;
-use integration::{onboard, onboarded_on_shards, resp, unique, Auth, Harness, Resp};
+use integration::{onboard, onboarded_on_shards, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 use shared::identity::ids::TenantId;
 use shared::identity::shard::shard_for;
@@ -23,12 +23,11 @@ pub(crate) async fn post_import(
     body: Value,
     headers: &[(&str, &str)],
 ) -> Resp {
-    let req = h
+    let posted = h
         .tenant(tenant)
         .headers(headers)
-        .request("create-import", &NO_PATH, Some(body));
-    let queue = queues.producer();
-    resp(Box::pin(imports::create_import::handle(&h.app, &queue, req)).await)
+        .call("create-import", &NO_PATH, Some(body));
+    integration::sending_to(queues.producer(), posted).await
 }
 
 async fn get_import(h: &Harness, tenant: &str, id: &str) -> Resp {

@@ -27,7 +27,7 @@ async fn each_request_logs_one_summary_line_and_no_secret() {
     let created = shared::service::runtime::respond(
         "req-1".into(),
         "POST /sessions".into(),
-        sessions::create_session::handle(&h.app, create),
+        integration::dispatch(&h.app, "create-session", create),
     )
     .await;
     assert_eq!(created.status(), 201);
@@ -42,7 +42,7 @@ async fn each_request_logs_one_summary_line_and_no_secret() {
         shared::service::runtime::respond(
             request_id.into(),
             "GET /sessions/{sessionId}".into(),
-            sessions::get_session_by_session_id::handle(&h.app, get),
+            integration::dispatch(&h.app, "get-session-by-session-id", get),
         )
         .await;
     }

@@ -194,7 +194,7 @@ async fn a_request_log_line_and_its_emf_line_share_their_keys_with_cold_start_an
         "put-product",
         invocation,
         req,
-        |req| Box::pin(products::put_product::handle(&h.app, req)),
+        |req| Box::pin(integration::dispatch(&h.app, "put-product", req)),
     ))
     .await;
     assert_eq!(response.status(), 201);
@@ -293,7 +293,7 @@ async fn an_access_log_line_joins_its_functions_lines_by_the_correlation_id() {
         "put-product",
         invocation,
         req,
-        |req| Box::pin(products::put_product::handle(&h.app, req)),
+        |req| Box::pin(integration::dispatch(&h.app, "put-product", req)),
     ))
     .await;
     assert_eq!(response.status(), 201);

@@ -11,7 +11,7 @@ type Sent = HashMap<String, usize>;
 
 use integration::import_queue::ImportQueues;
 use integration::routes::{params, route_table};
-use integration::{onboard, onboarded_on_shards, resp, unique, Auth, Harness, Resp};
+use integration::{onboard, onboarded_on_shards, unique, Auth, Harness, Resp};
 use serde_json::{json, Value};
 
 /// The shards of the test tenant (the samples' `acme` has as many): a `<k> per shard` count is k × 4.
@@ -362,13 +362,12 @@ impl World {
         let query: Vec<(&str, &str)> = case.query.iter().map(|(k, v)| (*k, v.as_str())).collect();
         if bin == "create-import" {
             // Through this file's queue, which the import consumer's case reads.
-            let req = self.h.caller(&case.auth).query(&query).request(
-                bin,
-                &case.params,
-                case.body.clone(),
-            );
-            let queue = self.queues.producer();
-            return resp(Box::pin(imports::create_import::handle(&self.h.app, &queue, req)).await);
+            let posted =
+                self.h
+                    .caller(&case.auth)
+                    .query(&query)
+                    .call(bin, &case.params, case.body.clone());
+            return integration::sending_to(self.queues.producer(), posted).await;
         }
         self.h
             .caller(&case.auth)

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use integration::api::NO_PATH;
 use integration::import_queue::ImportQueues;
-use integration::{onboard, resp, unique, Harness, Resp};
+use integration::{onboard, unique, Harness, Resp};
 use serde_json::{json, Value};
 use shared::service::signing::{SecretSource, SigningKeys};
 
@@ -127,17 +127,10 @@ async fn import_crosses(
     n: &str,
 ) {
     let body = json!({"kind": "products", "items": [{"productId": format!("imp-{n}"), "document": {"n": n}}]});
-    let req = from
+    let posted = from
         .tenant(tenant)
-        .request("create-import", &NO_PATH, Some(body));
-    let posted = resp(
-        Box::pin(imports::create_import::handle(
-            &from.app,
-            &queues.producer(),
-            req,
-        ))
-        .await,
-    );
+        .call("create-import", &NO_PATH, Some(body));
+    let posted = integration::sending_to(queues.producer(), posted).await;
     assert_eq!(posted.status, 202, "{}", posted.body);
     let batch = queues.receive(10).await;
     assert_eq!(batch.len(), 1);

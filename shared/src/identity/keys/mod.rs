@@ -50,6 +50,13 @@ pub fn primary_key(pk: impl Into<String>, sk: impl Into<String>) -> Key {
     Key::from([(PK.to_owned(), S(pk.into())), (SK.to_owned(), S(sk.into()))])
 }
 
+/// The table key of a single-item partition: `PK` and `SK` both `value` (a user's profile, an email's
+/// uniqueness item, a transfer code, an order's header).
+pub fn same_key(value: impl Into<String>) -> Key {
+    let value = value.into();
+    primary_key(value.clone(), value)
+}
+
 /// The table key (`PK`, `SK`) of `item` as it is, whatever their type: what names it in a GetItem
 /// or a Delete, or starts a Query after it.
 pub fn table_key(item: &Key) -> Key {
