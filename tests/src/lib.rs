@@ -119,6 +119,13 @@ impl CapturedLogs {
         let guard = tracing::subscriber::set_default(shared::service::runtime::json_subscriber(
             logs.clone(),
         ));
+        // A log line's callsite that another test's thread was registering as this subscriber came
+        // in may cache "never" (tracing-core lists a new callsite, then stores the interest of the
+        // subscribers it saw, over the rebuild this one's arrival made in between): wait out that
+        // window and rebuild every callsite's interest, so no line of this test is dropped by
+        // another test's timing.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        tracing::callsite::rebuild_interest_cache();
         (logs, guard)
     }
 

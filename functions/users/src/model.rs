@@ -5,18 +5,21 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 use shared::identity::clock::rfc3339;
+use shared::identity::cursor::Key;
+use shared::identity::entities::EntityKind;
 use shared::identity::entities::{
     EMAIL, INTEGRATION, ORDER, ORDER_DATE, ORDER_SUMMARY, TRANSFER, USER,
 };
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{
     integration_key, order_date_pk, order_key, order_line_sk, order_month_sk, primary_key as key,
-    same_key, user_key, EXPIRES_AT, SK,
+    same_key, user_key, SK,
 };
 use shared::identity::shard::shard_for;
+use shared::store::client::entity::Entity;
 use shared::store::client::error::StoreError;
-use shared::store::client::items::{enlist, item_with_keys, view_from_item};
-use shared::store::client::query::{string_attr, u64_attr, Item};
+use shared::store::client::items::{item_with_keys, view_from_item};
+use shared::store::client::query::{string_attr, Item};
 
 /// The `kind` of an order's line items, which sort under it: `TENANT#t#ORDER#<o>#ITEM#<i>`.
 const LINE_ITEM: &str = "ITEM";
@@ -89,19 +92,33 @@ pub struct IntegrationToken {
     pub expires_at: u64,
 }
 
-/// The profile item: `PK` = `SK` = `TENANT#t#USER#<u>`.
-pub(crate) fn profile_item(t: &TenantId, id: &EntityId, user: &User) -> Result<Item, StoreError> {
-    item_with_keys(user, same_key(user_key(t, id)), USER.stored_as, t)
+/// The profile: `PK` = `SK` = `TENANT#t#USER#<u>`.
+impl Entity for User {
+    const DECLARATION: EntityKind = USER;
+    type Id = EntityId;
+    fn key(t: &TenantId, id: &EntityId) -> Key {
+        same_key(user_key(t, id))
+    }
 }
 
-/// The email uniqueness item of `user`: `PK` = `SK` = `TENANT#t#EMAIL#<lowercased email>`.
-pub(crate) fn email_item(t: &TenantId, email: &Email, user: &User) -> Result<Item, StoreError> {
-    let owner = EmailOwner {
-        user_id: user.user_id.clone(),
-        name: user.name.clone(),
-        email: user.email.clone(),
-    };
-    item_with_keys(&owner, same_key(email.key(t)), EMAIL.stored_as, t)
+/// The email uniqueness item: `PK` = `SK` = `TENANT#t#EMAIL#<lowercased email>`.
+impl Entity for EmailOwner {
+    const DECLARATION: EntityKind = EMAIL;
+    type Id = Email;
+    fn key(t: &TenantId, email: &Email) -> Key {
+        same_key(email.key(t))
+    }
+}
+
+impl EmailOwner {
+    /// The owner of `user`'s email.
+    pub(crate) fn of(user: &User) -> Self {
+        Self {
+            user_id: user.user_id.clone(),
+            name: user.name.clone(),
+            email: user.email.clone(),
+        }
+    }
 }
 
 /// A profile and its newest order summaries, from a descending Query of the user's collection: the
@@ -234,65 +251,76 @@ pub struct NewTransferCode {
     pub expires_at: u64,
 }
 
-/// An item at `key` (its `PK` and `SK`) of `item_kind` holding the string `fields`, expiring at
-/// `expires_at` (epoch seconds, the TTL attribute), in the tenant's catalog.
-fn expiring_item<const N: usize>(
-    t: &TenantId,
-    key: String,
-    item_kind: &str,
-    fields: [(&str, String); N],
-    expires_at: u64,
-) -> Item {
-    let mut item = same_key(key);
-    item.insert("kind".into(), AttributeValue::S(item_kind.into()));
-    item.insert("tenantId".into(), AttributeValue::S(t.to_string()));
-    item.extend(fields.map(|(name, value)| (name.to_owned(), AttributeValue::S(value))));
-    item.insert(EXPIRES_AT.into(), AttributeValue::N(expires_at.to_string()));
-    enlist(t, &mut item);
-    item
+/// A transfer code as stored: `PK` = `SK` = `TENANT#t#TRANSFER#<code>`, expiring at `expires_at`
+/// (epoch seconds, the TTL attribute); `redeemed_by` names the request that redeemed it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TransferItem {
+    pub user_id: String,
+    pub created_at: String,
+    pub expires_at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redeemed_by: Option<String>,
 }
 
-/// The transfer code item: `PK` = `SK` = `TENANT#t#TRANSFER#<code>`.
-pub(crate) fn transfer_item(t: &TenantId, code: &NewTransferCode) -> Item {
-    let fields = [
-        ("userId", code.user.to_string()),
-        ("createdAt", rfc3339(code.created_ms)),
-    ];
-    let key = code.code.key(t);
-    expiring_item(t, key, TRANSFER.stored_as, fields, code.expires_at)
+impl Entity for TransferItem {
+    const DECLARATION: EntityKind = TRANSFER;
+    type Id = TransferCode;
+    fn key(t: &TenantId, code: &TransferCode) -> Key {
+        same_key(code.key(t))
+    }
 }
 
-/// The integration token item: `PK` = `SK` = `TENANT#t#INTEGRATION#<service>`, updated at
-/// `updated_ms`.
-pub(crate) fn integration_item(
-    t: &TenantId,
-    service: &EntityId,
-    token: &IntegrationToken,
-    updated_ms: u64,
-) -> Item {
-    let fields = [
-        ("service", service.to_string()),
-        ("token", token.token.clone()),
-        ("updatedAt", rfc3339(updated_ms)),
-    ];
-    let key = integration_key(t, service);
-    expiring_item(t, key, INTEGRATION.stored_as, fields, token.expires_at)
+impl From<&NewTransferCode> for TransferItem {
+    fn from(code: &NewTransferCode) -> Self {
+        Self {
+            user_id: code.user.to_string(),
+            created_at: rfc3339(code.created_ms),
+            expires_at: code.expires_at,
+            redeemed_by: None,
+        }
+    }
 }
 
-/// The token an integration token item holds.
-pub(crate) fn integration_token(
-    service: &EntityId,
-    item: &Item,
-) -> Result<IntegrationToken, StoreError> {
-    let (Some(token), Some(expires_at)) = (string_attr(item, "token"), u64_attr(item, EXPIRES_AT))
-    else {
-        return Err(StoreError::Internal("stored token is incomplete".into()));
-    };
-    Ok(IntegrationToken {
-        service: service.to_string(),
-        token,
-        expires_at,
-    })
+/// An integration token as stored: `PK` = `SK` = `TENANT#t#INTEGRATION#<service>`, expiring at
+/// `expires_at` (epoch seconds, the TTL attribute).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct IntegrationItem {
+    pub service: String,
+    pub token: String,
+    pub updated_at: String,
+    pub expires_at: u64,
+}
+
+impl Entity for IntegrationItem {
+    const DECLARATION: EntityKind = INTEGRATION;
+    type Id = EntityId;
+    fn key(t: &TenantId, service: &EntityId) -> Key {
+        same_key(integration_key(t, service))
+    }
+}
+
+impl IntegrationItem {
+    /// `token` of `service`, written at `updated_ms`.
+    pub(crate) fn new(service: &EntityId, token: &IntegrationToken, updated_ms: u64) -> Self {
+        Self {
+            service: service.to_string(),
+            token: token.token.clone(),
+            updated_at: rfc3339(updated_ms),
+            expires_at: token.expires_at,
+        }
+    }
+}
+
+impl From<IntegrationItem> for IntegrationToken {
+    fn from(item: IntegrationItem) -> Self {
+        Self {
+            service: item.service,
+            token: item.token,
+            expires_at: item.expires_at,
+        }
+    }
 }
 
 #[cfg(test)]

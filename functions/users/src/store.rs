@@ -11,8 +11,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::TransactWriteItem;
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{
-    integration_key, order_date_bounds, order_key, order_month_sk, same_key, user_key, EXPIRES_AT,
-    GSI1, PK, SK,
+    order_date_bounds, order_key, order_month_sk, user_key, EXPIRES_AT, GSI1, PK, SK,
 };
 
 /// The profile's and the email item's attribute that holds the email.
@@ -21,10 +20,10 @@ const EMAIL: &str = "email";
 const USER_ID: &str = "userId";
 /// A transfer code's attribute naming the request that redeemed it.
 const REDEEMED_BY: &str = "redeemedBy";
+use shared::store::client::entity::Entity;
 use shared::store::client::error::StoreError;
 use shared::store::client::expr::{absent, attr, either, exists, num, Condition};
-use shared::store::client::items::{get_item, get_item_consistent, view_from_item};
-use shared::store::client::query::{is_live, string_attr, u64_attr};
+use shared::store::client::query::string_attr;
 use shared::store::client::scoped::TenantDb;
 use shared::store::client::transact::TransactError;
 use shared::store::client::write::Write;
@@ -33,7 +32,8 @@ use shared::store::scatter::{gather, GatheredPage, Listing, Order, PageAsk, Sort
 
 use crate::error::{internal, Error};
 use crate::model::{
-    self, EmailOwner, IntegrationToken, NewOrder, NewTransferCode, User, UserWithOrders,
+    self, EmailOwner, IntegrationItem, IntegrationToken, NewOrder, NewTransferCode, TransferItem,
+    User, UserWithOrders,
 };
 use crate::values::{Date, Email, Month, TransferCode};
 
@@ -63,10 +63,10 @@ pub async fn save_user(
     user: &User,
 ) -> Result<Saved, Error> {
     let t = &db.tenant;
-    let profile_key = same_key(user_key(t, id));
+    let profile_key = User::key(t, id);
     let new_email_key = email.key(t);
-    let profile = model::profile_item(t, id, user)?;
-    let email_item = model::email_item(t, email, user)?;
+    let profile = db.entity_item(id, user)?;
+    let email_item = db.entity_item(email, &EmailOwner::of(user))?;
     let mine = || attr(USER_ID).equal(id.as_str());
 
     for attempt in 0..SAVE_USER_ATTEMPTS {
@@ -99,7 +99,7 @@ pub async fn save_user(
             let old = Email::parse(old).map_err(internal)?;
             let old_key = old.key(t);
             if old_key != new_email_key {
-                actions.push(db.delete_item(same_key(old_key)).when(mine()).action()?);
+                actions.push(db.delete_entity::<EmailOwner>(&old).when(mine()).action()?);
             }
         }
         match db.transact_items(actions).await {
@@ -136,15 +136,12 @@ pub async fn find_user_by_email(
     db: &TenantDb,
     email: &Email,
 ) -> Result<Option<EmailOwner>, StoreError> {
-    get_item(db, same_key(email.key(&db.tenant)))
-        .await?
-        .map(view_from_item)
-        .transpose()
+    db.read_entity::<EmailOwner>(email).await
 }
 
 /// The transaction action that checks user `user` exists (orders and transfer codes need one).
 fn user_exists(db: &TenantDb, user: &EntityId) -> Result<TransactWriteItem, StoreError> {
-    db.check_item(same_key(user_key(&db.tenant, user)), exists())
+    db.check_item(User::key(&db.tenant, user), exists())
         .action()
 }
 
@@ -224,7 +221,7 @@ pub async fn store_transfer_code(
 ) -> Result<(), Error> {
     let mut actions = vec![
         user_exists(db, &code.user)?,
-        db.put_item(model::transfer_item(&db.tenant, code))
+        db.put_entity(&code.code, &TransferItem::from(code))?
             .when(absent())
             .action()?,
     ];
@@ -246,7 +243,7 @@ fn redeem_update(db: &TenantDb, code: &TransferCode, now: u64) -> Write {
         attr(REDEEMED_BY).equal(nonce.as_str()),
     );
     db.update_item(
-        same_key(code.key(&db.tenant)),
+        TransferItem::key(&db.tenant, code),
         attr(REDEEMED_BY).set(nonce.as_str()),
     )
     .when(exists())
@@ -282,12 +279,11 @@ pub async fn redeemable_transfer_code_user(
     code: &TransferCode,
     now: u64,
 ) -> Result<Option<String>, StoreError> {
-    let Some(current) = get_item_consistent(db, same_key(code.key(&db.tenant))).await? else {
+    let Some(current) = db.read_entity_consistent::<TransferItem>(code).await? else {
         return Ok(None);
     };
-    let redeemable = u64_attr(&current, EXPIRES_AT).is_some_and(|e| e > now)
-        && !current.contains_key(REDEEMED_BY);
-    Ok(string_attr(&current, USER_ID).filter(|_| redeemable))
+    let redeemable = current.expires_at > now && current.redeemed_by.is_none();
+    Ok(Some(current.user_id).filter(|_| redeemable))
 }
 
 /// Redeems `code` with `record` in the same TransactWriteItems (the same conditional update as
@@ -314,7 +310,7 @@ pub async fn save_integration_token(
     token: &IntegrationToken,
     updated_ms: u64,
 ) -> Result<(), StoreError> {
-    let item = model::integration_item(&db.tenant, service, token, updated_ms);
+    let item = db.entity_item(service, &IntegrationItem::new(service, token, updated_ms))?;
     shared::store::client::items::put(db, item).await
 }
 
@@ -324,11 +320,10 @@ pub async fn integration_token(
     service: &EntityId,
     now: u64,
 ) -> Result<Option<IntegrationToken>, StoreError> {
-    get_item(db, same_key(integration_key(&db.tenant, service)))
-        .await?
-        .filter(|item| is_live(item, now))
-        .map(|item| model::integration_token(service, &item))
-        .transpose()
+    let stored = db.read_entity::<IntegrationItem>(service).await?;
+    Ok(stored
+        .filter(|item| item.expires_at > now)
+        .map(IntegrationToken::from))
 }
 
 /// The metered usage of `db`'s tenant from `from` to `to`, per day and route: 8 Queries, one per

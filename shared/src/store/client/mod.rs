@@ -1,8 +1,9 @@
 //! The tenant-scoped DynamoDB client and its primitives: the scoped client (credentials, key guard,
-//! meter), store errors, typed expressions, short names for the SDK's interceptor hooks, the request meter, the
+//! meter), entities (a serde struct and its declared key), store errors, typed expressions, short names for the SDK's interceptor hooks, the request meter, the
 //! list-page cache, expiry-aware paging, item views, item sizes, transactions, relocating an item,
 //! pulling a moving tenant's items, the walk's partition sizes.
 
+pub mod entity;
 pub mod error;
 pub mod expr;
 pub mod hooks;
