@@ -11,6 +11,9 @@
 //!   read through `store` would check `store` against itself) and sends what a compromised
 //!   handler could, for the guard to refuse;
 //! - the benchmark's floors ([`FLOORS`]): the raw SDK calls each figure is a ratio against.
+//!
+//! And a scoped client built on a client as it is (`TenantDb::on_client`, no guard) is the
+//! operator's tools' alone: `devtools`.
 
 use syn::visit::Visit;
 use workspace::{read, room_files};
@@ -73,13 +76,14 @@ const PLACEHOLDER_COMPARISONS: [&str; 7] =
 /// The benchmark's floors, `file::function`: each sends the raw SDK requests its figure is measured
 /// against (`scripts/bench.sh`), so it must not go through `store`. And its damage: what a restore
 /// repairs, done to the table as an outsider (an operator's mistake) would.
-const FLOORS: [&str; 10] = [
+const FLOORS: [&str; 11] = [
     "bench/src/costs.rs::raw_page_rcu",
     "bench/src/idempotent.rs::warm_up",
     "bench/src/idempotent.rs::put_new",
     "bench/src/idempotent.rs::raw_keyed_create",
     "bench/src/lanes.rs::raw_transactions",
     "bench/src/lanes.rs::raw_relocations",
+    "bench/src/lanes.rs::send_raw_transactions",
     "bench/src/latency.rs::floor_and_warm_samples",
     "bench/src/latency.rs::live_session_query",
     "bench/src/scatter.rs::product_shard_query",
@@ -147,13 +151,13 @@ impl Finder<'_> {
     }
 }
 
-/// `#[cfg(test)]` (or any `cfg` naming `test`) and `#[test]`.
+/// `#[cfg(test)]` and `#[test]` (never `cfg(not(test))`, which is production code).
 fn is_test_code(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|a| {
         let cfg_test = a.path().is_ident("cfg")
             && a.meta
                 .require_list()
-                .is_ok_and(|list| list.tokens.to_string().contains("test"));
+                .is_ok_and(|list| list.tokens.to_string() == "test");
         cfg_test || a.path().is_ident("test")
     })
 }
@@ -203,6 +207,11 @@ impl<'ast> Visit<'ast> for Finder<'_> {
         if let [.., sdk_type, last] = names.as_slice() {
             if last == "builder" && SDK_BUILDERS.contains(&sdk_type.as_str()) {
                 self.note(format!("raw SDK builder {sdk_type}::builder()"));
+            }
+            // A scoped client on a client as it is, with no guard: the operator's tools only.
+            if sdk_type == "TenantDb" && last == "on_client" && !self.file.starts_with("devtools/")
+            {
+                self.note("an unguarded TenantDb (TenantDb::on_client) outside devtools".into());
             }
         }
         syn::visit::visit_path(self, path);
@@ -307,7 +316,10 @@ fn the_finder_sees_what_it_names() {
             let _ = format!("{} AND attribute_not_exists(#x)", a);
             db.query(key).first_live(now);
             input.key_condition_expression();
+            let _ = TenantDb::on_client(c, t, "x");
         }
+        #[cfg(not(test))]
+        fn production() { client.scan(); }
         #[cfg(test)]
         mod tests {
             fn t() { client.get_item(); }
@@ -322,13 +334,15 @@ fn the_finder_sees_what_it_names() {
     };
     finder.visit_file(&parsed);
     let found = finder.found.join("\n");
-    assert_eq!(finder.found.len(), 5, "{found}");
+    assert_eq!(finder.found.len(), 7, "{found}");
     for what in [
         "x.rs::raw: raw operation .query()",
         "x.rs::raw: expression setter .key_condition_expression(…)",
         "x.rs::raw: expression string \"PK = :pk\"",
         "x.rs::raw: raw SDK builder Put::builder()",
         "x.rs::raw: expression string \"{} AND attribute_not_exists(#x)\"",
+        "x.rs::raw: an unguarded TenantDb (TenantDb::on_client) outside devtools",
+        "x.rs::production: raw operation .scan()",
     ] {
         assert!(found.contains(what), "{what} not in {found}");
     }

@@ -170,12 +170,8 @@ impl PageReader<'_> {
             } => {
                 let cursor = if from_start { None } else { cursor };
                 let read = ByIdRead {
-                    db: self.db,
-                    layout: self.layout,
-                    list: self.list,
+                    reader: self,
                     route: &route,
-                    keys: self.keys,
-                    fanout: self.fanout,
                 };
                 let page = match &frontier {
                     None => read.page(limit, cursor).await?,
@@ -325,28 +321,25 @@ impl Frontier {
 
 /// An id-order page of a sharded list in the tenant's layout, one or both.
 struct ByIdRead<'a> {
-    db: &'a crate::store::client::scoped::TenantDb,
-    layout: Layout,
-    list: &'a ShardedList,
+    /// The tenant, its layout, the list, the cursor keys and the fan-out: the page's reader's.
+    reader: &'a PageReader<'a>,
     route: &'a str,
-    keys: &'a cursor::CursorKeys,
-    fanout: Fanout,
 }
 
 impl ByIdRead<'_> {
     async fn page(&self, limit: u32, cursor: Option<&str>) -> Result<GatheredPage, ApiError> {
-        let t = &self.db.tenant;
+        let t = &self.reader.db.tenant;
         let over = |shards: u32| {
-            let mut listing = self.list.over(t, shards);
+            let mut listing = self.reader.list.over(t, shards);
             listing.route = self.route.to_owned();
             listing
         };
-        let ask = PageAsk::new(self.keys, limit, cursor).with_fanout(self.fanout);
-        Ok(match self.layout {
-            Layout::Stable(n) => gather(self.db, &over(n), ask).await?,
+        let ask = PageAsk::new(self.reader.keys, limit, cursor).with_fanout(self.reader.fanout);
+        Ok(match self.reader.layout {
+            Layout::Stable(n) => gather(self.reader.db, &over(n), ask).await?,
             Layout::Migrating { from, to, .. } => {
                 let (old, new) = (over(from), over(to));
-                gather_across(self.db, (&old, from), (&new, to), ask).await?
+                gather_across(self.reader.db, (&old, from), (&new, to), ask).await?
             }
         })
     }
@@ -359,7 +352,7 @@ impl ByIdRead<'_> {
         limit: u32,
         cursor: Option<&str>,
     ) -> Result<GatheredPage, ApiError> {
-        let t = &self.db.tenant;
+        let t = &self.reader.db.tenant;
         let mut items: Vec<Item> = Vec::new();
         let mut next = cursor.map(str::to_owned);
         for _ in 0..FRONTIER_READS_PER_PAGE {
@@ -368,7 +361,7 @@ impl ByIdRead<'_> {
             items.extend(
                 page.items
                     .into_iter()
-                    .filter(|i| !frontier.walked(t, self.list.kind(), i)),
+                    .filter(|i| !frontier.walked(t, self.reader.list.kind(), i)),
             );
             next = page.next_cursor;
             if next.is_none() || items.len() as u32 >= limit {
