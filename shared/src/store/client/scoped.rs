@@ -75,7 +75,7 @@ impl TenantDb {
 
     /// The SDK client under this scoped client, its guard and meter included: for the tests that
     /// send what a compromised handler could (the guard must refuse it) and the benchmark's floor.
-    /// Production code never holds it (`shared/tests/layers.rs` fails on a use outside `store`).
+    /// Production code never holds it (`shared/tests/one_way.rs` fails on a use outside `store`).
     pub fn sdk_client(&self) -> &aws_sdk_dynamodb::Client {
         &self.client
     }
