@@ -6,8 +6,8 @@
 //!
 //! Held over the rooms of `rooms.rs` (`workspace::ROOMS`), with these named exemptions:
 //! - `shared/src/store/`: the one way itself;
-//! - test code: `#[cfg(test)]` items, the `tests.rs` files of test modules, and the integration
-//!   harness (`tests/src`), which reads the raw table to check what `store` wrote (a witness that
+//! - test code: `#[cfg(test)]` items, the `tests.rs` files their parents load under `#[cfg(test)]`,
+//!   and the integration harness (`tests/src`), which reads the raw table to check what `store` wrote (a witness that
 //!   read through `store` would check `store` against itself) and sends what a compromised
 //!   handler could, for the guard to refuse;
 //! - the benchmark's floors ([`FLOORS`]): the raw SDK calls each figure is a ratio against.
@@ -235,9 +235,22 @@ fn held_files() -> Vec<String> {
         .filter(|f| {
             !f.starts_with("shared/src/store/")
                 && !f.starts_with("tests/src/")
-                && !f.ends_with("/tests.rs")
+                && !is_test_module_file(f)
         })
         .collect()
+}
+
+/// Whether `file` is a `tests.rs` its parent module loads under `#[cfg(test)]` (`dir/tests.rs`
+/// from `dir.rs` or `dir/mod.rs`): the name alone exempts nothing, so production code in a file of
+/// that name is held like any other.
+fn is_test_module_file(file: &str) -> bool {
+    let Some(dir) = file.strip_suffix("/tests.rs") else {
+        return false;
+    };
+    let parent = [format!("{dir}.rs"), format!("{dir}/mod.rs")]
+        .into_iter()
+        .find(|p| workspace::workspace_root().join(p).is_file());
+    parent.is_some_and(|p| read(&p).contains("#[cfg(test)]\nmod tests;"))
 }
 
 fn findings(files: &[String], floors: &[&str]) -> Vec<String> {
@@ -262,6 +275,19 @@ fn nothing_outside_store_reaches_the_table_but_through_it() {
     assert!(
         found.is_empty(),
         "go through shared::store's typed requests and expressions: {found:#?}"
+    );
+}
+
+/// Every `tests.rs` of the rooms is a test module today: its parent loads it under `#[cfg(test)]`.
+#[test]
+fn each_tests_file_is_a_test_module() {
+    let not_tests: Vec<String> = room_files()
+        .into_iter()
+        .filter(|f| f.ends_with("/tests.rs") && !is_test_module_file(f))
+        .collect();
+    assert!(
+        not_tests.is_empty(),
+        "load these under #[cfg(test)], or rename them: {not_tests:#?}"
     );
 }
 
