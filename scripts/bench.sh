@@ -14,6 +14,7 @@
 #   BENCH_ONLY=move ./scripts/bench.sh       # figure 15 (a tenant moved into its own table under its own load) alone
 #   BENCH_ONLY=lanes ./scripts/bench.sh      # figure 16 (an offboarding in 1, 4, 16 and 64 lanes) alone
 #   BENCH_ONLY=lifecycle ./scripts/bench.sh  # figures 17-19 (a move, a restore, a re-sharding in 1, 4, 16 and 64 lanes) alone
+#   BENCH_ONLY=sealed ./scripts/bench.sh    # figure 20 (products sealed under a key per tenant, against none) alone
 #   BENCH_ONLY=rawmoves ./scripts/bench.sh   # figure 19d (DynamoDB Local's own ceiling for relocation transactions) alone
 #   BENCH_ATTACK_SECONDS=60                  # figure 12's attack length
 #   BENCH_PACE=2 ./scripts/bench.sh        # figure 3 sends twice as fast (two loops at once), as a machine

@@ -56,11 +56,14 @@ export POOLTABLE_DEV_UNSIGNED_JWT=1
 export SESSION_TTL_SECONDS="${SESSION_TTL_SECONDS:-3600}"
 "$ROOT/target/debug/pooltable" create-table "$TABLE_NAME" >/dev/null
 log "table $TABLE_NAME created from template.yaml"
+tenant_keys_for "$TABLE_NAME"
+log "key table $TENANT_KEYS_TABLE and the platform key $TENANT_KEY_ID (moto's KMS) made: each tenant's data is sealed under a key of its own"
 # What an operator's admin commands need to reach this stack (`pooltable create-table`, `import`,
 # `backfill-catalog`, `plan --usage table:…`): `source` it in another shell.
 cat >"$STACK_LOGS/stack.env" <<ENV
 export AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY AWS_REGION=$AWS_REGION
 export AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB TABLE_NAME=$TABLE_NAME
+export AWS_ENDPOINT_URL_KMS=$AWS_ENDPOINT_URL_KMS TENANT_KEYS_TABLE=$TENANT_KEYS_TABLE TENANT_KEY_ID=$TENANT_KEY_ID
 ENV
 # The import queue on moto's SQS; the poller below stands in for the event source mapping.
 IMPORT_QUEUE_URL=$("$TOOLS/venv/bin/python" scripts/import_queue.py create pooltable-local-imports)

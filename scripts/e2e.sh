@@ -11,6 +11,7 @@ cd "$ROOT"
 
 table="pooltable-e2e-$$"
 cargo run -q --bin pooltable -- create-table "$table" >/dev/null
+tenant_keys_for "$table"  # every function runs with a key per tenant, as deployed
 port=$(free_port)
 export TABLE_NAME="$table" TENANT_ROLE_ARN="arn:aws:iam::123456789012:role/pooltable-local-tenant-access"
 IMPORT_QUEUE_URL=$("$TOOLS/venv/bin/python" scripts/import_queue.py create "$table-imports")

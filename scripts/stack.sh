@@ -87,6 +87,8 @@ start_stack() {
   # ... and Secrets Manager: the signing keys; and EventBridge: the lifecycle event bus.
   export AWS_ENDPOINT_URL_SECRETS_MANAGER="http://127.0.0.1:$sts_port"
   export AWS_ENDPOINT_URL_EVENTBRIDGE="http://127.0.0.1:$sts_port"
+  # moto's KMS: the platform key that wraps each tenant's key (tenant_keys_for).
+  export AWS_ENDPOINT_URL_KMS="http://127.0.0.1:$sts_port"
   # Pagination cursors and import messages are signed (HMAC-SHA-256); a local run generates its own
   # key. Functions read it from a secret on moto's Secrets Manager (SIGNING_KEYS_SECRET_ARN), as in
   # AWS, where the template's secret holds it; scripts that sign test events read
@@ -113,6 +115,16 @@ start_stack() {
   # The role an operator path's sessions assume (moto evaluates no IAM; the name shows in its log).
   export TENANT_OPERATOR_ROLE_ARN="arn:aws:iam::123456789012:role/pooltable-local-tenant-operator"
   log "DynamoDB Local on $AWS_ENDPOINT_URL_DYNAMODB, moto STS, SQS, Secrets Manager and EventBridge on $AWS_ENDPOINT_URL_STS"
+}
+
+# A key per tenant for the functions on table TABLE (shared::store::keys): the key table TABLE-keys
+# (template.yaml's TenantKeysTable) and a platform KMS key on moto, exported as TENANT_KEYS_TABLE and
+# TENANT_KEY_ID.
+tenant_keys_for() {
+  "$ROOT/target/debug/pooltable" create-table "$1-keys" --keys >/dev/null
+  TENANT_KEYS_TABLE="$1-keys"
+  TENANT_KEY_ID=$("$TOOLS/venv/bin/python" -c 'import boto3, os, sys; print(boto3.client("kms", endpoint_url=os.environ["AWS_ENDPOINT_URL_KMS"]).create_key(Description=sys.argv[1])["KeyMetadata"]["Arn"])' "pooltable tenant keys of $1")
+  export TENANT_KEYS_TABLE TENANT_KEY_ID
 }
 
 # Creates the signing keys' secret NAME on the local Secrets Manager (moto), holding this run's

@@ -25,6 +25,7 @@ pub(crate) fn production_app_with_budget(
     max_in_flight: usize,
 ) -> App {
     let settings = Settings {
+        tenant_keys: None,
         table_name: table.to_owned(),
         tenant_role_arn: ROLE_ARN.into(),
         tenant_operator_role_arn: Some(integration::OPERATOR_ROLE_ARN.into()),

@@ -27,6 +27,7 @@ mod requests;
 mod restore;
 mod runtime;
 mod scatter;
+mod sealed;
 mod sizes;
 mod sts;
 
@@ -86,6 +87,16 @@ async fn main() {
     overhead_figures(&bench, &only, &mut report).await;
     load_figures(&bench, &only, &mut report).await;
     lifecycle_figures(&bench, &only, &mut report).await;
+    if selected(&only, "sealed") {
+        let Bench {
+            h,
+            sdk,
+            proxied,
+            iterations,
+            ..
+        } = &bench;
+        sealed::sealed_figure(h, sdk, proxied, *iterations, &mut report).await;
+    }
     if selected(&only, "attack") {
         let new_app = || production_app(&bench.proxied, &bench.h.table);
         attack::attack_figure(&bench.h, new_app, &bench.through_proxy.app, &mut report).await;

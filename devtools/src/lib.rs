@@ -92,8 +92,24 @@ fn parse_attributes<T, E: std::fmt::Display>(
         .collect()
 }
 
-/// Reads the single `AWS::DynamoDB::Table` resource of the template at `path`.
+/// The logical id of the one table of tenant items in the template.
+pub const POOL_TABLE: &str = "Table";
+/// The logical id of the key table (`shared::store::keys`): wrapped tenant keys, never items.
+pub const KEY_TABLE: &str = "TenantKeysTable";
+
+/// Reads the pool's table, the template's [`POOL_TABLE`], from the template at `path`.
 pub fn table_from_template(path: &Path) -> Result<TableDefinition, DeclarationError> {
+    table_resource(path, POOL_TABLE)
+}
+
+/// Reads the key table, the template's [`KEY_TABLE`], from the template at `path`.
+pub fn key_table_from_template(path: &Path) -> Result<TableDefinition, DeclarationError> {
+    table_resource(path, KEY_TABLE)
+}
+
+/// Reads the `AWS::DynamoDB::Table` resource `logical_id` of the template at `path`. The template
+/// holds exactly two tables: the pool and the key table.
+fn table_resource(path: &Path, logical_id: &str) -> Result<TableDefinition, DeclarationError> {
     let text = std::fs::read_to_string(path).map_err(|e| DeclarationError::Io(TEMPLATE, e))?;
     let doc: Value =
         serde_yaml::from_str(&text).map_err(|e| DeclarationError::Yaml(TEMPLATE, e))?;
@@ -101,15 +117,20 @@ pub fn table_from_template(path: &Path) -> Result<TableDefinition, DeclarationEr
         .get("Resources")
         .and_then(Value::as_mapping)
         .ok_or_else(|| shape("no Resources"))?;
-    let mut tables = resources
-        .values()
-        .filter(|r| r.get("Type").and_then(Value::as_str) == Some("AWS::DynamoDB::Table"));
-    let table = tables
-        .next()
-        .ok_or_else(|| shape("no AWS::DynamoDB::Table"))?;
-    if tables.next().is_some() {
-        return Err(shape("more than one table: pooltable is single-table"));
+    let tables: Vec<_> = resources
+        .iter()
+        .filter(|(_, r)| r.get("Type").and_then(Value::as_str) == Some("AWS::DynamoDB::Table"))
+        .collect();
+    if tables.len() > 2 {
+        return Err(shape(
+            "more than two tables: pooltable is single-table (and its key table)",
+        ));
     }
+    let table = tables
+        .iter()
+        .find(|(name, _)| name.as_str() == Some(logical_id))
+        .map(|(_, table)| *table)
+        .ok_or_else(|| shape(&format!("no AWS::DynamoDB::Table {logical_id}")))?;
     let p = table
         .get("Properties")
         .ok_or_else(|| shape("table has no Properties"))?;

@@ -29,6 +29,8 @@ pub struct Harness {
     pub admin: aws_sdk_dynamodb::Client,
     pub table: String,
     pub sts_endpoint: String,
+    /// A keyed world's key table and platform key ([`Harness::keyed`]).
+    pub keys: Option<crate::keys::TestKeys>,
 }
 
 /// The cursor signing keys of every test `App`: a fresh random key per process, as local runs do.
@@ -128,6 +130,7 @@ impl Harness {
         let faults = Arc::new(Faults::default());
         let sts_faults = StsFaults::default();
         let settings = Settings {
+            tenant_keys: None,
             table_name: table.to_owned(),
             tenant_role_arn: ROLE_ARN.into(),
             tenant_operator_role_arn: Some(OPERATOR_ROLE_ARN.into()),
@@ -184,6 +187,7 @@ impl Harness {
             admin: admin.clone(),
             table: table.to_owned(),
             sts_endpoint: sts_endpoint.to_owned(),
+            keys: None,
         }
     }
 

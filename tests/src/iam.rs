@@ -2,7 +2,8 @@
 //! statements, Action and Resource matching with `*` and `?`, the `StringLike`, `StringEquals`,
 //! `StringNotEquals`, `ArnLike`, `ArnEquals`, `ForAllValues:StringLike`, `ForAllValues:StringEquals` and `Null` conditions, the condition keys
 //! `dynamodb:LeadingKeys`, `aws:PrincipalTag/*`, `aws:RequestTag/*`, `aws:ResourceTag/*`,
-//! `aws:PrincipalArn`, `events:source` and `aws:TagKeys`, and the policy
+//! `aws:PrincipalArn`, `events:source`, `kms:EncryptionContext:*`, `kms:EncryptionContextKeys`
+//! and `aws:TagKeys`, and the policy
 //! variable `${aws:PrincipalTag/*}` in condition values). It is the oracle of the isolation property
 //! test, so it is written from IAM's documented semantics, not from the guard's code. `Principal` is
 //! not evaluated: every request is taken to come from the principal a statement names.
@@ -27,7 +28,8 @@ pub struct AuthzRequest {
     pub resource_tags: BTreeMap<String, String>,
     /// The caller's ARN (`aws:PrincipalArn`; a role's, with its path, for its sessions).
     pub principal_arn: Option<String>,
-    /// A service's own condition keys the request carries (`events:source`).
+    /// A service's own condition keys the request carries (`events:source`; a KMS request's
+    /// encryption context as `kms:EncryptionContext:<key>`, whose keys are `kms:EncryptionContextKeys`).
     pub service_keys: BTreeMap<String, String>,
 }
 
@@ -87,8 +89,17 @@ fn key_values(req: &AuthzRequest, key: &str) -> Option<Vec<String>> {
     if key == "aws:PrincipalArn" {
         return req.principal_arn.clone().map(|a| vec![a]);
     }
-    if key == "events:source" {
+    if key == "events:source" || key.starts_with("kms:EncryptionContext:") {
         return req.service_keys.get(key).map(|v| vec![v.clone()]);
+    }
+    // Multi-valued: the keys of the request's encryption context.
+    if key == "kms:EncryptionContextKeys" {
+        let keys: Vec<String> = req
+            .service_keys
+            .keys()
+            .filter_map(|k| k.strip_prefix("kms:EncryptionContext:").map(str::to_owned))
+            .collect();
+        return (!keys.is_empty()).then_some(keys);
     }
     panic!("the evaluator does not model condition key {key}")
 }

@@ -10,6 +10,7 @@ pub mod dispatch;
 pub mod fixtures;
 pub mod iam;
 pub mod import_queue;
+pub mod keys;
 pub mod lane_pump;
 pub mod lifecycle_bus;
 pub mod process;

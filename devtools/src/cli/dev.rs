@@ -150,11 +150,15 @@ fn table_failure(e: aws_sdk_dynamodb::Error) -> Failure {
 }
 
 /// `create-table NAME`: the table as template.yaml defines it, without its stream (nothing reads it
-/// locally, and it slows DynamoDB Local's writes).
-pub async fn create_table(name: &str) -> Result<String, Failure> {
-    let def = crate::table_from_template(&crate::default_template_path())
-        .map_err(input)?
-        .without_stream();
+/// locally, and it slows DynamoDB Local's writes); with `--keys`, the key table.
+pub async fn create_table(name: &str, keys: bool) -> Result<String, Failure> {
+    let template = crate::default_template_path();
+    let def = match keys {
+        true => crate::key_table_from_template(&template),
+        false => crate::table_from_template(&template),
+    }
+    .map_err(input)?
+    .without_stream();
     crate::create_table(&table_client().await, name, &def)
         .await
         .map_err(table_failure)?;

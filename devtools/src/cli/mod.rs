@@ -135,6 +135,9 @@ enum Command {
     CreateTable {
         /// The table's name.
         name: String,
+        /// Create the key table (template.yaml's `TenantKeysTable`: tenants' wrapped keys) instead.
+        #[arg(long)]
+        keys: bool,
     },
     /// Print an unsigned development JWT (local stacks with POOLTABLE_DEV_UNSIGNED_JWT=1).
     DevToken {
@@ -170,7 +173,7 @@ pub async fn run(cli: Cli) -> Result<String, Failure> {
         Command::Login(login) => login.run().await,
         Command::Gen { check } => dev::gen(check),
         Command::New(new) => dev::new(new),
-        Command::CreateTable { name } => dev::create_table(&name).await,
+        Command::CreateTable { name, keys } => dev::create_table(&name, keys).await,
         Command::DevToken { tenant, operator } => {
             Ok(shared::isolation::claims::dev_jwt(&tenant, operator))
         }

@@ -18,6 +18,8 @@ pub enum Reach {
     OffboardingReports,
     /// The operator paths' sessions (the tenant-operator role: a tenant's record written).
     OperatorSessions,
+    /// Tenants' keys (`shared::store::keys`): made at onboarding, destroyed at offboarding.
+    TenantKeys,
     /// Own tables (`<pool>-tenant-*`): made, described, tagged once.
     OwnTables,
     /// Restore copies (`<pool>-restore-*`) and the pool's point-in-time restore.
@@ -48,6 +50,7 @@ impl Reach {
             Reach::TenantSessions => "tenant-sessions",
             Reach::OffboardingReports => "offboarding-reports",
             Reach::OperatorSessions => "operator-sessions",
+            Reach::TenantKeys => "tenant-keys",
             Reach::OwnTables => "own-tables",
             Reach::RestoreTables => "restore-tables",
             Reach::ImportQueueSend => "import-queue-send",

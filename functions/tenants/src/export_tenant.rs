@@ -50,6 +50,8 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let limit = page_limit_up_to(&req, MAX_SHARDED_LIMIT)? as usize;
     let keys = &*app.cursor_keys()?;
     let db = app.db_for_operator(&tenant).await?;
+    // Its items leave as they are stored (sealed: a copy that shredding reaches), never opened.
+    app.refuse_revoked(&tenant).await?;
     let record = read_record_consistent(&db)
         .await?
         .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;

@@ -426,6 +426,9 @@ pub struct OffboardingView {
     pub deleted_total: u64,
     /// While the walk runs in lanes: their progress.
     pub lanes: Option<LanesProgress>,
+    /// The tenant's key, destroyed when its items were: every copy of what it sealed (point-in-time
+    /// recovery, restore tables, exports) is ciphertext no key the platform holds opens.
+    pub tenant_key: Option<shared::store::keys::Shredded>,
 }
 
 impl OffboardingView {
@@ -439,6 +442,7 @@ impl OffboardingView {
             .map_or_else(|| o.deleted.clone(), |l| l.by_kind.clone());
         Self {
             lanes,
+            tenant_key: None,
             tenant_id: tenant.to_owned(),
             status: "offboarding",
             requested_at: o.requested_at.clone(),
@@ -469,6 +473,7 @@ impl OffboardingView {
             started_at: Some(o.started_at.clone().unwrap_or_else(|| at.clone())),
             finished_at: Some(at),
             lanes: None,
+            tenant_key: None,
             deleted_total: deleted.values().sum(),
             deleted,
         }

@@ -96,6 +96,7 @@ pub async fn run(
     to: Placement,
     lanes_asked: Option<u32>,
 ) -> Result<Response<Body>, ApiError> {
+    app.refuse_revoked(tenant).await?;
     let deadline = Instant::now() + WORK_PER_REQUEST;
     // A start races only other starts and status changes: one more read settles it.
     for _ in 0..3 {

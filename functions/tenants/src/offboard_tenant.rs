@@ -151,7 +151,12 @@ pub async fn advance(
         delete_own_table(&tables, db.own_table_manager()?, own).await?;
     }
     let platform_db = app.db_for_operator(&TenantId::platform()).await?;
-    let view = OffboardingView::finished(tenant.as_str(), &state, rfc3339(app.clock.now_millis()));
+    let mut view =
+        OffboardingView::finished(tenant.as_str(), &state, rfc3339(app.clock.now_millis()));
+    // Every item is gone from the live table: its key goes too, and with it every copy's items.
+    if let Some(keys) = &app.keys {
+        view.tenant_key = keys.shred(tenant).await?;
+    }
     let report = Report {
         steps: state.steps,
         body: serde_json::to_string(&view)

@@ -1,4 +1,4 @@
-//! onboardTenant: `POST /tenants` `{tenantId, tier, limits?, shardCount?, placement?}` → 201, 409 if
+//! onboardTenant: `POST /tenants` `{tenantId, tier, limits?, shardCount?, placement?, kmsKeyArn?}` → 201, 409 if
 //! it exists.
 //!
 //! Operator only. Tier `custom` needs `limits` (see [`crate::tier_and_limits`]). One conditional PutItem, sent with STS
@@ -40,6 +40,9 @@ pub(crate) struct OnboardInput {
     pub(crate) shard_count: Option<u32>,
     #[serde(default)]
     pub(crate) placement: PlacementInput,
+    /// BYOK: a KMS key of the tenant's that wraps its data key instead of the platform's.
+    #[serde(default)]
+    pub(crate) kms_key_arn: Option<String>,
 }
 
 /// Where the tenant's items are kept.
@@ -94,6 +97,11 @@ pub(crate) async fn onboard(
     };
     let item = serde_dynamo::to_item(&record)
         .map_err(|e| ApiError::Internal(format!("serialize tenant record: {e}")))?;
+    // The key first: once the record exists, its requests find it (a retry takes the one made).
+    let byok = checked_kms_key_arn(app, input.kms_key_arn.as_deref())?;
+    if let Some(keys) = &app.keys {
+        keys.create(tenant, byok, &record.created_at).await?;
+    }
     let db = app.db_placed(tenant, &tables).await?;
     let view = TenantView::from(record);
     let now = app.clock.now_seconds();
@@ -117,6 +125,30 @@ pub(crate) async fn onboard(
     }
     tracing::info!(tenant = %input.tenant_id, shard_count, by = %by, "tenant onboarded");
     Ok(response)
+}
+
+/// A BYOK key's ARN, checked: 400 when it is not a KMS key ARN, or when tenants are not keyed here.
+fn checked_kms_key_arn<'a>(app: &App, arn: Option<&'a str>) -> Result<Option<&'a str>, ApiError> {
+    let Some(arn) = arn else { return Ok(None) };
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    let well_formed = matches!(parts.as_slice(), ["arn", partition, "kms", region, account, resource]
+        if partition.starts_with("aws") && !region.is_empty()
+            && account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit())
+            && resource.strip_prefix("key/").is_some_and(|id| !id.is_empty()
+                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')));
+    if !well_formed {
+        return Err(ApiError::bad_request(
+            "kmsKeyArn",
+            "kmsKeyArn must be a KMS key ARN: arn:aws:kms:<region>:<account>:key/<key id>",
+        ));
+    }
+    if app.keys.is_none() {
+        return Err(ApiError::bad_request(
+            "kmsKeyArn",
+            "tenants have no keys of their own here (TENANT_KEYS_TABLE is not set)",
+        ));
+    }
+    Ok(Some(arn))
 }
 
 /// Writes the tenant record, never over an existing one; with a recorder, in one transaction with

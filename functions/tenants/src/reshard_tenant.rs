@@ -44,6 +44,7 @@ pub async fn reshard(
     lanes_asked: Option<u32>,
 ) -> Result<Response<Body>, ApiError> {
     let db = app.db_to_change(tenant).await?;
+    app.refuse_revoked(tenant).await?;
     let deadline = Instant::now() + WORK_PER_REQUEST;
     // A start races only other starts and status changes: one more read settles it.
     for _ in 0..3 {

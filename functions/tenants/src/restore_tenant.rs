@@ -199,6 +199,7 @@ async fn restore(
     ask: Ask,
 ) -> Result<Response<Body>, ApiError> {
     let db = app.db_to_change(tenant).await?;
+    app.refuse_revoked(tenant).await?;
     if ask.dry_run {
         return Box::pin(start_or_continue(
             app, lanes, operator, &db, source, ask, None,

@@ -66,6 +66,10 @@ pub struct EntityKind {
     /// restore leaves them as they are now, so a session logged out, a code redeemed or a token
     /// revoked since the point in time never comes back.
     pub grants_access: bool,
+    /// Whether its document attributes are sealed under the tenant's key (`store::keys`). A kind
+    /// whose conditions read a document attribute keeps it plain until the attribute moves to
+    /// `store::keys::PLAIN`.
+    pub sealed: bool,
 }
 
 impl EntityKind {
@@ -128,6 +132,7 @@ pub const PRODUCT: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: Some("products"),
     grants_access: false,
+    sealed: true,
 };
 pub const EMPLOYEE: EntityKind = EntityKind {
     kind: "EMPLOYEE",
@@ -136,6 +141,7 @@ pub const EMPLOYEE: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: Some("employees"),
     grants_access: false,
+    sealed: false,
 };
 pub const DEPARTMENT: EntityKind = EntityKind {
     kind: "DEPARTMENT",
@@ -144,6 +150,7 @@ pub const DEPARTMENT: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: Some("departments"),
     grants_access: false,
+    sealed: false,
 };
 /// An employee's membership of a department: in the department's own partition
 /// (`TENANT#t#DEPARTMENT#<d>#MEMBERS`), sorted by the employee's key.
@@ -154,6 +161,7 @@ pub const MEMBER: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: false,
+    sealed: false,
 };
 pub const SESSION: EntityKind = EntityKind {
     kind: "SESSION",
@@ -162,6 +170,7 @@ pub const SESSION: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: true,
+    sealed: false,
 };
 pub const CHILD_SESSION: EntityKind = EntityKind {
     kind: "SESSION",
@@ -170,6 +179,7 @@ pub const CHILD_SESSION: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: true,
+    sealed: false,
 };
 pub const USER: EntityKind = EntityKind {
     kind: "USER",
@@ -178,6 +188,7 @@ pub const USER: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: false,
+    sealed: false,
 };
 pub const EMAIL: EntityKind = EntityKind {
     kind: "EMAIL",
@@ -186,6 +197,7 @@ pub const EMAIL: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: false,
+    sealed: false,
 };
 pub const ORDER: EntityKind = EntityKind {
     kind: "ORDER",
@@ -194,6 +206,7 @@ pub const ORDER: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: false,
+    sealed: false,
 };
 /// An order's summary in its user's collection (`TENANT#t#USER#<u>`, sorted by the order's key).
 pub const ORDER_SUMMARY: EntityKind = EntityKind {
@@ -203,6 +216,7 @@ pub const ORDER_SUMMARY: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: false,
+    sealed: false,
 };
 /// The orders' date index: `TENANT#t#ORDERDATE#<date>#<o>`, under GSI1's month shards.
 pub const ORDER_DATE: EntityKind = EntityKind {
@@ -214,6 +228,7 @@ pub const ORDER_DATE: EntityKind = EntityKind {
     },
     import_as: None,
     grants_access: false,
+    sealed: false,
 };
 pub const TRANSFER: EntityKind = EntityKind {
     kind: "TRANSFER",
@@ -222,6 +237,7 @@ pub const TRANSFER: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: true,
+    sealed: false,
 };
 pub const INTEGRATION: EntityKind = EntityKind {
     kind: "INTEGRATION",
@@ -230,6 +246,7 @@ pub const INTEGRATION: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: true,
+    sealed: false,
 };
 
 /// A key space of the machinery's own (idempotency records, imports, the platform's lists), or a
@@ -326,6 +343,13 @@ pub fn restored(kind: &str) -> bool {
 }
 
 /// The entity kind bulk imports take by `name`.
+/// Whether items stored with the `kind` attribute `stored_as` are sealed.
+pub fn sealed(stored_as: &str) -> bool {
+    ENTITIES
+        .iter()
+        .any(|e| e.stored_as == stored_as && e.sealed)
+}
+
 pub fn importable(name: &str) -> Option<EntityKind> {
     ENTITIES.into_iter().find(|e| e.import_as == Some(name))
 }

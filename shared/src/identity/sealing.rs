@@ -35,8 +35,9 @@ fn cipher(key: &[u8]) -> Result<LessSafeKey, SealError> {
     Ok(LessSafeKey::new(key))
 }
 
-/// `plaintext` sealed under `key` for `context`: base64url of nonce, ciphertext and tag.
-pub fn seal(key: &[u8], context: &str, plaintext: &[u8]) -> Result<String, SealError> {
+/// `plaintext` sealed under `key` for `context`: nonce, ciphertext and tag, as bytes (an item's
+/// sealed attributes are a binary attribute).
+pub fn seal_bytes(key: &[u8], context: &[u8], plaintext: &[u8]) -> Result<Vec<u8>, SealError> {
     let cipher = cipher(key)?;
     let mut nonce = [0u8; NONCE_LEN];
     SystemRandom::new()
@@ -46,30 +47,41 @@ pub fn seal(key: &[u8], context: &str, plaintext: &[u8]) -> Result<String, SealE
     cipher
         .seal_in_place_append_tag(
             Nonce::assume_unique_for_key(nonce),
-            Aad::from(context.as_bytes()),
+            Aad::from(context),
             &mut sealed,
         )
         .map_err(|_| SealError::Key)?;
     let mut out = nonce.to_vec();
     out.extend(sealed);
-    Ok(URL_SAFE_NO_PAD.encode(out))
+    Ok(out)
+}
+
+/// The plaintext of [`seal_bytes`]' output, when `key` and `context` are the ones it was sealed
+/// with and nothing was changed; `None` otherwise.
+pub fn open_bytes(key: &[u8], context: &[u8], sealed: &[u8]) -> Option<Vec<u8>> {
+    if sealed.len() < NONCE_LEN {
+        return None;
+    }
+    let (nonce, body) = sealed.split_at(NONCE_LEN);
+    let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
+    let mut body = body.to_vec();
+    let plain = cipher(key)
+        .ok()?
+        .open_in_place(nonce, Aad::from(context), &mut body)
+        .ok()?;
+    Some(plain.to_vec())
+}
+
+/// `plaintext` sealed under `key` for `context`: base64url of [`seal_bytes`].
+pub fn seal(key: &[u8], context: &str, plaintext: &[u8]) -> Result<String, SealError> {
+    Ok(URL_SAFE_NO_PAD.encode(seal_bytes(key, context.as_bytes(), plaintext)?))
 }
 
 /// The plaintext of [`seal`]'s output, when `key` and `context` are the ones it was sealed with
 /// and nothing was changed; `None` otherwise.
 pub fn open(key: &[u8], context: &str, sealed: &str) -> Option<Vec<u8>> {
     let raw = URL_SAFE_NO_PAD.decode(sealed).ok()?;
-    if raw.len() < NONCE_LEN {
-        return None;
-    }
-    let (nonce, body) = raw.split_at(NONCE_LEN);
-    let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
-    let mut body = body.to_vec();
-    let plain = cipher(key)
-        .ok()?
-        .open_in_place(nonce, Aad::from(context.as_bytes()), &mut body)
-        .ok()?;
-    Some(plain.to_vec())
+    open_bytes(key, context.as_bytes(), &raw)
 }
 
 /// How long [`seal`]'s output is for `plaintext_len` bytes.

@@ -6,3 +6,4 @@ pub mod claims;
 pub mod credentials;
 pub mod guard;
 pub mod policy;
+pub mod vault;

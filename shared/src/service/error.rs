@@ -175,6 +175,11 @@ impl From<StoreError> for ApiError {
             StoreError::OutsideTenant => {
                 Self::Forbidden("The request reaches outside the caller's tenant.".into())
             }
+            StoreError::KeyRefused(_) => Self::Forbidden(
+                "This tenant's encryption key is disabled, revoked or destroyed: none of its \
+                 data can be read or written until its key is usable again."
+                    .into(),
+            ),
             StoreError::NotOnboarded => {
                 Self::Forbidden("This tenant has not been onboarded (no tenant record).".into())
             }
@@ -263,6 +268,10 @@ mod tests {
             (InvalidCursor.into(), 400),
             (StoreError::BadCursor(InvalidCursor).into(), 400),
             (StoreError::NotOnboarded.into(), 403),
+            (
+                StoreError::KeyRefused("DisabledException".into()).into(),
+                403,
+            ),
             (StoreError::OutsideTenant.into(), 403),
             (StoreError::Unavailable("x".into()).into(), 503),
             (StoreError::Contended("x".into()).into(), 409),

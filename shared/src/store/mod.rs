@@ -5,6 +5,7 @@
 pub mod client;
 pub mod idempotency;
 pub mod imports;
+pub mod keys;
 pub mod lifecycle;
 pub mod operator;
 pub mod quota;

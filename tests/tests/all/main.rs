@@ -48,6 +48,7 @@ mod sharding;
 mod signing_keys;
 mod table_audit;
 mod table_key;
+mod tenant_keys;
 mod throttling;
 mod transactions;
 mod usage;

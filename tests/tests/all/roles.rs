@@ -37,10 +37,11 @@ const TENANT_ACCESS: &str = "arn:aws:iam::123456789012:role/pooltable-dev-tenant
 const TENANT_OPERATOR: &str = "arn:aws:iam::123456789012:role/pooltable-dev-tenant-operator";
 
 /// Every reach a declaration can name: each must be granted by some probe below.
-const REACHES: [Reach; 11] = [
+const REACHES: [Reach; 12] = [
     Reach::TenantSessions,
     Reach::OffboardingReports,
     Reach::OperatorSessions,
+    Reach::TenantKeys,
     Reach::OwnTables,
     Reach::RestoreTables,
     Reach::ImportQueueSend,
@@ -91,6 +92,18 @@ fn probes() -> Vec<(Probe, bool)> {
         "ref:ApplicationPlaneEventSource".to_owned(),
     )]
     .into();
+    // A tenant's data key: KMS only under a tenant's encryption context (store::keys).
+    let kms_key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd";
+    let in_context = |action: &str, context: &[(&str, &str)]| {
+        let mut r = request(action, kms_key);
+        r.service_keys = context
+            .iter()
+            .map(|(k, v)| (format!("kms:EncryptionContext:{k}"), (*v).to_owned()))
+            .collect();
+        r
+    };
+    let tenant_context = [("pooltable:tenant", "acme"), ("pooltable:keyVersion", "1")];
+    let foreign_context = [("pooltable:tenant", "acme"), ("aws:ebs:id", "vol-1")];
     let mut forged = reply.clone();
     forged.service_keys = [("events:source".to_owned(), "sbt-control-plane".to_owned())].into();
     let granted: Vec<(AuthzRequest, &'static [Reach])> = vec![
@@ -107,6 +120,23 @@ fn probes() -> Vec<(Probe, bool)> {
             &[TenantSessions],
         ),
         (keyed("dynamodb:GetItem", TABLE, &record), &[TenantSessions]),
+        (
+            request("dynamodb:Query", "arn:test:TenantKeysTable"),
+            &[TenantSessions],
+        ),
+        (in_context("kms:Decrypt", &tenant_context), &[TenantSessions]),
+        (
+            request("dynamodb:PutItem", "arn:test:TenantKeysTable"),
+            &[TenantKeys],
+        ),
+        (
+            request("dynamodb:DeleteItem", "arn:test:TenantKeysTable"),
+            &[TenantKeys],
+        ),
+        (
+            in_context("kms:GenerateDataKey", &tenant_context),
+            &[TenantKeys],
+        ),
         (
             keyed("dynamodb:Query", TABLE, &raw_key("_platform", "OFFBOARDED#acme")),
             &[OffboardingReports],
@@ -230,6 +260,12 @@ fn probes() -> Vec<(Probe, bool)> {
         ),
         request("secretsmanager:GetSecretValue", "ref:OtherSecret"),
         request("kms:Decrypt", "*"),
+        in_context("kms:Decrypt", &foreign_context),
+        in_context("kms:Decrypt", &[]),
+        in_context("kms:GenerateDataKey", &[]),
+        in_context("kms:ScheduleKeyDeletion", &tenant_context),
+        request("dynamodb:Scan", "arn:test:TenantKeysTable"),
+        request("dynamodb:UpdateItem", "arn:test:TenantKeysTable"),
         request("iam:PassRole", "*"),
     ];
     granted

@@ -111,6 +111,7 @@ async fn onboard(
         limits: None,
         shard_count: None,
         placement,
+        kms_key_arn: None,
     };
     match crate::onboard_tenant::onboard(app, by, input, None).await {
         // A delivery that took over from one that stopped after onboarding: its own work,

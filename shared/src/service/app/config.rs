@@ -80,6 +80,9 @@ pub struct Settings {
     /// is split into
     /// ([`crate::store::lifecycle::lanes`]), each paced at a partition's rate.
     pub lifecycle_lanes: u32,
+    /// `TENANT_KEYS_TABLE` and `TENANT_KEY_ID` (both or neither), with `KEY_CACHE_SECONDS` (1 to
+    /// 3,600; default 300): a key per tenant ([`crate::store::keys`]). Unset: no tenant is keyed.
+    pub tenant_keys: Option<crate::store::keys::KeySettings>,
 }
 
 /// The list-page cache's settings.
@@ -220,9 +223,7 @@ impl Settings {
             ),
         )?;
         let tenant_role_arn = env_var("TENANT_ROLE_ARN")?;
-        let tenant_operator_role_arn = std::env::var("TENANT_OPERATOR_ROLE_ARN")
-            .ok()
-            .filter(|v| !v.is_empty());
+        let tenant_operator_role_arn = optional_env("TENANT_OPERATOR_ROLE_ARN");
         let signing = match std::env::var("SIGNING_KEYS_SECRET_ARN")
             .ok()
             .filter(|v| !v.is_empty())
@@ -246,6 +247,7 @@ impl Settings {
             None => KeySource::Fixed(keys_from_env()?),
         };
         Ok(Self {
+            tenant_keys: key_settings_from_env()?,
             signing,
             max_in_flight,
             read_cache_ms,
@@ -265,6 +267,37 @@ impl Settings {
             },
         })
     }
+}
+
+/// The variable `name`, unless it is unset or empty.
+fn optional_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn key_settings_from_env() -> Result<Option<crate::store::keys::KeySettings>, ConfigError> {
+    let keys = (
+        optional_env("TENANT_KEYS_TABLE"),
+        optional_env("TENANT_KEY_ID"),
+    );
+    let (table, kms_key_id) = match keys {
+        (Some(table), Some(kms_key_id)) => (table, kms_key_id),
+        (None, None) => return Ok(None),
+        (Some(_), None) => return Err(ConfigError::Missing("TENANT_KEY_ID")),
+        (None, Some(_)) => return Err(ConfigError::Missing("TENANT_KEYS_TABLE")),
+    };
+    let cache_seconds = env_var_or(
+        "KEY_CACHE_SECONDS",
+        crate::store::keys::DEFAULT_KEY_CACHE_SECONDS,
+    )?;
+    if !(1..=3600).contains(&cache_seconds) {
+        let why = "must be 1 to 3600".into();
+        return Err(ConfigError::Invalid("KEY_CACHE_SECONDS", why));
+    }
+    Ok(Some(crate::store::keys::KeySettings {
+        table,
+        kms_key_id,
+        cache_seconds,
+    }))
 }
 
 /// Where a container's signing keys come from.

@@ -17,13 +17,17 @@ use crate::service::signing::SigningKeys;
 use crate::store::client::meter::note_tenant;
 use crate::store::client::pages::PageCache;
 use crate::store::client::scoped::{TenantClients, TenantDb};
+use crate::store::keys::TenantKeys;
 use crate::store::quota::limiter::RateLimiter;
 use crate::store::quota::usage::UsageMeter;
 use crate::store::tenancy::placement::tables_of;
 use crate::store::tenancy::read_cache::ReadCache;
 use crate::store::tenancy::tenants::{Limits, TenantDirectory, TenantRecord, TenantStatus};
+use incarnations::Incarnations;
 
 mod config;
+mod incarnations;
+mod keys;
 mod metering;
 pub use config::{
     env_var, env_var_or, https_client, lambda_sdk_config, load_sdk_config, running_in_aws_lambda,
@@ -61,31 +65,10 @@ pub struct App {
     pub metrics: MetricsSink,
     /// The cursor and import signing keys ([`Self::cursor_keys`]).
     pub signing: SigningKeys,
+    /// Each tenant's data key, when tenants are keyed ([`keys`]).
+    pub keys: Option<Arc<TenantKeys>>,
     /// The `createdAt` of each tenant record this container counted for.
     incarnations: Incarnations,
-}
-
-/// Which tenant of an id this container's counts belong to: its record's `createdAt`. A new value
-/// means the id was offboarded and onboarded again.
-#[derive(Debug, Default)]
-struct Incarnations(std::sync::Mutex<std::collections::HashMap<TenantId, String>>);
-
-impl Incarnations {
-    /// Records `created_at` for `tenant`; true when it replaced another value.
-    fn changed(&self, tenant: &TenantId, created_at: &str) -> bool {
-        let mut known = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        match known.get(tenant) {
-            Some(seen) if seen == created_at => false,
-            Some(_) => {
-                known.insert(tenant.clone(), created_at.to_owned());
-                true
-            }
-            None => {
-                known.insert(tenant.clone(), created_at.to_owned());
-                false
-            }
-        }
-    }
 }
 
 impl App {
@@ -129,7 +112,10 @@ impl App {
             }
             KeySource::Fixed(keys) => SigningKeys::fixed(keys.clone()),
         };
-        Ok(Self::with_clients(settings, tenants, clock).with_signing(signing))
+        let keys = keys::from_settings(&settings, sdk, clock.clone());
+        Ok(Self::with_clients(settings, tenants, clock)
+            .with_signing(signing)
+            .with_tenant_keys(keys))
     }
 
     /// An `App` over clients built elsewhere (tests build theirs with fault injection).
@@ -153,6 +139,7 @@ impl App {
             clock,
             metrics: MetricsSink::from_env(),
             signing,
+            keys: None,
             incarnations: Incarnations::default(),
         }
         .with_list_cache(list_cache)
@@ -331,6 +318,7 @@ impl App {
             walk_sizes: None,
             puller: None,
             own_table_manager: None,
+            key: None,
         };
         crate::store::lifecycle::offboarding::ever_offboarded(&reports, tenant)
             .await
@@ -391,6 +379,7 @@ impl App {
         let tables = tables_of(&self.tenants, Some(&record), self.clock.now_seconds());
         let scope = self.settings.tenant_scope;
         let mut db = self.tenants.for_tenant(tenant, &tables, scope).await?;
+        db.key = self.tenant_key(tenant, Some(&record.created_at)).await?;
         db.pages = self.page_cache_for(&record);
         note_backfill(&db, &record);
         Ok(db)

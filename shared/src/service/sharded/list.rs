@@ -15,6 +15,7 @@ use crate::service::http::{
     MAX_PAGE_BYTES, MAX_SHARDED_LIMIT,
 };
 use crate::store::client::query::{string_attr, Item};
+use crate::store::keys::open_item;
 use crate::store::scatter::{
     gather, gather_across, walk, Fanout, GatheredPage, PageAsk, ShardedList,
 };
@@ -76,7 +77,13 @@ pub async fn list_page<V: Serialize>(
         tenant: t,
         route: &route,
     };
-    page_response(page.items, page.next_cursor, view, cursor)
+    let key = db.key.as_deref();
+    let items = page
+        .items
+        .into_iter()
+        .map(|item| open_item(key, item))
+        .collect::<Result<Vec<_>, _>>()?;
+    page_response(items, page.next_cursor, view, cursor)
 }
 
 /// Where an unordered page starts: the tenant, its cursor (if any), and the list.

@@ -32,6 +32,10 @@ pub enum StoreError {
     /// keys than the pool's, or with items): 409, naming it.
     #[error("{0}")]
     Unfit(String),
+    /// The tenant's key refuses (its KMS key disabled, its grant revoked, pending deletion, or the
+    /// key destroyed): none of its data can be read or written until the key is usable again (403).
+    #[error("the tenant's key refuses: {0}")]
+    KeyRefused(String),
     /// The tenant has no record, so nothing sharded can be addressed.
     #[error("this tenant has not been onboarded (no tenant record)")]
     NotOnboarded,

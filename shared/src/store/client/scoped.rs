@@ -17,6 +17,7 @@ use crate::identity::keys::{tenant_record_key, ItemKey};
 use crate::isolation::credentials::{CredentialSettings, TenantCredentials};
 use crate::isolation::guard::{OwnTableGuard, RecordReadGuard, SourceReadGuard, TenantKeyGuard};
 use crate::isolation::policy::{own_table_name, Moving, Scope, TenantTables};
+use crate::isolation::vault::TenantKey;
 use crate::store::client::error::StoreError;
 use crate::store::client::meter::RequestMetering;
 use crate::store::client::pages::{PageCache, PageCacheInvalidation};
@@ -53,6 +54,9 @@ pub struct TenantDb {
     /// the tenant's own table and nothing else ([`OwnTableGuard`]; IAM: the tenant-operator role,
     /// only when the table's `tenant` tag is this tenant).
     pub own_table_manager: Option<aws_sdk_dynamodb::Client>,
+    /// The tenant's data key, when it has one ([`crate::store::keys`]): its items' document
+    /// attributes are sealed under it. Set by the service layer after the key is checked.
+    pub key: Option<Arc<TenantKey>>,
 }
 
 /// A TenantDb method starting a request on one item: its table and key set, the rest the caller's.
@@ -93,6 +97,7 @@ impl TenantDb {
             walk_sizes: None,
             puller: None,
             own_table_manager: None,
+            key: None,
         }
     }
 
@@ -252,6 +257,7 @@ impl TenantClients {
             walk_sizes: None,
             puller: None,
             own_table_manager: None,
+            key: None,
         }
     }
 
@@ -379,6 +385,7 @@ impl TenantClients {
                     walk_sizes: Some(self.walk_sizes.clone()),
                     puller,
                     own_table_manager,
+                    key: None,
                 }
             })
             .await?;

@@ -26,6 +26,7 @@ use crate::store::client::items::{delete_existing, get_item, get_item_consistent
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
 use crate::store::client::transact::TransactError;
+use crate::store::keys::{open_item, stored_form};
 pub use crate::store::tenancy::tenants::Layout;
 
 /// Sends of a moving write whose reads went stale before its transaction (a concurrent writer or
@@ -97,13 +98,14 @@ impl Keys {
 /// (new copy preferred), and a consistent read of the new key when neither answered.
 pub async fn get(db: &TenantDb, layout: Layout, keys: &Keys) -> Result<Option<Item>, StoreError> {
     let (new, old) = keys.new_and_old(layout);
+    let opened = |item: Option<Item>| item.map(|i| open_item(db.key.as_deref(), i)).transpose();
     let Some(old) = old else {
-        return get_item(db, new.clone()).await;
+        return opened(get_item(db, new.clone()).await?);
     };
     let (at_new, at_old) = tokio::join!(get_item(db, new.clone()), get_item(db, old.clone()));
     match (at_new?, at_old?) {
-        (Some(item), _) | (None, Some(item)) => Ok(Some(item)),
-        (None, None) => get_item_consistent(db, new.clone()).await,
+        (Some(item), _) | (None, Some(item)) => opened(Some(item)),
+        (None, None) => opened(get_item_consistent(db, new.clone()).await?),
     }
 }
 
@@ -114,18 +116,20 @@ pub async fn locate(
     keys: &Keys,
 ) -> Result<Option<(Key, Item)>, StoreError> {
     let (new, old) = keys.new_and_old(layout);
+    let key = db.key.as_deref();
     let at_new = get_item_consistent(db, new.clone()).await?;
     if let Some(item) = at_new {
-        return Ok(Some((new.clone(), item)));
+        return Ok(Some((new.clone(), open_item(key, item)?)));
     }
     let Some(old) = old else { return Ok(None) };
     if let Some(item) = get_item_consistent(db, old.clone()).await? {
-        return Ok(Some((old.clone(), item)));
+        return Ok(Some((old.clone(), open_item(key, item)?)));
     }
     // Moved between the two reads (moves go old to new only).
-    Ok(get_item_consistent(db, new.clone())
+    get_item_consistent(db, new.clone())
         .await?
-        .map(|item| (new.clone(), item)))
+        .map(|item| Ok((new.clone(), open_item(key, item)?)))
+        .transpose()
 }
 
 /// Puts the item (`fields` without keys): `Ok(true)` when it replaced an item (in either place).
@@ -196,6 +200,10 @@ pub async fn put_along(
     along: Vec<TransactWriteItem>,
     written_at: Option<u64>,
 ) -> Result<Put, StoreError> {
+    // Sealed once: the sealed bytes are bound to the sort key, which every shard's copy shares.
+    let mut fields = fields;
+    fields.extend(keys.write.clone());
+    let fields = stored_form(db.key.as_deref(), fields)?;
     let with_key = |key: &Key| {
         let mut item = fields.clone();
         item.extend(key.clone());

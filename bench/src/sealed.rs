@@ -1,0 +1,179 @@
+//! Figure 20 (issue 59): what a key per tenant costs a request. The same warm get-product and
+//! put-product, through the latency model, for a tenant whose products are sealed under its own
+//! key (AES-256-GCM, the key unwrapped by KMS once per container) and for one without a key,
+//! interleaved so both see the same server and machine state; the KMS calls the keyed container
+//! made; and the first request of a fresh container (credentials, and for the keyed tenant its key:
+//! one key-table Query and one Decrypt), keyed against not.
+
+use std::sync::Arc;
+
+use aws_types::SdkConfig;
+use integration::{onboard_at_max_limits as onboard, unique, Auth, Harness};
+use serde_json::json;
+use shared::identity::clock::SystemClock;
+use shared::identity::ids::TenantId;
+use shared::isolation::vault::KmsVault;
+use shared::store::keys::{KeySettings, TenantKeys, DEFAULT_KEY_CACHE_SECONDS};
+use shared::App;
+
+use crate::apps::production_app;
+use crate::report::{stat, Report};
+use crate::requests::{get_product_admitted, put_product_admitted};
+
+/// Fresh containers whose first request is timed, per kind.
+const FIRST_REQUESTS: usize = 15;
+
+/// The key table and platform key of the run, on DynamoDB Local and moto's KMS.
+async fn key_settings(h: &Harness, sdk: &SdkConfig) -> KeySettings {
+    let table = format!("{}-keys", h.table);
+    let def = devtools::key_table_from_template(&devtools::default_template_path())
+        .expect("template.yaml defines the key table");
+    devtools::create_table(&h.admin, &table, &def)
+        .await
+        .expect("create the key table");
+    let kms_key_id = aws_sdk_kms::Client::new(sdk)
+        .create_key()
+        .description("pooltable bench tenant keys")
+        .send()
+        .await
+        .expect("a KMS key on moto")
+        .key_metadata
+        .map(|m| m.arn.unwrap_or(m.key_id))
+        .expect("its metadata");
+    KeySettings {
+        table,
+        kms_key_id,
+        cache_seconds: DEFAULT_KEY_CACHE_SECONDS,
+    }
+}
+
+/// A production container through the latency model whose tenants are keyed by `settings`. KMS
+/// and the key table are reached directly: a container calls them once per tenant per period.
+fn keyed_app(sdk: &SdkConfig, proxied: &SdkConfig, table: &str, settings: &KeySettings) -> App {
+    let vault = KmsVault::new(aws_sdk_kms::Client::new(sdk));
+    let keys = TenantKeys::new(
+        settings,
+        aws_sdk_dynamodb::Client::new(sdk),
+        Arc::new(vault),
+        Arc::new(SystemClock),
+    );
+    production_app(proxied, table).with_tenant_keys(Some(keys))
+}
+
+pub(crate) async fn sealed_figure(
+    h: &Harness,
+    sdk: &SdkConfig,
+    proxied: &SdkConfig,
+    iterations: usize,
+    report: &mut Report,
+) {
+    let settings = key_settings(h, sdk).await;
+    let keyed = keyed_app(sdk, proxied, &h.table, &settings);
+    let plain = production_app(proxied, &h.table);
+    let (sealed_t, plain_t) = (unique("sealed"), unique("plain"));
+    for t in [&sealed_t, &plain_t] {
+        onboard(h, t, 4).await;
+    }
+    let tenant_keys = keyed.keys.as_ref().expect("keyed");
+    let sealed_id = TenantId::parse(&sealed_t).unwrap();
+    tenant_keys
+        .create(&sealed_id, None, "bench")
+        .await
+        .expect("a key");
+    let (sealed_auth, plain_auth) = (Auth::Tenant(sealed_t), Auth::Tenant(plain_t));
+    let doc =
+        json!({"name": "Widget", "price": 12.5, "tags": ["a", "b", "c"], "notes": "x".repeat(400)});
+    let mut samples: [Vec<f64>; 4] = Default::default();
+    for i in 0..iterations + 20 {
+        let timed = [
+            get_product_admitted(&plain, &plain_auth, "p-1").await,
+            get_product_admitted(&keyed, &sealed_auth, "p-1").await,
+            put_product_admitted(&plain, &plain_auth, "p-1", doc.clone()).await,
+            put_product_admitted(&keyed, &sealed_auth, "p-1", doc.clone()).await,
+        ];
+        for (sample, (ms, status)) in samples.iter_mut().zip(timed) {
+            // The first round's reads answer 404 (nothing written yet); the warm-up is left out.
+            assert!(
+                status == 200 || status == 201 || (i == 0 && status == 404),
+                "{status}"
+            );
+            if i >= 20 {
+                sample.push(ms);
+            }
+        }
+    }
+    let kms_calls = tenant_keys.vault_calls();
+    let [get_plain, get_sealed, put_plain, put_sealed] = samples.map(stat);
+    let ratio = |sealed: &crate::report::Stat, plain: &crate::report::Stat| {
+        format!(
+            "{:.2}x the same request of a tenant without a key (target <= 1.10x)",
+            sealed.median / plain.median
+        )
+    };
+    let tag = " [latency model]";
+    report.add(
+        &format!("20. get-product, no key{tag}"),
+        &get_plain,
+        String::new(),
+    );
+    let note = ratio(&get_sealed, &get_plain);
+    report.add(&format!("20. get-product, sealed{tag}"), &get_sealed, note);
+    report.add(
+        &format!("20. put-product, no key{tag}"),
+        &put_plain,
+        String::new(),
+    );
+    let note = ratio(&put_sealed, &put_plain);
+    report.add(&format!("20. put-product, sealed{tag}"), &put_sealed, note);
+    report.fact(
+        "20. KMS calls of the keyed container",
+        json!(kms_calls),
+        &format!(
+            "for {} requests of one tenant: its key made once (GenerateDataKey), then none",
+            2 * (iterations + 20)
+        ),
+    );
+    first_requests(
+        h,
+        sdk,
+        proxied,
+        &settings,
+        &sealed_auth,
+        &plain_auth,
+        report,
+    )
+    .await;
+}
+
+/// The first request of [`FIRST_REQUESTS`] fresh containers each, keyed and not.
+async fn first_requests(
+    h: &Harness,
+    sdk: &SdkConfig,
+    proxied: &SdkConfig,
+    settings: &KeySettings,
+    sealed: &Auth,
+    plain: &Auth,
+    report: &mut Report,
+) {
+    let (mut keyed_ms, mut plain_ms) = (Vec::new(), Vec::new());
+    for _ in 0..FIRST_REQUESTS {
+        let fresh = production_app(proxied, &h.table);
+        let (ms, status) = get_product_admitted(&fresh, plain, "p-1").await;
+        assert_eq!(status, 200);
+        plain_ms.push(ms);
+        let fresh = keyed_app(sdk, proxied, &h.table, settings);
+        let (ms, status) = get_product_admitted(&fresh, sealed, "p-1").await;
+        assert_eq!(status, 200);
+        keyed_ms.push(ms);
+    }
+    let (keyed_first, plain_first) = (stat(keyed_ms), stat(plain_ms));
+    let added = keyed_first.median - plain_first.median;
+    let tag = " [latency model; KMS and the key table direct]";
+    let name = format!("20. first get-product of a fresh container, no key{tag}");
+    report.add(&name, &plain_first, String::new());
+    report.add(
+        &format!("20. first get-product of a fresh container, sealed{tag}"),
+        &keyed_first,
+        format!("{added:+.1} ms: the key's Query and Decrypt (target <= 10 ms)"),
+    );
+}

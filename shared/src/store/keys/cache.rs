@@ -1,0 +1,234 @@
+//! Each tenant's data key, unwrapped once per tenant per container per period and kept in a bounded
+//! cache, like the STS credentials: a request pays no KMS call, and a revoked key stops serving
+//! within one period (`KEY_CACHE_SECONDS`, 300 by default).
+
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use lru::LruCache;
+
+use super::table::{KeyRow, KeyTable, Shredded};
+use crate::identity::clock::{rfc3339, Clock};
+use crate::identity::ids::TenantId;
+use crate::isolation::vault::{KeyVault, TenantKey, VaultError};
+use crate::store::client::error::StoreError;
+
+/// How long an unwrapped key serves before KMS is asked again.
+pub const DEFAULT_KEY_CACHE_SECONDS: u64 = 300;
+
+/// The most tenants whose keys one container keeps.
+const CACHED_TENANTS: usize = 10_000;
+
+/// Where keys are: read once in `main`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeySettings {
+    /// The key table (`TENANT_KEYS_TABLE`).
+    pub table: String,
+    /// The platform's KMS key (`TENANT_KEY_ID`), which wraps every tenant's key but a BYOK tenant's.
+    pub kms_key_id: String,
+    /// `KEY_CACHE_SECONDS`.
+    pub cache_seconds: u64,
+}
+
+#[derive(Clone)]
+struct Cached {
+    key: Option<Arc<TenantKey>>,
+    fetched_ms: u64,
+    /// The tenant record's `createdAt` it was fetched for, when known: an id offboarded and
+    /// onboarded again has another, and a new key.
+    incarnation: Option<String>,
+}
+
+/// Every tenant's key as this container knows it.
+pub struct TenantKeys {
+    table: KeyTable,
+    vault: Arc<dyn KeyVault>,
+    kms_key_id: String,
+    cache_ms: u64,
+    clock: Arc<dyn Clock>,
+    cache: Mutex<LruCache<TenantId, Cached>>,
+    vault_calls: AtomicU64,
+}
+
+fn refused(error: VaultError) -> StoreError {
+    match error {
+        VaultError::Refused(code) => StoreError::KeyRefused(code),
+        VaultError::Unavailable(detail) => StoreError::Unavailable(detail),
+        VaultError::Malformed(detail) => StoreError::Internal(detail),
+    }
+}
+
+impl TenantKeys {
+    pub fn new(
+        settings: &KeySettings,
+        client: aws_sdk_dynamodb::Client,
+        vault: Arc<dyn KeyVault>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let bound = NonZeroUsize::new(CACHED_TENANTS).unwrap_or(NonZeroUsize::MIN);
+        Self {
+            table: KeyTable {
+                client,
+                name: settings.table.clone(),
+            },
+            vault,
+            kms_key_id: settings.kms_key_id.clone(),
+            cache_ms: settings.cache_seconds.saturating_mul(1000),
+            clock,
+            cache: Mutex::new(LruCache::new(bound)),
+            vault_calls: AtomicU64::new(0),
+        }
+    }
+
+    /// The KMS calls this container made (GenerateDataKey and Decrypt).
+    pub fn vault_calls(&self) -> u64 {
+        self.vault_calls.load(Ordering::Relaxed)
+    }
+
+    /// The key table's name.
+    pub fn table_name(&self) -> &str {
+        &self.table.name
+    }
+
+    fn cached(&self, tenant: &TenantId) -> Option<Cached> {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache.get(tenant).cloned()
+    }
+
+    fn remember(&self, tenant: &TenantId, key: Option<Arc<TenantKey>>, incarnation: Option<&str>) {
+        let cached = Cached {
+            key,
+            fetched_ms: self.clock.now_millis(),
+            incarnation: incarnation.map(str::to_owned),
+        };
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache.put(tenant.clone(), cached);
+    }
+
+    /// Drops what this container knows of `tenant`'s key.
+    pub fn forget(&self, tenant: &TenantId) {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache.pop(tenant);
+    }
+
+    async fn unwrap(&self, tenant: &TenantId, row: &KeyRow) -> Result<TenantKey, StoreError> {
+        self.vault_calls.fetch_add(1, Ordering::Relaxed);
+        let bytes = self
+            .vault
+            .unwrap(&row.kms_key, &row.wrapped, tenant, row.version)
+            .await
+            .map_err(refused)?;
+        TenantKey::new(tenant.clone(), row.version, bytes, row.kms_key.clone()).map_err(refused)
+    }
+
+    /// `tenant`'s current key, or `None` when it has none (its items are plain). From the cache
+    /// while it is fresh; else the key table and KMS. A key KMS refuses (disabled, grant revoked,
+    /// pending deletion) is [`StoreError::KeyRefused`] and leaves the cache; when KMS is unavailable
+    /// a key fetched within two periods keeps serving.
+    ///
+    /// With `incarnation` (the tenant record's `createdAt`), a key cached for another incarnation of
+    /// the id (offboarded, its key shredded, and onboarded again) is fetched again.
+    pub async fn current(
+        &self,
+        tenant: &TenantId,
+        incarnation: Option<&str>,
+    ) -> Result<Option<Arc<TenantKey>>, StoreError> {
+        let now = self.clock.now_millis();
+        let cached = self.cached(tenant);
+        let same = |c: &&Cached| incarnation.is_none_or(|i| c.incarnation.as_deref() == Some(i));
+        if let Some(hit) = cached
+            .as_ref()
+            .filter(|c| now < c.fetched_ms + self.cache_ms)
+            .filter(same)
+        {
+            return Ok(hit.key.clone());
+        }
+        let rows = self.table.rows(tenant).await?;
+        let Some(row) = rows.last() else {
+            self.remember(tenant, None, incarnation);
+            return Ok(None);
+        };
+        match self.unwrap(tenant, row).await {
+            Ok(key) => {
+                let key = Arc::new(key);
+                self.remember(tenant, Some(key.clone()), incarnation);
+                Ok(Some(key))
+            }
+            Err(StoreError::Unavailable(detail)) => match cached {
+                Some(Cached {
+                    key: Some(key),
+                    fetched_ms,
+                    ..
+                }) if now < fetched_ms + 2 * self.cache_ms => Ok(Some(key)),
+                _ => Err(StoreError::Unavailable(detail)),
+            },
+            Err(e) => {
+                self.forget(tenant);
+                Err(e)
+            }
+        }
+    }
+
+    /// Makes `tenant`'s key (version 1) under `kms_key` (a BYOK tenant's own key) or the platform's,
+    /// unless it has one already: then that one. Onboarding calls it, with the `createdAt` of the
+    /// record it writes (`incarnation`); a retry changes nothing.
+    pub async fn create(
+        &self,
+        tenant: &TenantId,
+        kms_key: Option<&str>,
+        incarnation: &str,
+    ) -> Result<Arc<TenantKey>, StoreError> {
+        if let Some(key) = self.current(tenant, None).await? {
+            return Ok(key);
+        }
+        let version = 1;
+        let kms_key = kms_key.unwrap_or(&self.kms_key_id);
+        self.vault_calls.fetch_add(1, Ordering::Relaxed);
+        let made = self
+            .vault
+            .generate(kms_key, tenant, version)
+            .await
+            .map_err(refused)?;
+        let row = KeyRow {
+            version,
+            wrapped: made.wrapped,
+            kms_key: made.kms_key,
+            created_at: rfc3339(self.clock.now_millis()),
+        };
+        if !self.table.insert(tenant, &row).await? {
+            // Another container made it first: that one is the key.
+            self.forget(tenant);
+            return self.current(tenant, None).await?.ok_or_else(|| {
+                StoreError::Internal(format!("the key of {tenant} was made and is gone"))
+            });
+        }
+        let key = Arc::new(
+            TenantKey::new(tenant.clone(), version, made.plaintext, row.kms_key)
+                .map_err(refused)?,
+        );
+        self.remember(tenant, Some(key.clone()), Some(incarnation));
+        Ok(key)
+    }
+
+    /// Deletes every wrapped key of `tenant`: what they sealed, in the live table or in any copy of
+    /// it, opens with no key the platform holds. `None` when it had none (never keyed, or shredded
+    /// already: a retried offboarding reports what the first run did).
+    pub async fn shred(&self, tenant: &TenantId) -> Result<Option<Shredded>, StoreError> {
+        let rows = self.table.rows(tenant).await?;
+        let Some(first) = rows.first() else {
+            self.forget(tenant);
+            return Ok(None);
+        };
+        let kms_key_id = first.kms_key.clone();
+        for row in &rows {
+            self.table.delete(tenant, row.version).await?;
+        }
+        self.forget(tenant);
+        Ok(Some(Shredded {
+            kms_key_id,
+            versions: rows.iter().map(|r| r.version).collect(),
+            destroyed_at: rfc3339(self.clock.now_millis()),
+        }))
+    }
+}

@@ -1,0 +1,196 @@
+//! An item's document attributes sealed under its tenant's key: AES-256-GCM over the JSON of every
+//! attribute that is not [`PLAIN`], stored as the binary attribute [`SEALED`] with the key's version
+//! ([`KEY_VERSION`]). Keys, index attributes, TTL and the attributes conditions read stay plain.
+//! The additional data binds the sealed bytes to the tenant, the item's sort key (which names its
+//! kind and id, and neither its shard nor its table: a re-sharding or a move carries it as it is)
+//! and the key version, so sealed bytes moved to another item or tenant do not open.
+
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use crate::identity::entities;
+use crate::identity::keys::{CATALOG, GSI1, PK, SK};
+use crate::identity::sealing::{open_bytes, seal_bytes};
+use crate::isolation::vault::TenantKey;
+use crate::store::client::error::StoreError;
+use crate::store::client::query::Item;
+
+/// The attribute holding the sealed attributes.
+pub const SEALED: &str = "sealed";
+/// The version of the tenant's key that sealed them.
+pub const KEY_VERSION: &str = "keyVersion";
+
+/// What is never sealed: keys and index keys, the kind, the owner, the write time conditions compare,
+/// the TTL, and the sealing's own attributes.
+pub const PLAIN: [&str; 10] = [
+    PK,
+    SK,
+    GSI1,
+    CATALOG,
+    "kind",
+    "tenantId",
+    "updatedAtMs",
+    "expiresAt",
+    SEALED,
+    KEY_VERSION,
+];
+
+fn context(key: &TenantKey, sort_key: &str) -> Vec<u8> {
+    format!(
+        "pooltable/item/v1\n{}\n{}\n{}",
+        key.tenant, sort_key, key.version
+    )
+    .into_bytes()
+}
+
+/// Whether `item` holds sealed attributes.
+pub fn is_sealed(item: &Item) -> bool {
+    item.contains_key(SEALED)
+}
+
+/// `item` with every attribute not in [`PLAIN`] sealed under `key`. The item must have its sort key.
+pub fn seal_item(key: &TenantKey, mut item: Item) -> Result<Item, StoreError> {
+    let sort_key = match item.get(SK) {
+        Some(AttributeValue::S(sk)) => sk.clone(),
+        _ => {
+            return Err(StoreError::Internal(
+                "an item to seal has no sort key".into(),
+            ))
+        }
+    };
+    let document: Item = item
+        .extract_if(|name, _| !PLAIN.contains(&name.as_str()))
+        .collect();
+    let json: serde_json::Value = serde_dynamo::from_item(document)
+        .map_err(|e| StoreError::Internal(format!("an item's attributes as JSON: {e}")))?;
+    let plaintext = serde_json::to_vec(&json)
+        .map_err(|e| StoreError::Internal(format!("an item's attributes as JSON: {e}")))?;
+    let sealed = seal_bytes(key.bytes(), &context(key, &sort_key), &plaintext)
+        .map_err(|e| StoreError::Internal(e.to_string()))?;
+    item.insert(SEALED.into(), AttributeValue::B(Blob::new(sealed)));
+    item.insert(
+        KEY_VERSION.into(),
+        AttributeValue::N(key.version.to_string()),
+    );
+    Ok(item)
+}
+
+/// `item` as it is stored: sealed under `key` when the tenant has one and the item's kind is sealed
+/// (`identity::entities`, `EntityKind::sealed`), else as it is.
+pub fn stored_form(key: Option<&TenantKey>, item: Item) -> Result<Item, StoreError> {
+    let sealed_kind =
+        matches!(item.get("kind"), Some(AttributeValue::S(kind)) if entities::sealed(kind));
+    match key {
+        Some(key) if sealed_kind => seal_item(key, item),
+        _ => Ok(item),
+    }
+}
+
+/// `item` with its sealed attributes opened under `key` (an item with none is returned as it is).
+/// An item sealed under another key or version, or changed, does not open: never a plaintext guess.
+pub fn open_item(key: Option<&TenantKey>, mut item: Item) -> Result<Item, StoreError> {
+    let Some(AttributeValue::B(sealed)) = item.remove(SEALED) else {
+        return Ok(item);
+    };
+    let version = match item.remove(KEY_VERSION) {
+        Some(AttributeValue::N(n)) => n.parse::<u32>().ok(),
+        _ => None,
+    };
+    let key = key.ok_or_else(|| {
+        StoreError::KeyRefused("a sealed item was read without its tenant's key".into())
+    })?;
+    if version != Some(key.version) {
+        return Err(StoreError::KeyRefused(format!(
+            "an item is sealed under key version {version:?}, not {}",
+            key.version
+        )));
+    }
+    let sort_key = match item.get(SK) {
+        Some(AttributeValue::S(sk)) => sk.clone(),
+        _ => return Err(StoreError::Internal("a sealed item has no sort key".into())),
+    };
+    let plaintext = open_bytes(key.bytes(), &context(key, &sort_key), sealed.as_ref())
+        .ok_or_else(|| StoreError::Internal(format!("the item {sort_key} does not open")))?;
+    let json: serde_json::Value = serde_json::from_slice(&plaintext)
+        .map_err(|e| StoreError::Internal(format!("an opened item's attributes: {e}")))?;
+    let document: Item = serde_dynamo::to_item(json)
+        .map_err(|e| StoreError::Internal(format!("an opened item's attributes: {e}")))?;
+    item.extend(document);
+    Ok(item)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::ids::{EntityId, TenantId};
+    use crate::identity::keys::{kind, sharded_entity_key};
+
+    fn key(tenant: &str, version: u32) -> TenantKey {
+        TenantKey::new(
+            TenantId::parse(tenant).unwrap(),
+            version,
+            crate::identity::sealing::new_key().unwrap().to_vec(),
+            "arn:aws:kms:us-east-1:123456789012:key/k".into(),
+        )
+        .unwrap()
+    }
+
+    fn product_key(id: &str) -> Item {
+        let (tenant, id) = (
+            TenantId::parse("acme").unwrap(),
+            EntityId::parse(id).unwrap(),
+        );
+        sharded_entity_key(&tenant, kind::PRODUCT, kind::PRODUCT, &id, 4)
+    }
+
+    fn product(id: &str) -> Item {
+        let mut item = product_key(id);
+        item.extend([
+            ("kind".to_owned(), AttributeValue::S("PRODUCT".into())),
+            ("updatedAtMs".to_owned(), AttributeValue::N("7".into())),
+            ("productId".to_owned(), AttributeValue::S(id.into())),
+            (
+                "document".to_owned(),
+                serde_dynamo::to_attribute_value(serde_json::json!({"name": "Secret", "n": 3}))
+                    .unwrap(),
+            ),
+        ]);
+        item
+    }
+
+    #[test]
+    fn an_item_sealed_keeps_only_its_plain_attributes_readable_and_opens_to_itself() {
+        // GIVEN a product and its tenant's key
+        let key = key("acme", 1);
+        let item = product("p-1");
+        // WHEN it is sealed
+        let sealed = seal_item(&key, item.clone()).unwrap();
+        // THEN only plain attributes and the sealed bytes are left, none of the document's text
+        let mut names: Vec<_> = sealed.keys().map(String::as_str).collect();
+        names.sort();
+        assert_eq!(names, [PK, SK, KEY_VERSION, "kind", SEALED, "updatedAtMs"]);
+        assert!(!format!("{sealed:?}").contains("Secret"));
+        // AND it opens to the item it was
+        assert_eq!(open_item(Some(&key), sealed).unwrap(), item);
+    }
+
+    #[test]
+    fn sealed_bytes_open_only_under_their_key_tenant_and_sort_key() {
+        let key = key("acme", 1);
+        let sealed = seal_item(&key, product("p-1")).unwrap();
+        // another key of the same tenant and version
+        assert!(open_item(Some(&self::key("acme", 1)), sealed.clone()).is_err());
+        // no key at all
+        assert!(matches!(
+            open_item(None, sealed.clone()),
+            Err(StoreError::KeyRefused(_))
+        ));
+        // the same bytes under another item's sort key
+        let mut moved = sealed.clone();
+        moved.insert(SK.into(), product_key("p-2")[SK].clone());
+        assert!(open_item(Some(&key), moved).is_err());
+        // a plain item is read as it is
+        let plain = product("p-3");
+        assert_eq!(open_item(None, plain.clone()).unwrap(), plain);
+    }
+}

@@ -1,0 +1,224 @@
+//! A key per tenant in a test's world ([`Harness::keyed`]): the test's own key table and platform
+//! KMS key on moto, and the fault layer in the key path that enforces KMS key states
+//! ([`EnforcedKeyStates`]), since moto's KMS decrypts under a disabled key.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use futures::future::BoxFuture;
+use shared::identity::ids::TenantId;
+use shared::isolation::vault::{KeyVault, KmsVault, NewDataKey, TenantKey, VaultError};
+use shared::service::app::load_sdk_config;
+use shared::store::keys::{KeySettings, TenantKeys, DEFAULT_KEY_CACHE_SECONDS};
+
+use crate::Harness;
+
+/// KMS as moto serves it, with the one thing moto leaves out: a key that is not `Enabled` refuses.
+/// Before each GenerateDataKey or Decrypt it reads the key's state from moto (DescribeKey: the
+/// state moto keeps for DisableKey, EnableKey, ScheduleKeyDeletion and CancelKeyDeletion), and
+/// refuses with the error KMS documents for that state (`DisabledException` for a disabled key,
+/// `KMSInvalidStateException` for one pending deletion or otherwise unusable) before the call
+/// would go out. Faithful because the state is moto's own, set by the real KMS calls a test makes;
+/// only the enforcement is added, and it is what KMS does for these operations.
+pub struct EnforcedKeyStates {
+    kms: aws_sdk_kms::Client,
+    inner: KmsVault,
+}
+
+impl EnforcedKeyStates {
+    pub fn new(kms: aws_sdk_kms::Client) -> Self {
+        let inner = KmsVault::new(kms.clone());
+        Self { kms, inner }
+    }
+
+    async fn usable(&self, kms_key: &str) -> Result<(), VaultError> {
+        let described = self
+            .kms
+            .describe_key()
+            .key_id(kms_key)
+            .send()
+            .await
+            .map_err(|e| VaultError::Unavailable(format!("DescribeKey: {e:?}")))?;
+        let state = described.key_metadata.and_then(|m| m.key_state);
+        match state {
+            Some(aws_sdk_kms::types::KeyState::Enabled) => Ok(()),
+            Some(aws_sdk_kms::types::KeyState::Disabled) => {
+                Err(VaultError::Refused("DisabledException".into()))
+            }
+            _ => Err(VaultError::Refused("KMSInvalidStateException".into())),
+        }
+    }
+}
+
+impl KeyVault for EnforcedKeyStates {
+    fn generate<'a>(
+        &'a self,
+        kms_key: &'a str,
+        tenant: &'a TenantId,
+        version: u32,
+    ) -> BoxFuture<'a, Result<NewDataKey, VaultError>> {
+        Box::pin(async move {
+            self.usable(kms_key).await?;
+            self.inner.generate(kms_key, tenant, version).await
+        })
+    }
+
+    fn unwrap<'a>(
+        &'a self,
+        kms_key: &'a str,
+        wrapped: &'a [u8],
+        tenant: &'a TenantId,
+        version: u32,
+    ) -> BoxFuture<'a, Result<Vec<u8>, VaultError>> {
+        Box::pin(async move {
+            self.usable(kms_key).await?;
+            self.inner.unwrap(kms_key, wrapped, tenant, version).await
+        })
+    }
+}
+
+/// A keyed test world's key parts.
+#[derive(Clone)]
+pub struct TestKeys {
+    pub kms: aws_sdk_kms::Client,
+    /// The platform key's ARN.
+    pub platform_key: String,
+    pub table: String,
+}
+
+impl TestKeys {
+    /// A container's key cache over these keys, behind [`EnforcedKeyStates`].
+    pub fn tenant_keys(&self, h: &Harness) -> TenantKeys {
+        let settings = KeySettings {
+            table: self.table.clone(),
+            kms_key_id: self.platform_key.clone(),
+            cache_seconds: DEFAULT_KEY_CACHE_SECONDS,
+        };
+        let vault = EnforcedKeyStates::new(self.kms.clone());
+        TenantKeys::new(&settings, h.admin.clone(), Arc::new(vault), h.clock.clone())
+    }
+
+    /// A new KMS key on moto (a tenant's own, for BYOK): its ARN.
+    pub async fn new_kms_key(&self, description: &str) -> String {
+        self.kms
+            .create_key()
+            .description(description)
+            .send()
+            .await
+            .expect("create a KMS key on moto")
+            .key_metadata
+            .map(|m| m.arn.unwrap_or(m.key_id))
+            .expect("a key's metadata")
+    }
+
+    /// Every key the stack still holds: each row of the key table, unwrapped by KMS (moto's, which
+    /// unwraps under any key state: the most a stack holding these rows could open).
+    pub async fn every_key(&self, admin: &aws_sdk_dynamodb::Client) -> Vec<TenantKey> {
+        let rows = admin
+            .scan()
+            .table_name(&self.table)
+            .send()
+            .await
+            .expect("scan the key table")
+            .items
+            .unwrap_or_default();
+        let vault = KmsVault::new(self.kms.clone());
+        let mut keys = Vec::new();
+        for row in rows {
+            let s = |name: &str| match row.get(name) {
+                Some(AttributeValue::S(s)) => s.clone(),
+                Some(AttributeValue::N(n)) => n.clone(),
+                _ => panic!("key row without {name}: {row:?}"),
+            };
+            let Some(AttributeValue::B(wrapped)) = row.get("wrapped") else {
+                panic!("key row without its wrapped key: {row:?}");
+            };
+            let tenant = TenantId::parse(&s("tenantId")).unwrap();
+            let version: u32 = s("version").parse().unwrap();
+            let kms_key = s("kmsKeyId");
+            let bytes = vault
+                .unwrap(&kms_key, wrapped.as_ref(), &tenant, version)
+                .await
+                .expect("moto unwraps a stored key");
+            keys.push(TenantKey::new(tenant, version, bytes, kms_key).unwrap());
+        }
+        keys
+    }
+
+    /// Disables (`false`) or enables the KMS key `key` on moto.
+    pub async fn set_enabled(&self, key: &str, enabled: bool) {
+        // moto 5 takes only the key id here, not its ARN.
+        let key = key.rsplit('/').next().unwrap_or(key);
+        let result = match enabled {
+            true => self
+                .kms
+                .enable_key()
+                .key_id(key)
+                .send()
+                .await
+                .err()
+                .map(|e| format!("{e:?}")),
+            false => self
+                .kms
+                .disable_key()
+                .key_id(key)
+                .send()
+                .await
+                .err()
+                .map(|e| format!("{e:?}")),
+        };
+        assert_eq!(result, None, "change the key's state on moto");
+    }
+}
+
+impl Harness {
+    /// This world with a key per tenant, as deployed: the key table `<table>-keys` (template.yaml's
+    /// `TenantKeysTable`) and a platform key made on moto's KMS, behind [`EnforcedKeyStates`].
+    /// Tenants onboarded after this are keyed; their products are sealed.
+    pub async fn keyed(mut self) -> Self {
+        let sdk = load_sdk_config().await;
+        let kms = aws_sdk_kms::Client::new(&sdk);
+        let table = format!("{}-keys", self.table);
+        let def = devtools::key_table_from_template(&devtools::default_template_path())
+            .expect("template.yaml defines the key table");
+        devtools::create_table(&self.admin, &table, &def)
+            .await
+            .expect("create the key table");
+        let mut keys = TestKeys {
+            kms,
+            platform_key: String::new(),
+            table,
+        };
+        keys.platform_key = keys
+            .new_kms_key(&format!("pooltable test keys of {}", self.table))
+            .await;
+        let tenant_keys = keys.tenant_keys(&self);
+        self.app = self.app.with_tenant_keys(Some(tenant_keys));
+        self.keys = Some(keys);
+        self
+    }
+
+    /// Another container on this keyed world: its own `App` and key cache, the same key table and
+    /// platform key.
+    pub async fn another_keyed_container(&self) -> Self {
+        let mut other = self.another_container().await;
+        let keys = self.test_keys().clone();
+        let tenant_keys = keys.tenant_keys(&other);
+        other.app = other.app.with_tenant_keys(Some(tenant_keys));
+        other.keys = Some(keys);
+        other
+    }
+
+    /// The keyed world's key parts ([`Self::keyed`]).
+    pub fn test_keys(&self) -> &TestKeys {
+        self.keys
+            .as_ref()
+            .expect("a keyed harness (Harness::keyed)")
+    }
+}
+
+/// Every attribute of `item` as text, for a check that no plaintext is left.
+pub fn item_text(item: &HashMap<String, AttributeValue>) -> String {
+    format!("{item:?}")
+}

@@ -1,0 +1,326 @@
+//! A key per tenant (`shared::store::keys`): products sealed at rest under the tenant's own key and
+//! served as written; one KMS call per tenant per container per period; a revoked key refuses every
+//! route and writes nothing, and serves again once enabled; offboarding shreds the key, so that a
+//! copy of the table made before holds that tenant's products as ciphertext no key the stack holds
+//! opens, while its neighbours' still open.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use integration::keys::item_text;
+use integration::{offboard_to_end, onboard, operator, Harness};
+use serde_json::{json, Value};
+use shared::identity::ids::TenantId;
+use shared::identity::keys::{
+    entity_sk_prefix, kind, quota_window_pk_prefix, tenant_prefix, usage_counter_pk_prefix,
+};
+use shared::store::keys::{is_sealed, open_item, DEFAULT_KEY_CACHE_SECONDS, SEALED};
+
+type Item = HashMap<String, AttributeValue>;
+
+/// `count` products of `tenant`, each with a text no other tenant's holds: the model.
+fn products_of(tenant: &str, count: usize) -> BTreeMap<String, Value> {
+    (0..count)
+        .map(|i| {
+            let id = format!("p-{i:03}");
+            let doc =
+                json!({"name": format!("{tenant}-secret-{i}"), "price": i, "tags": ["a", "b"]});
+            (id, doc)
+        })
+        .collect()
+}
+
+async fn put_all(h: &Harness, tenant: &str, model: &BTreeMap<String, Value>) {
+    for (id, doc) in model {
+        let r = h.tenant(tenant).put_product(id, doc.clone()).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+}
+
+/// Every product of `tenant` as the API reads it, one by one and listed, against `model`.
+async fn assert_served(h: &Harness, tenant: &str, model: &BTreeMap<String, Value>) {
+    for (id, doc) in model {
+        let r = h.tenant(tenant).get_product(id).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.body["document"], *doc, "{tenant}/{id}");
+    }
+    let r = h
+        .tenant(tenant)
+        .query(&[("limit", "100")])
+        .query_tenant_products()
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let listed: BTreeMap<String, Value> = r.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["productId"].as_str().unwrap().to_owned(),
+                p["document"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(&listed, model, "{tenant}'s list");
+}
+
+fn products_in<'a>(items: &'a [Item], tenant: &str) -> Vec<&'a Item> {
+    let tenant = TenantId::parse(tenant).unwrap();
+    let prefix = entity_sk_prefix(&tenant, kind::PRODUCT);
+    items
+        .iter()
+        .filter(|i| matches!(i.get("SK"), Some(AttributeValue::S(sk)) if sk.starts_with(&prefix)))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_keyed_tenants_products_are_sealed_at_rest_and_served_as_written() {
+    // GIVEN a keyed world with two tenants, on 1 and 4 shards, each with products of its own
+    let h = Harness::new().await.keyed().await;
+    onboard(&h, "acme", 1).await;
+    onboard(&h, "globex", 4).await;
+    let (acme, globex) = (products_of("acme", 12), products_of("globex", 12));
+    put_all(&h, "acme", &acme).await;
+    put_all(&h, "globex", &globex).await;
+    // A product written again is sealed again (a fresh nonce), and served as last written.
+    let mut acme = acme;
+    let replaced = json!({"name": "acme-secret-replaced"});
+    let r = h
+        .tenant("acme")
+        .put_product("p-000", replaced.clone())
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    acme.insert("p-000".into(), replaced);
+
+    // THEN each reads every product as written, by id and listed
+    assert_served(&h, "acme", &acme).await;
+    assert_served(&h, "globex", &globex).await;
+
+    // AND the raw table holds no document in plaintext: every product is sealed, no text of any
+    // document is in any item, and only keys, kind, owner and write time stay readable
+    let items = h.all_items().await;
+    for (tenant, count) in [("acme", 12), ("globex", 12)] {
+        let products = products_in(&items, tenant);
+        assert_eq!(products.len(), count, "{tenant}'s products in the table");
+        for item in products {
+            assert!(is_sealed(item), "{item:?}");
+            let mut names: Vec<&str> = item.keys().map(String::as_str).collect();
+            names.sort();
+            assert_eq!(
+                names,
+                [
+                    "GSI1",
+                    "PK",
+                    "SK",
+                    "keyVersion",
+                    "kind",
+                    SEALED,
+                    "tenantId",
+                    "updatedAtMs"
+                ]
+                .into_iter()
+                .filter(|n| item.contains_key(*n))
+                .collect::<Vec<_>>()
+            );
+            assert!(!item.contains_key("document") && !item.contains_key("productId"));
+        }
+    }
+    for item in &items {
+        assert!(!item_text(item).contains("secret"), "plaintext in {item:?}");
+    }
+
+    // AND this container asked KMS once per tenant (the GenerateDataKey of its onboarding), not
+    // per request
+    let keys = h.app.keys.as_ref().unwrap();
+    assert_eq!(keys.vault_calls(), 2);
+
+    // AND another container, with nothing cached, serves them all with one Decrypt per tenant
+    let other = h.another_keyed_container().await;
+    assert_served(&other, "acme", &acme).await;
+    assert_served(&other, "globex", &globex).await;
+    assert_eq!(other.app.keys.as_ref().unwrap().vault_calls(), 2);
+    // ... and again after its cache period: one more each
+    other
+        .clock
+        .advance_millis(DEFAULT_KEY_CACHE_SECONDS * 1000 + 1);
+    assert_served(&other, "acme", &acme).await;
+    assert_served(&other, "globex", &globex).await;
+    assert_eq!(other.app.keys.as_ref().unwrap().vault_calls(), 4);
+}
+
+#[tokio::test]
+async fn a_revoked_key_refuses_every_route_and_writes_nothing_until_it_is_enabled_again() {
+    // GIVEN a BYOK tenant (its data key wrapped by a KMS key of its own) with products, and a
+    // neighbour on the platform's key
+    let h = Harness::new().await.keyed().await;
+    let own_key = h.test_keys().new_kms_key("initech's own key").await;
+    let r = h
+        .operator()
+        .onboard_tenant(json!({"tenantId": "initech", "tier": "standard", "kmsKeyArn": own_key}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    onboard(&h, "acme", 1).await;
+    let (initech, acme) = (products_of("initech", 5), products_of("acme", 5));
+    put_all(&h, "initech", &initech).await;
+    put_all(&h, "acme", &acme).await;
+    let before = h.all_items().await;
+
+    // WHEN the tenant disables its key, and this container's cache period passes
+    h.test_keys().set_enabled(&own_key, false).await;
+    h.clock.advance_millis(DEFAULT_KEY_CACHE_SECONDS * 1000 + 1);
+
+    // THEN every route of the tenant answers 403 problem+json, naming the key, and writes nothing
+    let tenant = h.tenant("initech");
+    let answers = [
+        tenant.get_product("p-001").await,
+        tenant.query_tenant_products().await,
+        tenant.put_product("p-009", json!({"name": "new"})).await,
+        tenant.delete_product("p-001").await,
+        tenant.put_department("d-1", json!({"name": "Ops"})).await,
+    ];
+    for r in &answers {
+        r.assert_problem_naming(403, "encryption key");
+    }
+    // ... and its export, re-sharding, move and restore are refused too
+    let op = h.operator();
+    assert_eq!(op.export_tenant("initech").await.status, 403);
+    assert_eq!(op.reshard("initech", 2).await.status, 403);
+    assert_eq!(op.move_to("initech", "own").await.status, 403);
+    let mut after = h.all_items().await;
+    let mut expected = before.clone();
+    let order = |items: &mut Vec<Item>| {
+        items.sort_by_key(|i| format!("{:?}{:?}", i.get("PK"), i.get("SK")))
+    };
+    order(&mut after);
+    order(&mut expected);
+    // Only the neighbour's and the platform's bookkeeping may differ (usage counters, quota windows).
+    let initech_id = TenantId::parse("initech").unwrap();
+    let prefix = tenant_prefix(&initech_id);
+    let usage = usage_counter_pk_prefix(&initech_id);
+    let windows = quota_window_pk_prefix(&initech_id);
+    let tenant_items = |items: &[Item]| -> Vec<Item> {
+        items
+            .iter()
+            .filter(|i| {
+                matches!(i.get("PK"), Some(AttributeValue::S(pk)) if pk.starts_with(&prefix)
+                    && !pk.starts_with(&usage) && !pk.starts_with(&windows))
+            })
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        tenant_items(&after),
+        tenant_items(&expected),
+        "nothing of initech's written"
+    );
+    // ... while its neighbour is served as before
+    assert_served(&h, "acme", &acme).await;
+
+    // WHEN the key is enabled again
+    h.test_keys().set_enabled(&own_key, true).await;
+
+    // THEN every item reads again, as written, and writes are taken
+    assert_served(&h, "initech", &initech).await;
+    let r = h
+        .tenant("initech")
+        .put_product("p-009", json!({"name": "new"}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+}
+
+#[tokio::test]
+async fn offboarding_shreds_the_tenants_key_so_no_copy_of_its_items_opens() {
+    // GIVEN a keyed world: a tenant leaving and one staying, each with products
+    let h = Harness::new().await.keyed().await;
+    onboard(&h, "leaving", 2).await;
+    onboard(&h, "staying", 2).await;
+    let (leaving, staying) = (products_of("leaving", 8), products_of("staying", 8));
+    put_all(&h, "leaving", &leaving).await;
+    put_all(&h, "staying", &staying).await;
+    // AND a copy of the table, as a restore source (a point-in-time restore) would be
+    let copy = h.snapshot("before-offboarding").await;
+
+    // WHEN the leaving tenant is offboarded
+    let report = offboard_to_end(&h, "leaving", &operator()).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+
+    // THEN the report names the key destroyed: the KMS key that wrapped it, its versions, when
+    let destroyed = &report.body["tenantKey"];
+    assert_eq!(destroyed["kmsKeyId"], json!(h.test_keys().platform_key));
+    assert_eq!(destroyed["versions"], json!([1]));
+    assert!(destroyed["destroyedAt"].as_str().is_some(), "{destroyed}");
+
+    // AND no key the stack still holds opens any of the leaving tenant's products in the copy
+    let held = h.test_keys().every_key(&h.admin).await;
+    assert!(held.iter().all(|k| k.tenant.as_str() != "leaving"));
+    assert!(held.iter().any(|k| k.tenant.as_str() == "staying"));
+    let copied = h.admin_scan(&copy).await;
+    let gone = products_in(&copied, "leaving");
+    assert_eq!(
+        gone.len(),
+        8,
+        "the copy holds the leaving tenant's products"
+    );
+    for item in &gone {
+        assert!(is_sealed(item));
+        assert!(
+            !item_text(item).contains("secret"),
+            "plaintext in the copy: {item:?}"
+        );
+        for key in &held {
+            assert!(
+                open_item(Some(key), (*item).clone()).is_err(),
+                "{}'s key opened {item:?}",
+                key.tenant
+            );
+        }
+    }
+
+    // AND its neighbour's products in the same copy still open, to what was written
+    let staying_key = held
+        .iter()
+        .find(|k| k.tenant.as_str() == "staying")
+        .unwrap();
+    let kept = products_in(&copied, "staying");
+    assert_eq!(kept.len(), 8);
+    for item in kept {
+        let opened = open_item(Some(staying_key), item.clone()).expect("the neighbour's key opens");
+        let id = match opened.get("productId") {
+            Some(AttributeValue::S(id)) => id.clone(),
+            other => panic!("no productId: {other:?}"),
+        };
+        let doc: Value = serde_dynamo::from_attribute_value(opened["document"].clone()).unwrap();
+        assert_eq!(doc, staying[&id]);
+    }
+    // AND the neighbour is served as before
+    assert_served(&h, "staying", &staying).await;
+}
+
+#[tokio::test]
+async fn a_container_that_held_an_offboarded_tenants_key_serves_it_onboarded_again_under_its_new_key(
+) {
+    // GIVEN two containers of a keyed world, the second having served acme (its key cached)
+    let a = Harness::new().await.keyed().await;
+    let b = a.another_keyed_container().await;
+    onboard(&a, "acme", 1).await;
+    let first = products_of("acme", 3);
+    put_all(&a, "acme", &first).await;
+    assert_served(&b, "acme", &first).await;
+
+    // WHEN acme is offboarded (its key shredded) and onboarded again on the first container, and
+    // writes products under its new key
+    let report = offboard_to_end(&a, "acme", &operator()).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    onboard(&a, "acme", 1).await;
+    // (the first container's cached absence of the record, from the offboarding's end, expires)
+    a.clock.advance_seconds(2);
+    let again: BTreeMap<String, Value> = products_of("acme-again", 3);
+    put_all(&a, "acme", &again).await;
+
+    // THEN the second container, once its cached record has expired, reads the new record's tenant
+    // with the new key (well inside its key cache period), never the destroyed one
+    b.clock
+        .advance_seconds(shared::store::tenancy::tenants::RECORD_TTL_SECONDS + 1);
+    assert_served(&b, "acme", &again).await;
+    assert_eq!(b.app.keys.as_ref().unwrap().vault_calls(), 2);
+}
