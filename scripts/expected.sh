@@ -50,6 +50,7 @@ EXPECTED=(
   "redeem-transfer-code 404"
   "put-integration-token 200"
   "get-integration-token 200"
+  "erase-user 200"
   "create-import 202"
   "import-consumer batch:0"
   "get-import 200"

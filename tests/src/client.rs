@@ -91,6 +91,8 @@ methods! {
     "put-integration-token" => put_integration_token(service = "service") with body;
     /// `GET /integrations/{service}/token` (a tenant).
     "get-integration-token" => get_integration_token(service = "service");
+    /// `DELETE /users/{userId}` (a tenant).
+    "erase-user" => erase_user(user_id = "userId");
     /// `POST /imports` (a tenant).
     "create-import" => create_import() with body;
     /// `GET /imports/{importId}` (a tenant).

@@ -56,6 +56,7 @@ dispatch! {
     "redeem-transfer-code" => users::redeem_transfer_code,
     "put-integration-token" => users::put_integration_token,
     "get-integration-token" => users::get_integration_token,
+    "erase-user" => users::erase_user,
     "create-import" => imports::create_import with import_queue,
     "get-import" => imports::get_import,
     "get-usage" => users::get_usage,

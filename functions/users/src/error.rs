@@ -20,6 +20,9 @@ pub enum Error {
     /// The profile or its email kept changing under the write (409).
     #[error("the user or the email changed concurrently")]
     UserChanged,
+    /// The user was erased: its id is not used again (409).
+    #[error("the user was erased")]
+    UserErased,
     /// A new transfer code's item could not be written (409; a code is 122 random bits).
     #[error("the transfer code could not be stored")]
     CodeNotStored,
@@ -45,6 +48,9 @@ impl From<Error> for ApiError {
             ),
             Error::UserChanged => {
                 ApiError::Conflict("The user or the email changed concurrently; retry.".into())
+            }
+            Error::UserErased => {
+                ApiError::Conflict("This user was erased; its id is not used again.".into())
             }
             Error::CodeNotStored => {
                 ApiError::Conflict("The transfer code could not be stored; retry.".into())

@@ -17,6 +17,7 @@
 // @generated begin: `pooltable gen` writes the route modules from routes.yaml
 pub mod create_order;
 pub mod create_transfer_code;
+pub mod erase_user;
 pub mod find_user_by_email;
 pub mod get_integration_token;
 pub mod get_order;
@@ -29,6 +30,7 @@ pub mod put_user;
 pub mod redeem_transfer_code;
 // @generated end
 
+pub mod erasure;
 pub mod error;
 pub mod model;
 pub mod store;

@@ -22,7 +22,7 @@ use shared::store::client::items::{item_with_keys, view_from_item};
 use shared::store::client::query::{string_attr, Item};
 
 /// The `kind` of an order's line items, which sort under it: `TENANT#t#ORDER#<o>#ITEM#<i>`.
-const LINE_ITEM: &str = "ITEM";
+pub(crate) const LINE_ITEM: &str = "ITEM";
 use crate::values::{Date, Email, TransferCode};
 
 /// The stored user profile (also the API view).

@@ -27,6 +27,7 @@ use shared::store::client::query::string_attr;
 use shared::store::client::scoped::TenantDb;
 use shared::store::client::transact::TransactError;
 use shared::store::client::write::Write;
+use shared::store::erasures::not_erased;
 use shared::store::quota::usage::RouteUsage;
 use shared::store::scatter::{gather, GatheredPage, Listing, Order, PageAsk, SortRange};
 
@@ -102,10 +103,14 @@ pub async fn save_user(
                 actions.push(db.delete_entity::<EmailOwner>(&old).when(mine()).action()?);
             }
         }
+        // An erased user's id is not used again (`crate::erasure`).
+        let erasure_check = actions.len();
+        actions.push(not_erased(db, id)?);
         match db.transact_items(actions).await {
             Ok(()) if current.is_some() => return Ok(Saved::Updated),
             Ok(()) => return Ok(Saved::Created),
             Err(e) if e.failed_at(1) => return Err(Error::EmailTaken),
+            Err(e) if e.failed_at(erasure_check) => return Err(Error::UserErased),
             // The profile or the old email item changed since the read: read again.
             Err(TransactError::ConditionFailed { .. }) => continue,
             Err(e) => return Err(e.into()),

@@ -271,6 +271,8 @@ pub mod spaces {
     pub const IMPORT: Space = Space("IMPORT");
     /// Deletion tombstones: `TENANT#t#DELETED#<kind>#<id>`.
     pub const DELETED: Space = Space("DELETED");
+    /// Erasure records, kept for good: `TENANT#t#ERASED#<kind>#<id>` (`store::erasures`).
+    pub const ERASED: Space = Space("ERASED");
     /// The tenant's import sealing key: `TENANT#t#SEALING#imports`.
     pub const SEALING: Space = Space("SEALING");
     /// The catalog index's partitions: `TENANT#t#CATALOG#<shard>`.

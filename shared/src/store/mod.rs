@@ -3,6 +3,7 @@
 //! through it: expiry-aware paging, scatter-gather over partitions, tenant records, usage counters, and the operator's table-wide tools.
 
 pub mod client;
+pub mod erasures;
 pub mod idempotency;
 pub mod imports;
 pub mod keys;

@@ -11,6 +11,7 @@ mod cognito;
 mod consumed_capacity;
 mod control_plane;
 mod entities;
+mod erasures;
 mod events;
 mod every_route;
 mod fanout_budget;

@@ -285,6 +285,10 @@ impl World {
                 let day = today(&self.h);
                 Case::new(me).query(&[("from", &day), ("to", &day)])
             }
+            "erase-user" => {
+                self.user("u-erase").await;
+                Case::new(me).at(&[("userId", "u-erase")])
+            }
             "create-transfer-code" => {
                 self.user("u-code").await;
                 Case::new(me).at(&[("userId", "u-code")])

@@ -259,6 +259,6 @@ pub use sharded::{
 };
 pub use table::{key_table, key_table_markdown, KeyRow, SAMPLE_SHARDS};
 pub use users::{
-    email_key, integration_key, order_date_bounds, order_date_pk, order_key, order_line_sk,
-    order_month_sk, parse_order_date_pk, transfer_key, user_key,
+    email_key, erasure_key, id_in_partition, integration_key, order_date_bounds, order_date_pk,
+    order_key, order_line_sk, order_month_sk, parse_order_date_pk, transfer_key, user_key,
 };

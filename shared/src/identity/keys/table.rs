@@ -4,7 +4,7 @@
 //! golden test of every key family.
 
 use super::*;
-use crate::identity::entities::{DEPARTMENT, EMPLOYEE, HR, PRODUCT, PRODUCTS};
+use crate::identity::entities::{DEPARTMENT, EMPLOYEE, HR, PRODUCT, PRODUCTS, USER};
 use crate::identity::ids::{EntityId, SessionId};
 
 /// One row of the key table.
@@ -170,6 +170,11 @@ pub fn key_table() -> Vec<KeyRow> {
             "deletion tombstone",
             deletion_key(&t, PRODUCT.kind, &id("p-1")),
             "products and employees; imports accepted before the delete check it",
+        ),
+        same(
+            "erasure record",
+            erasure_key(&t, USER.kind, &id("u-1")),
+            "a user erased (and each of its orders): a restore never brings them back; kept until offboarding",
         ),
         row(
             "lifecycle lane",

@@ -5,6 +5,7 @@
 use std::fmt::Display;
 
 use super::*;
+use crate::identity::entities::spaces;
 use crate::identity::entities::{Gsi1, EMAIL, INTEGRATION, ORDER, ORDER_DATE, TRANSFER, USER};
 use crate::identity::ids::EntityId;
 
@@ -28,6 +29,20 @@ pub fn email_key(tenant: &TenantId, normalized_email: impl Display) -> String {
 }
 
 /// `TENANT#t#ORDER#<o>`: the order's partition, its header's SK and its summary's SK.
+/// `TENANT#t#ERASED#<kind>#<id>` (`PK` = `SK`): the record that `kind` `id` (a user, or one of an
+/// erased user's orders) was erased. A partition of its own, named by the id, found through the
+/// catalog; never restored (a restore re-applies it: `store::erasures`), deleted only by offboarding.
+pub fn erasure_key(tenant: &TenantId, kind: &str, id: &EntityId) -> String {
+    format!("{}{kind}#{id}", entity_prefix(tenant, spaces::ERASED.0))
+}
+
+/// The id of `tenant`'s key value `value` in the partitions of entity `kind`
+/// (`TENANT#t#<KIND>#<id>…` → `id`), when it is one.
+pub fn id_in_partition<'a>(tenant: &TenantId, kind: &str, value: &'a str) -> Option<&'a str> {
+    let rest = value.strip_prefix(&entity_prefix(tenant, kind))?;
+    rest.split('#').next().filter(|id| !id.is_empty())
+}
+
 pub fn order_key(tenant: &TenantId, order: &EntityId) -> String {
     ORDER.key(tenant, order)
 }

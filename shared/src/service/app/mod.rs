@@ -378,8 +378,13 @@ impl App {
         let record = self.active_record(tenant).await?;
         let tables = tables_of(&self.tenants, Some(&record), self.clock.now_seconds());
         let scope = self.settings.tenant_scope;
-        let mut db = self.tenants.for_tenant(tenant, &tables, scope).await?;
-        db.key = self.tenant_key(tenant, Some(&record.created_at)).await?;
+        // The credentials and the key side by side: a cold tenant waits for the slower, not both.
+        let (db, key) = tokio::join!(
+            self.tenants.for_tenant(tenant, &tables, scope),
+            self.tenant_key(tenant, Some(&record.created_at))
+        );
+        let mut db = db?;
+        db.key = key?;
         db.pages = self.page_cache_for(&record);
         note_backfill(&db, &record);
         Ok(db)

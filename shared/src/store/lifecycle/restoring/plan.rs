@@ -14,6 +14,7 @@ use crate::store::client::error::StoreError;
 use crate::store::client::items::get_item_consistent;
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
+use crate::store::erasures::without_erased;
 use crate::store::lifecycle::offboarding::kind_of;
 
 /// Point reads one page sends at once.
@@ -65,12 +66,15 @@ pub fn key_in(tenant: &TenantId, item: &Item, shards: u32) -> Item {
 
 /// The changes that make the live items of a page of the **source**'s walk equal to it: each item
 /// read at its key in the live layout (`live_shards`), put back or overwritten when it differs.
+/// An item an erasure recorded in the live table reaches is never put back
+/// ([`crate::store::erasures::without_erased`]): a restore re-applies every erasure.
 pub async fn puts(
     live: &TenantDb,
     source_items: &[Item],
     live_shards: u32,
 ) -> Result<Vec<Planned>, StoreError> {
-    plan_each(live, source_items, |item| put(live, item, live_shards)).await
+    let source_items = without_erased(live, source_items.to_vec()).await?;
+    plan_each(live, &source_items, |item| put(live, item, live_shards)).await
 }
 
 async fn put(live: &TenantDb, item: Item, live_shards: u32) -> Result<Option<Planned>, StoreError> {

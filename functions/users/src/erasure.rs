@@ -1,0 +1,187 @@
+//! The erasure of one user: every item of its own deleted, and recorded for good
+//! (`shared::store::erasures`), so that no later restore of the tenant brings any of it back. The
+//! store side of `erase-user`, beside `store.rs`: the handler parses, this reads and writes.
+//!
+//! Its items: the profile and its order summaries (the user's partition), its email item, and each
+//! of its orders' header and line items (the order's partition) and date index entry. What it will
+//! delete is read first and counted: the report the route answers, kept in the user's erasure
+//! record, so a retry answers the same. The records are written first, in the first transaction,
+//! so an erasure interrupted part way is already honoured by a restore and finished by a retry.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use shared::identity::entities::{EMAIL, ORDER, ORDER_DATE, ORDER_SUMMARY, USER};
+use shared::identity::ids::EntityId;
+use shared::identity::keys::{order_date_pk, order_key, primary_key, table_key, user_key, SK};
+use shared::store::client::error::StoreError;
+use shared::store::client::expr::attr;
+use shared::store::client::query::{string_attr, Item};
+use shared::store::client::scoped::TenantDb;
+use shared::store::client::transact::TransactError;
+use shared::store::erasures::{erasure, erasure_put, REPORT};
+
+use crate::error::{internal, Error};
+use crate::values::Email;
+
+/// The most actions of one transaction.
+const ACTIONS_PER_TRANSACTION: usize = 100;
+
+/// What an erasure deleted, by kind: the route's answer.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ErasureReport<'a> {
+    user_id: &'a str,
+    erased_at: &'a str,
+    deleted: BTreeMap<&'static str, u64>,
+    deleted_total: u64,
+}
+
+/// One item to delete, the kind it is counted under, and whether it is the email item (deleted
+/// only while it is still the user's).
+struct Doomed {
+    key: Item,
+    kind: &'static str,
+    email: bool,
+}
+
+/// Erases user `id` at `erased_at`: the report (JSON) the route answers, as first answered when it
+/// was erased before; `None` when there is no such user and none was erased.
+pub async fn erase_user(
+    db: &TenantDb,
+    id: &EntityId,
+    erased_at: &str,
+) -> Result<Option<String>, Error> {
+    let recorded = erasure(db, USER.kind, id).await?;
+    let (doomed, orders) = doomed(db, id).await?;
+    let report = match &recorded {
+        Some(record) => string_attr(record, REPORT)
+            .ok_or_else(|| internal("an erasure record without its report"))?,
+        None if doomed.is_empty() => return Ok(None),
+        None => report(id, erased_at, &doomed)?,
+    };
+    let mut actions = Vec::new();
+    if recorded.is_none() {
+        actions.push(erasure_put(db, USER.kind, id, erased_at, Some(&report))?);
+        for order in &orders {
+            actions.push(erasure_put(db, ORDER.kind, order, erased_at, None)?);
+        }
+    }
+    let mine = || attr("userId").equal(id.as_str());
+    for item in doomed {
+        let delete = db.delete_item(item.key);
+        let delete = if item.email {
+            delete.when(mine())
+        } else {
+            delete
+        };
+        actions.push(delete.action()?);
+    }
+    // In order: the records first, so a restore honours the erasure before anything is gone.
+    let mut actions = actions.into_iter().peekable();
+    while actions.peek().is_some() {
+        let batch: Vec<_> = actions.by_ref().take(ACTIONS_PER_TRANSACTION).collect();
+        match db.transact_items(batch).await {
+            Ok(()) => {}
+            // The email item moved to another user since the read: read again.
+            Err(TransactError::ConditionFailed { .. }) => return Err(Error::UserChanged),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Some(report))
+}
+
+/// The report of an erasure of `doomed`.
+fn report(id: &EntityId, erased_at: &str, doomed: &[Doomed]) -> Result<String, Error> {
+    let mut deleted = BTreeMap::new();
+    for item in doomed {
+        *deleted.entry(item.kind).or_insert(0) += 1;
+    }
+    let report = ErasureReport {
+        user_id: id.as_str(),
+        erased_at,
+        deleted_total: doomed.len() as u64,
+        deleted,
+    };
+    serde_json::to_string(&report).map_err(|e| internal(e.to_string()).into())
+}
+
+/// Every item of user `id` there is now (consistent reads), its email item and profile first, and
+/// its orders' ids. One Query of the user's partition, and per order one of the order's partition
+/// and one of its date index entry's.
+async fn doomed(db: &TenantDb, id: &EntityId) -> Result<(Vec<Doomed>, Vec<EntityId>), Error> {
+    let t = &db.tenant;
+    let partition = user_key(t, id);
+    let collection = db.query_partition(&partition).consistent().all().await?;
+    let mut doomed = Vec::new();
+    let mut orders = Vec::new();
+    let mut last = Vec::new();
+    for item in collection {
+        let doom = |kind, email| Doomed {
+            key: table_key(&item),
+            kind,
+            email,
+        };
+        if string_attr(&item, SK).as_deref() == Some(partition.as_str()) {
+            if let Some(email) = string_attr(&item, "email") {
+                let email = Email::parse(&email).map_err(internal)?;
+                let key = email.key(t);
+                last.push(Doomed {
+                    key: primary_key(key.clone(), key),
+                    kind: EMAIL.stored_as,
+                    email: true,
+                });
+            }
+            last.push(doom(USER.stored_as, false));
+            continue;
+        }
+        doomed.push(doom(ORDER_SUMMARY.stored_as, false));
+        if let Some(order) = string_attr(&item, "orderId") {
+            let order = EntityId::parse(&order).map_err(internal)?;
+            doomed.extend(order_items(db, &order, string_attr(&item, "date")).await?);
+            orders.push(order);
+        }
+    }
+    // The email and the profile first: the first transaction deletes them with the records, so a
+    // retry after an interruption still finds the rest (the summaries, in the user's partition).
+    last.extend(doomed);
+    Ok((last, orders))
+}
+
+/// Order `order`'s header and line items (its partition), and its date index entry on `date`.
+async fn order_items(
+    db: &TenantDb,
+    order: &EntityId,
+    date: Option<String>,
+) -> Result<Vec<Doomed>, StoreError> {
+    let t = &db.tenant;
+    let pk = order_key(t, order);
+    let mut items: Vec<Doomed> = db
+        .query_partition(&pk)
+        .consistent()
+        .all()
+        .await?
+        .iter()
+        .map(|item| Doomed {
+            key: table_key(item),
+            kind: match string_attr(item, SK) == Some(pk.clone()) {
+                true => ORDER.stored_as,
+                false => crate::model::LINE_ITEM,
+            },
+            email: false,
+        })
+        .collect();
+    if let Some(date) = date {
+        let entry = db
+            .query_partition(&order_date_pk(t, &date, order))
+            .consistent()
+            .all()
+            .await?;
+        items.extend(entry.iter().map(|item| Doomed {
+            key: table_key(item),
+            kind: ORDER_DATE.stored_as,
+            email: false,
+        }));
+    }
+    Ok(items)
+}

@@ -1,0 +1,145 @@
+//! Erasures: a user erased, with every item of its own, at its tenant's request, and recorded for
+//! good (`TENANT#t#ERASED#USER#<u>`, and one record per order of the user:
+//! `TENANT#t#ERASED#ORDER#<o>`), so that a later restore of the tenant re-applies it: a restore
+//! never puts back an item an erasure reaches ([`without_erased`]), whatever point in time or copy
+//! it restores from. The records are the machinery's own, not the routes' entities: a restore
+//! leaves them as they are now (`identity::entities::restored`), an offboarding deletes them with
+//! everything else. They hold no personal data: ids, a time and the counts of what was deleted.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+
+use crate::identity::entities::{ORDER, USER};
+use crate::identity::ids::{EntityId, TenantId};
+use crate::identity::keys::{erasure_key, id_in_partition, primary_key, PK};
+use crate::store::client::error::StoreError;
+use crate::store::client::expr::absent;
+use crate::store::client::items::enlist;
+use crate::store::client::query::{string_attr, Item};
+use crate::store::client::scoped::TenantDb;
+
+/// The `kind` attribute of an erasure record.
+pub const ERASURE: &str = "ERASURE";
+/// An erasure record's attribute holding the answer its route gave (the user's record only).
+pub const REPORT: &str = "report";
+
+/// What an item of a user's names: the user (its partition, or a `userId`) and an order (its
+/// partition, or an `orderId`).
+const OWNERS: [(&str, &str); 2] = [(USER.kind, "userId"), (ORDER.kind, "orderId")];
+
+/// The erasure record of `kind` `id` (a consistent read), when it was erased.
+pub async fn erasure(db: &TenantDb, kind: &str, id: &EntityId) -> Result<Option<Item>, StoreError> {
+    let key = erasure_key(&db.tenant, kind, id);
+    db.get(primary_key(key.clone(), key))
+        .consistent()
+        .item()
+        .await
+}
+
+/// The Put of `kind` `id`'s erasure record, erased at `erased_at` (RFC 3339), with the route's
+/// answer `report` (the user's record).
+pub fn erasure_put(
+    db: &TenantDb,
+    kind: &str,
+    id: &EntityId,
+    erased_at: &str,
+    report: Option<&str>,
+) -> Result<TransactWriteItem, StoreError> {
+    let key = erasure_key(&db.tenant, kind, id);
+    let mut item: Item = primary_key(key.clone(), key);
+    let text = |s: &str| AttributeValue::S(s.to_owned());
+    item.insert("kind".into(), text(ERASURE));
+    item.insert("tenantId".into(), text(db.tenant.as_str()));
+    item.insert("erasedKind".into(), text(kind));
+    item.insert("erasedId".into(), text(id.as_str()));
+    item.insert("erasedAt".into(), text(erased_at));
+    if let Some(report) = report {
+        item.insert(REPORT.into(), text(report));
+    }
+    enlist(&db.tenant, &mut item);
+    db.put_item(item).action()
+}
+
+/// A ConditionCheck that user `id` was never erased: a write that would make the user again sends it
+/// (an erased id is not reused, so no restore can mistake a new user's items for the erased one's).
+pub fn not_erased(db: &TenantDb, id: &EntityId) -> Result<TransactWriteItem, StoreError> {
+    let key = erasure_key(&db.tenant, USER.kind, id);
+    db.check_item(primary_key(key.clone(), key), absent())
+        .action()
+}
+
+/// The users and orders `item` of `tenant` belongs to.
+fn owners(tenant: &TenantId, item: &Item) -> Vec<(&'static str, String)> {
+    let pk = string_attr(item, PK).unwrap_or_default();
+    OWNERS
+        .iter()
+        .flat_map(|(kind, attribute)| {
+            let in_partition = id_in_partition(tenant, kind, &pk).map(str::to_owned);
+            [in_partition, string_attr(item, attribute)]
+                .into_iter()
+                .flatten()
+                .map(move |id| (*kind, id))
+        })
+        .collect()
+}
+
+/// `items` (a page of a restore's source) without those an erasure recorded in `live` reaches: an
+/// erased user's profile, order summaries and email item, and its orders' headers, line items and
+/// date index entries. One consistent GetItem per user or order the page names, once each.
+pub async fn without_erased(live: &TenantDb, items: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+    let mut erased: HashMap<(&'static str, String), bool> = HashMap::new();
+    let mut kept = Vec::with_capacity(items.len());
+    for item in items {
+        let mut reached = false;
+        for owner in owners(&live.tenant, &item) {
+            if !erased.contains_key(&owner) {
+                let found = match EntityId::parse(&owner.1) {
+                    Ok(id) => erasure(live, owner.0, &id).await?.is_some(),
+                    Err(_) => false,
+                };
+                erased.insert(owner.clone(), found);
+            }
+            reached |= erased[&owner];
+        }
+        if !reached {
+            kept.push(item);
+        }
+    }
+    Ok(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::keys::{email_key, order_key, order_line_sk, user_key, SK};
+
+    #[test]
+    fn an_item_belongs_to_the_user_and_order_its_keys_or_attributes_name() {
+        let t = TenantId::parse("acme").unwrap();
+        let id = |s: &str| EntityId::parse(s).unwrap();
+        let text = |s: String| AttributeValue::S(s);
+        let profile = Item::from([
+            (PK.to_owned(), text(user_key(&t, &id("u-1")))),
+            (SK.to_owned(), text(user_key(&t, &id("u-1")))),
+        ]);
+        assert_eq!(owners(&t, &profile), [("USER", "u-1".to_owned())]);
+        let email = Item::from([
+            (PK.to_owned(), text(email_key(&t, "ada@example.com"))),
+            ("userId".to_owned(), text("u-1".into())),
+        ]);
+        assert_eq!(owners(&t, &email), [("USER", "u-1".to_owned())]);
+        let line = Item::from([
+            (PK.to_owned(), text(order_key(&t, &id("o-9")))),
+            (
+                SK.to_owned(),
+                text(order_line_sk(&t, &id("o-9"), &id("l-1"))),
+            ),
+            ("orderId".to_owned(), text("o-9".into())),
+        ]);
+        assert_eq!(
+            owners(&t, &line),
+            [("ORDER", "o-9".to_owned()), ("ORDER", "o-9".to_owned())]
+        );
+    }
+}

@@ -1,0 +1,165 @@
+//! Erasures survive a restore (issue 59): a user erased (`DELETE /users/{userId}`), with every item
+//! of its own, stays erased when its tenant is restored from a copy taken before the erasure; the
+//! tenant's other users come back as the copy holds them; the erased id is not used again.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use integration::routes::params;
+use integration::{onboard_at_max_limits, unique, Auth, Harness};
+use serde_json::json;
+use shared::identity::ids::TenantId;
+use shared::identity::keys::{id_in_partition, PK};
+use shared::store::lifecycle::restoring::STARTS_DELAY_SECONDS;
+
+type Item = HashMap<String, AttributeValue>;
+
+/// A user of `tenant` with two orders of two line items each.
+async fn user_with_orders(h: &Harness, tenant: &str, user: &str) {
+    let auth = Auth::Tenant(tenant.to_owned());
+    let email = format!("{user}@example.com");
+    let r = h
+        .caller(&auth)
+        .call(
+            "put-user",
+            &params(&[("userId", user)]),
+            Some(json!({"name": user, "email": email})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    for o in 0..2 {
+        let body = json!({"orderId": format!("{user}-o{o}"), "date": "2026-11-20", "amount": 10,
+            "items": [{"itemId": "l-1", "sku": "S", "qty": 1, "price": 5},
+                      {"itemId": "l-2", "sku": "T", "qty": 1, "price": 5}]});
+        let r = h
+            .caller(&auth)
+            .call("create-order", &params(&[("userId", user)]), Some(body))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+}
+
+/// The items of `tenant` that name `user` (its partition, its `userId`) or one of its orders.
+fn items_of(items: &[Item], tenant: &str, user: &str) -> Vec<Item> {
+    let t = TenantId::parse(tenant).unwrap();
+    let text = |i: &Item, name: &str| match i.get(name) {
+        Some(AttributeValue::S(s)) => s.clone(),
+        _ => String::new(),
+    };
+    items
+        .iter()
+        .filter(|i| {
+            let pk = text(i, PK);
+            let in_user = id_in_partition(&t, "USER", &pk) == Some(user);
+            let in_order = id_in_partition(&t, "ORDER", &pk).is_some_and(|o| o.starts_with(user));
+            in_user || in_order || text(i, "userId") == user
+        })
+        .cloned()
+        .collect()
+}
+
+async fn reads_of(h: &Harness, tenant: &str, user: &str) -> Vec<u16> {
+    let auth = Auth::Tenant(tenant.to_owned());
+    let c = h.caller(&auth);
+    let email = format!("{user}@example.com");
+    vec![
+        c.call("get-user", &params(&[("userId", user)]), None)
+            .await
+            .status,
+        c.query(&[("email", &email)])
+            .call("find-user-by-email", &params(&[]), None)
+            .await
+            .status,
+        h.caller(&auth)
+            .call(
+                "get-order",
+                &params(&[("orderId", &format!("{user}-o0"))]),
+                None,
+            )
+            .await
+            .status,
+    ]
+}
+
+#[tokio::test]
+async fn an_erased_user_stays_erased_when_its_tenant_is_restored_from_a_copy_taken_before() {
+    // GIVEN a tenant with two users, each with two orders, and a copy of the table taken then
+    let h = Harness::new().await;
+    let t = unique("erasing");
+    onboard_at_max_limits(&h, &t, 4).await;
+    user_with_orders(&h, &t, "u-gone").await;
+    user_with_orders(&h, &t, "u-kept").await;
+    let copy = h.snapshot("before-erasure").await;
+    let copied = h.admin_scan(&copy).await;
+    // (1 profile, 1 email, 2 summaries, 2 headers, 4 line items, 2 date index entries)
+    assert_eq!(items_of(&copied, &t, "u-gone").len(), 12);
+
+    // WHEN the tenant erases one user
+    let auth = Auth::Tenant(t.clone());
+    let erased = h
+        .caller(&auth)
+        .call("erase-user", &params(&[("userId", "u-gone")]), None)
+        .await;
+
+    // THEN it answers what it deleted, and a retry answers the same
+    assert_eq!(erased.status, 200, "{}", erased.body);
+    assert_eq!(erased.body["deletedTotal"], 12, "{}", erased.body);
+    assert_eq!(
+        erased.body["deleted"],
+        json!({"EMAIL": 1, "ITEM": 4, "ORDER": 2, "ORDERDATE": 2, "ORDER_SUMMARY": 2, "USER": 1})
+    );
+    let again = h
+        .caller(&auth)
+        .call("erase-user", &params(&[("userId", "u-gone")]), None)
+        .await;
+    assert_eq!((again.status, &again.body), (200, &erased.body));
+    // AND nothing of the user is left, and its reads answer 404
+    assert!(items_of(&h.all_items().await, &t, "u-gone").is_empty());
+    assert_eq!(reads_of(&h, &t, "u-gone").await, [404, 404, 404]);
+
+    // WHEN an operator restores the tenant from the copy taken before the erasure
+    let r = h
+        .operator()
+        .restore_tenant(&t, json!({"from": {"table": copy}}))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
+    integration::drive_to_end(&h.app).await;
+    let done = h.operator().get_tenant(&t).await;
+    assert_eq!(done.body["status"], "active", "{}", done.body);
+
+    // THEN the erased user stays erased: none of its items is back, its reads answer 404
+    let after = h.all_items().await;
+    assert!(
+        items_of(&after, &t, "u-gone").is_empty(),
+        "{:?}",
+        items_of(&after, &t, "u-gone")
+    );
+    assert_eq!(reads_of(&h, &t, "u-gone").await, [404, 404, 404]);
+    // AND the other user is as the copy holds it, byte for byte
+    let sorted = |mut items: Vec<Item>| {
+        items.sort_by_key(|i| format!("{:?}{:?}", i.get("PK"), i.get("SK")));
+        items
+    };
+    assert_eq!(
+        sorted(items_of(&after, &t, "u-kept")),
+        sorted(items_of(&copied, &t, "u-kept"))
+    );
+    assert_eq!(reads_of(&h, &t, "u-kept").await, [200, 200, 200]);
+    // AND the erased id is not used again
+    let reuse = h
+        .caller(&auth)
+        .call(
+            "put-user",
+            &params(&[("userId", "u-gone")]),
+            Some(json!({"name": "x", "email": "x@example.com"})),
+        )
+        .await;
+    reuse.assert_problem_naming(409, "erased");
+    // AND a user that never was is 404 to an erasure
+    let none = h
+        .caller(&auth)
+        .call("erase-user", &params(&[("userId", "u-never")]), None)
+        .await;
+    assert_eq!(none.status, 404, "{}", none.body);
+}
