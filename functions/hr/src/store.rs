@@ -12,6 +12,7 @@ use shared::store::client::expr::{absent, attr, exists, Condition};
 use shared::store::client::query::{string_attr, u64_attr, Item, Page};
 use shared::store::client::scoped::TenantDb;
 use shared::store::client::transact::TransactError;
+use shared::store::keys::stored_form;
 pub use shared::store::tenancy::layout::WrittenAt;
 use shared::store::tenancy::layout::{self, not_later, Keys, Layout, UPDATED_AT_MS};
 use shared::ApiError;
@@ -207,6 +208,8 @@ fn employee_put(
 ) -> Result<TransactWriteItem, ApiError> {
     let mut item = item_with_keys(employee, key, kind::EMPLOYEE, t)?;
     item.insert(UPDATED_AT_MS.into(), AttributeValue::N(at.ms.to_string()));
+    // Sealed under the tenant's key when it has one (`departmentId`, which conditions read, stays plain).
+    let item = stored_form(db.key.as_deref(), item)?;
     let condition = match unchanged_from {
         Some(old) => unchanged(old, at),
         None => absent(),

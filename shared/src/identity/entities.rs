@@ -141,7 +141,7 @@ pub const EMPLOYEE: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: Some("employees"),
     grants_access: false,
-    sealed: false,
+    sealed: true,
 };
 pub const DEPARTMENT: EntityKind = EntityKind {
     kind: "DEPARTMENT",
@@ -150,7 +150,7 @@ pub const DEPARTMENT: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: Some("departments"),
     grants_access: false,
-    sealed: false,
+    sealed: true,
 };
 /// An employee's membership of a department: in the department's own partition
 /// (`TENANT#t#DEPARTMENT#<d>#MEMBERS`), sorted by the employee's key.

@@ -21,8 +21,8 @@ pub const SEALED: &str = "sealed";
 pub const KEY_VERSION: &str = "keyVersion";
 
 /// What is never sealed: keys and index keys, the kind, the owner, the write time conditions compare,
-/// the TTL, and the sealing's own attributes.
-pub const PLAIN: [&str; 10] = [
+/// the TTL, the department an employee's moves are conditioned on, and the sealing's own attributes.
+pub const PLAIN: [&str; 11] = [
     PK,
     SK,
     GSI1,
@@ -31,6 +31,7 @@ pub const PLAIN: [&str; 10] = [
     "tenantId",
     "updatedAtMs",
     "expiresAt",
+    "departmentId",
     SEALED,
     KEY_VERSION,
 ];
