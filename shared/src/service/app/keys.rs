@@ -33,6 +33,13 @@ impl App {
         }
     }
 
+    /// Fetches `tenant`'s key into the cache, when tenants are keyed ([`TenantKeys::warm`]).
+    pub(super) async fn warm_key(&self, tenant: &TenantId) {
+        if let Some(keys) = &self.keys {
+            keys.warm(tenant).await;
+        }
+    }
+
     /// 403 when `tenant`'s key refuses (revoked): what an export, a restore, a move or a re-sharding
     /// of it checks first. Its items are carried sealed, but a revoked tenant's data is not moved.
     pub async fn refuse_revoked(&self, tenant: &TenantId) -> Result<(), ApiError> {

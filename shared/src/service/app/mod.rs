@@ -375,7 +375,9 @@ impl App {
     /// The scoped client for `tenant`; 403 when the tenant is suspended, before any credentials are
     /// vended.
     pub async fn db(&self, tenant: &TenantId) -> Result<TenantDb, ApiError> {
-        let record = self.active_record(tenant).await?;
+        // A cold tenant's key is fetched beside its record's read, not after it.
+        let (record, ()) = tokio::join!(self.active_record(tenant), self.warm_key(tenant));
+        let record = record?;
         let tables = tables_of(&self.tenants, Some(&record), self.clock.now_seconds());
         let scope = self.settings.tenant_scope;
         // The credentials and the key side by side: a cold tenant waits for the slower, not both.

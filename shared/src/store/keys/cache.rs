@@ -170,6 +170,32 @@ impl TenantKeys {
         }
     }
 
+    /// Fetches `tenant`'s key into the cache unless a fresh entry is there, without knowing its
+    /// record yet: what `App::db` runs beside the record's read, so a cold tenant's key costs no
+    /// round trip of its own. The entry is bound to the incarnation its key row names (the record's
+    /// `createdAt` the key was made with), so [`Self::current`] with the record's then hits it; an
+    /// error is left for [`Self::current`] to meet again.
+    pub async fn warm(&self, tenant: &TenantId) {
+        let now = self.clock.now_millis();
+        if self
+            .cached(tenant)
+            .is_some_and(|c| now < c.fetched_ms + self.cache_ms)
+        {
+            return;
+        }
+        let Ok(rows) = self.table.rows(tenant).await else {
+            return;
+        };
+        match rows.last() {
+            None => self.remember(tenant, None, None),
+            Some(row) => {
+                if let Ok(key) = self.unwrap(tenant, row).await {
+                    self.remember(tenant, Some(Arc::new(key)), Some(&row.created_at));
+                }
+            }
+        }
+    }
+
     /// Makes `tenant`'s key (version 1) under `kms_key` (a BYOK tenant's own key) or the platform's,
     /// unless it has one already: then that one. Onboarding calls it, with the `createdAt` of the
     /// record it writes (`incarnation`); a retry changes nothing.
@@ -190,11 +216,12 @@ impl TenantKeys {
             .generate(kms_key, tenant, version)
             .await
             .map_err(refused)?;
+        // Its row is dated with the record's `createdAt`: the incarnation it belongs to.
         let row = KeyRow {
             version,
             wrapped: made.wrapped,
             kms_key: made.kms_key,
-            created_at: rfc3339(self.clock.now_millis()),
+            created_at: incarnation.to_owned(),
         };
         if !self.table.insert(tenant, &row).await? {
             // Another container made it first: that one is the key.

@@ -23,6 +23,7 @@ pub struct KeyRow {
     pub wrapped: Vec<u8>,
     /// The KMS key that wrapped it.
     pub kms_key: String,
+    /// The `createdAt` of the tenant record it was made for: the incarnation of the id it serves.
     pub created_at: String,
 }
 
