@@ -3,7 +3,7 @@
 //! key (AES-256-GCM, the key unwrapped by KMS once per container) and for one without a key,
 //! interleaved so both see the same server and machine state; the KMS calls the keyed container
 //! made; and the first request of a fresh container (credentials, and for the keyed tenant its key:
-//! one key-table Query and one Decrypt, side by side with the AssumeRole), keyed against not.
+//! one key-table Query and one Decrypt, side by side with the record's read at admission), keyed against not.
 
 use std::sync::Arc;
 
@@ -178,7 +178,7 @@ async fn first_requests(
         &format!("20. first get-product of a fresh container, sealed{tag}"),
         &keyed_first,
         format!(
-            "{added:+.1} ms: the key's Query and Decrypt, beside the AssumeRole (target <= 10 ms)"
+            "{added:+.1} ms: the key's Query and Decrypt, beside the record's read (target <= 10 ms)"
         ),
     );
 }

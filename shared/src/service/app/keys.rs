@@ -34,7 +34,7 @@ impl App {
     }
 
     /// Fetches `tenant`'s key into the cache, when tenants are keyed ([`TenantKeys::warm`]).
-    pub(super) async fn warm_key(&self, tenant: &TenantId) {
+    pub async fn warm_key(&self, tenant: &TenantId) {
         if let Some(keys) = &self.keys {
             keys.warm(tenant).await;
         }

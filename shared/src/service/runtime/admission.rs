@@ -39,8 +39,10 @@ where
     };
     let tenant = who.tenant.clone();
     // A tenant without a record, suspended or being offboarded is refused before anything else (its
-    // record is read without its credentials); the handler would refuse it too, in `App::db`.
-    if let Some(refusal) = app.refusal(&who).await {
+    // record is read without its credentials); the handler would refuse it too, in `App::db`. A
+    // cold tenant's key is fetched beside that read, so it costs the request no round trip.
+    let (refused, ()) = tokio::join!(app.refusal(&who), app.warm_key(&tenant));
+    if let Some(refusal) = refused {
         let refusal = async {
             meter::note_tenant(&tenant);
             Err(refusal)
