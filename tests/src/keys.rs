@@ -3,6 +3,7 @@
 //! ([`EnforcedKeyStates`]), since moto's KMS decrypts under a disabled key.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -21,18 +22,25 @@ use crate::Harness;
 /// `KMSInvalidStateException` for one pending deletion or otherwise unusable) before the call
 /// would go out. Faithful because the state is moto's own, set by the real KMS calls a test makes;
 /// only the enforcement is added, and it is what KMS does for these operations.
+///
+/// With `outage` set, KMS is unreachable: every call fails as a refused connection does
+/// ([`VaultError::Unavailable`]), whatever the key's state.
 pub struct EnforcedKeyStates {
     kms: aws_sdk_kms::Client,
     inner: KmsVault,
+    outage: Arc<AtomicBool>,
 }
 
 impl EnforcedKeyStates {
-    pub fn new(kms: aws_sdk_kms::Client) -> Self {
+    pub fn new(kms: aws_sdk_kms::Client, outage: Arc<AtomicBool>) -> Self {
         let inner = KmsVault::new(kms.clone());
-        Self { kms, inner }
+        Self { kms, inner, outage }
     }
 
     async fn usable(&self, kms_key: &str) -> Result<(), VaultError> {
+        if self.outage.load(Ordering::SeqCst) {
+            return Err(VaultError::Unavailable("KMS: connection refused".into()));
+        }
         let described = self
             .kms
             .describe_key()
@@ -85,6 +93,8 @@ pub struct TestKeys {
     /// The platform key's ARN.
     pub platform_key: String,
     pub table: String,
+    /// KMS unreachable for every container of this world while set ([`EnforcedKeyStates`]).
+    pub outage: Arc<AtomicBool>,
 }
 
 impl TestKeys {
@@ -95,7 +105,7 @@ impl TestKeys {
             kms_key_id: self.platform_key.clone(),
             cache_seconds: DEFAULT_KEY_CACHE_SECONDS,
         };
-        let vault = EnforcedKeyStates::new(self.kms.clone());
+        let vault = EnforcedKeyStates::new(self.kms.clone(), self.outage.clone());
         TenantKeys::new(&settings, h.admin.clone(), Arc::new(vault), h.clock.clone())
     }
 
@@ -189,6 +199,7 @@ impl Harness {
             kms,
             platform_key: String::new(),
             table,
+            outage: Arc::default(),
         };
         keys.platform_key = keys
             .new_kms_key(&format!("pooltable test keys of {}", self.table))

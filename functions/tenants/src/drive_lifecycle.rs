@@ -274,5 +274,9 @@ async fn advance(
             move_tenant::advance(app, lanes, db, record, deadline).await
         }
         Operation::Restoring => restore_tenant::advance(app, lanes, db, record).await,
+        Operation::Keying => {
+            let deadline = Instant::now() + crate::key_tenant::WORK_PER_REQUEST;
+            crate::key_tenant::advance(app, db, record, deadline).await
+        }
     }
 }

@@ -8,6 +8,7 @@ pub use lanes_view::LanesProgress;
 
 pub mod control_plane;
 pub mod drive_lifecycle;
+pub mod key_tenant;
 mod lane_queue;
 pub mod lane_walk;
 mod lanes_view;
@@ -60,6 +61,8 @@ pub struct TenantView {
     pub moving: Option<move_tenant::MoveView>,
     /// The last restore's report.
     pub last_restore: Option<RestoreView>,
+    /// While its items are being sealed under its new key: the progress.
+    pub keying: Option<key_tenant::KeyingView>,
 }
 
 /// A restore (running, or its report), as the API shows it.
@@ -265,6 +268,7 @@ impl From<TenantRecord> for TenantView {
             restore: r.restore.as_ref().map(RestoreView::from),
             moving: r.moving.as_ref().map(move_tenant::MoveView::from),
             last_restore: r.last_restore.as_ref().map(RestoreView::from),
+            keying: r.keying.as_ref().map(key_tenant::KeyingView::from),
             offboarding: r
                 .offboarding
                 .as_ref()

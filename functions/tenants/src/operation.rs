@@ -15,6 +15,7 @@ pub enum Operation {
     Resharding,
     Moving,
     Restoring,
+    Keying,
 }
 
 impl Operation {
@@ -28,6 +29,8 @@ impl Operation {
             Some(Self::Moving)
         } else if record.restore.is_some() {
             Some(Self::Restoring)
+        } else if record.keying.is_some() {
+            Some(Self::Keying)
         } else {
             None
         }
@@ -38,7 +41,9 @@ impl Operation {
     pub const fn route(self) -> &'static str {
         match self {
             Self::Offboarding => "offboard-tenant",
-            Self::Resharding | Self::Moving => shared::store::lifecycle::moving::ROUTE,
+            Self::Resharding | Self::Moving | Self::Keying => {
+                shared::store::lifecycle::moving::ROUTE
+            }
             Self::Restoring => "restore-tenant",
         }
     }

@@ -6,7 +6,8 @@
 //! Operator only. Changes the tier, sets custom limits (tier `custom`), or suspends or resumes the
 //! tenant (`status`). One conditional UpdateItem, sent with credentials scoped to the tenant changed.
 //! `{shardCount}` alone starts or continues a re-sharding ([`crate::reshard_tenant`]), `{placement}`
-//! alone a move between the pool and an own table ([`crate::move_tenant`]).
+//! alone a move between the pool and an own table ([`crate::move_tenant`]), `{keyed: true}` alone
+//! the sealing of its items under a key of its own ([`crate::key_tenant`]).
 //! Every container reads the change within [`shared::store::tenancy::tenants::RECORD_TTL_SECONDS`]; this
 //! container at once.
 
@@ -40,6 +41,9 @@ struct UpdateInput {
     shard_count: Option<u32>,
     #[serde(default)]
     placement: Option<Placement>,
+    /// `true` alone: seal the tenant's items under a key of its own ([`crate::key_tenant`]).
+    #[serde(default)]
+    keyed: Option<bool>,
 }
 
 pub async fn handle(
@@ -51,6 +55,16 @@ pub async fn handle(
     app.require_operator(&caller).await?;
     let tenant = path_tenant_id(&req)?;
     let input: UpdateInput = json_body(&req)?;
+    if let Some(keyed) = input.keyed {
+        let others = input.tier.is_some()
+            || input.limits.is_some()
+            || input.status.is_some()
+            || input.shard_count.is_some()
+            || input.placement.is_some();
+        crate::key_tenant::check_alone(keyed, others)?;
+        let run = crate::key_tenant::run(app, &caller.tenant, &tenant);
+        return Operation::Keying.charged(app, run).await;
+    }
     if let Some(to) = input.placement {
         if input.tier.is_some()
             || input.limits.is_some()

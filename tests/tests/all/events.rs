@@ -185,8 +185,9 @@ fn the_tenant_role_allows_no_scan_or_partiql_and_trusts_the_function_roles_by_th
 /// that act as the platform). A new one fails
 /// [`only_the_functions_that_need_the_platform_partition_can_reach_it`] until it is listed here, and
 /// its functions are on a role the tenant-access role admits for that access.
-const PLATFORM_MODULES: [(&str, &[&str], &str); 8] = [
+const PLATFORM_MODULES: [(&str, &[&str], &str); 9] = [
     ("control_plane", &["control-plane-events"], "all"),
+    ("key_tenant", &["update-tenant", "drive-lifecycle"], "all"),
     ("create_import", &["create-import"], "imports-due"),
     ("drive_lifecycle", &["drive-lifecycle"], "all"),
     ("move_tenant", &["update-tenant", "drive-lifecycle"], "all"),

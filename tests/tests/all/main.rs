@@ -32,6 +32,7 @@ mod lost_success;
 mod metrics;
 mod moving;
 mod offboarding;
+mod online_keying;
 mod own_table_management;
 mod page_size;
 mod placement;

@@ -5,6 +5,7 @@
 //! opens, while its neighbours' still open.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration::keys::item_text;
@@ -14,7 +15,9 @@ use shared::identity::ids::TenantId;
 use shared::identity::keys::{
     entity_sk_prefix, kind, quota_window_pk_prefix, tenant_prefix, usage_counter_pk_prefix,
 };
-use shared::store::keys::{is_sealed, open_item, DEFAULT_KEY_CACHE_SECONDS, SEALED};
+use shared::store::keys::{
+    is_sealed, open_item, DEFAULT_KEY_CACHE_SECONDS, REFUSAL_MEMO_MS, SEALED,
+};
 
 type Item = HashMap<String, AttributeValue>;
 
@@ -224,8 +227,13 @@ async fn a_revoked_key_refuses_every_route_and_writes_nothing_until_it_is_enable
     // ... while its neighbour is served as before
     assert_served(&h, "acme", &acme).await;
 
-    // WHEN the key is enabled again
+    // WHEN the key is enabled again (the container asks KMS again within REFUSAL_MEMO_MS: a revoked
+    // tenant costs KMS one call per container per that, not one per request)
+    let calls = h.app.keys.as_ref().unwrap().vault_calls();
+    assert!(h.tenant("initech").get_product("p-001").await.status == 403);
+    assert_eq!(h.app.keys.as_ref().unwrap().vault_calls(), calls);
     h.test_keys().set_enabled(&own_key, true).await;
+    h.clock.advance_millis(REFUSAL_MEMO_MS);
 
     // THEN every item reads again, as written, and writes are taken
     assert_served(&h, "initech", &initech).await;
@@ -376,4 +384,36 @@ async fn a_keyed_tenants_employees_and_departments_are_sealed_and_move_between_d
         let text = item_text(item);
         assert!(!text.contains("Secret") && !text.contains("ada@"), "{text}");
     }
+}
+
+#[tokio::test]
+async fn when_kms_cannot_be_reached_a_recent_key_serves_for_two_periods_then_the_tenant_gets_503() {
+    // GIVEN a keyed tenant with products, served by a fresh container (its key cached)
+    let h = Harness::new().await.keyed().await;
+    onboard(&h, "acme", 1).await;
+    let model = products_of("acme", 3);
+    put_all(&h, "acme", &model).await;
+    let c = h.another_keyed_container().await;
+    assert_served(&c, "acme", &model).await;
+    let period_ms = DEFAULT_KEY_CACHE_SECONDS * 1000;
+
+    // WHEN KMS cannot be reached, past the container's cache period
+    h.test_keys().outage.store(true, Ordering::SeqCst);
+    c.clock.advance_millis(period_ms + 1);
+    // THEN the key fetched within two periods keeps serving (an outage is not a revocation)
+    assert_served(&c, "acme", &model).await;
+
+    // WHEN the outage outlasts two periods
+    c.clock.advance_millis(period_ms);
+    // THEN the tenant's requests answer 503, and write nothing
+    let r = c.tenant("acme").get_product("p-001").await;
+    r.assert_problem(503);
+    let r = c.tenant("acme").put_product("p-new", json!({"n": 1})).await;
+    r.assert_problem(503);
+    assert_eq!(products_in(&h.all_items().await, "acme").len(), model.len());
+
+    // WHEN KMS answers again
+    h.test_keys().outage.store(false, Ordering::SeqCst);
+    // THEN it is served again at once
+    assert_served(&c, "acme", &model).await;
 }

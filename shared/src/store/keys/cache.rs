@@ -17,6 +17,11 @@ use crate::store::client::error::StoreError;
 /// How long an unwrapped key serves before KMS is asked again.
 pub const DEFAULT_KEY_CACHE_SECONDS: u64 = 300;
 
+/// How long a container answers a refused key's tenant without asking KMS again: a revoked
+/// tenant's requests cost KMS one call per container per this, not two per request, and a key
+/// enabled again serves within it.
+pub const REFUSAL_MEMO_MS: u64 = 5_000;
+
 /// The most tenants whose keys one container keeps.
 const CACHED_TENANTS: usize = 10_000;
 
@@ -48,6 +53,8 @@ pub struct TenantKeys {
     cache_ms: u64,
     clock: Arc<dyn Clock>,
     cache: Mutex<LruCache<TenantId, Cached>>,
+    /// Tenants whose key KMS refused: until when, and KMS's code.
+    refusals: Mutex<LruCache<TenantId, (u64, String)>>,
     vault_calls: AtomicU64,
 }
 
@@ -77,6 +84,7 @@ impl TenantKeys {
             cache_ms: settings.cache_seconds.saturating_mul(1000),
             clock,
             cache: Mutex::new(LruCache::new(bound)),
+            refusals: Mutex::new(LruCache::new(bound)),
             vault_calls: AtomicU64::new(0),
         }
     }
@@ -110,6 +118,24 @@ impl TenantKeys {
     pub fn forget(&self, tenant: &TenantId) {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         cache.pop(tenant);
+        drop(cache);
+        let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
+        refusals.pop(tenant);
+    }
+
+    /// KMS's code, while `tenant`'s key refusal is remembered ([`REFUSAL_MEMO_MS`]).
+    fn refused_recently(&self, tenant: &TenantId, now: u64) -> Option<String> {
+        let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
+        refusals
+            .get(tenant)
+            .filter(|(until, _)| now < *until)
+            .map(|(_, code)| code.clone())
+    }
+
+    fn remember_refusal(&self, tenant: &TenantId, code: &str) {
+        let until = self.clock.now_millis() + REFUSAL_MEMO_MS;
+        let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
+        refusals.put(tenant.clone(), (until, code.to_owned()));
     }
 
     async fn unwrap(&self, tenant: &TenantId, row: &KeyRow) -> Result<TenantKey, StoreError> {
@@ -135,6 +161,9 @@ impl TenantKeys {
         incarnation: Option<&str>,
     ) -> Result<Option<Arc<TenantKey>>, StoreError> {
         let now = self.clock.now_millis();
+        if let Some(code) = self.refused_recently(tenant, now) {
+            return Err(StoreError::KeyRefused(code));
+        }
         let cached = self.cached(tenant);
         let same = |c: &&Cached| incarnation.is_none_or(|i| c.incarnation.as_deref() == Some(i));
         if let Some(hit) = cached
@@ -165,6 +194,9 @@ impl TenantKeys {
             },
             Err(e) => {
                 self.forget(tenant);
+                if let StoreError::KeyRefused(code) = &e {
+                    self.remember_refusal(tenant, code);
+                }
                 Err(e)
             }
         }
@@ -177,10 +209,10 @@ impl TenantKeys {
     /// error is left for [`Self::current`] to meet again.
     pub async fn warm(&self, tenant: &TenantId) {
         let now = self.clock.now_millis();
-        if self
+        let fresh = self
             .cached(tenant)
-            .is_some_and(|c| now < c.fetched_ms + self.cache_ms)
-        {
+            .is_some_and(|c| now < c.fetched_ms + self.cache_ms);
+        if fresh || self.refused_recently(tenant, now).is_some() {
             return;
         }
         let Ok(rows) = self.table.rows(tenant).await else {

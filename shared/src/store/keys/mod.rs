@@ -9,6 +9,6 @@ mod sealed;
 mod table;
 
 pub use crate::isolation::vault::TenantKey;
-pub use cache::{KeySettings, TenantKeys, DEFAULT_KEY_CACHE_SECONDS};
+pub use cache::{KeySettings, TenantKeys, DEFAULT_KEY_CACHE_SECONDS, REFUSAL_MEMO_MS};
 pub use sealed::{is_sealed, open_item, seal_item, stored_form, KEY_VERSION, PLAIN, SEALED};
 pub use table::{KeyRow, Shredded};

@@ -4,6 +4,7 @@
 
 pub mod driving;
 pub mod events;
+pub mod keying;
 pub mod lanes;
 pub mod moving;
 pub mod offboarding;

@@ -28,6 +28,7 @@ pub const RECORD_SETTLED_SECONDS: u64 =
     RECORD_TTL_SECONDS + RECORD_OPERATION_TIMEOUT_SECONDS + LONGEST_FUNCTION_TIMEOUT_SECONDS + 2;
 
 mod directory;
+mod keying_state;
 mod move_state;
 mod read;
 mod record;
@@ -36,6 +37,7 @@ mod step_guard;
 mod tests;
 mod update;
 pub use directory::{TenantDirectory, ABSENCE_RECHECK_MS};
+pub use keying_state::Keying;
 pub use move_state::{MoveProgress, Placement, PlacementMove};
 use read::read_record_with;
 pub(crate) use read::{parse_record, record_update, send_record_update};

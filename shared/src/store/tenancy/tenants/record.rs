@@ -149,6 +149,9 @@ pub struct TenantRecord {
     /// ([`crate::store::lifecycle::events`]). Absent on records written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changed_by: Option<String>,
+    /// While its items are sealed under its new key (`store::lifecycle::keying`).
+    #[serde(default, skip_serializing)]
+    pub keying: Option<super::Keying>,
 }
 
 pub(super) fn is_zero(n: &u32) -> bool {
@@ -403,6 +406,7 @@ impl TenantRecord {
             order_shard_count: None,
             reshardings: 0,
             changed_by: None,
+            keying: None,
         }
     }
 

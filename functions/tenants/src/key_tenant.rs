@@ -1,0 +1,170 @@
+//! Online encryption of a tenant onboarded without a key: `PATCH /tenants/{tenantId}`
+//! `{"keyed": true}` alone (operator). The first call makes the tenant's key and starts sealing its
+//! items (`shared::store::lifecycle::keying`); each call, and each run of the lifecycle driver,
+//! seals for up to [`WORK_PER_REQUEST`]: 202 with the record and its `keying` progress until 200
+//! once every item of a sealed kind is sealed. A tenant with a key already answers 200 at once.
+//! It waits while another operation runs on the tenant; a re-sharding or a restore between its
+//! steps makes it walk again from the first item.
+
+use std::time::{Duration, Instant};
+
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Response};
+use serde::Serialize;
+use shared::identity::clock::rfc3339;
+use shared::identity::ids::TenantId;
+use shared::service::http::json_response;
+use shared::store::client::scoped::TenantDb;
+use shared::store::lifecycle::driving;
+use shared::store::lifecycle::keying::{self, Walked};
+use shared::store::lifecycle::resharding::Step;
+use shared::store::tenancy::tenants::{read_record_consistent, Keying, TenantRecord};
+use shared::{ApiError, App};
+
+use crate::{accepted, TenantView};
+
+/// How long one call (or one driver run's turn) seals before it answers.
+pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
+
+/// An online encryption as the API shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyingView {
+    pub requested_at: String,
+    /// From then on, items are sealed (every container has met the key).
+    pub seals_from: String,
+    pub steps: u64,
+    pub items_sealed: u64,
+}
+
+impl From<&Keying> for KeyingView {
+    fn from(k: &Keying) -> Self {
+        Self {
+            requested_at: k.requested_at.clone(),
+            seals_from: rfc3339(k.seals_from * 1000),
+            steps: k.steps,
+            items_sealed: k.sealed,
+        }
+    }
+}
+
+fn no_such_tenant() -> ApiError {
+    ApiError::NotFound("No such tenant.".into())
+}
+
+/// Starts or continues sealing `tenant`'s items, asked by an operator of `by`.
+pub async fn run(app: &App, by: &TenantId, tenant: &TenantId) -> Result<Response<Body>, ApiError> {
+    let Some(keys) = &app.keys else {
+        return Err(ApiError::bad_request(
+            "keyed",
+            "tenants have no keys of their own here (TENANT_KEYS_TABLE is not set)",
+        ));
+    };
+    let deadline = Instant::now() + WORK_PER_REQUEST;
+    let db = app.db_to_change(tenant).await?;
+    let mut record = read_record_consistent(&db)
+        .await?
+        .ok_or_else(no_such_tenant)?;
+    if record.keying.is_none() {
+        // Keyed already (onboarded with a key, or sealed by an earlier run): nothing to do.
+        if keys
+            .current(tenant, Some(&record.created_at))
+            .await?
+            .is_some()
+        {
+            return Ok(json_response(StatusCode::OK, &TenantView::from(record)));
+        }
+        keys.create(tenant, None, &record.created_at).await?;
+        let now_ms = app.clock.now_millis();
+        let cache_seconds = app
+            .settings
+            .tenant_keys
+            .as_ref()
+            .map_or(0, |k| k.cache_seconds);
+        record =
+            match keying::begin(&db, &record, by, now_ms, cache_seconds).await? {
+                Step::Committed(record) => *record,
+                Step::Raced => return Err(ApiError::Conflict(
+                    "Another operation runs on this tenant, or it is not active: seal its items \
+                     once that has ended."
+                        .into(),
+                )),
+            };
+        // Listed for the driver: it goes on with nobody calling.
+        let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+        driving::list(&platform_db, tenant, now_ms).await?;
+    }
+    advance(app, &db, record, deadline).await
+}
+
+/// Seals `record`'s tenant's items until `deadline`: 202 while items are left, 200 once done.
+pub async fn advance(
+    app: &App,
+    db: &TenantDb,
+    mut record: TenantRecord,
+    deadline: Instant,
+) -> Result<Response<Body>, ApiError> {
+    let Some(mut state) = record.keying.clone() else {
+        return Ok(json_response(StatusCode::OK, &TenantView::from(record)));
+    };
+    let now = app.clock.now_seconds();
+    if now < state.seals_from {
+        return Ok(accepted(record, state.seals_from - now));
+    }
+    // Another operation moves items: wait for it to end.
+    if record.migration.is_some() || record.moving.is_some() || record.restore.is_some() {
+        return Ok(accepted(record, 5));
+    }
+    let key = app
+        .tenant_key(&db.tenant, Some(&record.created_at))
+        .await?
+        .ok_or_else(|| ApiError::Internal("sealing the items of a tenant with no key".into()))?;
+    loop {
+        match keying::step(db, &record, &state, &key).await? {
+            Walked::Stepped(next) => state = *next,
+            Walked::Raced => {
+                record = read_record_consistent(db)
+                    .await?
+                    .ok_or_else(no_such_tenant)?;
+                match record.keying.clone() {
+                    Some(now) => state = now,
+                    None => return Ok(json_response(StatusCode::OK, &TenantView::from(record))),
+                }
+            }
+            Walked::Done => {
+                if let Step::Committed(done) = keying::finish(db, &state).await? {
+                    tracing::info!(tenant = %db.tenant, sealed = state.sealed, "tenant's items sealed");
+                    return Ok(json_response(StatusCode::OK, &TenantView::from(*done)));
+                }
+                record = read_record_consistent(db)
+                    .await?
+                    .ok_or_else(no_such_tenant)?;
+                return Ok(match record.keying {
+                    Some(_) => accepted(record, 1),
+                    None => json_response(StatusCode::OK, &TenantView::from(record)),
+                });
+            }
+        }
+        if Instant::now() >= deadline {
+            record.keying = Some(state);
+            return Ok(accepted(record, 0));
+        }
+    }
+}
+
+/// `{"keyed": true}` alone, or 400.
+pub fn check_alone(keyed: bool, others: bool) -> Result<(), ApiError> {
+    if !keyed {
+        return Err(ApiError::bad_request(
+            "keyed",
+            "keyed can only be true: a tenant's key is removed by offboarding it",
+        ));
+    }
+    if others {
+        return Err(ApiError::bad_request(
+            "keyed",
+            "keyed is asked on its own, without tier, limits, status, shardCount or placement",
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,188 @@
+//! Online encryption of an existing tenant (issue 59): a tenant onboarded before it had a key gets
+//! one, and its items of the sealed kinds (products, employees, departments: its product and HR
+//! shards) are sealed in place, while it is served, exactly once, resumably, and driven with
+//! nobody calling (the lifecycle driver's list).
+//!
+//! - **Start** ([`begin`]): the key is made first (`store::keys::TenantKeys::create`); from then on
+//!   a container that meets the key seals every write. One that cached the tenant's absence of a key
+//!   keeps writing plain items until its cache period ends, so the walk starts only after it
+//!   ([`Keying::seals_from`]: the period and [`SETTLE_SECONDS`] after the start).
+//! - **Each step** ([`step`]): the next page of the shards (at most [`ITEMS_PER_STEP`] items) after
+//!   the checkpoint, each plain item of a sealed kind put back sealed on condition that it is
+//!   unchanged (its `updatedAtMs`), and the checkpoint, in one transaction: a page is sealed whole
+//!   or not at all, and a write meanwhile (itself sealed) cancels it, to be read again. A sealed
+//!   item is passed over, so a step run twice seals nothing twice.
+//! - **Other operations** change where items are: a re-sharding or a restore started while the walk
+//!   waits, and the walk starts again from the first item ([`layout_of`]); sealed items cost it only
+//!   their read.
+
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
+
+use crate::identity::clock::rfc3339;
+use crate::identity::entities;
+use crate::identity::ids::TenantId;
+use crate::identity::keys::{ItemKey, PK, SK};
+use crate::isolation::vault::TenantKey;
+use crate::store::client::error::StoreError;
+use crate::store::client::expr::{attr, num};
+use crate::store::client::query::{string_attr, u64_attr, Item};
+use crate::store::client::scoped::TenantDb;
+use crate::store::client::transact::TransactError;
+use crate::store::keys::{is_sealed, seal_item};
+use crate::store::lifecycle::resharding::{sharded_sources, Step};
+use crate::store::lifecycle::tenant_items::{self, Budget};
+use crate::store::tenancy::layout::UPDATED_AT_MS;
+use crate::store::tenancy::tenants::{
+    record_key, record_update, send_record_update, value, Keying, TenantRecord, TenantStatus,
+};
+
+/// Items one step walks: each a Put in its transaction, beside the checkpoint.
+pub const ITEMS_PER_STEP: usize = 25;
+
+/// Seconds past the key cache's period before the walk seals: clock skew between containers.
+pub const SETTLE_SECONDS: u64 = 5;
+
+/// What a walk's position is of: the shard count, the re-sharding generation and the last restore.
+pub fn layout_of(record: &TenantRecord) -> String {
+    let restored = record
+        .last_restore
+        .as_ref()
+        .map_or("", |r| r.requested_at.as_str());
+    format!("{}/{}/{restored}", record.shard_count, record.reshardings)
+}
+
+/// Starts sealing `db`'s tenant's items at `now_ms`, its key made, asked by an operator of
+/// `requested_by`; containers cache keys for `cache_seconds`. `Raced` when another operation runs,
+/// one already did start, or the tenant is not active.
+pub async fn begin(
+    db: &TenantDb,
+    record: &TenantRecord,
+    requested_by: &TenantId,
+    now_ms: u64,
+    cache_seconds: u64,
+) -> Result<Step, StoreError> {
+    let state = Keying {
+        requested_at: rfc3339(now_ms),
+        requested_by: requested_by.to_string(),
+        seals_from: now_ms / 1000 + cache_seconds + SETTLE_SECONDS,
+        walked_layout: layout_of(record),
+        position: None,
+        steps: 0,
+        sealed: 0,
+    };
+    let update = record_update(db)
+        .update_expression("SET #k = :k")
+        .condition_expression(
+            "attribute_exists(PK) AND attribute_not_exists(#k) AND attribute_not_exists(#m) \
+             AND attribute_not_exists(#restore) AND attribute_not_exists(#move) AND #state = :active",
+        )
+        .expression_attribute_names("#k", "keying")
+        .expression_attribute_names("#m", "migration")
+        .expression_attribute_names("#restore", "restore")
+        .expression_attribute_names("#move", "move")
+        .expression_attribute_names("#state", "status")
+        .expression_attribute_values(":k", state.to_attribute()?)
+        .expression_attribute_values(":active", value(TenantStatus::Active)?);
+    Ok(Step::from(send_record_update(update).await?))
+}
+
+/// What a [`step`] did.
+#[derive(Debug)]
+pub enum Walked {
+    /// A page sealed and the checkpoint moved: the state as it now is.
+    Stepped(Box<Keying>),
+    /// Nothing is left after the checkpoint: [`finish`].
+    Done,
+    /// Another step committed first, or an item of the page changed since it was read.
+    Raced,
+}
+
+/// Whether `item` is of a kind sealed under its tenant's key, and not sealed yet.
+fn to_seal(item: &Item) -> bool {
+    !is_sealed(item) && string_attr(item, "kind").is_some_and(|k| entities::sealed(&k))
+}
+
+/// One step of the walk of `state` on `record`'s layout, sealing under `key` (module docs).
+pub async fn step(
+    db: &TenantDb,
+    record: &TenantRecord,
+    state: &Keying,
+    key: &TenantKey,
+) -> Result<Walked, StoreError> {
+    let layout = layout_of(record);
+    let after = state
+        .position
+        .as_ref()
+        .filter(|_| state.walked_layout == layout);
+    let sources = sharded_sources(&db.tenant, record.shard_count);
+    let budget = Budget {
+        items: ITEMS_PER_STEP,
+        bytes: 3 * 1024 * 1024,
+        until: None,
+    };
+    let page = tenant_items::page(db, &sources, after, budget).await?;
+    let Some(last) = page.items.last().and_then(item_key) else {
+        return Ok(Walked::Done);
+    };
+    let mut actions = Vec::new();
+    let mut sealed = 0;
+    for item in page.items.iter().filter(|i| to_seal(i)) {
+        let unchanged = match u64_attr(item, UPDATED_AT_MS) {
+            Some(ms) => attr(UPDATED_AT_MS).equal(num(ms)),
+            None => attr(UPDATED_AT_MS).attribute_not_exists(),
+        };
+        let put = db.put_item(seal_item(key, item.clone())?).when(unchanged);
+        actions.push(put.action()?);
+        sealed += 1;
+    }
+    let next = Keying {
+        steps: state.steps + 1,
+        sealed: state.sealed + sealed,
+        position: Some(last),
+        walked_layout: layout,
+        ..state.clone()
+    };
+    actions.push(checkpoint(db, state, &next)?);
+    match db.transact_items(actions).await {
+        Ok(()) => Ok(Walked::Stepped(Box::new(next))),
+        Err(TransactError::ConditionFailed { .. }) => Ok(Walked::Raced),
+        Err(TransactError::Store(e)) => Err(e),
+    }
+}
+
+fn item_key(item: &Item) -> Option<ItemKey> {
+    Some(ItemKey {
+        pk: string_attr(item, PK)?,
+        sk: string_attr(item, SK)?,
+    })
+}
+
+/// The record's update to `next`, on condition that no other step committed since `state`.
+fn checkpoint(
+    db: &TenantDb,
+    state: &Keying,
+    next: &Keying,
+) -> Result<TransactWriteItem, StoreError> {
+    let update = Update::builder()
+        .table_name(&*db.record_table)
+        .set_key(Some(record_key(&db.tenant)))
+        .update_expression("SET #k = :next")
+        .condition_expression("#k.#steps = :steps")
+        .expression_attribute_names("#k", "keying")
+        .expression_attribute_names("#steps", "steps")
+        .expression_attribute_values(":next", next.to_attribute()?)
+        .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
+        .build()?;
+    Ok(TransactWriteItem::builder().update(update).build())
+}
+
+/// Ends the walk of `state`, which found nothing left: the record loses its `keying`.
+pub async fn finish(db: &TenantDb, state: &Keying) -> Result<Step, StoreError> {
+    let update = record_update(db)
+        .update_expression("REMOVE #k")
+        .condition_expression("#k.#steps = :steps")
+        .expression_attribute_names("#k", "keying")
+        .expression_attribute_names("#steps", "steps")
+        .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()));
+    Ok(Step::from(send_record_update(update).await?))
+}

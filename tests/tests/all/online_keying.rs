@@ -1,0 +1,153 @@
+//! Online encryption (issue 59): a tenant onboarded before tenants had keys (5,000 products, and
+//! departments and employees) gets a key of its own with `PATCH /tenants/{tenantId}
+//! {"keyed": true}`, and the lifecycle driver seals every item, with nobody calling, while the
+//! tenant writes and a container that still holds its old "no key" view writes too. Checked against
+//! a model of every product; afterwards no item of a sealed kind is plain in the raw table.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use futures::StreamExt;
+use integration::{onboard, Harness};
+use serde_json::{json, Value};
+use shared::identity::ids::TenantId;
+use shared::identity::keys::{entity_sk_prefix, kind};
+use shared::store::keys::{is_sealed, open_item, DEFAULT_KEY_CACHE_SECONDS};
+use shared::store::lifecycle::keying::SETTLE_SECONDS;
+
+const PRODUCTS: usize = 5_000;
+
+fn doc(id: &str, v: u64) -> Value {
+    json!({"name": format!("{id}-secret"), "v": v})
+}
+
+/// Puts `ids` with version `v` through container `h`, 16 at a time, into `model`.
+async fn put(h: &Harness, ids: &[String], v: u64, model: &mut BTreeMap<String, Value>) {
+    futures::stream::iter(ids.iter().map(|id| async move {
+        let r = h.tenant("acme").put_product(id, doc(id, v)).await;
+        assert!(r.status == 200 || r.status == 201, "{}", r.body);
+    }))
+    .buffer_unordered(16)
+    .collect::<Vec<()>>()
+    .await;
+    for id in ids {
+        model.insert(id.clone(), doc(id, v));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_of_5000_items_is_sealed_online_under_load_and_matches_its_model() {
+    // GIVEN a tenant onboarded by a container without tenant keys (as before keys were set up),
+    // with 5,000 products, two departments and an employee, all plain
+    let plain = Harness::new().await;
+    onboard(&plain, "acme", 4).await;
+    let ids: Vec<String> = (0..PRODUCTS).map(|i| format!("p-{i:05}")).collect();
+    let mut model = BTreeMap::new();
+    put(&plain, &ids, 1, &mut model).await;
+    for d in ["d-1", "d-2"] {
+        let r = plain
+            .tenant("acme")
+            .put_department(d, json!({"name": "Secret dept"}))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let ada = json!({"name": "Ada Secretary", "departmentId": "d-1"});
+    assert_eq!(
+        plain.tenant("acme").put_employee("e-1", ada).await.status,
+        201
+    );
+    // AND keyed containers on the same table: one that starts the sealing, and one that served the
+    // tenant before (it has cached that the tenant has no key)
+    let keyed = plain.another_container().await.keyed().await;
+    let stale = keyed.another_keyed_container().await;
+    assert_eq!(
+        stale.tenant("acme").get_product("p-00001").await.status,
+        200
+    );
+
+    // WHEN an operator asks for the tenant's items to be sealed
+    let r = keyed
+        .operator()
+        .call(
+            "update-tenant",
+            &integration::routes::params(&[("tenantId", "acme")]),
+            Some(json!({"keyed": true})),
+        )
+        .await;
+    // THEN it answers 202 with the progress: sealing starts once every container has met the key
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.body["keying"]["itemsSealed"], 0, "{}", r.body);
+    // ... meanwhile the stale container writes plain items (it has not met the key yet)
+    let early: Vec<String> = (0..50).map(|i| format!("p-{i:05}")).collect();
+    put(&stale, &early, 2, &mut model).await;
+
+    // WHEN the key cache's period passes, and the driver seals with nobody calling while both
+    // containers write
+    let wait = (DEFAULT_KEY_CACHE_SECONDS + SETTLE_SECONDS + 1) * 1000;
+    for c in [&plain, &keyed, &stale] {
+        c.clock.advance_millis(wait);
+    }
+    let late: Vec<String> = (1000..1400).map(|i| format!("p-{i:05}")).collect();
+    let (stale_late, keyed_late) = late.split_at(200);
+    let mut written = model.clone();
+    let writes = async {
+        put(&stale, stale_late, 3, &mut written).await;
+        let mut more = BTreeMap::new();
+        put(&keyed, keyed_late, 3, &mut more).await;
+        written.extend(more);
+    };
+    tokio::join!(integration::drive_to_end(&keyed.app), writes);
+    let model = written;
+
+    // THEN the tenant's record shows no sealing left
+    let done = keyed.operator().get_tenant("acme").await;
+    assert!(done.body.get("keying").is_none(), "{}", done.body);
+    // AND every item of a sealed kind in the raw table is sealed, none holds a document, and none
+    // holds any of the documents' text
+    let t = TenantId::parse("acme").unwrap();
+    let items = keyed.all_items().await;
+    let prefix = |k: &str| entity_sk_prefix(&t, k);
+    let of_kind = |k: &str| {
+        let (prefix, stored_as) = (prefix(k), AttributeValue::S(k.to_owned()));
+        items
+            .iter()
+            .filter(move |i| matches!(i.get("SK"), Some(AttributeValue::S(sk)) if sk.starts_with(&prefix)))
+            .filter(move |i| i.get("kind") == Some(&stored_as))
+            .collect::<Vec<_>>()
+    };
+    let products = of_kind(kind::PRODUCT);
+    assert_eq!(products.len(), PRODUCTS);
+    assert_eq!(of_kind(kind::DEPARTMENT).len(), 2);
+    assert_eq!(of_kind(kind::EMPLOYEE).len(), 1);
+    for item in products
+        .iter()
+        .chain(&of_kind(kind::DEPARTMENT))
+        .chain(&of_kind(kind::EMPLOYEE))
+    {
+        assert!(is_sealed(item), "plain: {item:?}");
+        assert!(!item.contains_key("document"));
+        assert!(!format!("{item:?}").contains("secret") && !format!("{item:?}").contains("Secret"));
+    }
+    // AND each product opens to the model's document, the last write of each
+    let key = keyed
+        .app
+        .tenant_key(&t, None)
+        .await
+        .unwrap()
+        .expect("acme has a key");
+    for item in products {
+        let opened = open_item(Some(&key), item.clone()).expect("opens under acme's key");
+        let id = match opened.get("productId") {
+            Some(AttributeValue::S(id)) => id.clone(),
+            other => panic!("no productId: {other:?}"),
+        };
+        let document: Value =
+            serde_dynamo::from_attribute_value(opened["document"].clone()).unwrap();
+        assert_eq!(document, model[&id], "{id}");
+    }
+    // AND the API serves them as written
+    let r = keyed.tenant("acme").get_product("p-01000").await;
+    assert_eq!(r.body["document"], model["p-01000"]);
+    let r = keyed.tenant("acme").get_employee("e-1").await;
+    assert_eq!(r.body["name"], "Ada Secretary");
+}
