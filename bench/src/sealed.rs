@@ -24,25 +24,11 @@ use crate::requests::{get_product_admitted, put_product_admitted};
 const FIRST_REQUESTS: usize = 15;
 
 /// The key table and platform key of the run, on DynamoDB Local and moto's KMS.
-async fn key_settings(h: &Harness, sdk: &SdkConfig) -> KeySettings {
-    let table = format!("{}-keys", h.table);
-    let def = devtools::key_table_from_template(&devtools::default_template_path())
-        .expect("template.yaml defines the key table");
-    devtools::create_table(&h.admin, &table, &def)
-        .await
-        .expect("create the key table");
-    let kms_key_id = aws_sdk_kms::Client::new(sdk)
-        .create_key()
-        .description("pooltable bench tenant keys")
-        .send()
-        .await
-        .expect("a KMS key on moto")
-        .key_metadata
-        .map(|m| m.arn.unwrap_or(m.key_id))
-        .expect("its metadata");
+async fn key_settings(h: &Harness) -> KeySettings {
+    let made = integration::keys::TestKeys::make(h).await;
     KeySettings {
-        table,
-        kms_key_id,
+        table: made.table,
+        kms_key_id: made.platform_key,
         cache_seconds: DEFAULT_KEY_CACHE_SECONDS,
     }
 }
@@ -67,7 +53,7 @@ pub(crate) async fn sealed_figure(
     iterations: usize,
     report: &mut Report,
 ) {
-    let settings = key_settings(h, sdk).await;
+    let settings = key_settings(h).await;
     let keyed = keyed_app(sdk, proxied, &h.table, &settings);
     let plain = production_app(proxied, &h.table);
     let (sealed_t, plain_t) = (unique("sealed"), unique("plain"));

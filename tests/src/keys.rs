@@ -98,6 +98,28 @@ pub struct TestKeys {
 }
 
 impl TestKeys {
+    /// The key table `<table>-keys` of `h`'s table (template.yaml's `TenantKeysTable`) and a
+    /// platform key, made on DynamoDB Local and moto's KMS.
+    pub async fn make(h: &Harness) -> Self {
+        let sdk = load_sdk_config().await;
+        let table = format!("{}-keys", h.table);
+        let def = devtools::key_table_from_template(&devtools::default_template_path())
+            .expect("template.yaml defines the key table");
+        devtools::create_table(&h.admin, &table, &def)
+            .await
+            .expect("create the key table");
+        let mut keys = TestKeys {
+            kms: aws_sdk_kms::Client::new(&sdk),
+            platform_key: String::new(),
+            table,
+            outage: Arc::default(),
+        };
+        keys.platform_key = keys
+            .new_kms_key(&format!("pooltable test keys of {}", h.table))
+            .await;
+        keys
+    }
+
     /// A container's key cache over these keys, behind [`EnforcedKeyStates`].
     pub fn tenant_keys(&self, h: &Harness) -> TenantKeys {
         let settings = KeySettings {
@@ -187,23 +209,7 @@ impl Harness {
     /// `TenantKeysTable`) and a platform key made on moto's KMS, behind [`EnforcedKeyStates`].
     /// Tenants onboarded after this are keyed; their products are sealed.
     pub async fn keyed(mut self) -> Self {
-        let sdk = load_sdk_config().await;
-        let kms = aws_sdk_kms::Client::new(&sdk);
-        let table = format!("{}-keys", self.table);
-        let def = devtools::key_table_from_template(&devtools::default_template_path())
-            .expect("template.yaml defines the key table");
-        devtools::create_table(&self.admin, &table, &def)
-            .await
-            .expect("create the key table");
-        let mut keys = TestKeys {
-            kms,
-            platform_key: String::new(),
-            table,
-            outage: Arc::default(),
-        };
-        keys.platform_key = keys
-            .new_kms_key(&format!("pooltable test keys of {}", self.table))
-            .await;
+        let keys = TestKeys::make(&self).await;
         let tenant_keys = keys.tenant_keys(&self);
         self.app = self.app.with_tenant_keys(Some(tenant_keys));
         self.keys = Some(keys);
