@@ -4,7 +4,7 @@
 use aws_sdk_dynamodb::config::SharedInterceptor;
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -30,7 +30,18 @@ pub struct Harness {
     pub table: String,
     pub sts_endpoint: String,
     /// A keyed world's key table and platform key ([`Harness::keyed`]).
-    pub keys: Option<crate::keys::TestKeys>,
+    pub keys: Option<TestKeys>,
+}
+
+/// A keyed test world's key parts (`Harness::keyed`, in `keys`).
+#[derive(Clone)]
+pub struct TestKeys {
+    pub kms: aws_sdk_kms::Client,
+    /// The platform key's ARN.
+    pub platform_key: String,
+    pub table: String,
+    /// KMS unreachable for every container of this world while set (`keys::EnforcedKeyStates`).
+    pub outage: Arc<AtomicBool>,
 }
 
 /// The cursor signing keys of every test `App`: a fresh random key per process, as local runs do.

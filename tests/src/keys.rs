@@ -13,6 +13,7 @@ use shared::isolation::vault::{KeyVault, KmsVault, NewDataKey, TenantKey, VaultE
 use shared::service::app::load_sdk_config;
 use shared::store::keys::{KeySettings, TenantKeys, DEFAULT_KEY_CACHE_SECONDS};
 
+pub use crate::harness::TestKeys;
 use crate::Harness;
 
 /// KMS as moto serves it, with the one thing moto leaves out: a key that is not `Enabled` refuses.
@@ -84,17 +85,6 @@ impl KeyVault for EnforcedKeyStates {
             self.inner.unwrap(kms_key, wrapped, tenant, version).await
         })
     }
-}
-
-/// A keyed test world's key parts.
-#[derive(Clone)]
-pub struct TestKeys {
-    pub kms: aws_sdk_kms::Client,
-    /// The platform key's ARN.
-    pub platform_key: String,
-    pub table: String,
-    /// KMS unreachable for every container of this world while set ([`EnforcedKeyStates`]).
-    pub outage: Arc<AtomicBool>,
 }
 
 impl TestKeys {
