@@ -417,3 +417,43 @@ async fn when_kms_cannot_be_reached_a_recent_key_serves_for_two_periods_then_the
     // THEN it is served again at once
     assert_served(&c, "acme", &model).await;
 }
+
+#[tokio::test]
+async fn a_keyed_tenants_imported_products_are_sealed_and_a_batch_delivered_twice_writes_each_once()
+{
+    use super::imports::{deliver_in_process, post_import, products};
+    // GIVEN a keyed tenant and an import of 30 products, accepted onto the queue
+    // (at the largest limits: no message is held back by the capacity quota)
+    let h = Harness::new().await.keyed().await;
+    integration::onboard_at_max_limits(&h, "acme", 2).await;
+    let queues = integration::import_queue::ImportQueues::create(5, 10).await;
+    let accepted = post_import(&h, &queues, "acme", products("imp", 30), &[]).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+
+    // WHEN the consumer takes its messages, and a batch is delivered a second time
+    let mut batches = Vec::new();
+    loop {
+        let batch = queues.receive(10).await;
+        if batch.is_empty() {
+            break;
+        }
+        deliver_in_process(&h, &queues, &batch).await;
+        batches.push(batch);
+    }
+    deliver_in_process(&h, &queues, &batches[0]).await;
+
+    // THEN every product is stored once, sealed, and reads back as imported
+    let items = h.all_items().await;
+    let stored = products_in(&items, "acme");
+    assert_eq!(stored.len(), 30);
+    assert!(stored
+        .iter()
+        .all(|i| is_sealed(i) && !item_text(i).contains("imp ")));
+    let r = h.tenant("acme").get_product("imp-00007").await;
+    assert_eq!(
+        r.body["document"],
+        json!({"n": 7, "name": "imp 7"}),
+        "{}",
+        r.body
+    );
+}
