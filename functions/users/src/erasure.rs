@@ -125,7 +125,8 @@ async fn doomed(db: &TenantDb, id: &EntityId) -> Result<(Vec<Doomed>, Vec<Entity
         if string_attr(&item, SK).as_deref() == Some(partition.as_str()) {
             if let Some(email) = string_attr(&item, "email") {
                 let email = Email::parse(&email).map_err(internal)?;
-                let key = email.key(t);
+                let segment = email.segment(db.key.as_deref());
+                let key = segment.key(t);
                 last.push(Doomed {
                     key: primary_key(key.clone(), key),
                     kind: EMAIL.stored_as,

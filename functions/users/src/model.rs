@@ -23,7 +23,7 @@ use shared::store::client::query::{string_attr, Item};
 
 /// The `kind` of an order's line items, which sort under it: `TENANT#t#ORDER#<o>#ITEM#<i>`.
 pub(crate) const LINE_ITEM: &str = "ITEM";
-use crate::values::{Date, Email, TransferCode};
+use crate::values::{Date, EmailSegment, TransferCode};
 
 /// The stored user profile (also the API view).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -104,8 +104,8 @@ impl Entity for User {
 /// The email uniqueness item: `PK` = `SK` = `TENANT#t#EMAIL#<lowercased email>`.
 impl Entity for EmailOwner {
     const DECLARATION: EntityKind = EMAIL;
-    type Id = Email;
-    fn key(t: &TenantId, email: &Email) -> Key {
+    type Id = EmailSegment;
+    fn key(t: &TenantId, email: &EmailSegment) -> Key {
         same_key(email.key(t))
     }
 }
@@ -328,6 +328,7 @@ mod tests {
     use shared::identity::keys::{order_date_bounds, order_date_pk, order_key, user_key};
 
     use super::*;
+    use crate::values::Email;
 
     fn t() -> TenantId {
         TenantId::parse("acme").unwrap()
@@ -374,9 +375,22 @@ mod tests {
         let t = t();
         let email = Email::parse("Ada.L+x@Example.COM").unwrap();
         assert_eq!(
-            email.key(&t),
+            email.plain_segment().key(&t),
             shared::identity::keys::email_key(&t, "ada.l+x@example.com")
         );
+        // Under a tenant's key: a digest, the same for the same email in any case, no email text
+        let key = shared::isolation::vault::TenantKey::new(
+            t.clone(),
+            1,
+            vec![7; 32],
+            "arn:aws:kms:us-east-1:123456789012:key/k".into(),
+        )
+        .unwrap();
+        let hashed = email.segment(Some(&key)).key(&t);
+        assert!(hashed.starts_with(&shared::identity::keys::email_key(&t, "h-")));
+        assert!(!hashed.to_ascii_lowercase().contains("ada"), "{hashed}");
+        let same = Email::parse("ada.l+X@example.com").unwrap();
+        assert_eq!(same.segment(Some(&key)).key(&t), hashed);
         let code = TransferCode::parse("0123456789abcdef0123456789abcdef").unwrap();
         assert_eq!(
             code.key(&t),

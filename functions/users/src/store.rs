@@ -64,11 +64,16 @@ pub async fn save_user(
     user: &User,
 ) -> Result<Saved, Error> {
     let t = &db.tenant;
+    let key = db.key.as_deref();
     let profile_key = User::key(t, id);
-    let new_email_key = email.key(t);
+    let segment = email.segment(key);
+    let new_email_key = segment.key(t);
     let profile = db.entity_item(id, user)?;
-    let email_item = db.entity_item(email, &EmailOwner::of(user))?;
+    let email_item = db.entity_item(&segment, &EmailOwner::of(user))?;
     let mine = || attr(USER_ID).equal(id.as_str());
+    // A keyed tenant's emails are under their digest; one keyed online may still hold an email item
+    // under the plain email (`store::lifecycle::keying` moves them): it is checked and moved too.
+    let plain_too = |email: &Email| key.is_some().then(|| email.plain_segment());
 
     for attempt in 0..SAVE_USER_ATTEMPTS {
         if attempt > 0 {
@@ -96,11 +101,31 @@ pub async fn save_user(
                 .when(either(absent(), mine()))
                 .action()?,
         ];
+        // The plain email item, while there can be one: not another user's (index 2 is the taken
+        // email's too).
+        let taken_plain = actions.len();
+        if let Some(plain) = plain_too(email) {
+            let check = db.check_item(EmailOwner::key(t, &plain), either(absent(), mine()));
+            actions.push(check.action()?);
+        }
         if let Some(old) = old_email.as_deref() {
             let old = Email::parse(old).map_err(internal)?;
-            let old_key = old.key(t);
-            if old_key != new_email_key {
-                actions.push(db.delete_entity::<EmailOwner>(&old).when(mine()).action()?);
+            let old_segment = old.segment(key);
+            if old_segment.key(t) != new_email_key {
+                let delete = match key {
+                    // A keyed tenant's old item may be at either segment, or already moved.
+                    Some(_) => db
+                        .delete_entity::<EmailOwner>(&old_segment)
+                        .when(either(absent(), mine())),
+                    None => db.delete_entity::<EmailOwner>(&old_segment).when(mine()),
+                };
+                actions.push(delete.action()?);
+                if let Some(plain) = plain_too(&old) {
+                    let delete = db
+                        .delete_entity::<EmailOwner>(&plain)
+                        .when(either(absent(), mine()));
+                    actions.push(delete.action()?);
+                }
             }
         }
         // An erased user's id is not used again (`crate::erasure`).
@@ -110,6 +135,7 @@ pub async fn save_user(
             Ok(()) if current.is_some() => return Ok(Saved::Updated),
             Ok(()) => return Ok(Saved::Created),
             Err(e) if e.failed_at(1) => return Err(Error::EmailTaken),
+            Err(e) if key.is_some() && e.failed_at(taken_plain) => return Err(Error::EmailTaken),
             Err(e) if e.failed_at(erasure_check) => return Err(Error::UserErased),
             // The profile or the old email item changed since the read: read again.
             Err(TransactError::ConditionFailed { .. }) => continue,
@@ -141,7 +167,14 @@ pub async fn find_user_by_email(
     db: &TenantDb,
     email: &Email,
 ) -> Result<Option<EmailOwner>, StoreError> {
-    db.read_entity::<EmailOwner>(email).await
+    let found = db
+        .read_entity::<EmailOwner>(&email.segment(db.key.as_deref()))
+        .await?;
+    match (found, &db.key) {
+        // A tenant keyed online may still hold it under the plain email, until its keying moves it.
+        (None, Some(_)) => db.read_entity::<EmailOwner>(&email.plain_segment()).await,
+        (found, _) => Ok(found),
+    }
 }
 
 /// The transaction action that checks user `user` exists (orders and transfer codes need one).

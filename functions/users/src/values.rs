@@ -7,6 +7,8 @@ use serde::Serialize;
 use serde_with::{DeserializeFromStr, SerializeDisplay};
 use shared::identity::ids::TenantId;
 use shared::identity::keys;
+use shared::isolation::vault::TenantKey;
+use shared::store::keys::email_segment;
 use shared::ApiError;
 
 /// An email address: ASCII `[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`, at most 254 characters.
@@ -51,9 +53,36 @@ impl Email {
         self.0.to_ascii_lowercase()
     }
 
-    /// `TENANT#t#EMAIL#<lowercased email>`: the email uniqueness item's PK and SK.
+    /// What stands for the email in its uniqueness item's key: for a tenant with a key of its own,
+    /// `h-` and a keyed digest of the lowercased email under that key (no email is readable in any
+    /// key); else the lowercased email.
+    pub fn segment(&self, key: Option<&TenantKey>) -> EmailSegment {
+        EmailSegment(match key {
+            Some(key) => email_segment(key, &self.normalized()),
+            None => self.normalized(),
+        })
+    }
+
+    /// The segment of a tenant without a key: where its email item is until the tenant is keyed.
+    pub fn plain_segment(&self) -> EmailSegment {
+        self.segment(None)
+    }
+}
+
+/// The email's part of its uniqueness item's key ([`Email::segment`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmailSegment(String);
+
+impl EmailSegment {
+    /// `TENANT#t#EMAIL#<segment>`: the email uniqueness item's PK and SK.
     pub fn key(&self, t: &TenantId) -> String {
-        keys::email_key(t, self.normalized())
+        keys::email_key(t, &self.0)
+    }
+}
+
+impl std::fmt::Display for EmailSegment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
 

@@ -72,6 +72,22 @@ pub fn open_bytes(key: &[u8], context: &[u8], sealed: &[u8]) -> Option<Vec<u8>> 
     Some(plain.to_vec())
 }
 
+/// A keyed digest of `text` for `purpose` under `key`: HMAC-SHA256, its first 128 bits as 32
+/// lowercase hex digits. What stands in a key for a value that must not be readable there (an
+/// email), the same for the same key and text, and nothing to anyone without the key.
+pub fn keyed_digest(key: &[u8], purpose: &str, text: &str) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
+    let mut context = ring::hmac::Context::with_key(&key);
+    context.update(purpose.as_bytes());
+    context.update(b"\n");
+    context.update(text.as_bytes());
+    let tag = context.sign();
+    tag.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// `plaintext` sealed under `key` for `context`: base64url of [`seal_bytes`].
 pub fn seal(key: &[u8], context: &str, plaintext: &[u8]) -> Result<String, SealError> {
     Ok(URL_SAFE_NO_PAD.encode(seal_bytes(key, context.as_bytes(), plaintext)?))

@@ -2,7 +2,8 @@
 //! departments and employees) gets a key of its own with `PATCH /tenants/{tenantId}
 //! {"keyed": true}`, and the lifecycle driver seals every item, with nobody calling, while the
 //! tenant writes and a container that still holds its old "no key" view writes too. Checked against
-//! a model of every product; afterwards no item of a sealed kind is plain in the raw table.
+//! a model of every product; afterwards no item of a sealed kind is plain in the raw table, and no
+//! key holds an email (each user's email item moved to its keyed digest).
 
 use std::collections::BTreeMap;
 
@@ -35,6 +36,19 @@ async fn put(h: &Harness, ids: &[String], v: u64, model: &mut BTreeMap<String, V
     }
 }
 
+/// Writes user `id` with `email` through container `h`.
+async fn put_user(h: &Harness, id: &str, email: &str) {
+    let r = h
+        .tenant("acme")
+        .call(
+            "put-user",
+            &integration::routes::params(&[("userId", id)]),
+            Some(json!({"name": id, "email": email})),
+        )
+        .await;
+    assert!(r.status == 200 || r.status == 201, "{}", r.body);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_of_5000_items_is_sealed_online_under_load_and_matches_its_model() {
     // GIVEN a tenant onboarded by a container without tenant keys (as before keys were set up),
@@ -56,6 +70,15 @@ async fn a_tenant_of_5000_items_is_sealed_online_under_load_and_matches_its_mode
         plain.tenant("acme").put_employee("e-1", ada).await.status,
         201
     );
+    // ... and 20 users, whose email uniqueness items are keyed by the plain email
+    for i in 0..20 {
+        put_user(
+            &plain,
+            &format!("u-{i}"),
+            &format!("user{i}@secret.example"),
+        )
+        .await;
+    }
     // AND keyed containers on the same table: one that starts the sealing, and one that served the
     // tenant before (it has cached that the tenant has no key)
     let keyed = plain.another_container().await.keyed().await;
@@ -80,6 +103,7 @@ async fn a_tenant_of_5000_items_is_sealed_online_under_load_and_matches_its_mode
     // ... meanwhile the stale container writes plain items (it has not met the key yet)
     let early: Vec<String> = (0..50).map(|i| format!("p-{i:05}")).collect();
     put(&stale, &early, 2, &mut model).await;
+    put_user(&stale, "u-20", "user20@secret.example").await;
 
     // WHEN the key cache's period passes, and the driver seals with nobody calling while both
     // containers write
@@ -91,6 +115,9 @@ async fn a_tenant_of_5000_items_is_sealed_online_under_load_and_matches_its_mode
     let (stale_late, keyed_late) = late.split_at(200);
     let mut written = model.clone();
     let writes = async {
+        // (a user changes its email, and another writes its profile again, during the walk)
+        put_user(&keyed, "u-0", "changed@secret.example").await;
+        put_user(&stale, "u-1", "user1@secret.example").await;
         put(&stale, stale_late, 3, &mut written).await;
         let mut more = BTreeMap::new();
         put(&keyed, keyed_late, 3, &mut more).await;
@@ -145,6 +172,33 @@ async fn a_tenant_of_5000_items_is_sealed_online_under_load_and_matches_its_mode
             serde_dynamo::from_attribute_value(opened["document"].clone()).unwrap();
         assert_eq!(document, model[&id], "{id}");
     }
+    // AND no key of any item holds an email: every email item is under its keyed digest
+    for item in &items {
+        for name in ["PK", "SK", "GSI1"] {
+            if let Some(AttributeValue::S(k)) = item.get(name) {
+                assert!(!k.contains('@'), "an email in a key: {k}");
+            }
+        }
+    }
+    // AND every user is found by its email, the changed one by its new email only
+    for i in 1..=20 {
+        let email = format!("user{i}@secret.example");
+        let found = keyed
+            .tenant("acme")
+            .query(&[("email", &email)])
+            .find_user_by_email()
+            .await;
+        assert_eq!(found.body["userId"], format!("u-{i}"), "{}", found.body);
+    }
+    let changed = keyed
+        .tenant("acme")
+        .query(&[("email", "changed@secret.example")]);
+    assert_eq!(changed.find_user_by_email().await.body["userId"], "u-0");
+    let old = keyed
+        .tenant("acme")
+        .query(&[("email", "user0@secret.example")]);
+    assert_eq!(old.find_user_by_email().await.status, 404);
+
     // AND the API serves them as written
     let r = keyed.tenant("acme").get_product("p-01000").await;
     assert_eq!(r.body["document"], model["p-01000"]);

@@ -457,3 +457,58 @@ async fn a_keyed_tenants_imported_products_are_sealed_and_a_batch_delivered_twic
         r.body
     );
 }
+
+#[tokio::test]
+async fn a_keyed_tenants_emails_are_keyed_by_a_digest_found_changed_and_erased() {
+    // GIVEN a keyed tenant with a user
+    let h = Harness::new().await.keyed().await;
+    onboard(&h, "acme", 1).await;
+    let call = |bin: &'static str, id: &'static str, body: Option<Value>| {
+        let h = &h;
+        async move {
+            let p = integration::routes::params(&[("userId", id)]);
+            h.tenant("acme").call(bin, &p, body).await
+        }
+    };
+    let ada = json!({"name": "Ada", "email": "Ada@Secret.example"});
+    assert_eq!(call("put-user", "u-1", Some(ada)).await.status, 201);
+    let find = |email: &'static str| {
+        let h = &h;
+        async move {
+            h.tenant("acme")
+                .query(&[("email", email)])
+                .find_user_by_email()
+                .await
+        }
+    };
+    // THEN it is found by its email in any case, and no key holds the email
+    assert_eq!(find("ada@secret.example").await.body["userId"], "u-1");
+    let no_email_in_keys = |items: &[Item]| {
+        items.iter().all(|i| {
+            ["PK", "SK"]
+                .iter()
+                .all(|k| !matches!(i.get(*k), Some(AttributeValue::S(v)) if v.contains('@')))
+        })
+    };
+    assert!(no_email_in_keys(&h.all_items().await));
+    // AND another user cannot take it
+    let grace = json!({"name": "Grace", "email": "ada@secret.example"});
+    call("put-user", "u-2", Some(grace))
+        .await
+        .assert_problem_naming(409, "email");
+    // WHEN the user changes its email
+    let moved = json!({"name": "Ada", "email": "lovelace@secret.example"});
+    assert_eq!(call("put-user", "u-1", Some(moved)).await.status, 200);
+    // THEN it is found by the new one only, and the old one is free
+    assert_eq!(find("lovelace@secret.example").await.body["userId"], "u-1");
+    assert_eq!(find("ada@secret.example").await.status, 404);
+    // WHEN the user is erased
+    assert_eq!(call("erase-user", "u-1", None).await.status, 200);
+    // THEN no email item is left
+    assert_eq!(find("lovelace@secret.example").await.status, 404);
+    let items = h.all_items().await;
+    assert!(no_email_in_keys(&items));
+    assert!(!items
+        .iter()
+        .any(|i| i.get("kind") == Some(&AttributeValue::S("EMAIL".into()))));
+}

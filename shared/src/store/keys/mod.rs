@@ -10,5 +10,7 @@ mod table;
 
 pub use crate::isolation::vault::TenantKey;
 pub use cache::{KeySettings, TenantKeys, DEFAULT_KEY_CACHE_SECONDS, REFUSAL_MEMO_MS};
-pub use sealed::{is_sealed, open_item, seal_item, stored_form, KEY_VERSION, PLAIN, SEALED};
+pub use sealed::{
+    email_segment, is_sealed, open_item, seal_item, stored_form, KEY_VERSION, PLAIN, SEALED,
+};
 pub use table::{KeyRow, Shredded};

@@ -44,6 +44,14 @@ fn context(key: &TenantKey, sort_key: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// What stands for a lowercased email in its uniqueness item's key for a tenant with `key`:
+/// `h-` and its keyed digest. No email is readable in a keyed tenant's keys.
+pub fn email_segment(key: &TenantKey, normalized_email: &str) -> String {
+    let digest =
+        crate::identity::sealing::keyed_digest(key.bytes(), "pooltable/email/v1", normalized_email);
+    format!("h-{digest}")
+}
+
 /// Whether `item` holds sealed attributes.
 pub fn is_sealed(item: &Item) -> bool {
     item.contains_key(SEALED)

@@ -1,7 +1,9 @@
 //! Online encryption of an existing tenant (issue 59): a tenant onboarded before it had a key gets
 //! one, and its items of the sealed kinds (products, employees, departments: its product and HR
-//! shards) are sealed in place, while it is served, exactly once, resumably, and driven with
-//! nobody calling (the lifecycle driver's list).
+//! shards) are sealed in place, and its email uniqueness items move from the plain email to its
+//! keyed digest (`store::keys::email_segment`), while it is served, exactly once, resumably, and
+//! driven with nobody calling (the lifecycle driver's list). The walk is the tenant walk's (the
+//! fixed partitions, then the catalog), the record left out.
 //!
 //! - **Start** ([`begin`]): the key is made first (`store::keys::TenantKeys::create`); from then on
 //!   a container that meets the key seals every write. One that cached the tenant's absence of a key
@@ -19,18 +21,19 @@
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 
 use crate::identity::clock::rfc3339;
-use crate::identity::entities;
+use crate::identity::entities::{self, EMAIL};
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{ItemKey, PK, SK};
+use crate::identity::keys::{email_key, table_key, ItemKey, PK, SK};
 use crate::isolation::vault::TenantKey;
 use crate::store::client::error::StoreError;
-use crate::store::client::expr::{attr, num};
+use crate::store::client::expr::{absent, attr, either, num};
+use crate::store::client::items::enlist;
 use crate::store::client::query::{string_attr, u64_attr, Item};
 use crate::store::client::scoped::TenantDb;
 use crate::store::client::transact::TransactError;
-use crate::store::keys::{is_sealed, seal_item};
-use crate::store::lifecycle::resharding::{sharded_sources, Step};
-use crate::store::lifecycle::tenant_items::{self, Budget};
+use crate::store::keys::{email_segment, is_sealed, seal_item};
+use crate::store::lifecycle::resharding::Step;
+use crate::store::lifecycle::tenant_items::{self, Budget, RecordInWalk};
 use crate::store::tenancy::layout::UPDATED_AT_MS;
 use crate::store::tenancy::tenants::{
     record_key, record_update, send_record_update, value, Keying, TenantRecord, TenantStatus,
@@ -114,7 +117,8 @@ pub async fn step(
         .position
         .as_ref()
         .filter(|_| state.walked_layout == layout);
-    let sources = sharded_sources(&db.tenant, record.shard_count);
+    // The write shards (products, HR), then every id-named partition (the catalog: emails).
+    let sources = tenant_items::sources(&db.tenant, record.shard_count, 0, RecordInWalk::Excluded);
     let budget = Budget {
         items: ITEMS_PER_STEP,
         bytes: 3 * 1024 * 1024,
@@ -135,6 +139,10 @@ pub async fn step(
         actions.push(put.action()?);
         sealed += 1;
     }
+    for item in page.items.iter().filter(|i| plain_email(&db.tenant, i)) {
+        actions.extend(move_email(db, key, item)?);
+        sealed += 1;
+    }
     let next = Keying {
         steps: state.steps + 1,
         sealed: state.sealed + sealed,
@@ -148,6 +156,40 @@ pub async fn step(
         Err(TransactError::ConditionFailed { .. }) => Ok(Walked::Raced),
         Err(TransactError::Store(e)) => Err(e),
     }
+}
+
+/// Whether `item` is an email uniqueness item under the plain email (`TENANT#t#EMAIL#<email>`).
+fn plain_email(tenant: &TenantId, item: &Item) -> bool {
+    let hashed = email_key(tenant, "h-");
+    string_attr(item, "kind").as_deref() == Some(EMAIL.stored_as)
+        && string_attr(item, PK).is_some_and(|pk| !pk.starts_with(&hashed))
+}
+
+/// The move of a plain email item to its keyed digest's key ([`email_segment`]): the Put there
+/// (unless another user's is there; the user's own write may have made it first), and the Delete
+/// of the plain one on condition it still names the same user.
+fn move_email(
+    db: &TenantDb,
+    key: &TenantKey,
+    item: &Item,
+) -> Result<Vec<TransactWriteItem>, StoreError> {
+    let (Some(email), Some(user)) = (string_attr(item, "email"), string_attr(item, "userId"))
+    else {
+        return Err(StoreError::Internal(
+            "an email item without its email or user".into(),
+        ));
+    };
+    let hashed = email_key(&db.tenant, email_segment(key, &email.to_ascii_lowercase()));
+    let mut moved = item.clone();
+    moved.insert(PK.into(), AttributeValue::S(hashed.clone()));
+    moved.insert(SK.into(), AttributeValue::S(hashed));
+    enlist(&db.tenant, &mut moved);
+    let plain = table_key(item);
+    let mine = || attr("userId").equal(user.as_str());
+    Ok(vec![
+        db.put_item(moved).when(either(absent(), mine())).action()?,
+        db.delete_item(plain).when(mine()).action()?,
+    ])
 }
 
 fn item_key(item: &Item) -> Option<ItemKey> {
