@@ -2,9 +2,10 @@
 //! `{"keyed": true}` alone (operator). The first call makes the tenant's key and starts sealing its
 //! items (`shared::store::lifecycle::keying`); each call, and each run of the lifecycle driver,
 //! seals for up to [`WORK_PER_REQUEST`]: 202 with the record and its `keying` progress until 200
-//! once every item of a sealed kind is sealed. A tenant with a key already answers 200 at once.
-//! It waits while another operation runs on the tenant; a re-sharding or a restore between its
-//! steps makes it walk again from the first item.
+//! once every item of a sealed kind is sealed. Asked of a tenant that has a key, it walks the same
+//! way and seals whatever is plain (a restore from a copy older than its key brings plain items
+//! back). It waits while another operation runs on the tenant; a re-sharding or a restore between
+//! its steps makes it walk again from the first item.
 
 use std::time::{Duration, Instant};
 
@@ -66,15 +67,6 @@ pub async fn run(app: &App, by: &TenantId, tenant: &TenantId) -> Result<Response
         .await?
         .ok_or_else(no_such_tenant)?;
     if record.keying.is_none() {
-        // Keyed already (onboarded with a key, or sealed by an earlier run): nothing to do.
-        if keys
-            .current(tenant, Some(&record.created_at))
-            .await?
-            .is_some()
-        {
-            return Ok(json_response(StatusCode::OK, &TenantView::from(record)));
-        }
-        keys.create(tenant, None, &record.created_at).await?;
         let now_ms = app.clock.now_millis();
         let cache_seconds = app
             .settings
@@ -90,6 +82,9 @@ pub async fn run(app: &App, by: &TenantId, tenant: &TenantId) -> Result<Response
                         .into(),
                 )),
             };
+        // The key once the walk is recorded (no key is made for a start refused): a container that
+        // cached its absence before this lets it go by `sealsFrom`, which was counted from earlier.
+        keys.create(tenant, None, &record.created_at).await?;
         // Listed for the driver: it goes on with nobody calling.
         let platform_db = app.db_for_operator(&TenantId::platform()).await?;
         driving::list(&platform_db, tenant, now_ms).await?;
@@ -115,10 +110,13 @@ pub async fn advance(
     if record.migration.is_some() || record.moving.is_some() || record.restore.is_some() {
         return Ok(accepted(record, 5));
     }
-    let key = app
-        .tenant_key(&db.tenant, Some(&record.created_at))
-        .await?
-        .ok_or_else(|| ApiError::Internal("sealing the items of a tenant with no key".into()))?;
+    let known = app.tenant_key(&db.tenant, Some(&record.created_at)).await?;
+    let key = match (known, &app.keys) {
+        (Some(key), _) => key,
+        // The start recorded the walk but failed before making the key: make it now.
+        (None, Some(keys)) => keys.create(&db.tenant, None, &record.created_at).await?,
+        (None, None) => return Err(ApiError::Internal("no tenant keys here".into())),
+    };
     loop {
         match keying::step(db, &record, &state, &key).await? {
             Walked::Stepped(next) => state = *next,

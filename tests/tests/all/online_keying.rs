@@ -36,6 +36,12 @@ async fn put(h: &Harness, ids: &[String], v: u64, model: &mut BTreeMap<String, V
     }
 }
 
+/// An operator's `PATCH /tenants/acme` with `body` through container `h`.
+async fn update_acme(h: &Harness, body: Value) -> integration::Resp {
+    let p = integration::routes::params(&[("tenantId", "acme")]);
+    h.operator().call("update-tenant", &p, Some(body)).await
+}
+
 /// Writes user `id` with `email` through container `h`.
 async fn put_user(h: &Harness, id: &str, email: &str) {
     let r = h
@@ -204,4 +210,30 @@ async fn a_tenant_of_5000_items_is_sealed_online_under_load_and_matches_its_mode
     assert_eq!(r.body["document"], model["p-01000"]);
     let r = keyed.tenant("acme").get_employee("e-1").await;
     assert_eq!(r.body["name"], "Ada Secretary");
+}
+
+#[tokio::test]
+async fn keyed_is_asked_alone_only_true_and_only_where_tenants_have_keys_writing_nothing_otherwise()
+{
+    let plain = Harness::new().await;
+    onboard(&plain, "acme", 1).await;
+    // WHEN tenants have no keys here: 400 naming keyed
+    update_acme(&plain, json!({"keyed": true}))
+        .await
+        .assert_problem_naming(400, "TENANT_KEYS_TABLE");
+    let keyed = plain.another_container().await.keyed().await;
+    let before = keyed.all_items().await.len();
+    // AND with other fields, or false: 400, and nothing is written
+    update_acme(&keyed, json!({"keyed": true, "tier": "basic"}))
+        .await
+        .assert_problem_naming(400, "on its own");
+    update_acme(&keyed, json!({"keyed": false}))
+        .await
+        .assert_problem_naming(400, "offboarding");
+    assert_eq!(keyed.all_items().await.len(), before);
+    assert_eq!(
+        keyed.test_keys().every_key(&keyed.admin).await.len(),
+        0,
+        "no key made"
+    );
 }

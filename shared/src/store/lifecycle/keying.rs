@@ -139,7 +139,7 @@ pub async fn step(
         actions.push(put.action()?);
         sealed += 1;
     }
-    for item in page.items.iter().filter(|i| plain_email(&db.tenant, i)) {
+    for item in page.items.iter().filter(|i| plain_email(i)) {
         actions.extend(move_email(db, key, item)?);
         sealed += 1;
     }
@@ -158,11 +158,11 @@ pub async fn step(
     }
 }
 
-/// Whether `item` is an email uniqueness item under the plain email (`TENANT#t#EMAIL#<email>`).
-fn plain_email(tenant: &TenantId, item: &Item) -> bool {
-    let hashed = email_key(tenant, "h-");
+/// Whether `item` is an email uniqueness item under the plain email (`TENANT#t#EMAIL#<email>`):
+/// an email holds `@`, a digest never does.
+fn plain_email(item: &Item) -> bool {
     string_attr(item, "kind").as_deref() == Some(EMAIL.stored_as)
-        && string_attr(item, PK).is_some_and(|pk| !pk.starts_with(&hashed))
+        && string_attr(item, PK).is_some_and(|pk| pk.contains('@'))
 }
 
 /// The move of a plain email item to its keyed digest's key ([`email_segment`]): the Put there
