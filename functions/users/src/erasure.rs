@@ -15,7 +15,7 @@ use shared::identity::entities::{EMAIL, ORDER, ORDER_DATE, ORDER_SUMMARY, USER};
 use shared::identity::ids::EntityId;
 use shared::identity::keys::{order_date_pk, order_key, primary_key, table_key, user_key, SK};
 use shared::store::client::error::StoreError;
-use shared::store::client::expr::attr;
+use shared::store::client::expr::{absent, attr, either};
 use shared::store::client::query::{string_attr, Item};
 use shared::store::client::scoped::TenantDb;
 use shared::store::client::transact::TransactError;
@@ -37,12 +37,16 @@ struct ErasureReport<'a> {
     deleted_total: u64,
 }
 
-/// One item to delete, the kind it is counted under, and whether it is the email item (deleted
-/// only while it is still the user's).
+/// One item to delete, the kind it is counted under, and whether it is an email item (deleted
+/// only while it is still the user's; for a keyed tenant, at either of its keys, if it is there).
 struct Doomed {
     key: Item,
     kind: &'static str,
     email: bool,
+    /// A keyed tenant's email item may be at its digest's key or (until its online encryption
+    /// moves it) at the plain email's: both are deleted if there, one is counted.
+    if_there: bool,
+    counted: bool,
 }
 
 /// Erases user `id` at `erased_at`: the report (JSON) the route answers, as first answered when it
@@ -70,10 +74,10 @@ pub async fn erase_user(
     let mine = || attr("userId").equal(id.as_str());
     for item in doomed {
         let delete = db.delete_item(item.key);
-        let delete = if item.email {
-            delete.when(mine())
-        } else {
-            delete
+        let delete = match (item.email, item.if_there) {
+            (true, true) => delete.when(either(absent(), mine())),
+            (true, false) => delete.when(mine()),
+            (false, _) => delete,
         };
         actions.push(delete.action()?);
     }
@@ -94,13 +98,13 @@ pub async fn erase_user(
 /// The report of an erasure of `doomed`.
 fn report(id: &EntityId, erased_at: &str, doomed: &[Doomed]) -> Result<String, Error> {
     let mut deleted = BTreeMap::new();
-    for item in doomed {
+    for item in doomed.iter().filter(|d| d.counted) {
         *deleted.entry(item.kind).or_insert(0) += 1;
     }
     let report = ErasureReport {
         user_id: id.as_str(),
         erased_at,
-        deleted_total: doomed.len() as u64,
+        deleted_total: deleted.values().sum(),
         deleted,
     };
     serde_json::to_string(&report).map_err(|e| internal(e.to_string()).into())
@@ -121,17 +125,27 @@ async fn doomed(db: &TenantDb, id: &EntityId) -> Result<(Vec<Doomed>, Vec<Entity
             key: table_key(&item),
             kind,
             email,
+            if_there: false,
+            counted: true,
         };
         if string_attr(&item, SK).as_deref() == Some(partition.as_str()) {
             if let Some(email) = string_attr(&item, "email") {
                 let email = Email::parse(&email).map_err(internal)?;
-                let segment = email.segment(db.key.as_deref());
-                let key = segment.key(t);
-                last.push(Doomed {
-                    key: primary_key(key.clone(), key),
-                    kind: EMAIL.stored_as,
-                    email: true,
-                });
+                let keyed = db.key.is_some();
+                let segments = [
+                    Some(email.segment(db.key.as_deref())),
+                    keyed.then(|| email.plain_segment()),
+                ];
+                for (i, segment) in segments.into_iter().flatten().enumerate() {
+                    let key = segment.key(t);
+                    last.push(Doomed {
+                        key: primary_key(key.clone(), key),
+                        kind: EMAIL.stored_as,
+                        email: true,
+                        if_there: keyed,
+                        counted: i == 0,
+                    });
+                }
             }
             last.push(doom(USER.stored_as, false));
             continue;
@@ -170,6 +184,8 @@ async fn order_items(
                 false => crate::model::LINE_ITEM,
             },
             email: false,
+            if_there: false,
+            counted: true,
         })
         .collect();
     if let Some(date) = date {
@@ -182,6 +198,8 @@ async fn order_items(
             key: table_key(item),
             kind: ORDER_DATE.stored_as,
             email: false,
+            if_there: false,
+            counted: true,
         }));
     }
     Ok(items)

@@ -237,3 +237,31 @@ async fn keyed_is_asked_alone_only_true_and_only_where_tenants_have_keys_writing
         "no key made"
     );
 }
+
+#[tokio::test]
+async fn a_user_erased_while_its_tenant_is_being_keyed_loses_its_plain_email_item_too() {
+    // GIVEN a tenant with a user, onboarded without keys, whose keying has just started (its email
+    // item still under the plain email)
+    let plain = Harness::new().await;
+    onboard(&plain, "acme", 1).await;
+    put_user(&plain, "u-1", "ada@secret.example").await;
+    let keyed = plain.another_container().await.keyed().await;
+    assert_eq!(
+        update_acme(&keyed, json!({"keyed": true})).await.status,
+        202
+    );
+
+    // WHEN the user is erased through the keyed container
+    let p = integration::routes::params(&[("userId", "u-1")]);
+    let erased = keyed.tenant("acme").call("erase-user", &p, None).await;
+
+    // THEN it answers with one email item deleted, and none is left at either key
+    assert_eq!(erased.status, 200, "{}", erased.body);
+    assert_eq!(erased.body["deleted"]["EMAIL"], 1, "{}", erased.body);
+    let email = AttributeValue::S("EMAIL".into());
+    assert!(!keyed
+        .all_items()
+        .await
+        .iter()
+        .any(|i| i.get("kind") == Some(&email)));
+}
