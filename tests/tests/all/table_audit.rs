@@ -1,7 +1,8 @@
 //! Run by scripts/test.sh after the whole suite (hence `#[ignore]` in the main run): scans every table
 //! the suite left in DynamoDB Local and asserts that every `PK` and every `SK` starts with
 //! `TENANT#<its tenant>#`, that no item carries keys of two tenants, and that an item's `tenantId`
-//! attribute, where it has one, names that same tenant; a tenant's own table holds only its keys.
+//! attribute, where it has one, names that same tenant; a tenant's own table holds only its keys; a
+//! key table holds one wrapped key a row, each of a valid tenant.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
@@ -12,6 +13,31 @@ fn tenant_of(key: &str) -> Option<&str> {
     // The platform's own partition (offboarding reports) counts as one more tenant here.
     let valid = TenantId::parse(tenant).is_ok() || tenant == TenantId::PLATFORM;
     (valid && !tail.is_empty()).then_some(tenant)
+}
+
+/// A key table's row: a valid tenant id, a version, a wrapped key and the KMS key that wrapped it,
+/// and nothing else (no item keys, no key in the clear).
+fn audit_key_row(table: &str, row: &std::collections::HashMap<String, AttributeValue>) {
+    let mut names: Vec<&str> = row.keys().map(String::as_str).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["createdAt", "kmsKeyId", "tenantId", "version", "wrapped"],
+        "{table}: {row:?}"
+    );
+    match row.get("tenantId") {
+        Some(AttributeValue::S(t)) => {
+            assert!(
+                shared::identity::ids::TenantId::parse(t).is_ok(),
+                "{table}: {t}"
+            )
+        }
+        other => panic!("{table}: tenantId is {other:?}"),
+    }
+    assert!(
+        matches!(row.get("wrapped"), Some(AttributeValue::B(_))),
+        "{table}: {row:?}"
+    );
 }
 
 #[tokio::test]
@@ -44,6 +70,13 @@ async fn every_key_in_every_table_is_under_exactly_one_tenant() {
                 .await
                 .unwrap();
             for item in out.items.unwrap_or_default() {
+                // A key table (`<pool>-keys`, template.yaml's TenantKeysTable) holds tenants' keys,
+                // never items: one tenant's wrapped key a row, nothing in the clear.
+                if table.ends_with("-keys") {
+                    audit_key_row(table, &item);
+                    audited += 1;
+                    continue;
+                }
                 let key = |name: &str| match item.get(name) {
                     Some(AttributeValue::S(s)) => s.clone(),
                     other => panic!("{table}: {name} is {other:?}"),
