@@ -167,13 +167,26 @@ seed_for_pass() { # token
   printf '"contract-svc"\n' >"$dir/service.dict"
 }
 
+# The spec the passes read: openapi.yaml without onboarding's `kmsKeyArn` (BYOK). A key ARN the
+# generators make names no KMS key of the stack, which KMS refuses (400, as it should), so most
+# bodies setting it would be rejected for that, and the run would fail as a schema mismatch. BYOK
+# is tested in tests/tests/all/tenant_keys.rs, with keys made on moto's KMS.
+CONTRACT_SPEC="$OUT/openapi-contract.yaml"
+"$TOOLS/venv/bin/python" - openapi.yaml "$CONTRACT_SPEC" <<'PY'
+import sys, yaml
+spec = yaml.safe_load(open(sys.argv[1]))
+for branch in spec["components"]["schemas"]["OnboardTenant"]["oneOf"]:
+    branch["properties"].pop("kmsKeyArn", None)
+yaml.safe_dump(spec, open(sys.argv[2], "w"), sort_keys=False)
+PY
+
 run_pass() { # name token [extra schemathesis args...]
   local name=$1 token=$2 t0=$SECONDS rc=0
   shift 2
   seed_for_pass "$token"
   log "== schemathesis, pass '$name' ($MAX_EXAMPLES examples per operation, seed $SEED)"
   "$TOOLS/venv-schemathesis/bin/schemathesis" --config-file "$ROOT/scripts/schemathesis.toml" \
-    run openapi.yaml \
+    run "$CONTRACT_SPEC" \
     --url "$API" \
     --header "Authorization: Bearer $token" \
     --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
@@ -220,14 +233,18 @@ SEED="${SEED:-42}"
 # @generated begin: `pooltable gen` writes this line from routes.yaml
 OPERATOR_ROUTES=(onboard-tenant update-tenant export-tenant offboard-tenant restore-tenant get-tenant-usage)
 # @generated end
+# erase-user is left out of both: it would erase the seeded user, whose order the other operations
+# read (they then only meet 404s, which fails the run as "missing test data"). Its contract is tested
+# in tests/tests/all/erasures.rs, and through the client in every_route.rs.
 for pass in ${PASSES:-tenant operator}; do
   case "$pass" in
-    tenant) run_pass tenant "$TENANT_TOKEN" \
+    tenant) run_pass tenant "$TENANT_TOKEN" --exclude-operation-id erase-user \
       $(printf -- '--exclude-operation-id %s ' "${OPERATOR_ROUTES[@]}") ;;
     # restore-tenant is left out: generated bodies are mostly refused (a source table must be a
     # restored copy named after the pool), which fails the run as a validation mismatch. Its
     # contract is tested in tests/tests/all/restore.rs, and through the client in every_route.rs.
-    operator) run_pass operator "$OPERATOR_TOKEN" --exclude-operation-id restore-tenant ;;
+    operator) run_pass operator "$OPERATOR_TOKEN" --exclude-operation-id restore-tenant \
+      --exclude-operation-id erase-user ;;
     *) die "unknown pass '$pass' (tenant, operator)" ;;
   esac
 done

@@ -17,6 +17,7 @@ use shared::identity::shard::{
 };
 use shared::service::http::{json_body, json_response};
 use shared::service::idempotent::{self, Recorder};
+use shared::store::client::error::StoreError;
 use shared::store::client::scoped::TenantDb;
 use shared::store::tenancy::placement::{create_own_table, own_table_name};
 use shared::store::tenancy::tenants::{TenantRecord, Tier};
@@ -100,7 +101,17 @@ pub(crate) async fn onboard(
     // The key first: once the record exists, its requests find it (a retry takes the one made).
     let byok = checked_kms_key_arn(app, input.kms_key_arn.as_deref())?;
     if let Some(keys) = &app.keys {
-        keys.create(tenant, byok, &record.created_at).await?;
+        let made = keys.create(tenant, byok, &record.created_at).await;
+        if let (Err(StoreError::KeyRefused(code)), Some(arn)) = (&made, byok) {
+            return Err(ApiError::bad_request(
+                "kmsKeyArn",
+                format!(
+                    "KMS refused {arn} ({code}): it must be an enabled symmetric key whose policy \
+                     lets pooltable's functions call GenerateDataKey and Decrypt"
+                ),
+            ));
+        }
+        made?;
     }
     let db = app.db_placed(tenant, &tables).await?;
     let view = TenantView::from(record);

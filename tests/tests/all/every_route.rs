@@ -254,6 +254,10 @@ async fn every_route_answers_through_the_generated_client() {
         "get-integration-token",
         tc.get_integration_token().service("crm").send().await,
     );
+    // The user erased with its order and email: gone from the reads.
+    let erased = calls.ok("erase-user", tc.erase_user().user_id("u-1").send().await);
+    assert_eq!(json_of(&*erased)["deleted"]["EMAIL"], 1);
+    assert!(tc.get_user().user_id("u-1").send().await.is_err());
 
     let import = calls.ok(
         "create-import",
