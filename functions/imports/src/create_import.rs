@@ -25,8 +25,8 @@ use shared::service::idempotent::{self, Recorder};
 use shared::store::client::scoped::TenantDb;
 use shared::store::client::transact::TransactError;
 use shared::store::imports::{
-    claim, count_open, due_at_ms, ensure_sealing_item, mark_enqueued, uncount_open, Claim,
-    FailReason, NewImport, Progress, Status, MAX_OPEN_IMPORTS,
+    claim, count_open, due_at_ms, ensure_sealing_item, mark_enqueued, message_key, uncount_open,
+    Claim, FailReason, NewImport, Progress, Status, MAX_OPEN_IMPORTS,
 };
 use shared::store::lifecycle::driving::{list_import, unlist_import, DueImport};
 use shared::{ApiError, App};
@@ -226,7 +226,8 @@ async fn create(
         issued_at,
         tenant_since: &tenant_since,
     };
-    enqueue(app, queue, t, &sent, &sealing.key, items).await?;
+    let sealing_key = message_key(db, &sealing)?;
+    enqueue(app, queue, t, &sent, &sealing_key, items).await?;
     let view = running_view(&import, kind, accepted, issued_at);
     mark_sent(db, t, &import, &fingerprint, &view, recorder).await?;
     Ok(accepted_response(&import, view))

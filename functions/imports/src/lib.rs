@@ -191,9 +191,13 @@ pub struct ImportMessage {
     /// onboarded again under the same id has another, and gets none of its predecessor's items.
     pub tenant_since: String,
     /// The items (`[MessageItem]` as JSON), sealed with the tenant's import key
-    /// (`shared::store::imports::sealing_key`) for [`sealing_context`]: offboarding destroys the
+    /// (`shared::store::imports::message_key`) for [`sealing_context`]: offboarding destroys the
     /// key, so nothing readable of the tenant stays on the queue or its dead-letter queue.
     pub sealed_items: String,
+    /// The version of the tenant's key the import key derives from; absent: the tenant's stored
+    /// import key (a tenant without a key of its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_version: Option<u32>,
 }
 
 /// The additional data items are sealed with: they open only for this tenant and import.
@@ -387,6 +391,7 @@ mod tests {
             issued_at: 1_795_154_400_000,
             tenant_since: "2026-11-20T06:00:00Z".into(),
             sealed_items: seal_items(&key, &tenant, &import, &items).unwrap(),
+            key_version: None,
         };
         let body = serde_json::to_string(&message).unwrap();
         assert!(body.starts_with(

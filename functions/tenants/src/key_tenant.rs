@@ -6,6 +6,8 @@
 //! way and seals whatever is plain (a restore from a copy older than its key brings plain items
 //! back). It waits while another operation runs on the tenant; a re-sharding or a restore between
 //! its steps makes it walk again from the first item.
+//!
+//! `PATCH {"rotateKey": true}` alone makes the next version of a keyed tenant's key ([`rotate`]).
 
 use std::time::{Duration, Instant};
 
@@ -165,4 +167,54 @@ pub fn check_alone(keyed: bool, others: bool) -> Result<(), ApiError> {
         ));
     }
     Ok(())
+}
+
+/// `{"rotateKey": true}` alone, or 400.
+pub fn check_rotation_alone(rotate: bool, others: bool) -> Result<(), ApiError> {
+    if !rotate {
+        return Err(ApiError::bad_request(
+            "rotateKey",
+            "rotateKey can only be true: a key version is removed only by offboarding the tenant",
+        ));
+    }
+    if others {
+        return Err(ApiError::bad_request(
+            "rotateKey",
+            "rotateKey is asked on its own, without tier, limits, status, shardCount, placement \
+             or keyed",
+        ));
+    }
+    Ok(())
+}
+
+/// The next version of `tenant`'s key (`PATCH {"rotateKey": true}`, operator): 200 with the record
+/// and its `key` versions. The new version seals from `newestSealsFrom`, once every container has
+/// met it; what earlier versions sealed is not rewritten and opens as before. A retry before then
+/// answers the same version. 400 when tenants have no keys here, 409 when this one has none (key
+/// it first: `{"keyed": true}`), 403 when its key is revoked.
+pub async fn rotate(app: &App, tenant: &TenantId) -> Result<Response<Body>, ApiError> {
+    let Some(keys) = &app.keys else {
+        return Err(ApiError::bad_request(
+            "rotateKey",
+            "tenants have no keys of their own here (TENANT_KEYS_TABLE is not set)",
+        ));
+    };
+    let db = app.db_to_change(tenant).await?;
+    let record = read_record_consistent(&db)
+        .await?
+        .ok_or_else(no_such_tenant)?;
+    if record.offboarding.is_some() {
+        return Err(ApiError::Conflict(
+            "This tenant is being offboarded: its key is about to be destroyed.".into(),
+        ));
+    }
+    let versions = keys.rotate(tenant).await?.ok_or_else(|| {
+        ApiError::Conflict(
+            "This tenant has no key to rotate: key it first (PATCH {\"keyed\": true}).".into(),
+        )
+    })?;
+    tracing::info!(tenant = %tenant, version = versions.newest, "tenant key rotated");
+    let mut view = TenantView::from(record);
+    view.key = Some(versions);
+    Ok(json_response(StatusCode::OK, &view))
 }

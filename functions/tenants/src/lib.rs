@@ -63,6 +63,8 @@ pub struct TenantView {
     pub last_restore: Option<RestoreView>,
     /// While its items are being sealed under its new key: the progress.
     pub keying: Option<key_tenant::KeyingView>,
+    /// Its key's versions: in the answer to a rotation (`PATCH {"rotateKey": true}`).
+    pub key: Option<shared::store::keys::KeyVersions>,
 }
 
 /// A restore (running, or its report), as the API shows it.
@@ -269,6 +271,7 @@ impl From<TenantRecord> for TenantView {
             moving: r.moving.as_ref().map(move_tenant::MoveView::from),
             last_restore: r.last_restore.as_ref().map(RestoreView::from),
             keying: r.keying.as_ref().map(key_tenant::KeyingView::from),
+            key: None,
             offboarding: r
                 .offboarding
                 .as_ref()

@@ -7,7 +7,8 @@
 //! tenant (`status`). One conditional UpdateItem, sent with credentials scoped to the tenant changed.
 //! `{shardCount}` alone starts or continues a re-sharding ([`crate::reshard_tenant`]), `{placement}`
 //! alone a move between the pool and an own table ([`crate::move_tenant`]), `{keyed: true}` alone
-//! the sealing of its items under a key of its own ([`crate::key_tenant`]).
+//! the sealing of its items under a key of its own, `{rotateKey: true}` alone the next version of
+//! that key ([`crate::key_tenant`]).
 //! Every container reads the change within [`shared::store::tenancy::tenants::RECORD_TTL_SECONDS`]; this
 //! container at once.
 
@@ -44,6 +45,9 @@ struct UpdateInput {
     /// `true` alone: seal the tenant's items under a key of its own ([`crate::key_tenant`]).
     #[serde(default)]
     keyed: Option<bool>,
+    /// `true` alone: the next version of the tenant's key ([`crate::key_tenant::rotate`]).
+    #[serde(default)]
+    rotate_key: Option<bool>,
 }
 
 pub async fn handle(
@@ -55,13 +59,18 @@ pub async fn handle(
     app.require_operator(&caller).await?;
     let tenant = path_tenant_id(&req)?;
     let input: UpdateInput = json_body(&req)?;
+    let others_than_keys = input.tier.is_some()
+        || input.limits.is_some()
+        || input.status.is_some()
+        || input.shard_count.is_some()
+        || input.placement.is_some();
+    if let Some(rotate) = input.rotate_key {
+        let others = others_than_keys || input.keyed.is_some();
+        crate::key_tenant::check_rotation_alone(rotate, others)?;
+        return crate::key_tenant::rotate(app, &tenant).await;
+    }
     if let Some(keyed) = input.keyed {
-        let others = input.tier.is_some()
-            || input.limits.is_some()
-            || input.status.is_some()
-            || input.shard_count.is_some()
-            || input.placement.is_some();
-        crate::key_tenant::check_alone(keyed, others)?;
+        crate::key_tenant::check_alone(keyed, others_than_keys)?;
         let run = crate::key_tenant::run(app, &caller.tenant, &tenant);
         return Operation::Keying.charged(app, run).await;
     }

@@ -88,6 +88,20 @@ pub fn keyed_digest(key: &[u8], purpose: &str, text: &str) -> String {
         .collect()
 }
 
+/// A key for `purpose` derived from `key` (HKDF-SHA256): what seals data of a tenant outside the
+/// table (its import messages) under its data key, without the data key itself sealing anything
+/// but items. Shredding the data key shreds whatever a derived key sealed.
+pub fn derived_key(key: &[u8], purpose: &str) -> [u8; KEY_BYTES] {
+    let prk = ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, b"pooltable").extract(key);
+    let mut out = [0u8; KEY_BYTES];
+    let info = [purpose.as_bytes()];
+    // HKDF-SHA256 expands to 32 bytes (its output length) for any input: it cannot fail here.
+    if let Ok(okm) = prk.expand(&info, ring::hkdf::HKDF_SHA256) {
+        let _ = okm.fill(&mut out);
+    }
+    out
+}
+
 /// `plaintext` sealed under `key` for `context`: base64url of [`seal_bytes`].
 pub fn seal(key: &[u8], context: &str, plaintext: &[u8]) -> Result<String, SealError> {
     Ok(URL_SAFE_NO_PAD.encode(seal_bytes(key, context.as_bytes(), plaintext)?))

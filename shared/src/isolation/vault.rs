@@ -32,13 +32,16 @@ pub enum VaultError {
     Malformed(String),
 }
 
-/// One tenant's data key, in memory only.
+/// One tenant's data key, in memory only: the version that seals (`version`), and the tenant's other
+/// versions, which still open what they sealed. Keys rotate by version without rewriting an item.
 pub struct TenantKey {
     pub tenant: TenantId,
     pub version: u32,
     /// The KMS key that wraps it.
     pub kms_key: String,
     bytes: Vec<u8>,
+    /// Every version known, by number (this one included).
+    versions: std::collections::BTreeMap<u32, Vec<u8>>,
 }
 
 impl std::fmt::Debug for TenantKey {
@@ -68,12 +71,51 @@ impl TenantKey {
             tenant,
             version,
             kms_key,
+            versions: std::collections::BTreeMap::from([(version, bytes.clone())]),
             bytes,
         })
     }
 
+    /// This key, also knowing `others` (the tenant's other versions) for opening what they sealed.
+    pub fn knowing(mut self, others: impl IntoIterator<Item = TenantKey>) -> Self {
+        for other in others {
+            self.versions.entry(other.version).or_insert(other.bytes);
+        }
+        self
+    }
+
+    /// The bytes of the version that seals.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
+    }
+
+    /// The bytes of `version`, when known.
+    pub fn bytes_of(&self, version: u32) -> Option<&[u8]> {
+        self.versions.get(&version).map(Vec::as_slice)
+    }
+
+    /// The bytes keyed digests are made with: the first version's. A digest stands in an item's key
+    /// (an email's), which no rotation can rewrite, so it never changes with the sealing version.
+    pub fn digest_bytes(&self) -> &[u8] {
+        self.versions
+            .values()
+            .next()
+            .map_or(self.bytes.as_slice(), Vec::as_slice)
+    }
+
+    /// The versions known, oldest first.
+    pub fn versions(&self) -> Vec<u32> {
+        self.versions.keys().copied().collect()
+    }
+
+    /// The highest version known: an item sealed under a higher one was sealed by a container
+    /// that met a version this one has not met yet.
+    pub fn newest(&self) -> u32 {
+        self.versions
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(self.version)
     }
 }
 

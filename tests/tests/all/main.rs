@@ -23,6 +23,7 @@ mod iam_engine;
 mod idempotency;
 mod imports;
 mod isolation_property;
+mod key_rotation;
 mod lanes;
 mod lifecycle;
 mod lifecycle_events;

@@ -15,14 +15,21 @@ fn tenant_of(key: &str) -> Option<&str> {
     (valid && !tail.is_empty()).then_some(tenant)
 }
 
-/// A key table's row: a valid tenant id, a version, a wrapped key and the KMS key that wrapped it,
-/// and nothing else (no item keys, no key in the clear).
+/// A key table's row: a valid tenant id, a version, a wrapped key, the KMS key that wrapped it, the
+/// incarnation it serves and from when it seals, and nothing else (no item keys, no key in the clear).
 fn audit_key_row(table: &str, row: &std::collections::HashMap<String, AttributeValue>) {
     let mut names: Vec<&str> = row.keys().map(String::as_str).collect();
     names.sort();
     assert_eq!(
         names,
-        ["createdAt", "kmsKeyId", "tenantId", "version", "wrapped"],
+        [
+            "createdAt",
+            "kmsKeyId",
+            "sealsFromMs",
+            "tenantId",
+            "version",
+            "wrapped"
+        ],
         "{table}: {row:?}"
     );
     match row.get("tenantId") {

@@ -3,7 +3,7 @@
 
 use aws_lambda_events::event::sqs::SqsMessage;
 use shared::identity::ids::TenantId;
-use shared::store::imports::{sealing_key, RETENTION_SECONDS};
+use shared::store::imports::{opening, sealing_key, Opening, RETENTION_SECONDS};
 use shared::{ApiError, App};
 
 use crate::{
@@ -134,45 +134,70 @@ fn signed<'a>(app: &App, message: &'a SqsMessage) -> Option<(TenantId, &'a str)>
     .then_some((tenant, body))
 }
 
-/// The message's items, opened with the tenant's import key. No key means offboarding destroyed
-/// it (crypto-shredding): dropped. A key that does not open a message it signed is kept for a
-/// person, like any signed message this version cannot read.
+/// The message's items, opened with the tenant's import key: derived from the version of its data
+/// key the message names, or its stored key. No key means offboarding destroyed it
+/// (crypto-shredding): dropped. A key that does not open a message it signed is kept for a person,
+/// like any signed message this version cannot read; so is one sealed under a key version this
+/// container has not met yet (it will within a key period).
 async fn unsealed(
     app: &App,
     keys: &mut SealingKeys,
     tenant: TenantId,
     body: ImportMessage,
 ) -> Accepted {
-    let key = match keys.get(&tenant) {
+    let known = match keys.get(&tenant) {
         Some(known) => Ok(known.clone()),
         None => {
             let read = async {
                 let db = app.db(&tenant).await?;
-                Ok::<_, ApiError>(sealing_key(&db, &tenant).await?)
+                let stored = sealing_key(&db, &tenant).await?;
+                Ok::<_, ApiError>(TenantSealing {
+                    key: db.key.clone(),
+                    stored,
+                })
             };
             let read = read.await;
-            if let Ok(key) = &read {
-                keys.insert(tenant.clone(), key.clone());
+            if let Ok(known) = &read {
+                keys.insert(tenant.clone(), known.clone());
             }
             read
         }
     };
-    match key {
-        Ok(Some(key)) => match open_items(&key, &tenant, &body.import_id, &body.sealed_items) {
+    let known = match known {
+        Ok(known) => known,
+        Err(e) => {
+            tracing::warn!(tenant = %tenant, error = %e, "the tenant's import key is unavailable; the message will be delivered again");
+            return Accepted::Again;
+        }
+    };
+    match opening(
+        known.key.as_deref(),
+        known.stored.as_deref(),
+        body.key_version,
+    ) {
+        Opening::Key(key) => match open_items(&key, &tenant, &body.import_id, &body.sealed_items) {
             Some(items) => Accepted::Yes(tenant, body, items),
             None => {
                 tracing::error!(tenant = %tenant, import_id = %body.import_id, "the tenant's import key does not open a message it signed");
                 Accepted::Again
             }
         },
-        Ok(None) => dropped(app, &tenant, &body, KEY_DESTROYED),
-        Err(e) => {
-            tracing::warn!(tenant = %tenant, error = %e, "the tenant's import key is unavailable; the message will be delivered again");
+        Opening::Destroyed => dropped(app, &tenant, &body, KEY_DESTROYED),
+        Opening::NotYet => {
+            tracing::warn!(tenant = %tenant, version = ?body.key_version, "an import message sealed under a key version this container has not met yet; delivered again");
             Accepted::Again
         }
     }
 }
 
-/// Each tenant's import sealing key, read once per batch (a consistent read: `None` once
-/// offboarding destroyed it).
-pub(super) type SealingKeys = std::collections::HashMap<TenantId, Option<Vec<u8>>>;
+/// A tenant's import keys as one batch reads them: its data key (every version this container
+/// knows) and its stored import key.
+#[derive(Clone)]
+pub(super) struct TenantSealing {
+    key: Option<std::sync::Arc<shared::isolation::vault::TenantKey>>,
+    stored: Option<Vec<u8>>,
+}
+
+/// Each tenant's import keys, read once per batch (a consistent read: gone once offboarding
+/// destroyed them).
+pub(super) type SealingKeys = std::collections::HashMap<TenantId, TenantSealing>;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use futures::{StreamExt, TryStreamExt};
 use shared::identity::ids::{EntityId, TenantId};
+use shared::store::imports::MessageKey;
 use shared::{ApiError, App};
 
 use crate::{
@@ -38,7 +39,7 @@ pub(super) async fn enqueue(
     queue: &ImportQueue,
     t: &TenantId,
     sent: &Outgoing<'_>,
-    sealing_key: &[u8],
+    sealing_key: &MessageKey,
     items: Vec<(u32, ImportItem)>,
 ) -> Result<(), ApiError> {
     let keys = &*app.cursor_keys()?;
@@ -64,7 +65,8 @@ pub(super) async fn enqueue(
             kind: sent.kind,
             issued_at: sent.issued_at,
             tenant_since: sent.tenant_since.to_owned(),
-            sealed_items: seal_items(sealing_key, t, sent.import, &items)?,
+            sealed_items: seal_items(&sealing_key.key, t, sent.import, &items)?,
+            key_version: sealing_key.version,
         };
         let body = serde_json::to_string(&message)
             .map_err(|e| ApiError::Internal(format!("serialize message: {e}")))?;

@@ -254,5 +254,7 @@ pub use open::{count_open, uncount_open, MAX_OPEN_IMPORTS};
 pub use outcomes::{note_deferred, outcomes_between, record_outcome};
 pub use progress::progress;
 use progress::read_import;
-pub use sealing::{ensure_sealing_item, sealing_key, SealingItem};
+pub use sealing::{
+    ensure_sealing_item, message_key, opening, sealing_key, MessageKey, Opening, SealingItem,
+};
 pub use tombstone::Tombstone;

@@ -22,6 +22,35 @@ pub const DEFAULT_KEY_CACHE_SECONDS: u64 = 300;
 /// enabled again serves within it.
 pub const REFUSAL_MEMO_MS: u64 = 5_000;
 
+/// How long after every container has met a rotated key's new version (one cache period) it starts
+/// sealing: the clocks of two containers may differ by this much.
+pub const ROTATION_MARGIN_MS: u64 = 5_000;
+
+/// A tenant's key versions, as an operator sees them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyVersions {
+    /// The KMS key that wraps the newest.
+    pub kms_key_id: String,
+    /// Every version, oldest first: each opens what it sealed.
+    pub versions: Vec<u32>,
+    /// The newest, and from when it seals.
+    pub newest: u32,
+    pub newest_seals_from: String,
+}
+
+impl KeyVersions {
+    fn of(rows: &[KeyRow]) -> Self {
+        let newest = rows.last();
+        Self {
+            kms_key_id: newest.map(|r| r.kms_key.clone()).unwrap_or_default(),
+            versions: rows.iter().map(|r| r.version).collect(),
+            newest: newest.map_or(0, |r| r.version),
+            newest_seals_from: rfc3339(newest.map_or(0, |r| r.seals_from_ms)),
+        }
+    }
+}
+
 /// The most tenants whose keys one container keeps.
 const CACHED_TENANTS: usize = 10_000;
 
@@ -148,6 +177,27 @@ impl TenantKeys {
         TenantKey::new(tenant.clone(), row.version, bytes, row.kms_key.clone()).map_err(refused)
     }
 
+    /// `tenant`'s key from its `rows` (oldest first): every version unwrapped side by side, sealing
+    /// with the newest whose `sealsFrom` has come. `None` when it has no row.
+    async fn ring(
+        &self,
+        tenant: &TenantId,
+        rows: &[KeyRow],
+    ) -> Result<Option<TenantKey>, StoreError> {
+        let now = self.clock.now_millis();
+        let Some(sealing) = rows
+            .iter()
+            .rposition(|row| row.seals_from_ms <= now)
+            .or_else(|| rows.len().checked_sub(1))
+        else {
+            return Ok(None);
+        };
+        let mut unwrapped: Vec<TenantKey> =
+            futures::future::try_join_all(rows.iter().map(|row| self.unwrap(tenant, row))).await?;
+        let current = unwrapped.remove(sealing);
+        Ok(Some(current.knowing(unwrapped)))
+    }
+
     /// `tenant`'s current key, or `None` when it has none (its items are plain). From the cache
     /// while it is fresh; else the key table and KMS. A key KMS refuses (disabled, grant revoked,
     /// pending deletion) is [`StoreError::KeyRefused`] and leaves the cache; when KMS is unavailable
@@ -174,12 +224,12 @@ impl TenantKeys {
             return Ok(hit.key.clone());
         }
         let rows = self.table.rows(tenant).await?;
-        let Some(row) = rows.last() else {
-            self.remember(tenant, None, incarnation);
-            return Ok(None);
-        };
-        match self.unwrap(tenant, row).await {
-            Ok(key) => {
+        match self.ring(tenant, &rows).await {
+            Ok(None) => {
+                self.remember(tenant, None, incarnation);
+                Ok(None)
+            }
+            Ok(Some(key)) => {
                 let key = Arc::new(key);
                 self.remember(tenant, Some(key.clone()), incarnation);
                 Ok(Some(key))
@@ -218,13 +268,9 @@ impl TenantKeys {
         let Ok(rows) = self.table.rows(tenant).await else {
             return;
         };
-        match rows.last() {
-            None => self.remember(tenant, None, None),
-            Some(row) => {
-                if let Ok(key) = self.unwrap(tenant, row).await {
-                    self.remember(tenant, Some(Arc::new(key)), Some(&row.created_at));
-                }
-            }
+        let incarnation = rows.last().map(|row| row.created_at.clone());
+        if let Ok(key) = self.ring(tenant, &rows).await {
+            self.remember(tenant, key.map(Arc::new), incarnation.as_deref());
         }
     }
 
@@ -254,6 +300,7 @@ impl TenantKeys {
             wrapped: made.wrapped,
             kms_key: made.kms_key,
             created_at: incarnation.to_owned(),
+            seals_from_ms: 0,
         };
         if !self.table.insert(tenant, &row).await? {
             // Another container made it first: that one is the key.
@@ -268,6 +315,50 @@ impl TenantKeys {
         );
         self.remember(tenant, Some(key.clone()), Some(incarnation));
         Ok(key)
+    }
+
+    /// Makes the next version of `tenant`'s key, under the KMS key that wraps its newest: every
+    /// container meets it within a period (it opens what the new version seals), and it seals from
+    /// `sealsFrom`, a period and [`ROTATION_MARGIN_MS`] later. Nothing sealed is rewritten: each
+    /// version opens what it sealed until the tenant is offboarded. A rotation asked while the
+    /// previous one has not started sealing answers that one (a retry makes no second version).
+    /// `None` when the tenant has no key.
+    pub async fn rotate(&self, tenant: &TenantId) -> Result<Option<KeyVersions>, StoreError> {
+        let rows = self.table.rows(tenant).await?;
+        let Some(newest) = rows.last() else {
+            return Ok(None);
+        };
+        let now = self.clock.now_millis();
+        if newest.seals_from_ms > now {
+            return Ok(Some(KeyVersions::of(&rows)));
+        }
+        // The key must still serve: a revoked tenant's key is not rotated.
+        self.unwrap(tenant, newest).await?;
+        let version = newest.version + 1;
+        self.vault_calls.fetch_add(1, Ordering::Relaxed);
+        let made = self
+            .vault
+            .generate(&newest.kms_key, tenant, version)
+            .await
+            .map_err(refused)?;
+        let row = KeyRow {
+            version,
+            wrapped: made.wrapped,
+            kms_key: made.kms_key,
+            created_at: newest.created_at.clone(),
+            seals_from_ms: now + self.cache_ms + ROTATION_MARGIN_MS,
+        };
+        // Another container's rotation raced this one's: theirs is the version (either is).
+        self.table.insert(tenant, &row).await?;
+        self.forget(tenant);
+        let rows = self.table.rows(tenant).await?;
+        Ok(Some(KeyVersions::of(&rows)))
+    }
+
+    /// `tenant`'s key versions as the key table holds them; `None` when it has none.
+    pub async fn versions(&self, tenant: &TenantId) -> Result<Option<KeyVersions>, StoreError> {
+        let rows = self.table.rows(tenant).await?;
+        Ok((!rows.is_empty()).then(|| KeyVersions::of(&rows)))
     }
 
     /// Deletes every wrapped key of `tenant`: what they sealed, in the live table or in any copy of

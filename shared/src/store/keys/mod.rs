@@ -9,7 +9,10 @@ mod sealed;
 mod table;
 
 pub use crate::isolation::vault::TenantKey;
-pub use cache::{KeySettings, TenantKeys, DEFAULT_KEY_CACHE_SECONDS, REFUSAL_MEMO_MS};
+pub use cache::{
+    KeySettings, KeyVersions, TenantKeys, DEFAULT_KEY_CACHE_SECONDS, REFUSAL_MEMO_MS,
+    ROTATION_MARGIN_MS,
+};
 pub use sealed::{
     email_segment, is_sealed, open_item, seal_item, stored_form, KEY_VERSION, PLAIN, SEALED,
 };

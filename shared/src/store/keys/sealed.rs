@@ -9,6 +9,7 @@ use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::identity::entities;
+use crate::identity::ids::TenantId;
 use crate::identity::keys::{CATALOG, GSI1, PK, SK};
 use crate::identity::sealing::{open_bytes, seal_bytes};
 use crate::isolation::vault::TenantKey;
@@ -36,19 +37,18 @@ pub const PLAIN: [&str; 11] = [
     KEY_VERSION,
 ];
 
-fn context(key: &TenantKey, sort_key: &str) -> Vec<u8> {
-    format!(
-        "pooltable/item/v1\n{}\n{}\n{}",
-        key.tenant, sort_key, key.version
-    )
-    .into_bytes()
+fn context(tenant: &TenantId, sort_key: &str, version: u32) -> Vec<u8> {
+    format!("pooltable/item/v1\n{tenant}\n{sort_key}\n{version}").into_bytes()
 }
 
 /// What stands for a lowercased email in its uniqueness item's key for a tenant with `key`:
 /// `h-` and its keyed digest. No email is readable in a keyed tenant's keys.
 pub fn email_segment(key: &TenantKey, normalized_email: &str) -> String {
-    let digest =
-        crate::identity::sealing::keyed_digest(key.bytes(), "pooltable/email/v1", normalized_email);
+    let digest = crate::identity::sealing::keyed_digest(
+        key.digest_bytes(),
+        "pooltable/email/v1",
+        normalized_email,
+    );
     format!("h-{digest}")
 }
 
@@ -74,7 +74,8 @@ pub fn seal_item(key: &TenantKey, mut item: Item) -> Result<Item, StoreError> {
         .map_err(|e| StoreError::Internal(format!("an item's attributes as JSON: {e}")))?;
     let plaintext = serde_json::to_vec(&json)
         .map_err(|e| StoreError::Internal(format!("an item's attributes as JSON: {e}")))?;
-    let sealed = seal_bytes(key.bytes(), &context(key, &sort_key), &plaintext)
+    let context = context(&key.tenant, &sort_key, key.version);
+    let sealed = seal_bytes(key.bytes(), &context, &plaintext)
         .map_err(|e| StoreError::Internal(e.to_string()))?;
     item.insert(SEALED.into(), AttributeValue::B(Blob::new(sealed)));
     item.insert(
@@ -108,17 +109,27 @@ pub fn open_item(key: Option<&TenantKey>, mut item: Item) -> Result<Item, StoreE
     let key = key.ok_or_else(|| {
         StoreError::KeyRefused("a sealed item was read without its tenant's key".into())
     })?;
-    if version != Some(key.version) {
-        return Err(StoreError::KeyRefused(format!(
-            "an item is sealed under key version {version:?}, not {}",
-            key.version
-        )));
-    }
+    let Some(version) = version else {
+        return Err(StoreError::Internal(
+            "a sealed item names no key version".into(),
+        ));
+    };
+    let Some(bytes) = key.bytes_of(version) else {
+        return Err(if version > key.newest() {
+            // Another container met a rotation this one has not: it will within one key period.
+            StoreError::Unavailable(format!(
+                "an item is sealed under key version {version}, newer than this container knows"
+            ))
+        } else {
+            StoreError::KeyRefused(format!("key version {version} of the tenant is gone"))
+        });
+    };
     let sort_key = match item.get(SK) {
         Some(AttributeValue::S(sk)) => sk.clone(),
         _ => return Err(StoreError::Internal("a sealed item has no sort key".into())),
     };
-    let plaintext = open_bytes(key.bytes(), &context(key, &sort_key), sealed.as_ref())
+    let context = context(&key.tenant, &sort_key, version);
+    let plaintext = open_bytes(bytes, &context, sealed.as_ref())
         .ok_or_else(|| StoreError::Internal(format!("the item {sort_key} does not open")))?;
     let json: serde_json::Value = serde_json::from_slice(&plaintext)
         .map_err(|e| StoreError::Internal(format!("an opened item's attributes: {e}")))?;
@@ -131,7 +142,7 @@ pub fn open_item(key: Option<&TenantKey>, mut item: Item) -> Result<Item, StoreE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::ids::{EntityId, TenantId};
+    use crate::identity::ids::EntityId;
     use crate::identity::keys::{kind, sharded_entity_key};
 
     fn key(tenant: &str, version: u32) -> TenantKey {
@@ -201,5 +212,41 @@ mod tests {
         // a plain item is read as it is
         let plain = product("p-3");
         assert_eq!(open_item(None, plain.clone()).unwrap(), plain);
+    }
+
+    #[test]
+    fn a_rotated_key_seals_under_its_new_version_and_opens_what_every_version_sealed() {
+        // GIVEN an item sealed under version 1, and the tenant's key rotated to version 2
+        let v1 = key("acme", 1);
+        let old = seal_item(&v1, product("p-1")).unwrap();
+        let v1_bytes = v1.bytes().to_vec();
+        let v2 = key("acme", 2).knowing([key_from("acme", 1, v1_bytes.clone())]);
+        // WHEN an item is sealed now
+        let new = seal_item(&v2, product("p-2")).unwrap();
+        // THEN it names version 2, and both open under the rotated key
+        assert_eq!(new[KEY_VERSION], AttributeValue::N("2".into()));
+        assert_eq!(open_item(Some(&v2), old.clone()).unwrap(), product("p-1"));
+        assert_eq!(open_item(Some(&v2), new.clone()).unwrap(), product("p-2"));
+        // AND a container that knows version 1 alone answers "not yet" (503) for version 2's item
+        let only_v1 = key_from("acme", 1, v1_bytes.clone());
+        assert!(matches!(
+            open_item(Some(&only_v1), new),
+            Err(StoreError::Unavailable(_))
+        ));
+        // AND an email's digest is the first version's, whichever version seals
+        assert_eq!(
+            email_segment(&v2, "ada@example.com"),
+            email_segment(&only_v1, "ada@example.com")
+        );
+    }
+
+    fn key_from(tenant: &str, version: u32, bytes: Vec<u8>) -> TenantKey {
+        TenantKey::new(
+            TenantId::parse(tenant).unwrap(),
+            version,
+            bytes,
+            "arn:aws:kms:us-east-1:123456789012:key/k".into(),
+        )
+        .unwrap()
     }
 }

@@ -15,6 +15,7 @@ const VERSION: &str = "version";
 const WRAPPED: &str = "wrapped";
 const KMS_KEY: &str = "kmsKeyId";
 const CREATED_AT: &str = "createdAt";
+const SEALS_FROM: &str = "sealsFromMs";
 
 /// One wrapped key of a tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +26,9 @@ pub struct KeyRow {
     pub kms_key: String,
     /// The `createdAt` of the tenant record it was made for: the incarnation of the id it serves.
     pub created_at: String,
+    /// From when (epoch ms) it seals: a rotated key's new version is first met by every container
+    /// (for opening) and only then seals. 0 for a tenant's first version.
+    pub seals_from_ms: u64,
 }
 
 /// What a shredding destroyed, for the offboarding report.
@@ -78,6 +82,10 @@ impl KeyTable {
                             wrapped: wrapped.as_ref().to_vec(),
                             kms_key,
                             created_at: s(CREATED_AT).unwrap_or_default(),
+                            seals_from_ms: match row.get(SEALS_FROM) {
+                                Some(AttributeValue::N(n)) => n.parse().unwrap_or(0),
+                                _ => 0,
+                            },
                         })
                     }
                     _ => Err(StoreError::Internal(format!(
@@ -100,6 +108,7 @@ impl KeyTable {
             .item(WRAPPED, AttributeValue::B(Blob::new(row.wrapped.clone())))
             .item(KMS_KEY, AttributeValue::S(row.kms_key.clone()))
             .item(CREATED_AT, AttributeValue::S(row.created_at.clone()))
+            .item(SEALS_FROM, AttributeValue::N(row.seals_from_ms.to_string()))
             .condition_expression("attribute_not_exists(#t)")
             .expression_attribute_names("#t", TENANT)
             .send()
