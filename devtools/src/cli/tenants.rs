@@ -37,6 +37,15 @@ pub enum Tenants {
         /// basic, standard or premium.
         tier: String,
     },
+    /// Seal the items of a tenant onboarded without a key under a key of its own, online.
+    Encrypt {
+        tenant: String,
+        #[command(flatten)]
+        wait: Wait,
+    },
+    /// Make the next version of the tenant's key: it seals from `newestSealsFrom`; nothing sealed is
+    /// rewritten.
+    RotateKey { tenant: String },
     /// Re-shard the tenant's products and HR items, online.
     Reshard {
         tenant: String,
@@ -149,6 +158,12 @@ pub async fn run(command: Tenants, output: Output) -> Result<String, Failure> {
             update(&client, &tenant, json!({ "status": "active" })).await?
         }
         Tenants::Tier { tenant, tier } => update(&client, &tenant, json!({ "tier": tier })).await?,
+        Tenants::Encrypt { tenant, wait } => {
+            operate(&client, "encrypt", &tenant, json!({ "keyed": true }), wait).await?
+        }
+        Tenants::RotateKey { tenant } => {
+            update(&client, &tenant, json!({ "rotateKey": true })).await?
+        }
         Tenants::Reshard {
             tenant,
             shards,

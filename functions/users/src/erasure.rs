@@ -181,7 +181,7 @@ async fn order_items(
             key: table_key(item),
             kind: match string_attr(item, SK) == Some(pk.clone()) {
                 true => ORDER.stored_as,
-                false => crate::model::LINE_ITEM,
+                false => shared::identity::entities::ORDER_LINE.stored_as,
             },
             email: false,
             if_there: false,

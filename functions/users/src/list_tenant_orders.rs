@@ -24,6 +24,7 @@ use shared::store::scatter::{Listing, PageAsk};
 use shared::{ApiError, App};
 
 use crate::{date_range, store, view_from_item, Date, OrderSummary};
+use shared::store::keys::open_item;
 
 pub const ROUTE: &str = "list-tenant-orders";
 /// The longest range, in calendar months touched.
@@ -47,7 +48,8 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let keys = &*app.cursor_keys()?;
     let ask = PageAsk::new(keys, limit, cursor.as_deref());
     let page = store::list_orders(&db, &listing, ask).await?;
-    let view = |item| Ok(view_from_item::<OrderSummary>(item)?);
+    let key = db.key.as_deref();
+    let view = |item| Ok(view_from_item::<OrderSummary>(open_item(key, item)?)?);
     let cursor = PageCursor {
         keys,
         tenant: t,

@@ -8,7 +8,7 @@ use shared::identity::clock::rfc3339;
 use shared::identity::cursor::Key;
 use shared::identity::entities::EntityKind;
 use shared::identity::entities::{
-    EMAIL, INTEGRATION, ORDER, ORDER_DATE, ORDER_SUMMARY, TRANSFER, USER,
+    EMAIL, INTEGRATION, ORDER, ORDER_DATE, ORDER_LINE, ORDER_SUMMARY, TRANSFER, USER,
 };
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{
@@ -20,9 +20,8 @@ use shared::store::client::entity::Entity;
 use shared::store::client::error::StoreError;
 use shared::store::client::items::{item_with_keys, view_from_item};
 use shared::store::client::query::{string_attr, Item};
+use shared::store::keys::{stored_form, TenantKey};
 
-/// The `kind` of an order's line items, which sort under it: `TENANT#t#ORDER#<o>#ITEM#<i>`.
-pub(crate) const LINE_ITEM: &str = "ITEM";
 use crate::values::{Date, EmailSegment, TransferCode};
 
 /// The stored user profile (also the API view).
@@ -177,9 +176,11 @@ pub(crate) struct OrderItems {
     pub lines: Vec<Item>,
 }
 
-/// The items of `order`, its date index written over `shards` shards.
+/// The items of `order`, its date index written over `shards` shards, as stored: sealed under
+/// `sealing` when the tenant has a key.
 pub(crate) fn order_items(
     t: &TenantId,
+    sealing: Option<&TenantKey>,
     order: &NewOrder,
     shards: u32,
 ) -> Result<OrderItems, StoreError> {
@@ -207,16 +208,16 @@ pub(crate) fn order_items(
         let mut item = item_with_keys(
             line,
             key(order_pk.clone(), order_line_sk(t, &order.id, item_id)),
-            LINE_ITEM,
+            ORDER_LINE.stored_as,
             t,
         )?;
         item.insert("orderId".into(), AttributeValue::S(order.id.to_string()));
-        lines.push(item);
+        lines.push(stored_form(sealing, item)?);
     }
     Ok(OrderItems {
-        header,
-        summary: in_collection,
-        date_index,
+        header: stored_form(sealing, header)?,
+        summary: stored_form(sealing, in_collection)?,
+        date_index: stored_form(sealing, date_index)?,
         lines,
     })
 }

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::TransactWriteItem;
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{
     order_date_bounds, order_key, order_month_sk, user_key, EXPIRES_AT, GSI1, PK, SK,
@@ -28,6 +28,7 @@ use shared::store::client::scoped::TenantDb;
 use shared::store::client::transact::TransactError;
 use shared::store::client::write::Write;
 use shared::store::erasures::not_erased;
+use shared::store::keys::{open_item, SEALED};
 use shared::store::quota::usage::RouteUsage;
 use shared::store::scatter::{gather, GatheredPage, Listing, Order, PageAsk, SortRange};
 
@@ -85,13 +86,21 @@ pub async fn save_user(
             .get(profile_key.clone())
             .consistent()
             .project(&[EMAIL])
-            .item()
+            .stored()
             .await?;
+        // A sealed profile is conditioned on its sealed bytes (a fresh nonce on every write: any
+        // change since the read fails it), a plain one on its email.
+        let sealed = match current.as_ref().and_then(|i| i.get(SEALED)) {
+            Some(AttributeValue::B(bytes)) => Some(bytes.as_ref().to_vec()),
+            _ => None,
+        };
+        let current = current.map(|i| open_item(key, i)).transpose()?;
         let old_email = current.as_ref().and_then(|i| string_attr(i, EMAIL));
-        let profile_unchanged = match (&current, &old_email) {
-            (None, _) => absent(),
-            (Some(_), Some(old)) => attr(EMAIL).equal(old.as_str()),
-            (Some(_), None) => return Err(internal("stored profile has no email").into()),
+        let profile_unchanged = match (&current, &old_email, sealed) {
+            (None, _, _) => absent(),
+            (Some(_), Some(_), Some(bytes)) => attr(SEALED).equal(bytes),
+            (Some(_), Some(old), None) => attr(EMAIL).equal(old.as_str()),
+            (Some(_), None, _) => return Err(internal("stored profile has no email").into()),
         };
         let mut actions = vec![
             db.put_item(profile.clone())
@@ -102,11 +111,13 @@ pub async fn save_user(
                 .action()?,
         ];
         // The plain email item, while there can be one: not another user's (index 2 is the taken
-        // email's too).
+        // email's too), and deleted, so that the keying's move of it never overwrites this write.
         let taken_plain = actions.len();
         if let Some(plain) = plain_too(email) {
-            let check = db.check_item(EmailOwner::key(t, &plain), either(absent(), mine()));
-            actions.push(check.action()?);
+            let delete = db
+                .delete_entity::<EmailOwner>(&plain)
+                .when(either(absent(), mine()));
+            actions.push(delete.action()?);
         }
         if let Some(old) = old_email.as_deref() {
             let old = Email::parse(old).map_err(internal)?;
@@ -193,7 +204,7 @@ pub async fn place_order(
     order: &NewOrder,
     record: Option<TransactWriteItem>,
 ) -> Result<(), Error> {
-    let items = model::order_items(&db.tenant, order, shards)?;
+    let items = model::order_items(&db.tenant, db.key.as_deref(), order, shards)?;
     let mut actions = vec![
         user_exists(db, &order.user)?,
         db.put_item(items.header).when(absent()).action()?,

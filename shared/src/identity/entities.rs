@@ -188,7 +188,7 @@ pub const USER: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: false,
-    sealed: false,
+    sealed: true,
 };
 pub const EMAIL: EntityKind = EntityKind {
     kind: "EMAIL",
@@ -197,7 +197,7 @@ pub const EMAIL: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: false,
-    sealed: false,
+    sealed: true,
 };
 pub const ORDER: EntityKind = EntityKind {
     kind: "ORDER",
@@ -206,7 +206,7 @@ pub const ORDER: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: false,
-    sealed: false,
+    sealed: true,
 };
 /// An order's summary in its user's collection (`TENANT#t#USER#<u>`, sorted by the order's key).
 pub const ORDER_SUMMARY: EntityKind = EntityKind {
@@ -216,7 +216,7 @@ pub const ORDER_SUMMARY: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: false,
-    sealed: false,
+    sealed: true,
 };
 /// The orders' date index: `TENANT#t#ORDERDATE#<date>#<o>`, under GSI1's month shards.
 pub const ORDER_DATE: EntityKind = EntityKind {
@@ -228,7 +228,17 @@ pub const ORDER_DATE: EntityKind = EntityKind {
     },
     import_as: None,
     grants_access: false,
-    sealed: false,
+    sealed: true,
+};
+/// An order's line item, in the order's partition (`TENANT#t#ORDER#<o>`, `SK` = `…#ITEM#<i>`).
+pub const ORDER_LINE: EntityKind = EntityKind {
+    kind: "ORDER",
+    home: Home::ById,
+    stored_as: "ITEM",
+    gsi1: Gsi1::BySortKey,
+    import_as: None,
+    grants_access: false,
+    sealed: true,
 };
 pub const TRANSFER: EntityKind = EntityKind {
     kind: "TRANSFER",
@@ -246,7 +256,7 @@ pub const INTEGRATION: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: true,
-    sealed: false,
+    sealed: true,
 };
 
 /// A key space of the machinery's own (idempotency records, imports, the platform's lists), or a
@@ -291,7 +301,7 @@ pub mod spaces {
 }
 
 /// Every entity kind the routes store.
-pub const ENTITIES: [EntityKind; 13] = [
+pub const ENTITIES: [EntityKind; 14] = [
     PRODUCT,
     EMPLOYEE,
     DEPARTMENT,
@@ -303,6 +313,7 @@ pub const ENTITIES: [EntityKind; 13] = [
     ORDER,
     ORDER_SUMMARY,
     ORDER_DATE,
+    ORDER_LINE,
     TRANSFER,
     INTEGRATION,
 ];
@@ -350,6 +361,14 @@ pub fn sealed(stored_as: &str) -> bool {
     ENTITIES
         .iter()
         .any(|e| e.stored_as == stored_as && e.sealed)
+}
+
+/// Whether items stored as `stored_as` live in partitions named by an id (`Home::ById`): their
+/// partition key never changes (no re-sharding moves them), so sealing may bind it.
+pub fn partition_named_by_id(stored_as: &str) -> bool {
+    ENTITIES
+        .iter()
+        .any(|e| e.stored_as == stored_as && e.home == Home::ById)
 }
 
 pub fn importable(name: &str) -> Option<EntityKind> {

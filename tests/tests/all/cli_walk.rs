@@ -1,5 +1,5 @@
 //! An operator's first day, through the CLI only: `pooltable tenants …` takes one tenant through
-//! onboarding, a tier change, a re-sharding, a move to its own table and back, an export resumed
+//! onboarding, a tier change, a key rotation, a re-sharding, a move to its own table and back, an export resumed
 //! from a cursor, a restore (dry run, then for real) from a copy the export made, and an
 //! offboarding, each with `--wait`, against the local API `scripts/dev.sh` serves.
 //!
@@ -96,6 +96,24 @@ async fn the_cli_takes_a_tenant_through_every_operation_waiting_for_each() {
     let tiered = pooltable(&["tenants", "tier", &t, "standard"]).done("tier");
     // THEN the record says so
     assert_eq!(tiered.json()["tier"], "standard");
+
+    // WHEN it rotates the tenant's key (the local API keys every tenant), and asks again
+    let rotated = pooltable(&["tenants", "rotate-key", &t]).done("rotate-key");
+    let again = pooltable(&["tenants", "rotate-key", &t]).done("rotate-key again");
+    // THEN the key has a second version, sealing from a key period later, and asking again before
+    // then made no third
+    assert_eq!(
+        rotated.json()["key"]["versions"],
+        json!([1, 2]),
+        "{}",
+        rotated.stdout
+    );
+    assert_eq!(
+        again.json()["key"],
+        rotated.json()["key"],
+        "{}",
+        again.stdout
+    );
 
     // WHEN it re-shards the tenant, waiting
     let resharded = pooltable(&["tenants", "reshard", &t, "4", "--wait"]).done("reshard");

@@ -178,6 +178,24 @@ async fn a_tenant_of_5000_items_is_sealed_online_under_load_and_matches_its_mode
             serde_dynamo::from_attribute_value(opened["document"].clone()).unwrap();
         assert_eq!(document, model[&id], "{id}");
     }
+    // AND every item of acme of any sealed kind (users' profiles and email items too) is sealed, and
+    // no attribute of any of acme's items holds an email in the clear
+    let acme = shared::identity::keys::tenant_prefix(&t);
+    let acme_items: Vec<_> = items
+        .iter()
+        .filter(|i| matches!(i.get("PK"), Some(AttributeValue::S(pk)) if pk.starts_with(&acme)))
+        .collect();
+    let of_sealed_kind = |i: &&&std::collections::HashMap<String, AttributeValue>| matches!(i.get("kind"), Some(AttributeValue::S(k)) if shared::identity::entities::sealed(k));
+    let sealed_kinds: Vec<_> = acme_items.iter().filter(of_sealed_kind).collect();
+    // 5,000 products, 2 departments, an employee, 21 profiles and 21 email items
+    assert_eq!(sealed_kinds.len(), PRODUCTS + 3 + 42);
+    assert!(sealed_kinds.iter().all(|i| is_sealed(i)));
+    for item in &acme_items {
+        assert!(
+            !format!("{item:?}").contains("@secret"),
+            "an email in {item:?}"
+        );
+    }
     // AND no key of any item holds an email: every email item is under its keyed digest
     for item in &items {
         for name in ["PK", "SK", "GSI1"] {

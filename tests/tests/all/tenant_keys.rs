@@ -512,3 +512,130 @@ async fn a_keyed_tenants_emails_are_keyed_by_a_digest_found_changed_and_erased()
         .iter()
         .any(|i| i.get("kind") == Some(&AttributeValue::S("EMAIL".into()))));
 }
+
+#[tokio::test]
+async fn a_keyed_tenants_users_orders_and_integration_tokens_are_sealed_and_served_as_written() {
+    // GIVEN a keyed tenant and a plain neighbour (onboarded before keys were set up)
+    let plain = Harness::new().await;
+    onboard(&plain, "globex", 1).await;
+    let h = plain.keyed().await;
+    onboard(&h, "acme", 1).await;
+    let call =
+        |tenant: &'static str, bin: &'static str, p: &[(&str, &str)], body: Option<Value>| {
+            let h = &h;
+            let p = integration::routes::params(p);
+            async move { h.tenant(tenant).call(bin, &p, body).await }
+        };
+    // WHEN each writes a user, an order of three lines and an integration token, and changes the
+    // user's name and email (the profile's write is conditioned on its sealed bytes)
+    let now = shared::identity::clock::Clock::now_seconds(&*h.clock);
+    for t in ["acme", "globex"] {
+        let ada = json!({"name": "Ada Secretname", "email": "ada@secret.example"});
+        assert_eq!(
+            call(t, "put-user", &[("userId", "u-1")], Some(ada))
+                .await
+                .status,
+            201
+        );
+        let moved = json!({"name": "Ada Lovelace-Secret", "email": "lovelace@secret.example"});
+        let r = call(t, "put-user", &[("userId", "u-1")], Some(moved)).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let order = json!({
+            "orderId": "o-1", "date": "2026-11-02", "amount": 31.5,
+            "items": (0..3).map(|n| json!({"itemId": format!("l-{n}"), "sku": format!("SECRET-SKU-{n}"), "qty": n + 1, "price": 10.5})).collect::<Vec<_>>(),
+        });
+        let r = call(t, "create-order", &[("userId", "u-1")], Some(order)).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        let token = json!({"token": "secret-token-123", "expiresAt": now + 3600});
+        let r = call(
+            t,
+            "put-integration-token",
+            &[("service", "github")],
+            Some(token),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+
+    // THEN every read answers as written, for both
+    for t in ["acme", "globex"] {
+        let user = call(t, "get-user", &[("userId", "u-1")], None).await;
+        assert_eq!(user.status, 200, "{}", user.body);
+        assert_eq!(user.body["email"], "lovelace@secret.example");
+        assert_eq!(user.body["name"], "Ada Lovelace-Secret");
+        assert_eq!(user.body["orders"][0]["orderId"], "o-1", "{}", user.body);
+        let order = call(t, "get-order", &[("orderId", "o-1")], None).await;
+        assert_eq!(
+            order.body["items"][2]["sku"], "SECRET-SKU-2",
+            "{}",
+            order.body
+        );
+        assert_eq!(order.body["amount"], 31.5);
+        let listed = h
+            .tenant(t)
+            .query(&[("from", "2026-11-01"), ("to", "2026-11-30")])
+            .list_tenant_orders()
+            .await;
+        assert_eq!(listed.body["items"][0]["orderId"], "o-1", "{}", listed.body);
+        let found = h
+            .tenant(t)
+            .query(&[("email", "lovelace@secret.example")])
+            .find_user_by_email()
+            .await;
+        assert_eq!(found.body["name"], "Ada Lovelace-Secret", "{}", found.body);
+        let token = call(t, "get-integration-token", &[("service", "github")], None).await;
+        assert_eq!(token.body["token"], "secret-token-123", "{}", token.body);
+    }
+
+    // AND in the raw table no item of acme holds a name, an email, a sku or a token in the clear,
+    // while the plain neighbour's are as they were written
+    let items = h.all_items().await;
+    let of = |tenant: &str| -> Vec<&Item> {
+        let prefix = tenant_prefix(&TenantId::parse(tenant).unwrap());
+        items
+            .iter()
+            .filter(
+                |i| matches!(i.get("PK"), Some(AttributeValue::S(pk)) if pk.starts_with(&prefix)),
+            )
+            .collect()
+    };
+    let secrets = ["Secret", "secret", "SECRET", "@"];
+    let acme_sealed = of("acme")
+        .into_iter()
+        .filter(|i| {
+            let kind = i
+                .get("kind")
+                .and_then(|k| k.as_s().ok())
+                .map(String::as_str);
+            matches!(
+                kind,
+                Some(
+                    "USER"
+                        | "EMAIL"
+                        | "ORDER"
+                        | "ORDER_SUMMARY"
+                        | "ORDERDATE"
+                        | "ITEM"
+                        | "INTEGRATION"
+                )
+            )
+        })
+        .collect::<Vec<_>>();
+    // a profile, an email item, a header, a summary, a date index entry, 3 lines and a token
+    assert_eq!(acme_sealed.len(), 9, "{acme_sealed:?}");
+    for item in &acme_sealed {
+        assert!(is_sealed(item), "{item:?}");
+        let text = item_text(item);
+        assert!(
+            secrets.iter().all(|s| !text.contains(s)),
+            "plaintext in {text}"
+        );
+    }
+    let globex_text: String = of("globex").iter().map(|i| item_text(i)).collect();
+    assert!(globex_text.contains("SECRET-SKU-2") && globex_text.contains("secret-token-123"));
+
+    // AND the user's erasure deletes every item of its own, sealed as they are
+    let r = call("acme", "erase-user", &[("userId", "u-1")], None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["deletedTotal"], 8, "{}", r.body);
+}

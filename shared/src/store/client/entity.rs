@@ -14,6 +14,7 @@ use crate::store::client::error::StoreError;
 use crate::store::client::items::{get_item, item_with_keys, view_from_item};
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
+use crate::store::client::sealed::{open_item, stored_form};
 use crate::store::client::write::Write;
 
 /// A kind's stored form: its attributes (serde), its declaration and its key.
@@ -27,10 +28,12 @@ pub trait Entity: Serialize + DeserializeOwned {
 }
 
 impl TenantDb {
-    /// The item of `entity`, named `id`, in this tenant's keys.
+    /// The item of `entity`, named `id`, in this tenant's keys, as stored (sealed under the tenant's
+    /// key when its kind is sealed).
     pub fn entity_item<E: Entity>(&self, id: &E::Id, entity: &E) -> Result<Item, StoreError> {
         let key = E::key(&self.tenant, id);
-        item_with_keys(entity, key, E::DECLARATION.stored_as, &self.tenant)
+        let item = item_with_keys(entity, key, E::DECLARATION.stored_as, &self.tenant)?;
+        stored_form(self.key.as_deref(), item)
     }
 
     /// A put of `entity`, named `id` (a [`Write`]: a condition, alone or in a transaction).
@@ -48,7 +51,7 @@ impl TenantDb {
     pub async fn read_entity<E: Entity>(&self, id: &E::Id) -> Result<Option<E>, StoreError> {
         get_item(self, E::key(&self.tenant, id))
             .await?
-            .map(view_from_item)
+            .map(|item| view_from_item(open_item(self.key.as_deref(), item)?))
             .transpose()
     }
 

@@ -16,6 +16,7 @@ use crate::store::client::expr::Expression;
 use crate::store::client::hooks::{Bag, HookResult, Intercept, Parts, RequestRef};
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
+use crate::store::client::sealed::{open_item, with_sealing};
 
 /// Reads the API view (`T`) out of a stored item; the stored item holds the view's fields plus keys.
 pub fn view_from_item<T: for<'de> Deserialize<'de>>(item: Item) -> Result<T, StoreError> {
@@ -98,15 +99,24 @@ impl Get<'_> {
         self
     }
 
-    /// The item, if there is one (1 GetItem; a whole, eventually consistent read of a moving
-    /// tenant reads either table, as [`get_item`] does).
+    /// The item, if there is one, opened when it is sealed ([`crate::store::client::sealed`]).
     pub async fn item(self) -> Result<Option<Item>, StoreError> {
-        match (self.consistent, self.projection.is_empty()) {
+        let key = self.db.key.clone();
+        let stored = self.stored().await?;
+        stored.map(|i| open_item(key.as_deref(), i)).transpose()
+    }
+
+    /// The item as stored (sealed, when it is), if there is one (1 GetItem; a whole, eventually
+    /// consistent read of a moving tenant reads either table, as [`get_item`] does): what a write
+    /// conditioned on it compares.
+    pub async fn stored(self) -> Result<Option<Item>, StoreError> {
+        let projection = with_sealing(self.projection, self.db.key.is_some());
+        match (self.consistent, projection.is_empty()) {
             (false, true) => get_item(self.db, self.key).await,
             (true, true) => read(self.db, self.key, Some(true)).await,
             (consistent, false) => {
                 let out = Expression::builder()
-                    .with_projection(self.projection)
+                    .with_projection(projection)
                     .build()
                     .to_get_item_fluent_builder(self.db.client.get_item())
                     .table_name(&*self.db.table)

@@ -1,7 +1,8 @@
 //! The tenant-scoped DynamoDB client and its primitives: the scoped client (credentials, key guard,
 //! meter), entities (a serde struct and its declared key), store errors, typed expressions, short names for the SDK's interceptor hooks, the request meter, the
 //! list-page cache, expiry-aware paging, item views, item sizes, transactions, relocating an item,
-//! pulling a moving tenant's items, the walk's partition sizes.
+//! pulling a moving tenant's items, the walk's partition sizes, and the sealing of items under their
+//! tenant's key (read items are opened here, so every view is read the same way).
 
 pub mod entity;
 pub mod error;
@@ -14,6 +15,7 @@ pub mod pull;
 pub mod query;
 pub mod relocate;
 pub mod scoped;
+pub mod sealed;
 pub mod size;
 pub mod transact;
 pub mod walk_sizes;

@@ -5,13 +5,17 @@
 //! makes one request's work unbounded.
 
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use std::sync::Arc;
+
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::identity::cursor::Key;
 use crate::identity::keys::{table_key, EXPIRES_AT, PK};
+use crate::isolation::vault::TenantKey;
 use crate::store::client::error::StoreError;
 use crate::store::client::expr::{key, Expression, KeyCondition};
 use crate::store::client::scoped::TenantDb;
+use crate::store::client::sealed::{open_item, open_items, with_sealing};
 
 pub type Item = std::collections::HashMap<String, AttributeValue>;
 
@@ -29,6 +33,9 @@ pub struct Query {
     sdk: QueryFluentBuilder,
     key: Option<KeyCondition>,
     projection: Vec<String>,
+    /// The tenant's key, which opens the sealed items read ([`super::sealed`]).
+    opener: Option<Arc<TenantKey>>,
+    on_index: bool,
 }
 
 impl TenantDb {
@@ -38,6 +45,8 @@ impl TenantDb {
             sdk: self.sdk_query(),
             key: Some(key),
             projection: Vec::new(),
+            opener: self.key.clone(),
+            on_index: false,
         }
     }
 
@@ -54,12 +63,16 @@ impl Query {
             sdk,
             key: None,
             projection: Vec::new(),
+            opener: None,
+            on_index: false,
         }
     }
 
-    /// On global secondary index `index` (its key condition names the index's keys).
+    /// On global secondary index `index` (its key condition names the index's keys). A projection
+    /// there asks only for what the index projects: nothing is added to it for opening.
     pub fn on_index(mut self, index: &str) -> Self {
         self.sdk = self.sdk.index_name(index);
+        self.on_index = true;
         self
     }
 
@@ -81,20 +94,30 @@ impl Query {
         self
     }
 
-    /// The SDK's request: the key condition and projection assembled into one [`Expression`].
+    /// The SDK's request: the key condition and projection assembled into one [`Expression`] (a
+    /// projection of a keyed tenant's items takes what opening a sealed one needs).
     fn sdk(self) -> QueryFluentBuilder {
         let Some(key) = self.key else {
             return self.sdk;
         };
         let mut expression = Expression::builder().with_key_condition(key);
         if !self.projection.is_empty() {
-            expression = expression.with_projection(self.projection);
+            let keyed = self.opener.is_some() && !self.on_index;
+            let projection = with_sealing(self.projection, keyed);
+            expression = expression.with_projection(projection);
         }
         expression.build().to_query_fluent_builder(self.sdk)
     }
 
+    /// The opened form of what this Query read.
+    fn opened(opener: Option<&TenantKey>, mut page: Page) -> Result<Page, StoreError> {
+        page.items = open_items(opener, page.items)?;
+        Ok(page)
+    }
+
     /// One request's page: at most `limit` items from `start`.
     pub async fn page(self, limit: u32, start: Option<Key>) -> Result<Page, StoreError> {
+        let opener = self.opener.clone();
         let out = self
             .sdk()
             .limit(limit as i32)
@@ -102,11 +125,12 @@ impl Query {
             .send()
             .await
             .map_err(StoreError::from_sdk)?;
-        Ok(Page {
+        let page = Page {
             items: out.items.unwrap_or_default(),
             next: out.last_evaluated_key.filter(|k| !k.is_empty()),
             requests: 1,
-        })
+        };
+        Self::opened(opener.as_deref(), page)
     }
 
     /// [`live_page`] of this Query.
@@ -116,19 +140,25 @@ impl Query {
         start: Option<Key>,
         now_seconds: u64,
     ) -> Result<Page, StoreError> {
-        live_page(self.sdk(), want, start, now_seconds).await
+        let opener = self.opener.clone();
+        let page = live_page(self.sdk(), want, start, now_seconds).await?;
+        Self::opened(opener.as_deref(), page)
     }
 
     /// [`first_live`] of this Query.
     pub async fn first_live(self, now_seconds: u64) -> Result<Option<Item>, StoreError> {
-        first_live(self.sdk(), now_seconds).await
+        let opener = self.opener.clone();
+        let item = first_live(self.sdk(), now_seconds).await?;
+        item.map(|i| open_item(opener.as_deref(), i)).transpose()
     }
 
     /// Every item this Query matches, following `LastEvaluatedKey` to the end (small, bounded
     /// collections: a session with its children, an order with its lines).
     pub async fn all(self) -> Result<Vec<Item>, StoreError> {
+        let opener = self.opener.clone();
         let items = self.sdk().into_paginator().items().send();
-        items.try_collect().await.map_err(StoreError::from_sdk)
+        let items = items.try_collect().await.map_err(StoreError::from_sdk)?;
+        open_items(opener.as_deref(), items)
     }
 }
 

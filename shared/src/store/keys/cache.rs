@@ -288,20 +288,10 @@ impl TenantKeys {
         }
         let version = 1;
         let kms_key = kms_key.unwrap_or(&self.kms_key_id);
-        self.vault_calls.fetch_add(1, Ordering::Relaxed);
-        let made = self
-            .vault
-            .generate(kms_key, tenant, version)
-            .await
-            .map_err(refused)?;
         // Its row is dated with the record's `createdAt`: the incarnation it belongs to.
-        let row = KeyRow {
-            version,
-            wrapped: made.wrapped,
-            kms_key: made.kms_key,
-            created_at: incarnation.to_owned(),
-            seals_from_ms: 0,
-        };
+        let (row, plaintext) = self
+            .generate(tenant, kms_key, version, incarnation, 0)
+            .await?;
         if !self.table.insert(tenant, &row).await? {
             // Another container made it first: that one is the key.
             self.forget(tenant);
@@ -310,11 +300,36 @@ impl TenantKeys {
             });
         }
         let key = Arc::new(
-            TenantKey::new(tenant.clone(), version, made.plaintext, row.kms_key)
-                .map_err(refused)?,
+            TenantKey::new(tenant.clone(), version, plaintext, row.kms_key).map_err(refused)?,
         );
         self.remember(tenant, Some(key.clone()), Some(incarnation));
         Ok(key)
+    }
+
+    /// A new data key of `tenant` at `version` under `kms_key`: its row (for `incarnation`, sealing
+    /// from `seals_from_ms`) and its plaintext.
+    async fn generate(
+        &self,
+        tenant: &TenantId,
+        kms_key: &str,
+        version: u32,
+        incarnation: &str,
+        seals_from_ms: u64,
+    ) -> Result<(KeyRow, Vec<u8>), StoreError> {
+        self.vault_calls.fetch_add(1, Ordering::Relaxed);
+        let made = self
+            .vault
+            .generate(kms_key, tenant, version)
+            .await
+            .map_err(refused)?;
+        let row = KeyRow {
+            version,
+            wrapped: made.wrapped,
+            kms_key: made.kms_key,
+            created_at: incarnation.to_owned(),
+            seals_from_ms,
+        };
+        Ok((row, made.plaintext))
     }
 
     /// Makes the next version of `tenant`'s key, under the KMS key that wraps its newest: every
@@ -334,20 +349,16 @@ impl TenantKeys {
         }
         // The key must still serve: a revoked tenant's key is not rotated.
         self.unwrap(tenant, newest).await?;
-        let version = newest.version + 1;
-        self.vault_calls.fetch_add(1, Ordering::Relaxed);
-        let made = self
-            .vault
-            .generate(&newest.kms_key, tenant, version)
-            .await
-            .map_err(refused)?;
-        let row = KeyRow {
-            version,
-            wrapped: made.wrapped,
-            kms_key: made.kms_key,
-            created_at: newest.created_at.clone(),
-            seals_from_ms: now + self.cache_ms + ROTATION_MARGIN_MS,
-        };
+        let seals_from_ms = now + self.cache_ms + ROTATION_MARGIN_MS;
+        let (row, _) = self
+            .generate(
+                tenant,
+                &newest.kms_key,
+                newest.version + 1,
+                &newest.created_at,
+                seals_from_ms,
+            )
+            .await?;
         // Another container's rotation raced this one's: theirs is the version (either is).
         self.table.insert(tenant, &row).await?;
         self.forget(tenant);

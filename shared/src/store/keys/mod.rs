@@ -5,15 +5,14 @@
 //! whatever they sealed, in the live table or any copy of it, opens with no key the platform holds.
 
 mod cache;
-mod sealed;
 mod table;
 
 pub use crate::isolation::vault::TenantKey;
+pub use crate::store::client::sealed::{
+    email_segment, is_sealed, open_item, seal_item, stored_form, KEY_VERSION, PLAIN, SEALED,
+};
 pub use cache::{
     KeySettings, KeyVersions, TenantKeys, DEFAULT_KEY_CACHE_SECONDS, REFUSAL_MEMO_MS,
     ROTATION_MARGIN_MS,
-};
-pub use sealed::{
-    email_segment, is_sealed, open_item, seal_item, stored_form, KEY_VERSION, PLAIN, SEALED,
 };
 pub use table::{KeyRow, Shredded};

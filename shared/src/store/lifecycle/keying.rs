@@ -1,7 +1,7 @@
 //! Online encryption of an existing tenant (issue 59): a tenant onboarded before it had a key gets
-//! one, and its items of the sealed kinds (products, employees, departments: its product and HR
-//! shards) are sealed in place, and its email uniqueness items move from the plain email to its
-//! keyed digest (`store::keys::email_segment`), while it is served, exactly once, resumably, and
+//! one, and its items of the sealed kinds (`EntityKind::sealed`: products, employees, departments,
+//! users' profiles, orders, integration tokens) are sealed in place, and its email uniqueness items
+//! move from the plain email to its keyed digest (`store::keys::email_segment`), sealed, while it is served, exactly once, resumably, and
 //! driven with nobody calling (the lifecycle driver's list). The walk is the tenant walk's (the
 //! fixed partitions, then the catalog), the record left out.
 //!
@@ -11,7 +11,7 @@
 //!   ([`Keying::seals_from`]: the period and [`SETTLE_SECONDS`] after the start).
 //! - **Each step** ([`step`]): the next page of the shards (at most [`ITEMS_PER_STEP`] items) after
 //!   the checkpoint, each plain item of a sealed kind put back sealed on condition that it is
-//!   unchanged (its `updatedAtMs`), and the checkpoint, in one transaction: a page is sealed whole
+//!   there and unchanged (its `updatedAtMs`, or every attribute), and the checkpoint, in one transaction: a page is sealed whole
 //!   or not at all, and a write meanwhile (itself sealed) cancels it, to be read again. A sealed
 //!   item is passed over, so a step run twice seals nothing twice.
 //! - **Other operations** change where items are: a re-sharding or a restore started while the walk
@@ -19,6 +19,7 @@
 //!   their read.
 
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
+use dynamodb_expression::value::Value;
 
 use crate::identity::clock::rfc3339;
 use crate::identity::entities::{self, EMAIL};
@@ -26,7 +27,7 @@ use crate::identity::ids::TenantId;
 use crate::identity::keys::{email_key, table_key, ItemKey, PK, SK};
 use crate::isolation::vault::TenantKey;
 use crate::store::client::error::StoreError;
-use crate::store::client::expr::{absent, attr, either, num};
+use crate::store::client::expr::{absent, attr, either, num, Condition};
 use crate::store::client::items::enlist;
 use crate::store::client::query::{string_attr, u64_attr, Item};
 use crate::store::client::scoped::TenantDb;
@@ -100,9 +101,55 @@ pub enum Walked {
     Raced,
 }
 
-/// Whether `item` is of a kind sealed under its tenant's key, and not sealed yet.
+/// Whether `item` is of a kind sealed under its tenant's key, and not sealed yet (a plain-email item
+/// is moved, and sealed there, instead).
 fn to_seal(item: &Item) -> bool {
-    !is_sealed(item) && string_attr(item, "kind").is_some_and(|k| entities::sealed(&k))
+    !is_sealed(item)
+        && !plain_email(item)
+        && string_attr(item, "kind").is_some_and(|k| entities::sealed(&k))
+}
+
+/// What a plain item's sealing is conditioned on: that it is still there and unchanged since the
+/// page read it. That is its `updatedAtMs` where it has one, else every attribute as read (an
+/// order's items, a profile and an email item carry none): a write meanwhile, or a deletion (an
+/// erasure), cancels the step, so the walk never brings back an old version or a deleted item.
+fn unchanged(item: &Item) -> Result<Condition, StoreError> {
+    let there = attr(PK).attribute_exists();
+    if let Some(ms) = u64_attr(item, UPDATED_AT_MS) {
+        return Ok(there.and(attr(UPDATED_AT_MS).equal(num(ms))));
+    }
+    let mut condition = there.and(attr(UPDATED_AT_MS).attribute_not_exists());
+    for (name, value) in item.iter().filter(|(n, _)| *n != PK && *n != SK) {
+        let value = Value::try_from(value.clone())
+            .map_err(|e| StoreError::Internal(format!("an attribute {name} as a value: {e}")))?;
+        let same = match value {
+            Value::Scalar(scalar) => attr(name).equal(scalar),
+            // The kinds without `updatedAtMs` hold scalars only; a set, map or list is compared by
+            // its size (an expression takes no document as an operand).
+            Value::Set(_) | Value::Map(_) | Value::List(_) => {
+                let count = match value_len(item.get(name)) {
+                    Some(n) => n,
+                    None => continue,
+                };
+                Condition::from(attr(name).size().equal(num(count)))
+            }
+        };
+        condition = condition.and(same);
+    }
+    Ok(condition)
+}
+
+/// The number of elements of a set, map or list attribute.
+fn value_len(value: Option<&AttributeValue>) -> Option<u64> {
+    let n = match value? {
+        AttributeValue::M(m) => m.len(),
+        AttributeValue::L(l) => l.len(),
+        AttributeValue::Ss(s) => s.len(),
+        AttributeValue::Ns(s) => s.len(),
+        AttributeValue::Bs(s) => s.len(),
+        _ => return None,
+    };
+    Some(n as u64)
 }
 
 /// One step of the walk of `state` on `record`'s layout, sealing under `key` (module docs).
@@ -131,11 +178,9 @@ pub async fn step(
     let mut actions = Vec::new();
     let mut sealed = 0;
     for item in page.items.iter().filter(|i| to_seal(i)) {
-        let unchanged = match u64_attr(item, UPDATED_AT_MS) {
-            Some(ms) => attr(UPDATED_AT_MS).equal(num(ms)),
-            None => attr(UPDATED_AT_MS).attribute_not_exists(),
-        };
-        let put = db.put_item(seal_item(key, item.clone())?).when(unchanged);
+        let put = db
+            .put_item(seal_item(key, item.clone())?)
+            .when(unchanged(item)?);
         actions.push(put.action()?);
         sealed += 1;
     }
@@ -165,9 +210,10 @@ fn plain_email(item: &Item) -> bool {
         && string_attr(item, PK).is_some_and(|pk| pk.contains('@'))
 }
 
-/// The move of a plain email item to its keyed digest's key ([`email_segment`]): the Put there
-/// (unless another user's is there; the user's own write may have made it first), and the Delete
-/// of the plain one on condition it still names the same user.
+/// The move of a plain email item to its keyed digest's key ([`email_segment`]), sealed: the Put
+/// there (unless another user's is there), and the Delete of the plain one on condition it still
+/// names the same user. A keyed container's write of the user deletes the plain item, so a write
+/// since the page was read cancels the move rather than being overwritten by it.
 fn move_email(
     db: &TenantDb,
     key: &TenantKey,
@@ -184,6 +230,7 @@ fn move_email(
     moved.insert(PK.into(), AttributeValue::S(hashed.clone()));
     moved.insert(SK.into(), AttributeValue::S(hashed));
     enlist(&db.tenant, &mut moved);
+    let moved = seal_item(key, moved)?;
     let plain = table_key(item);
     let mine = || attr("userId").equal(user.as_str());
     Ok(vec![

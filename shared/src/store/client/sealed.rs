@@ -2,8 +2,10 @@
 //! attribute that is not [`PLAIN`], stored as the binary attribute [`SEALED`] with the key's version
 //! ([`KEY_VERSION`]). Keys, index attributes, TTL and the attributes conditions read stay plain.
 //! The additional data binds the sealed bytes to the tenant, the item's sort key (which names its
-//! kind and id, and neither its shard nor its table: a re-sharding or a move carries it as it is)
-//! and the key version, so sealed bytes moved to another item or tenant do not open.
+//! kind and id, and neither its shard nor its table: a re-sharding or a move carries it as it is),
+//! the partition key where it is named by an id (never re-sharded; several items of those kinds
+//! share a sort key, as an order's date index entries do) and the key version, so sealed bytes moved
+//! to another item or tenant do not open.
 
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -14,7 +16,17 @@ use crate::identity::keys::{CATALOG, GSI1, PK, SK};
 use crate::identity::sealing::{open_bytes, seal_bytes};
 use crate::isolation::vault::TenantKey;
 use crate::store::client::error::StoreError;
-use crate::store::client::query::Item;
+
+/// An item (`query::Item`, named here so that the Query, which opens what it reads, can use this).
+type Item = std::collections::HashMap<String, AttributeValue>;
+
+/// A string attribute of `item`.
+fn string_attr(item: &Item, name: &str) -> Option<String> {
+    match item.get(name) {
+        Some(AttributeValue::S(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
 
 /// The attribute holding the sealed attributes.
 pub const SEALED: &str = "sealed";
@@ -22,8 +34,10 @@ pub const SEALED: &str = "sealed";
 pub const KEY_VERSION: &str = "keyVersion";
 
 /// What is never sealed: keys and index keys, the kind, the owner, the write time conditions compare,
-/// the TTL, the department an employee's moves are conditioned on, and the sealing's own attributes.
-pub const PLAIN: [&str; 11] = [
+/// the TTL, the department an employee's moves are conditioned on, the user an email item or an
+/// order belongs to (an id, in keys too; an email item's writes are conditioned on it), and the
+/// sealing's own attributes.
+pub const PLAIN: [&str; 12] = [
     PK,
     SK,
     GSI1,
@@ -33,12 +47,28 @@ pub const PLAIN: [&str; 11] = [
     "updatedAtMs",
     "expiresAt",
     "departmentId",
+    "userId",
     SEALED,
     KEY_VERSION,
 ];
 
-fn context(tenant: &TenantId, sort_key: &str, version: u32) -> Vec<u8> {
-    format!("pooltable/item/v1\n{tenant}\n{sort_key}\n{version}").into_bytes()
+/// The additional data of `item`'s sealing under `version` of `tenant`'s key.
+fn context(tenant: &TenantId, item: &Item, version: u32) -> Result<Vec<u8>, StoreError> {
+    let Some(sort_key) = string_attr(item, SK) else {
+        return Err(StoreError::Internal("a sealed item has no sort key".into()));
+    };
+    let by_id = string_attr(item, "kind").is_some_and(|k| entities::partition_named_by_id(&k));
+    Ok(match (by_id, string_attr(item, PK)) {
+        (true, Some(pk)) => {
+            format!("pooltable/item/v2\n{tenant}\n{pk}\n{sort_key}\n{version}").into_bytes()
+        }
+        (true, None) => {
+            return Err(StoreError::Internal(
+                "a sealed item has no partition key".into(),
+            ))
+        }
+        (false, _) => format!("pooltable/item/v1\n{tenant}\n{sort_key}\n{version}").into_bytes(),
+    })
 }
 
 /// What stands for a lowercased email in its uniqueness item's key for a tenant with `key`:
@@ -59,14 +89,7 @@ pub fn is_sealed(item: &Item) -> bool {
 
 /// `item` with every attribute not in [`PLAIN`] sealed under `key`. The item must have its sort key.
 pub fn seal_item(key: &TenantKey, mut item: Item) -> Result<Item, StoreError> {
-    let sort_key = match item.get(SK) {
-        Some(AttributeValue::S(sk)) => sk.clone(),
-        _ => {
-            return Err(StoreError::Internal(
-                "an item to seal has no sort key".into(),
-            ))
-        }
-    };
+    let context = context(&key.tenant, &item, key.version)?;
     let document: Item = item
         .extract_if(|name, _| !PLAIN.contains(&name.as_str()))
         .collect();
@@ -74,7 +97,6 @@ pub fn seal_item(key: &TenantKey, mut item: Item) -> Result<Item, StoreError> {
         .map_err(|e| StoreError::Internal(format!("an item's attributes as JSON: {e}")))?;
     let plaintext = serde_json::to_vec(&json)
         .map_err(|e| StoreError::Internal(format!("an item's attributes as JSON: {e}")))?;
-    let context = context(&key.tenant, &sort_key, key.version);
     let sealed = seal_bytes(key.bytes(), &context, &plaintext)
         .map_err(|e| StoreError::Internal(e.to_string()))?;
     item.insert(SEALED.into(), AttributeValue::B(Blob::new(sealed)));
@@ -86,10 +108,10 @@ pub fn seal_item(key: &TenantKey, mut item: Item) -> Result<Item, StoreError> {
 }
 
 /// `item` as it is stored: sealed under `key` when the tenant has one and the item's kind is sealed
-/// (`identity::entities`, `EntityKind::sealed`), else as it is.
+/// (`identity::entities`, `EntityKind::sealed`), else as it is (an item sealed already too).
 pub fn stored_form(key: Option<&TenantKey>, item: Item) -> Result<Item, StoreError> {
-    let sealed_kind =
-        matches!(item.get("kind"), Some(AttributeValue::S(kind)) if entities::sealed(kind));
+    let sealed_kind = !is_sealed(&item)
+        && matches!(item.get("kind"), Some(AttributeValue::S(kind)) if entities::sealed(kind));
     match key {
         Some(key) if sealed_kind => seal_item(key, item),
         _ => Ok(item),
@@ -124,19 +146,38 @@ pub fn open_item(key: Option<&TenantKey>, mut item: Item) -> Result<Item, StoreE
             StoreError::KeyRefused(format!("key version {version} of the tenant is gone"))
         });
     };
-    let sort_key = match item.get(SK) {
-        Some(AttributeValue::S(sk)) => sk.clone(),
-        _ => return Err(StoreError::Internal("a sealed item has no sort key".into())),
-    };
-    let context = context(&key.tenant, &sort_key, version);
-    let plaintext = open_bytes(bytes, &context, sealed.as_ref())
-        .ok_or_else(|| StoreError::Internal(format!("the item {sort_key} does not open")))?;
+    let context = context(&key.tenant, &item, version)?;
+    let plaintext = open_bytes(bytes, &context, sealed.as_ref()).ok_or_else(|| {
+        let sort_key = string_attr(&item, SK).unwrap_or_default();
+        StoreError::Internal(format!("the item {sort_key} does not open"))
+    })?;
     let json: serde_json::Value = serde_json::from_slice(&plaintext)
         .map_err(|e| StoreError::Internal(format!("an opened item's attributes: {e}")))?;
     let document: Item = serde_dynamo::to_item(json)
         .map_err(|e| StoreError::Internal(format!("an opened item's attributes: {e}")))?;
     item.extend(document);
     Ok(item)
+}
+
+/// `items`, each opened under `key` ([`open_item`]).
+pub fn open_items(key: Option<&TenantKey>, items: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+    match key {
+        None if !items.iter().any(is_sealed) => Ok(items),
+        _ => items.into_iter().map(|item| open_item(key, item)).collect(),
+    }
+}
+
+/// `projection`, with what opening a sealed item takes when the tenant is `keyed`: its keys, its
+/// kind (the additional data binds them) and the sealed attributes.
+pub fn with_sealing(mut projection: Vec<String>, keyed: bool) -> Vec<String> {
+    if keyed {
+        for name in [PK, SK, "kind", SEALED, KEY_VERSION] {
+            if !projection.iter().any(|p| p == name) {
+                projection.push(name.to_owned());
+            }
+        }
+    }
+    projection
 }
 
 #[cfg(test)]
