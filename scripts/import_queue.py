@@ -16,8 +16,11 @@ the dev command's lane queue too (`create` and `poll` serve any queue and its co
                                           writes IN (an SQS event of import messages) to OUT as
                                           POST /imports would send it now: issuedAt now, tenantSince
                                           the tenant record's createdAt in TABLE, its `items` sealed
-                                          (AES-256-GCM) with the tenant's import key in TABLE (made
-                                          if missing) into `sealedItems`, and each message signed
+                                          (AES-256-GCM) into `sealedItems` with the tenant's import
+                                          key: with TENANT_KEYS_TABLE set and a key for the tenant
+                                          there, derived from its data key (unwrapped by KMS) with
+                                          the version in `keyVersion`; else the one in TABLE (made
+                                          if missing); and each message signed
                                           with this run's CURSOR_SIGNING_KEY
                                           (functions/imports/src/lib.rs)
 
@@ -110,8 +113,39 @@ def fnv1a64(data):
     return h
 
 
+IMPORTS_PURPOSE = b"pooltable/imports/v1"
+
+
+def derived_import_key(dynamodb, tenant):
+    """A keyed tenant's import key and its version (shared::store::imports::message_key): HKDF-SHA256
+    of its data key's sealing version (the newest whose sealsFromMs has come), unwrapped by KMS under
+    its encryption context; None when tenants have no keys here or this one has none."""
+    keys_table = os.environ.get("TENANT_KEYS_TABLE")
+    if not keys_table:
+        return None
+    rows = dynamodb.query(TableName=keys_table, KeyConditionExpression="tenantId = :t",
+                          ExpressionAttributeValues={":t": {"S": tenant}}, ConsistentRead=True)["Items"]
+    now_ms = int(time.time() * 1000)
+    rows = [r for r in rows if int(r.get("sealsFromMs", {"N": "0"})["N"]) <= now_ms]
+    if not rows:
+        return None
+    row = max(rows, key=lambda r: int(r["version"]["N"]))
+    import boto3
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    version = row["version"]["N"]
+    kms = boto3.client("kms", endpoint_url=os.environ["AWS_ENDPOINT_URL_KMS"],
+                       region_name=os.environ.get("AWS_REGION", "us-east-1"))
+    data_key = kms.decrypt(CiphertextBlob=row["wrapped"]["B"], KeyId=row["kmsKeyId"]["S"],
+                           EncryptionContext={"pooltable:tenant": tenant, "pooltable:keyVersion": version})["Plaintext"]
+    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=b"pooltable", info=IMPORTS_PURPOSE).derive(data_key)
+    return key, int(version)
+
+
 def import_key(dynamodb, table, tenant):
-    """The tenant's import sealing key (shared::store::imports::ensure_sealing_key), made if missing."""
+    """The tenant's stored import sealing key (shared::store::imports::ensure_sealing_item), made if
+    missing."""
     pk = f"TENANT#{tenant}#SEALING#imports"
     key = {"PK": {"S": pk}, "SK": {"S": pk}}
     item = dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
@@ -151,7 +185,12 @@ def sign_event(source, target, table):
         body["tenantSince"] = item.get("createdAt", {}).get("S", "")
         items = json.dumps(body.pop("items"), separators=(",", ":")).encode()
         context = f"{SEALING_DOMAIN}\n{tenant}\n{body['importId']}"
-        body["sealedItems"] = seal(import_key(dynamodb, table, tenant), context, items)
+        derived = derived_import_key(dynamodb, tenant)
+        if derived is not None:
+            sealing_key, body["keyVersion"] = derived
+        else:
+            sealing_key = import_key(dynamodb, table, tenant)
+        body["sealedItems"] = seal(sealing_key, context, items)
         record["body"] = json.dumps(body, separators=(",", ":"))
         record["md5OfBody"] = hashlib.md5(record["body"].encode()).hexdigest()
         record["messageAttributes"]["signature"]["stringValue"] = sign(key, tenant, record["body"])
