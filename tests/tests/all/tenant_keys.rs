@@ -634,6 +634,39 @@ async fn a_keyed_tenants_users_orders_and_integration_tokens_are_sealed_and_serv
     let globex_text: String = of("globex").iter().map(|i| item_text(i)).collect();
     assert!(globex_text.contains("SECRET-SKU-2") && globex_text.contains("secret-token-123"));
 
+    // AND a transfer code (kept plain: its redemption is one conditional UpdateItem) is made and
+    // redeemed once, whole items read in full for a keyed tenant as for any
+    let code = call("acme", "create-transfer-code", &[("userId", "u-1")], None).await;
+    assert_eq!(code.status, 201, "{}", code.body);
+    let code = code.body["code"].as_str().unwrap().to_owned();
+    let redeem = |code: String| {
+        let h = &h;
+        async move {
+            let p = integration::routes::params(&[("code", &code)]);
+            let key = [("Idempotency-Key", code.as_str())];
+            h.tenant("acme")
+                .headers(&key)
+                .call("redeem-transfer-code", &p, None)
+                .await
+        }
+    };
+    let redeemed = redeem(code.clone()).await;
+    assert_eq!(redeemed.status, 200, "{}", redeemed.body);
+    assert_eq!(redeemed.body["userId"], "u-1", "{}", redeemed.body);
+    // (asked again with the same key: the same answer; with a fresh code, none)
+    let again = redeem(code.clone()).await;
+    assert_eq!(
+        again.body["userId"], "u-1",
+        "{} {}",
+        again.status, again.body
+    );
+    assert_eq!(
+        redeem(code.replace(char::is_alphanumeric, "0"))
+            .await
+            .status,
+        404
+    );
+
     // AND the user's erasure deletes every item of its own, sealed as they are
     let r = call("acme", "erase-user", &[("userId", "u-1")], None).await;
     assert_eq!(r.status, 200, "{}", r.body);

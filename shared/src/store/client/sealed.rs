@@ -128,8 +128,11 @@ pub fn open_item(key: Option<&TenantKey>, mut item: Item) -> Result<Item, StoreE
         Some(AttributeValue::N(n)) => n.parse::<u32>().ok(),
         _ => None,
     };
+    // No key here for a sealed item: this container cached the tenant's absence of a key before it
+    // was keyed online, and meets the key within one key period (a revoked key is refused earlier,
+    // when the request's client is made).
     let key = key.ok_or_else(|| {
-        StoreError::KeyRefused("a sealed item was read without its tenant's key".into())
+        StoreError::Unavailable("This tenant's key is not known here yet; retry shortly.".into())
     })?;
     let Some(version) = version else {
         return Err(StoreError::Internal(
@@ -168,9 +171,10 @@ pub fn open_items(key: Option<&TenantKey>, items: Vec<Item>) -> Result<Vec<Item>
 }
 
 /// `projection`, with what opening a sealed item takes when the tenant is `keyed`: its keys, its
-/// kind (the additional data binds them) and the sealed attributes.
+/// kind (the additional data binds them) and the sealed attributes. No projection (the whole item)
+/// stays none.
 pub fn with_sealing(mut projection: Vec<String>, keyed: bool) -> Vec<String> {
-    if keyed {
+    if keyed && !projection.is_empty() {
         for name in [PK, SK, "kind", SEALED, KEY_VERSION] {
             if !projection.iter().any(|p| p == name) {
                 projection.push(name.to_owned());
@@ -183,6 +187,17 @@ pub fn with_sealing(mut projection: Vec<String>, keyed: bool) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_keyed_projection_takes_what_opening_needs_and_no_projection_stays_the_whole_item() {
+        let email = vec!["email".to_owned()];
+        assert_eq!(with_sealing(email.clone(), false), email);
+        assert_eq!(
+            with_sealing(email, true),
+            ["email", PK, SK, "kind", SEALED, KEY_VERSION]
+        );
+        assert!(with_sealing(Vec::new(), true).is_empty());
+    }
     use crate::identity::ids::EntityId;
     use crate::identity::keys::{kind, sharded_entity_key};
 
@@ -241,10 +256,10 @@ mod tests {
         let sealed = seal_item(&key, product("p-1")).unwrap();
         // another key of the same tenant and version
         assert!(open_item(Some(&self::key("acme", 1)), sealed.clone()).is_err());
-        // no key at all
+        // no key at all (a container that has not met the tenant's key yet: 503, retry)
         assert!(matches!(
             open_item(None, sealed.clone()),
-            Err(StoreError::KeyRefused(_))
+            Err(StoreError::Unavailable(_))
         ));
         // the same bytes under another item's sort key
         let mut moved = sealed.clone();
