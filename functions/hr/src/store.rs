@@ -232,6 +232,7 @@ fn membership_put(
         t,
     )?;
     membership.retain(|_, v| !matches!(v, AttributeValue::Null(_)));
+    let membership = stored_form(db.key.as_deref(), membership)?;
     Ok(db.put_item(membership).action()?)
 }
 

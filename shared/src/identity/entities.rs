@@ -161,7 +161,7 @@ pub const MEMBER: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: false,
-    sealed: false,
+    sealed: true,
 };
 pub const SESSION: EntityKind = EntityKind {
     kind: "SESSION",

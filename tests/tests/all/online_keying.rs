@@ -187,8 +187,8 @@ async fn a_tenant_of_5000_items_is_sealed_online_under_load_and_matches_its_mode
         .collect();
     let of_sealed_kind = |i: &&&std::collections::HashMap<String, AttributeValue>| matches!(i.get("kind"), Some(AttributeValue::S(k)) if shared::identity::entities::sealed(k));
     let sealed_kinds: Vec<_> = acme_items.iter().filter(of_sealed_kind).collect();
-    // 5,000 products, 2 departments, an employee, 21 profiles and 21 email items
-    assert_eq!(sealed_kinds.len(), PRODUCTS + 3 + 42);
+    // 5,000 products, 2 departments, an employee and her membership, 21 profiles and 21 email items
+    assert_eq!(sealed_kinds.len(), PRODUCTS + 4 + 42);
     assert!(sealed_kinds.iter().all(|i| is_sealed(i)));
     for item in &acme_items {
         assert!(

@@ -375,11 +375,22 @@ async fn a_keyed_tenants_employees_and_departments_are_sealed_and_move_between_d
         "{}",
         listed.body
     );
-    // AND in the raw table the employee and the departments are sealed: only their department id
-    // (which the moves' conditions read) and keys stay readable
+    // AND the department lists her, by name
+    let members = h
+        .tenant("acme")
+        .query(&[("limit", "10")])
+        .list_department_employees("d-2")
+        .await;
+    assert_eq!(
+        members.body["items"][0]["name"], "Ada Secretary",
+        "{}",
+        members.body
+    );
+    // AND in the raw table the employee, her membership and the departments are sealed: only
+    // their department id (which the moves' conditions read) and keys stay readable
     let items = h.all_items().await;
     let sealed: Vec<&Item> = items.iter().filter(|i| is_sealed(i)).collect();
-    assert_eq!(sealed.len(), 3, "{items:?}");
+    assert_eq!(sealed.len(), 4, "{items:?}");
     for item in sealed {
         let text = item_text(item);
         assert!(!text.contains("Secret") && !text.contains("ada@"), "{text}");
