@@ -236,3 +236,30 @@ async fn a_keyed_tenants_import_messages_are_sealed_under_its_key_version_and_it
         .expect("the sealing item (its open imports)");
     assert!(!sealing.contains_key("key"), "{sealing:?}");
 }
+
+#[tokio::test]
+async fn a_key_row_left_by_an_earlier_tenant_of_the_id_is_never_the_new_tenants_key() {
+    // GIVEN a key row of an earlier tenant of the id "acme" (as a rotation landing after that
+    // tenant's offboarding shredded its keys would leave), and no tenant acme
+    let h = Harness::new().await.keyed().await;
+    let t = TenantId::parse("acme").unwrap();
+    let keys = h.app.keys.as_ref().unwrap();
+    let orphan = keys
+        .create(&t, None, "2020-01-01T00:00:00.000Z")
+        .await
+        .unwrap();
+    // WHEN acme is onboarded again
+    onboard(&h, "acme", 1).await;
+    // THEN its key is a new one: the earlier row is gone, and only the new tenant's remains
+    let held: Vec<_> = h
+        .test_keys()
+        .every_key(&h.admin)
+        .await
+        .into_iter()
+        .filter(|k| k.tenant == t)
+        .collect();
+    assert_eq!(held.len(), 1);
+    assert_ne!(held[0].bytes(), orphan.bytes());
+    put(&h, "acme", "p-1", 1).await;
+    read_all(&h, "acme", &["p-1"]).await;
+}

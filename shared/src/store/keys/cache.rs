@@ -283,6 +283,19 @@ impl TenantKeys {
         kms_key: Option<&str>,
         incarnation: &str,
     ) -> Result<Arc<TenantKey>, StoreError> {
+        // Rows of an earlier tenant of this id (a rotation that landed after its offboarding's
+        // shredding) are never this tenant's key: they are shredded first.
+        let rows = self.table.rows(tenant).await?;
+        let stale: Vec<&KeyRow> = rows
+            .iter()
+            .filter(|r| r.created_at != incarnation)
+            .collect();
+        for row in &stale {
+            self.table.delete(tenant, row.version).await?;
+        }
+        if !stale.is_empty() {
+            self.forget(tenant);
+        }
         if let Some(key) = self.current(tenant, None).await? {
             return Ok(key);
         }
