@@ -51,6 +51,7 @@ EXPECTED=(
   "put-integration-token 200"
   "get-integration-token 200"
   "erase-user 200"
+  "erase-tenant-user 200"
   "create-import 202"
   "import-consumer batch:0"
   "get-import 200"

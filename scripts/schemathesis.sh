@@ -231,11 +231,11 @@ MAX_EXAMPLES="${MAX_EXAMPLES:-25}"
 SEED="${SEED:-42}"
 # The routes only an operator may call (routes.yaml, caller: operator): the tenant pass leaves them out.
 # @generated begin: `pooltable gen` writes this line from routes.yaml
-OPERATOR_ROUTES=(onboard-tenant update-tenant export-tenant offboard-tenant restore-tenant get-tenant-usage)
+OPERATOR_ROUTES=(onboard-tenant update-tenant export-tenant offboard-tenant restore-tenant erase-tenant-user get-tenant-usage)
 # @generated end
-# erase-user is left out of both: it would erase the seeded user, whose order the other operations
-# read (they then only meet 404s, which fails the run as "missing test data"). Its contract is tested
-# in tests/tests/all/erasures.rs, and through the client in every_route.rs.
+# erase-user and erase-tenant-user are left out of both: they would erase the seeded user, whose order
+# the other operations read (they then only meet 404s, which fails the run as "missing test data").
+# Their contract is tested in tests/tests/all/erasures.rs, and through the client in every_route.rs.
 for pass in ${PASSES:-tenant operator}; do
   case "$pass" in
     tenant) run_pass tenant "$TENANT_TOKEN" --exclude-operation-id erase-user \
@@ -244,7 +244,7 @@ for pass in ${PASSES:-tenant operator}; do
     # restored copy named after the pool), which fails the run as a validation mismatch. Its
     # contract is tested in tests/tests/all/restore.rs, and through the client in every_route.rs.
     operator) run_pass operator "$OPERATOR_TOKEN" --exclude-operation-id restore-tenant \
-      --exclude-operation-id erase-user ;;
+      --exclude-operation-id erase-user --exclude-operation-id erase-tenant-user ;;
     *) die "unknown pass '$pass' (tenant, operator)" ;;
   esac
 done

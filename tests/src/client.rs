@@ -93,6 +93,8 @@ methods! {
     "get-integration-token" => get_integration_token(service = "service");
     /// `DELETE /users/{userId}` (a tenant).
     "erase-user" => erase_user(user_id = "userId");
+    /// `DELETE /tenants/{tenantId}/users/{userId}` (an operator).
+    "erase-tenant-user" => erase_tenant_user(tenant_id = "tenantId", user_id = "userId");
     /// `POST /imports` (a tenant).
     "create-import" => create_import() with body;
     /// `GET /imports/{importId}` (a tenant).

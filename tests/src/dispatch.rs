@@ -57,6 +57,7 @@ dispatch! {
     "put-integration-token" => users::put_integration_token,
     "get-integration-token" => users::get_integration_token,
     "erase-user" => users::erase_user,
+    "erase-tenant-user" => users::erase_tenant_user,
     "create-import" => imports::create_import with import_queue,
     "get-import" => imports::get_import,
     "get-usage" => users::get_usage,

@@ -65,6 +65,18 @@ async fn operator_arrangement(h: &Harness, bin: &str, tenant: &str) -> Option<Ar
             params(&[("tenantId", tenant)]),
             Some(json!({"tier": "premium"})),
         ),
+        "erase-tenant-user" => {
+            let user = params(&[("userId", "u-1")]);
+            let body = json!({"name": "Ada", "email": "ada@example.com"});
+            let put = h
+                .caller(&Auth::Tenant(tenant.into()))
+                .call("put-user", &user, Some(body))
+                .await;
+            assert_eq!(put.status, 201, "setup for {bin}: {}", put.body);
+            let mut p = user;
+            p.insert("tenantId".into(), tenant.into());
+            operator(unique("ops"), p, None)
+        }
         _ => return None,
     };
     Some(arranged)

@@ -89,6 +89,9 @@ pub enum Tenants {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
         limit: Option<u64>,
     },
+    /// Erase one of the tenant's users and every item of its own, for good: no restore brings it
+    /// back. Prints what was deleted (the same report on a retry).
+    EraseUser { tenant: String, user: String },
     /// Calls and capacity units per route and day.
     Usage {
         tenant: String,
@@ -200,17 +203,11 @@ pub async fn run(command: Tenants, output: Output) -> Result<String, Failure> {
             let call = || client.offboard_tenant().tenant_id(tenant.as_str()).send();
             until_done(&format!("offboard {tenant}"), wait.wait, call).await?
         }
-        Tenants::Usage { tenant, from, to } => {
-            let today = chrono::Utc::now().date_naive();
-            let usage = client
-                .get_tenant_usage()
-                .tenant_id(tenant.as_str())
-                .from(from.unwrap_or(today - chrono::Days::new(29)))
-                .to(to.unwrap_or(today))
-                .send()
-                .await?;
-            json_of(&*usage)
+        Tenants::EraseUser { tenant, user } => {
+            let call = client.erase_tenant_user().tenant_id(tenant.as_str());
+            json_of(&*call.user_id(user.as_str()).send().await?)
         }
+        Tenants::Usage { tenant, from, to } => usage(&client, &tenant, from, to).await?,
         Tenants::Export {
             tenant,
             cursor,
@@ -218,6 +215,24 @@ pub async fn run(command: Tenants, output: Output) -> Result<String, Failure> {
         } => return export(&client, &base, &tenant, cursor, limit).await,
     };
     Ok(render(&answer, output))
+}
+
+/// The tenant's usage from `from` (29 days ago) to `to` (today).
+async fn usage(
+    client: &Client,
+    tenant: &str,
+    from: Option<chrono::NaiveDate>,
+    to: Option<chrono::NaiveDate>,
+) -> Result<Value, Failure> {
+    let today = chrono::Utc::now().date_naive();
+    let usage = client
+        .get_tenant_usage()
+        .tenant_id(tenant)
+        .from(from.unwrap_or(today - chrono::Days::new(29)))
+        .to(to.unwrap_or(today))
+        .send()
+        .await?;
+    Ok(json_of(&*usage))
 }
 
 /// `body` as the client's request type `T`.

@@ -13,7 +13,9 @@
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use shared::identity::clock::rfc3339;
+use shared::identity::ids::EntityId;
 use shared::service::http::path_entity_id;
+use shared::store::client::scoped::TenantDb;
 use shared::{ApiError, App};
 
 use crate::erasure::erase_user;
@@ -21,8 +23,18 @@ use crate::erasure::erase_user;
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let parse = |req: &Request| path_entity_id(req, "userId");
     let (id, db) = app.tenant_request(&req, parse).await?;
+    erasure_response(app, &db, &id).await
+}
+
+/// Erases user `id` of `db`'s tenant now: 200 with the report (the first one, on a retry), or 404.
+/// The answer of `erase-user` and of the operator's `erase-tenant-user`.
+pub(crate) async fn erasure_response(
+    app: &App,
+    db: &TenantDb,
+    id: &EntityId,
+) -> Result<Response<Body>, ApiError> {
     let erased_at = rfc3339(app.clock.now_millis());
-    let report = erase_user(&db, &id, &erased_at)
+    let report = erase_user(db, id, &erased_at)
         .await?
         .ok_or_else(|| ApiError::NotFound("No such user.".into()))?;
     let mut response = Response::new(Body::Text(report));

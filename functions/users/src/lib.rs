@@ -17,6 +17,7 @@
 // @generated begin: `pooltable gen` writes the route modules from routes.yaml
 pub mod create_order;
 pub mod create_transfer_code;
+pub mod erase_tenant_user;
 pub mod erase_user;
 pub mod find_user_by_email;
 pub mod get_integration_token;

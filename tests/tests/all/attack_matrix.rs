@@ -438,6 +438,7 @@ const OPERATOR_ROUTES: &[&str] = &[
     "update-tenant",
     "offboard-tenant",
     "export-tenant",
+    "erase-tenant-user",
     "get-tenant-usage",
 ];
 

@@ -1,7 +1,7 @@
 //! An operator's first day, through the CLI only: `pooltable tenants …` takes one tenant through
 //! onboarding, a tier change, a key rotation, a re-sharding, a move to its own table and back, an export resumed
-//! from a cursor, a restore (dry run, then for real) from a copy the export made, and an
-//! offboarding, each with `--wait`, against the local API `scripts/dev.sh` serves.
+//! from a cursor, a user's erasure while the tenant is suspended, a restore (dry run, then for real)
+//! from a copy the export made (the erased user stays erased), and an offboarding, each with `--wait`, against the local API `scripts/dev.sh` serves.
 //!
 //! Not a unit of the suite: `scripts/schemathesis.sh` runs it (`--ignored cli_walk::`) in the
 //! background of its contract passes, with `POOLTABLE_API_URL`, and the stack's admin environment
@@ -140,6 +140,17 @@ async fn the_cli_takes_a_tenant_through_every_operation_waiting_for_each() {
     assert_eq!(back.json()["placement"], "pool", "{}", back.stdout);
     assert!(back.json()["move"].is_null(), "{}", back.stdout);
 
+    // AND a user the tenant writes
+    let user: types::UserInput =
+        serde_json::from_value(json!({"name": "Ada", "email": "ada@walk.example"})).unwrap();
+    tenant
+        .put_user()
+        .user_id("u-walk")
+        .body(user)
+        .send()
+        .await
+        .expect("put u-walk");
+
     // WHEN it exports the tenant 5 items a page, and again from the first page's cursor
     let whole = pooltable(&["tenants", "export", &t, "--limit", "5"]).done("export");
     let first = whole
@@ -174,6 +185,17 @@ async fn the_cli_takes_a_tenant_through_every_operation_waiting_for_each() {
         .await
         .expect("delete p-0");
     put("p-late".into(), "written after the copy".into()).await;
+    // AND the CLI erases the user while the tenant is suspended, and erases it again
+    pooltable(&["tenants", "suspend", &t]).done("suspend");
+    let erased = pooltable(&["tenants", "erase-user", &t, "u-walk"]).done("erase-user");
+    let again = pooltable(&["tenants", "erase-user", &t, "u-walk"]).done("erase-user again");
+    pooltable(&["tenants", "resume", &t]).done("resume");
+    assert_eq!(erased.json()["deleted"]["USER"], 1, "{}", erased.stdout);
+    assert_eq!(
+        again.json(),
+        erased.json(),
+        "a retry answers the first report"
+    );
     // AND the CLI restores it from the copy: a dry run, then for real, waiting
     let dry = pooltable(&["tenants", "restore", &t, "--from-table", &copy, "--dry-run"])
         .done("restore --dry-run");
@@ -204,6 +226,10 @@ async fn the_cli_takes_a_tenant_through_every_operation_waiting_for_each() {
             .await
             .is_err(),
         "p-late is gone"
+    );
+    assert!(
+        tenant.get_user().user_id("u-walk").send().await.is_err(),
+        "the erased user stays erased: the copy held it, the restore did not bring it back"
     );
 
     // WHEN it offboards the tenant, waiting

@@ -1,6 +1,7 @@
 //! Erasures survive a restore (issue 59): a user erased (`DELETE /users/{userId}`), with every item
 //! of its own, stays erased when its tenant is restored from a copy taken before the erasure; the
-//! tenant's other users come back as the copy holds them; the erased id is not used again.
+//! tenant's other users come back as the copy holds them; the erased id is not used again. An
+//! operator erases a user as the tenant would (`DELETE /tenants/{tenantId}/users/{userId}`).
 
 use std::collections::HashMap;
 
@@ -9,7 +10,7 @@ use integration::routes::params;
 use integration::{onboard_at_max_limits, unique, Auth, Harness};
 use serde_json::json;
 use shared::identity::ids::TenantId;
-use shared::identity::keys::{id_in_partition, PK};
+use shared::identity::keys::{id_in_partition, tenant_prefix, PK};
 use shared::store::lifecycle::restoring::STARTS_DELAY_SECONDS;
 
 type Item = HashMap<String, AttributeValue>;
@@ -52,7 +53,8 @@ fn items_of(items: &[Item], tenant: &str, user: &str) -> Vec<Item> {
             let pk = text(i, PK);
             let in_user = id_in_partition(&t, "USER", &pk) == Some(user);
             let in_order = id_in_partition(&t, "ORDER", &pk).is_some_and(|o| o.starts_with(user));
-            in_user || in_order || text(i, "userId") == user
+            let of_tenant = pk.starts_with(&tenant_prefix(&t));
+            in_user || in_order || (of_tenant && text(i, "userId") == user)
         })
         .cloned()
         .collect()
@@ -162,4 +164,78 @@ async fn an_erased_user_stays_erased_when_its_tenant_is_restored_from_a_copy_tak
         .call("erase-user", &params(&[("userId", "u-never")]), None)
         .await;
     assert_eq!(none.status, 404, "{}", none.body);
+}
+
+#[tokio::test]
+async fn an_operator_erases_a_suspended_keyed_tenants_user_as_the_tenant_would_leaving_the_rest_as_it_was(
+) {
+    // GIVEN a keyed tenant with two users with orders, and a neighbour with a user of the same id
+    let h = Harness::new().await.keyed().await;
+    let t = unique("op-erasing");
+    let n = unique("op-neighbour");
+    onboard_at_max_limits(&h, &t, 4).await;
+    onboard_at_max_limits(&h, &n, 4).await;
+    for (tenant, user) in [(&t, "u-gone"), (&t, "u-kept"), (&n, "u-gone")] {
+        user_with_orders(&h, tenant, user).await;
+    }
+    // AND the tenant suspended: its own routes are refused
+    let suspended = h
+        .operator()
+        .update_tenant(&t, json!({"status": "suspended"}))
+        .await;
+    assert_eq!(suspended.status, 200, "{}", suspended.body);
+    let before = h.all_items().await;
+    assert_eq!(items_of(&before, &t, "u-gone").len(), 12);
+
+    // WHEN an operator erases one of its users, and asks again
+    let erased = h.operator().erase_tenant_user(&t, "u-gone").await;
+    let again = h.operator().erase_tenant_user(&t, "u-gone").await;
+
+    // THEN 200 with what was deleted, and the same report on the retry
+    assert_eq!(erased.status, 200, "{}", erased.body);
+    assert_eq!(
+        erased.body["deleted"],
+        json!({"EMAIL": 1, "ITEM": 4, "ORDER": 2, "ORDERDATE": 2, "ORDER_SUMMARY": 2, "USER": 1})
+    );
+    assert_eq!((again.status, &again.body), (200, &erased.body));
+    // AND in the raw table nothing of the user is left; its tenant's other user and the neighbour's
+    // user of the same id are as they were, byte for byte
+    let after = h.all_items().await;
+    assert!(items_of(&after, &t, "u-gone").is_empty());
+    let sorted = |mut items: Vec<Item>| {
+        items.sort_by_key(|i| format!("{:?}{:?}", i.get("PK"), i.get("SK")));
+        items
+    };
+    for (tenant, user) in [(&t, "u-kept"), (&n, "u-gone")] {
+        assert_eq!(
+            sorted(items_of(&after, tenant, user)),
+            sorted(items_of(&before, tenant, user)),
+            "{tenant}'s {user}"
+        );
+    }
+    // AND once the tenant is resumed, the user reads as erased and its id is not used again, as
+    // after the tenant's own erasure; the neighbour's user of the same id reads as before
+    let resumed = h
+        .operator()
+        .update_tenant(&t, json!({"status": "active"}))
+        .await;
+    assert_eq!(resumed.status, 200, "{}", resumed.body);
+    assert_eq!(reads_of(&h, &t, "u-gone").await, [404, 404, 404]);
+    assert_eq!(reads_of(&h, &t, "u-kept").await, [200, 200, 200]);
+    assert_eq!(reads_of(&h, &n, "u-gone").await, [200, 200, 200]);
+    let by_tenant = h
+        .tenant(&t)
+        .call("erase-user", &params(&[("userId", "u-gone")]), None)
+        .await;
+    assert_eq!((by_tenant.status, &by_tenant.body), (200, &erased.body));
+    // AND an unknown tenant or user is 404, and nothing is written for either
+    let unchanged = h.all_items().await;
+    let none = h.operator().erase_tenant_user(&t, "u-never").await;
+    assert_eq!(none.status, 404, "{}", none.body);
+    let nobody = h
+        .operator()
+        .erase_tenant_user(&unique("never-onboarded"), "u-gone")
+        .await;
+    assert_eq!(nobody.status, 404, "{}", nobody.body);
+    assert_eq!(sorted(h.all_items().await), sorted(unchanged));
 }

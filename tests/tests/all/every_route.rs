@@ -258,6 +258,16 @@ async fn every_route_answers_through_the_generated_client() {
     let erased = calls.ok("erase-user", tc.erase_user().user_id("u-1").send().await);
     assert_eq!(json_of(&*erased)["deleted"]["EMAIL"], 1);
     assert!(tc.get_user().user_id("u-1").send().await.is_err());
+    // The operator's erasure of the same user answers the same report.
+    let again = calls.ok(
+        "erase-tenant-user",
+        op.erase_tenant_user()
+            .tenant_id(t.as_str())
+            .user_id("u-1")
+            .send()
+            .await,
+    );
+    assert_eq!(json_of(&*again), json_of(&*erased));
 
     let import = calls.ok(
         "create-import",

@@ -289,6 +289,11 @@ impl World {
                 self.user("u-erase").await;
                 Case::new(me).at(&[("userId", "u-erase")])
             }
+            "erase-tenant-user" => {
+                self.user("u-erase-op").await;
+                Case::new(&self.operator)
+                    .at(&[("tenantId", &self.tenant), ("userId", "u-erase-op")])
+            }
             "create-transfer-code" => {
                 self.user("u-code").await;
                 Case::new(me).at(&[("userId", "u-code")])

@@ -228,7 +228,7 @@ async fn a_conflict_that_clears_is_retried_and_commits() {
 
 /// Modules that are no route but send a transaction for routes (and the import consumer), with the
 /// call that marks a route as sending it.
-const SHARED_WRITES: [(&str, &str); 11] = [
+const SHARED_WRITES: [(&str, &str); 12] = [
     ("store", "store_employee("),
     ("store", "store::put_root("),
     ("store", "store::put_child("),
@@ -240,6 +240,7 @@ const SHARED_WRITES: [(&str, &str); 11] = [
     ("store", "store::redeem_transfer_code_recorded("),
     ("store", "mark_enqueued("),
     ("erasure", "erase_user("),
+    ("erase-user", "erasure_response("),
 ];
 
 #[test]

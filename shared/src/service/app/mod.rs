@@ -10,7 +10,7 @@ use crate::identity::cursor::CursorKeys;
 use crate::identity::ids::TenantId;
 use crate::isolation::claims::{caller, check_execution_tenant, Caller};
 use crate::isolation::credentials::CredentialSettings;
-use crate::isolation::policy::{Scope, TableLocation, TenantTables};
+use crate::isolation::policy::TableLocation;
 use crate::service::error::ApiError;
 use crate::service::metrics::MetricsSink;
 use crate::service::signing::SigningKeys;
@@ -29,6 +29,7 @@ mod config;
 mod incarnations;
 mod keys;
 mod metering;
+mod operator;
 pub use config::{
     env_var, env_var_or, https_client, lambda_sdk_config, load_sdk_config, running_in_aws_lambda,
     running_in_sam_local, ConfigError, KeySource, ListCacheSettings, Settings,
@@ -421,72 +422,15 @@ impl App {
             .then(|| self.tenants.page_cache().cloned())
             .flatten()
     }
-
-    /// The scoped client for `tenant` for an operator's read of it (its record, usage or export),
-    /// also while it is suspended: a tenant route's session, which never writes the record. 404 when
-    /// it has no record. Only for operator routes, after [`require_operator`].
-    pub async fn db_for_operator(&self, tenant: &TenantId) -> Result<TenantDb, ApiError> {
-        self.operator_db(tenant, self.settings.tenant_scope)
-            .await?
-            .ok_or_else(no_such_tenant)
-    }
-
-    /// The scoped client for an operator path that changes `tenant`'s record (its tier or status, a
-    /// re-sharding, a move, a restore): an operator's session ([`Scope::Operator`]). 404 when it
-    /// has no record.
-    pub async fn db_to_change(&self, tenant: &TenantId) -> Result<TenantDb, ApiError> {
-        self.operator_db(tenant, Scope::Operator)
-            .await?
-            .ok_or_else(no_such_tenant)
-    }
-
-    /// The scoped client for `tenant` in `scope` for an operator's action on it, placed where its
-    /// record says now; `None` when it has no record (never onboarded, or offboarded): no
-    /// credentials are vended for a tenant that does not exist. The platform's partition has no
-    /// record and is always placed in the pool.
-    pub async fn operator_db(
-        &self,
-        tenant: &TenantId,
-        scope: Scope,
-    ) -> Result<Option<TenantDb>, ApiError> {
-        // Read now, not from the cache: an operator's action (a re-sharding, an export, an
-        // offboarding) must address the tables the record names at this moment.
-        let record = match tenant.as_str() == TenantId::PLATFORM {
-            true => None,
-            false => match self.directory.record_now(tenant).await? {
-                Some(record) => Some(record),
-                None => return Ok(None),
-            },
-        };
-        let tables = tables_of(&self.tenants, record.as_deref(), self.clock.now_seconds());
-        let db = self.tenants.for_tenant(tenant, &tables, scope).await?;
-        if let Some(record) = &record {
-            note_backfill(&db, record);
-        }
-        Ok(Some(db))
-    }
-
-    /// An operator's session for `tenant` in the tables `tables`, whatever the record says
-    /// (onboarding a tenant, in its own table from the start, writes its record before it exists).
-    pub async fn db_placed(
-        &self,
-        tenant: &TenantId,
-        tables: &TenantTables,
-    ) -> Result<TenantDb, ApiError> {
-        Ok(self
-            .tenants
-            .for_tenant(tenant, tables, Scope::Operator)
-            .await?)
-    }
 }
 
-fn no_such_tenant() -> ApiError {
+pub(super) fn no_such_tenant() -> ApiError {
     ApiError::NotFound("No such tenant.".into())
 }
 
 /// Tells the pull under `db` (while a move's writes have moved) what the backfill has walked past,
 /// by `record`'s checkpoint: those items are not asked for in the source again.
-fn note_backfill(db: &TenantDb, record: &TenantRecord) {
+pub(super) fn note_backfill(db: &TenantDb, record: &TenantRecord) {
     if let Some(puller) = &db.puller {
         puller.set_passed(crate::store::lifecycle::moving::passed(&db.tenant, record));
     }
