@@ -12,6 +12,7 @@ use shared::store::client::error::StoreError;
 use shared::store::client::expr::{absent, attr, either, exists, key, num};
 use shared::store::client::query::{string_attr, u64_attr, Item, Page, Query};
 use shared::store::client::scoped::TenantDb;
+use shared::store::client::sealed::stored_form;
 use shared::store::client::transact::TransactError;
 use shared::ApiError;
 
@@ -153,12 +154,13 @@ pub async fn live_parent_expiry(
         .filter(|e| *e > now))
 }
 
-/// The session as stored: its attributes plus its catalog entry.
-fn stored_item(session: &SessionItem, t: &TenantId) -> Result<Item, ApiError> {
+/// The session as stored: its attributes plus its catalog entry, sealed under the tenant's key
+/// when it has one.
+fn stored_item(session: &SessionItem, db: &TenantDb) -> Result<Item, ApiError> {
     let mut item = serde_dynamo::to_item(session)
         .map_err(|e| ApiError::Internal(format!("serialize session: {e}")))?;
-    shared::store::client::items::enlist(t, &mut item);
-    Ok(item)
+    shared::store::client::items::enlist(&db.tenant, &mut item);
+    Ok(stored_form(db.key.as_deref(), item)?)
 }
 
 /// Puts a root session, never over another (1 conditional PutItem, or with a recorder one
@@ -168,7 +170,7 @@ pub async fn put_root(
     session: &SessionItem,
     recorder: Option<&Recorder<'_>>,
 ) -> Result<bool, ApiError> {
-    let item = stored_item(session, &db.tenant)?;
+    let item = stored_item(session, db)?;
     let view = Session::from(session.clone());
     idempotent::put_new(db, item, recorder, StatusCode::CREATED, &view).await
 }
@@ -186,7 +188,7 @@ pub async fn put_child(
 ) -> Result<(), ChildNotAdded> {
     let t = &db.tenant;
     let child_put = db
-        .put_item(stored_item(child, t)?)
+        .put_item(stored_item(child, db)?)
         .when(absent())
         .action()?;
     let under_limit = either(

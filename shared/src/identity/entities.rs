@@ -170,7 +170,7 @@ pub const SESSION: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: true,
-    sealed: false,
+    sealed: true,
 };
 pub const CHILD_SESSION: EntityKind = EntityKind {
     kind: "SESSION",
@@ -179,7 +179,7 @@ pub const CHILD_SESSION: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: true,
-    sealed: false,
+    sealed: true,
 };
 pub const USER: EntityKind = EntityKind {
     kind: "USER",
@@ -247,7 +247,7 @@ pub const TRANSFER: EntityKind = EntityKind {
     gsi1: Gsi1::BySortKey,
     import_as: None,
     grants_access: true,
-    sealed: false,
+    sealed: true,
 };
 pub const INTEGRATION: EntityKind = EntityKind {
     kind: "INTEGRATION",

@@ -8,7 +8,8 @@
 //! action, on condition that no live record holds the key), so an effect without its record, or a
 //! record without its effect, never exists. It holds a SHA-256 of the request (method, route, path
 //! parameters, body), the answer's status and body, and `expiresAt` (TTL; also checked on read, since
-//! TTL deletion lags).
+//! TTL deletion lags). A keyed tenant's record is sealed under its key (`store::client::sealed`):
+//! the answer repeats the effect's data. Only its keys, kind, tenant and `expiresAt` stay plain.
 
 use std::collections::BTreeMap;
 
@@ -20,6 +21,7 @@ use crate::identity::keys::{EXPIRES_AT, PK, SK};
 use crate::store::client::error::StoreError;
 use crate::store::client::query::{string_attr, u64_attr};
 use crate::store::client::scoped::TenantDb;
+use crate::store::client::sealed::{open_item, seal_item};
 
 /// How long a key's answer is kept and replayed.
 pub const RECORD_TTL_SECONDS: u64 = 24 * 3600;
@@ -92,6 +94,7 @@ impl Idempotency<'_> {
         else {
             return Ok(Recorded::Nothing);
         };
+        let item = open_item(self.db.key.as_deref(), item)?;
         if string_attr(&item, "requestHash").as_deref() != Some(self.fingerprint.as_str()) {
             return Ok(Recorded::Different);
         }
@@ -151,6 +154,11 @@ impl Idempotency<'_> {
             item.insert("headers".into(), AttributeValue::M(headers));
         }
         crate::store::client::items::enlist(&self.db.tenant, &mut item);
+        // The answer repeats what the effect wrote (an order, a session's state, a transfer code):
+        // a keyed tenant's is sealed as its items are.
+        if let Some(key) = self.db.key.as_deref() {
+            item = seal_item(key, item)?;
+        }
         let put = Put::builder()
             .table_name(&*self.db.table)
             .set_item(Some(item))

@@ -42,6 +42,17 @@ async fn update_acme(h: &Harness, body: Value) -> integration::Resp {
     h.operator().call("update-tenant", &p, Some(body)).await
 }
 
+/// Creates a session of acme with `body` through container `h`: its id.
+async fn create_session(h: &Harness, body: Value) -> String {
+    let none = integration::routes::params(&[]);
+    let r = h
+        .tenant("acme")
+        .call("create-session", &none, Some(body))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    r.body["sessionId"].as_str().unwrap().to_owned()
+}
+
 /// Writes user `id` with `email` through container `h`.
 async fn put_user(h: &Harness, id: &str, email: &str) {
     let r = h
@@ -85,6 +96,26 @@ async fn a_tenant_of_5000_items_is_sealed_online_under_load_and_matches_its_mode
         )
         .await;
     }
+    // ... a session with a state and a child of it, and a transfer code
+    let root = create_session(
+        &plain,
+        json!({"customerId": "c-1", "state": "Secret state"}),
+    )
+    .await;
+    create_session(
+        &plain,
+        json!({"customerId": "c-1", "parentSessionId": root}),
+    )
+    .await;
+    let code = plain
+        .tenant("acme")
+        .call(
+            "create-transfer-code",
+            &integration::routes::params(&[("userId", "u-2")]),
+            None,
+        )
+        .await;
+    assert_eq!(code.status, 201, "{}", code.body);
     // AND keyed containers on the same table: one that starts the sealing, and one that served the
     // tenant before (it has cached that the tenant has no key)
     let keyed = plain.another_container().await.keyed().await;
@@ -124,6 +155,12 @@ async fn a_tenant_of_5000_items_is_sealed_online_under_load_and_matches_its_mode
         // (a user changes its email, and another writes its profile again, during the walk)
         put_user(&keyed, "u-0", "changed@secret.example").await;
         put_user(&stale, "u-1", "user1@secret.example").await;
+        // (and the session gets a second child: its root's count changes under the walk)
+        create_session(
+            &keyed,
+            json!({"customerId": "c-1", "parentSessionId": root}),
+        )
+        .await;
         put(&stale, stale_late, 3, &mut written).await;
         let mut more = BTreeMap::new();
         put(&keyed, keyed_late, 3, &mut more).await;
@@ -187,8 +224,9 @@ async fn a_tenant_of_5000_items_is_sealed_online_under_load_and_matches_its_mode
         .collect();
     let of_sealed_kind = |i: &&&std::collections::HashMap<String, AttributeValue>| matches!(i.get("kind"), Some(AttributeValue::S(k)) if shared::identity::entities::sealed(k));
     let sealed_kinds: Vec<_> = acme_items.iter().filter(of_sealed_kind).collect();
-    // 5,000 products, 2 departments, an employee and her membership, 21 profiles and 21 email items
-    assert_eq!(sealed_kinds.len(), PRODUCTS + 4 + 42);
+    // 5,000 products, 2 departments, an employee and her membership, 21 profiles and 21 email
+    // items, a session and its two children, and a transfer code
+    assert_eq!(sealed_kinds.len(), PRODUCTS + 4 + 42 + 4);
     assert!(sealed_kinds.iter().all(|i| is_sealed(i)));
     for item in &acme_items {
         assert!(
@@ -228,6 +266,22 @@ async fn a_tenant_of_5000_items_is_sealed_online_under_load_and_matches_its_mode
     assert_eq!(r.body["document"], model["p-01000"]);
     let r = keyed.tenant("acme").get_employee("e-1").await;
     assert_eq!(r.body["name"], "Ada Secretary");
+    let p = integration::routes::params(&[("sessionId", &root)]);
+    let r = keyed
+        .tenant("acme")
+        .call("get-session-by-session-id", &p, None)
+        .await;
+    assert_eq!(r.body["state"], "Secret state", "{}", r.body);
+    let r = keyed
+        .tenant("acme")
+        .call("get-child-sessions-by-session-id", &p, None)
+        .await;
+    assert_eq!(
+        r.body["items"].as_array().map(Vec::len),
+        Some(2),
+        "{}",
+        r.body
+    );
 }
 
 #[tokio::test]

@@ -645,8 +645,8 @@ async fn a_keyed_tenants_users_orders_and_integration_tokens_are_sealed_and_serv
     let globex_text: String = of("globex").iter().map(|i| item_text(i)).collect();
     assert!(globex_text.contains("SECRET-SKU-2") && globex_text.contains("secret-token-123"));
 
-    // AND a transfer code (kept plain: its redemption is one conditional UpdateItem) is made and
-    // redeemed once, whole items read in full for a keyed tenant as for any
+    // AND a transfer code (sealed; its redeemer stays plain: its redemption is one conditional
+    // UpdateItem) is made and redeemed once, whole items read in full for a keyed tenant as for any
     let code = call("acme", "create-transfer-code", &[("userId", "u-1")], None).await;
     assert_eq!(code.status, 201, "{}", code.body);
     let code = code.body["code"].as_str().unwrap().to_owned();
@@ -682,4 +682,182 @@ async fn a_keyed_tenants_users_orders_and_integration_tokens_are_sealed_and_serv
     let r = call("acme", "erase-user", &[("userId", "u-1")], None).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["deletedTotal"], 8, "{}", r.body);
+}
+
+#[tokio::test]
+async fn a_keyed_tenants_sessions_transfer_codes_and_recorded_answers_are_sealed_and_served() {
+    // GIVEN a keyed tenant with a user
+    let h = Harness::new().await.keyed().await;
+    onboard(&h, "acme", 1).await;
+    let call = |bin: &'static str, p: &[(&str, &str)], key: Option<&str>, body: Option<Value>| {
+        let h = &h;
+        let p = integration::routes::params(p);
+        let key: Vec<(&str, String)> = key
+            .map(|k| ("Idempotency-Key", k.to_owned()))
+            .into_iter()
+            .collect();
+        async move {
+            let headers: Vec<(&str, &str)> = key.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            h.tenant("acme").headers(&headers).call(bin, &p, body).await
+        }
+    };
+    let ada = json!({"name": "Ada", "email": "ada@example.com"});
+    assert_eq!(
+        call("put-user", &[("userId", "u-1")], None, Some(ada))
+            .await
+            .status,
+        201
+    );
+
+    // WHEN it creates a session with a state, twice with one Idempotency-Key, and a child of it
+    let root_body = json!({"customerId": "cust-secret-1", "state": "SECRET-STATE-cart-42"});
+    let root = call(
+        "create-session",
+        &[],
+        Some("root-1"),
+        Some(root_body.clone()),
+    )
+    .await;
+    assert_eq!(root.status, 201, "{}", root.body);
+    let replayed = call("create-session", &[], Some("root-1"), Some(root_body)).await;
+    assert_eq!((replayed.status, &replayed.body), (201, &root.body));
+    let root_id = root.body["sessionId"].as_str().unwrap().to_owned();
+    let child_body = json!({"customerId": "cust-secret-1", "parentSessionId": root_id, "state": "SECRET-STATE-child"});
+    let child = call("create-session", &[], None, Some(child_body)).await;
+    assert_eq!(child.status, 201, "{}", child.body);
+    let child_id = child.body["sessionId"].as_str().unwrap().to_owned();
+    // AND a transfer code, with an Idempotency-Key
+    let code = call(
+        "create-transfer-code",
+        &[("userId", "u-1")],
+        Some("code-1"),
+        None,
+    )
+    .await;
+    assert_eq!(code.status, 201, "{}", code.body);
+    let code = code.body["code"].as_str().unwrap().to_owned();
+
+    // THEN every session read answers what was written
+    let got = call(
+        "get-session-by-session-id",
+        &[("sessionId", &root_id)],
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(got.body["state"], "SECRET-STATE-cart-42", "{}", got.body);
+    let children = call(
+        "get-child-sessions-by-session-id",
+        &[("sessionId", &root_id)],
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        children.body["items"][0]["state"], "SECRET-STATE-child",
+        "{}",
+        children.body
+    );
+    let parent = call(
+        "get-session-by-child-session-id",
+        &[("childSessionId", &child_id)],
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        parent.body["sessionId"],
+        root_id.as_str(),
+        "{}",
+        parent.body
+    );
+    let last = call(
+        "get-last-login-time-by-customer-id",
+        &[("customerId", "cust-secret-1")],
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(last.status, 200, "{}", last.body);
+    let listed = call(
+        "get-sessions-by-customer-id",
+        &[("customerId", "cust-secret-1")],
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        listed.body["items"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        listed.body
+    );
+
+    // AND in the raw table the sessions, the code and the recorded answers are sealed: no state,
+    // no code outside its key, and the child count and the code's redeemer plain
+    let prefix = tenant_prefix(&TenantId::parse("acme").unwrap());
+    let items = h.all_items().await;
+    let of_kind = |kinds: &[&str]| -> Vec<&Item> {
+        items
+            .iter()
+            .filter(|i| matches!(i.get("PK"), Some(AttributeValue::S(pk)) if pk.starts_with(&prefix)))
+            .filter(|i| matches!(i.get("kind"), Some(AttributeValue::S(k)) if kinds.contains(&k.as_str())))
+            .collect()
+    };
+    let sealed = of_kind(&["SESSION", "CHILD_SESSION", "TRANSFER", "IDEMPOTENCY"]);
+    // a root, a child, a code, and the two keys' records
+    assert_eq!(sealed.len(), 5, "{sealed:?}");
+    for item in &sealed {
+        assert!(is_sealed(item), "{item:?}");
+        let mut text = item_text(item);
+        for key in ["PK", "SK", "GSI1", "catalog"] {
+            if let Some(value) = item.get(key) {
+                text = text.replace(&format!("{value:?}"), "");
+            }
+        }
+        for secret in [
+            "SECRET",
+            "cart-42",
+            "sessionId",
+            "lastLoginTime",
+            code.as_str(),
+        ] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+    }
+    let root_item = of_kind(&["SESSION"])[0];
+    assert_eq!(
+        root_item.get("childCount"),
+        Some(&AttributeValue::N("1".into()))
+    );
+
+    // WHEN the code is redeemed, and the session expired
+    let redeemed = call("redeem-transfer-code", &[("code", &code)], None, None).await;
+    assert_eq!(redeemed.body["userId"], "u-1", "{}", redeemed.body);
+    let expired = call("expire-session", &[("sessionId", &root_id)], None, None).await;
+    // THEN the code is spent (a second redemption is 404), its redeemer plain beside its sealed
+    // attributes, and the session gone with its child
+    assert_eq!(expired.status, 204, "{}", expired.body);
+    let spent = call("redeem-transfer-code", &[("code", &code)], None, None).await;
+    assert_eq!(spent.status, 404, "{}", spent.body);
+    let items = h.all_items().await;
+    let codes: Vec<&Item> = items
+        .iter()
+        .filter(|i| matches!(i.get("kind"), Some(AttributeValue::S(k)) if k == "TRANSFER"))
+        .collect();
+    assert_eq!(codes.len(), 1);
+    assert!(
+        is_sealed(codes[0]) && matches!(codes[0].get("redeemedBy"), Some(AttributeValue::S(_)))
+    );
+    assert!(!items
+        .iter()
+        .any(|i| matches!(i.get("kind"), Some(AttributeValue::S(k)) if k.ends_with("SESSION"))));
+    let gone = call(
+        "get-session-by-session-id",
+        &[("sessionId", &root_id)],
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(gone.status, 404, "{}", gone.body);
 }

@@ -35,9 +35,10 @@ pub const KEY_VERSION: &str = "keyVersion";
 
 /// What is never sealed: keys and index keys, the kind, the owner, the write time conditions compare,
 /// the TTL, the department an employee's moves are conditioned on, the user an email item or an
-/// order belongs to (an id, in keys too; an email item's writes are conditioned on it), and the
-/// sealing's own attributes.
-pub const PLAIN: [&str; 12] = [
+/// order belongs to (an id, in keys too; an email item's writes are conditioned on it), a root
+/// session's count of its children and a transfer code's redeemer (a random nonce), which
+/// conditions read and updates change in place, and the sealing's own attributes.
+pub const PLAIN: [&str; 14] = [
     PK,
     SK,
     GSI1,
@@ -48,6 +49,8 @@ pub const PLAIN: [&str; 12] = [
     "expiresAt",
     "departmentId",
     "userId",
+    "childCount",
+    "redeemedBy",
     SEALED,
     KEY_VERSION,
 ];
