@@ -154,35 +154,39 @@ pub async fn advance(
 
 /// `{"keyed": true}` alone, or 400.
 pub fn check_alone(keyed: bool, others: bool) -> Result<(), ApiError> {
-    if !keyed {
-        return Err(ApiError::bad_request(
-            "keyed",
-            "keyed can only be true: a tenant's key is removed by offboarding it",
-        ));
-    }
-    if others {
-        return Err(ApiError::bad_request(
-            "keyed",
-            "keyed is asked on its own, without tier, limits, status, shardCount or placement",
-        ));
-    }
-    Ok(())
+    true_and_alone(
+        ("keyed", keyed),
+        others,
+        "a tenant's key is removed by offboarding it",
+        "tier, limits, status, shardCount or placement",
+    )
 }
 
 /// `{"rotateKey": true}` alone, or 400.
 pub fn check_rotation_alone(rotate: bool, others: bool) -> Result<(), ApiError> {
-    if !rotate {
-        return Err(ApiError::bad_request(
-            "rotateKey",
-            "rotateKey can only be true: a key version is removed only by offboarding the tenant",
-        ));
+    true_and_alone(
+        ("rotateKey", rotate),
+        others,
+        "a key version is removed only by offboarding the tenant",
+        "tier, limits, status, shardCount, placement or keyed",
+    )
+}
+
+/// A flag `(name, value)` asked true and with no other field (`others`), or 400 naming it: why it
+/// can only be true, or the fields it is asked without.
+fn true_and_alone(
+    (name, value): (&str, bool),
+    others: bool,
+    why_only_true: &str,
+    not_with: &str,
+) -> Result<(), ApiError> {
+    if !value {
+        let detail = format!("{name} can only be true: {why_only_true}");
+        return Err(ApiError::bad_request(name, detail));
     }
     if others {
-        return Err(ApiError::bad_request(
-            "rotateKey",
-            "rotateKey is asked on its own, without tier, limits, status, shardCount, placement \
-             or keyed",
-        ));
+        let detail = format!("{name} is asked on its own, without {not_with}");
+        return Err(ApiError::bad_request(name, detail));
     }
     Ok(())
 }
