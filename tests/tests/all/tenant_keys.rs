@@ -192,11 +192,14 @@ async fn a_revoked_key_refuses_every_route_and_writes_nothing_until_it_is_enable
     for r in &answers {
         r.assert_problem_naming(403, "encryption key");
     }
-    // ... and its export, re-sharding, move and restore are refused too
+    // ... and its export, re-sharding and move are refused too
     let op = h.operator();
     assert_eq!(op.export_tenant("initech").await.status, 403);
     assert_eq!(op.reshard("initech", 2).await.status, 403);
     assert_eq!(op.move_to("initech", "own").await.status, 403);
+    // ... and an operator's erasure of one of its users (its email's key needs the tenant's key)
+    let erasure = op.erase_tenant_user("initech", "u-1").await;
+    erasure.assert_problem_naming(403, "encryption key");
     let mut after = h.all_items().await;
     let mut expected = before.clone();
     let order = |items: &mut Vec<Item>| {
