@@ -337,6 +337,9 @@ prepare_sam_args() { # env_file table dev_auth
   sqs="http://$bridge:${AWS_ENDPOINT_URL_SQS##*:}"
   # Made through the bridge address, so the queue URL moto answers is one a container can reach.
   queue=$(AWS_ENDPOINT_URL_SQS="$sqs" "$TOOLS/venv/bin/python" "$ROOT/scripts/import_queue.py" create "$2-imports")
+  # A key per tenant, as deployed: the key table beside the table and a platform key on moto's KMS
+  # (TENANT_KEYS_TABLE, TENANT_KEY_ID), which the containers reach through the bridge.
+  tenant_keys_for "$2"
   python3 - "$1" "$2" "$3" "$ddb" "$sts" "$sqs" "$queue" <<'PY'
 import json, os, sys
 path, table, dev_auth, ddb, sts, sqs, queue = sys.argv[1:]
@@ -359,14 +362,13 @@ json.dump({"Parameters": {
     "AWS_ENDPOINT_URL_SQS": sqs,
     "IMPORT_QUEUE_URL": queue,
     "POOLTABLE_DEV_UNSIGNED_JWT": dev_auth,
-    # No key per tenant under `sam local`: the template declares no KMS endpoint for its containers
-    # (scripts/e2e.sh and the integration tests run the keyed functions).
-    "TENANT_KEYS_TABLE": "",
-    "TENANT_KEY_ID": "",
+    "TENANT_KEYS_TABLE": os.environ["TENANT_KEYS_TABLE"],
+    "TENANT_KEY_ID": os.environ["TENANT_KEY_ID"],
+    "AWS_ENDPOINT_URL_KMS": sts,
 }}, open(path, "w"), indent=2)
 PY
   SAM_ARGS=(--skip-pull-image --env-vars "$1" --region us-east-1 --docker-network "$NETWORK"
-    --parameter-overrides "Stage=local LocalDynamoDbEndpoint=$ddb LocalStsEndpoint=$sts LocalSqsEndpoint=$sqs LocalSecretsManagerEndpoint=$sts LocalEventBridgeEndpoint=$sts")
+    --parameter-overrides "Stage=local LocalDynamoDbEndpoint=$ddb LocalStsEndpoint=$sts LocalSqsEndpoint=$sqs LocalSecretsManagerEndpoint=$sts LocalEventBridgeEndpoint=$sts LocalKmsEndpoint=$sts")
 }
 
 invoke_all() {
