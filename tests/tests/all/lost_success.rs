@@ -29,10 +29,26 @@ fn cases() -> Vec<Case> {
 
 #[tokio::test]
 async fn every_mutating_route_answers_a_lost_success_as_a_success() {
-    let h = Harness::new().await;
+    lost_successes_answer_as_successes(&Harness::new().await).await;
+}
+
+/// The same, for tenants with a key of their own: each write's item sealed, the retried write
+/// carrying the same sealed bytes (one nonce per built item, not per attempt).
+#[tokio::test]
+async fn every_mutating_route_answers_a_lost_success_as_a_success_for_a_keyed_tenant_too() {
+    let h = Harness::new().await.keyed().await;
+    lost_successes_answer_as_successes(&h).await;
+    let items = h.all_items().await;
+    assert!(
+        items.iter().any(shared::store::keys::is_sealed),
+        "the tenants' items were sealed"
+    );
+}
+
+async fn lost_successes_answer_as_successes(h: &Harness) {
     for case in cases() {
         // GIVEN the route's data, and a table where the write will succeed once
-        let a = arrange(&h, &case.bin).await;
+        let a = arrange(h, &case.bin).await;
         // WHEN its write takes effect but the answer is lost, and the SDK retries
         h.faults.lose_successes_of(&case.write, 1);
         h.requests.reset();
