@@ -22,7 +22,14 @@ ensure_py_tools
 ensure_sam
 ensure_checkov
 
-step() { log "== $1"; shift; "$@"; }
+# Each step says how long it took, so that a run's time reads step by step (docs/tests.md).
+step() {
+  local name=$1 started=$SECONDS
+  log "== $name"
+  shift
+  "$@"
+  log "== $name: $((SECONDS - started)) s"
+}
 
 step "cargo fmt --check" cargo fmt --all --check
 # The template in both deployment modes: as written (TenantIsolation=pooled, Alarms=disabled,
