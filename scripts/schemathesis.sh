@@ -212,8 +212,8 @@ run_pass() { # name token [extra schemathesis args...]
 # operator CLI on it (`pooltable tenants …`), against the same API (tests/tests/all/every_route.rs;
 # the test binary is the suite's, built already).
 log "== every route through the generated client, and the operator CLI"
-# The operator's walk through every operation with `--wait` (tests/tests/all/cli_walk.rs) runs in
-# the background of the rest: its waits are the operations' real settle delays (about 70 s each),
+# The operator's walks through every operation with `--wait` (tests/tests/all/cli_walk.rs: two
+# tenants, side by side) run in the background of the rest: its waits are the operations' real settle delays (about 70 s each),
 # not work. It needs the stack's admin environment for `pooltable create-table` and `import`.
 # The test binary runs directly, not through cargo, so that it holds no lock of the build while
 # the tests below are built and run.
@@ -221,8 +221,8 @@ walk_log="$OUT/cli-walk.log"
 tests_bin=$(cargo test --workspace --test all --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -n 1)
 [ -x "$tests_bin" ] || die "cannot find the integration tests' binary"
 ( set -a; source "$STACK_LOGS/stack.env"; set +a
-  POOLTABLE_API_URL="http://127.0.0.1:$port" exec "$tests_bin" --ignored --exact \
-    cli_walk::the_cli_takes_a_tenant_through_every_operation_waiting_for_each ) >"$walk_log" 2>&1 &
+  POOLTABLE_API_URL="http://127.0.0.1:$port" exec "$tests_bin" --ignored --test-threads 2 \
+    cli_walk:: ) >"$walk_log" 2>&1 &
 walk_pid=$!
 POOLTABLE_API_URL="http://127.0.0.1:$port" cargo test --workspace --test all -- --ignored every_route:: \
   || die "the generated client's end-to-end test failed"

@@ -1,13 +1,16 @@
-//! An operator's first day, through the CLI only: `pooltable tenants …` takes one tenant through
-//! onboarding, a tier change, a key rotation, a re-sharding, a move to its own table and back, an export resumed
-//! from a cursor, a user's erasure while the tenant is suspended, a restore (dry run, then for real)
-//! from a copy the export made (the erased user stays erased), and an offboarding, each with `--wait`, against the local API `scripts/dev.sh` serves.
+//! An operator's first day, through the CLI only: `pooltable tenants …` takes two tenants, side by
+//! side, through every operation, each with `--wait`, against the local API `scripts/dev.sh` serves:
+//! - one through onboarding, a tier change, a key rotation, a re-sharding, and a move to its own
+//!   table and back;
+//! - the other through onboarding, an export resumed from a cursor, a user's erasure while the
+//!   tenant is suspended, a restore (dry run, then for real) from a copy the export made (the erased
+//!   user stays erased), and an offboarding.
 //!
-//! Not a unit of the suite: `scripts/schemathesis.sh` runs it (`--ignored cli_walk::`) in the
+//! Not a unit of the suite: `scripts/schemathesis.sh` runs both (`--ignored cli_walk::`) in the
 //! background of its contract passes, with `POOLTABLE_API_URL`, and the stack's admin environment
 //! (`target/stack-logs/contract/stack.env`: `TABLE_NAME` and DynamoDB Local's endpoint) for
 //! `pooltable create-table` and `pooltable import`. Under `cargo lambda watch` each operation waits
-//! out its real settle delay (about 70 s), so the walk takes about six minutes.
+//! out its real settle delay (about 70 s); side by side, the two walks take about four minutes.
 
 use std::process::Command;
 
@@ -59,38 +62,45 @@ fn pooltable(args: &[&str]) -> Ran {
     }
 }
 
-#[tokio::test]
-#[ignore = "run by scripts/schemathesis.sh against the local API"]
-async fn the_cli_takes_a_tenant_through_every_operation_waiting_for_each() {
-    let pool = std::env::var("TABLE_NAME")
-        .expect("TABLE_NAME is not set: scripts/schemathesis.sh sources the stack's stack.env");
-    let base = std::env::var("POOLTABLE_API_URL").expect("POOLTABLE_API_URL");
-    // GIVEN the operator's own tenant (its record must exist: exit 3 when an earlier run made it)
+/// The operator's own tenant (its record must exist: exit 3 when an earlier run, or the other walk,
+/// made it), then tenant `t` onboarded by the CLI (basic, 2 shards): the tenant's client.
+fn onboarded_with_products(t: &str) -> pooltable_client::Client {
     let platform = pooltable(&["tenants", "onboard", "platform"]);
     assert!([0, 3].contains(&platform.code), "{}", platform.stderr);
-    // AND a tenant the CLI onboards, and 12 products the tenant writes
-    let t = integration::unique("walk");
     let onboarded =
-        pooltable(&["tenants", "onboard", &t, "--tier", "basic", "--shards", "2"]).done("onboard");
+        pooltable(&["tenants", "onboard", t, "--tier", "basic", "--shards", "2"]).done("onboard");
     assert_eq!(onboarded.json()["shardCount"], 2);
-    let tenant = connect(&base, &shared::isolation::claims::dev_jwt(&t, false)).unwrap();
-    let put = |id: String, name: String| {
-        let tenant = &tenant;
-        async move {
-            let body: types::ProductDocument =
-                serde_json::from_value(json!({"name": name, "price": 3})).unwrap();
-            tenant
-                .put_product()
-                .product_id(id.as_str())
-                .body(body)
-                .send()
-                .await
-                .unwrap_or_else(|e| panic!("put {id}: {e:?}"));
-        }
-    };
+    let base = std::env::var("POOLTABLE_API_URL").expect("POOLTABLE_API_URL");
+    connect(&base, &shared::isolation::claims::dev_jwt(t, false)).unwrap()
+}
+
+/// Tenant `tenant` writes product `id` named `name`.
+async fn put(tenant: &pooltable_client::Client, id: &str, name: &str) {
+    let body: types::ProductDocument =
+        serde_json::from_value(json!({"name": name, "price": 3})).unwrap();
+    tenant
+        .put_product()
+        .product_id(id)
+        .body(body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("put {id}: {e:?}"));
+}
+
+/// Tenant `tenant` writes 12 products, `p-0` to `p-11`.
+async fn twelve_products(tenant: &pooltable_client::Client) {
     for i in 0..12 {
-        put(format!("p-{i}"), format!("item {i}")).await;
+        put(tenant, &format!("p-{i}"), &format!("item {i}")).await;
     }
+}
+
+#[tokio::test]
+#[ignore = "run by scripts/schemathesis.sh against the local API"]
+async fn the_cli_changes_a_tenants_tier_key_shards_and_placement_waiting_for_each() {
+    // GIVEN a tenant the CLI onboards, with 12 products
+    let t = integration::unique("walk");
+    let tenant = onboarded_with_products(&t);
+    twelve_products(&tenant).await;
 
     // WHEN the CLI changes its tier
     let tiered = pooltable(&["tenants", "tier", &t, "standard"]).done("tier");
@@ -139,7 +149,23 @@ async fn the_cli_takes_a_tenant_through_every_operation_waiting_for_each() {
     let back = pooltable(&["tenants", "move", &t, "pool", "--wait"]).done("move pool");
     assert_eq!(back.json()["placement"], "pool", "{}", back.stdout);
     assert!(back.json()["move"].is_null(), "{}", back.stdout);
+    // AND every product reads as written
+    for i in 0..12 {
+        let id = format!("p-{i}");
+        let got = tenant.get_product().product_id(id.as_str()).send().await;
+        assert!(got.is_ok(), "{id} after the walk: {got:?}");
+    }
+}
 
+#[tokio::test]
+#[ignore = "run by scripts/schemathesis.sh against the local API"]
+async fn the_cli_exports_erases_restores_and_offboards_a_tenant_waiting_for_each() {
+    let pool = std::env::var("TABLE_NAME")
+        .expect("TABLE_NAME is not set: scripts/schemathesis.sh sources the stack's stack.env");
+    // GIVEN a tenant the CLI onboards, with 12 products
+    let t = integration::unique("walk");
+    let tenant = onboarded_with_products(&t);
+    twelve_products(&tenant).await;
     // AND a user the tenant writes
     let user: types::UserInput =
         serde_json::from_value(json!({"name": "Ada", "email": "ada@walk.example"})).unwrap();
@@ -184,7 +210,7 @@ async fn the_cli_takes_a_tenant_through_every_operation_waiting_for_each() {
         .send()
         .await
         .expect("delete p-0");
-    put("p-late".into(), "written after the copy".into()).await;
+    put(&tenant, "p-late", "written after the copy").await;
     // AND the CLI erases the user while the tenant is suspended, and erases it again
     pooltable(&["tenants", "suspend", &t]).done("suspend");
     let erased = pooltable(&["tenants", "erase-user", &t, "u-walk"]).done("erase-user");
