@@ -5,9 +5,14 @@
 use serde_json::Value as Json;
 use serde_yaml::Value as Yaml;
 
-pub fn load() -> Yaml {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
-    serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+/// template.yaml, parsed once per test process: the property tests evaluate its policies thousands
+/// of times, and parsing it (a debug build's serde_yaml, about 0.2 s a parse) was most of their time.
+pub fn load() -> &'static Yaml {
+    static TEMPLATE: std::sync::OnceLock<Yaml> = std::sync::OnceLock::new();
+    TEMPLATE.get_or_init(|| {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
+        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    })
 }
 
 /// The ARNs the role's policies refer to through `!GetAtt`.
