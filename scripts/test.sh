@@ -83,10 +83,13 @@ export LOAD_OPS="${LOAD_OPS:-2000}"
 # spawned thread is 2 MiB): an operator's restore, served through the runtime's admission as in
 # production, nests deeper than that in a debug build.
 export RUST_MIN_STACK="${RUST_MIN_STACK:-8388608}"
-# The import tests run the consumer as a Lambda process (tests/src/import_queue.rs), the Cognito
-# test the pre token generation trigger and `pooltable login` (tests/tests/all/cognito.rs).
-step "the import consumer, Cognito trigger and CLI binaries" \
-  cargo build --workspace --bin import-consumer --bin pre-token-generation --bin pooltable
+# Every binary, in one build: the import tests run the consumer as a Lambda process
+# (tests/src/import_queue.rs), the Cognito test the pre token generation trigger and `pooltable
+# login` (tests/tests/all/cognito.rs), and the end-to-end run, the scaffold and the contract check
+# serve every function through cargo lambda watch, which would otherwise build them one at a time on
+# their first calls (about 115 s of the end-to-end run; here they link side by side).
+step "every binary (the functions, the import consumer, the Cognito trigger, the CLI)" \
+  cargo build --workspace --bins
 step "cargo test (unit + integration), linted by clippy -D warnings" cargo test --workspace --no-fail-fast
 step "table audit: every key the suite wrote is under exactly one tenant" \
   cargo test --workspace --test all -- --ignored table_audit::

@@ -1639,12 +1639,14 @@ async fn units_by_second(h: &Harness, tenant: &str) -> BTreeMap<u64, f64> {
 #[tokio::test]
 async fn imports_are_held_to_the_capacity_quota_deferred_without_limit_and_never_hold_up_another_tenant(
 ) {
-    // GIVEN a tenant of 50 capacity units a second importing 2,000 products, whose bucket another
-    // container keeps drained for its first 20 seconds, and another tenant importing 25 products
-    // meanwhile; one consumer in this process, on the test's clock
+    // GIVEN a tenant of 100 capacity units a second importing 2,000 products (each message of 25
+    // costs more than a second's quota), whose bucket another container keeps drained for its first
+    // 20 seconds, and another tenant importing 25 products meanwhile; one consumer in this process,
+    // on the test's clock
+    const QUOTA: u32 = 100;
     let h = Harness::new().await;
     let (t, other) = (unique("held"), unique("neighbour"));
-    integration::onboard_custom(&h, &t, 1, 250, 50).await;
+    integration::onboard_custom(&h, &t, 1, 250, QUOTA).await;
     onboard(&h, &other, 1).await;
     let drainer = h.another_container().await;
     let queues = ImportQueues::create(5, 1).await;
@@ -1714,7 +1716,7 @@ async fn imports_are_held_to_the_capacity_quota_deferred_without_limit_and_never
     // AND over any 10 seconds it consumed no more than 1.2 times its quota, plus the stated bound:
     // one message's items (25) and one request of the drainer beyond their estimates
     let by_second = units_by_second(&h, &t).await;
-    let bound = 1.2 * 50.0 * 10.0 + 250.0;
+    let bound = 1.2 * f64::from(QUOTA) * 10.0 + 250.0;
     for from in start..second {
         let used: f64 = by_second.range(from..from + 10).map(|(_, u)| u).sum();
         assert!(
