@@ -90,11 +90,7 @@ export RUST_MIN_STACK="${RUST_MIN_STACK:-8388608}"
 # their first calls (about 115 s of the end-to-end run; here they link side by side).
 step "every binary (the functions, the import consumer, the Cognito trigger, the CLI)" \
   cargo build --workspace --bins
-# Three tests at a time on the two cores: most integration tests wait on DynamoDB Local, moto and
-# the test clock in turn rather than compute (a third of the CPU idle on two threads), and three
-# took 465 s where two took 623 s (docs/tests.md).
-step "cargo test (unit + integration), linted by clippy -D warnings" \
-  cargo test --workspace --no-fail-fast -- --test-threads 3
+step "cargo test (unit + integration), linted by clippy -D warnings" cargo test --workspace --no-fail-fast
 step "table audit: every key the suite wrote is under exactly one tenant" \
   cargo test --workspace --test all -- --ignored table_audit::
 step "each function as a Lambda process" "$ROOT/scripts/e2e.sh"
