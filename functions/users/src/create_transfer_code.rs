@@ -1,7 +1,8 @@
 //! createTransferCode: `POST /users/{userId}/transfer-code` → 201 `{code, expiresAt}`, or 404.
 //!
 //! A random one-time code (a UUIDv4: 122 random bits, 32 hex digits) valid for
-//! [`TRANSFER_CODE_SECONDS`], stored as `PK` = `SK` = `TENANT#t#TRANSFER#<code>` with the userId and
+//! [`TRANSFER_CODE_SECONDS`], stored as `PK` = `SK` = `TENANT#t#TRANSFER#<sha256(code)>` (the code's
+//! digest: no copy of the table holds a code in a key) with the userId and
 //! `expiresAt` (epoch seconds, also the TTL attribute). One TransactWriteItems: ConditionCheck that
 //! the user's profile exists (404 otherwise), Put the code (`attribute_not_exists(PK)`). The code is
 //! in the response body only: it is never logged, and it is absent from every error. With an

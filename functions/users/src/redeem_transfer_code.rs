@@ -1,6 +1,6 @@
 //! redeemTransferCode: `POST /transfer-codes/{code}/redeem` → 200 `{userId}`, or 404.
 //!
-//! One UpdateItem of `TENANT#t#TRANSFER#<code>` that marks it redeemed by this invocation
+//! One UpdateItem of `TENANT#t#TRANSFER#<sha256(code)>` that marks it redeemed by this invocation
 //! (`SET redeemedBy = :nonce`, a random nonce per request) on condition
 //! `attribute_exists(PK) AND expiresAt > :now AND (attribute_not_exists(redeemedBy) OR redeemedBy =
 //! :nonce)`, returning the item (`ALL_NEW`): the read and the consumption are one atomic step, so of

@@ -121,7 +121,7 @@ impl TransferCode {
         &self.0
     }
 
-    /// `TENANT#t#TRANSFER#<code>`: the code's PK and SK. Never log it.
+    /// `TENANT#t#TRANSFER#<sha256(code)>`: the code's PK and SK (its digest, never the code).
     pub fn key(&self, t: &TenantId) -> String {
         keys::transfer_key(t, &self.0)
     }

@@ -239,3 +239,37 @@ async fn an_operator_erases_a_suspended_keyed_tenants_user_as_the_tenant_would_l
     assert_eq!(nobody.status, 404, "{}", nobody.body);
     assert_eq!(sorted(h.all_items().await), sorted(unchanged));
 }
+
+#[tokio::test]
+async fn an_operators_erasure_is_charged_to_the_platform_never_to_the_tenant_or_the_operator() {
+    // GIVEN an operator of a tenant of its own, and a tenant with a user with two orders
+    let h = Harness::new().await;
+    let ops = unique("ops-eraser");
+    let t = unique("erased-for");
+    onboard_at_max_limits(&h, &ops, 1).await;
+    onboard_at_max_limits(&h, &t, 1).await;
+    user_with_orders(&h, &t, "u-gone").await;
+    let route = Some("erase-tenant-user");
+    let platform_before = integration::units_used(&h, &[&h.app], "_platform", route).await;
+
+    // WHEN the operator erases the user, served as the runtime serves it (quota, then metering)
+    let erased = h
+        .caller(&Auth::Operator(ops.clone()))
+        .admitted()
+        .erase_tenant_user(&t, "u-gone")
+        .await;
+    assert_eq!(erased.status, 200, "{}", erased.body);
+
+    // THEN the erasure's units are the platform's, under the route's name: the operator caused them
+    let platform_after = integration::units_used(&h, &[&h.app], "_platform", route).await;
+    assert!(
+        platform_after >= platform_before + 10.0,
+        "the platform was charged {} units for deleting 12 items",
+        platform_after - platform_before
+    );
+    // AND neither the tenant nor the operator's own tenant is charged any of it
+    for charged in [&t, &ops] {
+        let units = integration::units_used(&h, &[&h.app], charged, route).await;
+        assert_eq!(units, 0.0, "{charged} was charged {units} units");
+    }
+}

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use futures::StreamExt;
-use integration::{onboard, Harness};
+use integration::{onboard, Auth, Harness};
 use serde_json::{json, Value};
 use shared::identity::ids::TenantId;
 use shared::identity::keys::{entity_sk_prefix, kind};
@@ -336,4 +336,49 @@ async fn a_user_erased_while_its_tenant_is_being_keyed_loses_its_plain_email_ite
         .await
         .iter()
         .any(|i| i.get("kind") == Some(&email)));
+}
+
+#[tokio::test]
+async fn a_container_whose_no_key_view_meets_a_sealed_item_answers_503_once_and_then_meets_the_key()
+{
+    // GIVEN a tenant onboarded plain, with a product
+    let plain = Harness::new().await;
+    onboard(&plain, "acme", 1).await;
+    let mut model = BTreeMap::new();
+    put(&plain, &["p-plain".to_owned()], 1, &mut model).await;
+    // AND two keyed containers: one that served the tenant (it cached that it has no key), and one
+    // that asks for its sealing (it makes the key, and seals its writes from then on)
+    let keyed = plain.another_container().await.keyed().await;
+    let stale = keyed.another_keyed_container().await;
+    // (each read served as the runtime serves it: quota, handler, metering)
+    async fn read(h: &Harness, id: &str) -> integration::Resp {
+        let acme = Auth::Tenant("acme".into());
+        h.caller(&acme).admitted().get_product(id).await
+    }
+    assert_eq!(read(&stale, "p-plain").await.status, 200);
+    assert_eq!(
+        update_acme(&keyed, json!({"keyed": true})).await.status,
+        202
+    );
+    put(&keyed, &["p-sealed".to_owned()], 1, &mut model).await;
+    // (a view fetched under 5 s ago is the key table's newest already: it is kept, so an item it
+    // cannot open never costs a KMS call per request)
+    for _ in 0..2 {
+        assert_eq!(read(&stale, "p-sealed").await.status, 503);
+    }
+    for c in [&keyed, &stale] {
+        c.clock.advance_seconds(10);
+    }
+
+    // WHEN the stale container reads the sealed product some seconds later, well within the key
+    // cache's period
+    let first = read(&stale, "p-sealed").await;
+    // THEN it answers 503 (never a wrong or partial answer)
+    assert_eq!(first.status, 503, "{}", first.body);
+    // AND its next request, at the same moment, has met the key: both products read as written
+    for id in ["p-sealed", "p-plain"] {
+        let r = read(&stale, id).await;
+        assert_eq!(r.status, 200, "{id}: {}", r.body);
+        assert_eq!(r.body["document"], model[id], "{id}");
+    }
 }

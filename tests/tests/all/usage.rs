@@ -127,7 +127,9 @@ async fn a_metering_failure_never_fails_the_call_and_a_caller_without_tenant_is_
 async fn counts_dynamodb_refuses_stay_pending_and_counts_with_a_lost_answer_are_never_counted_twice(
 ) {
     use shared::identity::clock::Clock;
-    use shared::store::quota::usage::{read, utc_date, Pending, RouteUsage, UsageMeter};
+    use shared::store::quota::usage::{
+        read, utc_date, Pending, RouteUsage, UsageMeter, DRAIN_TIMEOUT,
+    };
     let h = Harness::new().await;
     let t =
         shared::identity::ids::TenantId::parse(&integration::onboarded(&h, "units").await).unwrap();
@@ -141,20 +143,17 @@ async fn counts_dynamodb_refuses_stay_pending_and_counts_with_a_lost_answer_are_
         throttles,
         limited,
     };
-    // The meter has a 200 ms budget: warm DynamoDB Local's JVM for this partition first.
-    for _ in 0..8 {
-        meter.add(&t, "warm", counts(1, 0, 0, 0, 0));
-        let _ = meter.flush(&db, now).await;
-    }
+    // A drain's budget (2 s), not a request's (200 ms): a loaded DynamoDB Local must not time out a
+    // write this test means to succeed.
     // GIVEN a call, 1.5 read and 2 write units, a throttled attempt and 3 refusals pending for route r
     meter.add(&t, "r", counts(1, 1500, 2000, 1, 3));
     // WHEN DynamoDB refuses the flush (throttled: nothing was added)
     h.faults.refuse_once_with_throttling("UpdateItem");
-    assert!(meter.flush(&db, now).await.is_err());
+    assert!(meter.flush(&db, now, DRAIN_TIMEOUT).await.is_err());
     // THEN the counts stay pending, and the next flush carries them, once
     meter.add(&t, "r", counts(1, 0, 0, 0, 0));
-    meter.flush(&db, now).await.unwrap();
-    meter.flush(&db, now).await.unwrap();
+    meter.flush(&db, now, DRAIN_TIMEOUT).await.unwrap();
+    meter.flush(&db, now, DRAIN_TIMEOUT).await.unwrap();
     // What the table holds for `route` today must be `calls`, the units, throttles and refusals.
     let assert_usage =
         |route: &'static str, calls, read_milli_units, write_milli_units, throttles, limited| {
@@ -176,9 +175,9 @@ async fn counts_dynamodb_refuses_stay_pending_and_counts_with_a_lost_answer_are_
     // counted once, by the write that carried them
     meter.add(&t, "s", counts(1, 500, 0, 0, 0));
     h.faults.arm("UpdateItem", Phase::AfterSend);
-    assert!(meter.flush(&db, now).await.is_err());
+    assert!(meter.flush(&db, now, DRAIN_TIMEOUT).await.is_err());
     meter.add(&t, "s", counts(1, 0, 0, 0, 0));
-    meter.flush(&db, now).await.unwrap();
+    meter.flush(&db, now, DRAIN_TIMEOUT).await.unwrap();
     assert_usage("s", 2, 500, 0, 0, 0).await;
 }
 
@@ -232,7 +231,11 @@ async fn plan_usage_reads_tenants_usage_from_the_table_with_operator_credentials
         let t = shared::identity::ids::TenantId::parse(t).unwrap();
         let db = h.app.db(&t).await.unwrap();
         h.app.usage.add(&t, "put-product", pending);
-        h.app.usage.flush(&db, now).await.unwrap();
+        h.app
+            .usage
+            .flush(&db, now, shared::store::quota::usage::DRAIN_TIMEOUT)
+            .await
+            .unwrap();
     }
     // WHEN the planner reads their usage with the operator's (admin) client
     let tenants: Vec<_> = [&quiet, &busy]

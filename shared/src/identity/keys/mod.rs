@@ -201,6 +201,12 @@ pub fn key_shape(value: &str) -> String {
     }
 }
 
+/// The tenant whose key value `value` is (`TENANT#<t>#…`), if it is one.
+pub fn tenant_of_key(value: &str) -> Option<TenantId> {
+    let (tenant, _) = value.strip_prefix(TENANT_SEGMENT)?.split_once('#')?;
+    TenantId::parse(tenant).ok()
+}
+
 /// The tenant record: `PK` = `SK` = `TENANT#t#TENANT`.
 pub fn tenant_record_key(tenant: &TenantId) -> String {
     format!("{}{}", tenant_prefix(tenant), kind::TENANT)

@@ -87,9 +87,16 @@ pub fn parse_order_date_pk<'a>(
     Ok((date, EntityId::parse(order).map_err(|_| KeyShapeError)?))
 }
 
-/// `TENANT#t#TRANSFER#<code>`: a transfer code's PK and SK.
-pub fn transfer_key(tenant: &TenantId, code: impl Display) -> String {
-    TRANSFER.key(tenant, code)
+/// `TENANT#t#TRANSFER#<sha256(code)>`: a transfer code's PK and SK, under the SHA-256 of the code
+/// (64 lowercase hex digits), never the code itself. A code grants access for 15 minutes, and a
+/// key is readable in a copy of the table (a backup, an export, a keyed tenant's sealed items
+/// included); its digest is not a code. A code has 122 random bits, so trying codes cannot
+/// reverse it.
+pub fn transfer_key(tenant: &TenantId, code: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(code.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    TRANSFER.key(tenant, hex)
 }
 
 /// `TENANT#t#INTEGRATION#<service>`: an integration token's PK and SK.
@@ -132,7 +139,7 @@ mod tests {
         );
         assert_eq!(
             transfer_key(&t, "0123456789abcdef0123456789abcdef"),
-            "TENANT#acme#TRANSFER#0123456789abcdef0123456789abcdef"
+            "TENANT#acme#TRANSFER#3eb1bd439947eb762998e566ccc2e099c791118b2f40579cc4f7da2b5061b7f9"
         );
         assert_eq!(
             integration_key(&t, &id("github")),

@@ -40,6 +40,17 @@ impl App {
         }
     }
 
+    /// Lets go of this container's view of the keys of `tenants`, whose sealed items a request
+    /// could not open with it ([`TenantKeys::forget_unless_fresh`]): their next request meets the
+    /// key (keyed online, or rotated, by another container).
+    pub fn meet_keys_again(&self, tenants: &[TenantId]) {
+        if let Some(keys) = &self.keys {
+            for tenant in tenants {
+                keys.forget_unless_fresh(tenant);
+            }
+        }
+    }
+
     /// 403 when `tenant`'s key refuses (revoked): what an export, a restore, a move or a re-sharding
     /// of it checks first. Its items are carried sealed, but a revoked tenant's data is not moved.
     pub async fn refuse_revoked(&self, tenant: &TenantId) -> Result<(), ApiError> {

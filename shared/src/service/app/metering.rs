@@ -5,6 +5,7 @@ use crate::identity::ids::TenantId;
 use crate::isolation::policy::Scope;
 use crate::service::error::ApiError;
 use crate::store::quota::limiter::{Admission, Charge};
+use crate::store::quota::usage::{DRAIN_TIMEOUT, METER_TIMEOUT};
 use crate::store::tenancy::tenants::Limits;
 
 use super::App;
@@ -173,7 +174,9 @@ impl App {
                 .tenants
                 .for_tenant(&platform, &self.tenants.pooled(), Scope::Tenant)
                 .await?;
-            self.usage.flush(&db, self.clock.now_millis()).await
+            self.usage
+                .flush(&db, self.clock.now_millis(), METER_TIMEOUT)
+                .await
         })
         .await
         .0;
@@ -206,8 +209,9 @@ impl App {
         Ok(())
     }
 
-    /// Writes every tenant's pending usage counts now (tests read usage right after their calls; a
-    /// container would call it when told it is shutting down).
+    /// Writes every tenant's pending usage counts now, each write within [`DRAIN_TIMEOUT`]: nothing
+    /// waits on it (the end of an import batch; a container told it is stopping; tests, which read
+    /// usage right after their calls).
     pub async fn flush_usage(&self) -> Result<(), ApiError> {
         let now = self.clock.now_millis();
         for tenant in self.usage.tenants_pending() {
@@ -230,7 +234,7 @@ impl App {
                 }
                 Err(e) => return Err(e),
             };
-            self.usage.flush(&db, now).await?;
+            self.usage.flush(&db, now, DRAIN_TIMEOUT).await?;
         }
         Ok(())
     }

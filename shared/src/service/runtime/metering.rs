@@ -55,6 +55,8 @@ pub(super) async fn respond_counted(
     };
     let (result, ()) = tokio::join!(main, metering);
     if let Some((app, _)) = meter {
+        // A sealed item this container's key view could not open (a 503): meet the key now.
+        app.meet_keys_again(&meta.keys_not_met());
         // The request's pulls out of a move's source are the platform's, and an operator's
         // lifecycle step ran on the platform's account: their units are written now.
         app.bill_pulls(&meta);
@@ -131,7 +133,11 @@ async fn count_call(app: &App, tenant: &TenantId, bin: &str, quota: bool) -> Res
             ApiError::from(e)
         })
     };
-    let (usage, _) = tokio::join!(app.usage.flush(&db, now_millis), window);
+    let (usage, _) = tokio::join!(
+        app.usage
+            .flush(&db, now_millis, crate::store::quota::usage::METER_TIMEOUT),
+        window
+    );
     Ok(usage?)
 }
 

@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::identity::entities;
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{CATALOG, GSI1, PK, SK};
+use crate::identity::keys::{tenant_of_key, CATALOG, GSI1, PK, SK};
 use crate::identity::sealing::{open_bytes, seal_bytes};
 use crate::isolation::vault::TenantKey;
 use crate::store::client::error::StoreError;
@@ -132,11 +132,16 @@ pub fn open_item(key: Option<&TenantKey>, mut item: Item) -> Result<Item, StoreE
         _ => None,
     };
     // No key here for a sealed item: this container cached the tenant's absence of a key before it
-    // was keyed online, and meets the key within one key period (a revoked key is refused earlier,
-    // when the request's client is made).
-    let key = key.ok_or_else(|| {
-        StoreError::Unavailable("This tenant's key is not known here yet; retry shortly.".into())
-    })?;
+    // was keyed online (a revoked key is refused earlier, when the request's client is made). The
+    // request answers 503, and the container meets the key with its next request of the tenant.
+    let Some(key) = key else {
+        if let Some(tenant) = string_attr(&item, PK).and_then(|pk| tenant_of_key(&pk)) {
+            crate::store::client::meter::note_key_not_met(tenant);
+        }
+        return Err(StoreError::Unavailable(
+            "This tenant's key is not known here yet; retry shortly.".into(),
+        ));
+    };
     let Some(version) = version else {
         return Err(StoreError::Internal(
             "a sealed item names no key version".into(),
@@ -144,7 +149,8 @@ pub fn open_item(key: Option<&TenantKey>, mut item: Item) -> Result<Item, StoreE
     };
     let Some(bytes) = key.bytes_of(version) else {
         return Err(if version > key.newest() {
-            // Another container met a rotation this one has not: it will within one key period.
+            // Another container met a rotation this one has not: it does with its next request.
+            crate::store::client::meter::note_key_not_met(key.tenant.clone());
             StoreError::Unavailable(format!(
                 "an item is sealed under key version {version}, newer than this container knows"
             ))

@@ -143,6 +143,22 @@ impl TenantKeys {
         cache.put(tenant.clone(), cached);
     }
 
+    /// Drops this container's view of `tenant`'s key when a request met an item sealed under a key
+    /// (or a version) that view does not hold, so the next request of the tenant fetches it, rather
+    /// than answering 503 until the view expires. A view fetched within [`REFUSAL_MEMO_MS`] is kept:
+    /// it is the key table's newest already, so an item it cannot open costs no KMS call per
+    /// request.
+    pub fn forget_unless_fresh(&self, tenant: &TenantId) {
+        let now = self.clock.now_millis();
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache
+            .peek(tenant)
+            .is_some_and(|c| now >= c.fetched_ms + REFUSAL_MEMO_MS)
+        {
+            cache.pop(tenant);
+        }
+    }
+
     /// Drops what this container knows of `tenant`'s key.
     pub fn forget(&self, tenant: &TenantId) {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());

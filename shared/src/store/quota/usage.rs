@@ -59,14 +59,25 @@ pub const COUNTER_TTL_SECONDS: u64 = 400 * 24 * 3600;
 /// that request at most this long, never the SDK's full retry schedule.
 pub const METER_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// The budget of a drain ([`crate::service::app::App::flush_usage`]-style flushes that no request
+/// waits on: the end of an import batch, a container told it is stopping). A write that runs out
+/// of its budget has an unknown outcome and its counts are dropped (never counted twice), so a
+/// drain, which has the time, gives a loaded table 10 times the meter's budget before it loses them.
+pub const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The client settings the meter's UpdateItem runs with, overriding the tenant client's own.
 pub fn meter_config() -> aws_sdk_dynamodb::config::Builder {
+    meter_config_within(METER_TIMEOUT)
+}
+
+/// [`meter_config`] with another budget: one attempt, at most `budget`.
+pub fn meter_config_within(budget: std::time::Duration) -> aws_sdk_dynamodb::config::Builder {
     aws_sdk_dynamodb::config::Builder::new()
         .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::standard().with_max_attempts(1))
         .timeout_config(
             aws_sdk_dynamodb::config::timeout::TimeoutConfig::builder()
-                .operation_timeout(METER_TIMEOUT)
-                .operation_attempt_timeout(METER_TIMEOUT)
+                .operation_timeout(budget)
+                .operation_attempt_timeout(budget)
                 .build(),
         )
 }
@@ -144,8 +155,14 @@ impl UsageMeter {
     /// on one counter shard (round-robin). Counts DynamoDB refuses (throttled) stay pending for the
     /// next flush; counts whose write has an unknown outcome (a timeout, a lost answer; it may have
     /// been applied) are dropped, so nothing is ever counted twice. A new counter item gets
-    /// `expiresAt` = now + [`COUNTER_TTL_SECONDS`].
-    pub async fn flush(&self, db: &TenantDb, now_millis: u64) -> Result<(), StoreError> {
+    /// `expiresAt` = now + [`COUNTER_TTL_SECONDS`]. Each write has `budget` ([`METER_TIMEOUT`]
+    /// beside a request, [`DRAIN_TIMEOUT`] when nothing waits on it).
+    pub async fn flush(
+        &self,
+        db: &TenantDb,
+        now_millis: u64,
+        budget: std::time::Duration,
+    ) -> Result<(), StoreError> {
         let t = &db.tenant;
         lock(&self.flushed_at).insert(t.clone(), now_millis);
         let routes: Vec<(String, Pending)> = {
@@ -158,7 +175,7 @@ impl UsageMeter {
         let date = utc_date(now_millis);
         let writes = routes.iter().map(|(route, counts)| {
             let shard = self.next_shard.fetch_add(1, Ordering::Relaxed) % COUNTER_SHARDS;
-            write(db, &date, route, shard, now_millis / 1000, *counts)
+            write(db, &date, route, shard, now_millis / 1000, *counts, budget)
         });
         let mut first_error = None;
         for ((route, counts), result) in routes.iter().zip(futures::future::join_all(writes).await)
@@ -185,8 +202,8 @@ pub struct WriteError {
     pub refused: bool,
 }
 
-/// Adds `counts` to one shard of the tenant's counter of `route` on `date`. One UpdateItem with the
-/// meter's budget ([`meter_config`]).
+/// Adds `counts` to one shard of the tenant's counter of `route` on `date`. One UpdateItem, one
+/// attempt within `budget` ([`meter_config_within`]).
 pub async fn write(
     db: &TenantDb,
     date: &str,
@@ -194,6 +211,7 @@ pub async fn write(
     shard: u32,
     now_seconds: u64,
     counts: Pending,
+    budget: std::time::Duration,
 ) -> Result<(), WriteError> {
     let t = &db.tenant;
     db.sdk_update_at(counter_pk(t, shard), counter_sk(t, date, route, shard))
@@ -217,7 +235,7 @@ pub async fn write(
             AttributeValue::N((now_seconds + COUNTER_TTL_SECONDS).to_string()),
         )
         .customize()
-        .config_override(meter_config())
+        .config_override(meter_config_within(budget))
         .send()
         .await
         .map(|_| ())
@@ -319,6 +337,17 @@ mod tests {
         assert_eq!(timeouts.operation_timeout(), Some(METER_TIMEOUT));
         assert_eq!(timeouts.operation_attempt_timeout(), Some(METER_TIMEOUT));
         assert!(METER_TIMEOUT <= std::time::Duration::from_millis(200));
+    }
+
+    #[test]
+    fn a_drain_has_one_attempt_and_a_longer_budget() {
+        let config = meter_config_within(DRAIN_TIMEOUT).build();
+        assert_eq!(config.retry_config().unwrap().max_attempts(), 1);
+        assert_eq!(
+            config.timeout_config().unwrap().operation_timeout(),
+            Some(DRAIN_TIMEOUT)
+        );
+        assert!(DRAIN_TIMEOUT > METER_TIMEOUT);
     }
 
     #[test]

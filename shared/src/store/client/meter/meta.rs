@@ -33,6 +33,9 @@ pub struct RequestMeta {
     pub(super) budget: OnceLock<PageBudget>,
     /// The page limit the handler read with, after any shrinking: the request's size.
     pub(super) page_limit: OnceLock<u32>,
+    /// Tenants with a sealed item this container's view of their key could not open (no key, or
+    /// an older version than the item's): the service layer meets their keys again.
+    pub(super) keys_not_met: Mutex<Vec<TenantId>>,
 }
 
 /// An admitted request's capacity budget, for the pages it reads.
@@ -151,6 +154,11 @@ impl RequestMeta {
         self.page_limit.get().copied()
     }
 
+    /// The tenants whose keys the request met sealed items of and did not know ([`note_key_not_met`]).
+    pub fn keys_not_met(&self) -> Vec<TenantId> {
+        lock(&self.keys_not_met).clone()
+    }
+
     /// Drops the tenant listener: no tenant will be verified any more, so the listener stops waiting.
     pub fn close_tenant_listener(&self) {
         lock(&self.tenant_listener).take();
@@ -210,6 +218,17 @@ pub fn page_limit(limit: u32) -> u32 {
             limit
         })
         .unwrap_or(limit)
+}
+
+/// Records that the current request met an item of `tenant` sealed under a key (or a key version)
+/// this container does not know yet.
+pub fn note_key_not_met(tenant: TenantId) {
+    let _ = REQUEST.try_with(|m| {
+        let mut tenants = lock(&m.keys_not_met);
+        if !tenants.contains(&tenant) {
+            tenants.push(tenant);
+        }
+    });
 }
 
 /// Records the verified tenant of the current request (for the log line and the usage meter).
