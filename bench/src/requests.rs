@@ -1,4 +1,4 @@
-//! The API requests the figures send: their events, and the product requests timed as the Lambda
+//! The API requests the figures send: their events, and the requests timed as the Lambda
 //! runtime serves them (`respond_admitted`: the tier quota decided first, then the handler beside
 //! the usage meter's and the quota counter's writes).
 
@@ -74,6 +74,61 @@ pub(crate) async fn list_products_admitted(app: &App, auth: &Auth, limit: usize)
     let req = event("GET", "/products", &[], &[("limit", &limit)], None, auth);
     admitted(app, "query-tenant-products", req, |req| {
         products::query_tenant_products::handle(app, req)
+    })
+    .await
+}
+
+/// `GET /orders/{id}` of `auth`'s tenant (its header and line items), admitted: its time (ms) and
+/// status.
+pub(crate) async fn get_order_admitted(app: &App, auth: &Auth, id: &str) -> (f64, u16) {
+    let req = event(
+        "GET",
+        "/orders/{orderId}",
+        &[("orderId", id)],
+        &[],
+        None,
+        auth,
+    );
+    admitted(app, "get-order", req, |req| {
+        users::get_order::handle(app, req)
+    })
+    .await
+}
+
+/// `PUT /users/{id}` of `auth`'s tenant with `body` (its profile and its email's item), admitted:
+/// its time (ms) and status.
+pub(crate) async fn put_user_admitted(app: &App, auth: &Auth, id: &str, body: Value) -> (f64, u16) {
+    let req = event(
+        "PUT",
+        "/users/{userId}",
+        &[("userId", id)],
+        &[],
+        Some(body),
+        auth,
+    );
+    admitted(app, "put-user", req, |req| {
+        users::put_user::handle(app, req)
+    })
+    .await
+}
+
+/// `POST /users/{user}/orders` of `auth`'s tenant with `body`, admitted: its time (ms) and status.
+pub(crate) async fn create_order_admitted(
+    app: &App,
+    auth: &Auth,
+    user: &str,
+    body: Value,
+) -> (f64, u16) {
+    let req = event(
+        "POST",
+        "/users/{userId}/orders",
+        &[("userId", user)],
+        &[],
+        Some(body),
+        auth,
+    );
+    admitted(app, "create-order", req, |req| {
+        users::create_order::handle(app, req)
     })
     .await
 }

@@ -4,6 +4,9 @@
 //! interleaved so both see the same server and machine state; the KMS calls the keyed container
 //! made; and the first request of a fresh container (credentials, and for the keyed tenant its key:
 //! one key-table Query and one Decrypt, side by side with the record's read at admission), keyed against not.
+//! Then the users' and orders' routes the same way: an order read whole (its header and five line
+//! items, each sealed), and a user written (its sealed profile, and its email's item under a keyed
+//! digest of the email), in one transaction.
 
 use std::sync::Arc;
 
@@ -18,7 +21,10 @@ use shared::App;
 
 use crate::apps::production_app;
 use crate::report::{stat, Report};
-use crate::requests::{get_product_admitted, put_product_admitted};
+use crate::requests::{
+    create_order_admitted, get_order_admitted, get_product_admitted, put_product_admitted,
+    put_user_admitted,
+};
 
 /// Fresh containers whose first request is timed, per kind.
 const FIRST_REQUESTS: usize = 15;
@@ -122,6 +128,15 @@ pub(crate) async fn sealed_figure(
             2 * (iterations + 20)
         ),
     );
+    users_and_orders(
+        &keyed,
+        &plain,
+        &sealed_auth,
+        &plain_auth,
+        iterations,
+        report,
+    )
+    .await;
     first_requests(
         h,
         sdk,
@@ -167,4 +182,64 @@ async fn first_requests(
             "{added:+.1} ms: the key's Query and Decrypt, beside the record's read (target <= 10 ms)"
         ),
     );
+}
+
+/// Line items of the timed order: each one a sealed item the read opens.
+const ORDER_LINES: usize = 5;
+
+/// get-order (a header and [`ORDER_LINES`] line items) and put-user (profile and email item, one
+/// transaction), warm, interleaved, keyed against not.
+async fn users_and_orders(
+    keyed: &App,
+    plain: &App,
+    sealed: &Auth,
+    unsealed: &Auth,
+    iterations: usize,
+    report: &mut Report,
+) {
+    let user = |n: usize| json!({"name": format!("Ada {n}"), "email": "ada@example.com"});
+    let items: Vec<_> = (0..ORDER_LINES)
+        .map(|i| json!({"itemId": format!("l-{i}"), "sku": "SKU-1", "qty": 1, "price": 5}))
+        .collect();
+    let order = json!({"orderId": "o-1", "date": "2026-11-20", "amount": 25, "items": items});
+    for (app, auth) in [(keyed, sealed), (plain, unsealed)] {
+        let (_, status) = put_user_admitted(app, auth, "u-1", user(0)).await;
+        assert_eq!(status, 201);
+        let (_, status) = create_order_admitted(app, auth, "u-1", order.clone()).await;
+        assert_eq!(status, 201);
+    }
+    let mut samples: [Vec<f64>; 4] = Default::default();
+    for i in 0..iterations + 20 {
+        let timed = [
+            get_order_admitted(plain, unsealed, "o-1").await,
+            get_order_admitted(keyed, sealed, "o-1").await,
+            put_user_admitted(plain, unsealed, "u-1", user(i + 1)).await,
+            put_user_admitted(keyed, sealed, "u-1", user(i + 1)).await,
+        ];
+        for (sample, (ms, status)) in samples.iter_mut().zip(timed) {
+            assert_eq!(status, 200);
+            if i >= 20 {
+                sample.push(ms);
+            }
+        }
+    }
+    let [get_plain, get_sealed, put_plain, put_sealed] = samples.map(stat);
+    let ratio = |sealed: &crate::report::Stat, plain: &crate::report::Stat| {
+        format!(
+            "{:.2}x the same request of a tenant without a key (target <= 1.10x)",
+            sealed.median / plain.median
+        )
+    };
+    let tag = " [latency model]";
+    let name = |what: &str| format!("20. {what}{tag}");
+    report.add(
+        &name("get-order (5 lines), no key"),
+        &get_plain,
+        String::new(),
+    );
+    let note = ratio(&get_sealed, &get_plain);
+    report.add(&name("get-order (5 lines), sealed"), &get_sealed, note);
+    report.add(&name("put-user, no key"), &put_plain, String::new());
+    let note = ratio(&put_sealed, &put_plain);
+    report.add(&name("put-user, sealed"), &put_sealed, note);
 }

@@ -252,8 +252,9 @@ pub struct NewTransferCode {
     pub expires_at: u64,
 }
 
-/// A transfer code as stored: `PK` = `SK` = `TENANT#t#TRANSFER#<sha256(code)>`, expiring at `expires_at`
-/// (epoch seconds, the TTL attribute); `redeemed_by` names the request that redeemed it.
+/// A transfer code as stored: `PK` = `SK` = `TENANT#t#TRANSFER#<sha256(code)>`, expiring at
+/// `expires_at` (epoch seconds, the TTL attribute); `redeemed_by` names the request that redeemed
+/// it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct TransferItem {
