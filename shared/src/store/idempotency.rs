@@ -16,8 +16,9 @@ use std::collections::BTreeMap;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use sha2::{Digest, Sha256};
 
+use crate::identity::entities::spaces;
 use crate::identity::ids::{IdempotencyKey, TenantId};
-use crate::identity::keys::{EXPIRES_AT, PK, SK};
+use crate::identity::keys::{KeySpace, EXPIRES_AT, PK, SK};
 use crate::store::client::error::StoreError;
 use crate::store::client::query::{string_attr, u64_attr};
 use crate::store::client::scoped::TenantDb;
@@ -126,7 +127,10 @@ impl Idempotency<'_> {
         let mut item = crate::store::client::query::Item::from([
             (PK.into(), AttributeValue::S(self.pk.clone())),
             (SK.into(), AttributeValue::S(self.pk.clone())),
-            ("kind".into(), AttributeValue::S("IDEMPOTENCY".into())),
+            (
+                "kind".into(),
+                AttributeValue::S(spaces::IDEMPOTENCY.segment().into()),
+            ),
             (
                 "tenantId".into(),
                 AttributeValue::S(self.db.tenant.to_string()),

@@ -382,3 +382,59 @@ async fn a_container_whose_no_key_view_meets_a_sealed_item_answers_503_once_and_
         assert_eq!(r.body["document"], model[id], "{id}");
     }
 }
+
+#[tokio::test]
+async fn a_recorded_answer_written_before_keying_is_sealed_by_the_walk_and_still_replays() {
+    // GIVEN a tenant onboarded plain, whose user was handed a transfer code by a request with an
+    // Idempotency-Key: its recorded answer (holding the code) is plain
+    let plain = Harness::new().await;
+    onboard(&plain, "acme", 1).await;
+    put_user(&plain, "u-1", "ada@secret.example").await;
+    async fn ask(h: &Harness) -> integration::Resp {
+        let p = integration::routes::params(&[("userId", "u-1")]);
+        h.tenant("acme")
+            .headers(&[("Idempotency-Key", "code-before-keying")])
+            .call("create-transfer-code", &p, None)
+            .await
+    }
+    let first = ask(&plain).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let code = first.body["code"].as_str().unwrap().to_owned();
+    let record = |items: &[std::collections::HashMap<String, AttributeValue>]| {
+        let records: Vec<_> = items
+            .iter()
+            .filter(|i| i.get("kind") == Some(&AttributeValue::S("IDEMPOTENCY".into())))
+            .cloned()
+            .collect();
+        assert_eq!(records.len(), 1, "{records:?}");
+        records[0].clone()
+    };
+    assert!(!is_sealed(&record(&plain.all_items().await)));
+
+    // WHEN an operator has its items sealed, and the driver walks to the end
+    let keyed = plain.another_container().await.keyed().await;
+    assert_eq!(
+        update_acme(&keyed, json!({"keyed": true})).await.status,
+        202
+    );
+    keyed
+        .clock
+        .advance_millis((DEFAULT_KEY_CACHE_SECONDS + SETTLE_SECONDS + 1) * 1000);
+    integration::drive_to_end(&keyed.app).await;
+
+    // THEN the record is sealed, and no item of the table holds the code, in its keys or anywhere
+    let items = keyed.all_items().await;
+    assert!(is_sealed(&record(&items)), "{:?}", record(&items));
+    for item in &items {
+        assert!(!format!("{item:?}").contains(code.as_str()), "{item:?}");
+    }
+    // AND the same request again gets the same answer (the same code), and the code redeems once
+    let again = ask(&keyed).await;
+    assert_eq!((again.status, &again.body), (201, &first.body));
+    let p = integration::routes::params(&[("code", &code)]);
+    let redeemed = keyed
+        .tenant("acme")
+        .call("redeem-transfer-code", &p, None)
+        .await;
+    assert_eq!(redeemed.body["userId"], "u-1", "{}", redeemed.body);
+}

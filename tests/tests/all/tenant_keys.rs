@@ -828,6 +828,11 @@ async fn a_keyed_tenants_sessions_transfer_codes_and_recorded_answers_are_sealed
             assert!(!text.contains(secret), "{secret} in {text}");
         }
     }
+    // AND no item anywhere in the table holds the code, its keys included: the code's item is keyed
+    // by the code's SHA-256, so a copy of the table hands out no code
+    for item in &items {
+        assert!(!format!("{item:?}").contains(code.as_str()), "{item:?}");
+    }
     let root_item = of_kind(&["SESSION"])[0];
     assert_eq!(
         root_item.get("childCount"),

@@ -268,3 +268,18 @@ pub use users::{
     email_key, erasure_key, id_in_partition, integration_key, order_date_bounds, order_date_pk,
     order_key, order_line_sk, order_month_sk, parse_order_date_pk, transfer_key, user_key,
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_keys_tenant_is_its_first_segment_after_tenant() {
+        let acme = TenantId::parse("acme").ok();
+        assert_eq!(tenant_of_key("TENANT#acme#PRODUCT#3#p-1"), acme);
+        assert_eq!(tenant_of_key("TENANT#acme#TENANT"), acme);
+        for not_one in ["TENANT#acme", "TENANT##PRODUCT", "USER#acme#u-1", ""] {
+            assert_eq!(tenant_of_key(not_one), None, "{not_one}");
+        }
+    }
+}

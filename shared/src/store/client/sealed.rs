@@ -135,7 +135,11 @@ pub fn open_item(key: Option<&TenantKey>, mut item: Item) -> Result<Item, StoreE
     // was keyed online (a revoked key is refused earlier, when the request's client is made). The
     // request answers 503, and the container meets the key with its next request of the tenant.
     let Some(key) = key else {
-        if let Some(tenant) = string_attr(&item, PK).and_then(|pk| tenant_of_key(&pk)) {
+        // (Its tenant is in its keys; a projection may hold only the sort key.)
+        let tenant = [PK, SK]
+            .iter()
+            .find_map(|k| string_attr(&item, k).and_then(|v| tenant_of_key(&v)));
+        if let Some(tenant) = tenant {
             crate::store::client::meter::note_key_not_met(tenant);
         }
         return Err(StoreError::Unavailable(

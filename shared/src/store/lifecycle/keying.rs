@@ -1,6 +1,7 @@
 //! Online encryption of an existing tenant (issue 59): a tenant onboarded before it had a key gets
 //! one, and its items of the sealed kinds (`EntityKind::sealed`: products, employees, departments,
-//! users' profiles, orders, integration tokens) are sealed in place, and its email uniqueness items
+//! users' profiles, orders, integration tokens) and its recorded answers (idempotency records, which
+//! repeat their effects' data) are sealed in place, and its email uniqueness items
 //! move from the plain email to its keyed digest (`store::keys::email_segment`), sealed, while it is served, exactly once, resumably, and
 //! driven with nobody calling (the lifecycle driver's list). The walk is the tenant walk's (the
 //! fixed partitions, then the catalog), the record left out.
@@ -22,9 +23,10 @@ use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use dynamodb_expression::value::Value;
 
 use crate::identity::clock::rfc3339;
+use crate::identity::entities::spaces;
 use crate::identity::entities::{self, EMAIL};
 use crate::identity::ids::TenantId;
-use crate::identity::keys::{email_key, table_key, ItemKey, PK, SK};
+use crate::identity::keys::{email_key, table_key, ItemKey, KeySpace, EXPIRES_AT, PK, SK};
 use crate::isolation::vault::TenantKey;
 use crate::store::client::error::StoreError;
 use crate::store::client::expr::{absent, attr, either, num, Condition};
@@ -101,12 +103,17 @@ pub enum Walked {
     Raced,
 }
 
-/// Whether `item` is of a kind sealed under its tenant's key, and not sealed yet (a plain-email item
-/// is moved, and sealed there, instead).
+/// Whether `item` is of a kind sealed under its tenant's key, or a recorded answer (which repeats
+/// its effect's data), and not sealed yet (a plain-email item is moved, and sealed there, instead).
 fn to_seal(item: &Item) -> bool {
     !is_sealed(item)
         && !plain_email(item)
-        && string_attr(item, "kind").is_some_and(|k| entities::sealed(&k))
+        && string_attr(item, "kind").is_some_and(|k| entities::sealed(&k) || recorded_answer(&k))
+}
+
+/// Whether `kind` is an idempotency record's (`store::idempotency`).
+fn recorded_answer(kind: &str) -> bool {
+    kind == spaces::IDEMPOTENCY.segment()
 }
 
 /// What a plain item's sealing is conditioned on: that it is still there and unchanged since the
@@ -117,6 +124,14 @@ fn unchanged(item: &Item) -> Result<Condition, StoreError> {
     let there = attr(PK).attribute_exists();
     if let Some(ms) = u64_attr(item, UPDATED_AT_MS) {
         return Ok(there.and(attr(UPDATED_AT_MS).equal(num(ms))));
+    }
+    // A recorded answer is written once in its life, and replaced only once it has expired, by a
+    // record that expires later: its `expiresAt` tells it apart (its body may be up to 400 KB, too
+    // much to compare in an expression).
+    if string_attr(item, "kind").is_some_and(|k| recorded_answer(&k)) {
+        let expires_at = u64_attr(item, EXPIRES_AT)
+            .ok_or_else(|| StoreError::Internal("a recorded answer with no expiresAt".into()))?;
+        return Ok(there.and(attr(EXPIRES_AT).equal(num(expires_at))));
     }
     let mut condition = there.and(attr(UPDATED_AT_MS).attribute_not_exists());
     for (name, value) in item.iter().filter(|(n, _)| *n != PK && *n != SK) {
