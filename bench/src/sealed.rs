@@ -20,7 +20,7 @@ use shared::store::keys::{KeySettings, TenantKeys, DEFAULT_KEY_CACHE_SECONDS};
 use shared::App;
 
 use crate::apps::production_app;
-use crate::report::{stat, Report};
+use crate::report::{stat, Report, Stat};
 use crate::requests::{
     create_order_admitted, get_order_admitted, get_product_admitted, put_product_admitted,
     put_user_admitted,
@@ -99,27 +99,8 @@ pub(crate) async fn sealed_figure(
     }
     let kms_calls = tenant_keys.vault_calls();
     let [get_plain, get_sealed, put_plain, put_sealed] = samples.map(stat);
-    let ratio = |sealed: &crate::report::Stat, plain: &crate::report::Stat| {
-        format!(
-            "{:.2}x the same request of a tenant without a key (target <= 1.10x)",
-            sealed.median / plain.median
-        )
-    };
-    let tag = " [latency model]";
-    report.add(
-        &format!("20. get-product, no key{tag}"),
-        &get_plain,
-        String::new(),
-    );
-    let note = ratio(&get_sealed, &get_plain);
-    report.add(&format!("20. get-product, sealed{tag}"), &get_sealed, note);
-    report.add(
-        &format!("20. put-product, no key{tag}"),
-        &put_plain,
-        String::new(),
-    );
-    let note = ratio(&put_sealed, &put_plain);
-    report.add(&format!("20. put-product, sealed{tag}"), &put_sealed, note);
+    report_pair(report, "get-product", &get_plain, &get_sealed);
+    report_pair(report, "put-product", &put_plain, &put_sealed);
     report.fact(
         "20. KMS calls of the keyed container",
         json!(kms_calls),
@@ -224,22 +205,17 @@ async fn users_and_orders(
         }
     }
     let [get_plain, get_sealed, put_plain, put_sealed] = samples.map(stat);
-    let ratio = |sealed: &crate::report::Stat, plain: &crate::report::Stat| {
-        format!(
-            "{:.2}x the same request of a tenant without a key (target <= 1.10x)",
-            sealed.median / plain.median
-        )
-    };
+    report_pair(report, "get-order (5 lines)", &get_plain, &get_sealed);
+    report_pair(report, "put-user", &put_plain, &put_sealed);
+}
+
+/// `request`'s figures for a tenant without a key and a keyed one, the keyed one against the other.
+fn report_pair(report: &mut Report, request: &str, plain: &Stat, sealed: &Stat) {
     let tag = " [latency model]";
-    let name = |what: &str| format!("20. {what}{tag}");
-    report.add(
-        &name("get-order (5 lines), no key"),
-        &get_plain,
-        String::new(),
+    report.add(&format!("20. {request}, no key{tag}"), plain, String::new());
+    let note = format!(
+        "{:.2}x the same request of a tenant without a key (target <= 1.10x)",
+        sealed.median / plain.median
     );
-    let note = ratio(&get_sealed, &get_plain);
-    report.add(&name("get-order (5 lines), sealed"), &get_sealed, note);
-    report.add(&name("put-user, no key"), &put_plain, String::new());
-    let note = ratio(&put_sealed, &put_plain);
-    report.add(&name("put-user, sealed"), &put_sealed, note);
+    report.add(&format!("20. {request}, sealed{tag}"), sealed, note);
 }
