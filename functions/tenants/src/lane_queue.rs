@@ -55,7 +55,8 @@ pub struct Lanes {
     queue: Option<LaneQueue>,
     /// How long one message steps its lane.
     turn: Duration,
-    /// How long a lane whose table DynamoDB throttles waits on the queue before its next turn.
+    /// How long a lane that cannot go on now (its table throttled, its tenant's key refused) waits
+    /// on the queue before its next turn.
     throttle_wait: Duration,
 }
 

@@ -6,8 +6,9 @@
 
 use std::future::Future;
 
+use shared::identity::ids::TenantId;
 use shared::store::tenancy::tenants::TenantRecord;
-use shared::App;
+use shared::{ApiError, App};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
@@ -45,6 +46,26 @@ impl Operation {
                 shared::store::lifecycle::moving::ROUTE
             }
             Self::Restoring => "restore-tenant",
+        }
+    }
+
+    /// Whether its work may go on now for `tenant`: not while the tenant's key refuses (revoked),
+    /// unless it is an offboarding, which needs no key (a revoked tenant may still leave). A
+    /// revoked tenant's data is not moved, re-sharded, restored or sealed: the operation waits,
+    /// listed and with its lanes on the queue, and goes on once the key is usable again. The
+    /// operator's calls are refused (403) meanwhile; this is the rule for the driver and the lane
+    /// worker, which nobody calls.
+    pub async fn may_go_on(self, app: &App, tenant: &TenantId) -> Result<bool, ApiError> {
+        if self == Self::Offboarding {
+            return Ok(true);
+        }
+        match app.refuse_revoked(tenant).await {
+            Ok(()) => Ok(true),
+            Err(ApiError::Forbidden(_)) => {
+                tracing::info!(tenant = %tenant, operation = ?self, "the tenant's key refuses: its operation waits");
+                Ok(false)
+            }
+            Err(e) => Err(e),
         }
     }
 

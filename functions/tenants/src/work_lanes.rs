@@ -48,12 +48,7 @@ pub async fn work(app: &App, runner: &Lanes, event: SqsEvent) -> SqsBatchRespons
             return None;
         };
         // Charged to the platform's account under the route a call of the operation is.
-        let operation = match lane.operation.as_str() {
-            resharding::OPERATION => Operation::Resharding,
-            moving::OPERATION => Operation::Moving,
-            restoring::lanes::PUTTING | restoring::lanes::DELETING => Operation::Restoring,
-            _ => Operation::Offboarding,
-        };
+        let operation = operation_of(&lane);
         match operation.charged(app, turn(app, runner, &lane)).await {
             Ok(turn) => {
                 tracing::info!(tenant = %lane.tenant, operation = %lane.operation, lane = lane.lane, ?turn, "a lane's turn");
@@ -72,6 +67,16 @@ pub async fn work(app: &App, runner: &Lanes, event: SqsEvent) -> SqsBatchRespons
         response.add_failure(id);
     }
     response
+}
+
+/// The operation whose lane `message` is.
+fn operation_of(message: &LaneMessage) -> Operation {
+    match message.operation.as_str() {
+        resharding::OPERATION => Operation::Resharding,
+        moving::OPERATION => Operation::Moving,
+        restoring::lanes::PUTTING | restoring::lanes::DELETING => Operation::Restoring,
+        _ => Operation::Offboarding,
+    }
 }
 
 /// One turn of `message`'s lane.
@@ -97,6 +102,14 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
             return Ok(Turn::Dropped);
         }
     };
+    // The tenant's key refuses (revoked): the lane is left as it is, and its turn waits on the
+    // queue (as a throttled table's does) until the key is usable again.
+    if !operation_of(message).may_go_on(app, &tenant).await? {
+        runner
+            .send_after(std::slice::from_ref(message), runner.throttle_wait())
+            .await?;
+        return Ok(Turn::Sent);
+    }
     let all = lanes::read(&work.lanes_db(&db), work.operation()).await?;
     let Some(lane) = all.into_iter().find(|l| l.lane == message.lane) else {
         return Ok(Turn::Dropped);
