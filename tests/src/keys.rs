@@ -217,6 +217,20 @@ impl Harness {
         other
     }
 
+    /// Onboards `tenant` (standard tier, on `shards` shards) with its data key wrapped by a KMS key
+    /// of its own, which it may disable (BYOK): that key's id.
+    pub async fn onboard_with_own_key(&self, tenant: &str, shards: u32) -> String {
+        let own_key = self
+            .test_keys()
+            .new_kms_key(&format!("{tenant}'s own key"))
+            .await;
+        let body = serde_json::json!({"tenantId": tenant, "tier": "standard",
+            "shardCount": shards, "kmsKeyArn": own_key});
+        let r = self.operator().onboard_tenant(body).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        own_key
+    }
+
     /// The keyed world's key parts ([`Self::keyed`]).
     pub fn test_keys(&self) -> &TestKeys {
         self.keys

@@ -248,7 +248,7 @@ async fn step(app: &App, lanes: &Lanes, tenant: &TenantId) -> Result<bool, ApiEr
         return Ok(true);
     };
     // A revoked tenant's operation waits, listed, until its key is usable again.
-    if !operation.may_go_on(app, tenant).await? {
+    if !operation.may_go_on(app, tenant).await {
         return Ok(false);
     }
     // Charged to the platform's account under the route a call would be, as the calls are.

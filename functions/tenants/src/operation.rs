@@ -54,18 +54,23 @@ impl Operation {
     /// revoked tenant's data is not moved, re-sharded, restored or sealed: the operation waits,
     /// listed and with its lanes on the queue, and goes on once the key is usable again. The
     /// operator's calls are refused (403) meanwhile; this is the rule for the driver and the lane
-    /// worker, which nobody calls.
-    pub async fn may_go_on(self, app: &App, tenant: &TenantId) -> Result<bool, ApiError> {
+    /// worker, which nobody calls. Only a refusal stops it: a key that cannot be checked now (KMS
+    /// unreachable) leaves work already allowed going, which carries sealed items without the key,
+    /// rather than failing lane messages into the dead-letter queue.
+    pub async fn may_go_on(self, app: &App, tenant: &TenantId) -> bool {
         if self == Self::Offboarding {
-            return Ok(true);
+            return true;
         }
         match app.refuse_revoked(tenant).await {
-            Ok(()) => Ok(true),
+            Ok(()) => true,
             Err(ApiError::Forbidden(_)) => {
                 tracing::info!(tenant = %tenant, operation = ?self, "the tenant's key refuses: its operation waits");
-                Ok(false)
+                false
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                tracing::warn!(tenant = %tenant, operation = ?self, error = %e, "the tenant's key could not be checked; its operation goes on");
+                true
+            }
         }
     }
 

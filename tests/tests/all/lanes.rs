@@ -24,13 +24,13 @@ async fn offboard(h: &Harness, tenant: &str, operator: &Auth) -> Resp {
         .await
 }
 
-async fn get_tenant(h: &Harness, tenant: &str, operator: &Auth) -> Resp {
+pub(crate) async fn get_tenant(h: &Harness, tenant: &str, operator: &Auth) -> Resp {
     h.caller(operator)
         .call("get-tenant", &[("tenantId", tenant)], None)
         .await
 }
 
-fn sorted(mut items: Vec<Item>) -> Vec<Item> {
+pub(crate) fn sorted(mut items: Vec<Item>) -> Vec<Item> {
     items.sort_by_key(|i| {
         (
             i["PK"].as_s().unwrap().clone(),
@@ -52,7 +52,7 @@ fn counted(tenant: &str, items: &[Item]) -> Value {
 
 /// Lets the workers take the lane queue, every third delivery twice, while `running()`: the rounds
 /// it took (at most 200).
-async fn pump_while<F: std::future::Future<Output = bool>>(
+pub(crate) async fn pump_while<F: std::future::Future<Output = bool>>(
     h: &Harness,
     pump: &LanePump,
     running: impl Fn() -> F,
@@ -1027,75 +1027,4 @@ async fn an_operator_sets_each_operations_lanes_when_it_starts_and_a_count_out_o
         get_tenant(&h, &resharded, &operator).await.body["shardCount"],
         8
     );
-}
-
-#[tokio::test]
-async fn a_key_revoked_mid_re_sharding_pauses_its_lanes_and_the_driver_until_it_is_enabled_again() {
-    use shared::store::keys::{DEFAULT_KEY_CACHE_SECONDS, REFUSAL_MEMO_MS};
-    use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
-    // GIVEN a tenant whose data key is wrapped by a KMS key of its own, with 200 products on 2
-    // shards, re-sharded to 8 in lanes on a queue (a paused lane's turn waits nothing, here)
-    let h = Harness::new().await.keyed().await;
-    let t = unique("revoking");
-    let own_key = h.test_keys().new_kms_key("the tenant's own key").await;
-    let r = h
-        .operator()
-        .onboard_tenant(
-            json!({"tenantId": t, "tier": "standard", "shardCount": 2, "kmsKeyArn": own_key}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.body);
-    h.tenant(&t)
-        .put_new_products((0..200).map(|i| (format!("p{i:03}"), json!({"n": i}))))
-        .await;
-    let mut pump = LanePump::new(1, Duration::from_millis(150)).await;
-    pump.lanes = pump.lanes.with_throttle_wait(Duration::ZERO);
-    let started = h.operator().reshard(&t, 8).await;
-    assert_eq!(started.status, 202, "{}", started.body);
-    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
-    let queued = pump.queues.backlog(&pump.queues.url).await;
-    assert!(queued > 0, "no lane on the queue");
-
-    // WHEN the tenant disables its key, this container's cache period passes, and the workers take
-    // the lanes' turns and the driver runs, again and again
-    h.test_keys().set_enabled(&own_key, false).await;
-    h.clock.advance_millis(DEFAULT_KEY_CACHE_SECONDS * 1000 + 1);
-    let before = sorted(h.items_under(&raw_key(&t, "")).await);
-    for _ in 0..5 {
-        pump.round(&h.app, 10, 4, |_| Delivery::Once).await;
-        let driven = tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-            .await
-            .unwrap();
-        assert_eq!(driven.pending, 1, "{driven:?}");
-    }
-    // THEN nothing of the tenant moved: its items are as they were, byte for byte, and its lanes'
-    // turns are still on the queue, none dead
-    assert_eq!(sorted(h.items_under(&raw_key(&t, "")).await), before);
-    assert_eq!(pump.queues.backlog(&pump.queues.url).await, queued);
-    assert!(pump.queues.dead_letters().await.is_empty());
-
-    // WHEN the key is enabled again, and the refusal this container remembers has passed
-    h.test_keys().set_enabled(&own_key, true).await;
-    h.clock.advance_millis(REFUSAL_MEMO_MS + 1);
-    let operator = integration::operator();
-    pump_while(&h, &pump, || async {
-        let view = get_tenant(&h, &t, &operator).await;
-        view.body.get("migration").is_some()
-    })
-    .await;
-    // THEN the re-sharding ends: 8 shards, and every product reads as written, once
-    let view = get_tenant(&h, &t, &operator).await;
-    assert_eq!(view.body["shardCount"], 8, "{}", view.body);
-    let listed = h
-        .tenant(&t)
-        .query(&[("limit", "1000"), ("order", "id")])
-        .call("query-tenant-products", &integration::api::NO_PATH, None)
-        .await;
-    let expected: Vec<String> = (0..200).map(|i| format!("p{i:03}")).collect();
-    assert_eq!(listed.ids("productId"), expected, "{}", listed.body);
-    pump.drain(&h.app, 4).await;
-    assert!(pump.queues.dead_letters().await.is_empty());
 }

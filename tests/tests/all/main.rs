@@ -45,6 +45,7 @@ mod record_writes;
 mod request_counts;
 mod resharding;
 mod restore;
+mod revocation;
 mod roles;
 mod sessions;
 mod sharding;

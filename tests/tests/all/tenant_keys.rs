@@ -164,12 +164,7 @@ async fn a_revoked_key_refuses_every_route_and_writes_nothing_until_it_is_enable
     // GIVEN a BYOK tenant (its data key wrapped by a KMS key of its own) with products, and a
     // neighbour on the platform's key
     let h = Harness::new().await.keyed().await;
-    let own_key = h.test_keys().new_kms_key("initech's own key").await;
-    let r = h
-        .operator()
-        .onboard_tenant(json!({"tenantId": "initech", "tier": "standard", "kmsKeyArn": own_key}))
-        .await;
-    assert_eq!(r.status, 201, "{}", r.body);
+    let own_key = h.onboard_with_own_key("initech", 1).await;
     onboard(&h, "acme", 1).await;
     let (initech, acme) = (products_of("initech", 5), products_of("acme", 5));
     put_all(&h, "initech", &initech).await;

@@ -1,0 +1,129 @@
+//! A tenant's key revoked while one of its operations runs, with nobody calling
+//! (`tenants::Operation::may_go_on`): the lifecycle driver and the lane worker step nothing of a
+//! re-sharding, a move, a restore or a keying until the key is usable again; the raw table is
+//! checked byte for byte. An offboarding needs no key and goes on (`tenant_keys.rs`).
+
+use std::time::Duration;
+
+use integration::lane_pump::{Delivery, LanePump};
+use integration::{unique, Harness};
+use serde_json::json;
+use shared::identity::keys::raw_key;
+use shared::store::lifecycle::restoring::STARTS_DELAY_SECONDS;
+
+use crate::lanes::{get_tenant, pump_while, sorted};
+use crate::restore::{keyed, put_products, restore_from, restored_of};
+
+#[tokio::test]
+async fn a_key_revoked_mid_re_sharding_pauses_its_lanes_and_the_driver_until_it_is_enabled_again() {
+    use shared::store::keys::{DEFAULT_KEY_CACHE_SECONDS, REFUSAL_MEMO_MS};
+    use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
+    // GIVEN a tenant whose data key is wrapped by a KMS key of its own, with 200 products on 2
+    // shards, re-sharded to 8 in lanes on a queue (a paused lane's turn waits nothing, here)
+    let h = Harness::new().await.keyed().await;
+    let t = unique("revoking");
+    let own_key = h.onboard_with_own_key(&t, 2).await;
+    h.tenant(&t)
+        .put_new_products((0..200).map(|i| (format!("p{i:03}"), json!({"n": i}))))
+        .await;
+    let mut pump = LanePump::new(1, Duration::from_millis(150)).await;
+    pump.lanes = pump.lanes.with_throttle_wait(Duration::ZERO);
+    let started = h.operator().reshard(&t, 8).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    let queued = pump.queues.backlog(&pump.queues.url).await;
+    assert!(queued > 0, "no lane on the queue");
+
+    // WHEN the tenant disables its key, this container's cache period passes, and the workers take
+    // the lanes' turns and the driver runs, again and again
+    h.test_keys().set_enabled(&own_key, false).await;
+    h.clock.advance_millis(DEFAULT_KEY_CACHE_SECONDS * 1000 + 1);
+    let before = sorted(h.items_under(&raw_key(&t, "")).await);
+    for _ in 0..5 {
+        pump.round(&h.app, 10, 4, |_| Delivery::Once).await;
+        let driven = tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+            .await
+            .unwrap();
+        assert_eq!(driven.pending, 1, "{driven:?}");
+    }
+    // THEN nothing of the tenant moved: its items are as they were, byte for byte, and its lanes'
+    // turns are still on the queue, none dead
+    assert_eq!(sorted(h.items_under(&raw_key(&t, "")).await), before);
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, queued);
+    assert!(pump.queues.dead_letters().await.is_empty());
+
+    // WHEN the key is enabled again, and the refusal this container remembers has passed
+    h.test_keys().set_enabled(&own_key, true).await;
+    h.clock.advance_millis(REFUSAL_MEMO_MS + 1);
+    let operator = integration::operator();
+    pump_while(&h, &pump, || async {
+        let view = get_tenant(&h, &t, &operator).await;
+        view.body.get("migration").is_some()
+    })
+    .await;
+    // THEN the re-sharding ends: 8 shards, and every product reads as written, once
+    let view = get_tenant(&h, &t, &operator).await;
+    assert_eq!(view.body["shardCount"], 8, "{}", view.body);
+    let listed = h
+        .tenant(&t)
+        .query(&[("limit", "1000"), ("order", "id")])
+        .call("query-tenant-products", &integration::api::NO_PATH, None)
+        .await;
+    let expected: Vec<String> = (0..200).map(|i| format!("p{i:03}")).collect();
+    assert_eq!(listed.ids("productId"), expected, "{}", listed.body);
+    pump.drain(&h.app, 4).await;
+    assert!(pump.queues.dead_letters().await.is_empty());
+}
+
+/// A key revoked while a restore runs: nothing of the tenant is written, and an operator can still
+/// end the restore.
+#[tokio::test]
+async fn a_restore_whose_tenants_key_is_revoked_steps_nothing_and_can_still_be_aborted() {
+    use shared::store::keys::DEFAULT_KEY_CACHE_SECONDS;
+    // GIVEN a tenant whose data key is wrapped by a KMS key of its own, with 40 products, a copy
+    // taken of it, its products changed since, and a restore from that copy started
+    let h = Harness::new().await.keyed().await;
+    let t = unique("revoked-restore");
+    let own_key = h.onboard_with_own_key(&t, 2).await;
+    put_products(&h, &t, (0..40).map(|i| format!("sku-{i:02}")), 1).await;
+    let source = h.snapshot("revokedsrc").await;
+    put_products(&h, &t, (0..40).map(|i| format!("sku-{i:02}")), 2).await;
+    let started = restore_from(&h, &t, &source, false).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    let before = keyed(h.all_items().await);
+
+    // WHEN the tenant disables its key, the restore may write and the key cache's period has
+    // passed, and the lifecycle driver runs three times
+    h.test_keys().set_enabled(&own_key, false).await;
+    h.clock
+        .advance_seconds(STARTS_DELAY_SECONDS.max(DEFAULT_KEY_CACHE_SECONDS) + 1);
+    for _ in 0..3 {
+        let driven = tenants::drive_lifecycle::drive(&h.app, &tenants::Lanes::in_process()).await;
+        assert_eq!(driven.unwrap().pending, 1);
+    }
+    // THEN nothing of the tenant was written, and an operator's call to go on is refused
+    assert_eq!(
+        restored_of(&t, &keyed(h.all_items().await)),
+        restored_of(&t, &before)
+    );
+    restore_from(&h, &t, &source, false)
+        .await
+        .assert_problem_naming(403, "encryption key");
+
+    // WHEN an operator aborts it
+    let aborted = h
+        .operator()
+        .restore_tenant(&t, json!({"abort": true}))
+        .await;
+    // THEN it ends abandoned, the tenant active again, and still nothing of it written
+    assert_eq!(aborted.status, 200, "{}", aborted.body);
+    assert_eq!(aborted.body["lastRestore"]["phase"], "abandoned");
+    assert_eq!(aborted.body["status"], "active");
+    assert_eq!(
+        restored_of(&t, &keyed(h.all_items().await)),
+        restored_of(&t, &before)
+    );
+}
