@@ -339,8 +339,8 @@ async fn a_user_erased_while_its_tenant_is_being_keyed_loses_its_plain_email_ite
 }
 
 #[tokio::test]
-async fn a_container_whose_no_key_view_meets_a_sealed_item_answers_503_once_and_then_meets_the_key()
-{
+async fn a_stale_no_key_view_answers_503_for_a_sealed_item_and_is_let_go_so_the_next_request_meets_the_key(
+) {
     // GIVEN a tenant onboarded plain, with a product
     let plain = Harness::new().await;
     onboard(&plain, "acme", 1).await;
