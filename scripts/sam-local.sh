@@ -334,6 +334,7 @@ prepare_sam_args() { # env_file table dev_auth
   local bridge=$NETWORK_GATEWAY ddb sts sqs queue
   ddb="http://$bridge:${AWS_ENDPOINT_URL_DYNAMODB##*:}"
   sts="http://$bridge:${AWS_ENDPOINT_URL_STS##*:}"
+  # The stack's second moto (scripts/stack.sh): SQS, Secrets Manager, EventBridge and KMS.
   sqs="http://$bridge:${AWS_ENDPOINT_URL_SQS##*:}"
   # Made through the bridge address, so the queue URL moto answers is one a container can reach.
   queue=$(AWS_ENDPOINT_URL_SQS="$sqs" "$TOOLS/venv/bin/python" "$ROOT/scripts/import_queue.py" create "$2-imports")
@@ -349,12 +350,12 @@ json.dump({"Parameters": {
     "TENANT_OPERATOR_ROLE_ARN": os.environ["TENANT_OPERATOR_ROLE_ARN"],
     # The stack's secret on moto's Secrets Manager (scripts/stack.sh), read through the bridge.
     "SIGNING_KEYS_SECRET_ARN": os.environ["SIGNING_KEYS_SECRET_ARN"],
-    "AWS_ENDPOINT_URL_SECRETS_MANAGER": sts,
+    "AWS_ENDPOINT_URL_SECRETS_MANAGER": sqs,
     # The stack's lifecycle event bus on moto's EventBridge (scripts/stack.sh).
     "EVENT_BUS_NAME": os.environ["EVENT_BUS_NAME"],
     "CONTROL_PLANE_EVENT_BUS": os.environ["CONTROL_PLANE_EVENT_BUS"],
     "CONTROL_PLANE_PROTECTED_TENANTS": os.environ["CONTROL_PLANE_PROTECTED_TENANTS"],
-    "AWS_ENDPOINT_URL_EVENTBRIDGE": sts,
+    "AWS_ENDPOINT_URL_EVENTBRIDGE": sqs,
     "SESSION_TTL_SECONDS": "3600",
     "TENANT_CREDENTIALS_SECONDS": "3600",
     "AWS_ENDPOINT_URL_DYNAMODB": ddb,
@@ -364,11 +365,11 @@ json.dump({"Parameters": {
     "POOLTABLE_DEV_UNSIGNED_JWT": dev_auth,
     "TENANT_KEYS_TABLE": os.environ["TENANT_KEYS_TABLE"],
     "TENANT_KEY_ID": os.environ["TENANT_KEY_ID"],
-    "AWS_ENDPOINT_URL_KMS": sts,
+    "AWS_ENDPOINT_URL_KMS": sqs,
 }}, open(path, "w"), indent=2)
 PY
   SAM_ARGS=(--skip-pull-image --env-vars "$1" --region us-east-1 --docker-network "$NETWORK"
-    --parameter-overrides "Stage=local LocalDynamoDbEndpoint=$ddb LocalStsEndpoint=$sts LocalSqsEndpoint=$sqs LocalSecretsManagerEndpoint=$sts LocalEventBridgeEndpoint=$sts LocalKmsEndpoint=$sts")
+    --parameter-overrides "Stage=local LocalDynamoDbEndpoint=$ddb LocalStsEndpoint=$sts LocalSqsEndpoint=$sqs LocalSecretsManagerEndpoint=$sqs LocalEventBridgeEndpoint=$sqs LocalKmsEndpoint=$sqs")
 }
 
 invoke_all() {

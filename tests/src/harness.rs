@@ -327,24 +327,48 @@ impl Harness {
     }
 }
 
-/// A minimal HTTP/1.0 GET on loopback, for moto's introspection API.
+/// A minimal HTTP/1.0 GET on loopback, for moto's introspection API. moto builds that answer from
+/// every object it holds while other threads change them, so an answer that is not a 200 with JSON
+/// is asked again, a few times, before the test fails naming what moto said.
 pub async fn http_get_json(url: &str) -> Value {
+    let mut last = String::new();
+    for attempt in 0..5u64 {
+        if attempt > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(200 * attempt)).await;
+        }
+        match http_get(url).await {
+            Ok((200, body)) => match serde_json::from_str(&body) {
+                Ok(value) => return value,
+                Err(e) => last = format!("200 that is not JSON ({e})"),
+            },
+            Ok((status, body)) => {
+                last = format!("{status}: {}", body.chars().take(300).collect::<String>())
+            }
+            Err(e) => last = format!("no answer: {e}"),
+        }
+    }
+    panic!("moto did not answer {url} with JSON in five tries; last: {last}")
+}
+
+async fn http_get(url: &str) -> std::io::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let rest = url.strip_prefix("http://").expect("http url");
     let (host, path) = rest
         .split_once('/')
         .map(|(h, p)| (h, format!("/{p}")))
-        .unwrap();
-    let mut stream = tokio::net::TcpStream::connect(host)
-        .await
-        .expect("connect to moto");
+        .expect("a url with a path");
+    let mut stream = tokio::net::TcpStream::connect(host).await?;
     stream
         .write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
+        .await?;
     let mut buf = Vec::new();
-    stream.read_to_end(&mut buf).await.unwrap();
+    stream.read_to_end(&mut buf).await?;
     let text = String::from_utf8_lossy(&buf);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    serde_json::from_str(body).expect("moto answers JSON")
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    Ok((status, body.to_owned()))
 }

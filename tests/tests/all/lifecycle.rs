@@ -21,11 +21,8 @@ async fn a_suspended_tenant_gets_403_within_the_record_ttl_and_no_container_vend
     // GIVEN an active tenant served by container A, and an operator working from another container
     let (a, t) = Harness::with_tenant("suspend", 4).await;
     let ops = a.another_container().await;
-    assert_eq!(
-        get_product_admitted(&a.app, &t).await.status,
-        404,
-        "served (no such product)"
-    );
+    let r = get_product_admitted(&a.app, &t).await;
+    assert_eq!(r.status, 404, "served (no such product): {}", r.body);
 
     // WHEN the operator suspends it
     let r = set_status(&ops, &t, "suspended").await;
@@ -33,7 +30,8 @@ async fn a_suspended_tenant_gets_403_within_the_record_ttl_and_no_container_vend
     assert_eq!(r.body["status"], "suspended");
 
     // THEN container A serves it while its cached record is fresh
-    assert_eq!(get_product_admitted(&a.app, &t).await.status, 404);
+    let r = get_product_admitted(&a.app, &t).await;
+    assert_eq!(r.status, 404, "{}", r.body);
     // AND refuses it once the record is RECORD_TTL_SECONDS old: 403 problem+json
     a.clock.advance_seconds(RECORD_TTL_SECONDS);
     let r = get_product_admitted(&a.app, &t).await;
@@ -69,9 +67,11 @@ async fn a_suspended_tenant_gets_403_within_the_record_ttl_and_no_container_vend
     assert_eq!(r.body["status"], "active");
     // THEN every container serves it again within RECORD_TTL_SECONDS
     fresh.clock.advance_seconds(RECORD_TTL_SECONDS);
-    assert_eq!(get_product_admitted(&fresh.app, &t).await.status, 404);
+    let r = get_product_admitted(&fresh.app, &t).await;
+    assert_eq!(r.status, 404, "{}", r.body);
     a.clock.advance_seconds(RECORD_TTL_SECONDS);
-    assert_eq!(get_product_admitted(&a.app, &t).await.status, 404);
+    let r = get_product_admitted(&a.app, &t).await;
+    assert_eq!(r.status, 404, "{}", r.body);
 }
 
 #[tokio::test]

@@ -376,9 +376,10 @@ async fn a_source_that_is_not_the_tenants_is_refused_and_nothing_is_written() {
 #[tokio::test]
 async fn a_point_in_time_restore_is_started_awaited_and_dropped_on_a_server_that_implements_it() {
     use shared::store::lifecycle::restoring::point_in_time;
-    // GIVEN a pool table on moto (DynamoDB Local implements no point-in-time restore), with
-    // point-in-time recovery on and an item of a tenant
-    let (_, moto) = integration::endpoints();
+    // GIVEN a pool table on the stack's second moto (DynamoDB Local implements no point-in-time
+    // restore; the first serves STS alone), with point-in-time recovery on and an item of a tenant
+    let moto = std::env::var("AWS_ENDPOINT_URL_SQS")
+        .expect("AWS_ENDPOINT_URL_SQS is not set: run the tests with ./scripts/test.sh (moto)");
     let sdk = shared::service::app::load_sdk_config().await;
     let client = aws_sdk_dynamodb::Client::from_conf(
         aws_sdk_dynamodb::config::Builder::from(&sdk)

@@ -13,11 +13,12 @@ use shared::service::signing::{SecretSource, SigningKeys};
 
 const REFRESH_SECONDS: u64 = 60;
 
-/// Secrets Manager on the local stack's moto (the server that also serves STS and SQS).
+/// Secrets Manager on the local stack's second moto (the one that also serves SQS, EventBridge and KMS).
 async fn secrets_client() -> aws_sdk_secretsmanager::Client {
     let sdk = shared::service::app::load_sdk_config().await;
-    let moto = std::env::var("AWS_ENDPOINT_URL_STS")
-        .expect("AWS_ENDPOINT_URL_STS is not set: run the tests with ./scripts/test.sh (moto)");
+    let moto = std::env::var("AWS_ENDPOINT_URL_SECRETS_MANAGER").expect(
+        "AWS_ENDPOINT_URL_SECRETS_MANAGER is not set: run the tests with ./scripts/test.sh (moto)",
+    );
     aws_sdk_secretsmanager::Client::from_conf(
         aws_sdk_secretsmanager::config::Builder::from(&sdk)
             .endpoint_url(moto)
