@@ -156,12 +156,23 @@ impl Harness {
             tenant_scope: shared::isolation::policy::Scope::Tenant,
             lifecycle_lanes: shared::store::lifecycle::lanes::DEFAULT_LANES,
         };
+        // A harness is one container, and a container is one process. The SDK keeps its retry
+        // token bucket per process and retry partition (by default the service's name), so the
+        // harnesses of one test binary would share one: a test that throttles on purpose would
+        // spend the retries of the tests beside it. Each harness gets partitions of its own, one
+        // a service as by default.
+        let container = unique("container");
+        let partition = |service: &str| {
+            aws_sdk_dynamodb::config::retry::RetryPartition::new(format!("{container}-{service}"))
+        };
         let sts = aws_sdk_sts::Client::from_conf(
             aws_sdk_sts::config::Builder::from(&sdk)
                 .interceptor(sts_faults.clone())
+                .retry_partition(partition("sts"))
                 .build(),
         );
-        let mut dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk);
+        let mut dynamodb =
+            aws_sdk_dynamodb::config::Builder::from(&sdk).retry_partition(partition("dynamodb"));
         if let Some(endpoint) = dynamodb_endpoint {
             dynamodb = dynamodb.endpoint_url(endpoint);
         }

@@ -119,6 +119,12 @@ impl<C: Clone> TenantCredentials<C> {
         }
         match self.assume(tenant, tables, scope).await {
             Ok((credentials, expires)) => {
+                // STS's expiry is wall-clock time; their freshness is judged on the injected clock,
+                // like every other age here, so the expiry is kept as a lifetime from now.
+                let lifetime = expires
+                    .duration_since(SystemTime::now())
+                    .unwrap_or_default();
+                let expires = self.now() + lifetime;
                 let value = build(credentials);
                 *cached = Some(Cached {
                     value: value.clone(),

@@ -137,6 +137,25 @@ async fn sts_down_serves_cached_credentials_until_they_expire_then_503() {
 }
 
 #[tokio::test]
+async fn credentials_are_kept_by_the_containers_clock_even_a_day_off_the_wall_clock() {
+    // GIVEN a container whose clock is a day ahead of the wall clock, serving a tenant
+    let (h, t) = Harness::with_tenant("skewed", 1).await;
+    h.clock.advance_seconds(24 * 3600);
+    let assumed_before = h.recorded_policies(&t).await.len();
+    // WHEN it serves the tenant three times
+    let id = created_session(&h, &t).await;
+    assert_eq!(get(&h, &t, &id).await.status, 200);
+    assert_eq!(get(&h, &t, &id).await.status, 200);
+    // THEN it assumed the role once: STS's expiry (wall-clock time) is kept as a lifetime from the
+    // container's own now, so its credentials are neither stale on arrival nor kept past their life
+    assert_eq!(h.recorded_policies(&t).await.len(), assumed_before + 1);
+    // AND 11 minutes on by its clock, inside the refresh window, it assumes the role again
+    h.clock.advance_seconds(11 * 60);
+    assert_eq!(get(&h, &t, &id).await.status, 200);
+    assert_eq!(h.recorded_policies(&t).await.len(), assumed_before + 2);
+}
+
+#[tokio::test]
 async fn sts_refusing_a_refresh_serves_cached_credentials_and_backs_off() {
     // GIVEN a tenant with cached credentials (one AssumeRole)
     let (h, t) = Harness::with_tenant("refused", 1).await;
