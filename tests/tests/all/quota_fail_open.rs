@@ -1,6 +1,7 @@
 //! The tier quota across containers: shared through DynamoDB, and failing open within a share of
-//! the limits when its store refuses. Alone in its test binary because it captures logs with a thread-local subscriber, which
-//! other tests running in the same process can race (tracing's callsite interest cache).
+//! the limits when its store refuses. It captures logs with a subscriber of its thread
+//! (`CapturedLogs::install`, which rebuilds tracing's callsite interest cache so that tests on other
+//! threads of the process cannot make it miss a line), on a current-thread runtime.
 
 use integration::api::get_product_admitted;
 use integration::routes::count_status;
