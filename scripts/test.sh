@@ -31,6 +31,20 @@ step() {
   log "== $name: $((SECONDS - started)) s"
 }
 
+# Runs a test command, keeping its output; when it fails, each failed test's own output (libtest's
+# "---- <test> stdout ----" sections: its panic message) is printed again as the run's last lines, so
+# a report that keeps only the beginning and the end of the log still says why.
+with_failures_last() {
+  local out="$STACK_LOGS/cargo-test.log" status=0
+  mkdir -p "$STACK_LOGS"
+  "$@" 2>&1 | tee "$out" || status=$?
+  if [ "$status" -ne 0 ]; then
+    log "--- why the failed tests failed (their output again, from $out):"
+    awk '/^---- .* stdout ----$/ { show = 1 } /^failures:$/ { show = 0 } show' "$out" | head -n 300 >&2
+  fi
+  return "$status"
+}
+
 step "cargo fmt --check" cargo fmt --all --check
 # The template in both deployment modes: as written (TenantIsolation=pooled, Alarms=disabled,
 # UserPool=none, no custom domain, the AWS-owned table key), and with the tenant isolation mode, the
@@ -95,7 +109,7 @@ step "every binary (the functions, the import consumer, the Cognito trigger, the
 # (docs/tests.md). A usage drain has a 2 s budget (`usage::DRAIN_TIMEOUT`), so a loaded DynamoDB
 # Local no longer times out the flushes the tests read usage after.
 step "cargo test (unit + integration), linted by clippy -D warnings" \
-  cargo test --workspace --no-fail-fast -- --test-threads 3
+  with_failures_last cargo test --workspace --no-fail-fast -- --test-threads 3
 step "table audit: every key the suite wrote is under exactly one tenant" \
   cargo test --workspace --test all -- --ignored table_audit::
 step "each function as a Lambda process" "$ROOT/scripts/e2e.sh"
