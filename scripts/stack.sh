@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts and stops the local AWS stack: DynamoDB Local (-inMemory -sharedDb), moto's STS server and a
-# second moto for SQS, Secrets Manager, EventBridge and KMS, each on a free port. Sourced after scripts/tools.sh. `-sharedDb` matters: every tenant's STS
-# credentials carry a different access key, and without it DynamoDB Local keeps one database per key.
+# second moto for SQS, Secrets Manager, EventBridge and KMS, each on a free port. Sourced after
+# scripts/tools.sh. `-sharedDb` matters: every tenant's STS credentials carry a different access
+# key, and without it DynamoDB Local keeps one database per key.
 # moto listens on 127.0.0.1 unless STACK_HOST says otherwise (scripts/sam-local.sh sets 0.0.0.0: its
 # function containers reach moto through the Docker bridge); DynamoDB Local listens on every interface.
 
