@@ -132,7 +132,7 @@ pub async fn advance(
                 }
             }
             Walked::Done => {
-                if let Step::Committed(done) = keying::finish(db, &state).await? {
+                if let Step::Committed(done) = keying::finish(db, &state, &key).await? {
                     tracing::info!(tenant = %db.tenant, sealed = state.sealed, "tenant's items sealed");
                     return Ok(json_response(StatusCode::OK, &TenantView::from(*done)));
                 }

@@ -75,6 +75,17 @@ pub(crate) async fn pump_while<F: std::future::Future<Output = bool>>(
     rounds
 }
 
+/// [`pump_while`] the operator's view of `tenant` shows `operation` (`migration`, `move`): until
+/// it ends.
+pub(crate) async fn pump_until_ended(h: &Harness, pump: &LanePump, tenant: &str, operation: &str) {
+    let operator = integration::operator();
+    pump_while(h, pump, || async {
+        let view = get_tenant(h, tenant, &operator).await;
+        view.body.get(operation).is_some()
+    })
+    .await;
+}
+
 /// One call's worth of `tenant`'s offboarding (already begun), its lanes as `lanes` says: what a
 /// DELETE call does after its first.
 async fn advance_on(
@@ -452,11 +463,7 @@ async fn a_re_sharding_in_lanes_on_the_queue_moves_every_item_once_through_dupli
         _ => Delivery::Once,
     })
     .await;
-    pump_while(&h, &pump, || async {
-        let view = get_tenant(&h, &t, &operator).await;
-        view.body.get("migration").is_some()
-    })
-    .await;
+    pump_until_ended(&h, &pump, &t, "migration").await;
 
     // THEN the tenant has 16 shards, and every item is there once, as it was, each product and HR
     // item on its home among 16, no lane left
@@ -569,11 +576,7 @@ async fn a_move_in_lanes_on_the_queue_relocates_every_item_once_while_a_call_ste
     );
     assert!([200, 202].contains(&call.status), "{}", call.body);
     // AND the workers take the queue, every third delivery twice, until the move ends
-    pump_while(&h, &pump, || async {
-        let view = get_tenant(&h, &t, &operator).await;
-        view.body.get("move").is_some()
-    })
-    .await;
+    pump_until_ended(&h, &pump, &t, "move").await;
 
     // THEN the tenant is in its own table, which holds every item of its data once, byte for byte;
     // the pool holds its record and nothing else of it (no lane left), and the neighbour's items

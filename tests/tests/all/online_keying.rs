@@ -42,6 +42,16 @@ async fn update_acme(h: &Harness, body: Value) -> integration::Resp {
     h.operator().call("update-tenant", &p, Some(body)).await
 }
 
+/// An operator's `{"keyed": true}` for acme through keyed container `h` (202), and the lifecycle
+/// driver's runs once every container has met the key, until the walk has ended.
+async fn key_acme_to_the_end(h: &Harness) {
+    let started = update_acme(h, json!({"keyed": true})).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    h.clock
+        .advance_millis((DEFAULT_KEY_CACHE_SECONDS + SETTLE_SECONDS + 1) * 1000);
+    integration::drive_to_end(&h.app).await;
+}
+
 /// Creates a session of acme with `body` through container `h`: its id.
 async fn create_session(h: &Harness, body: Value) -> String {
     let none = integration::routes::params(&[]);
@@ -413,14 +423,7 @@ async fn a_recorded_answer_written_before_keying_is_sealed_by_the_walk_and_still
 
     // WHEN an operator has its items sealed, and the driver walks to the end
     let keyed = plain.another_container().await.keyed().await;
-    assert_eq!(
-        update_acme(&keyed, json!({"keyed": true})).await.status,
-        202
-    );
-    keyed
-        .clock
-        .advance_millis((DEFAULT_KEY_CACHE_SECONDS + SETTLE_SECONDS + 1) * 1000);
-    integration::drive_to_end(&keyed.app).await;
+    key_acme_to_the_end(&keyed).await;
 
     // THEN the record is sealed, and no item of the table holds the code, in its keys or anywhere
     let items = keyed.all_items().await;
@@ -437,4 +440,60 @@ async fn a_recorded_answer_written_before_keying_is_sealed_by_the_walk_and_still
         .call("redeem-transfer-code", &p, None)
         .await;
     assert_eq!(redeemed.body["userId"], "u-1", "{}", redeemed.body);
+}
+
+#[tokio::test]
+async fn a_plain_import_key_is_retired_under_the_tenants_key_and_still_opens_what_was_queued_before(
+) {
+    use super::imports::{deliver_in_process, post_import, products};
+    // GIVEN a tenant onboarded plain, whose import's message is still on its queue, sealed with
+    // the random import key its sealing item holds in the clear
+    let plain = Harness::new().await;
+    integration::onboard_at_max_limits(&plain, "acme", 1).await;
+    let queues = integration::import_queue::ImportQueues::create(5, 10).await;
+    let posted = post_import(&plain, &queues, "acme", products("before", 3), &[]).await;
+    assert_eq!(posted.status, 202, "{}", posted.body);
+    let queued = queues.receive(10).await;
+    assert_eq!(queued.len(), 1);
+    let pk = shared::identity::keys::import_sealing_key(&TenantId::parse("acme").unwrap());
+    let sealing_item = |items: &[std::collections::HashMap<String, AttributeValue>]| {
+        items
+            .iter()
+            .find(|i| i.get("PK") == Some(&AttributeValue::S(pk.clone())))
+            .cloned()
+            .expect("the sealing item")
+    };
+    let stored = sealing_item(&plain.all_items().await)["key"].clone();
+
+    // WHEN an operator has its items sealed, and the driver walks to the end
+    let keyed = plain.another_container().await.keyed().await;
+    key_acme_to_the_end(&keyed).await;
+
+    // THEN no item of the table holds the import key in the clear: the sealing item keeps it
+    // sealed under version 1 of the tenant's key
+    let items = keyed.all_items().await;
+    for item in &items {
+        assert!(!item.values().any(|v| v == &stored), "{item:?}");
+    }
+    let retired = sealing_item(&items);
+    assert!(!retired.contains_key("key"), "{retired:?}");
+    assert_eq!(retired["retiredKeyVersion"], AttributeValue::N("1".into()));
+    assert!(retired.contains_key("retiredKey"), "{retired:?}");
+    // AND the keying asked again walks to its end again and changes it no more
+    key_acme_to_the_end(&keyed).await;
+    assert_eq!(sealing_item(&keyed.all_items().await), retired);
+    // AND the message queued before the keying opens through the tenant's key: its products are
+    // written; a new import is sealed under the tenant's key
+    assert_eq!(deliver_in_process(&keyed, &queues, &queued).await, 1);
+    for i in 0..3 {
+        let r = keyed
+            .tenant("acme")
+            .get_product(&format!("before-{i:05}"))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let after = post_import(&keyed, &queues, "acme", products("after", 3), &[]).await;
+    assert_eq!(after.status, 202, "{}", after.body);
+    let message: Value = serde_json::from_str(queues.receive(10).await[0].body().unwrap()).unwrap();
+    assert_eq!(message["keyVersion"], json!(1));
 }

@@ -11,7 +11,7 @@ use serde_json::json;
 use shared::identity::keys::raw_key;
 use shared::store::lifecycle::restoring::STARTS_DELAY_SECONDS;
 
-use crate::lanes::{get_tenant, pump_while, sorted};
+use crate::lanes::{get_tenant, pump_until_ended, sorted};
 use crate::restore::{keyed, put_products, restore_from, restored_of};
 
 #[tokio::test]
@@ -59,11 +59,7 @@ async fn a_key_revoked_mid_re_sharding_pauses_its_lanes_and_the_driver_until_it_
     h.test_keys().set_enabled(&own_key, true).await;
     h.clock.advance_millis(REFUSAL_MEMO_MS + 1);
     let operator = integration::operator();
-    pump_while(&h, &pump, || async {
-        let view = get_tenant(&h, &t, &operator).await;
-        view.body.get("migration").is_some()
-    })
-    .await;
+    pump_until_ended(&h, &pump, &t, "migration").await;
     // THEN the re-sharding ends: 8 shards, and every product reads as written, once
     let view = get_tenant(&h, &t, &operator).await;
     assert_eq!(view.body["shardCount"], 8, "{}", view.body);

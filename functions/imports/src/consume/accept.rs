@@ -3,7 +3,7 @@
 
 use aws_lambda_events::event::sqs::SqsMessage;
 use shared::identity::ids::TenantId;
-use shared::store::imports::{opening, sealing_key, Opening, RETENTION_SECONDS};
+use shared::store::imports::{opening, sealing_key, Opening, StoredKey, RETENTION_SECONDS};
 use shared::{ApiError, App};
 
 use crate::{
@@ -172,7 +172,7 @@ async fn unsealed(
     };
     match opening(
         known.key.as_deref(),
-        known.stored.as_deref(),
+        known.stored.as_ref(),
         body.key_version,
     ) {
         Opening::Key(key) => match open_items(&key, &tenant, &body.import_id, &body.sealed_items) {
@@ -182,6 +182,10 @@ async fn unsealed(
                 Accepted::Again
             }
         },
+        Opening::Unopenable => {
+            tracing::error!(tenant = %tenant, import_id = %body.import_id, "the tenant's retired import key does not open under its data key");
+            Accepted::Again
+        }
         Opening::Destroyed => dropped(app, &tenant, &body, KEY_DESTROYED),
         Opening::NotYet => {
             tracing::warn!(tenant = %tenant, version = ?body.key_version, "an import message sealed under a key version this container has not met yet; delivered again");
@@ -195,7 +199,7 @@ async fn unsealed(
 #[derive(Clone)]
 pub(super) struct TenantSealing {
     key: Option<std::sync::Arc<shared::isolation::vault::TenantKey>>,
-    stored: Option<Vec<u8>>,
+    stored: Option<StoredKey>,
 }
 
 /// Each tenant's import keys, read once per batch (a consistent read: gone once offboarding

@@ -164,7 +164,7 @@ pub fn key_table() -> Vec<KeyRow> {
         same(
             "import sealing key",
             import_sealing_key(&t),
-            "seals the import messages; holds `openImports` (≤ 200); offboarding deletes it",
+            "seals a keyless tenant's import messages (`key`; online keying seals it under the data key: `retiredKey`); holds `openImports` (≤ 200); offboarding deletes it",
         ),
         same(
             "deletion tombstone",

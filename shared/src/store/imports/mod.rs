@@ -255,6 +255,7 @@ pub use outcomes::{note_deferred, outcomes_between, record_outcome};
 pub use progress::progress;
 use progress::read_import;
 pub use sealing::{
-    ensure_sealing_item, message_key, opening, sealing_key, MessageKey, Opening, SealingItem,
+    ensure_sealing_item, message_key, opening, retire_plain_key, sealing_key, MessageKey, Opening,
+    SealingItem, StoredKey,
 };
 pub use tombstone::Tombstone;

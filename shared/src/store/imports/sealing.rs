@@ -2,15 +2,17 @@
 //! sealed under a key derived from its data key's sealing version ([`derived_key`]), named in the
 //! message (`keyVersion`), so the key hierarchy covers them: rotation applies, and shredding the
 //! data key shreds them. A tenant without a key (or a message sealed before its tenant was keyed)
-//! has a random key stored in its sealing item, which offboarding deletes. The sealing item also
-//! holds the tenant's open imports.
+//! has a random key stored in its sealing item, which offboarding deletes. When online keying ends,
+//! that stored key is retired ([`retire_plain_key`]): it stays, for the messages sealed with it
+//! before (and their delayed copies), but sealed under the tenant's data key, so revoking or
+//! shredding that key covers them too. The sealing item also holds the tenant's open imports.
 
-use super::open::OPEN_IMPORTS;
+use super::open::{sealing_update, OPEN_IMPORTS};
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{import_sealing_key, primary_key};
 use crate::identity::sealing::{self, derived_key};
 use crate::isolation::vault::TenantKey;
-use crate::store::client::error::StoreError;
+use crate::store::client::error::{written_unless_condition_failed, StoreError};
 use crate::store::client::items::{enlist, get_item_consistent};
 use crate::store::client::query::{put_if_absent, Item};
 use crate::store::client::scoped::TenantDb;
@@ -18,13 +20,35 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 /// What the key derived from a tenant's data key seals: its import messages.
 const IMPORTS_PURPOSE: &str = "pooltable/imports/v1";
+/// What another key derived from it seals: the stored import key online keying retired.
+const RETIRED_PURPOSE: &str = "pooltable/imports/retired/v1";
+
+/// The tenant's stored import key, as its sealing item holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredKey {
+    /// A tenant without a key of its own seals its messages with it.
+    Plain(Vec<u8>),
+    /// Retired by online keying: it opens only the messages sealed before, and only through
+    /// `version` of the tenant's data key, which sealed it ([`retire_plain_key`]).
+    Retired { version: u32, sealed: Vec<u8> },
+}
 
 /// The tenant's sealing item as read: its stored key, when it has one (a tenant without a key of
-/// its own), and the ids of its open imports ([`super::count_open`]).
+/// its own, or one keyed online), and the ids of its open imports ([`super::count_open`]).
 #[derive(Debug, Clone, Default)]
 pub struct SealingItem {
-    pub key: Option<Vec<u8>>,
+    pub key: Option<StoredKey>,
     pub open_imports: std::collections::HashSet<String>,
+}
+
+impl SealingItem {
+    /// The stored key that seals new messages: only a plain one does.
+    fn plain_key(&self) -> Option<&[u8]> {
+        match &self.key {
+            Some(StoredKey::Plain(key)) => Some(key),
+            _ => None,
+        }
+    }
 }
 
 /// What a message is sealed with: the key, and the version of the tenant's data key it derives
@@ -45,11 +69,22 @@ async fn read_sealing_item(
     let Some(item) = get_item_consistent(db, primary_key(&pk, &pk)).await? else {
         return Ok(None);
     };
-    let key = item
-        .get(SEALING_KEY)
-        .and_then(|k| k.as_b().ok())
-        .map(|b| b.as_ref().to_vec())
-        .filter(|k| k.len() == sealing::KEY_BYTES);
+    let bytes = |name: &str| {
+        item.get(name)
+            .and_then(|k| k.as_b().ok())
+            .map(|b| b.as_ref().to_vec())
+    };
+    let plain = bytes(SEALING_KEY)
+        .filter(|k| k.len() == sealing::KEY_BYTES)
+        .map(StoredKey::Plain);
+    let retired = || {
+        let version = item.get(RETIRED_VERSION)?.as_n().ok()?.parse().ok()?;
+        Some(StoredKey::Retired {
+            version,
+            sealed: bytes(RETIRED_KEY)?,
+        })
+    };
+    let key = plain.or_else(retired);
     let open_imports = match item.get(OPEN_IMPORTS) {
         Some(AttributeValue::Ss(ids)) => ids.iter().cloned().collect(),
         _ => Default::default(),
@@ -57,9 +92,12 @@ async fn read_sealing_item(
     Ok(Some(SealingItem { key, open_imports }))
 }
 
-/// The tenant's stored import key (a consistent read): `None` when it has none, because it is
-/// keyed, never imported, or offboarding destroyed it.
-pub async fn sealing_key(db: &TenantDb, tenant: &TenantId) -> Result<Option<Vec<u8>>, StoreError> {
+/// The tenant's stored import key (a consistent read): `None` when it has none, because it was
+/// keyed from the start, never imported, or offboarding destroyed it.
+pub async fn sealing_key(
+    db: &TenantDb,
+    tenant: &TenantId,
+) -> Result<Option<StoredKey>, StoreError> {
     Ok(read_sealing_item(db, tenant)
         .await?
         .and_then(|item| item.key))
@@ -73,7 +111,7 @@ pub async fn ensure_sealing_item(
     tenant: &TenantId,
 ) -> Result<SealingItem, StoreError> {
     if let Some(existing) = read_sealing_item(db, tenant).await? {
-        if existing.key.is_some() || db.key.is_some() {
+        if existing.plain_key().is_some() || db.key.is_some() {
             return Ok(existing);
         }
     }
@@ -93,14 +131,14 @@ pub async fn ensure_sealing_item(
     enlist(tenant, &mut item);
     if put_if_absent(db, item).await? {
         return Ok(SealingItem {
-            key: fresh,
+            key: fresh.map(StoredKey::Plain),
             open_imports: Default::default(),
         });
     }
     let stored = read_sealing_item(db, tenant)
         .await?
         .ok_or_else(|| StoreError::Internal("the import sealing item vanished".into()))?;
-    if stored.key.is_none() && db.key.is_none() {
+    if stored.plain_key().is_none() && db.key.is_none() {
         // A keyed tenant's item, and this container does not know the key yet (it will within a
         // key period): its messages cannot be sealed now.
         return Err(StoreError::Unavailable(
@@ -113,17 +151,62 @@ pub async fn ensure_sealing_item(
 /// What `db`'s tenant's import messages are sealed with now: a key derived from its data key's
 /// sealing version, or else its stored import key (`item`, from [`ensure_sealing_item`]).
 pub fn message_key(db: &TenantDb, item: &SealingItem) -> Result<MessageKey, StoreError> {
-    match (&db.key, &item.key) {
+    match (&db.key, item.plain_key()) {
         (Some(key), _) => Ok(MessageKey {
             key: derived_key(key.bytes(), IMPORTS_PURPOSE).to_vec(),
             version: Some(key.version),
         }),
         (None, Some(stored)) => Ok(MessageKey {
-            key: stored.clone(),
+            key: stored.to_vec(),
             version: None,
         }),
         (None, None) => Err(StoreError::Internal("the tenant has no import key".into())),
     }
+}
+
+/// What binds a retired key to its tenant: sealed for one, it opens for no other.
+fn retired_context(tenant: &TenantId) -> String {
+    format!("{tenant}/imports/retired")
+}
+
+/// Online keying's end: the tenant's plain import key, when it has one, put back sealed under a
+/// key derived from `key`'s sealing version, on condition that it is still the one read. New
+/// messages are sealed under the data key already; the retired key still opens the ones sealed
+/// before, but only through the data key, so revoking or shredding it covers them as well, and
+/// no copy of the table holds an import key in the clear from then on. Run twice, the second finds
+/// nothing plain; a container that still sealed with the plain key cannot (it meets the data key
+/// before the walk starts, `Keying::seals_from`), and one that did would answer 503 and retry.
+pub async fn retire_plain_key(
+    db: &TenantDb,
+    tenant: &TenantId,
+    key: &TenantKey,
+) -> Result<(), StoreError> {
+    let Some(item) = read_sealing_item(db, tenant).await? else {
+        return Ok(());
+    };
+    let Some(plain) = item.plain_key() else {
+        return Ok(());
+    };
+    let sealed = sealing::seal_bytes(
+        &derived_key(key.bytes(), RETIRED_PURPOSE),
+        retired_context(tenant).as_bytes(),
+        plain,
+    )
+    .map_err(|e| StoreError::Internal(e.to_string()))?;
+    let blob = |b: Vec<u8>| AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(b));
+    let out = sealing_update(db, tenant)
+        .update_expression("SET #retired = :sealed, #version = :version REMOVE #key")
+        .condition_expression("#key = :plain")
+        .expression_attribute_names("#retired", RETIRED_KEY)
+        .expression_attribute_names("#version", RETIRED_VERSION)
+        .expression_attribute_names("#key", SEALING_KEY)
+        .expression_attribute_values(":sealed", blob(sealed))
+        .expression_attribute_values(":version", AttributeValue::N(key.version.to_string()))
+        .expression_attribute_values(":plain", blob(plain.to_vec()))
+        .send()
+        .await;
+    // A condition that failed: another call retired it first.
+    written_unless_condition_failed(out).map(|_| ())
 }
 
 /// What opens a message sealed under `version` of the tenant's key (`None`: its stored key).
@@ -132,25 +215,52 @@ pub enum Opening {
     Key(Vec<u8>),
     /// The key is gone (offboarding destroyed it): the message never opens.
     Destroyed,
+    /// The retired key is stored, but its version of the data key does not open it: changed.
+    Unopenable,
     /// Sealed under a version newer than this container has met: it will within a key period.
     NotYet,
 }
 
 /// What opens a message sealed under `version`, given the tenant's key as this container knows it
 /// and its stored import key.
-pub fn opening(key: Option<&TenantKey>, stored: Option<&[u8]>, version: Option<u32>) -> Opening {
-    match (version, key) {
-        (None, _) => stored.map_or(Opening::Destroyed, |k| Opening::Key(k.to_vec())),
-        (Some(v), Some(key)) => match key.bytes_of(v) {
-            Some(bytes) => Opening::Key(derived_key(bytes, IMPORTS_PURPOSE).to_vec()),
-            None if v > key.newest() => Opening::NotYet,
-            None => Opening::Destroyed,
-        },
-        (Some(_), None) => Opening::Destroyed,
+pub fn opening(
+    key: Option<&TenantKey>,
+    stored: Option<&StoredKey>,
+    version: Option<u32>,
+) -> Opening {
+    match (version, stored) {
+        (None, None) => Opening::Destroyed,
+        (None, Some(StoredKey::Plain(k))) => Opening::Key(k.clone()),
+        (None, Some(StoredKey::Retired { version, sealed })) => {
+            match derived_from(key, *version, RETIRED_PURPOSE) {
+                Ok(unwrapping) => {
+                    let context = key.map(|k| retired_context(&k.tenant)).unwrap_or_default();
+                    sealing::open_bytes(&unwrapping, context.as_bytes(), sealed)
+                        .map_or(Opening::Unopenable, Opening::Key)
+                }
+                Err(gone_or_not_yet) => gone_or_not_yet,
+            }
+        }
+        (Some(v), _) => derived_from(key, v, IMPORTS_PURPOSE).map_or_else(|o| o, Opening::Key),
+    }
+}
+
+/// The key derived for `purpose` from `version` of the tenant's key; else whether that version is
+/// gone (or the tenant has no key any more) or not met here yet.
+fn derived_from(key: Option<&TenantKey>, version: u32, purpose: &str) -> Result<Vec<u8>, Opening> {
+    let key = key.ok_or(Opening::Destroyed)?;
+    match key.bytes_of(version) {
+        Some(bytes) => Ok(derived_key(bytes, purpose).to_vec()),
+        None if version > key.newest() => Err(Opening::NotYet),
+        None => Err(Opening::Destroyed),
     }
 }
 
 pub(super) const SEALING_KEY: &str = "key";
+/// The retired import key, sealed ([`retire_plain_key`]), and the version of the data key whose
+/// derived key sealed it.
+const RETIRED_KEY: &str = "retiredKey";
+const RETIRED_VERSION: &str = "retiredKeyVersion";
 
 #[cfg(test)]
 mod tests {
@@ -177,7 +287,7 @@ mod tests {
             v1.kms_key.clone(),
         )
         .unwrap()]);
-        let stored = vec![7u8; sealing::KEY_BYTES];
+        let stored = StoredKey::Plain(vec![7u8; sealing::KEY_BYTES]);
         // THEN a message names the version it derives from, under a key that is not the data key
         let derived = |k: &TenantKey| derived_key(k.bytes(), IMPORTS_PURPOSE).to_vec();
         assert_ne!(derived(&v1), v1.bytes());
@@ -192,11 +302,81 @@ mod tests {
         // AND one without a version opens under the stored key, or is gone with it
         assert_eq!(
             opening(Some(&v2), Some(&stored), None),
-            Opening::Key(stored.clone())
+            Opening::Key(vec![7u8; sealing::KEY_BYTES])
         );
         assert_eq!(opening(Some(&v2), None, None), Opening::Destroyed);
         // AND a version newer than known waits; a tenant with no key any more drops it
         assert_eq!(opening(Some(&v1), None, Some(2)), Opening::NotYet);
         assert_eq!(opening(None, Some(&stored), Some(1)), Opening::Destroyed);
+    }
+
+    #[test]
+    fn a_retired_key_opens_only_through_the_version_of_the_data_key_that_sealed_it() {
+        // GIVEN a tenant's plain import key, retired under version 1 of its data key
+        let v1 = key(1);
+        let plain = vec![9u8; sealing::KEY_BYTES];
+        let sealed = sealing::seal_bytes(
+            &derived_key(v1.bytes(), RETIRED_PURPOSE),
+            retired_context(&v1.tenant).as_bytes(),
+            &plain,
+        )
+        .unwrap();
+        let retired = StoredKey::Retired {
+            version: 1,
+            sealed: sealed.clone(),
+        };
+        assert!(!sealed.windows(plain.len()).any(|w| w == plain));
+        // THEN a message sealed before the keying (no version) opens through version 1, also once
+        // the key is rotated to version 2
+        let v2 = key(2).knowing([TenantKey::new(
+            v1.tenant.clone(),
+            1,
+            v1.bytes().to_vec(),
+            v1.kms_key.clone(),
+        )
+        .unwrap()]);
+        for known in [&v1, &v2] {
+            assert_eq!(
+                opening(Some(known), Some(&retired), None),
+                Opening::Key(plain.clone())
+            );
+        }
+        // AND with the data key gone (shredded, or revoked: no key known), it never opens
+        assert_eq!(opening(None, Some(&retired), None), Opening::Destroyed);
+        assert_eq!(
+            opening(Some(&key(3)), Some(&retired), None),
+            Opening::Destroyed
+        );
+        // AND another tenant's key of the same bytes, or a changed byte, does not open it
+        let other = TenantKey::new(
+            TenantId::parse("globex").unwrap(),
+            1,
+            v1.bytes().to_vec(),
+            v1.kms_key.clone(),
+        )
+        .unwrap();
+        assert_eq!(
+            opening(Some(&other), Some(&retired), None),
+            Opening::Unopenable
+        );
+        let mut changed = sealed;
+        *changed.last_mut().unwrap() ^= 1;
+        let changed = StoredKey::Retired {
+            version: 1,
+            sealed: changed,
+        };
+        assert_eq!(
+            opening(Some(&v1), Some(&changed), None),
+            Opening::Unopenable
+        );
+        // AND a version not met here yet waits
+        let retired_later = StoredKey::Retired {
+            version: 5,
+            sealed: vec![0; 40],
+        };
+        assert_eq!(
+            opening(Some(&v2), Some(&retired_later), None),
+            Opening::NotYet
+        );
     }
 }

@@ -15,6 +15,8 @@
 //!   there and unchanged (its `updatedAtMs`, or every attribute), and the checkpoint, in one transaction: a page is sealed whole
 //!   or not at all, and a write meanwhile (itself sealed) cancels it, to be read again. A sealed
 //!   item is passed over, so a step run twice seals nothing twice.
+//! - **End** ([`finish`]): the import key the tenant sealed its queued messages with before is
+//!   retired, sealed under its data key, and the record loses its `keying`.
 //! - **Other operations** change where items are: a re-sharding or a restore started while the walk
 //!   waits, and the walk starts again from the first item ([`layout_of`]); sealed items cost it only
 //!   their read.
@@ -34,6 +36,7 @@ use crate::store::client::items::enlist;
 use crate::store::client::query::{string_attr, u64_attr, Item};
 use crate::store::client::scoped::TenantDb;
 use crate::store::client::transact::TransactError;
+use crate::store::imports::retire_plain_key;
 use crate::store::keys::{email_segment, is_sealed, seal_item};
 use crate::store::lifecycle::resharding::Step;
 use crate::store::lifecycle::tenant_items::{self, Budget, RecordInWalk};
@@ -280,8 +283,11 @@ fn checkpoint(
     Ok(TransactWriteItem::builder().update(update).build())
 }
 
-/// Ends the walk of `state`, which found nothing left: the record loses its `keying`.
-pub async fn finish(db: &TenantDb, state: &Keying) -> Result<Step, StoreError> {
+/// Ends the walk of `state`, which found nothing left: the tenant's plain import key, if it has one,
+/// is retired under `key` ([`retire_plain_key`]), then the record loses its `keying`. A failure
+/// between the two leaves the walk to end again, which retires nothing twice.
+pub async fn finish(db: &TenantDb, state: &Keying, key: &TenantKey) -> Result<Step, StoreError> {
+    retire_plain_key(db, &db.tenant, key).await?;
     let update = record_update(db)
         .update_expression("REMOVE #k")
         .condition_expression("#k.#steps = :steps")
