@@ -10,11 +10,17 @@
 //! (its checkpoint's condition) and ends there, so a copy never outlives one contested step.
 //! Without a queue (a local run with no SQS), the call that advances the operation steps every lane
 //! itself, side by side.
+//!
+//! Each message is signed with the platform's signing keys (as import messages are), under a domain
+//! of its own: the worker steps only a lane some function of ours sent. Any other message is
+//! delivered again until it reaches the dead-letter queue, which loses nothing: a lane whose
+//! message is gone is sent again once it has not been stepped for `lane_walk::LOST_AFTER_MS`.
 
 use std::time::Duration;
 
-use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use serde::{Deserialize, Serialize};
+use shared::identity::cursor::CursorKeys;
 use shared::identity::ids::TenantId;
 use shared::service::app::ConfigError;
 use shared::ApiError;
@@ -32,6 +38,11 @@ pub struct LaneMessage {
     pub lane: u32,
 }
 
+/// What a lane message's signature is made for: no cursor's or import message's passes for one.
+const SIGNING_DOMAIN: &str = "pooltable/lanes/v1";
+/// The message attribute that holds a lane message's signature.
+pub const LANE_SIGNATURE_ATTRIBUTE: &str = "signature";
+
 impl LaneMessage {
     pub fn new(tenant: &TenantId, operation: &str, lane: u32) -> Self {
         Self {
@@ -39,6 +50,18 @@ impl LaneMessage {
             operation: operation.to_owned(),
             lane,
         }
+    }
+
+    /// The signature of a message whose body is `body`.
+    pub fn sign(keys: &CursorKeys, body: &str) -> String {
+        keys.sign_for(SIGNING_DOMAIN, body)
+    }
+
+    /// The message `body` holds, when `signature` is [`LaneMessage::sign`]'s for it; else `None`
+    /// (sent by no function of ours, or not a lane message).
+    pub fn verified(keys: &CursorKeys, body: &str, signature: Option<&str>) -> Option<Self> {
+        let signed = signature.is_some_and(|s| keys.verify_for(SIGNING_DOMAIN, body, s));
+        signed.then(|| serde_json::from_str(body).ok()).flatten()
     }
 }
 
@@ -134,17 +157,18 @@ impl Lanes {
         self.queue.is_some()
     }
 
-    /// Puts `messages` on the queue, ten a request; every one is sent or the call fails (503: the
-    /// caller, or the driver's next run, sends the lanes again: a lane sent twice costs one
-    /// contested step).
-    pub async fn send(&self, messages: &[LaneMessage]) -> Result<(), ApiError> {
-        self.send_after(messages, Duration::ZERO).await
+    /// Puts `messages` on the queue, signed with `keys`, ten a request; every one is sent or the
+    /// call fails (503: the caller, or the driver's next run, sends the lanes again: a lane sent
+    /// twice costs one contested step).
+    pub async fn send(&self, keys: &CursorKeys, messages: &[LaneMessage]) -> Result<(), ApiError> {
+        self.send_after(keys, messages, Duration::ZERO).await
     }
 
     /// [`Lanes::send`], each message delivered no sooner than `delay` from now (at most SQS's 15
     /// minutes): a lane whose table is throttled waits on the queue, not in a worker.
     pub async fn send_after(
         &self,
+        keys: &CursorKeys,
         messages: &[LaneMessage],
         delay: Duration,
     ) -> Result<(), ApiError> {
@@ -159,8 +183,14 @@ impl Lanes {
                 .map(|(i, m)| {
                     let body = serde_json::to_string(m)
                         .map_err(|e| ApiError::Internal(format!("a lane message: {e}")))?;
+                    let signature = MessageAttributeValue::builder()
+                        .data_type("String")
+                        .string_value(LaneMessage::sign(keys, &body))
+                        .build()
+                        .map_err(|e| ApiError::Internal(format!("a lane message: {e}")))?;
                     SendMessageBatchRequestEntry::builder()
                         .id(i.to_string())
+                        .message_attributes(LANE_SIGNATURE_ATTRIBUTE, signature)
                         .message_body(body)
                         .delay_seconds(delay_seconds)
                         .build()
@@ -205,5 +235,28 @@ mod tests {
             r#"{"tenant":"acme","operation":"offboarding","lane":7}"#
         );
         assert_eq!(serde_json::from_str::<LaneMessage>(&text).unwrap(), m);
+    }
+
+    #[test]
+    fn a_lane_message_is_taken_only_with_its_own_signature() {
+        let keys = CursorKeys::new(&[7u8; 32], None).unwrap();
+        let body = serde_json::to_string(&LaneMessage::new(
+            &TenantId::parse("acme").unwrap(),
+            "offboarding",
+            7,
+        ))
+        .unwrap();
+        let signature = LaneMessage::sign(&keys, &body);
+        assert!(LaneMessage::verified(&keys, &body, Some(&signature)).is_some());
+        // Unsigned, signed for another body, under another key, or as a cursor or import message
+        assert!(LaneMessage::verified(&keys, &body, None).is_none());
+        let other = body.replace(":7", ":8");
+        assert!(LaneMessage::verified(&keys, &other, Some(&signature)).is_none());
+        let stranger = CursorKeys::new(&[8u8; 32], None).unwrap();
+        assert!(LaneMessage::verified(&stranger, &body, Some(&signature)).is_none());
+        for domain in ["pooltable-import-message-v1", "cursor"] {
+            let foreign = keys.sign_for(domain, &body);
+            assert!(LaneMessage::verified(&keys, &body, Some(&foreign)).is_none());
+        }
     }
 }

@@ -240,6 +240,7 @@ pub fn asked_lanes(req: &lambda_http::Request) -> Result<Option<u32>, ApiError> 
 
 /// Sends every lane of a plan of `count` lanes of `work` to the queue.
 async fn send_all(
+    app: &App,
     runner: &Lanes,
     db: &TenantDb,
     work: &LaneWork,
@@ -248,7 +249,7 @@ async fn send_all(
     let all: Vec<LaneMessage> = (0..count)
         .map(|lane| LaneMessage::new(&db.tenant, work.operation(), lane))
         .collect();
-    runner.send(&all).await
+    runner.send(&*app.cursor_keys()?, &all).await
 }
 
 /// A lane not stepped for this long has lost its message (a worker failed it past the queue's
@@ -278,7 +279,7 @@ pub async fn resend_lost(
     }
     if !lost.is_empty() {
         tracing::warn!(tenant = %db.tenant, lanes = lost.len(), "lanes not stepped for 5 minutes are sent again");
-        runner.send(&lost).await?;
+        runner.send(&*app.cursor_keys()?, &lost).await?;
     }
     Ok(())
 }
@@ -356,7 +357,7 @@ where
             if !plan(count).await? {
                 return Ok(LanesNow::Raced);
             }
-            send_all(runner, db, walk.work, count).await?;
+            send_all(app, runner, db, walk.work, count).await?;
             count
         }
     };

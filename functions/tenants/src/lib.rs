@@ -3,7 +3,7 @@
 //! `shared::isolation::claims`), and even so they write through scoped credentials of the tenant
 //! concerned.
 
-pub use lane_queue::{LaneMessage, LaneQueue, Lanes, WORK_PER_MESSAGE};
+pub use lane_queue::{LaneMessage, LaneQueue, Lanes, LANE_SIGNATURE_ATTRIBUTE, WORK_PER_MESSAGE};
 pub use lanes_view::LanesProgress;
 
 pub mod control_plane;

@@ -4,7 +4,9 @@
 //! The worker that finds every lane done ends the operation, as a call would. Charged to the
 //! platform's account, like the calls.
 //!
-//! A message of a tenant with no such operation running (finished, or offboarded and onboarded
+//! A message not signed with the platform's signing keys steps nothing (`crate::lane_queue`): it
+//! is delivered again, and ends in the lane dead-letter queue unless a worker comes to know its
+//! key. A message of a tenant with no such operation running (finished, or offboarded and onboarded
 //! again) is dropped. A failure (a throttle, a timeout) leaves the message for redelivery after the
 //! queue's visibility timeout: the lane resumes from its last committed step.
 
@@ -21,6 +23,7 @@ use shared::{ApiError, App};
 use crate::lane_walk::{run_lane, LaneRun, LaneWork};
 use crate::offboard_tenant;
 use crate::operation::Operation;
+use crate::LANE_SIGNATURE_ATTRIBUTE;
 use crate::{LaneMessage, Lanes};
 
 /// What became of one message.
@@ -37,15 +40,40 @@ pub enum Turn {
 
 /// The batch's messages, each one lane's turn, side by side; those that failed are delivered again.
 pub async fn work(app: &App, runner: &Lanes, event: SqsEvent) -> SqsBatchResponse {
+    let keys = match app.cursor_keys() {
+        Ok(keys) => keys,
+        Err(e) => {
+            tracing::warn!(error = %e, "the signing keys are unavailable; the batch is delivered again");
+            let mut response = SqsBatchResponse::default();
+            for message in &event.records {
+                response.add_failure(message.message_id.clone().unwrap_or_default());
+            }
+            return response;
+        }
+    };
+    let keys = &*keys;
     let turns = event.records.iter().map(|message| async move {
         let id = message.message_id.clone().unwrap_or_default();
-        let parsed = message
+        let signature = message
+            .message_attributes
+            .get(LANE_SIGNATURE_ATTRIBUTE)
+            .and_then(|a| a.string_value.as_deref());
+        let verified = message
             .body
             .as_deref()
-            .map(serde_json::from_str::<LaneMessage>);
-        let Some(Ok(lane)) = parsed else {
-            tracing::error!(message_id = %id, "a lane message that is not one is dropped");
-            return None;
+            .and_then(|body| LaneMessage::verified(keys, body, signature));
+        let Some(lane) = verified else {
+            // Never stepped, and never deleted at once: it may be signed with a key this container
+            // does not know yet (a rotation that reached the sender first). Delivered again, it
+            // is stepped once a worker knows the key; otherwise it ends in the lane dead-letter
+            // queue for a person, and its lane, if it is one, is sent again (`LOST_AFTER_MS`).
+            tracing::error!(
+                alarm = "forged_lane_message",
+                message_id = %id,
+                "a lane message whose signature does not verify (forged, or a key this worker does not know yet): not stepped, delivered again"
+            );
+            app.emit_event(&[("ForgedLaneMessages", 1.0)], &[("messageId", &id)]);
+            return Some(id);
         };
         // Charged to the platform's account under the route a call of the operation is.
         let operation = operation_of(&lane);
@@ -106,7 +134,11 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
     // queue (as a throttled table's does) until the key is usable again.
     if !operation_of(message).may_go_on(app, &tenant).await {
         runner
-            .send_after(std::slice::from_ref(message), runner.throttle_wait())
+            .send_after(
+                &*app.cursor_keys()?,
+                std::slice::from_ref(message),
+                runner.throttle_wait(),
+            )
             .await?;
         return Ok(Turn::Sent);
     }
@@ -121,14 +153,20 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
         LaneRun::Raced => Ok(Turn::Dropped),
         LaneRun::OutOfTime => {
             let next = LaneMessage::new(&tenant, work.operation(), message.lane);
-            runner.send(std::slice::from_ref(&next)).await?;
+            runner
+                .send(&*app.cursor_keys()?, std::slice::from_ref(&next))
+                .await?;
             Ok(Turn::Sent)
         }
         // Its table is throttled: its next turn waits on the queue, so every lane backs off.
         LaneRun::Throttled => {
             let next = LaneMessage::new(&tenant, work.operation(), message.lane);
             runner
-                .send_after(std::slice::from_ref(&next), runner.throttle_wait())
+                .send_after(
+                    &*app.cursor_keys()?,
+                    std::slice::from_ref(&next),
+                    runner.throttle_wait(),
+                )
                 .await?;
             Ok(Turn::Sent)
         }

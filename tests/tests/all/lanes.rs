@@ -1031,3 +1031,81 @@ async fn an_operator_sets_each_operations_lanes_when_it_starts_and_a_count_out_o
         8
     );
 }
+
+#[tokio::test]
+async fn a_lane_message_not_signed_by_the_platform_steps_nothing_and_ends_in_the_dead_letter_queue()
+{
+    use aws_sdk_sqs::types::MessageAttributeValue;
+    use shared::identity::cursor::CursorKeys;
+    use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
+    use tenants::LaneMessage;
+    // GIVEN a tenant of 200 products on 2 shards being re-sharded to 8, its lanes planned and on
+    // the lane queue
+    let h = Harness::new().await;
+    let t = unique("forged");
+    onboard(&h, &t, 2).await;
+    h.tenant(&t)
+        .put_new_products((0..200).map(|i| (format!("p{i:03}"), json!({"n": i}))))
+        .await;
+    let pump = LanePump::new(1, Duration::from_millis(150)).await;
+    let started = h.operator().reshard(&t, 8).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    assert!(pump.queues.backlog(&pump.queues.url).await > 0);
+    let before = sorted(h.items_under(&raw_key(&t, "")).await);
+
+    // WHEN messages for its lanes that no function of ours signed reach the worker: one with no
+    // signature, one signed under another key, one with a real signature of another lane's body
+    let forged = LanePump::new(1, Duration::from_millis(150)).await;
+    let tenant = TenantId::parse(&t).unwrap();
+    let body =
+        |lane| serde_json::to_string(&LaneMessage::new(&tenant, "resharding", lane)).unwrap();
+    let stranger = CursorKeys::new(&[9u8; 32], None).unwrap();
+    let ours = integration::test_cursor_keys();
+    let sent = [
+        (body(0), None),
+        (body(1), Some(LaneMessage::sign(&stranger, &body(1)))),
+        (body(2), Some(LaneMessage::sign(&ours, &body(3)))),
+    ];
+    for (body, signature) in sent {
+        let mut send = forged
+            .queues
+            .sqs
+            .send_message()
+            .queue_url(&forged.queues.url)
+            .message_body(body);
+        if let Some(signature) = signature {
+            let attribute = MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(signature)
+                .build()
+                .unwrap();
+            send = send.message_attributes(tenants::LANE_SIGNATURE_ATTRIBUTE, attribute);
+        }
+        send.send().await.unwrap();
+    }
+    forged.drain(&h.app, 4).await;
+
+    // THEN nothing of the tenant changed, its lanes' checkpoints included, byte for byte; each of
+    // the three was delivered again until it reached the dead-letter queue, none stepped, and
+    // nothing else is there
+    assert_eq!(sorted(h.items_under(&raw_key(&t, "")).await), before);
+    assert_eq!(forged.queues.backlog(&forged.queues.url).await, 0);
+    let mut dead: Vec<String> = forged
+        .queues
+        .dead_letters()
+        .await
+        .iter()
+        .map(|m| m.body().unwrap().to_owned())
+        .collect();
+    dead.sort();
+    assert_eq!(dead, [body(0), body(1), body(2)]);
+    // AND the lanes' own messages take the re-sharding to its end
+    pump_until_ended(&h, &pump, &t, "migration").await;
+    let operator = integration::operator();
+    let view = get_tenant(&h, &t, &operator).await;
+    assert_eq!(view.body["shardCount"], 8, "{}", view.body);
+}
