@@ -109,13 +109,17 @@ else:
     print("no-response")' "$1"
 }
 
-# The event file to send <bin>: its events/<bin>.json, except the consumer's, which is first made
-# what POST /imports would send now for table $3 (issued now, for acme's current record, signed with
-# this run's CURSOR_SIGNING_KEY) into $2 (a directory).
+# The event file to send <bin>: its events/<bin>.json, except the import consumer's, which is
+# first made what POST /imports would send now for table $3 (issued now, for acme's current record,
+# signed with this run's CURSOR_SIGNING_KEY) into $2 (a directory), and the lane worker's, signed
+# with that key as a function sends it.
 event_file() { # bin dir table
   if [ "$1" = import-consumer ]; then
     "$TOOLS/venv/bin/python" "$ROOT/scripts/import_queue.py" sign-event events/import-consumer.json "$2/import-consumer.json" "$3"
     echo "$2/import-consumer.json"
+  elif [ "$1" = work-lanes ]; then
+    "$TOOLS/venv/bin/python" "$ROOT/scripts/import_queue.py" sign-lane-event events/work-lanes.json "$2/work-lanes.json"
+    echo "$2/work-lanes.json"
   else
     echo "events/$1.json"
   fi

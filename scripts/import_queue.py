@@ -23,6 +23,9 @@ the dev command's lane queue too (`create` and `poll` serve any queue and its co
                                           if missing); and each message signed
                                           with this run's CURSOR_SIGNING_KEY
                                           (functions/imports/src/lib.rs)
+  import_queue.py sign-lane-event IN OUT  writes IN (an SQS event of lane messages) to OUT with each
+                                          message signed as a function sends it, with this run's
+                                          CURSOR_SIGNING_KEY (functions/tenants/src/lane_queue.rs)
 
 Needs boto3 (the stack's venv has it, with moto) and AWS_ENDPOINT_URL_SQS.
 """
@@ -197,6 +200,20 @@ def sign_event(source, target, table):
     json.dump(ev, open(target, "w"))
 
 
+LANE_SIGNING_DOMAIN = "pooltable/lanes/v1"
+
+
+def sign_lane_event(source, target):
+    key = os.environ["CURSOR_SIGNING_KEY"]
+    ev = json.load(open(source))
+    for record in ev["Records"]:
+        text = f"{LANE_SIGNING_DOMAIN}\n{record['body']}".encode()
+        mac = hmac.new(key.encode(), text, hashlib.sha256).digest()
+        record["messageAttributes"]["signature"]["stringValue"] = \
+            base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+    json.dump(ev, open(target, "w"))
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
     if args[:1] == ["create"] and len(args) == 2:
@@ -205,5 +222,7 @@ if __name__ == "__main__":
         poll(args[1], args[2], args[3:] == ["--until-empty"])
     elif args[:1] == ["sign-event"] and len(args) == 4:
         sign_event(args[1], args[2], args[3])
+    elif args[:1] == ["sign-lane-event"] and len(args) == 3:
+        sign_lane_event(args[1], args[2])
     else:
         sys.exit(__doc__)

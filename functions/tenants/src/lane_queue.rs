@@ -259,4 +259,16 @@ mod tests {
             assert!(LaneMessage::verified(&keys, &body, Some(&foreign)).is_none());
         }
     }
+
+    #[test]
+    fn a_lane_signature_is_what_scripts_import_queue_py_sign_lane_event_makes() {
+        // Golden: computed by scripts/import_queue.py's sign_lane_event for this key and body
+        // (HMAC-SHA-256 of the domain, a newline and the body; base64url without padding).
+        let keys = CursorKeys::new(b"0123456789abcdef0123456789abcdef", None).unwrap();
+        let body = r#"{"tenant":"globex","operation":"offboarding","lane":3}"#;
+        assert_eq!(
+            LaneMessage::sign(&keys, body),
+            "mlOvfnKJX1zKMyo1YOkBb7YYVs-mKpe5K_ha8ykzhEY"
+        );
+    }
 }

@@ -403,13 +403,17 @@ impl World {
                 Some(fresh.requests.by_operation())
             }
             "work-lanes" => {
-                // GIVEN a lane message of a tenant with nothing running in lanes (its operation
-                // ended, or another delivery's did)
+                // GIVEN a lane message (signed, as a function sends it) of a tenant with nothing
+                // running in lanes (its operation ended, or another delivery's did)
                 let tenant = unique("laned");
                 onboard(&self.h, &tenant, SHARDS).await;
                 let body = json!({"tenant": tenant, "operation": "offboarding", "lane": 0});
+                let signature =
+                    tenants::LaneMessage::sign(&integration::test_cursor_keys(), &body.to_string());
                 let event = serde_json::from_value(json!({"Records": [
-                    {"messageId": "m-1", "body": body.to_string(), "eventSource": "aws:sqs"}
+                    {"messageId": "m-1", "body": body.to_string(), "eventSource": "aws:sqs",
+                     "messageAttributes": {tenants::LANE_SIGNATURE_ATTRIBUTE: {
+                        "stringValue": signature, "dataType": "String"}}}
                 ]}))
                 .unwrap();
                 self.h.app.flush_usage().await.unwrap();
