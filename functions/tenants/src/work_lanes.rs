@@ -23,8 +23,7 @@ use shared::{ApiError, App};
 use crate::lane_walk::{run_lane, LaneRun, LaneWork};
 use crate::offboard_tenant;
 use crate::operation::Operation;
-use crate::LANE_SIGNATURE_ATTRIBUTE;
-use crate::{LaneMessage, Lanes};
+use crate::{LaneMessage, Lanes, LANE_SIGNATURE_ATTRIBUTE};
 
 /// What became of one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
