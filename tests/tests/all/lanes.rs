@@ -86,6 +86,18 @@ pub(crate) async fn pump_until_ended(h: &Harness, pump: &LanePump, tenant: &str,
     .await;
 }
 
+/// An operator's re-sharding of `tenant` to `to` (202), and, once items may move, the driver's run
+/// that plans its lanes onto `pump`'s queue.
+pub(crate) async fn reshard_onto_queue(h: &Harness, pump: &LanePump, tenant: &str, to: u32) {
+    use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
+    let started = h.operator().reshard(tenant, to).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+}
+
 /// One call's worth of `tenant`'s offboarding (already begun), its lanes as `lanes` says: what a
 /// DELETE call does after its first.
 async fn advance_on(
@@ -425,7 +437,6 @@ async fn a_hundred_offboardings_a_restore_and_a_move_listed_at_once_all_progress
 async fn a_re_sharding_in_lanes_on_the_queue_moves_every_item_once_through_duplicates_and_kills() {
     use shared::identity::keys::{kind, shard_pk};
     use shared::identity::shard::shard_for;
-    use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
     // GIVEN a tenant of 400 products and an employee in a department on 4 shards, re-shardings in
     // 4 lanes, and a lane queue whose turns last 150 ms
     let mut h = Harness::new().await;
@@ -437,12 +448,7 @@ async fn a_re_sharding_in_lanes_on_the_queue_moves_every_item_once_through_dupli
     let before = sorted(h.items_under(&raw_key(&t, "")).await);
 
     // WHEN an operator re-shards it to 16, items may move, and the driver plans the lanes
-    let started = h.operator().reshard(&t, 16).await;
-    assert_eq!(started.status, 202, "{}", started.body);
-    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    reshard_onto_queue(&h, &pump, &t, 16).await;
     // THEN four lanes are on the queue (4 product and 4 HR shards of the old layout, dealt out),
     // and GET shows them, none done, over the old layout's 8 partitions
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 4);
@@ -1037,7 +1043,6 @@ async fn a_lane_message_not_signed_by_the_platform_steps_nothing_and_ends_in_the
 {
     use aws_sdk_sqs::types::MessageAttributeValue;
     use shared::identity::cursor::CursorKeys;
-    use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
     use tenants::LaneMessage;
     // GIVEN a tenant of 200 products on 2 shards being re-sharded to 8, its lanes planned and on
     // the lane queue
@@ -1048,12 +1053,7 @@ async fn a_lane_message_not_signed_by_the_platform_steps_nothing_and_ends_in_the
         .put_new_products((0..200).map(|i| (format!("p{i:03}"), json!({"n": i}))))
         .await;
     let pump = LanePump::new(1, Duration::from_millis(150)).await;
-    let started = h.operator().reshard(&t, 8).await;
-    assert_eq!(started.status, 202, "{}", started.body);
-    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    reshard_onto_queue(&h, &pump, &t, 8).await;
     assert!(pump.queues.backlog(&pump.queues.url).await > 0);
     let before = sorted(h.items_under(&raw_key(&t, "")).await);
 

@@ -11,13 +11,12 @@ use serde_json::json;
 use shared::identity::keys::raw_key;
 use shared::store::lifecycle::restoring::STARTS_DELAY_SECONDS;
 
-use crate::lanes::{get_tenant, pump_until_ended, sorted};
+use crate::lanes::{get_tenant, pump_until_ended, reshard_onto_queue, sorted};
 use crate::restore::{keyed, put_products, restore_from, restored_of};
 
 #[tokio::test]
 async fn a_key_revoked_mid_re_sharding_pauses_its_lanes_and_the_driver_until_it_is_enabled_again() {
     use shared::store::keys::{DEFAULT_KEY_CACHE_SECONDS, REFUSAL_MEMO_MS};
-    use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
     // GIVEN a tenant whose data key is wrapped by a KMS key of its own, with 200 products on 2
     // shards, re-sharded to 8 in lanes on a queue (a paused lane's turn waits nothing, here)
     let h = Harness::new().await.keyed().await;
@@ -28,12 +27,7 @@ async fn a_key_revoked_mid_re_sharding_pauses_its_lanes_and_the_driver_until_it_
         .await;
     let mut pump = LanePump::new(1, Duration::from_millis(150)).await;
     pump.lanes = pump.lanes.with_throttle_wait(Duration::ZERO);
-    let started = h.operator().reshard(&t, 8).await;
-    assert_eq!(started.status, 202, "{}", started.body);
-    h.clock.advance_seconds(MOVES_DELAY_SECONDS);
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    reshard_onto_queue(&h, &pump, &t, 8).await;
     let queued = pump.queues.backlog(&pump.queues.url).await;
     assert!(queued > 0, "no lane on the queue");
 
