@@ -100,9 +100,14 @@ def poll(queue_url, invoke_url, until_empty):
         print(f"import poller: delivered {len(messages)}, {len(again)} to retry", file=sys.stderr)
 
 
-def sign(key, tenant, body):
-    mac = hmac.new(key.encode(), f"{SIGNING_DOMAIN}\n{tenant}\n{body}".encode(), hashlib.sha256).digest()
+def signature(key, domain, payload):
+    """CursorKeys::sign_for: HMAC-SHA-256 of the domain, a newline and the payload, base64url."""
+    mac = hmac.new(key.encode(), f"{domain}\n{payload}".encode(), hashlib.sha256).digest()
     return base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+
+
+def sign(key, tenant, body):
+    return signature(key, SIGNING_DOMAIN, f"{tenant}\n{body}")
 
 
 SEALING_DOMAIN = "pooltable-import-items-v1"
@@ -207,10 +212,8 @@ def sign_lane_event(source, target):
     key = os.environ["CURSOR_SIGNING_KEY"]
     ev = json.load(open(source))
     for record in ev["Records"]:
-        text = f"{LANE_SIGNING_DOMAIN}\n{record['body']}".encode()
-        mac = hmac.new(key.encode(), text, hashlib.sha256).digest()
         record["messageAttributes"]["signature"]["stringValue"] = \
-            base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+            signature(key, LANE_SIGNING_DOMAIN, record["body"])
     json.dump(ev, open(target, "w"))
 
 

@@ -15,7 +15,7 @@ pub const MAX_OPEN_IMPORTS: usize = 200;
 pub(super) const OPEN_IMPORTS: &str = "openImports";
 
 /// An UpdateItem of the tenant's sealing item; what it changes is the caller's.
-pub(super) fn sealing_update(db: &TenantDb, tenant: &TenantId) -> UpdateItemFluentBuilder {
+fn sealing_update(db: &TenantDb, tenant: &TenantId) -> UpdateItemFluentBuilder {
     let sealing = import_sealing_key(tenant);
     db.sdk_update_at(sealing.clone(), sealing)
 }

@@ -7,15 +7,17 @@
 //! before (and their delayed copies), but sealed under the tenant's data key, so revoking or
 //! shredding that key covers them too. The sealing item also holds the tenant's open imports.
 
-use super::open::{sealing_update, OPEN_IMPORTS};
+use super::open::OPEN_IMPORTS;
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{import_sealing_key, primary_key};
 use crate::identity::sealing::{self, derived_key};
 use crate::isolation::vault::TenantKey;
-use crate::store::client::error::{written_unless_condition_failed, StoreError};
+use crate::store::client::error::StoreError;
+use crate::store::client::expr::{attr, num, Update};
 use crate::store::client::items::{enlist, get_item_consistent};
 use crate::store::client::query::{put_if_absent, Item};
 use crate::store::client::scoped::TenantDb;
+use crate::store::client::transact::TransactError;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 /// What the key derived from a tenant's data key seals: its import messages.
@@ -193,20 +195,20 @@ pub async fn retire_plain_key(
         plain,
     )
     .map_err(|e| StoreError::Internal(e.to_string()))?;
-    let blob = |b: Vec<u8>| AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(b));
-    let out = sealing_update(db, tenant)
-        .update_expression("SET #retired = :sealed, #version = :version REMOVE #key")
-        .condition_expression("#key = :plain")
-        .expression_attribute_names("#retired", RETIRED_KEY)
-        .expression_attribute_names("#version", RETIRED_VERSION)
-        .expression_attribute_names("#key", SEALING_KEY)
-        .expression_attribute_values(":sealed", blob(sealed))
-        .expression_attribute_values(":version", AttributeValue::N(key.version.to_string()))
-        .expression_attribute_values(":plain", blob(plain.to_vec()))
-        .send()
+    let update = Update::from(attr(RETIRED_KEY).set(sealed))
+        .and(attr(RETIRED_VERSION).set(num(key.version.into())))
+        .and(attr(SEALING_KEY).remove());
+    let pk = import_sealing_key(tenant);
+    let retired = db
+        .update_item(primary_key(&pk, &pk), update)
+        .when(attr(SEALING_KEY).equal(plain.to_vec()))
+        .send(db)
         .await;
-    // A condition that failed: another call retired it first.
-    written_unless_condition_failed(out).map(|_| ())
+    match retired {
+        // A failed condition: another call retired it first, or offboarding deleted the item.
+        Ok(_) | Err(TransactError::ConditionFailed { .. }) => Ok(()),
+        Err(TransactError::Store(e)) => Err(e),
+    }
 }
 
 /// What opens a message sealed under `version` of the tenant's key (`None`: its stored key).
@@ -217,7 +219,8 @@ pub enum Opening {
     Destroyed,
     /// The retired key is stored, but its version of the data key does not open it: changed.
     Unopenable,
-    /// Sealed under a version newer than this container has met: it will within a key period.
+    /// Sealed under a version newer than this container has met, or under a retired key while it
+    /// knows no key of the tenant: it will within a key period.
     NotYet,
 }
 
@@ -231,16 +234,20 @@ pub fn opening(
     match (version, stored) {
         (None, None) => Opening::Destroyed,
         (None, Some(StoredKey::Plain(k))) => Opening::Key(k.clone()),
-        (None, Some(StoredKey::Retired { version, sealed })) => {
-            match derived_from(key, *version, RETIRED_PURPOSE) {
+        (None, Some(StoredKey::Retired { version, sealed })) => match key {
+            // No key known here while a retired one is stored: this container's view is behind
+            // the keying (offboarding deletes the sealing item with the key), so the message
+            // waits rather than being dropped for good.
+            None => Opening::NotYet,
+            Some(known) => match derived_from(key, *version, RETIRED_PURPOSE) {
                 Ok(unwrapping) => {
-                    let context = key.map(|k| retired_context(&k.tenant)).unwrap_or_default();
+                    let context = retired_context(&known.tenant);
                     sealing::open_bytes(&unwrapping, context.as_bytes(), sealed)
                         .map_or(Opening::Unopenable, Opening::Key)
                 }
                 Err(gone_or_not_yet) => gone_or_not_yet,
-            }
-        }
+            },
+        },
         (Some(v), _) => derived_from(key, v, IMPORTS_PURPOSE).map_or_else(|o| o, Opening::Key),
     }
 }
@@ -341,8 +348,9 @@ mod tests {
                 Opening::Key(plain.clone())
             );
         }
-        // AND with the data key gone (shredded, or revoked: no key known), it never opens
-        assert_eq!(opening(None, Some(&retired), None), Opening::Destroyed);
+        // AND with no key known here (a view behind the keying) it waits; with the version that
+        // sealed it gone, it never opens
+        assert_eq!(opening(None, Some(&retired), None), Opening::NotYet);
         assert_eq!(
             opening(Some(&key(3)), Some(&retired), None),
             Opening::Destroyed
