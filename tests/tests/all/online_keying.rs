@@ -497,3 +497,56 @@ async fn a_plain_import_key_is_retired_under_the_tenants_key_and_still_opens_wha
     let message: Value = serde_json::from_str(queues.receive(10).await[0].body().unwrap()).unwrap();
     assert_eq!(message["keyVersion"], json!(1));
 }
+
+#[tokio::test]
+async fn a_consumer_whose_view_is_behind_the_keying_keeps_a_sealed_import_message_and_writes_it_once_it_meets_the_key(
+) {
+    use super::imports::{deliver_in_process, post_import, products};
+    // GIVEN a tenant onboarded plain, and a keyed consumer container that wrote its first import
+    // (so it holds the view that the tenant has no key)
+    let plain = Harness::new().await;
+    integration::onboard_at_max_limits(&plain, "acme", 1).await;
+    let queues = integration::import_queue::ImportQueues::create(5, 1).await;
+    let keyed = plain.another_container().await.keyed().await;
+    let stale = keyed.another_keyed_container().await;
+    let first = post_import(&plain, &queues, "acme", products("plain", 1), &[]).await;
+    assert_eq!(first.status, 202, "{}", first.body);
+    assert_eq!(
+        deliver_in_process(&stale, &queues, &queues.receive(10).await).await,
+        1
+    );
+    // AND the tenant keyed to the end through another container, whose next import is sealed under
+    // version 1 of the tenant's key
+    key_acme_to_the_end(&keyed).await;
+    let sealed = post_import(&keyed, &queues, "acme", products("sealed", 3), &[]).await;
+    assert_eq!(sealed.status, 202, "{}", sealed.body);
+    let queued = queues.receive(10).await;
+    let message: Value = serde_json::from_str(queued[0].body().unwrap()).unwrap();
+    assert_eq!(message["keyVersion"], json!(1));
+    let before = keyed.all_items().await;
+    stale.clock.advance_seconds(10);
+
+    // WHEN the consumer whose view is behind receives it, well within its key cache's period
+    let deleted = deliver_in_process(&stale, &queues, &queued).await;
+
+    // THEN it is not deleted (never dropped for good: the tenant's key is not destroyed) and the
+    // table is byte for byte as it was
+    assert_eq!(deleted, 0);
+    assert_eq!(keyed.all_items().await, before);
+    // AND delivered again, the same container has met the key: the three products are written
+    let mut again = Vec::new();
+    for _ in 0..10 {
+        again = queues.receive(10).await;
+        if !again.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(deliver_in_process(&stale, &queues, &again).await, 1);
+    for i in 0..3 {
+        let r = keyed
+            .tenant("acme")
+            .get_product(&format!("sealed-{i:05}"))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+}

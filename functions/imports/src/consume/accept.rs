@@ -4,6 +4,7 @@
 use aws_lambda_events::event::sqs::SqsMessage;
 use shared::identity::ids::TenantId;
 use shared::store::imports::{opening, sealing_key, Opening, StoredKey, RETENTION_SECONDS};
+use shared::store::tenancy::tenants::TenantStatus;
 use shared::{ApiError, App};
 
 use crate::{
@@ -60,10 +61,11 @@ pub(super) async fn accepted(app: &App, keys: &mut SealingKeys, message: &SqsMes
     };
     match current {
         Ok(Some(record)) if record.created_at == body.tenant_since => {
-            if record.status == shared::store::tenancy::tenants::TenantStatus::Restoring {
-                return Accepted::Held(tenant, body);
-            }
-            unsealed(app, keys, tenant, body).await
+            let offboarding = match record.status {
+                TenantStatus::Restoring => return Accepted::Held(tenant, body),
+                status => status == TenantStatus::Offboarding,
+            };
+            unsealed(app, keys, tenant, body, offboarding).await
         }
         Ok(_) => dropped(app, &tenant, &body, FORMER_TENANT),
         Err(e) => {
@@ -135,15 +137,17 @@ fn signed<'a>(app: &App, message: &'a SqsMessage) -> Option<(TenantId, &'a str)>
 }
 
 /// The message's items, opened with the tenant's import key: derived from the version of its data
-/// key the message names, or its stored key. No key means offboarding destroyed it
-/// (crypto-shredding): dropped. A key that does not open a message it signed is kept for a person,
-/// like any signed message this version cannot read; so is one sealed under a key version this
-/// container has not met yet (it will within a key period).
+/// key the message names, or its stored key. Only offboarding destroys those (crypto-shredding): an
+/// offboarding tenant's message with no key left is dropped. For any other tenant, no key means
+/// this container's view is behind (a key made, or a version met, since it read it): the view is
+/// let go and the message delivered again, never dropped. A key that does not open a message it
+/// signed is kept for a person, like any signed message this version cannot read.
 async fn unsealed(
     app: &App,
     keys: &mut SealingKeys,
     tenant: TenantId,
     body: ImportMessage,
+    offboarding: bool,
 ) -> Accepted {
     let known = match keys.get(&tenant) {
         Some(known) => Ok(known.clone()),
@@ -170,11 +174,15 @@ async fn unsealed(
             return Accepted::Again;
         }
     };
-    match opening(
+    let opened = match opening(
         known.key.as_deref(),
         known.stored.as_ref(),
         body.key_version,
     ) {
+        Opening::Destroyed if !offboarding => Opening::NotYet,
+        opened => opened,
+    };
+    match opened {
         Opening::Key(key) => match open_items(&key, &tenant, &body.import_id, &body.sealed_items) {
             Some(items) => Accepted::Yes(tenant, body, items),
             None => {
@@ -188,7 +196,8 @@ async fn unsealed(
         }
         Opening::Destroyed => dropped(app, &tenant, &body, KEY_DESTROYED),
         Opening::NotYet => {
-            tracing::warn!(tenant = %tenant, version = ?body.key_version, "an import message sealed under a key version this container has not met yet; delivered again");
+            app.meet_keys_again(std::slice::from_ref(&tenant));
+            tracing::warn!(tenant = %tenant, import_id = %body.import_id, key_version = ?body.key_version, "an import message sealed under a key this container's view of the tenant does not hold yet; delivered again");
             Accepted::Again
         }
     }
