@@ -99,8 +99,15 @@ pub(crate) async fn onboard(
     let item = serde_dynamo::to_item(&record)
         .map_err(|e| ApiError::Internal(format!("serialize tenant record: {e}")))?;
     // The key first: once the record exists, its requests find it (a retry takes the one made).
+    // A tenant of this id that exists already keeps its key as it is: its record's write is
+    // answered 409, or the recorded answer replayed, never a new key made over the one its items
+    // are sealed under (read consistently: a cached absence may be stale).
     let byok = checked_kms_key_arn(app, input.kms_key_arn.as_deref())?;
-    if let Some(keys) = &app.keys {
+    let keys = match &app.keys {
+        Some(keys) if !app.directory.exists_now(tenant).await? => Some(keys),
+        _ => None,
+    };
+    if let Some(keys) = keys {
         let made = keys.create(tenant, byok, &record.created_at).await;
         if let (Err(StoreError::KeyRefused(code)), Some(arn)) = (&made, byok) {
             return Err(ApiError::bad_request(

@@ -22,6 +22,15 @@ impl Clock for SystemClock {
     }
 }
 
+/// Epoch milliseconds of an RFC 3339 time as [`rfc3339`] writes it; `None` when it is not one.
+pub fn millis_of_rfc3339(text: &str) -> Option<u64> {
+    aws_smithy_types::DateTime::from_str(text, aws_smithy_types::date_time::Format::DateTime)
+        .ok()?
+        .to_millis()
+        .ok()
+        .and_then(|ms| u64::try_from(ms).ok())
+}
+
 /// RFC 3339 for API responses, from epoch milliseconds.
 pub fn rfc3339(unix_millis: u64) -> String {
     aws_smithy_types::DateTime::from_millis(unix_millis as i64)

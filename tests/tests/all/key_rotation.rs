@@ -263,3 +263,29 @@ async fn a_key_row_left_by_an_earlier_tenant_of_the_id_is_never_the_new_tenants_
     put(&h, "acme", "p-1", 1).await;
     read_all(&h, "acme", &["p-1"]).await;
 }
+
+#[tokio::test]
+async fn a_key_row_of_another_onboarding_of_the_id_still_under_way_is_never_shredded_by_a_second() {
+    // GIVEN a key row another onboarding of "acme" made 5 seconds ago, its record not written yet
+    let h = Harness::new().await.keyed().await;
+    let t = TenantId::parse("acme").unwrap();
+    let keys = h.app.keys.as_ref().unwrap();
+    use shared::identity::clock::{rfc3339, Clock};
+    let made_for = rfc3339(h.clock.now_millis() - 5_000);
+    let theirs = keys.create(&t, None, &made_for).await.unwrap();
+    // WHEN acme is onboarded here meanwhile
+    let body = json!({"tenantId": "acme", "tier": "standard", "shardCount": 1});
+    let r = h.operator().onboard_tenant(body).await;
+    // THEN it is refused (409: the other onboarding is under way), and the other's key is the only
+    // one, as it was
+    assert_eq!(r.status, 409, "{}", r.body);
+    let held: Vec<_> = h
+        .test_keys()
+        .every_key(&h.admin)
+        .await
+        .into_iter()
+        .filter(|k| k.tenant == t)
+        .collect();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].bytes(), theirs.bytes());
+}

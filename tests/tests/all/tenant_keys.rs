@@ -864,3 +864,59 @@ async fn a_keyed_tenants_sessions_transfer_codes_and_recorded_answers_are_sealed
     .await;
     assert_eq!(gone.status, 404, "{}", gone.body);
 }
+
+/// acme's onboarding by the operator through container `h`, with `idempotency_key` when given.
+async fn onboard_acme(h: &Harness, idempotency_key: Option<&str>) -> integration::Resp {
+    let headers: Vec<(&str, &str)> = idempotency_key
+        .map(|k| ("Idempotency-Key", k))
+        .into_iter()
+        .collect();
+    let body = json!({"tenantId": "acme", "tier": "standard", "shardCount": 1});
+    h.operator()
+        .headers(&headers)
+        .call("onboard-tenant", &[] as &[(&str, &str)], Some(body))
+        .await
+}
+
+/// acme's keys in the key table: each version, its bytes and the KMS key that wraps it.
+async fn keys_of_acme(h: &Harness) -> Vec<(u32, Vec<u8>, String)> {
+    let acme = TenantId::parse("acme").unwrap();
+    let keys = h.test_keys().every_key(&h.admin).await;
+    keys.into_iter()
+        .filter(|k| k.tenant == acme)
+        .map(|k| (k.version, k.bytes().to_vec(), k.kms_key))
+        .collect()
+}
+
+#[tokio::test]
+async fn onboarding_an_existing_tenants_id_again_never_makes_a_new_key_over_the_one_its_items_are_sealed_under(
+) {
+    // GIVEN a keyed tenant onboarded with an Idempotency-Key, with sealed products
+    let h = Harness::new().await.keyed().await;
+    let first = onboard_acme(&h, Some("onboard-acme")).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let model = products_of("acme", 3);
+    put_all(&h, "acme", &model).await;
+    let held = keys_of_acme(&h).await;
+    assert_eq!(held.len(), 1);
+
+    // WHEN the same onboarding is sent again a second later: a retry with its Idempotency-Key, then
+    // one without, then one through another container a minute on
+    h.clock.advance_seconds(1);
+    let retried = onboard_acme(&h, Some("onboard-acme")).await;
+    let again = onboard_acme(&h, None).await;
+    let other = h.another_keyed_container().await;
+    other.clock.advance_seconds(60);
+    let elsewhere = onboard_acme(&other, None).await;
+
+    // THEN the retry replays the first answer, and the others are 409
+    assert_eq!((retried.status, &retried.body), (201, &first.body));
+    for r in [&again, &elsewhere] {
+        assert_eq!(r.status, 409, "{}", r.body);
+    }
+    // AND the tenant's key is the one it had, and a container that meets it only now reads every
+    // product as written
+    assert_eq!(keys_of_acme(&h).await, held);
+    let fresh = h.another_keyed_container().await;
+    assert_served(&fresh, "acme", &model).await;
+}

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use lru::LruCache;
 
 use super::table::{KeyRow, KeyTable, Shredded};
-use crate::identity::clock::{rfc3339, Clock};
+use crate::identity::clock::{millis_of_rfc3339, rfc3339, Clock};
 use crate::identity::ids::TenantId;
 use crate::isolation::vault::{KeyVault, TenantKey, VaultError};
 use crate::store::client::error::StoreError;
@@ -49,6 +49,24 @@ impl KeyVersions {
             newest_seals_from: rfc3339(newest.map_or(0, |r| r.seals_from_ms)),
         }
     }
+}
+
+/// How long an onboarding may still be under way after it made a key: the longest a function runs,
+/// and a margin for two containers' clocks.
+const ONBOARDING_IN_FLIGHT_MS: u64 =
+    (crate::store::tenancy::tenants::LONGEST_FUNCTION_TIMEOUT_SECONDS + 2) * 1000;
+
+/// Whether `row` may be another onboarding's, still under way at `now`: made for a record dated
+/// within [`ONBOARDING_IN_FLIGHT_MS`].
+fn made_within_an_onboarding(row: &KeyRow, now: u64) -> bool {
+    millis_of_rfc3339(&row.created_at)
+        .is_some_and(|made| now < made.saturating_add(ONBOARDING_IN_FLIGHT_MS))
+}
+
+fn another_onboarding(tenant: &TenantId) -> StoreError {
+    StoreError::Contended(format!(
+        "another onboarding of {tenant} is under way; retry in a minute"
+    ))
 }
 
 /// The most tenants whose keys one container keeps.
@@ -300,12 +318,18 @@ impl TenantKeys {
         incarnation: &str,
     ) -> Result<Arc<TenantKey>, StoreError> {
         // Rows of an earlier tenant of this id (a rotation that landed after its offboarding's
-        // shredding) are never this tenant's key: they are shredded first.
+        // shredding) are never this tenant's key: they are shredded first. Rows of another
+        // incarnation made within an onboarding's longest run are another onboarding of the id
+        // under way, whose record may be written next: never shredded, refused (409).
         let rows = self.table.rows(tenant).await?;
         let stale: Vec<&KeyRow> = rows
             .iter()
             .filter(|r| r.created_at != incarnation)
             .collect();
+        let now = self.clock.now_millis();
+        if stale.iter().any(|r| made_within_an_onboarding(r, now)) {
+            return Err(another_onboarding(tenant));
+        }
         for row in &stale {
             self.table.delete(tenant, row.version).await?;
         }
@@ -322,8 +346,13 @@ impl TenantKeys {
             .generate(tenant, kms_key, version, incarnation, 0)
             .await?;
         if !self.table.insert(tenant, &row).await? {
-            // Another container made it first: that one is the key.
+            // Another container made it first: that one is the key, when it made it for the same
+            // record (a retry); for another, that onboarding is under way.
             self.forget(tenant);
+            let rows = self.table.rows(tenant).await?;
+            if rows.iter().any(|r| r.created_at != incarnation) {
+                return Err(another_onboarding(tenant));
+            }
             return self.current(tenant, None).await?.ok_or_else(|| {
                 StoreError::Internal(format!("the key of {tenant} was made and is gone"))
             });

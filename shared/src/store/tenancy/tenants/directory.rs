@@ -72,6 +72,15 @@ impl TenantDirectory {
         Ok(record)
     }
 
+    /// Whether the tenant has a record now (strongly consistent, past the cache, and not cached):
+    /// what onboarding asks before it makes a key, so that the absence it reads is never what its
+    /// tenant's first request meets once the record is written.
+    pub async fn exists_now(&self, tenant: &TenantId) -> Result<bool, StoreError> {
+        Ok(read_record_with(&self.reader, &self.table, tenant, true)
+            .await?
+            .is_some())
+    }
+
     /// Caches a record this container has just written, so its own next request sees it at once.
     pub fn remember(&self, tenant: &TenantId, record: Option<Arc<TenantRecord>>) {
         let now = self.clock.now_millis();
