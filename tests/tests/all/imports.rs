@@ -1036,6 +1036,30 @@ async fn after_an_offboarding_nothing_readable_of_the_tenant_stays_on_the_queue_
     assert!(product_items(&h, &t).await.is_empty());
 }
 
+#[tokio::test]
+async fn a_message_of_a_tenant_being_offboarded_is_dropped_as_a_former_tenants_and_writes_nothing()
+{
+    // GIVEN a tenant's import on the queue, and the tenant's offboarding started (its items not
+    // deleted yet)
+    let (h, t) = Harness::with_tenant("leaving", 1).await;
+    let queues = ImportQueues::create(5, 1).await;
+    let posted = post_import(&h, &queues, &t, products("late", 3), &[]).await;
+    assert_eq!(posted.status, 202, "{}", posted.body);
+    let queued = queues.receive(10).await;
+    assert_eq!(queued.len(), 1);
+    let offboarding = h.operator().offboard_tenant(&t).await;
+    assert_eq!(offboarding.status, 202, "{}", offboarding.body);
+    let before = h.items_under(&raw_key(&t, "")).await;
+
+    // WHEN a consumer receives the message
+    let deleted = deliver_in_process(&h, &queues, &queued).await;
+
+    // THEN it is dropped for good (deleted, never cycled to the dead-letter queue), and nothing is
+    // written: the tenant's raw items are byte for byte as they were
+    assert_eq!(deleted, 1);
+    assert_eq!(h.items_under(&raw_key(&t, "")).await, before);
+}
+
 /// Delivers `batch` to a consumer in this process (on the test's clock) and settles it as an event
 /// source mapping would: how many messages were deleted.
 pub(crate) async fn deliver_in_process(

@@ -61,11 +61,16 @@ pub(super) async fn accepted(app: &App, keys: &mut SealingKeys, message: &SqsMes
     };
     match current {
         Ok(Some(record)) if record.created_at == body.tenant_since => {
-            let offboarding = match record.status {
-                TenantStatus::Restoring => return Accepted::Held(tenant, body),
-                status => status == TenantStatus::Offboarding,
-            };
-            unsealed(app, keys, tenant, body, offboarding).await
+            match record.status {
+                TenantStatus::Restoring => Accepted::Held(tenant, body),
+                // Offboarding is one way: the tenant's items are being deleted (and its keys
+                // shredded), and no request of it is served, so its message is dropped as a
+                // former tenant's rather than cycled to the dead-letter queue.
+                TenantStatus::Offboarding => dropped(app, &tenant, &body, FORMER_TENANT),
+                TenantStatus::Active | TenantStatus::Suspended => {
+                    unsealed(app, keys, tenant, body).await
+                }
+            }
         }
         Ok(_) => dropped(app, &tenant, &body, FORMER_TENANT),
         Err(e) => {
@@ -83,11 +88,6 @@ struct DropReason {
     says: &'static str,
 }
 
-const KEY_DESTROYED: DropReason = DropReason {
-    alarm: "import_key_destroyed",
-    reason: "keyDestroyed",
-    says: "dropped an import message whose tenant's key is gone",
-};
 const EXPIRED: DropReason = DropReason {
     alarm: "expired_import_message",
     reason: "expired",
@@ -96,7 +96,8 @@ const EXPIRED: DropReason = DropReason {
 const FORMER_TENANT: DropReason = DropReason {
     alarm: "import_for_a_former_tenant",
     reason: "formerTenant",
-    says: "dropped an import message sent before the tenant was offboarded",
+    says:
+        "dropped an import message of a tenant offboarded, or being offboarded, since it was sent",
 };
 
 /// Drops a signed message for good: an alarm line, and a count by reason (the
@@ -137,17 +138,16 @@ fn signed<'a>(app: &App, message: &'a SqsMessage) -> Option<(TenantId, &'a str)>
 }
 
 /// The message's items, opened with the tenant's import key: derived from the version of its data
-/// key the message names, or its stored key. Only offboarding destroys those (crypto-shredding): an
-/// offboarding tenant's message with no key left is dropped. For any other tenant, no key means
-/// this container's view is behind (a key made, or a version met, since it read it): the view is
-/// let go and the message delivered again, never dropped. A key that does not open a message it
-/// signed is kept for a person, like any signed message this version cannot read.
+/// key the message names, or its stored key. Only offboarding destroys those (crypto-shredding),
+/// and an offboarding tenant's message never comes here: for a tenant that is not offboarding, no
+/// key means this container's view is behind (a key made, or a version met, since it read it). The
+/// view is let go and the message delivered again, never dropped. A key that does not open a
+/// message it signed is kept for a person, like any signed message this version cannot read.
 async fn unsealed(
     app: &App,
     keys: &mut SealingKeys,
     tenant: TenantId,
     body: ImportMessage,
-    offboarding: bool,
 ) -> Accepted {
     let known = match keys.get(&tenant) {
         Some(known) => Ok(known.clone()),
@@ -174,15 +174,11 @@ async fn unsealed(
             return Accepted::Again;
         }
     };
-    let opened = match opening(
+    match opening(
         known.key.as_deref(),
         known.stored.as_ref(),
         body.key_version,
     ) {
-        Opening::Destroyed if !offboarding => Opening::NotYet,
-        opened => opened,
-    };
-    match opened {
         Opening::Key(key) => match open_items(&key, &tenant, &body.import_id, &body.sealed_items) {
             Some(items) => Accepted::Yes(tenant, body, items),
             None => {
@@ -194,8 +190,7 @@ async fn unsealed(
             tracing::error!(tenant = %tenant, import_id = %body.import_id, "the tenant's retired import key does not open under its data key");
             Accepted::Again
         }
-        Opening::Destroyed => dropped(app, &tenant, &body, KEY_DESTROYED),
-        Opening::NotYet => {
+        Opening::Destroyed | Opening::NotYet => {
             app.meet_keys_again(std::slice::from_ref(&tenant));
             tracing::warn!(tenant = %tenant, import_id = %body.import_id, key_version = ?body.key_version, "an import message sealed under a key this container's view of the tenant does not hold yet; delivered again");
             Accepted::Again
