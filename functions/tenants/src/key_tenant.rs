@@ -70,13 +70,8 @@ pub async fn run(app: &App, by: &TenantId, tenant: &TenantId) -> Result<Response
         .ok_or_else(no_such_tenant)?;
     if record.keying.is_none() {
         let now_ms = app.clock.now_millis();
-        let cache_seconds = app
-            .settings
-            .tenant_keys
-            .as_ref()
-            .map_or(0, |k| k.cache_seconds);
         record =
-            match keying::begin(&db, &record, by, now_ms, cache_seconds).await? {
+            match keying::begin(&db, &record, by, now_ms, cache_seconds(app)).await? {
                 Step::Committed(record) => *record,
                 Step::Raced => return Err(ApiError::Conflict(
                     "Another operation runs on this tenant, or it is not active: seal its items \
@@ -84,12 +79,13 @@ pub async fn run(app: &App, by: &TenantId, tenant: &TenantId) -> Result<Response
                         .into(),
                 )),
             };
+        // Listed for the driver: it goes on with nobody calling, and makes the key if this call
+        // fails before it does.
+        let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+        driving::list(&platform_db, tenant, now_ms).await?;
         // The key once the walk is recorded (no key is made for a start refused): a container that
         // cached its absence before this lets it go by `sealsFrom`, which was counted from earlier.
         keys.create(tenant, None, &record.created_at).await?;
-        // Listed for the driver: it goes on with nobody calling.
-        let platform_db = app.db_for_operator(&TenantId::platform()).await?;
-        driving::list(&platform_db, tenant, now_ms).await?;
     }
     advance(app, &db, record, deadline).await
 }
@@ -115,8 +111,22 @@ pub async fn advance(
     let known = app.tenant_key(&db.tenant, Some(&record.created_at)).await?;
     let key = match (known, &app.keys) {
         (Some(key), _) => key,
-        // The start recorded the walk but failed before making the key: make it now.
-        (None, Some(keys)) => keys.create(&db.tenant, None, &record.created_at).await?,
+        // The start recorded the walk but failed before making the key (or this container's view
+        // is behind it): make it (a retry takes the one there), and seal only a key period from
+        // now, as the start does: containers may have cached its absence until now.
+        (None, Some(keys)) => {
+            keys.create(&db.tenant, None, &record.created_at).await?;
+            let seals_from = keying::seals_from(app.clock.now_millis(), cache_seconds(app));
+            keying::postpone(db, &state, seals_from).await?;
+            let record = read_record_consistent(db)
+                .await?
+                .ok_or_else(no_such_tenant)?;
+            let wait = record
+                .keying
+                .as_ref()
+                .map_or(0, |k| k.seals_from.saturating_sub(now));
+            return Ok(accepted(record, wait));
+        }
         (None, None) => return Err(ApiError::Internal("no tenant keys here".into())),
     };
     loop {
@@ -150,6 +160,11 @@ pub async fn advance(
             return Ok(accepted(record, 0));
         }
     }
+}
+
+/// How long containers cache tenants' keys here (`KEY_CACHE_SECONDS`).
+fn cache_seconds(app: &App) -> u64 {
+    app.keys.as_ref().map_or(0, |k| k.cache_seconds())
 }
 
 /// `{"keyed": true}` alone, or 400.

@@ -550,3 +550,54 @@ async fn a_consumer_whose_view_is_behind_the_keying_keeps_a_sealed_import_messag
         assert_eq!(r.status, 200, "{}", r.body);
     }
 }
+
+#[tokio::test]
+async fn a_key_made_after_the_start_failed_to_make_it_seals_only_once_every_container_let_go_of_its_absence(
+) {
+    use std::sync::atomic::Ordering;
+    // GIVEN a tenant onboarded plain, and two keyed containers: one the operator asks, and one that
+    // serves the tenant (it caches that the tenant has no key)
+    let plain = Harness::new().await;
+    onboard(&plain, "acme", 1).await;
+    let mut model = BTreeMap::new();
+    put(&plain, &["p-plain".to_owned()], 1, &mut model).await;
+    let asked = plain.another_container().await.keyed().await;
+    let serving = asked.another_keyed_container().await;
+    // AND a start of the sealing that recorded the walk, then failed to make the key (KMS down)
+    asked.test_keys().outage.store(true, Ordering::SeqCst);
+    let failed = update_acme(&asked, json!({"keyed": true})).await;
+    assert_eq!(failed.status, 503, "{}", failed.body);
+    asked.test_keys().outage.store(false, Ordering::SeqCst);
+    // AND the start's `sealsFrom` passed, the serving container's view of "no key" fetched again
+    let period = (DEFAULT_KEY_CACHE_SECONDS + SETTLE_SECONDS + 1) * 1000;
+    for c in [&asked, &serving] {
+        c.clock.advance_millis(period);
+    }
+    let read = serving.tenant("acme").get_product("p-plain").await;
+    assert_eq!(read.status, 200, "{}", read.body);
+
+    // WHEN the operator asks again: the key is made now
+    let again = update_acme(&asked, json!({"keyed": true})).await;
+
+    // THEN the walk waits a key period from now (202), sealing nothing yet
+    assert_eq!(again.status, 202, "{}", again.body);
+    // AND a product the serving container writes meanwhile (its view still "no key": plain) is
+    // sealed by the walk once it starts: no product item is left plain when it ends
+    put(&serving, &["p-late".to_owned()], 1, &mut model).await;
+    for c in [&asked, &serving] {
+        c.clock.advance_millis(period);
+    }
+    integration::drive_to_end(&asked.app).await;
+    let products: Vec<_> = asked
+        .all_items()
+        .await
+        .into_iter()
+        .filter(|i| i.get("kind") == Some(&AttributeValue::S("PRODUCT".into())))
+        .collect();
+    assert_eq!(products.len(), 2, "{products:?}");
+    assert!(products.iter().all(is_sealed), "{products:?}");
+    for (id, doc) in &model {
+        let r = asked.tenant("acme").get_product(id).await;
+        assert_eq!(r.body["document"], *doc, "{id}: {}", r.body);
+    }
+}

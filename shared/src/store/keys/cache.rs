@@ -141,6 +141,12 @@ impl TenantKeys {
         self.vault_calls.load(Ordering::Relaxed)
     }
 
+    /// How long a container serves a key it fetched (`KEY_CACHE_SECONDS`): how long a cached
+    /// absence of a key may outlive the key's making.
+    pub fn cache_seconds(&self) -> u64 {
+        self.cache_ms / 1000
+    }
+
     /// The key table's name.
     pub fn table_name(&self) -> &str {
         &self.table.name

@@ -73,7 +73,7 @@ pub async fn begin(
     let state = Keying {
         requested_at: rfc3339(now_ms),
         requested_by: requested_by.to_string(),
-        seals_from: now_ms / 1000 + cache_seconds + SETTLE_SECONDS,
+        seals_from: seals_from(now_ms, cache_seconds),
         walked_layout: layout_of(record),
         position: None,
         steps: 0,
@@ -92,6 +92,30 @@ pub async fn begin(
         .expression_attribute_names("#state", "status")
         .expression_attribute_values(":k", state.to_attribute()?)
         .expression_attribute_values(":active", value(TenantStatus::Active)?);
+    Ok(Step::from(send_record_update(update).await?))
+}
+
+/// The epoch second from which a walk may seal when the tenant's key is made at `now_ms`:
+/// containers cache keys for `cache_seconds`, so by then every one has let go of its cached absence.
+pub fn seals_from(now_ms: u64, cache_seconds: u64) -> u64 {
+    now_ms / 1000 + cache_seconds + SETTLE_SECONDS
+}
+
+/// Moves the walk's start to `seals_from`: the key was made only now, after the start (which
+/// recorded the walk, then failed before making it), so containers may have cached its absence
+/// until now, and write plain items for a period after. `Raced` when another call changed the
+/// walk first.
+pub async fn postpone(db: &TenantDb, state: &Keying, seals_from: u64) -> Result<Step, StoreError> {
+    let update = record_update(db)
+        .update_expression("SET #k.#from = :from")
+        .condition_expression("#k.#steps = :steps AND #k.#at = :at")
+        .expression_attribute_names("#k", "keying")
+        .expression_attribute_names("#from", "sealsFrom")
+        .expression_attribute_names("#steps", "steps")
+        .expression_attribute_names("#at", "requestedAt")
+        .expression_attribute_values(":from", AttributeValue::N(seals_from.to_string()))
+        .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
+        .expression_attribute_values(":at", AttributeValue::S(state.requested_at.clone()));
     Ok(Step::from(send_record_update(update).await?))
 }
 
