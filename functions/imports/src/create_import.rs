@@ -186,7 +186,13 @@ async fn create(
         return Err(too_many_open_imports());
     }
     list_and_count(app, db, t, &import, new.created_at_ms).await?;
-    let issued_at = match claim(db, t, &import, &new).await? {
+    let claimed = claim(db, t, &import, &new).await?;
+    // The count above is undone for an import that is final already (the key sent again after its
+    // record's answer expired): nothing of it is open, and no deadline would release it again.
+    if let Claim::Same { closed: true, .. } | Claim::Other { closed: true } = claimed {
+        uncount_open(db, t, &import).await?;
+    }
+    let issued_at = match claimed {
         Claim::New => new.created_at_ms,
         // The same request, answered before (its key's record has expired since): every item was
         // sent, so nothing is sent again; the answer is the import as it stands.
@@ -206,7 +212,9 @@ async fn create(
             ..
         } if closed || new.created_at_ms >= due_at_ms(created_at_ms) => {
             // Final (or about to be): it counts no more among the open imports.
-            uncount_open(db, t, &import).await?;
+            if !closed {
+                uncount_open(db, t, &import).await?;
+            }
             return Err(ApiError::Conflict(format!(
                 "Import {import} passed its deadline before this request finished sending it, and is final (GET /imports/{import}); import again with a new Idempotency-Key."
             )));
@@ -214,7 +222,7 @@ async fn create(
         // A retry of a request that failed part-way, in time: its items are sent again, as of the
         // first attempt, and their markers keep each one written once.
         Claim::Same { created_at_ms, .. } => created_at_ms,
-        Claim::Other => {
+        Claim::Other { .. } => {
             return Err(ApiError::Unprocessable(
                 "This Idempotency-Key named another import in the last 14 days.".into(),
             ))

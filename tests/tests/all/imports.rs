@@ -1324,6 +1324,59 @@ async fn an_idempotency_key_reused_after_its_import_expired_names_a_new_import()
     assert_eq!(third.body["accepted"], 3);
 }
 
+/// The import ids `tenant`'s sealing item counts as open.
+async fn open_imports(h: &Harness, tenant: &str) -> Vec<String> {
+    h.items_under(&raw_key(tenant, "SEALING#"))
+        .await
+        .iter()
+        .filter_map(|i| i.get("openImports"))
+        .flat_map(|ids| ids.as_ss().cloned().unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_idempotency_key_sent_again_after_its_import_is_final_holds_no_place_among_the_open_imports(
+) {
+    use shared::store::imports::FINAL_WITHIN_SECONDS;
+    // GIVEN a keyed import, written, and made final by the driver past its deadline, a day and more
+    // ago (its key's recorded answer has expired)
+    let (h, t) = Harness::with_tenant("final", 1).await;
+    let queues = ImportQueues::create(3, 1).await;
+    let key = [("Idempotency-Key", "daily")];
+    let first = post_import(&h, &queues, &t, products("p", 2), &key).await;
+    assert_eq!(first.status, 202, "{}", first.body);
+    assert_eq!(
+        deliver_in_process(&h, &queues, &queues.receive(10).await).await,
+        1
+    );
+    h.clock
+        .advance_seconds((FINAL_WITHIN_SECONDS + 1).max(25 * 3600));
+    for _ in 0..5 {
+        let run = Box::pin(tenants::drive_lifecycle::drive(
+            &h.app,
+            &tenants::Lanes::in_process(),
+        ))
+        .await
+        .unwrap();
+        if run.imports_due == 0 {
+            break;
+        }
+    }
+    assert_eq!(open_imports(&h, &t).await, Vec::<String>::new());
+
+    // WHEN the same key comes again, with the same body and then with another
+    let same = post_import(&h, &queues, &t, products("p", 2), &key).await;
+    let other = post_import(&h, &queues, &t, products("q", 3), &key).await;
+
+    // THEN the first is answered with the import as it stands, the second 422
+    assert_eq!(same.status, 202, "{}", same.body);
+    assert_eq!(same.body["status"], "complete", "{}", same.body);
+    other.assert_problem(422);
+    // AND neither holds a place among the tenant's open imports (a place only a deadline releases,
+    // and the final import has none left)
+    assert_eq!(open_imports(&h, &t).await, Vec::<String>::new());
+}
+
 /// Writes department `id`, named `name`, as `tenant` by PUT: a new one (201).
 async fn put_new_department(h: &Harness, tenant: &str, id: &str, name: &str) {
     let put = h

@@ -76,13 +76,14 @@ pub async fn claim(
         // Expired between the two reads: a retry of the request claims it anew.
         return Err(StoreError::Contended("the import changed; retry".into()));
     };
+    let closed = existing.contains_key(CLOSED_AT_MS);
     if string_attr(&existing, FINGERPRINT).as_deref() != Some(new.fingerprint) {
-        return Ok(Claim::Other);
+        return Ok(Claim::Other { closed });
     }
     Ok(Claim::Same {
         created_at_ms: u64_attr(&existing, CREATED_AT_MS).unwrap_or(new.created_at_ms),
         enqueuing: Sending::Enqueuing.is_of(&existing),
-        closed: existing.contains_key(CLOSED_AT_MS),
+        closed,
     })
 }
 

@@ -235,8 +235,8 @@ pub enum Claim {
         enqueuing: bool,
         closed: bool,
     },
-    /// Another request holds this import id.
-    Other,
+    /// Another request holds this import id; `closed`: its import is final.
+    Other { closed: bool },
 }
 
 mod claim;
