@@ -5,8 +5,10 @@
 //! Its items: the profile and its order summaries (the user's partition), its email item, and each
 //! of its orders' header and line items (the order's partition) and date index entry. What it will
 //! delete is read first and counted: the report the route answers, kept in the user's erasure
-//! record, so a retry answers the same. The records are written first, in the first transaction,
-//! so an erasure interrupted part way is already honoured by a restore and finished by a retry.
+//! record, so a retry answers the same. The records are written first, so an erasure interrupted
+//! part way is already honoured by a restore, and finished by a retry: each order's summary (what
+//! leads a retry to the order) is deleted after the order's other items, and every order found
+//! has its record written again, as first dated, by each retry.
 
 use std::collections::BTreeMap;
 
@@ -19,7 +21,7 @@ use shared::store::client::expr::{absent, attr, either};
 use shared::store::client::query::{string_attr, Item};
 use shared::store::client::scoped::TenantDb;
 use shared::store::client::transact::TransactError;
-use shared::store::erasures::{erasure, erasure_put, REPORT};
+use shared::store::erasures::{erasure, erasure_put, ERASED_AT, REPORT};
 
 use crate::error::{internal, Error};
 use crate::values::Email;
@@ -65,11 +67,17 @@ pub async fn erase_user(
         None => report(id, erased_at, &doomed)?,
     };
     let mut actions = Vec::new();
-    if recorded.is_none() {
-        actions.push(erasure_put(db, USER.kind, id, erased_at, Some(&report))?);
-        for order in &orders {
-            actions.push(erasure_put(db, ORDER.kind, order, erased_at, None)?);
+    // A retry dates what it writes as the first run did, so each record it writes again is
+    // byte for byte the one there (an interruption may have cut the records' transactions too).
+    let erased_at = match &recorded {
+        Some(record) => string_attr(record, ERASED_AT).unwrap_or_else(|| erased_at.to_owned()),
+        None => {
+            actions.push(erasure_put(db, USER.kind, id, erased_at, Some(&report))?);
+            erased_at.to_owned()
         }
+    };
+    for order in &orders {
+        actions.push(erasure_put(db, ORDER.kind, order, &erased_at, None)?);
     }
     let mine = || attr("userId").equal(id.as_str());
     for item in doomed {
@@ -150,12 +158,13 @@ async fn doomed(db: &TenantDb, id: &EntityId) -> Result<(Vec<Doomed>, Vec<Entity
             last.push(doom(USER.stored_as, false));
             continue;
         }
-        doomed.push(doom(ORDER_SUMMARY.stored_as, false));
+        // The summary after its order's items: while any of them is left, a retry finds it.
         if let Some(order) = string_attr(&item, "orderId") {
             let order = EntityId::parse(&order).map_err(internal)?;
             doomed.extend(order_items(db, &order, string_attr(&item, "date")).await?);
             orders.push(order);
         }
+        doomed.push(doom(ORDER_SUMMARY.stored_as, false));
     }
     // The email and the profile first: the first transaction deletes them with the records, so a
     // retry after an interruption still finds the rest (the summaries, in the user's partition).

@@ -23,6 +23,8 @@ use crate::store::client::scoped::TenantDb;
 pub const ERASURE: &str = "ERASURE";
 /// An erasure record's attribute holding the answer its route gave (the user's record only).
 pub const REPORT: &str = "report";
+/// An erasure record's attribute holding when it was erased (RFC 3339).
+pub const ERASED_AT: &str = "erasedAt";
 
 /// What an item of a user's names: the user (its partition, or a `userId`) and an order (its
 /// partition, or an `orderId`).
@@ -53,7 +55,7 @@ pub fn erasure_put(
     item.insert("tenantId".into(), text(db.tenant.as_str()));
     item.insert("erasedKind".into(), text(kind));
     item.insert("erasedId".into(), text(id.as_str()));
-    item.insert("erasedAt".into(), text(erased_at));
+    item.insert(ERASED_AT.into(), text(erased_at));
     if let Some(report) = report {
         item.insert(REPORT.into(), text(report));
     }

@@ -280,3 +280,75 @@ async fn an_operators_erasure_is_charged_to_the_platform_never_to_the_tenant_or_
         "the operator was charged {operators_units} units"
     );
 }
+
+#[tokio::test]
+async fn an_erasure_cut_off_between_its_transactions_is_finished_by_a_retry_leaving_nothing_of_any_order(
+) {
+    // GIVEN a user with two orders of 95 line items each: its erasure takes three transactions
+    let h = Harness::new().await;
+    let t = unique("cutoff");
+    onboard_at_max_limits(&h, &t, 1).await;
+    let auth = Auth::Tenant(t.clone());
+    let put = h
+        .caller(&auth)
+        .call(
+            "put-user",
+            &params(&[("userId", "u-big")]),
+            Some(json!({"name": "big", "email": "big@example.com"})),
+        )
+        .await;
+    assert_eq!(put.status, 201, "{}", put.body);
+    for order in ["a", "b"] {
+        let items: Vec<_> = (0..95)
+            .map(|i| json!({"itemId": format!("{order}-{i:03}"), "sku": "S", "qty": 1, "price": 1}))
+            .collect();
+        let body = json!({"orderId": format!("u-big-{order}"), "date": "2026-11-20", "amount": 95,
+            "items": items});
+        let r = h
+            .caller(&auth)
+            .call("create-order", &params(&[("userId", "u-big")]), Some(body))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    assert_eq!(
+        items_of(&h.all_items().await, &t, "u-big").len(),
+        2 + 2 * 98
+    );
+    let erase = || async {
+        h.caller(&auth)
+            .call("erase-user", &params(&[("userId", "u-big")]), None)
+            .await
+    };
+
+    // WHEN the erasure's second transaction never reaches the table (throttled: the first has
+    // committed), and the erasure is asked again once it would
+    h.faults.refuse_requests_containing(Some("#ITEM#b-050"));
+    let cut = erase().await;
+    h.faults.refuse_requests_containing(None);
+    assert_eq!(cut.status, 503, "{}", cut.body);
+    assert!(items_of(&h.all_items().await, &t, "u-big").len() < 2 + 2 * 98);
+    let finished = erase().await;
+
+    // THEN the retry answers the whole erasure, and nothing of the user or either order is left
+    assert_eq!(finished.status, 200, "{}", finished.body);
+    assert_eq!(
+        finished.body["deletedTotal"],
+        2 + 2 * 98,
+        "{}",
+        finished.body
+    );
+    let left = items_of(&h.all_items().await, &t, "u-big");
+    assert!(left.is_empty(), "{left:?}");
+    // AND the user and both orders have their erasure records
+    let erased: Vec<String> = h
+        .all_items()
+        .await
+        .iter()
+        .filter(|i| i.get("kind") == Some(&AttributeValue::S("ERASURE".into())))
+        .filter(|i| i.get("tenantId") == Some(&AttributeValue::S(t.clone())))
+        .filter_map(|i| i.get("erasedId").and_then(|v| v.as_s().ok()).cloned())
+        .collect();
+    let mut erased = erased;
+    erased.sort();
+    assert_eq!(erased, ["u-big", "u-big-a", "u-big-b"]);
+}
