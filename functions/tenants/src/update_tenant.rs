@@ -149,7 +149,8 @@ pub async fn handle(
 }
 
 /// Changes `tenant`'s tier or status, asked by an operator of `by` (the platform, for the control
-/// plane): the record as changed, 404 without one, 409 while it is offboarded or restored.
+/// plane): the record as changed, 404 without one, 409 while it is offboarded, restored (its
+/// status) or moved (its tier and limits).
 pub(crate) async fn change_record(
     app: &App,
     by: &TenantId,
@@ -168,6 +169,11 @@ pub(crate) async fn change_record(
         Updated::Restoring => {
             return Err(ApiError::Conflict(
                 "This tenant is being restored; its status changes when the restore ends.".into(),
+            ))
+        }
+        Updated::Moving => {
+            return Err(ApiError::Conflict(
+                "This tenant is moving; its tier and limits change when the move ends.".into(),
             ))
         }
     };

@@ -811,3 +811,70 @@ async fn a_tenant_writing_at_80_percent_of_its_quota_through_its_move_is_never_r
     // THEN still none of its writes is refused
     assert_eq!(refused, Vec::new(), "during the move");
 }
+
+#[tokio::test]
+async fn a_moving_tenants_tier_and_limits_change_only_once_its_move_has_ended() {
+    // GIVEN a tenant of a few products moving into its own table in 4 lanes (its walk dealt to the
+    // lanes by the quota windows its limits give)
+    let (h, t) = Harness::with_tenant("moving-limits", 4).await;
+    for i in 0..6 {
+        let r = h
+            .tenant(&t)
+            .put_product(&format!("p-{i}"), json!({"i": i}))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let moving = h
+        .operator()
+        .query(&[("lanes", "4")])
+        .move_to(&t, "own")
+        .await;
+    assert_eq!(moving.status, 202, "{}", moving.body);
+    let record_before = h
+        .items_under(&tenant_record_key(&TenantId::parse(&t).unwrap()))
+        .await;
+
+    // WHEN an operator changes its tier, and its limits, meanwhile
+    let tier = h
+        .operator()
+        .update_tenant(&t, json!({"tier": "premium"}))
+        .await;
+    let limits = h
+        .operator()
+        .update_tenant(
+            &t,
+            json!({"tier": "custom", "limits": {"requestsPerSecond": 2250, "capacityUnitsPerSecond": 500}}),
+        )
+        .await;
+
+    // THEN both are refused (409, naming the move), and the record is byte for byte as it was
+    for r in [&tier, &limits] {
+        r.assert_problem_naming(409, "moving");
+    }
+    assert_eq!(
+        h.items_under(&tenant_record_key(&TenantId::parse(&t).unwrap()))
+            .await,
+        record_before
+    );
+    // AND once the move has ended, the tier changes
+    h.clock.advance_seconds(MOVES_DELAY_SECONDS + 1);
+    let mut ended = false;
+    for _ in 0..100 {
+        let r = h
+            .operator()
+            .query(&[("lanes", "4")])
+            .move_to(&t, "own")
+            .await;
+        assert!(r.status == 200 || r.status == 202, "{}", r.body);
+        if r.status == 200 {
+            ended = true;
+            break;
+        }
+    }
+    assert!(ended, "the move does not end");
+    let after = h
+        .operator()
+        .update_tenant(&t, json!({"tier": "premium"}))
+        .await;
+    assert_eq!(after.status, 200, "{}", after.body);
+}

@@ -48,6 +48,9 @@ pub enum Updated {
     Offboarding,
     /// The tenant is being restored: its status changes only when the restore ends.
     Restoring,
+    /// The tenant is moving: its tier and limits change only when the move ends (they decide the
+    /// quota windows the move's walk deals to its lanes).
+    Moving,
 }
 
 /// Applies `change`, asked by an operator of tenant `by`, to the existing record, unless the tenant
@@ -57,10 +60,18 @@ pub async fn update_record(
     change: RecordChange,
     by: &TenantId,
 ) -> Result<Updated, StoreError> {
+    let mut condition =
+        "attribute_exists(PK) AND (attribute_not_exists(#state) OR #state <> :offboarding)"
+            .to_owned();
+    let (tier_changes, status_changes) = (change.tier.is_some(), change.status.is_some());
+    if tier_changes {
+        condition.push_str(" AND attribute_not_exists(#move)");
+    }
+    if status_changes {
+        condition.push_str(" AND attribute_not_exists(#restore)");
+    }
     let mut update = record_update(db)
-        .condition_expression(
-            "attribute_exists(PK) AND (attribute_not_exists(#state) OR #state <> :offboarding)",
-        )
+        .condition_expression(condition)
         .expression_attribute_names("#state", "status")
         .expression_attribute_values(":offboarding", value(TenantStatus::Offboarding)?)
         .update_expression(change_expression(&change))
@@ -71,6 +82,7 @@ pub async fn update_record(
         );
     if let Some((tier, limits)) = change.tier {
         update = update
+            .expression_attribute_names("#move", "move")
             .expression_attribute_names("#tier", "tier")
             .expression_attribute_names("#limits", "limits")
             .expression_attribute_values(":tier", value(tier)?);
@@ -80,10 +92,6 @@ pub async fn update_record(
     }
     if let Some(status) = change.status {
         update = update
-            .condition_expression(
-                "attribute_exists(PK) AND (attribute_not_exists(#state) OR #state <> :offboarding) \
-                 AND attribute_not_exists(#restore)",
-            )
             .expression_attribute_names("#restore", "restore")
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":status", value(status)?);
@@ -95,9 +103,10 @@ pub async fn update_record(
         },
         Err(e) => match e.as_service_error() {
             Some(UpdateItemError::ConditionalCheckFailedException(c)) => Ok(match c.item() {
-                Some(old) if old.contains_key("restore") => Updated::Restoring,
-                Some(_) => Updated::Offboarding,
                 None => Updated::NotOnboarded,
+                Some(old) if status_changes && old.contains_key("restore") => Updated::Restoring,
+                Some(old) if tier_changes && old.contains_key("move") => Updated::Moving,
+                Some(_) => Updated::Offboarding,
             }),
             _ => Err(StoreError::from_sdk(e)),
         },
