@@ -708,3 +708,65 @@ async fn a_source_replaced_under_its_name_during_a_restore_ends_it_and_writes_no
         restored_of(&t, &before)
     );
 }
+
+#[tokio::test]
+async fn a_restore_whose_source_goes_once_every_item_was_compared_ends_finished_never_abandoned() {
+    // GIVEN a tenant's products, a copy of the table, then one product deleted and one changed
+    let (h, t) = tenant_of_products("source-goes", 1, 4).await;
+    let source = h.snapshot("source-goes").await;
+    let deleted = h
+        .tenant(&t)
+        .call("delete-product", &[("productId", "sku-00")], None)
+        .await;
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+    put_products(&h, &t, std::iter::once("sku-01".to_owned()), 2).await;
+    // AND its restore from the copy, driven until every lane of its last phase is done but the
+    // phase's end cannot be recorded (as a call cut off between dropping a point-in-time copy and
+    // recording the end leaves it)
+    let started = restore_from(&h, &t, &source, false).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
+    h.faults.refuse_requests_containing(Some("finishedAt"));
+    let mut walked = false;
+    for _ in 0..30 {
+        let _ = Box::pin(tenants::drive_lifecycle::drive(
+            &h.app,
+            &tenants::Lanes::in_process(),
+        ))
+        .await;
+        let now = h.operator().get_tenant(&t).await;
+        let restore = &now.body["restore"];
+        if restore["phase"] == "deleting"
+            && restore["lanes"]["lanes"].as_u64().is_some_and(|n| n > 0)
+            && restore["lanes"]["lanesDone"] == restore["lanes"]["lanes"]
+        {
+            walked = true;
+            break;
+        }
+    }
+    assert!(walked, "the restore's last phase did not walk to its end");
+
+    // WHEN its source is deleted, and the restore goes on
+    h.admin
+        .delete_table()
+        .table_name(&source)
+        .send()
+        .await
+        .unwrap();
+    h.faults.refuse_requests_containing(None);
+    integration::drive_to_end(&h.app).await;
+
+    // THEN it ended finished (not abandoned), and the tenant's products are the copy's
+    let done = h.operator().get_tenant(&t).await;
+    assert_eq!(done.body["status"], "active", "{}", done.body);
+    assert_eq!(
+        done.body["lastRestore"]["phase"], "finished",
+        "{}",
+        done.body
+    );
+    for id in ["sku-00", "sku-01", "sku-02", "sku-03"] {
+        let r = h.tenant(&t).get_product(id).await;
+        assert_eq!(r.status, 200, "{id}: {}", r.body);
+        assert_eq!(r.body["document"]["v"], 1, "{id}: {}", r.body);
+    }
+}

@@ -49,8 +49,10 @@ pub async fn advance(
         return Ok(Progress::Raced);
     };
     if let Some(changed) = source_changed(tables, &record.tenant_id, &state).await? {
-        let (_, now_text) = now();
-        return abandon(live, &state, changed, now_text).await;
+        if !read_to_the_end(live, &state).await? {
+            let (_, now_text) = now();
+            return abandon(live, &state, changed, now_text).await;
+        }
     }
     loop {
         let (now_seconds, now_text) = now();
@@ -89,6 +91,18 @@ pub async fn advance(
             Step::Raced => return Ok(Progress::Raced),
         };
     }
+}
+
+/// Whether `state` reads nothing more from its source: its deleting lanes are all done. The end of
+/// a point-in-time restore drops its scratch copy just before it records the phase's end, so a call
+/// cut off between the two leaves the source gone and the restore whole: it is ended, never
+/// abandoned.
+async fn read_to_the_end(live: &TenantDb, state: &Restore) -> Result<bool, StoreError> {
+    if state.phase != RestorePhase::Deleting || state.lanes.is_none() {
+        return Ok(false);
+    }
+    let lanes = crate::store::lifecycle::lanes::read(live, lanes::DELETING).await?;
+    Ok(!lanes.is_empty() && lanes.iter().all(|lane| lane.done))
 }
 
 /// Why `state`'s source can no longer be read as the one the restore started from, if it cannot:
