@@ -6,7 +6,10 @@ use clap::Subcommand;
 use serde_json::Value;
 
 use super::progress::Progress;
-use super::{api_client, json_of, render, retry_after, Failure, Output};
+use super::{
+    api_client, json_of, render, retry_after, Exit, Failure, Output, UNAVAILABLE_TRIES,
+    UNAVAILABLE_WAIT_SECONDS,
+};
 
 #[derive(Debug, Subcommand)]
 pub enum Imports {
@@ -27,13 +30,26 @@ pub async fn run(command: Imports, output: Output) -> Result<String, Failure> {
     let Imports::Get { import_id, wait } = command;
     let (client, _) = api_client()?;
     let progress = Progress::new(format!("import {import_id}"));
+    let mut unavailable = 0;
     loop {
         let answer = client
             .get_import()
             .import_id(import_id.as_str())
             .send()
             .await;
-        let answer = answer.inspect_err(|_| progress.finish())?;
+        let answer = match answer.map_err(Failure::from) {
+            Err(e) if wait && e.exit == Exit::Unavailable && unavailable < UNAVAILABLE_TRIES => {
+                unavailable += 1;
+                progress.say(
+                    None,
+                    &format!("{}; again in {UNAVAILABLE_WAIT_SECONDS} s", e.message),
+                );
+                tokio::time::sleep(std::time::Duration::from_secs(UNAVAILABLE_WAIT_SECONDS)).await;
+                continue;
+            }
+            answer => answer.inspect_err(|_| progress.finish())?,
+        };
+        unavailable = 0;
         let again = retry_after(answer.headers());
         let body = json_of(&*answer);
         let status = body["status"].as_str().unwrap_or_default().to_owned();
@@ -44,6 +60,14 @@ pub async fn run(command: Imports, output: Output) -> Result<String, Failure> {
         );
         if !wait || FINAL.contains(&status.as_str()) {
             progress.finish();
+            // Followed to its end, an import that failed is a refusal (exit 3), so that a script's
+            // `--wait && …` does not read it as done.
+            if wait && status == "failed" {
+                return Err(Failure::new(
+                    Exit::Refused,
+                    format!("the import failed: {}", render(&body, output)),
+                ));
+            }
             return Ok(render(&body, output));
         }
         tokio::time::sleep(std::time::Duration::from_secs(again)).await;

@@ -6,7 +6,7 @@
 //! | 0 | done (an operation that runs on, without `--wait`, counts: its progress is printed) |
 //! | 1 | a check found a difference (`gen --check`) |
 //! | 2 | a bad command line or input: an unknown flag, a file that does not parse, no token |
-//! | 3 | refused: the API (4xx but 429) or the table said no; asking again will not change it |
+//! | 3 | refused: the API (4xx but 429) or the table said no, or what `--wait` followed ended without doing what was asked; asking again will not change it |
 //! | 4 | unavailable: 429, 5xx, a timeout or no answer; asking again later may succeed |
 //!
 //! What a command answers goes to stdout (a record's JSON, or `--output table`); refusals,
@@ -225,6 +225,11 @@ fn json_of(value: &impl serde::Serialize) -> Value {
 }
 
 /// The seconds of a `Retry-After` header (1 to 60; 1 when there is none).
+/// How many answers in a row that say the API is unavailable a `--wait` rides out, and how long
+/// it waits after each: about two minutes, the length of a deploy or a throttled burst.
+const UNAVAILABLE_TRIES: u32 = 24;
+const UNAVAILABLE_WAIT_SECONDS: u64 = 5;
+
 fn retry_after(headers: &reqwest::header::HeaderMap) -> u64 {
     headers
         .get(reqwest::header::RETRY_AFTER)

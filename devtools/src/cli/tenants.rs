@@ -9,7 +9,10 @@ use pooltable_client::{types, Client, Error};
 use serde_json::{json, Value};
 
 use super::progress::Progress;
-use super::{api_client, json_of, render, retry_after, Failure, Output};
+use super::{
+    api_client, json_of, render, retry_after, Exit, Failure, Output, UNAVAILABLE_TRIES,
+    UNAVAILABLE_WAIT_SECONDS,
+};
 
 #[derive(Debug, Subcommand)]
 pub enum Tenants {
@@ -19,7 +22,7 @@ pub enum Tenants {
         /// basic, standard or premium.
         #[arg(long, default_value = "standard")]
         tier: String,
-        /// Product and HR shards (the tier's default when left out).
+        /// Product and HR shards (4 when left out, whatever the tier).
         #[arg(long)]
         shards: Option<u32>,
         #[arg(long, value_parser = ["pool", "own"])]
@@ -197,11 +200,16 @@ pub async fn run(command: Tenants, output: Output) -> Result<String, Failure> {
                     .body(body.clone())
                     .send()
             };
-            until_done(&format!("restore {tenant}"), wait.wait, call).await?
+            let aborting = source.from_table.is_none() && source.point_in_time.is_none();
+            let judged = |first: Option<&Value>, last: &Value| match aborting {
+                true => None,
+                false => restore_ended_short(first, last),
+            };
+            until_done(&format!("restore {tenant}"), wait.wait, call, judged).await?
         }
         Tenants::Offboard { tenant, wait } => {
             let call = || client.offboard_tenant().tenant_id(tenant.as_str()).send();
-            until_done(&format!("offboard {tenant}"), wait.wait, call).await?
+            until_done(&format!("offboard {tenant}"), wait.wait, call, |_, _| None).await?
         }
         Tenants::EraseUser { tenant, user } => {
             let call = client.erase_tenant_user().tenant_id(tenant.as_str());
@@ -268,7 +276,7 @@ async fn operate(
             .body(body.clone())
             .send()
     };
-    until_done(&format!("{verb} {tenant}"), wait.wait, call).await
+    until_done(&format!("{verb} {tenant}"), wait.wait, call, |_, _| None).await
 }
 
 /// The body of a `restore`: its source and dry run, or the abort alone.
@@ -281,8 +289,16 @@ fn restore_body(source: &RestoreSource, dry_run: bool) -> Value {
 }
 
 /// Calls `call` until the operation has ended (200), after each 202's `Retry-After` (1 to 60 s),
-/// showing its progress on stderr; without `wait`, once. The last answer's JSON.
-async fn until_done<T, F, Fut>(what: &str, wait: bool, mut call: F) -> Result<Value, Failure>
+/// showing its progress on stderr; without `wait`, once. The last answer's JSON; with `wait`, exit
+/// 3 when `judged` (given the first answer while it ran, and the last) says why it ended without
+/// doing what was asked. An answer that says the API is unavailable (429, 5xx, none) is asked
+/// again while waiting, [`super::UNAVAILABLE_TRIES`] times in a row at the most.
+async fn until_done<T, F, Fut>(
+    what: &str,
+    wait: bool,
+    mut call: F,
+    judged: impl Fn(Option<&Value>, &Value) -> Option<String>,
+) -> Result<Value, Failure>
 where
     T: serde::Serialize,
     F: FnMut() -> Fut,
@@ -291,9 +307,21 @@ where
     >,
 {
     let progress = Progress::new(what);
+    let (mut first, mut unavailable) = (None, 0);
     loop {
-        let answer = call().await;
-        let answer = answer.inspect_err(|_| progress.finish())?;
+        let answer = match call().await.map_err(Failure::from) {
+            Err(e) if wait && e.exit == Exit::Unavailable && unavailable < UNAVAILABLE_TRIES => {
+                unavailable += 1;
+                progress.say(
+                    None,
+                    &format!("{}; again in {UNAVAILABLE_WAIT_SECONDS} s", e.message),
+                );
+                tokio::time::sleep(std::time::Duration::from_secs(UNAVAILABLE_WAIT_SECONDS)).await;
+                continue;
+            }
+            answer => answer.inspect_err(|_| progress.finish())?,
+        };
+        unavailable = 0;
         let running = answer.status() == reqwest::StatusCode::ACCEPTED;
         let again = retry_after(answer.headers());
         let body = json_of(&*answer);
@@ -302,14 +330,29 @@ where
                 progress.say(None, &format!("ended: {}", state(&body)));
             }
             progress.finish();
-            return Ok(body);
+            return match judged(first.as_ref(), &body).filter(|_| wait) {
+                Some(why) => Err(Failure::new(Exit::Refused, format!("{why}: {body}"))),
+                None => Ok(body),
+            };
         }
+        first.get_or_insert_with(|| body.clone());
         progress.say(
             None,
             &format!("running: {}; again in {again} s", state(&body)),
         );
         tokio::time::sleep(std::time::Duration::from_secs(again)).await;
     }
+}
+
+/// Why the restore `first` answered running (its `restore`) ended without restoring, by `last`'s
+/// `lastRestore` of the same request: abandoned (its source changed, or it could not be read).
+fn restore_ended_short(first: Option<&Value>, last: &Value) -> Option<String> {
+    let started = first?.get("restore")?.get("requestedAt")?;
+    let ended = last.get("lastRestore")?;
+    (ended.get("requestedAt") == Some(started) && ended["phase"] == "abandoned").then(|| {
+        let reason = ended["reason"].as_str().unwrap_or("no reason given");
+        format!("the restore ended abandoned ({reason})")
+    })
 }
 
 /// Where a running operation stands, from the record it answers.
@@ -423,6 +466,23 @@ mod tests {
     use super::super::{Cli, Exit};
     use super::*;
     use clap::Parser;
+
+    #[test]
+    fn a_restore_followed_to_its_end_is_judged_by_its_own_report_only() {
+        // GIVEN the answer while it ran, and reports of the same restore and of an earlier one
+        let first = json!({"restore": {"requestedAt": "2026-12-01T00:00:00Z", "phase": "putting"}});
+        let report = |at: &str, phase: &str| json!({"lastRestore": {"requestedAt": at, "phase": phase, "reason": "the source went"}});
+        // THEN only its own report, abandoned, is a refusal, naming the reason
+        let abandoned =
+            restore_ended_short(Some(&first), &report("2026-12-01T00:00:00Z", "abandoned"));
+        assert!(abandoned.is_some_and(|why| why.contains("the source went")));
+        let finished = report("2026-12-01T00:00:00Z", "finished");
+        assert_eq!(restore_ended_short(Some(&first), &finished), None);
+        let earlier = report("2026-11-01T00:00:00Z", "abandoned");
+        assert_eq!(restore_ended_short(Some(&first), &earlier), None);
+        // AND an answer that never ran (a dry run, or one ended before) judges nothing
+        assert_eq!(restore_ended_short(None, &earlier), None);
+    }
 
     #[test]
     fn the_next_pages_cursor_is_read_from_a_relative_or_absolute_link() {
