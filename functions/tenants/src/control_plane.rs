@@ -161,7 +161,13 @@ pub async fn handle(
             Claim::OtherTenant => {
                 let refusal =
                     Err("this tenantRegistrationId was answered for another tenant".into());
-                let reply = reply_of(prefix, kind, &envelope.id, detail, refusal);
+                // Without the registration's id: sbt-aws marks the registration a reply names, and
+                // this one belongs to the tenant it was answered for.
+                let mut detail = detail.clone();
+                if let Some(fields) = detail.as_object_mut() {
+                    fields.remove("tenantRegistrationId");
+                }
+                let reply = reply_of(prefix, kind, &envelope.id, &detail, refusal);
                 return send(plane, &reply.to_string()).await;
             }
             Claim::Busy => return Err(ControlPlaneError::Busy),

@@ -195,9 +195,16 @@ async fn each_request_is_answered_once_with_its_ids_and_redeliveries_change_noth
             let other = unique("other");
             let mut forged = detail.clone();
             forged["tenantId"] = other.as_str().into();
-            w.answered(request, forged, "sbt_aws_provisionFailure")
+            let (_, refused) = w
+                .answered(request, forged, "sbt_aws_provisionFailure")
                 .await;
             assert_eq!(w.h.operator().get_tenant(&other).await.status, 404);
+            // (without the registration's id: sbt-aws marks the registration a reply names, and
+            // this one was provisioned for the first tenant)
+            assert!(
+                refused["detail"].get("tenantRegistrationId").is_none(),
+                "{refused}"
+            );
         }
     }
     // WHEN the control plane asks to offboard it, and EventBridge delivers that twice
@@ -603,5 +610,47 @@ async fn a_deployments_own_tiers_reach_pooltables_tiers_and_placements() {
         .await;
     let why = failure["detail"]["reason"].as_str().unwrap_or_default();
     assert!(why.contains("tier map"), "{why}");
+    w.h.operator().get_tenant(&t).await.assert_problem(404);
+    // AND a Platinum tenant whose own table an operator made with other keys is refused with that
+    // reason, naming the table (not as a tenant that exists)
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    };
+    let t = unique("unfit");
+    let table = format!("{}-tenant-{t}", w.h.table);
+    w.h.admin
+        .create_table()
+        .table_name(&table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("id")
+                .key_type(KeyType::Hash)
+                .build()
+                .unwrap(),
+        )
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("id")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let detail = json!({"tenantId": t, "tenantRegistrationId": unique("reg"), "tier": "Platinum"});
+    let (_, failure) = w
+        .answered_once(
+            "sbt_aws_onboardingRequest",
+            detail,
+            "sbt_aws_provisionFailure",
+        )
+        .await;
+    let why = failure["detail"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        why.contains(&table) && !why.contains("already exists"),
+        "{why}"
+    );
     w.h.operator().get_tenant(&t).await.assert_problem(404);
 }

@@ -116,9 +116,10 @@ async fn onboard(
     match crate::onboard_tenant::onboard(app, by, input, None).await {
         // A delivery that took over from one that stopped after onboarding: its own work,
         // made since the request was first claimed.
-        Err(ApiError::Conflict(_)) => match taken_over {
+        // Otherwise its own reason: the tenant exists, or its own table cannot serve it.
+        Err(ApiError::Conflict(reason)) => match taken_over {
             Some(since) if onboarded_since(app, tenant, since).await => Ok(()),
-            _ => Err(ApiError::Conflict("This tenant already exists.".into())),
+            _ => Err(ApiError::Conflict(reason)),
         },
         other => other.map(drop),
     }
