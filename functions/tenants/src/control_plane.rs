@@ -191,6 +191,17 @@ pub async fn handle(
                 Outcome::Deferred(reason) => {
                     return defer(&platform_db, request, claimed_at_ms, &raw, reason).await
                 }
+                // The end of the operation that blocks it acts on what it finds deferred. That end
+                // may have come between the refusal and the deferral, finding nothing: the record
+                // is read again, and the request acted on now when nothing blocks it any more.
+                Outcome::Blocked(reason) => {
+                    let deferred =
+                        defer(&platform_db, request, claimed_at_ms, &raw, reason).await?;
+                    if still_blocked(app, request.tenant).await? {
+                        return Ok(deferred);
+                    }
+                    return act_on_deferred(app, plane, request.tenant).await;
+                }
             };
             let reply = reply_of(prefix, kind, &envelope.id, detail, outcome).to_string();
             if !requests::hold_reply(&platform_db, &key, claimed_at_ms, &reply).await? {
@@ -238,6 +249,17 @@ async fn defer(
     Ok(Handled {
         deferred: true,
         ..Handled::NOTHING
+    })
+}
+
+/// Whether an operation still blocks `tenant`'s offboarding (its record read now, consistently).
+async fn still_blocked(app: &App, tenant: &str) -> Result<bool, ControlPlaneError> {
+    let Ok(tenant) = TenantId::parse(tenant) else {
+        return Ok(false);
+    };
+    Ok(match app.directory.record_now(&tenant).await? {
+        Some(record) => crate::offboard_tenant::refuse_while_resharding(&record).is_err(),
+        None => false,
     })
 }
 

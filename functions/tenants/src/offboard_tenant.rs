@@ -264,7 +264,7 @@ async fn reread(app: &App, db: &TenantDb, state: &Offboarding) -> Result<Respons
 
 /// 409 while the tenant is being re-sharded (and not yet offboarding): its items are moving
 /// between shards, which a walk could miss. Finish the re-sharding first.
-fn refuse_while_resharding(
+pub(crate) fn refuse_while_resharding(
     record: &shared::store::tenancy::tenants::TenantRecord,
 ) -> Result<(), ApiError> {
     match (&record.migration, &record.offboarding) {

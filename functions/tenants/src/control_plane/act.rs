@@ -21,8 +21,11 @@ pub(super) enum Outcome {
     Done,
     /// Refused for good: answered with this reason.
     Refused(String),
-    /// Refused while an operation on the tenant runs: deferred until it ends.
+    /// The offboarding runs: deferred until it ends.
     Deferred(String),
+    /// Refused while another operation on the tenant runs (a move, a re-sharding, a restore):
+    /// deferred until it ends.
+    Blocked(String),
 }
 
 /// Acts on one request: [`Outcome::Refused`] is answered with the failure, [`Outcome::Deferred`]
@@ -153,7 +156,7 @@ fn outcome_of(kind: Kind, done: Result<(), ApiError>) -> Result<Outcome, Control
         // Every conflict an offboarding meets is an operation in progress on the tenant (a move, a
         // re-sharding, a restore), which ends.
         Err(ApiError::Conflict(reason)) if kind == Kind::Offboarding => {
-            Ok(Outcome::Deferred(reason))
+            Ok(Outcome::Blocked(reason))
         }
         Err(e) => {
             let response = e.into_response();
