@@ -357,7 +357,7 @@ fn restore_ended_short(first: Option<&Value>, last: &Value) -> Option<String> {
 
 /// Where a running operation stands, from the record it answers.
 fn state(body: &Value) -> String {
-    ["migration", "move", "restore", "offboarding", "lastRestore"]
+    ["migration", "move", "restore", "offboarding", "keying", "lastRestore"]
         .iter()
         .find_map(|field| {
             let state = body.get(*field).filter(|v| !v.is_null())?;
