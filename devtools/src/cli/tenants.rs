@@ -357,13 +357,20 @@ fn restore_ended_short(first: Option<&Value>, last: &Value) -> Option<String> {
 
 /// Where a running operation stands, from the record it answers.
 fn state(body: &Value) -> String {
-    ["migration", "move", "restore", "offboarding", "keying", "lastRestore"]
-        .iter()
-        .find_map(|field| {
-            let state = body.get(*field).filter(|v| !v.is_null())?;
-            Some(format!("{field} {state}"))
-        })
-        .unwrap_or_else(|| format!("status {}", body["status"]))
+    [
+        "migration",
+        "move",
+        "restore",
+        "offboarding",
+        "keying",
+        "lastRestore",
+    ]
+    .iter()
+    .find_map(|field| {
+        let state = body.get(*field).filter(|v| !v.is_null())?;
+        Some(format!("{field} {state}"))
+    })
+    .unwrap_or_else(|| format!("status {}", body["status"]))
 }
 
 /// Every export page of `tenant` from `cursor` (the first page without one), followed by its

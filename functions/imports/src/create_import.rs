@@ -119,14 +119,17 @@ pub async fn handle(
     };
     let ((kind, (items, request_index)), db) = app.tenant_request(&req, parse).await?;
     let t = &db.tenant;
-    departments_exist(app, &db, t, &items, &request_index).await?;
     let import = match idempotent::key_of(&req)? {
         Some(key) => derived_id(key.as_str())?,
         None => hex_id(&uuid::Uuid::now_v7().simple().to_string())?,
     };
     let now = app.clock.now_seconds();
-    idempotent::run(&req, &db, t, ROUTE, now, |recorder| {
-        create(app, queue, &db, t, (import, kind, items), recorder)
+    // The departments are checked within the effect: a retry of a request answered before gets
+    // its recorded answer, even if one of them has gone since (a restore, an offboarding).
+    let db = &db;
+    idempotent::run(&req, db, t, ROUTE, now, |recorder| async move {
+        departments_exist(app, db, t, &items, &request_index).await?;
+        create(app, queue, db, t, (import, kind, items), recorder).await
     })
     .await
 }

@@ -1377,6 +1377,51 @@ async fn an_idempotency_key_sent_again_after_its_import_is_final_holds_no_place_
     assert_eq!(open_imports(&h, &t).await, Vec::<String>::new());
 }
 
+#[tokio::test]
+async fn an_import_retried_after_its_department_went_gets_its_recorded_answer() {
+    // GIVEN a department, and an import of an employee in it sent with an Idempotency-Key (202)
+    let (h, t) = Harness::with_tenant("dept-gone", 1).await;
+    let queues = ImportQueues::create(3, 1).await;
+    put_new_department(&h, &t, "eng", "Engineering").await;
+    let hire = json!({"kind": "employees", "items": [
+        {"employeeId": "e-1", "name": "E", "departmentId": "eng"}]});
+    let key = [("Idempotency-Key", "hire-e1")];
+    let first = post_import(&h, &queues, &t, hire.clone(), &key).await;
+    assert_eq!(first.status, 202, "{}", first.body);
+    // AND the department gone since (as a restore to a copy taken before it was made leaves it)
+    for item in h.items_under(&raw_key(&t, "")).await {
+        if item
+            .get("kind")
+            .and_then(|k| k.as_s().ok())
+            .map(String::as_str)
+            == Some("DEPARTMENT")
+        {
+            h.admin
+                .delete_item()
+                .table_name(&h.table)
+                .key("PK", item["PK"].clone())
+                .key("SK", item["SK"].clone())
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+
+    // WHEN the same request comes again, and another naming the department
+    let again = post_import(&h, &queues, &t, hire.clone(), &key).await;
+    let other = post_import(&h, &queues, &t, hire, &[("Idempotency-Key", "hire-e1-b")]).await;
+
+    // THEN the retry gets its recorded answer; the new request is refused, naming the department
+    assert!(again.replayed, "{}", again.body);
+    assert_eq!((again.status, &again.body), (202, &first.body));
+    other.assert_problem(400);
+    assert_eq!(
+        other.body["field"], "items[0].departmentId",
+        "{}",
+        other.body
+    );
+}
+
 /// Writes department `id`, named `name`, as `tenant` by PUT: a new one (201).
 async fn put_new_department(h: &Harness, tenant: &str, id: &str, name: &str) {
     let put = h
