@@ -254,6 +254,7 @@ async fn a_request_pooltable_refuses_is_answered_with_its_failure_and_reason_nev
     // GIVEN the control plane's bus
     let w = World::new().await;
     let unknown = unique("nobody");
+    let numbered = unique("numbered");
     let taken = integration::onboarded_on_shards(&w.h, "taken", 4).await;
     let cases = [
         // activating a tenant pooltable never onboarded
@@ -304,6 +305,19 @@ async fn a_request_pooltable_refuses_is_answered_with_its_failure_and_reason_nev
             "sbt_aws_deprovisionFailure",
             "protected",
         ),
+        // a tier that is not a name (never the default tier), and a registration id that is none
+        (
+            "sbt_aws_onboardingRequest",
+            json!({"tenantId": numbered, "tenantRegistrationId": unique("r"), "tier": 3}),
+            "sbt_aws_provisionFailure",
+            "tier must be",
+        ),
+        (
+            "sbt_aws_onboardingRequest",
+            json!({"tenantId": numbered, "tenantRegistrationId": 42}),
+            "sbt_aws_provisionFailure",
+            "tenantRegistrationId",
+        ),
     ];
     for (request, detail, reply, reason) in cases {
         // WHEN it is delivered (twice)
@@ -322,6 +336,7 @@ async fn a_request_pooltable_refuses_is_answered_with_its_failure_and_reason_nev
         "standard"
     );
     assert_eq!(w.h.operator().get_tenant(&unknown).await.status, 404);
+    assert_eq!(w.h.operator().get_tenant(&numbered).await.status, 404);
 }
 
 #[tokio::test]

@@ -80,10 +80,22 @@ pub(super) async fn act(
 /// refused: a registration id or a tenant id that is none, or a protected tenant to suspend or
 /// offboard.
 fn tenant_to_act_on(plane: &ControlPlane, kind: Kind, detail: &Value) -> Result<TenantId, String> {
-    if let Some(registration) = detail["tenantRegistrationId"].as_str() {
-        if !valid_registration(registration) {
-            return Err("tenantRegistrationId must be 1 to 128 of A-Z a-z 0-9 - _ . :".into());
+    match detail.get("tenantRegistrationId") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(registration)) if valid_registration(registration) => {}
+        Some(_) => {
+            return Err("tenantRegistrationId must be 1 to 128 of A-Z a-z 0-9 - _ . :".into())
         }
+    }
+    // A tier that is there but not a name is a mistake, never the default tier.
+    if detail
+        .get("tier")
+        .is_some_and(|t| !t.is_null() && !t.is_string())
+    {
+        return Err(format!(
+            "tier must be a tier's name, not {}",
+            detail["tier"]
+        ));
     }
     let tenant = match detail["tenantId"].as_str().map(TenantId::parse) {
         Some(Ok(tenant)) => tenant,
