@@ -239,6 +239,37 @@ impl Harness {
         self.admin_scan(&self.table).await
     }
 
+    /// A table an operator made as `tenant`'s own table, with other keys than the pool's (a hash
+    /// key `id`, nothing else): its name.
+    pub async fn own_table_of_other_keys(&self, tenant: &str) -> String {
+        use aws_sdk_dynamodb::types::{
+            AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+        };
+        let name = format!("{}-tenant-{tenant}", self.table);
+        self.admin
+            .create_table()
+            .table_name(&name)
+            .billing_mode(BillingMode::PayPerRequest)
+            .key_schema(
+                KeySchemaElement::builder()
+                    .attribute_name("id")
+                    .key_type(KeyType::Hash)
+                    .build()
+                    .expect("a key schema"),
+            )
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name("id")
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .expect("an attribute definition"),
+            )
+            .send()
+            .await
+            .expect("create a table of other keys");
+        name
+    }
+
     /// A copy of the whole table, as a point-in-time restore would make it: a table named
     /// `<table>-restore-<suffix>` with the template's definition (no stream), holding every item.
     pub async fn snapshot(&self, suffix: &str) -> String {

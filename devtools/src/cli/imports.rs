@@ -6,10 +6,7 @@ use clap::Subcommand;
 use serde_json::Value;
 
 use super::progress::Progress;
-use super::{
-    api_client, json_of, render, retry_after, Exit, Failure, Output, UNAVAILABLE_TRIES,
-    UNAVAILABLE_WAIT_SECONDS,
-};
+use super::{api_client, json_of, render, retry_after, ride_out, Exit, Failure, Output};
 
 #[derive(Debug, Subcommand)]
 pub enum Imports {
@@ -37,19 +34,9 @@ pub async fn run(command: Imports, output: Output) -> Result<String, Failure> {
             .import_id(import_id.as_str())
             .send()
             .await;
-        let answer = match answer.map_err(Failure::from) {
-            Err(e) if wait && e.exit == Exit::Unavailable && unavailable < UNAVAILABLE_TRIES => {
-                unavailable += 1;
-                progress.say(
-                    None,
-                    &format!("{}; again in {UNAVAILABLE_WAIT_SECONDS} s", e.message),
-                );
-                tokio::time::sleep(std::time::Duration::from_secs(UNAVAILABLE_WAIT_SECONDS)).await;
-                continue;
-            }
-            answer => answer.inspect_err(|_| progress.finish())?,
+        let Some(answer) = ride_out(wait, &mut unavailable, &progress, answer).await? else {
+            continue;
         };
-        unavailable = 0;
         let again = retry_after(answer.headers());
         let body = json_of(&*answer);
         let status = body["status"].as_str().unwrap_or_default().to_owned();

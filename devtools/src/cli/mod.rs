@@ -230,6 +230,35 @@ fn json_of(value: &impl serde::Serialize) -> Value {
 const UNAVAILABLE_TRIES: u32 = 24;
 const UNAVAILABLE_WAIT_SECONDS: u64 = 5;
 
+/// An answer of a call that `--wait` repeats: while waiting, one that says the API is unavailable
+/// is ridden out (said on `progress`, then `Ok(None)` after [`UNAVAILABLE_WAIT_SECONDS`]: ask
+/// again), [`UNAVAILABLE_TRIES`] times in a row at the most (`unavailable` counts them); else the
+/// answer, or its failure.
+async fn ride_out<T>(
+    wait: bool,
+    unavailable: &mut u32,
+    progress: &progress::Progress,
+    answer: Result<T, Error<types::Problem>>,
+) -> Result<Option<T>, Failure> {
+    match answer.map_err(Failure::from) {
+        Err(e) if wait && e.exit == Exit::Unavailable && *unavailable < UNAVAILABLE_TRIES => {
+            *unavailable += 1;
+            let again = format!("{}; again in {UNAVAILABLE_WAIT_SECONDS} s", e.message);
+            progress.say(None, &again);
+            tokio::time::sleep(std::time::Duration::from_secs(UNAVAILABLE_WAIT_SECONDS)).await;
+            Ok(None)
+        }
+        Ok(answer) => {
+            *unavailable = 0;
+            Ok(Some(answer))
+        }
+        Err(e) => {
+            progress.finish();
+            Err(e)
+        }
+    }
+}
+
 fn retry_after(headers: &reqwest::header::HeaderMap) -> u64 {
     headers
         .get(reqwest::header::RETRY_AFTER)

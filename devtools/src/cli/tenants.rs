@@ -9,10 +9,7 @@ use pooltable_client::{types, Client, Error};
 use serde_json::{json, Value};
 
 use super::progress::Progress;
-use super::{
-    api_client, json_of, render, retry_after, Exit, Failure, Output, UNAVAILABLE_TRIES,
-    UNAVAILABLE_WAIT_SECONDS,
-};
+use super::{api_client, json_of, render, retry_after, ride_out, Exit, Failure, Output};
 
 #[derive(Debug, Subcommand)]
 pub enum Tenants {
@@ -292,7 +289,7 @@ fn restore_body(source: &RestoreSource, dry_run: bool) -> Value {
 /// showing its progress on stderr; without `wait`, once. The last answer's JSON; with `wait`, exit
 /// 3 when `judged` (given the first answer while it ran, and the last) says why it ended without
 /// doing what was asked. An answer that says the API is unavailable (429, 5xx, none) is asked
-/// again while waiting, [`super::UNAVAILABLE_TRIES`] times in a row at the most.
+/// again while waiting ([`ride_out`]).
 async fn until_done<T, F, Fut>(
     what: &str,
     wait: bool,
@@ -309,19 +306,9 @@ where
     let progress = Progress::new(what);
     let (mut first, mut unavailable) = (None, 0);
     loop {
-        let answer = match call().await.map_err(Failure::from) {
-            Err(e) if wait && e.exit == Exit::Unavailable && unavailable < UNAVAILABLE_TRIES => {
-                unavailable += 1;
-                progress.say(
-                    None,
-                    &format!("{}; again in {UNAVAILABLE_WAIT_SECONDS} s", e.message),
-                );
-                tokio::time::sleep(std::time::Duration::from_secs(UNAVAILABLE_WAIT_SECONDS)).await;
-                continue;
-            }
-            answer => answer.inspect_err(|_| progress.finish())?,
+        let Some(answer) = ride_out(wait, &mut unavailable, &progress, call().await).await? else {
+            continue;
         };
-        unavailable = 0;
         let running = answer.status() == reqwest::StatusCode::ACCEPTED;
         let again = retry_after(answer.headers());
         let body = json_of(&*answer);

@@ -628,32 +628,8 @@ async fn a_deployments_own_tiers_reach_pooltables_tiers_and_placements() {
     w.h.operator().get_tenant(&t).await.assert_problem(404);
     // AND a Platinum tenant whose own table an operator made with other keys is refused with that
     // reason, naming the table (not as a tenant that exists)
-    use aws_sdk_dynamodb::types::{
-        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    };
     let t = unique("unfit");
-    let table = format!("{}-tenant-{t}", w.h.table);
-    w.h.admin
-        .create_table()
-        .table_name(&table)
-        .billing_mode(BillingMode::PayPerRequest)
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("id")
-                .key_type(KeyType::Hash)
-                .build()
-                .unwrap(),
-        )
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("id")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
+    let table = w.h.own_table_of_other_keys(&t).await;
     let detail = json!({"tenantId": t, "tenantRegistrationId": unique("reg"), "tier": "Platinum"});
     let (_, failure) = w
         .answered_once(

@@ -367,35 +367,11 @@ async fn a_restore_of_an_own_table_tenant_from_a_copy_of_the_pool_is_refused_and
 /// and is empty; otherwise 409 naming it, and nothing changes.
 #[tokio::test]
 async fn an_existing_own_table_of_other_keys_or_with_items_is_409_naming_it_and_nothing_changes() {
-    use aws_sdk_dynamodb::types::{
-        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    };
     // GIVEN a tenant id whose own table an operator made with other keys, and a pooled tenant
     // whose own table an operator made from the pool's definition and wrote an item into
     let h = Harness::new().await;
     let newcomer = unique("otherkeys");
-    let other_keys = format!("{}-tenant-{newcomer}", h.table);
-    h.admin
-        .create_table()
-        .table_name(&other_keys)
-        .billing_mode(BillingMode::PayPerRequest)
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("id")
-                .key_type(KeyType::Hash)
-                .build()
-                .unwrap(),
-        )
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("id")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
+    let other_keys = h.own_table_of_other_keys(&newcomer).await;
     let pooled = integration::onboarded(&h, "fullown").await;
     let full = format!("{}-tenant-{pooled}", h.table);
     let def = devtools::table_from_template(&devtools::default_template_path())
