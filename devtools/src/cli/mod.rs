@@ -224,7 +224,6 @@ fn json_of(value: &impl serde::Serialize) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
-/// The seconds of a `Retry-After` header (1 to 60; 1 when there is none).
 /// How many answers in a row that say the API is unavailable a `--wait` rides out, and how long
 /// it waits after each: about two minutes, the length of a deploy or a throttled burst.
 const UNAVAILABLE_TRIES: u32 = 24;
@@ -259,6 +258,7 @@ async fn ride_out<T>(
     }
 }
 
+/// The seconds of a `Retry-After` header (1 to 60; 1 when there is none).
 fn retry_after(headers: &reqwest::header::HeaderMap) -> u64 {
     headers
         .get(reqwest::header::RETRY_AFTER)

@@ -125,7 +125,7 @@ pub async fn handle(
     };
     let now = app.clock.now_seconds();
     // The departments are checked within the effect: a retry of a request answered before gets
-    // its recorded answer, even if one of them has gone since (a restore, an offboarding).
+    // its recorded answer, even if one of them has gone since (a restore).
     let db = &db;
     idempotent::run(&req, db, t, ROUTE, now, |recorder| async move {
         departments_exist(app, db, t, &items, &request_index).await?;

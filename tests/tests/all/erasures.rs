@@ -352,3 +352,57 @@ async fn an_erasure_cut_off_between_its_transactions_is_finished_by_a_retry_leav
     erased.sort();
     assert_eq!(erased, ["u-big", "u-big-a", "u-big-b"]);
 }
+
+#[tokio::test]
+async fn an_erasure_cut_off_between_its_email_and_its_profile_is_finished_by_a_retry() {
+    use futures::StreamExt;
+    // GIVEN a user with 98 orders: the erasure's records (99) and its email item fill its first
+    // transaction, and its profile opens the second
+    let h = Harness::new().await;
+    let t = unique("straddle");
+    onboard_at_max_limits(&h, &t, 1).await;
+    let auth = Auth::Tenant(t.clone());
+    let put = h
+        .caller(&auth)
+        .call(
+            "put-user",
+            &params(&[("userId", "u-many")]),
+            Some(json!({"name": "many", "email": "many@example.com"})),
+        )
+        .await;
+    assert_eq!(put.status, 201, "{}", put.body);
+    futures::stream::iter((0..98).map(|o| {
+        let (h, auth) = (&h, &auth);
+        async move {
+            let body = json!({"orderId": format!("u-many-{o:02}"), "date": "2026-11-20",
+                "amount": 1, "items": [{"itemId": format!("l-{o:02}"), "sku": "S", "qty": 1, "price": 1}]});
+            let r = h
+                .caller(auth)
+                .call("create-order", &params(&[("userId", "u-many")]), Some(body))
+                .await;
+            assert_eq!(r.status, 201, "{}", r.body);
+        }
+    }))
+    .buffer_unordered(8)
+    .collect::<Vec<()>>()
+    .await;
+    let erase = || async {
+        h.caller(&auth)
+            .call("erase-user", &params(&[("userId", "u-many")]), None)
+            .await
+    };
+
+    // WHEN the second transaction never reaches the table (the email item is gone, the profile
+    // not), and the erasure is asked again once it would
+    h.faults.refuse_requests_containing(Some("#ITEM#l-00"));
+    let cut = erase().await;
+    h.faults.refuse_requests_containing(None);
+    assert_eq!(cut.status, 503, "{}", cut.body);
+    let finished = erase().await;
+
+    // THEN the retry finishes it (never a 409 for the email item it deleted itself), and nothing
+    // of the user or its orders is left
+    assert_eq!(finished.status, 200, "{}", finished.body);
+    let left = items_of(&h.all_items().await, &t, "u-many");
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -29,7 +29,8 @@ pub(super) enum Outcome {
 }
 
 /// Acts on one request: [`Outcome::Refused`] is answered with the failure, [`Outcome::Deferred`]
-/// waits for the tenant's operation to end; `Err` may pass (retried).
+/// waits for the offboarding to end, [`Outcome::Blocked`] for the operation that blocks it; `Err`
+/// may pass (retried).
 /// `taken_over`: when an earlier delivery first claimed the request, if this one took it over.
 pub(super) async fn act(
     app: &App,

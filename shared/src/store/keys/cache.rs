@@ -63,8 +63,11 @@ fn made_within_an_onboarding(row: &KeyRow, now: u64) -> bool {
         .is_some_and(|made| now < made.saturating_add(ONBOARDING_IN_FLIGHT_MS))
 }
 
+/// Retryable, never a final refusal: the other onboarding may have died (a control-plane
+/// delivery taking over from it meets its key row), and asked again after its run the row is
+/// shredded as an earlier tenant's.
 fn another_onboarding(tenant: &TenantId) -> StoreError {
-    StoreError::Contended(format!(
+    StoreError::Unavailable(format!(
         "another onboarding of {tenant} is under way; retry in a minute"
     ))
 }
@@ -326,7 +329,8 @@ impl TenantKeys {
         // Rows of an earlier tenant of this id (a rotation that landed after its offboarding's
         // shredding) are never this tenant's key: they are shredded first. Rows of another
         // incarnation made within an onboarding's longest run are another onboarding of the id
-        // under way, whose record may be written next: never shredded, refused (409).
+        // under way, whose record may be written next: never shredded, and this one is to be
+        // asked again (503) once that one has written its record or died.
         let rows = self.table.rows(tenant).await?;
         let stale: Vec<&KeyRow> = rows
             .iter()
