@@ -168,6 +168,16 @@ impl TestKeys {
         keys
     }
 
+    /// `tenant`'s keys the stack still holds ([`Self::every_key`]), each version.
+    pub async fn keys_of(
+        &self,
+        admin: &aws_sdk_dynamodb::Client,
+        tenant: &TenantId,
+    ) -> Vec<TenantKey> {
+        let every = self.every_key(admin).await;
+        every.into_iter().filter(|k| &k.tenant == tenant).collect()
+    }
+
     /// Disables (`false`) or enables the KMS key `key` on moto.
     pub async fn set_enabled(&self, key: &str, enabled: bool) {
         // moto 5 takes only the key id here, not its ARN.

@@ -225,26 +225,34 @@ fn json_of(value: &impl serde::Serialize) -> Value {
 }
 
 /// How many answers in a row that say the API is unavailable a `--wait` rides out, and how long
-/// it waits after each: about two minutes, the length of a deploy or a throttled burst.
+/// it waits after each without a `Retry-After`: about two minutes at that, a deploy or a throttled
+/// burst.
 const UNAVAILABLE_TRIES: u32 = 24;
 const UNAVAILABLE_WAIT_SECONDS: u64 = 5;
 
 /// An answer of a call that `--wait` repeats: while waiting, one that says the API is unavailable
-/// is ridden out (said on `progress`, then `Ok(None)` after [`UNAVAILABLE_WAIT_SECONDS`]: ask
-/// again), [`UNAVAILABLE_TRIES`] times in a row at the most (`unavailable` counts them); else the
-/// answer, or its failure.
+/// is ridden out (said on `progress`, then `Ok(None)` after its `Retry-After`, else
+/// [`UNAVAILABLE_WAIT_SECONDS`]: ask again), [`UNAVAILABLE_TRIES`] times in a row at the most
+/// (`unavailable` counts them); else the answer, or its failure.
 async fn ride_out<T>(
     wait: bool,
     unavailable: &mut u32,
     progress: &progress::Progress,
     answer: Result<T, Error<types::Problem>>,
 ) -> Result<Option<T>, Failure> {
+    let after = match &answer {
+        Err(Error::ErrorResponse(refused)) => refused
+            .headers()
+            .contains_key(reqwest::header::RETRY_AFTER)
+            .then(|| retry_after(refused.headers())),
+        _ => None,
+    };
     match answer.map_err(Failure::from) {
         Err(e) if wait && e.exit == Exit::Unavailable && *unavailable < UNAVAILABLE_TRIES => {
             *unavailable += 1;
-            let again = format!("{}; again in {UNAVAILABLE_WAIT_SECONDS} s", e.message);
-            progress.say(None, &again);
-            tokio::time::sleep(std::time::Duration::from_secs(UNAVAILABLE_WAIT_SECONDS)).await;
+            let seconds = after.unwrap_or(UNAVAILABLE_WAIT_SECONDS);
+            progress.say(None, &format!("{}; again in {seconds} s", e.message));
+            tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
             Ok(None)
         }
         Ok(answer) => {

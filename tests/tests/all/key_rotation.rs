@@ -251,13 +251,7 @@ async fn a_key_row_left_by_an_earlier_tenant_of_the_id_is_never_the_new_tenants_
     // WHEN acme is onboarded again
     onboard(&h, "acme", 1).await;
     // THEN its key is a new one: the earlier row is gone, and only the new tenant's remains
-    let held: Vec<_> = h
-        .test_keys()
-        .every_key(&h.admin)
-        .await
-        .into_iter()
-        .filter(|k| k.tenant == t)
-        .collect();
+    let held = h.test_keys().keys_of(&h.admin, &t).await;
     assert_eq!(held.len(), 1);
     assert_ne!(held[0].bytes(), orphan.bytes());
     put(&h, "acme", "p-1", 1).await;
@@ -280,13 +274,7 @@ async fn a_key_row_of_another_onboarding_of_the_id_still_under_way_is_never_shre
     // goes once its run is over), and the other's key is the only one, as it was
     r.assert_problem(503);
     assert!(r.retry_after.is_some());
-    let held: Vec<_> = h
-        .test_keys()
-        .every_key(&h.admin)
-        .await
-        .into_iter()
-        .filter(|k| k.tenant == t)
-        .collect();
+    let held = h.test_keys().keys_of(&h.admin, &t).await;
     assert_eq!(held.len(), 1);
     assert_eq!(held[0].bytes(), theirs.bytes());
 }

@@ -881,9 +881,8 @@ async fn onboard_acme(h: &Harness, idempotency_key: Option<&str>) -> integration
 /// acme's keys in the key table: each version, its bytes and the KMS key that wraps it.
 async fn keys_of_acme(h: &Harness) -> Vec<(u32, Vec<u8>, String)> {
     let acme = TenantId::parse("acme").unwrap();
-    let keys = h.test_keys().every_key(&h.admin).await;
+    let keys = h.test_keys().keys_of(&h.admin, &acme).await;
     keys.into_iter()
-        .filter(|k| k.tenant == acme)
         .map(|k| (k.version, k.bytes().to_vec(), k.kms_key))
         .collect()
 }
