@@ -2,8 +2,8 @@
 //! source mapping does (BatchSize 1, at most `concurrency` invocations at once): it receives
 //! messages, hands each to `tenants::work_lanes::work` as a batch of one, and deletes those not
 //! reported in `batchItemFailures`. A delivery can be made to fail the way deliveries fail: twice at
-//! once, or its worker killed part-way (its message not deleted: it comes back after the queue's
-//! visibility timeout).
+//! once, or its worker killed part-way or just before answering (its message not deleted: it comes
+//! back after the queue's visibility timeout).
 
 use std::time::Duration;
 
@@ -25,6 +25,9 @@ pub enum Delivery {
     Killed(u64),
     /// Deleted without being handed to any worker: the lane's message is lost.
     Lost,
+    /// Its worker's turn ran to its end (the lane's next turn sent) but the worker died before
+    /// answering: not deleted, so the message comes back beside the next turn.
+    Undeleted,
 }
 
 /// The lane queue of one test and the lanes that send to it.
@@ -95,6 +98,10 @@ impl LanePump {
                     !r.batch_item_failures.is_empty()
                 };
                 Some(serde_json::to_value(if failed(&a) { b } else { a }).expect("json"))
+            }
+            Delivery::Undeleted => {
+                Box::pin(work()).await;
+                None
             }
             Delivery::Killed(ms) => {
                 let _ = tokio::time::timeout(Duration::from_millis(ms), Box::pin(work())).await;

@@ -5,9 +5,12 @@
 //! driver only plans the lanes and puts one message a lane on the queue; `work-lanes` (its event
 //! source mapping, at most `MaximumConcurrency` at once) steps a lane for up to
 //! [`WORK_PER_MESSAGE`] and puts the lane's next message back at the end of the
-//! queue, so every lane of every tenant gets its turn in order. A message holds no step number:
-//! two deliveries of one lane step it side by side until one loses a step to the other
-//! (its checkpoint's condition) and ends there, so a copy never outlives one contested step.
+//! queue, so every lane of every tenant gets its turn in order. A message holds the lane's step
+//! number as its sender left it: a delivery that finds the lane stepped past it is a stale copy
+//! (SQS's at-least-once delivery, a worker that died after sending the next turn, a lane sent
+//! again while its message was only slow) and is dropped, so one message a lane goes round. Two
+//! copies delivered at once both find the number; one loses its step to the other (the checkpoint's
+//! condition) and ends there.
 //! Without a queue (a local run with no SQS), the call that advances the operation steps every lane
 //! itself, side by side.
 //!
@@ -36,6 +39,10 @@ pub struct LaneMessage {
     /// The operation whose lane it is (`offboarding`).
     pub operation: String,
     pub lane: u32,
+    /// The lane's committed steps when the message was sent; `None` in a message sent before
+    /// messages held it (stepped whatever the lane's number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u64>,
 }
 
 /// What a lane message's signature is made for: no cursor's or import message's passes for one.
@@ -44,12 +51,20 @@ const SIGNING_DOMAIN: &str = "pooltable/lanes/v1";
 pub const LANE_SIGNATURE_ATTRIBUTE: &str = "signature";
 
 impl LaneMessage {
-    pub fn new(tenant: &TenantId, operation: &str, lane: u32) -> Self {
+    /// Lane `lane`'s turn, sent when it had committed `steps` steps.
+    pub fn new(tenant: &TenantId, operation: &str, lane: u32, steps: u64) -> Self {
         Self {
             tenant: tenant.to_string(),
             operation: operation.to_owned(),
             lane,
+            steps: Some(steps),
         }
+    }
+
+    /// Whether it is a stale copy for a lane that has committed `steps`: one whose sender saw
+    /// another number (another copy, or a call, stepped the lane since).
+    pub fn is_stale_for(&self, steps: u64) -> bool {
+        self.steps.is_some_and(|sent| sent != steps)
     }
 
     /// The signature of a message whose body is `body`.
@@ -226,15 +241,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_lane_message_is_its_tenant_operation_and_lane() {
+    fn a_lane_message_is_its_tenant_operation_lane_and_step_number() {
         let tenant = TenantId::parse("acme").unwrap();
-        let m = LaneMessage::new(&tenant, "offboarding", 7);
+        let m = LaneMessage::new(&tenant, "offboarding", 7, 12);
         let text = serde_json::to_string(&m).unwrap();
         assert_eq!(
             text,
-            r#"{"tenant":"acme","operation":"offboarding","lane":7}"#
+            r#"{"tenant":"acme","operation":"offboarding","lane":7,"steps":12}"#
         );
         assert_eq!(serde_json::from_str::<LaneMessage>(&text).unwrap(), m);
+    }
+
+    #[test]
+    fn a_lane_message_is_stale_once_its_lane_stepped_past_it_and_one_without_a_number_never_is() {
+        let tenant = TenantId::parse("acme").unwrap();
+        let m = LaneMessage::new(&tenant, "offboarding", 7, 12);
+        assert!(!m.is_stale_for(12));
+        assert!(m.is_stale_for(13));
+        // A plan made again (a new operation of the kind) starts its lanes at 0
+        assert!(m.is_stale_for(0));
+        let before: LaneMessage =
+            serde_json::from_str(r#"{"tenant":"acme","operation":"offboarding","lane":7}"#)
+                .unwrap();
+        assert_eq!(before.steps, None);
+        assert!(!before.is_stale_for(13));
     }
 
     #[test]
@@ -244,6 +274,7 @@ mod tests {
             &TenantId::parse("acme").unwrap(),
             "offboarding",
             7,
+            0,
         ))
         .unwrap();
         let signature = LaneMessage::sign(&keys, &body);

@@ -111,13 +111,13 @@ impl LaneWork {
 pub enum LaneRun {
     /// Its walk found nothing more.
     Done,
-    /// Its time was up; it has more to walk.
-    OutOfTime,
+    /// Its time was up with `steps` committed; it has more to walk.
+    OutOfTime { steps: u64 },
     /// Another caller committed one of its steps first: that one walks it now.
     Raced,
-    /// DynamoDB throttled its table or an index, or its partition again and again: it has more to
-    /// walk after [`pacing::TABLE_THROTTLE_WAIT`].
-    Throttled,
+    /// DynamoDB throttled its table or an index, or its partition again and again, with `steps`
+    /// committed: it has more to walk after [`pacing::TABLE_THROTTLE_WAIT`].
+    Throttled { steps: u64 },
 }
 
 /// Steps `lane` of `count` over `sources` until its walk is done, another caller commits one of its
@@ -162,12 +162,12 @@ pub async fn run_lane(
                 throttled += 1;
                 tracing::warn!(tenant = %db.tenant, operation = work.operation(), lane = lane.lane, ?reasons, ?scope, throttled, "a lane's step was throttled");
                 if scope == pacing::ThrottleScope::Table || throttled > pacing::PARTITION_RETRIES {
-                    return Ok(LaneRun::Throttled);
+                    return Ok(LaneRun::Throttled { steps: lane.steps });
                 }
                 slowdown = (slowdown * 2).min(16);
                 tokio::time::sleep(pacing::partition_backoff(throttled)).await;
                 if Instant::now() >= deadline {
-                    return Ok(LaneRun::OutOfTime);
+                    return Ok(LaneRun::OutOfTime { steps: lane.steps });
                 }
                 continue;
             }
@@ -181,7 +181,7 @@ pub async fn run_lane(
         let units = pacing::transactional_write_units(&page.items);
         pacing::pace_slowed(step_started, units, slowdown).await;
         if Instant::now() >= deadline {
-            return Ok(LaneRun::OutOfTime);
+            return Ok(LaneRun::OutOfTime { steps: lane.steps });
         }
     }
 }
@@ -197,7 +197,8 @@ pub async fn run_lanes(
     pending: Vec<Lane>,
     deadline: Instant,
 ) -> Result<(), ApiError> {
-    let runs = pending.into_iter().map(|lane| async move {
+    let runs = pending.into_iter().map(|mut lane| async move {
+        lane.stepped_by_call = true;
         run_lane(app, db, work, sources, count, lane, deadline)
             .await
             .map(|_| ())
@@ -247,15 +248,15 @@ async fn send_all(
     count: u32,
 ) -> Result<(), ApiError> {
     let all: Vec<LaneMessage> = (0..count)
-        .map(|lane| LaneMessage::new(&db.tenant, work.operation(), lane))
+        .map(|lane| LaneMessage::new(&db.tenant, work.operation(), lane, 0))
         .collect();
     runner.send(&*app.cursor_keys()?, &all).await
 }
 
 /// A lane not stepped for this long has lost its message (a worker failed it past the queue's
 /// receive limit, or died before sending its next one): it is sent again. Longer than a message's
-/// turn takes to come round the queue but in a crowded hour; a lane sent twice costs one
-/// contested step.
+/// turn takes to come round the queue but in a crowded hour; a lane sent again while its message
+/// was only slow has two messages of one step number, and the one delivered second is dropped.
 pub const LOST_AFTER_MS: u64 = 5 * 60 * 1000;
 
 /// Sends again each of `pending` not stepped for [`LOST_AFTER_MS`], once it is noted as sent
@@ -274,7 +275,12 @@ pub async fn resend_lost(
         if now_ms.saturating_sub(lane.stepped_at_ms) >= LOST_AFTER_MS
             && lanes::touch(&kept, lane, now_ms).await?
         {
-            lost.push(LaneMessage::new(&db.tenant, work.operation(), lane.lane));
+            lost.push(LaneMessage::new(
+                &db.tenant,
+                work.operation(),
+                lane.lane,
+                lane.steps,
+            ));
         }
     }
     if !lost.is_empty() {

@@ -15,8 +15,9 @@ use std::time::Instant;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use shared::identity::ids::TenantId;
 use shared::isolation::policy::Scope;
+use shared::store::lifecycle::lanes::{self, Lane};
 use shared::store::lifecycle::tenant_items::Source;
-use shared::store::lifecycle::{lanes, moving, offboarding, resharding, restoring};
+use shared::store::lifecycle::{moving, offboarding, resharding, restoring};
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord};
 use shared::{ApiError, App};
 
@@ -32,8 +33,8 @@ pub enum Turn {
     Sent,
     /// The lane is done (and, when it was the last, the operation folded or finished).
     Done,
-    /// Another delivery of the lane stepped it first, the lane was done already, or nothing of it
-    /// runs: dropped.
+    /// Another delivery of the lane stepped it first or since this one was sent (a stale copy),
+    /// the lane was done already, or nothing of it runs: dropped.
     Dropped,
 }
 
@@ -145,21 +146,28 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
     let Some(lane) = all.into_iter().find(|l| l.lane == message.lane) else {
         return Ok(Turn::Dropped);
     };
-    if lane.done {
+    // A copy whose sender saw another step number: the lane's own message (the one its last
+    // stepper sent) goes round, and this one is dropped, so copies never pile up. After a step by
+    // a caller that sends no message (no lane queue), the copy takes the lane up again.
+    if lane.done || (message.is_stale_for(lane.steps) && !lane.stepped_by_call) {
         return Ok(Turn::Dropped);
     }
+    let lane = Lane {
+        stepped_by_call: false,
+        ..lane
+    };
     match run_lane(app, &db, &work, &sources, count, lane, deadline).await? {
         LaneRun::Raced => Ok(Turn::Dropped),
-        LaneRun::OutOfTime => {
-            let next = LaneMessage::new(&tenant, work.operation(), message.lane);
+        LaneRun::OutOfTime { steps } => {
+            let next = LaneMessage::new(&tenant, work.operation(), message.lane, steps);
             runner
                 .send(&*app.cursor_keys()?, std::slice::from_ref(&next))
                 .await?;
             Ok(Turn::Sent)
         }
         // Its table is throttled: its next turn waits on the queue, so every lane backs off.
-        LaneRun::Throttled => {
-            let next = LaneMessage::new(&tenant, work.operation(), message.lane);
+        LaneRun::Throttled { steps } => {
+            let next = LaneMessage::new(&tenant, work.operation(), message.lane, steps);
             runner
                 .send_after(
                     &*app.cursor_keys()?,

@@ -277,6 +277,134 @@ async fn a_lane_whose_message_is_lost_is_sent_again_once_it_has_not_stepped_for_
     );
 }
 
+#[tokio::test]
+async fn a_lane_message_delivered_again_after_its_turn_is_dropped_as_a_stale_copy_and_one_message_a_lane_goes_round(
+) {
+    // GIVEN a tenant offboarding in one lane on the queue, whose turns of 150 ms leave it more to
+    // walk, and whose undeleted messages come back after a second
+    let mut h = Harness::new().await;
+    h.app.settings.lifecycle_lanes = 1;
+    let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
+    let victim = unique("stale");
+    onboard(&h, &victim, 4).await;
+    seed_every_kind(&h, &victim, 600).await;
+    let before = h.items_under(&raw_key(&victim, "")).await;
+    let pump = LanePump::new(1, Duration::from_millis(150)).await;
+    assert_eq!(offboard(&h, &victim, &operator).await.status, 202);
+    h.clock.advance_seconds(DELETION_DELAY_SECONDS);
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);
+
+    // WHEN a worker steps the lane for its turn, sends its next turn, and dies before answering
+    let got = pump.round(&h.app, 10, 1, |_| Delivery::Undeleted).await;
+    assert_eq!(got, 1);
+    // THEN the lane has two messages: its next turn, and the first, which comes back
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 2);
+
+    // WHEN both are delivered, one after the other, once the first is back
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let mut delivered = 0;
+    while delivered < 2 {
+        delivered += pump.round(&h.app, 10, 1, |_| Delivery::Once).await;
+    }
+    // THEN the copy its lane had stepped past was dropped: one message goes round for the lane
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);
+
+    // WHEN the workers take the queue until the tenant is gone
+    pump_while(&h, &pump, || async {
+        get_tenant(&h, &victim, &operator).await.status != 404
+    })
+    .await;
+    // THEN every item was deleted and counted once, and nothing is left on the queue
+    let report = offboard(&h, &victim, &operator).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    assert_eq!(
+        report.body["deleted"],
+        counted(&victim, &before),
+        "{}",
+        report.body
+    );
+    assert_eq!(
+        h.items_under(&raw_key(&victim, "")).await,
+        Vec::<Item>::new()
+    );
+    pump.drain(&h.app, 1).await;
+    assert!(pump.queues.dead_letters().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_lane_message_whose_lane_a_caller_without_the_queue_stepped_takes_the_lane_up_again() {
+    // GIVEN a tenant offboarding in one lane on the queue, its message not yet delivered
+    let mut h = Harness::new().await;
+    h.app.settings.lifecycle_lanes = 1;
+    let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
+    let victim = unique("adopt");
+    onboard(&h, &victim, 4).await;
+    seed_every_kind(&h, &victim, 600).await;
+    let before = h.items_under(&raw_key(&victim, "")).await;
+    let pump = LanePump::new(1, Duration::from_millis(150)).await;
+    assert_eq!(offboard(&h, &victim, &operator).await.status, 202);
+    h.clock.advance_seconds(DELETION_DELAY_SECONDS);
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);
+
+    // WHEN a caller that steps lanes itself (a container with no lane queue) steps the lane for
+    // 300 ms, which sends no message
+    let t = TenantId::parse(&victim).unwrap();
+    let db = h
+        .app
+        .operator_db(&t, shared::isolation::policy::Scope::Operator)
+        .await
+        .unwrap()
+        .unwrap();
+    let record = shared::store::tenancy::tenants::read_record_consistent(&db)
+        .await
+        .unwrap()
+        .unwrap();
+    let sources = tenants::offboard_tenant::walk_sources(&record).unwrap();
+    let work = tenants::lane_walk::LaneWork::Delete;
+    let read = |db| async move {
+        shared::store::lifecycle::lanes::read(&db, shared::store::lifecycle::offboarding::OPERATION)
+            .await
+            .unwrap()
+    };
+    let pending = read(db.clone()).await;
+    let deadline = std::time::Instant::now() + Duration::from_millis(300);
+    tenants::lane_walk::run_lanes(&h.app, &db, &work, &sources, 1, pending, deadline)
+        .await
+        .unwrap();
+    let stepped = read(db.clone()).await;
+    assert!(stepped[0].steps > 0 && !stepped[0].done, "{stepped:?}");
+
+    // THEN the queued message, of an older step number, takes the lane up again: its next turn is
+    // on the queue
+    let got = pump.round(&h.app, 10, 1, |_| Delivery::Once).await;
+    assert_eq!(got, 1);
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);
+    assert!(read(db.clone()).await[0].steps > stepped[0].steps);
+    // AND the workers end the offboarding, every item deleted and counted once
+    pump_while(&h, &pump, || async {
+        get_tenant(&h, &victim, &operator).await.status != 404
+    })
+    .await;
+    let report = offboard(&h, &victim, &operator).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    assert_eq!(
+        report.body["deleted"],
+        counted(&victim, &before),
+        "{}",
+        report.body
+    );
+    assert_eq!(
+        h.items_under(&raw_key(&victim, "")).await,
+        Vec::<Item>::new()
+    );
+}
+
 /// What a tenant's operation shows of its progress in `GET /tenants/{id}`: ended (no record, or no
 /// operation running), or work committed.
 fn progressed(view: &Resp) -> bool {
@@ -1062,7 +1190,7 @@ async fn a_lane_message_not_signed_by_the_platform_steps_nothing_and_ends_in_the
     let forged = LanePump::new(1, Duration::from_millis(150)).await;
     let tenant = TenantId::parse(&t).unwrap();
     let body =
-        |lane| serde_json::to_string(&LaneMessage::new(&tenant, "resharding", lane)).unwrap();
+        |lane| serde_json::to_string(&LaneMessage::new(&tenant, "resharding", lane, 0)).unwrap();
     let stranger = CursorKeys::new(&[9u8; 32], None).unwrap();
     let ours = integration::test_cursor_keys();
     let sent = [

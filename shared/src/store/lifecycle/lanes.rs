@@ -55,6 +55,11 @@ pub struct Lane {
     /// nothing: [`Lane::after_confirming_step`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub found: u64,
+    /// Whether its last step was a caller's that steps lanes itself (a call or the driver with no
+    /// lane queue), which sends no message: a queued message of an older step number then takes
+    /// the lane up again rather than being dropped as a stale copy.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stepped_by_call: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -74,6 +79,7 @@ impl Lane {
             counts: BTreeMap::new(),
             stepped_at_ms: now_ms,
             found: 0,
+            stepped_by_call: false,
         }
     }
 
@@ -333,6 +339,7 @@ mod tests {
             counts: BTreeMap::from([("PRODUCT".to_owned(), 5)]),
             stepped_at_ms: 1,
             found: 0,
+            stepped_by_call: false,
         };
         let at = ItemKey {
             pk: "a".into(),
