@@ -115,6 +115,9 @@ fn probes() -> Vec<(Probe, bool)> {
             ALL,
         ),
         (request("sts:AssumeRole", TENANT_ACCESS), &[TenantSessions]),
+        // Every session it takes carries its tenant's tag: the caller's own policy must allow
+        // passing it, besides the role's trust policy (the account root there defers to it).
+        (request("sts:TagSession", TENANT_ACCESS), &[TenantSessions]),
         (
             request("secretsmanager:GetSecretValue", "ref:SigningKeysSecret"),
             &[TenantSessions],
@@ -142,6 +145,10 @@ fn probes() -> Vec<(Probe, bool)> {
             &[OffboardingReports],
         ),
         (request("sts:AssumeRole", TENANT_OPERATOR), &[OperatorSessions]),
+        (
+            request("sts:TagSession", TENANT_OPERATOR),
+            &[OperatorSessions],
+        ),
         (
             request("dynamodb:DescribeTable", TABLE),
             &[OwnTables, RestoreTables],
