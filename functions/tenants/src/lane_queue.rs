@@ -6,11 +6,12 @@
 //! source mapping, at most `MaximumConcurrency` at once) steps a lane for up to
 //! [`WORK_PER_MESSAGE`] and puts the lane's next message back at the end of the
 //! queue, so every lane of every tenant gets its turn in order. A message holds the lane's step
-//! number as its sender left it: a delivery that finds the lane stepped past it is a stale copy
-//! (SQS's at-least-once delivery, a worker that died after sending the next turn, a lane sent
-//! again while its message was only slow) and is dropped, so one message a lane goes round. Two
-//! copies delivered at once both find the number; one loses its step to the other (the checkpoint's
-//! condition) and ends there.
+//! number as its sender left it, and the lane notes the newest number sent (`Lane::sent_steps`):
+//! a delivery of an older number is a stale copy (SQS's at-least-once delivery, a worker that died
+//! after sending the next turn, a lane sent again while its message was only slow) and is dropped,
+//! so one message a lane goes round. A worker that dies between its steps and its next turn sent
+//! leaves its own message the newest: delivered again, it takes the lane up. Two copies delivered
+//! at once both pass; one loses its step to the other (the checkpoint's condition) and ends there.
 //! Without a queue (a local run with no SQS), the call that advances the operation steps every lane
 //! itself, side by side.
 //!
@@ -61,10 +62,11 @@ impl LaneMessage {
         }
     }
 
-    /// Whether it is a stale copy for a lane that has committed `steps`: one whose sender saw
-    /// another number (another copy, or a call, stepped the lane since).
-    pub fn is_stale_for(&self, steps: u64) -> bool {
-        self.steps.is_some_and(|sent| sent != steps)
+    /// Whether it is a stale copy for a lane whose newest turn sent was at `sent` steps
+    /// (`Lane::sent_steps`): one of an older number. A message or a lane from before they held
+    /// numbers is never stale.
+    pub fn is_stale_for(&self, sent: Option<u64>) -> bool {
+        matches!((self.steps, sent), (Some(steps), Some(sent)) if steps < sent)
     }
 
     /// The signature of a message whose body is `body`.
@@ -253,18 +255,20 @@ mod tests {
     }
 
     #[test]
-    fn a_lane_message_is_stale_once_its_lane_stepped_past_it_and_one_without_a_number_never_is() {
+    fn a_lane_message_is_stale_once_a_newer_turn_of_its_lane_was_sent_and_one_without_a_number_never_is(
+    ) {
         let tenant = TenantId::parse("acme").unwrap();
         let m = LaneMessage::new(&tenant, "offboarding", 7, 12);
-        assert!(!m.is_stale_for(12));
-        assert!(m.is_stale_for(13));
-        // A plan made again (a new operation of the kind) starts its lanes at 0
-        assert!(m.is_stale_for(0));
+        assert!(!m.is_stale_for(Some(12)));
+        assert!(m.is_stale_for(Some(13)));
+        // Its lane stepped further with no turn sent after: still its lane's turn
+        assert!(!m.is_stale_for(Some(3)));
+        assert!(!m.is_stale_for(None));
         let before: LaneMessage =
             serde_json::from_str(r#"{"tenant":"acme","operation":"offboarding","lane":7}"#)
                 .unwrap();
         assert_eq!(before.steps, None);
-        assert!(!before.is_stale_for(13));
+        assert!(!before.is_stale_for(Some(13)));
     }
 
     #[test]

@@ -197,8 +197,7 @@ pub async fn run_lanes(
     pending: Vec<Lane>,
     deadline: Instant,
 ) -> Result<(), ApiError> {
-    let runs = pending.into_iter().map(|mut lane| async move {
-        lane.stepped_by_call = true;
+    let runs = pending.into_iter().map(|lane| async move {
         run_lane(app, db, work, sources, count, lane, deadline)
             .await
             .map(|_| ())

@@ -15,7 +15,7 @@ use std::time::Instant;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use shared::identity::ids::TenantId;
 use shared::isolation::policy::Scope;
-use shared::store::lifecycle::lanes::{self, Lane};
+use shared::store::lifecycle::lanes;
 use shared::store::lifecycle::tenant_items::Source;
 use shared::store::lifecycle::{moving, offboarding, resharding, restoring};
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord};
@@ -130,51 +130,43 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
             return Ok(Turn::Dropped);
         }
     };
-    // The tenant's key refuses (revoked): the lane is left as it is, and its turn waits on the
-    // queue (as a throttled table's does) until the key is usable again.
-    if !operation_of(message).may_go_on(app, &tenant).await {
-        runner
-            .send_after(
-                &*app.cursor_keys()?,
-                std::slice::from_ref(message),
-                runner.throttle_wait(),
-            )
-            .await?;
-        return Ok(Turn::Sent);
-    }
-    let all = lanes::read(&work.lanes_db(&db), work.operation()).await?;
+    let lanes_db = work.lanes_db(&db);
+    let all = lanes::read(&lanes_db, work.operation()).await?;
     let Some(lane) = all.into_iter().find(|l| l.lane == message.lane) else {
         return Ok(Turn::Dropped);
     };
-    // A copy whose sender saw another step number: the lane's own message (the one its last
-    // stepper sent) goes round, and this one is dropped, so copies never pile up. After a step by
-    // a caller that sends no message (no lane queue), the copy takes the lane up again.
-    if lane.done || (message.is_stale_for(lane.steps) && !lane.stepped_by_call) {
+    // A copy older than the lane's newest turn sent (SQS delivering it again, a worker that died
+    // after sending the next turn, a lane sent again while its message was only slow): that turn
+    // goes round, and this one is dropped, so copies never pile up. A lane stepped with no turn
+    // sent after (a worker that died between its steps and its next turn, a caller with no
+    // queue) keeps its newest message live.
+    if lane.done || message.is_stale_for(lane.sent_steps) {
         return Ok(Turn::Dropped);
     }
-    let lane = Lane {
-        stepped_by_call: false,
-        ..lane
-    };
+    // The tenant's key refuses (revoked): the lane is left as it is, and its turn waits on the
+    // queue (as a throttled table's does) until the key is usable again.
+    if !operation_of(message).may_go_on(app, &tenant).await {
+        send_turn(
+            app,
+            runner,
+            &lanes_db,
+            message,
+            Some(runner.throttle_wait()),
+        )
+        .await?;
+        return Ok(Turn::Sent);
+    }
     match run_lane(app, &db, &work, &sources, count, lane, deadline).await? {
         LaneRun::Raced => Ok(Turn::Dropped),
         LaneRun::OutOfTime { steps } => {
             let next = LaneMessage::new(&tenant, work.operation(), message.lane, steps);
-            runner
-                .send(&*app.cursor_keys()?, std::slice::from_ref(&next))
-                .await?;
+            send_turn(app, runner, &lanes_db, &next, None).await?;
             Ok(Turn::Sent)
         }
         // Its table is throttled: its next turn waits on the queue, so every lane backs off.
         LaneRun::Throttled { steps } => {
             let next = LaneMessage::new(&tenant, work.operation(), message.lane, steps);
-            runner
-                .send_after(
-                    &*app.cursor_keys()?,
-                    std::slice::from_ref(&next),
-                    runner.throttle_wait(),
-                )
-                .await?;
+            send_turn(app, runner, &lanes_db, &next, Some(runner.throttle_wait())).await?;
             Ok(Turn::Sent)
         }
         LaneRun::Done => {
@@ -195,6 +187,28 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
             Ok(Turn::Done)
         }
     }
+}
+
+/// Puts `next` on the queue (after `wait`, when given), then notes it as its lane's newest turn
+/// sent. A failure between the two leaves the turn being worked live (delivered again): the lane
+/// has one more copy for a turn, never none.
+async fn send_turn(
+    app: &App,
+    runner: &Lanes,
+    lanes_db: &shared::store::client::scoped::TenantDb,
+    next: &LaneMessage,
+    wait: Option<std::time::Duration>,
+) -> Result<(), ApiError> {
+    let keys = app.cursor_keys()?;
+    let sent = std::slice::from_ref(next);
+    match wait {
+        Some(wait) => runner.send_after(&keys, sent, wait).await?,
+        None => runner.send(&keys, sent).await?,
+    }
+    if let Some(steps) = next.steps {
+        lanes::mark_sent(lanes_db, &next.operation, next.lane, steps).await?;
+    }
+    Ok(())
 }
 
 /// What the operation a lane message names is doing in `record`.

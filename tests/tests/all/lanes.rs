@@ -335,7 +335,7 @@ async fn a_lane_message_delivered_again_after_its_turn_is_dropped_as_a_stale_cop
 }
 
 #[tokio::test]
-async fn a_lane_message_whose_lane_a_caller_without_the_queue_stepped_takes_the_lane_up_again() {
+async fn a_lane_stepped_with_no_turn_sent_after_is_taken_up_again_by_its_message_delivered_again() {
     // GIVEN a tenant offboarding in one lane on the queue, its message not yet delivered
     let mut h = Harness::new().await;
     h.app.settings.lifecycle_lanes = 1;
@@ -352,8 +352,8 @@ async fn a_lane_message_whose_lane_a_caller_without_the_queue_stepped_takes_the_
         .unwrap();
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);
 
-    // WHEN a caller that steps lanes itself (a container with no lane queue) steps the lane for
-    // 300 ms, which sends no message
+    // WHEN the lane is stepped for 300 ms and no turn is sent after: what a worker that died
+    // between its steps and its next turn leaves (and a caller with no lane queue)
     let t = TenantId::parse(&victim).unwrap();
     let db = h
         .app
@@ -380,8 +380,8 @@ async fn a_lane_message_whose_lane_a_caller_without_the_queue_stepped_takes_the_
     let stepped = read(db.clone()).await;
     assert!(stepped[0].steps > 0 && !stepped[0].done, "{stepped:?}");
 
-    // THEN the queued message, of an older step number, takes the lane up again: its next turn is
-    // on the queue
+    // THEN the message, of an older step number but its lane's newest turn sent, takes the lane
+    // up again: its next turn is on the queue
     let got = pump.round(&h.app, 10, 1, |_| Delivery::Once).await;
     assert_eq!(got, 1);
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);

@@ -55,11 +55,11 @@ pub struct Lane {
     /// nothing: [`Lane::after_confirming_step`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub found: u64,
-    /// Whether its last step was a caller's that steps lanes itself (a call or the driver with no
-    /// lane queue), which sends no message: a queued message of an older step number then takes
-    /// the lane up again rather than being dropped as a stale copy.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub stepped_by_call: bool,
+    /// The step number of the newest turn of it put on the lane queue, noted once the message is
+    /// sent ([`mark_sent`]): a message of a lower number is a stale copy. `None` on a lane last
+    /// written by a version that did not note it (then no message is stale).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_steps: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -79,7 +79,7 @@ impl Lane {
             counts: BTreeMap::new(),
             stepped_at_ms: now_ms,
             found: 0,
-            stepped_by_call: false,
+            sent_steps: Some(0),
         }
     }
 
@@ -239,8 +239,9 @@ pub fn fold(db: &TenantDb, lanes: &[Lane]) -> Result<Vec<TransactWriteItem>, Sto
         .collect()
 }
 
-/// Notes `lane` as sent again at `now_ms` (its `steppedAtMs`), on condition no step of it was
-/// committed since it was read and it is not done; `false` when one was (it is not lost).
+/// Notes `lane` as sent again at `now_ms` (its `steppedAtMs`, and its step number as the newest
+/// sent), on condition no step of it was committed since it was read and it is not done; `false`
+/// when one was (it is not lost).
 pub async fn touch(db: &TenantDb, lane: &Lane, now_ms: u64) -> Result<bool, StoreError> {
     let sent = db
         .client
@@ -248,7 +249,8 @@ pub async fn touch(db: &TenantDb, lane: &Lane, now_ms: u64) -> Result<bool, Stor
         .table_name(&*db.table)
         .key(PK, AttributeValue::S(lane.pk.clone()))
         .key("SK", AttributeValue::S(lane.sk.clone()))
-        .update_expression("SET #at = :now")
+        .update_expression("SET #at = :now, #sent = :steps")
+        .expression_attribute_names("#sent", "sentSteps")
         .condition_expression("#steps = :steps AND #done = :false")
         .expression_attribute_names("#at", "steppedAtMs")
         .expression_attribute_names("#steps", "steps")
@@ -259,6 +261,36 @@ pub async fn touch(db: &TenantDb, lane: &Lane, now_ms: u64) -> Result<bool, Stor
         .send()
         .await;
     written_unless_condition_failed(sent)
+}
+
+/// Notes that a turn of lane `lane` of `operation` at step number `steps` is on the queue: its
+/// `sentSteps`, only ever raised (a copy that sent an older number later leaves it), and only
+/// while the lane is there (folded, it is not made again). `false` when it was not raised.
+pub async fn mark_sent(
+    db: &TenantDb,
+    operation: &str,
+    lane: u32,
+    steps: u64,
+) -> Result<bool, StoreError> {
+    let marked = db
+        .client
+        .update_item()
+        .table_name(&*db.table)
+        .key(PK, AttributeValue::S(lanes_pk(&db.tenant, operation)))
+        .key(
+            "SK",
+            AttributeValue::S(lane_sk(&db.tenant, operation, lane)),
+        )
+        .update_expression("SET #sent = :steps")
+        .condition_expression(
+            "attribute_exists(#pk) AND (attribute_not_exists(#sent) OR #sent < :steps)",
+        )
+        .expression_attribute_names("#pk", PK)
+        .expression_attribute_names("#sent", "sentSteps")
+        .expression_attribute_values(":steps", AttributeValue::N(steps.to_string()))
+        .send()
+        .await;
+    written_unless_condition_failed(marked)
 }
 
 /// The sum of `lanes`' counts, and of their steps.
@@ -339,7 +371,7 @@ mod tests {
             counts: BTreeMap::from([("PRODUCT".to_owned(), 5)]),
             stepped_at_ms: 1,
             found: 0,
-            stepped_by_call: false,
+            sent_steps: Some(0),
         };
         let at = ItemKey {
             pk: "a".into(),
