@@ -128,7 +128,7 @@ pub async fn handle(
     };
     if OPERATION_ENDS.contains(&envelope.detail_type.as_str()) {
         let tenant = envelope.detail["tenantId"].as_str().unwrap_or_default();
-        return act_on_deferred(app, plane, tenant).await;
+        return act_on_deferred(app, plane, tenant, None).await;
     }
     let (prefix, name) = match envelope.detail_type.strip_prefix(PREFIX) {
         Some(name) => (PREFIX, name),
@@ -197,10 +197,10 @@ pub async fn handle(
                 Outcome::Blocked(reason) => {
                     let deferred =
                         defer(&platform_db, request, claimed_at_ms, &raw, reason).await?;
-                    if still_blocked(app, request.tenant).await? {
+                    if act::still_blocked(app, request.tenant).await? {
                         return Ok(deferred);
                     }
-                    return act_on_deferred(app, plane, request.tenant).await;
+                    return act_on_deferred(app, plane, request.tenant, Some(request.key)).await;
                 }
             };
             let reply = reply_of(prefix, kind, &envelope.id, detail, outcome).to_string();
@@ -252,34 +252,28 @@ async fn defer(
     })
 }
 
-/// Whether an operation still blocks `tenant`'s offboarding (its record read now, consistently).
-async fn still_blocked(app: &App, tenant: &str) -> Result<bool, ControlPlaneError> {
-    let Ok(tenant) = TenantId::parse(tenant) else {
-        return Ok(false);
-    };
-    Ok(match app.directory.record_now(&tenant).await? {
-        Some(record) => crate::offboard_tenant::refuse_while_resharding(&record).is_err(),
-        None => false,
-    })
-}
-
 /// Acts again on every request deferred for `tenant`, now that an operation on it ended; each one
-/// acted on (answered, or refused for good) is dropped, one deferred again is kept.
+/// acted on (answered, or refused for good) is dropped, one deferred again is kept. What became of
+/// the request keyed `own` when there is one among them (the caller's own), else of the last.
 async fn act_on_deferred(
     app: &App,
     plane: &ControlPlane,
     tenant: &str,
+    own: Option<&str>,
 ) -> Result<Handled, ControlPlaneError> {
     let platform_db = app.db_for_operator(&TenantId::platform()).await?;
-    let mut last = Handled::NOTHING;
+    let (mut last, mut mine) = (Handled::NOTHING, None);
     for deferred in requests::deferred_of(&platform_db, tenant).await? {
         let event = serde_json::from_str(&deferred.event).unwrap_or(Value::Null);
         last = Box::pin(handle(app, plane, event)).await?;
         if !last.deferred {
             requests::undefer(&platform_db, tenant, &deferred.key).await?;
         }
+        if own == Some(deferred.key.as_str()) {
+            mine = Some(last.clone());
+        }
     }
-    Ok(last)
+    Ok(mine.unwrap_or(last))
 }
 
 /// Sends a held reply (`{detailType, detail}`).

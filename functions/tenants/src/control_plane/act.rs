@@ -56,6 +56,8 @@ pub(super) async fn act(
             onboard(app, &by, &tenant, resolved, taken_over).await
         }
         // Answered once the tenant is gone: sbt-aws takes a deprovision success as the work done.
+        // A conflict is deferred only while an operation blocks it (read again): another (two
+        // writers met) passes, to be retried, never deferred behind an operation that is not there.
         Kind::Offboarding => match Operation::Offboarding
             .charged(
                 app,
@@ -70,6 +72,9 @@ pub(super) async fn act(
             }
             Ok(response) if response.status() == StatusCode::OK => Ok(()),
             Ok(response) => Err(ApiError::Internal(problem_detail(response.body()))),
+            Err(ApiError::Conflict(reason)) if !still_blocked(app, tenant.as_str()).await? => {
+                return Err(ControlPlaneError::Unavailable(reason))
+            }
             Err(e) => Err(e),
         },
         Kind::Activate | Kind::Deactivate => set_status(app, &by, &tenant, kind).await,
@@ -161,13 +166,24 @@ async fn set_status(
         .map(drop)
 }
 
+/// Whether an operation still blocks `tenant`'s offboarding (its record read now, consistently).
+pub(super) async fn still_blocked(app: &App, tenant: &str) -> Result<bool, ControlPlaneError> {
+    let Ok(tenant) = TenantId::parse(tenant) else {
+        return Ok(false);
+    };
+    Ok(match app.directory.record_now(&tenant).await? {
+        Some(record) => crate::offboard_tenant::refuse_while_resharding(&record).is_err(),
+        None => false,
+    })
+}
+
 /// What a request of `kind` came to, from what acting on it `done`: a refusal the client caused is
 /// answered, a failure on the server's side may pass (retried).
 fn outcome_of(kind: Kind, done: Result<(), ApiError>) -> Result<Outcome, ControlPlaneError> {
     match done {
         Ok(()) => Ok(Outcome::Done),
-        // Every conflict an offboarding meets is an operation in progress on the tenant (a move, a
-        // re-sharding, a restore), which ends.
+        // A conflict left to an offboarding is an operation in progress on the tenant (a move, a
+        // re-sharding, a restore; `act` checked), which ends.
         Err(ApiError::Conflict(reason)) if kind == Kind::Offboarding => {
             Ok(Outcome::Blocked(reason))
         }
