@@ -2,7 +2,7 @@
 # `sam build` every function (rust-cargolambda, arm64, provided.al2023) and report each bootstrap's size.
 # Offline: cargo-lambda cross-compiles with zig from its virtualenv, which must come first on PATH
 # (cargo-lambda finds zig through `python3 -m ziglang`; SAM's own virtualenv would hide it).
-# A cold run compiles the SDK for arm64 and links 33 fat-LTO binaries: about 25 minutes on 2 cores.
+# A cold run compiles the SDK for arm64 and links 48 fat-LTO binaries: about 25 minutes on 2 cores.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/tools.sh"
 cd "$ROOT"

@@ -119,7 +119,7 @@ FUNCTION_CRATES=(sessions tenants products hr users imports)
 # Every function's release arm64 bootstrap, into target/lambda/<bin>/bootstrap: `cargo lambda build
 # --release --arm64` run in each function crate, exactly as `sam build`'s rust-cargolambda builder
 # runs it (same directory, flags and feature set), so `sam build` afterwards finds them fresh. One
-# cargo run per crate links that crate's binaries two at a time; `sam build` alone would link the 33
+# cargo run per crate links that crate's binaries side by side; `sam build` alone would link the 48
 # fat-LTO binaries one after another.
 build_bootstraps() {
   ensure_py_tools

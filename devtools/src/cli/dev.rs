@@ -193,7 +193,7 @@ pub async fn import(table: &str, files: &[String]) -> Result<String, Failure> {
 /// measured usage (`--usage`).
 #[derive(Debug, Args)]
 pub struct Plan {
-    /// Tenants' loads: tenantId,rcu,wcu[,item_kb] lines.
+    /// Tenants' loads: a CSV file with a header line, then tenantId,readsPerSec,writesPerSec,items,avgItemKB lines.
     #[arg(long, group = "source")]
     csv: Option<String>,
     /// A Zipf model of this many tenants (with --total-rcu and --total-wcu).

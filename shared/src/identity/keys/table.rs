@@ -192,7 +192,7 @@ pub fn key_table() -> Vec<KeyRow> {
             "lifecycle driver's list",
             lifecycle_drive_pk(),
             lifecycle_drive_sk(&t),
-            "one entry per re-sharding or offboarding in progress",
+            "one entry per re-sharding, move, restore or offboarding in progress",
         ),
         row(
             "control plane's requests",

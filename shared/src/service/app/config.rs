@@ -69,7 +69,7 @@ pub struct Settings {
     /// `premium,custom`): the list-page cache's staleness bound and the tiers it serves
     /// ([`crate::store::client::pages`]).
     pub list_cache: Option<ListCacheSettings>,
-    /// `PLATFORM_SESSION_ACCESS` (`all`, `read` or `imports-due`; default `all`): what this
+    /// `PLATFORM_SESSION_ACCESS` (`all`, `usage`, `read` or `imports-due`; default `all`): what this
     /// function's sessions of the platform's partition may do; the template sets it on the
     /// functions whose roles the tenant-access role's trust narrows.
     pub platform_access: crate::isolation::policy::PlatformAccess,
@@ -219,7 +219,7 @@ impl Settings {
         let platform_access = crate::isolation::policy::PlatformAccess::parse(&access).ok_or(
             ConfigError::Invalid(
                 "PLATFORM_SESSION_ACCESS",
-                format!("{access:?} is not all, read or imports-due"),
+                format!("{access:?} is not all, usage, read or imports-due"),
             ),
         )?;
         let tenant_role_arn = env_var("TENANT_ROLE_ARN")?;
