@@ -5,7 +5,9 @@
 //! Its items: the profile and its order summaries (the user's partition), its email item, and each
 //! of its orders' header and line items (the order's partition) and date index entry. What it will
 //! delete is read first and counted: the report the route answers, kept in the user's erasure
-//! record, so a retry answers the same. The records are written first, so an erasure interrupted
+//! record, so a retry answers the same. Before that read, the profile is fenced (`erasingSince`):
+//! every write that needs the user is conditioned on the fence's absence, so nothing of the user's
+//! is written between the read and the deletes (an order placed, an email changed). The records are written first, so an erasure interrupted
 //! part way is already honoured by a restore, and finished by a retry: each order's summary (what
 //! leads a retry to the order) is deleted after the order's other items, and every order found
 //! has its record written again, as first dated, by each retry.
@@ -17,14 +19,16 @@ use shared::identity::entities::{EMAIL, ORDER, ORDER_DATE, ORDER_SUMMARY, USER};
 use shared::identity::ids::EntityId;
 use shared::identity::keys::{order_date_pk, order_key, primary_key, table_key, user_key, SK};
 use shared::store::client::error::StoreError;
-use shared::store::client::expr::{absent, attr, either};
+use shared::store::client::expr::{absent, attr, either, exists};
 use shared::store::client::query::{string_attr, Item};
 use shared::store::client::scoped::TenantDb;
 use shared::store::client::transact::TransactError;
-use shared::store::erasures::{erasure, erasure_put, ERASED_AT, REPORT};
+use shared::store::erasures::{erasure, erasure_put, ERASED_AT, ERASING_SINCE, REPORT};
 
 use crate::error::{internal, Error};
+use crate::model::User;
 use crate::values::Email;
+use shared::store::client::entity::Entity;
 
 /// The most actions of one transaction.
 const ACTIONS_PER_TRANSACTION: usize = 100;
@@ -59,8 +63,29 @@ pub async fn erase_user(
     erased_at: &str,
 ) -> Result<Option<String>, Error> {
     let recorded = erasure(db, USER.kind, id).await?;
+    // The fence first: once it is on the profile, no write that needs the user commits (an order, a
+    // transfer code, a change of its email), so what the read below finds is all there is.
+    fence(db, id, erased_at).await?;
+    let mut committed = false;
+    let erased = erase_fenced(db, id, erased_at, recorded.as_ref(), &mut committed).await;
+    // Failed before anything was deleted or recorded: the fence goes too, so that a failure writes
+    // nothing (a run cut off later leaves it for the retry that finishes the erasure).
+    if erased.is_err() && !committed && recorded.is_none() {
+        unfence(db, id, erased_at).await;
+    }
+    erased
+}
+
+/// [`erase_user`] behind its fence, `committed` set once one of its transactions is.
+async fn erase_fenced(
+    db: &TenantDb,
+    id: &EntityId,
+    erased_at: &str,
+    recorded: Option<&Item>,
+    committed: &mut bool,
+) -> Result<Option<String>, Error> {
     let (doomed, orders) = doomed(db, id).await?;
-    let report = match &recorded {
+    let report = match recorded {
         Some(record) => string_attr(record, REPORT)
             .ok_or_else(|| internal("an erasure record without its report"))?,
         None if doomed.is_empty() => return Ok(None),
@@ -69,7 +94,7 @@ pub async fn erase_user(
     let mut actions = Vec::new();
     // A retry dates what it writes as the first run did, so each record it writes again is
     // byte for byte the one there (an interruption may have cut the records' transactions too).
-    let erased_at = match &recorded {
+    let erased_at = match recorded {
         Some(record) => string_attr(record, ERASED_AT).unwrap_or_else(|| erased_at.to_owned()),
         None => {
             actions.push(erasure_put(db, USER.kind, id, erased_at, Some(&report))?);
@@ -95,13 +120,41 @@ pub async fn erase_user(
     while actions.peek().is_some() {
         let batch: Vec<_> = actions.by_ref().take(ACTIONS_PER_TRANSACTION).collect();
         match db.transact_items(batch).await {
-            Ok(()) => {}
+            Ok(()) => *committed = true,
             // The email item moved to another user since the read: read again.
             Err(TransactError::ConditionFailed { .. }) => return Err(Error::UserChanged),
             Err(e) => return Err(e.into()),
         }
     }
     Ok(Some(report))
+}
+
+/// Fences user `id`'s profile, if it is there, against every write that needs the user
+/// (`store::erasures::not_erasing`): `erasingSince`, kept plain, until the profile is deleted.
+async fn fence(db: &TenantDb, id: &EntityId, since: &str) -> Result<(), Error> {
+    let fenced = db
+        .update_item(User::key(&db.tenant, id), attr(ERASING_SINCE).set(since))
+        .when(exists())
+        .send(db)
+        .await;
+    match fenced {
+        // No profile: gone already (a run cut off after deleting it), or no such user.
+        Ok(_) | Err(TransactError::ConditionFailed { .. }) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Takes this run's fence (set `since`) off user `id`'s profile; a failure leaves it (logged): the
+/// user then waits for the erasure asked again, as after a run cut off later.
+async fn unfence(db: &TenantDb, id: &EntityId, since: &str) {
+    let unfenced = db
+        .update_item(User::key(&db.tenant, id), attr(ERASING_SINCE).remove())
+        .when(attr(ERASING_SINCE).equal(since))
+        .send(db)
+        .await;
+    if let Err(TransactError::Store(e)) = unfenced {
+        tracing::warn!(user = %id, error = %e, "an erasure that failed could not take its fence off: the user waits for the erasure asked again");
+    }
 }
 
 /// The report of an erasure of `doomed`.

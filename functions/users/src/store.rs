@@ -27,7 +27,7 @@ use shared::store::client::query::string_attr;
 use shared::store::client::scoped::TenantDb;
 use shared::store::client::transact::TransactError;
 use shared::store::client::write::Write;
-use shared::store::erasures::not_erased;
+use shared::store::erasures::{not_erased, not_erasing, ERASING_SINCE};
 use shared::store::keys::{open_item, SEALED};
 use shared::store::quota::usage::RouteUsage;
 use shared::store::scatter::{gather, GatheredPage, Listing, Order, PageAsk, SortRange};
@@ -85,9 +85,16 @@ pub async fn save_user(
         let current = db
             .get(profile_key.clone())
             .consistent()
-            .project(&[EMAIL])
+            .project(&[EMAIL, ERASING_SINCE])
             .stored()
             .await?;
+        // Its erasure has begun: the profile is not written again.
+        if current
+            .as_ref()
+            .is_some_and(|i| i.contains_key(ERASING_SINCE))
+        {
+            return Err(Error::UserErased);
+        }
         // A sealed profile is conditioned on its sealed bytes (a fresh nonce on every write: any
         // change since the read fails it), a plain one on its email.
         let sealed = match current.as_ref().and_then(|i| i.get(SEALED)) {
@@ -104,7 +111,7 @@ pub async fn save_user(
         };
         let mut actions = vec![
             db.put_item(profile.clone())
-                .when(profile_unchanged)
+                .when(profile_unchanged.and(not_erasing()))
                 .action()?,
             db.put_item(email_item.clone())
                 .when(either(absent(), mine()))
@@ -188,9 +195,10 @@ pub async fn find_user_by_email(
     }
 }
 
-/// The transaction action that checks user `user` exists (orders and transfer codes need one).
+/// The transaction action that checks user `user` exists and no erasure of it has begun (orders
+/// and transfer codes need one).
 fn user_exists(db: &TenantDb, user: &EntityId) -> Result<TransactWriteItem, StoreError> {
-    db.check_item(User::key(&db.tenant, user), exists())
+    db.check_item(User::key(&db.tenant, user), exists().and(not_erasing()))
         .action()
 }
 

@@ -179,6 +179,15 @@ impl<C: Clone> TenantCredentials<C> {
                     CredentialsError::StsRefused(format!("{e:?}"))
                 }
             })?;
+        // The session policy and tags travel inside the session token, whose size STS limits apart
+        // from the policy's 2,048 characters: its share is the only warning real AWS gives before
+        // it refuses a session (the emulators answer none).
+        if let Some(used) = out
+            .session_token_utilization()
+            .filter(|used| *used >= TOKEN_UTILIZATION_WARN_PERCENT)
+        {
+            tracing::warn!(tenant = %tenant, ?scope, session_token_percent = used, "a session's token is near STS's size limit (its session policy and tags)");
+        }
         let creds = out
             .credentials()
             .ok_or_else(|| CredentialsError::StsRefused("no credentials in the answer".into()))?;
@@ -194,6 +203,9 @@ impl<C: Clone> TenantCredentials<C> {
         Ok((credentials, expires))
     }
 }
+
+/// The share of STS's session-token size limit (percent) from which a session is warned of.
+const TOKEN_UTILIZATION_WARN_PERCENT: i32 = 80;
 
 /// The AssumeRole for `tenant` in `scope`: its session policy (the first layer scoping the
 /// credentials) and its `TenantId` session tag (which the role's own policy is written against, the

@@ -14,10 +14,11 @@ use crate::identity::entities::{ORDER, USER};
 use crate::identity::ids::{EntityId, TenantId};
 use crate::identity::keys::{erasure_key, id_in_partition, primary_key, PK};
 use crate::store::client::error::StoreError;
-use crate::store::client::expr::absent;
+use crate::store::client::expr::{absent, attr, Condition};
 use crate::store::client::items::enlist;
 use crate::store::client::query::{string_attr, Item};
 use crate::store::client::scoped::TenantDb;
+pub use crate::store::client::sealed::ERASING_SINCE;
 
 /// The `kind` attribute of an erasure record.
 pub const ERASURE: &str = "ERASURE";
@@ -61,6 +62,14 @@ pub fn erasure_put(
     }
     enlist(&db.tenant, &mut item);
     db.put_item(item).action()
+}
+
+/// No erasure of the user whose profile this is has begun: what every write that needs the user
+/// (its profile's change, an order, a transfer code, an integration token) holds the profile to.
+/// An erasure sets it first (`ERASING_SINCE`), then reads what it deletes: a write committed before
+/// the fence is in that read, and none commits after it.
+pub fn not_erasing() -> Condition {
+    attr(ERASING_SINCE).attribute_not_exists()
 }
 
 /// A ConditionCheck that user `id` was never erased: a write that would make the user again sends it

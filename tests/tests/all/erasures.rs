@@ -374,3 +374,77 @@ async fn an_erasure_cut_off_between_its_email_and_its_profile_is_finished_by_a_r
     let left = items_of(&h.all_items().await, &t, "u-many");
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[tokio::test]
+async fn once_an_erasure_has_begun_no_order_transfer_code_or_profile_change_of_its_user_is_written()
+{
+    // GIVEN a user with an order, and a tenant's neighbour user
+    let h = Harness::new().await;
+    let t = unique("fence");
+    onboard_at_max_limits(&h, &t, 1).await;
+    user_with(&h, &t, "u-fenced", 1, 2).await;
+    user_with(&h, &t, "u-other", 1, 1).await;
+    let auth = Auth::Tenant(t.clone());
+
+    // WHEN its erasure is cut off at its first read, and its fence is not taken off (the function
+    // died there: its removal throttled past the SDK's retries)
+    h.faults
+        .refuse_requests_containing(Some("KeyConditionExpression"));
+    h.faults
+        .throttle_containing_with_reason("REMOVE", "TableWriteKeyRangeThroughputExceeded", 10);
+    let cut = h
+        .caller(&auth)
+        .call("erase-user", &params(&[("userId", "u-fenced")]), None)
+        .await;
+    h.faults.refuse_requests_containing(None);
+    assert_eq!(cut.status, 503, "{}", cut.body);
+    assert!(h.faults.throttles_with_reason_left() < 10);
+    h.faults.throttle_containing_with_reason("REMOVE", "", 0);
+    let fenced = items_of(&h.all_items().await, &t, "u-fenced");
+
+    // THEN an order for the user is 404, a change of its email 409, a transfer code 404: none of
+    // them writes anything between the erasure's read and its deletes
+    let order = json!({"orderId": "u-fenced-late", "date": "2026-11-21", "amount": 1,
+        "items": [{"itemId": "late", "sku": "S", "qty": 1, "price": 1}]});
+    let placed = h
+        .caller(&auth)
+        .call(
+            "create-order",
+            &params(&[("userId", "u-fenced")]),
+            Some(order),
+        )
+        .await;
+    assert_eq!(placed.status, 404, "{}", placed.body);
+    let changed = h
+        .caller(&auth)
+        .call(
+            "put-user",
+            &params(&[("userId", "u-fenced")]),
+            Some(json!({"name": "n", "email": "moved@example.com"})),
+        )
+        .await;
+    assert_eq!(changed.status, 409, "{}", changed.body);
+    let code = h
+        .caller(&auth)
+        .call(
+            "create-transfer-code",
+            &params(&[("userId", "u-fenced")]),
+            None,
+        )
+        .await;
+    assert_eq!(code.status, 404, "{}", code.body);
+    assert_eq!(items_of(&h.all_items().await, &t, "u-fenced"), fenced);
+
+    // WHEN the erasure is asked again
+    let finished = h
+        .caller(&auth)
+        .call("erase-user", &params(&[("userId", "u-fenced")]), None)
+        .await;
+    // THEN it erases everything of the user, and the other user is untouched
+    assert_eq!(finished.status, 200, "{}", finished.body);
+    assert_eq!(finished.body["deletedTotal"], 1 + 1 + 1 + 1 + 2 + 1);
+    let left = items_of(&h.all_items().await, &t, "u-fenced");
+    assert!(left.is_empty(), "{left:?}");
+    let other = items_of(&h.all_items().await, &t, "u-other");
+    assert_eq!(other.len(), 1 + 1 + 1 + 1 + 1 + 1, "{other:?}");
+}

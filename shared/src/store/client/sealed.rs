@@ -28,6 +28,9 @@ fn string_attr(item: &Item, name: &str) -> Option<String> {
     }
 }
 
+/// A user profile's fence while its erasure runs (`store::erasures`): every write that needs the
+/// user is conditioned on its absence, so it must stay plain.
+pub const ERASING_SINCE: &str = "erasingSince";
 /// The attribute holding the sealed attributes.
 pub const SEALED: &str = "sealed";
 /// The version of the tenant's key that sealed them.
@@ -37,8 +40,9 @@ pub const KEY_VERSION: &str = "keyVersion";
 /// the TTL, the department an employee's moves are conditioned on, the user an email item or an
 /// order belongs to (an id, in keys too; an email item's writes are conditioned on it), a root
 /// session's count of its children and a transfer code's redeemer (a random nonce), which
-/// conditions read and updates change in place, and the sealing's own attributes.
-pub const PLAIN: [&str; 14] = [
+/// conditions read and updates change in place, a profile's erasure fence ([`ERASING_SINCE`]),
+/// and the sealing's own attributes.
+pub const PLAIN: [&str; 15] = [
     PK,
     SK,
     GSI1,
@@ -51,6 +55,7 @@ pub const PLAIN: [&str; 14] = [
     "userId",
     "childCount",
     "redeemedBy",
+    ERASING_SINCE,
     SEALED,
     KEY_VERSION,
 ];
