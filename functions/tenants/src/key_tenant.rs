@@ -83,9 +83,17 @@ pub async fn run(app: &App, by: &TenantId, tenant: &TenantId) -> Result<Response
         // fails before it does.
         let platform_db = app.db_for_operator(&TenantId::platform()).await?;
         driving::list(&platform_db, tenant, now_ms).await?;
-        // The key once the walk is recorded (no key is made for a start refused): a container that
-        // cached its absence before this lets it go by `sealsFrom`, which was counted from earlier.
+        // The key once the walk is recorded (no key is made for a start refused). A container that
+        // cached its absence before the key's row was written lets it go a key period after that:
+        // `sealsFrom` was counted from the start, so a key made late (KMS or the key table slow)
+        // moves it past its making, as `advance` does for a key made by a later call.
         keys.create(tenant, None, &record.created_at).await?;
+        let made_late = keying::seals_from(app.clock.now_millis(), cache_seconds(app));
+        if let Some(state) = record.keying.as_mut().filter(|k| made_late > k.seals_from) {
+            if let Step::Committed(postponed) = keying::postpone(&db, state, made_late).await? {
+                record = *postponed;
+            }
+        }
     }
     advance(app, &db, record, deadline).await
 }

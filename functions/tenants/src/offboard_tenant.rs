@@ -155,7 +155,12 @@ pub async fn advance(
         OffboardingView::finished(tenant.as_str(), &state, rfc3339(app.clock.now_millis()));
     // Every item is gone from the live table: its key goes too, and with it every copy's items.
     if let Some(keys) = &app.keys {
-        view.tenant_key = keys.shred(tenant).await?;
+        view.tenant_key = match keys.shred(tenant).await? {
+            Some(shredded) => Some(shredded),
+            // Shredded by an earlier run of this offboarding, cut off after its report: the report
+            // written again keeps what that run destroyed.
+            None => shredded_before(&platform_db, tenant, &state).await?,
+        };
     }
     let report = Report {
         steps: state.steps,
@@ -171,6 +176,23 @@ pub async fn advance(
         // Another call committed a step, or finished, meanwhile.
         Finished::Raced => reread(app, db, &state).await,
     }
+}
+
+/// What an earlier run of `state`'s offboarding of `tenant` reported shredding: its report, when
+/// there is one of this offboarding (asked at the same time); `None` otherwise.
+async fn shredded_before(
+    platform_db: &TenantDb,
+    tenant: &TenantId,
+    state: &Offboarding,
+) -> Result<Option<shared::store::keys::Shredded>, ApiError> {
+    let Some(report) = read_report(platform_db, tenant).await? else {
+        return Ok(None);
+    };
+    let body: serde_json::Value = serde_json::from_str(&report.body).unwrap_or_default();
+    if body["requestedAt"].as_str() != Some(state.requested_at.as_str()) {
+        return Ok(None);
+    }
+    Ok(serde_json::from_value(body["tenantKey"].clone()).ok())
 }
 
 /// Where the walk in lanes stands after a call's work.

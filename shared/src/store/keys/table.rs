@@ -31,8 +31,8 @@ pub struct KeyRow {
     pub seals_from_ms: u64,
 }
 
-/// What a shredding destroyed, for the offboarding report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// What a shredding destroyed, for the offboarding report (read back from it by a retry).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Shredded {
     /// The KMS key that wrapped the destroyed keys.
