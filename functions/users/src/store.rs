@@ -11,7 +11,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{
-    order_date_bounds, order_key, order_month_sk, user_key, EXPIRES_AT, GSI1, PK, SK,
+    order_date_bounds, order_key, order_month_sk, user_key, Key, EXPIRES_AT, GSI1, PK, SK,
 };
 
 /// The profile's and the email item's attribute that holds the email.
@@ -23,7 +23,7 @@ const REDEEMED_BY: &str = "redeemedBy";
 use shared::store::client::entity::Entity;
 use shared::store::client::error::StoreError;
 use shared::store::client::expr::{absent, attr, either, exists, num, Condition};
-use shared::store::client::query::string_attr;
+use shared::store::client::query::{string_attr, Item};
 use shared::store::client::scoped::TenantDb;
 use shared::store::client::transact::TransactError;
 use shared::store::client::write::Write;
@@ -82,26 +82,7 @@ pub async fn save_user(
             let jitter = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) % 20;
             tokio::time::sleep(Duration::from_millis(10 * u64::from(attempt) + jitter)).await;
         }
-        let current = db
-            .get(profile_key.clone())
-            .consistent()
-            .project(&[EMAIL, ERASING_SINCE])
-            .stored()
-            .await?;
-        // Its erasure has begun: the profile is not written again.
-        if current
-            .as_ref()
-            .is_some_and(|i| i.contains_key(ERASING_SINCE))
-        {
-            return Err(Error::UserErased);
-        }
-        // A sealed profile is conditioned on its sealed bytes (a fresh nonce on every write: any
-        // change since the read fails it), a plain one on its email.
-        let sealed = match current.as_ref().and_then(|i| i.get(SEALED)) {
-            Some(AttributeValue::B(bytes)) => Some(bytes.as_ref().to_vec()),
-            _ => None,
-        };
-        let current = current.map(|i| open_item(key, i)).transpose()?;
+        let (current, sealed) = profile_before_save(db, profile_key.clone()).await?;
         let old_email = current.as_ref().and_then(|i| string_attr(i, EMAIL));
         let profile_unchanged = match (&current, &old_email, sealed) {
             (None, _, _) => absent(),
@@ -161,6 +142,35 @@ pub async fn save_user(
         }
     }
     Err(Error::UserChanged)
+}
+
+/// The stored profile a save replaces, opened, and its sealed bytes when it is sealed: a sealed
+/// profile is conditioned on them (a fresh nonce on every write: any change since the read fails
+/// it), a plain one on its email. `UserErased` once its erasure has begun: it is not written again.
+async fn profile_before_save(
+    db: &TenantDb,
+    profile_key: Key,
+) -> Result<(Option<Item>, Option<Vec<u8>>), Error> {
+    let current = db
+        .get(profile_key)
+        .consistent()
+        .project(&[EMAIL, ERASING_SINCE])
+        .stored()
+        .await?;
+    if current
+        .as_ref()
+        .is_some_and(|i| i.contains_key(ERASING_SINCE))
+    {
+        return Err(Error::UserErased);
+    }
+    let sealed = match current.as_ref().and_then(|i| i.get(SEALED)) {
+        Some(AttributeValue::B(bytes)) => Some(bytes.as_ref().to_vec()),
+        _ => None,
+    };
+    let current = current
+        .map(|i| open_item(db.key.as_deref(), i))
+        .transpose()?;
+    Ok((current, sealed))
 }
 
 /// User `id`'s profile and its `recent` newest order summaries, or `None` when there is no profile:
