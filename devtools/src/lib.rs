@@ -197,12 +197,62 @@ fn table_resource(path: &Path, logical_id: &str) -> Result<TableDefinition, Decl
     })
 }
 
+/// Whether table `name` has `def`'s key schema and index names, and its TTL on: `Ok(true)` when it
+/// does; `Ok(false)` when only the TTL is off; an error naming the table otherwise.
+async fn existing_table_matches(
+    client: &aws_sdk_dynamodb::Client,
+    name: &str,
+    def: &TableDefinition,
+) -> Result<bool, aws_sdk_dynamodb::Error> {
+    let table = client.describe_table().table_name(name).send().await?.table;
+    let indexes = |t: &aws_sdk_dynamodb::types::TableDescription| {
+        let mut names: Vec<String> = t
+            .global_secondary_indexes()
+            .iter()
+            .filter_map(|g| g.index_name().map(str::to_owned))
+            .collect();
+        names.sort();
+        names
+    };
+    let mut wanted: Vec<String> = def.gsis.iter().map(|g| g.index_name().to_owned()).collect();
+    wanted.sort();
+    let same = table
+        .as_ref()
+        .is_some_and(|t| t.key_schema() == def.key_schema.as_slice() && indexes(t) == wanted);
+    if !same {
+        return Err(aws_sdk_dynamodb::Error::ResourceInUseException(
+            aws_sdk_dynamodb::types::error::ResourceInUseException::builder()
+                .message(format!(
+                    "table {name} exists with other keys or indexes than template.yaml's"
+                ))
+                .build(),
+        ));
+    }
+    let ttl = client
+        .describe_time_to_live()
+        .table_name(name)
+        .send()
+        .await?;
+    Ok(ttl
+        .time_to_live_description()
+        .and_then(|d| d.time_to_live_status())
+        .is_some_and(|s| {
+            matches!(
+                s,
+                aws_sdk_dynamodb::types::TimeToLiveStatus::Enabled
+                    | aws_sdk_dynamodb::types::TimeToLiveStatus::Enabling
+            )
+        }))
+}
+
 /// The repository's `template.yaml`, wherever the caller runs from.
 pub fn default_template_path() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml")
 }
 
-/// Creates table `name` from `def` with an admin client and waits until it is active.
+/// Creates table `name` from `def` with an admin client and waits until it is active. A table of
+/// that name already there with `def`'s keys and indexes is taken as made (a retried attempt finds
+/// the one its first made), one with others refused.
 pub async fn create_table(
     client: &aws_sdk_dynamodb::Client,
     name: &str,
@@ -219,7 +269,7 @@ pub async fn create_table(
         })
         .transpose()
         .map_err(aws_sdk_dynamodb::Error::from)?;
-    client
+    let created = client
         .create_table()
         .table_name(name)
         .set_attribute_definitions(Some(def.attributes.clone()))
@@ -228,8 +278,22 @@ pub async fn create_table(
         .billing_mode(def.billing.clone())
         .set_stream_specification(stream)
         .send()
-        .await?;
-    if let Some(attr) = &def.ttl_attribute {
+        .await;
+    let found = match created {
+        Ok(_) => false,
+        // An attempt that timed out after DynamoDB took it (a DynamoDB Local just started, on a
+        // loaded machine) is retried by the SDK, which then finds the table the first one made.
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|e| e.is_resource_in_use_exception()) =>
+        {
+            true
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // A table found stands when it has the definition's keys and indexes.
+    let ttl_on = found && existing_table_matches(client, name, def).await?;
+    if let Some(attr) = def.ttl_attribute.as_ref().filter(|_| !ttl_on) {
         client
             .update_time_to_live()
             .table_name(name)

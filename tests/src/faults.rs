@@ -40,10 +40,15 @@ pub struct Faults {
     cancel: Mutex<Option<(String, usize)>>,
     /// While set, every request whose body holds this text is refused with throttling, unapplied.
     refuse_containing: Mutex<Option<String>>,
+    /// While set, every request whose body (as text) this answers true for is refused likewise.
+    refuse_matching: Mutex<Option<BodyMatch>>,
     /// The next requests whose body holds the text (while the count lasts) are refused with
     /// throttling that gives DynamoDB's reason, unapplied.
     throttle_containing: Mutex<Option<ThrottleWithReason>>,
 }
+
+/// Tells a request by its body, as text.
+pub type BodyMatch = fn(&str) -> bool;
 
 /// A throttle answered with its reason: to requests holding `marker`, `attempts` more times.
 #[derive(Debug)]
@@ -99,6 +104,13 @@ impl Faults {
         *self.refuse_containing.lock().unwrap() = marker.map(str::to_owned);
     }
 
+    /// Every request whose body `matches` (one write of many alike, told by its shape) is answered
+    /// with ProvisionedThroughputExceededException and never takes effect, until cleared with
+    /// `None`.
+    pub fn refuse_requests_matching(&self, matches: Option<BodyMatch>) {
+        *self.refuse_matching.lock().unwrap() = matches;
+    }
+
     /// The next `attempts` requests whose body holds `marker` are answered with
     /// ProvisionedThroughputExceededException giving `reason` as DynamoDB's `ThrottlingReasons`
     /// (e.g. `TableWriteKeyRangeThroughputExceeded`), and never take effect.
@@ -142,9 +154,11 @@ impl Faults {
 
     fn refuses_body(&self, body: &[u8]) -> bool {
         let marker = self.refuse_containing.lock().unwrap();
+        let matches = *self.refuse_matching.lock().unwrap();
         marker
             .as_deref()
             .is_some_and(|m| body.windows(m.len()).any(|w| w == m.as_bytes()))
+            || matches.is_some_and(|f| std::str::from_utf8(body).is_ok_and(f))
     }
 
     fn take_refusal(&self, operation: &str) -> bool {

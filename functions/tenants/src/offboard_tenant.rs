@@ -21,8 +21,8 @@ use shared::service::http::json_response;
 use shared::store::client::scoped::TenantDb;
 use shared::store::lifecycle::driving;
 use shared::store::lifecycle::offboarding::{
-    begin, finish, fold, plan_lanes, read_report, Finished, Offboarding, Report, Step,
-    DELETION_DELAY_SECONDS,
+    begin, delete_record, fold, plan_lanes, read_report, write_report, Finished, Offboarding,
+    Report, Step, DELETION_DELAY_SECONDS,
 };
 use shared::store::lifecycle::tenant_items::{self, RecordInWalk};
 use shared::store::tenancy::placement::{delete_own_table, own_table_name, table_exists};
@@ -154,11 +154,11 @@ pub async fn advance(
     let mut view =
         OffboardingView::finished(tenant.as_str(), &state, rfc3339(app.clock.now_millis()));
     // Every item is gone from the live table: its key goes too, and with it every copy's items.
+    // The report names the key before it is shredded; a run cut off after the shredding finds no
+    // key and keeps what its report names.
     if let Some(keys) = &app.keys {
-        view.tenant_key = match keys.shred(tenant).await? {
+        view.tenant_key = match keys.to_shred(tenant).await? {
             Some(shredded) => Some(shredded),
-            // Shredded by an earlier run of this offboarding, cut off after its report: the report
-            // written again keeps what that run destroyed.
             None => shredded_before(&platform_db, tenant, &state).await?,
         };
     }
@@ -167,13 +167,20 @@ pub async fn advance(
         body: serde_json::to_string(&view)
             .map_err(|e| ApiError::Internal(format!("serialize report: {e}")))?,
     };
-    match finish(db, &platform_db, &record, &state.requested_by, &report).await? {
+    let by = &state.requested_by;
+    if write_report(db, &platform_db, &record, by, &report).await? == Finished::Raced {
+        // Another call committed a step, or finished, meanwhile.
+        return reread(app, db, &state).await;
+    }
+    if let Some(keys) = &app.keys {
+        keys.shred(tenant).await?;
+    }
+    match delete_record(db, report.steps).await? {
         Finished::Done => {
             app.directory.remember(tenant, None);
-            tracing::info!(tenant = %tenant, by = %state.requested_by, deleted = view.deleted_total, "tenant offboarded");
+            tracing::info!(tenant = %tenant, by = %by, deleted = view.deleted_total, "tenant offboarded");
             Ok(report_response(report))
         }
-        // Another call committed a step, or finished, meanwhile.
         Finished::Raced => reread(app, db, &state).await,
     }
 }

@@ -310,6 +310,66 @@ async fn offboarding_shreds_the_tenants_key_so_no_copy_of_its_items_opens() {
     assert_served(&h, "staying", &staying).await;
 }
 
+/// The transaction that deletes an offboarded tenant's record, the offboarding's last write: one
+/// conditioned Delete, no Update or Put (a lane's step and the lanes' fold each write a checkpoint).
+fn is_record_deletion(body: &str) -> bool {
+    body.contains("\"TransactItems\":[{\"Delete\":")
+        && body.contains("ConditionExpression")
+        && !body.contains("\"Update\":")
+        && !body.contains("\"Put\":")
+}
+
+/// The offboarding's report, written before its record is deleted.
+fn is_report_write(body: &str) -> bool {
+    body.contains("OFFBOARDING_REPORT")
+}
+
+#[tokio::test]
+async fn an_offboarding_cut_off_around_its_shredding_still_reports_the_key_it_destroyed() {
+    for (cut_at, refused) in [
+        ("its report", is_report_write as fn(&str) -> bool),
+        ("its record's deletion", is_record_deletion),
+    ] {
+        // GIVEN a keyed tenant with products
+        let h = Harness::new().await.keyed().await;
+        onboard(&h, "leaving", 1).await;
+        put_all(&h, "leaving", &products_of("leaving", 3)).await;
+        let client = h.caller(&operator());
+
+        // WHEN its offboarding is cut off at `cut_at` (refused past the SDK's retries), then called
+        // once more
+        h.faults.refuse_requests_matching(Some(refused));
+        let mut calls = 0..50;
+        let cut = loop {
+            assert!(calls.next().is_some(), "cut at {cut_at}: never cut off");
+            let r = client.offboard_tenant("leaving").await;
+            if r.status != 202 {
+                break r;
+            }
+            h.clock
+                .advance_seconds(shared::store::lifecycle::offboarding::DELETION_DELAY_SECONDS);
+        };
+        h.faults.refuse_requests_matching(None);
+        assert_eq!(cut.status, 503, "cut at {cut_at}: {}", cut.body);
+        let report = client.offboard_tenant("leaving").await;
+
+        // THEN the report names the key destroyed, as an offboarding never cut off does
+        assert_eq!(report.status, 200, "cut at {cut_at}: {}", report.body);
+        let destroyed = &report.body["tenantKey"];
+        assert_eq!(
+            destroyed["versions"],
+            json!([1]),
+            "cut at {cut_at}: {destroyed}"
+        );
+        assert_eq!(destroyed["kmsKeyId"], json!(h.test_keys().platform_key));
+        // AND the key is gone, and the report stays as answered
+        let held = h.test_keys().every_key(&h.admin).await;
+        assert!(held.iter().all(|k| k.tenant.as_str() != "leaving"));
+        let again = client.offboard_tenant("leaving").await;
+        assert_eq!(again.body, report.body, "cut at {cut_at}");
+    }
+}
+
 #[tokio::test]
 async fn a_container_that_held_an_offboarded_tenants_key_serves_it_onboarded_again_under_its_new_key(
 ) {

@@ -440,24 +440,25 @@ impl TenantKeys {
         Ok((!rows.is_empty()).then(|| KeyVersions::of(&rows)))
     }
 
-    /// Deletes every wrapped key of `tenant`: what they sealed, in the live table or in any copy of
-    /// it, opens with no key the platform holds. `None` when it had none (never keyed, or shredded
-    /// already: a retried offboarding reports what the first run did).
-    pub async fn shred(&self, tenant: &TenantId) -> Result<Option<Shredded>, StoreError> {
+    /// What [`shred`](Self::shred) would destroy of `tenant`'s keys, dated now: the offboarding
+    /// report names it before the keys go, so a run cut off after shredding still has it on
+    /// record. `None` when it has none (never keyed, or shredded already).
+    pub async fn to_shred(&self, tenant: &TenantId) -> Result<Option<Shredded>, StoreError> {
         let rows = self.table.rows(tenant).await?;
-        let Some(first) = rows.first() else {
-            self.forget(tenant);
-            return Ok(None);
-        };
-        let kms_key_id = first.kms_key.clone();
-        for row in &rows {
-            self.table.delete(tenant, row.version).await?;
-        }
-        self.forget(tenant);
-        Ok(Some(Shredded {
-            kms_key_id,
+        Ok(rows.first().map(|first| Shredded {
+            kms_key_id: first.kms_key.clone(),
             versions: rows.iter().map(|r| r.version).collect(),
             destroyed_at: rfc3339(self.clock.now_millis()),
         }))
+    }
+
+    /// Deletes every wrapped key of `tenant`: what they sealed, in the live table or in any copy of
+    /// it, opens with no key the platform holds. Repeatable: none left is done.
+    pub async fn shred(&self, tenant: &TenantId) -> Result<(), StoreError> {
+        for row in self.table.rows(tenant).await? {
+            self.table.delete(tenant, row.version).await?;
+        }
+        self.forget(tenant);
+        Ok(())
     }
 }

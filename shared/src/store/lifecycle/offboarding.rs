@@ -12,9 +12,9 @@
 //!    one lane at once never both commit the same step.
 //! 4. [`fold`], once every lane is done, adds the lanes' counts and steps to the record and deletes
 //!    the lanes, in one transaction.
-//! 5. [`finish`] writes the report in the platform's partition (named by the tenant and its
-//!    record's `createdAt`, so a reused tenant id gets a report of its own), then deletes the record,
-//!    both on condition that no later step was committed meanwhile (so a call that raced a step
+//! 5. [`write_report`] writes the report in the platform's partition (named by the tenant and its
+//!    record's `createdAt`, so a reused tenant id gets a report of its own), then [`delete_record`]
+//!    deletes the record, both on condition that no later step was committed meanwhile (so a call that raced a step
 //!    never leaves a report that undercounts).
 //!
 //! Every item deleted in a transaction costs two write units (DynamoDB's price for transactional
@@ -225,22 +225,23 @@ async fn committed_unless_raced<T>(
     }
 }
 
-/// What [`finish`] did.
+/// What [`write_report`] or [`delete_record`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finished {
-    /// The report is written and the record deleted.
+    /// The report is written, or the record deleted.
     Done,
     /// Another call committed a step after this one's walk, or finished first: read the record
     /// (or the report) again.
     Raced,
 }
 
-/// Ends an offboarding whose walk found nothing left after `report.steps` steps: writes `report`
-/// in the platform's partition (`platform_db`), under the offboarded record's `created_at` (unless
-/// a report of this same offboarding covering more steps is there), then deletes the tenant record
-/// on condition it is still offboarding at that step. Both writes can be repeated: a finish
-/// interrupted between them is finished by the next call.
-pub async fn finish(
+/// The first half of ending an offboarding whose walk found nothing left after `report.steps`
+/// steps: writes `report` in the platform's partition (`platform_db`), under the offboarded
+/// record's `created_at` (unless a report of this same offboarding covering more steps is there).
+/// [`delete_record`] is the second. Both can be repeated: a finish interrupted between them is
+/// finished by the next call, and what the caller does between them (the key's shredding) is on
+/// record before it is done.
+pub async fn write_report(
     db: &TenantDb,
     platform_db: &TenantDb,
     record: &TenantRecord,
@@ -285,10 +286,13 @@ pub async fn finish(
         .expression_attribute_values(":steps", steps)
         .build()?;
     let put = vec![TransactWriteItem::builder().put(put).build()];
-    if let Some(raced) = finished_or_raced(platform_db.transact_items(put).await)? {
-        return Ok(raced);
-    }
-    let guard = step_guard(TenantStatus::Offboarding, "offboarding", report.steps)?;
+    Ok(finished_or_raced(platform_db.transact_items(put).await)?.unwrap_or(Finished::Done))
+}
+
+/// The second half of ending an offboarding: deletes the tenant record on condition it is still
+/// offboarding at `steps` (no later step was committed).
+pub async fn delete_record(db: &TenantDb, steps: u64) -> Result<Finished, StoreError> {
+    let guard = step_guard(TenantStatus::Offboarding, "offboarding", steps)?;
     let delete = Delete::builder()
         .table_name(&*db.record_table)
         .set_key(Some(record_key(&db.tenant)))
