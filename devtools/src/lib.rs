@@ -197,28 +197,43 @@ fn table_resource(path: &Path, logical_id: &str) -> Result<TableDefinition, Decl
     })
 }
 
-/// Whether table `name` has `def`'s key schema and index names, and its TTL on: `Ok(true)` when it
+/// Whether table `name` (active) has `def`'s key schema and indexes (their names and keys), and its TTL on: `Ok(true)` when it
 /// does; `Ok(false)` when only the TTL is off; an error naming the table otherwise.
 async fn existing_table_matches(
     client: &aws_sdk_dynamodb::Client,
     name: &str,
     def: &TableDefinition,
 ) -> Result<bool, aws_sdk_dynamodb::Error> {
+    use aws_sdk_dynamodb::types::{KeySchemaElement, TableStatus};
     let table = client.describe_table().table_name(name).send().await?.table;
     let indexes = |t: &aws_sdk_dynamodb::types::TableDescription| {
-        let mut names: Vec<String> = t
+        let mut keys: Vec<(String, Vec<KeySchemaElement>)> = t
             .global_secondary_indexes()
             .iter()
-            .filter_map(|g| g.index_name().map(str::to_owned))
+            .map(|g| {
+                (
+                    g.index_name().unwrap_or_default().to_owned(),
+                    g.key_schema().to_vec(),
+                )
+            })
             .collect();
-        names.sort();
-        names
+        keys.sort_by(|a, b| a.0.cmp(&b.0));
+        keys
     };
-    let mut wanted: Vec<String> = def.gsis.iter().map(|g| g.index_name().to_owned()).collect();
-    wanted.sort();
-    let same = table
-        .as_ref()
-        .is_some_and(|t| t.key_schema() == def.key_schema.as_slice() && indexes(t) == wanted);
+    let mut wanted: Vec<(String, Vec<KeySchemaElement>)> = def
+        .gsis
+        .iter()
+        .map(|g| (g.index_name().to_owned(), g.key_schema().to_vec()))
+        .collect();
+    wanted.sort_by(|a, b| a.0.cmp(&b.0));
+    // (A table being deleted answers ResourceInUseException too: it is not the one asked for.)
+    let same = table.as_ref().is_some_and(|t| {
+        matches!(
+            t.table_status(),
+            Some(TableStatus::Active | TableStatus::Creating)
+        ) && t.key_schema() == def.key_schema.as_slice()
+            && indexes(t) == wanted
+    });
     if !same {
         return Err(aws_sdk_dynamodb::Error::ResourceInUseException(
             aws_sdk_dynamodb::types::error::ResourceInUseException::builder()

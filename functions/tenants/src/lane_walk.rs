@@ -259,7 +259,8 @@ async fn send_all(
 pub const LOST_AFTER_MS: u64 = 5 * 60 * 1000;
 
 /// Sends again each of `pending` not stepped for [`LOST_AFTER_MS`], once it is noted as sent
-/// (`lanes::touch`, conditioned on its step: a lane stepped meanwhile is not lost).
+/// (`lanes::touch`, conditioned on its step: a lane stepped meanwhile is not lost), and notes its
+/// step number as the newest sent once it is on the queue (`lanes::mark_sent`).
 pub async fn resend_lost(
     app: &App,
     runner: &Lanes,
@@ -269,11 +270,12 @@ pub async fn resend_lost(
 ) -> Result<(), ApiError> {
     let now_ms = app.clock.now_millis();
     let kept = work.lanes_db(db);
-    let mut lost = Vec::new();
+    let (mut lost, mut lost_lanes) = (Vec::new(), Vec::new());
     for lane in pending {
         if now_ms.saturating_sub(lane.stepped_at_ms) >= LOST_AFTER_MS
             && lanes::touch(&kept, lane, now_ms).await?
         {
+            lost_lanes.push(lane);
             lost.push(LaneMessage::new(
                 &db.tenant,
                 work.operation(),
@@ -285,6 +287,9 @@ pub async fn resend_lost(
     if !lost.is_empty() {
         tracing::warn!(tenant = %db.tenant, lanes = lost.len(), "lanes not stepped for 5 minutes are sent again");
         runner.send(&*app.cursor_keys()?, &lost).await?;
+        for lane in lost_lanes {
+            lanes::mark_sent(&kept, work.operation(), lane.lane, lane.steps).await?;
+        }
     }
     Ok(())
 }

@@ -156,10 +156,11 @@ pub async fn advance(
     // Every item is gone from the live table: its key goes too, and with it every copy's items.
     // The report names the key before it is shredded; a run cut off after the shredding finds no
     // key and keeps what its report names.
+    // What a run before this one reported is kept (a run cut off mid-shredding left only some).
     if let Some(keys) = &app.keys {
-        view.tenant_key = match keys.to_shred(tenant).await? {
+        view.tenant_key = match shredded_before(&platform_db, tenant, &state).await? {
             Some(shredded) => Some(shredded),
-            None => shredded_before(&platform_db, tenant, &state).await?,
+            None => keys.to_shred(tenant, &record.created_at).await?,
         };
     }
     let report = Report {
@@ -173,7 +174,7 @@ pub async fn advance(
         return reread(app, db, &state).await;
     }
     if let Some(keys) = &app.keys {
-        keys.shred(tenant).await?;
+        keys.shred(tenant, &record.created_at).await?;
     }
     match delete_record(db, report.steps).await? {
         Finished::Done => {

@@ -23,7 +23,9 @@ use shared::store::client::expr::{absent, attr, either, exists};
 use shared::store::client::query::{string_attr, Item};
 use shared::store::client::scoped::TenantDb;
 use shared::store::client::transact::TransactError;
-use shared::store::erasures::{erasure, erasure_put, ERASED_AT, ERASING_SINCE, REPORT};
+use shared::store::erasures::{
+    erasure, erasure_put, not_erasing, ERASED_AT, ERASING_SINCE, REPORT,
+};
 
 use crate::error::{internal, Error};
 use crate::model::User;
@@ -65,12 +67,20 @@ pub async fn erase_user(
     let recorded = erasure(db, USER.kind, id).await?;
     // The fence first: once it is on the profile, no write that needs the user commits (an order, a
     // transfer code, a change of its email), so what the read below finds is all there is.
-    fence(db, id, erased_at).await?;
+    // (A fence whose answer was lost may be on: this run's value is taken off, if it is there.)
+    let fenced_here = match fence(db, id, erased_at).await {
+        Ok(fenced_here) => fenced_here,
+        Err(e) => {
+            unfence(db, id, erased_at).await;
+            return Err(e);
+        }
+    };
     let mut committed = false;
     let erased = erase_fenced(db, id, erased_at, recorded.as_ref(), &mut committed).await;
-    // Failed before anything was deleted or recorded: the fence goes too, so that a failure writes
-    // nothing (a run cut off later leaves it for the retry that finishes the erasure).
-    if erased.is_err() && !committed && recorded.is_none() {
+    // Failed before anything was deleted or recorded: the fence this run set goes too, so that a
+    // failure writes nothing (a run cut off later leaves it for the retry that finishes the
+    // erasure; another erasure's fence is that one's to take off).
+    if erased.is_err() && !committed && recorded.is_none() && fenced_here {
         unfence(db, id, erased_at).await;
     }
     erased
@@ -131,15 +141,18 @@ async fn erase_fenced(
 
 /// Fences user `id`'s profile, if it is there, against every write that needs the user
 /// (`store::erasures::not_erasing`): `erasingSince`, kept plain, until the profile is deleted.
-async fn fence(db: &TenantDb, id: &EntityId, since: &str) -> Result<(), Error> {
+/// `true` when this call set it; `false` when there is no profile (gone already: a run cut off
+/// after deleting it; or no such user) or a fence is on already (another erasure's, or a run's
+/// cut off), which is left as it is.
+async fn fence(db: &TenantDb, id: &EntityId, since: &str) -> Result<bool, Error> {
     let fenced = db
         .update_item(User::key(&db.tenant, id), attr(ERASING_SINCE).set(since))
-        .when(exists())
+        .when(exists().and(not_erasing()))
         .send(db)
         .await;
     match fenced {
-        // No profile: gone already (a run cut off after deleting it), or no such user.
-        Ok(_) | Err(TransactError::ConditionFailed { .. }) => Ok(()),
+        Ok(_) => Ok(true),
+        Err(TransactError::ConditionFailed { .. }) => Ok(false),
         Err(e) => Err(e.into()),
     }
 }

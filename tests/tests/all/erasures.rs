@@ -435,6 +435,19 @@ async fn once_an_erasure_has_begun_no_order_transfer_code_or_profile_change_of_i
     assert_eq!(code.status, 404, "{}", code.body);
     assert_eq!(items_of(&h.all_items().await, &t, "u-fenced"), fenced);
 
+    // WHEN a second erasure of the user fails at its first read (before any delete: a fence it set
+    // itself would come off)
+    h.faults
+        .refuse_requests_containing(Some("KeyConditionExpression"));
+    let second = h
+        .caller(&auth)
+        .call("erase-user", &params(&[("userId", "u-fenced")]), None)
+        .await;
+    h.faults.refuse_requests_containing(None);
+    assert_eq!(second.status, 503, "{}", second.body);
+    // THEN the first one's fence is on still, as it was: the user's items are byte for byte the same
+    assert_eq!(items_of(&h.all_items().await, &t, "u-fenced"), fenced);
+
     // WHEN the erasure is asked again
     let finished = h
         .caller(&auth)

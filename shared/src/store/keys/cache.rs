@@ -440,11 +440,16 @@ impl TenantKeys {
         Ok((!rows.is_empty()).then(|| KeyVersions::of(&rows)))
     }
 
-    /// What [`shred`](Self::shred) would destroy of `tenant`'s keys, dated now: the offboarding
-    /// report names it before the keys go, so a run cut off after shredding still has it on
-    /// record. `None` when it has none (never keyed, or shredded already).
-    pub async fn to_shred(&self, tenant: &TenantId) -> Result<Option<Shredded>, StoreError> {
-        let rows = self.table.rows(tenant).await?;
+    /// What [`shred`](Self::shred) would destroy of `tenant`'s keys of `incarnation` (its record's
+    /// `createdAt`), dated now: the offboarding report names it before the keys go, so a run cut
+    /// off after shredding still has it on record. `None` when it has none (never keyed, or
+    /// shredded already).
+    pub async fn to_shred(
+        &self,
+        tenant: &TenantId,
+        incarnation: &str,
+    ) -> Result<Option<Shredded>, StoreError> {
+        let rows = self.rows_up_to(tenant, incarnation).await?;
         Ok(rows.first().map(|first| Shredded {
             kms_key_id: first.kms_key.clone(),
             versions: rows.iter().map(|r| r.version).collect(),
@@ -452,13 +457,33 @@ impl TenantKeys {
         }))
     }
 
-    /// Deletes every wrapped key of `tenant`: what they sealed, in the live table or in any copy of
-    /// it, opens with no key the platform holds. Repeatable: none left is done.
-    pub async fn shred(&self, tenant: &TenantId) -> Result<(), StoreError> {
-        for row in self.table.rows(tenant).await? {
+    /// Deletes every wrapped key of `tenant` of `incarnation` (and of earlier ones: a rotation that
+    /// landed after their shredding): what they sealed, in the live table or in any copy of it,
+    /// opens with no key the platform holds. A later incarnation's rows (the id onboarded again
+    /// while a stale call of this offboarding ran) are never touched. Repeatable: none left is
+    /// done.
+    pub async fn shred(&self, tenant: &TenantId, incarnation: &str) -> Result<(), StoreError> {
+        for row in self.rows_up_to(tenant, incarnation).await? {
             self.table.delete(tenant, row.version).await?;
         }
         self.forget(tenant);
         Ok(())
+    }
+
+    /// `tenant`'s key rows made for `incarnation` or an earlier record of the id.
+    async fn rows_up_to(
+        &self,
+        tenant: &TenantId,
+        incarnation: &str,
+    ) -> Result<Vec<KeyRow>, StoreError> {
+        let until = millis_of_rfc3339(incarnation).unwrap_or(u64::MAX);
+        let rows = self.table.rows(tenant).await?;
+        Ok(rows
+            .into_iter()
+            .filter(|r| {
+                r.created_at == incarnation
+                    || millis_of_rfc3339(&r.created_at).is_some_and(|made| made <= until)
+            })
+            .collect())
     }
 }

@@ -35,6 +35,7 @@ use crate::store::client::expr::{absent, attr, either, num, Condition};
 use crate::store::client::items::enlist;
 use crate::store::client::query::{string_attr, u64_attr, Item};
 use crate::store::client::scoped::TenantDb;
+use crate::store::client::sealed::ERASING_SINCE;
 use crate::store::client::transact::TransactError;
 use crate::store::imports::retire_plain_key;
 use crate::store::keys::{email_segment, is_sealed, seal_item};
@@ -177,6 +178,11 @@ fn unchanged(item: &Item) -> Result<Condition, StoreError> {
             }
         };
         condition = condition.and(same);
+    }
+    // An attribute added since the read goes unseen by the comparison above: the one a write adds
+    // to a profile without changing the rest is an erasure's fence, which the sealed copy would drop.
+    if !item.contains_key(ERASING_SINCE) {
+        condition = condition.and(attr(ERASING_SINCE).attribute_not_exists());
     }
     Ok(condition)
 }

@@ -239,9 +239,10 @@ pub fn fold(db: &TenantDb, lanes: &[Lane]) -> Result<Vec<TransactWriteItem>, Sto
         .collect()
 }
 
-/// Notes `lane` as sent again at `now_ms` (its `steppedAtMs`, and its step number as the newest
-/// sent), on condition no step of it was committed since it was read and it is not done; `false`
-/// when one was (it is not lost).
+/// Notes `lane` as sent again at `now_ms` (its `steppedAtMs`), on condition no step of it was
+/// committed since it was read and it is not done; `false` when one was (it is not lost). Its
+/// step number is noted as the newest sent ([`mark_sent`]) only once the message is on the queue:
+/// a send that fails leaves any older copy live.
 pub async fn touch(db: &TenantDb, lane: &Lane, now_ms: u64) -> Result<bool, StoreError> {
     let sent = db
         .client
@@ -249,8 +250,7 @@ pub async fn touch(db: &TenantDb, lane: &Lane, now_ms: u64) -> Result<bool, Stor
         .table_name(&*db.table)
         .key(PK, AttributeValue::S(lane.pk.clone()))
         .key("SK", AttributeValue::S(lane.sk.clone()))
-        .update_expression("SET #at = :now, #sent = :steps")
-        .expression_attribute_names("#sent", "sentSteps")
+        .update_expression("SET #at = :now")
         .condition_expression("#steps = :steps AND #done = :false")
         .expression_attribute_names("#at", "steppedAtMs")
         .expression_attribute_names("#steps", "steps")
