@@ -48,6 +48,7 @@ pub(crate) fn production_app_with_budget(
         read_cache_ms: 0,
         list_cache: None,
         lifecycle_lanes: shared::store::lifecycle::lanes::DEFAULT_LANES,
+        dry_run_seconds: shared::service::app::DRY_RUN_SECONDS,
     };
     App::new(settings, sdk, Arc::new(SystemClock)).expect("app")
 }

@@ -155,6 +155,7 @@ impl Harness {
             platform_access: Default::default(),
             tenant_scope: shared::isolation::policy::Scope::Tenant,
             lifecycle_lanes: shared::store::lifecycle::lanes::DEFAULT_LANES,
+            dry_run_seconds: shared::service::app::DRY_RUN_SECONDS,
         };
         // A harness is one container, and a container is one process. The SDK keeps its retry
         // token bucket per process and retry partition (by default the service's name), so the

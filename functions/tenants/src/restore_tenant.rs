@@ -43,10 +43,6 @@ use start::{begin, checked_source_table, dry_run_answer};
 /// How long one call steps before it answers 202.
 pub const WORK_PER_REQUEST: Duration = Duration::from_secs(5);
 
-/// How long a dry run may walk (both tables) within its call (the function's timeout is 30 s,
-/// [`shared::store::tenancy::tenants::LONGEST_FUNCTION_TIMEOUT_SECONDS`]).
-const DRY_RUN_TIME: Duration = Duration::from_secs(25);
-
 /// The route whose account (the platform's usage) a restore's steps are charged to, by a call or by
 /// the lifecycle driver.
 pub const ROUTE: &str = crate::operation::Operation::Restoring.route();
@@ -260,7 +256,9 @@ async fn start_or_continue(
             let (source_id, reader, shards) =
                 checked_source_table(app, db, &manager, &record, &table).await?;
             if dry_run {
-                return Box::pin(dry_run_answer(db, &reader, &record, shards, table)).await;
+                let seconds = app.settings.dry_run_seconds;
+                return Box::pin(dry_run_answer(db, &reader, &record, shards, table, seconds))
+                    .await;
             }
             (table, None, Some(shards), Some(source_id))
         }

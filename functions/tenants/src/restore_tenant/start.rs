@@ -1,7 +1,7 @@
 //! Starting a restore, once `start_or_continue` found the tenant idle and the source named: the
 //! source table's checks, a dry run's answer, and the restore's beginning.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use lambda_http::http::{header, StatusCode};
 use lambda_http::{Body, Response};
@@ -16,7 +16,7 @@ use shared::store::lifecycle::restoring::{
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
 use shared::{ApiError, App};
 
-use super::{refuse_unless_idle, DryRun, DRY_RUN_TIME};
+use super::{refuse_unless_idle, DryRun};
 use crate::{accepted, TenantView};
 
 /// Source table `table`, checked: active with the catalog index (its identity, kept by the
@@ -44,16 +44,17 @@ pub(super) async fn checked_source_table(
 }
 
 /// A dry run's answer: the counts of what restoring `db`'s tenant from `table` (read by `reader`)
-/// would put back, overwrite and delete, walked within [`DRY_RUN_TIME`]; 422 for a source too
-/// large to walk in it.
+/// would put back, overwrite and delete, walked within `dry_run_seconds`
+/// (`Settings::dry_run_seconds`, 25 s as deployed); 422 for a source too large to walk in it.
 pub(super) async fn dry_run_answer(
     db: &TenantDb,
     reader: &TenantDb,
     record: &TenantRecord,
     source_shards: u32,
     table: String,
+    dry_run_seconds: u64,
 ) -> Result<Response<Body>, ApiError> {
-    let until = Instant::now() + DRY_RUN_TIME;
+    let until = Instant::now() + Duration::from_secs(dry_run_seconds);
     let counts = Box::pin(restoring::dry_run(
         db,
         reader,

@@ -44,6 +44,10 @@ impl std::fmt::Debug for ConfigError {
     }
 }
 
+/// How long a restore's dry run may walk (both tables) within its call: under the function's 30 s
+/// timeout ([`crate::store::tenancy::tenants::LONGEST_FUNCTION_TIMEOUT_SECONDS`]).
+pub const DRY_RUN_SECONDS: u64 = 25;
+
 /// Values read from the environment. Nothing here is pinned in Cargo metadata.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -80,6 +84,9 @@ pub struct Settings {
     /// is split into
     /// ([`crate::store::lifecycle::lanes`]), each paced at a partition's rate.
     pub lifecycle_lanes: u32,
+    /// How long a restore's dry run may walk within its call: [`DRY_RUN_SECONDS`]. Not read from
+    /// the environment (the function's 30 s timeout bounds it); a test on a slow machine raises it.
+    pub dry_run_seconds: u64,
     /// `TENANT_KEYS_TABLE` and `TENANT_KEY_ID` (both or neither), with `KEY_CACHE_SECONDS` (1 to
     /// 3,600; default 300): a key per tenant ([`crate::store::keys`]). Unset: no tenant is keyed.
     pub tenant_keys: Option<crate::store::keys::KeySettings>,
@@ -258,6 +265,7 @@ impl Settings {
             platform_access,
             tenant_scope: crate::isolation::policy::Scope::Tenant,
             lifecycle_lanes,
+            dry_run_seconds: DRY_RUN_SECONDS,
             session_ttl_seconds,
             credentials_seconds,
             auth: if dev_auth {

@@ -33,7 +33,7 @@ mod operator;
 pub use config::{
     env_var, env_var_or, https_client, lambda_sdk_config, load_sdk_config, running_in_aws_lambda,
     running_in_sam_local, ConfigError, KeySource, ListCacheSettings, Settings,
-    DEFAULT_CREDENTIALS_SECONDS, DEFAULT_SESSION_TTL_SECONDS,
+    DEFAULT_CREDENTIALS_SECONDS, DEFAULT_SESSION_TTL_SECONDS, DRY_RUN_SECONDS,
 };
 
 /// 403 unless the caller is an operator (scope `pooltable/admin` or group `platform-admin`).
