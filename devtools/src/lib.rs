@@ -197,35 +197,53 @@ fn table_resource(path: &Path, logical_id: &str) -> Result<TableDefinition, Decl
     })
 }
 
-/// Whether table `name` (active) has `def`'s key schema and indexes (their names and keys), and its TTL on: `Ok(true)` when it
-/// does; `Ok(false)` when only the TTL is off; an error naming the table otherwise.
+/// Whether table `name` (active or being made) has `def`'s key schema, indexes (their names, keys
+/// and projections) and stream, and its TTL on: `Ok(true)` when it does; `Ok(false)` when only the
+/// TTL is off; an error naming the table otherwise.
 async fn existing_table_matches(
     client: &aws_sdk_dynamodb::Client,
     name: &str,
     def: &TableDefinition,
 ) -> Result<bool, aws_sdk_dynamodb::Error> {
-    use aws_sdk_dynamodb::types::{KeySchemaElement, TableStatus};
+    use aws_sdk_dynamodb::types::{KeySchemaElement, Projection, TableStatus};
+    /// An index as compared: its name, keys, projection type and non-key attributes (sorted).
+    type IndexShape = (String, Vec<KeySchemaElement>, Option<String>, Vec<String>);
+    fn shape(name: Option<&str>, keys: &[KeySchemaElement], p: Option<&Projection>) -> IndexShape {
+        let mut non_key = p.map_or_else(Vec::new, |p| p.non_key_attributes().to_vec());
+        non_key.sort();
+        let kind = p
+            .and_then(|p| p.projection_type())
+            .map(|t| t.as_str().to_owned());
+        (
+            name.unwrap_or_default().to_owned(),
+            keys.to_vec(),
+            kind,
+            non_key,
+        )
+    }
     let table = client.describe_table().table_name(name).send().await?.table;
     let indexes = |t: &aws_sdk_dynamodb::types::TableDescription| {
-        let mut keys: Vec<(String, Vec<KeySchemaElement>)> = t
+        let mut shapes: Vec<IndexShape> = t
             .global_secondary_indexes()
             .iter()
-            .map(|g| {
-                (
-                    g.index_name().unwrap_or_default().to_owned(),
-                    g.key_schema().to_vec(),
-                )
-            })
+            .map(|g| shape(g.index_name(), g.key_schema(), g.projection()))
             .collect();
-        keys.sort_by(|a, b| a.0.cmp(&b.0));
-        keys
+        shapes.sort_by(|a, b| a.0.cmp(&b.0));
+        shapes
     };
-    let mut wanted: Vec<(String, Vec<KeySchemaElement>)> = def
+    let mut wanted: Vec<IndexShape> = def
         .gsis
         .iter()
-        .map(|g| (g.index_name().to_owned(), g.key_schema().to_vec()))
+        .map(|g| shape(Some(g.index_name()), g.key_schema(), g.projection()))
         .collect();
     wanted.sort_by(|a, b| a.0.cmp(&b.0));
+    // The stream's view type, when one is on.
+    let stream = |t: &aws_sdk_dynamodb::types::TableDescription| {
+        t.stream_specification()
+            .filter(|s| s.stream_enabled())
+            .and_then(|s| s.stream_view_type())
+            .map(|v| v.as_str().to_owned())
+    };
     // (A table being deleted answers ResourceInUseException too: it is not the one asked for.)
     let same = table.as_ref().is_some_and(|t| {
         matches!(
@@ -233,12 +251,13 @@ async fn existing_table_matches(
             Some(TableStatus::Active | TableStatus::Creating)
         ) && t.key_schema() == def.key_schema.as_slice()
             && indexes(t) == wanted
+            && stream(t) == def.stream_view_type
     });
     if !same {
         return Err(aws_sdk_dynamodb::Error::ResourceInUseException(
             aws_sdk_dynamodb::types::error::ResourceInUseException::builder()
                 .message(format!(
-                    "table {name} exists with other keys or indexes than template.yaml's"
+                    "table {name} exists with other keys, indexes or stream than template.yaml's"
                 ))
                 .build(),
         ));
@@ -266,8 +285,8 @@ pub fn default_template_path() -> std::path::PathBuf {
 }
 
 /// Creates table `name` from `def` with an admin client and waits until it is active. A table of
-/// that name already there with `def`'s keys and indexes is taken as made (a retried attempt finds
-/// the one its first made), one with others refused.
+/// that name already there with `def`'s keys, indexes and stream is taken as made (a retried
+/// attempt finds the one its first made), one with others refused.
 pub async fn create_table(
     client: &aws_sdk_dynamodb::Client,
     name: &str,

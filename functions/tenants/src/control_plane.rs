@@ -8,9 +8,9 @@
 //! | request (`detail-type`) | what pooltable does | reply |
 //! |---|---|---|
 //! | `sbt_aws_onboardingRequest` | onboards `tenantId` at `tier` (`basic` when absent), in the pool | `provisionSuccess` / `provisionFailure` |
-//! | `sbt_aws_offboardingRequest` | starts the offboarding (the lifecycle driver deletes every item); answered when it has ended | `deprovisionSuccess` / `deprovisionFailure` |
-//! | `sbt_aws_activateRequest` | resumes the tenant (`status: active`) | `activateSuccess` / `activateFailure` |
-//! | `sbt_aws_deactivateRequest` | suspends it (`status: suspended`) | `deactivateSuccess` / `deactivateFailure` |
+//! | `sbt_aws_offboardingRequest` | starts the offboarding (the lifecycle driver deletes every item); answered when it has ended (at once for a tenant pooltable never held: nothing to remove) | `deprovisionSuccess` / `deprovisionFailure` |
+//! | `sbt_aws_activateRequest` | resumes the tenant (`status: active`); while it is restored, deferred until the restore ends | `activateSuccess` / `activateFailure` |
+//! | `sbt_aws_deactivateRequest` | suspends it (`status: suspended`); likewise | `deactivateSuccess` / `deactivateFailure` |
 //!
 //! sbt-aws before its event manager's refactor named them without the `sbt_aws_` prefix; both are
 //! taken, and a reply carries its request's spelling. A reply's `detail` holds the request's
@@ -26,7 +26,9 @@
 //! refuse (an unknown tenant, a tier it does not have, a tenant that exists) is answered with its
 //! failure, never retried; only what may pass (DynamoDB or EventBridge unavailable) fails the
 //! invocation, which Lambda retries. An offboarding is deferred, unanswered (`requests::defer`),
-//! while the tenant is moved, re-sharded or restored, and while its own deletion runs: the end of
+//! while the tenant is moved, re-sharded or restored, and while its own deletion runs; an activate
+//! or a deactivate while it is restored (a restore ends with the tenant active), and those deferred
+//! are acted on in the order they came. The end of
 //! that operation (its lifecycle event, `reshardingFinished`, `tenantMoveFinished`,
 //! `tenantRestoreFinished` or `offboardingFinished`, which a rule on the lifecycle bus hands this
 //! function) acts on it again, and the control plane putting it again does too; it is answered

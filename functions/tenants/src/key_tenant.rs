@@ -57,12 +57,12 @@ fn no_such_tenant() -> ApiError {
 
 /// Starts or continues sealing `tenant`'s items, asked by an operator of `by`.
 pub async fn run(app: &App, by: &TenantId, tenant: &TenantId) -> Result<Response<Body>, ApiError> {
-    let Some(keys) = &app.keys else {
+    if app.keys.is_none() {
         return Err(ApiError::bad_request(
             "keyed",
             "tenants have no keys of their own here (TENANT_KEYS_TABLE is not set)",
         ));
-    };
+    }
     let deadline = Instant::now() + WORK_PER_REQUEST;
     let db = app.db_to_change(tenant).await?;
     let mut record = read_record_consistent(&db)
@@ -79,21 +79,10 @@ pub async fn run(app: &App, by: &TenantId, tenant: &TenantId) -> Result<Response
                         .into(),
                 )),
             };
-        // Listed for the driver: it goes on with nobody calling, and makes the key if this call
-        // fails before it does.
+        // Listed for the driver: it goes on with nobody calling, and makes the key (`advance`)
+        // if this call fails before it does.
         let platform_db = app.db_for_operator(&TenantId::platform()).await?;
         driving::list(&platform_db, tenant, now_ms).await?;
-        // The key once the walk is recorded (no key is made for a start refused). A container that
-        // cached its absence before the key's row was written lets it go a key period after that:
-        // `sealsFrom` was counted from the start, so a key made late (KMS or the key table slow)
-        // moves it past its making, as `advance` does for a key made by a later call.
-        keys.create(tenant, None, &record.created_at).await?;
-        let made_late = keying::seals_from(app.clock.now_millis(), cache_seconds(app));
-        if let Some(state) = record.keying.as_mut().filter(|k| made_late > k.seals_from) {
-            if let Step::Committed(postponed) = keying::postpone(&db, state, made_late).await? {
-                record = *postponed;
-            }
-        }
     }
     advance(app, &db, record, deadline).await
 }
@@ -108,6 +97,9 @@ pub async fn advance(
     let Some(mut state) = record.keying.clone() else {
         return Ok(json_response(StatusCode::OK, &TenantView::from(record)));
     };
+    if !state.key_made {
+        return make_key_then_wait(app, db, &record, &state).await;
+    }
     let now = app.clock.now_seconds();
     if now < state.seals_from {
         return Ok(accepted(record, state.seals_from - now));
@@ -116,26 +108,10 @@ pub async fn advance(
     if record.migration.is_some() || record.moving.is_some() || record.restore.is_some() {
         return Ok(accepted(record, 5));
     }
-    let known = app.tenant_key(&db.tenant, Some(&record.created_at)).await?;
-    let key = match (known, &app.keys) {
-        (Some(key), _) => key,
-        // The start recorded the walk but failed before making the key (or this container's view
-        // is behind it): make it (a retry takes the one there), and seal only a key period from
-        // now, as the start does: containers may have cached its absence until now.
-        (None, Some(keys)) => {
-            keys.create(&db.tenant, None, &record.created_at).await?;
-            let seals_from = keying::seals_from(app.clock.now_millis(), cache_seconds(app));
-            keying::postpone(db, &state, seals_from).await?;
-            let record = read_record_consistent(db)
-                .await?
-                .ok_or_else(no_such_tenant)?;
-            let wait = record
-                .keying
-                .as_ref()
-                .map_or(0, |k| k.seals_from.saturating_sub(now));
-            return Ok(accepted(record, wait));
-        }
-        (None, None) => return Err(ApiError::Internal("no tenant keys here".into())),
+    let Some(key) = app.tenant_key(&db.tenant, Some(&record.created_at)).await? else {
+        // This container's view is behind the key's making: it takes the one there, and the walk
+        // waits a key period from now, as for a key made only now.
+        return make_key_then_wait(app, db, &record, &state).await;
     };
     loop {
         match keying::step(db, &record, &state, &key).await? {
@@ -168,6 +144,33 @@ pub async fn advance(
             return Ok(accepted(record, 0));
         }
     }
+}
+
+/// Makes `record`'s tenant's key (a retry takes the one there; the start records the walk first, so
+/// no key is made for a start refused), then counts the walk's start a key period from now
+/// (`keying::postpone`): a container that cached the key's absence before its row was written lets
+/// it go only a period after. Until that is recorded, every call comes here again: 202 to wait.
+async fn make_key_then_wait(
+    app: &App,
+    db: &TenantDb,
+    record: &TenantRecord,
+    state: &Keying,
+) -> Result<Response<Body>, ApiError> {
+    let Some(keys) = &app.keys else {
+        return Err(ApiError::Internal("no tenant keys here".into()));
+    };
+    keys.create(&db.tenant, None, &record.created_at).await?;
+    let seals_from = keying::seals_from(app.clock.now_millis(), cache_seconds(app));
+    keying::postpone(db, state, seals_from).await?;
+    let record = read_record_consistent(db)
+        .await?
+        .ok_or_else(no_such_tenant)?;
+    let now = app.clock.now_seconds();
+    let wait = record
+        .keying
+        .as_ref()
+        .map_or(0, |k| k.seals_from.saturating_sub(now));
+    Ok(accepted(record, wait))
 }
 
 /// How long containers cache tenants' keys here (`KEY_CACHE_SECONDS`).

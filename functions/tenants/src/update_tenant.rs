@@ -168,7 +168,7 @@ pub(crate) async fn change_record(
         }
         Updated::Restoring => {
             return Err(ApiError::Conflict(
-                "This tenant is being restored; its status changes when the restore ends.".into(),
+                "This tenant is being restored, and is active again when the restore ends: change its status then.".into(),
             ))
         }
         Updated::Moving => {

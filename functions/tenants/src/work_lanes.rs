@@ -146,16 +146,9 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
     // The tenant's key refuses (revoked): the lane is left as it is, and its turn waits on the
     // queue (as a throttled table's does) until the key is usable again.
     if !operation_of(message).may_go_on(app, &tenant).await {
-        send_turn(
-            app,
-            runner,
-            &lanes_db,
-            message,
-            Some(runner.throttle_wait()),
-        )
-        .await?;
-        return Ok(Turn::Sent);
+        return wait_a_turn(app, runner, &lanes_db, &lane, message).await;
     }
+    let before = lane.clone();
     match run_lane(app, &db, &work, &sources, count, lane, deadline).await? {
         LaneRun::Raced => Ok(Turn::Dropped),
         LaneRun::OutOfTime { steps } => {
@@ -166,8 +159,8 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
         // Its table is throttled: its next turn waits on the queue, so every lane backs off.
         LaneRun::Throttled { steps } => {
             let next = LaneMessage::new(&tenant, work.operation(), message.lane, steps);
-            send_turn(app, runner, &lanes_db, &next, Some(runner.throttle_wait())).await?;
-            Ok(Turn::Sent)
+            let lane = lanes::Lane { steps, ..before };
+            wait_a_turn(app, runner, &lanes_db, &lane, &next).await
         }
         LaneRun::Done => {
             // The last lane done ends the operation, as a call would (a lane still running
@@ -187,6 +180,25 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
             Ok(Turn::Done)
         }
     }
+}
+
+/// Puts `lane`'s turn `next` back on the queue after the throttle wait, the lane left as it is (its
+/// key refuses, or its table is throttled): first noted as alive (`lanes::touch`), so the driver
+/// never takes a lane that only waits for lost and sends a copy of it every
+/// [`crate::lane_walk::LOST_AFTER_MS`]. A lane stepped meanwhile by another copy of the same turn
+/// (one sent again while this one was only slow) is that copy's: this one is dropped.
+async fn wait_a_turn(
+    app: &App,
+    runner: &Lanes,
+    lanes_db: &shared::store::client::scoped::TenantDb,
+    lane: &lanes::Lane,
+    next: &LaneMessage,
+) -> Result<Turn, ApiError> {
+    if !lanes::touch(lanes_db, lane, app.clock.now_millis()).await? {
+        return Ok(Turn::Dropped);
+    }
+    send_turn(app, runner, lanes_db, next, Some(runner.throttle_wait())).await?;
+    Ok(Turn::Sent)
 }
 
 /// Puts `next` on the queue (after `wait`, when given), then notes it as its lane's newest turn

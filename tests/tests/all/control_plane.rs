@@ -2,6 +2,7 @@
 //! a bus on moto's EventBridge and delivered through its rule's SQS target as Lambda would get them,
 //! each answered by exactly one reply on the same bus, whatever EventBridge redelivers.
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use integration::lifecycle_bus::LifecycleBus;
 use integration::{unique, Harness};
 use serde_json::{json, Value};
@@ -340,6 +341,37 @@ async fn a_request_pooltable_refuses_is_answered_with_its_failure_and_reason_nev
 }
 
 #[tokio::test]
+async fn an_offboarding_of_a_tenant_pooltable_never_held_is_answered_with_success_and_writes_nothing(
+) {
+    // GIVEN a registration whose provisioning never reached pooltable (no record, no report)
+    let w = World::new().await;
+    let never = unique("never");
+    let before = w.h.all_items().await;
+
+    // WHEN the control plane asks to offboard it, and EventBridge delivers the request twice
+    let (_, reply) = w
+        .answered_once(
+            "sbt_aws_offboardingRequest",
+            json!({"tenantId": never, "tenantRegistrationId": unique("r")}),
+            "sbt_aws_deprovisionSuccess",
+        )
+        .await;
+
+    // THEN it is answered once with success (sbt-aws can delete the registration), naming the
+    // tenant, and nothing of it is written: no record, no report, no driver's entry
+    assert_eq!(reply["detail"]["tenantId"], never, "{reply}");
+    let of_it: Vec<_> =
+        w.h.all_items()
+            .await
+            .into_iter()
+            .filter(|i| !before.contains(i))
+            .filter(|i| format!("{i:?}").contains(&never))
+            .filter(|i| i.get("kind") != Some(&AttributeValue::S("CONTROL_REQUEST".into())))
+            .collect();
+    assert!(of_it.is_empty(), "{of_it:?}");
+}
+
+#[tokio::test]
 async fn a_delivery_that_stopped_mid_request_is_taken_over_once_its_hold_ends() {
     // GIVEN a request a first delivery claimed, then stopped on (its function timed out)
     let w = World::new().await;
@@ -484,6 +516,72 @@ async fn an_offboarding_asked_during_a_move_waits_for_it_and_ends_in_the_tenant_
         replayed["detail"]["tenantRegistrationId"],
         registration.as_str()
     );
+}
+
+#[tokio::test]
+async fn a_suspension_and_a_resumption_asked_during_a_restore_are_set_in_the_order_they_came_once_it_ends(
+) {
+    use crate::restore::{put_products, restore_from};
+    use shared::store::lifecycle::restoring::STARTS_DELAY_SECONDS;
+    // GIVEN a registered tenant with products, a copy taken of it, and a restore from that copy
+    // under way
+    let w = World::new().await;
+    let t = unique("restoring");
+    let detail = json!({"tenantId": t, "tenantRegistrationId": unique("reg")});
+    w.answered(
+        "sbt_aws_onboardingRequest",
+        detail.clone(),
+        "sbt_aws_provisionSuccess",
+    )
+    .await;
+    put_products(&w.h, &t, (0..5).map(|i| format!("sku-{i}")), 1).await;
+    let source = w.h.snapshot("statussrc").await;
+    let started = restore_from(&w.h, &t, &source, false).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+
+    // WHEN the control plane suspends it, then resumes it, while it is restored
+    let tenant_only = json!({"tenantId": t});
+    let mut handled = Vec::new();
+    for request in ["sbt_aws_deactivateRequest", "sbt_aws_activateRequest"] {
+        let event = w.put(request, tenant_only.clone()).await;
+        handled.push(w.deliver(&event).await.expect("deferred, not failed"));
+        w.h.clock.advance_seconds(1);
+    }
+    // THEN each is deferred: no reply, the tenant as the restore keeps it
+    assert!(
+        handled.iter().all(|h| h.deferred && h.reply.is_none()),
+        "{handled:?}"
+    );
+    assert!(w.replies().await.is_empty());
+
+    // WHEN the restore ends, and its lifecycle event reaches the control plane
+    w.h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
+    integration::drive_to_end(&w.h.app).await;
+    let ended = w
+        .deliver(&lifecycle_event("tenantRestoreFinished", &t))
+        .await
+        .expect("the deferred requests acted on");
+    // THEN both are answered with success, once each, in the order they came: the tenant ends
+    // active (the resumption came last)
+    assert_eq!(ended.reply.as_deref(), Some("sbt_aws_activateSuccess"));
+    let mut replies: Vec<String> = w
+        .replies()
+        .await
+        .iter()
+        .map(|r| r["detail-type"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    replies.sort();
+    assert_eq!(
+        replies,
+        ["sbt_aws_activateSuccess", "sbt_aws_deactivateSuccess"]
+    );
+    assert_eq!(w.h.operator().get_tenant(&t).await.body["status"], "active");
+    // AND nothing is left deferred: the same event again acts on nothing
+    let again = w
+        .deliver(&lifecycle_event("tenantRestoreFinished", &t))
+        .await;
+    assert!(again.unwrap().reply.is_none());
+    assert!(w.replies().await.is_empty());
 }
 
 #[tokio::test]

@@ -264,3 +264,61 @@ async fn every_body_route_names_the_field_of_the_wrong_type_in_valid_json() {
     // AND nothing was written
     assert_eq!(h.all_items().await.len(), before);
 }
+
+#[tokio::test]
+async fn making_the_table_again_takes_the_templates_table_there_and_refuses_one_of_another_shape() {
+    use aws_sdk_dynamodb::types::ProjectionType;
+    // GIVEN the template's table made once, with its stream and without
+    let h = Harness::new().await;
+    let def = devtools::table_from_template(&devtools::default_template_path()).unwrap();
+    assert!(
+        def.stream_view_type.is_some(),
+        "the template's table has a stream"
+    );
+    let (with_stream, without) = (unique("again-stream"), unique("again-plain"));
+    devtools::create_table(&h.admin, &with_stream, &def)
+        .await
+        .unwrap();
+    let plain = def.clone().without_stream();
+    devtools::create_table(&h.admin, &without, &plain)
+        .await
+        .unwrap();
+
+    // WHEN each is made again as it was (a retried CreateTable finding its own table)
+    // THEN it is taken as made
+    devtools::create_table(&h.admin, &with_stream, &def)
+        .await
+        .unwrap();
+    devtools::create_table(&h.admin, &without, &plain)
+        .await
+        .unwrap();
+
+    // WHEN one is asked with another stream, or an index of another projection
+    let mut other_projection = def.clone();
+    let catalog = other_projection.gsis[1].clone();
+    other_projection.gsis[1] = aws_sdk_dynamodb::types::GlobalSecondaryIndex::builder()
+        .index_name(catalog.index_name())
+        .set_key_schema(Some(catalog.key_schema().to_vec()))
+        .projection(
+            aws_sdk_dynamodb::types::Projection::builder()
+                .projection_type(ProjectionType::All)
+                .build(),
+        )
+        .build()
+        .unwrap();
+    // THEN each is refused naming the table, never taken as the template's
+    for (name, asked) in [
+        (&without, &def),
+        (&with_stream, &plain),
+        (&with_stream, &other_projection),
+    ] {
+        let refused = devtools::create_table(&h.admin, name, asked)
+            .await
+            .expect_err("a table of another shape is not taken");
+        assert!(
+            refused.to_string().contains(name.as_str())
+                || format!("{refused:?}").contains(name.as_str()),
+            "{refused:?}"
+        );
+    }
+}

@@ -13,8 +13,10 @@ use integration::{onboard, Auth, Harness};
 use serde_json::{json, Value};
 use shared::identity::ids::TenantId;
 use shared::identity::keys::{entity_sk_prefix, kind};
+use shared::isolation::policy::Scope;
 use shared::store::keys::{is_sealed, open_item, DEFAULT_KEY_CACHE_SECONDS};
 use shared::store::lifecycle::keying::SETTLE_SECONDS;
+use shared::store::tenancy::tenants::read_record_consistent;
 
 const PRODUCTS: usize = 5_000;
 
@@ -551,42 +553,46 @@ async fn a_consumer_whose_view_is_behind_the_keying_keeps_a_sealed_import_messag
     }
 }
 
-#[tokio::test]
-async fn a_key_made_after_the_start_failed_to_make_it_seals_only_once_every_container_let_go_of_its_absence(
-) {
+/// GIVEN a tenant onboarded plain with a product, and two keyed containers: `asked` (the
+/// operator's) and `serving` (it serves the tenant); a start of the sealing that recorded the walk,
+/// then failed to make the key (KMS down); the start's `sealsFrom` passed, and the serving
+/// container's view of "no key" fetched again. Returns the containers and the products' model.
+async fn a_start_that_failed_to_make_the_key(
+) -> (Harness, Harness, Harness, BTreeMap<String, Value>) {
     use std::sync::atomic::Ordering;
-    // GIVEN a tenant onboarded plain, and two keyed containers: one the operator asks, and one that
-    // serves the tenant (it caches that the tenant has no key)
     let plain = Harness::new().await;
     onboard(&plain, "acme", 1).await;
     let mut model = BTreeMap::new();
     put(&plain, &["p-plain".to_owned()], 1, &mut model).await;
     let asked = plain.another_container().await.keyed().await;
     let serving = asked.another_keyed_container().await;
-    // AND a start of the sealing that recorded the walk, then failed to make the key (KMS down)
     asked.test_keys().outage.store(true, Ordering::SeqCst);
     let failed = update_acme(&asked, json!({"keyed": true})).await;
     assert_eq!(failed.status, 503, "{}", failed.body);
     asked.test_keys().outage.store(false, Ordering::SeqCst);
-    // AND the start's `sealsFrom` passed, the serving container's view of "no key" fetched again
-    let period = (DEFAULT_KEY_CACHE_SECONDS + SETTLE_SECONDS + 1) * 1000;
-    for c in [&asked, &serving] {
-        c.clock.advance_millis(period);
-    }
+    pass_a_key_period(&[&asked, &serving]);
     let read = serving.tenant("acme").get_product("p-plain").await;
     assert_eq!(read.status, 200, "{}", read.body);
+    (plain, asked, serving, model)
+}
 
-    // WHEN the operator asks again: the key is made now
-    let again = update_acme(&asked, json!({"keyed": true})).await;
-
-    // THEN the walk waits a key period from now (202), sealing nothing yet
-    assert_eq!(again.status, 202, "{}", again.body);
-    // AND a product the serving container writes meanwhile (its view still "no key": plain) is
-    // sealed by the walk once it starts: no product item is left plain when it ends
-    put(&serving, &["p-late".to_owned()], 1, &mut model).await;
-    for c in [&asked, &serving] {
-        c.clock.advance_millis(period);
+/// Moves the clocks of `containers` past a key period and the settling margin.
+fn pass_a_key_period(containers: &[&Harness]) {
+    for c in containers {
+        c.clock
+            .advance_millis((DEFAULT_KEY_CACHE_SECONDS + SETTLE_SECONDS + 1) * 1000);
     }
+}
+
+/// The walk, asked to wait, is driven to its end a key period later, while `serving` (whose view is
+/// "no key") writes a product first: every product item ends sealed and reads as `model` holds it.
+async fn a_plain_write_while_waiting_ends_sealed(
+    asked: &Harness,
+    serving: &Harness,
+    model: &mut BTreeMap<String, Value>,
+) {
+    put(serving, &["p-late".to_owned()], 1, model).await;
+    pass_a_key_period(&[asked, serving]);
     integration::drive_to_end(&asked.app).await;
     let products: Vec<_> = asked
         .all_items()
@@ -596,8 +602,65 @@ async fn a_key_made_after_the_start_failed_to_make_it_seals_only_once_every_cont
         .collect();
     assert_eq!(products.len(), 2, "{products:?}");
     assert!(products.iter().all(is_sealed), "{products:?}");
-    for (id, doc) in &model {
+    for (id, doc) in model.iter() {
         let r = asked.tenant("acme").get_product(id).await;
         assert_eq!(r.body["document"], *doc, "{id}: {}", r.body);
     }
+}
+
+#[tokio::test]
+async fn a_key_made_after_the_start_failed_to_make_it_seals_only_once_every_container_let_go_of_its_absence(
+) {
+    // GIVEN a start that failed to make the key, its `sealsFrom` passed, and a container serving the
+    // tenant whose view of "no key" is fresh
+    let (_plain, asked, serving, mut model) = a_start_that_failed_to_make_the_key().await;
+
+    // WHEN the operator asks again: the key is made now
+    let again = update_acme(&asked, json!({"keyed": true})).await;
+
+    // THEN the walk waits a key period from now (202), sealing nothing yet
+    assert_eq!(again.status, 202, "{}", again.body);
+    // AND a product the serving container writes meanwhile (its view still "no key": plain) is
+    // sealed by the walk once it starts: no product item is left plain when it ends
+    a_plain_write_while_waiting_ends_sealed(&asked, &serving, &mut model).await;
+}
+
+/// The write that counts a keying walk's start from its key's making (`keying::postpone`).
+fn is_start_moved(body: &str) -> bool {
+    body.contains("SET #k.#from")
+}
+
+#[tokio::test]
+async fn a_key_whose_making_was_not_followed_by_moving_the_walks_start_is_waited_for_by_the_next_call(
+) {
+    // GIVEN a start that failed to make the key, its `sealsFrom` passed, and a container serving the
+    // tenant whose view of "no key" is fresh
+    let (_plain, asked, serving, mut model) = a_start_that_failed_to_make_the_key().await;
+    // AND a call that made the key, then was cut off before it moved the walk's start (refused)
+    asked.faults.refuse_requests_matching(Some(is_start_moved));
+    let cut = update_acme(&asked, json!({"keyed": true})).await;
+    asked.faults.refuse_requests_matching(None);
+    assert_eq!(cut.status, 503, "{}", cut.body);
+
+    // WHEN the operator asks again (its container has the key)
+    let again = update_acme(&asked, json!({"keyed": true})).await;
+
+    // THEN the walk waits a key period from now (202), sealing nothing yet
+    assert_eq!(again.status, 202, "{}", again.body);
+    let db = asked
+        .app
+        .operator_db(&TenantId::parse("acme").unwrap(), Scope::Operator)
+        .await
+        .unwrap()
+        .unwrap();
+    let record = read_record_consistent(&db).await.unwrap().unwrap();
+    let keying = record.keying.unwrap();
+    assert!(keying.key_made, "{keying:?}");
+    let now = shared::identity::clock::Clock::now_seconds(&*asked.clock);
+    assert!(
+        keying.seals_from >= now + DEFAULT_KEY_CACHE_SECONDS,
+        "{keying:?}"
+    );
+    // AND a plain write meanwhile is sealed by the walk once it starts
+    a_plain_write_while_waiting_ends_sealed(&asked, &serving, &mut model).await;
 }

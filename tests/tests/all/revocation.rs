@@ -1,9 +1,13 @@
 //! A tenant's key revoked while one of its operations runs, with nobody calling
 //! (`tenants::Operation::may_go_on`): the lifecycle driver and the lane worker step nothing of a
 //! re-sharding, a move, a restore or a keying until the key is usable again; the raw table is
-//! checked byte for byte. An offboarding needs no key and goes on (`tenant_keys.rs`).
+//! checked byte for byte, and a lane waiting for its key is never taken as lost and sent again (its
+//! copies would pile up on the queue). An offboarding needs no key and goes on (`tenant_keys.rs`).
 
+use std::collections::HashMap;
 use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
 
 use integration::lane_pump::{Delivery, LanePump};
 use integration::{unique, Harness};
@@ -13,6 +17,8 @@ use shared::store::lifecycle::restoring::STARTS_DELAY_SECONDS;
 
 use crate::lanes::{get_tenant, pump_until_ended, reshard_onto_queue, sorted};
 use crate::restore::{keyed, put_products, restore_from, restored_of};
+
+type Item = HashMap<String, AttributeValue>;
 
 #[tokio::test]
 async fn a_key_revoked_mid_re_sharding_pauses_its_lanes_and_the_driver_until_it_is_enabled_again() {
@@ -35,7 +41,7 @@ async fn a_key_revoked_mid_re_sharding_pauses_its_lanes_and_the_driver_until_it_
     // the lanes' turns and the driver runs, again and again
     h.test_keys().set_enabled(&own_key, false).await;
     h.clock.advance_millis(DEFAULT_KEY_CACHE_SECONDS * 1000 + 1);
-    let before = sorted(h.items_under(&raw_key(&t, "")).await);
+    let before = unstepped(h.items_under(&raw_key(&t, "")).await);
     for _ in 0..5 {
         pump.round(&h.app, 10, 4, |_| Delivery::Once).await;
         let driven = tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
@@ -43,15 +49,30 @@ async fn a_key_revoked_mid_re_sharding_pauses_its_lanes_and_the_driver_until_it_
             .unwrap();
         assert_eq!(driven.pending, 1, "{driven:?}");
     }
-    // THEN nothing of the tenant moved: its items are as they were, byte for byte, and its lanes'
-    // turns are still on the queue, none dead
-    assert_eq!(sorted(h.items_under(&raw_key(&t, "")).await), before);
+    // AND the wait after which the driver takes an unstepped lane as lost passes, the key still
+    // revoked, and every lane's turn is taken once more
+    h.clock.advance_millis(tenants::lane_walk::LOST_AFTER_MS);
+    let mut taken = 0;
+    for _ in 0..10 {
+        if taken >= queued {
+            break;
+        }
+        taken += pump.round(&h.app, 10, 4, |_| Delivery::Once).await as u64;
+    }
+    // THEN nothing of the tenant moved: its items are as they were, byte for byte (but the time its
+    // lanes were last noted alive), and its lanes' turns are still on the queue, none dead
+    assert_eq!(unstepped(h.items_under(&raw_key(&t, "")).await), before);
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, queued);
     assert!(pump.queues.dead_letters().await.is_empty());
 
     // WHEN the key is enabled again, and the refusal this container remembers has passed
     h.test_keys().set_enabled(&own_key, true).await;
     h.clock.advance_millis(REFUSAL_MEMO_MS + 1);
+    // THEN the driver's first run sends no lane again: each waited its turn, none was lost
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, queued);
     let operator = integration::operator();
     pump_until_ended(&h, &pump, &t, "migration").await;
     // THEN the re-sharding ends: 8 shards, and every product reads as written, once
@@ -66,6 +87,16 @@ async fn a_key_revoked_mid_re_sharding_pauses_its_lanes_and_the_driver_until_it_
     assert_eq!(listed.ids("productId"), expected, "{}", listed.body);
     pump.drain(&h.app, 4).await;
     assert!(pump.queues.dead_letters().await.is_empty());
+}
+
+/// `items`, sorted, without the time each lane was last stepped or noted alive (`steppedAtMs`):
+/// a turn that waits for the key notes it, and changes nothing else.
+fn unstepped(items: Vec<Item>) -> Vec<Item> {
+    let mut items = sorted(items);
+    for item in &mut items {
+        item.remove("steppedAtMs");
+    }
+    items
 }
 
 /// A key revoked while a restore runs: nothing of the tenant is written, and an operator can still

@@ -400,6 +400,39 @@ async fn a_container_that_held_an_offboarded_tenants_key_serves_it_onboarded_aga
 }
 
 #[tokio::test]
+async fn a_stale_shredding_of_an_offboarded_record_leaves_the_key_of_the_id_onboarded_again() {
+    // GIVEN acme keyed, offboarded to the end (its key shredded), onboarded again, and writing
+    // products under its new key
+    let h = Harness::new().await.keyed().await;
+    onboard(&h, "acme", 1).await;
+    let first = h.operator().get_tenant("acme").await.body["createdAt"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let report = offboard_to_end(&h, "acme", &operator()).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    onboard(&h, "acme", 1).await;
+    h.clock.advance_seconds(2);
+    let again = products_of("acme-again", 3);
+    put_all(&h, "acme", &again).await;
+    let before = keys_of_acme(&h).await;
+    assert_eq!(before.len(), 1, "{before:?}");
+
+    // WHEN a call of the first offboarding that stalled before its shredding goes on, naming the
+    // record it read
+    let keys = h.app.keys.as_ref().unwrap();
+    let acme = TenantId::parse("acme").unwrap();
+    let named = keys.to_shred(&acme, &first).await.unwrap();
+    keys.shred(&acme, &first).await.unwrap();
+
+    // THEN it names nothing to destroy and destroys nothing: the new record's key is as it was,
+    // and acme is served under it
+    assert_eq!(named, None);
+    assert_eq!(keys_of_acme(&h).await, before);
+    assert_served(&h, "acme", &again).await;
+}
+
+#[tokio::test]
 async fn a_keyed_tenants_employees_and_departments_are_sealed_and_move_between_departments() {
     // GIVEN a keyed tenant on 2 shards with two departments and an employee in the first
     let h = Harness::new().await.keyed().await;

@@ -23,8 +23,8 @@ pub(super) enum Outcome {
     Refused(String),
     /// The offboarding runs: deferred until it ends.
     Deferred(String),
-    /// Refused while another operation on the tenant runs (a move, a re-sharding, a restore):
-    /// deferred until it ends.
+    /// Refused while another operation on the tenant runs (an offboarding: a move, a re-sharding,
+    /// a restore; a status: a restore): deferred until it ends.
     Blocked(String),
 }
 
@@ -75,9 +75,24 @@ pub(super) async fn act(
             Err(ApiError::Conflict(reason)) if !still_blocked(app, tenant.as_str()).await? => {
                 return Err(ControlPlaneError::Unavailable(reason))
             }
+            // No record and no report: pooltable never held this tenant (its registration's
+            // provisioning failed, or was never asked of this plane). Nothing of it is here to
+            // remove, and a failure would leave the registration undeletable in sbt-aws.
+            Err(ApiError::NotFound(_)) => {
+                tracing::info!(tenant = %tenant, "an offboarding of a tenant pooltable never held: nothing to remove");
+                Ok(())
+            }
             Err(e) => Err(e),
         },
-        Kind::Activate | Kind::Deactivate => set_status(app, &by, &tenant, kind).await,
+        // A restore ends with the tenant active: a status asked meanwhile waits for its end, and
+        // is set then (deferred in the order the requests came). One refused for good (the tenant
+        // is being offboarded, or is none) is answered.
+        Kind::Activate | Kind::Deactivate => match set_status(app, &by, &tenant, kind).await {
+            Err(ApiError::Conflict(reason)) if still_blocked(app, tenant.as_str()).await? => {
+                return Ok(Outcome::Blocked(reason))
+            }
+            done => done,
+        },
     };
     outcome_of(kind, done)
 }
@@ -166,7 +181,8 @@ async fn set_status(
         .map(drop)
 }
 
-/// Whether an operation still blocks `tenant`'s offboarding (its record read now, consistently).
+/// Whether an operation that ends still blocks `tenant`'s offboarding or a change of its status (a
+/// re-sharding, a move, a restore; not an offboarding), its record read now, consistently.
 pub(super) async fn still_blocked(app: &App, tenant: &str) -> Result<bool, ControlPlaneError> {
     let Ok(tenant) = TenantId::parse(tenant) else {
         return Ok(false);

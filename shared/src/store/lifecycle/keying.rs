@@ -75,6 +75,7 @@ pub async fn begin(
         requested_at: rfc3339(now_ms),
         requested_by: requested_by.to_string(),
         seals_from: seals_from(now_ms, cache_seconds),
+        key_made: false,
         walked_layout: layout_of(record),
         position: None,
         steps: 0,
@@ -102,19 +103,25 @@ pub fn seals_from(now_ms: u64, cache_seconds: u64) -> u64 {
     now_ms / 1000 + cache_seconds + SETTLE_SECONDS
 }
 
-/// Moves the walk's start to `seals_from`: the key was made only now, after the start (which
-/// recorded the walk, then failed before making it), so containers may have cached its absence
-/// until now, and write plain items for a period after. `Raced` when another call changed the
-/// walk first.
+/// Counts the walk's start from a key made (or found) by now: `sealsFrom` becomes `seals_from`
+/// (a key period from now) unless it is later already, and `keyMade` true. The start records the
+/// walk before it makes the key, and a key made late (the start failed before it, or KMS was slow)
+/// may have been cached as absent by containers until its making, which then write plain items for
+/// a period. `Raced` when another call changed the walk first.
 pub async fn postpone(db: &TenantDb, state: &Keying, seals_from: u64) -> Result<Step, StoreError> {
     let update = record_update(db)
-        .update_expression("SET #k.#from = :from")
+        .update_expression("SET #k.#from = :from, #k.#made = :made")
         .condition_expression("#k.#steps = :steps AND #k.#at = :at")
         .expression_attribute_names("#k", "keying")
         .expression_attribute_names("#from", "sealsFrom")
+        .expression_attribute_names("#made", "keyMade")
         .expression_attribute_names("#steps", "steps")
         .expression_attribute_names("#at", "requestedAt")
-        .expression_attribute_values(":from", AttributeValue::N(seals_from.to_string()))
+        .expression_attribute_values(
+            ":from",
+            AttributeValue::N(seals_from.max(state.seals_from).to_string()),
+        )
+        .expression_attribute_values(":made", AttributeValue::Bool(true))
         .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
         .expression_attribute_values(":at", AttributeValue::S(state.requested_at.clone()));
     Ok(Step::from(send_record_update(update).await?))

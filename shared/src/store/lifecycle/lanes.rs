@@ -239,7 +239,8 @@ pub fn fold(db: &TenantDb, lanes: &[Lane]) -> Result<Vec<TransactWriteItem>, Sto
         .collect()
 }
 
-/// Notes `lane` as sent again at `now_ms` (its `steppedAtMs`), on condition no step of it was
+/// Notes `lane` as sent again, or as waiting its turn (its key refuses, its table is throttled),
+/// at `now_ms` (its `steppedAtMs`: a lane noted so is not lost), on condition no step of it was
 /// committed since it was read and it is not done; `false` when one was (it is not lost). Its
 /// step number is noted as the newest sent ([`mark_sent`]) only once the message is on the queue:
 /// a send that fails leaves any older copy live.

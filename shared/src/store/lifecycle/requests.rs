@@ -42,6 +42,8 @@ const EVENTS_VERSION: &str = "answeredEventsVersion";
 const REQUEST_TENANT: &str = "requestTenantId";
 /// A deferred request's event, as it was delivered (JSON).
 const EVENT: &str = "event";
+/// When a deferred request was claimed before it was deferred (epoch ms).
+const DEFERRED_AT_MS: &str = "deferredAtMs";
 /// The sort-key segment of the deferred requests (`deferred#<tenant>#<request>`); no request's key
 /// starts with it (a request's key starts with its kind).
 const DEFERRED: &str = "deferred#";
@@ -293,6 +295,9 @@ pub async fn mark_answered(platform_db: &TenantDb, request: Request<'_>) -> Resu
 pub struct Deferred {
     pub key: String,
     pub event: String,
+    /// When the request was claimed before it was deferred (epoch ms; 0 for one deferred by a
+    /// version that did not note it): the order requests of one tenant arrived in.
+    pub deferred_at_ms: u64,
 }
 
 /// Defers `request`, claimed at `claimed_at_ms` by this delivery: its `event` is kept under its
@@ -322,6 +327,7 @@ pub async fn defer(
         )
         .item(REQUEST_TENANT, AttributeValue::S(request.tenant.to_owned()))
         .item(EVENT, AttributeValue::S(event.to_owned()))
+        .item(DEFERRED_AT_MS, AttributeValue::N(claimed_at_ms.to_string()))
         .item(
             EXPIRES_AT,
             AttributeValue::N((claimed_at_ms / 1000 + KEPT_SECONDS).to_string()),
@@ -341,7 +347,7 @@ pub async fn defer(
     written_unless_condition_failed(release)
 }
 
-/// The requests deferred for `tenant` (as its events named it).
+/// The requests deferred for `tenant` (as its events named it), in the order they were deferred.
 pub async fn deferred_of(
     platform_db: &TenantDb,
     tenant: &str,
@@ -356,16 +362,20 @@ pub async fn deferred_of(
         .consistent()
         .all()
         .await?;
-    Ok(items
+    let mut deferred: Vec<Deferred> = items
         .iter()
         .filter_map(|item| {
             let key = string_attr(item, SK)?.strip_prefix(&prefix)?.to_owned();
             Some(Deferred {
                 key,
                 event: string_attr(item, EVENT)?,
+                deferred_at_ms: u64_attr(item, DEFERRED_AT_MS).unwrap_or(0),
             })
         })
-        .collect())
+        .collect();
+    // A suspension and a resumption deferred behind one operation are acted on as they came.
+    deferred.sort_by_key(|d| d.deferred_at_ms);
+    Ok(deferred)
 }
 
 /// Drops `tenant`'s deferred request `key`, once it was acted on.
