@@ -35,6 +35,10 @@ use shared::store::client::entity::Entity;
 /// The most actions of one transaction.
 const ACTIONS_PER_TRANSACTION: usize = 100;
 
+/// An erasure's transactions of one phase in flight at once, and its orders read at once.
+const TRANSACTIONS_AT_ONCE: usize = 8;
+const ORDERS_READ_AT_ONCE: usize = 16;
+
 /// What an erasure deleted, by kind: the route's answer.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -101,21 +105,27 @@ async fn erase_fenced(
         None if doomed.is_empty() => return Ok(None),
         None => report(id, erased_at, &doomed)?,
     };
-    let mut actions = Vec::new();
     // A retry dates what it writes as the first run did, so each record it writes again is
     // byte for byte the one there (an interruption may have cut the records' transactions too).
+    let mut records = Vec::new();
     let erased_at = match recorded {
         Some(record) => string_attr(record, ERASED_AT).unwrap_or_else(|| erased_at.to_owned()),
         None => {
-            actions.push(erasure_put(db, USER.kind, id, erased_at, Some(&report))?);
+            records.push(erasure_put(db, USER.kind, id, erased_at, Some(&report))?);
             erased_at.to_owned()
         }
     };
     for order in &orders {
-        actions.push(erasure_put(db, ORDER.kind, order, &erased_at, None)?);
+        records.push(erasure_put(db, ORDER.kind, order, &erased_at, None)?);
     }
     let mine = || attr("userId").equal(id.as_str());
+    let (mut profile, mut order_items, mut summaries) = (Vec::new(), Vec::new(), Vec::new());
     for item in doomed {
+        let phase = match item.kind {
+            k if k == EMAIL.stored_as || k == USER.stored_as => &mut profile,
+            k if k == ORDER_SUMMARY.stored_as => &mut summaries,
+            _ => &mut order_items,
+        };
         let delete = db.delete_item(item.key);
         // Gone already is fine (a run cut off after deleting it, before the profile went): an
         // email item another user holds now is not, and the erasure reads again (409).
@@ -123,20 +133,57 @@ async fn erase_fenced(
             true => delete.when(either(absent(), mine())),
             false => delete,
         };
-        actions.push(delete.action()?);
+        phase.push(delete.action()?);
     }
-    // In order: the records first, so a restore honours the erasure before anything is gone.
-    let mut actions = actions.into_iter().peekable();
-    while actions.peek().is_some() {
-        let batch: Vec<_> = actions.by_ref().take(ACTIONS_PER_TRANSACTION).collect();
-        match db.transact_items(batch).await {
-            Ok(()) => *committed = true,
-            // The email item moved to another user since the read: read again.
-            Err(TransactError::ConditionFailed { .. }) => return Err(Error::UserChanged),
-            Err(e) => return Err(e.into()),
-        }
+    // In order: the records first, so a restore honours the erasure before anything is gone; the
+    // email and the profile; each order's items; the summaries last, so a retry after an
+    // interruption finds, through the user's partition, every order not wholly gone. Each phase's
+    // transactions run side by side (a user of thousands of orders is erased within the function's
+    // timeout); a user whose erasure fits one transaction is erased in one, atomically.
+    let phases = [records, profile, order_items, summaries];
+    let phases: Vec<Vec<_>> = match phases.iter().map(Vec::len).sum::<usize>() {
+        n if n <= ACTIONS_PER_TRANSACTION => vec![phases.into_iter().flatten().collect()],
+        _ => phases.into_iter().collect(),
+    };
+    for phase in phases {
+        commit_side_by_side(db, phase, committed).await?;
     }
     Ok(Some(report))
+}
+
+/// Commits `actions` in transactions of [`ACTIONS_PER_TRANSACTION`], [`TRANSACTIONS_AT_ONCE`] at a
+/// time; `committed` set once one of them is. Every transaction is tried before an error is
+/// answered, so a retry finds as little as possible left.
+async fn commit_side_by_side(
+    db: &TenantDb,
+    actions: Vec<aws_sdk_dynamodb::types::TransactWriteItem>,
+    committed: &mut bool,
+) -> Result<(), Error> {
+    use futures::StreamExt;
+    let mut actions = actions.into_iter().peekable();
+    let mut batches = Vec::new();
+    while actions.peek().is_some() {
+        batches.push(
+            actions
+                .by_ref()
+                .take(ACTIONS_PER_TRANSACTION)
+                .collect::<Vec<_>>(),
+        );
+    }
+    let outcomes: Vec<_> = futures::stream::iter(batches.into_iter().map(|b| db.transact_items(b)))
+        .buffer_unordered(TRANSACTIONS_AT_ONCE)
+        .collect()
+        .await;
+    let mut failed = None;
+    for outcome in outcomes {
+        match outcome {
+            Ok(()) => *committed = true,
+            // The email item moved to another user since the read: read again.
+            Err(TransactError::ConditionFailed { .. }) => failed = Some(Error::UserChanged),
+            Err(e) => failed = failed.or(Some(e.into())),
+        }
+    }
+    failed.map_or(Ok(()), Err)
 }
 
 /// Fences user `id`'s profile, if it is there, against every write that needs the user
@@ -189,6 +236,7 @@ fn report(id: &EntityId, erased_at: &str, doomed: &[Doomed]) -> Result<String, E
 /// its orders' ids. One Query of the user's partition, and per order one of the order's partition
 /// and one of its date index entry's.
 async fn doomed(db: &TenantDb, id: &EntityId) -> Result<(Vec<Doomed>, Vec<EntityId>), Error> {
+    use futures::StreamExt;
     let t = &db.tenant;
     let partition = user_key(t, id);
     let collection = db.query_partition(&partition).consistent().all().await?;
@@ -226,15 +274,26 @@ async fn doomed(db: &TenantDb, id: &EntityId) -> Result<(Vec<Doomed>, Vec<Entity
         // The summary after its order's items: while any of them is left, a retry finds it.
         if let Some(order) = string_attr(&item, "orderId") {
             let order = EntityId::parse(&order).map_err(internal)?;
-            doomed.extend(order_items(db, &order, string_attr(&item, "date")).await?);
-            orders.push(order);
+            orders.push((order, string_attr(&item, "date")));
         }
         doomed.push(doom(ORDER_SUMMARY.stored_as, false));
+    }
+    // Each order's items, read side by side (two Queries an order).
+    let read = orders
+        .iter()
+        .cloned()
+        .map(|(order, date)| async move { order_items(db, &order, date).await });
+    let items: Vec<_> = futures::stream::iter(read)
+        .buffered(ORDERS_READ_AT_ONCE)
+        .collect()
+        .await;
+    for order in items {
+        last.extend(order?);
     }
     // The email and the profile first, after the records: a retry after an interruption finds what
     // is left through the user's partition (the profile, the summaries).
     last.extend(doomed);
-    Ok((last, orders))
+    Ok((last, orders.into_iter().map(|(order, _)| order).collect()))
 }
 
 /// Order `order`'s header and line items (its partition), and its date index entry on `date`.

@@ -356,23 +356,64 @@ async fn an_erasure_cut_off_between_its_transactions_is_finished_by_a_retry_leav
 }
 
 #[tokio::test]
-async fn an_erasure_cut_off_between_its_email_and_its_profile_is_finished_by_a_retry() {
-    // GIVEN a user with 98 orders: the erasure's records (99) and its email item fill its first
-    // transaction, and its profile opens the second
+async fn an_erasure_of_hundreds_of_orders_cut_off_among_their_items_keeps_every_summary_for_the_retry(
+) {
+    // GIVEN a user with 240 orders of one line item each: its erasure is 241 records, its email and
+    // profile, 720 items of its orders and 240 summaries, in phases of transactions side by side
     let h = Harness::new().await;
-    let t = unique("straddle");
+    let t = unique("many");
     onboard_at_max_limits(&h, &t, 1).await;
-    user_with(&h, &t, "u-many", 98, 1).await;
+    user_with(&h, &t, "u-many", 240, 1).await;
+    let before = items_of(&h.all_items().await, &t, "u-many");
+    assert_eq!(before.len(), 2 + 240 * 4);
+    let summaries = |items: &[Item]| -> usize {
+        items
+            .iter()
+            .filter(|i| i.get("kind") == Some(&AttributeValue::S("ORDER_SUMMARY".into())))
+            .count()
+    };
 
-    // WHEN the second transaction never reaches the table (the email item is gone, the profile
-    // not), and the erasure is asked again once it would
-    let finished = erasure_cut_off_then_retried(&h, &t, "u-many", "#ITEM#i0-000").await;
+    // WHEN one transaction of its orders' items never reaches the table (throttled past the SDK's
+    // retries)
+    let auth = Auth::Tenant(t.clone());
+    let erase = || async {
+        h.caller(&auth)
+            .call("erase-user", &params(&[("userId", "u-many")]), None)
+            .await
+    };
+    h.faults.refuse_requests_containing(Some("#ITEM#i0-000"));
+    let cut = erase().await;
+    h.faults.refuse_requests_containing(None);
 
-    // THEN the retry finishes it (never a 409 for the email item it deleted itself), and nothing
-    // of the user or its orders is left
+    // THEN the erasure answers 503, its profile and email are gone, and every summary is left
+    // (each leads a retry to its order's items, whichever are left)
+    assert_eq!(cut.status, 503, "{}", cut.body);
+    let left = items_of(&h.all_items().await, &t, "u-many");
+    assert_eq!(summaries(&left), 240, "{left:?}");
+    assert!(left.len() < before.len() - 2, "{}", left.len());
+    assert_eq!(reads_of(&h, &t, "u-many").await[..2], [404, 404]);
+
+    // WHEN it is asked again
+    let finished = erase().await;
+
+    // THEN it answers the whole erasure, as counted at first, and nothing of the user is left
     assert_eq!(finished.status, 200, "{}", finished.body);
+    assert_eq!(
+        finished.body["deletedTotal"],
+        2 + 240 * 4,
+        "{}",
+        finished.body
+    );
     let left = items_of(&h.all_items().await, &t, "u-many");
     assert!(left.is_empty(), "{left:?}");
+    let records = h
+        .all_items()
+        .await
+        .iter()
+        .filter(|i| i.get("kind") == Some(&AttributeValue::S("ERASURE".into())))
+        .filter(|i| i.get("tenantId") == Some(&AttributeValue::S(t.clone())))
+        .count();
+    assert_eq!(records, 241);
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
@@ -50,7 +51,7 @@ impl RateLimiter {
         // that without reading back; otherwise the debt is read from the last window (below).
         let assumed_carry = assumed_carry.map(|c| c / i64::from(shards));
         let update = self.window_add(db, shard, now_second, admitted, units);
-        let mut answer = match add_to_window(update, assumed_carry).await {
+        let mut answer = match add_to_window(update, assumed_carry, self.budget).await {
             Ok(answer) => answer,
             Err((not_applied, e)) => {
                 let mut windows = lock(&self.windows);
@@ -91,8 +92,8 @@ impl RateLimiter {
         let t = &db.tenant;
         let shard_capacity = capacity / i64::from(shards);
         if !answer.contains_key(CARRIED) {
-            let carried = carried_into(db, shard, now_second, shard_capacity).await?;
-            answer = record_carried(db, shard, now_second, carried).await?;
+            let carried = carried_into(db, shard, now_second, shard_capacity, self.budget).await?;
+            answer = record_carried(db, shard, now_second, carried, self.budget).await?;
         }
         self.learn(t, now_second, shards, &answer);
         // A window this write left in debt carries it into the next second itself, so the next
@@ -101,7 +102,9 @@ impl RateLimiter {
             + i64_attr(&answer, "milliUnits").unwrap_or(0)
             - shard_capacity;
         if owed > 0 {
-            if let Err(e) = carry_forward(db, shard, now_second + 1, owed, shard_capacity).await {
+            if let Err(e) =
+                carry_forward(db, shard, now_second + 1, owed, shard_capacity, self.budget).await
+            {
                 tracing::warn!(tenant = %t, error = %e, "a capacity debt could not be carried forward; the next second's first writer reads it back unless it assumes none");
             }
         }
@@ -152,7 +155,7 @@ impl RateLimiter {
             .expression_attribute_values(":carried", AttributeValue::N(carried.to_string()))
             .expression_attribute_values(":room", AttributeValue::N(room.to_string()))
             .customize()
-            .config_override(crate::store::quota::usage::meter_config())
+            .config_override(crate::store::quota::usage::meter_config_within(self.budget))
             .send()
             .await;
         match out {
@@ -317,6 +320,7 @@ async fn carried_into(
     shard: u32,
     second: u64,
     shard_capacity_milli: i64,
+    budget: Duration,
 ) -> Result<i64, StoreError> {
     let t = &db.tenant;
     let out = db
@@ -339,7 +343,7 @@ async fn carried_into(
         .limit(1)
         .consistent_read(true)
         .customize()
-        .config_override(crate::store::quota::usage::meter_config())
+        .config_override(crate::store::quota::usage::meter_config_within(budget))
         .send()
         .await
         .map_err(StoreError::from_sdk)?;
@@ -372,6 +376,7 @@ async fn carry_forward(
     second: u64,
     owed_milli: i64,
     shard_capacity_milli: i64,
+    budget: Duration,
 ) -> Result<(), StoreError> {
     let owed = owed_milli.min(shard_capacity_milli * MAX_DEBT_SECONDS as i64);
     let out = window_update(db, shard, second)
@@ -385,7 +390,7 @@ async fn carry_forward(
             AttributeValue::N((second + WINDOW_TTL_SECONDS).to_string()),
         )
         .customize()
-        .config_override(crate::store::quota::usage::meter_config())
+        .config_override(crate::store::quota::usage::meter_config_within(budget))
         .send()
         .await;
     crate::store::client::error::written_unless_condition_failed(out).map(|_| ())
@@ -397,6 +402,7 @@ async fn record_carried(
     shard: u32,
     second: u64,
     carried_milli: i64,
+    budget: Duration,
 ) -> Result<HashMap<String, AttributeValue>, StoreError> {
     let out = window_update(db, shard, second)
         .update_expression("SET #carried = if_not_exists(#carried, :carried)")
@@ -404,7 +410,7 @@ async fn record_carried(
         .expression_attribute_values(":carried", AttributeValue::N(carried_milli.to_string()))
         .return_values(ReturnValue::AllNew)
         .customize()
-        .config_override(crate::store::quota::usage::meter_config())
+        .config_override(crate::store::quota::usage::meter_config_within(budget))
         .send()
         .await
         .map_err(StoreError::from_sdk)?;
@@ -422,6 +428,7 @@ fn window_update(db: &TenantDb, shard: u32, second: u64) -> UpdateItemFluentBuil
 async fn add_to_window(
     update: UpdateItemFluentBuilder,
     assumed_carry: Option<i64>,
+    budget: Duration,
 ) -> Result<HashMap<String, AttributeValue>, (bool, StoreError)> {
     let update = match assumed_carry {
         Some(carry) => update
@@ -438,7 +445,7 @@ async fn add_to_window(
     };
     let out = update
         .customize()
-        .config_override(crate::store::quota::usage::meter_config())
+        .config_override(crate::store::quota::usage::meter_config_within(budget))
         .send()
         .await
         .map_err(|e| {
