@@ -5,6 +5,8 @@
 //! - A header that is not 1–128 characters of `[A-Za-z0-9_-]`: 400 (`Idempotency-Key`).
 //! - A live record for the key, made by the same request (method, route, path parameters, body):
 //!   its status, body and documented headers (`Location`) are answered again, and nothing runs. Made by a different request: 422.
+//!   A request of a user (a `userId` path parameter) erased since is answered 404, never its
+//!   recorded answer: that repeats the erased user's data (an order, a transfer code).
 //! - Otherwise the route runs, and writes the record (its answer) as the last action of the same
 //!   transaction as its effect. Of concurrent duplicates exactly one commits; the others' records
 //!   fail their condition, and they answer what the winner recorded.
@@ -12,9 +14,11 @@
 use lambda_http::http::{header, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};
 
-use crate::identity::ids::{IdempotencyKey, TenantId};
+use crate::identity::entities::USER;
+use crate::identity::ids::{EntityId, IdempotencyKey, TenantId};
 use crate::service::error::ApiError;
 use crate::store::client::scoped::TenantDb;
+use crate::store::erasures::erasure;
 use crate::store::idempotency::{fingerprint, record_key, Answer, Idempotency, Recorded};
 
 pub const HEADER: &str = "Idempotency-Key";
@@ -94,6 +98,26 @@ pub async fn put_new(
     }
 }
 
+/// [`replay`], unless the request names a user (`userId`) whose erasure is recorded: 404, as the
+/// route answers for a user that is not there. The recorded answer stays until it expires (it is
+/// not found from the user), sealed under a keyed tenant's key, and is never answered again.
+async fn replay_unless_erased(
+    db: &TenantDb,
+    path: &[(&str, &str)],
+    answer: Answer,
+) -> Result<Response<Body>, ApiError> {
+    let user = path
+        .iter()
+        .find(|(name, _)| *name == "userId")
+        .and_then(|(_, id)| EntityId::parse(id).ok());
+    if let Some(user) = user {
+        if erasure(db, USER.kind, &user).await?.is_some() {
+            return Err(ApiError::NotFound("No such user.".into()));
+        }
+    }
+    replay(answer)
+}
+
 fn replay(answer: Answer) -> Result<Response<Body>, ApiError> {
     let mut response = Response::builder()
         .status(answer.status)
@@ -156,7 +180,7 @@ where
         now_seconds,
     };
     match idempotency.recorded().await? {
-        Recorded::Same(answer) => return replay(answer),
+        Recorded::Same(answer) => return replay_unless_erased(db, &path, answer).await,
         Recorded::Different => return Err(reused()),
         Recorded::Nothing => {}
     }
@@ -170,7 +194,7 @@ where
         Ok(response) => Ok(response),
         // It failed: perhaps because a concurrent duplicate committed first, and our record lost.
         Err(err) => match check.recorded().await? {
-            Recorded::Same(answer) => replay(answer),
+            Recorded::Same(answer) => replay_unless_erased(db, &path, answer).await,
             Recorded::Different => Err(reused()),
             Recorded::Nothing => Err(err),
         },

@@ -502,3 +502,46 @@ async fn once_an_erasure_has_begun_no_order_transfer_code_or_profile_change_of_i
     let other = items_of(&h.all_items().await, &t, "u-other");
     assert_eq!(other.len(), 1 + 1 + 1 + 1 + 1 + 1, "{other:?}");
 }
+
+#[tokio::test]
+async fn an_erased_users_order_is_never_answered_again_from_its_idempotency_record() {
+    // GIVEN a user who placed an order with an Idempotency-Key, and asked a transfer code with one
+    let h = Harness::new().await;
+    let t = unique("replayed");
+    onboard_at_max_limits(&h, &t, 1).await;
+    user_with(&h, &t, "u-gone", 0, 0).await;
+    let auth = Auth::Tenant(t.clone());
+    let user = params(&[("userId", "u-gone")]);
+    let order = json!({"orderId": "o-keyed", "date": "2026-11-20", "amount": 1,
+        "items": [{"itemId": "i-1", "sku": "S", "qty": 1, "price": 1}]});
+    let place = || {
+        h.caller(&auth)
+            .headers(&[("Idempotency-Key", "order-once")])
+            .call("create-order", &user, Some(order.clone()))
+    };
+    let code = || {
+        h.caller(&auth)
+            .headers(&[("Idempotency-Key", "code-once")])
+            .call("create-transfer-code", &user, Some(json!({})))
+    };
+    let placed = place().await;
+    assert_eq!(placed.status, 201, "{}", placed.body);
+    let made = code().await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    assert!(place().await.replayed);
+
+    // WHEN the user is erased, and the same requests are sent again with their keys
+    let erased = h.caller(&auth).call("erase-user", &user, None).await;
+    assert_eq!(erased.status, 200, "{}", erased.body);
+    let before = h.all_items().await;
+    let again = [place().await, code().await];
+
+    // THEN each is 404 (no such user), never the recorded answer with the order or the code, and
+    // nothing is written
+    for r in &again {
+        r.assert_problem(404);
+        assert!(!r.body.to_string().contains("o-keyed"), "{}", r.body);
+        assert!(!r.replayed, "{}", r.body);
+    }
+    assert_eq!(h.all_items().await.len(), before.len());
+}
