@@ -1,7 +1,10 @@
 //! createOrder: `POST /users/{userId}/orders` `{orderId?, date, amount, items: [{itemId, sku, qty,
 //! price}]}` → 201 with the order.
 //!
-//! One TransactWriteItems (`crate::store::place_order`), so an order is written whole or not at all:
+//! An `orderId` the client chose is first looked up among the erasure records (one consistent
+//! GetItem): an erased order's id is 409, never used again, or a restore would drop the new order as
+//! the erased one. Then one TransactWriteItems (`crate::store::place_order`), so an order is written
+//! whole or not at all:
 //! - ConditionCheck: the user's profile exists (404 otherwise);
 //! - Put the order header, `PK` = `SK` = `TENANT#t#ORDER#<o>`, on condition it does not exist (409);
 //! - Put the order summary in the user's collection (`PK` = `TENANT#t#USER#<u>`, `SK` = the order's
@@ -21,10 +24,12 @@ use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use shared::identity::clock::rfc3339;
+use shared::identity::entities::ORDER;
 use shared::identity::ids::{EntityId, SessionId};
 use shared::service::http::{json_body, json_response, path_entity_id};
 use shared::service::idempotent::{self, Recorder};
 use shared::store::client::scoped::TenantDb;
+use shared::store::erasures::erasure;
 use shared::{ApiError, App};
 
 use crate::error::internal;
@@ -136,6 +141,13 @@ async fn create(
     now_ms: u64,
     recorder: Option<Recorder<'_>>,
 ) -> Result<Response<Body>, ApiError> {
+    // An id the client chose may be an erased order's: its erasure record would make a restore drop
+    // the new order as the erased one. (A generated id is new: never an erased order's.)
+    if input.order_id.is_some() && erasure(db, ORDER.kind, &order_id).await?.is_some() {
+        return Err(ApiError::Conflict(
+            "This orderId was an erased order's, and is not used again: choose another.".into(),
+        ));
+    }
     let shards = app.directory.order_shards(db).await?;
     let order = NewOrder {
         summary: OrderSummary {

@@ -545,3 +545,38 @@ async fn an_erased_users_order_is_never_answered_again_from_its_idempotency_reco
     }
     assert_eq!(h.all_items().await.len(), before.len());
 }
+
+#[tokio::test]
+async fn an_erased_orders_id_is_not_used_again_by_a_new_order_of_another_user() {
+    // GIVEN a user with an order, erased (the order's erasure record written), and another user
+    let h = Harness::new().await;
+    let t = unique("reused");
+    onboard_at_max_limits(&h, &t, 1).await;
+    user_with(&h, &t, "u-old", 1, 1).await;
+    user_with(&h, &t, "u-new", 0, 0).await;
+    let auth = Auth::Tenant(t.clone());
+    let erased = h
+        .caller(&auth)
+        .call("erase-user", &params(&[("userId", "u-old")]), None)
+        .await;
+    assert_eq!(erased.status, 200, "{}", erased.body);
+    let before = h.all_items().await;
+
+    // WHEN the other user places an order choosing the erased order's id
+    let body = json!({"orderId": "u-old-o0", "date": "2026-11-21", "amount": 1,
+        "items": [{"itemId": "i-1", "sku": "S", "qty": 1, "price": 1}]});
+    let reused = h
+        .caller(&auth)
+        .call("create-order", &params(&[("userId", "u-new")]), Some(body))
+        .await;
+
+    // THEN it is 409 naming the field's reason, and nothing is written (a restore would have
+    // dropped that order as the erased one)
+    reused.assert_problem(409);
+    assert!(
+        reused.body["detail"].as_str().unwrap().contains("erased"),
+        "{}",
+        reused.body
+    );
+    assert_eq!(h.all_items().await.len(), before.len());
+}
