@@ -122,6 +122,17 @@ pub async fn handle(
     plane: &ControlPlane,
     event: Value,
 ) -> Result<Handled, ControlPlaneError> {
+    handle_event(app, plane, event, false).await
+}
+
+/// [`handle`]; `replaying` a deferred request (acted on now, in its turn, never deferred behind the
+/// requests deferred with it).
+async fn handle_event(
+    app: &App,
+    plane: &ControlPlane,
+    event: Value,
+    replaying: bool,
+) -> Result<Handled, ControlPlaneError> {
     let ignored = Handled::NOTHING;
     let raw = event.to_string();
     let Ok(envelope) = serde_json::from_value::<Envelope>(event) else {
@@ -187,22 +198,15 @@ pub async fn handle(
     let reply = match held {
         Some(reply) => reply,
         None => {
-            let outcome = match act(app, plane, kind, detail, taken_over).await? {
+            let outcome = match act(app, plane, kind, detail, taken_over, replaying).await? {
                 Outcome::Done => Ok(()),
                 Outcome::Refused(reason) => Err(reason),
                 Outcome::Deferred(reason) => {
                     return defer(&platform_db, request, claimed_at_ms, &raw, reason).await
                 }
-                // The end of the operation that blocks it acts on what it finds deferred. That end
-                // may have come between the refusal and the deferral, finding nothing: the record
-                // is read again, and the request acted on now when nothing blocks it any more.
                 Outcome::Blocked(reason) => {
-                    let deferred =
-                        defer(&platform_db, request, claimed_at_ms, &raw, reason).await?;
-                    if act::still_blocked(app, request.tenant).await? {
-                        return Ok(deferred);
-                    }
-                    return act_on_deferred(app, plane, request.tenant, Some(request.key)).await;
+                    let deferral = (claimed_at_ms, raw.as_str(), reason);
+                    return defer_blocked(app, plane, &platform_db, request, deferral).await;
                 }
             };
             let reply = reply_of(prefix, kind, &envelope.id, detail, outcome).to_string();
@@ -254,6 +258,24 @@ async fn defer(
     })
 }
 
+/// Defers `request`, blocked (claimed at, its event, why), until its tenant's operation ends. The end
+/// of that operation acts on what it finds deferred; it may have come between the refusal and the
+/// deferral, finding nothing: the record is read again, and the deferred requests acted on now
+/// when nothing blocks them any more.
+async fn defer_blocked(
+    app: &App,
+    plane: &ControlPlane,
+    platform_db: &TenantDb,
+    request: requests::Request<'_>,
+    (claimed_at_ms, raw, reason): (u64, &str, String),
+) -> Result<Handled, ControlPlaneError> {
+    let deferred = defer(platform_db, request, claimed_at_ms, raw, reason).await?;
+    if act::still_blocked(app, request.tenant).await? {
+        return Ok(deferred);
+    }
+    act_on_deferred(app, plane, request.tenant, Some(request.key)).await
+}
+
 /// Acts again on every request deferred for `tenant`, now that an operation on it ended; each one
 /// acted on (answered, or refused for good) is dropped, one deferred again is kept. What became of
 /// the request keyed `own` when there is one among them (the caller's own), else of the last.
@@ -267,7 +289,7 @@ async fn act_on_deferred(
     let (mut last, mut mine) = (Handled::NOTHING, None);
     for deferred in requests::deferred_of(&platform_db, tenant).await? {
         let event = serde_json::from_str(&deferred.event).unwrap_or(Value::Null);
-        last = Box::pin(handle(app, plane, event)).await?;
+        last = Box::pin(handle_event(app, plane, event, true)).await?;
         if !last.deferred {
             requests::undefer(&platform_db, tenant, &deferred.key).await?;
         }

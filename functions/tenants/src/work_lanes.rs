@@ -157,10 +157,14 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
             Ok(Turn::Sent)
         }
         // Its table is throttled: its next turn waits on the queue, so every lane backs off.
+        // (A turn that committed steps before the throttle has noted its lane alive with them.)
         LaneRun::Throttled { steps } => {
             let next = LaneMessage::new(&tenant, work.operation(), message.lane, steps);
-            let lane = lanes::Lane { steps, ..before };
-            wait_a_turn(app, runner, &lanes_db, &lane, &next).await
+            if steps > before.steps {
+                send_turn(app, runner, &lanes_db, &next, Some(runner.throttle_wait())).await?;
+                return Ok(Turn::Sent);
+            }
+            wait_a_turn(app, runner, &lanes_db, &before, &next).await
         }
         LaneRun::Done => {
             // The last lane done ends the operation, as a call would (a lane still running
@@ -185,8 +189,9 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
 /// Puts `lane`'s turn `next` back on the queue after the throttle wait, the lane left as it is (its
 /// key refuses, or its table is throttled): first noted as alive (`lanes::touch`), so the driver
 /// never takes a lane that only waits for lost and sends a copy of it every
-/// [`crate::lane_walk::LOST_AFTER_MS`]. A lane stepped meanwhile by another copy of the same turn
-/// (one sent again while this one was only slow) is that copy's: this one is dropped.
+/// [`crate::lane_walk::LOST_AFTER_MS`]. A lane stepped or noted alive meanwhile by another copy of
+/// the same turn (an SQS duplicate, one sent again while this one was only slow) is that copy's:
+/// this one is dropped.
 async fn wait_a_turn(
     app: &App,
     runner: &Lanes,
@@ -194,8 +199,14 @@ async fn wait_a_turn(
     lane: &lanes::Lane,
     next: &LaneMessage,
 ) -> Result<Turn, ApiError> {
-    if !lanes::touch(lanes_db, lane, app.clock.now_millis()).await? {
-        return Ok(Turn::Dropped);
+    match lanes::touch(lanes_db, lane, app.clock.now_millis()).await {
+        Ok(true) => {}
+        Ok(false) => return Ok(Turn::Dropped),
+        // The lanes' table throttled too, most likely: the turn is kept all the same (at worst the
+        // driver sends a copy of a lane it takes as lost, which one step drops).
+        Err(e) => {
+            tracing::warn!(tenant = %next.tenant, lane = next.lane, error = %e, "a waiting lane could not be noted alive; its turn is sent all the same")
+        }
     }
     send_turn(app, runner, lanes_db, next, Some(runner.throttle_wait())).await?;
     Ok(Turn::Sent)

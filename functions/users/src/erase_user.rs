@@ -6,9 +6,11 @@
 //! point in time or copy, never brings any of it back, and the id is not used again (`put-user`
 //! answers 409). A retry answers what the first call answered (the report is kept in the record).
 //!
-//! Requests (`crate::erasure::erase_user`): one consistent GetItem of the erasure record, one Query
-//! of the user's partition (and per order two more), then one TransactWriteItems of the record and
-//! the deletes (another per 100 actions).
+//! Requests (`crate::erasure::erase_user`): one consistent GetItem of the erasure record, one
+//! UpdateItem of the fence, one Query of the user's partition (and per order two more, 16 orders at
+//! a time), then one TransactWriteItems of the records and the deletes; past 100 actions, phases of
+//! them (the records, the email and the profile, the orders' items, the summaries), each whole
+//! before the next.
 
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};

@@ -35,7 +35,8 @@ use shared::store::client::entity::Entity;
 /// The most actions of one transaction.
 const ACTIONS_PER_TRANSACTION: usize = 100;
 
-/// An erasure's transactions of one phase in flight at once, and its orders read at once.
+/// An erasure's transactions of one phase over many partitions in flight at once, and its orders
+/// read at once.
 const TRANSACTIONS_AT_ONCE: usize = 8;
 const ORDERS_READ_AT_ONCE: usize = 16;
 
@@ -140,23 +141,34 @@ async fn erase_fenced(
     // interruption finds, through the user's partition, every order not wholly gone. Each phase's
     // transactions run side by side (a user of thousands of orders is erased within the function's
     // timeout); a user whose erasure fits one transaction is erased in one, atomically.
-    let phases = [records, profile, order_items, summaries];
-    let phases: Vec<Vec<_>> = match phases.iter().map(Vec::len).sum::<usize>() {
-        n if n <= ACTIONS_PER_TRANSACTION => vec![phases.into_iter().flatten().collect()],
+    // The records and the orders' items are spread over partitions of their own; the profile and
+    // the summaries share the user's partition, whose deletes go one transaction at a time (eight
+    // of 100 at once would pass a partition's 1,000 write units a second).
+    let phases = [
+        (records, TRANSACTIONS_AT_ONCE),
+        (profile, 1),
+        (order_items, TRANSACTIONS_AT_ONCE),
+        (summaries, 1),
+    ];
+    let phases: Vec<(Vec<_>, usize)> = match phases.iter().map(|p| p.0.len()).sum::<usize>() {
+        n if n <= ACTIONS_PER_TRANSACTION => {
+            vec![(phases.into_iter().flat_map(|p| p.0).collect(), 1)]
+        }
         _ => phases.into_iter().collect(),
     };
-    for phase in phases {
-        commit_side_by_side(db, phase, committed).await?;
+    for (phase, at_once) in phases {
+        commit_side_by_side(db, phase, at_once, committed).await?;
     }
     Ok(Some(report))
 }
 
-/// Commits `actions` in transactions of [`ACTIONS_PER_TRANSACTION`], [`TRANSACTIONS_AT_ONCE`] at a
-/// time; `committed` set once one of them is. Every transaction is tried before an error is
-/// answered, so a retry finds as little as possible left.
+/// Commits `actions` in transactions of [`ACTIONS_PER_TRANSACTION`], `at_once` at a time;
+/// `committed` set once one of them is. Every transaction is tried before an error is answered, so
+/// a retry finds as little as possible left.
 async fn commit_side_by_side(
     db: &TenantDb,
     actions: Vec<aws_sdk_dynamodb::types::TransactWriteItem>,
+    at_once: usize,
     committed: &mut bool,
 ) -> Result<(), Error> {
     use futures::StreamExt;
@@ -171,7 +183,7 @@ async fn commit_side_by_side(
         );
     }
     let outcomes: Vec<_> = futures::stream::iter(batches.into_iter().map(|b| db.transact_items(b)))
-        .buffer_unordered(TRANSACTIONS_AT_ONCE)
+        .buffer_unordered(at_once)
         .collect()
         .await;
     let mut failed = None;

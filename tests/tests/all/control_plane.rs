@@ -117,6 +117,40 @@ impl World {
         replies.remove(0)
     }
 
+    /// Claims the onboarding of `tenant`'s `registration` as a delivery that then stops before its
+    /// answer (its function timed out, or it is still acting).
+    async fn claim_onboarding(&self, tenant: &str, registration: &str) {
+        let platform = self
+            .h
+            .app
+            .db_for_operator(&TenantId::platform())
+            .await
+            .unwrap();
+        let key = format!("onboarding#{registration}");
+        let request = requests::Request {
+            key: &key,
+            event_id: "an-earlier-delivery",
+            tenant,
+        };
+        let claimed = requests::claim(&platform, request, self.h.app.clock.now_millis(), 30_000)
+            .await
+            .unwrap();
+        assert!(matches!(claimed, Claim::Mine { .. }));
+    }
+
+    /// The detail-types of the replies on the bus since the last call, sorted (the bus's queue
+    /// keeps no order).
+    async fn reply_types(&self) -> Vec<String> {
+        let mut types: Vec<String> = self
+            .replies()
+            .await
+            .iter()
+            .map(|r| r["detail-type"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        types.sort();
+        types
+    }
+
     /// The replies on the bus since the last call.
     async fn replies(&self) -> Vec<Value> {
         let events = self.bus.delivered().await;
@@ -372,6 +406,78 @@ async fn an_offboarding_of_a_tenant_pooltable_never_held_is_answered_with_succes
 }
 
 #[tokio::test]
+async fn a_status_request_after_a_restore_ended_waits_behind_the_one_deferred_during_it() {
+    use crate::restore::{put_products, restore_from};
+    use shared::store::lifecycle::restoring::STARTS_DELAY_SECONDS;
+    // GIVEN a registered tenant under restore, suspended by the control plane meanwhile (deferred)
+    let w = World::new().await;
+    let t = unique("overtaken");
+    let detail = json!({"tenantId": t, "tenantRegistrationId": unique("reg")});
+    w.answered(
+        "sbt_aws_onboardingRequest",
+        detail,
+        "sbt_aws_provisionSuccess",
+    )
+    .await;
+    put_products(&w.h, &t, (0..3).map(|i| format!("sku-{i}")), 1).await;
+    let source = w.h.snapshot("overtakensrc").await;
+    assert_eq!(restore_from(&w.h, &t, &source, false).await.status, 202);
+    let tenant_only = json!({"tenantId": t});
+    let suspend = w
+        .put("sbt_aws_deactivateRequest", tenant_only.clone())
+        .await;
+    assert!(w.deliver(&suspend).await.unwrap().deferred);
+    // AND the restore ended, its end's event not delivered yet
+    w.h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
+    integration::drive_to_end(&w.h.app).await;
+
+    // WHEN the control plane resumes it
+    w.h.clock.advance_seconds(1);
+    let resume = w.put("sbt_aws_activateRequest", tenant_only).await;
+    let handled = w.deliver(&resume).await.expect("answered");
+
+    // THEN both are answered, in the order they came: the tenant ends active (before the mend the
+    // resumption was set at once, and the suspension deferred before it was set after it)
+    assert_eq!(handled.reply.as_deref(), Some("sbt_aws_activateSuccess"));
+    assert_eq!(
+        w.reply_types().await,
+        ["sbt_aws_activateSuccess", "sbt_aws_deactivateSuccess"]
+    );
+    let ended = w
+        .deliver(&lifecycle_event("tenantRestoreFinished", &t))
+        .await
+        .unwrap();
+    assert!(ended.reply.is_none(), "{ended:?}");
+    assert_eq!(w.h.operator().get_tenant(&t).await.body["status"], "active");
+}
+
+#[tokio::test]
+async fn an_offboarding_of_a_tenant_whose_onboarding_is_being_answered_is_retried_not_answered() {
+    // GIVEN a registration whose onboarding a delivery has claimed and not answered yet
+    let w = World::new().await;
+    let t = unique("inflight");
+    let registration = unique("reg");
+    w.claim_onboarding(&t, &registration).await;
+
+    // WHEN the control plane asks to offboard it
+    let event = w
+        .put(
+            "sbt_aws_offboardingRequest",
+            json!({"tenantId": t, "tenantRegistrationId": registration}),
+        )
+        .await;
+    let early = w.deliver(&event).await;
+
+    // THEN the delivery fails, to be retried, and nothing is answered (a success would leave the
+    // tenant its onboarding then makes with no registration)
+    assert!(
+        matches!(early, Err(ControlPlaneError::Unavailable(_))),
+        "{early:?}"
+    );
+    assert!(w.replies().await.is_empty());
+}
+
+#[tokio::test]
 async fn a_delivery_that_stopped_mid_request_is_taken_over_once_its_hold_ends() {
     // GIVEN a request a first delivery claimed, then stopped on (its function timed out)
     let w = World::new().await;
@@ -383,21 +489,7 @@ async fn a_delivery_that_stopped_mid_request_is_taken_over_once_its_hold_ends() 
             json!({"tenantId": t, "tenantRegistrationId": registration, "tier": "basic"}),
         )
         .await;
-    let platform =
-        w.h.app
-            .db_for_operator(&TenantId::platform())
-            .await
-            .unwrap();
-    let key = format!("onboarding#{registration}");
-    let request = requests::Request {
-        key: &key,
-        event_id: "an-earlier-delivery",
-        tenant: &t,
-    };
-    let claimed = requests::claim(&platform, request, w.h.app.clock.now_millis(), 30_000)
-        .await
-        .unwrap();
-    assert!(matches!(claimed, Claim::Mine { .. }));
+    w.claim_onboarding(&t, &registration).await;
     // WHEN EventBridge's retry comes while the claim is held
     let early = w.deliver(&event).await;
     // THEN it fails, to be retried, and nothing is sent
@@ -539,14 +631,18 @@ async fn a_suspension_and_a_resumption_asked_during_a_restore_are_set_in_the_ord
     let started = restore_from(&w.h, &t, &source, false).await;
     assert_eq!(started.status, 202, "{}", started.body);
 
-    // WHEN the control plane suspends it, then resumes it, while it is restored
+    // WHEN the control plane suspends it, then resumes it, while it is restored, and EventBridge
+    // delivers the suspension again after both
     let tenant_only = json!({"tenantId": t});
     let mut handled = Vec::new();
+    let mut events = Vec::new();
     for request in ["sbt_aws_deactivateRequest", "sbt_aws_activateRequest"] {
         let event = w.put(request, tenant_only.clone()).await;
         handled.push(w.deliver(&event).await.expect("deferred, not failed"));
+        events.push(event);
         w.h.clock.advance_seconds(1);
     }
+    handled.push(w.deliver(&events[0]).await.expect("deferred again"));
     // THEN each is deferred: no reply, the tenant as the restore keeps it
     assert!(
         handled.iter().all(|h| h.deferred && h.reply.is_none()),
@@ -564,15 +660,8 @@ async fn a_suspension_and_a_resumption_asked_during_a_restore_are_set_in_the_ord
     // THEN both are answered with success, once each, in the order they came: the tenant ends
     // active (the resumption came last)
     assert_eq!(ended.reply.as_deref(), Some("sbt_aws_activateSuccess"));
-    let mut replies: Vec<String> = w
-        .replies()
-        .await
-        .iter()
-        .map(|r| r["detail-type"].as_str().unwrap_or_default().to_owned())
-        .collect();
-    replies.sort();
     assert_eq!(
-        replies,
+        w.reply_types().await,
         ["sbt_aws_activateSuccess", "sbt_aws_deactivateSuccess"]
     );
     assert_eq!(w.h.operator().get_tenant(&t).await.body["status"], "active");

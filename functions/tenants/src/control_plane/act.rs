@@ -5,6 +5,7 @@ use lambda_http::http::StatusCode;
 use lambda_http::Body;
 use serde_json::Value;
 use shared::identity::ids::TenantId;
+use shared::store::lifecycle::requests;
 use shared::store::tenancy::tenants::{RecordChange, TenantStatus, Tier};
 use shared::{ApiError, App};
 
@@ -31,13 +32,15 @@ pub(super) enum Outcome {
 /// Acts on one request: [`Outcome::Refused`] is answered with the failure, [`Outcome::Deferred`]
 /// waits for the offboarding to end, [`Outcome::Blocked`] for the operation that blocks it; `Err`
 /// may pass (retried).
-/// `taken_over`: when an earlier delivery first claimed the request, if this one took it over.
+/// `taken_over`: when an earlier delivery first claimed the request, if this one took it over;
+/// `replaying`: a deferred request acted on in its turn.
 pub(super) async fn act(
     app: &App,
     plane: &ControlPlane,
     kind: Kind,
     detail: &Value,
     taken_over: Option<u64>,
+    replaying: bool,
 ) -> Result<Outcome, ControlPlaneError> {
     let by = TenantId::platform();
     let tenant = match tenant_to_act_on(plane, kind, detail) {
@@ -78,6 +81,12 @@ pub(super) async fn act(
             // No record and no report: pooltable never held this tenant (its registration's
             // provisioning failed, or was never asked of this plane). Nothing of it is here to
             // remove, and a failure would leave the registration undeletable in sbt-aws.
+            // An onboarding of its registration still being answered may make it yet: retried.
+            Err(ApiError::NotFound(_)) if onboarding_open(app, detail).await? => {
+                return Err(ControlPlaneError::Unavailable(
+                    "the registration's onboarding is still being answered".into(),
+                ))
+            }
             Err(ApiError::NotFound(_)) => {
                 tracing::info!(tenant = %tenant, "an offboarding of a tenant pooltable never held: nothing to remove");
                 Ok(())
@@ -87,12 +96,25 @@ pub(super) async fn act(
         // A restore ends with the tenant active: a status asked meanwhile waits for its end, and
         // is set then (deferred in the order the requests came). One refused for good (the tenant
         // is being offboarded, or is none) is answered.
-        Kind::Activate | Kind::Deactivate => match set_status(app, &by, &tenant, kind).await {
-            Err(ApiError::Conflict(reason)) if still_blocked(app, tenant.as_str()).await? => {
-                return Ok(Outcome::Blocked(reason))
+        Kind::Activate | Kind::Deactivate => {
+            // Behind an earlier status request deferred for the tenant: deferred too, so that they
+            // are set in the order they came (the restore may have ended before its end's event
+            // acted on them).
+            if !replaying && status_deferred(app, tenant.as_str()).await? {
+                return Ok(Outcome::Blocked(
+                    "an earlier status request of this tenant waits for its restore's end".into(),
+                ));
             }
-            done => done,
-        },
+            match set_status(app, &by, &tenant, kind).await {
+                Err(ApiError::Conflict(reason)) if still_blocked(app, tenant.as_str()).await? => {
+                    return Ok(Outcome::Blocked(reason))
+                }
+                // Refused while a restore ran that has ended since: set now. Refused again, it is
+                // being offboarded (answered).
+                Err(ApiError::Conflict(_)) => set_status(app, &by, &tenant, kind).await,
+                done => done,
+            }
+        }
     };
     outcome_of(kind, done)
 }
@@ -179,6 +201,30 @@ async fn set_status(
     crate::update_tenant::change_record(app, by, tenant, change)
         .await
         .map(drop)
+}
+
+/// Whether a status request (activate, deactivate) is deferred for `tenant`.
+async fn status_deferred(app: &App, tenant: &str) -> Result<bool, ControlPlaneError> {
+    let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+    let deferred = requests::deferred_of(&platform_db, tenant).await?;
+    Ok(deferred.iter().any(|d| {
+        [Kind::Activate, Kind::Deactivate]
+            .iter()
+            .any(|k| d.key.starts_with(&format!("{}#", k.name())))
+    }))
+}
+
+/// Whether the onboarding of `detail`'s registration is claimed and not answered yet.
+async fn onboarding_open(app: &App, detail: &Value) -> Result<bool, ControlPlaneError> {
+    let Some(registration) = detail["tenantRegistrationId"]
+        .as_str()
+        .filter(|r| valid_registration(r))
+    else {
+        return Ok(false);
+    };
+    let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+    let key = format!("{}#{registration}", Kind::Onboarding.name());
+    Ok(requests::is_open(&platform_db, &key).await?)
 }
 
 /// Whether an operation that ends still blocks `tenant`'s offboarding or a change of its status (a

@@ -6,10 +6,13 @@
 //! driven with nobody calling (the lifecycle driver's list). The walk is the tenant walk's (the
 //! fixed partitions, then the catalog), the record left out.
 //!
-//! - **Start** ([`begin`]): the key is made first (`store::keys::TenantKeys::create`); from then on
-//!   a container that meets the key seals every write. One that cached the tenant's absence of a key
-//!   keeps writing plain items until its cache period ends, so the walk starts only after it
-//!   ([`Keying::seals_from`]: the period and [`SETTLE_SECONDS`] after the start).
+//! - **Start** ([`begin`]): the walk is recorded (`keyMade` false: no key is made for a start
+//!   refused), then the key is made (`store::keys::TenantKeys::create`) and the walk's start counted
+//!   from its making ([`postpone`]: `keyMade` true); a call that finds `keyMade` false does both
+//!   again (a retry takes the key there). From the key's making a container that meets the key
+//!   seals every write; one that cached the tenant's absence of a key keeps writing plain items
+//!   until its cache period ends, so the walk starts only after it ([`Keying::seals_from`]: the
+//!   period and [`SETTLE_SECONDS`] after the key's making).
 //! - **Each step** ([`step`]): the next page of the shards (at most [`ITEMS_PER_STEP`] items) after
 //!   the checkpoint, each plain item of a sealed kind put back sealed on condition that it is
 //!   there and unchanged (its `updatedAtMs`, or every attribute), and the checkpoint, in one transaction: a page is sealed whole

@@ -241,7 +241,8 @@ pub fn fold(db: &TenantDb, lanes: &[Lane]) -> Result<Vec<TransactWriteItem>, Sto
 
 /// Notes `lane` as sent again, or as waiting its turn (its key refuses, its table is throttled),
 /// at `now_ms` (its `steppedAtMs`: a lane noted so is not lost), on condition no step of it was
-/// committed since it was read and it is not done; `false` when one was (it is not lost). Its
+/// committed and nothing noted it since it was read (its `steppedAtMs` as read), and it is not
+/// done; `false` otherwise (it is not lost, or another copy of its turn has it). Its
 /// step number is noted as the newest sent ([`mark_sent`]) only once the message is on the queue:
 /// a send that fails leaves any older copy live.
 pub async fn touch(db: &TenantDb, lane: &Lane, now_ms: u64) -> Result<bool, StoreError> {
@@ -252,11 +253,12 @@ pub async fn touch(db: &TenantDb, lane: &Lane, now_ms: u64) -> Result<bool, Stor
         .key(PK, AttributeValue::S(lane.pk.clone()))
         .key("SK", AttributeValue::S(lane.sk.clone()))
         .update_expression("SET #at = :now")
-        .condition_expression("#steps = :steps AND #done = :false")
+        .condition_expression("#steps = :steps AND #done = :false AND #at = :read")
         .expression_attribute_names("#at", "steppedAtMs")
         .expression_attribute_names("#steps", "steps")
         .expression_attribute_names("#done", "done")
         .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
+        .expression_attribute_values(":read", AttributeValue::N(lane.stepped_at_ms.to_string()))
         .expression_attribute_values(":steps", AttributeValue::N(lane.steps.to_string()))
         .expression_attribute_values(":false", AttributeValue::Bool(false))
         .send()

@@ -154,6 +154,14 @@ pub async fn claim(
     })
 }
 
+/// Whether request `key` is claimed and not answered yet (a delivery is acting on it, or stopped
+/// before its answer and will be taken over).
+pub async fn is_open(platform_db: &TenantDb, key: &str) -> Result<bool, StoreError> {
+    Ok(read(platform_db, key)
+        .await?
+        .is_some_and(|entry| string_attr(&entry, STATE).as_deref() != Some(ANSWERED)))
+}
+
 /// An UpdateItem of the entry of `key`; what it changes, and on what condition, is the caller's.
 fn entry_update(platform_db: &TenantDb, key: &str) -> UpdateItemFluentBuilder {
     platform_db.sdk_update_at(control_requests_pk(), control_request_sk(key))
@@ -310,28 +318,38 @@ pub async fn defer(
     claimed_at_ms: u64,
     event: &str,
 ) -> Result<bool, StoreError> {
-    platform_db
-        .sdk_put()
-        .item(PK, AttributeValue::S(control_requests_pk()))
-        .item(
-            SK,
-            AttributeValue::S(control_request_sk(&deferred_key(
-                request.tenant,
-                request.key,
-            ))),
-        )
-        .item("kind", AttributeValue::S("CONTROL_DEFERRED".into()))
-        .item(
+    // An update, not a Put: a request deferred again (a redelivery, a retried invocation) keeps the
+    // time it was first deferred, so requests deferred together are acted on in the order they came.
+    let set = |name: &str, value: AttributeValue| (name.to_owned(), value);
+    let fields = [
+        set("kind", AttributeValue::S("CONTROL_DEFERRED".into())),
+        set(
             "tenantId",
             AttributeValue::S(platform_db.tenant.to_string()),
-        )
-        .item(REQUEST_TENANT, AttributeValue::S(request.tenant.to_owned()))
-        .item(EVENT, AttributeValue::S(event.to_owned()))
-        .item(DEFERRED_AT_MS, AttributeValue::N(claimed_at_ms.to_string()))
-        .item(
+        ),
+        set(REQUEST_TENANT, AttributeValue::S(request.tenant.to_owned())),
+        set(EVENT, AttributeValue::S(event.to_owned())),
+        set(
             EXPIRES_AT,
             AttributeValue::N((claimed_at_ms / 1000 + KEPT_SECONDS).to_string()),
+        ),
+    ];
+    let mut update = platform_db
+        .sdk_update_at(
+            control_requests_pk(),
+            control_request_sk(&deferred_key(request.tenant, request.key)),
         )
+        .expression_attribute_names("#first", DEFERRED_AT_MS)
+        .expression_attribute_values(":first", AttributeValue::N(claimed_at_ms.to_string()));
+    let mut sets = vec!["#first = if_not_exists(#first, :first)".to_owned()];
+    for (i, (name, value)) in fields.into_iter().enumerate() {
+        sets.push(format!("#f{i} = :f{i}"));
+        update = update
+            .expression_attribute_names(format!("#f{i}"), name)
+            .expression_attribute_values(format!(":f{i}"), value);
+    }
+    update
+        .update_expression(format!("SET {}", sets.join(", ")))
         .send()
         .await
         .map_err(StoreError::from_sdk)?;

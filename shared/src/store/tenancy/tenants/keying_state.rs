@@ -20,9 +20,10 @@ pub struct Keying {
     pub seals_from: u64,
     /// Whether `seals_from` is counted from the key's making: the start records the walk before it
     /// makes the key, and a call that finds this false makes it (or takes the one there) and moves
-    /// `seals_from` a key period past that, whatever an earlier call managed. A record written
-    /// before this field had its key made by the call that read it absent: true.
-    #[serde(default = "counted_from_the_key")]
+    /// `seals_from` a key period past that, whatever an earlier call managed. A walk recorded
+    /// before this field is taken as not counted (false): its next call takes the key there and
+    /// waits a key period once.
+    #[serde(default)]
     pub key_made: bool,
     /// The layout the position is of ([`crate::store::lifecycle::keying::layout_of`]): when another
     /// operation changed it (a re-sharding, a restore), the walk starts again from the first item.
@@ -33,10 +34,6 @@ pub struct Keying {
     pub steps: u64,
     /// Items sealed so far.
     pub sealed: u64,
-}
-
-fn counted_from_the_key() -> bool {
-    true
 }
 
 impl Keying {
