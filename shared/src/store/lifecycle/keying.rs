@@ -336,3 +336,49 @@ pub async fn finish(db: &TenantDb, state: &Keying, key: &TenantKey) -> Result<St
         .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()));
     Ok(Step::from(send_record_update(update).await?))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(fenced: bool) -> Item {
+        let text = |s: &str| AttributeValue::S(s.to_owned());
+        let mut item = Item::from([
+            // The keys are left out of the comparison: any will do.
+            (PK.to_owned(), text("a profile's key")),
+            (SK.to_owned(), text("a profile's key")),
+            ("kind".to_owned(), text("USER")),
+            ("email".to_owned(), text("a@example.com")),
+        ]);
+        if fenced {
+            item.insert(ERASING_SINCE.to_owned(), text("2026-12-02T00:00:00Z"));
+        }
+        item
+    }
+
+    #[test]
+    fn a_profile_read_without_a_fence_is_rewritten_only_while_none_is_set() {
+        // GIVEN a profile the walk read with no erasure's fence on it
+        // WHEN the walk conditions its sealed rewrite
+        let condition = unchanged(&profile(false)).unwrap().to_string();
+        // THEN a fence set since the read cancels the rewrite (which would drop the fence)
+        assert!(
+            condition.contains(&format!("attribute_not_exists({ERASING_SINCE})")),
+            "{condition}"
+        );
+    }
+
+    #[test]
+    fn a_profile_read_with_a_fence_is_rewritten_only_while_that_fence_is_on() {
+        // GIVEN a profile the walk read fenced
+        // WHEN the walk conditions its sealed rewrite
+        let condition = unchanged(&profile(true)).unwrap().to_string();
+        // THEN the fence is compared as read (taken off or replaced since, the rewrite is
+        // cancelled), and its absence is not asked
+        assert!(condition.contains(ERASING_SINCE), "{condition}");
+        assert!(
+            !condition.contains(&format!("attribute_not_exists({ERASING_SINCE})")),
+            "{condition}"
+        );
+    }
+}
