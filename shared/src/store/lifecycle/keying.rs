@@ -341,6 +341,8 @@ pub async fn finish(db: &TenantDb, state: &Keying, key: &TenantKey) -> Result<St
 mod tests {
     use super::*;
 
+    const FENCED_SINCE: &str = "2026-12-02T00:00:00Z";
+
     fn profile(fenced: bool) -> Item {
         let text = |s: &str| AttributeValue::S(s.to_owned());
         let mut item = Item::from([
@@ -351,34 +353,41 @@ mod tests {
             ("email".to_owned(), text("a@example.com")),
         ]);
         if fenced {
-            item.insert(ERASING_SINCE.to_owned(), text("2026-12-02T00:00:00Z"));
+            item.insert(ERASING_SINCE.to_owned(), text(FENCED_SINCE));
         }
         item
     }
 
     #[test]
-    fn a_profile_read_without_a_fence_is_rewritten_only_while_none_is_set() {
+    fn a_profile_read_without_a_fence_is_rewritten_only_while_none_is_set() -> Result<(), StoreError>
+    {
         // GIVEN a profile the walk read with no erasure's fence on it
         // WHEN the walk conditions its sealed rewrite
-        let condition = unchanged(&profile(false)).unwrap().to_string();
+        let condition = unchanged(&profile(false))?.to_string();
         // THEN a fence set since the read cancels the rewrite (which would drop the fence)
         assert!(
             condition.contains(&format!("attribute_not_exists({ERASING_SINCE})")),
             "{condition}"
         );
+        Ok(())
     }
 
     #[test]
-    fn a_profile_read_with_a_fence_is_rewritten_only_while_that_fence_is_on() {
+    fn a_profile_read_with_a_fence_is_rewritten_only_while_that_fence_is_on(
+    ) -> Result<(), StoreError> {
         // GIVEN a profile the walk read fenced
         // WHEN the walk conditions its sealed rewrite
-        let condition = unchanged(&profile(true)).unwrap().to_string();
+        let condition = unchanged(&profile(true))?.to_string();
         // THEN the fence is compared as read (taken off or replaced since, the rewrite is
         // cancelled), and its absence is not asked
-        assert!(condition.contains(ERASING_SINCE), "{condition}");
+        assert!(
+            condition.contains(ERASING_SINCE) && condition.contains(FENCED_SINCE),
+            "{condition}"
+        );
         assert!(
             !condition.contains(&format!("attribute_not_exists({ERASING_SINCE})")),
             "{condition}"
         );
+        Ok(())
     }
 }
