@@ -318,27 +318,6 @@ fn redeem_update(db: &TenantDb, code: &TransferCode, now: u64) -> Write {
     .when(unredeemed)
 }
 
-/// Redeems `code` and answers its user: one UpdateItem ([`redeem_update`]) returning the item
-/// (`ALL_NEW`); [`Error::CodeNotRedeemable`] when it is unknown, used or expired.
-pub async fn redeem_transfer_code(
-    db: &TenantDb,
-    code: &TransferCode,
-    now: u64,
-) -> Result<String, Error> {
-    let redeemed = redeem_update(db, code, now)
-        .send(db)
-        .await
-        .map_err(|e| match e {
-            TransactError::ConditionFailed { .. } => Error::CodeNotRedeemable,
-            other => other.into(),
-        })?;
-    let user_id = redeemed
-        .as_ref()
-        .and_then(|new| string_attr(new, USER_ID))
-        .ok_or_else(|| internal("redeemed transfer code had no userId"))?;
-    Ok(user_id)
-}
-
 /// The user of `code` while it can be redeemed at `now` (exists, unexpired, not redeemed), else
 /// `None`: one consistent GetItem.
 pub async fn redeemable_transfer_code_user(
@@ -353,21 +332,30 @@ pub async fn redeemable_transfer_code_user(
     Ok(Some(current.user_id).filter(|_| redeemable))
 }
 
-/// Redeems `code` with `record` in the same TransactWriteItems (the same conditional update as
-/// [`redeem_transfer_code`], then the record); [`Error::CodeNotRedeemable`] when it cannot be.
-pub async fn redeem_transfer_code_recorded(
+/// Redeems `code` of user `user_id` (as [`redeemable_transfer_code_user`] read it) in one
+/// TransactWriteItems: the conditional update that marks it redeemed by this request
+/// ([`redeem_update`]), a ConditionCheck that its user is still there and no erasure of it has
+/// begun, and `record` last. [`Error::CodeNotRedeemable`], nothing written, when it was redeemed
+/// or expired since the read, or its user is gone: a code made before its user's erasure outlives
+/// it (it is not found from the user) but never hands out the erased user's id.
+pub async fn redeem_transfer_code(
     db: &TenantDb,
     code: &TransferCode,
+    user_id: &str,
     now: u64,
-    record: TransactWriteItem,
+    record: Option<TransactWriteItem>,
 ) -> Result<(), Error> {
-    let update = redeem_update(db, code, now).action()?;
-    db.transact_items(vec![update, record])
-        .await
-        .map_err(|e| match e {
-            e if e.failed_at(0) => Error::CodeNotRedeemable,
-            other => other.into(),
-        })
+    let user =
+        EntityId::parse(user_id).map_err(|_| internal("a transfer code's userId is not an id"))?;
+    let mut actions = vec![
+        redeem_update(db, code, now).action()?,
+        user_exists(db, &user)?,
+    ];
+    actions.extend(record);
+    db.transact_items(actions).await.map_err(|e| match e {
+        e if e.failed_at(0) || e.failed_at(1) => Error::CodeNotRedeemable,
+        other => other.into(),
+    })
 }
 
 /// Stores `token` for `service`, replacing any previous one: one PutItem, at `updated_ms`.

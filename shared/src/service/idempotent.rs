@@ -5,8 +5,9 @@
 //! - A header that is not 1–128 characters of `[A-Za-z0-9_-]`: 400 (`Idempotency-Key`).
 //! - A live record for the key, made by the same request (method, route, path parameters, body):
 //!   its status, body and documented headers (`Location`) are answered again, and nothing runs. Made by a different request: 422.
-//!   A request of a user (a `userId` path parameter) erased since is answered 404, never its
-//!   recorded answer: that repeats the erased user's data (an order, a transfer code).
+//!   A request of a user (a `userId` path parameter, or the recorded answer's) erased since is
+//!   answered 404, never its recorded answer: that repeats the erased user's data (an order, a
+//!   transfer code, a redeemed code's user).
 //! - Otherwise the route runs, and writes the record (its answer) as the last action of the same
 //!   transaction as its effect. Of concurrent duplicates exactly one commits; the others' records
 //!   fail their condition, and they answer what the winner recorded.
@@ -98,24 +99,35 @@ pub async fn put_new(
     }
 }
 
-/// [`replay`], unless the request names a user (`userId`) whose erasure is recorded: 404, as the
-/// route answers for a user that is not there. The recorded answer stays until it expires (it is
-/// not found from the user), sealed under a keyed tenant's key, and is never answered again.
+/// [`replay`], unless the request or its answer names a user (`userId`: a path parameter, or the
+/// answer's own, as a redeemed transfer code's) whose erasure is recorded: 404, as the route answers
+/// for a user that is not there. The recorded answer stays until it expires (it is not found from
+/// the user), sealed under a keyed tenant's key, and is never answered again.
 async fn replay_unless_erased(
     db: &TenantDb,
     path: &[(&str, &str)],
     answer: Answer,
 ) -> Result<Response<Body>, ApiError> {
-    let user = path
-        .iter()
-        .find(|(name, _)| *name == "userId")
-        .and_then(|(_, id)| EntityId::parse(id).ok());
-    if let Some(user) = user {
+    if let Some(user) = user_named(path, &answer) {
         if erasure(db, USER.kind, &user).await?.is_some() {
             return Err(ApiError::NotFound("No such user.".into()));
         }
     }
     replay(answer)
+}
+
+/// The user a keyed request names in its path (`userId`), else the one its recorded answer names
+/// (a top-level `userId` of its JSON body).
+fn user_named(path: &[(&str, &str)], answer: &Answer) -> Option<EntityId> {
+    let id = match path.iter().find(|(name, _)| *name == "userId") {
+        Some((_, id)) => (*id).to_owned(),
+        None => serde_json::from_str::<serde_json::Value>(&answer.body)
+            .ok()?
+            .get("userId")?
+            .as_str()?
+            .to_owned(),
+    };
+    EntityId::parse(&id).ok()
 }
 
 fn replay(answer: Answer) -> Result<Response<Body>, ApiError> {

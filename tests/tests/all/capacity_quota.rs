@@ -317,32 +317,20 @@ async fn writes_refused_by_their_condition_are_charged_in_usage_and_in_the_quota
     let h = Harness::new().await;
     let t = unique("refused-writes");
     onboard_custom(&h, &t, 1, 2_000, 100_000).await;
-    // WHEN it deletes a product that is not there 100 times, and redeems a code that does not
-    // exist 100 times (a single UpdateItem refused by its condition)
+    // WHEN it deletes a product that is not there 100 times (a write refused by its condition)
     for _ in 0..100 {
         let r = h.tenant(&t).admitted().delete_product("missing").await;
         assert_eq!(r.status, 404, "{}", r.body);
-        let r = h
-            .tenant(&t)
-            .admitted()
-            .redeem_transfer_code("0123456789abcdef0123456789abcdef")
-            .await;
-        assert_eq!(r.status, 404, "{}", r.body);
     }
-    // THEN each route's usage holds at least a write unit per refused write
-    for route in ["delete-product", "redeem-transfer-code"] {
-        let used = integration::units_used(&h, &[&h.app], &t, Some(route)).await;
-        assert!(
-            used >= 100.0,
-            "{route}: {used} units for 100 refused writes"
-        );
-    }
+    // THEN the route's usage holds at least a write unit per refused write
+    let used = integration::units_used(&h, &[&h.app], &t, Some("delete-product")).await;
+    assert!(used >= 100.0, "{used} units for 100 refused writes");
     // AND the quota windows were charged the same
     let tenant = shared::identity::ids::TenantId::parse(&t).unwrap();
     h.app.count_quota(&tenant).await.unwrap();
     let charged = window_milli_units(&h, &t).await;
     assert!(
-        charged >= 200_000,
+        charged >= 100_000,
         "the quota was charged {charged} milli-units"
     );
 }

@@ -580,3 +580,96 @@ async fn an_erased_orders_id_is_not_used_again_by_a_new_order_of_another_user() 
     );
     assert_eq!(h.all_items().await.len(), before.len());
 }
+
+#[tokio::test]
+async fn an_erased_users_transfer_code_never_redeems_nor_replays_its_user() {
+    // GIVEN a user with three transfer codes: one redeemed with an Idempotency-Key, two waiting
+    let h = Harness::new().await;
+    let t = unique("code-gone");
+    onboard_at_max_limits(&h, &t, 1).await;
+    user_with(&h, &t, "u-gone", 1, 1).await;
+    let auth = Auth::Tenant(t.clone());
+    let user = params(&[("userId", "u-gone")]);
+    let mut codes = Vec::new();
+    for _ in 0..3 {
+        let made = h
+            .caller(&auth)
+            .call("create-transfer-code", &user, None)
+            .await;
+        assert_eq!(made.status, 201, "{}", made.body);
+        codes.push(made.body["code"].as_str().unwrap().to_owned());
+    }
+    let first = redeem(&h, &auth, &codes[0], Some("redeem-once")).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.body["userId"], "u-gone", "{}", first.body);
+    assert!(
+        redeem(&h, &auth, &codes[0], Some("redeem-once"))
+            .await
+            .replayed
+    );
+
+    // WHEN its erasure is cut off after setting its fence (the function died there: its removal
+    // throttled past the SDK's retries), and a waiting code is redeemed
+    h.faults
+        .refuse_requests_containing(Some("KeyConditionExpression"));
+    h.faults
+        .throttle_containing_with_reason("REMOVE", "TableWriteKeyRangeThroughputExceeded", 10);
+    let cut = h.caller(&auth).call("erase-user", &user, None).await;
+    h.faults.refuse_requests_containing(None);
+    h.faults.throttle_containing_with_reason("REMOVE", "", 0);
+    assert_eq!(cut.status, 503, "{}", cut.body);
+    let fenced = beside_metering(&h, &t).await;
+    let during = redeem(&h, &auth, &codes[1], None).await;
+
+    // THEN it is 404 (the user is being erased), and nothing is written: the code still waits
+    during.assert_problem(404);
+    assert_eq!(beside_metering(&h, &t).await, fenced);
+
+    // WHEN the erasure is asked again and finishes, and each code is redeemed again, with and
+    // without a key, the redeemed one with its first key
+    let erased = h.caller(&auth).call("erase-user", &user, None).await;
+    assert_eq!(erased.status, 200, "{}", erased.body);
+    let before = beside_metering(&h, &t).await;
+    let again = [
+        redeem(&h, &auth, &codes[1], None).await,
+        redeem(&h, &auth, &codes[2], Some("redeem-late")).await,
+        redeem(&h, &auth, &codes[0], Some("redeem-once")).await,
+    ];
+
+    // THEN each is 404, never the erased user's id, none replayed, and the tenant's items are byte
+    // for byte as they were (its metering aside): the waiting codes are left to expire unredeemed
+    for r in &again {
+        r.assert_problem(404);
+        assert!(!r.body.to_string().contains("u-gone"), "{}", r.body);
+        assert!(!r.replayed, "{}", r.body);
+    }
+    assert_eq!(beside_metering(&h, &t).await, before);
+}
+
+/// Every item of the table but `tenant`'s usage counters and quota windows (which every request
+/// moves), in the scan's order.
+async fn beside_metering(h: &Harness, tenant: &str) -> Vec<Item> {
+    use shared::identity::keys::{quota_window_pk_prefix, usage_counter_pk_prefix};
+    let t = TenantId::parse(tenant).unwrap();
+    let metering = [usage_counter_pk_prefix(&t), quota_window_pk_prefix(&t)];
+    let mut items: Vec<Item> = h
+        .all_items()
+        .await
+        .into_iter()
+        .filter(|i| match i.get(PK) {
+            Some(AttributeValue::S(pk)) => !metering.iter().any(|m| pk.starts_with(m.as_str())),
+            _ => true,
+        })
+        .collect();
+    items.sort_by_key(|i| format!("{:?}{:?}", i.get(PK), i.get("SK")));
+    items
+}
+
+/// Redeems `code` as `auth`, with `key` as its Idempotency-Key if any.
+async fn redeem(h: &Harness, auth: &Auth, code: &str, key: Option<&str>) -> Resp {
+    let headers: Vec<(&str, &str)> = key.map(|k| ("Idempotency-Key", k)).into_iter().collect();
+    h.caller(auth)
+        .headers(&headers)
+        .call("redeem-transfer-code", &params(&[("code", code)]), None)
+        .await
+}

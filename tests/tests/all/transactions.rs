@@ -257,7 +257,7 @@ const SHARED_WRITES: [(&str, &str); 12] = [
     ("store", "store::save_user("),
     ("store", "store::place_order("),
     ("store", "store::store_transfer_code("),
-    ("store", "store::redeem_transfer_code_recorded("),
+    ("store", "store::redeem_transfer_code("),
     ("store", "mark_enqueued("),
     ("erasure", "erase_user("),
     ("erase-user", "erasure_response("),
