@@ -1237,3 +1237,56 @@ async fn a_lane_message_not_signed_by_the_platform_steps_nothing_and_ends_in_the
     let view = get_tenant(&h, &t, &operator).await;
     assert_eq!(view.body["shardCount"], 8, "{}", view.body);
 }
+
+#[tokio::test]
+async fn a_lanes_sent_step_number_is_only_ever_raised_and_a_folded_lane_is_never_made_again() {
+    use shared::identity::clock::Clock;
+    use shared::identity::keys::lanes_pk;
+    use shared::store::lifecycle::lanes;
+    use shared::store::lifecycle::offboarding::OPERATION;
+    // GIVEN a tenant's offboarding planned in one lane, before its first step
+    let h = Harness::new().await;
+    let t = unique("sent-steps");
+    onboard(&h, &t, 1).await;
+    let tenant = TenantId::parse(&t).unwrap();
+    let db = h
+        .app
+        .operator_db(&tenant, shared::isolation::policy::Scope::Operator)
+        .await
+        .unwrap()
+        .unwrap();
+    let planned = lanes::plan(&db, OPERATION, 1, None, h.clock.now_millis()).unwrap();
+    db.transact_items(planned).await.unwrap();
+    let lanes_at = lanes_pk(&tenant, OPERATION);
+    let lane_items = || h.items_under(&lanes_at);
+    let before = lane_items().await;
+    assert_eq!(before.len(), 1, "{before:?}");
+
+    // WHEN its turn of step 5 is noted as sent, then an older copy's turn of step 3, then 5 again
+    let raised = lanes::mark_sent(&db, OPERATION, 0, 5).await.unwrap();
+    let older = lanes::mark_sent(&db, OPERATION, 0, 3).await.unwrap();
+    let same = lanes::mark_sent(&db, OPERATION, 0, 5).await.unwrap();
+
+    // THEN only the first raised it: the lane is as it was but for its sentSteps, 5
+    assert_eq!((raised, older, same), (true, false, false));
+    let mut expected = before[0].clone();
+    expected.insert("sentSteps".into(), AttributeValue::N("5".into()));
+    assert_eq!(lane_items().await, vec![expected]);
+
+    // WHEN the lane is gone (its walk folded it) and a late copy notes its turn of step 7
+    let key = |name: &str| before[0][name].clone();
+    h.admin
+        .delete_item()
+        .table_name(&h.table)
+        .key("PK", key("PK"))
+        .key("SK", key("SK"))
+        .send()
+        .await
+        .unwrap();
+    let late = lanes::mark_sent(&db, OPERATION, 0, 7).await.unwrap();
+
+    // THEN nothing is noted, and no lane is made again
+    assert!(!late);
+    assert!(lane_items().await.is_empty());
+    assert!(lanes::read(&db, OPERATION).await.unwrap().is_empty());
+}
