@@ -176,8 +176,9 @@ async fn each_request_is_answered_once_with_its_ids_and_redeliveries_change_noth
             .extend(extra.as_object().unwrap().clone());
         detail
     };
-    // sbt-aws forwards the tenant's item, registration id included: a registration is suspended
-    // and resumed again and again, each time acted on and answered
+    // a control plane that puts activate and deactivate requests itself (no sbt-aws release has
+    // since 0.5.8), here with the registration's id: a registration is suspended and resumed again
+    // and again, each time acted on and answered
     let suspend = (
         "sbt_aws_deactivateRequest",
         tenant(json!({})),
@@ -268,7 +269,7 @@ async fn each_request_is_answered_once_with_its_ids_and_redeliveries_change_noth
     );
     assert_eq!(
         replies[0]["detail"]["jobOutput"]["tenantRegistrationData"]["registrationStatus"],
-        "offboarded"
+        "deleted"
     );
     // AND the control plane putting it again gets the same answer, once
     let (_, again) = w
@@ -831,4 +832,89 @@ async fn a_deployments_own_tiers_reach_pooltables_tiers_and_placements() {
         "{why}"
     );
     w.h.operator().get_tenant(&t).await.assert_problem(404);
+}
+
+#[tokio::test]
+async fn a_registration_shaped_as_sbt_aws_sends_it_is_created_and_deleted_as_its_control_plane_waits_for(
+) {
+    // GIVEN the control plane's bus, and a tenant registered through sbt-aws's `POST
+    // /tenant-registrations` as its scripts/sbt-aws.sh does (sbt-aws 0.9.x,
+    // resources/functions/tenant-registrations/index.py): the onboarding's detail is the
+    // registration's data, the tenant's data (extra fields included) and the tenant's new UUID
+    let w = World::new().await;
+    let t = uuid::Uuid::new_v4().to_string();
+    let registration = uuid::Uuid::new_v4().to_string();
+    let prices = json!([
+        {"id": "price_123456789Example", "metricName": "productsSold"},
+        {"id": "price_123456789AnotherExample", "metricName": "plusProductsSold"}
+    ]);
+    let onboarding = json!({
+        "registrationStatus": "In progress",
+        "tenantRegistrationData1": "test",
+        "tenantName": "tenant123",
+        "email": "tenant123@example.com",
+        "tier": "basic",
+        "prices": prices,
+        "tenantRegistrationId": registration,
+        "tenantId": t,
+    });
+
+    // WHEN it is put and delivered (twice)
+    let (_, created) = w
+        .answered_once(
+            "sbt_aws_onboardingRequest",
+            onboarding,
+            "sbt_aws_provisionSuccess",
+        )
+        .await;
+
+    // THEN the tenant is active at basic, and the reply is what sbt-aws's rule PATCHes onto
+    // `/tenant-registrations/{detail.tenantRegistrationId}` (its `detail.jobOutput`): the status
+    // its reference application plane sets, `created`
+    assert_eq!(
+        created["detail"]["tenantRegistrationId"],
+        registration.as_str()
+    );
+    assert_eq!(
+        created["detail"]["jobOutput"],
+        json!({"tenantRegistrationData": {"registrationStatus": "created"}})
+    );
+    let record = w.h.operator().get_tenant(&t).await;
+    assert_eq!(record.status, 200, "{}", record.body);
+    assert_eq!(
+        (&record.body["status"], &record.body["tier"]),
+        (&json!("active"), &json!("basic"))
+    );
+
+    // WHEN sbt-aws's `DELETE /tenant-registrations/{id}` puts the offboarding: the tenant's item as
+    // its deletion left it (`sbtaws_active` false), merged with the registration as read before
+    // that (`sbtaws_active` true, its status as the reply set it), and it is delivered twice
+    let offboarding = json!({
+        "tenantId": t,
+        "tenantName": "tenant123",
+        "email": "tenant123@example.com",
+        "tier": "basic",
+        "prices": prices,
+        "tenantRegistrationId": registration,
+        "sbtaws_active": true,
+        "registrationStatus": "created",
+        "tenantRegistrationData1": "test",
+    });
+    let event = w.put("sbt_aws_offboardingRequest", offboarding).await;
+    for _ in 0..2 {
+        let handled = w.deliver(&event).await.expect("deferred, not failed");
+        assert!(handled.deferred && handled.reply.is_none(), "{handled:?}");
+    }
+
+    // THEN once its deletion has ended, one reply sets the registration's status `deleted`
+    let deleted = w.offboarded_and_answered(&t).await;
+    assert_eq!(deleted["detail-type"], "sbt_aws_deprovisionSuccess");
+    assert_eq!(
+        deleted["detail"]["tenantRegistrationId"],
+        registration.as_str()
+    );
+    assert_eq!(
+        deleted["detail"]["jobOutput"],
+        json!({"tenantRegistrationData": {"registrationStatus": "deleted"}})
+    );
 }

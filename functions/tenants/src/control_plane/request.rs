@@ -56,11 +56,13 @@ impl Kind {
         }
     }
 
-    /// The registration status a success leaves (sbt-aws stores it on the registration).
+    /// The registration status a success leaves (sbt-aws stores it on the registration): a
+    /// provisioning's and a deprovisioning's are its reference application plane's (`created`,
+    /// `deleted`: `src/core-app-plane/integ.default.ts`), which its own tests wait for.
     fn done(self) -> &'static str {
         match self {
-            Self::Onboarding => "provisioned",
-            Self::Offboarding => "offboarded",
+            Self::Onboarding => "created",
+            Self::Offboarding => "deleted",
             Self::Activate => "active",
             Self::Deactivate => "suspended",
         }

@@ -32,7 +32,7 @@ fn a_reply_carries_its_requests_ids_and_spelling() {
         ok,
         json!({"detailType": "sbt_aws_provisionSuccess", "detail": {
             "tenantId": "t-1", "tenantRegistrationId": "r-1", "requestId": "e-1",
-            "jobOutput": {"tenantRegistrationData": {"registrationStatus": "provisioned"}},
+            "jobOutput": {"tenantRegistrationData": {"registrationStatus": "created"}},
         }})
     );
     assert_eq!(failed["detailType"], "activateFailure");
