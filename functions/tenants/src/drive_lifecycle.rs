@@ -164,7 +164,9 @@ pub async fn drive_at_most(app: &App, lanes: &Lanes, tenants: usize) -> Result<D
     Ok(driven)
 }
 
-/// Makes every import past its deadline final, then unlists it (`shared::store::imports::close`),
+/// Makes every import past its deadline final, then unlists it (`shared::store::imports::close`;
+/// one whose record is in a table of its tenant's own is first noted final on its entry, whose
+/// change the pool's stream carries as its `importFinished`),
 /// [`CLOSES_IN_FLIGHT`] at a time until `deadline`. An entry whose tenant is gone or being
 /// offboarded is only unlisted: nothing may be written into a tenant being deleted.
 async fn close_due_imports(
@@ -199,6 +201,14 @@ async fn close_due_imports(
                 app.clock.now_millis(),
             )
             .await?;
+            // A record in a table of the tenant's own is on a stream the publisher does not
+            // read: its end is noted on its entry here, in the pool, before the entry goes.
+            if let imports::Closing::Closed { finished, .. } = &closing {
+                if db.table != platform_db.table {
+                    let now = app.clock.now_millis();
+                    driving::note_import_finished(platform_db, &entry, finished, now).await?;
+                }
+            }
             Ok::<_, ApiError>(closing)
         };
         let outcome = match closed.await {
@@ -218,7 +228,7 @@ async fn close_due_imports(
         match closing {
             // Out of time: the next run.
             None => driven.imports_due += 1,
-            Some((entry, Ok(imports::Closing::Closed { failed_now }))) => {
+            Some((entry, Ok(imports::Closing::Closed { failed_now, .. }))) => {
                 tracing::info!(tenant = %entry.tenant, import_id = %entry.import, failed_now, "an import past its deadline is final");
                 driven.imports_closed += 1;
             }

@@ -65,6 +65,81 @@ async fn stage(prefix: &str) -> (Harness, LifecycleBus, StreamTap, String) {
     (h, bus, stream, unique(prefix))
 }
 
+/// Hands `batch` to the publisher, as the event source mapping does: every record that stands for
+/// an event passes the mapping's filters (template.yaml), and every event is put.
+async fn publish_filtered(bus: &LifecycleBus, batch: aws_lambda_events::dynamodb::Event) {
+    // (every record that stands for an event passes the event source mapping's filters)
+    let filters = template_filters();
+    for record in &batch.records {
+        let image = |i: &serde_dynamo::Item| (!i.is_empty()).then(|| i.clone());
+        let change = shared::store::lifecycle::events::Change::parse(&record.event_name).unwrap();
+        let (old, new) = (
+            image(&record.change.old_image),
+            image(&record.change.new_image),
+        );
+        let events = shared::store::lifecycle::events::events_of(
+            change,
+            &record.event_id,
+            old.as_ref(),
+            new.as_ref(),
+        )
+        .unwrap();
+        let json = serde_json::to_value(record).unwrap();
+        if !events.is_empty() {
+            assert!(
+                filters.iter().any(|f| matches(f, &json)),
+                "{events:?} would be filtered out: {json}"
+            );
+        }
+    }
+    let answer = bus.publisher().publish(batch).await;
+    assert!(answer.batch_item_failures.is_empty(), "{answer:?}");
+}
+
+/// Import `import` of `tenant` accepted at `created_at_ms` with 3 products, as create-import claims
+/// it on `db` (still `enqueuing`), and its first item written.
+async fn accepted_with_one_written(
+    db: &shared::store::client::scoped::TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+    created_at_ms: u64,
+) {
+    let new = NewImport {
+        kind: "product",
+        accepted: 3,
+        fingerprint: "f",
+        created_at_ms,
+    };
+    imports::claim(db, tenant, import, &new).await.unwrap();
+    let written = imports::ItemOutcome {
+        import,
+        index: 0,
+        outcome: Outcome::Written,
+        created_at_ms,
+    };
+    imports::record_outcome(db, &written, created_at_ms / 1000)
+        .await
+        .unwrap();
+}
+
+/// `tenant`'s events in `delivered` are its onboarding and one `importFinished` of import `id`
+/// (as [`accepted_with_one_written`] left it), with its final counts and no operator.
+fn assert_one_import_finished(delivered: &[Value], tenant: &str, id: &str) {
+    let events = about(delivered, tenant);
+    assert_eq!(
+        counted(&events),
+        [("importFinished", 1), ("tenantOnboarded", 1)],
+        "{delivered:#?}"
+    );
+    let finished = &events["importFinished"][0];
+    assert_eq!(finished["outcome"], "failed");
+    assert_eq!(finished["importId"], id);
+    assert_eq!(finished["kind"], "product");
+    assert_eq!(finished["accepted"], 3);
+    assert_eq!(finished["counts"], json!({"written": 1, "notEnqueued": 2}));
+    assert_eq!(finished["operator"], Value::Null);
+}
+
 /// Each detail-type with how many times it came.
 fn counted(about: &std::collections::BTreeMap<String, Vec<Value>>) -> Vec<(&str, usize)> {
     about.iter().map(|(k, v)| (k.as_str(), v.len())).collect()
@@ -124,21 +199,7 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
     let import = EntityId::parse("imp-1").unwrap();
     let db = h.app.db_for_operator(&tenant).await.unwrap();
     let created_at_ms = integration::real_now_millis();
-    let new = NewImport {
-        kind: "product",
-        accepted: 3,
-        fingerprint: "f",
-        created_at_ms,
-    };
-    imports::claim(&db, &tenant, &import, &new).await.unwrap();
-    let now_s = created_at_ms / 1000;
-    let written = imports::ItemOutcome {
-        import: &import,
-        index: 0,
-        outcome: Outcome::Written,
-        created_at_ms,
-    };
-    imports::record_outcome(&db, &written, now_s).await.unwrap();
+    accepted_with_one_written(&db, &tenant, &import, created_at_ms).await;
     let deadline = created_at_ms + FINAL_WITHIN_SECONDS * 1000;
     for _ in 0..2 {
         imports::close(&db, &tenant, &import, created_at_ms, deadline + 1)
@@ -148,32 +209,7 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
 
     // AND the publisher is handed the stream
     let batch = stream.take().await;
-    // (every record that stands for an event passes the event source mapping's filters)
-    let filters = template_filters();
-    for record in &batch.records {
-        let image = |i: &serde_dynamo::Item| (!i.is_empty()).then(|| i.clone());
-        let change = shared::store::lifecycle::events::Change::parse(&record.event_name).unwrap();
-        let (old, new) = (
-            image(&record.change.old_image),
-            image(&record.change.new_image),
-        );
-        let events = shared::store::lifecycle::events::events_of(
-            change,
-            &record.event_id,
-            old.as_ref(),
-            new.as_ref(),
-        )
-        .unwrap();
-        let json = serde_json::to_value(record).unwrap();
-        if !events.is_empty() {
-            assert!(
-                filters.iter().any(|f| matches(f, &json)),
-                "{events:?} would be filtered out: {json}"
-            );
-        }
-    }
-    let answer = bus.publisher().publish(batch).await;
-    assert!(answer.batch_item_failures.is_empty(), "{answer:?}");
+    publish_filtered(&bus, batch).await;
 
     // THEN the subscriber got exactly one event per change
     let delivered = bus.delivered().await;
@@ -224,17 +260,7 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
         report.body
     );
     // AND the import's one event carries its final counts, with no operator
-    let import_events = about(&delivered, &u);
-    assert_eq!(
-        counted(&import_events),
-        [("importFinished", 1), ("tenantOnboarded", 1)],
-        "{delivered:#?}"
-    );
-    let finished = &import_events["importFinished"][0];
-    assert_eq!(finished["outcome"], "failed");
-    assert_eq!(finished["importId"], "imp-1");
-    assert_eq!(finished["counts"], json!({"written": 1, "notEnqueued": 2}));
-    assert_eq!(finished["operator"], Value::Null);
+    assert_one_import_finished(&delivered, &u, "imp-1");
     // AND nothing else was published
     assert_eq!(detail("tenantRestoreFinished")["outcome"], "restored");
     assert_eq!(detail("tenantRestoreFinished")["source"], source.as_str());
@@ -316,4 +342,71 @@ async fn a_record_that_cannot_be_read_is_counted_and_passed_without_holding_up_t
 
 fn publisher_lines(publisher: &tenants::publish_events::Publisher) -> Vec<Value> {
     publisher.metrics().lines()
+}
+
+#[tokio::test]
+async fn an_import_of_a_tenant_in_its_own_table_is_published_once_when_the_driver_makes_it_final() {
+    use shared::identity::clock::Clock;
+    use shared::identity::keys::import_due_pk;
+    use shared::store::lifecycle::driving::{list_import, DueImport};
+    // GIVEN a table whose stream feeds the publisher, a subscriber, and a tenant in a table of its
+    // own
+    let (h, bus, mut stream, t) = stage("own-import").await;
+    let made = h
+        .operator()
+        .onboard_tenant(json!({"tenantId": t, "tier": "standard", "placement": "own"}))
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let tenant = TenantId::parse(&t).unwrap();
+    let db = h.app.db_for_operator(&tenant).await.unwrap();
+    assert_ne!(&*db.table, h.table.as_str());
+    // AND an import of 3 products it was accepted, as create-import does (listed for the driver,
+    // claimed in its table), one of them written
+    let import = EntityId::parse("imp-own").unwrap();
+    let platform_db = h.app.db_for_operator(&TenantId::platform()).await.unwrap();
+    let created_at_ms = h.clock.now_millis();
+    let due = DueImport {
+        due_at_ms: imports::due_at_ms(created_at_ms),
+        tenant: tenant.clone(),
+        import: import.clone(),
+        created_at_ms,
+    };
+    list_import(&platform_db, &due).await.unwrap();
+    accepted_with_one_written(&db, &tenant, &import, created_at_ms).await;
+    let entry = || async {
+        h.items_under(&import_due_pk(&tenant, &import))
+            .await
+            .into_iter()
+            .filter(|i| format!("{:?}", i["SK"]).contains("imp-own"))
+            .collect::<Vec<_>>()
+    };
+
+    // WHEN its deadline passes, and the driver makes it final but is cut off before it unlists it
+    // (the entry's delete refused)
+    h.clock.advance_seconds(FINAL_WITHIN_SECONDS + 1);
+    h.faults.refuse_requests_matching(Some(|body: &str| {
+        body.contains("IMPORTS_DUE") && !body.contains("Expression")
+    }));
+    let lanes = tenants::Lanes::in_process();
+    let drive = || Box::pin(tenants::drive_lifecycle::drive(&h.app, &lanes));
+    let cut = drive().await.unwrap();
+    h.faults.refuse_requests_matching(None);
+    // THEN its entry is still listed, noted final
+    assert_eq!(cut.imports_due, 1, "{cut:?}");
+    let noted = entry().await;
+    assert_eq!(noted.len(), 1, "{noted:?}");
+    assert!(noted[0].contains_key("closedAtMs"), "{noted:?}");
+
+    // WHEN the driver runs again, twice
+    let again = drive().await.unwrap();
+    let after = drive().await.unwrap();
+    // THEN it closed the import again (nothing more to fail) and unlisted it
+    assert_eq!((again.imports_closed, after.imports_closed), (1, 0));
+    assert!(entry().await.is_empty());
+
+    // AND the publisher, handed the pool's stream, put exactly one importFinished, with the final
+    // counts and no operator, as a pooled tenant's
+    publish_filtered(&bus, stream.take().await).await;
+    let delivered = bus.delivered().await;
+    assert_one_import_finished(&delivered, &t, "imp-own");
 }

@@ -4,19 +4,52 @@ use super::*;
 use crate::identity::ids::{EntityId, TenantId};
 use crate::identity::keys::import_item_sk;
 use crate::store::client::error::{unless_expected, StoreError};
-use crate::store::client::query::u64_attr;
+use crate::store::client::query::{string_attr, u64_attr, Item};
 use crate::store::client::scoped::TenantDb;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use std::collections::BTreeMap;
+
+/// The closed record's attribute of its items by outcome.
+const FINAL_COUNTS: &str = "finalCounts";
 
 /// What [`close`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Closing {
     /// Not due yet: its deadline is ahead.
     NotDue,
-    /// Final now (or already): this many items were given a failed marker by this call.
-    Closed { failed_now: u32 },
+    /// Final now (or already): this many items were given a failed marker by this call, and the
+    /// record holds `finished`.
+    Closed { failed_now: u32, finished: Finished },
     /// No live record accepted at that time: expired, offboarded, or a later import of the same id.
     Gone,
+}
+
+/// A closed import as its record holds it: what its `importFinished` event carries.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Finished {
+    /// The kind of item it imports (`product`, …).
+    pub item_kind: String,
+    pub accepted: u64,
+    /// Its items by outcome, as first recorded at its close.
+    pub final_counts: BTreeMap<String, u64>,
+}
+
+impl Finished {
+    /// What the closed record `item` (its new image) holds.
+    fn of(item: &Item) -> Self {
+        let final_counts = match item.get(FINAL_COUNTS) {
+            Some(AttributeValue::M(counts)) => counts
+                .iter()
+                .filter_map(|(name, n)| Some((name.clone(), n.as_n().ok()?.parse().ok()?)))
+                .collect(),
+            _ => BTreeMap::new(),
+        };
+        Self {
+            item_kind: string_attr(item, "itemKind").unwrap_or_default(),
+            accepted: u64_attr(item, "accepted").unwrap_or(0),
+            final_counts,
+        }
+    }
 }
 
 /// Makes the import accepted at `created_at_ms` final once its deadline has passed: every item
@@ -75,7 +108,7 @@ pub async fn close(
     let Some((_, outcomes)) = read_import(db, tenant, import, now_seconds).await? else {
         return Ok(Closing::Gone);
     };
-    let mut counts: std::collections::BTreeMap<&str, u32> = std::collections::BTreeMap::new();
+    let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
     for outcome in outcomes.values().copied() {
         let name = match outcome {
             Outcome::Failed(r) => r.as_str(),
@@ -94,18 +127,22 @@ pub async fn close(
             "SET #closed = if_not_exists(#closed, :now), #counts = if_not_exists(#counts, :counts)",
         )
         .expression_attribute_names("#closed", CLOSED_AT_MS)
-        .expression_attribute_names("#counts", "finalCounts")
+        .expression_attribute_names("#counts", FINAL_COUNTS)
         .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
         .expression_attribute_values(":counts", counts)
+        .return_values(ReturnValue::AllNew)
         .send()
         .await;
     // Offboarded (or expired and claimed anew) meanwhile: not this import any more.
-    if unless_expected(closed, |e| e.is_conditional_check_failed_exception())?.is_none() {
+    let Some(closed) = unless_expected(closed, |e| e.is_conditional_check_failed_exception())?
+    else {
         return Ok(Closing::Gone);
-    }
+    };
+    let finished = Finished::of(&closed.attributes.unwrap_or_default());
     // Final: it no longer counts among the tenant's open imports.
     uncount_open(db, tenant, import).await?;
     Ok(Closing::Closed {
         failed_now: open.len() as u32,
+        finished,
     })
 }

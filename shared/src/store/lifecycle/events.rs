@@ -16,7 +16,7 @@
 //! | `tenantMoveStarted`, `tenantMoveFinished` | its `move` appeared, went (with the backfill's count) |
 //! | `tenantRestoreStarted`, `tenantRestoreFinished` | its `restore` appeared, went (with its report's counts) |
 //! | `offboardingFinished` | the record of an offboarding tenant deleted: the walk deleted everything |
-//! | `importFinished` | an import record closed (`closedAtMs` set, with its final counts): by the lifecycle driver at the import's deadline, up to an hour after its acceptance |
+//! | `importFinished` | an import record closed (`closedAtMs` set, with its final counts): by the lifecycle driver at the import's deadline, up to an hour after its acceptance; for a record in a table of its tenant's own (whose stream is not read), the driver's note of it on the import's entry in its deadline list (`driving::note_import_finished`) |
 
 use std::collections::BTreeMap;
 
@@ -24,7 +24,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::identity::ids::{EntityId, TenantId};
-use crate::identity::keys::{import_key, parse_tenant_record_key};
+use crate::identity::keys::{
+    import_due_pk, import_key, parse_import_due_sk, parse_tenant_record_key,
+};
 use crate::store::tenancy::tenants::{Migration, TenantRecord, TenantStatus};
 
 /// What happened to the item, as the stream names it.
@@ -105,11 +107,13 @@ pub fn events_of(
     let Ok(keys) = serde_dynamo::from_item::<_, Keys>(image.clone()) else {
         return Ok(Vec::new());
     };
-    if keys.pk != keys.sk {
-        return Ok(Vec::new());
-    }
-    let record_of = parse_tenant_record_key(&keys.pk);
-    let mut events = if let Some(tenant) = record_of {
+    let mut events = if keys.pk != keys.sk {
+        if change == Change::Modify {
+            noted_import_events(&keys, old, new)?
+        } else {
+            Vec::new()
+        }
+    } else if let Some(tenant) = parse_tenant_record_key(&keys.pk) {
         tenant_events(change, &tenant, &keys.pk, old, new)?
     } else if keys.sk.contains("#IMPORT#") && change == Change::Modify {
         // Closing updates the import record. An insert of a closed one is a move between
@@ -338,24 +342,119 @@ fn import_events(
     if !named {
         return Ok(Vec::new());
     }
-    let failed: u64 = new
+    Ok(vec![import_finished(&new)])
+}
+
+/// An import's entry in the driver's deadline list, noted final (`closedAtMs` set) by
+/// `driving::note_import_finished`: the `importFinished` of an import whose record is in a table of
+/// its tenant's own. The tenant and import are the ones the entry's key names.
+fn noted_import_events(
+    keys: &Keys,
+    old: Option<&serde_dynamo::Item>,
+    new: Option<&serde_dynamo::Item>,
+) -> Result<Vec<LifecycleEvent>, ImageError> {
+    let Some((_, tenant, import)) = parse_import_due_sk(&keys.sk) else {
+        return Ok(Vec::new());
+    };
+    if import_due_pk(&tenant, &import) != keys.pk {
+        return Ok(Vec::new());
+    }
+    let Some(mut new) = parse::<ImportImage>(&keys.sk, new)? else {
+        return Ok(Vec::new());
+    };
+    let was_noted = parse::<ImportImage>(&keys.sk, old)?.is_some_and(|o| o.closed_at_ms.is_some());
+    if new.closed_at_ms.is_none() || was_noted {
+        return Ok(Vec::new());
+    }
+    new.tenant_id = tenant.to_string();
+    new.import_id = import.to_string();
+    Ok(vec![import_finished(&new)])
+}
+
+/// The `importFinished` of a closed import, with its final counts.
+fn import_finished(closed: &ImportImage) -> LifecycleEvent {
+    let failed: u64 = closed
         .final_counts
         .iter()
         .filter(|(outcome, _)| !matches!(outcome.as_str(), "written" | "superseded"))
         .map(|(_, n)| n)
         .sum();
     let outcome = if failed == 0 { "complete" } else { "failed" };
-    Ok(vec![LifecycleEvent {
+    LifecycleEvent {
         detail_type: "importFinished",
-        tenant_id: new.tenant_id.clone(),
+        tenant_id: closed.tenant_id.clone(),
         detail: json!({
-            "tenantId": new.tenant_id,
+            "tenantId": closed.tenant_id,
             "operator": null,
             "outcome": outcome,
-            "importId": new.import_id,
-            "kind": new.item_kind,
-            "accepted": new.accepted,
-            "counts": new.final_counts,
+            "importId": closed.import_id,
+            "kind": closed.item_kind,
+            "accepted": closed.accepted,
+            "counts": closed.final_counts,
         }),
-    }])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::keys::import_due_sk;
+
+    /// An import's entry in the deadline list, with `extra` attributes.
+    fn entry(pk: &str, sk: &str, extra: Value) -> serde_dynamo::Item {
+        let mut item = json!({"PK": pk, "SK": sk, "kind": "IMPORT_DUE", "tenantId": "_platform",
+            "createdAtMs": 1});
+        if let (Value::Object(item), Value::Object(extra)) = (&mut item, extra) {
+            item.extend(extra);
+        }
+        serde_dynamo::to_item(item).unwrap_or_default()
+    }
+
+    fn noted() -> Value {
+        json!({"closedAtMs": 9, "importId": "forged", "itemKind": "product", "accepted": 3,
+            "finalCounts": {"written": 3}})
+    }
+
+    #[test]
+    fn an_entry_noted_final_once_is_its_imports_one_finished_event_and_nothing_else_is() {
+        // GIVEN an import's entry, as listed and as noted final, and one under a key its import
+        // does not hash to
+        let (tenant, import) = (TenantId::parse("acme"), EntityId::parse("imp-1"));
+        let (Ok(tenant), Ok(import)) = (tenant, import) else {
+            panic!("valid ids")
+        };
+        let (pk, sk) = (
+            import_due_pk(&tenant, &import),
+            import_due_sk(7, &tenant, &import),
+        );
+        let listed = entry(&pk, &sk, json!({}));
+        let final_ = entry(&pk, &sk, noted());
+        let forged_pk = format!("{}x", crate::identity::keys::import_due_pk_prefix());
+        let elsewhere = entry(&forged_pk, &sk, noted());
+        let events =
+            |change, old: Option<&serde_dynamo::Item>, new: Option<&serde_dynamo::Item>| {
+                events_of(change, "e-1", old, new)
+                    .map(|e| e.len())
+                    .unwrap_or(99)
+            };
+
+        // WHEN its note is the change
+        let finished = events_of(Change::Modify, "e-1", Some(&listed), Some(&final_));
+
+        // THEN it is one importFinished, of the tenant and import its key names
+        let Ok([event]) = <[LifecycleEvent; 1]>::try_from(finished.unwrap_or_default()) else {
+            panic!("one event")
+        };
+        assert_eq!(event.detail_type, "importFinished");
+        assert_eq!(event.detail["tenantId"], "acme");
+        assert_eq!(event.detail["importId"], "imp-1");
+        assert_eq!(event.detail["counts"], json!({"written": 3}));
+        assert_eq!(event.detail["outcome"], "complete");
+        // AND a second note, the entry's listing, its removal and a forged key are none
+        assert_eq!(events(Change::Modify, Some(&final_), Some(&final_)), 0);
+        assert_eq!(events(Change::Insert, None, Some(&listed)), 0);
+        assert_eq!(events(Change::Modify, Some(&listed), Some(&listed)), 0);
+        assert_eq!(events(Change::Remove, Some(&final_), None), 0);
+        assert_eq!(events(Change::Modify, Some(&listed), Some(&elsewhere)), 0);
+    }
 }
