@@ -164,11 +164,11 @@ pub async fn drive_at_most(app: &App, lanes: &Lanes, tenants: usize) -> Result<D
     Ok(driven)
 }
 
-/// Makes every import past its deadline final, then unlists it (`shared::store::imports::close`;
-/// one whose record is in a table of its tenant's own is first noted final on its entry, whose
-/// change the pool's stream carries as its `importFinished`),
+/// Makes every import past its deadline final, notes it final on its entry (the change the pool's
+/// stream carries as its `importFinished`), then unlists it (`shared::store::imports::close`),
 /// [`CLOSES_IN_FLIGHT`] at a time until `deadline`. An entry whose tenant is gone or being
-/// offboarded is only unlisted: nothing may be written into a tenant being deleted.
+/// offboarded is only unlisted (noted first if its import was closed before): nothing may be
+/// written into a tenant being deleted.
 async fn close_due_imports(
     app: &App,
     platform_db: &shared::store::client::scoped::TenantDb,
@@ -187,27 +187,28 @@ async fn close_due_imports(
             let Some(db) = app.operator_db(&entry.tenant, Scope::Tenant).await? else {
                 return Ok(imports::Closing::Gone);
             };
-            let tenant_here = read_record_consistent(&db)
-                .await?
-                .is_some_and(|r| r.offboarding.is_none());
-            if !tenant_here {
+            let Some(record) = read_record_consistent(&db).await? else {
+                return Ok(imports::Closing::Gone);
+            };
+            let now = app.clock.now_millis();
+            if record.offboarding.is_some() {
+                // Nothing is written into a tenant being deleted; an import it closed before
+                // (a run cut off before its note) is still noted, in the pool.
+                let (tenant, import) = (&entry.tenant, &entry.import);
+                let closed =
+                    imports::closed(&db, tenant, import, entry.created_at_ms, now / 1000).await?;
+                if let Some(finished) = closed {
+                    driving::note_import_finished(platform_db, &entry, &finished, now).await?;
+                }
                 return Ok(imports::Closing::Gone);
             }
-            let closing = imports::close(
-                &db,
-                &entry.tenant,
-                &entry.import,
-                entry.created_at_ms,
-                app.clock.now_millis(),
-            )
-            .await?;
-            // A record in a table of the tenant's own is on a stream the publisher does not
-            // read: its end is noted on its entry here, in the pool, before the entry goes.
+            let closing =
+                imports::close(&db, &entry.tenant, &entry.import, entry.created_at_ms, now).await?;
+            // Its end is noted on its entry, in the pool, before the entry goes: that note is its
+            // one `importFinished`, wherever its record is (a table of the tenant's own is on a
+            // stream the publisher does not read, and the record may move between the two).
             if let imports::Closing::Closed { finished, .. } = &closing {
-                if db.table != platform_db.table {
-                    let now = app.clock.now_millis();
-                    driving::note_import_finished(platform_db, &entry, finished, now).await?;
-                }
+                driving::note_import_finished(platform_db, &entry, finished, now).await?;
             }
             Ok::<_, ApiError>(closing)
         };

@@ -1,7 +1,7 @@
 //! `publish-lifecycle-events`: the table's stream → EventBridge.
 //!
-//! A DynamoDB stream event source mapping (`ReportBatchItemFailures`, filtered to tenant and import
-//! records) hands this function the changes in commit order; each record becomes the lifecycle
+//! A DynamoDB stream event source mapping (`ReportBatchItemFailures`, filtered to tenant records and
+//! the notes of imports' ends on the driver's deadline list) hands this function the changes in commit order; each record becomes the lifecycle
 //! events [`shared::store::lifecycle::events::events_of`] reads in it, put on the bus
 //! (`EVENT_BUS_NAME`) with source `EVENT_SOURCE` (default `pooltable`). A change is published
 //! only once it committed (the stream holds nothing else), and never lost: when a put fails, the

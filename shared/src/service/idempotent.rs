@@ -5,8 +5,8 @@
 //! - A header that is not 1–128 characters of `[A-Za-z0-9_-]`: 400 (`Idempotency-Key`).
 //! - A live record for the key, made by the same request (method, route, path parameters, body):
 //!   its status, body and documented headers (`Location`) are answered again, and nothing runs. Made by a different request: 422.
-//!   A request of a user (a `userId` path parameter, or the recorded answer's) erased since is
-//!   answered 404, never its recorded answer: that repeats the erased user's data (an order, a
+//!   A request of a user (a `userId` path parameter, or the recorded answer's) erased since, or
+//!   being erased, is answered 404, never its recorded answer: that repeats the erased user's data (an order, a
 //!   transfer code, a redeemed code's user).
 //! - Otherwise the route runs, and writes the record (its answer) as the last action of the same
 //!   transaction as its effect. Of concurrent duplicates exactly one commits; the others' records
@@ -15,11 +15,10 @@
 use lambda_http::http::{header, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};
 
-use crate::identity::entities::USER;
 use crate::identity::ids::{EntityId, IdempotencyKey, TenantId};
 use crate::service::error::ApiError;
 use crate::store::client::scoped::TenantDb;
-use crate::store::erasures::erasure;
+use crate::store::erasures::user_present;
 use crate::store::idempotency::{fingerprint, record_key, Answer, Idempotency, Recorded};
 
 pub const HEADER: &str = "Idempotency-Key";
@@ -100,16 +99,17 @@ pub async fn put_new(
 }
 
 /// [`replay`], unless the request or its answer names a user (`userId`: a path parameter, or the
-/// answer's own, as a redeemed transfer code's) whose erasure is recorded: 404, as the route answers
-/// for a user that is not there. The recorded answer stays until it expires (it is not found from
-/// the user), sealed under a keyed tenant's key, and is never answered again.
+/// answer's own, as a redeemed transfer code's) that is no longer there or is being erased (its
+/// profile gone, or fenced): 404, as the route answers then. An erased user's recorded answers stay
+/// until they expire (they are not found from the user), sealed under a keyed tenant's key, and are
+/// never answered again.
 async fn replay_unless_erased(
     db: &TenantDb,
     path: &[(&str, &str)],
     answer: Answer,
 ) -> Result<Response<Body>, ApiError> {
     if let Some(user) = user_named(path, &answer) {
-        if erasure(db, USER.kind, &user).await?.is_some() {
+        if !user_present(db, &user).await? {
             return Err(ApiError::NotFound("No such user.".into()));
         }
     }

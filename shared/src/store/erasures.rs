@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 
 use crate::identity::entities::{ORDER, USER};
 use crate::identity::ids::{EntityId, TenantId};
-use crate::identity::keys::{erasure_key, id_in_partition, primary_key, PK};
+use crate::identity::keys::{erasure_key, id_in_partition, primary_key, user_key, PK};
 use crate::store::client::error::StoreError;
 use crate::store::client::expr::{absent, attr, Condition};
 use crate::store::client::items::enlist;
@@ -30,6 +30,18 @@ pub const ERASED_AT: &str = "erasedAt";
 /// What an item of a user's names: the user (its partition, or a `userId`) and an order (its
 /// partition, or an `orderId`).
 const OWNERS: [(&str, &str); 2] = [(USER.kind, "userId"), (ORDER.kind, "orderId")];
+
+/// Whether user `id`'s profile is there and no erasure of it has begun (one consistent GetItem):
+/// a user erased, being erased, or not there (a restore to before it) is not.
+pub async fn user_present(db: &TenantDb, id: &EntityId) -> Result<bool, StoreError> {
+    let key = user_key(&db.tenant, id);
+    let profile = db
+        .get(primary_key(key.clone(), key))
+        .consistent()
+        .item()
+        .await?;
+    Ok(profile.is_some_and(|p| !p.contains_key(ERASING_SINCE)))
+}
 
 /// The erasure record of `kind` `id` (a consistent read), when it was erased.
 pub async fn erasure(db: &TenantDb, kind: &str, id: &EntityId) -> Result<Option<Item>, StoreError> {

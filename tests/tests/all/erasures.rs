@@ -620,9 +620,13 @@ async fn an_erased_users_transfer_code_never_redeems_nor_replays_its_user() {
     assert_eq!(cut.status, 503, "{}", cut.body);
     let fenced = beside_metering(&h, &t).await;
     let during = redeem(&h, &auth, &codes[1], None).await;
+    let replayed_during = redeem(&h, &auth, &codes[0], Some("redeem-once")).await;
 
-    // THEN it is 404 (the user is being erased), and nothing is written: the code still waits
+    // THEN it is 404 (the user is being erased), the keyed redeem's replay too, and nothing is
+    // written: the code still waits
     during.assert_problem(404);
+    replayed_during.assert_problem(404);
+    assert!(!replayed_during.replayed);
     assert_eq!(beside_metering(&h, &t).await, fenced);
 
     // WHEN the erasure is asked again and finishes, and each code is redeemed again, with and

@@ -96,41 +96,42 @@ async fn publish_filtered(bus: &LifecycleBus, batch: aws_lambda_events::dynamodb
     assert!(answer.batch_item_failures.is_empty(), "{answer:?}");
 }
 
-/// Import `import` of `tenant` accepted at `created_at_ms` with 3 products, as create-import claims
-/// it on `db` (still `enqueuing`), and its first item written.
-async fn accepted_with_one_written(
-    db: &shared::store::client::scoped::TenantDb,
-    tenant: &TenantId,
-    import: &EntityId,
-    created_at_ms: u64,
-) {
+/// Import `import` of `tenant` accepted now with 3 products, as create-import accepts it (listed
+/// for the lifecycle driver, its record claimed and still `enqueuing`), and its first item written.
+async fn accepted_with_one_written(h: &Harness, tenant: &TenantId, import: &EntityId) {
+    use shared::identity::clock::Clock;
+    use shared::store::lifecycle::driving::{list_import, DueImport};
+    let db = h.app.db_for_operator(tenant).await.unwrap();
+    let platform_db = h.app.db_for_operator(&TenantId::platform()).await.unwrap();
+    let created_at_ms = h.clock.now_millis();
+    let due = DueImport {
+        due_at_ms: imports::due_at_ms(created_at_ms),
+        tenant: tenant.clone(),
+        import: import.clone(),
+        created_at_ms,
+    };
+    list_import(&platform_db, &due).await.unwrap();
     let new = NewImport {
         kind: "product",
         accepted: 3,
         fingerprint: "f",
         created_at_ms,
     };
-    imports::claim(db, tenant, import, &new).await.unwrap();
+    imports::claim(&db, tenant, import, &new).await.unwrap();
     let written = imports::ItemOutcome {
         import,
         index: 0,
         outcome: Outcome::Written,
         created_at_ms,
     };
-    imports::record_outcome(db, &written, created_at_ms / 1000)
+    imports::record_outcome(&db, &written, created_at_ms / 1000)
         .await
         .unwrap();
 }
 
-/// `tenant`'s events in `delivered` are its onboarding and one `importFinished` of import `id`
-/// (as [`accepted_with_one_written`] left it), with its final counts and no operator.
-fn assert_one_import_finished(delivered: &[Value], tenant: &str, id: &str) {
-    let events = about(delivered, tenant);
-    assert_eq!(
-        counted(&events),
-        [("importFinished", 1), ("tenantOnboarded", 1)],
-        "{delivered:#?}"
-    );
+/// The `importFinished` in `events` is import `id`'s as [`accepted_with_one_written`] left it,
+/// three accepted and two never sent: its final counts, and no operator.
+fn assert_one_import_finished(events: &std::collections::BTreeMap<String, Vec<Value>>, id: &str) {
     let finished = &events["importFinished"][0];
     assert_eq!(finished["outcome"], "failed");
     assert_eq!(finished["importId"], id);
@@ -197,15 +198,10 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
     let u = onboarded_on_shards(&h, "events-import", 4).await;
     let tenant = TenantId::parse(&u).unwrap();
     let import = EntityId::parse("imp-1").unwrap();
-    let db = h.app.db_for_operator(&tenant).await.unwrap();
-    let created_at_ms = integration::real_now_millis();
-    accepted_with_one_written(&db, &tenant, &import, created_at_ms).await;
-    let deadline = created_at_ms + FINAL_WITHIN_SECONDS * 1000;
-    for _ in 0..2 {
-        imports::close(&db, &tenant, &import, created_at_ms, deadline + 1)
-            .await
-            .unwrap();
-    }
+    accepted_with_one_written(&h, &tenant, &import).await;
+    h.clock.advance_seconds(FINAL_WITHIN_SECONDS + 1);
+    integration::drive_to_end(&h.app).await;
+    integration::drive_to_end(&h.app).await;
 
     // AND the publisher is handed the stream
     let batch = stream.take().await;
@@ -260,7 +256,13 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
         report.body
     );
     // AND the import's one event carries its final counts, with no operator
-    assert_one_import_finished(&delivered, &u, "imp-1");
+    let import_events = about(&delivered, &u);
+    assert_eq!(
+        counted(&import_events),
+        [("importFinished", 1), ("tenantOnboarded", 1)],
+        "{delivered:#?}"
+    );
+    assert_one_import_finished(&import_events, "imp-1");
     // AND nothing else was published
     assert_eq!(detail("tenantRestoreFinished")["outcome"], "restored");
     assert_eq!(detail("tenantRestoreFinished")["source"], source.as_str());
@@ -345,10 +347,9 @@ fn publisher_lines(publisher: &tenants::publish_events::Publisher) -> Vec<Value>
 }
 
 #[tokio::test]
-async fn an_import_of_a_tenant_in_its_own_table_is_published_once_when_the_driver_makes_it_final() {
-    use shared::identity::clock::Clock;
+async fn an_import_is_published_once_wherever_its_record_is_when_the_driver_is_cut_off_and_its_tenant_moves(
+) {
     use shared::identity::keys::import_due_pk;
-    use shared::store::lifecycle::driving::{list_import, DueImport};
     // GIVEN a table whose stream feeds the publisher, a subscriber, and a tenant in a table of its
     // own
     let (h, bus, mut stream, t) = stage("own-import").await;
@@ -360,19 +361,9 @@ async fn an_import_of_a_tenant_in_its_own_table_is_published_once_when_the_drive
     let tenant = TenantId::parse(&t).unwrap();
     let db = h.app.db_for_operator(&tenant).await.unwrap();
     assert_ne!(&*db.table, h.table.as_str());
-    // AND an import of 3 products it was accepted, as create-import does (listed for the driver,
-    // claimed in its table), one of them written
+    // AND an import of 3 products it was accepted, one of them written
     let import = EntityId::parse("imp-own").unwrap();
-    let platform_db = h.app.db_for_operator(&TenantId::platform()).await.unwrap();
-    let created_at_ms = h.clock.now_millis();
-    let due = DueImport {
-        due_at_ms: imports::due_at_ms(created_at_ms),
-        tenant: tenant.clone(),
-        import: import.clone(),
-        created_at_ms,
-    };
-    list_import(&platform_db, &due).await.unwrap();
-    accepted_with_one_written(&db, &tenant, &import, created_at_ms).await;
+    accepted_with_one_written(&h, &tenant, &import).await;
     let entry = || async {
         h.items_under(&import_due_pk(&tenant, &import))
             .await
@@ -380,15 +371,32 @@ async fn an_import_of_a_tenant_in_its_own_table_is_published_once_when_the_drive
             .filter(|i| format!("{:?}", i["SK"]).contains("imp-own"))
             .collect::<Vec<_>>()
     };
+    let lanes = tenants::Lanes::in_process();
+    let drive = || Box::pin(tenants::drive_lifecycle::drive(&h.app, &lanes));
 
-    // WHEN its deadline passes, and the driver makes it final but is cut off before it unlists it
-    // (the entry's delete refused)
+    // WHEN its deadline passes, and the driver closes its record (in the tenant's table) but is
+    // cut off before its note (the entry's update refused)
     h.clock.advance_seconds(FINAL_WITHIN_SECONDS + 1);
+    h.faults.refuse_requests_matching(Some(|body: &str| {
+        body.contains("IMPORTS_DUE") && body.contains("UpdateExpression")
+    }));
+    let unnoted = drive().await.unwrap();
+    h.faults.refuse_requests_matching(None);
+    // THEN its entry is still listed, not noted
+    assert_eq!(unnoted.imports_due, 1, "{unnoted:?}");
+    let listed = entry().await;
+    assert!(
+        !listed.is_empty() && !listed[0].contains_key("closedAtMs"),
+        "{listed:?}"
+    );
+
+    // WHEN the tenant moves back to the pool (its closed record with it), and the driver runs
+    // again, cut off before it unlists the entry (its delete refused)
+    let to_pool = || h.operator().move_to(&t, "pool");
+    step_to_end(&h, "the move", MOVES_DELAY_SECONDS, 21, to_pool).await;
     h.faults.refuse_requests_matching(Some(|body: &str| {
         body.contains("IMPORTS_DUE") && !body.contains("Expression")
     }));
-    let lanes = tenants::Lanes::in_process();
-    let drive = || Box::pin(tenants::drive_lifecycle::drive(&h.app, &lanes));
     let cut = drive().await.unwrap();
     h.faults.refuse_requests_matching(None);
     // THEN its entry is still listed, noted final
@@ -404,9 +412,64 @@ async fn an_import_of_a_tenant_in_its_own_table_is_published_once_when_the_drive
     assert_eq!((again.imports_closed, after.imports_closed), (1, 0));
     assert!(entry().await.is_empty());
 
-    // AND the publisher, handed the pool's stream, put exactly one importFinished, with the final
-    // counts and no operator, as a pooled tenant's
+    // AND the publisher, handed the pool's stream (the record's close in the tenant's table never
+    // on it, its arrival in the pool and its closes there no event), put exactly one
+    // importFinished, with the final counts and no operator
     publish_filtered(&bus, stream.take().await).await;
     let delivered = bus.delivered().await;
-    assert_one_import_finished(&delivered, &t, "imp-own");
+    let events = about(&delivered, &t);
+    assert_eq!(
+        counted(&events),
+        [
+            ("importFinished", 1),
+            ("tenantMoveFinished", 1),
+            ("tenantMoveStarted", 1),
+            ("tenantOnboarded", 1)
+        ],
+        "{delivered:#?}"
+    );
+    assert_one_import_finished(&events, "imp-own");
+}
+
+#[tokio::test]
+async fn an_import_closed_before_its_tenants_offboarding_began_is_still_published_once() {
+    // GIVEN a table whose stream feeds the publisher, a subscriber, and a pooled tenant's import
+    // of 3 products, one of them written
+    let (h, bus, mut stream, t) = stage("offboarded-import").await;
+    onboard(&h, &t, 4).await;
+    let tenant = TenantId::parse(&t).unwrap();
+    let import = EntityId::parse("imp-gone").unwrap();
+    accepted_with_one_written(&h, &tenant, &import).await;
+    let lanes = tenants::Lanes::in_process();
+    let drive = || Box::pin(tenants::drive_lifecycle::drive(&h.app, &lanes));
+
+    // WHEN its deadline passes, and the driver closes it but is cut off before its note
+    h.clock.advance_seconds(FINAL_WITHIN_SECONDS + 1);
+    h.faults.refuse_requests_matching(Some(|body: &str| {
+        body.contains("IMPORTS_DUE") && body.contains("UpdateExpression")
+    }));
+    let unnoted = drive().await.unwrap();
+    h.faults.refuse_requests_matching(None);
+    assert_eq!(unnoted.imports_due, 1, "{unnoted:?}");
+    // AND the tenant's offboarding begins before the next run, which runs
+    let offboarding = h.caller(&operator()).offboard_tenant(&t).await;
+    assert_eq!(offboarding.status, 202, "{}", offboarding.body);
+    let next = drive().await.unwrap();
+
+    // THEN the entry is gone, nothing written into the tenant, and the publisher put exactly one
+    // importFinished, with the final counts as closed
+    assert_eq!(next.imports_due, 0, "{next:?}");
+    publish_filtered(&bus, stream.take().await).await;
+    let delivered = bus.delivered().await;
+    let events = about(&delivered, &t);
+    assert_eq!(
+        counted(&events),
+        [
+            ("importFinished", 1),
+            ("offboardingStarted", 1),
+            ("tenantOnboarded", 1)
+        ],
+        "{delivered:#?}"
+    );
+    assert_one_import_finished(&events, "imp-gone");
 }

@@ -2,15 +2,23 @@
 
 use super::*;
 use crate::identity::ids::{EntityId, TenantId};
-use crate::identity::keys::import_item_sk;
+use crate::identity::keys::{import_item_sk, import_key, primary_key};
 use crate::store::client::error::{unless_expected, StoreError};
+use crate::store::client::items::get_item_consistent;
 use crate::store::client::query::{string_attr, u64_attr, Item};
 use crate::store::client::scoped::TenantDb;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use std::collections::BTreeMap;
 
-/// The closed record's attribute of its items by outcome.
+use crate::store::client::expr::{attr, num, Condition, Update};
+use dynamodb_expression::value::Map;
+
+/// The closed record's attributes (and a note's, [`Finished::note`]): its items by outcome, and
+/// what it imports.
 const FINAL_COUNTS: &str = "finalCounts";
+const IMPORT_ID: &str = "importId";
+const ITEM_KIND: &str = "itemKind";
+const ACCEPTED: &str = "accepted";
 
 /// What [`close`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,11 +53,47 @@ impl Finished {
             _ => BTreeMap::new(),
         };
         Self {
-            item_kind: string_attr(item, "itemKind").unwrap_or_default(),
-            accepted: u64_attr(item, "accepted").unwrap_or(0),
+            item_kind: string_attr(item, ITEM_KIND).unwrap_or_default(),
+            accepted: u64_attr(item, ACCEPTED).unwrap_or(0),
             final_counts,
         }
     }
+
+    /// The update that notes import `import` final on another item (its entry in the lifecycle
+    /// driver's list) at `now_ms`, in its record's own attribute names, and the condition that it
+    /// is not noted yet.
+    pub fn note(&self, import: &EntityId, now_ms: u64) -> (Update, Condition) {
+        let counts: Map = self
+            .final_counts
+            .iter()
+            .map(|(outcome, n)| (outcome.as_str(), num(*n)))
+            .collect();
+        let update = Update::from(attr(CLOSED_AT_MS).set(num(now_ms)))
+            .and(attr(IMPORT_ID).set(import.as_str()))
+            .and(attr(ITEM_KIND).set(self.item_kind.as_str()))
+            .and(attr(ACCEPTED).set(num(self.accepted)))
+            .and(attr(FINAL_COUNTS).set(counts));
+        (update, attr(CLOSED_AT_MS).attribute_not_exists())
+    }
+}
+
+/// What import `import` accepted at `created_at_ms` holds once closed (one consistent GetItem of
+/// its record); `None` while it is open, or when it is gone or another import's. Read-only: for a
+/// tenant being offboarded, into whose items nothing may be written.
+pub async fn closed(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+    created_at_ms: u64,
+    now_seconds: u64,
+) -> Result<Option<Finished>, StoreError> {
+    let pk = import_key(tenant, import);
+    let record = get_item_consistent(db, primary_key(&pk, &pk))
+        .await?
+        .filter(|r| crate::store::client::query::is_live(r, now_seconds))
+        .filter(|r| u64_attr(r, CREATED_AT_MS) == Some(created_at_ms))
+        .filter(|r| r.contains_key(CLOSED_AT_MS));
+    Ok(record.as_ref().map(Finished::of))
 }
 
 /// Makes the import accepted at `created_at_ms` final once its deadline has passed: every item
@@ -84,7 +128,7 @@ pub async fn close(
     } else {
         FailReason::Undelivered
     };
-    let accepted = u64_attr(&record, "accepted").map_or(0, |n| n as u32);
+    let accepted = u64_attr(&record, ACCEPTED).map_or(0, |n| n as u32);
     let open: Vec<u32> = (0..accepted)
         .filter(|i| !outcomes.contains_key(&import_item_sk(tenant, import, *i)))
         .collect();

@@ -23,7 +23,7 @@ use crate::identity::keys::{
     lifecycle_drive_sk, parse_import_due_sk, IMPORT_DUE_SHARDS, PK, SK,
 };
 use crate::store::client::error::StoreError;
-use crate::store::client::expr::{attr, exists, num, Update};
+use crate::store::client::expr::exists;
 use crate::store::client::scoped::TenantDb;
 use crate::store::client::transact::TransactError;
 use crate::store::imports::Finished;
@@ -143,9 +143,6 @@ pub struct DueImport {
 }
 
 const CREATED_AT_MS: &str = "createdAtMs";
-/// An entry's note that its import is final ([`note_import_finished`]), as a closed import
-/// record's.
-const CLOSED_AT_MS: &str = "closedAtMs";
 
 impl DueImport {
     /// The key (`PK`, `SK`) of this import's entry in the deadline list.
@@ -177,32 +174,22 @@ pub async fn list_import(platform_db: &TenantDb, due: &DueImport) -> Result<(), 
 }
 
 /// Notes on import `due`'s entry that the import is final, as its closed record holds it
-/// (`finished`), at `now_ms`: the change the pool's stream carries as the import's `importFinished`
-/// event (`store::lifecycle::events`) when that record is in a table of the tenant's own, whose
-/// stream the publisher does not read. Once only: an entry noted already (a run cut off before
-/// unlisting it) or gone is left as it is.
+/// (`finished`), at `now_ms`: the change the pool's stream carries as the import's one
+/// `importFinished` event (`store::lifecycle::events`), wherever the record is (a table of the
+/// tenant's own is on a stream the publisher does not read, and a record moves between the two).
+/// Once only: an entry noted already (a run cut off before unlisting it) or gone is left as it is.
 pub async fn note_import_finished(
     platform_db: &TenantDb,
     due: &DueImport,
     finished: &Finished,
     now_ms: u64,
 ) -> Result<(), StoreError> {
-    use dynamodb_expression::value::Map;
     let (pk, sk) = due.key();
-    let counts: Map = finished
-        .final_counts
-        .iter()
-        .map(|(outcome, n)| (outcome.as_str(), num(*n)))
-        .collect();
-    let update = Update::from(attr(CLOSED_AT_MS).set(num(now_ms)))
-        .and(attr("importId").set(due.import.as_str()))
-        .and(attr("itemKind").set(finished.item_kind.as_str()))
-        .and(attr("accepted").set(num(finished.accepted)))
-        .and(attr("finalCounts").set(counts));
+    let (update, not_noted) = finished.note(&due.import, now_ms);
     let noted = platform_db
         .update_item(primary_key(pk, sk), update)
         .when(exists())
-        .when(attr(CLOSED_AT_MS).attribute_not_exists())
+        .when(not_noted)
         .send(platform_db)
         .await;
     match noted {

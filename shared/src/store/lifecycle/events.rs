@@ -16,7 +16,7 @@
 //! | `tenantMoveStarted`, `tenantMoveFinished` | its `move` appeared, went (with the backfill's count) |
 //! | `tenantRestoreStarted`, `tenantRestoreFinished` | its `restore` appeared, went (with its report's counts) |
 //! | `offboardingFinished` | the record of an offboarding tenant deleted: the walk deleted everything |
-//! | `importFinished` | an import record closed (`closedAtMs` set, with its final counts): by the lifecycle driver at the import's deadline, up to an hour after its acceptance; for a record in a table of its tenant's own (whose stream is not read), the driver's note of it on the import's entry in its deadline list (`driving::note_import_finished`) |
+//! | `importFinished` | an import's entry in the lifecycle driver's deadline list noted final (`closedAtMs` set, with its final counts: `driving::note_import_finished`) once the driver closed its record at its deadline, up to an hour after its acceptance. Never the record's own close: it may be in a table of its tenant's own, whose stream is not read, and it moves between the two with its tenant |
 
 use std::collections::BTreeMap;
 
@@ -24,9 +24,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::identity::ids::{EntityId, TenantId};
-use crate::identity::keys::{
-    import_due_pk, import_key, parse_import_due_sk, parse_tenant_record_key,
-};
+use crate::identity::keys::{import_due_pk, parse_import_due_sk, parse_tenant_record_key};
 use crate::store::tenancy::tenants::{Migration, TenantRecord, TenantStatus};
 
 /// What happened to the item, as the stream names it.
@@ -76,14 +74,12 @@ struct Keys {
     sk: String,
 }
 
-/// An import record's image; every field defaulted, since other items share its key shape (the
-/// tenant's sealing key) and are told apart by `kind`.
+/// An import's entry in the driver's deadline list, as its note of the import's close
+/// (`driving::note_import_finished`) leaves it: every field defaulted (an entry not noted has
+/// none of them), the tenant and import being the ones its key names.
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
-struct ImportImage {
-    kind: Option<String>,
-    tenant_id: String,
-    import_id: String,
+struct NotedImport {
     item_kind: String,
     accepted: u64,
     closed_at_ms: Option<u64>,
@@ -115,10 +111,6 @@ pub fn events_of(
         }
     } else if let Some(tenant) = parse_tenant_record_key(&keys.pk) {
         tenant_events(change, &tenant, &keys.pk, old, new)?
-    } else if keys.sk.contains("#IMPORT#") && change == Change::Modify {
-        // Closing updates the import record. An insert of a closed one is a move between
-        // placements bringing it into the pool (`store::lifecycle::moving`): no new event.
-        import_events(&keys.pk, old, new)?
     } else {
         Vec::new()
     };
@@ -322,29 +314,6 @@ impl TenantEvents<'_> {
     }
 }
 
-fn import_events(
-    key: &str,
-    old: Option<&serde_dynamo::Item>,
-    new: Option<&serde_dynamo::Item>,
-) -> Result<Vec<LifecycleEvent>, ImageError> {
-    let Some(new) = parse::<ImportImage>(key, new)? else {
-        return Ok(Vec::new());
-    };
-    let was_closed = parse::<ImportImage>(key, old)?.is_some_and(|o| o.closed_at_ms.is_some());
-    if new.kind.as_deref() != Some("IMPORT") || new.closed_at_ms.is_none() || was_closed {
-        return Ok(Vec::new());
-    }
-    // The tenant and import its key names, never only what the item says.
-    let named = TenantId::parse(&new.tenant_id)
-        .ok()
-        .zip(EntityId::parse(&new.import_id).ok())
-        .is_some_and(|(tenant, import)| import_key(&tenant, &import) == key);
-    if !named {
-        return Ok(Vec::new());
-    }
-    Ok(vec![import_finished(&new)])
-}
-
 /// An import's entry in the driver's deadline list, noted final (`closedAtMs` set) by
 /// `driving::note_import_finished`: the `importFinished` of an import whose record is in a table of
 /// its tenant's own. The tenant and import are the ones the entry's key names.
@@ -359,20 +328,18 @@ fn noted_import_events(
     if import_due_pk(&tenant, &import) != keys.pk {
         return Ok(Vec::new());
     }
-    let Some(mut new) = parse::<ImportImage>(&keys.sk, new)? else {
+    let Some(new) = parse::<NotedImport>(&keys.sk, new)? else {
         return Ok(Vec::new());
     };
-    let was_noted = parse::<ImportImage>(&keys.sk, old)?.is_some_and(|o| o.closed_at_ms.is_some());
+    let was_noted = parse::<NotedImport>(&keys.sk, old)?.is_some_and(|o| o.closed_at_ms.is_some());
     if new.closed_at_ms.is_none() || was_noted {
         return Ok(Vec::new());
     }
-    new.tenant_id = tenant.to_string();
-    new.import_id = import.to_string();
-    Ok(vec![import_finished(&new)])
+    Ok(vec![import_finished(&tenant, &import, &new)])
 }
 
-/// The `importFinished` of a closed import, with its final counts.
-fn import_finished(closed: &ImportImage) -> LifecycleEvent {
+/// The `importFinished` of `tenant`'s import `import`, closed as `closed` says.
+fn import_finished(tenant: &TenantId, import: &EntityId, closed: &NotedImport) -> LifecycleEvent {
     let failed: u64 = closed
         .final_counts
         .iter()
@@ -382,12 +349,12 @@ fn import_finished(closed: &ImportImage) -> LifecycleEvent {
     let outcome = if failed == 0 { "complete" } else { "failed" };
     LifecycleEvent {
         detail_type: "importFinished",
-        tenant_id: closed.tenant_id.clone(),
+        tenant_id: tenant.to_string(),
         detail: json!({
-            "tenantId": closed.tenant_id,
+            "tenantId": tenant.as_str(),
             "operator": null,
             "outcome": outcome,
-            "importId": closed.import_id,
+            "importId": import.as_str(),
             "kind": closed.item_kind,
             "accepted": closed.accepted,
             "counts": closed.final_counts,
