@@ -141,6 +141,28 @@ fn assert_one_import_finished(events: &std::collections::BTreeMap<String, Vec<Va
     assert_eq!(finished["operator"], Value::Null);
 }
 
+/// One lifecycle driver run on `h`'s app, every request `refused` tells refused (throttled).
+async fn driven_refusing(
+    h: &Harness,
+    lanes: &tenants::Lanes,
+    refused: fn(&str) -> bool,
+) -> tenants::drive_lifecycle::Driven {
+    h.faults.refuse_requests_matching(Some(refused));
+    let run = Box::pin(tenants::drive_lifecycle::drive(&h.app, lanes)).await;
+    h.faults.refuse_requests_matching(None);
+    run.unwrap()
+}
+
+/// The driver's note of an import's end on its deadline-list entry.
+fn refuse_note(body: &str) -> bool {
+    body.contains("IMPORTS_DUE") && body.contains("UpdateExpression")
+}
+
+/// The driver's removal of an import's deadline-list entry.
+fn refuse_unlisting(body: &str) -> bool {
+    body.contains("IMPORTS_DUE") && !body.contains("Expression")
+}
+
 /// Each detail-type with how many times it came.
 fn counted(about: &std::collections::BTreeMap<String, Vec<Value>>) -> Vec<(&str, usize)> {
     about.iter().map(|(k, v)| (k.as_str(), v.len())).collect()
@@ -377,11 +399,7 @@ async fn an_import_is_published_once_wherever_its_record_is_when_the_driver_is_c
     // WHEN its deadline passes, and the driver closes its record (in the tenant's table) but is
     // cut off before its note (the entry's update refused)
     h.clock.advance_seconds(FINAL_WITHIN_SECONDS + 1);
-    h.faults.refuse_requests_matching(Some(|body: &str| {
-        body.contains("IMPORTS_DUE") && body.contains("UpdateExpression")
-    }));
-    let unnoted = drive().await.unwrap();
-    h.faults.refuse_requests_matching(None);
+    let unnoted = driven_refusing(&h, &lanes, refuse_note).await;
     // THEN its entry is still listed, not noted
     assert_eq!(unnoted.imports_due, 1, "{unnoted:?}");
     let listed = entry().await;
@@ -394,11 +412,7 @@ async fn an_import_is_published_once_wherever_its_record_is_when_the_driver_is_c
     // again, cut off before it unlists the entry (its delete refused)
     let to_pool = || h.operator().move_to(&t, "pool");
     step_to_end(&h, "the move", MOVES_DELAY_SECONDS, 21, to_pool).await;
-    h.faults.refuse_requests_matching(Some(|body: &str| {
-        body.contains("IMPORTS_DUE") && !body.contains("Expression")
-    }));
-    let cut = drive().await.unwrap();
-    h.faults.refuse_requests_matching(None);
+    let cut = driven_refusing(&h, &lanes, refuse_unlisting).await;
     // THEN its entry is still listed, noted final
     assert_eq!(cut.imports_due, 1, "{cut:?}");
     let noted = entry().await;
@@ -445,11 +459,7 @@ async fn an_import_closed_before_its_tenants_offboarding_began_is_still_publishe
 
     // WHEN its deadline passes, and the driver closes it but is cut off before its note
     h.clock.advance_seconds(FINAL_WITHIN_SECONDS + 1);
-    h.faults.refuse_requests_matching(Some(|body: &str| {
-        body.contains("IMPORTS_DUE") && body.contains("UpdateExpression")
-    }));
-    let unnoted = drive().await.unwrap();
-    h.faults.refuse_requests_matching(None);
+    let unnoted = driven_refusing(&h, &lanes, refuse_note).await;
     assert_eq!(unnoted.imports_due, 1, "{unnoted:?}");
     // AND the tenant's offboarding begins before the next run, which runs
     let offboarding = h.caller(&operator()).offboard_tenant(&t).await;
