@@ -106,13 +106,38 @@ impl Harness {
         session_ttl_seconds: u64,
         sts_endpoint: &str,
     ) -> Self {
-        Self::build(admin, table, session_ttl_seconds, sts_endpoint, None).await
+        Self::build(
+            admin,
+            table,
+            session_ttl_seconds,
+            sts_endpoint,
+            None,
+            Default::default(),
+        )
+        .await
     }
 
     /// Another container on this harness's table: its own `App`, credential cache, clock and
     /// counter.
     pub async fn another_container(&self) -> Self {
         Self::on_table(&self.admin, &self.table, 3600, &self.sts_endpoint).await
+    }
+
+    /// Another container on this harness's table whose sessions of the platform's partition are
+    /// narrowed to `access`, as a function's `PLATFORM_SESSION_ACCESS` narrows them.
+    pub async fn another_container_narrowed(
+        &self,
+        access: shared::isolation::policy::PlatformAccess,
+    ) -> Self {
+        Self::build(
+            &self.admin,
+            &self.table,
+            3600,
+            &self.sts_endpoint,
+            None,
+            access,
+        )
+        .await
     }
 
     /// A harness whose tenant clients reach DynamoDB at `dynamodb_endpoint` (a dead port, or a
@@ -125,7 +150,15 @@ impl Harness {
                 .endpoint_url(dynamodb_endpoint)
                 .build(),
         );
-        Self::build(&admin, table, 3600, &sts_endpoint, Some(dynamodb_endpoint)).await
+        Self::build(
+            &admin,
+            table,
+            3600,
+            &sts_endpoint,
+            Some(dynamodb_endpoint),
+            Default::default(),
+        )
+        .await
     }
 
     async fn build(
@@ -134,6 +167,7 @@ impl Harness {
         session_ttl_seconds: u64,
         sts_endpoint: &str,
         dynamodb_endpoint: Option<&str>,
+        platform_access: shared::isolation::policy::PlatformAccess,
     ) -> Self {
         let sdk = load_sdk_config().await;
         let clock = Arc::new(TestClock(AtomicU64::new(real_now_millis())));
@@ -152,7 +186,7 @@ impl Harness {
             max_in_flight: shared::store::client::scoped::DEFAULT_MAX_IN_FLIGHT,
             read_cache_ms: 0,
             list_cache: None,
-            platform_access: Default::default(),
+            platform_access,
             tenant_scope: shared::isolation::policy::Scope::Tenant,
             lifecycle_lanes: shared::store::lifecycle::lanes::DEFAULT_LANES,
             dry_run_seconds: shared::service::app::DRY_RUN_SECONDS,
@@ -356,9 +390,13 @@ impl Harness {
 
     async fn recorded_policies_of(&self, tenant: &str, role_arn: &str) -> Vec<String> {
         let data = http_get_json(&format!("{}/moto-api/data.json", self.sts_endpoint)).await;
-        let session = shared::isolation::credentials::role_session_name(
-            &shared::identity::ids::TenantId::parse(tenant).unwrap(),
-        );
+        use shared::identity::ids::TenantId;
+        // (the platform's partition has a reserved id, which no request may name)
+        let tenant = match tenant {
+            TenantId::PLATFORM => TenantId::platform(),
+            other => TenantId::parse(other).unwrap(),
+        };
+        let session = shared::isolation::credentials::role_session_name(&tenant);
         data["sts"]["AssumedRole"]
             .as_array()
             .cloned()

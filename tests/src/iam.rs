@@ -1,7 +1,7 @@
 //! A small IAM policy evaluator: exactly the features pooltable's policies use (Allow and Deny
 //! statements, Action and Resource matching with `*` and `?`, the `StringLike`, `StringEquals`,
 //! `StringNotEquals`, `ArnLike`, `ArnEquals`, `ForAllValues:StringLike`, `ForAllValues:StringEquals` and `Null` conditions, the condition keys
-//! `dynamodb:LeadingKeys`, `aws:PrincipalTag/*`, `aws:RequestTag/*`, `aws:ResourceTag/*`,
+//! `dynamodb:LeadingKeys`, `dynamodb:Attributes`, `aws:PrincipalTag/*`, `aws:RequestTag/*`, `aws:ResourceTag/*`,
 //! `aws:PrincipalArn`, `events:source`, `kms:EncryptionContext:*`, `kms:EncryptionContextKeys`
 //! and `aws:TagKeys`, and the policy
 //! variable `${aws:PrincipalTag/*}` in condition values). It is the oracle of the isolation property
@@ -19,6 +19,9 @@ pub struct AuthzRequest {
     pub resource: String,
     /// `dynamodb:LeadingKeys`; `None` when the request carries no such key.
     pub leading_keys: Option<Vec<String>>,
+    /// `dynamodb:Attributes`: the top-level attribute names the request names (its key's among
+    /// them); `None` when not modelled.
+    pub attributes: Option<Vec<String>>,
     /// The session's tags (`aws:PrincipalTag/<key>`, and the `${aws:PrincipalTag/<key>}` variable).
     pub principal_tags: BTreeMap<String, String>,
     /// The tags an STS request passes (`aws:RequestTag/<key>`; their keys are `aws:TagKeys`), or a
@@ -73,6 +76,9 @@ fn strings(v: &Value) -> Vec<String> {
 fn key_values(req: &AuthzRequest, key: &str) -> Option<Vec<String>> {
     if key == "dynamodb:LeadingKeys" {
         return req.leading_keys.clone();
+    }
+    if key == "dynamodb:Attributes" {
+        return req.attributes.clone();
     }
     if key == "aws:TagKeys" {
         return (!req.request_tags.is_empty()).then(|| req.request_tags.keys().cloned().collect());

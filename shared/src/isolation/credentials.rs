@@ -344,10 +344,33 @@ mod tests {
         );
     }
 
+    /// The settings of a function whose platform sessions are narrowed to `access`, and its
+    /// AssumeRole for a session of the platform's partition.
+    fn platform_session_request(
+        access: PlatformAccess,
+    ) -> (
+        CredentialSettings,
+        aws_sdk_sts::operation::assume_role::builders::AssumeRoleFluentBuilder,
+    ) {
+        let settings = CredentialSettings {
+            platform_access: access,
+            ..settings()
+        };
+        let pooled = TenantTables::pooled("pooltable-test");
+        let request = assume_role_request(
+            &sts(),
+            &settings,
+            &TenantId::platform(),
+            &pooled,
+            Scope::Tenant,
+        )
+        .unwrap();
+        (settings, request)
+    }
+
     #[test]
     fn a_narrowed_function_tags_its_platform_sessions_and_sends_their_narrowed_policy_only() {
         let pooled = TenantTables::pooled("pooltable-test");
-        let item_actions = crate::isolation::policy::TENANT_ACTIONS.to_vec();
         // (the patterns, written with the key builders: `TENANT#_platform#USAGE#*`, …)
         let pattern = |prefix: String| format!("{prefix}*");
         let platform = TenantId::platform();
@@ -377,7 +400,7 @@ mod tests {
                 "imports-due",
                 vec![
                     (
-                        item_actions.clone(),
+                        vec!["dynamodb:UpdateItem", "dynamodb:DeleteItem"],
                         pattern(crate::identity::keys::import_due_pk_prefix()),
                     ),
                     usage.clone(),
@@ -385,19 +408,8 @@ mod tests {
             ),
         ] {
             // GIVEN a function whose platform sessions are narrowed to `access`
-            let settings = CredentialSettings {
-                platform_access: access,
-                ..settings()
-            };
             // WHEN it asks for a session of the platform's partition
-            let request = assume_role_request(
-                &sts(),
-                &settings,
-                &TenantId::platform(),
-                &pooled,
-                Scope::Tenant,
-            )
-            .unwrap();
+            let (settings, request) = platform_session_request(access);
             let input = request.as_input();
             // THEN the session carries the PlatformAccess tag beside its TenantId, and a policy of
             // only those actions on only those keys
@@ -437,6 +449,25 @@ mod tests {
                 assume_role_request(&sts(), &settings, &tenant, &pooled, Scope::Tenant).unwrap();
             assert_eq!(request.as_input().get_tags().as_deref().unwrap().len(), 1);
         }
+    }
+
+    #[test]
+    fn the_import_producers_list_statement_names_the_only_attributes_it_may_write() {
+        // GIVEN the import producer's narrowed settings
+        // WHEN it asks for a session of the platform's partition
+        let (_, request) = platform_session_request(PlatformAccess::ImportsDue);
+        // THEN its list statement names the keys' attributes and the listing's, never the
+        // driver's note of an import's close; the usage statement names none
+        let policy: serde_json::Value =
+            serde_json::from_str(request.as_input().get_policy().as_deref().unwrap()).unwrap();
+        let attributes: Vec<serde_json::Value> = policy["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"].clone())
+            .collect();
+        let listing = serde_json::json!(["PK", "SK", "catalog", "kind", "tenantId", "createdAtMs"]);
+        assert_eq!(attributes, [listing, serde_json::Value::Null]);
     }
 
     #[test]

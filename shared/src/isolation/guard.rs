@@ -26,7 +26,7 @@ use crate::identity::ids::TenantId;
 use crate::identity::keys::{
     offboarding_reports_pk, tenant_prefix, tenant_record_key, CATALOG, PK, SK,
 };
-use crate::isolation::policy::{Scope, TenantTables};
+use crate::isolation::policy::{PlatformAccess, Scope, TenantTables};
 
 /// A request refused by the guard. It never left the process.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -289,6 +289,9 @@ pub struct TenantKeyGuard {
     tenant: TenantId,
     tables: Option<TenantTables>,
     scope: Scope,
+    /// What a session of the platform's partition is narrowed to (the session's tag and policy:
+    /// `isolation::credentials`); unused for a tenant's.
+    platform_access: PlatformAccess,
 }
 
 impl TenantKeyGuard {
@@ -298,6 +301,7 @@ impl TenantKeyGuard {
             tenant,
             tables: None,
             scope: Scope::Tenant,
+            platform_access: PlatformAccess::All,
         }
     }
 
@@ -308,6 +312,16 @@ impl TenantKeyGuard {
             tenant,
             tables: Some(tables),
             scope,
+            platform_access: PlatformAccess::All,
+        }
+    }
+
+    /// This guard, holding a session of the platform's partition to `access` as its session policy
+    /// does ([`check_platform_access`]); a tenant's session is not affected.
+    pub fn narrowed(self, access: PlatformAccess) -> Self {
+        Self {
+            platform_access: access,
+            ..self
         }
     }
 }
@@ -316,6 +330,9 @@ impl TenantKeyGuard {
     /// The key rule, and the table rule when the guard has the tenant's placement.
     fn check(&self, input: &Input) -> Result<(), GuardViolation> {
         check_scoped_input(&self.tenant, self.scope, input)?;
+        if self.tenant.as_str() == TenantId::PLATFORM {
+            check_platform_access(self.platform_access, input)?;
+        }
         if let Some(tables) = &self.tables {
             check_tables(&self.tenant, tables, input)?;
         }
@@ -464,8 +481,10 @@ pub fn is_guard_violation(err: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+mod platform;
 mod reader;
 mod tables;
+pub use platform::check_platform_access;
 pub use tables::{check_own_table, check_tables, OwnTableGuard};
 
 #[cfg(test)]

@@ -265,10 +265,35 @@ struct Condition {
         rename = "ForAllValues:StringEquals",
         skip_serializing_if = "Option::is_none"
     )]
-    for_all_values_string_equals: Option<LeadingKeys<Vec<String>>>,
+    for_all_values_string_equals: Option<StringEqualsKeys>,
     /// `ForAllValues` is vacuously true on an empty set: `Null = false` demands the key is present.
     #[serde(rename = "Null")]
     null: LeadingKeys<&'static str>,
+}
+
+/// The keys of a `ForAllValues:StringEquals`: exact leading keys, or the only attributes a request
+/// may name.
+#[derive(Serialize, Default)]
+struct StringEqualsKeys {
+    #[serde(
+        rename = "dynamodb:LeadingKeys",
+        skip_serializing_if = "Option::is_none"
+    )]
+    leading_keys: Option<Vec<String>>,
+    #[serde(
+        rename = "dynamodb:Attributes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    attributes: Option<Vec<&'static str>>,
+}
+
+impl StringEqualsKeys {
+    fn attributes(names: Vec<&'static str>) -> Self {
+        Self {
+            attributes: Some(names),
+            ..Self::default()
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -392,8 +417,9 @@ fn leading_keys_like(patterns: Vec<String>) -> Condition {
 fn leading_key_equals(key: String) -> Condition {
     Condition {
         for_all_values_string_like: None,
-        for_all_values_string_equals: Some(LeadingKeys {
-            leading_keys: vec![key],
+        for_all_values_string_equals: Some(StringEqualsKeys {
+            leading_keys: Some(vec![key]),
+            ..StringEqualsKeys::default()
         }),
         null: LeadingKeys {
             leading_keys: "false",
@@ -419,7 +445,8 @@ mod own_tables;
 mod platform;
 pub use own_tables::{own_table_name, OWN_TABLE_ACTIONS, OWN_TABLE_INFIX};
 pub use platform::{
-    platform_session_policy, PlatformAccess, PLATFORM_ACCESS_TAG_KEY, READ_ACTIONS,
+    platform_session_policy, NarrowedStatement, PlatformAccess, PLATFORM_ACCESS_TAG_KEY,
+    READ_ACTIONS,
 };
 
 #[cfg(test)]

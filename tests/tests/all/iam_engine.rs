@@ -358,7 +358,11 @@ fn platform_access_allows(access: PlatformAccess, op: Op, pk: &str) -> bool {
         PlatformAccess::All => true,
         PlatformAccess::Usage => usage && op == Op::Update,
         PlatformAccess::Read => matches!(op, Op::Get | Op::Query) || (usage && op == Op::Update),
-        PlatformAccess::ImportsDue => pk.contains("#IMPORTS_DUE#") || (usage && op == Op::Update),
+        // (the probe's update names `v`, outside the listing's attributes: only its delete is the
+        // list's use)
+        PlatformAccess::ImportsDue => {
+            (pk.contains("#IMPORTS_DUE#") && op == Op::Delete) || (usage && op == Op::Update)
+        }
     }
 }
 

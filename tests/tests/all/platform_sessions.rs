@@ -25,11 +25,19 @@ fn location() -> TableLocation {
 }
 
 /// `action` on the pool's item of partition key `pk`, by a session tagged `tags`.
+/// The request names the item's key attributes only (`dynamodb:Attributes`).
 fn request(action: &str, pk: &str, tags: &[(&str, &str)]) -> AuthzRequest {
+    naming(action, pk, &["PK", "SK"], tags)
+}
+
+/// `action` on the pool's item of partition key `pk`, naming the top-level attributes `attributes`
+/// (its key's among them), by a session tagged `tags`.
+fn naming(action: &str, pk: &str, attributes: &[&str], tags: &[(&str, &str)]) -> AuthzRequest {
     AuthzRequest {
         action: format!("dynamodb:{action}"),
         resource: TABLE.into(),
         leading_keys: Some(vec![pk.to_owned()]),
+        attributes: Some(attributes.iter().map(|a| a.to_string()).collect()),
         principal_tags: tags
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -75,9 +83,10 @@ fn each_narrowed_platform_session_reaches_exactly_its_keys_in_both_layers() {
             ["GetItem", "Query", "ConditionCheckItem"].contains(&action)
                 || (action == "UpdateItem" && pk.contains("#USAGE#"))
         }),
-        // the imports' deadline list, and the usage counters
+        // the imports' deadline list, only listed on and unlisted from, and the usage counters
         (PlatformAccess::ImportsDue, "imports-due", |action, pk| {
-            pk.contains("#IMPORTS_DUE#") || (action == "UpdateItem" && pk.contains("#USAGE#"))
+            (["UpdateItem", "DeleteItem"].contains(&action) && pk.contains("#IMPORTS_DUE#"))
+                || (action == "UpdateItem" && pk.contains("#USAGE#"))
         }),
     ];
     for (access, tag, allowed) in cases {
@@ -131,4 +140,264 @@ fn each_narrowed_platform_session_reaches_exactly_its_keys_in_both_layers() {
             assert!(!is_allowed(&role, &request(action, usage, &tags)), "{tag}");
         }
     }
+}
+
+/// One request of the import producer's session on its import's entry in the deadline list: the
+/// attributes IAM sees it name (written from IAM's semantics: its key's, its expressions'
+/// top-level names), the SDK input the guard sees, and whether it may be sent.
+struct OnTheList {
+    what: &'static str,
+    action: &'static str,
+    attributes: &'static [&'static str],
+    input: aws_smithy_runtime_api::client::interceptors::context::Input,
+    allowed: bool,
+}
+
+fn on_the_list() -> Vec<OnTheList> {
+    use aws_sdk_dynamodb::operation::{
+        delete_item::DeleteItemInput, put_item::PutItemInput, update_item::UpdateItemInput,
+    };
+    use aws_sdk_dynamodb::types::AttributeValue::{N, S};
+    use aws_smithy_runtime_api::client::interceptors::context::Input;
+    let (pk, sk) = (
+        raw_key("_platform", "IMPORTS_DUE#3"),
+        raw_key("_platform", "IMPORTS_DUE#1767225600000#acme#i-1"),
+    );
+    let update = |expression: &str, condition: Option<&str>, names: &[(&str, &str)]| {
+        let mut u = UpdateItemInput::builder()
+            .table_name("pooltable-dev")
+            .key("PK", S(pk.clone()))
+            .key("SK", S(sk.clone()))
+            .update_expression(expression)
+            .set_condition_expression(condition.map(str::to_owned))
+            .expression_attribute_values(":v", N("1".into()));
+        for (placeholder, name) in names {
+            u = u.expression_attribute_names(*placeholder, *name);
+        }
+        Input::erase(u.build().unwrap())
+    };
+    let listing = [
+        ("#kind", "kind"),
+        ("#tenant", "tenantId"),
+        ("#created", "createdAtMs"),
+    ];
+    let note = [
+        ("#closed", "closedAtMs"),
+        ("#import", "importId"),
+        ("#kind", "itemKind"),
+        ("#accepted", "accepted"),
+        ("#counts", "finalCounts"),
+    ];
+    vec![
+        OnTheList {
+            what: "the listing (list_import)",
+            action: "UpdateItem",
+            attributes: &["PK", "SK", "kind", "tenantId", "createdAtMs"],
+            input: update(
+                "SET #kind = :v, #tenant = :v, #created = :v",
+                None,
+                &listing,
+            ),
+            allowed: true,
+        },
+        OnTheList {
+            what: "the unlisting of an import refused over the bound (unlist_import)",
+            action: "DeleteItem",
+            attributes: &["PK", "SK"],
+            input: Input::erase(
+                DeleteItemInput::builder()
+                    .table_name("pooltable-dev")
+                    .key("PK", S(pk.clone()))
+                    .key("SK", S(sk.clone()))
+                    .build()
+                    .unwrap(),
+            ),
+            allowed: true,
+        },
+        OnTheList {
+            what: "the driver's note of the import's close (note_import_finished)",
+            action: "UpdateItem",
+            attributes: &[
+                "PK",
+                "SK",
+                "closedAtMs",
+                "importId",
+                "itemKind",
+                "accepted",
+                "finalCounts",
+            ],
+            input: update(
+                "SET #closed = :v, #import = :v, #kind = :v, #accepted = :v, #counts = :v",
+                Some("attribute_exists(PK) AND attribute_not_exists(#closed)"),
+                &note,
+            ),
+            allowed: false,
+        },
+        OnTheList {
+            what: "a note set by its bare name",
+            action: "UpdateItem",
+            attributes: &["PK", "SK", "kind", "closedAtMs"],
+            input: update("SET #kind = :v, closedAtMs = :v", None, &listing[..1]),
+            allowed: false,
+        },
+        OnTheList {
+            what: "a note taken off",
+            action: "UpdateItem",
+            attributes: &["PK", "SK", "closedAtMs"],
+            input: update("REMOVE #closed", None, &note[..1]),
+            allowed: false,
+        },
+        OnTheList {
+            what: "a whole entry put, even of the listing's attributes",
+            action: "PutItem",
+            attributes: &["PK", "SK", "kind", "tenantId", "createdAtMs"],
+            input: Input::erase(
+                PutItemInput::builder()
+                    .table_name("pooltable-dev")
+                    .item("PK", S(pk.clone()))
+                    .item("SK", S(sk.clone()))
+                    .item("kind", S("IMPORT_DUE".into()))
+                    .item("tenantId", S("_platform".into()))
+                    .item("createdAtMs", N("1".into()))
+                    .build()
+                    .unwrap(),
+            ),
+            allowed: false,
+        },
+    ]
+}
+
+/// The lifecycle driver's note on an import's entry is its one `importFinished`: the import
+/// producer's session, which may write the list, lists and unlists an entry and never notes one,
+/// nor takes a note off, in each of the three layers.
+#[test]
+fn the_import_producers_session_lists_and_unlists_an_entry_but_never_notes_one_in_any_layer() {
+    // GIVEN the tenant-access role's policy as deployed, the import producer's session policy, and
+    // its guard
+    let role = tenant_role_policy(&Arns {
+        table: TABLE,
+        functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
+    });
+    let session: Value = serde_json::from_str(
+        &platform_session_policy(&location(), PlatformAccess::ImportsDue).unwrap(),
+    )
+    .unwrap();
+    let tags = [("TenantId", "_platform"), ("PlatformAccess", "imports-due")];
+    for case in on_the_list() {
+        // WHEN it sends the request on an import's entry
+        let r = naming(
+            case.action,
+            &raw_key("_platform", "IMPORTS_DUE#3"),
+            case.attributes,
+            &tags,
+        );
+        // THEN the role's policy alone, the session policy alone and the guard each decide it as
+        // the list's use says
+        assert_eq!(is_allowed(&role, &r), case.allowed, "role: {}", case.what);
+        assert_eq!(
+            is_allowed(&session, &r),
+            case.allowed,
+            "session policy: {}",
+            case.what
+        );
+        let guard = shared::isolation::guard::check_platform_access(
+            PlatformAccess::ImportsDue,
+            &case.input,
+        );
+        assert_eq!(
+            guard.is_ok(),
+            case.allowed,
+            "guard: {}: {guard:?}",
+            case.what
+        );
+    }
+    // AND a session of the whole partition (the driver's) is not narrowed by the guard
+    for case in on_the_list() {
+        assert!(
+            shared::isolation::guard::check_platform_access(PlatformAccess::All, &case.input)
+                .is_ok(),
+            "{}",
+            case.what
+        );
+    }
+}
+
+/// The same through the code that runs: a container narrowed as `create-import`'s lists an import
+/// and unlists it on DynamoDB Local, and its try at the driver's note is refused before it is sent;
+/// the driver's container notes it. The raw entry holds exactly what each wrote.
+#[tokio::test]
+async fn an_import_producers_container_cannot_note_an_import_final_and_the_drivers_can() {
+    use shared::identity::ids::{EntityId, TenantId};
+    use shared::identity::keys::{import_due_pk, import_due_sk};
+    use shared::store::imports::Finished;
+    use shared::store::lifecycle::driving::{
+        list_import, note_import_finished, unlist_import, DueImport,
+    };
+    // GIVEN a pool, the import producer's container (its platform sessions narrowed to
+    // imports-due) and the lifecycle driver's (the whole partition)
+    let driver = integration::Harness::new().await;
+    let producer = driver
+        .another_container_narrowed(PlatformAccess::ImportsDue)
+        .await;
+    let platform = TenantId::platform();
+    let producer_db = producer.app.db_for_operator(&platform).await.unwrap();
+    let driver_db = driver.app.db_for_operator(&platform).await.unwrap();
+    let due = DueImport {
+        due_at_ms: 1_767_225_600_000,
+        tenant: TenantId::parse("acme").unwrap(),
+        import: EntityId::parse("i-1").unwrap(),
+        created_at_ms: 1_767_222_000_000,
+    };
+    let finished = Finished {
+        item_kind: "product".into(),
+        accepted: 2,
+        final_counts: [("written".to_owned(), 2)].into(),
+    };
+    let entry = || async {
+        let pk = import_due_pk(&due.tenant, &due.import);
+        let sk = import_due_sk(due.due_at_ms, &due.tenant, &due.import);
+        driver
+            .items_under(&pk)
+            .await
+            .into_iter()
+            .filter(|i| i["SK"].as_s().ok() == Some(&sk))
+            .map(|i| i.into_keys().collect::<std::collections::BTreeSet<_>>())
+            .next()
+    };
+    // WHEN the producer lists the import
+    list_import(&producer_db, &due).await.unwrap();
+    // THEN the entry holds the listing's attributes and its key, nothing else
+    let listed = ["PK", "SK", "kind", "tenantId", "createdAtMs"].map(str::to_owned);
+    assert_eq!(entry().await, Some(listed.clone().into()));
+    // WHEN the producer tries the driver's note
+    let refused = note_import_finished(&producer_db, &due, &finished, 1_767_225_600_001).await;
+    // THEN its guard refuses it before it is sent, and the entry is as listed
+    let err = refused.expect_err("the producer's note");
+    assert!(
+        matches!(err, shared::store::client::error::StoreError::OutsideTenant),
+        "{err:?}"
+    );
+    assert_eq!(entry().await, Some(listed.clone().into()));
+    // AND the session moto recorded for it names the attributes it may write
+    let mut policies = producer.recorded_policies(platform.as_str()).await;
+    policies.extend(producer.recorded_operator_policies(platform.as_str()).await);
+    assert!(
+        policies.iter().any(|p| p.contains(
+            r#""dynamodb:Attributes":["PK","SK","catalog","kind","tenantId","createdAtMs"]"#
+        )),
+        "{policies:?}"
+    );
+    // WHEN the driver notes it
+    note_import_finished(&driver_db, &due, &finished, 1_767_225_600_001)
+        .await
+        .unwrap();
+    // THEN the note is on the entry
+    let noted = entry().await.unwrap();
+    assert!(
+        noted.contains("closedAtMs") && noted.contains("finalCounts"),
+        "{noted:?}"
+    );
+    // AND the producer may still unlist an entry (an import refused over the bound)
+    unlist_import(&producer_db, &due).await.unwrap();
+    assert_eq!(entry().await, None);
 }

@@ -77,6 +77,17 @@ pub fn import_due_sk(due_at_ms: u64, tenant: &TenantId, import: &EntityId) -> St
     )
 }
 
+/// An entry's attribute: when the import it lists was accepted (a later import of the same id is
+/// not closed by an older entry).
+pub const IMPORT_DUE_CREATED_AT: &str = "createdAtMs";
+
+/// The attributes `create-import` sets on an import's entry in the deadline list, besides its key:
+/// its kind (`IMPORT_DUE`), its partition's tenant (`_platform`) and [`IMPORT_DUE_CREATED_AT`]. They
+/// are all its session may name there (`isolation::policy::PlatformAccess::ImportsDue`): the
+/// lifecycle driver's note of the import's close, the entry's change the pool's stream publishes as
+/// its `importFinished`, is out of its reach.
+pub const IMPORT_DUE_LISTING: [&str; 3] = ["kind", "tenantId", IMPORT_DUE_CREATED_AT];
+
 /// The bound below which every [`import_due_sk`] is due at `now_ms` (`SK < bound`).
 pub fn import_due_sk_before(now_ms: u64) -> String {
     format!("{}{:013}", platform_prefix(spaces::IMPORTS_DUE), now_ms + 1)

@@ -1,8 +1,7 @@
 //! The narrowed sessions of the platform's partition ([`PlatformAccess`]).
 
 use super::{
-    scoped_session_policy, AnyStatement, PolicyError, Scope, Statement, TableLocation,
-    TenantTables, TENANT_ACTIONS,
+    scoped_session_policy, AnyStatement, PolicyError, Scope, Statement, TableLocation, TenantTables,
 };
 use crate::identity::ids::TenantId;
 use crate::identity::keys::tenant_prefix;
@@ -63,55 +62,97 @@ impl PlatformAccess {
     }
 }
 
+/// One statement of a narrowed session of the platform's partition: `actions` on the keys starting
+/// with `keys`, and, when `attributes` is given, touching no attribute outside it. The session
+/// policy says it to IAM ([`platform_session_policy`]) and the in-process guard checks the same
+/// (`isolation::guard`), so the two cannot drift apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NarrowedStatement {
+    pub sid: &'static str,
+    pub actions: Vec<&'static str>,
+    /// The prefix of every partition key reached.
+    pub keys: String,
+    /// `dynamodb:Attributes`: the only attributes a request may name (the table's and its indexes'
+    /// key attributes among them, as IAM requires).
+    pub attributes: Option<Vec<&'static str>>,
+}
+
+impl PlatformAccess {
+    /// What a session narrowed to this access may do, statement by statement; `None` for
+    /// [`PlatformAccess::All`] (the whole partition, under a tenant's rule).
+    pub fn statements(self) -> Option<Vec<NarrowedStatement>> {
+        use crate::identity::keys::{
+            import_due_pk_prefix, usage_counter_pk_prefix, CATALOG, IMPORT_DUE_LISTING, PK, SK,
+        };
+        let platform = TenantId::platform();
+        let usage = NarrowedStatement {
+            sid: "PlatformUsageCounters",
+            actions: vec!["dynamodb:UpdateItem"],
+            keys: usage_counter_pk_prefix(&platform),
+            attributes: None,
+        };
+        Some(match self {
+            Self::All => return None,
+            Self::Usage => vec![usage],
+            Self::Read => vec![
+                NarrowedStatement {
+                    sid: "PlatformReads",
+                    actions: READ_ACTIONS.to_vec(),
+                    keys: tenant_prefix(&platform),
+                    attributes: None,
+                },
+                usage,
+            ],
+            // `create-import` lists an import (an upsert of the listing's attributes) and, when
+            // the open imports' bound refuses it, unlists it: never anything else on the list. Above
+            // all never the lifecycle driver's note of an import's close, which the pool's stream
+            // carries as its `importFinished` (`store::lifecycle::driving::note_import_finished`).
+            Self::ImportsDue => vec![
+                NarrowedStatement {
+                    sid: "ImportsDeadlineList",
+                    actions: vec!["dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+                    keys: import_due_pk_prefix(),
+                    attributes: Some(
+                        [PK, SK, CATALOG]
+                            .into_iter()
+                            .chain(IMPORT_DUE_LISTING)
+                            .collect(),
+                    ),
+                },
+                usage,
+            ],
+        })
+    }
+}
+
 /// The session policy of a session of the platform's partition narrowed to `access` (pooled: the
-/// partition has no own table): one statement per kind of access, each on its keys only.
+/// partition has no own table): one statement per kind of access, each on its keys only
+/// ([`PlatformAccess::statements`]).
 pub fn platform_session_policy(
     pool: &TableLocation,
     access: PlatformAccess,
 ) -> Result<String, PolicyError> {
-    use crate::identity::keys::{import_due_pk_prefix, usage_counter_pk_prefix};
-    let platform = TenantId::platform();
-    let usage = (
-        "PlatformUsageCounters",
-        vec!["dynamodb:UpdateItem"],
-        usage_counter_pk_prefix(&platform),
-    );
-    let statements = match access {
-        PlatformAccess::All => {
-            return scoped_session_policy(
-                &platform,
-                pool,
-                &TenantTables::pooled(&pool.table_name),
-                Scope::Tenant,
-            )
-        }
-        PlatformAccess::Usage => vec![usage],
-        PlatformAccess::Read => vec![
-            (
-                "PlatformReads",
-                READ_ACTIONS.to_vec(),
-                tenant_prefix(&platform),
-            ),
-            usage,
-        ],
-        PlatformAccess::ImportsDue => vec![
-            (
-                "ImportsDeadlineList",
-                TENANT_ACTIONS.to_vec(),
-                import_due_pk_prefix(),
-            ),
-            usage,
-        ],
+    let Some(statements) = access.statements() else {
+        let platform = TenantId::platform();
+        return scoped_session_policy(
+            &platform,
+            pool,
+            &TenantTables::pooled(&pool.table_name),
+            Scope::Tenant,
+        );
     };
     let statement = statements
         .into_iter()
-        .map(|(sid, action, keys)| {
+        .map(|s| {
+            let mut condition = super::leading_keys_like(vec![format!("{}*", s.keys)]);
+            condition.for_all_values_string_equals =
+                s.attributes.map(super::StringEqualsKeys::attributes);
             AnyStatement::Allow(Statement {
-                sid,
+                sid: s.sid,
                 effect: "Allow",
-                action,
+                action: s.actions,
                 resource: vec![pool.table_arn(), pool.indexes_arn()],
-                condition: super::leading_keys_like(vec![format!("{keys}*")]),
+                condition,
             })
         })
         .collect();

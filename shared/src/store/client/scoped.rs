@@ -333,6 +333,7 @@ impl TenantClients {
         tables: &TenantTables,
         scope: Scope,
     ) -> Result<TenantDb, StoreError> {
+        let platform_access = self.credentials.settings().platform_access;
         let db = self
             .credentials
             .get(tenant, tables, scope, |credentials| {
@@ -343,11 +344,10 @@ impl TenantClients {
                         .dynamodb
                         .to_builder()
                         .credentials_provider(credentials.clone())
-                        .interceptor(TenantKeyGuard::placed(
-                            tenant.clone(),
-                            tables.clone(),
-                            guarded,
-                        ))
+                        .interceptor(
+                            TenantKeyGuard::placed(tenant.clone(), tables.clone(), guarded)
+                                .narrowed(platform_access),
+                        )
                         .interceptor(RequestMetering);
                     if let Some(pages) = &self.pages {
                         config = config

@@ -20,7 +20,8 @@ use crate::identity::ids::{EntityId, TenantId};
 use crate::identity::keys::primary_key;
 use crate::identity::keys::{
     import_due_pk, import_due_shard_pk, import_due_sk, import_due_sk_before, lifecycle_drive_pk,
-    lifecycle_drive_sk, parse_import_due_sk, IMPORT_DUE_SHARDS, PK, SK,
+    lifecycle_drive_sk, parse_import_due_sk, IMPORT_DUE_CREATED_AT, IMPORT_DUE_LISTING,
+    IMPORT_DUE_SHARDS, PK, SK,
 };
 use crate::store::client::error::StoreError;
 use crate::store::client::expr::exists;
@@ -142,8 +143,6 @@ pub struct DueImport {
     pub created_at_ms: u64,
 }
 
-const CREATED_AT_MS: &str = "createdAtMs";
-
 impl DueImport {
     /// The key (`PK`, `SK`) of this import's entry in the deadline list.
     fn key(&self) -> (String, String) {
@@ -158,12 +157,14 @@ impl DueImport {
 /// Lists an import for the driver, before its record is claimed (idempotent: an upsert).
 pub async fn list_import(platform_db: &TenantDb, due: &DueImport) -> Result<(), StoreError> {
     let (pk, sk) = due.key();
+    // Only these attributes: they are all the producer's session may name on the list.
+    let [kind, tenant, created] = IMPORT_DUE_LISTING;
     platform_db
         .sdk_update_at(pk, sk)
         .update_expression("SET #kind = :kind, #tenant = :tenant, #created = :created")
-        .expression_attribute_names("#kind", "kind")
-        .expression_attribute_names("#tenant", "tenantId")
-        .expression_attribute_names("#created", CREATED_AT_MS)
+        .expression_attribute_names("#kind", kind)
+        .expression_attribute_names("#tenant", tenant)
+        .expression_attribute_names("#created", created)
         .expression_attribute_values(":kind", AttributeValue::S("IMPORT_DUE".into()))
         .expression_attribute_values(":tenant", AttributeValue::S(platform_db.tenant.to_string()))
         .expression_attribute_values(":created", AttributeValue::N(due.created_at_ms.to_string()))
@@ -240,7 +241,7 @@ pub async fn imports_due(
                 due_at_ms,
                 tenant,
                 import,
-                created_at_ms: crate::store::client::query::u64_attr(item, CREATED_AT_MS)
+                created_at_ms: crate::store::client::query::u64_attr(item, IMPORT_DUE_CREATED_AT)
                     .unwrap_or(0),
             })
         }));
