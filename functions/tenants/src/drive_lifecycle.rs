@@ -197,7 +197,7 @@ async fn close_due_imports(
                 let (tenant, import) = (&entry.tenant, &entry.import);
                 let closed =
                     imports::closed(&db, tenant, import, entry.created_at_ms, now / 1000).await?;
-                if let Some(finished) = closed {
+                if let Some(finished) = closed.filter(|f| !f.noted) {
                     driving::note_import_finished(platform_db, &entry, &finished, now).await?;
                 }
                 return Ok(imports::Closing::Gone);
@@ -207,8 +207,14 @@ async fn close_due_imports(
             // Its end is noted on its entry, in the pool, before the entry goes: that note is its
             // one `importFinished`, wherever its record is (a table of the tenant's own is on a
             // stream the publisher does not read, and the record may move between the two).
+            // Once per import, not per entry: its record is marked noted after the note, and an
+            // entry listed again for it (the producer's session may list any import) goes unnoted.
             if let imports::Closing::Closed { finished, .. } = &closing {
-                driving::note_import_finished(platform_db, &entry, finished, now).await?;
+                if !finished.noted {
+                    driving::note_import_finished(platform_db, &entry, finished, now).await?;
+                    let (tenant, import) = (&entry.tenant, &entry.import);
+                    imports::mark_noted(&db, tenant, import, entry.created_at_ms, now).await?;
+                }
             }
             Ok::<_, ApiError>(closing)
         };

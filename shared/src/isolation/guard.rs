@@ -7,6 +7,8 @@
 //! prefix. `SK` counts too, because it is `GSI1`'s partition key; so does an item's `catalog`, the
 //! catalog index's partition key. Operations outside the session
 //! policy's action list (Scan, PartiQL, batch operations, table management, …) are refused outright.
+//! A session of the platform's partition narrowed by `PlatformAccess` is held besides to its
+//! statements: actions, keys and attributes ([`check_platform_access`]).
 
 use std::collections::HashMap;
 
@@ -327,7 +329,8 @@ impl TenantKeyGuard {
 }
 
 impl TenantKeyGuard {
-    /// The key rule, and the table rule when the guard has the tenant's placement.
+    /// The key rule, a narrowed platform session's statements, and the table rule when the guard
+    /// has the tenant's placement.
     fn check(&self, input: &Input) -> Result<(), GuardViolation> {
         check_scoped_input(&self.tenant, self.scope, input)?;
         if self.tenant.as_str() == TenantId::PLATFORM {

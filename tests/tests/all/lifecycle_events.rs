@@ -98,7 +98,11 @@ async fn publish_filtered(bus: &LifecycleBus, batch: aws_lambda_events::dynamodb
 
 /// Import `import` of `tenant` accepted now with 3 products, as create-import accepts it (listed
 /// for the lifecycle driver, its record claimed and still `enqueuing`), and its first item written.
-async fn accepted_with_one_written(h: &Harness, tenant: &TenantId, import: &EntityId) {
+async fn accepted_with_one_written(
+    h: &Harness,
+    tenant: &TenantId,
+    import: &EntityId,
+) -> shared::store::lifecycle::driving::DueImport {
     use shared::identity::clock::Clock;
     use shared::store::lifecycle::driving::{list_import, DueImport};
     let db = h.app.db_for_operator(tenant).await.unwrap();
@@ -127,6 +131,7 @@ async fn accepted_with_one_written(h: &Harness, tenant: &TenantId, import: &Enti
     imports::record_outcome(&db, &written, created_at_ms / 1000)
         .await
         .unwrap();
+    due
 }
 
 /// The `importFinished` in `events` is import `id`'s as [`accepted_with_one_written`] left it,
@@ -482,4 +487,54 @@ async fn an_import_closed_before_its_tenants_offboarding_began_is_still_publishe
         "{delivered:#?}"
     );
     assert_one_import_finished(&events, "imp-gone");
+}
+
+#[tokio::test]
+async fn a_closed_import_listed_again_by_the_producers_session_is_unlisted_without_a_second_event()
+{
+    // GIVEN a table whose stream feeds the publisher, a subscriber, and a pooled tenant's import
+    // of 3 products, one of them written, closed, noted and unlisted by the driver once due
+    let (h, bus, mut stream, t) = stage("relisted-import").await;
+    onboard(&h, &t, 4).await;
+    let tenant = TenantId::parse(&t).unwrap();
+    let import = EntityId::parse("imp-again").unwrap();
+    let due = accepted_with_one_written(&h, &tenant, &import).await;
+    let lanes = tenants::Lanes::in_process();
+    let drive = || Box::pin(tenants::drive_lifecycle::drive(&h.app, &lanes));
+    h.clock.advance_seconds(FINAL_WITHIN_SECONDS + 1);
+    let first = drive().await.unwrap();
+    assert_eq!(
+        (first.imports_closed, first.imports_due),
+        (1, 0),
+        "{first:?}"
+    );
+
+    // WHEN the import producer's session lists it again, as that session may (a bug in the
+    // producer, which parses untrusted input, or a hostile one), and the driver runs
+    let producer = h
+        .another_container_narrowed(shared::isolation::policy::PlatformAccess::ImportsDue)
+        .await;
+    let producer_db = producer
+        .app
+        .db_for_operator(&TenantId::platform())
+        .await
+        .unwrap();
+    shared::store::lifecycle::driving::list_import(&producer_db, &due)
+        .await
+        .unwrap();
+    let again = drive().await.unwrap();
+
+    // THEN the entry is gone again, and the publisher put exactly one importFinished
+    assert_eq!(again.imports_due, 0, "{again:?}");
+    let pk = shared::identity::keys::import_due_pk(&tenant, &import);
+    assert!(h.items_under(&pk).await.is_empty());
+    publish_filtered(&bus, stream.take().await).await;
+    let delivered = bus.delivered().await;
+    let events = about(&delivered, &t);
+    assert_eq!(
+        counted(&events),
+        [("importFinished", 1), ("tenantOnboarded", 1)],
+        "{delivered:#?}"
+    );
+    assert_one_import_finished(&events, "imp-again");
 }

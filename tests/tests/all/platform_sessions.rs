@@ -352,6 +352,7 @@ async fn an_import_producers_container_cannot_note_an_import_final_and_the_drive
         item_kind: "product".into(),
         accepted: 2,
         final_counts: [("written".to_owned(), 2)].into(),
+        noted: false,
     };
     let entry = || async {
         let pk = import_due_pk(&due.tenant, &due.import);
@@ -387,11 +388,31 @@ async fn an_import_producers_container_cannot_note_an_import_final_and_the_drive
         )),
         "{policies:?}"
     );
-    // WHEN the driver notes it
+    // WHEN the producer changes the entry's kind, which it may (a listing's attribute), so that the
+    // stream's filter would not take the note
+    let (pk, sk) = (
+        import_due_pk(&due.tenant, &due.import),
+        import_due_sk(due.due_at_ms, &due.tenant, &due.import),
+    );
+    use shared::store::client::expr::{attr, Update};
+    producer_db
+        .update_item(
+            shared::identity::keys::primary_key(pk.clone(), sk),
+            Update::from(attr("kind").set("OTHER")),
+        )
+        .send(&producer_db)
+        .await
+        .unwrap();
+    // AND the driver notes it
     note_import_finished(&driver_db, &due, &finished, 1_767_225_600_001)
         .await
         .unwrap();
-    // THEN the note is on the entry
+    // THEN the note is on the entry, and the entry is of the kind the stream's filter takes
+    let kind = driver.items_under(&pk).await[0]["kind"].clone();
+    assert_eq!(
+        kind,
+        aws_sdk_dynamodb::types::AttributeValue::S("IMPORT_DUE".into())
+    );
     let noted = entry().await.unwrap();
     assert!(
         noted.contains("closedAtMs") && noted.contains("finalCounts"),
@@ -400,4 +421,33 @@ async fn an_import_producers_container_cannot_note_an_import_final_and_the_drive
     // AND the producer may still unlist an entry (an import refused over the bound)
     unlist_import(&producer_db, &due).await.unwrap();
     assert_eq!(entry().await, None);
+}
+
+/// The narrowed sessions every other function takes of the platform's partition pass their guards
+/// on the code's own calls: a container narrowed to `usage` (every API function's) writes the
+/// platform's usage, and one narrowed to `read` (the usage reader's) reports it.
+#[tokio::test]
+async fn the_usage_and_read_containers_write_and_report_the_platforms_usage_through_their_guards() {
+    // GIVEN a pool with a tenant, and a container narrowed to each access
+    let h = integration::Harness::new().await;
+    let t = integration::unique("narrowed-usage");
+    integration::onboard(&h, &t, 1).await;
+    let api = h.another_container_narrowed(PlatformAccess::Usage).await;
+    let reader = h.another_container_narrowed(PlatformAccess::Read).await;
+    let before = integration::units_used(&reader, &[], "_platform", Some("narrowed-probe")).await;
+    // WHEN the first does a call's work on the platform's account (as a request's pulls out of a
+    // move's source are), and writes the platform's usage
+    let r = api
+        .app
+        .on_platform_account(
+            "narrowed-probe",
+            integration::api::get_product_admitted(&api.app, &t),
+        )
+        .await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    api.app.flush_platform_usage().await;
+    // THEN the second reports it under its route: the usage counter's UpdateItem passed the
+    // first's guard, and the counters' Query the second's
+    let after = integration::units_used(&reader, &[], "_platform", Some("narrowed-probe")).await;
+    assert!(after > before, "before {before}, after {after}");
 }

@@ -6,7 +6,7 @@ use super::{
 use crate::identity::ids::TenantId;
 use crate::identity::keys::tenant_prefix;
 
-/// The read actions of [`TENANT_ACTIONS`]: what a read-only session of the platform's partition
+/// The read actions of [`super::TENANT_ACTIONS`]: what a read-only session of the platform's partition
 /// holds of it ([`PlatformAccess::Read`]).
 pub const READ_ACTIONS: [&str; 3] = [
     "dynamodb:GetItem",

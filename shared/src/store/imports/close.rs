@@ -19,6 +19,10 @@ const FINAL_COUNTS: &str = "finalCounts";
 const IMPORT_ID: &str = "importId";
 const ITEM_KIND: &str = "itemKind";
 const ACCEPTED: &str = "accepted";
+/// The record's mark that the lifecycle driver noted its close on its entry in the deadline list
+/// (`store::lifecycle::driving::note_import_finished`): a closed import whose record carries it is
+/// never noted again, not even on an entry listed anew for it.
+const NOTED_AT_MS: &str = "notedAtMs";
 
 /// What [`close`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +44,8 @@ pub struct Finished {
     pub accepted: u64,
     /// Its items by outcome, as first recorded at its close.
     pub final_counts: BTreeMap<String, u64>,
+    /// Noted already on its entry in the deadline list ([`mark_noted`]): not to be noted again.
+    pub noted: bool,
 }
 
 impl Finished {
@@ -56,6 +62,7 @@ impl Finished {
             item_kind: string_attr(item, ITEM_KIND).unwrap_or_default(),
             accepted: u64_attr(item, ACCEPTED).unwrap_or(0),
             final_counts,
+            noted: item.contains_key(NOTED_AT_MS),
         }
     }
 
@@ -75,6 +82,27 @@ impl Finished {
             .and(attr(FINAL_COUNTS).set(counts));
         (update, attr(CLOSED_AT_MS).attribute_not_exists())
     }
+}
+
+/// Marks import `import` accepted at `created_at_ms` noted on its entry ([`Finished::noted`]), once
+/// the note is written: an entry listed for it again (by a bug or a hostile producer, whose session
+/// may list any import) is then unlisted without a second note, a second `importFinished`. A record
+/// gone, or another import's, is left as it is.
+pub async fn mark_noted(
+    db: &TenantDb,
+    tenant: &TenantId,
+    import: &EntityId,
+    created_at_ms: u64,
+    now_ms: u64,
+) -> Result<(), StoreError> {
+    let marked = record_update(db, tenant, import, created_at_ms)
+        .update_expression("SET #noted = if_not_exists(#noted, :now)")
+        .expression_attribute_names("#noted", NOTED_AT_MS)
+        .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
+        .send()
+        .await;
+    unless_expected(marked, |e| e.is_conditional_check_failed_exception())?;
+    Ok(())
 }
 
 /// What import `import` accepted at `created_at_ms` holds once closed (one consistent GetItem of

@@ -248,7 +248,7 @@ mod progress;
 mod sealing;
 mod tombstone;
 pub use claim::{claim, due_at_ms, mark_enqueued, marker, ItemOutcome};
-pub use close::{close, closed, Closing, Finished};
+pub use close::{close, closed, mark_noted, Closing, Finished};
 pub use copies::{copy_sent, message_digest, note_copy_sent, Copy};
 pub use open::{count_open, uncount_open, MAX_OPEN_IMPORTS};
 pub use outcomes::{note_deferred, outcomes_between, record_outcome};

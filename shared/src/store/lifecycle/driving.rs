@@ -24,7 +24,7 @@ use crate::identity::keys::{
     IMPORT_DUE_SHARDS, PK, SK,
 };
 use crate::store::client::error::StoreError;
-use crate::store::client::expr::exists;
+use crate::store::client::expr::{attr, exists};
 use crate::store::client::scoped::TenantDb;
 use crate::store::client::transact::TransactError;
 use crate::store::imports::Finished;
@@ -154,6 +154,9 @@ impl DueImport {
     }
 }
 
+/// The `kind` of an import's entry in the deadline list (the stream's filter names it).
+const ENTRY_KIND: &str = "IMPORT_DUE";
+
 /// Lists an import for the driver, before its record is claimed (idempotent: an upsert).
 pub async fn list_import(platform_db: &TenantDb, due: &DueImport) -> Result<(), StoreError> {
     let (pk, sk) = due.key();
@@ -165,7 +168,7 @@ pub async fn list_import(platform_db: &TenantDb, due: &DueImport) -> Result<(), 
         .expression_attribute_names("#kind", kind)
         .expression_attribute_names("#tenant", tenant)
         .expression_attribute_names("#created", created)
-        .expression_attribute_values(":kind", AttributeValue::S("IMPORT_DUE".into()))
+        .expression_attribute_values(":kind", AttributeValue::S(ENTRY_KIND.into()))
         .expression_attribute_values(":tenant", AttributeValue::S(platform_db.tenant.to_string()))
         .expression_attribute_values(":created", AttributeValue::N(due.created_at_ms.to_string()))
         .send()
@@ -187,6 +190,10 @@ pub async fn note_import_finished(
 ) -> Result<(), StoreError> {
     let (pk, sk) = due.key();
     let (update, not_noted) = finished.note(&due.import, now_ms);
+    // The entry's kind again, with the note: the stream's filter takes a noted entry of this kind,
+    // and the producer's session may have changed it (it may write the listing's attributes).
+    let [kind, ..] = IMPORT_DUE_LISTING;
+    let update = update.and(attr(kind).set(ENTRY_KIND));
     let noted = platform_db
         .update_item(primary_key(pk, sk), update)
         .when(exists())
