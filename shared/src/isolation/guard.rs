@@ -291,9 +291,9 @@ pub struct TenantKeyGuard {
     tenant: TenantId,
     tables: Option<TenantTables>,
     scope: Scope,
-    /// What a session of the platform's partition is narrowed to (the session's tag and policy:
-    /// `isolation::credentials`); unused for a tenant's.
-    platform_access: PlatformAccess,
+    /// The statements a session of the platform's partition is narrowed to (the session's tag and
+    /// policy: `isolation::credentials`); `None` for a tenant's, or the whole partition's.
+    platform: Option<platform::PlatformNarrowing>,
 }
 
 impl TenantKeyGuard {
@@ -303,7 +303,7 @@ impl TenantKeyGuard {
             tenant,
             tables: None,
             scope: Scope::Tenant,
-            platform_access: PlatformAccess::All,
+            platform: None,
         }
     }
 
@@ -314,17 +314,18 @@ impl TenantKeyGuard {
             tenant,
             tables: Some(tables),
             scope,
-            platform_access: PlatformAccess::All,
+            platform: None,
         }
     }
 
     /// This guard, holding a session of the platform's partition to `access` as its session policy
     /// does ([`check_platform_access`]); a tenant's session is not affected.
     pub fn narrowed(self, access: PlatformAccess) -> Self {
-        Self {
-            platform_access: access,
-            ..self
-        }
+        let platform = match self.tenant.as_str() == TenantId::PLATFORM {
+            true => platform::PlatformNarrowing::of(access),
+            false => None,
+        };
+        Self { platform, ..self }
     }
 }
 
@@ -333,8 +334,8 @@ impl TenantKeyGuard {
     /// has the tenant's placement.
     fn check(&self, input: &Input) -> Result<(), GuardViolation> {
         check_scoped_input(&self.tenant, self.scope, input)?;
-        if self.tenant.as_str() == TenantId::PLATFORM {
-            check_platform_access(self.platform_access, input)?;
+        if let Some(narrowing) = &self.platform {
+            narrowing.check(input)?;
         }
         if let Some(tables) = &self.tables {
             check_tables(&self.tenant, tables, input)?;

@@ -322,6 +322,36 @@ fn the_import_producers_session_lists_and_unlists_an_entry_but_never_notes_one_i
     }
 }
 
+/// The attributes the role's policy lets the import producer name on the deadline list are the
+/// ones the code's statement names (and the guard checks): written twice, in template.in.yaml and in
+/// `PlatformAccess::statements`, so a listing attribute added to one is caught here, not in AWS.
+#[test]
+fn the_roles_deadline_list_attributes_are_the_codes() {
+    // GIVEN the tenant-access role's policy as deployed
+    let role = tenant_role_policy(&Arns {
+        table: TABLE,
+        functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
+    });
+    // WHEN its statement of the deadline list and the code's are read
+    let statement = role["Statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["Sid"] == "NarrowedPlatformSessionsImportDeadlines")
+        .expect("the role's statement of the deadline list");
+    let code = PlatformAccess::ImportsDue.statements().unwrap();
+    let list = code
+        .iter()
+        .find(|s| s.attributes.is_some())
+        .expect("the code's statement of the deadline list");
+    // THEN both name the same attributes and the same actions
+    assert_eq!(
+        statement["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"],
+        serde_json::json!(list.attributes)
+    );
+    assert_eq!(statement["Action"], serde_json::json!(list.actions));
+}
+
 /// The same through the code that runs: a container narrowed as `create-import`'s lists an import
 /// and unlists it on DynamoDB Local, and its try at the driver's note is refused before it is sent;
 /// the driver's container notes it. The raw entry holds exactly what each wrote.

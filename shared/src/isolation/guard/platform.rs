@@ -30,32 +30,52 @@ struct Judged {
 /// Refuses `input` unless a statement of `access` allows each of its actions. A session of the whole
 /// partition ([`PlatformAccess::All`]) is not narrowed.
 pub fn check_platform_access(access: PlatformAccess, input: &Input) -> Result<(), GuardViolation> {
-    let Some(statements) = access.statements() else {
-        return Ok(());
-    };
-    let refuse = |operation: &'static str, reason: String| GuardViolation {
-        tenant: TenantId::PLATFORM.to_owned(),
-        operation,
-        reason,
-    };
-    let Some((operation, actions)) = judged(input) else {
-        return Err(refuse(
-            "unlisted operation",
-            format!("not in the {access:?} session's statements"),
-        ));
-    };
-    for action in actions {
-        if !statements.iter().any(|s| allows(s, &action)) {
-            return Err(refuse(
-                operation,
-                format!(
-                    "the {access:?} session's statements allow no {} of {:?} naming {:?}",
-                    action.action, action.leading_keys, action.attributes
-                ),
-            ));
-        }
+    PlatformNarrowing::of(access).map_or(Ok(()), |narrowing| narrowing.check(input))
+}
+
+/// A narrowed platform session's statements, made once with its guard (not per request).
+#[derive(Debug, Clone)]
+pub(super) struct PlatformNarrowing {
+    access: PlatformAccess,
+    statements: Vec<NarrowedStatement>,
+}
+
+impl PlatformNarrowing {
+    /// `None` for [`PlatformAccess::All`]: not narrowed.
+    pub(super) fn of(access: PlatformAccess) -> Option<Self> {
+        Some(Self {
+            access,
+            statements: access.statements()?,
+        })
     }
-    Ok(())
+
+    /// Refuses `input` unless one of the statements allows each of its actions.
+    pub(super) fn check(&self, input: &Input) -> Result<(), GuardViolation> {
+        let access = self.access;
+        let refuse = |operation: &'static str, reason: String| GuardViolation {
+            tenant: TenantId::PLATFORM.to_owned(),
+            operation,
+            reason,
+        };
+        let Some((operation, actions)) = judged(input) else {
+            return Err(refuse(
+                "unlisted operation",
+                format!("not in the {access:?} session's statements"),
+            ));
+        };
+        for action in actions {
+            if !self.statements.iter().any(|s| allows(s, &action)) {
+                return Err(refuse(
+                    operation,
+                    format!(
+                        "the {access:?} session's statements allow no {} of {:?} naming {:?}",
+                        action.action, action.leading_keys, action.attributes
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn allows(statement: &NarrowedStatement, action: &Judged) -> bool {
