@@ -1,7 +1,7 @@
 //! A small IAM policy evaluator: exactly the features pooltable's policies use (Allow and Deny
 //! statements, Action and Resource matching with `*` and `?`, the `StringLike`, `StringEquals`,
-//! `StringNotEquals`, `ArnLike`, `ArnEquals`, `ForAllValues:StringLike`, `ForAllValues:StringEquals` and `Null` conditions, the condition keys
-//! `dynamodb:LeadingKeys`, `dynamodb:Attributes`, `aws:PrincipalTag/*`, `aws:RequestTag/*`, `aws:ResourceTag/*`,
+//! `StringNotEquals`, `StringEqualsIfExists`, `ArnLike`, `ArnEquals`, `ForAllValues:StringLike`, `ForAllValues:StringEquals` and `Null` conditions, the condition keys
+//! `dynamodb:LeadingKeys`, `dynamodb:Attributes`, `dynamodb:ReturnValues`, `aws:PrincipalTag/*`, `aws:RequestTag/*`, `aws:ResourceTag/*`,
 //! `aws:PrincipalArn`, `events:source`, `kms:EncryptionContext:*`, `kms:EncryptionContextKeys`
 //! and `aws:TagKeys`, and the policy
 //! variable `${aws:PrincipalTag/*}` in condition values). It is the oracle of the isolation property
@@ -31,7 +31,7 @@ pub struct AuthzRequest {
     pub resource_tags: BTreeMap<String, String>,
     /// The caller's ARN (`aws:PrincipalArn`; a role's, with its path, for its sessions).
     pub principal_arn: Option<String>,
-    /// A service's own condition keys the request carries (`events:source`; a KMS request's
+    /// A service's own condition keys the request carries (`events:source`, `dynamodb:ReturnValues`; a KMS request's
     /// encryption context as `kms:EncryptionContext:<key>`, whose keys are `kms:EncryptionContextKeys`).
     pub service_keys: BTreeMap<String, String>,
 }
@@ -95,7 +95,10 @@ fn key_values(req: &AuthzRequest, key: &str) -> Option<Vec<String>> {
     if key == "aws:PrincipalArn" {
         return req.principal_arn.clone().map(|a| vec![a]);
     }
-    if key == "events:source" || key.starts_with("kms:EncryptionContext:") {
+    if key == "events:source"
+        || key == "dynamodb:ReturnValues"
+        || key.starts_with("kms:EncryptionContext:")
+    {
         return req.service_keys.get(key).map(|v| vec![v.clone()]);
     }
     // Multi-valued: the keys of the request's encryption context.
@@ -176,6 +179,10 @@ fn conditions_hold(conditions: &Value, req: &AuthzRequest) -> bool {
                 "StringEquals" | "ArnEquals" => actual
                     .and_then(|a| a.first())
                     .is_some_and(|a| patterns.iter().any(|p| p == a)),
+                // As StringEquals when the key is present; true when it is absent.
+                "StringEqualsIfExists" => actual
+                    .and_then(|a| a.first())
+                    .is_none_or(|a| patterns.iter().any(|p| p == a)),
                 // Negated: true when the key is absent, or present and equal to none of them
                 // (IAM: a negated operator on a missing key matches).
                 "StringNotEquals" => !actual
@@ -279,6 +286,27 @@ mod tests {
             &p,
             &req("dynamodb:GetItem", TABLE, Some(&["user-123", "user-999"]))
         ));
+    }
+
+    #[test]
+    fn string_equals_if_exists_holds_when_the_key_is_absent_or_equal() {
+        // IAM docs: "...IfExists: if the policy key is present in the context of the request,
+        // process the key as specified in the policy. If the key is not present, evaluate the
+        // condition element as true."
+        let mut p = leading_keys_policy();
+        p["Statement"][0]["Condition"]["StringEqualsIfExists"] =
+            json!({"dynamodb:ReturnValues": ["NONE"]});
+        let returning = |value: Option<&str>| {
+            let mut r = req("dynamodb:PutItem", TABLE, Some(&["user-123"]));
+            if let Some(v) = value {
+                r.service_keys
+                    .insert("dynamodb:ReturnValues".into(), v.into());
+            }
+            r
+        };
+        assert!(is_allowed(&p, &returning(None)));
+        assert!(is_allowed(&p, &returning(Some("NONE"))));
+        assert!(!is_allowed(&p, &returning(Some("ALL_OLD"))));
     }
 
     #[test]

@@ -460,14 +460,26 @@ mod tests {
         // driver's note of an import's close; the usage statement names none
         let policy: serde_json::Value =
             serde_json::from_str(request.as_input().get_policy().as_deref().unwrap()).unwrap();
-        let attributes: Vec<serde_json::Value> = policy["Statement"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"].clone())
-            .collect();
+        // (each statement's value of one condition key)
+        let per_statement = |operator: &str, key: &str| -> Vec<serde_json::Value> {
+            policy["Statement"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["Condition"][operator][key].clone())
+                .collect()
+        };
         let listing = serde_json::json!(["PK", "SK", "catalog", "kind", "tenantId", "createdAtMs"]);
-        assert_eq!(attributes, [listing, serde_json::Value::Null]);
+        assert_eq!(
+            per_statement("ForAllValues:StringEquals", "dynamodb:Attributes"),
+            [listing, serde_json::Value::Null]
+        );
+        // AND its list statement lets it ask for nothing back (an entry names another tenant's
+        // import and its counts)
+        assert_eq!(
+            per_statement("StringEqualsIfExists", "dynamodb:ReturnValues"),
+            [serde_json::json!(["NONE"]), serde_json::Value::Null]
+        );
     }
 
     #[test]

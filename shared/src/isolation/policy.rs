@@ -266,9 +266,21 @@ struct Condition {
         skip_serializing_if = "Option::is_none"
     )]
     for_all_values_string_equals: Option<StringEqualsKeys>,
+    #[serde(
+        rename = "StringEqualsIfExists",
+        skip_serializing_if = "Option::is_none"
+    )]
+    string_equals_if_exists: Option<ReturnValuesKey>,
     /// `ForAllValues` is vacuously true on an empty set: `Null = false` demands the key is present.
     #[serde(rename = "Null")]
     null: LeadingKeys<&'static str>,
+}
+
+/// The only `ReturnValues` a request may ask for (a `StringEqualsIfExists`).
+#[derive(Serialize)]
+struct ReturnValuesKey {
+    #[serde(rename = "dynamodb:ReturnValues")]
+    return_values: Vec<&'static str>,
 }
 
 /// The keys of a `ForAllValues:StringEquals`: exact leading keys, or the only attributes a request
@@ -407,6 +419,7 @@ fn leading_keys_like(patterns: Vec<String>) -> Condition {
             leading_keys: patterns,
         }),
         for_all_values_string_equals: None,
+        string_equals_if_exists: None,
         null: LeadingKeys {
             leading_keys: "false",
         },
@@ -421,6 +434,7 @@ fn leading_key_equals(key: String) -> Condition {
             leading_keys: Some(vec![key]),
             ..StringEqualsKeys::default()
         }),
+        string_equals_if_exists: None,
         null: LeadingKeys {
             leading_keys: "false",
         },

@@ -149,6 +149,8 @@ struct OnTheList {
     what: &'static str,
     action: &'static str,
     attributes: &'static [&'static str],
+    /// `dynamodb:ReturnValues`, when the request asks.
+    return_values: Option<&'static str>,
     input: aws_smithy_runtime_api::client::interceptors::context::Input,
     allowed: bool,
 }
@@ -158,13 +160,18 @@ fn on_the_list() -> Vec<OnTheList> {
         delete_item::DeleteItemInput, put_item::PutItemInput, update_item::UpdateItemInput,
     };
     use aws_sdk_dynamodb::types::AttributeValue::{N, S};
+    use aws_sdk_dynamodb::types::ReturnValue;
     use aws_smithy_runtime_api::client::interceptors::context::Input;
     let (pk, sk) = (
         raw_key("_platform", "IMPORTS_DUE#3"),
         raw_key("_platform", "IMPORTS_DUE#1767225600000#acme#i-1"),
     );
-    let update = |expression: &str, condition: Option<&str>, names: &[(&str, &str)]| {
+    let update_returning = |expression: &str,
+                            condition: Option<&str>,
+                            names: &[(&str, &str)],
+                            returning: Option<ReturnValue>| {
         let mut u = UpdateItemInput::builder()
+            .set_return_values(returning)
             .table_name("pooltable-dev")
             .key("PK", S(pk.clone()))
             .key("SK", S(sk.clone()))
@@ -175,6 +182,20 @@ fn on_the_list() -> Vec<OnTheList> {
             u = u.expression_attribute_names(*placeholder, *name);
         }
         Input::erase(u.build().unwrap())
+    };
+    let update = |expression: &str, condition: Option<&str>, names: &[(&str, &str)]| {
+        update_returning(expression, condition, names, None)
+    };
+    let delete_returning = |returning: Option<ReturnValue>| {
+        Input::erase(
+            DeleteItemInput::builder()
+                .table_name("pooltable-dev")
+                .key("PK", S(pk.clone()))
+                .key("SK", S(sk.clone()))
+                .set_return_values(returning)
+                .build()
+                .unwrap(),
+        )
     };
     let listing = [
         ("#kind", "kind"),
@@ -193,6 +214,7 @@ fn on_the_list() -> Vec<OnTheList> {
             what: "the listing (list_import)",
             action: "UpdateItem",
             attributes: &["PK", "SK", "kind", "tenantId", "createdAtMs"],
+            return_values: None,
             input: update(
                 "SET #kind = :v, #tenant = :v, #created = :v",
                 None,
@@ -204,15 +226,43 @@ fn on_the_list() -> Vec<OnTheList> {
             what: "the unlisting of an import refused over the bound (unlist_import)",
             action: "DeleteItem",
             attributes: &["PK", "SK"],
-            input: Input::erase(
-                DeleteItemInput::builder()
-                    .table_name("pooltable-dev")
-                    .key("PK", S(pk.clone()))
-                    .key("SK", S(sk.clone()))
-                    .build()
-                    .unwrap(),
+            return_values: None,
+            input: delete_returning(None),
+            allowed: true,
+        },
+        OnTheList {
+            what: "the listing asking for nothing back by name",
+            action: "UpdateItem",
+            attributes: &["PK", "SK", "kind", "tenantId", "createdAtMs"],
+            return_values: Some("NONE"),
+            input: update_returning(
+                "SET #kind = :v, #tenant = :v, #created = :v",
+                None,
+                &listing,
+                Some(ReturnValue::None),
             ),
             allowed: true,
+        },
+        OnTheList {
+            what: "the listing reading the entry back (another tenant's import and its counts)",
+            action: "UpdateItem",
+            attributes: &["PK", "SK", "kind", "tenantId", "createdAtMs"],
+            return_values: Some("ALL_OLD"),
+            input: update_returning(
+                "SET #kind = :v, #tenant = :v, #created = :v",
+                None,
+                &listing,
+                Some(ReturnValue::AllOld),
+            ),
+            allowed: false,
+        },
+        OnTheList {
+            what: "the unlisting reading the entry back",
+            action: "DeleteItem",
+            attributes: &["PK", "SK"],
+            return_values: Some("ALL_OLD"),
+            input: delete_returning(Some(ReturnValue::AllOld)),
+            allowed: false,
         },
         OnTheList {
             what: "the driver's note of the import's close (note_import_finished)",
@@ -226,6 +276,7 @@ fn on_the_list() -> Vec<OnTheList> {
                 "accepted",
                 "finalCounts",
             ],
+            return_values: None,
             input: update(
                 "SET #closed = :v, #import = :v, #kind = :v, #accepted = :v, #counts = :v",
                 Some("attribute_exists(PK) AND attribute_not_exists(#closed)"),
@@ -237,6 +288,7 @@ fn on_the_list() -> Vec<OnTheList> {
             what: "a note set by its bare name",
             action: "UpdateItem",
             attributes: &["PK", "SK", "kind", "closedAtMs"],
+            return_values: None,
             input: update("SET #kind = :v, closedAtMs = :v", None, &listing[..1]),
             allowed: false,
         },
@@ -244,6 +296,7 @@ fn on_the_list() -> Vec<OnTheList> {
             what: "a note taken off",
             action: "UpdateItem",
             attributes: &["PK", "SK", "closedAtMs"],
+            return_values: None,
             input: update("REMOVE #closed", None, &note[..1]),
             allowed: false,
         },
@@ -251,6 +304,7 @@ fn on_the_list() -> Vec<OnTheList> {
             what: "a whole entry put, even of the listing's attributes",
             action: "PutItem",
             attributes: &["PK", "SK", "kind", "tenantId", "createdAtMs"],
+            return_values: None,
             input: Input::erase(
                 PutItemInput::builder()
                     .table_name("pooltable-dev")
@@ -269,7 +323,7 @@ fn on_the_list() -> Vec<OnTheList> {
 
 /// The lifecycle driver's note on an import's entry is its one `importFinished`: the import
 /// producer's session, which may write the list, lists and unlists an entry and never notes one,
-/// nor takes a note off, in each of the three layers.
+/// nor takes a note off, nor reads an entry back (`ReturnValues`), in each of the three layers.
 #[test]
 fn the_import_producers_session_lists_and_unlists_an_entry_but_never_notes_one_in_any_layer() {
     // GIVEN the tenant-access role's policy as deployed, the import producer's session policy, and
@@ -285,12 +339,16 @@ fn the_import_producers_session_lists_and_unlists_an_entry_but_never_notes_one_i
     let tags = [("TenantId", "_platform"), ("PlatformAccess", "imports-due")];
     for case in on_the_list() {
         // WHEN it sends the request on an import's entry
-        let r = naming(
+        let mut r = naming(
             case.action,
             &raw_key("_platform", "IMPORTS_DUE#3"),
             case.attributes,
             &tags,
         );
+        if let Some(asked) = case.return_values {
+            r.service_keys
+                .insert("dynamodb:ReturnValues".into(), asked.into());
+        }
         // THEN the role's policy alone, the session policy alone and the guard each decide it as
         // the list's use says
         assert_eq!(is_allowed(&role, &r), case.allowed, "role: {}", case.what);
@@ -344,12 +402,75 @@ fn the_roles_deadline_list_attributes_are_the_codes() {
         .iter()
         .find(|s| s.attributes.is_some())
         .expect("the code's statement of the deadline list");
-    // THEN both name the same attributes and the same actions
+    // THEN both name the same attributes, the same return values and the same actions
     assert_eq!(
         statement["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"],
         serde_json::json!(list.attributes)
     );
+    assert_eq!(
+        statement["Condition"]["StringEqualsIfExists"]["dynamodb:ReturnValues"],
+        serde_json::json!(list.return_values)
+    );
     assert_eq!(statement["Action"], serde_json::json!(list.actions));
+}
+
+/// IAM has no condition key for `ReturnValuesOnConditionCheckFailure`: a session allowed a
+/// conditional write on an entry could read it back when the condition fails. The import producer's
+/// guard refuses such a request before it is sent (the role and the session policy allow it: this
+/// limit is docs/isolation.md's).
+#[test]
+fn the_import_producers_guard_refuses_reading_an_entry_back_on_a_failed_condition() {
+    use aws_sdk_dynamodb::operation::delete_item::DeleteItemInput;
+    use aws_sdk_dynamodb::types::AttributeValue::S;
+    use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure as OnFailure;
+    use aws_smithy_runtime_api::client::interceptors::context::Input;
+    // GIVEN an unlisting bound to fail (a condition on the key alone), asking for the entry back
+    // when it does, and the same asking for nothing
+    let unlisting = |on_failure: OnFailure| {
+        Input::erase(
+            DeleteItemInput::builder()
+                .table_name("pooltable-dev")
+                .key("PK", S(raw_key("_platform", "IMPORTS_DUE#3")))
+                .key("SK", S(raw_key("_platform", "IMPORTS_DUE#1#acme#i-1")))
+                .condition_expression("attribute_not_exists(PK)")
+                .return_values_on_condition_check_failure(on_failure)
+                .build()
+                .unwrap(),
+        )
+    };
+    // WHEN the import producer's guard judges them
+    let check = |input: &Input| {
+        shared::isolation::guard::check_platform_access(PlatformAccess::ImportsDue, input)
+    };
+    // THEN it refuses the one asking for the entry, and lets the other through
+    let refused = check(&unlisting(OnFailure::AllOld));
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.reason.contains("on a failed condition: true")),
+        "{refused:?}"
+    );
+    check(&unlisting(OnFailure::None)).unwrap();
+    // AND so does it in a transaction
+    let in_a_transaction = {
+        use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsInput;
+        use aws_sdk_dynamodb::types::{Delete, TransactWriteItem};
+        let delete = Delete::builder()
+            .table_name("pooltable-dev")
+            .key("PK", S(raw_key("_platform", "IMPORTS_DUE#3")))
+            .key("SK", S(raw_key("_platform", "IMPORTS_DUE#1#acme#i-1")))
+            .condition_expression("attribute_not_exists(PK)")
+            .return_values_on_condition_check_failure(OnFailure::AllOld)
+            .build()
+            .unwrap();
+        Input::erase(
+            TransactWriteItemsInput::builder()
+                .transact_items(TransactWriteItem::builder().delete(delete).build())
+                .build()
+                .unwrap(),
+        )
+    };
+    assert!(check(&in_a_transaction).is_err());
 }
 
 /// The same through the code that runs: a container narrowed as `create-import`'s lists an import
@@ -425,14 +546,27 @@ async fn an_import_producers_container_cannot_note_an_import_final_and_the_drive
         import_due_sk(due.due_at_ms, &due.tenant, &due.import),
     );
     use shared::store::client::expr::{attr, Update};
-    producer_db
-        .update_item(
-            shared::identity::keys::primary_key(pk.clone(), sk),
+    let change_kind = || {
+        producer_db.update_item(
+            shared::identity::keys::primary_key(pk.clone(), sk.clone()),
             Update::from(attr("kind").set("OTHER")),
         )
-        .send(&producer_db)
+    };
+    producer_db
+        .transact_items(vec![change_kind().action().unwrap()])
         .await
         .unwrap();
+    // (but not as an UpdateItem of its own, which reads the item back: refused before it is sent)
+    let read_back = change_kind().send(&producer_db).await;
+    assert!(
+        matches!(
+            read_back,
+            Err(shared::store::client::transact::TransactError::Store(
+                shared::store::client::error::StoreError::OutsideTenant
+            ))
+        ),
+        "{read_back:?}"
+    );
     // AND the driver notes it
     note_import_finished(&driver_db, &due, &finished, 1_767_225_600_001)
         .await

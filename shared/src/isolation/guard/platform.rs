@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::operation::{
     delete_item::DeleteItemInput, get_item::GetItemInput, put_item::PutItemInput,
     query::QueryInput, transact_write_items::TransactWriteItemsInput, update_item::UpdateItemInput,
 };
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use aws_smithy_runtime_api::client::interceptors::context::Input;
 
 use super::{placeholders, GuardViolation, Item};
@@ -18,13 +18,16 @@ use crate::identity::ids::TenantId;
 use crate::identity::keys::PK;
 use crate::isolation::policy::{NarrowedStatement, PlatformAccess};
 
-/// One action of a request as IAM judges it: its name (`dynamodb:…`), its partition keys, and the
-/// attributes it names (`None`: not modelled, which no attribute-bound statement allows).
+/// One action of a request as IAM judges it: its name (`dynamodb:…`), its partition keys, the
+/// attributes it names (`None`: not modelled, which no attribute-bound statement allows), the
+/// `ReturnValues` it asks for, and whether it asks for the item back when its condition fails.
 #[derive(Debug)]
 struct Judged {
     action: &'static str,
     leading_keys: Vec<String>,
     attributes: Option<BTreeSet<String>>,
+    return_values: Option<String>,
+    returns_on_failure: bool,
 }
 
 /// Refuses `input` unless a statement of `access` allows each of its actions. A session of the whole
@@ -68,8 +71,13 @@ impl PlatformNarrowing {
                 return Err(refuse(
                     operation,
                     format!(
-                        "the {access:?} session's statements allow no {} of {:?} naming {:?}",
-                        action.action, action.leading_keys, action.attributes
+                        "the {access:?} session's statements allow no {} of {:?} naming {:?} \
+                         returning {:?} (on a failed condition: {})",
+                        action.action,
+                        action.leading_keys,
+                        action.attributes,
+                        action.return_values,
+                        action.returns_on_failure
                     ),
                 ));
             }
@@ -90,6 +98,13 @@ fn allows(statement: &NarrowedStatement, action: &Judged) -> bool {
             (Some(allowed), Some(named)) => named.iter().all(|a| allowed.contains(&a.as_str())),
             (Some(_), None) => false,
         }
+        && statement.return_values.as_ref().is_none_or(|allowed| {
+            action
+                .return_values
+                .as_deref()
+                .is_none_or(|asked| allowed.contains(&asked))
+                && !action.returns_on_failure
+        })
 }
 
 /// The actions of `input` as IAM judges them (a transaction: each of its items); `None` for an
@@ -106,7 +121,11 @@ fn judged(input: &Input) -> Option<(&'static str, Vec<Judged>)> {
         let names = Named::new(i.expression_attribute_names())
             .key(i.item())
             .expression(i.condition_expression())
-            .legacy(i.expected().map(|e| e.keys().map(String::as_str)));
+            .legacy(i.expected().map(|e| e.keys().map(String::as_str)))
+            .returning(
+                i.return_values(),
+                i.return_values_on_condition_check_failure(),
+            );
         return Some(("PutItem", vec![names.judged("dynamodb:PutItem", i.item())]));
     }
     if let Some(i) = input.downcast_ref::<UpdateItemInput>() {
@@ -115,7 +134,11 @@ fn judged(input: &Input) -> Option<(&'static str, Vec<Judged>)> {
             .expression(i.update_expression())
             .expression(i.condition_expression())
             .legacy(i.attribute_updates().map(|a| a.keys().map(String::as_str)))
-            .legacy(i.expected().map(|e| e.keys().map(String::as_str)));
+            .legacy(i.expected().map(|e| e.keys().map(String::as_str)))
+            .returning(
+                i.return_values(),
+                i.return_values_on_condition_check_failure(),
+            );
         return Some((
             "UpdateItem",
             vec![names.judged("dynamodb:UpdateItem", i.key())],
@@ -125,7 +148,11 @@ fn judged(input: &Input) -> Option<(&'static str, Vec<Judged>)> {
         let names = Named::new(i.expression_attribute_names())
             .key(i.key())
             .expression(i.condition_expression())
-            .legacy(i.expected().map(|e| e.keys().map(String::as_str)));
+            .legacy(i.expected().map(|e| e.keys().map(String::as_str)))
+            .returning(
+                i.return_values(),
+                i.return_values_on_condition_check_failure(),
+            );
         return Some((
             "DeleteItem",
             vec![names.judged("dynamodb:DeleteItem", i.key())],
@@ -148,6 +175,8 @@ fn judged(input: &Input) -> Option<(&'static str, Vec<Judged>)> {
                 action: "dynamodb:Query",
                 leading_keys,
                 attributes: None,
+                return_values: None,
+                returns_on_failure: false,
             }],
         ));
     }
@@ -159,26 +188,30 @@ fn judged(input: &Input) -> Option<(&'static str, Vec<Judged>)> {
             if let Some(x) = t.put() {
                 let names = Named::new(x.expression_attribute_names())
                     .key(Some(x.item()))
-                    .expression(x.condition_expression());
+                    .expression(x.condition_expression())
+                    .returning(None, x.return_values_on_condition_check_failure());
                 return Some(names.judged("dynamodb:PutItem", Some(x.item())));
             }
             if let Some(x) = t.update() {
                 let names = Named::new(x.expression_attribute_names())
                     .key(Some(x.key()))
                     .expression(Some(x.update_expression()))
-                    .expression(x.condition_expression());
+                    .expression(x.condition_expression())
+                    .returning(None, x.return_values_on_condition_check_failure());
                 return Some(names.judged("dynamodb:UpdateItem", Some(x.key())));
             }
             if let Some(x) = t.delete() {
                 let names = Named::new(x.expression_attribute_names())
                     .key(Some(x.key()))
-                    .expression(x.condition_expression());
+                    .expression(x.condition_expression())
+                    .returning(None, x.return_values_on_condition_check_failure());
                 return Some(names.judged("dynamodb:DeleteItem", Some(x.key())));
             }
             let x = t.condition_check()?;
             let names = Named::new(x.expression_attribute_names())
                 .key(Some(x.key()))
-                .expression(Some(x.condition_expression()));
+                .expression(Some(x.condition_expression()))
+                .returning(None, x.return_values_on_condition_check_failure());
             Some(names.judged("dynamodb:ConditionCheckItem", Some(x.key())))
         })
         .collect();
@@ -189,6 +222,8 @@ fn judged(input: &Input) -> Option<(&'static str, Vec<Judged>)> {
 struct Named<'a> {
     placeholders: Option<&'a HashMap<String, String>>,
     names: BTreeSet<String>,
+    return_values: Option<String>,
+    returns_on_failure: bool,
 }
 
 impl<'a> Named<'a> {
@@ -196,6 +231,8 @@ impl<'a> Named<'a> {
         Self {
             placeholders,
             names: BTreeSet::new(),
+            return_values: None,
+            returns_on_failure: false,
         }
     }
 
@@ -230,6 +267,19 @@ impl<'a> Named<'a> {
         self
     }
 
+    /// What the action asks to be returned: its `ReturnValues` (`NONE` counts as asked: IAM sees
+    /// the parameter), and the item when its condition fails.
+    fn returning(
+        mut self,
+        return_values: Option<&ReturnValue>,
+        on_failure: Option<&ReturnValuesOnConditionCheckFailure>,
+    ) -> Self {
+        self.return_values = return_values.map(|v| v.as_str().to_owned());
+        self.returns_on_failure =
+            on_failure.is_some_and(|v| *v != ReturnValuesOnConditionCheckFailure::None);
+        self
+    }
+
     fn judged(self, action: &'static str, key: Option<&Item>) -> Judged {
         let leading_keys = key
             .and_then(|k| k.get(PK))
@@ -243,6 +293,8 @@ impl<'a> Named<'a> {
             action,
             leading_keys,
             attributes: Some(self.names),
+            return_values: self.return_values,
+            returns_on_failure: self.returns_on_failure,
         }
     }
 }

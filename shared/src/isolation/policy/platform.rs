@@ -75,6 +75,10 @@ pub struct NarrowedStatement {
     /// `dynamodb:Attributes`: the only attributes a request may name (the table's and its indexes'
     /// key attributes among them, as IAM requires).
     pub attributes: Option<Vec<&'static str>>,
+    /// `dynamodb:ReturnValues`: the only `ReturnValues` a request may ask for, when it asks (IAM's
+    /// `StringEqualsIfExists`: a request that does not ask returns nothing). The guard also
+    /// refuses `ReturnValuesOnConditionCheckFailure` here, which IAM has no key for.
+    pub return_values: Option<Vec<&'static str>>,
 }
 
 impl PlatformAccess {
@@ -90,6 +94,7 @@ impl PlatformAccess {
             actions: vec!["dynamodb:UpdateItem"],
             keys: usage_counter_pk_prefix(&platform),
             attributes: None,
+            return_values: None,
         };
         Some(match self {
             Self::All => return None,
@@ -100,6 +105,7 @@ impl PlatformAccess {
                     actions: READ_ACTIONS.to_vec(),
                     keys: tenant_prefix(&platform),
                     attributes: None,
+                    return_values: None,
                 },
                 usage,
             ],
@@ -107,6 +113,7 @@ impl PlatformAccess {
             // the open imports' bound refuses it, unlists it: never anything else on the list. Above
             // all never the lifecycle driver's note of an import's close, which the pool's stream
             // carries as its `importFinished` (`store::lifecycle::driving::note_import_finished`).
+            // It reads nothing back: an entry names another tenant's import and its counts.
             Self::ImportsDue => vec![
                 NarrowedStatement {
                     sid: "ImportsDeadlineList",
@@ -118,6 +125,7 @@ impl PlatformAccess {
                             .chain(IMPORT_DUE_LISTING)
                             .collect(),
                     ),
+                    return_values: Some(vec!["NONE"]),
                 },
                 usage,
             ],
@@ -147,6 +155,9 @@ pub fn platform_session_policy(
             let mut condition = super::leading_keys_like(vec![format!("{}*", s.keys)]);
             condition.for_all_values_string_equals =
                 s.attributes.map(super::StringEqualsKeys::attributes);
+            condition.string_equals_if_exists = s
+                .return_values
+                .map(|return_values| super::ReturnValuesKey { return_values });
             AnyStatement::Allow(Statement {
                 sid: s.sid,
                 effect: "Allow",
