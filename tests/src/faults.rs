@@ -1,5 +1,6 @@
 //! Faults a test injects into the SDK's requests: a DynamoDB operation failed once before or after
-//! it is sent, throttling (with or without DynamoDB's reason), and STS failures.
+//! it is sent, throttling (with or without DynamoDB's reason), a request held before it is sent
+//! while another goes first, and STS failures.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -45,7 +46,45 @@ pub struct Faults {
     /// The next requests whose body holds the text (while the count lasts) are refused with
     /// throttling that gives DynamoDB's reason, unapplied.
     throttle_containing: Mutex<Option<ThrottleWithReason>>,
+    /// The next request whose body matches is held before it is sent, until released.
+    hold: Mutex<Option<Hold>>,
 }
+
+/// A request to hold ([`Faults::hold_next_matching`]): its match, the signal that one is held,
+/// and the release.
+#[derive(Debug)]
+struct Hold {
+    matches: BodyMatch,
+    held: tokio::sync::oneshot::Sender<()>,
+    release: std::sync::mpsc::Receiver<()>,
+}
+
+/// A request held before it is sent ([`Faults::hold_next_matching`]): another request may go
+/// first, as a concurrent caller's would.
+#[derive(Debug)]
+pub struct Held {
+    held: tokio::sync::oneshot::Receiver<()>,
+    release: std::sync::mpsc::Sender<()>,
+}
+
+impl Held {
+    /// Waits until the request is held (panics after a minute: it never came).
+    pub async fn reached(&mut self) {
+        tokio::time::timeout(std::time::Duration::from_secs(60), &mut self.held)
+            .await
+            .expect("the request to hold was not sent within a minute")
+            .expect("the hold was dropped");
+    }
+
+    /// Sends the held request on.
+    pub fn release(self) {
+        let _ = self.release.send(());
+    }
+}
+
+/// How long a held request waits for its release before it goes on regardless (a test that
+/// failed before releasing it never hangs the suite).
+const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Tells a request by its body, as text.
 pub type BodyMatch = fn(&str) -> bool;
@@ -150,6 +189,41 @@ impl Faults {
             }],
         });
         Some(answer.to_string())
+    }
+
+    /// Holds the next request whose body (as text) `matches` before it is sent, blocking the thread
+    /// that sends it until [`Held::release`]: the sender must run on a runtime thread of its own (a
+    /// spawned task on a multi-threaded runtime), so that the test goes on meanwhile.
+    pub fn hold_next_matching(&self, matches: BodyMatch) -> Held {
+        let (held_tx, held_rx) = tokio::sync::oneshot::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel();
+        *self.hold.lock().unwrap() = Some(Hold {
+            matches,
+            held: held_tx,
+            release: release_rx,
+        });
+        Held {
+            held: held_rx,
+            release: release_tx,
+        }
+    }
+
+    /// Holds this request if it is the one to hold (see [`Faults::hold_next_matching`]).
+    fn hold_if_matching(&self, body: &[u8]) {
+        let hold = {
+            let mut hold = self.hold.lock().unwrap();
+            let matching = hold
+                .as_ref()
+                .is_some_and(|h| std::str::from_utf8(body).is_ok_and(h.matches));
+            if !matching {
+                return;
+            }
+            hold.take()
+        };
+        if let Some(hold) = hold {
+            let _ = hold.held.send(());
+            let _ = hold.release.recv_timeout(HOLD_AT_MOST);
+        }
     }
 
     fn refuses_body(&self, body: &[u8]) -> bool {
@@ -292,6 +366,9 @@ impl Intercept for TestInterceptor {
 
     /// An injected transaction answer: the request becomes a ListTables, so nothing is written.
     fn modify_before_transmit(&self, ctx: RequestMut, _: &Parts, cfg: &mut Bag) -> HookResult {
+        if let Some(body) = ctx.request().body().bytes() {
+            self.faults.hold_if_matching(body);
+        }
         let operation = operation_of(cfg);
         let body_refused = ctx
             .request()

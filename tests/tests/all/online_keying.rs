@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use shared::identity::ids::TenantId;
 use shared::identity::keys::{entity_sk_prefix, kind};
 use shared::isolation::policy::Scope;
+use shared::store::client::sealed::ERASING_SINCE;
 use shared::store::keys::{is_sealed, open_item, DEFAULT_KEY_CACHE_SECONDS};
 use shared::store::lifecycle::keying::SETTLE_SECONDS;
 use shared::store::tenancy::tenants::read_record_consistent;
@@ -664,3 +665,133 @@ async fn a_key_whose_making_was_not_followed_by_moving_the_walks_start_is_waited
     // AND a plain write meanwhile is sealed by the walk once it starts
     a_plain_write_while_waiting_ends_sealed(&asked, &serving, &mut model).await;
 }
+
+/// The keying walk's transaction that puts back user `u-fenced`'s items sealed.
+fn is_fenced_users_sealing(body: &str) -> bool {
+    body.contains("TransactItems") && body.contains("USER#u-fenced")
+}
+
+/// The erasure fences `u-fenced`'s items carry: each item's key and its `erasingSince`, in the raw
+/// table.
+fn fences(items: &[RawItem]) -> Vec<(AttributeValue, AttributeValue)> {
+    items
+        .iter()
+        .filter(|i| {
+            i.get("PK")
+                .and_then(|pk| pk.as_s().ok())
+                .is_some_and(|pk| pk.ends_with("USER#u-fenced"))
+        })
+        .filter_map(|i| Some((i.get("SK")?.clone(), i.get(ERASING_SINCE)?.clone())))
+        .collect()
+}
+
+/// The keying walk reads a page holding a user's profile with no erasure's fence; before its sealed
+/// rewrite commits, an erasure of that user sets its fence (and is cut off there). The rewrite must
+/// not drop the fence (`keying::unchanged`; without its condition the fence is gone here): it is
+/// cancelled, and the next step rewrites the profile sealed with the fence on. Then the erasure
+/// asked again takes every item of the user, and its neighbour stays, sealed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_set_between_the_keying_walks_read_and_its_rewrite_is_never_dropped() {
+    // GIVEN a tenant onboarded without keys, with two users, whose keying has started and may seal
+    let plain = Harness::new().await;
+    onboard(&plain, "acme", 1).await;
+    put_user(&plain, "u-fenced", "ada@secret.example").await;
+    put_user(&plain, "u-other", "grace@secret.example").await;
+    let walker = std::sync::Arc::new(plain.another_container().await.keyed().await);
+    let eraser = plain.another_container().await.keyed().await;
+    assert_eq!(
+        update_acme(&walker, json!({"keyed": true})).await.status,
+        202
+    );
+    pass_a_key_period(&[&walker, &eraser]);
+
+    // WHEN the walk has read the first user's profile and its sealed rewrite is held before it is
+    // sent
+    let mut held = walker.faults.hold_next_matching(is_fenced_users_sealing);
+    // (on a thread of its own, which the hold blocks, with a runtime of its own)
+    let walk = std::thread::spawn({
+        let walker = walker.clone();
+        move || {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .expect("the walk's runtime")
+                .block_on(integration::drive_to_end(&walker.app))
+        }
+    });
+    held.reached().await;
+    // AND meanwhile an erasure of that user sets its fence and is cut off at its first read (its
+    // fence left on: its removal throttled past the SDK's retries)
+    let user = integration::routes::params(&[("userId", "u-fenced")]);
+    eraser
+        .faults
+        .refuse_requests_containing(Some("KeyConditionExpression"));
+    eraser.faults.throttle_containing_with_reason(
+        "REMOVE",
+        "TableWriteKeyRangeThroughputExceeded",
+        10,
+    );
+    let cut = eraser.tenant("acme").call("erase-user", &user, None).await;
+    eraser.faults.refuse_requests_containing(None);
+    eraser
+        .faults
+        .throttle_containing_with_reason("REMOVE", "", 0);
+    assert_eq!(cut.status, 503, "{}", cut.body);
+    let fenced = fences(&walker.all_items().await);
+    assert_eq!(fenced.len(), 1, "the profile's fence: {fenced:?}");
+    // AND the walk's rewrite goes on, and the walk to its end
+    held.release();
+    tokio::task::spawn_blocking(|| walk.join())
+        .await
+        .unwrap()
+        .expect("the walk to its end");
+
+    // THEN the fence is on the profile as the erasure set it, byte for byte, and the profile is
+    // sealed (the held rewrite was cancelled by the fence; the next step kept it)
+    let items = walker.all_items().await;
+    assert_eq!(fences(&items), fenced);
+    let profile = items
+        .iter()
+        .find(|i| fences(std::slice::from_ref(*i)) == fenced)
+        .expect("the fenced profile");
+    assert!(is_sealed(profile), "{profile:?}");
+
+    // WHEN the erasure is asked again
+    let erased = eraser.tenant("acme").call("erase-user", &user, None).await;
+
+    // THEN every item of the user is gone (the erasure's own report stays), and its neighbour's
+    // profile is there, sealed, and reads
+    assert_eq!(erased.status, 200, "{}", erased.body);
+    assert_eq!(erased.body["deleted"], json!({"EMAIL": 1, "USER": 1}));
+    let report = AttributeValue::S("ERASURE".into());
+    let items: Vec<_> = walker
+        .all_items()
+        .await
+        .into_iter()
+        .filter(|i| i.get("kind") != Some(&report))
+        .collect();
+    let of = |user: &str| {
+        items
+            .iter()
+            .filter(|i| {
+                i.values().any(|v| {
+                    v.as_s()
+                        .is_ok_and(|s| s.ends_with(&format!("#{user}")) || s == user)
+                })
+            })
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(of("u-fenced"), Vec::new());
+    let neighbour = of("u-other");
+    assert!(!neighbour.is_empty());
+    assert!(neighbour.iter().all(is_sealed), "{neighbour:?}");
+    let other = integration::routes::params(&[("userId", "u-other")]);
+    let read = eraser.tenant("acme").call("get-user", &other, None).await;
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert_eq!(read.body["email"], "grace@secret.example", "{}", read.body);
+}
+
+/// An item as the raw table holds it.
+type RawItem = std::collections::HashMap<String, AttributeValue>;
