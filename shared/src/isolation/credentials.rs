@@ -460,24 +460,19 @@ mod tests {
         // driver's note of an import's close; the usage statement names none
         let policy: serde_json::Value =
             serde_json::from_str(request.as_input().get_policy().as_deref().unwrap()).unwrap();
-        // (each statement's value of one condition key)
         let per_statement = |operator: &str, key: &str| -> Vec<serde_json::Value> {
-            policy["Statement"]
-                .as_array()
-                .unwrap()
-                .iter()
+            let statements = policy["Statement"].as_array().unwrap().iter();
+            statements
                 .map(|s| s["Condition"][operator][key].clone())
                 .collect()
         };
         let listing = serde_json::json!(["PK", "SK", "catalog", "kind", "tenantId", "createdAtMs"]);
+        let attributes = per_statement("ForAllValues:StringEquals", "dynamodb:Attributes");
+        assert_eq!(attributes, [listing, serde_json::Value::Null]);
+        // AND it asks for nothing back (an entry names another tenant's import and its counts)
+        let return_values = per_statement("StringEqualsIfExists", "dynamodb:ReturnValues");
         assert_eq!(
-            per_statement("ForAllValues:StringEquals", "dynamodb:Attributes"),
-            [listing, serde_json::Value::Null]
-        );
-        // AND its list statement lets it ask for nothing back (an entry names another tenant's
-        // import and its counts)
-        assert_eq!(
-            per_statement("StringEqualsIfExists", "dynamodb:ReturnValues"),
+            return_values,
             [serde_json::json!(["NONE"]), serde_json::Value::Null]
         );
     }

@@ -2,7 +2,9 @@
 //! allowed by one of its statements ([`PlatformAccess::statements`], which its session policy says to
 //! IAM): the action, its partition key's prefix, and, where the statement names them, the only
 //! attributes the action may name (IAM's `dynamodb:Attributes`: the key's, the item's, and the
-//! top-level names of its expressions).
+//! top-level names of its expressions) and the only `ReturnValues` it may ask for (IAM's
+//! `dynamodb:ReturnValues`). Where a statement limits return values, the guard also refuses
+//! `ReturnValuesOnConditionCheckFailure`, which IAM has no key for: there it is stricter than IAM.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -181,7 +183,12 @@ fn judged(input: &Input) -> Option<(&'static str, Vec<Judged>)> {
         ));
     }
     let transaction = input.downcast_ref::<TransactWriteItemsInput>()?;
-    let actions = transaction
+    Some(("TransactWriteItems", transaction_actions(transaction)))
+}
+
+/// Each item of `transaction` as the action IAM judges it as.
+fn transaction_actions(transaction: &TransactWriteItemsInput) -> Vec<Judged> {
+    transaction
         .transact_items()
         .iter()
         .filter_map(|t| {
@@ -214,8 +221,7 @@ fn judged(input: &Input) -> Option<(&'static str, Vec<Judged>)> {
                 .returning(None, x.return_values_on_condition_check_failure());
             Some(names.judged("dynamodb:ConditionCheckItem", Some(x.key())))
         })
-        .collect();
-    Some(("TransactWriteItems", actions))
+        .collect()
 }
 
 /// The top-level attribute names one action names, gathered part by part.
