@@ -787,6 +787,15 @@ async fn a_fence_set_between_the_keying_walks_read_and_its_rewrite_is_never_drop
     let neighbour = of("u-other");
     assert!(!neighbour.is_empty());
     assert!(neighbour.iter().all(is_sealed), "{neighbour:?}");
+    // (an email item's key is its keyed digest, and its user sealed: told by its kind, the one
+    // left is the neighbour's)
+    let email = AttributeValue::S("EMAIL".into());
+    let emails: Vec<_> = items
+        .iter()
+        .filter(|i| i.get("kind") == Some(&email))
+        .collect();
+    assert_eq!(emails.len(), 1, "{emails:?}");
+    assert!(is_sealed(emails[0]), "{emails:?}");
     let other = integration::routes::params(&[("userId", "u-other")]);
     let read = eraser.tenant("acme").call("get-user", &other, None).await;
     assert_eq!(read.status, 200, "{}", read.body);

@@ -421,46 +421,36 @@ fn the_roles_deadline_list_attributes_are_the_codes() {
 #[test]
 fn the_import_producers_guard_refuses_reading_an_entry_back_on_a_failed_condition() {
     use aws_sdk_dynamodb::operation::delete_item::DeleteItemInput;
+    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsInput;
     use aws_sdk_dynamodb::types::AttributeValue::S;
     use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure as OnFailure;
+    use aws_sdk_dynamodb::types::{Delete, TransactWriteItem};
     use aws_smithy_runtime_api::client::interceptors::context::Input;
-    // GIVEN an unlisting bound to fail (a condition on the key alone), asking for the entry back
-    // when it does, and the same asking for nothing
+    // GIVEN an unlisting bound to fail (a condition on the key alone), alone and as a transaction's
+    // one item, asking for the entry back when it fails or for nothing
+    let (pk, sk) = (
+        S(raw_key("_platform", "IMPORTS_DUE#3")),
+        S(raw_key("_platform", "IMPORTS_DUE#1#acme#i-1")),
+    );
     let unlisting = |on_failure: OnFailure| {
         Input::erase(
             DeleteItemInput::builder()
                 .table_name("pooltable-dev")
-                .key("PK", S(raw_key("_platform", "IMPORTS_DUE#3")))
-                .key("SK", S(raw_key("_platform", "IMPORTS_DUE#1#acme#i-1")))
+                .key("PK", pk.clone())
+                .key("SK", sk.clone())
                 .condition_expression("attribute_not_exists(PK)")
                 .return_values_on_condition_check_failure(on_failure)
                 .build()
                 .unwrap(),
         )
     };
-    // WHEN the import producer's guard judges them
-    let check = |input: &Input| {
-        shared::isolation::guard::check_platform_access(PlatformAccess::ImportsDue, input)
-    };
-    // THEN it refuses the one asking for the entry, and lets the other through
-    let refused = check(&unlisting(OnFailure::AllOld));
-    assert!(
-        refused
-            .as_ref()
-            .is_err_and(|e| e.reason.contains("on a failed condition: true")),
-        "{refused:?}"
-    );
-    check(&unlisting(OnFailure::None)).unwrap();
-    // AND so does it in a transaction
-    let in_a_transaction = {
-        use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsInput;
-        use aws_sdk_dynamodb::types::{Delete, TransactWriteItem};
+    let in_a_transaction = |on_failure: OnFailure| {
         let delete = Delete::builder()
             .table_name("pooltable-dev")
-            .key("PK", S(raw_key("_platform", "IMPORTS_DUE#3")))
-            .key("SK", S(raw_key("_platform", "IMPORTS_DUE#1#acme#i-1")))
+            .key("PK", pk.clone())
+            .key("SK", sk.clone())
             .condition_expression("attribute_not_exists(PK)")
-            .return_values_on_condition_check_failure(OnFailure::AllOld)
+            .return_values_on_condition_check_failure(on_failure)
             .build()
             .unwrap();
         Input::erase(
@@ -470,7 +460,26 @@ fn the_import_producers_guard_refuses_reading_an_entry_back_on_a_failed_conditio
                 .unwrap(),
         )
     };
-    assert!(check(&in_a_transaction).is_err());
+    for (form, request) in [
+        ("alone", &unlisting as &dyn Fn(OnFailure) -> Input),
+        ("in a transaction", &in_a_transaction),
+    ] {
+        // WHEN the import producer's guard judges each
+        let check = |on_failure| {
+            let input = request(on_failure);
+            shared::isolation::guard::check_platform_access(PlatformAccess::ImportsDue, &input)
+        };
+        // THEN it refuses the one asking for the entry, and lets the other through
+        let refused = check(OnFailure::AllOld);
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.reason.contains("on a failed condition: true")),
+            "{form}: {refused:?}"
+        );
+        let allowed = check(OnFailure::None);
+        assert!(allowed.is_ok(), "{form}: {allowed:?}");
+    }
 }
 
 /// The same through the code that runs: a container narrowed as `create-import`'s lists an import
