@@ -1,21 +1,21 @@
 //! createOrder: `POST /users/{userId}/orders` `{orderId?, date, amount, items: [{itemId, sku, qty,
 //! price}]}` → 201 with the order.
 //!
-//! An `orderId` the client chose is first looked up among the erasure records (one consistent
-//! GetItem): an erased order's id is 409, never used again, or a restore would drop the new order as
-//! the erased one. Then one TransactWriteItems (`crate::store::place_order`), so an order is written
-//! whole or not at all:
+//! One TransactWriteItems (`crate::store::place_order`), so an order is written whole or not at all:
 //! - ConditionCheck: the user's profile exists (404 otherwise);
 //! - Put the order header, `PK` = `SK` = `TENANT#t#ORDER#<o>`, on condition it does not exist (409);
 //! - Put the order summary in the user's collection (`PK` = `TENANT#t#USER#<u>`, `SK` = the order's
 //!   key), which getUser reads with the profile;
 //! - Put the date index item (`PK` = `TENANT#t#ORDERDATE#<date>#<o>`,
 //!   `SK` = `TENANT#t#ORDERS#<YYYY-MM>#<fnv(o) mod N>`), which listTenantOrders reads through GSI1;
+//! - with an `orderId` the client chose, ConditionCheck: no erasure record of that order
+//!   (`TENANT#t#ERASED#ORDER#<o>`), or 409: an erased order's id is never used again, or a restore
+//!   would drop the new order as the erased one;
 //! - one Put per line item (`PK` = the order's key, `SK` = `TENANT#t#ORDER#<o>#ITEM#<itemId>`).
 //!
-//! A transaction holds at most 100 actions, so an order has at most [`MAX_LINE_ITEMS`] (95) line
-//! items (one action is kept for the `Idempotency-Key` record, written in the same transaction); more
-//! answer 400 (`items`) before anything is sent. The tenant's shard count N comes from its
+//! A transaction holds at most 100 actions, so an order has at most [`MAX_LINE_ITEMS`] (94) line
+//! items (one action is kept for the erased-id check, one for the `Idempotency-Key` record, written
+//! in the same transaction); more answer 400 (`items`) before anything is sent. The tenant's shard count N comes from its
 //! record (cached per container), so the tenant must be onboarded (403 otherwise).
 
 use std::collections::HashSet;
@@ -24,12 +24,10 @@ use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use shared::identity::clock::rfc3339;
-use shared::identity::entities::ORDER;
 use shared::identity::ids::{EntityId, SessionId};
 use shared::service::http::{json_body, json_response, path_entity_id};
 use shared::service::idempotent::{self, Recorder};
 use shared::store::client::scoped::TenantDb;
-use shared::store::erasures::erasure;
 use shared::{ApiError, App};
 
 use crate::error::internal;
@@ -38,9 +36,9 @@ use crate::{store, Date, LineItem, OrderSummary, Text};
 
 pub use crate::model::Order;
 
-/// TransactWriteItems' limit (100) minus the user check, the header, the summary, the date index and
-/// an idempotency record.
-pub const MAX_LINE_ITEMS: usize = 95;
+/// TransactWriteItems' limit (100) minus the user check, the header, the summary, the date index, the
+/// erased-id check and an idempotency record.
+pub const MAX_LINE_ITEMS: usize = 94;
 
 pub const ROUTE: &str = "create-order";
 /// The largest amount or price accepted (DynamoDB numbers have 38 significant digits; money needs
@@ -141,13 +139,7 @@ async fn create(
     now_ms: u64,
     recorder: Option<Recorder<'_>>,
 ) -> Result<Response<Body>, ApiError> {
-    // An id the client chose may be an erased order's: its erasure record would make a restore drop
-    // the new order as the erased one. (A generated id is new: never an erased order's.)
-    if input.order_id.is_some() && erasure(db, ORDER.kind, &order_id).await?.is_some() {
-        return Err(ApiError::Conflict(
-            "This orderId was an erased order's, and is not used again: choose another.".into(),
-        ));
-    }
+    let chosen = input.order_id.is_some();
     let shards = app.directory.order_shards(db).await?;
     let order = NewOrder {
         summary: OrderSummary {
@@ -180,6 +172,6 @@ async fn create(
         .as_ref()
         .map(|r| r.record(StatusCode::CREATED, &view))
         .transpose()?;
-    store::place_order(db, shards, &order, record).await?;
+    store::place_order(db, shards, &order, chosen, record).await?;
     Ok(json_response(StatusCode::CREATED, &view))
 }

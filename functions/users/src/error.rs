@@ -14,6 +14,9 @@ pub enum Error {
     /// Another order holds the orderId (409).
     #[error("an order with this orderId already exists")]
     OrderExists,
+    /// The orderId the client chose was an erased order's: it is not used again (409).
+    #[error("the order was erased")]
+    OrderErased,
     /// Another user of the tenant holds the email (409).
     #[error("the email belongs to another user of the tenant")]
     EmailTaken,
@@ -43,6 +46,9 @@ impl From<Error> for ApiError {
             Error::OrderExists => {
                 ApiError::Conflict("An order with this orderId already exists.".into())
             }
+            Error::OrderErased => ApiError::Conflict(
+                "This orderId was an erased order's, and is not used again: choose another.".into(),
+            ),
             Error::EmailTaken => ApiError::Conflict(
                 "This email already belongs to another user of the tenant.".into(),
             ),

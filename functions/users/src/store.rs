@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+use shared::identity::entities::{ORDER, USER};
 use shared::identity::ids::{EntityId, TenantId};
 use shared::identity::keys::{
     order_date_bounds, order_key, order_month_sk, user_key, Key, EXPIRES_AT, GSI1, PK, SK,
@@ -129,7 +130,7 @@ pub async fn save_user(
         }
         // An erased user's id is not used again (`crate::erasure`).
         let erasure_check = actions.len();
-        actions.push(not_erased(db, id)?);
+        actions.push(not_erased(db, USER.kind, id)?);
         match db.transact_items(actions).await {
             Ok(()) if current.is_some() => return Ok(Saved::Updated),
             Ok(()) => return Ok(Saved::Created),
@@ -215,11 +216,13 @@ fn user_exists(db: &TenantDb, user: &EntityId) -> Result<TransactWriteItem, Stor
 /// Writes `order` whole, its date index over `shards` shards, in one TransactWriteItems:
 /// ConditionCheck the user's profile exists ([`Error::NoSuchUser`]), Put the header on condition it
 /// does not exist ([`Error::OrderExists`]), Put the summary in the user's collection, Put the date
-/// index item, one Put per line item, and `record` last.
+/// index item, with an id the client `chosen` ConditionCheck it was never an erased order's
+/// ([`Error::OrderErased`]), one Put per line item, and `record` last.
 pub async fn place_order(
     db: &TenantDb,
     shards: u32,
     order: &NewOrder,
+    chosen: bool,
     record: Option<TransactWriteItem>,
 ) -> Result<(), Error> {
     let items = model::order_items(&db.tenant, db.key.as_deref(), order, shards)?;
@@ -229,6 +232,14 @@ pub async fn place_order(
         db.put_item(items.summary).action()?,
         db.put_item(items.date_index).action()?,
     ];
+    // An id the client chose may be an erased order's: its erasure record would make a restore drop
+    // the new order as the erased one. Checked here, not read before: an erasure writes its records
+    // before it deletes the order, so this transaction sees the header or the record, never neither.
+    // (A generated id is new: never an erased order's.)
+    let erasure_check = chosen.then_some(actions.len());
+    if chosen {
+        actions.push(not_erased(db, ORDER.kind, &order.id)?);
+    }
     for line in items.lines {
         actions.push(db.put_item(line).action()?);
     }
@@ -236,6 +247,7 @@ pub async fn place_order(
     match db.transact_items(actions).await {
         Ok(()) => Ok(()),
         Err(e) if e.failed_at(0) => Err(Error::NoSuchUser),
+        Err(e) if erasure_check.is_some_and(|i| e.failed_at(i)) => Err(Error::OrderErased),
         Err(e) if e.failed_at(1) => Err(Error::OrderExists),
         Err(e) => Err(e.into()),
     }

@@ -84,10 +84,15 @@ pub fn not_erasing() -> Condition {
     attr(ERASING_SINCE).attribute_not_exists()
 }
 
-/// A ConditionCheck that user `id` was never erased: a write that would make the user again sends it
-/// (an erased id is not reused, so no restore can mistake a new user's items for the erased one's).
-pub fn not_erased(db: &TenantDb, id: &EntityId) -> Result<TransactWriteItem, StoreError> {
-    let key = erasure_key(&db.tenant, USER.kind, id);
+/// A ConditionCheck that `kind` `id` (a user, an order) was never erased: a write that would make it
+/// again sends it (an erased id is not reused, so no restore can mistake new items for the erased
+/// ones'). In the write's own transaction, so an erasure committing its record meanwhile cancels it.
+pub fn not_erased(
+    db: &TenantDb,
+    kind: &str,
+    id: &EntityId,
+) -> Result<TransactWriteItem, StoreError> {
+    let key = erasure_key(&db.tenant, kind, id);
     db.check_item(primary_key(key.clone(), key), absent())
         .action()
 }

@@ -318,14 +318,14 @@ async fn an_operators_erasure_is_charged_to_the_platform_never_to_the_tenant_or_
 #[tokio::test]
 async fn an_erasure_cut_off_between_its_transactions_is_finished_by_a_retry_leaving_nothing_of_any_order(
 ) {
-    // GIVEN a user with two orders of 95 line items each: its erasure takes three transactions
+    // GIVEN a user with two orders of 94 line items each: their items take two transactions
     let h = Harness::new().await;
     let t = unique("cutoff");
     onboard_at_max_limits(&h, &t, 1).await;
-    user_with(&h, &t, "u-big", 2, 95).await;
+    user_with(&h, &t, "u-big", 2, 94).await;
     assert_eq!(
         items_of(&h.all_items().await, &t, "u-big").len(),
-        2 + 2 * 98
+        2 + 2 * 97
     );
 
     // WHEN the erasure's second transaction never reaches the table (throttled: the first has
@@ -336,7 +336,7 @@ async fn an_erasure_cut_off_between_its_transactions_is_finished_by_a_retry_leav
     assert_eq!(finished.status, 200, "{}", finished.body);
     assert_eq!(
         finished.body["deletedTotal"],
-        2 + 2 * 98,
+        2 + 2 * 97,
         "{}",
         finished.body
     );
@@ -579,6 +579,74 @@ async fn an_erased_orders_id_is_not_used_again_by_a_new_order_of_another_user() 
         reused.body
     );
     assert_eq!(h.all_items().await.len(), before.len());
+}
+
+/// The request of an order that reuses `u-old-o0`, the order an erasure is about to take.
+fn is_reused_orders_transaction(body: &str) -> bool {
+    body.contains("TransactItems") && body.contains("#ORDER#u-old-o0#ITEM#")
+}
+
+/// The erased-id check is in the order's own transaction: an order choosing the id of an order
+/// being erased, sent before the erasure and committed after it, is cancelled (409), never written
+/// under an erasure record a restore would drop it by. Before the mend the id was read first, so
+/// this order passed the read, then the erasure ran, and it was written (201).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_reusing_the_id_of_an_order_erased_while_it_is_in_flight_is_never_written() {
+    // GIVEN a user with an order, and another user, and a second container of the same table
+    let h = Harness::new().await;
+    let t = unique("reused-race");
+    onboard_at_max_limits(&h, &t, 1).await;
+    user_with(&h, &t, "u-old", 1, 1).await;
+    user_with(&h, &t, "u-new", 0, 0).await;
+    let orderer = std::sync::Arc::new(h.another_container().await);
+    let auth = Auth::Tenant(t.clone());
+
+    // WHEN the other user places an order choosing that order's id, and its write is held before
+    // it is sent (on a thread of its own, which the hold blocks, with a runtime of its own)
+    let mut held = orderer
+        .faults
+        .hold_next_matching(is_reused_orders_transaction);
+    let placing = std::thread::spawn({
+        let (orderer, auth) = (orderer.clone(), auth.clone());
+        move || {
+            let body = json!({"orderId": "u-old-o0", "date": "2026-11-21", "amount": 1,
+                "items": [{"itemId": "i-new", "sku": "S", "qty": 1, "price": 1}]});
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .expect("the order's runtime")
+                .block_on(orderer.caller(&auth).call(
+                    "create-order",
+                    &params(&[("userId", "u-new")]),
+                    Some(body),
+                ))
+        }
+    });
+    held.reached().await;
+    // AND meanwhile the first user is erased, its order with it
+    let erased = h
+        .caller(&auth)
+        .call("erase-user", &params(&[("userId", "u-old")]), None)
+        .await;
+    assert_eq!(erased.status, 200, "{}", erased.body);
+    assert_eq!(erased.body["deleted"]["ORDER"], 1, "{}", erased.body);
+    let before = h.all_items().await;
+    // AND the order's write is sent
+    held.release();
+    let reused = tokio::task::spawn_blocking(|| placing.join())
+        .await
+        .unwrap()
+        .expect("the order's thread");
+
+    // THEN it is 409, the erased id's, and nothing is written: the table is as the erasure left it
+    reused.assert_problem(409);
+    assert!(
+        reused.body["detail"].as_str().unwrap().contains("erased"),
+        "{}",
+        reused.body
+    );
+    assert_eq!(h.all_items().await, before);
 }
 
 #[tokio::test]
