@@ -74,9 +74,11 @@ pub async fn walk_from<S: PartitionSource>(
         // read from its middle), else with as many next ones as the page's room takes at the
         // size of those read whole, within the fan-out budget ([`batch_asks`]).
         if ahead.is_empty() || from.is_some() {
+            // The partitions' mean size so far, and over how many it was seen (an earlier
+            // page's counts as one).
             let average = match (whole, hint) {
-                ((n, total), _) if n > 0 && from_start => Some((total / n).max(1) as u32),
-                ((0, _), Some(hint)) if from_start => Some(hint.items.max(1)),
+                ((n, total), _) if n > 0 && from_start => Some(((total / n).max(1) as u32, n)),
+                ((0, _), Some(hint)) if from_start => Some((hint.items.max(1), 1)),
                 _ => None,
             };
             let batch = Batch {
@@ -238,11 +240,12 @@ fn resume_at(
 }
 
 /// One batch of reads: the partitions from the page's current one on, what the page still wants,
-/// the partitions' likely size (`None` while nothing says), and the room left in bytes.
+/// the partitions' mean size and how many it was seen over (`None` while nothing says), and the
+/// room left in bytes.
 struct Batch<'p> {
     partitions: &'p [&'p String],
     want: u32,
-    average: Option<u32>,
+    average: Option<(u32, usize)>,
     room_bytes: usize,
     item_bytes: Option<usize>,
 }
@@ -330,22 +333,22 @@ fn next_start(
 
 /// What each read of one batch asks for (one more each is added, to see where a partition ends):
 /// one read of the page's room while nothing says how large partitions are; then one per partition
-/// (at most `in_flight`), each for a partition's likely most at the `average` size of those read
-/// whole (the mean and three standard deviations of a hashed share, and three: a partition is
-/// rarely read in two parts), as many as the page is expected to take, the last for only what is
-/// left of the page, and never more than add up to a quarter and one partition's likely most over
-/// what it takes, so a page that fills before its batch's last partitions drops little of what they
-/// read.
-fn batch_asks(want: u32, average: Option<u32>, in_flight: usize, left: usize) -> Vec<u32> {
-    let Some(average) = average else {
+/// (at most `in_flight`), as many as the page is expected to take at the `average` size of those
+/// read whole, the last for only what is left of the page, and never more than add up to a quarter
+/// and one partition's likely most over what it takes at that size, so a page that fills before its
+/// batch's last partitions drops little of what they read. Each asks for a partition's likely most
+/// (the mean and three standard deviations of a hashed share, and three: a partition is rarely read
+/// in two parts) at the largest mean the average is a likely sample of: an average of one partition
+/// (the first, read alone) can be far below the rest, and every partition of the batch read in two
+/// parts then; asking a partition for more than it holds reads only what it holds.
+fn batch_asks(want: u32, average: Option<(u32, usize)>, in_flight: usize, left: usize) -> Vec<u32> {
+    let Some((average, samples)) = average else {
         return vec![want];
     };
-    // Never less than the page's share of each partition left: an average of one partition (the
-    // first, read alone) can be far below the rest, and asking a small partition for more than it
-    // holds reads only what it holds.
-    let likely_most = average
-        .saturating_add(3 * f64::from(average).sqrt().ceil() as u32 + 3)
-        .max(want.div_ceil(left.max(1) as u32));
+    // Never less than the page's share of each partition left.
+    let share = want.div_ceil(left.max(1) as u32);
+    let likely_most = likely_most_at(f64::from(average)).max(share);
+    let ask_most = likely_most_at(largest_likely_mean(average, samples)).max(likely_most);
     let most = want.saturating_add(want / 4).saturating_add(likely_most);
     let mut asks: Vec<u32> = Vec::new();
     let mut total = 0u32;
@@ -360,16 +363,58 @@ fn batch_asks(want: u32, average: Option<u32>, in_flight: usize, left: usize) ->
         let ask = if room <= average {
             room
         } else {
-            want.min(likely_most)
+            want.min(ask_most)
         };
-        if j > 0 && total.saturating_add(ask) > most {
+        // Counted at the average's own likely most: what the batch is expected to read.
+        let expected = ask.min(likely_most);
+        if j > 0 && total.saturating_add(expected) > most {
             break;
         }
-        total = total.saturating_add(ask);
+        total = total.saturating_add(expected);
         asks.push(ask);
     }
     if asks.is_empty() {
         asks.push(want);
     }
     asks
+}
+
+/// A partition's likely most items at a `mean` share: the mean, three standard deviations of a
+/// hashed share (about its square root), and three.
+fn likely_most_at(mean: f64) -> u32 {
+    (mean + 3.0 * mean.sqrt().ceil() + 3.0).min(f64::from(u32::MAX)) as u32
+}
+
+/// The largest mean partition size of which `average`, seen over `samples` partitions, is within
+/// three standard deviations: the `m` with `m - 3 * sqrt(m / samples) = average`.
+fn largest_likely_mean(average: u32, samples: usize) -> f64 {
+    let (average, samples) = (f64::from(average), samples.max(1) as f64);
+    let root = (3.0 / samples.sqrt() + (9.0 / samples + 4.0 * average).sqrt()) / 2.0;
+    root * root
+}
+
+#[cfg(test)]
+mod tests {
+    use super::batch_asks;
+
+    #[test]
+    fn a_first_partition_far_smaller_than_the_rest_does_not_have_the_batch_read_in_two_parts() {
+        // GIVEN a page wanting 287 more items, whose first partition held 8 (the rest hold 19 to
+        // 38, about 25 each: 8 is a likely sample of a mean up to 22)
+        // WHEN its next 16 partitions are asked for side by side
+        let asks = batch_asks(287, Some((8, 1)), 16, 19);
+        // THEN as many are read as the page is expected to take at 8 each, and each is asked for
+        // more than a partition of 38 holds (at the mean of 8 alone: 20, and 10 of them read twice)
+        assert_eq!(asks, vec![40; 16]);
+    }
+
+    #[test]
+    fn an_average_over_many_partitions_is_asked_for_about_its_own_likely_most() {
+        // GIVEN a page wanting 300 more items, whose 8 partitions read whole held 25 on average
+        // WHEN the next ones are asked for
+        let asks = batch_asks(300, Some((25, 8)), 16, 12);
+        // THEN as many are read as their likely most (43 each) allows a quarter and one over the
+        // page: nine, each asked for a little more than that (51)
+        assert_eq!(asks, vec![51; 9]);
+    }
 }
