@@ -104,9 +104,18 @@ async fn begin_move(h: &Harness, app: &App, t: &TenantId) -> TenantRecord {
     let own = own_table_name(app.tenants.table_name(), t).unwrap();
     let operator = app.db_to_change(t).await.expect("the operator's client");
     let manager = operator.own_table_manager().expect("its table manager");
-    create_own_table(&app.tenants.table_manager(), manager, &h.table, &own, t)
-        .await
-        .expect("the own table");
+    // A new table, made here: nothing an operator put in it to look for.
+    let nothing = std::future::ready(Ok(None));
+    create_own_table(
+        &app.tenants.table_manager(),
+        manager,
+        &h.table,
+        &own,
+        t,
+        nothing,
+    )
+    .await
+    .expect("the own table");
     let db = app.db_to_change(t).await.expect("the tenant's client");
     let before = shared::store::tenancy::tenants::read_record_consistent(&db)
         .await

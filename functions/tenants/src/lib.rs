@@ -14,6 +14,7 @@ pub mod lane_walk;
 mod lanes_view;
 pub mod move_tenant;
 pub mod operation;
+mod own_table;
 pub mod pre_token_generation;
 pub mod publish_events;
 pub mod reshard_tenant;

@@ -23,7 +23,7 @@ use shared::store::lifecycle::moving::{
 };
 use shared::store::lifecycle::resharding::Step;
 use shared::store::lifecycle::{driving, lanes};
-use shared::store::tenancy::placement::{create_own_table, delete_own_table, own_table_name};
+use shared::store::tenancy::placement::{delete_own_table, own_table_name};
 use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord, TenantStatus};
 use shared::{ApiError, App};
 
@@ -177,14 +177,7 @@ async fn start(
                 )
             })?;
             let manager = db.own_table_manager()?;
-            create_own_table(
-                &app.tenants.table_manager(),
-                manager,
-                pool,
-                &own,
-                &db.tenant,
-            )
-            .await?;
+            crate::own_table::make_or_take(app, manager, &db.tenant, &own, record).await?;
             own
         }
         Placement::Pool => pool.to_owned(),

@@ -19,7 +19,7 @@ use shared::service::http::{json_body, json_response};
 use shared::service::idempotent::{self, Recorder};
 use shared::store::client::error::StoreError;
 use shared::store::client::scoped::TenantDb;
-use shared::store::tenancy::placement::{create_own_table, own_table_name};
+use shared::store::tenancy::placement::own_table_name;
 use shared::store::tenancy::tenants::{TenantRecord, Tier};
 use shared::{ApiError, App};
 
@@ -83,18 +83,19 @@ pub(crate) async fn onboard(
     }
     let (tier, limits) = tier_and_limits(Some(input.tier), input.limits)?;
     let tenant = &input.tenant_id;
-    let (tables, own_table) = match input.placement {
-        PlacementInput::Pool => (app.tenants.pooled(), None),
-        PlacementInput::Own => {
-            let name = own_table(app, tenant).await?;
-            (app.tenants.own(&name), Some(name))
-        }
-    };
     let created_at = rfc3339(app.clock.now_millis());
-    let record = TenantRecord {
-        own_table,
+    let mut record = TenantRecord {
         changed_by: Some(by.to_string()),
         ..TenantRecord::new(tenant, tier, limits, shard_count, created_at)
+    };
+    let tables = match input.placement {
+        PlacementInput::Pool => app.tenants.pooled(),
+        PlacementInput::Own => {
+            let name = own_table(app, tenant, &record).await?;
+            let tables = app.tenants.own(&name);
+            record.own_table = Some(name);
+            tables
+        }
     };
     let item = serde_dynamo::to_item(&record)
         .map_err(|e| ApiError::Internal(format!("serialize tenant record: {e}")))?;
@@ -191,10 +192,15 @@ async fn write_record(
     Ok(json_response(StatusCode::CREATED, view))
 }
 
-/// The own table of `tenant`, made (or taken) unless the tenant exists: a tenant already onboarded
-/// in that table is this call's retry, which the idempotency layer or the record's condition
-/// answers; one onboarded elsewhere is 409 before any table is made.
-async fn own_table(app: &App, tenant: &TenantId) -> Result<String, ApiError> {
+/// The own table of `tenant`, made (or taken: [`crate::own_table::make_or_take`], walked as
+/// `record`'s) unless the tenant exists: a tenant already onboarded in that table is this call's
+/// retry, which the idempotency layer or the record's condition answers; one onboarded elsewhere is
+/// 409 before any table is made.
+async fn own_table(
+    app: &App,
+    tenant: &TenantId,
+    record: &TenantRecord,
+) -> Result<String, ApiError> {
     let pool = app.tenants.table_name();
     let name = own_table_name(pool, tenant).ok_or_else(|| {
         ApiError::bad_request(
@@ -210,7 +216,7 @@ async fn own_table(app: &App, tenant: &TenantId) -> Result<String, ApiError> {
             // which IAM lets change only a table tagged for that tenant.
             let operator = app.db_placed(tenant, &app.tenants.pooled()).await?;
             let manager = operator.own_table_manager()?;
-            create_own_table(&app.tenants.table_manager(), manager, pool, &name, tenant).await?;
+            crate::own_table::make_or_take(app, manager, tenant, &name, record).await?;
             Ok(name)
         }
     }

@@ -52,6 +52,7 @@ mod sharding;
 mod signing_keys;
 mod table_audit;
 mod table_key;
+mod taken_own_tables;
 mod tenant_keys;
 mod throttling;
 mod transactions;

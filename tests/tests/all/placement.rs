@@ -363,57 +363,6 @@ async fn a_restore_of_an_own_table_tenant_from_a_copy_of_the_pool_is_refused_and
     assert_eq!(sorted_text(h.admin_scan(&own_table).await), before);
 }
 
-/// Issue 58, item 5: an existing own table is taken only when it has the pool's keys and indexes
-/// and is empty; otherwise 409 naming it, and nothing changes.
-#[tokio::test]
-async fn an_existing_own_table_of_other_keys_or_with_items_is_409_naming_it_and_nothing_changes() {
-    // GIVEN a tenant id whose own table an operator made with other keys, and a pooled tenant
-    // whose own table an operator made from the pool's definition and wrote an item into
-    let h = Harness::new().await;
-    let newcomer = unique("otherkeys");
-    let other_keys = h.own_table_of_other_keys(&newcomer).await;
-    let pooled = integration::onboarded(&h, "fullown").await;
-    let full = format!("{}-tenant-{pooled}", h.table);
-    let def = devtools::table_from_template(&devtools::default_template_path())
-        .unwrap()
-        .without_stream();
-    devtools::create_table(&h.admin, &full, &def).await.unwrap();
-    let stray_key = raw_key(&pooled, "STRAY#1");
-    let stray: Item = [
-        ("PK".to_string(), AttributeValue::S(stray_key.clone())),
-        ("SK".to_string(), AttributeValue::S(stray_key)),
-    ]
-    .into();
-    h.put_raw(&full, stray.clone()).await;
-    // WHEN the first is onboarded in its own table, and the second moved into its own
-    let onboarding = h
-        .operator()
-        .onboard_tenant(json!({"tenantId": newcomer, "tier": "standard", "placement": "own"}))
-        .await;
-    let moving = h.operator().move_to(&pooled, "own").await;
-    // THEN each is 409 naming its table and why, never a 500
-    onboarding.assert_problem_naming(409, &other_keys);
-    assert!(onboarding.body["detail"]
-        .as_str()
-        .unwrap()
-        .contains("other keys"));
-    moving.assert_problem_naming(409, &full);
-    assert!(moving.body["detail"]
-        .as_str()
-        .unwrap()
-        .contains("holds items"));
-    // AND nothing changed: no record for the first, the second pooled and active, the stray item
-    h.operator().get_tenant(&newcomer).await.assert_problem(404);
-    let record = h.operator().get_tenant(&pooled).await;
-    assert_eq!(record.body["placement"], "pool", "{}", record.body);
-    assert!(
-        record.body.get("move").is_none_or(|m| m.is_null()),
-        "{}",
-        record.body
-    );
-    assert_eq!(h.admin_scan(&full).await, vec![stray]);
-}
-
 /// Every product id `tenant` lists, page by page, in `order` (`id` or `unordered`), 9 a page.
 async fn listed_products(h: &Harness, tenant: &str, order: &str) -> Vec<String> {
     let mut listed = Vec::new();

@@ -64,25 +64,28 @@ pub fn tables_of(clients: &TenantClients, record: Option<&TenantRecord>, now: u6
 }
 
 /// Creates `tenant`'s own table `name` with the pool's definition and its `tenant` tag, or takes
-/// the one that is there when its keys and indexes are the pool's (an operator made it: tagged for
-/// the tenant here, refused when tagged for another), and waits for it to be ACTIVE (up to
-/// [`ACTIVE_WAIT`]: then 503, and a retry waits again), then gives it the pool's time to live and
-/// point-in-time recovery. `client` makes and describes it, on the function's own credentials
-/// ([`TenantClients::table_manager`]); `manager` changes it, on the tenant's operator session
-/// ([`TenantDb::own_table_manager`]), which IAM lets change only a table tagged for its tenant.
+/// the one that is there when its keys and indexes are the pool's and it is empty (an operator
+/// made it: tagged for the tenant here, refused when tagged for another), and waits for it to be
+/// ACTIVE (up to [`ACTIVE_WAIT`]: then 503, and a retry waits again), then gives it the pool's time
+/// to live and point-in-time recovery. `client` makes and describes it, on the function's own
+/// credentials ([`TenantClients::table_manager`]); `manager` changes it, on the tenant's operator
+/// session ([`TenantDb::own_table_manager`]), which IAM lets change only a table tagged for its
+/// tenant. `holds` is asked only of an existing ACTIVE table: the key of an item it holds under the
+/// tenant's keys, read consistently (the tenant walk), which DynamoDB's item count can miss.
 pub async fn create_own_table(
     client: &Client,
     manager: &Client,
     pool: &str,
     name: &str,
     tenant: &TenantId,
+    holds: impl std::future::Future<Output = Result<Option<String>, StoreError>>,
 ) -> Result<(), StoreError> {
     let pool_table = describe(client, pool)
         .await?
         .ok_or_else(|| StoreError::Internal(format!("the pool {pool} cannot be described")))?;
     match describe(client, name).await? {
         Some(existing) => {
-            if let Some(why) = unfit(&existing, &pool_table) {
+            if let Some(why) = unfit(&existing, &pool_table, holds).await? {
                 return Err(StoreError::Unfit(format!(
                     "The table {name} exists and {why}: a tenant's own table is made by pooltable, or \
                      is an empty one an operator made with the pool's keys and indexes. Delete it, \
@@ -158,16 +161,30 @@ async fn describe(client: &Client, table: &str) -> Result<Option<TableDescriptio
 }
 
 /// Why `existing` cannot be a tenant's own table beside `pool`: other keys, indexes or key types,
-/// or items already (DynamoDB's item count, which it refreshes about every six hours: a table
-/// filled within them may pass).
-fn unfit(existing: &TableDescription, pool: &TableDescription) -> Option<String> {
+/// or items already. Items under the tenant's keys are found by `holds` (read consistently, when
+/// the table is ACTIVE: a table being made holds nothing yet): a move or a re-sharding would take
+/// one for the tenant's own and drop the item it replaces. Any other item is found by DynamoDB's
+/// item count, which it refreshes about every six hours (a table filled within them may pass with
+/// items under keys the walk does not visit: another tenant's, or a shard beyond the tenant's).
+async fn unfit(
+    existing: &TableDescription,
+    pool: &TableDescription,
+    holds: impl std::future::Future<Output = Result<Option<String>, StoreError>>,
+) -> Result<Option<String>, StoreError> {
     if !same_keys(existing, pool) || key_types(existing) != key_types(pool) {
-        return Some("has other keys or indexes than the pool's".into());
+        return Ok(Some("has other keys or indexes than the pool's".into()));
     }
-    match existing.item_count() {
+    if existing.table_status() == Some(&TableStatus::Active) {
+        if let Some(key) = holds.await? {
+            return Ok(Some(format!(
+                "holds an item under one of this tenant's keys ({key})"
+            )));
+        }
+    }
+    Ok(match existing.item_count() {
         Some(n) if n > 0 => Some(format!("holds items ({n}, as DynamoDB counts them)")),
         _ => None,
-    }
+    })
 }
 
 /// The attribute types of `table`'s key attributes (its own and its indexes'), by name.
