@@ -25,7 +25,8 @@ pub(crate) async fn make_or_take(
     name: &str,
     record: &TenantRecord,
 ) -> Result<(), ApiError> {
-    let holds = async {
+    // Boxed: the walk's future is large, and every route's dispatch would carry it inline.
+    let holds = Box::pin(async {
         let placed = app.tenants.own(name);
         let db = app
             .tenants
@@ -42,7 +43,7 @@ pub(crate) async fn make_or_take(
                 .and_then(|pk| pk.as_s().ok())
                 .map(String::to_owned)
         }))
-    };
+    });
     let pool = app.tenants.table_name();
     let client = app.tenants.table_manager();
     create_own_table(&client, manager, pool, name, tenant, holds).await?;
