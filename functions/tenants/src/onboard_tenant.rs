@@ -208,16 +208,31 @@ async fn own_table(
             "the pool's name leaves no room for this tenant's own table name (255 characters)",
         )
     })?;
-    match app.directory.record_now(tenant).await? {
-        Some(record) if record.own_table.as_deref() == Some(name.as_str()) => Ok(name),
-        Some(_) => Err(ApiError::Conflict("This tenant already exists.".into())),
-        None => {
-            // Changed on an operator path's session of the tenant (whose record is not made yet),
-            // which IAM lets change only a table tagged for that tenant.
-            let operator = app.db_placed(tenant, &app.tenants.pooled()).await?;
-            let manager = operator.own_table_manager()?;
-            crate::own_table::make_or_take(app, manager, tenant, &name, record).await?;
-            Ok(name)
-        }
+    if let Some(onboarded) = app.directory.record_now(tenant).await? {
+        return onboarded_in(&onboarded, name);
+    }
+    // Changed on an operator path's session of the tenant (whose record is not made yet), which
+    // IAM lets change only a table tagged for that tenant.
+    let operator = app.db_placed(tenant, &app.tenants.pooled()).await?;
+    let manager = operator.own_table_manager()?;
+    match crate::own_table::make_or_take(app, manager, tenant, &name, record).await {
+        Ok(()) => Ok(name),
+        // The same onboarding sent twice at once: the other may have onboarded the tenant into the
+        // table (its recorded answer there) since the record was read. Then the record decides, so
+        // this one's answer is the other's (replayed), never the table's refusal.
+        Err(refused @ ApiError::Conflict(_)) => match app.directory.record_now(tenant).await? {
+            Some(onboarded) => onboarded_in(&onboarded, name),
+            None => Err(refused),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+/// A tenant found `onboarded` already: in its own table `name`, this call's retry (the
+/// idempotency layer or the record's condition answers it); elsewhere, 409.
+fn onboarded_in(onboarded: &TenantRecord, name: String) -> Result<String, ApiError> {
+    match onboarded.own_table.as_deref() == Some(name.as_str()) {
+        true => Ok(name),
+        false => Err(ApiError::Conflict("This tenant already exists.".into())),
     }
 }

@@ -3,7 +3,6 @@
 //! table taken holds nothing under the tenant's keys.
 
 use shared::identity::ids::TenantId;
-use shared::identity::keys::PK;
 use shared::isolation::policy::Scope;
 use shared::store::client::error::StoreError;
 use shared::store::lifecycle::moving::sources;
@@ -38,11 +37,8 @@ pub(crate) async fn make_or_take(
             until: None,
         };
         let page = tenant_items::page(&db, &sources(tenant, record), None, first).await?;
-        Ok::<_, StoreError>(page.items.first().and_then(|item| {
-            item.get(PK)
-                .and_then(|pk| pk.as_s().ok())
-                .map(String::to_owned)
-        }))
+        let first_key = page.items.first().and_then(tenant_items::position_of);
+        Ok::<_, StoreError>(first_key.map(|key| key.pk))
     });
     let pool = app.tenants.table_name();
     let client = app.tenants.table_manager();

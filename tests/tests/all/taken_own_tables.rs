@@ -139,3 +139,68 @@ async fn assert_pooled_and_not_moving(h: &Harness, tenant: &str) {
         record.body
     );
 }
+
+/// A walk's first Query of an own table (any table named `…-tenant-twice-…`).
+fn is_walk_of_twice(body: &str) -> bool {
+    body.contains("-tenant-twice-") && body.contains("KeyConditionExpression")
+}
+
+/// The same onboarding, with one Idempotency-Key, sent twice at once into an operator's empty
+/// table: the one whose walk comes after the other's answer was recorded in that table (where the
+/// tenant's recorded answers live) is answered as the other was, never 409 for the table it found
+/// holding that answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_onboarding_sent_twice_at_once_into_an_operators_table_answers_both_as_the_first() {
+    // GIVEN an empty table an operator made from the pool's definition for a new tenant id, and a
+    // second container
+    let h = Harness::new().await;
+    let tenant = unique("twice");
+    let table = format!("{}-tenant-{tenant}", h.table);
+    let def = devtools::table_from_template(&devtools::default_template_path())
+        .unwrap()
+        .without_stream();
+    devtools::create_table(&h.admin, &table, &def)
+        .await
+        .unwrap();
+    let second = std::sync::Arc::new(h.another_container().await);
+    let body = json!({"tenantId": tenant, "tier": "standard", "placement": "own"});
+
+    // WHEN the second container's onboarding reads no record and its walk of the table is held
+    // (on a thread of its own, which the hold blocks, with a runtime of its own)
+    let mut held = second.faults.hold_next_matching(is_walk_of_twice);
+    let onboarding = std::thread::spawn({
+        let (second, body) = (second.clone(), body.clone());
+        move || {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .expect("the onboarding's runtime")
+                .block_on(
+                    second
+                        .caller(&integration::operator())
+                        .header("Idempotency-Key", "onboard-twice")
+                        .onboard_tenant(body),
+                )
+        }
+    });
+    held.reached().await;
+    // AND the first container's, with the same key, onboards the tenant meanwhile
+    let first = h
+        .operator()
+        .header("Idempotency-Key", "onboard-twice")
+        .onboard_tenant(body)
+        .await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    // AND the held walk goes on
+    held.release();
+    let again = tokio::task::spawn_blocking(|| onboarding.join())
+        .await
+        .unwrap()
+        .expect("the onboarding's thread");
+
+    // THEN the second is answered as the first was, and the tenant is onboarded in its table
+    assert_eq!((again.status, &again.body), (first.status, &first.body));
+    let record = h.operator().get_tenant(&tenant).await;
+    assert_eq!(record.body["ownTable"], table.as_str(), "{}", record.body);
+}

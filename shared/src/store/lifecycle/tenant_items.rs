@@ -87,7 +87,7 @@ pub fn sources(
 pub type Position = ItemKey;
 
 /// The position of `item`: its keys.
-fn position_of(item: &Item) -> Option<Position> {
+pub fn position_of(item: &Item) -> Option<Position> {
     match (item.get(PK), item.get(SK)) {
         (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) => Some(Position {
             pk: pk.clone(),
