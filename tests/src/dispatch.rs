@@ -23,7 +23,20 @@ macro_rules! dispatch {
                 other => panic!("{other} is not a route in routes.yaml"),
             }
         }
+
+        /// The size of each route's handler future (with its state's), by route: what the tests'
+        /// dispatch future holds for the largest of them.
+        pub fn handler_future_sizes() -> Vec<(&'static str, usize)> {
+            vec![$(($bin, future_size(|app, req| async move {
+                $krate::$module::handle(app, $(&crate::state::$state().await,)? req).await
+            })),)*]
+        }
     };
+}
+
+/// The size of the future `handler` returns, read from its type: nothing is built or polled.
+fn future_size<Fut: std::future::Future>(_handler: impl Fn(&'static App, Request) -> Fut) -> usize {
+    std::mem::size_of::<Fut>()
 }
 
 dispatch! {
@@ -71,4 +84,32 @@ dispatch! {
     "get-session-id-by-customer-id" => sessions::get_session_id_by_customer_id,
     "get-sessions-by-customer-id" => sessions::get_sessions_by_customer_id,
     // @generated end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the dispatch future may weigh. A test polls it on its own thread's stack
+    /// (`RUST_MIN_STACK`, 8 MiB in scripts/test.sh), and a debug build's poll frames grow with the
+    /// futures they build: at 82 KB (the own-table walk carried inline) the logs test, which calls
+    /// every route, overflowed that stack; boxed, it weighs 35 KB.
+    const DISPATCH_FUTURE_BOUND: usize = 48 * 1024;
+
+    #[test]
+    fn the_dispatch_future_stays_well_under_what_overflowed_the_test_stack() {
+        // GIVEN every route's handler future, largest first
+        let mut sizes = handler_future_sizes();
+        sizes.sort_by_key(|(_, size)| std::cmp::Reverse(*size));
+        // WHEN the dispatch future is weighed
+        let dispatch_size = future_size(|app, req| dispatch(app, "get-tenant", req));
+        // THEN it is under the bound; over it, box the largest await inside the heaviest handlers
+        assert!(
+            dispatch_size <= DISPATCH_FUTURE_BOUND,
+            "the dispatch future weighs {dispatch_size} bytes, over {DISPATCH_FUTURE_BOUND}: \
+             `Box::pin` a large sub-future in the heaviest handlers ({:?})",
+            &sizes[..5]
+        );
+        assert!(sizes.iter().all(|(_, size)| *size <= dispatch_size));
+    }
 }
