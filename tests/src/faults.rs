@@ -193,9 +193,9 @@ impl Faults {
 
     /// Holds the next request whose body (as text) `matches` before it is sent, blocking the thread
     /// that sends it until [`Held::release`]: the sender must run on a thread and runtime of its
-    /// own (`online_keying`'s fence test runs its walk so), so that the test goes on meanwhile and
-    /// no task of the test's runtime waits behind the blocked thread. Held after signing, for at
-    /// most two minutes: well inside SigV4's five minutes of clock skew.
+    /// own ([`crate::aside`]), so that the test goes on meanwhile and no task of the test's runtime
+    /// waits behind the blocked thread. Held after signing, for at most two minutes: well inside
+    /// SigV4's five minutes of clock skew.
     pub fn hold_next_matching(&self, matches: BodyMatch) -> Held {
         let (held_tx, held_rx) = tokio::sync::oneshot::channel();
         let (release_tx, release_rx) = std::sync::mpsc::channel();

@@ -5,6 +5,7 @@
 //! A missing local stack is a failure, never a skip.
 
 pub mod api;
+mod aside;
 pub mod client;
 pub mod dispatch;
 pub mod fixtures;
@@ -24,6 +25,7 @@ mod harness;
 mod operations;
 mod requests;
 
+pub use aside::{aside, Aside};
 pub use faults::{Faults, Phase, StsFaults, TestInterceptor};
 pub use harness::{
     http_get_json, real_now_millis, test_cursor_key, test_cursor_keys, unique, Harness,

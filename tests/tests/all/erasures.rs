@@ -602,25 +602,20 @@ async fn an_order_reusing_the_id_of_an_order_erased_while_it_is_in_flight_is_nev
     let auth = Auth::Tenant(t.clone());
 
     // WHEN the other user places an order choosing that order's id, and its write is held before
-    // it is sent (on a thread of its own, which the hold blocks, with a runtime of its own)
+    // it is sent (aside: the hold blocks the thread that sends it)
     let mut held = orderer
         .faults
         .hold_next_matching(is_reused_orders_transaction);
-    let placing = std::thread::spawn({
+    let placing = integration::aside({
         let (orderer, auth) = (orderer.clone(), auth.clone());
-        move || {
+        move || async move {
             let body = json!({"orderId": "u-old-o0", "date": "2026-11-21", "amount": 1,
                 "items": [{"itemId": "i-new", "sku": "S", "qty": 1, "price": 1}]});
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .expect("the order's runtime")
-                .block_on(orderer.caller(&auth).call(
-                    "create-order",
-                    &params(&[("userId", "u-new")]),
-                    Some(body),
-                ))
+            let user = params(&[("userId", "u-new")]);
+            orderer
+                .caller(&auth)
+                .call("create-order", &user, Some(body))
+                .await
         }
     });
     held.reached().await;
@@ -634,10 +629,7 @@ async fn an_order_reusing_the_id_of_an_order_erased_while_it_is_in_flight_is_nev
     let before = h.all_items().await;
     // AND the order's write is sent
     held.release();
-    let reused = tokio::task::spawn_blocking(|| placing.join())
-        .await
-        .unwrap()
-        .expect("the order's thread");
+    let reused = placing.ended().await;
 
     // THEN it is 409, the erased id's, and nothing is written: the table is as the erasure left it
     reused.assert_problem(409);

@@ -708,17 +708,10 @@ async fn a_fence_set_between_the_keying_walks_read_and_its_rewrite_is_never_drop
     // WHEN the walk has read the first user's profile and its sealed rewrite is held before it is
     // sent
     let mut held = walker.faults.hold_next_matching(is_fenced_users_sealing);
-    // (on a thread of its own, which the hold blocks, with a runtime of its own)
-    let walk = std::thread::spawn({
+    // (aside: the hold blocks the thread that sends it)
+    let walk = integration::aside({
         let walker = walker.clone();
-        move || {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .expect("the walk's runtime")
-                .block_on(integration::drive_to_end(&walker.app))
-        }
+        move || async move { integration::drive_to_end(&walker.app).await }
     });
     held.reached().await;
     // AND meanwhile an erasure of that user sets its fence and is cut off at its first read (its
@@ -742,10 +735,7 @@ async fn a_fence_set_between_the_keying_walks_read_and_its_rewrite_is_never_drop
     assert_eq!(fenced.len(), 1, "the profile's fence: {fenced:?}");
     // AND the walk's rewrite goes on, and the walk to its end
     held.release();
-    tokio::task::spawn_blocking(|| walk.join())
-        .await
-        .unwrap()
-        .expect("the walk to its end");
+    walk.ended().await;
 
     // THEN the fence is on the profile as the erasure set it, byte for byte, and the profile is
     // sealed (the held rewrite was cancelled by the fence; the next step kept it)

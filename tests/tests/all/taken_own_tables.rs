@@ -166,22 +166,16 @@ async fn an_onboarding_sent_twice_at_once_into_an_operators_table_answers_both_a
     let body = json!({"tenantId": tenant, "tier": "standard", "placement": "own"});
 
     // WHEN the second container's onboarding reads no record and its walk of the table is held
-    // (on a thread of its own, which the hold blocks, with a runtime of its own)
+    // (aside: the hold blocks the thread that sends it)
     let mut held = second.faults.hold_next_matching(is_walk_of_twice);
-    let onboarding = std::thread::spawn({
+    let onboarding = integration::aside({
         let (second, body) = (second.clone(), body.clone());
-        move || {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .expect("the onboarding's runtime")
-                .block_on(
-                    second
-                        .caller(&integration::operator())
-                        .header("Idempotency-Key", "onboard-twice")
-                        .onboard_tenant(body),
-                )
+        move || async move {
+            second
+                .caller(&integration::operator())
+                .header("Idempotency-Key", "onboard-twice")
+                .onboard_tenant(body)
+                .await
         }
     });
     held.reached().await;
@@ -194,10 +188,7 @@ async fn an_onboarding_sent_twice_at_once_into_an_operators_table_answers_both_a
     assert_eq!(first.status, 201, "{}", first.body);
     // AND the held walk goes on
     held.release();
-    let again = tokio::task::spawn_blocking(|| onboarding.join())
-        .await
-        .unwrap()
-        .expect("the onboarding's thread");
+    let again = onboarding.ended().await;
 
     // THEN the second is answered as the first was, and the tenant is onboarded in its table
     assert_eq!((again.status, &again.body), (first.status, &first.body));
