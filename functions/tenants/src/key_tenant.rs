@@ -55,6 +55,17 @@ fn no_such_tenant() -> ApiError {
     ApiError::NotFound("No such tenant.".into())
 }
 
+/// 409 once the tenant's offboarding has begun: its items are deleted, not sealed (a step's
+/// checkpoint is conditioned on it too, `keying::step`).
+fn refuse_offboarding(record: &TenantRecord) -> Result<(), ApiError> {
+    match record.offboarding {
+        Some(_) => Err(ApiError::Conflict(
+            "This tenant is being offboarded: its items are deleted, not sealed.".into(),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Starts or continues sealing `tenant`'s items, asked by an operator of `by`.
 pub async fn run(app: &App, by: &TenantId, tenant: &TenantId) -> Result<Response<Body>, ApiError> {
     if app.keys.is_none() {
@@ -97,6 +108,7 @@ pub async fn advance(
     let Some(mut state) = record.keying.clone() else {
         return Ok(json_response(StatusCode::OK, &TenantView::from(record)));
     };
+    refuse_offboarding(&record)?;
     if !state.key_made {
         return make_key_then_wait(app, db, &record, &state).await;
     }
@@ -120,6 +132,7 @@ pub async fn advance(
                 record = read_record_consistent(db)
                     .await?
                     .ok_or_else(no_such_tenant)?;
+                refuse_offboarding(&record)?;
                 match record.keying.clone() {
                     Some(now) => state = now,
                     None => return Ok(json_response(StatusCode::OK, &TenantView::from(record))),

@@ -1290,3 +1290,51 @@ async fn a_lanes_sent_step_number_is_only_ever_raised_and_a_folded_lane_is_never
     assert!(lane_items().await.is_empty());
     assert!(lanes::read(&db, OPERATION).await.unwrap().is_empty());
 }
+
+/// A step's checkpoint puts its whole lane again: one whose lane was read before a newer turn was
+/// noted sent is cancelled, never lowering the lane's `sentSteps` (which would let an older copy
+/// of its turn pass for the newest, and two turns of the lane go round).
+#[tokio::test]
+async fn a_step_of_a_lane_read_before_a_newer_turn_was_sent_never_lowers_its_sent_step_number() {
+    use shared::identity::clock::Clock;
+    use shared::identity::keys::lanes_pk;
+    use shared::store::client::transact::TransactError;
+    use shared::store::lifecycle::lanes;
+    use shared::store::lifecycle::offboarding::OPERATION;
+    // GIVEN a tenant's offboarding planned in one lane, read by a copy of its turn
+    let h = Harness::new().await;
+    let t = unique("sent-kept");
+    onboard(&h, &t, 1).await;
+    let tenant = TenantId::parse(&t).unwrap();
+    let db = h
+        .app
+        .operator_db(&tenant, shared::isolation::policy::Scope::Operator)
+        .await
+        .unwrap()
+        .unwrap();
+    let planned = lanes::plan(&db, OPERATION, 1, None, h.clock.now_millis()).unwrap();
+    db.transact_items(planned).await.unwrap();
+    let read = lanes::read(&db, OPERATION).await.unwrap().remove(0);
+    let step = |lane: &lanes::Lane| {
+        let next = lane.after_step(None, &Default::default(), h.clock.now_millis());
+        lanes::checkpoint(&db, lane, &next).unwrap()
+    };
+
+    // WHEN another copy's turn of step 5 is noted sent, then the first copy's step commits
+    assert!(lanes::mark_sent(&db, OPERATION, 0, 5).await.unwrap());
+    let stale = db.transact_items(vec![step(&read)]).await;
+
+    // THEN that step is cancelled, and the lane is as the other copy left it
+    assert!(
+        matches!(stale, Err(TransactError::ConditionFailed { .. })),
+        "{stale:?}"
+    );
+    let lane = lanes::read(&db, OPERATION).await.unwrap().remove(0);
+    assert_eq!((lane.steps, lane.sent_steps), (0, Some(5)));
+    // AND a step of the lane read again commits, keeping the newest turn's number
+    db.transact_items(vec![step(&lane)]).await.unwrap();
+    let stepped = h.items_under(&lanes_pk(&tenant, OPERATION)).await;
+    assert_eq!(stepped.len(), 1, "{stepped:?}");
+    assert_eq!(stepped[0]["sentSteps"], AttributeValue::N("5".into()));
+    assert_eq!(stepped[0]["steps"], AttributeValue::N("1".into()));
+}

@@ -16,7 +16,7 @@ use shared::identity::keys::{entity_sk_prefix, kind};
 use shared::isolation::policy::Scope;
 use shared::store::client::sealed::ERASING_SINCE;
 use shared::store::keys::{is_sealed, open_item, DEFAULT_KEY_CACHE_SECONDS};
-use shared::store::lifecycle::keying::SETTLE_SECONDS;
+use shared::store::lifecycle::keying::{self, Walked, SETTLE_SECONDS};
 use shared::store::tenancy::tenants::read_record_consistent;
 
 const PRODUCTS: usize = 5_000;
@@ -394,6 +394,69 @@ async fn a_stale_no_key_view_answers_503_for_a_sealed_item_and_is_let_go_so_the_
         assert_eq!(r.status, 200, "{id}: {}", r.body);
         assert_eq!(r.body["document"], model[id], "{id}");
     }
+}
+
+/// A save reads only the stored profile's email (a projection): with a view of the tenant from
+/// before its keying, the projection still asks for the sealed attributes, so a sealed profile is
+/// met as one (503, the view let go) and never read as a profile with no email (a 500, the view
+/// kept for the rest of its period).
+#[tokio::test]
+async fn a_stale_no_key_views_save_of_a_sealed_profile_answers_503_and_the_next_meets_the_key() {
+    // GIVEN a tenant onboarded plain, with a user; a keyed container that served it (it cached
+    // that the tenant has no key), and one that asks for its sealing and saves a user sealed
+    let plain = Harness::new().await;
+    onboard(&plain, "acme", 1).await;
+    put_user(&plain, "u-plain", "grace@secret.example").await;
+    let keyed = plain.another_container().await.keyed().await;
+    let stale = keyed.another_keyed_container().await;
+    let user = |id: &str| integration::routes::params(&[("userId", id)]);
+    let read = stale
+        .tenant("acme")
+        .call("get-user", &user("u-plain"), None)
+        .await;
+    assert_eq!(read.status, 200, "{}", read.body);
+    let started = update_acme(&keyed, json!({"keyed": true})).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    put_user(&keyed, "u-sealed", "ada@secret.example").await;
+    for c in [&keyed, &stale] {
+        c.clock.advance_seconds(10);
+    }
+    // (the quota's windows and usage counters aside: the admission counts every request)
+    let acme_id = TenantId::parse("acme").unwrap();
+    let unmetered = |mut items: Vec<RawItem>| {
+        let metered = |i: &RawItem| {
+            i["PK"]
+                .as_s()
+                .is_ok_and(|pk| shared::identity::keys::is_metering_pk(&acme_id, pk))
+        };
+        items.retain(|i| !metered(i));
+        items
+    };
+    let before = unmetered(stale.all_items().await);
+
+    // WHEN the stale container saves the sealed user, well within its key cache's period
+    let renamed = json!({"name": "Ada Renamed", "email": "ada@secret.example"});
+    // (each save served as the runtime serves it: the view let go after a 503)
+    let acme = Auth::Tenant("acme".into());
+    let at = user("u-sealed");
+    let save = || {
+        let caller = stale.caller(&acme).admitted();
+        caller.call("put-user", &at, Some(renamed.clone()))
+    };
+    let first = save().await;
+
+    // THEN it answers 503 and writes nothing
+    first.assert_problem(503);
+    assert_eq!(unmetered(stale.all_items().await), before);
+    // AND its next save has met the key: the profile is saved, sealed, and reads as written
+    let again = save().await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    let r = keyed
+        .tenant("acme")
+        .call("get-user", &user("u-sealed"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["name"], "Ada Renamed", "{}", r.body);
 }
 
 #[tokio::test]
@@ -794,3 +857,125 @@ async fn a_fence_set_between_the_keying_walks_read_and_its_rewrite_is_never_drop
 
 /// An item as the raw table holds it.
 type RawItem = std::collections::HashMap<String, AttributeValue>;
+
+/// A keying begun before an offboarding never goes on once that has begun. An operator's call to
+/// go on is 409, and a step of the walk whose record was read before the offboarding began is
+/// cancelled by its checkpoint's condition: an email item it moved to its digest's key could land
+/// in a partition the offboarding's lanes had passed, and outlive the tenant. The offboarding then
+/// deletes every item of the tenant.
+#[tokio::test]
+async fn a_keying_begun_before_an_offboarding_seals_nothing_once_the_offboarding_has_begun() {
+    // GIVEN a tenant onboarded plain with a user, whose keying has begun and may seal, and its
+    // record as a step of the walk read it
+    let plain = Harness::new().await;
+    onboard(&plain, "acme", 1).await;
+    put_user(&plain, "u-1", "ada@secret.example").await;
+    let keyed = plain.another_container().await.keyed().await;
+    let started = update_acme(&keyed, json!({"keyed": true})).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    pass_a_key_period(&[&keyed]);
+    let acme = TenantId::parse("acme").unwrap();
+    let db = keyed
+        .app
+        .operator_db(&acme, Scope::Operator)
+        .await
+        .unwrap()
+        .unwrap();
+    let read = read_record_consistent(&db).await.unwrap().unwrap();
+    let key = keyed.app.tenant_key(&acme, Some(&read.created_at));
+    let key = key.await.unwrap().expect("acme's key");
+    let prefix = shared::identity::keys::tenant_prefix(&acme);
+    let unmetered = |items: Vec<RawItem>| {
+        let metered = |pk: &str| shared::identity::keys::is_metering_pk(&acme, pk);
+        let of_acme = |i: &RawItem| {
+            i["PK"]
+                .as_s()
+                .is_ok_and(|pk| pk.starts_with(&prefix) && !metered(pk))
+        };
+        let mut items: Vec<RawItem> = items.into_iter().filter(of_acme).collect();
+        items.sort_by_key(|i| format!("{:?}{:?}", i.get("PK"), i.get("SK")));
+        items
+    };
+
+    // WHEN its offboarding begins
+    let offboarding = keyed.operator().offboard_tenant("acme").await;
+    assert_eq!(offboarding.status, 202, "{}", offboarding.body);
+    let before = unmetered(keyed.all_items().await);
+    // AND that step goes on, and an operator asks the keying to go on
+    let state = read.keying.clone().expect("the keying");
+    let walked = keying::step(&db, &read, &state, &key).await.unwrap();
+    let asked = update_acme(&keyed, json!({"keyed": true})).await;
+
+    // THEN the step is cancelled and the call is 409: nothing of the tenant changed
+    assert!(matches!(walked, Walked::Raced), "the step went on");
+    asked.assert_problem(409);
+    assert_eq!(unmetered(keyed.all_items().await), before);
+    // AND the offboarding ends with no item of the tenant left
+    let report = integration::offboard_to_end(&keyed, "acme", &integration::operator()).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    assert_eq!(keyed.items_under(&prefix).await, Vec::new());
+}
+
+/// The keying walk's transaction that puts back a transfer code sealed.
+fn is_codes_sealing(body: &str) -> bool {
+    body.contains("TransactItems") && body.contains(r#""S":"TRANSFER""#)
+}
+
+/// The keying walk reads a page holding an unredeemed transfer code (no `updatedAtMs`, no
+/// `redeemedBy`); before its sealed rewrite commits, the code is redeemed. The rewrite must not
+/// drop the redeemer (`keying::unchanged`): it is cancelled, the next step seals the code
+/// redeemed, and the code is never redeemed twice (without the condition, the second redemption
+/// hands the user out again: 200).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_redeemed_between_the_keying_walks_read_and_its_rewrite_is_never_redeemed_again() {
+    // GIVEN a tenant onboarded without keys, with a user and a transfer code for it, whose keying
+    // has started and may seal
+    let plain = Harness::new().await;
+    onboard(&plain, "acme", 1).await;
+    put_user(&plain, "u-1", "ada@secret.example").await;
+    let p = integration::routes::params(&[("userId", "u-1")]);
+    let made = plain
+        .tenant("acme")
+        .call("create-transfer-code", &p, None)
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let code = made.body["code"].as_str().unwrap().to_owned();
+    let walker = std::sync::Arc::new(plain.another_container().await.keyed().await);
+    let redeemer = plain.another_container().await.keyed().await;
+    let started = update_acme(&walker, json!({"keyed": true})).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    pass_a_key_period(&[&walker, &redeemer]);
+    let at = integration::routes::params(&[("code", code.as_str())]);
+    let redeem = || {
+        redeemer
+            .tenant("acme")
+            .call("redeem-transfer-code", &at, None)
+    };
+
+    // WHEN the walk has read the code and its sealed rewrite is held before it is sent (aside: the
+    // hold blocks the thread that sends it)
+    let mut held = walker.faults.hold_next_matching(is_codes_sealing);
+    let walk = integration::aside({
+        let walker = walker.clone();
+        move || async move { integration::drive_to_end(&walker.app).await }
+    });
+    held.reached().await;
+    // AND meanwhile the code is redeemed
+    let first = redeem().await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.body["userId"], "u-1", "{}", first.body);
+    // AND the walk's rewrite goes on, and the walk to its end
+    held.release();
+    walk.ended().await;
+
+    // THEN the code is sealed and still redeemed, and redeeming it again finds no code to redeem
+    let items = walker.all_items().await;
+    let codes: Vec<_> = items
+        .iter()
+        .filter(|i| i.get("kind") == Some(&AttributeValue::S("TRANSFER".into())))
+        .collect();
+    assert_eq!(codes.len(), 1, "{codes:?}");
+    assert!(is_sealed(codes[0]), "{:?}", codes[0]);
+    assert!(codes[0].contains_key("redeemedBy"), "{:?}", codes[0]);
+    redeem().await.assert_problem(404);
+}

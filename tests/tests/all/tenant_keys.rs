@@ -399,6 +399,80 @@ async fn a_container_that_held_an_offboarded_tenants_key_serves_it_onboarded_aga
     assert_eq!(b.app.keys.as_ref().unwrap().vault_calls(), 2);
 }
 
+/// An id offboarded through one container (which clears only its own cache) and onboarded again
+/// through another that still caches the shredded key: the new record gets a key of its own.
+/// Before the mend the cached key passed for it: no key row was made, and every container wrote
+/// the tenant's items plain.
+#[tokio::test]
+async fn an_id_onboarded_again_where_its_shredded_key_is_cached_gets_a_key_of_its_own() {
+    // GIVEN two containers of a keyed world; acme onboarded through the first, which caches its key
+    let a = Harness::new().await.keyed().await;
+    let b = a.another_keyed_container().await;
+    onboard(&a, "acme", 1).await;
+    let first = keys_of_acme(&a).await;
+    assert_eq!(first.len(), 1, "{first:?}");
+
+    // WHEN the second offboards it to the end (its key shredded), and the first onboards it again
+    // within its key cache's period (an offboarding takes at least its deletion delay) and puts
+    // products
+    let report = offboard_to_end(&b, "acme", &operator()).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    a.clock.advance_seconds(61);
+    onboard(&a, "acme", 1).await;
+    a.clock.advance_seconds(2);
+    let again = products_of("acme-again", 3);
+    put_all(&a, "acme", &again).await;
+
+    // THEN acme has a new key, its products are sealed, and the other container serves them
+    let keys = keys_of_acme(&a).await;
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert_ne!(keys[0].1, first[0].1, "the shredded key again");
+    let items = a.all_items().await;
+    let products = products_in(&items, "acme");
+    assert_eq!(products.len(), again.len());
+    for product in products {
+        assert!(is_sealed(product), "{}", item_text(product));
+    }
+    b.clock
+        .advance_seconds(shared::store::tenancy::tenants::RECORD_TTL_SECONDS + 1);
+    assert_served(&b, "acme", &again).await;
+}
+
+/// A container that caches an id's key, when KMS cannot be reached as it meets the id's next
+/// incarnation, answers 503: the key it holds was shredded with the first, and never stands in for
+/// the new one's (before the mend it did: its reads of the new items failed to open, 500, and its
+/// writes were sealed under a destroyed key, lost to every container).
+#[tokio::test]
+async fn a_cached_key_of_an_ids_earlier_incarnation_never_serves_the_next_while_kms_is_out() {
+    // GIVEN two containers of a keyed world; acme onboarded through the first, which caches its
+    // key; offboarded to the end through the second and onboarded there again, with products
+    let a = Harness::new().await.keyed().await;
+    let b = a.another_keyed_container().await;
+    onboard(&a, "acme", 1).await;
+    let report = offboard_to_end(&b, "acme", &operator()).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    onboard(&b, "acme", 1).await;
+    b.clock.advance_seconds(2);
+    let again = products_of("acme-again", 3);
+    put_all(&b, "acme", &again).await;
+    let before = a.all_items().await;
+
+    // WHEN KMS cannot be reached as the first container meets the new record, within its key
+    // cache's period
+    a.test_keys().outage.store(true, Ordering::SeqCst);
+    a.clock.advance_seconds(61);
+    let read = a.tenant("acme").get_product("p-001").await;
+    let write = a.tenant("acme").put_product("p-new", json!({"n": 1})).await;
+
+    // THEN both answer 503, and nothing is written
+    read.assert_problem(503);
+    write.assert_problem(503);
+    assert_eq!(a.all_items().await, before);
+    // AND once KMS answers, the first container serves the new incarnation under its new key
+    a.test_keys().outage.store(false, Ordering::SeqCst);
+    assert_served(&a, "acme", &again).await;
+}
+
 #[tokio::test]
 async fn a_stale_shredding_of_an_offboarded_record_leaves_the_key_of_the_id_onboarded_again() {
     // GIVEN acme keyed, offboarded to the end (its key shredded), onboarded again, and writing

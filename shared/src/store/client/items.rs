@@ -110,7 +110,7 @@ impl Get<'_> {
     /// consistent read of a moving tenant reads either table, as [`get_item`] does): what a write
     /// conditioned on it compares.
     pub async fn stored(self) -> Result<Option<Item>, StoreError> {
-        let projection = with_sealing(self.projection, self.db.key.is_some());
+        let projection = with_sealing(self.projection);
         match (self.consistent, projection.is_empty()) {
             (false, true) => get_item(self.db, self.key).await,
             (true, true) => read(self.db, self.key, Some(true)).await,

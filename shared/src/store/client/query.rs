@@ -95,15 +95,17 @@ impl Query {
     }
 
     /// The SDK's request: the key condition and projection assembled into one [`Expression`] (a
-    /// projection of a keyed tenant's items takes what opening a sealed one needs).
+    /// projection of the table takes what opening a sealed item needs).
     fn sdk(self) -> QueryFluentBuilder {
         let Some(key) = self.key else {
             return self.sdk;
         };
         let mut expression = Expression::builder().with_key_condition(key);
         if !self.projection.is_empty() {
-            let keyed = self.opener.is_some() && !self.on_index;
-            let projection = with_sealing(self.projection, keyed);
+            let projection = match self.on_index {
+                true => self.projection,
+                false => with_sealing(self.projection),
+            };
             expression = expression.with_projection(projection);
         }
         expression.build().to_query_fluent_builder(self.sdk)

@@ -188,11 +188,13 @@ pub fn open_items(key: Option<&TenantKey>, items: Vec<Item>) -> Result<Vec<Item>
     }
 }
 
-/// `projection`, with what opening a sealed item takes when the tenant is `keyed`: its keys, its
-/// kind (the additional data binds them) and the sealed attributes. No projection (the whole item)
-/// stays none.
-pub fn with_sealing(mut projection: Vec<String>, keyed: bool) -> Vec<String> {
-    if keyed && !projection.is_empty() {
+/// `projection`, with what opening a sealed item takes: its keys, its kind (the additional data
+/// binds them) and the sealed attributes. Asked whether or not this container knows a key of the
+/// tenant: one whose view of it is out of date (keyed online by another container) then meets the
+/// sealed item, and answers 503 and lets the view go, instead of reading an item with none of the
+/// projected attributes. No projection (the whole item) stays none.
+pub fn with_sealing(mut projection: Vec<String>) -> Vec<String> {
+    if !projection.is_empty() {
         for name in [PK, SK, "kind", SEALED, KEY_VERSION] {
             if !projection.iter().any(|p| p == name) {
                 projection.push(name.to_owned());
@@ -207,14 +209,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_keyed_projection_takes_what_opening_needs_and_no_projection_stays_the_whole_item() {
+    fn a_projection_takes_what_opening_needs_and_no_projection_stays_the_whole_item() {
         let email = vec!["email".to_owned()];
-        assert_eq!(with_sealing(email.clone(), false), email);
         assert_eq!(
-            with_sealing(email, true),
+            with_sealing(email),
             ["email", PK, SK, "kind", SEALED, KEY_VERSION]
         );
-        assert!(with_sealing(Vec::new(), true).is_empty());
+        assert!(with_sealing(Vec::new()).is_empty());
     }
     use crate::identity::ids::EntityId;
     use crate::identity::keys::{kind, sharded_entity_key};

@@ -257,16 +257,20 @@ impl TenantKeys {
         if let Some(code) = self.refused_recently(tenant, now) {
             return Err(StoreError::KeyRefused(code));
         }
-        let cached = self.cached(tenant);
-        let same = |c: &&Cached| incarnation.is_none_or(|i| c.incarnation.as_deref() == Some(i));
+        // Only an entry of the same incarnation stands for this key: another's was shredded.
+        let cached = self
+            .cached(tenant)
+            .filter(|c| incarnation.is_none_or(|i| c.incarnation.as_deref() == Some(i)));
         if let Some(hit) = cached
             .as_ref()
             .filter(|c| now < c.fetched_ms + self.cache_ms)
-            .filter(same)
         {
             return Ok(hit.key.clone());
         }
         let rows = self.table.rows(tenant).await?;
+        // Bound to the incarnation its rows name (as `warm` binds it), whatever was asked: an
+        // entry of this key is then never taken for another's.
+        let rows_incarnation = rows.last().map(|row| row.created_at.as_str());
         match self.ring(tenant, &rows).await {
             Ok(None) => {
                 self.remember(tenant, None, incarnation);
@@ -274,7 +278,7 @@ impl TenantKeys {
             }
             Ok(Some(key)) => {
                 let key = Arc::new(key);
-                self.remember(tenant, Some(key.clone()), incarnation);
+                self.remember(tenant, Some(key.clone()), rows_incarnation.or(incarnation));
                 Ok(Some(key))
             }
             Err(StoreError::Unavailable(detail)) => match cached {
@@ -346,7 +350,9 @@ impl TenantKeys {
         if !stale.is_empty() {
             self.forget(tenant);
         }
-        if let Some(key) = self.current(tenant, None).await? {
+        // This incarnation's key when a retry made it; an entry cached for an earlier one is not
+        // (another container may have shredded that one, leaving this cache as it was).
+        if let Some(key) = self.current(tenant, Some(incarnation)).await? {
             return Ok(key);
         }
         let version = 1;
@@ -363,9 +369,12 @@ impl TenantKeys {
             if rows.iter().any(|r| r.created_at != incarnation) {
                 return Err(another_onboarding(tenant));
             }
-            return self.current(tenant, None).await?.ok_or_else(|| {
-                StoreError::Internal(format!("the key of {tenant} was made and is gone"))
-            });
+            return self
+                .current(tenant, Some(incarnation))
+                .await?
+                .ok_or_else(|| {
+                    StoreError::Internal(format!("the key of {tenant} was made and is gone"))
+                });
         }
         let key = Arc::new(
             TenantKey::new(tenant.clone(), version, plaintext, row.kms_key).map_err(refused)?,

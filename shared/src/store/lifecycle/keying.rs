@@ -38,7 +38,7 @@ use crate::store::client::expr::{absent, attr, either, num, Condition};
 use crate::store::client::items::enlist;
 use crate::store::client::query::{string_attr, u64_attr, Item};
 use crate::store::client::scoped::TenantDb;
-use crate::store::client::sealed::ERASING_SINCE;
+use crate::store::client::sealed::PLAIN;
 use crate::store::client::transact::TransactError;
 use crate::store::imports::retire_plain_key;
 use crate::store::keys::{email_segment, is_sealed, seal_item};
@@ -171,7 +171,8 @@ fn unchanged(item: &Item) -> Result<Condition, StoreError> {
             .ok_or_else(|| StoreError::Internal("a recorded answer with no expiresAt".into()))?;
         return Ok(there.and(attr(EXPIRES_AT).equal(num(expires_at))));
     }
-    let mut condition = there.and(attr(UPDATED_AT_MS).attribute_not_exists());
+    // (`updatedAtMs` is one of them: absent as read, it must stay so, below.)
+    let mut condition = there;
     for (name, value) in item.iter().filter(|(n, _)| *n != PK && *n != SK) {
         let value = Value::try_from(value.clone())
             .map_err(|e| StoreError::Internal(format!("an attribute {name} as a value: {e}")))?;
@@ -189,10 +190,13 @@ fn unchanged(item: &Item) -> Result<Condition, StoreError> {
         };
         condition = condition.and(same);
     }
-    // An attribute added since the read goes unseen by the comparison above: the one a write adds
-    // to a profile without changing the rest is an erasure's fence, which the sealed copy would drop.
-    if !item.contains_key(ERASING_SINCE) {
-        condition = condition.and(attr(ERASING_SINCE).attribute_not_exists());
+    // An attribute added since the read goes unseen by the comparison above, and the sealed copy
+    // would drop it. What a write adds to such an item in place is plain (`sealed::PLAIN`: the
+    // attributes conditions read and updates change): a profile's erasure fence
+    // (`ERASING_SINCE`), a transfer code's redeemer, a root session's first child count. Each
+    // one absent as read must be absent still.
+    for name in PLAIN.iter().filter(|n| !item.contains_key(**n)) {
+        condition = condition.and(attr(name).attribute_not_exists());
     }
     Ok(condition)
 }
@@ -314,9 +318,12 @@ fn checkpoint(
         .table_name(&*db.record_table)
         .set_key(Some(record_key(&db.tenant)))
         .update_expression("SET #k = :next")
-        .condition_expression("#k.#steps = :steps")
+        // Never once an offboarding has begun: its lanes may be past the partition an item is
+        // moved into (an email item, to its digest's key), which would outlive the tenant.
+        .condition_expression("#k.#steps = :steps AND attribute_not_exists(#o)")
         .expression_attribute_names("#k", "keying")
         .expression_attribute_names("#steps", "steps")
+        .expression_attribute_names("#o", "offboarding")
         .expression_attribute_values(":next", next.to_attribute()?)
         .expression_attribute_values(":steps", AttributeValue::N(state.steps.to_string()))
         .build()?;
@@ -340,6 +347,7 @@ pub async fn finish(db: &TenantDb, state: &Keying, key: &TenantKey) -> Result<St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::client::sealed::ERASING_SINCE;
 
     const FENCED_SINCE: &str = "2026-12-02T00:00:00Z";
 
@@ -386,6 +394,38 @@ mod tests {
         );
         assert!(
             !condition.contains(&format!("attribute_not_exists({ERASING_SINCE})")),
+            "{condition}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn an_item_is_rewritten_only_while_nothing_updated_in_place_was_added_to_it(
+    ) -> Result<(), StoreError> {
+        // GIVEN a transfer code read before its redemption, and a root session before its first
+        // child (neither carries `updatedAtMs`)
+        let text = |s: &str| AttributeValue::S(s.to_owned());
+        let code = Item::from([
+            (PK.to_owned(), text("a code's key")),
+            (SK.to_owned(), text("a code's key")),
+            ("kind".to_owned(), text("TRANSFER_CODE")),
+            ("userId".to_owned(), text("u-1")),
+        ]);
+        // WHEN the walk conditions its sealed rewrite
+        let condition = unchanged(&code)?.to_string();
+        // THEN every plain attribute it lacked must still be absent: a redeemer or a child count
+        // added since cancels the rewrite (which would drop it); those it had are compared
+        for name in PLAIN.iter().filter(|n| !code.contains_key(**n)) {
+            assert!(
+                condition.contains(&format!("attribute_not_exists({name})")),
+                "{name}: {condition}"
+            );
+        }
+        for name in ["redeemedBy", "childCount", "updatedAtMs"] {
+            assert!(PLAIN.contains(&name), "{name} is written in place");
+        }
+        assert!(
+            !condition.contains("attribute_not_exists(userId)"),
             "{condition}"
         );
         Ok(())

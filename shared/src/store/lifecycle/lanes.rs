@@ -200,7 +200,10 @@ pub async fn read(db: &TenantDb, operation: &str) -> Result<Vec<Lane>, StoreErro
 }
 
 /// The action that moves `lane`'s checkpoint to `next`, on condition that no other step of it was
-/// committed since `lane` was read and it is not done: the last action of a step's transaction.
+/// committed since `lane` was read, it is not done, and no newer turn was noted sent meanwhile
+/// ([`mark_sent`]): the whole lane is put again, and its `sentSteps` as read would lower it, so the
+/// newest turn's copy would no longer tell an older one stale. The last action of a step's
+/// transaction.
 pub fn checkpoint(
     db: &TenantDb,
     lane: &Lane,
@@ -209,12 +212,20 @@ pub fn checkpoint(
     let put = Put::builder()
         .table_name(&*db.table)
         .set_item(Some(stored(next)?))
-        .condition_expression("#steps = :steps AND #done = :false")
         .expression_attribute_names("#steps", "steps")
         .expression_attribute_names("#done", "done")
+        .expression_attribute_names("#sent", "sentSteps")
         .expression_attribute_values(":steps", AttributeValue::N(lane.steps.to_string()))
-        .expression_attribute_values(":false", AttributeValue::Bool(false))
-        .build()?;
+        .expression_attribute_values(":false", AttributeValue::Bool(false));
+    let put = match lane.sent_steps {
+        Some(sent) => put
+            .condition_expression("#steps = :steps AND #done = :false AND #sent = :sent")
+            .expression_attribute_values(":sent", AttributeValue::N(sent.to_string())),
+        None => put.condition_expression(
+            "#steps = :steps AND #done = :false AND attribute_not_exists(#sent)",
+        ),
+    }
+    .build()?;
     Ok(TransactWriteItem::builder().put(put).build())
 }
 
