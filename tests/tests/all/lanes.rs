@@ -1240,23 +1240,12 @@ async fn a_lane_message_not_signed_by_the_platform_steps_nothing_and_ends_in_the
 
 #[tokio::test]
 async fn a_lanes_sent_step_number_is_only_ever_raised_and_a_folded_lane_is_never_made_again() {
-    use shared::identity::clock::Clock;
     use shared::identity::keys::lanes_pk;
     use shared::store::lifecycle::lanes;
     use shared::store::lifecycle::offboarding::OPERATION;
     // GIVEN a tenant's offboarding planned in one lane, before its first step
     let h = Harness::new().await;
-    let t = unique("sent-steps");
-    onboard(&h, &t, 1).await;
-    let tenant = TenantId::parse(&t).unwrap();
-    let db = h
-        .app
-        .operator_db(&tenant, shared::isolation::policy::Scope::Operator)
-        .await
-        .unwrap()
-        .unwrap();
-    let planned = lanes::plan(&db, OPERATION, 1, None, h.clock.now_millis()).unwrap();
-    db.transact_items(planned).await.unwrap();
+    let (tenant, db) = offboarding_planned_in_one_lane(&h, "sent-steps").await;
     let lanes_at = lanes_pk(&tenant, OPERATION);
     let lane_items = || h.items_under(&lanes_at);
     let before = lane_items().await;
@@ -1303,17 +1292,7 @@ async fn a_step_of_a_lane_read_before_a_newer_turn_was_sent_never_lowers_its_sen
     use shared::store::lifecycle::offboarding::OPERATION;
     // GIVEN a tenant's offboarding planned in one lane, read by a copy of its turn
     let h = Harness::new().await;
-    let t = unique("sent-kept");
-    onboard(&h, &t, 1).await;
-    let tenant = TenantId::parse(&t).unwrap();
-    let db = h
-        .app
-        .operator_db(&tenant, shared::isolation::policy::Scope::Operator)
-        .await
-        .unwrap()
-        .unwrap();
-    let planned = lanes::plan(&db, OPERATION, 1, None, h.clock.now_millis()).unwrap();
-    db.transact_items(planned).await.unwrap();
+    let (tenant, db) = offboarding_planned_in_one_lane(&h, "sent-kept").await;
     let read = lanes::read(&db, OPERATION).await.unwrap().remove(0);
     let step = |lane: &lanes::Lane| {
         let next = lane.after_step(None, &Default::default(), h.clock.now_millis());
@@ -1337,4 +1316,26 @@ async fn a_step_of_a_lane_read_before_a_newer_turn_was_sent_never_lowers_its_sen
     assert_eq!(stepped.len(), 1, "{stepped:?}");
     assert_eq!(stepped[0]["sentSteps"], AttributeValue::N("5".into()));
     assert_eq!(stepped[0]["steps"], AttributeValue::N("1".into()));
+}
+
+/// A new tenant (its id from `name`) whose offboarding is planned in one lane, before its first
+/// step (the lane alone: the record is left as it is), with its operator session.
+async fn offboarding_planned_in_one_lane(
+    h: &Harness,
+    name: &str,
+) -> (TenantId, shared::store::client::scoped::TenantDb) {
+    use shared::identity::clock::Clock;
+    use shared::store::lifecycle::{lanes, offboarding::OPERATION};
+    let t = unique(name);
+    onboard(h, &t, 1).await;
+    let tenant = TenantId::parse(&t).unwrap();
+    let db = h
+        .app
+        .operator_db(&tenant, shared::isolation::policy::Scope::Operator)
+        .await
+        .unwrap()
+        .unwrap();
+    let planned = lanes::plan(&db, OPERATION, 1, None, h.clock.now_millis()).unwrap();
+    db.transact_items(planned).await.unwrap();
+    (tenant, db)
 }
