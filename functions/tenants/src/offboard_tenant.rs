@@ -169,10 +169,10 @@ pub async fn advance(
             .map_err(|e| ApiError::Internal(format!("serialize report: {e}")))?,
     };
     let by = &state.requested_by;
-    if write_report(db, &platform_db, &record, by, &report).await? == Finished::Raced {
+    let Some(report) = write_report(db, &platform_db, &record, by, &report).await? else {
         // Another call committed a step, or finished, meanwhile.
         return reread(app, db, &state).await;
-    }
+    };
     if let Some(keys) = &app.keys {
         keys.shred(tenant, &record.created_at).await?;
     }

@@ -990,3 +990,53 @@ async fn the_driver_serves_the_least_recently_driven_first_so_no_listed_tenant_w
     assert_eq!(first_three, tenants, "{served:?}");
     assert_eq!(served[3], served[0], "{served:?}");
 }
+
+/// The transaction that writes an offboarding's report.
+fn is_report_write(body: &str) -> bool {
+    body.contains("TransactItems") && body.contains("OFFBOARDING_REPORT")
+}
+
+/// Two calls finishing one offboarding at once, at the same step: the one that answers first is
+/// the report kept; the other, whose report write comes after, answers it too and never replaces
+/// it (before the mend it wrote its own, dated later, so the report read afterwards was not the
+/// 200 the first caller got).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_calls_finishing_one_offboarding_at_once_answer_and_keep_the_first_report() {
+    // GIVEN a tenant whose offboarding has begun and may delete, and a second container a second
+    // later than the first
+    let h = Harness::new().await;
+    let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
+    let t = unique("twofinish");
+    onboard(&h, &t, 1).await;
+    assert_eq!(offboard(&h, &t, &operator).await.status, 202);
+    h.clock.advance_seconds(DELETION_DELAY_SECONDS + 1);
+    let second = std::sync::Arc::new(h.another_container().await);
+    second.clock.set_millis(h.clock.now_millis() + 1000);
+
+    // WHEN the second walks it to its end, and its report write is held (aside: the hold blocks
+    // the thread that sends it)
+    let mut held = second.faults.hold_next_matching(is_report_write);
+    let finishing = integration::aside({
+        let (second, t, operator) = (second.clone(), t.clone(), operator.clone());
+        move || async move {
+            loop {
+                let r = offboard(&second, &t, &operator).await;
+                if r.status != 202 {
+                    return r;
+                }
+            }
+        }
+    });
+    held.reached().await;
+    // AND the first finishes it meanwhile
+    let first = offboard(&h, &t, &operator).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    // AND the held write goes on
+    held.release();
+    let late = finishing.ended().await;
+
+    // THEN both answered the first's report, and it is the report kept
+    assert_eq!((late.status, &late.body), (200, &first.body));
+    let kept = offboard(&h, &t, &operator).await;
+    assert_eq!((kept.status, &kept.body), (200, &first.body));
+}

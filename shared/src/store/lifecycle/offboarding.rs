@@ -225,10 +225,10 @@ async fn committed_unless_raced<T>(
     }
 }
 
-/// What [`write_report`] or [`delete_record`] did.
+/// What [`delete_record`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finished {
-    /// The report is written, or the record deleted.
+    /// The record is deleted.
     Done,
     /// Another call committed a step after this one's walk, or finished first: read the record
     /// (or the report) again.
@@ -237,22 +237,24 @@ pub enum Finished {
 
 /// The first half of ending an offboarding whose walk found nothing left after `report.steps`
 /// steps: writes `report` in the platform's partition (`platform_db`), under the offboarded
-/// record's `created_at` (unless a report of this same offboarding covering more steps is there).
-/// [`delete_record`] is the second. Both can be repeated: a finish interrupted between them is
-/// finished by the next call, and what the caller does between them (the key's shredding) is on
-/// record before it is done.
+/// record's `created_at`, unless a report of this same offboarding covering as many steps or more
+/// is there. Then the report is the one there when it covers the same steps (another finisher, or
+/// an earlier run of this one, wrote it first, and may have answered with it: it is kept as it
+/// was answered), else `None` (raced: read the record again). [`delete_record`] is the second
+/// half. Both can be repeated: a finish interrupted between them is finished by the next call,
+/// and what the caller does between them (the key's shredding) is on record before it is done.
 pub async fn write_report(
     db: &TenantDb,
     platform_db: &TenantDb,
     record: &TenantRecord,
     requested_by: &str,
     report: &Report,
-) -> Result<Finished, StoreError> {
+) -> Result<Option<Report>, StoreError> {
     let pk = offboarding_reports_pk(&db.tenant);
     let sk = offboarding_report_sk(&db.tenant, &record.created_at);
     let item = Item::from([
         (PK.to_owned(), AttributeValue::S(pk)),
-        (SK.to_owned(), AttributeValue::S(sk)),
+        (SK.to_owned(), AttributeValue::S(sk.clone())),
         (
             "kind".to_owned(),
             AttributeValue::S("OFFBOARDING_REPORT".into()),
@@ -281,12 +283,34 @@ pub async fn write_report(
     let put = Put::builder()
         .table_name(&*platform_db.table)
         .set_item(Some(item))
-        .condition_expression("attribute_not_exists(PK) OR #steps <= :steps")
+        .condition_expression("attribute_not_exists(PK) OR #steps < :steps")
         .expression_attribute_names("#steps", "steps")
         .expression_attribute_values(":steps", steps)
         .build()?;
     let put = vec![TransactWriteItem::builder().put(put).build()];
-    Ok(finished_or_raced(platform_db.transact_items(put).await)?.unwrap_or(Finished::Done))
+    if finished_or_raced(platform_db.transact_items(put).await)?.is_none() {
+        return Ok(Some(report.clone()));
+    }
+    // (The newest report of the id is this record's when there is one: the id's records are
+    // made one after another, and the reports' keys sort by their `created_at`.)
+    let there = latest_report(platform_db, &db.tenant, false).await?;
+    let this_records = there.filter(|item| item.get(SK) == Some(&AttributeValue::S(sk)));
+    let there = this_records.map(report_of).transpose()?;
+    Ok(there.filter(|there| there.steps == report.steps))
+}
+
+/// The report `item` holds.
+fn report_of(item: Item) -> Result<Report, StoreError> {
+    let steps = crate::store::client::query::u64_attr(&item, "steps");
+    match (
+        steps,
+        crate::store::client::query::string_attr(&item, "body"),
+    ) {
+        (Some(steps), Some(body)) => Ok(Report { steps, body }),
+        _ => Err(StoreError::Internal(
+            "an offboarding report without its body".into(),
+        )),
+    }
 }
 
 /// The second half of ending an offboarding: deletes the tenant record on condition it is still
@@ -321,18 +345,7 @@ pub async fn read_report(
 ) -> Result<Option<Report>, StoreError> {
     latest_report(platform_db, offboarded, false)
         .await?
-        .map(|item| {
-            let steps = crate::store::client::query::u64_attr(&item, "steps");
-            match (
-                steps,
-                crate::store::client::query::string_attr(&item, "body"),
-            ) {
-                (Some(steps), Some(body)) => Ok(Report { steps, body }),
-                _ => Err(StoreError::Internal(
-                    "an offboarding report without its body".into(),
-                )),
-            }
-        })
+        .map(report_of)
         .transpose()
 }
 
