@@ -188,8 +188,13 @@ async fn create(
     if open.len() >= MAX_OPEN_IMPORTS && !open.contains(import.as_str()) {
         return Err(too_many_open_imports());
     }
-    list_and_count(app, db, t, &import, new.created_at_ms).await?;
+    let listed = list_and_count(app, db, t, &import, new.created_at_ms).await?;
     let claimed = claim(db, t, &import, &new).await?;
+    // An import made before (the key sent again) has the entry its first request listed, until it
+    // is final: this one is unlisted, so a key sent again, however often, never grows the list.
+    if !matches!(claimed, Claim::New) {
+        unlist_extra(app, &listed).await;
+    }
     // The count above is undone for an import that is final already (the key sent again after its
     // record's answer expired): nothing of it is open, and no deadline would release it again.
     if let Claim::Same { closed: true, .. } | Claim::Other { closed: true } = claimed {
@@ -246,13 +251,14 @@ async fn create(
 
 /// Lists the import (accepted at `created_at_ms`) for the lifecycle driver, then counts it among
 /// the tenant's open imports: 429 when the count finds the bound reached (the listing undone).
+/// The entry listed.
 async fn list_and_count(
     app: &App,
     db: &TenantDb,
     t: &TenantId,
     import: &EntityId,
     created_at_ms: u64,
-) -> Result<(), ApiError> {
+) -> Result<DueImport, ApiError> {
     // Listed for the lifecycle driver before the record exists, so no import is ever missing from
     // its list: it is final by its deadline whatever becomes of this request (and its count is
     // released then).
@@ -270,7 +276,20 @@ async fn list_and_count(
         }
         return Err(too_many_open_imports());
     }
-    Ok(())
+    Ok(due)
+}
+
+/// Unlists `listed`, an entry of an import its first request listed already. One left by a failed
+/// unlisting is closed and unlisted by the driver at its deadline, as an entry of a final import.
+async fn unlist_extra(app: &App, listed: &DueImport) {
+    let unlisted = async {
+        let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+        unlist_import(&platform_db, listed).await?;
+        Ok::<_, ApiError>(())
+    };
+    if let Err(e) = unlisted.await {
+        tracing::warn!(error = %e, "an entry of an import listed before stays on the driver's list until its deadline");
+    }
 }
 
 /// The view of an import of `accepted` items of `kind` just sent, as of `issued_at`: running, no
