@@ -71,6 +71,25 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
             m.from_table, m.to_table
         )));
     }
+    // Once its deletion may have begun, an offboarding tenant's partitions empty one by one, and
+    // a restore rewrites them: either would make the pages a silent mix. Each page reads the
+    // record, so an export that spans their start is refused from then on, never cut short.
+    if let Some(o) = &record.offboarding {
+        if app.clock.now_seconds() >= o.deletion_starts_at {
+            return Err(ApiError::Conflict(
+                "This tenant is being offboarded and its items are being deleted: an export now \
+                 would miss some. Export a tenant before offboarding it."
+                    .into(),
+            ));
+        }
+    }
+    if record.restore.is_some() {
+        return Err(ApiError::Conflict(
+            "This tenant is being restored: its items are being rewritten, so an export now would \
+             mix the two versions. Export once the restore has ended."
+                .into(),
+        ));
+    }
     // A position names a partition of one shard layout: a cursor does not outlive a re-sharding.
     let route = route_for(record.shard_count);
     // The quota windows are the limiter's state (each lives two minutes), not the tenant's data:

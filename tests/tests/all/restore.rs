@@ -772,3 +772,44 @@ async fn a_restore_whose_source_goes_once_every_item_was_compared_ends_finished_
         assert_eq!(r.body["document"]["v"], 1, "{id}: {}", r.body);
     }
 }
+
+/// Issue 58, item 5's rule for exports (every item, or 409; never a silent part), held where items
+/// change under the walk besides a move: a restore rewrites the tenant's partitions, and an
+/// offboarding empties them once its deletion may begin. Before the mend both exported 200 pages
+/// with items missing or mixed.
+#[tokio::test]
+async fn an_export_during_a_restore_or_an_offboarding_that_may_delete_is_refused() {
+    use shared::store::lifecycle::offboarding::DELETION_DELAY_SECONDS;
+    // GIVEN a tenant of 5 products being restored from a copy of it
+    let (h, t) = tenant_of_products("exportrestoring", 1, 5).await;
+    let source = h.snapshot("toexport").await;
+    let started = restore_from(&h, &t, &source, false).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    // WHEN it is exported; THEN 409, until the restore is aborted
+    export_all(&h, &t)
+        .await
+        .assert_problem_naming(409, "restored");
+    let aborted = h
+        .operator()
+        .restore_tenant(&t, json!({"abort": true}))
+        .await;
+    assert_eq!(aborted.status, 200, "{}", aborted.body);
+    assert_eq!(export_all(&h, &t).await.status, 200);
+
+    // GIVEN its offboarding begun
+    let offboarding = h.operator().offboard_tenant(&t).await;
+    assert_eq!(offboarding.status, 202, "{}", offboarding.body);
+    // WHEN it is exported before its deletion may begin; THEN every item
+    assert_eq!(export_all(&h, &t).await.status, 200);
+    // WHEN it is exported once its deletion may begin; THEN 409
+    h.clock.advance_seconds(DELETION_DELAY_SECONDS);
+    export_all(&h, &t)
+        .await
+        .assert_problem_naming(409, "offboarded");
+}
+
+/// Every item of `tenant` as one export page, by the platform's operator.
+async fn export_all(h: &Harness, tenant: &str) -> Resp {
+    let operator = integration::operator();
+    integration::export_page(h, &operator, tenant, &[("limit", "100")]).await
+}
