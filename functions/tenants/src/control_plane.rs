@@ -202,11 +202,14 @@ async fn handle_event(
                 Outcome::Done => Ok(()),
                 Outcome::Refused(reason) => Err(reason),
                 Outcome::Deferred(reason) => {
-                    return defer(&platform_db, request, claimed_at_ms, &raw, reason).await
+                    let deferral = (claimed_at_ms, raw.as_str(), reason);
+                    let waits = Waits::Offboarding;
+                    return defer_while(app, plane, &platform_db, request, deferral, waits).await;
                 }
                 Outcome::Blocked(reason) => {
                     let deferral = (claimed_at_ms, raw.as_str(), reason);
-                    return defer_blocked(app, plane, &platform_db, request, deferral).await;
+                    let waits = Waits::Blocking;
+                    return defer_while(app, plane, &platform_db, request, deferral, waits).await;
                 }
             };
             let reply = reply_of(prefix, kind, &envelope.id, detail, outcome).to_string();
@@ -258,19 +261,31 @@ async fn defer(
     })
 }
 
-/// Defers `request`, blocked (claimed at, its event, why), until its tenant's operation ends. The end
-/// of that operation acts on what it finds deferred; it may have come between the refusal and the
-/// deferral, finding nothing: the record is read again, and the deferred requests acted on now
-/// when nothing blocks them any more.
-async fn defer_blocked(
+/// What a deferred request waits for.
+enum Waits {
+    /// The offboarding it started, or found running, to end.
+    Offboarding,
+    /// The operation that blocks it (a move, a re-sharding, a restore) to end.
+    Blocking,
+}
+
+/// Defers `request` (claimed at, its event, why) until what it `waits` for ends. That end acts on
+/// what it finds deferred; it may have come between the request's act and its deferral, finding
+/// nothing: the record is read again, and the deferred requests acted on now when it has ended.
+async fn defer_while(
     app: &App,
     plane: &ControlPlane,
     platform_db: &TenantDb,
     request: requests::Request<'_>,
     (claimed_at_ms, raw, reason): (u64, &str, String),
+    waits: Waits,
 ) -> Result<Handled, ControlPlaneError> {
     let deferred = defer(platform_db, request, claimed_at_ms, raw, reason).await?;
-    if act::still_blocked(app, request.tenant).await? {
+    let still = match waits {
+        Waits::Offboarding => act::still_offboarding(app, request.tenant).await?,
+        Waits::Blocking => act::still_blocked(app, request.tenant).await?,
+    };
+    if still {
         return Ok(deferred);
     }
     act_on_deferred(app, plane, request.tenant, Some(request.key)).await

@@ -918,3 +918,58 @@ async fn a_registration_shaped_as_sbt_aws_sends_it_is_created_and_deleted_as_its
         json!({"tenantRegistrationData": {"registrationStatus": "deleted"}})
     );
 }
+
+/// The write that defers a control plane request.
+fn is_deferral(body: &str) -> bool {
+    body.contains("CONTROL_DEFERRED")
+}
+
+/// The offboarding a request starts may end between the request's act (202: it runs) and its
+/// deferral, so that the end's event finds nothing deferred. The deferral reads the record again
+/// and, the tenant gone, answers the request at once (before the mend it stayed deferred with
+/// nothing left to act on it, and sbt-aws never heard of the deprovisioning).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_offboarding_that_ends_before_its_request_is_deferred_is_answered_once() {
+    // GIVEN a registered tenant
+    let w = std::sync::Arc::new(World::new().await);
+    let t = unique("quickoff");
+    let registration = unique("reg");
+    let detail = json!({"tenantId": t, "tenantRegistrationId": registration});
+    w.answered(
+        "sbt_aws_onboardingRequest",
+        detail.clone(),
+        "sbt_aws_provisionSuccess",
+    )
+    .await;
+    // WHEN the control plane asks to offboard it, and that delivery's deferral is held (aside:
+    // the hold blocks the thread that sends it)
+    let event = w.put("sbt_aws_offboardingRequest", detail).await;
+    let mut held = w.h.faults.hold_next_matching(is_deferral);
+    let delivery = integration::aside({
+        let (w, event) = (w.clone(), event.clone());
+        move || async move { w.deliver(&event).await.map(|handled| handled.reply) }
+    });
+    held.reached().await;
+    // AND meanwhile the offboarding ends, and its end's event finds nothing deferred
+    w.h.clock.advance_seconds(120);
+    integration::drive_to_end(&w.h.app).await;
+    w.h.operator().get_tenant(&t).await.assert_problem(404);
+    let ended = w.deliver(&lifecycle_event("offboardingFinished", &t)).await;
+    assert!(ended.expect("handled").reply.is_none());
+    // AND the deferral goes on
+    held.release();
+    let reply = delivery.ended().await.expect("answered, not retried");
+
+    // THEN the request is answered with success, once, naming its registration
+    assert_eq!(reply.as_deref(), Some("sbt_aws_deprovisionSuccess"));
+    let replies = w.replies().await;
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(
+        replies[0]["detail"]["tenantRegistrationId"],
+        registration.as_str()
+    );
+    // AND nothing is left deferred: the end's event again answers nothing
+    let again = w.deliver(&lifecycle_event("offboardingFinished", &t)).await;
+    assert!(again.expect("handled").reply.is_none());
+    assert!(w.replies().await.is_empty());
+}

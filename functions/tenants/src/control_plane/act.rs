@@ -239,6 +239,19 @@ pub(super) async fn still_blocked(app: &App, tenant: &str) -> Result<bool, Contr
     })
 }
 
+/// Whether `tenant`'s offboarding still runs (its record, read now, consistently, is there and
+/// being offboarded): once it is gone, its offboarding has ended.
+pub(super) async fn still_offboarding(app: &App, tenant: &str) -> Result<bool, ControlPlaneError> {
+    let Ok(tenant) = TenantId::parse(tenant) else {
+        return Ok(false);
+    };
+    Ok(app
+        .directory
+        .record_now(&tenant)
+        .await?
+        .is_some_and(|record| record.offboarding.is_some()))
+}
+
 /// What a request of `kind` came to, from what acting on it `done`: a refusal the client caused is
 /// answered, a failure on the server's side may pass (retried).
 fn outcome_of(kind: Kind, done: Result<(), ApiError>) -> Result<Outcome, ControlPlaneError> {
