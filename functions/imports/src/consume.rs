@@ -174,10 +174,19 @@ async fn consume_tenant(
         if let Err(e) = app.count_quota(tenant).await {
             tracing::warn!(tenant = %tenant, error = %e, "the quota counter could not be written; the batch is unaffected");
         }
+        let held_back = results.iter().any(|(_, w)| *w == Written::HeldBack);
         if !failed.is_empty() {
-            note_failures(app, settings, v, &failed).await;
+            let failed_for_good = note_failures(app, settings, v, &failed).await;
             again.push(id);
-        } else if results.iter().any(|(_, w)| *w == Written::HeldBack) {
+            // Its last delivery: it goes to the dead-letter queue with its failed items recorded,
+            // and a copy carries on with what the bucket held back (never dead-lettered with them).
+            if failed_for_good && held_back {
+                let wait = app.quota_wait_seconds(tenant).await.max(1);
+                if let Err(e) = defer(app, settings, v, wait).await {
+                    tracing::warn!(tenant = %tenant, import_id = %v.body.import_id, error = %e, "the items held back of a dead-lettered import message could not be deferred");
+                }
+            }
+        } else if held_back {
             // The bucket ran dry part-way: the rest of the message is deferred.
             let wait = app.quota_wait_seconds(tenant).await.max(1);
             if let Err(e) = defer(app, settings, v, wait).await {
@@ -224,8 +233,14 @@ async fn done_items(
 }
 
 /// A message with `failed` items, to be delivered again: on its last delivery its failed items are
-/// recorded as failed, as SQS then moves it to the dead-letter queue.
-async fn note_failures(app: &App, settings: &ConsumerSettings, v: &Verified<'_>, failed: &[u32]) {
+/// recorded as failed, as SQS then moves it to the dead-letter queue. Whether they were (they are
+/// final: a copy of the message passes them by).
+async fn note_failures(
+    app: &App,
+    settings: &ConsumerSettings,
+    v: &Verified<'_>,
+    failed: &[u32],
+) -> bool {
     let receives = receives(v.message);
     let last = receives >= settings.max_receives;
     tracing::warn!(
@@ -251,10 +266,14 @@ async fn note_failures(app: &App, settings: &ConsumerSettings, v: &Verified<'_>,
             }
             Ok::<_, ApiError>(())
         };
-        if let Err(e) = recorded.await {
-            tracing::error!(tenant = %v.tenant, import_id = %v.body.import_id, error = %e, "failed import items could not be recorded as failed");
+        match recorded.await {
+            Ok(()) => return true,
+            Err(e) => {
+                tracing::error!(tenant = %v.tenant, import_id = %v.body.import_id, error = %e, "failed import items could not be recorded as failed");
+            }
         }
     }
+    false
 }
 
 /// How many times SQS has delivered `message`, this delivery included.

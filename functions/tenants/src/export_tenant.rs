@@ -25,7 +25,7 @@ use shared::service::http::{
 };
 use shared::store::client::meter::with_request_meta;
 use shared::store::lifecycle::tenant_items::{self, item_to_json, Budget, Position, RecordInWalk};
-use shared::store::tenancy::tenants::read_record_consistent;
+use shared::store::tenancy::tenants::{read_record_consistent, TenantRecord};
 use shared::{ApiError, App};
 
 /// The usage counters' name for the exported tenant's share of an export.
@@ -55,41 +55,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let record = read_record_consistent(&db)
         .await?
         .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
-    if let Some(m) = &record.migration {
-        return Err(ApiError::Conflict(format!(
-            "This tenant is being re-sharded to {} shards: its items are moving between \
-             partitions, so an export now could miss some. Export once the re-sharding has ended.",
-            m.to
-        )));
-    }
-    // The walk reads one table, and the catalog it reads can lag what the move has carried: an
-    // export during a move could silently miss items, so it is refused until the move has ended.
-    if let Some(m) = &record.moving {
-        return Err(ApiError::Conflict(format!(
-            "This tenant is being moved from {} to {}: its items are between the two tables, so an \
-             export now could miss some. Export once the move has ended.",
-            m.from_table, m.to_table
-        )));
-    }
-    // Once its deletion may have begun, an offboarding tenant's partitions empty one by one, and
-    // a restore rewrites them: either would make the pages a silent mix. Each page reads the
-    // record, so an export that spans their start is refused from then on, never cut short.
-    if let Some(o) = &record.offboarding {
-        if app.clock.now_seconds() >= o.deletion_starts_at {
-            return Err(ApiError::Conflict(
-                "This tenant is being offboarded and its items are being deleted: an export now \
-                 would miss some. Export a tenant before offboarding it."
-                    .into(),
-            ));
-        }
-    }
-    if record.restore.is_some() {
-        return Err(ApiError::Conflict(
-            "This tenant is being restored: its items are being rewritten, so an export now would \
-             mix the two versions. Export once the restore has ended."
-                .into(),
-        ));
-    }
+    refuse_while_items_change(app, &record)?;
     // A position names a partition of one shard layout: a cursor does not outlive a re-sharding.
     let route = route_for(record.shard_count);
     // The quota windows are the limiter's state (each lives two minutes), not the tenant's data:
@@ -156,4 +122,45 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     response
         .body(Body::Text(body))
         .map_err(|e| ApiError::Internal(format!("build response: {e}")))
+}
+
+/// 409 while the tenant's items move or change under the walk, so that an export is every item or
+/// refused, never a silent part.
+fn refuse_while_items_change(app: &App, record: &TenantRecord) -> Result<(), ApiError> {
+    if let Some(m) = &record.migration {
+        return Err(ApiError::Conflict(format!(
+            "This tenant is being re-sharded to {} shards: its items are moving between \
+             partitions, so an export now could miss some. Export once the re-sharding has ended.",
+            m.to
+        )));
+    }
+    // The walk reads one table, and the catalog it reads can lag what the move has carried: an
+    // export during a move could silently miss items, so it is refused until the move has ended.
+    if let Some(m) = &record.moving {
+        return Err(ApiError::Conflict(format!(
+            "This tenant is being moved from {} to {}: its items are between the two tables, so an \
+             export now could miss some. Export once the move has ended.",
+            m.from_table, m.to_table
+        )));
+    }
+    // Once its deletion may have begun, an offboarding tenant's partitions empty one by one, and
+    // a restore rewrites them: either would make the pages a silent mix. Each page reads the
+    // record, so an export that spans their start is refused from then on, never cut short.
+    if let Some(o) = &record.offboarding {
+        if app.clock.now_seconds() >= o.deletion_starts_at {
+            return Err(ApiError::Conflict(
+                "This tenant is being offboarded and its items are being deleted: an export now \
+                 would miss some. Export a tenant before offboarding it."
+                    .into(),
+            ));
+        }
+    }
+    if record.restore.is_some() {
+        return Err(ApiError::Conflict(
+            "This tenant is being restored: its items are being rewritten, so an export now would \
+             mix the two versions. Export once the restore has ended."
+                .into(),
+        ));
+    }
+    Ok(())
 }

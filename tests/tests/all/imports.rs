@@ -1993,3 +1993,71 @@ async fn a_deferred_message_delivered_again_after_whole_invocations_failed_is_co
     // THEN every product is written, once
     assert_eq!(product_items(&h, &t).await.len(), 20);
 }
+
+/// A message's last delivery in which an item fails and the tenant's bucket runs dry part-way: the
+/// failed item is recorded failed and the message goes to the dead-letter queue, while a copy of
+/// it carries on with the items the bucket held back, each written once (before the mend they went
+/// to the dead-letter queue with it, never tried again, and failed at the deadline).
+#[tokio::test]
+async fn items_held_back_on_a_messages_last_delivery_are_written_by_a_copy_not_dead_lettered() {
+    // GIVEN a tenant of 20 capacity units a second with an import of 25 products in one message,
+    // which on the queue has become poison for item 1, and a queue that delivers a message once
+    const QUOTA: u32 = 20;
+    let h = Harness::new().await;
+    let t = unique("heldlast");
+    integration::onboard_custom(&h, &t, 1, 250, QUOTA).await;
+    let queues = ImportQueues::create(1, 1).await;
+    let posted = accepted(&h, &queues, &t, products("ok", 25)).await;
+    let id = import_id(&posted).to_owned();
+    let on_queue = queues.receive(10).await;
+    assert_eq!(on_queue.len(), 1, "25 small items travel in one message");
+    queues
+        .sqs
+        .delete_message()
+        .queue_url(&queues.url)
+        .receipt_handle(on_queue[0].receipt_handle().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let mut deep = json!("leaf");
+    for _ in 0..40 {
+        deep = json!({ "d": deep });
+    }
+    let poison = resealed(&h, &t, on_queue[0].body().unwrap(), |items| {
+        set_document(&mut items[1], json!({ "d": deep }))
+    })
+    .await;
+    send_raw(&queues, &poison, &t, Some(&signed(&t, &poison))).await;
+
+    // WHEN it is delivered (its last delivery), then, a second at a time, whatever is on the queue
+    assert_eq!(deliver_deferring(&h, &queues).await, 1);
+    let after_first = get_import(&h, &t, &id).await;
+    assert!(
+        after_first.body["written"].as_u64() < Some(24),
+        "{}",
+        after_first.body
+    );
+    for _ in 0..120 {
+        h.clock.advance_seconds(1);
+        deliver_deferring(&h, &queues).await;
+        if get_import(&h, &t, &id).await.body["status"] != "running" {
+            break;
+        }
+    }
+
+    // THEN the poison message is on the dead-letter queue, and the import is final: item 1 failed
+    // (rejected), every other written, once
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let _ = queues.receive(10).await;
+    let dead = queues.dead_letters().await;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    let progress = get_import(&h, &t, &id).await;
+    assert_eq!(progress.body["written"], 24, "{}", progress.body);
+    assert_eq!(progress.body["failed"], 1, "{}", progress.body);
+    assert_eq!(
+        progress.body["failedBy"]["rejected"], 1,
+        "{}",
+        progress.body
+    );
+    assert_eq!(product_items(&h, &t).await.len(), 24);
+}
