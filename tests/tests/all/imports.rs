@@ -168,6 +168,36 @@ async fn resealed(
     serde_json::to_string(&message).unwrap()
 }
 
+/// Takes `tenant`'s one import message off the queue and sends it back poison: the same message,
+/// signed (as a faulty producer would send it), with a document for item 1 that the consumer
+/// refuses. The poison message's body.
+async fn poison_the_queued_message(h: &Harness, queues: &ImportQueues, tenant: &str) -> String {
+    let on_queue = queues.receive(10).await;
+    assert_eq!(
+        on_queue.len(),
+        1,
+        "the import's items travel in one message"
+    );
+    queues
+        .sqs
+        .delete_message()
+        .queue_url(&queues.url)
+        .receipt_handle(on_queue[0].receipt_handle().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let mut deep = json!("leaf");
+    for _ in 0..40 {
+        deep = json!({ "d": deep });
+    }
+    let poison = resealed(h, tenant, on_queue[0].body().unwrap(), |items| {
+        set_document(&mut items[1], json!({ "d": deep }))
+    })
+    .await;
+    send_raw(queues, &poison, tenant, Some(&signed(tenant, &poison))).await;
+    poison
+}
+
 /// Replaces a product item's document (a faulty producer's edit).
 fn set_document(item: &mut imports::MessageItem, document: Value) {
     match &mut item.item {
@@ -280,25 +310,7 @@ async fn a_poison_item_reaches_the_dead_letter_queue_after_the_retry_count_and_i
     let consumer = Consumer::start(&h.table, &queues).await;
     let posted = accepted(&h, &queues, &t, products("ok", 3)).await;
     let id = import_id(&posted).to_owned();
-    let on_queue = queues.receive(10).await;
-    assert_eq!(on_queue.len(), 1, "three small items travel in one message");
-    queues
-        .sqs
-        .delete_message()
-        .queue_url(&queues.url)
-        .receipt_handle(on_queue[0].receipt_handle().unwrap())
-        .send()
-        .await
-        .unwrap();
-    let mut deep = json!("leaf");
-    for _ in 0..40 {
-        deep = json!({ "d": deep });
-    }
-    let poison = resealed(&h, &t, on_queue[0].body().unwrap(), |items| {
-        set_document(&mut items[1], json!({ "d": deep }))
-    })
-    .await;
-    send_raw(&queues, &poison, &t, Some(&signed(&t, &poison))).await;
+    let poison = poison_the_queued_message(&h, &queues, &t).await;
 
     // WHEN the poller delivers until the queue is empty (the message comes back once its
     // visibility timeout of 1 s has passed)
@@ -2009,25 +2021,7 @@ async fn items_held_back_on_a_messages_last_delivery_are_written_by_a_copy_not_d
     let queues = ImportQueues::create(1, 1).await;
     let posted = accepted(&h, &queues, &t, products("ok", 25)).await;
     let id = import_id(&posted).to_owned();
-    let on_queue = queues.receive(10).await;
-    assert_eq!(on_queue.len(), 1, "25 small items travel in one message");
-    queues
-        .sqs
-        .delete_message()
-        .queue_url(&queues.url)
-        .receipt_handle(on_queue[0].receipt_handle().unwrap())
-        .send()
-        .await
-        .unwrap();
-    let mut deep = json!("leaf");
-    for _ in 0..40 {
-        deep = json!({ "d": deep });
-    }
-    let poison = resealed(&h, &t, on_queue[0].body().unwrap(), |items| {
-        set_document(&mut items[1], json!({ "d": deep }))
-    })
-    .await;
-    send_raw(&queues, &poison, &t, Some(&signed(&t, &poison))).await;
+    poison_the_queued_message(&h, &queues, &t).await;
 
     // WHEN it is delivered (its last delivery), then, a second at a time, whatever is on the queue
     assert_eq!(deliver_deferring(&h, &queues).await, 1);
