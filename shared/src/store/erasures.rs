@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 
 use crate::identity::entities::{ORDER, USER};
 use crate::identity::ids::{EntityId, TenantId};
-use crate::identity::keys::{erasure_key, id_in_partition, primary_key, user_key, PK};
+use crate::identity::keys::{erasure_key, id_in_partition, order_key, primary_key, user_key, PK};
 use crate::store::client::error::StoreError;
 use crate::store::client::expr::{absent, attr, Condition};
 use crate::store::client::items::enlist;
@@ -112,15 +112,35 @@ fn owners(tenant: &TenantId, item: &Item) -> Vec<(&'static str, String)> {
         .collect()
 }
 
-/// `items` (a page of a restore's source) without those an erasure recorded in `live` reaches: an
+/// `items` (a page of a restore's `source`) without those an erasure recorded in `live` reaches: an
 /// erased user's profile, order summaries and email item, and its orders' headers, line items and
 /// date index entries. One consistent GetItem per user or order the page names, once each.
-pub async fn without_erased(live: &TenantDb, items: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+///
+/// A line item names only its order, and an order the erasure never saw (one a restore had taken
+/// away when the user was erased) has no record of its own: such an item is the user's when its
+/// order's header in `source` names an erased user (one more GetItem per order, in the source).
+pub async fn without_erased(
+    live: &TenantDb,
+    source: &TenantDb,
+    items: Vec<Item>,
+) -> Result<Vec<Item>, StoreError> {
     let mut erased: HashMap<(&'static str, String), bool> = HashMap::new();
+    let mut order_users: HashMap<String, Option<String>> = HashMap::new();
     let mut kept = Vec::with_capacity(items.len());
     for item in items {
+        let mut owners = owners(&live.tenant, &item);
+        if !owners.iter().any(|(kind, _)| *kind == USER.kind) {
+            if let Some((_, order)) = owners.iter().find(|(kind, _)| *kind == ORDER.kind) {
+                let order = order.clone();
+                if !order_users.contains_key(&order) {
+                    let user = order_user(source, &order).await?;
+                    order_users.insert(order.clone(), user);
+                }
+                owners.extend(order_users[&order].clone().map(|user| (USER.kind, user)));
+            }
+        }
         let mut reached = false;
-        for owner in owners(&live.tenant, &item) {
+        for owner in owners {
             if !erased.contains_key(&owner) {
                 let found = match EntityId::parse(&owner.1) {
                     Ok(id) => erasure(live, owner.0, &id).await?.is_some(),
@@ -135,6 +155,20 @@ pub async fn without_erased(live: &TenantDb, items: Vec<Item>) -> Result<Vec<Ite
         }
     }
     Ok(kept)
+}
+
+/// The user order `order`'s header in `db` names, if the header is there.
+async fn order_user(db: &TenantDb, order: &str) -> Result<Option<String>, StoreError> {
+    let Ok(id) = EntityId::parse(order) else {
+        return Ok(None);
+    };
+    let key = order_key(&db.tenant, &id);
+    let header = db
+        .get(primary_key(key.clone(), key))
+        .consistent()
+        .item()
+        .await?;
+    Ok(header.and_then(|header| string_attr(&header, "userId")))
 }
 
 #[cfg(test)]

@@ -23,7 +23,6 @@ async fn user_with_orders(h: &Harness, tenant: &str, user: &str) {
 /// A user of `tenant` with `orders` orders (`<user>-o<o>`) of `lines` line items each
 /// (`i<o>-<nnn>`), made 8 at a time.
 async fn user_with(h: &Harness, tenant: &str, user: &str, orders: usize, lines: usize) {
-    use futures::StreamExt;
     let auth = Auth::Tenant(tenant.to_owned());
     let email = format!("{user}@example.com");
     let r = h
@@ -35,6 +34,14 @@ async fn user_with(h: &Harness, tenant: &str, user: &str, orders: usize, lines: 
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
+    orders_of(h, tenant, user, orders, lines).await;
+}
+
+/// `orders` orders of `user` of `tenant` (`<user>-o<o>`), of `lines` line items each
+/// (`i<o>-<nnn>`), made 8 at a time.
+async fn orders_of(h: &Harness, tenant: &str, user: &str, orders: usize, lines: usize) {
+    use futures::StreamExt;
+    let auth = Auth::Tenant(tenant.to_owned());
     futures::stream::iter((0..orders).map(|o| {
         let auth = &auth;
         async move {
@@ -198,6 +205,68 @@ async fn an_erased_user_stays_erased_when_its_tenant_is_restored_from_a_copy_tak
         .call("erase-user", &params(&[("userId", "u-never")]), None)
         .await;
     assert_eq!(none.status, 404, "{}", none.body);
+}
+
+/// The operator's restore of `tenant` from `copy`, driven to its end.
+async fn restored_from(h: &Harness, tenant: &str, copy: &str) {
+    let r = h
+        .operator()
+        .restore_tenant(tenant, json!({"from": {"table": copy}}))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
+    integration::drive_to_end(&h.app).await;
+    let done = h.operator().get_tenant(tenant).await;
+    assert_eq!(done.body["status"], "active", "{}", done.body);
+}
+
+#[tokio::test]
+async fn an_erased_users_order_it_never_saw_stays_away_line_items_too_when_a_copy_holding_it_is_restored(
+) {
+    // GIVEN a tenant with a user without orders and another with two, and a copy taken then
+    let h = Harness::new().await;
+    let t = unique("erasing-unseen");
+    onboard_at_max_limits(&h, &t, 4).await;
+    user_with(&h, &t, "u-gone", 0, 0).await;
+    user_with_orders(&h, &t, "u-kept").await;
+    let without_orders = h.snapshot("before-orders").await;
+    // AND a second copy, taken after the first user placed two orders of two line items
+    orders_of(&h, &t, "u-gone", 2, 2).await;
+    let with_orders = h.snapshot("with-orders").await;
+    let copied = h.admin_scan(&with_orders).await;
+    assert_eq!(items_of(&copied, &t, "u-gone").len(), 12);
+    // AND the tenant restored from the first copy: the orders are gone, the user is not
+    restored_from(&h, &t, &without_orders).await;
+    assert_eq!(items_of(&h.all_items().await, &t, "u-gone").len(), 2);
+
+    // WHEN the tenant erases the user (its profile and email: it has no order now)
+    let auth = Auth::Tenant(t.clone());
+    let erased = h
+        .caller(&auth)
+        .call("erase-user", &params(&[("userId", "u-gone")]), None)
+        .await;
+    assert_eq!(erased.status, 200, "{}", erased.body);
+    assert_eq!(erased.body["deletedTotal"], 2, "{}", erased.body);
+    // AND an operator restores the tenant from the second copy, which holds the orders
+    restored_from(&h, &t, &with_orders).await;
+
+    // THEN nothing of the erased user is back: no header, summary, date entry nor line item
+    let after = h.all_items().await;
+    assert!(
+        items_of(&after, &t, "u-gone").is_empty(),
+        "{:?}",
+        items_of(&after, &t, "u-gone")
+    );
+    assert_eq!(reads_of(&h, &t, "u-gone").await, [404, 404, 404]);
+    // AND the other user is as the second copy holds it, byte for byte
+    let sorted = |mut items: Vec<Item>| {
+        items.sort_by_key(|i| format!("{:?}{:?}", i.get("PK"), i.get("SK")));
+        items
+    };
+    assert_eq!(
+        sorted(items_of(&after, &t, "u-kept")),
+        sorted(items_of(&copied, &t, "u-kept"))
+    );
 }
 
 #[tokio::test]

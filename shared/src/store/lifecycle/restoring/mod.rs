@@ -243,7 +243,7 @@ async fn plan_of(
 ) -> Result<Vec<Planned>, StoreError> {
     match phase {
         RestorePhase::Deleting => plan::deletes(source, &page.items, source_shards).await,
-        _ => plan::puts(live, &page.items, live_shards).await,
+        _ => plan::puts(live, source, &page.items, live_shards).await,
     }
 }
 

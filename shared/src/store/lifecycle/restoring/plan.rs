@@ -70,10 +70,11 @@ pub fn key_in(tenant: &TenantId, item: &Item, shards: u32) -> Item {
 /// ([`crate::store::erasures::without_erased`]): a restore re-applies every erasure.
 pub async fn puts(
     live: &TenantDb,
+    source: &TenantDb,
     source_items: &[Item],
     live_shards: u32,
 ) -> Result<Vec<Planned>, StoreError> {
-    let source_items = without_erased(live, source_items.to_vec()).await?;
+    let source_items = without_erased(live, source, source_items.to_vec()).await?;
     plan_each(live, &source_items, |item| put(live, item, live_shards)).await
 }
 
