@@ -161,33 +161,11 @@ async fn an_erased_user_stays_erased_when_its_tenant_is_restored_from_a_copy_tak
     assert_eq!(reads_of(&h, &t, "u-gone").await, [404, 404, 404]);
 
     // WHEN an operator restores the tenant from the copy taken before the erasure
-    let r = h
-        .operator()
-        .restore_tenant(&t, json!({"from": {"table": copy}}))
-        .await;
-    assert_eq!(r.status, 202, "{}", r.body);
-    h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
-    integration::drive_to_end(&h.app).await;
-    let done = h.operator().get_tenant(&t).await;
-    assert_eq!(done.body["status"], "active", "{}", done.body);
+    restored_from(&h, &t, &copy).await;
 
     // THEN the erased user stays erased: none of its items is back, its reads answer 404
-    let after = h.all_items().await;
-    assert!(
-        items_of(&after, &t, "u-gone").is_empty(),
-        "{:?}",
-        items_of(&after, &t, "u-gone")
-    );
-    assert_eq!(reads_of(&h, &t, "u-gone").await, [404, 404, 404]);
     // AND the other user is as the copy holds it, byte for byte
-    let sorted = |mut items: Vec<Item>| {
-        items.sort_by_key(|i| format!("{:?}{:?}", i.get("PK"), i.get("SK")));
-        items
-    };
-    assert_eq!(
-        sorted(items_of(&after, &t, "u-kept")),
-        sorted(items_of(&copied, &t, "u-kept"))
-    );
+    gone_and_kept_as_copied(&h, &t, &copied).await;
     assert_eq!(reads_of(&h, &t, "u-kept").await, [200, 200, 200]);
     // AND the erased id is not used again
     let reuse = h
@@ -205,6 +183,23 @@ async fn an_erased_user_stays_erased_when_its_tenant_is_restored_from_a_copy_tak
         .call("erase-user", &params(&[("userId", "u-never")]), None)
         .await;
     assert_eq!(none.status, 404, "{}", none.body);
+}
+
+/// After a restore of `tenant`: no item of `u-gone` in the table and its reads 404, and `u-kept`'s
+/// items byte for byte as `copied` holds them.
+async fn gone_and_kept_as_copied(h: &Harness, tenant: &str, copied: &[Item]) {
+    let after = h.all_items().await;
+    let gone = items_of(&after, tenant, "u-gone");
+    assert!(gone.is_empty(), "{gone:?}");
+    assert_eq!(reads_of(h, tenant, "u-gone").await, [404, 404, 404]);
+    let sorted = |mut items: Vec<Item>| {
+        items.sort_by_key(|i| format!("{:?}{:?}", i.get("PK"), i.get("SK")));
+        items
+    };
+    assert_eq!(
+        sorted(items_of(&after, tenant, "u-kept")),
+        sorted(items_of(copied, tenant, "u-kept"))
+    );
 }
 
 /// The operator's restore of `tenant` from `copy`, driven to its end.
@@ -251,22 +246,8 @@ async fn an_erased_users_order_it_never_saw_stays_away_line_items_too_when_a_cop
     restored_from(&h, &t, &with_orders).await;
 
     // THEN nothing of the erased user is back: no header, summary, date entry nor line item
-    let after = h.all_items().await;
-    assert!(
-        items_of(&after, &t, "u-gone").is_empty(),
-        "{:?}",
-        items_of(&after, &t, "u-gone")
-    );
-    assert_eq!(reads_of(&h, &t, "u-gone").await, [404, 404, 404]);
     // AND the other user is as the second copy holds it, byte for byte
-    let sorted = |mut items: Vec<Item>| {
-        items.sort_by_key(|i| format!("{:?}{:?}", i.get("PK"), i.get("SK")));
-        items
-    };
-    assert_eq!(
-        sorted(items_of(&after, &t, "u-kept")),
-        sorted(items_of(&copied, &t, "u-kept"))
-    );
+    gone_and_kept_as_copied(&h, &t, &copied).await;
 }
 
 #[tokio::test]
