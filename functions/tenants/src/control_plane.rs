@@ -152,51 +152,47 @@ async fn handle_event(
         return Ok(ignored);
     };
     let detail = &envelope.detail;
-    let key = request_key(kind, detail, &envelope.id);
+    let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+    let now_ms = app.clock.now_millis();
+    let claimed = claimed(&platform_db, kind, detail, &envelope.id, now_ms).await?;
+    let key = claimed.key;
     let request = requests::Request {
         key: &key,
         event_id: &envelope.id,
         tenant: detail["tenantId"].as_str().unwrap_or_default(),
     };
-    let platform_db = app.db_for_operator(&TenantId::platform()).await?;
-    let now_ms = app.clock.now_millis();
-    let (claimed_at_ms, held, taken_over) =
-        match requests::claim(&platform_db, request, now_ms, HOLD_MS).await? {
-            Claim::Duplicate => {
-                tracing::info!(request = key, "an event answered before: nothing done");
-                return Ok(Handled {
-                    duplicate: true,
-                    ..Handled::NOTHING
-                });
-            }
-            // The control plane asked again: the same answer, nothing done again.
-            Claim::AnsweredForAnother { reply } => return send(plane, &reply).await,
-            Claim::OtherTenant => {
-                let refusal =
-                    Err("this tenantRegistrationId was answered for another tenant".into());
-                // Without the registration's id: sbt-aws marks the registration a reply names, and
-                // this one belongs to the tenant it was answered for.
-                let mut detail = detail.clone();
-                if let Some(fields) = detail.as_object_mut() {
-                    fields.remove("tenantRegistrationId");
-                }
-                let reply = reply_of(prefix, kind, &envelope.id, &detail, refusal);
-                return send(plane, &reply.to_string()).await;
-            }
-            Claim::Busy => return Err(ControlPlaneError::Busy),
-            Claim::Mine {
-                claimed_at_ms,
-                first_claimed_at_ms,
-                held_reply,
-                taken_over,
-            } => (
-                claimed_at_ms,
-                held_reply,
-                taken_over.then_some(first_claimed_at_ms),
-            ),
-        };
+    let (claimed_at_ms, held, taken_over) = match claimed.claim {
+        // (`OtherTenant` again: this event's id was asked for another tenant before, and answered)
+        Claim::Duplicate | Claim::OtherTenant => {
+            tracing::info!(request = key, "an event answered before: nothing done");
+            return Ok(Handled {
+                duplicate: true,
+                ..Handled::NOTHING
+            });
+        }
+        // The control plane asked again: the same answer, nothing done again.
+        Claim::AnsweredForAnother { reply } => return send(plane, &reply).await,
+        Claim::Busy => return Err(ControlPlaneError::Busy),
+        Claim::Mine {
+            claimed_at_ms,
+            first_claimed_at_ms,
+            held_reply,
+            taken_over,
+        } => (
+            claimed_at_ms,
+            held_reply,
+            taken_over.then_some(first_claimed_at_ms),
+        ),
+    };
     let reply = match held {
         Some(reply) => reply,
+        None if claimed.refused => {
+            let reply = other_tenants_refusal(prefix, kind, &envelope.id, detail);
+            if !requests::hold_reply(&platform_db, &key, claimed_at_ms, &reply).await? {
+                return Err(ControlPlaneError::Busy);
+            }
+            reply
+        }
         None => {
             let outcome = match act(app, plane, kind, detail, taken_over, replaying).await? {
                 Outcome::Done => Ok(()),
@@ -223,6 +219,66 @@ async fn handle_event(
     requests::mark_answered(&platform_db, request).await?;
     tracing::info!(request = key, reply = ?handled.reply, "control plane request answered");
     Ok(handled)
+}
+
+/// What one delivery claimed: the request's key and its claim, or, when that key was answered for
+/// another tenant than this event names, the claim of this event's refusal (`refused`).
+struct Claimed {
+    key: String,
+    refused: bool,
+    claim: Claim,
+}
+
+/// Claims the request `event_id` asks (its `kind` and `detail`) at `now_ms`. A request whose key
+/// names another tenant is refused; that refusal is this event's own request
+/// (`<key>#refused#<event id>`), claimed and answered once like any other, so that a redelivery of
+/// the event sends nothing again.
+async fn claimed(
+    platform_db: &TenantDb,
+    kind: Kind,
+    detail: &Value,
+    event_id: &str,
+    now_ms: u64,
+) -> Result<Claimed, ControlPlaneError> {
+    let tenant = detail["tenantId"].as_str().unwrap_or_default();
+    let key = request_key(kind, detail, event_id);
+    let request = requests::Request {
+        key: &key,
+        event_id,
+        tenant,
+    };
+    let claim = requests::claim(platform_db, request, now_ms, HOLD_MS).await?;
+    if claim != Claim::OtherTenant {
+        return Ok(Claimed {
+            key,
+            refused: false,
+            claim,
+        });
+    }
+    let key = format!("{key}#refused#{event_id}");
+    let refusal = requests::Request {
+        key: &key,
+        event_id,
+        tenant,
+    };
+    let claim = requests::claim(platform_db, refusal, now_ms, HOLD_MS).await?;
+    Ok(Claimed {
+        key,
+        refused: true,
+        claim,
+    })
+}
+
+/// The reply refusing a request whose key was answered for another tenant: without the
+/// registration's id, since sbt-aws marks the registration a reply names, and this one belongs to
+/// the tenant it was answered for.
+fn other_tenants_refusal(prefix: &str, kind: Kind, event_id: &str, detail: &Value) -> String {
+    let refusal = Err("this tenantRegistrationId was answered for another tenant".into());
+    let mut detail = detail.clone();
+    if let Some(fields) = detail.as_object_mut() {
+        fields.remove("tenantRegistrationId");
+    }
+    reply_of(prefix, kind, event_id, &detail, refusal).to_string()
 }
 
 /// The key a request is answered once by (`<kind>#<id>`).

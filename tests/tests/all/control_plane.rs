@@ -227,14 +227,26 @@ async fn each_request_is_answered_once_with_its_ids_and_redeliveries_change_noth
             let (again, replayed) = w.answered_once(request, detail.clone(), reply).await;
             assert_ne!(again["id"], event["id"]);
             assert_eq!(replayed["detail"], answer["detail"]);
-            // AND the same registration naming another tenant is refused, and makes nothing
+            // AND the same registration naming another tenant is refused, once however often
+            // EventBridge delivers it, and makes nothing
             let other = unique("other");
             let mut forged = detail.clone();
             forged["tenantId"] = other.as_str().into();
             let (_, refused) = w
-                .answered(request, forged, "sbt_aws_provisionFailure")
+                .answered_once(request, forged.clone(), "sbt_aws_provisionFailure")
                 .await;
             assert_eq!(w.h.operator().get_tenant(&other).await.status, 404);
+            // (and put again, as a new event, refused again, once)
+            let (_, again) = w
+                .answered_once(request, forged, "sbt_aws_provisionFailure")
+                .await;
+            assert_eq!(again["detail"]["reason"], refused["detail"]["reason"]);
+            assert!(
+                refused["detail"]["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("another tenant")),
+                "{refused}"
+            );
             // (without the registration's id: sbt-aws marks the registration a reply names, and
             // this one was provisioned for the first tenant)
             assert!(
