@@ -202,11 +202,19 @@ async fn create(
     }
     let issued_at = match claimed {
         Claim::New => new.created_at_ms,
-        // The same request, answered before (its key's record has expired since): every item was
-        // sent, so nothing is sent again; the answer is the import as it stands.
+        // The same request, answered before: every item was sent, so nothing is sent again. By a
+        // request with this key at the same time: its recorded answer (the layer answers it when
+        // this one fails). Else (its key's record has expired since): the import as it stands.
         Claim::Same {
             enqueuing: false, ..
         } => {
+            if let Some(recorder) = &recorder {
+                if recorder.answered_meanwhile().await? {
+                    return Err(ApiError::Conflict(
+                        "A request with this Idempotency-Key answered meanwhile.".into(),
+                    ));
+                }
+            }
             return Ok(accepted_response(
                 &import,
                 as_it_stands(app, db, t, &import).await?,

@@ -73,6 +73,15 @@ impl Recorder<'_> {
     }
 }
 
+impl Recorder<'_> {
+    /// Whether an answer is recorded for the key now: a concurrent duplicate committed its effect
+    /// and record first. The effect then fails (any error), and the layer answers that record, as
+    /// for a duplicate whose record lost.
+    pub async fn answered_meanwhile(&self) -> Result<bool, ApiError> {
+        Ok(!matches!(self.0.recorded().await?, Recorded::Nothing))
+    }
+}
+
 /// Puts `item` where no item holds its key: `Ok(false)` when another item does. Without a recorder,
 /// one conditional PutItem that recognises its own retried write; with one, a TransactWriteItems of
 /// the same Put and the key's record (answering `status` with `body`).

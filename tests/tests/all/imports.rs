@@ -591,6 +591,46 @@ async fn an_idempotency_key_names_one_import_even_after_a_failure_part_way() {
     assert_eq!(product_items(&h, &t).await.len(), 30);
 }
 
+/// The import's claim: the PutItem of its record (the only request naming `itemKind`).
+fn is_import_claim(body: &str) -> bool {
+    body.contains("\"itemKind\"")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_requests_with_one_idempotency_key_at_once_answer_the_same_recorded_answer() {
+    // GIVEN a tenant with its queues, and a second container of the same table
+    let (h, t, queues) = tenant_with_queues("key-race").await;
+    let second = std::sync::Arc::new(h.another_container().await);
+    let key = [("Idempotency-Key", "import-race")];
+    // WHEN a keyed import, sent through the second container, is held just before it claims the
+    // import's record (it found no answer recorded for its key)
+    let mut held = second.faults.hold_next_matching(is_import_claim);
+    let late = integration::aside({
+        let (second, producer, t) = (second.clone(), queues.producer(), t.clone());
+        move || async move {
+            let posted = second
+                .tenant(&t)
+                .headers(&[("Idempotency-Key", "import-race")])
+                .call("create-import", &NO_PATH, Some(products("r", 3)));
+            integration::sending_to(producer, posted).await
+        }
+    });
+    held.reached().await;
+    // AND the same request, with the same key, is answered meanwhile
+    let first = post_import(&h, &queues, &t, products("r", 3), &key).await;
+    assert_eq!(first.status, 202, "{}", first.body);
+    held.release();
+    let answered_late = late.ended().await;
+
+    // THEN the held request answers what the first recorded, replayed, byte for byte
+    assert_eq!(answered_late.status, 202, "{}", answered_late.body);
+    assert!(answered_late.replayed, "a replay: {}", answered_late.body);
+    assert_eq!(answered_late.body, first.body);
+    assert_eq!(answered_late.location, first.location);
+    // AND the items were sent once
+    assert_eq!(queues.backlog(&queues.url).await, 1);
+}
+
 #[tokio::test]
 async fn a_product_given_twice_keeps_its_last_item() {
     // GIVEN an import naming product `a` twice, and `b` once
