@@ -218,7 +218,7 @@ async fn create(
             return Ok(accepted_response(
                 &import,
                 as_it_stands(app, db, t, &import).await?,
-            ))
+            ));
         }
         // A retry of a request that failed part-way, too late: the import is final (or about to
         // be, by the driver), its unsent items `notEnqueued`. Nothing is sent.
