@@ -163,10 +163,13 @@ async fn order_user(db: &TenantDb, order: &str) -> Result<Option<String>, StoreE
         return Ok(None);
     };
     let key = order_key(&db.tenant, &id);
+    // As stored: a keyed tenant's header is sealed, and the source's reader holds no key
+    // (`userId` is never sealed).
     let header = db
         .get(primary_key(key.clone(), key))
         .consistent()
-        .item()
+        .project(&["userId"])
+        .stored()
         .await?;
     Ok(header.and_then(|header| string_attr(&header, "userId")))
 }

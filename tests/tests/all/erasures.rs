@@ -218,8 +218,8 @@ async fn restored_from(h: &Harness, tenant: &str, copy: &str) {
 #[tokio::test]
 async fn an_erased_users_order_it_never_saw_stays_away_line_items_too_when_a_copy_holding_it_is_restored(
 ) {
-    // GIVEN a tenant with a user without orders and another with two, and a copy taken then
-    let h = Harness::new().await;
+    // GIVEN a keyed tenant with a user without orders and another with two, and a copy taken then
+    let h = Harness::new().await.keyed().await;
     let t = unique("erasing-unseen");
     onboard_at_max_limits(&h, &t, 4).await;
     user_with(&h, &t, "u-gone", 0, 0).await;
