@@ -234,17 +234,30 @@ async fn onboard_with(h: &Harness, body: Value) {
 /// Runs the lifecycle driver on `app` until it reports nothing pending (60 runs at the most).
 pub async fn drive_to_end(app: &App) {
     for _ in 0..60 {
-        // Boxed: the driver's future overflows a test thread's stack in debug.
-        let run = Box::pin(tenants::drive_lifecycle::drive(
-            app,
-            &tenants::Lanes::in_process(),
-        ))
-        .await;
-        if run.expect("a lifecycle run").pending == 0 {
+        if drive_once(app).await == 0 {
             return;
         }
     }
     panic!("the lifecycle driver does not finish");
+}
+
+/// Runs the lifecycle driver on `app` `runs` times, whatever is left pending (an operation that
+/// waits for its time).
+pub async fn drive_runs(app: &App, runs: usize) {
+    for _ in 0..runs {
+        drive_once(app).await;
+    }
+}
+
+/// One run of the lifecycle driver on `app`: what it left pending.
+async fn drive_once(app: &App) -> usize {
+    // Boxed: the driver's future overflows a test thread's stack in debug.
+    let run = Box::pin(tenants::drive_lifecycle::drive(
+        app,
+        &tenants::Lanes::in_process(),
+    ))
+    .await;
+    run.expect("a lifecycle run").pending
 }
 
 /// Runs the lifecycle driver on `app` once for each of `lives`, each killed after that many

@@ -17,7 +17,7 @@ use shared::isolation::policy::Scope;
 use shared::store::client::sealed::ERASING_SINCE;
 use shared::store::keys::{is_sealed, open_item, DEFAULT_KEY_CACHE_SECONDS};
 use shared::store::lifecycle::keying::{self, Walked, SETTLE_SECONDS};
-use shared::store::tenancy::tenants::read_record_consistent;
+use shared::store::tenancy::tenants::{read_record_consistent, LONGEST_FUNCTION_TIMEOUT_SECONDS};
 
 const PRODUCTS: usize = 5_000;
 
@@ -51,7 +51,7 @@ async fn key_acme_to_the_end(h: &Harness) {
     let started = update_acme(h, json!({"keyed": true})).await;
     assert_eq!(started.status, 202, "{}", started.body);
     h.clock
-        .advance_millis((DEFAULT_KEY_CACHE_SECONDS + SETTLE_SECONDS + 1) * 1000);
+        .advance_millis((keying::waits_seconds(DEFAULT_KEY_CACHE_SECONDS) + 1) * 1000);
     integration::drive_to_end(&h.app).await;
 }
 
@@ -157,7 +157,7 @@ async fn a_tenant_of_5000_items_is_sealed_online_under_load_and_matches_its_mode
 
     // WHEN the key cache's period passes, and the driver seals with nobody calling while both
     // containers write
-    let wait = (DEFAULT_KEY_CACHE_SECONDS + SETTLE_SECONDS + 1) * 1000;
+    let wait = (keying::waits_seconds(DEFAULT_KEY_CACHE_SECONDS) + 1) * 1000;
     for c in [&plain, &keyed, &stale] {
         c.clock.advance_millis(wait);
     }
@@ -644,7 +644,7 @@ async fn a_start_that_failed_to_make_the_key(
 fn pass_a_key_period(containers: &[&Harness]) {
     for c in containers {
         c.clock
-            .advance_millis((DEFAULT_KEY_CACHE_SECONDS + SETTLE_SECONDS + 1) * 1000);
+            .advance_millis((keying::waits_seconds(DEFAULT_KEY_CACHE_SECONDS) + 1) * 1000);
     }
 }
 
@@ -687,6 +687,75 @@ async fn a_key_made_after_the_start_failed_to_make_it_seals_only_once_every_cont
     // AND a product the serving container writes meanwhile (its view still "no key": plain) is
     // sealed by the walk once it starts: no product item is left plain when it ends
     a_plain_write_while_waiting_ends_sealed(&asked, &serving, &mut model).await;
+}
+
+/// A write of product `p-straddling` (a Put of it, alone or in a transaction).
+fn is_straddling_write(body: &str) -> bool {
+    body.contains("PRODUCT#p-straddling") && body.contains("\"Item\"")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_write_admitted_just_before_a_no_key_view_expires_and_sent_late_is_sealed_by_the_walk(
+) {
+    // GIVEN a tenant onboarded plain, with a product, and two keyed containers: `stale`, which
+    // served the tenant (it cached that it has no key), and `keyed`, which asks for its sealing
+    let plain = Harness::new().await;
+    onboard(&plain, "acme", 1).await;
+    let mut model = BTreeMap::new();
+    put(&plain, &["p-plain".to_owned()], 1, &mut model).await;
+    let keyed = plain.another_container().await.keyed().await;
+    let stale = std::sync::Arc::new(keyed.another_keyed_container().await);
+    let read = stale.tenant("acme").get_product("p-plain").await;
+    assert_eq!(read.status, 200, "{}", read.body);
+    let started = update_acme(&keyed, json!({"keyed": true})).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+
+    // WHEN, a moment before its view of "no key" expires, the stale container is asked for a new
+    // product, and the write is slow: held before it is sent
+    stale
+        .clock
+        .advance_millis(DEFAULT_KEY_CACHE_SECONDS * 1000 - 100);
+    let mut held = stale.faults.hold_next_matching(is_straddling_write);
+    let writing = integration::aside({
+        let stale = stale.clone();
+        move || async move {
+            let doc = doc("p-straddling", 1);
+            stale.tenant("acme").put_product("p-straddling", doc).await
+        }
+    });
+    held.reached().await;
+    // AND the driver runs once the key period and the settling margin have passed (when the walk
+    // started before the mend)
+    keyed
+        .clock
+        .advance_millis((DEFAULT_KEY_CACHE_SECONDS + SETTLE_SECONDS + 1) * 1000);
+    integration::drive_runs(&keyed.app, 3).await;
+    // AND the write is sent then, within the longest a function runs
+    held.release();
+    let written = writing.ended().await;
+    assert_eq!(written.status, 201, "{}", written.body);
+    model.insert("p-straddling".into(), doc("p-straddling", 1));
+    // AND the driver runs on until the walk has ended
+    keyed
+        .clock
+        .advance_millis((LONGEST_FUNCTION_TIMEOUT_SECONDS + 1) * 1000);
+    integration::drive_to_end(&keyed.app).await;
+
+    // THEN no product item is left plain, and each reads as written
+    let done = keyed.operator().get_tenant("acme").await;
+    assert!(done.body.get("keying").is_none(), "{}", done.body);
+    let products: Vec<_> = keyed
+        .all_items()
+        .await
+        .into_iter()
+        .filter(|i| i.get("kind") == Some(&AttributeValue::S("PRODUCT".into())))
+        .collect();
+    assert_eq!(products.len(), 2, "{products:?}");
+    assert!(products.iter().all(is_sealed), "plain: {products:?}");
+    for (id, doc) in &model {
+        let r = keyed.tenant("acme").get_product(id).await;
+        assert_eq!(r.body["document"], *doc, "{id}: {}", r.body);
+    }
 }
 
 /// The write that counts a keying walk's start from its key's making (`keying::postpone`).

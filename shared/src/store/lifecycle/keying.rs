@@ -11,8 +11,9 @@
 //!   from its making ([`postpone`]: `keyMade` true); a call that finds `keyMade` false does both
 //!   again (a retry takes the key there). From the key's making a container that meets the key
 //!   seals every write; one that cached the tenant's absence of a key keeps writing plain items
-//!   until its cache period ends, so the walk starts only after it ([`Keying::seals_from`]: the
-//!   period and [`SETTLE_SECONDS`] after the key's making).
+//!   until its cache period ends, and a request admitted just before then may send its plain write
+//!   up to the longest a function runs later, so the walk starts only after both ([`seals_from`]:
+//!   the period, that timeout and [`SETTLE_SECONDS`] after the key's making).
 //! - **Each step** ([`step`]): the next page of the shards (at most [`ITEMS_PER_STEP`] items) after
 //!   the checkpoint, each plain item of a sealed kind put back sealed on condition that it is
 //!   there and unchanged (its `updatedAtMs`, or every attribute), and the checkpoint, in one transaction: a page is sealed whole
@@ -47,6 +48,7 @@ use crate::store::lifecycle::tenant_items::{self, Budget, RecordInWalk};
 use crate::store::tenancy::layout::UPDATED_AT_MS;
 use crate::store::tenancy::tenants::{
     record_key, record_update, send_record_update, value, Keying, TenantRecord, TenantStatus,
+    LONGEST_FUNCTION_TIMEOUT_SECONDS,
 };
 
 /// Items one step walks: each a Put in its transaction, beside the checkpoint.
@@ -101,9 +103,17 @@ pub async fn begin(
 }
 
 /// The epoch second from which a walk may seal when the tenant's key is made at `now_ms`:
-/// containers cache keys for `cache_seconds`, so by then every one has let go of its cached absence.
+/// containers cache keys for `cache_seconds`, so by then every one has let go of its cached absence,
+/// and a request admitted on that absence (its key is fixed for the request) has ended: it may be
+/// sent as late as the longest a function runs after the view's last moment.
 pub fn seals_from(now_ms: u64, cache_seconds: u64) -> u64 {
-    now_ms / 1000 + cache_seconds + SETTLE_SECONDS
+    now_ms / 1000 + waits_seconds(cache_seconds)
+}
+
+/// How long after the key's making the walk waits, when containers cache keys for `cache_seconds`
+/// ([`seals_from`]).
+pub fn waits_seconds(cache_seconds: u64) -> u64 {
+    cache_seconds + LONGEST_FUNCTION_TIMEOUT_SECONDS + SETTLE_SECONDS
 }
 
 /// Counts the walk's start from a key made (or found) by now: `sealsFrom` becomes `seals_from`
