@@ -18,10 +18,17 @@ pub enum Reach {
     OffboardingReports,
     /// The operator paths' sessions (the tenant-operator role: a tenant's record written).
     OperatorSessions,
-    /// Tenants' keys (`shared::store::keys`): made at onboarding, destroyed at offboarding.
+    /// Tenants' keys (`shared::store::keys`): made at onboarding (or keying) and rotated, destroyed
+    /// at offboarding.
     TenantKeys,
+    /// Tenants' keys destroyed only (their rows deleted): what an offboarding's end needs, never
+    /// a key made.
+    TenantKeysShredding,
     /// Own tables (`<pool>-tenant-*`): made, described, tagged once.
     OwnTables,
+    /// Own tables described only (there or not, active or not): what a move back to the pool or an
+    /// offboarding needs before the tenant's operator session deletes one, never a table made.
+    OwnTablesReading,
     /// Restore copies (`<pool>-restore-*`) and the pool's point-in-time restore.
     RestoreTables,
     /// Sending to the import queue.
@@ -51,7 +58,9 @@ impl Reach {
             Reach::OffboardingReports => "offboarding-reports",
             Reach::OperatorSessions => "operator-sessions",
             Reach::TenantKeys => "tenant-keys",
+            Reach::TenantKeysShredding => "tenant-keys-shredding",
             Reach::OwnTables => "own-tables",
+            Reach::OwnTablesReading => "own-tables-reading",
             Reach::RestoreTables => "restore-tables",
             Reach::ImportQueueSend => "import-queue-send",
             Reach::ImportQueueConsume => "import-queue-consume",

@@ -37,12 +37,14 @@ const TENANT_ACCESS: &str = "arn:aws:iam::123456789012:role/pooltable-dev-tenant
 const TENANT_OPERATOR: &str = "arn:aws:iam::123456789012:role/pooltable-dev-tenant-operator";
 
 /// Every reach a declaration can name: each must be granted by some probe below.
-const REACHES: [Reach; 12] = [
+const REACHES: [Reach; 14] = [
     Reach::TenantSessions,
     Reach::OffboardingReports,
     Reach::OperatorSessions,
     Reach::TenantKeys,
+    Reach::TenantKeysShredding,
     Reach::OwnTables,
+    Reach::OwnTablesReading,
     Reach::RestoreTables,
     Reach::ImportQueueSend,
     Reach::ImportQueueConsume,
@@ -134,7 +136,7 @@ fn probes() -> Vec<(Probe, bool)> {
         ),
         (
             request("dynamodb:DeleteItem", "arn:test:TenantKeysTable"),
-            &[TenantKeys],
+            &[TenantKeys, TenantKeysShredding],
         ),
         (
             in_context("kms:GenerateDataKey", &tenant_context),
@@ -158,7 +160,10 @@ fn probes() -> Vec<(Probe, bool)> {
             &[OwnTables, RestoreTables],
         ),
         (request("dynamodb:DescribeTimeToLive", TABLE), &[OwnTables]),
-        (request("dynamodb:DescribeTable", &own), &[OwnTables]),
+        (
+            request("dynamodb:DescribeTable", &own),
+            &[OwnTables, OwnTablesReading],
+        ),
         (request("dynamodb:ListTagsOfResource", &own), &[OwnTables]),
         (request("dynamodb:TagResource", &own), &[OwnTables]),
         (tagged_create, &[OwnTables]),
@@ -355,6 +360,59 @@ fn each_functions_role_allows_exactly_what_its_declaration_names() {
                 probe.request.action,
                 probe.request.resource
             );
+        }
+    }
+}
+
+#[test]
+fn only_the_functions_whose_code_makes_keys_or_own_tables_may_make_them() {
+    // GIVEN the functions whose code makes a tenant's key (onboarding, keying and a rotation, the
+    // control plane's onboarding) and those that make or take an own table (onboarding, a move's
+    // start, the control plane's onboarding)
+    let make_keys = [
+        "onboard-tenant",
+        "update-tenant",
+        "drive-lifecycle",
+        "control-plane-events",
+    ];
+    let make_tables = ["onboard-tenant", "update-tenant", "control-plane-events"];
+    // AND those that end an offboarding or a move back to the pool
+    let end_offboardings = [
+        "offboard-tenant",
+        "drive-lifecycle",
+        "work-lanes",
+        "control-plane-events",
+    ];
+    let own = format!("{TABLE}-tenant-acme");
+    let mut tagged_create = request("dynamodb:CreateTable", &own);
+    tagged_create.request_tags = [("tenant".to_owned(), "acme".to_owned())].into();
+    let mut generate = request(
+        "kms:GenerateDataKey",
+        "arn:aws:kms:us-east-1:123456789012:key/1",
+    );
+    generate.service_keys = [
+        ("kms:EncryptionContext:pooltable:tenant", "acme"),
+        ("kms:EncryptionContext:pooltable:keyVersion", "1"),
+    ]
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .into();
+    for f in &table().functions {
+        let policy = function_role_policy(&ARNS, &f.role());
+        let allowed = |r: &AuthzRequest| is_allowed(&policy, r);
+        let bin = f.bin.as_str();
+        // THEN only the first may put a key row or generate a data key
+        let puts_keys = request("dynamodb:PutItem", "arn:test:TenantKeysTable");
+        assert_eq!(allowed(&puts_keys), make_keys.contains(&bin), "{bin}");
+        assert_eq!(allowed(&generate), make_keys.contains(&bin), "{bin}");
+        // AND only the second may make or tag an own table
+        assert_eq!(allowed(&tagged_create), make_tables.contains(&bin), "{bin}");
+        let tags = request("dynamodb:TagResource", &own);
+        assert_eq!(allowed(&tags), make_tables.contains(&bin), "{bin}");
+        // AND each function that ends an offboarding may shred the key and describe the table
+        if end_offboardings.contains(&bin) {
+            let shreds = request("dynamodb:DeleteItem", "arn:test:TenantKeysTable");
+            assert!(allowed(&shreds), "{bin}");
+            assert!(allowed(&request("dynamodb:DescribeTable", &own)), "{bin}");
         }
     }
 }
