@@ -89,7 +89,7 @@ impl RateLimiter {
 
     /// Corrects an admitted request's estimate to what it consumed, in the window of `now_second`
     /// (the debt carries it on), and learns its route's cost: per item of `page_limit` when the
-    /// handler read a page of it, else per request.
+    /// handler read a page of it, else per request; never from a request that consumed nothing.
     pub fn settle(
         &self,
         tenant: &TenantId,
@@ -114,8 +114,15 @@ impl RateLimiter {
                 }
             }
         }
+        // A request that read nothing (refused before its first call, or served from a cache)
+        // teaches nothing, and a page's cost per item is rounded up: a learned cost of 0 would
+        // leave the next request's page unshrunk by the budget, and admitted on this container's
+        // view alone.
+        if consumed_milli == 0 {
+            return;
+        }
         let cost = RouteCost {
-            milli_per_size: consumed_milli / u64::from(page_limit.unwrap_or(1).max(1)),
+            milli_per_size: consumed_milli.div_ceil(u64::from(page_limit.unwrap_or(1).max(1))),
             pages: page_limit.is_some(),
         };
         lock(&self.costs).insert((tenant.clone(), route.to_owned()), cost);

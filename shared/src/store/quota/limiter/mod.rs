@@ -292,6 +292,29 @@ mod tests {
     }
 
     #[test]
+    fn a_request_that_read_nothing_or_little_never_teaches_a_route_to_cost_nothing() {
+        // GIVEN a route whose page of 1,000 cost 2,000 units: 2 units an item
+        let limiter = RateLimiter::default();
+        let t = TenantId::parse("acme").unwrap();
+        let l = limits(1_000, 100_000);
+        let route = "query-tenant-products";
+        let settle = |consumed_milli: u64| {
+            let charge = admitted(limiter.decide(&t, &l, 100, 1_000));
+            limiter.settle(&t, route, Some(1000), charge, consumed_milli, 100);
+        };
+        settle(2_000_000);
+        // WHEN a request of it is refused before it reads anything (a bad cursor): it cost nothing
+        settle(0);
+        // THEN the route still costs 2 units an item: the next page is estimated and shrunk so
+        assert_eq!(limiter.cost_per_item(&t, route), Some(2_000));
+        assert_eq!(limiter.estimate(&t, route, 10), 20_000);
+        // WHEN a short last page of 1,000 costs half a unit
+        settle(500);
+        // THEN an item costs at least a thousandth of a unit: never nothing
+        assert_eq!(limiter.cost_per_item(&t, route), Some(1));
+    }
+
+    #[test]
     fn a_cheaper_request_than_estimated_is_refunded() {
         let limiter = RateLimiter::default();
         let t = TenantId::parse("acme").unwrap();
