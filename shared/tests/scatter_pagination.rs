@@ -582,3 +582,52 @@ fn a_walk_under_a_byte_budget_stops_pages_before_it_and_still_returns_every_item
     // the budget bounded what was read, not only what was returned: at most a few items over
     assert!(source.items_read.load(Ordering::SeqCst) <= ids.len() + 7 * 25);
 }
+
+#[test]
+fn an_ordered_page_under_a_byte_budget_stops_at_it_reads_little_past_it_and_still_returns_every_item_once(
+) {
+    // GIVEN 300 items over 7 shards, listed in id order in pages of up to 1,000 within 1,000 bytes
+    let tenant = TenantId::parse("acme").unwrap();
+    let ids: BTreeSet<String> = (0..300).map(|i| format!("p{i:04}")).collect();
+    let source = MemoryPartitions::sharded(&tenant, &ids, 7);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let (budget, keys) = (1_000, keys());
+    let one = shared::store::scatter::approximate_bytes(&HashMap::from([
+        (PK.to_string(), AttributeValue::S("x".repeat(40))),
+        (SK.to_string(), AttributeValue::S("x".repeat(40))),
+    ]));
+    // WHEN every page is read in turn
+    let (listed, pages) = rt.block_on(async {
+        let (mut out, mut pages) = (Vec::new(), 0);
+        let mut cursor: Option<String> = None;
+        loop {
+            let ask = PageAsk::new(&keys, 1000, cursor.as_deref()).within_bytes(budget);
+            let page = gather_from(&source, &source.listing, ask).await.unwrap();
+            pages += 1;
+            let bytes: usize = page
+                .items
+                .iter()
+                .map(shared::store::scatter::approximate_bytes)
+                .sum();
+            // THEN each page holds its budget and at most one item more
+            assert!(bytes < budget + 2 * one, "a page of {bytes} bytes");
+            assert!(!page.items.is_empty());
+            out.extend(page.items.iter().map(|i| i[SK].as_s().unwrap().clone()));
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => return (out, pages),
+            }
+        }
+    });
+    // AND every item comes once, in order
+    assert_eq!(listed, sorted_sort_keys(&tenant, &ids));
+    // AND what was read is bounded by the budget, not by the page's 1,000 items: each page reads
+    // its budget and each shard's share of it again at the most
+    let read = source.items_read.load(Ordering::SeqCst);
+    assert!(
+        read <= ids.len() + pages * (budget / one + 7) * 2,
+        "{read} items read for {pages} pages"
+    );
+}

@@ -19,7 +19,7 @@
 
 use lambda_http::{Body, Request, Response};
 use shared::identity::ids::TenantId;
-use shared::service::http::{page_limit, page_response, query_param, PageCursor};
+use shared::service::http::{page_limit, page_response, query_param, PageCursor, MAX_PAGE_BYTES};
 use shared::store::scatter::{Listing, PageAsk};
 use shared::{ApiError, App};
 
@@ -46,7 +46,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let shards = app.directory.order_shards(&db).await?;
     let listing = listing(t, from, to, shards);
     let keys = &*app.cursor_keys()?;
-    let ask = PageAsk::new(keys, limit, cursor.as_deref());
+    let ask = PageAsk::new(keys, limit, cursor.as_deref()).within_bytes(MAX_PAGE_BYTES);
     let page = store::list_orders(&db, &listing, ask).await?;
     let key = db.key.as_deref();
     let view = |item| Ok(view_from_item::<OrderSummary>(open_item(key, item)?)?);

@@ -341,7 +341,11 @@ impl ByIdRead<'_> {
             listing.route = self.route.to_owned();
             listing
         };
-        let ask = PageAsk::new(self.reader.keys, limit, cursor).with_fanout(self.reader.fanout);
+        // Within the answer's bytes: a page of large items stops before it, never reading (and
+        // holding) a thousand of them.
+        let ask = PageAsk::new(self.reader.keys, limit, cursor)
+            .with_fanout(self.reader.fanout)
+            .within_bytes(MAX_PAGE_BYTES);
         Ok(match self.reader.layout {
             Layout::Stable(n) => gather(self.reader.db, &over(n), ask).await?,
             Layout::Migrating { from, to, .. } => {

@@ -140,6 +140,7 @@ pub async fn gather_from<S: PartitionSource>(
     page: PageAsk<'_>,
 ) -> Result<GatheredPage, StoreError> {
     let (keys, limit, cursor, fanout) = (page.keys, page.limit, page.cursor, page.fanout);
+    let byte_budget = page.byte_budget;
     let t = source.tenant();
     let (mut group, after) = match cursor {
         None => (0, None),
@@ -149,11 +150,20 @@ pub async fn gather_from<S: PartitionSource>(
         }
     };
     let mut items: Vec<Item> = Vec::with_capacity(limit as usize);
+    let mut emitted_bytes = 0usize;
     let mut last_emitted: Option<Key> = None;
     let mut lanes = open_group(listing, group, after.as_deref());
     let first = first_round_want(limit, lanes.len());
     let all: Vec<usize> = (0..lanes.len()).collect();
-    refill(source, &mut lanes, &all, first, fanout, listing.sort_attr).await?;
+    let reading = |lanes: &[Lane]| {
+        (
+            fanout,
+            listing.sort_attr,
+            lane_bytes(byte_budget, lanes.len()),
+        )
+    };
+    let how = reading(&lanes);
+    refill(source, &mut lanes, &all, first, how).await?;
 
     while (items.len() as u32) < limit {
         // A partition with more items but none buffered could hold the next one: read it first.
@@ -164,15 +174,8 @@ pub async fn gather_from<S: PartitionSource>(
             .map(|(i, _)| i)
             .collect();
         if !dry.is_empty() {
-            refill(
-                source,
-                &mut lanes,
-                &dry,
-                limit - items.len() as u32,
-                fanout,
-                listing.sort_attr,
-            )
-            .await?;
+            let how = reading(&lanes);
+            refill(source, &mut lanes, &dry, limit - items.len() as u32, how).await?;
             continue;
         }
         let next = lanes
@@ -193,7 +196,15 @@ pub async fn gather_from<S: PartitionSource>(
             Some(lane) => {
                 if let Some((sort, item)) = lane.buffer.pop_front() {
                     last_emitted = Some(group_position(listing, group, sort));
+                    if byte_budget != usize::MAX {
+                        emitted_bytes += approximate_bytes(&item);
+                    }
                     items.push(item);
+                    // A page of large items stops once it holds its budget: the rest is the next
+                    // page's, after this item.
+                    if emitted_bytes >= byte_budget {
+                        break;
+                    }
                 }
             }
             // This group is read to the end: open the next one, if any, for the rest of the page.
@@ -202,7 +213,8 @@ pub async fn gather_from<S: PartitionSource>(
                 lanes = open_group(listing, group, None);
                 let want = first_round_want(limit - items.len() as u32, lanes.len());
                 let all: Vec<usize> = (0..lanes.len()).collect();
-                refill(source, &mut lanes, &all, want, fanout, listing.sort_attr).await?;
+                let how = reading(&lanes);
+                refill(source, &mut lanes, &all, want, how).await?;
             }
             None => break,
         }
@@ -322,15 +334,25 @@ pub(super) struct Lane {
     exhausted: bool,
 }
 
-/// Reads up to `want` more items into each lane in `which`: concurrently (at most the source's
-/// fan-out budget at once) or one after another.
+/// What each of `lanes` partitions may read in one refill when a page holds at most `byte_budget`
+/// bytes: its share (at least one item), so that a page of large items never reads far past its
+/// budget before it is cut.
+fn lane_bytes(byte_budget: usize, lanes: usize) -> usize {
+    match byte_budget {
+        usize::MAX => usize::MAX,
+        budget => (budget / lanes.max(1)).max(1),
+    }
+}
+
+/// Reads up to `want` more items into each lane in `which`, each read stopping after the item
+/// that passes `max_bytes`: concurrently (at most the source's fan-out budget at once) or one
+/// after another, as `fanout` says.
 pub(super) async fn refill<S: PartitionSource>(
     source: &S,
     lanes: &mut [Lane],
     which: &[usize],
     want: u32,
-    fanout: Fanout,
-    sort_attr: &str,
+    (fanout, sort_attr, max_bytes): (Fanout, &str, usize),
 ) -> Result<(), StoreError> {
     let in_flight = match fanout {
         Fanout::Parallel => source.max_in_flight(),
@@ -344,7 +366,7 @@ pub(super) async fn refill<S: PartitionSource>(
                 partition: &lanes[i].partition,
                 want,
                 start: lanes[i].resume.clone(),
-                max_bytes: usize::MAX,
+                max_bytes,
             })
         })
         .collect();
