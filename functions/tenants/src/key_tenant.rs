@@ -122,7 +122,7 @@ pub async fn advance(
     }
     let Some(key) = app.tenant_key(&db.tenant, Some(&record.created_at)).await? else {
         // This container's view is behind the key's making: it takes the one there, and the walk
-        // waits a key period from now, as for a key made only now.
+        // waits from now (`keying::seals_from`), as for a key made only now.
         return make_key_then_wait(app, db, &record, &state).await;
     };
     loop {
@@ -160,9 +160,9 @@ pub async fn advance(
 }
 
 /// Makes `record`'s tenant's key (a retry takes the one there; the start records the walk first, so
-/// no key is made for a start refused), then counts the walk's start a key period from now
-/// (`keying::postpone`): a container that cached the key's absence before its row was written lets
-/// it go only a period after. Until that is recorded, every call comes here again: 202 to wait.
+/// no key is made for a start refused), then counts the walk's start from now
+/// (`keying::postpone`, `keying::seals_from`): a container that cached the key's absence before its
+/// row was written lets it go only a period after, and a request admitted on it ends later still. Until that is recorded, every call comes here again: 202 to wait.
 async fn make_key_then_wait(
     app: &App,
     db: &TenantDb,

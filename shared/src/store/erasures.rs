@@ -118,14 +118,24 @@ fn owners(tenant: &TenantId, item: &Item) -> Vec<(&'static str, String)> {
 ///
 /// A line item names only its order, and an order the erasure never saw (one a restore had taken
 /// away when the user was erased) has no record of its own: such an item is the user's when its
-/// order's header in `source` names an erased user (one more GetItem per order, in the source).
+/// order's header in `source` names an erased user (the page's header, summary or date entry of
+/// the order, else one more GetItem of the header, in the source).
 pub async fn without_erased(
     live: &TenantDb,
     source: &TenantDb,
     items: Vec<Item>,
 ) -> Result<Vec<Item>, StoreError> {
     let mut erased: HashMap<(&'static str, String), bool> = HashMap::new();
+    // The user of each order an item of the page names both of (its header, summary or date
+    // entry): no read of its header for its line items.
     let mut order_users: HashMap<String, Option<String>> = HashMap::new();
+    for item in &items {
+        let owners = owners(&live.tenant, item);
+        let of = |kind: &str| owners.iter().find(|(k, _)| *k == kind).map(|(_, id)| id);
+        if let (Some(order), Some(user)) = (of(ORDER.kind), of(USER.kind)) {
+            order_users.insert(order.clone(), Some(user.clone()));
+        }
+    }
     let mut kept = Vec::with_capacity(items.len());
     for item in items {
         let mut owners = owners(&live.tenant, &item);

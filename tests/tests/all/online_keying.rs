@@ -682,7 +682,7 @@ async fn a_key_made_after_the_start_failed_to_make_it_seals_only_once_every_cont
     // WHEN the operator asks again: the key is made now
     let again = update_acme(&asked, json!({"keyed": true})).await;
 
-    // THEN the walk waits a key period from now (202), sealing nothing yet
+    // THEN the walk waits from now (202; `keying::seals_from`), sealing nothing yet
     assert_eq!(again.status, 202, "{}", again.body);
     // AND a product the serving container writes meanwhile (its view still "no key": plain) is
     // sealed by the walk once it starts: no product item is left plain when it ends
@@ -778,7 +778,7 @@ async fn a_key_whose_making_was_not_followed_by_moving_the_walks_start_is_waited
     // WHEN the operator asks again (its container has the key)
     let again = update_acme(&asked, json!({"keyed": true})).await;
 
-    // THEN the walk waits a key period from now (202), sealing nothing yet
+    // THEN the walk waits from now (202; `keying::seals_from`), sealing nothing yet
     assert_eq!(again.status, 202, "{}", again.body);
     let db = asked
         .app

@@ -25,8 +25,10 @@ pub const DEFAULT_KEY_CACHE_SECONDS: u64 = 300;
 pub const REFUSAL_MEMO_MS: u64 = 5_000;
 
 /// How long after every container has met a rotated key's new version (one cache period) it starts
-/// sealing: the clocks of two containers may differ by this much.
-pub const ROTATION_MARGIN_MS: u64 = 5_000;
+/// sealing: a request admitted on an older view (its keys fixed for the request) ends within the
+/// longest a function runs, and the clocks of two containers may differ by 5 s.
+pub const ROTATION_MARGIN_MS: u64 =
+    (crate::store::tenancy::tenants::LONGEST_FUNCTION_TIMEOUT_SECONDS + 5) * 1000;
 
 /// A tenant's key versions, as an operator sees them.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -117,7 +117,7 @@ pub fn waits_seconds(cache_seconds: u64) -> u64 {
 }
 
 /// Counts the walk's start from a key made (or found) by now: `sealsFrom` becomes `seals_from`
-/// (a key period from now) unless it is later already, and `keyMade` true. The start records the
+/// (the keying wait from now: [`seals_from`]) unless it is later already, and `keyMade` true. The start records the
 /// walk before it makes the key, and a key made late (the start failed before it, or KMS was slow)
 /// may have been cached as absent by containers until its making, which then write plain items for
 /// a period. `Raced` when another call changed the walk first.
