@@ -39,6 +39,9 @@ struct MemoryPartitions {
     /// Whether it remembers the partition sizes a walk page saw (as a container does), and what.
     remembers: bool,
     sizes: std::sync::Mutex<Option<PartitionSize>>,
+    /// Whether a read returns what it is asked for whatever its bytes, as a Query does up to 1 MB
+    /// (else it stops after the item that passes its `max_bytes`).
+    whole_reads: bool,
 }
 
 impl MemoryPartitions {
@@ -93,6 +96,7 @@ impl MemoryPartitions {
             rounds: AtomicUsize::new(0),
             remembers: false,
             sizes: std::sync::Mutex::new(None),
+            whole_reads: false,
         }
     }
 }
@@ -155,7 +159,7 @@ impl PartitionSource for MemoryPartitions {
                 (PK.to_string(), AttributeValue::S(pk.clone())),
                 (SK.to_string(), AttributeValue::S(sk.clone())),
             ]));
-            if bytes >= max_bytes {
+            if bytes >= max_bytes && !self.whole_reads {
                 break;
             }
         }
@@ -629,5 +633,57 @@ fn an_ordered_page_under_a_byte_budget_stops_at_it_reads_little_past_it_and_stil
     assert!(
         read <= ids.len() + pages * (budget / one + 7) * 2,
         "{read} items read for {pages} pages"
+    );
+}
+
+#[test]
+fn an_ordered_page_asks_each_shard_only_its_share_of_the_budget_once_it_knows_the_items_size() {
+    // GIVEN 300 items over 7 shards whose reads return what they are asked for, whatever their
+    // bytes (as a Query does, up to 1 MB), in a container that remembers what a page saw
+    let tenant = TenantId::parse("acme").unwrap();
+    let ids: BTreeSet<String> = (0..300).map(|i| format!("p{i:04}")).collect();
+    let source = MemoryPartitions {
+        whole_reads: true,
+        remembers: true,
+        ..MemoryPartitions::sharded(&tenant, &ids, 7)
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let (budget, keys) = (1_000, keys());
+    // WHEN the list is read in pages of up to 1,000 items within 1,000 bytes
+    let (listed, pages, first_read, item_bytes) = rt.block_on(async {
+        let (mut out, mut pages, mut first_read, mut item_bytes) = (Vec::new(), 0, 0, 0);
+        let mut cursor: Option<String> = None;
+        loop {
+            let ask = PageAsk::new(&keys, 1000, cursor.as_deref()).within_bytes(budget);
+            let page = gather_from(&source, &source.listing, ask).await.unwrap();
+            pages += 1;
+            if pages == 1 {
+                first_read = source.items_read.load(Ordering::SeqCst);
+                let bytes: usize = page
+                    .items
+                    .iter()
+                    .map(shared::store::scatter::approximate_bytes)
+                    .sum();
+                item_bytes = bytes / page.items.len();
+            }
+            out.extend(page.items.iter().map(|i| i[SK].as_s().unwrap().clone()));
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => return (out, pages, first_read, item_bytes),
+            }
+        }
+    });
+    // THEN every item comes once, in order
+    assert_eq!(listed, sorted_sort_keys(&tenant, &ids));
+    // AND once the first page has seen the items' size, each page reads about its budget: each
+    // shard is asked its share, not its round of the page's thousand
+    let after_first = source.items_read.load(Ordering::SeqCst) - first_read;
+    let per_page = 3 * budget / item_bytes + 2 * 7;
+    assert!(
+        after_first <= (pages - 1) * per_page,
+        "{after_first} items read by {} pages after the first",
+        pages - 1
     );
 }

@@ -17,7 +17,7 @@ use crate::service::http::{
 use crate::store::client::query::{string_attr, Item};
 use crate::store::keys::open_item;
 use crate::store::scatter::{
-    gather, gather_across, walk, Fanout, GatheredPage, PageAsk, ShardedList,
+    approximate_bytes, gather, gather_across, walk, Fanout, GatheredPage, PageAsk, ShardedList,
 };
 use crate::store::tenancy::layout::Layout;
 
@@ -335,6 +335,16 @@ struct ByIdRead<'a> {
 
 impl ByIdRead<'_> {
     async fn page(&self, limit: u32, cursor: Option<&str>) -> Result<GatheredPage, ApiError> {
+        self.page_within(limit, cursor, MAX_PAGE_BYTES).await
+    }
+
+    /// [`ByIdRead::page`] within `byte_budget` bytes of items.
+    async fn page_within(
+        &self,
+        limit: u32,
+        cursor: Option<&str>,
+        byte_budget: usize,
+    ) -> Result<GatheredPage, ApiError> {
         let t = &self.reader.db.tenant;
         let over = |shards: u32| {
             let mut listing = self.reader.list.over(t, shards);
@@ -345,7 +355,7 @@ impl ByIdRead<'_> {
         // holding) a thousand of them.
         let ask = PageAsk::new(self.reader.keys, limit, cursor)
             .with_fanout(self.reader.fanout)
-            .within_bytes(MAX_PAGE_BYTES);
+            .within_bytes(byte_budget);
         Ok(match self.reader.layout {
             Layout::Stable(n) => gather(self.reader.db, &over(n), ask).await?,
             Layout::Migrating { from, to, .. } => {
@@ -356,7 +366,8 @@ impl ByIdRead<'_> {
     }
 
     /// [`ByIdRead::page`] without the items `frontier`'s walk has returned: reads on until the page
-    /// is full, the list ends, or [`FRONTIER_READS_PER_PAGE`] reads were made.
+    /// is full (in items or bytes: each read within what the page still holds), the list ends, or
+    /// [`FRONTIER_READS_PER_PAGE`] reads were made.
     async fn page_after(
         &self,
         frontier: &Frontier,
@@ -365,17 +376,20 @@ impl ByIdRead<'_> {
     ) -> Result<GatheredPage, ApiError> {
         let t = &self.reader.db.tenant;
         let mut items: Vec<Item> = Vec::new();
+        let mut bytes = 0usize;
         let mut next = cursor.map(str::to_owned);
         for _ in 0..FRONTIER_READS_PER_PAGE {
             let want = limit - items.len() as u32;
-            let page = Box::pin(self.page(want, next.as_deref())).await?;
-            items.extend(
-                page.items
-                    .into_iter()
-                    .filter(|i| !frontier.walked(t, self.reader.list.kind(), i)),
-            );
+            let room = MAX_PAGE_BYTES - bytes;
+            let page = Box::pin(self.page_within(want, next.as_deref(), room)).await?;
+            for item in page.items {
+                if !frontier.walked(t, self.reader.list.kind(), &item) {
+                    bytes += approximate_bytes(&item);
+                    items.push(item);
+                }
+            }
             next = page.next_cursor;
-            if next.is_none() || items.len() as u32 >= limit {
+            if next.is_none() || items.len() as u32 >= limit || bytes >= MAX_PAGE_BYTES {
                 break;
             }
         }

@@ -155,12 +155,14 @@ pub async fn gather_from<S: PartitionSource>(
     let mut lanes = open_group(listing, group, after.as_deref());
     let first = first_round_want(limit, lanes.len());
     let all: Vec<usize> = (0..lanes.len()).collect();
-    let reading = |lanes: &[Lane]| {
-        (
-            fanout,
-            listing.sort_attr,
-            lane_bytes(byte_budget, lanes.len()),
-        )
+    // A lane's read asks no more items than its share of the budget holds at the size an earlier
+    // page of this listing saw in this container: DynamoDB stops a Query at 1 MB, not at a share.
+    let hint = source.size_hint().map(|h| h.item_bytes);
+    let reading = |lanes: &[Lane]| Reading {
+        fanout,
+        sort_attr: listing.sort_attr,
+        max_bytes: lane_bytes(byte_budget, lanes.len()),
+        item_bytes: hint,
     };
     let how = reading(&lanes);
     refill(source, &mut lanes, &all, first, how).await?;
@@ -178,21 +180,7 @@ pub async fn gather_from<S: PartitionSource>(
             refill(source, &mut lanes, &dry, limit - items.len() as u32, how).await?;
             continue;
         }
-        let next = lanes
-            .iter_mut()
-            .filter(|l| !l.buffer.is_empty())
-            .reduce(|best, l| {
-                let better = match listing.order {
-                    Order::Ascending => l.buffer[0].0 < best.buffer[0].0,
-                    Order::Descending => l.buffer[0].0 > best.buffer[0].0,
-                };
-                if better {
-                    l
-                } else {
-                    best
-                }
-            });
-        match next {
+        match next_in_order(&mut lanes, listing.order) {
             Some(lane) => {
                 if let Some((sort, item)) = lane.buffer.pop_front() {
                     last_emitted = Some(group_position(listing, group, sort));
@@ -220,6 +208,12 @@ pub async fn gather_from<S: PartitionSource>(
         }
     }
 
+    if byte_budget != usize::MAX && !items.is_empty() {
+        source.remember_size(PartitionSize {
+            items: (items.len() / lanes.len().max(1)).max(1) as u32,
+            item_bytes: (emitted_bytes / items.len()).max(1) as u32,
+        });
+    }
     let group_done = lanes.iter().all(|l| l.exhausted && l.buffer.is_empty());
     let all_done = group_done && group + 1 >= listing.groups.len();
     Ok(GatheredPage {
@@ -334,6 +328,24 @@ pub(super) struct Lane {
     exhausted: bool,
 }
 
+/// The lane whose first buffered item comes next in `order`, if any lane has one.
+fn next_in_order(lanes: &mut [Lane], order: Order) -> Option<&mut Lane> {
+    lanes
+        .iter_mut()
+        .filter(|l| !l.buffer.is_empty())
+        .reduce(|best, l| {
+            let better = match order {
+                Order::Ascending => l.buffer[0].0 < best.buffer[0].0,
+                Order::Descending => l.buffer[0].0 > best.buffer[0].0,
+            };
+            if better {
+                l
+            } else {
+                best
+            }
+        })
+}
+
 /// What each of `lanes` partitions may read in one refill when a page holds at most `byte_budget`
 /// bytes: its share (at least one item), so that a page of large items never reads far past its
 /// budget before it is cut.
@@ -344,16 +356,39 @@ fn lane_bytes(byte_budget: usize, lanes: usize) -> usize {
     }
 }
 
-/// Reads up to `want` more items into each lane in `which`, each read stopping after the item
-/// that passes `max_bytes`: concurrently (at most the source's fan-out budget at once) or one
-/// after another, as `fanout` says.
+/// How a refill reads: side by side or not, the listing's sort attribute, what each lane may read
+/// in bytes, and the size of an item when an earlier page saw it.
+#[derive(Clone, Copy)]
+pub(super) struct Reading<'a> {
+    fanout: Fanout,
+    sort_attr: &'a str,
+    max_bytes: usize,
+    item_bytes: Option<u32>,
+}
+
+/// Reads up to `want` more items into each lane in `which` (fewer when `item_bytes` says they
+/// would pass `max_bytes`), each read stopping after the item that passes `max_bytes`:
+/// concurrently (at most the source's fan-out budget at once) or one after another.
 pub(super) async fn refill<S: PartitionSource>(
     source: &S,
     lanes: &mut [Lane],
     which: &[usize],
     want: u32,
-    (fanout, sort_attr, max_bytes): (Fanout, &str, usize),
+    reading: Reading<'_>,
 ) -> Result<(), StoreError> {
+    let Reading {
+        fanout,
+        sort_attr,
+        max_bytes,
+        item_bytes,
+    } = reading;
+    let want = match item_bytes {
+        Some(size) if max_bytes != usize::MAX => {
+            let share = (max_bytes / size.max(1) as usize).max(1);
+            want.min(u32::try_from(share).unwrap_or(u32::MAX))
+        }
+        _ => want,
+    };
     let in_flight = match fanout {
         Fanout::Parallel => source.max_in_flight(),
         Fanout::Sequential => 1,
