@@ -687,3 +687,33 @@ fn an_ordered_page_asks_each_shard_only_its_share_of_the_budget_once_it_knows_th
         pages - 1
     );
 }
+
+#[test]
+fn an_ordered_page_under_a_stale_size_hint_of_large_items_goes_by_its_own_items_after_one_round() {
+    // GIVEN 300 small items over 7 shards, read like a Query, in a container whose last page of
+    // this listing saw items of 100 KB
+    let tenant = TenantId::parse("acme").unwrap();
+    let ids: BTreeSet<String> = (0..300).map(|i| format!("p{i:04}")).collect();
+    let source = MemoryPartitions {
+        whole_reads: true,
+        sizes: std::sync::Mutex::new(Some(PartitionSize {
+            items: 1,
+            item_bytes: 100_000,
+        })),
+        ..MemoryPartitions::sharded(&tenant, &ids, 7)
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let keys = keys();
+    // WHEN a page of 100 is read within 10,000 bytes (its items fit: about 60 bytes each)
+    let ask = PageAsk::new(&keys, 100, None).within_bytes(10_000);
+    let page = rt
+        .block_on(gather_from(&source, &source.listing, ask))
+        .unwrap();
+    // THEN it is full, and after a first round of two items a shard it asks by its own items' size:
+    // a few Queries a shard, not one for every two items
+    assert_eq!(page.items.len(), 100);
+    let queries = source.reads.load(Ordering::SeqCst);
+    assert!(queries <= 3 * 7, "{queries} Queries for a page of 100");
+}

@@ -33,8 +33,9 @@ pub async fn gather(
                 }
             }
             // Everything that makes the page: the listing (route and its parameters, partitions,
-            // range, order), the page size and the cursor.
-            let key = page_key(format_args!("{listing:?}|{limit}|{cursor:?}"));
+            // range, order), the page size, the cursor and the byte budget.
+            let budget = page.byte_budget;
+            let key = page_key(format_args!("{listing:?}|{limit}|{cursor:?}|{budget}"));
             let page = pages
                 .page(&db.tenant, key, || async {
                     let page = read().await?;
@@ -155,16 +156,17 @@ pub async fn gather_from<S: PartitionSource>(
     let mut lanes = open_group(listing, group, after.as_deref());
     let first = first_round_want(limit, lanes.len());
     let all: Vec<usize> = (0..lanes.len()).collect();
-    // A lane's read asks no more items than its share of the budget holds at the size an earlier
-    // page of this listing saw in this container: DynamoDB stops a Query at 1 MB, not at a share.
-    let hint = source.size_hint().map(|h| h.item_bytes);
-    let reading = |lanes: &[Lane]| Reading {
+    // A lane's read asks no more items than its share of the budget holds at the items' size: this
+    // page's mean once it has items, else what an earlier page of this listing saw in this
+    // container. DynamoDB stops a Query at 1 MB, not at a share.
+    let hint = source.size_hint().map(|h| h.item_bytes as usize);
+    let reading = |lanes: &[Lane], (bytes, count): (usize, usize)| Reading {
         fanout,
         sort_attr: listing.sort_attr,
         max_bytes: lane_bytes(byte_budget, lanes.len()),
-        item_bytes: hint,
+        item_bytes: bytes.checked_div(count).or(hint),
     };
-    let how = reading(&lanes);
+    let how = reading(&lanes, (emitted_bytes, items.len()));
     refill(source, &mut lanes, &all, first, how).await?;
 
     while (items.len() as u32) < limit {
@@ -176,7 +178,7 @@ pub async fn gather_from<S: PartitionSource>(
             .map(|(i, _)| i)
             .collect();
         if !dry.is_empty() {
-            let how = reading(&lanes);
+            let how = reading(&lanes, (emitted_bytes, items.len()));
             refill(source, &mut lanes, &dry, limit - items.len() as u32, how).await?;
             continue;
         }
@@ -201,7 +203,7 @@ pub async fn gather_from<S: PartitionSource>(
                 lanes = open_group(listing, group, None);
                 let want = first_round_want(limit - items.len() as u32, lanes.len());
                 let all: Vec<usize> = (0..lanes.len()).collect();
-                let how = reading(&lanes);
+                let how = reading(&lanes, (emitted_bytes, items.len()));
                 refill(source, &mut lanes, &all, want, how).await?;
             }
             None => break,
@@ -363,12 +365,13 @@ pub(super) struct Reading<'a> {
     fanout: Fanout,
     sort_attr: &'a str,
     max_bytes: usize,
-    item_bytes: Option<u32>,
+    item_bytes: Option<usize>,
 }
 
-/// Reads up to `want` more items into each lane in `which` (fewer when `item_bytes` says they
-/// would pass `max_bytes`), each read stopping after the item that passes `max_bytes`:
-/// concurrently (at most the source's fan-out budget at once) or one after another.
+/// Reads up to `want` more items into each lane in `which` (no more than twice and two over what
+/// `max_bytes` holds at `item_bytes`, the margin of a first round), each read stopping after the
+/// item that passes `max_bytes`: concurrently (at most the source's fan-out budget at once) or one
+/// after another.
 pub(super) async fn refill<S: PartitionSource>(
     source: &S,
     lanes: &mut [Lane],
@@ -384,7 +387,9 @@ pub(super) async fn refill<S: PartitionSource>(
     } = reading;
     let want = match item_bytes {
         Some(size) if max_bytes != usize::MAX => {
-            let share = (max_bytes / size.max(1) as usize).max(1);
+            let share = (max_bytes / size.max(1))
+                .saturating_mul(2)
+                .saturating_add(2);
             want.min(u32::try_from(share).unwrap_or(u32::MAX))
         }
         _ => want,
