@@ -587,49 +587,74 @@ fn a_walk_under_a_byte_budget_stops_pages_before_it_and_still_returns_every_item
     assert!(source.items_read.load(Ordering::SeqCst) <= ids.len() + 7 * 25);
 }
 
+/// The tenant and 300 product ids of the byte-budget tests (spread over 7 shards by each).
+fn three_hundred() -> (TenantId, BTreeSet<String>) {
+    let tenant = TenantId::parse("acme").unwrap();
+    (tenant, (0..300).map(|i| format!("p{i:04}")).collect())
+}
+
+/// The stored bytes of `page`'s items.
+fn page_bytes(page: &GatheredPage) -> usize {
+    page.items
+        .iter()
+        .map(shared::store::scatter::approximate_bytes)
+        .sum()
+}
+
+/// Every page of `source`'s listing in id order, up to 1,000 items each within `budget` bytes,
+/// each with the items the source had returned by the time it was read.
+fn ordered_pages_within(source: &MemoryPartitions, budget: usize) -> Vec<(GatheredPage, usize)> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let keys = keys();
+    rt.block_on(async {
+        let mut pages = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let ask = PageAsk::new(&keys, 1000, cursor.as_deref()).within_bytes(budget);
+            let page = gather_from(source, &source.listing, ask).await.unwrap();
+            cursor = page.next_cursor.clone();
+            pages.push((page, source.items_read.load(Ordering::SeqCst)));
+            if cursor.is_none() {
+                return pages;
+            }
+        }
+    })
+}
+
+/// The sort keys of `pages`' items, in the order they came.
+fn listed(pages: &[(GatheredPage, usize)]) -> Vec<String> {
+    pages
+        .iter()
+        .flat_map(|(page, _)| page.items.iter().map(|i| i[SK].as_s().unwrap().clone()))
+        .collect()
+}
+
 #[test]
 fn an_ordered_page_under_a_byte_budget_stops_at_it_reads_little_past_it_and_still_returns_every_item_once(
 ) {
     // GIVEN 300 items over 7 shards, listed in id order in pages of up to 1,000 within 1,000 bytes
-    let tenant = TenantId::parse("acme").unwrap();
-    let ids: BTreeSet<String> = (0..300).map(|i| format!("p{i:04}")).collect();
+    let (tenant, ids) = three_hundred();
     let source = MemoryPartitions::sharded(&tenant, &ids, 7);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let (budget, keys) = (1_000, keys());
+    let budget = 1_000;
     let one = shared::store::scatter::approximate_bytes(&HashMap::from([
         (PK.to_string(), AttributeValue::S("x".repeat(40))),
         (SK.to_string(), AttributeValue::S("x".repeat(40))),
     ]));
     // WHEN every page is read in turn
-    let (listed, pages) = rt.block_on(async {
-        let (mut out, mut pages) = (Vec::new(), 0);
-        let mut cursor: Option<String> = None;
-        loop {
-            let ask = PageAsk::new(&keys, 1000, cursor.as_deref()).within_bytes(budget);
-            let page = gather_from(&source, &source.listing, ask).await.unwrap();
-            pages += 1;
-            let bytes: usize = page
-                .items
-                .iter()
-                .map(shared::store::scatter::approximate_bytes)
-                .sum();
-            // THEN each page holds its budget and at most one item more
-            assert!(bytes < budget + 2 * one, "a page of {bytes} bytes");
-            assert!(!page.items.is_empty());
-            out.extend(page.items.iter().map(|i| i[SK].as_s().unwrap().clone()));
-            match page.next_cursor {
-                Some(c) => cursor = Some(c),
-                None => return (out, pages),
-            }
-        }
-    });
+    let pages = ordered_pages_within(&source, budget);
+    // THEN each page holds its budget and at most one item more
+    for (page, _) in &pages {
+        let bytes = page_bytes(page);
+        assert!(bytes < budget + 2 * one, "a page of {bytes} bytes");
+        assert!(!page.items.is_empty());
+    }
     // AND every item comes once, in order
-    assert_eq!(listed, sorted_sort_keys(&tenant, &ids));
+    assert_eq!(listed(&pages), sorted_sort_keys(&tenant, &ids));
     // AND what was read is bounded by the budget, not by the page's 1,000 items: each page reads
     // its budget and each shard's share of it again at the most
-    let read = source.items_read.load(Ordering::SeqCst);
+    let (read, pages) = (source.items_read.load(Ordering::SeqCst), pages.len());
     assert!(
         read <= ids.len() + pages * (budget / one + 7) * 2,
         "{read} items read for {pages} pages"
@@ -640,51 +665,27 @@ fn an_ordered_page_under_a_byte_budget_stops_at_it_reads_little_past_it_and_stil
 fn an_ordered_page_asks_each_shard_only_its_share_of_the_budget_once_it_knows_the_items_size() {
     // GIVEN 300 items over 7 shards whose reads return what they are asked for, whatever their
     // bytes (as a Query does, up to 1 MB), in a container that remembers what a page saw
-    let tenant = TenantId::parse("acme").unwrap();
-    let ids: BTreeSet<String> = (0..300).map(|i| format!("p{i:04}")).collect();
+    let (tenant, ids) = three_hundred();
     let source = MemoryPartitions {
         whole_reads: true,
         remembers: true,
         ..MemoryPartitions::sharded(&tenant, &ids, 7)
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let (budget, keys) = (1_000, keys());
+    let budget = 1_000;
     // WHEN the list is read in pages of up to 1,000 items within 1,000 bytes
-    let (listed, pages, first_read, item_bytes) = rt.block_on(async {
-        let (mut out, mut pages, mut first_read, mut item_bytes) = (Vec::new(), 0, 0, 0);
-        let mut cursor: Option<String> = None;
-        loop {
-            let ask = PageAsk::new(&keys, 1000, cursor.as_deref()).within_bytes(budget);
-            let page = gather_from(&source, &source.listing, ask).await.unwrap();
-            pages += 1;
-            if pages == 1 {
-                first_read = source.items_read.load(Ordering::SeqCst);
-                let bytes: usize = page
-                    .items
-                    .iter()
-                    .map(shared::store::scatter::approximate_bytes)
-                    .sum();
-                item_bytes = bytes / page.items.len();
-            }
-            out.extend(page.items.iter().map(|i| i[SK].as_s().unwrap().clone()));
-            match page.next_cursor {
-                Some(c) => cursor = Some(c),
-                None => return (out, pages, first_read, item_bytes),
-            }
-        }
-    });
+    let pages = ordered_pages_within(&source, budget);
     // THEN every item comes once, in order
-    assert_eq!(listed, sorted_sort_keys(&tenant, &ids));
+    assert_eq!(listed(&pages), sorted_sort_keys(&tenant, &ids));
     // AND once the first page has seen the items' size, each page reads about its budget: each
     // shard is asked its share, not its round of the page's thousand
+    let (first, first_read) = &pages[0];
+    let item_bytes = page_bytes(first) / first.items.len();
     let after_first = source.items_read.load(Ordering::SeqCst) - first_read;
     let per_page = 3 * budget / item_bytes + 2 * 7;
     assert!(
-        after_first <= (pages - 1) * per_page,
+        after_first <= (pages.len() - 1) * per_page,
         "{after_first} items read by {} pages after the first",
-        pages - 1
+        pages.len() - 1
     );
 }
 
@@ -692,8 +693,7 @@ fn an_ordered_page_asks_each_shard_only_its_share_of_the_budget_once_it_knows_th
 fn an_ordered_page_under_a_stale_size_hint_of_large_items_goes_by_its_own_items_after_one_round() {
     // GIVEN 300 small items over 7 shards, read like a Query, in a container whose last page of
     // this listing saw items of 100 KB
-    let tenant = TenantId::parse("acme").unwrap();
-    let ids: BTreeSet<String> = (0..300).map(|i| format!("p{i:04}")).collect();
+    let (tenant, ids) = three_hundred();
     let source = MemoryPartitions {
         whole_reads: true,
         sizes: std::sync::Mutex::new(Some(PartitionSize {

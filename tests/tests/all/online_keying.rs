@@ -351,28 +351,37 @@ async fn a_user_erased_while_its_tenant_is_being_keyed_loses_its_plain_email_ite
         .any(|i| i.get("kind") == Some(&email)));
 }
 
-#[tokio::test]
-async fn a_stale_no_key_view_answers_503_for_a_sealed_item_and_is_let_go_so_the_next_request_meets_the_key(
-) {
-    // GIVEN a tenant onboarded plain, with a product
+/// A tenant onboarded plain with product `p-plain` (the containers and the products' model): a
+/// keyed container `stale` that served it (its view: no key), then `keyed`'s `{"keyed": true}`
+/// (202: the key made). Returns (plain, keyed, stale, model).
+async fn keying_asked_beside_a_stale_view() -> (Harness, Harness, Harness, BTreeMap<String, Value>)
+{
     let plain = Harness::new().await;
     onboard(&plain, "acme", 1).await;
     let mut model = BTreeMap::new();
     put(&plain, &["p-plain".to_owned()], 1, &mut model).await;
-    // AND two keyed containers: one that served the tenant (it cached that it has no key), and one
-    // that asks for its sealing (it makes the key, and seals its writes from then on)
     let keyed = plain.another_container().await.keyed().await;
     let stale = keyed.another_keyed_container().await;
+    let acme = Auth::Tenant("acme".into());
+    let read = stale.caller(&acme).admitted().get_product("p-plain").await;
+    assert_eq!(read.status, 200, "{}", read.body);
+    let started = update_acme(&keyed, json!({"keyed": true})).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    (plain, keyed, stale, model)
+}
+
+#[tokio::test]
+async fn a_stale_no_key_view_answers_503_for_a_sealed_item_and_is_let_go_so_the_next_request_meets_the_key(
+) {
+    // GIVEN a tenant onboarded plain, with a product; a keyed container that served it (it cached
+    // that it has no key), and one that asked for its sealing (it made the key, and seals its
+    // writes from then on)
+    let (_plain, keyed, stale, mut model) = keying_asked_beside_a_stale_view().await;
     // (each read served as the runtime serves it: quota, handler, metering)
     async fn read(h: &Harness, id: &str) -> integration::Resp {
         let acme = Auth::Tenant("acme".into());
         h.caller(&acme).admitted().get_product(id).await
     }
-    assert_eq!(read(&stale, "p-plain").await.status, 200);
-    assert_eq!(
-        update_acme(&keyed, json!({"keyed": true})).await.status,
-        202
-    );
     put(&keyed, &["p-sealed".to_owned()], 1, &mut model).await;
     // (a view fetched under 5 s ago is the key table's newest already: it is kept, so an item it
     // cannot open never costs a KMS call per request)
@@ -658,16 +667,21 @@ async fn a_plain_write_while_waiting_ends_sealed(
     put(serving, &["p-late".to_owned()], 1, model).await;
     pass_a_key_period(&[asked, serving]);
     integration::drive_to_end(&asked.app).await;
-    let products: Vec<_> = asked
+    two_products_sealed_as_modelled(asked, model).await;
+}
+
+/// Acme's two product items, read raw through `h`, are sealed, and each reads as `model` holds it.
+async fn two_products_sealed_as_modelled(h: &Harness, model: &BTreeMap<String, Value>) {
+    let products: Vec<_> = h
         .all_items()
         .await
         .into_iter()
         .filter(|i| i.get("kind") == Some(&AttributeValue::S("PRODUCT".into())))
         .collect();
     assert_eq!(products.len(), 2, "{products:?}");
-    assert!(products.iter().all(is_sealed), "{products:?}");
-    for (id, doc) in model.iter() {
-        let r = asked.tenant("acme").get_product(id).await;
+    assert!(products.iter().all(is_sealed), "plain: {products:?}");
+    for (id, doc) in model {
+        let r = h.tenant("acme").get_product(id).await;
         assert_eq!(r.body["document"], *doc, "{id}: {}", r.body);
     }
 }
@@ -698,17 +712,9 @@ fn is_straddling_write(body: &str) -> bool {
 async fn a_plain_write_admitted_just_before_a_no_key_view_expires_and_sent_late_is_sealed_by_the_walk(
 ) {
     // GIVEN a tenant onboarded plain, with a product, and two keyed containers: `stale`, which
-    // served the tenant (it cached that it has no key), and `keyed`, which asks for its sealing
-    let plain = Harness::new().await;
-    onboard(&plain, "acme", 1).await;
-    let mut model = BTreeMap::new();
-    put(&plain, &["p-plain".to_owned()], 1, &mut model).await;
-    let keyed = plain.another_container().await.keyed().await;
-    let stale = std::sync::Arc::new(keyed.another_keyed_container().await);
-    let read = stale.tenant("acme").get_product("p-plain").await;
-    assert_eq!(read.status, 200, "{}", read.body);
-    let started = update_acme(&keyed, json!({"keyed": true})).await;
-    assert_eq!(started.status, 202, "{}", started.body);
+    // served the tenant (it cached that it has no key), and `keyed`, which asked for its sealing
+    let (_plain, keyed, stale, mut model) = keying_asked_beside_a_stale_view().await;
+    let stale = std::sync::Arc::new(stale);
 
     // WHEN, a moment before its view of "no key" expires, the stale container is asked for a new
     // product, and the write is slow: held before it is sent
@@ -744,18 +750,7 @@ async fn a_plain_write_admitted_just_before_a_no_key_view_expires_and_sent_late_
     // THEN no product item is left plain, and each reads as written
     let done = keyed.operator().get_tenant("acme").await;
     assert!(done.body.get("keying").is_none(), "{}", done.body);
-    let products: Vec<_> = keyed
-        .all_items()
-        .await
-        .into_iter()
-        .filter(|i| i.get("kind") == Some(&AttributeValue::S("PRODUCT".into())))
-        .collect();
-    assert_eq!(products.len(), 2, "{products:?}");
-    assert!(products.iter().all(is_sealed), "plain: {products:?}");
-    for (id, doc) in &model {
-        let r = keyed.tenant("acme").get_product(id).await;
-        assert_eq!(r.body["document"], *doc, "{id}: {}", r.body);
-    }
+    two_products_sealed_as_modelled(&keyed, &model).await;
 }
 
 /// The write that counts a keying walk's start from its key's making (`keying::postpone`).
