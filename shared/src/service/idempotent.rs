@@ -71,9 +71,7 @@ impl Recorder<'_> {
                 .collect(),
         })?)
     }
-}
 
-impl Recorder<'_> {
     /// Whether an answer is recorded for the key now: a concurrent duplicate committed its effect
     /// and record first. The effect then fails (any error), and the layer answers that record, as
     /// for a duplicate whose record lost.

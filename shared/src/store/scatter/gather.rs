@@ -160,10 +160,12 @@ pub async fn gather_from<S: PartitionSource>(
     // page's mean once it has items, else what an earlier page of this listing saw in this
     // container. DynamoDB stops a Query at 1 MB, not at a share.
     let hint = source.size_hint().map(|h| h.item_bytes as usize);
+    // A refill's lanes share what the page still holds: its budget less what it emitted and what
+    // its lanes hold read (a second round sized by the whole budget read it again).
     let reading = |lanes: &[Lane], (bytes, count): (usize, usize)| Reading {
         fanout,
         sort_attr: listing.sort_attr,
-        max_bytes: lane_bytes(byte_budget, lanes.len()),
+        max_bytes: lane_bytes(unread_budget(byte_budget, bytes, lanes), lanes.len()),
         item_bytes: bytes.checked_div(count).or(hint),
     };
     let how = reading(&lanes, (emitted_bytes, items.len()));
@@ -346,6 +348,20 @@ fn next_in_order(lanes: &mut [Lane], order: Order) -> Option<&mut Lane> {
                 best
             }
         })
+}
+
+/// What a page of `byte_budget` bytes still holds once it emitted `emitted` bytes and `lanes` hold
+/// their buffered items.
+fn unread_budget(byte_budget: usize, emitted: usize, lanes: &[Lane]) -> usize {
+    if byte_budget == usize::MAX {
+        return usize::MAX;
+    }
+    let buffered: usize = lanes
+        .iter()
+        .flat_map(|l| &l.buffer)
+        .map(|(_, item)| approximate_bytes(item))
+        .sum();
+    byte_budget.saturating_sub(emitted + buffered)
 }
 
 /// What each of `lanes` partitions may read in one refill when a page holds at most `byte_budget`

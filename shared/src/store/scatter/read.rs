@@ -49,9 +49,20 @@ pub(super) async fn read_partition(
     let mut start = start;
     loop {
         let remaining = want.saturating_sub(items.len() as u32);
+        // A Query stopped at 1 MB short of `max_bytes` goes on for what the rest holds at the size
+        // of the items read so far, not for the whole ask (another 1 MB).
+        let rest = match items.len() {
+            0 => remaining,
+            n if max_bytes != usize::MAX => {
+                let mean = (bytes / n).max(1);
+                let fits = (max_bytes - bytes).div_ceil(mean).max(1);
+                remaining.min(u32::try_from(fits).unwrap_or(u32::MAX))
+            }
+            _ => remaining,
+        };
         let out = query
             .clone()
-            .set_limit((want != u32::MAX).then_some(remaining.min(i32::MAX as u32) as i32))
+            .set_limit((want != u32::MAX).then_some(rest.min(i32::MAX as u32) as i32))
             .set_exclusive_start_key(start.take())
             .send()
             .await
