@@ -23,15 +23,21 @@ pub use store::{product_key, store_product, ProductWrite};
 /// The largest product document accepted, as JSON.
 pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
 
-/// DynamoDB's limits on what a map can hold: nesting of at most 32 levels, non-empty attribute names,
-/// and numbers between 1e-130 and 9.99e125 in magnitude. A document breaking one is the caller's
-/// error (400 naming the path), not a 500 from DynamoDB.
+/// The most maps and lists a document may nest, itself counted: DynamoDB stores at most 32 levels,
+/// a value inside at most 31 maps or lists, and the document is the item's `document` attribute,
+/// its first level. The same for a sealed document (one answer for every tenant).
+pub const MAX_DOCUMENT_NESTING: usize = 31;
+
+/// DynamoDB's limits on what a map can hold: nesting ([`MAX_DOCUMENT_NESTING`]), non-empty
+/// attribute names, and numbers between 1e-130 and 9.99e125 in magnitude. A document breaking one
+/// is the caller's error (400 naming the path), not a 500 from DynamoDB. `depth` is the maps and
+/// lists around `value`.
 pub fn check_document(value: &serde_json::Value, path: &str, depth: usize) -> Result<(), ApiError> {
     use serde_json::Value;
-    if depth > 32 {
+    if (value.is_object() || value.is_array()) && depth >= MAX_DOCUMENT_NESTING {
         return Err(ApiError::bad_request(
             path,
-            "documents may nest at most 32 levels",
+            format!("documents may nest at most {MAX_DOCUMENT_NESTING} objects or arrays, the document itself counted"),
         ));
     }
     match value {
@@ -115,4 +121,40 @@ pub fn product_from_item(item: &Item) -> Result<ProductView, ApiError> {
         document,
         updated_at: string_attr(item, "updatedAt").unwrap_or_default(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    /// `maps` objects nested in one another around `inner`, the outermost the document.
+    fn nested(maps: usize, inner: Value) -> Value {
+        (0..maps).fold(inner, |v, _| json!({ "a": v }))
+    }
+
+    #[test]
+    fn a_document_nests_at_most_as_deep_as_dynamodb_stores_its_attribute() {
+        // GIVEN DynamoDB's limit: a value inside at most 31 maps or lists, the attribute's own
+        // map the first (measured against the service: 31 accepted, 32 refused)
+        // WHEN documents of 31 objects around a value, and of 31 around an empty list, are checked
+        // THEN they pass
+        assert!(check_product(&nested(31, json!(1)), "document").is_ok());
+        assert!(check_product(&nested(30, json!([1])), "document").is_ok());
+        // AND one more level, by an object, an array or an empty object, is a 400 naming its path
+        for deeper in [
+            nested(32, json!(1)),
+            nested(31, json!([1])),
+            nested(31, json!({})),
+        ] {
+            let err = check_product(&deeper, "document").unwrap_err();
+            let response = err.into_response();
+            assert_eq!(response.status(), 400);
+            let body = String::from_utf8_lossy(response.body().as_ref()).into_owned();
+            assert!(
+                body.contains(&format!("document{}", ".a".repeat(31))),
+                "{body}"
+            );
+        }
+    }
 }
