@@ -143,6 +143,20 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
     if lane.done || message.is_stale_for(lane.sent_steps) {
         return Ok(Turn::Dropped);
     }
+    // A turn newer than its lane notes (its sender's note not yet written, or lost): noted here,
+    // and the lane read again, so that the sender's note landing during this turn cannot cancel
+    // its steps as a stale copy's and leave the lane with no message at all.
+    let lane = match message.steps {
+        Some(steps) if lane.sent_steps.is_none_or(|sent| sent < steps) => {
+            lanes::mark_sent(&lanes_db, work.operation(), message.lane, steps).await?;
+            let again = lanes::read(&lanes_db, work.operation()).await?;
+            match again.into_iter().find(|l| l.lane == message.lane) {
+                Some(lane) if !lane.done && !message.is_stale_for(lane.sent_steps) => lane,
+                _ => return Ok(Turn::Dropped),
+            }
+        }
+        _ => lane,
+    };
     // The tenant's key refuses (revoked): the lane is left as it is, and its turn waits on the
     // queue (as a throttled table's does) until the key is usable again.
     if !operation_of(message).may_go_on(app, &tenant).await {

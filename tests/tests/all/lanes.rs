@@ -277,15 +277,16 @@ async fn a_lane_whose_message_is_lost_is_sent_again_once_it_has_not_stepped_for_
     );
 }
 
-#[tokio::test]
-async fn a_lane_message_delivered_again_after_its_turn_is_dropped_as_a_stale_copy_and_one_message_a_lane_goes_round(
-) {
-    // GIVEN a tenant offboarding in one lane on the queue, whose turns of 150 ms leave it more to
-    // walk, and whose undeleted messages come back after a second
+/// A tenant (its id from `name`) offboarding in one lane on the queue, whose turns of 150 ms leave
+/// it more to walk, and whose undeleted messages come back after a second: the lane planned and its
+/// message sent by the driver. With the operator, the tenant's items, and the pump.
+async fn offboarding_in_one_lane_on_the_queue(
+    name: &str,
+) -> (Harness, Auth, String, Vec<Item>, LanePump) {
     let mut h = Harness::new().await;
     h.app.settings.lifecycle_lanes = 1;
     let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
-    let victim = unique("stale");
+    let victim = unique(name);
     onboard(&h, &victim, 4).await;
     seed_every_kind(&h, &victim, 600).await;
     let before = h.items_under(&raw_key(&victim, "")).await;
@@ -296,6 +297,83 @@ async fn a_lane_message_delivered_again_after_its_turn_is_dropped_as_a_stale_cop
         .await
         .unwrap();
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);
+    (h, operator, victim, before, pump)
+}
+
+/// Lets the workers take the queue until `victim` is gone; then its report counts each of
+/// `before` once, none of its keys is left, and nothing is left on the queue or in its dead
+/// letters.
+async fn offboarded_exactly_once(
+    h: &Harness,
+    pump: &LanePump,
+    operator: &Auth,
+    victim: &str,
+    before: &[Item],
+) {
+    pump_while(h, pump, || async {
+        get_tenant(h, victim, operator).await.status != 404
+    })
+    .await;
+    let report = offboard(h, victim, operator).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    assert_eq!(
+        report.body["deleted"],
+        counted(victim, before),
+        "{}",
+        report.body
+    );
+    assert_eq!(
+        h.items_under(&raw_key(victim, "")).await,
+        Vec::<Item>::new()
+    );
+    pump.drain(&h.app, 1).await;
+    assert!(pump.queues.dead_letters().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_delivered_before_its_sender_noted_it_keeps_its_lane_going_when_the_note_lands_mid_turn(
+) {
+    use std::sync::Arc;
+    // GIVEN a tenant offboarding in one lane on the queue
+    let (h, operator, victim, before, pump) = offboarding_in_one_lane_on_the_queue("noted").await;
+    let (h, pump) = (Arc::new(h), Arc::new(pump));
+    // WHEN worker A steps the lane for its turn and sends the next, and its note of that turn
+    // (`sentSteps`) is held (aside: the hold blocks the thread that sends it)
+    let is_note = |body: &str| body.contains("SET #sent = :steps");
+    let mut note = h.faults.hold_next_matching(is_note);
+    let a = integration::aside({
+        let (h, pump) = (h.clone(), pump.clone());
+        move || async move { pump.round(&h.app, 1, 1, |_| Delivery::Once).await }
+    });
+    note.reached().await;
+    // AND worker B takes that next turn at once, and its first step is held
+    let is_step = |body: &str| body.contains("TransactItems") && body.contains("#done = :false");
+    let mut step = h.faults.hold_next_matching(is_step);
+    let b = integration::aside({
+        let (h, pump) = (h.clone(), pump.clone());
+        move || async move { pump.round(&h.app, 1, 1, |_| Delivery::Once).await }
+    });
+    step.reached().await;
+    // AND A's note lands, then B's step goes on
+    note.release();
+    assert_eq!(a.ended().await, 1);
+    step.release();
+    assert_eq!(b.ended().await, 1);
+
+    // THEN B's turn stepped the lane and sent its next: one message goes round for the lane (before
+    // the mend, A's note cancelled B's step as a stale copy's, B dropped its message, and the lane
+    // had none until the driver sent it again five minutes later)
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);
+    // AND the workers take it to the end: every item deleted and counted once
+    offboarded_exactly_once(&h, &pump, &operator, &victim, &before).await;
+}
+
+#[tokio::test]
+async fn a_lane_message_delivered_again_after_its_turn_is_dropped_as_a_stale_copy_and_one_message_a_lane_goes_round(
+) {
+    // GIVEN a tenant offboarding in one lane on the queue, whose turns of 150 ms leave it more to
+    // walk, and whose undeleted messages come back after a second
+    let (h, operator, victim, before, pump) = offboarding_in_one_lane_on_the_queue("stale").await;
 
     // WHEN a worker steps the lane for its turn, sends its next turn, and dies before answering
     let got = pump.round(&h.app, 10, 1, |_| Delivery::Undeleted).await;
@@ -313,25 +391,8 @@ async fn a_lane_message_delivered_again_after_its_turn_is_dropped_as_a_stale_cop
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);
 
     // WHEN the workers take the queue until the tenant is gone
-    pump_while(&h, &pump, || async {
-        get_tenant(&h, &victim, &operator).await.status != 404
-    })
-    .await;
     // THEN every item was deleted and counted once, and nothing is left on the queue
-    let report = offboard(&h, &victim, &operator).await;
-    assert_eq!(report.status, 200, "{}", report.body);
-    assert_eq!(
-        report.body["deleted"],
-        counted(&victim, &before),
-        "{}",
-        report.body
-    );
-    assert_eq!(
-        h.items_under(&raw_key(&victim, "")).await,
-        Vec::<Item>::new()
-    );
-    pump.drain(&h.app, 1).await;
-    assert!(pump.queues.dead_letters().await.is_empty());
+    offboarded_exactly_once(&h, &pump, &operator, &victim, &before).await;
 }
 
 #[tokio::test]
