@@ -175,8 +175,8 @@ impl Lanes {
     }
 
     /// Puts `messages` on the queue, signed with `keys`, ten a request; every one is sent or the
-    /// call fails (503: the caller, or the driver's next run, sends the lanes again: a lane sent
-    /// twice costs one contested step).
+    /// call fails (503: a later call or driver run sends again the lanes that were not noted sent,
+    /// `lane_walk::UNSENT_AFTER_MS` after their plan: a lane sent twice costs one contested step).
     pub async fn send(&self, keys: &CursorKeys, messages: &[LaneMessage]) -> Result<(), ApiError> {
         self.send_after(keys, messages, Duration::ZERO).await
     }

@@ -238,7 +238,9 @@ pub fn asked_lanes(req: &lambda_http::Request) -> Result<Option<u32>, ApiError> 
     }
 }
 
-/// Sends every lane of a plan of `count` lanes of `work` to the queue.
+/// Sends every lane of a plan of `count` lanes of `work` to the queue, then notes each as sent
+/// (`lanes::mark_sent`): a lane planned and never noted was never sent (the send failed), and is
+/// sent again after [`UNSENT_AFTER_MS`], not [`LOST_AFTER_MS`].
 async fn send_all(
     app: &App,
     runner: &Lanes,
@@ -249,8 +251,18 @@ async fn send_all(
     let all: Vec<LaneMessage> = (0..count)
         .map(|lane| LaneMessage::new(&db.tenant, work.operation(), lane, 0))
         .collect();
-    runner.send(&*app.cursor_keys()?, &all).await
+    runner.send(&*app.cursor_keys()?, &all).await?;
+    if runner.queued() {
+        let kept = work.lanes_db(db);
+        let noted = (0..count).map(|lane| lanes::mark_sent(&kept, work.operation(), lane, 0));
+        futures::future::try_join_all(noted).await?;
+    }
+    Ok(())
 }
+
+/// A lane planned this long ago, never stepped and never noted sent, was not sent: its plan's send
+/// failed (SQS refused it, or its caller died first). Long enough for a planner's own send and note.
+pub const UNSENT_AFTER_MS: u64 = 10 * 1000;
 
 /// A lane not stepped for this long has lost its message (a worker failed it past the queue's
 /// receive limit, or died before sending its next one): it is sent again. Longer than a message's
@@ -258,9 +270,10 @@ async fn send_all(
 /// was only slow has two messages of one step number, and the one delivered second is dropped.
 pub const LOST_AFTER_MS: u64 = 5 * 60 * 1000;
 
-/// Sends again each of `pending` not stepped for [`LOST_AFTER_MS`], once it is noted as sent
-/// (`lanes::touch`, conditioned on its step: a lane stepped meanwhile is not lost), and notes its
-/// step number as the newest sent once it is on the queue (`lanes::mark_sent`).
+/// Sends again each of `pending` not stepped for [`LOST_AFTER_MS`], or planned and not sent for
+/// [`UNSENT_AFTER_MS`], once it is noted as sent (`lanes::touch`, conditioned on its step: a lane
+/// stepped meanwhile is not lost), and notes its step number as the newest sent once it is on the
+/// queue (`lanes::mark_sent`).
 pub async fn resend_lost(
     app: &App,
     runner: &Lanes,
@@ -272,7 +285,9 @@ pub async fn resend_lost(
     let kept = work.lanes_db(db);
     let (mut lost, mut lost_lanes) = (Vec::new(), Vec::new());
     for lane in pending {
-        if now_ms.saturating_sub(lane.stepped_at_ms) >= LOST_AFTER_MS
+        let idle = now_ms.saturating_sub(lane.stepped_at_ms);
+        let unsent = lane.steps == 0 && lane.sent_steps.is_none();
+        if (idle >= LOST_AFTER_MS || unsent && idle >= UNSENT_AFTER_MS)
             && lanes::touch(&kept, lane, now_ms).await?
         {
             lost_lanes.push(lane);
@@ -285,7 +300,7 @@ pub async fn resend_lost(
         }
     }
     if !lost.is_empty() {
-        tracing::warn!(tenant = %db.tenant, lanes = lost.len(), "lanes not stepped for 5 minutes are sent again");
+        tracing::warn!(tenant = %db.tenant, lanes = lost.len(), "lanes never sent, or not stepped for 5 minutes, are sent again");
         runner.send(&*app.cursor_keys()?, &lost).await?;
         for lane in lost_lanes {
             lanes::mark_sent(&kept, work.operation(), lane.lane, lane.steps).await?;

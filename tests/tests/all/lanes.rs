@@ -277,6 +277,64 @@ async fn a_lane_whose_message_is_lost_is_sent_again_once_it_has_not_stepped_for_
     );
 }
 
+#[tokio::test]
+async fn lanes_planned_whose_send_failed_are_sent_by_the_next_driver_run_not_five_minutes_later() {
+    use tenants::lane_walk::UNSENT_AFTER_MS;
+    // GIVEN a tenant offboarding in 2 lanes, past its deletion delay
+    let mut h = Harness::new().await;
+    h.app.settings.lifecycle_lanes = 2;
+    let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
+    let victim = unique("unsent");
+    onboard(&h, &victim, 4).await;
+    seed_every_kind(&h, &victim, 40).await;
+    let before = h.items_under(&raw_key(&victim, "")).await;
+    let pump = LanePump::new(1, Duration::from_secs(5)).await;
+    assert_eq!(offboard(&h, &victim, &operator).await.status, 202);
+    h.clock.advance_seconds(DELETION_DELAY_SECONDS);
+    // WHEN the driver plans its lanes and SQS cannot be reached to take their messages
+    let unreachable = pump
+        .queues
+        .sqs
+        .config()
+        .to_builder()
+        .endpoint_url("http://127.0.0.1:9")
+        .build();
+    let refusing = tenants::Lanes::on_queue(tenants::LaneQueue {
+        client: aws_sdk_sqs::Client::from_conf(unreachable),
+        url: pump.queues.url.clone(),
+    });
+    let _ = tenants::drive_lifecycle::drive(&h.app, &refusing).await;
+    let shown = get_tenant(&h, &victim, &operator).await;
+    assert_eq!(
+        shown.body["offboarding"]["lanes"]["lanes"], 2,
+        "{}",
+        shown.body
+    );
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 0);
+    // AND the driver runs again within the time a planner's own send takes
+    h.clock.advance_seconds(UNSENT_AFTER_MS / 1000 - 1);
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    // THEN it sends nothing yet
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 0);
+    // WHEN the driver's next run comes, a minute on
+    h.clock.advance_seconds(60);
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    // THEN both lanes are sent, once (before the mend: nothing until five minutes had passed)
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 2);
+    // AND a later run sends them no more: they are noted sent
+    h.clock.advance_seconds(60);
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 2);
+    // AND their turns end the offboarding, every item deleted and counted once
+    offboarded_exactly_once(&h, &pump, &operator, &victim, &before).await;
+}
+
 /// A tenant (its id from `name`) offboarding in one lane on the queue, whose turns of 150 ms leave
 /// it more to walk, and whose undeleted messages come back after a second: the lane planned and its
 /// message sent by the driver. With the operator, the tenant's items, and the pump.

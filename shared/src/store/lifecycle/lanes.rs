@@ -56,8 +56,9 @@ pub struct Lane {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub found: u64,
     /// The step number of the newest turn of it put on the lane queue, noted once the message is
-    /// sent ([`mark_sent`]): a message of a lower number is a stale copy. `None` on a lane last
-    /// written by a version that did not note it (then no message is stale).
+    /// sent ([`mark_sent`]): a message of a lower number is a stale copy. `None` on a lane whose
+    /// first turn is not yet noted sent, or last written by a version that did not note it (then
+    /// no message is stale).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_steps: Option<u64>,
 }
@@ -79,7 +80,9 @@ impl Lane {
             counts: BTreeMap::new(),
             stepped_at_ms: now_ms,
             found: 0,
-            sent_steps: Some(0),
+            // Noted once its first turn is on the queue: a lane planned and never noted was never
+            // sent (its planner's send failed), and is sent again soon.
+            sent_steps: None,
         }
     }
 
