@@ -468,8 +468,10 @@ async fn a_cached_key_of_an_ids_earlier_incarnation_never_serves_the_next_while_
     read.assert_problem(503);
     write.assert_problem(503);
     assert_eq!(a.all_items().await, before);
-    // AND once KMS answers, the first container serves the new incarnation under its new key
+    // AND once KMS answers (and the container's note of the outage has passed), the first
+    // container serves the new incarnation under its new key
     a.test_keys().outage.store(false, Ordering::SeqCst);
+    a.clock.advance_millis(REFUSAL_MEMO_MS);
     assert_served(&a, "acme", &again).await;
 }
 
@@ -590,8 +592,53 @@ async fn when_kms_cannot_be_reached_a_recent_key_serves_for_two_periods_then_the
 
     // WHEN KMS answers again
     h.test_keys().outage.store(false, Ordering::SeqCst);
-    // THEN it is served again at once
+    // THEN it is served again once the container's note of the outage has passed
+    c.clock.advance_millis(REFUSAL_MEMO_MS);
     assert_served(&c, "acme", &model).await;
+}
+
+#[tokio::test]
+async fn while_kms_is_out_a_container_asks_it_once_every_five_seconds_and_its_recent_key_serves_at_once(
+) {
+    // GIVEN a keyed tenant with products, served by a fresh container (its key cached)
+    let h = Harness::new().await.keyed().await;
+    onboard(&h, "acme", 1).await;
+    let model = products_of("acme", 3);
+    put_all(&h, "acme", &model).await;
+    let c = h.another_keyed_container().await;
+    assert_served(&c, "acme", &model).await;
+    let keys = c.app.keys.as_ref().expect("a keyed container");
+    let acme = TenantId::parse("acme").unwrap();
+
+    // WHEN KMS cannot be reached, past the container's cache period, and the container serves ten
+    // reads as the runtime serves them (admitted, then handled)
+    h.test_keys().outage.store(true, Ordering::SeqCst);
+    c.clock.advance_millis(DEFAULT_KEY_CACHE_SECONDS * 1000 + 1);
+    let before = keys.vault_calls();
+    for _ in 0..10 {
+        let r = c.tenant("acme").admitted().get_product("p-001").await;
+        // THEN each is served by the recent key
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    // AND KMS was asked once (before the mend: three times a request, each attempt up to the
+    // SDK's retries and timeouts, so a request could outlast its function's timeout)
+    assert_eq!(keys.vault_calls() - before, 1);
+
+    // WHEN a request meets an item its key cannot open (a newer version), and KMS is still out
+    keys.forget_unless_fresh(&acme);
+    // THEN the recent key still serves the rest (before the mend: dropped, every request 503)
+    assert_served(&c, "acme", &model).await;
+
+    // WHEN five seconds pass
+    c.clock.advance_millis(REFUSAL_MEMO_MS);
+    assert_served(&c, "acme", &model).await;
+    // THEN KMS was asked once more
+    assert_eq!(keys.vault_calls() - before, 2);
+    // AND once KMS answers and the note has passed, the key is fetched again and served
+    h.test_keys().outage.store(false, Ordering::SeqCst);
+    c.clock.advance_millis(REFUSAL_MEMO_MS);
+    assert_served(&c, "acme", &model).await;
+    assert_eq!(keys.vault_calls() - before, 3);
 }
 
 #[tokio::test]

@@ -9,6 +9,9 @@ use std::sync::{Arc, Mutex};
 use lru::LruCache;
 
 mod making;
+mod memo;
+
+use memo::Memo;
 
 use super::table::{KeyRow, KeyTable};
 use crate::identity::clock::{rfc3339, Clock};
@@ -21,7 +24,9 @@ pub const DEFAULT_KEY_CACHE_SECONDS: u64 = 300;
 
 /// How long a container answers a refused key's tenant without asking KMS again: a revoked
 /// tenant's requests cost KMS one call per container per this, not two per request, and a key
-/// enabled again serves within it.
+/// enabled again serves within it. The same for KMS or the key table out of reach: a tenant's
+/// requests then fall back on its recent key (or answer 503) at once, and cost one attempt per
+/// container per this, not three per request (each up to the SDK's retries and timeouts).
 pub const REFUSAL_MEMO_MS: u64 = 5_000;
 
 /// How long after every container has met a rotated key's new version (one cache period) it starts
@@ -76,6 +81,15 @@ struct Cached {
     /// The tenant record's `createdAt` it was fetched for, when known: an id offboarded and
     /// onboarded again has another, and a new key.
     incarnation: Option<String>,
+    /// A request met an item this key cannot open (a newer version): fetched again at the next
+    /// request, but still the recent key while KMS is out of reach.
+    stale: bool,
+}
+
+impl Cached {
+    fn fresh(&self, now: u64, period_ms: u64) -> bool {
+        !self.stale && now < self.fetched_ms + period_ms
+    }
 }
 
 /// Every tenant's key as this container knows it.
@@ -87,7 +101,10 @@ pub struct TenantKeys {
     clock: Arc<dyn Clock>,
     cache: Mutex<LruCache<TenantId, Cached>>,
     /// Tenants whose key KMS refused: until when, and KMS's code.
-    refusals: Mutex<LruCache<TenantId, (u64, String)>>,
+    refusals: Memo,
+    /// Tenants whose key could not be fetched (KMS or the key table out of reach): until when,
+    /// and why.
+    outages: Memo,
     vault_calls: AtomicU64,
 }
 
@@ -117,7 +134,8 @@ impl TenantKeys {
             cache_ms: settings.cache_seconds.saturating_mul(1000),
             clock,
             cache: Mutex::new(LruCache::new(bound)),
-            refusals: Mutex::new(LruCache::new(bound)),
+            refusals: Memo::new(bound),
+            outages: Memo::new(bound),
             vault_calls: AtomicU64::new(0),
         }
     }
@@ -157,24 +175,27 @@ impl TenantKeys {
             key,
             fetched_ms: asked_ms,
             incarnation: incarnation.map(str::to_owned),
+            stale: false,
         };
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         cache.put(tenant.clone(), cached);
+        drop(cache);
+        self.outages.clear(tenant);
     }
 
-    /// Drops this container's view of `tenant`'s key when a request met an item sealed under a key
-    /// (or a version) that view does not hold, so the next request of the tenant fetches it, rather
-    /// than answering 503 until the view expires. A view fetched within [`REFUSAL_MEMO_MS`] is kept:
-    /// it is the key table's newest already, so an item it cannot open costs no KMS call per
-    /// request.
+    /// Marks this container's view of `tenant`'s key stale when a request met an item sealed under
+    /// a key (or a version) that view does not hold, so the next request of the tenant fetches it,
+    /// rather than answering 503 until the view expires; while KMS is out of reach, the view still
+    /// serves as the recent key. A view fetched within [`REFUSAL_MEMO_MS`] is kept: it is the key
+    /// table's newest already, so an item it cannot open costs no KMS call per request.
     pub fn forget_unless_fresh(&self, tenant: &TenantId) {
         let now = self.clock.now_millis();
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if cache
-            .peek(tenant)
-            .is_some_and(|c| now >= c.fetched_ms + REFUSAL_MEMO_MS)
+        if let Some(cached) = cache
+            .peek_mut(tenant)
+            .filter(|c| now >= c.fetched_ms + REFUSAL_MEMO_MS)
         {
-            cache.pop(tenant);
+            cached.stale = true;
         }
     }
 
@@ -183,23 +204,37 @@ impl TenantKeys {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         cache.pop(tenant);
         drop(cache);
-        let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
-        refusals.pop(tenant);
+        self.refusals.clear(tenant);
+        self.outages.clear(tenant);
     }
 
     /// KMS's code, while `tenant`'s key refusal is remembered ([`REFUSAL_MEMO_MS`]).
     fn refused_recently(&self, tenant: &TenantId, now: u64) -> Option<String> {
-        let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
-        refusals
-            .get(tenant)
-            .filter(|(until, _)| now < *until)
-            .map(|(_, code)| code.clone())
+        self.refusals.standing(tenant, now)
     }
 
     fn remember_refusal(&self, tenant: &TenantId, code: &str) {
         let until = self.clock.now_millis() + REFUSAL_MEMO_MS;
-        let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
-        refusals.put(tenant.clone(), (until, code.to_owned()));
+        self.refusals.note(tenant, until, code);
+    }
+
+    /// `tenant`'s key rows and its key from them (see [`Self::ring`]), and the incarnation the rows
+    /// name. Out of reach (KMS or the key table), noted for [`REFUSAL_MEMO_MS`].
+    async fn fetch(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<(Option<String>, Option<TenantKey>), StoreError> {
+        let fetched = async {
+            let rows = self.table.rows(tenant).await?;
+            let key = self.ring(tenant, &rows).await?;
+            Ok((rows.last().map(|row| row.created_at.clone()), key))
+        }
+        .await;
+        if let Err(StoreError::Unavailable(detail)) = &fetched {
+            let until = self.clock.now_millis() + REFUSAL_MEMO_MS;
+            self.outages.note(tenant, until, detail);
+        }
+        fetched
     }
 
     async fn unwrap(&self, tenant: &TenantId, row: &KeyRow) -> Result<TenantKey, StoreError> {
@@ -235,8 +270,9 @@ impl TenantKeys {
 
     /// `tenant`'s current key, or `None` when it has none (its items are plain). From the cache
     /// while it is fresh; else the key table and KMS. A key KMS refuses (disabled, grant revoked,
-    /// pending deletion) is [`StoreError::KeyRefused`] and leaves the cache; when KMS is unavailable
-    /// a key fetched within two periods keeps serving.
+    /// pending deletion) is [`StoreError::KeyRefused`] and leaves the cache; when KMS or the key
+    /// table is out of reach a key fetched within two periods keeps serving, and for
+    /// [`REFUSAL_MEMO_MS`] it serves (or the request answers 503) without another attempt.
     ///
     /// With `incarnation` (the tenant record's `createdAt`), a key cached for another incarnation of
     /// the id (offboarded, its key shredded, and onboarded again) is fetched again.
@@ -253,39 +289,34 @@ impl TenantKeys {
         let cached = self
             .cached(tenant)
             .filter(|c| incarnation.is_none_or(|i| c.incarnation.as_deref() == Some(i)));
-        if let Some(hit) = cached
-            .as_ref()
-            .filter(|c| now < c.fetched_ms + self.cache_ms)
-        {
+        if let Some(hit) = cached.as_ref().filter(|c| c.fresh(now, self.cache_ms)) {
             return Ok(hit.key.clone());
         }
-        let rows = self.table.rows(tenant).await?;
-        // Bound to the incarnation its rows name (as `warm` binds it), whatever was asked: an
-        // entry of this key is then never taken for another's.
-        let rows_incarnation = rows.last().map(|row| row.created_at.as_str());
-        match self.ring(tenant, &rows).await {
-            Ok(None) => {
+        let recent = |detail: String| match &cached {
+            Some(Cached {
+                key: Some(key),
+                fetched_ms,
+                ..
+            }) if now < fetched_ms + 2 * self.cache_ms => Ok(Some(key.clone())),
+            _ => Err(StoreError::Unavailable(detail)),
+        };
+        if let Some(detail) = self.outages.standing(tenant, now) {
+            return recent(detail);
+        }
+        match self.fetch(tenant).await {
+            Ok((_, None)) => {
                 self.remember(tenant, None, incarnation, now);
                 Ok(None)
             }
-            Ok(Some(key)) => {
+            // Bound to the incarnation its rows name (as `warm` binds it), whatever was asked: an
+            // entry of this key is then never taken for another's.
+            Ok((rows_incarnation, Some(key))) => {
                 let key = Arc::new(key);
-                self.remember(
-                    tenant,
-                    Some(key.clone()),
-                    rows_incarnation.or(incarnation),
-                    now,
-                );
+                let bound = rows_incarnation.as_deref().or(incarnation);
+                self.remember(tenant, Some(key.clone()), bound, now);
                 Ok(Some(key))
             }
-            Err(StoreError::Unavailable(detail)) => match cached {
-                Some(Cached {
-                    key: Some(key),
-                    fetched_ms,
-                    ..
-                }) if now < fetched_ms + 2 * self.cache_ms => Ok(Some(key)),
-                _ => Err(StoreError::Unavailable(detail)),
-            },
+            Err(StoreError::Unavailable(detail)) => recent(detail),
             Err(e) => {
                 self.forget(tenant);
                 if let StoreError::KeyRefused(code) = &e {
@@ -300,20 +331,19 @@ impl TenantKeys {
     /// record yet: what `App::db` runs beside the record's read, so a cold tenant's key costs no
     /// round trip of its own. The entry is bound to the incarnation its key row names (the record's
     /// `createdAt` the key was made with), so [`Self::current`] with the record's then hits it; an
-    /// error is left for [`Self::current`] to meet again.
+    /// error is left for [`Self::current`] to meet (an outage noted, so it meets the note).
     pub async fn warm(&self, tenant: &TenantId) {
         let now = self.clock.now_millis();
         let fresh = self
             .cached(tenant)
-            .is_some_and(|c| now < c.fetched_ms + self.cache_ms);
-        if fresh || self.refused_recently(tenant, now).is_some() {
+            .is_some_and(|c| c.fresh(now, self.cache_ms));
+        if fresh
+            || self.refused_recently(tenant, now).is_some()
+            || self.outages.standing(tenant, now).is_some()
+        {
             return;
         }
-        let Ok(rows) = self.table.rows(tenant).await else {
-            return;
-        };
-        let incarnation = rows.last().map(|row| row.created_at.clone());
-        if let Ok(key) = self.ring(tenant, &rows).await {
+        if let Ok((incarnation, key)) = self.fetch(tenant).await {
             self.remember(tenant, key.map(Arc::new), incarnation.as_deref(), now);
         }
     }
