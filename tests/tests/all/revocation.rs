@@ -148,3 +148,45 @@ async fn a_restore_whose_tenants_key_is_revoked_steps_nothing_and_can_still_be_a
         restored_of(&t, &before)
     );
 }
+
+#[tokio::test]
+async fn an_import_accepted_before_its_tenants_key_was_revoked_waits_on_the_queue_and_lands_once_it_is_enabled(
+) {
+    use crate::imports::{deliver_deferring, post_import, products};
+    use shared::store::keys::{DEFAULT_KEY_CACHE_SECONDS, REFUSAL_MEMO_MS};
+    // GIVEN a tenant whose data key is wrapped by a KMS key of its own, and an import of 10
+    // products accepted onto a queue that dead-letters after 2 receives
+    let h = Harness::new().await.keyed().await;
+    let t = unique("revoked-import");
+    let own_key = h.onboard_with_own_key(&t, 2).await;
+    let queues = integration::import_queue::ImportQueues::create(2, 10).await;
+    let accepted = post_import(&h, &queues, &t, products("rev", 10), &[]).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let products_of = |items: Vec<Item>| {
+        let prefix = raw_key(&t, "PRODUCT#");
+        items
+            .into_iter()
+            .filter(|i| i["PK"].as_s().is_ok_and(|pk| pk.starts_with(&prefix)))
+            .count()
+    };
+
+    // WHEN the tenant disables its key, the container's cache period passes, and the consumer
+    // receives the messages more times than the queue's maxReceiveCount
+    h.test_keys().set_enabled(&own_key, false).await;
+    h.clock.advance_millis(DEFAULT_KEY_CACHE_SECONDS * 1000 + 1);
+    for _ in 0..4 {
+        assert!(deliver_deferring(&h, &queues).await > 0);
+    }
+    // THEN nothing was written, nothing was dead-lettered, and the messages wait on the queue
+    // (before the mend: each delivery counted, and the messages went to the dead-letter queue)
+    assert_eq!(products_of(h.all_items().await), 0);
+    assert_eq!(queues.backlog(&queues.dlq_url).await, 0);
+
+    // WHEN the key is enabled again, and the container's note of the refusal has passed
+    h.test_keys().set_enabled(&own_key, true).await;
+    h.clock.advance_millis(REFUSAL_MEMO_MS);
+    while deliver_deferring(&h, &queues).await > 0 {}
+    // THEN every product is written once, and nothing was dead-lettered
+    assert_eq!(products_of(h.all_items().await), 10);
+    assert_eq!(queues.backlog(&queues.dlq_url).await, 0);
+}

@@ -19,8 +19,8 @@ pub(super) enum Accepted {
     Dropped,
     /// To be delivered again (and so, in the end, moved to the dead-letter queue).
     Again,
-    /// Its tenant is being restored: held back on the queue until the restore ends, never counted
-    /// as a delivery.
+    /// Its tenant is being restored, or its key refuses (disabled, revoked): held back on the
+    /// queue until the restore ends or the key is usable again, never counted as a delivery.
     Held(TenantId, ImportMessage),
 }
 
@@ -169,6 +169,13 @@ async fn unsealed(
     };
     let known = match known {
         Ok(known) => known,
+        // The tenant's key refuses (its record read, the tenant active or suspended): its lifecycle
+        // operations pause likewise. Held, not delivered again: five deliveries would send it to
+        // the dead-letter queue, and its items would fail for a key enabled again an hour later.
+        Err(ApiError::Forbidden(reason)) => {
+            tracing::info!(tenant = %tenant, import_id = %body.import_id, reason, "the tenant's key refuses: its import message is held back");
+            return Accepted::Held(tenant, body);
+        }
         Err(e) => {
             tracing::warn!(tenant = %tenant, error = %e, "the tenant's import key is unavailable; the message will be delivered again");
             return Accepted::Again;

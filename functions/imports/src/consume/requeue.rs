@@ -130,14 +130,16 @@ fn generation(message: &SqsMessage) -> u32 {
         .unwrap_or(0)
 }
 
-/// How long a message of a tenant being restored waits before it is delivered again.
+/// How long a message of a tenant being restored (or whose key refuses) waits before it is
+/// delivered again.
 pub const RESTORE_HOLD_SECONDS: u32 = 60;
 
-/// Holds back a message whose tenant is being restored: a copy goes back on the queue a minute
-/// later ([`requeue`]), as a deferral for the quota does, so however long the restore lasts the
-/// message never reaches the dead-letter queue for it. Its items are written after the restore (they
-/// were accepted before it, and are not part of what it brings back); past the import's deadline,
-/// no copy is sent, and the deadline's close fails the unwritten items.
+/// Holds back a message whose tenant is being restored, or whose key refuses: a copy goes back on
+/// the queue a minute later ([`requeue`]), as a deferral for the quota does, so however long the
+/// restore (or the revocation) lasts the message never reaches the dead-letter queue for it. Its
+/// items are written after the restore (they were accepted before it, and are not part of what it
+/// brings back), or once the key is usable again; past the import's deadline, no copy is sent, and
+/// the deadline's close fails the unwritten items.
 pub(super) async fn hold(
     app: &App,
     settings: &ConsumerSettings,
@@ -147,13 +149,13 @@ pub(super) async fn hold(
 ) -> Result<(), ApiError> {
     let delay = RESTORE_HOLD_SECONDS.min(settings.max_defer_seconds);
     if app.clock.now_millis() + u64::from(delay) * 1000 >= due_at_ms(body.issued_at) {
-        tracing::info!(tenant = %tenant, import_id = %body.import_id, "import held back past its deadline by a restore: its unwritten items fail");
+        tracing::info!(tenant = %tenant, import_id = %body.import_id, "import held back past its deadline (a restore, or its key refusing): its unwritten items fail");
         return Ok(());
     }
-    // Its tenant is being restored: a tenant route's client would be refused (503), and the copy's
-    // note is the consumer's own bookkeeping, not the tenant's request.
+    // Its tenant is being restored (or its key refuses): a tenant route's client would be refused,
+    // and the copy's note is the consumer's own bookkeeping, not the tenant's request.
     let db = app.db_for_operator(tenant).await?;
     requeue(&db, settings, message, body, delay).await?;
-    tracing::info!(tenant = %tenant, import_id = %body.import_id, delay, "import held back: the tenant is being restored");
+    tracing::info!(tenant = %tenant, import_id = %body.import_id, delay, "import held back: the tenant is being restored, or its key refuses");
     Ok(())
 }
