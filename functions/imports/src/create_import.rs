@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::{EntityId, TenantId};
-use shared::service::http::{json_body_up_to, json_response};
+use shared::service::http::{bytes_in_event, json_body_up_to, json_response};
 use shared::service::idempotent::{self, Recorder};
 use shared::store::client::scoped::TenantDb;
 use shared::store::client::transact::TransactError;
@@ -42,7 +42,10 @@ use checks::{checked_items, departments_exist};
 use enqueue::{enqueue, Outgoing};
 
 pub const ROUTE: &str = "create-import";
-/// The largest request body: Lambda's synchronous payload limit is 6 MB.
+/// The largest request body, as it travels in the Lambda event (JSON-escaped: `bytes_in_event`):
+/// Lambda's synchronous payload limit is 6 MB (6,291,456 bytes), the event's headers and claims
+/// included. A body Lambda refuses never reaches the function; one within its limit but past this
+/// one is a 413 that says so.
 pub const MAX_BODY_BYTES: usize = 6_000_000;
 /// What a tenant at its bound of open imports is told to wait: the lifecycle driver runs every
 /// minute, and closes every import past its deadline.
@@ -114,6 +117,13 @@ pub async fn handle(
     req: Request,
 ) -> Result<Response<Body>, ApiError> {
     let parse = |req: &Request| {
+        let in_event = bytes_in_event(req.body().as_ref());
+        if in_event > MAX_BODY_BYTES {
+            return Err(ApiError::PayloadTooLarge(format!(
+                "The request body takes {in_event} bytes in the Lambda event (JSON-escaped: a quote \
+                 or a backslash counts twice); the limit is {MAX_BODY_BYTES}."
+            )));
+        }
         let input: CreateImportInput = json_body_up_to(req, MAX_BODY_BYTES)?;
         Ok((input.kind, checked_items(input)?))
     };

@@ -512,6 +512,21 @@ async fn a_bad_item_is_refused_by_its_index_and_nothing_is_enqueued() {
         (products("many", 1001), "items"),
         (json!({"kind": "orders", "items": [{}]}), "kind"),
     ];
+    // AND a body of 3.3 MB whose quotes take it past 6 MB in the Lambda event (each `\"` travels
+    // as four bytes) is a 413 that says so (before the mend: accepted by the handler, refused by
+    // Lambda before it ran, with no problem+json)
+    let quoted: Vec<Value> = (0..1000)
+        .map(|i| json!({"productId": format!("q-{i:04}"), "document": {"q": "\"".repeat(1600)}}))
+        .collect();
+    let quoted = json!({"kind": "products", "items": quoted});
+    assert!(quoted.to_string().len() < 3_500_000);
+    let r = post_import(&h, &queues, &t, quoted, &[]).await;
+    r.assert_problem(413);
+    assert!(
+        r.body["detail"].as_str().unwrap().contains("JSON-escaped"),
+        "{}",
+        r.body
+    );
     refused_and_nothing_enqueued(&h, &queues, &t, cases).await;
     // AND an unknown import is 404
     get_import(&h, &t, "0123456789abcdef")
