@@ -278,3 +278,24 @@ async fn a_key_row_of_another_onboarding_of_the_id_still_under_way_is_never_shre
     assert_eq!(held.len(), 1);
     assert_eq!(held[0].bytes(), theirs.bytes());
 }
+
+#[tokio::test]
+async fn a_rotation_retried_after_the_tenants_key_was_revoked_is_refused_like_a_first_one() {
+    // GIVEN a tenant whose data key is wrapped by a KMS key of its own, its key rotated (the new
+    // version not yet sealing)
+    let h = Harness::new().await.keyed().await;
+    let t = integration::unique("rot-revoked");
+    let own_key = h.onboard_with_own_key(&t, 1).await;
+    let first = rotate(&h, &t).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let keys_before = h.test_keys().every_key(&h.admin).await.len();
+
+    // WHEN the tenant revokes its key, and the operator retries the rotation
+    h.test_keys().set_enabled(&own_key, false).await;
+    let again = rotate(&h, &t).await;
+
+    // THEN the retry is refused as a first rotation would be (before the mend: 200 with the
+    // versions, the key never asked), and no key is made
+    again.assert_problem_naming(403, "encryption key");
+    assert_eq!(h.test_keys().every_key(&h.admin).await.len(), keys_before);
+}

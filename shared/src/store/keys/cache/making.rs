@@ -132,12 +132,13 @@ impl TenantKeys {
         let Some(newest) = rows.last() else {
             return Ok(None);
         };
+        // The key must still serve: a revoked tenant's key is not rotated, and a retried rotation
+        // is refused alike.
+        self.unwrap(tenant, newest).await?;
         let now = self.clock.now_millis();
         if newest.seals_from_ms > now {
             return Ok(Some(KeyVersions::of(&rows)));
         }
-        // The key must still serve: a revoked tenant's key is not rotated.
-        self.unwrap(tenant, newest).await?;
         let seals_from_ms = now + self.cache_ms + ROTATION_MARGIN_MS;
         let (row, _) = self
             .generate(
