@@ -112,13 +112,24 @@ impl TestKeys {
 
     /// A container's key cache over these keys, behind [`EnforcedKeyStates`].
     pub fn tenant_keys(&self, h: &Harness) -> TenantKeys {
+        self.tenant_keys_on(h, h.admin.clone())
+    }
+
+    /// [`TestKeys::tenant_keys`], reading the key table through `client` (one with `h`'s fault
+    /// layer, to throttle it).
+    pub fn tenant_keys_on(&self, h: &Harness, client: aws_sdk_dynamodb::Client) -> TenantKeys {
         let settings = KeySettings {
             table: self.table.clone(),
             kms_key_id: self.platform_key.clone(),
             cache_seconds: DEFAULT_KEY_CACHE_SECONDS,
         };
         let vault = EnforcedKeyStates::new(self.kms.clone(), self.outage.clone());
-        TenantKeys::new(&settings, h.admin.clone(), Arc::new(vault), h.clock.clone())
+        TenantKeys::new(&settings, client, Arc::new(vault), h.clock.clone())
+    }
+
+    /// The key table's name.
+    pub fn table(&self) -> &str {
+        &self.table
     }
 
     /// A new KMS key on moto (a tenant's own, for BYOK): its ARN.

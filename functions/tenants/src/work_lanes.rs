@@ -143,6 +143,12 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
     if lane.done || message.is_stale_for(lane.sent_steps) {
         return Ok(Turn::Dropped);
     }
+    // A turn ahead of its lane's committed steps was sent for an earlier lane of this key: an
+    // operation of the same kind ended and began again (a re-sharding after another, a restore
+    // aborted and started again), and this copy outlived it. Its lane is not this one's.
+    if message.steps.is_some_and(|steps| steps > lane.steps) {
+        return Ok(Turn::Dropped);
+    }
     // A turn newer than its lane notes (its sender's note not yet written, or lost): noted here,
     // and the lane read again, so that the sender's note landing during this turn cannot cancel
     // its steps as a stale copy's and leave the lane with no message at all.

@@ -98,20 +98,21 @@ pub fn json_body<T: DeserializeOwned>(req: &Request) -> Result<T, ApiError> {
     json_body_up_to(req, MAX_BODY_BYTES)
 }
 
-/// [`json_body`], for a route that takes bodies of up to `max_bytes`.
-/// The bytes `body` takes in the Lambda event that carries it: a JSON string, where a quote or a
-/// backslash takes two and a control character up to six. Lambda's limit on a synchronous event
-/// (6 MB) counts these, not the body's own bytes.
+/// The bytes `body` takes in the Lambda event that carries it: a JSON string, where a quote, a
+/// backslash and a newline, tab, carriage return, backspace or form feed take two, another control
+/// character six (`\u00XX`). Lambda's limit on a synchronous event (6 MB) counts these, not the
+/// body's own bytes.
 pub fn bytes_in_event(body: &[u8]) -> usize {
     body.iter()
         .map(|b| match b {
-            b'"' | b'\\' => 2,
+            b'"' | b'\\' | b'\n' | b'\t' | b'\r' | 0x08 | 0x0c => 2,
             0x00..=0x1f => 6,
             _ => 1,
         })
         .sum()
 }
 
+/// [`json_body`], for a route that takes bodies of up to `max_bytes`.
 pub fn json_body_up_to<T: DeserializeOwned>(
     req: &Request,
     max_bytes: usize,
@@ -282,6 +283,9 @@ pub fn page_response<V: Serialize>(
         parts.push(part);
         last_key = Some(key);
     }
+    if next_cursor.is_some() {
+        crate::store::client::meter::page_returned(parts.len());
+    }
     let body = format!(
         "{{\"items\":[{}],\"nextCursor\":{}}}",
         parts.join(","),
@@ -337,6 +341,19 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bodys_bytes_in_the_event_are_its_json_string_escapes() {
+        // GIVEN every ASCII byte, and a pretty-printed JSON body
+        let ascii: String = (0u8..=0x7f).map(char::from).collect();
+        let pretty = "{\n\t\"a\": \"b\\\\c\"\r\n}";
+        for body in [ascii.as_str(), pretty] {
+            // WHEN it is measured
+            // THEN it takes what JSON's string escapes make of it (a newline two, not six)
+            let escaped = serde_json::to_string(body).unwrap().len() - 2;
+            assert_eq!(bytes_in_event(body.as_bytes()), escaped, "{body:?}");
+        }
+    }
 
     #[derive(Debug, serde::Deserialize)]
     #[serde(deny_unknown_fields)]

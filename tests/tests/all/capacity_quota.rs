@@ -227,6 +227,49 @@ async fn a_page_under_a_nearly_empty_budget_is_short_and_has_a_cursor() {
 }
 
 #[tokio::test]
+async fn a_page_cut_short_by_its_bytes_teaches_its_cost_per_item_returned_and_a_last_page_per_item_asked(
+) {
+    const ROUTE: &str = "query-tenant-products";
+    // GIVEN a tenant with 100 products of 60 KB on one shard (6 MB: a page of 100 stops before
+    // 5 MB), and a container that has not read its list
+    let (h, t) = seeded_then_limited("cutcost", 1, 100, 60, 1_000_000).await;
+    let c = h.another_container().await;
+    let tenant = shared::identity::ids::TenantId::parse(&t).unwrap();
+    let consumed_milli = || async {
+        let units = integration::units_used(&h, &[&c.app], &t, Some(ROUTE)).await;
+        (units * 1000.0).round() as u64
+    };
+
+    // WHEN it reads a page of 100, cut short by its bytes
+    let first = list(&c, &t, &[("limit", "100")]).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let returned = first.body["items"].as_array().unwrap().len() as u64;
+    assert!(returned < 100, "{returned} items");
+    let cursor = first.body["nextCursor"]
+        .as_str()
+        .expect("a cursor")
+        .to_owned();
+    let first_cost = consumed_milli().await;
+    // THEN the route's cost is learned per item it returned (before the mend: per item asked, so
+    // the next page under a nearly empty budget shrank too little and read into debt)
+    let per_item = c.app.limiter.cost_per_item(&tenant, ROUTE).unwrap();
+    assert_eq!(
+        per_item,
+        first_cost.div_ceil(returned),
+        "{first_cost} milli, {returned} items"
+    );
+
+    // WHEN it reads the rest, a last page short of its limit because the list ended
+    let last = list(&c, &t, &[("limit", "100"), ("cursor", &cursor)]).await;
+    assert_eq!(last.status, 200, "{}", last.body);
+    assert!(last.body["nextCursor"].is_null(), "{}", last.body);
+    let last_cost = consumed_milli().await - first_cost;
+    // THEN its cost is learned per item asked: the list ended, nothing was cut
+    let per_item = c.app.limiter.cost_per_item(&tenant, ROUTE).unwrap();
+    assert_eq!(per_item, last_cost.div_ceil(100), "{last_cost} milli");
+}
+
+#[tokio::test]
 async fn at_the_maximum_custom_rate_no_counter_item_takes_more_than_its_share_and_the_window_decides(
 ) {
     // GIVEN a tenant at the maximum custom rate (100,000 requests a second: 400 counter shards),

@@ -427,6 +427,27 @@ async fn a_turn_delivered_before_its_sender_noted_it_keeps_its_lane_going_when_t
 }
 
 #[tokio::test]
+async fn a_turn_of_an_earlier_lane_of_the_same_key_is_dropped_and_the_lanes_own_turns_end_it() {
+    use shared::store::lifecycle::offboarding::OPERATION;
+    // GIVEN a tenant offboarding in one lane on the queue
+    let (h, operator, victim, before, pump) =
+        offboarding_in_one_lane_on_the_queue("leftover").await;
+    // AND on the queue beside its turn, a turn of an earlier lane of the same key, ahead of this
+    // lane's steps (a copy that outlived its operation: a re-sharding after another, a restore
+    // aborted and started again, reuse the key)
+    let tenant = TenantId::parse(&victim).unwrap();
+    let keys = h.app.cursor_keys().unwrap();
+    let leftover = tenants::LaneMessage::new(&tenant, OPERATION, 0, 50);
+    pump.lanes.send(&keys, &[leftover]).await.unwrap();
+
+    // WHEN the workers take the queue until the tenant is gone
+    // THEN the leftover was dropped, and the lane's own turns deleted and counted every item once
+    // (before the mend: the leftover noted itself as the lane's newest turn, every turn of the
+    // lane's own was dropped as stale, and the offboarding never ended)
+    offboarded_exactly_once(&h, &pump, &operator, &victim, &before).await;
+}
+
+#[tokio::test]
 async fn a_lane_message_delivered_again_after_its_turn_is_dropped_as_a_stale_copy_and_one_message_a_lane_goes_round(
 ) {
     // GIVEN a tenant offboarding in one lane on the queue, whose turns of 150 ms leave it more to

@@ -189,4 +189,23 @@ async fn an_import_accepted_before_its_tenants_key_was_revoked_waits_on_the_queu
     // THEN every product is written once, and nothing was dead-lettered
     assert_eq!(products_of(h.all_items().await), 10);
     assert_eq!(queues.backlog(&queues.dlq_url).await, 0);
+
+    // WHEN another tenant's import is delivered while it is suspended (its key usable)
+    let s = unique("suspended-import");
+    h.onboard_with_own_key(&s, 1).await;
+    let queues = integration::import_queue::ImportQueues::create(2, 1).await;
+    let accepted = post_import(&h, &queues, &s, products("sus", 3), &[]).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let suspended = h
+        .operator()
+        .update_tenant(&s, json!({"status": "suspended"}))
+        .await;
+    assert_eq!(suspended.status, 200, "{}", suspended.body);
+    for _ in 0..3 {
+        deliver_deferring(&h, &queues).await;
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    // THEN it is not held back as a refused key's would be: its deliveries count, and it goes to
+    // the dead-letter queue as documented for a suspension
+    assert_eq!(queues.backlog(&queues.dlq_url).await, 1);
 }

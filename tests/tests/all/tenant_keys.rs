@@ -598,6 +598,45 @@ async fn when_kms_cannot_be_reached_a_recent_key_serves_for_two_periods_then_the
 }
 
 #[tokio::test]
+async fn a_throttled_key_table_falls_back_on_the_recent_key_and_keeps_it_for_an_outage_after() {
+    // GIVEN a keyed tenant, and a container's key cache whose key table reads pass through the
+    // fault layer, its key fetched
+    let h = Harness::new().await.keyed().await;
+    onboard(&h, "acme", 1).await;
+    let acme = TenantId::parse("acme").unwrap();
+    let faulting = aws_sdk_dynamodb::Client::from_conf(
+        h.admin
+            .config()
+            .to_builder()
+            .interceptor(integration::TestInterceptor {
+                requests: h.requests.clone(),
+                faults: h.faults.clone(),
+            })
+            .build(),
+    );
+    let keys = h.test_keys().tenant_keys_on(&h, faulting);
+    let fetched = keys.current(&acme, None).await.unwrap().expect("a key");
+
+    // WHEN its period passes and the key table throttles every read
+    h.clock.advance_millis(DEFAULT_KEY_CACHE_SECONDS * 1000 + 1);
+    h.faults
+        .refuse_requests_containing(Some(h.test_keys().table()));
+    let throttled = keys.current(&acme, None).await;
+    // THEN the recent key serves (before the mend: 503, and the key was dropped)
+    let served = throttled.expect("the recent key").expect("a key");
+    assert_eq!(served.versions(), fetched.versions());
+
+    // WHEN the throttling ends and KMS is then out of reach, five seconds on
+    h.faults.refuse_requests_containing(None);
+    h.test_keys().outage.store(true, Ordering::SeqCst);
+    h.clock.advance_millis(REFUSAL_MEMO_MS);
+    // THEN the recent key still serves: the throttling did not drop it
+    let out = keys.current(&acme, None).await;
+    assert!(matches!(out, Ok(Some(_))), "{out:?}");
+    h.test_keys().outage.store(false, Ordering::SeqCst);
+}
+
+#[tokio::test]
 async fn while_kms_is_out_a_container_asks_it_once_every_five_seconds_and_its_recent_key_serves_at_once(
 ) {
     // GIVEN a keyed tenant with products, served by a fresh container (its key cached)

@@ -169,11 +169,17 @@ async fn unsealed(
     };
     let known = match known {
         Ok(known) => known,
-        // The tenant's key refuses (its record read, the tenant active or suspended): its lifecycle
-        // operations pause likewise. Held, not delivered again: five deliveries would send it to
-        // the dead-letter queue, and its items would fail for a key enabled again an hour later.
-        Err(ApiError::Forbidden(reason)) => {
-            tracing::info!(tenant = %tenant, import_id = %body.import_id, reason, "the tenant's key refuses: its import message is held back");
+        // The tenant's key refuses (asked again: a 403 may also be a suspension, whose messages go
+        // on to the dead-letter queue): its lifecycle operations pause likewise. Held, not
+        // delivered again: five deliveries would send it to the dead-letter queue, and its items
+        // would fail for a key enabled again an hour later.
+        Err(ApiError::Forbidden(_))
+            if matches!(
+                app.refuse_revoked(&tenant).await,
+                Err(ApiError::Forbidden(_))
+            ) =>
+        {
+            tracing::info!(tenant = %tenant, import_id = %body.import_id, "the tenant's key refuses: its import message is held back");
             return Accepted::Held(tenant, body);
         }
         Err(e) => {

@@ -78,7 +78,7 @@ pub(super) async fn respond_counted(
             match admitted {
                 Some(charge) => {
                     app.limiter
-                        .settle(&tenant, bin, meta.page_limit(), charge, read + write, now);
+                        .settle(&tenant, bin, meta.page_size(), charge, read + write, now);
                     if read + write > charge.estimate_milli {
                         Box::pin(count_debt(app, &tenant)).await;
                     }

@@ -219,7 +219,8 @@ impl TenantKeys {
     }
 
     /// `tenant`'s key rows and its key from them (see [`Self::ring`]), and the incarnation the rows
-    /// name. Out of reach (KMS or the key table), noted for [`REFUSAL_MEMO_MS`].
+    /// name. Out of reach (KMS or the key table unavailable, or throttled: both
+    /// [`StoreError::Unavailable`]), noted for [`REFUSAL_MEMO_MS`].
     async fn fetch(
         &self,
         tenant: &TenantId,
@@ -229,7 +230,13 @@ impl TenantKeys {
             let key = self.ring(tenant, &rows).await?;
             Ok((rows.last().map(|row| row.created_at.clone()), key))
         }
-        .await;
+        .await
+        .map_err(|e| match e {
+            throttled @ StoreError::Throttled { .. } => {
+                StoreError::Unavailable(throttled.to_string())
+            }
+            e => e,
+        });
         if let Err(StoreError::Unavailable(detail)) = &fetched {
             let until = self.clock.now_millis() + REFUSAL_MEMO_MS;
             self.outages.note(tenant, until, detail);
@@ -317,13 +324,14 @@ impl TenantKeys {
                 Ok(Some(key))
             }
             Err(StoreError::Unavailable(detail)) => recent(detail),
-            Err(e) => {
+            // A refused key leaves the cache (never the recent key of a revoked tenant); any other
+            // failure leaves the entry, still the recent key should KMS be out next.
+            Err(StoreError::KeyRefused(code)) => {
                 self.forget(tenant);
-                if let StoreError::KeyRefused(code) = &e {
-                    self.remember_refusal(tenant, code);
-                }
-                Err(e)
+                self.remember_refusal(tenant, &code);
+                Err(StoreError::KeyRefused(code))
             }
+            Err(e) => Err(e),
         }
     }
 

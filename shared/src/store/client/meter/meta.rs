@@ -33,6 +33,9 @@ pub struct RequestMeta {
     pub(super) budget: OnceLock<PageBudget>,
     /// The page limit the handler read with, after any shrinking: the request's size.
     pub(super) page_limit: OnceLock<u32>,
+    /// The items a page returned when it ended before the list did (its next cursor given): a page
+    /// cut short by its bytes or its reads cost what it read for these, not for its limit.
+    pub(super) page_returned: OnceLock<u32>,
     /// Tenants with a sealed item this container's view of their key could not open (no key, or
     /// an older version than the item's): the service layer meets their keys again.
     pub(super) keys_not_met: Mutex<Vec<TenantId>>,
@@ -154,6 +157,18 @@ impl RequestMeta {
         self.page_limit.get().copied()
     }
 
+    /// The request's size, what its cost is learned per: its page limit, or the items its page
+    /// returned when it was cut short before the list ended (fewer than its limit, a next cursor
+    /// given). A last page short of its limit keeps its limit: the list ended, and its reads cost
+    /// what a full page's would have up to there.
+    pub fn page_size(&self) -> Option<u32> {
+        let limit = self.page_limit()?;
+        Some(match self.page_returned.get() {
+            Some(&returned) if returned < limit => returned.max(1),
+            _ => limit,
+        })
+    }
+
     /// The tenants whose keys the request met sealed items of and did not know ([`note_key_not_met`]).
     pub fn keys_not_met(&self) -> Vec<TenantId> {
         lock(&self.keys_not_met).clone()
@@ -218,6 +233,16 @@ pub fn page_limit(limit: u32) -> u32 {
             limit
         })
         .unwrap_or(limit)
+}
+
+/// Records that the current request's page returned `items` before the end of its list (a next
+/// cursor given): see [`RequestMeta::page_size`].
+pub fn page_returned(items: usize) {
+    let _ = REQUEST.try_with(|m| {
+        let _ = m
+            .page_returned
+            .set(u32::try_from(items).unwrap_or(u32::MAX));
+    });
 }
 
 /// Records that the current request met an item of `tenant` sealed under a key (or a key version)

@@ -12,8 +12,8 @@ pub use capacity::{consumed_units, CapacityUnits};
 pub use intercept::RequestMetering;
 use meta::REQUEST;
 pub use meta::{
-    charge_own, metered_apart, note_key_not_met, note_tenant, page_limit, scope, set_budget,
-    with_request_meta, PageBudget, RequestMeta,
+    charge_own, metered_apart, note_key_not_met, note_tenant, page_limit, page_returned, scope,
+    set_budget, with_request_meta, PageBudget, RequestMeta,
 };
 
 /// What a PutItem of `item` costs: one write unit per started kilobyte in the table, and one in

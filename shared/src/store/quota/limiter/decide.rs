@@ -88,13 +88,14 @@ impl RateLimiter {
     }
 
     /// Corrects an admitted request's estimate to what it consumed, in the window of `now_second`
-    /// (the debt carries it on), and learns its route's cost: per item of `page_limit` when the
-    /// handler read a page of it, else per request; never from a request that consumed nothing.
+    /// (the debt carries it on), and learns its route's cost: per item of `page_size` when the
+    /// handler read a page (`RequestMeta::page_size`: its limit, or the items a page cut short
+    /// returned), else per request; never from a request that consumed nothing.
     pub fn settle(
         &self,
         tenant: &TenantId,
         route: &str,
-        page_limit: Option<u32>,
+        page_size: Option<u32>,
         charge: Charge,
         consumed_milli: u64,
         now_second: u64,
@@ -122,8 +123,8 @@ impl RateLimiter {
             return;
         }
         let cost = RouteCost {
-            milli_per_size: consumed_milli.div_ceil(u64::from(page_limit.unwrap_or(1).max(1))),
-            pages: page_limit.is_some(),
+            milli_per_size: consumed_milli.div_ceil(u64::from(page_size.unwrap_or(1).max(1))),
+            pages: page_size.is_some(),
         };
         lock(&self.costs).insert((tenant.clone(), route.to_owned()), cost);
     }
