@@ -54,3 +54,31 @@ fn a_table_made_from_the_pool_keeps_its_customer_managed_key() {
     );
     assert!(same_encryption(&TableDescription::builder().build()).is_none());
 }
+
+#[tokio::test]
+async fn a_table_being_updated_is_walked_for_the_tenants_items_before_it_is_taken() {
+    // GIVEN an existing table with the pool's keys whose item count (hours old) says 0, and a
+    // walk that finds one of the tenant's items in it
+    let described = |status: TableStatus| {
+        TableDescription::builder()
+            .table_status(status)
+            .item_count(0)
+            .build()
+    };
+    let pool = described(TableStatus::Active);
+    let found = || async { Ok(Some("PRODUCT#p-1".to_owned())) };
+    // WHEN it is ACTIVE, or UPDATING (its stream or billing being changed)
+    // THEN it is unfit, naming the item (before the mend an UPDATING table was taken on its item
+    // count, and a move replaced the tenant's live items with its stale ones)
+    for status in [TableStatus::Active, TableStatus::Updating] {
+        let why = unfit(&described(status.clone()), &pool, found())
+            .await
+            .unwrap();
+        assert!(why.is_some_and(|w| w.contains("PRODUCT#p-1")), "{status:?}");
+    }
+    // AND a table being made is not walked (it holds nothing yet)
+    let why = unfit(&described(TableStatus::Creating), &pool, found())
+        .await
+        .unwrap();
+    assert_eq!(why, None);
+}
