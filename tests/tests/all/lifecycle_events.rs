@@ -178,9 +178,13 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
     // GIVEN a table whose stream feeds the publisher, and a subscriber on the bus
     let (h, bus, mut stream, t) = stage("events").await;
 
-    // WHEN an operator takes a tenant through every lifecycle step (a restore too), with failed
-    // changes in between
+    // WHEN an operator takes a tenant of 20 products through every lifecycle step (a restore
+    // too), with failed changes in between
     onboard(&h, &t, 4).await;
+    let products: Vec<String> = (0..20).map(|i| format!("p-{i:02}")).collect();
+    h.tenant(&t)
+        .put_new_products(products.iter().map(|id| (id.clone(), json!({"n": 1}))))
+        .await;
     let again = h
         .operator()
         .onboard_tenant(json!({"tenantId": t, "tier": "basic"}))
@@ -271,11 +275,21 @@ async fn each_lifecycle_change_emits_exactly_one_event_and_a_failed_change_none(
     assert_eq!(detail("tenantSuspended")["outcome"], "suspended");
     assert_eq!(detail("reshardingFinished")["from"], 4);
     assert_eq!(detail("reshardingFinished")["shardCount"], 8);
+    // (the moves counted are the lanes' too: before the mend both events said 0 for a move run in
+    // lanes)
+    use shared::identity::shard::shard_for;
+    let rehomed = products
+        .iter()
+        .filter(|id| shard_for(id, 4) != shard_for(id, 8))
+        .count();
+    assert_eq!(detail("reshardingFinished")["moved"], rehomed);
     assert_eq!(detail("tenantMoveStarted")["to"], "own");
     assert_eq!(
         detail("tenantMoveFinished")["toTable"],
         format!("{}-tenant-{t}", h.table).as_str()
     );
+    let moved = detail("tenantMoveFinished")["moved"].as_u64().unwrap();
+    assert!(moved >= products.len() as u64, "{moved}");
     assert_eq!(
         detail("offboardingFinished")["deleted"],
         report.body["deleted"],

@@ -243,7 +243,7 @@ impl TenantEvents<'_> {
                 "reshardingFinished",
                 Some(&progress.requested_by),
                 "resharded",
-                json!({ "from": from, "to": to, "moved": progress.moved, "shardCount": new.shard_count }),
+                json!({ "from": from, "to": to, "moved": progress.moved_in_all(), "shardCount": new.shard_count }),
             ),
             _ => {}
         }
@@ -258,7 +258,7 @@ impl TenantEvents<'_> {
                 "tenantMoveFinished",
                 Some(&m.progress.requested_by),
                 "moved",
-                json!({ "to": m.to, "fromTable": m.from_table, "toTable": m.to_table, "moved": m.progress.moved, "steps": m.progress.steps }),
+                json!({ "to": m.to, "fromTable": m.from_table, "toTable": m.to_table, "moved": m.progress.moved_in_all(), "steps": m.progress.steps }),
             ),
             _ => {}
         }

@@ -249,6 +249,18 @@ pub async fn finish_lanes(
     state: &PlacementMove,
     done: &[Lane],
 ) -> Result<bool, StoreError> {
+    // The lanes' count onto the move before it goes: the stream's last image of it is what its
+    // finished event reports (the lanes are deleted beside it).
+    let moved = lanes::totals(done).0.get(MOVED).copied().unwrap_or(0);
+    let noted = record_action(
+        db,
+        state,
+        "SET #move.lanesMoved = :moved",
+        [(":moved", AttributeValue::N(moved.to_string()))],
+    )?;
+    if !committed(db, vec![noted]).await? {
+        return Ok(false);
+    }
     let mut actions = lanes::fold(&db.for_record(), done)?;
     actions.push(match state.to {
         Placement::Own => {

@@ -71,6 +71,7 @@ pub(crate) fn asked(requested_by: &TenantId, now_ms: u64) -> MoveProgress {
         moves_start_at: now + MOVES_DELAY_SECONDS,
         steps: 0,
         moved: 0,
+        lanes_moved: 0,
     }
 }
 
@@ -207,6 +208,14 @@ pub async fn finish_lanes(
     state: &Migration,
     done: &[Lane],
 ) -> Result<bool, StoreError> {
+    // The lanes' count onto the migration before it goes: the stream's last image of it is what
+    // its finished event reports (the lanes are deleted beside it).
+    let moved = lanes::totals(done).0.get(MOVED).copied().unwrap_or(0);
+    let moved = AttributeValue::N(moved.to_string());
+    let noted = record_action(db, state, "SET #m.lanesMoved = :next", Some(moved))?;
+    if !committed(db, vec![noted]).await? {
+        return Ok(false);
+    }
     let mut actions = lanes::fold(db, done)?;
     actions.push(record_action(db, state, FINISH, None)?);
     committed(db, actions).await

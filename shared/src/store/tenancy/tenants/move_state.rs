@@ -41,6 +41,21 @@ pub struct MoveProgress {
     /// counted).
     #[serde(default)]
     pub moved: u64,
+    /// Items its lanes moved, noted on it as they end (their own counts are deleted with them): its
+    /// finished event reports `moved` and these.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lanes_moved: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl MoveProgress {
+    /// Every item the move's steps and lanes moved.
+    pub fn moved_in_all(&self) -> u64 {
+        self.moved + self.lanes_moved
+    }
 }
 
 /// A move of a tenant's items from `from_table` to `to_table` (one of them the pool).

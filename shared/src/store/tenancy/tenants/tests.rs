@@ -146,6 +146,7 @@ fn golden_stored_states_are_flat_and_never_hold_an_empty_map() {
         moves_start_at: 20,
         steps: 0,
         moved: 0,
+        lanes_moved: 0,
     };
     let migration = Migration {
         lanes_asked: Some(4),
