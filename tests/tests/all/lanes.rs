@@ -219,19 +219,28 @@ async fn an_offboarding_in_lanes_deletes_every_item_once_through_duplicates_kill
     assert!(pump.queues.dead_letters().await.is_empty());
 }
 
-#[tokio::test]
-async fn a_lane_whose_message_is_lost_is_sent_again_once_it_has_not_stepped_for_five_minutes() {
-    // GIVEN a tenant offboarding in 2 lanes on the queue, one lane's message lost
+/// A tenant (its id from `name`) of 40 items of every kind, offboarding in 2 lanes past its
+/// deletion delay, its lanes not yet planned; with the operator, its items and a queue.
+async fn offboarding_in_two_lanes_past_its_delay(
+    name: &str,
+) -> (Harness, Auth, String, Vec<Item>, LanePump) {
     let mut h = Harness::new().await;
     h.app.settings.lifecycle_lanes = 2;
     let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
-    let victim = unique("lost");
+    let victim = unique(name);
     onboard(&h, &victim, 4).await;
     seed_every_kind(&h, &victim, 40).await;
     let before = h.items_under(&raw_key(&victim, "")).await;
     let pump = LanePump::new(1, Duration::from_secs(5)).await;
     assert_eq!(offboard(&h, &victim, &operator).await.status, 202);
     h.clock.advance_seconds(DELETION_DELAY_SECONDS);
+    (h, operator, victim, before, pump)
+}
+
+#[tokio::test]
+async fn a_lane_whose_message_is_lost_is_sent_again_once_it_has_not_stepped_for_five_minutes() {
+    // GIVEN a tenant offboarding in 2 lanes on the queue, one lane's message lost
+    let (h, operator, victim, before, pump) = offboarding_in_two_lanes_past_its_delay("lost").await;
     tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
         .await
         .unwrap();
@@ -281,16 +290,8 @@ async fn a_lane_whose_message_is_lost_is_sent_again_once_it_has_not_stepped_for_
 async fn lanes_planned_whose_send_failed_are_sent_by_the_next_driver_run_not_five_minutes_later() {
     use tenants::lane_walk::UNSENT_AFTER_MS;
     // GIVEN a tenant offboarding in 2 lanes, past its deletion delay
-    let mut h = Harness::new().await;
-    h.app.settings.lifecycle_lanes = 2;
-    let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
-    let victim = unique("unsent");
-    onboard(&h, &victim, 4).await;
-    seed_every_kind(&h, &victim, 40).await;
-    let before = h.items_under(&raw_key(&victim, "")).await;
-    let pump = LanePump::new(1, Duration::from_secs(5)).await;
-    assert_eq!(offboard(&h, &victim, &operator).await.status, 202);
-    h.clock.advance_seconds(DELETION_DELAY_SECONDS);
+    let (h, operator, victim, before, pump) =
+        offboarding_in_two_lanes_past_its_delay("unsent").await;
     // WHEN the driver plans its lanes and SQS cannot be reached to take their messages
     let unreachable = pump
         .queues

@@ -564,15 +564,22 @@ async fn a_keyed_tenants_employees_and_departments_are_sealed_and_move_between_d
     }
 }
 
-#[tokio::test]
-async fn when_kms_cannot_be_reached_a_recent_key_serves_for_two_periods_then_the_tenant_gets_503() {
-    // GIVEN a keyed tenant with products, served by a fresh container (its key cached)
+/// A keyed world, acme with 3 products, and a fresh container that served them (its key cached):
+/// the world, the container, and the model.
+async fn served_by_a_fresh_keyed_container() -> (Harness, Harness, BTreeMap<String, Value>) {
     let h = Harness::new().await.keyed().await;
     onboard(&h, "acme", 1).await;
     let model = products_of("acme", 3);
     put_all(&h, "acme", &model).await;
     let c = h.another_keyed_container().await;
     assert_served(&c, "acme", &model).await;
+    (h, c, model)
+}
+
+#[tokio::test]
+async fn when_kms_cannot_be_reached_a_recent_key_serves_for_two_periods_then_the_tenant_gets_503() {
+    // GIVEN a keyed tenant with products, served by a fresh container (its key cached)
+    let (h, c, model) = served_by_a_fresh_keyed_container().await;
     let period_ms = DEFAULT_KEY_CACHE_SECONDS * 1000;
 
     // WHEN KMS cannot be reached, past the container's cache period
@@ -640,12 +647,7 @@ async fn a_throttled_key_table_falls_back_on_the_recent_key_and_keeps_it_for_an_
 async fn while_kms_is_out_a_container_asks_it_once_every_five_seconds_and_its_recent_key_serves_at_once(
 ) {
     // GIVEN a keyed tenant with products, served by a fresh container (its key cached)
-    let h = Harness::new().await.keyed().await;
-    onboard(&h, "acme", 1).await;
-    let model = products_of("acme", 3);
-    put_all(&h, "acme", &model).await;
-    let c = h.another_keyed_container().await;
-    assert_served(&c, "acme", &model).await;
+    let (h, c, model) = served_by_a_fresh_keyed_container().await;
     let keys = c.app.keys.as_ref().expect("a keyed container");
     let acme = TenantId::parse("acme").unwrap();
 
