@@ -31,6 +31,8 @@ pub struct Faults {
     throttle: AtomicUsize,
     /// The next attempt of this operation is throttled as DynamoDB does it: never applied.
     refuse_once: Mutex<Option<String>>,
+    /// The next attempt of this operation is answered with this error body, never applied.
+    answer_once: Mutex<Option<(String, String)>>,
     /// How many more attempts are executed by DynamoDB but answered with a 500, so the SDK retries
     /// a request that already took effect (as after a timeout on the way back).
     lost_after_success: AtomicUsize,
@@ -237,6 +239,23 @@ impl Faults {
             || matches.is_some_and(|f| std::str::from_utf8(body).is_ok_and(f))
     }
 
+    /// The next attempt of `operation` never takes effect and is answered with DynamoDB's `error`
+    /// (its `__type`'s last part, e.g. `ResourceInUseException`, as for a table being made).
+    pub fn answer_next(&self, operation: &str, error: &str) {
+        let body = format!(
+            r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{error}","message":"injected {error}"}}"#
+        );
+        *self.answer_once.lock().unwrap() = Some((operation.to_owned(), body));
+    }
+
+    fn take_answer(&self, operation: &str) -> Option<String> {
+        let mut answer = self.answer_once.lock().unwrap();
+        match answer.as_ref() {
+            Some((op, _)) if op == operation => answer.take().map(|(_, body)| body),
+            _ => None,
+        }
+    }
+
     fn take_refusal(&self, operation: &str) -> bool {
         let mut refuse = self.refuse_once.lock().unwrap();
         if refuse.as_deref() == Some(operation) {
@@ -389,6 +408,8 @@ impl Intercept for TestInterceptor {
                 r#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"injected throttling, not applied"}"#
                     .to_owned(),
             )
+        } else if let Some(body) = self.faults.take_answer(&operation) {
+            Some(body)
         } else if operation == "TransactWriteItems" {
             // The state lives across the operation's retry attempts: set or clear it on each one.
             self.faults.take_cancel()

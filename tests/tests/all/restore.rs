@@ -416,7 +416,22 @@ async fn a_point_in_time_restore_is_started_awaited_and_dropped_on_a_server_that
         .unwrap();
     let t = TenantId::parse("acme").unwrap();
     let scratch = point_in_time::scratch_table(&pool, &t, 1);
-    let at = shared::identity::clock::rfc3339(integration::real_now_millis());
+    // (the window's end as the server reports it: moto's stays where recovery was turned on, so
+    // the time just after the put could fall past it by a few milliseconds)
+    let backups = client
+        .describe_continuous_backups()
+        .table_name(&pool)
+        .send()
+        .await
+        .unwrap();
+    let latest = backups
+        .continuous_backups_description()
+        .and_then(|d| d.point_in_time_recovery_description())
+        .and_then(|p| p.latest_restorable_date_time())
+        .expect("a point-in-time window")
+        .to_millis()
+        .unwrap();
+    let at = shared::identity::clock::rfc3339(latest as u64);
 
     // WHEN pooltable checks the window, starts the restore, waits for it and drops it
     point_in_time::check_window(&client, &pool, &at)
@@ -671,6 +686,50 @@ async fn an_operator_aborts_a_running_restore_and_the_tenant_is_served_again() {
         restored_of(&t, &keyed(h.all_items().await)),
         restored_of(&t, &before)
     );
+}
+
+/// An abort of a point-in-time restore whose copy DynamoDB is still making (20 minutes or more, and
+/// it refuses to delete a table meanwhile) is refused, the restore still running, rather than
+/// ending it with the copy of the whole pool left behind for good.
+#[tokio::test]
+async fn an_abort_while_the_point_in_time_copy_is_still_being_made_is_refused_and_leaves_no_copy() {
+    use shared::identity::keys::tenant_record_key;
+    // GIVEN a restore of a tenant of 10 products from its copy, which its record names as a point
+    // in time's scratch table (DynamoDB Local makes no point-in-time copies)
+    let (h, t) = tenant_of_products("pitrabort", 1, 10).await;
+    let scratch = h.snapshot("pitrabort").await;
+    assert_eq!(restore_from(&h, &t, &scratch, false).await.status, 202);
+    let record = tenant_record_key(&TenantId::parse(&t).unwrap());
+    h.admin
+        .update_item()
+        .table_name(&h.table)
+        .key("PK", AttributeValue::S(record.clone()))
+        .key("SK", AttributeValue::S(record))
+        .update_expression("SET #r.pointInTime = :at")
+        .expression_attribute_names("#r", "restore")
+        .expression_attribute_values(":at", AttributeValue::S("2026-11-25T00:00:00Z".into()))
+        .send()
+        .await
+        .unwrap();
+    let abort = || h.operator().restore_tenant(&t, json!({"abort": true}));
+
+    // WHEN an operator aborts it while DynamoDB still makes the copy (it refuses to delete it)
+    h.faults
+        .answer_next("DeleteTable", "ResourceInUseException");
+    let refused = abort().await;
+    // THEN the abort is refused, saying to ask again once the copy is ready, and the restore runs
+    // on (before the mend: it ended abandoned, and the copy was left behind for good)
+    refused.assert_problem_naming(409, "still being made");
+    let view = h.operator().get_tenant(&t).await;
+    assert_eq!(view.body["status"], "restoring", "{}", view.body);
+    // WHEN it is asked again once the copy is ready
+    let aborted = abort().await;
+    // THEN the restore ends abandoned, and its copy is gone
+    assert_eq!(aborted.status, 200, "{}", aborted.body);
+    assert_eq!(aborted.body["lastRestore"]["phase"], "abandoned");
+    use shared::store::lifecycle::restoring::point_in_time;
+    let left = point_in_time::ready(&h.admin, &scratch).await.unwrap();
+    assert_eq!(left, None, "{scratch} is left");
 }
 
 /// Issue 58, item 5: a restore's source is known by its identity, kept from the start.

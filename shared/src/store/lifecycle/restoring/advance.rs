@@ -144,6 +144,13 @@ pub async fn source_changed(
 /// Ends the running restore `state` because an operator asked (`reason`): what it wrote stays, its
 /// counts are the report's, the tenant is active again, and a point in time's scratch table is
 /// deleted. `Raced`: a step committed meanwhile (read the record again and ask again).
+///
+/// The scratch table goes first: DynamoDB refuses to delete a table while it is being made (a
+/// point-in-time copy takes 20 minutes or more), and a restore ended with its copy left would leave
+/// a copy of the whole pool for good, which nothing deletes later. Then the abort is refused
+/// ([`StoreError::Contended`], 409), the restore still preparing, to be asked again once the copy
+/// is ready. A restore whose abort fails after its copy went ends abandoned by its next step (its
+/// source is gone).
 pub async fn abort(
     live: &TenantDb,
     manager: &aws_sdk_dynamodb::Client,
@@ -151,14 +158,10 @@ pub async fn abort(
     reason: String,
     now: String,
 ) -> Result<Progress, StoreError> {
-    let ended = abandon(live, state, reason, now).await?;
-    if matches!(ended, Progress::Ended(_)) && state.point_in_time.is_some() {
-        // Best effort: a scratch table left behind costs storage, never data; the log says so.
-        if let Err(e) = point_in_time::drop_scratch(manager, &state.source_table).await {
-            tracing::warn!(table = %state.source_table, error = %e, "an aborted restore's scratch table could not be deleted; delete it by hand");
-        }
+    if state.point_in_time.is_some() {
+        point_in_time::drop_scratch(manager, &state.source_table).await?;
     }
-    Ok(ended)
+    abandon(live, state, reason, now).await
 }
 
 /// Ends a restore that cannot go on (its source could not be made, holds another tenant or

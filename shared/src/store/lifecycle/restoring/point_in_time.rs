@@ -236,12 +236,26 @@ pub async fn describe_source(
     }))
 }
 
-/// Deletes `scratch` (gone already: done).
+/// Deletes `scratch` (gone already: done). One still being made (or changed) is
+/// [`StoreError::Contended`]: DynamoDB deletes a table only once it is ready.
 pub async fn drop_scratch(
     client: &aws_sdk_dynamodb::Client,
     scratch: &str,
 ) -> Result<(), StoreError> {
-    crate::store::tenancy::placement::delete_table(client, scratch).await
+    let out = client.delete_table().table_name(scratch).send().await;
+    if out
+        .as_ref()
+        .err()
+        .and_then(|e| e.as_service_error())
+        .is_some_and(|e| e.is_resource_in_use_exception())
+    {
+        return Err(StoreError::Contended(format!(
+            "The restore's point-in-time copy {scratch} is still being made, and DynamoDB deletes \
+             a table only once it is ready (a copy takes 20 minutes or more): abort again then."
+        )));
+    }
+    unless_expected(out, |e| e.is_resource_not_found_exception())?;
+    Ok(())
 }
 
 #[cfg(test)]
