@@ -9,6 +9,8 @@ use aws_smithy_runtime_api::client::orchestrator::Metadata;
 
 use serde_json::{json, Value};
 
+mod answer;
+
 use crate::RequestCounter;
 use shared::store::client::hooks::{
     Bag, HookResult, Intercept, Parts, RequestMut, RequestRef, ResponseMut, ResponseRef,
@@ -237,23 +239,6 @@ impl Faults {
             .as_deref()
             .is_some_and(|m| body.windows(m.len()).any(|w| w == m.as_bytes()))
             || matches.is_some_and(|f| std::str::from_utf8(body).is_ok_and(f))
-    }
-
-    /// The next attempt of `operation` never takes effect and is answered with DynamoDB's `error`
-    /// (its `__type`'s last part, e.g. `ResourceInUseException`, as for a table being made).
-    pub fn answer_next(&self, operation: &str, error: &str) {
-        let body = format!(
-            r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{error}","message":"injected {error}"}}"#
-        );
-        *self.answer_once.lock().unwrap() = Some((operation.to_owned(), body));
-    }
-
-    fn take_answer(&self, operation: &str) -> Option<String> {
-        let mut answer = self.answer_once.lock().unwrap();
-        match answer.as_ref() {
-            Some((op, _)) if op == operation => answer.take().map(|(_, body)| body),
-            _ => None,
-        }
     }
 
     fn take_refusal(&self, operation: &str) -> bool {
