@@ -260,9 +260,9 @@ async fn step(app: &App, lanes: &Lanes, tenant: &TenantId) -> Result<bool, ApiEr
     let Some(record) = read_record_consistent(&db).await? else {
         return Ok(true);
     };
-    // Listed, but nothing runs: its start was refused, or it has ended.
+    // Listed, but nothing runs: its start was refused, or it has ended (and left nothing behind).
     let Some(operation) = Operation::running_on(&record) else {
-        return Ok(true);
+        return restore_tenant::nothing_left_behind(app, tenant, &record).await;
     };
     // A revoked tenant's operation waits, listed, until its key is usable again.
     if !operation.may_go_on(app, tenant).await {

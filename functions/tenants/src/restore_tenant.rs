@@ -352,6 +352,23 @@ async fn abort(
     ))
 }
 
+/// Whether nothing of `tenant`'s last restore is left for the driver to delete, before it unlists
+/// a tenant with nothing running ([`restoring::copy_left_behind_gone`]: a point-in-time copy
+/// started just after an abort).
+pub async fn nothing_left_behind(
+    app: &App,
+    tenant: &TenantId,
+    record: &TenantRecord,
+) -> Result<bool, ApiError> {
+    let Some(last) = &record.last_restore else {
+        return Ok(true);
+    };
+    let manager = app.tenants.table_manager();
+    let pool = app.tenants.table_name();
+    let now = app.clock.now_seconds();
+    Ok(restoring::copy_left_behind_gone(&manager, pool, tenant.as_str(), last, now).await?)
+}
+
 /// Runs `record`'s restore (already begun) until it ends (200 with the report), another call takes
 /// over, or [`WORK_PER_REQUEST`] passes (202 with the progress): what every call with the same
 /// source does after its first, what the lifecycle driver does with no client calling, and what

@@ -693,24 +693,12 @@ async fn an_operator_aborts_a_running_restore_and_the_tenant_is_served_again() {
 /// ending it with the copy of the whole pool left behind for good.
 #[tokio::test]
 async fn an_abort_while_the_point_in_time_copy_is_still_being_made_is_refused_and_leaves_no_copy() {
-    use shared::identity::keys::tenant_record_key;
     // GIVEN a restore of a tenant of 10 products from its copy, which its record names as a point
     // in time's scratch table (DynamoDB Local makes no point-in-time copies)
     let (h, t) = tenant_of_products("pitrabort", 1, 10).await;
     let scratch = h.snapshot("pitrabort").await;
     assert_eq!(restore_from(&h, &t, &scratch, false).await.status, 202);
-    let record = tenant_record_key(&TenantId::parse(&t).unwrap());
-    h.admin
-        .update_item()
-        .table_name(&h.table)
-        .key("PK", AttributeValue::S(record.clone()))
-        .key("SK", AttributeValue::S(record))
-        .update_expression("SET #r.pointInTime = :at")
-        .expression_attribute_names("#r", "restore")
-        .expression_attribute_values(":at", AttributeValue::S("2026-11-25T00:00:00Z".into()))
-        .send()
-        .await
-        .unwrap();
+    as_a_point_in_time_restore_from(&h, &t, &scratch).await;
     let abort = || h.operator().restore_tenant(&t, json!({"abort": true}));
 
     // WHEN an operator aborts it while DynamoDB still makes the copy (it refuses to delete it)
@@ -730,6 +718,82 @@ async fn an_abort_while_the_point_in_time_copy_is_still_being_made_is_refused_an
     use shared::store::lifecycle::restoring::point_in_time;
     let left = point_in_time::ready(&h.admin, &scratch).await.unwrap();
     assert_eq!(left, None, "{scratch} is left");
+}
+
+/// Makes `tenant`'s running restore read as a point-in-time restore from its copy `copy` (DynamoDB
+/// Local makes no point-in-time copies): the record names the point in time and the copy.
+async fn as_a_point_in_time_restore_from(h: &Harness, tenant: &str, copy: &str) {
+    let record = shared::identity::keys::tenant_record_key(&TenantId::parse(tenant).unwrap());
+    h.admin
+        .update_item()
+        .table_name(&h.table)
+        .key("PK", AttributeValue::S(record.clone()))
+        .key("SK", AttributeValue::S(record))
+        .update_expression("SET #r.pointInTime = :at, #r.sourceTable = :copy")
+        .expression_attribute_names("#r", "restore")
+        .expression_attribute_values(":at", AttributeValue::S("2026-11-25T00:00:00Z".into()))
+        .expression_attribute_values(":copy", AttributeValue::S(copy.into()))
+        .send()
+        .await
+        .unwrap();
+}
+
+/// A call that read a point-in-time restore as preparing just before an abort ended it can start
+/// the copy of the whole pool just after, when the abort found nothing to delete: the driver
+/// deletes that copy before it lets the tenant go.
+#[tokio::test]
+async fn a_point_in_time_copy_started_just_after_an_abort_is_deleted_by_the_driver() {
+    use shared::store::lifecycle::restoring::point_in_time;
+    // GIVEN a restore of a tenant of 10 products, as a point in time's whose copy is not made yet
+    let (h, t) = tenant_of_products("pitrlate", 1, 10).await;
+    let source = h.snapshot("pitrlate").await;
+    assert_eq!(restore_from(&h, &t, &source, false).await.status, 202);
+    let tenant = TenantId::parse(&t).unwrap();
+    let copy = point_in_time::scratch_table(&h.table, &tenant, h.clock.now_millis());
+    as_a_point_in_time_restore_from(&h, &t, &copy).await;
+    // WHEN an operator aborts it (no copy to delete yet), and then the copy a call started just
+    // before the abort's end appears
+    let aborted = h
+        .operator()
+        .restore_tenant(&t, json!({"abort": true}))
+        .await;
+    assert_eq!(aborted.status, 200, "{}", aborted.body);
+    let def = devtools::table_from_template(&devtools::default_template_path())
+        .unwrap()
+        .without_stream();
+    devtools::create_table(&h.admin, &copy, &def).await.unwrap();
+    let run = || async {
+        Box::pin(tenants::drive_lifecycle::drive(
+            &h.app,
+            &tenants::Lanes::in_process(),
+        ))
+        .await
+        .expect("a lifecycle run")
+    };
+    // AND the driver runs within a function's timeout of the abort, then while DynamoDB still
+    // makes the copy, then once it is ready
+    let too_soon = run().await;
+    h.clock.advance_seconds(40);
+    h.faults
+        .answer_next("DeleteTable", "ResourceInUseException");
+    let being_made = run().await;
+    let left = point_in_time::ready(&h.admin, &copy).await.unwrap();
+    let ready = run().await;
+    // THEN the tenant stays listed until the copy is gone, and the copy is gone (before the mend:
+    // it was unlisted with the copy left behind for good)
+    assert_eq!((too_soon.pending, being_made.pending), (1, 1));
+    assert_eq!(
+        left,
+        Some(true),
+        "the copy was deleted while DynamoDB made it"
+    );
+    assert_eq!((ready.finished, ready.pending), (1, 0));
+    assert_eq!(
+        point_in_time::ready(&h.admin, &copy).await.unwrap(),
+        None,
+        "{copy} is left"
+    );
+    assert_eq!(run().await.listed, 0);
 }
 
 /// Issue 58, item 5: a restore's source is known by its identity, kept from the start.

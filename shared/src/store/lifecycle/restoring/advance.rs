@@ -164,6 +164,44 @@ pub async fn abort(
     abandon(live, state, reason, now).await
 }
 
+/// Whether nothing is left of `last`, `tenant`'s ended restore, for the driver to delete. A call
+/// that read a point-in-time restore as preparing just before an abort ended it can start its copy
+/// of the whole pool just after ([`prepare`]), which nothing else would ever delete: so, once no
+/// call that began before the end can still be running (a function's timeout after it), a
+/// point-in-time restore that ended abandoned has its copy deleted. `false` while the end is that
+/// recent, or while DynamoDB still makes the copy (it deletes a table only once it is ready): the
+/// tenant stays on the driver's list until then.
+pub async fn copy_left_behind_gone(
+    manager: &aws_sdk_dynamodb::Client,
+    pool: &str,
+    tenant: &str,
+    last: &Restore,
+    now_seconds: u64,
+) -> Result<bool, StoreError> {
+    let abandoned = matches!(last.phase, RestorePhase::Abandoned(_));
+    // The name is checked again, never trusted from the record: only this tenant's own copies.
+    if !abandoned
+        || last.point_in_time.is_none()
+        || !point_in_time::is_scratch_of(pool, tenant, &last.source_table)
+    {
+        return Ok(true);
+    }
+    let ended = last
+        .finished_at
+        .as_deref()
+        .and_then(|at| point_in_time::parse_time(at).ok())
+        .map_or(0, |at| u64::try_from(at.secs()).unwrap_or(0));
+    let settled = ended + crate::store::tenancy::tenants::LONGEST_FUNCTION_TIMEOUT_SECONDS + 2;
+    if now_seconds < settled {
+        return Ok(false);
+    }
+    match point_in_time::drop_scratch(manager, &last.source_table).await {
+        Ok(()) => Ok(true),
+        Err(StoreError::Contended(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Ends a restore that cannot go on (its source could not be made, holds another tenant or
 /// changed, or an operator aborted it): its lanes stopped and the restore marked abandoned with
 /// `reason` ([`lanes::stop`]; already, when `state` is), then the lanes' counts folded into the
