@@ -6,7 +6,8 @@
 //! committed with its checkpoint in the record), so a run killed mid-step resumes, in the next run,
 //! from the last committed step. The PATCH and DELETE calls still work, to nudge or to watch.
 //!
-//! Then it makes every import past its deadline final (`shared::store::imports::close`).
+//! Then it deletes the point-in-time copies aborted restores left (`restoring::copies`), and makes
+//! every import past its deadline final (`shared::store::imports::close`).
 //!
 //! The tenants get the first 12 s of a run, [`TENANTS_IN_FLIGHT`] at once, the least recently driven
 //! first (so a run that cannot serve every listed tenant starts the next where it left off: no
@@ -130,6 +131,7 @@ pub async fn drive_at_most(app: &App, lanes: &Lanes, tenants: usize) -> Result<D
             }
         }
     }
+    delete_aborted_copies(app, platform_db).await;
     let closed = close_due_imports(app, platform_db, started + RUN_BUDGET, &mut driven).await;
     // The run's steps were charged to the platform's account: written before the run ends, also
     // when closing imports failed.
@@ -162,6 +164,56 @@ pub async fn drive_at_most(app: &App, lanes: &Lanes, tenants: usize) -> Result<D
         "lifecycle driver run"
     );
     Ok(driven)
+}
+
+/// Deletes every point-in-time copy an aborted restore left that is due
+/// (`shared::store::lifecycle::restoring::copies`), and unlists it once DynamoDB has: one it still
+/// makes stays listed for the next run, and so does one the tenant's running restore reads (an
+/// abort that failed after listing it: the restore runs on until an abort ends it). Failures are
+/// logged; the next run tries again.
+async fn delete_aborted_copies(app: &App, platform_db: &TenantDb) {
+    use shared::store::lifecycle::restoring::{copies, point_in_time};
+    let pool = app.tenants.table_name();
+    let manager = app.tenants.table_manager();
+    let now = app.clock.now_millis();
+    let listed = match copies::listed(platform_db).await {
+        Ok(listed) => listed,
+        Err(e) => {
+            return tracing::warn!(error = %e, "the aborted restores' copies could not be read")
+        }
+    };
+    for copy in listed.into_iter().filter(|c| c.due_at_ms <= now) {
+        let deleted = async {
+            // Never a table but a copy of this tenant's restores, whatever the entry says.
+            if point_in_time::is_scratch_of(pool, copy.tenant.as_str(), &copy.table) {
+                let record = match app.operator_db(&copy.tenant, Scope::Operator).await? {
+                    Some(db) => read_record_consistent(&db).await?,
+                    None => None,
+                };
+                let read_by_its_restore = record
+                    .and_then(|r| r.restore)
+                    .is_some_and(|r| r.source_table == copy.table);
+                if read_by_its_restore {
+                    return Ok(false);
+                }
+                match point_in_time::drop_scratch(&manager, &copy.table).await {
+                    Err(shared::store::client::error::StoreError::Contended(_)) => {
+                        return Ok(false)
+                    }
+                    done => done?,
+                }
+            }
+            copies::unlist(platform_db, &copy.table).await?;
+            Ok::<_, ApiError>(true)
+        };
+        match deleted.await {
+            Ok(true) => tracing::info!(copy = %copy.table, "an aborted restore's copy deleted"),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(copy = %copy.table, error = %e, "an aborted restore's copy could not be deleted; the next run tries again")
+            }
+        }
+    }
 }
 
 /// Makes every import past its deadline final, notes it final on its entry (the change the pool's
@@ -260,9 +312,9 @@ async fn step(app: &App, lanes: &Lanes, tenant: &TenantId) -> Result<bool, ApiEr
     let Some(record) = read_record_consistent(&db).await? else {
         return Ok(true);
     };
-    // Listed, but nothing runs: its start was refused, or it has ended (and left nothing behind).
+    // Listed, but nothing runs: its start was refused, or it has ended.
     let Some(operation) = Operation::running_on(&record) else {
-        return restore_tenant::nothing_left_behind(app, tenant, &record).await;
+        return Ok(true);
     };
     // A revoked tenant's operation waits, listed, until its key is usable again.
     if !operation.may_go_on(app, tenant).await {

@@ -315,6 +315,7 @@ async fn abort(
     tenant: &TenantId,
 ) -> Result<Response<Body>, ApiError> {
     let db = app.db_to_change(tenant).await?;
+    let platform_db = app.db_for_operator(&TenantId::platform()).await?;
     let manager = app.tenants.table_manager();
     // A step of the restore may commit between the read and the abort's write: read again.
     for _ in 0..5 {
@@ -334,8 +335,8 @@ async fn abort(
             };
         };
         let reason = format!("{ABORTED_BY}{operator}");
-        let now = rfc3339(app.clock.now_millis());
-        match restoring::abort(&db, &manager, &state, reason, now).await? {
+        let (pool, now) = (app.tenants.table_name(), app.clock.now_millis());
+        match restoring::abort(&db, &platform_db, &manager, pool, &state, reason, now).await? {
             Progress::Ended(_) => {
                 tracing::info!(tenant = %tenant, by = %operator, "tenant restore aborted");
                 let record = read_record_consistent(&db)
@@ -350,23 +351,6 @@ async fn abort(
     Err(ApiError::Unavailable(
         "The restore kept stepping while it was being aborted; ask again.".into(),
     ))
-}
-
-/// Whether nothing of `tenant`'s last restore is left for the driver to delete, before it unlists
-/// a tenant with nothing running ([`restoring::copy_left_behind_gone`]: a point-in-time copy
-/// started just after an abort).
-pub async fn nothing_left_behind(
-    app: &App,
-    tenant: &TenantId,
-    record: &TenantRecord,
-) -> Result<bool, ApiError> {
-    let Some(last) = &record.last_restore else {
-        return Ok(true);
-    };
-    let manager = app.tenants.table_manager();
-    let pool = app.tenants.table_name();
-    let now = app.clock.now_seconds();
-    Ok(restoring::copy_left_behind_gone(&manager, pool, tenant.as_str(), last, now).await?)
 }
 
 /// Runs `record`'s restore (already begun) until it ends (200 with the report), another call takes

@@ -293,6 +293,9 @@ pub mod spaces {
     pub const OFFBOARDED: Space = Space("OFFBOARDED");
     /// The lifecycle driver's list, in the platform's partition: `TENANT#_platform#DRIVE…`.
     pub const DRIVE: Space = Space("DRIVE");
+    /// The point-in-time copies a restore's abort leaves for the lifecycle driver to delete, in the
+    /// platform's partition: `TENANT#_platform#COPIES…`.
+    pub const COPIES: Space = Space("COPIES");
     /// The imports' deadline list, in the platform's partition: `TENANT#_platform#IMPORTS_DUE#…`.
     pub const IMPORTS_DUE: Space = Space("IMPORTS_DUE");
     /// The control plane's requests, each answered once, in the platform's partition:

@@ -250,10 +250,10 @@ pub use metering::{
     usage_counter_sk, usage_counter_sk_bounds,
 };
 pub use platform::{
-    control_request_sk, control_requests_pk, import_due_pk, import_due_pk_prefix,
-    import_due_shard_pk, import_due_sk, import_due_sk_before, lifecycle_drive_pk,
-    lifecycle_drive_sk, offboarding_report_sk, offboarding_reports_pk, parse_import_due_sk,
-    IMPORT_DUE_CREATED_AT, IMPORT_DUE_LISTING, IMPORT_DUE_SHARDS,
+    control_request_sk, control_requests_pk, copies_to_delete_pk, copy_to_delete_sk, import_due_pk,
+    import_due_pk_prefix, import_due_shard_pk, import_due_sk, import_due_sk_before,
+    lifecycle_drive_pk, lifecycle_drive_sk, offboarding_report_sk, offboarding_reports_pk,
+    parse_import_due_sk, IMPORT_DUE_CREATED_AT, IMPORT_DUE_LISTING, IMPORT_DUE_SHARDS,
 };
 pub use sessions::{
     child_sk, customer_sk, customer_sk_prefix, parse_child_sk, parse_customer_sk, parse_session_pk,

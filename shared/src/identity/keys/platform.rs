@@ -1,4 +1,4 @@
-//! The platform's own partitions (`TENANT#_platform#…`): offboarding reports, the lifecycle driver's list, the imports' deadline list.
+//! The platform's own partitions (`TENANT#_platform#…`): offboarding reports, the lifecycle driver's list, the copies it deletes, the imports' deadline list.
 
 use super::*;
 use crate::identity::entities::{spaces, Space};
@@ -31,6 +31,17 @@ pub fn lifecycle_drive_pk() -> String {
 /// `TENANT#_platform#DRIVE#<tenant>`: `tenant`'s entry in [`lifecycle_drive_pk`].
 pub fn lifecycle_drive_sk(tenant: &TenantId) -> String {
     format!("{}{tenant}", platform_prefix(spaces::DRIVE))
+}
+
+/// `TENANT#_platform#COPIES`: the partition listing every point-in-time copy a restore's abort
+/// leaves for the lifecycle driver to delete, in the platform's partition.
+pub fn copies_to_delete_pk() -> String {
+    platform_partition(spaces::COPIES)
+}
+
+/// `TENANT#_platform#COPIES#<table>`: the entry of the copy `table` in [`copies_to_delete_pk`].
+pub fn copy_to_delete_sk(table: &str) -> String {
+    format!("{}{table}", platform_prefix(spaces::COPIES))
 }
 
 /// `TENANT#_platform#CONTROL`: the partition of the control plane's requests (SaaS Builder

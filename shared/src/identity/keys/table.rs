@@ -195,6 +195,12 @@ pub fn key_table() -> Vec<KeyRow> {
             "one entry per re-sharding, move, restore or offboarding in progress",
         ),
         row(
+            "copy for the driver to delete",
+            copies_to_delete_pk(),
+            copy_to_delete_sk("pooltable-dev-restore-acme-1764000000000"),
+            "a point-in-time copy an aborted restore may leave; deleted with its table",
+        ),
+        row(
             "control plane's requests",
             control_requests_pk(),
             control_request_sk("onboarding#8f1c2b7e"),

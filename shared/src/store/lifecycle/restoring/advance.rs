@@ -4,7 +4,8 @@ use std::ops::ControlFlow;
 
 use super::lanes;
 use super::steps::{commit, Step};
-use super::{point_in_time, source_shards};
+use super::{copies, point_in_time, source_shards};
+use crate::identity::clock::rfc3339;
 use crate::store::client::error::StoreError;
 use crate::store::client::scoped::TenantDb;
 use crate::store::tenancy::tenants::{Restore, RestorePhase, TenantRecord};
@@ -141,65 +142,39 @@ pub async fn source_changed(
     })
 }
 
-/// Ends the running restore `state` because an operator asked (`reason`): what it wrote stays, its
-/// counts are the report's, the tenant is active again, and a point in time's scratch table is
-/// deleted. `Raced`: a step committed meanwhile (read the record again and ask again).
+/// Ends the running restore `state` of `live`'s tenant because an operator asked (`reason`): what
+/// it wrote stays, its counts are the report's, and the tenant is active again. `Raced`: a step
+/// committed meanwhile (read the record again and ask again).
 ///
-/// The scratch table goes first: DynamoDB refuses to delete a table while it is being made (a
-/// point-in-time copy takes 20 minutes or more), and a restore ended with its copy left would leave
-/// a copy of the whole pool for good, which nothing deletes later. Then the abort is refused
-/// ([`StoreError::Contended`], 409), the restore still preparing, to be asked again once the copy
-/// is ready. A restore whose abort fails after its copy went ends abandoned by its next step (its
-/// source is gone).
+/// A point in time's copy is listed for the driver to delete first ([`copies::list`], on
+/// `platform_db`), then the restore ended, then the copy deleted at once when DynamoDB lets it:
+/// while it still makes the copy (20 minutes or more) it refuses, and a call that read the restore
+/// as preparing just before this abort may still start the copy after it. The driver deletes it
+/// then.
 pub async fn abort(
     live: &TenantDb,
-    manager: &aws_sdk_dynamodb::Client,
-    state: &Restore,
-    reason: String,
-    now: String,
-) -> Result<Progress, StoreError> {
-    if state.point_in_time.is_some() {
-        point_in_time::drop_scratch(manager, &state.source_table).await?;
-    }
-    abandon(live, state, reason, now).await
-}
-
-/// Whether nothing is left of `last`, `tenant`'s ended restore, for the driver to delete. A call
-/// that read a point-in-time restore as preparing just before an abort ended it can start its copy
-/// of the whole pool just after ([`prepare`]), which nothing else would ever delete: so, once no
-/// call that began before the end can still be running (a function's timeout after it), a
-/// point-in-time restore that ended abandoned has its copy deleted. `false` while the end is that
-/// recent, or while DynamoDB still makes the copy (it deletes a table only once it is ready): the
-/// tenant stays on the driver's list until then.
-pub async fn copy_left_behind_gone(
+    platform_db: &TenantDb,
     manager: &aws_sdk_dynamodb::Client,
     pool: &str,
-    tenant: &str,
-    last: &Restore,
-    now_seconds: u64,
-) -> Result<bool, StoreError> {
-    let abandoned = matches!(last.phase, RestorePhase::Abandoned(_));
-    // The name is checked again, never trusted from the record: only this tenant's own copies.
-    if !abandoned
-        || last.point_in_time.is_none()
-        || !point_in_time::is_scratch_of(pool, tenant, &last.source_table)
-    {
-        return Ok(true);
+    state: &Restore,
+    reason: String,
+    now_ms: u64,
+) -> Result<Progress, StoreError> {
+    // The name is derived again, never trusted from the record: only this tenant's own copies.
+    let copy = state.point_in_time.is_some()
+        && point_in_time::is_scratch_of(pool, live.tenant.as_str(), &state.source_table);
+    if copy {
+        copies::list(platform_db, &live.tenant, &state.source_table, now_ms).await?;
     }
-    let ended = last
-        .finished_at
-        .as_deref()
-        .and_then(|at| point_in_time::parse_time(at).ok())
-        .map_or(0, |at| u64::try_from(at.secs()).unwrap_or(0));
-    let settled = ended + crate::store::tenancy::tenants::LONGEST_FUNCTION_TIMEOUT_SECONDS + 2;
-    if now_seconds < settled {
-        return Ok(false);
+    let ended = abandon(live, state, reason, rfc3339(now_ms)).await?;
+    if copy && matches!(ended, Progress::Ended(_)) {
+        match point_in_time::drop_scratch(manager, &state.source_table).await {
+            Ok(()) | Err(StoreError::Contended(_)) => {}
+            Err(e) => tracing::warn!(copy = %state.source_table, error = %e,
+                "an aborted restore's copy could not be deleted; the driver deletes it"),
+        }
     }
-    match point_in_time::drop_scratch(manager, &last.source_table).await {
-        Ok(()) => Ok(true),
-        Err(StoreError::Contended(_)) => Ok(false),
-        Err(e) => Err(e),
-    }
+    Ok(ended)
 }
 
 /// Ends a restore that cannot go on (its source could not be made, holds another tenant or

@@ -27,11 +27,12 @@
 //! tenant's keys (`TenantClients::source_reader`).
 
 mod advance;
+pub mod copies;
 pub mod lanes;
 pub mod plan;
 pub mod point_in_time;
 mod steps;
-pub use advance::{abort, advance, copy_left_behind_gone, source_changed, Progress, Tables};
+pub use advance::{abort, advance, source_changed, Progress, Tables};
 pub use steps::{begin, commit, finish, Step};
 
 use std::collections::BTreeMap;
