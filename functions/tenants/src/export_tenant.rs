@@ -2,7 +2,8 @@
 //! tenant's items as NDJSON (`application/x-ndjson`), one `{"Item": …}` per line in DynamoDB JSON
 //! (the line format of DynamoDB's own export to S3), and a `Link: <…>; rel="next"` header while
 //! there are more; 404 when there is no such tenant. Pages of `limit` items (default 25, up to
-//! 1,000), cut short before 5 MB or after [`READ_TIME`].
+//! 1,000), cut short before 5 MB (as Lambda's response carries the body: escaped again) or after
+//! [`READ_TIME`].
 //!
 //! Operator only. Reads with credentials scoped to the tenant exported, through the same walk as
 //! offboarding (`shared::store::lifecycle::tenant_items`): the fixed partitions, the catalog, the record last.
@@ -21,7 +22,8 @@ use lambda_http::{Body, Request, Response};
 use serde_json::json;
 use shared::identity::cursor::{self, MAX_EXPORT_CURSOR_BYTES};
 use shared::service::http::{
-    page_limit_up_to, path_tenant_id, query_param, MAX_PAGE_BYTES, MAX_SHARDED_LIMIT,
+    bytes_in_event, page_limit_up_to, path_tenant_id, query_param, MAX_PAGE_BYTES,
+    MAX_SHARDED_LIMIT,
 };
 use shared::store::client::meter::with_request_meta;
 use shared::store::lifecycle::tenant_items::{self, item_to_json, Budget, Position, RecordInWalk};
@@ -94,17 +96,19 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     let page = page?;
 
     let mut body = String::new();
+    // The body travels in Lambda's response as a JSON string, where NDJSON's escaped quotes are
+    // escaped again: it is measured as it is there (`bytes_in_event`; a newline takes two).
+    let mut in_event = 0;
     let mut next = page.next;
     let mut last: Option<Position> = None;
     for item in &page.items {
         let line = json!({ "Item": item_to_json(item) }).to_string();
-        if let Some(last) = last
-            .as_ref()
-            .filter(|_| body.len() + line.len() + 1 > MAX_PAGE_BYTES)
-        {
+        let size = bytes_in_event(line.as_bytes()) + 2;
+        if let Some(last) = last.as_ref().filter(|_| in_event + size > MAX_PAGE_BYTES) {
             next = Some(last.clone());
             break;
         }
+        in_event += size;
         body.push_str(&line);
         body.push('\n');
         last = Position::from_key(item).or(last);
