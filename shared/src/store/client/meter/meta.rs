@@ -160,11 +160,13 @@ impl RequestMeta {
     /// The request's size, what its cost is learned per: its page limit, or the items its page
     /// returned when it was cut short before the list ended (fewer than its limit, a next cursor
     /// given). A last page short of its limit keeps its limit: the list ended, and its reads cost
-    /// what a full page's would have up to there.
+    /// what a full page's would have up to there. So does a page that returned nothing (its items
+    /// expired, or walked already): learned per item, its whole cost would be one item's, and the
+    /// next request of the route would be admitted for its limit times that.
     pub fn page_size(&self) -> Option<u32> {
         let limit = self.page_limit()?;
         Some(match self.page_returned.get() {
-            Some(&returned) if returned < limit => returned.max(1),
+            Some(&returned) if (1..limit).contains(&returned) => returned,
             _ => limit,
         })
     }
@@ -268,4 +270,27 @@ pub fn note_tenant(tenant: &TenantId) {
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_page_is_sized_by_what_it_returned_unless_it_returned_nothing() {
+        let sized = |limit: u32, returned: Option<u32>| {
+            let meta = RequestMeta::default();
+            let _ = meta.page_limit.set(limit);
+            if let Some(returned) = returned {
+                let _ = meta.page_returned.set(returned);
+            }
+            meta.page_size()
+        };
+        assert_eq!(sized(100, None), Some(100));
+        assert_eq!(sized(100, Some(7)), Some(7));
+        assert_eq!(sized(100, Some(100)), Some(100));
+        // (before the mend: 1, and the next page of the route was admitted for 100 times its cost)
+        assert_eq!(sized(100, Some(0)), Some(100));
+        assert_eq!(RequestMeta::default().page_size(), None);
+    }
 }
