@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use shared::identity::clock::rfc3339;
 use shared::identity::ids::{EntityId, TenantId};
-use shared::service::http::{bytes_in_event, json_body_up_to, json_response};
+use shared::service::http::{json_body_up_to, json_response, request_bytes_in_event};
 use shared::service::idempotent::{self, Recorder};
 use shared::store::client::scoped::TenantDb;
 use shared::store::client::transact::TransactError;
@@ -42,7 +42,8 @@ use checks::{checked_items, departments_exist};
 use enqueue::{enqueue, Outgoing};
 
 pub const ROUTE: &str = "create-import";
-/// The largest request body, as it travels in the Lambda event (JSON-escaped: `bytes_in_event`):
+/// The largest request body, as it travels in the Lambda event (JSON-escaped, or base64 when
+/// binary: `request_bytes_in_event`):
 /// Lambda's synchronous payload limit is 6 MB (6,291,456 bytes), the event's headers and claims
 /// included. A body Lambda refuses never reaches the function; one within its limit but past this
 /// one is a 413 that says so.
@@ -117,11 +118,12 @@ pub async fn handle(
     req: Request,
 ) -> Result<Response<Body>, ApiError> {
     let parse = |req: &Request| {
-        let in_event = bytes_in_event(req.body().as_ref());
+        let in_event = request_bytes_in_event(req.body());
         if in_event > MAX_BODY_BYTES {
             return Err(ApiError::PayloadTooLarge(format!(
                 "The request body takes {in_event} bytes in the Lambda event (JSON-escaped: a quote \
-                 or a backslash counts twice); the limit is {MAX_BODY_BYTES}."
+                 or a backslash counts twice; base64 when sent as binary); the limit is \
+                 {MAX_BODY_BYTES}."
             )));
         }
         let input: CreateImportInput = json_body_up_to(req, MAX_BODY_BYTES)?;
