@@ -1459,6 +1459,31 @@ async fn a_step_of_a_lane_read_before_a_newer_turn_was_sent_never_lowers_its_sen
     assert_eq!(stepped[0]["steps"], AttributeValue::N("1".into()));
 }
 
+/// A lane read as never sent is sent again only while it still is: a resend that read it before its
+/// planner's note landed sends no second first turn.
+#[tokio::test]
+async fn a_lane_read_as_never_sent_is_not_sent_again_once_its_planners_note_has_landed() {
+    use shared::identity::clock::Clock;
+    use shared::store::lifecycle::lanes;
+    use shared::store::lifecycle::offboarding::OPERATION;
+    // GIVEN a tenant's offboarding planned in one lane, read (past its 10 s) as never sent
+    let h = Harness::new().await;
+    let (_tenant, db) = offboarding_planned_in_one_lane(&h, "unsent-read").await;
+    let read = lanes::read(&db, OPERATION).await.unwrap().remove(0);
+    assert_eq!(read.sent_steps, None);
+    let later = h.clock.now_millis() + tenants::lane_walk::UNSENT_AFTER_MS;
+    // WHEN its planner's note of its first turn lands, then the resend notes the lane as read
+    assert!(lanes::mark_sent(&db, OPERATION, 0, 0).await.unwrap());
+    let touched = lanes::touch(&db, &read, later).await.unwrap();
+    // THEN the resend's note is refused, so nothing is sent again (before the mend: noted, and a
+    // second first turn sent)
+    assert!(!touched);
+    // AND the lane read again can still be noted (sent again once lost)
+    let again = lanes::read(&db, OPERATION).await.unwrap().remove(0);
+    assert_eq!(again.sent_steps, Some(0));
+    assert!(lanes::touch(&db, &again, later).await.unwrap());
+}
+
 /// A new tenant (its id from `name`) whose offboarding is planned in one lane, before its first
 /// step (the lane alone: the record is left as it is), with its operator session.
 async fn offboarding_planned_in_one_lane(

@@ -255,28 +255,39 @@ pub fn fold(db: &TenantDb, lanes: &[Lane]) -> Result<Vec<TransactWriteItem>, Sto
 
 /// Notes `lane` as sent again, or as waiting its turn (its key refuses, its table is throttled),
 /// at `now_ms` (its `steppedAtMs`: a lane noted so is not lost), on condition no step of it was
-/// committed and nothing noted it since it was read (its `steppedAtMs` as read), and it is not
-/// done; `false` otherwise (it is not lost, or another copy of its turn has it). Its
+/// committed and nothing noted it since it was read (its `steppedAtMs` and `sentSteps` as read),
+/// and it is not done; `false` otherwise (it is not lost, or another copy of its turn has it). Its
 /// step number is noted as the newest sent ([`mark_sent`]) only once the message is on the queue:
 /// a send that fails leaves any older copy live.
 pub async fn touch(db: &TenantDb, lane: &Lane, now_ms: u64) -> Result<bool, StoreError> {
-    let sent = db
+    // Its sent step number as read too: a lane read as never sent whose planner's note landed
+    // since is on the queue already.
+    let (as_sent, sent_read) = match lane.sent_steps {
+        Some(sent) => ("#sent = :sent", Some(AttributeValue::N(sent.to_string()))),
+        None => ("attribute_not_exists(#sent)", None),
+    };
+    let mut touch = db
         .client
         .update_item()
         .table_name(&*db.table)
         .key(PK, AttributeValue::S(lane.pk.clone()))
         .key("SK", AttributeValue::S(lane.sk.clone()))
         .update_expression("SET #at = :now")
-        .condition_expression("#steps = :steps AND #done = :false AND #at = :read")
+        .condition_expression(format!(
+            "#steps = :steps AND #done = :false AND #at = :read AND {as_sent}"
+        ))
+        .expression_attribute_names("#sent", "sentSteps")
         .expression_attribute_names("#at", "steppedAtMs")
         .expression_attribute_names("#steps", "steps")
         .expression_attribute_names("#done", "done")
         .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
         .expression_attribute_values(":read", AttributeValue::N(lane.stepped_at_ms.to_string()))
         .expression_attribute_values(":steps", AttributeValue::N(lane.steps.to_string()))
-        .expression_attribute_values(":false", AttributeValue::Bool(false))
-        .send()
-        .await;
+        .expression_attribute_values(":false", AttributeValue::Bool(false));
+    if let Some(sent) = sent_read {
+        touch = touch.expression_attribute_values(":sent", sent);
+    }
+    let sent = touch.send().await;
     written_unless_condition_failed(sent)
 }
 
