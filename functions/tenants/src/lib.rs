@@ -200,7 +200,8 @@ pub struct ProgressView {
     pub writes_move_at: String,
     /// From then on, items are moved.
     pub moves_start_at: String,
-    /// Steps committed, and the items they moved.
+    /// Steps committed, and the items they moved (while lanes run, theirs are in `lanes.itemsDone`
+    /// until the walk's end notes them here).
     pub steps: u64,
     pub items_moved: u64,
 }
@@ -214,7 +215,7 @@ impl From<&shared::store::tenancy::tenants::MoveProgress> for ProgressView {
             writes_move_at: at(p.writes_move_at),
             moves_start_at: at(p.moves_start_at),
             steps: p.steps,
-            items_moved: p.moved,
+            items_moved: p.moved_in_all(),
         }
     }
 }
