@@ -163,25 +163,29 @@ async fn describe(client: &Client, table: &str) -> Result<Option<TableDescriptio
 /// Why `existing` cannot be a tenant's own table beside `pool`: other keys, indexes or key types,
 /// or items already. Items under the tenant's keys are found by `holds` (read consistently, when the
 /// table is ACTIVE or UPDATING: an UPDATING table is read as an ACTIVE one, its item count hours
-/// old): a move or a re-sharding would take
-/// one for the tenant's own and drop the item it replaces. Any other item is found by DynamoDB's
+/// old): a move or a re-sharding would take one for the tenant's own and drop the item it replaces. Any other item is found by DynamoDB's
 /// item count, which it refreshes about every six hours (a table filled within them may pass with
-/// items under keys the walk does not visit: another tenant's, or a shard beyond the tenant's).
+/// items under keys the walk does not visit: another tenant's, or a shard beyond the tenant's). A
+/// table being deleted or out of reach of its key is not judged: it is waited for.
 async fn unfit(
     existing: &TableDescription,
     pool: &TableDescription,
     holds: impl std::future::Future<Output = Result<Option<String>, StoreError>>,
 ) -> Result<Option<String>, StoreError> {
+    // A table being deleted (or out of reach of its key) is waited for, as before (503, and a
+    // retry makes it anew): neither its description nor its item count says what it will hold.
+    let status = existing.table_status();
+    if !matches!(
+        status,
+        Some(TableStatus::Active | TableStatus::Updating | TableStatus::Creating)
+    ) {
+        return Ok(None);
+    }
     if !same_keys(existing, pool) || key_types(existing) != key_types(pool) {
         return Ok(Some("has other keys or indexes than the pool's".into()));
     }
-    // Only a table that can be read: one being made holds nothing yet, and one being deleted (or
-    // out of reach of its key) is waited for below, as before (503, and a retry makes it anew).
-    let readable = matches!(
-        existing.table_status(),
-        Some(TableStatus::Active | TableStatus::Updating)
-    );
-    if readable {
+    // Only a table that can be read is walked: one being made holds nothing yet.
+    if status != Some(&TableStatus::Creating) {
         if let Some(key) = holds.await? {
             return Ok(Some(format!(
                 "holds an item under one of this tenant's keys ({key})"
