@@ -203,8 +203,7 @@ async fn delete_aborted_copies(app: &App, platform_db: &TenantDb) {
                     done => done?,
                 }
             }
-            copies::unlist(platform_db, &copy.table).await?;
-            Ok::<_, ApiError>(true)
+            Ok::<_, ApiError>(copies::unlist(platform_db, &copy).await?)
         };
         match deleted.await {
             Ok(true) => tracing::info!(copy = %copy.table, "an aborted restore's copy deleted"),

@@ -15,7 +15,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{copies_to_delete_pk, copy_to_delete_sk, PK, SK};
-use crate::store::client::error::StoreError;
+use crate::store::client::error::{written_unless_condition_failed, StoreError};
 use crate::store::client::scoped::TenantDb;
 use crate::store::tenancy::tenants::LONGEST_FUNCTION_TIMEOUT_SECONDS;
 
@@ -83,11 +83,16 @@ pub async fn listed(platform_db: &TenantDb) -> Result<Vec<ListedCopy>, StoreErro
     Ok(copies)
 }
 
-/// Removes `table`'s entry: its copy is gone.
-pub async fn unlist(platform_db: &TenantDb, table: &str) -> Result<(), StoreError> {
+/// Removes `copy`'s entry, as [`listed`] read it: its copy is gone. An entry listed again since
+/// (an abort asked again, due later) stays: its copy may still be started after this one's delete.
+/// `false` when it stayed.
+pub async fn unlist(platform_db: &TenantDb, copy: &ListedCopy) -> Result<bool, StoreError> {
     let out = platform_db
-        .sdk_delete_at(copies_to_delete_pk(), copy_to_delete_sk(table))
+        .sdk_delete_at(copies_to_delete_pk(), copy_to_delete_sk(&copy.table))
+        .condition_expression("#due = :read")
+        .expression_attribute_names("#due", DUE_AT_MS)
+        .expression_attribute_values(":read", AttributeValue::N(copy.due_at_ms.to_string()))
         .send()
         .await;
-    out.map(|_| ()).map_err(StoreError::from_sdk)
+    written_unless_condition_failed(out)
 }
