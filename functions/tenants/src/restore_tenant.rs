@@ -335,8 +335,8 @@ async fn abort(
             };
         };
         let reason = format!("{ABORTED_BY}{operator}");
-        let (pool, now) = (app.tenants.table_name(), app.clock.now_millis());
-        match restoring::abort(&db, &platform_db, &manager, pool, &state, reason, now).await? {
+        let (pool, clock) = (app.tenants.table_name(), app.clock.as_ref());
+        match restoring::abort(&db, &platform_db, &manager, pool, &state, reason, clock).await? {
             Progress::Ended(_) => {
                 tracing::info!(tenant = %tenant, by = %operator, "tenant restore aborted");
                 let record = read_record_consistent(&db)

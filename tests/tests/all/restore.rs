@@ -823,6 +823,78 @@ async fn a_point_in_time_copy_started_just_after_an_abort_is_deleted_by_the_driv
     assert_eq!(copy_left(&h, &copy).await, (false, false), "{copy}");
 }
 
+/// An abort's end may take long (retries, throttling): its copy is due a function's timeout after
+/// the end, not after the first listing, since a call that read the restore as preparing just
+/// before the end may start the copy until then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborts_copy_is_due_from_the_restores_end_not_from_its_first_listing() {
+    // GIVEN a point-in-time restore whose copy is not made yet
+    let (h, t, copy) = a_point_in_time_restore("pitrslow").await;
+    let h = std::sync::Arc::new(h);
+    // WHEN an operator aborts it, and the restore's end is held while 30 s pass (aside: the hold
+    // blocks the thread that sends it)
+    let mut held = h
+        .faults
+        .hold_next_matching(|body| body.contains("aborted by an operator"));
+    let abort = integration::aside({
+        let (h, t) = (h.clone(), t.clone());
+        move || async move {
+            let answer = h
+                .operator()
+                .restore_tenant(&t, json!({"abort": true}))
+                .await;
+            (answer.status, answer.body)
+        }
+    });
+    held.reached().await;
+    h.clock.advance_seconds(30);
+    held.release();
+    let (status, body) = abort.ended().await;
+    assert_eq!(status, 200, "{body}");
+    // AND the driver runs 10 s after the end (past a function's timeout after the first listing)
+    h.clock.advance_seconds(10);
+    driver_run(&h).await;
+    // AND then the copy a call started just before the end appears, and the driver runs once a
+    // function's timeout has passed since the end
+    make_copy(&h, &copy).await;
+    let listed = copy_left(&h, &copy).await;
+    h.clock.advance_seconds(40);
+    driver_run(&h).await;
+    // THEN the copy stayed listed, and is gone (before the mend the first run unlisted it, and the
+    // copy was left behind for good)
+    assert_eq!(listed, (true, true));
+    assert_eq!(copy_left(&h, &copy).await, (false, false), "{copy}");
+}
+
+/// The driver unlists a copy only as it read its entry: an abort asked again meanwhile lists it
+/// again, due later, and that entry stays.
+#[tokio::test]
+async fn a_copy_listed_again_after_the_driver_read_it_stays_listed() {
+    use shared::store::lifecycle::restoring::copies;
+    // GIVEN a copy listed by an abort, and read by a driver run
+    let h = Harness::new().await;
+    let tenant = TenantId::parse(&unique("relisted")).unwrap();
+    let copy = format!("{}-restore-{tenant}-1", h.table);
+    let platform = h.app.db_for_operator(&TenantId::platform()).await.unwrap();
+    let entry = |listed: Vec<copies::ListedCopy>| listed.into_iter().find(|c| c.table == copy);
+    let now = h.clock.now_millis();
+    copies::list(&platform, &tenant, &copy, now).await.unwrap();
+    let read = entry(copies::listed(&platform).await.unwrap()).expect("listed");
+    // WHEN the abort is asked again (listed again, due later), and then the run unlists what it read
+    copies::list(&platform, &tenant, &copy, now + 1000)
+        .await
+        .unwrap();
+    let unlisted = copies::unlist(&platform, &read).await.unwrap();
+    // THEN the entry stays, due from the second abort (before the mend it was removed, and a copy
+    // started after the run's delete was left behind)
+    assert!(!unlisted);
+    let left = entry(copies::listed(&platform).await.unwrap()).expect("still listed");
+    assert_eq!(left.due_at_ms, now + 1000 + copies::DUE_AFTER_MS);
+    // AND unlisted as read the second time, it is gone
+    assert!(copies::unlist(&platform, &left).await.unwrap());
+    assert!(entry(copies::listed(&platform).await.unwrap()).is_none());
+}
+
 /// Issue 58, item 5: a restore's source is known by its identity, kept from the start.
 #[tokio::test]
 async fn a_source_replaced_under_its_name_during_a_restore_ends_it_and_writes_nothing() {

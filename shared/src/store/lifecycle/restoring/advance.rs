@@ -5,7 +5,7 @@ use std::ops::ControlFlow;
 use super::lanes;
 use super::steps::{commit, Step};
 use super::{copies, point_in_time, source_shards};
-use crate::identity::clock::rfc3339;
+use crate::identity::clock::{rfc3339, Clock};
 use crate::store::client::error::StoreError;
 use crate::store::client::scoped::TenantDb;
 use crate::store::tenancy::tenants::{Restore, RestorePhase, TenantRecord};
@@ -147,10 +147,10 @@ pub async fn source_changed(
 /// committed meanwhile (read the record again and ask again).
 ///
 /// A point in time's copy is listed for the driver to delete first ([`copies::list`], on
-/// `platform_db`), then the restore ended, then the copy deleted at once when DynamoDB lets it:
-/// while it still makes the copy (20 minutes or more) it refuses, and a call that read the restore
-/// as preparing just before this abort may still start the copy after it. The driver deletes it
-/// then.
+/// `platform_db`), then the restore ended, then the copy listed again, due a function's timeout
+/// after the end (a call that read the restore as preparing just before it may still start the
+/// copy until then), then deleted at once when DynamoDB lets it: while it still makes the copy (20
+/// minutes or more) it refuses. The driver deletes it then.
 pub async fn abort(
     live: &TenantDb,
     platform_db: &TenantDb,
@@ -158,16 +158,29 @@ pub async fn abort(
     pool: &str,
     state: &Restore,
     reason: String,
-    now_ms: u64,
+    clock: &dyn Clock,
 ) -> Result<Progress, StoreError> {
     // The name is derived again, never trusted from the record: only this tenant's own copies.
     let copy = state.point_in_time.is_some()
         && point_in_time::is_scratch_of(pool, live.tenant.as_str(), &state.source_table);
+    let list = || {
+        copies::list(
+            platform_db,
+            &live.tenant,
+            &state.source_table,
+            clock.now_millis(),
+        )
+    };
     if copy {
-        copies::list(platform_db, &live.tenant, &state.source_table, now_ms).await?;
+        list().await?;
     }
-    let ended = abandon(live, state, reason, rfc3339(now_ms)).await?;
+    let ended = abandon(live, state, reason, rfc3339(clock.now_millis())).await?;
     if copy && matches!(ended, Progress::Ended(_)) {
+        // Due from the end, not from the first listing: the end may take long (retries, throttling).
+        if let Err(e) = list().await {
+            tracing::warn!(copy = %state.source_table, error = %e,
+                "an aborted restore's copy could not be listed again; it stays due from the abort");
+        }
         match point_in_time::drop_scratch(manager, &state.source_table).await {
             Ok(()) | Err(StoreError::Contended(_)) => {}
             Err(e) => tracing::warn!(copy = %state.source_table, error = %e,

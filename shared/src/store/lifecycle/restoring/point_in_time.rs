@@ -251,7 +251,7 @@ pub async fn drop_scratch(
     {
         return Err(StoreError::Contended(format!(
             "The restore's point-in-time copy {scratch} is still being made, and DynamoDB deletes \
-             a table only once it is ready (a copy takes 20 minutes or more): abort again then."
+             a table only once it is ready (a copy takes 20 minutes or more)."
         )));
     }
     unless_expected(out, |e| e.is_resource_not_found_exception())?;
