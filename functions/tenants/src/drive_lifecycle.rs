@@ -6,12 +6,13 @@
 //! committed with its checkpoint in the record), so a run killed mid-step resumes, in the next run,
 //! from the last committed step. The PATCH and DELETE calls still work, to nudge or to watch.
 //!
-//! Then it deletes the point-in-time copies aborted restores left (`restoring::copies`), and makes
-//! every import past its deadline final (`shared::store::imports::close`).
+//! Then it makes every import past its deadline final (`shared::store::imports::close`), and
+//! deletes the point-in-time copies aborted restores left (`restoring::copies`).
 //!
 //! The tenants get the first 12 s of a run, [`TENANTS_IN_FLIGHT`] at once, the least recently driven
 //! first (so a run that cannot serve every listed tenant starts the next where it left off: no
-//! tenant's operation waits for another's to end); imports are closed 8 at once until 20 s.
+//! tenant's operation waits for another's to end); imports are closed 8 at once until 20 s, and
+//! copies deleted one at a time until then too.
 //!
 //! Answers `{"listed", "finished", "pending", "importsClosed", "importsDue"}`: tenants it found
 //! listed, whose operation it saw end (or found nothing running for), and still listed; imports it
@@ -131,8 +132,10 @@ pub async fn drive_at_most(app: &App, lanes: &Lanes, tenants: usize) -> Result<D
             }
         }
     }
-    delete_aborted_copies(app, platform_db).await;
     let closed = close_due_imports(app, platform_db, started + RUN_BUDGET, &mut driven).await;
+    // After the imports, which a tenant waits for: a copy is only a cost, and one DynamoDB still
+    // makes stays due for many runs.
+    delete_aborted_copies(app, platform_db, started + RUN_BUDGET).await;
     // The run's steps were charged to the platform's account: written before the run ends, also
     // when closing imports failed.
     app.flush_platform_usage().await;
@@ -169,9 +172,10 @@ pub async fn drive_at_most(app: &App, lanes: &Lanes, tenants: usize) -> Result<D
 /// Deletes every point-in-time copy an aborted restore left that is due
 /// (`shared::store::lifecycle::restoring::copies`), and unlists it once DynamoDB has: one it still
 /// makes stays listed for the next run, and so does one the tenant's running restore reads (an
-/// abort that failed after listing it: the restore runs on until an abort ends it). Failures are
-/// logged; the next run tries again.
-async fn delete_aborted_copies(app: &App, platform_db: &TenantDb) {
+/// abort that failed after listing it: the restore runs on until an abort ends it). None is started
+/// after `deadline` (each costs a session, a read and a DeleteTable). Failures are logged; the next
+/// run tries again.
+async fn delete_aborted_copies(app: &App, platform_db: &TenantDb, deadline: Instant) {
     use shared::store::lifecycle::restoring::{copies, point_in_time};
     let pool = app.tenants.table_name();
     let manager = app.tenants.table_manager();
@@ -183,6 +187,9 @@ async fn delete_aborted_copies(app: &App, platform_db: &TenantDb) {
         }
     };
     for copy in listed.into_iter().filter(|c| c.due_at_ms <= now) {
+        if Instant::now() >= deadline {
+            return tracing::info!("aborted restores' copies left for the next run: out of time");
+        }
         let deleted = async {
             // Never a table but a copy of this tenant's restores, whatever the entry says.
             if point_in_time::is_scratch_of(pool, copy.tenant.as_str(), &copy.table) {

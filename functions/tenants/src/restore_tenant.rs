@@ -327,9 +327,20 @@ async fn abort(
             let aborted = record.last_restore.as_ref().is_some_and(
                 |r| matches!(&r.phase, RestorePhase::Abandoned(why) if why.starts_with(ABORTED_BY)),
             );
-            return match aborted {
-                true => Ok(json_response(StatusCode::OK, &TenantView::from(record))),
-                false => Err(ApiError::Conflict(
+            return match (aborted, &record.last_restore) {
+                (true, Some(last)) => {
+                    // Its copy listed again, due from now: the first call's second listing may
+                    // have been lost with its answer, and a copy started late would be left.
+                    let (pool, clock) = (app.tenants.table_name(), app.clock.as_ref());
+                    let listed =
+                        restoring::list_aborted_copy(&db, &platform_db, pool, last, clock).await;
+                    if let Err(e) = listed {
+                        tracing::warn!(tenant = %tenant, error = %e,
+                            "an aborted restore's copy could not be listed again");
+                    }
+                    Ok(json_response(StatusCode::OK, &TenantView::from(record)))
+                }
+                _ => Err(ApiError::Conflict(
                     "No restore of this tenant is running.".into(),
                 )),
             };

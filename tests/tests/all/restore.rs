@@ -895,6 +895,35 @@ async fn a_copy_listed_again_after_the_driver_read_it_stays_listed() {
     assert!(entry(copies::listed(&platform).await.unwrap()).is_none());
 }
 
+/// An abort asked again once its restore has ended (the first call's answer lost, and with it,
+/// maybe, its second listing) lists the copy again, due from the retry: a copy a late call starts
+/// after the driver unlisted it is still deleted.
+#[tokio::test]
+async fn an_abort_asked_again_after_its_restore_ended_lists_its_copy_again() {
+    // GIVEN a point-in-time restore aborted before its copy was made, and a driver run, once the
+    // copy was due, that found none and unlisted it
+    let (h, t, copy) = a_point_in_time_restore("pitrretry").await;
+    let abort = || h.operator().restore_tenant(&t, json!({"abort": true}));
+    let first = abort().await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    h.clock.advance_seconds(40);
+    driver_run(&h).await;
+    let unlisted = copy_left(&h, &copy).await;
+    // WHEN the operator asks the abort again
+    let again = abort().await;
+    // THEN the same answer, and the copy listed again (before the mend: nothing listed, and a copy
+    // started then was left behind for good)
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["lastRestore"], first.body["lastRestore"]);
+    assert_eq!(unlisted, (false, false));
+    assert_eq!(copy_left(&h, &copy).await, (false, true));
+    // AND a copy that appears then is deleted by the driver once it is due
+    make_copy(&h, &copy).await;
+    h.clock.advance_seconds(40);
+    driver_run(&h).await;
+    assert_eq!(copy_left(&h, &copy).await, (false, false), "{copy}");
+}
+
 /// Issue 58, item 5: a restore's source is known by its identity, kept from the start.
 #[tokio::test]
 async fn a_source_replaced_under_its_name_during_a_restore_ends_it_and_writes_nothing() {

@@ -31,6 +31,9 @@ use crate::store::client::error::{unless_expected, StoreError};
 use crate::store::client::scoped::TenantClients;
 use crate::store::tenancy::tenants::TenantRecord;
 
+mod fit;
+use fit::{not_judged, unfit};
+
 /// How long a call waits for a new own table to be ACTIVE before answering 503 (the table is
 /// kept, and a retry finds it): well inside the functions' 10-second timeout.
 pub const ACTIVE_WAIT: Duration = Duration::from_secs(6);
@@ -85,6 +88,9 @@ pub async fn create_own_table(
         .ok_or_else(|| StoreError::Internal(format!("the pool {pool} cannot be described")))?;
     match describe(client, name).await? {
         Some(existing) => {
+            if let Some(refusal) = not_judged(&existing, name) {
+                return Err(refusal);
+            }
             if let Some(why) = unfit(&existing, &pool_table, holds).await? {
                 return Err(StoreError::Unfit(format!(
                     "The table {name} exists and {why}: a tenant's own table is made by pooltable, or \
@@ -158,80 +164,6 @@ fn tag_to_add(tags: &[Tag], name: &str, tenant: &TenantId) -> Result<Option<Tag>
 async fn describe(client: &Client, table: &str) -> Result<Option<TableDescription>, StoreError> {
     let out = client.describe_table().table_name(table).send().await;
     Ok(unless_expected(out, |e| e.is_resource_not_found_exception())?.and_then(|out| out.table))
-}
-
-/// Why `existing` cannot be a tenant's own table beside `pool`: other keys, indexes or key types,
-/// or items already. Items under the tenant's keys are found by `holds` (read consistently, when the
-/// table is ACTIVE or UPDATING: an UPDATING table is read as an ACTIVE one, its item count hours
-/// old): a move or a re-sharding would take one for the tenant's own and drop the item it replaces. Any other item is found by DynamoDB's
-/// item count, which it refreshes about every six hours (a table filled within them may pass with
-/// items under keys the walk does not visit: another tenant's, or a shard beyond the tenant's). A
-/// table being deleted or out of reach of its key is not judged: it is waited for.
-async fn unfit(
-    existing: &TableDescription,
-    pool: &TableDescription,
-    holds: impl std::future::Future<Output = Result<Option<String>, StoreError>>,
-) -> Result<Option<String>, StoreError> {
-    // A table being deleted (or out of reach of its key) is waited for, as before (503, and a
-    // retry makes it anew): neither its description nor its item count says what it will hold.
-    let status = existing.table_status();
-    if !matches!(
-        status,
-        Some(TableStatus::Active | TableStatus::Updating | TableStatus::Creating)
-    ) {
-        return Ok(None);
-    }
-    if !same_keys(existing, pool) || key_types(existing) != key_types(pool) {
-        return Ok(Some("has other keys or indexes than the pool's".into()));
-    }
-    // Only a table that can be read is walked: one being made holds nothing yet.
-    if status != Some(&TableStatus::Creating) {
-        if let Some(key) = holds.await? {
-            return Ok(Some(format!(
-                "holds an item under one of this tenant's keys ({key})"
-            )));
-        }
-    }
-    Ok(match existing.item_count() {
-        Some(n) if n > 0 => Some(format!("holds items ({n}, as DynamoDB counts them)")),
-        _ => None,
-    })
-}
-
-/// The attribute types of `table`'s key attributes (its own and its indexes'), by name.
-fn key_types(table: &TableDescription) -> Vec<(String, String)> {
-    let mut types: Vec<(String, String)> = table
-        .attribute_definitions()
-        .iter()
-        .map(|a| {
-            (
-                a.attribute_name().to_owned(),
-                a.attribute_type().as_str().to_owned(),
-            )
-        })
-        .collect();
-    types.sort();
-    types
-}
-
-/// Whether `a` and `b` have the same key schema and the same indexes (names, keys, projections).
-fn same_keys(a: &TableDescription, b: &TableDescription) -> bool {
-    let indexes = |t: &TableDescription| {
-        let mut out: Vec<_> = t
-            .global_secondary_indexes()
-            .iter()
-            .map(|i| {
-                (
-                    i.index_name().map(str::to_owned),
-                    i.key_schema().to_vec(),
-                    i.projection().cloned(),
-                )
-            })
-            .collect();
-        out.sort_by(|x, y| x.0.cmp(&y.0));
-        out
-    };
-    a.key_schema() == b.key_schema() && indexes(a) == indexes(b)
 }
 
 /// The pool's encryption at rest, for a table made from it (an own table, a point-in-time copy):

@@ -160,24 +160,11 @@ pub async fn abort(
     reason: String,
     clock: &dyn Clock,
 ) -> Result<Progress, StoreError> {
-    // The name is derived again, never trusted from the record: only this tenant's own copies.
-    let copy = state.point_in_time.is_some()
-        && point_in_time::is_scratch_of(pool, live.tenant.as_str(), &state.source_table);
-    let list = || {
-        copies::list(
-            platform_db,
-            &live.tenant,
-            &state.source_table,
-            clock.now_millis(),
-        )
-    };
-    if copy {
-        list().await?;
-    }
+    let copy = list_aborted_copy(live, platform_db, pool, state, clock).await?;
     let ended = abandon(live, state, reason, rfc3339(clock.now_millis())).await?;
     if copy && matches!(ended, Progress::Ended(_)) {
         // Due from the end, not from the first listing: the end may take long (retries, throttling).
-        if let Err(e) = list().await {
+        if let Err(e) = list_aborted_copy(live, platform_db, pool, state, clock).await {
             tracing::warn!(copy = %state.source_table, error = %e,
                 "an aborted restore's copy could not be listed again; it stays due from the abort");
         }
@@ -188,6 +175,27 @@ pub async fn abort(
         }
     }
     Ok(ended)
+}
+
+/// Lists the point-in-time copy of `state` (a restore of `live`'s tenant, running or aborted) for
+/// the driver to delete, due a function's timeout from now ([`copies::list`]); `false` when it
+/// reads no copy. Asked again for an abort retried after its restore ended, whose second listing
+/// may have been lost with its answer: a copy started late is then still deleted.
+pub async fn list_aborted_copy(
+    live: &TenantDb,
+    platform_db: &TenantDb,
+    pool: &str,
+    state: &Restore,
+    clock: &dyn Clock,
+) -> Result<bool, StoreError> {
+    // The name is derived again, never trusted from the record: only this tenant's own copies.
+    let copy = state.point_in_time.is_some()
+        && point_in_time::is_scratch_of(pool, live.tenant.as_str(), &state.source_table);
+    if copy {
+        let now = clock.now_millis();
+        copies::list(platform_db, &live.tenant, &state.source_table, now).await?;
+    }
+    Ok(copy)
 }
 
 /// Ends a restore that cannot go on (its source could not be made, holds another tenant or

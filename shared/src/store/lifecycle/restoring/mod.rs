@@ -32,7 +32,7 @@ pub mod lanes;
 pub mod plan;
 pub mod point_in_time;
 mod steps;
-pub use advance::{abort, advance, source_changed, Progress, Tables};
+pub use advance::{abort, advance, list_aborted_copy, source_changed, Progress, Tables};
 pub use steps::{begin, commit, finish, Step};
 
 use std::collections::BTreeMap;

@@ -38,10 +38,13 @@ pub fn is_source_name(pool_table: &str, table: &str) -> bool {
             .is_some_and(|rest| !rest.is_empty())
 }
 
-/// Whether `table` is a scratch table [`scratch_table`] names for `tenant`'s restores.
+/// Whether `table` is a scratch table [`scratch_table`] names for `tenant`'s restores: its name and
+/// 13 digits, nothing between (tenant `a` never owns tenant `a-b`'s copy).
 pub fn is_scratch_of(pool_table: &str, tenant: &str, table: &str) -> bool {
     is_scratch_name(pool_table, table)
-        && table.starts_with(&format!("{pool_table}{SOURCE_INFIX}{tenant}-"))
+        && table
+            .strip_prefix(&format!("{pool_table}{SOURCE_INFIX}{tenant}-"))
+            .is_some_and(|ms| ms.len() == 13 && ms.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Whether `table` is named as a point-in-time restore's scratch table ([`scratch_table`]:
@@ -302,5 +305,24 @@ mod tests {
                 "{named_by_an_operator}"
             );
         }
+    }
+
+    #[test]
+    fn a_scratch_table_is_its_own_tenants_only() {
+        // GIVEN tenant `acme-1`'s scratch table
+        let scratch = scratch_table(
+            "pooltable-dev",
+            &TenantId::parse("acme-1").unwrap(),
+            1_700_000_000_000,
+        );
+        // THEN it is acme-1's, and not acme's, whose name its own begins with (before the mend it
+        // was both: an abort or a driver run for acme could delete acme-1's copy)
+        assert!(is_scratch_of("pooltable-dev", "acme-1", &scratch));
+        assert!(!is_scratch_of("pooltable-dev", "acme", &scratch));
+        assert!(!is_scratch_of(
+            "pooltable-dev",
+            "acme-1",
+            "pooltable-dev-restore-acme-1-2-1700000000000"
+        ));
     }
 }

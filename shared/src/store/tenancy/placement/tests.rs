@@ -76,32 +76,54 @@ async fn a_table_being_updated_is_walked_for_the_tenants_items_before_it_is_take
             .unwrap();
         assert!(why.is_some_and(|w| w.contains("PRODUCT#p-1")), "{status:?}");
     }
-    // AND a table being made (it holds nothing yet), being deleted or out of reach of its key is
-    // not walked: the walk's error would be a 500, where waiting for it answers 503 (a move back
-    // to an own table just after one away from it finds the old one DELETING)
+    // AND a table being made (it holds nothing yet) is not walked: the walk's error would be a 500
     let unreadable = || async { Err(StoreError::Internal("ResourceNotFoundException".into())) };
+    let why = unfit(&described(TableStatus::Creating), &pool, unreadable()).await;
+    assert!(matches!(why, Ok(None)), "{why:?}");
+    // AND ACTIVE, UPDATING and CREATING tables are judged
     for status in [
+        TableStatus::Active,
+        TableStatus::Updating,
         TableStatus::Creating,
-        TableStatus::Deleting,
-        TableStatus::InaccessibleEncryptionCredentials,
     ] {
-        let why = unfit(&described(status.clone()), &pool, unreadable()).await;
-        assert!(matches!(why, Ok(None)), "{status:?}: {why:?}");
+        assert!(
+            not_judged(&described(status.clone()), "t").is_none(),
+            "{status:?}"
+        );
     }
-    // AND one being deleted or out of reach of its key is not judged on its item count (hours
-    // old) nor its keys: it is waited for (before the mend a DELETING table whose count still said
-    // 5 answered 409 "holds items", where a retry once it is gone makes it anew)
+}
+
+#[test]
+fn a_table_being_deleted_or_out_of_reach_of_its_key_is_retried_and_an_archived_one_refused() {
+    // GIVEN existing tables whose item count (hours old) still says 5
     let stale = |status: TableStatus| {
         TableDescription::builder()
             .table_status(status)
             .item_count(5)
             .build()
     };
+    // WHEN one is being deleted, or out of reach of its key
+    // THEN it is not judged, nor tagged: 503, naming it (a move back to an own table just after
+    // one away from it finds the old one DELETING, and a retry once it is gone makes it anew;
+    // before the mend it was tagged, where DynamoDB answers ResourceNotFoundException once it is
+    // gone, a 500; before that, 409 "holds items")
     for status in [
         TableStatus::Deleting,
         TableStatus::InaccessibleEncryptionCredentials,
     ] {
-        let why = unfit(&stale(status.clone()), &pool, unreadable()).await;
-        assert!(matches!(why, Ok(None)), "{status:?}: {why:?}");
+        let refusal = not_judged(&stale(status.clone()), "pooltable-dev-acme");
+        assert!(
+            matches!(&refusal, Some(StoreError::Unavailable(m)) if m.contains("pooltable-dev-acme")),
+            "{status:?}: {refusal:?}"
+        );
+    }
+    // AND an archived one (it is not ACTIVE again until restored) is refused, 409, naming it
+    // (before the mend: waited for, 503 on every retry for good)
+    for status in [TableStatus::Archiving, TableStatus::Archived] {
+        let refusal = not_judged(&stale(status.clone()), "pooltable-dev-acme");
+        assert!(
+            matches!(&refusal, Some(StoreError::Unfit(m)) if m.contains("pooltable-dev-acme") && m.contains("archived")),
+            "{status:?}: {refusal:?}"
+        );
     }
 }
