@@ -414,6 +414,25 @@ mod tests {
         };
         assert!(tier_and_limits(None, Some(zero)).is_err());
     }
+
+    #[test]
+    fn a_moves_view_counts_the_items_its_lanes_moved_once_the_walk_notes_them() {
+        // GIVEN a move whose own steps moved 3 items, and whose lanes, ended, moved 7
+        let progress = shared::store::tenancy::tenants::MoveProgress {
+            requested_at: "2026-12-04T00:00:00Z".into(),
+            requested_by: "platform".into(),
+            writes_move_at: 1_764_806_400,
+            moves_start_at: 1_764_806_470,
+            steps: 4,
+            moved: 3,
+            lanes_moved: 7,
+        };
+        // WHEN it is shown
+        let view = serde_json::to_value(ProgressView::from(&progress)).unwrap();
+        // THEN it shows the 10 items moved, as its finished event reports them (before the mend: 3)
+        assert_eq!(view["itemsMoved"], 10);
+        assert_eq!(view["steps"], 4);
+    }
 }
 
 /// An offboarding as the API shows it: in progress (`offboarding`) or done (`offboarded`, the
