@@ -15,6 +15,7 @@ use shared::identity::ids::TenantId;
 use shared::identity::keys::{
     entity_sk_prefix, kind, quota_window_pk_prefix, tenant_prefix, usage_counter_pk_prefix,
 };
+use shared::store::client::error::StoreError;
 use shared::store::keys::{
     is_sealed, open_item, DEFAULT_KEY_CACHE_SECONDS, REFUSAL_MEMO_MS, SEALED,
 };
@@ -641,6 +642,45 @@ async fn a_throttled_key_table_falls_back_on_the_recent_key_and_keeps_it_for_an_
     let out = keys.current(&acme, None).await;
     assert!(matches!(out, Ok(Some(_))), "{out:?}");
     h.test_keys().outage.store(false, Ordering::SeqCst);
+}
+
+#[tokio::test]
+async fn a_key_table_failing_otherwise_answers_its_error_and_keeps_the_recent_key_for_an_outage_after(
+) {
+    // GIVEN a keyed tenant, and a container's key cache whose key table reads pass through the
+    // fault layer, its key fetched
+    let h = Harness::new().await.keyed().await;
+    onboard(&h, "acme", 1).await;
+    let acme = TenantId::parse("acme").unwrap();
+    let faulting = aws_sdk_dynamodb::Client::from_conf(
+        h.admin
+            .config()
+            .to_builder()
+            .interceptor(integration::TestInterceptor {
+                requests: h.requests.clone(),
+                faults: h.faults.clone(),
+            })
+            .build(),
+    );
+    let keys = h.test_keys().tenant_keys_on(&h, faulting);
+    let fetched = keys.current(&acme, None).await.unwrap().expect("a key");
+
+    // WHEN its period passes and the key table answers one read with an error that is neither an
+    // outage nor a refusal
+    h.clock.advance_millis(DEFAULT_KEY_CACHE_SECONDS * 1000 + 1);
+    h.faults.answer_next("Query", "ValidationException");
+    let failed = keys.current(&acme, None).await;
+    // THEN that error is the answer (never taken for a refusal, nor served around)
+    assert!(matches!(failed, Err(StoreError::Internal(_))), "{failed:?}");
+
+    // WHEN KMS is then out of reach
+    h.test_keys().outage.store(true, Ordering::SeqCst);
+    let out = keys.current(&acme, None).await;
+    h.test_keys().outage.store(false, Ordering::SeqCst);
+    // THEN the recent key serves: only a refusal drops it (before 73e432f any failure did, and
+    // this answered 503)
+    let served = out.expect("the recent key").expect("a key");
+    assert_eq!(served.versions(), fetched.versions());
 }
 
 #[tokio::test]
