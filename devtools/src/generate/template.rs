@@ -130,6 +130,11 @@ fn function_resource(r: &Route) -> String {
     s
 }
 
+/// The scopes of which every access token of the pool carries one: `aws.cognito.signin.user.admin`
+/// when signed in by password or SRP, `openid` when through the hosted UI (the app client's OAuth
+/// scopes). An ID token carries none, so a REST method that names them takes access tokens only.
+const ACCESS_TOKEN_SCOPES: [&str; 2] = ["aws.cognito.signin.user.admin", "openid"];
+
 fn rest_paths(table: &RouteTable) -> String {
     let mut by_path: BTreeMap<&str, Vec<Route>> = BTreeMap::new();
     for r in table.routes() {
@@ -155,13 +160,16 @@ fn rest_paths(table: &RouteTable) -> String {
                     );
                 }
             }
-            s.push_str("              security:\n");
-            if r.function.caller == Caller::Operator {
-                s.push_str(
-                    "                - TenantCognito:\n                    - pooltable/admin\n",
-                );
-            } else {
-                s.push_str("                - TenantCognito: []\n");
+            // A REST API's Cognito authorizer takes a method with no scopes as asking for the ID
+            // token, and refuses the access token the docs and `pooltable login` use: every method
+            // names scopes, for a tenant route one of those every access token of the pool carries.
+            s.push_str("              security:\n                - TenantCognito:\n");
+            let scopes: &[&str] = match r.function.caller {
+                Caller::Operator => &["pooltable/admin"],
+                _ => &ACCESS_TOKEN_SCOPES,
+            };
+            for scope in scopes {
+                let _ = writeln!(s, "                    - {scope}");
             }
             let _ = write!(
                 s,

@@ -5,8 +5,10 @@
 //! password and through an OAuth flow asking for `pooltable/admin`, and users who must be refused,
 //! among them a tenant user asking for that scope through an app client allowed it. Each ID and access token
 //! then goes through what the HTTP API's JWT authorizer does (signature against the pool's JWKS,
-//! issuer, audience, expiry, the route's `AuthorizationScopes` from template.yaml) and, when it
-//! passes, to the function with the claims the authorizer passes on. README ("Operating pooltable":
+//! issuer, audience, expiry, the route's `AuthorizationScopes` from template.yaml), and through what
+//! the REST API's Cognito authorizer does (per-tenant mode: no audience, an ID token for a method
+//! naming no scopes, an access token holding one of them otherwise), and, when it passes, to the
+//! function with the claims the authorizer passes on. README ("Operating pooltable":
 //! Cognito) states the same table.
 
 use std::collections::HashMap;
@@ -31,7 +33,15 @@ fn b64(part: &str) -> Vec<u8> {
         .expect("base64url")
 }
 
-/// What the HTTP API's JWT authorizer does with a bearer token, as AWS documents it.
+/// Which gateway's authorizer: the HTTP API's JWT authorizer (TenantIsolation=pooled) or the REST
+/// API's Cognito user pool authorizer (per-tenant).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Gateway {
+    Http,
+    Rest,
+}
+
+/// What the API's authorizer does with a bearer token, as AWS documents it.
 struct JwtAuthorizer {
     issuer: String,
     audience: Vec<String>,
@@ -67,7 +77,7 @@ impl JwtAuthorizer {
         }
     }
 
-    fn authorize(&self, token: &str, route_scopes: &[String]) -> Verdict {
+    fn authorize(&self, gateway: Gateway, token: &str, route_scopes: &[String]) -> Verdict {
         let parts: Vec<&str> = token.split('.').collect();
         let [header, payload, signature] = parts[..] else {
             return Verdict::Refused(401);
@@ -97,11 +107,30 @@ impl JwtAuthorizer {
             Some("access") => &claims["client_id"],
             _ => &Value::Null,
         };
+        // The REST API's authorizer trusts every app client of the pool: it checks no audience.
         if claims["iss"] != self.issuer.as_str()
             || claims["exp"].as_u64().is_none_or(|exp| exp <= now)
-            || !self.audience.iter().any(|a| audience == a.as_str())
+            || (gateway == Gateway::Http && !self.audience.iter().any(|a| audience == a.as_str()))
         {
             return Verdict::Refused(401);
+        }
+        // The REST API's takes a method with no scopes as asking for an ID token, and one with
+        // scopes for an access token holding one of them; anything else is 401.
+        if gateway == Gateway::Rest {
+            let wanted = if route_scopes.is_empty() {
+                "id"
+            } else {
+                "access"
+            };
+            let held = claims["scope"].as_str().unwrap_or_default();
+            if claims["token_use"] != wanted
+                || (!route_scopes.is_empty()
+                    && !held
+                        .split_whitespace()
+                        .any(|s| route_scopes.iter().any(|r| r == s)))
+            {
+                return Verdict::Refused(401);
+            }
         }
         let scopes: Option<Vec<String>> = (claims["token_use"] == "access").then(|| {
             claims["scope"]
@@ -143,9 +172,20 @@ impl JwtAuthorizer {
     }
 }
 
-/// The route's `AuthorizationScopes` in template.yaml (its HttpApi event's `Auth`).
-fn gateway_scopes(method: &str, path: &str) -> Vec<String> {
+/// The route's scopes in template.yaml: its HttpApi event's `AuthorizationScopes`, or its method's
+/// `TenantCognito` scopes in the REST API's definition.
+fn gateway_scopes(gateway: Gateway, method: &str, path: &str) -> Vec<String> {
     let template = integration::template::load();
+    if gateway == Gateway::Rest {
+        let definition = &template["Resources"]["TenantRestApi"]["Properties"]["DefinitionBody"];
+        let security = &definition["paths"][path][method.to_ascii_lowercase().as_str()]["security"];
+        return security[0]["TenantCognito"]
+            .as_sequence()
+            .unwrap_or_else(|| panic!("the REST API has no security for {method} {path}"))
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect();
+    }
     for (_, resource) in template["Resources"].as_mapping().unwrap() {
         let Some(events) = resource["Properties"]["Events"].as_mapping() else {
             continue;
@@ -241,7 +281,7 @@ async fn cognito_tokens_are_accepted_or_refused_as_readme_states() {
     let (trigger_api, _trigger) = start_trigger().await;
     let (endpoint, _cognito) = start_cognito(&trigger_api.addr).await;
     let setup = sign_everyone_in(&endpoint).await;
-    let gateway = JwtAuthorizer::new(&setup);
+    let authorizer = JwtAuthorizer::new(&setup);
     let h = Harness::new().await;
     for tenant in ["acme", "ops", "globex"] {
         onboard(&h, tenant, 4).await;
@@ -328,31 +368,34 @@ async fn cognito_tokens_are_accepted_or_refused_as_readme_states() {
         ("onboard-tenant", "POST", "/tenants", params(&[]), Some(())),
     ];
     let mut answers: Vec<(String, Vec<u16>)> = Vec::new();
-    for who in [
-        "tenant_user",
-        "tenant_user_asking_admin",
-        "operator_by_group",
-        "operator_by_scope",
-        "self_made_admin",
-        "no_tenant",
-        "other_client",
-        "other_pool",
-    ] {
-        for kind in ["id", "access"] {
-            let token = tokens[who][kind].as_str().unwrap();
-            let mut statuses = Vec::new();
-            for (bin, method, path, params, body) in &routes {
-                let status = match gateway.authorize(token, &gateway_scopes(method, path)) {
-                    Verdict::Refused(status) => status,
-                    Verdict::Passed(auth) => {
-                        let body =
-                            body.map(|_| json!({"tenantId": unique("new"), "tier": "basic"}));
-                        h.caller(&auth).call(bin, params, body).await.status
-                    }
-                };
-                statuses.push(status);
+    for gateway in [Gateway::Http, Gateway::Rest] {
+        for who in [
+            "tenant_user",
+            "tenant_user_asking_admin",
+            "operator_by_group",
+            "operator_by_scope",
+            "self_made_admin",
+            "no_tenant",
+            "other_client",
+            "other_pool",
+        ] {
+            for kind in ["id", "access"] {
+                let token = tokens[who][kind].as_str().unwrap();
+                let mut statuses = Vec::new();
+                for (bin, method, path, params, body) in &routes {
+                    let scopes = gateway_scopes(gateway, method, path);
+                    let status = match authorizer.authorize(gateway, token, &scopes) {
+                        Verdict::Refused(status) => status,
+                        Verdict::Passed(auth) => {
+                            let body =
+                                body.map(|_| json!({"tenantId": unique("new"), "tier": "basic"}));
+                            h.caller(&auth).call(bin, params, body).await.status
+                        }
+                    };
+                    statuses.push(status);
+                }
+                answers.push((format!("{gateway:?} {who} {kind}"), statuses));
             }
-            answers.push((format!("{who} {kind}"), statuses));
         }
     }
 
@@ -378,7 +421,32 @@ async fn cognito_tokens_are_accepted_or_refused_as_readme_states() {
         ("other_pool access", [401, 401, 401]),
     ]
     .into_iter()
-    .map(|(who, s)| (who.to_owned(), s.to_vec()))
+    .map(|(who, s)| (format!("Http {who}"), s.to_vec()))
+    .chain(
+        // The REST API (TenantIsolation=per-tenant): the access token only (before the mend its
+        // tenant routes named no scopes, took the ID token only, and refused every access token
+        // with 401), from any app client of the pool
+        [
+            ("tenant_user id", [401, 401, 401]),
+            ("tenant_user access", [404, 403, 401]),
+            ("tenant_user_asking_admin id", [401, 401, 401]),
+            ("tenant_user_asking_admin access", [404, 403, 401]),
+            ("operator_by_group id", [401, 401, 401]),
+            ("operator_by_group access", [404, 200, 201]),
+            ("operator_by_scope id", [401, 401, 401]),
+            ("operator_by_scope access", [404, 200, 201]),
+            ("self_made_admin id", [401, 401, 401]),
+            ("self_made_admin access", [404, 403, 401]),
+            ("no_tenant id", [401, 401, 401]),
+            ("no_tenant access", [401, 401, 401]),
+            ("other_client id", [401, 401, 401]),
+            ("other_client access", [404, 403, 401]),
+            ("other_pool id", [401, 401, 401]),
+            ("other_pool access", [401, 401, 401]),
+        ]
+        .into_iter()
+        .map(|(who, s)| (format!("Rest {who}"), s.to_vec())),
+    )
     .collect();
     assert_eq!(answers, expected);
 }
