@@ -233,8 +233,10 @@ async fn wait_a_turn(
 }
 
 /// Puts `next` on the queue (after `wait`, when given), then notes it as its lane's newest turn
-/// sent. A failure between the two leaves the turn being worked live (delivered again): the lane
-/// has one more copy for a turn, never none.
+/// sent. A failed send fails the turn, whose own message is then delivered again: the lane never
+/// has none. A failed note does not: `next` notes itself when delivered (a turn newer than its lane
+/// notes), where failing would bring the turn's own message back beside `next`, one copy more for
+/// every turn whose note fails (the lanes' table throttled, as it is when its lanes back off).
 async fn send_turn(
     app: &App,
     runner: &Lanes,
@@ -249,7 +251,10 @@ async fn send_turn(
         None => runner.send(&keys, sent).await?,
     }
     if let Some(steps) = next.steps {
-        lanes::mark_sent(lanes_db, &next.operation, next.lane, steps).await?;
+        if let Err(e) = lanes::mark_sent(lanes_db, &next.operation, next.lane, steps).await {
+            tracing::warn!(tenant = %next.tenant, lane = next.lane, error = %e,
+                "a lane's next turn was sent but not noted; it notes itself when delivered");
+        }
     }
     Ok(())
 }

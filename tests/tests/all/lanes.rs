@@ -1204,6 +1204,57 @@ async fn a_lane_backs_off_as_dynamodbs_throttling_reason_says_and_every_item_is_
     assert!(pump.queues.dead_letters().await.is_empty());
 }
 
+/// A turn that sent its lane's next turn but could not note it (the lanes' table throttled) ends as
+/// sent: the next turn notes itself when delivered, and the lane keeps one message.
+#[tokio::test]
+async fn a_turn_whose_note_of_its_next_turn_fails_ends_as_sent_and_its_lane_keeps_one_message() {
+    // GIVEN a tenant of 600 products and an item of every kind on 4 shards, offboarded in 1 lane on
+    // a queue whose turns last 150 ms; the lane planned, sent and noted
+    let mut h = Harness::new().await;
+    h.app.settings.lifecycle_lanes = 1;
+    let t = unique("unnoted");
+    let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
+    onboard(&h, &t, 4).await;
+    seed_every_kind(&h, &t, 600).await;
+    let before = h.items_under(&raw_key(&t, "")).await;
+    let pump = LanePump::new(1, Duration::from_millis(150)).await;
+    assert_eq!(offboard(&h, &t, &operator).await.status, 202);
+    h.clock.advance_seconds(DELETION_DELAY_SECONDS);
+    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
+        .await
+        .unwrap();
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);
+
+    // WHEN every note of a turn sent is throttled, and a worker takes the lane's turn: it steps
+    // until its time is up, then sends the lane's next turn
+    h.faults
+        .refuse_requests_containing(Some("SET #sent = :steps"));
+    pump.round(&h.app, 10, 1, |_| Delivery::Once).await;
+    h.faults.refuse_requests_containing(None);
+    let stepped = h.items_under(&raw_key(&t, "")).await.len() < before.len();
+    // THEN the lane has one message, its next turn (before the mend the turn failed after its
+    // send, and its own message came back beside it: one copy more for every note that failed)
+    assert!(stepped);
+    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);
+
+    // AND the workers take the lane to the end: every item deleted once, no dead letter
+    pump_while(&h, &pump, || async {
+        get_tenant(&h, &t, &operator).await.status == 200
+    })
+    .await;
+    let report = offboard(&h, &t, &operator).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    assert_eq!(
+        report.body["deleted"],
+        counted(&t, &before),
+        "{}",
+        report.body
+    );
+    assert!(h.items_under(&raw_key(&t, "")).await.is_empty());
+    pump.drain(&h.app, 1).await;
+    assert!(pump.queues.dead_letters().await.is_empty());
+}
+
 #[tokio::test]
 async fn an_operator_sets_each_operations_lanes_when_it_starts_and_a_count_out_of_range_is_400_writing_nothing(
 ) {
