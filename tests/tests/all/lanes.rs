@@ -1443,19 +1443,39 @@ async fn a_lanes_sent_step_number_is_only_ever_raised_and_a_folded_lane_is_never
     let before = lane_items().await;
     assert_eq!(before.len(), 1, "{before:?}");
 
-    // WHEN its turn of step 5 is noted as sent, then an older copy's turn of step 3, then 5 again
+    // WHEN a late note of an earlier lane of the same key (an offboarding that ended and began
+    // again) notes its turn of step 5, ahead of this lane's steps
+    let ahead = lanes::mark_sent(&db, OPERATION, 0, 5).await.unwrap();
+    // THEN nothing is noted (before the mend sentSteps became 5, every turn of this lane was then
+    // stale, and the lane stuck)
+    assert!(!ahead);
+    assert_eq!(lane_items().await, before);
+
+    // WHEN the lane has committed 5 steps, and its turn of step 5 is noted as sent, then an older
+    // copy's turn of step 3, then 5 again
+    let key = |name: &str| before[0][name].clone();
+    h.admin
+        .update_item()
+        .table_name(&h.table)
+        .key("PK", key("PK"))
+        .key("SK", key("SK"))
+        .update_expression("SET steps = :five")
+        .expression_attribute_values(":five", AttributeValue::N("5".into()))
+        .send()
+        .await
+        .unwrap();
     let raised = lanes::mark_sent(&db, OPERATION, 0, 5).await.unwrap();
     let older = lanes::mark_sent(&db, OPERATION, 0, 3).await.unwrap();
     let same = lanes::mark_sent(&db, OPERATION, 0, 5).await.unwrap();
 
-    // THEN only the first raised it: the lane is as it was but for its sentSteps, 5
+    // THEN only the first raised it: the lane is as it was but for its steps and sentSteps, 5
     assert_eq!((raised, older, same), (true, false, false));
     let mut expected = before[0].clone();
+    expected.insert("steps".into(), AttributeValue::N("5".into()));
     expected.insert("sentSteps".into(), AttributeValue::N("5".into()));
     assert_eq!(lane_items().await, vec![expected]);
 
     // WHEN the lane is gone (its walk folded it) and a late copy notes its turn of step 7
-    let key = |name: &str| before[0][name].clone();
     h.admin
         .delete_item()
         .table_name(&h.table)
@@ -1491,8 +1511,9 @@ async fn a_step_of_a_lane_read_before_a_newer_turn_was_sent_never_lowers_its_sen
         lanes::checkpoint(&db, lane, &next).unwrap()
     };
 
-    // WHEN another copy's turn of step 5 is noted sent, then the first copy's step commits
-    assert!(lanes::mark_sent(&db, OPERATION, 0, 5).await.unwrap());
+    // WHEN another copy's turn is noted sent (its first: the read copy saw none noted), then the
+    // first copy's step commits
+    assert!(lanes::mark_sent(&db, OPERATION, 0, 0).await.unwrap());
     let stale = db.transact_items(vec![step(&read)]).await;
 
     // THEN that step is cancelled, and the lane is as the other copy left it
@@ -1501,12 +1522,12 @@ async fn a_step_of_a_lane_read_before_a_newer_turn_was_sent_never_lowers_its_sen
         "{stale:?}"
     );
     let lane = lanes::read(&db, OPERATION).await.unwrap().remove(0);
-    assert_eq!((lane.steps, lane.sent_steps), (0, Some(5)));
+    assert_eq!((lane.steps, lane.sent_steps), (0, Some(0)));
     // AND a step of the lane read again commits, keeping the newest turn's number
     db.transact_items(vec![step(&lane)]).await.unwrap();
     let stepped = h.items_under(&lanes_pk(&tenant, OPERATION)).await;
     assert_eq!(stepped.len(), 1, "{stepped:?}");
-    assert_eq!(stepped[0]["sentSteps"], AttributeValue::N("5".into()));
+    assert_eq!(stepped[0]["sentSteps"], AttributeValue::N("0".into()));
     assert_eq!(stepped[0]["steps"], AttributeValue::N("1".into()));
 }
 

@@ -292,8 +292,10 @@ pub async fn touch(db: &TenantDb, lane: &Lane, now_ms: u64) -> Result<bool, Stor
 }
 
 /// Notes that a turn of lane `lane` of `operation` at step number `steps` is on the queue: its
-/// `sentSteps`, only ever raised (a copy that sent an older number later leaves it), and only
-/// while the lane is there (folded, it is not made again). `false` when it was not raised.
+/// `sentSteps`, only ever raised (a copy that sent an older number later leaves it), never past
+/// the lane's committed steps (a late note of an earlier lane of the same key, one that ended and
+/// began again, would make every turn of the new lane stale, and the lane stuck), and only while
+/// the lane is there (folded, it is not made again). `false` when it was not raised.
 pub async fn mark_sent(
     db: &TenantDb,
     operation: &str,
@@ -311,9 +313,11 @@ pub async fn mark_sent(
         )
         .update_expression("SET #sent = :steps")
         .condition_expression(
-            "attribute_exists(#pk) AND (attribute_not_exists(#sent) OR #sent < :steps)",
+            "attribute_exists(#pk) AND #steps >= :steps \
+             AND (attribute_not_exists(#sent) OR #sent < :steps)",
         )
         .expression_attribute_names("#pk", PK)
+        .expression_attribute_names("#steps", "steps")
         .expression_attribute_names("#sent", "sentSteps")
         .expression_attribute_values(":steps", AttributeValue::N(steps.to_string()))
         .send()
