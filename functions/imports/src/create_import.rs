@@ -340,7 +340,7 @@ async fn mark_sent(
     view: &ImportView,
     recorder: Option<Recorder<'_>>,
 ) -> Result<(), ApiError> {
-    let location = format!("/imports/{import}");
+    let location = location_of(import);
     let recorded = recorder
         .as_ref()
         .map(|recorder| {
@@ -362,10 +362,17 @@ async fn mark_sent(
     Ok(())
 }
 
+/// An import's `Location`: relative to the request's URL (`…/imports` → `…/imports/<id>`), so it
+/// holds under the API's stage (`/dev`, on the default endpoint) and a custom domain's base path
+/// alike, which an absolute `/imports/<id>` left out.
+fn location_of(import: &EntityId) -> String {
+    format!("imports/{import}")
+}
+
 /// 202 with the import's view and its `Location`.
 fn accepted_response(import: &EntityId, view: ImportView) -> Response<Body> {
     let mut response = json_response(StatusCode::ACCEPTED, &view);
-    if let Ok(location) = format!("/imports/{import}").parse() {
+    if let Ok(location) = location_of(import).parse() {
         response.headers_mut().insert(header::LOCATION, location);
     }
     response

@@ -124,7 +124,9 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         let cursor = cursor::encode(keys, &tenant, &route, &next.to_key());
         response = response.header(
             header::LINK,
-            format!("</tenants/{tenant}/export?limit={limit}&cursor={cursor}>; rel=\"next\""),
+            // Relative to the request's URL (`…/tenants/<id>/export`): it holds under the API's
+            // stage and a custom domain's base path alike.
+            format!("<export?limit={limit}&cursor={cursor}>; rel=\"next\""),
         );
     }
     response

@@ -31,6 +31,15 @@ fn the_next_pages_cursor_is_read_from_a_relative_or_absolute_link() {
         next_cursor("http://localhost:9000", &headers).as_deref(),
         Some("abc+def")
     );
+    // AND the export's own Link, relative to the page's URL under a stage
+    headers.insert(
+        reqwest::header::LINK,
+        "<export?limit=10&cursor=xyz>; rel=\"next\""
+            .parse()
+            .unwrap(),
+    );
+    let page = "https://api.example/dev/tenants/acme/export?limit=10";
+    assert_eq!(next_cursor(page, &headers).as_deref(), Some("xyz"));
     assert_eq!(
         next_cursor("http://localhost:9000", &Default::default()),
         None
