@@ -241,15 +241,20 @@ fn held_files() -> Vec<String> {
 }
 
 /// Whether `file` is a `tests.rs` its parent module loads under `#[cfg(test)]` (`dir/tests.rs`
-/// from `dir.rs` or `dir/mod.rs`): the name alone exempts nothing, so production code in a file of
+/// from `dir.rs` or `dir/mod.rs`, or at a crate root from `dir/lib.rs` or `dir/main.rs`): the name alone exempts nothing, so production code in a file of
 /// that name is held like any other.
 fn is_test_module_file(file: &str) -> bool {
     let Some(dir) = file.strip_suffix("/tests.rs") else {
         return false;
     };
-    let parent = [format!("{dir}.rs"), format!("{dir}/mod.rs")]
-        .into_iter()
-        .find(|p| workspace::workspace_root().join(p).is_file());
+    let parent = [
+        format!("{dir}.rs"),
+        format!("{dir}/mod.rs"),
+        format!("{dir}/lib.rs"),
+        format!("{dir}/main.rs"),
+    ]
+    .into_iter()
+    .find(|p| workspace::workspace_root().join(p).is_file());
     parent.is_some_and(|p| read(&p).contains("#[cfg(test)]\nmod tests;"))
 }
 
