@@ -330,7 +330,13 @@ async fn step(app: &App, lanes: &Lanes, tenant: &TenantId) -> Result<bool, ApiEr
     let answer = operation
         .charged(app, advance(operation, app, lanes, &db, record))
         .await?;
-    Ok(answer.status() == StatusCode::OK)
+    if answer.status() != StatusCode::OK {
+        return Ok(false);
+    }
+    // Another operation may wait behind the one that ended (a keying behind a re-sharding begun
+    // after it): the tenant stays listed while one runs.
+    let after = read_record_consistent(&db).await?;
+    Ok(after.as_ref().and_then(Operation::running_on).is_none())
 }
 
 /// One call's worth of `operation`, already begun on `record`: 200 once it has ended, 202 while it

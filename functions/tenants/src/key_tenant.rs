@@ -80,6 +80,13 @@ pub async fn run(app: &App, by: &TenantId, tenant: &TenantId) -> Result<Response
         .await?
         .ok_or_else(no_such_tenant)?;
     if record.keying.is_none() {
+        // A revoked key: 403 before anything is written (a keying would resume by itself once the
+        // key is enabled again).
+        app.refuse_revoked(tenant).await?;
+        // Listed for the driver first, so a begun keying is never missing from its list: it goes
+        // on with nobody calling, and makes the key (`advance`) if this call fails before it does.
+        let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+        driving::list(&platform_db, tenant, app.clock.now_millis()).await?;
         let now_ms = app.clock.now_millis();
         record =
             match keying::begin(&db, &record, by, now_ms, cache_seconds(app)).await? {
@@ -90,10 +97,6 @@ pub async fn run(app: &App, by: &TenantId, tenant: &TenantId) -> Result<Response
                         .into(),
                 )),
             };
-        // Listed for the driver: it goes on with nobody calling, and makes the key (`advance`)
-        // if this call fails before it does.
-        let platform_db = app.db_for_operator(&TenantId::platform()).await?;
-        driving::list(&platform_db, tenant, now_ms).await?;
     }
     advance(app, &db, record, deadline).await
 }

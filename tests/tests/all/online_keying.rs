@@ -1043,3 +1043,50 @@ async fn a_code_redeemed_between_the_keying_walks_read_and_its_rewrite_is_never_
     assert!(codes[0].contains_key("redeemedBy"), "{:?}", codes[0]);
     redeem().await.assert_problem(404);
 }
+
+/// A keying waits while a re-sharding begun after it runs; the driver, which steps the re-sharding
+/// first, keeps the tenant listed once it has ended and seals every item with nobody calling.
+#[tokio::test]
+async fn a_keying_behind_a_resharding_begun_after_it_is_driven_to_its_end_once_that_ends() {
+    // GIVEN a tenant onboarded plain on 2 shards with 40 products, whose keying has begun
+    let plain = Harness::new().await;
+    onboard(&plain, "acme", 2).await;
+    let ids: Vec<String> = (0..40).map(|i| format!("p-{i:02}")).collect();
+    let mut model = BTreeMap::new();
+    put(&plain, &ids, 1, &mut model).await;
+    let keyed = plain.another_container().await.keyed().await;
+    assert_eq!(
+        update_acme(&keyed, json!({"keyed": true})).await.status,
+        202
+    );
+    // AND a re-sharding to 4 shards begun while the keying waits
+    let resharding = update_acme(&keyed, json!({"shardCount": 4})).await;
+    assert_eq!(resharding.status, 202, "{}", resharding.body);
+
+    // WHEN both waits pass, and the lifecycle driver runs with nobody calling
+    keyed.clock.advance_seconds(
+        keying::waits_seconds(DEFAULT_KEY_CACHE_SECONDS)
+            + shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS
+            + 1,
+    );
+    integration::drive_to_end(&keyed.app).await;
+
+    // THEN both have ended: 4 shards, and no sealing left
+    let done = keyed.operator().get_tenant("acme").await;
+    assert_eq!(done.body["shardCount"], 4, "{}", done.body);
+    assert!(done.body.get("keying").is_none(), "{}", done.body);
+    assert!(done.body.get("migration").is_none(), "{}", done.body);
+    // AND every product is sealed in the raw table, and served as written
+    let products: Vec<_> = keyed
+        .all_items()
+        .await
+        .into_iter()
+        .filter(|i| i.get("kind") == Some(&AttributeValue::S(kind::PRODUCT.into())))
+        .collect();
+    assert_eq!(products.len(), ids.len());
+    assert!(products.iter().all(is_sealed), "plain: {products:?}");
+    for (id, doc) in &model {
+        let r = keyed.tenant("acme").get_product(id).await;
+        assert_eq!(r.body["document"], *doc, "{id}: {}", r.body);
+    }
+}

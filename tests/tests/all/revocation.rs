@@ -209,3 +209,31 @@ async fn an_import_accepted_before_its_tenants_key_was_revoked_waits_on_the_queu
     // the dead-letter queue as documented for a suspension
     assert_eq!(queues.backlog(&queues.dlq_url).await, 1);
 }
+
+/// Sealing a tenant's items asked while its key is revoked is refused before anything is written:
+/// no keying is recorded, and none resumes once the key is enabled again.
+#[tokio::test]
+async fn keying_asked_while_the_tenants_key_is_revoked_is_403_and_writes_nothing() {
+    use shared::store::keys::DEFAULT_KEY_CACHE_SECONDS;
+    // GIVEN a tenant whose data key is wrapped by a KMS key of its own, which it has disabled, and
+    // the key cache's period passed
+    let h = Harness::new().await.keyed().await;
+    let t = unique("revoked-keying");
+    let own_key = h.onboard_with_own_key(&t, 1).await;
+    h.test_keys().set_enabled(&own_key, false).await;
+    h.clock.advance_millis(DEFAULT_KEY_CACHE_SECONDS * 1000 + 1);
+    let before = h.all_items().await.len();
+
+    // WHEN an operator asks for its items to be sealed
+    let asked = h.operator().update_tenant(&t, json!({"keyed": true})).await;
+
+    // THEN 403 naming the key, and nothing written: no item, no listing for the driver
+    asked.assert_problem_naming(403, "encryption key");
+    assert_eq!(h.all_items().await.len(), before);
+    // AND once the key is enabled again, the tenant has no keying
+    h.test_keys().set_enabled(&own_key, true).await;
+    h.clock.advance_millis(DEFAULT_KEY_CACHE_SECONDS * 1000 + 1);
+    let view = h.operator().get_tenant(&t).await;
+    assert_eq!(view.status, 200, "{}", view.body);
+    assert!(view.body.get("keying").is_none(), "{}", view.body);
+}
