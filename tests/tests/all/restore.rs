@@ -1064,3 +1064,51 @@ async fn export_all(h: &Harness, tenant: &str) -> Resp {
     let operator = integration::operator();
     integration::export_page(h, &operator, tenant, &[("limit", "100")]).await
 }
+
+/// Every restore begins at step 0: a step read of one restore, held until an operator aborted it
+/// and started another, never commits into the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_of_an_aborted_restore_sent_late_never_commits_into_the_restore_begun_after_it() {
+    // GIVEN a tenant of 10 products, two copies of it, and a restore from the first whose writes
+    // may begin
+    let (h, t) = tenant_of_products("rerestore", 1, 10).await;
+    let first = h.snapshot("rerestorea").await;
+    let second = h.snapshot("rerestoreb").await;
+    assert_eq!(restore_from(&h, &t, &first, false).await.status, 202);
+    h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
+    let h = std::sync::Arc::new(h);
+    // WHEN a driver run's planning of its lanes is held (aside: the hold blocks the thread that
+    // sends it)
+    let mut held = h
+        .faults
+        .hold_next_matching(|body| body.contains("lanesSinceMs") && body.contains("-rerestorea"));
+    let run = integration::aside({
+        let h = h.clone();
+        move || async move { driver_run(&h).await }
+    });
+    held.reached().await;
+    // AND meanwhile an operator aborts that restore, and starts one from the second copy
+    let aborted = h
+        .operator()
+        .restore_tenant(&t, json!({"abort": true}))
+        .await;
+    assert_eq!(aborted.status, 200, "{}", aborted.body);
+    h.clock.advance_seconds(1);
+    let started = restore_from(&h, &t, &second, false).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    // AND the held planning goes on
+    held.release();
+    run.ended().await;
+
+    // THEN the tenant's restore is the second as it was started: its source, its request, no lanes
+    // planned before its writes may begin (before the mend: the first's, planned)
+    let view = h.operator().get_tenant(&t).await;
+    let restore = &view.body["restore"];
+    assert_eq!(restore["source"], second.as_str(), "{}", view.body);
+    assert_eq!(
+        restore["requestedAt"],
+        started.body["restore"]["requestedAt"]
+    );
+    assert_eq!(restore["startsAt"], started.body["restore"]["startsAt"]);
+    assert!(restore.get("lanes").is_none(), "{}", view.body);
+}

@@ -1,6 +1,6 @@
 //! The restore's writes: its start, its steps (changes and checkpoint in one transaction), its end.
 
-use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 
 use super::plan::{Change, Planned};
 use super::Counts;
@@ -156,7 +156,8 @@ fn checkpoint(
     expression: &str,
     next: &Restore,
 ) -> Result<Update, StoreError> {
-    let guard = step_guard(TenantStatus::Restoring, "restore", state.steps)?;
+    let guard = step_guard(TenantStatus::Restoring, "restore", state.steps)?
+        .of_run("requestedAt", AttributeValue::S(state.requested_at.clone()));
     let mut update = record_action(db)
         .update_expression(expression)
         .condition_expression(guard.condition)

@@ -25,7 +25,7 @@ pub(crate) fn record_key(tenant: &TenantId) -> Key {
 /// A step's condition, to put on any of a transaction's actions on the record (names first, then
 /// the action's own values added after). The action's expression names the operation `#op`.
 pub(crate) struct StepGuard {
-    pub condition: &'static str,
+    pub condition: String,
     pub names: HashMap<String, String>,
     pub values: HashMap<String, AttributeValue>,
 }
@@ -47,8 +47,20 @@ pub(crate) fn step_guard(
         (":steps", AttributeValue::N(steps.to_string())),
     ];
     Ok(StepGuard {
-        condition: "#state = :status AND #op.#steps = :steps",
+        condition: "#state = :status AND #op.#steps = :steps".to_owned(),
         names: names.map(|(k, v)| (k.to_owned(), v.to_owned())).into(),
         values: values.map(|(k, v)| (k.to_owned(), v)).into(),
     })
+}
+
+impl StepGuard {
+    /// The guard, also on the operation's `attribute` (what tells one run of it from the next)
+    /// still being `value`: every run begins at step 0, so a step read of a run that ended (an
+    /// aborted restore) must not commit into the next, begun since.
+    pub(crate) fn of_run(mut self, attribute: &str, value: AttributeValue) -> Self {
+        self.condition.push_str(" AND #op.#run = :run");
+        self.names.insert("#run".to_owned(), attribute.to_owned());
+        self.values.insert(":run".to_owned(), value);
+        self
+    }
 }
