@@ -14,7 +14,7 @@ use crate::identity::entities::{ORDER, USER};
 use crate::identity::ids::{EntityId, TenantId};
 use crate::identity::keys::{erasure_key, id_in_partition, order_key, primary_key, user_key, PK};
 use crate::store::client::error::StoreError;
-use crate::store::client::expr::{absent, attr, Condition};
+use crate::store::client::expr::{absent, attr, either, Condition};
 use crate::store::client::items::enlist;
 use crate::store::client::query::{string_attr, Item};
 use crate::store::client::scoped::TenantDb;
@@ -53,7 +53,10 @@ pub async fn erasure(db: &TenantDb, kind: &str, id: &EntityId) -> Result<Option<
 }
 
 /// The Put of `kind` `id`'s erasure record, erased at `erased_at` (RFC 3339), with the route's
-/// answer `report` (the user's record).
+/// answer `report` (the user's record). The user's record is put only where none is, or where this
+/// run put it (an SDK retry of a commit whose answer was lost): of two erasures of a user at once
+/// (its two routes), the second fails its condition and is asked again, then answers the first's
+/// report, where both put theirs and the last one's stood.
 pub fn erasure_put(
     db: &TenantDb,
     kind: &str,
@@ -73,7 +76,13 @@ pub fn erasure_put(
         item.insert(REPORT.into(), text(report));
     }
     enlist(&db.tenant, &mut item);
-    db.put_item(item).action()
+    let put = db.put_item(item);
+    match report {
+        Some(_) => put
+            .when(either(absent(), attr(ERASED_AT).equal(erased_at)))
+            .action(),
+        None => put.action(),
+    }
 }
 
 /// No erasure of the user whose profile this is has begun: what every write that needs the user

@@ -787,3 +787,51 @@ async fn redeem(h: &Harness, auth: &Auth, code: &str, key: Option<&str>) -> Resp
         .call("redeem-transfer-code", &params(&[("code", code)]), None)
         .await
 }
+
+/// Two erasures of a user at once (the tenant's and an operator's) answer one report: the second to
+/// record its erasure is asked again (409), and its retry answers the recorded one. Before the mend
+/// both recorded theirs, the last one's stood, and the two callers kept different answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_erasures_of_a_user_at_once_answer_the_report_recorded_first() {
+    // GIVEN a user with two orders, and a second container of the same table
+    let h = Harness::new().await;
+    let t = unique("erase-twice");
+    onboard_at_max_limits(&h, &t, 1).await;
+    user_with(&h, &t, "u-1", 2, 1).await;
+    let tenant_side = std::sync::Arc::new(h.another_container().await);
+    let auth = Auth::Tenant(t.clone());
+
+    // WHEN the tenant's erasure is held as it sends its transaction (aside: the hold blocks the
+    // thread that sends it)
+    let mut held = tenant_side.faults.hold_next_matching(|body| {
+        body.contains("TransactItems") && body.contains("#ERASED#USER#u-1")
+    });
+    let first = integration::aside({
+        let (tenant_side, auth) = (tenant_side.clone(), auth.clone());
+        move || async move {
+            tenant_side
+                .caller(&auth)
+                .call("erase-user", &params(&[("userId", "u-1")]), None)
+                .await
+        }
+    });
+    held.reached().await;
+    // AND an operator's erasure of the same user runs meanwhile, a second later
+    h.clock.advance_seconds(1);
+    let second = h.operator().erase_tenant_user(&t, "u-1").await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    // AND the held one is sent
+    held.release();
+    let first = first.ended().await;
+
+    // THEN it is asked again (409), and its retry answers the operator's report, as does another
+    // erasure by either route
+    first.assert_problem(409);
+    let again = tenant_side
+        .caller(&auth)
+        .call("erase-user", &params(&[("userId", "u-1")]), None)
+        .await;
+    assert_eq!((again.status, &again.body), (200, &second.body));
+    let by_operator = h.operator().erase_tenant_user(&t, "u-1").await;
+    assert_eq!(by_operator.body, second.body);
+}
