@@ -88,6 +88,8 @@ pub(crate) async fn onboard(
         changed_by: Some(by.to_string()),
         ..TenantRecord::new(tenant, tier, limits, shard_count, created_at)
     };
+    // Checked before an own table is made or taken: a 400 leaves no table behind.
+    let byok = checked_kms_key_arn(app, input.kms_key_arn.as_deref())?;
     let tables = match input.placement {
         PlacementInput::Pool => app.tenants.pooled(),
         PlacementInput::Own => {
@@ -103,7 +105,6 @@ pub(crate) async fn onboard(
     // A tenant of this id that exists already keeps its key as it is: its record's write is
     // answered 409, or the recorded answer replayed, never a new key made over the one its items
     // are sealed under (read consistently: a cached absence may be stale).
-    let byok = checked_kms_key_arn(app, input.kms_key_arn.as_deref())?;
     let keys = match &app.keys {
         Some(keys) if !app.directory.exists_now(tenant).await? => Some(keys),
         _ => None,

@@ -440,3 +440,27 @@ async fn an_own_table_tenant_takes_more_shards_than_the_pool_allows_and_is_serve
     assert_eq!(report.body["deleted"]["PRODUCT"], 500, "{}", report.body);
     assert!(h.items_under(&raw_key(&own, "")).await.is_empty());
 }
+
+/// An own table's onboarding with a kmsKeyArn it cannot take is refused before its table is made.
+#[tokio::test]
+async fn an_own_table_onboarding_with_a_kms_key_arn_it_cannot_take_is_400_and_makes_no_table() {
+    // GIVEN an operator where tenants have no keys of their own, and two tenant ids
+    let h = Harness::new().await;
+    let (bogus, unkeyed) = (unique("bogusarn"), unique("unkeyedarn"));
+    let arn = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+    // WHEN each is onboarded in its own table, one with a malformed ARN, one with a well-formed
+    // one the deployment has no keys for
+    let mut answers = Vec::new();
+    for (tenant, kms_key_arn) in [(&bogus, "bogus"), (&unkeyed, arn)] {
+        let body = json!({"tenantId": tenant, "tier": "standard", "placement": "own",
+            "kmsKeyArn": kms_key_arn});
+        answers.push(h.operator().onboard_tenant(body).await);
+    }
+    // THEN each is 400 naming the field, and neither has a table or a record
+    for (tenant, answer) in [&bogus, &unkeyed].into_iter().zip(&answers) {
+        answer.assert_problem(400);
+        assert_eq!(answer.body["field"], "kmsKeyArn", "{}", answer.body);
+        assert!(!table_exists(&h, &format!("{}-tenant-{tenant}", h.table)).await);
+        h.operator().get_tenant(tenant).await.assert_problem(404);
+    }
+}

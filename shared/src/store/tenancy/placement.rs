@@ -32,7 +32,7 @@ use crate::store::client::scoped::TenantClients;
 use crate::store::tenancy::tenants::TenantRecord;
 
 mod fit;
-use fit::{not_judged, unfit};
+use fit::{being_deleted, not_judged, unfit};
 
 /// How long a call waits for a new own table to be ACTIVE before answering 503 (the table is
 /// kept, and a retry finds it): well inside the functions' 10-second timeout.
@@ -378,6 +378,9 @@ pub async fn delete_own_table(
     let Some(table) = describe(client, name).await? else {
         return Ok(());
     };
+    if being_deleted(&table) {
+        return Ok(());
+    }
     if table.deletion_protection_enabled() == Some(true) {
         manager
             .update_table()

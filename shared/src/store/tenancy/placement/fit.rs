@@ -27,6 +27,13 @@ pub(super) fn not_judged(existing: &TableDescription, name: &str) -> Option<Stor
     }
 }
 
+/// Whether `table`'s deletion has begun (an offboarding or a move cut off just after its
+/// DeleteTable): its deletion is done as far as the caller goes, where another DeleteTable is
+/// answered ResourceInUseException until the table is gone.
+pub(super) fn being_deleted(table: &TableDescription) -> bool {
+    table.table_status() == Some(&TableStatus::Deleting)
+}
+
 /// Why `existing` cannot be a tenant's own table beside `pool`: other keys, indexes or key types,
 /// or items already. Items under the tenant's keys are found by `holds` (read consistently, when the
 /// table is ACTIVE or UPDATING: an UPDATING table is read as an ACTIVE one, its item count hours

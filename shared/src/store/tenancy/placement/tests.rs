@@ -127,3 +127,21 @@ fn a_table_being_deleted_or_out_of_reach_of_its_key_is_retried_and_an_archived_o
         );
     }
 }
+
+#[test]
+fn an_own_table_whose_deletion_has_begun_is_deleted_as_far_as_its_deleter_goes() {
+    // GIVEN a table in each status
+    let table = |status: TableStatus| TableDescription::builder().table_status(status).build();
+    // WHEN its deleter finds it DELETING (its last DeleteTable sent, then cut off)
+    // THEN it is done (another DeleteTable would be answered ResourceInUseException: a 500); in
+    // any other status it is deleted
+    assert!(being_deleted(&table(TableStatus::Deleting)));
+    for status in [
+        TableStatus::Active,
+        TableStatus::Updating,
+        TableStatus::Creating,
+        TableStatus::Archived,
+    ] {
+        assert!(!being_deleted(&table(status.clone())), "{status:?}");
+    }
+}
