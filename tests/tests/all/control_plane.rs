@@ -985,3 +985,73 @@ async fn an_offboarding_that_ends_before_its_request_is_deferred_is_answered_onc
     assert!(again.expect("handled").reply.is_none());
     assert!(w.replies().await.is_empty());
 }
+
+/// A registration whose onboarding was refused (its tenant id was another's already) owns no
+/// tenant: its offboarding, when the registration is deleted, removes nothing. Before the mend it
+/// offboarded the tenant of that id, which the registration never made.
+#[tokio::test]
+async fn an_offboarding_of_a_registration_whose_onboarding_was_refused_leaves_the_tenant_of_its_id()
+{
+    // GIVEN a tenant onboarded through the API, with a product
+    let w = World::new().await;
+    let taken = integration::onboarded_on_shards(&w.h, "notyours", 2).await;
+    let put =
+        w.h.tenant(&taken)
+            .put_product("p-1", json!({"name": "kept"}))
+            .await;
+    assert_eq!(put.status, 201, "{}", put.body);
+    // AND a registration naming its id, whose onboarding is refused
+    let registration = unique("r");
+    let detail = json!({"tenantId": taken, "tenantRegistrationId": registration});
+    w.answered_once(
+        "sbt_aws_onboardingRequest",
+        detail.clone(),
+        "sbt_aws_provisionFailure",
+    )
+    .await;
+
+    // WHEN the control plane deletes the registration: its offboarding is asked
+    let (_, reply) = w
+        .answered_once(
+            "sbt_aws_offboardingRequest",
+            detail,
+            "sbt_aws_deprovisionSuccess",
+        )
+        .await;
+
+    // THEN it is answered with success (sbt-aws deletes the registration), and the tenant is as
+    // it was: active, with its product, nothing of it being offboarded
+    assert_eq!(
+        reply["detail"]["tenantRegistrationId"],
+        registration.as_str()
+    );
+    let view = w.h.operator().get_tenant(&taken).await;
+    assert_eq!(view.body["status"], "active", "{}", view.body);
+    assert!(view.body.get("offboarding").is_none(), "{}", view.body);
+    let product = w.h.tenant(&taken).get_product("p-1").await;
+    assert_eq!(product.body["document"]["name"], "kept", "{}", product.body);
+}
+
+/// An event an operator sends again from the control plane's dead-letter queue finds its request's
+/// entry: entries are kept longer than the queue keeps a message.
+#[test]
+fn a_request_entry_outlives_the_dead_letter_queues_retention() {
+    // GIVEN the template's control plane dead-letter queue
+    let template = std::fs::read_to_string(devtools::default_template_path()).unwrap();
+    let line = template
+        .lines()
+        .find(|l| l.contains("control-plane-dlq"))
+        .expect("the control plane's dead-letter queue");
+    let retention: u64 = line
+        .split("MessageRetentionPeriod:")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .expect("its MessageRetentionPeriod");
+    // THEN a request's entry is kept longer
+    assert!(
+        requests::KEPT_SECONDS > retention,
+        "{} <= {retention}",
+        requests::KEPT_SECONDS
+    );
+}

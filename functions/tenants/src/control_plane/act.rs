@@ -9,7 +9,7 @@ use shared::store::lifecycle::requests;
 use shared::store::tenancy::tenants::{RecordChange, TenantStatus, Tier};
 use shared::{ApiError, App};
 
-use super::request::{valid_registration, Kind};
+use super::request::{reply_failed, valid_registration, Kind};
 use super::{ControlPlane, ControlPlaneError};
 use crate::onboard_tenant::{OnboardInput, PlacementInput};
 use crate::operation::Operation;
@@ -47,6 +47,12 @@ pub(super) async fn act(
         Ok(tenant) => tenant,
         Err(refusal) => return Ok(Outcome::Refused(refusal)),
     };
+    // An offboarding of a registration whose onboarding pooltable refused (the tenant id was
+    // another's already) removes nothing: that tenant is not the registration's.
+    if kind == Kind::Offboarding && onboarding_refused(app, detail).await? {
+        tracing::info!(tenant = %tenant, "an offboarding of a registration whose onboarding was refused: nothing of it to remove");
+        return outcome_of(kind, Ok(()));
+    }
     let done = match kind {
         Kind::Onboarding => {
             let requested = detail["tier"].as_str().unwrap_or(DEFAULT_TIER);
@@ -216,15 +222,30 @@ async fn status_deferred(app: &App, tenant: &str) -> Result<bool, ControlPlaneEr
 
 /// Whether the onboarding of `detail`'s registration is claimed and not answered yet.
 async fn onboarding_open(app: &App, detail: &Value) -> Result<bool, ControlPlaneError> {
-    let Some(registration) = detail["tenantRegistrationId"]
-        .as_str()
-        .filter(|r| valid_registration(r))
-    else {
+    let Some(key) = onboarding_key(detail) else {
         return Ok(false);
     };
     let platform_db = app.db_for_operator(&TenantId::platform()).await?;
-    let key = format!("{}#{registration}", Kind::Onboarding.name());
     Ok(requests::is_open(&platform_db, &key).await?)
+}
+
+/// Whether the onboarding of `detail`'s registration was answered with a failure (its entry's
+/// held reply; an entry expired, or a registration without one, is not known refused).
+async fn onboarding_refused(app: &App, detail: &Value) -> Result<bool, ControlPlaneError> {
+    let Some(key) = onboarding_key(detail) else {
+        return Ok(false);
+    };
+    let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+    let held = requests::held_reply(&platform_db, &key).await?;
+    Ok(held.is_some_and(|reply| reply_failed(&reply)))
+}
+
+/// The request key of the onboarding of `detail`'s registration, when it names one.
+fn onboarding_key(detail: &Value) -> Option<String> {
+    let registration = detail["tenantRegistrationId"]
+        .as_str()
+        .filter(|r| valid_registration(r))?;
+    Some(format!("{}#{registration}", Kind::Onboarding.name()))
 }
 
 /// Whether an operation that ends still blocks `tenant`'s offboarding or a change of its status (a

@@ -111,3 +111,10 @@ pub(super) fn reply_of(
         "detail": detail,
     })
 }
+
+/// Whether `reply`, a reply held as [`reply_of`] made it, answers a failure.
+pub(super) fn reply_failed(reply: &str) -> bool {
+    serde_json::from_str::<Value>(reply).is_ok_and(|r| {
+        r["detail"]["jobOutput"]["tenantRegistrationData"]["registrationStatus"] == "failed"
+    })
+}

@@ -204,7 +204,7 @@ pub fn key_table() -> Vec<KeyRow> {
             "control plane's requests",
             control_requests_pk(),
             control_request_sk("onboarding#8f1c2b7e"),
-            "one entry per SaaS Builder Toolkit request, answered once (7 days)",
+            "one entry per SaaS Builder Toolkit request, answered once (15 days)",
         ),
         row(
             "imports' deadline list",

@@ -28,8 +28,12 @@ use crate::store::client::expr::key;
 use crate::store::client::query::{string_attr, u64_attr, Item};
 use crate::store::client::scoped::TenantDb;
 
-/// How long an entry is kept: a control plane's redelivery or retry comes within minutes.
-pub const KEPT_SECONDS: u64 = 7 * 24 * 3600;
+/// How long an entry is kept: a control plane's redelivery or retry comes within minutes, and an
+/// event an operator sends again from the control plane's dead-letter queue within its 14 days'
+/// retention (`ControlPlaneDeadLetterQueue`), so a day longer: a redriven event finds its entry
+/// (answered: nothing is done again), where after 7 days an onboarding was refused as existing, or
+/// an old suspension set again.
+pub const KEPT_SECONDS: u64 = 15 * 24 * 3600;
 
 const CLAIMED_AT_MS: &str = "claimedAtMs";
 const FIRST_CLAIMED_AT_MS: &str = "firstClaimedAtMs";
@@ -160,6 +164,13 @@ pub async fn is_open(platform_db: &TenantDb, key: &str) -> Result<bool, StoreErr
     Ok(read(platform_db, key)
         .await?
         .is_some_and(|entry| string_attr(&entry, STATE).as_deref() != Some(ANSWERED)))
+}
+
+/// The reply held in request `key`'s entry, when it has one (answered, or being answered).
+pub async fn held_reply(platform_db: &TenantDb, key: &str) -> Result<Option<String>, StoreError> {
+    Ok(read(platform_db, key)
+        .await?
+        .and_then(|entry| string_attr(&entry, REPLY)))
 }
 
 /// An UpdateItem of the entry of `key`; what it changes, and on what condition, is the caller's.
