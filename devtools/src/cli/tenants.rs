@@ -4,128 +4,14 @@
 //! `--wait` calls again while the operation runs (202), after the `Retry-After` the API gives,
 //! showing its progress on stderr, until it has ended (200).
 
-use clap::{Args, Subcommand};
 use pooltable_client::{types, Client, Error};
 use serde_json::{json, Value};
 
 use super::progress::Progress;
 use super::{api_client, json_of, render, retry_after, ride_out, Exit, Failure, Output};
 
-#[derive(Debug, Subcommand)]
-pub enum Tenants {
-    /// Onboard a tenant: its record, its limits, and (placement own) its own table.
-    Onboard {
-        tenant: String,
-        /// basic, standard or premium.
-        #[arg(long, default_value = "standard")]
-        tier: String,
-        /// Product and HR shards (4 when left out, whatever the tier).
-        #[arg(long)]
-        shards: Option<u32>,
-        #[arg(long, value_parser = ["pool", "own"])]
-        placement: Option<String>,
-    },
-    /// The tenant's record, with any operation in progress.
-    Get { tenant: String },
-    /// Refuse every tenant route until resumed.
-    Suspend { tenant: String },
-    /// Serve a suspended tenant again.
-    Resume { tenant: String },
-    /// Change the tenant's tier, and so its limits.
-    Tier {
-        tenant: String,
-        /// basic, standard or premium.
-        tier: String,
-    },
-    /// Seal the items of a tenant onboarded without a key under a key of its own, online.
-    Encrypt {
-        tenant: String,
-        #[command(flatten)]
-        wait: Wait,
-    },
-    /// Make the next version of the tenant's key: it seals from `newestSealsFrom`; nothing sealed is
-    /// rewritten.
-    RotateKey { tenant: String },
-    /// Re-shard the tenant's products and HR items, online.
-    Reshard {
-        tenant: String,
-        shards: u32,
-        #[command(flatten)]
-        wait: Wait,
-    },
-    /// Move the tenant between the pool and its own table, online.
-    Move {
-        tenant: String,
-        #[arg(value_parser = ["own", "pool"])]
-        placement: String,
-        #[command(flatten)]
-        wait: Wait,
-    },
-    /// Restore the tenant's items from a restored copy of the table or a point in time, or abort
-    /// the restore that runs.
-    Restore {
-        tenant: String,
-        #[command(flatten)]
-        source: RestoreSource,
-        /// Count what the restore would put and delete; change nothing.
-        #[arg(long, conflicts_with = "abort")]
-        dry_run: bool,
-        #[command(flatten)]
-        wait: Wait,
-    },
-    /// Offboard the tenant: every item deleted, its report kept.
-    Offboard {
-        tenant: String,
-        #[command(flatten)]
-        wait: Wait,
-    },
-    /// Every export page, as NDJSON on stdout; a failed page names the cursor to resume from.
-    Export {
-        tenant: String,
-        /// Resume from this page's cursor.
-        #[arg(long)]
-        cursor: Option<String>,
-        /// Items a page (1 to 1,000; the API's default when left out).
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
-        limit: Option<u64>,
-    },
-    /// Erase one of the tenant's users and every item of its own, for good: no restore brings it
-    /// back. Prints what was deleted (the same report on a retry).
-    EraseUser { tenant: String, user: String },
-    /// Calls and capacity units per route and day.
-    Usage {
-        tenant: String,
-        /// The first day (default: 29 days ago).
-        #[arg(long)]
-        from: Option<chrono::NaiveDate>,
-        /// The last day (default: today).
-        #[arg(long)]
-        to: Option<chrono::NaiveDate>,
-    },
-}
-
-/// `--wait`.
-#[derive(Debug, Clone, Copy, Args)]
-pub struct Wait {
-    /// Follow the operation until it has ended, after each Retry-After the API gives.
-    #[arg(long)]
-    wait: bool,
-}
-
-/// Where a restore reads from, or its abort.
-#[derive(Debug, Args)]
-#[group(required = true, multiple = false)]
-pub struct RestoreSource {
-    /// A restored copy of the table (`<table>-restore-…`).
-    #[arg(long)]
-    from_table: Option<String>,
-    /// A point in time (RFC 3339) within the table's recovery window.
-    #[arg(long)]
-    point_in_time: Option<String>,
-    /// Abort the restore that runs: it ends abandoned, with the counts of what it did.
-    #[arg(long)]
-    abort: bool,
-}
+mod commands;
+pub use commands::{Lanes, RestoreSource, Tenants, Wait};
 
 /// Runs one command; what to print on stdout.
 pub async fn run(command: Tenants, output: Output) -> Result<String, Failure> {
@@ -136,14 +22,11 @@ pub async fn run(command: Tenants, output: Output) -> Result<String, Failure> {
             tier,
             shards,
             placement,
+            kms_key_arn,
         } => {
-            let mut body = json!({"tenantId": tenant, "tier": tier});
-            if let Some(shards) = shards {
-                body["shardCount"] = shards.into();
-            }
-            if let Some(placement) = placement {
-                body["placement"] = placement.into();
-            }
+            // (an option left out is null here, and left out of the request by its type)
+            let body = json!({"tenantId": tenant, "tier": tier, "shardCount": shards,
+                "placement": placement, "kmsKeyArn": kms_key_arn});
             let body: types::OnboardTenant = typed(body, "a tenant to onboard")?;
             json_of(&*client.onboard_tenant().body(body).send().await?)
         }
@@ -162,7 +45,16 @@ pub async fn run(command: Tenants, output: Output) -> Result<String, Failure> {
         }
         Tenants::Tier { tenant, tier } => update(&client, &tenant, json!({ "tier": tier })).await?,
         Tenants::Encrypt { tenant, wait } => {
-            operate(&client, "encrypt", &tenant, json!({ "keyed": true }), wait).await?
+            let body = json!({ "keyed": true });
+            operate(
+                &client,
+                "encrypt",
+                &tenant,
+                body,
+                Lanes { lanes: None },
+                wait,
+            )
+            .await?
         }
         Tenants::RotateKey { tenant } => {
             update(&client, &tenant, json!({ "rotateKey": true })).await?
@@ -170,42 +62,42 @@ pub async fn run(command: Tenants, output: Output) -> Result<String, Failure> {
         Tenants::Reshard {
             tenant,
             shards,
+            lanes,
             wait,
         } => {
             let body = json!({ "shardCount": shards });
-            operate(&client, "reshard", &tenant, body, wait).await?
+            operate(&client, "reshard", &tenant, body, lanes, wait).await?
         }
         Tenants::Move {
             tenant,
             placement,
+            lanes,
             wait,
         } => {
             let body = json!({ "placement": placement });
-            operate(&client, "move", &tenant, body, wait).await?
+            operate(&client, "move", &tenant, body, lanes, wait).await?
         }
         Tenants::Restore {
             tenant,
             source,
             dry_run,
+            again,
+            lanes,
             wait,
         } => {
-            let body: types::RestoreTenant = typed(restore_body(&source, dry_run), "a restore")?;
-            let call = || {
-                client
-                    .restore_tenant()
-                    .tenant_id(tenant.as_str())
-                    .body(body.clone())
-                    .send()
-            };
+            let body = restore_body(&source, dry_run, again);
             let aborting = source.from_table.is_none() && source.point_in_time.is_none();
-            let judged = |first: Option<&Value>, last: &Value| match aborting {
-                true => None,
-                false => restore_ended_short(first, last),
-            };
-            until_done(&format!("restore {tenant}"), wait.wait, call, judged).await?
+            restore(&client, &tenant, body, aborting, lanes, wait).await?
         }
-        Tenants::Offboard { tenant, wait } => {
-            let call = || client.offboard_tenant().tenant_id(tenant.as_str()).send();
+        Tenants::Offboard {
+            tenant,
+            lanes,
+            wait,
+        } => {
+            let call = || {
+                let call = client.offboard_tenant().tenant_id(tenant.as_str());
+                lanes.on(call, |c, n| c.lanes(n)).send()
+            };
             until_done(&format!("offboard {tenant}"), wait.wait, call, |_, _| None).await?
         }
         Tenants::EraseUser { tenant, user } => {
@@ -257,32 +149,58 @@ async fn update(client: &Client, tenant: &str, body: Value) -> Result<Value, Fai
     Ok(json_of(&*changed))
 }
 
-/// A re-sharding or a move: the PATCH that starts it, and asks on while it runs.
+/// A re-sharding, a move or a keying: the PATCH that starts it (in `lanes`), and asks on while it
+/// runs.
 async fn operate(
     client: &Client,
     verb: &str,
     tenant: &str,
     body: Value,
+    lanes: Lanes,
     wait: Wait,
 ) -> Result<Value, Failure> {
     let body: types::UpdateTenant = typed(body, "a change")?;
     let call = || {
-        client
-            .update_tenant()
-            .tenant_id(tenant)
-            .body(body.clone())
-            .send()
+        let call = client.update_tenant().tenant_id(tenant).body(body.clone());
+        lanes.on(call, |c, n| c.lanes(n)).send()
     };
     until_done(&format!("{verb} {tenant}"), wait.wait, call, |_, _| None).await
 }
 
-/// The body of a `restore`: its source and dry run, or the abort alone.
-fn restore_body(source: &RestoreSource, dry_run: bool) -> Value {
-    match (&source.from_table, &source.point_in_time) {
-        (Some(table), _) => json!({ "from": { "table": table }, "dryRun": dry_run }),
-        (None, Some(at)) => json!({ "from": { "pointInTime": at }, "dryRun": dry_run }),
-        (None, None) => json!({ "abort": true }),
+/// A restore (or its abort): the POST that starts it (in `lanes`), and asks on while it runs; with
+/// `wait`, exit 3 when it ended abandoned.
+async fn restore(
+    client: &Client,
+    tenant: &str,
+    body: Value,
+    aborting: bool,
+    lanes: Lanes,
+    wait: Wait,
+) -> Result<Value, Failure> {
+    let body: types::RestoreTenant = typed(body, "a restore")?;
+    let call = || {
+        let call = client.restore_tenant().tenant_id(tenant);
+        lanes.on(call.body(body.clone()), |c, n| c.lanes(n)).send()
+    };
+    let judged = |first: Option<&Value>, last: &Value| match aborting {
+        true => None,
+        false => restore_ended_short(first, last),
+    };
+    until_done(&format!("restore {tenant}"), wait.wait, call, judged).await
+}
+
+/// The body of a `restore`: its source, dry run and again, or the abort alone.
+fn restore_body(source: &RestoreSource, dry_run: bool, again: bool) -> Value {
+    let from = match (&source.from_table, &source.point_in_time) {
+        (Some(table), _) => json!({ "table": table }),
+        (None, Some(at)) => json!({ "pointInTime": at }),
+        (None, None) => return json!({ "abort": true }),
+    };
+    let mut body = json!({ "from": from, "dryRun": dry_run });
+    if again {
+        body["again"] = true.into();
     }
+    body
 }
 
 /// Calls `call` until the operation has ended (200), after each 202's `Retry-After` (1 to 60 s),

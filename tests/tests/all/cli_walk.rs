@@ -125,8 +125,9 @@ async fn the_cli_changes_a_tenants_tier_key_shards_and_placement_waiting_for_eac
         again.stdout
     );
 
-    // WHEN it re-shards the tenant, waiting
-    let resharded = pooltable(&["tenants", "reshard", &t, "4", "--wait"]).done("reshard");
+    // WHEN it re-shards the tenant in 2 lanes, waiting
+    let resharded =
+        pooltable(&["tenants", "reshard", &t, "4", "--lanes", "2", "--wait"]).done("reshard");
     // THEN it returns once the re-sharding has ended, having shown its progress on stderr
     assert_eq!(resharded.json()["shardCount"], 4, "{}", resharded.stdout);
     assert!(

@@ -74,8 +74,11 @@ fn a_command_line_without_a_tenant_or_a_value_is_a_usage_error() {
 fn a_restore_is_a_source_or_an_abort_alone() {
     let body = |line: &str| match parse(line).unwrap().command {
         super::super::Command::Tenants(Tenants::Restore {
-            source, dry_run, ..
-        }) => restore_body(&source, dry_run),
+            source,
+            dry_run,
+            again,
+            ..
+        }) => restore_body(&source, dry_run, again),
         other => panic!("{other:?}"),
     };
     assert_eq!(body("restore acme --abort"), json!({"abort": true}));
@@ -83,11 +86,20 @@ fn a_restore_is_a_source_or_an_abort_alone() {
         body("restore acme --from-table p-restore-x --dry-run --wait")["from"]["table"],
         "p-restore-x"
     );
+    // AND --again asks the last restore's source again (without it: no `again`)
+    assert_eq!(
+        body("restore acme --from-table p-restore-x --again"),
+        json!({"from": {"table": "p-restore-x"}, "dryRun": false, "again": true})
+    );
+    assert!(body("restore acme --from-table p-restore-x")
+        .get("again")
+        .is_none());
     for bad in [
         "restore acme",
         "restore acme --abort --from-table x",
         "restore acme --from-table x --point-in-time y",
         "restore acme --abort --dry-run",
+        "restore acme --abort --again",
     ] {
         assert_eq!(
             parse(bad).unwrap_err().exit_code(),
@@ -95,4 +107,53 @@ fn a_restore_is_a_source_or_an_abort_alone() {
             "{bad}"
         );
     }
+}
+
+#[test]
+fn lanes_are_asked_of_an_operation_within_1_to_64() {
+    // GIVEN each operation that starts lanes, with --lanes
+    for line in [
+        "reshard acme 8 --lanes 4",
+        "move acme own --lanes 4",
+        "restore acme --from-table x --lanes 4",
+        "offboard acme --lanes 4",
+    ] {
+        // THEN it is taken
+        let lanes = match parse(line).unwrap().command {
+            super::super::Command::Tenants(
+                Tenants::Reshard { lanes, .. }
+                | Tenants::Move { lanes, .. }
+                | Tenants::Restore { lanes, .. }
+                | Tenants::Offboard { lanes, .. },
+            ) => lanes,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(lanes.lanes, Some(4), "{line}");
+    }
+    // AND out of range, or on an operation that has none, it is a usage error
+    for bad in [
+        "reshard acme 8 --lanes 0",
+        "offboard acme --lanes 65",
+        "encrypt acme --lanes 2",
+    ] {
+        assert_eq!(
+            parse(bad).unwrap_err().exit_code(),
+            Exit::Usage as i32,
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn an_onboarding_leaves_out_the_options_not_given() {
+    // GIVEN an onboarding's options, two of them not given (null)
+    let asked = json!({"tenantId": "acme", "tier": "standard", "shardCount": null,
+        "placement": "own", "kmsKeyArn": null});
+    // WHEN it is typed as the client's request
+    let body: types::OnboardTenant = typed(asked, "a tenant to onboard").unwrap();
+    // THEN the request names only those given
+    assert_eq!(
+        serde_json::to_value(body).unwrap(),
+        json!({"tenantId": "acme", "tier": "standard", "placement": "own"})
+    );
 }
