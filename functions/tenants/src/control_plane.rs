@@ -7,7 +7,7 @@
 //!
 //! | request (`detail-type`) | what pooltable does | reply |
 //! |---|---|---|
-//! | `sbt_aws_onboardingRequest` | onboards `tenantId` at `tier` (`basic` when absent), in the pool | `provisionSuccess` / `provisionFailure` |
+//! | `sbt_aws_onboardingRequest` | onboards `tenantId` at `tier` (`basic` when absent), in the pool; nothing once its registration's offboarding was asked | `provisionSuccess` / `provisionFailure` |
 //! | `sbt_aws_offboardingRequest` | starts the offboarding (the lifecycle driver deletes every item); answered when it has ended (at once for a tenant pooltable never held: nothing to remove) | `deprovisionSuccess` / `deprovisionFailure` |
 //! | `sbt_aws_activateRequest` | resumes the tenant (`status: active`); while it is restored, deferred until the restore ends | `activateSuccess` / `activateFailure` |
 //! | `sbt_aws_deactivateRequest` | suspends it (`status: suspended`); likewise | `deactivateSuccess` / `deactivateFailure` |
@@ -54,7 +54,7 @@ mod tiers;
 
 use act::{act, Outcome};
 pub use plane::ControlPlane;
-use request::{reply_of, valid_registration, Envelope, Kind};
+use request::{reply_of, request_key, Envelope, Kind};
 pub use tiers::TierMap;
 
 /// The prefix of sbt-aws's detail-types since its event manager's refactor (`sbt_aws_<name>`).
@@ -279,19 +279,6 @@ fn other_tenants_refusal(prefix: &str, kind: Kind, event_id: &str, detail: &Valu
         fields.remove("tenantRegistrationId");
     }
     reply_of(prefix, kind, event_id, &detail, refusal).to_string()
-}
-
-/// The key a request is answered once by (`<kind>#<id>`).
-fn request_key(kind: Kind, detail: &Value, event_id: &str) -> String {
-    // A registration is provisioned and deprovisioned once: those requests are the registration's.
-    // It is activated and deactivated again and again: each of those events is a request of its own.
-    let registration = match kind {
-        Kind::Onboarding | Kind::Offboarding => detail["tenantRegistrationId"]
-            .as_str()
-            .filter(|r| valid_registration(r)),
-        Kind::Activate | Kind::Deactivate => None,
-    };
-    format!("{}#{}", kind.name(), registration.unwrap_or(event_id))
 }
 
 /// Defers `request` (claimed at `claimed_at_ms`, its event `raw`), unanswered, until its tenant's

@@ -1055,3 +1055,92 @@ fn a_request_entry_outlives_the_dead_letter_queues_retention() {
         requests::KEPT_SECONDS
     );
 }
+
+/// EventBridge keeps no order, and an onboarding whose first delivery failed before its claim comes
+/// back later (Lambda's retries, or an operator's redrive from the dead letters): acted on after
+/// its registration's offboarding was answered, it onboards nothing. Before the mend it made the
+/// tenant, which sbt-aws had deleted the registration of: nobody's, and never removed.
+#[tokio::test]
+async fn an_onboarding_delivered_after_its_registrations_offboarding_onboards_nothing() {
+    // GIVEN a registration whose onboarding request is on the bus, its first delivery failed
+    let w = World::new().await;
+    let t = unique("late");
+    let registration = unique("reg");
+    let detail = json!({"tenantId": t, "tenantRegistrationId": registration, "tier": "basic"});
+    let onboarding = w.put("sbt_aws_onboardingRequest", detail.clone()).await;
+    let before = w.h.all_items().await;
+    // AND the registration deleted meanwhile: its offboarding answered (nothing held to remove)
+    w.answered(
+        "sbt_aws_offboardingRequest",
+        detail.clone(),
+        "sbt_aws_deprovisionSuccess",
+    )
+    .await;
+
+    // WHEN the onboarding's retry comes
+    let handled = w.deliver(&onboarding).await.expect("answered, not retried");
+
+    // THEN it is answered once with its failure, naming the registration and why
+    assert_eq!(handled.reply.as_deref(), Some("sbt_aws_provisionFailure"));
+    let replies = w.replies().await;
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(
+        replies[0]["detail"]["tenantRegistrationId"],
+        registration.as_str()
+    );
+    let reason = replies[0]["detail"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("offboarding was asked"), "{reason}");
+    // AND no tenant is made: nothing of it is in the table but the two requests' entries
+    w.h.operator().get_tenant(&t).await.assert_problem(404);
+    let of_it: Vec<_> =
+        w.h.all_items()
+            .await
+            .into_iter()
+            .filter(|i| !before.contains(i))
+            .filter(|i| format!("{i:?}").contains(&t))
+            .filter(|i| i.get("kind") != Some(&AttributeValue::S("CONTROL_REQUEST".into())))
+            .collect();
+    assert!(of_it.is_empty(), "{of_it:?}");
+    // AND a redelivery of either request answers nothing again
+    assert!(w.deliver(&onboarding).await.unwrap().duplicate);
+    assert!(w.replies().await.is_empty());
+}
+
+/// An onboarding and its registration's offboarding at once: the offboarding waits while the
+/// onboarding is open, and the onboarding, taken over once its first delivery's hold ended, finds
+/// the offboarding asked and onboards nothing; the offboarding's retry then removes nothing. The
+/// registration ends with no tenant, each request answered once.
+#[tokio::test]
+async fn an_onboarding_taken_over_after_its_registrations_offboarding_was_asked_onboards_nothing() {
+    // GIVEN a registration whose onboarding a delivery claimed, then stopped on
+    let w = World::new().await;
+    let t = unique("raced");
+    let registration = unique("reg");
+    let detail = json!({"tenantId": t, "tenantRegistrationId": registration});
+    let onboarding = w.put("sbt_aws_onboardingRequest", detail.clone()).await;
+    w.claim_onboarding(&t, &registration).await;
+    // AND its offboarding asked meanwhile, retried while the onboarding is open
+    let offboarding = w.put("sbt_aws_offboardingRequest", detail).await;
+    let early = w.deliver(&offboarding).await;
+    assert!(
+        matches!(early, Err(ControlPlaneError::Unavailable(_))),
+        "{early:?}"
+    );
+
+    // WHEN both are retried after the holds
+    w.h.clock.advance_seconds(31);
+    let onboarded = w.deliver(&onboarding).await.expect("taken over");
+    let offboarded = w.deliver(&offboarding).await.expect("taken over");
+
+    // THEN the onboarding fails, the offboarding succeeds, each once, and there is no tenant
+    assert_eq!(onboarded.reply.as_deref(), Some("sbt_aws_provisionFailure"));
+    assert_eq!(
+        offboarded.reply.as_deref(),
+        Some("sbt_aws_deprovisionSuccess")
+    );
+    assert_eq!(
+        w.reply_types().await,
+        ["sbt_aws_deprovisionSuccess", "sbt_aws_provisionFailure"]
+    );
+    w.h.operator().get_tenant(&t).await.assert_problem(404);
+}

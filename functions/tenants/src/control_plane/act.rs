@@ -9,7 +9,7 @@ use shared::store::lifecycle::requests;
 use shared::store::tenancy::tenants::{RecordChange, TenantStatus, Tier};
 use shared::{ApiError, App};
 
-use super::request::{reply_failed, valid_registration, Kind};
+use super::request::{registration_key, reply_failed, valid_registration, Kind};
 use super::{ControlPlane, ControlPlaneError};
 use crate::onboard_tenant::{OnboardInput, PlacementInput};
 use crate::operation::Operation;
@@ -54,16 +54,7 @@ pub(super) async fn act(
         return outcome_of(kind, Ok(()));
     }
     let done = match kind {
-        Kind::Onboarding => {
-            let requested = detail["tier"].as_str().unwrap_or(DEFAULT_TIER);
-            // In the pool, unless the deployment's tier map puts the tier in a table of its own:
-            // the detail is partly the signup's own data, so nothing else in it decides a table.
-            let resolved = match plane.tiers.resolve(requested) {
-                Ok(resolved) => resolved,
-                Err(reason) => return Ok(Outcome::Refused(reason)),
-            };
-            onboard(app, &by, &tenant, resolved, taken_over).await
-        }
+        Kind::Onboarding => return onboarding(app, plane, &tenant, detail, taken_over).await,
         // Answered once the tenant is gone: sbt-aws takes a deprovision success as the work done.
         // A conflict is deferred only while an operation blocks it (read again): another (two
         // writers met) passes, to be retried, never deferred behind an operation that is not there.
@@ -123,6 +114,47 @@ pub(super) async fn act(
         }
     };
     outcome_of(kind, done)
+}
+
+/// Acts on an onboarding request of `tenant` (its `detail`): refused for a tier the plane has not,
+/// or once its registration's offboarding was asked; else onboarded.
+async fn onboarding(
+    app: &App,
+    plane: &ControlPlane,
+    tenant: &TenantId,
+    detail: &Value,
+    taken_over: Option<u64>,
+) -> Result<Outcome, ControlPlaneError> {
+    let requested = detail["tier"].as_str().unwrap_or(DEFAULT_TIER);
+    // In the pool, unless the deployment's tier map puts the tier in a table of its own:
+    // the detail is partly the signup's own data, so nothing else in it decides a table.
+    let resolved = match plane.tiers.resolve(requested) {
+        Ok(resolved) => resolved,
+        Err(reason) => return Ok(Outcome::Refused(reason)),
+    };
+    // EventBridge keeps no order, and a first delivery that failed before its claim comes
+    // back minutes later (Lambda's retries) or days later (redriven from the dead
+    // letters): an onboarding acted on after its registration's offboarding was asked
+    // onboards nothing. sbt-aws deleted the registration, so a tenant made now would be
+    // nobody's, and no request would ever remove it. (The offboarding, for its part,
+    // waits while this onboarding is open: each claims its entry before it reads the
+    // other's, so at least one of them sees the other.) A delivery that took over from
+    // one that onboarded the tenant before the offboarding was asked answers that work.
+    if offboarding_asked(app, detail, tenant).await? {
+        let ours = match taken_over {
+            Some(since) => onboarded_since(app, tenant, since).await,
+            None => false,
+        };
+        if !ours {
+            return Ok(Outcome::Refused(
+                "the registration's offboarding was asked before its onboarding was acted on: nothing is onboarded".into(),
+            ));
+        }
+    }
+    outcome_of(
+        Kind::Onboarding,
+        onboard(app, &TenantId::platform(), tenant, resolved, taken_over).await,
+    )
 }
 
 /// The tenant `detail` names, when a request of `kind` may act on it; else the reason it is
@@ -222,7 +254,7 @@ async fn status_deferred(app: &App, tenant: &str) -> Result<bool, ControlPlaneEr
 
 /// Whether the onboarding of `detail`'s registration is claimed and not answered yet.
 async fn onboarding_open(app: &App, detail: &Value) -> Result<bool, ControlPlaneError> {
-    let Some(key) = onboarding_key(detail) else {
+    let Some(key) = registration_key(Kind::Onboarding, detail) else {
         return Ok(false);
     };
     let platform_db = app.db_for_operator(&TenantId::platform()).await?;
@@ -232,7 +264,7 @@ async fn onboarding_open(app: &App, detail: &Value) -> Result<bool, ControlPlane
 /// Whether the onboarding of `detail`'s registration was answered with a failure (its entry's
 /// held reply; an entry expired, or a registration without one, is not known refused).
 async fn onboarding_refused(app: &App, detail: &Value) -> Result<bool, ControlPlaneError> {
-    let Some(key) = onboarding_key(detail) else {
+    let Some(key) = registration_key(Kind::Onboarding, detail) else {
         return Ok(false);
     };
     let platform_db = app.db_for_operator(&TenantId::platform()).await?;
@@ -240,12 +272,18 @@ async fn onboarding_refused(app: &App, detail: &Value) -> Result<bool, ControlPl
     Ok(held.is_some_and(|reply| reply_failed(&reply)))
 }
 
-/// The request key of the onboarding of `detail`'s registration, when it names one.
-fn onboarding_key(detail: &Value) -> Option<String> {
-    let registration = detail["tenantRegistrationId"]
-        .as_str()
-        .filter(|r| valid_registration(r))?;
-    Some(format!("{}#{registration}", Kind::Onboarding.name()))
+/// Whether the offboarding of `detail`'s registration was asked for `tenant` (its entry claimed,
+/// whatever its state).
+async fn offboarding_asked(
+    app: &App,
+    detail: &Value,
+    tenant: &TenantId,
+) -> Result<bool, ControlPlaneError> {
+    let Some(key) = registration_key(Kind::Offboarding, detail) else {
+        return Ok(false);
+    };
+    let platform_db = app.db_for_operator(&TenantId::platform()).await?;
+    Ok(requests::claimed_for(&platform_db, &key, tenant.as_str()).await?)
 }
 
 /// Whether an operation that ends still blocks `tenant`'s offboarding or a change of its status (a

@@ -78,6 +78,26 @@ pub(super) fn valid_registration(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
 }
 
+/// The key a request is answered once by (`<kind>#<id>`): a registration is provisioned and
+/// deprovisioned once, so those requests are the registration's (when the event names a valid
+/// one); it is activated and deactivated again and again, so each of those events is a request of
+/// its own.
+pub(super) fn request_key(kind: Kind, detail: &Value, event_id: &str) -> String {
+    let registration = match kind {
+        Kind::Onboarding | Kind::Offboarding => registration_key(kind, detail),
+        Kind::Activate | Kind::Deactivate => None,
+    };
+    registration.unwrap_or_else(|| format!("{}#{event_id}", kind.name()))
+}
+
+/// The key of `detail`'s registration's request of `kind`, when it names a valid registration.
+pub(super) fn registration_key(kind: Kind, detail: &Value) -> Option<String> {
+    let registration = detail["tenantRegistrationId"]
+        .as_str()
+        .filter(|r| valid_registration(r))?;
+    Some(format!("{}#{registration}", kind.name()))
+}
+
 /// The reply to a request: its detail-type and detail (held as one JSON value).
 pub(super) fn reply_of(
     prefix: &str,

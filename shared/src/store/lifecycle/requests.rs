@@ -166,6 +166,18 @@ pub async fn is_open(platform_db: &TenantDb, key: &str) -> Result<bool, StoreErr
         .is_some_and(|entry| string_attr(&entry, STATE).as_deref() != Some(ANSWERED)))
 }
 
+/// Whether request `key` was ever claimed for `tenant` (answered, deferred or being acted on): an
+/// entry kept for [`KEPT_SECONDS`] after its claim.
+pub async fn claimed_for(
+    platform_db: &TenantDb,
+    key: &str,
+    tenant: &str,
+) -> Result<bool, StoreError> {
+    Ok(read(platform_db, key)
+        .await?
+        .is_some_and(|entry| string_attr(&entry, REQUEST_TENANT).as_deref() == Some(tenant)))
+}
+
 /// The reply held in request `key`'s entry, when it has one (answered, or being answered).
 pub async fn held_reply(platform_db: &TenantDb, key: &str) -> Result<Option<String>, StoreError> {
     Ok(read(platform_db, key)
