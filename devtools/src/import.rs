@@ -3,11 +3,18 @@
 //!
 //! Every line is parsed and checked before anything is written: a bad line is named and nothing is
 //! loaded. Items are written with BatchWriteItem, 25 at a time, unprocessed items sent again with
-//! backoff (`shared::store::operator::put_all`). An item that already exists is replaced, so an import can be run again after a failure.
+//! backoff (`shared::store::operator::put_all`). An item that already exists is replaced, so an
+//! import can be run again after a failure. An item an erasure reaches is left out ([`import`]).
 
-use shared::identity::keys::{PK, SK};
-use shared::store::client::query::Item;
+use std::collections::BTreeMap;
+
+use shared::identity::ids::TenantId;
+use shared::identity::keys::{tenant_of_key, PK, SK};
+use shared::store::client::query::{string_attr, Item};
+use shared::store::client::scoped::TenantDb;
+use shared::store::erasures::{without_erased, ERASURE};
 use shared::store::lifecycle::tenant_items::item_from_json;
+use shared::store::operator::put_all;
 
 /// Parses an export: every non-blank line must be `{"Item": {…}}` with string keys `PK` and `SK`.
 pub fn parse_export(text: &str) -> Result<Vec<Item>, String> {
@@ -54,17 +61,58 @@ pub fn last_per_key(items: Vec<Item>) -> Vec<Item> {
     out
 }
 
-/// Writes `items` into `table` (one per key: [`last_per_key`]); answers how many were written.
+/// What an import did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Imported {
+    /// Items written.
+    pub written: usize,
+    /// Items left out: an erasure the table (or the import) records reaches them.
+    pub erased: usize,
+}
+
+/// Writes `items` into `table` (one per key: [`last_per_key`]), but those an erasure reaches.
+///
+/// An export taken before a user was erased holds the user's items; put back beside the erasure's
+/// record, they would undo it, as a restore never does (`shared::store::erasures`). So the
+/// import's own erasure records are written first, then each tenant's other items are written
+/// without those its records in `table` reach (one consistent GetItem per user or order named).
 pub async fn import(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
     items: Vec<Item>,
-) -> Result<usize, String> {
-    let items = last_per_key(items);
-    shared::store::operator::put_all(client, table, &items)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(items.len())
+) -> Result<Imported, String> {
+    let failed = |e: shared::store::client::error::StoreError| e.to_string();
+    let (records, others): (Vec<Item>, Vec<Item>) =
+        last_per_key(items).into_iter().partition(is_erasure_record);
+    put_all(client, table, &records).await.map_err(failed)?;
+    let mut by_tenant: BTreeMap<Option<TenantId>, Vec<Item>> = BTreeMap::new();
+    for item in others {
+        let tenant = string_attr(&item, PK).and_then(|pk| tenant_of_key(&pk));
+        by_tenant.entry(tenant).or_default().push(item);
+    }
+    let mut imported = Imported {
+        written: records.len(),
+        erased: 0,
+    };
+    for (tenant, items) in by_tenant {
+        let given = items.len();
+        let kept = match tenant {
+            Some(tenant) => {
+                let live = TenantDb::on_client(client.clone(), tenant, table);
+                without_erased(&live, &live, items).await.map_err(failed)?
+            }
+            None => items,
+        };
+        put_all(client, table, &kept).await.map_err(failed)?;
+        imported.written += kept.len();
+        imported.erased += given - kept.len();
+    }
+    Ok(imported)
+}
+
+/// Whether `item` is an erasure's record (`shared::store::erasures`).
+fn is_erasure_record(item: &Item) -> bool {
+    string_attr(item, "kind").as_deref() == Some(ERASURE)
 }
 
 #[cfg(test)]

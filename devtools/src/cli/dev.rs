@@ -183,10 +183,16 @@ pub async fn import(table: &str, files: &[String]) -> Result<String, Failure> {
         items
             .extend(crate::import::parse_export(&text).map_err(|e| input(format!("{file}: {e}")))?);
     }
-    let written = crate::import::import(&table_client().await, table, items)
+    let imported = crate::import::import(&table_client().await, table, items)
         .await
         .map_err(Failure::unavailable)?;
-    Ok(format!("imported {written} items into {table}"))
+    let written = imported.written;
+    Ok(match imported.erased {
+        0 => format!("imported {written} items into {table}"),
+        erased => format!(
+            "imported {written} items into {table}; left out {erased} that an erasure reaches"
+        ),
+    })
 }
 
 /// `plan`: shard counts from a load model (`--csv` or `--zipf`), or shard counts and tiers from
