@@ -13,7 +13,9 @@
 //!   message for redelivery; its written items are skipped then. On its last delivery
 //!   (`ApproximateReceiveCount` reaching the queue's `maxReceiveCount`, `IMPORT_MAX_RECEIVES` here)
 //!   the items still failing are recorded as failed, as SQS then moves the message to the
-//!   dead-letter queue.
+//!   dead-letter queue; unless DynamoDB was only unavailable for some (throttled, or an outage,
+//!   through every delivery): then a copy is delivered a minute later, as a first delivery, and
+//!   only the refused items fail.
 //!
 //! The rate: one invocation writes at most `IMPORT_WRITES_IN_FLIGHT` items at once, whatever the
 //! batch holds, and the event source mapping runs at most `MaximumConcurrency` invocations, so at most
@@ -158,33 +160,22 @@ async fn consume_tenant(
             }
             match write_metered(app, tenant, &v.body, item).await {
                 Ok(()) => (item.index, Written::Yes),
-                Err(_) => (item.index, Written::Failed),
+                Err(ApiError::Unavailable(_)) => (item.index, Written::Unavailable),
+                Err(_) => (item.index, Written::Refused),
             }
         }))
         .buffer_unordered(settings.writes_in_flight)
         .collect()
         .await;
         items += results.len();
-        let failed: Vec<u32> = results
-            .iter()
-            .filter(|(_, w)| *w == Written::Failed)
-            .map(|(index, _)| *index)
-            .collect();
         // The message's units, settled into the tenant's window before its next message.
         if let Err(e) = app.count_quota(tenant).await {
             tracing::warn!(tenant = %tenant, error = %e, "the quota counter could not be written; the batch is unaffected");
         }
         let held_back = results.iter().any(|(_, w)| *w == Written::HeldBack);
-        if !failed.is_empty() {
-            let failed_for_good = note_failures(app, settings, v, &failed).await;
-            again.push(id);
-            // Its last delivery: it goes to the dead-letter queue with its failed items recorded,
-            // and a copy carries on with what the bucket held back (never dead-lettered with them).
-            if failed_for_good && held_back {
-                let wait = app.quota_wait_seconds(tenant).await.max(1);
-                if let Err(e) = defer(app, settings, v, wait).await {
-                    tracing::warn!(tenant = %tenant, import_id = %v.body.import_id, error = %e, "the items held back of a dead-lettered import message could not be deferred");
-                }
+        if results.iter().any(|(_, w)| w.failed()) {
+            if !settled_with_failures(app, settings, v, &results, held_back).await {
+                again.push(id);
             }
         } else if held_back {
             // The bucket ran dry part-way: the rest of the message is deferred.
@@ -202,9 +193,67 @@ async fn consume_tenant(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Written {
     Yes,
-    Failed,
+    /// Not written: DynamoDB or the item refused it (a refused tenant, an item it will not take).
+    Refused,
+    /// Not written: DynamoDB was unavailable or throttled it, past the SDK's retries.
+    Unavailable,
     /// Not sent: the tenant's bucket was empty.
     HeldBack,
+}
+
+impl Written {
+    fn failed(self) -> bool {
+        matches!(self, Written::Refused | Written::Unavailable)
+    }
+}
+
+/// Settles a message some of whose items were not written (`results`; `held_back`: some were not
+/// sent): whether it is deleted (a copy carries on with it), else it is delivered again, its written
+/// items skipped then.
+///
+/// On its last delivery SQS moves it to the dead-letter queue, and its failed items are recorded
+/// as failed ([`note_failures`]); a copy carries on with what the bucket held back (never
+/// dead-lettered with them). But an item DynamoDB was only unavailable for through every delivery
+/// (an outage, or throttling, for minutes) was not refused: the message is held back instead, a
+/// copy delivered a minute later as a first delivery ([`hold`], until the import's deadline), and
+/// only the refused items fail for good.
+async fn settled_with_failures(
+    app: &App,
+    settings: &ConsumerSettings,
+    v: &Verified<'_>,
+    results: &[(u32, Written)],
+    held_back: bool,
+) -> bool {
+    let of = |kind: Written| -> Vec<u32> {
+        results
+            .iter()
+            .filter(|(_, w)| *w == kind)
+            .map(|(index, _)| *index)
+            .collect()
+    };
+    let (refused, unavailable) = (of(Written::Refused), of(Written::Unavailable));
+    if receives(v.message) >= settings.max_receives && !unavailable.is_empty() {
+        match hold(app, settings, v.message, &v.tenant, &v.body).await {
+            Ok(()) => {
+                if !refused.is_empty() {
+                    note_failures(app, settings, v, &refused).await;
+                }
+                return true;
+            }
+            Err(e) => {
+                tracing::warn!(tenant = %v.tenant, import_id = %v.body.import_id, error = %e, "an import message DynamoDB was unavailable for could not be held back; it is dead-lettered");
+            }
+        }
+    }
+    let failed = [refused, unavailable].concat();
+    let failed_for_good = note_failures(app, settings, v, &failed).await;
+    if failed_for_good && held_back {
+        let wait = app.quota_wait_seconds(&v.tenant).await.max(1);
+        if let Err(e) = defer(app, settings, v, wait).await {
+            tracing::warn!(tenant = %v.tenant, import_id = %v.body.import_id, error = %e, "the items held back of a dead-lettered import message could not be deferred");
+        }
+    }
+    false
 }
 
 /// The indexes of `v`'s items that already have an outcome (one consistent Query of their range).

@@ -2111,3 +2111,58 @@ async fn items_held_back_on_a_messages_last_delivery_are_written_by_a_copy_not_d
     );
     assert_eq!(product_items(&h, &t).await.len(), 24);
 }
+
+/// Delivers `queues`' next batch (see [`deliver_deferring`]) once one is there, waiting for a
+/// message to be visible again (its visibility timeout) for up to 10 s. How many messages it held.
+async fn deliver_when_visible(h: &Harness, queues: &ImportQueues) -> usize {
+    for _ in 0..50 {
+        let delivered = deliver_deferring(h, queues).await;
+        if delivered > 0 {
+            return delivered;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("no message became visible in 10 s");
+}
+
+/// Throttling (or an outage) through every delivery of a message is no refusal: on its last
+/// delivery the message is held back, a copy delivered as a first delivery, and its items are
+/// written once DynamoDB takes them again. Before the mend the item was recorded failed
+/// (`rejected`) for good and the message dead-lettered.
+#[tokio::test]
+async fn an_item_throttled_through_every_delivery_is_held_back_and_written_never_failed() {
+    // GIVEN an import of three products on a queue that dead-letters after 3 receives, and every
+    // write of one of them throttled, past the SDK's retries
+    let (h, t, queues) = tenant_with_queues("throttled").await;
+    let posted = accepted(&h, &queues, &t, products("thr", 3)).await;
+    let id = import_id(&posted).to_owned();
+    h.faults.refuse_requests_containing(Some("thr-00001"));
+
+    // WHEN its message is delivered as often as the queue allows
+    for _ in 0..queues.max_receives {
+        assert_eq!(deliver_when_visible(&h, &queues).await, 1);
+    }
+
+    // THEN nothing is dead-lettered, and the throttled item has no outcome: the import is not final
+    assert!(queues.dead_letters().await.is_empty());
+    let progress = get_import(&h, &t, &id).await;
+    assert_eq!(progress.body["written"], 2, "{}", progress.body);
+    assert_eq!(progress.body["failed"], 0, "{}", progress.body);
+    assert_eq!(progress.body["status"], "running", "{}", progress.body);
+
+    // WHEN DynamoDB takes the writes again, and the copy is delivered
+    h.faults.refuse_requests_containing(None);
+    assert_eq!(deliver_when_visible(&h, &queues).await, 1);
+
+    // THEN the import is complete, every item written once, and nothing is left on either queue
+    assert_complete(&h, &t, &id, 3).await;
+    let mut written: Vec<String> = product_items(&h, &t)
+        .await
+        .iter()
+        .map(|i| s(i, "productId"))
+        .collect();
+    written.sort();
+    assert_eq!(written, ["thr-00000", "thr-00001", "thr-00002"]);
+    assert!(queues.receive(10).await.is_empty());
+    assert!(queues.dead_letters().await.is_empty());
+}

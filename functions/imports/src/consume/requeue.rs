@@ -134,9 +134,10 @@ fn generation(message: &SqsMessage) -> u32 {
 /// delivered again.
 pub const RESTORE_HOLD_SECONDS: u32 = 60;
 
-/// Holds back a message whose tenant is being restored, or whose key refuses: a copy goes back on
-/// the queue a minute later ([`requeue`]), as a deferral for the quota does, so however long the
-/// restore (or the revocation) lasts the message never reaches the dead-letter queue for it. Its
+/// Holds back a message whose tenant is being restored, or whose key refuses, or whose items
+/// DynamoDB was unavailable for through every delivery: a copy goes back on the queue a minute
+/// later ([`requeue`]), as a deferral for the quota does, so however long the restore (or the
+/// revocation, or the outage) lasts the message never reaches the dead-letter queue for it. Its
 /// items are written after the restore (they were accepted before it, and are not part of what it
 /// brings back), or once the key is usable again; past the import's deadline, no copy is sent, and
 /// the deadline's close fails the unwritten items.
@@ -149,13 +150,13 @@ pub(super) async fn hold(
 ) -> Result<(), ApiError> {
     let delay = RESTORE_HOLD_SECONDS.min(settings.max_defer_seconds);
     if app.clock.now_millis() + u64::from(delay) * 1000 >= due_at_ms(body.issued_at) {
-        tracing::info!(tenant = %tenant, import_id = %body.import_id, "import held back past its deadline (a restore, or its key refusing): its unwritten items fail");
+        tracing::info!(tenant = %tenant, import_id = %body.import_id, "import held back past its deadline (a restore, its key refusing, or DynamoDB unavailable): its unwritten items fail");
         return Ok(());
     }
     // Its tenant is being restored (or its key refuses): a tenant route's client would be refused,
     // and the copy's note is the consumer's own bookkeeping, not the tenant's request.
     let db = app.db_for_operator(tenant).await?;
     requeue(&db, settings, message, body, delay).await?;
-    tracing::info!(tenant = %tenant, import_id = %body.import_id, delay, "import held back: the tenant is being restored, or its key refuses");
+    tracing::info!(tenant = %tenant, import_id = %body.import_id, delay, "import held back: the tenant is being restored, its key refuses, or DynamoDB was unavailable");
     Ok(())
 }
