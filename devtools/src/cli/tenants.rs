@@ -20,13 +20,17 @@ pub async fn run(command: Tenants, output: Output) -> Result<String, Failure> {
         Tenants::Onboard {
             tenant,
             tier,
+            limits,
             shards,
             placement,
             kms_key_arn,
         } => {
             // (an option left out is null here, and left out of the request by its type)
-            let body = json!({"tenantId": tenant, "tier": tier, "shardCount": shards,
-                "placement": placement, "kmsKeyArn": kms_key_arn});
+            let tier = limits.tier_or_default(tier);
+            let body = limits.on(
+                json!({"tenantId": tenant, "tier": tier, "shardCount": shards,
+                "placement": placement, "kmsKeyArn": kms_key_arn}),
+            );
             let body: types::OnboardTenant = typed(body, "a tenant to onboard")?;
             json_of(&*client.onboard_tenant().body(body).send().await?)
         }
@@ -43,7 +47,11 @@ pub async fn run(command: Tenants, output: Output) -> Result<String, Failure> {
         Tenants::Resume { tenant } => {
             update(&client, &tenant, json!({ "status": "active" })).await?
         }
-        Tenants::Tier { tenant, tier } => update(&client, &tenant, json!({ "tier": tier })).await?,
+        Tenants::Tier {
+            tenant,
+            tier,
+            limits,
+        } => update(&client, &tenant, limits.on(json!({ "tier": tier }))).await?,
         Tenants::Encrypt { tenant, wait } => {
             let body = json!({ "keyed": true });
             operate(

@@ -106,6 +106,26 @@ async fn the_cli_changes_a_tenants_tier_key_shards_and_placement_waiting_for_eac
     let tiered = pooltable(&["tenants", "tier", &t, "standard"]).done("tier");
     // THEN the record says so
     assert_eq!(tiered.json()["tier"], "standard");
+    // WHEN it gives the tenant limits of its own (tier custom), high enough for the rest of the walk
+    let custom = pooltable(&[
+        "tenants",
+        "tier",
+        &t,
+        "custom",
+        "--requests-per-second",
+        "900",
+        "--capacity-units-per-second",
+        "9000",
+    ])
+    .done("tier custom");
+    // THEN the record holds them
+    assert_eq!(custom.json()["tier"], "custom", "{}", custom.stdout);
+    assert_eq!(
+        custom.json()["limits"],
+        json!({"requestsPerSecond": 900, "capacityUnitsPerSecond": 9000}),
+        "{}",
+        custom.stdout
+    );
 
     // WHEN it rotates the tenant's key (the local API keys every tenant), and asks again
     let rotated = pooltable(&["tenants", "rotate-key", &t]).done("rotate-key");

@@ -7,9 +7,12 @@ pub enum Tenants {
     /// Onboard a tenant: its record, its limits, and (placement own) its own table.
     Onboard {
         tenant: String,
-        /// basic, standard or premium.
-        #[arg(long, default_value = "standard")]
-        tier: String,
+        /// basic, standard, premium, or custom with its limits (standard when left out; custom
+        /// when the limits are given).
+        #[arg(long)]
+        tier: Option<String>,
+        #[command(flatten)]
+        limits: CustomLimits,
         /// Product and HR shards (4 when left out, whatever the tier).
         #[arg(long)]
         shards: Option<u32>,
@@ -28,8 +31,10 @@ pub enum Tenants {
     /// Change the tenant's tier, and so its limits.
     Tier {
         tenant: String,
-        /// basic, standard or premium.
+        /// basic, standard, premium, or custom with its limits.
         tier: String,
+        #[command(flatten)]
+        limits: CustomLimits,
     },
     /// Seal the items of a tenant onboarded without a key under a key of its own, online.
     Encrypt {
@@ -116,6 +121,42 @@ pub struct Wait {
     /// Follow the operation until it has ended, after each Retry-After the API gives.
     #[arg(long)]
     pub(super) wait: bool,
+}
+
+/// `--requests-per-second` and `--capacity-units-per-second`: tier custom's limits, both or neither.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct CustomLimits {
+    /// Tier custom: the API requests a second the tenant may make.
+    #[arg(long, requires = "capacity_units_per_second")]
+    pub(super) requests_per_second: Option<u32>,
+    /// Tier custom: the DynamoDB capacity units a second (read and write, table and index) the
+    /// tenant may use.
+    #[arg(long, requires = "requests_per_second")]
+    pub(super) capacity_units_per_second: Option<u32>,
+}
+
+impl CustomLimits {
+    /// The request's `limits`, when given.
+    pub(super) fn limits(self) -> Option<serde_json::Value> {
+        let (requests, units) = (self.requests_per_second?, self.capacity_units_per_second?);
+        Some(serde_json::json!({"requestsPerSecond": requests, "capacityUnitsPerSecond": units}))
+    }
+
+    /// The tier asked: `tier`, else custom when the limits are given, else standard.
+    pub(super) fn tier_or_default(self, tier: Option<String>) -> String {
+        tier.unwrap_or_else(|| match self.limits() {
+            Some(_) => "custom".into(),
+            None => "standard".into(),
+        })
+    }
+
+    /// `body` with the limits, when given (left out otherwise: a named tier's request has none).
+    pub(super) fn on(self, mut body: serde_json::Value) -> serde_json::Value {
+        if let Some(limits) = self.limits() {
+            body["limits"] = limits;
+        }
+        body
+    }
 }
 
 /// `--lanes`.

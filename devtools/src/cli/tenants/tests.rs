@@ -157,3 +157,68 @@ fn an_onboarding_leaves_out_the_options_not_given() {
         json!({"tenantId": "acme", "tier": "standard", "placement": "own"})
     );
 }
+
+/// The request body `line` (`onboard …` or `tier …`) sends, typed as the client's request.
+fn body_of(line: &str) -> Value {
+    let Cli {
+        command: super::super::Command::Tenants(command),
+        ..
+    } = parse(line).unwrap()
+    else {
+        panic!("{line}: not a tenants command");
+    };
+    match command {
+        Tenants::Onboard {
+            tenant,
+            tier,
+            limits,
+            ..
+        } => {
+            let tier = limits.tier_or_default(tier);
+            let body = limits.on(json!({"tenantId": tenant, "tier": tier}));
+            serde_json::to_value(typed::<types::OnboardTenant>(body, "an onboarding").unwrap())
+                .unwrap()
+        }
+        Tenants::Tier { tier, limits, .. } => {
+            let body = limits.on(json!({ "tier": tier }));
+            serde_json::to_value(typed::<types::UpdateTenant>(body, "a change").unwrap()).unwrap()
+        }
+        other => panic!("{line}: {other:?}"),
+    }
+}
+
+#[test]
+fn custom_limits_are_asked_on_an_onboarding_and_a_change_of_tier_both_or_neither() {
+    // GIVEN an onboarding with custom limits and no tier: tier custom, with its limits
+    let limits = json!({"requestsPerSecond": 50, "capacityUnitsPerSecond": 200});
+    assert_eq!(
+        body_of("onboard acme --requests-per-second 50 --capacity-units-per-second 200"),
+        json!({"tenantId": "acme", "tier": "custom", "limits": limits})
+    );
+    // AND a named tier without limits, and the default tier, send no limits
+    assert_eq!(
+        body_of("onboard acme --tier premium"),
+        json!({"tenantId": "acme", "tier": "premium"})
+    );
+    assert_eq!(
+        body_of("onboard acme"),
+        json!({"tenantId": "acme", "tier": "standard"})
+    );
+    // AND a change to tier custom carries its limits
+    assert_eq!(
+        body_of("tier acme custom --requests-per-second 50 --capacity-units-per-second 200"),
+        json!({"tier": "custom", "limits": limits})
+    );
+    // AND one limit without the other, or a limit that is no number, is a usage error
+    for bad in [
+        "onboard acme --requests-per-second 50",
+        "tier acme custom --capacity-units-per-second 200",
+        "onboard acme --requests-per-second many --capacity-units-per-second 200",
+    ] {
+        assert_eq!(
+            parse(bad).unwrap_err().exit_code(),
+            Exit::Usage as i32,
+            "{bad}"
+        );
+    }
+}
