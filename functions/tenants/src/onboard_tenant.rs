@@ -93,6 +93,12 @@ pub(crate) async fn onboard(
     let tables = match input.placement {
         PlacementInput::Pool => app.tenants.pooled(),
         PlacementInput::Own => {
+            // A key KMS refuses, too (one GenerateDataKey more, for a BYOK tenant's own table).
+            if let (Some(keys), Some(arn)) = (&app.keys, byok) {
+                keys.check_kms_key(tenant, arn)
+                    .await
+                    .map_err(|e| kms_refusal(arn, e))?;
+            }
             let name = own_table(app, tenant, &record).await?;
             let tables = app.tenants.own(&name);
             record.own_table = Some(name);
@@ -111,16 +117,10 @@ pub(crate) async fn onboard(
     };
     if let Some(keys) = keys {
         let made = keys.create(tenant, byok, &record.created_at).await;
-        if let (Err(StoreError::KeyRefused(code)), Some(arn)) = (&made, byok) {
-            return Err(ApiError::bad_request(
-                "kmsKeyArn",
-                format!(
-                    "KMS refused {arn} ({code}): it must be an enabled symmetric key whose policy \
-                     lets pooltable's functions call GenerateDataKey and Decrypt"
-                ),
-            ));
-        }
-        made?;
+        match (made, byok) {
+            (Err(e), Some(arn)) => return Err(kms_refusal(arn, e)),
+            (made, _) => made?,
+        };
     }
     let db = app.db_placed(tenant, &tables).await?;
     let view = TenantView::from(record);
@@ -145,6 +145,21 @@ pub(crate) async fn onboard(
     }
     tracing::info!(tenant = %input.tenant_id, shard_count, by = %by, "tenant onboarded");
     Ok(response)
+}
+
+/// A BYOK key's failure as the onboarding answers it: 400 naming `kmsKeyArn` when KMS refused the
+/// key, else as it is (unavailable: retried).
+fn kms_refusal(arn: &str, error: StoreError) -> ApiError {
+    match error {
+        StoreError::KeyRefused(code) => ApiError::bad_request(
+            "kmsKeyArn",
+            format!(
+                "KMS refused {arn} ({code}): it must be an enabled symmetric key whose policy \
+                 lets pooltable's functions call GenerateDataKey and Decrypt"
+            ),
+        ),
+        other => other.into(),
+    }
 }
 
 /// A BYOK key's ARN, checked: 400 when it is not a KMS key ARN, or when tenants are not keyed here.

@@ -441,6 +441,38 @@ async fn an_own_table_tenant_takes_more_shards_than_the_pool_allows_and_is_serve
     assert!(h.items_under(&raw_key(&own, "")).await.is_empty());
 }
 
+/// A BYOK own table's onboarding whose key KMS refuses is answered 400 before its table is made.
+/// Before the mend KMS was first asked after the table was made: the 400 left an empty table
+/// behind, tagged as the tenant's.
+#[tokio::test]
+async fn an_own_table_onboarding_with_a_key_kms_refuses_is_400_and_makes_no_table() {
+    // GIVEN a deployment where tenants have keys, and a tenant's own KMS key, disabled
+    let h = Harness::new().await.keyed().await;
+    let t = unique("refusedkey");
+    let own_key = h.test_keys().new_kms_key("a disabled key").await;
+    h.test_keys().set_enabled(&own_key, false).await;
+    let before = h.all_items().await;
+
+    // WHEN the tenant is onboarded into its own table under that key
+    let body = json!({"tenantId": t, "tier": "standard", "placement": "own", "kmsKeyArn": own_key});
+    let answer = h.operator().onboard_tenant(body.clone()).await;
+
+    // THEN 400 naming the field, and no table, no record and nothing else is written
+    answer.assert_problem_naming(400, "KMS refused");
+    assert_eq!(answer.body["field"], "kmsKeyArn", "{}", answer.body);
+    assert!(!table_exists(&h, &format!("{}-tenant-{t}", h.table)).await);
+    h.operator().get_tenant(&t).await.assert_problem(404);
+    assert_eq!(h.all_items().await, before);
+
+    // WHEN the key is enabled and the onboarding asked again
+    h.test_keys().set_enabled(&own_key, true).await;
+    let again = h.operator().onboard_tenant(body).await;
+
+    // THEN it is onboarded in its own table
+    assert_eq!(again.status, 201, "{}", again.body);
+    assert!(table_exists(&h, &format!("{}-tenant-{t}", h.table)).await);
+}
+
 /// An own table's onboarding with a kmsKeyArn it cannot take is refused before its table is made.
 #[tokio::test]
 async fn an_own_table_onboarding_with_a_kms_key_arn_it_cannot_take_is_400_and_makes_no_table() {

@@ -95,6 +95,18 @@ impl TenantKeys {
         Ok(key)
     }
 
+    /// Whether KMS makes a data key for `tenant` under `kms_key` (a BYOK tenant's own key): one
+    /// GenerateDataKey, its key dropped. An onboarding into an own table asks before it makes the
+    /// table, so a key KMS refuses is answered before anything is made.
+    pub async fn check_kms_key(&self, tenant: &TenantId, kms_key: &str) -> Result<(), StoreError> {
+        self.vault_calls.fetch_add(1, Ordering::Relaxed);
+        self.vault
+            .generate(kms_key, tenant, 1)
+            .await
+            .map_err(refused)?;
+        Ok(())
+    }
+
     /// A new data key of `tenant` at `version` under `kms_key`: its row (for `incarnation`, sealing
     /// from `seals_from_ms`) and its plaintext.
     async fn generate(
