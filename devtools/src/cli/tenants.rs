@@ -11,27 +11,14 @@ use super::progress::Progress;
 use super::{api_client, json_of, render, retry_after, ride_out, Exit, Failure, Output};
 
 mod commands;
-pub use commands::{Lanes, RestoreSource, Tenants, Wait};
+pub use commands::{CustomLimits, Lanes, RestoreSource, Tenants, Wait};
 
 /// Runs one command; what to print on stdout.
 pub async fn run(command: Tenants, output: Output) -> Result<String, Failure> {
     let (client, base) = api_client()?;
     let answer = match command {
-        Tenants::Onboard {
-            tenant,
-            tier,
-            limits,
-            shards,
-            placement,
-            kms_key_arn,
-        } => {
-            // (an option left out is null here, and left out of the request by its type)
-            let tier = limits.tier_or_default(tier);
-            let body = limits.on(
-                json!({"tenantId": tenant, "tier": tier, "shardCount": shards,
-                "placement": placement, "kmsKeyArn": kms_key_arn}),
-            );
-            let body: types::OnboardTenant = typed(body, "a tenant to onboard")?;
+        onboarding @ Tenants::Onboard { .. } => {
+            let body = onboarding_body(onboarding)?;
             json_of(&*client.onboard_tenant().body(body).send().await?)
         }
         Tenants::Get { tenant } => json_of(
@@ -51,7 +38,7 @@ pub async fn run(command: Tenants, output: Output) -> Result<String, Failure> {
             tenant,
             tier,
             limits,
-        } => update(&client, &tenant, limits.on(json!({ "tier": tier }))).await?,
+        } => update(&client, &tenant, tier_body(tier, limits)).await?,
         Tenants::Encrypt { tenant, wait } => {
             let body = json!({ "keyed": true });
             operate(
@@ -146,6 +133,33 @@ fn typed<T: serde::de::DeserializeOwned>(body: Value, what: &str) -> Result<T, F
 }
 
 /// A change of `tenant`'s record (`PATCH /tenants/{tenantId}` with `body`): the record changed.
+/// The request an `onboard` command sends.
+fn onboarding_body(command: Tenants) -> Result<types::OnboardTenant, Failure> {
+    let Tenants::Onboard {
+        tenant,
+        tier,
+        limits,
+        shards,
+        placement,
+        kms_key_arn,
+    } = command
+    else {
+        return Err(Failure::usage("not an onboarding"));
+    };
+    // (an option left out is null here, and left out of the request by its type)
+    let tier = limits.tier_or_default(tier);
+    let body = limits.on(
+        json!({"tenantId": tenant, "tier": tier, "shardCount": shards,
+        "placement": placement, "kmsKeyArn": kms_key_arn}),
+    );
+    typed(body, "a tenant to onboard")
+}
+
+/// The change a `tier` command asks: the tier, with tier custom's limits when given.
+fn tier_body(tier: String, limits: CustomLimits) -> Value {
+    limits.on(json!({ "tier": tier }))
+}
+
 async fn update(client: &Client, tenant: &str, body: Value) -> Result<Value, Failure> {
     let body: types::UpdateTenant = typed(body, "a change")?;
     let changed = client

@@ -168,19 +168,11 @@ fn body_of(line: &str) -> Value {
         panic!("{line}: not a tenants command");
     };
     match command {
-        Tenants::Onboard {
-            tenant,
-            tier,
-            limits,
-            ..
-        } => {
-            let tier = limits.tier_or_default(tier);
-            let body = limits.on(json!({"tenantId": tenant, "tier": tier}));
-            serde_json::to_value(typed::<types::OnboardTenant>(body, "an onboarding").unwrap())
-                .unwrap()
+        onboarding @ Tenants::Onboard { .. } => {
+            serde_json::to_value(onboarding_body(onboarding).unwrap()).unwrap()
         }
         Tenants::Tier { tier, limits, .. } => {
-            let body = limits.on(json!({ "tier": tier }));
+            let body = tier_body(tier, limits);
             serde_json::to_value(typed::<types::UpdateTenant>(body, "a change").unwrap()).unwrap()
         }
         other => panic!("{line}: {other:?}"),
