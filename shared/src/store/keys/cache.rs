@@ -269,8 +269,22 @@ impl TenantKeys {
         else {
             return Ok(None);
         };
-        let mut unwrapped: Vec<TenantKey> =
-            futures::future::try_join_all(rows.iter().map(|row| self.unwrap(tenant, row))).await?;
+        // Side by side; a refusal of any version is the answer (the key is revoked), whatever
+        // failed first: as the first failure, a throttle of one version beside another's refusal
+        // read as an outage, and the recent key served on for two periods after its revocation.
+        let unwraps = rows.iter().map(|row| self.unwrap(tenant, row));
+        let mut unwrapped = Vec::with_capacity(rows.len());
+        let mut failure = None;
+        for result in futures::future::join_all(unwraps).await {
+            match result {
+                Ok(key) => unwrapped.push(key),
+                Err(refusal @ StoreError::KeyRefused(_)) => return Err(refusal),
+                Err(e) => failure = failure.or(Some(e)),
+            }
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
         let current = unwrapped.remove(sealing);
         Ok(Some(current.knowing(unwrapped)))
     }
@@ -354,5 +368,82 @@ impl TenantKeys {
         if let Ok((incarnation, key)) = self.fetch(tenant).await {
             self.remember(tenant, key.map(Arc::new), incarnation.as_deref(), now);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures::future::BoxFuture;
+
+    use super::*;
+    use crate::identity::clock::SystemClock;
+    use crate::isolation::vault::NewDataKey;
+
+    /// KMS as a revocation meets it mid-throttle: version 1's Decrypt is throttled at once, version
+    /// 2's refused a moment later.
+    struct RevokedWhileThrottled;
+
+    impl KeyVault for RevokedWhileThrottled {
+        fn generate<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a TenantId,
+            _: u32,
+        ) -> BoxFuture<'a, Result<NewDataKey, VaultError>> {
+            Box::pin(async { Err(VaultError::Unavailable("not asked".into())) })
+        }
+
+        fn unwrap<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a [u8],
+            _: &'a TenantId,
+            version: u32,
+        ) -> BoxFuture<'a, Result<Vec<u8>, VaultError>> {
+            Box::pin(async move {
+                if version == 1 {
+                    return Err(VaultError::Unavailable("ThrottlingException".into()));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Err(VaultError::Refused("DisabledException".into()))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_versions_refusal_beside_anothers_throttle_is_a_refusal_not_an_outage() {
+        // GIVEN a key cache over a vault that throttles version 1 and refuses version 2 after it
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .build();
+        let settings = KeySettings {
+            table: "never-read".into(),
+            kms_key_id: "platform".into(),
+            cache_seconds: 60,
+        };
+        let keys = TenantKeys::new(
+            &settings,
+            aws_sdk_dynamodb::Client::from_conf(config),
+            Arc::new(RevokedWhileThrottled),
+            Arc::new(SystemClock),
+        );
+        let row = |version| KeyRow {
+            version,
+            wrapped: vec![0; 8],
+            kms_key: "arn:aws:kms:us-east-1:123456789012:key/own".into(),
+            created_at: "2026-12-04T00:00:00Z".into(),
+            seals_from_ms: 0,
+        };
+        // WHEN its two versions are unwrapped
+        let tenant = TenantId::parse("acme").unwrap();
+        let ring = keys.ring(&tenant, &[row(1), row(2)]).await;
+        // THEN the answer is the refusal: the recent key is never served for an outage
+        assert!(
+            matches!(&ring, Err(StoreError::KeyRefused(code)) if code == "DisabledException"),
+            "{:?}",
+            ring.map(|_| ())
+        );
     }
 }
