@@ -119,6 +119,11 @@ impl Faults {
         self.lost_after_success.store(attempts, Ordering::SeqCst);
     }
 
+    /// How many of the answers [`Self::lose_successes_of`] was told to lose are not lost yet.
+    pub fn lost_successes_left(&self) -> usize {
+        self.lost_after_success.load(Ordering::SeqCst)
+    }
+
     fn take_lost_success(&self, operation: &str) -> bool {
         if self
             .lost_operation

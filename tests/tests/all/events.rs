@@ -752,3 +752,60 @@ fn only_the_control_plane_function_puts_on_its_bus_and_only_as_the_application_p
         "{text}"
     );
 }
+
+/// Every dead-letter queue the stack makes has an alarm, and every alarm is on the dashboard and
+/// in docs/operating.md's table of what to do: a message nobody is told of is a failure nobody
+/// mends (the lane dead-letter queue had none).
+#[test]
+fn every_dead_letter_queue_has_an_alarm_and_every_alarm_is_on_the_dashboard_and_documented() {
+    // GIVEN the template's resources, its raw text, and the operator's guide
+    let t = template();
+    let raw = std::fs::read_to_string(root().join("template.yaml")).unwrap();
+    let guide = std::fs::read_to_string(root().join("docs/operating.md")).unwrap();
+    let resources = t["Resources"].as_mapping().unwrap();
+    let of_type = |kind: &str| -> Vec<(String, Value)> {
+        resources
+            .iter()
+            .filter(|(_, r)| r["Type"].as_str() == Some(kind))
+            .map(|(name, r)| (name.as_str().unwrap().to_owned(), r.clone()))
+            .collect()
+    };
+    let alarms = of_type("AWS::CloudWatch::Alarm");
+    let watched: BTreeSet<String> = alarms
+        .iter()
+        .map(|(_, a)| serde_yaml::to_string(&a["Properties"]["Dimensions"]).unwrap())
+        .collect();
+    // THEN each queue another queue dead-letters into is watched by an alarm on its depth
+    for (queue, _) in of_type("AWS::SQS::Queue") {
+        // (a redrive policy's deadLetterTargetArn, a function's DeadLetterQueue TargetArn, an event
+        // source's on-failure Destination)
+        let target = format!("TargetArn: !GetAtt {queue}.Arn");
+        let destination = format!("Destination: !GetAtt {queue}.Arn");
+        if raw.contains(&target) || raw.contains(&destination) || queue.ends_with("DeadLetterQueue")
+        {
+            assert!(
+                watched
+                    .iter()
+                    .any(|d| d.contains(&format!("{queue}.QueueName"))),
+                "no alarm watches {queue}"
+            );
+        }
+    }
+    // AND each alarm is on the dashboard's alarm widget and has its row in docs/operating.md
+    for (name, alarm) in &alarms {
+        assert!(
+            raw.contains(&format!("\"${{{name}.Arn}}\"")),
+            "{name} is not on the dashboard"
+        );
+        let full = serde_yaml::to_string(&alarm["Properties"]["AlarmName"]).unwrap();
+        let suffix = full
+            .split("${Stage}-")
+            .nth(1)
+            .and_then(|s| s.split(|c: char| c == '"' || c.is_whitespace()).next())
+            .unwrap_or_else(|| panic!("{name}: {full}"));
+        assert!(
+            guide.contains(&format!("| `…-{suffix}` |")),
+            "{name} ({suffix}) has no row in docs/operating.md"
+        );
+    }
+}

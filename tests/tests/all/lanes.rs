@@ -389,6 +389,27 @@ async fn offboarded_exactly_once(
     assert!(pump.queues.dead_letters().await.is_empty());
 }
 
+#[tokio::test]
+async fn a_lane_step_whose_commits_answer_is_lost_and_retried_counts_each_item_once() {
+    // GIVEN a tenant offboarding in one lane on the queue, its report counting what each step
+    // deleted
+    let (h, operator, victim, before, pump) = offboarding_in_one_lane_on_the_queue("lostans").await;
+
+    // WHEN the lane's next three commits take effect and their answers are lost (a 500 after the
+    // commit, as after a timeout on the way back), and the SDK retries each
+    h.faults.lose_successes_of("TransactWriteItems", 3);
+    assert_eq!(pump.round(&h.app, 10, 1, |_| Delivery::Once).await, 1);
+    let left = h.faults.lost_successes_left();
+    h.faults.lose_successes(0);
+
+    // THEN each retry is answered as the commit it repeats (the SDK sends one client request token
+    // per call, and DynamoDB answers a token it has seen with the commit it made; a retry read as
+    // a new transaction would fail its checkpoint's condition: the test passes with the token
+    // replaced on each attempt too): the offboarding ends with every item deleted and counted once
+    assert_eq!(left, 0, "the lane did not commit three times");
+    offboarded_exactly_once(&h, &pump, &operator, &victim, &before).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_delivered_before_its_sender_noted_it_keeps_its_lane_going_when_the_note_lands_mid_turn(
 ) {
