@@ -2,7 +2,8 @@
 //! create-order, create-transfer-code, redeem-transfer-code, onboard-tenant).
 //!
 //! - No header: the route runs as it always does.
-//! - A header that is not 1–128 characters of `[A-Za-z0-9_-]`: 400 (`Idempotency-Key`).
+//! - A header that is not 1–128 characters of `[A-Za-z0-9_-]`, or sent more than once: 400
+//!   (`Idempotency-Key`).
 //! - A live record for the key, made by the same request (method, route, path parameters, body):
 //!   its status, body and documented headers (`Location`) are answered again, and nothing runs. Made by a different request: 422.
 //!   A request of a user (a `userId` path parameter, or the recorded answer's) erased since, or
@@ -23,11 +24,20 @@ use crate::store::idempotency::{fingerprint, record_key, Answer, Idempotency, Re
 
 pub const HEADER: &str = "Idempotency-Key";
 
-/// The request's `Idempotency-Key`, if it sent one (400 when it is malformed).
+/// The request's `Idempotency-Key`, if it sent one (400 when it is malformed, or sent twice).
 pub fn key_of(req: &Request) -> Result<Option<IdempotencyKey>, ApiError> {
-    let Some(raw) = req.headers().get(HEADER) else {
+    let mut values = req.headers().get_all(HEADER).iter();
+    let Some(raw) = values.next() else {
         return Ok(None);
     };
+    // A REST API passes a repeated header as two values, an HTTP API as one joined with commas:
+    // either way it is refused the same, never its first key taken as if sent alone.
+    if values.next().is_some() || raw.as_bytes().contains(&b',') {
+        return Err(ApiError::bad_request(
+            HEADER,
+            "Idempotency-Key must be sent once",
+        ));
+    }
     let raw = raw.to_str().map_err(|_| {
         ApiError::bad_request(
             HEADER,

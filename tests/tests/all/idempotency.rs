@@ -112,6 +112,22 @@ async fn the_same_key_with_another_request_is_422_and_a_bad_key_is_400() {
         assert_eq!(r.status, 400, "{bad:?}: {}", r.body);
         assert_eq!(r.body["field"], "Idempotency-Key");
     }
+    // AND a key sent twice is 400 as a REST API passes it (two values) and as an HTTP API does (one,
+    // joined with a comma), never the first key taken alone
+    let caller = h.caller(&a.auth).header("Idempotency-Key", "k-2");
+    let mut twice = caller.request("create-session", &a.params, a.body.clone());
+    twice.headers_mut().append(
+        "Idempotency-Key",
+        lambda_http::http::HeaderValue::from_static("k-3"),
+    );
+    let joined = h.caller(&a.auth).header("Idempotency-Key", "k-2,k-3");
+    let joined = joined.request("create-session", &a.params, a.body.clone());
+    for (shape, req) in [("REST", twice), ("HTTP API", joined)] {
+        let r = caller.send("create-session", req).await;
+        assert_eq!(r.status, 400, "{shape}: {}", r.body);
+        assert_eq!(r.content_type, "application/problem+json");
+        assert_eq!(r.body["field"], "Idempotency-Key", "{shape}");
+    }
     assert_eq!(h.all_items().await.len(), before);
 }
 
