@@ -118,13 +118,32 @@ impl TestKeys {
     /// [`TestKeys::tenant_keys`], reading the key table through `client` (one with `h`'s fault
     /// layer, to throttle it).
     pub fn tenant_keys_on(&self, h: &Harness, client: aws_sdk_dynamodb::Client) -> TenantKeys {
-        let settings = KeySettings {
+        let settings = self.settings();
+        let vault = EnforcedKeyStates::new(self.kms.clone(), self.outage.clone());
+        TenantKeys::new(&settings, client, Arc::new(vault), h.clock.clone())
+    }
+
+    /// [`TestKeys::tenant_keys`], its vault as `layer` wraps it (a slow KMS, say).
+    pub fn tenant_keys_through(
+        &self,
+        h: &Harness,
+        layer: impl FnOnce(Arc<dyn KeyVault>) -> Arc<dyn KeyVault>,
+    ) -> TenantKeys {
+        let settings = self.settings();
+        let vault = layer(Arc::new(EnforcedKeyStates::new(
+            self.kms.clone(),
+            self.outage.clone(),
+        )));
+        TenantKeys::new(&settings, h.admin.clone(), vault, h.clock.clone())
+    }
+
+    /// A container's key settings in this world.
+    fn settings(&self) -> KeySettings {
+        KeySettings {
             table: self.table.clone(),
             kms_key_id: self.platform_key.clone(),
             cache_seconds: DEFAULT_KEY_CACHE_SECONDS,
-        };
-        let vault = EnforcedKeyStates::new(self.kms.clone(), self.outage.clone());
-        TenantKeys::new(&settings, client, Arc::new(vault), h.clock.clone())
+        }
     }
 
     /// The key table's name.

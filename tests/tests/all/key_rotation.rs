@@ -9,7 +9,9 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration::{offboard_to_end, onboard, operator, Harness};
 use serde_json::{json, Value};
+use shared::identity::clock::{rfc3339, Clock};
 use shared::identity::ids::TenantId;
+use shared::isolation::vault::{KeyVault, NewDataKey, VaultError};
 use shared::store::keys::{DEFAULT_KEY_CACHE_SECONDS, KEY_VERSION, ROTATION_MARGIN_MS};
 
 type Item = HashMap<String, AttributeValue>;
@@ -129,6 +131,78 @@ async fn a_rotated_key_seals_once_every_container_met_it_and_every_version_keeps
     assert_eq!(report.body["tenantKey"]["versions"], json!([1, 2]));
     let held = a.test_keys().every_key(&a.admin).await;
     assert!(held.iter().all(|k| k.tenant.as_str() != "acme"));
+}
+
+/// A vault whose GenerateDataKey answers `delay_ms` later by the test clock: KMS throttling it
+/// through the SDK's retries.
+struct SlowToMake {
+    inner: std::sync::Arc<dyn KeyVault>,
+    clock: std::sync::Arc<integration::TestClock>,
+    delay_ms: u64,
+}
+
+impl KeyVault for SlowToMake {
+    fn generate<'a>(
+        &'a self,
+        kms_key: &'a str,
+        tenant: &'a TenantId,
+        version: u32,
+    ) -> futures::future::BoxFuture<'a, Result<NewDataKey, VaultError>> {
+        Box::pin(async move {
+            let made = self.inner.generate(kms_key, tenant, version).await;
+            self.clock.advance_millis(self.delay_ms);
+            made
+        })
+    }
+
+    fn unwrap<'a>(
+        &'a self,
+        kms_key: &'a str,
+        wrapped: &'a [u8],
+        tenant: &'a TenantId,
+        version: u32,
+    ) -> futures::future::BoxFuture<'a, Result<Vec<u8>, VaultError>> {
+        self.inner.unwrap(kms_key, wrapped, tenant, version)
+    }
+}
+
+#[tokio::test]
+async fn a_rotated_keys_new_version_seals_a_period_and_the_margin_after_it_was_made_however_slow_kms_was(
+) {
+    // GIVEN a keyed tenant, served by a container whose KMS answers GenerateDataKey only after
+    // longer than the rotation's margin (throttled through the SDK's retries)
+    let mut h = Harness::new().await.keyed().await;
+    onboard(&h, "acme", 2).await;
+    put(&h, "acme", "p-1", 1).await;
+    let delay_ms = ROTATION_MARGIN_MS + 10_000;
+    let clock = h.clock.clone();
+    let keys = h.test_keys().tenant_keys_through(&h, |inner| {
+        std::sync::Arc::new(SlowToMake {
+            inner,
+            clock,
+            delay_ms,
+        })
+    });
+    h.app = h.app.with_tenant_keys(Some(keys));
+
+    // WHEN an operator rotates its key
+    let asked_at = h.clock.now_millis();
+    let r = rotate(&h, "acme").await;
+
+    // THEN the new version seals from a key period and the margin after its row was made, not
+    // after the rotation was asked: a container that read the key table just before the row
+    // landed meets it before any container seals with it
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["key"]["versions"], json!([1, 2]), "{}", r.body);
+    let made_at = asked_at + delay_ms;
+    assert_eq!(
+        r.body["key"]["newestSealsFrom"],
+        json!(rfc3339(
+            made_at + DEFAULT_KEY_CACHE_SECONDS * 1000 + ROTATION_MARGIN_MS
+        )),
+        "{}",
+        r.body
+    );
 }
 
 #[tokio::test]

@@ -70,9 +70,7 @@ impl TenantKeys {
         let version = 1;
         let kms_key = kms_key.unwrap_or(&self.kms_key_id);
         // Its row is dated with the record's `createdAt`: the incarnation it belongs to.
-        let (row, plaintext) = self
-            .generate(tenant, kms_key, version, incarnation, 0)
-            .await?;
+        let (row, plaintext) = self.generate(tenant, kms_key, version, incarnation).await?;
         if !self.table.insert(tenant, &row).await? {
             // Another container made it first: that one is the key, when it made it for the same
             // record (a retry); for another, that onboarding is under way.
@@ -108,14 +106,13 @@ impl TenantKeys {
     }
 
     /// A new data key of `tenant` at `version` under `kms_key`: its row (for `incarnation`, sealing
-    /// from `seals_from_ms`) and its plaintext.
+    /// at once until its caller dates it) and its plaintext.
     async fn generate(
         &self,
         tenant: &TenantId,
         kms_key: &str,
         version: u32,
         incarnation: &str,
-        seals_from_ms: u64,
     ) -> Result<(KeyRow, Vec<u8>), StoreError> {
         self.vault_calls.fetch_add(1, Ordering::Relaxed);
         let made = self
@@ -128,14 +125,14 @@ impl TenantKeys {
             wrapped: made.wrapped,
             kms_key: made.kms_key,
             created_at: incarnation.to_owned(),
-            seals_from_ms,
+            seals_from_ms: 0,
         };
         Ok((row, made.plaintext))
     }
 
     /// Makes the next version of `tenant`'s key, under the KMS key that wraps its newest: every
     /// container meets it within a period (it opens what the new version seals), and it seals from
-    /// `sealsFrom`, a period and [`ROTATION_MARGIN_MS`] later. Nothing sealed is rewritten: each
+    /// `sealsFrom`, a period and [`ROTATION_MARGIN_MS`] after the key was made. Nothing sealed is rewritten: each
     /// version opens what it sealed until the tenant is offboarded. A rotation asked while the
     /// previous one has not started sealing answers that one (a retry makes no second version).
     /// `None` when the tenant has no key.
@@ -151,16 +148,17 @@ impl TenantKeys {
         if newest.seals_from_ms > now {
             return Ok(Some(KeyVersions::of(&rows)));
         }
-        let seals_from_ms = now + self.cache_ms + ROTATION_MARGIN_MS;
-        let (row, _) = self
+        let (mut row, _) = self
             .generate(
                 tenant,
                 &newest.kms_key,
                 newest.version + 1,
                 &newest.created_at,
-                seals_from_ms,
             )
             .await?;
+        // Dated from the key's making, not the call's start: a GenerateDataKey KMS throttled
+        // through the SDK's retries would eat the margin every container needs to meet the row.
+        row.seals_from_ms = self.clock.now_millis() + self.cache_ms + ROTATION_MARGIN_MS;
         // Another container's rotation raced this one's: theirs is the version (either is).
         self.table.insert(tenant, &row).await?;
         self.forget(tenant);
