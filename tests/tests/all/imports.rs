@@ -1980,6 +1980,59 @@ async fn an_import_held_back_by_the_quota_until_its_deadline_fails_over_quota() 
     assert!(queues.receive(10).await.is_empty());
 }
 
+#[tokio::test]
+async fn only_the_items_the_quota_held_back_past_the_deadline_fail_over_quota_and_the_undelivered_fail_undelivered(
+) {
+    // GIVEN a tenant of 50 capacity units a second with an import of 50 products (two messages of
+    // 25) on the queue, a second before its deadline, and its bucket drained by a 60 KB product
+    let (h, t) = custom_tenant("split", 1, Limits::CapacityUnits(50)).await;
+    let queues = ImportQueues::create(5, 1).await;
+    let start = h.app.clock.now_seconds() + 1;
+    h.clock.set_millis(start * 1000);
+    let posted = accepted(&h, &queues, &t, products("split", 50)).await;
+    let deadline = shared::store::imports::due_at_ms(start * 1000) / 1000;
+    h.clock.set_millis((deadline - 1) * 1000);
+    let drain = h
+        .tenant(&t)
+        .admitted()
+        .put_product("drain", json!({"blob": "x".repeat(60 * 1024)}))
+        .await;
+    assert_eq!(drain.status, 201, "{}", drain.body);
+    // WHEN the consumer gets one message, still in debt (it gives up on it: the debt outlasts the
+    // deadline), the other is never delivered, and the deadline passes
+    let settings = imports::consume::ConsumerSettings {
+        max_receives: queues.max_receives,
+        writes_in_flight: 4,
+        requeue: Some(queues.producer()),
+        max_defer_seconds: 0,
+    };
+    let one = queues.receive(1).await;
+    assert_eq!(one.len(), 1);
+    let event = serde_json::from_value(queues.event(&one)).unwrap();
+    let answer = Box::pin(imports::consume::consume(&h.app, &settings, event)).await;
+    queues
+        .settle(&one, Some(&serde_json::to_value(answer).unwrap()))
+        .await;
+    h.clock.set_millis((deadline + 1) * 1000);
+    Box::pin(tenants::drive_lifecycle::drive(
+        &h.app,
+        &tenants::Lanes::in_process(),
+    ))
+    .await
+    .unwrap();
+    // THEN the message the quota held back fails overQuota, and the one never delivered fails
+    // undelivered: one message's deferral labels no other's items
+    let progress = get_import(&h, &t, import_id(&posted)).await;
+    assert_eq!(progress.body["status"], "failed", "{}", progress.body);
+    assert_eq!(
+        progress.body["failedBy"],
+        json!({"rejected": 0, "undelivered": 25, "notEnqueued": 0, "overQuota": 25}),
+        "{}",
+        progress.body
+    );
+    assert_eq!(progress.body["written"], 0, "{}", progress.body);
+}
+
 /// Issue 56, item 5: a whole invocation that fails after a deferral sent its copy never makes a
 /// second copy of the message, however often the original is delivered again.
 #[tokio::test]

@@ -6,7 +6,8 @@ use shared::identity::ids::TenantId;
 use shared::store::client::meter::with_request_meta;
 use shared::store::client::scoped::TenantDb;
 use shared::store::imports::{
-    copy_sent, due_at_ms, message_digest, note_copy_sent, note_deferred, Copy,
+    copy_sent, due_at_ms, fail_items, message_digest, note_copy_sent, note_deferred,
+    outcomes_between, Copy, FailReason,
 };
 use shared::{ApiError, App};
 
@@ -18,7 +19,7 @@ use crate::{ImportMessage, COPY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, TENANT_ATTRIBUTE
 /// items keep their markers and their place in the import) goes back on the queue, delayed by the
 /// wait (at most SQS's 15 minutes), while this one is deleted; so a deferral never counts as a
 /// delivery, and a message is deferred as often as the debt lasts. When the wait would pass the
-/// import's deadline, no copy is sent: the deadline's close fails the unwritten items `overQuota`.
+/// import's deadline, no copy is sent: its unwritten items fail `overQuota` then.
 /// Without a queue to send to (`IMPORT_QUEUE_URL` unset), the message is delivered again after its
 /// visibility timeout.
 pub(super) async fn defer(
@@ -47,11 +48,30 @@ pub(super) async fn defer(
         .max(MIN_DEFER_SECONDS)
         .min(settings.max_defer_seconds);
     if now_ms + u64::from(wait_seconds) * 1000 >= deadline_ms {
-        tracing::info!(tenant = %v.tenant, import_id = %v.body.import_id, wait_seconds, "import held back past its deadline by the capacity quota: its unwritten items fail overQuota");
+        give_up_over_quota(&db, v, now_ms).await?;
+        tracing::info!(tenant = %v.tenant, import_id = %v.body.import_id, wait_seconds, "import held back past its deadline by the capacity quota: its unwritten items failed overQuota");
         return Ok(());
     }
     requeue(&db, settings, v.message, &v.body, delay).await?;
     tracing::info!(tenant = %v.tenant, import_id = %v.body.import_id, delay, "import deferred: the tenant is over its capacity quota");
+    Ok(())
+}
+
+/// Fails each item of `v` not written yet `overQuota`, now: the quota is why these are never
+/// written, and only these (the deadline's close fails what was never delivered `undelivered`,
+/// whatever another message's deferrals). The markers are the import's bookkeeping, not charged
+/// to the tenant in debt; a delivery again finds them and writes nothing.
+async fn give_up_over_quota(db: &TenantDb, v: &Verified<'_>, now_ms: u64) -> Result<(), ApiError> {
+    let indexes: Vec<u32> = v.items.iter().map(|item| item.index).collect();
+    let (Some(first), Some(last)) = (indexes.iter().min(), indexes.iter().max()) else {
+        return Ok(());
+    };
+    let now_seconds = now_ms / 1000;
+    let import = &v.body.import_id;
+    let done = outcomes_between(db, &v.tenant, import, (*first, *last), now_seconds).await?;
+    let open: Vec<u32> = indexes.into_iter().filter(|i| !done.contains(i)).collect();
+    let over_quota = FailReason::OverQuota;
+    fail_items(db, import, v.body.issued_at, &open, over_quota, now_seconds).await?;
     Ok(())
 }
 

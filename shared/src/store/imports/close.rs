@@ -126,7 +126,8 @@ pub async fn closed(
 
 /// Makes the import accepted at `created_at_ms` final once its deadline has passed: every item
 /// still without an outcome is recorded failed (`not_enqueued` while its request never finished
-/// sending, else `undelivered`), then the record is marked closed (`closedAtMs`). Each step is idempotent, so a
+/// sending, else `undelivered`; one the consumer gave up on over the quota has its `overQuota`
+/// already), then the record is marked closed (`closedAtMs`). Each step is idempotent, so a
 /// run killed part-way is finished by the next. Items are numbered `0..accepted`
 /// (`create-import` numbers them so).
 pub async fn close(
@@ -149,10 +150,10 @@ pub async fn close(
     if now_ms < u64_attr(&record, DUE_AT_MS).unwrap_or_else(|| due_at_ms(created_at_ms)) {
         return Ok(Closing::NotDue);
     }
+    // An item the consumer gave up on over the quota has its own failed marker already; the rest
+    // were never sent, or never delivered, whatever another message's deferrals.
     let reason = if Sending::Enqueuing.is_of(&record) {
         FailReason::NotEnqueued
-    } else if record.contains_key(DEFERRED_AT_MS) {
-        FailReason::OverQuota
     } else {
         FailReason::Undelivered
     };
@@ -160,19 +161,7 @@ pub async fn close(
     let open: Vec<u32> = (0..accepted)
         .filter(|i| !outcomes.contains_key(&import_item_sk(tenant, import, *i)))
         .collect();
-    use futures::{StreamExt, TryStreamExt};
-    futures::stream::iter(open.iter().map(|index| {
-        let of = ItemOutcome {
-            import,
-            index: *index,
-            outcome: Outcome::Failed(reason),
-            created_at_ms,
-        };
-        async move { record_outcome(db, &of, now_seconds).await }
-    }))
-    .buffer_unordered(8)
-    .try_collect::<()>()
-    .await?;
+    fail_items(db, import, created_at_ms, &open, reason, now_seconds).await?;
     // The final counts go with the close, so the `importFinished` event (read from the table's
     // stream, `crate::store::lifecycle::events`) carries them. Every item has its outcome now; they
     // are read again, since a late delivery may have written an item between the first read and

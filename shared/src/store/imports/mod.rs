@@ -41,7 +41,7 @@ pub const FINAL_WITHIN_SECONDS: u64 = 3600;
 const CREATED_AT_MS: &str = "createdAtMs";
 const DUE_AT_MS: &str = "dueAtMs";
 /// Set by [`note_deferred`]: the consumer held a message of the import back on the tenant's
-/// capacity quota; what is still unwritten at the deadline failed `overQuota`.
+/// capacity quota (an operator's note: the items it gives up on are failed `overQuota` each).
 const DEFERRED_AT_MS: &str = "deferredAtMs";
 /// Set by [`close`]: the import is final. `state` keeps what it was (whether every item was sent).
 const CLOSED_AT_MS: &str = "closedAtMs";
@@ -251,7 +251,7 @@ pub use claim::{claim, due_at_ms, mark_enqueued, marker, ItemOutcome};
 pub use close::{close, closed, mark_noted, Closing, Finished};
 pub use copies::{copy_sent, message_digest, note_copy_sent, Copy};
 pub use open::{count_open, uncount_open, MAX_OPEN_IMPORTS};
-pub use outcomes::{note_deferred, outcomes_between, record_outcome};
+pub use outcomes::{fail_items, note_deferred, outcomes_between, record_outcome};
 pub use progress::progress;
 use progress::read_import;
 pub use sealing::{

@@ -25,6 +25,31 @@ pub async fn record_outcome(
     }
 }
 
+/// Records each item of `indexes` of the import accepted at `created_at_ms` failed by `reason`, but
+/// those with an outcome already (8 at a time; each recording is idempotent).
+pub async fn fail_items(
+    db: &TenantDb,
+    import: &EntityId,
+    created_at_ms: u64,
+    indexes: &[u32],
+    reason: FailReason,
+    now_seconds: u64,
+) -> Result<(), StoreError> {
+    use futures::{StreamExt, TryStreamExt};
+    futures::stream::iter(indexes.iter().map(|index| {
+        let of = ItemOutcome {
+            import,
+            index: *index,
+            outcome: Outcome::Failed(reason),
+            created_at_ms,
+        };
+        async move { record_outcome(db, &of, now_seconds).await }
+    }))
+    .buffer_unordered(8)
+    .try_collect::<()>()
+    .await
+}
+
 /// The indexes in `first..=last` of `import`'s items that have an outcome already (their live
 /// markers at `now_seconds`, by one consistent Query of that range): what a delivery of a message,
 /// again or deferred, skips rather than send a write its marker would refuse (a refused write
