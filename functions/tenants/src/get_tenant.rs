@@ -1,28 +1,34 @@
 //! getTenant: `GET /tenants/{tenantId}` → 200 or 404.
 //!
 //! A tenant may read its own record; an operator (scope `pooltable/admin` or group `platform-admin`)
-//! may read any. One GetItem, with credentials scoped to the tenant whose record is read. A tenant's
+//! may read any. One GetItem, with credentials scoped to the tenant whose record is read (and, while
+//! an operation runs in lanes, a consistent GetItem and a Query of its lanes). A tenant's
 //! own user does not see which operator's tenant started a re-sharding (`migration.requestedBy`).
 
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use shared::service::http::{json_response, path_tenant_id};
 use shared::store::client::scoped::TenantDb;
-use shared::store::tenancy::tenants::{read_record, TenantRecord};
+use shared::store::tenancy::tenants::{read_record, read_record_consistent, TenantRecord};
 use shared::{ApiError, App};
 
 use crate::{LanesProgress, TenantView};
 
-/// The progress of `record`'s offboarding's, re-sharding's, move's or restore's lanes, while it
-/// runs in them (one consistent Query of their partition).
-async fn lanes_of(
-    app: &App,
-    db: &TenantDb,
-    record: &TenantRecord,
-) -> Result<Option<LanesProgress>, ApiError> {
+/// An operation of `record` running in lanes: its lanes' operation and partition (`db`'s, or the
+/// pool's for an own-table tenant's), the walk's sources, what the record counted before them,
+/// and when they were planned.
+struct Running {
+    operation: &'static str,
+    kept: TenantDb,
+    sources: Vec<shared::store::lifecycle::tenant_items::Source>,
+    before: std::collections::BTreeMap<String, u64>,
+    since: Option<u64>,
+}
+
+/// `record`'s offboarding, re-sharding, move or restore, while it runs in lanes.
+fn running(db: &TenantDb, record: &TenantRecord) -> Result<Option<Running>, ApiError> {
     use crate::lane_walk::LaneWork;
-    use shared::store::lifecycle::{lanes, moving, resharding, restoring};
-    let now_ms = app.clock.now_millis();
+    use shared::store::lifecycle::{moving, resharding, restoring};
     let running = |work: LaneWork| (work.operation(), work.lanes_db(db));
     let ((operation, kept), sources, before, since) = if let Some(o) = record
         .offboarding
@@ -60,9 +66,51 @@ async fn lanes_of(
     } else {
         return Ok(None);
     };
-    let all = lanes::read(&kept, operation).await?;
-    let progress = LanesProgress::of(&db.tenant, &sources, &all, &before, since, now_ms);
-    Ok(Some(progress))
+    Ok(Some(Running {
+        operation,
+        kept,
+        sources,
+        before,
+        since,
+    }))
+}
+
+/// The tenant's record and, while an operation runs in lanes, their progress, as of one moment.
+/// Without one, the record as a plain read gives it (half a read unit). With one, the record is
+/// read again consistently, as the lanes are: a phase's end folds the lanes' counts into the
+/// record and deletes the lanes in one transaction, so a stale record beside lanes already folded
+/// would show the counts low. Lanes found gone (folded between the two reads) read the record once
+/// more.
+async fn record_and_lanes(
+    app: &App,
+    db: &TenantDb,
+) -> Result<(TenantRecord, Option<LanesProgress>), ApiError> {
+    use shared::store::lifecycle::lanes;
+    let record = read_record(db).await?.ok_or_else(no_such_tenant)?;
+    if running(db, &record)?.is_none() {
+        return Ok((record, None));
+    }
+    let mut reads = 0;
+    loop {
+        reads += 1;
+        let record = read_record_consistent(db)
+            .await?
+            .ok_or_else(no_such_tenant)?;
+        let Some(r) = running(db, &record)? else {
+            return Ok((record, None));
+        };
+        let all = lanes::read(&r.kept, r.operation).await?;
+        if all.is_empty() && reads < 2 {
+            continue;
+        }
+        let now_ms = app.clock.now_millis();
+        let progress = LanesProgress::of(&db.tenant, &r.sources, &all, &r.before, r.since, now_ms);
+        return Ok((record, Some(progress)));
+    }
+}
+
+fn no_such_tenant() -> ApiError {
+    ApiError::NotFound("No such tenant.".into())
 }
 
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
@@ -74,10 +122,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
         app.require_operator(&caller).await?;
         app.db_for_operator(&tenant).await?
     };
-    let record = read_record(&db)
-        .await?
-        .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
-    let lanes = lanes_of(app, &db, &record).await?;
+    let (record, lanes) = record_and_lanes(app, &db).await?;
     let mut view = TenantView::from(record);
     match (&mut view.offboarding, &mut view.migration, lanes) {
         (Some(offboarding), _, Some(lanes)) => {

@@ -411,6 +411,39 @@ async fn a_lane_step_whose_commits_answer_is_lost_and_retried_counts_each_item_o
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_whose_lanes_were_folded_after_its_record_was_read_reads_the_record_again_never_showing_the_counts_low(
+) {
+    use std::sync::Arc;
+    // GIVEN a tenant offboarding in one lane on the queue, and an operator's view of it from a
+    // second container, which has read the record (the lanes running) and whose Query of the lanes
+    // is held (aside: the hold blocks the thread that sends it)
+    let (h, operator, victim, before, pump) = offboarding_in_one_lane_on_the_queue("fold").await;
+    let viewer = Arc::new(h.another_container().await);
+    let is_lanes_query =
+        |body: &str| body.contains("KeyConditionExpression") && body.contains("#LANE#");
+    let mut query = viewer.faults.hold_next_matching(is_lanes_query);
+    let view = integration::aside({
+        let (viewer, victim, operator) = (viewer.clone(), victim.clone(), operator.clone());
+        move || async move { get_tenant(&viewer, &victim, &operator).await }
+    });
+    query.reached().await;
+
+    // WHEN the workers take the lane to its end (its counts folded into the record, the lane
+    // deleted, the offboarding ended), and the view's Query goes on
+    pump_while(&h, &pump, || async {
+        get_tenant(&h, &victim, &operator).await.status != 404
+    })
+    .await;
+    query.release();
+    let view = view.ended().await;
+
+    // THEN the view found the lanes gone and read the record again: the tenant is gone (before the
+    // mend, 200 with the offboarding running and nothing deleted: a stale record beside lanes
+    // already folded)
+    assert_eq!(view.status, 404, "{} of {} items", view.body, before.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_delivered_before_its_sender_noted_it_keeps_its_lane_going_when_the_note_lands_mid_turn(
 ) {
     use std::sync::Arc;
