@@ -10,6 +10,10 @@ use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use serde_json::{json, Value};
 
 mod answer;
+mod hold;
+
+pub use hold::Held;
+use hold::Hold;
 
 use crate::RequestCounter;
 use shared::store::client::hooks::{
@@ -53,42 +57,6 @@ pub struct Faults {
     /// The next request whose body matches is held before it is sent, until released.
     hold: Mutex<Option<Hold>>,
 }
-
-/// A request to hold ([`Faults::hold_next_matching`]): its match, the signal that one is held,
-/// and the release.
-#[derive(Debug)]
-struct Hold {
-    matches: BodyMatch,
-    held: tokio::sync::oneshot::Sender<()>,
-    release: std::sync::mpsc::Receiver<()>,
-}
-
-/// A request held before it is sent ([`Faults::hold_next_matching`]): another request may go
-/// first, as a concurrent caller's would.
-#[derive(Debug)]
-pub struct Held {
-    held: tokio::sync::oneshot::Receiver<()>,
-    release: std::sync::mpsc::Sender<()>,
-}
-
-impl Held {
-    /// Waits until the request is held (panics after a minute: it never came).
-    pub async fn reached(&mut self) {
-        tokio::time::timeout(std::time::Duration::from_secs(60), &mut self.held)
-            .await
-            .expect("the request to hold was not sent within a minute")
-            .expect("the hold was dropped");
-    }
-
-    /// Sends the held request on.
-    pub fn release(self) {
-        let _ = self.release.send(());
-    }
-}
-
-/// How long a held request waits for its release before it goes on regardless (a test that
-/// failed before releasing it never hangs the suite).
-const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Tells a request by its body, as text.
 pub type BodyMatch = fn(&str) -> bool;
@@ -206,17 +174,9 @@ impl Faults {
     /// waits behind the blocked thread. Held after signing, for at most two minutes: well inside
     /// SigV4's five minutes of clock skew.
     pub fn hold_next_matching(&self, matches: BodyMatch) -> Held {
-        let (held_tx, held_rx) = tokio::sync::oneshot::channel();
-        let (release_tx, release_rx) = std::sync::mpsc::channel();
-        *self.hold.lock().unwrap() = Some(Hold {
-            matches,
-            held: held_tx,
-            release: release_rx,
-        });
-        Held {
-            held: held_rx,
-            release: release_tx,
-        }
+        let (hold, held) = hold::pair(matches);
+        *self.hold.lock().unwrap() = Some(hold);
+        held
     }
 
     /// Holds this request if it is the one to hold (see [`Faults::hold_next_matching`]).
@@ -232,8 +192,7 @@ impl Faults {
             hold.take()
         };
         if let Some(hold) = hold {
-            let _ = hold.held.send(());
-            let _ = hold.release.recv_timeout(HOLD_AT_MOST);
+            hold.wait();
         }
     }
 
