@@ -117,6 +117,17 @@ async fn product_items(h: &Harness, tenant: &str) -> Vec<Item> {
     h.items_under(&raw_key(tenant, "PRODUCT#")).await
 }
 
+/// The ids of the tenant's products in the table, sorted.
+async fn product_ids(h: &Harness, tenant: &str) -> Vec<String> {
+    let mut ids: Vec<String> = product_items(h, tenant)
+        .await
+        .iter()
+        .map(|i| s(i, "productId"))
+        .collect();
+    ids.sort();
+    ids
+}
+
 fn s(item: &Item, name: &str) -> String {
     item[name].as_s().cloned().unwrap_or_default()
 }
@@ -338,12 +349,7 @@ async fn a_poison_item_reaches_the_dead_letter_queue_after_the_retry_count_and_i
     );
     assert_eq!(progress.body["status"], "failed");
     // AND the good products were written once, the poison one never
-    let mut written: Vec<String> = product_items(&h, &t)
-        .await
-        .iter()
-        .map(|i| s(i, "productId"))
-        .collect();
-    written.sort();
+    let written = product_ids(&h, &t).await;
     assert_eq!(written, ["ok-00000", "ok-00002"]);
 }
 
@@ -1817,13 +1823,18 @@ async fn a_tenant_at_its_bound_of_open_imports_gets_429_and_never_delays_another
 /// defers to `queues` with no delay (the test's clock, not SQS's, says when a debt is repaid), and
 /// settles it as an event source mapping would. How many messages the batch held.
 pub(crate) async fn deliver_deferring(h: &Harness, queues: &ImportQueues) -> usize {
+    deliver_deferring_up_to(h, queues, 10).await
+}
+
+/// [`deliver_deferring`], of at most `messages` messages.
+async fn deliver_deferring_up_to(h: &Harness, queues: &ImportQueues, messages: usize) -> usize {
     let settings = imports::consume::ConsumerSettings {
         max_receives: queues.max_receives,
         writes_in_flight: 4,
         requeue: Some(queues.producer()),
         max_defer_seconds: 0,
     };
-    let batch = queues.receive(10).await;
+    let batch = queues.receive(messages).await;
     if batch.is_empty() {
         return 0;
     }
@@ -1941,15 +1952,18 @@ async fn imports_are_held_to_the_capacity_quota_deferred_without_limit_and_never
     }
 }
 
-#[tokio::test]
-async fn an_import_held_back_by_the_quota_until_its_deadline_fails_over_quota() {
-    // GIVEN a tenant of 50 capacity units a second with an import of 25 products on the queue, a
-    // few seconds before its deadline, and its bucket drained by a 60 KB product
-    let (h, t) = custom_tenant("late", 1, Limits::CapacityUnits(50)).await;
+/// A tenant of 50 capacity units a second (its id from `prefix`) with an import of `n` products
+/// on the queue, a second before the import's deadline, and its bucket drained by a 60 KB product:
+/// with its queues, the import's 202 and its deadline (epoch seconds).
+async fn in_debt_before_the_deadline(
+    prefix: &str,
+    n: usize,
+) -> (Harness, String, ImportQueues, Resp, u64) {
+    let (h, t) = custom_tenant(prefix, 1, Limits::CapacityUnits(50)).await;
     let queues = ImportQueues::create(5, 1).await;
     let start = h.app.clock.now_seconds() + 1;
     h.clock.set_millis(start * 1000);
-    let posted = accepted(&h, &queues, &t, products("late", 25)).await;
+    let posted = accepted(&h, &queues, &t, products(prefix, n)).await;
     let deadline = shared::store::imports::due_at_ms(start * 1000) / 1000;
     h.clock.set_millis((deadline - 1) * 1000);
     let drain = h
@@ -1958,8 +1972,11 @@ async fn an_import_held_back_by_the_quota_until_its_deadline_fails_over_quota() 
         .put_product("drain", json!({"blob": "x".repeat(60 * 1024)}))
         .await;
     assert_eq!(drain.status, 201, "{}", drain.body);
-    // WHEN the consumer gets the message, still in debt, and the deadline passes
-    assert_eq!(deliver_deferring(&h, &queues).await, 1);
+    (h, t, queues, posted, deadline)
+}
+
+/// The lifecycle driver's run a second past `deadline` (epoch seconds): it closes the import.
+async fn close_past(h: &Harness, deadline: u64) {
     h.clock.set_millis((deadline + 1) * 1000);
     Box::pin(tenants::drive_lifecycle::drive(
         &h.app,
@@ -1967,6 +1984,16 @@ async fn an_import_held_back_by_the_quota_until_its_deadline_fails_over_quota() 
     ))
     .await
     .unwrap();
+}
+
+#[tokio::test]
+async fn an_import_held_back_by_the_quota_until_its_deadline_fails_over_quota() {
+    // GIVEN a tenant of 50 capacity units a second with an import of 25 products on the queue, a
+    // second before its deadline, and its bucket drained
+    let (h, t, queues, posted, deadline) = in_debt_before_the_deadline("late", 25).await;
+    // WHEN the consumer gets the message, still in debt, and the deadline passes
+    assert_eq!(deliver_deferring(&h, &queues).await, 1);
+    close_past(&h, deadline).await;
     // THEN nothing of it was written, nothing is left on the queue, and its items failed with a
     // reason of their own
     let progress = get_import(&h, &t, import_id(&posted)).await;
@@ -1984,42 +2011,12 @@ async fn an_import_held_back_by_the_quota_until_its_deadline_fails_over_quota() 
 async fn only_the_items_the_quota_held_back_past_the_deadline_fail_over_quota_and_the_undelivered_fail_undelivered(
 ) {
     // GIVEN a tenant of 50 capacity units a second with an import of 50 products (two messages of
-    // 25) on the queue, a second before its deadline, and its bucket drained by a 60 KB product
-    let (h, t) = custom_tenant("split", 1, Limits::CapacityUnits(50)).await;
-    let queues = ImportQueues::create(5, 1).await;
-    let start = h.app.clock.now_seconds() + 1;
-    h.clock.set_millis(start * 1000);
-    let posted = accepted(&h, &queues, &t, products("split", 50)).await;
-    let deadline = shared::store::imports::due_at_ms(start * 1000) / 1000;
-    h.clock.set_millis((deadline - 1) * 1000);
-    let drain = h
-        .tenant(&t)
-        .admitted()
-        .put_product("drain", json!({"blob": "x".repeat(60 * 1024)}))
-        .await;
-    assert_eq!(drain.status, 201, "{}", drain.body);
+    // 25) on the queue, a second before its deadline, and its bucket drained
+    let (h, t, queues, posted, deadline) = in_debt_before_the_deadline("split", 50).await;
     // WHEN the consumer gets one message, still in debt (it gives up on it: the debt outlasts the
     // deadline), the other is never delivered, and the deadline passes
-    let settings = imports::consume::ConsumerSettings {
-        max_receives: queues.max_receives,
-        writes_in_flight: 4,
-        requeue: Some(queues.producer()),
-        max_defer_seconds: 0,
-    };
-    let one = queues.receive(1).await;
-    assert_eq!(one.len(), 1);
-    let event = serde_json::from_value(queues.event(&one)).unwrap();
-    let answer = Box::pin(imports::consume::consume(&h.app, &settings, event)).await;
-    queues
-        .settle(&one, Some(&serde_json::to_value(answer).unwrap()))
-        .await;
-    h.clock.set_millis((deadline + 1) * 1000);
-    Box::pin(tenants::drive_lifecycle::drive(
-        &h.app,
-        &tenants::Lanes::in_process(),
-    ))
-    .await
-    .unwrap();
+    assert_eq!(deliver_deferring_up_to(&h, &queues, 1).await, 1);
+    close_past(&h, deadline).await;
     // THEN the message the quota held back fails overQuota, and the one never delivered fails
     // undelivered: one message's deferral labels no other's items
     let progress = get_import(&h, &t, import_id(&posted)).await;
@@ -2209,12 +2206,7 @@ async fn an_item_throttled_through_every_delivery_is_held_back_and_written_never
 
     // THEN the import is complete, every item written once, and nothing is left on either queue
     assert_complete(&h, &t, &id, 3).await;
-    let mut written: Vec<String> = product_items(&h, &t)
-        .await
-        .iter()
-        .map(|i| s(i, "productId"))
-        .collect();
-    written.sort();
+    let written = product_ids(&h, &t).await;
     assert_eq!(written, ["thr-00000", "thr-00001", "thr-00002"]);
     assert!(queues.receive(10).await.is_empty());
     assert!(queues.dead_letters().await.is_empty());
