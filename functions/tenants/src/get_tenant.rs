@@ -25,11 +25,16 @@ struct Running {
     since: Option<u64>,
 }
 
-/// `record`'s offboarding, re-sharding, move or restore, while it runs in lanes.
+/// `record`'s offboarding, re-sharding, move or restore, while it runs in lanes. A re-sharding or a
+/// move whose end has noted its lanes' count on the record (`lanesMoved`, its first transaction) is
+/// counted there alone: its lanes, still there until the second, would count each item twice.
 fn running(db: &TenantDb, record: &TenantRecord) -> Result<Option<Running>, ApiError> {
     use crate::lane_walk::LaneWork;
     use shared::store::lifecycle::{moving, resharding, restoring};
+    use shared::store::tenancy::tenants::MoveProgress;
     let running = |work: LaneWork| (work.operation(), work.lanes_db(db));
+    let in_lanes =
+        |lanes: Option<u32>, progress: &MoveProgress| lanes.is_some() && progress.lanes_moved == 0;
     let ((operation, kept), sources, before, since) = if let Some(o) = record
         .offboarding
         .as_ref()
@@ -42,11 +47,19 @@ fn running(db: &TenantDb, record: &TenantRecord) -> Result<Option<Running>, ApiE
             o.deleted.clone(),
             o.lanes_since_ms,
         )
-    } else if let Some(m) = record.migration.as_ref().filter(|m| m.lanes.is_some()) {
+    } else if let Some(m) = record
+        .migration
+        .as_ref()
+        .filter(|m| in_lanes(m.lanes, &m.progress))
+    {
         let sources = resharding::sharded_sources(&db.tenant, m.from);
         let work = LaneWork::Move { to: m.to };
         (running(work), sources, Default::default(), m.lanes_since_ms)
-    } else if let Some(m) = record.moving.as_ref().filter(|m| m.lanes.is_some()) {
+    } else if let Some(m) = record
+        .moving
+        .as_ref()
+        .filter(|m| in_lanes(m.lanes, &m.progress))
+    {
         let sources = moving::sources(&db.tenant, record);
         let work = LaneWork::Relocate { to: m.to };
         (running(work), sources, Default::default(), m.lanes_since_ms)

@@ -444,6 +444,51 @@ async fn a_view_whose_lanes_were_folded_after_its_record_was_read_reads_the_reco
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_between_a_re_sharding_noting_its_lanes_count_and_folding_them_counts_each_moved_item_once(
+) {
+    use shared::identity::shard::shard_for;
+    use std::sync::Arc;
+    // GIVEN a tenant of 60 products on 4 shards, re-sharding to 16 in one lane on the queue
+    let mut h = Harness::new().await;
+    h.app.settings.lifecycle_lanes = 1;
+    let t = unique("noted");
+    onboard(&h, &t, 4).await;
+    let ids: Vec<String> = (0..60).map(|i| format!("p{i:02}")).collect();
+    let products = ids.iter().map(|id| (id.clone(), json!({"name": id})));
+    h.tenant(&t).put_new_products(products).await;
+    let moving = ids
+        .iter()
+        .filter(|id| shard_for(id, 4) != shard_for(id, 16))
+        .count() as u64;
+    let pump = Arc::new(LanePump::new(1, Duration::from_millis(150)).await);
+    reshard_onto_queue(&h, &pump, &t, 16).await;
+    let h = Arc::new(h);
+
+    // WHEN the workers take the lane to its end, whose second transaction (the lanes' fold and the
+    // new shard count; the first noted the lanes' count on the record) is held (aside: the hold
+    // blocks the thread that sends it)
+    let is_fold = |body: &str| body.contains("TransactItems") && body.contains("REMOVE #m");
+    let mut fold = h.faults.hold_next_matching(is_fold);
+    let workers = integration::aside({
+        let (h, pump, t) = (h.clone(), pump.clone(), t.clone());
+        move || async move { pump_until_ended(&h, &pump, &t, "migration").await }
+    });
+    fold.reached().await;
+    // AND an operator looks meanwhile
+    let viewer = h.another_container().await;
+    let view = get_tenant(&viewer, &t, &integration::operator()).await;
+    fold.release();
+    workers.ended().await;
+
+    // THEN the view counts each moved item once, on the record (before the mend, its lanes showed
+    // them a second time beside `itemsMoved`)
+    let m = &view.body["migration"];
+    let lanes_done = m["lanes"]["itemsDone"].as_u64().unwrap_or(0);
+    let shown = m["itemsMoved"].as_u64().unwrap_or(0) + lanes_done;
+    assert_eq!(shown, moving, "{}", view.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_delivered_before_its_sender_noted_it_keeps_its_lane_going_when_the_note_lands_mid_turn(
 ) {
     use std::sync::Arc;

@@ -6,12 +6,12 @@ use shared::identity::ids::TenantId;
 use shared::store::client::meter::with_request_meta;
 use shared::store::client::scoped::TenantDb;
 use shared::store::imports::{
-    copy_sent, due_at_ms, fail_items, message_digest, note_copy_sent, note_deferred,
-    outcomes_between, Copy, FailReason,
+    copy_sent, due_at_ms, fail_items, message_digest, note_copy_sent, note_deferred, Copy,
+    FailReason,
 };
 use shared::{ApiError, App};
 
-use super::{ConsumerSettings, Verified, BIN, MIN_DEFER_SECONDS};
+use super::{done_items, ConsumerSettings, Verified, BIN, MIN_DEFER_SECONDS};
 use crate::{ImportMessage, COPY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, TENANT_ATTRIBUTE};
 
 /// Defers `v` while its tenant is over its capacity quota for `wait_seconds`: its import records
@@ -48,7 +48,7 @@ pub(super) async fn defer(
         .max(MIN_DEFER_SECONDS)
         .min(settings.max_defer_seconds);
     if now_ms + u64::from(wait_seconds) * 1000 >= deadline_ms {
-        give_up_over_quota(&db, v, now_ms).await?;
+        give_up_over_quota(app, &db, v, now_ms).await?;
         tracing::info!(tenant = %v.tenant, import_id = %v.body.import_id, wait_seconds, "import held back past its deadline by the capacity quota: its unwritten items failed overQuota");
         return Ok(());
     }
@@ -61,17 +61,29 @@ pub(super) async fn defer(
 /// written, and only these (the deadline's close fails what was never delivered `undelivered`,
 /// whatever another message's deferrals). The markers are the import's bookkeeping, not charged
 /// to the tenant in debt; a delivery again finds them and writes nothing.
-async fn give_up_over_quota(db: &TenantDb, v: &Verified<'_>, now_ms: u64) -> Result<(), ApiError> {
-    let indexes: Vec<u32> = v.items.iter().map(|item| item.index).collect();
-    let (Some(first), Some(last)) = (indexes.iter().min(), indexes.iter().max()) else {
-        return Ok(());
-    };
-    let now_seconds = now_ms / 1000;
-    let import = &v.body.import_id;
-    let done = outcomes_between(db, &v.tenant, import, (*first, *last), now_seconds).await?;
-    let open: Vec<u32> = indexes.into_iter().filter(|i| !done.contains(i)).collect();
-    let over_quota = FailReason::OverQuota;
-    fail_items(db, import, v.body.issued_at, &open, over_quota, now_seconds).await?;
+async fn give_up_over_quota(
+    app: &App,
+    db: &TenantDb,
+    v: &Verified<'_>,
+    now_ms: u64,
+) -> Result<(), ApiError> {
+    let done = done_items(app, v).await?;
+    let open: Vec<u32> = v
+        .items
+        .iter()
+        .map(|item| item.index)
+        .filter(|i| !done.contains(i))
+        .collect();
+    let (import, over_quota) = (&v.body.import_id, FailReason::OverQuota);
+    fail_items(
+        db,
+        import,
+        v.body.issued_at,
+        &open,
+        over_quota,
+        now_ms / 1000,
+    )
+    .await?;
     Ok(())
 }
 
