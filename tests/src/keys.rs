@@ -30,12 +30,20 @@ pub struct EnforcedKeyStates {
     kms: aws_sdk_kms::Client,
     inner: KmsVault,
     outage: Arc<AtomicBool>,
+    /// GenerateDataKey answers this many milliseconds late by this clock (KMS throttling it
+    /// through the SDK's retries), when set.
+    slow_to_make: Option<(Arc<crate::TestClock>, u64)>,
 }
 
 impl EnforcedKeyStates {
     pub fn new(kms: aws_sdk_kms::Client, outage: Arc<AtomicBool>) -> Self {
         let inner = KmsVault::new(kms.clone());
-        Self { kms, inner, outage }
+        Self {
+            kms,
+            inner,
+            outage,
+            slow_to_make: None,
+        }
     }
 
     async fn usable(&self, kms_key: &str) -> Result<(), VaultError> {
@@ -69,7 +77,11 @@ impl KeyVault for EnforcedKeyStates {
     ) -> BoxFuture<'a, Result<NewDataKey, VaultError>> {
         Box::pin(async move {
             self.usable(kms_key).await?;
-            self.inner.generate(kms_key, tenant, version).await
+            let made = self.inner.generate(kms_key, tenant, version).await;
+            if let Some((clock, late_ms)) = &self.slow_to_make {
+                clock.advance_millis(*late_ms);
+            }
+            made
         })
     }
 
@@ -123,18 +135,16 @@ impl TestKeys {
         TenantKeys::new(&settings, client, Arc::new(vault), h.clock.clone())
     }
 
-    /// [`TestKeys::tenant_keys`], its vault as `layer` wraps it (a slow KMS, say).
-    pub fn tenant_keys_through(
-        &self,
-        h: &Harness,
-        layer: impl FnOnce(Arc<dyn KeyVault>) -> Arc<dyn KeyVault>,
-    ) -> TenantKeys {
-        let settings = self.settings();
-        let vault = layer(Arc::new(EnforcedKeyStates::new(
-            self.kms.clone(),
-            self.outage.clone(),
-        )));
-        TenantKeys::new(&settings, h.admin.clone(), vault, h.clock.clone())
+    /// [`TestKeys::tenant_keys`], whose KMS answers GenerateDataKey `late_ms` late by `h`'s clock.
+    pub fn tenant_keys_slow_to_make(&self, h: &Harness, late_ms: u64) -> TenantKeys {
+        let mut vault = EnforcedKeyStates::new(self.kms.clone(), self.outage.clone());
+        vault.slow_to_make = Some((h.clock.clone(), late_ms));
+        TenantKeys::new(
+            &self.settings(),
+            h.admin.clone(),
+            Arc::new(vault),
+            h.clock.clone(),
+        )
     }
 
     /// A container's key settings in this world.

@@ -11,7 +11,6 @@ use integration::{offboard_to_end, onboard, operator, Harness};
 use serde_json::{json, Value};
 use shared::identity::clock::{rfc3339, Clock};
 use shared::identity::ids::TenantId;
-use shared::isolation::vault::{KeyVault, NewDataKey, VaultError};
 use shared::store::keys::{DEFAULT_KEY_CACHE_SECONDS, KEY_VERSION, ROTATION_MARGIN_MS};
 
 type Item = HashMap<String, AttributeValue>;
@@ -133,39 +132,6 @@ async fn a_rotated_key_seals_once_every_container_met_it_and_every_version_keeps
     assert!(held.iter().all(|k| k.tenant.as_str() != "acme"));
 }
 
-/// A vault whose GenerateDataKey answers `delay_ms` later by the test clock: KMS throttling it
-/// through the SDK's retries.
-struct SlowToMake {
-    inner: std::sync::Arc<dyn KeyVault>,
-    clock: std::sync::Arc<integration::TestClock>,
-    delay_ms: u64,
-}
-
-impl KeyVault for SlowToMake {
-    fn generate<'a>(
-        &'a self,
-        kms_key: &'a str,
-        tenant: &'a TenantId,
-        version: u32,
-    ) -> futures::future::BoxFuture<'a, Result<NewDataKey, VaultError>> {
-        Box::pin(async move {
-            let made = self.inner.generate(kms_key, tenant, version).await;
-            self.clock.advance_millis(self.delay_ms);
-            made
-        })
-    }
-
-    fn unwrap<'a>(
-        &'a self,
-        kms_key: &'a str,
-        wrapped: &'a [u8],
-        tenant: &'a TenantId,
-        version: u32,
-    ) -> futures::future::BoxFuture<'a, Result<Vec<u8>, VaultError>> {
-        self.inner.unwrap(kms_key, wrapped, tenant, version)
-    }
-}
-
 #[tokio::test]
 async fn a_rotated_keys_new_version_seals_a_period_and_the_margin_after_it_was_made_however_slow_kms_was(
 ) {
@@ -175,14 +141,7 @@ async fn a_rotated_keys_new_version_seals_a_period_and_the_margin_after_it_was_m
     onboard(&h, "acme", 2).await;
     put(&h, "acme", "p-1", 1).await;
     let delay_ms = ROTATION_MARGIN_MS + 10_000;
-    let clock = h.clock.clone();
-    let keys = h.test_keys().tenant_keys_through(&h, |inner| {
-        std::sync::Arc::new(SlowToMake {
-            inner,
-            clock,
-            delay_ms,
-        })
-    });
+    let keys = h.test_keys().tenant_keys_slow_to_make(&h, delay_ms);
     h.app = h.app.with_tenant_keys(Some(keys));
 
     // WHEN an operator rotates its key
