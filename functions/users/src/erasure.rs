@@ -85,10 +85,22 @@ pub async fn erase_user(
     // Failed before anything was deleted or recorded: the fence this run set goes too, so that a
     // failure writes nothing (a run cut off later leaves it for the retry that finishes the
     // erasure; another erasure's fence is that one's to take off).
-    if erased.is_err() && !committed && recorded.is_none() && fenced_here {
+    if erased.is_err()
+        && !committed
+        && recorded.is_none()
+        && fenced_here
+        && !recorded_since(db, id).await
+    {
         unfence(db, id, erased_at).await;
     }
     erased
+}
+
+/// Whether user `id`'s erasure record is there now, or cannot be told (a failed read keeps the
+/// fence). A transaction whose every answer was lost (the SDK's retries each lost theirs) may have
+/// committed the records: the erasure has begun, and its fence stays for the retry that finishes it.
+async fn recorded_since(db: &TenantDb, id: &EntityId) -> bool {
+    !matches!(erasure(db, USER.kind, id).await, Ok(None))
 }
 
 /// [`erase_user`] behind its fence, `committed` set once one of its transactions is.

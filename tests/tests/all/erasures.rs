@@ -554,6 +554,70 @@ async fn once_an_erasure_has_begun_no_order_transfer_code_or_profile_change_of_i
 }
 
 #[tokio::test]
+async fn an_erasure_whose_records_committed_with_every_answer_lost_keeps_its_fence_for_the_retry() {
+    // GIVEN a user with two orders of 94 line items each: its records commit in a transaction of
+    // their own, before any delete
+    let h = Harness::new().await;
+    let t = unique("lostrec");
+    onboard_at_max_limits(&h, &t, 1).await;
+    user_with(&h, &t, "u-lost", 2, 94).await;
+    let auth = Auth::Tenant(t.clone());
+    let erase = || async {
+        h.caller(&auth)
+            .call("erase-user", &params(&[("userId", "u-lost")]), None)
+            .await
+    };
+
+    // WHEN the records' transaction commits, but every one of the SDK's attempts loses its answer
+    h.faults.lose_successes_of("TransactWriteItems", 3);
+    let cut = erase().await;
+    let unlost = h.faults.lost_successes_left();
+    h.faults.lose_successes(0);
+    assert_eq!(cut.status, 503, "{}", cut.body);
+    assert_eq!(unlost, 0, "the SDK stopped short of its three attempts");
+    let records: Vec<Item> = h
+        .all_items()
+        .await
+        .into_iter()
+        .filter(|i| i.get("kind") == Some(&AttributeValue::S("ERASURE".into())))
+        .filter(|i| i.get("tenantId") == Some(&AttributeValue::S(t.clone())))
+        .collect();
+    assert_eq!(records.len(), 3, "{records:?}");
+
+    // THEN the erasure has begun: its fence stays on the profile, and no order of the user is
+    // placed before the retry
+    let profile = items_of(&h.all_items().await, &t, "u-lost")
+        .into_iter()
+        .find(|i| i.get("kind") == Some(&AttributeValue::S("USER".into())))
+        .expect("the profile is there until the retry");
+    assert!(profile.contains_key("erasingSince"), "{profile:?}");
+    let order = json!({"orderId": "u-lost-late", "date": "2026-11-21", "amount": 1,
+        "items": [{"itemId": "late", "sku": "S", "qty": 1, "price": 1}]});
+    let placed = h
+        .caller(&auth)
+        .call(
+            "create-order",
+            &params(&[("userId", "u-lost")]),
+            Some(order),
+        )
+        .await;
+    assert_eq!(placed.status, 404, "{}", placed.body);
+
+    // WHEN the erasure is asked again
+    let finished = erase().await;
+    // THEN it answers the whole erasure, and nothing of the user is left
+    assert_eq!(finished.status, 200, "{}", finished.body);
+    assert_eq!(
+        finished.body["deletedTotal"],
+        2 + 2 * 97,
+        "{}",
+        finished.body
+    );
+    let left = items_of(&h.all_items().await, &t, "u-lost");
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test]
 async fn an_erased_users_order_is_never_answered_again_from_its_idempotency_record() {
     // GIVEN a user who placed an order with an Idempotency-Key, and asked a transfer code with one
     let h = Harness::new().await;
