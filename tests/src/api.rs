@@ -215,11 +215,14 @@ impl<'a> Client<'a> {
         let req = self.request(bin, path, body);
         let (method, route) = crate::routes::route_of(bin);
         let handler = Box::pin(dispatch(self.app, bin, req));
-        let response = shared::service::runtime::respond_metered(
-            Some((self.app, bin)),
-            "req".into(),
-            format!("{method} {route}"),
-            handler,
+        let response = crate::judge::as_function(
+            bin,
+            Box::pin(shared::service::runtime::respond_metered(
+                Some((self.app, bin)),
+                "req".into(),
+                format!("{method} {route}"),
+                handler,
+            )),
         )
         .await;
         response.status().as_u16()
@@ -240,19 +243,22 @@ impl<'a> Client<'a> {
             if admitted {
                 // Boxed: every handler's future, inside the runtime's, overflows a test thread's
                 // stack in debug.
-                let response = Box::pin(shared::service::runtime::respond_admitted(
-                    app,
+                let response = crate::judge::as_function(
                     &bin,
-                    "req".into(),
-                    req,
-                    |req| Box::pin(dispatch(app, &bin, req)),
-                ))
+                    Box::pin(shared::service::runtime::respond_admitted(
+                        app,
+                        &bin,
+                        "req".into(),
+                        req,
+                        |req| Box::pin(dispatch(app, &bin, req)),
+                    )),
+                )
                 .await;
                 resp(Ok(response))
             } else {
                 // Boxed: the dispatch future is as large as the largest handler's, too much for a
                 // test thread's stack inside a long test in debug.
-                resp(Box::pin(dispatch(app, &bin, req)).await)
+                resp(crate::judge::as_function(&bin, Box::pin(dispatch(app, &bin, req))).await)
             }
         })
     }

@@ -336,6 +336,12 @@ impl Intercept for TestInterceptor {
 
     /// An injected transaction answer: the request becomes a ListTables, so nothing is written.
     fn modify_before_transmit(&self, ctx: RequestMut, _: &Parts, cfg: &mut Bag) -> HookResult {
+        let header = |name: &str| ctx.request().headers().get(name);
+        crate::judge::judge(
+            header("authorization"),
+            header("x-amz-target"),
+            ctx.request().body().bytes(),
+        );
         if let Some(body) = ctx.request().body().bytes() {
             self.faults.hold_if_matching(body);
         }

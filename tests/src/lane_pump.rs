@@ -87,7 +87,12 @@ impl LanePump {
         let batch = std::slice::from_ref(&message);
         let event: SqsEvent =
             serde_json::from_value(self.queues.event(batch)).expect("an SQS event");
-        let work = || tenants::work_lanes::work(app, &self.lanes, event.clone());
+        let work = || {
+            crate::judge::as_function(
+                "work-lanes",
+                tenants::work_lanes::work(app, &self.lanes, event.clone()),
+            )
+        };
         let answer = match fate {
             Delivery::Lost => Some(serde_json::json!({"batchItemFailures": []})),
             Delivery::Once => Some(serde_json::to_value(Box::pin(work()).await).expect("json")),

@@ -11,6 +11,7 @@ pub mod dispatch;
 pub mod fixtures;
 pub mod iam;
 pub mod import_queue;
+pub mod judge;
 pub mod keys;
 pub mod lane_pump;
 pub mod lifecycle_bus;

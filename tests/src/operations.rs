@@ -252,9 +252,9 @@ pub async fn drive_runs(app: &App, runs: usize) {
 /// One run of the lifecycle driver on `app`: what it left pending.
 async fn drive_once(app: &App) -> usize {
     // Boxed: the driver's future overflows a test thread's stack in debug.
-    let run = Box::pin(tenants::drive_lifecycle::drive(
-        app,
-        &tenants::Lanes::in_process(),
+    let run = Box::pin(crate::judge::as_function(
+        "drive-lifecycle",
+        tenants::drive_lifecycle::drive(app, &tenants::Lanes::in_process()),
     ))
     .await;
     run.expect("a lifecycle run").pending
@@ -265,7 +265,10 @@ async fn drive_once(app: &App) -> usize {
 pub async fn drive_killed_after(app: &App, lives: &[u64]) {
     let lanes = tenants::Lanes::in_process();
     for ms in lives {
-        let run = Box::pin(tenants::drive_lifecycle::drive(app, &lanes));
+        let run = Box::pin(crate::judge::as_function(
+            "drive-lifecycle",
+            tenants::drive_lifecycle::drive(app, &lanes),
+        ));
         let _ = tokio::time::timeout(std::time::Duration::from_millis(*ms), run).await;
     }
 }

@@ -1,0 +1,221 @@
+//! IAM for the functions' own credentials, on the stack: every DynamoDB request a function sends on
+//! its execution role (not a tenant's session) while a test calls it is judged by the project's
+//! IAM evaluator against that function's role as template.yaml generates it from routes.yaml. A
+//! request the role would refuse fails its test with the request named (DynamoDB Local evaluates no
+//! IAM, so without this a role missing an action the code calls would pass every test here and be
+//! refused in AWS).
+//!
+//! Tenant sessions' requests are the guard's to hold (proven equal to their session policies), so
+//! only the execution role's are judged here: told by the access key that signed them (the stack's
+//! own, `local`; a session's is STS's). A function is known while a test calls it through
+//! [`as_function`] (every route's `dispatch`, the lane worker's and the driver's entry in the
+//! harness); what it sends from a task it spawns, or a binary run as a process, is not judged.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use crate::iam::{is_allowed, AuthzRequest};
+use crate::template::{caller, function_role_policy, Arns};
+
+/// The stack's access key (`scripts/stack.sh`): the functions' execution role in the tests.
+const EXECUTION_ROLE_KEY: &str = "local";
+
+/// The ARNs the judged roles are resolved with; a table's name maps onto them
+/// ([`resource_of_table`]).
+const ARNS: Arns = Arns {
+    table: "arn:aws:dynamodb:us-east-1:123456789012:table/pooltable-dev",
+    functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
+};
+
+tokio::task_local! {
+    static FUNCTION: String;
+}
+
+/// Runs `work` as function `bin` (routes.yaml's name): its requests on its own credentials are
+/// judged against its role.
+pub async fn as_function<F: Future>(bin: &str, work: F) -> F::Output {
+    // Boxed: a handler's future is large, and a test thread's stack in debug is not.
+    FUNCTION.scope(bin.to_owned(), Box::pin(work)).await
+}
+
+/// Judges one signed DynamoDB request: panics, naming it, when the calling function's role would
+/// refuse any action it needs. Requests outside [`as_function`], or signed by a session, pass.
+pub fn judge(authorization: Option<&str>, target: Option<&str>, body: Option<&[u8]>) {
+    let Ok(bin) = FUNCTION.try_with(|f| f.clone()) else {
+        return;
+    };
+    let key = authorization
+        .and_then(|a| a.split("Credential=").nth(1))
+        .and_then(|c| c.split('/').next());
+    if key != Some(EXECUTION_ROLE_KEY) {
+        return;
+    }
+    let operation = target
+        .and_then(|t| t.rsplit('.').next())
+        .unwrap_or_default();
+    let body: Value = body
+        .and_then(|b| serde_json::from_slice(b).ok())
+        .unwrap_or(Value::Null);
+    let logical = format!("{}Role", pascal_case(&bin));
+    let policy = role_policy(&logical);
+    for asked in authorizations(operation, &body) {
+        let request = AuthzRequest {
+            action: format!("dynamodb:{}", asked.action),
+            resource: asked.resource.clone(),
+            leading_keys: asked.leading_keys.clone(),
+            request_tags: asked.request_tags.clone(),
+            ..caller(&ARNS, &logical)
+        };
+        assert!(
+            is_allowed(policy, &request),
+            "IAM would refuse {bin}'s {operation} on its own credentials ({logical}): \
+             dynamodb:{} on {} (leading keys {:?})",
+            asked.action,
+            asked.resource,
+            asked.leading_keys
+        );
+    }
+}
+
+/// Function role `logical`'s policy, resolved once per role.
+fn role_policy(logical: &str) -> &'static Value {
+    static ROLES: OnceLock<std::sync::Mutex<BTreeMap<String, &'static Value>>> = OnceLock::new();
+    let mut roles = ROLES.get_or_init(Default::default).lock().unwrap();
+    roles
+        .entry(logical.to_owned())
+        .or_insert_with(|| Box::leak(Box::new(function_role_policy(&ARNS, logical))))
+}
+
+/// `put-product` → `PutProduct`, as routes.yaml names a function's role.
+fn pascal_case(bin: &str) -> String {
+    bin.split('-')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// One action IAM authorizes for a request.
+struct Asked {
+    action: String,
+    resource: String,
+    leading_keys: Option<Vec<String>>,
+    request_tags: BTreeMap<String, String>,
+}
+
+/// What IAM authorizes for `operation` with `body`: a transaction's and a batch's items one by one.
+fn authorizations(operation: &str, body: &Value) -> Vec<Asked> {
+    let asked = |action: &str, table: &Value, keys: Option<Vec<String>>| Asked {
+        action: action.to_owned(),
+        resource: resource_of_table(table.as_str().unwrap_or_default()),
+        leading_keys: keys,
+        request_tags: BTreeMap::new(),
+    };
+    let pk = |item: &Value| item["PK"]["S"].as_str().map(|s| vec![s.to_owned()]);
+    match operation {
+        "GetItem" | "UpdateItem" | "DeleteItem" => {
+            vec![asked(operation, &body["TableName"], pk(&body["Key"]))]
+        }
+        "PutItem" => vec![asked(operation, &body["TableName"], pk(&body["Item"]))],
+        "Query" | "Scan" => {
+            let mut one = asked(operation, &body["TableName"], query_leading_key(body));
+            if let Some(index) = body["IndexName"].as_str() {
+                one.resource = format!("{}/index/{index}", one.resource);
+            }
+            vec![one]
+        }
+        "TransactWriteItems" | "TransactGetItems" => body["TransactItems"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t.as_object()?.iter().next())
+            .map(|(kind, part)| {
+                let action = match kind.as_str() {
+                    "Put" => "PutItem",
+                    "Update" => "UpdateItem",
+                    "Delete" => "DeleteItem",
+                    "ConditionCheck" => "ConditionCheckItem",
+                    _ => "GetItem",
+                };
+                let key = if kind == "Put" {
+                    &part["Item"]
+                } else {
+                    &part["Key"]
+                };
+                asked(action, &part["TableName"], pk(key))
+            })
+            .collect(),
+        "BatchWriteItem" | "BatchGetItem" => body["RequestItems"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(table, _)| asked(operation, &Value::String(table.clone()), None))
+            .collect(),
+        "TagResource" | "UntagResource" | "ListTagsOfResource" => {
+            let arn = body["ResourceArn"].as_str().unwrap_or_default();
+            let table = arn.rsplit("table/").next().unwrap_or_default();
+            let mut one = asked(operation, &Value::String(table.to_owned()), None);
+            one.request_tags = tags(&body["Tags"]);
+            vec![one]
+        }
+        "RestoreTableToPointInTime" => vec![asked(operation, &body["SourceTableName"], None)],
+        "ListTables" => vec![Asked {
+            action: operation.to_owned(),
+            resource: "*".to_owned(),
+            leading_keys: None,
+            request_tags: BTreeMap::new(),
+        }],
+        // A table's own operations (DescribeTable, CreateTable, DeleteTable, UpdateTable, …).
+        _ => {
+            let mut one = asked(operation, &body["TableName"], None);
+            one.request_tags = tags(&body["Tags"]);
+            vec![one]
+        }
+    }
+}
+
+/// A Query's partition key value: the value its key condition binds first (`PK = :pk AND …`).
+fn query_leading_key(body: &Value) -> Option<Vec<String>> {
+    let condition = body["KeyConditionExpression"].as_str()?;
+    let start = condition.find(':')?;
+    let name: String = condition[start..]
+        .chars()
+        .take_while(|c| *c == ':' || c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    let value = body["ExpressionAttributeValues"][name.as_str()]["S"].as_str()?;
+    Some(vec![value.to_owned()])
+}
+
+/// A request's `Tags` (`[{"Key": …, "Value": …}]`), as `aws:RequestTag/*`.
+fn tags(tags: &Value) -> BTreeMap<String, String> {
+    tags.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| {
+            Some((
+                t["Key"].as_str()?.to_owned(),
+                t["Value"].as_str()?.to_owned(),
+            ))
+        })
+        .collect()
+}
+
+/// The ARN a local table's name stands for in the template: the pool (each test's table), an own
+/// table (`-tenant-<id>`), a restore's (`-restore-…`), the key table (`-keys`).
+fn resource_of_table(name: &str) -> String {
+    for infix in ["-tenant-", "-restore-"] {
+        if let Some((_, rest)) = name.split_once(infix) {
+            return format!("{}{infix}{rest}", ARNS.table);
+        }
+    }
+    if name.ends_with("-keys") {
+        return "arn:test:TenantKeysTable".to_owned();
+    }
+    ARNS.table.to_owned()
+}
