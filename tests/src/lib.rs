@@ -32,9 +32,9 @@ pub use harness::{
     http_get_json, real_now_millis, test_cursor_key, test_cursor_keys, unique, Harness,
 };
 pub use operations::{
-    drive_killed_after, drive_runs, drive_to_end, export_page, export_pages, offboard_to_end,
-    onboard, onboard_at_max_limits, onboard_custom, onboard_own, onboard_tier, onboarded,
-    onboarded_on_shards, sorted_text, step_to_end, step_to_end_with_kills, units_used,
+    drive, drive_killed_after, drive_runs, drive_to_end, export_page, export_pages,
+    offboard_to_end, onboard, onboard_at_max_limits, onboard_custom, onboard_own, onboard_tier,
+    onboarded, onboarded_on_shards, sorted_text, step_to_end, step_to_end_with_kills, units_used,
 };
 pub use requests::{event, resp, Auth, FromEvent, Resp};
 

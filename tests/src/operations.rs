@@ -249,14 +249,23 @@ pub async fn drive_runs(app: &App, runs: usize) {
     }
 }
 
+/// One run of the lifecycle driver on `app` with `lanes`, as the function runs it (its own
+/// credentials' requests judged against its role: [`crate::judge`]).
+pub async fn drive(
+    app: &App,
+    lanes: &tenants::Lanes,
+) -> Result<tenants::drive_lifecycle::Driven, shared::ApiError> {
+    // Boxed: the driver's future overflows a test thread's stack in debug.
+    Box::pin(crate::judge::as_function(
+        "drive-lifecycle",
+        tenants::drive_lifecycle::drive(app, lanes),
+    ))
+    .await
+}
+
 /// One run of the lifecycle driver on `app`: what it left pending.
 async fn drive_once(app: &App) -> usize {
-    // Boxed: the driver's future overflows a test thread's stack in debug.
-    let run = Box::pin(crate::judge::as_function(
-        "drive-lifecycle",
-        tenants::drive_lifecycle::drive(app, &tenants::Lanes::in_process()),
-    ))
-    .await;
+    let run = drive(app, &tenants::Lanes::in_process()).await;
     run.expect("a lifecycle run").pending
 }
 
@@ -265,10 +274,7 @@ async fn drive_once(app: &App) -> usize {
 pub async fn drive_killed_after(app: &App, lives: &[u64]) {
     let lanes = tenants::Lanes::in_process();
     for ms in lives {
-        let run = Box::pin(crate::judge::as_function(
-            "drive-lifecycle",
-            tenants::drive_lifecycle::drive(app, &lanes),
-        ));
+        let run = drive(app, &lanes);
         let _ = tokio::time::timeout(std::time::Duration::from_millis(*ms), run).await;
     }
 }

@@ -425,12 +425,9 @@ async fn an_operators_offboarding_and_re_sharding_of_another_tenant_are_charged_
     h.clock
         .advance_seconds(shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS + 1);
     for _ in 0..30 {
-        let driven = Box::pin(tenants::drive_lifecycle::drive(
-            &h.app,
-            &tenants::Lanes::in_process(),
-        ))
-        .await
-        .unwrap();
+        let driven = Box::pin(integration::drive(&h.app, &tenants::Lanes::in_process()))
+            .await
+            .unwrap();
         if driven.pending == 0 {
             break;
         }

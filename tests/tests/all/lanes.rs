@@ -102,9 +102,7 @@ pub(crate) async fn reshard_onto_queue(h: &Harness, pump: &LanePump, tenant: &st
     let started = h.operator().reshard(tenant, to).await;
     assert_eq!(started.status, 202, "{}", started.body);
     h.clock.advance_seconds(MOVES_DELAY_SECONDS);
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    integration::drive(&h.app, &pump.lanes).await.unwrap();
 }
 
 /// One call's worth of `tenant`'s offboarding (already begun), its lanes as `lanes` says: what a
@@ -156,7 +154,7 @@ async fn an_offboarding_in_lanes_deletes_every_item_once_through_duplicates_kill
     assert_eq!(offboard(&h, &victim, &operator).await.status, 202);
     h.clock.advance_seconds(DELETION_DELAY_SECONDS);
     let (run, call) = tokio::join!(
-        tenants::drive_lifecycle::drive(&h.app, &pump.lanes),
+        integration::drive(&h.app, &pump.lanes),
         advance_on(&h, &pump.lanes, &victim)
     );
     assert_eq!(run.unwrap().pending, 1);
@@ -250,9 +248,7 @@ async fn offboarding_in_two_lanes_past_its_delay(
 async fn a_lane_whose_message_is_lost_is_sent_again_once_it_has_not_stepped_for_five_minutes() {
     // GIVEN a tenant offboarding in 2 lanes on the queue, one lane's message lost
     let (h, operator, victim, before, pump) = offboarding_in_two_lanes_past_its_delay("lost").await;
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    integration::drive(&h.app, &pump.lanes).await.unwrap();
     let got = pump
         .round(&h.app, 10, 2, |i| match i {
             0 => Delivery::Lost,
@@ -262,9 +258,7 @@ async fn a_lane_whose_message_is_lost_is_sent_again_once_it_has_not_stepped_for_
     assert_eq!(got, 2);
     // WHEN the driver runs again within five minutes
     h.clock.advance_seconds(60);
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    integration::drive(&h.app, &pump.lanes).await.unwrap();
     // THEN it sends nothing: the lane may still be on its way
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 0);
     let shown = get_tenant(&h, &victim, &operator).await;
@@ -275,9 +269,7 @@ async fn a_lane_whose_message_is_lost_is_sent_again_once_it_has_not_stepped_for_
     );
     // WHEN five minutes have passed since the lost lane's plan
     h.clock.advance_seconds(5 * 60);
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    integration::drive(&h.app, &pump.lanes).await.unwrap();
     // THEN its lane is sent again, once, and its turn ends the offboarding with every item counted
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);
     pump.drain(&h.app, 2).await;
@@ -313,7 +305,7 @@ async fn lanes_planned_whose_send_failed_are_sent_by_the_next_driver_run_not_fiv
         client: aws_sdk_sqs::Client::from_conf(unreachable),
         url: pump.queues.url.clone(),
     });
-    let _ = tenants::drive_lifecycle::drive(&h.app, &refusing).await;
+    let _ = integration::drive(&h.app, &refusing).await;
     let shown = get_tenant(&h, &victim, &operator).await;
     assert_eq!(
         shown.body["offboarding"]["lanes"]["lanes"], 2,
@@ -323,23 +315,17 @@ async fn lanes_planned_whose_send_failed_are_sent_by_the_next_driver_run_not_fiv
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 0);
     // AND the driver runs again within the time a planner's own send takes
     h.clock.advance_seconds(UNSENT_AFTER_MS / 1000 - 1);
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    integration::drive(&h.app, &pump.lanes).await.unwrap();
     // THEN it sends nothing yet
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 0);
     // WHEN the driver's next run comes, a minute on
     h.clock.advance_seconds(60);
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    integration::drive(&h.app, &pump.lanes).await.unwrap();
     // THEN both lanes are sent, once (before the mend: nothing until five minutes had passed)
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 2);
     // AND a later run sends them no more: they are noted sent
     h.clock.advance_seconds(60);
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    integration::drive(&h.app, &pump.lanes).await.unwrap();
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 2);
     // AND their turns end the offboarding, every item deleted and counted once
     offboarded_exactly_once(&h, &pump, &operator, &victim, &before).await;
@@ -361,9 +347,7 @@ async fn offboarding_in_one_lane_on_the_queue(
     let pump = LanePump::new(1, Duration::from_millis(150)).await;
     assert_eq!(offboard(&h, &victim, &operator).await.status, 202);
     h.clock.advance_seconds(DELETION_DELAY_SECONDS);
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    integration::drive(&h.app, &pump.lanes).await.unwrap();
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);
     (h, operator, victim, before, pump)
 }
@@ -605,9 +589,7 @@ async fn a_lane_stepped_with_no_turn_sent_after_is_taken_up_again_by_its_message
     let pump = LanePump::new(1, Duration::from_millis(150)).await;
     assert_eq!(offboard(&h, &victim, &operator).await.status, 202);
     h.clock.advance_seconds(DELETION_DELAY_SECONDS);
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    integration::drive(&h.app, &pump.lanes).await.unwrap();
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);
 
     // WHEN the lane is stepped for 300 ms and no turn is sent after: what a worker that died
@@ -755,7 +737,7 @@ async fn a_hundred_offboardings_a_restore_and_a_move_listed_at_once_all_progress
     // of them has committed work (or ended)
     let mut waiting: Vec<String> = everyone.clone();
     for round in 0..3 {
-        let run = Box::pin(tenants::drive_lifecycle::drive(&h.app, &pump.lanes))
+        let run = Box::pin(integration::drive(&h.app, &pump.lanes))
             .await
             .unwrap();
         if round == 0 {
@@ -775,7 +757,7 @@ async fn a_hundred_offboardings_a_restore_and_a_move_listed_at_once_all_progress
     // AND they all end
     let mut runs = 3;
     loop {
-        let run = Box::pin(tenants::drive_lifecycle::drive(&h.app, &pump.lanes))
+        let run = Box::pin(integration::drive(&h.app, &pump.lanes))
             .await
             .unwrap();
         pump.drain(&h.app, 8).await;
@@ -943,9 +925,7 @@ async fn a_move_in_lanes_on_the_queue_relocates_every_item_once_while_a_call_ste
         .await;
     assert_eq!(started.status, 202, "{}", started.body);
     h.clock.advance_seconds(MOVES_DELAY_SECONDS);
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    integration::drive(&h.app, &pump.lanes).await.unwrap();
     // THEN its four lanes are on the queue, and GET shows them, none done
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 4);
     let shown = get_tenant(&h, &t, &operator).await;
@@ -1093,9 +1073,7 @@ async fn a_restore_in_lanes_on_the_queue_makes_the_tenant_equal_to_its_copy_thro
     let started = h.operator().restore_tenant(&t, body.clone()).await;
     assert_eq!(started.status, 202, "{}", started.body);
     h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    integration::drive(&h.app, &pump.lanes).await.unwrap();
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 4);
     // THEN GET shows the putting phase's four lanes, none done
     let shown = get_tenant(&h, &t, &operator).await;
@@ -1119,9 +1097,7 @@ async fn a_restore_in_lanes_on_the_queue_makes_the_tenant_equal_to_its_copy_thro
     })
     .await;
     pump_while(&h, &pump, || async {
-        tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-            .await
-            .unwrap();
+        integration::drive(&h.app, &pump.lanes).await.unwrap();
         get_tenant(&h, &t, &operator)
             .await
             .body
@@ -1178,9 +1154,7 @@ async fn an_abort_in_the_middle_of_a_restores_lanes_stops_every_lane_and_reports
         .await;
     assert_eq!(started.status, 202, "{}", started.body);
     h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    integration::drive(&h.app, &pump.lanes).await.unwrap();
     pump.round(&h.app, 10, 4, |_| Delivery::Once).await;
 
     // WHEN an operator aborts it, while the lanes' next turns are still on the queue
@@ -1263,9 +1237,7 @@ async fn a_lane_backs_off_as_dynamodbs_throttling_reason_says_and_every_item_is_
         .with_throttle_wait(Duration::from_secs(1));
     assert_eq!(offboard(&h, &t, &operator).await.status, 202);
     h.clock.advance_seconds(DELETION_DELAY_SECONDS);
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    integration::drive(&h.app, &pump.lanes).await.unwrap();
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 2);
     // (lane 0's steps each commit with its checkpoint, which names it)
     let tenant = TenantId::parse(&t).unwrap();
@@ -1337,9 +1309,7 @@ async fn a_turn_whose_note_of_its_next_turn_fails_ends_as_sent_and_its_lane_keep
     let pump = LanePump::new(1, Duration::from_millis(150)).await;
     assert_eq!(offboard(&h, &t, &operator).await.status, 202);
     h.clock.advance_seconds(DELETION_DELAY_SECONDS);
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    integration::drive(&h.app, &pump.lanes).await.unwrap();
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);
 
     // WHEN every note of a turn sent is throttled, and a worker takes the lane's turn: it steps
@@ -1442,9 +1412,7 @@ async fn an_operator_sets_each_operations_lanes_when_it_starts_and_a_count_out_o
     assert_eq!(started.status, 202, "{}", started.body);
     h.clock
         .advance_seconds(DELETION_DELAY_SECONDS.max(MOVES_DELAY_SECONDS));
-    tenants::drive_lifecycle::drive(&h.app, &pump.lanes)
-        .await
-        .unwrap();
+    integration::drive(&h.app, &pump.lanes).await.unwrap();
     // THEN each runs in the lanes asked, not the deployment's 16
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 5);
     let shown = get_tenant(&h, &offboarded, &operator).await;

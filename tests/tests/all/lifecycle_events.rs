@@ -153,7 +153,7 @@ async fn driven_refusing(
     refused: fn(&str) -> bool,
 ) -> tenants::drive_lifecycle::Driven {
     h.faults.refuse_requests_matching(Some(refused));
-    let run = Box::pin(tenants::drive_lifecycle::drive(&h.app, lanes)).await;
+    let run = Box::pin(integration::drive(&h.app, lanes)).await;
     h.faults.refuse_requests_matching(None);
     run.unwrap()
 }
@@ -413,7 +413,7 @@ async fn an_import_is_published_once_wherever_its_record_is_when_the_driver_is_c
             .collect::<Vec<_>>()
     };
     let lanes = tenants::Lanes::in_process();
-    let drive = || Box::pin(tenants::drive_lifecycle::drive(&h.app, &lanes));
+    let drive = || Box::pin(integration::drive(&h.app, &lanes));
 
     // WHEN its deadline passes, and the driver closes its record (in the tenant's table) but is
     // cut off before its note (the entry's update refused)
@@ -474,7 +474,7 @@ async fn an_import_closed_before_its_tenants_offboarding_began_is_still_publishe
     let import = EntityId::parse("imp-gone").unwrap();
     accepted_with_one_written(&h, &tenant, &import).await;
     let lanes = tenants::Lanes::in_process();
-    let drive = || Box::pin(tenants::drive_lifecycle::drive(&h.app, &lanes));
+    let drive = || Box::pin(integration::drive(&h.app, &lanes));
 
     // WHEN its deadline passes, and the driver closes it but is cut off before its note
     h.clock.advance_seconds(FINAL_WITHIN_SECONDS + 1);
@@ -514,7 +514,7 @@ async fn a_closed_import_listed_again_by_the_producers_session_is_unlisted_witho
     let import = EntityId::parse("imp-again").unwrap();
     let due = accepted_with_one_written(&h, &tenant, &import).await;
     let lanes = tenants::Lanes::in_process();
-    let drive = || Box::pin(tenants::drive_lifecycle::drive(&h.app, &lanes));
+    let drive = || Box::pin(integration::drive(&h.app, &lanes));
     h.clock.advance_seconds(FINAL_WITHIN_SECONDS + 1);
     let first = drive().await.unwrap();
     assert_eq!(

@@ -399,7 +399,7 @@ impl World {
                 let fresh = Harness::new().await;
                 onboard(&fresh, &unique("quiet"), SHARDS).await;
                 fresh.requests.reset();
-                let driven = Box::pin(tenants::drive_lifecycle::drive(
+                let driven = Box::pin(integration::drive(
                     &fresh.app,
                     &tenants::Lanes::in_process(),
                 ))
@@ -423,9 +423,9 @@ impl World {
                 .unwrap();
                 self.h.app.flush_usage().await.unwrap();
                 self.h.requests.reset();
-                let answer =
-                    tenants::work_lanes::work(&self.h.app, &tenants::Lanes::in_process(), event)
-                        .await;
+                let lanes = tenants::Lanes::in_process();
+                let work = tenants::work_lanes::work(&self.h.app, &lanes, event);
+                let answer = integration::judge::as_function("work-lanes", work).await;
                 assert!(
                     answer.batch_item_failures.is_empty(),
                     "work-lanes: {answer:?}"
