@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::iam::{is_allowed, AuthzRequest};
 use crate::template::{caller, function_role_policy, Arns};
+use devtools::routes::pascal_case;
 
 /// The stack's access key (`scripts/stack.sh`): the functions' execution role in the tests.
 const EXECUTION_ROLE_KEY: &str = "local";
@@ -87,18 +88,6 @@ fn role_policy(logical: &str) -> &'static Value {
     roles
         .entry(logical.to_owned())
         .or_insert_with(|| Box::leak(Box::new(function_role_policy(&ARNS, logical))))
-}
-
-/// `put-product` → `PutProduct`, as routes.yaml names a function's role.
-fn pascal_case(bin: &str) -> String {
-    bin.split('-')
-        .map(|w| {
-            let mut c = w.chars();
-            c.next()
-                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                .unwrap_or_default()
-        })
-        .collect()
 }
 
 /// One action IAM authorizes for a request.

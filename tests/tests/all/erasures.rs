@@ -101,6 +101,33 @@ fn items_of(items: &[Item], tenant: &str, user: &str) -> Vec<Item> {
         .collect()
 }
 
+/// `finished` answers the whole erasure of `user` (`total` items), and nothing of it is left.
+async fn wholly_erased(h: &Harness, tenant: &str, user: &str, finished: &Resp, total: u64) {
+    assert_eq!(finished.status, 200, "{}", finished.body);
+    assert_eq!(finished.body["deletedTotal"], total, "{}", finished.body);
+    let left = items_of(&h.all_items().await, tenant, user);
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// The erasure records of `tenant`, raw.
+async fn erasure_records(h: &Harness, tenant: &str) -> Vec<Item> {
+    h.all_items()
+        .await
+        .into_iter()
+        .filter(|i| i.get("kind") == Some(&AttributeValue::S("ERASURE".into())))
+        .filter(|i| i.get("tenantId") == Some(&AttributeValue::S(tenant.to_owned())))
+        .collect()
+}
+
+/// An order `<user>-late` for `user`, placed as `auth`: the answer.
+async fn late_order(h: &Harness, auth: &Auth, user: &str) -> Resp {
+    let order = json!({"orderId": format!("{user}-late"), "date": "2026-11-21", "amount": 1,
+        "items": [{"itemId": "late", "sku": "S", "qty": 1, "price": 1}]});
+    h.caller(auth)
+        .call("create-order", &params(&[("userId", user)]), Some(order))
+        .await
+}
+
 async fn reads_of(h: &Harness, tenant: &str, user: &str) -> Vec<u16> {
     let auth = Auth::Tenant(tenant.to_owned());
     let c = h.caller(&auth);
@@ -383,22 +410,11 @@ async fn an_erasure_cut_off_between_its_transactions_is_finished_by_a_retry_leav
     let finished = erasure_cut_off_then_retried(&h, &t, "u-big", "#ITEM#i1-050").await;
 
     // THEN the retry answers the whole erasure, and nothing of the user or either order is left
-    assert_eq!(finished.status, 200, "{}", finished.body);
-    assert_eq!(
-        finished.body["deletedTotal"],
-        2 + 2 * 97,
-        "{}",
-        finished.body
-    );
-    let left = items_of(&h.all_items().await, &t, "u-big");
-    assert!(left.is_empty(), "{left:?}");
+    wholly_erased(&h, &t, "u-big", &finished, 2 + 2 * 97).await;
     // AND the user and both orders have their erasure records
-    let mut erased: Vec<String> = h
-        .all_items()
+    let mut erased: Vec<String> = erasure_records(&h, &t)
         .await
         .iter()
-        .filter(|i| i.get("kind") == Some(&AttributeValue::S("ERASURE".into())))
-        .filter(|i| i.get("tenantId") == Some(&AttributeValue::S(t.clone())))
         .filter_map(|i| i.get("erasedId").and_then(|v| v.as_s().ok()).cloned())
         .collect();
     erased.sort();
@@ -447,23 +463,8 @@ async fn an_erasure_of_hundreds_of_orders_cut_off_among_their_items_keeps_every_
     let finished = erase().await;
 
     // THEN it answers the whole erasure, as counted at first, and nothing of the user is left
-    assert_eq!(finished.status, 200, "{}", finished.body);
-    assert_eq!(
-        finished.body["deletedTotal"],
-        2 + 240 * 4,
-        "{}",
-        finished.body
-    );
-    let left = items_of(&h.all_items().await, &t, "u-many");
-    assert!(left.is_empty(), "{left:?}");
-    let records = h
-        .all_items()
-        .await
-        .iter()
-        .filter(|i| i.get("kind") == Some(&AttributeValue::S("ERASURE".into())))
-        .filter(|i| i.get("tenantId") == Some(&AttributeValue::S(t.clone())))
-        .count();
-    assert_eq!(records, 241);
+    wholly_erased(&h, &t, "u-many", &finished, 2 + 240 * 4).await;
+    assert_eq!(erasure_records(&h, &t).await.len(), 241);
 }
 
 #[tokio::test]
@@ -495,16 +496,7 @@ async fn once_an_erasure_has_begun_no_order_transfer_code_or_profile_change_of_i
 
     // THEN an order for the user is 404, a change of its email 409, a transfer code 404: none of
     // them writes anything between the erasure's read and its deletes
-    let order = json!({"orderId": "u-fenced-late", "date": "2026-11-21", "amount": 1,
-        "items": [{"itemId": "late", "sku": "S", "qty": 1, "price": 1}]});
-    let placed = h
-        .caller(&auth)
-        .call(
-            "create-order",
-            &params(&[("userId", "u-fenced")]),
-            Some(order),
-        )
-        .await;
+    let placed = late_order(&h, &auth, "u-fenced").await;
     assert_eq!(placed.status, 404, "{}", placed.body);
     let changed = h
         .caller(&auth)
@@ -575,13 +567,7 @@ async fn an_erasure_whose_records_committed_with_every_answer_lost_keeps_its_fen
     h.faults.lose_successes(0);
     assert_eq!(cut.status, 503, "{}", cut.body);
     assert_eq!(unlost, 0, "the SDK stopped short of its three attempts");
-    let records: Vec<Item> = h
-        .all_items()
-        .await
-        .into_iter()
-        .filter(|i| i.get("kind") == Some(&AttributeValue::S("ERASURE".into())))
-        .filter(|i| i.get("tenantId") == Some(&AttributeValue::S(t.clone())))
-        .collect();
+    let records = erasure_records(&h, &t).await;
     assert_eq!(records.len(), 3, "{records:?}");
 
     // THEN the erasure has begun: its fence stays on the profile, and no order of the user is
@@ -591,30 +577,13 @@ async fn an_erasure_whose_records_committed_with_every_answer_lost_keeps_its_fen
         .find(|i| i.get("kind") == Some(&AttributeValue::S("USER".into())))
         .expect("the profile is there until the retry");
     assert!(profile.contains_key("erasingSince"), "{profile:?}");
-    let order = json!({"orderId": "u-lost-late", "date": "2026-11-21", "amount": 1,
-        "items": [{"itemId": "late", "sku": "S", "qty": 1, "price": 1}]});
-    let placed = h
-        .caller(&auth)
-        .call(
-            "create-order",
-            &params(&[("userId", "u-lost")]),
-            Some(order),
-        )
-        .await;
+    let placed = late_order(&h, &auth, "u-lost").await;
     assert_eq!(placed.status, 404, "{}", placed.body);
 
     // WHEN the erasure is asked again
     let finished = erase().await;
     // THEN it answers the whole erasure, and nothing of the user is left
-    assert_eq!(finished.status, 200, "{}", finished.body);
-    assert_eq!(
-        finished.body["deletedTotal"],
-        2 + 2 * 97,
-        "{}",
-        finished.body
-    );
-    let left = items_of(&h.all_items().await, &t, "u-lost");
-    assert!(left.is_empty(), "{left:?}");
+    wholly_erased(&h, &t, "u-lost", &finished, 2 + 2 * 97).await;
 }
 
 #[tokio::test]
