@@ -334,7 +334,9 @@ impl Intercept for TestInterceptor {
         self.faults.strike(&operation_of(cfg), Phase::AfterSend)
     }
 
-    /// An injected transaction answer: the request becomes a ListTables, so nothing is written.
+    /// The signed request judged against its function's role when it goes on the function's own
+    /// credentials ([`crate::judge`]); then an injected answer: the request becomes a ListTables,
+    /// so nothing is written.
     fn modify_before_transmit(&self, ctx: RequestMut, _: &Parts, cfg: &mut Bag) -> HookResult {
         let header = |name: &str| ctx.request().headers().get(name);
         crate::judge::judge(

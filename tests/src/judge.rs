@@ -7,13 +7,14 @@
 //!
 //! Tenant sessions' requests are the guard's to hold (proven equal to their session policies), so
 //! only the execution role's are judged here: told by the access key that signed them (the stack's
-//! own, `local`; a session's is STS's). A function is known while a test calls it through
+//! own, `AWS_ACCESS_KEY_ID`; a session's is STS's). A function is known while a test calls it through
 //! [`as_function`] (every route's `dispatch`, the lane worker's and the driver's entry in the
 //! harness); what it sends from a task it spawns, or a binary run as a process, is not judged.
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -21,8 +22,12 @@ use crate::iam::{is_allowed, AuthzRequest};
 use crate::template::{caller, function_role_policy, Arns};
 use devtools::routes::pascal_case;
 
-/// The stack's access key (`scripts/stack.sh`): the functions' execution role in the tests.
-const EXECUTION_ROLE_KEY: &str = "local";
+/// The access key the functions' execution role signs with in the tests: the process's own
+/// (`scripts/stack.sh` exports it), read once.
+fn execution_role_key() -> &'static str {
+    static KEY: OnceLock<String> = OnceLock::new();
+    KEY.get_or_init(|| std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_default())
+}
 
 /// The ARNs the judged roles are resolved with; a table's name maps onto them
 /// ([`resource_of_table`]).
@@ -31,27 +36,45 @@ const ARNS: Arns = Arns {
     functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
 };
 
+/// The function a test is calling, and how many of its actions were judged.
+struct Calling {
+    bin: String,
+    judged: Arc<AtomicUsize>,
+}
+
 tokio::task_local! {
-    static FUNCTION: String;
+    static FUNCTION: Calling;
 }
 
 /// Runs `work` as function `bin` (routes.yaml's name): its requests on its own credentials are
 /// judged against its role.
 pub async fn as_function<F: Future>(bin: &str, work: F) -> F::Output {
+    as_function_counted(bin, work).await.0
+}
+
+/// [`as_function`], with how many actions were judged: a test holds it above zero, so a stack
+/// whose access key changed cannot leave every request unjudged and every test passing.
+pub async fn as_function_counted<F: Future>(bin: &str, work: F) -> (F::Output, usize) {
+    let judged = Arc::new(AtomicUsize::new(0));
+    let calling = Calling {
+        bin: bin.to_owned(),
+        judged: judged.clone(),
+    };
     // Boxed: a handler's future is large, and a test thread's stack in debug is not.
-    FUNCTION.scope(bin.to_owned(), Box::pin(work)).await
+    let out = FUNCTION.scope(calling, Box::pin(work)).await;
+    (out, judged.load(Ordering::SeqCst))
 }
 
 /// Judges one signed DynamoDB request: panics, naming it, when the calling function's role would
 /// refuse any action it needs. Requests outside [`as_function`], or signed by a session, pass.
 pub fn judge(authorization: Option<&str>, target: Option<&str>, body: Option<&[u8]>) {
-    let Ok(bin) = FUNCTION.try_with(|f| f.clone()) else {
+    let Ok((bin, judged)) = FUNCTION.try_with(|f| (f.bin.clone(), f.judged.clone())) else {
         return;
     };
     let key = authorization
         .and_then(|a| a.split("Credential=").nth(1))
         .and_then(|c| c.split('/').next());
-    if key != Some(EXECUTION_ROLE_KEY) {
+    if key.is_none() || key != Some(execution_role_key()) {
         return;
     }
     let operation = target
@@ -70,6 +93,7 @@ pub fn judge(authorization: Option<&str>, target: Option<&str>, body: Option<&[u
             request_tags: asked.request_tags.clone(),
             ..caller(&ARNS, &logical)
         };
+        judged.fetch_add(1, Ordering::SeqCst);
         assert!(
             is_allowed(policy, &request),
             "IAM would refuse {bin}'s {operation} on its own credentials ({logical}): \

@@ -816,3 +816,46 @@ async fn a_read_only_routes_client_reads_adds_to_its_counters_and_is_refused_a_w
     .unwrap();
     assert!(h.recorded_policies(&tenant).await.contains(&expected));
 }
+
+/// The judge of the functions' own requests (`integration::judge`) refuses an action a role does
+/// not hold: a DeleteTable of the pool by `get-product`, signed with the stack's own key.
+#[tokio::test]
+async fn the_judge_refuses_an_action_the_functions_role_does_not_hold() {
+    // GIVEN a request signed as the functions' execution role
+    let key = std::env::var("AWS_ACCESS_KEY_ID").expect("the stack's access key");
+    let authorization = format!("AWS4-HMAC-SHA256 Credential={key}/20261205/us-east-1/dynamodb");
+    // WHEN get-product's call sends a DeleteTable of the pool
+    let judged = tokio::spawn(integration::judge::as_function("get-product", async move {
+        integration::judge::judge(
+            Some(&authorization),
+            Some("DynamoDB_20120810.DeleteTable"),
+            Some(br#"{"TableName": "pooltable-test-x"}"#),
+        )
+    }))
+    .await;
+    // THEN the judge fails it
+    assert!(judged.is_err_and(|e| e.is_panic()));
+}
+
+/// And it judges what a route sends on its own credentials on the stack: a fresh container's
+/// read of the tenant's record (the directory) while `get-product` runs.
+#[tokio::test]
+async fn the_judge_judges_a_routes_own_credential_requests_on_the_stack() {
+    // GIVEN an onboarded tenant, and a container that has not read its record
+    let h = Harness::new().await;
+    let tenant = onboarded(&h, "judged").await;
+    let fresh = h.another_container().await;
+    // WHEN the tenant reads a product there
+    let auth = integration::Auth::Tenant(tenant.clone());
+    let req = fresh.caller(&auth).request(
+        "get-product",
+        &integration::routes::params(&[("productId", "p-1")]),
+        None,
+    );
+    let dispatched = integration::dispatch::dispatch(&fresh.app, "get-product", req);
+    let (answer, judged) =
+        integration::judge::as_function_counted("get-product", Box::pin(dispatched)).await;
+    // THEN it answered, and at least its record read was judged against its role
+    assert_eq!(integration::resp(answer).status, 404);
+    assert!(judged > 0, "nothing get-product sent was judged");
+}
