@@ -21,11 +21,11 @@ use crate::{LaneMessage, Lanes};
 pub enum LaneWork {
     /// An offboarding's: deletes the page, in the transaction of the lane's checkpoint.
     Delete,
-    /// A re-sharding's to `to` shards: moves each item whose shard changes (each in a transaction
-    /// of its own, conditioned as every move is), then moves the lane's checkpoint.
+    /// A re-sharding's to `to` shards: moves each item whose shard changes, a few to a
+    /// transaction with the lane's checkpoint past them.
     Move { to: u32 },
-    /// A move's to placement `to`: relocates the page from the source table to the target (a few
-    /// items to a transaction), then moves the lane's checkpoint, kept in the pool.
+    /// A move's to placement `to`: relocates the page from the source table to the target, a few
+    /// items to a transaction with the lane's checkpoint past them, kept in the pool.
     Relocate { to: moving::Placement },
     /// A restore's phase (`walk`): plans the page against the other table (`source` is read) and
     /// commits its changes with the lane's checkpoint, in one transaction.
@@ -90,15 +90,8 @@ impl LaneWork {
                 offboarding::Step::Committed(next) => Some(next),
                 offboarding::Step::Raced => None,
             },
-            LaneWork::Move { to } => {
-                let moved = resharding::move_page(db, page, *to).await?;
-                resharding::lane_step(db, lane, page, moved, now_ms).await?
-            }
-            LaneWork::Relocate { to } => {
-                let (from_table, to_table) = moving::tables(db, *to)?;
-                let moved = moving::move_page(db, &from_table, &to_table, &page.items).await?;
-                moving::lane_step(db, lane, page, moved, now_ms).await?
-            }
+            LaneWork::Move { to } => resharding::move_step(db, lane, page, *to, now_ms).await?,
+            LaneWork::Relocate { to } => moving::move_step(db, lane, page, *to, now_ms).await?,
             LaneWork::Restore { walk, source } => {
                 restoring::lanes::lane_step(db, source, walk, lane, page, now_ms).await?
             }

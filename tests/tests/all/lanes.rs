@@ -84,6 +84,31 @@ async fn pump_delivering<F: std::future::Future<Output = bool>>(
     rounds
 }
 
+/// The `moved` of each `kind` event (`reshardingFinished`, `tenantMoveFinished`) about `tenant`
+/// that the publisher makes of what `stream` committed since it was last read.
+async fn moved_in_finished_events(
+    stream: &mut integration::lifecycle_bus::StreamTap,
+    tenant: &str,
+    kind: &str,
+) -> Vec<u64> {
+    use shared::store::lifecycle::events::{events_of, Change};
+    let image = |i: &serde_dynamo::Item| (!i.is_empty()).then(|| i.clone());
+    let mut moved = Vec::new();
+    for record in stream.take().await.records {
+        let (old, new) = (
+            image(&record.change.old_image),
+            image(&record.change.new_image),
+        );
+        let change = Change::parse(&record.event_name).unwrap();
+        for event in events_of(change, &record.event_id, old.as_ref(), new.as_ref()).unwrap() {
+            if event.detail_type == kind && event.tenant_id == tenant {
+                moved.push(event.detail["moved"].as_u64().unwrap());
+            }
+        }
+    }
+    moved
+}
+
 /// [`pump_while`] the operator's view of `tenant` shows `operation` (`migration`, `move`): until
 /// it ends.
 pub(crate) async fn pump_until_ended(h: &Harness, pump: &LanePump, tenant: &str, operation: &str) {
@@ -462,18 +487,9 @@ async fn a_view_between_a_re_sharding_noting_its_lanes_count_and_folding_them_co
     // blocks the thread that sends it)
     let is_fold = |body: &str| body.contains("TransactItems") && body.contains("REMOVE #m");
     let mut fold = h.faults.hold_next_matching(is_fold);
-    // (each delivered once: a step whose checkpoint another delivery's beat leaves its moves
-    // uncounted, docs/lifecycle.md)
     let workers = integration::aside({
         let (h, pump, t) = (h.clone(), pump.clone(), t.clone());
-        move || async move {
-            let operator = integration::operator();
-            let running = || async {
-                let view = get_tenant(&h, &t, &operator).await;
-                view.body.get("migration").is_some()
-            };
-            pump_delivering(&h, &pump, |_| Delivery::Once, running).await
-        }
+        move || async move { pump_until_ended(&h, &pump, &t, "migration").await }
     });
     fold.reached().await;
     // AND an operator looks meanwhile
@@ -806,14 +822,20 @@ async fn a_re_sharding_in_lanes_on_the_queue_moves_every_item_once_through_dupli
     use shared::identity::keys::{kind, shard_pk};
     use shared::identity::shard::shard_for;
     // GIVEN a tenant of 400 products and an employee in a department on 4 shards, re-shardings in
-    // 4 lanes, and a lane queue whose turns last 150 ms
-    let mut h = Harness::new().await;
+    // 4 lanes, a lane queue whose turns last 150 ms, and the table's stream read
+    let mut h = Harness::with_stream().await;
     h.app.settings.lifecycle_lanes = 4;
     let t = unique("reshard");
     onboard(&h, &t, 4).await;
     seed_every_kind(&h, &t, 400).await;
     let pump = LanePump::new(1, Duration::from_millis(150)).await;
     let before = sorted(h.items_under(&raw_key(&t, "")).await);
+    let tenant = TenantId::parse(&t).unwrap();
+    let rehomed = before
+        .iter()
+        .filter(|i| shared::store::lifecycle::resharding::new_partition(&tenant, i, 16).is_some())
+        .count() as u64;
+    let mut stream = integration::lifecycle_bus::StreamTap::open(&h.admin, &h.table).await;
 
     // WHEN an operator re-shards it to 16, items may move, and the driver plans the lanes
     reshard_onto_queue(&h, &pump, &t, 16).await;
@@ -830,14 +852,18 @@ async fn a_re_sharding_in_lanes_on_the_queue_moves_every_item_once_through_dupli
         shown.body
     );
     // WHEN the workers take them, the first delivered twice and the second's worker killed
-    // 40 ms in, then every third delivery twice, until the re-sharding ends
+    // 40 ms in, then every delivery twice, until the re-sharding ends
     pump.round(&h.app, 10, 4, |i| match i {
         0 => Delivery::Twice,
         1 => Delivery::Killed(40),
         _ => Delivery::Once,
     })
     .await;
-    pump_until_ended(&h, &pump, &t, "migration").await;
+    let running = || async {
+        let view = get_tenant(&h, &t, &operator).await;
+        view.body.get("migration").is_some()
+    };
+    pump_delivering(&h, &pump, |_| Delivery::Twice, running).await;
 
     // THEN the tenant has 16 shards, and every item is there once, as it was, each product and HR
     // item on its home among 16, no lane left
@@ -862,7 +888,6 @@ async fn a_re_sharding_in_lanes_on_the_queue_moves_every_item_once_through_dupli
         v
     };
     assert_eq!(but_pk(&after), but_pk(&before));
-    let tenant = TenantId::parse(&t).unwrap();
     let text = |i: &Item, k: &str| i.get(k).and_then(|v| v.as_s().ok()).cloned();
     let mut products = 0;
     for item in &after {
@@ -884,6 +909,10 @@ async fn a_re_sharding_in_lanes_on_the_queue_moves_every_item_once_through_dupli
     assert_eq!(listed.ids("productId").len(), 400, "{}", listed.body);
     pump.drain(&h.app, 4).await;
     assert!(pump.queues.dead_letters().await.is_empty());
+    // AND its finished event counts each item it moved once (before the mend, a step whose
+    // checkpoint a second delivery's beat left its moves uncounted)
+    let finished = moved_in_finished_events(&mut stream, &t, "reshardingFinished").await;
+    assert_eq!(finished, [rehomed]);
 }
 
 #[tokio::test]
@@ -891,8 +920,8 @@ async fn a_move_in_lanes_on_the_queue_relocates_every_item_once_while_a_call_ste
 {
     use shared::store::lifecycle::resharding::MOVES_DELAY_SECONDS;
     // GIVEN a tenant of 300 products and an employee in a department on 4 shards, a neighbour
-    // beside it, and a lane queue whose turns last 150 ms
-    let mut h = Harness::new().await;
+    // beside it, a lane queue whose turns last 150 ms, and the table's stream read
+    let mut h = Harness::with_stream().await;
     h.app.settings.lifecycle_lanes = 4;
     let (t, neighbour) = (unique("mover"), unique("stayer"));
     onboard(&h, &t, 4).await;
@@ -910,6 +939,7 @@ async fn a_move_in_lanes_on_the_queue_relocates_every_item_once_while_a_call_ste
     };
     let before = data(h.items_under(&raw_key(&t, "")).await);
     let neighbour_before = sorted(h.items_under(&raw_key(&neighbour, "")).await);
+    let mut stream = integration::lifecycle_bus::StreamTap::open(&h.admin, &h.table).await;
 
     // WHEN an operator moves it into its own table in 4 lanes (a move's default is one), items may
     // move, and the driver plans the lanes
@@ -947,8 +977,12 @@ async fn a_move_in_lanes_on_the_queue_relocates_every_item_once_while_a_call_ste
         h.operator().move_to(&t, "own"),
     );
     assert!([200, 202].contains(&call.status), "{}", call.body);
-    // AND the workers take the queue, every third delivery twice, until the move ends
-    pump_until_ended(&h, &pump, &t, "move").await;
+    // AND the workers take the queue, every delivery twice, until the move ends
+    let running = || async {
+        let view = get_tenant(&h, &t, &operator).await;
+        view.body.get("move").is_some()
+    };
+    pump_delivering(&h, &pump, |_| Delivery::Twice, running).await;
 
     // THEN the tenant is in its own table, which holds every item of its data once, byte for byte;
     // the pool holds its record and nothing else of it (no lane left), and the neighbour's items
@@ -965,6 +999,7 @@ async fn a_move_in_lanes_on_the_queue_relocates_every_item_once_while_a_call_ste
         .into_iter()
         .filter(|i| i["PK"].as_s().is_ok_and(|pk| pk.starts_with(&prefix)))
         .collect();
+    let relocated = in_own.len() as u64;
     assert_eq!(data(in_own), before);
     let left: Vec<String> = h
         .items_under(&prefix)
@@ -991,6 +1026,10 @@ async fn a_move_in_lanes_on_the_queue_relocates_every_item_once_while_a_call_ste
     assert_eq!(listed.ids("productId").len(), 300, "{}", listed.body);
     pump.drain(&h.app, 4).await;
     assert!(pump.queues.dead_letters().await.is_empty());
+    // AND its finished event counts each item it relocated once (before the mend, a step whose
+    // checkpoint another caller's beat left its relocations uncounted)
+    let finished = moved_in_finished_events(&mut stream, &t, "tenantMoveFinished").await;
+    assert_eq!(finished, [relocated]);
 }
 
 /// A tenant of `products` products `sku-000`… (`{"v": 1}`) on 4 shards and a neighbour beside it,

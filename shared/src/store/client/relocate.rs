@@ -77,15 +77,16 @@ pub async fn replace_moving(
     relocate_as(client, from, item, new.clone(), to, true).await
 }
 
-async fn relocate_as(
-    client: &aws_sdk_dynamodb::Client,
+/// A relocation's two actions: `copy` put at `to` on condition that nothing is there, and `item`
+/// (read from `from`) deleted on condition that it is still there (with `unchanged`: still as
+/// read), returning it as it is when not.
+fn copy_and_delete(
     from: &str,
+    to: &str,
     item: &Item,
     copy: Item,
-    to: &str,
     unchanged: bool,
-) -> Result<Relocated, StoreError> {
-    let old_key = table_key(item);
+) -> Result<(TransactWriteItem, TransactWriteItem), aws_sdk_dynamodb::error::BuildError> {
     let put = Put::builder()
         .table_name(to)
         .set_item(Some(copy))
@@ -97,15 +98,34 @@ async fn relocate_as(
     };
     let delete = Delete::builder()
         .table_name(from)
-        .set_key(Some(old_key.clone()))
+        .set_key(Some(table_key(item)))
         .condition_expression(condition)
         .set_expression_attribute_names(names)
         .set_expression_attribute_values(values)
+        .return_values_on_condition_check_failure(
+            aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
+        )
         .build()?;
+    Ok((
+        TransactWriteItem::builder().put(put).build(),
+        TransactWriteItem::builder().delete(delete).build(),
+    ))
+}
+
+async fn relocate_as(
+    client: &aws_sdk_dynamodb::Client,
+    from: &str,
+    item: &Item,
+    copy: Item,
+    to: &str,
+    unchanged: bool,
+) -> Result<Relocated, StoreError> {
+    let old_key = table_key(item);
+    let (put, delete) = copy_and_delete(from, to, item, copy, unchanged)?;
     let request = client
         .transact_write_items()
-        .transact_items(TransactWriteItem::builder().put(put).build())
-        .transact_items(TransactWriteItem::builder().delete(delete).build());
+        .transact_items(put)
+        .transact_items(delete);
     match transact(request).await {
         Ok(()) => Ok(Relocated::Moved),
         // A write at the new place since the item was read is newer than this copy, which goes (a
@@ -191,4 +211,98 @@ fn as_read(item: &Item) -> (String, Names, Values) {
     let names = (!names.is_empty()).then_some(names);
     let values = (!values.is_empty()).then_some(values);
     (clauses.join(" AND "), names, values)
+}
+
+/// One item a [`relocate_with`] carries: as read, and its new partition (`None`: the same key in
+/// the other table).
+#[derive(Debug, Clone)]
+pub struct Relocation {
+    pub item: Item,
+    pub new_pk: Option<String>,
+}
+
+/// What became of one relocation while its transaction is being made to commit.
+#[derive(Debug, Clone)]
+enum Fate {
+    /// Put this copy of it (as read, or as it now is) and delete the original as it is.
+    Move(Item),
+    /// A newer item is at its new place: only the original goes.
+    DropOriginal,
+    /// It is gone from where it was read (moved or deleted since): nothing to do.
+    Gone,
+}
+
+/// Relocates `relocations` (read from `from`) to `to` in one transaction together with a step's
+/// `checkpoint` (made for the number the transaction moves; its first action), each as
+/// [`relocate_checked`] would: the copy on condition that nothing is at its new place (else only
+/// the original goes), the original on condition that it is still there (with `unchanged`, still as
+/// read; else it is carried as it now is). A failed condition of an item changes what is done with
+/// it and the transaction is sent again, so the step commits all of its items' changes and its
+/// count together, or none. `Ok(Some(moved))` once committed; `Ok(None)` when the checkpoint's
+/// condition failed (another caller stepped first: nothing was written).
+pub async fn relocate_with(
+    client: &aws_sdk_dynamodb::Client,
+    from: &str,
+    to: &str,
+    relocations: &[Relocation],
+    unchanged: bool,
+    checkpoint: impl Fn(u64) -> Result<TransactWriteItem, StoreError>,
+) -> Result<Option<u64>, StoreError> {
+    let mut fates: Vec<Fate> = relocations
+        .iter()
+        .map(|r| Fate::Move(r.item.clone()))
+        .collect();
+    // Each failed condition settles one item for good, or carries a changed one as it now is.
+    for _ in 0..=2 * relocations.len() + 1 {
+        let moved = fates.iter().filter(|f| matches!(f, Fate::Move(_))).count() as u64;
+        let mut request = client
+            .transact_write_items()
+            .transact_items(checkpoint(moved)?);
+        // Which relocation each action after the checkpoint is, and whether it is the copy.
+        let mut actions = vec![None];
+        for (n, (relocation, fate)) in relocations.iter().zip(&fates).enumerate() {
+            match fate {
+                Fate::Move(now) => {
+                    let mut copy = now.clone();
+                    if let Some(pk) = &relocation.new_pk {
+                        copy.insert(PK.to_owned(), AttributeValue::S(pk.clone()));
+                    }
+                    let (put, delete) = copy_and_delete(from, to, now, copy, unchanged)?;
+                    request = request.transact_items(put).transact_items(delete);
+                    actions.extend([Some((n, true)), Some((n, false))]);
+                }
+                Fate::DropOriginal => {
+                    let delete = Delete::builder()
+                        .table_name(from)
+                        .set_key(Some(table_key(&relocation.item)))
+                        .build()?;
+                    request =
+                        request.transact_items(TransactWriteItem::builder().delete(delete).build());
+                    actions.push(Some((n, false)));
+                }
+                Fate::Gone => {}
+            }
+        }
+        match transact(request).await {
+            Ok(()) => return Ok(Some(moved)),
+            Err(TransactError::ConditionFailed { index: 0, .. }) => return Ok(None),
+            Err(TransactError::ConditionFailed { index, item }) => {
+                let Some(&Some((n, copy))) = actions.get(index) else {
+                    return Err(StoreError::Internal(format!(
+                        "a relocation's transaction failed at action {index}, which it did not send"
+                    )));
+                };
+                fates[n] = match (copy, item) {
+                    (true, _) => Fate::DropOriginal,
+                    // Changed since read: carried as it now is.
+                    (false, Some(now)) if unchanged => Fate::Move(now),
+                    (false, _) => Fate::Gone,
+                };
+            }
+            Err(TransactError::Store(e)) => return Err(e),
+        }
+    }
+    Err(StoreError::Contended(
+        "the items of a lane's step kept changing while it relocated them; retry".into(),
+    ))
 }

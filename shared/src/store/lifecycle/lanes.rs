@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::identity::keys::{lane_sk, lanes_pk, ItemKey, PK};
 use crate::store::client::error::{written_unless_condition_failed, StoreError};
+use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
 use crate::store::lifecycle::tenant_items::Source;
 
@@ -205,8 +206,9 @@ pub async fn read(db: &TenantDb, operation: &str) -> Result<Vec<Lane>, StoreErro
 /// The action that moves `lane`'s checkpoint to `next`, on condition that no other step of it was
 /// committed since `lane` was read, it is not done, and no newer turn was noted sent meanwhile
 /// ([`mark_sent`]): the whole lane is put again, and its `sentSteps` as read would lower it, so the
-/// newest turn's copy would no longer tell an older one stale. The last action of a step's
-/// transaction.
+/// newest turn's copy would no longer tell an older one stale. The last action of an offboarding's
+/// or a restore's step, the first of a relocation's (`relocating::relocate_page`: a failure there is told
+/// from an item's by its index).
 pub fn checkpoint(
     db: &TenantDb,
     lane: &Lane,
@@ -360,7 +362,7 @@ pub fn sources_walked(
         .sum()
 }
 
-fn stored(lane: &Lane) -> Result<crate::store::client::query::Item, StoreError> {
+fn stored(lane: &Lane) -> Result<Item, StoreError> {
     serde_dynamo::to_item(lane)
         .map_err(|e| StoreError::Internal(format!("a lane does not serialize: {e}")))
 }

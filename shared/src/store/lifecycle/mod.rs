@@ -9,6 +9,7 @@ pub mod lanes;
 pub mod moving;
 pub mod offboarding;
 pub mod pacing;
+pub mod relocating;
 pub mod requests;
 pub mod resharding;
 pub mod restoring;

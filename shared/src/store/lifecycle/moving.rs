@@ -12,35 +12,36 @@
 //!    window.
 //! 3. From `movesStartAt`, when no request can still write the source, the backfill walks the
 //!    source in lanes (`lifecycle::lanes`, planned by [`plan_lanes`]; kept in the pool beside the
-//!    record) and relocates what it finds ([`move_page`]), each lane a step at a time under its own
-//!    checkpoint ([`lane_step`]), so any call or lane worker in any container resumes where the
-//!    last committed step ended. A lane whose walk found items walks again from its start, until
+//!    record) and relocates what it finds ([`move_step`]), a few items to a transaction with their
+//!    lane's checkpoint, so any call or lane worker in any container resumes where the last
+//!    committed step ended, and every item relocated is counted once. A lane whose walk found items walks again from its start, until
 //!    a pass finds nothing.
 //! 4. When every lane is done, [`finish_lanes`] deletes the lanes, sets the placement (`ownTable`)
 //!    and removes the move, in one transaction; the source, if it was an own table, is deleted
 //!    first.
 //!
-//! The backfill relocates 25 items to a transaction (two writes each); a request's pull costs a
-//! consistent read of the source per item or window it touches, and a relocation per item there.
+//! The backfill relocates [`relocating::RELOCATIONS_PER_COMMIT`] items to a transaction (two writes
+//! each, and the checkpoint); a request's pull costs a consistent read of the source per item or
+//! window it touches, and a relocation per item there.
 
 /// The route a move is asked on (`PATCH /tenants/{tenantId}`): the platform's account holds its
 /// cost under it, the backfill's and the requests' pulls alike.
 pub const ROUTE: &str = "update-tenant";
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
-use futures::StreamExt;
 
 use crate::identity::ids::TenantId;
 use crate::identity::keys::ItemKey;
 use crate::store::client::error::StoreError;
 use crate::store::client::pull::Passed;
 use crate::store::client::query::Item;
-use crate::store::client::relocate::{relocate, relocate_together, Place};
+use crate::store::client::relocate::Relocation;
 use crate::store::client::scoped::TenantDb;
 use crate::store::lifecycle::lanes::{self, Lane};
+use crate::store::lifecycle::relocating;
 use crate::store::lifecycle::resharding::{asked, committed, Step};
 use crate::store::lifecycle::tenant_items::{self, Page, RecordInWalk, Source};
 use crate::store::tenancy::placement::own_table_name;
@@ -49,14 +50,8 @@ use crate::store::tenancy::tenants::{
 };
 pub use crate::store::tenancy::tenants::{Placement, PlacementMove};
 
-/// Items one backfill step walks (relocated [`BACKFILL_GROUP`] to a transaction; one by one,
-/// [`IN_FLIGHT`] at once, when a group cannot commit).
+/// Items one backfill step walks (relocated [`relocating::RELOCATIONS_PER_COMMIT`] to a transaction).
 pub const ITEMS_PER_STEP: usize = 100;
-const IN_FLIGHT: usize = 2;
-/// Items one backfill transaction relocates. Small on purpose: the tenant's own requests wait
-/// behind a transaction holding their item, and one of 25 (50 actions) doubled their p99 during a
-/// move (figure 15: 4.0× at 25, 1.5–2.0× at 5, for a fifth less throughput).
-const BACKFILL_GROUP: usize = 5;
 
 /// The walk of what a move carries: every item of the tenant but its record, which stays in the
 /// pool.
@@ -159,39 +154,33 @@ pub fn tables(db: &TenantDb, to: Placement) -> Result<(String, String), StoreErr
     })
 }
 
-/// Relocates every item of `page` (read from `from_table`) to `to_table`, [`BACKFILL_GROUP`] to a
-/// transaction: `Ok(n)` items this step moved. A group that cannot commit as read (an item a
-/// request pulled, or changed, since the walk read it) is relocated one by one, and such an item
-/// is not counted.
-pub async fn move_page(
+/// Relocates every item of `page` (read from `lane`'s walk of the source) to the target, a few to
+/// a transaction with the lane's checkpoint past them, kept in the pool ([`relocating::relocate_page`]):
+/// an original is deleted while it is as read, else carried as it now is. The lane after the page
+/// (a pass that ends having found items begins again from the start), or `None` when another
+/// caller stepped it first.
+pub async fn move_step(
     db: &TenantDb,
-    from_table: &str,
-    to_table: &str,
-    page: &[Item],
-) -> Result<u64, StoreError> {
-    let to = Place {
-        table: to_table,
-        pk: None,
+    lane: &Lane,
+    page: &Page,
+    to: Placement,
+    now_ms: u64,
+) -> Result<Option<Lane>, StoreError> {
+    let (from_table, to_table) = tables(db, to)?;
+    let how = relocating::Relocating {
+        from: &from_table,
+        to: &to_table,
+        unchanged: true,
+        confirming: true,
+        count_as: MOVED,
     };
-    let mut count = 0;
-    for group in page.chunks(BACKFILL_GROUP) {
-        if relocate_together(&db.client, from_table, to_table, group).await? {
-            count += group.len() as u64;
-            continue;
-        }
-        let moves: Vec<_> = group
-            .iter()
-            .map(|item| relocate(&db.client, from_table, item, to))
-            .collect();
-        let moved = futures::stream::iter(moves)
-            .buffer_unordered(IN_FLIGHT)
-            .collect::<Vec<_>>()
-            .await;
-        for result in moved {
-            count += u64::from(result?);
-        }
-    }
-    Ok(count)
+    let relocation = |item: &Item| {
+        Some(Relocation {
+            item: item.clone(),
+            new_pk: None,
+        })
+    };
+    relocating::relocate_page(&db.for_record(), how, lane, page, relocation, now_ms).await
 }
 
 /// The lanes' operation name (`TENANT#t#LANE#moving#…`).
@@ -221,24 +210,6 @@ pub async fn plan_lanes(
         [(":next", next.to_attribute()?)],
     )?);
     committed(db, actions).await
-}
-
-/// Moves `lane`'s checkpoint past `page` (read from the source), counting `moved` items,
-/// conditioned on its step: `None` when another caller stepped it first (the items this step moved
-/// stay moved, uncounted). A pass that ends having found items begins again from the start.
-pub async fn lane_step(
-    db: &TenantDb,
-    lane: &Lane,
-    page: &Page,
-    moved: u64,
-    now_ms: u64,
-) -> Result<Option<Lane>, StoreError> {
-    let counts = BTreeMap::from([(MOVED.to_owned(), moved)]);
-    let found = page.items.len() as u64;
-    let next = lane.after_confirming_step(page.next.clone(), &counts, found, now_ms);
-    let in_pool = db.for_record();
-    let committed = committed(&in_pool, vec![lanes::checkpoint(&in_pool, lane, &next)?]).await?;
-    Ok(committed.then_some(next))
 }
 
 /// Ends the move whose lanes (`done`, every one of them) found the source empty: the lanes are

@@ -9,13 +9,12 @@
 //!    the old layout.) From then on a write puts the new copy and deletes the old one in one
 //!    transaction.
 //! 2. From `movesStartAt` ([`MOVES_DELAY_SECONDS`]), when every write that chose the old layout has
-//!    landed, [`move_page`] walks the old layout's partitions and moves each item whose shard
-//!    changes: one transaction puts the copy on condition that no item is at the new key and deletes
-//!    the original on condition that it still exists. A copy therefore never overwrites a newer
-//!    write, and a deleted item is never brought back. [`checkpoint`] then moves the record's
-//!    position past the page, conditioned on the step number, so any call in any container resumes
-//!    where the last committed step ended, and a page re-walked after a crash finds its moved items
-//!    gone.
+//!    landed, the lanes walk the old layout's partitions and move each item whose shard changes
+//!    ([`move_step`]): a transaction puts each copy on condition that no item is at the new key and
+//!    deletes each original on condition that it still exists, with the lane's checkpoint past them,
+//!    conditioned on its step number. A copy therefore never overwrites a newer write, a deleted
+//!    item is never brought back, every item moved is counted once, and any call in any container
+//!    resumes where the last committed step ended.
 //! 3. [`finish`] sets the shard count to `to` and removes the migration, once a walk found nothing
 //!    left to move.
 //!
@@ -23,16 +22,16 @@
 //! writes), plus a consistent read when the walk reads it.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use futures::StreamExt;
 
 use crate::identity::ids::TenantId;
 use crate::identity::keys::{home_shard_pk, shard_pk, ItemKey, PK, SK};
 use crate::identity::shard::MAX_SHARDS;
 use crate::store::client::error::StoreError;
 use crate::store::client::query::Item;
-use crate::store::client::relocate::{relocate, Place};
+use crate::store::client::relocate::Relocation;
 use crate::store::client::scoped::TenantDb;
 use crate::store::lifecycle::lanes::{self, Lane};
+use crate::store::lifecycle::relocating;
 use crate::store::lifecycle::tenant_items::{Page, Source};
 pub use crate::store::tenancy::tenants::Migration;
 use crate::store::tenancy::tenants::{
@@ -47,9 +46,8 @@ pub const WRITES_MOVE_DELAY_SECONDS: u64 = RECORD_SETTLED_SECONDS;
 /// just before writes moved has ended.
 pub const MOVES_DELAY_SECONDS: u64 =
     WRITES_MOVE_DELAY_SECONDS + crate::store::tenancy::tenants::LONGEST_FUNCTION_TIMEOUT_SECONDS;
-/// Items one step walks (the moves of a step run concurrently, at most [`MOVES_IN_FLIGHT`] at once).
+/// Items one step walks.
 pub const ITEMS_PER_STEP: usize = 100;
-const MOVES_IN_FLIGHT: usize = 8;
 
 /// The partitions a shard count gives the spaces of write shards, in walk order (products, then
 /// HR: [`crate::identity::entities::write_shard_spaces`]).
@@ -127,32 +125,31 @@ pub fn new_partition(tenant: &TenantId, item: &Item, to: u32) -> Option<String> 
     home_shard_pk(tenant, pk, sk, to).filter(|home| home != pk)
 }
 
-/// Moves every item of `page` whose shard changes in a layout of `to` shards: `Ok(n)` items moved.
-pub async fn move_page(db: &TenantDb, page: &Page, to: u32) -> Result<u64, StoreError> {
-    let moves: Vec<_> = page
-        .items
-        .iter()
-        .filter_map(|item| new_partition(&db.tenant, item, to).map(|pk| (item, pk)))
-        .map(|(item, pk)| move_item(db, item, pk))
-        .collect();
-    let moved = futures::stream::iter(moves)
-        .buffer_unordered(MOVES_IN_FLIGHT)
-        .collect::<Vec<_>>()
-        .await;
-    let mut count = 0;
-    for result in moved {
-        count += u64::from(result?);
-    }
-    Ok(count)
-}
-
-/// Moves one item to partition `new_pk`: `Ok(true)` when this call moved it.
-async fn move_item(db: &TenantDb, item: &Item, new_pk: String) -> Result<bool, StoreError> {
-    let to = Place {
-        table: &db.table,
-        pk: Some(&new_pk),
+/// Moves every item of `page` (read from `lane`'s walk) whose shard changes in a layout of `to`
+/// shards, a few to a transaction with the lane's checkpoint past them ([`relocating::relocate_page`]),
+/// each as every move is (`store::client::relocate`): the lane after the page, or `None` when
+/// another caller stepped it first.
+pub async fn move_step(
+    db: &TenantDb,
+    lane: &Lane,
+    page: &Page,
+    to: u32,
+    now_ms: u64,
+) -> Result<Option<Lane>, StoreError> {
+    let how = relocating::Relocating {
+        from: &db.table,
+        to: &db.table,
+        unchanged: false,
+        confirming: false,
+        count_as: MOVED,
     };
-    relocate(&db.client, &db.table, item, to).await
+    let relocation = |item: &Item| {
+        new_partition(&db.tenant, item, to).map(|pk| Relocation {
+            item: item.clone(),
+            new_pk: Some(pk),
+        })
+    };
+    relocating::relocate_page(db, how, lane, page, relocation, now_ms).await
 }
 
 /// The lanes' operation name (`TENANT#t#LANE#resharding#…`).
@@ -178,22 +175,6 @@ pub async fn plan_lanes(
         Some(next.to_attribute()?),
     )?);
     committed(db, actions).await
-}
-
-/// Moves `lane`'s checkpoint past `page` (done when the page ended its walk), counting `moved`
-/// items, conditioned on its step: `None` when another caller stepped it first (the items this
-/// step moved stay moved, uncounted, as a lost checkpoint's always were).
-pub async fn lane_step(
-    db: &TenantDb,
-    lane: &Lane,
-    page: &Page,
-    moved: u64,
-    now_ms: u64,
-) -> Result<Option<Lane>, StoreError> {
-    let counts = std::collections::BTreeMap::from([(MOVED.to_owned(), moved)]);
-    let next = lane.after_step(page.next.clone(), &counts, now_ms);
-    let committed = committed(db, vec![lanes::checkpoint(db, lane, &next)?]).await?;
-    Ok(committed.then_some(next))
 }
 
 /// A lane's count of the items it moved.
