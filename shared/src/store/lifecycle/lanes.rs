@@ -206,9 +206,9 @@ pub async fn read(db: &TenantDb, operation: &str) -> Result<Vec<Lane>, StoreErro
 /// The action that moves `lane`'s checkpoint to `next`, on condition that no other step of it was
 /// committed since `lane` was read, it is not done, and no newer turn was noted sent meanwhile
 /// ([`mark_sent`]): the whole lane is put again, and its `sentSteps` as read would lower it, so the
-/// newest turn's copy would no longer tell an older one stale. The last action of an offboarding's
-/// or a restore's step, the first of a relocation's (`relocating::relocate_page`: a failure there is told
-/// from an item's by its index).
+/// newest turn's copy would no longer tell an older one stale. The last action of an
+/// offboarding's or a restore's step, the first of a relocation's (`relocating::relocate_page`: a
+/// failure there is told from an item's by its index).
 pub fn checkpoint(
     db: &TenantDb,
     lane: &Lane,

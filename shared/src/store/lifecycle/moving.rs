@@ -14,8 +14,8 @@
 //!    source in lanes (`lifecycle::lanes`, planned by [`plan_lanes`]; kept in the pool beside the
 //!    record) and relocates what it finds ([`move_step`]), a few items to a transaction with their
 //!    lane's checkpoint, so any call or lane worker in any container resumes where the last
-//!    committed step ended, and every item relocated is counted once. A lane whose walk found items walks again from its start, until
-//!    a pass finds nothing.
+//!    committed step ended, and every item relocated is counted once. A lane whose walk found
+//!    items walks again from its start, until a pass finds nothing.
 //! 4. When every lane is done, [`finish_lanes`] deletes the lanes, sets the placement (`ownTable`)
 //!    and removes the move, in one transaction; the source, if it was an own table, is deleted
 //!    first.
@@ -50,7 +50,8 @@ use crate::store::tenancy::tenants::{
 };
 pub use crate::store::tenancy::tenants::{Placement, PlacementMove};
 
-/// Items one backfill step walks (relocated [`relocating::RELOCATIONS_PER_COMMIT`] to a transaction).
+/// Items one backfill step walks (relocated [`relocating::RELOCATIONS_PER_COMMIT`] to a
+/// transaction).
 pub const ITEMS_PER_STEP: usize = 100;
 
 /// The walk of what a move carries: every item of the tenant but its record, which stays in the
@@ -155,8 +156,9 @@ pub fn tables(db: &TenantDb, to: Placement) -> Result<(String, String), StoreErr
 }
 
 /// Relocates every item of `page` (read from `lane`'s walk of the source) to the target, a few to
-/// a transaction with the lane's checkpoint past them, kept in the pool ([`relocating::relocate_page`]):
-/// an original is deleted while it is as read, else carried as it now is. The lane after the page
+/// a transaction with the lane's checkpoint past them, kept in the pool
+/// ([`relocating::relocate_page`]): an original is deleted while it is as read, else carried as it
+/// now is. The lane after the page
 /// (a pass that ends having found items begins again from the start), or `None` when another
 /// caller stepped it first.
 pub async fn move_step(
