@@ -61,10 +61,11 @@ pub struct Faults {
 /// Tells a request by its body, as text.
 pub type BodyMatch = fn(&str) -> bool;
 
-/// A throttle answered with its reason: to requests holding `marker`, `attempts` more times.
+/// A throttle answered with its reason: to requests holding every one of `markers`, `attempts`
+/// more times.
 #[derive(Debug)]
 struct ThrottleWithReason {
-    marker: String,
+    markers: Vec<String>,
     reason: String,
     attempts: usize,
 }
@@ -131,8 +132,19 @@ impl Faults {
     /// ProvisionedThroughputExceededException giving `reason` as DynamoDB's `ThrottlingReasons`
     /// (e.g. `TableWriteKeyRangeThroughputExceeded`), and never take effect.
     pub fn throttle_containing_with_reason(&self, marker: &str, reason: &str, attempts: usize) {
+        self.throttle_containing_all_with_reason(&[marker], reason, attempts)
+    }
+
+    /// [`Faults::throttle_containing_with_reason`], for the requests whose body holds every one
+    /// of `markers` (a key that both a read and a transaction name, and `TransactItems`).
+    pub fn throttle_containing_all_with_reason(
+        &self,
+        markers: &[&str],
+        reason: &str,
+        attempts: usize,
+    ) {
         *self.throttle_containing.lock().unwrap() = Some(ThrottleWithReason {
-            marker: marker.to_owned(),
+            markers: markers.iter().map(|m| (*m).to_owned()).collect(),
             reason: reason.to_owned(),
             attempts,
         });
@@ -152,9 +164,9 @@ impl Faults {
         let mut armed = self.throttle_containing.lock().unwrap();
         let due = armed.as_mut().filter(|t| {
             t.attempts > 0
-                && body
-                    .windows(t.marker.len())
-                    .any(|w| w == t.marker.as_bytes())
+                && t.markers
+                    .iter()
+                    .all(|marker| body.windows(marker.len()).any(|w| w == marker.as_bytes()))
         })?;
         due.attempts -= 1;
         let answer = json!({

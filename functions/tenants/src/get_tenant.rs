@@ -2,7 +2,7 @@
 //!
 //! A tenant may read its own record; an operator (scope `pooltable/admin` or group `platform-admin`)
 //! may read any. One GetItem, with credentials scoped to the tenant whose record is read (and, while
-//! an operation runs in lanes, a consistent GetItem and a Query of its lanes). A tenant's
+//! an operation runs in lanes, a consistent GetItem of it and of each of its lanes). A tenant's
 //! own user does not see which operator's tenant started a re-sharding (`migration.requestedBy`).
 
 use lambda_http::http::StatusCode;
@@ -16,10 +16,11 @@ use crate::{LanesProgress, TenantView};
 
 /// An operation of `record` running in lanes: its lanes' operation and partition (`db`'s, or the
 /// pool's for an own-table tenant's), the walk's sources, what the record counted before them,
-/// and when they were planned.
+/// and when they were planned, and how many.
 struct Running {
     operation: &'static str,
     kept: TenantDb,
+    planned: u32,
     sources: Vec<shared::store::lifecycle::tenant_items::Source>,
     before: std::collections::BTreeMap<String, u64>,
     since: Option<u64>,
@@ -35,7 +36,7 @@ fn running(db: &TenantDb, record: &TenantRecord) -> Result<Option<Running>, ApiE
     let running = |work: LaneWork| (work.operation(), work.lanes_db(db));
     let in_lanes =
         |lanes: Option<u32>, progress: &MoveProgress| lanes.is_some() && progress.lanes_moved == 0;
-    let ((operation, kept), sources, before, since) = if let Some(o) = record
+    let ((operation, kept), sources, before, since, planned) = if let Some(o) = record
         .offboarding
         .as_ref()
         .filter(|o| o.lanes.is_some() && !o.walked)
@@ -46,6 +47,7 @@ fn running(db: &TenantDb, record: &TenantRecord) -> Result<Option<Running>, ApiE
             sources,
             o.deleted.clone(),
             o.lanes_since_ms,
+            o.lanes,
         )
     } else if let Some(m) = record
         .migration
@@ -54,7 +56,8 @@ fn running(db: &TenantDb, record: &TenantRecord) -> Result<Option<Running>, ApiE
     {
         let sources = resharding::sharded_sources(&db.tenant, m.from);
         let work = LaneWork::Move { to: m.to };
-        (running(work), sources, Default::default(), m.lanes_since_ms)
+        let since = m.lanes_since_ms;
+        (running(work), sources, Default::default(), since, m.lanes)
     } else if let Some(m) = record
         .moving
         .as_ref()
@@ -62,7 +65,8 @@ fn running(db: &TenantDb, record: &TenantRecord) -> Result<Option<Running>, ApiE
     {
         let sources = moving::sources(&db.tenant, record);
         let work = LaneWork::Relocate { to: m.to };
-        (running(work), sources, Default::default(), m.lanes_since_ms)
+        let since = m.lanes_since_ms;
+        (running(work), sources, Default::default(), since, m.lanes)
     } else if let Some((r, walk)) = record
         .restore
         .as_ref()
@@ -75,6 +79,7 @@ fn running(db: &TenantDb, record: &TenantRecord) -> Result<Option<Running>, ApiE
             sources,
             Default::default(),
             r.lanes_since_ms,
+            r.lanes,
         )
     } else {
         return Ok(None);
@@ -82,6 +87,7 @@ fn running(db: &TenantDb, record: &TenantRecord) -> Result<Option<Running>, ApiE
     Ok(Some(Running {
         operation,
         kept,
+        planned: planned.unwrap_or(0),
         sources,
         before,
         since,
@@ -112,7 +118,7 @@ async fn record_and_lanes(
         let Some(r) = running(db, &record)? else {
             return Ok((record, None));
         };
-        let all = lanes::read(&r.kept, r.operation).await?;
+        let all = lanes::read(&r.kept, r.operation, r.planned).await?;
         if all.is_empty() && reads < 2 {
             continue;
         }

@@ -314,7 +314,7 @@ pub async fn advance_lanes(
     deadline: Instant,
 ) -> Result<Vec<Lane>, ApiError> {
     let kept = work.lanes_db(db);
-    let pending: Vec<Lane> = lanes::read(&kept, work.operation())
+    let pending: Vec<Lane> = lanes::read(&kept, work.operation(), count)
         .await?
         .into_iter()
         .filter(|lane| !lane.done)
@@ -324,7 +324,7 @@ pub async fn advance_lanes(
     } else if !pending.is_empty() {
         run_lanes(app, db, work, sources, count, pending, deadline).await?;
     }
-    Ok(lanes::read(&kept, work.operation()).await?)
+    Ok(lanes::read(&kept, work.operation(), count).await?)
 }
 
 /// What an operation's lanes come to after [`walk`].

@@ -131,8 +131,7 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
         }
     };
     let lanes_db = work.lanes_db(&db);
-    let all = lanes::read(&lanes_db, work.operation()).await?;
-    let Some(lane) = all.into_iter().find(|l| l.lane == message.lane) else {
+    let Some(lane) = lanes::read_one(&lanes_db, work.operation(), message.lane).await? else {
         return Ok(Turn::Dropped);
     };
     // A copy older than the lane's newest turn sent (SQS delivering it again, a worker that died
@@ -155,8 +154,7 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
     let lane = match message.steps {
         Some(steps) if lane.sent_steps.is_none_or(|sent| sent < steps) => {
             lanes::mark_sent(&lanes_db, work.operation(), message.lane, steps).await?;
-            let again = lanes::read(&lanes_db, work.operation()).await?;
-            match again.into_iter().find(|l| l.lane == message.lane) {
+            match lanes::read_one(&lanes_db, work.operation(), message.lane).await? {
                 Some(lane) if !lane.done && !message.is_stale_for(lane.sent_steps) => lane,
                 _ => return Ok(Turn::Dropped),
             }

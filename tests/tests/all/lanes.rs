@@ -138,12 +138,7 @@ async fn advance_on(
     tenant: &str,
 ) -> lambda_http::Response<lambda_http::Body> {
     let t = TenantId::parse(tenant).unwrap();
-    let db = h
-        .app
-        .operator_db(&t, shared::isolation::policy::Scope::Operator)
-        .await
-        .unwrap()
-        .unwrap();
+    let db = operator_db(h, &t).await;
     let record = shared::store::tenancy::tenants::read_record_consistent(&db)
         .await
         .unwrap()
@@ -356,6 +351,14 @@ async fn lanes_planned_whose_send_failed_are_sent_by_the_next_driver_run_not_fiv
     offboarded_exactly_once(&h, &pump, &operator, &victim, &before).await;
 }
 
+/// `tenant`'s table as the operator reaches it.
+async fn operator_db(h: &Harness, tenant: &TenantId) -> shared::store::client::scoped::TenantDb {
+    let db = h
+        .app
+        .operator_db(tenant, shared::isolation::policy::Scope::Operator);
+    db.await.unwrap().unwrap()
+}
+
 /// A tenant (its id from `name`) offboarding in one lane on the queue, whose turns of 150 ms leave
 /// it more to walk, and whose undeleted messages come back after a second: the lane planned and its
 /// message sent by the driver. With the operator, the tenant's items, and the pump.
@@ -433,13 +436,16 @@ async fn a_view_whose_lanes_were_folded_after_its_record_was_read_reads_the_reco
 ) {
     use std::sync::Arc;
     // GIVEN a tenant offboarding in one lane on the queue, and an operator's view of it from a
-    // second container, which has read the record (the lanes running) and whose Query of the lanes
+    // second container, which has read the record (the lanes running) and whose read of the lane
     // is held (aside: the hold blocks the thread that sends it)
     let (h, operator, victim, before, pump) = offboarding_in_one_lane_on_the_queue("fold").await;
     let viewer = Arc::new(h.another_container().await);
-    let is_lanes_query =
-        |body: &str| body.contains("KeyConditionExpression") && body.contains("#LANE#");
-    let mut query = viewer.faults.hold_next_matching(is_lanes_query);
+    let is_lane_read = |body: &str| {
+        body.contains("#LANE#offboarding#000")
+            && body.contains("ConsistentRead")
+            && !body.contains("KeyConditionExpression")
+    };
+    let mut query = viewer.faults.hold_next_matching(is_lane_read);
     let view = integration::aside({
         let (viewer, victim, operator) = (viewer.clone(), victim.clone(), operator.clone());
         move || async move { get_tenant(&viewer, &victim, &operator).await }
@@ -447,7 +453,7 @@ async fn a_view_whose_lanes_were_folded_after_its_record_was_read_reads_the_reco
     query.reached().await;
 
     // WHEN the workers take the lane to its end (its counts folded into the record, the lane
-    // deleted, the offboarding ended), and the view's Query goes on
+    // deleted, the offboarding ended), and the view's read goes on
     pump_while(&h, &pump, || async {
         get_tenant(&h, &victim, &operator).await.status != 404
     })
@@ -611,12 +617,7 @@ async fn a_lane_stepped_with_no_turn_sent_after_is_taken_up_again_by_its_message
     // WHEN the lane is stepped for 300 ms and no turn is sent after: what a worker that died
     // between its steps and its next turn leaves (and a caller with no lane queue)
     let t = TenantId::parse(&victim).unwrap();
-    let db = h
-        .app
-        .operator_db(&t, shared::isolation::policy::Scope::Operator)
-        .await
-        .unwrap()
-        .unwrap();
+    let db = operator_db(&h, &t).await;
     let record = shared::store::tenancy::tenants::read_record_consistent(&db)
         .await
         .unwrap()
@@ -624,9 +625,13 @@ async fn a_lane_stepped_with_no_turn_sent_after_is_taken_up_again_by_its_message
     let sources = tenants::offboard_tenant::walk_sources(&record).unwrap();
     let work = tenants::lane_walk::LaneWork::Delete;
     let read = |db| async move {
-        shared::store::lifecycle::lanes::read(&db, shared::store::lifecycle::offboarding::OPERATION)
-            .await
-            .unwrap()
+        shared::store::lifecycle::lanes::read(
+            &db,
+            shared::store::lifecycle::offboarding::OPERATION,
+            1,
+        )
+        .await
+        .unwrap()
     };
     let pending = read(db.clone()).await;
     let deadline = std::time::Instant::now() + Duration::from_millis(300);
@@ -1278,14 +1283,18 @@ async fn a_lane_backs_off_as_dynamodbs_throttling_reason_says_and_every_item_is_
     h.clock.advance_seconds(DELETION_DELAY_SECONDS);
     integration::drive(&h.app, &pump.lanes).await.unwrap();
     assert_eq!(pump.queues.backlog(&pump.queues.url).await, 2);
-    // (lane 0's steps each commit with its checkpoint, which names it)
+    // (lane 0's steps each commit with its checkpoint, which names it; its reads name it too)
     let tenant = TenantId::parse(&t).unwrap();
-    let lane_0 = shared::identity::keys::lane_sk(&tenant, "offboarding", 0);
+    let lane_0 = shared::identity::keys::lane_key(&tenant, "offboarding", 0);
 
     // WHEN DynamoDB throttles lane 0's first step by the table's capacity (the SDK tries a step
     // three times before the lane sees it), and the workers take both lanes
-    h.faults
-        .throttle_containing_with_reason(&lane_0, "TableWriteProvisionedThroughputExceeded", 3);
+    let lane_0_step = [lane_0.as_str(), "TransactItems"];
+    h.faults.throttle_containing_all_with_reason(
+        &lane_0_step,
+        "TableWriteProvisionedThroughputExceeded",
+        3,
+    );
     pump.round(&h.app, 10, 2, |_| Delivery::Once).await;
     // THEN lane 0 ended its turn at once, and its next turn waits on the queue: only lane 1's is
     // there to take now
@@ -1298,8 +1307,11 @@ async fn a_lane_backs_off_as_dynamodbs_throttling_reason_says_and_every_item_is_
     // WHEN DynamoDB throttles lane 0's steps 7 times by their key range, and the workers take the
     // lanes until those are spent
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    h.faults
-        .throttle_containing_with_reason(&lane_0, "TableWriteKeyRangeThroughputExceeded", 7);
+    h.faults.throttle_containing_all_with_reason(
+        &lane_0_step,
+        "TableWriteKeyRangeThroughputExceeded",
+        7,
+    );
     let mut rounds = 0;
     while h.faults.throttles_with_reason_left() > 0 {
         pump.round(&h.app, 10, 2, |_| Delivery::Once).await;
@@ -1556,13 +1568,13 @@ async fn a_lane_message_not_signed_by_the_platform_steps_nothing_and_ends_in_the
 
 #[tokio::test]
 async fn a_lanes_sent_step_number_is_only_ever_raised_and_a_folded_lane_is_never_made_again() {
-    use shared::identity::keys::lanes_pk;
+    use shared::identity::keys::lanes_prefix;
     use shared::store::lifecycle::lanes;
     use shared::store::lifecycle::offboarding::OPERATION;
     // GIVEN a tenant's offboarding planned in one lane, before its first step
     let h = Harness::new().await;
     let (tenant, db) = offboarding_planned_in_one_lane(&h, "sent-steps").await;
-    let lanes_at = lanes_pk(&tenant, OPERATION);
+    let lanes_at = lanes_prefix(&tenant, OPERATION);
     let lane_items = || h.items_under(&lanes_at);
     let before = lane_items().await;
     assert_eq!(before.len(), 1, "{before:?}");
@@ -1613,7 +1625,7 @@ async fn a_lanes_sent_step_number_is_only_ever_raised_and_a_folded_lane_is_never
     // THEN nothing is noted, and no lane is made again
     assert!(!late);
     assert!(lane_items().await.is_empty());
-    assert!(lanes::read(&db, OPERATION).await.unwrap().is_empty());
+    assert!(lanes::read(&db, OPERATION, 1).await.unwrap().is_empty());
 }
 
 /// A step's checkpoint puts its whole lane again: one whose lane was read before a newer turn was
@@ -1622,14 +1634,14 @@ async fn a_lanes_sent_step_number_is_only_ever_raised_and_a_folded_lane_is_never
 #[tokio::test]
 async fn a_step_of_a_lane_read_before_a_newer_turn_was_sent_never_lowers_its_sent_step_number() {
     use shared::identity::clock::Clock;
-    use shared::identity::keys::lanes_pk;
+    use shared::identity::keys::lanes_prefix;
     use shared::store::client::transact::TransactError;
     use shared::store::lifecycle::lanes;
     use shared::store::lifecycle::offboarding::OPERATION;
     // GIVEN a tenant's offboarding planned in one lane, read by a copy of its turn
     let h = Harness::new().await;
     let (tenant, db) = offboarding_planned_in_one_lane(&h, "sent-kept").await;
-    let read = lanes::read(&db, OPERATION).await.unwrap().remove(0);
+    let read = lanes::read(&db, OPERATION, 1).await.unwrap().remove(0);
     let step = |lane: &lanes::Lane| {
         let next = lane.after_step(None, &Default::default(), h.clock.now_millis());
         lanes::checkpoint(&db, lane, &next).unwrap()
@@ -1645,11 +1657,11 @@ async fn a_step_of_a_lane_read_before_a_newer_turn_was_sent_never_lowers_its_sen
         matches!(stale, Err(TransactError::ConditionFailed { .. })),
         "{stale:?}"
     );
-    let lane = lanes::read(&db, OPERATION).await.unwrap().remove(0);
+    let lane = lanes::read(&db, OPERATION, 1).await.unwrap().remove(0);
     assert_eq!((lane.steps, lane.sent_steps), (0, Some(0)));
     // AND a step of the lane read again commits, keeping the newest turn's number
     db.transact_items(vec![step(&lane)]).await.unwrap();
-    let stepped = h.items_under(&lanes_pk(&tenant, OPERATION)).await;
+    let stepped = h.items_under(&lanes_prefix(&tenant, OPERATION)).await;
     assert_eq!(stepped.len(), 1, "{stepped:?}");
     assert_eq!(stepped[0]["sentSteps"], AttributeValue::N("0".into()));
     assert_eq!(stepped[0]["steps"], AttributeValue::N("1".into()));
@@ -1665,7 +1677,7 @@ async fn a_lane_read_as_never_sent_is_not_sent_again_once_its_planners_note_has_
     // GIVEN a tenant's offboarding planned in one lane, read (past its 10 s) as never sent
     let h = Harness::new().await;
     let (_tenant, db) = offboarding_planned_in_one_lane(&h, "unsent-read").await;
-    let read = lanes::read(&db, OPERATION).await.unwrap().remove(0);
+    let read = lanes::read(&db, OPERATION, 1).await.unwrap().remove(0);
     assert_eq!(read.sent_steps, None);
     let later = h.clock.now_millis() + tenants::lane_walk::UNSENT_AFTER_MS;
     // WHEN its planner's note of its first turn lands, then the resend notes the lane as read
@@ -1675,7 +1687,7 @@ async fn a_lane_read_as_never_sent_is_not_sent_again_once_its_planners_note_has_
     // second first turn sent)
     assert!(!touched);
     // AND the lane read again can still be noted (sent again once lost)
-    let again = lanes::read(&db, OPERATION).await.unwrap().remove(0);
+    let again = lanes::read(&db, OPERATION, 1).await.unwrap().remove(0);
     assert_eq!(again.sent_steps, Some(0));
     assert!(lanes::touch(&db, &again, later).await.unwrap());
 }
@@ -1691,13 +1703,92 @@ async fn offboarding_planned_in_one_lane(
     let t = unique(name);
     onboard(h, &t, 1).await;
     let tenant = TenantId::parse(&t).unwrap();
-    let db = h
-        .app
-        .operator_db(&tenant, shared::isolation::policy::Scope::Operator)
-        .await
-        .unwrap()
-        .unwrap();
+    let db = operator_db(h, &tenant).await;
     let planned = lanes::plan(&db, OPERATION, 1, None, h.clock.now_millis()).unwrap();
     db.transact_items(planned).await.unwrap();
     (tenant, db)
+}
+
+/// Each lane of an operation is alone in its partition (with a checkpoint written for every group
+/// of its steps, the lanes under one partition key would add up there past a partition's 1,000
+/// write units a second), and an operation planned when its lanes shared one partition goes on
+/// there: read, noted sent and stepped where it is.
+#[tokio::test]
+async fn each_lane_is_its_own_partition_and_lanes_planned_in_one_shared_partition_go_on_there() {
+    use shared::identity::clock::Clock;
+    use shared::identity::keys::{lane_key, lanes_prefix};
+    use shared::store::lifecycle::lanes;
+    use shared::store::lifecycle::offboarding::OPERATION;
+    // GIVEN a tenant's offboarding planned in three lanes
+    let h = Harness::new().await;
+    let t = unique("own-partitions");
+    onboard(&h, &t, 1).await;
+    let tenant = TenantId::parse(&t).unwrap();
+    let db = operator_db(&h, &tenant).await;
+    let now = h.clock.now_millis();
+    let planned = lanes::plan(&db, OPERATION, 3, None, now).unwrap();
+    db.transact_items(planned).await.unwrap();
+    let prefix = lanes_prefix(&tenant, OPERATION);
+    let keys_of = |items: &[HashMap<String, AttributeValue>]| {
+        let mut keys: Vec<(String, String)> = items
+            .iter()
+            .map(|i| {
+                (
+                    i["PK"].as_s().unwrap().clone(),
+                    i["SK"].as_s().unwrap().clone(),
+                )
+            })
+            .collect();
+        keys.sort();
+        keys
+    };
+
+    // THEN each lane is keyed by its own key, as partition and sort key
+    let items = h.items_under(&prefix).await;
+    let own: Vec<(String, String)> = (0..3)
+        .map(|n| {
+            (
+                lane_key(&tenant, OPERATION, n),
+                lane_key(&tenant, OPERATION, n),
+            )
+        })
+        .collect();
+    assert_eq!(keys_of(&items), own);
+    // AND read with their number, they come back in order
+    let read = lanes::read(&db, OPERATION, 3).await.unwrap();
+    assert_eq!(read.iter().map(|l| l.lane).collect::<Vec<_>>(), [0, 1, 2]);
+
+    // WHEN the lanes are where an operation planned before kept them: one partition, `prefix`
+    for item in &items {
+        let mut shared_partition = item.clone();
+        shared_partition.insert("PK".into(), AttributeValue::S(prefix.clone()));
+        let (pk, sk) = (item["PK"].clone(), item["SK"].clone());
+        let raw = h.admin.delete_item().table_name(&h.table).key("PK", pk);
+        raw.key("SK", sk).send().await.unwrap();
+        let raw = h.admin.put_item().table_name(&h.table);
+        raw.set_item(Some(shared_partition)).send().await.unwrap();
+    }
+    // THEN they are read there, all three in order and each alone
+    let read = lanes::read(&db, OPERATION, 3).await.unwrap();
+    assert_eq!(read.iter().map(|l| l.lane).collect::<Vec<_>>(), [0, 1, 2]);
+    assert!(read.iter().all(|l| l.pk == prefix), "{read:?}");
+    let lane = lanes::read_one(&db, OPERATION, 1).await.unwrap().unwrap();
+    assert_eq!(lane, read[1]);
+    // AND a turn of one is noted sent there, and its step commits there
+    assert!(lanes::mark_sent(&db, OPERATION, 1, 0).await.unwrap());
+    let lane = lanes::read_one(&db, OPERATION, 1).await.unwrap().unwrap();
+    assert_eq!(lane.sent_steps, Some(0));
+    let next = lane.after_step(None, &Default::default(), now);
+    let step = lanes::checkpoint(&db, &lane, &next).unwrap();
+    db.transact_items(vec![step]).await.unwrap();
+    // AND nothing was written under the lanes' own keys: the three are where they were, lane 1
+    // stepped to its end
+    let after = h.items_under(&prefix).await;
+    let shared_keys: Vec<(String, String)> = own
+        .iter()
+        .map(|(_, sk)| (prefix.clone(), sk.clone()))
+        .collect();
+    assert_eq!(keys_of(&after), shared_keys);
+    let stepped = lanes::read_one(&db, OPERATION, 1).await.unwrap().unwrap();
+    assert_eq!((stepped.steps, stepped.done), (1, true));
 }

@@ -243,7 +243,7 @@ pub use imports::{
     deletion_key, import_copy_sk, import_item_sk, import_item_sk_prefix, import_key,
     import_sealing_key,
 };
-pub use lanes::{lane_sk, lanes_pk};
+pub use lanes::{lane_key, lanes_prefix};
 pub use metering::{
     idempotency_record_key, is_metering_pk, parse_quota_window_second, quota_window_pk,
     quota_window_pk_prefix, quota_window_sk, usage_counter_pk, usage_counter_pk_prefix,

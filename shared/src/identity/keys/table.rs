@@ -176,11 +176,10 @@ pub fn key_table() -> Vec<KeyRow> {
             erasure_key(&t, USER.kind, &id("u-1")),
             "a user erased (and each of its orders): a restore never brings them back; kept until offboarding",
         ),
-        row(
+        same(
             "lifecycle lane",
-            lanes_pk(&t, "offboarding"),
-            lane_sk(&t, "offboarding", 7),
-            "one part of an operation's walk, with its checkpoint; deleted when the operation ends",
+            lane_key(&t, "offboarding", 7),
+            "one part of an operation's walk, with its checkpoint, alone in its partition; deleted when the operation ends",
         ),
         row(
             "offboarding report",

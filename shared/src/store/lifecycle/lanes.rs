@@ -4,11 +4,11 @@
 //! quota window shards, the catalog partitions) are dealt out to `n` lanes in turn: lane `j` walks
 //! the sources `j`, `j + n`, `j + 2n`, …, in walk order ([`lane_sources`]). No two lanes read the
 //! same partition, so each can be paced at a partition's rate on its own, and each keeps its own
-//! checkpoint: an item `TENANT#t#LANE#<operation>#<lane>` in the tenant's table ([`Lane`]: its
-//! position, its step number, its counts, whether it is done). A step commits its changes together
-//! with its lane's checkpoint, conditioned on the lane's step number ([`checkpoint`]): a step is all
-//! or nothing, two callers stepping one lane never both commit a step, and a lane resumed anywhere
-//! continues from its last committed step. The lanes are written in one transaction with the
+//! checkpoint: an item `TENANT#t#LANE#<operation>#<lane>` in the tenant's table, alone in its
+//! partition ([`Lane`]: its position, its step number, its counts, whether it is done). A step
+//! commits its changes together with its lane's checkpoint, conditioned on the lane's step number
+//! ([`checkpoint`]): a step is all or nothing, two callers stepping one lane never both commit a
+//! step, and a lane resumed anywhere continues from its last committed step. The lanes are written in one transaction with the
 //! record's note of how many there are ([`plan`]), and deleted in one transaction with the record's
 //! fold of their counts ([`fold`]): never a lane without its operation, never counts lost.
 
@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use serde::{Deserialize, Serialize};
 
-use crate::identity::keys::{lane_sk, lanes_pk, ItemKey, PK};
+use crate::identity::keys::{lane_key, lanes_prefix, primary_key, ItemKey, PK};
 use crate::store::client::error::{written_unless_condition_failed, StoreError};
 use crate::store::client::query::Item;
 use crate::store::client::scoped::TenantDb;
@@ -72,8 +72,8 @@ impl Lane {
     /// Lane `lane` of `operation` on `db`'s tenant, before its first step, starting after `start`.
     fn new(db: &TenantDb, operation: &str, lane: u32, start: Option<ItemKey>, now_ms: u64) -> Self {
         Self {
-            pk: lanes_pk(&db.tenant, operation),
-            sk: lane_sk(&db.tenant, operation, lane),
+            pk: lane_key(&db.tenant, operation, lane),
+            sk: lane_key(&db.tenant, operation, lane),
             lane,
             steps: 0,
             done: false,
@@ -172,9 +172,58 @@ pub fn plan(
         .collect()
 }
 
-/// Every lane of `operation` on `db`'s tenant, in lane order (a consistent Query of their
-/// partition).
-pub async fn read(db: &TenantDb, operation: &str) -> Result<Vec<Lane>, StoreError> {
+/// Every lane of a plan of `count` lanes of `operation` on `db`'s tenant, in lane order: a
+/// consistent GetItem of each, side by side (each lane is its own partition). None found, the lanes
+/// of an operation planned before each lane had its own partition, if there are any.
+pub async fn read(db: &TenantDb, operation: &str, count: u32) -> Result<Vec<Lane>, StoreError> {
+    let reads = (0..count.min(MAX_LANES)).map(|lane| read_one_at(db, operation, lane, false));
+    let lanes: Vec<Lane> = futures::future::try_join_all(reads)
+        .await?
+        .into_iter()
+        .flatten()
+        .collect();
+    match lanes.is_empty() {
+        true => read_shared_partition(db, operation).await,
+        false => Ok(lanes),
+    }
+}
+
+/// Lane `lane` of `operation` on `db`'s tenant, if it is there (a consistent GetItem; a second
+/// one at its key in an operation planned before each lane had its own partition, when it is not).
+pub async fn read_one(
+    db: &TenantDb,
+    operation: &str,
+    lane: u32,
+) -> Result<Option<Lane>, StoreError> {
+    match read_one_at(db, operation, lane, false).await? {
+        Some(found) => Ok(Some(found)),
+        None => read_one_at(db, operation, lane, true).await,
+    }
+}
+
+/// Lane `lane` of `operation` at its key (`in_shared_partition`: in the one partition of before).
+async fn read_one_at(
+    db: &TenantDb,
+    operation: &str,
+    lane: u32,
+    in_shared_partition: bool,
+) -> Result<Option<Lane>, StoreError> {
+    let sk = lane_key(&db.tenant, operation, lane);
+    let pk = match in_shared_partition {
+        true => lanes_prefix(&db.tenant, operation),
+        false => sk.clone(),
+    };
+    db.get(primary_key(pk, sk))
+        .consistent()
+        .stored()
+        .await?
+        .map(parsed)
+        .transpose()
+}
+
+/// Every lane of `operation` in the one partition an operation planned before each lane had its
+/// own keeps them in to its end (`TENANT#t#LANE#<operation>`), in lane order: a consistent Query.
+async fn read_shared_partition(db: &TenantDb, operation: &str) -> Result<Vec<Lane>, StoreError> {
     let mut lanes = Vec::new();
     let mut start = None;
     loop {
@@ -185,22 +234,28 @@ pub async fn read(db: &TenantDb, operation: &str) -> Result<Vec<Lane>, StoreErro
             .consistent_read(true)
             .key_condition_expression("#pk = :pk")
             .expression_attribute_names("#pk", PK)
-            .expression_attribute_values(":pk", AttributeValue::S(lanes_pk(&db.tenant, operation)))
+            .expression_attribute_values(
+                ":pk",
+                AttributeValue::S(lanes_prefix(&db.tenant, operation)),
+            )
             .set_exclusive_start_key(start.take())
             .send()
             .await
             .map_err(StoreError::from_sdk)?;
         for item in out.items.unwrap_or_default() {
-            lanes
-                .push(serde_dynamo::from_item(item).map_err(|e| {
-                    StoreError::Internal(format!("a lane does not read back: {e}"))
-                })?);
+            lanes.push(parsed(item)?);
         }
         match out.last_evaluated_key.filter(|k| !k.is_empty()) {
             Some(lek) => start = Some(lek),
             None => return Ok(lanes),
         }
     }
+}
+
+/// A lane as stored, read back.
+fn parsed(item: Item) -> Result<Lane, StoreError> {
+    serde_dynamo::from_item(item)
+        .map_err(|e| StoreError::Internal(format!("a lane does not read back: {e}")))
 }
 
 /// The action that moves `lane`'s checkpoint to `next`, on condition that no other step of it was
@@ -297,22 +352,28 @@ pub async fn touch(db: &TenantDb, lane: &Lane, now_ms: u64) -> Result<bool, Stor
 /// `sentSteps`, only ever raised (a copy that sent an older number later leaves it), never past
 /// the lane's committed steps (a late note of an earlier lane of the same key, one that ended and
 /// began again, would make every turn of the new lane stale, and the lane stuck), and only while
-/// the lane is there (folded, it is not made again). `false` when it was not raised.
+/// the lane is there (folded, it is not made again). `false` when it was not raised. A note not
+/// taken at the lane's key is tried at its key in an operation planned before each lane had its
+/// own partition ([`read`]), so that one's turns are told stale as well.
 pub async fn mark_sent(
     db: &TenantDb,
     operation: &str,
     lane: u32,
     steps: u64,
 ) -> Result<bool, StoreError> {
+    let sk = lane_key(&db.tenant, operation, lane);
+    Ok(mark_sent_at(db, &sk, &sk, steps).await?
+        || mark_sent_at(db, &lanes_prefix(&db.tenant, operation), &sk, steps).await?)
+}
+
+/// [`mark_sent`] at the lane at `pk`, `sk`.
+async fn mark_sent_at(db: &TenantDb, pk: &str, sk: &str, steps: u64) -> Result<bool, StoreError> {
     let marked = db
         .client
         .update_item()
         .table_name(&*db.table)
-        .key(PK, AttributeValue::S(lanes_pk(&db.tenant, operation)))
-        .key(
-            "SK",
-            AttributeValue::S(lane_sk(&db.tenant, operation, lane)),
-        )
+        .key(PK, AttributeValue::S(pk.to_owned()))
+        .key("SK", AttributeValue::S(sk.to_owned()))
         .update_expression("SET #sent = :steps")
         .condition_expression(
             "attribute_exists(#pk) AND #steps >= :steps \

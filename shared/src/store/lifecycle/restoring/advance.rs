@@ -99,10 +99,13 @@ pub async fn advance(
 /// cut off between the two leaves the source gone and the restore whole: it is ended, never
 /// abandoned.
 async fn read_to_the_end(live: &TenantDb, state: &Restore) -> Result<bool, StoreError> {
-    if state.phase != RestorePhase::Deleting || state.lanes.is_none() {
+    let Some(planned) = state
+        .lanes
+        .filter(|_| state.phase == RestorePhase::Deleting)
+    else {
         return Ok(false);
-    }
-    let lanes = crate::store::lifecycle::lanes::read(live, lanes::DELETING).await?;
+    };
+    let lanes = crate::store::lifecycle::lanes::read(live, lanes::DELETING, planned).await?;
     Ok(!lanes.is_empty() && lanes.iter().all(|lane| lane.done))
 }
 

@@ -218,7 +218,7 @@ pub async fn end_phase(
 pub async fn stop(live: &TenantDb, state: &Restore, reason: String) -> Result<Step, StoreError> {
     let mut stops = Vec::new();
     if let Some(walk) = Walk::of(state, 1) {
-        for lane in lanes::read(live, walk.operation()).await? {
+        for lane in lanes::read(live, walk.operation(), state.lanes.unwrap_or(0)).await? {
             stops.push(mark_done(live, &lane)?);
         }
     }
@@ -253,8 +253,9 @@ pub async fn fold_abandoned(
     finished_at: String,
 ) -> Result<Step, StoreError> {
     // The lanes of one phase at most are there: a phase's end deletes its lanes.
-    let mut all = lanes::read(live, PUTTING).await?;
-    all.extend(lanes::read(live, DELETING).await?);
+    let planned = state.lanes.unwrap_or(0);
+    let mut all = lanes::read(live, PUTTING, planned).await?;
+    all.extend(lanes::read(live, DELETING, planned).await?);
     let report = Restore {
         position: None,
         lanes: None,
