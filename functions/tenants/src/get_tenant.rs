@@ -98,7 +98,8 @@ fn running(db: &TenantDb, record: &TenantRecord) -> Result<Option<Running>, ApiE
 /// Without one, the record as a plain read gives it (half a read unit). With one, the record is
 /// read again consistently, as the lanes are: a phase's end folds the lanes' counts into the
 /// record and deletes the lanes in one transaction, so a stale record beside lanes already folded
-/// would show the counts low. Lanes found gone (folded between the two reads) read the record once
+/// would show the counts low. Fewer lanes found than planned (folded after the record was read,
+/// or between the lanes' own reads, which are side by side, not one snapshot) read the record once
 /// more.
 async fn record_and_lanes(
     app: &App,
@@ -119,7 +120,7 @@ async fn record_and_lanes(
             return Ok((record, None));
         };
         let all = lanes::read(&r.kept, r.operation, r.planned).await?;
-        if all.is_empty() && reads < 2 {
+        if all.len() < r.planned as usize && reads < 2 {
             continue;
         }
         let now_ms = app.clock.now_millis();

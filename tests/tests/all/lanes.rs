@@ -365,8 +365,16 @@ async fn operator_db(h: &Harness, tenant: &TenantId) -> shared::store::client::s
 async fn offboarding_in_one_lane_on_the_queue(
     name: &str,
 ) -> (Harness, Auth, String, Vec<Item>, LanePump) {
+    offboarding_in_lanes_on_the_queue(name, 1).await
+}
+
+/// [`offboarding_in_one_lane_on_the_queue`], in `lanes` lanes.
+async fn offboarding_in_lanes_on_the_queue(
+    name: &str,
+    lanes: u32,
+) -> (Harness, Auth, String, Vec<Item>, LanePump) {
     let mut h = Harness::new().await;
-    h.app.settings.lifecycle_lanes = 1;
+    h.app.settings.lifecycle_lanes = lanes;
     let operator = Auth::Operator(integration::onboarded(&h, "ops").await);
     let victim = unique(name);
     onboard(&h, &victim, 4).await;
@@ -376,7 +384,10 @@ async fn offboarding_in_one_lane_on_the_queue(
     assert_eq!(offboard(&h, &victim, &operator).await.status, 202);
     h.clock.advance_seconds(DELETION_DELAY_SECONDS);
     integration::drive(&h.app, &pump.lanes).await.unwrap();
-    assert_eq!(pump.queues.backlog(&pump.queues.url).await, 1);
+    assert_eq!(
+        pump.queues.backlog(&pump.queues.url).await,
+        u64::from(lanes)
+    );
     (h, operator, victim, before, pump)
 }
 
@@ -464,6 +475,42 @@ async fn a_view_whose_lanes_were_folded_after_its_record_was_read_reads_the_reco
     // THEN the view found the lanes gone and read the record again: the tenant is gone (before the
     // mend, 200 with the offboarding running and nothing deleted: a stale record beside lanes
     // already folded)
+    assert_eq!(view.status, 404, "{} of {} items", view.body, before.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_that_finds_some_of_its_lanes_folded_reads_the_record_again_never_showing_the_counts_low(
+) {
+    use std::sync::Arc;
+    // GIVEN a tenant offboarding in two lanes on the queue, and an operator's view of it from a
+    // second container, which has read the record (the lanes running) and read lane 0, and whose
+    // read of lane 1 is held (the lanes are read side by side, not as one snapshot)
+    let (h, operator, victim, before, pump) =
+        offboarding_in_lanes_on_the_queue("halffold", 2).await;
+    let viewer = Arc::new(h.another_container().await);
+    let is_lane_1_read = |body: &str| {
+        body.contains("#LANE#offboarding#001")
+            && body.contains("ConsistentRead")
+            && !body.contains("KeyConditionExpression")
+    };
+    let mut read = viewer.faults.hold_next_matching(is_lane_1_read);
+    let view = integration::aside({
+        let (viewer, victim, operator) = (viewer.clone(), victim.clone(), operator.clone());
+        move || async move { get_tenant(&viewer, &victim, &operator).await }
+    });
+    read.reached().await;
+
+    // WHEN the workers take both lanes to their end (their counts folded into the record, the
+    // lanes deleted, the offboarding ended), and the view's read of lane 1 goes on
+    pump_while(&h, &pump, || async {
+        get_tenant(&h, &victim, &operator).await.status != 404
+    })
+    .await;
+    read.release();
+    let view = view.ended().await;
+
+    // THEN the view found fewer lanes than planned and read the record again: the tenant is gone
+    // (before the mend, 200 with the offboarding running and only lane 0's deletions counted)
     assert_eq!(view.status, 404, "{} of {} items", view.body, before.len());
 }
 
