@@ -305,6 +305,12 @@ for line in lines:
             sys.exit(f"{logical}: CodeUri without a Binary before it")
         mapping.append((binary, logical))
         line = f"{m.group(1)}CodeUri: {code}/{binary}"
+    # Debug binaries under SAM's emulator on a busy two-core runner start slower than a release
+    # build in Lambda: a call that takes a deployed function's 5 s would be a timeout here, not an
+    # answer. Deployed timeouts are the template's own (and its tests'); here they are at least 60 s.
+    m = re.match(r"^(\s+)Timeout:\s*(\d+)\s*$", line)
+    if m and int(m.group(2)) < 60:
+        line = f"{m.group(1)}Timeout: 60"
     if line.strip() == "Architectures: [arm64]":
         line = line.replace("[arm64]", f"[{arch}]")
     # The TenantIsolation parameter, resolved here: SAM CLI takes any TenancyConfig, even one an
@@ -384,8 +390,13 @@ invoke_all() {
     read -r bin want <<<"$line"
     logical=$(awk -v b="$bin" '$1 == b { print $2 }' "$FUNCTIONS")
     [ -n "$logical" ] || die "template.yaml has no function for $bin"
-    out=$("$SAM" local invoke "$logical" -e "$(event_file "$bin" "$WORK" "$table")" --template "$TEMPLATE" "${SAM_ARGS[@]}" 2>>"$log_file") || true
-    expect_status "sam local invoke $logical" "$want" "$out" "log: $log_file" || failed=$((failed + 1))
+    out=$("$SAM" local invoke "$logical" -e "$(event_file "$bin" "$WORK" "$table")" --template "$TEMPLATE" "${SAM_ARGS[@]}" 2>"$WORK/invoke.err") || true
+    cat "$WORK/invoke.err" >>"$log_file"
+    if ! expect_status "sam local invoke $logical" "$want" "$out" "log: $log_file"; then
+      failed=$((failed + 1))
+      # CI keeps only what is printed: the call's own log, so a failure there can be read.
+      tail -n 25 "$WORK/invoke.err" | sed 's/^/    | /'
+    fi
   done
   echo "sam local invoke: $(( ${#EXPECTED[@]} - failed )) passed, $failed failed"
   [ "$failed" = 0 ]
