@@ -63,7 +63,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError>
     // The quota windows are the limiter's state (each lives two minutes), not the tenant's data:
     // not exported (0 window shards walked). Offboarding walks them.
     let sources = tenant_items::sources(&tenant, record.shard_count, 0, RecordInWalk::Included);
-    let after = query_param(&req, "cursor")
+    let after = query_param(&req, "cursor")?
         .map(|raw| {
             let key = cursor::decode_bounded(
                 keys,

@@ -212,11 +212,7 @@ fn lanes_to_plan(app: &App, position: &Option<ItemKey>, asked: Option<u32>, sour
 /// The lanes an operator asks an operation to run in (`?lanes=`, taken when it starts): 1 to
 /// [`lanes::MAX_LANES`], or 400.
 pub fn asked_lanes(req: &lambda_http::Request) -> Result<Option<u32>, ApiError> {
-    use lambda_http::RequestExt;
-    let Some(text) = req
-        .query_string_parameters_ref()
-        .and_then(|q| q.first("lanes"))
-    else {
+    let Some(text) = shared::service::http::query_param(req, "lanes")? else {
         return Ok(None);
     };
     match text.parse::<u32>() {

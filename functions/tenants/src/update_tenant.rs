@@ -59,6 +59,8 @@ pub async fn handle(
     app.require_operator(&caller).await?;
     let tenant = path_tenant_id(&req)?;
     let input: UpdateInput = json_body(&req)?;
+    // Read whatever the body asks: a wrong `?lanes=` is refused even where it would not apply.
+    let asked = crate::lane_walk::asked_lanes(&req)?;
     let others_than_keys = input.tier.is_some()
         || input.limits.is_some()
         || input.status.is_some()
@@ -85,7 +87,6 @@ pub async fn handle(
                 "placement is changed on its own, without tier, limits, status or shardCount",
             ));
         }
-        let asked = crate::lane_walk::asked_lanes(&req)?;
         let run = crate::move_tenant::run(app, lanes, &caller.tenant, &tenant, to, asked);
         return Operation::Moving.charged(app, run).await;
     }
@@ -105,7 +106,6 @@ pub async fn handle(
                 ),
             ));
         }
-        let asked = crate::lane_walk::asked_lanes(&req)?;
         let reshard =
             crate::reshard_tenant::reshard(app, lanes, &caller.tenant, &tenant, to, asked);
         return Operation::Resharding.charged(app, reshard).await;

@@ -14,7 +14,7 @@ use crate::{store, Email};
 
 /// `?email=`, required and well-formed.
 fn email_of(req: &Request) -> Result<Email, ApiError> {
-    let raw = query_param(req, "email")
+    let raw = query_param(req, "email")?
         .ok_or_else(|| ApiError::bad_request("email", "query parameter email is required"))?;
     Email::parse(&raw).map_err(|rule| ApiError::bad_request("email", rule))
 }

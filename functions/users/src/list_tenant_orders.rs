@@ -39,7 +39,7 @@ pub fn listing(t: &TenantId, from: Date, to: Date, shards: u32) -> Listing {
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, ApiError> {
     let parse = |req: &Request| {
         let range = date_range(req, MAX_MONTHS)?;
-        Ok((range, page_limit(req)?, query_param(req, "cursor")))
+        Ok((range, page_limit(req)?, query_param(req, "cursor")?))
     };
     let (((from, to), limit, cursor), db) = app.tenant_request(&req, parse).await?;
     let t = &db.tenant;

@@ -262,7 +262,7 @@ impl std::str::FromStr for Date {
 /// most `max_months` calendar months (400 naming the parameter otherwise).
 pub fn date_range(req: &lambda_http::Request, max_months: usize) -> Result<(Date, Date), ApiError> {
     let param = |name: &str| {
-        let raw = shared::service::http::query_param(req, name).ok_or_else(|| {
+        let raw = shared::service::http::query_param(req, name)?.ok_or_else(|| {
             ApiError::bad_request(
                 name,
                 format!("query parameter {name} is required (YYYY-MM-DD)"),

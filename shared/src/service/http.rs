@@ -38,10 +38,23 @@ pub fn path_session_id(req: &Request, name: &str) -> Result<SessionId, ApiError>
     SessionId::parse(&raw).map_err(|e| ApiError::bad_request(name, format!("{name} {e}")))
 }
 
-pub fn query_param(req: &Request, name: &str) -> Option<String> {
-    req.query_string_parameters_ref()
-        .and_then(|q| q.first(name))
-        .map(str::to_owned)
+/// `?name=`'s value, `None` when the query has none; 400 when it is given more than once. API
+/// Gateway's single-value view of a repeated parameter holds its last value and `lambda_http` hands
+/// over the first, so a cache key, a WAF rule or a log could read one and the handler the other:
+/// neither is picked.
+pub fn query_param(req: &Request, name: &str) -> Result<Option<String>, ApiError> {
+    let values = req
+        .query_string_parameters_ref()
+        .and_then(|q| q.all(name))
+        .unwrap_or_default();
+    match values.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some((*one).to_owned())),
+        _ => Err(ApiError::bad_request(
+            name,
+            format!("query parameter {name} is given more than once"),
+        )),
+    }
 }
 
 /// `?limit=`: 1 to 100, default 25.
@@ -57,7 +70,7 @@ pub fn page_limit_up_to(req: &Request, max: u32) -> Result<u32, ApiError> {
 
 /// The page size a request asks for (its `?limit=`, else the default), before any budget.
 pub fn requested_limit(req: &Request, max: u32) -> Result<u32, ApiError> {
-    match query_param(req, "limit") {
+    match query_param(req, "limit")? {
         None => Ok(DEFAULT_LIMIT),
         Some(raw) => match raw.parse::<u32>() {
             Ok(n) if (1..=max).contains(&n) => Ok(n),
@@ -82,7 +95,7 @@ pub enum ListOrder {
 }
 
 pub fn list_order(req: &Request) -> Result<ListOrder, ApiError> {
-    match query_param(req, "order").as_deref() {
+    match query_param(req, "order")?.as_deref() {
         None | Some("id") => Ok(ListOrder::ById),
         Some("unordered") => Ok(ListOrder::Unordered),
         Some(_) => Err(ApiError::bad_request(

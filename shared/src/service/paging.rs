@@ -50,7 +50,7 @@ where
     let limit = page_limit(req)?;
     let keys = app.cursor_keys()?;
     let belongs = |pk: &str, sk: &str| (list.belongs)(t, &id, pk, sk);
-    let start = query_param(req, "cursor")
+    let start = query_param(req, "cursor")?
         .map(|raw| cursor::decode(&keys, t, list.route, &raw, belongs))
         .transpose()?;
     let db = app.db(t).await?;

@@ -44,7 +44,7 @@ pub async fn list_page<V: Serialize>(
 ) -> Result<Response<Body>, ApiError> {
     let parse = |req: &Request| {
         let limit = page_limit_up_to(req, MAX_SHARDED_LIMIT)?;
-        Ok((limit, list_order(req)?, query_param(req, "cursor")))
+        Ok((limit, list_order(req)?, query_param(req, "cursor")?))
     };
     let ((limit, order, cursor), db) = app.tenant_request(req, parse).await?;
     let t = &db.tenant;
