@@ -445,73 +445,71 @@ async fn a_lane_step_whose_commits_answer_is_lost_and_retried_counts_each_item_o
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_view_whose_lanes_were_folded_after_its_record_was_read_reads_the_record_again_never_showing_the_counts_low(
 ) {
-    use std::sync::Arc;
     // GIVEN a tenant offboarding in one lane on the queue, and an operator's view of it from a
     // second container, which has read the record (the lanes running) and whose read of the lane
-    // is held (aside: the hold blocks the thread that sends it)
-    let (h, operator, victim, before, pump) = offboarding_in_one_lane_on_the_queue("fold").await;
-    let viewer = Arc::new(h.another_container().await);
-    let is_lane_read = |body: &str| {
-        body.contains("#LANE#offboarding#000")
-            && body.contains("ConsistentRead")
-            && !body.contains("KeyConditionExpression")
-    };
-    let mut query = viewer.faults.hold_next_matching(is_lane_read);
-    let view = integration::aside({
-        let (viewer, victim, operator) = (viewer.clone(), victim.clone(), operator.clone());
-        move || async move { get_tenant(&viewer, &victim, &operator).await }
-    });
-    query.reached().await;
-
+    // is held
     // WHEN the workers take the lane to its end (its counts folded into the record, the lane
     // deleted, the offboarding ended), and the view's read goes on
-    pump_while(&h, &pump, || async {
-        get_tenant(&h, &victim, &operator).await.status != 404
+    let (view, items) = view_held_at_a_lane_while_the_lanes_end("fold", 1, |body| {
+        a_consistent_read_of_lane(body, 0)
     })
     .await;
-    query.release();
-    let view = view.ended().await;
 
     // THEN the view found the lanes gone and read the record again: the tenant is gone (before the
     // mend, 200 with the offboarding running and nothing deleted: a stale record beside lanes
     // already folded)
-    assert_eq!(view.status, 404, "{} of {} items", view.body, before.len());
+    assert_eq!(view.status, 404, "{} of {items} items", view.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_view_that_finds_some_of_its_lanes_folded_reads_the_record_again_never_showing_the_counts_low(
 ) {
-    use std::sync::Arc;
     // GIVEN a tenant offboarding in two lanes on the queue, and an operator's view of it from a
     // second container, which has read the record (the lanes running) and read lane 0, and whose
     // read of lane 1 is held (the lanes are read side by side, not as one snapshot)
-    let (h, operator, victim, before, pump) =
-        offboarding_in_lanes_on_the_queue("halffold", 2).await;
+    // WHEN the workers take both lanes to their end (their counts folded into the record, the
+    // lanes deleted, the offboarding ended), and the view's read of lane 1 goes on
+    let (view, items) = view_held_at_a_lane_while_the_lanes_end("halffold", 2, |body| {
+        a_consistent_read_of_lane(body, 1)
+    })
+    .await;
+
+    // THEN the view found fewer lanes than planned and read the record again: the tenant is gone
+    // (before the mend, 200 with the offboarding running and only lane 0's deletions counted)
+    assert_eq!(view.status, 404, "{} of {items} items", view.body);
+}
+
+/// Whether a request `body` is the consistent GetItem of an offboarding's lane `n`.
+fn a_consistent_read_of_lane(body: &str, n: u32) -> bool {
+    body.contains(&format!("#LANE#offboarding#{n:03}"))
+        && body.contains("ConsistentRead")
+        && !body.contains("KeyConditionExpression")
+}
+
+/// An offboarding in `lanes` lanes on the queue, viewed by an operator from a second container
+/// whose request matching `held` (a lane's read) is held (aside: the hold blocks the thread that
+/// sends it) while the workers take every lane to its end: the view's answer once let go, and how
+/// many items the tenant had.
+async fn view_held_at_a_lane_while_the_lanes_end(
+    name: &str,
+    lanes: u32,
+    held: fn(&str) -> bool,
+) -> (Resp, usize) {
+    use std::sync::Arc;
+    let (h, operator, victim, before, pump) = offboarding_in_lanes_on_the_queue(name, lanes).await;
     let viewer = Arc::new(h.another_container().await);
-    let is_lane_1_read = |body: &str| {
-        body.contains("#LANE#offboarding#001")
-            && body.contains("ConsistentRead")
-            && !body.contains("KeyConditionExpression")
-    };
-    let mut read = viewer.faults.hold_next_matching(is_lane_1_read);
+    let mut read = viewer.faults.hold_next_matching(held);
     let view = integration::aside({
         let (viewer, victim, operator) = (viewer.clone(), victim.clone(), operator.clone());
         move || async move { get_tenant(&viewer, &victim, &operator).await }
     });
     read.reached().await;
-
-    // WHEN the workers take both lanes to their end (their counts folded into the record, the
-    // lanes deleted, the offboarding ended), and the view's read of lane 1 goes on
     pump_while(&h, &pump, || async {
         get_tenant(&h, &victim, &operator).await.status != 404
     })
     .await;
     read.release();
-    let view = view.ended().await;
-
-    // THEN the view found fewer lanes than planned and read the record again: the tenant is gone
-    // (before the mend, 200 with the offboarding running and only lane 0's deletions counted)
-    assert_eq!(view.status, 404, "{} of {} items", view.body, before.len());
+    (view.ended().await, before.len())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
