@@ -232,9 +232,9 @@ pub async fn resharding_figure(
             &format!("19c. re-sharding 8 → 32 in {lanes} lanes: items per second [latency model]"),
             json!(format!("{rate:.0} items/s")),
             &format!(
-                "{PRODUCTS} products walked (about three in four move), each moved item in a \
-                 transaction of its own; at this rate 1,000,000 items take {:.1} h and \
-                 100,000,000 {:.0} h",
+                "{PRODUCTS} products walked (about three in four move), up to five moved \
+                 items to a transaction with the lane's checkpoint; at this rate 1,000,000 \
+                 items take {:.1} h and 100,000,000 {:.0} h",
                 1e6 / rate / 3600.0,
                 1e8 / rate / 3600.0
             ),

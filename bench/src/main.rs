@@ -214,7 +214,7 @@ async fn lifecycle_figures(bench: &Bench, only: &str, report: &mut Report) {
         restore::restore_figure(h, app, app, "13", "", report).await;
     }
     if selected(only, "move") {
-        moving::move_figure(h, app, app, "15", "", report).await;
+        moving::move_figure(h, app, app, None, "15", "", report).await;
     }
     if selected(only, "lanes") {
         lanes::lanes_figure(h, app, &through_proxy.raw, report).await;
@@ -225,7 +225,7 @@ async fn lifecycle_figures(bench: &Bench, only: &str, report: &mut Report) {
         for lanes in lanes::LANES {
             let label = format!(" in {lanes} lanes");
             let lanes_app = in_lanes(lanes);
-            moving::move_figure(h, app, &lanes_app, "17", &label, report).await;
+            moving::move_figure(h, app, &lanes_app, Some(lanes), "17", &label, report).await;
             restore::restore_figure(h, app, &lanes_app, "18", &label, report).await;
         }
         lanes::resharding_figure(h, app, &through_proxy.raw, in_lanes, report).await;

@@ -60,12 +60,14 @@ impl Served {
     }
 }
 
-/// Figure `fig` (15, or 17 in `label`'s lanes): the tenant served by `app` while `backfill` (an
-/// app whose `LIFECYCLE_LANES` is the figure's) moves it.
+/// Figure `fig` (15, or 17 in `label`'s lanes): the tenant served by `app` while `backfill` moves
+/// it, in the lanes asked (`?lanes=`: a move runs in one, `move_tenant::MOVE_LANES`, unless asked,
+/// whatever `LIFECYCLE_LANES` says).
 pub async fn move_figure(
     h: &Harness,
     app: &App,
     backfill: &App,
+    lanes_asked: Option<u32>,
     fig: &str,
     label: &str,
     report: &mut Report,
@@ -82,7 +84,7 @@ pub async fn move_figure(
     }
 
     let t = TenantId::parse(&tenant).unwrap();
-    let record = begin_move(h, app, &t).await;
+    let record = begin_move(h, app, &t, lanes_asked).await;
     let started = Instant::now();
     let done = AtomicBool::new(false);
     let ((), during) = tokio::join!(
@@ -100,7 +102,12 @@ pub async fn move_figure(
 
 /// The move into `t`'s own table, begun as if its delays had passed (nothing but the figure's loop
 /// serves the tenant), and known to `app`, the serving container, at once. The record it committed.
-async fn begin_move(h: &Harness, app: &App, t: &TenantId) -> TenantRecord {
+async fn begin_move(
+    h: &Harness,
+    app: &App,
+    t: &TenantId,
+    lanes_asked: Option<u32>,
+) -> TenantRecord {
     let own = own_table_name(app.tenants.table_name(), t).unwrap();
     let operator = app.db_to_change(t).await.expect("the operator's client");
     let manager = operator.own_table_manager().expect("its table manager");
@@ -130,7 +137,7 @@ async fn begin_move(h: &Harness, app: &App, t: &TenantId) -> TenantRecord {
         &own,
         &platform,
         begun_ms,
-        None,
+        lanes_asked,
     )
     .await
     .unwrap() else {
