@@ -31,6 +31,10 @@ pub enum Reach {
     OwnTablesReading,
     /// Restore copies (`<pool>-restore-*`) and the pool's point-in-time restore.
     RestoreTables,
+    /// Restore copies read (GetItem, Query), described and dropped only: what a restore's lanes and
+    /// its end need, never a point-in-time restore started (nor its copy's writes, which only the
+    /// restore's own making needs).
+    RestoreTablesReading,
     /// Sending to the import queue.
     ImportQueueSend,
     /// Receiving, deleting and re-sending the import queue's messages.
@@ -62,6 +66,7 @@ impl Reach {
             Reach::OwnTables => "own-tables",
             Reach::OwnTablesReading => "own-tables-reading",
             Reach::RestoreTables => "restore-tables",
+            Reach::RestoreTablesReading => "restore-tables-reading",
             Reach::ImportQueueSend => "import-queue-send",
             Reach::ImportQueueConsume => "import-queue-consume",
             Reach::LaneQueueSend => "lane-queue-send",
@@ -79,7 +84,10 @@ impl Reach {
 
     /// Whether the role's calls read or write table data (the key's use, `TableKeyUsePolicy`).
     pub fn reads_table_data(self) -> bool {
-        matches!(self, Reach::TenantSessions | Reach::TableStream) || self.makes_tables()
+        matches!(
+            self,
+            Reach::TenantSessions | Reach::TableStream | Reach::RestoreTablesReading
+        ) || self.makes_tables()
     }
 }
 

@@ -37,7 +37,7 @@ const TENANT_ACCESS: &str = "arn:aws:iam::123456789012:role/pooltable-dev-tenant
 const TENANT_OPERATOR: &str = "arn:aws:iam::123456789012:role/pooltable-dev-tenant-operator";
 
 /// Every reach a declaration can name: each must be granted by some probe below.
-const REACHES: [Reach; 14] = [
+const REACHES: [Reach; 15] = [
     Reach::TenantSessions,
     Reach::OffboardingReports,
     Reach::OperatorSessions,
@@ -46,6 +46,7 @@ const REACHES: [Reach; 14] = [
     Reach::OwnTables,
     Reach::OwnTablesReading,
     Reach::RestoreTables,
+    Reach::RestoreTablesReading,
     Reach::ImportQueueSend,
     Reach::ImportQueueConsume,
     Reach::LaneQueueSend,
@@ -171,14 +172,29 @@ fn probes() -> Vec<(Probe, bool)> {
             request("dynamodb:RestoreTableToPointInTime", TABLE),
             &[RestoreTables],
         ),
-        (request("dynamodb:DescribeTable", &restore), &[RestoreTables]),
-        (request("dynamodb:DeleteTable", &restore), &[RestoreTables]),
-        (request("dynamodb:Query", &restore), &[RestoreTables]),
+        (
+            request("dynamodb:DescribeTable", &restore),
+            &[RestoreTables, RestoreTablesReading],
+        ),
+        (
+            request("dynamodb:DeleteTable", &restore),
+            &[RestoreTables, RestoreTablesReading],
+        ),
+        (
+            request("dynamodb:GetItem", &restore),
+            &[RestoreTables, RestoreTablesReading],
+        ),
+        (
+            request("dynamodb:Query", &restore),
+            &[RestoreTables, RestoreTablesReading],
+        ),
         (
             request("dynamodb:Query", &format!("{restore}/index/GSI2")),
-            &[RestoreTables],
+            &[RestoreTables, RestoreTablesReading],
         ),
+        // The target's item actions a RestoreTableToPointInTime needs: only where one is started.
         (request("dynamodb:Scan", &restore), &[RestoreTables]),
+        (request("dynamodb:PutItem", &restore), &[RestoreTables]),
         (request("dynamodb:BatchWriteItem", &restore), &[RestoreTables]),
         (
             request("sqs:SendMessage", "arn:test:ImportQueue"),
@@ -413,6 +429,47 @@ fn only_the_functions_whose_code_makes_keys_or_own_tables_may_make_them() {
             let shreds = request("dynamodb:DeleteItem", "arn:test:TenantKeysTable");
             assert!(allowed(&shreds), "{bin}");
             assert!(allowed(&request("dynamodb:DescribeTable", &own)), "{bin}");
+        }
+    }
+}
+
+#[test]
+fn only_the_functions_whose_code_starts_a_restore_may_restore_the_pool_or_write_a_copy() {
+    // GIVEN the functions whose code starts a point-in-time restore (a restore's call, and the
+    // driver stepping its preparing phase: point_in_time::start)
+    let start_restores = ["restore-tenant", "drive-lifecycle"];
+    // AND those that step a restore's lanes or end it (reading the copy, dropping it at the end)
+    let step_restores = ["restore-tenant", "drive-lifecycle", "work-lanes"];
+    let copy = format!("{TABLE}-restore-acme-1");
+    for f in &table().functions {
+        let policy = function_role_policy(&ARNS, &f.role());
+        let allowed =
+            |action: &str, resource: &str| is_allowed(&policy, &request(action, resource));
+        let bin = f.bin.as_str();
+        // THEN only the first may restore the pool, or write to or scan a copy (the target's item
+        // actions AWS requires of whoever calls RestoreTableToPointInTime)
+        let starts = start_restores.contains(&bin);
+        assert_eq!(
+            allowed("dynamodb:RestoreTableToPointInTime", TABLE),
+            starts,
+            "{bin}"
+        );
+        for action in [
+            "dynamodb:PutItem",
+            "dynamodb:BatchWriteItem",
+            "dynamodb:Scan",
+        ] {
+            assert_eq!(allowed(action, &copy), starts, "{bin}: {action}");
+        }
+        // AND only the second may read, describe and drop a copy
+        for action in [
+            "dynamodb:GetItem",
+            "dynamodb:Query",
+            "dynamodb:DescribeTable",
+            "dynamodb:DeleteTable",
+        ] {
+            let steps = step_restores.contains(&bin);
+            assert_eq!(allowed(action, &copy), steps, "{bin}: {action}");
         }
     }
 }
