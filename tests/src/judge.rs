@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 use serde_json::Value;
 
 use crate::iam::{is_allowed, AuthzRequest};
-use crate::template::{caller, function_role_policy, Arns};
+use crate::template::{caller, function_role_policy, DEV_ARNS};
 use devtools::routes::pascal_case;
 
 /// The access key the functions' execution role signs with in the tests: the process's own
@@ -28,13 +28,6 @@ fn execution_role_key() -> &'static str {
     static KEY: OnceLock<String> = OnceLock::new();
     KEY.get_or_init(|| std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_default())
 }
-
-/// The ARNs the judged roles are resolved with; a table's name maps onto them
-/// ([`resource_of_table`]).
-const ARNS: Arns = Arns {
-    table: "arn:aws:dynamodb:us-east-1:123456789012:table/pooltable-dev",
-    functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
-};
 
 /// The function a test is calling, and how many of its actions were judged.
 struct Calling {
@@ -91,7 +84,7 @@ pub fn judge(authorization: Option<&str>, target: Option<&str>, body: Option<&[u
             resource: asked.resource.clone(),
             leading_keys: asked.leading_keys.clone(),
             request_tags: asked.request_tags.clone(),
-            ..caller(&ARNS, &logical)
+            ..caller(&DEV_ARNS, &logical)
         };
         judged.fetch_add(1, Ordering::SeqCst);
         assert!(
@@ -111,7 +104,7 @@ fn role_policy(logical: &str) -> &'static Value {
     let mut roles = ROLES.get_or_init(Default::default).lock().unwrap();
     roles
         .entry(logical.to_owned())
-        .or_insert_with(|| Box::leak(Box::new(function_role_policy(&ARNS, logical))))
+        .or_insert_with(|| Box::leak(Box::new(function_role_policy(&DEV_ARNS, logical))))
 }
 
 /// One action IAM authorizes for a request.
@@ -224,11 +217,11 @@ fn tags(tags: &Value) -> BTreeMap<String, String> {
 fn resource_of_table(name: &str) -> String {
     for infix in ["-tenant-", "-restore-"] {
         if let Some((_, rest)) = name.split_once(infix) {
-            return format!("{}{infix}{rest}", ARNS.table);
+            return format!("{}{infix}{rest}", DEV_ARNS.table);
         }
     }
     if name.ends_with("-keys") {
         return "arn:test:TenantKeysTable".to_owned();
     }
-    ARNS.table.to_owned()
+    DEV_ARNS.table.to_owned()
 }

@@ -11,7 +11,9 @@ use aws_sdk_dynamodb::operation::delete_table::DeleteTableInput;
 use aws_sdk_dynamodb::operation::get_item::GetItemInput;
 use aws_smithy_runtime_api::client::interceptors::context::Input;
 use integration::iam::{is_allowed, AuthzRequest};
-use integration::template::{tenant_operator_role_policy, tenant_role_policy, Arns};
+use integration::template::{
+    tenant_operator_role_policy, tenant_role_policy, DEV_ARNS, DEV_TABLE_ARN,
+};
 use serde_json::Value;
 use shared::identity::ids::TenantId;
 use shared::isolation::guard::check_own_table;
@@ -19,14 +21,7 @@ use shared::isolation::policy::{
     scoped_session_policy, Scope, TableLocation, TenantTables, OWN_TABLE_ACTIONS,
 };
 
-const POOL: &str = "arn:aws:dynamodb:us-east-1:123456789012:table/pooltable-dev";
-
-fn arns() -> Arns<'static> {
-    Arns {
-        table: POOL,
-        functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
-    }
-}
+const POOL: &str = DEV_TABLE_ARN;
 
 /// `action` on table `table` tagged `tenant = tagged` (untagged: `None`), by a session of `tenant`.
 fn request(action: &str, table: &str, tagged: Option<&str>, tenant: &str) -> AuthzRequest {
@@ -46,8 +41,8 @@ fn request(action: &str, table: &str, tagged: Option<&str>, tenant: &str) -> Aut
 fn an_own_table_is_changed_and_deleted_only_by_its_tenants_operator_session_while_tagged_for_it() {
     // GIVEN the tenant-operator role's and the tenant-access role's policies as deployed, and the
     // session policy of acme's operator session
-    let operator_role = tenant_operator_role_policy(&arns());
-    let tenant_role = tenant_role_policy(&arns());
+    let operator_role = tenant_operator_role_policy(&DEV_ARNS);
+    let tenant_role = tenant_role_policy(&DEV_ARNS);
     let location = TableLocation::from_role_arn(
         "arn:aws:iam::123456789012:role/pooltable-dev-tenant-access",
         "us-east-1",

@@ -8,12 +8,12 @@
 use std::collections::BTreeMap;
 
 use integration::iam::{is_allowed, AuthzRequest};
-use integration::template::{tenant_role_policy, Arns};
+use integration::template::{tenant_role_policy, DEV_ARNS, DEV_TABLE_ARN};
 use serde_json::Value;
 use shared::identity::keys::raw_key;
 use shared::isolation::policy::{platform_session_policy, PlatformAccess, TableLocation};
 
-const TABLE: &str = "arn:aws:dynamodb:us-east-1:123456789012:table/pooltable-dev";
+const TABLE: &str = DEV_TABLE_ARN;
 
 fn location() -> TableLocation {
     TableLocation::from_role_arn(
@@ -65,10 +65,7 @@ fn keys() -> [String; 5] {
 #[test]
 fn each_narrowed_platform_session_reaches_exactly_its_keys_in_both_layers() {
     // GIVEN the tenant-access role's policy as deployed, and what each narrowed access must allow
-    let role = tenant_role_policy(&Arns {
-        table: TABLE,
-        functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
-    });
+    let role = tenant_role_policy(&DEV_ARNS);
     let reads = ["GetItem", "Query", "ConditionCheckItem"];
     let writes = ["PutItem", "UpdateItem", "DeleteItem"];
     let every_key = keys();
@@ -328,10 +325,7 @@ fn on_the_list() -> Vec<OnTheList> {
 fn the_import_producers_session_lists_and_unlists_an_entry_but_never_notes_one_in_any_layer() {
     // GIVEN the tenant-access role's policy as deployed, the import producer's session policy, and
     // its guard
-    let role = tenant_role_policy(&Arns {
-        table: TABLE,
-        functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
-    });
+    let role = tenant_role_policy(&DEV_ARNS);
     let session: Value = serde_json::from_str(
         &platform_session_policy(&location(), PlatformAccess::ImportsDue).unwrap(),
     )
@@ -386,10 +380,7 @@ fn the_import_producers_session_lists_and_unlists_an_entry_but_never_notes_one_i
 #[test]
 fn the_roles_deadline_list_attributes_are_the_codes() {
     // GIVEN the tenant-access role's policy as deployed
-    let role = tenant_role_policy(&Arns {
-        table: TABLE,
-        functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
-    });
+    let role = tenant_role_policy(&DEV_ARNS);
     // WHEN its statement of the deadline list and the code's are read
     let statement = role["Statement"]
         .as_array()

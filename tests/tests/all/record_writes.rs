@@ -14,7 +14,8 @@ use serde_json::{json, Value};
 
 use integration::iam::{is_allowed, AuthzRequest};
 use integration::template::{
-    caller, function_roles, tenant_operator_role_policy, tenant_role_policy, trust_policy_for, Arns,
+    caller, function_roles, tenant_operator_role_policy, tenant_role_policy, trust_policy_for,
+    DEV_ARNS, DEV_TABLE_ARN,
 };
 use integration::{onboarded, Harness};
 use shared::identity::ids::TenantId;
@@ -25,11 +26,7 @@ use shared::isolation::policy::{
 };
 
 const POOL: &str = "pooltable-dev";
-const TABLE: &str = "arn:aws:dynamodb:us-east-1:123456789012:table/pooltable-dev";
-const ARNS: Arns = Arns {
-    table: TABLE,
-    functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
-};
+const TABLE: &str = DEV_TABLE_ARN;
 const WRITES: [&str; 3] = ["PutItem", "UpdateItem", "DeleteItem"];
 
 fn location() -> TableLocation {
@@ -75,7 +72,7 @@ fn a_tenants_session_and_role_refuse_writes_of_its_record_and_an_operators_allow
             "own-table session",
             policy(&session_policy_for(&acme, &location(), &own).unwrap()),
         ),
-        ("tenant-access role", tenant_role_policy(&ARNS)),
+        ("tenant-access role", tenant_role_policy(&DEV_ARNS)),
     ];
     let operators = [
         (
@@ -86,7 +83,10 @@ fn a_tenants_session_and_role_refuse_writes_of_its_record_and_an_operators_allow
             "operator's own-table session",
             policy(&scoped_session_policy(&acme, &location(), &own, Scope::Operator).unwrap()),
         ),
-        ("tenant-operator role", tenant_operator_role_policy(&ARNS)),
+        (
+            "tenant-operator role",
+            tenant_operator_role_policy(&DEV_ARNS),
+        ),
     ];
     for (name, p) in &tenants {
         // THEN a tenant's refuses every write of the record, and reads and checks it
@@ -135,8 +135,8 @@ fn the_tenant_operator_roles_items_statement_is_the_tenant_access_roles() {
             .cloned()
             .unwrap_or_else(|| panic!("no statement {sid}"))
     };
-    let access = tenant_role_policy(&ARNS);
-    let operator = tenant_operator_role_policy(&ARNS);
+    let access = tenant_role_policy(&DEV_ARNS);
+    let operator = tenant_operator_role_policy(&DEV_ARNS);
     // THEN they grant the same items, and only the tenant-access role refuses the record's writes
     assert_eq!(
         statement(&access, "OwnTenantItemsOnly"),
@@ -157,7 +157,7 @@ fn the_tenant_operator_roles_items_statement_is_the_tenant_access_roles() {
 fn only_the_operator_functions_may_assume_the_tenant_operator_role_and_never_for_the_platform() {
     // GIVEN each function role asking for a tenant-operator session tagged with a tenant id
     let assumes = |role: &str, tenant: &str| {
-        let trust = trust_policy_for(&ARNS, "TenantOperatorRole", role);
+        let trust = trust_policy_for(&DEV_ARNS, "TenantOperatorRole", role);
         ["sts:AssumeRole", "sts:TagSession"].iter().all(|action| {
             is_allowed(
                 &trust,
@@ -165,7 +165,7 @@ fn only_the_operator_functions_may_assume_the_tenant_operator_role_and_never_for
                     action: (*action).into(),
                     resource: "arn:aws:iam::123456789012:role/pooltable-dev-tenant-operator".into(),
                     request_tags: [("TenantId".to_string(), tenant.to_string())].into(),
-                    ..caller(&ARNS, role)
+                    ..caller(&DEV_ARNS, role)
                 },
             )
         })

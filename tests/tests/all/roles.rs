@@ -18,7 +18,7 @@ use devtools::routes::{Function, PlatformSessions, Reach, RouteTable};
 use integration::iam::{is_allowed, AuthzRequest};
 use integration::template::{
     caller, function_role_policy, function_roles, load, tenant_operator_role_policy,
-    tenant_role_policy, trust_policy_for, Arns, STREAM_LABEL,
+    tenant_role_policy, trust_policy_for, DEV_ARNS, DEV_TABLE_ARN, STREAM_LABEL,
 };
 use integration::{onboarded, Harness};
 use shared::identity::ids::TenantId;
@@ -28,11 +28,7 @@ use shared::identity::keys::{
 use shared::isolation::guard::{check_scoped_input, is_guard_violation};
 use shared::isolation::policy::{scoped_session_policy, Scope, TableLocation, TenantTables};
 
-const TABLE: &str = "arn:aws:dynamodb:us-east-1:123456789012:table/pooltable-dev";
-const ARNS: Arns = Arns {
-    table: TABLE,
-    functions_role: "arn:aws:iam::123456789012:role/pooltable-dev-functions",
-};
+const TABLE: &str = DEV_TABLE_ARN;
 const TENANT_ACCESS: &str = "arn:aws:iam::123456789012:role/pooltable-dev-tenant-access";
 const TENANT_OPERATOR: &str = "arn:aws:iam::123456789012:role/pooltable-dev-tenant-operator";
 
@@ -360,7 +356,7 @@ fn each_functions_role_allows_exactly_what_its_declaration_names() {
     );
     for f in &table().functions {
         // WHEN its role's policies judge each probe
-        let policy = function_role_policy(&ARNS, &f.role());
+        let policy = function_role_policy(&DEV_ARNS, &f.role());
         let reaches = f.reaches();
         for (probe, grantable) in &probes {
             let expected = *grantable
@@ -413,7 +409,7 @@ fn only_the_functions_whose_code_makes_keys_or_own_tables_may_make_them() {
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .into();
     for f in &table().functions {
-        let policy = function_role_policy(&ARNS, &f.role());
+        let policy = function_role_policy(&DEV_ARNS, &f.role());
         let allowed = |r: &AuthzRequest| is_allowed(&policy, r);
         let bin = f.bin.as_str();
         // THEN only the first may put a key row or generate a data key
@@ -442,7 +438,7 @@ fn only_the_functions_whose_code_starts_a_restore_may_restore_the_pool_or_write_
     let step_restores = ["restore-tenant", "drive-lifecycle", "work-lanes"];
     let copy = format!("{TABLE}-restore-acme-1");
     for f in &table().functions {
-        let policy = function_role_policy(&ARNS, &f.role());
+        let policy = function_role_policy(&DEV_ARNS, &f.role());
         let allowed =
             |action: &str, resource: &str| is_allowed(&policy, &request(action, resource));
         let bin = f.bin.as_str();
@@ -477,7 +473,7 @@ fn only_the_functions_whose_code_starts_a_restore_may_restore_the_pool_or_write_
 /// Whether function `f`'s role may take a session of role `target` (its trust policy) for
 /// `tenant`, tagged `PlatformAccess=access` unless `all`.
 fn takes_session(f: &Function, target: &str, tenant: &str, access: &str) -> bool {
-    let trust = trust_policy_for(&ARNS, target, &f.role());
+    let trust = trust_policy_for(&DEV_ARNS, target, &f.role());
     let mut tags: BTreeMap<String, String> = [("TenantId".to_owned(), tenant.to_owned())].into();
     if access != "all" {
         tags.insert("PlatformAccess".into(), access.into());
@@ -489,7 +485,7 @@ fn takes_session(f: &Function, target: &str, tenant: &str, access: &str) -> bool
                 action: (*action).into(),
                 resource: TENANT_ACCESS.into(),
                 request_tags: tags.clone(),
-                ..caller(&ARNS, &f.role())
+                ..caller(&DEV_ARNS, &f.role())
             },
         )
     })
@@ -549,7 +545,7 @@ fn each_function_takes_exactly_the_sessions_it_declares() {
 
 #[test]
 fn each_routes_declared_requests_are_allowed_on_the_credentials_it_sends_them_with() {
-    let tenant_session = tenant_role_policy(&ARNS);
+    let tenant_session = tenant_role_policy(&DEV_ARNS);
     // (a read-only route's sessions also carry a reader's session policy)
     let location =
         TableLocation::from_role_arn(TENANT_ACCESS, "us-east-1", "pooltable-dev").unwrap();
@@ -563,7 +559,7 @@ fn each_routes_declared_requests_are_allowed_on_the_credentials_it_sends_them_wi
         .unwrap(),
     )
     .unwrap();
-    let operator_session = tenant_operator_role_policy(&ARNS);
+    let operator_session = tenant_operator_role_policy(&DEV_ARNS);
     let session = |policy: &serde_json::Value, action: &str, key: &str| {
         is_allowed(
             policy,
@@ -576,7 +572,7 @@ fn each_routes_declared_requests_are_allowed_on_the_credentials_it_sends_them_wi
     for f in &table().functions {
         let Some(doc) = &f.doc else { continue };
         let reaches = f.reaches();
-        let own = function_role_policy(&ARNS, &f.role());
+        let own = function_role_policy(&DEV_ARNS, &f.role());
         for (operation, _) in &doc.requests.operations {
             // GIVEN each operation its route declares
             let allowed = match operation.as_str() {
@@ -723,7 +719,7 @@ fn a_read_only_routes_sessions_read_and_write_only_its_counters_in_every_layer()
     let acme = TenantId::parse("acme").unwrap();
     let location =
         TableLocation::from_role_arn(TENANT_ACCESS, "us-east-1", "pooltable-dev").unwrap();
-    let role = tenant_role_policy(&ARNS);
+    let role = tenant_role_policy(&DEV_ARNS);
     let product = raw_key("acme", "PRODUCT#1");
     let record = tenant_record_key(&acme);
     let usage = usage_counter_pk(&acme, 3);
