@@ -56,6 +56,10 @@ pub struct Lane {
     /// nothing: [`Lane::after_confirming_step`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub found: u64,
+    /// Its walk's pass, from 0: such a walk begins again after a pass that found items, and the
+    /// progress shown says so rather than seeming to go back.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pass: u64,
     /// The step number of the newest turn of it put on the lane queue, noted once the message is
     /// sent ([`mark_sent`]): a message of a lower number is a stale copy. `None` on a lane whose
     /// first turn is not yet noted sent, or last written by a version that did not note it (then
@@ -81,6 +85,7 @@ impl Lane {
             counts: BTreeMap::new(),
             stepped_at_ms: now_ms,
             found: 0,
+            pass: 0,
             // Noted once its first turn is on the queue: a lane planned and never noted was never
             // sent (its planner's send failed), and is sent again soon.
             sent_steps: None,
@@ -124,6 +129,7 @@ impl Lane {
             next.done = false;
             next.position = None;
             next.found = 0;
+            next.pass += 1;
         }
         next
     }
@@ -429,72 +435,4 @@ fn stored(lane: &Lane) -> Result<Item, StoreError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::identity::fixtures::acme;
-    use crate::store::lifecycle::tenant_items::{sources, RecordInWalk};
-
-    #[test]
-    fn the_lanes_deal_out_every_source_once_in_walk_order() {
-        // GIVEN a 16-shard tenant's walk
-        let all = sources(&acme(), 16, 8, RecordInWalk::Excluded);
-        for asked in [1, 4, 16, 64, 500] {
-            // WHEN it is split into lanes
-            let lanes = lane_count(asked, all.len());
-            let mut dealt: Vec<(usize, Source)> = (0..lanes)
-                .flat_map(|lane| lane_sources(&all, lane, lanes))
-                .map(|s| (all.iter().position(|a| *a == s).unwrap_or(usize::MAX), s))
-                .collect();
-            // THEN every source is in exactly one lane, and each lane keeps walk order
-            dealt.sort_by_key(|(i, _)| *i);
-            assert_eq!(dealt.into_iter().map(|(_, s)| s).collect::<Vec<_>>(), all);
-            assert!(lanes >= 1 && lanes <= MAX_LANES.min(all.len() as u32));
-        }
-        assert_eq!(lane_count(0, 5), 1);
-        assert_eq!(lane_count(16, 5), 5);
-    }
-
-    #[test]
-    fn a_step_moves_the_position_and_adds_its_counts() {
-        let lane = Lane {
-            pk: "p".into(),
-            sk: "s".into(),
-            lane: 2,
-            steps: 3,
-            done: false,
-            position: None,
-            counts: BTreeMap::from([("PRODUCT".to_owned(), 5)]),
-            stepped_at_ms: 1,
-            found: 0,
-            sent_steps: Some(0),
-        };
-        let at = ItemKey {
-            pk: "a".into(),
-            sk: "b".into(),
-        };
-        let next = lane.after_step(
-            Some(at.clone()),
-            &BTreeMap::from([("PRODUCT".to_owned(), 2)]),
-            9,
-        );
-        assert_eq!(
-            (next.steps, next.done, next.position.clone()),
-            (4, false, Some(at.clone()))
-        );
-        assert_eq!(next.counts["PRODUCT"], 7);
-        let last = next.after_step(None, &BTreeMap::new(), 10);
-        assert_eq!(
-            (last.steps, last.done, last.position),
-            (5, true, Some(at.clone()))
-        );
-        // A confirming walk's pass that found items begins again; one that found none ends it.
-        let again = next.after_confirming_step(None, &BTreeMap::new(), 2, 11);
-        assert_eq!(
-            (again.done, again.position.clone(), again.found),
-            (false, None, 0)
-        );
-        let mid = again.after_confirming_step(Some(at), &BTreeMap::new(), 0, 12);
-        let end = mid.after_confirming_step(None, &BTreeMap::new(), 0, 13);
-        assert!(end.done);
-    }
-}
+mod tests;
