@@ -14,13 +14,12 @@ use shared::store::lifecycle::tenant_items::Source;
 pub struct LanesProgress {
     pub lanes: u32,
     pub lanes_done: u32,
-    /// The partitions of the tenant walk the lanes have passed, of all of them (in their current
-    /// pass).
+    /// The partitions of the tenant walk the lanes have passed on their first pass, of all of them.
     pub partitions_walked: usize,
     pub partitions: usize,
-    /// The walk's pass, from 2, once a lane walks its partitions again (a move's, whose source
-    /// must be seen empty: a pass that found items is followed by another); absent on the first.
-    pub pass: Option<u64>,
+    /// The lanes walking their partitions again (a move's, whose source must be seen empty: a
+    /// pass that moved items is followed by one that finds none, or by another); absent when none.
+    pub lanes_confirming: Option<u32>,
     /// Items the lanes have done (deleted, for an offboarding).
     pub items_done: u64,
     /// Items a second since the lanes began.
@@ -50,19 +49,13 @@ impl LanesProgress {
         }
         let items_done: u64 = by_kind.values().sum();
         let walked = lanes::sources_walked(tenant, sources, all);
-        let pass = all
-            .iter()
-            .map(|lane| lane.pass)
-            .max()
-            .filter(|p| *p > 0)
-            .map(|p| p + 1);
+        let confirming = all.iter().filter(|l| !l.done && l.pass > 0).count() as u32;
         let elapsed_ms = since_ms
             .map(|since| now_ms.saturating_sub(since))
             .filter(|ms| *ms > 0);
         let items_per_second = elapsed_ms.map(|ms| items_done as f64 * 1000.0 / ms as f64);
-        // Only on the first pass: how many more a walk takes depends on the writes meanwhile.
         let estimated_end = match elapsed_ms {
-            Some(ms) if walked > 0 && pass.is_none() => {
+            Some(ms) if walked > 0 => {
                 let left = (sources.len().saturating_sub(walked)) as u64;
                 Some(shared::identity::clock::rfc3339(
                     now_ms + ms * left / walked as u64,
@@ -75,7 +68,7 @@ impl LanesProgress {
             lanes_done: all.iter().filter(|lane| lane.done).count() as u32,
             partitions_walked: walked,
             partitions: sources.len(),
-            pass,
+            lanes_confirming: (confirming > 0).then_some(confirming),
             items_done,
             items_per_second: items_per_second.map(|r| (r * 10.0).round() / 10.0),
             estimated_end,
@@ -106,36 +99,25 @@ mod tests {
     }
 
     #[test]
-    fn a_walk_begun_again_shows_its_pass_and_no_end_instead_of_going_back() {
-        // GIVEN a tenant's walk in two lanes, lane 0 done and lane 1 at the start of a pass
+    fn a_move_s_lanes_walking_again_count_their_first_pass_done_so_progress_never_goes_back() {
+        // GIVEN a tenant's walk in three lanes: lane 0 done, lanes 1 and 2 on their first pass
         let tenant = TenantId::parse("acme").unwrap();
         let all = sources(&tenant, 4, 8, RecordInWalk::Excluded);
-        let lane_0 = lanes::lane_sources(&all, 0, 2).len();
-        let none = BTreeMap::new();
-        // WHEN lane 1 begins its first pass, and when it begins again after one that found items
-        let first = LanesProgress::of(
-            &tenant,
-            &all,
-            &[lane(0, true, 0), lane(1, false, 0)],
-            &none,
-            Some(0),
-            10_000,
-        );
-        let again = LanesProgress::of(
-            &tenant,
-            &all,
-            &[lane(0, true, 0), lane(1, false, 1)],
-            &none,
-            Some(0),
-            10_000,
-        );
-        // THEN the first shows no pass and an estimated end
-        assert_eq!((first.partitions_walked, first.pass), (lane_0, None));
-        assert!(first.estimated_end.is_some());
-        // AND the second says it is the walk's second pass, with no estimate (how many more passes
-        // a move takes depends on the writes meanwhile)
-        assert_eq!((again.partitions_walked, again.pass), (lane_0, Some(2)));
-        assert_eq!(again.estimated_end, None);
-        assert_eq!(again.items_done, 20);
+        let own = |n| lanes::lane_sources(&all, n, 3).len();
+        let view = |lanes: &[Lane]| {
+            LanesProgress::of(&tenant, &all, lanes, &BTreeMap::new(), Some(0), 10_000)
+        };
+        let first = view(&[lane(0, true, 0), lane(1, false, 0), lane(2, false, 0)]);
+        // WHEN lane 2, then lane 1, end a pass that moved items and walk their partitions again
+        let one_again = view(&[lane(0, true, 0), lane(1, false, 0), lane(2, false, 1)]);
+        let two_again = view(&[lane(0, true, 0), lane(1, false, 1), lane(2, false, 1)]);
+        // THEN each lane's first pass stays counted: the partitions walked only grow, to all of them
+        let walked = [&first, &one_again, &two_again].map(|v| v.partitions_walked);
+        assert_eq!(walked, [own(0), own(0) + own(2), all.len()]);
+        // AND the lanes walking again are shown, with the estimate of the end still given
+        let confirming = [&first, &one_again, &two_again].map(|v| v.lanes_confirming);
+        assert_eq!(confirming, [None, Some(1), Some(2)]);
+        assert!(two_again.estimated_end.is_some());
+        assert_eq!(two_again.items_done, 30);
     }
 }

@@ -452,6 +452,8 @@ fn only_the_functions_whose_code_starts_a_restore_may_restore_the_pool_or_write_
         );
         for action in [
             "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
             "dynamodb:BatchWriteItem",
             "dynamodb:Scan",
         ] {

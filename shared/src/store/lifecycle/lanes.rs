@@ -56,8 +56,9 @@ pub struct Lane {
     /// nothing: [`Lane::after_confirming_step`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub found: u64,
-    /// Its walk's pass, from 0: such a walk begins again after a pass that found items, and the
-    /// progress shown says so rather than seeming to go back.
+    /// Its walk's pass, from 0: such a walk begins again after a pass that found items (a move's
+    /// first pass always does: it moved them), and the progress shown counts the first pass done
+    /// rather than going back.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pass: u64,
     /// The step number of the newest turn of it put on the lane queue, noted once the message is
@@ -406,8 +407,9 @@ pub fn totals(lanes: &[Lane]) -> (BTreeMap<String, u64>, u64) {
 }
 
 /// How far `lanes` are through their walk of `sources` (what the tenant view shows): the sources
-/// each has passed, a done lane all of its own, over all sources. An item count would need a count
-/// of the tenant's items first, which only a walk gives.
+/// each has passed, a done lane all of its own, and so does one past its first pass (a move's lane
+/// walks again to see its source empty: the figure never goes back), over all sources. An item
+/// count would need a count of the tenant's items first, which only a walk gives.
 pub fn sources_walked(
     tenant: &crate::identity::ids::TenantId,
     sources: &[Source],
@@ -418,7 +420,7 @@ pub fn sources_walked(
         .iter()
         .map(|lane| {
             let own = lane_sources(sources, lane.lane, count);
-            match (&lane.done, &lane.position) {
+            match (lane.done || lane.pass > 0, &lane.position) {
                 (true, _) => own.len(),
                 (false, None) => 0,
                 (false, Some(p)) => {
