@@ -79,6 +79,8 @@ fn probes() -> Vec<(Probe, bool)> {
     use Reach::*;
     let own = format!("{TABLE}-tenant-acme");
     let restore = format!("{TABLE}-restore-yesterday");
+    // A point-in-time restore's copy, named as point_in_time::scratch_table names it.
+    let copy = format!("{TABLE}-restore-acme-1733460000000");
     let stream = format!("{TABLE}/stream/{STREAM_LABEL}");
     let record = raw_key("acme", "TENANT");
     let mut tagged_create = request("dynamodb:CreateTable", &own);
@@ -173,7 +175,7 @@ fn probes() -> Vec<(Probe, bool)> {
             &[RestoreTables, RestoreTablesReading],
         ),
         (
-            request("dynamodb:DeleteTable", &restore),
+            request("dynamodb:DeleteTable", &copy),
             &[RestoreTables, RestoreTablesReading],
         ),
         (
@@ -251,6 +253,8 @@ fn probes() -> Vec<(Probe, bool)> {
         tagged_own,
         request("dynamodb:Scan", TABLE),
         request("dynamodb:DeleteTable", TABLE),
+        // A restore source an operator made: read, never deleted (only a copy's name is).
+        request("dynamodb:DeleteTable", &restore),
         request("dynamodb:UpdateTable", TABLE),
         request("dynamodb:CreateTable", &own),
         request("dynamodb:UpdateTable", &own),
@@ -436,7 +440,7 @@ fn only_the_functions_whose_code_starts_a_restore_may_restore_the_pool_or_write_
     let start_restores = ["restore-tenant", "drive-lifecycle"];
     // AND those that step a restore's lanes or end it (reading the copy, dropping it at the end)
     let step_restores = ["restore-tenant", "drive-lifecycle", "work-lanes"];
-    let copy = format!("{TABLE}-restore-acme-1");
+    let copy = format!("{TABLE}-restore-acme-1733460000000");
     for f in &table().functions {
         let policy = function_role_policy(&DEV_ARNS, &f.role());
         let allowed =
@@ -468,6 +472,11 @@ fn only_the_functions_whose_code_starts_a_restore_may_restore_the_pool_or_write_
         ] {
             let steps = step_restores.contains(&bin);
             assert_eq!(allowed(action, &copy), steps, "{bin}: {action}");
+        }
+        // AND none may delete a source named otherwise (an operator's, which a restore only reads)
+        for source in ["yesterday", "acme-1", "acme-1733460000000/index/GSI2"] {
+            let table = format!("{TABLE}-restore-{source}");
+            assert!(!allowed("dynamodb:DeleteTable", &table), "{bin}: {table}");
         }
     }
 }
