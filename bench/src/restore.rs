@@ -122,7 +122,11 @@ async fn restore_to_end(restorer: &App, db: &TenantDb, done: &AtomicBool) -> Res
     loop {
         let record = read_record_consistent(db).await.unwrap().unwrap();
         let answer = Box::pin(tenants::restore_tenant::advance(
-            restorer, &runner, db, record,
+            restorer,
+            &runner,
+            db,
+            record,
+            tenants::restore_tenant::Stepper::CallOrDriver,
         ))
         .await
         .expect("a restore call");

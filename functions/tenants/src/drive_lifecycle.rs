@@ -358,7 +358,16 @@ async fn advance(
             let deadline = Instant::now() + move_tenant::WORK_PER_REQUEST;
             move_tenant::advance(app, lanes, db, record, deadline).await
         }
-        Operation::Restoring => restore_tenant::advance(app, lanes, db, record).await,
+        Operation::Restoring => {
+            restore_tenant::advance(
+                app,
+                lanes,
+                db,
+                record,
+                restore_tenant::Stepper::CallOrDriver,
+            )
+            .await
+        }
         Operation::Keying => {
             let deadline = Instant::now() + crate::key_tenant::WORK_PER_REQUEST;
             crate::key_tenant::advance(app, db, record, deadline).await

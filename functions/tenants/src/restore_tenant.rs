@@ -229,7 +229,7 @@ async fn start_or_continue(
         .ok_or_else(|| ApiError::NotFound("No such tenant.".into()))?;
     if let Some(running) = &record.restore {
         if source.is(running) && !dry_run {
-            return Box::pin(advance(app, lanes, db, record)).await;
+            return Box::pin(advance(app, lanes, db, record, Stepper::CallOrDriver)).await;
         }
         return Err(crate::refuse_while_restoring_or_moving(&record).unwrap_err());
     }
@@ -364,6 +364,14 @@ async fn abort(
     ))
 }
 
+/// Who steps a restore in [`advance`]: the lane worker may not start a point-in-time copy (its
+/// role may not restore the pool); a call and the lifecycle driver may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stepper {
+    CallOrDriver,
+    LaneWorker,
+}
+
 /// Runs `record`'s restore (already begun) until it ends (200 with the report), another call takes
 /// over, or [`WORK_PER_REQUEST`] passes (202 with the progress): what every call with the same
 /// source does after its first, what the lifecycle driver does with no client calling, and what
@@ -375,6 +383,7 @@ pub async fn advance(
     runner: &Lanes,
     db: &TenantDb,
     mut record: TenantRecord,
+    stepper: Stepper,
 ) -> Result<Response<Body>, ApiError> {
     let tenant = db.tenant.clone();
     let until = Instant::now() + WORK_PER_REQUEST;
@@ -388,6 +397,7 @@ pub async fn advance(
             source: &source,
             manager: &manager,
             pool: app.tenants.table_name(),
+            may_start_copy: stepper == Stepper::CallOrDriver,
         };
         let now = || (app.clock.now_seconds(), rfc3339(app.clock.now_millis()));
         let progress = Box::pin(restoring::advance(db, &tables, &record, now, until)).await?;

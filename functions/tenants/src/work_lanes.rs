@@ -24,6 +24,7 @@ use shared::{ApiError, App};
 use crate::lane_walk::{run_lane, LaneRun, LaneWork};
 use crate::offboard_tenant;
 use crate::operation::Operation;
+use crate::restore_tenant::Stepper;
 use crate::{LaneMessage, Lanes, LANE_SIGNATURE_ATTRIBUTE};
 
 /// What became of one message.
@@ -126,7 +127,7 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
         // A restore's source replaced or deleted since it began: the call below ends it
         // (abandoned) before anything more is read from it.
         InLanes::SourceChanged => {
-            crate::restore_tenant::advance(app, runner, &db, record).await?;
+            crate::restore_tenant::advance(app, runner, &db, record, Stepper::LaneWorker).await?;
             return Ok(Turn::Dropped);
         }
     };
@@ -196,7 +197,8 @@ pub async fn turn(app: &App, runner: &Lanes, message: &LaneMessage) -> Result<Tu
                     crate::move_tenant::advance(app, runner, &db, record, deadline).await?
                 }
                 LaneWork::Restore { .. } => {
-                    crate::restore_tenant::advance(app, runner, &db, record).await?
+                    crate::restore_tenant::advance(app, runner, &db, record, Stepper::LaneWorker)
+                        .await?
                 }
             };
             Ok(Turn::Done)
@@ -330,6 +332,7 @@ async fn restore_in_lanes(
         source: &source,
         manager: &manager,
         pool: app.tenants.table_name(),
+        may_start_copy: false,
     };
     if restoring::source_changed(&tables, &record.tenant_id, state)
         .await?

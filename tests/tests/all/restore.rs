@@ -1112,3 +1112,68 @@ async fn a_step_of_an_aborted_restore_sent_late_never_commits_into_the_restore_b
     assert_eq!(restore["startsAt"], started.body["restore"]["startsAt"]);
     assert!(restore.get("lanes").is_none(), "{}", view.body);
 }
+
+/// The lane worker's role may not restore the pool (`RestoreTablesReadingPolicy`): a restore it
+/// finds preparing with no copy (one begun after the restore whose last lane it stepped) is left
+/// to a call or a driver run, which may start the copy; DynamoDB's refusal of the worker's start
+/// would have ended a restore nobody asked to end.
+#[tokio::test]
+async fn a_lane_worker_leaves_a_point_in_time_copy_to_start_to_a_call_or_the_driver() {
+    use tenants::restore_tenant::{advance, Stepper};
+    // GIVEN a point-in-time restore preparing (no copy made, so none known), its copy not
+    // started, its writes due
+    let (h, t, _copy) = a_point_in_time_restore("pitrworker").await;
+    let record = shared::identity::keys::tenant_record_key(&TenantId::parse(&t).unwrap());
+    h.admin
+        .update_item()
+        .table_name(&h.table)
+        .key("PK", AttributeValue::S(record.clone()))
+        .key("SK", AttributeValue::S(record))
+        .update_expression("SET #r.phase = :preparing REMOVE #r.sourceId")
+        .expression_attribute_names("#r", "restore")
+        .expression_attribute_values(":preparing", AttributeValue::S("preparing".into()))
+        .send()
+        .await
+        .unwrap();
+    h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
+    let scope = shared::isolation::policy::Scope::Operator;
+    let tenant = TenantId::parse(&t).unwrap();
+    let db = h.app.operator_db(&tenant, scope).await.unwrap().unwrap();
+    let read = || async {
+        shared::store::tenancy::tenants::read_record_consistent(&db)
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    let lanes = tenants::Lanes::in_process();
+    // WHEN the lane worker steps it
+    let stepped = Box::pin(advance(
+        &h.app,
+        &lanes,
+        &db,
+        read().await,
+        Stepper::LaneWorker,
+    ))
+    .await
+    .unwrap();
+    // THEN it waits, still preparing (before the guard: the worker's start was refused, and the
+    // restore ended abandoned)
+    assert_eq!(stepped.status(), 202);
+    let view = h.operator().get_tenant(&t).await;
+    assert_eq!(view.body["restore"]["phase"], "preparing", "{}", view.body);
+    // WHEN a driver run steps it
+    driver_run(&h).await;
+    // THEN the driver did ask DynamoDB for the copy: DynamoDB Local, which makes none, refuses it
+    let view = h.operator().get_tenant(&t).await;
+    assert_eq!(
+        view.body["lastRestore"]["phase"], "abandoned",
+        "{}",
+        view.body
+    );
+    let reason = view.body["lastRestore"]["reason"].as_str();
+    assert!(
+        reason.is_some_and(|r| r.contains("point-in-time recovery")),
+        "{}",
+        view.body
+    );
+}

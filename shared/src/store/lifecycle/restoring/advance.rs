@@ -34,6 +34,9 @@ pub struct Tables<'a> {
     pub manager: &'a aws_sdk_dynamodb::Client,
     /// The pool's table name.
     pub pool: &'a str,
+    /// Whether this caller may start the point-in-time copy a preparing restore reads from: not
+    /// the lane worker, whose role may not restore the pool (`RestoreTablesReadingPolicy`).
+    pub may_start_copy: bool,
 }
 
 /// Runs the restore's steps until it walks (its lanes are the caller's to step), ends, another
@@ -247,6 +250,10 @@ async fn prepare(
         ));
     };
     match point_in_time::ready(tables.manager, &state.source_table).await? {
+        // A caller that may not start the copy (the lane worker, finding a restore begun after the
+        // one whose lane it stepped) leaves it to a call or a driver run: DynamoDB's AccessDenied
+        // would otherwise end a restore nobody asked to end.
+        None if !tables.may_start_copy => Ok(waiting()),
         None => {
             let started =
                 point_in_time::start(tables.manager, tables.pool, &state.source_table, &at).await;
