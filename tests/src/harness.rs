@@ -203,6 +203,7 @@ impl Harness {
         let sts = aws_sdk_sts::Client::from_conf(
             aws_sdk_sts::config::Builder::from(&sdk)
                 .interceptor(sts_faults.clone())
+                .interceptor(crate::judge::Judged)
                 .retry_partition(partition("sts"))
                 .build(),
         );

@@ -33,10 +33,17 @@ impl ImportQueues {
         std::env::var("AWS_ENDPOINT_URL_SQS").unwrap_or_else(|_| {
             panic!("AWS_ENDPOINT_URL_SQS is not set: run the tests with ./scripts/test.sh (moto's SQS)")
         });
-        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        // The queues are the test's to make (never judged, even when made in a function's call);
+        // the client kept is judged: the functions' messages go through it.
+        let admin = aws_sdk_sqs::Client::new(&sdk);
+        let sqs = aws_sdk_sqs::Client::from_conf(
+            aws_sdk_sqs::config::Builder::from(&sdk)
+                .interceptor(crate::judge::Judged)
+                .build(),
+        );
         let name = crate::unique("imports");
-        let dlq_url = create_queue(&sqs, &format!("{name}-dlq"), []).await;
-        let dlq_arn = queue_arn(&sqs, &dlq_url).await;
+        let dlq_url = create_queue(&admin, &format!("{name}-dlq"), []).await;
+        let dlq_arn = queue_arn(&admin, &dlq_url).await;
         let redrive =
             json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receives.to_string()});
         let attributes = [
@@ -46,14 +53,26 @@ impl ImportQueues {
                 visibility_seconds.to_string(),
             ),
         ];
-        let url = create_queue(&sqs, &name, attributes).await;
-        let arn = queue_arn(&sqs, &url).await;
+        let url = create_queue(&admin, &name, attributes).await;
+        // Its producer is create-import's (LanePump names it again for its lanes).
+        crate::judge::name_queue(&url, "ImportQueue");
+        let arn = queue_arn(&admin, &url).await;
         Self {
             sqs,
             url,
             arn,
             dlq_url,
             max_receives,
+        }
+    }
+
+    /// New queues whose URL names none (`<queues' URL>-missing`): create-import's queue, gone.
+    pub async fn unreachable(queues: &ImportQueues) -> Self {
+        let url = format!("{}-missing", queues.url);
+        crate::judge::name_queue(&url, "ImportQueue");
+        Self {
+            url,
+            ..Self::create(3, 1).await
         }
     }
 

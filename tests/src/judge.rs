@@ -1,5 +1,6 @@
 //! IAM for the functions' own credentials, on the stack: every DynamoDB request a function sends on
-//! its execution role (not a tenant's session) while a test calls it is judged by the project's
+//! its execution role (not a tenant's session) while a test calls it, and every STS, KMS and SQS
+//! request through the clients the harness builds ([`services`]), is judged by the project's
 //! IAM evaluator against that function's role as template.yaml generates it from routes.yaml. A
 //! request the role would refuse fails its test with the request named (DynamoDB Local evaluates no
 //! IAM, so without this a role missing an action the code calls would pass every test here and be
@@ -9,7 +10,8 @@
 //! only the execution role's are judged here: told by the access key that signed them (the stack's
 //! own, `AWS_ACCESS_KEY_ID`; a session's is STS's). A function is known while a test calls it through
 //! [`as_function`] (every route's `dispatch`, the lane worker's and the driver's entry in the
-//! harness); what it sends from a task it spawns, or a binary run as a process, is not judged.
+//! harness); what it sends from a task it spawns, or a binary run as a process, is not judged, nor
+//! are its EventBridge and Secrets Manager requests.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -21,6 +23,9 @@ use serde_json::Value;
 use crate::iam::{is_allowed, AuthzRequest};
 use crate::template::{caller, function_role_policy, DEV_ARNS};
 use devtools::routes::pascal_case;
+
+mod services;
+pub use services::{name_queue, Judged};
 
 /// The access key the functions' execution role signs with in the tests: the process's own
 /// (`scripts/stack.sh` exports it), read once.
@@ -70,30 +75,46 @@ pub fn judge(authorization: Option<&str>, target: Option<&str>, body: Option<&[u
     if key.is_none() || key != Some(execution_role_key()) {
         return;
     }
+    // The signing scope names the service: `Credential=<key>/<date>/<region>/<service>/aws4_request`.
+    let service = authorization
+        .and_then(|a| a.split("Credential=").nth(1))
+        .and_then(|c| c.split('/').nth(3))
+        .unwrap_or_default();
     let operation = target
         .and_then(|t| t.rsplit('.').next())
         .unwrap_or_default();
-    let body: Value = body
-        .and_then(|b| serde_json::from_slice(b).ok())
-        .unwrap_or(Value::Null);
+    let asked = match service {
+        "dynamodb" => {
+            let body: Value = body
+                .and_then(|b| serde_json::from_slice(b).ok())
+                .unwrap_or(Value::Null);
+            authorizations(operation, &body)
+        }
+        other => services::authorizations(other, operation, body.unwrap_or_default()),
+    };
     let logical = format!("{}Role", pascal_case(&bin));
     let policy = role_policy(&logical);
-    for asked in authorizations(operation, &body) {
+    for asked in asked {
+        let action = match asked.action.contains(':') {
+            true => asked.action.clone(),
+            false => format!("dynamodb:{}", asked.action),
+        };
         let request = AuthzRequest {
-            action: format!("dynamodb:{}", asked.action),
+            action: action.clone(),
             resource: asked.resource.clone(),
             leading_keys: asked.leading_keys.clone(),
             request_tags: asked.request_tags.clone(),
+            service_keys: asked.service_keys.clone(),
             ..caller(&DEV_ARNS, &logical)
         };
         judged.fetch_add(1, Ordering::SeqCst);
         assert!(
             is_allowed(policy, &request),
             "IAM would refuse {bin}'s {operation} on its own credentials ({logical}): \
-             dynamodb:{} on {} (leading keys {:?})",
-            asked.action,
+             {action} on {} (leading keys {:?}, context {:?})",
             asked.resource,
-            asked.leading_keys
+            asked.leading_keys,
+            asked.service_keys
         );
     }
 }
@@ -107,12 +128,15 @@ fn role_policy(logical: &str) -> &'static Value {
         .or_insert_with(|| Box::leak(Box::new(function_role_policy(&DEV_ARNS, logical))))
 }
 
-/// One action IAM authorizes for a request.
+/// One action IAM authorizes for a request: a DynamoDB action by its name alone, another
+/// service's with its prefix (`kms:Decrypt`).
 struct Asked {
     action: String,
     resource: String,
     leading_keys: Option<Vec<String>>,
     request_tags: BTreeMap<String, String>,
+    /// A service's own condition keys (a KMS request's encryption context).
+    service_keys: BTreeMap<String, String>,
 }
 
 /// What IAM authorizes for `operation` with `body`: a transaction's and a batch's items one by one.
@@ -122,6 +146,7 @@ fn authorizations(operation: &str, body: &Value) -> Vec<Asked> {
         resource: resource_of_table(table.as_str().unwrap_or_default()),
         leading_keys: keys,
         request_tags: BTreeMap::new(),
+        service_keys: BTreeMap::new(),
     };
     let pk = |item: &Value| item["PK"]["S"].as_str().map(|s| vec![s.to_owned()]);
     match operation {
@@ -176,6 +201,7 @@ fn authorizations(operation: &str, body: &Value) -> Vec<Asked> {
             resource: "*".to_owned(),
             leading_keys: None,
             request_tags: BTreeMap::new(),
+            service_keys: BTreeMap::new(),
         }],
         // A table's own operations (DescribeTable, CreateTable, DeleteTable, UpdateTable, …).
         _ => {

@@ -27,6 +27,8 @@ use crate::Harness;
 /// With `outage` set, KMS is unreachable: every call fails as a refused connection does
 /// ([`VaultError::Unavailable`]), whatever the key's state.
 pub struct EnforcedKeyStates {
+    /// Reads a key's state for the test (what AWS KMS itself would enforce; moto does not): never
+    /// judged, unlike `inner`'s client, which makes the function's own calls.
     kms: aws_sdk_kms::Client,
     inner: KmsVault,
     outage: Arc<AtomicBool>,
@@ -37,7 +39,8 @@ pub struct EnforcedKeyStates {
 
 impl EnforcedKeyStates {
     pub fn new(kms: aws_sdk_kms::Client, outage: Arc<AtomicBool>) -> Self {
-        let inner = KmsVault::new(kms.clone());
+        let judged = kms.config().to_builder().interceptor(crate::judge::Judged);
+        let inner = KmsVault::new(aws_sdk_kms::Client::from_conf(judged.build()));
         Self {
             kms,
             inner,

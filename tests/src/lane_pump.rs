@@ -41,6 +41,7 @@ impl LanePump {
     /// dead letters after 5), each turn stepping its lane for `turn`.
     pub async fn new(visibility_seconds: u32, turn: Duration) -> Self {
         let queues = ImportQueues::create(5, visibility_seconds).await;
+        crate::judge::name_queue(&queues.url, "LaneQueue");
         let lanes = tenants::Lanes::on_queue(tenants::LaneQueue {
             client: queues.sqs.clone(),
             url: queues.url.clone(),

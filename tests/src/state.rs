@@ -24,7 +24,11 @@ pub(crate) async fn import_queue() -> imports::ImportQueue {
         return queue;
     }
     imports::ImportQueue {
-        client: aws_sdk_sqs::Client::new(&shared::service::app::load_sdk_config().await),
+        client: aws_sdk_sqs::Client::from_conf(
+            aws_sdk_sqs::config::Builder::from(&shared::service::app::load_sdk_config().await)
+                .interceptor(crate::judge::Judged)
+                .build(),
+        ),
         url: shared_import_queue().await.to_owned(),
     }
 }

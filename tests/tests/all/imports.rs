@@ -574,10 +574,7 @@ async fn an_idempotency_key_names_one_import_even_after_a_failure_part_way() {
     let consumer = Consumer::start(&h.table, &queues).await;
     let key = [("Idempotency-Key", "import-once")];
     // GIVEN a keyed import whose queue is unreachable: 503, and its record says it is enqueuing
-    let broken = ImportQueues {
-        url: format!("{}-missing", queues.url),
-        ..ImportQueues::create(3, 1).await
-    };
+    let broken = ImportQueues::unreachable(&queues).await;
     let failed = post_import(&h, &broken, &t, products("k", 30), &key).await;
     failed.assert_problem(503);
     let id = {
@@ -1183,10 +1180,7 @@ async fn every_import_is_final_by_its_deadline_with_counts_per_reason_and_nothin
     use shared::store::imports::FINAL_WITHIN_SECONDS;
     let h = Harness::new().await;
     let queues = ImportQueues::create(3, 1).await;
-    let broken = ImportQueues {
-        url: format!("{}-missing", queues.url),
-        ..ImportQueues::create(3, 1).await
-    };
+    let broken = ImportQueues::unreachable(&queues).await;
     // GIVEN an import of 30 products (two messages): one message is written, the other's every
     // delivery crashes or times out until SQS gives up on it
     // (under limits that never bind: this test is about deadlines, not the quota)
