@@ -1,6 +1,7 @@
 //! IAM for the functions' own credentials, on the stack: every DynamoDB request a function sends on
-//! its execution role (not a tenant's session) while a test calls it, and every STS, KMS and SQS
-//! request through the clients the harness builds ([`services`]), is judged by the project's
+//! its execution role (not a tenant's session) while a test calls it, and every STS, KMS, SQS,
+//! EventBridge and Secrets Manager request through the clients the harness builds ([`services`]),
+//! is judged by the project's
 //! IAM evaluator against that function's role as template.yaml generates it from routes.yaml. A
 //! request the role would refuse fails its test with the request named (DynamoDB Local evaluates no
 //! IAM, so without this a role missing an action the code calls would pass every test here and be
@@ -9,9 +10,9 @@
 //! Tenant sessions' requests are the guard's to hold (proven equal to their session policies), so
 //! only the execution role's are judged here: told by the access key that signed them (the stack's
 //! own, `AWS_ACCESS_KEY_ID`; a session's is STS's). A function is known while a test calls it through
-//! [`as_function`] (every route's `dispatch`, the lane worker's and the driver's entry in the
-//! harness); what it sends from a task it spawns, or a binary run as a process, is not judged, nor
-//! are its EventBridge and Secrets Manager requests.
+//! [`as_function`] (every route's `dispatch`, the lane worker's, the driver's, the control plane's
+//! and the lifecycle publisher's entry in the harness); what it sends from a task it spawns, or a
+//! binary run as a process, is not judged.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -25,7 +26,7 @@ use crate::template::{caller, function_role_policy, DEV_ARNS};
 use devtools::routes::pascal_case;
 
 mod services;
-pub use services::{name_queue, Judged};
+pub use services::{name_queue, stands_for, Judged};
 
 /// The access key the functions' execution role signs with in the tests: the process's own
 /// (`scripts/stack.sh` exports it), read once.
@@ -95,12 +96,8 @@ pub fn judge(authorization: Option<&str>, target: Option<&str>, body: Option<&[u
     let logical = format!("{}Role", pascal_case(&bin));
     let policy = role_policy(&logical);
     for asked in asked {
-        let action = match asked.action.contains(':') {
-            true => asked.action.clone(),
-            false => format!("dynamodb:{}", asked.action),
-        };
         let request = AuthzRequest {
-            action: action.clone(),
+            action: asked.action.clone(),
             resource: asked.resource.clone(),
             leading_keys: asked.leading_keys.clone(),
             request_tags: asked.request_tags.clone(),
@@ -111,7 +108,8 @@ pub fn judge(authorization: Option<&str>, target: Option<&str>, body: Option<&[u
         assert!(
             is_allowed(policy, &request),
             "IAM would refuse {bin}'s {operation} on its own credentials ({logical}): \
-             {action} on {} (leading keys {:?}, context {:?})",
+             {} on {} (leading keys {:?}, context {:?})",
+            asked.action,
             asked.resource,
             asked.leading_keys,
             asked.service_keys
@@ -128,9 +126,9 @@ fn role_policy(logical: &str) -> &'static Value {
         .or_insert_with(|| Box::leak(Box::new(function_role_policy(&DEV_ARNS, logical))))
 }
 
-/// One action IAM authorizes for a request: a DynamoDB action by its name alone, another
-/// service's with its prefix (`kms:Decrypt`).
+/// One action IAM authorizes for a request.
 struct Asked {
+    /// With its service's prefix (`dynamodb:GetItem`, `kms:Decrypt`).
     action: String,
     resource: String,
     leading_keys: Option<Vec<String>>,
@@ -142,7 +140,7 @@ struct Asked {
 /// What IAM authorizes for `operation` with `body`: a transaction's and a batch's items one by one.
 fn authorizations(operation: &str, body: &Value) -> Vec<Asked> {
     let asked = |action: &str, table: &Value, keys: Option<Vec<String>>| Asked {
-        action: action.to_owned(),
+        action: format!("dynamodb:{action}"),
         resource: resource_of_table(table.as_str().unwrap_or_default()),
         leading_keys: keys,
         request_tags: BTreeMap::new(),
@@ -197,7 +195,7 @@ fn authorizations(operation: &str, body: &Value) -> Vec<Asked> {
         }
         "RestoreTableToPointInTime" => vec![asked(operation, &body["SourceTableName"], None)],
         "ListTables" => vec![Asked {
-            action: operation.to_owned(),
+            action: "dynamodb:ListTables".to_owned(),
             resource: "*".to_owned(),
             leading_keys: None,
             request_tags: BTreeMap::new(),

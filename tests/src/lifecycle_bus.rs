@@ -134,11 +134,17 @@ pub struct LifecycleBus {
 }
 
 impl LifecycleBus {
+    /// template.yaml's `LifecycleEventBus`, subscribed to pooltable's events.
     pub async fn create() -> Self {
-        Self::subscribed("lifecycle", &[tenants::publish_events::DEFAULT_SOURCE]).await
+        let bus = Self::subscribed("lifecycle", &[tenants::publish_events::DEFAULT_SOURCE]).await;
+        crate::judge::stands_for(&bus.name, "arn:test:LifecycleEventBus");
+        bus
     }
 
-    /// A bus (named from `prefix`) whose rule delivers every event of `sources` to its queue.
+    /// A bus (named from `prefix`) whose rule delivers every event of `sources` to its queue. The
+    /// events the functions put through `events` are judged (the test's own setup and puts are
+    /// not): the caller names which of the template's buses this one stands for
+    /// ([`crate::judge::stands_for`]).
     pub async fn subscribed(prefix: &str, sources: &[&str]) -> Self {
         for name in ["AWS_ENDPOINT_URL_EVENTBRIDGE", "AWS_ENDPOINT_URL_SQS"] {
             std::env::var(name).unwrap_or_else(|_| {
@@ -146,7 +152,11 @@ impl LifecycleBus {
             });
         }
         let sdk = shared::service::app::load_sdk_config().await;
-        let events = aws_sdk_eventbridge::Client::new(&sdk);
+        let events = aws_sdk_eventbridge::Client::from_conf(
+            aws_sdk_eventbridge::config::Builder::from(&sdk)
+                .interceptor(crate::judge::Judged)
+                .build(),
+        );
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let name = crate::unique(prefix);
         events
@@ -193,6 +203,15 @@ impl LifecycleBus {
             &self.name,
             tenants::publish_events::DEFAULT_SOURCE,
         )
+    }
+
+    /// Hands `batch` to `publisher` as `publish-lifecycle-events` does (its own requests judged
+    /// against its role: [`crate::judge`]).
+    pub async fn publish(
+        publisher: &tenants::publish_events::Publisher,
+        batch: Event,
+    ) -> aws_lambda_events::streams::DynamoDbEventResponse {
+        crate::judge::as_function("publish-lifecycle-events", publisher.publish(batch)).await
     }
 
     /// Every event delivered so far (the EventBridge envelope: `detail-type`, `source`, `detail`),

@@ -1,8 +1,9 @@
 //! The judge's reading of the requests a function sends on its own credentials to services other
 //! than DynamoDB: STS (AssumeRole, with its session tags), KMS (a tenant key made or unwrapped,
-//! with its encryption context) and SQS (a lane's turn, an import's messages). The harness adds
-//! [`Judged`] to the clients it builds for these services, so a role missing an action the code
-//! calls there fails the test that called it, as it would be refused in AWS.
+//! with its encryption context), SQS (a lane's turn, an import's messages), EventBridge (the
+//! control plane's replies, the lifecycle events) and Secrets Manager (the signing keys). The
+//! harness adds [`Judged`] to the clients it builds for these services, so a role missing an
+//! action the code calls there fails the test that called it, as it would be refused in AWS.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
@@ -34,20 +35,39 @@ impl Intercept for Judged {
     }
 }
 
-/// The template's queue each local queue stands for, by URL.
-fn queues() -> &'static Mutex<BTreeMap<String, String>> {
-    static QUEUES: OnceLock<Mutex<BTreeMap<String, String>>> = OnceLock::new();
-    QUEUES.get_or_init(Default::default)
+/// What each local resource a request names stands for in the template, as `crate::template`
+/// resolves it there: a queue's URL `arn:test:LaneQueue`, a bus's name `ref:ControlPlaneBusArn`,
+/// a secret's ARN `ref:SigningKeysSecret`, an event source `ref:ApplicationPlaneEventSource`.
+fn stand_ins() -> &'static Mutex<BTreeMap<String, String>> {
+    static STAND_INS: OnceLock<Mutex<BTreeMap<String, String>>> = OnceLock::new();
+    STAND_INS.get_or_init(Default::default)
+}
+
+/// Judges a request that names the local resource `local` as one naming `template` (see
+/// [`stand_ins`]). A queue, bus or secret not named is none of the template's: a function's
+/// request to it is refused.
+pub fn stands_for(local: &str, template: &str) {
+    stand_ins()
+        .lock()
+        .unwrap()
+        .insert(local.to_owned(), template.to_owned());
+}
+
+/// What `local` stands for, or `None`.
+fn stand_in(local: &str) -> Option<String> {
+    stand_ins().lock().unwrap().get(local).cloned()
 }
 
 /// Judges the messages sent to the local queue at `url` as sent to template.yaml's queue `logical`
-/// (`LaneQueue`, `ImportQueue`). A queue not named is no queue of the template: a function's
-/// message to it is refused.
+/// (`LaneQueue`, `ImportQueue`).
 pub fn name_queue(url: &str, logical: &str) {
-    queues()
-        .lock()
-        .unwrap()
-        .insert(url.to_owned(), logical.to_owned());
+    stands_for(url, &format!("arn:test:{logical}"));
+}
+
+/// `kind` `local` as the template names it, or a resource no template names.
+fn template_resource(kind: &str, local: &str) -> String {
+    stand_in(local)
+        .unwrap_or_else(|| format!("arn:test:a {kind} of no template resource ({local})"))
 }
 
 /// What IAM authorizes for `service`'s `operation` (its `X-Amz-Target`'s last part; none for STS,
@@ -108,14 +128,45 @@ pub(super) fn authorizations(service: &str, operation: &str, body: &[u8]) -> Vec
         }
         "sqs" => {
             let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-            let url = body["QueueUrl"].as_str().unwrap_or_default();
-            let queue = match queues().lock().unwrap().get(url) {
-                Some(logical) => format!("arn:test:{logical}"),
-                None => format!("arn:test:a queue of no template resource ({url})"),
-            };
+            let queue = template_resource("queue", body["QueueUrl"].as_str().unwrap_or_default());
             // IAM authorizes a batch as its single action.
             let action = operation.strip_suffix("Batch").unwrap_or(operation);
             vec![asked(format!("sqs:{action}"), queue)]
+        }
+        // Each entry of a PutEvents is authorized on its own bus, with its source
+        // (`events:source`) and detail type (`events:detail-type`).
+        "events" => {
+            let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+            let entries = body["Entries"].as_array().cloned().unwrap_or_default();
+            entries
+                .iter()
+                .map(|entry| {
+                    let bus = entry["EventBusName"].as_str().unwrap_or("default");
+                    let source = entry["Source"].as_str().unwrap_or_default();
+                    let keys = [
+                        (
+                            "events:source",
+                            stand_in(source).unwrap_or(source.to_owned()),
+                        ),
+                        (
+                            "events:detail-type",
+                            entry["DetailType"].as_str().unwrap_or_default().to_owned(),
+                        ),
+                    ];
+                    Asked {
+                        service_keys: keys.map(|(k, v)| (k.to_owned(), v)).into(),
+                        ..asked(format!("events:{operation}"), template_resource("bus", bus))
+                    }
+                })
+                .collect()
+        }
+        "secretsmanager" => {
+            let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+            let secret = body["SecretId"].as_str().unwrap_or_default();
+            vec![asked(
+                format!("secretsmanager:{operation}"),
+                template_resource("secret", secret),
+            )]
         }
         other => panic!("the judge does not read {other}'s requests ({operation})"),
     }

@@ -33,6 +33,8 @@ impl World {
     async fn with_sources(control: &'static str, application: &'static str) -> Self {
         let h = Harness::new().await;
         let bus = LifecycleBus::subscribed("sbt", &[control, application]).await;
+        integration::judge::stands_for(&bus.name, "ref:ControlPlaneBusArn");
+        integration::judge::stands_for(application, "ref:ApplicationPlaneEventSource");
         let plane =
             ControlPlane::new(bus.events.clone(), &bus.name, application).protecting(&["platform"]);
         Self {
@@ -70,7 +72,12 @@ impl World {
         &self,
         event: &Value,
     ) -> Result<tenants::control_plane::Handled, ControlPlaneError> {
-        Box::pin(handle(&self.h.app, &self.plane, event.clone())).await
+        let handled = handle(&self.h.app, &self.plane, event.clone());
+        Box::pin(integration::judge::as_function(
+            "control-plane-events",
+            handled,
+        ))
+        .await
     }
 
     /// Puts `request` on the bus and delivers it: the delivery answers `reply` (a refusal too:

@@ -92,7 +92,7 @@ async fn publish_filtered(bus: &LifecycleBus, batch: aws_lambda_events::dynamodb
             );
         }
     }
-    let answer = bus.publisher().publish(batch).await;
+    let answer = LifecycleBus::publish(&bus.publisher(), batch).await;
     assert!(answer.batch_item_failures.is_empty(), "{answer:?}");
 }
 
@@ -329,7 +329,7 @@ async fn a_put_that_fails_loses_no_event_and_the_retry_sends_each_once_more_at_m
     let broken = tenants::publish_events::Publisher::new(down, &bus.name, "pooltable");
 
     // WHEN the publisher cannot put them
-    let answer = broken.publish(batch.clone()).await;
+    let answer = LifecycleBus::publish(&broken, batch.clone()).await;
 
     // THEN it names the first record as the one to resume from, and nothing was delivered
     let first = batch.records[0].change.sequence_number.clone();
@@ -338,7 +338,7 @@ async fn a_put_that_fails_loses_no_event_and_the_retry_sends_each_once_more_at_m
     assert!(about(&bus.delivered().await, &t).is_empty());
 
     // WHEN Lambda hands the batch over again, from that record, and the bus is back
-    let answer = bus.publisher().publish(batch).await;
+    let answer = LifecycleBus::publish(&bus.publisher(), batch).await;
 
     // THEN both events arrive, once each
     assert!(answer.batch_item_failures.is_empty(), "{answer:?}");
@@ -368,7 +368,7 @@ async fn a_record_that_cannot_be_read_is_counted_and_passed_without_holding_up_t
     let publisher = bus.publisher().with_metrics(metrics);
 
     // WHEN the publisher is handed it
-    let answer = publisher.publish(batch).await;
+    let answer = LifecycleBus::publish(&publisher, batch).await;
 
     // THEN nothing is retried, the good record's event is out, and the bad one is counted
     assert!(answer.batch_item_failures.is_empty(), "{answer:?}");

@@ -19,9 +19,12 @@ async fn secrets_client() -> aws_sdk_secretsmanager::Client {
     let moto = std::env::var("AWS_ENDPOINT_URL_SECRETS_MANAGER").expect(
         "AWS_ENDPOINT_URL_SECRETS_MANAGER is not set: run the tests with ./scripts/test.sh (moto)",
     );
+    // Judged: a container's read of its keys in a request is the function's (its role's
+    // GetSecretValue on SigningKeysSecret).
     aws_sdk_secretsmanager::Client::from_conf(
         aws_sdk_secretsmanager::config::Builder::from(&sdk)
             .endpoint_url(moto)
+            .interceptor(integration::judge::Judged)
             .build(),
     )
 }
@@ -46,9 +49,9 @@ async fn container(h: &Harness, client: &aws_sdk_secretsmanager::Client, id: &st
     c
 }
 
-/// A new secret holding `keys`: its ARN.
+/// A new secret holding `keys`, template.yaml's `SigningKeysSecret`: its ARN.
 async fn create_keys(client: &aws_sdk_secretsmanager::Client, keys: Value) -> String {
-    client
+    let arn = client
         .create_secret()
         .name(unique("pooltable-signing-keys"))
         .secret_string(keys.to_string())
@@ -56,7 +59,9 @@ async fn create_keys(client: &aws_sdk_secretsmanager::Client, keys: Value) -> St
         .await
         .expect("create the secret on moto")
         .arn
-        .expect("the secret's ARN")
+        .expect("the secret's ARN");
+    integration::judge::stands_for(&arn, "ref:SigningKeysSecret");
+    arn
 }
 
 /// A fresh tenant on `h`'s table (1 shard) with products `p-0`..`p-{n-1}`.
