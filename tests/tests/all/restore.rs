@@ -698,20 +698,28 @@ async fn a_point_in_time_restore(prefix: &str) -> (Harness, String, String) {
     assert_eq!(restore_from(&h, &t, &source, false).await.status, 202);
     let tenant = TenantId::parse(&t).unwrap();
     let copy = point_in_time::scratch_table(&h.table, &tenant, h.clock.now_millis());
-    let record = shared::identity::keys::tenant_record_key(&tenant);
-    h.admin
+    let set = "SET #r.pointInTime = :at, #r.sourceTable = :copy";
+    let values = [(":at", "2026-11-25T00:00:00Z"), (":copy", copy.as_str())];
+    update_restore(&h, &t, set, &values).await;
+    (h, t, copy)
+}
+
+/// Updates `t`'s restore on its record by hand (`#r` in `expression`; `values` its `:` strings):
+/// a state no route leaves it in.
+async fn update_restore(h: &Harness, t: &str, expression: &str, values: &[(&str, &str)]) {
+    let record = shared::identity::keys::tenant_record_key(&TenantId::parse(t).unwrap());
+    let update = h
+        .admin
         .update_item()
         .table_name(&h.table)
         .key("PK", AttributeValue::S(record.clone()))
         .key("SK", AttributeValue::S(record))
-        .update_expression("SET #r.pointInTime = :at, #r.sourceTable = :copy")
-        .expression_attribute_names("#r", "restore")
-        .expression_attribute_values(":at", AttributeValue::S("2026-11-25T00:00:00Z".into()))
-        .expression_attribute_values(":copy", AttributeValue::S(copy.clone()))
-        .send()
-        .await
-        .unwrap();
-    (h, t, copy)
+        .update_expression(expression)
+        .expression_attribute_names("#r", "restore");
+    let update = values.iter().fold(update, |update, (name, value)| {
+        update.expression_attribute_values(*name, AttributeValue::S((*value).to_owned()))
+    });
+    update.send().await.unwrap();
 }
 
 /// `copy` made as a table (what DynamoDB's point-in-time restore makes).
@@ -1123,18 +1131,8 @@ async fn a_lane_worker_leaves_a_point_in_time_copy_to_start_to_a_call_or_the_dri
     // GIVEN a point-in-time restore preparing (no copy made, so none known), its copy not
     // started, its writes due
     let (h, t, _copy) = a_point_in_time_restore("pitrworker").await;
-    let record = shared::identity::keys::tenant_record_key(&TenantId::parse(&t).unwrap());
-    h.admin
-        .update_item()
-        .table_name(&h.table)
-        .key("PK", AttributeValue::S(record.clone()))
-        .key("SK", AttributeValue::S(record))
-        .update_expression("SET #r.phase = :preparing REMOVE #r.sourceId")
-        .expression_attribute_names("#r", "restore")
-        .expression_attribute_values(":preparing", AttributeValue::S("preparing".into()))
-        .send()
-        .await
-        .unwrap();
+    let unstarted = "SET #r.phase = :preparing REMOVE #r.sourceId";
+    update_restore(&h, &t, unstarted, &[(":preparing", "preparing")]).await;
     h.clock.advance_seconds(STARTS_DELAY_SECONDS + 1);
     let scope = shared::isolation::policy::Scope::Operator;
     let tenant = TenantId::parse(&t).unwrap();
@@ -1146,6 +1144,7 @@ async fn a_lane_worker_leaves_a_point_in_time_copy_to_start_to_a_call_or_the_dri
             .unwrap()
     };
     let lanes = tenants::Lanes::in_process();
+    let before = keyed(h.all_items().await);
     // WHEN the lane worker steps it
     let stepped = Box::pin(advance(
         &h.app,
@@ -1157,10 +1156,13 @@ async fn a_lane_worker_leaves_a_point_in_time_copy_to_start_to_a_call_or_the_dri
     .await
     .unwrap();
     // THEN it waits, still preparing (before the guard: the worker's start was refused, and the
-    // restore ended abandoned)
+    // restore ended abandoned), having planned no lane and written nothing, the tenant's record
+    // and its neighbours' items byte for byte
     assert_eq!(stepped.status(), 202);
+    assert_eq!(keyed(h.all_items().await), before);
     let view = h.operator().get_tenant(&t).await;
     assert_eq!(view.body["restore"]["phase"], "preparing", "{}", view.body);
+    assert!(view.body["restore"].get("lanes").is_none(), "{}", view.body);
     // WHEN a driver run steps it
     driver_run(&h).await;
     // THEN the driver did ask DynamoDB for the copy: DynamoDB Local, which makes none, refuses it
