@@ -268,6 +268,18 @@ pub(crate) async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> String {
         .expect("a queue ARN")
 }
 
+/// Hands `event` to the import consumer in this process, as the function runs it (its own
+/// credentials' requests judged against its role: [`crate::judge`]).
+pub async fn consume(
+    app: &shared::service::app::App,
+    settings: &imports::consume::ConsumerSettings,
+    event: aws_lambda_events::sqs::SqsEvent,
+) -> aws_lambda_events::sqs::SqsBatchResponse {
+    // Boxed: the consumer's future is large, and a test thread's stack in debug is not.
+    let consumed = Box::pin(imports::consume::consume(app, settings, event));
+    crate::judge::as_function("import-consumer", consumed).await
+}
+
 /// The consumer binary, running as a Lambda process (one execution environment) on its own
 /// Runtime API.
 pub struct Consumer {

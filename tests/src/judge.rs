@@ -10,9 +10,9 @@
 //! Tenant sessions' requests are the guard's to hold (proven equal to their session policies), so
 //! only the execution role's are judged here: told by the access key that signed them (the stack's
 //! own, `AWS_ACCESS_KEY_ID`; a session's is STS's). A function is known while a test calls it through
-//! [`as_function`] (every route's `dispatch`, the lane worker's, the driver's, the control plane's
-//! and the lifecycle publisher's entry in the harness); what it sends from a task it spawns, or a
-//! binary run as a process, is not judged.
+//! [`as_function`] (every route's `dispatch`; the lane worker's, the driver's, the import
+//! consumer's, the control plane's and the lifecycle publisher's entry in the harness); what it
+//! sends from a task it spawns, or a binary run as a process, is not judged.
 
 use std::collections::BTreeMap;
 use std::future::Future;

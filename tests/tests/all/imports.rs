@@ -1000,7 +1000,7 @@ async fn reshard_to_16_while_consuming(h: &Harness, queues: &ImportQueues, t: &s
     let deliver = |messages: usize| async move {
         let batch = queues.receive(messages).await;
         let event = serde_json::from_value(queues.event(&batch)).unwrap();
-        let answer = imports::consume::consume(&h.app, settings, event).await;
+        let answer = integration::import_queue::consume(&h.app, settings, event).await;
         let answer = serde_json::to_value(answer).unwrap();
         queues.settle(&batch, Some(&answer)).await
     };
@@ -1145,7 +1145,7 @@ pub(crate) async fn deliver_in_process(
         max_defer_seconds: imports::consume::DEFAULT_MAX_DEFER_SECONDS,
     };
     let event = serde_json::from_value(queues.event(batch)).unwrap();
-    let answer = imports::consume::consume(&h.app, &settings, event).await;
+    let answer = integration::import_queue::consume(&h.app, &settings, event).await;
     let answer = serde_json::to_value(answer).unwrap();
     queues.settle(batch, Some(&answer)).await
 }
@@ -1833,7 +1833,7 @@ async fn deliver_deferring_up_to(h: &Harness, queues: &ImportQueues, messages: u
         return 0;
     }
     let event = serde_json::from_value(queues.event(&batch)).unwrap();
-    let answer = Box::pin(imports::consume::consume(&h.app, &settings, event)).await;
+    let answer = integration::import_queue::consume(&h.app, &settings, event).await;
     let answer = serde_json::to_value(answer).unwrap();
     queues.settle(&batch, Some(&answer)).await;
     batch.len()
@@ -2049,7 +2049,7 @@ async fn a_deferred_message_delivered_again_after_whole_invocations_failed_is_co
     // fails whole, and the same messages are delivered again four times, each failing whole
     for _ in 0..5 {
         let event = serde_json::from_value(queues.event(&batch)).unwrap();
-        imports::consume::consume(&h.app, &settings, event).await;
+        integration::import_queue::consume(&h.app, &settings, event).await;
         queues.settle(&batch, None).await;
     }
     // THEN beside each original is at most one copy, of the first generation: the redeliveries
@@ -2083,7 +2083,7 @@ async fn a_deferred_message_delivered_again_after_whole_invocations_failed_is_co
         batch.truncate(10);
         h.clock.advance_seconds(10);
         let event = serde_json::from_value(queues.event(&batch)).unwrap();
-        let answer = imports::consume::consume(&h.app, &settings, event).await;
+        let answer = integration::import_queue::consume(&h.app, &settings, event).await;
         queues
             .settle(&batch, Some(&serde_json::to_value(answer).unwrap()))
             .await;

@@ -448,7 +448,8 @@ impl World {
                 // container holds only its own)
                 self.h.app.flush_usage().await.unwrap();
                 self.h.requests.reset();
-                let answer = imports::consume::consume(&self.h.app, &settings, event).await;
+                let answer =
+                    integration::import_queue::consume(&self.h.app, &settings, event).await;
                 let answer = serde_json::to_value(answer).unwrap();
                 assert_eq!(
                     answer["batchItemFailures"],

@@ -147,7 +147,7 @@ async fn import_crosses(
         max_defer_seconds: imports::consume::DEFAULT_MAX_DEFER_SECONDS,
     };
     let event = serde_json::from_value(queues.event(&batch)).unwrap();
-    let answer = imports::consume::consume(&to.app, &settings, event).await;
+    let answer = integration::import_queue::consume(&to.app, &settings, event).await;
     assert!(
         answer.batch_item_failures.is_empty(),
         "the message was not written"
