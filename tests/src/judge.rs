@@ -1,18 +1,18 @@
 //! IAM for the functions' own credentials, on the stack: every DynamoDB request a function sends on
 //! its execution role (not a tenant's session) while a test calls it, and every STS, KMS, SQS,
 //! EventBridge and Secrets Manager request through the clients the harness builds ([`services`]),
-//! is judged by the project's
-//! IAM evaluator against that function's role as template.yaml generates it from routes.yaml. A
-//! request the role would refuse fails its test with the request named (DynamoDB Local evaluates no
-//! IAM, so without this a role missing an action the code calls would pass every test here and be
-//! refused in AWS).
+//! is judged by the project's IAM evaluator against that function's role as template.yaml
+//! generates it from routes.yaml. A request the role would refuse fails its test with the request
+//! named (DynamoDB Local and moto evaluate no IAM, so without this a role missing an action the
+//! code calls would pass every test here and be refused in AWS).
 //!
 //! Tenant sessions' requests are the guard's to hold (proven equal to their session policies), so
 //! only the execution role's are judged here: told by the access key that signed them (the stack's
 //! own, `AWS_ACCESS_KEY_ID`; a session's is STS's). A function is known while a test calls it through
 //! [`as_function`] (every route's `dispatch`; the lane worker's, the driver's, the import
-//! consumer's, the control plane's and the lifecycle publisher's entry in the harness); what it
-//! sends from a task it spawns, or a binary run as a process, is not judged.
+//! consumer's, the control plane's and the lifecycle publisher's entry in the harness); what a
+//! binary run as a process sends is not judged, nor would be a task's a function spawned (the
+//! task-local name does not follow a spawn; no function spawns one today).
 
 use std::collections::BTreeMap;
 use std::future::Future;
